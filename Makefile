@@ -1,0 +1,112 @@
+# aebench — build, test, dependencies.
+#
+#   make              build ./aebench (CUDA when nvcc is found and kernels/cuda has sources;
+#                     MPI when mpicc is found; OpenMP always)
+#   make CUDA=0       CPU-only build
+#   make deps         install missing Debian packages (cJSON, MPICH, gnuplot, cmocka)
+#   make test         deps + build + every test (unit, integration, CLI, multi-rank)
+#   make check-asan   the CPU tests under AddressSanitizer + UBSan
+#   make run          deps + build + `aebench -m all` on the defaults (CPU preset without GPU)
+
+SHELL := /bin/bash
+CC    ?= gcc
+BUILD ?= build
+
+# ---- optional components ---------------------------------------------------------------
+MPICC := $(shell command -v mpicc 2>/dev/null)
+MPI   ?= $(if $(MPICC),1,0)
+NVCC  := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CU_SRCS := $(wildcard kernels/cuda/*.cu)
+CUDA  ?= $(if $(and $(NVCC),$(CU_SRCS)),1,0)
+
+ifeq ($(MPI),1)
+  CC := $(MPICC)
+  MPI_DEFS := -DAEBENCH_HAVE_MPI
+endif
+
+WARN    := -Wall -Wextra
+# -ffp-contract=off: no fused multiply-add contraction, so results never depend on what
+# the compiler chose to fuse (engines are compared for exact equality).
+CSTD    := -std=c11 -D_GNU_SOURCE -ffp-contract=off
+OPT     ?= -O3 -march=native
+CFLAGS  ?=
+CFLAGS  += $(CSTD) $(OPT) $(WARN) -fopenmp -g $(MPI_DEFS)
+LDLIBS  := -lcjson -lm
+LDFLAGS += -fopenmp
+
+# ---- sources -----------------------------------------------------------------------------
+KERNEL_SRCS  := kernels/model.c $(wildcard kernels/cpu/*.c)
+ENGINE_SRCS  := $(wildcard engines/*.c) $(wildcard engines/runtime/*.c)
+CMD_LIB_SRCS := cmd/cli.c cmd/data.c cmd/report.c cmd/run.c
+ifeq ($(CUDA),1)
+  CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+  NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -Wall,-Wextra \
+               -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 \
+               -gencode arch=compute_90,code=compute_90
+  CUDA_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.o)
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+  CFLAGS    += -DAEBENCH_HAVE_CUDA
+else
+  KERNEL_SRCS += kernels/cuda/cuda_absent.c
+  CUDA_OBJS :=
+endif
+LIB_SRCS := $(KERNEL_SRCS) $(ENGINE_SRCS) $(CMD_LIB_SRCS)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
+
+TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report
+
+.PHONY: all deps test check-asan run clean tests
+all: aebench
+
+aebench: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c $(wildcard kernels/*.h kernels/cpu/*.h engines/*.h engines/runtime/*.h cmd/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%: tests/%.c $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
+
+tests: $(TEST_PROGS)
+
+# ---- dependencies from Debian packages -----------------------------------------------------
+# Each entry: a file that proves the package is present, then the package(s).
+DEPS := /usr/include/cjson/cJSON.h:libcjson-dev \
+        /usr/include/cmocka.h:libcmocka-dev \
+        /usr/bin/gnuplot:gnuplot-nox \
+        /usr/bin/mpicc:mpich+libmpich-dev \
+        /usr/bin/mpirun:mpich
+deps:
+	@missing=""; for d in $(DEPS); do f=$${d%%:*}; p=$${d#*:}; \
+	  [ -e "$$f" ] || missing="$$missing $${p//+/ }"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+	    || { echo "make deps: apt-get failed for:$$missing"; exit 1; }; \
+	fi
+
+test: deps
+	$(MAKE) aebench tests
+	bash tests/run.sh
+
+check-asan: deps
+	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	        LDFLAGS="-fsanitize=address,undefined" CUDA=0 aebench-asan build-asan/tests/test_ops build-asan/tests/test_model build-asan/tests/test_report
+	AEBENCH=./aebench-asan TEST_BUILD=build-asan ASAN_OPTIONS=detect_leaks=1 bash tests/run.sh
+
+aebench-asan: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+run: deps aebench
+	./aebench -m all
+
+clean:
+	rm -rf build build-asan aebench aebench-asan

@@ -1,0 +1,110 @@
+/*
+ * aebench — how large a GPT can each GPU-memory offloading strategy train, and how fast?
+ *
+ * main: parse the command line (and --config), pick the backend (CUDA when usable, else the
+ * CPU reference backend with its small preset), open the data, then run one engine or
+ * every engine (-m all).  Bad input exits 2 before anything is written.
+ */
+#include "cli.h"
+#include "data.h"
+#include "run.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The backend the run asked for; without --device, CUDA if this build and machine have
+ * it, else the CPU.  Returns NULL (with a message) only when --device cuda cannot be had. */
+static gpt_backend *open_backend(run_config *rc)
+{
+    gpt_backend *be = NULL;
+    if (rc->eng.device == DEVICE_CUDA || !rc->device_given) {
+        if (gpt_cuda_backend_create(&be, 0) == 0) {
+            rc->eng.device = DEVICE_CUDA;
+            return be;
+        }
+        if (rc->device_given) return NULL;
+    }
+    rc->eng.device = DEVICE_CPU;
+    if (gpt_cpu_backend_create(&be, rc->eng.threads) != 0) return NULL;
+    return be;
+}
+
+static void close_backend(gpt_backend *be, device_kind kind)
+{
+    if (!be) return;
+    if (kind == DEVICE_CUDA) gpt_cuda_backend_destroy(be);
+    else gpt_cpu_backend_destroy(be);
+}
+
+int main(int argc, char **argv)
+{
+    comm_world comm;
+    if (comm_init(&comm, &argc, &argv) != 0) return EXIT_RUN_ERROR;
+
+    run_config rc;
+    char err[1024];
+    cli_outcome outcome = cli_parse(argc, argv, &rc, err, sizeof err);
+    if (outcome != CLI_RUN) {
+        if (outcome == CLI_ERROR && comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
+        comm_finalize(&comm);
+        return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
+    }
+
+    gpt_backend *be = open_backend(&rc);
+    if (!be) {
+        if (comm.rank == 0)
+            fprintf(stderr, "aebench: --device %s is not usable here (see above)\n",
+                    rc.eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
+    if (rc.eng.device == DEVICE_CPU) {
+        if (rc.eng.bf16) {
+            if (comm.rank == 0)
+                fprintf(stderr, "aebench: --dtype bf16 needs a CUDA device (the CPU backend is fp32)\n");
+            close_backend(be, rc.eng.device);
+            comm_finalize(&comm);
+            return EXIT_BAD_INPUT;
+        }
+        if (cli_apply_cpu_preset(&rc) && comm.rank == 0)
+            printf("aebench: no GPU in use and no model shape given: CPU preset %s\n",
+                   cli_cpu_preset_text());
+    }
+
+    const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
+    if (rc.dry_run) {
+        for (int i = 0; i < engine_count(); i++)
+            if (!only || engine_at(i) == only) run_dry(&rc, engine_at(i));
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return 0;
+    }
+
+    data_source data;
+    if (rc.data_path[0]) {
+        if (data_open_file(&data, rc.data_path, rc.eng.shape.vocab, rc.eng.shape.batch,
+                           rc.eng.shape.seq, err, sizeof err) != 0) {
+            if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
+            close_backend(be, rc.eng.device);
+            comm_finalize(&comm);
+            return EXIT_BAD_INPUT;
+        }
+    } else {
+        data_open_synthetic(&data, rc.eng.shape.vocab, rc.eng.shape.batch, rc.eng.shape.seq,
+                            rc.eng.seed);
+    }
+
+    /* A sweep goes on past a run that fails or does not fit; the exit code reports the
+     * worst outcome (error over out-of-memory over ok). */
+    int worst = EXIT_RUN_OK;
+    for (int i = 0; i < engine_count(); i++) {
+        const engine_vtbl *eng = engine_at(i);
+        if (only && eng != only) continue;
+        int code = run_engine(&rc, eng, be, &data, &comm);
+        if (code == EXIT_RUN_ERROR || (code == EXIT_RUN_OOM && worst == EXIT_RUN_OK)) worst = code;
+    }
+    data_close(&data);
+    close_backend(be, rc.eng.device);
+    comm_finalize(&comm);
+    return worst;
+}

@@ -1,0 +1,56 @@
+/*
+ * cli.h — the command line and JSON configs.
+ *
+ * Every option has a long name; a config file (--config FILE.json) is an object whose keys
+ * are those long names ("layers", "gpu-mem-limit", ...).  The config is applied first and
+ * the command line overrides it.  Anything wrong — unknown option or key, wrong type,
+ * non-numeric or non-positive size, hidden not divisible by heads — is one line naming the
+ * problem; the caller exits 2 before anything is written.
+ */
+#ifndef AEBENCH_CLI_H
+#define AEBENCH_CLI_H
+
+#include "../engines/engine.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+typedef struct run_config {
+    char method[64];       /* an engine name, an alias, or "all" */
+    engine_config eng;
+    int iters;
+    int log_interval;
+    char results_dir[PATH_MAX];
+    char data_path[PATH_MAX]; /* empty: the synthetic corpus */
+    char config_path[PATH_MAX];
+    size_t gpu_mem_limit;  /* bytes; 0: the device's free memory */
+    size_t cpu_mem_limit;  /* bytes; 0: the host's available memory */
+    int dry_run;
+    int device_given;      /* --device was set (else: CUDA when usable, CPU otherwise) */
+    unsigned long long given; /* bit per option: set by the config or the command line */
+    int cpu_preset;        /* the small CPU preset was applied */
+} run_config;
+
+typedef enum cli_outcome {
+    CLI_RUN = 0,   /* run with the parsed config */
+    CLI_DONE = 1,  /* --help or --version was printed */
+    CLI_ERROR = 2, /* err holds the one-line reason */
+} cli_outcome;
+
+/* Defaults, then --config, then the command line. */
+cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t errlen);
+/* With no model shape given, the CPU backend uses a small preset (returns 1 if applied). */
+int cli_apply_cpu_preset(run_config *rc);
+/* The one-line description of the CPU preset (for the notice and --help). */
+const char *cli_cpu_preset_text(void);
+void cli_usage(FILE *out);
+
+/* Was the option with this long name given? */
+int cli_given(const run_config *rc, const char *long_name);
+
+#endif

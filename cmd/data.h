@@ -1,0 +1,40 @@
+/*
+ * data.h — where the batches come from.
+ *
+ * synthetic (default): a deterministic corpus made on the fly.  Every row is a noisy chain
+ *   over the first min(V, 256) token ids: a fixed random successor table (from the seed)
+ *   gives the next token with probability 0.9, otherwise a uniformly drawn one.  A model
+ *   first learns the 256-token unigram (loss ln V -> ln 256), then the chain (about 0.9
+ *   nats), so the loss falls visibly within tens of iterations even for a tiny model.
+ *   Row b of iteration i depends only on (seed, i, b): every engine and rank sees the same.
+ * file (--data FILE): a flat file of little-endian uint16 token ids (as GPT-2 corpora are
+ *   commonly stored).  Row b of iteration i is the window of T+1 tokens starting at
+ *   ((i-1) B + b) T, wrapping around the file.
+ */
+#ifndef AEBENCH_DATA_H
+#define AEBENCH_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct data_source {
+    int vocab, batch, seq;
+    uint64_t seed;
+    /* synthetic */
+    int active;               /* ids in use: min(vocab, 256) */
+    uint16_t successor[256];
+    /* file */
+    const uint16_t *tokens;   /* mapped file, NULL when synthetic */
+    size_t ntokens;
+    size_t map_bytes;
+} data_source;
+
+void data_open_synthetic(data_source *d, int vocab, int batch, int seq, uint64_t seed);
+/* Map and validate the whole file; on error returns -1 with a one-line reason in err. */
+int data_open_file(data_source *d, const char *path, int vocab, int batch, int seq, char *err,
+                   size_t errlen);
+/* tokens, targets: B*T ids each; targets are the tokens shifted left by one. */
+void data_batch(const data_source *d, int iteration, int32_t *tokens, int32_t *targets);
+void data_close(data_source *d);
+
+#endif

@@ -1,0 +1,192 @@
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void fmt_pyfloat(char *buf, size_t len, double v)
+{
+    if (isnan(v)) {
+        snprintf(buf, len, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(buf, len, v > 0 ? "inf" : "-inf");
+        return;
+    }
+    /* The fewest significant digits that read back as the same double, as repr() finds. */
+    int digits = 17;
+    char probe[40];
+    for (int d = 1; d <= 17; d++) {
+        snprintf(probe, sizeof probe, "%.*e", d - 1, v);
+        if (strtod(probe, NULL) == v) {
+            digits = d;
+            break;
+        }
+    }
+    snprintf(probe, sizeof probe, "%.*e", digits - 1, v);
+    int exp10 = atoi(strchr(probe, 'e') + 1);
+    if (v != 0 && (exp10 < -4 || exp10 >= 16)) {
+        /* repr's exponent form: "1e-05", "1.5e+16" — the same as C's %e here. */
+        snprintf(buf, len, "%s", probe);
+        return;
+    }
+    int decimals = digits - 1 - exp10;
+    /* repr always shows a fractional part: "28904.0". */
+    snprintf(buf, len, "%.*f", decimals > 1 ? decimals : 1, v);
+}
+
+void fmt_params_line(char *buf, size_t len, uint64_t params)
+{
+    snprintf(buf, len,
+             " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %llu",
+             (unsigned long long)params);
+}
+
+void fmt_iteration_line(char *buf, size_t len, int iteration, int iters, double ms_per_iter,
+                        double lr, int global_batch, double loss, double grad_norm,
+                        int skipped, int nans)
+{
+    snprintf(buf, len,
+             " iteration %8d/%8d | elapsed time per iteration (ms): %.1f | learning rate: %.3E |"
+             " global batch size: %5d | lm loss: %.6E | loss scale: 1.0 | grad norm: %.3f |"
+             " number of skipped iterations: %3d | number of nan iterations: %3d |",
+             iteration, iters, ms_per_iter, lr, global_batch, loss, grad_norm, skipped, nans);
+}
+
+void fmt_tflops_line(char *buf, size_t len, double tflops, uint64_t params)
+{
+    snprintf(buf, len, "Effective Tera Flops per GPU: %.1f and total parameters %.3f B", tflops,
+             (double)params / 1e9);
+}
+
+void fmt_throughput_line(char *buf, size_t len, int workers, int samples_per_step,
+                         double iter_seconds, double samples_per_second)
+{
+    char it[40], sps[40];
+    fmt_pyfloat(it, sizeof it, iter_seconds);
+    fmt_pyfloat(sps, sizeof sps, samples_per_second);
+    /* Two spaces before SamplesPerSecond, as the artifact printed (its awk relies on it). */
+    snprintf(buf, len, "NumWorkers: %d; SamplesPerStep: %d; IterationTime: %s;  SamplesPerSecond: %s",
+             workers, samples_per_step, it, sps);
+}
+
+void fmt_memory_line(char *buf, size_t len, int rank, int iteration, double alloc_bytes,
+                     double max_alloc_bytes, double reserved_bytes, double max_reserved_bytes)
+{
+    const double MB = 1024.0 * 1024.0;
+    char a[40], ma[40], r[40], mr[40];
+    fmt_pyfloat(a, sizeof a, alloc_bytes / MB);
+    fmt_pyfloat(ma, sizeof ma, max_alloc_bytes / MB);
+    fmt_pyfloat(r, sizeof r, reserved_bytes / MB);
+    fmt_pyfloat(mr, sizeof mr, max_reserved_bytes / MB);
+    snprintf(buf, len,
+             "[Rank %d] (after %d iterations) memory (MB) | allocated: %s | max allocated: %s |"
+             " reserved: %s | max reserved: %s",
+             rank, iteration, a, ma, r, mr);
+}
+
+void fmt_timers_line(char *buf, size_t len, int n, const char *const *names,
+                     const double *values)
+{
+    size_t used = (size_t)snprintf(buf, len, "time (ms)");
+    for (int i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, " | %s: %.2f", names[i], values[i]);
+}
+
+double effective_tflops(uint64_t params, int batch, int seq, double iter_seconds)
+{
+    return (double)params / 1e9 * batch * seq * 8.0 / (iter_seconds * 1000.0);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double median_of(const double *v, int n)
+{
+    double *c = malloc((size_t)n * sizeof *c);
+    if (!c) return v[n / 2];
+    memcpy(c, v, (size_t)n * sizeof *c);
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    double m = (n % 2) ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
+    return m;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir, char *err, size_t errlen)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        snprintf(err, errlen, "results directory name too long");
+        return -1;
+    }
+    for (char *p = path + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+                snprintf(err, errlen, "cannot create results directory %s: %s", path,
+                         strerror(errno));
+                return -1;
+            }
+            *p = saved;
+            if (saved == '\0') break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "results path %s is not a directory", dir);
+        return -1;
+    }
+    return 0;
+}
+
+FILE *report_create_log(const char *dir, const char *method, int layers, int hidden, int batch,
+                        const char *window, char *log_path, size_t log_len, char *json_path,
+                        size_t json_len, char *err, size_t errlen)
+{
+    if (make_dirs(dir, err, errlen)) return NULL;
+    time_t now = time(NULL);
+    struct tm tm_now;
+    localtime_r(&now, &tm_now);
+    char date[16];
+    strftime(date, sizeof date, "%Y-%m-%d", &tm_now);
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        char stem[4096], suffix[16] = "";
+        if (attempt) snprintf(suffix, sizeof suffix, "-%d", attempt);
+        snprintf(stem, sizeof stem, "%s/log_%s_l-%d_h-%d_bs-%d_ws-%s_%s.%lld%s", dir, method,
+                 layers, hidden, batch, window, date, (long long)now, suffix);
+        if (snprintf(log_path, log_len, "%s.txt", stem) >= (int)log_len ||
+            snprintf(json_path, json_len, "%s.json", stem) >= (int)json_len) {
+            snprintf(err, errlen, "results path too long");
+            return NULL;
+        }
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno == EEXIST) continue;
+        if (fd < 0) {
+            snprintf(err, errlen, "cannot create log %s: %s", log_path, strerror(errno));
+            return NULL;
+        }
+        FILE *f = fdopen(fd, "w");
+        if (!f) {
+            snprintf(err, errlen, "cannot open log %s: %s", log_path, strerror(errno));
+            close(fd);
+            unlink(log_path);
+            return NULL;
+        }
+        /* Line-buffered: a run that dies still leaves every line it reached. */
+        setvbuf(f, NULL, _IOLBF, 0);
+        return f;
+    }
+    snprintf(err, errlen, "cannot find a free log name in %s", dir);
+    return NULL;
+}

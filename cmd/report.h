@@ -1,0 +1,46 @@
+/*
+ * report.h — what a run leaves behind: the artifact-format log, the JSON summary, and the
+ * short summary on stdout.
+ *
+ * The log lines copy Megatron-LM's (and the artifact's patches') formats character for
+ * character, because the artifact's extract scripts split them with awk field separators
+ * such as '[/,_: ]' and '[/,_:|]' and pick fields by number (ENGINES.md, "Logs").
+ */
+#ifndef AEBENCH_REPORT_H
+#define AEBENCH_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Python's repr() of a float (shortest round-trip digits, ".0" on integral values), which
+ * is how the artifact printed IterationTime, SamplesPerSecond and the memory figures. */
+void fmt_pyfloat(char *buf, size_t len, double v);
+
+void fmt_params_line(char *buf, size_t len, uint64_t params);
+void fmt_iteration_line(char *buf, size_t len, int iteration, int iters, double ms_per_iter,
+                        double lr, int global_batch, double loss, double grad_norm,
+                        int skipped, int nans);
+void fmt_tflops_line(char *buf, size_t len, double tflops, uint64_t params);
+void fmt_throughput_line(char *buf, size_t len, int workers, int samples_per_step,
+                         double iter_seconds, double samples_per_second);
+void fmt_memory_line(char *buf, size_t len, int rank, int iteration, double alloc_bytes,
+                     double max_alloc_bytes, double reserved_bytes, double max_reserved_bytes);
+/* "time (ms) | name: v | name: v ..." with n (name, value) pairs. */
+void fmt_timers_line(char *buf, size_t len, int n, const char *const *names,
+                     const double *values);
+
+/* The artifact's "Effective Tera Flops per GPU": P[billions] * B * T * 8 / (seconds * 1000). */
+double effective_tflops(uint64_t params, int batch, int seq, double iter_seconds);
+
+/* Median of n values (copies; n >= 1). */
+double median_of(const double *v, int n);
+
+/* results/log_{method}_l-{L}_h-{H}_bs-{B}_ws-{W}_{YYYY-MM-DD}.{epoch}.txt, created with
+ * O_EXCL so two runs never share a file (a clash within one second gets "-1", "-2", ...).
+ * Creates the directory if needed.  json_path gets the same name with .json. */
+FILE *report_create_log(const char *dir, const char *method, int layers, int hidden, int batch,
+                        const char *window, char *log_path, size_t log_len, char *json_path,
+                        size_t json_len, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,452 @@
+#include "run.h"
+
+#include "report.h"
+
+#include "../engines/runtime/timer.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef AEBENCH_VERSION
+#define AEBENCH_VERSION "0.1.0"
+#endif
+
+/* Per-iteration record kept for the JSON. */
+typedef struct iter_record {
+    step_result r;
+    double ms;
+} iter_record;
+
+/* Everything one run produces, gathered for the log, the JSON and stdout. */
+typedef struct run_state {
+    const run_config *rc;
+    const engine_vtbl *eng;
+    engine_config ec;
+    engine_plan plan;
+    uint64_t params;
+    char window[16];
+    char device_desc[160];
+    FILE *log;               /* open while the run writes it; NULL on ranks other than 0 */
+    int has_log;             /* this rank writes the log and JSON */
+    char log_path[4200], json_path[4200];
+    dev_arena gpu;
+    mem_budget host;
+    iter_record *iters;
+    int done;                /* iterations completed */
+    int status;              /* EXIT_RUN_* */
+    char message[512];       /* why, when status is not ok */
+    const char *oom_device;  /* "GPU" or "host" when status is oom */
+    const mem_budget *oom_budget;
+    int world;
+    int rank;
+} run_state;
+
+static void logline(run_state *s, const char *fmt, ...)
+{
+    if (!s->log) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(s->log, fmt, ap);
+    va_end(ap);
+    fputc('\n', s->log);
+}
+
+static void describe_shape(const engine_config *ec, char *buf, size_t len)
+{
+    const gpt_shape *sh = &ec->shape;
+    snprintf(buf, len, "l%d h%d heads%d s%d b%d vocab%d", sh->layers, sh->hidden, sh->heads,
+             sh->seq, sh->batch, sh->vocab);
+}
+
+void run_dry(const run_config *rc, const engine_vtbl *eng)
+{
+    engine_plan plan;
+    eng->plan(&rc->eng, &plan);
+    uint64_t P = gpt_param_count(&rc->eng.shape);
+    char shape[128], g[32], h[32], d[32], line[256];
+    describe_shape(&rc->eng, shape, sizeof shape);
+    format_bytes((double)plan.gpu_bytes, g, sizeof g);
+    format_bytes((double)plan.host_bytes, h, sizeof h);
+    format_bytes((double)plan.disk_bytes, d, sizeof d);
+    fmt_params_line(line, sizeof line, P);
+    printf("%s\n", line);
+    printf("%s | %s | %.3f B parameters (%llu) | checkpointing %s\n", eng->name, shape,
+           (double)P / 1e9, (unsigned long long)P, rc->eng.ckpt ? "on" : "off");
+    printf("plan: GPU %s (%llu bytes) | host %s (%llu bytes) | disk %s (%llu bytes)\n", g,
+           (unsigned long long)plan.gpu_bytes, h, (unsigned long long)plan.host_bytes, d,
+           (unsigned long long)plan.disk_bytes);
+}
+
+/* Record an out-of-memory outcome from a budget's record. */
+static void set_oom(run_state *s, const mem_budget *b)
+{
+    s->status = EXIT_RUN_OOM;
+    s->oom_device = b->device;
+    s->oom_budget = b;
+    mem_budget_oom_message(b, s->message, sizeof s->message);
+}
+
+/* The plan must fit the budgets before anything is allocated. */
+static int check_plan(run_state *s)
+{
+    mem_budget probe;
+    mem_budget_init(&probe, "GPU", s->gpu.budget.limit);
+    if (mem_budget_take(&probe, s->plan.gpu_bytes, "the run (its plan)")) {
+        s->gpu.budget = probe; /* keep the record for the report */
+        set_oom(s, &s->gpu.budget);
+        return -1;
+    }
+    mem_budget_init(&probe, "host", s->host.limit);
+    if (mem_budget_take(&probe, s->plan.host_bytes, "the run (its plan)")) {
+        s->host = probe;
+        set_oom(s, &s->host);
+        return -1;
+    }
+    return 0;
+}
+
+static cJSON *json_budget(const mem_budget *b, uint64_t planned)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "limit_bytes", (double)b->limit);
+    cJSON_AddNumberToObject(o, "planned_bytes", (double)planned);
+    cJSON_AddNumberToObject(o, "peak_bytes", (double)b->peak);
+    /* How far the measured peak is from the plan: engines are held to 10%. */
+    cJSON_AddNumberToObject(o, "peak_over_plan", planned ? (double)b->peak / (double)planned : 0);
+    return o;
+}
+
+static int write_json(run_state *s)
+{
+    const run_config *rc = s->rc;
+    const engine_config *ec = &s->ec;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "aebench_version", AEBENCH_VERSION);
+    cJSON_AddStringToObject(root, "status", s->status == EXIT_RUN_OK    ? "ok"
+                                            : s->status == EXIT_RUN_OOM ? "oom"
+                                                                        : "error");
+    if (s->status != EXIT_RUN_OK) cJSON_AddStringToObject(root, "message", s->message);
+    cJSON_AddStringToObject(root, "method", s->eng->name);
+    cJSON_AddStringToObject(root, "device", s->device_desc);
+    cJSON_AddNumberToObject(root, "world", s->world);
+
+    cJSON *cfg = cJSON_AddObjectToObject(root, "config");
+    cJSON_AddNumberToObject(cfg, "layers", ec->shape.layers);
+    cJSON_AddNumberToObject(cfg, "hidden", ec->shape.hidden);
+    cJSON_AddNumberToObject(cfg, "heads", ec->shape.heads);
+    cJSON_AddNumberToObject(cfg, "seq", ec->shape.seq);
+    cJSON_AddNumberToObject(cfg, "batch", ec->shape.batch);
+    cJSON_AddNumberToObject(cfg, "vocab", ec->shape.vocab);
+    cJSON_AddNumberToObject(cfg, "vocab_padded", ec->shape.vocab_padded);
+    cJSON_AddStringToObject(cfg, "window", s->window);
+    cJSON_AddNumberToObject(cfg, "iters", rc->iters);
+    cJSON_AddNumberToObject(cfg, "log_interval", rc->log_interval);
+    cJSON_AddNumberToObject(cfg, "seed", (double)ec->seed);
+    cJSON_AddBoolToObject(cfg, "ckpt", ec->ckpt);
+    cJSON_AddStringToObject(cfg, "dtype", ec->bf16 ? "bf16" : "fp32");
+    cJSON_AddStringToObject(cfg, "backend", ec->device == DEVICE_CUDA ? "cuda" : "cpu");
+    cJSON_AddStringToObject(cfg, "data", rc->data_path[0] ? rc->data_path : "synthetic");
+    cJSON_AddNumberToObject(cfg, "lr", ec->optim.lr);
+    cJSON_AddNumberToObject(cfg, "min_lr", ec->optim.min_lr);
+    cJSON_AddNumberToObject(cfg, "lr_decay_iters", ec->optim.decay_iters);
+    cJSON_AddNumberToObject(cfg, "lr_warmup_fraction", ec->optim.warmup_fraction);
+    cJSON_AddNumberToObject(cfg, "weight_decay", ec->optim.weight_decay);
+    cJSON_AddNumberToObject(cfg, "clip_grad", ec->optim.clip);
+    cJSON_AddNumberToObject(cfg, "threads", ec->threads);
+    cJSON_AddBoolToObject(cfg, "cpu_preset", rc->cpu_preset);
+
+    cJSON_AddNumberToObject(root, "parameters", (double)s->params);
+    cJSON *plan = cJSON_AddObjectToObject(root, "plan");
+    cJSON_AddNumberToObject(plan, "gpu_bytes", (double)s->plan.gpu_bytes);
+    cJSON_AddNumberToObject(plan, "host_bytes", (double)s->plan.host_bytes);
+    cJSON_AddNumberToObject(plan, "disk_bytes", (double)s->plan.disk_bytes);
+    cJSON *mem = cJSON_AddObjectToObject(root, "memory");
+    cJSON_AddItemToObject(mem, "gpu", json_budget(&s->gpu.budget, s->plan.gpu_bytes));
+    cJSON_AddItemToObject(mem, "host", json_budget(&s->host, s->plan.host_bytes));
+    if (s->status == EXIT_RUN_OOM) {
+        cJSON *oom = cJSON_AddObjectToObject(root, "oom");
+        cJSON_AddStringToObject(oom, "memory", s->oom_device);
+        cJSON_AddStringToObject(oom, "allocating", s->oom_budget->oom_what);
+        cJSON_AddNumberToObject(oom, "requested_bytes", (double)s->oom_budget->oom_bytes);
+        cJSON_AddNumberToObject(oom, "in_use_bytes", (double)s->oom_budget->oom_in_use);
+        cJSON_AddNumberToObject(oom, "limit_bytes", (double)s->oom_budget->limit);
+    }
+
+    cJSON *its = cJSON_AddArrayToObject(root, "iterations");
+    double *ms = malloc(sizeof(double) * (size_t)(s->done > 0 ? s->done : 1));
+    for (int i = 0; i < s->done; i++) {
+        const iter_record *r = &s->iters[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "iteration", i + 1);
+        cJSON_AddNumberToObject(o, "loss", r->r.loss);
+        cJSON_AddNumberToObject(o, "grad_norm", r->r.grad_norm);
+        cJSON_AddNumberToObject(o, "lr", r->r.lr);
+        cJSON_AddNumberToObject(o, "ms", r->ms);
+        cJSON_AddNumberToObject(o, "forward_ms", r->r.ms_forward);
+        cJSON_AddNumberToObject(o, "backward_ms", r->r.ms_backward);
+        cJSON_AddNumberToObject(o, "optimizer_ms", r->r.ms_optimizer);
+        cJSON_AddBoolToObject(o, "skipped", r->r.skipped);
+        cJSON_AddItemToArray(its, o);
+        if (ms) ms[i] = r->ms;
+    }
+    cJSON *sum = cJSON_AddObjectToObject(root, "summary");
+    cJSON_AddNumberToObject(sum, "iterations_run", s->done);
+    if (s->done > 0 && ms) {
+        /* The first iteration carries one-time costs (first touch, library warm-up). */
+        int skip = s->done > 1 ? 1 : 0;
+        double med = median_of(ms + skip, s->done - skip);
+        int global_batch = ec->shape.batch * s->world;
+        cJSON_AddNumberToObject(sum, "median_ms", med);
+        cJSON_AddNumberToObject(sum, "median_excludes_first", skip);
+        cJSON_AddNumberToObject(sum, "samples_per_second", global_batch * 1000.0 / med);
+        cJSON_AddNumberToObject(sum, "model_tflops", gpt_model_flops(&ec->shape) / (med * 1e-3) / 1e12);
+        cJSON_AddNumberToObject(sum, "effective_tflops",
+                                effective_tflops(s->params, ec->shape.batch, ec->shape.seq, med * 1e-3));
+        cJSON_AddNumberToObject(sum, "first_loss", s->iters[0].r.loss);
+        cJSON_AddNumberToObject(sum, "final_loss", s->iters[s->done - 1].r.loss);
+    }
+    free(ms);
+    cJSON_AddStringToObject(root, "log", s->log_path);
+
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return -1;
+    /* Write then rename: a reader never sees half a JSON. */
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", s->json_path);
+    FILE *f = fopen(tmp, "w");
+    int rc_ = -1;
+    if (f) {
+        int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+        ok = (fclose(f) == 0) && ok;
+        if (ok && rename(tmp, s->json_path) == 0) rc_ = 0;
+        else unlink(tmp);
+    }
+    if (rc_) fprintf(stderr, "aebench: cannot write %s: %s\n", s->json_path, strerror(errno));
+    cJSON_free(text);
+    return rc_;
+}
+
+/* The artifact's lines for the interval (first, last] of iterations. */
+static void log_interval(run_state *s, int first, int last, int *memory_reported)
+{
+    const engine_config *ec = &s->ec;
+    const int n = last - first;
+    double ms = 0, loss = 0, fwd = 0, bwd = 0, opt = 0;
+    int skipped = 0, nans = 0;
+    for (int i = first; i < last; i++) {
+        const iter_record *r = &s->iters[i];
+        ms += r->ms;
+        loss += r->r.loss;
+        fwd += r->r.ms_forward;
+        bwd += r->r.ms_backward;
+        opt += r->r.ms_optimizer;
+        skipped += r->r.skipped;
+        nans += !isfinite(r->r.loss) || !isfinite(r->r.grad_norm);
+    }
+    ms /= n, loss /= n, fwd /= n, bwd /= n, opt /= n;
+    const iter_record *cur = &s->iters[last - 1];
+    const int global_batch = ec->shape.batch * s->world;
+    char line[1024];
+    fmt_iteration_line(line, sizeof line, last, s->rc->iters, ms, cur->r.lr, global_batch, loss,
+                       cur->r.grad_norm, skipped, nans);
+    logline(s, "%s", line);
+    fmt_tflops_line(line, sizeof line, effective_tflops(s->params, ec->shape.batch, ec->shape.seq, ms * 1e-3),
+                    s->params);
+    logline(s, "%s", line);
+    fmt_throughput_line(line, sizeof line, s->world, global_batch, ms * 1e-3, global_batch * 1000.0 / ms);
+    logline(s, "%s", line);
+    if (!*memory_reported) {
+        /* As Megatron: once, after the first logged interval.  The arena keeps no cache,
+         * so reserved equals allocated. */
+        const mem_budget *g = &s->gpu.budget;
+        fmt_memory_line(line, sizeof line, s->rank, last, (double)g->in_use, (double)g->peak,
+                        (double)g->in_use, (double)g->peak);
+        logline(s, "%s", line);
+        *memory_reported = 1;
+    }
+    static const char *const names[] = {"e2e-time", "forward-compute", "backward-compute", "optimizer"};
+    const double values[] = {ms, fwd, bwd, opt};
+    fmt_timers_line(line, sizeof line, 4, names, values);
+    logline(s, "%s", line);
+    if (s->rank == 0) {
+        printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->rc->iters,
+               loss, cur->r.grad_norm, ms);
+        fflush(stdout);
+    }
+}
+
+static void print_summary(run_state *s)
+{
+    if (s->rank != 0) return;
+    char g[32], h[32];
+    format_bytes((double)s->gpu.budget.peak, g, sizeof g);
+    format_bytes((double)s->host.peak, h, sizeof h);
+    if (s->status == EXIT_RUN_OK && s->done > 0) {
+        double *ms = malloc(sizeof(double) * (size_t)s->done);
+        double med = 0;
+        if (ms) {
+            for (int i = 0; i < s->done; i++) ms[i] = s->iters[i].ms;
+            int skip = s->done > 1;
+            med = median_of(ms + skip, s->done - skip);
+            free(ms);
+        }
+        const int global_batch = s->ec.shape.batch * s->world;
+        printf("  done: median %.1f ms/it | %.2f samples/s | %.3f TFLOP/s (model) | peak GPU %s, "
+               "host %s | loss %.4f -> %.4f\n",
+               med, global_batch * 1000.0 / med, gpt_model_flops(&s->ec.shape) / (med * 1e-3) / 1e12,
+               g, h, s->iters[0].r.loss, s->iters[s->done - 1].r.loss);
+    } else {
+        printf("  %s: %s\n", s->status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "FAILED", s->message);
+    }
+    if (s->has_log) printf("  log:  %s\n  json: %s\n", s->log_path, s->json_path);
+    fflush(stdout);
+}
+
+static void train(run_state *s, gpt_backend *be, const data_source *data, const comm_world *comm)
+{
+    const run_config *rc = s->rc;
+    engine_env env = {
+        .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host, .rank = comm->rank,
+        .world = comm->world,
+    };
+    void *state = NULL;
+    int rc_ = s->eng->init(&env, &state);
+    if (rc_ == GPT_ERR_OOM) {
+        set_oom(s, s->gpu.budget.oom ? &s->gpu.budget : &s->host);
+    } else if (rc_) {
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
+                 rc_ == GPT_ERR_INVALID ? "invalid configuration" : "backend error, see stderr");
+    }
+    const size_t N = (size_t)s->ec.shape.batch * s->ec.shape.seq;
+    int32_t *tokens = NULL, *targets = NULL;
+    if (s->status == EXIT_RUN_OK) {
+        tokens = malloc(N * sizeof *tokens);
+        targets = malloc(N * sizeof *targets);
+        if (!tokens || !targets) {
+            s->status = EXIT_RUN_ERROR;
+            snprintf(s->message, sizeof s->message, "out of host memory for the batch ids");
+        }
+    }
+    int memory_reported = 0, last_logged = 0;
+    for (int it = 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
+        data_batch(data, it, tokens, targets);
+        step_result r = {0};
+        double t0 = wall_ms();
+        rc_ = s->eng->step(state, it, tokens, targets, &r);
+        double t1 = wall_ms();
+        if (rc_) {
+            if (rc_ == GPT_ERR_OOM) {
+                set_oom(s, s->gpu.budget.oom ? &s->gpu.budget : &s->host);
+            } else {
+                s->status = EXIT_RUN_ERROR;
+                snprintf(s->message, sizeof s->message, "%s: iteration %d failed (backend error, see stderr)",
+                         s->eng->name, it);
+            }
+            break;
+        }
+        s->iters[it - 1] = (iter_record){.r = r, .ms = t1 - t0};
+        s->done = it;
+        if (it % rc->log_interval == 0 || it == rc->iters) {
+            log_interval(s, last_logged, it, &memory_reported);
+            last_logged = it;
+        }
+    }
+    free(tokens);
+    free(targets);
+    s->eng->free(state);
+}
+
+int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
+               const data_source *data, const comm_world *comm)
+{
+    run_state s;
+    memset(&s, 0, sizeof s);
+    s.rc = rc;
+    s.eng = eng;
+    s.ec = rc->eng;
+    s.world = comm->world;
+    s.rank = comm->rank;
+    s.params = gpt_param_count(&s.ec.shape);
+    eng->plan(&s.ec, &s.plan);
+    if (s.ec.window) snprintf(s.window, sizeof s.window, "%d", s.ec.window);
+    else snprintf(s.window, sizeof s.window, "auto");
+    be->ops->describe(be, s.device_desc, sizeof s.device_desc);
+
+    size_t gpu_limit = rc->gpu_mem_limit, host_limit = rc->cpu_mem_limit;
+    if (!gpu_limit) {
+        size_t free_b = 0, total_b = 0;
+        if (be->ops->dev_mem_info(be, &free_b, &total_b) == 0) gpu_limit = free_b;
+    }
+    if (!host_limit) host_limit = host_available_bytes();
+    dev_arena_init(&s.gpu, be, gpu_limit ? gpu_limit : SIZE_MAX);
+    mem_budget_init(&s.host, "host", host_limit ? host_limit : SIZE_MAX);
+
+    s.iters = calloc((size_t)rc->iters, sizeof *s.iters);
+    if (!s.iters) {
+        fprintf(stderr, "aebench: out of host memory for %d iteration records\n", rc->iters);
+        return EXIT_RUN_ERROR;
+    }
+    if (comm->rank == 0) {
+        char err[512];
+        s.log = report_create_log(rc->results_dir, eng->name, s.ec.shape.layers, s.ec.shape.hidden,
+                                  s.ec.shape.batch, s.window, s.log_path, sizeof s.log_path,
+                                  s.json_path, sizeof s.json_path, err, sizeof err);
+        if (!s.log) {
+            fprintf(stderr, "aebench: %s\n", err);
+            free(s.iters);
+            return EXIT_RUN_ERROR;
+        }
+        s.has_log = 1;
+    }
+
+    char shape[128], line[512], g[32], h[32], d[32];
+    describe_shape(&s.ec, shape, sizeof shape);
+    format_bytes((double)s.plan.gpu_bytes, g, sizeof g);
+    format_bytes((double)s.plan.host_bytes, h, sizeof h);
+    format_bytes((double)s.plan.disk_bytes, d, sizeof d);
+    if (s.rank == 0) {
+        printf("aebench %s | %s | %s | %.6g M parameters | checkpointing %s%s\n", eng->name,
+               s.device_desc, shape, (double)s.params / 1e6, s.ec.ckpt ? "on" : "off",
+               rc->cpu_preset ? " | CPU preset" : "");
+        printf("  plan: GPU %s | host %s | disk %s\n", g, h, d);
+        fflush(stdout);
+    }
+    logline(&s, "aebench %s: method %s, %s, %s, window %s, dtype %s, checkpointing %s, data %s",
+            AEBENCH_VERSION, eng->name, s.device_desc, shape, s.window, s.ec.bf16 ? "bf16" : "fp32",
+            s.ec.ckpt ? "on" : "off", rc->data_path[0] ? rc->data_path : "synthetic");
+    fmt_params_line(line, sizeof line, s.params);
+    logline(&s, "%s", line);
+    char gl[32], hl[32];
+    format_bytes((double)s.gpu.budget.limit, gl, sizeof gl);
+    format_bytes((double)s.host.limit, hl, sizeof hl);
+    logline(&s, "memory plan | GPU: %s of %s | host: %s of %s | disk: %s", g, gl, h, hl, d);
+
+    if (check_plan(&s) == 0) train(&s, be, data, comm);
+
+    if (s.status == EXIT_RUN_OK) {
+        char pg[32], ph[32];
+        format_bytes((double)s.gpu.budget.peak, pg, sizeof pg);
+        format_bytes((double)s.host.peak, ph, sizeof ph);
+        logline(&s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s)", pg, g, ph, h);
+    } else {
+        logline(&s, "%s: %s", s.status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "ERROR", s.message);
+    }
+    if (s.has_log) {
+        if (fclose(s.log) != 0) fprintf(stderr, "aebench: error closing %s\n", s.log_path);
+        s.log = NULL;
+        if (write_json(&s) && s.status == EXIT_RUN_OK) s.status = EXIT_RUN_ERROR;
+    }
+    if (s.rank == 0 && s.status != EXIT_RUN_OK)
+        fprintf(stderr, "aebench: %s\n", s.message);
+    print_summary(&s);
+    free(s.iters);
+    return s.status;
+}

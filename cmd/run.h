@@ -1,0 +1,28 @@
+/*
+ * run.h — one training run of one engine: plan, budgets, init, iterations, log and JSON.
+ */
+#ifndef AEBENCH_RUN_H
+#define AEBENCH_RUN_H
+
+#include "cli.h"
+#include "data.h"
+
+#include "../engines/runtime/comm.h"
+
+/* Exit codes of aebench (and of run_engine). */
+enum {
+    EXIT_RUN_OK = 0,
+    EXIT_RUN_ERROR = 1,
+    EXIT_BAD_INPUT = 2,
+    EXIT_RUN_OOM = 3,
+};
+
+/* Runs eng with rc on backend be; returns an exit code above.  Writes the log and JSON
+ * under rc->results_dir (rank 0 only) and a short summary on stdout. */
+int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
+               const data_source *data, const comm_world *comm);
+
+/* --dry-run: the plan and the parameter count, no allocation, nothing written. */
+void run_dry(const run_config *rc, const engine_vtbl *eng);
+
+#endif

@@ -1,0 +1,82 @@
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifdef AEBENCH_HAVE_MPI
+#include <mpi.h>
+
+static int mpi_ok(int rc, const char *what)
+{
+    if (rc == MPI_SUCCESS) return 0;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    fprintf(stderr, "aebench: %s failed: %s\n", what, msg);
+    return -1;
+}
+
+int comm_init(comm_world *c, int *argc, char ***argv)
+{
+    c->rank = 0;
+    c->world = 1;
+    c->initialised = 0;
+    int provided = 0;
+    /* Engines call MPI from one thread at a time, but not always the main one. */
+    if (mpi_ok(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread"))
+        return -1;
+    c->initialised = 1;
+    if (mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank), "MPI_Comm_rank") ||
+        mpi_ok(MPI_Comm_size(MPI_COMM_WORLD, &c->world), "MPI_Comm_size"))
+        return -1;
+    return 0;
+}
+
+void comm_finalize(comm_world *c)
+{
+    if (c->initialised) (void)mpi_ok(MPI_Finalize(), "MPI_Finalize");
+    c->initialised = 0;
+}
+
+void comm_abort(const comm_world *c, int code)
+{
+    if (c->initialised && c->world > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+int comm_barrier(const comm_world *c)
+{
+    if (!c->initialised || c->world == 1) return 0;
+    return mpi_ok(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
+
+#else
+
+int comm_init(comm_world *c, int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    c->rank = 0;
+    c->world = 1;
+    c->initialised = 0;
+    return 0;
+}
+
+void comm_finalize(comm_world *c)
+{
+    c->initialised = 0;
+}
+
+void comm_abort(const comm_world *c, int code)
+{
+    (void)c;
+    exit(code);
+}
+
+int comm_barrier(const comm_world *c)
+{
+    (void)c;
+    return 0;
+}
+
+#endif

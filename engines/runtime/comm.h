@@ -1,0 +1,23 @@
+/*
+ * comm.h — ranks and collectives.  Built with MPI (make finds mpicc) every run knows its
+ * rank and world size from mpirun; without MPI it is rank 0 of 1.  Engines get rank and
+ * world from day one, so multi-rank engines (gemini) need no new plumbing.
+ */
+#ifndef AEBENCH_COMM_H
+#define AEBENCH_COMM_H
+
+typedef struct comm_world {
+    int rank;
+    int world;
+    int initialised; /* MPI_Init was called by us: finalise it */
+} comm_world;
+
+/* 0 on success; on failure prints why and returns -1. */
+int comm_init(comm_world *c, int *argc, char ***argv);
+void comm_finalize(comm_world *c);
+/* Ends every rank with this exit code (MPI_Abort under MPI, exit otherwise). */
+void comm_abort(const comm_world *c, int code);
+/* Barrier over all ranks (no-op on one). 0 on success. */
+int comm_barrier(const comm_world *c);
+
+#endif

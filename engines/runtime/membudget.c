@@ -1,0 +1,168 @@
+#include "membudget.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void mem_budget_init(mem_budget *b, const char *device, size_t limit)
+{
+    memset(b, 0, sizeof *b);
+    b->device = device;
+    b->limit = limit;
+}
+
+static void record_oom(mem_budget *b, size_t bytes, const char *what, int by_device)
+{
+    if (b->oom) return; /* the first failure is the one that explains the run */
+    b->oom = 1;
+    b->oom_by_device = by_device;
+    snprintf(b->oom_what, sizeof b->oom_what, "%s", what);
+    b->oom_bytes = bytes;
+    b->oom_in_use = b->in_use;
+}
+
+int mem_budget_take(mem_budget *b, size_t bytes, const char *what)
+{
+    if (bytes > b->limit || b->in_use > b->limit - bytes) {
+        record_oom(b, bytes, what, 0);
+        return GPT_ERR_OOM;
+    }
+    b->in_use += bytes;
+    if (b->in_use > b->peak) b->peak = b->in_use;
+    return GPT_OK;
+}
+
+void mem_budget_give(mem_budget *b, size_t bytes)
+{
+    b->in_use = bytes > b->in_use ? 0 : b->in_use - bytes;
+}
+
+void mem_budget_device_failed(mem_budget *b, size_t bytes, const char *what)
+{
+    record_oom(b, bytes, what, 1);
+}
+
+void mem_budget_oom_message(const mem_budget *b, char *buf, size_t len)
+{
+    char req[32], lim[32], use[32], short_by[32];
+    format_bytes((double)b->oom_bytes, req, sizeof req);
+    format_bytes((double)b->limit, lim, sizeof lim);
+    format_bytes((double)b->oom_in_use, use, sizeof use);
+    double need = (double)b->oom_in_use + (double)b->oom_bytes - (double)b->limit;
+    format_bytes(need > 0 ? need : 0, short_by, sizeof short_by);
+    if (b->oom_by_device)
+        snprintf(buf, len,
+                 "out of %s memory: allocating %s for %s failed in the %s allocator "
+                 "(in use %s, budget %s)",
+                 b->device, req, b->oom_what, b->device, use, lim);
+    else
+        snprintf(buf, len,
+                 "out of %s memory: %s for %s does not fit (in use %s, budget %s, short by %s)",
+                 b->device, req, b->oom_what, use, lim, short_by);
+}
+
+void dev_arena_init(dev_arena *a, const gpt_backend *be, size_t limit)
+{
+    a->be = be;
+    mem_budget_init(&a->budget, "GPU", limit);
+}
+
+int dev_arena_alloc(dev_arena *a, void **ptr, size_t bytes, const char *what)
+{
+    *ptr = NULL;
+    int rc = mem_budget_take(&a->budget, bytes, what);
+    if (rc) return rc;
+    rc = a->be->ops->dev_alloc(a->be, ptr, bytes ? bytes : 1);
+    if (rc) {
+        mem_budget_give(&a->budget, bytes);
+        if (rc == GPT_ERR_OOM) mem_budget_device_failed(&a->budget, bytes, what);
+        *ptr = NULL;
+        return rc;
+    }
+    return GPT_OK;
+}
+
+void dev_arena_free(dev_arena *a, void *ptr, size_t bytes)
+{
+    if (!ptr) return;
+    a->be->ops->dev_free(a->be, ptr);
+    mem_budget_give(&a->budget, bytes);
+}
+
+int host_alloc(mem_budget *b, void **ptr, size_t bytes, const char *what)
+{
+    *ptr = NULL;
+    int rc = mem_budget_take(b, bytes, what);
+    if (rc) return rc;
+    if (posix_memalign(ptr, 64, bytes ? bytes : 1) != 0) {
+        mem_budget_give(b, bytes);
+        mem_budget_device_failed(b, bytes, what);
+        *ptr = NULL;
+        return GPT_ERR_OOM;
+    }
+    return GPT_OK;
+}
+
+void host_free(mem_budget *b, void *ptr, size_t bytes)
+{
+    if (!ptr) return;
+    free(ptr);
+    mem_budget_give(b, bytes);
+}
+
+void format_bytes(double bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 5) {
+        bytes /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%.0f B", bytes);
+    else
+        snprintf(buf, len, "%.*f %s", bytes < 10 ? 2 : bytes < 100 ? 1 : 0, bytes, units[u]);
+}
+
+int parse_bytes(const char *text, size_t *out)
+{
+    if (!text || !*text) return -1;
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (errno || end == text || !isfinite(v) || v <= 0) return -1;
+    double mult = 1;
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'K': mult = 1024.0; break;
+        case 'M': mult = 1024.0 * 1024; break;
+        case 'G': mult = 1024.0 * 1024 * 1024; break;
+        case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
+        case 'B': mult = 1; end--; break; /* plain "B" suffix */
+        default: return -1;
+        }
+        end++;
+        /* allow "G", "GB", "GiB" */
+        if (*end && strcasecmp(end, "B") != 0 && strcasecmp(end, "iB") != 0) return -1;
+    }
+    double bytes = v * mult;
+    if (bytes < 1 || bytes > 9.0e18) return -1;
+    *out = (size_t)bytes;
+    return 0;
+}
+
+size_t host_available_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    fclose(f);
+    return (size_t)kib * 1024;
+}

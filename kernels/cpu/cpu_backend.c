@@ -1,0 +1,204 @@
+/*
+ * cpu_backend.c — the CPU reference backend: memory, streams and the op table.
+ *
+ * "Device" memory is host memory, so the copies are memcpy and a stream is only a handle:
+ * a CPU stream executes every op synchronously in the calling thread (each op may fork an
+ * OpenMP team of the backend's thread count internally), so stream_sync has nothing to
+ * wait for.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu_ops.h"
+
+/* ---- memory ------------------------------------------------------------------------- */
+
+/* 64-byte alignment: one cache line, and whole AVX-512 vectors. */
+#define CPU_ALIGN 64
+
+static int cpu_dev_alloc(const gpt_backend *be, void **ptr, size_t bytes)
+{
+    (void)be;
+    *ptr = NULL;
+    /* posix_memalign(0) may legitimately return NULL; hand out a real block instead so
+     * that a NULL pointer always means failure to the caller. */
+    if (bytes == 0)
+        bytes = CPU_ALIGN;
+    void *p = NULL;
+    if (posix_memalign(&p, CPU_ALIGN, bytes) != 0 || p == NULL)
+        return GPT_ERR_OOM;
+    *ptr = p;
+    return GPT_OK;
+}
+
+static void cpu_dev_free(const gpt_backend *be, void *ptr)
+{
+    (void)be;
+    free(ptr);
+}
+
+/* Reads "Key:  <n> kB" from /proc/meminfo; returns 0 and the value in bytes if found. */
+static int meminfo_read(const char *key, size_t *bytes)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f == NULL)
+        return -1;
+    char line[256];
+    size_t keylen = strlen(key);
+    int found = -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, key, keylen) == 0 && line[keylen] == ':') {
+            unsigned long long kb = 0;
+            if (sscanf(line + keylen + 1, "%llu", &kb) == 1) {
+                *bytes = (size_t)kb * 1024u;
+                found = 0;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static int cpu_dev_mem_info(const gpt_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)be;
+    size_t avail = 0, total = 0;
+    if (meminfo_read("MemAvailable", &avail) != 0 || meminfo_read("MemTotal", &total) != 0) {
+        /* No /proc (or an old kernel without MemAvailable): ask the C library. */
+        long page = sysconf(_SC_PAGESIZE);
+        long avphys = sysconf(_SC_AVPHYS_PAGES);
+        long phys = sysconf(_SC_PHYS_PAGES);
+        if (page <= 0 || avphys < 0 || phys <= 0)
+            return GPT_ERR_BACKEND;
+        avail = (size_t)avphys * (size_t)page;
+        total = (size_t)phys * (size_t)page;
+    }
+    if (free_bytes)
+        *free_bytes = avail;
+    if (total_bytes)
+        *total_bytes = total;
+    return GPT_OK;
+}
+
+/* ---- streams -------------------------------------------------------------------------- */
+
+static int cpu_stream_create(const gpt_backend *be, gpt_stream **out)
+{
+    *out = NULL;
+    gpt_stream *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return GPT_ERR_OOM;
+    s->be = be;
+    s->impl = NULL; /* nothing to queue: ops run synchronously */
+    *out = s;
+    return GPT_OK;
+}
+
+static void cpu_stream_destroy(gpt_stream *s)
+{
+    free(s);
+}
+
+/* All three copy directions are host-to-host. */
+static int cpu_memcpy(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{
+    (void)s;
+    if (bytes > 0) /* memcpy with a NULL pointer is undefined even for 0 bytes */
+        memcpy(dst, src, bytes);
+    return GPT_OK;
+}
+
+static int cpu_memset_zero(gpt_stream *s, void *dst, size_t bytes)
+{
+    (void)s;
+    if (bytes > 0)
+        memset(dst, 0, bytes);
+    return GPT_OK;
+}
+
+static int cpu_stream_sync(gpt_stream *s)
+{
+    (void)s;
+    return GPT_OK;
+}
+
+static void cpu_describe(const gpt_backend *be, char *buf, size_t len)
+{
+    const cpu_backend_impl *impl = be->impl;
+    snprintf(buf, len, "cpu (%d threads)", impl->nthreads);
+}
+
+/* ---- the backend ------------------------------------------------------------------------ */
+
+static const gpt_backend_ops cpu_ops = {
+    .dev_alloc = cpu_dev_alloc,
+    .dev_free = cpu_dev_free,
+    .describe = cpu_describe,
+    .dev_mem_info = cpu_dev_mem_info,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .memcpy_h2d = cpu_memcpy,
+    .memcpy_d2h = cpu_memcpy,
+    .memcpy_d2d = cpu_memcpy,
+    .memset_zero = cpu_memset_zero,
+    .stream_sync = cpu_stream_sync,
+
+    .encoder_forward = cpu_encoder_forward,
+    .encoder_backward = cpu_encoder_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .residual_forward = cpu_residual_forward,
+    .residual_backward = cpu_residual_backward,
+    .crossentropy_forward = cpu_crossentropy_forward,
+    .crossentropy_backward = cpu_crossentropy_backward,
+    .adamw_update = cpu_adamw_update,
+    .norm_squared = cpu_norm_squared,
+};
+
+int gpt_cpu_backend_create(gpt_backend **out, int nthreads)
+{
+    *out = NULL;
+    gpt_backend *be = calloc(1, sizeof *be);
+    cpu_backend_impl *impl = calloc(1, sizeof *impl);
+    if (be == NULL || impl == NULL) {
+        free(be);
+        free(impl);
+        return GPT_ERR_OOM;
+    }
+#ifdef _OPENMP
+    /* Resolve "OpenMP's default" once, here, so that every op of this backend uses the
+     * same team size (and no op ever changes OpenMP's global settings). */
+    impl->nthreads = nthreads > 0 ? nthreads : omp_get_max_threads();
+#else
+    impl->nthreads = 1;
+    (void)nthreads;
+#endif
+    if (impl->nthreads < 1)
+        impl->nthreads = 1;
+    be->ops = &cpu_ops;
+    be->name = "cpu";
+    be->impl = impl;
+    *out = be;
+    return GPT_OK;
+}
+
+void gpt_cpu_backend_destroy(gpt_backend *be)
+{
+    if (be == NULL)
+        return;
+    free(be->impl);
+    free(be);
+}

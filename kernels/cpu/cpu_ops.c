@@ -1,0 +1,365 @@
+/*
+ * cpu_ops.c — the small ops: encoder, layernorm, GELU, residual, cross-entropy, AdamW,
+ * and the squared norm used for gradient clipping.
+ *
+ * Each forward/backward pair is written the plain way, one output element at a time.
+ * Where a backward sums over rows into a parameter gradient (encoder, layernorm), the
+ * loop is turned around: threads own blocks of columns and walk the rows in order, so
+ * every sum has one owner and a fixed order (see cpu_ops.h on determinism).
+ */
+#include <assert.h>
+#include <math.h>
+#include <stddef.h>
+
+#include "cpu_ops.h"
+
+/* Column block owned by one thread in the column-parallel reductions below: 64 floats
+ * are 4 cache lines, wide enough for the inner loop to vectorise. */
+#define COL_BLOCK 64
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* ---- encoder ---------------------------------------------------------------------------- */
+
+/* out (B,T,C) = wte[tokens[b,t]] + wpe[t];  wte (Vp,C), wpe (>=T,C). */
+void cpu_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
+                         const float *wpe, int B, int T, int C)
+{
+    const int nt = cpu_nthreads(s);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            const ptrdiff_t n = (ptrdiff_t)b * T + t;
+            const int32_t tok = tokens[n];
+            assert(tok >= 0 && "token ids are validated by the caller");
+            const float *wte_row = wte + (ptrdiff_t)tok * C;
+            const float *wpe_row = wpe + (ptrdiff_t)t * C;
+            float *o = out + n * C;
+            for (int c = 0; c < C; c++)
+                o[c] = wte_row[c] + wpe_row[c];
+        }
+    }
+}
+
+/* dwte[tokens[b,t]] += dout[b,t];  dwpe[t] += dout[b,t]   (both accumulate).
+ * A token may occur many times in the batch, so rows of dwte cannot be split between
+ * threads by token position; instead each thread owns a block of channels of every row
+ * and adds the occurrences in order of (b,t). */
+void cpu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
+                          const int32_t *tokens, int B, int T, int C)
+{
+    const int nt = cpu_nthreads(s);
+    const int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int cb = 0; cb < nblocks; cb++) {
+        const int c0 = cb * COL_BLOCK, c1 = imin(c0 + COL_BLOCK, C);
+        for (ptrdiff_t n = 0; n < (ptrdiff_t)B * T; n++) {
+            const int32_t tok = tokens[n];
+            assert(tok >= 0 && "token ids are validated by the caller");
+            float *dwte_row = dwte + (ptrdiff_t)tok * C;
+            const float *d = dout + n * C;
+            for (int c = c0; c < c1; c++)
+                dwte_row[c] += d[c];
+        }
+    }
+
+    /* Position t collects its B occurrences: rows of dwpe are independent. */
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int t = 0; t < T; t++) {
+        float *dwpe_row = dwpe + (ptrdiff_t)t * C;
+        for (int b = 0; b < B; b++) {
+            const float *d = dout + ((ptrdiff_t)b * T + t) * C;
+            for (int c = 0; c < C; c++)
+                dwpe_row[c] += d[c];
+        }
+    }
+}
+
+/* ---- layernorm ------------------------------------------------------------------------- */
+
+#define LN_EPS 1e-5f
+
+/* out (N,C) = (inp - mean) * rstd * w + b per row; mean, rstd (N) saved for backward.
+ * var is the biased variance (divide by C), rstd = 1/sqrt(var + 1e-5). */
+void cpu_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
+                           const float *inp, const float *w, const float *b, int N, int C)
+{
+    const int nt = cpu_nthreads(s);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (ptrdiff_t)n * C;
+        float m = 0.0f;
+        for (int c = 0; c < C; c++)
+            m += x[c];
+        m /= (float)C;
+        /* two passes (mean, then squared deviations): no cancellation in the variance */
+        float v = 0.0f;
+        for (int c = 0; c < C; c++) {
+            const float d = x[c] - m;
+            v += d * d;
+        }
+        v /= (float)C;
+        const float r = 1.0f / sqrtf(v + LN_EPS);
+
+        float *o = out + (ptrdiff_t)n * C;
+        for (int c = 0; c < C; c++) {
+            const float norm = (x[c] - m) * r;
+            o[c] = norm * w[c] + b[c];
+        }
+        mean[n] = m;
+        rstd[n] = r;
+    }
+}
+
+/*
+ * dinp (N,C) += , dw (C) += , db (C) += , from dout (N,C) and the forward's mean, rstd.
+ * With norm = (x - mean) * rstd and dnorm = w * dout, per row:
+ *   dinp = rstd * (dnorm - mean_c(dnorm) - norm * mean_c(dnorm * norm))
+ *   dw  += sum_n dout * norm,   db += sum_n dout.
+ */
+void cpu_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w,
+                            const float *mean, const float *rstd, int N, int C)
+{
+    const int nt = cpu_nthreads(s);
+
+    /* rows: dinp */
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (ptrdiff_t)n * C;
+        const float *d = dout + (ptrdiff_t)n * C;
+        const float m = mean[n], r = rstd[n];
+
+        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+        for (int c = 0; c < C; c++) {
+            const float norm = (x[c] - m) * r;
+            const float dnorm = w[c] * d[c];
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * norm;
+        }
+        dnorm_mean /= (float)C;
+        dnorm_norm_mean /= (float)C;
+
+        float *di = dinp + (ptrdiff_t)n * C;
+        for (int c = 0; c < C; c++) {
+            const float norm = (x[c] - m) * r;
+            const float dnorm = w[c] * d[c];
+            di[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r;
+        }
+    }
+
+    /* columns: dw, db.  Each thread owns a block of channels and walks all rows in order;
+     * the step's sums are formed from zero and then added to the old gradient. */
+    const int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int cb = 0; cb < nblocks; cb++) {
+        const int c0 = cb * COL_BLOCK, width = imin(COL_BLOCK, C - c0);
+        float dw_sum[COL_BLOCK] = {0}, db_sum[COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (ptrdiff_t)n * C + c0;
+            const float *d = dout + (ptrdiff_t)n * C + c0;
+            const float m = mean[n], r = rstd[n];
+            for (int j = 0; j < width; j++) {
+                const float norm = (x[j] - m) * r;
+                dw_sum[j] += d[j] * norm;
+                db_sum[j] += d[j];
+            }
+        }
+        for (int j = 0; j < width; j++) {
+            dw[c0 + j] += dw_sum[j];
+            db[c0 + j] += db_sum[j];
+        }
+    }
+}
+
+/* ---- GELU (tanh approximation) ----------------------------------------------------------- */
+
+#define GELU_K 0.044715f
+#define GELU_SQRT_2_OVER_PI 0.7978845608028654f /* sqrt(2/pi) */
+
+/* out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+void cpu_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n)
+{
+    const int nt = cpu_nthreads(s);
+    const float sqrt_2_over_pi = GELU_SQRT_2_OVER_PI;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (size_t i = 0; i < n; i++) {
+        const float x = inp[i];
+        const float u = sqrt_2_over_pi * (x + GELU_K * x * x * x);
+        out[i] = 0.5f * x * (1.0f + tanhf(u));
+    }
+}
+
+/* dinp = gelu'(inp) * dout, overwritten; dinp may alias dout (each element is read before
+ * it is written, by the same iteration).
+ *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2) */
+void cpu_gelu_backward(gpt_stream *s, float *dinp, const float *inp, const float *dout,
+                       size_t n)
+{
+    const int nt = cpu_nthreads(s);
+    const float sqrt_2_over_pi = GELU_SQRT_2_OVER_PI;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (size_t i = 0; i < n; i++) {
+        const float x = inp[i];
+        const float u = sqrt_2_over_pi * (x + GELU_K * x * x * x);
+        const float th = tanhf(u);
+        /* sech^2 u as 1 - tanh^2 u: no cosh, which overflows for large |u| */
+        const float sech2 = 1.0f - th * th;
+        const float local_grad = 0.5f * (1.0f + th) +
+                                 0.5f * x * sech2 * sqrt_2_over_pi * (1.0f + 3.0f * GELU_K * x * x);
+        dinp[i] = local_grad * dout[i];
+    }
+}
+
+/* ---- residual ------------------------------------------------------------------------------ */
+
+/* out = a + b */
+void cpu_residual_forward(gpt_stream *s, float *out, const float *a, const float *b,
+                          size_t n)
+{
+    const int nt = cpu_nthreads(s);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+/* da += dout, db += dout */
+void cpu_residual_backward(gpt_stream *s, float *da, float *db, const float *dout, size_t n)
+{
+    const int nt = cpu_nthreads(s);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (size_t i = 0; i < n; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}
+
+/* ---- cross-entropy --------------------------------------------------------------------------- */
+
+/* The max of the first V logits of a row, and sum_v exp(logit_v - max).  The sum is
+ * accumulated in double: it runs over the whole vocabulary (50k terms for GPT-2), where
+ * a float sum would lose ~1e-5 of relative accuracy to rounding. */
+static void softmax_stats(const float *row, int V, float *maxval, double *sum)
+{
+    float m = -INFINITY;
+    for (int v = 0; v < V; v++)
+        if (row[v] > m)
+            m = row[v];
+    double s = 0.0;
+    for (int v = 0; v < V; v++)
+        s += (double)expf(row[v] - m);
+    *maxval = m;
+    *sum = s;
+}
+
+/* losses (N) = -log softmax(logits[n, 0..V-1])[targets[n]];  logits (N,Vp). */
+void cpu_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
+                              const int32_t *targets, int N, int V, int Vp)
+{
+    const int nt = cpu_nthreads(s);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (ptrdiff_t)n * Vp;
+        const int32_t target = targets[n];
+        assert(target >= 0 && target < V && "target out of range: a caller bug");
+        float maxval;
+        double sum;
+        softmax_stats(row, V, &maxval, &sum);
+        /* -log(exp(x_t - max) / sum) = log(sum) - (x_t - max), without forming the
+         * probability (which may underflow to 0) */
+        losses[n] = (float)(log(sum) - (double)(row[target] - maxval));
+    }
+}
+
+/* dlogits (N,Vp) = dloss * (softmax(logits) - onehot(target)) over the first V columns,
+ * 0 in the padded columns V..Vp-1; overwritten.  dlogits may alias logits: a row's max
+ * and sum are computed first, and then each element is read just before it is
+ * overwritten. */
+void cpu_crossentropy_backward(gpt_stream *s, float *dlogits, const float *logits,
+                               const int32_t *targets, float dloss, int N, int V, int Vp)
+{
+    const int nt = cpu_nthreads(s);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (ptrdiff_t)n * Vp;
+        float *drow = dlogits + (ptrdiff_t)n * Vp;
+        const int32_t target = targets[n];
+        assert(target >= 0 && target < V && "target out of range: a caller bug");
+        float maxval;
+        double sum;
+        softmax_stats(row, V, &maxval, &sum);
+        const float inv_sum = (float)(1.0 / sum);
+        for (int v = 0; v < V; v++) {
+            const float p = expf(row[v] - maxval) * inv_sum;
+            const float indicator = v == target ? 1.0f : 0.0f;
+            drow[v] = dloss * (p - indicator);
+        }
+        for (int v = V; v < Vp; v++)
+            drow[v] = 0.0f;
+    }
+}
+
+/* ---- AdamW ---------------------------------------------------------------------------------- */
+
+/* One AdamW step (t >= 1) on n elements, exactly the formula in gpt.h:
+ *   g = grad * grad_scale;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+ *   param -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + weight_decay * param ) */
+void cpu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
+                      size_t n, float lr, float beta1, float beta2, float eps,
+                      float weight_decay, int t, float grad_scale)
+{
+    const int nt = cpu_nthreads(s);
+    const float bias_corr1 = 1.0f - powf(beta1, (float)t);
+    const float bias_corr2 = 1.0f - powf(beta2, (float)t);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (size_t i = 0; i < n; i++) {
+        const float g = grad[i] * grad_scale;
+        const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+        const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        const float m_hat = mi / bias_corr1;
+        const float v_hat = vi / bias_corr2;
+        m[i] = mi;
+        v[i] = vi;
+        param[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * param[i]);
+    }
+}
+
+/* ---- squared L2 norm -------------------------------------------------------------------------- */
+
+/* The input is cut into NORM_CHUNKS chunks whose boundaries depend only on n; each chunk
+ * is summed by one thread into NORM_LANES interleaved double accumulators (lane j takes
+ * the elements j, j+LANES, ... of the chunk: independent sums, so the loop vectorises
+ * without reassociation), and the lanes, then the chunks, are added in order. */
+#define NORM_CHUNKS 64
+#define NORM_LANES 8
+
+/* *out = sum_i x[i]^2, accumulated in double, stored as float. */
+void cpu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
+{
+    const int nt = cpu_nthreads(s);
+    const size_t chunk = (n + NORM_CHUNKS - 1) / NORM_CHUNKS;
+    double partial[NORM_CHUNKS];
+
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int ci = 0; ci < NORM_CHUNKS; ci++) {
+        const size_t start = (size_t)ci * chunk;
+        const size_t end = start + chunk < n ? start + chunk : n;
+        double lane[NORM_LANES] = {0};
+        size_t i = start;
+        for (; i + NORM_LANES <= end; i += NORM_LANES)
+            for (int j = 0; j < NORM_LANES; j++)
+                lane[j] += (double)x[i + j] * (double)x[i + j];
+        for (int j = 0; i < end; i++, j++) /* the chunk's tail, lane by lane */
+            lane[j] += (double)x[i] * (double)x[i];
+        double sum = 0.0;
+        for (int j = 0; j < NORM_LANES; j++)
+            sum += lane[j];
+        partial[ci] = sum;
+    }
+
+    double total = 0.0;
+    for (int ci = 0; ci < NORM_CHUNKS; ci++)
+        total += partial[ci];
+    *out = (float)total;
+}

@@ -1,0 +1,19 @@
+/*
+ * The CUDA backend's entry points in a build without CUDA (make CUDA=0, or no nvcc):
+ * asking for it is a clear error, and the default device falls back to the CPU backend.
+ */
+#include "../gpt.h"
+
+#include <stdio.h>
+
+int gpt_cuda_backend_create(gpt_backend **out, int device)
+{
+    (void)device;
+    *out = NULL;
+    return GPT_ERR_BACKEND;
+}
+
+void gpt_cuda_backend_destroy(gpt_backend *be)
+{
+    (void)be;
+}

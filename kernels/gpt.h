@@ -1,0 +1,230 @@
+/*
+ * gpt.h — the GPT kernel set: the whole API that the model code and the engines see.
+ *
+ * A backend (CPU reference, CUDA) is a table of function pointers (gpt_backend_ops) plus
+ * its memory and stream primitives, in the manner of ggml's backends.  Every op is called
+ * on a stream; the inline wrappers below (gpt_matmul_forward(s, ...)) dispatch through
+ * the stream's backend, so model code never names a backend.
+ *
+ * Conventions (the same on every backend):
+ *   - Tensors are fp32, row-major, contiguous; shapes are given in the comment of each op
+ *     as (rows, cols) or (B, T, C) with the last index fastest.  N = B*T rows of tokens.
+ *   - Pointers are the backend's "device" pointers (for the CPU backend: host memory).
+ *   - forward ops overwrite their outputs.
+ *   - backward ops ACCUMULATE (+=) into parameter gradients (dw, db, dwte, ...) so that a
+ *     tied weight or a gradient-accumulation step simply adds; what they do to activation
+ *     gradients is stated per op: "overwrites" or "accumulates".
+ *   - Linear layers follow PyTorch's nn.Linear: weight is (OC, C), out = inp @ w^T + bias.
+ *
+ * Error handling: ops cannot fail on valid shapes (their buffers are allocated up front);
+ * memory and copy primitives return 0 on success or a negative gpt_status.
+ */
+#ifndef AEBENCH_GPT_H
+#define AEBENCH_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gpt_status {
+    GPT_OK = 0,
+    GPT_ERR_OOM = -1,     /* the allocation did not fit (budget or the device itself) */
+    GPT_ERR_BACKEND = -2, /* a runtime/library call failed; the backend printed which */
+    GPT_ERR_INVALID = -3, /* bad argument (e.g. a token id out of range) */
+} gpt_status;
+
+typedef struct gpt_backend gpt_backend;
+typedef struct gpt_stream gpt_stream;
+typedef struct gpt_backend_ops gpt_backend_ops;
+
+/* A backend instance: its op table and private state (device id, library handles). */
+struct gpt_backend {
+    const gpt_backend_ops *ops;
+    const char *name; /* "cpu", "cuda" */
+    void *impl;
+};
+
+/* An in-order queue of work on one backend.  Ops issued on one stream run in issue order;
+ * on the CPU backend the default stream executes synchronously in the calling thread. */
+struct gpt_stream {
+    const gpt_backend *be;
+    void *impl;
+};
+
+struct gpt_backend_ops {
+    /* ---- memory -------------------------------------------------------------------- */
+    int (*dev_alloc)(const gpt_backend *be, void **ptr, size_t bytes);
+    void (*dev_free)(const gpt_backend *be, void *ptr);
+    /* One line naming the device, e.g. "cpu (16 threads)" or "NVIDIA H100 80GB HBM3". */
+    void (*describe)(const gpt_backend *be, char *buf, size_t len);
+    /* Free and total bytes of the device, for the default budget. */
+    int (*dev_mem_info)(const gpt_backend *be, size_t *free_bytes, size_t *total_bytes);
+    int (*stream_create)(const gpt_backend *be, gpt_stream **out);
+    void (*stream_destroy)(gpt_stream *s);
+    int (*memcpy_h2d)(gpt_stream *s, void *dst, const void *src, size_t bytes);
+    int (*memcpy_d2h)(gpt_stream *s, void *dst, const void *src, size_t bytes);
+    int (*memcpy_d2d)(gpt_stream *s, void *dst, const void *src, size_t bytes);
+    int (*memset_zero)(gpt_stream *s, void *dst, size_t bytes);
+    int (*stream_sync)(gpt_stream *s);
+
+    /* ---- ops (see the wrappers below for shapes and semantics) ------------------------ */
+    void (*encoder_forward)(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
+                            const float *wpe, int B, int T, int C);
+    void (*encoder_backward)(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
+                             const int32_t *tokens, int B, int T, int C);
+    void (*layernorm_forward)(gpt_stream *s, float *out, float *mean, float *rstd,
+                              const float *inp, const float *w, const float *b, int N, int C);
+    void (*layernorm_backward)(gpt_stream *s, float *dinp, float *dw, float *db,
+                               const float *dout, const float *inp, const float *w,
+                               const float *mean, const float *rstd, int N, int C);
+    void (*matmul_forward)(gpt_stream *s, float *out, const float *inp, const float *w,
+                           const float *bias, int N, int C, int OC);
+    void (*matmul_backward)(gpt_stream *s, float *dinp, float *dw, float *dbias,
+                            const float *dout, const float *inp, const float *w, int N, int C,
+                            int OC);
+    void (*attention_forward)(gpt_stream *s, float *out, float *att, const float *qkv, int B,
+                              int T, int C, int NH);
+    void (*attention_backward)(gpt_stream *s, float *dqkv, float *datt, const float *dout,
+                               const float *qkv, const float *att, int B, int T, int C, int NH);
+    void (*gelu_forward)(gpt_stream *s, float *out, const float *inp, size_t n);
+    void (*gelu_backward)(gpt_stream *s, float *dinp, const float *inp, const float *dout,
+                          size_t n);
+    void (*residual_forward)(gpt_stream *s, float *out, const float *a, const float *b,
+                             size_t n);
+    void (*residual_backward)(gpt_stream *s, float *da, float *db, const float *dout, size_t n);
+    void (*crossentropy_forward)(gpt_stream *s, float *losses, const float *logits,
+                                 const int32_t *targets, int N, int V, int Vp);
+    void (*crossentropy_backward)(gpt_stream *s, float *dlogits, const float *logits,
+                                  const int32_t *targets, float dloss, int N, int V, int Vp);
+    void (*adamw_update)(gpt_stream *s, float *param, const float *grad, float *m, float *v,
+                         size_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int t, float grad_scale);
+    void (*norm_squared)(gpt_stream *s, float *out, const float *x, size_t n);
+};
+
+/* ---- memory and ordering on a stream (return 0 or a negative gpt_status) ------------ */
+static inline int gpt_memcpy_h2d(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{ return s->be->ops->memcpy_h2d(s, dst, src, bytes); }
+static inline int gpt_memcpy_d2h(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{ return s->be->ops->memcpy_d2h(s, dst, src, bytes); }
+static inline int gpt_memcpy_d2d(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{ return s->be->ops->memcpy_d2d(s, dst, src, bytes); }
+static inline int gpt_stream_memset_zero(gpt_stream *s, void *dst, size_t bytes)
+{ return s->be->ops->memset_zero(s, dst, bytes); }
+static inline int gpt_stream_sync(gpt_stream *s)
+{ return s->be->ops->stream_sync(s); }
+
+/* ======================================================================================
+ * The ops.  B batch, T sequence, C channels (hidden), NH heads, V vocab, Vp padded vocab,
+ * N rows (= B*T), OC output channels.
+ * ==================================================================================== */
+
+/* out (B,T,C) = wte[tokens[b,t], :] + wpe[t, :]          wte (Vp,C), wpe (>=T,C) */
+static inline void gpt_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens,
+                                       const float *wte, const float *wpe, int B, int T, int C)
+{ s->be->ops->encoder_forward(s, out, tokens, wte, wpe, B, T, C); }
+
+/* dwte[tokens[b,t]] += dout[b,t];  dwpe[t] += dout[b,t]   (both accumulate) */
+static inline void gpt_encoder_backward(gpt_stream *s, float *dwte, float *dwpe,
+                                        const float *dout, const int32_t *tokens, int B, int T,
+                                        int C)
+{ s->be->ops->encoder_backward(s, dwte, dwpe, dout, tokens, B, T, C); }
+
+/* out (N,C) = (inp - mean) * rstd * w + b per row, eps 1e-5; mean, rstd (N) are saved. */
+static inline void gpt_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
+                                         const float *inp, const float *w, const float *b,
+                                         int N, int C)
+{ s->be->ops->layernorm_forward(s, out, mean, rstd, inp, w, b, N, C); }
+
+/* dinp (N,C) accumulates (it is the residual stream's gradient); dw, db (C) accumulate. */
+static inline void gpt_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
+                                          const float *dout, const float *inp, const float *w,
+                                          const float *mean, const float *rstd, int N, int C)
+{ s->be->ops->layernorm_backward(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C); }
+
+/* out (N,OC) = inp (N,C) @ w^T (w is (OC,C)) + bias (OC, may be NULL). */
+static inline void gpt_matmul_forward(gpt_stream *s, float *out, const float *inp,
+                                      const float *w, const float *bias, int N, int C, int OC)
+{ s->be->ops->matmul_forward(s, out, inp, w, bias, N, C, OC); }
+
+/* dinp (N,C) = dout @ w (overwrites; skipped if NULL); dw (OC,C) += dout^T @ inp;
+ * dbias (OC) += column sums of dout (skipped if NULL). */
+static inline void gpt_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
+                                       const float *dout, const float *inp, const float *w,
+                                       int N, int C, int OC)
+{ s->be->ops->matmul_backward(s, dinp, dw, dbias, dout, inp, w, N, C, OC); }
+
+/* Causal multi-head self-attention.  qkv (B,T,3C) holds q | k | v, each split into NH
+ * heads of C/NH; att (B,NH,T,T) receives the softmax probabilities (scale 1/sqrt(C/NH),
+ * entries above the diagonal are 0); out (B,T,C) is the heads' outputs concatenated. */
+static inline void gpt_attention_forward(gpt_stream *s, float *out, float *att,
+                                         const float *qkv, int B, int T, int C, int NH)
+{ s->be->ops->attention_forward(s, out, att, qkv, B, T, C, NH); }
+
+/* dqkv (B,T,3C) overwritten; datt (B,NH,T,T) is scratch (contents undefined after). */
+static inline void gpt_attention_backward(gpt_stream *s, float *dqkv, float *datt,
+                                          const float *dout, const float *qkv,
+                                          const float *att, int B, int T, int C, int NH)
+{ s->be->ops->attention_backward(s, dqkv, datt, dout, qkv, att, B, T, C, NH); }
+
+/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).  dinp overwritten;
+ * dinp may alias dout. */
+static inline void gpt_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n)
+{ s->be->ops->gelu_forward(s, out, inp, n); }
+static inline void gpt_gelu_backward(gpt_stream *s, float *dinp, const float *inp,
+                                     const float *dout, size_t n)
+{ s->be->ops->gelu_backward(s, dinp, inp, dout, n); }
+
+/* out = a + b;  da += dout, db += dout. */
+static inline void gpt_residual_forward(gpt_stream *s, float *out, const float *a,
+                                        const float *b, size_t n)
+{ s->be->ops->residual_forward(s, out, a, b, n); }
+static inline void gpt_residual_backward(gpt_stream *s, float *da, float *db,
+                                         const float *dout, size_t n)
+{ s->be->ops->residual_backward(s, da, db, dout, n); }
+
+/* Softmax cross-entropy over the first V of Vp logits per row (the padded columns are
+ * never part of the softmax).  losses (N) = -log softmax(logits[n])[targets[n]]. */
+static inline void gpt_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
+                                            const int32_t *targets, int N, int V, int Vp)
+{ s->be->ops->crossentropy_forward(s, losses, logits, targets, N, V, Vp); }
+
+/* dlogits (N,Vp) = dloss * (softmax(logits) - onehot(target)), 0 in the padded columns;
+ * overwrites, and may alias logits (the logits are then consumed: one copy in memory). */
+static inline void gpt_crossentropy_backward(gpt_stream *s, float *dlogits,
+                                             const float *logits, const int32_t *targets,
+                                             float dloss, int N, int V, int Vp)
+{ s->be->ops->crossentropy_backward(s, dlogits, logits, targets, dloss, N, V, Vp); }
+
+/* AdamW (decoupled weight decay), step t >= 1, on n contiguous elements:
+ *   g = grad * grad_scale;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+ *   param -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + weight_decay * param ) */
+static inline void gpt_adamw_update(gpt_stream *s, float *param, const float *grad, float *m,
+                                    float *v, size_t n, float lr, float beta1, float beta2,
+                                    float eps, float weight_decay, int t, float grad_scale)
+{ s->be->ops->adamw_update(s, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t,
+                           grad_scale); }
+
+/* *out (one float in device memory) = sum of x[i]^2, reduced in at least fp32 with a
+ * fixed order (the same result on every call with the same input). */
+static inline void gpt_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
+{ s->be->ops->norm_squared(s, out, x, n); }
+
+/* ---- backends ---------------------------------------------------------------------- */
+
+/* The CPU reference backend (kernels/cpu).  nthreads <= 0: OpenMP's default. */
+int gpt_cpu_backend_create(gpt_backend **out, int nthreads);
+void gpt_cpu_backend_destroy(gpt_backend *be);
+
+/* The CUDA backend (kernels/cuda); returns GPT_ERR_BACKEND with a message on stderr when
+ * the binary was built without CUDA or no device is usable. */
+int gpt_cuda_backend_create(gpt_backend **out, int device);
+void gpt_cuda_backend_destroy(gpt_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,387 @@
+/*
+ * model.c — Megatron GPT over the kernel API: layout, initialisation, one layer's forward
+ * and backward (with recompute), embedding and head, the optimizer's arithmetic glue.
+ */
+#include "model.h"
+
+#include "rng.h"
+
+#include <math.h>
+
+int gpt_pad_vocab(int vocab)
+{
+    return (vocab + 127) / 128 * 128;
+}
+
+gpt_layer_layout gpt_layer_layout_of(const gpt_shape *sh)
+{
+    const size_t C = (size_t)sh->hidden;
+    gpt_layer_layout l;
+    size_t o = 0;
+    /* 2-D weights first: they are the weight-decayed span. */
+    l.qkv_w = o;    o += 3 * C * C;
+    l.proj_w = o;   o += C * C;
+    l.fc_w = o;     o += 4 * C * C;
+    l.fcproj_w = o; o += 4 * C * C;
+    l.n_decay = o;
+    l.ln1_w = o;    o += C;
+    l.ln1_b = o;    o += C;
+    l.qkv_b = o;    o += 3 * C;
+    l.proj_b = o;   o += C;
+    l.ln2_w = o;    o += C;
+    l.ln2_b = o;    o += C;
+    l.fc_b = o;     o += 4 * C;
+    l.fcproj_b = o; o += C;
+    l.total = o;
+    return l;
+}
+
+gpt_embed_layout gpt_embed_layout_of(const gpt_shape *sh)
+{
+    const size_t C = (size_t)sh->hidden;
+    gpt_embed_layout e;
+    size_t o = 0;
+    e.wte = o;   o += (size_t)sh->vocab_padded * C;
+    e.wpe = o;   o += (size_t)sh->seq * C;
+    e.n_decay = o;
+    e.lnf_w = o; o += C;
+    e.lnf_b = o; o += C;
+    e.total = o;
+    return e;
+}
+
+uint64_t gpt_param_count(const gpt_shape *sh)
+{
+    return (uint64_t)gpt_embed_layout_of(sh).total +
+           (uint64_t)sh->layers * (uint64_t)gpt_layer_layout_of(sh).total;
+}
+
+double gpt_model_flops(const gpt_shape *sh)
+{
+    double P = (double)gpt_param_count(sh);
+    double B = sh->batch, T = sh->seq, C = sh->hidden, L = sh->layers;
+    return 6.0 * P * B * T + 12.0 * L * B * T * T * C;
+}
+
+static void fill_normal(float *x, size_t n, double std, rng *r)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)(std * rng_normal(r));
+}
+
+static void fill_value(float *x, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++) x[i] = v;
+}
+
+/* Stream ids of rng_for(seed, block, tensor): block 0 is the embedding, 1 + l layer l. */
+enum { TENSOR_WTE, TENSOR_WPE, TENSOR_QKV, TENSOR_PROJ, TENSOR_FC, TENSOR_FCPROJ };
+
+void gpt_init_embed(float *p, const gpt_shape *sh, uint64_t seed)
+{
+    const size_t C = (size_t)sh->hidden;
+    gpt_embed_layout e = gpt_embed_layout_of(sh);
+    rng r = rng_for(seed, 0, TENSOR_WTE);
+    fill_normal(p + e.wte, (size_t)sh->vocab_padded * C, 0.02, &r);
+    r = rng_for(seed, 0, TENSOR_WPE);
+    fill_normal(p + e.wpe, (size_t)sh->seq * C, 0.02, &r);
+    fill_value(p + e.lnf_w, C, 1.0f);
+    fill_value(p + e.lnf_b, C, 0.0f);
+}
+
+void gpt_init_layer(float *p, const gpt_shape *sh, int layer, uint64_t seed)
+{
+    const size_t C = (size_t)sh->hidden;
+    const uint64_t block = 1 + (uint64_t)layer;
+    /* Megatron scales the init of the projections that feed the residual stream by
+     * 1/sqrt(2L) so the stream's variance does not grow with depth. */
+    const double std = 0.02, std_out = 0.02 / sqrt(2.0 * sh->layers);
+    gpt_layer_layout l = gpt_layer_layout_of(sh);
+    rng r = rng_for(seed, block, TENSOR_QKV);
+    fill_normal(p + l.qkv_w, 3 * C * C, std, &r);
+    r = rng_for(seed, block, TENSOR_PROJ);
+    fill_normal(p + l.proj_w, C * C, std_out, &r);
+    r = rng_for(seed, block, TENSOR_FC);
+    fill_normal(p + l.fc_w, 4 * C * C, std, &r);
+    r = rng_for(seed, block, TENSOR_FCPROJ);
+    fill_normal(p + l.fcproj_w, 4 * C * C, std_out, &r);
+    fill_value(p + l.n_decay, l.total - l.n_decay, 0.0f);
+    fill_value(p + l.ln1_w, C, 1.0f);
+    fill_value(p + l.ln2_w, C, 1.0f);
+}
+
+/* ---- activations ------------------------------------------------------------------- */
+
+static size_t rows(const gpt_shape *sh) { return (size_t)sh->batch * sh->seq; }
+static size_t att_floats(const gpt_shape *sh)
+{
+    return (size_t)sh->batch * sh->heads * sh->seq * sh->seq;
+}
+
+size_t gpt_layer_acts_floats(const gpt_shape *sh)
+{
+    const size_t N = rows(sh), C = (size_t)sh->hidden;
+    return 15 * N * C + 4 * N + att_floats(sh);
+}
+
+void gpt_layer_acts_carve(gpt_layer_acts *a, float *p, const gpt_shape *sh)
+{
+    const size_t N = rows(sh), C = (size_t)sh->hidden;
+    a->ln1 = p;      p += N * C;
+    a->ln1_mean = p; p += N;
+    a->ln1_rstd = p; p += N;
+    a->qkv = p;      p += 3 * N * C;
+    a->att = p;      p += att_floats(sh);
+    a->atty = p;     p += N * C;
+    a->res2 = p;     p += N * C;
+    a->ln2 = p;      p += N * C;
+    a->ln2_mean = p; p += N;
+    a->ln2_rstd = p; p += N;
+    a->fch = p;      p += 4 * N * C;
+    a->fch_gelu = p;
+}
+
+size_t gpt_layer_scratch_floats(const gpt_shape *sh)
+{
+    const size_t N = rows(sh), C = (size_t)sh->hidden;
+    return 8 * N * C + att_floats(sh);
+}
+
+void gpt_layer_scratch_carve(gpt_layer_scratch *a, float *p, const gpt_shape *sh)
+{
+    const size_t N = rows(sh), C = (size_t)sh->hidden;
+    a->d4c = p;  p += 4 * N * C;
+    a->d3c = p;  p += 3 * N * C;
+    a->dc = p;   p += N * C;
+    a->datt = p;
+}
+
+size_t gpt_head_acts_floats(const gpt_shape *sh)
+{
+    const size_t N = rows(sh), C = (size_t)sh->hidden;
+    return N * C + 3 * N + N * (size_t)sh->vocab_padded;
+}
+
+void gpt_head_acts_carve(gpt_head_acts *a, float *p, const gpt_shape *sh)
+{
+    const size_t N = rows(sh), C = (size_t)sh->hidden;
+    a->lnf = p;      p += N * C;
+    a->lnf_mean = p; p += N;
+    a->lnf_rstd = p; p += N;
+    a->losses = p;   p += N;
+    a->logits = p;
+}
+
+/* ---- compute ----------------------------------------------------------------------- */
+
+void gpt_embed_forward(gpt_stream *s, const gpt_shape *sh, const float *ep,
+                       const int32_t *tokens, float *x0)
+{
+    gpt_embed_layout e = gpt_embed_layout_of(sh);
+    gpt_encoder_forward(s, x0, tokens, ep + e.wte, ep + e.wpe, sh->batch, sh->seq, sh->hidden);
+}
+
+void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *eg, const float *dx0,
+                        const int32_t *tokens)
+{
+    gpt_embed_layout e = gpt_embed_layout_of(sh);
+    gpt_encoder_backward(s, eg + e.wte, eg + e.wpe, dx0, tokens, sh->batch, sh->seq,
+                         sh->hidden);
+}
+
+void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const float *p, const float *x_in,
+                       float *x_out, gpt_layer_acts *a)
+{
+    const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
+    const size_t NC = (size_t)N * C;
+    gpt_layer_layout l = gpt_layer_layout_of(sh);
+
+    gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, p + l.ln1_w, p + l.ln1_b,
+                          N, C);
+    gpt_matmul_forward(s, a->qkv, a->ln1, p + l.qkv_w, p + l.qkv_b, N, C, 3 * C);
+    gpt_attention_forward(s, a->atty, a->att, a->qkv, B, T, C, NH);
+    /* The projection lands in res2 and the residual is added in place: no buffer for the
+     * projection itself, which the backward never needs. */
+    gpt_matmul_forward(s, a->res2, a->atty, p + l.proj_w, p + l.proj_b, N, C, C);
+    gpt_residual_forward(s, a->res2, x_in, a->res2, NC);
+    gpt_layernorm_forward(s, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p + l.ln2_w,
+                          p + l.ln2_b, N, C);
+    gpt_matmul_forward(s, a->fch, a->ln2, p + l.fc_w, p + l.fc_b, N, C, 4 * C);
+    gpt_gelu_forward(s, a->fch_gelu, a->fch, 4 * NC);
+    gpt_matmul_forward(s, x_out, a->fch_gelu, p + l.fcproj_w, p + l.fcproj_b, N, 4 * C, C);
+    gpt_residual_forward(s, x_out, a->res2, x_out, NC);
+}
+
+void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const float *p, float *g,
+                        const float *x_in, float *dres, gpt_layer_acts *a,
+                        const gpt_layer_scratch *sc, int recompute)
+{
+    const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
+    gpt_layer_layout l = gpt_layer_layout_of(sh);
+
+    /* The recomputed output is not needed; dc is free until the MLP's backward. */
+    if (recompute) gpt_layer_forward(s, sh, p, x_in, sc->dc, a);
+
+    /* dres flows unchanged through both residual connections; each branch adds to it. */
+    gpt_matmul_backward(s, sc->d4c, g + l.fcproj_w, g + l.fcproj_b, dres, a->fch_gelu,
+                        p + l.fcproj_w, N, 4 * C, C);
+    gpt_gelu_backward(s, sc->d4c, a->fch, sc->d4c, (size_t)N * 4 * C);
+    gpt_matmul_backward(s, sc->dc, g + l.fc_w, g + l.fc_b, sc->d4c, a->ln2, p + l.fc_w, N, C,
+                        4 * C);
+    gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, sc->dc, a->res2, p + l.ln2_w,
+                           a->ln2_mean, a->ln2_rstd, N, C);
+    gpt_matmul_backward(s, sc->dc, g + l.proj_w, g + l.proj_b, dres, a->atty, p + l.proj_w, N,
+                        C, C);
+    gpt_attention_backward(s, sc->d3c, sc->datt, sc->dc, a->qkv, a->att, B, T, C, NH);
+    gpt_matmul_backward(s, sc->dc, g + l.qkv_w, g + l.qkv_b, sc->d3c, a->ln1, p + l.qkv_w, N,
+                        C, 3 * C);
+    gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, sc->dc, x_in, p + l.ln1_w,
+                           a->ln1_mean, a->ln1_rstd, N, C);
+}
+
+void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const float *ep, const float *xL,
+                      const int32_t *targets, gpt_head_acts *h)
+{
+    const int N = sh->batch * sh->seq, C = sh->hidden;
+    gpt_embed_layout e = gpt_embed_layout_of(sh);
+    gpt_layernorm_forward(s, h->lnf, h->lnf_mean, h->lnf_rstd, xL, ep + e.lnf_w, ep + e.lnf_b,
+                          N, C);
+    gpt_matmul_forward(s, h->logits, h->lnf, ep + e.wte, NULL, N, C, sh->vocab_padded);
+    gpt_crossentropy_forward(s, h->losses, h->logits, targets, N, sh->vocab, sh->vocab_padded);
+}
+
+void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const float *ep, float *eg,
+                       const float *xL, const int32_t *targets, gpt_head_acts *h, float *dres,
+                       const gpt_layer_scratch *sc)
+{
+    const int N = sh->batch * sh->seq, C = sh->hidden;
+    gpt_embed_layout e = gpt_embed_layout_of(sh);
+    /* In place: the logits become their gradient, so only one (N, Vp) buffer exists. */
+    gpt_crossentropy_backward(s, h->logits, h->logits, targets, 1.0f / (float)N, N, sh->vocab,
+                              sh->vocab_padded);
+    gpt_matmul_backward(s, sc->dc, eg + e.wte, NULL, h->logits, h->lnf, ep + e.wte, N, C,
+                        sh->vocab_padded);
+    gpt_stream_memset_zero(s, dres, (size_t)N * C * sizeof(float));
+    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, sc->dc, xL, ep + e.lnf_w,
+                           h->lnf_mean, h->lnf_rstd, N, C);
+}
+
+/* ---- optimizer ----------------------------------------------------------------------- */
+
+gpt_optim gpt_optim_default(void)
+{
+    gpt_optim o = {
+        .lr = 1.5e-4,
+        .min_lr = 1.0e-5,
+        .decay_iters = 320000,
+        .warmup_fraction = 0.01,
+        .beta1 = 0.9,
+        .beta2 = 0.999,
+        .eps = 1e-8,
+        .weight_decay = 0.01,
+        .clip = 1.0,
+    };
+    return o;
+}
+
+double gpt_lr_at(const gpt_optim *o, int it)
+{
+    const double warmup = o->warmup_fraction * o->decay_iters;
+    if (warmup > 0 && it <= warmup) return o->lr * it / warmup;
+    if (it > o->decay_iters) return o->min_lr;
+    const double ratio = (it - warmup) / (o->decay_iters - warmup);
+    const double coeff = 0.5 * (cos(M_PI * ratio) + 1.0);
+    return o->min_lr + coeff * (o->lr - o->min_lr);
+}
+
+float gpt_clip_scale(const gpt_optim *o, double grad_norm)
+{
+    if (o->clip <= 0) return 1.0f;
+    double coeff = o->clip / (grad_norm + 1.0e-6);
+    return coeff < 1.0 ? (float)coeff : 1.0f;
+}
+
+void gpt_block_adamw(gpt_stream *s, float *p, const float *g, float *m, float *v, size_t n,
+                     size_t n_decay, const gpt_optim *o, float lr, int t, float grad_scale)
+{
+    gpt_adamw_update(s, p, g, m, v, n_decay, lr, (float)o->beta1, (float)o->beta2,
+                     (float)o->eps, (float)o->weight_decay, t, grad_scale);
+    gpt_adamw_update(s, p + n_decay, g + n_decay, m + n_decay, v + n_decay, n - n_decay, lr,
+                     (float)o->beta1, (float)o->beta2, (float)o->eps, 0.0f, t, grad_scale);
+}
+
+double gpt_combine_norms(const float *sq, int nblocks)
+{
+    double sum = 0.0;
+    for (int i = 0; i < nblocks; i++) sum += (double)sq[i];
+    return sqrt(sum);
+}
+
+double gpt_mean_loss(const float *losses, int n)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += (double)losses[i];
+    return sum / n;
+}
+
+/* ---- the whole model in one place ----------------------------------------------------- */
+
+static gpt_layer_acts resident_acts(const gpt_shape *sh, gpt_resident *r, int layer)
+{
+    gpt_layer_acts a;
+    size_t slot = r->ckpt ? 0 : (size_t)layer;
+    gpt_layer_acts_carve(&a, r->layer_acts + slot * gpt_layer_acts_floats(sh), sh);
+    return a;
+}
+
+void gpt_resident_forward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
+{
+    const size_t NC = rows(sh) * (size_t)sh->hidden;
+    const size_t lsize = gpt_layer_layout_of(sh).total;
+    const float *layers = r->params + gpt_embed_layout_of(sh).total;
+    gpt_embed_forward(s, sh, r->params, r->tokens, r->layer_inputs);
+    for (int l = 0; l < sh->layers; l++) {
+        gpt_layer_acts a = resident_acts(sh, r, l);
+        gpt_layer_forward(s, sh, layers + (size_t)l * lsize, r->layer_inputs + (size_t)l * NC,
+                          r->layer_inputs + (size_t)(l + 1) * NC, &a);
+    }
+    gpt_head_forward(s, sh, r->params, r->layer_inputs + (size_t)sh->layers * NC, r->targets,
+                     &r->head);
+}
+
+void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
+{
+    const size_t NC = rows(sh) * (size_t)sh->hidden;
+    const size_t lsize = gpt_layer_layout_of(sh).total, etotal = gpt_embed_layout_of(sh).total;
+    gpt_head_backward(s, sh, r->params, r->grads, r->layer_inputs + (size_t)sh->layers * NC,
+                      r->targets, &r->head, r->dres, &r->scratch);
+    for (int l = sh->layers - 1; l >= 0; l--) {
+        gpt_layer_acts a = resident_acts(sh, r, l);
+        gpt_layer_backward(s, sh, r->params + etotal + (size_t)l * lsize,
+                           r->grads + etotal + (size_t)l * lsize, r->layer_inputs + (size_t)l * NC,
+                           r->dres, &a, &r->scratch, r->ckpt);
+    }
+    gpt_embed_backward(s, sh, r->grads, r->dres, r->tokens);
+}
+
+void gpt_resident_block_norms(gpt_stream *s, const gpt_shape *sh, const float *grads,
+                              float *block_norms)
+{
+    const size_t lsize = gpt_layer_layout_of(sh).total, etotal = gpt_embed_layout_of(sh).total;
+    gpt_norm_squared(s, block_norms, grads, etotal);
+    for (int l = 0; l < sh->layers; l++)
+        gpt_norm_squared(s, block_norms + 1 + l, grads + etotal + (size_t)l * lsize, lsize);
+}
+
+void gpt_resident_adamw(gpt_stream *s, const gpt_shape *sh, float *params, const float *grads,
+                        float *m, float *v, const gpt_optim *o, float lr, int t,
+                        float grad_scale)
+{
+    gpt_layer_layout ll = gpt_layer_layout_of(sh);
+    gpt_embed_layout e = gpt_embed_layout_of(sh);
+    gpt_block_adamw(s, params, grads, m, v, e.total, e.n_decay, o, lr, t, grad_scale);
+    for (int l = 0; l < sh->layers; l++) {
+        size_t off = e.total + (size_t)l * ll.total;
+        gpt_block_adamw(s, params + off, grads + off, m + off, v + off, ll.total, ll.n_decay, o,
+                        lr, t, grad_scale);
+    }
+}

@@ -1,0 +1,185 @@
+/*
+ * model.h — the Megatron GPT of every engine, written once over the kernel API (gpt.h).
+ *
+ * Shapes and parameter layout.  The parameters live in blocks that each move with one copy:
+ *
+ *   embed block  [ wte (Vp,C) | wpe (T,C) || lnf_w (C) | lnf_b (C) ]
+ *   layer block  [ qkv_w (3C,C) | proj_w (C,C) | fc_w (4C,C) | fcproj_w (C,4C) ||
+ *                  ln1_w | ln1_b | qkv_b (3C) | proj_b | ln2_w | ln2_b | fc_b (4C) | fcproj_b ]
+ *
+ * The tensors before "||" take weight decay, those after do not (biases and LayerNorm, as
+ * Megatron does), so AdamW is two calls per block.  Gradients and Adam's m and v use the same
+ * layout, so a block's params, grads, m, v are four equal-length arrays.
+ *
+ * An engine decides where each block lives and in what order things run; this file only says
+ * what one layer (or the embedding, or the head) computes, given device pointers.
+ */
+#ifndef AEBENCH_MODEL_H
+#define AEBENCH_MODEL_H
+
+#include "gpt.h"
+
+#include <stdint.h>
+
+typedef struct gpt_shape {
+    int layers;       /* L */
+    int hidden;       /* C */
+    int heads;        /* NH */
+    int seq;          /* T */
+    int batch;        /* B (micro-batch per rank) */
+    int vocab;        /* V: real vocabulary */
+    int vocab_padded; /* Vp: V rounded up to a multiple of 128, as Megatron pads */
+} gpt_shape;
+
+/* Vocabulary padded as Megatron does (make-vocab-size-divisible-by 128). */
+int gpt_pad_vocab(int vocab);
+
+/* Offsets (in floats) of each tensor inside a layer block. */
+typedef struct gpt_layer_layout {
+    size_t qkv_w, proj_w, fc_w, fcproj_w;
+    size_t ln1_w, ln1_b, qkv_b, proj_b, ln2_w, ln2_b, fc_b, fcproj_b;
+    size_t n_decay; /* floats [0, n_decay) take weight decay */
+    size_t total;   /* 12 C^2 + 13 C */
+} gpt_layer_layout;
+
+typedef struct gpt_embed_layout {
+    size_t wte, wpe, lnf_w, lnf_b;
+    size_t n_decay;
+    size_t total; /* Vp C + T C + 2 C */
+} gpt_embed_layout;
+
+gpt_layer_layout gpt_layer_layout_of(const gpt_shape *sh);
+gpt_embed_layout gpt_embed_layout_of(const gpt_shape *sh);
+/* P = Vp C + T C + L (12 C^2 + 13 C) + 2 C, as Megatron counts (padded vocabulary). */
+uint64_t gpt_param_count(const gpt_shape *sh);
+/* Model FLOPs of one iteration (forward + backward, no recompute): 6 P B T + 12 L B T^2 C. */
+double gpt_model_flops(const gpt_shape *sh);
+
+/* Deterministic initialisation on the host (Megatron's: normal(0, 0.02), output
+ * projections normal(0, 0.02/sqrt(2L)), biases 0, LayerNorm weight 1 and bias 0).  A layer's
+ * values depend only on (seed, layer index). */
+void gpt_init_embed(float *embed_block, const gpt_shape *sh, uint64_t seed);
+void gpt_init_layer(float *layer_block, const gpt_shape *sh, int layer, uint64_t seed);
+
+/* ---- activations ------------------------------------------------------------------- */
+
+/* What one layer's forward keeps for its backward (N = B T rows). */
+typedef struct gpt_layer_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* (N,C), (N), (N) */
+    float *qkv;                       /* (N,3C) */
+    float *att;                       /* (B,NH,T,T) softmax probabilities */
+    float *atty;                      /* (N,C) attention output before the projection */
+    float *res2;                      /* (N,C) x + attention projection */
+    float *ln2, *ln2_mean, *ln2_rstd; /* (N,C), (N), (N) */
+    float *fch, *fch_gelu;            /* (N,4C) each */
+} gpt_layer_acts;
+
+/* Scratch for a layer's backward; shared by all layers. */
+typedef struct gpt_layer_scratch {
+    float *d4c;  /* (N,4C) */
+    float *d3c;  /* (N,3C) */
+    float *dc;   /* (N,C); also receives the discarded output of a recompute */
+    float *datt; /* (B,NH,T,T) */
+} gpt_layer_scratch;
+
+/* The head: final LayerNorm, tied logits, cross-entropy. */
+typedef struct gpt_head_acts {
+    float *lnf, *lnf_mean, *lnf_rstd; /* (N,C), (N), (N) */
+    float *logits;                    /* (N,Vp); becomes dlogits in backward */
+    float *losses;                    /* (N) */
+} gpt_head_acts;
+
+size_t gpt_layer_acts_floats(const gpt_shape *sh);
+size_t gpt_layer_scratch_floats(const gpt_shape *sh);
+size_t gpt_head_acts_floats(const gpt_shape *sh);
+/* Point the struct's members into base (which must hold the matching number of floats). */
+void gpt_layer_acts_carve(gpt_layer_acts *a, float *base, const gpt_shape *sh);
+void gpt_layer_scratch_carve(gpt_layer_scratch *a, float *base, const gpt_shape *sh);
+void gpt_head_acts_carve(gpt_head_acts *a, float *base, const gpt_shape *sh);
+
+/* ---- compute ----------------------------------------------------------------------- */
+
+/* x0 (N,C) = token + position embeddings. */
+void gpt_embed_forward(gpt_stream *s, const gpt_shape *sh, const float *embed_params,
+                       const int32_t *tokens, float *x0);
+/* Embedding gradients += from dx0 (N,C). */
+void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *embed_grads,
+                        const float *dx0, const int32_t *tokens);
+
+/* One transformer layer: x_out (N,C) = layer(x_in); fills acts for the backward. */
+void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const float *layer_params,
+                       const float *x_in, float *x_out, gpt_layer_acts *acts);
+/* One layer's backward.  dres (N,C) holds dL/dx_out on entry and dL/dx_in on return;
+ * layer_grads accumulate.  acts must hold this layer's forward of x_in: with activation
+ * checkpointing, pass recompute = 1 and it is recomputed here into acts first. */
+void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const float *layer_params,
+                        float *layer_grads, const float *x_in, float *dres, gpt_layer_acts *acts,
+                        const gpt_layer_scratch *scratch, int recompute);
+
+/* Head forward: losses (N) from the last layer's output xL. */
+void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const float *embed_params,
+                      const float *xL, const int32_t *targets, gpt_head_acts *head);
+/* Head backward for loss = mean(losses): overwrites dres (N,C) with dL/dxL, accumulates into
+ * the embedding grads (tied wte and the final LayerNorm).  Consumes head->logits. */
+void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const float *embed_params,
+                       float *embed_grads, const float *xL, const int32_t *targets,
+                       gpt_head_acts *head, float *dres, const gpt_layer_scratch *scratch);
+
+/* ---- optimizer ----------------------------------------------------------------------- */
+
+typedef struct gpt_optim {
+    double lr;              /* peak learning rate */
+    double min_lr;          /* floor of the cosine decay */
+    int decay_iters;        /* cosine decay length, in iterations */
+    double warmup_fraction; /* of decay_iters, linear warm-up */
+    double beta1, beta2, eps;
+    double weight_decay;
+    double clip; /* global-norm clipping threshold; <= 0 disables */
+} gpt_optim;
+
+/* The artifact's: lr 1.5e-4, min 1e-5, cosine over 320000 with 1% warm-up, AdamW (0.9,
+ * 0.999, 1e-8), weight decay 0.01, clip 1.0. */
+gpt_optim gpt_optim_default(void);
+/* Learning rate used by iteration it (1-based): it/warmup * lr during warm-up, then cosine
+ * from lr to min_lr, then min_lr. */
+double gpt_lr_at(const gpt_optim *o, int it);
+/* Megatron's clipping: scale = clip / (norm + 1e-6) when that is < 1, else 1. */
+float gpt_clip_scale(const gpt_optim *o, double grad_norm);
+/* AdamW over one block: weight decay on [0, n_decay), none on [n_decay, n). */
+void gpt_block_adamw(gpt_stream *s, float *params, const float *grads, float *m, float *v,
+                     size_t n, size_t n_decay, const gpt_optim *o, float lr, int t,
+                     float grad_scale);
+/* The global norm from per-block squared norms, summed in block order in double, so that
+ * every engine (whatever device each block's norm came from) combines them identically. */
+double gpt_combine_norms(const float *block_norm_squared, int nblocks);
+/* Mean of per-token losses, summed in order in double. */
+double gpt_mean_loss(const float *losses, int n);
+
+/* ---- the whole model in one place ----------------------------------------------------- */
+
+/* A model whose blocks all lie in one array [embed | layer 0 | layer 1 | ...] on one
+ * device, as the baseline keeps it (and the tests use it). */
+typedef struct gpt_resident {
+    float *params, *grads;         /* gpt_param_count floats each */
+    float *layer_inputs;           /* (L+1, N, C): x[l] is layer l's input, x[L] the output */
+    float *layer_acts;             /* one layer's acts (ckpt) or L layers' (no ckpt) */
+    int ckpt;
+    gpt_layer_scratch scratch;
+    gpt_head_acts head;
+    float *dres;                   /* (N, C) */
+    const int32_t *tokens, *targets; /* (N) device ids */
+} gpt_resident;
+
+/* Embedding, layers 0..L-1, head: per-token losses land in r->head.losses. */
+void gpt_resident_forward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r);
+/* Head, layers L-1..0 (recomputed when r->ckpt), embedding; grads accumulate. */
+void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r);
+/* Squared norm of each block's gradient into block_norms[0..L] (embed first). */
+void gpt_resident_block_norms(gpt_stream *s, const gpt_shape *sh, const float *grads,
+                              float *block_norms);
+/* AdamW over every block. */
+void gpt_resident_adamw(gpt_stream *s, const gpt_shape *sh, float *params, const float *grads,
+                        float *m, float *v, const gpt_optim *o, float lr, int t,
+                        float grad_scale);
+
+#endif

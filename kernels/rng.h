@@ -1,0 +1,57 @@
+/*
+ * rng.h — a small deterministic random generator (splitmix64) for initialisation and the
+ * synthetic corpus.  Every consumer derives its own generator from (seed, stream ids), so a
+ * value never depends on the order in which an engine happens to initialise things:
+ * layer 7's weights are the same whether they are made on the GPU, in pinned host memory
+ * or on another rank.
+ */
+#ifndef AEBENCH_RNG_H
+#define AEBENCH_RNG_H
+
+#include <math.h>
+#include <stdint.h>
+
+typedef struct rng {
+    uint64_t state;
+} rng;
+
+static inline uint64_t rng_next_u64(rng *r)
+{
+    uint64_t z = (r->state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* A generator for stream (a, b) of a seed: mixing each id through the generator keeps
+ * nearby ids (layer 3 and layer 4) far apart in state space. */
+static inline rng rng_for(uint64_t seed, uint64_t a, uint64_t b)
+{
+    rng r = {seed};
+    r.state ^= rng_next_u64(&r) + a * 0xD1B54A32D192ED03ULL;
+    r.state ^= rng_next_u64(&r) + b * 0x8CB92BA72F3D8DD7ULL;
+    (void)rng_next_u64(&r);
+    return r;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static inline double rng_uniform(rng *r)
+{
+    return (double)(rng_next_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Uniform integer in [0, n), n > 0 (the modulo bias is below 2^-40 for n < 2^24). */
+static inline uint32_t rng_below(rng *r, uint32_t n)
+{
+    return (uint32_t)(rng_next_u64(r) % n);
+}
+
+/* Standard normal by Box-Muller in double; one value per call keeps the stream simple. */
+static inline double rng_normal(rng *r)
+{
+    double u1 = rng_uniform(r), u2 = rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+#endif

@@ -1,0 +1,206 @@
+# Command-line tests, sourced by tests/run.sh (which keeps PASSED, FAILED, FAILURES).
+# Each check runs aebench in a fresh directory and asserts exit code, messages and files.
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/aebench-cli.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+BIN=$(realpath "$AEBENCH")
+# A tiny model that trains in well under a second per iteration on the CPU backend.
+TINY=(--device cpu -l 2 -h 64 --heads 4 --seq 32 -b 2 --vocab 512 --threads 2)
+
+pass() { PASSED=$((PASSED + 1)); echo "ok   $1"; }
+failc() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
+
+# bad_input NAME PATTERN ARGS...: exit 2, one line on stderr matching PATTERN, no results.
+bad_input() {
+    local name=$1 pattern=$2
+    shift 2
+    local dir="$WORK/bad.$PASSED.$FAILED"
+    mkdir -p "$dir"
+    (cd "$dir" && "$BIN" --results "$dir/results" "$@" >"$dir/out" 2>"$dir/err")
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$dir/err")
+    if [ "$rc" -ne 2 ]; then
+        failc "$name" "exit $rc, want 2 ($(head -c 300 "$dir/err"))"
+    elif [ "$lines" -ne 1 ]; then
+        failc "$name" "stderr has $lines lines, want 1: $(head -c 300 "$dir/err")"
+    elif ! grep -q -- "$pattern" "$dir/err"; then
+        failc "$name" "stderr '$(cat "$dir/err")' does not match '$pattern'"
+    elif [ -e "$dir/results" ]; then
+        failc "$name" "results/ was written"
+    else
+        pass "$name"
+    fi
+}
+
+# ---- bad input -------------------------------------------------------------------------
+bad_input "unknown method" "unknown method 'foo'" -m foo
+bad_input "unknown option" "unknown option '--bogus'" --bogus
+bad_input "unknown short option" "unknown option '-z'" -z 3
+bad_input "missing value" "needs a value" -l
+bad_input "stray argument" "unexpected argument 'extra'" -m megatron-lm extra
+bad_input "hidden not divisible by heads" "hidden size 100 is not divisible by the number of heads 16" -h 100
+bad_input "zero layers" "layers: '0' is not a positive integer" -l 0
+bad_input "negative batch" "batch: '-4' is not a positive integer" -b -4
+bad_input "non-numeric hidden" "hidden: 'big' is not a positive integer" -h big
+bad_input "non-numeric iters" "iters: '5x' is not a positive integer" --iters 5x
+bad_input "bad window" "window: 'wide' is neither" -w wide
+bad_input "window above layers" "window 8 is larger than the number of layers 2" "${TINY[@]}" -w 8
+bad_input "bad device" "device: 'tpu' is not cpu or cuda" --device tpu
+bad_input "bad dtype" "dtype: 'fp8' is not fp32 or bf16" --dtype fp8
+bad_input "bf16 on the CPU backend" "bf16 needs" --device cpu --dtype bf16
+bad_input "bad memory limit" "gpu-mem-limit: 'lots' is not a size" --gpu-mem-limit lots
+bad_input "zero memory limit" "cpu-mem-limit: '0' is not a size" --cpu-mem-limit 0
+bad_input "unreadable config" "cannot read config $WORK/none.json" --config "$WORK/none.json"
+printf '{"layers": 4,' >"$WORK/truncated.json"
+bad_input "malformed config" "config $WORK/truncated.json: malformed JSON" --config "$WORK/truncated.json"
+printf '[1, 2]' >"$WORK/array.json"
+bad_input "config not an object" "top level must be a JSON object" --config "$WORK/array.json"
+printf '{"layerz": 4}' >"$WORK/unknown.json"
+bad_input "config unknown key" "unknown key 'layerz'" --config "$WORK/unknown.json"
+printf '{"layers": "four"}' >"$WORK/type.json"
+bad_input "config non-numeric value" "layers: 'four' is not a positive integer" --config "$WORK/type.json"
+printf '{"layers": [4]}' >"$WORK/type2.json"
+bad_input "config wrong type" "key 'layers' has the wrong type" --config "$WORK/type2.json"
+printf '{"method": "zero-three"}' >"$WORK/method.json"
+bad_input "config unknown method" "unknown method 'zero-three'" --config "$WORK/method.json"
+printf '{"no-ckpt": 1}' >"$WORK/flag.json"
+bad_input "config flag not boolean" "key 'no-ckpt' must be true or false" --config "$WORK/flag.json"
+printf '{"hidden": 64, "heads": 5}' >"$WORK/heads.json"
+bad_input "config hidden vs heads" "hidden size 64 is not divisible by the number of heads 5" --config "$WORK/heads.json"
+# 100 uint16 tokens, all 1 but for 0x0300 = 768 (>= vocab 512) at position 70
+LC_ALL=C awk 'BEGIN { for (i = 0; i < 100; i++) printf (i == 70 ? "%c%c" : "%c%c"), (i == 70 ? 0 : 1), (i == 70 ? 3 : 0) }' >"$WORK/badtok.bin"
+bad_input "data token out of range" "token 768 at position 70 is not below the vocabulary size 512" "${TINY[@]}" --data "$WORK/badtok.bin"
+printf '\x01\x00\x02\x00' >"$WORK/short.bin"
+bad_input "data shorter than a batch" "holds 2 tokens, fewer than one batch needs (65" "${TINY[@]}" --data "$WORK/short.bin"
+bad_input "missing data file" "cannot open data file" "${TINY[@]}" --data "$WORK/nothing.bin"
+if ! nm "$BIN" 2>/dev/null | grep -q cublas; then
+    bad_input "cuda without a CUDA build" "device cuda is not usable" --device cuda
+fi
+
+# ---- dry run: instant, exact, writes nothing -------------------------------------------
+out=$(cd "$WORK" && timeout 10 "$BIN" -m megatron-lm -l 100 -h 2048 --dry-run 2>&1)
+if [ $? -eq 0 ] && grep -q "model parallel rank (0, 0): 5140951040$" <<<"$out" &&
+    grep -q "5.141 B parameters" <<<"$out" && [ ! -e "$WORK/results" ]; then
+    pass "dry run l100 h2048"
+else
+    failc "dry run l100 h2048" "$out"
+fi
+out=$(cd "$WORK" && "$BIN" -m baseline -l 32 -h 2048 --dry-run 2>&1)
+# 16 P for params, grads, m, v = 27,465,416,704 bytes; the plan adds activations on top.
+gpu=$(sed -n 's/.*plan: GPU .* (\([0-9]*\) bytes) | host.*/\1/p' <<<"$out")
+if grep -q ": 1716588544$" <<<"$out" && [ -n "$gpu" ] && [ "$gpu" -gt 27465416704 ] &&
+    [ "$gpu" -lt 40000000000 ]; then
+    pass "dry run l32 h2048 (alias baseline), plan above 16 P"
+else
+    failc "dry run l32 h2048" "$out"
+fi
+
+# ---- a real run: log and JSON ----------------------------------------------------------
+RUN="$WORK/run"
+mkdir -p "$RUN"
+(cd "$RUN" && "$BIN" -m megatron-lm "${TINY[@]}" --iters 20 --log-interval 10 -w 2 >"$RUN/out" 2>"$RUN/err")
+rc=$?
+log=$(ls "$RUN"/results/log_megatron-lm_l-2_h-64_bs-2_ws-2_*.txt 2>/dev/null | head -n 1)
+json=${log%.txt}.json
+if [ $rc -eq 0 ] && [ -f "$log" ] && [ -f "$json" ] && grep -q '"status":[[:space:]]*"ok"' "$json" &&
+    [[ $(basename "$log") =~ ^log_megatron-lm_l-2_h-64_bs-2_ws-2_[0-9]{4}-[0-9]{2}-[0-9]{2}\.[0-9]+\.txt$ ]]; then
+    pass "run writes log and JSON named as the artifact's"
+else
+    failc "run writes log and JSON" "exit $rc; $(cat "$RUN/err"); files: $(ls "$RUN"/results 2>&1)"
+fi
+n_iter=$(grep -c '"iteration":' "$json" 2>/dev/null)
+n_lines=$(grep -c '^ iteration ' "$log" 2>/dev/null)
+if [ "$n_iter" = 20 ] && [ "$n_lines" = 2 ] && grep -q '^time (ms) | e2e-time: ' "$log" &&
+    [ "$(grep -c '^\[Rank 0\] (after 10 iterations) memory (MB) | allocated: ' "$log")" = 1 ]; then
+    pass "log has the artifact's lines at each interval, JSON every iteration"
+else
+    failc "log lines" "json iterations $n_iter, log iteration lines $n_lines"
+fi
+
+# The artifact's extract scripts split these lines with awk and take fields by number, over
+# a results/ with many logs (grep then prefixes each line with its file's path).
+(cd "$RUN" && "$BIN" -m megatron-lm "${TINY[@]}" --iters 1 -w 1 >/dev/null 2>&1)
+cd "$RUN" || exit 1
+c1=$(grep -R 'total parameters' ./results/*.txt | awk -v FS='[/,_: ]' '{print $4, ",", $18, $19, ",", $20, ",", $21}' | uniq)
+want_b=$(awk '/model parallel rank/ {printf "%.3f", $NF / 1e9}' "$log")
+[ "$c1" = "megatron-lm , total parameters , $want_b , B" ] && pass "case1 awk fields" ||
+    failc "case1 awk fields" "got '$c1'"
+c2=$(grep -R 'SamplesPerSec' ./results/*ws-2*.txt ./results/*ws-1*.txt | awk -v FS='[/,_: ]' '{print $5, $6, $4, $20, $22}' | sort | head -n 1)
+if [[ $c2 =~ ^l-2\ h-64\ megatron-lm\ SamplesPerSecond\ [0-9]+\.[0-9]+$ ]]; then
+    pass "case2/3 awk fields (SamplesPerSecond)"
+else
+    failc "case2/3 awk fields" "got '$c2'"
+fi
+c3=$(grep -R 'total parameters' ./results/*.txt | awk -v FS='[/,_: =]' '{print $5, $6, $4, $20, $21}' | uniq)
+[ "$c3" = "l-2 h-64 megatron-lm $want_b B" ] && pass "case2 awk fields (parameters)" ||
+    failc "case2 awk fields (parameters)" "got '$c3'"
+c4=$(grep -R 'elapsed time per iteration' ./results/*.txt | awk -v FS='[/,_:|]' '{print $5, $6, $8, $4, $12, $13}' | grep ws-2 | head -n 1)
+if [[ $c4 =~ ^l-2\ h-64\ ws-2\ megatron-lm\ \ elapsed\ time\ per\ iteration\ \(ms\)\ \ [0-9]+\.[0-9]\ $ ]]; then
+    pass "case4/5 awk fields (elapsed time)"
+else
+    failc "case4/5 awk fields" "got '$c4'"
+fi
+# The interval's loss in the log is the mean of the JSON's per-iteration losses.
+log_loss=$(awk -F'|' '/^ iteration +10\// {sub(/ *lm loss: /, "", $5); sub(/ +$/, "", $5); print $5}' "$log")
+json_loss=$(grep -o '"loss":[[:space:]]*[-0-9.e+]*' "$json" | head -n 10 | awk -F: '{s += $2} END {printf "%.6E", s / NR}')
+[ "$log_loss" = "$json_loss" ] && pass "log loss = mean of JSON losses" ||
+    failc "log loss = mean of JSON losses" "log $log_loss json $json_loss"
+cd - >/dev/null || exit 1
+
+# ---- config file, overridden by flags --------------------------------------------------
+printf '{"layers": 3, "hidden": 64, "heads": 4, "seq": 32, "batch": 2, "vocab": 512, "iters": 2, "device": "cpu", "no-ckpt": true, "lr": 0.001}\n' >"$WORK/cfg.json"
+(cd "$WORK" && "$BIN" --config "$WORK/cfg.json" -l 2 --results "$WORK/cfgres" >/dev/null 2>&1)
+rc=$?
+cj=$(ls "$WORK"/cfgres/log_megatron-lm_l-2_h-64_bs-2_*.json 2>/dev/null | head -n 1)
+if [ $rc -eq 0 ] && [ -f "$cj" ] && grep -q '"ckpt":[[:space:]]*false' "$cj" && grep -q '"iters":[[:space:]]*2,' "$cj"; then
+    pass "config applied, command line overrides it"
+else
+    failc "config applied" "exit $rc, json '$cj'"
+fi
+
+# ---- out of memory: reported, not a crash ----------------------------------------------
+(cd "$WORK" && "$BIN" "${TINY[@]}" --iters 2 --gpu-mem-limit 1M --results "$WORK/oom" >"$WORK/oom.out" 2>&1)
+rc=$?
+oj=$(ls "$WORK"/oom/*.json 2>/dev/null | head -n 1)
+if [ $rc -eq 3 ] && [ -f "$oj" ] && grep -q '"status":[[:space:]]*"oom"' "$oj" &&
+    grep -q '^OUT OF MEMORY: out of GPU memory' "${oj%.json}.txt" && grep -q 'OUT OF MEMORY' "$WORK/oom.out"; then
+    pass "GPU budget too small: exit 3, log line, JSON status oom"
+else
+    failc "GPU OOM report" "exit $rc: $(cat "$WORK/oom.out")"
+fi
+(cd "$WORK" && "$BIN" "${TINY[@]}" --iters 2 --cpu-mem-limit 1K --results "$WORK/hostoom" >"$WORK/hostoom.out" 2>&1)
+rc=$?
+if [ $rc -eq 3 ] && grep -q 'out of host memory' "$WORK"/hostoom/*.txt 2>/dev/null; then
+    pass "host budget too small: exit 3, out of host memory"
+else
+    failc "host OOM report" "exit $rc: $(cat "$WORK/hostoom.out")"
+fi
+
+# ---- the CPU preset and -m all ---------------------------------------------------------
+(cd "$WORK" && "$BIN" -m all --device cpu --iters 3 --results "$WORK/all" >"$WORK/all.out" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && grep -q "CPU preset" "$WORK/all.out" &&
+    [ -n "$(ls "$WORK"/all/log_megatron-lm_l-4_h-128_bs-4_ws-auto_*.txt 2>/dev/null)" ]; then
+    pass "-m all with no shape uses the CPU preset"
+else
+    failc "-m all CPU preset" "exit $rc: $(tail -n 5 "$WORK/all.out")"
+fi
+
+# ---- --data: a token file ----------------------------------------------------------------
+awk 'BEGIN { for (i = 0; i < 4000; i++) { t = (i * 7) % 500; printf "%c%c", t % 256, int(t / 256) } }' \
+    LC_ALL=C >"$WORK/tokens.bin"
+(cd "$WORK" && LC_ALL=C "$BIN" "${TINY[@]}" --iters 2 --data "$WORK/tokens.bin" --results "$WORK/data" >/dev/null 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && grep -q '"data":[[:space:]]*"'"$WORK/tokens.bin"'"' "$WORK"/data/*.json 2>/dev/null; then
+    pass "--data trains on a uint16 token file"
+else
+    failc "--data" "exit $rc"
+fi
+
+# ---- help and version -------------------------------------------------------------------
+if "$BIN" --help | grep -q -- "--gpu-mem-limit SIZE" && "$BIN" --version | grep -q '^aebench '; then
+    pass "--help lists the options, --version prints"
+else
+    failc "--help/--version" "missing text"
+fi

@@ -1,0 +1,1145 @@
+/*
+ * test_ops.c — unit tests of the CPU reference backend's ops (kernels/cpu), with cmocka.
+ *
+ * For every op:
+ *   - an independent double-precision reference forward, written here with plain loops;
+ *   - the float forward is checked against it;
+ *   - every gradient a backward produces is checked against central finite differences,
+ *     in double, of the reference forward under the scalar objective L = sum(out * R) for
+ *     a fixed random R (so the backward is called with dout = R);
+ *   - the accumulate/overwrite semantics stated in gpt.h are checked: accumulating
+ *     gradients are pre-filled and must be added to; overwritten outputs are pre-filled
+ *     with NaN and must come out bit-identical to a run on zeroed buffers.
+ * Plus: bit-identical results with 1 and 3 threads, AdamW against the formula in double,
+ * norm_squared against a double sum, cross-entropy backward in place, and the backend's
+ * memory and stream primitives.
+ *
+ * The error measure is normwise: max_i |got_i - ref_i| / max_i |ref_i|.  Each check
+ * prints one line ("gradcheck <op> <which> max_rel_err=<value>") so the figures can be
+ * quoted.
+ *
+ * Build (from the repository root): gcc -std=c11 -O3 -march=native -fopenmp -Wall -Wextra
+ *     -Ikernels kernels/cpu/cpu_*.c tests/test_ops.c -lcmocka -lm -o test_ops
+ * Under -fsanitize=address, run with ASAN_OPTIONS=allocator_may_return_null=1: the OOM
+ * check in test_backend_primitives asks for an impossible allocation, which ASan would
+ * otherwise treat as fatal.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../kernels/gpt.h"
+
+/* The small shapes of the gradient checks. */
+enum { B = 2, T = 5, C = 8, NH = 2, V = 11, VP = 16, N = B * T };
+
+/* Tolerances (normwise relative error, see the top comment).  Float rounding of the
+ * analytic forward/backward is ~1e-7 relative for these short reductions, and the
+ * double finite differences are accurate to ~1e-9, so 1e-6 holds for every op here;
+ * only the long-reduction matmul check (test_matmul_large) needs a looser bound. */
+#define FWD_TOL 1e-6
+#define GRAD_TOL 1e-6
+#define ACCUM_TOL 1e-6
+#define FD_STEP 1e-6
+#define PI 3.14159265358979323846
+
+/* ======================================================================================
+ * small helpers: RNG, buffers, error measures
+ * ==================================================================================== */
+
+/* splitmix64: a tiny, well-mixed generator; each test seeds its own. */
+typedef struct rng {
+    uint64_t state;
+} rng;
+
+static uint64_t rng_next(rng *r)
+{
+    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1), with 24 random bits: exactly representable as a float. */
+static float rng_uniform(rng *r)
+{
+    return (float)((double)(rng_next(r) >> 40) / (double)(1u << 23) - 1.0);
+}
+
+static int rng_int(rng *r, int n) /* uniform in [0, n) */
+{
+    return (int)(rng_next(r) % (uint64_t)n);
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes > 0 ? bytes : 1);
+    assert_non_null(p);
+    return p;
+}
+
+/* n floats: offset + scale * uniform[-1,1) */
+static float *rand_floats(rng *r, size_t n, float scale, float offset)
+{
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = offset + scale * rng_uniform(r);
+    return x;
+}
+
+static float *nan_floats(size_t n)
+{
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = NAN;
+    return x;
+}
+
+static float *zero_floats(size_t n)
+{
+    float *x = xmalloc(n * sizeof *x);
+    memset(x, 0, n * sizeof *x);
+    return x;
+}
+
+static float *copy_floats(const float *src, size_t n)
+{
+    float *x = xmalloc(n * sizeof *x);
+    memcpy(x, src, n * sizeof *x);
+    return x;
+}
+
+/* Every float is exactly representable in double: the reference sees the very same
+ * inputs as the kernel. */
+static double *to_double(const float *x, size_t n)
+{
+    double *d = xmalloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = (double)x[i];
+    return d;
+}
+
+static double *zero_doubles(size_t n)
+{
+    double *d = xmalloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = 0.0;
+    return d;
+}
+
+/* max_i |got_i - ref_i| / max_i |ref_i| (0 when both are all zero) */
+static double normwise_err(const float *got, const double *ref, size_t n)
+{
+    double maxdiff = 0.0, maxref = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - ref[i]);
+        /* NaN must fail: a comparison with NaN is false, so test it explicitly */
+        if (isnan(d))
+            return INFINITY;
+        if (d > maxdiff)
+            maxdiff = d;
+        if (fabs(ref[i]) > maxref)
+            maxref = fabs(ref[i]);
+    }
+    if (maxref == 0.0)
+        return maxdiff == 0.0 ? 0.0 : INFINITY;
+    return maxdiff / maxref;
+}
+
+static void check_forward(const char *op, const char *which, const float *got,
+                          const double *ref, size_t n, double tol)
+{
+    const double err = normwise_err(got, ref, n);
+    printf("fwdcheck %s %s max_rel_err=%.3e\n", op, which, err);
+    assert_true(err <= tol);
+}
+
+static void check_grad(const char *op, const char *which, const float *analytic,
+                       const double *fd, size_t n, double tol)
+{
+    const double err = normwise_err(analytic, fd, n);
+    printf("gradcheck %s %s max_rel_err=%.3e\n", op, which, err);
+    assert_true(err <= tol);
+}
+
+/* An accumulating gradient: after == before + fresh (fresh = the result from zero). */
+static void check_accumulated(const char *op, const char *which, const float *before,
+                              const float *fresh, const float *after, size_t n)
+{
+    double *expect = xmalloc(n * sizeof *expect);
+    for (size_t i = 0; i < n; i++)
+        expect[i] = (double)before[i] + (double)fresh[i];
+    const double err = normwise_err(after, expect, n);
+    printf("accumcheck %s %s max_rel_err=%.3e\n", op, which, err);
+    assert_true(err <= ACCUM_TOL);
+    free(expect);
+}
+
+/* An overwritten output: the run on NaN-filled buffers equals the run on zeroed ones. */
+static void check_overwritten(const char *op, const char *which, const float *from_nan,
+                              const float *from_zero, size_t n)
+{
+    const int same = memcmp(from_nan, from_zero, n * sizeof *from_nan) == 0;
+    printf("overwritecheck %s %s %s\n", op, which, same ? "ok" : "DIFFERS");
+    assert_true(same);
+}
+
+static void check_bitwise(const char *op, const char *which, const float *a, const float *b,
+                          size_t n)
+{
+    const int same = memcmp(a, b, n * sizeof *a) == 0;
+    printf("bitcheck %s %s %s\n", op, which, same ? "identical" : "DIFFERS");
+    assert_true(same);
+}
+
+/* ======================================================================================
+ * finite differences
+ * ==================================================================================== */
+
+/* The scalar objective of a gradient check, evaluated on the double reference; it reads
+ * its inputs through ctx, some of which fd_gradient perturbs in place. */
+typedef double (*objective_fn)(void *ctx);
+
+/* g[i] = dL/dx[i] by central differences: (L(x + h e_i) - L(x - h e_i)) / 2h.  With
+ * h = 1e-6 and L smooth and O(1..10), truncation (~h^2) and cancellation (~1e-16 |L| / h)
+ * errors are both below 1e-9. */
+static void fd_gradient(objective_fn L, void *ctx, double *x, size_t n, double *g)
+{
+    for (size_t i = 0; i < n; i++) {
+        const double xi = x[i];
+        x[i] = xi + FD_STEP;
+        const double lp = L(ctx);
+        x[i] = xi - FD_STEP;
+        const double lm = L(ctx);
+        x[i] = xi;
+        g[i] = (lp - lm) / (2.0 * FD_STEP);
+    }
+}
+
+/* ======================================================================================
+ * double-precision reference forwards (straight from the definitions in gpt.h)
+ * ==================================================================================== */
+
+static void ref_encoder(double *out, const int32_t *tokens, const double *wte,
+                        const double *wpe, int b_, int t_, int c_)
+{
+    for (int b = 0; b < b_; b++)
+        for (int t = 0; t < t_; t++)
+            for (int c = 0; c < c_; c++)
+                out[(b * t_ + t) * c_ + c] =
+                    wte[tokens[b * t_ + t] * c_ + c] + wpe[t * c_ + c];
+}
+
+static void ref_layernorm(double *out, double *mean, double *rstd, const double *inp,
+                          const double *w, const double *b, int n_, int c_)
+{
+    for (int n = 0; n < n_; n++) {
+        const double *x = inp + n * c_;
+        double m = 0.0, v = 0.0;
+        for (int c = 0; c < c_; c++)
+            m += x[c];
+        m /= c_;
+        for (int c = 0; c < c_; c++)
+            v += (x[c] - m) * (x[c] - m);
+        v /= c_; /* biased */
+        const double r = 1.0 / sqrt(v + 1e-5);
+        for (int c = 0; c < c_; c++)
+            out[n * c_ + c] = (x[c] - m) * r * w[c] + b[c];
+        if (mean)
+            mean[n] = m;
+        if (rstd)
+            rstd[n] = r;
+    }
+}
+
+/* out (n,oc) = inp (n,c) @ w^T + bias, w (oc,c), bias may be NULL */
+static void ref_matmul(double *out, const double *inp, const double *w, const double *bias,
+                       int n_, int c_, int oc_)
+{
+    for (int n = 0; n < n_; n++)
+        for (int o = 0; o < oc_; o++) {
+            double s = bias ? bias[o] : 0.0;
+            for (int c = 0; c < c_; c++)
+                s += inp[n * c_ + c] * w[o * c_ + c];
+            out[n * oc_ + o] = s;
+        }
+}
+
+static void ref_attention(double *out, double *att, const double *qkv, int b_, int t_,
+                          int c_, int nh_)
+{
+    const int hs = c_ / nh_;
+    const double scale = 1.0 / sqrt((double)hs);
+    double *score = xmalloc((size_t)t_ * sizeof *score);
+    for (int b = 0; b < b_; b++)
+        for (int h = 0; h < nh_; h++)
+            for (int t = 0; t < t_; t++) {
+                const double *q = qkv + (b * t_ + t) * 3 * c_ + h * hs;
+                double maxs = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const double *k = qkv + (b * t_ + t2) * 3 * c_ + c_ + h * hs;
+                    double d = 0.0;
+                    for (int i = 0; i < hs; i++)
+                        d += q[i] * k[i];
+                    score[t2] = d * scale;
+                    maxs = fmax(maxs, score[t2]);
+                }
+                double sum = 0.0;
+                for (int t2 = 0; t2 <= t; t2++)
+                    sum += exp(score[t2] - maxs);
+                double *arow = att ? att + ((b * nh_ + h) * t_ + t) * t_ : NULL;
+                double *o = out + (b * t_ + t) * c_ + h * hs;
+                for (int i = 0; i < hs; i++)
+                    o[i] = 0.0;
+                for (int t2 = 0; t2 < t_; t2++) {
+                    const double p = t2 <= t ? exp(score[t2] - maxs) / sum : 0.0;
+                    if (arow)
+                        arow[t2] = p;
+                    if (t2 > t)
+                        continue;
+                    const double *v = qkv + (b * t_ + t2) * 3 * c_ + 2 * c_ + h * hs;
+                    for (int i = 0; i < hs; i++)
+                        o[i] += p * v[i];
+                }
+            }
+    free(score);
+}
+
+static void ref_gelu(double *out, const double *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const double x = inp[i];
+        out[i] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / PI) * (x + 0.044715 * x * x * x)));
+    }
+}
+
+static void ref_residual(double *out, const double *a, const double *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+/* losses (n) over the first v_ of vp_ columns */
+static void ref_crossentropy(double *losses, const double *logits, const int32_t *targets,
+                             int n_, int v_, int vp_)
+{
+    for (int n = 0; n < n_; n++) {
+        const double *row = logits + n * vp_;
+        double m = -INFINITY, s = 0.0;
+        for (int v = 0; v < v_; v++)
+            m = fmax(m, row[v]);
+        for (int v = 0; v < v_; v++)
+            s += exp(row[v] - m);
+        losses[n] = log(s) + m - row[targets[n]];
+    }
+}
+
+/* ======================================================================================
+ * fixture: a 2-thread backend for the checks, 1- and 3-thread ones for determinism
+ * ==================================================================================== */
+
+typedef struct fixture {
+    gpt_backend *be, *be1, *be3;
+    gpt_stream *s, *s1, *s3;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return -1;
+    if (gpt_cpu_backend_create(&f->be, 2) != GPT_OK ||
+        gpt_cpu_backend_create(&f->be1, 1) != GPT_OK ||
+        gpt_cpu_backend_create(&f->be3, 3) != GPT_OK)
+        return -1;
+    if (f->be->ops->stream_create(f->be, &f->s) != GPT_OK ||
+        f->be1->ops->stream_create(f->be1, &f->s1) != GPT_OK ||
+        f->be3->ops->stream_create(f->be3, &f->s3) != GPT_OK)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    f->be->ops->stream_destroy(f->s);
+    f->be1->ops->stream_destroy(f->s1);
+    f->be3->ops->stream_destroy(f->s3);
+    gpt_cpu_backend_destroy(f->be);
+    gpt_cpu_backend_destroy(f->be1);
+    gpt_cpu_backend_destroy(f->be3);
+    free(f);
+    return 0;
+}
+
+/* ======================================================================================
+ * encoder
+ * ==================================================================================== */
+
+typedef struct encoder_ctx {
+    const int32_t *tokens;
+    double *wte, *wpe, *out;
+    const double *R;
+} encoder_ctx;
+
+static double encoder_objective(void *p)
+{
+    encoder_ctx *x = p;
+    ref_encoder(x->out, x->tokens, x->wte, x->wpe, B, T, C);
+    double s = 0.0;
+    for (int i = 0; i < N * C; i++)
+        s += x->out[i] * x->R[i];
+    return s;
+}
+
+static void test_encoder(void **state)
+{
+    fixture *f = *state;
+    rng r = {101};
+    int32_t tokens[N];
+    for (int i = 0; i < N; i++)
+        tokens[i] = rng_int(&r, V);
+    /* repeated tokens, also across batch rows: their gradients must add up */
+    tokens[3] = tokens[0];
+    tokens[T + 1] = tokens[0];
+    tokens[T + 4] = tokens[2];
+
+    float *wte = rand_floats(&r, VP * C, 1.0f, 0.0f);
+    float *wpe = rand_floats(&r, T * C, 1.0f, 0.0f);
+    float *Rf = rand_floats(&r, N * C, 1.0f, 0.0f);
+
+    /* forward */
+    float *out = nan_floats(N * C);
+    gpt_encoder_forward(f->s, out, tokens, wte, wpe, B, T, C);
+    double *wte_d = to_double(wte, VP * C), *wpe_d = to_double(wpe, T * C);
+    double *R = to_double(Rf, N * C), *out_d = zero_doubles(N * C);
+    ref_encoder(out_d, tokens, wte_d, wpe_d, B, T, C);
+    check_forward("encoder", "out", out, out_d, N * C, FWD_TOL);
+
+    /* backward vs finite differences */
+    float *dwte = zero_floats(VP * C), *dwpe = zero_floats(T * C);
+    gpt_encoder_backward(f->s, dwte, dwpe, Rf, tokens, B, T, C);
+    encoder_ctx ctx = {tokens, wte_d, wpe_d, out_d, R};
+    double *g_wte = zero_doubles(VP * C), *g_wpe = zero_doubles(T * C);
+    fd_gradient(encoder_objective, &ctx, wte_d, VP * C, g_wte);
+    fd_gradient(encoder_objective, &ctx, wpe_d, T * C, g_wpe);
+    check_grad("encoder", "dwte", dwte, g_wte, VP * C, GRAD_TOL);
+    check_grad("encoder", "dwpe", dwpe, g_wpe, T * C, GRAD_TOL);
+
+    /* the repeated token: its row holds the sum of all of its (>= 3) occurrences */
+    for (int c = 0; c < C; c++) {
+        double expect = 0.0;
+        for (int n = 0; n < N; n++)
+            if (tokens[n] == tokens[0])
+                expect += Rf[n * C + c];
+        assert_true(fabs(dwte[tokens[0] * C + c] - expect) <= 1e-6 * (1.0 + fabs(expect)));
+    }
+
+    /* both gradients accumulate */
+    float *dwte0 = rand_floats(&r, VP * C, 1.0f, 0.0f), *dwpe0 = rand_floats(&r, T * C, 1.0f, 0.0f);
+    float *dwte1 = copy_floats(dwte0, VP * C), *dwpe1 = copy_floats(dwpe0, T * C);
+    gpt_encoder_backward(f->s, dwte1, dwpe1, Rf, tokens, B, T, C);
+    check_accumulated("encoder", "dwte", dwte0, dwte, dwte1, VP * C);
+    check_accumulated("encoder", "dwpe", dwpe0, dwpe, dwpe1, T * C);
+
+    free(wte); free(wpe); free(Rf); free(out); free(wte_d); free(wpe_d); free(R);
+    free(out_d); free(dwte); free(dwpe); free(g_wte); free(g_wpe); free(dwte0);
+    free(dwpe0); free(dwte1); free(dwpe1);
+}
+
+/* ======================================================================================
+ * layernorm
+ * ==================================================================================== */
+
+typedef struct layernorm_ctx {
+    double *inp, *w, *b, *out;
+    const double *R;
+} layernorm_ctx;
+
+static double layernorm_objective(void *p)
+{
+    layernorm_ctx *x = p;
+    ref_layernorm(x->out, NULL, NULL, x->inp, x->w, x->b, N, C);
+    double s = 0.0;
+    for (int i = 0; i < N * C; i++)
+        s += x->out[i] * x->R[i];
+    return s;
+}
+
+static void test_layernorm(void **state)
+{
+    fixture *f = *state;
+    rng r = {202};
+    /* rows with a non-zero mean, weights around 1 */
+    float *inp = rand_floats(&r, N * C, 1.5f, 0.7f);
+    float *w = rand_floats(&r, C, 0.5f, 1.0f);
+    float *b = rand_floats(&r, C, 0.5f, 0.0f);
+    float *Rf = rand_floats(&r, N * C, 1.0f, 0.0f);
+
+    /* forward */
+    float *out = nan_floats(N * C), *mean = nan_floats(N), *rstd = nan_floats(N);
+    gpt_layernorm_forward(f->s, out, mean, rstd, inp, w, b, N, C);
+    double *inp_d = to_double(inp, N * C), *w_d = to_double(w, C), *b_d = to_double(b, C);
+    double *R = to_double(Rf, N * C);
+    double *out_d = zero_doubles(N * C), *mean_d = zero_doubles(N), *rstd_d = zero_doubles(N);
+    ref_layernorm(out_d, mean_d, rstd_d, inp_d, w_d, b_d, N, C);
+    check_forward("layernorm", "out", out, out_d, N * C, FWD_TOL);
+    check_forward("layernorm", "mean", mean, mean_d, N, FWD_TOL);
+    check_forward("layernorm", "rstd", rstd, rstd_d, N, FWD_TOL);
+
+    /* backward vs finite differences */
+    float *dinp = zero_floats(N * C), *dw = zero_floats(C), *db = zero_floats(C);
+    gpt_layernorm_backward(f->s, dinp, dw, db, Rf, inp, w, mean, rstd, N, C);
+    layernorm_ctx ctx = {inp_d, w_d, b_d, out_d, R};
+    double *g_inp = zero_doubles(N * C), *g_w = zero_doubles(C), *g_b = zero_doubles(C);
+    fd_gradient(layernorm_objective, &ctx, inp_d, N * C, g_inp);
+    fd_gradient(layernorm_objective, &ctx, w_d, C, g_w);
+    fd_gradient(layernorm_objective, &ctx, b_d, C, g_b);
+    check_grad("layernorm", "dinp", dinp, g_inp, N * C, GRAD_TOL);
+    check_grad("layernorm", "dw", dw, g_w, C, GRAD_TOL);
+    check_grad("layernorm", "db", db, g_b, C, GRAD_TOL);
+
+    /* dinp, dw, db all accumulate */
+    float *dinp0 = rand_floats(&r, N * C, 1.0f, 0.0f);
+    float *dw0 = rand_floats(&r, C, 1.0f, 0.0f), *db0 = rand_floats(&r, C, 1.0f, 0.0f);
+    float *dinp1 = copy_floats(dinp0, N * C), *dw1 = copy_floats(dw0, C), *db1 = copy_floats(db0, C);
+    gpt_layernorm_backward(f->s, dinp1, dw1, db1, Rf, inp, w, mean, rstd, N, C);
+    check_accumulated("layernorm", "dinp", dinp0, dinp, dinp1, N * C);
+    check_accumulated("layernorm", "dw", dw0, dw, dw1, C);
+    check_accumulated("layernorm", "db", db0, db, db1, C);
+
+    free(inp); free(w); free(b); free(Rf); free(out); free(mean); free(rstd); free(inp_d);
+    free(w_d); free(b_d); free(R); free(out_d); free(mean_d); free(rstd_d); free(dinp);
+    free(dw); free(db); free(g_inp); free(g_w); free(g_b); free(dinp0); free(dw0); free(db0);
+    free(dinp1); free(dw1); free(db1);
+}
+
+/* ======================================================================================
+ * matmul
+ * ==================================================================================== */
+
+typedef struct matmul_ctx {
+    double *inp, *w, *bias, *out;
+    const double *R;
+    int n, c, oc;
+} matmul_ctx;
+
+static double matmul_objective(void *p)
+{
+    matmul_ctx *x = p;
+    ref_matmul(x->out, x->inp, x->w, x->bias, x->n, x->c, x->oc);
+    double s = 0.0;
+    for (int i = 0; i < x->n * x->oc; i++)
+        s += x->out[i] * x->R[i];
+    return s;
+}
+
+/* Gradient check of one shape; the second shape has edges in every dimension of the
+ * kernel's tiling (rows not a multiple of 6, columns not a multiple of 16). */
+static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
+                             const char *name)
+{
+    rng r = {seed};
+    float *inp = rand_floats(&r, (size_t)n * c, 1.0f, 0.0f);
+    float *w = rand_floats(&r, (size_t)oc * c, 1.0f, 0.0f);
+    float *bias = rand_floats(&r, oc, 1.0f, 0.0f);
+    float *Rf = rand_floats(&r, (size_t)n * oc, 1.0f, 0.0f);
+    double *inp_d = to_double(inp, (size_t)n * c), *w_d = to_double(w, (size_t)oc * c);
+    double *bias_d = to_double(bias, oc), *R = to_double(Rf, (size_t)n * oc);
+    double *out_d = zero_doubles((size_t)n * oc);
+
+    /* forward, with and without bias */
+    float *out = nan_floats((size_t)n * oc);
+    gpt_matmul_forward(s, out, inp, w, bias, n, c, oc);
+    ref_matmul(out_d, inp_d, w_d, bias_d, n, c, oc);
+    check_forward(name, "out", out, out_d, (size_t)n * oc, FWD_TOL);
+    gpt_matmul_forward(s, out, inp, w, NULL, n, c, oc);
+    ref_matmul(out_d, inp_d, w_d, NULL, n, c, oc);
+    check_forward(name, "out_nobias", out, out_d, (size_t)n * oc, FWD_TOL);
+
+    /* backward vs finite differences */
+    float *dinp = zero_floats((size_t)n * c), *dw = zero_floats((size_t)oc * c);
+    float *dbias = zero_floats(oc);
+    gpt_matmul_backward(s, dinp, dw, dbias, Rf, inp, w, n, c, oc);
+    matmul_ctx ctx = {inp_d, w_d, bias_d, out_d, R, n, c, oc};
+    double *g_inp = zero_doubles((size_t)n * c), *g_w = zero_doubles((size_t)oc * c);
+    double *g_bias = zero_doubles(oc);
+    fd_gradient(matmul_objective, &ctx, inp_d, (size_t)n * c, g_inp);
+    fd_gradient(matmul_objective, &ctx, w_d, (size_t)oc * c, g_w);
+    fd_gradient(matmul_objective, &ctx, bias_d, oc, g_bias);
+    check_grad(name, "dinp", dinp, g_inp, (size_t)n * c, GRAD_TOL);
+    check_grad(name, "dw", dw, g_w, (size_t)oc * c, GRAD_TOL);
+    check_grad(name, "dbias", dbias, g_bias, oc, GRAD_TOL);
+
+    /* dinp is overwritten; dw, dbias accumulate */
+    float *dinp1 = nan_floats((size_t)n * c);
+    float *dw0 = rand_floats(&r, (size_t)oc * c, 1.0f, 0.0f), *dbias0 = rand_floats(&r, oc, 1.0f, 0.0f);
+    float *dw1 = copy_floats(dw0, (size_t)oc * c), *dbias1 = copy_floats(dbias0, oc);
+    gpt_matmul_backward(s, dinp1, dw1, dbias1, Rf, inp, w, n, c, oc);
+    check_overwritten(name, "dinp", dinp1, dinp, (size_t)n * c);
+    check_accumulated(name, "dw", dw0, dw, dw1, (size_t)oc * c);
+    check_accumulated(name, "dbias", dbias0, dbias, dbias1, oc);
+
+    /* NULL dinp and dbias are skipped; dw is unaffected by their absence */
+    float *dw2 = zero_floats((size_t)oc * c);
+    gpt_matmul_backward(s, NULL, dw2, NULL, Rf, inp, w, n, c, oc);
+    check_bitwise(name, "dw_without_dinp_dbias", dw2, dw, (size_t)oc * c);
+
+    free(inp); free(w); free(bias); free(Rf); free(inp_d); free(w_d); free(bias_d); free(R);
+    free(out_d); free(out); free(dinp); free(dw); free(dbias); free(g_inp); free(g_w);
+    free(g_bias); free(dinp1); free(dw0); free(dbias0); free(dw1); free(dbias1); free(dw2);
+}
+
+static void test_matmul(void **state)
+{
+    fixture *f = *state;
+    matmul_gradcheck(f->s, N, C, 4 * C, 303, "matmul");
+    matmul_gradcheck(f->s, 7, 13, 19, 304, "matmul_edges");
+}
+
+/* Shapes larger than every cache block of the kernel (rows > MC = 48, reductions >
+ * KC = 256), against double products.  The reductions here are K = 300 terms long and
+ * the kernel sums them serially in float, so the rounding error grows with K: about
+ * sqrt(K) * 2^-24 ~ 1e-6 relative to the partial sums (measured: up to 7e-7).  1e-6
+ * would sit on the edge of that, so this check allows 2e-6; the short-reduction checks
+ * in test_matmul hold 1e-6. */
+static void test_matmul_large(void **state)
+{
+    fixture *f = *state;
+    const int n = 300, c = 300, oc = 83;
+    const double tol = 2e-6;
+    rng r = {305};
+    float *inp = rand_floats(&r, (size_t)n * c, 1.0f, 0.0f);
+    float *w = rand_floats(&r, (size_t)oc * c, 1.0f, 0.0f);
+    float *bias = rand_floats(&r, oc, 1.0f, 0.0f);
+    float *dout = rand_floats(&r, (size_t)n * oc, 1.0f, 0.0f);
+    double *inp_d = to_double(inp, (size_t)n * c), *w_d = to_double(w, (size_t)oc * c);
+    double *bias_d = to_double(bias, oc), *dout_d = to_double(dout, (size_t)n * oc);
+
+    float *out = nan_floats((size_t)n * oc);
+    double *out_d = zero_doubles((size_t)n * oc);
+    gpt_matmul_forward(f->s, out, inp, w, bias, n, c, oc);
+    ref_matmul(out_d, inp_d, w_d, bias_d, n, c, oc);
+    check_forward("matmul_large", "out", out, out_d, (size_t)n * oc, tol);
+
+    float *dinp = nan_floats((size_t)n * c), *dw = zero_floats((size_t)oc * c);
+    float *dbias = zero_floats(oc);
+    gpt_matmul_backward(f->s, dinp, dw, dbias, dout, inp, w, n, c, oc);
+    double *dinp_d = zero_doubles((size_t)n * c), *dw_d = zero_doubles((size_t)oc * c);
+    double *dbias_d = zero_doubles(oc);
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < oc; o++) {
+            const double d = dout_d[i * oc + o];
+            dbias_d[o] += d;
+            for (int k = 0; k < c; k++) {
+                dinp_d[i * c + k] += d * w_d[o * c + k];
+                dw_d[o * c + k] += d * inp_d[i * c + k];
+            }
+        }
+    check_forward("matmul_large", "dinp", dinp, dinp_d, (size_t)n * c, tol);
+    check_forward("matmul_large", "dw", dw, dw_d, (size_t)oc * c, tol);
+    check_forward("matmul_large", "dbias", dbias, dbias_d, oc, tol);
+
+    free(inp); free(w); free(bias); free(dout); free(inp_d); free(w_d); free(bias_d);
+    free(dout_d); free(out); free(out_d); free(dinp); free(dw); free(dbias); free(dinp_d);
+    free(dw_d); free(dbias_d);
+}
+
+/* ======================================================================================
+ * attention
+ * ==================================================================================== */
+
+typedef struct attention_ctx {
+    double *qkv, *out;
+    const double *R;
+} attention_ctx;
+
+static double attention_objective(void *p)
+{
+    attention_ctx *x = p;
+    ref_attention(x->out, NULL, x->qkv, B, T, C, NH);
+    double s = 0.0;
+    for (int i = 0; i < N * C; i++)
+        s += x->out[i] * x->R[i];
+    return s;
+}
+
+static void test_attention(void **state)
+{
+    fixture *f = *state;
+    rng r = {404};
+    const size_t nqkv = (size_t)N * 3 * C, natt = (size_t)B * NH * T * T;
+    float *qkv = rand_floats(&r, nqkv, 1.5f, 0.0f);
+    float *Rf = rand_floats(&r, N * C, 1.0f, 0.0f);
+
+    /* forward: out and the probabilities (exact zeros above the diagonal) */
+    float *out = nan_floats(N * C), *att = nan_floats(natt);
+    gpt_attention_forward(f->s, out, att, qkv, B, T, C, NH);
+    double *qkv_d = to_double(qkv, nqkv), *R = to_double(Rf, N * C);
+    double *out_d = zero_doubles(N * C), *att_d = zero_doubles(natt);
+    ref_attention(out_d, att_d, qkv_d, B, T, C, NH);
+    check_forward("attention", "out", out, out_d, N * C, FWD_TOL);
+    check_forward("attention", "att", att, att_d, natt, FWD_TOL);
+    for (int bh = 0; bh < B * NH; bh++)
+        for (int t = 0; t < T; t++)
+            for (int t2 = t + 1; t2 < T; t2++)
+                assert_true(att[(bh * T + t) * T + t2] == 0.0f);
+
+    /* backward vs finite differences (datt is scratch: NaN-filled, must not be read) */
+    float *dqkv = zero_floats(nqkv), *datt = nan_floats(natt);
+    gpt_attention_backward(f->s, dqkv, datt, Rf, qkv, att, B, T, C, NH);
+    attention_ctx ctx = {qkv_d, out_d, R};
+    double *g_qkv = zero_doubles(nqkv);
+    fd_gradient(attention_objective, &ctx, qkv_d, nqkv, g_qkv);
+    check_grad("attention", "dqkv", dqkv, g_qkv, nqkv, GRAD_TOL);
+    /* per part, so that a wrong dq, dk or dv cannot hide behind a larger other part */
+    const char *part_name[3] = {"dq", "dk", "dv"};
+    for (int part = 0; part < 3; part++) {
+        float part_a[N * C];
+        double part_fd[N * C];
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) {
+                part_a[n * C + c] = dqkv[n * 3 * C + part * C + c];
+                part_fd[n * C + c] = g_qkv[n * 3 * C + part * C + c];
+            }
+        check_grad("attention", part_name[part], part_a, part_fd, N * C, GRAD_TOL);
+    }
+
+    /* dqkv is overwritten */
+    float *dqkv1 = nan_floats(nqkv);
+    gpt_attention_backward(f->s, dqkv1, datt, Rf, qkv, att, B, T, C, NH);
+    check_overwritten("attention", "dqkv", dqkv1, dqkv, nqkv);
+
+    free(qkv); free(Rf); free(out); free(att); free(qkv_d); free(R); free(out_d);
+    free(att_d); free(dqkv); free(datt); free(g_qkv); free(dqkv1);
+}
+
+/* ======================================================================================
+ * GELU, residual
+ * ==================================================================================== */
+
+enum { NELEM = 37 };
+
+typedef struct gelu_ctx {
+    double *inp, *out;
+    const double *R;
+} gelu_ctx;
+
+static double gelu_objective(void *p)
+{
+    gelu_ctx *x = p;
+    ref_gelu(x->out, x->inp, NELEM);
+    double s = 0.0;
+    for (int i = 0; i < NELEM; i++)
+        s += x->out[i] * x->R[i];
+    return s;
+}
+
+static void test_gelu(void **state)
+{
+    fixture *f = *state;
+    rng r = {505};
+    float *inp = rand_floats(&r, NELEM, 4.0f, 0.0f); /* covers both tails */
+    float *Rf = rand_floats(&r, NELEM, 1.0f, 0.0f);
+
+    float *out = nan_floats(NELEM);
+    gpt_gelu_forward(f->s, out, inp, NELEM);
+    double *inp_d = to_double(inp, NELEM), *R = to_double(Rf, NELEM);
+    double *out_d = zero_doubles(NELEM);
+    ref_gelu(out_d, inp_d, NELEM);
+    check_forward("gelu", "out", out, out_d, NELEM, FWD_TOL);
+
+    float *dinp = zero_floats(NELEM);
+    gpt_gelu_backward(f->s, dinp, inp, Rf, NELEM);
+    gelu_ctx ctx = {inp_d, out_d, R};
+    double *g_inp = zero_doubles(NELEM);
+    fd_gradient(gelu_objective, &ctx, inp_d, NELEM, g_inp);
+    check_grad("gelu", "dinp", dinp, g_inp, NELEM, GRAD_TOL);
+
+    /* overwritten, and in place (dinp == dout) gives the same */
+    float *dinp1 = nan_floats(NELEM);
+    gpt_gelu_backward(f->s, dinp1, inp, Rf, NELEM);
+    check_overwritten("gelu", "dinp", dinp1, dinp, NELEM);
+    float *inplace = copy_floats(Rf, NELEM);
+    gpt_gelu_backward(f->s, inplace, inp, inplace, NELEM);
+    check_bitwise("gelu", "dinp_inplace", inplace, dinp, NELEM);
+
+    free(inp); free(Rf); free(out); free(inp_d); free(R); free(out_d); free(dinp);
+    free(g_inp); free(dinp1); free(inplace);
+}
+
+typedef struct residual_ctx {
+    double *a, *b, *out;
+    const double *R;
+} residual_ctx;
+
+static double residual_objective(void *p)
+{
+    residual_ctx *x = p;
+    ref_residual(x->out, x->a, x->b, NELEM);
+    double s = 0.0;
+    for (int i = 0; i < NELEM; i++)
+        s += x->out[i] * x->R[i];
+    return s;
+}
+
+static void test_residual(void **state)
+{
+    fixture *f = *state;
+    rng r = {606};
+    float *a = rand_floats(&r, NELEM, 1.0f, 0.0f), *b = rand_floats(&r, NELEM, 1.0f, 0.0f);
+    float *Rf = rand_floats(&r, NELEM, 1.0f, 0.0f);
+
+    float *out = nan_floats(NELEM);
+    gpt_residual_forward(f->s, out, a, b, NELEM);
+    double *a_d = to_double(a, NELEM), *b_d = to_double(b, NELEM), *R = to_double(Rf, NELEM);
+    double *out_d = zero_doubles(NELEM);
+    ref_residual(out_d, a_d, b_d, NELEM);
+    check_forward("residual", "out", out, out_d, NELEM, FWD_TOL);
+
+    float *da = zero_floats(NELEM), *db = zero_floats(NELEM);
+    gpt_residual_backward(f->s, da, db, Rf, NELEM);
+    residual_ctx ctx = {a_d, b_d, out_d, R};
+    double *g_a = zero_doubles(NELEM), *g_b = zero_doubles(NELEM);
+    fd_gradient(residual_objective, &ctx, a_d, NELEM, g_a);
+    fd_gradient(residual_objective, &ctx, b_d, NELEM, g_b);
+    check_grad("residual", "da", da, g_a, NELEM, GRAD_TOL);
+    check_grad("residual", "db", db, g_b, NELEM, GRAD_TOL);
+
+    /* both accumulate */
+    float *da0 = rand_floats(&r, NELEM, 1.0f, 0.0f), *db0 = rand_floats(&r, NELEM, 1.0f, 0.0f);
+    float *da1 = copy_floats(da0, NELEM), *db1 = copy_floats(db0, NELEM);
+    gpt_residual_backward(f->s, da1, db1, Rf, NELEM);
+    check_accumulated("residual", "da", da0, da, da1, NELEM);
+    check_accumulated("residual", "db", db0, db, db1, NELEM);
+
+    free(a); free(b); free(Rf); free(out); free(a_d); free(b_d); free(R); free(out_d);
+    free(da); free(db); free(g_a); free(g_b); free(da0); free(db0); free(da1); free(db1);
+}
+
+/* ======================================================================================
+ * cross-entropy
+ * ==================================================================================== */
+
+typedef struct crossentropy_ctx {
+    double *logits, *losses;
+    const int32_t *targets;
+    double dloss;
+} crossentropy_ctx;
+
+/* The backward takes one scalar dloss for every row, so the objective is
+ * L = dloss * sum_n losses[n]. */
+static double crossentropy_objective(void *p)
+{
+    crossentropy_ctx *x = p;
+    ref_crossentropy(x->losses, x->logits, x->targets, N, V, VP);
+    double s = 0.0;
+    for (int n = 0; n < N; n++)
+        s += x->losses[n];
+    return x->dloss * s;
+}
+
+static void test_crossentropy(void **state)
+{
+    fixture *f = *state;
+    rng r = {707};
+    int32_t targets[N];
+    for (int n = 0; n < N; n++)
+        targets[n] = rng_int(&r, V);
+    float *logits = rand_floats(&r, N * VP, 3.0f, 0.0f);
+    /* large values in the padded columns: any leak into the softmax would show */
+    for (int n = 0; n < N; n++)
+        for (int v = V; v < VP; v++)
+            logits[n * VP + v] = 40.0f + (float)v;
+    const float dloss = 0.37f;
+
+    float *losses = nan_floats(N);
+    gpt_crossentropy_forward(f->s, losses, logits, targets, N, V, VP);
+    double *logits_d = to_double(logits, N * VP), *losses_d = zero_doubles(N);
+    ref_crossentropy(losses_d, logits_d, targets, N, V, VP);
+    check_forward("crossentropy", "losses", losses, losses_d, N, FWD_TOL);
+
+    float *dlogits = zero_floats(N * VP);
+    gpt_crossentropy_backward(f->s, dlogits, logits, targets, dloss, N, V, VP);
+    crossentropy_ctx ctx = {logits_d, losses_d, targets, (double)dloss};
+    double *g_logits = zero_doubles(N * VP); /* padded columns: FD gives exactly 0 */
+    fd_gradient(crossentropy_objective, &ctx, logits_d, N * VP, g_logits);
+    check_grad("crossentropy", "dlogits", dlogits, g_logits, N * VP, GRAD_TOL);
+    for (int n = 0; n < N; n++)
+        for (int v = V; v < VP; v++)
+            assert_true(dlogits[n * VP + v] == 0.0f);
+
+    /* overwritten; and in place (dlogits == logits) equals out of place */
+    float *dlogits1 = nan_floats(N * VP);
+    gpt_crossentropy_backward(f->s, dlogits1, logits, targets, dloss, N, V, VP);
+    check_overwritten("crossentropy", "dlogits", dlogits1, dlogits, N * VP);
+    float *inplace = copy_floats(logits, N * VP);
+    gpt_crossentropy_backward(f->s, inplace, inplace, targets, dloss, N, V, VP);
+    check_bitwise("crossentropy", "dlogits_inplace", inplace, dlogits, N * VP);
+
+    free(logits); free(losses); free(logits_d); free(losses_d); free(dlogits);
+    free(g_logits); free(dlogits1); free(inplace);
+}
+
+/* ======================================================================================
+ * AdamW, norm_squared
+ * ==================================================================================== */
+
+static void test_adamw(void **state)
+{
+    fixture *f = *state;
+    rng r = {808};
+    const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+    const float grad_scale = 0.5f;
+    float *param = rand_floats(&r, NELEM, 1.0f, 0.0f);
+    float *m = zero_floats(NELEM), *v = zero_floats(NELEM);
+    double *param_d = to_double(param, NELEM), *m_d = zero_doubles(NELEM);
+    double *v_d = zero_doubles(NELEM);
+
+    for (int t = 1; t <= 3; t++) {
+        float *grad = rand_floats(&r, NELEM, 2.0f, 0.0f);
+        gpt_adamw_update(f->s, param, grad, m, v, NELEM, lr, beta1, beta2, eps, wd, t,
+                         grad_scale);
+        /* the formula of gpt.h, in double, with the same float hyperparameters */
+        const double b1 = beta1, b2 = beta2;
+        for (int i = 0; i < NELEM; i++) {
+            const double g = (double)grad[i] * grad_scale;
+            m_d[i] = b1 * m_d[i] + (1.0 - b1) * g;
+            v_d[i] = b2 * v_d[i] + (1.0 - b2) * g * g;
+            const double m_hat = m_d[i] / (1.0 - pow(b1, t));
+            const double v_hat = v_d[i] / (1.0 - pow(b2, t));
+            param_d[i] -= (double)lr * (m_hat / (sqrt(v_hat) + eps) + (double)wd * param_d[i]);
+        }
+        char which[32];
+        snprintf(which, sizeof which, "param_t%d", t);
+        check_forward("adamw", which, param, param_d, NELEM, FWD_TOL);
+        snprintf(which, sizeof which, "m_t%d", t);
+        check_forward("adamw", which, m, m_d, NELEM, FWD_TOL);
+        snprintf(which, sizeof which, "v_t%d", t);
+        check_forward("adamw", which, v, v_d, NELEM, FWD_TOL);
+        free(grad);
+    }
+
+    /* the update itself (param_t3 - param_t0), not just the parameters: an error in
+     * the step would otherwise be diluted by |param| >> |step| */
+    rng r0 = {808};
+    float *param0 = rand_floats(&r0, NELEM, 1.0f, 0.0f);
+    float step[NELEM];
+    double step_d[NELEM];
+    for (int i = 0; i < NELEM; i++) {
+        step[i] = param[i] - param0[i];
+        step_d[i] = param_d[i] - (double)param0[i];
+    }
+    /* the float step inherits the rounding of the stored param (2^-24 |param| ~ 6e-8 per
+     * step, |param| <= 1) against a total step of ~3 lr = 0.03: up to ~1e-5 relative
+     * (measured 2.6e-6) */
+    check_forward("adamw", "step", step, step_d, NELEM, 1e-5);
+
+    free(param); free(m); free(v); free(param_d); free(m_d); free(v_d); free(param0);
+}
+
+static void test_norm_squared(void **state)
+{
+    fixture *f = *state;
+    rng r = {909};
+    const size_t sizes[] = {0, 1, 5, 63, 64, 65, 1000, 100003};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const size_t n = sizes[k];
+        float *x = rand_floats(&r, n, 1.0f, 0.0f);
+        float out = NAN;
+        gpt_norm_squared(f->s, &out, x, n);
+        double ref = 0.0;
+        for (size_t i = 0; i < n; i++)
+            ref += (double)x[i] * (double)x[i];
+        /* accumulated in double: only the final rounding to float (2^-24) remains */
+        const double err = ref == 0.0 ? fabs((double)out) : fabs((double)out - ref) / ref;
+        printf("normcheck norm_squared n=%zu rel_err=%.3e\n", n, err);
+        assert_true(err <= 6.0e-8);
+        free(x);
+    }
+}
+
+/* ======================================================================================
+ * determinism: 1 thread vs 3 threads, and call to call
+ * ==================================================================================== */
+
+static void test_determinism(void **state)
+{
+    fixture *f = *state;
+    gpt_stream *s1 = f->s1, *s3 = f->s3;
+    rng r = {1001};
+
+    { /* matmul, shapes that split into several tiles in every dimension */
+        const int n = 67, c = 48, oc = 80;
+        float *inp = rand_floats(&r, (size_t)n * c, 1.0f, 0.0f);
+        float *w = rand_floats(&r, (size_t)oc * c, 1.0f, 0.0f);
+        float *bias = rand_floats(&r, oc, 1.0f, 0.0f);
+        float *dout = rand_floats(&r, (size_t)n * oc, 1.0f, 0.0f);
+        float *dw0 = rand_floats(&r, (size_t)oc * c, 1.0f, 0.0f);
+        float *db0 = rand_floats(&r, oc, 1.0f, 0.0f);
+        float *out1 = nan_floats((size_t)n * oc), *out3 = nan_floats((size_t)n * oc);
+        float *dinp1 = nan_floats((size_t)n * c), *dinp3 = nan_floats((size_t)n * c);
+        float *dw1 = copy_floats(dw0, (size_t)oc * c), *dw3 = copy_floats(dw0, (size_t)oc * c);
+        float *db1 = copy_floats(db0, oc), *db3 = copy_floats(db0, oc);
+        gpt_matmul_forward(s1, out1, inp, w, bias, n, c, oc);
+        gpt_matmul_forward(s3, out3, inp, w, bias, n, c, oc);
+        gpt_matmul_backward(s1, dinp1, dw1, db1, dout, inp, w, n, c, oc);
+        gpt_matmul_backward(s3, dinp3, dw3, db3, dout, inp, w, n, c, oc);
+        check_bitwise("matmul_forward", "out_1vs3threads", out1, out3, (size_t)n * oc);
+        check_bitwise("matmul_backward", "dinp_1vs3threads", dinp1, dinp3, (size_t)n * c);
+        check_bitwise("matmul_backward", "dw_1vs3threads", dw1, dw3, (size_t)oc * c);
+        check_bitwise("matmul_backward", "dbias_1vs3threads", db1, db3, oc);
+        /* call to call */
+        gpt_matmul_forward(s3, out1, inp, w, bias, n, c, oc);
+        check_bitwise("matmul_forward", "out_repeat", out1, out3, (size_t)n * oc);
+        free(inp); free(w); free(bias); free(dout); free(dw0); free(db0); free(out1);
+        free(out3); free(dinp1); free(dinp3); free(dw1); free(dw3); free(db1); free(db3);
+    }
+
+    { /* layernorm backward; C spans several column blocks of the dw/db reduction */
+        const int n = 67, c = 200;
+        float *inp = rand_floats(&r, (size_t)n * c, 1.0f, 0.3f);
+        float *w = rand_floats(&r, c, 0.5f, 1.0f), *b = rand_floats(&r, c, 0.5f, 0.0f);
+        float *dout = rand_floats(&r, (size_t)n * c, 1.0f, 0.0f);
+        float *out = nan_floats((size_t)n * c), *mean = nan_floats(n), *rstd = nan_floats(n);
+        gpt_layernorm_forward(s1, out, mean, rstd, inp, w, b, n, c);
+        float *di0 = rand_floats(&r, (size_t)n * c, 1.0f, 0.0f);
+        float *di1 = copy_floats(di0, (size_t)n * c), *di3 = copy_floats(di0, (size_t)n * c);
+        float *dw1 = zero_floats(c), *dw3 = zero_floats(c);
+        float *db1 = zero_floats(c), *db3 = zero_floats(c);
+        gpt_layernorm_backward(s1, di1, dw1, db1, dout, inp, w, mean, rstd, n, c);
+        gpt_layernorm_backward(s3, di3, dw3, db3, dout, inp, w, mean, rstd, n, c);
+        check_bitwise("layernorm_backward", "dinp_1vs3threads", di1, di3, (size_t)n * c);
+        check_bitwise("layernorm_backward", "dw_1vs3threads", dw1, dw3, c);
+        check_bitwise("layernorm_backward", "db_1vs3threads", db1, db3, c);
+        free(inp); free(w); free(b); free(dout); free(out); free(mean); free(rstd);
+        free(di0); free(di1); free(di3); free(dw1); free(dw3); free(db1); free(db3);
+    }
+
+    { /* attention backward */
+        const int b = 2, t = 33, c = 48, nh = 3;
+        const size_t nqkv = (size_t)b * t * 3 * c, natt = (size_t)b * nh * t * t;
+        float *qkv = rand_floats(&r, nqkv, 1.0f, 0.0f);
+        float *dout = rand_floats(&r, (size_t)b * t * c, 1.0f, 0.0f);
+        float *out = nan_floats((size_t)b * t * c), *att = nan_floats(natt);
+        gpt_attention_forward(s1, out, att, qkv, b, t, c, nh);
+        float *att3 = nan_floats(natt), *out3 = nan_floats((size_t)b * t * c);
+        gpt_attention_forward(s3, out3, att3, qkv, b, t, c, nh);
+        check_bitwise("attention_forward", "out_1vs3threads", out, out3, (size_t)b * t * c);
+        check_bitwise("attention_forward", "att_1vs3threads", att, att3, natt);
+        float *dqkv1 = nan_floats(nqkv), *dqkv3 = nan_floats(nqkv);
+        float *datt1 = nan_floats(natt), *datt3 = nan_floats(natt);
+        gpt_attention_backward(s1, dqkv1, datt1, dout, qkv, att, b, t, c, nh);
+        gpt_attention_backward(s3, dqkv3, datt3, dout, qkv, att, b, t, c, nh);
+        check_bitwise("attention_backward", "dqkv_1vs3threads", dqkv1, dqkv3, nqkv);
+        free(qkv); free(dout); free(out); free(att); free(att3); free(out3); free(dqkv1);
+        free(dqkv3); free(datt1); free(datt3);
+    }
+
+    { /* norm_squared, and call to call */
+        const size_t n = 100003;
+        float *x = rand_floats(&r, n, 1.0f, 0.0f);
+        float o1 = NAN, o3 = NAN, o3b = NAN;
+        gpt_norm_squared(s1, &o1, x, n);
+        gpt_norm_squared(s3, &o3, x, n);
+        gpt_norm_squared(s3, &o3b, x, n);
+        check_bitwise("norm_squared", "1vs3threads", &o1, &o3, 1);
+        check_bitwise("norm_squared", "repeat", &o3, &o3b, 1);
+        free(x);
+    }
+
+    { /* encoder backward with many repeats, columns over several blocks */
+        const int b = 3, t = 29, c = 200, vp = 7;
+        int32_t tokens[3 * 29];
+        for (int i = 0; i < b * t; i++)
+            tokens[i] = rng_int(&r, vp);
+        float *dout = rand_floats(&r, (size_t)b * t * c, 1.0f, 0.0f);
+        float *dwte1 = zero_floats((size_t)vp * c), *dwte3 = zero_floats((size_t)vp * c);
+        float *dwpe1 = zero_floats((size_t)t * c), *dwpe3 = zero_floats((size_t)t * c);
+        gpt_encoder_backward(s1, dwte1, dwpe1, dout, tokens, b, t, c);
+        gpt_encoder_backward(s3, dwte3, dwpe3, dout, tokens, b, t, c);
+        check_bitwise("encoder_backward", "dwte_1vs3threads", dwte1, dwte3, (size_t)vp * c);
+        check_bitwise("encoder_backward", "dwpe_1vs3threads", dwpe1, dwpe3, (size_t)t * c);
+        free(dout); free(dwte1); free(dwte3); free(dwpe1); free(dwpe3);
+    }
+}
+
+/* ======================================================================================
+ * the backend's memory and stream primitives
+ * ==================================================================================== */
+
+static void test_backend_primitives(void **state)
+{
+    fixture *f = *state;
+    const gpt_backend *be = f->be;
+    const gpt_backend_ops *ops = be->ops;
+    assert_string_equal(be->name, "cpu");
+
+    size_t free_b = 0, total_b = 0;
+    assert_int_equal(ops->dev_mem_info(be, &free_b, &total_b), GPT_OK);
+    assert_true(total_b > 0 && free_b <= total_b);
+
+    gpt_stream *s = NULL;
+    assert_int_equal(ops->stream_create(be, &s), GPT_OK);
+    assert_ptr_equal(s->be, be);
+
+    const size_t n = 1000;
+    void *a = NULL, *b = NULL, *z = NULL;
+    assert_int_equal(ops->dev_alloc(be, &a, n * sizeof(float)), GPT_OK);
+    assert_int_equal(ops->dev_alloc(be, &b, n * sizeof(float)), GPT_OK);
+    assert_int_equal(ops->dev_alloc(be, &z, 0), GPT_OK);
+    assert_non_null(a);
+    assert_non_null(z);
+    assert_int_equal((uintptr_t)a % 64, 0);
+    assert_int_equal((uintptr_t)b % 64, 0);
+
+    /* an impossible allocation reports OOM rather than crashing */
+    void *huge = NULL;
+    assert_int_equal(ops->dev_alloc(be, &huge, SIZE_MAX / 2), GPT_ERR_OOM);
+    assert_null(huge);
+
+    rng r = {1111};
+    float *h = rand_floats(&r, n, 1.0f, 0.0f), *back = nan_floats(n);
+    assert_int_equal(ops->memcpy_h2d(s, a, h, n * sizeof(float)), GPT_OK);
+    assert_int_equal(ops->memcpy_d2d(s, b, a, n * sizeof(float)), GPT_OK);
+    assert_int_equal(ops->memcpy_d2h(s, back, b, n * sizeof(float)), GPT_OK);
+    assert_int_equal(ops->stream_sync(s), GPT_OK);
+    assert_memory_equal(back, h, n * sizeof(float));
+    assert_int_equal(ops->memset_zero(s, b, n * sizeof(float)), GPT_OK);
+    for (size_t i = 0; i < n; i++)
+        assert_true(((float *)b)[i] == 0.0f);
+
+    ops->dev_free(be, a);
+    ops->dev_free(be, b);
+    ops->dev_free(be, z);
+    ops->stream_destroy(s);
+    free(h);
+    free(back);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backend_primitives),
+        cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_large),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_norm_squared),
+        cmocka_unit_test(test_determinism),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
