@@ -18,7 +18,7 @@ static gpt_backend *open_backend(run_config *rc)
 {
     gpt_backend *be = NULL;
     if (rc->eng.device == DEVICE_CUDA || !rc->device_given) {
-        if (gpt_cuda_backend_create(&be, 0) == 0) {
+        if (gpt_cuda_backend_create(&be, 0, rc->eng.tf32) == 0) {
             rc->eng.device = DEVICE_CUDA;
             return be;
         }

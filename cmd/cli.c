@@ -16,7 +16,8 @@ typedef enum opt_id {
     OPT_METHOD, OPT_LAYERS, OPT_HIDDEN, OPT_BATCH, OPT_WINDOW, OPT_HEADS, OPT_SEQ, OPT_VOCAB,
     OPT_ITERS, OPT_LOG_INTERVAL, OPT_SEED, OPT_RESULTS, OPT_DEVICE, OPT_CONFIG, OPT_DTYPE,
     OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_LR, OPT_MIN_LR,
-    OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_HELP, OPT_VERSION,
+    OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_HELP,
+    OPT_VERSION,
     OPT_COUNT
 } opt_id;
 
@@ -47,6 +48,7 @@ static const opt_spec specs[] = {
     {OPT_DEVICE, "device", 0, ARG_TEXT, "cpu|cuda", "compute backend (default cuda if usable)"},
     {OPT_CONFIG, "config", 0, ARG_TEXT, "FILE.json", "read options from a JSON object"},
     {OPT_DTYPE, "dtype", 0, ARG_TEXT, "fp32|bf16", "storage type on the GPU (default fp32)"},
+    {OPT_MATH, "math", 0, ARG_TEXT, "tf32|fp32", "GPU matmuls on TF32 tensor cores, or strict fp32 (default tf32)"},
     {OPT_GPU_MEM, "gpu-mem-limit", 0, ARG_TEXT, "SIZE", "GPU memory budget, e.g. 32G (default: free memory)"},
     {OPT_CPU_MEM, "cpu-mem-limit", 0, ARG_TEXT, "SIZE", "host memory budget, e.g. 90G (default: available memory)"},
     {OPT_DRY_RUN, "dry-run", 0, ARG_NONE, NULL, "print the memory plan and parameter count, allocate nothing"},
@@ -117,6 +119,7 @@ static void set_defaults(run_config *rc)
     rc->eng.optim = gpt_optim_default();
     rc->eng.seed = 1234;
     rc->eng.device = DEVICE_CPU;
+    rc->eng.tf32 = 1;
     rc->iters = 50;
     rc->log_interval = 10;
     snprintf(rc->results_dir, sizeof rc->results_dir, "results");
@@ -125,19 +128,24 @@ static void set_defaults(run_config *rc)
 /* Apply one option whose value is text (from argv, or converted from JSON).
  * flag_value: for ARG_NONE options, 1 to set and 0 to clear. */
 static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag_value,
-                 const char *where, char *err, size_t errlen)
+                 const char *config_path, char *err, size_t errlen)
 {
+    /* Messages name the option as the user wrote it: "--layers" or "config F: layers". */
+    char where[PATH_MAX + 16], opt[PATH_MAX + 64];
+    if (config_path) snprintf(where, sizeof where, "config %s: ", config_path);
+    else where[0] = '\0';
+    snprintf(opt, sizeof opt, "%s%s%s", where, config_path ? "" : "--", sp->name);
     long long iv = 0;
     double dv = 0;
     size_t bytes = 0;
     if (sp->kind == ARG_INT) {
         long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS) ? 0 : 1;
         if (parse_int(value, lo, 2147483647LL, &iv))
-            return fail(err, errlen, "%s%s: '%s' is not %s integer", where, sp->name,
+            return fail(err, errlen, "%s: '%s' is not %s integer", opt,
                         value ? value : "", lo ? "a positive" : "a non-negative");
     } else if (sp->kind == ARG_NUM) {
         if (parse_num(value, &dv))
-            return fail(err, errlen, "%s%s: '%s' is not a number", where, sp->name,
+            return fail(err, errlen, "%s: '%s' is not a number", opt,
                         value ? value : "");
     }
     rc->given |= 1ULL << sp->id;
@@ -160,15 +168,15 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_HEADS: e->shape.heads = (int)iv; break;
     case OPT_SEQ: e->shape.seq = (int)iv; break;
     case OPT_VOCAB:
-        if (iv < 2) return fail(err, errlen, "%svocab: must be at least 2", where);
+        if (iv < 2) return fail(err, errlen, "%s: must be at least 2", opt);
         e->shape.vocab = (int)iv;
         break;
     case OPT_WINDOW:
         if (strcmp(value, "auto") == 0) {
             e->window = 0;
         } else if (parse_int(value, 1, 1000000, &iv)) {
-            return fail(err, errlen, "%swindow: '%s' is neither a positive integer nor 'auto'",
-                        where, value);
+            return fail(err, errlen, "%s: '%s' is neither a positive integer nor 'auto'",
+                        opt, value);
         } else {
             e->window = (int)iv;
         }
@@ -178,54 +186,59 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_SEED: e->seed = (uint64_t)iv; break;
     case OPT_THREADS: e->threads = (int)iv; break;
     case OPT_RESULTS:
-        if (!*value) return fail(err, errlen, "%sresults: empty directory name", where);
+        if (!*value) return fail(err, errlen, "%s: empty directory name", opt);
         if (snprintf(rc->results_dir, sizeof rc->results_dir, "%s", value) >= (int)sizeof rc->results_dir)
-            return fail(err, errlen, "%sresults: path too long", where);
+            return fail(err, errlen, "%s: path too long", opt);
         break;
     case OPT_DATA:
         if (snprintf(rc->data_path, sizeof rc->data_path, "%s", value) >= (int)sizeof rc->data_path)
-            return fail(err, errlen, "%sdata: path too long", where);
+            return fail(err, errlen, "%s: path too long", opt);
         break;
     case OPT_DEVICE:
         if (strcmp(value, "cpu") == 0) e->device = DEVICE_CPU;
         else if (strcmp(value, "cuda") == 0) e->device = DEVICE_CUDA;
-        else return fail(err, errlen, "%sdevice: '%s' is not cpu or cuda", where, value);
+        else return fail(err, errlen, "%s: '%s' is not cpu or cuda", opt, value);
         rc->device_given = 1;
         break;
     case OPT_DTYPE:
         if (strcmp(value, "fp32") == 0) e->bf16 = 0;
         else if (strcmp(value, "bf16") == 0) e->bf16 = 1;
-        else return fail(err, errlen, "%sdtype: '%s' is not fp32 or bf16", where, value);
+        else return fail(err, errlen, "%s: '%s' is not fp32 or bf16", opt, value);
+        break;
+    case OPT_MATH:
+        if (strcmp(value, "tf32") == 0) e->tf32 = 1;
+        else if (strcmp(value, "fp32") == 0) e->tf32 = 0;
+        else return fail(err, errlen, "%s: '%s' is not tf32 or fp32", opt, value);
         break;
     case OPT_GPU_MEM:
     case OPT_CPU_MEM:
         if (parse_bytes(value, &bytes))
-            return fail(err, errlen, "%s%s: '%s' is not a size (e.g. 32G, 512M, 1073741824)",
-                        where, sp->name, value);
+            return fail(err, errlen, "%s: '%s' is not a size (e.g. 32G, 512M, 1073741824)",
+                        opt, value);
         if (sp->id == OPT_GPU_MEM) rc->gpu_mem_limit = bytes;
         else rc->cpu_mem_limit = bytes;
         break;
     case OPT_DRY_RUN: rc->dry_run = flag_value; break;
     case OPT_NO_CKPT: e->ckpt = !flag_value; break;
     case OPT_LR:
-        if (dv <= 0) return fail(err, errlen, "%slr: must be positive", where);
+        if (dv <= 0) return fail(err, errlen, "%s: must be positive", opt);
         e->optim.lr = dv;
         break;
     case OPT_MIN_LR:
-        if (dv < 0) return fail(err, errlen, "%smin-lr: must not be negative", where);
+        if (dv < 0) return fail(err, errlen, "%s: must not be negative", opt);
         e->optim.min_lr = dv;
         break;
     case OPT_DECAY_ITERS: e->optim.decay_iters = (int)iv; break;
     case OPT_WARMUP:
-        if (dv < 0 || dv > 1) return fail(err, errlen, "%slr-warmup-fraction: must be in [0, 1]", where);
+        if (dv < 0 || dv > 1) return fail(err, errlen, "%s: must be in [0, 1]", opt);
         e->optim.warmup_fraction = dv;
         break;
     case OPT_WEIGHT_DECAY:
-        if (dv < 0) return fail(err, errlen, "%sweight-decay: must not be negative", where);
+        if (dv < 0) return fail(err, errlen, "%s: must not be negative", opt);
         e->optim.weight_decay = dv;
         break;
     case OPT_CLIP:
-        if (dv < 0) return fail(err, errlen, "%sclip-grad: must not be negative", where);
+        if (dv < 0) return fail(err, errlen, "%s: must not be negative", opt);
         e->optim.clip = dv;
         break;
     case OPT_CONFIG:
@@ -312,7 +325,7 @@ static int load_config(run_config *rc, const char *path, char *err, size_t errle
                        sp->kind == ARG_TEXT ? "a string" : "a number");
             goto out;
         }
-        if (apply(rc, sp, value, flag, where, err, errlen)) {
+        if (apply(rc, sp, value, flag, path, err, errlen)) {
             rc_ = -1;
             goto out;
         }
@@ -402,7 +415,7 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
                 if (specs[i].short_name == c) sp = &specs[i];
         }
         if (!sp || sp->id == OPT_CONFIG) continue;
-        if (apply(rc, sp, optarg, 1, "--", err, errlen)) return CLI_ERROR;
+        if (apply(rc, sp, optarg, 1, NULL, err, errlen)) return CLI_ERROR;
     }
     return validate(rc, err, errlen) ? CLI_ERROR : CLI_RUN;
 }

@@ -150,6 +150,7 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(cfg, "seed", (double)ec->seed);
     cJSON_AddBoolToObject(cfg, "ckpt", ec->ckpt);
     cJSON_AddStringToObject(cfg, "dtype", ec->bf16 ? "bf16" : "fp32");
+    cJSON_AddStringToObject(cfg, "math", ec->device == DEVICE_CPU ? "fp32" : ec->tf32 ? "tf32" : "fp32");
     cJSON_AddStringToObject(cfg, "backend", ec->device == DEVICE_CUDA ? "cuda" : "cpu");
     cJSON_AddStringToObject(cfg, "data", rc->data_path[0] ? rc->data_path : "synthetic");
     cJSON_AddNumberToObject(cfg, "lr", ec->optim.lr);

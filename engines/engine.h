@@ -31,6 +31,7 @@ typedef struct engine_config {
     uint64_t seed;
     device_kind device;
     int bf16;      /* --dtype bf16 */
+    int tf32;      /* --math tf32 (default): fp32 matmuls on TF32 tensor cores */
     int threads;   /* CPU threads for the CPU backend and host-side work; 0 = all */
 } engine_config;
 

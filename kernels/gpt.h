@@ -219,9 +219,11 @@ static inline void gpt_norm_squared(gpt_stream *s, float *out, const float *x, s
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads);
 void gpt_cpu_backend_destroy(gpt_backend *be);
 
-/* The CUDA backend (kernels/cuda); returns GPT_ERR_BACKEND with a message on stderr when
- * the binary was built without CUDA or no device is usable. */
-int gpt_cuda_backend_create(gpt_backend **out, int device);
+/* The CUDA backend (kernels/cuda); returns GPT_ERR_BACKEND when the binary was built
+ * without CUDA or no device is usable (quietly: the caller decides whether that is an
+ * error).  allow_tf32: fp32 matmuls may run on TF32 tensor cores (--math tf32, the
+ * default); 0 keeps them strict fp32 (--math fp32). */
+int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32);
 void gpt_cuda_backend_destroy(gpt_backend *be);
 
 #ifdef __cplusplus

@@ -6,9 +6,10 @@
 
 #include <stdio.h>
 
-int gpt_cuda_backend_create(gpt_backend **out, int device)
+int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32)
 {
     (void)device;
+    (void)allow_tf32;
     *out = NULL;
     return GPT_ERR_BACKEND;
 }
