@@ -45,16 +45,21 @@ ifeq ($(CUDA),1)
                -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 \
                -gencode arch=compute_90,code=compute_90
   CUDA_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.o)
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart \
+               -lstdc++ -lpthread
   CFLAGS    += -DAEBENCH_HAVE_CUDA
+  # The CUDA backend against the CPU reference; needs a GPU to run (not part of tests/run.sh).
+  CUDA_TEST_PROGS := $(BUILD)/tests/test_cuda
 else
   KERNEL_SRCS += kernels/cuda/cuda_absent.c
   CUDA_OBJS :=
+  CUDA_TEST_PROGS :=
 endif
 LIB_SRCS := $(KERNEL_SRCS) $(ENGINE_SRCS) $(CMD_LIB_SRCS)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 
-TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report
+TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report \
+              $(CUDA_TEST_PROGS)
 
 .PHONY: all deps test check-asan run clean tests
 all: aebench
@@ -66,7 +71,7 @@ $(BUILD)/%.o: %.c $(wildcard kernels/*.h kernels/cpu/*.h engines/*.h engines/run
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h)
+$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The PyTorch eager reference for aebench's megatron-lm engine: the same Megatron GPT
+(learned positions, pre-LayerNorm, fused QKV, causal softmax attention, 4h GELU-tanh MLP,
+final LayerNorm, head tied to the token embedding), every layer checkpointed, fused AdamW with
+the artifact's hyper-parameters and global-norm clipping at 1.0.
+
+Prints one JSON line per configuration:
+  {"impl": "pytorch", "layers": .., "math": "tf32|fp32|bf16", "ms": median ms/iteration,
+   "samples_per_s": .., "peak_bytes": ..}
+
+Usage: pytorch_gpt.py --layers 16 --hidden 2048 --heads 16 --seq 1024 --batch 4 \
+                      --math tf32 --iters 12
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+class Block(nn.Module):
+    def __init__(self, h, heads, layers):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(h, eps=1e-5)
+        self.qkv = nn.Linear(h, 3 * h)
+        self.proj = nn.Linear(h, h)
+        self.ln2 = nn.LayerNorm(h, eps=1e-5)
+        self.fc = nn.Linear(h, 4 * h)
+        self.fcproj = nn.Linear(4 * h, h)
+        for lin, std in ((self.qkv, 0.02), (self.fc, 0.02),
+                         (self.proj, 0.02 / math.sqrt(2 * layers)),
+                         (self.fcproj, 0.02 / math.sqrt(2 * layers))):
+            nn.init.normal_(lin.weight, 0.0, std)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        # The fastest attention PyTorch offers (flash / memory-efficient), as a user would.
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, layers, h, heads, seq, vocab):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, h)
+        self.wpe = nn.Embedding(seq, h)
+        nn.init.normal_(self.wte.weight, 0.0, 0.02)
+        nn.init.normal_(self.wpe.weight, 0.0, 0.02)
+        self.blocks = nn.ModuleList(Block(h, heads, layers) for _ in range(layers))
+        self.lnf = nn.LayerNorm(h, eps=1e-5)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for b in self.blocks:
+            x = checkpoint(b, x, use_reentrant=False)
+        logits = F.linear(self.lnf(x), self.wte.weight)
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--vocab", type=int, default=50304)
+    ap.add_argument("--math", choices=["tf32", "fp32", "bf16"], default="tf32")
+    ap.add_argument("--iters", type=int, default=12)
+    a = ap.parse_args()
+
+    torch.backends.cuda.matmul.allow_tf32 = a.math in ("tf32", "bf16")
+    torch.backends.cudnn.allow_tf32 = a.math in ("tf32", "bf16")
+    torch.manual_seed(1234)
+    dev = torch.device("cuda")
+    model = GPT(a.layers, a.hidden, a.heads, a.seq, a.vocab).to(dev)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1.5e-4, betas=(0.9, 0.999), eps=1e-8, fused=True)
+    idx = torch.randint(0, 50257, (a.batch, a.seq + 1), device=dev)
+    x, y = idx[:, :-1].contiguous(), idx[:, 1:].contiguous()
+
+    times = []
+    torch.cuda.reset_peak_memory_stats()
+    for it in range(a.iters):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.math == "bf16"):
+            loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    steady = sorted(times[2:]) if len(times) > 3 else sorted(times)
+    ms = steady[len(steady) // 2]
+    print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "layers": a.layers,
+                      "hidden": a.hidden, "batch": a.batch, "seq": a.seq, "math": a.math,
+                      "ms": round(ms, 2), "samples_per_s": round(a.batch * 1000.0 / ms, 3),
+                      "peak_bytes": torch.cuda.max_memory_allocated(),
+                      "loss_last": float(loss)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

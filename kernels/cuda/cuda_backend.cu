@@ -1,0 +1,406 @@
+/*
+ * cuda_backend.cu — the CUDA backend: device memory, streams, the op table, and the
+ * opt-in per-op profiler.
+ *
+ * A gpt_stream is a cudaStream_t with its own cuBLASLt and cuBLAS handles, a cuBLAS
+ * workspace and the norm's partials (cuda_common.cuh lists that memory: it is outside the
+ * engines' arena budget).  Copies and memsets are async on the stream; the host pointer of
+ * a copy must stay valid until the stream is synchronised (pageable memory makes
+ * cudaMemcpyAsync synchronous with respect to the host, pinned memory does not).
+ *
+ * Errors: creation fails quietly (GPT_ERR_BACKEND, nothing printed) when no device is
+ * usable, so the CLI can probe and fall back to the CPU backend; every other failing CUDA
+ * or cuBLAS call is reported on stderr with file:line and the library's message.
+ *
+ * Profiler: with AEBENCH_PROFILE_OPS=1 in the environment when the backend is created,
+ * each op is bracketed by two events on its stream and waits for the second, adding
+ * (calls, ms) to the op's row; the table is printed to stdout by destroy.  This serialises
+ * host and device per op (the timings are then of the op alone, and the pipeline stalls:
+ * totals are larger than in a normal run).  Off, the only cost is one branch per op.
+ */
+#include "cuda_common.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[OP_COUNT] = {
+    "encoder_forward",      "encoder_backward",      "layernorm_forward",
+    "layernorm_backward",   "matmul_forward",        "matmul_backward",
+    "attention_forward",    "attention_backward",    "gelu_forward",
+    "gelu_backward",        "residual_forward",      "residual_backward",
+    "crossentropy_forward", "crossentropy_backward", "adamw_update",
+    "norm_squared",
+};
+
+/* ---- memory -------------------------------------------------------------------------- */
+
+static int cuda_dev_alloc(const gpt_backend *be, void **ptr, size_t bytes)
+{
+    const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
+    *ptr = NULL;
+    if (CUDA_FAILED(cudaSetDevice(impl->device)))
+        return GPT_ERR_BACKEND;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes > 0 ? bytes : 256);
+    if (e == cudaErrorMemoryAllocation) {
+        /* Not a failure of the backend: the budget's OOM record says what did not fit.
+         * Clear the error so that the next call does not see it. */
+        (void)cudaGetLastError();
+        return GPT_ERR_OOM;
+    }
+    if (CUDA_FAILED(e))
+        return GPT_ERR_BACKEND;
+    *ptr = p;
+    return GPT_OK;
+}
+
+static void cuda_dev_free(const gpt_backend *be, void *ptr)
+{
+    (void)be;
+    if (ptr != NULL)
+        CUDA_FAILED(cudaFree(ptr));
+}
+
+static void cuda_describe(const gpt_backend *be, char *buf, size_t len)
+{
+    const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
+    snprintf(buf, len, "%s", impl->desc);
+}
+
+static int cuda_dev_mem_info(const gpt_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
+    size_t f = 0, t = 0;
+    if (CUDA_FAILED(cudaSetDevice(impl->device)) || CUDA_FAILED(cudaMemGetInfo(&f, &t)))
+        return GPT_ERR_BACKEND;
+    if (free_bytes)
+        *free_bytes = f;
+    if (total_bytes)
+        *total_bytes = t;
+    return GPT_OK;
+}
+
+/* ---- streams -------------------------------------------------------------------------- */
+
+static void cuda_stream_destroy(gpt_stream *s)
+{
+    if (s == NULL)
+        return;
+    cuda_stream_impl *st = (cuda_stream_impl *)s->impl;
+    if (st != NULL) {
+        if (st->stream)
+            CUDA_FAILED(cudaStreamSynchronize(st->stream));
+        if (st->prof_start)
+            CUDA_FAILED(cudaEventDestroy(st->prof_start));
+        if (st->prof_end)
+            CUDA_FAILED(cudaEventDestroy(st->prof_end));
+        if (st->blas)
+            CUBLAS_FAILED(cublasDestroy(st->blas));
+        if (st->lt)
+            CUBLAS_FAILED(cublasLtDestroy(st->lt));
+        if (st->norm_partials)
+            CUDA_FAILED(cudaFree(st->norm_partials));
+        if (st->workspace)
+            CUDA_FAILED(cudaFree(st->workspace));
+        if (st->stream)
+            CUDA_FAILED(cudaStreamDestroy(st->stream));
+        free(st);
+    }
+    free(s);
+}
+
+static int cuda_stream_create(const gpt_backend *be, gpt_stream **out)
+{
+    const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
+    *out = NULL;
+    gpt_stream *s = (gpt_stream *)calloc(1, sizeof *s);
+    cuda_stream_impl *st = (cuda_stream_impl *)calloc(1, sizeof *st);
+    if (s == NULL || st == NULL) {
+        free(s);
+        free(st);
+        return GPT_ERR_OOM;
+    }
+    s->be = be;
+    s->impl = st;
+    int rc = GPT_ERR_BACKEND;
+    if (CUDA_FAILED(cudaSetDevice(impl->device)) ||
+        CUDA_FAILED(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking)))
+        goto fail;
+    {
+        cudaError_t e = cudaMalloc(&st->workspace, CUDA_WORKSPACE_BYTES);
+        if (e == cudaSuccess)
+            e = cudaMalloc((void **)&st->norm_partials, NORM_BLOCKS * sizeof(double));
+        if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            rc = GPT_ERR_OOM;
+            goto fail;
+        }
+        if (CUDA_FAILED(e))
+            goto fail;
+    }
+    if (CUBLAS_FAILED(cublasLtCreate(&st->lt)) || CUBLAS_FAILED(cublasCreate(&st->blas)) ||
+        CUBLAS_FAILED(cublasSetStream(st->blas, st->stream)) ||
+        CUBLAS_FAILED(cublasSetWorkspace(st->blas, st->workspace, CUDA_WORKSPACE_BYTES)) ||
+        CUBLAS_FAILED(cublasSetMathMode(st->blas, impl->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                   : CUBLAS_DEFAULT_MATH)))
+        goto fail;
+    if (impl->profile && (CUDA_FAILED(cudaEventCreate(&st->prof_start)) ||
+                          CUDA_FAILED(cudaEventCreate(&st->prof_end))))
+        goto fail;
+    *out = s;
+    return GPT_OK;
+fail:
+    cuda_stream_destroy(s);
+    return rc;
+}
+
+/* cuBLAS and the kernels share one workspace: that is safe because everything on a stream
+ * runs in issue order. */
+
+static int cuda_memcpy(gpt_stream *s, void *dst, const void *src, size_t bytes,
+                       cudaMemcpyKind kind)
+{
+    if (bytes == 0)
+        return GPT_OK;
+    if (CUDA_FAILED(cudaMemcpyAsync(dst, src, bytes, kind, cu_stream(s)->stream)))
+        return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+static int cuda_memcpy_h2d(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{
+    return cuda_memcpy(s, dst, src, bytes, cudaMemcpyHostToDevice);
+}
+static int cuda_memcpy_d2h(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{
+    return cuda_memcpy(s, dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+static int cuda_memcpy_d2d(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{
+    return cuda_memcpy(s, dst, src, bytes, cudaMemcpyDeviceToDevice);
+}
+
+static int cuda_memset_zero(gpt_stream *s, void *dst, size_t bytes)
+{
+    if (bytes == 0)
+        return GPT_OK;
+    if (CUDA_FAILED(cudaMemsetAsync(dst, 0, bytes, cu_stream(s)->stream)))
+        return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+
+/* Waits for the stream; also where an op's earlier failure (ops cannot return errors)
+ * comes out as GPT_ERR_BACKEND. */
+static int cuda_stream_sync(gpt_stream *s)
+{
+    cuda_stream_impl *st = cu_stream(s);
+    int rc = GPT_OK;
+    if (CUDA_FAILED(cudaStreamSynchronize(st->stream)))
+        rc = GPT_ERR_BACKEND;
+    if (st->failed) {
+        st->failed = 0;
+        rc = GPT_ERR_BACKEND;
+    }
+    return rc;
+}
+
+/* ---- the profiler ------------------------------------------------------------------------ */
+
+static inline int prof_begin(gpt_stream *s)
+{
+    if (!cu_backend(s)->profile)
+        return 0;
+    OP_CHECK_CUDA(s, cudaEventRecord(cu_stream(s)->prof_start, cu_stream(s)->stream));
+    return 1;
+}
+
+static void prof_end(gpt_stream *s, int id)
+{
+    cuda_stream_impl *st = cu_stream(s);
+    cuda_backend_impl *impl = (cuda_backend_impl *)s->be->impl;
+    float ms = 0.0f;
+    if (CUDA_FAILED(cudaEventRecord(st->prof_end, st->stream)) ||
+        CUDA_FAILED(cudaEventSynchronize(st->prof_end)) ||
+        CUDA_FAILED(cudaEventElapsedTime(&ms, st->prof_start, st->prof_end))) {
+        st->failed = 1;
+        return;
+    }
+    pthread_mutex_lock(&impl->prof_lock);
+    impl->prof_calls[id]++;
+    impl->prof_ms[id] += ms;
+    pthread_mutex_unlock(&impl->prof_lock);
+}
+
+static void prof_print(const cuda_backend_impl *impl)
+{
+    double total = 0.0;
+    for (int i = 0; i < OP_COUNT; i++)
+        total += impl->prof_ms[i];
+    printf("per-op GPU time (AEBENCH_PROFILE_OPS=1; each op timed alone, host waits per op)\n");
+    printf("%-22s %10s %12s %12s %8s\n", "op", "calls", "total ms", "ms/call", "%");
+    for (int i = 0; i < OP_COUNT; i++) {
+        if (impl->prof_calls[i] == 0)
+            continue;
+        printf("%-22s %10lld %12.3f %12.4f %7.2f%%\n", op_names[i], impl->prof_calls[i],
+               impl->prof_ms[i], impl->prof_ms[i] / (double)impl->prof_calls[i],
+               total > 0 ? 100.0 * impl->prof_ms[i] / total : 0.0);
+    }
+    printf("%-22s %10s %12.3f\n", "total", "", total);
+    fflush(stdout);
+}
+
+/* Each table entry: the op, bracketed by the profiler when it is on. */
+#define PROFILED(name, id, params, args)                                                   \
+    static void prof_##name params                                                         \
+    {                                                                                      \
+        const int on = prof_begin(s);                                                      \
+        cu_##name args;                                                                    \
+        if (on)                                                                            \
+            prof_end(s, id);                                                               \
+    }
+
+PROFILED(encoder_forward, OP_ENCODER_FWD,
+         (gpt_stream * s, float *out, const int32_t *tokens, const float *wte, const float *wpe,
+          int B, int T, int C),
+         (s, out, tokens, wte, wpe, B, T, C))
+PROFILED(encoder_backward, OP_ENCODER_BWD,
+         (gpt_stream * s, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+          int B, int T, int C),
+         (s, dwte, dwpe, dout, tokens, B, T, C))
+PROFILED(layernorm_forward, OP_LAYERNORM_FWD,
+         (gpt_stream * s, float *out, float *mean, float *rstd, const float *inp,
+          const float *w, const float *b, int N, int C),
+         (s, out, mean, rstd, inp, w, b, N, C))
+PROFILED(layernorm_backward, OP_LAYERNORM_BWD,
+         (gpt_stream * s, float *dinp, float *dw, float *db, const float *dout,
+          const float *inp, const float *w, const float *mean, const float *rstd, int N, int C),
+         (s, dinp, dw, db, dout, inp, w, mean, rstd, N, C))
+PROFILED(matmul_forward, OP_MATMUL_FWD,
+         (gpt_stream * s, float *out, const float *inp, const float *w, const float *bias,
+          int N, int C, int OC),
+         (s, out, inp, w, bias, N, C, OC))
+PROFILED(matmul_backward, OP_MATMUL_BWD,
+         (gpt_stream * s, float *dinp, float *dw, float *dbias, const float *dout,
+          const float *inp, const float *w, int N, int C, int OC),
+         (s, dinp, dw, dbias, dout, inp, w, N, C, OC))
+PROFILED(attention_forward, OP_ATTENTION_FWD,
+         (gpt_stream * s, float *out, float *att, const float *qkv, int B, int T, int C,
+          int NH),
+         (s, out, att, qkv, B, T, C, NH))
+PROFILED(attention_backward, OP_ATTENTION_BWD,
+         (gpt_stream * s, float *dqkv, float *datt, const float *dout, const float *qkv,
+          const float *att, int B, int T, int C, int NH),
+         (s, dqkv, datt, dout, qkv, att, B, T, C, NH))
+PROFILED(gelu_forward, OP_GELU_FWD, (gpt_stream * s, float *out, const float *inp, size_t n),
+         (s, out, inp, n))
+PROFILED(gelu_backward, OP_GELU_BWD,
+         (gpt_stream * s, float *dinp, const float *inp, const float *dout, size_t n),
+         (s, dinp, inp, dout, n))
+PROFILED(residual_forward, OP_RESIDUAL_FWD,
+         (gpt_stream * s, float *out, const float *a, const float *b, size_t n),
+         (s, out, a, b, n))
+PROFILED(residual_backward, OP_RESIDUAL_BWD,
+         (gpt_stream * s, float *da, float *db, const float *dout, size_t n),
+         (s, da, db, dout, n))
+PROFILED(crossentropy_forward, OP_CROSSENTROPY_FWD,
+         (gpt_stream * s, float *losses, const float *logits, const int32_t *targets, int N,
+          int V, int Vp),
+         (s, losses, logits, targets, N, V, Vp))
+PROFILED(crossentropy_backward, OP_CROSSENTROPY_BWD,
+         (gpt_stream * s, float *dlogits, const float *logits, const int32_t *targets,
+          float dloss, int N, int V, int Vp),
+         (s, dlogits, logits, targets, dloss, N, V, Vp))
+PROFILED(adamw_update, OP_ADAMW,
+         (gpt_stream * s, float *param, const float *grad, float *m, float *v, size_t n,
+          float lr, float beta1, float beta2, float eps, float weight_decay, int t,
+          float grad_scale),
+         (s, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale))
+PROFILED(norm_squared, OP_NORM_SQUARED, (gpt_stream * s, float *out, const float *x, size_t n),
+         (s, out, x, n))
+
+/* ---- the backend ------------------------------------------------------------------------ */
+
+static const gpt_backend_ops cuda_ops = {
+    /* .dev_alloc = */ cuda_dev_alloc,
+    /* .dev_free = */ cuda_dev_free,
+    /* .describe = */ cuda_describe,
+    /* .dev_mem_info = */ cuda_dev_mem_info,
+    /* .stream_create = */ cuda_stream_create,
+    /* .stream_destroy = */ cuda_stream_destroy,
+    /* .memcpy_h2d = */ cuda_memcpy_h2d,
+    /* .memcpy_d2h = */ cuda_memcpy_d2h,
+    /* .memcpy_d2d = */ cuda_memcpy_d2d,
+    /* .memset_zero = */ cuda_memset_zero,
+    /* .stream_sync = */ cuda_stream_sync,
+
+    /* .encoder_forward = */ prof_encoder_forward,
+    /* .encoder_backward = */ prof_encoder_backward,
+    /* .layernorm_forward = */ prof_layernorm_forward,
+    /* .layernorm_backward = */ prof_layernorm_backward,
+    /* .matmul_forward = */ prof_matmul_forward,
+    /* .matmul_backward = */ prof_matmul_backward,
+    /* .attention_forward = */ prof_attention_forward,
+    /* .attention_backward = */ prof_attention_backward,
+    /* .gelu_forward = */ prof_gelu_forward,
+    /* .gelu_backward = */ prof_gelu_backward,
+    /* .residual_forward = */ prof_residual_forward,
+    /* .residual_backward = */ prof_residual_backward,
+    /* .crossentropy_forward = */ prof_crossentropy_forward,
+    /* .crossentropy_backward = */ prof_crossentropy_backward,
+    /* .adamw_update = */ prof_adamw_update,
+    /* .norm_squared = */ prof_norm_squared,
+};
+
+extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32)
+{
+    *out = NULL;
+    /* The probe: no driver, no device, or a driver too old are all "no CUDA here", said
+     * quietly; clear the error so it does not linger in the runtime. */
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
+        (void)cudaGetLastError();
+        return GPT_ERR_BACKEND;
+    }
+    if (device < 0 || device >= count) {
+        fprintf(stderr, "aebench: CUDA device %d does not exist (%d device%s)\n", device, count,
+                count == 1 ? "" : "s");
+        return GPT_ERR_BACKEND;
+    }
+    cudaDeviceProp prop;
+    if (CUDA_FAILED(cudaSetDevice(device)) ||
+        CUDA_FAILED(cudaGetDeviceProperties(&prop, device)))
+        return GPT_ERR_BACKEND;
+
+    gpt_backend *be = (gpt_backend *)calloc(1, sizeof *be);
+    cuda_backend_impl *impl = (cuda_backend_impl *)calloc(1, sizeof *impl);
+    if (be == NULL || impl == NULL) {
+        free(be);
+        free(impl);
+        return GPT_ERR_OOM;
+    }
+    impl->device = device;
+    impl->allow_tf32 = allow_tf32 != 0;
+    snprintf(impl->desc, sizeof impl->desc, "%s (sm_%d%d, %d SMs)", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount);
+    const char *env = getenv("AEBENCH_PROFILE_OPS");
+    impl->profile = env != NULL && strcmp(env, "1") == 0;
+    pthread_mutex_init(&impl->prof_lock, NULL);
+    be->ops = &cuda_ops;
+    be->name = "cuda";
+    be->impl = impl;
+    *out = be;
+    return GPT_OK;
+}
+
+extern "C" void gpt_cuda_backend_destroy(gpt_backend *be)
+{
+    if (be == NULL)
+        return;
+    cuda_backend_impl *impl = (cuda_backend_impl *)be->impl;
+    if (impl != NULL) {
+        if (impl->profile)
+            prof_print(impl);
+        pthread_mutex_destroy(&impl->prof_lock);
+        free(impl);
+    }
+    free(be);
+}

@@ -1,0 +1,534 @@
+/*
+ * test_cuda.c — the CUDA backend against the CPU reference (needs a GPU; on a machine
+ * without one every test is skipped).
+ *
+ *  - every op, on fresh random inputs of two realistic small shapes (B=2, T=64 and T=128,
+ *    C=128, NH=4, V=1000, Vp=1024), run through both backends; each output compared by the
+ *    normwise relative error max|gpu - cpu| / max|cpu|, printed as
+ *      cuda_vs_cpu <op> <output> math=<fp32|tf32> rel_err=<x> T=<T>
+ *    Limits: strict fp32 (allow_tf32 = 0) 1e-5, TF32 2e-3.  Accumulating outputs start
+ *    from random values (not zeros), overwritten outputs from garbage, so an element that
+ *    is not written, or overwritten instead of accumulated, shows.
+ *  - the megatron-lm engine for 20 iterations on CPU and on CUDA in strict fp32: the
+ *    per-iteration losses agree to 1e-5 relative;
+ *  - an absurd allocation is GPT_ERR_OOM and leaves the backend usable;
+ *  - the per-op profiler (AEBENCH_PROFILE_OPS=1) prints its table.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "../cmd/data.h"
+#include "../engines/engine.h"
+#include "../kernels/model.h"
+#include "../kernels/rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FP32_LIMIT 1e-5
+#define TF32_LIMIT 2e-3
+
+/* ---- the two backends ---------------------------------------------------------------- */
+
+typedef struct pair {
+    gpt_backend *cpu, *gpu;
+    gpt_stream *cs, *gs;
+    int tf32;
+    const char *math;
+    uint64_t seed; /* advanced per use: every check draws fresh inputs */
+} pair;
+
+static int have_gpu(void)
+{
+    gpt_backend *be = NULL;
+    if (gpt_cuda_backend_create(&be, 0, 0) != 0) return 0;
+    gpt_cuda_backend_destroy(be);
+    return 1;
+}
+
+static void pair_open(pair *p, int tf32)
+{
+    memset(p, 0, sizeof *p);
+    assert_int_equal(gpt_cpu_backend_create(&p->cpu, 0), 0);
+    assert_int_equal(p->cpu->ops->stream_create(p->cpu, &p->cs), 0);
+    assert_int_equal(gpt_cuda_backend_create(&p->gpu, 0, tf32), 0);
+    assert_int_equal(p->gpu->ops->stream_create(p->gpu, &p->gs), 0);
+    p->tf32 = tf32;
+    p->math = tf32 ? "tf32" : "fp32";
+    p->seed = 1000 + (uint64_t)tf32;
+}
+
+static void pair_close(pair *p)
+{
+    p->gpu->ops->stream_destroy(p->gs);
+    gpt_cuda_backend_destroy(p->gpu);
+    p->cpu->ops->stream_destroy(p->cs);
+    gpt_cpu_backend_destroy(p->cpu);
+}
+
+/* A tensor in both places: cpu (host memory, the CPU backend's "device") and d (GPU). */
+typedef struct buf {
+    float *cpu, *d;
+    size_t n;
+} buf;
+
+static buf buf_new(pair *p, size_t n)
+{
+    buf b = {.n = n};
+    b.cpu = malloc(n * sizeof(float));
+    assert_non_null(b.cpu);
+    assert_int_equal(p->gpu->ops->dev_alloc(p->gpu, (void **)&b.d, n * sizeof(float)), 0);
+    return b;
+}
+
+/* Fresh values mean + std * normal in both copies (std 0 with mean 0 would be zeros, which
+ * hide unwritten outputs: never used). */
+static buf buf_rand(pair *p, size_t n, double mean, double std)
+{
+    buf b = buf_new(p, n);
+    rng r = rng_for(p->seed++, 11, 13);
+    for (size_t i = 0; i < n; i++) b.cpu[i] = (float)(mean + std * rng_normal(&r));
+    assert_int_equal(gpt_memcpy_h2d(p->gs, b.d, b.cpu, n * sizeof(float)), 0);
+    return b;
+}
+
+/* Copies the CPU values into the GPU copy (an input that came out of a CPU op). */
+static void buf_push(pair *p, buf *b)
+{
+    assert_int_equal(gpt_memcpy_h2d(p->gs, b->d, b->cpu, b->n * sizeof(float)), 0);
+}
+
+static void buf_free(pair *p, buf *b)
+{
+    free(b->cpu);
+    p->gpu->ops->dev_free(p->gpu, b->d);
+}
+
+static int32_t *ids_new(pair *p, int32_t **dev, size_t n, int below)
+{
+    int32_t *h = malloc(n * sizeof(int32_t));
+    assert_non_null(h);
+    rng r = rng_for(p->seed++, 17, 19);
+    for (size_t i = 0; i < n; i++) h[i] = (int32_t)rng_below(&r, (uint32_t)below);
+    /* repeated ids: the encoder's backward must add every occurrence */
+    for (size_t i = 1; i < n; i += 7) h[i] = h[0];
+    assert_int_equal(p->gpu->ops->dev_alloc(p->gpu, (void **)dev, n * sizeof(int32_t)), 0);
+    assert_int_equal(gpt_memcpy_h2d(p->gs, *dev, h, n * sizeof(int32_t)), 0);
+    return h;
+}
+
+/* Normwise relative error of the GPU's copy of b against the CPU's; prints and checks. */
+static double check(pair *p, const char *op, const char *output, const buf *b, int T)
+{
+    float *g = malloc(b->n * sizeof(float));
+    assert_non_null(g);
+    assert_int_equal(gpt_memcpy_d2h(p->gs, g, b->d, b->n * sizeof(float)), 0);
+    assert_int_equal(gpt_stream_sync(p->gs), 0);
+    double maxdiff = 0, maxref = 0;
+    int finite = 1;
+    for (size_t i = 0; i < b->n; i++) {
+        if (!isfinite(g[i])) finite = 0;
+        double d = fabs((double)g[i] - (double)b->cpu[i]);
+        if (d > maxdiff) maxdiff = d;
+        if (fabs((double)b->cpu[i]) > maxref) maxref = fabs((double)b->cpu[i]);
+    }
+    free(g);
+    double rel = finite ? (maxref > 0 ? maxdiff / maxref : maxdiff) : INFINITY;
+    printf("cuda_vs_cpu %s %s math=%s rel_err=%.3e T=%d\n", op, output, p->math, rel, T);
+    const double limit = p->tf32 ? TF32_LIMIT : FP32_LIMIT;
+    if (!(rel <= limit))
+        fail_msg("%s %s: rel_err %.3e over %.0e (math=%s)", op, output, rel, limit, p->math);
+    return rel;
+}
+
+/* ---- the ops ---------------------------------------------------------------------------- */
+
+enum { B_ = 2, C_ = 128, NH_ = 4, V_ = 1000, VP_ = 1024 };
+
+static void check_encoder(pair *p, int T)
+{
+    const size_t N = (size_t)B_ * T;
+    int32_t *dtok;
+    int32_t *tok = ids_new(p, &dtok, N, V_);
+    buf wte = buf_rand(p, (size_t)VP_ * C_, 0, 0.5), wpe = buf_rand(p, (size_t)T * C_, 0, 0.5);
+    buf out = buf_rand(p, N * C_, 7, 1);
+    gpt_encoder_forward(p->cs, out.cpu, tok, wte.cpu, wpe.cpu, B_, T, C_);
+    gpt_encoder_forward(p->gs, out.d, dtok, wte.d, wpe.d, B_, T, C_);
+    check(p, "encoder_forward", "out", &out, T);
+
+    buf dout = buf_rand(p, N * C_, 0, 1);
+    buf dwte = buf_rand(p, (size_t)VP_ * C_, 0, 1), dwpe = buf_rand(p, (size_t)T * C_, 0, 1);
+    gpt_encoder_backward(p->cs, dwte.cpu, dwpe.cpu, dout.cpu, tok, B_, T, C_);
+    gpt_encoder_backward(p->gs, dwte.d, dwpe.d, dout.d, dtok, B_, T, C_);
+    check(p, "encoder_backward", "dwte", &dwte, T);
+    check(p, "encoder_backward", "dwpe", &dwpe, T);
+
+    buf *all[] = {&wte, &wpe, &out, &dout, &dwte, &dwpe};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+    p->gpu->ops->dev_free(p->gpu, dtok);
+    free(tok);
+}
+
+static void check_layernorm(pair *p, int T)
+{
+    const int N = B_ * T;
+    const size_t NC = (size_t)N * C_;
+    buf inp = buf_rand(p, NC, 0.5, 2), w = buf_rand(p, C_, 1, 0.2), b = buf_rand(p, C_, 0, 0.2);
+    buf out = buf_rand(p, NC, 9, 1), mean = buf_rand(p, N, 9, 1), rstd = buf_rand(p, N, 9, 1);
+    gpt_layernorm_forward(p->cs, out.cpu, mean.cpu, rstd.cpu, inp.cpu, w.cpu, b.cpu, N, C_);
+    gpt_layernorm_forward(p->gs, out.d, mean.d, rstd.d, inp.d, w.d, b.d, N, C_);
+    check(p, "layernorm_forward", "out", &out, T);
+    check(p, "layernorm_forward", "mean", &mean, T);
+    check(p, "layernorm_forward", "rstd", &rstd, T);
+
+    /* backward from the CPU's saved statistics, so that only the backward is measured */
+    buf_push(p, &mean);
+    buf_push(p, &rstd);
+    buf dout = buf_rand(p, NC, 0, 1), dinp = buf_rand(p, NC, 0, 1);
+    buf dw = buf_rand(p, C_, 0, 1), db = buf_rand(p, C_, 0, 1);
+    gpt_layernorm_backward(p->cs, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu, mean.cpu,
+                           rstd.cpu, N, C_);
+    gpt_layernorm_backward(p->gs, dinp.d, dw.d, db.d, dout.d, inp.d, w.d, mean.d, rstd.d, N, C_);
+    check(p, "layernorm_backward", "dinp", &dinp, T);
+    check(p, "layernorm_backward", "dw", &dw, T);
+    check(p, "layernorm_backward", "db", &db, T);
+
+    buf *all[] = {&inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+}
+
+/* One linear layer (N, C) -> (N, OC), forward and backward.  bias_offset: the bias starts
+ * that many floats into its buffer (1: not 16-byte aligned, the unfused path). */
+static void check_matmul_case(pair *p, int T, int C, int OC, int with_bias, int bias_offset,
+                              int with_dinp)
+{
+    const int N = B_ * T;
+    char op[64];
+    snprintf(op, sizeof op, "matmul_forward[C=%d,OC=%d%s%s]", C, OC, with_bias ? ",bias" : "",
+             bias_offset ? "+1" : "");
+    buf inp = buf_rand(p, (size_t)N * C, 0, 1), w = buf_rand(p, (size_t)OC * C, 0, 0.1);
+    buf bias = buf_rand(p, (size_t)OC + 1, 0, 1);
+    buf out = buf_rand(p, (size_t)N * OC, 5, 1);
+    gpt_matmul_forward(p->cs, out.cpu, inp.cpu, w.cpu, with_bias ? bias.cpu + bias_offset : NULL,
+                       N, C, OC);
+    gpt_matmul_forward(p->gs, out.d, inp.d, w.d, with_bias ? bias.d + bias_offset : NULL, N, C,
+                       OC);
+    check(p, op, "out", &out, T);
+
+    snprintf(op, sizeof op, "matmul_backward[C=%d,OC=%d%s%s]", C, OC, with_bias ? ",dbias" : "",
+             with_dinp ? "" : ",no-dinp");
+    buf dout = buf_rand(p, (size_t)N * OC, 0, 1), dinp = buf_rand(p, (size_t)N * C, 5, 1);
+    buf dw = buf_rand(p, (size_t)OC * C, 0, 1), dbias = buf_rand(p, (size_t)OC, 0, 1);
+    gpt_matmul_backward(p->cs, with_dinp ? dinp.cpu : NULL, dw.cpu, with_bias ? dbias.cpu : NULL,
+                        dout.cpu, inp.cpu, w.cpu, N, C, OC);
+    gpt_matmul_backward(p->gs, with_dinp ? dinp.d : NULL, dw.d, with_bias ? dbias.d : NULL,
+                        dout.d, inp.d, w.d, N, C, OC);
+    if (with_dinp) check(p, op, "dinp", &dinp, T);
+    check(p, op, "dw", &dw, T);
+    if (with_bias) check(p, op, "dbias", &dbias, T);
+
+    buf *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &dbias};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+}
+
+static void check_matmul(pair *p, int T)
+{
+    check_matmul_case(p, T, C_, 3 * C_, 1, 0, 1);  /* qkv */
+    check_matmul_case(p, T, C_, 3 * C_, 1, 1, 1);  /* unaligned bias */
+    check_matmul_case(p, T, 4 * C_, C_, 1, 0, 1);  /* fcproj */
+    check_matmul_case(p, T, C_, VP_, 0, 0, 1);     /* logits: no bias */
+    check_matmul_case(p, T, C_, 4 * C_, 1, 0, 0);  /* no dinp */
+}
+
+static void check_attention(pair *p, int T)
+{
+    const size_t N = (size_t)B_ * T, att_n = (size_t)B_ * NH_ * T * T;
+    buf qkv = buf_rand(p, N * 3 * C_, 0, 1);
+    buf out = buf_rand(p, N * C_, 5, 1), att = buf_rand(p, att_n, 5, 1);
+    gpt_attention_forward(p->cs, out.cpu, att.cpu, qkv.cpu, B_, T, C_, NH_);
+    gpt_attention_forward(p->gs, out.d, att.d, qkv.d, B_, T, C_, NH_);
+    check(p, "attention_forward", "out", &out, T);
+    check(p, "attention_forward", "att", &att, T);
+
+    buf_push(p, &att); /* the backward from the CPU's probabilities */
+    buf dout = buf_rand(p, N * C_, 0, 1), dqkv = buf_rand(p, N * 3 * C_, 5, 1);
+    buf datt = buf_rand(p, att_n, 5, 1); /* scratch full of garbage */
+    gpt_attention_backward(p->cs, dqkv.cpu, datt.cpu, dout.cpu, qkv.cpu, att.cpu, B_, T, C_, NH_);
+    gpt_attention_backward(p->gs, dqkv.d, datt.d, dout.d, qkv.d, att.d, B_, T, C_, NH_);
+    check(p, "attention_backward", "dqkv", &dqkv, T);
+
+    buf *all[] = {&qkv, &out, &att, &dout, &dqkv, &datt};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+}
+
+static void check_elementwise(pair *p, int T)
+{
+    const size_t n = (size_t)B_ * T * 4 * C_ + 3; /* odd: no vector-width assumptions */
+    buf inp = buf_rand(p, n, 0, 2), out = buf_rand(p, n, 5, 1);
+    gpt_gelu_forward(p->cs, out.cpu, inp.cpu, n);
+    gpt_gelu_forward(p->gs, out.d, inp.d, n);
+    check(p, "gelu_forward", "out", &out, T);
+
+    buf dout = buf_rand(p, n, 0, 1), dinp = buf_rand(p, n, 5, 1);
+    gpt_gelu_backward(p->cs, dinp.cpu, inp.cpu, dout.cpu, n);
+    gpt_gelu_backward(p->gs, dinp.d, inp.d, dout.d, n);
+    check(p, "gelu_backward", "dinp", &dinp, T);
+    /* in place, as the model calls it */
+    gpt_gelu_backward(p->cs, dout.cpu, inp.cpu, dout.cpu, n);
+    gpt_gelu_backward(p->gs, dout.d, inp.d, dout.d, n);
+    check(p, "gelu_backward[in-place]", "dinp", &dout, T);
+
+    buf a = buf_rand(p, n, 0, 1), b = buf_rand(p, n, 0, 1);
+    gpt_residual_forward(p->cs, out.cpu, a.cpu, b.cpu, n);
+    gpt_residual_forward(p->gs, out.d, a.d, b.d, n);
+    check(p, "residual_forward", "out", &out, T);
+    buf d = buf_rand(p, n, 0, 1);
+    gpt_residual_backward(p->cs, a.cpu, b.cpu, d.cpu, n);
+    gpt_residual_backward(p->gs, a.d, b.d, d.d, n);
+    check(p, "residual_backward", "da", &a, T);
+    check(p, "residual_backward", "db", &b, T);
+
+    buf *all[] = {&inp, &out, &dout, &dinp, &a, &b, &d};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+}
+
+static void check_crossentropy(pair *p, int T)
+{
+    const int N = B_ * T;
+    int32_t *dtgt;
+    int32_t *tgt = ids_new(p, &dtgt, (size_t)N, V_);
+    buf logits = buf_rand(p, (size_t)N * VP_, 0, 3), losses = buf_rand(p, (size_t)N, 5, 1);
+    gpt_crossentropy_forward(p->cs, losses.cpu, logits.cpu, tgt, N, V_, VP_);
+    gpt_crossentropy_forward(p->gs, losses.d, logits.d, dtgt, N, V_, VP_);
+    check(p, "crossentropy_forward", "losses", &losses, T);
+
+    const float dloss = 1.0f / (float)N;
+    buf dlogits = buf_rand(p, (size_t)N * VP_, 5, 1);
+    gpt_crossentropy_backward(p->cs, dlogits.cpu, logits.cpu, tgt, dloss, N, V_, VP_);
+    gpt_crossentropy_backward(p->gs, dlogits.d, logits.d, dtgt, dloss, N, V_, VP_);
+    check(p, "crossentropy_backward", "dlogits", &dlogits, T);
+    /* aliased, as the model calls it: the logits become their gradient */
+    gpt_crossentropy_backward(p->cs, logits.cpu, logits.cpu, tgt, dloss, N, V_, VP_);
+    gpt_crossentropy_backward(p->gs, logits.d, logits.d, dtgt, dloss, N, V_, VP_);
+    check(p, "crossentropy_backward[in-place]", "dlogits", &logits, T);
+
+    buf_free(p, &logits);
+    buf_free(p, &losses);
+    buf_free(p, &dlogits);
+    p->gpu->ops->dev_free(p->gpu, dtgt);
+    free(tgt);
+}
+
+static void check_optimizer(pair *p, int T)
+{
+    const size_t n = (size_t)B_ * T * 811 + 5;
+    buf param = buf_rand(p, n, 0, 0.1), grad = buf_rand(p, n, 0, 0.01);
+    buf m = buf_rand(p, n, 0, 0.001), v = buf_rand(p, n, 0, 1e-5);
+    for (size_t i = 0; i < n; i++) v.cpu[i] = fabsf(v.cpu[i]); /* a second moment */
+    buf_push(p, &v);
+    gpt_adamw_update(p->cs, param.cpu, grad.cpu, m.cpu, v.cpu, n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                     0.01f, 3, 0.7f);
+    gpt_adamw_update(p->gs, param.d, grad.d, m.d, v.d, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3,
+                     0.7f);
+    check(p, "adamw_update", "param", &param, T);
+    check(p, "adamw_update", "m", &m, T);
+    check(p, "adamw_update", "v", &v, T);
+
+    buf out = buf_rand(p, 1, 5, 1);
+    gpt_norm_squared(p->cs, out.cpu, grad.cpu, n);
+    gpt_norm_squared(p->gs, out.d, grad.d, n);
+    check(p, "norm_squared", "out", &out, T);
+    /* deterministic: the same input gives the same bits */
+    float first = 0, again = 0;
+    assert_int_equal(gpt_memcpy_d2h(p->gs, &first, out.d, sizeof(float)), 0);
+    gpt_norm_squared(p->gs, out.d, grad.d, n);
+    assert_int_equal(gpt_memcpy_d2h(p->gs, &again, out.d, sizeof(float)), 0);
+    assert_int_equal(gpt_stream_sync(p->gs), 0);
+    assert_true(memcmp(&first, &again, sizeof(float)) == 0);
+
+    buf *all[] = {&param, &grad, &m, &v, &out};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+}
+
+static void run_all_ops(int tf32)
+{
+    if (!have_gpu()) skip();
+    pair p;
+    pair_open(&p, tf32);
+    char desc[256];
+    p.gpu->ops->describe(p.gpu, desc, sizeof desc);
+    printf("device: %s, math=%s\n", desc, p.math);
+    const int Ts[] = {64, 128};
+    for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) {
+        check_encoder(&p, Ts[i]);
+        check_layernorm(&p, Ts[i]);
+        check_matmul(&p, Ts[i]);
+        check_attention(&p, Ts[i]);
+        check_elementwise(&p, Ts[i]);
+        check_crossentropy(&p, Ts[i]);
+        check_optimizer(&p, Ts[i]);
+    }
+    assert_int_equal(gpt_stream_sync(p.gs), 0);
+    pair_close(&p);
+}
+
+static void test_ops_fp32(void **state)
+{
+    (void)state;
+    run_all_ops(0);
+}
+
+static void test_ops_tf32(void **state)
+{
+    (void)state;
+    run_all_ops(1);
+}
+
+/* ---- the engine ------------------------------------------------------------------------ */
+
+typedef struct engine_run {
+    gpt_backend *be;
+    int cuda;
+    dev_arena gpu;
+    mem_budget host;
+    engine_config cfg;
+    void *state;
+} engine_run;
+
+static void engine_open(engine_run *r, const engine_config *cfg, int cuda)
+{
+    memset(r, 0, sizeof *r);
+    r->cfg = *cfg;
+    r->cuda = cuda;
+    if (cuda)
+        assert_int_equal(gpt_cuda_backend_create(&r->be, 0, cfg->tf32), 0);
+    else
+        assert_int_equal(gpt_cpu_backend_create(&r->be, 0), 0);
+    dev_arena_init(&r->gpu, r->be, SIZE_MAX);
+    mem_budget_init(&r->host, "host", SIZE_MAX);
+    engine_env env = {.cfg = &r->cfg, .be = r->be, .gpu = &r->gpu, .host = &r->host, .rank = 0,
+                      .world = 1};
+    assert_int_equal(engine_megatron_lm.init(&env, &r->state), 0);
+}
+
+static void engine_close(engine_run *r)
+{
+    engine_megatron_lm.free(r->state);
+    assert_true(r->gpu.budget.in_use == 0);
+    assert_true(r->host.in_use == 0);
+    if (r->cuda)
+        gpt_cuda_backend_destroy(r->be);
+    else
+        gpt_cpu_backend_destroy(r->be);
+}
+
+static void test_engine_cpu_vs_cuda(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    engine_config cfg = {0};
+    cfg.shape = (gpt_shape){.layers = 2, .hidden = 128, .heads = 4, .seq = 64, .batch = 2,
+                            .vocab = 1000};
+    cfg.shape.vocab_padded = gpt_pad_vocab(cfg.shape.vocab);
+    cfg.ckpt = 1;
+    cfg.optim = gpt_optim_default();
+    cfg.optim.lr = 1e-3;
+    cfg.optim.decay_iters = 200;
+    cfg.seed = 4321;
+    cfg.tf32 = 0;
+    cfg.device = DEVICE_CUDA;
+
+    engine_run cpu, gpu;
+    engine_open(&cpu, &cfg, 0);
+    engine_open(&gpu, &cfg, 1);
+    data_source d;
+    data_open_synthetic(&d, cfg.shape.vocab, cfg.shape.batch, cfg.shape.seq, cfg.seed);
+    const int N = cfg.shape.batch * cfg.shape.seq, iters = 20;
+    int32_t *tok = malloc(sizeof(int32_t) * N), *tgt = malloc(sizeof(int32_t) * N);
+    double max_rel = 0, max_norm_rel = 0;
+    for (int it = 1; it <= iters; it++) {
+        data_batch(&d, it, tok, tgt);
+        step_result a, b;
+        assert_int_equal(engine_megatron_lm.step(cpu.state, it, tok, tgt, &a), 0);
+        assert_int_equal(engine_megatron_lm.step(gpu.state, it, tok, tgt, &b), 0);
+        const double rel = fabs(b.loss - a.loss) / fabs(a.loss);
+        const double nrel = fabs(b.grad_norm - a.grad_norm) / fabs(a.grad_norm);
+        if (rel > max_rel) max_rel = rel;
+        if (nrel > max_norm_rel) max_norm_rel = nrel;
+        printf("engine it %2d  loss cpu %.7f cuda %.7f rel %.2e  grad_norm cpu %.6f cuda %.6f\n",
+               it, a.loss, b.loss, rel, a.grad_norm, b.grad_norm);
+        assert_true(isfinite(b.loss) && !b.skipped);
+    }
+    printf("cuda_vs_cpu engine megatron-lm losses math=fp32 iterations=%d max_rel_err=%.3e "
+           "(grad norm max_rel_err=%.3e)\n",
+           iters, max_rel, max_norm_rel);
+    assert_true(max_rel <= 1e-5);
+    free(tok);
+    free(tgt);
+    data_close(&d);
+    engine_close(&gpu);
+    engine_close(&cpu);
+}
+
+/* ---- memory ---------------------------------------------------------------------------- */
+
+static void test_oom_then_usable(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    gpt_backend *be;
+    assert_int_equal(gpt_cuda_backend_create(&be, 0, 0), 0);
+    size_t free_b = 0, total_b = 0;
+    assert_int_equal(be->ops->dev_mem_info(be, &free_b, &total_b), 0);
+    assert_true(free_b > 0 && total_b >= free_b);
+    void *huge = (void *)1;
+    assert_int_equal(be->ops->dev_alloc(be, &huge, (size_t)1 << 50), GPT_ERR_OOM);
+    assert_null(huge);
+    /* still usable: allocate, clear, read back */
+    gpt_stream *s;
+    assert_int_equal(be->ops->stream_create(be, &s), 0);
+    float *d = NULL, h[1024];
+    assert_int_equal(be->ops->dev_alloc(be, (void **)&d, sizeof h), 0);
+    for (int i = 0; i < 1024; i++) h[i] = 1.0f;
+    assert_int_equal(gpt_stream_memset_zero(s, d, sizeof h), 0);
+    assert_int_equal(gpt_memcpy_d2h(s, h, d, sizeof h), 0);
+    assert_int_equal(gpt_stream_sync(s), 0);
+    for (int i = 0; i < 1024; i++) assert_true(h[i] == 0.0f);
+    printf("OOM: dev_alloc(1 PiB) = GPT_ERR_OOM, backend usable afterwards (%.1f of %.1f GiB free)\n",
+           free_b / 1073741824.0, total_b / 1073741824.0);
+    be->ops->dev_free(be, d);
+    be->ops->stream_destroy(s);
+    gpt_cuda_backend_destroy(be);
+}
+
+/* ---- the profiler ------------------------------------------------------------------------ */
+
+static void test_profiler_table(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    setenv("AEBENCH_PROFILE_OPS", "1", 1);
+    pair p;
+    pair_open(&p, 1);
+    unsetenv("AEBENCH_PROFILE_OPS");
+    check_elementwise(&p, 64);
+    check_matmul_case(&p, 64, C_, 3 * C_, 1, 0, 1);
+    pair_close(&p); /* prints the table */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops_fp32),
+        cmocka_unit_test(test_ops_tf32),
+        cmocka_unit_test(test_engine_cpu_vs_cuda),
+        cmocka_unit_test(test_oom_then_usable),
+        cmocka_unit_test(test_profiler_table),
+    };
+    return cmocka_run_group_tests_name("cuda", tests, NULL, NULL);
+}
