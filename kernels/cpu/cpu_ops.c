@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "cpu_ops.h"
+#include "../adamw_element.h"
 
 /* Column block owned by one thread in the column-parallel reductions below: 64 floats
  * are 4 cache lines, wide enough for the inner loop to vectorise. */
@@ -313,16 +314,9 @@ void cpu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, 
     const float bias_corr1 = 1.0f - powf(beta1, (float)t);
     const float bias_corr2 = 1.0f - powf(beta2, (float)t);
 #pragma omp parallel for schedule(static) num_threads(nt)
-    for (size_t i = 0; i < n; i++) {
-        const float g = grad[i] * grad_scale;
-        const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        const float m_hat = mi / bias_corr1;
-        const float v_hat = vi / bias_corr2;
-        m[i] = mi;
-        v[i] = vi;
-        param[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * param[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        gpt_adamw_element(&param[i], grad[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay,
+                          bias_corr1, bias_corr2, grad_scale);
 }
 
 /* ---- squared L2 norm -------------------------------------------------------------------------- */

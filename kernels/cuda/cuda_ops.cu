@@ -8,6 +8,7 @@
  * encoder's backward uses float atomics (see there).
  */
 #include "cuda_common.cuh"
+#include "../adamw_element.h"
 
 #include <math.h>
 
@@ -408,14 +409,8 @@ __global__ static void adamw_kernel(float *param, const float *grad, float *m, f
                                     float grad_scale)
 {
     GRID_STRIDE(i, n) {
-        const float g = grad[i] * grad_scale;
-        const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        const float m_hat = mi / bias_corr1;
-        const float v_hat = vi / bias_corr2;
-        m[i] = mi;
-        v[i] = vi;
-        param[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * param[i]);
+        gpt_adamw_element(&param[i], grad[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay,
+                          bias_corr1, bias_corr2, grad_scale);
     }
 }
 
