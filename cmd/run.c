@@ -122,6 +122,19 @@ static cJSON *json_budget(const mem_budget *b, uint64_t planned)
     return o;
 }
 
+/* Median iteration time, leaving out the first iteration (it carries one-time costs: first
+ * touch of memory, library warm-up) whenever there is more than one. */
+static double median_iteration_ms(const run_state *s)
+{
+    double *ms = malloc(sizeof(double) * (size_t)s->done);
+    if (!ms) return s->iters[s->done - 1].ms;
+    for (int i = 0; i < s->done; i++) ms[i] = s->iters[i].ms;
+    const int skip = s->done > 1;
+    double med = median_of(ms + skip, s->done - skip);
+    free(ms);
+    return med;
+}
+
 static int write_json(run_state *s)
 {
     const run_config *rc = s->rc;
@@ -180,7 +193,6 @@ static int write_json(run_state *s)
     }
 
     cJSON *its = cJSON_AddArrayToObject(root, "iterations");
-    double *ms = malloc(sizeof(double) * (size_t)(s->done > 0 ? s->done : 1));
     for (int i = 0; i < s->done; i++) {
         const iter_record *r = &s->iters[i];
         cJSON *o = cJSON_CreateObject();
@@ -194,17 +206,14 @@ static int write_json(run_state *s)
         cJSON_AddNumberToObject(o, "optimizer_ms", r->r.ms_optimizer);
         cJSON_AddBoolToObject(o, "skipped", r->r.skipped);
         cJSON_AddItemToArray(its, o);
-        if (ms) ms[i] = r->ms;
     }
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON_AddNumberToObject(sum, "iterations_run", s->done);
-    if (s->done > 0 && ms) {
-        /* The first iteration carries one-time costs (first touch, library warm-up). */
-        int skip = s->done > 1 ? 1 : 0;
-        double med = median_of(ms + skip, s->done - skip);
-        int global_batch = ec->shape.batch * s->world;
+    if (s->done > 0) {
+        const double med = median_iteration_ms(s);
+        const int global_batch = ec->shape.batch * s->world;
         cJSON_AddNumberToObject(sum, "median_ms", med);
-        cJSON_AddNumberToObject(sum, "median_excludes_first", skip);
+        cJSON_AddNumberToObject(sum, "median_excludes_first", s->done > 1);
         cJSON_AddNumberToObject(sum, "samples_per_second", global_batch * 1000.0 / med);
         cJSON_AddNumberToObject(sum, "model_tflops", gpt_model_flops(&ec->shape) / (med * 1e-3) / 1e12);
         cJSON_AddNumberToObject(sum, "effective_tflops",
@@ -212,7 +221,6 @@ static int write_json(run_state *s)
         cJSON_AddNumberToObject(sum, "first_loss", s->iters[0].r.loss);
         cJSON_AddNumberToObject(sum, "final_loss", s->iters[s->done - 1].r.loss);
     }
-    free(ms);
     cJSON_AddStringToObject(root, "log", s->log_path);
 
     char *text = cJSON_Print(root);
@@ -290,14 +298,7 @@ static void print_summary(run_state *s)
     format_bytes((double)s->gpu.budget.peak, g, sizeof g);
     format_bytes((double)s->host.peak, h, sizeof h);
     if (s->status == EXIT_RUN_OK && s->done > 0) {
-        double *ms = malloc(sizeof(double) * (size_t)s->done);
-        double med = 0;
-        if (ms) {
-            for (int i = 0; i < s->done; i++) ms[i] = s->iters[i].ms;
-            int skip = s->done > 1;
-            med = median_of(ms + skip, s->done - skip);
-            free(ms);
-        }
+        const double med = median_iteration_ms(s);
         const int global_batch = s->ec.shape.batch * s->world;
         printf("  done: median %.1f ms/it | %.2f samples/s | %.3f TFLOP/s (model) | peak GPU %s, "
                "host %s | loss %.4f -> %.4f\n",
@@ -386,7 +387,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         size_t free_b = 0, total_b = 0;
         if (be->ops->dev_mem_info(be, &free_b, &total_b) == 0) gpu_limit = free_b;
     }
-    if (!host_limit) host_limit = host_available_bytes();
+    if (!host_limit) (void)gpt_host_mem_info(&host_limit, NULL);
     dev_arena_init(&s.gpu, be, gpu_limit ? gpu_limit : SIZE_MAX);
     mem_budget_init(&s.host, "host", host_limit ? host_limit : SIZE_MAX);
 

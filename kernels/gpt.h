@@ -213,6 +213,10 @@ static inline void gpt_adamw_update(gpt_stream *s, float *param, const float *gr
 static inline void gpt_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
 { s->be->ops->norm_squared(s, out, x, n); }
 
+/* Available and total memory of this host (MemAvailable/MemTotal, else sysconf): the CPU
+ * backend's "device" memory and the default host budget. 0 or GPT_ERR_BACKEND. */
+int gpt_host_mem_info(size_t *free_bytes, size_t *total_bytes);
+
 /* ---- backends ---------------------------------------------------------------------- */
 
 /* The CPU reference backend (kernels/cpu).  nthreads <= 0: OpenMP's default. */

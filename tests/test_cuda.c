@@ -20,8 +20,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "../cmd/data.h"
-#include "../engines/engine.h"
+#include "engine_harness.h"
 #include "../kernels/model.h"
 #include "../kernels/rng.h"
 
@@ -391,42 +390,6 @@ static void test_ops_tf32(void **state)
 
 /* ---- the engine ------------------------------------------------------------------------ */
 
-typedef struct engine_run {
-    gpt_backend *be;
-    int cuda;
-    dev_arena gpu;
-    mem_budget host;
-    engine_config cfg;
-    void *state;
-} engine_run;
-
-static void engine_open(engine_run *r, const engine_config *cfg, int cuda)
-{
-    memset(r, 0, sizeof *r);
-    r->cfg = *cfg;
-    r->cuda = cuda;
-    if (cuda)
-        assert_int_equal(gpt_cuda_backend_create(&r->be, 0, cfg->tf32), 0);
-    else
-        assert_int_equal(gpt_cpu_backend_create(&r->be, 0), 0);
-    dev_arena_init(&r->gpu, r->be, SIZE_MAX);
-    mem_budget_init(&r->host, "host", SIZE_MAX);
-    engine_env env = {.cfg = &r->cfg, .be = r->be, .gpu = &r->gpu, .host = &r->host, .rank = 0,
-                      .world = 1};
-    assert_int_equal(engine_megatron_lm.init(&env, &r->state), 0);
-}
-
-static void engine_close(engine_run *r)
-{
-    engine_megatron_lm.free(r->state);
-    assert_true(r->gpu.budget.in_use == 0);
-    assert_true(r->host.in_use == 0);
-    if (r->cuda)
-        gpt_cuda_backend_destroy(r->be);
-    else
-        gpt_cpu_backend_destroy(r->be);
-}
-
 static void test_engine_cpu_vs_cuda(void **state)
 {
     (void)state;
@@ -443,19 +406,17 @@ static void test_engine_cpu_vs_cuda(void **state)
     cfg.tf32 = 0;
     cfg.device = DEVICE_CUDA;
 
-    engine_run cpu, gpu;
-    engine_open(&cpu, &cfg, 0);
-    engine_open(&gpu, &cfg, 1);
-    data_source d;
-    data_open_synthetic(&d, cfg.shape.vocab, cfg.shape.batch, cfg.shape.seq, cfg.seed);
-    const int N = cfg.shape.batch * cfg.shape.seq, iters = 20;
-    int32_t *tok = malloc(sizeof(int32_t) * N), *tgt = malloc(sizeof(int32_t) * N);
+    engine_config cpu_cfg = cfg;
+    cpu_cfg.device = DEVICE_CPU;
+    engine_harness cpu, gpu;
+    assert_int_equal(harness_open(&cpu, &engine_megatron_lm, &cpu_cfg, SIZE_MAX), 0);
+    assert_int_equal(harness_open(&gpu, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
+    const int iters = 20;
     double max_rel = 0, max_norm_rel = 0;
     for (int it = 1; it <= iters; it++) {
-        data_batch(&d, it, tok, tgt);
         step_result a, b;
-        assert_int_equal(engine_megatron_lm.step(cpu.state, it, tok, tgt, &a), 0);
-        assert_int_equal(engine_megatron_lm.step(gpu.state, it, tok, tgt, &b), 0);
+        harness_step(&cpu, it, &a);
+        harness_step(&gpu, it, &b);
         const double rel = fabs(b.loss - a.loss) / fabs(a.loss);
         const double nrel = fabs(b.grad_norm - a.grad_norm) / fabs(a.grad_norm);
         if (rel > max_rel) max_rel = rel;
@@ -468,11 +429,8 @@ static void test_engine_cpu_vs_cuda(void **state)
            "(grad norm max_rel_err=%.3e)\n",
            iters, max_rel, max_norm_rel);
     assert_true(max_rel <= 1e-5);
-    free(tok);
-    free(tgt);
-    data_close(&d);
-    engine_close(&gpu);
-    engine_close(&cpu);
+    harness_close(&gpu);
+    harness_close(&cpu);
 }
 
 /* ---- memory ---------------------------------------------------------------------------- */

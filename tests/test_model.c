@@ -15,8 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "../cmd/data.h"
-#include "../engines/engine.h"
+#include "engine_harness.h"
 #include "../kernels/model.h"
 #include "../kernels/rng.h"
 
@@ -345,32 +344,6 @@ static void test_lr_schedule(void **state)
 
 /* ---- the engine ------------------------------------------------------------------------ */
 
-typedef struct engine_run {
-    gpt_backend *be;
-    dev_arena gpu;
-    mem_budget host;
-    engine_config cfg;
-    void *state;
-} engine_run;
-
-static int engine_open(engine_run *r, const engine_config *cfg, size_t gpu_limit)
-{
-    r->cfg = *cfg;
-    assert_int_equal(gpt_cpu_backend_create(&r->be, 2), 0);
-    dev_arena_init(&r->gpu, r->be, gpu_limit);
-    mem_budget_init(&r->host, "host", SIZE_MAX);
-    engine_env env = {.cfg = &r->cfg, .be = r->be, .gpu = &r->gpu, .host = &r->host, .rank = 0, .world = 1};
-    return engine_megatron_lm.init(&env, &r->state);
-}
-
-static void engine_close(engine_run *r)
-{
-    engine_megatron_lm.free(r->state);
-    assert_true(r->gpu.budget.in_use == 0); /* everything given back */
-    assert_true(r->host.in_use == 0);
-    gpt_cpu_backend_destroy(r->be);
-}
-
 static engine_config small_config(void)
 {
     engine_config c = {0};
@@ -389,17 +362,13 @@ static void test_loss_falls_on_synthetic_corpus(void **state)
 {
     (void)state;
     engine_config cfg = small_config();
-    engine_run r;
-    assert_int_equal(engine_open(&r, &cfg, SIZE_MAX), 0);
-    data_source d;
-    data_open_synthetic(&d, cfg.shape.vocab, cfg.shape.batch, cfg.shape.seq, cfg.seed);
-    const int N = cfg.shape.batch * cfg.shape.seq, iters = 40;
-    int32_t *tok = malloc(sizeof(int32_t) * N), *tgt = malloc(sizeof(int32_t) * N);
+    engine_harness r;
+    assert_int_equal(harness_open(&r, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
+    const int iters = 40;
     double first = 0, last = 0;
     for (int it = 1; it <= iters; it++) {
-        data_batch(&d, it, tok, tgt);
         step_result res;
-        assert_int_equal(engine_megatron_lm.step(r.state, it, tok, tgt, &res), 0);
+        harness_step(&r, it, &res);
         assert_true(isfinite(res.loss) && isfinite(res.grad_norm) && !res.skipped);
         if (it <= 3) first += res.loss / 3;
         if (it > iters - 3) last += res.loss / 3;
@@ -408,9 +377,7 @@ static void test_loss_falls_on_synthetic_corpus(void **state)
            first, last, iters - 2, iters, log(cfg.shape.vocab));
     assert_true(fabs(first - log(cfg.shape.vocab)) < 0.5); /* starts near uniform */
     assert_true(last < first - 1.5);                       /* and falls visibly */
-    free(tok);
-    free(tgt);
-    engine_close(&r);
+    harness_close(&r);
 }
 
 static void test_engine_oom_is_recorded(void **state)
@@ -419,15 +386,16 @@ static void test_engine_oom_is_recorded(void **state)
     engine_config cfg = small_config();
     engine_plan plan;
     engine_megatron_lm.plan(&cfg, &plan);
-    engine_run r;
+    engine_harness r;
     /* Room for the parameters and gradients, not for Adam's state. */
     size_t params = (size_t)gpt_param_count(&cfg.shape) * sizeof(float);
-    assert_int_equal(engine_open(&r, &cfg, 2 * params + params / 2), GPT_ERR_OOM);
+    assert_int_equal(harness_open(&r, &engine_megatron_lm, &cfg, 2 * params + params / 2),
+                     GPT_ERR_OOM);
     assert_true(r.gpu.budget.oom);
     assert_string_equal(r.gpu.budget.oom_what, "Adam m");
     assert_true(r.gpu.budget.oom_bytes == params);
     assert_true(r.gpu.budget.oom_in_use == 2 * params);
-    engine_close(&r);
+    harness_close(&r);
 }
 
 static void test_engine_plan_matches_allocation(void **state)
@@ -438,12 +406,12 @@ static void test_engine_plan_matches_allocation(void **state)
         cfg.ckpt = ckpt;
         engine_plan plan;
         engine_megatron_lm.plan(&cfg, &plan);
-        engine_run r;
-        assert_int_equal(engine_open(&r, &cfg, SIZE_MAX), 0);
+        engine_harness r;
+        assert_int_equal(harness_open(&r, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
         /* The baseline's plan is its allocation list: exact. */
         assert_true(r.gpu.budget.peak == plan.gpu_bytes);
         assert_true(r.host.peak == plan.host_bytes);
-        engine_close(&r);
+        harness_close(&r);
     }
 }
 

@@ -135,34 +135,20 @@ int parse_bytes(const char *text, size_t *out)
     char *end = NULL;
     double v = strtod(text, &end);
     if (errno || end == text || !isfinite(v) || v <= 0) return -1;
+    /* An optional binary unit K, M, G or T, written bare, with "B" or with "iB". */
     double mult = 1;
-    if (*end) {
-        switch (toupper((unsigned char)*end)) {
-        case 'K': mult = 1024.0; break;
-        case 'M': mult = 1024.0 * 1024; break;
-        case 'G': mult = 1024.0 * 1024 * 1024; break;
-        case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
-        case 'B': mult = 1; end--; break; /* plain "B" suffix */
-        default: return -1;
-        }
+    const char *unit = strchr("KMGT", toupper((unsigned char)*end));
+    if (*end && unit) {
+        for (const char *u = "KMGT"; u <= unit; u++) mult *= 1024.0;
         end++;
-        /* allow "G", "GB", "GiB" */
-        if (*end && strcasecmp(end, "B") != 0 && strcasecmp(end, "iB") != 0) return -1;
+        if (strcasecmp(end, "iB") == 0 || strcasecmp(end, "B") == 0) end += strlen(end);
+    } else if (strcasecmp(end, "B") == 0) {
+        end++;
     }
+    if (*end) return -1;
     double bytes = v * mult;
     if (bytes < 1 || bytes > 9.0e18) return -1;
     *out = (size_t)bytes;
     return 0;
 }
 
-size_t host_available_bytes(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kib = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
-    fclose(f);
-    return (size_t)kib * 1024;
-}

@@ -52,9 +52,6 @@ void dev_arena_free(dev_arena *a, void *ptr, size_t bytes);
 int host_alloc(mem_budget *b, void **ptr, size_t bytes, const char *what);
 void host_free(mem_budget *b, void *ptr, size_t bytes);
 
-/* MemAvailable of /proc/meminfo (the default host budget); 0 if it cannot be read. */
-size_t host_available_bytes(void);
-
 /* Human-readable size: "1.50 GiB", "12.0 MiB", "512 B". */
 void format_bytes(double bytes, char *buf, size_t len);
 /* Parse "32G", "512M", "90GiB", "1e9", "1048576" (binary units; K M G T) into bytes.

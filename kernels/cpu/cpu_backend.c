@@ -66,9 +66,8 @@ static int meminfo_read(const char *key, size_t *bytes)
     return found;
 }
 
-static int cpu_dev_mem_info(const gpt_backend *be, size_t *free_bytes, size_t *total_bytes)
+int gpt_host_mem_info(size_t *free_bytes, size_t *total_bytes)
 {
-    (void)be;
     size_t avail = 0, total = 0;
     if (meminfo_read("MemAvailable", &avail) != 0 || meminfo_read("MemTotal", &total) != 0) {
         /* No /proc (or an old kernel without MemAvailable): ask the C library. */
@@ -85,6 +84,13 @@ static int cpu_dev_mem_info(const gpt_backend *be, size_t *free_bytes, size_t *t
     if (total_bytes)
         *total_bytes = total;
     return GPT_OK;
+}
+
+/* The CPU backend's "device" memory is the host's. */
+static int cpu_dev_mem_info(const gpt_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)be;
+    return gpt_host_mem_info(free_bytes, total_bytes);
 }
 
 /* ---- streams -------------------------------------------------------------------------- */

@@ -430,6 +430,19 @@ void cu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, f
 
 /* ---- squared L2 norm ---------------------------------------------------------------------------- */
 
+/* Sum of sh[0..blockDim.x) (a power of two) by a fixed pairwise tree: the same order on
+ * every call.  Every thread of the block must call it; all get the sum. */
+__device__ static double block_tree_sum(double *sh)
+{
+    __syncthreads();
+    for (unsigned stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride)
+            sh[threadIdx.x] += sh[threadIdx.x + stride];
+        __syncthreads();
+    }
+    return sh[0];
+}
+
 /* Stage 1: NORM_BLOCKS blocks (a fixed grid: the order depends only on n); each thread
  * sums x^2 over its grid-stride elements in double, the block adds its threads in a fixed
  * tree and writes one double partial. */
@@ -442,14 +455,9 @@ __global__ static void norm_squared_stage1(double *partials, const float *x, siz
         sum += xi * xi;
     }
     sh[threadIdx.x] = sum;
-    __syncthreads();
-    for (int stride = NORM_THREADS / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < (unsigned)stride)
-            sh[threadIdx.x] += sh[threadIdx.x + stride];
-        __syncthreads();
-    }
+    const double block_sum = block_tree_sum(sh);
     if (threadIdx.x == 0)
-        partials[blockIdx.x] = sh[0];
+        partials[blockIdx.x] = block_sum;
 }
 
 /* Stage 2: one block of NORM_BLOCKS threads adds the partials in a fixed tree and writes
@@ -458,14 +466,9 @@ __global__ static void norm_squared_stage2(float *out, const double *partials)
 {
     __shared__ double sh[NORM_BLOCKS];
     sh[threadIdx.x] = partials[threadIdx.x];
-    __syncthreads();
-    for (int stride = NORM_BLOCKS / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < (unsigned)stride)
-            sh[threadIdx.x] += sh[threadIdx.x + stride];
-        __syncthreads();
-    }
+    const double total = block_tree_sum(sh);
     if (threadIdx.x == 0)
-        *out = (float)sh[0];
+        *out = (float)total;
 }
 
 void cu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
