@@ -38,6 +38,7 @@ typedef enum gpt_status {
 
 typedef struct gpt_backend gpt_backend;
 typedef struct gpt_stream gpt_stream;
+typedef struct gpt_event gpt_event;
 typedef struct gpt_backend_ops gpt_backend_ops;
 
 /* A backend instance: its op table and private state (device id, library handles). */
@@ -50,6 +51,14 @@ struct gpt_backend {
 /* An in-order queue of work on one backend.  Ops issued on one stream run in issue order;
  * on the CPU backend the default stream executes synchronously in the calling thread. */
 struct gpt_stream {
+    const gpt_backend *be;
+    void *impl;
+};
+
+/* A marker in a stream's queue: recorded on one stream, waited on by another stream (the
+ * device orders the two without the host) or by the host.  An event that was never recorded
+ * counts as complete; recording it again moves the marker (as cudaEventRecord does). */
+struct gpt_event {
     const gpt_backend *be;
     void *impl;
 };
@@ -69,6 +78,18 @@ struct gpt_backend_ops {
     int (*memcpy_d2d)(gpt_stream *s, void *dst, const void *src, size_t bytes);
     int (*memset_zero)(gpt_stream *s, void *dst, size_t bytes);
     int (*stream_sync)(gpt_stream *s);
+
+    /* ---- events and host memory for transfers ----------------------------------------- */
+    int (*event_create)(const gpt_backend *be, gpt_event **out);
+    void (*event_destroy)(gpt_event *e);
+    int (*event_record)(gpt_event *e, gpt_stream *s);
+    int (*stream_wait_event)(gpt_stream *s, gpt_event *e);
+    int (*event_sync)(gpt_event *e);
+    int (*event_elapsed_ms)(float *ms, gpt_event *start, gpt_event *end);
+    /* Page-locked host memory that copies on any stream can use asynchronously
+     * (cudaHostAlloc on the GPU; aligned host memory on the CPU backend). */
+    int (*host_alloc_pinned)(const gpt_backend *be, void **ptr, size_t bytes);
+    void (*host_free_pinned)(const gpt_backend *be, void *ptr);
 
     /* ---- ops (see the wrappers below for shapes and semantics) ------------------------ */
     void (*encoder_forward)(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
@@ -116,6 +137,27 @@ static inline int gpt_stream_memset_zero(gpt_stream *s, void *dst, size_t bytes)
 { return s->be->ops->memset_zero(s, dst, bytes); }
 static inline int gpt_stream_sync(gpt_stream *s)
 { return s->be->ops->stream_sync(s); }
+
+/* Events.  record: the event completes when everything issued on s before it has run.
+ * wait: work issued on s after this call starts only once e has completed (the host does
+ * not block).  sync: the host blocks until e has completed.  elapsed: milliseconds between
+ * two completed events (for per-stream busy times; both must have been recorded). */
+static inline int gpt_event_create(const gpt_backend *be, gpt_event **out)
+{ return be->ops->event_create(be, out); }
+static inline void gpt_event_destroy(gpt_event *e)
+{ if (e) e->be->ops->event_destroy(e); }
+static inline int gpt_event_record(gpt_event *e, gpt_stream *s)
+{ return s->be->ops->event_record(e, s); }
+static inline int gpt_stream_wait_event(gpt_stream *s, gpt_event *e)
+{ return s->be->ops->stream_wait_event(s, e); }
+static inline int gpt_event_sync(gpt_event *e)
+{ return e->be->ops->event_sync(e); }
+static inline int gpt_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end)
+{ return start->be->ops->event_elapsed_ms(ms, start, end); }
+static inline int gpt_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t bytes)
+{ return be->ops->host_alloc_pinned(be, ptr, bytes); }
+static inline void gpt_host_free_pinned(const gpt_backend *be, void *ptr)
+{ be->ops->host_free_pinned(be, ptr); }
 
 /* ======================================================================================
  * The ops.  B batch, T sequence, C channels (hidden), NH heads, V vocab, Vp padded vocab,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -135,6 +136,79 @@ static int cpu_stream_sync(gpt_stream *s)
     return GPT_OK;
 }
 
+/* ---- events -------------------------------------------------------------------------- */
+
+/* With synchronous streams an event is complete as soon as it is recorded; it keeps the
+ * time of its recording for elapsed_ms. */
+typedef struct cpu_event_impl {
+    struct timespec when;
+} cpu_event_impl;
+
+static int cpu_event_create(const gpt_backend *be, gpt_event **out)
+{
+    *out = NULL;
+    gpt_event *e = calloc(1, sizeof *e);
+    cpu_event_impl *ev = calloc(1, sizeof *ev);
+    if (e == NULL || ev == NULL) {
+        free(e);
+        free(ev);
+        return GPT_ERR_OOM;
+    }
+    e->be = be;
+    e->impl = ev;
+    *out = e;
+    return GPT_OK;
+}
+
+static void cpu_event_destroy(gpt_event *e)
+{
+    if (e == NULL)
+        return;
+    free(e->impl);
+    free(e);
+}
+
+static int cpu_event_record(gpt_event *e, gpt_stream *s)
+{
+    (void)s;
+    cpu_event_impl *ev = e->impl;
+    if (clock_gettime(CLOCK_MONOTONIC, &ev->when) != 0)
+        return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+
+static int cpu_stream_wait_event(gpt_stream *s, gpt_event *e)
+{
+    (void)s;
+    (void)e;
+    return GPT_OK;
+}
+
+static int cpu_event_sync(gpt_event *e)
+{
+    (void)e;
+    return GPT_OK;
+}
+
+static int cpu_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end)
+{
+    const cpu_event_impl *a = start->impl, *b = end->impl;
+    *ms = (float)((double)(b->when.tv_sec - a->when.tv_sec) * 1e3 +
+                  (double)(b->when.tv_nsec - a->when.tv_nsec) * 1e-6);
+    return GPT_OK;
+}
+
+/* "Pinned" memory on the CPU backend is ordinary aligned host memory. */
+static int cpu_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t bytes)
+{
+    return cpu_dev_alloc(be, ptr, bytes);
+}
+
+static void cpu_host_free_pinned(const gpt_backend *be, void *ptr)
+{
+    cpu_dev_free(be, ptr);
+}
+
 static void cpu_describe(const gpt_backend *be, char *buf, size_t len)
 {
     const cpu_backend_impl *impl = be->impl;
@@ -155,6 +229,14 @@ static const gpt_backend_ops cpu_ops = {
     .memcpy_d2d = cpu_memcpy,
     .memset_zero = cpu_memset_zero,
     .stream_sync = cpu_stream_sync,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .stream_wait_event = cpu_stream_wait_event,
+    .event_sync = cpu_event_sync,
+    .event_elapsed_ms = cpu_event_elapsed_ms,
+    .host_alloc_pinned = cpu_host_alloc_pinned,
+    .host_free_pinned = cpu_host_free_pinned,
 
     .encoder_forward = cpu_encoder_forward,
     .encoder_backward = cpu_encoder_backward,

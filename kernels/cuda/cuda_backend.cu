@@ -203,6 +203,89 @@ static int cuda_stream_sync(gpt_stream *s)
     return rc;
 }
 
+/* ---- events and pinned host memory ------------------------------------------------- */
+
+static int cuda_event_create(const gpt_backend *be, gpt_event **out)
+{
+    const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
+    *out = NULL;
+    gpt_event *e = (gpt_event *)calloc(1, sizeof *e);
+    if (e == NULL)
+        return GPT_ERR_OOM;
+    cudaEvent_t ev;
+    if (CUDA_FAILED(cudaSetDevice(impl->device)) || CUDA_FAILED(cudaEventCreate(&ev))) {
+        free(e);
+        return GPT_ERR_BACKEND;
+    }
+    e->be = be;
+    e->impl = (void *)ev;
+    *out = e;
+    return GPT_OK;
+}
+
+static void cuda_event_destroy(gpt_event *e)
+{
+    if (e == NULL)
+        return;
+    CUDA_FAILED(cudaEventDestroy((cudaEvent_t)e->impl));
+    free(e);
+}
+
+static int cuda_event_record(gpt_event *e, gpt_stream *s)
+{
+    if (CUDA_FAILED(cudaEventRecord((cudaEvent_t)e->impl, cu_stream(s)->stream)))
+        return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+
+static int cuda_stream_wait_event(gpt_stream *s, gpt_event *e)
+{
+    if (CUDA_FAILED(cudaStreamWaitEvent(cu_stream(s)->stream, (cudaEvent_t)e->impl, 0)))
+        return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+
+static int cuda_event_sync(gpt_event *e)
+{
+    if (CUDA_FAILED(cudaEventSynchronize((cudaEvent_t)e->impl)))
+        return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+
+static int cuda_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end)
+{
+    *ms = 0.0f;
+    if (CUDA_FAILED(cudaEventElapsedTime(ms, (cudaEvent_t)start->impl, (cudaEvent_t)end->impl)))
+        return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+
+static int cuda_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t bytes)
+{
+    const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
+    *ptr = NULL;
+    if (CUDA_FAILED(cudaSetDevice(impl->device)))
+        return GPT_ERR_BACKEND;
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, bytes > 0 ? bytes : 64, cudaHostAllocPortable);
+    if (e == cudaErrorMemoryAllocation) {
+        /* The host could not pin that much: the pool's OOM record says what failed. */
+        (void)cudaGetLastError();
+        return GPT_ERR_OOM;
+    }
+    if (CUDA_FAILED(e))
+        return GPT_ERR_BACKEND;
+    *ptr = p;
+    return GPT_OK;
+}
+
+static void cuda_host_free_pinned(const gpt_backend *be, void *ptr)
+{
+    (void)be;
+    if (ptr != NULL)
+        CUDA_FAILED(cudaFreeHost(ptr));
+}
+
 /* ---- the profiler ------------------------------------------------------------------------ */
 
 static inline int prof_begin(gpt_stream *s)
@@ -331,6 +414,14 @@ static const gpt_backend_ops cuda_ops = {
     /* .memcpy_d2d = */ cuda_memcpy_d2d,
     /* .memset_zero = */ cuda_memset_zero,
     /* .stream_sync = */ cuda_stream_sync,
+    /* .event_create = */ cuda_event_create,
+    /* .event_destroy = */ cuda_event_destroy,
+    /* .event_record = */ cuda_event_record,
+    /* .stream_wait_event = */ cuda_stream_wait_event,
+    /* .event_sync = */ cuda_event_sync,
+    /* .event_elapsed_ms = */ cuda_event_elapsed_ms,
+    /* .host_alloc_pinned = */ cuda_host_alloc_pinned,
+    /* .host_free_pinned = */ cuda_host_free_pinned,
 
     /* .encoder_forward = */ prof_encoder_forward,
     /* .encoder_backward = */ prof_encoder_backward,
