@@ -114,6 +114,29 @@ void host_free(mem_budget *b, void *ptr, size_t bytes)
     mem_budget_give(b, bytes);
 }
 
+int pinned_alloc(mem_budget *b, const gpt_backend *be, void **ptr, size_t bytes,
+                 const char *what)
+{
+    *ptr = NULL;
+    int rc = mem_budget_take(b, bytes, what);
+    if (rc) return rc;
+    rc = gpt_host_alloc_pinned(be, ptr, bytes ? bytes : 1);
+    if (rc) {
+        mem_budget_give(b, bytes);
+        if (rc == GPT_ERR_OOM) mem_budget_device_failed(b, bytes, what);
+        *ptr = NULL;
+        return rc;
+    }
+    return GPT_OK;
+}
+
+void pinned_free(mem_budget *b, const gpt_backend *be, void *ptr, size_t bytes)
+{
+    if (!ptr) return;
+    gpt_host_free_pinned(be, ptr);
+    mem_budget_give(b, bytes);
+}
+
 void format_bytes(double bytes, char *buf, size_t len)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -52,6 +52,13 @@ void dev_arena_free(dev_arena *a, void *ptr, size_t bytes);
 int host_alloc(mem_budget *b, void **ptr, size_t bytes, const char *what);
 void host_free(mem_budget *b, void *ptr, size_t bytes);
 
+/* Page-locked host memory (the backend's host_alloc_pinned) under the host budget: what
+ * transfers overlapping compute copy from and to.  A request the budget allows but the
+ * system cannot pin is an OOM record like any other (oom_by_device set), never a crash. */
+int pinned_alloc(mem_budget *b, const gpt_backend *be, void **ptr, size_t bytes,
+                 const char *what);
+void pinned_free(mem_budget *b, const gpt_backend *be, void *ptr, size_t bytes);
+
 /* Human-readable size: "1.50 GiB", "12.0 MiB", "512 B". */
 void format_bytes(double bytes, char *buf, size_t len);
 /* Parse "32G", "512M", "90GiB", "1e9", "1048576" (binary units; K M G T) into bytes.

@@ -1,0 +1,54 @@
+/*
+ * cpu_adam.h — AdamW on the host, for the layers whose optimizer state lives there.
+ *
+ * A pool of worker threads runs jobs in submission order, one job at a time, each job split
+ * over all the pool's threads.  A job can first wait for a gpt_event (the copy that brings
+ * the gradients home), so the engine's thread only queues work and never blocks on the hot
+ * path; it waits on a ticket just before it issues work that needs the updated parameters.
+ *
+ * The result is bit-identical to gpt_block_adamw on the CPU backend (kernels/adamw_element.h,
+ * same bias corrections), whatever the thread count or the SIMD width, so an engine that
+ * updates some layers here and some on the device still reproduces the baseline exactly.
+ */
+#ifndef AEBENCH_CPU_ADAM_H
+#define AEBENCH_CPU_ADAM_H
+
+#include "../../kernels/model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cpu_adam cpu_adam;
+
+/* One block's update: weight decay on [0, n_decay), none on [n_decay, n). */
+typedef struct cpu_adam_job {
+    float *params;
+    const float *grads;
+    float *m, *v;
+    size_t n, n_decay;
+    gpt_optim optim;
+    float lr;
+    int t;            /* Adam step, >= 1 */
+    float grad_scale; /* the clipping scale */
+    gpt_event *after; /* NULL, or the job starts only once this event has completed */
+} cpu_adam_job;
+
+/* nthreads <= 0: one per online core.  0 or a negative gpt_status. */
+int cpu_adam_create(cpu_adam **out, int nthreads);
+/* Waits for every queued job, then stops the threads. */
+void cpu_adam_destroy(cpu_adam *pool);
+
+/* Run one job now, on the pool's threads, and return when it is done. */
+int cpu_adam_run(cpu_adam *pool, const cpu_adam_job *job);
+/* Queue a job; *ticket (1, 2, ...) names it for cpu_adam_wait. */
+int cpu_adam_submit(cpu_adam *pool, const cpu_adam_job *job, uint64_t *ticket);
+/* Block until the job with this ticket and every job before it have finished.  Returns
+ * GPT_OK, or the first error of those jobs (a failed event wait). */
+int cpu_adam_wait(cpu_adam *pool, uint64_t ticket);
+/* Milliseconds the pool spent running jobs since the previous call (its busy time, for the
+ * per-stream table of an iteration). */
+double cpu_adam_take_busy_ms(cpu_adam *pool);
+/* Which code path the updates use: "avx512", "avx2" or "scalar". */
+const char *cpu_adam_isa(const cpu_adam *pool);
+
+#endif
