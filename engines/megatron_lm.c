@@ -110,13 +110,15 @@ static void megatron_free(void *state)
 {
     megatron_state *st = state;
     if (!st) return;
+    /* Destroying the stream drains it: after a failed step, queued work may still use the
+     * buffers freed below. */
+    if (st->compute) st->env.be->ops->stream_destroy(st->compute);
     for (int i = st->nallocs - 1; i >= 0; i--) {
         if (st->allocs[i].on_host)
             host_free(st->env.host, st->allocs[i].ptr, st->allocs[i].bytes);
         else
             dev_arena_free(st->env.gpu, st->allocs[i].ptr, st->allocs[i].bytes);
     }
-    if (st->compute) st->env.be->ops->stream_destroy(st->compute);
     free(st);
 }
 
@@ -128,10 +130,11 @@ static int init_params(megatron_state *st, float *staging)
     gpt_embed_layout e = gpt_embed_layout_of(sh);
     gpt_layer_layout l = gpt_layer_layout_of(sh);
     gpt_init_embed(staging, sh, seed);
+    /* Each copy must finish before the staging block is refilled: copies are async. */
     int rc = gpt_memcpy_h2d(st->compute, st->model.params, staging, e.total * sizeof(float));
+    if (rc == 0) rc = gpt_stream_sync(st->compute);
     for (int layer = 0; rc == 0 && layer < sh->layers; layer++) {
         gpt_init_layer(staging, sh, layer, seed);
-        /* The copy must finish before the staging block is reused. */
         rc = gpt_memcpy_h2d(st->compute, st->model.params + e.total + (size_t)layer * l.total, staging,
                             l.total * sizeof(float));
         if (rc == 0) rc = gpt_stream_sync(st->compute);

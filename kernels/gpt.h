@@ -48,8 +48,10 @@ struct gpt_backend {
     void *impl;
 };
 
-/* An in-order queue of work on one backend.  Ops issued on one stream run in issue order;
- * on the CPU backend the default stream executes synchronously in the calling thread. */
+/* An in-order queue of work on one backend.  Ops issued on one stream run in issue order,
+ * asynchronously with respect to the host on every backend (on the CPU backend each stream
+ * is a worker thread): synchronise before reading what a stream wrote, and keep the host
+ * buffers of copies alive until then. */
 struct gpt_stream {
     const gpt_backend *be;
     void *impl;
@@ -264,6 +266,14 @@ int gpt_host_mem_info(size_t *free_bytes, size_t *total_bytes);
 /* The CPU reference backend (kernels/cpu).  nthreads <= 0: OpenMP's default. */
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads);
 void gpt_cpu_backend_destroy(gpt_backend *be);
+
+/* CPU backend only, for tests: hold puts e into "recorded, not yet complete" without any
+ * stream (as if recorded behind work that never ends); release completes it.  A stream
+ * that waits on a held event stops there until the test releases it, so a test can prove
+ * deterministically that work did (or did not) wait.  One hold at a time per event;
+ * GPT_ERR_INVALID for a second hold or a release without a hold. */
+int gpt_cpu_event_hold(gpt_event *e);
+int gpt_cpu_event_release(gpt_event *e);
 
 /* The CUDA backend (kernels/cuda); returns GPT_ERR_BACKEND when the binary was built
  * without CUDA or no device is usable (quietly: the caller decides whether that is an

@@ -99,11 +99,13 @@ static buf buf_rand(pair *p, size_t n, double mean, double std)
 /* Copies the CPU values into the GPU copy (an input that came out of a CPU op). */
 static void buf_push(pair *p, buf *b)
 {
+    assert_int_equal(gpt_stream_sync(p->cs), 0); /* the CPU op that wrote b has run */
     assert_int_equal(gpt_memcpy_h2d(p->gs, b->d, b->cpu, b->n * sizeof(float)), 0);
 }
 
 static void buf_free(pair *p, buf *b)
 {
+    assert_int_equal(gpt_stream_sync(p->cs), 0); /* no queued CPU op still uses b */
     free(b->cpu);
     p->gpu->ops->dev_free(p->gpu, b->d);
 }
@@ -128,6 +130,7 @@ static double check(pair *p, const char *op, const char *output, const buf *b, i
     assert_non_null(g);
     assert_int_equal(gpt_memcpy_d2h(p->gs, g, b->d, b->n * sizeof(float)), 0);
     assert_int_equal(gpt_stream_sync(p->gs), 0);
+    assert_int_equal(gpt_stream_sync(p->cs), 0); /* the CPU stream is async too */
     double maxdiff = 0, maxref = 0;
     int finite = 1;
     for (size_t i = 0; i < b->n; i++) {

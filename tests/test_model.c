@@ -167,8 +167,8 @@ static void cpu_model_open(cpu_model *m, const gpt_shape *sh, int ckpt, const fl
 
 static void cpu_model_close(cpu_model *m)
 {
+    m->be->ops->stream_destroy(m->s); /* drains the stream before its buffers go */
     free(m->mem);
-    m->be->ops->stream_destroy(m->s);
     gpt_cpu_backend_destroy(m->be);
 }
 
@@ -177,8 +177,10 @@ static double cpu_model_grad(cpu_model *m, const gpt_shape *sh)
 {
     memset(m->r.grads, 0, gpt_param_count(sh) * sizeof(float));
     gpt_resident_forward(m->s, sh, &m->r);
+    assert_int_equal(gpt_stream_sync(m->s), 0); /* the losses are read on the host */
     double loss = gpt_mean_loss(m->r.head.losses, sh->batch * sh->seq);
     gpt_resident_backward(m->s, sh, &m->r);
+    assert_int_equal(gpt_stream_sync(m->s), 0);
     return loss;
 }
 

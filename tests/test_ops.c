@@ -380,6 +380,12 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Streams run their work on a worker thread: wait for it before reading results. */
+static void sync_ok(gpt_stream *s)
+{
+    assert_int_equal(gpt_stream_sync(s), GPT_OK);
+}
+
 /* ======================================================================================
  * encoder
  * ==================================================================================== */
@@ -419,6 +425,7 @@ static void test_encoder(void **state)
     /* forward */
     float *out = nan_floats(N * C);
     gpt_encoder_forward(f->s, out, tokens, wte, wpe, B, T, C);
+    sync_ok(f->s);
     double *wte_d = to_double(wte, VP * C), *wpe_d = to_double(wpe, T * C);
     double *R = to_double(Rf, N * C), *out_d = zero_doubles(N * C);
     ref_encoder(out_d, tokens, wte_d, wpe_d, B, T, C);
@@ -427,6 +434,7 @@ static void test_encoder(void **state)
     /* backward vs finite differences */
     float *dwte = zero_floats(VP * C), *dwpe = zero_floats(T * C);
     gpt_encoder_backward(f->s, dwte, dwpe, Rf, tokens, B, T, C);
+    sync_ok(f->s);
     encoder_ctx ctx = {tokens, wte_d, wpe_d, out_d, R};
     double *g_wte = zero_doubles(VP * C), *g_wpe = zero_doubles(T * C);
     fd_gradient(encoder_objective, &ctx, wte_d, VP * C, g_wte);
@@ -447,6 +455,7 @@ static void test_encoder(void **state)
     float *dwte0 = rand_floats(&r, VP * C, 1.0f, 0.0f), *dwpe0 = rand_floats(&r, T * C, 1.0f, 0.0f);
     float *dwte1 = copy_floats(dwte0, VP * C), *dwpe1 = copy_floats(dwpe0, T * C);
     gpt_encoder_backward(f->s, dwte1, dwpe1, Rf, tokens, B, T, C);
+    sync_ok(f->s);
     check_accumulated("encoder", "dwte", dwte0, dwte, dwte1, VP * C);
     check_accumulated("encoder", "dwpe", dwpe0, dwpe, dwpe1, T * C);
 
@@ -487,6 +496,7 @@ static void test_layernorm(void **state)
     /* forward */
     float *out = nan_floats(N * C), *mean = nan_floats(N), *rstd = nan_floats(N);
     gpt_layernorm_forward(f->s, out, mean, rstd, inp, w, b, N, C);
+    sync_ok(f->s);
     double *inp_d = to_double(inp, N * C), *w_d = to_double(w, C), *b_d = to_double(b, C);
     double *R = to_double(Rf, N * C);
     double *out_d = zero_doubles(N * C), *mean_d = zero_doubles(N), *rstd_d = zero_doubles(N);
@@ -498,6 +508,7 @@ static void test_layernorm(void **state)
     /* backward vs finite differences */
     float *dinp = zero_floats(N * C), *dw = zero_floats(C), *db = zero_floats(C);
     gpt_layernorm_backward(f->s, dinp, dw, db, Rf, inp, w, mean, rstd, N, C);
+    sync_ok(f->s);
     layernorm_ctx ctx = {inp_d, w_d, b_d, out_d, R};
     double *g_inp = zero_doubles(N * C), *g_w = zero_doubles(C), *g_b = zero_doubles(C);
     fd_gradient(layernorm_objective, &ctx, inp_d, N * C, g_inp);
@@ -512,6 +523,7 @@ static void test_layernorm(void **state)
     float *dw0 = rand_floats(&r, C, 1.0f, 0.0f), *db0 = rand_floats(&r, C, 1.0f, 0.0f);
     float *dinp1 = copy_floats(dinp0, N * C), *dw1 = copy_floats(dw0, C), *db1 = copy_floats(db0, C);
     gpt_layernorm_backward(f->s, dinp1, dw1, db1, Rf, inp, w, mean, rstd, N, C);
+    sync_ok(f->s);
     check_accumulated("layernorm", "dinp", dinp0, dinp, dinp1, N * C);
     check_accumulated("layernorm", "dw", dw0, dw, dw1, C);
     check_accumulated("layernorm", "db", db0, db, db1, C);
@@ -559,9 +571,11 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
     /* forward, with and without bias */
     float *out = nan_floats((size_t)n * oc);
     gpt_matmul_forward(s, out, inp, w, bias, n, c, oc);
+    sync_ok(s);
     ref_matmul(out_d, inp_d, w_d, bias_d, n, c, oc);
     check_forward(name, "out", out, out_d, (size_t)n * oc, FWD_TOL);
     gpt_matmul_forward(s, out, inp, w, NULL, n, c, oc);
+    sync_ok(s);
     ref_matmul(out_d, inp_d, w_d, NULL, n, c, oc);
     check_forward(name, "out_nobias", out, out_d, (size_t)n * oc, FWD_TOL);
 
@@ -569,6 +583,7 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
     float *dinp = zero_floats((size_t)n * c), *dw = zero_floats((size_t)oc * c);
     float *dbias = zero_floats(oc);
     gpt_matmul_backward(s, dinp, dw, dbias, Rf, inp, w, n, c, oc);
+    sync_ok(s);
     matmul_ctx ctx = {inp_d, w_d, bias_d, out_d, R, n, c, oc};
     double *g_inp = zero_doubles((size_t)n * c), *g_w = zero_doubles((size_t)oc * c);
     double *g_bias = zero_doubles(oc);
@@ -584,6 +599,7 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
     float *dw0 = rand_floats(&r, (size_t)oc * c, 1.0f, 0.0f), *dbias0 = rand_floats(&r, oc, 1.0f, 0.0f);
     float *dw1 = copy_floats(dw0, (size_t)oc * c), *dbias1 = copy_floats(dbias0, oc);
     gpt_matmul_backward(s, dinp1, dw1, dbias1, Rf, inp, w, n, c, oc);
+    sync_ok(s);
     check_overwritten(name, "dinp", dinp1, dinp, (size_t)n * c);
     check_accumulated(name, "dw", dw0, dw, dw1, (size_t)oc * c);
     check_accumulated(name, "dbias", dbias0, dbias, dbias1, oc);
@@ -591,6 +607,7 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
     /* NULL dinp and dbias are skipped; dw is unaffected by their absence */
     float *dw2 = zero_floats((size_t)oc * c);
     gpt_matmul_backward(s, NULL, dw2, NULL, Rf, inp, w, n, c, oc);
+    sync_ok(s);
     check_bitwise(name, "dw_without_dinp_dbias", dw2, dw, (size_t)oc * c);
 
     free(inp); free(w); free(bias); free(Rf); free(inp_d); free(w_d); free(bias_d); free(R);
@@ -627,12 +644,14 @@ static void test_matmul_large(void **state)
     float *out = nan_floats((size_t)n * oc);
     double *out_d = zero_doubles((size_t)n * oc);
     gpt_matmul_forward(f->s, out, inp, w, bias, n, c, oc);
+    sync_ok(f->s);
     ref_matmul(out_d, inp_d, w_d, bias_d, n, c, oc);
     check_forward("matmul_large", "out", out, out_d, (size_t)n * oc, tol);
 
     float *dinp = nan_floats((size_t)n * c), *dw = zero_floats((size_t)oc * c);
     float *dbias = zero_floats(oc);
     gpt_matmul_backward(f->s, dinp, dw, dbias, dout, inp, w, n, c, oc);
+    sync_ok(f->s);
     double *dinp_d = zero_doubles((size_t)n * c), *dw_d = zero_doubles((size_t)oc * c);
     double *dbias_d = zero_doubles(oc);
     for (int i = 0; i < n; i++)
@@ -683,6 +702,7 @@ static void test_attention(void **state)
     /* forward: out and the probabilities (exact zeros above the diagonal) */
     float *out = nan_floats(N * C), *att = nan_floats(natt);
     gpt_attention_forward(f->s, out, att, qkv, B, T, C, NH);
+    sync_ok(f->s);
     double *qkv_d = to_double(qkv, nqkv), *R = to_double(Rf, N * C);
     double *out_d = zero_doubles(N * C), *att_d = zero_doubles(natt);
     ref_attention(out_d, att_d, qkv_d, B, T, C, NH);
@@ -696,6 +716,7 @@ static void test_attention(void **state)
     /* backward vs finite differences (datt is scratch: NaN-filled, must not be read) */
     float *dqkv = zero_floats(nqkv), *datt = nan_floats(natt);
     gpt_attention_backward(f->s, dqkv, datt, Rf, qkv, att, B, T, C, NH);
+    sync_ok(f->s);
     attention_ctx ctx = {qkv_d, out_d, R};
     double *g_qkv = zero_doubles(nqkv);
     fd_gradient(attention_objective, &ctx, qkv_d, nqkv, g_qkv);
@@ -716,6 +737,7 @@ static void test_attention(void **state)
     /* dqkv is overwritten */
     float *dqkv1 = nan_floats(nqkv);
     gpt_attention_backward(f->s, dqkv1, datt, Rf, qkv, att, B, T, C, NH);
+    sync_ok(f->s);
     check_overwritten("attention", "dqkv", dqkv1, dqkv, nqkv);
 
     free(qkv); free(Rf); free(out); free(att); free(qkv_d); free(R); free(out_d);
@@ -752,6 +774,7 @@ static void test_gelu(void **state)
 
     float *out = nan_floats(NELEM);
     gpt_gelu_forward(f->s, out, inp, NELEM);
+    sync_ok(f->s);
     double *inp_d = to_double(inp, NELEM), *R = to_double(Rf, NELEM);
     double *out_d = zero_doubles(NELEM);
     ref_gelu(out_d, inp_d, NELEM);
@@ -759,6 +782,7 @@ static void test_gelu(void **state)
 
     float *dinp = zero_floats(NELEM);
     gpt_gelu_backward(f->s, dinp, inp, Rf, NELEM);
+    sync_ok(f->s);
     gelu_ctx ctx = {inp_d, out_d, R};
     double *g_inp = zero_doubles(NELEM);
     fd_gradient(gelu_objective, &ctx, inp_d, NELEM, g_inp);
@@ -767,9 +791,11 @@ static void test_gelu(void **state)
     /* overwritten, and in place (dinp == dout) gives the same */
     float *dinp1 = nan_floats(NELEM);
     gpt_gelu_backward(f->s, dinp1, inp, Rf, NELEM);
+    sync_ok(f->s);
     check_overwritten("gelu", "dinp", dinp1, dinp, NELEM);
     float *inplace = copy_floats(Rf, NELEM);
     gpt_gelu_backward(f->s, inplace, inp, inplace, NELEM);
+    sync_ok(f->s);
     check_bitwise("gelu", "dinp_inplace", inplace, dinp, NELEM);
 
     free(inp); free(Rf); free(out); free(inp_d); free(R); free(out_d); free(dinp);
@@ -800,6 +826,7 @@ static void test_residual(void **state)
 
     float *out = nan_floats(NELEM);
     gpt_residual_forward(f->s, out, a, b, NELEM);
+    sync_ok(f->s);
     double *a_d = to_double(a, NELEM), *b_d = to_double(b, NELEM), *R = to_double(Rf, NELEM);
     double *out_d = zero_doubles(NELEM);
     ref_residual(out_d, a_d, b_d, NELEM);
@@ -807,6 +834,7 @@ static void test_residual(void **state)
 
     float *da = zero_floats(NELEM), *db = zero_floats(NELEM);
     gpt_residual_backward(f->s, da, db, Rf, NELEM);
+    sync_ok(f->s);
     residual_ctx ctx = {a_d, b_d, out_d, R};
     double *g_a = zero_doubles(NELEM), *g_b = zero_doubles(NELEM);
     fd_gradient(residual_objective, &ctx, a_d, NELEM, g_a);
@@ -818,6 +846,7 @@ static void test_residual(void **state)
     float *da0 = rand_floats(&r, NELEM, 1.0f, 0.0f), *db0 = rand_floats(&r, NELEM, 1.0f, 0.0f);
     float *da1 = copy_floats(da0, NELEM), *db1 = copy_floats(db0, NELEM);
     gpt_residual_backward(f->s, da1, db1, Rf, NELEM);
+    sync_ok(f->s);
     check_accumulated("residual", "da", da0, da, da1, NELEM);
     check_accumulated("residual", "db", db0, db, db1, NELEM);
 
@@ -863,12 +892,14 @@ static void test_crossentropy(void **state)
 
     float *losses = nan_floats(N);
     gpt_crossentropy_forward(f->s, losses, logits, targets, N, V, VP);
+    sync_ok(f->s);
     double *logits_d = to_double(logits, N * VP), *losses_d = zero_doubles(N);
     ref_crossentropy(losses_d, logits_d, targets, N, V, VP);
     check_forward("crossentropy", "losses", losses, losses_d, N, FWD_TOL);
 
     float *dlogits = zero_floats(N * VP);
     gpt_crossentropy_backward(f->s, dlogits, logits, targets, dloss, N, V, VP);
+    sync_ok(f->s);
     crossentropy_ctx ctx = {logits_d, losses_d, targets, (double)dloss};
     double *g_logits = zero_doubles(N * VP); /* padded columns: FD gives exactly 0 */
     fd_gradient(crossentropy_objective, &ctx, logits_d, N * VP, g_logits);
@@ -880,9 +911,11 @@ static void test_crossentropy(void **state)
     /* overwritten; and in place (dlogits == logits) equals out of place */
     float *dlogits1 = nan_floats(N * VP);
     gpt_crossentropy_backward(f->s, dlogits1, logits, targets, dloss, N, V, VP);
+    sync_ok(f->s);
     check_overwritten("crossentropy", "dlogits", dlogits1, dlogits, N * VP);
     float *inplace = copy_floats(logits, N * VP);
     gpt_crossentropy_backward(f->s, inplace, inplace, targets, dloss, N, V, VP);
+    sync_ok(f->s);
     check_bitwise("crossentropy", "dlogits_inplace", inplace, dlogits, N * VP);
 
     free(logits); free(losses); free(logits_d); free(losses_d); free(dlogits);
@@ -908,6 +941,7 @@ static void test_adamw(void **state)
         float *grad = rand_floats(&r, NELEM, 2.0f, 0.0f);
         gpt_adamw_update(f->s, param, grad, m, v, NELEM, lr, beta1, beta2, eps, wd, t,
                          grad_scale);
+        sync_ok(f->s);
         /* the formula of gpt.h, in double, with the same float hyperparameters */
         const double b1 = beta1, b2 = beta2;
         for (int i = 0; i < NELEM; i++) {
@@ -956,6 +990,7 @@ static void test_norm_squared(void **state)
         float *x = rand_floats(&r, n, 1.0f, 0.0f);
         float out = NAN;
         gpt_norm_squared(f->s, &out, x, n);
+        sync_ok(f->s);
         double ref = 0.0;
         for (size_t i = 0; i < n; i++)
             ref += (double)x[i] * (double)x[i];
@@ -990,15 +1025,20 @@ static void test_determinism(void **state)
         float *dw1 = copy_floats(dw0, (size_t)oc * c), *dw3 = copy_floats(dw0, (size_t)oc * c);
         float *db1 = copy_floats(db0, oc), *db3 = copy_floats(db0, oc);
         gpt_matmul_forward(s1, out1, inp, w, bias, n, c, oc);
+        sync_ok(s1);
         gpt_matmul_forward(s3, out3, inp, w, bias, n, c, oc);
+        sync_ok(s3);
         gpt_matmul_backward(s1, dinp1, dw1, db1, dout, inp, w, n, c, oc);
+        sync_ok(s1);
         gpt_matmul_backward(s3, dinp3, dw3, db3, dout, inp, w, n, c, oc);
+        sync_ok(s3);
         check_bitwise("matmul_forward", "out_1vs3threads", out1, out3, (size_t)n * oc);
         check_bitwise("matmul_backward", "dinp_1vs3threads", dinp1, dinp3, (size_t)n * c);
         check_bitwise("matmul_backward", "dw_1vs3threads", dw1, dw3, (size_t)oc * c);
         check_bitwise("matmul_backward", "dbias_1vs3threads", db1, db3, oc);
         /* call to call */
         gpt_matmul_forward(s3, out1, inp, w, bias, n, c, oc);
+        sync_ok(s3);
         check_bitwise("matmul_forward", "out_repeat", out1, out3, (size_t)n * oc);
         free(inp); free(w); free(bias); free(dout); free(dw0); free(db0); free(out1);
         free(out3); free(dinp1); free(dinp3); free(dw1); free(dw3); free(db1); free(db3);
@@ -1011,12 +1051,15 @@ static void test_determinism(void **state)
         float *dout = rand_floats(&r, (size_t)n * c, 1.0f, 0.0f);
         float *out = nan_floats((size_t)n * c), *mean = nan_floats(n), *rstd = nan_floats(n);
         gpt_layernorm_forward(s1, out, mean, rstd, inp, w, b, n, c);
+        sync_ok(s1);
         float *di0 = rand_floats(&r, (size_t)n * c, 1.0f, 0.0f);
         float *di1 = copy_floats(di0, (size_t)n * c), *di3 = copy_floats(di0, (size_t)n * c);
         float *dw1 = zero_floats(c), *dw3 = zero_floats(c);
         float *db1 = zero_floats(c), *db3 = zero_floats(c);
         gpt_layernorm_backward(s1, di1, dw1, db1, dout, inp, w, mean, rstd, n, c);
+        sync_ok(s1);
         gpt_layernorm_backward(s3, di3, dw3, db3, dout, inp, w, mean, rstd, n, c);
+        sync_ok(s3);
         check_bitwise("layernorm_backward", "dinp_1vs3threads", di1, di3, (size_t)n * c);
         check_bitwise("layernorm_backward", "dw_1vs3threads", dw1, dw3, c);
         check_bitwise("layernorm_backward", "db_1vs3threads", db1, db3, c);
@@ -1031,14 +1074,18 @@ static void test_determinism(void **state)
         float *dout = rand_floats(&r, (size_t)b * t * c, 1.0f, 0.0f);
         float *out = nan_floats((size_t)b * t * c), *att = nan_floats(natt);
         gpt_attention_forward(s1, out, att, qkv, b, t, c, nh);
+        sync_ok(s1);
         float *att3 = nan_floats(natt), *out3 = nan_floats((size_t)b * t * c);
         gpt_attention_forward(s3, out3, att3, qkv, b, t, c, nh);
+        sync_ok(s3);
         check_bitwise("attention_forward", "out_1vs3threads", out, out3, (size_t)b * t * c);
         check_bitwise("attention_forward", "att_1vs3threads", att, att3, natt);
         float *dqkv1 = nan_floats(nqkv), *dqkv3 = nan_floats(nqkv);
         float *datt1 = nan_floats(natt), *datt3 = nan_floats(natt);
         gpt_attention_backward(s1, dqkv1, datt1, dout, qkv, att, b, t, c, nh);
+        sync_ok(s1);
         gpt_attention_backward(s3, dqkv3, datt3, dout, qkv, att, b, t, c, nh);
+        sync_ok(s3);
         check_bitwise("attention_backward", "dqkv_1vs3threads", dqkv1, dqkv3, nqkv);
         free(qkv); free(dout); free(out); free(att); free(att3); free(out3); free(dqkv1);
         free(dqkv3); free(datt1); free(datt3);
@@ -1049,8 +1096,11 @@ static void test_determinism(void **state)
         float *x = rand_floats(&r, n, 1.0f, 0.0f);
         float o1 = NAN, o3 = NAN, o3b = NAN;
         gpt_norm_squared(s1, &o1, x, n);
+        sync_ok(s1);
         gpt_norm_squared(s3, &o3, x, n);
+        sync_ok(s3);
         gpt_norm_squared(s3, &o3b, x, n);
+        sync_ok(s3);
         check_bitwise("norm_squared", "1vs3threads", &o1, &o3, 1);
         check_bitwise("norm_squared", "repeat", &o3, &o3b, 1);
         free(x);
@@ -1065,7 +1115,9 @@ static void test_determinism(void **state)
         float *dwte1 = zero_floats((size_t)vp * c), *dwte3 = zero_floats((size_t)vp * c);
         float *dwpe1 = zero_floats((size_t)t * c), *dwpe3 = zero_floats((size_t)t * c);
         gpt_encoder_backward(s1, dwte1, dwpe1, dout, tokens, b, t, c);
+        sync_ok(s1);
         gpt_encoder_backward(s3, dwte3, dwpe3, dout, tokens, b, t, c);
+        sync_ok(s3);
         check_bitwise("encoder_backward", "dwte_1vs3threads", dwte1, dwte3, (size_t)vp * c);
         check_bitwise("encoder_backward", "dwpe_1vs3threads", dwpe1, dwpe3, (size_t)t * c);
         free(dout); free(dwte1); free(dwte3); free(dwpe1); free(dwpe3);
@@ -1114,6 +1166,7 @@ static void test_backend_primitives(void **state)
     assert_int_equal(ops->stream_sync(s), GPT_OK);
     assert_memory_equal(back, h, n * sizeof(float));
     assert_int_equal(ops->memset_zero(s, b, n * sizeof(float)), GPT_OK);
+    assert_int_equal(ops->stream_sync(s), GPT_OK);
     for (size_t i = 0; i < n; i++)
         assert_true(((float *)b)[i] == 0.0f);
 

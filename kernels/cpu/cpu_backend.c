@@ -1,22 +1,22 @@
 /*
- * cpu_backend.c — the CPU reference backend: memory, streams and the op table.
+ * cpu_backend.c — the CPU reference backend: memory and the op table.
  *
- * "Device" memory is host memory, so the copies are memcpy and a stream is only a handle:
- * a CPU stream executes every op synchronously in the calling thread (each op may fork an
- * OpenMP team of the backend's thread count internally), so stream_sync has nothing to
- * wait for.
+ * "Device" memory is host memory, so the copies are memcpy.  Streams are worker threads
+ * with in-order queues and events are markers in them (cpu_stream.c): every op, copy and
+ * memset is queued and runs later on the stream's thread (each op may fork an OpenMP team
+ * of the backend's thread count there), so a caller must synchronise before it reads a
+ * result, exactly as on a GPU.
  */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#include "cpu_ops.h"
+#include "cpu_stream.h"
 
 /* ---- memory ------------------------------------------------------------------------- */
 
@@ -94,110 +94,6 @@ static int cpu_dev_mem_info(const gpt_backend *be, size_t *free_bytes, size_t *t
     return gpt_host_mem_info(free_bytes, total_bytes);
 }
 
-/* ---- streams -------------------------------------------------------------------------- */
-
-static int cpu_stream_create(const gpt_backend *be, gpt_stream **out)
-{
-    *out = NULL;
-    gpt_stream *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return GPT_ERR_OOM;
-    s->be = be;
-    s->impl = NULL; /* nothing to queue: ops run synchronously */
-    *out = s;
-    return GPT_OK;
-}
-
-static void cpu_stream_destroy(gpt_stream *s)
-{
-    free(s);
-}
-
-/* All three copy directions are host-to-host. */
-static int cpu_memcpy(gpt_stream *s, void *dst, const void *src, size_t bytes)
-{
-    (void)s;
-    if (bytes > 0) /* memcpy with a NULL pointer is undefined even for 0 bytes */
-        memcpy(dst, src, bytes);
-    return GPT_OK;
-}
-
-static int cpu_memset_zero(gpt_stream *s, void *dst, size_t bytes)
-{
-    (void)s;
-    if (bytes > 0)
-        memset(dst, 0, bytes);
-    return GPT_OK;
-}
-
-static int cpu_stream_sync(gpt_stream *s)
-{
-    (void)s;
-    return GPT_OK;
-}
-
-/* ---- events -------------------------------------------------------------------------- */
-
-/* With synchronous streams an event is complete as soon as it is recorded; it keeps the
- * time of its recording for elapsed_ms. */
-typedef struct cpu_event_impl {
-    struct timespec when;
-} cpu_event_impl;
-
-static int cpu_event_create(const gpt_backend *be, gpt_event **out)
-{
-    *out = NULL;
-    gpt_event *e = calloc(1, sizeof *e);
-    cpu_event_impl *ev = calloc(1, sizeof *ev);
-    if (e == NULL || ev == NULL) {
-        free(e);
-        free(ev);
-        return GPT_ERR_OOM;
-    }
-    e->be = be;
-    e->impl = ev;
-    *out = e;
-    return GPT_OK;
-}
-
-static void cpu_event_destroy(gpt_event *e)
-{
-    if (e == NULL)
-        return;
-    free(e->impl);
-    free(e);
-}
-
-static int cpu_event_record(gpt_event *e, gpt_stream *s)
-{
-    (void)s;
-    cpu_event_impl *ev = e->impl;
-    if (clock_gettime(CLOCK_MONOTONIC, &ev->when) != 0)
-        return GPT_ERR_BACKEND;
-    return GPT_OK;
-}
-
-static int cpu_stream_wait_event(gpt_stream *s, gpt_event *e)
-{
-    (void)s;
-    (void)e;
-    return GPT_OK;
-}
-
-static int cpu_event_sync(gpt_event *e)
-{
-    (void)e;
-    return GPT_OK;
-}
-
-static int cpu_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end)
-{
-    const cpu_event_impl *a = start->impl, *b = end->impl;
-    *ms = (float)((double)(b->when.tv_sec - a->when.tv_sec) * 1e3 +
-                  (double)(b->when.tv_nsec - a->when.tv_nsec) * 1e-6);
-    return GPT_OK;
-}
-
 /* "Pinned" memory on the CPU backend is ordinary aligned host memory. */
 static int cpu_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t bytes)
 {
@@ -224,10 +120,10 @@ static const gpt_backend_ops cpu_ops = {
     .dev_mem_info = cpu_dev_mem_info,
     .stream_create = cpu_stream_create,
     .stream_destroy = cpu_stream_destroy,
-    .memcpy_h2d = cpu_memcpy,
-    .memcpy_d2h = cpu_memcpy,
-    .memcpy_d2d = cpu_memcpy,
-    .memset_zero = cpu_memset_zero,
+    .memcpy_h2d = cpu_memcpy_async,
+    .memcpy_d2h = cpu_memcpy_async,
+    .memcpy_d2d = cpu_memcpy_async,
+    .memset_zero = cpu_memset_zero_async,
     .stream_sync = cpu_stream_sync,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,
@@ -238,22 +134,22 @@ static const gpt_backend_ops cpu_ops = {
     .host_alloc_pinned = cpu_host_alloc_pinned,
     .host_free_pinned = cpu_host_free_pinned,
 
-    .encoder_forward = cpu_encoder_forward,
-    .encoder_backward = cpu_encoder_backward,
-    .layernorm_forward = cpu_layernorm_forward,
-    .layernorm_backward = cpu_layernorm_backward,
-    .matmul_forward = cpu_matmul_forward,
-    .matmul_backward = cpu_matmul_backward,
-    .attention_forward = cpu_attention_forward,
-    .attention_backward = cpu_attention_backward,
-    .gelu_forward = cpu_gelu_forward,
-    .gelu_backward = cpu_gelu_backward,
-    .residual_forward = cpu_residual_forward,
-    .residual_backward = cpu_residual_backward,
-    .crossentropy_forward = cpu_crossentropy_forward,
-    .crossentropy_backward = cpu_crossentropy_backward,
-    .adamw_update = cpu_adamw_update,
-    .norm_squared = cpu_norm_squared,
+    .encoder_forward = cpu_q_encoder_forward,
+    .encoder_backward = cpu_q_encoder_backward,
+    .layernorm_forward = cpu_q_layernorm_forward,
+    .layernorm_backward = cpu_q_layernorm_backward,
+    .matmul_forward = cpu_q_matmul_forward,
+    .matmul_backward = cpu_q_matmul_backward,
+    .attention_forward = cpu_q_attention_forward,
+    .attention_backward = cpu_q_attention_backward,
+    .gelu_forward = cpu_q_gelu_forward,
+    .gelu_backward = cpu_q_gelu_backward,
+    .residual_forward = cpu_q_residual_forward,
+    .residual_backward = cpu_q_residual_backward,
+    .crossentropy_forward = cpu_q_crossentropy_forward,
+    .crossentropy_backward = cpu_q_crossentropy_backward,
+    .adamw_update = cpu_q_adamw_update,
+    .norm_squared = cpu_q_norm_squared,
 };
 
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads)

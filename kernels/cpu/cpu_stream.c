@@ -1,0 +1,932 @@
+/*
+ * cpu_stream.c — the CPU backend's streams (one worker thread each, an in-order queue) and
+ * its events (markers in those queues), so that the CPU backend orders work the way a GPU
+ * does and a missing dependency is a wrong result in CI (see cpu_stream.h).
+ *
+ * Stream: a bounded ring of tasks under one mutex.  Issuing copies the task in and wakes
+ * the worker; when the ring is full the issuer blocks until the worker makes room (a GPU's
+ * launch queue does the same).  That cannot deadlock: a task only ever waits for markers
+ * issued before it, so the oldest unfinished task can always run.  `issued` and `completed`
+ * count tasks; stream_sync waits until `completed` reaches the `issued` it saw on entry.
+ *
+ * Event: a generation counter.  Each record takes the next generation and queues a marker
+ * for it; the worker completes the marker when it reaches it.  Generations can complete
+ * out of order (an event re-recorded on another stream), so the event keeps the list of
+ * generations still pending and `completed` is the highest generation g such that every
+ * generation <= g has completed.  A wait captures the latest recorded generation at the time
+ * of the call and is satisfied once `completed` reaches it; a never-recorded event has
+ * generation 0, which is always complete.  Markers and queued waits hold a reference on the
+ * event's state, so destroying an event with a record in flight is safe (as in CUDA).
+ *
+ * Errors: a failing pthread call is printed and becomes GPT_ERR_BACKEND.  Ops return void,
+ * so an op that could not be queued latches the stream's error, which its next
+ * stream_sync returns.  A worker that hits an error it cannot recover from marks the
+ * stream dead and wakes everyone, so no caller blocks on it forever.
+ */
+#include "cpu_stream.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Tasks a stream can hold before its issuer blocks: deep enough for a whole layer's
+ * forward and backward of queued ops (a few dozen each), small enough to stay in cache. */
+#define QUEUE_CAPACITY 1024
+
+static int pthread_failed(const char *what, int rc)
+{
+    fprintf(stderr, "aebench: cpu backend: %s failed: %s\n", what, strerror(rc));
+    return GPT_ERR_BACKEND;
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+typedef struct cpu_event_state {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;   /* broadcast whenever `completed` advances */
+    atomic_int refs;          /* the gpt_event itself + queued markers and waits */
+    uint64_t recorded;        /* generation of the latest record; 0: never recorded */
+    uint64_t completed;       /* every generation <= this one has completed */
+    uint64_t *pending;        /* generations recorded, not yet completed, ascending */
+    size_t npending, pending_cap;
+    uint64_t held;            /* generation taken by gpt_cpu_event_hold, 0 if none */
+    uint64_t when_generation; /* which generation `when` belongs to (0: none yet) */
+    struct timespec when;     /* monotonic time at which that generation completed */
+} cpu_event_state;
+
+static void event_unref(cpu_event_state *ev)
+{
+    if (atomic_fetch_sub(&ev->refs, 1) != 1)
+        return;
+    int rc = pthread_cond_destroy(&ev->changed);
+    if (rc) pthread_failed("pthread_cond_destroy", rc);
+    rc = pthread_mutex_destroy(&ev->lock);
+    if (rc) pthread_failed("pthread_mutex_destroy", rc);
+    free(ev->pending);
+    free(ev);
+}
+
+int cpu_event_create(const gpt_backend *be, gpt_event **out)
+{
+    *out = NULL;
+    gpt_event *e = calloc(1, sizeof *e);
+    cpu_event_state *ev = calloc(1, sizeof *ev);
+    if (e == NULL || ev == NULL) {
+        free(e);
+        free(ev);
+        return GPT_ERR_OOM;
+    }
+    int rc = pthread_mutex_init(&ev->lock, NULL);
+    if (rc) {
+        free(e);
+        free(ev);
+        return pthread_failed("pthread_mutex_init", rc);
+    }
+    if ((rc = pthread_cond_init(&ev->changed, NULL))) {
+        pthread_mutex_destroy(&ev->lock);
+        free(e);
+        free(ev);
+        return pthread_failed("pthread_cond_init", rc);
+    }
+    atomic_init(&ev->refs, 1);
+    e->be = be;
+    e->impl = ev;
+    *out = e;
+    return GPT_OK;
+}
+
+void cpu_event_destroy(gpt_event *e)
+{
+    if (e == NULL)
+        return;
+    event_unref(e->impl);
+    free(e);
+}
+
+/* Takes the next generation and adds it to the pending list; called with ev->lock held. */
+static int event_begin_generation_locked(cpu_event_state *ev, uint64_t *generation)
+{
+    if (ev->npending == ev->pending_cap) {
+        size_t cap = ev->pending_cap ? 2 * ev->pending_cap : 4;
+        uint64_t *grown = realloc(ev->pending, cap * sizeof *grown);
+        if (grown == NULL)
+            return GPT_ERR_OOM;
+        ev->pending = grown;
+        ev->pending_cap = cap;
+    }
+    *generation = ++ev->recorded;
+    ev->pending[ev->npending++] = *generation; /* generations only grow: stays sorted */
+    return GPT_OK;
+}
+
+/* Marks one generation complete at time `when` and wakes the waiters. */
+static int event_complete(cpu_event_state *ev, uint64_t generation, const struct timespec *when)
+{
+    int rc = pthread_mutex_lock(&ev->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    size_t i = 0;
+    while (i < ev->npending && ev->pending[i] != generation)
+        i++;
+    if (i < ev->npending) {
+        memmove(&ev->pending[i], &ev->pending[i + 1],
+                (ev->npending - i - 1) * sizeof *ev->pending);
+        ev->npending--;
+    }
+    ev->completed = ev->npending ? ev->pending[0] - 1 : ev->recorded;
+    if (generation == ev->recorded) {
+        ev->when = *when;
+        ev->when_generation = generation;
+    }
+    rc = pthread_cond_broadcast(&ev->changed);
+    int rc2 = pthread_mutex_unlock(&ev->lock);
+    if (rc)
+        return pthread_failed("pthread_cond_broadcast", rc);
+    if (rc2)
+        return pthread_failed("pthread_mutex_unlock", rc2);
+    return GPT_OK;
+}
+
+/* Blocks the calling thread until every generation <= `generation` has completed. */
+static int event_wait_generation(cpu_event_state *ev, uint64_t generation)
+{
+    int rc = pthread_mutex_lock(&ev->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    while (ev->completed < generation && rc == 0)
+        rc = pthread_cond_wait(&ev->changed, &ev->lock);
+    int rc2 = pthread_mutex_unlock(&ev->lock);
+    if (rc)
+        return pthread_failed("pthread_cond_wait", rc);
+    if (rc2)
+        return pthread_failed("pthread_mutex_unlock", rc2);
+    return GPT_OK;
+}
+
+/* The latest recorded generation, as a wait issued now must see it. */
+static int event_latest(cpu_event_state *ev, uint64_t *generation, uint64_t *completed)
+{
+    int rc = pthread_mutex_lock(&ev->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    *generation = ev->recorded;
+    *completed = ev->completed;
+    if ((rc = pthread_mutex_unlock(&ev->lock)))
+        return pthread_failed("pthread_mutex_unlock", rc);
+    return GPT_OK;
+}
+
+int cpu_event_sync(gpt_event *e)
+{
+    cpu_event_state *ev = e->impl;
+    uint64_t generation, completed;
+    int rc = event_latest(ev, &generation, &completed);
+    if (rc)
+        return rc;
+    return event_wait_generation(ev, generation);
+}
+
+int cpu_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end)
+{
+    struct timespec t[2];
+    gpt_event *both[2] = {start, end};
+    for (int k = 0; k < 2; k++) {
+        cpu_event_state *ev = both[k]->impl;
+        int rc = pthread_mutex_lock(&ev->lock);
+        if (rc)
+            return pthread_failed("pthread_mutex_lock", rc);
+        /* As cudaEventElapsedTime: both events' latest records must have completed. */
+        const int ready = ev->recorded > 0 && ev->when_generation == ev->recorded;
+        t[k] = ev->when;
+        if ((rc = pthread_mutex_unlock(&ev->lock)))
+            return pthread_failed("pthread_mutex_unlock", rc);
+        if (!ready)
+            return GPT_ERR_INVALID;
+    }
+    *ms = (float)((double)(t[1].tv_sec - t[0].tv_sec) * 1e3 +
+                  (double)(t[1].tv_nsec - t[0].tv_nsec) * 1e-6);
+    return GPT_OK;
+}
+
+int gpt_cpu_event_hold(gpt_event *e)
+{
+    cpu_event_state *ev = e->impl;
+    int rc = pthread_mutex_lock(&ev->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    int status = GPT_ERR_INVALID; /* one hold at a time */
+    if (ev->held == 0)
+        status = event_begin_generation_locked(ev, &ev->held);
+    if ((rc = pthread_mutex_unlock(&ev->lock)))
+        return pthread_failed("pthread_mutex_unlock", rc);
+    return status;
+}
+
+int gpt_cpu_event_release(gpt_event *e)
+{
+    cpu_event_state *ev = e->impl;
+    int rc = pthread_mutex_lock(&ev->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    const uint64_t generation = ev->held;
+    ev->held = 0;
+    if ((rc = pthread_mutex_unlock(&ev->lock)))
+        return pthread_failed("pthread_mutex_unlock", rc);
+    if (generation == 0)
+        return GPT_ERR_INVALID;
+    struct timespec now;
+    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
+        return GPT_ERR_BACKEND;
+    return event_complete(ev, generation, &now);
+}
+
+/* ---- tasks ------------------------------------------------------------------------------ */
+
+typedef enum cpu_task_kind {
+    TASK_COPY,
+    TASK_MEMSET_ZERO,
+    TASK_EVENT_RECORD,
+    TASK_EVENT_WAIT,
+    TASK_ENCODER_FORWARD,
+    TASK_ENCODER_BACKWARD,
+    TASK_LAYERNORM_FORWARD,
+    TASK_LAYERNORM_BACKWARD,
+    TASK_MATMUL_FORWARD,
+    TASK_MATMUL_BACKWARD,
+    TASK_ATTENTION_FORWARD,
+    TASK_ATTENTION_BACKWARD,
+    TASK_GELU_FORWARD,
+    TASK_GELU_BACKWARD,
+    TASK_RESIDUAL_FORWARD,
+    TASK_RESIDUAL_BACKWARD,
+    TASK_CROSSENTROPY_FORWARD,
+    TASK_CROSSENTROPY_BACKWARD,
+    TASK_ADAMW_UPDATE,
+    TASK_NORM_SQUARED,
+} cpu_task_kind;
+
+/* One queued item: its kind and a copy of the arguments of the call that issued it. */
+typedef struct cpu_task {
+    cpu_task_kind kind;
+    union {
+        struct { void *dst; const void *src; size_t bytes; } copy;
+        struct { void *dst; size_t bytes; } memset_zero;
+        struct { cpu_event_state *ev; uint64_t generation; } event; /* record and wait */
+        struct { float *out; const int32_t *tokens; const float *wte, *wpe; int B, T, C; }
+            encoder_fwd;
+        struct { float *dwte, *dwpe; const float *dout; const int32_t *tokens; int B, T, C; }
+            encoder_bwd;
+        struct { float *out, *mean, *rstd; const float *inp, *w, *b; int N, C; } layernorm_fwd;
+        struct {
+            float *dinp, *dw, *db;
+            const float *dout, *inp, *w, *mean, *rstd;
+            int N, C;
+        } layernorm_bwd;
+        struct { float *out; const float *inp, *w, *bias; int N, C, OC; } matmul_fwd;
+        struct {
+            float *dinp, *dw, *dbias;
+            const float *dout, *inp, *w;
+            int N, C, OC;
+        } matmul_bwd;
+        struct { float *out, *att; const float *qkv; int B, T, C, NH; } attention_fwd;
+        struct {
+            float *dqkv, *datt;
+            const float *dout, *qkv, *att;
+            int B, T, C, NH;
+        } attention_bwd;
+        struct { float *out; const float *inp; size_t n; } gelu_fwd;
+        struct { float *dinp; const float *inp, *dout; size_t n; } gelu_bwd;
+        struct { float *out; const float *a, *b; size_t n; } residual_fwd;
+        struct { float *da, *db; const float *dout; size_t n; } residual_bwd;
+        struct { float *losses; const float *logits; const int32_t *targets; int N, V, Vp; }
+            crossentropy_fwd;
+        struct {
+            float *dlogits;
+            const float *logits;
+            const int32_t *targets;
+            float dloss;
+            int N, V, Vp;
+        } crossentropy_bwd;
+        struct {
+            float *param, *m, *v;
+            const float *grad;
+            size_t n;
+            float lr, beta1, beta2, eps, weight_decay, grad_scale;
+            int t;
+        } adamw;
+        struct { float *out; const float *x; size_t n; } norm_squared;
+    } a;
+} cpu_task;
+
+/* ---- streams ---------------------------------------------------------------------------- */
+
+typedef struct cpu_stream_state {
+    pthread_t worker;
+    pthread_mutex_t lock;
+    pthread_cond_t work_ready; /* the worker sleeps on it: queue empty and not stopping */
+    pthread_cond_t progress;   /* issuers and syncs sleep on it: a task finished */
+    cpu_task ring[QUEUE_CAPACITY];
+    size_t head, count;          /* the oldest queued task, and how many are queued */
+    uint64_t issued, completed;  /* tasks ever queued / ever finished */
+    int stopping;                /* destroy: finish the queue, then exit */
+    int dead;                    /* the worker exited on an error: nothing will run */
+    atomic_int error;            /* first error since the last stream_sync (0: none) */
+} cpu_stream_state;
+
+static void latch_error(cpu_stream_state *q, int status)
+{
+    int none = 0;
+    atomic_compare_exchange_strong(&q->error, &none, status);
+}
+
+/* Runs one task in the worker thread; returns 0 or a gpt_status. */
+static int task_run(gpt_stream *s, const cpu_task *t)
+{
+    switch (t->kind) {
+    case TASK_COPY:
+        if (t->a.copy.bytes > 0) /* memcpy with a NULL pointer is undefined even for 0 */
+            memcpy(t->a.copy.dst, t->a.copy.src, t->a.copy.bytes);
+        return GPT_OK;
+    case TASK_MEMSET_ZERO:
+        if (t->a.memset_zero.bytes > 0)
+            memset(t->a.memset_zero.dst, 0, t->a.memset_zero.bytes);
+        return GPT_OK;
+    case TASK_EVENT_RECORD: {
+        struct timespec now;
+        int rc = clock_gettime(CLOCK_MONOTONIC, &now) != 0 ? GPT_ERR_BACKEND : GPT_OK;
+        /* Complete the marker even if the clock failed: waiters must never hang. */
+        int rc2 = event_complete(t->a.event.ev, t->a.event.generation, &now);
+        event_unref(t->a.event.ev);
+        return rc ? rc : rc2;
+    }
+    case TASK_EVENT_WAIT: {
+        int rc = event_wait_generation(t->a.event.ev, t->a.event.generation);
+        event_unref(t->a.event.ev);
+        return rc;
+    }
+    case TASK_ENCODER_FORWARD: {
+        const __typeof__(t->a.encoder_fwd) *x = &t->a.encoder_fwd;
+        cpu_encoder_forward(s, x->out, x->tokens, x->wte, x->wpe, x->B, x->T, x->C);
+        return GPT_OK;
+    }
+    case TASK_ENCODER_BACKWARD: {
+        const __typeof__(t->a.encoder_bwd) *x = &t->a.encoder_bwd;
+        cpu_encoder_backward(s, x->dwte, x->dwpe, x->dout, x->tokens, x->B, x->T, x->C);
+        return GPT_OK;
+    }
+    case TASK_LAYERNORM_FORWARD: {
+        const __typeof__(t->a.layernorm_fwd) *x = &t->a.layernorm_fwd;
+        cpu_layernorm_forward(s, x->out, x->mean, x->rstd, x->inp, x->w, x->b, x->N, x->C);
+        return GPT_OK;
+    }
+    case TASK_LAYERNORM_BACKWARD: {
+        const __typeof__(t->a.layernorm_bwd) *x = &t->a.layernorm_bwd;
+        cpu_layernorm_backward(s, x->dinp, x->dw, x->db, x->dout, x->inp, x->w, x->mean,
+                               x->rstd, x->N, x->C);
+        return GPT_OK;
+    }
+    case TASK_MATMUL_FORWARD: {
+        const __typeof__(t->a.matmul_fwd) *x = &t->a.matmul_fwd;
+        cpu_matmul_forward(s, x->out, x->inp, x->w, x->bias, x->N, x->C, x->OC);
+        return GPT_OK;
+    }
+    case TASK_MATMUL_BACKWARD: {
+        const __typeof__(t->a.matmul_bwd) *x = &t->a.matmul_bwd;
+        cpu_matmul_backward(s, x->dinp, x->dw, x->dbias, x->dout, x->inp, x->w, x->N, x->C,
+                            x->OC);
+        return GPT_OK;
+    }
+    case TASK_ATTENTION_FORWARD: {
+        const __typeof__(t->a.attention_fwd) *x = &t->a.attention_fwd;
+        cpu_attention_forward(s, x->out, x->att, x->qkv, x->B, x->T, x->C, x->NH);
+        return GPT_OK;
+    }
+    case TASK_ATTENTION_BACKWARD: {
+        const __typeof__(t->a.attention_bwd) *x = &t->a.attention_bwd;
+        cpu_attention_backward(s, x->dqkv, x->datt, x->dout, x->qkv, x->att, x->B, x->T, x->C,
+                               x->NH);
+        return GPT_OK;
+    }
+    case TASK_GELU_FORWARD:
+        cpu_gelu_forward(s, t->a.gelu_fwd.out, t->a.gelu_fwd.inp, t->a.gelu_fwd.n);
+        return GPT_OK;
+    case TASK_GELU_BACKWARD:
+        cpu_gelu_backward(s, t->a.gelu_bwd.dinp, t->a.gelu_bwd.inp, t->a.gelu_bwd.dout,
+                          t->a.gelu_bwd.n);
+        return GPT_OK;
+    case TASK_RESIDUAL_FORWARD:
+        cpu_residual_forward(s, t->a.residual_fwd.out, t->a.residual_fwd.a, t->a.residual_fwd.b,
+                             t->a.residual_fwd.n);
+        return GPT_OK;
+    case TASK_RESIDUAL_BACKWARD:
+        cpu_residual_backward(s, t->a.residual_bwd.da, t->a.residual_bwd.db,
+                              t->a.residual_bwd.dout, t->a.residual_bwd.n);
+        return GPT_OK;
+    case TASK_CROSSENTROPY_FORWARD: {
+        const __typeof__(t->a.crossentropy_fwd) *x = &t->a.crossentropy_fwd;
+        cpu_crossentropy_forward(s, x->losses, x->logits, x->targets, x->N, x->V, x->Vp);
+        return GPT_OK;
+    }
+    case TASK_CROSSENTROPY_BACKWARD: {
+        const __typeof__(t->a.crossentropy_bwd) *x = &t->a.crossentropy_bwd;
+        cpu_crossentropy_backward(s, x->dlogits, x->logits, x->targets, x->dloss, x->N, x->V,
+                                  x->Vp);
+        return GPT_OK;
+    }
+    case TASK_ADAMW_UPDATE: {
+        const __typeof__(t->a.adamw) *x = &t->a.adamw;
+        cpu_adamw_update(s, x->param, x->grad, x->m, x->v, x->n, x->lr, x->beta1, x->beta2,
+                         x->eps, x->weight_decay, x->t, x->grad_scale);
+        return GPT_OK;
+    }
+    case TASK_NORM_SQUARED:
+        cpu_norm_squared(s, t->a.norm_squared.out, t->a.norm_squared.x, t->a.norm_squared.n);
+        return GPT_OK;
+    }
+    return GPT_ERR_INVALID;
+}
+
+/* Releases the event references held by tasks that will never run (dead stream). */
+static void task_abandon(const cpu_task *t)
+{
+    if (t->kind == TASK_EVENT_RECORD) {
+        /* Complete the marker anyway: a waiter on it must not hang on a dead stream. */
+        struct timespec now = {0, 0};
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        event_complete(t->a.event.ev, t->a.event.generation, &now);
+        event_unref(t->a.event.ev);
+    } else if (t->kind == TASK_EVENT_WAIT) {
+        event_unref(t->a.event.ev);
+    }
+}
+
+/* Marks the stream dead (called with q->lock held): its queued tasks are dropped, their
+ * markers completed, and every sleeper woken, so no thread waits on it forever. */
+static void stream_die_locked(cpu_stream_state *q, int status)
+{
+    latch_error(q, status);
+    q->dead = 1;
+    while (q->count > 0) {
+        task_abandon(&q->ring[q->head]);
+        q->head = (q->head + 1) % QUEUE_CAPACITY;
+        q->count--;
+        q->completed++;
+    }
+    pthread_cond_broadcast(&q->progress);
+}
+
+static void *stream_worker(void *arg)
+{
+    gpt_stream *s = arg;
+    cpu_stream_state *q = s->impl;
+    int rc = pthread_mutex_lock(&q->lock);
+    if (rc) {
+        /* Without the lock nothing can be queued or drained safely: report and give up;
+         * issuers see `dead` only under the lock, so latch the error for stream_sync. */
+        latch_error(q, pthread_failed("pthread_mutex_lock (stream worker)", rc));
+        return NULL;
+    }
+    for (;;) {
+        while (q->count == 0 && !q->stopping) {
+            if ((rc = pthread_cond_wait(&q->work_ready, &q->lock))) {
+                stream_die_locked(q, pthread_failed("pthread_cond_wait (stream worker)", rc));
+                pthread_mutex_unlock(&q->lock);
+                return NULL;
+            }
+        }
+        if (q->count == 0) /* stopping, and the queue is drained */
+            break;
+        const cpu_task task = q->ring[q->head];
+        q->head = (q->head + 1) % QUEUE_CAPACITY;
+        q->count--;
+        if ((rc = pthread_mutex_unlock(&q->lock))) {
+            latch_error(q, pthread_failed("pthread_mutex_unlock (stream worker)", rc));
+            return NULL;
+        }
+
+        const int status = task_run(s, &task);
+
+        if ((rc = pthread_mutex_lock(&q->lock))) {
+            latch_error(q, pthread_failed("pthread_mutex_lock (stream worker)", rc));
+            return NULL;
+        }
+        if (status)
+            latch_error(q, status);
+        q->completed++;
+        /* Wakes both issuers waiting for room and syncs waiting for `completed`. */
+        if ((rc = pthread_cond_broadcast(&q->progress))) {
+            stream_die_locked(q, pthread_failed("pthread_cond_broadcast (stream worker)", rc));
+            break;
+        }
+    }
+    if ((rc = pthread_mutex_unlock(&q->lock)))
+        latch_error(q, pthread_failed("pthread_mutex_unlock (stream worker)", rc));
+    return NULL;
+}
+
+int cpu_stream_create(const gpt_backend *be, gpt_stream **out)
+{
+    *out = NULL;
+    gpt_stream *s = calloc(1, sizeof *s);
+    cpu_stream_state *q = calloc(1, sizeof *q);
+    if (s == NULL || q == NULL) {
+        free(s);
+        free(q);
+        return GPT_ERR_OOM;
+    }
+    s->be = be;
+    s->impl = q;
+    atomic_init(&q->error, 0);
+    int rc, inited = 0; /* 1 lock, 2 + work_ready, 3 + progress */
+    if ((rc = pthread_mutex_init(&q->lock, NULL)) == 0 && ++inited &&
+        (rc = pthread_cond_init(&q->work_ready, NULL)) == 0 && ++inited &&
+        (rc = pthread_cond_init(&q->progress, NULL)) == 0 && ++inited &&
+        (rc = pthread_create(&q->worker, NULL, stream_worker, s)) == 0) {
+        *out = s;
+        return GPT_OK;
+    }
+    if (inited >= 3) pthread_cond_destroy(&q->progress);
+    if (inited >= 2) pthread_cond_destroy(&q->work_ready);
+    if (inited >= 1) pthread_mutex_destroy(&q->lock);
+    free(q);
+    free(s);
+    return pthread_failed(inited < 3 ? "pthread mutex/cond init" : "pthread_create", rc);
+}
+
+void cpu_stream_destroy(gpt_stream *s)
+{
+    if (s == NULL)
+        return;
+    cpu_stream_state *q = s->impl;
+    /* The worker finishes what is queued before it sees `stopping` (it exits only on an
+     * empty queue), so destroy drains, then joins. */
+    int rc = pthread_mutex_lock(&q->lock);
+    if (rc == 0) {
+        q->stopping = 1;
+        if ((rc = pthread_cond_signal(&q->work_ready)))
+            pthread_failed("pthread_cond_signal", rc);
+        if ((rc = pthread_mutex_unlock(&q->lock)))
+            pthread_failed("pthread_mutex_unlock", rc);
+    } else {
+        pthread_failed("pthread_mutex_lock", rc);
+    }
+    if ((rc = pthread_join(q->worker, NULL))) {
+        /* The worker may still use the state: leak it rather than free it under it. */
+        pthread_failed("pthread_join", rc);
+        return;
+    }
+    pthread_cond_destroy(&q->progress);
+    pthread_cond_destroy(&q->work_ready);
+    pthread_mutex_destroy(&q->lock);
+    free(q);
+    free(s);
+}
+
+/* Queues one task (blocking while the ring is full); 0 or a gpt_status. */
+static int stream_push(gpt_stream *s, const cpu_task *t)
+{
+    cpu_stream_state *q = s->impl;
+    int rc = pthread_mutex_lock(&q->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    while (q->count == QUEUE_CAPACITY && !q->dead && rc == 0)
+        rc = pthread_cond_wait(&q->progress, &q->lock);
+    int status = GPT_OK;
+    if (rc) {
+        status = pthread_failed("pthread_cond_wait", rc);
+    } else if (q->dead) {
+        status = GPT_ERR_BACKEND;
+    } else {
+        q->ring[(q->head + q->count) % QUEUE_CAPACITY] = *t;
+        q->count++;
+        q->issued++;
+        if ((rc = pthread_cond_signal(&q->work_ready))) {
+            /* Queued but the worker may sleep on: it would never run. */
+            stream_die_locked(q, pthread_failed("pthread_cond_signal", rc));
+            status = GPT_ERR_BACKEND;
+        }
+    }
+    if ((rc = pthread_mutex_unlock(&q->lock)))
+        return pthread_failed("pthread_mutex_unlock", rc);
+    return status;
+}
+
+/* For the ops, which return void: a task that could not be queued latches the stream's
+ * error so the next stream_sync reports it. */
+static void stream_push_op(gpt_stream *s, const cpu_task *t)
+{
+    int status = stream_push(s, t);
+    if (status)
+        latch_error(s->impl, status);
+}
+
+int cpu_stream_sync(gpt_stream *s)
+{
+    cpu_stream_state *q = s->impl;
+    int rc = pthread_mutex_lock(&q->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    const uint64_t target = q->issued;
+    while (q->completed < target && !q->dead && rc == 0)
+        rc = pthread_cond_wait(&q->progress, &q->lock);
+    const int dead = q->dead;
+    int rc2 = pthread_mutex_unlock(&q->lock);
+    if (rc)
+        return pthread_failed("pthread_cond_wait", rc);
+    if (rc2)
+        return pthread_failed("pthread_mutex_unlock", rc2);
+    /* Report (and clear) the first error of the work this sync covered. */
+    int status = atomic_exchange(&q->error, 0);
+    if (status == 0 && dead)
+        status = GPT_ERR_BACKEND;
+    return status;
+}
+
+int cpu_memcpy_async(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{
+    cpu_task t = {.kind = TASK_COPY};
+    t.a.copy.dst = dst;
+    t.a.copy.src = src;
+    t.a.copy.bytes = bytes;
+    return stream_push(s, &t);
+}
+
+int cpu_memset_zero_async(gpt_stream *s, void *dst, size_t bytes)
+{
+    cpu_task t = {.kind = TASK_MEMSET_ZERO};
+    t.a.memset_zero.dst = dst;
+    t.a.memset_zero.bytes = bytes;
+    return stream_push(s, &t);
+}
+
+int cpu_event_record(gpt_event *e, gpt_stream *s)
+{
+    cpu_event_state *ev = e->impl;
+    cpu_task t = {.kind = TASK_EVENT_RECORD};
+    t.a.event.ev = ev;
+    int rc = pthread_mutex_lock(&ev->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    /* The generation is taken at issue time, so a wait issued after this call (from any
+     * thread) waits for this marker even before the worker reaches it. */
+    int status = event_begin_generation_locked(ev, &t.a.event.generation);
+    if ((rc = pthread_mutex_unlock(&ev->lock)))
+        return pthread_failed("pthread_mutex_unlock", rc);
+    if (status)
+        return status;
+    atomic_fetch_add(&ev->refs, 1); /* the marker's reference, dropped by the worker */
+    status = stream_push(s, &t);
+    if (status) {
+        /* Never queued: complete the generation now so no waiter hangs on it. */
+        struct timespec now = {0, 0};
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        event_complete(ev, t.a.event.generation, &now);
+        event_unref(ev);
+    }
+    return status;
+}
+
+int cpu_stream_wait_event(gpt_stream *s, gpt_event *e)
+{
+    cpu_event_state *ev = e->impl;
+    uint64_t generation, completed;
+    int rc = event_latest(ev, &generation, &completed);
+    if (rc)
+        return rc;
+    if (completed >= generation) /* already complete (or never recorded): nothing to order */
+        return GPT_OK;
+    cpu_task t = {.kind = TASK_EVENT_WAIT};
+    t.a.event.ev = ev;
+    t.a.event.generation = generation;
+    atomic_fetch_add(&ev->refs, 1); /* the wait's reference, dropped by the worker */
+    rc = stream_push(s, &t);
+    if (rc)
+        event_unref(ev);
+    return rc;
+}
+
+/* ---- the ops, queued ---------------------------------------------------------------------- */
+
+void cpu_q_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
+                           const float *wpe, int B, int T, int C)
+{
+    cpu_task t = {.kind = TASK_ENCODER_FORWARD};
+    t.a.encoder_fwd.out = out;
+    t.a.encoder_fwd.tokens = tokens;
+    t.a.encoder_fwd.wte = wte;
+    t.a.encoder_fwd.wpe = wpe;
+    t.a.encoder_fwd.B = B;
+    t.a.encoder_fwd.T = T;
+    t.a.encoder_fwd.C = C;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
+                            const int32_t *tokens, int B, int T, int C)
+{
+    cpu_task t = {.kind = TASK_ENCODER_BACKWARD};
+    t.a.encoder_bwd.dwte = dwte;
+    t.a.encoder_bwd.dwpe = dwpe;
+    t.a.encoder_bwd.dout = dout;
+    t.a.encoder_bwd.tokens = tokens;
+    t.a.encoder_bwd.B = B;
+    t.a.encoder_bwd.T = T;
+    t.a.encoder_bwd.C = C;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
+                             const float *inp, const float *w, const float *b, int N, int C)
+{
+    cpu_task t = {.kind = TASK_LAYERNORM_FORWARD};
+    t.a.layernorm_fwd.out = out;
+    t.a.layernorm_fwd.mean = mean;
+    t.a.layernorm_fwd.rstd = rstd;
+    t.a.layernorm_fwd.inp = inp;
+    t.a.layernorm_fwd.w = w;
+    t.a.layernorm_fwd.b = b;
+    t.a.layernorm_fwd.N = N;
+    t.a.layernorm_fwd.C = C;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
+                              const float *dout, const float *inp, const float *w,
+                              const float *mean, const float *rstd, int N, int C)
+{
+    cpu_task t = {.kind = TASK_LAYERNORM_BACKWARD};
+    t.a.layernorm_bwd.dinp = dinp;
+    t.a.layernorm_bwd.dw = dw;
+    t.a.layernorm_bwd.db = db;
+    t.a.layernorm_bwd.dout = dout;
+    t.a.layernorm_bwd.inp = inp;
+    t.a.layernorm_bwd.w = w;
+    t.a.layernorm_bwd.mean = mean;
+    t.a.layernorm_bwd.rstd = rstd;
+    t.a.layernorm_bwd.N = N;
+    t.a.layernorm_bwd.C = C;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_matmul_forward(gpt_stream *s, float *out, const float *inp, const float *w,
+                          const float *bias, int N, int C, int OC)
+{
+    cpu_task t = {.kind = TASK_MATMUL_FORWARD};
+    t.a.matmul_fwd.out = out;
+    t.a.matmul_fwd.inp = inp;
+    t.a.matmul_fwd.w = w;
+    t.a.matmul_fwd.bias = bias;
+    t.a.matmul_fwd.N = N;
+    t.a.matmul_fwd.C = C;
+    t.a.matmul_fwd.OC = OC;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
+                           const float *dout, const float *inp, const float *w, int N, int C,
+                           int OC)
+{
+    cpu_task t = {.kind = TASK_MATMUL_BACKWARD};
+    t.a.matmul_bwd.dinp = dinp;
+    t.a.matmul_bwd.dw = dw;
+    t.a.matmul_bwd.dbias = dbias;
+    t.a.matmul_bwd.dout = dout;
+    t.a.matmul_bwd.inp = inp;
+    t.a.matmul_bwd.w = w;
+    t.a.matmul_bwd.N = N;
+    t.a.matmul_bwd.C = C;
+    t.a.matmul_bwd.OC = OC;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_attention_forward(gpt_stream *s, float *out, float *att, const float *qkv, int B,
+                             int T, int C, int NH)
+{
+    cpu_task t = {.kind = TASK_ATTENTION_FORWARD};
+    t.a.attention_fwd.out = out;
+    t.a.attention_fwd.att = att;
+    t.a.attention_fwd.qkv = qkv;
+    t.a.attention_fwd.B = B;
+    t.a.attention_fwd.T = T;
+    t.a.attention_fwd.C = C;
+    t.a.attention_fwd.NH = NH;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_attention_backward(gpt_stream *s, float *dqkv, float *datt, const float *dout,
+                              const float *qkv, const float *att, int B, int T, int C, int NH)
+{
+    cpu_task t = {.kind = TASK_ATTENTION_BACKWARD};
+    t.a.attention_bwd.dqkv = dqkv;
+    t.a.attention_bwd.datt = datt;
+    t.a.attention_bwd.dout = dout;
+    t.a.attention_bwd.qkv = qkv;
+    t.a.attention_bwd.att = att;
+    t.a.attention_bwd.B = B;
+    t.a.attention_bwd.T = T;
+    t.a.attention_bwd.C = C;
+    t.a.attention_bwd.NH = NH;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n)
+{
+    cpu_task t = {.kind = TASK_GELU_FORWARD};
+    t.a.gelu_fwd.out = out;
+    t.a.gelu_fwd.inp = inp;
+    t.a.gelu_fwd.n = n;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_gelu_backward(gpt_stream *s, float *dinp, const float *inp, const float *dout,
+                         size_t n)
+{
+    cpu_task t = {.kind = TASK_GELU_BACKWARD};
+    t.a.gelu_bwd.dinp = dinp;
+    t.a.gelu_bwd.inp = inp;
+    t.a.gelu_bwd.dout = dout;
+    t.a.gelu_bwd.n = n;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_residual_forward(gpt_stream *s, float *out, const float *a, const float *b,
+                            size_t n)
+{
+    cpu_task t = {.kind = TASK_RESIDUAL_FORWARD};
+    t.a.residual_fwd.out = out;
+    t.a.residual_fwd.a = a;
+    t.a.residual_fwd.b = b;
+    t.a.residual_fwd.n = n;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_residual_backward(gpt_stream *s, float *da, float *db, const float *dout, size_t n)
+{
+    cpu_task t = {.kind = TASK_RESIDUAL_BACKWARD};
+    t.a.residual_bwd.da = da;
+    t.a.residual_bwd.db = db;
+    t.a.residual_bwd.dout = dout;
+    t.a.residual_bwd.n = n;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
+                                const int32_t *targets, int N, int V, int Vp)
+{
+    cpu_task t = {.kind = TASK_CROSSENTROPY_FORWARD};
+    t.a.crossentropy_fwd.losses = losses;
+    t.a.crossentropy_fwd.logits = logits;
+    t.a.crossentropy_fwd.targets = targets;
+    t.a.crossentropy_fwd.N = N;
+    t.a.crossentropy_fwd.V = V;
+    t.a.crossentropy_fwd.Vp = Vp;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_crossentropy_backward(gpt_stream *s, float *dlogits, const float *logits,
+                                 const int32_t *targets, float dloss, int N, int V, int Vp)
+{
+    cpu_task t = {.kind = TASK_CROSSENTROPY_BACKWARD};
+    t.a.crossentropy_bwd.dlogits = dlogits;
+    t.a.crossentropy_bwd.logits = logits;
+    t.a.crossentropy_bwd.targets = targets;
+    t.a.crossentropy_bwd.dloss = dloss;
+    t.a.crossentropy_bwd.N = N;
+    t.a.crossentropy_bwd.V = V;
+    t.a.crossentropy_bwd.Vp = Vp;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
+                        size_t n, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, int t_step, float grad_scale)
+{
+    cpu_task t = {.kind = TASK_ADAMW_UPDATE};
+    t.a.adamw.param = param;
+    t.a.adamw.grad = grad;
+    t.a.adamw.m = m;
+    t.a.adamw.v = v;
+    t.a.adamw.n = n;
+    t.a.adamw.lr = lr;
+    t.a.adamw.beta1 = beta1;
+    t.a.adamw.beta2 = beta2;
+    t.a.adamw.eps = eps;
+    t.a.adamw.weight_decay = weight_decay;
+    t.a.adamw.t = t_step;
+    t.a.adamw.grad_scale = grad_scale;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
+{
+    cpu_task t = {.kind = TASK_NORM_SQUARED};
+    t.a.norm_squared.out = out;
+    t.a.norm_squared.x = x;
+    t.a.norm_squared.n = n;
+    stream_push_op(s, &t);
+}

@@ -1,0 +1,65 @@
+/*
+ * cpu_stream.h — private to the CPU backend: streams as worker threads, and events.
+ *
+ * Each gpt_stream of the CPU backend owns one worker thread that runs the stream's work in
+ * issue order from a bounded FIFO.  Issuing an op, copy, memset, event record or wait only
+ * copies its arguments into the queue and returns; the worker runs it later.  So on the CPU
+ * backend, exactly as on a GPU, the host must synchronise (stream_sync, event_sync) before
+ * it reads what a stream wrote, and a stream must wait on an event before it reads what
+ * another stream wrote.  A missing dependency then shows up as a wrong result in CI.
+ *
+ * The functions below fill the CPU backend's op table (cpu_backend.c).
+ */
+#ifndef AEBENCH_CPU_STREAM_H
+#define AEBENCH_CPU_STREAM_H
+
+#include "cpu_ops.h"
+
+int cpu_stream_create(const gpt_backend *be, gpt_stream **out);
+void cpu_stream_destroy(gpt_stream *s);
+int cpu_stream_sync(gpt_stream *s);
+int cpu_memcpy_async(gpt_stream *s, void *dst, const void *src, size_t bytes);
+int cpu_memset_zero_async(gpt_stream *s, void *dst, size_t bytes);
+
+int cpu_event_create(const gpt_backend *be, gpt_event **out);
+void cpu_event_destroy(gpt_event *e);
+int cpu_event_record(gpt_event *e, gpt_stream *s);
+int cpu_stream_wait_event(gpt_stream *s, gpt_event *e);
+int cpu_event_sync(gpt_event *e);
+int cpu_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end);
+
+/* The ops, queued: same signatures as gpt_backend_ops (and as cpu_ops.h's kernels). */
+void cpu_q_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
+                           const float *wpe, int B, int T, int C);
+void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
+                            const int32_t *tokens, int B, int T, int C);
+void cpu_q_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
+                             const float *inp, const float *w, const float *b, int N, int C);
+void cpu_q_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
+                              const float *dout, const float *inp, const float *w,
+                              const float *mean, const float *rstd, int N, int C);
+void cpu_q_matmul_forward(gpt_stream *s, float *out, const float *inp, const float *w,
+                          const float *bias, int N, int C, int OC);
+void cpu_q_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
+                           const float *dout, const float *inp, const float *w, int N, int C,
+                           int OC);
+void cpu_q_attention_forward(gpt_stream *s, float *out, float *att, const float *qkv, int B,
+                             int T, int C, int NH);
+void cpu_q_attention_backward(gpt_stream *s, float *dqkv, float *datt, const float *dout,
+                              const float *qkv, const float *att, int B, int T, int C, int NH);
+void cpu_q_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n);
+void cpu_q_gelu_backward(gpt_stream *s, float *dinp, const float *inp, const float *dout,
+                         size_t n);
+void cpu_q_residual_forward(gpt_stream *s, float *out, const float *a, const float *b,
+                            size_t n);
+void cpu_q_residual_backward(gpt_stream *s, float *da, float *db, const float *dout, size_t n);
+void cpu_q_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
+                                const int32_t *targets, int N, int V, int Vp);
+void cpu_q_crossentropy_backward(gpt_stream *s, float *dlogits, const float *logits,
+                                 const int32_t *targets, float dloss, int N, int V, int Vp);
+void cpu_q_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
+                        size_t n, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, int t, float grad_scale);
+void cpu_q_norm_squared(gpt_stream *s, float *out, const float *x, size_t n);
+
+#endif
