@@ -1,79 +1,556 @@
 /*
- * cpu_adam.c — placeholder implementation: jobs run synchronously in the submitting thread
- * with the scalar formula.  The threaded, vectorised pool replaces it (issue 4, runtime).
+ * cpu_adam.c — the host AdamW pool: pthreads, a FIFO of jobs, SIMD kernels chosen at run
+ * time (AVX-512, AVX2, scalar), bit-identical to gpt_block_adamw on the CPU backend.
+ *
+ * Threads: thread 0 of the pool leads.  It takes the oldest queued job, waits for its
+ * `after` event (the host side of "the grads are home"), computes the bias corrections,
+ * then publishes the job; every pool thread (the leader too) claims fixed-size chunks of
+ * the job from a shared counter until none are left.  The last thread to finish its
+ * chunks tells the leader, which retires the ticket and takes the next job.  One job at a
+ * time, in submission order.
+ *
+ * Exactness: AdamW is elementwise, so who computes which chunk cannot change a bit.  The
+ * SIMD kernels evaluate kernels/adamw_element.h's expression in the same order with
+ * separate IEEE multiply, add, divide and square root (correctly rounded, like the scalar
+ * ones; no reciprocal approximations).  The build's -ffp-contract=off keeps the compiler
+ * from fusing mul+add into FMA here as in the scalar code; test_runtime checks bit
+ * equality for every ISA the machine has.
+ *
+ * Stores are ordinary: every line written was read a moment before (p, m, v are updated
+ * in place), so it is already in cache and non-temporal stores would save no
+ * read-for-ownership traffic; they would only force the write-back earlier.
  */
 #include "cpu_adam.h"
 
 #include "../../kernels/adamw_element.h"
 #include "timer.h"
 
+#include <errno.h>
+#include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Elements per chunk: 16 Ki floats = 64 KiB per array, 256 KiB for the four: large
+ * enough that claiming a chunk costs nothing, small enough to balance the threads. */
+#define CHUNK_ELEMS ((size_t)16384)
+
+typedef enum adam_isa { ISA_SCALAR, ISA_AVX2, ISA_AVX512 } adam_isa;
+static const char *const isa_names[] = {"scalar", "avx2", "avx512"};
+
+/* The per-job constants every chunk needs, computed once by the leader. */
+typedef struct adam_consts {
+    float lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale;
+} adam_consts;
+
+typedef struct queued_job {
+    cpu_adam_job job;
+    uint64_t ticket;
+} queued_job;
 
 struct cpu_adam {
     int nthreads;
-    uint64_t next_ticket;
+    adam_isa isa;
+    pthread_t *threads;
+    int nstarted;
+
+    pthread_mutex_t lock;
+    pthread_cond_t queue_changed; /* leader: a job was queued, or stopping */
+    pthread_cond_t ticket_done;   /* waiters: finished_ticket advanced */
+    pthread_cond_t phase_changed; /* helpers: a new job is published, or stopping */
+    pthread_cond_t chunks_done;   /* leader: every thread finished its chunks */
+
+    /* the queue: a growable ring */
+    queued_job *ring;
+    size_t ring_cap, head, count;
+    uint64_t next_ticket;     /* last ticket handed out */
+    uint64_t finished_ticket; /* every ticket <= this one has finished */
+    int first_error;          /* first failed job's status, and its ticket */
+    uint64_t error_ticket;
+    int stopping;             /* destroy: the leader drains the queue, then stops */
+    int helpers_stop;         /* set by the leader once no job will come any more */
     double busy_ms;
+
+    /* the job being computed; the leader waits for every thread before the next one */
+    uint64_t phase;           /* bumped once per published job */
+    const cpu_adam_job *current;
+    adam_consts consts;
+    size_t nchunks;
+    atomic_size_t next_chunk;
+    int threads_finished;     /* of the current phase */
 };
 
-int cpu_adam_create(cpu_adam **out, int nthreads)
+static int pthread_failed(const char *what, int rc)
 {
-    *out = NULL;
-    cpu_adam *p = calloc(1, sizeof *p);
-    if (!p) return GPT_ERR_OOM;
-    p->nthreads = nthreads > 0 ? nthreads : 1;
-    *out = p;
+    fprintf(stderr, "aebench: cpu adam: %s failed: %s\n", what, strerror(rc));
+    return GPT_ERR_BACKEND;
+}
+
+/* ---- kernels ------------------------------------------------------------------------------ */
+
+static void adam_scalar(float *p, const float *g, float *m, float *v, size_t n,
+                        const adam_consts *c, float wd)
+{
+    for (size_t i = 0; i < n; i++)
+        gpt_adamw_element(&p[i], g[i], &m[i], &v[i], c->lr, c->beta1, c->beta2, c->eps, wd,
+                          c->bias_corr1, c->bias_corr2, c->grad_scale);
+}
+
+/* Each step below is one operation of gpt_adamw_element, in its order:
+ *   g = grad * gs;  mi = b1*m + (1-b1)*g;  vi = b2*v + ((1-b2)*g)*g;
+ *   p -= lr * ((mi/bc1) / (sqrt(vi/bc2) + eps) + wd*p)                                   */
+__attribute__((target("avx2"))) static void adam_avx2(float *p, const float *g, float *m,
+                                                       float *v, size_t n,
+                                                       const adam_consts *c, float wd)
+{
+    const __m256 gs = _mm256_set1_ps(c->grad_scale), b1 = _mm256_set1_ps(c->beta1),
+                 b2 = _mm256_set1_ps(c->beta2), omb1 = _mm256_set1_ps(1.0f - c->beta1),
+                 omb2 = _mm256_set1_ps(1.0f - c->beta2), bc1 = _mm256_set1_ps(c->bias_corr1),
+                 bc2 = _mm256_set1_ps(c->bias_corr2), eps = _mm256_set1_ps(c->eps),
+                 lr = _mm256_set1_ps(c->lr), wdv = _mm256_set1_ps(wd);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
+        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)),
+                                        _mm256_mul_ps(omb1, gi));
+        const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
+                                        _mm256_mul_ps(_mm256_mul_ps(omb2, gi), gi));
+        const __m256 m_hat = _mm256_div_ps(mi, bc1);
+        const __m256 v_hat = _mm256_div_ps(vi, bc2);
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        const __m256 pi = _mm256_loadu_ps(p + i);
+        const __m256 step = _mm256_add_ps(
+            _mm256_div_ps(m_hat, _mm256_add_ps(_mm256_sqrt_ps(v_hat), eps)),
+            _mm256_mul_ps(wdv, pi));
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(lr, step)));
+    }
+    adam_scalar(p + i, g + i, m + i, v + i, n - i, c, wd);
+}
+
+__attribute__((target("avx512f"))) static void adam_avx512(float *p, const float *g, float *m,
+                                                            float *v, size_t n,
+                                                            const adam_consts *c, float wd)
+{
+    const __m512 gs = _mm512_set1_ps(c->grad_scale), b1 = _mm512_set1_ps(c->beta1),
+                 b2 = _mm512_set1_ps(c->beta2), omb1 = _mm512_set1_ps(1.0f - c->beta1),
+                 omb2 = _mm512_set1_ps(1.0f - c->beta2), bc1 = _mm512_set1_ps(c->bias_corr1),
+                 bc2 = _mm512_set1_ps(c->bias_corr2), eps = _mm512_set1_ps(c->eps),
+                 lr = _mm512_set1_ps(c->lr), wdv = _mm512_set1_ps(wd);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), gs);
+        const __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)),
+                                        _mm512_mul_ps(omb1, gi));
+        const __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
+                                        _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
+        const __m512 m_hat = _mm512_div_ps(mi, bc1);
+        const __m512 v_hat = _mm512_div_ps(vi, bc2);
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        const __m512 pi = _mm512_loadu_ps(p + i);
+        const __m512 step = _mm512_add_ps(
+            _mm512_div_ps(m_hat, _mm512_add_ps(_mm512_sqrt_ps(v_hat), eps)),
+            _mm512_mul_ps(wdv, pi));
+        _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_mul_ps(lr, step)));
+    }
+    adam_scalar(p + i, g + i, m + i, v + i, n - i, c, wd);
+}
+
+/* Elements [lo, hi) of job j: decay on the part below n_decay, none above. */
+static void adam_range(adam_isa isa, const cpu_adam_job *j, const adam_consts *c, size_t lo,
+                       size_t hi)
+{
+    const size_t split = j->n_decay < lo ? lo : j->n_decay > hi ? hi : j->n_decay;
+    const struct { size_t lo, hi; float wd; } parts[2] = {{lo, split, c->weight_decay},
+                                                          {split, hi, 0.0f}};
+    for (int k = 0; k < 2; k++) {
+        const size_t a = parts[k].lo, n = parts[k].hi - parts[k].lo;
+        if (n == 0)
+            continue;
+        float *p = j->params + a, *m = j->m + a, *v = j->v + a;
+        const float *g = j->grads + a;
+        switch (isa) {
+        case ISA_AVX512: adam_avx512(p, g, m, v, n, c, parts[k].wd); break;
+        case ISA_AVX2: adam_avx2(p, g, m, v, n, c, parts[k].wd); break;
+        case ISA_SCALAR: adam_scalar(p, g, m, v, n, c, parts[k].wd); break;
+        }
+    }
+}
+
+/* ---- the pool -------------------------------------------------------------------------- */
+
+typedef struct thread_arg {
+    cpu_adam *pool;
+    int index;
+} thread_arg;
+
+/* Claims chunks of the current job until none are left. */
+static void work_chunks(cpu_adam *pool)
+{
+    const cpu_adam_job *j = pool->current;
+    for (;;) {
+        const size_t k = atomic_fetch_add(&pool->next_chunk, 1);
+        if (k >= pool->nchunks)
+            break;
+        const size_t lo = k * CHUNK_ELEMS;
+        const size_t hi = lo + CHUNK_ELEMS < j->n ? lo + CHUNK_ELEMS : j->n;
+        adam_range(pool->isa, j, &pool->consts, lo, hi);
+    }
+}
+
+/* Called with the lock held by a thread that has run out of chunks. */
+static int finish_chunks_locked(cpu_adam *pool)
+{
+    if (++pool->threads_finished == pool->nthreads) {
+        int rc = pthread_cond_signal(&pool->chunks_done);
+        if (rc)
+            return pthread_failed("pthread_cond_signal", rc);
+    }
     return GPT_OK;
 }
 
-void cpu_adam_destroy(cpu_adam *pool) { free(pool); }
-
-static void adam_range(const cpu_adam_job *j, size_t lo, size_t hi, float wd, float bc1,
-                       float bc2)
+static void *helper_main(void *arg)
 {
-    for (size_t i = lo; i < hi; i++)
-        gpt_adamw_element(&j->params[i], j->grads[i], &j->m[i], &j->v[i], j->lr,
-                          (float)j->optim.beta1, (float)j->optim.beta2, (float)j->optim.eps, wd,
-                          bc1, bc2, j->grad_scale);
+    cpu_adam *pool = ((thread_arg *)arg)->pool;
+    free(arg);
+    int rc = pthread_mutex_lock(&pool->lock);
+    if (rc) {
+        pthread_failed("pthread_mutex_lock (adam helper)", rc);
+        return NULL;
+    }
+    uint64_t seen_phase = 0;
+    for (;;) {
+        /* Not `stopping`: the leader may still publish queued jobs after destroy began,
+         * and it waits for every thread on each of them. */
+        while (pool->phase == seen_phase && !pool->helpers_stop && rc == 0)
+            rc = pthread_cond_wait(&pool->phase_changed, &pool->lock);
+        if (rc) {
+            pthread_failed("pthread_cond_wait (adam helper)", rc);
+            break;
+        }
+        if (pool->phase == seen_phase) /* the leader is done: no job will come */
+            break;
+        seen_phase = pool->phase;
+        pthread_mutex_unlock(&pool->lock);
+        work_chunks(pool);
+        if ((rc = pthread_mutex_lock(&pool->lock))) {
+            pthread_failed("pthread_mutex_lock (adam helper)", rc);
+            return NULL;
+        }
+        finish_chunks_locked(pool);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return NULL;
 }
 
-int cpu_adam_run(cpu_adam *pool, const cpu_adam_job *job)
+/* Runs one job on every thread of the pool; called by the leader without the lock. */
+static int run_job(cpu_adam *pool, const cpu_adam_job *job)
 {
     if (job->after) {
         int rc = gpt_event_sync(job->after);
-        if (rc) return rc;
+        if (rc)
+            return rc;
     }
-    double t0 = wall_ms();
-    const float bc1 = 1.0f - powf((float)job->optim.beta1, (float)job->t);
-    const float bc2 = 1.0f - powf((float)job->optim.beta2, (float)job->t);
-    adam_range(job, 0, job->n_decay, (float)job->optim.weight_decay, bc1, bc2);
-    adam_range(job, job->n_decay, job->n, 0.0f, bc1, bc2);
+    const double t0 = wall_ms();
+    adam_consts c;
+    c.lr = job->lr;
+    c.beta1 = (float)job->optim.beta1;
+    c.beta2 = (float)job->optim.beta2;
+    c.eps = (float)job->optim.eps;
+    c.weight_decay = (float)job->optim.weight_decay;
+    /* exactly as cpu_adamw_update (kernels/cpu/cpu_ops.c) */
+    c.bias_corr1 = 1.0f - powf(c.beta1, (float)job->t);
+    c.bias_corr2 = 1.0f - powf(c.beta2, (float)job->t);
+    c.grad_scale = job->grad_scale;
+
+    int rc = pthread_mutex_lock(&pool->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    pool->current = job;
+    pool->consts = c;
+    pool->nchunks = (job->n + CHUNK_ELEMS - 1) / CHUNK_ELEMS;
+    atomic_store(&pool->next_chunk, 0);
+    pool->threads_finished = 0;
+    pool->phase++;
+    if (pool->nthreads > 1 && (rc = pthread_cond_broadcast(&pool->phase_changed))) {
+        pthread_mutex_unlock(&pool->lock);
+        return pthread_failed("pthread_cond_broadcast", rc);
+    }
+    pthread_mutex_unlock(&pool->lock);
+
+    work_chunks(pool);
+
+    if ((rc = pthread_mutex_lock(&pool->lock)))
+        return pthread_failed("pthread_mutex_lock", rc);
+    int status = finish_chunks_locked(pool);
+    while (status == 0 && pool->threads_finished < pool->nthreads)
+        if ((rc = pthread_cond_wait(&pool->chunks_done, &pool->lock)))
+            status = pthread_failed("pthread_cond_wait", rc);
+    pool->current = NULL;
     pool->busy_ms += wall_ms() - t0;
+    pthread_mutex_unlock(&pool->lock);
+    return status;
+}
+
+static void *leader_main(void *arg)
+{
+    cpu_adam *pool = ((thread_arg *)arg)->pool;
+    free(arg);
+    int rc = pthread_mutex_lock(&pool->lock);
+    if (rc) {
+        pthread_failed("pthread_mutex_lock (adam leader)", rc);
+        return NULL;
+    }
+    for (;;) {
+        while (pool->count == 0 && !pool->stopping && rc == 0)
+            rc = pthread_cond_wait(&pool->queue_changed, &pool->lock);
+        if (rc) {
+            pthread_failed("pthread_cond_wait (adam leader)", rc);
+            break;
+        }
+        if (pool->count == 0) /* stopping, queue drained */
+            break;
+        const queued_job q = pool->ring[pool->head];
+        pool->head = (pool->head + 1) % pool->ring_cap;
+        pool->count--;
+        pthread_mutex_unlock(&pool->lock);
+
+        const int status = run_job(pool, &q.job);
+
+        if ((rc = pthread_mutex_lock(&pool->lock))) {
+            pthread_failed("pthread_mutex_lock (adam leader)", rc);
+            return NULL;
+        }
+        if (status && pool->first_error == 0) {
+            pool->first_error = status;
+            pool->error_ticket = q.ticket;
+        }
+        pool->finished_ticket = q.ticket;
+        if ((rc = pthread_cond_broadcast(&pool->ticket_done)))
+            pthread_failed("pthread_cond_broadcast", rc);
+    }
+    /* Tell the helpers there will be no more jobs. */
+    pool->helpers_stop = 1;
+    if ((rc = pthread_cond_broadcast(&pool->phase_changed)))
+        pthread_failed("pthread_cond_broadcast", rc);
+    pthread_mutex_unlock(&pool->lock);
+    return NULL;
+}
+
+static int isa_from_name(const char *name, adam_isa *isa)
+{
+    for (int k = 0; k < 3; k++)
+        if (strcmp(name, isa_names[k]) == 0) {
+            *isa = (adam_isa)k;
+            return 0;
+        }
+    return -1;
+}
+
+static int isa_supported(adam_isa isa)
+{
+    __builtin_cpu_init();
+    switch (isa) {
+    case ISA_AVX512: return __builtin_cpu_supports("avx512f");
+    case ISA_AVX2: return __builtin_cpu_supports("avx2");
+    case ISA_SCALAR: return 1;
+    }
+    return 0;
+}
+
+int cpu_adam_create(cpu_adam **out, int nthreads)
+{
+    return cpu_adam_create_isa(out, nthreads, getenv("AEBENCH_CPU_ADAM_ISA"));
+}
+
+int cpu_adam_create_isa(cpu_adam **out, int nthreads, const char *isa_name)
+{
+    *out = NULL;
+    adam_isa isa = isa_supported(ISA_AVX512) ? ISA_AVX512
+                   : isa_supported(ISA_AVX2) ? ISA_AVX2 : ISA_SCALAR;
+    if (isa_name != NULL && isa_name[0] != '\0') {
+        if (isa_from_name(isa_name, &isa) != 0) {
+            fprintf(stderr, "aebench: cpu adam: unknown ISA '%s' (scalar, avx2, avx512)\n",
+                    isa_name);
+            return GPT_ERR_INVALID;
+        }
+        if (!isa_supported(isa)) {
+            fprintf(stderr, "aebench: cpu adam: this CPU has no %s\n", isa_name);
+            return GPT_ERR_INVALID;
+        }
+    }
+    if (nthreads <= 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        nthreads = online > 0 ? (int)online : 1;
+    }
+    cpu_adam *pool = calloc(1, sizeof *pool);
+    if (pool == NULL)
+        return GPT_ERR_OOM;
+    pool->nthreads = nthreads;
+    pool->isa = isa;
+    pool->ring_cap = 64;
+    pool->ring = calloc(pool->ring_cap, sizeof *pool->ring);
+    pool->threads = calloc((size_t)nthreads, sizeof *pool->threads);
+    if (pool->ring == NULL || pool->threads == NULL) {
+        free(pool->ring);
+        free(pool->threads);
+        free(pool);
+        return GPT_ERR_OOM;
+    }
+    atomic_init(&pool->next_chunk, 0);
+    int rc;
+    if ((rc = pthread_mutex_init(&pool->lock, NULL)) ||
+        (rc = pthread_cond_init(&pool->queue_changed, NULL)) ||
+        (rc = pthread_cond_init(&pool->ticket_done, NULL)) ||
+        (rc = pthread_cond_init(&pool->phase_changed, NULL)) ||
+        (rc = pthread_cond_init(&pool->chunks_done, NULL))) {
+        /* These cannot fail with default attributes on Linux; if one did, the objects
+         * initialised before it are leaked rather than destroyed uninitialised. */
+        free(pool->ring);
+        free(pool->threads);
+        free(pool);
+        return pthread_failed("pthread mutex/cond init", rc);
+    }
+    for (int i = 0; i < nthreads; i++) {
+        thread_arg *a = malloc(sizeof *a);
+        if (a == NULL) {
+            rc = ENOMEM;
+            break;
+        }
+        *a = (thread_arg){pool, i};
+        if ((rc = pthread_create(&pool->threads[i], NULL, i == 0 ? leader_main : helper_main,
+                                 a))) {
+            free(a);
+            break;
+        }
+        pool->nstarted++;
+    }
+    if (pool->nstarted < nthreads) {
+        /* Stop what started: no job was queued, so the leader (thread 0, started first)
+         * stops at once and releases the helpers. */
+        pthread_failed("pthread_create", rc);
+        cpu_adam_destroy(pool);
+        return GPT_ERR_BACKEND;
+    }
+    *out = pool;
     return GPT_OK;
+}
+
+void cpu_adam_destroy(cpu_adam *pool)
+{
+    if (pool == NULL)
+        return;
+    int rc = pthread_mutex_lock(&pool->lock);
+    if (rc == 0) {
+        /* The leader drains the queue before it honours `stopping`. */
+        pool->stopping = 1;
+        if ((rc = pthread_cond_broadcast(&pool->queue_changed)))
+            pthread_failed("pthread_cond_broadcast", rc);
+        pthread_mutex_unlock(&pool->lock);
+    } else {
+        pthread_failed("pthread_mutex_lock", rc);
+    }
+    for (int i = 0; i < pool->nstarted; i++)
+        if ((rc = pthread_join(pool->threads[i], NULL)))
+            pthread_failed("pthread_join", rc);
+    pthread_cond_destroy(&pool->chunks_done);
+    pthread_cond_destroy(&pool->phase_changed);
+    pthread_cond_destroy(&pool->ticket_done);
+    pthread_cond_destroy(&pool->queue_changed);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool->ring);
+    free(pool->threads);
+    free(pool);
 }
 
 int cpu_adam_submit(cpu_adam *pool, const cpu_adam_job *job, uint64_t *ticket)
 {
-    *ticket = ++pool->next_ticket;
-    return cpu_adam_run(pool, job);
+    *ticket = 0;
+    int rc = pthread_mutex_lock(&pool->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    int status = GPT_OK;
+    if (pool->count == pool->ring_cap) {
+        /* grow, unrolling the ring into the front of the new array */
+        queued_job *grown = malloc(2 * pool->ring_cap * sizeof *grown);
+        if (grown == NULL) {
+            status = GPT_ERR_OOM;
+        } else {
+            for (size_t i = 0; i < pool->count; i++)
+                grown[i] = pool->ring[(pool->head + i) % pool->ring_cap];
+            free(pool->ring);
+            pool->ring = grown;
+            pool->ring_cap *= 2;
+            pool->head = 0;
+        }
+    }
+    if (status == GPT_OK) {
+        queued_job *q = &pool->ring[(pool->head + pool->count) % pool->ring_cap];
+        q->job = *job;
+        q->ticket = ++pool->next_ticket;
+        pool->count++;
+        *ticket = q->ticket;
+        if ((rc = pthread_cond_signal(&pool->queue_changed)))
+            status = pthread_failed("pthread_cond_signal", rc);
+    }
+    if ((rc = pthread_mutex_unlock(&pool->lock)))
+        return pthread_failed("pthread_mutex_unlock", rc);
+    return status;
 }
 
 int cpu_adam_wait(cpu_adam *pool, uint64_t ticket)
 {
-    (void)pool;
-    (void)ticket;
-    return GPT_OK;
+    int rc = pthread_mutex_lock(&pool->lock);
+    if (rc)
+        return pthread_failed("pthread_mutex_lock", rc);
+    int status = GPT_OK;
+    if (ticket > pool->next_ticket) {
+        status = GPT_ERR_INVALID; /* never handed out: waiting would never end */
+    } else {
+        while (pool->finished_ticket < ticket && rc == 0)
+            rc = pthread_cond_wait(&pool->ticket_done, &pool->lock);
+        if (rc)
+            status = pthread_failed("pthread_cond_wait", rc);
+        else if (pool->first_error && pool->error_ticket <= ticket)
+            status = pool->first_error;
+    }
+    if ((rc = pthread_mutex_unlock(&pool->lock)))
+        return pthread_failed("pthread_mutex_unlock", rc);
+    return status;
+}
+
+int cpu_adam_run(cpu_adam *pool, const cpu_adam_job *job)
+{
+    uint64_t ticket;
+    int rc = cpu_adam_submit(pool, job, &ticket);
+    return rc ? rc : cpu_adam_wait(pool, ticket);
 }
 
 double cpu_adam_take_busy_ms(cpu_adam *pool)
 {
-    double ms = pool->busy_ms;
-    pool->busy_ms = 0;
+    double ms = 0.0;
+    int rc = pthread_mutex_lock(&pool->lock);
+    if (rc) {
+        pthread_failed("pthread_mutex_lock", rc);
+        return 0.0;
+    }
+    ms = pool->busy_ms;
+    pool->busy_ms = 0.0;
+    pthread_mutex_unlock(&pool->lock);
     return ms;
 }
 
 const char *cpu_adam_isa(const cpu_adam *pool)
 {
-    (void)pool;
-    return "scalar";
+    return isa_names[pool->isa];
+}
+
+int cpu_adam_threads(const cpu_adam *pool)
+{
+    return pool->nthreads;
 }

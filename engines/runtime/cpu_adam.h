@@ -51,4 +51,11 @@ double cpu_adam_take_busy_ms(cpu_adam *pool);
 /* Which code path the updates use: "avx512", "avx2" or "scalar". */
 const char *cpu_adam_isa(const cpu_adam *pool);
 
+/* As cpu_adam_create, with the code path named ("scalar", "avx2", "avx512"; NULL or "":
+ * the widest the CPU has).  cpu_adam_create takes the name from the environment variable
+ * AEBENCH_CPU_ADAM_ISA.  GPT_ERR_INVALID for an unknown name or one the CPU lacks. */
+int cpu_adam_create_isa(cpu_adam **out, int nthreads, const char *isa);
+/* The number of threads the pool runs (after resolving nthreads <= 0). */
+int cpu_adam_threads(const cpu_adam *pool);
+
 #endif

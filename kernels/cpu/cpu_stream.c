@@ -10,12 +10,11 @@
  * count tasks; stream_sync waits until `completed` reaches the `issued` it saw on entry.
  *
  * Event: a generation counter.  Each record takes the next generation and queues a marker
- * for it; the worker completes the marker when it reaches it.  Generations can complete
- * out of order (an event re-recorded on another stream), so the event keeps the list of
- * generations still pending and `completed` is the highest generation g such that every
- * generation <= g has completed.  A wait captures the latest recorded generation at the time
- * of the call and is satisfied once `completed` reaches it; a never-recorded event has
- * generation 0, which is always complete.  Markers and queued waits hold a reference on the
+ * for it; the worker completes the marker when it reaches it.  A wait captures the latest
+ * recorded generation at the time of the call and is satisfied once that generation has
+ * completed — that record only, as with cudaStreamWaitEvent: generations can complete out
+ * of order (an event re-recorded on another stream), so the event keeps the list of those
+ * still pending.  A never-recorded event has generation 0, which is always complete.  Markers and queued waits hold a reference on the
  * event's state, so destroying an event with a record in flight is safe (as in CUDA).
  *
  * Errors: a failing pthread call is printed and becomes GPT_ERR_BACKEND.  Ops return void,
@@ -48,10 +47,9 @@ static int pthread_failed(const char *what, int rc)
 
 typedef struct cpu_event_state {
     pthread_mutex_t lock;
-    pthread_cond_t changed;   /* broadcast whenever `completed` advances */
+    pthread_cond_t changed;   /* broadcast whenever a generation completes */
     atomic_int refs;          /* the gpt_event itself + queued markers and waits */
     uint64_t recorded;        /* generation of the latest record; 0: never recorded */
-    uint64_t completed;       /* every generation <= this one has completed */
     uint64_t *pending;        /* generations recorded, not yet completed, ascending */
     size_t npending, pending_cap;
     uint64_t held;            /* generation taken by gpt_cpu_event_hold, 0 if none */
@@ -124,6 +122,15 @@ static int event_begin_generation_locked(cpu_event_state *ev, uint64_t *generati
     return GPT_OK;
 }
 
+/* Whether a generation has completed; called with ev->lock held. */
+static int event_done_locked(const cpu_event_state *ev, uint64_t generation)
+{
+    for (size_t i = 0; i < ev->npending; i++)
+        if (ev->pending[i] == generation)
+            return 0;
+    return 1;
+}
+
 /* Marks one generation complete at time `when` and wakes the waiters. */
 static int event_complete(cpu_event_state *ev, uint64_t generation, const struct timespec *when)
 {
@@ -138,7 +145,6 @@ static int event_complete(cpu_event_state *ev, uint64_t generation, const struct
                 (ev->npending - i - 1) * sizeof *ev->pending);
         ev->npending--;
     }
-    ev->completed = ev->npending ? ev->pending[0] - 1 : ev->recorded;
     if (generation == ev->recorded) {
         ev->when = *when;
         ev->when_generation = generation;
@@ -152,13 +158,13 @@ static int event_complete(cpu_event_state *ev, uint64_t generation, const struct
     return GPT_OK;
 }
 
-/* Blocks the calling thread until every generation <= `generation` has completed. */
+/* Blocks the calling thread until that generation has completed. */
 static int event_wait_generation(cpu_event_state *ev, uint64_t generation)
 {
     int rc = pthread_mutex_lock(&ev->lock);
     if (rc)
         return pthread_failed("pthread_mutex_lock", rc);
-    while (ev->completed < generation && rc == 0)
+    while (!event_done_locked(ev, generation) && rc == 0)
         rc = pthread_cond_wait(&ev->changed, &ev->lock);
     int rc2 = pthread_mutex_unlock(&ev->lock);
     if (rc)
@@ -168,14 +174,15 @@ static int event_wait_generation(cpu_event_state *ev, uint64_t generation)
     return GPT_OK;
 }
 
-/* The latest recorded generation, as a wait issued now must see it. */
-static int event_latest(cpu_event_state *ev, uint64_t *generation, uint64_t *completed)
+/* The latest recorded generation, as a wait issued now must see it, and whether it has
+ * already completed. */
+static int event_latest(cpu_event_state *ev, uint64_t *generation, int *done)
 {
     int rc = pthread_mutex_lock(&ev->lock);
     if (rc)
         return pthread_failed("pthread_mutex_lock", rc);
     *generation = ev->recorded;
-    *completed = ev->completed;
+    *done = event_done_locked(ev, ev->recorded);
     if ((rc = pthread_mutex_unlock(&ev->lock)))
         return pthread_failed("pthread_mutex_unlock", rc);
     return GPT_OK;
@@ -184,11 +191,12 @@ static int event_latest(cpu_event_state *ev, uint64_t *generation, uint64_t *com
 int cpu_event_sync(gpt_event *e)
 {
     cpu_event_state *ev = e->impl;
-    uint64_t generation, completed;
-    int rc = event_latest(ev, &generation, &completed);
+    uint64_t generation;
+    int done;
+    int rc = event_latest(ev, &generation, &done);
     if (rc)
         return rc;
-    return event_wait_generation(ev, generation);
+    return done ? GPT_OK : event_wait_generation(ev, generation);
 }
 
 int cpu_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end)
@@ -694,11 +702,12 @@ int cpu_event_record(gpt_event *e, gpt_stream *s)
 int cpu_stream_wait_event(gpt_stream *s, gpt_event *e)
 {
     cpu_event_state *ev = e->impl;
-    uint64_t generation, completed;
-    int rc = event_latest(ev, &generation, &completed);
+    uint64_t generation;
+    int done;
+    int rc = event_latest(ev, &generation, &done);
     if (rc)
         return rc;
-    if (completed >= generation) /* already complete (or never recorded): nothing to order */
+    if (done) /* already complete (or never recorded): nothing to order */
         return GPT_OK;
     cpu_task t = {.kind = TASK_EVENT_WAIT};
     t.a.event.ev = ev;

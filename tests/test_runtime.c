@@ -1,0 +1,751 @@
+/*
+ * test_runtime.c — the runtime under the engines: the CPU backend's streams (worker threads)
+ * and events, and the CPU Adam pool (engines/runtime/cpu_adam.h).
+ *
+ * Streams and events (each test fails if the ordering it names were missing):
+ *   - a wait on another stream's event orders a copy after long work on that stream, and
+ *     the same copy without the wait sees the old value (so the test has teeth);
+ *   - with a held event (gpt_cpu_event_hold) as a gate: a stream without a wait runs ahead,
+ *     a stream with a wait stays blocked until the gate opens;
+ *   - re-recording moves the marker: waits see the latest record only;
+ *   - a never-recorded event is complete; event_sync blocks the host until the marker ran;
+ *   - elapsed_ms is >= 0, ordered, and covers a known gap; it refuses pending events;
+ *   - stream_sync drains more tasks than the queue holds; many streams; destroy drains
+ *     queued work; an event destroyed while its record is pending is safe.
+ * CPU Adam: bit-identical to gpt_block_adamw for every ISA this machine has and several
+ * thread counts; jobs wait for their `after` event; tickets; destroy with queued jobs.
+ *
+ * A test that would otherwise hang (a stream blocked on a gate the code never opens) is
+ * turned into a failure by a watchdog that opens the gate after a few seconds.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "../engines/runtime/cpu_adam.h"
+#include "../engines/runtime/timer.h"
+#include "../kernels/gpt.h"
+#include "../kernels/model.h"
+#include "../kernels/rng.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static gpt_stream *stream_new(gpt_backend *be)
+{
+    gpt_stream *s = NULL;
+    assert_int_equal(be->ops->stream_create(be, &s), GPT_OK);
+    return s;
+}
+
+static gpt_event *event_new(gpt_backend *be)
+{
+    gpt_event *e = NULL;
+    assert_int_equal(gpt_event_create(be, &e), GPT_OK);
+    return e;
+}
+
+static float *floats_new(size_t n, float value)
+{
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++) x[i] = value;
+    return x;
+}
+
+/* Work that keeps a stream busy for a while (~0.1-0.5 s here): matmuls over (n,n) tiles. */
+typedef struct long_work {
+    float *a, *w, *out;
+    int n, reps;
+} long_work;
+
+static long_work long_work_new(void)
+{
+    long_work lw = {.n = 256, .reps = 64};
+    const size_t nn = (size_t)lw.n * lw.n;
+    lw.a = floats_new(nn, 0.5f);
+    lw.w = floats_new(nn, 0.25f);
+    lw.out = floats_new(nn, 0.0f);
+    return lw;
+}
+
+static void long_work_issue(const long_work *lw, gpt_stream *s)
+{
+    for (int r = 0; r < lw->reps; r++)
+        gpt_matmul_forward(s, lw->out, lw->a, lw->w, NULL, lw->n, lw->n, lw->n);
+}
+
+static void long_work_free(long_work *lw)
+{
+    free(lw->a);
+    free(lw->w);
+    free(lw->out);
+}
+
+/* Opens a gate (a held event) after a timeout unless stopped first, so that a test whose
+ * stream never gets released fails instead of hanging. */
+typedef struct watchdog {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t stop;
+    int stopped, fired;
+    gpt_event *gate;
+} watchdog;
+
+static void *watchdog_main(void *arg)
+{
+    watchdog *w = arg;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 10;
+    pthread_mutex_lock(&w->lock);
+    int rc = 0;
+    while (!w->stopped && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&w->stop, &w->lock, &deadline);
+    if (!w->stopped) {
+        w->fired = 1;
+        fprintf(stderr, "watchdog: the gate was never opened by the test; opening it\n");
+        gpt_cpu_event_release(w->gate);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+static void watchdog_start(watchdog *w, gpt_event *gate)
+{
+    memset(w, 0, sizeof *w);
+    w->gate = gate;
+    assert_int_equal(pthread_mutex_init(&w->lock, NULL), 0);
+    assert_int_equal(pthread_cond_init(&w->stop, NULL), 0);
+    assert_int_equal(pthread_create(&w->thread, NULL, watchdog_main, w), 0);
+}
+
+/* Returns whether the watchdog had to open the gate (a failure of the code under test). */
+static int watchdog_stop(watchdog *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->stopped = 1;
+    pthread_cond_signal(&w->stop);
+    pthread_mutex_unlock(&w->lock);
+    assert_int_equal(pthread_join(w->thread, NULL), 0);
+    pthread_cond_destroy(&w->stop);
+    pthread_mutex_destroy(&w->lock);
+    return w->fired;
+}
+
+/* ---- streams and events ------------------------------------------------------------------- */
+
+static void test_wait_orders_copy_after_long_work(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 2), GPT_OK);
+    gpt_stream *a = stream_new(be), *b = stream_new(be), *c = stream_new(be);
+    gpt_event *done_a = event_new(be);
+    long_work lw = long_work_new();
+    float *flag = floats_new(1, 1.0f); /* the old value */
+    const float final_value = 2.0f;
+    float seen_with_wait = 0.0f, seen_without_wait = 0.0f;
+
+    long_work_issue(&lw, a);
+    assert_int_equal(gpt_memcpy_h2d(a, flag, &final_value, sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_event_record(done_a, a), GPT_OK);
+    /* c reads without ordering: it must get there long before a's work is done, which is
+     * what makes the ordered read on b mean something */
+    assert_int_equal(gpt_memcpy_d2h(c, &seen_without_wait, flag, sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_stream_wait_event(b, done_a), GPT_OK);
+    assert_int_equal(gpt_memcpy_d2h(b, &seen_with_wait, flag, sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_stream_sync(b), GPT_OK);
+    assert_int_equal(gpt_stream_sync(c), GPT_OK);
+    assert_true(seen_with_wait == final_value);
+    assert_true(seen_without_wait == 1.0f);
+    assert_int_equal(gpt_stream_sync(a), GPT_OK);
+
+    gpt_event_destroy(done_a);
+    be->ops->stream_destroy(a);
+    be->ops->stream_destroy(b);
+    be->ops->stream_destroy(c);
+    long_work_free(&lw);
+    free(flag);
+    gpt_cpu_backend_destroy(be);
+}
+
+static void test_gate_blocks_only_the_waiting_stream(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
+    gpt_stream *a = stream_new(be), *b = stream_new(be), *c = stream_new(be);
+    gpt_event *gate = event_new(be), *written = event_new(be);
+    assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
+    assert_int_equal(gpt_cpu_event_hold(gate), GPT_ERR_INVALID); /* one hold at a time */
+    watchdog wd;
+    watchdog_start(&wd, gate);
+
+    float *flag = floats_new(1, 1.0f);
+    const float final_value = 3.0f;
+    float ran_ahead = 0.0f, ordered = 0.0f;
+    /* a: blocked at the gate, then writes; issuing all this returns at once */
+    assert_int_equal(gpt_stream_wait_event(a, gate), GPT_OK);
+    assert_int_equal(gpt_memcpy_h2d(a, flag, &final_value, sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_event_record(written, a), GPT_OK);
+    /* c: no wait, so it completes while a is still blocked */
+    assert_int_equal(gpt_memcpy_d2h(c, &ran_ahead, flag, sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_stream_sync(c), GPT_OK);
+    assert_true(ran_ahead == 1.0f);
+    /* b: waits for a's write; it must still be waiting after a while */
+    assert_int_equal(gpt_stream_wait_event(b, written), GPT_OK);
+    assert_int_equal(gpt_memcpy_d2h(b, &ordered, flag, sizeof(float)), GPT_OK);
+    sleep_ms(50);
+    assert_true(*(volatile float *)&ordered == 0.0f);
+    assert_true(*(volatile float *)flag == 1.0f);
+
+    assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
+    assert_int_equal(gpt_stream_sync(b), GPT_OK);
+    assert_true(ordered == final_value);
+    assert_int_equal(gpt_cpu_event_release(gate), GPT_ERR_INVALID); /* no hold left */
+    assert_false(watchdog_stop(&wd));
+
+    gpt_event_destroy(gate);
+    gpt_event_destroy(written);
+    be->ops->stream_destroy(a);
+    be->ops->stream_destroy(b);
+    be->ops->stream_destroy(c);
+    free(flag);
+    gpt_cpu_backend_destroy(be);
+}
+
+static void test_rerecord_moves_the_marker(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
+    gpt_stream *blocked = stream_new(be), *free_run = stream_new(be), *b = stream_new(be);
+    gpt_event *gate = event_new(be), *e = event_new(be);
+    assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
+    watchdog wd;
+    watchdog_start(&wd, gate);
+    float *x = floats_new(1, 1.0f);
+    const float two = 2.0f;
+    float seen = 0.0f;
+
+    /* 1. e recorded where it completes, then re-recorded behind the gate: a wait issued
+     *    now must wait for the second record, not be satisfied by the first. */
+    assert_int_equal(gpt_event_record(e, free_run), GPT_OK);
+    assert_int_equal(gpt_stream_sync(free_run), GPT_OK);
+    assert_int_equal(gpt_stream_wait_event(blocked, gate), GPT_OK);
+    assert_int_equal(gpt_memcpy_h2d(blocked, x, &two, sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_event_record(e, blocked), GPT_OK);
+    float ms = 0;
+    assert_int_equal(gpt_event_elapsed_ms(&ms, e, e), GPT_ERR_INVALID); /* latest is pending */
+    assert_int_equal(gpt_stream_wait_event(b, e), GPT_OK);
+    assert_int_equal(gpt_memcpy_d2h(b, &seen, x, sizeof(float)), GPT_OK);
+    sleep_ms(30);
+    assert_true(*(volatile float *)&seen == 0.0f);
+
+    /* 2. re-recorded again where it completes at once: a wait captured now (and the host's
+     *    event_sync) sees only this newest record, although the one behind the gate is
+     *    still pending — the marker moved, as with cudaEventRecord. */
+    assert_int_equal(gpt_event_record(e, free_run), GPT_OK);
+    assert_int_equal(gpt_event_sync(e), GPT_OK);
+    float seen_after_move = 0.0f;
+    gpt_stream *d = stream_new(be);
+    assert_int_equal(gpt_stream_wait_event(d, e), GPT_OK);
+    assert_int_equal(gpt_memcpy_d2h(d, &seen_after_move, x, sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_stream_sync(d), GPT_OK);
+    assert_true(seen_after_move == 1.0f); /* ran without waiting for the gate */
+    assert_true(*(volatile float *)&seen == 0.0f); /* b still waits for its own record */
+
+    assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
+    assert_int_equal(gpt_stream_sync(b), GPT_OK);
+    assert_true(seen == 2.0f);
+    assert_false(watchdog_stop(&wd));
+
+    be->ops->stream_destroy(blocked);
+    be->ops->stream_destroy(free_run);
+    be->ops->stream_destroy(b);
+    be->ops->stream_destroy(d);
+    gpt_event_destroy(gate);
+    gpt_event_destroy(e);
+    free(x);
+    gpt_cpu_backend_destroy(be);
+}
+
+static void test_never_recorded_event_is_complete(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
+    gpt_stream *s = stream_new(be);
+    gpt_event *e = event_new(be), *other = event_new(be);
+    assert_int_equal(gpt_event_sync(e), GPT_OK);
+    assert_int_equal(gpt_stream_wait_event(s, e), GPT_OK);
+    float *x = floats_new(1, 0.0f);
+    const float one = 1.0f;
+    assert_int_equal(gpt_memcpy_h2d(s, x, &one, sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_stream_sync(s), GPT_OK);
+    assert_true(*x == 1.0f);
+    float ms = 0;
+    assert_int_equal(gpt_event_record(other, s), GPT_OK);
+    assert_int_equal(gpt_stream_sync(s), GPT_OK);
+    assert_int_equal(gpt_event_elapsed_ms(&ms, e, other), GPT_ERR_INVALID); /* e: no time */
+    be->ops->stream_destroy(s);
+    gpt_event_destroy(e);
+    gpt_event_destroy(other);
+    free(x);
+    gpt_cpu_backend_destroy(be);
+}
+
+static void test_event_sync_blocks_host_until_marker(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 2), GPT_OK);
+    gpt_stream *s = stream_new(be);
+    gpt_event *e = event_new(be);
+    long_work lw = long_work_new();
+    float *x = floats_new(1, 1.0f);
+    const float final_value = 5.0f;
+    long_work_issue(&lw, s);
+    assert_int_equal(gpt_memcpy_h2d(s, x, &final_value, sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_event_record(e, s), GPT_OK);
+    assert_true(*(volatile float *)x == 1.0f); /* issuing returned before the work ran */
+    assert_int_equal(gpt_event_sync(e), GPT_OK);
+    assert_true(*x == final_value);
+    be->ops->stream_destroy(s);
+    gpt_event_destroy(e);
+    long_work_free(&lw);
+    free(x);
+    gpt_cpu_backend_destroy(be);
+}
+
+static void test_elapsed_ms(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 2), GPT_OK);
+    gpt_stream *s = stream_new(be);
+    gpt_event *e0 = event_new(be), *e1 = event_new(be), *e2 = event_new(be);
+    gpt_event *gate = event_new(be);
+    long_work lw = long_work_new();
+
+    assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
+    watchdog wd;
+    watchdog_start(&wd, gate);
+    assert_int_equal(gpt_event_record(e0, s), GPT_OK);
+    assert_int_equal(gpt_stream_wait_event(s, gate), GPT_OK);
+    assert_int_equal(gpt_event_record(e1, s), GPT_OK);
+    long_work_issue(&lw, s);
+    assert_int_equal(gpt_event_record(e2, s), GPT_OK);
+    /* e0 has completed before the gap starts, e1 after it ends: elapsed covers it */
+    assert_int_equal(gpt_event_sync(e0), GPT_OK);
+    sleep_ms(40);
+    assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
+    assert_int_equal(gpt_stream_sync(s), GPT_OK);
+    assert_false(watchdog_stop(&wd));
+
+    float ms01 = -1, ms02 = -1, ms12 = -1, ms00 = -1;
+    assert_int_equal(gpt_event_elapsed_ms(&ms01, e0, e1), GPT_OK);
+    assert_int_equal(gpt_event_elapsed_ms(&ms02, e0, e2), GPT_OK);
+    assert_int_equal(gpt_event_elapsed_ms(&ms12, e1, e2), GPT_OK);
+    assert_int_equal(gpt_event_elapsed_ms(&ms00, e0, e0), GPT_OK);
+    printf("elapsed: gap %.2f ms, long work %.2f ms, total %.2f ms\n", ms01, ms12, ms02);
+    assert_true(ms00 == 0.0f);
+    assert_true(ms01 >= 39.0f);
+    assert_true(ms12 > 0.0f);
+    assert_true(ms02 >= ms01 && ms02 >= ms12);
+
+    be->ops->stream_destroy(s);
+    gpt_event_destroy(e0);
+    gpt_event_destroy(e1);
+    gpt_event_destroy(e2);
+    gpt_event_destroy(gate);
+    long_work_free(&lw);
+    gpt_cpu_backend_destroy(be);
+}
+
+/* Counting with one residual add per task: out = out + one, so the count tells how many
+ * tasks ran, in order (each reads the previous one's result). */
+static void count_issue(gpt_stream *s, float *counter, const float *one, int tasks)
+{
+    for (int i = 0; i < tasks; i++)
+        gpt_residual_forward(s, counter, counter, one, 1);
+}
+
+static void test_stream_sync_drains_more_than_a_queue(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
+    gpt_stream *s = stream_new(be);
+    float *counter = floats_new(1, 0.0f), *one = floats_new(1, 1.0f);
+    const int tasks = 5000; /* several times the queue's capacity: the issuer must block */
+    count_issue(s, counter, one, tasks);
+    assert_int_equal(gpt_stream_sync(s), GPT_OK);
+    assert_true(*counter == (float)tasks);
+    /* sync on an idle stream returns at once */
+    assert_int_equal(gpt_stream_sync(s), GPT_OK);
+    be->ops->stream_destroy(s);
+    free(counter);
+    free(one);
+    gpt_cpu_backend_destroy(be);
+}
+
+static void test_many_streams_and_destroy_with_queued_work(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
+    enum { STREAMS = 12, TASKS = 700 };
+    gpt_stream *s[STREAMS];
+    float *counter[STREAMS];
+    float *one = floats_new(1, 1.0f);
+    gpt_event *gate = event_new(be), *pending = event_new(be);
+    assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
+    watchdog wd;
+    watchdog_start(&wd, gate);
+    for (int i = 0; i < STREAMS; i++) {
+        s[i] = stream_new(be);
+        counter[i] = floats_new(1, 0.0f);
+    }
+    /* stream 0 is blocked behind the gate and records `pending` after its work; the others
+     * chain on it in a ring of waits, each on the previous stream's event */
+    gpt_event *done[STREAMS];
+    for (int i = 0; i < STREAMS; i++) {
+        done[i] = event_new(be);
+        if (i == 0)
+            assert_int_equal(gpt_stream_wait_event(s[0], gate), GPT_OK);
+        else
+            assert_int_equal(gpt_stream_wait_event(s[i], done[i - 1]), GPT_OK);
+        count_issue(s[i], counter[i], one, TASKS);
+        assert_int_equal(gpt_event_record(done[i], s[i]), GPT_OK);
+    }
+    assert_int_equal(gpt_event_record(pending, s[STREAMS - 1]), GPT_OK);
+    /* An event destroyed while its record is still queued: the marker keeps it alive. */
+    gpt_event_destroy(pending);
+    for (int i = 0; i < STREAMS; i++)
+        assert_true(*(volatile float *)counter[i] == 0.0f); /* all held up by the gate */
+    assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
+    /* Destroy without syncing, last stream first (it waits on the others): destroy must
+     * drain every queue before it returns. */
+    for (int i = STREAMS - 1; i >= 0; i--)
+        be->ops->stream_destroy(s[i]);
+    for (int i = 0; i < STREAMS; i++) {
+        assert_true(*counter[i] == (float)TASKS);
+        free(counter[i]);
+        gpt_event_destroy(done[i]);
+    }
+    assert_false(watchdog_stop(&wd));
+    gpt_event_destroy(gate);
+    free(one);
+    gpt_cpu_backend_destroy(be);
+}
+
+/* ---- CPU Adam --------------------------------------------------------------------------- */
+
+static float *random_floats(size_t n, uint64_t seed, float scale, int positive)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    assert_non_null(x);
+    rng r = rng_for(seed, 3, 5);
+    for (size_t i = 0; i < n; i++) {
+        float v = (float)(scale * rng_normal(&r));
+        x[i] = positive ? fabsf(v) : v;
+    }
+    return x;
+}
+
+/* One block's state: params, grads, m, v, and a copy of each for the reference. */
+typedef struct adam_block {
+    size_t n, n_decay;
+    float *p, *g, *m, *v;
+    float *rp, *rm, *rv;
+} adam_block;
+
+static adam_block adam_block_new(size_t n, size_t n_decay, uint64_t seed)
+{
+    adam_block b = {.n = n, .n_decay = n_decay};
+    b.p = random_floats(n, seed, 0.1f, 0);
+    b.g = random_floats(n, seed + 1, 0.01f, 0);
+    b.m = random_floats(n, seed + 2, 0.001f, 0);
+    b.v = random_floats(n, seed + 3, 1e-5f, 1);
+    /* a few special values: zeros, a huge gradient, a tiny second moment */
+    if (n > 7) {
+        b.g[3] = 0.0f;
+        b.m[3] = 0.0f;
+        b.v[3] = 0.0f;
+        b.g[5] = 1e4f;
+        b.v[7] = 1e-30f;
+    }
+    b.rp = malloc((n ? n : 1) * sizeof(float));
+    b.rm = malloc((n ? n : 1) * sizeof(float));
+    b.rv = malloc((n ? n : 1) * sizeof(float));
+    assert_true(b.rp && b.rm && b.rv);
+    memcpy(b.rp, b.p, n * sizeof(float));
+    memcpy(b.rm, b.m, n * sizeof(float));
+    memcpy(b.rv, b.v, n * sizeof(float));
+    return b;
+}
+
+static void adam_block_free(adam_block *b)
+{
+    free(b->p); free(b->g); free(b->m); free(b->v);
+    free(b->rp); free(b->rm); free(b->rv);
+}
+
+static cpu_adam_job adam_job_of(adam_block *b, const gpt_optim *o, float lr, int t,
+                                float grad_scale)
+{
+    cpu_adam_job j = {.params = b->p, .grads = b->g, .m = b->m, .v = b->v, .n = b->n,
+                      .n_decay = b->n_decay, .optim = *o, .lr = lr, .t = t,
+                      .grad_scale = grad_scale, .after = NULL};
+    return j;
+}
+
+/* The reference: gpt_block_adamw on the CPU backend, on the reference copies. */
+static void adam_reference(gpt_stream *s, adam_block *b, const gpt_optim *o, float lr, int t,
+                           float grad_scale)
+{
+    gpt_block_adamw(s, b->rp, b->g, b->rm, b->rv, b->n, b->n_decay, o, lr, t, grad_scale);
+    assert_int_equal(gpt_stream_sync(s), GPT_OK);
+}
+
+static void adam_assert_identical(const adam_block *b, const char *what)
+{
+    if (memcmp(b->p, b->rp, b->n * sizeof(float)) != 0 ||
+        memcmp(b->m, b->rm, b->n * sizeof(float)) != 0 ||
+        memcmp(b->v, b->rv, b->n * sizeof(float)) != 0) {
+        size_t i = 0;
+        while (i < b->n && b->p[i] == b->rp[i] && b->m[i] == b->rm[i] && b->v[i] == b->rv[i])
+            i++;
+        fail_msg("%s: first difference at %zu of %zu: p %.9g vs %.9g, m %.9g vs %.9g, v %.9g "
+                 "vs %.9g", what, i, b->n, b->p[i], b->rp[i], b->m[i], b->rm[i], b->v[i],
+                 b->rv[i]);
+    }
+}
+
+static int isa_supported(const char *isa)
+{
+    __builtin_cpu_init();
+    if (strcmp(isa, "avx512") == 0) return __builtin_cpu_supports("avx512f");
+    if (strcmp(isa, "avx2") == 0) return __builtin_cpu_supports("avx2");
+    return 1;
+}
+
+static void test_cpu_adam_bit_identical(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 2), GPT_OK);
+    gpt_stream *s = stream_new(be);
+    gpt_optim o = gpt_optim_default();
+    o.weight_decay = 0.1; /* large enough that the decay term shows in every bit */
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    const int threads[] = {1, 3, 4};
+    /* odd lengths, n_decay at unaligned boundaries (and the two extremes) */
+    const size_t sizes[][2] = {{1, 0}, {1, 1}, {17, 5}, {1000, 999}, {4099, 1237},
+                               {100003, 77777}, {33, 33}, {64, 0}};
+    int tested = 0;
+    for (size_t k = 0; k < sizeof isas / sizeof *isas; k++) {
+        if (!isa_supported(isas[k])) {
+            printf("cpu_adam: %s not supported here, skipped\n", isas[k]);
+            continue;
+        }
+        assert_int_equal(setenv("AEBENCH_CPU_ADAM_ISA", isas[k], 1), 0);
+        for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
+            cpu_adam *pool;
+            assert_int_equal(cpu_adam_create(&pool, threads[ti]), GPT_OK);
+            assert_string_equal(cpu_adam_isa(pool), isas[k]);
+            for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+                adam_block b = adam_block_new(sizes[z][0], sizes[z][1], 100 + z);
+                for (int t = 1; t <= 3; t++) {
+                    const float lr = 1e-3f * (float)t, scale = t == 2 ? 1.0f : 0.37f;
+                    cpu_adam_job j = adam_job_of(&b, &o, lr, t, scale);
+                    if (t == 3) { /* also through the queue */
+                        uint64_t ticket;
+                        assert_int_equal(cpu_adam_submit(pool, &j, &ticket), GPT_OK);
+                        assert_int_equal(cpu_adam_wait(pool, ticket), GPT_OK);
+                    } else {
+                        assert_int_equal(cpu_adam_run(pool, &j), GPT_OK);
+                    }
+                    adam_reference(s, &b, &o, lr, t, scale);
+                    char what[96];
+                    snprintf(what, sizeof what, "isa %s threads %d n %zu n_decay %zu t %d",
+                             isas[k], threads[ti], b.n, b.n_decay, t);
+                    adam_assert_identical(&b, what);
+                }
+                adam_block_free(&b);
+                tested++;
+            }
+            cpu_adam_destroy(pool);
+        }
+    }
+    assert_int_equal(unsetenv("AEBENCH_CPU_ADAM_ISA"), 0);
+    assert_true(tested >= 2 * 3 * 8); /* at least scalar and one SIMD path everywhere */
+    be->ops->stream_destroy(s);
+    gpt_cpu_backend_destroy(be);
+}
+
+/* The pool's default path is the widest the machine has. */
+static void test_cpu_adam_picks_widest_isa(void **state)
+{
+    (void)state;
+    assert_int_equal(unsetenv("AEBENCH_CPU_ADAM_ISA"), 0);
+    cpu_adam *pool;
+    assert_int_equal(cpu_adam_create(&pool, 0), GPT_OK);
+    const char *want = isa_supported("avx512") ? "avx512"
+                       : isa_supported("avx2") ? "avx2" : "scalar";
+    assert_string_equal(cpu_adam_isa(pool), want);
+    cpu_adam_destroy(pool);
+}
+
+/* A job whose grads are written by a stream behind a gate: the job must wait for the
+ * event recorded after that write, and use the final grads. */
+static void test_cpu_adam_waits_for_after_event(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 2), GPT_OK);
+    gpt_stream *copy = stream_new(be), *ref = stream_new(be);
+    gpt_event *gate = event_new(be), *grads_home = event_new(be);
+    gpt_optim o = gpt_optim_default();
+    const size_t n = 50001;
+    adam_block b = adam_block_new(n, 30011, 7);
+    float *final_grads = random_floats(n, 99, 0.02f, 0);
+    long_work lw = long_work_new();
+
+    cpu_adam *pool;
+    assert_int_equal(cpu_adam_create(&pool, 2), GPT_OK);
+    assert_int_equal(cpu_adam_take_busy_ms(pool) == 0.0, 1);
+    assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
+    watchdog wd;
+    watchdog_start(&wd, gate);
+    /* the "d2h of the grads": long work, the gate, then the copy, then the event */
+    long_work_issue(&lw, copy);
+    assert_int_equal(gpt_stream_wait_event(copy, gate), GPT_OK);
+    assert_int_equal(gpt_memcpy_d2h(copy, b.g, final_grads, n * sizeof(float)), GPT_OK);
+    assert_int_equal(gpt_event_record(grads_home, copy), GPT_OK);
+
+    cpu_adam_job j = adam_job_of(&b, &o, 2e-3f, 1, 0.5f);
+    j.after = grads_home;
+    uint64_t t1 = 0, t2 = 0;
+    assert_int_equal(cpu_adam_submit(pool, &j, &t1), GPT_OK);
+    /* a second job on another block, queued behind the first */
+    adam_block b2 = adam_block_new(999, 500, 8);
+    cpu_adam_job j2 = adam_job_of(&b2, &o, 2e-3f, 1, 0.5f);
+    assert_int_equal(cpu_adam_submit(pool, &j2, &t2), GPT_OK);
+    assert_true(t2 == t1 + 1);
+    sleep_ms(30);
+    /* nothing has run: the first job waits for the event, the second for the first */
+    assert_true(memcmp(b.p, b.rp, n * sizeof(float)) == 0);
+    assert_true(memcmp(b2.p, b2.rp, b2.n * sizeof(float)) == 0);
+
+    assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
+    assert_int_equal(cpu_adam_wait(pool, t2), GPT_OK); /* covers t1 too */
+    assert_false(watchdog_stop(&wd));
+    assert_true(cpu_adam_take_busy_ms(pool) > 0.0);
+    /* the reference on the final grads (b.g now holds them) */
+    adam_reference(ref, &b, &o, 2e-3f, 1, 0.5f);
+    adam_assert_identical(&b, "after-event job");
+    adam_reference(ref, &b2, &o, 2e-3f, 1, 0.5f);
+    adam_assert_identical(&b2, "queued job");
+    assert_int_equal(gpt_stream_sync(copy), GPT_OK);
+
+    cpu_adam_destroy(pool);
+    adam_block_free(&b);
+    adam_block_free(&b2);
+    free(final_grads);
+    long_work_free(&lw);
+    gpt_event_destroy(gate);
+    gpt_event_destroy(grads_home);
+    be->ops->stream_destroy(copy);
+    be->ops->stream_destroy(ref);
+    gpt_cpu_backend_destroy(be);
+}
+
+/* Jobs run in submission order: two jobs on the same block at steps 1 and 2 give the
+ * result of step 1 then step 2; waiting on a ticket returns once it and all before it are
+ * done; destroy with jobs still queued runs them all first. */
+static void test_cpu_adam_order_tickets_destroy(void **state)
+{
+    (void)state;
+    gpt_backend *be;
+    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
+    gpt_stream *ref = stream_new(be);
+    gpt_optim o = gpt_optim_default();
+    gpt_event *gate = event_new(be);
+    enum { BLOCKS = 6, STEPS = 4 };
+    adam_block b[BLOCKS];
+    for (int i = 0; i < BLOCKS; i++) b[i] = adam_block_new(3001 + 17 * i, 1001 + 3 * i, 50 + i);
+
+    cpu_adam *pool;
+    assert_int_equal(cpu_adam_create(&pool, 3), GPT_OK);
+    assert_int_equal(cpu_adam_wait(pool, 0), GPT_OK); /* nothing submitted: returns */
+    assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
+    watchdog wd;
+    watchdog_start(&wd, gate);
+    uint64_t last = 0;
+    for (int t = 1; t <= STEPS; t++)
+        for (int i = 0; i < BLOCKS; i++) {
+            cpu_adam_job j = adam_job_of(&b[i], &o, 1e-3f, t, 1.0f);
+            if (t == 1 && i == 0) j.after = gate; /* holds the whole queue back */
+            uint64_t ticket;
+            assert_int_equal(cpu_adam_submit(pool, &j, &ticket), GPT_OK);
+            assert_true(ticket == last + 1);
+            last = ticket;
+        }
+    sleep_ms(20);
+    assert_true(memcmp(b[BLOCKS - 1].p, b[BLOCKS - 1].rp, b[BLOCKS - 1].n * sizeof(float)) == 0);
+    assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
+    /* the first step's tickets: every block has had step 1 (and maybe more) */
+    assert_int_equal(cpu_adam_wait(pool, BLOCKS), GPT_OK);
+    for (int i = 0; i < BLOCKS; i++)
+        assert_true(memcmp(b[i].m, b[i].rm, b[i].n * sizeof(float)) != 0);
+    /* destroy with the later steps possibly still queued: it runs them all */
+    cpu_adam_destroy(pool);
+    assert_false(watchdog_stop(&wd));
+    for (int t = 1; t <= STEPS; t++)
+        for (int i = 0; i < BLOCKS; i++) adam_reference(ref, &b[i], &o, 1e-3f, t, 1.0f);
+    for (int i = 0; i < BLOCKS; i++) {
+        adam_assert_identical(&b[i], "ordered steps");
+        adam_block_free(&b[i]);
+    }
+    gpt_event_destroy(gate);
+    be->ops->stream_destroy(ref);
+    gpt_cpu_backend_destroy(be);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wait_orders_copy_after_long_work),
+        cmocka_unit_test(test_gate_blocks_only_the_waiting_stream),
+        cmocka_unit_test(test_rerecord_moves_the_marker),
+        cmocka_unit_test(test_never_recorded_event_is_complete),
+        cmocka_unit_test(test_event_sync_blocks_host_until_marker),
+        cmocka_unit_test(test_elapsed_ms),
+        cmocka_unit_test(test_stream_sync_drains_more_than_a_queue),
+        cmocka_unit_test(test_many_streams_and_destroy_with_queued_work),
+        cmocka_unit_test(test_cpu_adam_bit_identical),
+        cmocka_unit_test(test_cpu_adam_picks_widest_isa),
+        cmocka_unit_test(test_cpu_adam_waits_for_after_event),
+        cmocka_unit_test(test_cpu_adam_order_tickets_destroy),
+    };
+    return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
+}
