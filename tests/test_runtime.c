@@ -77,7 +77,7 @@ typedef struct long_work {
 
 static long_work long_work_new(void)
 {
-    long_work lw = {.n = 256, .reps = 64};
+    long_work lw = {.n = 256, .reps = 40};
     const size_t nn = (size_t)lw.n * lw.n;
     lw.a = floats_new(nn, 0.5f);
     lw.w = floats_new(nn, 0.25f);
