@@ -7,6 +7,8 @@
 #   make test         deps + build + every test (unit, integration, CLI, multi-rank)
 #   make check-asan   the CPU tests under AddressSanitizer + UBSan
 #   make run          deps + build + `aebench -m all` on the defaults (CPU preset without GPU)
+#   make bench-tools  build/bench/host_adam: host bandwidth vs CPU Adam (and PCIe with CUDA);
+#                     needs only a compiler (and nvcc for the PCIe part), not cJSON or cmocka
 
 SHELL := /bin/bash
 CC    ?= gcc
@@ -62,7 +64,7 @@ TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/t
               $(BUILD)/tests/test_runtime \
               $(CUDA_TEST_PROGS)
 
-.PHONY: all deps test check-asan run clean tests
+.PHONY: all deps test check-asan run clean tests bench-tools
 all: aebench
 
 aebench: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
@@ -81,6 +83,14 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJS)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
 
 tests: $(TEST_PROGS)
+
+# Benchmarks: the kernels and the runtime they measure, nothing of cmd/ (so no cJSON).
+BENCH_OBJS := $(KERNEL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/engines/runtime/cpu_adam.o $(CUDA_OBJS)
+bench-tools: $(BUILD)/bench/host_adam
+
+$(BUILD)/bench/%: bench/%.c $(BENCH_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BENCH_OBJS) $(LDFLAGS) $(filter-out -lcjson,$(LDLIBS))
 
 # ---- dependencies from Debian packages -----------------------------------------------------
 # Each entry: a file that proves the package is present, then the package(s).
