@@ -58,7 +58,7 @@ endif
 LIB_SRCS := $(KERNEL_SRCS) $(ENGINE_SRCS) $(CMD_LIB_SRCS)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 
-TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report \
+TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report $(BUILD)/tests/test_engines \
               $(CUDA_TEST_PROGS)
 
 .PHONY: all deps test check-asan run clean tests
@@ -106,7 +106,7 @@ test: deps
 # MPI=0: MPICH's own start-up allocations would drown our leak reports.
 check-asan: deps
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 \
-	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" aebench-asan build-asan/tests/test_ops build-asan/tests/test_model build-asan/tests/test_report
+	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" aebench-asan build-asan/tests/test_ops build-asan/tests/test_model build-asan/tests/test_report build-asan/tests/test_engines
 	AEBENCH=./aebench-asan TEST_BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 bash tests/run.sh
 
 aebench-asan: $(LIB_OBJS) $(BUILD)/cmd/aebench.o

@@ -80,6 +80,13 @@ int main(int argc, char **argv)
     }
 
     const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
+    if (only && only->check && only->check(&rc.eng, err, sizeof err)) {
+        /* A configuration the engine cannot run: nothing is written. */
+        if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
     if (rc.dry_run) {
         for (int i = 0; i < engine_count(); i++)
             if (!only || engine_at(i) == only) run_dry(&rc, engine_at(i));
@@ -108,6 +115,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < engine_count(); i++) {
         const engine_vtbl *eng = engine_at(i);
         if (only && eng != only) continue;
+        if (!only && eng->check && eng->check(&rc.eng, err, sizeof err)) {
+            if (comm.rank == 0) printf("aebench %s: skipped: %s\n", eng->name, err);
+            continue;
+        }
         int code = run_engine(&rc, eng, be, &data, &comm);
         if (code == EXIT_RUN_ERROR || (code == EXIT_RUN_OOM && worst == EXIT_RUN_OK)) worst = code;
     }

@@ -11,7 +11,7 @@ PASSED=0
 FAILED=0
 FAILURES=()
 
-for prog in test_ops test_model test_report; do
+for prog in test_ops test_model test_report test_engines; do
     echo "=== $prog"
     out=$("$TEST_BUILD/tests/$prog" 2>&1)
     rc=$?
