@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "strv.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -375,6 +376,10 @@ static int load_options(run_config *rc, const cJSON *root, const char *path, cha
         snprintf(label, sizeof label, "config %s: %s", path, item->string);
         const opt_spec *sp = config_spec(item->string);
         if (!sp) return fail(err, errlen, "%s: unknown key (see aebench --help)", label);
+        /* A child run gets the plain config too; --find-max in it would make every child a
+         * sweep again.  In a run list the sweep driver takes it out of the children's options. */
+        if (sp->id == OPT_FIND_MAX)
+            return fail(err, errlen, "%s: only in a run list's defaults or runs", label);
         char value[PATH_MAX];
         int flag;
         if (json_value(item, sp, label, value, sizeof value, &flag, err, errlen)) return -1;
@@ -462,16 +467,6 @@ static int check_run_object(const cJSON *obj, const char *path, const char *pref
             if (apply(&scratch, sp, value, flag, elabel, err, errlen)) return -1;
         }
     }
-    return 0;
-}
-
-static int strv_push(char ***v, int *n, const char *s)
-{
-    char **grown = realloc(*v, sizeof **v * (size_t)(*n + 2));
-    if (!grown) return -1;
-    *v = grown;
-    if (!(grown[*n] = strdup(s))) return -1;
-    grown[++*n] = NULL;
     return 0;
 }
 
@@ -575,10 +570,7 @@ static int expand_run(cli_runlist *out, cJSON *obj, const char *path, const char
 
 void cli_runlist_free(cli_runlist *l)
 {
-    for (int i = 0; i < l->n; i++) {
-        for (int j = 0; j < l->runs[i].nargs; j++) free(l->runs[i].args[j]);
-        free(l->runs[i].args);
-    }
+    for (int i = 0; i < l->n; i++) strv_free(&l->runs[i].args, &l->runs[i].nargs);
     free(l->runs);
     memset(l, 0, sizeof *l);
 }
@@ -660,7 +652,7 @@ out:
     return rc_;
 }
 
-int cli_child_args(int argc, char **argv, int drop_method, char ***out, int *nout)
+int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout)
 {
     *out = NULL;
     *nout = 0;
@@ -689,7 +681,7 @@ int cli_child_args(int argc, char **argv, int drop_method, char ***out, int *nou
         else
             for (int i = 0; i < NSPECS; i++)
                 if (specs[i].short_name == c) sp = &specs[i];
-        const int drop = !sp || sp->id == OPT_CONFIG || sp->id == OPT_RESUME ||
+        const int drop = !sp || (drop_config && sp->id == OPT_CONFIG) || sp->id == OPT_RESUME ||
                          sp->id == OPT_FIND_MAX || (drop_method && sp->id == OPT_METHOD);
         for (int t = start; !drop && t < optind; t++)
             if (strv_push(out, nout, argv[t])) return -1;

@@ -79,10 +79,10 @@ void cli_usage(FILE *out);
 int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errlen);
 void cli_runlist_free(cli_runlist *l);
 
-/* The command-line options to hand on to child runs: argv[1..] without --config, --resume,
- * --find-max, and without --method when drop_method.  *out is NULL-terminated; free each
- * string and the array. */
-int cli_child_args(int argc, char **argv, int drop_method, char ***out, int *nout);
+/* The command-line options to hand on to child runs: argv[1..] without --resume and
+ * --find-max, without --config when drop_config (a run list: its runs give their options
+ * explicitly), without --method when drop_method.  *out is NULL-terminated (strv.h). */
+int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout);
 
 /* Was the option with this long name given? */
 int cli_given(const run_config *rc, const char *long_name);
