@@ -415,13 +415,15 @@ static int load_config(run_config *rc, const char *path, char *err, size_t errle
 
 #define RUNLIST_MAX 10000 /* expansions beyond this are surely a mistake */
 
-/* "layers-from": an engine name, or "all" (every other engine): each must be registered. */
+/* "layers-from": an engine name, "self" (the run's own engine) or "all" (every other
+ * engine): each must be registered. */
 static int check_layers_from(const cJSON *item, const char *label, char *err, size_t errlen)
 {
     if (!cJSON_IsString(item))
-        return fail(err, errlen, "%s: wrong type (want an engine name or \"all\", got %s)", label,
-                    json_type_name(item));
-    if (strcmp(item->valuestring, "all") != 0 && !engine_find(item->valuestring))
+        return fail(err, errlen, "%s: wrong type (want an engine name, \"self\" or \"all\", got %s)",
+                    label, json_type_name(item));
+    if (strcmp(item->valuestring, "all") != 0 && strcmp(item->valuestring, "self") != 0 &&
+        !engine_find(item->valuestring))
         return fail(err, errlen, "%s: unknown method '%s'", label, item->valuestring);
     return 0;
 }
@@ -544,6 +546,9 @@ static int expand_run(cli_runlist *out, cJSON *obj, const char *path, const char
         }
         cJSON_ReplaceItemInObjectCaseSensitive(obj, "layers-from", list);
     }
+    if (!list && from && strcmp(from->valuestring, "self") == 0)
+        cJSON_ReplaceItemInObjectCaseSensitive(
+            obj, "layers-from", cJSON_CreateString(cJSON_GetObjectItemCaseSensitive(obj, "method")->valuestring));
     if (!list) {
         int rc_ = emit_run(out, obj, where, err, errlen);
         cJSON_Delete(obj);
