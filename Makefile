@@ -7,6 +7,9 @@
 #   make test         deps + build + every test (unit, integration, CLI, multi-rank)
 #   make check-asan   the CPU tests under AddressSanitizer + UBSan
 #   make run          deps + build + `aebench -m all` on the defaults (CPU preset without GPU)
+#   make ae           deps + build + the artifact's five cases (paper shapes on a GPU, CPU-sized
+#                     otherwise), their CSVs and figures (scripts/run_ae.sh; AE_FLAGS, AE_RESULTS)
+#   make figures      the five CSVs and plots/caseN.png from what results/ holds
 
 SHELL := /bin/bash
 CC    ?= gcc
@@ -61,7 +64,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report \
               $(CUDA_TEST_PROGS)
 
-.PHONY: all deps test check-asan run clean tests
+.PHONY: all deps test check-asan run clean tests ae figures
 all: aebench
 
 aebench: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
@@ -114,6 +117,12 @@ aebench-asan: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
 
 run: deps aebench
 	./aebench -m all
+
+ae: deps aebench
+	bash scripts/run_ae.sh
+
+figures: deps
+	bash scripts/run_ae.sh --figures
 
 clean:
 	rm -rf build build-asan aebench aebench-asan
