@@ -829,7 +829,7 @@ void cli_usage(FILE *out)
         fprintf(out, "  %-14s %s%s%s%s\n", e->name, e->description, e->alias ? " (alias " : "",
                 e->alias ? e->alias : "", e->alias ? ")" : "");
     }
-    fprintf(out, "  %-14s %s\n\noptions:\n", "all", "every method above in turn");
+    fprintf(out, "  %-14s %s\n\noptions:\n", "all", "every method above, each run in its own child process");
     for (int i = 0; i < NSPECS; i++) {
         char lhs[64];
         if (specs[i].short_name)
@@ -843,7 +843,15 @@ void cli_usage(FILE *out)
     fprintf(out,
             "\nWithout a GPU, and with no model shape given, the CPU backend uses a small preset:\n"
             "  %s\n"
-            "Config files are JSON objects whose keys are the long option names; flags on the\n"
-            "command line override them.  Exit codes: 0 ok, 1 error, 2 bad input, 3 out of memory.\n",
+            "A config file is a JSON object whose keys are the long option names; flags on the\n"
+            "command line override it.  A config with \"runs\" is a run list (configs/caseN.json):\n"
+            "  {\"description\": \"...\", \"defaults\": {OPTIONS}, \"runs\": [{OPTIONS}, ...]}\n"
+            "each run's keys over the defaults, then the command line over both; a list value\n"
+            "([2, 4, 6]) runs once per element, \"method\": \"all\" once per engine,\n"
+            "\"find-max\": true runs --find-max, \"layers-from\": ENGINE|self|all takes the layers\n"
+            "from an earlier --find-max result.  Sweeps (-m all, run lists, --find-max) run every\n"
+            "run as a child process and end with a summary; --resume skips runs already ok.\n"
+            "Exit codes: 0 ok, 1 error (a sweep: some run failed or crashed), 2 bad input,\n"
+            "3 out of memory (a sweep: some run did not fit, none failed).\n",
             cli_cpu_preset_text());
 }
