@@ -107,9 +107,11 @@ static int check_item(item *it, char *err, size_t errlen)
     const gpt_shape *sh = &it->rc.eng.shape;
     char w[16];
     window_text(&it->rc, w, sizeof w);
-    if (shape_given(&it->rc) || it->rc.eng.device == DEVICE_CUDA)
-        snprintf(it->desc, sizeof it->desc, "%s l%d h%d b%d w%s%s", eng->name, sh->layers, sh->hidden,
-                 sh->batch, w, it->find_max ? " find-max" : "");
+    if (it->find_max && (shape_given(&it->rc) || it->rc.eng.device == DEVICE_CUDA))
+        snprintf(it->desc, sizeof it->desc, "%s find-max h%d b%d w%s", eng->name, sh->hidden, sh->batch, w);
+    else if (shape_given(&it->rc) || it->rc.eng.device == DEVICE_CUDA)
+        snprintf(it->desc, sizeof it->desc, "%s l%d h%d b%d w%s", eng->name, sh->layers, sh->hidden,
+                 sh->batch, w);
     else /* the child picks its backend, and on the CPU the preset shape */
         snprintf(it->desc, sizeof it->desc, "%s default shape w%s%s", eng->name, w,
                  it->find_max ? " find-max" : "");
