@@ -149,7 +149,7 @@ else
     failc "case3_extract" "want '$want' got '${got:-}'; $(cat "$SW/csv/case3.csv" 2>&1)"
 fi
 if has_engine stronghold; then
-    (cd "$SW" && "$BIN" --config "$ROOT/configs/small/case5.json" "${SMALL[@]}" -l 8 --results "$SW/c5" >"$SW/c5.out" 2>&1)
+    (cd "$SW" && "$BIN" --config "$ROOT/configs/small/case5.json" "${SMALL[@]}" -l 8 --gpu-mem-limit 64M --results "$SW/c5" >"$SW/c5.out" 2>&1)
     rc=$?
     if [ $rc -eq 0 ] && bash scripts/case5_extract.sh -r "$SW/c5" -l 8 >/dev/null &&
         [ "$(cut -d, -f1 "$SW/c5/case5.csv" | tr '\n' ' ')" = "window 1 2 3 4 6 8 " ]; then
