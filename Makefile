@@ -7,6 +7,9 @@
 #   make test         deps + build + every test (unit, integration, CLI, multi-rank)
 #   make check-asan   the CPU tests under AddressSanitizer + UBSan
 #   make run          deps + build + `aebench -m all` on the defaults (CPU preset without GPU)
+#   make ae           deps + build + the artifact's five cases (paper shapes on a GPU, CPU-sized
+#                     otherwise), their CSVs and figures (scripts/run_ae.sh; AE_FLAGS, AE_RESULTS)
+#   make figures      the five CSVs and plots/caseN.png from what results/ holds
 
 SHELL := /bin/bash
 CC    ?= gcc
@@ -38,7 +41,7 @@ LDFLAGS += -fopenmp $(SANITIZE)
 # ---- sources -----------------------------------------------------------------------------
 KERNEL_SRCS  := kernels/model.c $(wildcard kernels/cpu/*.c)
 ENGINE_SRCS  := $(wildcard engines/*.c) $(wildcard engines/runtime/*.c)
-CMD_LIB_SRCS := cmd/cli.c cmd/data.c cmd/report.c cmd/run.c
+CMD_LIB_SRCS := cmd/cli.c cmd/data.c cmd/report.c cmd/run.c cmd/child.c cmd/sweep.c cmd/findmax.c
 ifeq ($(CUDA),1)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
   NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -Wall,-Wextra \
@@ -61,7 +64,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report $(BUILD)/tests/test_engines \
               $(CUDA_TEST_PROGS)
 
-.PHONY: all deps test check-asan run clean tests
+.PHONY: all deps test check-asan run clean tests ae figures
 all: aebench
 
 aebench: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
@@ -114,6 +117,12 @@ aebench-asan: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
 
 run: deps aebench
 	./aebench -m all
+
+ae: deps aebench
+	bash scripts/run_ae.sh
+
+figures: deps
+	bash scripts/run_ae.sh --figures
 
 clean:
 	rm -rf build build-asan aebench aebench-asan

@@ -1,13 +1,17 @@
 /*
  * aebench — how large a GPT can each GPU-memory offloading strategy train, and how fast?
  *
- * main: parse the command line (and --config), pick the backend (CUDA when usable, else the
- * CPU reference backend with its small preset), open the data, then run one engine or
- * every engine (-m all).  Bad input exits 2 before anything is written.
+ * main: parse the command line (and --config), then either run one engine in this process
+ * — pick the backend (CUDA when usable, else the CPU reference backend with its small
+ * preset), open the data, train — or hand over to the sweep driver (cmd/sweep.c) for
+ * -m all, a run-list config and --find-max, which runs every run as a child process.
+ * Bad input exits 2 before anything is written.
  */
 #include "cli.h"
 #include "data.h"
+#include "report.h"
 #include "run.h"
+#include "sweep.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -50,6 +54,22 @@ int main(int argc, char **argv)
         return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
     }
 
+    const int sweep = rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run);
+    if (sweep) {
+        /* The sweep process opens no backend: a CUDA context here would take GPU memory
+         * from every child it starts. */
+        int code = EXIT_BAD_INPUT;
+        if (comm.world > 1) {
+            if (comm.rank == 0)
+                fprintf(stderr, "aebench: -m all, run-list configs and --find-max start their runs as "
+                                "child processes: run them without mpirun\n");
+        } else {
+            code = sweep_main(argc, argv, &rc);
+        }
+        comm_finalize(&comm);
+        return code;
+    }
+
     gpt_backend *be = open_backend(&rc);
     if (!be) {
         if (comm.rank == 0)
@@ -88,6 +108,17 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     if (rc.dry_run) {
+        /* What a sweep needs to know before it runs this configuration: the backend, the
+         * shape after the CPU preset, and the budgets (free memory as a child sees it). */
+        size_t gpu_budget, host_budget;
+        run_resolve_budgets(&rc, be, &gpu_budget, &host_budget);
+        const gpt_shape *sh = &rc.eng.shape;
+        report_to_parent("backend %s", rc.eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+        report_to_parent("preset %d", rc.cpu_preset);
+        report_to_parent("shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq,
+                         sh->batch, sh->vocab);
+        report_to_parent("budget-gpu %zu", gpu_budget);
+        report_to_parent("budget-host %zu", host_budget);
         for (int i = 0; i < engine_count(); i++)
             if (!only || engine_at(i) == only) run_dry(&rc, engine_at(i));
         close_backend(be, rc.eng.device);
@@ -109,21 +140,9 @@ int main(int argc, char **argv)
                             rc.eng.seed);
     }
 
-    /* A sweep goes on past a run that fails or does not fit; the exit code reports the
-     * worst outcome (error over out-of-memory over ok). */
-    int worst = EXIT_RUN_OK;
-    for (int i = 0; i < engine_count(); i++) {
-        const engine_vtbl *eng = engine_at(i);
-        if (only && eng != only) continue;
-        if (!only && eng->check && eng->check(&rc.eng, err, sizeof err)) {
-            if (comm.rank == 0) printf("aebench %s: skipped: %s\n", eng->name, err);
-            continue;
-        }
-        int code = run_engine(&rc, eng, be, &data, &comm);
-        if (code == EXIT_RUN_ERROR || (code == EXIT_RUN_OOM && worst == EXIT_RUN_OK)) worst = code;
-    }
+    int code = run_engine(&rc, only, be, &data, &comm);
     data_close(&data);
     close_backend(be, rc.eng.device);
     comm_finalize(&comm);
-    return worst;
+    return code;
 }

@@ -400,6 +400,18 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     s->eng->free(state);
 }
 
+void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, size_t *host)
+{
+    size_t gpu_limit = rc->gpu_mem_limit, host_limit = rc->cpu_mem_limit;
+    if (!gpu_limit) {
+        size_t free_b = 0, total_b = 0;
+        if (be->ops->dev_mem_info(be, &free_b, &total_b) == 0) gpu_limit = free_b;
+    }
+    if (!host_limit) (void)gpt_host_mem_info(&host_limit, NULL);
+    *gpu = gpu_limit ? gpu_limit : SIZE_MAX;
+    *host = host_limit ? host_limit : SIZE_MAX;
+}
+
 int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
                const data_source *data, const comm_world *comm)
 {
@@ -416,14 +428,10 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     else snprintf(s.window, sizeof s.window, "auto");
     be->ops->describe(be, s.device_desc, sizeof s.device_desc);
 
-    size_t gpu_limit = rc->gpu_mem_limit, host_limit = rc->cpu_mem_limit;
-    if (!gpu_limit) {
-        size_t free_b = 0, total_b = 0;
-        if (be->ops->dev_mem_info(be, &free_b, &total_b) == 0) gpu_limit = free_b;
-    }
-    if (!host_limit) (void)gpt_host_mem_info(&host_limit, NULL);
-    dev_arena_init(&s.gpu, be, gpu_limit ? gpu_limit : SIZE_MAX);
-    mem_budget_init(&s.host, "host", host_limit ? host_limit : SIZE_MAX);
+    size_t gpu_limit, host_limit;
+    run_resolve_budgets(rc, be, &gpu_limit, &host_limit);
+    dev_arena_init(&s.gpu, be, gpu_limit);
+    mem_budget_init(&s.host, "host", host_limit);
 
     s.iters = calloc((size_t)rc->iters, sizeof *s.iters);
     if (!s.iters) {
@@ -441,6 +449,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
             return EXIT_RUN_ERROR;
         }
         s.has_log = 1;
+        report_to_parent("log %s", s.log_path);
     }
 
     char shape[128], line[512], g[32], h[32], d[32];
@@ -480,7 +489,8 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     if (s.has_log) {
         if (fclose(s.log) != 0) fprintf(stderr, "aebench: error closing %s\n", s.log_path);
         s.log = NULL;
-        if (write_json(&s) && s.status == EXIT_RUN_OK) s.status = EXIT_RUN_ERROR;
+        if (write_json(&s) == 0) report_to_parent("json %s", s.json_path);
+        else if (s.status == EXIT_RUN_OK) s.status = EXIT_RUN_ERROR;
     }
     if (s.rank == 0 && s.status != EXIT_RUN_OK)
         fprintf(stderr, "aebench: %s\n", s.message);
