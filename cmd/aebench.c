@@ -119,6 +119,8 @@ int main(int argc, char **argv)
                          sh->batch, sh->vocab);
         report_to_parent("budget-gpu %zu", gpu_budget);
         report_to_parent("budget-host %zu", host_budget);
+        rc.eng.gpu_budget = gpu_budget;
+        rc.eng.host_budget = host_budget;
         for (int i = 0; i < engine_count(); i++)
             if (!only || engine_at(i) == only) run_dry(&rc, engine_at(i));
         close_backend(be, rc.eng.device);

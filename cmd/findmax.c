@@ -93,6 +93,8 @@ static int plan_fits(const fm_ctx *c, int layers, const char **memory, double *s
         return 0;
     }
     engine_plan plan;
+    ec.gpu_budget = c->budget_gpu;
+    ec.host_budget = c->budget_host;
     c->eng->plan(&ec, &plan);
     if (plan.gpu_bytes > c->budget_gpu) {
         *memory = "GPU";

@@ -423,13 +423,15 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     s.world = comm->world;
     s.rank = comm->rank;
     s.params = gpt_param_count(&s.ec.shape);
-    eng->plan(&s.ec, &s.plan);
     if (s.ec.window) snprintf(s.window, sizeof s.window, "%d", s.ec.window);
     else snprintf(s.window, sizeof s.window, "auto");
     be->ops->describe(be, s.device_desc, sizeof s.device_desc);
 
     size_t gpu_limit, host_limit;
     run_resolve_budgets(rc, be, &gpu_limit, &host_limit);
+    s.ec.gpu_budget = gpu_limit;
+    s.ec.host_budget = host_limit;
+    eng->plan(&s.ec, &s.plan);
     dev_arena_init(&s.gpu, be, gpu_limit);
     mem_budget_init(&s.host, "host", host_limit);
 

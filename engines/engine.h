@@ -34,6 +34,9 @@ typedef struct engine_config {
     int bf16;      /* --dtype bf16 */
     int tf32;      /* --math tf32 (default): fp32 matmuls on TF32 tensor cores */
     int threads;   /* CPU threads for the CPU backend and host-side work; 0 = all */
+    /* The budgets the run will have (bytes; 0 = unknown), for plans that adapt to them
+     * (stronghold -w auto keeps as many layers resident as the GPU holds). */
+    size_t gpu_budget, host_budget;
 } engine_config;
 
 typedef struct engine_plan {

@@ -105,7 +105,9 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     b.host_ckpt = (size_t)z->n_ckpt * z->NC * f;
     b.host_losses = z->N * f;
     b.host_norms = b.norms;
-    b.staging = (z->PE > z->PL ? z->PE : z->PL) * f;
+    /* The staging block also serves -w auto's probe copies of one input. */
+    size_t st = z->PE > z->PL ? z->PE : z->PL;
+    b.staging = (st > z->NC ? st : z->NC) * f;
     return b;
 }
 
@@ -146,26 +148,51 @@ static void fixed_window(const gpt_shape *sh, int W, int *R, int *S)
     if (*S < 2 && Ls >= 2) *S = 2;
 }
 
+/* -w auto's memory rule: with S slots, as many resident layers as `left` bytes of GPU
+ * memory hold after a headroom for what the arena does not see (library workspaces,
+ * allocator rounding: a twentieth of what is left, at most 512 MiB).  Every layer resident
+ * when they all fit.  Returns 0 when not even the S slots fit. */
+static int auto_layout(const gpt_shape *sh, uint64_t left, int S, int *R_out, int *S_out)
+{
+    const int L = sh->layers;
+    sh_layout z = layout_for(sh, 0, 0);
+    const uint64_t headroom = left / 20 < (512ull << 20) ? left / 20 : (512ull << 20);
+    const uint64_t usable = left - headroom;
+    const uint64_t per_res = gpu_per_resident(&z), per_slot = gpu_per_slot(&z);
+    if ((uint64_t)L * per_res <= usable) {
+        *R_out = L;
+        *S_out = 0;
+        return 1;
+    }
+    if (S > L) S = L;
+    if ((uint64_t)S * per_slot > usable) return 0;
+    uint64_t R = (usable - (uint64_t)S * per_slot) / per_res;
+    if (R > (uint64_t)(L - S)) R = (uint64_t)(L - S);
+    *R_out = (int)R;
+    *S_out = S;
+    return 1;
+}
+
 static void stronghold_plan(const engine_config *cfg, engine_plan *out)
 {
     const gpt_shape *sh = &cfg->shape;
+    int R = 0, S = sh->layers < 2 ? sh->layers : 2;
     if (cfg->window > 0) {
-        int R, S;
         fixed_window(sh, cfg->window, &R, &S);
-        sh_layout z = layout_for(sh, R, S);
-        plan_of(&z, sh, out);
-        return;
+    } else if (cfg->gpu_budget) {
+        /* -w auto: the layout its memory rule gives under this budget, with the three slots
+         * that hide the copies at the paper's shapes (init measures the real number). */
+        sh_layout z0 = layout_for(sh, 0, 0);
+        sh_bytes b0 = bytes_for(&z0, sh);
+        const uint64_t common = gpu_common(&b0);
+        if (cfg->gpu_budget <= common || !auto_layout(sh, cfg->gpu_budget - common, 3, &R, &S)) {
+            R = 0;
+            S = sh->layers < 2 ? sh->layers : 2;
+        }
     }
-    /* -w auto: the least it can run with — two slots on the GPU, and on the host only what
-     * an all-resident run needs.  The log gives the plan of the window it then chose. */
-    const int S = sh->layers < 2 ? sh->layers : 2;
-    sh_layout gz = layout_for(sh, 0, S), hz = layout_for(sh, sh->layers, 0);
-    engine_plan g, h;
-    plan_of(&gz, sh, &g);
-    plan_of(&hz, sh, &h);
-    out->gpu_bytes = g.gpu_bytes;
-    out->host_bytes = h.host_bytes;
-    out->disk_bytes = 0;
+    /* (-w auto without a budget: the least it can run with, every layer streamed.) */
+    sh_layout z = layout_for(sh, R, S);
+    plan_of(&z, sh, out);
 }
 
 static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
@@ -328,7 +355,7 @@ static int timed(gpt_stream *s, gpt_event *a, gpt_event *b, float *ms)
     return rc;
 }
 
-/* Measure one layer's compute and copies on two temporary slots, then choose S (enough
+/* Measure one layer's compute and copies on a temporary slot, then choose S (enough
  * slots that a slot's copies finish while the layers in the other slots compute) and R (as
  * many resident layers as the GPU memory left holds). */
 static int choose_window(stronghold_state *st, int *R_out, int *S_out)
@@ -338,28 +365,24 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
     sh_layout z = layout_for(sh, 0, 0);
     const mem_budget *gb = &st->env.gpu->budget;
     const uint64_t left = gb->limit > gb->in_use ? gb->limit - gb->in_use : 0;
-    /* Room for what is allocated outside the arena's view (library workspaces, allocator
-     * rounding): a twentieth of what is left, at most 512 MiB. */
-    const uint64_t headroom = left / 20 < (512ull << 20) ? left / 20 : (512ull << 20);
-    const uint64_t usable = left - headroom;
-    const uint64_t per_res = gpu_per_resident(&z), per_slot = gpu_per_slot(&z);
+    const uint64_t per_res = gpu_per_resident(&z);
     char a[32], b[32];
-    format_bytes((double)usable, a, sizeof a);
+    format_bytes((double)left, a, sizeof a);
 
-    if ((uint64_t)L * per_res <= usable) {
+    int R = 0, S = 0;
+    if (auto_layout(sh, left, 2, &R, &S) && S == 0) {
         format_bytes((double)L * per_res, b, sizeof b);
-        engine_note(&st->env, "stronghold -w auto: all %d layers fit on the GPU (%s of %s usable): "
+        engine_note(&st->env, "stronghold -w auto: all %d layers fit on the GPU (%s of %s left): "
                               "every layer resident with GPU Adam, no transfers", L, b, a);
         *R_out = L;
         *S_out = 0;
         return GPT_OK;
     }
 
-    /* The probe: two slots, one layer's params from the staging block. */
-    const int probe_slots = L < 2 ? L : 2;
+    /* The probe: one slot, one layer's params from the staging block. */
     float *probe = NULL;
-    int rc = alloc_in(st, (void **)&probe, (size_t)probe_slots * (2 * z.PL + z.NC) * sizeof(float),
-                      ON_GPU, "-w auto probe slots");
+    int rc = alloc_in(st, (void **)&probe, (2 * z.PL + z.NC) * sizeof(float), ON_GPU,
+                      "-w auto probe slot");
     if (rc) return rc;
     float *pp = probe, *pg = probe + z.PL, *px = probe + 2 * z.PL;
     gpt_event *e0 = NULL, *e1 = NULL;
@@ -398,26 +421,23 @@ out:
      * other S-1 slots compute: S - 1 >= copies / compute, and at least 2. */
     const double copies = (double)ms_d2h + ms_h2d + ms_x;
     const double per_layer = ms_layer > 1e-3f ? ms_layer : 1e-3;
-    int S = 1 + (int)ceil(copies / per_layer);
-    if (S < 2) S = 2;
-    if (S > L) S = L;
-    if ((uint64_t)S * per_slot > usable) {
+    const int S_need = 1 + (int)ceil(copies / per_layer);
+    if (!auto_layout(sh, left, S_need < 2 ? 2 : S_need, &R, &S)) {
         /* Not even the ring fits: say so through the budget's record. */
         void *p = NULL;
-        rc = alloc_in(st, &p, (size_t)S * per_slot + headroom, ON_GPU, "-w auto: the layer slots");
+        rc = alloc_in(st, &p, (size_t)(S_need < 2 ? 2 : S_need) * gpu_per_slot(&z) + (size_t)left / 20,
+                      ON_GPU, "-w auto: the layer slots");
         if (rc == 0) free_last(st);
         return rc ? rc : GPT_ERR_OOM;
     }
-    uint64_t R = (usable - (uint64_t)S * per_slot) / per_res;
-    if (R > (uint64_t)(L - S)) R = (uint64_t)(L - S);
-    if (S > L - (int)R) S = L - (int)R;
+    if (S > L - R) S = L - R;
     format_bytes((double)per_res, b, sizeof b);
     engine_note(&st->env,
                 "stronghold -w auto: one layer: compute %.2f ms (fwd, recompute, bwd), params in "
                 "%.2f ms, input in %.2f ms, grads out %.2f ms -> %d slots hide the copies; %s of GPU "
-                "memory usable holds %d resident layers (%s each) -> window %d resident + %d slots of %d layers",
-                ms_layer, ms_h2d, ms_x, ms_d2h, S, a, (int)R, b, (int)R, S, L);
-    *R_out = (int)R;
+                "memory left holds %d resident layers (%s each) -> window %d resident + %d slots of %d layers",
+                ms_layer, ms_h2d, ms_x, ms_d2h, S, a, R, b, R, S, L);
+    *R_out = R;
     *S_out = S;
     return GPT_OK;
 }
