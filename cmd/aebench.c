@@ -18,7 +18,9 @@ static gpt_backend *open_backend(run_config *rc)
 {
     gpt_backend *be = NULL;
     if (rc->eng.device == DEVICE_CUDA || !rc->device_given) {
-        if (gpt_cuda_backend_create(&be, 0, rc->eng.tf32) == 0) {
+        /* --dtype bf16 makes a backend whose activations are bf16 (kernels/gpt.h). */
+        if (gpt_cuda_backend_create_dtype(&be, 0, rc->eng.tf32,
+                                          rc->eng.bf16 ? GPT_BF16 : GPT_F32) == 0) {
             rc->eng.device = DEVICE_CUDA;
             return be;
         }
@@ -58,14 +60,6 @@ int main(int argc, char **argv)
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
-    if (rc.eng.bf16 && rc.eng.device == DEVICE_CUDA) {
-        /* Refuse rather than silently train in fp32 and label the result bf16. */
-        if (comm.rank == 0)
-            fprintf(stderr, "aebench: --dtype bf16 is not implemented yet (use fp32 with --math tf32)\n");
-        close_backend(be, rc.eng.device);
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
     if (rc.eng.device == DEVICE_CPU) {
         if (rc.eng.bf16) {
             if (comm.rank == 0)
@@ -80,9 +74,28 @@ int main(int argc, char **argv)
     }
 
     const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
+    /* bf16 only for engines that implement it: refuse rather than silently train in fp32
+     * and label the result bf16.  A sweep (-m all) leaves those engines out, and says so. */
+    if (rc.eng.bf16) {
+        int usable = 0;
+        for (int i = 0; i < engine_count(); i++) {
+            const engine_vtbl *eng = engine_at(i);
+            if (only && eng != only) continue;
+            if (eng->supports_bf16) usable++;
+            else if (comm.rank == 0)
+                fprintf(stderr, "aebench: %s does not implement --dtype bf16%s\n", eng->name,
+                        only ? " (use --dtype fp32)" : ": left out of this sweep");
+        }
+        if (usable == 0) {
+            close_backend(be, rc.eng.device);
+            comm_finalize(&comm);
+            return EXIT_BAD_INPUT;
+        }
+    }
     if (rc.dry_run) {
         for (int i = 0; i < engine_count(); i++)
-            if (!only || engine_at(i) == only) run_dry(&rc, engine_at(i));
+            if ((!only || engine_at(i) == only) && (!rc.eng.bf16 || engine_at(i)->supports_bf16))
+                run_dry(&rc, engine_at(i));
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);
         return 0;
@@ -108,6 +121,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < engine_count(); i++) {
         const engine_vtbl *eng = engine_at(i);
         if (only && eng != only) continue;
+        if (rc.eng.bf16 && !eng->supports_bf16) continue;
         int code = run_engine(&rc, eng, be, &data, &comm);
         if (code == EXIT_RUN_ERROR || (code == EXIT_RUN_OOM && worst == EXIT_RUN_OK)) worst = code;
     }
