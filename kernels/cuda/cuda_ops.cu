@@ -105,36 +105,79 @@ void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *do
     OP_CHECK_LAUNCH(s);
 }
 
+/* ---- elementwise, vectorised ---------------------------------------------------------------
+ * The elementwise kernels move 16 bytes per access (4 floats or 8 bf16) where every pointer
+ * is 16-byte aligned, and element by element otherwise and for the tail: one kernel
+ * template does both, with VEC = 16 / sizeof(T) or 1. */
+
+/* VEC elements moved as one access (16 bytes for the full vector width). */
+template <typename T_, int VEC> struct alignas(sizeof(T_) * VEC) vec_t {
+    T_ v[VEC];
+};
+
+static inline int aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
 /* ---- layernorm --------------------------------------------------------------------------- */
 
 #define LN_EPS 1e-5f
+/* Row chunks of the parameter-gradient reduction's first stage. */
+#define LN_ROW_CHUNKS 16
+
+/* The row kernels read VEC elements per access: VEC = 1 for fp32 (lane l takes elements l,
+ * l+32, ...: the order the fp32 results were validated with), VEC = 8 (16 bytes) for bf16
+ * rows when C % 8 == 0 and the rows are 16-byte aligned, where 2-byte accesses would
+ * leave most of each memory transaction unused. */
+static inline int ln_vec(const gpt_stream *s, int C, const void *a, const void *b,
+                         const void *c)
+{
+    return cu_is_bf16(s) && C % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(c) ? 8 : 1;
+}
 
 /* out (N,C) = (inp - mean) * rstd * w + b; mean, rstd (N).  One warp per row, fp32 sums,
  * two passes (mean, then squared deviations) as the CPU does: no cancellation. */
-template <typename T_>
+template <typename T_, int VEC>
 __global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rstd,
                                                 const T_ *inp, const T_ *w, const T_ *b, int N,
                                                 int C)
 {
+    typedef vec_t<T_, VEC> V;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N)
         return;
-    const T_ *x = inp + (size_t)row * C;
+    const int CV = C / VEC;
+    const V *x = (const V *)(inp + (size_t)row * C);
     float m = 0.0f;
-    for (int c = lane; c < C; c += 32)
-        m += ld_f32(x[c]);
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c];
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            m += ld_f32(xv.v[j]);
+    }
     m = warp_sum(m) / (float)C;
     float v = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        const float d = ld_f32(x[c]) - m;
-        v += d * d;
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float d = ld_f32(xv.v[j]) - m;
+            v += d * d;
+        }
     }
     v = warp_sum(v) / (float)C;
     const float r = 1.0f / sqrtf(v + LN_EPS);
-    T_ *o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32)
-        st_f32(&o[c], (ld_f32(x[c]) - m) * r * ld_f32(w[c]) + ld_f32(b[c]));
+    V *o = (V *)(out + (size_t)row * C);
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c], wv = ((const V *)w)[c], bv = ((const V *)b)[c];
+        V ov;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&ov.v[j], (ld_f32(xv.v[j]) - m) * r * ld_f32(wv.v[j]) + ld_f32(bv.v[j]));
+        o[c] = ov;
+    }
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -144,56 +187,81 @@ __global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rst
 void cu_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd, const void *inp,
                           const void *w, const void *b, int N, int C)
 {
-    CU_DISPATCH(s, E,
-                layernorm_forward_kernel<E><<<row_blocks(N), ROW_THREADS, 0,
-                                              cu_stream(s)->stream>>>(
-                    (E *)out, mean, rstd, (const E *)inp, (const E *)w, (const E *)b, N, C));
+    cudaStream_t st = cu_stream(s)->stream;
+    if (ln_vec(s, C, out, inp, w) == 8 && aligned16(b))
+        layernorm_forward_kernel<bf16, 8><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+            (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C);
+    else
+        CU_DISPATCH(s, E,
+                    layernorm_forward_kernel<E, 1><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+                        (E *)out, mean, rstd, (const E *)inp, (const E *)w, (const E *)b, N, C));
     OP_CHECK_LAUNCH(s);
 }
 
 /* dinp (N,C) += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = w*dout.
  * One warp per row. */
-template <typename T_>
+template <typename T_, int VEC>
 __global__ static void layernorm_backward_dinp_kernel(T_ *dinp, const T_ *dout, const T_ *inp,
                                                       const T_ *w, const float *mean,
                                                       const float *rstd, int N, int C)
 {
+    typedef vec_t<T_, VEC> V;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N)
         return;
-    const T_ *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
+    const int CV = C / VEC;
+    const V *x = (const V *)(inp + (size_t)row * C), *d = (const V *)(dout + (size_t)row * C);
+    const V *wv = (const V *)w;
     const float m = mean[row], r = rstd[row];
     float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        const float norm = (ld_f32(x[c]) - m) * r;
-        const float dnorm = ld_f32(w[c]) * ld_f32(d[c]);
-        dnorm_mean += dnorm;
-        dnorm_norm_mean += dnorm * norm;
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c], dv = d[c], ww = wv[c];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float norm = (ld_f32(xv.v[j]) - m) * r;
+            const float dnorm = ld_f32(ww.v[j]) * ld_f32(dv.v[j]);
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * norm;
+        }
     }
     dnorm_mean = warp_sum(dnorm_mean) / (float)C;
     dnorm_norm_mean = warp_sum(dnorm_norm_mean) / (float)C;
-    T_ *di = dinp + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) {
-        const float norm = (ld_f32(x[c]) - m) * r;
-        const float dnorm = ld_f32(w[c]) * ld_f32(d[c]);
-        st_f32(&di[c], ld_f32(di[c]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r);
+    V *di = (V *)(dinp + (size_t)row * C);
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c], dv = d[c], ww = wv[c];
+        V acc = di[c];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float norm = (ld_f32(xv.v[j]) - m) * r;
+            const float dnorm = ld_f32(ww.v[j]) * ld_f32(dv.v[j]);
+            st_f32(&acc.v[j],
+                   ld_f32(acc.v[j]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r);
+        }
+        di[c] = acc;
     }
 }
 
-/* dw (C) += sum_n dout * norm, db (C) += sum_n dout.  Column sums, deterministic: a block
- * owns 32 channels (lane x, coalesced), its 32 rows of threads walk rows y, y+32, ... in
- * order, and the 32 partials are added in a fixed shared-memory tree.  No atomics. */
+/* dw (C) += sum_n dout * norm, db (C) += sum_n dout: column sums over N rows, deterministic
+ * and in two stages, so that the grid has enough blocks to fill the GPU (C/32 blocks alone
+ * are only 64 at C = 2048).  Stage 1: block (x, chunk) owns 32 channels (lane x,
+ * coalesced) and the chunk-th of LN_ROW_CHUNKS row ranges; its 32 rows of threads walk
+ * that range with stride 32 in order, and the 32 partials are added in a fixed
+ * shared-memory tree into part[chunk][c].  Stage 2 adds the chunks in order.  No atomics:
+ * the result depends only on the shape. */
 template <typename T_>
-__global__ static void layernorm_backward_params_kernel(float *dw, float *db, const T_ *dout,
-                                                        const T_ *inp, const float *mean,
-                                                        const float *rstd, int N, int C)
+__global__ static void layernorm_backward_params_kernel(float *part_w, float *part_b,
+                                                        const T_ *dout, const T_ *inp,
+                                                        const float *mean, const float *rstd,
+                                                        int N, int C)
 {
     __shared__ float pw[32][33], pb[32][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
+    const int per = (N + LN_ROW_CHUNKS - 1) / LN_ROW_CHUNKS;
+    const int n0 = blockIdx.y * per, n1 = min(N, n0 + per);
     float sw = 0.0f, sb = 0.0f;
     if (c < C)
-        for (int n = threadIdx.y; n < N; n += 32) {
+        for (int n = n0 + threadIdx.y; n < n1; n += 32) {
             const size_t i = (size_t)n * C + c;
             const float norm = (ld_f32(inp[i]) - mean[n]) * rstd[n];
             const float d = ld_f32(dout[i]);
@@ -211,8 +279,22 @@ __global__ static void layernorm_backward_params_kernel(float *dw, float *db, co
         __syncthreads();
     }
     if (threadIdx.y == 0 && c < C) {
-        dw[c] += pw[0][threadIdx.x];
-        db[c] += pb[0][threadIdx.x];
+        part_w[(size_t)blockIdx.y * C + c] = pw[0][threadIdx.x];
+        part_b[(size_t)blockIdx.y * C + c] = pb[0][threadIdx.x];
+    }
+}
+
+__global__ static void layernorm_backward_params_sum(float *dw, float *db, const float *part_w,
+                                                     const float *part_b, int C)
+{
+    GRID_STRIDE(c, (size_t)C) {
+        float sw = 0.0f, sb = 0.0f;
+        for (int k = 0; k < LN_ROW_CHUNKS; k++) {
+            sw += part_w[(size_t)k * C + c];
+            sb += part_b[(size_t)k * C + c];
+        }
+        dw[c] += sw;
+        db[c] += sb;
     }
 }
 
@@ -220,30 +302,34 @@ void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db, cons
                            const void *inp, const void *w, const float *mean,
                            const float *rstd, int N, int C)
 {
-    cudaStream_t st = cu_stream(s)->stream;
-    CU_DISPATCH(s, E,
-                layernorm_backward_dinp_kernel<E><<<row_blocks(N), ROW_THREADS, 0, st>>>(
-                    (E *)dinp, (const E *)dout, (const E *)inp, (const E *)w, mean, rstd, N, C));
+    cuda_stream_impl *cs = cu_stream(s);
+    cudaStream_t st = cs->stream;
+    if (ln_vec(s, C, dinp, dout, inp) == 8 && aligned16(w))
+        layernorm_backward_dinp_kernel<bf16, 8><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+            (bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd, N,
+            C);
+    else
+        CU_DISPATCH(s, E,
+                    layernorm_backward_dinp_kernel<E, 1><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+                        (E *)dinp, (const E *)dout, (const E *)inp, (const E *)w, mean, rstd, N,
+                        C));
     OP_CHECK_LAUNCH(s);
+    /* The partials live in the stream's cuBLAS workspace: nothing else on this stream uses
+     * it between these two launches (a stream runs in issue order). */
+    if ((size_t)2 * LN_ROW_CHUNKS * C * sizeof(float) > CUDA_WORKSPACE_BYTES) {
+        fprintf(stderr, "aebench: layernorm_backward: C = %d too large for the workspace\n", C);
+        cs->failed = 1;
+        return;
+    }
+    float *part_w = (float *)cs->workspace, *part_b = part_w + (size_t)LN_ROW_CHUNKS * C;
     CU_DISPATCH(s, E,
-                layernorm_backward_params_kernel<E><<<(C + 31) / 32, dim3(32, 32), 0, st>>>(
-                    dw, db, (const E *)dout, (const E *)inp, mean, rstd, N, C));
+                layernorm_backward_params_kernel<E>
+                <<<dim3((C + 31) / 32, LN_ROW_CHUNKS), dim3(32, 32), 0, st>>>(
+                    part_w, part_b, (const E *)dout, (const E *)inp, mean, rstd, N, C));
     OP_CHECK_LAUNCH(s);
-}
-
-/* ---- elementwise, vectorised ---------------------------------------------------------------
- * The elementwise kernels move 16 bytes per access (4 floats or 8 bf16) where every pointer
- * is 16-byte aligned, and element by element otherwise and for the tail: one kernel
- * template does both, with VEC = 16 / sizeof(T) or 1. */
-
-/* VEC elements moved as one access (16 bytes for the full vector width). */
-template <typename T_, int VEC> struct alignas(sizeof(T_) * VEC) vec_t {
-    T_ v[VEC];
-};
-
-static inline int aligned16(const void *p)
-{
-    return ((uintptr_t)p & 15u) == 0;
+    layernorm_backward_params_sum<<<grid_for((size_t)C, EW_THREADS), EW_THREADS, 0, st>>>(
+        dw, db, part_w, part_b, C);
+    OP_CHECK_LAUNCH(s);
 }
 
 /* ---- GELU (tanh form) ------------------------------------------------------------------- */
@@ -387,10 +473,19 @@ void cu_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, s
 
 /* ---- fp32 master weights to the working copy ------------------------------------------------ */
 
-template <typename T_>
-__global__ static void params_to_act_kernel(T_ *dst, const float *src, size_t n)
+template <int VEC>
+__global__ static void params_to_act_kernel(bf16 *dst, const float *src, size_t nv)
 {
-    GRID_STRIDE(i, n) st_f32(&dst[i], src[i]);
+    typedef vec_t<float, VEC> VF;
+    typedef vec_t<bf16, VEC> VB;
+    GRID_STRIDE(i, nv) {
+        const VF f = ((const VF *)src)[i];
+        VB o;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&o.v[j], f.v[j]);
+        ((VB *)dst)[i] = o;
+    }
 }
 
 void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
@@ -403,9 +498,19 @@ void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
                                              cudaMemcpyDeviceToDevice, cu_stream(s)->stream));
         return;
     }
-    params_to_act_kernel<bf16><<<grid_for(n, EW_THREADS), EW_THREADS, 0, cu_stream(s)->stream>>>(
-        (bf16 *)dst, src, n);
-    OP_CHECK_LAUNCH(s);
+    cudaStream_t st = cu_stream(s)->stream;
+    /* 16-byte reads, 8-byte writes where both pointers allow; the tail element-wise. */
+    const size_t nv = aligned16(src) && ((uintptr_t)dst & 7u) == 0 ? n / 4 : 0, done = nv * 4;
+    if (nv > 0) {
+        params_to_act_kernel<4><<<grid_for(nv, EW_THREADS), EW_THREADS, 0, st>>>((bf16 *)dst, src,
+                                                                               nv);
+        OP_CHECK_LAUNCH(s);
+    }
+    if (n > done) {
+        params_to_act_kernel<1><<<grid_for(n - done, EW_THREADS), EW_THREADS, 0, st>>>(
+            (bf16 *)dst + done, src + done, n - done);
+        OP_CHECK_LAUNCH(s);
+    }
 }
 
 /* ---- cross-entropy ------------------------------------------------------------------------- */
@@ -561,12 +666,25 @@ __device__ static double block_tree_sum(double *sh)
 /* Stage 1: NORM_BLOCKS blocks (a fixed grid: the order depends only on n); each thread
  * sums x^2 over its grid-stride elements in double, the block adds its threads in a fixed
  * tree and writes one double partial. */
+template <int VEC>
 __global__ static void norm_squared_stage1(double *partials, const float *x, size_t n)
 {
+    typedef vec_t<float, VEC> V;
     __shared__ double sh[NORM_THREADS];
     double sum = 0.0;
-    GRID_STRIDE(i, n) {
-        const double xi = (double)x[i];
+    const size_t nv = n / VEC;
+    GRID_STRIDE(i, nv) {
+        const V xv = ((const V *)x)[i];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const double xi = (double)xv.v[j];
+            sum += xi * xi;
+        }
+    }
+    /* the last n % VEC elements, one each to the first threads of the grid */
+    const size_t tail = nv * VEC + blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (tail < n) {
+        const double xi = (double)x[tail];
         sum += xi * xi;
     }
     sh[threadIdx.x] = sum;
@@ -589,7 +707,13 @@ __global__ static void norm_squared_stage2(float *out, const double *partials)
 void cu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
 {
     cuda_stream_impl *st = cu_stream(s);
-    norm_squared_stage1<<<NORM_BLOCKS, NORM_THREADS, 0, st->stream>>>(st->norm_partials, x, n);
+    /* 16-byte loads when x allows them: the norm reads every gradient once per step. */
+    if (aligned16(x))
+        norm_squared_stage1<4><<<NORM_BLOCKS, NORM_THREADS, 0, st->stream>>>(st->norm_partials, x,
+                                                                            n);
+    else
+        norm_squared_stage1<1><<<NORM_BLOCKS, NORM_THREADS, 0, st->stream>>>(st->norm_partials, x,
+                                                                            n);
     OP_CHECK_LAUNCH(s);
     norm_squared_stage2<<<1, NORM_BLOCKS, 0, st->stream>>>(out, st->norm_partials);
     OP_CHECK_LAUNCH(s);
