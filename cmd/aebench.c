@@ -1,13 +1,17 @@
 /*
  * aebench — how large a GPT can each GPU-memory offloading strategy train, and how fast?
  *
- * main: parse the command line (and --config), pick the backend (CUDA when usable, else the
- * CPU reference backend with its small preset), open the data, then run one engine or
- * every engine (-m all).  Bad input exits 2 before anything is written.
+ * main: parse the command line (and --config), then either run one engine in this process
+ * — pick the backend (CUDA when usable, else the CPU reference backend with its small
+ * preset), open the data, train — or hand over to the sweep driver (cmd/sweep.c) for
+ * -m all, a run-list config and --find-max, which runs every run as a child process.
+ * Bad input exits 2 before anything is written.
  */
 #include "cli.h"
 #include "data.h"
+#include "report.h"
 #include "run.h"
+#include "sweep.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -52,6 +56,22 @@ int main(int argc, char **argv)
         return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
     }
 
+    const int sweep = rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run);
+    if (sweep) {
+        /* The sweep process opens no backend: a CUDA context here would take GPU memory
+         * from every child it starts. */
+        int code = EXIT_BAD_INPUT;
+        if (comm.world > 1) {
+            if (comm.rank == 0)
+                fprintf(stderr, "aebench: -m all, run-list configs and --find-max start their runs as "
+                                "child processes: run them without mpirun\n");
+        } else {
+            code = sweep_main(argc, argv, &rc);
+        }
+        comm_finalize(&comm);
+        return code;
+    }
+
     gpt_backend *be = open_backend(&rc);
     if (!be) {
         if (comm.rank == 0)
@@ -75,24 +95,36 @@ int main(int argc, char **argv)
 
     const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
     /* bf16 only for engines that implement it: refuse rather than silently train in fp32
-     * and label the result bf16.  A sweep (-m all) leaves those engines out, and says so. */
-    if (rc.eng.bf16) {
-        int usable = 0;
-        for (int i = 0; i < engine_count(); i++) {
-            const engine_vtbl *eng = engine_at(i);
-            if (only && eng != only) continue;
-            if (eng->supports_bf16) usable++;
-            else if (comm.rank == 0)
-                fprintf(stderr, "aebench: %s does not implement --dtype bf16%s\n", eng->name,
-                        only ? " (use --dtype fp32)" : ": left out of this sweep");
-        }
-        if (usable == 0) {
-            close_backend(be, rc.eng.device);
-            comm_finalize(&comm);
-            return EXIT_BAD_INPUT;
-        }
+     * and label the result bf16 (a sweep's child for such an engine ends here too). */
+    if (rc.eng.bf16 && only && !only->supports_bf16) {
+        if (comm.rank == 0)
+            fprintf(stderr, "aebench: %s does not implement --dtype bf16 (use --dtype fp32)\n",
+                    only->name);
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
+    if (only && only->check && only->check(&rc.eng, err, sizeof err)) {
+        /* A configuration the engine cannot run: nothing is written. */
+        if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
     }
     if (rc.dry_run) {
+        /* What a sweep needs to know before it runs this configuration: the backend, the
+         * shape after the CPU preset, and the budgets (free memory as a child sees it). */
+        size_t gpu_budget, host_budget;
+        run_resolve_budgets(&rc, be, &gpu_budget, &host_budget);
+        const gpt_shape *sh = &rc.eng.shape;
+        report_to_parent("backend %s", rc.eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+        report_to_parent("preset %d", rc.cpu_preset);
+        report_to_parent("shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq,
+                         sh->batch, sh->vocab);
+        report_to_parent("budget-gpu %zu", gpu_budget);
+        report_to_parent("budget-host %zu", host_budget);
+        rc.eng.gpu_budget = gpu_budget;
+        rc.eng.host_budget = host_budget;
         for (int i = 0; i < engine_count(); i++)
             if ((!only || engine_at(i) == only) && (!rc.eng.bf16 || engine_at(i)->supports_bf16))
                 run_dry(&rc, engine_at(i));
@@ -115,18 +147,9 @@ int main(int argc, char **argv)
                             rc.eng.seed);
     }
 
-    /* A sweep goes on past a run that fails or does not fit; the exit code reports the
-     * worst outcome (error over out-of-memory over ok). */
-    int worst = EXIT_RUN_OK;
-    for (int i = 0; i < engine_count(); i++) {
-        const engine_vtbl *eng = engine_at(i);
-        if (only && eng != only) continue;
-        if (rc.eng.bf16 && !eng->supports_bf16) continue;
-        int code = run_engine(&rc, eng, be, &data, &comm);
-        if (code == EXIT_RUN_ERROR || (code == EXIT_RUN_OOM && worst == EXIT_RUN_OK)) worst = code;
-    }
+    int code = run_engine(&rc, only, be, &data, &comm);
     data_close(&data);
     close_backend(be, rc.eng.device);
     comm_finalize(&comm);
-    return worst;
+    return code;
 }

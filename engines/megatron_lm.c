@@ -254,6 +254,14 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     return GPT_OK;
 }
 
+static int megatron_read_params(void *state, float *host_params)
+{
+    megatron_state *st = state;
+    int rc = gpt_memcpy_d2h(st->compute, host_params, st->model.params,
+                            st->nparams * sizeof(float));
+    return rc ? rc : gpt_stream_sync(st->compute);
+}
+
 const engine_vtbl engine_megatron_lm = {
     .name = "megatron-lm",
     .alias = "baseline",
@@ -264,4 +272,5 @@ const engine_vtbl engine_megatron_lm = {
     .init = megatron_init,
     .step = megatron_step,
     .free = megatron_free,
+    .read_params = megatron_read_params,
 };

@@ -566,6 +566,80 @@ static void test_engine_bf16_vs_cpu(void **state)
     harness_close(&cpu);
 }
 
+
+/* stronghold on the GPU (real async streams and events) against megatron-lm on the CPU
+ * reference: per-iteration losses within 1e-5 and final parameters within 1e-5 normwise, for
+ * W in {1, 2, 3, L} and -w auto under a budget that makes it stream. */
+static void test_stronghold_cuda_vs_cpu(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    engine_config cfg = {0};
+    cfg.shape = (gpt_shape){.layers = 6, .hidden = 128, .heads = 4, .seq = 64, .batch = 2,
+                            .vocab = 1000};
+    cfg.shape.vocab_padded = gpt_pad_vocab(cfg.shape.vocab);
+    cfg.ckpt = 1;
+    cfg.optim = gpt_optim_default();
+    cfg.optim.lr = 1e-3;
+    cfg.optim.decay_iters = 200;
+    cfg.optim.clip = 0.5;
+    cfg.seed = 99;
+    cfg.tf32 = 0;
+    cfg.device = DEVICE_CPU;
+    enum { ITERS = 20 };
+    double ref_loss[ITERS];
+    const size_t P = (size_t)gpt_param_count(&cfg.shape);
+    float *ref = malloc(P * sizeof(float)), *got = malloc(P * sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(got);
+    engine_harness cpu;
+    assert_int_equal(harness_open(&cpu, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
+    for (int it = 1; it <= ITERS; it++) {
+        step_result r = {0};
+        harness_step(&cpu, it, &r);
+        ref_loss[it - 1] = r.loss;
+    }
+    assert_int_equal(engine_megatron_lm.read_params(cpu.state, ref), 0);
+    harness_close(&cpu);
+
+    engine_config g = cfg;
+    g.device = DEVICE_CUDA;
+    g.window = 6;
+    engine_plan all;
+    engine_stronghold.plan(&g, &all);
+    const int windows[] = {1, 2, 3, 6, 0};
+    for (int w = 0; w < 5; w++) {
+        g.window = windows[w];
+        engine_harness h;
+        /* -w auto: room for about half the layers, so it streams. */
+        const size_t limit = windows[w] == 0 ? (size_t)(all.gpu_bytes * 0.6) : SIZE_MAX;
+        assert_int_equal(harness_open(&h, &engine_stronghold, &g, limit), 0);
+        double max_rel = 0;
+        for (int it = 1; it <= ITERS; it++) {
+            step_result r = {0};
+            harness_step(&h, it, &r);
+            const double rel = fabs(r.loss - ref_loss[it - 1]) / fabs(ref_loss[it - 1]);
+            if (rel > max_rel) max_rel = rel;
+        }
+        assert_int_equal(engine_stronghold.read_params(h.state, got), 0);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < P; i++) {
+            num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+            den += (double)ref[i] * ref[i];
+        }
+        const double prel = sqrt(num / den);
+        printf("cuda_vs_cpu engine stronghold -w %d losses math=fp32 iterations=%d "
+               "max_rel_err=%.3e final params rel_err=%.3e\n",
+               windows[w], ITERS, max_rel, prel);
+        assert_true(max_rel <= 1e-5);
+        assert_true(prel <= 1e-5);
+        harness_close(&h);
+    }
+    free(ref);
+    free(got);
+}
+
+
 /* ---- memory ---------------------------------------------------------------------------- */
 
 static void test_oom_then_usable(void **state)
@@ -620,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_engine_cpu_vs_cuda),
         cmocka_unit_test(test_engine_bf16_vs_cpu),
+        cmocka_unit_test(test_stronghold_cuda_vs_cpu),
         cmocka_unit_test(test_oom_then_usable),
         cmocka_unit_test(test_profiler_table),
     };
