@@ -22,7 +22,9 @@ static gpt_backend *open_backend(run_config *rc)
 {
     gpt_backend *be = NULL;
     if (rc->eng.device == DEVICE_CUDA || !rc->device_given) {
-        if (gpt_cuda_backend_create(&be, 0, rc->eng.tf32) == 0) {
+        /* --dtype bf16 makes a backend whose activations are bf16 (kernels/gpt.h). */
+        if (gpt_cuda_backend_create_dtype(&be, 0, rc->eng.tf32,
+                                          rc->eng.bf16 ? GPT_BF16 : GPT_F32) == 0) {
             rc->eng.device = DEVICE_CUDA;
             return be;
         }
@@ -78,14 +80,6 @@ int main(int argc, char **argv)
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
-    if (rc.eng.bf16 && rc.eng.device == DEVICE_CUDA) {
-        /* Refuse rather than silently train in fp32 and label the result bf16. */
-        if (comm.rank == 0)
-            fprintf(stderr, "aebench: --dtype bf16 is not implemented yet (use fp32 with --math tf32)\n");
-        close_backend(be, rc.eng.device);
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
     if (rc.eng.device == DEVICE_CPU) {
         if (rc.eng.bf16) {
             if (comm.rank == 0)
@@ -100,6 +94,16 @@ int main(int argc, char **argv)
     }
 
     const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
+    /* bf16 only for engines that implement it: refuse rather than silently train in fp32
+     * and label the result bf16 (a sweep's child for such an engine ends here too). */
+    if (rc.eng.bf16 && only && !only->supports_bf16) {
+        if (comm.rank == 0)
+            fprintf(stderr, "aebench: %s does not implement --dtype bf16 (use --dtype fp32)\n",
+                    only->name);
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
     if (only && only->check && only->check(&rc.eng, err, sizeof err)) {
         /* A configuration the engine cannot run: nothing is written. */
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
@@ -122,7 +126,8 @@ int main(int argc, char **argv)
         rc.eng.gpu_budget = gpu_budget;
         rc.eng.host_budget = host_budget;
         for (int i = 0; i < engine_count(); i++)
-            if (!only || engine_at(i) == only) run_dry(&rc, engine_at(i));
+            if ((!only || engine_at(i) == only) && (!rc.eng.bf16 || engine_at(i)->supports_bf16))
+                run_dry(&rc, engine_at(i));
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);
         return 0;

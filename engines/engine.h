@@ -83,6 +83,10 @@ typedef struct engine_vtbl {
     const char *alias;       /* another accepted name, or NULL */
     const char *description; /* one line for --help */
     int uses_window;
+    /* 1 when the engine implements --dtype bf16 (a backend of type GPT_BF16: bf16 working
+     * weights and activations on the GPU, fp32 master weights, grads and Adam state); the
+     * driver refuses bf16 for an engine that leaves this 0. */
+    int supports_bf16;
     void (*plan)(const engine_config *cfg, engine_plan *out);
     /* Optional: reject a configuration the engine cannot run (one line into err; the driver
      * exits 2 before writing anything).  0 when fine. */

@@ -215,6 +215,59 @@ static void cpu_describe(const gpt_backend *be, char *buf, size_t len)
     snprintf(buf, len, "cpu (%d threads)", impl->nthreads);
 }
 
+/* ---- the op table's signatures ------------------------------------------------------- */
+
+/* The reference ops (cpu_ops.h) are written over float *, which is what every void *
+ * argument of the table holds on this backend (be->dtype is always GPT_F32): these
+ * adapters only give them the table's types. */
+static void t_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
+                              const void *wpe, int B, int T, int C)
+{ cpu_encoder_forward(s, out, tokens, wte, wpe, B, T, C); }
+static void t_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
+                               const int32_t *tokens, int B, int T, int C)
+{ cpu_encoder_backward(s, dwte, dwpe, dout, tokens, B, T, C); }
+static void t_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
+                                const void *inp, const void *w, const void *b, int N, int C)
+{ cpu_layernorm_forward(s, out, mean, rstd, inp, w, b, N, C); }
+static void t_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
+                                 const void *dout, const void *inp, const void *w,
+                                 const float *mean, const float *rstd, int N, int C)
+{ cpu_layernorm_backward(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C); }
+static void t_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
+                             const void *bias, int N, int C, int OC)
+{ cpu_matmul_forward(s, out, inp, w, bias, N, C, OC); }
+static void t_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                              const void *dout, const void *inp, const void *w, int N, int C,
+                              int OC)
+{ cpu_matmul_backward(s, dinp, dw, dbias, dout, inp, w, N, C, OC); }
+static void t_attention_forward(gpt_stream *s, void *out, void *att, const void *qkv, int B,
+                                int T, int C, int NH)
+{ cpu_attention_forward(s, out, att, qkv, B, T, C, NH); }
+static void t_attention_backward(gpt_stream *s, void *dqkv, void *datt, const void *dout,
+                                 const void *qkv, const void *att, int B, int T, int C, int NH)
+{ cpu_attention_backward(s, dqkv, datt, dout, qkv, att, B, T, C, NH); }
+static void t_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n)
+{ cpu_gelu_forward(s, out, inp, n); }
+static void t_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout,
+                            size_t n)
+{ cpu_gelu_backward(s, dinp, inp, dout, n); }
+static void t_residual_forward(gpt_stream *s, void *out, const void *a, const void *b, size_t n)
+{ cpu_residual_forward(s, out, a, b, n); }
+static void t_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n)
+{ cpu_residual_backward(s, da, db, dout, n); }
+static void t_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
+                                   const int32_t *targets, int N, int V, int Vp)
+{ cpu_crossentropy_forward(s, losses, logits, targets, N, V, Vp); }
+static void t_crossentropy_backward(gpt_stream *s, void *dlogits, const void *logits,
+                                    const int32_t *targets, float dloss, int N, int V, int Vp)
+{ cpu_crossentropy_backward(s, dlogits, logits, targets, dloss, N, V, Vp); }
+/* fp32 to fp32: a copy (memmove: callers may pass the same array). */
+static void t_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
+{
+    (void)s;
+    if (dst != src) memmove(dst, src, n * sizeof(float));
+}
+
 /* ---- the backend ------------------------------------------------------------------------ */
 
 static const gpt_backend_ops cpu_ops = {
@@ -238,22 +291,23 @@ static const gpt_backend_ops cpu_ops = {
     .host_alloc_pinned = cpu_host_alloc_pinned,
     .host_free_pinned = cpu_host_free_pinned,
 
-    .encoder_forward = cpu_encoder_forward,
-    .encoder_backward = cpu_encoder_backward,
-    .layernorm_forward = cpu_layernorm_forward,
-    .layernorm_backward = cpu_layernorm_backward,
-    .matmul_forward = cpu_matmul_forward,
-    .matmul_backward = cpu_matmul_backward,
-    .attention_forward = cpu_attention_forward,
-    .attention_backward = cpu_attention_backward,
-    .gelu_forward = cpu_gelu_forward,
-    .gelu_backward = cpu_gelu_backward,
-    .residual_forward = cpu_residual_forward,
-    .residual_backward = cpu_residual_backward,
-    .crossentropy_forward = cpu_crossentropy_forward,
-    .crossentropy_backward = cpu_crossentropy_backward,
+    .encoder_forward = t_encoder_forward,
+    .encoder_backward = t_encoder_backward,
+    .layernorm_forward = t_layernorm_forward,
+    .layernorm_backward = t_layernorm_backward,
+    .matmul_forward = t_matmul_forward,
+    .matmul_backward = t_matmul_backward,
+    .attention_forward = t_attention_forward,
+    .attention_backward = t_attention_backward,
+    .gelu_forward = t_gelu_forward,
+    .gelu_backward = t_gelu_backward,
+    .residual_forward = t_residual_forward,
+    .residual_backward = t_residual_backward,
+    .crossentropy_forward = t_crossentropy_forward,
+    .crossentropy_backward = t_crossentropy_backward,
     .adamw_update = cpu_adamw_update,
     .norm_squared = cpu_norm_squared,
+    .params_to_act = t_params_to_act,
 };
 
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads)
@@ -279,6 +333,7 @@ int gpt_cpu_backend_create(gpt_backend **out, int nthreads)
     be->ops = &cpu_ops;
     be->name = "cpu";
     be->impl = impl;
+    be->dtype = GPT_F32;
     *out = be;
     return GPT_OK;
 }
