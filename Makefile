@@ -9,6 +9,9 @@
 #   make run          deps + build + `aebench -m all` on the defaults (CPU preset without GPU)
 #   make bench-tools  build/bench/host_adam: host bandwidth vs CPU Adam (and PCIe with CUDA);
 #                     needs only a compiler (and nvcc for the PCIe part), not cJSON or cmocka
+#   make ae           deps + build + the artifact's five cases (paper shapes on a GPU, CPU-sized
+#                     otherwise), their CSVs and figures (scripts/run_ae.sh; AE_FLAGS, AE_RESULTS)
+#   make figures      the five CSVs and plots/caseN.png from what results/ holds
 
 SHELL := /bin/bash
 CC    ?= gcc
@@ -40,7 +43,7 @@ LDFLAGS += -fopenmp $(SANITIZE)
 # ---- sources -----------------------------------------------------------------------------
 KERNEL_SRCS  := kernels/model.c $(wildcard kernels/cpu/*.c)
 ENGINE_SRCS  := $(wildcard engines/*.c) $(wildcard engines/runtime/*.c)
-CMD_LIB_SRCS := cmd/cli.c cmd/data.c cmd/report.c cmd/run.c
+CMD_LIB_SRCS := cmd/cli.c cmd/data.c cmd/report.c cmd/run.c cmd/child.c cmd/sweep.c cmd/findmax.c
 ifeq ($(CUDA),1)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
   NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -Wall,-Wextra \
@@ -60,11 +63,11 @@ endif
 LIB_SRCS := $(KERNEL_SRCS) $(ENGINE_SRCS) $(CMD_LIB_SRCS)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 
-TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report \
+TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report $(BUILD)/tests/test_engines \
               $(BUILD)/tests/test_runtime \
               $(CUDA_TEST_PROGS)
 
-.PHONY: all deps test check-asan run clean tests bench-tools
+.PHONY: all deps test check-asan run clean tests ae figures bench-tools
 all: aebench
 
 aebench: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
@@ -117,7 +120,7 @@ test: deps
 # MPI=0: MPICH's own start-up allocations would drown our leak reports.
 check-asan: deps
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 \
-	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" aebench-asan build-asan/tests/test_ops build-asan/tests/test_model build-asan/tests/test_report \
+	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" aebench-asan build-asan/tests/test_ops build-asan/tests/test_model build-asan/tests/test_report build-asan/tests/test_engines \
 	        build-asan/tests/test_runtime
 	AEBENCH=./aebench-asan TEST_BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 bash tests/run.sh
 
@@ -126,6 +129,12 @@ aebench-asan: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
 
 run: deps aebench
 	./aebench -m all
+
+ae: deps aebench
+	bash scripts/run_ae.sh
+
+figures: deps
+	bash scripts/run_ae.sh --figures
 
 clean:
 	rm -rf build build-asan aebench aebench-asan

@@ -35,9 +35,10 @@ def main(out):
             "ms": p["ms"], "sps": p["samples_per_s"], "peak": p["peak_bytes"], "status": "ok"}
     dev = open(os.path.join(out, "device.txt")).read().strip().replace("\n", ", ")
     print(f"megatron-lm vs PyTorch eager, h2048 b4 s1024, {dev}\n")
-    print("| layers | math | aebench ms/it | PyTorch ms/it | speed-up | aebench TFLOP/s | MFU | "
-          "aebench peak GiB | PyTorch peak GiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| layers | math | aebench ms/it | PyTorch ms/it | speed-up | aebench samples/s | "
+          "PyTorch samples/s | aebench TFLOP/s | MFU | PyTorch MFU | aebench peak GiB | "
+          "PyTorch peak GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (L, math) in sorted(rows):
         r = rows[(L, math)]
         a, p = r.get("aebench"), r.get("pytorch")
@@ -45,13 +46,28 @@ def main(out):
         am = a["ms"] if a and a["ms"] else None
         pm = p["ms"] if p else None
         cell = lambda v, fmt: (fmt % v) if v is not None else "-"
-        print("| %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        print("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             L, math, cell(am, "%.1f"), cell(pm, "%.1f"),
             cell(pm / am if am and pm else None, "%.2fx"),
+            cell(a["sps"] if a else None, "%.2f"), cell(p["sps"] if p else None, "%.2f"),
             cell(f / (am * 1e-3) / 1e12 if am else None, "%.1f"),
             cell(f / (am * 1e-3) / PEAK[math] * 100 if am else None, "%.1f%%"),
+            cell(f / (pm * 1e-3) / PEAK[math] * 100 if pm else None, "%.1f%%"),
             cell(a["peak"] / 2**30 if a else None, "%.2f"),
             cell(p["peak"] / 2**30 if p else None, "%.2f")))
+
+    # The per-op profiles (short separate runs with AEBENCH_PROFILE_OPS=1), when present.
+    for tag in ("bf16_profile", "tf32_profile"):
+        path = os.path.join(out, "aebench_l16_%s.txt" % tag)
+        if not os.path.exists(path):
+            continue
+        lines = open(path).read().splitlines()
+        start = next((i for i, l in enumerate(lines) if l.startswith("per-op GPU time")), None)
+        if start is None:
+            continue
+        print("\nl16 %s, %s:\n```" % (tag.split("_")[0], lines[start]))
+        print("\n".join(lines[start + 1:]))
+        print("```")
 
 
 if __name__ == "__main__":

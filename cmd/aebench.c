@@ -1,13 +1,17 @@
 /*
  * aebench — how large a GPT can each GPU-memory offloading strategy train, and how fast?
  *
- * main: parse the command line (and --config), pick the backend (CUDA when usable, else the
- * CPU reference backend with its small preset), open the data, then run one engine or
- * every engine (-m all).  Bad input exits 2 before anything is written.
+ * main: parse the command line (and --config), then either run one engine in this process
+ * — pick the backend (CUDA when usable, else the CPU reference backend with its small
+ * preset), open the data, train — or hand over to the sweep driver (cmd/sweep.c) for
+ * -m all, a run-list config and --find-max, which runs every run as a child process.
+ * Bad input exits 2 before anything is written.
  */
 #include "cli.h"
 #include "data.h"
+#include "report.h"
 #include "run.h"
+#include "sweep.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -18,7 +22,9 @@ static gpt_backend *open_backend(run_config *rc)
 {
     gpt_backend *be = NULL;
     if (rc->eng.device == DEVICE_CUDA || !rc->device_given) {
-        if (gpt_cuda_backend_create(&be, 0, rc->eng.tf32) == 0) {
+        /* --dtype bf16 makes a backend whose activations are bf16 (kernels/gpt.h). */
+        if (gpt_cuda_backend_create_dtype(&be, 0, rc->eng.tf32,
+                                          rc->eng.bf16 ? GPT_BF16 : GPT_F32) == 0) {
             rc->eng.device = DEVICE_CUDA;
             return be;
         }
@@ -50,19 +56,27 @@ int main(int argc, char **argv)
         return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
     }
 
+    const int sweep = rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run);
+    if (sweep) {
+        /* The sweep process opens no backend: a CUDA context here would take GPU memory
+         * from every child it starts. */
+        int code = EXIT_BAD_INPUT;
+        if (comm.world > 1) {
+            if (comm.rank == 0)
+                fprintf(stderr, "aebench: -m all, run-list configs and --find-max start their runs as "
+                                "child processes: run them without mpirun\n");
+        } else {
+            code = sweep_main(argc, argv, &rc);
+        }
+        comm_finalize(&comm);
+        return code;
+    }
+
     gpt_backend *be = open_backend(&rc);
     if (!be) {
         if (comm.rank == 0)
             fprintf(stderr, "aebench: --device %s is not usable here (see above)\n",
                     rc.eng.device == DEVICE_CUDA ? "cuda" : "cpu");
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-    if (rc.eng.bf16 && rc.eng.device == DEVICE_CUDA) {
-        /* Refuse rather than silently train in fp32 and label the result bf16. */
-        if (comm.rank == 0)
-            fprintf(stderr, "aebench: --dtype bf16 is not implemented yet (use fp32 with --math tf32)\n");
-        close_backend(be, rc.eng.device);
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
@@ -80,9 +94,40 @@ int main(int argc, char **argv)
     }
 
     const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
+    /* bf16 only for engines that implement it: refuse rather than silently train in fp32
+     * and label the result bf16 (a sweep's child for such an engine ends here too). */
+    if (rc.eng.bf16 && only && !only->supports_bf16) {
+        if (comm.rank == 0)
+            fprintf(stderr, "aebench: %s does not implement --dtype bf16 (use --dtype fp32)\n",
+                    only->name);
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
+    if (only && only->check && only->check(&rc.eng, err, sizeof err)) {
+        /* A configuration the engine cannot run: nothing is written. */
+        if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
     if (rc.dry_run) {
+        /* What a sweep needs to know before it runs this configuration: the backend, the
+         * shape after the CPU preset, and the budgets (free memory as a child sees it). */
+        size_t gpu_budget, host_budget;
+        run_resolve_budgets(&rc, be, &gpu_budget, &host_budget);
+        const gpt_shape *sh = &rc.eng.shape;
+        report_to_parent("backend %s", rc.eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+        report_to_parent("preset %d", rc.cpu_preset);
+        report_to_parent("shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq,
+                         sh->batch, sh->vocab);
+        report_to_parent("budget-gpu %zu", gpu_budget);
+        report_to_parent("budget-host %zu", host_budget);
+        rc.eng.gpu_budget = gpu_budget;
+        rc.eng.host_budget = host_budget;
         for (int i = 0; i < engine_count(); i++)
-            if (!only || engine_at(i) == only) run_dry(&rc, engine_at(i));
+            if ((!only || engine_at(i) == only) && (!rc.eng.bf16 || engine_at(i)->supports_bf16))
+                run_dry(&rc, engine_at(i));
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);
         return 0;
@@ -102,17 +147,9 @@ int main(int argc, char **argv)
                             rc.eng.seed);
     }
 
-    /* A sweep goes on past a run that fails or does not fit; the exit code reports the
-     * worst outcome (error over out-of-memory over ok). */
-    int worst = EXIT_RUN_OK;
-    for (int i = 0; i < engine_count(); i++) {
-        const engine_vtbl *eng = engine_at(i);
-        if (only && eng != only) continue;
-        int code = run_engine(&rc, eng, be, &data, &comm);
-        if (code == EXIT_RUN_ERROR || (code == EXIT_RUN_OOM && worst == EXIT_RUN_OK)) worst = code;
-    }
+    int code = run_engine(&rc, only, be, &data, &comm);
     data_close(&data);
     close_backend(be, rc.eng.device);
     comm_finalize(&comm);
-    return worst;
+    return code;
 }

@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "strv.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -16,8 +17,8 @@ typedef enum opt_id {
     OPT_METHOD, OPT_LAYERS, OPT_HIDDEN, OPT_BATCH, OPT_WINDOW, OPT_HEADS, OPT_SEQ, OPT_VOCAB,
     OPT_ITERS, OPT_LOG_INTERVAL, OPT_SEED, OPT_RESULTS, OPT_DEVICE, OPT_CONFIG, OPT_DTYPE,
     OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_LR, OPT_MIN_LR,
-    OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_HELP,
-    OPT_VERSION,
+    OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
+    OPT_RESUME, OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
 
@@ -46,7 +47,7 @@ static const opt_spec specs[] = {
     {OPT_SEED, "seed", 0, ARG_INT, "S", "seed of initialisation and synthetic data (default 1234)"},
     {OPT_RESULTS, "results", 0, ARG_TEXT, "DIR", "where logs and JSON go (default results)"},
     {OPT_DEVICE, "device", 0, ARG_TEXT, "cpu|cuda", "compute backend (default cuda if usable)"},
-    {OPT_CONFIG, "config", 0, ARG_TEXT, "FILE.json", "read options from a JSON object"},
+    {OPT_CONFIG, "config", 0, ARG_TEXT, "FILE.json", "read options, or a run list (a case), from JSON"},
     {OPT_DTYPE, "dtype", 0, ARG_TEXT, "fp32|bf16", "storage type on the GPU (default fp32)"},
     {OPT_MATH, "math", 0, ARG_TEXT, "tf32|fp32", "GPU matmuls on TF32 tensor cores, or strict fp32 (default tf32)"},
     {OPT_GPU_MEM, "gpu-mem-limit", 0, ARG_TEXT, "SIZE", "GPU memory budget, e.g. 32G (default: free memory)"},
@@ -61,6 +62,8 @@ static const opt_spec specs[] = {
     {OPT_WEIGHT_DECAY, "weight-decay", 0, ARG_NUM, "X", "AdamW weight decay (default 0.01)"},
     {OPT_CLIP, "clip-grad", 0, ARG_NUM, "X", "global-norm clipping, 0 disables (default 1.0)"},
     {OPT_THREADS, "threads", 0, ARG_INT, "N", "CPU threads, 0 = all cores (default 0)"},
+    {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
+    {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
     {OPT_VERSION, "version", 0, ARG_NONE, NULL, "print the version"},
 };
@@ -126,15 +129,15 @@ static void set_defaults(run_config *rc)
 }
 
 /* Apply one option whose value is text (from argv, or converted from JSON).
- * flag_value: for ARG_NONE options, 1 to set and 0 to clear. */
+ * flag_value: for ARG_NONE options, 1 to set and 0 to clear.  label names the option in
+ * messages: NULL for the command line ("--layers"), else where it came from in a config
+ * ("config F: runs[3].layers"). */
 static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag_value,
-                 const char *config_path, char *err, size_t errlen)
+                 const char *label, char *err, size_t errlen)
 {
-    /* Messages name the option as the user wrote it: "--layers" or "config F: layers". */
-    char where[PATH_MAX + 16], opt[PATH_MAX + 64];
-    if (config_path) snprintf(where, sizeof where, "config %s: ", config_path);
-    else where[0] = '\0';
-    snprintf(opt, sizeof opt, "%s%s%s", where, config_path ? "" : "--", sp->name);
+    char opt[PATH_MAX + 128];
+    if (label) snprintf(opt, sizeof opt, "%s", label);
+    else snprintf(opt, sizeof opt, "--%s", sp->name);
     long long iv = 0;
     double dv = 0;
     size_t bytes = 0;
@@ -158,7 +161,8 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
                 strncat(names, engine_at(i)->name, sizeof names - strlen(names) - 1);
                 strncat(names, ", ", sizeof names - strlen(names) - 1);
             }
-            return fail(err, errlen, "%sunknown method '%s' (known: %sall)", where, value, names);
+            return fail(err, errlen, "%s%sunknown method '%s' (known: %sall)", label ? label : "",
+                        label ? ": " : "", value, names);
         }
         snprintf(rc->method, sizeof rc->method, "%s", value);
         break;
@@ -219,6 +223,8 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         else rc->cpu_mem_limit = bytes;
         break;
     case OPT_DRY_RUN: rc->dry_run = flag_value; break;
+    case OPT_FIND_MAX: rc->find_max = flag_value; break;
+    case OPT_RESUME: rc->resume = flag_value; break;
     case OPT_NO_CKPT: e->ckpt = !flag_value; break;
     case OPT_LR:
         if (dv <= 0) return fail(err, errlen, "%s: must be positive", opt);
@@ -250,10 +256,11 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     return 0;
 }
 
-static int load_config(run_config *rc, const char *path, char *err, size_t errlen)
+/* The whole file parsed as JSON; NULL with err set. */
+static cJSON *read_json(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "cannot read config %s: %s", path, strerror(errno));
+    if (!f) return fail(err, errlen, "cannot read config %s: %s", path, strerror(errno)), NULL;
     char *text = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -263,7 +270,7 @@ static int load_config(run_config *rc, const char *path, char *err, size_t errle
             if (!grown) {
                 free(text);
                 fclose(f);
-                return fail(err, errlen, "config %s: out of memory", path);
+                return fail(err, errlen, "config %s: out of memory", path), NULL;
             }
             text = grown;
         }
@@ -275,64 +282,417 @@ static int load_config(run_config *rc, const char *path, char *err, size_t errle
     fclose(f);
     if (read_error) {
         free(text);
-        return fail(err, errlen, "cannot read config %s", path);
+        return fail(err, errlen, "cannot read config %s", path), NULL;
     }
     text[len] = '\0';
     const char *where_err = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &where_err, 1);
     if (!root) {
         size_t at = where_err ? (size_t)(where_err - text) : 0;
-        free(text);
-        return fail(err, errlen, "config %s: malformed JSON near byte %zu", path, at);
+        fail(err, errlen, "config %s: malformed JSON near byte %zu", path, at);
     }
     free(text);
-    int rc_ = 0;
-    char where[PATH_MAX + 16];
-    snprintf(where, sizeof where, "config %s: ", path);
-    if (!cJSON_IsObject(root)) {
-        rc_ = fail(err, errlen, "%sthe top level must be a JSON object of options", where);
-        goto out;
-    }
-    for (cJSON *item = root->child; item; item = item->next) {
-        const opt_spec *sp = spec_by_name(item->string);
-        if (!sp || sp->id == OPT_CONFIG || sp->id == OPT_HELP || sp->id == OPT_VERSION) {
-            rc_ = fail(err, errlen, "%sunknown key '%s'", where, item->string);
-            goto out;
+    return root;
+}
+
+static const char *json_type_name(const cJSON *item)
+{
+    if (cJSON_IsBool(item)) return "a boolean";
+    if (cJSON_IsNumber(item)) return "a number";
+    if (cJSON_IsString(item)) return "a string";
+    if (cJSON_IsArray(item)) return "an array";
+    if (cJSON_IsObject(item)) return "an object";
+    if (cJSON_IsNull(item)) return "null";
+    return "an invalid value";
+}
+
+/* Options a config may set: every option but those that only make sense typed by hand. */
+static const opt_spec *config_spec(const char *key)
+{
+    const opt_spec *sp = spec_by_name(key);
+    if (!sp || sp->id == OPT_CONFIG || sp->id == OPT_HELP || sp->id == OPT_VERSION ||
+        sp->id == OPT_RESUME)
+        return NULL;
+    return sp;
+}
+
+/* Check one scalar JSON value against the type of option sp and turn it into the text that
+ * apply() takes.  Types are strict (a layer count is a JSON integer, not "32"); the only
+ * options that take a number or a string are the window (15 or "auto") and the memory
+ * limits (bytes or "32G"). */
+static int json_value(const cJSON *item, const opt_spec *sp, const char *label, char *value,
+                      size_t vlen, int *flag, char *err, size_t errlen)
+{
+    const int text_or_number = sp->id == OPT_WINDOW || sp->id == OPT_GPU_MEM || sp->id == OPT_CPU_MEM;
+    *flag = 1;
+    value[0] = '\0';
+    const char *want = NULL;
+    switch (sp->kind) {
+    case ARG_NONE:
+        if (cJSON_IsBool(item)) {
+            *flag = cJSON_IsTrue(item);
+            return 0;
         }
+        want = "true or false";
+        break;
+    case ARG_INT:
+        if (cJSON_IsNumber(item) && item->valuedouble == floor(item->valuedouble) &&
+            fabs(item->valuedouble) < 9.0e15) {
+            snprintf(value, vlen, "%lld", (long long)item->valuedouble);
+            return 0;
+        }
+        want = "an integer";
+        break;
+    case ARG_NUM:
+        if (cJSON_IsNumber(item)) {
+            snprintf(value, vlen, "%.17g", item->valuedouble);
+            return 0;
+        }
+        want = "a number";
+        break;
+    case ARG_TEXT:
+        if (cJSON_IsString(item)) {
+            if (snprintf(value, vlen, "%s", item->valuestring) >= (int)vlen)
+                return fail(err, errlen, "%s: value too long", label);
+            return 0;
+        }
+        if (text_or_number && cJSON_IsNumber(item) && item->valuedouble == floor(item->valuedouble) &&
+            item->valuedouble >= 0 && item->valuedouble < 9.0e15) {
+            snprintf(value, vlen, "%lld", (long long)item->valuedouble);
+            return 0;
+        }
+        want = text_or_number ? "a string or a non-negative integer" : "a string";
+        break;
+    }
+    return fail(err, errlen, "%s: wrong type (want %s, got %s)", label, want, json_type_name(item));
+}
+
+/* A plain config: an object of options, applied to rc. */
+static int load_options(run_config *rc, const cJSON *root, const char *path, char *err,
+                        size_t errlen)
+{
+    for (const cJSON *item = root->child; item; item = item->next) {
+        char label[PATH_MAX + 128];
+        snprintf(label, sizeof label, "config %s: %s", path, item->string);
+        const opt_spec *sp = config_spec(item->string);
+        if (!sp) return fail(err, errlen, "%s: unknown key (see aebench --help)", label);
+        /* A child run gets the plain config too; --find-max in it would make every child a
+         * sweep again.  In a run list the sweep driver takes it out of the children's options. */
+        if (sp->id == OPT_FIND_MAX)
+            return fail(err, errlen, "%s: only in a run list's defaults or runs", label);
         char value[PATH_MAX];
-        int flag = 1;
-        if (sp->kind == ARG_NONE) {
-            if (!cJSON_IsBool(item)) {
-                rc_ = fail(err, errlen, "%skey '%s' must be true or false", where, sp->name);
-                goto out;
-            }
-            flag = cJSON_IsTrue(item);
-            value[0] = '\0';
-        } else if (cJSON_IsString(item)) {
-            if (sp->kind != ARG_TEXT && !*item->valuestring) {
-                rc_ = fail(err, errlen, "%skey '%s' is empty", where, sp->name);
-                goto out;
-            }
-            snprintf(value, sizeof value, "%s", item->valuestring);
-        } else if (cJSON_IsNumber(item)) {
-            double d = item->valuedouble;
-            if (sp->kind == ARG_INT && d == floor(d) && fabs(d) < 9.0e15)
-                snprintf(value, sizeof value, "%lld", (long long)d);
-            else
-                snprintf(value, sizeof value, "%.17g", d);
-        } else {
-            rc_ = fail(err, errlen, "%skey '%s' has the wrong type (want %s)", where, sp->name,
-                       sp->kind == ARG_TEXT ? "a string" : "a number");
-            goto out;
-        }
-        if (apply(rc, sp, value, flag, path, err, errlen)) {
-            rc_ = -1;
-            goto out;
-        }
+        int flag;
+        if (json_value(item, sp, label, value, sizeof value, &flag, err, errlen)) return -1;
+        if (apply(rc, sp, value, flag, label, err, errlen)) return -1;
     }
-out:
+    return 0;
+}
+
+/* A config with "runs" (or "defaults") is a run list, run by the sweep driver. */
+static int is_runlist(const cJSON *root)
+{
+    return cJSON_GetObjectItemCaseSensitive(root, "runs") ||
+           cJSON_GetObjectItemCaseSensitive(root, "defaults");
+}
+
+static int load_config(run_config *rc, const char *path, char *err, size_t errlen)
+{
+    cJSON *root = read_json(path, err, errlen);
+    if (!root) return -1;
+    int rc_ = 0;
+    if (!cJSON_IsObject(root))
+        rc_ = fail(err, errlen, "config %s: the top level must be a JSON object (of options, or a "
+                                "run list with \"defaults\" and \"runs\")", path);
+    else if (is_runlist(root))
+        rc->config_runs = 1; /* checked in full by cli_load_runlist before anything runs */
+    else
+        rc_ = load_options(rc, root, path, err, errlen);
     cJSON_Delete(root);
     return rc_;
+}
+
+/* ---- run lists -------------------------------------------------------------------------- */
+
+#define RUNLIST_MAX 10000 /* expansions beyond this are surely a mistake */
+
+/* "layers-from": an engine name, "self" (the run's own engine) or "all" (every other
+ * engine): each must be registered. */
+static int check_layers_from(const cJSON *item, const char *label, char *err, size_t errlen)
+{
+    if (!cJSON_IsString(item))
+        return fail(err, errlen, "%s: wrong type (want an engine name, \"self\" or \"all\", got %s)",
+                    label, json_type_name(item));
+    if (strcmp(item->valuestring, "all") != 0 && strcmp(item->valuestring, "self") != 0 &&
+        !engine_find(item->valuestring))
+        return fail(err, errlen, "%s: unknown method '%s'", label, item->valuestring);
+    return 0;
+}
+
+/* Every key of one "defaults" or "runs[i]" object: known, of the right type, a valid value
+ * (checked by applying it to a scratch config).  An array value is a list to sweep over. */
+static int check_run_object(const cJSON *obj, const char *path, const char *prefix, char *err,
+                            size_t errlen)
+{
+    if (!cJSON_IsObject(obj))
+        return fail(err, errlen, "config %s: %s: wrong type (want an object of options, got %s)",
+                    path, prefix, json_type_name(obj));
+    run_config scratch;
+    set_defaults(&scratch);
+    for (const cJSON *item = obj->child; item; item = item->next) {
+        char label[PATH_MAX + 256];
+        snprintf(label, sizeof label, "config %s: %s.%s", path, prefix, item->string);
+        const int from = strcmp(item->string, "layers-from") == 0;
+        const opt_spec *sp = from ? NULL : config_spec(item->string);
+        if (!from && !sp)
+            return fail(err, errlen, "%s: unknown key (see aebench --help)", label);
+        if (from && cJSON_GetObjectItemCaseSensitive(obj, "layers"))
+            return fail(err, errlen, "%s: give layers or layers-from, not both", label);
+        const cJSON *first = item, *one = item;
+        int count = 1;
+        if (cJSON_IsArray(item)) {
+            count = cJSON_GetArraySize(item);
+            if (count == 0) return fail(err, errlen, "%s: empty list", label);
+            first = item->child;
+        }
+        one = first;
+        for (int i = 0; i < count; i++, one = one->next) {
+            char elabel[PATH_MAX + 300];
+            if (cJSON_IsArray(item)) snprintf(elabel, sizeof elabel, "%s[%d]", label, i);
+            else snprintf(elabel, sizeof elabel, "%s", label);
+            if (from) {
+                if (check_layers_from(one, elabel, err, errlen)) return -1;
+                continue;
+            }
+            char value[PATH_MAX];
+            int flag;
+            if (json_value(one, sp, elabel, value, sizeof value, &flag, err, errlen)) return -1;
+            if (apply(&scratch, sp, value, flag, elabel, err, errlen)) return -1;
+        }
+    }
+    return 0;
+}
+
+/* One fully expanded run (no arrays, method not "all") into a cli_run. */
+static int emit_run(cli_runlist *out, const cJSON *obj, const char *where, char *err,
+                    size_t errlen)
+{
+    if (out->n >= RUNLIST_MAX)
+        return fail(err, errlen, "%s: more than %d runs after expansion", where, RUNLIST_MAX);
+    cli_run *grown = realloc(out->runs, sizeof *grown * (size_t)(out->n + 1));
+    if (!grown) return fail(err, errlen, "out of memory");
+    out->runs = grown;
+    cli_run *r = &out->runs[out->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->where, sizeof r->where, "%s", where);
+    for (const cJSON *item = obj->child; item; item = item->next) {
+        if (strcmp(item->string, "layers-from") == 0) {
+            snprintf(r->layers_from, sizeof r->layers_from, "%s", item->valuestring);
+            continue;
+        }
+        const opt_spec *sp = config_spec(item->string);
+        char value[PATH_MAX], opt[80];
+        int flag;
+        if (!sp || json_value(item, sp, where, value, sizeof value, &flag, err, errlen)) return -1;
+        if (sp->id == OPT_FIND_MAX) {
+            r->find_max = flag;
+            continue;
+        }
+        /* Method names were checked against the registry, so they fit. */
+        if (sp->id == OPT_METHOD) snprintf(r->method, sizeof r->method, "%.63s", value);
+        /* Defaults and run are merged already, so a false flag is simply left out. */
+        if (sp->kind == ARG_NONE && !flag) continue;
+        snprintf(opt, sizeof opt, "--%s", sp->name);
+        if (strv_push(&r->args, &r->nargs, opt)) return fail(err, errlen, "out of memory");
+        if (sp->kind != ARG_NONE && strv_push(&r->args, &r->nargs, value))
+            return fail(err, errlen, "out of memory");
+    }
+    return 0;
+}
+
+/* Expand a merged run: first "method" (a list, or "all": every registered engine), then any
+ * other list (cartesian product, in key order), then "layers-from": "all" (every engine
+ * other than the run's own).  obj is consumed. */
+static int expand_run(cli_runlist *out, cJSON *obj, const char *path, const char *where,
+                      char *err, size_t errlen)
+{
+    cJSON *method = cJSON_GetObjectItemCaseSensitive(obj, "method");
+    cJSON *list = NULL;
+    if (method && cJSON_IsString(method) && strcmp(method->valuestring, "all") == 0) {
+        list = cJSON_CreateArray();
+        for (int i = 0; list && i < engine_count(); i++)
+            cJSON_AddItemToArray(list, cJSON_CreateString(engine_at(i)->name));
+        cJSON_ReplaceItemInObjectCaseSensitive(obj, "method", list);
+    } else if (method && cJSON_IsArray(method)) {
+        list = method;
+    }
+    if (!list) {
+        for (cJSON *item = obj->child; item; item = item->next)
+            if (cJSON_IsArray(item)) {
+                list = item;
+                break;
+            }
+    }
+    cJSON *from = cJSON_GetObjectItemCaseSensitive(obj, "layers-from");
+    if (!list && from && strcmp(from->valuestring, "all") == 0) {
+        const engine_vtbl *own = engine_find(cJSON_GetObjectItemCaseSensitive(obj, "method")->valuestring);
+        list = cJSON_CreateArray();
+        for (int i = 0; list && i < engine_count(); i++)
+            if (engine_at(i) != own) cJSON_AddItemToArray(list, cJSON_CreateString(engine_at(i)->name));
+        if (list && cJSON_GetArraySize(list) == 0) {
+            cJSON_Delete(list);
+            cJSON_Delete(obj);
+            return fail(err, errlen, "config %s: %s.layers-from: 'all' names no engine other than the "
+                                     "run's own", path, where);
+        }
+        cJSON_ReplaceItemInObjectCaseSensitive(obj, "layers-from", list);
+    }
+    if (!list && from && strcmp(from->valuestring, "self") == 0)
+        cJSON_ReplaceItemInObjectCaseSensitive(
+            obj, "layers-from", cJSON_CreateString(cJSON_GetObjectItemCaseSensitive(obj, "method")->valuestring));
+    if (!list) {
+        int rc_ = emit_run(out, obj, where, err, errlen);
+        cJSON_Delete(obj);
+        return rc_;
+    }
+    const char *key = list->string;
+    for (const cJSON *el = list->child; el; el = el->next) {
+        cJSON *copy = cJSON_Duplicate(obj, 1);
+        cJSON *val = copy ? cJSON_Duplicate(el, 1) : NULL;
+        if (!val) {
+            cJSON_Delete(copy);
+            cJSON_Delete(obj);
+            return fail(err, errlen, "out of memory");
+        }
+        cJSON_ReplaceItemInObjectCaseSensitive(copy, key, val);
+        if (expand_run(out, copy, path, where, err, errlen)) {
+            cJSON_Delete(obj);
+            return -1;
+        }
+    }
+    cJSON_Delete(obj);
+    return 0;
+}
+
+void cli_runlist_free(cli_runlist *l)
+{
+    for (int i = 0; i < l->n; i++) strv_free(&l->runs[i].args, &l->runs[i].nargs);
+    free(l->runs);
+    memset(l, 0, sizeof *l);
+}
+
+int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *root = read_json(path, err, errlen);
+    if (!root) return -1;
+    int rc_ = -1;
+    const cJSON *defaults = NULL, *runs = NULL;
+    if (!cJSON_IsObject(root)) {
+        fail(err, errlen, "config %s: the top level must be a JSON object", path);
+        goto out;
+    }
+    for (const cJSON *item = root->child; item; item = item->next) {
+        if (strcmp(item->string, "description") == 0) {
+            if (!cJSON_IsString(item)) {
+                fail(err, errlen, "config %s: description: wrong type (want a string, got %s)", path,
+                     json_type_name(item));
+                goto out;
+            }
+            snprintf(out->description, sizeof out->description, "%s", item->valuestring);
+        } else if (strcmp(item->string, "defaults") == 0) {
+            defaults = item;
+        } else if (strcmp(item->string, "runs") == 0) {
+            runs = item;
+        } else {
+            fail(err, errlen, "config %s: %s: unknown key (a run list has description, defaults "
+                              "and runs)", path, item->string);
+            goto out;
+        }
+    }
+    if (!runs) {
+        fail(err, errlen, "config %s: runs: missing key (a run list needs an array of runs)", path);
+        goto out;
+    }
+    if (!cJSON_IsArray(runs) || cJSON_GetArraySize(runs) == 0) {
+        fail(err, errlen, "config %s: runs: wrong type (want a non-empty array of objects, got %s)",
+             path, cJSON_IsArray(runs) ? "an empty array" : json_type_name(runs));
+        goto out;
+    }
+    if (defaults && check_run_object(defaults, path, "defaults", err, errlen)) goto out;
+    int i = 0;
+    for (const cJSON *run = runs->child; run; run = run->next, i++) {
+        char where[32];
+        snprintf(where, sizeof where, "runs[%d]", i);
+        if (check_run_object(run, path, where, err, errlen)) goto out;
+    }
+    /* Merge each run over the defaults (the run's keys win; layers and layers-from replace
+     * each other), then expand its lists. */
+    i = 0;
+    for (const cJSON *run = runs->child; run; run = run->next, i++) {
+        char where[32];
+        snprintf(where, sizeof where, "runs[%d]", i);
+        cJSON *merged = defaults ? cJSON_Duplicate(defaults, 1) : cJSON_CreateObject();
+        if (!merged) {
+            fail(err, errlen, "out of memory");
+            goto out;
+        }
+        for (const cJSON *item = run->child; item; item = item->next) {
+            if (strcmp(item->string, "layers") == 0) cJSON_DeleteItemFromObjectCaseSensitive(merged, "layers-from");
+            if (strcmp(item->string, "layers-from") == 0) cJSON_DeleteItemFromObjectCaseSensitive(merged, "layers");
+            cJSON_DeleteItemFromObjectCaseSensitive(merged, item->string);
+            cJSON_AddItemToObject(merged, item->string, cJSON_Duplicate(item, 1));
+        }
+        if (!cJSON_GetObjectItemCaseSensitive(merged, "method")) {
+            cJSON_Delete(merged);
+            fail(err, errlen, "config %s: %s.method: missing key (give it in the run or in defaults)",
+                 path, where);
+            goto out;
+        }
+        if (expand_run(out, merged, path, where, err, errlen)) goto out;
+    }
+    rc_ = 0;
+out:
+    cJSON_Delete(root);
+    if (rc_) cli_runlist_free(out);
+    return rc_;
+}
+
+int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    struct option longopts[NSPECS + 1];
+    char shortopts[64] = ":";
+    size_t sl = 1;
+    for (int i = 0; i < NSPECS; i++) {
+        longopts[i] = (struct option){specs[i].name,
+                                      specs[i].kind == ARG_NONE ? no_argument : required_argument,
+                                      NULL, 1000 + i};
+        if (specs[i].short_name) {
+            shortopts[sl++] = specs[i].short_name;
+            shortopts[sl++] = ':';
+        }
+    }
+    longopts[NSPECS] = (struct option){0, 0, 0, 0};
+    shortopts[sl] = '\0';
+    opterr = 0;
+    optind = 1;
+    int c, start = 1;
+    /* cli_parse accepted argv, so every token belongs to an option (no permutation), and
+     * every short option takes a value: tokens [start, optind) are one option. */
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        const opt_spec *sp = NULL;
+        if (c >= 1000) sp = &specs[c - 1000];
+        else
+            for (int i = 0; i < NSPECS; i++)
+                if (specs[i].short_name == c) sp = &specs[i];
+        const int drop = !sp || (drop_config && sp->id == OPT_CONFIG) || sp->id == OPT_RESUME ||
+                         sp->id == OPT_FIND_MAX || (drop_method && sp->id == OPT_METHOD);
+        for (int t = start; !drop && t < optind; t++)
+            if (strv_push(out, nout, argv[t])) return -1;
+        start = optind;
+    }
+    return 0;
 }
 
 static int validate(run_config *rc, char *err, size_t errlen)
@@ -417,6 +777,11 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
         if (!sp || sp->id == OPT_CONFIG) continue;
         if (apply(rc, sp, optarg, 1, NULL, err, errlen)) return CLI_ERROR;
     }
+    /* A run list's runs are checked one by one by the sweep driver (with their own shapes). */
+    if (rc->config_runs) {
+        rc->eng.shape.vocab_padded = gpt_pad_vocab(rc->eng.shape.vocab);
+        return CLI_RUN;
+    }
     return validate(rc, err, errlen) ? CLI_ERROR : CLI_RUN;
 }
 
@@ -464,7 +829,7 @@ void cli_usage(FILE *out)
         fprintf(out, "  %-14s %s%s%s%s\n", e->name, e->description, e->alias ? " (alias " : "",
                 e->alias ? e->alias : "", e->alias ? ")" : "");
     }
-    fprintf(out, "  %-14s %s\n\noptions:\n", "all", "every method above in turn");
+    fprintf(out, "  %-14s %s\n\noptions:\n", "all", "every method above, each run in its own child process");
     for (int i = 0; i < NSPECS; i++) {
         char lhs[64];
         if (specs[i].short_name)
@@ -478,7 +843,15 @@ void cli_usage(FILE *out)
     fprintf(out,
             "\nWithout a GPU, and with no model shape given, the CPU backend uses a small preset:\n"
             "  %s\n"
-            "Config files are JSON objects whose keys are the long option names; flags on the\n"
-            "command line override them.  Exit codes: 0 ok, 1 error, 2 bad input, 3 out of memory.\n",
+            "A config file is a JSON object whose keys are the long option names; flags on the\n"
+            "command line override it.  A config with \"runs\" is a run list (configs/caseN.json):\n"
+            "  {\"description\": \"...\", \"defaults\": {OPTIONS}, \"runs\": [{OPTIONS}, ...]}\n"
+            "each run's keys over the defaults, then the command line over both; a list value\n"
+            "([2, 4, 6]) runs once per element, \"method\": \"all\" once per engine,\n"
+            "\"find-max\": true runs --find-max, \"layers-from\": ENGINE|self|all takes the layers\n"
+            "from an earlier --find-max result.  Sweeps (-m all, run lists, --find-max) run every\n"
+            "run as a child process and end with a summary; --resume skips runs already ok.\n"
+            "Exit codes: 0 ok, 1 error (a sweep: some run failed or crashed), 2 bad input,\n"
+            "3 out of memory (a sweep: some run did not fit, none failed).\n",
             cli_cpu_preset_text());
 }

@@ -3,7 +3,8 @@
  *
  * Every option has a long name; a config file (--config FILE.json) is an object whose keys
  * are those long names ("layers", "gpu-mem-limit", ...).  The config is applied first and
- * the command line overrides it.  Anything wrong — unknown option or key, wrong type,
+ * the command line overrides it.  A config with "runs" is a run list (an artifact case):
+ * see cli_load_runlist and cmd/sweep.h.  Anything wrong — unknown option or key, wrong type,
  * non-numeric or non-positive size, hidden not divisible by heads — is one line naming the
  * problem; the caller exits 2 before anything is written.
  */
@@ -34,7 +35,27 @@ typedef struct run_config {
     int device_given;      /* --device was set (else: CUDA when usable, CPU otherwise) */
     unsigned long long given; /* bit per option: set by the config or the command line */
     int cpu_preset;        /* the small CPU preset was applied */
+    int find_max;          /* --find-max: bisect for the largest layer count that trains */
+    int resume;            /* --resume: sweeps skip runs already done */
+    int config_runs;       /* --config named a run list (a case), run by the sweep driver */
 } run_config;
+
+/* One run of a run-list config after expansion: the options it gives its child process. */
+typedef struct cli_run {
+    char **args;           /* "--method", "stronghold", "--window", "15", ...; NULL-terminated */
+    int nargs;
+    char where[32];        /* "runs[3]": where it came from, for messages */
+    char method[64];
+    char layers_from[64];  /* "": layers as given; else the engine whose --find-max result
+                              (in the results directory) gives this run's layer count */
+    int find_max;          /* run --find-max for this method and shape instead of training */
+} cli_run;
+
+typedef struct cli_runlist {
+    cli_run *runs;
+    int n;
+    char description[256];
+} cli_runlist;
 
 typedef enum cli_outcome {
     CLI_RUN = 0,   /* run with the parsed config */
@@ -49,6 +70,19 @@ int cli_apply_cpu_preset(run_config *rc);
 /* The one-line description of the CPU preset (for the notice and --help). */
 const char *cli_cpu_preset_text(void);
 void cli_usage(FILE *out);
+
+/* A run-list config (an object with "runs" and optional "defaults" and "description"): each
+ * run's keys are checked (known key, type, value) and merged over the defaults, lists are
+ * expanded.  Errors name the file and the JSON path ("config F: runs[3].layers: ...").
+ * Cross-option checks (hidden vs heads, window vs layers) are the caller's, with cli_parse
+ * on each run's full command line. */
+int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errlen);
+void cli_runlist_free(cli_runlist *l);
+
+/* The command-line options to hand on to child runs: argv[1..] without --resume and
+ * --find-max, without --config when drop_config (a run list: its runs give their options
+ * explicitly), without --method when drop_method.  *out is NULL-terminated (strv.h). */
+int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout);
 
 /* Was the option with this long name given? */
 int cli_given(const run_config *rc, const char *long_name);

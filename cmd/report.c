@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
@@ -122,7 +123,7 @@ double median_of(const double *v, int n)
 }
 
 /* mkdir -p */
-static int make_dirs(const char *dir, char *err, size_t errlen)
+int report_make_dirs(const char *dir, char *err, size_t errlen)
 {
     char path[4096];
     if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
@@ -154,7 +155,7 @@ FILE *report_create_log(const char *dir, const char *method, int layers, int hid
                         const char *window, char *log_path, size_t log_len, char *json_path,
                         size_t json_len, char *err, size_t errlen)
 {
-    if (make_dirs(dir, err, errlen)) return NULL;
+    if (report_make_dirs(dir, err, errlen)) return NULL;
     time_t now = time(NULL);
     struct tm tm_now;
     localtime_r(&now, &tm_now);
@@ -189,4 +190,31 @@ FILE *report_create_log(const char *dir, const char *method, int layers, int hid
     }
     snprintf(err, errlen, "cannot find a free log name in %s", dir);
     return NULL;
+}
+
+void report_to_parent(const char *fmt, ...)
+{
+    const char *env = getenv("AEBENCH_REPORT_FD");
+    if (!env || !*env) return;
+    char *end = NULL;
+    long fd = strtol(env, &end, 10);
+    if (*end != '\0' || fd < 0 || fd > 1000000) {
+        fprintf(stderr, "aebench: ignoring AEBENCH_REPORT_FD='%s' (not a descriptor)\n", env);
+        return;
+    }
+    char line[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0 || n >= (int)sizeof line - 1) {
+        fprintf(stderr, "aebench: report line too long for the sweep\n");
+        return;
+    }
+    line[n++] = '\n';
+    /* One write per line: the parent reads whole lines; a short write to a pipe of a few
+     * hundred bytes cannot happen (PIPE_BUF), but check anyway. */
+    ssize_t w = write((int)fd, line, (size_t)n);
+    if (w != n) fprintf(stderr, "aebench: cannot report to the sweep (fd %ld): %s\n", fd,
+                        w < 0 ? strerror(errno) : "short write");
 }

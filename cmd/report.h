@@ -36,11 +36,20 @@ double effective_tflops(uint64_t params, int batch, int seq, double iter_seconds
 /* Median of n values (copies; n >= 1). */
 double median_of(const double *v, int n);
 
+/* mkdir -p dir; err says why not. */
+int report_make_dirs(const char *dir, char *err, size_t errlen);
+
 /* results/log_{method}_l-{L}_h-{H}_bs-{B}_ws-{W}_{YYYY-MM-DD}.{epoch}.txt, created with
  * O_EXCL so two runs never share a file (a clash within one second gets "-1", "-2", ...).
  * Creates the directory if needed.  json_path gets the same name with .json. */
 FILE *report_create_log(const char *dir, const char *method, int layers, int hidden, int batch,
                         const char *window, char *log_path, size_t log_len, char *json_path,
                         size_t json_len, char *err, size_t errlen);
+
+/* A sweep (cmd/sweep.c) runs each run as a child process and learns what the child wrote
+ * through a pipe whose descriptor it passes in the environment variable AEBENCH_REPORT_FD:
+ * one "key value" line per fact ("log PATH", "json PATH", "backend cpu", ...).  Does nothing
+ * when the variable is unset, so a run typed by hand is unaffected. */
+void report_to_parent(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -57,6 +57,17 @@ static void logline(run_state *s, const char *fmt, ...)
     fputc('\n', s->log);
 }
 
+/* engine_env.note: an engine's decision goes to the log and, on rank 0, to stdout. */
+static void engine_said(void *ctx, const char *line)
+{
+    run_state *s = ctx;
+    logline(s, "%s", line);
+    if (s->rank == 0) {
+        printf("  %s\n", line);
+        fflush(stdout);
+    }
+}
+
 static void describe_shape(const engine_config *ec, char *buf, size_t len)
 {
     const gpt_shape *sh = &ec->shape;
@@ -205,6 +216,16 @@ static int write_json(run_state *s)
         cJSON_AddNumberToObject(o, "backward_ms", r->r.ms_backward);
         cJSON_AddNumberToObject(o, "optimizer_ms", r->r.ms_optimizer);
         cJSON_AddBoolToObject(o, "skipped", r->r.skipped);
+        if (r->r.has_busy) {
+            cJSON *b = cJSON_AddObjectToObject(o, "busy_ms");
+            cJSON_AddNumberToObject(b, "compute", r->r.busy_ms[BUSY_COMPUTE]);
+            cJSON_AddNumberToObject(b, "h2d", r->r.busy_ms[BUSY_H2D]);
+            cJSON_AddNumberToObject(b, "d2h", r->r.busy_ms[BUSY_D2H]);
+            cJSON_AddNumberToObject(b, "host_adam", r->r.busy_ms[BUSY_HOST_ADAM]);
+            cJSON_AddNumberToObject(o, "bytes_h2d", r->r.bytes_h2d);
+            cJSON_AddNumberToObject(o, "bytes_d2h", r->r.bytes_d2h);
+            cJSON_AddNumberToObject(o, "host_adam_params", r->r.host_adam_params);
+        }
         cJSON_AddItemToArray(its, o);
     }
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
@@ -284,6 +305,14 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
     const double values[] = {ms, fwd, bwd, opt};
     fmt_timers_line(line, sizeof line, 4, names, values);
     logline(s, "%s", line);
+    if (cur->r.has_busy) {
+        /* The last iteration's busy time per stream and bytes moved: the bottleneck. */
+        logline(s, "stream busy (ms) | compute: %.1f | h2d: %.1f | d2h: %.1f | host-adam: %.1f | "
+                   "h2d GB: %.3f | d2h GB: %.3f | host-adam M params: %.1f",
+                cur->r.busy_ms[BUSY_COMPUTE], cur->r.busy_ms[BUSY_H2D], cur->r.busy_ms[BUSY_D2H],
+                cur->r.busy_ms[BUSY_HOST_ADAM], cur->r.bytes_h2d / 1e9, cur->r.bytes_d2h / 1e9,
+                cur->r.host_adam_params / 1e6);
+    }
     if (s->rank == 0) {
         printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->rc->iters,
                loss, cur->r.grad_norm, ms);
@@ -316,7 +345,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     const run_config *rc = s->rc;
     engine_env env = {
         .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host, .rank = comm->rank,
-        .world = comm->world,
+        .world = comm->world, .note = engine_said, .note_ctx = s,
     };
     void *state = NULL;
     int rc_ = s->eng->init(&env, &state);
@@ -326,6 +355,11 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         s->status = EXIT_RUN_ERROR;
         snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
                  rc_ == GPT_ERR_INVALID ? "invalid configuration" : "backend error, see stderr");
+    }
+    if (s->status == EXIT_RUN_OK && s->eng->chosen_plan) {
+        /* What the engine chose (e.g. -w auto) replaces the pre-check's plan, so the memory
+         * lines compare the peak with the plan of what actually ran. */
+        s->eng->chosen_plan(state, &s->plan);
     }
     const size_t N = (size_t)s->ec.shape.batch * s->ec.shape.seq;
     int32_t *tokens = NULL, *targets = NULL;
@@ -366,6 +400,18 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     s->eng->free(state);
 }
 
+void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, size_t *host)
+{
+    size_t gpu_limit = rc->gpu_mem_limit, host_limit = rc->cpu_mem_limit;
+    if (!gpu_limit) {
+        size_t free_b = 0, total_b = 0;
+        if (be->ops->dev_mem_info(be, &free_b, &total_b) == 0) gpu_limit = free_b;
+    }
+    if (!host_limit) (void)gpt_host_mem_info(&host_limit, NULL);
+    *gpu = gpu_limit ? gpu_limit : SIZE_MAX;
+    *host = host_limit ? host_limit : SIZE_MAX;
+}
+
 int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
                const data_source *data, const comm_world *comm)
 {
@@ -377,19 +423,17 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     s.world = comm->world;
     s.rank = comm->rank;
     s.params = gpt_param_count(&s.ec.shape);
-    eng->plan(&s.ec, &s.plan);
     if (s.ec.window) snprintf(s.window, sizeof s.window, "%d", s.ec.window);
     else snprintf(s.window, sizeof s.window, "auto");
     be->ops->describe(be, s.device_desc, sizeof s.device_desc);
 
-    size_t gpu_limit = rc->gpu_mem_limit, host_limit = rc->cpu_mem_limit;
-    if (!gpu_limit) {
-        size_t free_b = 0, total_b = 0;
-        if (be->ops->dev_mem_info(be, &free_b, &total_b) == 0) gpu_limit = free_b;
-    }
-    if (!host_limit) (void)gpt_host_mem_info(&host_limit, NULL);
-    dev_arena_init(&s.gpu, be, gpu_limit ? gpu_limit : SIZE_MAX);
-    mem_budget_init(&s.host, "host", host_limit ? host_limit : SIZE_MAX);
+    size_t gpu_limit, host_limit;
+    run_resolve_budgets(rc, be, &gpu_limit, &host_limit);
+    s.ec.gpu_budget = gpu_limit;
+    s.ec.host_budget = host_limit;
+    eng->plan(&s.ec, &s.plan);
+    dev_arena_init(&s.gpu, be, gpu_limit);
+    mem_budget_init(&s.host, "host", host_limit);
 
     s.iters = calloc((size_t)rc->iters, sizeof *s.iters);
     if (!s.iters) {
@@ -407,6 +451,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
             return EXIT_RUN_ERROR;
         }
         s.has_log = 1;
+        report_to_parent("log %s", s.log_path);
     }
 
     char shape[128], line[512], g[32], h[32], d[32];
@@ -437,6 +482,8 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         char pg[32], ph[32];
         format_bytes((double)s.gpu.budget.peak, pg, sizeof pg);
         format_bytes((double)s.host.peak, ph, sizeof ph);
+        format_bytes((double)s.plan.gpu_bytes, g, sizeof g);
+        format_bytes((double)s.plan.host_bytes, h, sizeof h);
         logline(&s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s)", pg, g, ph, h);
     } else {
         logline(&s, "%s: %s", s.status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "ERROR", s.message);
@@ -444,7 +491,8 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     if (s.has_log) {
         if (fclose(s.log) != 0) fprintf(stderr, "aebench: error closing %s\n", s.log_path);
         s.log = NULL;
-        if (write_json(&s) && s.status == EXIT_RUN_OK) s.status = EXIT_RUN_ERROR;
+        if (write_json(&s) == 0) report_to_parent("json %s", s.json_path);
+        else if (s.status == EXIT_RUN_OK) s.status = EXIT_RUN_ERROR;
     }
     if (s.rank == 0 && s.status != EXIT_RUN_OK)
         fprintf(stderr, "aebench: %s\n", s.message);

@@ -22,6 +22,10 @@ enum {
 int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
                const data_source *data, const comm_world *comm);
 
+/* The budgets a run gets: --gpu-mem-limit / --cpu-mem-limit, or the device's free memory
+ * and the host's available memory (SIZE_MAX when unknown). */
+void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, size_t *host);
+
 /* --dry-run: the plan and the parameter count, no allocation, nothing written. */
 void run_dry(const run_config *rc, const engine_vtbl *eng);
 

@@ -18,6 +18,7 @@
 #include "../kernels/model.h"
 #include "runtime/membudget.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum device_kind { DEVICE_CPU = 0, DEVICE_CUDA = 1 } device_kind;
@@ -33,6 +34,9 @@ typedef struct engine_config {
     int bf16;      /* --dtype bf16 */
     int tf32;      /* --math tf32 (default): fp32 matmuls on TF32 tensor cores */
     int threads;   /* CPU threads for the CPU backend and host-side work; 0 = all */
+    /* The budgets the run will have (bytes; 0 = unknown), for plans that adapt to them
+     * (stronghold -w auto keeps as many layers resident as the GPU holds). */
+    size_t gpu_budget, host_budget;
 } engine_config;
 
 typedef struct engine_plan {
@@ -48,7 +52,18 @@ typedef struct engine_env {
     dev_arena *gpu;     /* device memory under --gpu-mem-limit */
     mem_budget *host;   /* host memory under --cpu-mem-limit */
     int rank, world;
+    /* Where an engine says what it decided and why (one line, no newline): the driver puts
+     * it in the log and on stdout.  NULL: the engine stays silent. */
+    void (*note)(void *ctx, const char *line);
+    void *note_ctx;
 } engine_env;
+
+/* printf-style engine_env.note. */
+void engine_note(const engine_env *env, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Streams whose busy time an engine reports per iteration (to show the bottleneck). */
+enum { BUSY_COMPUTE, BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_KINDS };
 
 typedef struct step_result {
     double loss;        /* mean cross-entropy of the batch */
@@ -56,6 +71,11 @@ typedef struct step_result {
     double lr;          /* learning rate used by this step */
     int skipped;        /* 1 when the update was skipped (non-finite gradients) */
     double ms_forward, ms_backward, ms_optimizer;
+    /* Offloading engines: milliseconds each stream was busy during this step (has_busy), and
+     * the bytes the step moved, for the roofline bound. */
+    int has_busy;
+    double busy_ms[BUSY_KINDS];
+    double bytes_h2d, bytes_d2h, host_adam_params;
 } step_result;
 
 typedef struct engine_vtbl {
@@ -63,8 +83,20 @@ typedef struct engine_vtbl {
     const char *alias;       /* another accepted name, or NULL */
     const char *description; /* one line for --help */
     int uses_window;
+    /* 1 when the engine implements --dtype bf16 (a backend of type GPT_BF16: bf16 working
+     * weights and activations on the GPU, fp32 master weights, grads and Adam state); the
+     * driver refuses bf16 for an engine that leaves this 0. */
+    int supports_bf16;
     void (*plan)(const engine_config *cfg, engine_plan *out);
+    /* Optional: reject a configuration the engine cannot run (one line into err; the driver
+     * exits 2 before writing anything).  0 when fine. */
+    int (*check)(const engine_config *cfg, char *err, size_t errlen);
     int (*init)(const engine_env *env, void **state);
+    /* Optional: the plan of what init actually chose (e.g. the window of -w auto). */
+    void (*chosen_plan)(void *state, engine_plan *out);
+    /* Copy every parameter, in the canonical layout [embed | layer 0 | ... ] (model.h), to
+     * host memory (gpt_param_count floats), after all pending updates.  For tests. */
+    int (*read_params)(void *state, float *host_params);
     /* tokens and targets: host arrays of B*T ids; iteration is 1-based. */
     int (*step)(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
                 step_result *out);
@@ -77,5 +109,6 @@ int engine_count(void);
 const engine_vtbl *engine_at(int i);
 
 extern const engine_vtbl engine_megatron_lm;
+extern const engine_vtbl engine_stronghold;
 
 #endif

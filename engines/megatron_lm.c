@@ -1,9 +1,12 @@
 /*
  * megatron-lm — no offload: the baseline every other engine must reproduce.
  *
- * Where things live (fp32):
- *   GPU   all parameters, gradients, Adam m and v, as one array each laid out
- *         [embed block | layer 0 | layer 1 | ... ] (kernels/model.h);
+ * Where things live (fp32; with --dtype bf16 the activations are bf16 and so is a working
+ * copy of the weights, as Megatron's mixed precision keeps them):
+ *   GPU   all parameters (fp32 master), gradients (fp32), Adam m and v (fp32), as one array
+ *         each laid out [embed block | layer 0 | layer 1 | ... ] (kernels/model.h);
+ *         bf16 only: the bf16 working copy of the parameters, in the same layout, which
+ *         every op reads (refreshed from the master after each AdamW);
  *         the checkpointed layer inputs x[0..L] (x[L] is the last layer's output);
  *         one layer's activations with checkpointing (L layers' without, --no-ckpt);
  *         the backward scratch, the head's activations (one (N,Vp) logits buffer that
@@ -16,7 +19,8 @@
  *   backward   head (dres = dL/dx[L]); layers L-1..0 (recompute each from x[l] when
  *              checkpointing); embedding
  *   optimizer  squared norm per block; read them back; global norm; clip scale; lr of this
- *              iteration; AdamW per block (decay on weights, none on biases and LayerNorm)
+ *              iteration; AdamW per block (decay on weights, none on biases and LayerNorm);
+ *              bf16: round the master weights into the working copy
  * The host waits on the stream at the end of each phase: that is what the phase timers
  * measure, and the losses and norms it reads back need it anyway.
  */
@@ -57,6 +61,7 @@ typedef struct megatron_state {
 /* Sizes, in bytes, of everything the engine allocates; plan and init share them. */
 typedef struct megatron_sizes {
     size_t params;      /* one of params, grads, m, v */
+    size_t wparams;     /* the bf16 working copy (0 in fp32) */
     size_t inputs, layer_acts, scratch, head, dres, ids, norms;
     size_t host_losses, host_norms, host_staging;
 } megatron_sizes;
@@ -66,15 +71,17 @@ static megatron_sizes sizes_of(const engine_config *cfg)
     const gpt_shape *sh = &cfg->shape;
     const size_t N = (size_t)sh->batch * sh->seq, C = (size_t)sh->hidden, L = (size_t)sh->layers;
     const size_t f = sizeof(float);
+    const gpt_dtype dt = cfg->bf16 ? GPT_BF16 : GPT_F32;
     gpt_embed_layout e = gpt_embed_layout_of(sh);
     gpt_layer_layout l = gpt_layer_layout_of(sh);
     megatron_sizes z;
     z.params = (size_t)gpt_param_count(sh) * f;
-    z.inputs = (L + 1) * N * C * f;
-    z.layer_acts = (cfg->ckpt ? 1 : L) * gpt_layer_acts_floats(sh) * f;
-    z.scratch = gpt_layer_scratch_floats(sh) * f;
-    z.head = gpt_head_acts_floats(sh) * f;
-    z.dres = N * C * f;
+    z.wparams = cfg->bf16 ? gpt_act_bytes((size_t)gpt_param_count(sh), dt) : 0;
+    z.inputs = gpt_act_bytes((L + 1) * N * C, dt);
+    z.layer_acts = (cfg->ckpt ? 1 : L) * gpt_layer_acts_bytes(sh, dt);
+    z.scratch = gpt_layer_scratch_bytes(sh, dt);
+    z.head = gpt_head_acts_bytes(sh, dt);
+    z.dres = gpt_act_bytes(N * C, dt);
     z.ids = 2 * N * sizeof(int32_t);
     z.norms = (L + 1) * f;
     z.host_losses = N * f;
@@ -86,7 +93,7 @@ static megatron_sizes sizes_of(const engine_config *cfg)
 static void megatron_plan(const engine_config *cfg, engine_plan *out)
 {
     megatron_sizes z = sizes_of(cfg);
-    out->gpu_bytes = 4 * (uint64_t)z.params + z.inputs + z.layer_acts + z.scratch + z.head +
+    out->gpu_bytes = 4 * (uint64_t)z.params + z.wparams + z.inputs + z.layer_acts + z.scratch + z.head +
                      z.dres + z.ids + z.norms;
     out->host_bytes = (uint64_t)z.host_losses + z.host_norms + z.host_staging;
     out->disk_bytes = 0;
@@ -139,6 +146,8 @@ static int init_params(megatron_state *st, float *staging)
                             l.total * sizeof(float));
         if (rc == 0) rc = gpt_stream_sync(st->compute);
     }
+    if (rc == 0 && st->model.wparams)
+        gpt_params_to_act(st->compute, st->model.wparams, st->model.params, st->nparams);
     if (rc == 0) rc = gpt_stream_memset_zero(st->compute, st->adam_m, st->nparams * sizeof(float));
     if (rc == 0) rc = gpt_stream_memset_zero(st->compute, st->adam_v, st->nparams * sizeof(float));
     if (rc == 0) rc = gpt_stream_sync(st->compute);
@@ -150,6 +159,12 @@ static int megatron_init(const engine_env *env, void **state)
     *state = NULL;
     if (env->world != 1) {
         fprintf(stderr, "aebench: megatron-lm runs on one rank (got %d ranks)\n", env->world);
+        return GPT_ERR_INVALID;
+    }
+    const gpt_dtype want = env->cfg->bf16 ? GPT_BF16 : GPT_F32;
+    if (env->be->dtype != want) {
+        fprintf(stderr, "aebench: megatron-lm: --dtype %s needs a backend of that type (got %s)\n",
+                gpt_dtype_name(want), gpt_dtype_name(env->be->dtype));
         return GPT_ERR_INVALID;
     }
     megatron_state *st = calloc(1, sizeof *st);
@@ -168,11 +183,12 @@ static int megatron_init(const engine_env *env, void **state)
         (rc = alloc_dev(st, (void **)&m->grads, z.params, "gradients")) ||
         (rc = alloc_dev(st, (void **)&st->adam_m, z.params, "Adam m")) ||
         (rc = alloc_dev(st, (void **)&st->adam_v, z.params, "Adam v")) ||
-        (rc = alloc_dev(st, (void **)&m->layer_inputs, z.inputs, "checkpointed layer inputs")) ||
-        (rc = alloc_dev(st, (void **)&m->layer_acts, z.layer_acts, "layer activations")) ||
+        (z.wparams && (rc = alloc_dev(st, &m->wparams, z.wparams, "bf16 working weights"))) ||
+        (rc = alloc_dev(st, &m->layer_inputs, z.inputs, "checkpointed layer inputs")) ||
+        (rc = alloc_dev(st, &m->layer_acts, z.layer_acts, "layer activations")) ||
         (rc = alloc_dev(st, &scratch_mem, z.scratch, "backward scratch")) ||
         (rc = alloc_dev(st, &head_mem, z.head, "logits and head activations")) ||
-        (rc = alloc_dev(st, (void **)&m->dres, z.dres, "residual gradient")) ||
+        (rc = alloc_dev(st, &m->dres, z.dres, "residual gradient")) ||
         (rc = alloc_dev(st, (void **)&st->ids, z.ids, "token ids")) ||
         (rc = alloc_dev(st, (void **)&st->block_norms, z.norms, "block norms")) ||
         (rc = alloc_host(st, (void **)&st->host_losses, z.host_losses, "losses read-back")) ||
@@ -182,8 +198,8 @@ static int megatron_init(const engine_env *env, void **state)
     m->ckpt = env->cfg->ckpt;
     m->tokens = st->ids;
     m->targets = st->ids + (size_t)st->sh.batch * st->sh.seq;
-    gpt_layer_scratch_carve(&m->scratch, scratch_mem, &st->sh);
-    gpt_head_acts_carve(&m->head, head_mem, &st->sh);
+    gpt_layer_scratch_carve_as(&m->scratch, scratch_mem, &st->sh, want);
+    gpt_head_acts_carve_as(&m->head, head_mem, &st->sh, want);
 
     rc = init_params(st, staging);
     /* The staging block is only needed here: give it back (it is the last allocation). */
@@ -232,6 +248,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
         gpt_resident_adamw(s, sh, m->params, m->grads, st->adam_m, st->adam_v, &cfg->optim,
                            (float)out->lr, ++st->adam_step,
                            gpt_clip_scale(&cfg->optim, out->grad_norm));
+    if (!out->skipped && m->wparams) gpt_params_to_act(s, m->wparams, m->params, st->nparams);
     if ((rc = gpt_stream_sync(s))) return rc;
     double t3 = wall_ms();
     out->ms_forward = t1 - t0;
@@ -240,13 +257,23 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     return GPT_OK;
 }
 
+static int megatron_read_params(void *state, float *host_params)
+{
+    megatron_state *st = state;
+    int rc = gpt_memcpy_d2h(st->compute, host_params, st->model.params,
+                            st->nparams * sizeof(float));
+    return rc ? rc : gpt_stream_sync(st->compute);
+}
+
 const engine_vtbl engine_megatron_lm = {
     .name = "megatron-lm",
     .alias = "baseline",
     .description = "no offload: everything on the GPU (the baseline)",
     .uses_window = 0,
+    .supports_bf16 = 1,
     .plan = megatron_plan,
     .init = megatron_init,
     .step = megatron_step,
     .free = megatron_free,
+    .read_params = megatron_read_params,
 };

@@ -1,10 +1,24 @@
 /* The list of engines that `-m` accepts, in the order `-m all` runs them. */
 #include "engine.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+
+void engine_note(const engine_env *env, const char *fmt, ...)
+{
+    if (!env->note) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    env->note(env->note_ctx, line);
+}
 
 static const engine_vtbl *const engines[] = {
     &engine_megatron_lm,
+    &engine_stronghold,
 };
 
 int engine_count(void)

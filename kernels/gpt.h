@@ -7,8 +7,17 @@
  * the stream's backend, so model code never names a backend.
  *
  * Conventions (the same on every backend):
- *   - Tensors are fp32, row-major, contiguous; shapes are given in the comment of each op
+ *   - Tensors are row-major, contiguous; shapes are given in the comment of each op
  *     as (rows, cols) or (B, T, C) with the last index fastest.  N = B*T rows of tokens.
+ *   - Element types.  A backend has one activation type, be->dtype (gpt_dtype): fp32, or
+ *     bf16 for mixed precision (CUDA only).  Every argument typed void * / const void *
+ *     holds elements of that type: activations, their gradients, and the parameters the
+ *     ops read (with bf16, the GPU's bf16 working copy of the weights).  Arguments typed
+ *     float * are always fp32 whatever the backend's type: parameter gradients (dw, db,
+ *     dwte, ...), LayerNorm's saved mean and rstd, losses, AdamW's params / m / v (the
+ *     fp32 master weights) and norms.  Reductions (LayerNorm statistics, softmax, the
+ *     cross-entropy, norms) and matmul accumulation are fp32 (or wider) in every type.
+ *     On an fp32 backend a float * passes for a void *: fp32 callers compile unchanged.
  *   - Pointers are the backend's "device" pointers (for the CPU backend: host memory).
  *   - forward ops overwrite their outputs.
  *   - backward ops ACCUMULATE (+=) into parameter gradients (dw, db, dwte, ...) so that a
@@ -36,6 +45,31 @@ typedef enum gpt_status {
     GPT_ERR_INVALID = -3, /* bad argument (e.g. a token id out of range) */
 } gpt_status;
 
+/* Element type of a backend's activations (see Conventions). */
+typedef enum gpt_dtype {
+    GPT_F32 = 0,  /* IEEE binary32 */
+    GPT_BF16 = 1, /* bfloat16: the high 16 bits of a binary32, rounded to nearest even */
+} gpt_dtype;
+
+/* Bytes per element of a dtype. */
+static inline size_t gpt_dtype_size(gpt_dtype t) { return t == GPT_BF16 ? 2 : 4; }
+static inline const char *gpt_dtype_name(gpt_dtype t) { return t == GPT_BF16 ? "bf16" : "fp32"; }
+
+/* fp32 <-> bf16 on the host, exactly as the CUDA backend rounds (nearest, ties to even;
+ * NaN stays a quiet NaN).  For tests and host-side staging. */
+static inline uint16_t gpt_f32_to_bf16(float f)
+{
+    union { float f; uint32_t u; } v = {f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+    v.u += 0x7fffu + ((v.u >> 16) & 1u);
+    return (uint16_t)(v.u >> 16);
+}
+static inline float gpt_bf16_to_f32(uint16_t h)
+{
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
+
 typedef struct gpt_backend gpt_backend;
 typedef struct gpt_stream gpt_stream;
 typedef struct gpt_event gpt_event;
@@ -46,6 +80,7 @@ struct gpt_backend {
     const gpt_backend_ops *ops;
     const char *name; /* "cpu", "cuda" */
     void *impl;
+    gpt_dtype dtype;  /* the element type of every void * op argument (fixed at creation) */
 };
 
 /* An in-order queue of work on one backend.  Ops issued on one stream run in issue order,
@@ -93,39 +128,39 @@ struct gpt_backend_ops {
     int (*host_alloc_pinned)(const gpt_backend *be, void **ptr, size_t bytes);
     void (*host_free_pinned)(const gpt_backend *be, void *ptr);
 
-    /* ---- ops (see the wrappers below for shapes and semantics) ------------------------ */
-    void (*encoder_forward)(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
-                            const float *wpe, int B, int T, int C);
-    void (*encoder_backward)(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
+    /* ---- ops (see the wrappers below for shapes and semantics; void *: be->dtype) ---- */
+    void (*encoder_forward)(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
+                            const void *wpe, int B, int T, int C);
+    void (*encoder_backward)(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
                              const int32_t *tokens, int B, int T, int C);
-    void (*layernorm_forward)(gpt_stream *s, float *out, float *mean, float *rstd,
-                              const float *inp, const float *w, const float *b, int N, int C);
-    void (*layernorm_backward)(gpt_stream *s, float *dinp, float *dw, float *db,
-                               const float *dout, const float *inp, const float *w,
+    void (*layernorm_forward)(gpt_stream *s, void *out, float *mean, float *rstd,
+                              const void *inp, const void *w, const void *b, int N, int C);
+    void (*layernorm_backward)(gpt_stream *s, void *dinp, float *dw, float *db,
+                               const void *dout, const void *inp, const void *w,
                                const float *mean, const float *rstd, int N, int C);
-    void (*matmul_forward)(gpt_stream *s, float *out, const float *inp, const float *w,
-                           const float *bias, int N, int C, int OC);
-    void (*matmul_backward)(gpt_stream *s, float *dinp, float *dw, float *dbias,
-                            const float *dout, const float *inp, const float *w, int N, int C,
+    void (*matmul_forward)(gpt_stream *s, void *out, const void *inp, const void *w,
+                           const void *bias, int N, int C, int OC);
+    void (*matmul_backward)(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                            const void *dout, const void *inp, const void *w, int N, int C,
                             int OC);
-    void (*attention_forward)(gpt_stream *s, float *out, float *att, const float *qkv, int B,
+    void (*attention_forward)(gpt_stream *s, void *out, void *att, const void *qkv, int B,
                               int T, int C, int NH);
-    void (*attention_backward)(gpt_stream *s, float *dqkv, float *datt, const float *dout,
-                               const float *qkv, const float *att, int B, int T, int C, int NH);
-    void (*gelu_forward)(gpt_stream *s, float *out, const float *inp, size_t n);
-    void (*gelu_backward)(gpt_stream *s, float *dinp, const float *inp, const float *dout,
+    void (*attention_backward)(gpt_stream *s, void *dqkv, void *datt, const void *dout,
+                               const void *qkv, const void *att, int B, int T, int C, int NH);
+    void (*gelu_forward)(gpt_stream *s, void *out, const void *inp, size_t n);
+    void (*gelu_backward)(gpt_stream *s, void *dinp, const void *inp, const void *dout,
                           size_t n);
-    void (*residual_forward)(gpt_stream *s, float *out, const float *a, const float *b,
-                             size_t n);
-    void (*residual_backward)(gpt_stream *s, float *da, float *db, const float *dout, size_t n);
-    void (*crossentropy_forward)(gpt_stream *s, float *losses, const float *logits,
+    void (*residual_forward)(gpt_stream *s, void *out, const void *a, const void *b, size_t n);
+    void (*residual_backward)(gpt_stream *s, void *da, void *db, const void *dout, size_t n);
+    void (*crossentropy_forward)(gpt_stream *s, float *losses, const void *logits,
                                  const int32_t *targets, int N, int V, int Vp);
-    void (*crossentropy_backward)(gpt_stream *s, float *dlogits, const float *logits,
+    void (*crossentropy_backward)(gpt_stream *s, void *dlogits, const void *logits,
                                   const int32_t *targets, float dloss, int N, int V, int Vp);
     void (*adamw_update)(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                          size_t n, float lr, float beta1, float beta2, float eps,
                          float weight_decay, int t, float grad_scale);
     void (*norm_squared)(gpt_stream *s, float *out, const float *x, size_t n);
+    void (*params_to_act)(gpt_stream *s, void *dst, const float *src, size_t n);
 };
 
 /* ---- memory and ordering on a stream (return 0 or a negative gpt_status) ------------ */
@@ -167,79 +202,79 @@ static inline void gpt_host_free_pinned(const gpt_backend *be, void *ptr)
  * ==================================================================================== */
 
 /* out (B,T,C) = wte[tokens[b,t], :] + wpe[t, :]          wte (Vp,C), wpe (>=T,C) */
-static inline void gpt_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens,
-                                       const float *wte, const float *wpe, int B, int T, int C)
+static inline void gpt_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens,
+                                       const void *wte, const void *wpe, int B, int T, int C)
 { s->be->ops->encoder_forward(s, out, tokens, wte, wpe, B, T, C); }
 
 /* dwte[tokens[b,t]] += dout[b,t];  dwpe[t] += dout[b,t]   (both accumulate) */
 static inline void gpt_encoder_backward(gpt_stream *s, float *dwte, float *dwpe,
-                                        const float *dout, const int32_t *tokens, int B, int T,
+                                        const void *dout, const int32_t *tokens, int B, int T,
                                         int C)
 { s->be->ops->encoder_backward(s, dwte, dwpe, dout, tokens, B, T, C); }
 
 /* out (N,C) = (inp - mean) * rstd * w + b per row, eps 1e-5; mean, rstd (N) are saved. */
-static inline void gpt_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
-                                         const float *inp, const float *w, const float *b,
+static inline void gpt_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
+                                         const void *inp, const void *w, const void *b,
                                          int N, int C)
 { s->be->ops->layernorm_forward(s, out, mean, rstd, inp, w, b, N, C); }
 
 /* dinp (N,C) accumulates (it is the residual stream's gradient); dw, db (C) accumulate. */
-static inline void gpt_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
-                                          const float *dout, const float *inp, const float *w,
+static inline void gpt_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
+                                          const void *dout, const void *inp, const void *w,
                                           const float *mean, const float *rstd, int N, int C)
 { s->be->ops->layernorm_backward(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C); }
 
 /* out (N,OC) = inp (N,C) @ w^T (w is (OC,C)) + bias (OC, may be NULL). */
-static inline void gpt_matmul_forward(gpt_stream *s, float *out, const float *inp,
-                                      const float *w, const float *bias, int N, int C, int OC)
+static inline void gpt_matmul_forward(gpt_stream *s, void *out, const void *inp,
+                                      const void *w, const void *bias, int N, int C, int OC)
 { s->be->ops->matmul_forward(s, out, inp, w, bias, N, C, OC); }
 
 /* dinp (N,C) = dout @ w (overwrites; skipped if NULL); dw (OC,C) += dout^T @ inp;
  * dbias (OC) += column sums of dout (skipped if NULL). */
-static inline void gpt_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
-                                       const float *dout, const float *inp, const float *w,
+static inline void gpt_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                                       const void *dout, const void *inp, const void *w,
                                        int N, int C, int OC)
 { s->be->ops->matmul_backward(s, dinp, dw, dbias, dout, inp, w, N, C, OC); }
 
 /* Causal multi-head self-attention.  qkv (B,T,3C) holds q | k | v, each split into NH
  * heads of C/NH; att (B,NH,T,T) receives the softmax probabilities (scale 1/sqrt(C/NH),
  * entries above the diagonal are 0); out (B,T,C) is the heads' outputs concatenated. */
-static inline void gpt_attention_forward(gpt_stream *s, float *out, float *att,
-                                         const float *qkv, int B, int T, int C, int NH)
+static inline void gpt_attention_forward(gpt_stream *s, void *out, void *att,
+                                         const void *qkv, int B, int T, int C, int NH)
 { s->be->ops->attention_forward(s, out, att, qkv, B, T, C, NH); }
 
 /* dqkv (B,T,3C) overwritten; datt (B,NH,T,T) is scratch (contents undefined after). */
-static inline void gpt_attention_backward(gpt_stream *s, float *dqkv, float *datt,
-                                          const float *dout, const float *qkv,
-                                          const float *att, int B, int T, int C, int NH)
+static inline void gpt_attention_backward(gpt_stream *s, void *dqkv, void *datt,
+                                          const void *dout, const void *qkv,
+                                          const void *att, int B, int T, int C, int NH)
 { s->be->ops->attention_backward(s, dqkv, datt, dout, qkv, att, B, T, C, NH); }
 
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).  dinp overwritten;
  * dinp may alias dout. */
-static inline void gpt_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n)
+static inline void gpt_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n)
 { s->be->ops->gelu_forward(s, out, inp, n); }
-static inline void gpt_gelu_backward(gpt_stream *s, float *dinp, const float *inp,
-                                     const float *dout, size_t n)
+static inline void gpt_gelu_backward(gpt_stream *s, void *dinp, const void *inp,
+                                     const void *dout, size_t n)
 { s->be->ops->gelu_backward(s, dinp, inp, dout, n); }
 
 /* out = a + b;  da += dout, db += dout. */
-static inline void gpt_residual_forward(gpt_stream *s, float *out, const float *a,
-                                        const float *b, size_t n)
+static inline void gpt_residual_forward(gpt_stream *s, void *out, const void *a,
+                                        const void *b, size_t n)
 { s->be->ops->residual_forward(s, out, a, b, n); }
-static inline void gpt_residual_backward(gpt_stream *s, float *da, float *db,
-                                         const float *dout, size_t n)
+static inline void gpt_residual_backward(gpt_stream *s, void *da, void *db,
+                                         const void *dout, size_t n)
 { s->be->ops->residual_backward(s, da, db, dout, n); }
 
 /* Softmax cross-entropy over the first V of Vp logits per row (the padded columns are
  * never part of the softmax).  losses (N) = -log softmax(logits[n])[targets[n]]. */
-static inline void gpt_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
+static inline void gpt_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
                                             const int32_t *targets, int N, int V, int Vp)
 { s->be->ops->crossentropy_forward(s, losses, logits, targets, N, V, Vp); }
 
 /* dlogits (N,Vp) = dloss * (softmax(logits) - onehot(target)), 0 in the padded columns;
  * overwrites, and may alias logits (the logits are then consumed: one copy in memory). */
-static inline void gpt_crossentropy_backward(gpt_stream *s, float *dlogits,
-                                             const float *logits, const int32_t *targets,
+static inline void gpt_crossentropy_backward(gpt_stream *s, void *dlogits,
+                                             const void *logits, const int32_t *targets,
                                              float dloss, int N, int V, int Vp)
 { s->be->ops->crossentropy_backward(s, dlogits, logits, targets, dloss, N, V, Vp); }
 
@@ -257,13 +292,22 @@ static inline void gpt_adamw_update(gpt_stream *s, float *param, const float *gr
 static inline void gpt_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
 { s->be->ops->norm_squared(s, out, x, n); }
 
+/* dst (n elements of be->dtype) = src (fp32), rounded to nearest even: the working copy of
+ * fp32 master weights that the ops read.  On an fp32 backend a copy (nothing when dst ==
+ * src). */
+static inline void gpt_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
+{ s->be->ops->params_to_act(s, dst, src, n); }
+
+/* The element type of the ops issued on s. */
+static inline gpt_dtype gpt_stream_dtype(const gpt_stream *s) { return s->be->dtype; }
+
 /* Available and total memory of this host (MemAvailable/MemTotal, else sysconf): the CPU
  * backend's "device" memory and the default host budget. 0 or GPT_ERR_BACKEND. */
 int gpt_host_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 /* ---- backends ---------------------------------------------------------------------- */
 
-/* The CPU reference backend (kernels/cpu).  nthreads <= 0: OpenMP's default. */
+/* The CPU reference backend (kernels/cpu), fp32 only.  nthreads <= 0: OpenMP's default. */
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads);
 void gpt_cpu_backend_destroy(gpt_backend *be);
 
@@ -280,6 +324,10 @@ int gpt_cpu_event_release(gpt_event *e);
  * error).  allow_tf32: fp32 matmuls may run on TF32 tensor cores (--math tf32, the
  * default); 0 keeps them strict fp32 (--math fp32). */
 int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32);
+/* The same with an activation type: GPT_BF16 for mixed precision (bf16 activations and
+ * working weights, fp32 accumulation, fp32 gradients and optimizer). */
+int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int allow_tf32,
+                                  gpt_dtype dtype);
 void gpt_cuda_backend_destroy(gpt_backend *be);
 
 #ifdef __cplusplus

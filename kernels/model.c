@@ -63,9 +63,22 @@ double gpt_model_flops(const gpt_shape *sh)
     return 6.0 * P * B * T + 12.0 * L * B * T * T * C;
 }
 
+/* Each normal takes exactly two draws and splitmix64's state only advances by a constant
+ * per draw, so the generator can jump to any element: the tensor is filled in parallel
+ * chunks with the same values as one sequential pass (a 2048-wide layer is 50 M normals,
+ * seconds in one thread). */
 static void fill_normal(float *x, size_t n, double std, rng *r)
 {
-    for (size_t i = 0; i < n; i++) x[i] = (float)(std * rng_normal(r));
+    enum { CHUNK = 1 << 16 };
+    const uint64_t start = r->state;
+    const ptrdiff_t nchunks = (ptrdiff_t)((n + CHUNK - 1) / CHUNK);
+#pragma omp parallel for schedule(static)
+    for (ptrdiff_t c = 0; c < nchunks; c++) {
+        const size_t lo = (size_t)c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
+        rng local = {start + 2 * (uint64_t)lo * RNG_GOLDEN};
+        for (size_t i = lo; i < hi; i++) x[i] = (float)(std * rng_normal(&local));
+    }
+    r->state = start + 2 * (uint64_t)n * RNG_GOLDEN;
 }
 
 static void fill_value(float *x, size_t n, float v)
@@ -112,75 +125,150 @@ void gpt_init_layer(float *p, const gpt_shape *sh, int layer, uint64_t seed)
 /* ---- activations ------------------------------------------------------------------- */
 
 static size_t rows(const gpt_shape *sh) { return (size_t)sh->batch * sh->seq; }
-static size_t att_floats(const gpt_shape *sh)
+static size_t att_elems(const gpt_shape *sh)
 {
     return (size_t)sh->batch * sh->heads * sh->seq * sh->seq;
 }
 
+/* Each carved tensor starts on this boundary: vector loads and cuBLASLt's fastest kernels
+ * want 16 bytes at least, whatever the element type and the shape. */
+#define CARVE_ALIGN ((size_t)256)
+static size_t round_up(size_t bytes) { return (bytes + CARVE_ALIGN - 1) / CARVE_ALIGN * CARVE_ALIGN; }
+
+/* A bump allocator over a block: with base NULL it only counts (the *_bytes functions),
+ * so that sizes and carves come from one list and cannot disagree. */
+typedef struct carver {
+    char *base;
+    size_t used;
+} carver;
+
+static void *take(carver *c, size_t bytes)
+{
+    void *p = c->base ? c->base + c->used : NULL;
+    c->used += round_up(bytes);
+    return p;
+}
+
+static size_t layer_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dt)
+{
+    const size_t N = rows(sh), C = (size_t)sh->hidden, e = gpt_dtype_size(dt);
+    carver c = {base, 0};
+    a->ln1 = take(&c, N * C * e);
+    a->ln1_mean = take(&c, N * sizeof(float));
+    a->ln1_rstd = take(&c, N * sizeof(float));
+    a->qkv = take(&c, 3 * N * C * e);
+    a->att = take(&c, att_elems(sh) * e);
+    a->atty = take(&c, N * C * e);
+    a->res2 = take(&c, N * C * e);
+    a->ln2 = take(&c, N * C * e);
+    a->ln2_mean = take(&c, N * sizeof(float));
+    a->ln2_rstd = take(&c, N * sizeof(float));
+    a->fch = take(&c, 4 * N * C * e);
+    a->fch_gelu = take(&c, 4 * N * C * e);
+    return c.used;
+}
+
+static size_t layer_scratch_carve(gpt_layer_scratch *a, void *base, const gpt_shape *sh,
+                                  gpt_dtype dt)
+{
+    const size_t N = rows(sh), C = (size_t)sh->hidden, e = gpt_dtype_size(dt);
+    carver c = {base, 0};
+    a->d4c = take(&c, 4 * N * C * e);
+    a->d3c = take(&c, 3 * N * C * e);
+    a->dc = take(&c, N * C * e);
+    a->datt = take(&c, att_elems(sh) * e);
+    return c.used;
+}
+
+static size_t head_acts_carve(gpt_head_acts *a, void *base, const gpt_shape *sh, gpt_dtype dt)
+{
+    const size_t N = rows(sh), C = (size_t)sh->hidden, e = gpt_dtype_size(dt);
+    carver c = {base, 0};
+    a->lnf = take(&c, N * C * e);
+    a->lnf_mean = take(&c, N * sizeof(float));
+    a->lnf_rstd = take(&c, N * sizeof(float));
+    a->losses = take(&c, N * sizeof(float));
+    a->logits = take(&c, N * (size_t)sh->vocab_padded * e);
+    return c.used;
+}
+
+size_t gpt_layer_acts_bytes(const gpt_shape *sh, gpt_dtype dtype)
+{
+    gpt_layer_acts a;
+    return layer_acts_carve(&a, NULL, sh, dtype);
+}
+size_t gpt_layer_scratch_bytes(const gpt_shape *sh, gpt_dtype dtype)
+{
+    gpt_layer_scratch a;
+    return layer_scratch_carve(&a, NULL, sh, dtype);
+}
+size_t gpt_head_acts_bytes(const gpt_shape *sh, gpt_dtype dtype)
+{
+    gpt_head_acts a;
+    return head_acts_carve(&a, NULL, sh, dtype);
+}
+void gpt_layer_acts_carve_as(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype)
+{
+    layer_acts_carve(a, base, sh, dtype);
+}
+void gpt_layer_scratch_carve_as(gpt_layer_scratch *a, void *base, const gpt_shape *sh,
+                                gpt_dtype dtype)
+{
+    layer_scratch_carve(a, base, sh, dtype);
+}
+void gpt_head_acts_carve_as(gpt_head_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype)
+{
+    head_acts_carve(a, base, sh, dtype);
+}
+
+/* fp32 forms: the byte sizes are multiples of CARVE_ALIGN, so whole floats. */
 size_t gpt_layer_acts_floats(const gpt_shape *sh)
 {
-    const size_t N = rows(sh), C = (size_t)sh->hidden;
-    return 15 * N * C + 4 * N + att_floats(sh);
+    return gpt_layer_acts_bytes(sh, GPT_F32) / sizeof(float);
 }
-
-void gpt_layer_acts_carve(gpt_layer_acts *a, float *p, const gpt_shape *sh)
-{
-    const size_t N = rows(sh), C = (size_t)sh->hidden;
-    a->ln1 = p;      p += N * C;
-    a->ln1_mean = p; p += N;
-    a->ln1_rstd = p; p += N;
-    a->qkv = p;      p += 3 * N * C;
-    a->att = p;      p += att_floats(sh);
-    a->atty = p;     p += N * C;
-    a->res2 = p;     p += N * C;
-    a->ln2 = p;      p += N * C;
-    a->ln2_mean = p; p += N;
-    a->ln2_rstd = p; p += N;
-    a->fch = p;      p += 4 * N * C;
-    a->fch_gelu = p;
-}
-
 size_t gpt_layer_scratch_floats(const gpt_shape *sh)
 {
-    const size_t N = rows(sh), C = (size_t)sh->hidden;
-    return 8 * N * C + att_floats(sh);
+    return gpt_layer_scratch_bytes(sh, GPT_F32) / sizeof(float);
 }
-
-void gpt_layer_scratch_carve(gpt_layer_scratch *a, float *p, const gpt_shape *sh)
-{
-    const size_t N = rows(sh), C = (size_t)sh->hidden;
-    a->d4c = p;  p += 4 * N * C;
-    a->d3c = p;  p += 3 * N * C;
-    a->dc = p;   p += N * C;
-    a->datt = p;
-}
-
 size_t gpt_head_acts_floats(const gpt_shape *sh)
 {
-    const size_t N = rows(sh), C = (size_t)sh->hidden;
-    return N * C + 3 * N + N * (size_t)sh->vocab_padded;
+    return gpt_head_acts_bytes(sh, GPT_F32) / sizeof(float);
 }
-
-void gpt_head_acts_carve(gpt_head_acts *a, float *p, const gpt_shape *sh)
+void gpt_layer_acts_carve(gpt_layer_acts *a, float *base, const gpt_shape *sh)
 {
-    const size_t N = rows(sh), C = (size_t)sh->hidden;
-    a->lnf = p;      p += N * C;
-    a->lnf_mean = p; p += N;
-    a->lnf_rstd = p; p += N;
-    a->losses = p;   p += N;
-    a->logits = p;
+    layer_acts_carve(a, base, sh, GPT_F32);
+}
+void gpt_layer_scratch_carve(gpt_layer_scratch *a, float *base, const gpt_shape *sh)
+{
+    layer_scratch_carve(a, base, sh, GPT_F32);
+}
+void gpt_head_acts_carve(gpt_head_acts *a, float *base, const gpt_shape *sh)
+{
+    head_acts_carve(a, base, sh, GPT_F32);
 }
 
 /* ---- compute ----------------------------------------------------------------------- */
 
-void gpt_embed_forward(gpt_stream *s, const gpt_shape *sh, const float *ep,
-                       const int32_t *tokens, float *x0)
+/* Element i of an array of the stream's activation type (parameters' working copies and
+ * activations are addressed by element offsets, whatever their type). */
+static const void *cel(const gpt_stream *s, const void *base, size_t i)
 {
-    gpt_embed_layout e = gpt_embed_layout_of(sh);
-    gpt_encoder_forward(s, x0, tokens, ep + e.wte, ep + e.wpe, sh->batch, sh->seq, sh->hidden);
+    return (const char *)base + i * gpt_dtype_size(gpt_stream_dtype(s));
+}
+static void *el(const gpt_stream *s, void *base, size_t i)
+{
+    return (char *)base + i * gpt_dtype_size(gpt_stream_dtype(s));
 }
 
-void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *eg, const float *dx0,
+void gpt_embed_forward(gpt_stream *s, const gpt_shape *sh, const void *ep,
+                       const int32_t *tokens, void *x0)
+{
+    gpt_embed_layout e = gpt_embed_layout_of(sh);
+    gpt_encoder_forward(s, x0, tokens, cel(s, ep, e.wte), cel(s, ep, e.wpe), sh->batch, sh->seq,
+                        sh->hidden);
+}
+
+void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *eg, const void *dx0,
                         const int32_t *tokens)
 {
     gpt_embed_layout e = gpt_embed_layout_of(sh);
@@ -188,31 +276,32 @@ void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *eg, const flo
                          sh->hidden);
 }
 
-void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const float *p, const float *x_in,
-                       float *x_out, gpt_layer_acts *a)
+void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const void *x_in,
+                       void *x_out, gpt_layer_acts *a)
 {
     const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
     const size_t NC = (size_t)N * C;
     gpt_layer_layout l = gpt_layer_layout_of(sh);
 
-    gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, p + l.ln1_w, p + l.ln1_b,
-                          N, C);
-    gpt_matmul_forward(s, a->qkv, a->ln1, p + l.qkv_w, p + l.qkv_b, N, C, 3 * C);
+    gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, cel(s, p, l.ln1_w),
+                          cel(s, p, l.ln1_b), N, C);
+    gpt_matmul_forward(s, a->qkv, a->ln1, cel(s, p, l.qkv_w), cel(s, p, l.qkv_b), N, C, 3 * C);
     gpt_attention_forward(s, a->atty, a->att, a->qkv, B, T, C, NH);
     /* The projection lands in res2 and the residual is added in place: no buffer for the
      * projection itself, which the backward never needs. */
-    gpt_matmul_forward(s, a->res2, a->atty, p + l.proj_w, p + l.proj_b, N, C, C);
+    gpt_matmul_forward(s, a->res2, a->atty, cel(s, p, l.proj_w), cel(s, p, l.proj_b), N, C, C);
     gpt_residual_forward(s, a->res2, x_in, a->res2, NC);
-    gpt_layernorm_forward(s, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p + l.ln2_w,
-                          p + l.ln2_b, N, C);
-    gpt_matmul_forward(s, a->fch, a->ln2, p + l.fc_w, p + l.fc_b, N, C, 4 * C);
+    gpt_layernorm_forward(s, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, cel(s, p, l.ln2_w),
+                          cel(s, p, l.ln2_b), N, C);
+    gpt_matmul_forward(s, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b), N, C, 4 * C);
     gpt_gelu_forward(s, a->fch_gelu, a->fch, 4 * NC);
-    gpt_matmul_forward(s, x_out, a->fch_gelu, p + l.fcproj_w, p + l.fcproj_b, N, 4 * C, C);
+    gpt_matmul_forward(s, x_out, a->fch_gelu, cel(s, p, l.fcproj_w), cel(s, p, l.fcproj_b), N,
+                       4 * C, C);
     gpt_residual_forward(s, x_out, a->res2, x_out, NC);
 }
 
-void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const float *p, float *g,
-                        const float *x_in, float *dres, gpt_layer_acts *a,
+void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float *g,
+                        const void *x_in, void *dres, gpt_layer_acts *a,
                         const gpt_layer_scratch *sc, int recompute)
 {
     const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
@@ -223,34 +312,34 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const float *p, floa
 
     /* dres flows unchanged through both residual connections; each branch adds to it. */
     gpt_matmul_backward(s, sc->d4c, g + l.fcproj_w, g + l.fcproj_b, dres, a->fch_gelu,
-                        p + l.fcproj_w, N, 4 * C, C);
+                        cel(s, p, l.fcproj_w), N, 4 * C, C);
     gpt_gelu_backward(s, sc->d4c, a->fch, sc->d4c, (size_t)N * 4 * C);
-    gpt_matmul_backward(s, sc->dc, g + l.fc_w, g + l.fc_b, sc->d4c, a->ln2, p + l.fc_w, N, C,
-                        4 * C);
-    gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, sc->dc, a->res2, p + l.ln2_w,
-                           a->ln2_mean, a->ln2_rstd, N, C);
-    gpt_matmul_backward(s, sc->dc, g + l.proj_w, g + l.proj_b, dres, a->atty, p + l.proj_w, N,
-                        C, C);
+    gpt_matmul_backward(s, sc->dc, g + l.fc_w, g + l.fc_b, sc->d4c, a->ln2, cel(s, p, l.fc_w), N,
+                        C, 4 * C);
+    gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, sc->dc, a->res2,
+                           cel(s, p, l.ln2_w), a->ln2_mean, a->ln2_rstd, N, C);
+    gpt_matmul_backward(s, sc->dc, g + l.proj_w, g + l.proj_b, dres, a->atty,
+                        cel(s, p, l.proj_w), N, C, C);
     gpt_attention_backward(s, sc->d3c, sc->datt, sc->dc, a->qkv, a->att, B, T, C, NH);
-    gpt_matmul_backward(s, sc->dc, g + l.qkv_w, g + l.qkv_b, sc->d3c, a->ln1, p + l.qkv_w, N,
-                        C, 3 * C);
-    gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, sc->dc, x_in, p + l.ln1_w,
+    gpt_matmul_backward(s, sc->dc, g + l.qkv_w, g + l.qkv_b, sc->d3c, a->ln1, cel(s, p, l.qkv_w),
+                        N, C, 3 * C);
+    gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, sc->dc, x_in, cel(s, p, l.ln1_w),
                            a->ln1_mean, a->ln1_rstd, N, C);
 }
 
-void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const float *ep, const float *xL,
+void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *ep, const void *xL,
                       const int32_t *targets, gpt_head_acts *h)
 {
     const int N = sh->batch * sh->seq, C = sh->hidden;
     gpt_embed_layout e = gpt_embed_layout_of(sh);
-    gpt_layernorm_forward(s, h->lnf, h->lnf_mean, h->lnf_rstd, xL, ep + e.lnf_w, ep + e.lnf_b,
-                          N, C);
-    gpt_matmul_forward(s, h->logits, h->lnf, ep + e.wte, NULL, N, C, sh->vocab_padded);
+    gpt_layernorm_forward(s, h->lnf, h->lnf_mean, h->lnf_rstd, xL, cel(s, ep, e.lnf_w),
+                          cel(s, ep, e.lnf_b), N, C);
+    gpt_matmul_forward(s, h->logits, h->lnf, cel(s, ep, e.wte), NULL, N, C, sh->vocab_padded);
     gpt_crossentropy_forward(s, h->losses, h->logits, targets, N, sh->vocab, sh->vocab_padded);
 }
 
-void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const float *ep, float *eg,
-                       const float *xL, const int32_t *targets, gpt_head_acts *h, float *dres,
+void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *ep, float *eg,
+                       const void *xL, const int32_t *targets, gpt_head_acts *h, void *dres,
                        const gpt_layer_scratch *sc)
 {
     const int N = sh->batch * sh->seq, C = sh->hidden;
@@ -258,10 +347,10 @@ void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const float *ep, floa
     /* In place: the logits become their gradient, so only one (N, Vp) buffer exists. */
     gpt_crossentropy_backward(s, h->logits, h->logits, targets, 1.0f / (float)N, N, sh->vocab,
                               sh->vocab_padded);
-    gpt_matmul_backward(s, sc->dc, eg + e.wte, NULL, h->logits, h->lnf, ep + e.wte, N, C,
+    gpt_matmul_backward(s, sc->dc, eg + e.wte, NULL, h->logits, h->lnf, cel(s, ep, e.wte), N, C,
                         sh->vocab_padded);
-    gpt_stream_memset_zero(s, dres, (size_t)N * C * sizeof(float));
-    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, sc->dc, xL, ep + e.lnf_w,
+    gpt_stream_memset_zero(s, dres, gpt_act_bytes((size_t)N * C, gpt_stream_dtype(s)));
+    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, sc->dc, xL, cel(s, ep, e.lnf_w),
                            h->lnf_mean, h->lnf_rstd, N, C);
 }
 
@@ -325,26 +414,36 @@ double gpt_mean_loss(const float *losses, int n)
 
 /* ---- the whole model in one place ----------------------------------------------------- */
 
-static gpt_layer_acts resident_acts(const gpt_shape *sh, gpt_resident *r, int layer)
+static gpt_layer_acts resident_acts(gpt_stream *s, const gpt_shape *sh, gpt_resident *r,
+                                    int layer)
 {
     gpt_layer_acts a;
-    size_t slot = r->ckpt ? 0 : (size_t)layer;
-    gpt_layer_acts_carve(&a, r->layer_acts + slot * gpt_layer_acts_floats(sh), sh);
+    const gpt_dtype dt = gpt_stream_dtype(s);
+    const size_t slot = r->ckpt ? 0 : (size_t)layer;
+    gpt_layer_acts_carve_as(&a, (char *)r->layer_acts + slot * gpt_layer_acts_bytes(sh, dt), sh,
+                            dt);
     return a;
+}
+
+/* The parameters the ops read: the working copy when there is one. */
+static const void *resident_wparams(const gpt_resident *r)
+{
+    return r->wparams ? r->wparams : (const void *)r->params;
 }
 
 void gpt_resident_forward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
 {
     const size_t NC = rows(sh) * (size_t)sh->hidden;
-    const size_t lsize = gpt_layer_layout_of(sh).total;
-    const float *layers = r->params + gpt_embed_layout_of(sh).total;
-    gpt_embed_forward(s, sh, r->params, r->tokens, r->layer_inputs);
+    const size_t lsize = gpt_layer_layout_of(sh).total, etotal = gpt_embed_layout_of(sh).total;
+    const void *wp = resident_wparams(r);
+    gpt_embed_forward(s, sh, wp, r->tokens, r->layer_inputs);
     for (int l = 0; l < sh->layers; l++) {
-        gpt_layer_acts a = resident_acts(sh, r, l);
-        gpt_layer_forward(s, sh, layers + (size_t)l * lsize, r->layer_inputs + (size_t)l * NC,
-                          r->layer_inputs + (size_t)(l + 1) * NC, &a);
+        gpt_layer_acts a = resident_acts(s, sh, r, l);
+        gpt_layer_forward(s, sh, cel(s, wp, etotal + (size_t)l * lsize),
+                          el(s, r->layer_inputs, (size_t)l * NC),
+                          el(s, r->layer_inputs, (size_t)(l + 1) * NC), &a);
     }
-    gpt_head_forward(s, sh, r->params, r->layer_inputs + (size_t)sh->layers * NC, r->targets,
+    gpt_head_forward(s, sh, wp, el(s, r->layer_inputs, (size_t)sh->layers * NC), r->targets,
                      &r->head);
 }
 
@@ -352,13 +451,15 @@ void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
 {
     const size_t NC = rows(sh) * (size_t)sh->hidden;
     const size_t lsize = gpt_layer_layout_of(sh).total, etotal = gpt_embed_layout_of(sh).total;
-    gpt_head_backward(s, sh, r->params, r->grads, r->layer_inputs + (size_t)sh->layers * NC,
+    const void *wp = resident_wparams(r);
+    gpt_head_backward(s, sh, wp, r->grads, el(s, r->layer_inputs, (size_t)sh->layers * NC),
                       r->targets, &r->head, r->dres, &r->scratch);
     for (int l = sh->layers - 1; l >= 0; l--) {
-        gpt_layer_acts a = resident_acts(sh, r, l);
-        gpt_layer_backward(s, sh, r->params + etotal + (size_t)l * lsize,
-                           r->grads + etotal + (size_t)l * lsize, r->layer_inputs + (size_t)l * NC,
-                           r->dres, &a, &r->scratch, r->ckpt);
+        gpt_layer_acts a = resident_acts(s, sh, r, l);
+        gpt_layer_backward(s, sh, cel(s, wp, etotal + (size_t)l * lsize),
+                           r->grads + etotal + (size_t)l * lsize,
+                           el(s, r->layer_inputs, (size_t)l * NC), r->dres, &a, &r->scratch,
+                           r->ckpt);
     }
     gpt_embed_backward(s, sh, r->grads, r->dres, r->tokens);
 }

@@ -61,69 +61,89 @@ double gpt_model_flops(const gpt_shape *sh);
 void gpt_init_embed(float *embed_block, const gpt_shape *sh, uint64_t seed);
 void gpt_init_layer(float *layer_block, const gpt_shape *sh, int layer, uint64_t seed);
 
-/* ---- activations ------------------------------------------------------------------- */
+/* ---- activations ----------------------------------------------------------------------
+ * Tensors typed void * hold the backend's activation type (gpt.h: be->dtype, fp32 or
+ * bf16); float * members are fp32 in every type.  Sizes come from the *_bytes functions,
+ * which know the type; each tensor of a carve starts on a 256-byte boundary. */
 
 /* What one layer's forward keeps for its backward (N = B T rows). */
 typedef struct gpt_layer_acts {
-    float *ln1, *ln1_mean, *ln1_rstd; /* (N,C), (N), (N) */
-    float *qkv;                       /* (N,3C) */
-    float *att;                       /* (B,NH,T,T) softmax probabilities */
-    float *atty;                      /* (N,C) attention output before the projection */
-    float *res2;                      /* (N,C) x + attention projection */
-    float *ln2, *ln2_mean, *ln2_rstd; /* (N,C), (N), (N) */
-    float *fch, *fch_gelu;            /* (N,4C) each */
+    void *ln1;                        /* (N,C) */
+    float *ln1_mean, *ln1_rstd;       /* (N), (N) */
+    void *qkv;                        /* (N,3C) */
+    void *att;                        /* (B,NH,T,T) softmax probabilities */
+    void *atty;                       /* (N,C) attention output before the projection */
+    void *res2;                       /* (N,C) x + attention projection */
+    void *ln2;                        /* (N,C) */
+    float *ln2_mean, *ln2_rstd;       /* (N), (N) */
+    void *fch, *fch_gelu;             /* (N,4C) each */
 } gpt_layer_acts;
 
 /* Scratch for a layer's backward; shared by all layers. */
 typedef struct gpt_layer_scratch {
-    float *d4c;  /* (N,4C) */
-    float *d3c;  /* (N,3C) */
-    float *dc;   /* (N,C); also receives the discarded output of a recompute */
-    float *datt; /* (B,NH,T,T) */
+    void *d4c;  /* (N,4C) */
+    void *d3c;  /* (N,3C) */
+    void *dc;   /* (N,C); also receives the discarded output of a recompute */
+    void *datt; /* (B,NH,T,T) */
 } gpt_layer_scratch;
 
 /* The head: final LayerNorm, tied logits, cross-entropy. */
 typedef struct gpt_head_acts {
-    float *lnf, *lnf_mean, *lnf_rstd; /* (N,C), (N), (N) */
-    float *logits;                    /* (N,Vp); becomes dlogits in backward */
+    void *lnf;                        /* (N,C) */
+    float *lnf_mean, *lnf_rstd;       /* (N), (N) */
+    void *logits;                     /* (N,Vp); becomes dlogits in backward */
     float *losses;                    /* (N) */
 } gpt_head_acts;
 
+size_t gpt_layer_acts_bytes(const gpt_shape *sh, gpt_dtype dtype);
+size_t gpt_layer_scratch_bytes(const gpt_shape *sh, gpt_dtype dtype);
+size_t gpt_head_acts_bytes(const gpt_shape *sh, gpt_dtype dtype);
+/* Bytes of n activation elements (a layer's input (N,C), the residual gradient, ...). */
+static inline size_t gpt_act_bytes(size_t n, gpt_dtype dtype) { return n * gpt_dtype_size(dtype); }
+/* Point the struct's members into base (which must hold the matching number of bytes). */
+void gpt_layer_acts_carve_as(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype);
+void gpt_layer_scratch_carve_as(gpt_layer_scratch *a, void *base, const gpt_shape *sh,
+                                gpt_dtype dtype);
+void gpt_head_acts_carve_as(gpt_head_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype);
+
+/* The fp32 forms (sizes in floats), kept for fp32 callers. */
 size_t gpt_layer_acts_floats(const gpt_shape *sh);
 size_t gpt_layer_scratch_floats(const gpt_shape *sh);
 size_t gpt_head_acts_floats(const gpt_shape *sh);
-/* Point the struct's members into base (which must hold the matching number of floats). */
 void gpt_layer_acts_carve(gpt_layer_acts *a, float *base, const gpt_shape *sh);
 void gpt_layer_scratch_carve(gpt_layer_scratch *a, float *base, const gpt_shape *sh);
 void gpt_head_acts_carve(gpt_head_acts *a, float *base, const gpt_shape *sh);
 
-/* ---- compute ----------------------------------------------------------------------- */
+/* ---- compute ------------------------------------------------------------------------------
+ * Every function takes the element type from the stream's backend (gpt_stream_dtype):
+ * params here are the working copy the ops read (fp32 master weights on an fp32 backend,
+ * their bf16 copy on a bf16 one), grads are always fp32. */
 
 /* x0 (N,C) = token + position embeddings. */
-void gpt_embed_forward(gpt_stream *s, const gpt_shape *sh, const float *embed_params,
-                       const int32_t *tokens, float *x0);
+void gpt_embed_forward(gpt_stream *s, const gpt_shape *sh, const void *embed_params,
+                       const int32_t *tokens, void *x0);
 /* Embedding gradients += from dx0 (N,C). */
 void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *embed_grads,
-                        const float *dx0, const int32_t *tokens);
+                        const void *dx0, const int32_t *tokens);
 
 /* One transformer layer: x_out (N,C) = layer(x_in); fills acts for the backward. */
-void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const float *layer_params,
-                       const float *x_in, float *x_out, gpt_layer_acts *acts);
+void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
+                       const void *x_in, void *x_out, gpt_layer_acts *acts);
 /* One layer's backward.  dres (N,C) holds dL/dx_out on entry and dL/dx_in on return;
  * layer_grads accumulate.  acts must hold this layer's forward of x_in: with activation
  * checkpointing, pass recompute = 1 and it is recomputed here into acts first. */
-void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const float *layer_params,
-                        float *layer_grads, const float *x_in, float *dres, gpt_layer_acts *acts,
+void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
+                        float *layer_grads, const void *x_in, void *dres, gpt_layer_acts *acts,
                         const gpt_layer_scratch *scratch, int recompute);
 
 /* Head forward: losses (N) from the last layer's output xL. */
-void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const float *embed_params,
-                      const float *xL, const int32_t *targets, gpt_head_acts *head);
+void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *embed_params,
+                      const void *xL, const int32_t *targets, gpt_head_acts *head);
 /* Head backward for loss = mean(losses): overwrites dres (N,C) with dL/dxL, accumulates into
  * the embedding grads (tied wte and the final LayerNorm).  Consumes head->logits. */
-void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const float *embed_params,
-                       float *embed_grads, const float *xL, const int32_t *targets,
-                       gpt_head_acts *head, float *dres, const gpt_layer_scratch *scratch);
+void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *embed_params,
+                       float *embed_grads, const void *xL, const int32_t *targets,
+                       gpt_head_acts *head, void *dres, const gpt_layer_scratch *scratch);
 
 /* ---- optimizer ----------------------------------------------------------------------- */
 
@@ -160,13 +180,16 @@ double gpt_mean_loss(const float *losses, int n);
 /* A model whose blocks all lie in one array [embed | layer 0 | layer 1 | ...] on one
  * device, as the baseline keeps it (and the tests use it). */
 typedef struct gpt_resident {
-    float *params, *grads;         /* gpt_param_count floats each */
-    float *layer_inputs;           /* (L+1, N, C): x[l] is layer l's input, x[L] the output */
-    float *layer_acts;             /* one layer's acts (ckpt) or L layers' (no ckpt) */
+    float *params, *grads;         /* gpt_param_count floats each (fp32 master, fp32 grads) */
+    void *wparams;                 /* the working copy the ops read, in the backend's type
+                                    * (gpt_params_to_act of params); NULL: params itself
+                                    * (fp32 backends) */
+    void *layer_inputs;            /* (L+1, N, C): x[l] is layer l's input, x[L] the output */
+    void *layer_acts;              /* one layer's acts (ckpt) or L layers' (no ckpt) */
     int ckpt;
     gpt_layer_scratch scratch;
     gpt_head_acts head;
-    float *dres;                   /* (N, C) */
+    void *dres;                    /* (N, C) */
     const int32_t *tokens, *targets; /* (N) device ids */
 } gpt_resident;
 

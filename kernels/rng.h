@@ -15,9 +15,12 @@ typedef struct rng {
     uint64_t state;
 } rng;
 
+/* The state advances by this constant per draw (so a generator can jump ahead). */
+#define RNG_GOLDEN 0x9E3779B97F4A7C15ULL
+
 static inline uint64_t rng_next_u64(rng *r)
 {
-    uint64_t z = (r->state += 0x9E3779B97F4A7C15ULL);
+    uint64_t z = (r->state += RNG_GOLDEN);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);

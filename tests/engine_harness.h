@@ -32,7 +32,9 @@ static inline int harness_open(engine_harness *h, const engine_vtbl *eng,
     h->eng = eng;
     h->cfg = *cfg;
     if (cfg->device == DEVICE_CUDA)
-        assert_int_equal(gpt_cuda_backend_create(&h->be, 0, cfg->tf32), 0);
+        assert_int_equal(gpt_cuda_backend_create_dtype(&h->be, 0, cfg->tf32,
+                                                       cfg->bf16 ? GPT_BF16 : GPT_F32),
+                         0);
     else
         assert_int_equal(gpt_cpu_backend_create(&h->be, cfg->threads), 0);
     dev_arena_init(&h->gpu, h->be, gpu_limit);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite: the cmocka programs, then the command-line tests.  Ends with the line
+# The test suite: the cmocka programs, then the command-line and sweep tests.  Ends with the line
 # "N passed, N failed" and exits non-zero if anything failed.
 #   AEBENCH     the binary under test (default ./aebench)
 #   TEST_BUILD  where the test programs are (default build)
@@ -11,7 +11,7 @@ PASSED=0
 FAILED=0
 FAILURES=()
 
-for prog in test_ops test_model test_report test_runtime; do
+for prog in test_ops test_model test_report test_engines test_runtime; do
     echo "=== $prog"
     out=$("$TEST_BUILD/tests/$prog" 2>&1)
     rc=$?
@@ -32,6 +32,9 @@ done
 echo "=== command line"
 # shellcheck source=tests/test_cli.sh
 source tests/test_cli.sh
+echo "=== sweeps"
+# shellcheck source=tests/test_sweep.sh
+source tests/test_sweep.sh
 
 echo
 if [ "${#FAILURES[@]}" -gt 0 ]; then printf 'failed: %s\n' "${FAILURES[@]}"; fi

@@ -6,11 +6,15 @@
  *    C=128, NH=4, V=1000, Vp=1024), run through both backends; each output compared by the
  *    normwise relative error max|gpu - cpu| / max|cpu|, printed as
  *      cuda_vs_cpu <op> <output> math=<fp32|tf32> rel_err=<x> T=<T>
- *    Limits: strict fp32 (allow_tf32 = 0) 1e-5, TF32 2e-3.  Accumulating outputs start
- *    from random values (not zeros), overwritten outputs from garbage, so an element that
- *    is not written, or overwritten instead of accumulated, shows.
+ *    Limits: strict fp32 (allow_tf32 = 0) 1e-5, TF32 2e-3, bf16 2e-2.  Accumulating outputs
+ *    start from random values (not zeros), overwritten outputs from garbage, so an element
+ *    that is not written, or overwritten instead of accumulated, shows.  In bf16 the
+ *    activation-typed tensors (gpt.h: every void * argument) are bf16 on the GPU, and the
+ *    CPU reference runs on the same values (each input rounded to bf16 once, on the host,
+ *    before both backends see it); fp32-typed tensors (gradients, statistics) stay fp32.
  *  - the megatron-lm engine for 20 iterations on CPU and on CUDA in strict fp32: the
- *    per-iteration losses agree to 1e-5 relative;
+ *    per-iteration losses agree to 1e-5 relative; and in bf16 against the CPU's fp32
+ *    losses to 1e-2 relative (see test_engine_bf16_vs_cpu for why that bound);
  *  - an absurd allocation is GPT_ERR_OOM and leaves the backend usable;
  *  - the per-op profiler (AEBENCH_PROFILE_OPS=1) prints its table.
  */
@@ -31,13 +35,14 @@
 
 #define FP32_LIMIT 1e-5
 #define TF32_LIMIT 2e-3
+#define BF16_LIMIT 2e-2
 
 /* ---- the two backends ---------------------------------------------------------------- */
 
 typedef struct pair {
     gpt_backend *cpu, *gpu;
     gpt_stream *cs, *gs;
-    int tf32;
+    int tf32, bf16;
     const char *math;
     uint64_t seed; /* advanced per use: every check draws fresh inputs */
 } pair;
@@ -50,16 +55,21 @@ static int have_gpu(void)
     return 1;
 }
 
-static void pair_open(pair *p, int tf32)
+enum { MATH_FP32 = 0, MATH_TF32 = 1, MATH_BF16 = 2 };
+
+static void pair_open(pair *p, int math)
 {
     memset(p, 0, sizeof *p);
+    p->tf32 = math == MATH_TF32;
+    p->bf16 = math == MATH_BF16;
     assert_int_equal(gpt_cpu_backend_create(&p->cpu, 0), 0);
     assert_int_equal(p->cpu->ops->stream_create(p->cpu, &p->cs), 0);
-    assert_int_equal(gpt_cuda_backend_create(&p->gpu, 0, tf32), 0);
+    assert_int_equal(gpt_cuda_backend_create_dtype(&p->gpu, 0, p->tf32,
+                                                   p->bf16 ? GPT_BF16 : GPT_F32),
+                     0);
     assert_int_equal(p->gpu->ops->stream_create(p->gpu, &p->gs), 0);
-    p->tf32 = tf32;
-    p->math = tf32 ? "tf32" : "fp32";
-    p->seed = 1000 + (uint64_t)tf32;
+    p->math = p->bf16 ? "bf16" : p->tf32 ? "tf32" : "fp32";
+    p->seed = 1000 + (uint64_t)math;
 }
 
 static void pair_close(pair *p)
@@ -70,37 +80,72 @@ static void pair_close(pair *p)
     gpt_cpu_backend_destroy(p->cpu);
 }
 
-/* A tensor in both places: cpu (host memory, the CPU backend's "device") and d (GPU). */
+/* A tensor in both places: cpu (host memory, the CPU backend's "device", fp32) and d (GPU).
+ * act: the tensor has the activation type (bf16 on the GPU when the pair is bf16), else
+ * it is fp32 on both sides. */
 typedef struct buf {
-    float *cpu, *d;
+    float *cpu;
+    void *d;
     size_t n;
+    int act;
+    size_t esize; /* bytes per element of d */
 } buf;
 
-static buf buf_new(pair *p, size_t n)
+static buf buf_new(pair *p, size_t n, int act)
 {
-    buf b = {.n = n};
+    buf b = {.n = n, .act = act};
+    b.esize = act && p->bf16 ? 2 : sizeof(float);
     b.cpu = malloc(n * sizeof(float));
     assert_non_null(b.cpu);
-    assert_int_equal(p->gpu->ops->dev_alloc(p->gpu, (void **)&b.d, n * sizeof(float)), 0);
+    assert_int_equal(p->gpu->ops->dev_alloc(p->gpu, &b.d, n * b.esize), 0);
     return b;
 }
 
-/* Fresh values mean + std * normal in both copies (std 0 with mean 0 would be zeros, which
- * hide unwritten outputs: never used). */
-static buf buf_rand(pair *p, size_t n, double mean, double std)
+/* Element i of the GPU copy. */
+static void *dat(const buf *b, size_t i)
 {
-    buf b = buf_new(p, n);
-    rng r = rng_for(p->seed++, 11, 13);
-    for (size_t i = 0; i < n; i++) b.cpu[i] = (float)(mean + std * rng_normal(&r));
-    assert_int_equal(gpt_memcpy_h2d(p->gs, b.d, b.cpu, n * sizeof(float)), 0);
-    return b;
+    return (char *)b->d + i * b->esize;
 }
 
-/* Copies the CPU values into the GPU copy (an input that came out of a CPU op). */
+/* Copies the CPU values into the GPU copy (an input that came out of a CPU op).  A bf16
+ * tensor: the CPU values are first rounded to bf16 themselves, so both backends go on from
+ * exactly the same inputs. */
 static void buf_push(pair *p, buf *b)
 {
     assert_int_equal(gpt_stream_sync(p->cs), 0); /* the CPU op that wrote b has run */
+    if (b->esize == 2) {
+        uint16_t *h = malloc(b->n * sizeof(uint16_t));
+        assert_non_null(h);
+        for (size_t i = 0; i < b->n; i++) {
+            h[i] = gpt_f32_to_bf16(b->cpu[i]);
+            b->cpu[i] = gpt_bf16_to_f32(h[i]);
+        }
+        assert_int_equal(gpt_memcpy_h2d(p->gs, b->d, h, b->n * sizeof(uint16_t)), 0);
+        assert_int_equal(gpt_stream_sync(p->gs), 0); /* before h goes */
+        free(h);
+        return;
+    }
     assert_int_equal(gpt_memcpy_h2d(p->gs, b->d, b->cpu, b->n * sizeof(float)), 0);
+}
+
+/* Fresh values mean + std * normal in both copies (std 0 with mean 0 would be zeros, which
+ * hide unwritten outputs: never used).  buf_rand: an activation-typed tensor; buf_randf:
+ * always fp32 (gradients of parameters, statistics, optimizer state). */
+static buf buf_rand_as(pair *p, size_t n, double mean, double std, int act)
+{
+    buf b = buf_new(p, n, act);
+    rng r = rng_for(p->seed++, 11, 13);
+    for (size_t i = 0; i < n; i++) b.cpu[i] = (float)(mean + std * rng_normal(&r));
+    buf_push(p, &b);
+    return b;
+}
+static buf buf_rand(pair *p, size_t n, double mean, double std)
+{
+    return buf_rand_as(p, n, mean, std, 1);
+}
+static buf buf_randf(pair *p, size_t n, double mean, double std)
+{
+    return buf_rand_as(p, n, mean, std, 0);
 }
 
 static void buf_free(pair *p, buf *b)
@@ -108,6 +153,25 @@ static void buf_free(pair *p, buf *b)
     assert_int_equal(gpt_stream_sync(p->cs), 0); /* no queued CPU op still uses b */
     free(b->cpu);
     p->gpu->ops->dev_free(p->gpu, b->d);
+}
+
+/* The GPU copy, as floats (malloc'd). */
+static float *buf_fetch(pair *p, const buf *b)
+{
+    float *g = malloc(b->n * sizeof(float));
+    assert_non_null(g);
+    if (b->esize == 2) {
+        uint16_t *h = malloc(b->n * sizeof(uint16_t));
+        assert_non_null(h);
+        assert_int_equal(gpt_memcpy_d2h(p->gs, h, b->d, b->n * sizeof(uint16_t)), 0);
+        assert_int_equal(gpt_stream_sync(p->gs), 0);
+        for (size_t i = 0; i < b->n; i++) g[i] = gpt_bf16_to_f32(h[i]);
+        free(h);
+    } else {
+        assert_int_equal(gpt_memcpy_d2h(p->gs, g, b->d, b->n * sizeof(float)), 0);
+        assert_int_equal(gpt_stream_sync(p->gs), 0);
+    }
+    return g;
 }
 
 static int32_t *ids_new(pair *p, int32_t **dev, size_t n, int below)
@@ -126,10 +190,7 @@ static int32_t *ids_new(pair *p, int32_t **dev, size_t n, int below)
 /* Normwise relative error of the GPU's copy of b against the CPU's; prints and checks. */
 static double check(pair *p, const char *op, const char *output, const buf *b, int T)
 {
-    float *g = malloc(b->n * sizeof(float));
-    assert_non_null(g);
-    assert_int_equal(gpt_memcpy_d2h(p->gs, g, b->d, b->n * sizeof(float)), 0);
-    assert_int_equal(gpt_stream_sync(p->gs), 0);
+    float *g = buf_fetch(p, b);
     assert_int_equal(gpt_stream_sync(p->cs), 0); /* the CPU stream is async too */
     double maxdiff = 0, maxref = 0;
     int finite = 1;
@@ -142,7 +203,7 @@ static double check(pair *p, const char *op, const char *output, const buf *b, i
     free(g);
     double rel = finite ? (maxref > 0 ? maxdiff / maxref : maxdiff) : INFINITY;
     printf("cuda_vs_cpu %s %s math=%s rel_err=%.3e T=%d\n", op, output, p->math, rel, T);
-    const double limit = p->tf32 ? TF32_LIMIT : FP32_LIMIT;
+    const double limit = p->bf16 ? BF16_LIMIT : p->tf32 ? TF32_LIMIT : FP32_LIMIT;
     if (!(rel <= limit))
         fail_msg("%s %s: rel_err %.3e over %.0e (math=%s)", op, output, rel, limit, p->math);
     return rel;
@@ -164,7 +225,7 @@ static void check_encoder(pair *p, int T)
     check(p, "encoder_forward", "out", &out, T);
 
     buf dout = buf_rand(p, N * C_, 0, 1);
-    buf dwte = buf_rand(p, (size_t)VP_ * C_, 0, 1), dwpe = buf_rand(p, (size_t)T * C_, 0, 1);
+    buf dwte = buf_randf(p, (size_t)VP_ * C_, 0, 1), dwpe = buf_randf(p, (size_t)T * C_, 0, 1);
     gpt_encoder_backward(p->cs, dwte.cpu, dwpe.cpu, dout.cpu, tok, B_, T, C_);
     gpt_encoder_backward(p->gs, dwte.d, dwpe.d, dout.d, dtok, B_, T, C_);
     check(p, "encoder_backward", "dwte", &dwte, T);
@@ -181,7 +242,7 @@ static void check_layernorm(pair *p, int T)
     const int N = B_ * T;
     const size_t NC = (size_t)N * C_;
     buf inp = buf_rand(p, NC, 0.5, 2), w = buf_rand(p, C_, 1, 0.2), b = buf_rand(p, C_, 0, 0.2);
-    buf out = buf_rand(p, NC, 9, 1), mean = buf_rand(p, N, 9, 1), rstd = buf_rand(p, N, 9, 1);
+    buf out = buf_rand(p, NC, 9, 1), mean = buf_randf(p, N, 9, 1), rstd = buf_randf(p, N, 9, 1);
     gpt_layernorm_forward(p->cs, out.cpu, mean.cpu, rstd.cpu, inp.cpu, w.cpu, b.cpu, N, C_);
     gpt_layernorm_forward(p->gs, out.d, mean.d, rstd.d, inp.d, w.d, b.d, N, C_);
     check(p, "layernorm_forward", "out", &out, T);
@@ -192,7 +253,7 @@ static void check_layernorm(pair *p, int T)
     buf_push(p, &mean);
     buf_push(p, &rstd);
     buf dout = buf_rand(p, NC, 0, 1), dinp = buf_rand(p, NC, 0, 1);
-    buf dw = buf_rand(p, C_, 0, 1), db = buf_rand(p, C_, 0, 1);
+    buf dw = buf_randf(p, C_, 0, 1), db = buf_randf(p, C_, 0, 1);
     gpt_layernorm_backward(p->cs, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu, mean.cpu,
                            rstd.cpu, N, C_);
     gpt_layernorm_backward(p->gs, dinp.d, dw.d, db.d, dout.d, inp.d, w.d, mean.d, rstd.d, N, C_);
@@ -218,14 +279,14 @@ static void check_matmul_case(pair *p, int T, int C, int OC, int with_bias, int 
     buf out = buf_rand(p, (size_t)N * OC, 5, 1);
     gpt_matmul_forward(p->cs, out.cpu, inp.cpu, w.cpu, with_bias ? bias.cpu + bias_offset : NULL,
                        N, C, OC);
-    gpt_matmul_forward(p->gs, out.d, inp.d, w.d, with_bias ? bias.d + bias_offset : NULL, N, C,
-                       OC);
+    gpt_matmul_forward(p->gs, out.d, inp.d, w.d, with_bias ? dat(&bias, (size_t)bias_offset) : NULL,
+                       N, C, OC);
     check(p, op, "out", &out, T);
 
     snprintf(op, sizeof op, "matmul_backward[C=%d,OC=%d%s%s]", C, OC, with_bias ? ",dbias" : "",
              with_dinp ? "" : ",no-dinp");
     buf dout = buf_rand(p, (size_t)N * OC, 0, 1), dinp = buf_rand(p, (size_t)N * C, 5, 1);
-    buf dw = buf_rand(p, (size_t)OC * C, 0, 1), dbias = buf_rand(p, (size_t)OC, 0, 1);
+    buf dw = buf_randf(p, (size_t)OC * C, 0, 1), dbias = buf_randf(p, (size_t)OC, 0, 1);
     gpt_matmul_backward(p->cs, with_dinp ? dinp.cpu : NULL, dw.cpu, with_bias ? dbias.cpu : NULL,
                         dout.cpu, inp.cpu, w.cpu, N, C, OC);
     gpt_matmul_backward(p->gs, with_dinp ? dinp.d : NULL, dw.d, with_bias ? dbias.d : NULL,
@@ -304,7 +365,7 @@ static void check_crossentropy(pair *p, int T)
     const int N = B_ * T;
     int32_t *dtgt;
     int32_t *tgt = ids_new(p, &dtgt, (size_t)N, V_);
-    buf logits = buf_rand(p, (size_t)N * VP_, 0, 3), losses = buf_rand(p, (size_t)N, 5, 1);
+    buf logits = buf_rand(p, (size_t)N * VP_, 0, 3), losses = buf_randf(p, (size_t)N, 5, 1);
     gpt_crossentropy_forward(p->cs, losses.cpu, logits.cpu, tgt, N, V_, VP_);
     gpt_crossentropy_forward(p->gs, losses.d, logits.d, dtgt, N, V_, VP_);
     check(p, "crossentropy_forward", "losses", &losses, T);
@@ -329,8 +390,8 @@ static void check_crossentropy(pair *p, int T)
 static void check_optimizer(pair *p, int T)
 {
     const size_t n = (size_t)B_ * T * 811 + 5;
-    buf param = buf_rand(p, n, 0, 0.1), grad = buf_rand(p, n, 0, 0.01);
-    buf m = buf_rand(p, n, 0, 0.001), v = buf_rand(p, n, 0, 1e-5);
+    buf param = buf_randf(p, n, 0, 0.1), grad = buf_randf(p, n, 0, 0.01);
+    buf m = buf_randf(p, n, 0, 0.001), v = buf_randf(p, n, 0, 1e-5);
     for (size_t i = 0; i < n; i++) v.cpu[i] = fabsf(v.cpu[i]); /* a second moment */
     buf_push(p, &v);
     gpt_adamw_update(p->cs, param.cpu, grad.cpu, m.cpu, v.cpu, n, 1e-3f, 0.9f, 0.999f, 1e-8f,
@@ -341,7 +402,7 @@ static void check_optimizer(pair *p, int T)
     check(p, "adamw_update", "m", &m, T);
     check(p, "adamw_update", "v", &v, T);
 
-    buf out = buf_rand(p, 1, 5, 1);
+    buf out = buf_randf(p, 1, 5, 1);
     gpt_norm_squared(p->cs, out.cpu, grad.cpu, n);
     gpt_norm_squared(p->gs, out.d, grad.d, n);
     check(p, "norm_squared", "out", &out, T);
@@ -353,15 +414,24 @@ static void check_optimizer(pair *p, int T)
     assert_int_equal(gpt_stream_sync(p->gs), 0);
     assert_true(memcmp(&first, &again, sizeof(float)) == 0);
 
-    buf *all[] = {&param, &grad, &m, &v, &out};
+    /* the working copy of the updated params, in the activation type */
+    buf work = buf_rand(p, n, 5, 1);
+    gpt_params_to_act(p->cs, work.cpu, param.cpu, n);
+    gpt_params_to_act(p->gs, work.d, param.d, n);
+    assert_int_equal(gpt_stream_sync(p->cs), 0); /* before the host overwrites work.cpu */
+    if (work.esize == 2) /* round to nearest even, as gpt_f32_to_bf16 does: exactly */
+        for (size_t i = 0; i < n; i++) work.cpu[i] = gpt_bf16_to_f32(gpt_f32_to_bf16(param.cpu[i]));
+    check(p, "params_to_act", "dst", &work, T);
+
+    buf *all[] = {&param, &grad, &m, &v, &out, &work};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
 }
 
-static void run_all_ops(int tf32)
+static void run_all_ops(int math)
 {
     if (!have_gpu()) skip();
     pair p;
-    pair_open(&p, tf32);
+    pair_open(&p, math);
     char desc[256];
     p.gpu->ops->describe(p.gpu, desc, sizeof desc);
     printf("device: %s, math=%s\n", desc, p.math);
@@ -382,13 +452,19 @@ static void run_all_ops(int tf32)
 static void test_ops_fp32(void **state)
 {
     (void)state;
-    run_all_ops(0);
+    run_all_ops(MATH_FP32);
 }
 
 static void test_ops_tf32(void **state)
 {
     (void)state;
-    run_all_ops(1);
+    run_all_ops(MATH_TF32);
+}
+
+static void test_ops_bf16(void **state)
+{
+    (void)state;
+    run_all_ops(MATH_BF16);
 }
 
 /* ---- the engine ------------------------------------------------------------------------ */
@@ -436,6 +512,138 @@ static void test_engine_cpu_vs_cuda(void **state)
     harness_close(&cpu);
 }
 
+/*
+ * The same 20 iterations with --dtype bf16 on the GPU against the CPU's fp32 losses.
+ * Bound 1e-2 relative: bf16 keeps 8 significant bits (unit roundoff 2^-9 = 2e-3), and
+ * each of the ~30 ops on the path to the loss rounds its output once; the loss is a mean
+ * over N = 128 tokens whose rounding errors are independent, so it lands near the unit
+ * roundoff (~1e-3), while 1e-2 (5 bf16 ulps) still fails a real bug (a wrong operand or a
+ * missed accumulation moves the loss by far more, and the losses fall by ~5e-2 per
+ * iteration here, so a broken update shows too).  The master weights and Adam are fp32 on
+ * both sides, so the error does not compound through the optimizer beyond the gradients'.
+ */
+static void test_engine_bf16_vs_cpu(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    engine_config cfg = {0};
+    cfg.shape = (gpt_shape){.layers = 2, .hidden = 128, .heads = 4, .seq = 64, .batch = 2,
+                            .vocab = 1000};
+    cfg.shape.vocab_padded = gpt_pad_vocab(cfg.shape.vocab);
+    cfg.ckpt = 1;
+    cfg.optim = gpt_optim_default();
+    cfg.optim.lr = 1e-3;
+    cfg.optim.decay_iters = 200;
+    cfg.seed = 4321;
+    cfg.device = DEVICE_CUDA;
+    cfg.bf16 = 1;
+
+    engine_config cpu_cfg = cfg;
+    cpu_cfg.device = DEVICE_CPU;
+    cpu_cfg.bf16 = 0;
+    engine_harness cpu, gpu;
+    assert_int_equal(harness_open(&cpu, &engine_megatron_lm, &cpu_cfg, SIZE_MAX), 0);
+    assert_int_equal(harness_open(&gpu, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
+    const int iters = 20;
+    double max_rel = 0, max_norm_rel = 0, first = 0, last = 0;
+    for (int it = 1; it <= iters; it++) {
+        step_result a, b;
+        harness_step(&cpu, it, &a);
+        harness_step(&gpu, it, &b);
+        const double rel = fabs(b.loss - a.loss) / fabs(a.loss);
+        const double nrel = fabs(b.grad_norm - a.grad_norm) / fabs(a.grad_norm);
+        if (rel > max_rel) max_rel = rel;
+        if (nrel > max_norm_rel) max_norm_rel = nrel;
+        if (it == 1) first = b.loss;
+        last = b.loss;
+        printf("engine bf16 it %2d  loss cpu-fp32 %.7f cuda-bf16 %.7f rel %.2e  grad_norm cpu "
+               "%.6f cuda %.6f\n",
+               it, a.loss, b.loss, rel, a.grad_norm, b.grad_norm);
+        assert_true(isfinite(b.loss) && !b.skipped);
+    }
+    printf("cuda_vs_cpu engine megatron-lm losses math=bf16 iterations=%d max_rel_err=%.3e "
+           "(grad norm max_rel_err=%.3e; loss %.4f -> %.4f)\n",
+           iters, max_rel, max_norm_rel, first, last);
+    assert_true(max_rel <= 1e-2);
+    assert_true(last < first); /* it trains */
+    harness_close(&gpu);
+    harness_close(&cpu);
+}
+
+
+/* stronghold on the GPU (real async streams and events) against megatron-lm on the CPU
+ * reference: per-iteration losses within 1e-5 and final parameters within 1e-5 normwise, for
+ * W in {1, 2, 3, L} and -w auto under a budget that makes it stream. */
+static void test_stronghold_cuda_vs_cpu(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    engine_config cfg = {0};
+    cfg.shape = (gpt_shape){.layers = 6, .hidden = 128, .heads = 4, .seq = 64, .batch = 2,
+                            .vocab = 1000};
+    cfg.shape.vocab_padded = gpt_pad_vocab(cfg.shape.vocab);
+    cfg.ckpt = 1;
+    cfg.optim = gpt_optim_default();
+    cfg.optim.lr = 1e-3;
+    cfg.optim.decay_iters = 200;
+    cfg.optim.clip = 0.5;
+    cfg.seed = 99;
+    cfg.tf32 = 0;
+    cfg.device = DEVICE_CPU;
+    enum { ITERS = 20 };
+    double ref_loss[ITERS];
+    const size_t P = (size_t)gpt_param_count(&cfg.shape);
+    float *ref = malloc(P * sizeof(float)), *got = malloc(P * sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(got);
+    engine_harness cpu;
+    assert_int_equal(harness_open(&cpu, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
+    for (int it = 1; it <= ITERS; it++) {
+        step_result r = {0};
+        harness_step(&cpu, it, &r);
+        ref_loss[it - 1] = r.loss;
+    }
+    assert_int_equal(engine_megatron_lm.read_params(cpu.state, ref), 0);
+    harness_close(&cpu);
+
+    engine_config g = cfg;
+    g.device = DEVICE_CUDA;
+    g.window = 6;
+    engine_plan all;
+    engine_stronghold.plan(&g, &all);
+    const int windows[] = {1, 2, 3, 6, 0};
+    for (int w = 0; w < 5; w++) {
+        g.window = windows[w];
+        engine_harness h;
+        /* -w auto: room for about half the layers, so it streams. */
+        const size_t limit = windows[w] == 0 ? (size_t)(all.gpu_bytes * 0.6) : SIZE_MAX;
+        assert_int_equal(harness_open(&h, &engine_stronghold, &g, limit), 0);
+        double max_rel = 0;
+        for (int it = 1; it <= ITERS; it++) {
+            step_result r = {0};
+            harness_step(&h, it, &r);
+            const double rel = fabs(r.loss - ref_loss[it - 1]) / fabs(ref_loss[it - 1]);
+            if (rel > max_rel) max_rel = rel;
+        }
+        assert_int_equal(engine_stronghold.read_params(h.state, got), 0);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < P; i++) {
+            num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+            den += (double)ref[i] * ref[i];
+        }
+        const double prel = sqrt(num / den);
+        printf("cuda_vs_cpu engine stronghold -w %d losses math=fp32 iterations=%d "
+               "max_rel_err=%.3e final params rel_err=%.3e\n",
+               windows[w], ITERS, max_rel, prel);
+        assert_true(max_rel <= 1e-5);
+        assert_true(prel <= 1e-5);
+        harness_close(&h);
+    }
+    free(ref);
+    free(got);
+}
+
+
 /* ---- memory ---------------------------------------------------------------------------- */
 
 static void test_oom_then_usable(void **state)
@@ -475,7 +683,7 @@ static void test_profiler_table(void **state)
     if (!have_gpu()) skip();
     setenv("AEBENCH_PROFILE_OPS", "1", 1);
     pair p;
-    pair_open(&p, 1);
+    pair_open(&p, MATH_TF32);
     unsetenv("AEBENCH_PROFILE_OPS");
     check_elementwise(&p, 64);
     check_matmul_case(&p, 64, C_, 3 * C_, 1, 0, 1);
@@ -487,7 +695,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_fp32),
         cmocka_unit_test(test_ops_tf32),
+        cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_engine_cpu_vs_cuda),
+        cmocka_unit_test(test_engine_bf16_vs_cpu),
+        cmocka_unit_test(test_stronghold_cuda_vs_cpu),
         cmocka_unit_test(test_oom_then_usable),
         cmocka_unit_test(test_profiler_table),
     };

@@ -159,6 +159,7 @@ static void cpu_model_open(cpu_model *m, const gpt_shape *sh, int ckpt, const fl
     gpt_head_acts_carve(&m->r.head, p, sh);        p += gpt_head_acts_floats(sh);
     m->r.dres = p;            p += N * sh->hidden;
     m->norms = p;
+    m->r.wparams = NULL; /* fp32: the ops read the params themselves */
     m->r.ckpt = ckpt;
     m->r.tokens = m->ids;
     m->r.targets = m->ids + N;
@@ -285,28 +286,59 @@ static void test_checkpointing_changes_nothing(void **state)
     free(pf);
 }
 
-/* Each carve must end exactly where its size says: an undercounted size lets one buffer
- * run into the next, which only a wrong gradient would reveal. */
+/* Each carve must fit in the size its *_bytes function gives, in every element type, with
+ * its tensors in order and apart: an undercounted size lets one buffer run into the next,
+ * which only a wrong gradient would reveal. */
+static void check_in_order(const char *base, size_t bytes, const void *const *ptrs,
+                           const size_t *sizes, int n)
+{
+    const char *end = base;
+    for (int i = 0; i < n; i++) {
+        const char *p = ptrs[i];
+        assert_true(p >= end);         /* after the previous tensor */
+        assert_true((size_t)(p - base) % 256 == 0);
+        end = p + sizes[i];
+    }
+    assert_true(end <= base + bytes);  /* inside the size */
+    assert_true(end + 256 > base + bytes); /* and the size has no slack beyond alignment */
+}
+
 static void test_activation_carves_fit(void **state)
 {
     (void)state;
     gpt_shape sh = tiny_shape();
     const size_t N = (size_t)sh.batch * sh.seq, C = (size_t)sh.hidden;
-    const size_t most = gpt_layer_acts_floats(&sh) + gpt_layer_scratch_floats(&sh) +
-                        gpt_head_acts_floats(&sh);
-    float *base = malloc(most * sizeof(float));
-    assert_non_null(base);
-    gpt_layer_acts a;
-    gpt_layer_acts_carve(&a, base, &sh);
-    assert_true(a.fch_gelu + 4 * N * C == base + gpt_layer_acts_floats(&sh));
-    gpt_layer_scratch sc;
-    gpt_layer_scratch_carve(&sc, base, &sh);
-    assert_true(sc.datt + (size_t)sh.batch * sh.heads * sh.seq * sh.seq ==
-                base + gpt_layer_scratch_floats(&sh));
-    gpt_head_acts h;
-    gpt_head_acts_carve(&h, base, &sh);
-    assert_true(h.logits + N * sh.vocab_padded == base + gpt_head_acts_floats(&sh));
-    free(base);
+    const size_t att = (size_t)sh.batch * sh.heads * sh.seq * sh.seq, f = sizeof(float);
+    const gpt_dtype types[] = {GPT_F32, GPT_BF16};
+    for (int t = 0; t < 2; t++) {
+        const gpt_dtype dt = types[t];
+        const size_t e = gpt_dtype_size(dt);
+        const size_t most = gpt_layer_acts_bytes(&sh, dt) + gpt_layer_scratch_bytes(&sh, dt) +
+                            gpt_head_acts_bytes(&sh, dt);
+        char *base = malloc(most);
+        assert_non_null(base);
+        gpt_layer_acts a;
+        gpt_layer_acts_carve_as(&a, base, &sh, dt);
+        const void *pa[] = {a.ln1, a.ln1_mean, a.ln1_rstd, a.qkv, a.att, a.atty, a.res2,
+                            a.ln2, a.ln2_mean, a.ln2_rstd, a.fch, a.fch_gelu};
+        const size_t sa[] = {N * C * e, N * f, N * f, 3 * N * C * e, att * e, N * C * e,
+                             N * C * e, N * C * e, N * f, N * f, 4 * N * C * e, 4 * N * C * e};
+        check_in_order(base, gpt_layer_acts_bytes(&sh, dt), pa, sa, 12);
+        gpt_layer_scratch sc;
+        gpt_layer_scratch_carve_as(&sc, base, &sh, dt);
+        const void *ps[] = {sc.d4c, sc.d3c, sc.dc, sc.datt};
+        const size_t ss[] = {4 * N * C * e, 3 * N * C * e, N * C * e, att * e};
+        check_in_order(base, gpt_layer_scratch_bytes(&sh, dt), ps, ss, 4);
+        gpt_head_acts h;
+        gpt_head_acts_carve_as(&h, base, &sh, dt);
+        const void *ph[] = {h.lnf, h.lnf_mean, h.lnf_rstd, h.losses, h.logits};
+        const size_t sz[] = {N * C * e, N * f, N * f, N * f, N * (size_t)sh.vocab_padded * e};
+        check_in_order(base, gpt_head_acts_bytes(&sh, dt), ph, sz, 5);
+        free(base);
+    }
+    /* the fp32 forms are the same carves */
+    assert_int_equal(gpt_layer_acts_floats(&sh) * f, gpt_layer_acts_bytes(&sh, GPT_F32));
+    assert_int_equal(gpt_head_acts_floats(&sh) * f, gpt_head_acts_bytes(&sh, GPT_F32));
 }
 
 static void test_parameter_counts(void **state)

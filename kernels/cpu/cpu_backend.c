@@ -150,6 +150,7 @@ static const gpt_backend_ops cpu_ops = {
     .crossentropy_backward = cpu_q_crossentropy_backward,
     .adamw_update = cpu_q_adamw_update,
     .norm_squared = cpu_q_norm_squared,
+    .params_to_act = cpu_q_params_to_act,
 };
 
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads)
@@ -175,6 +176,7 @@ int gpt_cpu_backend_create(gpt_backend **out, int nthreads)
     be->ops = &cpu_ops;
     be->name = "cpu";
     be->impl = impl;
+    be->dtype = GPT_F32;
     *out = be;
     return GPT_OK;
 }

@@ -276,6 +276,7 @@ typedef enum cpu_task_kind {
     TASK_CROSSENTROPY_BACKWARD,
     TASK_ADAMW_UPDATE,
     TASK_NORM_SQUARED,
+    TASK_PARAMS_TO_ACT,
 } cpu_task_kind;
 
 /* One queued item: its kind and a copy of the arguments of the call that issued it. */
@@ -328,6 +329,7 @@ typedef struct cpu_task {
             int t;
         } adamw;
         struct { float *out; const float *x; size_t n; } norm_squared;
+        struct { void *dst; const float *src; size_t n; } params_to_act;
     } a;
 } cpu_task;
 
@@ -454,6 +456,12 @@ static int task_run(gpt_stream *s, const cpu_task *t)
     }
     case TASK_NORM_SQUARED:
         cpu_norm_squared(s, t->a.norm_squared.out, t->a.norm_squared.x, t->a.norm_squared.n);
+        return GPT_OK;
+    case TASK_PARAMS_TO_ACT:
+        /* fp32 to fp32: a copy (memmove: callers may pass the same array) */
+        if (t->a.params_to_act.dst != t->a.params_to_act.src && t->a.params_to_act.n > 0)
+            memmove(t->a.params_to_act.dst, t->a.params_to_act.src,
+                    t->a.params_to_act.n * sizeof(float));
         return GPT_OK;
     }
     return GPT_ERR_INVALID;
@@ -721,8 +729,8 @@ int cpu_stream_wait_event(gpt_stream *s, gpt_event *e)
 
 /* ---- the ops, queued ---------------------------------------------------------------------- */
 
-void cpu_q_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
-                           const float *wpe, int B, int T, int C)
+void cpu_q_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
+                           const void *wpe, int B, int T, int C)
 {
     cpu_task t = {.kind = TASK_ENCODER_FORWARD};
     t.a.encoder_fwd.out = out;
@@ -735,7 +743,7 @@ void cpu_q_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, con
     stream_push_op(s, &t);
 }
 
-void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
+void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
                             const int32_t *tokens, int B, int T, int C)
 {
     cpu_task t = {.kind = TASK_ENCODER_BACKWARD};
@@ -749,8 +757,8 @@ void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float
     stream_push_op(s, &t);
 }
 
-void cpu_q_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
-                             const float *inp, const float *w, const float *b, int N, int C)
+void cpu_q_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
+                             const void *inp, const void *w, const void *b, int N, int C)
 {
     cpu_task t = {.kind = TASK_LAYERNORM_FORWARD};
     t.a.layernorm_fwd.out = out;
@@ -764,8 +772,8 @@ void cpu_q_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd
     stream_push_op(s, &t);
 }
 
-void cpu_q_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
-                              const float *dout, const float *inp, const float *w,
+void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
+                              const void *dout, const void *inp, const void *w,
                               const float *mean, const float *rstd, int N, int C)
 {
     cpu_task t = {.kind = TASK_LAYERNORM_BACKWARD};
@@ -782,8 +790,8 @@ void cpu_q_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
     stream_push_op(s, &t);
 }
 
-void cpu_q_matmul_forward(gpt_stream *s, float *out, const float *inp, const float *w,
-                          const float *bias, int N, int C, int OC)
+void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
+                          const void *bias, int N, int C, int OC)
 {
     cpu_task t = {.kind = TASK_MATMUL_FORWARD};
     t.a.matmul_fwd.out = out;
@@ -796,8 +804,8 @@ void cpu_q_matmul_forward(gpt_stream *s, float *out, const float *inp, const flo
     stream_push_op(s, &t);
 }
 
-void cpu_q_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
-                           const float *dout, const float *inp, const float *w, int N, int C,
+void cpu_q_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                           const void *dout, const void *inp, const void *w, int N, int C,
                            int OC)
 {
     cpu_task t = {.kind = TASK_MATMUL_BACKWARD};
@@ -813,7 +821,7 @@ void cpu_q_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
     stream_push_op(s, &t);
 }
 
-void cpu_q_attention_forward(gpt_stream *s, float *out, float *att, const float *qkv, int B,
+void cpu_q_attention_forward(gpt_stream *s, void *out, void *att, const void *qkv, int B,
                              int T, int C, int NH)
 {
     cpu_task t = {.kind = TASK_ATTENTION_FORWARD};
@@ -827,8 +835,8 @@ void cpu_q_attention_forward(gpt_stream *s, float *out, float *att, const float 
     stream_push_op(s, &t);
 }
 
-void cpu_q_attention_backward(gpt_stream *s, float *dqkv, float *datt, const float *dout,
-                              const float *qkv, const float *att, int B, int T, int C, int NH)
+void cpu_q_attention_backward(gpt_stream *s, void *dqkv, void *datt, const void *dout,
+                              const void *qkv, const void *att, int B, int T, int C, int NH)
 {
     cpu_task t = {.kind = TASK_ATTENTION_BACKWARD};
     t.a.attention_bwd.dqkv = dqkv;
@@ -843,7 +851,7 @@ void cpu_q_attention_backward(gpt_stream *s, float *dqkv, float *datt, const flo
     stream_push_op(s, &t);
 }
 
-void cpu_q_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n)
+void cpu_q_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n)
 {
     cpu_task t = {.kind = TASK_GELU_FORWARD};
     t.a.gelu_fwd.out = out;
@@ -852,7 +860,7 @@ void cpu_q_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n)
     stream_push_op(s, &t);
 }
 
-void cpu_q_gelu_backward(gpt_stream *s, float *dinp, const float *inp, const float *dout,
+void cpu_q_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout,
                          size_t n)
 {
     cpu_task t = {.kind = TASK_GELU_BACKWARD};
@@ -863,7 +871,7 @@ void cpu_q_gelu_backward(gpt_stream *s, float *dinp, const float *inp, const flo
     stream_push_op(s, &t);
 }
 
-void cpu_q_residual_forward(gpt_stream *s, float *out, const float *a, const float *b,
+void cpu_q_residual_forward(gpt_stream *s, void *out, const void *a, const void *b,
                             size_t n)
 {
     cpu_task t = {.kind = TASK_RESIDUAL_FORWARD};
@@ -874,7 +882,7 @@ void cpu_q_residual_forward(gpt_stream *s, float *out, const float *a, const flo
     stream_push_op(s, &t);
 }
 
-void cpu_q_residual_backward(gpt_stream *s, float *da, float *db, const float *dout, size_t n)
+void cpu_q_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n)
 {
     cpu_task t = {.kind = TASK_RESIDUAL_BACKWARD};
     t.a.residual_bwd.da = da;
@@ -884,7 +892,7 @@ void cpu_q_residual_backward(gpt_stream *s, float *da, float *db, const float *d
     stream_push_op(s, &t);
 }
 
-void cpu_q_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
+void cpu_q_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
                                 const int32_t *targets, int N, int V, int Vp)
 {
     cpu_task t = {.kind = TASK_CROSSENTROPY_FORWARD};
@@ -897,7 +905,7 @@ void cpu_q_crossentropy_forward(gpt_stream *s, float *losses, const float *logit
     stream_push_op(s, &t);
 }
 
-void cpu_q_crossentropy_backward(gpt_stream *s, float *dlogits, const float *logits,
+void cpu_q_crossentropy_backward(gpt_stream *s, void *dlogits, const void *logits,
                                  const int32_t *targets, float dloss, int N, int V, int Vp)
 {
     cpu_task t = {.kind = TASK_CROSSENTROPY_BACKWARD};
@@ -937,5 +945,14 @@ void cpu_q_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
     t.a.norm_squared.out = out;
     t.a.norm_squared.x = x;
     t.a.norm_squared.n = n;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
+{
+    cpu_task t = {.kind = TASK_PARAMS_TO_ACT};
+    t.a.params_to_act.dst = dst;
+    t.a.params_to_act.src = src;
+    t.a.params_to_act.n = n;
     stream_push_op(s, &t);
 }

@@ -28,38 +28,40 @@ int cpu_stream_wait_event(gpt_stream *s, gpt_event *e);
 int cpu_event_sync(gpt_event *e);
 int cpu_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end);
 
-/* The ops, queued: same signatures as gpt_backend_ops (and as cpu_ops.h's kernels). */
-void cpu_q_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
-                           const float *wpe, int B, int T, int C);
-void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
+/* The ops, queued, with gpt_backend_ops' signatures: every void * holds fp32 on this
+ * backend (be->dtype is always GPT_F32), which is what cpu_ops.h's kernels take. */
+void cpu_q_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
+                           const void *wpe, int B, int T, int C);
+void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
                             const int32_t *tokens, int B, int T, int C);
-void cpu_q_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
-                             const float *inp, const float *w, const float *b, int N, int C);
-void cpu_q_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
-                              const float *dout, const float *inp, const float *w,
+void cpu_q_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
+                             const void *inp, const void *w, const void *b, int N, int C);
+void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
+                              const void *dout, const void *inp, const void *w,
                               const float *mean, const float *rstd, int N, int C);
-void cpu_q_matmul_forward(gpt_stream *s, float *out, const float *inp, const float *w,
-                          const float *bias, int N, int C, int OC);
-void cpu_q_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
-                           const float *dout, const float *inp, const float *w, int N, int C,
+void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
+                          const void *bias, int N, int C, int OC);
+void cpu_q_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                           const void *dout, const void *inp, const void *w, int N, int C,
                            int OC);
-void cpu_q_attention_forward(gpt_stream *s, float *out, float *att, const float *qkv, int B,
+void cpu_q_attention_forward(gpt_stream *s, void *out, void *att, const void *qkv, int B,
                              int T, int C, int NH);
-void cpu_q_attention_backward(gpt_stream *s, float *dqkv, float *datt, const float *dout,
-                              const float *qkv, const float *att, int B, int T, int C, int NH);
-void cpu_q_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n);
-void cpu_q_gelu_backward(gpt_stream *s, float *dinp, const float *inp, const float *dout,
+void cpu_q_attention_backward(gpt_stream *s, void *dqkv, void *datt, const void *dout,
+                              const void *qkv, const void *att, int B, int T, int C, int NH);
+void cpu_q_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n);
+void cpu_q_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout,
                          size_t n);
-void cpu_q_residual_forward(gpt_stream *s, float *out, const float *a, const float *b,
+void cpu_q_residual_forward(gpt_stream *s, void *out, const void *a, const void *b,
                             size_t n);
-void cpu_q_residual_backward(gpt_stream *s, float *da, float *db, const float *dout, size_t n);
-void cpu_q_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
+void cpu_q_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n);
+void cpu_q_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
                                 const int32_t *targets, int N, int V, int Vp);
-void cpu_q_crossentropy_backward(gpt_stream *s, float *dlogits, const float *logits,
+void cpu_q_crossentropy_backward(gpt_stream *s, void *dlogits, const void *logits,
                                  const int32_t *targets, float dloss, int N, int V, int Vp);
 void cpu_q_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                         size_t n, float lr, float beta1, float beta2, float eps,
                         float weight_decay, int t, float grad_scale);
 void cpu_q_norm_squared(gpt_stream *s, float *out, const float *x, size_t n);
+void cpu_q_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n);
 
 #endif

@@ -14,6 +14,13 @@ int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32)
     return GPT_ERR_BACKEND;
 }
 
+int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int allow_tf32,
+                                  gpt_dtype dtype)
+{
+    (void)dtype;
+    return gpt_cuda_backend_create(out, device, allow_tf32);
+}
+
 void gpt_cuda_backend_destroy(gpt_backend *be)
 {
     (void)be;

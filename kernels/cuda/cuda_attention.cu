@@ -15,21 +15,36 @@
  * Row-major vs cuBLAS's column-major: a row-major (r, c) view with row stride ld is the
  * column-major (c, r) matrix with leading dimension ld, so each product below is written
  * for the transposes (X^T = col-major view of row-major X).
+ *
+ * Types: every tensor here (qkv, att, datt, out, dqkv) is of the backend's activation type;
+ * the GEMMs accumulate in fp32 and the softmax kernels compute in fp32, rounding once when
+ * they store (with bf16, att holds bf16 probabilities, as PyTorch's math attention does).
  */
 #include "cuda_common.cuh"
 
 #include <math.h>
 
-/* One NH-batched GEMM, column-major: C_i = alpha op(A_i) op(B_i) + beta C_i. */
+/* Element offset i of an activation array (its element size is the backend's). */
+static inline const void *cel(const gpt_stream *s, const void *p, size_t i)
+{
+    return (const char *)p + i * gpt_dtype_size(s->be->dtype);
+}
+static inline void *el(const gpt_stream *s, void *p, size_t i)
+{
+    return (char *)p + i * gpt_dtype_size(s->be->dtype);
+}
+
+/* One NH-batched GEMM, column-major: C_i = alpha op(A_i) op(B_i) + beta C_i, all three of
+ * the activation type, fp32 accumulation. */
 static void batched_gemm(gpt_stream *s, cublasOperation_t opa, cublasOperation_t opb, int m,
-                         int n, int k, float alpha, const float *A, int lda, long long sa,
-                         const float *B, int ldb, long long sb, float beta, float *C, int ldc,
+                         int n, int k, float alpha, const void *A, int lda, long long sa,
+                         const void *B, int ldb, long long sb, float beta, void *C, int ldc,
                          long long sc, int batch)
 {
+    const cudaDataType_t t = cu_act_type(s);
     OP_CHECK_CUBLAS(s, cublasGemmStridedBatchedEx(cu_stream(s)->blas, opa, opb, m, n, k,
-                                                  &alpha, A, CUDA_R_32F, lda, sa, B,
-                                                  CUDA_R_32F, ldb, sb, &beta, C, CUDA_R_32F,
-                                                  ldc, sc, batch, cu_compute_type(s),
+                                                  &alpha, A, t, lda, sa, B, t, ldb, sb, &beta,
+                                                  C, t, ldc, sc, batch, cu_compute_type(s),
                                                   CUBLAS_GEMM_DEFAULT));
 }
 
@@ -54,30 +69,30 @@ static __device__ inline float warp_max(float v)
  * exact zeros for t2 > t.  One warp per row: a row is at most a few thousand floats, so a
  * warp streams it with coalesced reads and reduces with shuffles (no shared memory).
  */
-__global__ static void causal_softmax_forward_kernel(float *att, long long rows, int T)
+template <typename T_>
+__global__ static void causal_softmax_forward_kernel(T_ *att, long long rows, int T)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= rows)
         return;
     const int t = (int)(row % T); /* the query: keys 0..t are visible */
-    float *x = att + row * T;
+    T_ *x = att + row * T;
 
     float maxval = -INFINITY;
     for (int i = lane; i <= t; i += 32)
-        maxval = fmaxf(maxval, x[i]);
+        maxval = fmaxf(maxval, ld_f32(x[i]));
     maxval = warp_max(maxval);
 
+    /* Two reads of the scores, no intermediate store: with bf16 the exponentials are
+     * never rounded before they are normalised. */
     float sum = 0.0f;
-    for (int i = lane; i <= t; i += 32) {
-        const float e = expf(x[i] - maxval);
-        x[i] = e;
-        sum += e;
-    }
+    for (int i = lane; i <= t; i += 32)
+        sum += expf(ld_f32(x[i]) - maxval);
     sum = warp_sum(sum);
     const float inv_sum = 1.0f / sum; /* sum >= 1: the max term is exp(0) */
     for (int i = lane; i < T; i += 32)
-        x[i] = i <= t ? x[i] * inv_sum : 0.0f;
+        st_f32(&x[i], i <= t ? expf(ld_f32(x[i]) - maxval) * inv_sum : 0.0f);
 }
 
 /*
@@ -85,23 +100,24 @@ __global__ static void causal_softmax_forward_kernel(float *att, long long rows,
  * dS * scale = scale * P (dP - sum_j P_j dP_j) for t2 <= t and 0 above the diagonal (the
  * following GEMMs read whole rows and columns, so the future must be exact zeros).
  */
-__global__ static void causal_softmax_backward_kernel(float *datt, const float *att,
-                                                      long long rows, int T, float scale)
+template <typename T_>
+__global__ static void causal_softmax_backward_kernel(T_ *datt, const T_ *att, long long rows,
+                                                      int T, float scale)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= rows)
         return;
     const int t = (int)(row % T);
-    float *d = datt + row * T;
-    const float *p = att + row * T;
+    T_ *d = datt + row * T;
+    const T_ *p = att + row * T;
 
     float pdp = 0.0f;
     for (int i = lane; i <= t; i += 32)
-        pdp += p[i] * d[i];
+        pdp += ld_f32(p[i]) * ld_f32(d[i]);
     pdp = warp_sum(pdp);
     for (int i = lane; i < T; i += 32)
-        d[i] = i <= t ? scale * (p[i] * (d[i] - pdp)) : 0.0f;
+        st_f32(&d[i], i <= t ? scale * (ld_f32(p[i]) * (ld_f32(d[i]) - pdp)) : 0.0f);
 }
 
 static void launch_rows(long long rows, unsigned *blocks, unsigned *threads)
@@ -118,29 +134,31 @@ static void launch_rows(long long rows, unsigned *blocks, unsigned *threads)
  *   P          = causal softmax(S)  in place in att
  *   out (T,hs) = P V                col-major: out^T = V^T . P^T
  */
-void cu_attention_forward(gpt_stream *s, float *out, float *att, const float *qkv, int B,
-                          int T, int C, int NH)
+void cu_attention_forward(gpt_stream *s, void *out, void *att, const void *qkv, int B, int T,
+                          int C, int NH)
 {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
     const long long TT = (long long)T * T;
     for (int b = 0; b < B; b++) {
-        const float *q = qkv + (size_t)b * T * C3;
-        const float *k = q + C;
-        float *att_b = att + (size_t)b * NH * TT;
+        const void *q = cel(s, qkv, (size_t)b * T * C3);
+        const void *k = cel(s, q, C);
+        void *att_b = el(s, att, (size_t)b * NH * TT);
         batched_gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, k, C3, hs, q, C3, hs, 0.0f,
                      att_b, T, TT, NH);
     }
     const long long rows = (long long)B * NH * T;
     unsigned blocks, threads;
     launch_rows(rows, &blocks, &threads);
-    causal_softmax_forward_kernel<<<blocks, threads, 0, cu_stream(s)->stream>>>(att, rows, T);
+    CU_DISPATCH(s, E,
+                causal_softmax_forward_kernel<E><<<blocks, threads, 0, cu_stream(s)->stream>>>(
+                    (E *)att, rows, T));
     OP_CHECK_LAUNCH(s);
     for (int b = 0; b < B; b++) {
-        const float *v = qkv + (size_t)b * T * C3 + 2 * C;
-        const float *att_b = att + (size_t)b * NH * TT;
-        batched_gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, C3, hs, att_b, T, TT,
-                     0.0f, out + (size_t)b * T * C, C, hs, NH);
+        const void *v = cel(s, qkv, (size_t)b * T * C3 + 2 * C);
+        const void *att_b = cel(s, att, (size_t)b * NH * TT);
+        batched_gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, C3, hs, att_b, T, TT, 0.0f,
+                     el(s, out, (size_t)b * T * C), C, hs, NH);
     }
 }
 
@@ -153,18 +171,18 @@ void cu_attention_forward(gpt_stream *s, float *out, float *att, const float *qk
  *   dK (T,hs) = dS^T Q                col-major: dK^T = Q^T . dS (op T on dS^T)
  * Every element of dqkv is written by exactly one of the three (beta = 0).
  */
-void cu_attention_backward(gpt_stream *s, float *dqkv, float *datt, const float *dout,
-                           const float *qkv, const float *att, int B, int T, int C, int NH)
+void cu_attention_backward(gpt_stream *s, void *dqkv, void *datt, const void *dout,
+                           const void *qkv, const void *att, int B, int T, int C, int NH)
 {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
     const long long TT = (long long)T * T;
     for (int b = 0; b < B; b++) {
-        const float *v = qkv + (size_t)b * T * C3 + 2 * C;
-        const float *dO = dout + (size_t)b * T * C;
-        float *datt_b = datt + (size_t)b * NH * TT;
-        const float *att_b = att + (size_t)b * NH * TT;
-        float *dv = dqkv + (size_t)b * T * C3 + 2 * C;
+        const void *v = cel(s, qkv, (size_t)b * T * C3 + 2 * C);
+        const void *dO = cel(s, dout, (size_t)b * T * C);
+        void *datt_b = el(s, datt, (size_t)b * NH * TT);
+        const void *att_b = cel(s, att, (size_t)b * NH * TT);
+        void *dv = el(s, dqkv, (size_t)b * T * C3 + 2 * C);
         batched_gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, C3, hs, dO, C, hs, 0.0f,
                      datt_b, T, TT, NH);
         batched_gemm(s, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dO, C, hs, att_b, T, TT,
@@ -173,15 +191,16 @@ void cu_attention_backward(gpt_stream *s, float *dqkv, float *datt, const float 
     const long long rows = (long long)B * NH * T;
     unsigned blocks, threads;
     launch_rows(rows, &blocks, &threads);
-    causal_softmax_backward_kernel<<<blocks, threads, 0, cu_stream(s)->stream>>>(datt, att,
-                                                                                 rows, T, scale);
+    CU_DISPATCH(s, E,
+                causal_softmax_backward_kernel<E><<<blocks, threads, 0, cu_stream(s)->stream>>>(
+                    (E *)datt, (const E *)att, rows, T, scale));
     OP_CHECK_LAUNCH(s);
     for (int b = 0; b < B; b++) {
-        const float *q = qkv + (size_t)b * T * C3;
-        const float *k = q + C;
-        const float *dS = datt + (size_t)b * NH * TT;
-        float *dq = dqkv + (size_t)b * T * C3;
-        float *dk = dq + C;
+        const void *q = cel(s, qkv, (size_t)b * T * C3);
+        const void *k = cel(s, q, C);
+        const void *dS = cel(s, datt, (size_t)b * NH * TT);
+        void *dq = el(s, dqkv, (size_t)b * T * C3);
+        void *dk = el(s, dq, C);
         batched_gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, C3, hs, dS, T, TT, 0.0f,
                      dq, C3, hs, NH);
         batched_gemm(s, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, C3, hs, dS, T, TT, 0.0f,

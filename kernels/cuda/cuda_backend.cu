@@ -29,7 +29,7 @@ static const char *const op_names[OP_COUNT] = {
     "attention_forward",    "attention_backward",    "gelu_forward",
     "gelu_backward",        "residual_forward",      "residual_backward",
     "crossentropy_forward", "crossentropy_backward", "adamw_update",
-    "norm_squared",
+    "norm_squared",         "params_to_act",
 };
 
 /* ---- memory -------------------------------------------------------------------------- */
@@ -94,6 +94,7 @@ static void cuda_stream_destroy(gpt_stream *s)
             CUDA_FAILED(cudaEventDestroy(st->prof_start));
         if (st->prof_end)
             CUDA_FAILED(cudaEventDestroy(st->prof_end));
+        cu_lt_plans_destroy(st);
         if (st->blas)
             CUBLAS_FAILED(cublasDestroy(st->blas));
         if (st->lt)
@@ -342,54 +343,51 @@ static void prof_print(const cuda_backend_impl *impl)
     }
 
 PROFILED(encoder_forward, OP_ENCODER_FWD,
-         (gpt_stream * s, float *out, const int32_t *tokens, const float *wte, const float *wpe,
+         (gpt_stream * s, void *out, const int32_t *tokens, const void *wte, const void *wpe,
           int B, int T, int C),
          (s, out, tokens, wte, wpe, B, T, C))
 PROFILED(encoder_backward, OP_ENCODER_BWD,
-         (gpt_stream * s, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+         (gpt_stream * s, float *dwte, float *dwpe, const void *dout, const int32_t *tokens,
           int B, int T, int C),
          (s, dwte, dwpe, dout, tokens, B, T, C))
 PROFILED(layernorm_forward, OP_LAYERNORM_FWD,
-         (gpt_stream * s, float *out, float *mean, float *rstd, const float *inp,
-          const float *w, const float *b, int N, int C),
+         (gpt_stream * s, void *out, float *mean, float *rstd, const void *inp, const void *w,
+          const void *b, int N, int C),
          (s, out, mean, rstd, inp, w, b, N, C))
 PROFILED(layernorm_backward, OP_LAYERNORM_BWD,
-         (gpt_stream * s, float *dinp, float *dw, float *db, const float *dout,
-          const float *inp, const float *w, const float *mean, const float *rstd, int N, int C),
+         (gpt_stream * s, void *dinp, float *dw, float *db, const void *dout, const void *inp,
+          const void *w, const float *mean, const float *rstd, int N, int C),
          (s, dinp, dw, db, dout, inp, w, mean, rstd, N, C))
 PROFILED(matmul_forward, OP_MATMUL_FWD,
-         (gpt_stream * s, float *out, const float *inp, const float *w, const float *bias,
-          int N, int C, int OC),
+         (gpt_stream * s, void *out, const void *inp, const void *w, const void *bias, int N,
+          int C, int OC),
          (s, out, inp, w, bias, N, C, OC))
 PROFILED(matmul_backward, OP_MATMUL_BWD,
-         (gpt_stream * s, float *dinp, float *dw, float *dbias, const float *dout,
-          const float *inp, const float *w, int N, int C, int OC),
+         (gpt_stream * s, void *dinp, float *dw, float *dbias, const void *dout,
+          const void *inp, const void *w, int N, int C, int OC),
          (s, dinp, dw, dbias, dout, inp, w, N, C, OC))
 PROFILED(attention_forward, OP_ATTENTION_FWD,
-         (gpt_stream * s, float *out, float *att, const float *qkv, int B, int T, int C,
-          int NH),
+         (gpt_stream * s, void *out, void *att, const void *qkv, int B, int T, int C, int NH),
          (s, out, att, qkv, B, T, C, NH))
 PROFILED(attention_backward, OP_ATTENTION_BWD,
-         (gpt_stream * s, float *dqkv, float *datt, const float *dout, const float *qkv,
-          const float *att, int B, int T, int C, int NH),
+         (gpt_stream * s, void *dqkv, void *datt, const void *dout, const void *qkv,
+          const void *att, int B, int T, int C, int NH),
          (s, dqkv, datt, dout, qkv, att, B, T, C, NH))
-PROFILED(gelu_forward, OP_GELU_FWD, (gpt_stream * s, float *out, const float *inp, size_t n),
+PROFILED(gelu_forward, OP_GELU_FWD, (gpt_stream * s, void *out, const void *inp, size_t n),
          (s, out, inp, n))
 PROFILED(gelu_backward, OP_GELU_BWD,
-         (gpt_stream * s, float *dinp, const float *inp, const float *dout, size_t n),
+         (gpt_stream * s, void *dinp, const void *inp, const void *dout, size_t n),
          (s, dinp, inp, dout, n))
 PROFILED(residual_forward, OP_RESIDUAL_FWD,
-         (gpt_stream * s, float *out, const float *a, const float *b, size_t n),
-         (s, out, a, b, n))
+         (gpt_stream * s, void *out, const void *a, const void *b, size_t n), (s, out, a, b, n))
 PROFILED(residual_backward, OP_RESIDUAL_BWD,
-         (gpt_stream * s, float *da, float *db, const float *dout, size_t n),
-         (s, da, db, dout, n))
+         (gpt_stream * s, void *da, void *db, const void *dout, size_t n), (s, da, db, dout, n))
 PROFILED(crossentropy_forward, OP_CROSSENTROPY_FWD,
-         (gpt_stream * s, float *losses, const float *logits, const int32_t *targets, int N,
+         (gpt_stream * s, float *losses, const void *logits, const int32_t *targets, int N,
           int V, int Vp),
          (s, losses, logits, targets, N, V, Vp))
 PROFILED(crossentropy_backward, OP_CROSSENTROPY_BWD,
-         (gpt_stream * s, float *dlogits, const float *logits, const int32_t *targets,
+         (gpt_stream * s, void *dlogits, const void *logits, const int32_t *targets,
           float dloss, int N, int V, int Vp),
          (s, dlogits, logits, targets, dloss, N, V, Vp))
 PROFILED(adamw_update, OP_ADAMW,
@@ -399,6 +397,8 @@ PROFILED(adamw_update, OP_ADAMW,
          (s, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale))
 PROFILED(norm_squared, OP_NORM_SQUARED, (gpt_stream * s, float *out, const float *x, size_t n),
          (s, out, x, n))
+PROFILED(params_to_act, OP_PARAMS_TO_ACT,
+         (gpt_stream * s, void *dst, const float *src, size_t n), (s, dst, src, n))
 
 /* ---- the backend ------------------------------------------------------------------------ */
 
@@ -439,9 +439,16 @@ static const gpt_backend_ops cuda_ops = {
     /* .crossentropy_backward = */ prof_crossentropy_backward,
     /* .adamw_update = */ prof_adamw_update,
     /* .norm_squared = */ prof_norm_squared,
+    /* .params_to_act = */ prof_params_to_act,
 };
 
 extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32)
+{
+    return gpt_cuda_backend_create_dtype(out, device, allow_tf32, GPT_F32);
+}
+
+extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int allow_tf32,
+                                             gpt_dtype dtype)
 {
     *out = NULL;
     /* The probe: no driver, no device, or a driver too old are all "no CUDA here", said
@@ -460,6 +467,12 @@ extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_
     if (CUDA_FAILED(cudaSetDevice(device)) ||
         CUDA_FAILED(cudaGetDeviceProperties(&prop, device)))
         return GPT_ERR_BACKEND;
+    if (dtype == GPT_BF16 && prop.major < 8) {
+        /* bf16 tensor cores and cuBLAS's bf16 GEMMs start with Ampere. */
+        fprintf(stderr, "aebench: --dtype bf16 needs compute capability 8.0 or newer (%s is %d.%d)\n",
+                prop.name, prop.major, prop.minor);
+        return GPT_ERR_BACKEND;
+    }
 
     gpt_backend *be = (gpt_backend *)calloc(1, sizeof *be);
     cuda_backend_impl *impl = (cuda_backend_impl *)calloc(1, sizeof *impl);
@@ -478,6 +491,7 @@ extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->impl = impl;
+    be->dtype = dtype;
     *out = be;
     return GPT_OK;
 }

@@ -9,6 +9,11 @@
  * No global mutable state: handles, workspaces and scratch live in the stream impl, the
  * profiler's table in the backend impl.
  *
+ * Element types: every void * argument of an op holds the backend's activation type
+ * (be->dtype: fp32 or bf16; see ../gpt.h).  Kernels are templates over that type T and read
+ * and write it through ld_f32 / st_f32, doing all arithmetic in fp32; an op picks the
+ * instantiation with CU_DISPATCH.
+ *
  * Memory outside the engines' dev_arena budget (stated here so it can be counted):
  *   per stream   the cuBLASLt/cuBLAS workspace (CUDA_WORKSPACE_BYTES, 32 MiB) and the
  *                norm_squared partials (NORM_BLOCKS doubles, 4 KiB);
@@ -21,6 +26,7 @@
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -53,12 +59,29 @@ static inline int cublas_report(cublasStatus_t e, const char *what, const char *
 #define CUDA_FAILED(call) cuda_report((call), #call, __FILE__, __LINE__)
 #define CUBLAS_FAILED(call) cublas_report((call), #call, __FILE__, __LINE__)
 
+/* cuBLASLt plans cached per stream (see cuda_matmul.cu). */
+#define LT_PLAN_CACHE 64
+
+typedef struct lt_plan_key {
+    int transa, transb, m, n, k, lda, ldb, ldc;
+    int ab_type, cd_type, compute, bias; /* cudaDataType / cublasComputeType_t values */
+    unsigned al_a, al_b, al_d;
+} lt_plan_key;
+
+typedef struct lt_plan {
+    lt_plan_key key;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+    int valid;
+} lt_plan;
+
 /* The op indices of the profiler's table (same order as the names in cuda_backend.cu). */
 enum cuda_op_id {
     OP_ENCODER_FWD, OP_ENCODER_BWD, OP_LAYERNORM_FWD, OP_LAYERNORM_BWD, OP_MATMUL_FWD,
     OP_MATMUL_BWD, OP_ATTENTION_FWD, OP_ATTENTION_BWD, OP_GELU_FWD, OP_GELU_BWD,
     OP_RESIDUAL_FWD, OP_RESIDUAL_BWD, OP_CROSSENTROPY_FWD, OP_CROSSENTROPY_BWD, OP_ADAMW,
-    OP_NORM_SQUARED, OP_COUNT
+    OP_NORM_SQUARED, OP_PARAMS_TO_ACT, OP_COUNT
 };
 
 typedef struct cuda_backend_impl {
@@ -78,6 +101,8 @@ typedef struct cuda_stream_impl {
     cublasHandle_t blas;        /* attention's strided-batched GEMMs */
     void *workspace;            /* CUDA_WORKSPACE_BYTES, shared by cuBLASLt and cuBLAS */
     double *norm_partials;      /* NORM_BLOCKS */
+    lt_plan plans[LT_PLAN_CACHE]; /* cuBLASLt descriptors + heuristic choice per shape */
+    int next_plan;              /* round-robin slot to refill when the cache is full */
     cudaEvent_t prof_start, prof_end; /* created only when profiling */
     int failed;                 /* an op failed since the last stream_sync: report it there */
 } cuda_stream_impl;
@@ -90,11 +115,44 @@ static inline const cuda_backend_impl *cu_backend(const gpt_stream *s)
 {
     return (const cuda_backend_impl *)s->be->impl;
 }
-/* cuBLAS compute type of this backend's fp32 products. */
+static inline int cu_is_bf16(const gpt_stream *s)
+{
+    return s->be->dtype == GPT_BF16;
+}
+/* cuBLAS type of the activations of this backend. */
+static inline cudaDataType_t cu_act_type(const gpt_stream *s)
+{
+    return cu_is_bf16(s) ? CUDA_R_16BF : CUDA_R_32F;
+}
+/* cuBLAS compute type of this backend's products: fp32 accumulation always; fp32 inputs
+ * may run on TF32 tensor cores when allowed; bf16 inputs use the bf16 tensor cores. */
 static inline cublasComputeType_t cu_compute_type(const gpt_stream *s)
 {
+    if (cu_is_bf16(s))
+        return CUBLAS_COMPUTE_32F;
     return cu_backend(s)->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
+
+/* ---- element types in kernels ---------------------------------------------------------- */
+
+typedef __nv_bfloat16 bf16;
+
+static __device__ __forceinline__ float ld_f32(float x) { return x; }
+static __device__ __forceinline__ float ld_f32(bf16 x) { return __bfloat162float(x); }
+static __device__ __forceinline__ void st_f32(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void st_f32(bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
+/* Runs the statements with T the stream's activation type (float or bf16). */
+#define CU_DISPATCH(s, T, ...)                                                             \
+    do {                                                                                   \
+        if (cu_is_bf16(s)) {                                                               \
+            typedef bf16 T;                                                                \
+            __VA_ARGS__;                                                                   \
+        } else {                                                                           \
+            typedef float T;                                                               \
+            __VA_ARGS__;                                                                   \
+        }                                                                                  \
+    } while (0)
 
 /* An op cannot return an error (gpt.h): it reports on stderr and marks the stream, whose
  * next stream_sync returns GPT_ERR_BACKEND. */
@@ -122,43 +180,44 @@ static inline unsigned grid_for(size_t n, unsigned threads)
 }
 
 /* cuda_matmul.cu */
-void cu_matmul_forward(gpt_stream *s, float *out, const float *inp, const float *w,
-                       const float *bias, int N, int C, int OC);
-void cu_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias, const float *dout,
-                        const float *inp, const float *w, int N, int C, int OC);
+void cu_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
+                       const void *bias, int N, int C, int OC);
+void cu_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout,
+                        const void *inp, const void *w, int N, int C, int OC);
+void cu_lt_plans_destroy(cuda_stream_impl *st);
 
 /* cuda_attention.cu */
-void cu_attention_forward(gpt_stream *s, float *out, float *att, const float *qkv, int B,
+void cu_attention_forward(gpt_stream *s, void *out, void *att, const void *qkv, int B,
                           int T, int C, int NH);
-void cu_attention_backward(gpt_stream *s, float *dqkv, float *datt, const float *dout,
-                           const float *qkv, const float *att, int B, int T, int C, int NH);
+void cu_attention_backward(gpt_stream *s, void *dqkv, void *datt, const void *dout,
+                           const void *qkv, const void *att, int B, int T, int C, int NH);
 
 /* cuda_ops.cu */
-void cu_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
-                        const float *wpe, int B, int T, int C);
-void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
+void cu_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
+                        const void *wpe, int B, int T, int C);
+void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
                          const int32_t *tokens, int B, int T, int C);
-void cu_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
-                          const float *inp, const float *w, const float *b, int N, int C);
-void cu_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
-                           const float *dout, const float *inp, const float *w,
+void cu_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
+                          const void *inp, const void *w, const void *b, int N, int C);
+void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
+                           const void *dout, const void *inp, const void *w,
                            const float *mean, const float *rstd, int N, int C);
-void cu_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n);
-void cu_gelu_backward(gpt_stream *s, float *dinp, const float *inp, const float *dout,
-                      size_t n);
-void cu_residual_forward(gpt_stream *s, float *out, const float *a, const float *b, size_t n);
-void cu_residual_backward(gpt_stream *s, float *da, float *db, const float *dout, size_t n);
-void cu_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
+void cu_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n);
+void cu_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout, size_t n);
+void cu_residual_forward(gpt_stream *s, void *out, const void *a, const void *b, size_t n);
+void cu_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n);
+void cu_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
                              const int32_t *targets, int N, int V, int Vp);
-void cu_crossentropy_backward(gpt_stream *s, float *dlogits, const float *logits,
+void cu_crossentropy_backward(gpt_stream *s, void *dlogits, const void *logits,
                               const int32_t *targets, float dloss, int N, int V, int Vp);
 void cu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                      size_t n, float lr, float beta1, float beta2, float eps,
                      float weight_decay, int t, float grad_scale);
 void cu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n);
+void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n);
 
-/* Column sums (deterministic): out[o] += sum_n in[n][o] over in (N,OC).  Shared by the
- * matmul's dbias. */
-void cu_column_sum_acc(gpt_stream *s, float *out, const float *in, int N, int OC);
+/* Column sums (deterministic): out[o] += sum_n in[n][o] over in (N,OC) of the activation
+ * type.  Shared by the matmul's dbias. */
+void cu_column_sum_acc(gpt_stream *s, float *out, const void *in, int N, int OC);
 
 #endif

@@ -15,118 +15,198 @@
  * epilogue would overwrite, and dbias must accumulate).  dw accumulates through beta = 1,
  * dinp is overwritten with beta = 0.
  *
- * Compute type: CUBLAS_COMPUTE_32F_FAST_TF32 when the backend allows TF32, otherwise
- * CUBLAS_COMPUTE_32F (strict fp32: what the CPU reference is compared with).
+ * Types: fp32 backends use fp32 everywhere with CUBLAS_COMPUTE_32F_FAST_TF32 when the
+ * backend allows TF32, else CUBLAS_COMPUTE_32F (strict fp32: what the CPU reference is
+ * compared with).  bf16 backends give A and B in bf16 with fp32 accumulation
+ * (CUBLAS_COMPUTE_32F); out and dinp are bf16 (the epilogue rounds once), while dw is
+ * accumulated straight into the fp32 gradient (C/D fp32 with bf16 A/B), so that
+ * gradients never pass through bf16.
+ *
+ * Plans: the descriptors, layouts and the heuristic's algorithm depend only on the shape,
+ * the types and the pointers' alignments, and a training step asks for the same dozen
+ * shapes hundreds of times; each stream caches them (LT_PLAN_CACHE entries, refilled
+ * round-robin) so a call costs one cublasLtMatmul, not a heuristic query and eight
+ * create/destroy calls.  Only the bias pointer changes between calls: it is set on the
+ * cached descriptor before each use (the host-side attribute is read at enqueue time).
  */
 #include "cuda_common.cuh"
 
 #include <stdint.h>
+#include <string.h>
 
 /* Largest power of two (up to 16) dividing the address: cuBLASLt's heuristic is told the
  * real alignment so it never picks a vectorised kernel that would fault on an offset
- * pointer (engines carve tensors out of blocks at arbitrary float offsets). */
+ * pointer (engines carve tensors out of blocks at arbitrary element offsets). */
 static uint32_t alignment_of(const void *p)
 {
     uintptr_t a = (uintptr_t)p;
     uint32_t al = 16;
-    while (al > 4 && (a % al) != 0)
+    while (al > 2 && (a % al) != 0)
         al /= 2;
     return al;
 }
 
-/* D (m,n col-major, ldc) = alpha op(A) op(B) + beta D  (+ bias[m] per row when given).
- * A is stored (transa ? k x m : m x k) with lda, B (transb ? n x k : k x n) with ldb. */
-static void lt_gemm(gpt_stream *s, int transa, int transb, int m, int n, int k,
-                    const float *A, int lda, const float *B, int ldb, float *D, int ldc,
-                    const float *bias, float alpha, float beta)
+static void plan_release(lt_plan *p)
 {
-    cuda_stream_impl *st = cu_stream(s);
-    cublasLtMatmulDesc_t desc = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
-    const cublasOperation_t opa = transa ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t opb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const size_t ws = CUDA_WORKSPACE_BYTES;
-    const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_d = alignment_of(D);
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
+    if (p->ld) CUBLAS_FAILED(cublasLtMatrixLayoutDestroy(p->ld));
+    if (p->lb) CUBLAS_FAILED(cublasLtMatrixLayoutDestroy(p->lb));
+    if (p->la) CUBLAS_FAILED(cublasLtMatrixLayoutDestroy(p->la));
+    if (p->desc) CUBLAS_FAILED(cublasLtMatmulDescDestroy(p->desc));
+    memset(p, 0, sizeof *p);
+}
 
-    if (CUBLAS_FAILED(cublasLtMatmulDescCreate(&desc, cu_compute_type(s), CUDA_R_32F)) ||
-        CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
+void cu_lt_plans_destroy(cuda_stream_impl *st)
+{
+    for (int i = 0; i < LT_PLAN_CACHE; i++)
+        if (st->plans[i].valid || st->plans[i].desc)
+            plan_release(&st->plans[i]);
+}
+
+/* Builds the plan for key into p (descriptors, layouts, heuristic); 0 on success. */
+static int plan_build(cuda_stream_impl *st, lt_plan *p, const lt_plan_key *key)
+{
+    const cublasOperation_t opa = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const size_t ws = CUDA_WORKSPACE_BYTES;
+    const cudaDataType_t ab = (cudaDataType_t)key->ab_type, cd = (cudaDataType_t)key->cd_type;
+    const int m = key->m, n = key->n, k = key->k;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0, rc = 1;
+    memset(p, 0, sizeof *p);
+    p->key = *key;
+    if (CUBLAS_FAILED(cublasLtMatmulDescCreate(&p->desc, (cublasComputeType_t)key->compute,
+                                               CUDA_R_32F)) ||
+        CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
                                                      sizeof opa)) ||
-        CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
+        CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
                                                      sizeof opb)))
-        goto fail;
-    if (bias != NULL) {
+        goto out;
+    if (key->bias) {
+        /* The bias has D's type (bf16 working weights with bf16 D). */
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        if (CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                         &epi, sizeof epi)) ||
-            CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(
-                desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias)))
-            goto fail;
+        if (CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                         &epi, sizeof epi)))
+            goto out;
     }
-    if (CUBLAS_FAILED(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, transa ? k : m,
-                                                 transa ? m : k, lda)) ||
-        CUBLAS_FAILED(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, transb ? n : k,
-                                                 transb ? k : n, ldb)) ||
-        CUBLAS_FAILED(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldc)) ||
+    if (CUBLAS_FAILED(cublasLtMatrixLayoutCreate(&p->la, ab, key->transa ? k : m,
+                                                 key->transa ? m : k, key->lda)) ||
+        CUBLAS_FAILED(cublasLtMatrixLayoutCreate(&p->lb, ab, key->transb ? n : k,
+                                                 key->transb ? k : n, key->ldb)) ||
+        CUBLAS_FAILED(cublasLtMatrixLayoutCreate(&p->ld, cd, m, n, key->ldc)) ||
         CUBLAS_FAILED(cublasLtMatmulPreferenceCreate(&pref)) ||
         CUBLAS_FAILED(cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)) ||
         CUBLAS_FAILED(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a)) ||
+            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->al_a, sizeof key->al_a)) ||
         CUBLAS_FAILED(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b)) ||
+            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->al_b, sizeof key->al_b)) ||
         CUBLAS_FAILED(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d)) ||
+            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_d, sizeof key->al_d)) ||
         CUBLAS_FAILED(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d)))
-        goto fail;
-    if (CUBLAS_FAILED(cublasLtMatmulAlgoGetHeuristic(st->lt, desc, la, lb, ld, ld, pref, 1,
-                                                     &heur, &found)))
-        goto fail;
+            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_d, sizeof key->al_d)))
+        goto out;
+    if (CUBLAS_FAILED(cublasLtMatmulAlgoGetHeuristic(st->lt, p->desc, p->la, p->lb, p->ld, p->ld,
+                                                     pref, 1, &heur, &found)))
+        goto out;
     if (found == 0) {
         fprintf(stderr,
                 "aebench: CUDA error at %s:%d: cuBLASLt has no algorithm for m=%d n=%d k=%d "
-                "transa=%d transb=%d bias=%d\n",
-                __FILE__, __LINE__, m, n, k, transa, transb, bias != NULL);
-        goto fail;
+                "transa=%d transb=%d bias=%d types=%d/%d\n",
+                __FILE__, __LINE__, m, n, k, key->transa, key->transb, key->bias, key->ab_type,
+                key->cd_type);
+        goto out;
     }
-    if (CUBLAS_FAILED(cublasLtMatmul(st->lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld,
-                                     &heur.algo, st->workspace, ws, st->stream)))
-        goto fail;
-    goto done;
-fail:
-    st->failed = 1;
-done:
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (ld) cublasLtMatrixLayoutDestroy(ld);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    p->algo = heur.algo;
+    p->valid = 1;
+    rc = 0;
+out:
+    if (pref) CUBLAS_FAILED(cublasLtMatmulPreferenceDestroy(pref));
+    if (rc) plan_release(p);
+    return rc;
+}
+
+/* The cached plan for key, built on first use; NULL when it cannot be built. */
+static lt_plan *plan_get(cuda_stream_impl *st, const lt_plan_key *key)
+{
+    for (int i = 0; i < LT_PLAN_CACHE; i++)
+        if (st->plans[i].valid && memcmp(&st->plans[i].key, key, sizeof *key) == 0)
+            return &st->plans[i];
+    lt_plan *p = &st->plans[st->next_plan];
+    st->next_plan = (st->next_plan + 1) % LT_PLAN_CACHE;
+    /* Safe to drop an older plan now: cublasLtMatmul does not keep descriptors after it
+     * has enqueued the work. */
+    if (p->valid) plan_release(p);
+    return plan_build(st, p, key) == 0 ? p : NULL;
+}
+
+/* D (m,n col-major, ldc) = alpha op(A) op(B) + beta D  (+ bias[m] per row when given).
+ * A is stored (transa ? k x m : m x k) with lda, B (transb ? n x k : k x n) with ldb; A and
+ * B are of the stream's activation type, D of cd_type (the activation type, or fp32 for the
+ * weight gradients). */
+static void lt_gemm(gpt_stream *s, int transa, int transb, int m, int n, int k,
+                    const void *A, int lda, const void *B, int ldb, void *D, int ldc,
+                    cudaDataType_t cd_type, const void *bias, float alpha, float beta)
+{
+    cuda_stream_impl *st = cu_stream(s);
+    lt_plan_key key;
+    memset(&key, 0, sizeof key); /* compared with memcmp: no stray padding bytes */
+    key.transa = transa;
+    key.transb = transb;
+    key.m = m;
+    key.n = n;
+    key.k = k;
+    key.lda = lda;
+    key.ldb = ldb;
+    key.ldc = ldc;
+    key.ab_type = (int)cu_act_type(s);
+    key.cd_type = (int)cd_type;
+    key.compute = (int)cu_compute_type(s);
+    key.bias = bias != NULL;
+    key.al_a = alignment_of(A);
+    key.al_b = alignment_of(B);
+    key.al_d = alignment_of(D);
+    lt_plan *p = plan_get(st, &key);
+    if (p == NULL) {
+        st->failed = 1;
+        return;
+    }
+    if (bias != NULL &&
+        CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &bias, sizeof bias))) {
+        st->failed = 1;
+        return;
+    }
+    if (CUBLAS_FAILED(cublasLtMatmul(st->lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, D, p->ld,
+                                     D, p->ld, &p->algo, st->workspace, CUDA_WORKSPACE_BYTES,
+                                     st->stream)))
+        st->failed = 1;
 }
 
 /* The BIAS epilogue reads the bias with vector loads: it needs a 16-byte aligned vector.
  * Otherwise: the product without bias, then this kernel adds it.
  * out (N,OC) += bias (OC) per row. */
-__global__ static void add_bias_kernel(float *out, const float *bias, size_t rows, int OC)
+template <typename T>
+__global__ static void add_bias_kernel(T *out, const T *bias, size_t rows, int OC)
 {
     const size_t total = rows * (size_t)OC;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x)
-        out[i] += bias[i % OC];
+        st_f32(&out[i], ld_f32(out[i]) + ld_f32(bias[i % OC]));
 }
 
 /* out (N,OC) = inp (N,C) @ w^T (w (OC,C)) + bias (OC, may be NULL). */
-void cu_matmul_forward(gpt_stream *s, float *out, const float *inp, const float *w,
-                       const float *bias, int N, int C, int OC)
+void cu_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
+                       const void *bias, int N, int C, int OC)
 {
     const int fused = bias != NULL && alignment_of(bias) == 16;
-    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, out, OC, fused ? bias : NULL, 1.0f, 0.0f);
+    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, out, OC, cu_act_type(s), fused ? bias : NULL, 1.0f,
+            0.0f);
     if (bias != NULL && !fused) {
         const size_t total = (size_t)N * OC;
-        add_bias_kernel<<<grid_for(total, 256), 256, 0, cu_stream(s)->stream>>>(out, bias,
-                                                                               (size_t)N, OC);
+        CU_DISPATCH(s, T,
+                    add_bias_kernel<T><<<grid_for(total, 256), 256, 0, cu_stream(s)->stream>>>(
+                        (T *)out, (const T *)bias, (size_t)N, OC));
         OP_CHECK_LAUNCH(s);
     }
 }
@@ -136,16 +216,17 @@ void cu_matmul_forward(gpt_stream *s, float *out, const float *inp, const float 
  * A block owns 32 columns; its 32 x 32 threads: lane x a column (coalesced row reads),
  * row y of the block walks the rows y, y+32, ... in order.  The 32 partial sums of a
  * column are then added in a fixed tree in shared memory, so the result depends only on
- * the shape, never on scheduling.  No atomics.
+ * the shape, never on scheduling.  No atomics.  Sums in fp32 whatever the input type.
  */
-__global__ static void column_sum_kernel(float *out, const float *in, int N, int OC)
+template <typename T>
+__global__ static void column_sum_kernel(float *out, const T *in, int N, int OC)
 {
     __shared__ float part[32][33]; /* +1: no bank conflicts reading a column */
     const int o = blockIdx.x * 32 + threadIdx.x;
     float sum = 0.0f;
     if (o < OC)
         for (int n = threadIdx.y; n < N; n += 32)
-            sum += in[(size_t)n * OC + o];
+            sum += ld_f32(in[(size_t)n * OC + o]);
     part[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();
     for (int stride = 16; stride > 0; stride /= 2) {
@@ -157,22 +238,23 @@ __global__ static void column_sum_kernel(float *out, const float *in, int N, int
         out[o] += part[0][threadIdx.x];
 }
 
-void cu_column_sum_acc(gpt_stream *s, float *out, const float *in, int N, int OC)
+void cu_column_sum_acc(gpt_stream *s, float *out, const void *in, int N, int OC)
 {
-    column_sum_kernel<<<(OC + 31) / 32, dim3(32, 32), 0, cu_stream(s)->stream>>>(out, in, N,
-                                                                                 OC);
+    CU_DISPATCH(s, T,
+                column_sum_kernel<T><<<(OC + 31) / 32, dim3(32, 32), 0, cu_stream(s)->stream>>>(
+                    out, (const T *)in, N, OC));
     OP_CHECK_LAUNCH(s);
 }
 
-/* dinp (N,C) = dout @ w (overwrites; skipped if NULL); dw (OC,C) += dout^T @ inp;
+/* dinp (N,C) = dout @ w (overwrites; skipped if NULL); dw (OC,C) += dout^T @ inp (fp32);
  * dbias (OC) += column sums of dout (skipped if NULL). */
-void cu_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias, const float *dout,
-                        const float *inp, const float *w, int N, int C, int OC)
+void cu_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout,
+                        const void *inp, const void *w, int N, int C, int OC)
 {
     if (dinp != NULL)
-        lt_gemm(s, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, NULL, 1.0f, 0.0f);
+        lt_gemm(s, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, cu_act_type(s), NULL, 1.0f, 0.0f);
     if (dw != NULL)
-        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, NULL, 1.0f, 1.0f);
+        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, CUDA_R_32F, NULL, 1.0f, 1.0f);
     if (dbias != NULL)
         cu_column_sum_acc(s, dbias, dout, N, OC);
 }

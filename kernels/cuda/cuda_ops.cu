@@ -11,6 +11,7 @@
 #include "../adamw_element.h"
 
 #include <math.h>
+#include <stdint.h>
 
 static __device__ inline float warp_sum(float v)
 {
@@ -37,23 +38,25 @@ static inline unsigned row_blocks(long long rows)
 /* ---- encoder ------------------------------------------------------------------------- */
 
 /* out (B,T,C) = wte[tokens[b,t]] + wpe[t];  wte (Vp,C), wpe (>=T,C). */
-__global__ static void encoder_forward_kernel(float *out, const int32_t *tokens,
-                                              const float *wte, const float *wpe, int T, int C,
-                                              size_t total)
+template <typename T_>
+__global__ static void encoder_forward_kernel(T_ *out, const int32_t *tokens, const T_ *wte,
+                                              const T_ *wpe, int T, int C, size_t total)
 {
     GRID_STRIDE(i, total) {
         const size_t n = i / C;
         const int c = (int)(i % C), t = (int)(n % T);
-        out[i] = wte[(size_t)tokens[n] * C + c] + wpe[(size_t)t * C + c];
+        st_f32(&out[i], ld_f32(wte[(size_t)tokens[n] * C + c]) + ld_f32(wpe[(size_t)t * C + c]));
     }
 }
 
-void cu_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
-                        const float *wpe, int B, int T, int C)
+void cu_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
+                        const void *wpe, int B, int T, int C)
 {
     const size_t total = (size_t)B * T * C;
-    encoder_forward_kernel<<<grid_for(total, EW_THREADS), EW_THREADS, 0,
-                             cu_stream(s)->stream>>>(out, tokens, wte, wpe, T, C, total);
+    CU_DISPATCH(s, E,
+                encoder_forward_kernel<E><<<grid_for(total, EW_THREADS), EW_THREADS, 0,
+                                            cu_stream(s)->stream>>>(
+                    (E *)out, tokens, (const E *)wte, (const E *)wpe, T, C, total));
     OP_CHECK_LAUNCH(s);
 }
 
@@ -62,131 +65,208 @@ void cu_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const 
  * CPU's way) has only C-way parallelism and a serial chain of N dependent updates.  The
  * atomics make the summation order of repeated tokens vary between runs (rounding-level
  * differences, ~1e-7 relative); everything else in the backend is deterministic. */
-__global__ static void encoder_backward_wte_kernel(float *dwte, const float *dout,
+template <typename T_>
+__global__ static void encoder_backward_wte_kernel(float *dwte, const T_ *dout,
                                                    const int32_t *tokens, int C, size_t total)
 {
     GRID_STRIDE(i, total) {
         const size_t n = i / C;
         const int c = (int)(i % C);
-        atomicAdd(&dwte[(size_t)tokens[n] * C + c], dout[i]);
+        atomicAdd(&dwte[(size_t)tokens[n] * C + c], ld_f32(dout[i]));
     }
 }
 
 /* dwpe[t] += sum_b dout[b,t], one thread per (t, c), b in order: deterministic. */
-__global__ static void encoder_backward_wpe_kernel(float *dwpe, const float *dout, int B,
-                                                   int T, int C)
+template <typename T_>
+__global__ static void encoder_backward_wpe_kernel(float *dwpe, const T_ *dout, int B, int T,
+                                                   int C)
 {
     const size_t total = (size_t)T * C;
     GRID_STRIDE(i, total) {
         float sum = 0.0f;
         for (int b = 0; b < B; b++)
-            sum += dout[(size_t)b * T * C + i];
+            sum += ld_f32(dout[(size_t)b * T * C + i]);
         dwpe[i] += sum;
     }
 }
 
-void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
+void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
                          const int32_t *tokens, int B, int T, int C)
 {
     cudaStream_t st = cu_stream(s)->stream;
     const size_t total = (size_t)B * T * C, tc = (size_t)T * C;
-    encoder_backward_wte_kernel<<<grid_for(total, EW_THREADS), EW_THREADS, 0, st>>>(
-        dwte, dout, tokens, C, total);
+    CU_DISPATCH(s, E,
+                encoder_backward_wte_kernel<E><<<grid_for(total, EW_THREADS), EW_THREADS, 0, st>>>(
+                    dwte, (const E *)dout, tokens, C, total));
     OP_CHECK_LAUNCH(s);
-    encoder_backward_wpe_kernel<<<grid_for(tc, EW_THREADS), EW_THREADS, 0, st>>>(dwpe, dout,
-                                                                                  B, T, C);
+    CU_DISPATCH(s, E,
+                encoder_backward_wpe_kernel<E><<<grid_for(tc, EW_THREADS), EW_THREADS, 0, st>>>(
+                    dwpe, (const E *)dout, B, T, C));
     OP_CHECK_LAUNCH(s);
+}
+
+/* ---- elementwise, vectorised ---------------------------------------------------------------
+ * The elementwise kernels move 16 bytes per access (4 floats or 8 bf16) where every pointer
+ * is 16-byte aligned, and element by element otherwise and for the tail: one kernel
+ * template does both, with VEC = 16 / sizeof(T) or 1. */
+
+/* VEC elements moved as one access (16 bytes for the full vector width). */
+template <typename T_, int VEC> struct alignas(sizeof(T_) * VEC) vec_t {
+    T_ v[VEC];
+};
+
+static inline int aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
 }
 
 /* ---- layernorm --------------------------------------------------------------------------- */
 
 #define LN_EPS 1e-5f
+/* Row chunks of the parameter-gradient reduction's first stage. */
+#define LN_ROW_CHUNKS 16
+
+/* The row kernels read VEC elements per access: VEC = 1 for fp32 (lane l takes elements l,
+ * l+32, ...: the order the fp32 results were validated with), VEC = 8 (16 bytes) for bf16
+ * rows when C % 8 == 0 and the rows are 16-byte aligned, where 2-byte accesses would
+ * leave most of each memory transaction unused. */
+static inline int ln_vec(const gpt_stream *s, int C, const void *a, const void *b,
+                         const void *c)
+{
+    return cu_is_bf16(s) && C % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(c) ? 8 : 1;
+}
 
 /* out (N,C) = (inp - mean) * rstd * w + b; mean, rstd (N).  One warp per row, fp32 sums,
  * two passes (mean, then squared deviations) as the CPU does: no cancellation. */
-__global__ static void layernorm_forward_kernel(float *out, float *mean, float *rstd,
-                                                const float *inp, const float *w,
-                                                const float *b, int N, int C)
+template <typename T_, int VEC>
+__global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rstd,
+                                                const T_ *inp, const T_ *w, const T_ *b, int N,
+                                                int C)
 {
+    typedef vec_t<T_, VEC> V;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N)
         return;
-    const float *x = inp + (size_t)row * C;
+    const int CV = C / VEC;
+    const V *x = (const V *)(inp + (size_t)row * C);
     float m = 0.0f;
-    for (int c = lane; c < C; c += 32)
-        m += x[c];
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c];
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            m += ld_f32(xv.v[j]);
+    }
     m = warp_sum(m) / (float)C;
     float v = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        const float d = x[c] - m;
-        v += d * d;
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float d = ld_f32(xv.v[j]) - m;
+            v += d * d;
+        }
     }
     v = warp_sum(v) / (float)C;
     const float r = 1.0f / sqrtf(v + LN_EPS);
-    float *o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32)
-        o[c] = (x[c] - m) * r * w[c] + b[c];
+    V *o = (V *)(out + (size_t)row * C);
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c], wv = ((const V *)w)[c], bv = ((const V *)b)[c];
+        V ov;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&ov.v[j], (ld_f32(xv.v[j]) - m) * r * ld_f32(wv.v[j]) + ld_f32(bv.v[j]));
+        o[c] = ov;
+    }
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
     }
 }
 
-void cu_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
-                          const float *inp, const float *w, const float *b, int N, int C)
+void cu_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd, const void *inp,
+                          const void *w, const void *b, int N, int C)
 {
-    layernorm_forward_kernel<<<row_blocks(N), ROW_THREADS, 0, cu_stream(s)->stream>>>(
-        out, mean, rstd, inp, w, b, N, C);
+    cudaStream_t st = cu_stream(s)->stream;
+    if (ln_vec(s, C, out, inp, w) == 8 && aligned16(b))
+        layernorm_forward_kernel<bf16, 8><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+            (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C);
+    else
+        CU_DISPATCH(s, E,
+                    layernorm_forward_kernel<E, 1><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+                        (E *)out, mean, rstd, (const E *)inp, (const E *)w, (const E *)b, N, C));
     OP_CHECK_LAUNCH(s);
 }
 
 /* dinp (N,C) += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = w*dout.
  * One warp per row. */
-__global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *dout,
-                                                      const float *inp, const float *w,
-                                                      const float *mean, const float *rstd,
-                                                      int N, int C)
+template <typename T_, int VEC>
+__global__ static void layernorm_backward_dinp_kernel(T_ *dinp, const T_ *dout, const T_ *inp,
+                                                      const T_ *w, const float *mean,
+                                                      const float *rstd, int N, int C)
 {
+    typedef vec_t<T_, VEC> V;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N)
         return;
-    const float *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
+    const int CV = C / VEC;
+    const V *x = (const V *)(inp + (size_t)row * C), *d = (const V *)(dout + (size_t)row * C);
+    const V *wv = (const V *)w;
     const float m = mean[row], r = rstd[row];
     float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        const float norm = (x[c] - m) * r;
-        const float dnorm = w[c] * d[c];
-        dnorm_mean += dnorm;
-        dnorm_norm_mean += dnorm * norm;
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c], dv = d[c], ww = wv[c];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float norm = (ld_f32(xv.v[j]) - m) * r;
+            const float dnorm = ld_f32(ww.v[j]) * ld_f32(dv.v[j]);
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * norm;
+        }
     }
     dnorm_mean = warp_sum(dnorm_mean) / (float)C;
     dnorm_norm_mean = warp_sum(dnorm_norm_mean) / (float)C;
-    float *di = dinp + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) {
-        const float norm = (x[c] - m) * r;
-        const float dnorm = w[c] * d[c];
-        di[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r;
+    V *di = (V *)(dinp + (size_t)row * C);
+    for (int c = lane; c < CV; c += 32) {
+        const V xv = x[c], dv = d[c], ww = wv[c];
+        V acc = di[c];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float norm = (ld_f32(xv.v[j]) - m) * r;
+            const float dnorm = ld_f32(ww.v[j]) * ld_f32(dv.v[j]);
+            st_f32(&acc.v[j],
+                   ld_f32(acc.v[j]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r);
+        }
+        di[c] = acc;
     }
 }
 
-/* dw (C) += sum_n dout * norm, db (C) += sum_n dout.  Column sums, deterministic: a block
- * owns 32 channels (lane x, coalesced), its 32 rows of threads walk rows y, y+32, ... in
- * order, and the 32 partials are added in a fixed shared-memory tree.  No atomics. */
-__global__ static void layernorm_backward_params_kernel(float *dw, float *db, const float *dout,
-                                                        const float *inp, const float *mean,
-                                                        const float *rstd, int N, int C)
+/* dw (C) += sum_n dout * norm, db (C) += sum_n dout: column sums over N rows, deterministic
+ * and in two stages, so that the grid has enough blocks to fill the GPU (C/32 blocks alone
+ * are only 64 at C = 2048).  Stage 1: block (x, chunk) owns 32 channels (lane x,
+ * coalesced) and the chunk-th of LN_ROW_CHUNKS row ranges; its 32 rows of threads walk
+ * that range with stride 32 in order, and the 32 partials are added in a fixed
+ * shared-memory tree into part[chunk][c].  Stage 2 adds the chunks in order.  No atomics:
+ * the result depends only on the shape. */
+template <typename T_>
+__global__ static void layernorm_backward_params_kernel(float *part_w, float *part_b,
+                                                        const T_ *dout, const T_ *inp,
+                                                        const float *mean, const float *rstd,
+                                                        int N, int C)
 {
     __shared__ float pw[32][33], pb[32][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
+    const int per = (N + LN_ROW_CHUNKS - 1) / LN_ROW_CHUNKS;
+    const int n0 = blockIdx.y * per, n1 = min(N, n0 + per);
     float sw = 0.0f, sb = 0.0f;
     if (c < C)
-        for (int n = threadIdx.y; n < N; n += 32) {
+        for (int n = n0 + threadIdx.y; n < n1; n += 32) {
             const size_t i = (size_t)n * C + c;
-            const float norm = (inp[i] - mean[n]) * rstd[n];
-            sw += dout[i] * norm;
-            sb += dout[i];
+            const float norm = (ld_f32(inp[i]) - mean[n]) * rstd[n];
+            const float d = ld_f32(dout[i]);
+            sw += d * norm;
+            sb += d;
         }
     pw[threadIdx.y][threadIdx.x] = sw;
     pb[threadIdx.y][threadIdx.x] = sb;
@@ -199,21 +279,56 @@ __global__ static void layernorm_backward_params_kernel(float *dw, float *db, co
         __syncthreads();
     }
     if (threadIdx.y == 0 && c < C) {
-        dw[c] += pw[0][threadIdx.x];
-        db[c] += pb[0][threadIdx.x];
+        part_w[(size_t)blockIdx.y * C + c] = pw[0][threadIdx.x];
+        part_b[(size_t)blockIdx.y * C + c] = pb[0][threadIdx.x];
     }
 }
 
-void cu_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db, const float *dout,
-                           const float *inp, const float *w, const float *mean,
+__global__ static void layernorm_backward_params_sum(float *dw, float *db, const float *part_w,
+                                                     const float *part_b, int C)
+{
+    GRID_STRIDE(c, (size_t)C) {
+        float sw = 0.0f, sb = 0.0f;
+        for (int k = 0; k < LN_ROW_CHUNKS; k++) {
+            sw += part_w[(size_t)k * C + c];
+            sb += part_b[(size_t)k * C + c];
+        }
+        dw[c] += sw;
+        db[c] += sb;
+    }
+}
+
+void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db, const void *dout,
+                           const void *inp, const void *w, const float *mean,
                            const float *rstd, int N, int C)
 {
-    cudaStream_t st = cu_stream(s)->stream;
-    layernorm_backward_dinp_kernel<<<row_blocks(N), ROW_THREADS, 0, st>>>(dinp, dout, inp, w,
-                                                                           mean, rstd, N, C);
+    cuda_stream_impl *cs = cu_stream(s);
+    cudaStream_t st = cs->stream;
+    if (ln_vec(s, C, dinp, dout, inp) == 8 && aligned16(w))
+        layernorm_backward_dinp_kernel<bf16, 8><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+            (bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd, N,
+            C);
+    else
+        CU_DISPATCH(s, E,
+                    layernorm_backward_dinp_kernel<E, 1><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+                        (E *)dinp, (const E *)dout, (const E *)inp, (const E *)w, mean, rstd, N,
+                        C));
     OP_CHECK_LAUNCH(s);
-    layernorm_backward_params_kernel<<<(C + 31) / 32, dim3(32, 32), 0, st>>>(dw, db, dout, inp,
-                                                                             mean, rstd, N, C);
+    /* The partials live in the stream's cuBLAS workspace: nothing else on this stream uses
+     * it between these two launches (a stream runs in issue order). */
+    if ((size_t)2 * LN_ROW_CHUNKS * C * sizeof(float) > CUDA_WORKSPACE_BYTES) {
+        fprintf(stderr, "aebench: layernorm_backward: C = %d too large for the workspace\n", C);
+        cs->failed = 1;
+        return;
+    }
+    float *part_w = (float *)cs->workspace, *part_b = part_w + (size_t)LN_ROW_CHUNKS * C;
+    CU_DISPATCH(s, E,
+                layernorm_backward_params_kernel<E>
+                <<<dim3((C + 31) / 32, LN_ROW_CHUNKS), dim3(32, 32), 0, st>>>(
+                    part_w, part_b, (const E *)dout, (const E *)inp, mean, rstd, N, C));
+    OP_CHECK_LAUNCH(s);
+    layernorm_backward_params_sum<<<grid_for((size_t)C, EW_THREADS), EW_THREADS, 0, st>>>(
+        dw, db, part_w, part_b, C);
     OP_CHECK_LAUNCH(s);
 }
 
@@ -222,80 +337,180 @@ void cu_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db, con
 #define GELU_K 0.044715f
 #define GELU_SQRT_2_OVER_PI 0.7978845608028654f
 
-/* out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-__global__ static void gelu_forward_kernel(float *out, const float *inp, size_t n)
+static __device__ __forceinline__ float gelu_f(float x)
 {
-    GRID_STRIDE(i, n) {
-        const float x = inp[i];
-        const float u = GELU_SQRT_2_OVER_PI * (x + GELU_K * x * x * x);
-        out[i] = 0.5f * x * (1.0f + tanhf(u));
+    const float u = GELU_SQRT_2_OVER_PI * (x + GELU_K * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+static __device__ __forceinline__ float gelu_grad_f(float x)
+{
+    const float u = GELU_SQRT_2_OVER_PI * (x + GELU_K * x * x * x);
+    const float th = tanhf(u);
+    const float sech2 = 1.0f - th * th; /* no cosh: it overflows for large |u| */
+    return 0.5f * (1.0f + th) +
+           0.5f * x * sech2 * GELU_SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_K * x * x);
+}
+
+/* Elementwise kernels over nv = n / VEC vectors (the caller does the tail with VEC = 1).
+ * Aliasing (out == inp, dinp == dout, out == a or b) is allowed: each element is read and
+ * then written by the same thread. */
+template <typename T_, int VEC>
+__global__ static void gelu_forward_kernel(T_ *out, const T_ *inp, size_t nv)
+{
+    typedef vec_t<T_, VEC> V;
+    GRID_STRIDE(i, nv) {
+        const V x = ((const V *)inp)[i];
+        V o;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&o.v[j], gelu_f(ld_f32(x.v[j])));
+        ((V *)out)[i] = o;
     }
 }
 
-/* dinp = gelu'(inp) * dout; dinp may alias dout: element i is read, then written, by the
- * same thread. */
-__global__ static void gelu_backward_kernel(float *dinp, const float *inp, const float *dout,
-                                            size_t n)
+template <typename T_, int VEC>
+__global__ static void gelu_backward_kernel(T_ *dinp, const T_ *inp, const T_ *dout, size_t nv)
 {
-    GRID_STRIDE(i, n) {
-        const float x = inp[i];
-        const float u = GELU_SQRT_2_OVER_PI * (x + GELU_K * x * x * x);
-        const float th = tanhf(u);
-        const float sech2 = 1.0f - th * th; /* no cosh: it overflows for large |u| */
-        const float local_grad = 0.5f * (1.0f + th) +
-                                 0.5f * x * sech2 * GELU_SQRT_2_OVER_PI *
-                                     (1.0f + 3.0f * GELU_K * x * x);
-        dinp[i] = local_grad * dout[i];
+    typedef vec_t<T_, VEC> V;
+    GRID_STRIDE(i, nv) {
+        const V x = ((const V *)inp)[i], d = ((const V *)dout)[i];
+        V o;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&o.v[j], gelu_grad_f(ld_f32(x.v[j])) * ld_f32(d.v[j]));
+        ((V *)dinp)[i] = o;
     }
 }
 
-void cu_gelu_forward(gpt_stream *s, float *out, const float *inp, size_t n)
+template <typename T_, int VEC>
+__global__ static void residual_forward_kernel(T_ *out, const T_ *a, const T_ *b, size_t nv)
 {
-    gelu_forward_kernel<<<grid_for(n, EW_THREADS), EW_THREADS, 0, cu_stream(s)->stream>>>(
-        out, inp, n);
-    OP_CHECK_LAUNCH(s);
+    typedef vec_t<T_, VEC> V;
+    GRID_STRIDE(i, nv) {
+        const V x = ((const V *)a)[i], y = ((const V *)b)[i];
+        V o;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&o.v[j], ld_f32(x.v[j]) + ld_f32(y.v[j]));
+        ((V *)out)[i] = o;
+    }
 }
 
-void cu_gelu_backward(gpt_stream *s, float *dinp, const float *inp, const float *dout,
-                      size_t n)
+/* da += dout, db += dout */
+template <typename T_, int VEC>
+__global__ static void residual_backward_kernel(T_ *da, T_ *db, const T_ *dout, size_t nv)
 {
-    gelu_backward_kernel<<<grid_for(n, EW_THREADS), EW_THREADS, 0, cu_stream(s)->stream>>>(
-        dinp, inp, dout, n);
-    OP_CHECK_LAUNCH(s);
+    typedef vec_t<T_, VEC> V;
+    GRID_STRIDE(i, nv) {
+        const V d = ((const V *)dout)[i];
+        V x = ((V *)da)[i], y = ((V *)db)[i];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            st_f32(&x.v[j], ld_f32(x.v[j]) + ld_f32(d.v[j]));
+            st_f32(&y.v[j], ld_f32(y.v[j]) + ld_f32(d.v[j]));
+        }
+        ((V *)da)[i] = x;
+        ((V *)db)[i] = y;
+    }
+}
+
+/* Launches KERNEL<E, VEC> over the vector body and KERNEL<E, 1> over the tail.  ALIGNED:
+ * whether every pointer argument is 16-byte aligned; ARGS(off): the pointer arguments
+ * advanced by off elements. */
+#define EW_LAUNCH(s, KERNEL, n, ALIGNED, ARGS)                                              \
+    do {                                                                                    \
+        cudaStream_t st_ = cu_stream(s)->stream;                                            \
+        CU_DISPATCH(s, E, {                                                                 \
+            constexpr int VEC = 16 / (int)sizeof(E);                                        \
+            const size_t nv = (ALIGNED) ? (n) / VEC : 0, done = nv * VEC;                   \
+            if (nv > 0) {                                                                   \
+                const size_t off = 0;                                                       \
+                KERNEL<E, VEC><<<grid_for(nv, EW_THREADS), EW_THREADS, 0, st_>>>(ARGS, nv); \
+                OP_CHECK_LAUNCH(s);                                                         \
+            }                                                                               \
+            if ((n) > done) {                                                               \
+                const size_t off = done;                                                    \
+                KERNEL<E, 1><<<grid_for((n) - done, EW_THREADS), EW_THREADS, 0, st_>>>(     \
+                    ARGS, (n) - done);                                                      \
+                OP_CHECK_LAUNCH(s);                                                         \
+            }                                                                               \
+        });                                                                                 \
+    } while (0)
+
+void cu_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n)
+{
+#define ARGS ((E *)out) + off, ((const E *)inp) + off
+    EW_LAUNCH(s, gelu_forward_kernel, n, aligned16(out) && aligned16(inp), ARGS);
+#undef ARGS
+}
+
+void cu_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout, size_t n)
+{
+#define ARGS ((E *)dinp) + off, ((const E *)inp) + off, ((const E *)dout) + off
+    EW_LAUNCH(s, gelu_backward_kernel, n, aligned16(dinp) && aligned16(inp) && aligned16(dout),
+              ARGS);
+#undef ARGS
 }
 
 /* ---- residual ----------------------------------------------------------------------------- */
 
-/* out = a + b (out may alias a or b: same-index reads before the write) */
-__global__ static void residual_forward_kernel(float *out, const float *a, const float *b,
-                                               size_t n)
+void cu_residual_forward(gpt_stream *s, void *out, const void *a, const void *b, size_t n)
 {
-    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+#define ARGS ((E *)out) + off, ((const E *)a) + off, ((const E *)b) + off
+    EW_LAUNCH(s, residual_forward_kernel, n, aligned16(out) && aligned16(a) && aligned16(b),
+              ARGS);
+#undef ARGS
 }
 
-/* da += dout, db += dout */
-__global__ static void residual_backward_kernel(float *da, float *db, const float *dout,
-                                                size_t n)
+void cu_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n)
 {
-    GRID_STRIDE(i, n) {
-        const float d = dout[i];
-        da[i] += d;
-        db[i] += d;
+#define ARGS ((E *)da) + off, ((E *)db) + off, ((const E *)dout) + off
+    EW_LAUNCH(s, residual_backward_kernel, n, aligned16(da) && aligned16(db) && aligned16(dout),
+              ARGS);
+#undef ARGS
+}
+
+/* ---- fp32 master weights to the working copy ------------------------------------------------ */
+
+template <int VEC>
+__global__ static void params_to_act_kernel(bf16 *dst, const float *src, size_t nv)
+{
+    typedef vec_t<float, VEC> VF;
+    typedef vec_t<bf16, VEC> VB;
+    GRID_STRIDE(i, nv) {
+        const VF f = ((const VF *)src)[i];
+        VB o;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&o.v[j], f.v[j]);
+        ((VB *)dst)[i] = o;
     }
 }
 
-void cu_residual_forward(gpt_stream *s, float *out, const float *a, const float *b, size_t n)
+void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
 {
-    residual_forward_kernel<<<grid_for(n, EW_THREADS), EW_THREADS, 0, cu_stream(s)->stream>>>(
-        out, a, b, n);
-    OP_CHECK_LAUNCH(s);
-}
-
-void cu_residual_backward(gpt_stream *s, float *da, float *db, const float *dout, size_t n)
-{
-    residual_backward_kernel<<<grid_for(n, EW_THREADS), EW_THREADS, 0,
-                               cu_stream(s)->stream>>>(da, db, dout, n);
-    OP_CHECK_LAUNCH(s);
+    if (n == 0)
+        return;
+    if (!cu_is_bf16(s)) {
+        if (dst != (const void *)src)
+            OP_CHECK_CUDA(s, cudaMemcpyAsync(dst, src, n * sizeof(float),
+                                             cudaMemcpyDeviceToDevice, cu_stream(s)->stream));
+        return;
+    }
+    cudaStream_t st = cu_stream(s)->stream;
+    /* 16-byte reads, 8-byte writes where both pointers allow; the tail element-wise. */
+    const size_t nv = aligned16(src) && ((uintptr_t)dst & 7u) == 0 ? n / 4 : 0, done = nv * 4;
+    if (nv > 0) {
+        params_to_act_kernel<4><<<grid_for(nv, EW_THREADS), EW_THREADS, 0, st>>>((bf16 *)dst, src,
+                                                                               nv);
+        OP_CHECK_LAUNCH(s);
+    }
+    if (n > done) {
+        params_to_act_kernel<1><<<grid_for(n - done, EW_THREADS), EW_THREADS, 0, st>>>(
+            (bf16 *)dst + done, src + done, n - done);
+        OP_CHECK_LAUNCH(s);
+    }
 }
 
 /* ---- cross-entropy ------------------------------------------------------------------------- */
@@ -309,14 +524,15 @@ void cu_residual_backward(gpt_stream *s, float *da, float *db, const float *dout
  * sum is kept in double, as the CPU does (50k terms would lose ~1e-5 in float).
  * Every thread of the block returns the row's result.
  */
-static __device__ void row_softmax_stats(const float *row, int V, float *maxval, double *sum)
+template <typename T_>
+static __device__ void row_softmax_stats(const T_ *row, int V, float *maxval, double *sum)
 {
     __shared__ float sm[CE_THREADS];
     __shared__ double ss[CE_THREADS];
     float m = -INFINITY;
     double s = 0.0;
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float x = row[v];
+        const float x = ld_f32(row[v]);
         if (x > m) {
             s = s * (double)expf(m - x) + 1.0; /* exp(-inf) = 0 on the first element */
             m = x;
@@ -345,29 +561,31 @@ static __device__ void row_softmax_stats(const float *row, int V, float *maxval,
 }
 
 /* losses (N) = log(sum) - (x_target - max); one block per row of logits (N,Vp). */
-__global__ static void crossentropy_forward_kernel(float *losses, const float *logits,
+template <typename T_>
+__global__ static void crossentropy_forward_kernel(float *losses, const T_ *logits,
                                                    const int32_t *targets, int V, int Vp)
 {
     const int n = blockIdx.x;
-    const float *row = logits + (size_t)n * Vp;
+    const T_ *row = logits + (size_t)n * Vp;
     float maxval;
     double sum;
     row_softmax_stats(row, V, &maxval, &sum);
     if (threadIdx.x == 0)
-        losses[n] = (float)(log(sum) - (double)(row[targets[n]] - maxval));
+        losses[n] = (float)(log(sum) - (double)(ld_f32(row[targets[n]]) - maxval));
 }
 
 /* dlogits (N,Vp) = dloss * (softmax - onehot) over the first V columns, 0 in the padding.
  * May alias logits: the row's statistics are complete (the reduction ends with a barrier)
  * before any element is overwritten, and each element is then read and written by the same
  * thread. */
-__global__ static void crossentropy_backward_kernel(float *dlogits, const float *logits,
+template <typename T_>
+__global__ static void crossentropy_backward_kernel(T_ *dlogits, const T_ *logits,
                                                     const int32_t *targets, float dloss, int V,
                                                     int Vp)
 {
     const int n = blockIdx.x;
-    const float *row = logits + (size_t)n * Vp;
-    float *drow = dlogits + (size_t)n * Vp;
+    const T_ *row = logits + (size_t)n * Vp;
+    T_ *drow = dlogits + (size_t)n * Vp;
     float maxval;
     double sum;
     row_softmax_stats(row, V, &maxval, &sum);
@@ -376,26 +594,28 @@ __global__ static void crossentropy_backward_kernel(float *dlogits, const float 
     for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
         float g = 0.0f;
         if (v < V) {
-            const float p = expf(row[v] - maxval) * inv_sum;
+            const float p = expf(ld_f32(row[v]) - maxval) * inv_sum;
             g = dloss * (p - (v == target ? 1.0f : 0.0f));
         }
-        drow[v] = g;
+        st_f32(&drow[v], g);
     }
 }
 
-void cu_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
+void cu_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
                              const int32_t *targets, int N, int V, int Vp)
 {
-    crossentropy_forward_kernel<<<N, CE_THREADS, 0, cu_stream(s)->stream>>>(losses, logits,
-                                                                            targets, V, Vp);
+    CU_DISPATCH(s, E,
+                crossentropy_forward_kernel<E><<<N, CE_THREADS, 0, cu_stream(s)->stream>>>(
+                    losses, (const E *)logits, targets, V, Vp));
     OP_CHECK_LAUNCH(s);
 }
 
-void cu_crossentropy_backward(gpt_stream *s, float *dlogits, const float *logits,
+void cu_crossentropy_backward(gpt_stream *s, void *dlogits, const void *logits,
                               const int32_t *targets, float dloss, int N, int V, int Vp)
 {
-    crossentropy_backward_kernel<<<N, CE_THREADS, 0, cu_stream(s)->stream>>>(
-        dlogits, logits, targets, dloss, V, Vp);
+    CU_DISPATCH(s, E,
+                crossentropy_backward_kernel<E><<<N, CE_THREADS, 0, cu_stream(s)->stream>>>(
+                    (E *)dlogits, (const E *)logits, targets, dloss, V, Vp));
     OP_CHECK_LAUNCH(s);
 }
 
@@ -446,12 +666,25 @@ __device__ static double block_tree_sum(double *sh)
 /* Stage 1: NORM_BLOCKS blocks (a fixed grid: the order depends only on n); each thread
  * sums x^2 over its grid-stride elements in double, the block adds its threads in a fixed
  * tree and writes one double partial. */
+template <int VEC>
 __global__ static void norm_squared_stage1(double *partials, const float *x, size_t n)
 {
+    typedef vec_t<float, VEC> V;
     __shared__ double sh[NORM_THREADS];
     double sum = 0.0;
-    GRID_STRIDE(i, n) {
-        const double xi = (double)x[i];
+    const size_t nv = n / VEC;
+    GRID_STRIDE(i, nv) {
+        const V xv = ((const V *)x)[i];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const double xi = (double)xv.v[j];
+            sum += xi * xi;
+        }
+    }
+    /* the last n % VEC elements, one each to the first threads of the grid */
+    const size_t tail = nv * VEC + blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (tail < n) {
+        const double xi = (double)x[tail];
         sum += xi * xi;
     }
     sh[threadIdx.x] = sum;
@@ -474,7 +707,13 @@ __global__ static void norm_squared_stage2(float *out, const double *partials)
 void cu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
 {
     cuda_stream_impl *st = cu_stream(s);
-    norm_squared_stage1<<<NORM_BLOCKS, NORM_THREADS, 0, st->stream>>>(st->norm_partials, x, n);
+    /* 16-byte loads when x allows them: the norm reads every gradient once per step. */
+    if (aligned16(x))
+        norm_squared_stage1<4><<<NORM_BLOCKS, NORM_THREADS, 0, st->stream>>>(st->norm_partials, x,
+                                                                            n);
+    else
+        norm_squared_stage1<1><<<NORM_BLOCKS, NORM_THREADS, 0, st->stream>>>(st->norm_partials, x,
+                                                                            n);
     OP_CHECK_LAUNCH(s);
     norm_squared_stage2<<<1, NORM_BLOCKS, 0, st->stream>>>(out, st->norm_partials);
     OP_CHECK_LAUNCH(s);

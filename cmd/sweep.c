@@ -1,0 +1,520 @@
+/*
+ * The sweep driver: -m all, run-list configs and --find-max (see sweep.h).
+ *
+ * Three phases, so that bad input never leaves half a sweep behind:
+ *   build     one item per run: its child command line (the run's options, then the
+ *             command line's, which therefore override), parsed here with cli_parse — any
+ *             error is reported with where it came from, exit 2, before anything runs;
+ *   resolve   layers-from (a find-max result), duplicates, --resume (a finished JSON) —
+ *             through --dry-run children where the CPU preset or the backend matter;
+ *   run       each item as a child process (find-max items bisect with children of their
+ *             own), a progress line with an ETA before each, a summary table at the end.
+ */
+#include "sweep.h"
+
+#include "report.h"
+#include "run.h"
+#include "strv.h"
+
+#include "../engines/runtime/timer.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef enum item_status {
+    ST_PENDING, ST_OK, ST_OOM, ST_ERROR, ST_CRASHED, ST_SKIPPED, ST_DUPLICATE, ST_DRY
+} item_status;
+
+typedef struct item {
+    char **argv;            /* argv[0] = "aebench", then options; NULL-terminated */
+    int argc;
+    char where[48];         /* "config F: runs[3]" for messages, "" for -m all */
+    run_config rc;          /* argv parsed */
+    int find_max;
+    char layers_from[64];
+    char desc[160];
+    double cost;            /* for the ETA: model FLOPs of the whole run */
+    item_status st;
+    char signal[32];
+    int dup_of;
+    int exit_code;
+    run_outcome o;          /* a training run's JSON (or a find-max's largest run) */
+    findmax_result fm;
+    char log[PATH_MAX];
+    double seconds;
+} item;
+
+typedef struct sweep {
+    const run_config *rc;
+    char exe[PATH_MAX];
+    char title[PATH_MAX + 64];
+    item *items;
+    int n;
+} sweep;
+
+static void sweep_free(sweep *s)
+{
+    for (int i = 0; i < s->n; i++) strv_free(&s->items[i].argv, &s->items[i].argc);
+    free(s->items);
+}
+
+static item *add_item(sweep *s)
+{
+    item *grown = realloc(s->items, sizeof *grown * (size_t)(s->n + 1));
+    if (!grown) return NULL;
+    s->items = grown;
+    item *it = &s->items[s->n++];
+    memset(it, 0, sizeof *it);
+    return it;
+}
+
+static int shape_given(const run_config *rc)
+{
+    static const char *const keys[] = {"layers", "hidden", "heads", "seq", "batch", "vocab"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (cli_given(rc, keys[i])) return 1;
+    return 0;
+}
+
+static void window_text(const run_config *rc, char *buf, size_t len)
+{
+    if (rc->eng.window) snprintf(buf, len, "%d", rc->eng.window);
+    else snprintf(buf, len, "auto");
+}
+
+/* Parse the item's command line as its child will; fill rc, desc and cost. */
+static int check_item(item *it, char *err, size_t errlen)
+{
+    char perr[1024];
+    cli_outcome out = cli_parse(it->argc, it->argv, &it->rc, perr, sizeof perr);
+    if (out != CLI_RUN) {
+        snprintf(err, errlen, "%s%s%s", it->where, it->where[0] ? ": " : "",
+                 out == CLI_DONE ? "--help and --version are not run options" : perr);
+        return -1;
+    }
+    const engine_vtbl *eng = engine_find(it->rc.method);
+    if (!eng) {
+        snprintf(err, errlen, "%s%sone method per run, not '%s'", it->where, it->where[0] ? ": " : "",
+                 it->rc.method);
+        return -1;
+    }
+    char eerr[512];
+    if (eng->check && eng->check(&it->rc.eng, eerr, sizeof eerr)) {
+        /* Refused before anything runs, like any other bad option of the list. */
+        snprintf(err, errlen, "%s%s%s", it->where, it->where[0] ? ": " : "", eerr);
+        return -1;
+    }
+    const gpt_shape *sh = &it->rc.eng.shape;
+    char w[16];
+    window_text(&it->rc, w, sizeof w);
+    if (it->find_max && (shape_given(&it->rc) || it->rc.eng.device == DEVICE_CUDA))
+        snprintf(it->desc, sizeof it->desc, "%s find-max h%d b%d w%s", eng->name, sh->hidden, sh->batch, w);
+    else if (shape_given(&it->rc) || it->rc.eng.device == DEVICE_CUDA)
+        snprintf(it->desc, sizeof it->desc, "%s l%d h%d b%d w%s", eng->name, sh->layers, sh->hidden,
+                 sh->batch, w);
+    else /* the child picks its backend, and on the CPU the preset shape */
+        snprintf(it->desc, sizeof it->desc, "%s default shape w%s%s", eng->name, w,
+                 it->find_max ? " find-max" : "");
+    it->cost = gpt_model_flops(sh) * (it->find_max ? 8 : it->rc.iters);
+    return 0;
+}
+
+/* A --dry-run child: how this run resolves (backend, preset shape, budgets). */
+static int probe_item(const sweep *s, const item *it, child_result *pr, char *err, size_t errlen)
+{
+    char **argv = NULL;
+    int n = 0;
+    if (strv_push_all(&argv, &n, it->argv, it->argc) || strv_push(&argv, &n, "--dry-run")) {
+        strv_free(&argv, &n);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc_ = child_run(s->exe, argv, CHILD_QUIET_OUT, pr, err, errlen);
+    strv_free(&argv, &n);
+    if (rc_) return -1;
+    if (!pr->exited || pr->exit_code != 0 || !pr->probed) {
+        snprintf(err, errlen, "%s%sits dry run failed (exit %d)", it->where, it->where[0] ? ": " : "",
+                 pr->exited ? pr->exit_code : 128 + pr->signal);
+        return -1;
+    }
+    return 0;
+}
+
+/* layers-from: the layer count of an earlier --find-max of that engine at this shape. */
+static int resolve_layers_from(const sweep *s, item *it, char *err, size_t errlen)
+{
+    child_result pr;
+    if (probe_item(s, it, &pr, err, errlen)) return -1;
+    const engine_vtbl *from = engine_find(it->layers_from);
+    const int shape5[5] = {pr.shape[1], pr.shape[2], pr.shape[3], pr.shape[4], pr.shape[5]};
+    findmax_result fm;
+    if (findmax_lookup(it->rc.results_dir, from->name, shape5, -1, pr.backend, it->rc.gpu_mem_limit,
+                       it->rc.cpu_mem_limit, &fm) != 0) {
+        snprintf(err, errlen, "%s.layers-from: no --find-max result for %s at h%d heads%d s%d b%d vocab%d "
+                              "(%s, these memory limits) in %.1000s: run case 1 (or --find-max -m %s) first",
+                 it->where, from->name, shape5[0], shape5[1], shape5[2], shape5[3], shape5[4],
+                 pr.backend, it->rc.results_dir, from->name);
+        return -1;
+    }
+    if (fm.max_layers < 1) {
+        snprintf(err, errlen, "%s.layers-from: %s trained at no size (%.1000s)", it->where, from->name, fm.json);
+        return -1;
+    }
+    char L[32];
+    snprintf(L, sizeof L, "%d", fm.max_layers);
+    if (strv_push(&it->argv, &it->argc, "--layers") || strv_push(&it->argv, &it->argc, L)) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return check_item(it, err, errlen);
+}
+
+/* --resume: the newest JSON in the results directory that says ok for this method, shape,
+ * window, iterations, backend, dtype and checkpointing. */
+static int find_done(const item *it, const child_result *pr, run_outcome *found)
+{
+    DIR *d = opendir(it->rc.results_dir);
+    if (!d) return -1;
+    const engine_vtbl *eng = engine_find(it->rc.method);
+    char w[16];
+    window_text(&it->rc, w, sizeof w);
+    struct dirent *de;
+    struct timespec newest = {0, 0};
+    int have = 0;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (strncmp(de->d_name, "log_", 4) != 0 || len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
+            continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", it->rc.results_dir, de->d_name) >= (int)sizeof path) continue;
+        run_outcome o;
+        struct stat st;
+        if (stat(path, &st) != 0 || run_outcome_read(path, &o) != 0) continue;
+        int match = strcmp(o.status, "ok") == 0 && strcmp(o.method, eng->name) == 0 &&
+                    o.layers == pr->shape[0] && o.hidden == pr->shape[1] && o.heads == pr->shape[2] &&
+                    o.seq == pr->shape[3] && o.batch == pr->shape[4] && o.vocab == pr->shape[5] &&
+                    strcmp(o.window, w) == 0 && o.iters == it->rc.iters &&
+                    strcmp(o.backend, pr->backend) == 0 && o.ckpt == it->rc.eng.ckpt &&
+                    strcmp(o.dtype, it->rc.eng.bf16 ? "bf16" : "fp32") == 0;
+        if (match && (!have || st.st_mtim.tv_sec > newest.tv_sec ||
+                      (st.st_mtim.tv_sec == newest.tv_sec && st.st_mtim.tv_nsec > newest.tv_nsec))) {
+            have = 1;
+            newest = st.st_mtim;
+            *found = o;
+        }
+    }
+    closedir(d);
+    return have ? 0 : -1;
+}
+
+static int resolve_resume(const sweep *s, item *it, char *err, size_t errlen)
+{
+    child_result pr;
+    if (probe_item(s, it, &pr, err, errlen)) return -1;
+    if (it->find_max) {
+        const int shape5[5] = {pr.shape[1], pr.shape[2], pr.shape[3], pr.shape[4], pr.shape[5]};
+        if (findmax_lookup(it->rc.results_dir, engine_find(it->rc.method)->name, shape5, it->rc.eng.window,
+                           pr.backend, it->rc.gpu_mem_limit, it->rc.cpu_mem_limit, &it->fm) == 0) {
+            it->st = ST_SKIPPED;
+            it->o = it->fm.best;
+            snprintf(it->log, sizeof it->log, "%s", it->fm.log);
+        }
+        return 0;
+    }
+    if (find_done(it, &pr, &it->o) == 0) {
+        it->st = ST_SKIPPED;
+        snprintf(it->log, sizeof it->log, "%s", it->o.log);
+    }
+    return 0;
+}
+
+static void hms(double seconds, char *buf, size_t len)
+{
+    long t = (long)(seconds + 0.5);
+    snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+static const char *status_text(const item *it, char *buf, size_t len)
+{
+    switch (it->st) {
+    case ST_OK: return "ok";
+    case ST_OOM: return "oom";
+    case ST_ERROR: return "error";
+    case ST_CRASHED: snprintf(buf, len, "crashed(%s)", it->signal); return buf;
+    case ST_SKIPPED: return "ok (resumed)";
+    case ST_DUPLICATE: snprintf(buf, len, "= #%d", it->dup_of + 1); return buf;
+    case ST_DRY: return "dry run";
+    case ST_PENDING: break;
+    }
+    return "not run";
+}
+
+static void run_training(const sweep *s, item *it, char *err, size_t errlen)
+{
+    child_result cr;
+    if (child_run(s->exe, it->argv, CHILD_SHOW, &cr, err, errlen)) {
+        it->st = ST_ERROR;
+        fprintf(stderr, "aebench: %s\n", err);
+        return;
+    }
+    it->exit_code = cr.exited ? cr.exit_code : -1;
+    snprintf(it->log, sizeof it->log, "%s", cr.log);
+    if (cr.json[0]) run_outcome_read(cr.json, &it->o);
+    if (!cr.exited) {
+        it->st = ST_CRASHED;
+        child_signal_name(cr.signal, it->signal, sizeof it->signal);
+    } else if (s->rc->dry_run) {
+        it->st = cr.exit_code == 0 ? ST_DRY : ST_ERROR;
+    } else if (it->o.have) {
+        /* The JSON is the record; the exit code agrees with it unless writing it failed. */
+        it->st = strcmp(it->o.status, "ok") == 0 ? (cr.exit_code == 0 ? ST_OK : ST_ERROR)
+                 : strcmp(it->o.status, "oom") == 0 ? ST_OOM : ST_ERROR;
+    } else {
+        it->st = cr.exit_code == EXIT_RUN_OOM ? ST_OOM : ST_ERROR;
+    }
+}
+
+static void run_findmax(const sweep *s, item *it, char *err, size_t errlen)
+{
+    if (findmax_run(s->exe, it->argv, it->argc, &it->rc, &it->fm, err, errlen)) {
+        fprintf(stderr, "aebench: %s%s%s\n", it->where, it->where[0] ? ": " : "", err);
+        it->st = ST_ERROR;
+        return;
+    }
+    if (s->rc->dry_run) {
+        it->st = ST_DRY;
+        return;
+    }
+    it->o = it->fm.best;
+    snprintf(it->log, sizeof it->log, "%s", it->fm.log);
+    it->st = it->fm.status == EXIT_RUN_OK ? ST_OK : it->fm.status == EXIT_RUN_OOM ? ST_OOM : ST_ERROR;
+}
+
+static void print_summary(const sweep *s, double seconds)
+{
+    char t[32];
+    hms(seconds, t, sizeof t);
+    printf("\nsummary: %s | %d run%s | %s\n", s->title, s->n, s->n == 1 ? "" : "s", t);
+    printf("%3s  %-14s %-26s %-18s %10s %10s %9s %11s %11s  %s\n", "#", "engine", "run", "status",
+           "ms/iter", "samples/s", "TFLOP/s", "peak GPU", "peak host", "log");
+    for (int i = 0; i < s->n; i++) {
+        const item *it = &s->items[i];
+        const item *src = it->st == ST_DUPLICATE ? &s->items[it->dup_of] : it;
+        const run_outcome *o = &src->o;
+        char stbuf[48], run[64], ms[24] = "-", sps[24] = "-", tf[24] = "-", g[24] = "-", h[24] = "-";
+        const char *st = status_text(it, stbuf, sizeof stbuf);
+        const engine_vtbl *eng = engine_find(it->rc.method);
+        if (it->find_max && (src->st == ST_OK || src->st == ST_SKIPPED || src->st == ST_OOM))
+            snprintf(run, sizeof run, "max l%d h%d b%d", src->fm.max_layers, it->rc.eng.shape.hidden,
+                     it->rc.eng.shape.batch);
+        else if (o->have)
+            snprintf(run, sizeof run, "l%d h%d b%d w%s", o->layers, o->hidden, o->batch, o->window);
+        else
+            snprintf(run, sizeof run, "%.63s", strchr(it->desc, ' ') ? strchr(it->desc, ' ') + 1 : it->desc);
+        if (o->have && strcmp(o->status, "ok") == 0) {
+            snprintf(ms, sizeof ms, "%.1f", o->median_ms);
+            snprintf(sps, sizeof sps, "%.3f", o->samples_per_s);
+            snprintf(tf, sizeof tf, "%.3f", o->model_tflops);
+        }
+        if (o->have) {
+            format_bytes(o->peak_gpu, g, sizeof g);
+            format_bytes(o->peak_host, h, sizeof h);
+        }
+        printf("%3d  %-14s %-26s %-18s %10s %10s %9s %11s %11s  %s\n", i + 1, eng ? eng->name : "?", run,
+               st, ms, sps, tf, g, h, src->log[0] ? src->log : "-");
+        if (it->find_max && src->st != ST_PENDING && src->st != ST_ERROR && src->st != ST_DRY) {
+            char sb[32];
+            format_bytes(src->fm.next_short, sb, sizeof sb);
+            printf("     find-max: largest l%d = %.3f B parameters; l%d stopped by %s%s%s\n",
+                   src->fm.max_layers, src->fm.params / 1e9, src->fm.next_layers,
+                   src->fm.next_memory[0] ? src->fm.next_memory : "an error",
+                   src->fm.next_memory[0] ? " memory, short by " : "", src->fm.next_memory[0] ? sb : "");
+        }
+    }
+    printf("exit codes: 0 all ok | 3 some out of memory, none failed | 1 some failed or crashed\n");
+    fflush(stdout);
+}
+
+/* ---- building the items ------------------------------------------------------------------ */
+
+static int build_items(sweep *s, int argc, char **argv, char *err, size_t errlen)
+{
+    const run_config *rc = s->rc;
+    char **base = NULL;
+    int nbase = 0;
+    int rc_ = -1;
+    if (rc->config_runs) {
+        if (cli_given(rc, "method") && strcmp(rc->method, "all") == 0) {
+            snprintf(err, errlen, "-m all with a run list: the runs name their methods (\"method\": \"all\")");
+            return -1;
+        }
+        cli_runlist list;
+        if (cli_load_runlist(rc->config_path, &list, err, errlen)) return -1;
+        if (cli_child_args(argc, argv, 1, 0, &base, &nbase)) {
+            cli_runlist_free(&list);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        snprintf(s->title, sizeof s->title, "config %.3800s%s%s", rc->config_path,
+                 list.description[0] ? ": " : "", list.description);
+        for (int i = 0; i < list.n; i++) {
+            const cli_run *r = &list.runs[i];
+            item *it = add_item(s);
+            if (!it || strv_push(&it->argv, &it->argc, "aebench") ||
+                strv_push_all(&it->argv, &it->argc, r->args, r->nargs) ||
+                strv_push_all(&it->argv, &it->argc, base, nbase)) {
+                snprintf(err, errlen, "out of memory");
+                cli_runlist_free(&list);
+                goto out;
+            }
+            /* The file name is added when a message is printed (item_error). */
+            snprintf(it->where, sizeof it->where, "%s", r->where);
+            it->find_max = r->find_max || rc->find_max;
+            /* A layer count on the command line overrides layers-from like any other key. */
+            if (!cli_given(rc, "layers")) snprintf(it->layers_from, sizeof it->layers_from, "%s", r->layers_from);
+        }
+        cli_runlist_free(&list);
+    } else {
+        const int all = strcmp(rc->method, "all") == 0;
+        if (cli_child_args(argc, argv, 0, all, &base, &nbase)) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        snprintf(s->title, sizeof s->title, "%s%s", all ? "-m all" : rc->method, rc->find_max ? " --find-max" : "");
+        for (int i = 0; i < engine_count(); i++) {
+            const engine_vtbl *eng = engine_at(i);
+            if (!all && engine_find(rc->method) != eng) continue;
+            item *it = add_item(s);
+            if (!it || strv_push(&it->argv, &it->argc, "aebench") ||
+                strv_push_all(&it->argv, &it->argc, base, nbase) ||
+                (all && (strv_push(&it->argv, &it->argc, "--method") ||
+                         strv_push(&it->argv, &it->argc, eng->name)))) {
+                snprintf(err, errlen, "out of memory");
+                goto out;
+            }
+            it->find_max = rc->find_max;
+        }
+    }
+    rc_ = 0;
+out:
+    strv_free(&base, &nbase);
+    return rc_;
+}
+
+/* The error prefix of an item: "config F: runs[3]". */
+static int item_error(const sweep *s, const item *it, const char *msg)
+{
+    if (s->rc->config_runs && strncmp(msg, "config ", 7) != 0)
+        fprintf(stderr, "aebench: config %s: %s\n", s->rc->config_path, msg);
+    else
+        fprintf(stderr, "aebench: %s\n", msg);
+    (void)it;
+    return EXIT_BAD_INPUT;
+}
+
+static int same_argv(const item *a, const item *b)
+{
+    if (a->argc != b->argc || a->find_max != b->find_max) return 0;
+    for (int i = 0; i < a->argc; i++)
+        if (strcmp(a->argv[i], b->argv[i]) != 0) return 0;
+    return 1;
+}
+
+int sweep_main(int argc, char **argv, const run_config *rc)
+{
+    char err[2048];
+    if (getenv("AEBENCH_REPORT_FD")) {
+        /* A child of a sweep is one run; a sweep inside it would fork without end. */
+        fprintf(stderr, "aebench: a child run of a sweep cannot start a sweep (-m all, a run list, --find-max)\n");
+        return EXIT_BAD_INPUT;
+    }
+    sweep s;
+    memset(&s, 0, sizeof s);
+    s.rc = rc;
+    if (child_self_exe(s.exe, sizeof s.exe, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return EXIT_RUN_ERROR;
+    }
+    int code = EXIT_BAD_INPUT;
+    if (build_items(&s, argc, argv, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        goto done;
+    }
+    /* Build: every run parses, before any starts. */
+    for (int i = 0; i < s.n; i++)
+        if (check_item(&s.items[i], err, sizeof err)) {
+            code = item_error(&s, &s.items[i], err);
+            goto done;
+        }
+    /* Resolve: layers-from, duplicates, --resume. */
+    for (int i = 0; i < s.n; i++) {
+        item *it = &s.items[i];
+        if (it->layers_from[0] && resolve_layers_from(&s, it, err, sizeof err)) {
+            code = item_error(&s, it, err);
+            goto done;
+        }
+    }
+    for (int i = 0; i < s.n; i++)
+        for (int j = 0; j < i && s.items[i].st == ST_PENDING; j++)
+            if (s.items[j].st != ST_DUPLICATE && same_argv(&s.items[i], &s.items[j])) {
+                s.items[i].st = ST_DUPLICATE;
+                s.items[i].dup_of = j;
+            }
+    if (rc->resume && !rc->dry_run)
+        for (int i = 0; i < s.n; i++)
+            if (s.items[i].st == ST_PENDING && resolve_resume(&s, &s.items[i], err, sizeof err)) {
+                code = item_error(&s, &s.items[i], err);
+                goto done;
+            }
+
+    /* Run. */
+    double total_cost = 0, done_cost = 0;
+    for (int i = 0; i < s.n; i++)
+        if (s.items[i].st == ST_PENDING) total_cost += s.items[i].cost;
+    const double t0 = wall_ms();
+    printf("aebench sweep: %s | %d run%s\n", s.title, s.n, s.n == 1 ? "" : "s");
+    for (int i = 0; i < s.n; i++) {
+        item *it = &s.items[i];
+        char el[32], eta[32] = "--:--:--", st[48];
+        const double elapsed = (wall_ms() - t0) / 1000.0;
+        hms(elapsed, el, sizeof el);
+        /* Time so far per unit of model FLOPs, times what is left: runs of different sizes
+         * (case 4's 16...92 layers) then get a fair share each. */
+        if (done_cost > 0) hms(elapsed / done_cost * (total_cost - done_cost), eta, sizeof eta);
+        if (it->st != ST_PENDING) {
+            printf("[%d/%d] %s | %s | %s\n", i + 1, s.n, it->desc, status_text(it, st, sizeof st),
+                   it->st == ST_SKIPPED ? it->log : "");
+            continue;
+        }
+        printf("[%d/%d] %s | elapsed %s | ETA %s\n", i + 1, s.n, it->desc, el, eta);
+        fflush(stdout);
+        const double ts = wall_ms();
+        if (it->find_max) run_findmax(&s, it, err, sizeof err);
+        else run_training(&s, it, err, sizeof err);
+        it->seconds = (wall_ms() - ts) / 1000.0;
+        done_cost += it->cost;
+        printf("[%d/%d] %s: %s", i + 1, s.n, it->desc, status_text(it, st, sizeof st));
+        if (it->o.have && strcmp(it->o.status, "ok") == 0)
+            printf(" | %.1f ms/it | %.3f samples/s", it->o.median_ms, it->o.samples_per_s);
+        printf(" | %.1f s\n", it->seconds);
+        fflush(stdout);
+    }
+    if (!rc->dry_run) print_summary(&s, (wall_ms() - t0) / 1000.0);
+
+    /* The worst outcome: a failure or crash over out-of-memory over ok. */
+    code = EXIT_RUN_OK;
+    for (int i = 0; i < s.n; i++) {
+        const item_status st = s.items[i].st;
+        if (st == ST_ERROR || st == ST_CRASHED) code = EXIT_RUN_ERROR;
+        else if (st == ST_OOM && code == EXIT_RUN_OK) code = EXIT_RUN_OOM;
+    }
+done:
+    sweep_free(&s);
+    return code;
+}

@@ -1,0 +1,34 @@
+/*
+ * spans.h — how long each stream was busy during one iteration.
+ *
+ * An engine brackets each piece of work it issues (a layer's compute, one layer's copy)
+ * with span_begin / span_end on the stream that runs it; both are events, so nothing
+ * waits.  After the iteration (once the streams are synchronised) spans_sum adds up, per
+ * kind of stream, the time between each pair.  A span begun after a stream_wait_event
+ * starts when the wait is satisfied, so the sums are busy time, not waiting time.
+ */
+#ifndef AEBENCH_SPANS_H
+#define AEBENCH_SPANS_H
+
+#include "../../kernels/gpt.h"
+
+typedef struct stream_spans {
+    const gpt_backend *be;
+    gpt_event **events; /* 2 per span */
+    int *kind;          /* per span */
+    int cap, n;         /* spans */
+    int overflow;       /* spans that did not fit (their time is not counted) */
+} stream_spans;
+
+int spans_init(stream_spans *sp, const gpt_backend *be, int cap);
+void spans_free(stream_spans *sp);
+/* Start a new iteration's record. */
+void spans_reset(stream_spans *sp);
+/* Bracket work on s: begin gives the span's id (-1 when the record is full: that span is
+ * then not counted), end takes it.  Spans on different streams may interleave. */
+int span_begin(stream_spans *sp, gpt_stream *s, int kind, int *id);
+int span_end(stream_spans *sp, gpt_stream *s, int id);
+/* busy_ms[k] += total ms of the spans of kind k (all recorded events must be complete). */
+int spans_sum(stream_spans *sp, double *busy_ms, int nkinds);
+
+#endif

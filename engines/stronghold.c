@@ -1,0 +1,828 @@
+/*
+ * stronghold — a working window of layers on the GPU (Sun et al., SC'22), done exactly.
+ *
+ * Layers 0..R-1 are resident: they never move and update on the GPU.  Layers R..L-1 are
+ * streamed through a ring of S layer slots, and their optimizer runs on the host (the
+ * paper's W is our R; with -w W the ring has min(W, L-W) slots, its layout; -w auto picks S
+ * from measured copy and compute times and then makes every layer that still fits
+ * resident, so a model that fits entirely runs exactly like megatron-lm).
+ *
+ * Where things live (fp32):
+ *   GPU   embed block: params, grads, Adam m, v; resident layers: params, grads, m, v and
+ *         their checkpointed inputs; S slots, each: one layer's params, grads and input;
+ *         the head input x[L]; one layer's activations (recomputed), backward scratch, head
+ *         activations (logits become their own gradient), residual gradient, ids, the L+1
+ *         squared block norms
+ *   host  pinned: streamed layers' params and grads, the checkpointed inputs of streamed
+ *         layers that leave the ring (all but the top S), losses and norms read-back, a
+ *         staging block; ordinary: streamed layers' Adam m and v
+ *
+ * Slot of streamed layer k: (k - R) mod S.  One iteration, stream by stream:
+ *   compute   ids; embed; fwd 0..L-1 (a streamed layer waits for its params); head;
+ *             bwd head, L-1..0 with recompute (a streamed layer below the top S waits for
+ *             its params and input), each streamed layer's squared grad norm right after
+ *             its backward; embed bwd; norms of embed and resident blocks; read back;
+ *             GPU Adam of embed and resident layers
+ *   h2d       fwd: layer k+S's params into k's slot once k's forward is done (and once the
+ *             host Adam of k+S from the previous step is done); bwd: layer j-S's params and
+ *             input into j's slot once j's grads have left, and its grads zeroed
+ *   d2h       fwd: each streamed layer's input, once its forward is done (not the top S:
+ *             they stay in their slots until their backward); bwd: each streamed layer's
+ *             grads once its backward is done
+ *   host Adam layer R, R+1, ..., L-1 as soon as the global norm is known (after backward),
+ *             each after its grads are home; it runs while the next step's forward runs,
+ *             whose prefetch of layer k waits for k's update.
+ * Events order every hand-off between streams; the host only waits for a host-Adam ticket
+ * before issuing the copy that needs it, and for the norms at the end of backward.
+ *
+ * Why the host Adam starts after backward and not as each layer's grads arrive (as the
+ * paper does): Megatron clips with the norm of *all* gradients, known only once backward
+ * ends.  Updating layer j earlier cannot give the baseline's result (the artifact updated
+ * those layers unclipped).  So the host update overlaps the next forward instead.
+ *
+ * Artifact bugs not copied: the lr schedule, clipping and the norm cover every layer.
+ */
+#include "engine.h"
+
+#include "runtime/cpu_adam.h"
+#include "runtime/spans.h"
+#include "runtime/timer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_ALLOCS = 40 };
+
+/* The shape of the placement: R resident layers, S slots for the Ls = L - R others. */
+typedef struct sh_layout {
+    int L, R, S, Ls;
+    int n_ckpt;      /* streamed layers whose input goes to the host: max(0, Ls - S) */
+    size_t PL, PE;   /* floats of one layer block and of the embed block */
+    size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
+} sh_layout;
+
+static sh_layout layout_for(const gpt_shape *sh, int R, int S)
+{
+    sh_layout z;
+    z.L = sh->layers;
+    z.R = R;
+    z.S = S;
+    z.Ls = z.L - R;
+    z.n_ckpt = z.Ls > S ? z.Ls - S : 0;
+    z.PL = gpt_layer_layout_of(sh).total;
+    z.PE = gpt_embed_layout_of(sh).total;
+    z.N = (size_t)sh->batch * sh->seq;
+    z.NC = z.N * (size_t)sh->hidden;
+    return z;
+}
+
+/* Bytes of every allocation; plan, init and the -w auto choice share them. */
+typedef struct sh_bytes {
+    size_t embed, resident, slots, res_inputs, slot_inputs, x_out;
+    size_t acts, scratch, head, dres, ids, norms;
+    size_t host_params, host_grads, host_mv, host_ckpt, host_losses, host_norms, staging;
+} sh_bytes;
+
+static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
+{
+    const size_t f = sizeof(float);
+    sh_bytes b;
+    b.embed = z->PE * f;                      /* each of params, grads, m, v */
+    b.resident = (size_t)z->R * z->PL * f;    /* each of params, grads, m, v */
+    b.slots = (size_t)z->S * z->PL * f;       /* each of params, grads */
+    b.res_inputs = (size_t)z->R * z->NC * f;
+    b.slot_inputs = (size_t)z->S * z->NC * f;
+    b.x_out = z->NC * f;
+    b.acts = gpt_layer_acts_floats(sh) * f;
+    b.scratch = gpt_layer_scratch_floats(sh) * f;
+    b.head = gpt_head_acts_floats(sh) * f;
+    b.dres = z->NC * f;
+    b.ids = 2 * z->N * sizeof(int32_t);
+    b.norms = (size_t)(z->L + 1) * f;
+    b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->PL * f;
+    b.host_ckpt = (size_t)z->n_ckpt * z->NC * f;
+    b.host_losses = z->N * f;
+    b.host_norms = b.norms;
+    /* The staging block also serves -w auto's probe copies of one input. */
+    size_t st = z->PE > z->PL ? z->PE : z->PL;
+    b.staging = (st > z->NC ? st : z->NC) * f;
+    return b;
+}
+
+/* Everything but the resident layers and the slots. */
+static uint64_t gpu_common(const sh_bytes *b)
+{
+    return 4 * (uint64_t)b->embed + b->x_out + b->acts + b->scratch + b->head + b->dres +
+           b->ids + b->norms;
+}
+static uint64_t gpu_per_resident(const sh_layout *z)
+{
+    return (4 * z->PL + z->NC) * sizeof(float);
+}
+static uint64_t gpu_per_slot(const sh_layout *z)
+{
+    return (2 * z->PL + z->NC) * sizeof(float);
+}
+
+static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
+{
+    sh_bytes b = bytes_for(z, sh);
+    out->gpu_bytes = gpu_common(&b) + (uint64_t)z->R * gpu_per_resident(z) +
+                     (uint64_t)z->S * gpu_per_slot(z);
+    out->host_bytes = 4 * (uint64_t)b.host_params + b.host_ckpt + b.host_losses +
+                      b.host_norms + b.staging;
+    out->disk_bytes = 0;
+}
+
+/* -w W: the paper's layout (W resident, min(W, L-W) slots).  W >= L: every layer
+ * resident.  At least two slots when two or more layers stream: with one, a layer's output
+ * would overwrite its own input in the slot before that input is saved to the host. */
+static void fixed_window(const gpt_shape *sh, int W, int *R, int *S)
+{
+    const int L = sh->layers;
+    *R = W < L ? W : L;
+    const int Ls = L - *R;
+    *S = W < Ls ? W : Ls;
+    if (*S < 2 && Ls >= 2) *S = 2;
+}
+
+/* -w auto's memory rule: with S slots, as many resident layers as `left` bytes of GPU
+ * memory hold after a headroom for what the arena does not see (library workspaces,
+ * allocator rounding: a twentieth of what is left, at most 512 MiB).  Every layer resident
+ * when they all fit.  Returns 0 when not even the S slots fit. */
+static int auto_layout(const gpt_shape *sh, uint64_t left, int S, int *R_out, int *S_out)
+{
+    const int L = sh->layers;
+    sh_layout z = layout_for(sh, 0, 0);
+    const uint64_t headroom = left / 20 < (512ull << 20) ? left / 20 : (512ull << 20);
+    const uint64_t usable = left - headroom;
+    const uint64_t per_res = gpu_per_resident(&z), per_slot = gpu_per_slot(&z);
+    if ((uint64_t)L * per_res <= usable) {
+        *R_out = L;
+        *S_out = 0;
+        return 1;
+    }
+    if (S > L) S = L;
+    if ((uint64_t)S * per_slot > usable) return 0;
+    uint64_t R = (usable - (uint64_t)S * per_slot) / per_res;
+    if (R > (uint64_t)(L - S)) R = (uint64_t)(L - S);
+    *R_out = (int)R;
+    *S_out = S;
+    return 1;
+}
+
+static void stronghold_plan(const engine_config *cfg, engine_plan *out)
+{
+    const gpt_shape *sh = &cfg->shape;
+    int R = 0, S = sh->layers < 2 ? sh->layers : 2;
+    if (cfg->window > 0) {
+        fixed_window(sh, cfg->window, &R, &S);
+    } else if (cfg->gpu_budget) {
+        /* -w auto: the layout its memory rule gives under this budget, with the three slots
+         * that hide the copies at the paper's shapes (init measures the real number). */
+        sh_layout z0 = layout_for(sh, 0, 0);
+        sh_bytes b0 = bytes_for(&z0, sh);
+        const uint64_t common = gpu_common(&b0);
+        if (cfg->gpu_budget <= common || !auto_layout(sh, cfg->gpu_budget - common, 3, &R, &S)) {
+            R = 0;
+            S = sh->layers < 2 ? sh->layers : 2;
+        }
+    }
+    /* (-w auto without a budget: the least it can run with, every layer streamed.) */
+    sh_layout z = layout_for(sh, R, S);
+    plan_of(&z, sh, out);
+}
+
+static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg->ckpt) {
+        snprintf(err, errlen, "stronghold recomputes every layer from its checkpointed input; "
+                              "--no-ckpt is not supported");
+        return -1;
+    }
+    if (cfg->bf16) {
+        snprintf(err, errlen, "stronghold does not support --dtype bf16 yet");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- state ------------------------------------------------------------------------------ */
+
+typedef struct allocation {
+    void *ptr;
+    size_t bytes;
+    enum { ON_GPU, ON_HOST, ON_PINNED } where;
+    const char *what;
+} allocation;
+
+typedef struct slot_events {
+    gpt_event *ready;     /* h2d: the slot holds its layer's params (and input, zeroed grads) */
+    gpt_event *fwd_done;  /* compute: the slot's layer has run forward */
+    gpt_event *x_off;     /* d2h: the slot's input has been saved to the host */
+    gpt_event *bwd_done;  /* compute: the slot's layer has run backward */
+} slot_events;
+
+typedef struct stronghold_state {
+    engine_env env;
+    gpt_shape sh;
+    sh_layout z;
+    gpt_stream *compute, *h2d, *d2h;
+    cpu_adam *host_adam;
+    allocation allocs[MAX_ALLOCS];
+    int nallocs;
+
+    /* GPU */
+    float *embed_p, *embed_g, *embed_m, *embed_v;
+    float *res_p, *res_g, *res_m, *res_v; /* R layer blocks each */
+    float *slot_p, *slot_g;               /* S layer blocks each */
+    float *res_x, *slot_x, *x_out;        /* inputs: R, S, 1 of (N, C) */
+    gpt_layer_acts acts;
+    gpt_layer_scratch scratch;
+    gpt_head_acts head;
+    float *dres, *dev_norms;
+    int32_t *ids;
+    /* host */
+    float *host_p, *host_g, *host_m, *host_v; /* Ls layer blocks each */
+    float *host_ckpt;                         /* n_ckpt (N, C) inputs */
+    float *host_losses, *host_norms, *staging;
+
+    slot_events *slot_ev;     /* S */
+    gpt_event **grads_home;   /* L: layer k's grads are on the host */
+    uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending) */
+    stream_spans spans;
+    int adam_step;
+} stronghold_state;
+
+static int alloc_in(stronghold_state *st, void **ptr, size_t bytes, int where, const char *what)
+{
+    if (st->nallocs == MAX_ALLOCS) return GPT_ERR_INVALID;
+    int rc = where == ON_GPU    ? dev_arena_alloc(st->env.gpu, ptr, bytes, what)
+             : where == ON_HOST ? host_alloc(st->env.host, ptr, bytes, what)
+                                : pinned_alloc(st->env.host, st->env.be, ptr, bytes, what);
+    if (rc == 0) st->allocs[st->nallocs++] = (allocation){*ptr, bytes, where, what};
+    return rc;
+}
+
+static void release(stronghold_state *st, allocation *a)
+{
+    if (a->where == ON_GPU) dev_arena_free(st->env.gpu, a->ptr, a->bytes);
+    else if (a->where == ON_HOST) host_free(st->env.host, a->ptr, a->bytes);
+    else pinned_free(st->env.host, st->env.be, a->ptr, a->bytes);
+}
+
+/* Free the most recent allocation (the -w auto probe's). */
+static void free_last(stronghold_state *st)
+{
+    release(st, &st->allocs[--st->nallocs]);
+}
+
+static void wait_all_adam(stronghold_state *st)
+{
+    for (int k = 0; k < st->z.L; k++)
+        if (st->adam_ticket && st->adam_ticket[k]) (void)cpu_adam_wait(st->host_adam, st->adam_ticket[k]);
+}
+
+static void stronghold_free(void *state)
+{
+    stronghold_state *st = state;
+    if (!st) return;
+    if (st->host_adam) {
+        wait_all_adam(st);
+        cpu_adam_destroy(st->host_adam);
+    }
+    gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) (void)gpt_stream_sync(streams[i]);
+    spans_free(&st->spans);
+    if (st->slot_ev)
+        for (int s = 0; s < st->z.S; s++) {
+            gpt_event_destroy(st->slot_ev[s].ready);
+            gpt_event_destroy(st->slot_ev[s].fwd_done);
+            gpt_event_destroy(st->slot_ev[s].x_off);
+            gpt_event_destroy(st->slot_ev[s].bwd_done);
+        }
+    if (st->grads_home)
+        for (int k = 0; k < st->z.L; k++) gpt_event_destroy(st->grads_home[k]);
+    free(st->slot_ev);
+    free(st->grads_home);
+    free(st->adam_ticket);
+    for (int i = st->nallocs - 1; i >= 0; i--) release(st, &st->allocs[i]);
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
+    free(st);
+}
+
+/* ---- where layer k's tensors are --------------------------------------------------------- */
+
+static int slot_of(const stronghold_state *st, int k) { return (k - st->z.R) % st->z.S; }
+
+static float *params_of(stronghold_state *st, int k)
+{
+    return k < st->z.R ? st->res_p + (size_t)k * st->z.PL
+                       : st->slot_p + (size_t)slot_of(st, k) * st->z.PL;
+}
+static float *grads_of(stronghold_state *st, int k)
+{
+    return k < st->z.R ? st->res_g + (size_t)k * st->z.PL
+                       : st->slot_g + (size_t)slot_of(st, k) * st->z.PL;
+}
+/* Layer k's input on the GPU; k == L is the head's input. */
+static float *input_of(stronghold_state *st, int k)
+{
+    if (k == st->z.L) return st->x_out;
+    return k < st->z.R ? st->res_x + (size_t)k * st->z.NC
+                       : st->slot_x + (size_t)slot_of(st, k) * st->z.NC;
+}
+/* Host copies of streamed layer k (k >= R). */
+static size_t host_block(const stronghold_state *st, int k) { return (size_t)(k - st->z.R) * st->z.PL; }
+/* Streamed layers below the top S keep their input on the host between fwd and bwd. */
+static int input_leaves(const stronghold_state *st, int k)
+{
+    return k >= st->z.R && k < st->z.L - st->z.S;
+}
+
+/* ---- -w auto ----------------------------------------------------------------------------- */
+
+/* Time (ms) of what a host-GPU pair of calls did on a stream, measured with two events. */
+static int timed(gpt_stream *s, gpt_event *a, gpt_event *b, float *ms)
+{
+    int rc = gpt_event_record(b, s);
+    if (!rc) rc = gpt_stream_sync(s);
+    if (!rc) rc = gpt_event_elapsed_ms(ms, a, b);
+    return rc;
+}
+
+/* Measure one layer's compute and copies on a temporary slot, then choose S (enough
+ * slots that a slot's copies finish while the layers in the other slots compute) and R (as
+ * many resident layers as the GPU memory left holds). */
+static int choose_window(stronghold_state *st, int *R_out, int *S_out)
+{
+    const gpt_shape *sh = &st->sh;
+    const int L = sh->layers;
+    sh_layout z = layout_for(sh, 0, 0);
+    const mem_budget *gb = &st->env.gpu->budget;
+    const uint64_t left = gb->limit > gb->in_use ? gb->limit - gb->in_use : 0;
+    const uint64_t per_res = gpu_per_resident(&z);
+    char a[32], b[32];
+    format_bytes((double)left, a, sizeof a);
+
+    int R = 0, S = 0;
+    if (auto_layout(sh, left, 2, &R, &S) && S == 0) {
+        format_bytes((double)L * per_res, b, sizeof b);
+        engine_note(&st->env, "stronghold -w auto: all %d layers fit on the GPU (%s of %s left): "
+                              "every layer resident with GPU Adam, no transfers", L, b, a);
+        *R_out = L;
+        *S_out = 0;
+        return GPT_OK;
+    }
+
+    /* The probe: one slot, one layer's params from the staging block. */
+    float *probe = NULL;
+    int rc = alloc_in(st, (void **)&probe, (2 * z.PL + z.NC) * sizeof(float), ON_GPU,
+                      "-w auto probe slot");
+    if (rc) return rc;
+    float *pp = probe, *pg = probe + z.PL, *px = probe + 2 * z.PL;
+    gpt_event *e0 = NULL, *e1 = NULL;
+    float ms_h2d = 0, ms_x = 0, ms_d2h = 0, ms_layer = 0;
+    if ((rc = gpt_event_create(st->env.be, &e0)) || (rc = gpt_event_create(st->env.be, &e1)))
+        goto out;
+    gpt_init_layer(st->staging, sh, 0, st->env.cfg->seed);
+    for (int rep = 0; rep < 2 && !rc; rep++) { /* the first round warms up the libraries */
+        if ((rc = gpt_event_record(e0, st->h2d)) ||
+            (rc = gpt_memcpy_h2d(st->h2d, pp, st->staging, z.PL * sizeof(float))) ||
+            (rc = timed(st->h2d, e0, e1, &ms_h2d)))
+            break;
+        if ((rc = gpt_event_record(e0, st->h2d)) ||
+            (rc = gpt_memcpy_h2d(st->h2d, px, st->staging, z.NC * sizeof(float))) ||
+            (rc = timed(st->h2d, e0, e1, &ms_x)))
+            break;
+        if ((rc = gpt_stream_memset_zero(st->compute, pg, z.PL * sizeof(float))) ||
+            (rc = gpt_stream_memset_zero(st->compute, st->dres, z.NC * sizeof(float))) ||
+            (rc = gpt_event_record(e0, st->compute)))
+            break;
+        gpt_layer_forward(st->compute, sh, pp, px, st->x_out, &st->acts);
+        gpt_layer_backward(st->compute, sh, pp, pg, px, st->dres, &st->acts, &st->scratch, 1);
+        if ((rc = timed(st->compute, e0, e1, &ms_layer))) break;
+        if ((rc = gpt_event_record(e0, st->d2h)) ||
+            (rc = gpt_memcpy_d2h(st->d2h, st->staging, pg, z.PL * sizeof(float))) ||
+            (rc = timed(st->d2h, e0, e1, &ms_d2h)))
+            break;
+    }
+out:
+    gpt_event_destroy(e0);
+    gpt_event_destroy(e1);
+    free_last(st);
+    if (rc) return rc;
+
+    /* A slot is refilled (grads out, then params and input in) while the layers in the
+     * other S-1 slots compute: S - 1 >= copies / compute, and at least 2. */
+    const double copies = (double)ms_d2h + ms_h2d + ms_x;
+    const double per_layer = ms_layer > 1e-3f ? ms_layer : 1e-3;
+    const int S_need = 1 + (int)ceil(copies / per_layer);
+    if (!auto_layout(sh, left, S_need < 2 ? 2 : S_need, &R, &S)) {
+        /* Not even the ring fits: say so through the budget's record. */
+        void *p = NULL;
+        rc = alloc_in(st, &p, (size_t)(S_need < 2 ? 2 : S_need) * gpu_per_slot(&z) + (size_t)left / 20,
+                      ON_GPU, "-w auto: the layer slots");
+        if (rc == 0) free_last(st);
+        return rc ? rc : GPT_ERR_OOM;
+    }
+    if (S > L - R) S = L - R;
+    format_bytes((double)per_res, b, sizeof b);
+    engine_note(&st->env,
+                "stronghold -w auto: one layer: compute %.2f ms (fwd, recompute, bwd), params in "
+                "%.2f ms, input in %.2f ms, grads out %.2f ms -> %d slots hide the copies; %s of GPU "
+                "memory left holds %d resident layers (%s each) -> window %d resident + %d slots of %d layers",
+                ms_layer, ms_h2d, ms_x, ms_d2h, S, a, R, b, R, S, L);
+    *R_out = R;
+    *S_out = S;
+    return GPT_OK;
+}
+
+/* ---- init ----------------------------------------------------------------------------------- */
+
+static int init_params(stronghold_state *st)
+{
+    const gpt_shape *sh = &st->sh;
+    const sh_layout *z = &st->z;
+    const uint64_t seed = st->env.cfg->seed;
+    gpt_stream *s = st->compute;
+    int rc;
+    gpt_init_embed(st->staging, sh, seed);
+    if ((rc = gpt_memcpy_h2d(s, st->embed_p, st->staging, z->PE * sizeof(float))) ||
+        (rc = gpt_stream_sync(s)))
+        return rc;
+    for (int k = 0; k < z->R; k++) {
+        gpt_init_layer(st->staging, sh, k, seed);
+        if ((rc = gpt_memcpy_h2d(s, params_of(st, k), st->staging, z->PL * sizeof(float))) ||
+            (rc = gpt_stream_sync(s)))
+            return rc;
+    }
+    for (int k = z->R; k < z->L; k++) gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
+    const size_t host_state = (size_t)z->Ls * z->PL * sizeof(float);
+    if (host_state) {
+        memset(st->host_m, 0, host_state);
+        memset(st->host_v, 0, host_state);
+    }
+    if ((rc = gpt_stream_memset_zero(s, st->embed_m, z->PE * sizeof(float))) ||
+        (rc = gpt_stream_memset_zero(s, st->embed_v, z->PE * sizeof(float))))
+        return rc;
+    if (z->R) {
+        const size_t res = (size_t)z->R * z->PL * sizeof(float);
+        if ((rc = gpt_stream_memset_zero(s, st->res_m, res)) ||
+            (rc = gpt_stream_memset_zero(s, st->res_v, res)))
+            return rc;
+    }
+    return gpt_stream_sync(s);
+}
+
+static int stronghold_init(const engine_env *env, void **state)
+{
+    *state = NULL;
+    char err[256];
+    if (stronghold_check(env->cfg, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return GPT_ERR_INVALID;
+    }
+    if (env->world != 1) {
+        fprintf(stderr, "aebench: stronghold runs on one rank (got %d ranks)\n", env->world);
+        return GPT_ERR_INVALID;
+    }
+    stronghold_state *st = calloc(1, sizeof *st);
+    if (!st) return GPT_ERR_OOM;
+    st->env = *env;
+    st->sh = env->cfg->shape;
+    *state = st;
+    const gpt_shape *sh = &st->sh;
+    const int L = sh->layers;
+    int rc;
+    if ((rc = env->be->ops->stream_create(env->be, &st->compute)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->h2d)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
+        (rc = cpu_adam_create(&st->host_adam, env->cfg->threads)))
+        return rc;
+
+    /* What every placement needs, then the window, then the rest. */
+    sh_layout z0 = layout_for(sh, 0, 0);
+    sh_bytes b0 = bytes_for(&z0, sh);
+    void *acts = NULL, *scratch = NULL, *head = NULL;
+    if ((rc = alloc_in(st, (void **)&st->embed_p, b0.embed, ON_GPU, "embedding parameters")) ||
+        (rc = alloc_in(st, (void **)&st->embed_g, b0.embed, ON_GPU, "embedding gradients")) ||
+        (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, ON_GPU, "embedding Adam m")) ||
+        (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, ON_GPU, "embedding Adam v")) ||
+        (rc = alloc_in(st, (void **)&st->x_out, b0.x_out, ON_GPU, "last layer output")) ||
+        (rc = alloc_in(st, &acts, b0.acts, ON_GPU, "layer activations")) ||
+        (rc = alloc_in(st, &scratch, b0.scratch, ON_GPU, "backward scratch")) ||
+        (rc = alloc_in(st, &head, b0.head, ON_GPU, "logits and head activations")) ||
+        (rc = alloc_in(st, (void **)&st->dres, b0.dres, ON_GPU, "residual gradient")) ||
+        (rc = alloc_in(st, (void **)&st->ids, b0.ids, ON_GPU, "token ids")) ||
+        (rc = alloc_in(st, (void **)&st->dev_norms, b0.norms, ON_GPU, "block norms")) ||
+        (rc = alloc_in(st, (void **)&st->host_losses, b0.host_losses, ON_PINNED, "losses read-back")) ||
+        (rc = alloc_in(st, (void **)&st->host_norms, b0.host_norms, ON_PINNED, "norms read-back")) ||
+        (rc = alloc_in(st, (void **)&st->staging, b0.staging, ON_PINNED, "staging block")))
+        return rc;
+    gpt_layer_acts_carve(&st->acts, acts, sh);
+    gpt_layer_scratch_carve(&st->scratch, scratch, sh);
+    gpt_head_acts_carve(&st->head, head, sh);
+
+    int R, S;
+    if (env->cfg->window > 0) {
+        fixed_window(sh, env->cfg->window, &R, &S);
+        engine_note(env, "stronghold -w %d: %d resident layers, %d slots for the other %d%s",
+                    env->cfg->window, R, S, L - R, env->cfg->window > L ? " (window > layers)" : "");
+    } else if ((rc = choose_window(st, &R, &S))) {
+        return rc;
+    }
+    st->z = layout_for(sh, R, S);
+    sh_bytes b = bytes_for(&st->z, sh);
+    if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, ON_GPU, "resident layers' parameters")) ||
+              (rc = alloc_in(st, (void **)&st->res_g, b.resident, ON_GPU, "resident layers' gradients")) ||
+              (rc = alloc_in(st, (void **)&st->res_m, b.resident, ON_GPU, "resident layers' Adam m")) ||
+              (rc = alloc_in(st, (void **)&st->res_v, b.resident, ON_GPU, "resident layers' Adam v")) ||
+              (rc = alloc_in(st, (void **)&st->res_x, b.res_inputs, ON_GPU, "resident layers' inputs"))))
+        return rc;
+    if (S && ((rc = alloc_in(st, (void **)&st->slot_p, b.slots, ON_GPU, "layer slots' parameters")) ||
+              (rc = alloc_in(st, (void **)&st->slot_g, b.slots, ON_GPU, "layer slots' gradients")) ||
+              (rc = alloc_in(st, (void **)&st->slot_x, b.slot_inputs, ON_GPU, "layer slots' inputs")) ||
+              (rc = alloc_in(st, (void **)&st->host_p, b.host_params, ON_PINNED, "streamed layers' parameters")) ||
+              (rc = alloc_in(st, (void **)&st->host_g, b.host_grads, ON_PINNED, "streamed layers' gradients")) ||
+              (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, ON_HOST, "streamed layers' Adam m")) ||
+              (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, ON_HOST, "streamed layers' Adam v"))))
+        return rc;
+    if (b.host_ckpt &&
+        (rc = alloc_in(st, (void **)&st->host_ckpt, b.host_ckpt, ON_PINNED, "streamed layers' inputs")))
+        return rc;
+
+    st->slot_ev = calloc((size_t)(S ? S : 1), sizeof *st->slot_ev);
+    st->grads_home = calloc((size_t)L, sizeof *st->grads_home);
+    st->adam_ticket = calloc((size_t)L, sizeof *st->adam_ticket);
+    if (!st->slot_ev || !st->grads_home || !st->adam_ticket) return GPT_ERR_OOM;
+    for (int s = 0; s < S; s++)
+        if ((rc = gpt_event_create(env->be, &st->slot_ev[s].ready)) ||
+            (rc = gpt_event_create(env->be, &st->slot_ev[s].fwd_done)) ||
+            (rc = gpt_event_create(env->be, &st->slot_ev[s].x_off)) ||
+            (rc = gpt_event_create(env->be, &st->slot_ev[s].bwd_done)))
+            return rc;
+    for (int k = R; k < L; k++)
+        if ((rc = gpt_event_create(env->be, &st->grads_home[k]))) return rc;
+    /* Spans per step: fwd and bwd of every layer on compute, head and optimizer; one h2d
+     * and one d2h per streamed layer and direction. */
+    if ((rc = spans_init(&st->spans, env->be, 6 * L + 16))) return rc;
+
+    engine_plan p;
+    plan_of(&st->z, sh, &p);
+    char g[32], h[32];
+    format_bytes((double)p.gpu_bytes, g, sizeof g);
+    format_bytes((double)p.host_bytes, h, sizeof h);
+    engine_note(env, "stronghold plan: GPU %s (%d resident layers, %d slots), host %s; host Adam: %s",
+                g, R, S, h, cpu_adam_isa(st->host_adam));
+    return init_params(st);
+}
+
+static void stronghold_chosen_plan(void *state, engine_plan *out)
+{
+    stronghold_state *st = state;
+    plan_of(&st->z, &st->sh, out);
+}
+
+/* ---- one step -------------------------------------------------------------------------------- */
+
+/* Bring streamed layer k's params into its slot for the forward, once the slot's previous
+ * layer has run forward and k's host update (from the previous step) is done. */
+static int prefetch_forward(stronghold_state *st, int k, step_result *out)
+{
+    slot_events *ev = &st->slot_ev[slot_of(st, k)];
+    int rc, span;
+    if (st->adam_ticket[k] && (rc = cpu_adam_wait(st->host_adam, st->adam_ticket[k]))) return rc;
+    st->adam_ticket[k] = 0;
+    if (k - st->z.S >= st->z.R && (rc = gpt_stream_wait_event(st->h2d, ev->fwd_done))) return rc;
+    if ((rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->h2d, params_of(st, k), st->host_p + host_block(st, k),
+                             st->z.PL * sizeof(float))) ||
+        (rc = span_end(&st->spans, st->h2d, span)) || (rc = gpt_event_record(ev->ready, st->h2d)))
+        return rc;
+    out->bytes_h2d += (double)st->z.PL * sizeof(float);
+    return GPT_OK;
+}
+
+/* Bring streamed layer j's params and input into its slot for the backward, once the
+ * slot's previous layer (j + S) has sent its grads home; zero the slot's grads. */
+static int prefetch_backward(stronghold_state *st, int j, step_result *out)
+{
+    slot_events *ev = &st->slot_ev[slot_of(st, j)];
+    int rc, span;
+    if ((rc = gpt_stream_wait_event(st->h2d, st->grads_home[j + st->z.S])) ||
+        (rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->h2d, params_of(st, j), st->host_p + host_block(st, j),
+                             st->z.PL * sizeof(float))) ||
+        (rc = gpt_memcpy_h2d(st->h2d, input_of(st, j),
+                             st->host_ckpt + (size_t)(j - st->z.R) * st->z.NC,
+                             st->z.NC * sizeof(float))) ||
+        (rc = gpt_stream_memset_zero(st->h2d, grads_of(st, j), st->z.PL * sizeof(float))) ||
+        (rc = span_end(&st->spans, st->h2d, span)) || (rc = gpt_event_record(ev->ready, st->h2d)))
+        return rc;
+    out->bytes_h2d += (double)(st->z.PL + st->z.NC) * sizeof(float);
+    return GPT_OK;
+}
+
+static int forward(stronghold_state *st, step_result *out)
+{
+    const gpt_shape *sh = &st->sh;
+    const sh_layout *z = &st->z;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    for (int k = z->R; k < z->R + z->S; k++)
+        if ((rc = prefetch_forward(st, k, out))) return rc;
+
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_embed_forward(c, sh, st->embed_p, st->ids, input_of(st, 0));
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    for (int k = 0; k < z->L; k++) {
+        slot_events *ev = k >= z->R ? &st->slot_ev[slot_of(st, k)] : NULL;
+        if (ev && (rc = gpt_stream_wait_event(c, ev->ready))) return rc;
+        /* The output goes into the next layer's slot: its previous layer's input must have
+         * been saved first. */
+        const int next = k + 1;
+        if (next < z->L && next - z->S >= z->R &&
+            (rc = gpt_stream_wait_event(c, st->slot_ev[slot_of(st, next)].x_off)))
+            return rc;
+        if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+        gpt_layer_forward(c, sh, params_of(st, k), input_of(st, k), input_of(st, next), &st->acts);
+        if ((rc = span_end(&st->spans, c, span))) return rc;
+        if (!ev) continue;
+        if ((rc = gpt_event_record(ev->fwd_done, c))) return rc;
+        if (input_leaves(st, k)) {
+            if ((rc = gpt_stream_wait_event(st->d2h, ev->fwd_done)) ||
+                (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
+                (rc = gpt_memcpy_d2h(st->d2h, st->host_ckpt + (size_t)(k - z->R) * z->NC,
+                                     input_of(st, k), z->NC * sizeof(float))) ||
+                (rc = span_end(&st->spans, st->d2h, span)) ||
+                (rc = gpt_event_record(ev->x_off, st->d2h)))
+                return rc;
+            out->bytes_d2h += (double)z->NC * sizeof(float);
+        }
+        if (k + z->S < z->L && (rc = prefetch_forward(st, k + z->S, out))) return rc;
+    }
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_head_forward(c, sh, st->embed_p, st->x_out, st->ids + z->N, &st->head);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
+}
+
+static int backward(stronghold_state *st, step_result *out)
+{
+    const gpt_shape *sh = &st->sh;
+    const sh_layout *z = &st->z;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_head_backward(c, sh, st->embed_p, st->embed_g, st->x_out, st->ids + z->N, &st->head,
+                      st->dres, &st->scratch);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    for (int j = z->L - 1; j >= 0; j--) {
+        const int streamed = j >= z->R;
+        slot_events *ev = streamed ? &st->slot_ev[slot_of(st, j)] : NULL;
+        if (streamed) {
+            /* The top S layers are still in their slots from the forward. */
+            if (j < z->L - z->S) {
+                if ((rc = gpt_stream_wait_event(c, ev->ready))) return rc;
+            } else if ((rc = gpt_stream_memset_zero(c, grads_of(st, j), z->PL * sizeof(float)))) {
+                return rc;
+            }
+        }
+        if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+        gpt_layer_backward(c, sh, params_of(st, j), grads_of(st, j), input_of(st, j), st->dres,
+                           &st->acts, &st->scratch, 1);
+        if (streamed) gpt_norm_squared(c, st->dev_norms + 1 + j, grads_of(st, j), z->PL);
+        if ((rc = span_end(&st->spans, c, span))) return rc;
+        if (!streamed) continue;
+        if ((rc = gpt_event_record(ev->bwd_done, c)) ||
+            (rc = gpt_stream_wait_event(st->d2h, ev->bwd_done)) ||
+            (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
+            (rc = gpt_memcpy_d2h(st->d2h, st->host_g + host_block(st, j), grads_of(st, j),
+                                 z->PL * sizeof(float))) ||
+            (rc = span_end(&st->spans, st->d2h, span)) ||
+            (rc = gpt_event_record(st->grads_home[j], st->d2h)))
+            return rc;
+        out->bytes_d2h += (double)z->PL * sizeof(float);
+        if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
+    }
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
+    /* The blocks that stay on the GPU; the streamed ones were done after their backward. */
+    gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
+    for (int k = 0; k < z->R; k++) gpt_norm_squared(c, st->dev_norms + 1 + k, grads_of(st, k), z->PL);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
+}
+
+static int optimizer(stronghold_state *st, step_result *out)
+{
+    const sh_layout *z = &st->z;
+    const gpt_optim *o = &st->env.cfg->optim;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    const float lr = (float)out->lr, scale = gpt_clip_scale(o, out->grad_norm);
+    const int t = ++st->adam_step;
+    gpt_layer_layout ll = gpt_layer_layout_of(&st->sh);
+    gpt_embed_layout el = gpt_embed_layout_of(&st->sh);
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_block_adamw(c, st->embed_p, st->embed_g, st->embed_m, st->embed_v, z->PE, el.n_decay, o,
+                    lr, t, scale);
+    for (int k = 0; k < z->R; k++) {
+        const size_t off = (size_t)k * z->PL;
+        gpt_block_adamw(c, st->res_p + off, st->res_g + off, st->res_m + off, st->res_v + off,
+                        z->PL, ll.n_decay, o, lr, t, scale);
+    }
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    /* Ascending, so that the next forward, which needs layer R first, waits least. */
+    for (int k = z->R; k < z->L; k++) {
+        const size_t off = host_block(st, k);
+        cpu_adam_job job = {
+            .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
+            .v = st->host_v + off, .n = z->PL, .n_decay = ll.n_decay, .optim = *o, .lr = lr,
+            .t = t, .grad_scale = scale, .after = st->grads_home[k],
+        };
+        if ((rc = cpu_adam_submit(st->host_adam, &job, &st->adam_ticket[k]))) return rc;
+        out->host_adam_params += (double)z->PL;
+    }
+    return GPT_OK;
+}
+
+static int stronghold_step(void *state, int iteration, const int32_t *tokens,
+                           const int32_t *targets, step_result *out)
+{
+    stronghold_state *st = state;
+    const sh_layout *z = &st->z;
+    const engine_config *cfg = st->env.cfg;
+    gpt_stream *c = st->compute;
+    int rc;
+    spans_reset(&st->spans);
+    out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
+
+    double t0 = wall_ms();
+    if ((rc = gpt_memcpy_h2d(c, st->ids, tokens, z->N * sizeof(int32_t))) ||
+        (rc = gpt_memcpy_h2d(c, st->ids + z->N, targets, z->N * sizeof(int32_t))) ||
+        (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))) ||
+        (z->R && (rc = gpt_stream_memset_zero(c, st->res_g, (size_t)z->R * z->PL * sizeof(float)))))
+        return rc;
+    if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+    double t1 = wall_ms();
+    if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+    double t2 = wall_ms();
+
+    out->loss = gpt_mean_loss(st->host_losses, (int)z->N);
+    out->grad_norm = gpt_combine_norms(st->host_norms, z->L + 1);
+    out->lr = gpt_lr_at(&cfg->optim, iteration);
+    out->skipped = !isfinite(out->grad_norm); /* as the baseline: no update at all */
+    if (!out->skipped && (rc = optimizer(st, out))) return rc;
+    /* The copies of this step are done by now or nearly; waiting for them keeps every
+     * buffer's owner obvious at the step boundary.  The host Adam goes on. */
+    if ((rc = gpt_stream_sync(c)) || (rc = gpt_stream_sync(st->d2h)) ||
+        (rc = gpt_stream_sync(st->h2d)))
+        return rc;
+    double t3 = wall_ms();
+    out->ms_forward = t1 - t0;
+    out->ms_backward = t2 - t1;
+    out->ms_optimizer = t3 - t2;
+    out->has_busy = 1;
+    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
+    if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
+    out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    return GPT_OK;
+}
+
+static int stronghold_read_params(void *state, float *host_params)
+{
+    stronghold_state *st = state;
+    const sh_layout *z = &st->z;
+    int rc;
+    wait_all_adam(st);
+    for (int k = 0; k < z->L; k++) st->adam_ticket[k] = 0;
+    if ((rc = gpt_memcpy_d2h(st->compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
+        (z->R && (rc = gpt_memcpy_d2h(st->compute, host_params + z->PE, st->res_p,
+                                      (size_t)z->R * z->PL * sizeof(float)))) ||
+        (rc = gpt_stream_sync(st->compute)))
+        return rc;
+    if (z->Ls)
+        memcpy(host_params + z->PE + (size_t)z->R * z->PL, st->host_p,
+               (size_t)z->Ls * z->PL * sizeof(float));
+    return GPT_OK;
+}
+
+const engine_vtbl engine_stronghold = {
+    .name = "stronghold",
+    .alias = NULL,
+    .description = "a window of layers on the GPU, the rest streamed with host Adam (-w W|auto)",
+    .uses_window = 1,
+    .plan = stronghold_plan,
+    .check = stronghold_check,
+    .init = stronghold_init,
+    .chosen_plan = stronghold_chosen_plan,
+    .step = stronghold_step,
+    .free = stronghold_free,
+    .read_params = stronghold_read_params,
+};

@@ -1,0 +1,21 @@
+# Case 1 (paper Fig. 6a): the largest trainable model of every engine.
+# Called by scripts/caseN_draw.sh with term (pngcairo or png), infile (CSV) and outfile.
+set macros
+set terminal @term size 900,540 font ",11"
+set output outfile
+set datafile separator ","
+set grid ytics
+set border 3
+set tics nomirror
+set title "Largest trainable model per engine (find-max)"
+set ylabel "parameters (billions)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.7
+set yrange [0:*]
+set offsets 0, 0, graph 0.08, 0
+set key off
+# columns: method,max_layers,parameters,parameters_b,next_layers,stopped_by,short_bytes,hidden,batch
+plot infile every ::1 using ($3/1e9):xticlabels(1) lc rgb "#4477aa", \
+     '' every ::1 using 0:($3/1e9):(sprintf("l%d", $2)) with labels offset 0,0.8 notitle

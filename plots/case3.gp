@@ -1,0 +1,19 @@
+# Case 3 (paper Fig. 8a): every engine at the baseline's largest size.
+# Called by scripts/caseN_draw.sh with term (pngcairo or png), infile (CSV) and outfile.
+set macros
+set terminal @term size 900,540 font ",11"
+set output outfile
+set datafile separator ","
+set grid ytics
+set border 3
+set tics nomirror
+set title "Throughput of every engine at the same model size"
+set ylabel "samples / s"
+set style data histograms
+set style fill solid 0.85 border -1
+set boxwidth 0.7
+set yrange [0:*]
+set offsets 0, 0, graph 0.08, 0
+set key off
+# columns: method,layers,window,parameters_b,iter_ms,samples_per_s
+plot infile every ::1 using 6:xticlabels(sprintf("%s (l%d)", strcol(1), $2)) lc rgb "#4477aa"

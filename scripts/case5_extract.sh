@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Case 5 (paper Fig. 9): stronghold at one layer count with windows of every size.
+#   scripts/case5_extract.sh [-r RESULTS_DIR] [-o OUT_DIR] [-l LAYERS]   -> OUT_DIR/case5.csv
+set -euo pipefail
+source "$(dirname "$0")/ae_lib.sh"
+ae_options "[-l LAYERS]" case5.csv "$@"
+LAYERS=${LAYERS:-32}
+rows=$(ae_runs "$RESULTS" | awk -F, -v L="$LAYERS" '$1 == "stronghold" && $2 == L && $5 != "auto"')
+[ -n "$rows" ] || { echo "$0: no finished stronghold runs at l$LAYERS in $RESULTS (run case 5 first)" >&2; exit 1; }
+{
+    echo "window,iter_ms,samples_per_s"
+    awk -F, '{ printf "%s,%s,%s\n", $5, $7, $8 }' <<<"$rows" | sort -t, -k1,1n
+} | ae_write_csv
