@@ -64,7 +64,7 @@ if has max; then
     echo "== the largest l this host holds"
     ./aebench --device cuda -m stronghold -h 2048 -b 4 --find-max --dry-run --results "$res/probes" >"$out/findmax_plan.txt" 2>&1
     tail -n 3 "$out/findmax_plan.txt"
-    lmax=$(grep -oE 'largest[^0-9]*[0-9]+' "$out/findmax_plan.txt" | grep -oE '[0-9]+$' | tail -n 1)
+    lmax=$(grep -oE 'fits up to l[0-9]+' "$out/findmax_plan.txt" | grep -oE '[0-9]+$' | tail -n 1)
     [ -n "$lmax" ] && run "l${lmax}_max" -m stronghold -l "$lmax" --iters 4 --log-interval 4
 fi
 python3 bench/stronghold_summary.py "$out" | tee "$out/table.md"
