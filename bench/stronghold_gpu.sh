@@ -9,10 +9,10 @@
 #
 # On the device machine, from the repository root, with .deps carried:
 #   bash bench/stronghold_gpu.sh "$OUT" [parts]
-# parts: a comma list of check,bw,l32,sweep,l64,l100,max (default: all of them).
+# parts: a comma list of check,bw,l32,sweep,l64,noclip,l100,max (default: all of them).
 set -uo pipefail
 out=${1:-bench/results/latest}
-parts=${2:-check,bw,l32,sweep,l64,l100,max}
+parts=${2:-check,bw,l32,sweep,l64,noclip,l100,max}
 mkdir -p "$out" .deps/root
 for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
 export CPATH=$PWD/.deps/root/usr/include
@@ -55,6 +55,11 @@ fi
 if has l64; then
     echo "== l64 on the paper's machine (32G GPU, 90G host)"
     run l64_v100 -m stronghold -l 64 --gpu-mem-limit 32G --cpu-mem-limit 90G --iters 6 --log-interval 6
+fi
+if has noclip; then
+    echo "== without clipping (--clip-grad 0): host Adam under the backward, the paper's schedule"
+    run l32_w15_noclip -m stronghold -l 32 -w 15 --clip-grad 0 --iters 8 --log-interval 8
+    run l64_v100_noclip -m stronghold -l 64 --gpu-mem-limit 32G --cpu-mem-limit 90G --clip-grad 0 --iters 6 --log-interval 6
 fi
 if has l100; then
     echo "== l100"

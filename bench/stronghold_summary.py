@@ -78,6 +78,8 @@ def main():
         gl = j["memory"]["gpu"]["limit_bytes"]
         hl = j["memory"]["host"]["limit_bytes"]
         name = "%s l%d w%s" % (j["method"], c["layers"], c["window"])
+        if c.get("clip_grad", 1) <= 0:
+            name += " clip 0"
         if gl < 100 * 2**30 and j["method"] != "megatron-lm" and gl < 60 * 2**30:
             name += " (GPU %.0fG, host %.0fG)" % (gib(gl), gib(hl))
         if j["status"] != "ok":

@@ -51,7 +51,7 @@ static const opt_spec specs[] = {
     {OPT_DTYPE, "dtype", 0, ARG_TEXT, "fp32|bf16", "storage type on the GPU (default fp32)"},
     {OPT_MATH, "math", 0, ARG_TEXT, "tf32|fp32", "GPU matmuls on TF32 tensor cores, or strict fp32 (default tf32)"},
     {OPT_GPU_MEM, "gpu-mem-limit", 0, ARG_TEXT, "SIZE", "GPU memory budget, e.g. 32G (default: free memory)"},
-    {OPT_CPU_MEM, "cpu-mem-limit", 0, ARG_TEXT, "SIZE", "host memory budget, e.g. 90G (default: available memory)"},
+    {OPT_CPU_MEM, "cpu-mem-limit", 0, ARG_TEXT, "SIZE", "host memory budget, e.g. 90G (default: 90% of available memory)"},
     {OPT_DRY_RUN, "dry-run", 0, ARG_NONE, NULL, "print the memory plan and parameter count, allocate nothing"},
     {OPT_DATA, "data", 0, ARG_TEXT, "FILE", "train on little-endian uint16 tokens (default: synthetic corpus)"},
     {OPT_NO_CKPT, "no-ckpt", 0, ARG_NONE, NULL, "keep every layer's activations (no checkpointing)"},

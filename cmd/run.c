@@ -407,7 +407,12 @@ void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, siz
         size_t free_b = 0, total_b = 0;
         if (be->ops->dev_mem_info(be, &free_b, &total_b) == 0) gpu_limit = free_b;
     }
-    if (!host_limit) (void)gpt_host_mem_info(&host_limit, NULL);
+    if (!host_limit && gpt_host_mem_info(&host_limit, NULL) == 0) {
+        /* Not all of it: the kernel, the CUDA driver and page tables need some, and a run
+         * planned to the last byte of MemAvailable is killed by the OOM killer (seen at
+         * l330 on a 125 GiB host) instead of being reported. */
+        host_limit = host_limit / 10 * 9;
+    }
     *gpu = gpu_limit ? gpu_limit : SIZE_MAX;
     *host = host_limit ? host_limit : SIZE_MAX;
 }

@@ -38,7 +38,12 @@
  * Why the host Adam starts after backward and not as each layer's grads arrive (as the
  * paper does): Megatron clips with the norm of *all* gradients, known only once backward
  * ends.  Updating layer j earlier cannot give the baseline's result (the artifact updated
- * those layers unclipped).  So the host update overlaps the next forward instead.
+ * those layers unclipped).  So with clipping the host update overlaps the next forward.
+ * Without clipping (--clip-grad 0) nothing waits for the norm: layer j's host update is
+ * queued as soon as its grads are on their way home and runs under the backward of the
+ * layers below, the paper's schedule, still equal to the baseline.  (One difference
+ * remains there: a non-finite gradient found at the end of the backward can no longer
+ * un-update the layers above it; the baseline would skip the whole step.)
  *
  * Artifact bugs not copied: the lr schedule, clipping and the norm cover every layer.
  */
@@ -628,6 +633,21 @@ static int prefetch_backward(stronghold_state *st, int j, step_result *out)
     return GPT_OK;
 }
 
+/* Queue layer k's host update, to start once its grads are home.  It uses the Adam step
+ * the coming optimizer phase will count (st->adam_step + 1). */
+static int submit_host_adam(stronghold_state *st, int k, step_result *out, float scale)
+{
+    const size_t off = host_block(st, k);
+    cpu_adam_job job = {
+        .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
+        .v = st->host_v + off, .n = st->z.PL, .n_decay = gpt_layer_layout_of(&st->sh).n_decay,
+        .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
+        .grad_scale = scale, .after = st->grads_home[k],
+    };
+    out->host_adam_params += (double)st->z.PL;
+    return cpu_adam_submit(st->host_adam, &job, &st->adam_ticket[k]);
+}
+
 static int forward(stronghold_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
@@ -708,6 +728,7 @@ static int backward(stronghold_state *st, step_result *out)
             (rc = gpt_event_record(st->grads_home[j], st->d2h)))
             return rc;
         out->bytes_d2h += (double)z->PL * sizeof(float);
+        if (st->env.cfg->optim.clip <= 0 && (rc = submit_host_adam(st, j, out, 1.0f))) return rc;
         if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
     }
     if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
@@ -726,7 +747,7 @@ static int optimizer(stronghold_state *st, step_result *out)
     gpt_stream *c = st->compute;
     int rc, span;
     const float lr = (float)out->lr, scale = gpt_clip_scale(o, out->grad_norm);
-    const int t = ++st->adam_step;
+    const int t = st->adam_step + 1;
     gpt_layer_layout ll = gpt_layer_layout_of(&st->sh);
     gpt_embed_layout el = gpt_embed_layout_of(&st->sh);
     if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
@@ -738,17 +759,11 @@ static int optimizer(stronghold_state *st, step_result *out)
                         z->PL, ll.n_decay, o, lr, t, scale);
     }
     if ((rc = span_end(&st->spans, c, span))) return rc;
-    /* Ascending, so that the next forward, which needs layer R first, waits least. */
-    for (int k = z->R; k < z->L; k++) {
-        const size_t off = host_block(st, k);
-        cpu_adam_job job = {
-            .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
-            .v = st->host_v + off, .n = z->PL, .n_decay = ll.n_decay, .optim = *o, .lr = lr,
-            .t = t, .grad_scale = scale, .after = st->grads_home[k],
-        };
-        if ((rc = cpu_adam_submit(st->host_adam, &job, &st->adam_ticket[k]))) return rc;
-        out->host_adam_params += (double)z->PL;
-    }
+    /* Ascending, so that the next forward, which needs layer R first, waits least.
+     * (Without clipping they were queued during the backward.) */
+    if (o->clip > 0)
+        for (int k = z->R; k < z->L; k++)
+            if ((rc = submit_host_adam(st, k, out, scale))) return rc;
     return GPT_OK;
 }
 
@@ -762,6 +777,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     int rc;
     spans_reset(&st->spans);
     out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
+    out->lr = gpt_lr_at(&cfg->optim, iteration);
 
     double t0 = wall_ms();
     if ((rc = gpt_memcpy_h2d(c, st->ids, tokens, z->N * sizeof(int32_t))) ||
@@ -776,9 +792,10 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
 
     out->loss = gpt_mean_loss(st->host_losses, (int)z->N);
     out->grad_norm = gpt_combine_norms(st->host_norms, z->L + 1);
-    out->lr = gpt_lr_at(&cfg->optim, iteration);
     out->skipped = !isfinite(out->grad_norm); /* as the baseline: no update at all */
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
+    /* Without clipping the streamed layers were already updated with this step number. */
+    if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
      * buffer's owner obvious at the step boundary.  The host Adam goes on. */
     if ((rc = gpt_stream_sync(c)) || (rc = gpt_stream_sync(st->d2h)) ||

@@ -110,6 +110,30 @@ static void test_stronghold_equals_baseline(void **state)
     free_trajectory(&base);
 }
 
+/* Without clipping the host updates run during the backward (queued as each layer's grads
+ * leave): still the baseline's trajectory, bit for bit. */
+static void test_stronghold_unclipped_equals_baseline(void **state)
+{
+    (void)state;
+    const int L = 8;
+    engine_config cfg = small_config(L);
+    cfg.optim.clip = 0;
+    cfg.optim.lr = 1e-3;
+    trajectory base;
+    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3);
+    const int windows[] = {1, 3};
+    for (int i = 0; i < 2; i++) {
+        engine_config c = cfg;
+        c.window = windows[i];
+        trajectory t;
+        run_engine(&engine_stronghold, &c, SIZE_MAX, &t);
+        assert_same_trajectory(&base, &t, windows[i] == 1 ? "unclipped -w 1" : "unclipped -w 3");
+        free_trajectory(&t);
+    }
+    free_trajectory(&base);
+}
+
 /* -w auto under a GPU budget too small for every layer: it streams some layers (its
  * chosen plan has fewer resident layers than L) and still equals the baseline. */
 static void test_stronghold_auto_under_budget(void **state)
@@ -203,6 +227,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stronghold_equals_baseline),
+        cmocka_unit_test(test_stronghold_unclipped_equals_baseline),
         cmocka_unit_test(test_stronghold_auto_under_budget),
         cmocka_unit_test(test_stronghold_gpu_memory_independent_of_layers),
         cmocka_unit_test(test_stronghold_oom),
