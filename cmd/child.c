@@ -14,20 +14,11 @@
 
 extern char **environ;
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 int child_self_exe(char *buf, size_t len, char *err, size_t errlen)
 {
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-    if (n < 0) return fail(err, errlen, "cannot find this binary (/proc/self/exe): %s", strerror(errno));
-    if ((size_t)n >= len - 1) return fail(err, errlen, "the path of this binary is too long");
+    if (n < 0) return cli_fail(err, errlen, "cannot find this binary (/proc/self/exe): %s", strerror(errno));
+    if ((size_t)n >= len - 1) return cli_fail(err, errlen, "the path of this binary is too long");
     buf[n] = '\0';
     return 0;
 }
@@ -82,13 +73,13 @@ int child_run(const char *exe, char *const argv[], child_output output, child_re
 {
     memset(out, 0, sizeof *out);
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return fail(err, errlen, "pipe: %s", strerror(errno));
+    if (pipe2(fds, O_CLOEXEC) != 0) return cli_fail(err, errlen, "pipe: %s", strerror(errno));
     char var[64];
     char **env = child_environment(fds[1], var, sizeof var);
     if (!env) {
         close(fds[0]);
         close(fds[1]);
-        return fail(err, errlen, "out of memory");
+        return cli_fail(err, errlen, "out of memory");
     }
     /* Whatever stdio holds would otherwise be written twice, by us and by the child. */
     fflush(stdout);
@@ -99,7 +90,7 @@ int child_run(const char *exe, char *const argv[], child_output output, child_re
         free(env);
         close(fds[0]);
         close(fds[1]);
-        return fail(err, errlen, "fork: %s", strerror(e));
+        return cli_fail(err, errlen, "fork: %s", strerror(e));
     }
     if (pid == 0) {
         /* The child: only async-signal-safe calls until exec. */
@@ -142,7 +133,7 @@ int child_run(const char *exe, char *const argv[], child_output output, child_re
     pid_t w;
     while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
-    if (w < 0) return fail(err, errlen, "waitpid: %s", strerror(errno));
+    if (w < 0) return cli_fail(err, errlen, "waitpid: %s", strerror(errno));
     if (read_failed) fprintf(stderr, "aebench: reading a child's report: %s\n", strerror(read_failed));
     if (WIFEXITED(status)) {
         out->exited = 1;

@@ -77,7 +77,7 @@ static const opt_spec *spec_by_name(const char *name)
     return NULL;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int cli_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -144,11 +144,11 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     if (sp->kind == ARG_INT) {
         long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS) ? 0 : 1;
         if (parse_int(value, lo, 2147483647LL, &iv))
-            return fail(err, errlen, "%s: '%s' is not %s integer", opt,
+            return cli_fail(err, errlen, "%s: '%s' is not %s integer", opt,
                         value ? value : "", lo ? "a positive" : "a non-negative");
     } else if (sp->kind == ARG_NUM) {
         if (parse_num(value, &dv))
-            return fail(err, errlen, "%s: '%s' is not a number", opt,
+            return cli_fail(err, errlen, "%s: '%s' is not a number", opt,
                         value ? value : "");
     }
     rc->given |= 1ULL << sp->id;
@@ -161,7 +161,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
                 strncat(names, engine_at(i)->name, sizeof names - strlen(names) - 1);
                 strncat(names, ", ", sizeof names - strlen(names) - 1);
             }
-            return fail(err, errlen, "%s%sunknown method '%s' (known: %sall)", label ? label : "",
+            return cli_fail(err, errlen, "%s%sunknown method '%s' (known: %sall)", label ? label : "",
                         label ? ": " : "", value, names);
         }
         snprintf(rc->method, sizeof rc->method, "%s", value);
@@ -172,14 +172,14 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_HEADS: e->shape.heads = (int)iv; break;
     case OPT_SEQ: e->shape.seq = (int)iv; break;
     case OPT_VOCAB:
-        if (iv < 2) return fail(err, errlen, "%s: must be at least 2", opt);
+        if (iv < 2) return cli_fail(err, errlen, "%s: must be at least 2", opt);
         e->shape.vocab = (int)iv;
         break;
     case OPT_WINDOW:
         if (strcmp(value, "auto") == 0) {
             e->window = 0;
         } else if (parse_int(value, 1, 1000000, &iv)) {
-            return fail(err, errlen, "%s: '%s' is neither a positive integer nor 'auto'",
+            return cli_fail(err, errlen, "%s: '%s' is neither a positive integer nor 'auto'",
                         opt, value);
         } else {
             e->window = (int)iv;
@@ -190,34 +190,34 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_SEED: e->seed = (uint64_t)iv; break;
     case OPT_THREADS: e->threads = (int)iv; break;
     case OPT_RESULTS:
-        if (!*value) return fail(err, errlen, "%s: empty directory name", opt);
+        if (!*value) return cli_fail(err, errlen, "%s: empty directory name", opt);
         if (snprintf(rc->results_dir, sizeof rc->results_dir, "%s", value) >= (int)sizeof rc->results_dir)
-            return fail(err, errlen, "%s: path too long", opt);
+            return cli_fail(err, errlen, "%s: path too long", opt);
         break;
     case OPT_DATA:
         if (snprintf(rc->data_path, sizeof rc->data_path, "%s", value) >= (int)sizeof rc->data_path)
-            return fail(err, errlen, "%s: path too long", opt);
+            return cli_fail(err, errlen, "%s: path too long", opt);
         break;
     case OPT_DEVICE:
         if (strcmp(value, "cpu") == 0) e->device = DEVICE_CPU;
         else if (strcmp(value, "cuda") == 0) e->device = DEVICE_CUDA;
-        else return fail(err, errlen, "%s: '%s' is not cpu or cuda", opt, value);
+        else return cli_fail(err, errlen, "%s: '%s' is not cpu or cuda", opt, value);
         rc->device_given = 1;
         break;
     case OPT_DTYPE:
         if (strcmp(value, "fp32") == 0) e->bf16 = 0;
         else if (strcmp(value, "bf16") == 0) e->bf16 = 1;
-        else return fail(err, errlen, "%s: '%s' is not fp32 or bf16", opt, value);
+        else return cli_fail(err, errlen, "%s: '%s' is not fp32 or bf16", opt, value);
         break;
     case OPT_MATH:
         if (strcmp(value, "tf32") == 0) e->tf32 = 1;
         else if (strcmp(value, "fp32") == 0) e->tf32 = 0;
-        else return fail(err, errlen, "%s: '%s' is not tf32 or fp32", opt, value);
+        else return cli_fail(err, errlen, "%s: '%s' is not tf32 or fp32", opt, value);
         break;
     case OPT_GPU_MEM:
     case OPT_CPU_MEM:
         if (parse_bytes(value, &bytes))
-            return fail(err, errlen, "%s: '%s' is not a size (e.g. 32G, 512M, 1073741824)",
+            return cli_fail(err, errlen, "%s: '%s' is not a size (e.g. 32G, 512M, 1073741824)",
                         opt, value);
         if (sp->id == OPT_GPU_MEM) rc->gpu_mem_limit = bytes;
         else rc->cpu_mem_limit = bytes;
@@ -227,24 +227,24 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_RESUME: rc->resume = flag_value; break;
     case OPT_NO_CKPT: e->ckpt = !flag_value; break;
     case OPT_LR:
-        if (dv <= 0) return fail(err, errlen, "%s: must be positive", opt);
+        if (dv <= 0) return cli_fail(err, errlen, "%s: must be positive", opt);
         e->optim.lr = dv;
         break;
     case OPT_MIN_LR:
-        if (dv < 0) return fail(err, errlen, "%s: must not be negative", opt);
+        if (dv < 0) return cli_fail(err, errlen, "%s: must not be negative", opt);
         e->optim.min_lr = dv;
         break;
     case OPT_DECAY_ITERS: e->optim.decay_iters = (int)iv; break;
     case OPT_WARMUP:
-        if (dv < 0 || dv > 1) return fail(err, errlen, "%s: must be in [0, 1]", opt);
+        if (dv < 0 || dv > 1) return cli_fail(err, errlen, "%s: must be in [0, 1]", opt);
         e->optim.warmup_fraction = dv;
         break;
     case OPT_WEIGHT_DECAY:
-        if (dv < 0) return fail(err, errlen, "%s: must not be negative", opt);
+        if (dv < 0) return cli_fail(err, errlen, "%s: must not be negative", opt);
         e->optim.weight_decay = dv;
         break;
     case OPT_CLIP:
-        if (dv < 0) return fail(err, errlen, "%s: must not be negative", opt);
+        if (dv < 0) return cli_fail(err, errlen, "%s: must not be negative", opt);
         e->optim.clip = dv;
         break;
     case OPT_CONFIG:
@@ -260,7 +260,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
 static cJSON *read_json(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "cannot read config %s: %s", path, strerror(errno)), NULL;
+    if (!f) return cli_fail(err, errlen, "cannot read config %s: %s", path, strerror(errno)), NULL;
     char *text = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -270,7 +270,7 @@ static cJSON *read_json(const char *path, char *err, size_t errlen)
             if (!grown) {
                 free(text);
                 fclose(f);
-                return fail(err, errlen, "config %s: out of memory", path), NULL;
+                return cli_fail(err, errlen, "config %s: out of memory", path), NULL;
             }
             text = grown;
         }
@@ -282,14 +282,14 @@ static cJSON *read_json(const char *path, char *err, size_t errlen)
     fclose(f);
     if (read_error) {
         free(text);
-        return fail(err, errlen, "cannot read config %s", path), NULL;
+        return cli_fail(err, errlen, "cannot read config %s", path), NULL;
     }
     text[len] = '\0';
     const char *where_err = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &where_err, 1);
     if (!root) {
         size_t at = where_err ? (size_t)(where_err - text) : 0;
-        fail(err, errlen, "config %s: malformed JSON near byte %zu", path, at);
+        cli_fail(err, errlen, "config %s: malformed JSON near byte %zu", path, at);
     }
     free(text);
     return root;
@@ -353,7 +353,7 @@ static int json_value(const cJSON *item, const opt_spec *sp, const char *label, 
     case ARG_TEXT:
         if (cJSON_IsString(item)) {
             if (snprintf(value, vlen, "%s", item->valuestring) >= (int)vlen)
-                return fail(err, errlen, "%s: value too long", label);
+                return cli_fail(err, errlen, "%s: value too long", label);
             return 0;
         }
         if (text_or_number && cJSON_IsNumber(item) && item->valuedouble == floor(item->valuedouble) &&
@@ -364,7 +364,7 @@ static int json_value(const cJSON *item, const opt_spec *sp, const char *label, 
         want = text_or_number ? "a string or a non-negative integer" : "a string";
         break;
     }
-    return fail(err, errlen, "%s: wrong type (want %s, got %s)", label, want, json_type_name(item));
+    return cli_fail(err, errlen, "%s: wrong type (want %s, got %s)", label, want, json_type_name(item));
 }
 
 /* A plain config: an object of options, applied to rc. */
@@ -375,11 +375,11 @@ static int load_options(run_config *rc, const cJSON *root, const char *path, cha
         char label[PATH_MAX + 128];
         snprintf(label, sizeof label, "config %s: %s", path, item->string);
         const opt_spec *sp = config_spec(item->string);
-        if (!sp) return fail(err, errlen, "%s: unknown key (see aebench --help)", label);
+        if (!sp) return cli_fail(err, errlen, "%s: unknown key (see aebench --help)", label);
         /* A child run gets the plain config too; --find-max in it would make every child a
          * sweep again.  In a run list the sweep driver takes it out of the children's options. */
         if (sp->id == OPT_FIND_MAX)
-            return fail(err, errlen, "%s: only in a run list's defaults or runs", label);
+            return cli_fail(err, errlen, "%s: only in a run list's defaults or runs", label);
         char value[PATH_MAX];
         int flag;
         if (json_value(item, sp, label, value, sizeof value, &flag, err, errlen)) return -1;
@@ -401,7 +401,7 @@ static int load_config(run_config *rc, const char *path, char *err, size_t errle
     if (!root) return -1;
     int rc_ = 0;
     if (!cJSON_IsObject(root))
-        rc_ = fail(err, errlen, "config %s: the top level must be a JSON object (of options, or a "
+        rc_ = cli_fail(err, errlen, "config %s: the top level must be a JSON object (of options, or a "
                                 "run list with \"defaults\" and \"runs\")", path);
     else if (is_runlist(root))
         rc->config_runs = 1; /* checked in full by cli_load_runlist before anything runs */
@@ -420,11 +420,11 @@ static int load_config(run_config *rc, const char *path, char *err, size_t errle
 static int check_layers_from(const cJSON *item, const char *label, char *err, size_t errlen)
 {
     if (!cJSON_IsString(item))
-        return fail(err, errlen, "%s: wrong type (want an engine name, \"self\" or \"all\", got %s)",
+        return cli_fail(err, errlen, "%s: wrong type (want an engine name, \"self\" or \"all\", got %s)",
                     label, json_type_name(item));
     if (strcmp(item->valuestring, "all") != 0 && strcmp(item->valuestring, "self") != 0 &&
         !engine_find(item->valuestring))
-        return fail(err, errlen, "%s: unknown method '%s'", label, item->valuestring);
+        return cli_fail(err, errlen, "%s: unknown method '%s'", label, item->valuestring);
     return 0;
 }
 
@@ -434,7 +434,7 @@ static int check_run_object(const cJSON *obj, const char *path, const char *pref
                             size_t errlen)
 {
     if (!cJSON_IsObject(obj))
-        return fail(err, errlen, "config %s: %s: wrong type (want an object of options, got %s)",
+        return cli_fail(err, errlen, "config %s: %s: wrong type (want an object of options, got %s)",
                     path, prefix, json_type_name(obj));
     run_config scratch;
     set_defaults(&scratch);
@@ -444,14 +444,14 @@ static int check_run_object(const cJSON *obj, const char *path, const char *pref
         const int from = strcmp(item->string, "layers-from") == 0;
         const opt_spec *sp = from ? NULL : config_spec(item->string);
         if (!from && !sp)
-            return fail(err, errlen, "%s: unknown key (see aebench --help)", label);
+            return cli_fail(err, errlen, "%s: unknown key (see aebench --help)", label);
         if (from && cJSON_GetObjectItemCaseSensitive(obj, "layers"))
-            return fail(err, errlen, "%s: give layers or layers-from, not both", label);
+            return cli_fail(err, errlen, "%s: give layers or layers-from, not both", label);
         const cJSON *first = item, *one = item;
         int count = 1;
         if (cJSON_IsArray(item)) {
             count = cJSON_GetArraySize(item);
-            if (count == 0) return fail(err, errlen, "%s: empty list", label);
+            if (count == 0) return cli_fail(err, errlen, "%s: empty list", label);
             first = item->child;
         }
         one = first;
@@ -477,9 +477,9 @@ static int emit_run(cli_runlist *out, const cJSON *obj, const char *where, char 
                     size_t errlen)
 {
     if (out->n >= RUNLIST_MAX)
-        return fail(err, errlen, "%s: more than %d runs after expansion", where, RUNLIST_MAX);
+        return cli_fail(err, errlen, "%s: more than %d runs after expansion", where, RUNLIST_MAX);
     cli_run *grown = realloc(out->runs, sizeof *grown * (size_t)(out->n + 1));
-    if (!grown) return fail(err, errlen, "out of memory");
+    if (!grown) return cli_fail(err, errlen, "out of memory");
     out->runs = grown;
     cli_run *r = &out->runs[out->n++];
     memset(r, 0, sizeof *r);
@@ -502,9 +502,9 @@ static int emit_run(cli_runlist *out, const cJSON *obj, const char *where, char 
         /* Defaults and run are merged already, so a false flag is simply left out. */
         if (sp->kind == ARG_NONE && !flag) continue;
         snprintf(opt, sizeof opt, "--%s", sp->name);
-        if (strv_push(&r->args, &r->nargs, opt)) return fail(err, errlen, "out of memory");
+        if (strv_push(&r->args, &r->nargs, opt)) return cli_fail(err, errlen, "out of memory");
         if (sp->kind != ARG_NONE && strv_push(&r->args, &r->nargs, value))
-            return fail(err, errlen, "out of memory");
+            return cli_fail(err, errlen, "out of memory");
     }
     return 0;
 }
@@ -541,7 +541,7 @@ static int expand_run(cli_runlist *out, cJSON *obj, const char *path, const char
         if (list && cJSON_GetArraySize(list) == 0) {
             cJSON_Delete(list);
             cJSON_Delete(obj);
-            return fail(err, errlen, "config %s: %s.layers-from: 'all' names no engine other than the "
+            return cli_fail(err, errlen, "config %s: %s.layers-from: 'all' names no engine other than the "
                                      "run's own", path, where);
         }
         cJSON_ReplaceItemInObjectCaseSensitive(obj, "layers-from", list);
@@ -561,7 +561,7 @@ static int expand_run(cli_runlist *out, cJSON *obj, const char *path, const char
         if (!val) {
             cJSON_Delete(copy);
             cJSON_Delete(obj);
-            return fail(err, errlen, "out of memory");
+            return cli_fail(err, errlen, "out of memory");
         }
         cJSON_ReplaceItemInObjectCaseSensitive(copy, key, val);
         if (expand_run(out, copy, path, where, err, errlen)) {
@@ -588,13 +588,13 @@ int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errle
     int rc_ = -1;
     const cJSON *defaults = NULL, *runs = NULL;
     if (!cJSON_IsObject(root)) {
-        fail(err, errlen, "config %s: the top level must be a JSON object", path);
+        cli_fail(err, errlen, "config %s: the top level must be a JSON object", path);
         goto out;
     }
     for (const cJSON *item = root->child; item; item = item->next) {
         if (strcmp(item->string, "description") == 0) {
             if (!cJSON_IsString(item)) {
-                fail(err, errlen, "config %s: description: wrong type (want a string, got %s)", path,
+                cli_fail(err, errlen, "config %s: description: wrong type (want a string, got %s)", path,
                      json_type_name(item));
                 goto out;
             }
@@ -604,17 +604,17 @@ int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errle
         } else if (strcmp(item->string, "runs") == 0) {
             runs = item;
         } else {
-            fail(err, errlen, "config %s: %s: unknown key (a run list has description, defaults "
+            cli_fail(err, errlen, "config %s: %s: unknown key (a run list has description, defaults "
                               "and runs)", path, item->string);
             goto out;
         }
     }
     if (!runs) {
-        fail(err, errlen, "config %s: runs: missing key (a run list needs an array of runs)", path);
+        cli_fail(err, errlen, "config %s: runs: missing key (a run list needs an array of runs)", path);
         goto out;
     }
     if (!cJSON_IsArray(runs) || cJSON_GetArraySize(runs) == 0) {
-        fail(err, errlen, "config %s: runs: wrong type (want a non-empty array of objects, got %s)",
+        cli_fail(err, errlen, "config %s: runs: wrong type (want a non-empty array of objects, got %s)",
              path, cJSON_IsArray(runs) ? "an empty array" : json_type_name(runs));
         goto out;
     }
@@ -633,7 +633,7 @@ int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errle
         snprintf(where, sizeof where, "runs[%d]", i);
         cJSON *merged = defaults ? cJSON_Duplicate(defaults, 1) : cJSON_CreateObject();
         if (!merged) {
-            fail(err, errlen, "out of memory");
+            cli_fail(err, errlen, "out of memory");
             goto out;
         }
         for (const cJSON *item = run->child; item; item = item->next) {
@@ -644,7 +644,7 @@ int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errle
         }
         if (!cJSON_GetObjectItemCaseSensitive(merged, "method")) {
             cJSON_Delete(merged);
-            fail(err, errlen, "config %s: %s.method: missing key (give it in the run or in defaults)",
+            cli_fail(err, errlen, "config %s: %s.method: missing key (give it in the run or in defaults)",
                  path, where);
             goto out;
         }
@@ -699,14 +699,14 @@ static int validate(run_config *rc, char *err, size_t errlen)
 {
     gpt_shape *sh = &rc->eng.shape;
     if (sh->hidden % sh->heads != 0)
-        return fail(err, errlen, "hidden size %d is not divisible by the number of heads %d",
+        return cli_fail(err, errlen, "hidden size %d is not divisible by the number of heads %d",
                     sh->hidden, sh->heads);
     if (rc->log_interval > rc->iters) rc->log_interval = rc->iters;
     if (rc->eng.window > sh->layers)
-        return fail(err, errlen, "window %d is larger than the number of layers %d",
+        return cli_fail(err, errlen, "window %d is larger than the number of layers %d",
                     rc->eng.window, sh->layers);
     if (rc->eng.optim.min_lr > rc->eng.optim.lr)
-        return fail(err, errlen, "min-lr %g is above lr %g", rc->eng.optim.min_lr,
+        return cli_fail(err, errlen, "min-lr %g is above lr %g", rc->eng.optim.min_lr,
                     rc->eng.optim.lr);
     sh->vocab_padded = gpt_pad_vocab(sh->vocab);
     /* Sizes must stay within what index arithmetic (int rows, size_t bytes) can address. */
@@ -715,10 +715,10 @@ static int validate(run_config *rc, char *err, size_t errlen)
                (double)sh->layers * (12.0 * sh->hidden * sh->hidden + 13.0 * sh->hidden);
     if (rows * 4.0 * sh->hidden > 2147483647.0 || rows * sh->vocab_padded > 1.0e15 ||
         P * 16.0 > 1.0e18)
-        return fail(err, errlen, "model or batch too large to address (%.3g parameters, %.3g rows)",
+        return cli_fail(err, errlen, "model or batch too large to address (%.3g parameters, %.3g rows)",
                     P, rows);
     if (rc->eng.bf16 && rc->eng.device == DEVICE_CPU && rc->device_given)
-        return fail(err, errlen, "--dtype bf16 needs --device cuda (the CPU backend is fp32)");
+        return cli_fail(err, errlen, "--dtype bf16 needs --device cuda (the CPU backend is fp32)");
     return 0;
 }
 
@@ -746,10 +746,10 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
     int c;
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         if (c == '?') {
-            if (optopt) return fail(err, errlen, "unknown option '-%c'", optopt), CLI_ERROR;
-            return fail(err, errlen, "unknown option '%s'", argv[optind - 1]), CLI_ERROR;
+            if (optopt) return cli_fail(err, errlen, "unknown option '-%c'", optopt), CLI_ERROR;
+            return cli_fail(err, errlen, "unknown option '%s'", argv[optind - 1]), CLI_ERROR;
         }
-        if (c == ':') return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]), CLI_ERROR;
+        if (c == ':') return cli_fail(err, errlen, "option '%s' needs a value", argv[optind - 1]), CLI_ERROR;
         if (c == 1000 + OPT_HELP) {
             cli_usage(stdout);
             return CLI_DONE;
@@ -761,7 +761,7 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
         if (c == 1000 + OPT_CONFIG)
             snprintf(rc->config_path, sizeof rc->config_path, "%s", optarg);
     }
-    if (optind < argc) return fail(err, errlen, "unexpected argument '%s'", argv[optind]), CLI_ERROR;
+    if (optind < argc) return cli_fail(err, errlen, "unexpected argument '%s'", argv[optind]), CLI_ERROR;
     if (rc->config_path[0] && load_config(rc, rc->config_path, err, errlen)) return CLI_ERROR;
 
     /* Pass 2: every other option, overriding the config. */

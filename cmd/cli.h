@@ -84,6 +84,9 @@ void cli_runlist_free(cli_runlist *l);
  * explicitly), without --method when drop_method.  *out is NULL-terminated (strv.h). */
 int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout);
 
+/* Format a one-line error into err; returns -1 (for `return cli_fail(...)`). */
+int cli_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Was the option with this long name given? */
 int cli_given(const run_config *rc, const char *long_name);
 

@@ -34,15 +34,6 @@
 
 #define FINDMAX_LAYERS_CAP 1000000
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 typedef struct fm_ctx {
     const char *exe;
     char *const *argv;
@@ -130,12 +121,12 @@ static int try_layers(fm_ctx *c, int layers, char *err, size_t errlen)
         bad = strv_push(&argv, &n, "--cpu-mem-limit") || strv_push(&argv, &n, h);
     if (bad) {
         strv_free(&argv, &n);
-        return fail(err, errlen, "out of memory"), -1;
+        return cli_fail(err, errlen, "out of memory"), -1;
     }
     struct tried *grown = realloc(c->tried, sizeof *grown * (size_t)(c->ntried + 1));
     if (!grown) {
         strv_free(&argv, &n);
-        return fail(err, errlen, "out of memory"), -1;
+        return cli_fail(err, errlen, "out of memory"), -1;
     }
     c->tried = grown;
     struct tried *t = &c->tried[c->ntried++];
@@ -187,22 +178,22 @@ static FILE *create_findmax_log(fm_ctx *c, int layers, findmax_result *out, char
         if (snprintf(stem, sizeof stem, "%s/findmax_%s_l-%d_h-%d_bs-%d_ws-%s_%s.%lld%s",
                      c->rc.results_dir, c->eng->name, layers, sh->hidden, sh->batch, window, date,
                      (long long)now, suffix) >= (int)sizeof stem - 8)
-            return fail(err, errlen, "results path too long"), NULL;
+            return cli_fail(err, errlen, "results path too long"), NULL;
         snprintf(out->log, sizeof out->log, "%.4080s.txt", stem);
         snprintf(out->json, sizeof out->json, "%.4080s.json", stem);
         int fd = open(out->log, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno == EEXIST) continue;
-        if (fd < 0) return fail(err, errlen, "cannot create %s: %s", out->log, strerror(errno)), NULL;
+        if (fd < 0) return cli_fail(err, errlen, "cannot create %s: %s", out->log, strerror(errno)), NULL;
         FILE *f = fdopen(fd, "w");
         if (!f) {
-            fail(err, errlen, "cannot open %s: %s", out->log, strerror(errno));
+            cli_fail(err, errlen, "cannot open %s: %s", out->log, strerror(errno));
             close(fd);
             unlink(out->log);
             return NULL;
         }
         return f;
     }
-    return fail(err, errlen, "cannot find a free file name in %s", c->rc.results_dir), NULL;
+    return cli_fail(err, errlen, "cannot find a free file name in %s", c->rc.results_dir), NULL;
 }
 
 static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
@@ -284,21 +275,21 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
     c.argc = argc;
     c.rc = *rc;
     c.eng = engine_find(rc->method);
-    if (!c.eng) return fail(err, errlen, "find-max needs one method (-m NAME)");
+    if (!c.eng) return cli_fail(err, errlen, "find-max needs one method (-m NAME)");
 
     /* 1. How a child resolves this run. */
     char **pargv = NULL;
     int pn = 0;
     if (strv_push_all(&pargv, &pn, argv, argc) || strv_push(&pargv, &pn, "--dry-run")) {
         strv_free(&pargv, &pn);
-        return fail(err, errlen, "out of memory");
+        return cli_fail(err, errlen, "out of memory");
     }
     child_result probe;
     int rc_ = child_run(exe, pargv, CHILD_QUIET_OUT, &probe, err, errlen);
     strv_free(&pargv, &pn);
     if (rc_) return -1;
     if (!probe.exited || probe.exit_code != 0 || !probe.probed)
-        return fail(err, errlen, "find-max: the dry run of %s failed (see above)", c.eng->name);
+        return cli_fail(err, errlen, "find-max: the dry run of %s failed (see above)", c.eng->name);
     gpt_shape *sh = &c.rc.eng.shape;
     sh->hidden = probe.shape[1];
     sh->heads = probe.shape[2];
@@ -310,7 +301,7 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
     c.budget_host = probe.budget_host;
     snprintf(c.backend, sizeof c.backend, "%s", probe.backend);
     if (snprintf(c.probes_dir, sizeof c.probes_dir, "%s/probes", rc->results_dir) >= (int)sizeof c.probes_dir)
-        return fail(err, errlen, "results path too long");
+        return cli_fail(err, errlen, "results path too long");
 
     /* 2. The plan bound, over [lmin, cap]: a windowed run needs at least its window. */
     const int lmin = rc->eng.window > 1 ? rc->eng.window : 1;
@@ -423,7 +414,7 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
     if (!c.log) {
         fprintf(stderr, "aebench: %s\n", lerr);
         free(c.tried);
-        return fail(err, errlen, "%s", lerr);
+        return cli_fail(err, errlen, "%s", lerr);
     }
     for (int i = 0; i < nfirst; i++) fprintf(c.log, "%s\n", first_lines[i]);
     for (int i = 0; i < c.ntried; i++)
