@@ -657,13 +657,13 @@ out:
     return rc_;
 }
 
-int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout)
+/* getopt_long's tables from the option specs: long option i returns 1000 + i; a short
+ * option returns its letter and always takes a value.  The leading ':' of shortopts makes a
+ * missing argument come back as ':'.  shortopts must hold 2 * NSPECS + 2 chars. */
+static void getopt_tables(struct option longopts[NSPECS + 1], char *shortopts)
 {
-    *out = NULL;
-    *nout = 0;
-    struct option longopts[NSPECS + 1];
-    char shortopts[64] = ":";
-    size_t sl = 1;
+    size_t sl = 0;
+    shortopts[sl++] = ':';
     for (int i = 0; i < NSPECS; i++) {
         longopts[i] = (struct option){specs[i].name,
                                       specs[i].kind == ARG_NONE ? no_argument : required_argument,
@@ -675,6 +675,15 @@ int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char
     }
     longopts[NSPECS] = (struct option){0, 0, 0, 0};
     shortopts[sl] = '\0';
+}
+
+int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    struct option longopts[NSPECS + 1];
+    char shortopts[2 * NSPECS + 2];
+    getopt_tables(longopts, shortopts);
     opterr = 0;
     optind = 1;
     int c, start = 1;
@@ -726,19 +735,8 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
 {
     set_defaults(rc);
     struct option longopts[NSPECS + 1];
-    char shortopts[64] = ":"; /* leading ':' : missing arguments are reported as ':' */
-    size_t sl = 1;
-    for (int i = 0; i < NSPECS; i++) {
-        longopts[i] = (struct option){specs[i].name,
-                                      specs[i].kind == ARG_NONE ? no_argument : required_argument,
-                                      NULL, 1000 + i};
-        if (specs[i].short_name) {
-            shortopts[sl++] = specs[i].short_name;
-            shortopts[sl++] = ':';
-        }
-    }
-    longopts[NSPECS] = (struct option){0, 0, 0, 0};
-    shortopts[sl] = '\0';
+    char shortopts[2 * NSPECS + 2];
+    getopt_tables(longopts, shortopts);
 
     /* Pass 1: --help, --version, --config (the config applies before other flags). */
     opterr = 0;

@@ -33,20 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_ALLOCS = 16 };
-
-typedef struct allocation {
-    void *ptr;
-    size_t bytes;
-    int on_host;
-} allocation;
 
 typedef struct megatron_state {
     engine_env env;
     gpt_shape sh;
     gpt_stream *compute;
-    allocation allocs[MAX_ALLOCS];
-    int nallocs;
+    engine_allocs mem;
 
     size_t nparams;
     gpt_resident model;    /* params, grads and activations, all on the GPU */
@@ -101,16 +93,12 @@ static void megatron_plan(const engine_config *cfg, engine_plan *out)
 
 static int alloc_dev(megatron_state *st, void **ptr, size_t bytes, const char *what)
 {
-    int rc = dev_arena_alloc(st->env.gpu, ptr, bytes, what);
-    if (rc == 0) st->allocs[st->nallocs++] = (allocation){*ptr, bytes, 0};
-    return rc;
+    return engine_alloc(&st->mem, MEM_GPU, ptr, bytes, what);
 }
 
 static int alloc_host(megatron_state *st, void **ptr, size_t bytes, const char *what)
 {
-    int rc = host_alloc(st->env.host, ptr, bytes, what);
-    if (rc == 0) st->allocs[st->nallocs++] = (allocation){*ptr, bytes, 1};
-    return rc;
+    return engine_alloc(&st->mem, MEM_HOST, ptr, bytes, what);
 }
 
 static void megatron_free(void *state)
@@ -120,12 +108,7 @@ static void megatron_free(void *state)
     /* Destroying the stream drains it: after a failed step, queued work may still use the
      * buffers freed below. */
     if (st->compute) st->env.be->ops->stream_destroy(st->compute);
-    for (int i = st->nallocs - 1; i >= 0; i--) {
-        if (st->allocs[i].on_host)
-            host_free(st->env.host, st->allocs[i].ptr, st->allocs[i].bytes);
-        else
-            dev_arena_free(st->env.gpu, st->allocs[i].ptr, st->allocs[i].bytes);
-    }
+    engine_free_all(&st->mem);
     free(st);
 }
 
@@ -170,6 +153,7 @@ static int megatron_init(const engine_env *env, void **state)
     megatron_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     st->env = *env;
+    engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
     *state = st;
     megatron_sizes z = sizes_of(env->cfg);
@@ -203,8 +187,7 @@ static int megatron_init(const engine_env *env, void **state)
 
     rc = init_params(st, staging);
     /* The staging block is only needed here: give it back (it is the last allocation). */
-    host_free(env->host, staging, z.host_staging);
-    st->nallocs--;
+    engine_free_last(&st->mem);
     return rc;
 }
 

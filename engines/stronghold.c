@@ -58,8 +58,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_ALLOCS = 40 };
-
 /* The shape of the placement: R resident layers, S slots for the Ls = L - R others. */
 typedef struct sh_layout {
     int L, R, S, Ls;
@@ -216,13 +214,6 @@ static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
 
 /* ---- state ------------------------------------------------------------------------------ */
 
-typedef struct allocation {
-    void *ptr;
-    size_t bytes;
-    enum { ON_GPU, ON_HOST, ON_PINNED } where;
-    const char *what;
-} allocation;
-
 typedef struct slot_events {
     gpt_event *ready;     /* h2d: the slot holds its layer's params (and input, zeroed grads) */
     gpt_event *fwd_done;  /* compute: the slot's layer has run forward */
@@ -236,8 +227,7 @@ typedef struct stronghold_state {
     sh_layout z;
     gpt_stream *compute, *h2d, *d2h;
     cpu_adam *host_adam;
-    allocation allocs[MAX_ALLOCS];
-    int nallocs;
+    engine_allocs mem;
 
     /* GPU */
     float *embed_p, *embed_g, *embed_m, *embed_v;
@@ -261,27 +251,10 @@ typedef struct stronghold_state {
     int adam_step;
 } stronghold_state;
 
-static int alloc_in(stronghold_state *st, void **ptr, size_t bytes, int where, const char *what)
+static int alloc_in(stronghold_state *st, void **ptr, size_t bytes, mem_where where,
+                    const char *what)
 {
-    if (st->nallocs == MAX_ALLOCS) return GPT_ERR_INVALID;
-    int rc = where == ON_GPU    ? dev_arena_alloc(st->env.gpu, ptr, bytes, what)
-             : where == ON_HOST ? host_alloc(st->env.host, ptr, bytes, what)
-                                : pinned_alloc(st->env.host, st->env.be, ptr, bytes, what);
-    if (rc == 0) st->allocs[st->nallocs++] = (allocation){*ptr, bytes, where, what};
-    return rc;
-}
-
-static void release(stronghold_state *st, allocation *a)
-{
-    if (a->where == ON_GPU) dev_arena_free(st->env.gpu, a->ptr, a->bytes);
-    else if (a->where == ON_HOST) host_free(st->env.host, a->ptr, a->bytes);
-    else pinned_free(st->env.host, st->env.be, a->ptr, a->bytes);
-}
-
-/* Free the most recent allocation (the -w auto probe's). */
-static void free_last(stronghold_state *st)
-{
-    release(st, &st->allocs[--st->nallocs]);
+    return engine_alloc(&st->mem, where, ptr, bytes, what);
 }
 
 static void wait_all_adam(stronghold_state *st)
@@ -314,7 +287,7 @@ static void stronghold_free(void *state)
     free(st->slot_ev);
     free(st->grads_home);
     free(st->adam_ticket);
-    for (int i = st->nallocs - 1; i >= 0; i--) release(st, &st->allocs[i]);
+    engine_free_all(&st->mem);
     for (int i = 0; i < 3; i++)
         if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
     free(st);
@@ -386,7 +359,7 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
 
     /* The probe: one slot, one layer's params from the staging block. */
     float *probe = NULL;
-    int rc = alloc_in(st, (void **)&probe, (2 * z.PL + z.NC) * sizeof(float), ON_GPU,
+    int rc = alloc_in(st, (void **)&probe, (2 * z.PL + z.NC) * sizeof(float), MEM_GPU,
                       "-w auto probe slot");
     if (rc) return rc;
     float *pp = probe, *pg = probe + z.PL, *px = probe + 2 * z.PL;
@@ -419,7 +392,7 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
 out:
     gpt_event_destroy(e0);
     gpt_event_destroy(e1);
-    free_last(st);
+    engine_free_last(&st->mem);
     if (rc) return rc;
 
     /* A slot is refilled (grads out, then params and input in) while the layers in the
@@ -431,8 +404,8 @@ out:
         /* Not even the ring fits: say so through the budget's record. */
         void *p = NULL;
         rc = alloc_in(st, &p, (size_t)(S_need < 2 ? 2 : S_need) * gpu_per_slot(&z) + (size_t)left / 20,
-                      ON_GPU, "-w auto: the layer slots");
-        if (rc == 0) free_last(st);
+                      MEM_GPU, "-w auto: the layer slots");
+        if (rc == 0) engine_free_last(&st->mem);
         return rc ? rc : GPT_ERR_OOM;
     }
     if (S > L - R) S = L - R;
@@ -499,6 +472,7 @@ static int stronghold_init(const engine_env *env, void **state)
     stronghold_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     st->env = *env;
+    engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
     *state = st;
     const gpt_shape *sh = &st->sh;
@@ -514,20 +488,20 @@ static int stronghold_init(const engine_env *env, void **state)
     sh_layout z0 = layout_for(sh, 0, 0);
     sh_bytes b0 = bytes_for(&z0, sh);
     void *acts = NULL, *scratch = NULL, *head = NULL;
-    if ((rc = alloc_in(st, (void **)&st->embed_p, b0.embed, ON_GPU, "embedding parameters")) ||
-        (rc = alloc_in(st, (void **)&st->embed_g, b0.embed, ON_GPU, "embedding gradients")) ||
-        (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, ON_GPU, "embedding Adam m")) ||
-        (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, ON_GPU, "embedding Adam v")) ||
-        (rc = alloc_in(st, (void **)&st->x_out, b0.x_out, ON_GPU, "last layer output")) ||
-        (rc = alloc_in(st, &acts, b0.acts, ON_GPU, "layer activations")) ||
-        (rc = alloc_in(st, &scratch, b0.scratch, ON_GPU, "backward scratch")) ||
-        (rc = alloc_in(st, &head, b0.head, ON_GPU, "logits and head activations")) ||
-        (rc = alloc_in(st, (void **)&st->dres, b0.dres, ON_GPU, "residual gradient")) ||
-        (rc = alloc_in(st, (void **)&st->ids, b0.ids, ON_GPU, "token ids")) ||
-        (rc = alloc_in(st, (void **)&st->dev_norms, b0.norms, ON_GPU, "block norms")) ||
-        (rc = alloc_in(st, (void **)&st->host_losses, b0.host_losses, ON_PINNED, "losses read-back")) ||
-        (rc = alloc_in(st, (void **)&st->host_norms, b0.host_norms, ON_PINNED, "norms read-back")) ||
-        (rc = alloc_in(st, (void **)&st->staging, b0.staging, ON_PINNED, "staging block")))
+    if ((rc = alloc_in(st, (void **)&st->embed_p, b0.embed, MEM_GPU, "embedding parameters")) ||
+        (rc = alloc_in(st, (void **)&st->embed_g, b0.embed, MEM_GPU, "embedding gradients")) ||
+        (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, MEM_GPU, "embedding Adam m")) ||
+        (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, MEM_GPU, "embedding Adam v")) ||
+        (rc = alloc_in(st, (void **)&st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
+        (rc = alloc_in(st, &acts, b0.acts, MEM_GPU, "layer activations")) ||
+        (rc = alloc_in(st, &scratch, b0.scratch, MEM_GPU, "backward scratch")) ||
+        (rc = alloc_in(st, &head, b0.head, MEM_GPU, "logits and head activations")) ||
+        (rc = alloc_in(st, (void **)&st->dres, b0.dres, MEM_GPU, "residual gradient")) ||
+        (rc = alloc_in(st, (void **)&st->ids, b0.ids, MEM_GPU, "token ids")) ||
+        (rc = alloc_in(st, (void **)&st->dev_norms, b0.norms, MEM_GPU, "block norms")) ||
+        (rc = alloc_in(st, (void **)&st->host_losses, b0.host_losses, MEM_PINNED, "losses read-back")) ||
+        (rc = alloc_in(st, (void **)&st->host_norms, b0.host_norms, MEM_PINNED, "norms read-back")) ||
+        (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;
     gpt_layer_acts_carve(&st->acts, acts, sh);
     gpt_layer_scratch_carve(&st->scratch, scratch, sh);
@@ -543,22 +517,22 @@ static int stronghold_init(const engine_env *env, void **state)
     }
     st->z = layout_for(sh, R, S);
     sh_bytes b = bytes_for(&st->z, sh);
-    if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, ON_GPU, "resident layers' parameters")) ||
-              (rc = alloc_in(st, (void **)&st->res_g, b.resident, ON_GPU, "resident layers' gradients")) ||
-              (rc = alloc_in(st, (void **)&st->res_m, b.resident, ON_GPU, "resident layers' Adam m")) ||
-              (rc = alloc_in(st, (void **)&st->res_v, b.resident, ON_GPU, "resident layers' Adam v")) ||
-              (rc = alloc_in(st, (void **)&st->res_x, b.res_inputs, ON_GPU, "resident layers' inputs"))))
+    if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, MEM_GPU, "resident layers' parameters")) ||
+              (rc = alloc_in(st, (void **)&st->res_g, b.resident, MEM_GPU, "resident layers' gradients")) ||
+              (rc = alloc_in(st, (void **)&st->res_m, b.resident, MEM_GPU, "resident layers' Adam m")) ||
+              (rc = alloc_in(st, (void **)&st->res_v, b.resident, MEM_GPU, "resident layers' Adam v")) ||
+              (rc = alloc_in(st, (void **)&st->res_x, b.res_inputs, MEM_GPU, "resident layers' inputs"))))
         return rc;
-    if (S && ((rc = alloc_in(st, (void **)&st->slot_p, b.slots, ON_GPU, "layer slots' parameters")) ||
-              (rc = alloc_in(st, (void **)&st->slot_g, b.slots, ON_GPU, "layer slots' gradients")) ||
-              (rc = alloc_in(st, (void **)&st->slot_x, b.slot_inputs, ON_GPU, "layer slots' inputs")) ||
-              (rc = alloc_in(st, (void **)&st->host_p, b.host_params, ON_PINNED, "streamed layers' parameters")) ||
-              (rc = alloc_in(st, (void **)&st->host_g, b.host_grads, ON_PINNED, "streamed layers' gradients")) ||
-              (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, ON_HOST, "streamed layers' Adam m")) ||
-              (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, ON_HOST, "streamed layers' Adam v"))))
+    if (S && ((rc = alloc_in(st, (void **)&st->slot_p, b.slots, MEM_GPU, "layer slots' parameters")) ||
+              (rc = alloc_in(st, (void **)&st->slot_g, b.slots, MEM_GPU, "layer slots' gradients")) ||
+              (rc = alloc_in(st, (void **)&st->slot_x, b.slot_inputs, MEM_GPU, "layer slots' inputs")) ||
+              (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "streamed layers' parameters")) ||
+              (rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "streamed layers' gradients")) ||
+              (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "streamed layers' Adam m")) ||
+              (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "streamed layers' Adam v"))))
         return rc;
     if (b.host_ckpt &&
-        (rc = alloc_in(st, (void **)&st->host_ckpt, b.host_ckpt, ON_PINNED, "streamed layers' inputs")))
+        (rc = alloc_in(st, (void **)&st->host_ckpt, b.host_ckpt, MEM_PINNED, "streamed layers' inputs")))
         return rc;
 
     st->slot_ev = calloc((size_t)(S ? S : 1), sizeof *st->slot_ev);

@@ -469,21 +469,29 @@ static void test_ops_bf16(void **state)
 
 /* ---- the engine ------------------------------------------------------------------------ */
 
-static void test_engine_cpu_vs_cuda(void **state)
+/* The small model of the engine tests: h128, 4 heads, s64, b2, vocab 1000, checkpointing,
+ * lr 1e-3 decaying over 200 iterations, strict fp32 math. */
+static engine_config small_engine_config(int layers, uint64_t seed, device_kind device)
 {
-    (void)state;
-    if (!have_gpu()) skip();
     engine_config cfg = {0};
-    cfg.shape = (gpt_shape){.layers = 2, .hidden = 128, .heads = 4, .seq = 64, .batch = 2,
+    cfg.shape = (gpt_shape){.layers = layers, .hidden = 128, .heads = 4, .seq = 64, .batch = 2,
                             .vocab = 1000};
     cfg.shape.vocab_padded = gpt_pad_vocab(cfg.shape.vocab);
     cfg.ckpt = 1;
     cfg.optim = gpt_optim_default();
     cfg.optim.lr = 1e-3;
     cfg.optim.decay_iters = 200;
-    cfg.seed = 4321;
+    cfg.seed = seed;
     cfg.tf32 = 0;
-    cfg.device = DEVICE_CUDA;
+    cfg.device = device;
+    return cfg;
+}
+
+static void test_engine_cpu_vs_cuda(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    engine_config cfg = small_engine_config(2, 4321, DEVICE_CUDA);
 
     engine_config cpu_cfg = cfg;
     cpu_cfg.device = DEVICE_CPU;
@@ -526,16 +534,7 @@ static void test_engine_bf16_vs_cpu(void **state)
 {
     (void)state;
     if (!have_gpu()) skip();
-    engine_config cfg = {0};
-    cfg.shape = (gpt_shape){.layers = 2, .hidden = 128, .heads = 4, .seq = 64, .batch = 2,
-                            .vocab = 1000};
-    cfg.shape.vocab_padded = gpt_pad_vocab(cfg.shape.vocab);
-    cfg.ckpt = 1;
-    cfg.optim = gpt_optim_default();
-    cfg.optim.lr = 1e-3;
-    cfg.optim.decay_iters = 200;
-    cfg.seed = 4321;
-    cfg.device = DEVICE_CUDA;
+    engine_config cfg = small_engine_config(2, 4321, DEVICE_CUDA);
     cfg.bf16 = 1;
 
     engine_config cpu_cfg = cfg;
@@ -578,18 +577,8 @@ static void test_stronghold_cuda_vs_cpu(void **state)
 {
     (void)state;
     if (!have_gpu()) skip();
-    engine_config cfg = {0};
-    cfg.shape = (gpt_shape){.layers = 6, .hidden = 128, .heads = 4, .seq = 64, .batch = 2,
-                            .vocab = 1000};
-    cfg.shape.vocab_padded = gpt_pad_vocab(cfg.shape.vocab);
-    cfg.ckpt = 1;
-    cfg.optim = gpt_optim_default();
-    cfg.optim.lr = 1e-3;
-    cfg.optim.decay_iters = 200;
+    engine_config cfg = small_engine_config(6, 99, DEVICE_CPU);
     cfg.optim.clip = 0.5;
-    cfg.seed = 99;
-    cfg.tf32 = 0;
-    cfg.device = DEVICE_CPU;
     enum { ITERS = 20 };
     double ref_loss[ITERS];
     const size_t P = (size_t)gpt_param_count(&cfg.shape);

@@ -137,6 +137,49 @@ void pinned_free(mem_budget *b, const gpt_backend *be, void *ptr, size_t bytes)
     mem_budget_give(b, bytes);
 }
 
+void engine_allocs_init(engine_allocs *a, dev_arena *gpu, mem_budget *host,
+                        const gpt_backend *be)
+{
+    a->gpu = gpu;
+    a->host = host;
+    a->be = be;
+    a->n = 0;
+}
+
+int engine_alloc(engine_allocs *a, mem_where where, void **ptr, size_t bytes, const char *what)
+{
+    *ptr = NULL;
+    if (a->n == ENGINE_MAX_ALLOCS) return GPT_ERR_INVALID; /* raise the constant */
+    int rc = where == MEM_GPU    ? dev_arena_alloc(a->gpu, ptr, bytes, what)
+             : where == MEM_HOST ? host_alloc(a->host, ptr, bytes, what)
+                                 : pinned_alloc(a->host, a->be, ptr, bytes, what);
+    if (rc == 0) {
+        a->list[a->n].ptr = *ptr;
+        a->list[a->n].bytes = bytes;
+        a->list[a->n].where = where;
+        a->n++;
+    }
+    return rc;
+}
+
+void engine_free_last(engine_allocs *a)
+{
+    if (a->n == 0) return;
+    a->n--;
+    void *ptr = a->list[a->n].ptr;
+    const size_t bytes = a->list[a->n].bytes;
+    switch (a->list[a->n].where) {
+    case MEM_GPU: dev_arena_free(a->gpu, ptr, bytes); break;
+    case MEM_HOST: host_free(a->host, ptr, bytes); break;
+    case MEM_PINNED: pinned_free(a->host, a->be, ptr, bytes); break;
+    }
+}
+
+void engine_free_all(engine_allocs *a)
+{
+    while (a->n > 0) engine_free_last(a);
+}
+
 void format_bytes(double bytes, char *buf, size_t len)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

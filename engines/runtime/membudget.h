@@ -59,6 +59,31 @@ int pinned_alloc(mem_budget *b, const gpt_backend *be, void **ptr, size_t bytes,
                  const char *what);
 void pinned_free(mem_budget *b, const gpt_backend *be, void *ptr, size_t bytes);
 
+/* Everything one engine allocated, wherever it lives, so that free (also after a failed
+ * init) gives back each block to the budget it came from, newest first. */
+typedef enum mem_where { MEM_GPU, MEM_HOST, MEM_PINNED } mem_where;
+enum { ENGINE_MAX_ALLOCS = 48 };
+typedef struct engine_allocs {
+    dev_arena *gpu;
+    mem_budget *host;
+    const gpt_backend *be; /* for pinned memory */
+    struct {
+        void *ptr;
+        size_t bytes;
+        mem_where where;
+    } list[ENGINE_MAX_ALLOCS];
+    int n;
+} engine_allocs;
+
+void engine_allocs_init(engine_allocs *a, dev_arena *gpu, mem_budget *host,
+                        const gpt_backend *be);
+/* Allocate under the budget of `where` and remember it; 0 or a negative gpt_status. */
+int engine_alloc(engine_allocs *a, mem_where where, void **ptr, size_t bytes, const char *what);
+/* Give back the most recent allocation (a temporary one). */
+void engine_free_last(engine_allocs *a);
+/* Give back everything, newest first. */
+void engine_free_all(engine_allocs *a);
+
 /* Human-readable size: "1.50 GiB", "12.0 MiB", "512 B". */
 void format_bytes(double bytes, char *buf, size_t len);
 /* Parse "32G", "512M", "90GiB", "1e9", "1048576" (binary units; K M G T) into bytes.

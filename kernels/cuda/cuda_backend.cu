@@ -34,6 +34,18 @@ static const char *const op_names[OP_COUNT] = {
 
 /* ---- memory -------------------------------------------------------------------------- */
 
+/* What an allocation's result means to the caller.  Running out (of device memory, or of
+ * host memory the system will pin) is not a failure of the backend: the budget's OOM record
+ * says what did not fit; the error is cleared so that the next call does not see it. */
+static int alloc_status(cudaError_t e, const char *call, int line)
+{
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        return GPT_ERR_OOM;
+    }
+    return cuda_report(e, call, __FILE__, line) ? GPT_ERR_BACKEND : GPT_OK;
+}
+
 static int cuda_dev_alloc(const gpt_backend *be, void **ptr, size_t bytes)
 {
     const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
@@ -41,17 +53,10 @@ static int cuda_dev_alloc(const gpt_backend *be, void **ptr, size_t bytes)
     if (CUDA_FAILED(cudaSetDevice(impl->device)))
         return GPT_ERR_BACKEND;
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes > 0 ? bytes : 256);
-    if (e == cudaErrorMemoryAllocation) {
-        /* Not a failure of the backend: the budget's OOM record says what did not fit.
-         * Clear the error so that the next call does not see it. */
-        (void)cudaGetLastError();
-        return GPT_ERR_OOM;
-    }
-    if (CUDA_FAILED(e))
-        return GPT_ERR_BACKEND;
-    *ptr = p;
-    return GPT_OK;
+    const int rc = alloc_status(cudaMalloc(&p, bytes > 0 ? bytes : 256), "cudaMalloc", __LINE__);
+    if (rc == GPT_OK)
+        *ptr = p;
+    return rc;
 }
 
 static void cuda_dev_free(const gpt_backend *be, void *ptr)
@@ -268,16 +273,11 @@ static int cuda_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t byte
     if (CUDA_FAILED(cudaSetDevice(impl->device)))
         return GPT_ERR_BACKEND;
     void *p = NULL;
-    cudaError_t e = cudaHostAlloc(&p, bytes > 0 ? bytes : 64, cudaHostAllocPortable);
-    if (e == cudaErrorMemoryAllocation) {
-        /* The host could not pin that much: the pool's OOM record says what failed. */
-        (void)cudaGetLastError();
-        return GPT_ERR_OOM;
-    }
-    if (CUDA_FAILED(e))
-        return GPT_ERR_BACKEND;
-    *ptr = p;
-    return GPT_OK;
+    const int rc = alloc_status(cudaHostAlloc(&p, bytes > 0 ? bytes : 64, cudaHostAllocPortable),
+                                 "cudaHostAlloc", __LINE__);
+    if (rc == GPT_OK)
+        *ptr = p;
+    return rc;
 }
 
 static void cuda_host_free_pinned(const gpt_backend *be, void *ptr)
