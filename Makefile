@@ -63,9 +63,9 @@ endif
 LIB_SRCS := $(KERNEL_SRCS) $(ENGINE_SRCS) $(CMD_LIB_SRCS)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 
-TEST_PROGS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_model $(BUILD)/tests/test_report $(BUILD)/tests/test_engines \
-              $(BUILD)/tests/test_runtime \
-              $(CUDA_TEST_PROGS)
+# Every tests/test_*.c but the GPU one is a CPU test program (tests/run.sh runs them all).
+CPU_TESTS  := $(filter-out test_cuda,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
+TEST_PROGS := $(CPU_TESTS:%=$(BUILD)/tests/%) $(CUDA_TEST_PROGS)
 
 .PHONY: all deps test check-asan run clean tests ae figures bench-tools
 all: aebench
@@ -120,8 +120,8 @@ test: deps
 # MPI=0: MPICH's own start-up allocations would drown our leak reports.
 check-asan: deps
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 \
-	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" aebench-asan build-asan/tests/test_ops build-asan/tests/test_model build-asan/tests/test_report build-asan/tests/test_engines \
-	        build-asan/tests/test_runtime
+	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" aebench-asan \
+	        $(CPU_TESTS:%=build-asan/tests/%)
 	AEBENCH=./aebench-asan TEST_BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 bash tests/run.sh
 
 aebench-asan: $(LIB_OBJS) $(BUILD)/cmd/aebench.o

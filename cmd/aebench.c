@@ -94,18 +94,10 @@ int main(int argc, char **argv)
     }
 
     const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
-    /* bf16 only for engines that implement it: refuse rather than silently train in fp32
-     * and label the result bf16 (a sweep's child for such an engine ends here too). */
-    if (rc.eng.bf16 && only && !only->supports_bf16) {
-        if (comm.rank == 0)
-            fprintf(stderr, "aebench: %s does not implement --dtype bf16 (use --dtype fp32)\n",
-                    only->name);
-        close_backend(be, rc.eng.device);
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-    if (only && only->check && only->check(&rc.eng, err, sizeof err)) {
-        /* A configuration the engine cannot run: nothing is written. */
+    /* bf16, --dpu and --offload nvme only for engines that implement them (refuse rather
+     * than silently run something else under that label), then the engine's own checks:
+     * nothing is written.  A sweep's child for such an engine ends here too. */
+    if (only && engine_refuses(only, &rc.eng, err, sizeof err)) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);
@@ -126,7 +118,7 @@ int main(int argc, char **argv)
         rc.eng.gpu_budget = gpu_budget;
         rc.eng.host_budget = host_budget;
         for (int i = 0; i < engine_count(); i++)
-            if ((!only || engine_at(i) == only) && (!rc.eng.bf16 || engine_at(i)->supports_bf16))
+            if ((!only || engine_at(i) == only) && !engine_refuses(engine_at(i), &rc.eng, err, sizeof err))
                 run_dry(&rc, engine_at(i));
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);

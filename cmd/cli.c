@@ -18,7 +18,7 @@ typedef enum opt_id {
     OPT_ITERS, OPT_LOG_INTERVAL, OPT_SEED, OPT_RESULTS, OPT_DEVICE, OPT_CONFIG, OPT_DTYPE,
     OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_LR, OPT_MIN_LR,
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
-    OPT_RESUME, OPT_HELP, OPT_VERSION,
+    OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
 
@@ -61,6 +61,9 @@ static const opt_spec specs[] = {
     {OPT_WARMUP, "lr-warmup-fraction", 0, ARG_NUM, "F", "warm-up fraction of the decay (default 0.01)"},
     {OPT_WEIGHT_DECAY, "weight-decay", 0, ARG_NUM, "X", "AdamW weight decay (default 0.01)"},
     {OPT_CLIP, "clip-grad", 0, ARG_NUM, "X", "global-norm clipping, 0 disables (default 1.0)"},
+    {OPT_DPU, "dpu", 0, ARG_NONE, NULL, "zero-offload: delayed parameter update (step i's CPU Adam overlaps step i+1)"},
+    {OPT_OFFLOAD, "offload", 0, ARG_TEXT, "cpu|nvme", "zero-infinity, stronghold: optimizer state in host memory or on disk (default cpu)"},
+    {OPT_NVME_DIR, "nvme-dir", 0, ARG_TEXT, "DIR", "--offload nvme: where the private swap directory goes (default: the results directory)"},
     {OPT_THREADS, "threads", 0, ARG_INT, "N", "CPU threads, 0 = all cores (default 0)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
@@ -221,6 +224,17 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
                         opt, value);
         if (sp->id == OPT_GPU_MEM) rc->gpu_mem_limit = bytes;
         else rc->cpu_mem_limit = bytes;
+        break;
+    case OPT_DPU: e->dpu = flag_value; break;
+    case OPT_OFFLOAD:
+        if (strcmp(value, "cpu") == 0) e->offload = OFFLOAD_CPU;
+        else if (strcmp(value, "nvme") == 0) e->offload = OFFLOAD_NVME;
+        else return cli_fail(err, errlen, "%s: '%s' is not cpu or nvme", opt, value);
+        break;
+    case OPT_NVME_DIR:
+        if (!*value) return cli_fail(err, errlen, "%s: empty directory name", opt);
+        if (snprintf(e->nvme_dir, sizeof e->nvme_dir, "%s", value) >= (int)sizeof e->nvme_dir)
+            return cli_fail(err, errlen, "%s: path too long", opt);
         break;
     case OPT_DRY_RUN: rc->dry_run = flag_value; break;
     case OPT_FIND_MAX: rc->find_max = flag_value; break;
@@ -726,6 +740,8 @@ static int validate(run_config *rc, char *err, size_t errlen)
         P * 16.0 > 1.0e18)
         return cli_fail(err, errlen, "model or batch too large to address (%.3g parameters, %.3g rows)",
                     P, rows);
+    if (rc->eng.nvme_dir[0] && rc->eng.offload != OFFLOAD_NVME)
+        return cli_fail(err, errlen, "--nvme-dir is only used with --offload nvme");
     if (rc->eng.bf16 && rc->eng.device == DEVICE_CPU && rc->device_given)
         return cli_fail(err, errlen, "--dtype bf16 needs --device cuda (the CPU backend is fp32)");
     return 0;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #ifndef AEBENCH_VERSION
@@ -37,6 +38,8 @@ typedef struct run_state {
     char log_path[4200], json_path[4200];
     dev_arena gpu;
     mem_budget host;
+    mem_budget disk;         /* free space of the --nvme-dir file system; used when has_disk */
+    int has_disk;
     iter_record *iters;
     int done;                /* iterations completed */
     int status;              /* EXIT_RUN_* */
@@ -119,6 +122,14 @@ static int check_plan(run_state *s)
         set_oom(s, &s->host);
         return -1;
     }
+    if (s->has_disk) {
+        mem_budget_init(&probe, "disk", s->disk.limit);
+        if (mem_budget_take(&probe, s->plan.disk_bytes, "the run (its plan)")) {
+            s->disk = probe;
+            set_oom(s, &s->disk);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -184,6 +195,9 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(cfg, "weight_decay", ec->optim.weight_decay);
     cJSON_AddNumberToObject(cfg, "clip_grad", ec->optim.clip);
     cJSON_AddNumberToObject(cfg, "threads", ec->threads);
+    cJSON_AddBoolToObject(cfg, "dpu", ec->dpu);
+    cJSON_AddStringToObject(cfg, "offload", ec->offload == OFFLOAD_NVME ? "nvme" : "cpu");
+    if (ec->offload == OFFLOAD_NVME) cJSON_AddStringToObject(cfg, "nvme_dir", ec->nvme_dir);
     cJSON_AddBoolToObject(cfg, "cpu_preset", rc->cpu_preset);
 
     cJSON_AddNumberToObject(root, "parameters", (double)s->params);
@@ -194,6 +208,7 @@ static int write_json(run_state *s)
     cJSON *mem = cJSON_AddObjectToObject(root, "memory");
     cJSON_AddItemToObject(mem, "gpu", json_budget(&s->gpu.budget, s->plan.gpu_bytes));
     cJSON_AddItemToObject(mem, "host", json_budget(&s->host, s->plan.host_bytes));
+    if (s->has_disk) cJSON_AddItemToObject(mem, "disk", json_budget(&s->disk, s->plan.disk_bytes));
     if (s->status == EXIT_RUN_OOM) {
         cJSON *oom = cJSON_AddObjectToObject(root, "oom");
         cJSON_AddStringToObject(oom, "memory", s->oom_device);
@@ -222,9 +237,12 @@ static int write_json(run_state *s)
             cJSON_AddNumberToObject(b, "h2d", r->r.busy_ms[BUSY_H2D]);
             cJSON_AddNumberToObject(b, "d2h", r->r.busy_ms[BUSY_D2H]);
             cJSON_AddNumberToObject(b, "host_adam", r->r.busy_ms[BUSY_HOST_ADAM]);
+            cJSON_AddNumberToObject(b, "disk", r->r.busy_ms[BUSY_DISK]);
             cJSON_AddNumberToObject(o, "bytes_h2d", r->r.bytes_h2d);
             cJSON_AddNumberToObject(o, "bytes_d2h", r->r.bytes_d2h);
             cJSON_AddNumberToObject(o, "host_adam_params", r->r.host_adam_params);
+            cJSON_AddNumberToObject(o, "bytes_disk_read", r->r.bytes_disk_read);
+            cJSON_AddNumberToObject(o, "bytes_disk_write", r->r.bytes_disk_write);
         }
         cJSON_AddItemToArray(its, o);
     }
@@ -308,10 +326,12 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
     if (cur->r.has_busy) {
         /* The last iteration's busy time per stream and bytes moved: the bottleneck. */
         logline(s, "stream busy (ms) | compute: %.1f | h2d: %.1f | d2h: %.1f | host-adam: %.1f | "
-                   "h2d GB: %.3f | d2h GB: %.3f | host-adam M params: %.1f",
+                   "disk: %.1f | h2d GB: %.3f | d2h GB: %.3f | host-adam M params: %.1f | "
+                   "disk read GB: %.3f | disk write GB: %.3f",
                 cur->r.busy_ms[BUSY_COMPUTE], cur->r.busy_ms[BUSY_H2D], cur->r.busy_ms[BUSY_D2H],
-                cur->r.busy_ms[BUSY_HOST_ADAM], cur->r.bytes_h2d / 1e9, cur->r.bytes_d2h / 1e9,
-                cur->r.host_adam_params / 1e6);
+                cur->r.busy_ms[BUSY_HOST_ADAM], cur->r.busy_ms[BUSY_DISK], cur->r.bytes_h2d / 1e9,
+                cur->r.bytes_d2h / 1e9, cur->r.host_adam_params / 1e6, cur->r.bytes_disk_read / 1e9,
+                cur->r.bytes_disk_write / 1e9);
     }
     if (s->rank == 0) {
         printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->rc->iters,
@@ -340,17 +360,55 @@ static void print_summary(run_state *s)
     fflush(stdout);
 }
 
+/* The budget whose record says what ran out. */
+static const mem_budget *oom_budget(const run_state *s)
+{
+    if (s->gpu.budget.oom) return &s->gpu.budget;
+    if (s->has_disk && s->disk.oom) return &s->disk;
+    return &s->host;
+}
+
+/* --offload nvme: the disk budget is the free space of the --nvme-dir file system (the
+ * results directory when none is given).  A directory that is missing or not writable is
+ * an error before anything is allocated. */
+static int open_disk_budget(run_state *s)
+{
+    if (s->ec.offload != OFFLOAD_NVME) return 0;
+    if (!s->ec.nvme_dir[0] && strlen(s->rc->results_dir) < sizeof s->ec.nvme_dir)
+        memcpy(s->ec.nvme_dir, s->rc->results_dir, strlen(s->rc->results_dir) + 1);
+    if (!s->ec.nvme_dir[0]) {
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "--offload nvme: the results directory's path is too "
+                 "long for the swap directory; give --nvme-dir");
+        return -1;
+    }
+    struct statvfs fs;
+    if (statvfs(s->ec.nvme_dir, &fs) != 0 || access(s->ec.nvme_dir, W_OK | X_OK) != 0) {
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "--nvme-dir %.400s: %s", s->ec.nvme_dir, strerror(errno));
+        return -1;
+    }
+    mem_budget_init(&s->disk, "disk", (size_t)fs.f_bavail * (size_t)fs.f_frsize);
+    s->has_disk = 1;
+    return 0;
+}
+
 static void train(run_state *s, gpt_backend *be, const data_source *data, const comm_world *comm)
 {
     const run_config *rc = s->rc;
     engine_env env = {
-        .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host, .rank = comm->rank,
+        .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host,
+        .disk = s->has_disk ? &s->disk : NULL, .rank = comm->rank,
         .world = comm->world, .note = engine_said, .note_ctx = s,
     };
     void *state = NULL;
     int rc_ = s->eng->init(&env, &state);
     if (rc_ == GPT_ERR_OOM) {
-        set_oom(s, s->gpu.budget.oom ? &s->gpu.budget : &s->host);
+        set_oom(s, oom_budget(s));
+    } else if (rc_ == GPT_ERR_IO) {
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "%s: disk tier under %.400s failed (see stderr)",
+                 s->eng->name, s->ec.nvme_dir);
     } else if (rc_) {
         s->status = EXIT_RUN_ERROR;
         snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
@@ -380,7 +438,11 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         double t1 = wall_ms();
         if (rc_) {
             if (rc_ == GPT_ERR_OOM) {
-                set_oom(s, s->gpu.budget.oom ? &s->gpu.budget : &s->host);
+                set_oom(s, oom_budget(s));
+            } else if (rc_ == GPT_ERR_IO) {
+                s->status = EXIT_RUN_ERROR;
+                snprintf(s->message, sizeof s->message, "%s: iteration %d: disk I/O under %.400s failed "
+                         "(see stderr)", s->eng->name, it, s->ec.nvme_dir);
             } else {
                 s->status = EXIT_RUN_ERROR;
                 snprintf(s->message, sizeof s->message, "%s: iteration %d failed (backend error, see stderr)",
@@ -481,15 +543,18 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     format_bytes((double)s.host.limit, hl, sizeof hl);
     logline(&s, "memory plan | GPU: %s of %s | host: %s of %s | disk: %s", g, gl, h, hl, d);
 
-    if (check_plan(&s) == 0) train(&s, be, data, comm);
+    if (open_disk_budget(&s) == 0 && check_plan(&s) == 0) train(&s, be, data, comm);
 
     if (s.status == EXIT_RUN_OK) {
-        char pg[32], ph[32];
+        char pg[32], ph[32], pd[32];
         format_bytes((double)s.gpu.budget.peak, pg, sizeof pg);
         format_bytes((double)s.host.peak, ph, sizeof ph);
+        format_bytes((double)s.disk.peak, pd, sizeof pd);
         format_bytes((double)s.plan.gpu_bytes, g, sizeof g);
         format_bytes((double)s.plan.host_bytes, h, sizeof h);
-        logline(&s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s)", pg, g, ph, h);
+        format_bytes((double)s.plan.disk_bytes, d, sizeof d);
+        logline(&s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s) | disk: %s (plan %s)", pg, g,
+                ph, h, pd, d);
     } else {
         logline(&s, "%s: %s", s.status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "ERROR", s.message);
     }

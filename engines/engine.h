@@ -23,6 +23,18 @@
 
 typedef enum device_kind { DEVICE_CPU = 0, DEVICE_CUDA = 1 } device_kind;
 
+/* Where an offloading engine keeps what leaves the GPU (--offload): host memory, or the
+ * optimizer state (and what else the engine says) in files under --nvme-dir. */
+typedef enum offload_target { OFFLOAD_CPU = 0, OFFLOAD_NVME = 1 } offload_target;
+
+/* Options only some engines implement (engine_vtbl.options); the driver refuses the others. */
+enum {
+    ENGINE_OPT_DPU = 1u << 0,          /* --dpu */
+    ENGINE_OPT_OFFLOAD_NVME = 1u << 1, /* --offload nvme */
+};
+
+enum { ENGINE_PATH_MAX = 1024 };
+
 /* What an engine needs to know about the run. */
 typedef struct engine_config {
     gpt_shape shape;
@@ -37,6 +49,11 @@ typedef struct engine_config {
     /* The budgets the run will have (bytes; 0 = unknown), for plans that adapt to them
      * (stronghold -w auto keeps as many layers resident as the GPU holds). */
     size_t gpu_budget, host_budget;
+    int dpu;                 /* --dpu: delayed parameter update (zero-offload) */
+    offload_target offload;  /* --offload cpu|nvme */
+    /* --nvme-dir: where the disk tier makes its private directory (the driver fills in the
+     * results directory when none is given) */
+    char nvme_dir[ENGINE_PATH_MAX];
 } engine_config;
 
 typedef struct engine_plan {
@@ -51,6 +68,9 @@ typedef struct engine_env {
     gpt_backend *be;    /* the compute backend ("GPU"; the CPU backend in CI) */
     dev_arena *gpu;     /* device memory under --gpu-mem-limit */
     mem_budget *host;   /* host memory under --cpu-mem-limit */
+    /* disk bytes under the free space of the --nvme-dir file system (the disk tier takes
+     * from it); NULL when the run plans no disk bytes */
+    mem_budget *disk;
     int rank, world;
     /* Where an engine says what it decided and why (one line, no newline): the driver puts
      * it in the log and on stdout.  NULL: the engine stays silent. */
@@ -63,7 +83,7 @@ void engine_note(const engine_env *env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Streams whose busy time an engine reports per iteration (to show the bottleneck). */
-enum { BUSY_COMPUTE, BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_KINDS };
+enum { BUSY_COMPUTE, BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_DISK, BUSY_KINDS };
 
 typedef struct step_result {
     double loss;        /* mean cross-entropy of the batch */
@@ -76,6 +96,7 @@ typedef struct step_result {
     int has_busy;
     double busy_ms[BUSY_KINDS];
     double bytes_h2d, bytes_d2h, host_adam_params;
+    double bytes_disk_read, bytes_disk_write;
 } step_result;
 
 typedef struct engine_vtbl {
@@ -87,6 +108,7 @@ typedef struct engine_vtbl {
      * weights and activations on the GPU, fp32 master weights, grads and Adam state); the
      * driver refuses bf16 for an engine that leaves this 0. */
     int supports_bf16;
+    unsigned options;        /* ENGINE_OPT_* it implements */
     void (*plan)(const engine_config *cfg, engine_plan *out);
     /* Optional: reject a configuration the engine cannot run (one line into err; the driver
      * exits 2 before writing anything).  0 when fine. */
@@ -105,6 +127,10 @@ typedef struct engine_vtbl {
 
 /* The registry (engines/registry.c). */
 const engine_vtbl *engine_find(const char *name);
+/* Whether eng can run cfg: --dtype bf16, --dpu, --offload nvme against what it implements,
+ * then its own check.  0 when fine; else one line in err (the driver exits 2, nothing is
+ * written). */
+int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen);
 int engine_count(void);
 const engine_vtbl *engine_at(int i);
 

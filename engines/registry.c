@@ -16,6 +16,24 @@ void engine_note(const engine_env *env, const char *fmt, ...)
     env->note(env->note_ctx, line);
 }
 
+int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->bf16 && !eng->supports_bf16) {
+        snprintf(err, errlen, "%s does not implement --dtype bf16 (use --dtype fp32)", eng->name);
+        return -1;
+    }
+    if (cfg->dpu && !(eng->options & ENGINE_OPT_DPU)) {
+        snprintf(err, errlen, "%s has no delayed parameter update (--dpu is zero-offload's)", eng->name);
+        return -1;
+    }
+    if (cfg->offload == OFFLOAD_NVME && !(eng->options & ENGINE_OPT_OFFLOAD_NVME)) {
+        snprintf(err, errlen, "%s keeps nothing on disk (--offload nvme is for zero-infinity and stronghold)",
+                 eng->name);
+        return -1;
+    }
+    return eng->check ? eng->check(cfg, err, errlen) : 0;
+}
+
 static const engine_vtbl *const engines[] = {
     &engine_megatron_lm,
     &engine_stronghold,

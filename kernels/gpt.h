@@ -43,6 +43,7 @@ typedef enum gpt_status {
     GPT_ERR_OOM = -1,     /* the allocation did not fit (budget or the device itself) */
     GPT_ERR_BACKEND = -2, /* a runtime/library call failed; the backend printed which */
     GPT_ERR_INVALID = -3, /* bad argument (e.g. a token id out of range) */
+    GPT_ERR_IO = -4,      /* a disk-tier file operation failed; the runtime printed which */
 } gpt_status;
 
 /* Element type of a backend's activations (see Conventions). */

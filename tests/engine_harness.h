@@ -10,6 +10,7 @@
 #include "../engines/engine.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,5 +70,74 @@ static inline void harness_close(engine_harness *h)
     if (h->cfg.device == DEVICE_CUDA) gpt_cuda_backend_destroy(h->be);
     else gpt_cpu_backend_destroy(h->be);
 }
+
+/* ---- trajectories: what "equals the baseline" means ------------------------------------- */
+
+enum { ITERS = 20 };
+
+/* A small model on the CPU backend (2 threads) whose training visibly moves in 20 steps. */
+
+static inline engine_config small_config(int layers)
+{
+    engine_config c;
+    memset(&c, 0, sizeof c);
+    c.shape = (gpt_shape){.layers = layers, .hidden = 32, .heads = 2, .seq = 16, .batch = 2,
+                          .vocab = 200, .vocab_padded = gpt_pad_vocab(200)};
+    c.ckpt = 1;
+    c.optim = gpt_optim_default();
+    /* A learning rate that moves the parameters visibly within 20 steps, and a clip that
+     * binds (norms are ~1-5 here), so clipping is exercised on every layer. */
+    c.optim.lr = 3e-3;
+    c.optim.min_lr = 3e-4;
+    c.optim.decay_iters = 100;
+    c.optim.clip = 0.5;
+    c.seed = 77;
+    c.device = DEVICE_CPU;
+    c.threads = 2;
+    return c;
+}
+
+/* The baseline's trajectory, computed once per shape. */
+typedef struct trajectory {
+    double loss[ITERS], norm[ITERS];
+    float *params;
+    size_t nparams;
+} trajectory;
+
+static inline void run_engine(const engine_vtbl *eng, const engine_config *cfg, size_t gpu_limit,
+                       trajectory *out)
+{
+    engine_harness h;
+    assert_int_equal(harness_open(&h, eng, cfg, gpu_limit), 0);
+    for (int it = 1; it <= ITERS; it++) {
+        step_result r;
+        memset(&r, 0, sizeof r);
+        harness_step(&h, it, &r);
+        assert_false(r.skipped);
+        out->loss[it - 1] = r.loss;
+        out->norm[it - 1] = r.grad_norm;
+    }
+    out->nparams = (size_t)gpt_param_count(&cfg->shape);
+    out->params = malloc(out->nparams * sizeof(float));
+    assert_non_null(out->params);
+    assert_int_equal(eng->read_params(h.state, out->params), 0);
+    harness_close(&h);
+}
+
+static inline void assert_same_trajectory(const trajectory *a, const trajectory *b, const char *what)
+{
+    for (int i = 0; i < ITERS; i++) {
+        if (a->loss[i] != b->loss[i] || a->norm[i] != b->norm[i])
+            fail_msg("%s: iteration %d: loss %.17g vs %.17g, norm %.17g vs %.17g", what, i + 1,
+                     a->loss[i], b->loss[i], a->norm[i], b->norm[i]);
+    }
+    assert_int_equal(a->nparams, b->nparams);
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < a->nparams; i++)
+        if (memcmp(&a->params[i], &b->params[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+    if (differ) fail_msg("%s: %zu final parameters differ (first at %zu)", what, differ, first);
+}
+
+static inline void free_trajectory(trajectory *t) { free(t->params); }
 
 #endif
