@@ -115,6 +115,14 @@ int main(int argc, char **argv)
                          sh->batch, sh->vocab);
         report_to_parent("budget-gpu %zu", gpu_budget);
         report_to_parent("budget-host %zu", host_budget);
+        if (rc.eng.offload == OFFLOAD_NVME) {
+            /* The disk budget bounds --find-max too; the directory must exist by now. */
+            size_t disk_budget = 0;
+            if (run_resolve_disk_budget(&rc.eng, rc.results_dir, &disk_budget, err, sizeof err) == 0)
+                report_to_parent("budget-disk %zu", disk_budget);
+            else if (comm.rank == 0)
+                printf("aebench: %s (no disk budget known)\n", err);
+        }
         rc.eng.gpu_budget = gpu_budget;
         rc.eng.host_budget = host_budget;
         for (int i = 0; i < engine_count(); i++)

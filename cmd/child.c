@@ -65,6 +65,7 @@ static void parse_report(char *text, child_result *out)
                    &out->shape[3], &out->shape[4], &out->shape[5]);
         else if (strcmp(key, "budget-gpu") == 0) out->budget_gpu = strtoull(val, NULL, 10);
         else if (strcmp(key, "budget-host") == 0) out->budget_host = strtoull(val, NULL, 10);
+        else if (strcmp(key, "budget-disk") == 0) out->budget_disk = strtoull(val, NULL, 10);
     }
 }
 

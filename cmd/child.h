@@ -26,6 +26,7 @@ typedef struct child_result {
     int preset;          /* the CPU preset replaced the shape */
     int shape[6];        /* layers hidden heads seq batch vocab */
     size_t budget_gpu, budget_host;
+    size_t budget_disk;  /* --offload nvme: free bytes under --nvme-dir; 0 otherwise */
 } child_result;
 
 /* What stdout and stderr of the child get. */

@@ -41,6 +41,7 @@ typedef struct fm_ctx {
     run_config rc;           /* the run, with the shape the probe resolved */
     const engine_vtbl *eng;
     size_t budget_gpu, budget_host;
+    size_t budget_disk;      /* --offload nvme: free bytes under --nvme-dir; 0: no disk tier */
     char backend[8];
     char probes_dir[PATH_MAX];
     FILE *log;
@@ -95,6 +96,11 @@ static int plan_fits(const fm_ctx *c, int layers, const char **memory, double *s
     if (plan.host_bytes > c->budget_host) {
         *memory = "host";
         *short_by = (double)plan.host_bytes - (double)c->budget_host;
+        return 0;
+    }
+    if (c->budget_disk && plan.disk_bytes > c->budget_disk) {
+        *memory = "disk";
+        *short_by = (double)plan.disk_bytes - (double)c->budget_disk;
         return 0;
     }
     return 1;
@@ -299,6 +305,7 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
     sh->vocab_padded = gpt_pad_vocab(sh->vocab);
     c.budget_gpu = probe.budget_gpu;
     c.budget_host = probe.budget_host;
+    c.budget_disk = probe.budget_disk;
     snprintf(c.backend, sizeof c.backend, "%s", probe.backend);
     if (snprintf(c.probes_dir, sizeof c.probes_dir, "%s/probes", rc->results_dir) >= (int)sizeof c.probes_dir)
         return cli_fail(err, errlen, "results path too long");

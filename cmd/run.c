@@ -368,27 +368,17 @@ static const mem_budget *oom_budget(const run_state *s)
     return &s->host;
 }
 
-/* --offload nvme: the disk budget is the free space of the --nvme-dir file system (the
- * results directory when none is given).  A directory that is missing or not writable is
- * an error before anything is allocated. */
+/* --offload nvme: the disk budget, from the --nvme-dir file system (see run.h). */
 static int open_disk_budget(run_state *s)
 {
     if (s->ec.offload != OFFLOAD_NVME) return 0;
-    if (!s->ec.nvme_dir[0] && strlen(s->rc->results_dir) < sizeof s->ec.nvme_dir)
-        memcpy(s->ec.nvme_dir, s->rc->results_dir, strlen(s->rc->results_dir) + 1);
-    if (!s->ec.nvme_dir[0]) {
+    size_t free_bytes = 0;
+    if (run_resolve_disk_budget(&s->ec, s->rc->results_dir, &free_bytes, s->message,
+                                sizeof s->message)) {
         s->status = EXIT_RUN_ERROR;
-        snprintf(s->message, sizeof s->message, "--offload nvme: the results directory's path is too "
-                 "long for the swap directory; give --nvme-dir");
         return -1;
     }
-    struct statvfs fs;
-    if (statvfs(s->ec.nvme_dir, &fs) != 0 || access(s->ec.nvme_dir, W_OK | X_OK) != 0) {
-        s->status = EXIT_RUN_ERROR;
-        snprintf(s->message, sizeof s->message, "--nvme-dir %.400s: %s", s->ec.nvme_dir, strerror(errno));
-        return -1;
-    }
-    mem_budget_init(&s->disk, "disk", (size_t)fs.f_bavail * (size_t)fs.f_frsize);
+    mem_budget_init(&s->disk, "disk", free_bytes);
     s->has_disk = 1;
     return 0;
 }
@@ -460,6 +450,25 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     free(tokens);
     free(targets);
     s->eng->free(state);
+}
+
+int run_resolve_disk_budget(engine_config *ec, const char *results_dir, size_t *free_bytes,
+                            char *err, size_t errlen)
+{
+    if (!ec->nvme_dir[0] && strlen(results_dir) < sizeof ec->nvme_dir)
+        memcpy(ec->nvme_dir, results_dir, strlen(results_dir) + 1);
+    if (!ec->nvme_dir[0]) {
+        snprintf(err, errlen, "--offload nvme: the results directory's path is too long for the "
+                 "swap directory; give --nvme-dir");
+        return -1;
+    }
+    struct statvfs fs;
+    if (statvfs(ec->nvme_dir, &fs) != 0 || access(ec->nvme_dir, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "--nvme-dir %.400s: %s", ec->nvme_dir, strerror(errno));
+        return -1;
+    }
+    *free_bytes = (size_t)fs.f_bavail * (size_t)fs.f_frsize;
+    return 0;
 }
 
 void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, size_t *host)

@@ -25,6 +25,11 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
 /* The budgets a run gets: --gpu-mem-limit / --cpu-mem-limit, or the device's free memory
  * and the host's available memory (SIZE_MAX when unknown). */
 void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, size_t *host);
+/* --offload nvme: fill in ec->nvme_dir (the results directory when not given) and the free
+ * bytes of its file system, the disk budget.  -1 with err set when the directory is missing
+ * or not writable (the results directory must then exist already: the caller creates it). */
+int run_resolve_disk_budget(engine_config *ec, const char *results_dir, size_t *free_bytes,
+                            char *err, size_t errlen);
 
 /* --dry-run: the plan and the parameter count, no allocation, nothing written. */
 void run_dry(const run_config *rc, const engine_vtbl *eng);

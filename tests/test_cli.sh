@@ -51,6 +51,12 @@ bad_input "bad dtype" "dtype: 'fp8' is not fp32 or bf16" --dtype fp8
 bad_input "bf16 on the CPU backend" "bf16 needs" --device cpu --dtype bf16
 bad_input "bad memory limit" "gpu-mem-limit: 'lots' is not a size" --gpu-mem-limit lots
 bad_input "zero memory limit" "cpu-mem-limit: '0' is not a size" --cpu-mem-limit 0
+bad_input "bad offload target" "offload: 'tape' is not cpu or nvme" --offload tape
+bad_input "nvme-dir without nvme" "--nvme-dir is only used with --offload nvme" --nvme-dir "$WORK"
+bad_input "dpu on an engine without it" "megatron-lm has no delayed parameter update" "${TINY[@]}" -m megatron-lm --dpu
+bad_input "nvme on an engine without a disk tier" "megatron-lm keeps nothing on disk" "${TINY[@]}" -m megatron-lm --offload nvme
+printf '{"offload": 3}' >"$WORK/offload.json"
+bad_input "config offload wrong type" "offload: wrong type (want a string, got a number)" --config "$WORK/offload.json"
 bad_input "unreadable config" "cannot read config $WORK/none.json" --config "$WORK/none.json"
 printf '{"layers": 4,' >"$WORK/truncated.json"
 bad_input "malformed config" "config $WORK/truncated.json: malformed JSON" --config "$WORK/truncated.json"
