@@ -570,65 +570,109 @@ static void test_engine_bf16_vs_cpu(void **state)
 }
 
 
-/* stronghold on the GPU (real async streams and events) against megatron-lm on the CPU
- * reference: per-iteration losses within 1e-5 and final parameters within 1e-5 normwise, for
- * W in {1, 2, 3, L} and -w auto under a budget that makes it stream. */
-static void test_stronghold_cuda_vs_cpu(void **state)
+/* One engine on the GPU (real async streams and events) against megatron-lm's trajectory on
+ * the CPU reference: per-iteration losses within 1e-5 and final parameters within 1e-5
+ * normwise (fp32 math). */
+static void check_engine_on_gpu(const engine_vtbl *eng, const engine_config *g, size_t gpu_limit,
+                                const char *label, const double *ref_loss, const float *ref,
+                                float *got, int iters)
 {
-    (void)state;
-    if (!have_gpu()) skip();
-    engine_config cfg = small_engine_config(6, 99, DEVICE_CPU);
-    cfg.optim.clip = 0.5;
-    enum { ITERS = 20 };
-    double ref_loss[ITERS];
-    const size_t P = (size_t)gpt_param_count(&cfg.shape);
-    float *ref = malloc(P * sizeof(float)), *got = malloc(P * sizeof(float));
-    assert_non_null(ref);
-    assert_non_null(got);
+    const size_t P = (size_t)gpt_param_count(&g->shape);
+    engine_harness h;
+    assert_int_equal(harness_open(&h, eng, g, gpu_limit), 0);
+    double max_rel = 0;
+    for (int it = 1; it <= iters; it++) {
+        step_result r = {0};
+        harness_step(&h, it, &r);
+        const double rel = fabs(r.loss - ref_loss[it - 1]) / fabs(ref_loss[it - 1]);
+        if (rel > max_rel) max_rel = rel;
+    }
+    assert_int_equal(eng->read_params(h.state, got), 0);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < P; i++) {
+        num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    const double prel = sqrt(num / den);
+    printf("cuda_vs_cpu engine %s %s losses math=fp32 iterations=%d max_rel_err=%.3e final params "
+           "rel_err=%.3e\n", eng->name, label, iters, max_rel, prel);
+    assert_true(max_rel <= 1e-5);
+    assert_true(prel <= 1e-5);
+    harness_close(&h);
+}
+
+/* megatron-lm's trajectory on the CPU backend: losses and final parameters. */
+static void cpu_reference(const engine_config *cfg, int iters, double *ref_loss, float *ref)
+{
     engine_harness cpu;
-    assert_int_equal(harness_open(&cpu, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
-    for (int it = 1; it <= ITERS; it++) {
+    assert_int_equal(harness_open(&cpu, &engine_megatron_lm, cfg, SIZE_MAX), 0);
+    for (int it = 1; it <= iters; it++) {
         step_result r = {0};
         harness_step(&cpu, it, &r);
         ref_loss[it - 1] = r.loss;
     }
     assert_int_equal(engine_megatron_lm.read_params(cpu.state, ref), 0);
     harness_close(&cpu);
+}
 
-    engine_config g = cfg;
-    g.device = DEVICE_CUDA;
-    g.window = 6;
+/* Every offloading engine on the GPU against megatron-lm on the CPU: stronghold for W in
+ * {1, 2, 3, L} and -w auto under a budget that makes it stream; l2l; zero-offload;
+ * zero-infinity; the disk tier (--offload nvme) of zero-infinity and stronghold; each with
+ * clipping, and the engines whose schedule changes without it also with --clip-grad 0. */
+static void test_offload_engines_cuda_vs_cpu(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    enum { ITERS = 20 };
+    double ref_loss[ITERS], ref_loss_noclip[ITERS];
+    engine_config cfg = small_engine_config(6, 99, DEVICE_CPU);
+    cfg.optim.clip = 0.5;
+    engine_config noclip = cfg;
+    noclip.optim.clip = 0;
+    const size_t P = (size_t)gpt_param_count(&cfg.shape);
+    float *ref = malloc(P * sizeof(float)), *ref_noclip = malloc(P * sizeof(float));
+    float *got = malloc(P * sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(ref_noclip);
+    assert_non_null(got);
+    cpu_reference(&cfg, ITERS, ref_loss, ref);
+    cpu_reference(&noclip, ITERS, ref_loss_noclip, ref_noclip);
+
+    engine_config g = cfg, gn = noclip;
+    g.device = gn.device = DEVICE_CUDA;
     engine_plan all;
+    g.window = 6;
     engine_stronghold.plan(&g, &all);
     const int windows[] = {1, 2, 3, 6, 0};
     for (int w = 0; w < 5; w++) {
+        char label[32];
+        snprintf(label, sizeof label, "-w %d", windows[w]);
         g.window = windows[w];
-        engine_harness h;
         /* -w auto: room for about half the layers, so it streams. */
         const size_t limit = windows[w] == 0 ? (size_t)(all.gpu_bytes * 0.6) : SIZE_MAX;
-        assert_int_equal(harness_open(&h, &engine_stronghold, &g, limit), 0);
-        double max_rel = 0;
-        for (int it = 1; it <= ITERS; it++) {
-            step_result r = {0};
-            harness_step(&h, it, &r);
-            const double rel = fabs(r.loss - ref_loss[it - 1]) / fabs(ref_loss[it - 1]);
-            if (rel > max_rel) max_rel = rel;
-        }
-        assert_int_equal(engine_stronghold.read_params(h.state, got), 0);
-        double num = 0, den = 0;
-        for (size_t i = 0; i < P; i++) {
-            num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-            den += (double)ref[i] * ref[i];
-        }
-        const double prel = sqrt(num / den);
-        printf("cuda_vs_cpu engine stronghold -w %d losses math=fp32 iterations=%d "
-               "max_rel_err=%.3e final params rel_err=%.3e\n",
-               windows[w], ITERS, max_rel, prel);
-        assert_true(max_rel <= 1e-5);
-        assert_true(prel <= 1e-5);
-        harness_close(&h);
+        check_engine_on_gpu(&engine_stronghold, &g, limit, label, ref_loss, ref, got, ITERS);
     }
+    g.window = gn.window = 2;
+    check_engine_on_gpu(&engine_stronghold, &gn, SIZE_MAX, "-w 2 --clip-grad 0", ref_loss_noclip,
+                        ref_noclip, got, ITERS);
+    g.window = gn.window = 0;
+
+    const char *const offload_engines[] = {"l2l", "zero-offload", "zero-infinity"};
+    for (int e = 0; e < 3; e++) {
+        const engine_vtbl *eng = engine_find(offload_engines[e]);
+        if (!eng) fail_msg("engine %s is not registered", offload_engines[e]);
+        check_engine_on_gpu(eng, &g, SIZE_MAX, "clip 0.5", ref_loss, ref, got, ITERS);
+        check_engine_on_gpu(eng, &gn, SIZE_MAX, "--clip-grad 0", ref_loss_noclip, ref_noclip, got, ITERS);
+    }
+    /* The disk tier: swap files in the working directory (the machine's disk). */
+    g.offload = OFFLOAD_NVME;
+    snprintf(g.nvme_dir, sizeof g.nvme_dir, ".");
+    const engine_vtbl *zi = engine_find("zero-infinity");
+    check_engine_on_gpu(zi, &g, SIZE_MAX, "--offload nvme", ref_loss, ref, got, ITERS);
+    g.window = 2;
+    check_engine_on_gpu(&engine_stronghold, &g, SIZE_MAX, "-w 2 --offload nvme", ref_loss, ref, got, ITERS);
     free(ref);
+    free(ref_noclip);
     free(got);
 }
 
@@ -687,7 +731,7 @@ int main(void)
         cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_engine_cpu_vs_cuda),
         cmocka_unit_test(test_engine_bf16_vs_cpu),
-        cmocka_unit_test(test_stronghold_cuda_vs_cpu),
+        cmocka_unit_test(test_offload_engines_cuda_vs_cpu),
         cmocka_unit_test(test_oom_then_usable),
         cmocka_unit_test(test_profiler_table),
     };

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Table of bench/offload_gpu.sh's runs, each beside its bounds.
+
+Reads OUT/results/*.json (aebench run records), OUT/bandwidth.txt (build/bench/host_adam) and
+OUT/disk.txt (build/bench/disk_bw), all measured in the same call, and prints a markdown
+table.  From the last iteration of each run:
+
+  C  compute-stream busy ms       H  bytes to the GPU / host->gpu bandwidth
+  D  bytes from the GPU / gpu->host bandwidth
+  A  host-Adam params * 28 B / host in-place update bandwidth (read p, g, m, v; write p, m, v)
+  K  disk bytes read / disk read rate + bytes written / disk write rate
+
+roofline = max(C, H, D, A, K): what no schedule can beat.  The schedule bound is what the
+engine's own dependencies allow at those rates, the one each engine is held to (15%):
+
+  stronghold          max(C, H, D, A, K)    (everything overlaps)
+  l2l                 max(C + H + D, A)     (copies are synchronous with compute by design;
+                                             the host Adam overlaps)
+  zero-offload        max(C, D) + max(A, H) (backward streams grads out; the CPU Adam over
+                                             everything and the tile-wise copy back follow it)
+  zero-offload --dpu  max(C, D, A, H)       (the update overlaps the next step)
+  zero-infinity       max(C, H, D, 3/4 C + max(A, K))  with clipping the update waits for
+                                             the backward (3/4 of compute: recompute and
+                                             backward) and overlaps only the next forward
+  (any engine with --clip-grad 0: max of the terms)
+
+Usage: offload_summary.py OUT
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stronghold_summary import bandwidths  # noqa: E402  (same ceilings file format)
+
+
+def disk_rates(path):
+    """Best write and read GB/s of build/bench/disk_bw's output."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return None, None
+    w = [float(x) for x in re.findall(r"write\D{0,40}?([\d.]+)\s*GB/s", text)]
+    r = [float(x) for x in re.findall(r"read\D{0,40}?([\d.]+)\s*GB/s", text)]
+    return (max(w) if w else None), (max(r) if r else None)
+
+
+def gib(x):
+    return x / 2**30
+
+
+def terms(last, bw, disk_w, disk_r):
+    busy = last.get("busy_ms") or {}
+    t = {"C": busy.get("compute", 0.0)}
+    t["H"] = last.get("bytes_h2d", 0) / (bw["h2d"] * 1e9) * 1e3 if bw.get("h2d") else 0.0
+    t["D"] = last.get("bytes_d2h", 0) / (bw["d2h"] * 1e9) * 1e3 if bw.get("d2h") else 0.0
+    t["A"] = last.get("host_adam_params", 0) * 28 / (bw["update"] * 1e9) * 1e3 if bw.get("update") else 0.0
+    k = 0.0
+    if disk_r and last.get("bytes_disk_read"):
+        k += last["bytes_disk_read"] / (disk_r * 1e9) * 1e3
+    if disk_w and last.get("bytes_disk_write"):
+        k += last["bytes_disk_write"] / (disk_w * 1e9) * 1e3
+    t["K"] = k
+    return t
+
+
+def schedule_bound(method, cfg, t):
+    C, H, D, A, K = t["C"], t["H"], t["D"], t["A"], t["K"]
+    if cfg.get("clip_grad", 1.0) <= 0 or method == "stronghold":
+        return max(C, H, D, A, K)
+    if method == "l2l":
+        return max(C + H + D, A)
+    if method == "zero-offload":
+        if cfg.get("dpu"):
+            return max(C, D, A, H)
+        return max(C, D) + max(A, H)
+    if method == "zero-infinity":
+        return max(C, H, D, 0.75 * C + max(A, K))
+    return None
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "bench/results/latest"
+    bw = bandwidths(os.path.join(out, "bandwidth.txt"))
+    disk_w, disk_r = disk_rates(os.path.join(out, "disk.txt"))
+    runs = []
+    for path in sorted(glob.glob(os.path.join(out, "results", "*.json"))):
+        try:
+            j = json.load(open(path))
+        except (OSError, ValueError):
+            continue
+        if "method" in j and "config" in j:
+            runs.append(j)
+    dev = os.path.join(out, "device.txt")
+    print("# offload engines on %s" % (open(dev).readline().strip() if os.path.exists(dev) else "?"))
+    print()
+    print("Measured in the same call: host->gpu %.1f GB/s, gpu->host %.1f GB/s, host in-place update "
+          "%.1f GB/s, CPU Adam %.1f GB/s, disk write %s GB/s, read %s GB/s." % (
+              bw.get("h2d", 0), bw.get("d2h", 0), bw.get("update", 0), bw.get("adam", 0),
+              "%.2f" % disk_w if disk_w else "?", "%.2f" % disk_r if disk_r else "?"))
+    print()
+    base = {}
+    for j in runs:
+        if j["method"] == "megatron-lm" and j["status"] == "ok":
+            base[(j["config"]["layers"], j["memory"]["gpu"]["limit_bytes"])] = j["summary"]["median_ms"]
+    print("| run | B params | status | ms/it | samples/s | TFLOP/s | vs megatron | GPU peak/plan GiB "
+          "| host peak/plan GiB | disk peak/plan GiB | busy C/H2D/D2H/Adam/disk ms | roofline | schedule "
+          "bound | ms / bound |")
+    print("|" + "---|" * 14)
+    for j in runs:
+        c = j["config"]
+        mem = j["memory"]
+        gl, hl = mem["gpu"]["limit_bytes"], mem["host"]["limit_bytes"]
+        name = "%s l%d" % (j["method"], c["layers"])
+        if j["method"] == "stronghold":
+            name += " w%s" % c["window"]
+        if c.get("dpu"):
+            name += " --dpu"
+        if c.get("offload") == "nvme":
+            name += " nvme"
+        if c.get("clip_grad", 1) <= 0:
+            name += " clip 0"
+        if gl < 60 * 2**30:
+            name += " (%.0fG/%.0fG)" % (gib(gl), gib(hl))
+        P = j.get("parameters", 0) / 1e9
+        if j["status"] != "ok":
+            print("| %s | %.2f | %s: %s |%s" % (name, P, j["status"], j.get("message", "")[:90], " |" * 11))
+            continue
+        s = j["summary"]
+        med = s["median_ms"]
+        key = (c["layers"], gl)
+        vs = "%.2fx" % (base[key] / med) if key in base and j["method"] != "megatron-lm" else ""
+
+        def pp(m):
+            if m not in mem:
+                return ""
+            return "%.2f / %.2f" % (gib(mem[m]["peak_bytes"]), gib(mem[m]["planned_bytes"]))
+        last = j["iterations"][-1]
+        roof = sched = ratio = busy = ""
+        if last.get("busy_ms"):
+            t = terms(last, bw, disk_w, disk_r)
+            b = last["busy_ms"]
+            busy = "%.0f / %.0f / %.0f / %.0f / %.0f" % (b["compute"], b["h2d"], b["d2h"], b["host_adam"],
+                                                       b.get("disk", 0))
+            roof = "%.0f" % max(t.values())
+            sb = schedule_bound(j["method"], c, t)
+            if sb:
+                sched = "%.0f" % sb
+                ratio = "%.2f" % (med / sb)
+        print("| %s | %.2f | ok | %.1f | %.2f | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            name, P, med, s["samples_per_second"], s["model_tflops"], vs, pp("gpu"), pp("host"),
+            pp("disk"), busy, roof, sched, ratio))
+
+
+if __name__ == "__main__":
+    main()
