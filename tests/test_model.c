@@ -378,7 +378,7 @@ static void test_lr_schedule(void **state)
 
 /* ---- the engine ------------------------------------------------------------------------ */
 
-static engine_config small_config(void)
+static engine_config model_test_config(void)
 {
     engine_config c = {0};
     c.shape = (gpt_shape){.layers = 2, .hidden = 64, .heads = 4, .seq = 32, .batch = 4, .vocab = 512};
@@ -395,7 +395,7 @@ static engine_config small_config(void)
 static void test_loss_falls_on_synthetic_corpus(void **state)
 {
     (void)state;
-    engine_config cfg = small_config();
+    engine_config cfg = model_test_config();
     engine_harness r;
     assert_int_equal(harness_open(&r, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
     const int iters = 40;
@@ -417,7 +417,7 @@ static void test_loss_falls_on_synthetic_corpus(void **state)
 static void test_engine_oom_is_recorded(void **state)
 {
     (void)state;
-    engine_config cfg = small_config();
+    engine_config cfg = model_test_config();
     engine_plan plan;
     engine_megatron_lm.plan(&cfg, &plan);
     engine_harness r;
@@ -436,7 +436,7 @@ static void test_engine_plan_matches_allocation(void **state)
 {
     (void)state;
     for (int ckpt = 0; ckpt <= 1; ckpt++) {
-        engine_config cfg = small_config();
+        engine_config cfg = model_test_config();
         cfg.ckpt = ckpt;
         engine_plan plan;
         engine_megatron_lm.plan(&cfg, &plan);
