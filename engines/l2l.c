@@ -315,7 +315,7 @@ static int l2l_init(const engine_env *env, void **state)
     char g[32], h[32];
     format_bytes((double)p.gpu_bytes, g, sizeof g);
     format_bytes((double)p.host_bytes, h, sizeof h);
-    engine_note(env, "l2l plan: GPU %s (one layer slot of %d), host %s; host Adam: %s", g, L, h,
+    engine_note(env, "l2l plan: GPU %s (one layer slot for %d layers), host %s; host Adam: %s", g, L, h,
                 cpu_adam_isa(st->host_adam));
     return init_params(st, staging);
 }
