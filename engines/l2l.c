@@ -1,0 +1,525 @@
+/*
+ * l2l — layer to layer (Pudipeddi et al. 2020): one transformer layer on the GPU at a time,
+ * every layer's weights and optimizer state on the host ("eager param server"), done exactly.
+ *
+ * Where things live (fp32):
+ *   GPU   embed block: params, grads, Adam m, v (it updates on the GPU); ONE layer slot:
+ *         params and grads; the checkpointed inputs x[0..L] of every layer (x[L] is the
+ *         head's input); one layer's activations (recomputed in backward), the backward
+ *         scratch, the head's activations (logits become their own gradient), the residual
+ *         gradient, the token and target ids, the L+1 squared block norms
+ *   host  pinned: every layer's params and grads (what the copies read and write), the
+ *         losses and norms read back; ordinary: every layer's Adam m and v, and a staging
+ *         block for the embedding's initialisation (given back after init)
+ *
+ * One iteration, stream by stream (the slot is the only place a layer runs from, so each
+ * layer's compute waits for its copy: no prefetch, which is what sets l2l apart from
+ * stronghold):
+ *   compute   ids; embed; fwd 0..L-1, each once its params are in; head; bwd head;
+ *             bwd L-1..0 with recompute, each once its params are in and the slot's grads are
+ *             zeroed, each followed by its squared grad norm; embed bwd and norm; read back;
+ *             GPU Adam of the embed block
+ *   h2d       fwd: layer k's params into the slot once layer k-1's forward is done (and once
+ *             k's host update from the previous step is done); bwd: layer j's params into the
+ *             slot once layer j+1's backward is done (layer L-1's right after its forward,
+ *             under the head)
+ *   d2h       bwd: layer j's grads to the host once its backward is done, then the slot's
+ *             grads zeroed for layer j-1
+ *   host Adam layer j once its grads are home: with --clip-grad 0 queued right after the
+ *             copy (it runs under the backward of the layers below); with clipping all L
+ *             queued, ascending, once the global norm is known after backward (they run
+ *             under the next forward, whose copy of layer k waits for k's update).
+ * Events order every hand-off between streams.  The slot's params and grads are separate
+ * buffers, so in backward layer j's grads leave (d2h) while layer j-1's params arrive
+ * (h2d): both directions of the bus work at once, and the compute waits for both.
+ *
+ * Why the host Adam waits for the end of backward when clipping: Megatron clips with the
+ * norm of *all* gradients, known only once the backward ends, so an update of layer j
+ * before then cannot equal the baseline's (the artifact's l2l never clipped).  Without
+ * clipping nothing waits for the norm and each layer updates as its grads arrive, still
+ * equal to the baseline.  (There a non-finite gradient found at the end of backward can no
+ * longer un-update the layers above it; the baseline would skip the whole step.)
+ *
+ * Artifact bugs not copied: every tensor of a layer is updated (its l2l skipped biases and
+ * LayerNorm and updated only the first rows of 2-D weights), and the update is clipped.
+ */
+#include "engine.h"
+
+#include "runtime/cpu_adam.h"
+#include "runtime/spans.h"
+#include "runtime/timer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Floats of the blocks and activations that every size below derives from. */
+typedef struct l2l_layout {
+    int L;
+    size_t PL, PE; /* one layer block, the embed block */
+    size_t N, NC;  /* tokens per step; one (N, C) activation */
+} l2l_layout;
+
+static l2l_layout layout_for(const gpt_shape *sh)
+{
+    l2l_layout z;
+    z.L = sh->layers;
+    z.PL = gpt_layer_layout_of(sh).total;
+    z.PE = gpt_embed_layout_of(sh).total;
+    z.N = (size_t)sh->batch * sh->seq;
+    z.NC = z.N * (size_t)sh->hidden;
+    return z;
+}
+
+/* Bytes of every allocation; plan and init share them. */
+typedef struct l2l_bytes {
+    size_t embed, slot, inputs, acts, scratch, head, dres, ids, norms;
+    size_t host_layers, host_losses, host_norms, staging;
+} l2l_bytes;
+
+static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
+{
+    const size_t f = sizeof(float);
+    l2l_bytes b;
+    b.embed = z->PE * f;                          /* each of params, grads, m, v */
+    b.slot = z->PL * f;                           /* each of params, grads */
+    b.inputs = (size_t)(z->L + 1) * z->NC * f;
+    b.acts = gpt_layer_acts_floats(sh) * f;
+    b.scratch = gpt_layer_scratch_floats(sh) * f;
+    b.head = gpt_head_acts_floats(sh) * f;
+    b.dres = z->NC * f;
+    b.ids = 2 * z->N * sizeof(int32_t);
+    b.norms = (size_t)(z->L + 1) * f;
+    b.host_layers = (size_t)z->L * z->PL * f;     /* each of params, grads, m, v */
+    b.host_losses = z->N * f;
+    b.host_norms = b.norms;
+    b.staging = z->PE * f;
+    return b;
+}
+
+/* GPU ~ 16 P_E + 8 P_L + activations; host ~ 16 (P - P_E).  The staging block is the last
+ * host allocation and is given back after init, but it counts in the peak. */
+static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
+{
+    l2l_bytes b = bytes_for(z, sh);
+    out->gpu_bytes = 4 * (uint64_t)b.embed + 2 * (uint64_t)b.slot + b.inputs + b.acts +
+                     b.scratch + b.head + b.dres + b.ids + b.norms;
+    out->host_bytes = 4 * (uint64_t)b.host_layers + b.host_losses + b.host_norms + b.staging;
+    out->disk_bytes = 0;
+}
+
+static void l2l_plan(const engine_config *cfg, engine_plan *out)
+{
+    l2l_layout z = layout_for(&cfg->shape);
+    plan_of(&z, &cfg->shape, out);
+}
+
+static int l2l_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg->ckpt) {
+        snprintf(err, errlen, "l2l recomputes every layer from its checkpointed input; "
+                              "--no-ckpt is not supported");
+        return -1;
+    }
+    if (cfg->bf16) {
+        snprintf(err, errlen, "l2l does not support --dtype bf16");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- state ------------------------------------------------------------------------------ */
+
+typedef struct l2l_state {
+    engine_env env;
+    gpt_shape sh;
+    l2l_layout z;
+    gpt_stream *compute, *h2d, *d2h;
+    cpu_adam *host_adam;
+    engine_allocs mem;
+
+    /* GPU */
+    float *embed_p, *embed_g, *embed_m, *embed_v;
+    float *slot_p, *slot_g;    /* the one layer slot */
+    float *inputs;             /* (L+1, N, C): x[k] is layer k's input */
+    gpt_layer_acts acts;
+    gpt_layer_scratch scratch;
+    gpt_head_acts head;
+    float *dres, *dev_norms;
+    int32_t *ids;              /* (2, N): tokens then targets */
+    /* host */
+    float *host_p, *host_g, *host_m, *host_v; /* L layer blocks each */
+    float *host_losses, *host_norms;
+
+    /* The slot's hand-offs; each is re-recorded for every layer, after the waits on its
+     * previous recording have been issued. */
+    gpt_event *params_in;     /* h2d: the slot holds the next layer's params */
+    gpt_event *slot_done;     /* compute: the slot's layer has run (fwd or bwd) */
+    gpt_event *grads_zeroed;  /* d2h: the slot's grads are zero for the next backward */
+    gpt_event **grads_home;   /* L: layer k's grads are on the host (host Adam waits) */
+    uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending) */
+    stream_spans spans;
+    int adam_step;
+} l2l_state;
+
+static int alloc_in(l2l_state *st, void **ptr, size_t bytes, mem_where where, const char *what)
+{
+    return engine_alloc(&st->mem, where, ptr, bytes, what);
+}
+
+/* Wait for every pending host update (0 or the first error). */
+static int wait_all_adam(l2l_state *st)
+{
+    int first = GPT_OK;
+    if (!st->adam_ticket) return GPT_OK;
+    for (int k = 0; k < st->z.L; k++) {
+        if (!st->adam_ticket[k]) continue;
+        int rc = cpu_adam_wait(st->host_adam, st->adam_ticket[k]);
+        if (rc && !first) first = rc;
+        st->adam_ticket[k] = 0;
+    }
+    return first;
+}
+
+static void l2l_free(void *state)
+{
+    l2l_state *st = state;
+    if (!st) return;
+    if (st->host_adam) {
+        (void)wait_all_adam(st);
+        cpu_adam_destroy(st->host_adam);
+    }
+    /* Queued work may still use the buffers freed below (after a failed step). */
+    gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) (void)gpt_stream_sync(streams[i]);
+    spans_free(&st->spans);
+    gpt_event_destroy(st->params_in);
+    gpt_event_destroy(st->slot_done);
+    gpt_event_destroy(st->grads_zeroed);
+    if (st->grads_home)
+        for (int k = 0; k < st->z.L; k++) gpt_event_destroy(st->grads_home[k]);
+    free(st->grads_home);
+    free(st->adam_ticket);
+    engine_free_all(&st->mem);
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
+    free(st);
+}
+
+/* Layer k's input on the GPU; k == L is the head's input. */
+static float *input_of(l2l_state *st, int k) { return st->inputs + (size_t)k * st->z.NC; }
+/* Offset of layer k's block in the host arrays. */
+static size_t host_block(const l2l_state *st, int k) { return (size_t)k * st->z.PL; }
+
+/* ---- init ----------------------------------------------------------------------------------- */
+
+/* Layers initialise straight into their host blocks; the embed block goes through the
+ * staging block (the last allocation, given back here). */
+static int init_params(l2l_state *st, float *staging)
+{
+    const gpt_shape *sh = &st->sh;
+    const l2l_layout *z = &st->z;
+    const uint64_t seed = st->env.cfg->seed;
+    gpt_stream *s = st->compute;
+    int rc;
+    for (int k = 0; k < z->L; k++) gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
+    memset(st->host_m, 0, (size_t)z->L * z->PL * sizeof(float));
+    memset(st->host_v, 0, (size_t)z->L * z->PL * sizeof(float));
+    gpt_init_embed(staging, sh, seed);
+    if ((rc = gpt_memcpy_h2d(s, st->embed_p, staging, z->PE * sizeof(float))) ||
+        (rc = gpt_stream_memset_zero(s, st->embed_m, z->PE * sizeof(float))) ||
+        (rc = gpt_stream_memset_zero(s, st->embed_v, z->PE * sizeof(float))) ||
+        (rc = gpt_stream_sync(s)))
+        return rc;
+    engine_free_last(&st->mem);
+    return GPT_OK;
+}
+
+static int l2l_init(const engine_env *env, void **state)
+{
+    *state = NULL;
+    char err[256];
+    if (l2l_check(env->cfg, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return GPT_ERR_INVALID;
+    }
+    if (env->world != 1) {
+        fprintf(stderr, "aebench: l2l runs on one rank (got %d ranks)\n", env->world);
+        return GPT_ERR_INVALID;
+    }
+    if (env->be->dtype != GPT_F32) {
+        fprintf(stderr, "aebench: l2l needs an fp32 backend (got %s)\n",
+                gpt_dtype_name(env->be->dtype));
+        return GPT_ERR_INVALID;
+    }
+    l2l_state *st = calloc(1, sizeof *st);
+    if (!st) return GPT_ERR_OOM;
+    st->env = *env;
+    engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
+    st->sh = env->cfg->shape;
+    st->z = layout_for(&st->sh);
+    *state = st;
+    const gpt_shape *sh = &st->sh;
+    const int L = sh->layers;
+    int rc;
+    if ((rc = env->be->ops->stream_create(env->be, &st->compute)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->h2d)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
+        (rc = cpu_adam_create(&st->host_adam, env->cfg->threads)))
+        return rc;
+
+    l2l_bytes b = bytes_for(&st->z, sh);
+    void *acts = NULL, *scratch = NULL, *head = NULL, *staging = NULL;
+    if ((rc = alloc_in(st, (void **)&st->embed_p, b.embed, MEM_GPU, "embedding parameters")) ||
+        (rc = alloc_in(st, (void **)&st->embed_g, b.embed, MEM_GPU, "embedding gradients")) ||
+        (rc = alloc_in(st, (void **)&st->embed_m, b.embed, MEM_GPU, "embedding Adam m")) ||
+        (rc = alloc_in(st, (void **)&st->embed_v, b.embed, MEM_GPU, "embedding Adam v")) ||
+        (rc = alloc_in(st, (void **)&st->slot_p, b.slot, MEM_GPU, "layer slot parameters")) ||
+        (rc = alloc_in(st, (void **)&st->slot_g, b.slot, MEM_GPU, "layer slot gradients")) ||
+        (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
+        (rc = alloc_in(st, &acts, b.acts, MEM_GPU, "layer activations")) ||
+        (rc = alloc_in(st, &scratch, b.scratch, MEM_GPU, "backward scratch")) ||
+        (rc = alloc_in(st, &head, b.head, MEM_GPU, "logits and head activations")) ||
+        (rc = alloc_in(st, (void **)&st->dres, b.dres, MEM_GPU, "residual gradient")) ||
+        (rc = alloc_in(st, (void **)&st->ids, b.ids, MEM_GPU, "token ids")) ||
+        (rc = alloc_in(st, (void **)&st->dev_norms, b.norms, MEM_GPU, "block norms")) ||
+        (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, MEM_PINNED, "layer parameters")) ||
+        (rc = alloc_in(st, (void **)&st->host_g, b.host_layers, MEM_PINNED, "layer gradients")) ||
+        (rc = alloc_in(st, (void **)&st->host_m, b.host_layers, MEM_HOST, "layer Adam m")) ||
+        (rc = alloc_in(st, (void **)&st->host_v, b.host_layers, MEM_HOST, "layer Adam v")) ||
+        (rc = alloc_in(st, (void **)&st->host_losses, b.host_losses, MEM_PINNED, "losses read-back")) ||
+        (rc = alloc_in(st, (void **)&st->host_norms, b.host_norms, MEM_PINNED, "norms read-back")) ||
+        (rc = alloc_in(st, &staging, b.staging, MEM_HOST, "embedding staging")))
+        return rc;
+    gpt_layer_acts_carve(&st->acts, acts, sh);
+    gpt_layer_scratch_carve(&st->scratch, scratch, sh);
+    gpt_head_acts_carve(&st->head, head, sh);
+
+    st->grads_home = calloc((size_t)L, sizeof *st->grads_home);
+    st->adam_ticket = calloc((size_t)L, sizeof *st->adam_ticket);
+    if (!st->grads_home || !st->adam_ticket) return GPT_ERR_OOM;
+    if ((rc = gpt_event_create(env->be, &st->params_in)) ||
+        (rc = gpt_event_create(env->be, &st->slot_done)) ||
+        (rc = gpt_event_create(env->be, &st->grads_zeroed)))
+        return rc;
+    for (int k = 0; k < L; k++)
+        if ((rc = gpt_event_create(env->be, &st->grads_home[k]))) return rc;
+    /* Spans per step: fwd and bwd of every layer, embed, head and optimizer on compute; two
+     * copies in and one out per layer. */
+    if ((rc = spans_init(&st->spans, env->be, 5 * L + 16))) return rc;
+
+    engine_plan p;
+    plan_of(&st->z, sh, &p);
+    char g[32], h[32];
+    format_bytes((double)p.gpu_bytes, g, sizeof g);
+    format_bytes((double)p.host_bytes, h, sizeof h);
+    engine_note(env, "l2l plan: GPU %s (one layer slot for %d layers), host %s; host Adam: %s", g, L, h,
+                cpu_adam_isa(st->host_adam));
+    return init_params(st, staging);
+}
+
+/* ---- one step -------------------------------------------------------------------------------- */
+
+/* Copy layer k's params into the slot once the slot's previous layer has run (and, for the
+ * forward, once k's host update is done). */
+static int copy_in(l2l_state *st, int k, step_result *out)
+{
+    int rc, span;
+    if (st->adam_ticket[k]) {
+        if ((rc = cpu_adam_wait(st->host_adam, st->adam_ticket[k]))) return rc;
+        st->adam_ticket[k] = 0;
+    }
+    if ((rc = gpt_stream_wait_event(st->h2d, st->slot_done)) ||
+        (rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->h2d, st->slot_p, st->host_p + host_block(st, k),
+                             st->z.PL * sizeof(float))) ||
+        (rc = span_end(&st->spans, st->h2d, span)) ||
+        (rc = gpt_event_record(st->params_in, st->h2d)))
+        return rc;
+    out->bytes_h2d += (double)st->z.PL * sizeof(float);
+    return GPT_OK;
+}
+
+/* Queue layer k's host update, to start once its grads are home.  It uses the Adam step
+ * the coming optimizer phase will count (st->adam_step + 1). */
+static int submit_host_adam(l2l_state *st, int k, step_result *out, float scale)
+{
+    const size_t off = host_block(st, k);
+    cpu_adam_job job = {
+        .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
+        .v = st->host_v + off, .n = st->z.PL, .n_decay = gpt_layer_layout_of(&st->sh).n_decay,
+        .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
+        .grad_scale = scale, .after = st->grads_home[k],
+    };
+    out->host_adam_params += (double)st->z.PL;
+    return cpu_adam_submit(st->host_adam, &job, &st->adam_ticket[k]);
+}
+
+static int forward(l2l_state *st, step_result *out)
+{
+    const gpt_shape *sh = &st->sh;
+    const l2l_layout *z = &st->z;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_embed_forward(c, sh, st->embed_p, st->ids, input_of(st, 0));
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    for (int k = 0; k < z->L; k++) {
+        if ((rc = copy_in(st, k, out)) || (rc = gpt_stream_wait_event(c, st->params_in)) ||
+            (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+            return rc;
+        gpt_layer_forward(c, sh, st->slot_p, input_of(st, k), input_of(st, k + 1), &st->acts);
+        if ((rc = span_end(&st->spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)))
+            return rc;
+    }
+    /* The backward starts with layer L-1: its copy in runs under the head. */
+    if ((rc = copy_in(st, z->L - 1, out)) ||
+        (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+        return rc;
+    gpt_head_forward(c, sh, st->embed_p, input_of(st, z->L), st->ids + z->N, &st->head);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
+}
+
+static int backward(l2l_state *st, step_result *out)
+{
+    const gpt_shape *sh = &st->sh;
+    const l2l_layout *z = &st->z;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), st->ids + z->N,
+                      &st->head, st->dres, &st->scratch);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    for (int j = z->L - 1; j >= 0; j--) {
+        /* The slot's grads accumulate: zero them behind the previous layer's copy out. */
+        if ((rc = gpt_stream_memset_zero(st->d2h, st->slot_g, z->PL * sizeof(float))) ||
+            (rc = gpt_event_record(st->grads_zeroed, st->d2h)))
+            return rc;
+        if (j < z->L - 1 && (rc = copy_in(st, j, out))) return rc;
+        if ((rc = gpt_stream_wait_event(c, st->params_in)) ||
+            (rc = gpt_stream_wait_event(c, st->grads_zeroed)) ||
+            (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+            return rc;
+        gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->dres, &st->acts,
+                           &st->scratch, 1);
+        gpt_norm_squared(c, st->dev_norms + 1 + j, st->slot_g, z->PL);
+        if ((rc = span_end(&st->spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)) ||
+            (rc = gpt_stream_wait_event(st->d2h, st->slot_done)) ||
+            (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
+            (rc = gpt_memcpy_d2h(st->d2h, st->host_g + host_block(st, j), st->slot_g,
+                                 z->PL * sizeof(float))) ||
+            (rc = span_end(&st->spans, st->d2h, span)) ||
+            (rc = gpt_event_record(st->grads_home[j], st->d2h)))
+            return rc;
+        out->bytes_d2h += (double)z->PL * sizeof(float);
+        if (st->env.cfg->optim.clip <= 0 && (rc = submit_host_adam(st, j, out, 1.0f))) return rc;
+    }
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
+    gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
+}
+
+static int optimizer(l2l_state *st, step_result *out)
+{
+    const l2l_layout *z = &st->z;
+    const gpt_optim *o = &st->env.cfg->optim;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    const float scale = gpt_clip_scale(o, out->grad_norm);
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_block_adamw(c, st->embed_p, st->embed_g, st->embed_m, st->embed_v, z->PE,
+                    gpt_embed_layout_of(&st->sh).n_decay, o, (float)out->lr, st->adam_step + 1,
+                    scale);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    /* Ascending, so that the next forward, which needs layer 0 first, waits least.
+     * (Without clipping they were queued during the backward.) */
+    if (o->clip > 0)
+        for (int k = 0; k < z->L; k++)
+            if ((rc = submit_host_adam(st, k, out, scale))) return rc;
+    return GPT_OK;
+}
+
+static int l2l_step(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
+                    step_result *out)
+{
+    l2l_state *st = state;
+    const l2l_layout *z = &st->z;
+    const engine_config *cfg = st->env.cfg;
+    gpt_stream *c = st->compute;
+    int rc;
+    spans_reset(&st->spans);
+    out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
+    out->bytes_disk_read = out->bytes_disk_write = 0;
+    out->lr = gpt_lr_at(&cfg->optim, iteration);
+
+    double t0 = wall_ms();
+    if ((rc = gpt_memcpy_h2d(c, st->ids, tokens, z->N * sizeof(int32_t))) ||
+        (rc = gpt_memcpy_h2d(c, st->ids + z->N, targets, z->N * sizeof(int32_t))) ||
+        (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
+        return rc;
+    if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+    double t1 = wall_ms();
+    if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+    double t2 = wall_ms();
+
+    out->loss = gpt_mean_loss(st->host_losses, (int)z->N);
+    out->grad_norm = gpt_combine_norms(st->host_norms, z->L + 1);
+    out->skipped = !isfinite(out->grad_norm); /* as the baseline: no update at all */
+    if (!out->skipped && (rc = optimizer(st, out))) return rc;
+    /* Without clipping the layers were already updated with this step number. */
+    if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
+    /* The copies are done by now (the compute waited for each); syncing their streams keeps
+     * every buffer's owner obvious at the step boundary.  The host Adam goes on. */
+    if ((rc = gpt_stream_sync(c)) || (rc = gpt_stream_sync(st->d2h)) ||
+        (rc = gpt_stream_sync(st->h2d)))
+        return rc;
+    double t3 = wall_ms();
+    out->ms_forward = t1 - t0;
+    out->ms_backward = t2 - t1;
+    out->ms_optimizer = t3 - t2;
+    out->has_busy = 1;
+    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
+    if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
+    out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    return GPT_OK;
+}
+
+static int l2l_read_params(void *state, float *host_params)
+{
+    l2l_state *st = state;
+    const l2l_layout *z = &st->z;
+    int rc;
+    if ((rc = wait_all_adam(st)) ||
+        (rc = gpt_memcpy_d2h(st->compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
+        (rc = gpt_stream_sync(st->compute)))
+        return rc;
+    memcpy(host_params + z->PE, st->host_p, (size_t)z->L * z->PL * sizeof(float));
+    return GPT_OK;
+}
+
+static void l2l_chosen_plan(void *state, engine_plan *out)
+{
+    l2l_state *st = state;
+    plan_of(&st->z, &st->sh, out);
+}
+
+const engine_vtbl engine_l2l = {
+    .name = "l2l",
+    .alias = NULL,
+    .description = "layer to layer: one layer on the GPU at a time, weights and Adam on the host",
+    .uses_window = 0,
+    .supports_bf16 = 0,
+    .options = 0,
+    .plan = l2l_plan,
+    .check = l2l_check,
+    .init = l2l_init,
+    .chosen_plan = l2l_chosen_plan,
+    .step = l2l_step,
+    .free = l2l_free,
+    .read_params = l2l_read_params,
+};
