@@ -310,7 +310,8 @@ static int init_params(zo_state *st)
     const zo_layout *z = &st->z;
     const uint64_t seed = st->env.cfg->seed;
     gpt_init_embed(st->host_p, sh, seed);
-    for (int l = 0; l < z->L; l++) gpt_init_layer(st->host_p + z->PE + (size_t)l * z->PL, sh, l, seed);
+    for (int l = 0; l < z->L; l++)
+        gpt_init_layer(st->host_p + z->PE + (size_t)l * z->PL, sh, l, seed);
     memset(st->host_m, 0, z->P * sizeof(float));
     memset(st->host_v, 0, z->P * sizeof(float));
     int rc = gpt_memcpy_h2d(st->compute, st->params, st->host_p, z->P * sizeof(float));
@@ -363,7 +364,8 @@ static int zero_offload_init(const engine_env *env, void **state)
                         "gradients (second copy, --dpu)"))) ||
         (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "Adam m")) ||
         (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v")) ||
-        (rc = alloc_in(st, (void **)&st->host_losses, b.host_losses, MEM_PINNED, "losses read-back")) ||
+        (rc = alloc_in(st, (void **)&st->host_losses, b.host_losses, MEM_PINNED,
+                       "losses read-back")) ||
         (rc = alloc_in(st, (void **)&st->host_norms, b.host_norms, MEM_PINNED, "norms read-back")))
         return rc;
     gpt_layer_scratch_carve(&st->scratch, scratch, sh);
@@ -387,8 +389,8 @@ static int zero_offload_init(const engine_env *env, void **state)
     char g[32], h[32];
     format_bytes((double)p.gpu_bytes, g, sizeof g);
     format_bytes((double)p.host_bytes, h, sizeof h);
-    engine_note(env, "zero-offload plan: GPU %s (%d bucket%s of %d layer%s, %d per backward), host %s; "
-                     "host Adam: %s%s",
+    engine_note(env, "zero-offload plan: GPU %s (%d bucket%s of %d layer%s, %d per backward), "
+                     "host %s; host Adam: %s%s",
                 g, z->nbuf, z->nbuf > 1 ? "s" : "", z->BL, z->BL > 1 ? "s" : "", z->groups, h,
                 cpu_adam_isa(st->host_adam),
                 z->dpu ? "; --dpu: updates lag one step after 5 warm-up steps" : "");
@@ -403,7 +405,7 @@ static void zero_offload_chosen_plan(void *state, engine_plan *out)
 
 /* ---- one step -------------------------------------------------------------------------------- */
 
-/* Queue block k's host update with the gradients of host grads copy `grad_copy`. */
+/* Queue block k's part of update u (its grads in host grads copy u->grad_copy). */
 static int submit_block(zo_state *st, int k, const zo_update *u, gpt_event *after,
                         step_result *out)
 {
@@ -513,9 +515,10 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     for (int j = z->L - 1; j >= 0; j--) {
         const int g = group_of(st, j), lo = group_lo(st, g);
         float *bucket = bucket_of(st, g);
+        const size_t group_bytes = (size_t)(j - lo + 1) * z->PL * sizeof(float);
         if (j == group_hi(st, g) &&
             ((rc = gpt_stream_wait_event(c, st->bucket_free[g % z->nbuf])) ||
-             (rc = gpt_stream_memset_zero(c, bucket, (size_t)(j - lo + 1) * z->PL * sizeof(float)))))
+             (rc = gpt_stream_memset_zero(c, bucket, group_bytes))))
             return rc;
         float *grads = bucket + (size_t)(j - lo) * z->PL;
         gpt_layer_acts a = acts_of(st, j);

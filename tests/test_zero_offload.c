@@ -27,7 +27,7 @@ enum { DPU_WARMUP = 5 };
 
 static const char *const BUCKET_ENV = "AEBENCH_ZO_BUCKET_ELEMS";
 
-/* Bucket size for the runs that follow (NULL: the default, 5e7 elements). */
+/* Bucket size for the runs that follow (0: the default, 5e7 elements). */
 static void set_bucket_elems(size_t elems)
 {
     if (!elems) {
@@ -147,7 +147,8 @@ static void dpu_reference(const engine_config *cfg, trajectory *out)
     void **bufs[] = {(void **)&cur, (void **)&prev, (void **)&used, (void **)&grads, (void **)&m,
                      (void **)&v, (void **)&dres, (void **)&inputs, (void **)&acts,
                      (void **)&scratch, (void **)&head, (void **)&ids};
-    const size_t sizes[] = {P * f, P * f, P * f, P * f, P * f, P * f, NC * f, (sh->layers + 1) * NC * f,
+    const size_t sizes[] = {P * f, P * f, P * f, P * f, P * f, P * f, NC * f,
+                            (sh->layers + 1) * NC * f,
                             gpt_layer_acts_floats(sh) * f, gpt_layer_scratch_floats(sh) * f,
                             gpt_head_acts_floats(sh) * f, 2 * N * sizeof(int32_t)};
     const int nbufs = (int)(sizeof sizes / sizeof sizes[0]);
@@ -167,7 +168,8 @@ static void dpu_reference(const engine_config *cfg, trajectory *out)
     r.targets = ids + N;
 
     gpt_init_embed(cur, sh, cfg->seed);
-    for (int l = 0; l < sh->layers; l++) gpt_init_layer(cur + PE + (size_t)l * PL, sh, l, cfg->seed);
+    for (int l = 0; l < sh->layers; l++)
+        gpt_init_layer(cur + PE + (size_t)l * PL, sh, l, cfg->seed);
     memcpy(prev, cur, P * f);
     memset(m, 0, P * f);
     memset(v, 0, P * f);
