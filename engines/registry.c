@@ -37,6 +37,7 @@ int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, 
 static const engine_vtbl *const engines[] = {
     &engine_megatron_lm,
     &engine_l2l,
+    &engine_zero_offload,
     &engine_stronghold,
 };
 

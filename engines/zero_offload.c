@@ -1,0 +1,648 @@
+/*
+ * zero-offload — ZeRO-2 Offload (Ren et al., ATC'21), done exactly: every parameter on the
+ * GPU, gradients, master parameters and Adam on the host; --dpu adds the paper's delayed
+ * parameter update.
+ *
+ * Where things live (fp32; nothing on disk):
+ *   GPU   all parameters in the canonical layout [embed | layer 0 | ...] (model.h), the copy
+ *         every op reads; the embed block's gradients (the tied embedding's grads accumulate
+ *         from the head backward at the start of backward and from the embedding backward at
+ *         its end, so they stay on the GPU the whole backward); nbuf = min(2, G) gradient
+ *         buckets of BL whole layer blocks each; the checkpointed inputs x[0..L]; one layer's
+ *         activations (L layers' with --no-ckpt); backward scratch, head activations,
+ *         residual gradient, ids, the L+1 squared block norms
+ *   host  pinned: fp32 master parameters, gradients (two copies with --dpu, see below), the
+ *         losses and norms read back; ordinary: Adam m and v
+ *
+ * Buckets: BL = min(L, max(1, ceil(E / P_L))) layers per bucket, E = 5e7 elements (the
+ * artifact's reduce_bucket_size) or the decimal integer in AEBENCH_ZO_BUCKET_ELEMS (read by
+ * plan and init alike, so tests can force one layer per bucket at small shapes).  Group g
+ * holds layers [max(0, hi - BL + 1), hi], hi = L - 1 - g BL (backward fills them from the
+ * top), G = ceil(L / BL) groups per backward, group g in bucket g mod nbuf.
+ *
+ * Block k is the embed block for k = 0 and layer k - 1 otherwise.  One iteration, stream by
+ * stream:
+ *   compute   ids; zero the embed grads (once their last copy home is done); embed fwd,
+ *             layers 0..L-1, head, each block first waiting for its updated params (below);
+ *             read back the losses; head bwd; layers L-1..0 bwd with recompute, each into
+ *             its bucket (zeroed before the group's top layer, once the bucket's previous
+ *             copy has left) and its squared norm right after; embed bwd and its norm; read
+ *             back the norms
+ *   d2h       each bucket, once its lowest layer's backward is done, to the pinned host
+ *             grads; then the embed grads
+ *   host Adam after backward: global norm, clip scale, then one job per block in the order
+ *             embed, layer 0, 1, ..., each starting once its grads are home (events); with
+ *             --clip-grad 0 nothing waits for the norm, so each bucket's layers are queued
+ *             as soon as its copy is issued and update under the backward below them
+ *   h2d       the copy-back, tile by tile (a tile is one block), issued during the NEXT
+ *             step's forward: before block k's forward the host waits for k's Adam ticket
+ *             and queues k's copy, on which the compute stream waits.  So copying block k
+ *             overlaps the update of block k+1 and the forward of block k-1, in the order
+ *             the forward needs them.  The first copy of a step waits for the previous
+ *             backward to be done with the GPU params.
+ * The host waits for the compute stream after forward and backward (phase timers, losses
+ * and norms) and for the d2h stream at the end of the step (its busy spans).
+ *
+ * --dpu (delayed parameter update, the paper's section 5).  The first ZO_DPU_WARMUP (5)
+ * steps run as above.  From step W + 1 on, step i's update is not submitted after its
+ * backward: step i + 1's forward submits it block by block, right after it has copied the
+ * previous update of that block back to the GPU, so the host Adam of step i overlaps step
+ * i + 1's forward and backward and step i + 1 computes its gradients on the parameters
+ * before step i's update (one step of lag: step i >= W + 2 uses theta_{i-2}, steps up to
+ * W + 1 equal the baseline).  Why it is race-free:
+ *   - GPU params: they are only written by the copy-back, issued in the next forward after
+ *     the previous backward is done with them (h2d waits for that event), block k before
+ *     block k's forward reads it; there is no second GPU copy.
+ *   - host params: the job updating block k waits (its event) for the copy of the previous
+ *     update of block k out of the host params; that copy's h2d stream first waited for the
+ *     previous step's grads to be home, so the same event also says the grads are there.
+ *   - host grads: double-buffered, step i writes copy i mod 2.  Step i's update reads copy
+ *     i mod 2 during step i + 1; step i + 2, which overwrites it, first waits in its
+ *     forward for every ticket of that update (it must, to copy its result back).
+ * read_params applies a pending delayed update (so it returns every update so far); the
+ * step after it then computes on those parameters.
+ *
+ * Skipped steps: a non-finite global norm skips the whole update, as the baseline does
+ * (with --clip-grad 0 and no --dpu the layers were already updated during the backward;
+ * only the embed block is skipped then, as in stronghold).
+ *
+ * Artifact differences: the artifact used PyTorch's AdamW on the CPU and had no DPU; ours
+ * is the vectorised cpu_adam pool, bit-identical to the baseline's AdamW.
+ */
+#include "engine.h"
+
+#include "runtime/cpu_adam.h"
+#include "runtime/spans.h"
+#include "runtime/timer.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Steps that update before the next forward, before --dpu starts lagging. */
+enum { ZO_DPU_WARMUP = 5 };
+/* Elements per gradient bucket unless AEBENCH_ZO_BUCKET_ELEMS says otherwise. */
+static const uint64_t ZO_BUCKET_ELEMS = 50000000ull;
+
+typedef struct zo_layout {
+    int L;
+    int BL;      /* layers per bucket */
+    int groups;  /* buckets filled per backward: ceil(L / BL) */
+    int nbuf;    /* bucket buffers on the GPU: min(2, groups) */
+    int ckpt, dpu;
+    size_t PL, PE, P; /* floats of a layer block, the embed block, the model */
+    size_t N, NC;     /* tokens per step; floats of one (N, C) activation */
+} zo_layout;
+
+/* The bucket size the environment asks for, else the default. */
+static uint64_t bucket_elems(void)
+{
+    const char *s = getenv("AEBENCH_ZO_BUCKET_ELEMS");
+    if (!s || !isdigit((unsigned char)s[0])) return ZO_BUCKET_ELEMS;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end != '\0' || v == 0) return ZO_BUCKET_ELEMS;
+    return (uint64_t)v;
+}
+
+static zo_layout layout_for(const engine_config *cfg)
+{
+    const gpt_shape *sh = &cfg->shape;
+    zo_layout z;
+    z.L = sh->layers;
+    z.PL = gpt_layer_layout_of(sh).total;
+    z.PE = gpt_embed_layout_of(sh).total;
+    z.P = (size_t)gpt_param_count(sh);
+    z.N = (size_t)sh->batch * sh->seq;
+    z.NC = z.N * (size_t)sh->hidden;
+    z.ckpt = cfg->ckpt;
+    z.dpu = cfg->dpu;
+    uint64_t bl = (bucket_elems() + z.PL - 1) / z.PL;
+    if (bl < 1) bl = 1;
+    if (bl > (uint64_t)z.L) bl = (uint64_t)z.L;
+    z.BL = (int)bl;
+    z.groups = (z.L + z.BL - 1) / z.BL;
+    z.nbuf = z.groups < 2 ? z.groups : 2;
+    return z;
+}
+
+/* Bytes of every allocation; plan and init share them. */
+typedef struct zo_bytes {
+    size_t params, embed_grads, buckets, inputs, acts, scratch, head, dres, ids, norms;
+    size_t host_params, host_grads, host_mv, host_losses, host_norms;
+    int host_grad_copies;
+} zo_bytes;
+
+static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
+{
+    const size_t f = sizeof(float);
+    zo_bytes b;
+    b.params = z->P * f;
+    b.embed_grads = z->PE * f;
+    b.buckets = (size_t)z->nbuf * z->BL * z->PL * f;
+    b.inputs = (size_t)(z->L + 1) * z->NC * f;
+    b.acts = (size_t)(z->ckpt ? 1 : z->L) * gpt_layer_acts_floats(sh) * f;
+    b.scratch = gpt_layer_scratch_floats(sh) * f;
+    b.head = gpt_head_acts_floats(sh) * f;
+    b.dres = z->NC * f;
+    b.ids = 2 * z->N * sizeof(int32_t);
+    b.norms = (size_t)(z->L + 1) * f;
+    b.host_params = b.host_grads = b.host_mv = z->P * f;
+    b.host_grad_copies = z->dpu ? 2 : 1;
+    b.host_losses = z->N * f;
+    b.host_norms = b.norms;
+    return b;
+}
+
+static void plan_of(const zo_layout *z, const gpt_shape *sh, engine_plan *out)
+{
+    zo_bytes b = bytes_for(z, sh);
+    out->gpu_bytes = (uint64_t)b.params + b.embed_grads + b.buckets + b.inputs + b.acts +
+                     b.scratch + b.head + b.dres + b.ids + b.norms;
+    out->host_bytes = (uint64_t)b.host_params + (uint64_t)b.host_grad_copies * b.host_grads +
+                      2 * (uint64_t)b.host_mv + b.host_losses + b.host_norms;
+    out->disk_bytes = 0;
+}
+
+static void zero_offload_plan(const engine_config *cfg, engine_plan *out)
+{
+    zo_layout z = layout_for(cfg);
+    plan_of(&z, &cfg->shape, out);
+}
+
+/* ---- state ------------------------------------------------------------------------------ */
+
+/* An update whose gradients are on the host but whose jobs are not submitted yet (--dpu). */
+typedef struct zo_update {
+    int active;
+    int t;          /* Adam step */
+    float lr, scale;
+    int grad_copy;  /* which host grads copy holds its gradients */
+} zo_update;
+
+typedef struct zo_state {
+    engine_env env;
+    gpt_shape sh;
+    zo_layout z;
+    gpt_stream *compute, *h2d, *d2h;
+    cpu_adam *host_adam;
+    engine_allocs mem;
+
+    /* GPU */
+    float *params, *embed_g, *buckets, *inputs, *acts_mem, *dres, *dev_norms;
+    int32_t *ids;
+    gpt_layer_scratch scratch;
+    gpt_head_acts head;
+    /* host */
+    float *host_p, *host_g[2], *host_m, *host_v, *host_losses, *host_norms;
+
+    gpt_event **params_in;   /* L+1: h2d: block k's copy-back is on the GPU */
+    gpt_event **group_home;  /* groups: d2h: group g's grads are on the host */
+    gpt_event **bucket_full; /* nbuf: compute: the bucket's group has run backward */
+    gpt_event **bucket_free; /* nbuf: d2h: the bucket's last copy home is done */
+    gpt_event *embed_ready;  /* compute: the embed grads are final */
+    gpt_event *embed_home;   /* d2h: the embed grads are on the host (the step's last copy) */
+    gpt_event *bwd_done;     /* compute: the backward no longer reads the GPU params */
+    /* L+1: block k's host update whose result is not on the GPU yet (0: the GPU is current) */
+    uint64_t *ticket;
+    zo_update pending;
+    int h2d_ordered;         /* this step's h2d stream already waits for the previous step */
+    stream_spans spans;
+    int adam_step, steps;
+} zo_state;
+
+static size_t block_off(const zo_state *st, int k)
+{
+    return k == 0 ? 0 : st->z.PE + (size_t)(k - 1) * st->z.PL;
+}
+static size_t block_len(const zo_state *st, int k) { return k == 0 ? st->z.PE : st->z.PL; }
+static size_t block_decay(const zo_state *st, int k)
+{
+    return k == 0 ? gpt_embed_layout_of(&st->sh).n_decay : gpt_layer_layout_of(&st->sh).n_decay;
+}
+/* The group of layer j, and its layers [lo, hi]. */
+static int group_of(const zo_state *st, int j) { return (st->z.L - 1 - j) / st->z.BL; }
+static int group_hi(const zo_state *st, int g) { return st->z.L - 1 - g * st->z.BL; }
+static int group_lo(const zo_state *st, int g)
+{
+    const int lo = group_hi(st, g) - st->z.BL + 1;
+    return lo > 0 ? lo : 0;
+}
+static float *bucket_of(zo_state *st, int g)
+{
+    return st->buckets + (size_t)(g % st->z.nbuf) * st->z.BL * st->z.PL;
+}
+static float *input_of(zo_state *st, int l) { return st->inputs + (size_t)l * st->z.NC; }
+static gpt_layer_acts acts_of(zo_state *st, int l)
+{
+    gpt_layer_acts a;
+    const size_t slot = st->z.ckpt ? 0 : (size_t)l;
+    gpt_layer_acts_carve(&a, st->acts_mem + slot * gpt_layer_acts_floats(&st->sh), &st->sh);
+    return a;
+}
+
+static int alloc_in(zo_state *st, void **ptr, size_t bytes, mem_where where, const char *what)
+{
+    return engine_alloc(&st->mem, where, ptr, bytes, what);
+}
+
+static int wait_all_adam(zo_state *st)
+{
+    int rc = GPT_OK;
+    for (int k = 0; st->ticket && k <= st->z.L; k++) {
+        int r = st->ticket[k] ? cpu_adam_wait(st->host_adam, st->ticket[k]) : GPT_OK;
+        if (!rc) rc = r;
+    }
+    return rc;
+}
+
+static void destroy_events(gpt_event **ev, int n)
+{
+    if (!ev) return;
+    for (int i = 0; i < n; i++) gpt_event_destroy(ev[i]);
+    free(ev);
+}
+
+static void zero_offload_free(void *state)
+{
+    zo_state *st = state;
+    if (!st) return;
+    if (st->host_adam) {
+        (void)wait_all_adam(st);
+        cpu_adam_destroy(st->host_adam);
+    }
+    gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) (void)gpt_stream_sync(streams[i]);
+    spans_free(&st->spans);
+    destroy_events(st->params_in, st->z.L + 1);
+    destroy_events(st->group_home, st->z.groups);
+    destroy_events(st->bucket_full, st->z.nbuf);
+    destroy_events(st->bucket_free, st->z.nbuf);
+    gpt_event_destroy(st->embed_ready);
+    gpt_event_destroy(st->embed_home);
+    gpt_event_destroy(st->bwd_done);
+    free(st->ticket);
+    engine_free_all(&st->mem);
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
+    free(st);
+}
+
+static int create_events(const gpt_backend *be, gpt_event ***ev, int n)
+{
+    *ev = calloc((size_t)n, sizeof **ev);
+    if (!*ev) return GPT_ERR_OOM;
+    int rc;
+    for (int i = 0; i < n; i++)
+        if ((rc = gpt_event_create(be, &(*ev)[i]))) return rc;
+    return GPT_OK;
+}
+
+/* Parameters initialised on the host (the master copy), then copied to the GPU. */
+static int init_params(zo_state *st)
+{
+    const gpt_shape *sh = &st->sh;
+    const zo_layout *z = &st->z;
+    const uint64_t seed = st->env.cfg->seed;
+    gpt_init_embed(st->host_p, sh, seed);
+    for (int l = 0; l < z->L; l++)
+        gpt_init_layer(st->host_p + z->PE + (size_t)l * z->PL, sh, l, seed);
+    memset(st->host_m, 0, z->P * sizeof(float));
+    memset(st->host_v, 0, z->P * sizeof(float));
+    int rc = gpt_memcpy_h2d(st->compute, st->params, st->host_p, z->P * sizeof(float));
+    return rc ? rc : gpt_stream_sync(st->compute);
+}
+
+static int zero_offload_init(const engine_env *env, void **state)
+{
+    *state = NULL;
+    if (env->world != 1) {
+        fprintf(stderr, "aebench: zero-offload runs on one rank (got %d ranks)\n", env->world);
+        return GPT_ERR_INVALID;
+    }
+    if (env->cfg->bf16 || env->be->dtype != GPT_F32) {
+        fprintf(stderr, "aebench: zero-offload runs in fp32 only\n");
+        return GPT_ERR_INVALID;
+    }
+    zo_state *st = calloc(1, sizeof *st);
+    if (!st) return GPT_ERR_OOM;
+    st->env = *env;
+    engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
+    st->sh = env->cfg->shape;
+    st->z = layout_for(env->cfg);
+    *state = st;
+    const gpt_shape *sh = &st->sh;
+    const zo_layout *z = &st->z;
+    zo_bytes b = bytes_for(z, sh);
+    int rc;
+    if ((rc = env->be->ops->stream_create(env->be, &st->compute)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->h2d)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
+        (rc = cpu_adam_create(&st->host_adam, env->cfg->threads)))
+        return rc;
+
+    void *scratch = NULL, *head = NULL;
+    if ((rc = alloc_in(st, (void **)&st->params, b.params, MEM_GPU, "parameters")) ||
+        (rc = alloc_in(st, (void **)&st->embed_g, b.embed_grads, MEM_GPU, "embedding gradients")) ||
+        (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
+        (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
+        (rc = alloc_in(st, (void **)&st->acts_mem, b.acts, MEM_GPU, "layer activations")) ||
+        (rc = alloc_in(st, &scratch, b.scratch, MEM_GPU, "backward scratch")) ||
+        (rc = alloc_in(st, &head, b.head, MEM_GPU, "logits and head activations")) ||
+        (rc = alloc_in(st, (void **)&st->dres, b.dres, MEM_GPU, "residual gradient")) ||
+        (rc = alloc_in(st, (void **)&st->ids, b.ids, MEM_GPU, "token ids")) ||
+        (rc = alloc_in(st, (void **)&st->dev_norms, b.norms, MEM_GPU, "block norms")) ||
+        (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "master parameters")) ||
+        (rc = alloc_in(st, (void **)&st->host_g[0], b.host_grads, MEM_PINNED, "gradients")) ||
+        (b.host_grad_copies > 1 &&
+         (rc = alloc_in(st, (void **)&st->host_g[1], b.host_grads, MEM_PINNED,
+                        "gradients (second copy, --dpu)"))) ||
+        (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "Adam m")) ||
+        (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v")) ||
+        (rc = alloc_in(st, (void **)&st->host_losses, b.host_losses, MEM_PINNED,
+                       "losses read-back")) ||
+        (rc = alloc_in(st, (void **)&st->host_norms, b.host_norms, MEM_PINNED, "norms read-back")))
+        return rc;
+    gpt_layer_scratch_carve(&st->scratch, scratch, sh);
+    gpt_head_acts_carve(&st->head, head, sh);
+
+    st->ticket = calloc((size_t)z->L + 1, sizeof *st->ticket);
+    if (!st->ticket) return GPT_ERR_OOM;
+    if ((rc = create_events(env->be, &st->params_in, z->L + 1)) ||
+        (rc = create_events(env->be, &st->group_home, z->groups)) ||
+        (rc = create_events(env->be, &st->bucket_full, z->nbuf)) ||
+        (rc = create_events(env->be, &st->bucket_free, z->nbuf)) ||
+        (rc = gpt_event_create(env->be, &st->embed_ready)) ||
+        (rc = gpt_event_create(env->be, &st->embed_home)) ||
+        (rc = gpt_event_create(env->be, &st->bwd_done)))
+        return rc;
+    /* Spans per step: compute 2L + 4, h2d L + 1, d2h groups + 1. */
+    if ((rc = spans_init(&st->spans, env->be, 4 * z->L + 16))) return rc;
+
+    engine_plan p;
+    plan_of(z, sh, &p);
+    char g[32], h[32];
+    format_bytes((double)p.gpu_bytes, g, sizeof g);
+    format_bytes((double)p.host_bytes, h, sizeof h);
+    engine_note(env, "zero-offload plan: GPU %s (%d bucket%s of %d layer%s, %d per backward), "
+                     "host %s; host Adam: %s%s",
+                g, z->nbuf, z->nbuf > 1 ? "s" : "", z->BL, z->BL > 1 ? "s" : "", z->groups, h,
+                cpu_adam_isa(st->host_adam),
+                z->dpu ? "; --dpu: updates lag one step after 5 warm-up steps" : "");
+    return init_params(st);
+}
+
+static void zero_offload_chosen_plan(void *state, engine_plan *out)
+{
+    zo_state *st = state;
+    plan_of(&st->z, &st->sh, out);
+}
+
+/* ---- one step -------------------------------------------------------------------------------- */
+
+/* Queue block k's part of update u (its grads in host grads copy u->grad_copy). */
+static int submit_block(zo_state *st, int k, const zo_update *u, gpt_event *after,
+                        step_result *out)
+{
+    const size_t off = block_off(st, k);
+    cpu_adam_job job = {
+        .params = st->host_p + off, .grads = st->host_g[u->grad_copy] + off,
+        .m = st->host_m + off, .v = st->host_v + off, .n = block_len(st, k),
+        .n_decay = block_decay(st, k), .optim = st->env.cfg->optim, .lr = u->lr, .t = u->t,
+        .grad_scale = u->scale, .after = after,
+    };
+    out->host_adam_params += (double)block_len(st, k);
+    return cpu_adam_submit(st->host_adam, &job, &st->ticket[k]);
+}
+
+/* Before block k's forward: bring its last host update to the GPU (waiting for that
+ * update first), and, with a delayed update pending, queue the next update of block k to
+ * start once that copy has left the host params. */
+static int bring_in(zo_state *st, int k, step_result *out)
+{
+    if (!st->ticket[k] && !st->pending.active) return GPT_OK;
+    int rc, span;
+    if (!st->h2d_ordered) {
+        /* The previous backward must be done reading the GPU params, and (for the delayed
+         * update's jobs, which wait on this stream's events) its grads must be home. */
+        if ((rc = gpt_stream_wait_event(st->h2d, st->bwd_done)) ||
+            (rc = gpt_stream_wait_event(st->h2d, st->embed_home)))
+            return rc;
+        st->h2d_ordered = 1;
+    }
+    if (st->ticket[k]) {
+        const size_t off = block_off(st, k), bytes = block_len(st, k) * sizeof(float);
+        if ((rc = cpu_adam_wait(st->host_adam, st->ticket[k]))) return rc;
+        st->ticket[k] = 0;
+        if ((rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
+            (rc = gpt_memcpy_h2d(st->h2d, st->params + off, st->host_p + off, bytes)) ||
+            (rc = span_end(&st->spans, st->h2d, span)))
+            return rc;
+        out->bytes_h2d += (double)bytes;
+    }
+    if ((rc = gpt_event_record(st->params_in[k], st->h2d)) ||
+        (rc = gpt_stream_wait_event(st->compute, st->params_in[k])))
+        return rc;
+    if (st->pending.active && (rc = submit_block(st, k, &st->pending, st->params_in[k], out)))
+        return rc;
+    return GPT_OK;
+}
+
+static int forward(zo_state *st, step_result *out)
+{
+    const gpt_shape *sh = &st->sh;
+    const zo_layout *z = &st->z;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    st->h2d_ordered = 0;
+    if ((rc = bring_in(st, 0, out)) || (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+        return rc;
+    gpt_embed_forward(c, sh, st->params, st->ids, input_of(st, 0));
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    for (int l = 0; l < z->L; l++) {
+        if ((rc = bring_in(st, 1 + l, out)) ||
+            (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+            return rc;
+        gpt_layer_acts a = acts_of(st, l);
+        gpt_layer_forward(c, sh, st->params + block_off(st, 1 + l), input_of(st, l),
+                          input_of(st, l + 1), &a);
+        if ((rc = span_end(&st->spans, c, span))) return rc;
+    }
+    /* Every block of the delayed update is queued now. */
+    st->pending.active = 0;
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_head_forward(c, sh, st->params, input_of(st, z->L), st->ids + z->N, &st->head);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
+}
+
+/* Send group g's bucket home once its lowest layer's backward is done. */
+static int bucket_home(zo_state *st, int g, int grad_copy, step_result *out)
+{
+    const int lo = group_lo(st, g), b = g % st->z.nbuf;
+    const size_t bytes = (size_t)(group_hi(st, g) - lo + 1) * st->z.PL * sizeof(float);
+    int rc, span;
+    if ((rc = gpt_event_record(st->bucket_full[b], st->compute)) ||
+        (rc = gpt_stream_wait_event(st->d2h, st->bucket_full[b])) ||
+        (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
+        (rc = gpt_memcpy_d2h(st->d2h, st->host_g[grad_copy] + block_off(st, 1 + lo),
+                             bucket_of(st, g), bytes)) ||
+        (rc = span_end(&st->spans, st->d2h, span)) ||
+        (rc = gpt_event_record(st->bucket_free[b], st->d2h)) ||
+        (rc = gpt_event_record(st->group_home[g], st->d2h)))
+        return rc;
+    out->bytes_d2h += (double)bytes;
+    return GPT_OK;
+}
+
+/* early: the update u of the layers is queued as each bucket's copy is issued (no clipping:
+ * nothing waits for the global norm). */
+static int backward(zo_state *st, int grad_copy, const zo_update *early, step_result *out)
+{
+    const gpt_shape *sh = &st->sh;
+    const zo_layout *z = &st->z;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_head_backward(c, sh, st->params, st->embed_g, input_of(st, z->L), st->ids + z->N,
+                      &st->head, st->dres, &st->scratch);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    for (int j = z->L - 1; j >= 0; j--) {
+        const int g = group_of(st, j), lo = group_lo(st, g);
+        float *bucket = bucket_of(st, g);
+        const size_t group_bytes = (size_t)(j - lo + 1) * z->PL * sizeof(float);
+        if (j == group_hi(st, g) &&
+            ((rc = gpt_stream_wait_event(c, st->bucket_free[g % z->nbuf])) ||
+             (rc = gpt_stream_memset_zero(c, bucket, group_bytes))))
+            return rc;
+        float *grads = bucket + (size_t)(j - lo) * z->PL;
+        gpt_layer_acts a = acts_of(st, j);
+        if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+        gpt_layer_backward(c, sh, st->params + block_off(st, 1 + j), grads, input_of(st, j),
+                           st->dres, &a, &st->scratch, z->ckpt);
+        gpt_norm_squared(c, st->dev_norms + 1 + j, grads, z->PL);
+        if ((rc = span_end(&st->spans, c, span))) return rc;
+        if (j != lo) continue;
+        if ((rc = bucket_home(st, g, grad_copy, out))) return rc;
+        for (int l = lo; early && l <= group_hi(st, g); l++)
+            if ((rc = submit_block(st, 1 + l, early, st->group_home[g], out))) return rc;
+    }
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
+    gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
+    if ((rc = span_end(&st->spans, c, span)) || (rc = gpt_event_record(st->bwd_done, c)) ||
+        (rc = gpt_event_record(st->embed_ready, c)) ||
+        (rc = gpt_stream_wait_event(st->d2h, st->embed_ready)) ||
+        (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
+        (rc = gpt_memcpy_d2h(st->d2h, st->host_g[grad_copy], st->embed_g, z->PE * sizeof(float))) ||
+        (rc = span_end(&st->spans, st->d2h, span)) ||
+        (rc = gpt_event_record(st->embed_home, st->d2h)))
+        return rc;
+    out->bytes_d2h += (double)z->PE * sizeof(float);
+    return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
+}
+
+static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
+                             const int32_t *targets, step_result *out)
+{
+    zo_state *st = state;
+    const zo_layout *z = &st->z;
+    const gpt_optim *o = &st->env.cfg->optim;
+    gpt_stream *c = st->compute;
+    int rc;
+    spans_reset(&st->spans);
+    out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
+    out->bytes_disk_read = out->bytes_disk_write = 0;
+    out->lr = gpt_lr_at(o, iteration);
+    st->steps++;
+    const int delayed = z->dpu && st->steps > ZO_DPU_WARMUP;
+    /* Unclipped and not delayed: the layers update as their buckets arrive. */
+    const int early = !z->dpu && o->clip <= 0;
+    const int grad_copy = z->dpu ? st->steps % 2 : 0;
+    zo_update u = {.active = 1, .t = st->adam_step + 1, .lr = (float)out->lr, .scale = 1.0f,
+                   .grad_copy = grad_copy};
+
+    double t0 = wall_ms();
+    /* The embed grads are zeroed once their previous copy home is done. */
+    if ((rc = gpt_memcpy_h2d(c, st->ids, tokens, z->N * sizeof(int32_t))) ||
+        (rc = gpt_memcpy_h2d(c, st->ids + z->N, targets, z->N * sizeof(int32_t))) ||
+        (rc = gpt_stream_wait_event(c, st->embed_home)) ||
+        (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
+        return rc;
+    if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+    double t1 = wall_ms();
+    if ((rc = backward(st, grad_copy, early ? &u : NULL, out)) || (rc = gpt_stream_sync(c)))
+        return rc;
+    double t2 = wall_ms();
+
+    out->loss = gpt_mean_loss(st->host_losses, (int)z->N);
+    out->grad_norm = gpt_combine_norms(st->host_norms, z->L + 1);
+    out->skipped = !isfinite(out->grad_norm); /* as the baseline: no update at all */
+    if (!out->skipped) {
+        u.scale = gpt_clip_scale(o, out->grad_norm);
+        if (delayed) {
+            st->pending = u; /* submitted block by block by the next forward */
+        } else {
+            /* Forward order, so the next forward waits least; the layers of an early update
+             * are queued already. */
+            if ((rc = submit_block(st, 0, &u, st->embed_home, out))) return rc;
+            for (int l = 0; !early && l < z->L; l++)
+                if ((rc = submit_block(st, 1 + l, &u, st->group_home[group_of(st, l)], out)))
+                    return rc;
+        }
+    }
+    if (!out->skipped || early) st->adam_step++;
+    /* The last copies home finish about now; the spans need them complete. */
+    if ((rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->h2d))) return rc;
+    double t3 = wall_ms();
+    out->ms_forward = t1 - t0;
+    out->ms_backward = t2 - t1;
+    out->ms_optimizer = t3 - t2;
+    out->has_busy = 1;
+    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
+    if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
+    out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    return GPT_OK;
+}
+
+/* The master parameters after every update so far, a delayed one included (it is applied
+ * here; the GPU gets it in the next forward). */
+static int zero_offload_read_params(void *state, float *host_params)
+{
+    zo_state *st = state;
+    const zo_layout *z = &st->z;
+    int rc;
+    if ((rc = wait_all_adam(st))) return rc;
+    if (st->pending.active) {
+        /* No copy may still read the host params, and the grads must be home. */
+        if ((rc = gpt_stream_sync(st->h2d)) || (rc = gpt_stream_sync(st->d2h))) return rc;
+        step_result ignored;
+        memset(&ignored, 0, sizeof ignored);
+        for (int k = 0; k <= z->L; k++)
+            if ((rc = submit_block(st, k, &st->pending, NULL, &ignored))) return rc;
+        st->pending.active = 0;
+        if ((rc = wait_all_adam(st))) return rc;
+    }
+    memcpy(host_params, st->host_p, z->P * sizeof(float));
+    return GPT_OK;
+}
+
+const engine_vtbl engine_zero_offload = {
+    .name = "zero-offload",
+    .alias = NULL,
+    .description = "ZeRO-2 Offload: params on the GPU, grads and Adam on the host (--dpu)",
+    .uses_window = 0,
+    .supports_bf16 = 0,
+    .options = ENGINE_OPT_DPU,
+    .plan = zero_offload_plan,
+    .init = zero_offload_init,
+    .chosen_plan = zero_offload_chosen_plan,
+    .step = zero_offload_step,
+    .free = zero_offload_free,
+    .read_params = zero_offload_read_params,
+};
