@@ -135,6 +135,7 @@ int engine_count(void);
 const engine_vtbl *engine_at(int i);
 
 extern const engine_vtbl engine_megatron_lm;
+extern const engine_vtbl engine_zero_infinity;
 extern const engine_vtbl engine_stronghold;
 
 #endif

@@ -36,6 +36,7 @@ int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, 
 
 static const engine_vtbl *const engines[] = {
     &engine_megatron_lm,
+    &engine_zero_infinity,
     &engine_stronghold,
 };
 
