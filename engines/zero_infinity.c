@@ -67,6 +67,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/nvme_adam.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
 
@@ -79,6 +80,9 @@
 #define ZI_PREFETCH_ELEMS 5e7
 #define ZI_MAX_LIVE_ELEMS 1e9
 enum { ZI_MAX_PREFETCH_LAYERS = 3, ZI_BUCKETS = 2 };
+/* --offload nvme: nvme_adam's staging slots (one block read ahead, one updated, one written
+ * back), and the host blocks the gradient buckets drain into before their disk write. */
+enum { ZI_NVME_DEPTH = 3, ZI_GRAD_STAGES = 2 };
 
 typedef struct zi_layout {
     int L;
@@ -117,6 +121,11 @@ static zi_layout layout_for(const engine_config *cfg)
 typedef struct zi_bytes {
     size_t embed, fetch, buckets, inputs, acts, scratch, head, dres, ids, norms;
     size_t host_params, host_grads, host_mv, host_losses, host_norms;
+    /* --offload nvme */
+    size_t grad_stage;    /* one staging block, rounded for O_DIRECT */
+    size_t grad_stages;   /* ZI_GRAD_STAGES of them plus the alignment slack */
+    size_t nvme_staging;  /* nvme_adam's own, under the host budget */
+    size_t disk;          /* every block's grads, m, v */
 } zi_bytes;
 
 static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
@@ -138,6 +147,16 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     b.host_mv = z->nvme ? 0 : z->P * f;            /* each of m, v */
     b.host_losses = z->N * f;
     b.host_norms = b.norms;
+    const size_t max_block = z->PE > z->PL ? z->PE : z->PL;
+    b.grad_stage = b.grad_stages = b.nvme_staging = b.disk = 0;
+    if (z->nvme) {
+        b.grad_stage = disk_tier_round(max_block * f);
+        /* Pinned memory is aligned to less than the disk's block on some backends. */
+        b.grad_stages = ZI_GRAD_STAGES * b.grad_stage + DISK_TIER_ALIGN;
+        b.nvme_staging = nvme_adam_staging_bytes(max_block, ZI_NVME_DEPTH, 1);
+        b.disk = nvme_adam_block_disk_bytes(z->PE, 1) +
+                 (size_t)z->L * nvme_adam_block_disk_bytes(z->PL, 1);
+    }
     return b;
 }
 
@@ -147,8 +166,8 @@ static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
     out->gpu_bytes = 2 * (uint64_t)b.embed + b.fetch + b.buckets + b.inputs + b.acts +
                      b.scratch + b.head + b.dres + b.ids + b.norms;
     out->host_bytes = (uint64_t)b.host_params + b.host_grads + 2 * (uint64_t)b.host_mv +
-                      b.host_losses + b.host_norms;
-    out->disk_bytes = 0;
+                      b.host_losses + b.host_norms + b.grad_stages + b.nvme_staging;
+    out->disk_bytes = b.disk;
 }
 
 static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
@@ -180,6 +199,13 @@ typedef struct zi_state {
     gpt_stream *compute, *h2d, *d2h;
     cpu_adam *host_adam;
     engine_allocs mem;
+    /* --offload nvme */
+    disk_tier *tier;
+    nvme_adam *nvme;
+    int *disk_block;            /* L+1, by block: its nvme_adam id */
+    float *grad_stage[ZI_GRAD_STAGES];
+    uint64_t stage_ticket[ZI_GRAD_STAGES]; /* the disk write from that stage (0: none) */
+    int next_stage;
 
     /* GPU */
     float *embed_p, *embed_g;
@@ -220,7 +246,8 @@ static size_t block_floats(const zi_layout *z, int b) { return b == 0 ? z->PE : 
 static int wait_adam(zi_state *st, int b)
 {
     if (!st->adam_ticket || !st->adam_ticket[b]) return GPT_OK;
-    int rc = cpu_adam_wait(st->host_adam, st->adam_ticket[b]);
+    int rc = st->nvme ? nvme_adam_wait(st->nvme, st->adam_ticket[b])
+                      : cpu_adam_wait(st->host_adam, st->adam_ticket[b]);
     st->adam_ticket[b] = 0;
     return rc;
 }
@@ -246,10 +273,11 @@ static void zero_infinity_free(void *state)
 {
     zi_state *st = state;
     if (!st) return;
-    if (st->host_adam) {
-        (void)wait_all_adam(st);
-        cpu_adam_destroy(st->host_adam);
-    }
+    (void)wait_all_adam(st);
+    /* nvme_adam waits for its jobs and disk writes; it uses the pool and the tier. */
+    nvme_adam_destroy(st->nvme);
+    if (st->host_adam) cpu_adam_destroy(st->host_adam);
+    disk_tier_close(st->tier);
     gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
     for (int i = 0; i < 3; i++)
         if (streams[i]) (void)gpt_stream_sync(streams[i]);
@@ -261,6 +289,7 @@ static void zero_infinity_free(void *state)
     gpt_event_destroy(st->embed_ready);
     gpt_event_destroy(st->embed_bwd_done);
     free(st->adam_ticket);
+    free(st->disk_block);
     engine_free_all(&st->mem);
     for (int i = 0; i < 3; i++)
         if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
@@ -280,6 +309,34 @@ static int create_events(const gpt_backend *be, gpt_event ***out, int n)
 
 /* ---- init ----------------------------------------------------------------------------------- */
 
+/* --offload nvme: the tier under --nvme-dir, nvme_adam over it and the pool (every block's
+ * grads, m and v on disk), and the pinned blocks the buckets drain into. */
+static int init_disk(zi_state *st, const zi_bytes *b)
+{
+    const zi_layout *z = &st->z;
+    const size_t max_block = z->PE > z->PL ? z->PE : z->PL;
+    int rc;
+    char *stages = NULL;
+    if ((rc = disk_tier_open(&st->tier, st->env.cfg->nvme_dir, st->env.disk, 0)) ||
+        (rc = nvme_adam_create(&st->nvme, st->tier, st->host_adam, st->env.host, max_block,
+                               ZI_NVME_DEPTH, 1)) ||
+        (rc = alloc_in(st, (void **)&stages, b->grad_stages, MEM_PINNED, "gradient staging (host)")))
+        return rc;
+    const uintptr_t base = ((uintptr_t)stages + DISK_TIER_ALIGN - 1) / DISK_TIER_ALIGN * DISK_TIER_ALIGN;
+    for (int s = 0; s < ZI_GRAD_STAGES; s++)
+        st->grad_stage[s] = (float *)(base + (uintptr_t)s * b->grad_stage);
+    st->disk_block = calloc((size_t)z->L + 1, sizeof *st->disk_block);
+    if (!st->disk_block) return GPT_ERR_OOM;
+    for (int blk = 0; blk <= z->L; blk++) {
+        char what[48];
+        if (blk == 0) snprintf(what, sizeof what, "embedding grads, Adam m, v");
+        else snprintf(what, sizeof what, "layer %d grads, Adam m, v", blk - 1);
+        if ((rc = nvme_adam_add_block(st->nvme, block_floats(z, blk), what, &st->disk_block[blk])))
+            return rc;
+    }
+    return GPT_OK;
+}
+
 static int zero_infinity_init(const engine_env *env, void **state)
 {
     *state = NULL;
@@ -290,10 +347,6 @@ static int zero_infinity_init(const engine_env *env, void **state)
     }
     if (env->world != 1) {
         fprintf(stderr, "aebench: zero-infinity runs on one rank (got %d ranks)\n", env->world);
-        return GPT_ERR_INVALID;
-    }
-    if (env->cfg->offload == OFFLOAD_NVME) {
-        fprintf(stderr, "aebench: zero-infinity --offload nvme needs the disk tier\n");
         return GPT_ERR_INVALID;
     }
     zi_state *st = calloc(1, sizeof *st);
@@ -327,15 +380,19 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->ids, b.ids, MEM_GPU, "token ids")) ||
         (rc = alloc_in(st, (void **)&st->dev_norms, b.norms, MEM_GPU, "block norms")) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")) ||
-        (rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "gradients (host)")) ||
-        (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "Adam m (host)")) ||
-        (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v (host)")) ||
         (rc = alloc_in(st, (void **)&st->host_losses, b.host_losses, MEM_PINNED, "losses read-back")) ||
         (rc = alloc_in(st, (void **)&st->host_norms, b.host_norms, MEM_PINNED, "norms read-back")))
         return rc;
     gpt_layer_acts_carve(&st->acts, acts, sh);
     gpt_layer_scratch_carve(&st->scratch, scratch, sh);
     gpt_head_acts_carve(&st->head, head, sh);
+    if (z->nvme) {
+        if ((rc = init_disk(st, &b))) return rc;
+    } else if ((rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "gradients (host)")) ||
+               (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "Adam m (host)")) ||
+               (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v (host)"))) {
+        return rc;
+    }
 
     st->adam_ticket = calloc((size_t)L + 1, sizeof *st->adam_ticket);
     if (!st->adam_ticket) return GPT_ERR_OOM;
@@ -360,12 +417,14 @@ static int zero_infinity_init(const engine_env *env, void **state)
 
     engine_plan p;
     plan_of(z, sh, &p);
-    char g[32], h[32];
+    char g[32], h[32], d[32];
     format_bytes((double)p.gpu_bytes, g, sizeof g);
     format_bytes((double)p.host_bytes, h, sizeof h);
+    format_bytes((double)p.disk_bytes, d, sizeof d);
     engine_note(env, "zero-infinity plan: GPU %s (%d fetch buffers, %d gradient buckets of one "
-                     "layer), host %s (offload cpu); host Adam: %s",
-                g, z->F, ZI_BUCKETS, h, cpu_adam_isa(st->host_adam));
+                     "layer), host %s, disk %s (offload %s%s); host Adam: %s",
+                g, z->F, ZI_BUCKETS, h, d, z->nvme ? "nvme in " : "cpu",
+                z->nvme ? disk_tier_path(st->tier) : "", cpu_adam_isa(st->host_adam));
     return GPT_OK;
 }
 
@@ -422,13 +481,26 @@ static int submit_host_adam(zi_state *st, int b, step_result *out, float scale)
     const size_t off = block_offset(z, b), n = block_floats(z, b);
     const size_t n_decay = b == 0 ? gpt_embed_layout_of(&st->sh).n_decay
                                    : gpt_layer_layout_of(&st->sh).n_decay;
+    out->host_adam_params += (double)n;
+    if (st->nvme) {
+        /* Its grads are on disk (their write was queued before): read with m and v, which
+         * are written back. */
+        nvme_adam_job job = {
+            .block = st->disk_block[b], .params = st->host_p + off, .grads = NULL,
+            .n_decay = n_decay, .optim = st->env.cfg->optim, .lr = (float)out->lr,
+            .t = st->adam_step + 1, .grad_scale = scale, .after = NULL,
+        };
+        const double bytes = (double)disk_tier_round(n * sizeof(float));
+        out->bytes_disk_read += 3 * bytes;
+        out->bytes_disk_write += 2 * bytes;
+        return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[b]);
+    }
     cpu_adam_job job = {
         .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
         .v = st->host_v + off, .n = n, .n_decay = n_decay, .optim = st->env.cfg->optim,
         .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
         .after = st->grads_home[b],
     };
-    out->host_adam_params += (double)n;
     return cpu_adam_submit(st->host_adam, &job, &st->adam_ticket[b]);
 }
 
@@ -440,13 +512,28 @@ static int send_grads_home(zi_state *st, int b, const float *src, gpt_event *don
     const zi_layout *z = &st->z;
     const size_t n = block_floats(z, b);
     int rc, span;
+    /* nvme: into the next staging block, once the disk write from it is done. */
+    const int stage = st->next_stage;
+    float *dst = st->host_g ? st->host_g + block_offset(z, b) : st->grad_stage[stage];
+    if (st->nvme) {
+        st->next_stage = (stage + 1) % ZI_GRAD_STAGES;
+        if (st->stage_ticket[stage] && (rc = nvme_adam_wait(st->nvme, st->stage_ticket[stage])))
+            return rc;
+        st->stage_ticket[stage] = 0;
+    }
     if ((rc = gpt_stream_wait_event(st->d2h, done)) ||
         (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
-        (rc = gpt_memcpy_d2h(st->d2h, st->host_g + block_offset(z, b), src, n * sizeof(float))) ||
+        (rc = gpt_memcpy_d2h(st->d2h, dst, src, n * sizeof(float))) ||
         (rc = span_end(&st->spans, st->d2h, span)) ||
         (rc = gpt_event_record(st->grads_home[b], st->d2h)))
         return rc;
     out->bytes_d2h += (double)n * sizeof(float);
+    if (st->nvme) {
+        if ((rc = nvme_adam_put_grads(st->nvme, st->disk_block[b], dst, st->grads_home[b],
+                                      &st->stage_ticket[stage])))
+            return rc;
+        out->bytes_disk_write += (double)disk_tier_round(n * sizeof(float));
+    }
     if (st->env.cfg->optim.clip <= 0) return submit_host_adam(st, b, out, 1.0f);
     return GPT_OK;
 }
@@ -573,6 +660,11 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
     if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
     out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    if (st->nvme) { /* the pool's time above is nvme_adam's updates too; its own count is kept */
+        double disk_read, disk_written; /* the schedule's counts above are per step */
+        out->busy_ms[BUSY_HOST_ADAM] = nvme_adam_take_adam_ms(st->nvme);
+        disk_tier_take_stats(st->tier, &out->busy_ms[BUSY_DISK], &disk_read, &disk_written);
+    }
     return GPT_OK;
 }
 
@@ -591,6 +683,7 @@ const engine_vtbl engine_zero_infinity = {
     .description = "ZeRO-3: every layer's params fetched per use, grads out, host Adam "
                    "(--offload cpu|nvme)",
     .uses_window = 0,
+    .options = ENGINE_OPT_OFFLOAD_NVME,
     .plan = zero_infinity_plan,
     .check = zero_infinity_check,
     .init = zero_infinity_init,
