@@ -123,7 +123,7 @@ typedef struct zi_bytes {
     size_t host_params, host_grads, host_mv, host_losses, host_norms;
     /* --offload nvme */
     size_t grad_stage;    /* one staging block, rounded for O_DIRECT */
-    size_t grad_stages;   /* ZI_GRAD_STAGES of them plus the alignment slack */
+    size_t grad_stages;   /* ZI_GRAD_STAGES of them */
     size_t nvme_staging;  /* nvme_adam's own, under the host budget */
     size_t disk;          /* every block's grads, m, v */
 } zi_bytes;
@@ -151,8 +151,7 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     b.grad_stage = b.grad_stages = b.nvme_staging = b.disk = 0;
     if (z->nvme) {
         b.grad_stage = disk_tier_round(max_block * f);
-        /* Pinned memory is aligned to less than the disk's block on some backends. */
-        b.grad_stages = ZI_GRAD_STAGES * b.grad_stage + DISK_TIER_ALIGN;
+        b.grad_stages = ZI_GRAD_STAGES * b.grad_stage;
         b.nvme_staging = nvme_adam_staging_bytes(max_block, ZI_NVME_DEPTH, 1);
         b.disk = nvme_adam_block_disk_bytes(z->PE, 1) +
                  (size_t)z->L * nvme_adam_block_disk_bytes(z->PL, 1);
@@ -322,9 +321,13 @@ static int init_disk(zi_state *st, const zi_bytes *b)
                                ZI_NVME_DEPTH, 1)) ||
         (rc = alloc_in(st, (void **)&stages, b->grad_stages, MEM_PINNED, "gradient staging (host)")))
         return rc;
-    const uintptr_t base = ((uintptr_t)stages + DISK_TIER_ALIGN - 1) / DISK_TIER_ALIGN * DISK_TIER_ALIGN;
+    /* Pinned blocks of a page or more are page aligned (membudget.h), as O_DIRECT needs. */
+    if ((uintptr_t)stages % DISK_TIER_ALIGN) {
+        fprintf(stderr, "aebench: zero-infinity: pinned staging not aligned for O_DIRECT\n");
+        return GPT_ERR_INVALID;
+    }
     for (int s = 0; s < ZI_GRAD_STAGES; s++)
-        st->grad_stage[s] = (float *)(base + (uintptr_t)s * b->grad_stage);
+        st->grad_stage[s] = (float *)(stages + (size_t)s * b->grad_stage);
     st->disk_block = calloc((size_t)z->L + 1, sizeof *st->disk_block);
     if (!st->disk_block) return GPT_ERR_OOM;
     for (int blk = 0; blk <= z->L; blk++) {
