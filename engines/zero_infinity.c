@@ -31,8 +31,8 @@
  *         masters, and what the fetches copy), all gradients, the losses and norms read back;
  *         ordinary: Adam m and v of every block.  About 16 P bytes.
  *         --offload nvme: pinned: all parameters, 2 gradient staging blocks (what the buckets
- *         drain into before the disk write), losses and norms; ordinary: nvme_adam's staging.
- *         About 4 P bytes + buffers.
+ *         drain into before the disk write), losses and norms; ordinary: nvme_adam's staging
+ *         (3 slots of m, v and grads of the largest block).  About 4 P bytes + buffers.
  *   disk  --offload nvme: every block's gradients and Adam m, v (nvme_adam): about 12 P.
  *
  * Fetch sequence of one step: i = 0..2L-1 is layer i (forward) for i < L and layer 2L-1-i
@@ -54,12 +54,16 @@
  *             update is queued as soon as its grads are on their way home and runs under the
  *             rest of the backward.
  * Events order every hand-off between streams; the host waits for a host-Adam ticket only
- * before issuing the fetch that needs that update, and for the norms at the end of backward.
+ * before issuing the fetch that needs that update, for the norms at the end of backward and,
+ * in nvme mode, for a staging block's disk write before the next copy into it.
  *
  * Why the updates wait for the global norm when clipping: Megatron clips with the norm of
  * every gradient, known only once the backward ends (see stronghold.c).  Without clipping
  * nothing waits; a non-finite gradient found at the end of the backward can then no longer
- * un-update the blocks already updated (the baseline would skip the step).
+ * un-update the blocks already updated (the baseline would skip the step).  The cost of
+ * exactness: with clipping the host Adam overlaps only the next forward (whose fetch of layer
+ * k waits for k's update), so a step takes at least max(forward, host Adam) + backward; without
+ * it the Adam of the upper layers also hides under the backward.
  *
  * Artifact differences: the artifact ran cpu mode only, with PyTorch's AdamW; ours has the
  * vectorised host Adam (bit-identical to the baseline's) and an nvme mode with O_DIRECT.

@@ -102,15 +102,19 @@ static void test_cpu_equals_baseline(void **state)
     }
 }
 
-/* More layers than fetch buffers and buckets, so every buffer and bucket is reused within
- * a step (the case where a missing "consumed" or "grads home" wait would bite). */
-static void test_cpu_many_layers_equals_baseline(void **state)
+/* More layers than fetch buffers, buckets and grad staging blocks, so every one of them is
+ * reused within a step (where a missing "consumed", "grads home" or staging wait would
+ * bite), in both modes. */
+static void test_many_layers_equals_baseline(void **state)
 {
     (void)state;
     engine_config cfg = small_config(9);
     equals_baseline(cfg, "cpu");
     cfg.optim.clip = 0;
     equals_baseline(cfg, "cpu");
+    use_nvme(&cfg);
+    equals_baseline(cfg, "nvme");
+    assert_nvme_root_empty();
 }
 
 /* --offload nvme (grads, m, v on disk through nvme_adam): the same trajectory, clipped and
@@ -282,7 +286,7 @@ int main(int argc, char **argv)
     else snprintf(nvme_root, sizeof nvme_root, "zi-disk-tmp");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_equals_baseline),
-        cmocka_unit_test(test_cpu_many_layers_equals_baseline),
+        cmocka_unit_test(test_many_layers_equals_baseline),
         cmocka_unit_test(test_nvme_equals_baseline),
         cmocka_unit_test(test_memory_and_bytes),
         cmocka_unit_test(test_nvme_memory_and_bytes),
