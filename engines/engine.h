@@ -137,6 +137,7 @@ const engine_vtbl *engine_at(int i);
 extern const engine_vtbl engine_megatron_lm;
 extern const engine_vtbl engine_l2l;
 extern const engine_vtbl engine_zero_offload;
+extern const engine_vtbl engine_zero_infinity;
 extern const engine_vtbl engine_stronghold;
 
 #endif

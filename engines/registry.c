@@ -38,6 +38,7 @@ static const engine_vtbl *const engines[] = {
     &engine_megatron_lm,
     &engine_l2l,
     &engine_zero_offload,
+    &engine_zero_infinity,
     &engine_stronghold,
 };
 

@@ -98,7 +98,10 @@ int host_alloc(mem_budget *b, void **ptr, size_t bytes, const char *what)
     *ptr = NULL;
     int rc = mem_budget_take(b, bytes, what);
     if (rc) return rc;
-    if (posix_memalign(ptr, 64, bytes ? bytes : 1) != 0) {
+    /* Blocks of a page or more start on a page, so the disk tier can do O_DIRECT I/O on
+     * them (as on cudaHostAlloc's pinned memory); smaller ones on a cache line. */
+    const size_t align = bytes >= 4096 ? 4096 : 64;
+    if (posix_memalign(ptr, align, bytes ? bytes : 1) != 0) {
         mem_budget_give(b, bytes);
         mem_budget_device_failed(b, bytes, what);
         *ptr = NULL;

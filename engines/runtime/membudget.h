@@ -48,7 +48,8 @@ void dev_arena_init(dev_arena *a, const gpt_backend *be, size_t limit);
 int dev_arena_alloc(dev_arena *a, void **ptr, size_t bytes, const char *what);
 void dev_arena_free(dev_arena *a, void *ptr, size_t bytes);
 
-/* Ordinary host memory under the host budget (64-byte aligned). */
+/* Ordinary host memory under the host budget (64-byte aligned; page-aligned from a page up,
+ * for O_DIRECT). */
 int host_alloc(mem_budget *b, void **ptr, size_t bytes, const char *what);
 void host_free(mem_budget *b, void *ptr, size_t bytes);
 

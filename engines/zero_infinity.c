@@ -1,0 +1,701 @@
+/*
+ * zero-infinity — ZeRO-3 with parameter and optimizer offload (Rajbhandari et al., SC'21), on
+ * one rank, done exactly.
+ *
+ * The GPU holds only what is being computed.  Every parameter's home is the host: a layer's
+ * parameters are copied in just before it runs (forward, and again for its backward) into a
+ * small ring of fetch buffers, its gradients leave through gradient buckets as soon as its
+ * backward is done, and the whole optimizer runs on the host.
+ *
+ * Sizes, from the artifact's DeepSpeed settings (prefetch 5e7 elements ahead, at most 1e9
+ * live, reduce bucket 9e7, optimizer sub-group 1e8):
+ *   fetch ring     F = 1 + d buffers of one layer, d = ceil(5e7 / PL) layers of prefetch,
+ *                  at least 1, at most 3 (beyond that the copies, serialised on one stream,
+ *                  gain nothing; and a shape with small layers would otherwise hold the whole
+ *                  model), and F * PL <= 1e9.  At the artifact's h2048 a layer is 5.04e7
+ *                  floats: d = 1, F = 2.
+ *   grad buckets   2 buffers of one whole layer (9e7 elements hold one h2048 layer; one layer
+ *                  per bucket at every shape keeps GPU memory independent of L): one fills
+ *                  while the other drains to the host.
+ *   sub-groups     one block each (embed, layer k): at h2048 two layers would exceed 1e8.
+ *   embed block    "persistent": fetched once per step and kept for the whole step (it is
+ *                  used at both ends of both passes: embedding and tied head); its gradients
+ *                  go home once, after the embedding's backward.
+ *
+ * Where things live (fp32):
+ *   GPU   embed block: params and grads; F fetch buffers (one layer's params each); 2 gradient
+ *         buckets (one layer's grads each); the checkpointed inputs x[0..L] (x[L] the head's);
+ *         one layer's activations (recomputed), backward scratch, head activations (logits
+ *         become their own gradient), residual gradient, ids, the L+1 squared block norms
+ *   host  --offload cpu (default): pinned: all parameters [embed | layer 0 | ...] (the fp32
+ *         masters, and what the fetches copy), all gradients, the losses and norms read back;
+ *         ordinary: Adam m and v of every block.  About 16 P bytes.
+ *         --offload nvme: pinned: all parameters, 2 gradient staging blocks (what the buckets
+ *         drain into before the disk write), losses and norms; ordinary: nvme_adam's staging
+ *         (3 slots of m, v and grads of the largest block).  About 4 P bytes + buffers.
+ *   disk  --offload nvme: every block's gradients and Adam m, v (nvme_adam): about 12 P.
+ *
+ * Fetch sequence of one step: i = 0..2L-1 is layer i (forward) for i < L and layer 2L-1-i
+ * (backward) after; fetch i goes into buffer i mod F.  Stream by stream:
+ *   h2d       embed params (once the host Adam of the embed block is done); fetch i once
+ *             buffer i mod F's previous layer (fetch i-F) has run and, in the forward, once
+ *             layer i's host update from the previous step is done
+ *   compute   ids; zero embed grads; embed; fwd 0..L-1, each after its fetch; head; losses
+ *             read back; bwd head; for j = L-1..0: zero bucket (L-1-j) mod 2 once its
+ *             previous layer's grads have left, recompute and backward of j into it, its
+ *             squared norm; embed bwd and its norm; norms read back
+ *   d2h       each layer's bucket once its backward is done; the embed grads after the
+ *             embedding's backward (cpu: into the pinned grads; nvme: into a staging block,
+ *             then nvme_adam writes them to disk once the copy is done)
+ *   host Adam after the backward, once the global norm is known: blocks embed, 0, ..., L-1
+ *             (ascending, so the next forward waits least), each gated on its grads being
+ *             home; cpu: cpu_adam jobs; nvme: nvme_adam jobs, which read m, v (and grads)
+ *             from disk, update, write m, v back, pipelined.  With --clip-grad 0 each block's
+ *             update is queued as soon as its grads are on their way home and runs under the
+ *             rest of the backward.
+ * Events order every hand-off between streams; the host waits for a host-Adam ticket only
+ * before issuing the fetch that needs that update, for the norms at the end of backward and,
+ * in nvme mode, for a staging block's disk write before the next copy into it.
+ *
+ * Why the updates wait for the global norm when clipping: Megatron clips with the norm of
+ * every gradient, known only once the backward ends (see stronghold.c).  Without clipping
+ * nothing waits; a non-finite gradient found at the end of the backward can then no longer
+ * un-update the blocks already updated (the baseline would skip the step).  The cost of
+ * exactness: with clipping the host Adam overlaps only the next forward (whose fetch of layer
+ * k waits for k's update), so a step takes at least max(forward, host Adam) + backward; without
+ * it the Adam of the upper layers also hides under the backward.
+ *
+ * Artifact differences: the artifact ran cpu mode only, with PyTorch's AdamW; ours has the
+ * vectorised host Adam (bit-identical to the baseline's) and an nvme mode with O_DIRECT.
+ */
+#include "engine.h"
+
+#include "runtime/cpu_adam.h"
+#include "runtime/nvme_adam.h"
+#include "runtime/spans.h"
+#include "runtime/timer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* DeepSpeed's stage-3 settings in the artifact's JSON (elements). */
+#define ZI_PREFETCH_ELEMS 5e7
+#define ZI_MAX_LIVE_ELEMS 1e9
+enum { ZI_MAX_PREFETCH_LAYERS = 3, ZI_BUCKETS = 2 };
+/* --offload nvme: nvme_adam's staging slots (one block read ahead, one updated, one written
+ * back), and the host blocks the gradient buckets drain into before their disk write. */
+enum { ZI_NVME_DEPTH = 3, ZI_GRAD_STAGES = 2 };
+
+typedef struct zi_layout {
+    int L;
+    int F;              /* fetch buffers */
+    int nvme;           /* --offload nvme */
+    size_t PL, PE, P;   /* floats of one layer block, of the embed block, of the model */
+    size_t NC, N;       /* floats of one (N, C) activation; tokens per step */
+} zi_layout;
+
+/* Prefetch depth from DeepSpeed's element counts (see the top comment). */
+static int fetch_buffers(size_t PL)
+{
+    double depth = ceil(ZI_PREFETCH_ELEMS / (double)PL);
+    if (depth < 1) depth = 1;
+    if (depth > ZI_MAX_PREFETCH_LAYERS) depth = ZI_MAX_PREFETCH_LAYERS;
+    while (depth > 1 && (depth + 1) * (double)PL > ZI_MAX_LIVE_ELEMS) depth--;
+    return 1 + (int)depth;
+}
+
+static zi_layout layout_for(const engine_config *cfg)
+{
+    const gpt_shape *sh = &cfg->shape;
+    zi_layout z;
+    z.L = sh->layers;
+    z.nvme = cfg->offload == OFFLOAD_NVME;
+    z.PL = gpt_layer_layout_of(sh).total;
+    z.PE = gpt_embed_layout_of(sh).total;
+    z.P = z.PE + (size_t)z.L * z.PL;
+    z.F = fetch_buffers(z.PL);
+    z.N = (size_t)sh->batch * sh->seq;
+    z.NC = z.N * (size_t)sh->hidden;
+    return z;
+}
+
+/* Bytes of every allocation; plan and init share them. */
+typedef struct zi_bytes {
+    size_t embed, fetch, buckets, inputs, acts, scratch, head, dres, ids, norms;
+    size_t host_params, host_grads, host_mv, host_losses, host_norms;
+    /* --offload nvme */
+    size_t grad_stage;    /* one staging block, rounded for O_DIRECT */
+    size_t grad_stages;   /* ZI_GRAD_STAGES of them */
+    size_t nvme_staging;  /* nvme_adam's own, under the host budget */
+    size_t disk;          /* every block's grads, m, v */
+} zi_bytes;
+
+static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
+{
+    const size_t f = sizeof(float);
+    zi_bytes b;
+    b.embed = z->PE * f;                           /* each of params, grads */
+    b.fetch = (size_t)z->F * z->PL * f;
+    b.buckets = (size_t)ZI_BUCKETS * z->PL * f;
+    b.inputs = (size_t)(z->L + 1) * z->NC * f;
+    b.acts = gpt_layer_acts_floats(sh) * f;
+    b.scratch = gpt_layer_scratch_floats(sh) * f;
+    b.head = gpt_head_acts_floats(sh) * f;
+    b.dres = z->NC * f;
+    b.ids = 2 * z->N * sizeof(int32_t);
+    b.norms = (size_t)(z->L + 1) * f;
+    b.host_params = z->P * f;
+    b.host_grads = z->nvme ? 0 : z->P * f;
+    b.host_mv = z->nvme ? 0 : z->P * f;            /* each of m, v */
+    b.host_losses = z->N * f;
+    b.host_norms = b.norms;
+    const size_t max_block = z->PE > z->PL ? z->PE : z->PL;
+    b.grad_stage = b.grad_stages = b.nvme_staging = b.disk = 0;
+    if (z->nvme) {
+        b.grad_stage = disk_tier_round(max_block * f);
+        b.grad_stages = ZI_GRAD_STAGES * b.grad_stage;
+        b.nvme_staging = nvme_adam_staging_bytes(max_block, ZI_NVME_DEPTH, 1);
+        b.disk = nvme_adam_block_disk_bytes(z->PE, 1) +
+                 (size_t)z->L * nvme_adam_block_disk_bytes(z->PL, 1);
+    }
+    return b;
+}
+
+static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
+{
+    zi_bytes b = bytes_for(z, sh);
+    out->gpu_bytes = 2 * (uint64_t)b.embed + b.fetch + b.buckets + b.inputs + b.acts +
+                     b.scratch + b.head + b.dres + b.ids + b.norms;
+    out->host_bytes = (uint64_t)b.host_params + b.host_grads + 2 * (uint64_t)b.host_mv +
+                      b.host_losses + b.host_norms + b.grad_stages + b.nvme_staging;
+    out->disk_bytes = b.disk;
+}
+
+static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
+{
+    zi_layout z = layout_for(cfg);
+    plan_of(&z, &cfg->shape, out);
+}
+
+static int zero_infinity_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg->ckpt) {
+        snprintf(err, errlen, "zero-infinity keeps only the checkpointed layer inputs on the GPU "
+                              "and recomputes each layer; --no-ckpt is not supported");
+        return -1;
+    }
+    if (cfg->bf16) {
+        snprintf(err, errlen, "zero-infinity does not support --dtype bf16 yet");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- state ------------------------------------------------------------------------------ */
+
+typedef struct zi_state {
+    engine_env env;
+    gpt_shape sh;
+    zi_layout z;
+    gpt_stream *compute, *h2d, *d2h;
+    cpu_adam *host_adam;
+    engine_allocs mem;
+    /* --offload nvme */
+    disk_tier *tier;
+    nvme_adam *nvme;
+    int *disk_block;            /* L+1, by block: its nvme_adam id */
+    float *grad_stage[ZI_GRAD_STAGES];
+    uint64_t stage_ticket[ZI_GRAD_STAGES]; /* the disk write from that stage (0: none) */
+    int next_stage;
+
+    /* GPU */
+    float *embed_p, *embed_g;
+    float *fetch;          /* F layer blocks */
+    float *buckets;        /* ZI_BUCKETS layer blocks */
+    float *x;              /* (L+1) (N, C) checkpointed inputs */
+    gpt_layer_acts acts;
+    gpt_layer_scratch scratch;
+    gpt_head_acts head;
+    float *dres, *dev_norms;
+    int32_t *ids;
+    /* host, in the canonical layout [embed | layer 0 | ...] */
+    float *host_p, *host_g, *host_m, *host_v;
+    float *host_losses, *host_norms;
+
+    gpt_event **fetched;     /* F: h2d filled buffer b */
+    gpt_event **consumed;    /* F: compute is done with buffer b */
+    gpt_event **bucket_full; /* ZI_BUCKETS: compute wrote a layer's grads into bucket b */
+    gpt_event *embed_ready, *embed_bwd_done;
+    gpt_event **grads_home;  /* L+1, by block (0: embed, 1+k: layer k): grads are home */
+    uint64_t *adam_ticket;   /* L+1, by block: host Adam pending (0: none) */
+    stream_spans spans;
+    int adam_step;
+} zi_state;
+
+static int alloc_in(zi_state *st, void **ptr, size_t bytes, mem_where where, const char *what)
+{
+    return engine_alloc(&st->mem, where, ptr, bytes, what);
+}
+
+/* Where block b (0: embed, 1+k: layer k) starts in the host arrays, and its length. */
+static size_t block_offset(const zi_layout *z, int b)
+{
+    return b == 0 ? 0 : z->PE + (size_t)(b - 1) * z->PL;
+}
+static size_t block_floats(const zi_layout *z, int b) { return b == 0 ? z->PE : z->PL; }
+
+static int wait_adam(zi_state *st, int b)
+{
+    if (!st->adam_ticket || !st->adam_ticket[b]) return GPT_OK;
+    int rc = st->nvme ? nvme_adam_wait(st->nvme, st->adam_ticket[b])
+                      : cpu_adam_wait(st->host_adam, st->adam_ticket[b]);
+    st->adam_ticket[b] = 0;
+    return rc;
+}
+
+static int wait_all_adam(zi_state *st)
+{
+    int first = GPT_OK;
+    for (int b = 0; b <= st->z.L; b++) {
+        int rc = wait_adam(st, b);
+        if (rc && !first) first = rc;
+    }
+    return first;
+}
+
+static void destroy_events(gpt_event **ev, int n)
+{
+    if (!ev) return;
+    for (int i = 0; i < n; i++) gpt_event_destroy(ev[i]);
+    free(ev);
+}
+
+static void zero_infinity_free(void *state)
+{
+    zi_state *st = state;
+    if (!st) return;
+    (void)wait_all_adam(st);
+    /* nvme_adam waits for its jobs and disk writes; it uses the pool and the tier. */
+    nvme_adam_destroy(st->nvme);
+    if (st->host_adam) cpu_adam_destroy(st->host_adam);
+    disk_tier_close(st->tier);
+    gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) (void)gpt_stream_sync(streams[i]);
+    spans_free(&st->spans);
+    destroy_events(st->fetched, st->z.F);
+    destroy_events(st->consumed, st->z.F);
+    destroy_events(st->bucket_full, ZI_BUCKETS);
+    destroy_events(st->grads_home, st->z.L + 1);
+    gpt_event_destroy(st->embed_ready);
+    gpt_event_destroy(st->embed_bwd_done);
+    free(st->adam_ticket);
+    free(st->disk_block);
+    engine_free_all(&st->mem);
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
+    free(st);
+}
+
+static int create_events(const gpt_backend *be, gpt_event ***out, int n)
+{
+    *out = calloc((size_t)n, sizeof **out);
+    if (!*out) return GPT_ERR_OOM;
+    for (int i = 0; i < n; i++) {
+        int rc = gpt_event_create(be, &(*out)[i]);
+        if (rc) return rc;
+    }
+    return GPT_OK;
+}
+
+/* ---- init ----------------------------------------------------------------------------------- */
+
+/* --offload nvme: the tier under --nvme-dir, nvme_adam over it and the pool (every block's
+ * grads, m and v on disk), and the pinned blocks the buckets drain into. */
+static int init_disk(zi_state *st, const zi_bytes *b)
+{
+    const zi_layout *z = &st->z;
+    const size_t max_block = z->PE > z->PL ? z->PE : z->PL;
+    int rc;
+    char *stages = NULL;
+    if ((rc = disk_tier_open(&st->tier, st->env.cfg->nvme_dir, st->env.disk, 0)) ||
+        (rc = nvme_adam_create(&st->nvme, st->tier, st->host_adam, st->env.host, max_block,
+                               ZI_NVME_DEPTH, 1)) ||
+        (rc = alloc_in(st, (void **)&stages, b->grad_stages, MEM_PINNED, "gradient staging (host)")))
+        return rc;
+    /* Pinned blocks of a page or more are page aligned (membudget.h), as O_DIRECT needs. */
+    if ((uintptr_t)stages % DISK_TIER_ALIGN) {
+        fprintf(stderr, "aebench: zero-infinity: pinned staging not aligned for O_DIRECT\n");
+        return GPT_ERR_INVALID;
+    }
+    for (int s = 0; s < ZI_GRAD_STAGES; s++)
+        st->grad_stage[s] = (float *)(stages + (size_t)s * b->grad_stage);
+    st->disk_block = calloc((size_t)z->L + 1, sizeof *st->disk_block);
+    if (!st->disk_block) return GPT_ERR_OOM;
+    for (int blk = 0; blk <= z->L; blk++) {
+        char what[48];
+        if (blk == 0) snprintf(what, sizeof what, "embedding grads, Adam m, v");
+        else snprintf(what, sizeof what, "layer %d grads, Adam m, v", blk - 1);
+        if ((rc = nvme_adam_add_block(st->nvme, block_floats(z, blk), what, &st->disk_block[blk])))
+            return rc;
+    }
+    return GPT_OK;
+}
+
+static int zero_infinity_init(const engine_env *env, void **state)
+{
+    *state = NULL;
+    char err[256];
+    if (zero_infinity_check(env->cfg, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return GPT_ERR_INVALID;
+    }
+    if (env->world != 1) {
+        fprintf(stderr, "aebench: zero-infinity runs on one rank (got %d ranks)\n", env->world);
+        return GPT_ERR_INVALID;
+    }
+    zi_state *st = calloc(1, sizeof *st);
+    if (!st) return GPT_ERR_OOM;
+    st->env = *env;
+    engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
+    st->sh = env->cfg->shape;
+    st->z = layout_for(env->cfg);
+    *state = st;
+    const gpt_shape *sh = &st->sh;
+    const zi_layout *z = &st->z;
+    const int L = z->L;
+    int rc;
+    if ((rc = env->be->ops->stream_create(env->be, &st->compute)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->h2d)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
+        (rc = cpu_adam_create(&st->host_adam, env->cfg->threads)))
+        return rc;
+
+    zi_bytes b = bytes_for(z, sh);
+    void *acts = NULL, *scratch = NULL, *head = NULL;
+    if ((rc = alloc_in(st, (void **)&st->embed_p, b.embed, MEM_GPU, "embedding parameters")) ||
+        (rc = alloc_in(st, (void **)&st->embed_g, b.embed, MEM_GPU, "embedding gradients")) ||
+        (rc = alloc_in(st, (void **)&st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
+        (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
+        (rc = alloc_in(st, (void **)&st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
+        (rc = alloc_in(st, &acts, b.acts, MEM_GPU, "layer activations")) ||
+        (rc = alloc_in(st, &scratch, b.scratch, MEM_GPU, "backward scratch")) ||
+        (rc = alloc_in(st, &head, b.head, MEM_GPU, "logits and head activations")) ||
+        (rc = alloc_in(st, (void **)&st->dres, b.dres, MEM_GPU, "residual gradient")) ||
+        (rc = alloc_in(st, (void **)&st->ids, b.ids, MEM_GPU, "token ids")) ||
+        (rc = alloc_in(st, (void **)&st->dev_norms, b.norms, MEM_GPU, "block norms")) ||
+        (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")) ||
+        (rc = alloc_in(st, (void **)&st->host_losses, b.host_losses, MEM_PINNED, "losses read-back")) ||
+        (rc = alloc_in(st, (void **)&st->host_norms, b.host_norms, MEM_PINNED, "norms read-back")))
+        return rc;
+    gpt_layer_acts_carve(&st->acts, acts, sh);
+    gpt_layer_scratch_carve(&st->scratch, scratch, sh);
+    gpt_head_acts_carve(&st->head, head, sh);
+    if (z->nvme) {
+        if ((rc = init_disk(st, &b))) return rc;
+    } else if ((rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "gradients (host)")) ||
+               (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "Adam m (host)")) ||
+               (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v (host)"))) {
+        return rc;
+    }
+
+    st->adam_ticket = calloc((size_t)L + 1, sizeof *st->adam_ticket);
+    if (!st->adam_ticket) return GPT_ERR_OOM;
+    if ((rc = create_events(env->be, &st->fetched, z->F)) ||
+        (rc = create_events(env->be, &st->consumed, z->F)) ||
+        (rc = create_events(env->be, &st->bucket_full, ZI_BUCKETS)) ||
+        (rc = create_events(env->be, &st->grads_home, L + 1)) ||
+        (rc = gpt_event_create(env->be, &st->embed_ready)) ||
+        (rc = gpt_event_create(env->be, &st->embed_bwd_done)))
+        return rc;
+    /* Spans per step: compute 2L + 4, h2d 2L + 1, d2h L + 1. */
+    if ((rc = spans_init(&st->spans, env->be, 5 * L + 16))) return rc;
+
+    /* The masters start on the host; m and v at zero. */
+    const uint64_t seed = env->cfg->seed;
+    gpt_init_embed(st->host_p, sh, seed);
+    for (int k = 0; k < L; k++) gpt_init_layer(st->host_p + block_offset(z, 1 + k), sh, k, seed);
+    if (b.host_mv) {
+        memset(st->host_m, 0, b.host_mv);
+        memset(st->host_v, 0, b.host_mv);
+    }
+
+    engine_plan p;
+    plan_of(z, sh, &p);
+    char g[32], h[32], d[32];
+    format_bytes((double)p.gpu_bytes, g, sizeof g);
+    format_bytes((double)p.host_bytes, h, sizeof h);
+    format_bytes((double)p.disk_bytes, d, sizeof d);
+    engine_note(env, "zero-infinity plan: GPU %s (%d fetch buffers, %d gradient buckets of one "
+                     "layer), host %s, disk %s (offload %s%s); host Adam: %s",
+                g, z->F, ZI_BUCKETS, h, d, z->nvme ? "nvme in " : "cpu",
+                z->nvme ? disk_tier_path(st->tier) : "", cpu_adam_isa(st->host_adam));
+    return GPT_OK;
+}
+
+static void zero_infinity_chosen_plan(void *state, engine_plan *out)
+{
+    zi_state *st = state;
+    plan_of(&st->z, &st->sh, out);
+}
+
+/* ---- one step -------------------------------------------------------------------------------- */
+
+/* Layer of fetch i (0..2L-1) and the buffer it goes into. */
+static int layer_of_fetch(const zi_layout *z, int i) { return i < z->L ? i : 2 * z->L - 1 - i; }
+static float *buffer_of_fetch(zi_state *st, int i) { return st->fetch + (size_t)(i % st->z.F) * st->z.PL; }
+
+/* Issue fetch i on h2d: after the buffer's previous layer (fetch i-F) has run and, in the
+ * forward, after the layer's host update from the previous step. */
+static int issue_fetch(zi_state *st, int i, step_result *out)
+{
+    const zi_layout *z = &st->z;
+    const int k = layer_of_fetch(z, i), buf = i % z->F;
+    int rc, span;
+    if (i < z->L && (rc = wait_adam(st, 1 + k))) return rc;
+    if (i >= z->F && (rc = gpt_stream_wait_event(st->h2d, st->consumed[buf]))) return rc;
+    if ((rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->h2d, buffer_of_fetch(st, i), st->host_p + block_offset(z, 1 + k),
+                             z->PL * sizeof(float))) ||
+        (rc = span_end(&st->spans, st->h2d, span)) ||
+        (rc = gpt_event_record(st->fetched[buf], st->h2d)))
+        return rc;
+    out->bytes_h2d += (double)z->PL * sizeof(float);
+    return GPT_OK;
+}
+
+/* Compute waits for fetch i before using its buffer. */
+static int wait_fetch(zi_state *st, int i)
+{
+    return gpt_stream_wait_event(st->compute, st->fetched[i % st->z.F]);
+}
+
+/* Compute is done with fetch i's buffer: hand it to fetch i+F. */
+static int release_fetch(zi_state *st, int i, step_result *out)
+{
+    int rc = gpt_event_record(st->consumed[i % st->z.F], st->compute);
+    if (rc) return rc;
+    return i + st->z.F < 2 * st->z.L ? issue_fetch(st, i + st->z.F, out) : GPT_OK;
+}
+
+/* Queue block b's host update, to start once its grads are home.  It uses the Adam step
+ * the coming optimizer phase will count (st->adam_step + 1). */
+static int submit_host_adam(zi_state *st, int b, step_result *out, float scale)
+{
+    const zi_layout *z = &st->z;
+    const size_t off = block_offset(z, b), n = block_floats(z, b);
+    const size_t n_decay = b == 0 ? gpt_embed_layout_of(&st->sh).n_decay
+                                   : gpt_layer_layout_of(&st->sh).n_decay;
+    out->host_adam_params += (double)n;
+    if (st->nvme) {
+        /* Its grads are on disk (their write was queued before): read with m and v, which
+         * are written back. */
+        nvme_adam_job job = {
+            .block = st->disk_block[b], .params = st->host_p + off, .grads = NULL,
+            .n_decay = n_decay, .optim = st->env.cfg->optim, .lr = (float)out->lr,
+            .t = st->adam_step + 1, .grad_scale = scale, .after = NULL,
+        };
+        const double bytes = (double)disk_tier_round(n * sizeof(float));
+        out->bytes_disk_read += 3 * bytes;
+        out->bytes_disk_write += 2 * bytes;
+        return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[b]);
+    }
+    cpu_adam_job job = {
+        .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
+        .v = st->host_v + off, .n = n, .n_decay = n_decay, .optim = st->env.cfg->optim,
+        .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
+        .after = st->grads_home[b],
+    };
+    return cpu_adam_submit(st->host_adam, &job, &st->adam_ticket[b]);
+}
+
+/* Send block b's grads (n floats at src on the GPU, written by compute up to `done`) home on
+ * d2h; grads_home[b] marks their arrival. */
+static int send_grads_home(zi_state *st, int b, const float *src, gpt_event *done,
+                           step_result *out)
+{
+    const zi_layout *z = &st->z;
+    const size_t n = block_floats(z, b);
+    int rc, span;
+    /* nvme: into the next staging block, once the disk write from it is done. */
+    const int stage = st->next_stage;
+    float *dst = st->host_g ? st->host_g + block_offset(z, b) : st->grad_stage[stage];
+    if (st->nvme) {
+        st->next_stage = (stage + 1) % ZI_GRAD_STAGES;
+        if (st->stage_ticket[stage] && (rc = nvme_adam_wait(st->nvme, st->stage_ticket[stage])))
+            return rc;
+        st->stage_ticket[stage] = 0;
+    }
+    if ((rc = gpt_stream_wait_event(st->d2h, done)) ||
+        (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
+        (rc = gpt_memcpy_d2h(st->d2h, dst, src, n * sizeof(float))) ||
+        (rc = span_end(&st->spans, st->d2h, span)) ||
+        (rc = gpt_event_record(st->grads_home[b], st->d2h)))
+        return rc;
+    out->bytes_d2h += (double)n * sizeof(float);
+    if (st->nvme) {
+        if ((rc = nvme_adam_put_grads(st->nvme, st->disk_block[b], dst, st->grads_home[b],
+                                      &st->stage_ticket[stage])))
+            return rc;
+        out->bytes_disk_write += (double)disk_tier_round(n * sizeof(float));
+    }
+    if (st->env.cfg->optim.clip <= 0) return submit_host_adam(st, b, out, 1.0f);
+    return GPT_OK;
+}
+
+static float *input_of(zi_state *st, int k) { return st->x + (size_t)k * st->z.NC; }
+
+static int forward(zi_state *st, step_result *out)
+{
+    const gpt_shape *sh = &st->sh;
+    const zi_layout *z = &st->z;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    /* The embed block first (the first thing compute needs), then the first F layers. */
+    if ((rc = wait_adam(st, 0)) ||
+        (rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->h2d, st->embed_p, st->host_p, z->PE * sizeof(float))) ||
+        (rc = span_end(&st->spans, st->h2d, span)) ||
+        (rc = gpt_event_record(st->embed_ready, st->h2d)))
+        return rc;
+    out->bytes_h2d += (double)z->PE * sizeof(float);
+    for (int i = 0; i < z->F && i < 2 * z->L; i++)
+        if ((rc = issue_fetch(st, i, out))) return rc;
+
+    if ((rc = gpt_stream_wait_event(c, st->embed_ready)) ||
+        (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+        return rc;
+    gpt_embed_forward(c, sh, st->embed_p, st->ids, input_of(st, 0));
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    for (int k = 0; k < z->L; k++) {
+        if ((rc = wait_fetch(st, k)) || (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+            return rc;
+        gpt_layer_forward(c, sh, buffer_of_fetch(st, k), input_of(st, k), input_of(st, k + 1),
+                          &st->acts);
+        if ((rc = span_end(&st->spans, c, span)) || (rc = release_fetch(st, k, out))) return rc;
+    }
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_head_forward(c, sh, st->embed_p, input_of(st, z->L), st->ids + z->N, &st->head);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
+}
+
+static int backward(zi_state *st, step_result *out)
+{
+    const gpt_shape *sh = &st->sh;
+    const zi_layout *z = &st->z;
+    gpt_stream *c = st->compute;
+    int rc, span;
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), st->ids + z->N,
+                      &st->head, st->dres, &st->scratch);
+    if ((rc = span_end(&st->spans, c, span))) return rc;
+    for (int j = z->L - 1; j >= 0; j--) {
+        const int i = 2 * z->L - 1 - j, seq = z->L - 1 - j, bk = seq % ZI_BUCKETS;
+        float *bucket = st->buckets + (size_t)bk * z->PL;
+        /* The bucket's previous layer (j + ZI_BUCKETS) must have left before it is zeroed. */
+        if (seq >= ZI_BUCKETS &&
+            (rc = gpt_stream_wait_event(c, st->grads_home[1 + j + ZI_BUCKETS])))
+            return rc;
+        if ((rc = wait_fetch(st, i)) ||
+            (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)) ||
+            (rc = gpt_stream_memset_zero(c, bucket, z->PL * sizeof(float))))
+            return rc;
+        gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->dres,
+                           &st->acts, &st->scratch, 1);
+        gpt_norm_squared(c, st->dev_norms + 1 + j, bucket, z->PL);
+        if ((rc = span_end(&st->spans, c, span)) ||
+            (rc = gpt_event_record(st->bucket_full[bk], c)) ||
+            (rc = release_fetch(st, i, out)) ||
+            (rc = send_grads_home(st, 1 + j, bucket, st->bucket_full[bk], out)))
+            return rc;
+    }
+    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
+    gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
+    if ((rc = span_end(&st->spans, c, span)) ||
+        (rc = gpt_event_record(st->embed_bwd_done, c)) ||
+        (rc = send_grads_home(st, 0, st->embed_g, st->embed_bwd_done, out)))
+        return rc;
+    return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
+}
+
+static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
+                              const int32_t *targets, step_result *out)
+{
+    zi_state *st = state;
+    const zi_layout *z = &st->z;
+    const engine_config *cfg = st->env.cfg;
+    gpt_stream *c = st->compute;
+    int rc;
+    spans_reset(&st->spans);
+    out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
+    out->bytes_disk_read = out->bytes_disk_write = 0;
+    out->lr = gpt_lr_at(&cfg->optim, iteration);
+
+    double t0 = wall_ms();
+    if ((rc = gpt_memcpy_h2d(c, st->ids, tokens, z->N * sizeof(int32_t))) ||
+        (rc = gpt_memcpy_h2d(c, st->ids + z->N, targets, z->N * sizeof(int32_t))) ||
+        (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
+        return rc;
+    if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+    double t1 = wall_ms();
+    if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+    double t2 = wall_ms();
+
+    out->loss = gpt_mean_loss(st->host_losses, (int)z->N);
+    out->grad_norm = gpt_combine_norms(st->host_norms, z->L + 1);
+    out->skipped = !isfinite(out->grad_norm); /* as the baseline: no update at all */
+    if (!out->skipped && cfg->optim.clip > 0) {
+        /* Ascending, so that the next forward, which needs the embed block first, waits least. */
+        const float scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
+        for (int b = 0; b <= z->L; b++)
+            if ((rc = submit_host_adam(st, b, out, scale))) return rc;
+    }
+    /* Without clipping every block was already updated with this step number. */
+    if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
+    /* The copies of this step are done by now or nearly; waiting for them keeps every
+     * buffer's owner obvious at the step boundary.  The host Adam goes on. */
+    if ((rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->h2d))) return rc;
+    double t3 = wall_ms();
+    out->ms_forward = t1 - t0;
+    out->ms_backward = t2 - t1;
+    out->ms_optimizer = t3 - t2;
+    out->has_busy = 1;
+    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
+    if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
+    out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    if (st->nvme) { /* the pool's time above is nvme_adam's updates too; its own count is kept */
+        double disk_read, disk_written; /* the schedule's counts above are per step */
+        out->busy_ms[BUSY_HOST_ADAM] = nvme_adam_take_adam_ms(st->nvme);
+        disk_tier_take_stats(st->tier, &out->busy_ms[BUSY_DISK], &disk_read, &disk_written);
+    }
+    return GPT_OK;
+}
+
+static int zero_infinity_read_params(void *state, float *host_params)
+{
+    zi_state *st = state;
+    int rc = wait_all_adam(st);
+    if (rc) return rc;
+    memcpy(host_params, st->host_p, st->z.P * sizeof(float));
+    return GPT_OK;
+}
+
+const engine_vtbl engine_zero_infinity = {
+    .name = "zero-infinity",
+    .alias = NULL,
+    .description = "ZeRO-3: every layer's params fetched per use, grads out, host Adam "
+                   "(--offload cpu|nvme)",
+    .uses_window = 0,
+    .options = ENGINE_OPT_OFFLOAD_NVME,
+    .plan = zero_infinity_plan,
+    .check = zero_infinity_check,
+    .init = zero_infinity_init,
+    .chosen_plan = zero_infinity_chosen_plan,
+    .step = zero_infinity_step,
+    .free = zero_infinity_free,
+    .read_params = zero_infinity_read_params,
+};
