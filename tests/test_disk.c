@@ -397,10 +397,11 @@ static void nvme_adam_case(void **state, int depth, int grads_on_disk)
     cpu_adam *pool;
     assert_int_equal(cpu_adam_create(&pool, 2), GPT_OK);
     enum { BLOCKS = 5, STEPS = 4 };
-    const size_t sizes[BLOCKS] = {30011, 1000, 4099, 1, 20000};
+    /* (the largest goes to the tier in several pieces) */
+    const size_t sizes[BLOCKS] = {30011, 1000, 4099, 1, 1100003}, max_block = 1100003;
     nvme_adam *na;
-    assert_int_equal(nvme_adam_create(&na, t, pool, &host, 30011, depth, grads_on_disk), GPT_OK);
-    assert_int_equal(host.in_use, nvme_adam_staging_bytes(30011, depth, grads_on_disk));
+    assert_int_equal(nvme_adam_create(&na, t, pool, &host, max_block, depth, grads_on_disk), GPT_OK);
+    assert_int_equal(host.in_use, nvme_adam_staging_bytes(max_block, depth, grads_on_disk));
     ref_block b[BLOCKS];
     size_t disk_bytes = 0;
     for (int i = 0; i < BLOCKS; i++) {
