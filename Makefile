@@ -8,7 +8,8 @@
 #   make check-asan   the CPU tests under AddressSanitizer + UBSan
 #   make run          deps + build + `aebench -m all` on the defaults (CPU preset without GPU)
 #   make bench-tools  build/bench/host_adam: host bandwidth vs CPU Adam (and PCIe with CUDA);
-#                     needs only a compiler (and nvcc for the PCIe part), not cJSON or cmocka
+#                     build/bench/disk_bw DIR [GiB]: O_DIRECT write/read GB/s through the disk
+#                     tier; needs only a compiler (and nvcc for the PCIe part), not cJSON or cmocka
 #   make ae           deps + build + the artifact's five cases (paper shapes on a GPU, CPU-sized
 #                     otherwise), their CSVs and figures (scripts/run_ae.sh; AE_FLAGS, AE_RESULTS)
 #   make figures      the five CSVs and plots/caseN.png from what results/ holds
@@ -89,7 +90,13 @@ tests: $(TEST_PROGS)
 
 # Benchmarks: the kernels and the runtime they measure, nothing of cmd/ (so no cJSON).
 BENCH_OBJS := $(KERNEL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/engines/runtime/cpu_adam.o $(CUDA_OBJS)
-bench-tools: $(BUILD)/bench/host_adam
+bench-tools: $(BUILD)/bench/host_adam $(BUILD)/bench/disk_bw
+
+# The disk ceiling through the disk tier (build/bench/disk_bw DIR [GiB]).
+DISK_BW_OBJS := $(BENCH_OBJS) $(BUILD)/engines/runtime/disk_tier.o $(BUILD)/engines/runtime/membudget.o
+$(BUILD)/bench/disk_bw: bench/disk_bw.c $(DISK_BW_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(DISK_BW_OBJS) $(LDFLAGS) $(filter-out -lcjson,$(LDLIBS))
 
 $(BUILD)/bench/%: bench/%.c $(BENCH_OBJS)
 	@mkdir -p $(dir $@)

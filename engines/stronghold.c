@@ -15,7 +15,10 @@
  *         squared block norms
  *   host  pinned: streamed layers' params and grads, the checkpointed inputs of streamed
  *         layers that leave the ring (all but the top S), losses and norms read-back, a
- *         staging block; ordinary: streamed layers' Adam m and v
+ *         staging block; ordinary: streamed layers' Adam m and v (not with --offload nvme)
+ *   disk  --offload nvme: streamed layers' Adam m and v, one block per layer in the disk
+ *         tier's swap file under --nvme-dir; the host keeps NVME_DEPTH staging slots (m, v of
+ *         one layer each, page aligned) instead
  *
  * Slot of streamed layer k: (k - R) mod S.  One iteration, stream by stream:
  *   compute   ids; embed; fwd 0..L-1 (a streamed layer waits for its params); head;
@@ -32,6 +35,11 @@
  *   host Adam layer R, R+1, ..., L-1 as soon as the global norm is known (after backward),
  *             each after its grads are home; it runs while the next step's forward runs,
  *             whose prefetch of layer k waits for k's update.
+ *   disk      (--offload nvme) the same jobs go through nvme_adam: layer k's m, v are read
+ *             into a staging slot while layer k-1 is updated and k-2's are written back
+ *             (engines/runtime/nvme_adam.c); params and grads stay in pinned host memory, so
+ *             the GPU side is unchanged, and the forward's prefetch of layer k waits for k's
+ *             update and write-back.
  * Events order every hand-off between streams; the host only waits for a host-Adam ticket
  * before issuing the copy that needs it, and for the norms at the end of backward.
  *
@@ -50,6 +58,8 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/disk_tier.h"
+#include "runtime/nvme_adam.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
 
@@ -58,9 +68,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* --offload nvme: staging slots of the disk pipeline: one block read ahead, one updated,
+ * one written back. */
+enum { NVME_DEPTH = 3 };
+
 /* The shape of the placement: R resident layers, S slots for the Ls = L - R others. */
 typedef struct sh_layout {
     int L, R, S, Ls;
+    int nvme;        /* --offload nvme: the streamed layers' m, v on disk */
     int n_ckpt;      /* streamed layers whose input goes to the host: max(0, Ls - S) */
     size_t PL, PE;   /* floats of one layer block and of the embed block */
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
@@ -73,6 +88,7 @@ static sh_layout layout_for(const gpt_shape *sh, int R, int S)
     z.R = R;
     z.S = S;
     z.Ls = z.L - R;
+    z.nvme = 0;
     z.n_ckpt = z.Ls > S ? z.Ls - S : 0;
     z.PL = gpt_layer_layout_of(sh).total;
     z.PE = gpt_embed_layout_of(sh).total;
@@ -86,6 +102,7 @@ typedef struct sh_bytes {
     size_t embed, resident, slots, res_inputs, slot_inputs, x_out;
     size_t acts, scratch, head, dres, ids, norms;
     size_t host_params, host_grads, host_mv, host_ckpt, host_losses, host_norms, staging;
+    size_t nvme_staging, disk_mv; /* --offload nvme: host staging; disk m, v of all streamed */
 } sh_bytes;
 
 static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
@@ -105,6 +122,12 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     b.ids = 2 * z->N * sizeof(int32_t);
     b.norms = (size_t)(z->L + 1) * f;
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->PL * f;
+    b.nvme_staging = b.disk_mv = 0;
+    if (z->nvme && z->Ls) {
+        b.host_mv = 0;
+        b.nvme_staging = nvme_adam_staging_bytes(z->PL, NVME_DEPTH, 0);
+        b.disk_mv = (size_t)z->Ls * nvme_adam_block_disk_bytes(z->PL, 0);
+    }
     b.host_ckpt = (size_t)z->n_ckpt * z->NC * f;
     b.host_losses = z->N * f;
     b.host_norms = b.norms;
@@ -134,9 +157,9 @@ static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
     sh_bytes b = bytes_for(z, sh);
     out->gpu_bytes = gpu_common(&b) + (uint64_t)z->R * gpu_per_resident(z) +
                      (uint64_t)z->S * gpu_per_slot(z);
-    out->host_bytes = 4 * (uint64_t)b.host_params + b.host_ckpt + b.host_losses +
-                      b.host_norms + b.staging;
-    out->disk_bytes = 0;
+    out->host_bytes = 2 * (uint64_t)b.host_params + 2 * (uint64_t)b.host_mv + b.host_ckpt +
+                      b.host_losses + b.host_norms + b.staging + b.nvme_staging;
+    out->disk_bytes = b.disk_mv;
 }
 
 /* -w W: the paper's layout (W resident, min(W, L-W) slots).  W >= L: every layer
@@ -195,6 +218,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     }
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
     sh_layout z = layout_for(sh, R, S);
+    z.nvme = cfg->offload == OFFLOAD_NVME;
     plan_of(&z, sh, out);
 }
 
@@ -227,6 +251,9 @@ typedef struct stronghold_state {
     sh_layout z;
     gpt_stream *compute, *h2d, *d2h;
     cpu_adam *host_adam;
+    disk_tier *disk;      /* --offload nvme */
+    nvme_adam *nvme;      /* --offload nvme: the host Adam of the streamed layers */
+    int *nvme_block;      /* L: layer k's block in nvme (k >= R) */
     engine_allocs mem;
 
     /* GPU */
@@ -240,13 +267,13 @@ typedef struct stronghold_state {
     float *dres, *dev_norms;
     int32_t *ids;
     /* host */
-    float *host_p, *host_g, *host_m, *host_v; /* Ls layer blocks each */
+    float *host_p, *host_g, *host_m, *host_v; /* Ls layer blocks each (m, v: not with nvme) */
     float *host_ckpt;                         /* n_ckpt (N, C) inputs */
     float *host_losses, *host_norms, *staging;
 
     slot_events *slot_ev;     /* S */
     gpt_event **grads_home;   /* L: layer k's grads are on the host */
-    uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending) */
+    uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending); nvme's with nvme */
     stream_spans spans;
     int adam_step;
 } stronghold_state;
@@ -257,10 +284,19 @@ static int alloc_in(stronghold_state *st, void **ptr, size_t bytes, mem_where wh
     return engine_alloc(&st->mem, where, ptr, bytes, what);
 }
 
-static void wait_all_adam(stronghold_state *st)
+/* Wait for the host update with this ticket (in memory, or through the disk). */
+static int wait_adam(stronghold_state *st, uint64_t ticket)
 {
+    return st->nvme ? nvme_adam_wait(st->nvme, ticket) : cpu_adam_wait(st->host_adam, ticket);
+}
+
+static int wait_all_adam(stronghold_state *st)
+{
+    int rc = GPT_OK, r;
     for (int k = 0; k < st->z.L; k++)
-        if (st->adam_ticket && st->adam_ticket[k]) (void)cpu_adam_wait(st->host_adam, st->adam_ticket[k]);
+        if (st->adam_ticket && st->adam_ticket[k] && (r = wait_adam(st, st->adam_ticket[k])) && !rc)
+            rc = r;
+    return rc;
 }
 
 static void stronghold_free(void *state)
@@ -268,9 +304,12 @@ static void stronghold_free(void *state)
     stronghold_state *st = state;
     if (!st) return;
     if (st->host_adam) {
-        wait_all_adam(st);
+        (void)wait_all_adam(st);
+        nvme_adam_destroy(st->nvme); /* (its jobs run on the pool) */
         cpu_adam_destroy(st->host_adam);
     }
+    disk_tier_close(st->disk);
+    free(st->nvme_block);
     gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
     for (int i = 0; i < 3; i++)
         if (streams[i]) (void)gpt_stream_sync(streams[i]);
@@ -441,7 +480,7 @@ static int init_params(stronghold_state *st)
     }
     for (int k = z->R; k < z->L; k++) gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
     const size_t host_state = (size_t)z->Ls * z->PL * sizeof(float);
-    if (host_state) {
+    if (host_state && st->host_m) { /* (with nvme, m and v start as zeros on disk) */
         memset(st->host_m, 0, host_state);
         memset(st->host_v, 0, host_state);
     }
@@ -455,6 +494,34 @@ static int init_params(stronghold_state *st)
             return rc;
     }
     return gpt_stream_sync(s);
+}
+
+/* --offload nvme: the disk tier under --nvme-dir, the pipeline, and a block (m, v, zeros)
+ * for each streamed layer. */
+static int open_nvme(stronghold_state *st)
+{
+    const engine_env *env = &st->env;
+    const sh_layout *z = &st->z;
+    int rc;
+    if ((rc = disk_tier_open(&st->disk, env->cfg->nvme_dir, env->disk, 0)) ||
+        (rc = nvme_adam_create(&st->nvme, st->disk, st->host_adam, env->host, z->PL, NVME_DEPTH, 0)))
+        return rc;
+    st->nvme_block = calloc((size_t)z->L, sizeof *st->nvme_block);
+    if (!st->nvme_block) return GPT_ERR_OOM;
+    for (int k = z->R; k < z->L; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "Adam m, v of layer %d", k);
+        if ((rc = nvme_adam_add_block(st->nvme, z->PL, what, &st->nvme_block[k]))) return rc;
+    }
+    /* The zeros written here are not a step's traffic. */
+    double busy, rd, wr;
+    disk_tier_take_stats(st->disk, &busy, &rd, &wr);
+    char d[32];
+    format_bytes((double)z->Ls * nvme_adam_block_disk_bytes(z->PL, 0), d, sizeof d);
+    engine_note(env, "stronghold --offload nvme: Adam m, v of the %d streamed layers on disk (%s) in "
+                "%s (O_DIRECT, names removed at once), %d staging slots",
+                z->Ls, d, disk_tier_path(st->disk), NVME_DEPTH);
+    return GPT_OK;
 }
 
 static int stronghold_init(const engine_env *env, void **state)
@@ -516,6 +583,7 @@ static int stronghold_init(const engine_env *env, void **state)
         return rc;
     }
     st->z = layout_for(sh, R, S);
+    st->z.nvme = env->cfg->offload == OFFLOAD_NVME;
     sh_bytes b = bytes_for(&st->z, sh);
     if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, MEM_GPU, "resident layers' parameters")) ||
               (rc = alloc_in(st, (void **)&st->res_g, b.resident, MEM_GPU, "resident layers' gradients")) ||
@@ -527,9 +595,10 @@ static int stronghold_init(const engine_env *env, void **state)
               (rc = alloc_in(st, (void **)&st->slot_g, b.slots, MEM_GPU, "layer slots' gradients")) ||
               (rc = alloc_in(st, (void **)&st->slot_x, b.slot_inputs, MEM_GPU, "layer slots' inputs")) ||
               (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "streamed layers' parameters")) ||
-              (rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "streamed layers' gradients")) ||
-              (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "streamed layers' Adam m")) ||
-              (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "streamed layers' Adam v"))))
+              (rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "streamed layers' gradients"))))
+        return rc;
+    if (b.host_mv && ((rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "streamed layers' Adam m")) ||
+                      (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "streamed layers' Adam v"))))
         return rc;
     if (b.host_ckpt &&
         (rc = alloc_in(st, (void **)&st->host_ckpt, b.host_ckpt, MEM_PINNED, "streamed layers' inputs")))
@@ -550,14 +619,17 @@ static int stronghold_init(const engine_env *env, void **state)
     /* Spans per step: fwd and bwd of every layer on compute, head and optimizer; one h2d
      * and one d2h per streamed layer and direction. */
     if ((rc = spans_init(&st->spans, env->be, 6 * L + 16))) return rc;
+    if (b.disk_mv && (rc = open_nvme(st))) return rc;
 
     engine_plan p;
     plan_of(&st->z, sh, &p);
     char g[32], h[32];
     format_bytes((double)p.gpu_bytes, g, sizeof g);
     format_bytes((double)p.host_bytes, h, sizeof h);
-    engine_note(env, "stronghold plan: GPU %s (%d resident layers, %d slots), host %s; host Adam: %s",
-                g, R, S, h, cpu_adam_isa(st->host_adam));
+    char dk[32];
+    format_bytes((double)p.disk_bytes, dk, sizeof dk);
+    engine_note(env, "stronghold plan: GPU %s (%d resident layers, %d slots), host %s, disk %s; host Adam: %s",
+                g, R, S, h, dk, cpu_adam_isa(st->host_adam));
     return init_params(st);
 }
 
@@ -575,7 +647,7 @@ static int prefetch_forward(stronghold_state *st, int k, step_result *out)
 {
     slot_events *ev = &st->slot_ev[slot_of(st, k)];
     int rc, span;
-    if (st->adam_ticket[k] && (rc = cpu_adam_wait(st->host_adam, st->adam_ticket[k]))) return rc;
+    if (st->adam_ticket[k] && (rc = wait_adam(st, st->adam_ticket[k]))) return rc;
     st->adam_ticket[k] = 0;
     if (k - st->z.S >= st->z.R && (rc = gpt_stream_wait_event(st->h2d, ev->fwd_done))) return rc;
     if ((rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
@@ -612,6 +684,16 @@ static int prefetch_backward(stronghold_state *st, int j, step_result *out)
 static int submit_host_adam(stronghold_state *st, int k, step_result *out, float scale)
 {
     const size_t off = host_block(st, k);
+    if (st->nvme) {
+        nvme_adam_job job = {
+            .block = st->nvme_block[k], .params = st->host_p + off, .grads = st->host_g + off,
+            .n_decay = gpt_layer_layout_of(&st->sh).n_decay, .optim = st->env.cfg->optim,
+            .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
+            .after = st->grads_home[k],
+        };
+        out->host_adam_params += (double)st->z.PL;
+        return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[k]);
+    }
     cpu_adam_job job = {
         .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
         .v = st->host_v + off, .n = st->z.PL, .n_decay = gpt_layer_layout_of(&st->sh).n_decay,
@@ -783,6 +865,12 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
     if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
     out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    out->bytes_disk_read = out->bytes_disk_write = 0;
+    if (st->disk) {
+        (void)nvme_adam_take_adam_ms(st->nvme); /* (the pool's busy time covers it) */
+        disk_tier_take_stats(st->disk, &out->busy_ms[BUSY_DISK], &out->bytes_disk_read,
+                             &out->bytes_disk_write);
+    }
     return GPT_OK;
 }
 
@@ -791,7 +879,7 @@ static int stronghold_read_params(void *state, float *host_params)
     stronghold_state *st = state;
     const sh_layout *z = &st->z;
     int rc;
-    wait_all_adam(st);
+    if ((rc = wait_all_adam(st))) return rc;
     for (int k = 0; k < z->L; k++) st->adam_ticket[k] = 0;
     if ((rc = gpt_memcpy_d2h(st->compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
         (z->R && (rc = gpt_memcpy_d2h(st->compute, host_params + z->PE, st->res_p,
@@ -809,6 +897,7 @@ const engine_vtbl engine_stronghold = {
     .alias = NULL,
     .description = "a window of layers on the GPU, the rest streamed with host Adam (-w W|auto)",
     .uses_window = 1,
+    .options = ENGINE_OPT_OFFLOAD_NVME,
     .plan = stronghold_plan,
     .check = stronghold_check,
     .init = stronghold_init,

@@ -20,14 +20,15 @@ typedef struct engine_harness {
     gpt_backend *be;
     dev_arena gpu;
     mem_budget host;
+    mem_budget disk; /* env.disk (unlimited unless harness_open_disk gives a limit) */
     data_source data;
     int32_t *tokens, *targets;
     void *state;
 } engine_harness;
 
 /* Returns what the engine's init returned (the harness itself asserts on its own needs). */
-static inline int harness_open(engine_harness *h, const engine_vtbl *eng,
-                               const engine_config *cfg, size_t gpu_limit)
+static inline int harness_open_disk(engine_harness *h, const engine_vtbl *eng,
+                                    const engine_config *cfg, size_t gpu_limit, size_t disk_limit)
 {
     memset(h, 0, sizeof *h);
     h->eng = eng;
@@ -40,6 +41,7 @@ static inline int harness_open(engine_harness *h, const engine_vtbl *eng,
         assert_int_equal(gpt_cpu_backend_create(&h->be, cfg->threads), 0);
     dev_arena_init(&h->gpu, h->be, gpu_limit);
     mem_budget_init(&h->host, "host", SIZE_MAX);
+    mem_budget_init(&h->disk, "disk", disk_limit);
     const gpt_shape *sh = &cfg->shape;
     data_open_synthetic(&h->data, sh->vocab, sh->batch, sh->seq, cfg->seed);
     const size_t N = (size_t)sh->batch * sh->seq;
@@ -47,9 +49,15 @@ static inline int harness_open(engine_harness *h, const engine_vtbl *eng,
     h->targets = malloc(N * sizeof *h->targets);
     assert_non_null(h->tokens);
     assert_non_null(h->targets);
-    engine_env env = {.cfg = &h->cfg, .be = h->be, .gpu = &h->gpu, .host = &h->host, .rank = 0,
-                      .world = 1};
+    engine_env env = {.cfg = &h->cfg, .be = h->be, .gpu = &h->gpu, .host = &h->host,
+                      .disk = &h->disk, .rank = 0, .world = 1};
     return eng->init(&env, &h->state);
+}
+
+static inline int harness_open(engine_harness *h, const engine_vtbl *eng,
+                               const engine_config *cfg, size_t gpu_limit)
+{
+    return harness_open_disk(h, eng, cfg, gpu_limit, SIZE_MAX);
 }
 
 /* One iteration on the synthetic batch of that iteration. */
@@ -64,6 +72,7 @@ static inline void harness_close(engine_harness *h)
     h->eng->free(h->state);
     assert_true(h->gpu.budget.in_use == 0); /* everything given back */
     assert_true(h->host.in_use == 0);
+    assert_true(h->disk.in_use == 0);
     free(h->tokens);
     free(h->targets);
     data_close(&h->data);

@@ -397,10 +397,11 @@ static void nvme_adam_case(void **state, int depth, int grads_on_disk)
     cpu_adam *pool;
     assert_int_equal(cpu_adam_create(&pool, 2), GPT_OK);
     enum { BLOCKS = 5, STEPS = 4 };
-    const size_t sizes[BLOCKS] = {30011, 1000, 4099, 1, 20000};
+    /* (the largest goes to the tier in several pieces) */
+    const size_t sizes[BLOCKS] = {30011, 1000, 4099, 1, 1100003}, max_block = 1100003;
     nvme_adam *na;
-    assert_int_equal(nvme_adam_create(&na, t, pool, &host, 30011, depth, grads_on_disk), GPT_OK);
-    assert_int_equal(host.in_use, nvme_adam_staging_bytes(30011, depth, grads_on_disk));
+    assert_int_equal(nvme_adam_create(&na, t, pool, &host, max_block, depth, grads_on_disk), GPT_OK);
+    assert_int_equal(host.in_use, nvme_adam_staging_bytes(max_block, depth, grads_on_disk));
     ref_block b[BLOCKS];
     size_t disk_bytes = 0;
     for (int i = 0; i < BLOCKS; i++) {
@@ -540,6 +541,137 @@ static void test_nvme_adam_waits_for_after(void **state)
     parent_done(dir);
 }
 
+/* ---- stronghold --offload nvme ---------------------------------------------------------- */
+
+static engine_config nvme_config(int layers, const char *dir)
+{
+    engine_config c = small_config(layers);
+    c.offload = OFFLOAD_NVME;
+    snprintf(c.nvme_dir, sizeof c.nvme_dir, "%s", dir);
+    return c;
+}
+
+/* With the cold layers' m, v on disk, stronghold still equals megatron-lm bit for bit:
+ * clipped (-w 1, -w 2, -w auto under a GPU budget that streams some layers) and unclipped
+ * (updates during the backward). */
+static void test_stronghold_nvme_equals_baseline(void **state)
+{
+    char dir[PATH_MAX];
+    parent_dir(state, "stronghold_equal", dir, sizeof dir);
+    const int L = 8;
+    engine_config cfg = nvme_config(L, dir);
+    assert_true(engine_stronghold.options & ENGINE_OPT_OFFLOAD_NVME);
+    trajectory base;
+    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3);
+    const int windows[] = {1, 2};
+    for (int i = 0; i < 2; i++) {
+        engine_config c = cfg;
+        c.window = windows[i];
+        trajectory t;
+        run_engine(&engine_stronghold, &c, SIZE_MAX, &t);
+        assert_same_trajectory(&base, &t, windows[i] == 1 ? "nvme -w 1" : "nvme -w 2");
+        free_trajectory(&t);
+        assert_int_equal(entries_in(dir), 0);
+    }
+    /* -w auto under a budget for about half the layers resident. */
+    engine_config c = cfg;
+    engine_plan all, some;
+    c.window = L;
+    engine_stronghold.plan(&c, &all);
+    c.window = 0;
+    const size_t limit = (size_t)(all.gpu_bytes * 0.6);
+    engine_harness h;
+    assert_int_equal(harness_open(&h, &engine_stronghold, &c, limit), 0);
+    engine_stronghold.chosen_plan(h.state, &some);
+    assert_true(some.gpu_bytes < all.gpu_bytes);
+    assert_true(some.disk_bytes > 0);
+    assert_int_equal(h.disk.in_use, some.disk_bytes);
+    harness_close(&h);
+    trajectory t;
+    run_engine(&engine_stronghold, &c, limit, &t);
+    assert_same_trajectory(&base, &t, "nvme -w auto under a budget");
+    free_trajectory(&t);
+    free_trajectory(&base);
+
+    cfg.optim.clip = 0;
+    cfg.optim.lr = 1e-3;
+    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    cfg.window = 1;
+    run_engine(&engine_stronghold, &cfg, SIZE_MAX, &t);
+    assert_same_trajectory(&base, &t, "nvme unclipped -w 1");
+    free_trajectory(&t);
+    free_trajectory(&base);
+    parent_done(dir);
+}
+
+/* The plan moves the streamed layers' m, v from host to disk; the measured peaks of GPU,
+ * host and disk equal it; each step reads and writes every streamed layer's m and v. */
+static void test_stronghold_nvme_plan_equals_peaks(void **state)
+{
+    char dir[PATH_MAX];
+    parent_dir(state, "stronghold_plan", dir, sizeof dir);
+    const int L = 8;
+    engine_config c = nvme_config(L, dir);
+    c.window = 2;
+    engine_plan p, in_memory;
+    engine_stronghold.plan(&c, &p);
+    c.offload = OFFLOAD_CPU;
+    engine_stronghold.plan(&c, &in_memory);
+    c.offload = OFFLOAD_NVME;
+    const int Ls = L - 2;
+    const size_t PL = (size_t)gpt_layer_layout_of(&c.shape).total;
+    const size_t block = disk_tier_round(PL * sizeof(float));
+    assert_int_equal(p.disk_bytes, (uint64_t)Ls * 2 * block);
+    assert_int_equal(in_memory.disk_bytes, 0);
+    assert_int_equal(p.gpu_bytes, in_memory.gpu_bytes);
+    assert_int_equal(p.host_bytes + (uint64_t)Ls * 2 * PL * sizeof(float),
+                     in_memory.host_bytes + nvme_adam_staging_bytes(PL, 3, 0));
+
+    engine_harness h;
+    assert_int_equal(harness_open_disk(&h, &engine_stronghold, &c, SIZE_MAX, p.disk_bytes), 0);
+    double rd = 0, wr = 0;
+    for (int it = 1; it <= 4; it++) {
+        step_result r;
+        memset(&r, 0, sizeof r);
+        harness_step(&h, it, &r);
+        assert_true(r.has_busy);
+        assert_true(r.host_adam_params == (double)Ls * PL);
+        rd += r.bytes_disk_read;
+        wr += r.bytes_disk_write;
+    }
+    /* Step s's updates overlap step s+1: after 4 steps at least 3 steps' worth is counted. */
+    const double per_step = (double)Ls * 2 * block;
+    assert_true(rd >= 3 * per_step && rd <= 4 * per_step);
+    assert_true(wr >= 3 * per_step && wr <= 4 * per_step);
+    assert_int_equal(h.gpu.budget.peak, p.gpu_bytes);
+    assert_int_equal(h.host.peak, p.host_bytes);
+    assert_int_equal(h.disk.peak, p.disk_bytes);
+    assert_int_equal(entries_in(dir), 0);
+    harness_close(&h);
+    parent_done(dir);
+}
+
+/* A disk budget one byte short of the plan: GPT_ERR_OOM with the disk budget's record,
+ * everything given back. */
+static void test_stronghold_nvme_disk_oom(void **state)
+{
+    char dir[PATH_MAX];
+    parent_dir(state, "stronghold_oom", dir, sizeof dir);
+    engine_config c = nvme_config(6, dir);
+    c.window = 1;
+    engine_plan p;
+    engine_stronghold.plan(&c, &p);
+    engine_harness h;
+    assert_int_equal(harness_open_disk(&h, &engine_stronghold, &c, SIZE_MAX, p.disk_bytes - 1),
+                     GPT_ERR_OOM);
+    assert_true(h.disk.oom);
+    assert_non_null(strstr(h.disk.oom_what, "Adam m, v of layer"));
+    assert_false(h.gpu.budget.oom);
+    harness_close(&h);
+    parent_done(dir);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -559,6 +691,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_prestate(test_disk_write_waits_for_event, &ctx),
         cmocka_unit_test_prestate(test_nvme_adam_bit_identical, &ctx),
         cmocka_unit_test_prestate(test_nvme_adam_waits_for_after, &ctx),
+        cmocka_unit_test_prestate(test_stronghold_nvme_equals_baseline, &ctx),
+        cmocka_unit_test_prestate(test_stronghold_nvme_plan_equals_peaks, &ctx),
+        cmocka_unit_test_prestate(test_stronghold_nvme_disk_oom, &ctx),
     };
     int failed = cmocka_run_group_tests_name("disk", tests, NULL, NULL);
     if (rmdir(ctx.root) != 0 && errno != ENOENT) failed++; /* something was left behind */

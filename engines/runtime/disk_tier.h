@@ -45,7 +45,8 @@ int disk_tier_open(disk_tier **out, const char *dir, mem_budget *budget, int inf
 /* Close: wait for every request, remove the file and the directory, give the bytes back to
  * the budget.  Safe on NULL. */
 void disk_tier_close(disk_tier *t);
-/* The private directory (for messages and tests). */
+/* The private directory (for messages and tests); its name is already removed unless
+ * AEBENCH_DISK_KEEP_NAMES=1 (see disk_tier.c). */
 const char *disk_tier_path(const disk_tier *t);
 
 /* Reserve `bytes` (rounded up) of the file for `what`; *offset is where it starts. */

@@ -15,7 +15,8 @@
  *
  * Tickets are queue positions.  nvme_adam_wait(t) returns once every item <= t has issued
  * its last disk request and those requests are complete (the write-back of a job, the
- * write of a put).  The staging is host memory under the host budget, page aligned.
+ * write of a put).  The staging is host memory under the host budget, page aligned.  Each
+ * array goes to the tier in 4 MiB pieces, so a large block keeps several I/O workers busy.
  */
 #include "nvme_adam.h"
 
@@ -27,6 +28,9 @@
 #include <string.h>
 
 enum { QUEUE_CAP = 256 };
+/* Requests to the disk tier are cut into pieces of this size, so that one large block keeps
+ * several of the tier's workers (and the device's queues) busy at once. */
+#define IO_PIECE ((size_t)4 << 20)
 
 typedef struct na_block {
     size_t n;
@@ -115,20 +119,33 @@ static float *slot_array(nvme_adam *na, int slot, int which)
 
 /* ---- the thread ----------------------------------------------------------------------------- */
 
+/* One array's read or write, in pieces; *ticket: the last piece's. */
+static int queue_io(nvme_adam *na, int is_write, uint64_t offset, void *buf, size_t bytes,
+                    gpt_event *after, uint64_t *ticket)
+{
+    int rc = GPT_OK;
+    for (size_t done = 0; done < bytes && !rc; done += IO_PIECE) {
+        const size_t piece = bytes - done < IO_PIECE ? bytes - done : IO_PIECE;
+        rc = is_write ? disk_tier_write(na->disk, offset + done, (char *)buf + done, piece, after, ticket)
+                      : disk_tier_read(na->disk, offset + done, (char *)buf + done, piece, ticket);
+    }
+    return rc;
+}
+
 /* Queue the reads of a job into its slot. */
 static int issue_reads(nvme_adam *na, na_item *it)
 {
     const size_t bytes = disk_tier_round(it->block.n * sizeof(float));
     it->slot = (int)(na->jobs_issued % (uint64_t)na->depth);
     int rc;
-    if ((rc = disk_tier_read(na->disk, it->block.off_m, slot_array(na, it->slot, 0), bytes,
-                             &it->read_ticket)) ||
-        (rc = disk_tier_read(na->disk, it->block.off_v, slot_array(na, it->slot, 1), bytes,
-                             &it->read_ticket)))
+    if ((rc = queue_io(na, 0, it->block.off_m, slot_array(na, it->slot, 0), bytes, NULL,
+                       &it->read_ticket)) ||
+        (rc = queue_io(na, 0, it->block.off_v, slot_array(na, it->slot, 1), bytes, NULL,
+                       &it->read_ticket)))
         return rc;
     if (!it->job.grads &&
-        (rc = disk_tier_read(na->disk, it->block.off_g, slot_array(na, it->slot, 2), bytes,
-                             &it->read_ticket)))
+        (rc = queue_io(na, 0, it->block.off_g, slot_array(na, it->slot, 2), bytes, NULL,
+                       &it->read_ticket)))
         return rc;
     return GPT_OK;
 }
@@ -155,8 +172,8 @@ static void issue_ahead(nvme_adam *na, uint64_t last)
             na->jobs_issued++;
         } else {
             const size_t bytes = disk_tier_round(it->block.n * sizeof(float));
-            rc = disk_tier_write(na->disk, it->block.off_g, it->src, bytes, it->after,
-                                 &it->final_ticket);
+            rc = queue_io(na, 1, it->block.off_g, (void *)(uintptr_t)it->src, bytes, it->after,
+                          &it->final_ticket);
         }
         if (rc) {
             it->read_ticket = it->final_ticket = 0;
@@ -187,10 +204,9 @@ static void run_job(nvme_adam *na, uint64_t item, na_item *it)
     }
     const size_t bytes = disk_tier_round(it->block.n * sizeof(float));
     uint64_t ticket = 0;
-    if (!rc && !(rc = disk_tier_write(na->disk, it->block.off_m, slot_array(na, it->slot, 0), bytes,
-                                       NULL, &ticket)))
-        rc = disk_tier_write(na->disk, it->block.off_v, slot_array(na, it->slot, 1), bytes, NULL,
-                             &ticket);
+    if (!rc && !(rc = queue_io(na, 1, it->block.off_m, slot_array(na, it->slot, 0), bytes, NULL,
+                                &ticket)))
+        rc = queue_io(na, 1, it->block.off_v, slot_array(na, it->slot, 1), bytes, NULL, &ticket);
     it->final_ticket = ticket;
     if (rc) record_error(na, item, rc);
 }
@@ -323,8 +339,8 @@ int nvme_adam_add_block(nvme_adam *na, size_t n, const char *what, int *id)
     if ((rc = nvme_adam_wait(na, na->last_item))) return rc;
     float *zeros = slot_array(na, 0, 0);
     memset(zeros, 0, bytes);
-    if ((rc = disk_tier_write(na->disk, b.off_m, zeros, bytes, NULL, &ticket)) ||
-        (rc = disk_tier_write(na->disk, b.off_v, zeros, bytes, NULL, &ticket)) ||
+    if ((rc = queue_io(na, 1, b.off_m, zeros, bytes, NULL, &ticket)) ||
+        (rc = queue_io(na, 1, b.off_v, zeros, bytes, NULL, &ticket)) ||
         (rc = disk_tier_wait(na->disk, ticket)))
         return rc;
     na->blocks[na->nblocks] = b;

@@ -42,7 +42,8 @@ int nvme_adam_add_block(nvme_adam *na, size_t n, const char *what, int *id);
 
 /* Write a block's gradients (n floats from src, a host buffer aligned to DISK_TIER_ALIGN)
  * to its disk region, after `after` (NULL: now).  Only for grads_on_disk components.  The
- * ticket completes when src may be reused. */
+ * ticket completes when src may be reused (wait for it with nvme_adam_wait: puts and jobs
+ * share one sequence of tickets, in submission order). */
 int nvme_adam_put_grads(nvme_adam *na, int id, const float *src, gpt_event *after,
                         uint64_t *ticket);
 
