@@ -50,27 +50,6 @@ static void assert_nvme_root_empty(void)
     assert_int_equal(entries, 0);
 }
 
-/* harness_open with a disk budget (the driver's env.disk), for the disk peak. */
-static int harness_open_disk(engine_harness *h, const engine_config *cfg, mem_budget *disk)
-{
-    memset(h, 0, sizeof *h);
-    h->eng = &engine_zero_infinity;
-    h->cfg = *cfg;
-    assert_int_equal(gpt_cpu_backend_create(&h->be, cfg->threads), 0);
-    dev_arena_init(&h->gpu, h->be, SIZE_MAX);
-    mem_budget_init(&h->host, "host", SIZE_MAX);
-    const gpt_shape *sh = &cfg->shape;
-    data_open_synthetic(&h->data, sh->vocab, sh->batch, sh->seq, cfg->seed);
-    const size_t N = (size_t)sh->batch * sh->seq;
-    h->tokens = malloc(N * sizeof *h->tokens);
-    h->targets = malloc(N * sizeof *h->targets);
-    assert_non_null(h->tokens);
-    assert_non_null(h->targets);
-    engine_env env = {.cfg = &h->cfg, .be = h->be, .gpu = &h->gpu, .host = &h->host,
-                      .disk = disk, .rank = 0, .world = 1};
-    return h->eng->init(&env, &h->state);
-}
-
 static void equals_baseline(engine_config cfg, const char *mode)
 {
     trajectory base;
@@ -204,10 +183,8 @@ static void test_nvme_memory_and_bytes(void **state)
                                        2 * disk_tier_round(max_block * sizeof(float)) +
                                        nvme_adam_staging_bytes(max_block, 3, 1));
 
-    mem_budget disk;
-    mem_budget_init(&disk, "disk", SIZE_MAX);
     engine_harness h;
-    assert_int_equal(harness_open_disk(&h, &c, &disk), 0);
+    assert_int_equal(harness_open_disk(&h, &engine_zero_infinity, &c, SIZE_MAX, SIZE_MAX), 0);
     step_result r;
     for (int it = 1; it <= 2; it++) {
         memset(&r, 0, sizeof r);
@@ -215,15 +192,14 @@ static void test_nvme_memory_and_bytes(void **state)
     }
     assert_int_equal(h.gpu.budget.peak, p.gpu_bytes);
     assert_int_equal(h.host.peak, p.host_bytes);
-    assert_int_equal(disk.peak, p.disk_bytes);
+    assert_int_equal(h.disk.peak, p.disk_bytes);
     assert_true(r.bytes_h2d == 2 * 4 * layer_bytes(&c) + embed_bytes(&c));
     assert_true(r.bytes_d2h == 4 * layer_bytes(&c) + embed_bytes(&c));
     assert_true(r.host_adam_params == (double)P);
     const double round_all = (double)(round_e + 4 * round_l);
     assert_true(r.bytes_disk_write == 3 * round_all);
     assert_true(r.bytes_disk_read == 3 * round_all);
-    harness_close(&h);
-    assert_int_equal(disk.in_use, 0);
+    harness_close(&h); /* also asserts the disk budget is back to zero */
     assert_nvme_root_empty();
 }
 
@@ -235,13 +211,11 @@ static void test_nvme_disk_oom(void **state)
     use_nvme(&c);
     engine_plan p;
     engine_zero_infinity.plan(&c, &p);
-    mem_budget disk;
-    mem_budget_init(&disk, "disk", p.disk_bytes - 1);
     engine_harness h;
-    assert_int_equal(harness_open_disk(&h, &c, &disk), GPT_ERR_OOM);
-    assert_true(disk.oom);
+    assert_int_equal(harness_open_disk(&h, &engine_zero_infinity, &c, SIZE_MAX, p.disk_bytes - 1),
+                     GPT_ERR_OOM);
+    assert_true(h.disk.oom);
     harness_close(&h);
-    assert_int_equal(disk.in_use, 0);
     assert_nvme_root_empty();
 }
 
