@@ -577,6 +577,9 @@ static void check_engine_on_gpu(const engine_vtbl *eng, const engine_config *g, 
                                 const char *label, const double *ref_loss, const float *ref,
                                 float *got, int iters)
 {
+    /* Parameters: after 20 Adam steps the GPU's and the CPU's reduction orders have drifted
+     * (megatron-lm on the GPU is itself ~1e-5 from the CPU without clipping), so the final
+     * parameters are held to megatron-lm *on the GPU* (ref), the losses to the CPU. */
     const size_t P = (size_t)gpt_param_count(&g->shape);
     engine_harness h;
     assert_int_equal(harness_open(&h, eng, g, gpu_limit), 0);
@@ -595,27 +598,28 @@ static void check_engine_on_gpu(const engine_vtbl *eng, const engine_config *g, 
     }
     const double prel = sqrt(num / den);
     printf("cuda_vs_cpu engine %s %s losses math=fp32 iterations=%d max_rel_err=%.3e final params "
-           "rel_err=%.3e\n", eng->name, label, iters, max_rel, prel);
+           "vs megatron-lm on the GPU rel_err=%.3e\n", eng->name, label, iters, max_rel, prel);
     assert_true(max_rel <= 1e-5);
     assert_true(prel <= 1e-5);
     harness_close(&h);
 }
 
-/* megatron-lm's trajectory on the CPU backend: losses and final parameters. */
-static void cpu_reference(const engine_config *cfg, int iters, double *ref_loss, float *ref)
+/* megatron-lm's trajectory on cfg's backend: losses and final parameters. */
+static void megatron_reference(const engine_config *cfg, int iters, double *ref_loss, float *ref)
 {
-    engine_harness cpu;
-    assert_int_equal(harness_open(&cpu, &engine_megatron_lm, cfg, SIZE_MAX), 0);
+    engine_harness h;
+    assert_int_equal(harness_open(&h, &engine_megatron_lm, cfg, SIZE_MAX), 0);
     for (int it = 1; it <= iters; it++) {
         step_result r = {0};
-        harness_step(&cpu, it, &r);
-        ref_loss[it - 1] = r.loss;
+        harness_step(&h, it, &r);
+        if (ref_loss) ref_loss[it - 1] = r.loss;
     }
-    assert_int_equal(engine_megatron_lm.read_params(cpu.state, ref), 0);
-    harness_close(&cpu);
+    assert_int_equal(engine_megatron_lm.read_params(h.state, ref), 0);
+    harness_close(&h);
 }
 
-/* Every offloading engine on the GPU against megatron-lm on the CPU: stronghold for W in
+/* Every offloading engine on the GPU against megatron-lm (losses: on the CPU; final
+ * parameters: on the GPU): stronghold for W in
  * {1, 2, 3, L} and -w auto under a budget that makes it stream; l2l; zero-offload;
  * zero-infinity; the disk tier (--offload nvme) of zero-infinity and stronghold; each with
  * clipping, and the engines whose schedule changes without it also with --clip-grad 0. */
@@ -635,11 +639,13 @@ static void test_offload_engines_cuda_vs_cpu(void **state)
     assert_non_null(ref);
     assert_non_null(ref_noclip);
     assert_non_null(got);
-    cpu_reference(&cfg, ITERS, ref_loss, ref);
-    cpu_reference(&noclip, ITERS, ref_loss_noclip, ref_noclip);
-
+    /* Losses from the CPU reference, final parameters from megatron-lm on the GPU. */
+    megatron_reference(&cfg, ITERS, ref_loss, ref);
+    megatron_reference(&noclip, ITERS, ref_loss_noclip, ref_noclip);
     engine_config g = cfg, gn = noclip;
     g.device = gn.device = DEVICE_CUDA;
+    megatron_reference(&g, ITERS, NULL, ref);
+    megatron_reference(&gn, ITERS, NULL, ref_noclip);
     engine_plan all;
     g.window = 6;
     engine_stronghold.plan(&g, &all);
