@@ -13,7 +13,8 @@
 #
 # On the device machine, from the repository root, with .deps carried:
 #   bash bench/offload_gpu.sh "$OUT" [parts]
-# parts: a comma list of build,check,bw,case3,v100,native,nvme (default: all).  Each part
+# parts: a comma list of build,check,bw,case3,v100,native,nvme (default: all; native also as
+# nativeA and nativeB, its two halves).  Each part
 # fits the 10-minute limit of one device command; the build is kept between calls.
 # AEBENCH_DEVICE=cpu with AEBENCH_SHAPE="-h 32 --heads 2 --seq 16 --vocab 200" and small
 # layer counts (L32=4 ...) rehearses the script on a machine without a GPU.
@@ -81,20 +82,27 @@ if has case3; then
     done
     run "case3_zero-offload_dpu" -m zero-offload --dpu -l "$L32" --iters $((ITERS + 6)) --log-interval $((ITERS + 6))
 fi
-case2() { # tag, then budget flags
-    local tag=$1; shift
+case2() { # tag, engines (comma list), then budget flags
+    local tag=$1 engines=$2; shift 2
     echo "== case 2 ($tag): each baseline at its largest size, and stronghold there"
-    for m in megatron-lm l2l zero-offload zero-infinity; do
+    for m in ${engines//,/ }; do
         local l
         l=$(largest "$m" "$@")
         echo "   $m: largest l$l"
         [ -n "$l" ] || continue
-        run "case2_${tag}_$m" -m "$m" -l "$l" "$@" --iters 4 --log-interval 4
-        run "case2_${tag}_stronghold_l$l" -m stronghold -l "$l" "$@" --iters 4 --log-interval 4
+        run "case2_${tag}_$m" -m "$m" -l "$l" "$@" --iters "$CASE2_ITERS" --log-interval "$CASE2_ITERS"
+        # stronghold once per size (zero-offload and zero-infinity often share theirs)
+        [ -f "$out/run_case2_${tag}_stronghold_l$l.txt" ] ||
+            run "case2_${tag}_stronghold_l$l" -m stronghold -l "$l" "$@" --iters "$CASE2_ITERS" --log-interval "$CASE2_ITERS"
     done
 }
-has v100 && case2 v100 --gpu-mem-limit 32G --cpu-mem-limit 90G
-has native && case2 native
+CASE2_ITERS=${CASE2_ITERS:-4}
+baselines=megatron-lm,l2l,zero-offload,zero-infinity
+has v100 && case2 v100 "$baselines" --gpu-mem-limit 32G --cpu-mem-limit 90G
+has native && case2 native "$baselines"
+# the native sizes in two halves, each within one device command's 10 minutes
+has nativeA && case2 native megatron-lm,l2l
+has nativeB && case2 native zero-offload,zero-infinity
 if has nvme; then
     echo "== disk tier: zero-infinity and stronghold with --offload nvme at l$NVME_L"
     run "nvme_zero-infinity" -m zero-infinity --offload nvme --nvme-dir "$nvme_dir" -l "$NVME_L" --iters 3 --log-interval 3

@@ -9,11 +9,15 @@ table.  From the last iteration of each run:
   D  bytes from the GPU / gpu->host bandwidth
   A  host-Adam params * 28 B / host in-place update bandwidth (read p, g, m, v; write p, m, v)
   K  disk bytes read / disk read rate + bytes written / disk write rate
+  M  all host-memory traffic of the step / host update bandwidth: the CPU Adam's 28 B per
+     param plus every byte the PCIe and disk DMA read from or write to host memory (they
+     share the DRAM: with --dpu the Adam runs while the copies stream)
 
-roofline = max(C, H, D, A, K): what no schedule can beat.  The schedule bound is what the
+roofline = max(C, H, D, A, K, M): what no schedule can beat.  The schedule bound is what the
 engine's own dependencies allow at those rates, the one each engine is held to (15%):
 
-  stronghold          max(C, H, D, A, K)    (everything overlaps)
+  stronghold          as zero-infinity with clipping (the streamed layers' host Adam waits
+                      for the global norm); max(C, H, D, A, K) without
   l2l                 max(C + H + D, A)     (copies are synchronous with compute by design;
                                              the host Adam overlaps)
   zero-offload        max(C, D) + max(A, H) (backward streams grads out; the CPU Adam over
@@ -22,7 +26,7 @@ engine's own dependencies allow at those rates, the one each engine is held to (
   zero-infinity       max(C, H, D, 3/4 C + max(A, K))  with clipping the update waits for
                                              the backward (3/4 of compute: recompute and
                                              backward) and overlaps only the next forward
-  (any engine with --clip-grad 0: max of the terms)
+  (any engine with --clip-grad 0: max of the terms; every schedule bound is at least M)
 
 Usage: offload_summary.py OUT
 """
@@ -63,21 +67,24 @@ def terms(last, bw, disk_w, disk_r):
     if disk_w and last.get("bytes_disk_write"):
         k += last["bytes_disk_write"] / (disk_w * 1e9) * 1e3
     t["K"] = k
+    host_bytes = (last.get("host_adam_params", 0) * 28 + last.get("bytes_h2d", 0) + last.get("bytes_d2h", 0)
+                  + last.get("bytes_disk_read", 0) + last.get("bytes_disk_write", 0))
+    t["M"] = host_bytes / (bw["update"] * 1e9) * 1e3 if bw.get("update") else 0.0
     return t
 
 
 def schedule_bound(method, cfg, t):
-    C, H, D, A, K = t["C"], t["H"], t["D"], t["A"], t["K"]
-    if cfg.get("clip_grad", 1.0) <= 0 or method == "stronghold":
-        return max(C, H, D, A, K)
+    C, H, D, A, K, M = t["C"], t["H"], t["D"], t["A"], t["K"], t["M"]
+    if cfg.get("clip_grad", 1.0) <= 0:
+        return max(C, H, D, A, K, M)
     if method == "l2l":
-        return max(C + H + D, A)
+        return max(C + H + D, A, M)
     if method == "zero-offload":
         if cfg.get("dpu"):
-            return max(C, D, A, H)
-        return max(C, D) + max(A, H)
-    if method == "zero-infinity":
-        return max(C, H, D, 0.75 * C + max(A, K))
+            return max(C, D, A, H, M)
+        return max(max(C, D) + max(A, H), M)
+    if method in ("zero-infinity", "stronghold"):
+        return max(C, H, D, 0.75 * C + max(A, K), M)
     return None
 
 

@@ -266,25 +266,39 @@ static int cuda_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end)
     return GPT_OK;
 }
 
+/* Page-locked host memory, page aligned and a whole number of pages: the disk tier reads
+ * and writes pinned buffers with O_DIRECT, which needs that alignment.  cudaHostAlloc gives
+ * small requests from a sub-allocator (not page aligned), so the memory comes from
+ * posix_memalign and is then registered with the driver (the same page-locked memory for
+ * the copies). */
 static int cuda_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t bytes)
 {
     const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
     *ptr = NULL;
     if (CUDA_FAILED(cudaSetDevice(impl->device)))
         return GPT_ERR_BACKEND;
+    const size_t page = 4096;
+    const size_t rounded = bytes == 0 ? page : (bytes + page - 1) / page * page;
     void *p = NULL;
-    const int rc = alloc_status(cudaHostAlloc(&p, bytes > 0 ? bytes : 64, cudaHostAllocPortable),
-                                 "cudaHostAlloc", __LINE__);
-    if (rc == GPT_OK)
-        *ptr = p;
-    return rc;
+    if (posix_memalign(&p, page, rounded) != 0)
+        return GPT_ERR_OOM;
+    const int rc = alloc_status(cudaHostRegister(p, rounded, cudaHostRegisterPortable),
+                                "cudaHostRegister", __LINE__);
+    if (rc != GPT_OK) {
+        free(p);
+        return rc;
+    }
+    *ptr = p;
+    return GPT_OK;
 }
 
 static void cuda_host_free_pinned(const gpt_backend *be, void *ptr)
 {
     (void)be;
-    if (ptr != NULL)
-        CUDA_FAILED(cudaFreeHost(ptr));
+    if (ptr == NULL)
+        return;
+    CUDA_FAILED(cudaHostUnregister(ptr));
+    free(ptr);
 }
 
 /* ---- the profiler ------------------------------------------------------------------------ */
