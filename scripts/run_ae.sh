@@ -12,6 +12,8 @@
 #   AE_FLAGS     options added to every case, e.g. "--gpu-mem-limit 32G --cpu-mem-limit 90G"
 #                to emulate the paper's V100 machine (they override the configs)
 #   AE_RESULTS   where logs, JSON and CSVs go (default results); PNGs go to plots/
+#   AE_CASES     which cases to run (default "1 2 3 4 5"; e.g. "1 3" to split a long evaluation:
+#                cases 2 and 3 read case 1's find-max results); all five are drawn
 # Runs are resumed (--resume): run it again after an interruption.  A case that cannot run
 # (e.g. an engine that does not exist yet) is reported and the others go on; the exit code
 # is non-zero if any case or figure failed.
@@ -25,6 +27,7 @@ case "${1:-}" in
 *) echo "usage: $0 [--figures]" >&2; exit 2 ;;
 esac
 RESULTS=${AE_RESULTS:-results}
+read -r -a CASES <<<"${AE_CASES:-1 2 3 4 5}"
 read -r -a FLAGS <<<"${AE_FLAGS:-}"
 
 if [ -n "${AE_CONFIGS:-}" ]; then
@@ -46,7 +49,7 @@ failed=()
 if [ "$figures_only" = 0 ]; then
     [ -x ./aebench ] || { echo "$0: build aebench first (make)" >&2; exit 1; }
     echo "== artifact evaluation with $CONFIGS/ into $RESULTS/${AE_FLAGS:+ (flags: $AE_FLAGS)}"
-    for n in 1 2 3 4 5; do
+    for n in "${CASES[@]}"; do
         echo "== case $n: $CONFIGS/case$n.json"
         rc=0
         ./aebench --config "$CONFIGS/case$n.json" --results "$RESULTS" --resume "${FLAGS[@]}" || rc=$?
