@@ -185,6 +185,40 @@ else
     failc "host OOM report" "exit $rc: $(cat "$WORK/hostoom.out")"
 fi
 
+# ---- the disk tier: --offload nvme ------------------------------------------------------
+mkdir -p "$WORK/nvme"
+(cd "$WORK" && "$BIN" -m zero-infinity "${TINY[@]}" --iters 2 --offload nvme --nvme-dir "$WORK/nvme" \
+    --results "$WORK/nvmeres" >"$WORK/nvme.out" 2>&1)
+rc=$?
+nl=$(ls "$WORK"/nvmeres/log_zero-infinity_*.txt 2>/dev/null | head -n 1)
+peak=$(grep '^memory peak' "$nl" 2>/dev/null)
+# the disk peak equals the plan (and is not zero), and the swap directory is gone
+if [ $rc -eq 0 ] && [[ $peak =~ disk:\ ([0-9.]+\ [KMG]iB)\ \(plan\ ([0-9.]+\ [KMG]iB)\) ]] &&
+    [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && [ -z "$(ls -A "$WORK/nvme")" ] &&
+    grep -q '"offload":[[:space:]]*"nvme"' "${nl%.txt}.json"; then
+    pass "--offload nvme: disk peak = plan in the log, nothing left in --nvme-dir"
+else
+    failc "--offload nvme run" "exit $rc; peak line '$peak'; left: $(ls -A "$WORK/nvme"); $(tail -n 3 "$WORK/nvme.out")"
+fi
+(cd "$WORK" && "$BIN" -m zero-infinity "${TINY[@]}" --iters 2 --offload nvme --nvme-dir "$WORK/no/such/dir" \
+    --results "$WORK/nvmebad" >"$WORK/nvmebad.out" 2>&1)
+rc=$?
+bj=$(ls "$WORK"/nvmebad/*.json 2>/dev/null | head -n 1)
+if [ $rc -eq 1 ] && [ -f "$bj" ] && grep -q '"status":[[:space:]]*"error"' "$bj" &&
+    grep -q -- "--nvme-dir $WORK/no/such/dir: No such file or directory" "$bj"; then
+    pass "missing --nvme-dir: exit 1, JSON status error naming the directory"
+else
+    failc "missing --nvme-dir" "exit $rc: $(tail -n 3 "$WORK/nvmebad.out")"
+fi
+(cd "$WORK" && "$BIN" -m all --dpu "${TINY[@]}" --iters 2 --results "$WORK/alldpu" >"$WORK/alldpu.out" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && grep -q 'leaving out megatron-lm: megatron-lm has no delayed parameter update' "$WORK/alldpu.out" &&
+    [ "$(ls "$WORK"/alldpu/log_*.json | wc -l)" = 1 ] && ls "$WORK"/alldpu/log_zero-offload_*.json >/dev/null 2>&1; then
+    pass "-m all --dpu runs only the engine that has it, and says so for the others"
+else
+    failc "-m all --dpu" "exit $rc: $(tail -n 5 "$WORK/alldpu.out")"
+fi
+
 # ---- the CPU preset and -m all ---------------------------------------------------------
 (cd "$WORK" && "$BIN" -m all --device cpu --iters 3 --results "$WORK/all" >"$WORK/all.out" 2>&1)
 rc=$?
