@@ -46,6 +46,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/offload_streams.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
 
@@ -135,8 +136,7 @@ typedef struct l2l_state {
     engine_env env;
     gpt_shape sh;
     l2l_layout z;
-    gpt_stream *compute, *h2d, *d2h;
-    cpu_adam *host_adam;
+    offload_streams io; /* compute, h2d and d2h streams, host Adam pool, busy spans */
     engine_allocs mem;
 
     /* GPU */
@@ -159,7 +159,6 @@ typedef struct l2l_state {
     gpt_event *grads_zeroed;  /* d2h: the slot's grads are zero for the next backward */
     gpt_event **grads_home;   /* L: layer k's grads are on the host (host Adam waits) */
     uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending) */
-    stream_spans spans;
     int adam_step;
 } l2l_state;
 
@@ -175,7 +174,7 @@ static int wait_all_adam(l2l_state *st)
     if (!st->adam_ticket) return GPT_OK;
     for (int k = 0; k < st->z.L; k++) {
         if (!st->adam_ticket[k]) continue;
-        int rc = cpu_adam_wait(st->host_adam, st->adam_ticket[k]);
+        int rc = cpu_adam_wait(st->io.host_adam, st->adam_ticket[k]);
         if (rc && !first) first = rc;
         st->adam_ticket[k] = 0;
     }
@@ -186,15 +185,10 @@ static void l2l_free(void *state)
 {
     l2l_state *st = state;
     if (!st) return;
-    if (st->host_adam) {
-        (void)wait_all_adam(st);
-        cpu_adam_destroy(st->host_adam);
-    }
-    /* Queued work may still use the buffers freed below (after a failed step). */
-    gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
-    for (int i = 0; i < 3; i++)
-        if (streams[i]) (void)gpt_stream_sync(streams[i]);
-    spans_free(&st->spans);
+    if (st->io.host_adam) (void)wait_all_adam(st);
+    /* Waits for the host Adam pool and drains the streams: after a failed step, queued
+     * work may still use the buffers freed below. */
+    offload_streams_close(&st->io);
     gpt_event_destroy(st->params_in);
     gpt_event_destroy(st->slot_done);
     gpt_event_destroy(st->grads_zeroed);
@@ -203,8 +197,6 @@ static void l2l_free(void *state)
     free(st->grads_home);
     free(st->adam_ticket);
     engine_free_all(&st->mem);
-    for (int i = 0; i < 3; i++)
-        if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
     free(st);
 }
 
@@ -222,7 +214,7 @@ static int init_params(l2l_state *st, float *staging)
     const gpt_shape *sh = &st->sh;
     const l2l_layout *z = &st->z;
     const uint64_t seed = st->env.cfg->seed;
-    gpt_stream *s = st->compute;
+    gpt_stream *s = st->io.compute;
     int rc;
     for (int k = 0; k < z->L; k++) gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
     memset(st->host_m, 0, (size_t)z->L * z->PL * sizeof(float));
@@ -264,11 +256,9 @@ static int l2l_init(const engine_env *env, void **state)
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
     int rc;
-    if ((rc = env->be->ops->stream_create(env->be, &st->compute)) ||
-        (rc = env->be->ops->stream_create(env->be, &st->h2d)) ||
-        (rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
-        (rc = cpu_adam_create(&st->host_adam, env->cfg->threads)))
-        return rc;
+    /* Spans per step: fwd and bwd of every layer, embed, head and optimizer on compute; two
+     * copies in and one out per layer. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 5 * L + 16))) return rc;
 
     l2l_bytes b = bytes_for(&st->z, sh);
     void *acts = NULL, *scratch = NULL, *head = NULL, *staging = NULL;
@@ -306,9 +296,6 @@ static int l2l_init(const engine_env *env, void **state)
         return rc;
     for (int k = 0; k < L; k++)
         if ((rc = gpt_event_create(env->be, &st->grads_home[k]))) return rc;
-    /* Spans per step: fwd and bwd of every layer, embed, head and optimizer on compute; two
-     * copies in and one out per layer. */
-    if ((rc = spans_init(&st->spans, env->be, 5 * L + 16))) return rc;
 
     engine_plan p;
     plan_of(&st->z, sh, &p);
@@ -316,7 +303,7 @@ static int l2l_init(const engine_env *env, void **state)
     format_bytes((double)p.gpu_bytes, g, sizeof g);
     format_bytes((double)p.host_bytes, h, sizeof h);
     engine_note(env, "l2l plan: GPU %s (one layer slot for %d layers), host %s; host Adam: %s", g, L, h,
-                cpu_adam_isa(st->host_adam));
+                cpu_adam_isa(st->io.host_adam));
     return init_params(st, staging);
 }
 
@@ -328,15 +315,15 @@ static int copy_in(l2l_state *st, int k, step_result *out)
 {
     int rc, span;
     if (st->adam_ticket[k]) {
-        if ((rc = cpu_adam_wait(st->host_adam, st->adam_ticket[k]))) return rc;
+        if ((rc = cpu_adam_wait(st->io.host_adam, st->adam_ticket[k]))) return rc;
         st->adam_ticket[k] = 0;
     }
-    if ((rc = gpt_stream_wait_event(st->h2d, st->slot_done)) ||
-        (rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->h2d, st->slot_p, st->host_p + host_block(st, k),
+    if ((rc = gpt_stream_wait_event(st->io.h2d, st->slot_done)) ||
+        (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, st->slot_p, st->host_p + host_block(st, k),
                              st->z.PL * sizeof(float))) ||
-        (rc = span_end(&st->spans, st->h2d, span)) ||
-        (rc = gpt_event_record(st->params_in, st->h2d)))
+        (rc = span_end(&st->io.spans, st->io.h2d, span)) ||
+        (rc = gpt_event_record(st->params_in, st->io.h2d)))
         return rc;
     out->bytes_h2d += (double)st->z.PL * sizeof(float);
     return GPT_OK;
@@ -354,32 +341,32 @@ static int submit_host_adam(l2l_state *st, int k, step_result *out, float scale)
         .grad_scale = scale, .after = st->grads_home[k],
     };
     out->host_adam_params += (double)st->z.PL;
-    return cpu_adam_submit(st->host_adam, &job, &st->adam_ticket[k]);
+    return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[k]);
 }
 
 static int forward(l2l_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
     const l2l_layout *z = &st->z;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_forward(c, sh, st->embed_p, st->ids, input_of(st, 0));
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int k = 0; k < z->L; k++) {
         if ((rc = copy_in(st, k, out)) || (rc = gpt_stream_wait_event(c, st->params_in)) ||
-            (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+            (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
         gpt_layer_forward(c, sh, st->slot_p, input_of(st, k), input_of(st, k + 1), &st->acts);
-        if ((rc = span_end(&st->spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)))
+        if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)))
             return rc;
     }
     /* The backward starts with layer L-1: its copy in runs under the head. */
     if ((rc = copy_in(st, z->L - 1, out)) ||
-        (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+        (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
         return rc;
     gpt_head_forward(c, sh, st->embed_p, input_of(st, z->L), st->ids + z->N, &st->head);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
 }
 
@@ -387,40 +374,40 @@ static int backward(l2l_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
     const l2l_layout *z = &st->z;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), st->ids + z->N,
                       &st->head, st->dres, &st->scratch);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         /* The slot's grads accumulate: zero them behind the previous layer's copy out. */
-        if ((rc = gpt_stream_memset_zero(st->d2h, st->slot_g, z->PL * sizeof(float))) ||
-            (rc = gpt_event_record(st->grads_zeroed, st->d2h)))
+        if ((rc = gpt_stream_memset_zero(st->io.d2h, st->slot_g, z->PL * sizeof(float))) ||
+            (rc = gpt_event_record(st->grads_zeroed, st->io.d2h)))
             return rc;
         if (j < z->L - 1 && (rc = copy_in(st, j, out))) return rc;
         if ((rc = gpt_stream_wait_event(c, st->params_in)) ||
             (rc = gpt_stream_wait_event(c, st->grads_zeroed)) ||
-            (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+            (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
         gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->dres, &st->acts,
                            &st->scratch, 1);
         gpt_norm_squared(c, st->dev_norms + 1 + j, st->slot_g, z->PL);
-        if ((rc = span_end(&st->spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)) ||
-            (rc = gpt_stream_wait_event(st->d2h, st->slot_done)) ||
-            (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
-            (rc = gpt_memcpy_d2h(st->d2h, st->host_g + host_block(st, j), st->slot_g,
+        if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)) ||
+            (rc = gpt_stream_wait_event(st->io.d2h, st->slot_done)) ||
+            (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
+            (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g + host_block(st, j), st->slot_g,
                                  z->PL * sizeof(float))) ||
-            (rc = span_end(&st->spans, st->d2h, span)) ||
-            (rc = gpt_event_record(st->grads_home[j], st->d2h)))
+            (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
+            (rc = gpt_event_record(st->grads_home[j], st->io.d2h)))
             return rc;
         out->bytes_d2h += (double)z->PL * sizeof(float);
         if (st->env.cfg->optim.clip <= 0 && (rc = submit_host_adam(st, j, out, 1.0f))) return rc;
     }
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
     gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
 }
 
@@ -428,14 +415,14 @@ static int optimizer(l2l_state *st, step_result *out)
 {
     const l2l_layout *z = &st->z;
     const gpt_optim *o = &st->env.cfg->optim;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
     const float scale = gpt_clip_scale(o, out->grad_norm);
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_block_adamw(c, st->embed_p, st->embed_g, st->embed_m, st->embed_v, z->PE,
                     gpt_embed_layout_of(&st->sh).n_decay, o, (float)out->lr, st->adam_step + 1,
                     scale);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* Ascending, so that the next forward, which needs layer 0 first, waits least.
      * (Without clipping they were queued during the backward.) */
     if (o->clip > 0)
@@ -450,9 +437,9 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     l2l_state *st = state;
     const l2l_layout *z = &st->z;
     const engine_config *cfg = st->env.cfg;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc;
-    spans_reset(&st->spans);
+    spans_reset(&st->io.spans);
     out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
@@ -475,17 +462,12 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies are done by now (the compute waited for each); syncing their streams keeps
      * every buffer's owner obvious at the step boundary.  The host Adam goes on. */
-    if ((rc = gpt_stream_sync(c)) || (rc = gpt_stream_sync(st->d2h)) ||
-        (rc = gpt_stream_sync(st->h2d)))
-        return rc;
+    if ((rc = offload_streams_sync(&st->io))) return rc;
     double t3 = wall_ms();
     out->ms_forward = t1 - t0;
     out->ms_backward = t2 - t1;
     out->ms_optimizer = t3 - t2;
-    out->has_busy = 1;
-    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
-    if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
-    out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    if ((rc = offload_streams_busy(&st->io, out))) return rc;
     return GPT_OK;
 }
 
@@ -495,8 +477,8 @@ static int l2l_read_params(void *state, float *host_params)
     const l2l_layout *z = &st->z;
     int rc;
     if ((rc = wait_all_adam(st)) ||
-        (rc = gpt_memcpy_d2h(st->compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
-        (rc = gpt_stream_sync(st->compute)))
+        (rc = gpt_memcpy_d2h(st->io.compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
+        (rc = gpt_stream_sync(st->io.compute)))
         return rc;
     memcpy(host_params + z->PE, st->host_p, (size_t)z->L * z->PL * sizeof(float));
     return GPT_OK;

@@ -58,6 +58,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/offload_streams.h"
 #include "runtime/disk_tier.h"
 #include "runtime/nvme_adam.h"
 #include "runtime/spans.h"
@@ -249,8 +250,7 @@ typedef struct stronghold_state {
     engine_env env;
     gpt_shape sh;
     sh_layout z;
-    gpt_stream *compute, *h2d, *d2h;
-    cpu_adam *host_adam;
+    offload_streams io; /* compute, h2d and d2h streams, host Adam pool, busy spans */
     disk_tier *disk;      /* --offload nvme */
     nvme_adam *nvme;      /* --offload nvme: the host Adam of the streamed layers */
     int *nvme_block;      /* L: layer k's block in nvme (k >= R) */
@@ -274,7 +274,6 @@ typedef struct stronghold_state {
     slot_events *slot_ev;     /* S */
     gpt_event **grads_home;   /* L: layer k's grads are on the host */
     uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending); nvme's with nvme */
-    stream_spans spans;
     int adam_step;
 } stronghold_state;
 
@@ -287,7 +286,7 @@ static int alloc_in(stronghold_state *st, void **ptr, size_t bytes, mem_where wh
 /* Wait for the host update with this ticket (in memory, or through the disk). */
 static int wait_adam(stronghold_state *st, uint64_t ticket)
 {
-    return st->nvme ? nvme_adam_wait(st->nvme, ticket) : cpu_adam_wait(st->host_adam, ticket);
+    return st->nvme ? nvme_adam_wait(st->nvme, ticket) : cpu_adam_wait(st->io.host_adam, ticket);
 }
 
 static int wait_all_adam(stronghold_state *st)
@@ -303,17 +302,15 @@ static void stronghold_free(void *state)
 {
     stronghold_state *st = state;
     if (!st) return;
-    if (st->host_adam) {
+    if (st->io.host_adam) {
         (void)wait_all_adam(st);
         nvme_adam_destroy(st->nvme); /* (its jobs run on the pool) */
-        cpu_adam_destroy(st->host_adam);
     }
     disk_tier_close(st->disk);
     free(st->nvme_block);
-    gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
-    for (int i = 0; i < 3; i++)
-        if (streams[i]) (void)gpt_stream_sync(streams[i]);
-    spans_free(&st->spans);
+    /* Waits for the host Adam pool and drains the streams: after a failed step, queued
+     * work may still use the buffers freed below. */
+    offload_streams_close(&st->io);
     if (st->slot_ev)
         for (int s = 0; s < st->z.S; s++) {
             gpt_event_destroy(st->slot_ev[s].ready);
@@ -327,8 +324,6 @@ static void stronghold_free(void *state)
     free(st->grads_home);
     free(st->adam_ticket);
     engine_free_all(&st->mem);
-    for (int i = 0; i < 3; i++)
-        if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
     free(st);
 }
 
@@ -408,24 +403,24 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
         goto out;
     gpt_init_layer(st->staging, sh, 0, st->env.cfg->seed);
     for (int rep = 0; rep < 2 && !rc; rep++) { /* the first round warms up the libraries */
-        if ((rc = gpt_event_record(e0, st->h2d)) ||
-            (rc = gpt_memcpy_h2d(st->h2d, pp, st->staging, z.PL * sizeof(float))) ||
-            (rc = timed(st->h2d, e0, e1, &ms_h2d)))
+        if ((rc = gpt_event_record(e0, st->io.h2d)) ||
+            (rc = gpt_memcpy_h2d(st->io.h2d, pp, st->staging, z.PL * sizeof(float))) ||
+            (rc = timed(st->io.h2d, e0, e1, &ms_h2d)))
             break;
-        if ((rc = gpt_event_record(e0, st->h2d)) ||
-            (rc = gpt_memcpy_h2d(st->h2d, px, st->staging, z.NC * sizeof(float))) ||
-            (rc = timed(st->h2d, e0, e1, &ms_x)))
+        if ((rc = gpt_event_record(e0, st->io.h2d)) ||
+            (rc = gpt_memcpy_h2d(st->io.h2d, px, st->staging, z.NC * sizeof(float))) ||
+            (rc = timed(st->io.h2d, e0, e1, &ms_x)))
             break;
-        if ((rc = gpt_stream_memset_zero(st->compute, pg, z.PL * sizeof(float))) ||
-            (rc = gpt_stream_memset_zero(st->compute, st->dres, z.NC * sizeof(float))) ||
-            (rc = gpt_event_record(e0, st->compute)))
+        if ((rc = gpt_stream_memset_zero(st->io.compute, pg, z.PL * sizeof(float))) ||
+            (rc = gpt_stream_memset_zero(st->io.compute, st->dres, z.NC * sizeof(float))) ||
+            (rc = gpt_event_record(e0, st->io.compute)))
             break;
-        gpt_layer_forward(st->compute, sh, pp, px, st->x_out, &st->acts);
-        gpt_layer_backward(st->compute, sh, pp, pg, px, st->dres, &st->acts, &st->scratch, 1);
-        if ((rc = timed(st->compute, e0, e1, &ms_layer))) break;
-        if ((rc = gpt_event_record(e0, st->d2h)) ||
-            (rc = gpt_memcpy_d2h(st->d2h, st->staging, pg, z.PL * sizeof(float))) ||
-            (rc = timed(st->d2h, e0, e1, &ms_d2h)))
+        gpt_layer_forward(st->io.compute, sh, pp, px, st->x_out, &st->acts);
+        gpt_layer_backward(st->io.compute, sh, pp, pg, px, st->dres, &st->acts, &st->scratch, 1);
+        if ((rc = timed(st->io.compute, e0, e1, &ms_layer))) break;
+        if ((rc = gpt_event_record(e0, st->io.d2h)) ||
+            (rc = gpt_memcpy_d2h(st->io.d2h, st->staging, pg, z.PL * sizeof(float))) ||
+            (rc = timed(st->io.d2h, e0, e1, &ms_d2h)))
             break;
     }
 out:
@@ -466,7 +461,7 @@ static int init_params(stronghold_state *st)
     const gpt_shape *sh = &st->sh;
     const sh_layout *z = &st->z;
     const uint64_t seed = st->env.cfg->seed;
-    gpt_stream *s = st->compute;
+    gpt_stream *s = st->io.compute;
     int rc;
     gpt_init_embed(st->staging, sh, seed);
     if ((rc = gpt_memcpy_h2d(s, st->embed_p, st->staging, z->PE * sizeof(float))) ||
@@ -504,7 +499,7 @@ static int open_nvme(stronghold_state *st)
     const sh_layout *z = &st->z;
     int rc;
     if ((rc = disk_tier_open(&st->disk, env->cfg->nvme_dir, env->disk, 0)) ||
-        (rc = nvme_adam_create(&st->nvme, st->disk, st->host_adam, env->host, z->PL, NVME_DEPTH, 0)))
+        (rc = nvme_adam_create(&st->nvme, st->disk, st->io.host_adam, env->host, z->PL, NVME_DEPTH, 0)))
         return rc;
     st->nvme_block = calloc((size_t)z->L, sizeof *st->nvme_block);
     if (!st->nvme_block) return GPT_ERR_OOM;
@@ -545,11 +540,9 @@ static int stronghold_init(const engine_env *env, void **state)
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
     int rc;
-    if ((rc = env->be->ops->stream_create(env->be, &st->compute)) ||
-        (rc = env->be->ops->stream_create(env->be, &st->h2d)) ||
-        (rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
-        (rc = cpu_adam_create(&st->host_adam, env->cfg->threads)))
-        return rc;
+    /* Spans per step: fwd and bwd of every layer on compute, head and optimizer; one h2d
+     * and one d2h per streamed layer and direction. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 6 * L + 16))) return rc;
 
     /* What every placement needs, then the window, then the rest. */
     sh_layout z0 = layout_for(sh, 0, 0);
@@ -616,9 +609,6 @@ static int stronghold_init(const engine_env *env, void **state)
             return rc;
     for (int k = R; k < L; k++)
         if ((rc = gpt_event_create(env->be, &st->grads_home[k]))) return rc;
-    /* Spans per step: fwd and bwd of every layer on compute, head and optimizer; one h2d
-     * and one d2h per streamed layer and direction. */
-    if ((rc = spans_init(&st->spans, env->be, 6 * L + 16))) return rc;
     if (b.disk_mv && (rc = open_nvme(st))) return rc;
 
     engine_plan p;
@@ -629,7 +619,7 @@ static int stronghold_init(const engine_env *env, void **state)
     char dk[32];
     format_bytes((double)p.disk_bytes, dk, sizeof dk);
     engine_note(env, "stronghold plan: GPU %s (%d resident layers, %d slots), host %s, disk %s; host Adam: %s",
-                g, R, S, h, dk, cpu_adam_isa(st->host_adam));
+                g, R, S, h, dk, cpu_adam_isa(st->io.host_adam));
     return init_params(st);
 }
 
@@ -649,11 +639,11 @@ static int prefetch_forward(stronghold_state *st, int k, step_result *out)
     int rc, span;
     if (st->adam_ticket[k] && (rc = wait_adam(st, st->adam_ticket[k]))) return rc;
     st->adam_ticket[k] = 0;
-    if (k - st->z.S >= st->z.R && (rc = gpt_stream_wait_event(st->h2d, ev->fwd_done))) return rc;
-    if ((rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->h2d, params_of(st, k), st->host_p + host_block(st, k),
+    if (k - st->z.S >= st->z.R && (rc = gpt_stream_wait_event(st->io.h2d, ev->fwd_done))) return rc;
+    if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, k), st->host_p + host_block(st, k),
                              st->z.PL * sizeof(float))) ||
-        (rc = span_end(&st->spans, st->h2d, span)) || (rc = gpt_event_record(ev->ready, st->h2d)))
+        (rc = span_end(&st->io.spans, st->io.h2d, span)) || (rc = gpt_event_record(ev->ready, st->io.h2d)))
         return rc;
     out->bytes_h2d += (double)st->z.PL * sizeof(float);
     return GPT_OK;
@@ -665,15 +655,15 @@ static int prefetch_backward(stronghold_state *st, int j, step_result *out)
 {
     slot_events *ev = &st->slot_ev[slot_of(st, j)];
     int rc, span;
-    if ((rc = gpt_stream_wait_event(st->h2d, st->grads_home[j + st->z.S])) ||
-        (rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->h2d, params_of(st, j), st->host_p + host_block(st, j),
+    if ((rc = gpt_stream_wait_event(st->io.h2d, st->grads_home[j + st->z.S])) ||
+        (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, j), st->host_p + host_block(st, j),
                              st->z.PL * sizeof(float))) ||
-        (rc = gpt_memcpy_h2d(st->h2d, input_of(st, j),
+        (rc = gpt_memcpy_h2d(st->io.h2d, input_of(st, j),
                              st->host_ckpt + (size_t)(j - st->z.R) * st->z.NC,
                              st->z.NC * sizeof(float))) ||
-        (rc = gpt_stream_memset_zero(st->h2d, grads_of(st, j), st->z.PL * sizeof(float))) ||
-        (rc = span_end(&st->spans, st->h2d, span)) || (rc = gpt_event_record(ev->ready, st->h2d)))
+        (rc = gpt_stream_memset_zero(st->io.h2d, grads_of(st, j), st->z.PL * sizeof(float))) ||
+        (rc = span_end(&st->io.spans, st->io.h2d, span)) || (rc = gpt_event_record(ev->ready, st->io.h2d)))
         return rc;
     out->bytes_h2d += (double)(st->z.PL + st->z.NC) * sizeof(float);
     return GPT_OK;
@@ -701,21 +691,21 @@ static int submit_host_adam(stronghold_state *st, int k, step_result *out, float
         .grad_scale = scale, .after = st->grads_home[k],
     };
     out->host_adam_params += (double)st->z.PL;
-    return cpu_adam_submit(st->host_adam, &job, &st->adam_ticket[k]);
+    return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[k]);
 }
 
 static int forward(stronghold_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
     const sh_layout *z = &st->z;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
     for (int k = z->R; k < z->R + z->S; k++)
         if ((rc = prefetch_forward(st, k, out))) return rc;
 
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_forward(c, sh, st->embed_p, st->ids, input_of(st, 0));
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int k = 0; k < z->L; k++) {
         slot_events *ev = k >= z->R ? &st->slot_ev[slot_of(st, k)] : NULL;
         if (ev && (rc = gpt_stream_wait_event(c, ev->ready))) return rc;
@@ -725,26 +715,26 @@ static int forward(stronghold_state *st, step_result *out)
         if (next < z->L && next - z->S >= z->R &&
             (rc = gpt_stream_wait_event(c, st->slot_ev[slot_of(st, next)].x_off)))
             return rc;
-        if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+        if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_forward(c, sh, params_of(st, k), input_of(st, k), input_of(st, next), &st->acts);
-        if ((rc = span_end(&st->spans, c, span))) return rc;
+        if ((rc = span_end(&st->io.spans, c, span))) return rc;
         if (!ev) continue;
         if ((rc = gpt_event_record(ev->fwd_done, c))) return rc;
         if (input_leaves(st, k)) {
-            if ((rc = gpt_stream_wait_event(st->d2h, ev->fwd_done)) ||
-                (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
-                (rc = gpt_memcpy_d2h(st->d2h, st->host_ckpt + (size_t)(k - z->R) * z->NC,
+            if ((rc = gpt_stream_wait_event(st->io.d2h, ev->fwd_done)) ||
+                (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
+                (rc = gpt_memcpy_d2h(st->io.d2h, st->host_ckpt + (size_t)(k - z->R) * z->NC,
                                      input_of(st, k), z->NC * sizeof(float))) ||
-                (rc = span_end(&st->spans, st->d2h, span)) ||
-                (rc = gpt_event_record(ev->x_off, st->d2h)))
+                (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
+                (rc = gpt_event_record(ev->x_off, st->io.d2h)))
                 return rc;
             out->bytes_d2h += (double)z->NC * sizeof(float);
         }
         if (k + z->S < z->L && (rc = prefetch_forward(st, k + z->S, out))) return rc;
     }
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_head_forward(c, sh, st->embed_p, st->x_out, st->ids + z->N, &st->head);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
 }
 
@@ -752,12 +742,12 @@ static int backward(stronghold_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
     const sh_layout *z = &st->z;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_head_backward(c, sh, st->embed_p, st->embed_g, st->x_out, st->ids + z->N, &st->head,
                       st->dres, &st->scratch);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int streamed = j >= z->R;
         slot_events *ev = streamed ? &st->slot_ev[slot_of(st, j)] : NULL;
@@ -769,30 +759,30 @@ static int backward(stronghold_state *st, step_result *out)
                 return rc;
             }
         }
-        if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+        if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, params_of(st, j), grads_of(st, j), input_of(st, j), st->dres,
                            &st->acts, &st->scratch, 1);
         if (streamed) gpt_norm_squared(c, st->dev_norms + 1 + j, grads_of(st, j), z->PL);
-        if ((rc = span_end(&st->spans, c, span))) return rc;
+        if ((rc = span_end(&st->io.spans, c, span))) return rc;
         if (!streamed) continue;
         if ((rc = gpt_event_record(ev->bwd_done, c)) ||
-            (rc = gpt_stream_wait_event(st->d2h, ev->bwd_done)) ||
-            (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
-            (rc = gpt_memcpy_d2h(st->d2h, st->host_g + host_block(st, j), grads_of(st, j),
+            (rc = gpt_stream_wait_event(st->io.d2h, ev->bwd_done)) ||
+            (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
+            (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g + host_block(st, j), grads_of(st, j),
                                  z->PL * sizeof(float))) ||
-            (rc = span_end(&st->spans, st->d2h, span)) ||
-            (rc = gpt_event_record(st->grads_home[j], st->d2h)))
+            (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
+            (rc = gpt_event_record(st->grads_home[j], st->io.d2h)))
             return rc;
         out->bytes_d2h += (double)z->PL * sizeof(float);
         if (st->env.cfg->optim.clip <= 0 && (rc = submit_host_adam(st, j, out, 1.0f))) return rc;
         if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
     }
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
     /* The blocks that stay on the GPU; the streamed ones were done after their backward. */
     gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
     for (int k = 0; k < z->R; k++) gpt_norm_squared(c, st->dev_norms + 1 + k, grads_of(st, k), z->PL);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
 }
 
@@ -800,13 +790,13 @@ static int optimizer(stronghold_state *st, step_result *out)
 {
     const sh_layout *z = &st->z;
     const gpt_optim *o = &st->env.cfg->optim;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
     const float lr = (float)out->lr, scale = gpt_clip_scale(o, out->grad_norm);
     const int t = st->adam_step + 1;
     gpt_layer_layout ll = gpt_layer_layout_of(&st->sh);
     gpt_embed_layout el = gpt_embed_layout_of(&st->sh);
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_block_adamw(c, st->embed_p, st->embed_g, st->embed_m, st->embed_v, z->PE, el.n_decay, o,
                     lr, t, scale);
     for (int k = 0; k < z->R; k++) {
@@ -814,7 +804,7 @@ static int optimizer(stronghold_state *st, step_result *out)
         gpt_block_adamw(c, st->res_p + off, st->res_g + off, st->res_m + off, st->res_v + off,
                         z->PL, ll.n_decay, o, lr, t, scale);
     }
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* Ascending, so that the next forward, which needs layer R first, waits least.
      * (Without clipping they were queued during the backward.) */
     if (o->clip > 0)
@@ -829,9 +819,9 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     stronghold_state *st = state;
     const sh_layout *z = &st->z;
     const engine_config *cfg = st->env.cfg;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc;
-    spans_reset(&st->spans);
+    spans_reset(&st->io.spans);
     out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
@@ -854,17 +844,12 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
      * buffer's owner obvious at the step boundary.  The host Adam goes on. */
-    if ((rc = gpt_stream_sync(c)) || (rc = gpt_stream_sync(st->d2h)) ||
-        (rc = gpt_stream_sync(st->h2d)))
-        return rc;
+    if ((rc = offload_streams_sync(&st->io))) return rc;
     double t3 = wall_ms();
     out->ms_forward = t1 - t0;
     out->ms_backward = t2 - t1;
     out->ms_optimizer = t3 - t2;
-    out->has_busy = 1;
-    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
-    if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
-    out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    if ((rc = offload_streams_busy(&st->io, out))) return rc;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     if (st->disk) {
         (void)nvme_adam_take_adam_ms(st->nvme); /* (the pool's busy time covers it) */
@@ -881,10 +866,10 @@ static int stronghold_read_params(void *state, float *host_params)
     int rc;
     if ((rc = wait_all_adam(st))) return rc;
     for (int k = 0; k < z->L; k++) st->adam_ticket[k] = 0;
-    if ((rc = gpt_memcpy_d2h(st->compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
-        (z->R && (rc = gpt_memcpy_d2h(st->compute, host_params + z->PE, st->res_p,
+    if ((rc = gpt_memcpy_d2h(st->io.compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
+        (z->R && (rc = gpt_memcpy_d2h(st->io.compute, host_params + z->PE, st->res_p,
                                       (size_t)z->R * z->PL * sizeof(float)))) ||
-        (rc = gpt_stream_sync(st->compute)))
+        (rc = gpt_stream_sync(st->io.compute)))
         return rc;
     if (z->Ls)
         memcpy(host_params + z->PE + (size_t)z->R * z->PL, st->host_p,

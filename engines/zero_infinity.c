@@ -71,6 +71,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/offload_streams.h"
 #include "runtime/nvme_adam.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
@@ -199,8 +200,7 @@ typedef struct zi_state {
     engine_env env;
     gpt_shape sh;
     zi_layout z;
-    gpt_stream *compute, *h2d, *d2h;
-    cpu_adam *host_adam;
+    offload_streams io; /* compute, h2d and d2h streams, host Adam pool, busy spans */
     engine_allocs mem;
     /* --offload nvme */
     disk_tier *tier;
@@ -230,7 +230,6 @@ typedef struct zi_state {
     gpt_event *embed_ready, *embed_bwd_done;
     gpt_event **grads_home;  /* L+1, by block (0: embed, 1+k: layer k): grads are home */
     uint64_t *adam_ticket;   /* L+1, by block: host Adam pending (0: none) */
-    stream_spans spans;
     int adam_step;
 } zi_state;
 
@@ -250,7 +249,7 @@ static int wait_adam(zi_state *st, int b)
 {
     if (!st->adam_ticket || !st->adam_ticket[b]) return GPT_OK;
     int rc = st->nvme ? nvme_adam_wait(st->nvme, st->adam_ticket[b])
-                      : cpu_adam_wait(st->host_adam, st->adam_ticket[b]);
+                      : cpu_adam_wait(st->io.host_adam, st->adam_ticket[b]);
     st->adam_ticket[b] = 0;
     return rc;
 }
@@ -279,12 +278,10 @@ static void zero_infinity_free(void *state)
     (void)wait_all_adam(st);
     /* nvme_adam waits for its jobs and disk writes; it uses the pool and the tier. */
     nvme_adam_destroy(st->nvme);
-    if (st->host_adam) cpu_adam_destroy(st->host_adam);
     disk_tier_close(st->tier);
-    gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
-    for (int i = 0; i < 3; i++)
-        if (streams[i]) (void)gpt_stream_sync(streams[i]);
-    spans_free(&st->spans);
+    /* Waits for the host Adam pool and drains the streams: after a failed step, queued
+     * work may still use the buffers freed below. */
+    offload_streams_close(&st->io);
     destroy_events(st->fetched, st->z.F);
     destroy_events(st->consumed, st->z.F);
     destroy_events(st->bucket_full, ZI_BUCKETS);
@@ -294,8 +291,6 @@ static void zero_infinity_free(void *state)
     free(st->adam_ticket);
     free(st->disk_block);
     engine_free_all(&st->mem);
-    for (int i = 0; i < 3; i++)
-        if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
     free(st);
 }
 
@@ -321,7 +316,7 @@ static int init_disk(zi_state *st, const zi_bytes *b)
     int rc;
     char *stages = NULL;
     if ((rc = disk_tier_open(&st->tier, st->env.cfg->nvme_dir, st->env.disk, 0)) ||
-        (rc = nvme_adam_create(&st->nvme, st->tier, st->host_adam, st->env.host, max_block,
+        (rc = nvme_adam_create(&st->nvme, st->tier, st->io.host_adam, st->env.host, max_block,
                                ZI_NVME_DEPTH, 1)) ||
         (rc = alloc_in(st, (void **)&stages, b->grad_stages, MEM_PINNED, "gradient staging (host)")))
         return rc;
@@ -367,11 +362,8 @@ static int zero_infinity_init(const engine_env *env, void **state)
     const zi_layout *z = &st->z;
     const int L = z->L;
     int rc;
-    if ((rc = env->be->ops->stream_create(env->be, &st->compute)) ||
-        (rc = env->be->ops->stream_create(env->be, &st->h2d)) ||
-        (rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
-        (rc = cpu_adam_create(&st->host_adam, env->cfg->threads)))
-        return rc;
+    /* Spans per step: compute 2L + 4, h2d 2L + 1, d2h L + 1. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 5 * L + 16))) return rc;
 
     zi_bytes b = bytes_for(z, sh);
     void *acts = NULL, *scratch = NULL, *head = NULL;
@@ -410,8 +402,6 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = gpt_event_create(env->be, &st->embed_ready)) ||
         (rc = gpt_event_create(env->be, &st->embed_bwd_done)))
         return rc;
-    /* Spans per step: compute 2L + 4, h2d 2L + 1, d2h L + 1. */
-    if ((rc = spans_init(&st->spans, env->be, 5 * L + 16))) return rc;
 
     /* The masters start on the host; m and v at zero. */
     const uint64_t seed = env->cfg->seed;
@@ -431,7 +421,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
     engine_note(env, "zero-infinity plan: GPU %s (%d fetch buffers, %d gradient buckets of one "
                      "layer), host %s, disk %s (offload %s%s); host Adam: %s",
                 g, z->F, ZI_BUCKETS, h, d, z->nvme ? "nvme in " : "cpu",
-                z->nvme ? disk_tier_path(st->tier) : "", cpu_adam_isa(st->host_adam));
+                z->nvme ? disk_tier_path(st->tier) : "", cpu_adam_isa(st->io.host_adam));
     return GPT_OK;
 }
 
@@ -455,12 +445,12 @@ static int issue_fetch(zi_state *st, int i, step_result *out)
     const int k = layer_of_fetch(z, i), buf = i % z->F;
     int rc, span;
     if (i < z->L && (rc = wait_adam(st, 1 + k))) return rc;
-    if (i >= z->F && (rc = gpt_stream_wait_event(st->h2d, st->consumed[buf]))) return rc;
-    if ((rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->h2d, buffer_of_fetch(st, i), st->host_p + block_offset(z, 1 + k),
+    if (i >= z->F && (rc = gpt_stream_wait_event(st->io.h2d, st->consumed[buf]))) return rc;
+    if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, buffer_of_fetch(st, i), st->host_p + block_offset(z, 1 + k),
                              z->PL * sizeof(float))) ||
-        (rc = span_end(&st->spans, st->h2d, span)) ||
-        (rc = gpt_event_record(st->fetched[buf], st->h2d)))
+        (rc = span_end(&st->io.spans, st->io.h2d, span)) ||
+        (rc = gpt_event_record(st->fetched[buf], st->io.h2d)))
         return rc;
     out->bytes_h2d += (double)z->PL * sizeof(float);
     return GPT_OK;
@@ -469,13 +459,13 @@ static int issue_fetch(zi_state *st, int i, step_result *out)
 /* Compute waits for fetch i before using its buffer. */
 static int wait_fetch(zi_state *st, int i)
 {
-    return gpt_stream_wait_event(st->compute, st->fetched[i % st->z.F]);
+    return gpt_stream_wait_event(st->io.compute, st->fetched[i % st->z.F]);
 }
 
 /* Compute is done with fetch i's buffer: hand it to fetch i+F. */
 static int release_fetch(zi_state *st, int i, step_result *out)
 {
-    int rc = gpt_event_record(st->consumed[i % st->z.F], st->compute);
+    int rc = gpt_event_record(st->consumed[i % st->z.F], st->io.compute);
     if (rc) return rc;
     return i + st->z.F < 2 * st->z.L ? issue_fetch(st, i + st->z.F, out) : GPT_OK;
 }
@@ -508,7 +498,7 @@ static int submit_host_adam(zi_state *st, int b, step_result *out, float scale)
         .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
         .after = st->grads_home[b],
     };
-    return cpu_adam_submit(st->host_adam, &job, &st->adam_ticket[b]);
+    return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[b]);
 }
 
 /* Send block b's grads (n floats at src on the GPU, written by compute up to `done`) home on
@@ -528,11 +518,11 @@ static int send_grads_home(zi_state *st, int b, const float *src, gpt_event *don
             return rc;
         st->stage_ticket[stage] = 0;
     }
-    if ((rc = gpt_stream_wait_event(st->d2h, done)) ||
-        (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
-        (rc = gpt_memcpy_d2h(st->d2h, dst, src, n * sizeof(float))) ||
-        (rc = span_end(&st->spans, st->d2h, span)) ||
-        (rc = gpt_event_record(st->grads_home[b], st->d2h)))
+    if ((rc = gpt_stream_wait_event(st->io.d2h, done)) ||
+        (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
+        (rc = gpt_memcpy_d2h(st->io.d2h, dst, src, n * sizeof(float))) ||
+        (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
+        (rc = gpt_event_record(st->grads_home[b], st->io.d2h)))
         return rc;
     out->bytes_d2h += (double)n * sizeof(float);
     if (st->nvme) {
@@ -551,34 +541,34 @@ static int forward(zi_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
     const zi_layout *z = &st->z;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
     /* The embed block first (the first thing compute needs), then the first F layers. */
     if ((rc = wait_adam(st, 0)) ||
-        (rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->h2d, st->embed_p, st->host_p, z->PE * sizeof(float))) ||
-        (rc = span_end(&st->spans, st->h2d, span)) ||
-        (rc = gpt_event_record(st->embed_ready, st->h2d)))
+        (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, st->embed_p, st->host_p, z->PE * sizeof(float))) ||
+        (rc = span_end(&st->io.spans, st->io.h2d, span)) ||
+        (rc = gpt_event_record(st->embed_ready, st->io.h2d)))
         return rc;
     out->bytes_h2d += (double)z->PE * sizeof(float);
     for (int i = 0; i < z->F && i < 2 * z->L; i++)
         if ((rc = issue_fetch(st, i, out))) return rc;
 
     if ((rc = gpt_stream_wait_event(c, st->embed_ready)) ||
-        (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+        (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
         return rc;
     gpt_embed_forward(c, sh, st->embed_p, st->ids, input_of(st, 0));
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int k = 0; k < z->L; k++) {
-        if ((rc = wait_fetch(st, k)) || (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+        if ((rc = wait_fetch(st, k)) || (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
         gpt_layer_forward(c, sh, buffer_of_fetch(st, k), input_of(st, k), input_of(st, k + 1),
                           &st->acts);
-        if ((rc = span_end(&st->spans, c, span)) || (rc = release_fetch(st, k, out))) return rc;
+        if ((rc = span_end(&st->io.spans, c, span)) || (rc = release_fetch(st, k, out))) return rc;
     }
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_head_forward(c, sh, st->embed_p, input_of(st, z->L), st->ids + z->N, &st->head);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
 }
 
@@ -586,12 +576,12 @@ static int backward(zi_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
     const zi_layout *z = &st->z;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), st->ids + z->N,
                       &st->head, st->dres, &st->scratch);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int i = 2 * z->L - 1 - j, seq = z->L - 1 - j, bk = seq % ZI_BUCKETS;
         float *bucket = st->buckets + (size_t)bk * z->PL;
@@ -600,22 +590,22 @@ static int backward(zi_state *st, step_result *out)
             (rc = gpt_stream_wait_event(c, st->grads_home[1 + j + ZI_BUCKETS])))
             return rc;
         if ((rc = wait_fetch(st, i)) ||
-            (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)) ||
+            (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)) ||
             (rc = gpt_stream_memset_zero(c, bucket, z->PL * sizeof(float))))
             return rc;
         gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->dres,
                            &st->acts, &st->scratch, 1);
         gpt_norm_squared(c, st->dev_norms + 1 + j, bucket, z->PL);
-        if ((rc = span_end(&st->spans, c, span)) ||
+        if ((rc = span_end(&st->io.spans, c, span)) ||
             (rc = gpt_event_record(st->bucket_full[bk], c)) ||
             (rc = release_fetch(st, i, out)) ||
             (rc = send_grads_home(st, 1 + j, bucket, st->bucket_full[bk], out)))
             return rc;
     }
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
     gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
-    if ((rc = span_end(&st->spans, c, span)) ||
+    if ((rc = span_end(&st->io.spans, c, span)) ||
         (rc = gpt_event_record(st->embed_bwd_done, c)) ||
         (rc = send_grads_home(st, 0, st->embed_g, st->embed_bwd_done, out)))
         return rc;
@@ -628,9 +618,9 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     zi_state *st = state;
     const zi_layout *z = &st->z;
     const engine_config *cfg = st->env.cfg;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc;
-    spans_reset(&st->spans);
+    spans_reset(&st->io.spans);
     out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
@@ -658,15 +648,12 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
      * buffer's owner obvious at the step boundary.  The host Adam goes on. */
-    if ((rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->h2d))) return rc;
+    if ((rc = offload_streams_sync(&st->io))) return rc;
     double t3 = wall_ms();
     out->ms_forward = t1 - t0;
     out->ms_backward = t2 - t1;
     out->ms_optimizer = t3 - t2;
-    out->has_busy = 1;
-    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
-    if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
-    out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    if ((rc = offload_streams_busy(&st->io, out))) return rc;
     if (st->nvme) { /* the pool's time above is nvme_adam's updates too; its own count is kept */
         double disk_read, disk_written; /* the schedule's counts above are per step */
         out->busy_ms[BUSY_HOST_ADAM] = nvme_adam_take_adam_ms(st->nvme);

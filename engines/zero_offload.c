@@ -72,6 +72,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/offload_streams.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
 
@@ -188,8 +189,7 @@ typedef struct zo_state {
     engine_env env;
     gpt_shape sh;
     zo_layout z;
-    gpt_stream *compute, *h2d, *d2h;
-    cpu_adam *host_adam;
+    offload_streams io; /* compute, h2d and d2h streams, host Adam pool, busy spans */
     engine_allocs mem;
 
     /* GPU */
@@ -211,7 +211,6 @@ typedef struct zo_state {
     uint64_t *ticket;
     zo_update pending;
     int h2d_ordered;         /* this step's h2d stream already waits for the previous step */
-    stream_spans spans;
     int adam_step, steps;
 } zo_state;
 
@@ -254,7 +253,7 @@ static int wait_all_adam(zo_state *st)
 {
     int rc = GPT_OK;
     for (int k = 0; st->ticket && k <= st->z.L; k++) {
-        int r = st->ticket[k] ? cpu_adam_wait(st->host_adam, st->ticket[k]) : GPT_OK;
+        int r = st->ticket[k] ? cpu_adam_wait(st->io.host_adam, st->ticket[k]) : GPT_OK;
         if (!rc) rc = r;
     }
     return rc;
@@ -271,14 +270,10 @@ static void zero_offload_free(void *state)
 {
     zo_state *st = state;
     if (!st) return;
-    if (st->host_adam) {
-        (void)wait_all_adam(st);
-        cpu_adam_destroy(st->host_adam);
-    }
-    gpt_stream *streams[] = {st->compute, st->h2d, st->d2h};
-    for (int i = 0; i < 3; i++)
-        if (streams[i]) (void)gpt_stream_sync(streams[i]);
-    spans_free(&st->spans);
+    if (st->io.host_adam) (void)wait_all_adam(st);
+    /* Waits for the host Adam pool and drains the streams: after a failed step, queued
+     * work may still use the buffers freed below. */
+    offload_streams_close(&st->io);
     destroy_events(st->params_in, st->z.L + 1);
     destroy_events(st->group_home, st->z.groups);
     destroy_events(st->bucket_full, st->z.nbuf);
@@ -288,8 +283,6 @@ static void zero_offload_free(void *state)
     gpt_event_destroy(st->bwd_done);
     free(st->ticket);
     engine_free_all(&st->mem);
-    for (int i = 0; i < 3; i++)
-        if (streams[i]) st->env.be->ops->stream_destroy(streams[i]);
     free(st);
 }
 
@@ -314,8 +307,8 @@ static int init_params(zo_state *st)
         gpt_init_layer(st->host_p + z->PE + (size_t)l * z->PL, sh, l, seed);
     memset(st->host_m, 0, z->P * sizeof(float));
     memset(st->host_v, 0, z->P * sizeof(float));
-    int rc = gpt_memcpy_h2d(st->compute, st->params, st->host_p, z->P * sizeof(float));
-    return rc ? rc : gpt_stream_sync(st->compute);
+    int rc = gpt_memcpy_h2d(st->io.compute, st->params, st->host_p, z->P * sizeof(float));
+    return rc ? rc : gpt_stream_sync(st->io.compute);
 }
 
 static int zero_offload_init(const engine_env *env, void **state)
@@ -340,11 +333,8 @@ static int zero_offload_init(const engine_env *env, void **state)
     const zo_layout *z = &st->z;
     zo_bytes b = bytes_for(z, sh);
     int rc;
-    if ((rc = env->be->ops->stream_create(env->be, &st->compute)) ||
-        (rc = env->be->ops->stream_create(env->be, &st->h2d)) ||
-        (rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
-        (rc = cpu_adam_create(&st->host_adam, env->cfg->threads)))
-        return rc;
+    /* Spans per step: compute 2L + 4, h2d L + 1, d2h groups + 1. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 4 * z->L + 16))) return rc;
 
     void *scratch = NULL, *head = NULL;
     if ((rc = alloc_in(st, (void **)&st->params, b.params, MEM_GPU, "parameters")) ||
@@ -381,8 +371,6 @@ static int zero_offload_init(const engine_env *env, void **state)
         (rc = gpt_event_create(env->be, &st->embed_home)) ||
         (rc = gpt_event_create(env->be, &st->bwd_done)))
         return rc;
-    /* Spans per step: compute 2L + 4, h2d L + 1, d2h groups + 1. */
-    if ((rc = spans_init(&st->spans, env->be, 4 * z->L + 16))) return rc;
 
     engine_plan p;
     plan_of(z, sh, &p);
@@ -392,7 +380,7 @@ static int zero_offload_init(const engine_env *env, void **state)
     engine_note(env, "zero-offload plan: GPU %s (%d bucket%s of %d layer%s, %d per backward), "
                      "host %s; host Adam: %s%s",
                 g, z->nbuf, z->nbuf > 1 ? "s" : "", z->BL, z->BL > 1 ? "s" : "", z->groups, h,
-                cpu_adam_isa(st->host_adam),
+                cpu_adam_isa(st->io.host_adam),
                 z->dpu ? "; --dpu: updates lag one step after 5 warm-up steps" : "");
     return init_params(st);
 }
@@ -417,7 +405,7 @@ static int submit_block(zo_state *st, int k, const zo_update *u, gpt_event *afte
         .grad_scale = u->scale, .after = after,
     };
     out->host_adam_params += (double)block_len(st, k);
-    return cpu_adam_submit(st->host_adam, &job, &st->ticket[k]);
+    return cpu_adam_submit(st->io.host_adam, &job, &st->ticket[k]);
 }
 
 /* Before block k's forward: bring its last host update to the GPU (waiting for that
@@ -430,23 +418,23 @@ static int bring_in(zo_state *st, int k, step_result *out)
     if (!st->h2d_ordered) {
         /* The previous backward must be done reading the GPU params, and (for the delayed
          * update's jobs, which wait on this stream's events) its grads must be home. */
-        if ((rc = gpt_stream_wait_event(st->h2d, st->bwd_done)) ||
-            (rc = gpt_stream_wait_event(st->h2d, st->embed_home)))
+        if ((rc = gpt_stream_wait_event(st->io.h2d, st->bwd_done)) ||
+            (rc = gpt_stream_wait_event(st->io.h2d, st->embed_home)))
             return rc;
         st->h2d_ordered = 1;
     }
     if (st->ticket[k]) {
         const size_t off = block_off(st, k), bytes = block_len(st, k) * sizeof(float);
-        if ((rc = cpu_adam_wait(st->host_adam, st->ticket[k]))) return rc;
+        if ((rc = cpu_adam_wait(st->io.host_adam, st->ticket[k]))) return rc;
         st->ticket[k] = 0;
-        if ((rc = span_begin(&st->spans, st->h2d, BUSY_H2D, &span)) ||
-            (rc = gpt_memcpy_h2d(st->h2d, st->params + off, st->host_p + off, bytes)) ||
-            (rc = span_end(&st->spans, st->h2d, span)))
+        if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
+            (rc = gpt_memcpy_h2d(st->io.h2d, st->params + off, st->host_p + off, bytes)) ||
+            (rc = span_end(&st->io.spans, st->io.h2d, span)))
             return rc;
         out->bytes_h2d += (double)bytes;
     }
-    if ((rc = gpt_event_record(st->params_in[k], st->h2d)) ||
-        (rc = gpt_stream_wait_event(st->compute, st->params_in[k])))
+    if ((rc = gpt_event_record(st->params_in[k], st->io.h2d)) ||
+        (rc = gpt_stream_wait_event(st->io.compute, st->params_in[k])))
         return rc;
     if (st->pending.active && (rc = submit_block(st, k, &st->pending, st->params_in[k], out)))
         return rc;
@@ -457,27 +445,27 @@ static int forward(zo_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
     const zo_layout *z = &st->z;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
     st->h2d_ordered = 0;
-    if ((rc = bring_in(st, 0, out)) || (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+    if ((rc = bring_in(st, 0, out)) || (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
         return rc;
     gpt_embed_forward(c, sh, st->params, st->ids, input_of(st, 0));
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int l = 0; l < z->L; l++) {
         if ((rc = bring_in(st, 1 + l, out)) ||
-            (rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span)))
+            (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
         gpt_layer_acts a = acts_of(st, l);
         gpt_layer_forward(c, sh, st->params + block_off(st, 1 + l), input_of(st, l),
                           input_of(st, l + 1), &a);
-        if ((rc = span_end(&st->spans, c, span))) return rc;
+        if ((rc = span_end(&st->io.spans, c, span))) return rc;
     }
     /* Every block of the delayed update is queued now. */
     st->pending.active = 0;
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_head_forward(c, sh, st->params, input_of(st, z->L), st->ids + z->N, &st->head);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
 }
 
@@ -487,14 +475,14 @@ static int bucket_home(zo_state *st, int g, int grad_copy, step_result *out)
     const int lo = group_lo(st, g), b = g % st->z.nbuf;
     const size_t bytes = (size_t)(group_hi(st, g) - lo + 1) * st->z.PL * sizeof(float);
     int rc, span;
-    if ((rc = gpt_event_record(st->bucket_full[b], st->compute)) ||
-        (rc = gpt_stream_wait_event(st->d2h, st->bucket_full[b])) ||
-        (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
-        (rc = gpt_memcpy_d2h(st->d2h, st->host_g[grad_copy] + block_off(st, 1 + lo),
+    if ((rc = gpt_event_record(st->bucket_full[b], st->io.compute)) ||
+        (rc = gpt_stream_wait_event(st->io.d2h, st->bucket_full[b])) ||
+        (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
+        (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g[grad_copy] + block_off(st, 1 + lo),
                              bucket_of(st, g), bytes)) ||
-        (rc = span_end(&st->spans, st->d2h, span)) ||
-        (rc = gpt_event_record(st->bucket_free[b], st->d2h)) ||
-        (rc = gpt_event_record(st->group_home[g], st->d2h)))
+        (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
+        (rc = gpt_event_record(st->bucket_free[b], st->io.d2h)) ||
+        (rc = gpt_event_record(st->group_home[g], st->io.d2h)))
         return rc;
     out->bytes_d2h += (double)bytes;
     return GPT_OK;
@@ -506,12 +494,12 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
 {
     const gpt_shape *sh = &st->sh;
     const zo_layout *z = &st->z;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_head_backward(c, sh, st->params, st->embed_g, input_of(st, z->L), st->ids + z->N,
                       &st->head, st->dres, &st->scratch);
-    if ((rc = span_end(&st->spans, c, span))) return rc;
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int g = group_of(st, j), lo = group_lo(st, g);
         float *bucket = bucket_of(st, g);
@@ -522,26 +510,26 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
             return rc;
         float *grads = bucket + (size_t)(j - lo) * z->PL;
         gpt_layer_acts a = acts_of(st, j);
-        if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+        if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, st->params + block_off(st, 1 + j), grads, input_of(st, j),
                            st->dres, &a, &st->scratch, z->ckpt);
         gpt_norm_squared(c, st->dev_norms + 1 + j, grads, z->PL);
-        if ((rc = span_end(&st->spans, c, span))) return rc;
+        if ((rc = span_end(&st->io.spans, c, span))) return rc;
         if (j != lo) continue;
         if ((rc = bucket_home(st, g, grad_copy, out))) return rc;
         for (int l = lo; early && l <= group_hi(st, g); l++)
             if ((rc = submit_block(st, 1 + l, early, st->group_home[g], out))) return rc;
     }
-    if ((rc = span_begin(&st->spans, c, BUSY_COMPUTE, &span))) return rc;
+    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
     gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
-    if ((rc = span_end(&st->spans, c, span)) || (rc = gpt_event_record(st->bwd_done, c)) ||
+    if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->bwd_done, c)) ||
         (rc = gpt_event_record(st->embed_ready, c)) ||
-        (rc = gpt_stream_wait_event(st->d2h, st->embed_ready)) ||
-        (rc = span_begin(&st->spans, st->d2h, BUSY_D2H, &span)) ||
-        (rc = gpt_memcpy_d2h(st->d2h, st->host_g[grad_copy], st->embed_g, z->PE * sizeof(float))) ||
-        (rc = span_end(&st->spans, st->d2h, span)) ||
-        (rc = gpt_event_record(st->embed_home, st->d2h)))
+        (rc = gpt_stream_wait_event(st->io.d2h, st->embed_ready)) ||
+        (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
+        (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g[grad_copy], st->embed_g, z->PE * sizeof(float))) ||
+        (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
+        (rc = gpt_event_record(st->embed_home, st->io.d2h)))
         return rc;
     out->bytes_d2h += (double)z->PE * sizeof(float);
     return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
@@ -553,9 +541,9 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
     zo_state *st = state;
     const zo_layout *z = &st->z;
     const gpt_optim *o = &st->env.cfg->optim;
-    gpt_stream *c = st->compute;
+    gpt_stream *c = st->io.compute;
     int rc;
-    spans_reset(&st->spans);
+    spans_reset(&st->io.spans);
     out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     out->lr = gpt_lr_at(o, iteration);
@@ -598,15 +586,12 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
     }
     if (!out->skipped || early) st->adam_step++;
     /* The last copies home finish about now; the spans need them complete. */
-    if ((rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->h2d))) return rc;
+    if ((rc = offload_streams_sync(&st->io))) return rc;
     double t3 = wall_ms();
     out->ms_forward = t1 - t0;
     out->ms_backward = t2 - t1;
     out->ms_optimizer = t3 - t2;
-    out->has_busy = 1;
-    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
-    if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
-    out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(st->host_adam);
+    if ((rc = offload_streams_busy(&st->io, out))) return rc;
     return GPT_OK;
 }
 
@@ -620,7 +605,7 @@ static int zero_offload_read_params(void *state, float *host_params)
     if ((rc = wait_all_adam(st))) return rc;
     if (st->pending.active) {
         /* No copy may still read the host params, and the grads must be home. */
-        if ((rc = gpt_stream_sync(st->h2d)) || (rc = gpt_stream_sync(st->d2h))) return rc;
+        if ((rc = gpt_stream_sync(st->io.h2d)) || (rc = gpt_stream_sync(st->io.d2h))) return rc;
         step_result ignored;
         memset(&ignored, 0, sizeof ignored);
         for (int k = 0; k <= z->L; k++)

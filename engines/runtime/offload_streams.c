@@ -1,0 +1,50 @@
+#include "offload_streams.h"
+
+#include <string.h>
+
+int offload_streams_open(offload_streams *o, gpt_backend *be, int threads, int max_spans)
+{
+    memset(o, 0, sizeof *o);
+    o->be = be;
+    int rc;
+    if ((rc = be->ops->stream_create(be, &o->compute)) ||
+        (rc = be->ops->stream_create(be, &o->h2d)) ||
+        (rc = be->ops->stream_create(be, &o->d2h)) ||
+        (rc = cpu_adam_create(&o->host_adam, threads)) ||
+        (rc = spans_init(&o->spans, be, max_spans)))
+        return rc;
+    return GPT_OK;
+}
+
+void offload_streams_close(offload_streams *o)
+{
+    if (o->host_adam) cpu_adam_destroy(o->host_adam); /* waits for its queued jobs */
+    o->host_adam = NULL;
+    gpt_stream *streams[] = {o->compute, o->h2d, o->d2h};
+    /* Queued work may still use the engine's buffers (after a failed step): drain first. */
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) (void)gpt_stream_sync(streams[i]);
+    spans_free(&o->spans);
+    for (int i = 0; i < 3; i++)
+        if (streams[i]) o->be->ops->stream_destroy(streams[i]);
+    o->compute = o->h2d = o->d2h = NULL;
+}
+
+int offload_streams_sync(offload_streams *o)
+{
+    int rc;
+    if ((rc = gpt_stream_sync(o->compute)) || (rc = gpt_stream_sync(o->d2h)) ||
+        (rc = gpt_stream_sync(o->h2d)))
+        return rc;
+    return GPT_OK;
+}
+
+int offload_streams_busy(offload_streams *o, step_result *out)
+{
+    out->has_busy = 1;
+    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
+    int rc = spans_sum(&o->spans, out->busy_ms, BUSY_KINDS);
+    if (rc) return rc;
+    out->busy_ms[BUSY_HOST_ADAM] = cpu_adam_take_busy_ms(o->host_adam);
+    return GPT_OK;
+}

@@ -1,0 +1,36 @@
+/*
+ * offload_streams.h — what every offloading engine runs on: a compute stream, a host-to-GPU
+ * and a GPU-to-host copy stream, the host Adam pool, and the busy spans of one step.
+ *
+ * One place for their lifetime and for the end-of-step report, so that the engines differ
+ * only in their schedules: open in init, offload_streams_sync + offload_streams_busy at the
+ * end of a step, offload_streams_close in free (after the engine has waited for its own
+ * tickets and closed what runs on the pool; before it frees the memory queued work uses).
+ */
+#ifndef AEBENCH_OFFLOAD_STREAMS_H
+#define AEBENCH_OFFLOAD_STREAMS_H
+
+#include "../engine.h"
+#include "cpu_adam.h"
+#include "spans.h"
+
+typedef struct offload_streams {
+    gpt_backend *be;
+    gpt_stream *compute, *h2d, *d2h;
+    cpu_adam *host_adam;
+    stream_spans spans;
+} offload_streams;
+
+/* Create the three streams, a host Adam pool of `threads` (0: all cores) and room for
+ * max_spans busy spans per step.  On failure what was made is kept for close. */
+int offload_streams_open(offload_streams *o, gpt_backend *be, int threads, int max_spans);
+/* Wait for the host Adam's queued jobs and the streams, then release them all (safe on a
+ * partially opened or zeroed set). */
+void offload_streams_close(offload_streams *o);
+/* Wait until the three streams are idle (end of a step: every span complete). */
+int offload_streams_sync(offload_streams *o);
+/* The step's busy time per stream into out (has_busy set; BUSY_DISK left at 0): the spans
+ * since spans_reset and the host Adam pool's time since the previous call. */
+int offload_streams_busy(offload_streams *o, step_result *out);
+
+#endif
