@@ -131,6 +131,10 @@ const engine_vtbl *engine_find(const char *name);
  * then its own check.  0 when fine; else one line in err (the driver exits 2, nothing is
  * written). */
 int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen);
+/* The checks every single-rank engine's init starts with: engine_refuses, one rank, and a
+ * backend of the configured type (fp32, or bf16 for --dtype bf16).  GPT_OK, or
+ * GPT_ERR_INVALID with the reason on stderr (tests call init without the driver). */
+int engine_init_check(const engine_vtbl *eng, const engine_env *env);
 int engine_count(void);
 const engine_vtbl *engine_at(int i);
 

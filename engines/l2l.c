@@ -123,10 +123,6 @@ static int l2l_check(const engine_config *cfg, char *err, size_t errlen)
                               "--no-ckpt is not supported");
         return -1;
     }
-    if (cfg->bf16) {
-        snprintf(err, errlen, "l2l does not support --dtype bf16");
-        return -1;
-    }
     return 0;
 }
 
@@ -232,20 +228,8 @@ static int init_params(l2l_state *st, float *staging)
 static int l2l_init(const engine_env *env, void **state)
 {
     *state = NULL;
-    char err[256];
-    if (l2l_check(env->cfg, err, sizeof err)) {
-        fprintf(stderr, "aebench: %s\n", err);
-        return GPT_ERR_INVALID;
-    }
-    if (env->world != 1) {
-        fprintf(stderr, "aebench: l2l runs on one rank (got %d ranks)\n", env->world);
-        return GPT_ERR_INVALID;
-    }
-    if (env->be->dtype != GPT_F32) {
-        fprintf(stderr, "aebench: l2l needs an fp32 backend (got %s)\n",
-                gpt_dtype_name(env->be->dtype));
-        return GPT_ERR_INVALID;
-    }
+    int rc = engine_init_check(&engine_l2l, env);
+    if (rc) return rc;
     l2l_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     st->env = *env;
@@ -255,7 +239,6 @@ static int l2l_init(const engine_env *env, void **state)
     *state = st;
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
-    int rc;
     /* Spans per step: fwd and bwd of every layer, embed, head and optimizer on compute; two
      * copies in and one out per layer. */
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 5 * L + 16))) return rc;

@@ -140,16 +140,8 @@ static int init_params(megatron_state *st, float *staging)
 static int megatron_init(const engine_env *env, void **state)
 {
     *state = NULL;
-    if (env->world != 1) {
-        fprintf(stderr, "aebench: megatron-lm runs on one rank (got %d ranks)\n", env->world);
-        return GPT_ERR_INVALID;
-    }
-    const gpt_dtype want = env->cfg->bf16 ? GPT_BF16 : GPT_F32;
-    if (env->be->dtype != want) {
-        fprintf(stderr, "aebench: megatron-lm: --dtype %s needs a backend of that type (got %s)\n",
-                gpt_dtype_name(want), gpt_dtype_name(env->be->dtype));
-        return GPT_ERR_INVALID;
-    }
+    int rc = engine_init_check(&engine_megatron_lm, env);
+    if (rc) return rc;
     megatron_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     st->env = *env;
@@ -159,7 +151,7 @@ static int megatron_init(const engine_env *env, void **state)
     megatron_sizes z = sizes_of(env->cfg);
     st->nparams = (size_t)gpt_param_count(&st->sh);
 
-    int rc = env->be->ops->stream_create(env->be, &st->compute);
+    rc = env->be->ops->stream_create(env->be, &st->compute);
     if (rc) return rc;
     gpt_resident *m = &st->model;
     void *scratch_mem = NULL, *head_mem = NULL, *staging = NULL;
@@ -182,8 +174,8 @@ static int megatron_init(const engine_env *env, void **state)
     m->ckpt = env->cfg->ckpt;
     m->tokens = st->ids;
     m->targets = st->ids + (size_t)st->sh.batch * st->sh.seq;
-    gpt_layer_scratch_carve_as(&m->scratch, scratch_mem, &st->sh, want);
-    gpt_head_acts_carve_as(&m->head, head_mem, &st->sh, want);
+    gpt_layer_scratch_carve_as(&m->scratch, scratch_mem, &st->sh, env->be->dtype);
+    gpt_head_acts_carve_as(&m->head, head_mem, &st->sh, env->be->dtype);
 
     rc = init_params(st, staging);
     /* The staging block is only needed here: give it back (it is the last allocation). */

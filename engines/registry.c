@@ -34,6 +34,26 @@ int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, 
     return eng->check ? eng->check(cfg, err, errlen) : 0;
 }
 
+int engine_init_check(const engine_vtbl *eng, const engine_env *env)
+{
+    char err[512];
+    if (engine_refuses(eng, env->cfg, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return GPT_ERR_INVALID;
+    }
+    if (env->world != 1) {
+        fprintf(stderr, "aebench: %s runs on one rank (got %d ranks)\n", eng->name, env->world);
+        return GPT_ERR_INVALID;
+    }
+    const gpt_dtype want = env->cfg->bf16 ? GPT_BF16 : GPT_F32;
+    if (env->be->dtype != want) {
+        fprintf(stderr, "aebench: %s: --dtype %s needs a backend of that type (got %s)\n", eng->name,
+                gpt_dtype_name(want), gpt_dtype_name(env->be->dtype));
+        return GPT_ERR_INVALID;
+    }
+    return GPT_OK;
+}
+
 static const engine_vtbl *const engines[] = {
     &engine_megatron_lm,
     &engine_l2l,

@@ -230,10 +230,6 @@ static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
                               "--no-ckpt is not supported");
         return -1;
     }
-    if (cfg->bf16) {
-        snprintf(err, errlen, "stronghold does not support --dtype bf16 yet");
-        return -1;
-    }
     return 0;
 }
 
@@ -522,15 +518,8 @@ static int open_nvme(stronghold_state *st)
 static int stronghold_init(const engine_env *env, void **state)
 {
     *state = NULL;
-    char err[256];
-    if (stronghold_check(env->cfg, err, sizeof err)) {
-        fprintf(stderr, "aebench: %s\n", err);
-        return GPT_ERR_INVALID;
-    }
-    if (env->world != 1) {
-        fprintf(stderr, "aebench: stronghold runs on one rank (got %d ranks)\n", env->world);
-        return GPT_ERR_INVALID;
-    }
+    int rc = engine_init_check(&engine_stronghold, env);
+    if (rc) return rc;
     stronghold_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     st->env = *env;
@@ -539,7 +528,6 @@ static int stronghold_init(const engine_env *env, void **state)
     *state = st;
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
-    int rc;
     /* Spans per step: fwd and bwd of every layer on compute, head and optimizer; one h2d
      * and one d2h per streamed layer and direction. */
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 6 * L + 16))) return rc;

@@ -187,10 +187,6 @@ static int zero_infinity_check(const engine_config *cfg, char *err, size_t errle
                               "and recomputes each layer; --no-ckpt is not supported");
         return -1;
     }
-    if (cfg->bf16) {
-        snprintf(err, errlen, "zero-infinity does not support --dtype bf16 yet");
-        return -1;
-    }
     return 0;
 }
 
@@ -342,15 +338,8 @@ static int init_disk(zi_state *st, const zi_bytes *b)
 static int zero_infinity_init(const engine_env *env, void **state)
 {
     *state = NULL;
-    char err[256];
-    if (zero_infinity_check(env->cfg, err, sizeof err)) {
-        fprintf(stderr, "aebench: %s\n", err);
-        return GPT_ERR_INVALID;
-    }
-    if (env->world != 1) {
-        fprintf(stderr, "aebench: zero-infinity runs on one rank (got %d ranks)\n", env->world);
-        return GPT_ERR_INVALID;
-    }
+    int rc = engine_init_check(&engine_zero_infinity, env);
+    if (rc) return rc;
     zi_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     st->env = *env;
@@ -361,7 +350,6 @@ static int zero_infinity_init(const engine_env *env, void **state)
     const gpt_shape *sh = &st->sh;
     const zi_layout *z = &st->z;
     const int L = z->L;
-    int rc;
     /* Spans per step: compute 2L + 4, h2d 2L + 1, d2h L + 1. */
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 5 * L + 16))) return rc;
 

@@ -314,14 +314,8 @@ static int init_params(zo_state *st)
 static int zero_offload_init(const engine_env *env, void **state)
 {
     *state = NULL;
-    if (env->world != 1) {
-        fprintf(stderr, "aebench: zero-offload runs on one rank (got %d ranks)\n", env->world);
-        return GPT_ERR_INVALID;
-    }
-    if (env->cfg->bf16 || env->be->dtype != GPT_F32) {
-        fprintf(stderr, "aebench: zero-offload runs in fp32 only\n");
-        return GPT_ERR_INVALID;
-    }
+    int rc = engine_init_check(&engine_zero_offload, env);
+    if (rc) return rc;
     zo_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     st->env = *env;
@@ -332,7 +326,6 @@ static int zero_offload_init(const engine_env *env, void **state)
     const gpt_shape *sh = &st->sh;
     const zo_layout *z = &st->z;
     zo_bytes b = bytes_for(z, sh);
-    int rc;
     /* Spans per step: compute 2L + 4, h2d L + 1, d2h groups + 1. */
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 4 * z->L + 16))) return rc;
 

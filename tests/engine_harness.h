@@ -133,6 +133,18 @@ static inline void run_engine(const engine_vtbl *eng, const engine_config *cfg, 
     harness_close(&h);
 }
 
+/* megatron-lm's trajectory for the model and optimizer of cfg: the options that only
+ * offloading engines have (--dpu, --offload nvme) are left out, as the driver would refuse
+ * them for the baseline. */
+static inline void run_baseline(const engine_config *cfg, trajectory *out)
+{
+    engine_config base = *cfg;
+    base.dpu = 0;
+    base.offload = OFFLOAD_CPU;
+    base.nvme_dir[0] = '\0';
+    run_engine(&engine_megatron_lm, &base, SIZE_MAX, out);
+}
+
 static inline void assert_same_trajectory(const trajectory *a, const trajectory *b, const char *what)
 {
     for (int i = 0; i < ITERS; i++) {

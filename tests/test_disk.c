@@ -562,7 +562,7 @@ static void test_stronghold_nvme_equals_baseline(void **state)
     engine_config cfg = nvme_config(L, dir);
     assert_true(engine_stronghold.options & ENGINE_OPT_OFFLOAD_NVME);
     trajectory base;
-    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    run_baseline(&cfg, &base);
     assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3);
     const int windows[] = {1, 2};
     for (int i = 0; i < 2; i++) {
@@ -596,7 +596,7 @@ static void test_stronghold_nvme_equals_baseline(void **state)
 
     cfg.optim.clip = 0;
     cfg.optim.lr = 1e-3;
-    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    run_baseline(&cfg, &base);
     cfg.window = 1;
     run_engine(&engine_stronghold, &cfg, SIZE_MAX, &t);
     assert_same_trajectory(&base, &t, "nvme unclipped -w 1");

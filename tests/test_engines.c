@@ -28,7 +28,7 @@ static void test_stronghold_equals_baseline(void **state)
     const int L = 8;
     engine_config cfg = small_config(L);
     trajectory base;
-    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    run_baseline(&cfg, &base);
     assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3);
 
     const int windows[] = {1, 2, 3, L, 0};
@@ -55,7 +55,7 @@ static void test_stronghold_unclipped_equals_baseline(void **state)
     cfg.optim.clip = 0;
     cfg.optim.lr = 1e-3;
     trajectory base;
-    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    run_baseline(&cfg, &base);
     assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3);
     const int windows[] = {1, 3};
     for (int i = 0; i < 2; i++) {
@@ -77,7 +77,7 @@ static void test_stronghold_auto_under_budget(void **state)
     const int L = 8;
     engine_config cfg = small_config(L);
     trajectory base;
-    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    run_baseline(&cfg, &base);
 
     engine_config c = cfg;
     c.window = 0;

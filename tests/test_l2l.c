@@ -29,7 +29,7 @@ static void test_l2l_equals_baseline(void **state)
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
         engine_config cfg = small_config(layers[i]);
         trajectory base, t;
-        run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+        run_baseline(&cfg, &base);
         run_engine(&engine_l2l, &cfg, SIZE_MAX, &t);
         /* The clip binds on the first step, so the clipped path is what is compared. */
         assert_true(base.norm[0] > cfg.optim.clip);
@@ -81,7 +81,7 @@ static void test_l2l_unclipped_equals_baseline(void **state)
     cfg.optim.clip = 0;
     cfg.optim.lr = 1e-3;
     trajectory base, t;
-    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    run_baseline(&cfg, &base);
     run_engine(&engine_l2l, &cfg, SIZE_MAX, &t);
     assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3);
     assert_same_trajectory(&base, &t, "l2l unclipped");

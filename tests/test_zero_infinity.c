@@ -53,7 +53,7 @@ static void assert_nvme_root_empty(void)
 static void equals_baseline(engine_config cfg, const char *mode)
 {
     trajectory base;
-    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    run_baseline(&cfg, &base);
     /* The training moved, so equality is not of two no-ops. */
     assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.1);
     trajectory t;

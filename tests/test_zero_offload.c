@@ -52,7 +52,7 @@ static void check_equals_baseline(double clip)
         cfg.optim.clip = clip;
         if (clip <= 0) cfg.optim.lr = 1e-3;
         trajectory base;
-        run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+        run_baseline(&cfg, &base);
         assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3);
         const size_t buckets[] = {0, 1, layer_floats(&cfg) + 1};
         for (int bi = 0; bi < 3; bi++) {
@@ -90,7 +90,7 @@ static void test_zo_no_ckpt_equals_baseline(void **state)
     engine_config cfg = small_config(2);
     cfg.ckpt = 0;
     trajectory base, t;
-    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    run_baseline(&cfg, &base);
     set_bucket_elems(1);
     run_engine(&engine_zero_offload, &cfg, SIZE_MAX, &t);
     set_bucket_elems(0);
@@ -216,7 +216,7 @@ static void check_dpu(int layers, double clip, size_t bucket)
     engine_config cfg = small_config(layers);
     cfg.optim.clip = clip;
     trajectory base, ref, t;
-    run_engine(&engine_megatron_lm, &cfg, SIZE_MAX, &base);
+    run_baseline(&cfg, &base);
     cfg.dpu = 1;
     set_bucket_elems(bucket);
     run_engine(&engine_zero_offload, &cfg, SIZE_MAX, &t);
