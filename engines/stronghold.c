@@ -809,8 +809,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     const engine_config *cfg = st->env.cfg;
     gpt_stream *c = st->io.compute;
     int rc;
-    spans_reset(&st->io.spans);
-    out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
+    offload_streams_begin_step(&st->io, out);
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
     double t0 = wall_ms();

@@ -536,9 +536,7 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
     const gpt_optim *o = &st->env.cfg->optim;
     gpt_stream *c = st->io.compute;
     int rc;
-    spans_reset(&st->io.spans);
-    out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
-    out->bytes_disk_read = out->bytes_disk_write = 0;
+    offload_streams_begin_step(&st->io, out);
     out->lr = gpt_lr_at(o, iteration);
     st->steps++;
     const int delayed = z->dpu && st->steps > ZO_DPU_WARMUP;

@@ -30,6 +30,13 @@ void offload_streams_close(offload_streams *o)
     o->compute = o->h2d = o->d2h = NULL;
 }
 
+void offload_streams_begin_step(offload_streams *o, step_result *out)
+{
+    spans_reset(&o->spans);
+    out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
+    out->bytes_disk_read = out->bytes_disk_write = 0;
+}
+
 int offload_streams_sync(offload_streams *o)
 {
     int rc;

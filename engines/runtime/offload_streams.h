@@ -2,10 +2,11 @@
  * offload_streams.h — what every offloading engine runs on: a compute stream, a host-to-GPU
  * and a GPU-to-host copy stream, the host Adam pool, and the busy spans of one step.
  *
- * One place for their lifetime and for the end-of-step report, so that the engines differ
- * only in their schedules: open in init, offload_streams_sync + offload_streams_busy at the
- * end of a step, offload_streams_close in free (after the engine has waited for its own
- * tickets and closed what runs on the pool; before it frees the memory queued work uses).
+ * One place for their lifetime and for the per-step report, so that the engines differ
+ * only in their schedules: open in init; offload_streams_begin_step at the start of a step,
+ * offload_streams_sync and offload_streams_busy at its end; offload_streams_close in free
+ * (after the engine has waited for its own tickets and closed what runs on the pool, before
+ * it frees the memory that queued work uses).
  */
 #ifndef AEBENCH_OFFLOAD_STREAMS_H
 #define AEBENCH_OFFLOAD_STREAMS_H
@@ -27,6 +28,8 @@ int offload_streams_open(offload_streams *o, gpt_backend *be, int threads, int m
 /* Wait for the host Adam's queued jobs and the streams, then release them all (safe on a
  * partially opened or zeroed set). */
 void offload_streams_close(offload_streams *o);
+/* Start of a step: a new span record, and out's byte counters at zero. */
+void offload_streams_begin_step(offload_streams *o, step_result *out);
 /* Wait until the three streams are idle (end of a step: every span complete). */
 int offload_streams_sync(offload_streams *o);
 /* The step's busy time per stream into out (has_busy set; BUSY_DISK left at 0): the spans
