@@ -135,6 +135,11 @@ int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, 
  * backend of the configured type (fp32, or bf16 for --dtype bf16).  GPT_OK, or
  * GPT_ERR_INVALID with the reason on stderr (tests call init without the driver). */
 int engine_init_check(const engine_vtbl *eng, const engine_env *env);
+/* After the backward: the step's mean loss (N per-token losses read back), its global grad
+ * norm (nblocks squared block norms read back) and, as Megatron, skipped when that norm is
+ * not finite (no update at all). */
+void engine_step_outcome(step_result *out, const float *host_losses, int N,
+                         const float *host_norms, int nblocks);
 int engine_count(void);
 const engine_vtbl *engine_at(int i);
 

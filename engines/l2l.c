@@ -188,9 +188,7 @@ static void l2l_free(void *state)
     gpt_event_destroy(st->params_in);
     gpt_event_destroy(st->slot_done);
     gpt_event_destroy(st->grads_zeroed);
-    if (st->grads_home)
-        for (int k = 0; k < st->z.L; k++) gpt_event_destroy(st->grads_home[k]);
-    free(st->grads_home);
+    event_array_destroy(st->grads_home, st->z.L);
     free(st->adam_ticket);
     engine_free_all(&st->mem);
     free(st);
@@ -270,15 +268,13 @@ static int l2l_init(const engine_env *env, void **state)
     gpt_layer_scratch_carve(&st->scratch, scratch, sh);
     gpt_head_acts_carve(&st->head, head, sh);
 
-    st->grads_home = calloc((size_t)L, sizeof *st->grads_home);
     st->adam_ticket = calloc((size_t)L, sizeof *st->adam_ticket);
-    if (!st->grads_home || !st->adam_ticket) return GPT_ERR_OOM;
+    if (!st->adam_ticket) return GPT_ERR_OOM;
     if ((rc = gpt_event_create(env->be, &st->params_in)) ||
         (rc = gpt_event_create(env->be, &st->slot_done)) ||
-        (rc = gpt_event_create(env->be, &st->grads_zeroed)))
+        (rc = gpt_event_create(env->be, &st->grads_zeroed)) ||
+        (rc = event_array_create(env->be, &st->grads_home, L)))
         return rc;
-    for (int k = 0; k < L; k++)
-        if ((rc = gpt_event_create(env->be, &st->grads_home[k]))) return rc;
 
     engine_plan p;
     plan_of(&st->z, sh, &p);
@@ -422,33 +418,25 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     const engine_config *cfg = st->env.cfg;
     gpt_stream *c = st->io.compute;
     int rc;
-    offload_streams_begin_step(&st->io, out);
+    if ((rc = offload_streams_begin_step(&st->io, out, st->ids, tokens, targets, z->N)))
+        return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
     double t0 = wall_ms();
-    if ((rc = gpt_memcpy_h2d(c, st->ids, tokens, z->N * sizeof(int32_t))) ||
-        (rc = gpt_memcpy_h2d(c, st->ids + z->N, targets, z->N * sizeof(int32_t))) ||
-        (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
+    if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
     if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t1 = wall_ms();
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    out->loss = gpt_mean_loss(st->host_losses, (int)z->N);
-    out->grad_norm = gpt_combine_norms(st->host_norms, z->L + 1);
-    out->skipped = !isfinite(out->grad_norm); /* as the baseline: no update at all */
+    engine_step_outcome(out, st->host_losses, (int)z->N, st->host_norms, z->L + 1);
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     /* Without clipping the layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies are done by now (the compute waited for each); syncing their streams keeps
      * every buffer's owner obvious at the step boundary.  The host Adam goes on. */
-    if ((rc = offload_streams_sync(&st->io))) return rc;
-    double t3 = wall_ms();
-    out->ms_forward = t1 - t0;
-    out->ms_backward = t2 - t1;
-    out->ms_optimizer = t3 - t2;
-    if ((rc = offload_streams_busy(&st->io, out))) return rc;
+    if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
     return GPT_OK;
 }
 

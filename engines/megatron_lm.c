@@ -213,12 +213,10 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = gpt_memcpy_d2h(s, st->host_norms, st->block_norms, (size_t)(L + 1) * sizeof(float))) ||
         (rc = gpt_stream_sync(s)))
         return rc;
-    out->loss = gpt_mean_loss(st->host_losses, N);
-    out->grad_norm = gpt_combine_norms(st->host_norms, L + 1);
+    /* Non-finite gradients would poison m and v for good: the update is skipped, as
+     * Megatron's loss scaler does, and counted in the log's "number of nan iterations". */
+    engine_step_outcome(out, st->host_losses, N, st->host_norms, L + 1);
     out->lr = gpt_lr_at(&cfg->optim, iteration);
-    /* Non-finite gradients would poison m and v for good: skip the update, as Megatron's
-     * loss scaler does, and count it in the log's "number of nan iterations". */
-    out->skipped = !isfinite(out->grad_norm);
     if (!out->skipped)
         gpt_resident_adamw(s, sh, m->params, m->grads, st->adam_m, st->adam_v, &cfg->optim,
                            (float)out->lr, ++st->adam_step,

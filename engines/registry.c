@@ -1,6 +1,7 @@
 /* The list of engines that `-m` accepts, in the order `-m all` runs them. */
 #include "engine.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,6 +53,14 @@ int engine_init_check(const engine_vtbl *eng, const engine_env *env)
         return GPT_ERR_INVALID;
     }
     return GPT_OK;
+}
+
+void engine_step_outcome(step_result *out, const float *host_losses, int N,
+                         const float *host_norms, int nblocks)
+{
+    out->loss = gpt_mean_loss(host_losses, N);
+    out->grad_norm = gpt_combine_norms(host_norms, nblocks);
+    out->skipped = !isfinite(out->grad_norm);
 }
 
 static const engine_vtbl *const engines[] = {

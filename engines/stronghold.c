@@ -809,13 +809,12 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     const engine_config *cfg = st->env.cfg;
     gpt_stream *c = st->io.compute;
     int rc;
-    offload_streams_begin_step(&st->io, out);
+    if ((rc = offload_streams_begin_step(&st->io, out, st->ids, tokens, targets, z->N)))
+        return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
     double t0 = wall_ms();
-    if ((rc = gpt_memcpy_h2d(c, st->ids, tokens, z->N * sizeof(int32_t))) ||
-        (rc = gpt_memcpy_h2d(c, st->ids + z->N, targets, z->N * sizeof(int32_t))) ||
-        (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))) ||
+    if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))) ||
         (z->R && (rc = gpt_stream_memset_zero(c, st->res_g, (size_t)z->R * z->PL * sizeof(float)))))
         return rc;
     if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
@@ -823,20 +822,13 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    out->loss = gpt_mean_loss(st->host_losses, (int)z->N);
-    out->grad_norm = gpt_combine_norms(st->host_norms, z->L + 1);
-    out->skipped = !isfinite(out->grad_norm); /* as the baseline: no update at all */
+    engine_step_outcome(out, st->host_losses, (int)z->N, st->host_norms, z->L + 1);
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     /* Without clipping the streamed layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
      * buffer's owner obvious at the step boundary.  The host Adam goes on. */
-    if ((rc = offload_streams_sync(&st->io))) return rc;
-    double t3 = wall_ms();
-    out->ms_forward = t1 - t0;
-    out->ms_backward = t2 - t1;
-    out->ms_optimizer = t3 - t2;
-    if ((rc = offload_streams_busy(&st->io, out))) return rc;
+    if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     if (st->disk) {
         (void)nvme_adam_take_adam_ms(st->nvme); /* (the pool's busy time covers it) */

@@ -260,13 +260,6 @@ static int wait_all_adam(zi_state *st)
     return first;
 }
 
-static void destroy_events(gpt_event **ev, int n)
-{
-    if (!ev) return;
-    for (int i = 0; i < n; i++) gpt_event_destroy(ev[i]);
-    free(ev);
-}
-
 static void zero_infinity_free(void *state)
 {
     zi_state *st = state;
@@ -278,27 +271,16 @@ static void zero_infinity_free(void *state)
     /* Waits for the host Adam pool and drains the streams: after a failed step, queued
      * work may still use the buffers freed below. */
     offload_streams_close(&st->io);
-    destroy_events(st->fetched, st->z.F);
-    destroy_events(st->consumed, st->z.F);
-    destroy_events(st->bucket_full, ZI_BUCKETS);
-    destroy_events(st->grads_home, st->z.L + 1);
+    event_array_destroy(st->fetched, st->z.F);
+    event_array_destroy(st->consumed, st->z.F);
+    event_array_destroy(st->bucket_full, ZI_BUCKETS);
+    event_array_destroy(st->grads_home, st->z.L + 1);
     gpt_event_destroy(st->embed_ready);
     gpt_event_destroy(st->embed_bwd_done);
     free(st->adam_ticket);
     free(st->disk_block);
     engine_free_all(&st->mem);
     free(st);
-}
-
-static int create_events(const gpt_backend *be, gpt_event ***out, int n)
-{
-    *out = calloc((size_t)n, sizeof **out);
-    if (!*out) return GPT_ERR_OOM;
-    for (int i = 0; i < n; i++) {
-        int rc = gpt_event_create(be, &(*out)[i]);
-        if (rc) return rc;
-    }
-    return GPT_OK;
 }
 
 /* ---- init ----------------------------------------------------------------------------------- */
@@ -383,10 +365,10 @@ static int zero_infinity_init(const engine_env *env, void **state)
 
     st->adam_ticket = calloc((size_t)L + 1, sizeof *st->adam_ticket);
     if (!st->adam_ticket) return GPT_ERR_OOM;
-    if ((rc = create_events(env->be, &st->fetched, z->F)) ||
-        (rc = create_events(env->be, &st->consumed, z->F)) ||
-        (rc = create_events(env->be, &st->bucket_full, ZI_BUCKETS)) ||
-        (rc = create_events(env->be, &st->grads_home, L + 1)) ||
+    if ((rc = event_array_create(env->be, &st->fetched, z->F)) ||
+        (rc = event_array_create(env->be, &st->consumed, z->F)) ||
+        (rc = event_array_create(env->be, &st->bucket_full, ZI_BUCKETS)) ||
+        (rc = event_array_create(env->be, &st->grads_home, L + 1)) ||
         (rc = gpt_event_create(env->be, &st->embed_ready)) ||
         (rc = gpt_event_create(env->be, &st->embed_bwd_done)))
         return rc;
@@ -608,22 +590,19 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     const engine_config *cfg = st->env.cfg;
     gpt_stream *c = st->io.compute;
     int rc;
-    offload_streams_begin_step(&st->io, out);
+    if ((rc = offload_streams_begin_step(&st->io, out, st->ids, tokens, targets, z->N)))
+        return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
     double t0 = wall_ms();
-    if ((rc = gpt_memcpy_h2d(c, st->ids, tokens, z->N * sizeof(int32_t))) ||
-        (rc = gpt_memcpy_h2d(c, st->ids + z->N, targets, z->N * sizeof(int32_t))) ||
-        (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
+    if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
     if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t1 = wall_ms();
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    out->loss = gpt_mean_loss(st->host_losses, (int)z->N);
-    out->grad_norm = gpt_combine_norms(st->host_norms, z->L + 1);
-    out->skipped = !isfinite(out->grad_norm); /* as the baseline: no update at all */
+    engine_step_outcome(out, st->host_losses, (int)z->N, st->host_norms, z->L + 1);
     if (!out->skipped && cfg->optim.clip > 0) {
         /* Ascending, so that the next forward, which needs the embed block first, waits least. */
         const float scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
@@ -634,12 +613,7 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
      * buffer's owner obvious at the step boundary.  The host Adam goes on. */
-    if ((rc = offload_streams_sync(&st->io))) return rc;
-    double t3 = wall_ms();
-    out->ms_forward = t1 - t0;
-    out->ms_backward = t2 - t1;
-    out->ms_optimizer = t3 - t2;
-    if ((rc = offload_streams_busy(&st->io, out))) return rc;
+    if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
     if (st->nvme) { /* the pool's time above is nvme_adam's updates too; its own count is kept */
         double disk_read, disk_written; /* the schedule's counts above are per step */
         out->busy_ms[BUSY_HOST_ADAM] = nvme_adam_take_adam_ms(st->nvme);

@@ -259,13 +259,6 @@ static int wait_all_adam(zo_state *st)
     return rc;
 }
 
-static void destroy_events(gpt_event **ev, int n)
-{
-    if (!ev) return;
-    for (int i = 0; i < n; i++) gpt_event_destroy(ev[i]);
-    free(ev);
-}
-
 static void zero_offload_free(void *state)
 {
     zo_state *st = state;
@@ -274,26 +267,16 @@ static void zero_offload_free(void *state)
     /* Waits for the host Adam pool and drains the streams: after a failed step, queued
      * work may still use the buffers freed below. */
     offload_streams_close(&st->io);
-    destroy_events(st->params_in, st->z.L + 1);
-    destroy_events(st->group_home, st->z.groups);
-    destroy_events(st->bucket_full, st->z.nbuf);
-    destroy_events(st->bucket_free, st->z.nbuf);
+    event_array_destroy(st->params_in, st->z.L + 1);
+    event_array_destroy(st->group_home, st->z.groups);
+    event_array_destroy(st->bucket_full, st->z.nbuf);
+    event_array_destroy(st->bucket_free, st->z.nbuf);
     gpt_event_destroy(st->embed_ready);
     gpt_event_destroy(st->embed_home);
     gpt_event_destroy(st->bwd_done);
     free(st->ticket);
     engine_free_all(&st->mem);
     free(st);
-}
-
-static int create_events(const gpt_backend *be, gpt_event ***ev, int n)
-{
-    *ev = calloc((size_t)n, sizeof **ev);
-    if (!*ev) return GPT_ERR_OOM;
-    int rc;
-    for (int i = 0; i < n; i++)
-        if ((rc = gpt_event_create(be, &(*ev)[i]))) return rc;
-    return GPT_OK;
 }
 
 /* Parameters initialised on the host (the master copy), then copied to the GPU. */
@@ -356,10 +339,10 @@ static int zero_offload_init(const engine_env *env, void **state)
 
     st->ticket = calloc((size_t)z->L + 1, sizeof *st->ticket);
     if (!st->ticket) return GPT_ERR_OOM;
-    if ((rc = create_events(env->be, &st->params_in, z->L + 1)) ||
-        (rc = create_events(env->be, &st->group_home, z->groups)) ||
-        (rc = create_events(env->be, &st->bucket_full, z->nbuf)) ||
-        (rc = create_events(env->be, &st->bucket_free, z->nbuf)) ||
+    if ((rc = event_array_create(env->be, &st->params_in, z->L + 1)) ||
+        (rc = event_array_create(env->be, &st->group_home, z->groups)) ||
+        (rc = event_array_create(env->be, &st->bucket_full, z->nbuf)) ||
+        (rc = event_array_create(env->be, &st->bucket_free, z->nbuf)) ||
         (rc = gpt_event_create(env->be, &st->embed_ready)) ||
         (rc = gpt_event_create(env->be, &st->embed_home)) ||
         (rc = gpt_event_create(env->be, &st->bwd_done)))
@@ -536,7 +519,8 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
     const gpt_optim *o = &st->env.cfg->optim;
     gpt_stream *c = st->io.compute;
     int rc;
-    offload_streams_begin_step(&st->io, out);
+    if ((rc = offload_streams_begin_step(&st->io, out, st->ids, tokens, targets, z->N)))
+        return rc;
     out->lr = gpt_lr_at(o, iteration);
     st->steps++;
     const int delayed = z->dpu && st->steps > ZO_DPU_WARMUP;
@@ -548,9 +532,7 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
 
     double t0 = wall_ms();
     /* The embed grads are zeroed once their previous copy home is done. */
-    if ((rc = gpt_memcpy_h2d(c, st->ids, tokens, z->N * sizeof(int32_t))) ||
-        (rc = gpt_memcpy_h2d(c, st->ids + z->N, targets, z->N * sizeof(int32_t))) ||
-        (rc = gpt_stream_wait_event(c, st->embed_home)) ||
+    if ((rc = gpt_stream_wait_event(c, st->embed_home)) ||
         (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
     if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
@@ -559,9 +541,7 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
         return rc;
     double t2 = wall_ms();
 
-    out->loss = gpt_mean_loss(st->host_losses, (int)z->N);
-    out->grad_norm = gpt_combine_norms(st->host_norms, z->L + 1);
-    out->skipped = !isfinite(out->grad_norm); /* as the baseline: no update at all */
+    engine_step_outcome(out, st->host_losses, (int)z->N, st->host_norms, z->L + 1);
     if (!out->skipped) {
         u.scale = gpt_clip_scale(o, out->grad_norm);
         if (delayed) {
@@ -577,12 +557,7 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
     }
     if (!out->skipped || early) st->adam_step++;
     /* The last copies home finish about now; the spans need them complete. */
-    if ((rc = offload_streams_sync(&st->io))) return rc;
-    double t3 = wall_ms();
-    out->ms_forward = t1 - t0;
-    out->ms_backward = t2 - t1;
-    out->ms_optimizer = t3 - t2;
-    if ((rc = offload_streams_busy(&st->io, out))) return rc;
+    if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
     return GPT_OK;
 }
 

@@ -1,5 +1,8 @@
 #include "offload_streams.h"
 
+#include "timer.h"
+
+#include <stdlib.h>
 #include <string.h>
 
 int offload_streams_open(offload_streams *o, gpt_backend *be, int threads, int max_spans)
@@ -30,11 +33,47 @@ void offload_streams_close(offload_streams *o)
     o->compute = o->h2d = o->d2h = NULL;
 }
 
-void offload_streams_begin_step(offload_streams *o, step_result *out)
+int offload_streams_begin_step(offload_streams *o, step_result *out, int32_t *ids,
+                               const int32_t *tokens, const int32_t *targets, size_t N)
 {
     spans_reset(&o->spans);
     out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
     out->bytes_disk_read = out->bytes_disk_write = 0;
+    int rc;
+    if ((rc = gpt_memcpy_h2d(o->compute, ids, tokens, N * sizeof(int32_t))) ||
+        (rc = gpt_memcpy_h2d(o->compute, ids + N, targets, N * sizeof(int32_t))))
+        return rc;
+    return GPT_OK;
+}
+
+int offload_streams_end_step(offload_streams *o, step_result *out, double t0, double t1,
+                             double t2)
+{
+    int rc = offload_streams_sync(o);
+    if (rc) return rc;
+    const double t3 = wall_ms();
+    out->ms_forward = t1 - t0;
+    out->ms_backward = t2 - t1;
+    out->ms_optimizer = t3 - t2;
+    return offload_streams_busy(o, out);
+}
+
+int event_array_create(const gpt_backend *be, gpt_event ***out, int n)
+{
+    *out = calloc((size_t)(n > 0 ? n : 1), sizeof **out);
+    if (!*out) return GPT_ERR_OOM;
+    for (int i = 0; i < n; i++) {
+        int rc = gpt_event_create(be, &(*out)[i]);
+        if (rc) return rc;
+    }
+    return GPT_OK;
+}
+
+void event_array_destroy(gpt_event **ev, int n)
+{
+    if (!ev) return;
+    for (int i = 0; i < n; i++) gpt_event_destroy(ev[i]);
+    free(ev);
 }
 
 int offload_streams_sync(offload_streams *o)

@@ -28,8 +28,18 @@ int offload_streams_open(offload_streams *o, gpt_backend *be, int threads, int m
 /* Wait for the host Adam's queued jobs and the streams, then release them all (safe on a
  * partially opened or zeroed set). */
 void offload_streams_close(offload_streams *o);
-/* Start of a step: a new span record, and out's byte counters at zero. */
-void offload_streams_begin_step(offload_streams *o, step_result *out);
+/* Start of a step: a new span record, out's byte counters at zero, and the batch's token and
+ * target ids (N each, host) copied into ids (2N, GPU: tokens then targets) on compute. */
+int offload_streams_begin_step(offload_streams *o, step_result *out, int32_t *ids,
+                               const int32_t *tokens, const int32_t *targets, size_t N);
+/* End of a step whose forward ended at t1 and backward at t2 (wall_ms, from t0): wait for
+ * the streams, fill out's phase times and busy times (offload_streams_sync, _busy). */
+int offload_streams_end_step(offload_streams *o, step_result *out, double t0, double t1,
+                             double t2);
+
+/* n events (an array the caller frees with event_array_destroy, also when this fails). */
+int event_array_create(const gpt_backend *be, gpt_event ***out, int n);
+void event_array_destroy(gpt_event **ev, int n);
 /* Wait until the three streams are idle (end of a step: every span complete). */
 int offload_streams_sync(offload_streams *o);
 /* The step's busy time per stream into out (has_busy set; BUSY_DISK left at 0): the spans
