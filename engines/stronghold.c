@@ -831,7 +831,6 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     if (st->disk) {
-        (void)nvme_adam_take_adam_ms(st->nvme); /* (the pool's busy time covers it) */
         disk_tier_take_stats(st->disk, &out->busy_ms[BUSY_DISK], &out->bytes_disk_read,
                              &out->bytes_disk_write);
     }

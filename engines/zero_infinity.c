@@ -614,9 +614,8 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     /* The copies of this step are done by now or nearly; waiting for them keeps every
      * buffer's owner obvious at the step boundary.  The host Adam goes on. */
     if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
-    if (st->nvme) { /* the pool's time above is nvme_adam's updates too; its own count is kept */
+    if (st->nvme) { /* (the pool's busy time above includes nvme_adam's updates) */
         double disk_read, disk_written; /* the schedule's counts above are per step */
-        out->busy_ms[BUSY_HOST_ADAM] = nvme_adam_take_adam_ms(st->nvme);
         disk_tier_take_stats(st->tier, &out->busy_ms[BUSY_DISK], &disk_read, &disk_written);
     }
     return GPT_OK;

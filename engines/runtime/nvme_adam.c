@@ -20,7 +20,6 @@
  */
 #include "nvme_adam.h"
 
-#include "timer.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -70,7 +69,6 @@ struct nvme_adam {
     uint64_t tier_hi;        /* the highest disk ticket among those requests */
     uint64_t error_item;     /* the first failed item (0: none) and its status */
     int error_status;
-    double adam_ms;
 
     /* the thread's own cursors */
     uint64_t issue_next, jobs_issued, jobs_done;
@@ -195,12 +193,7 @@ static void run_job(nvme_adam *na, uint64_t item, na_item *it)
             .n_decay = j->n_decay, .optim = j->optim, .lr = j->lr, .t = j->t,
             .grad_scale = j->grad_scale, .after = NULL,
         };
-        const double t0 = wall_ms();
-        rc = cpu_adam_run(na->pool, &aj);
-        const double ms = wall_ms() - t0;
-        lock(na);
-        na->adam_ms += ms;
-        unlock(na);
+        rc = cpu_adam_run(na->pool, &aj); /* (the pool counts its busy time) */
     }
     const size_t bytes = disk_tier_round(it->block.n * sizeof(float));
     uint64_t ticket = 0;
@@ -383,11 +376,3 @@ int nvme_adam_wait(nvme_adam *na, uint64_t ticket)
     return hi ? disk_tier_wait(na->disk, hi) : GPT_OK;
 }
 
-double nvme_adam_take_adam_ms(nvme_adam *na)
-{
-    lock(na);
-    const double ms = na->adam_ms;
-    na->adam_ms = 0;
-    unlock(na);
-    return ms;
-}

@@ -64,7 +64,5 @@ int nvme_adam_submit(nvme_adam *na, const nvme_adam_job *job, uint64_t *ticket);
 /* Block until that job (and every job before it) is done, its m and v written back.
  * GPT_OK or the first error among them (GPT_ERR_IO for a failed read or write). */
 int nvme_adam_wait(nvme_adam *na, uint64_t ticket);
-/* Since the previous call: ms the host Adam ran (for BUSY_HOST_ADAM). */
-double nvme_adam_take_adam_ms(nvme_adam *na);
 
 #endif
