@@ -46,6 +46,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/layer_work.h"
 #include "runtime/offload_streams.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
@@ -75,8 +76,8 @@ static l2l_layout layout_for(const gpt_shape *sh)
 
 /* Bytes of every allocation; plan and init share them. */
 typedef struct l2l_bytes {
-    size_t embed, slot, inputs, acts, scratch, head, dres, ids, norms;
-    size_t host_layers, host_losses, host_norms, staging;
+    size_t embed, slot, inputs, host_layers, staging;
+    uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
 } l2l_bytes;
 
 static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
@@ -86,15 +87,9 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
     b.embed = z->PE * f;                          /* each of params, grads, m, v */
     b.slot = z->PL * f;                           /* each of params, grads */
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.acts = gpt_layer_acts_floats(sh) * f;
-    b.scratch = gpt_layer_scratch_floats(sh) * f;
-    b.head = gpt_head_acts_floats(sh) * f;
-    b.dres = z->NC * f;
-    b.ids = 2 * z->N * sizeof(int32_t);
-    b.norms = (size_t)(z->L + 1) * f;
     b.host_layers = (size_t)z->L * z->PL * f;     /* each of params, grads, m, v */
-    b.host_losses = z->N * f;
-    b.host_norms = b.norms;
+    b.work_gpu = layer_work_gpu_bytes(sh, 1);
+    b.work_host = layer_work_host_bytes(sh);
     b.staging = z->PE * f;
     return b;
 }
@@ -104,9 +99,8 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
 static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     l2l_bytes b = bytes_for(z, sh);
-    out->gpu_bytes = 4 * (uint64_t)b.embed + 2 * (uint64_t)b.slot + b.inputs + b.acts +
-                     b.scratch + b.head + b.dres + b.ids + b.norms;
-    out->host_bytes = 4 * (uint64_t)b.host_layers + b.host_losses + b.host_norms + b.staging;
+    out->gpu_bytes = 4 * (uint64_t)b.embed + 2 * (uint64_t)b.slot + b.inputs + b.work_gpu;
+    out->host_bytes = 4 * (uint64_t)b.host_layers + b.work_host + b.staging;
     out->disk_bytes = 0;
 }
 
@@ -139,14 +133,10 @@ typedef struct l2l_state {
     float *embed_p, *embed_g, *embed_m, *embed_v;
     float *slot_p, *slot_g;    /* the one layer slot */
     float *inputs;             /* (L+1, N, C): x[k] is layer k's input */
-    gpt_layer_acts acts;
-    gpt_layer_scratch scratch;
-    gpt_head_acts head;
-    float *dres, *dev_norms;
-    int32_t *ids;              /* (2, N): tokens then targets */
+    layer_work work;           /* one layer's activations, scratch, head, ids, norms (+ pinned
+                                  read-backs) */
     /* host */
     float *host_p, *host_g, *host_m, *host_v; /* L layer blocks each */
-    float *host_losses, *host_norms;
 
     /* The slot's hand-offs; each is re-recorded for every layer, after the waits on its
      * previous recording have been issued. */
@@ -242,7 +232,7 @@ static int l2l_init(const engine_env *env, void **state)
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 5 * L + 16))) return rc;
 
     l2l_bytes b = bytes_for(&st->z, sh);
-    void *acts = NULL, *scratch = NULL, *head = NULL, *staging = NULL;
+    void *staging = NULL;
     if ((rc = alloc_in(st, (void **)&st->embed_p, b.embed, MEM_GPU, "embedding parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->embed_m, b.embed, MEM_GPU, "embedding Adam m")) ||
@@ -250,23 +240,13 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->slot_p, b.slot, MEM_GPU, "layer slot parameters")) ||
         (rc = alloc_in(st, (void **)&st->slot_g, b.slot, MEM_GPU, "layer slot gradients")) ||
         (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = alloc_in(st, &acts, b.acts, MEM_GPU, "layer activations")) ||
-        (rc = alloc_in(st, &scratch, b.scratch, MEM_GPU, "backward scratch")) ||
-        (rc = alloc_in(st, &head, b.head, MEM_GPU, "logits and head activations")) ||
-        (rc = alloc_in(st, (void **)&st->dres, b.dres, MEM_GPU, "residual gradient")) ||
-        (rc = alloc_in(st, (void **)&st->ids, b.ids, MEM_GPU, "token ids")) ||
-        (rc = alloc_in(st, (void **)&st->dev_norms, b.norms, MEM_GPU, "block norms")) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, MEM_PINNED, "layer parameters")) ||
         (rc = alloc_in(st, (void **)&st->host_g, b.host_layers, MEM_PINNED, "layer gradients")) ||
         (rc = alloc_in(st, (void **)&st->host_m, b.host_layers, MEM_HOST, "layer Adam m")) ||
         (rc = alloc_in(st, (void **)&st->host_v, b.host_layers, MEM_HOST, "layer Adam v")) ||
-        (rc = alloc_in(st, (void **)&st->host_losses, b.host_losses, MEM_PINNED, "losses read-back")) ||
-        (rc = alloc_in(st, (void **)&st->host_norms, b.host_norms, MEM_PINNED, "norms read-back")) ||
         (rc = alloc_in(st, &staging, b.staging, MEM_HOST, "embedding staging")))
         return rc;
-    gpt_layer_acts_carve(&st->acts, acts, sh);
-    gpt_layer_scratch_carve(&st->scratch, scratch, sh);
-    gpt_head_acts_carve(&st->head, head, sh);
 
     st->adam_ticket = calloc((size_t)L, sizeof *st->adam_ticket);
     if (!st->adam_ticket) return GPT_ERR_OOM;
@@ -330,13 +310,13 @@ static int forward(l2l_state *st, step_result *out)
     gpt_stream *c = st->io.compute;
     int rc, span;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_forward(c, sh, st->embed_p, st->ids, input_of(st, 0));
+    gpt_embed_forward(c, sh, st->embed_p, st->work.ids, input_of(st, 0));
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int k = 0; k < z->L; k++) {
         if ((rc = copy_in(st, k, out)) || (rc = gpt_stream_wait_event(c, st->params_in)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
-        gpt_layer_forward(c, sh, st->slot_p, input_of(st, k), input_of(st, k + 1), &st->acts);
+        gpt_layer_forward(c, sh, st->slot_p, input_of(st, k), input_of(st, k + 1), &st->work.acts);
         if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)))
             return rc;
     }
@@ -344,9 +324,9 @@ static int forward(l2l_state *st, step_result *out)
     if ((rc = copy_in(st, z->L - 1, out)) ||
         (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
         return rc;
-    gpt_head_forward(c, sh, st->embed_p, input_of(st, z->L), st->ids + z->N, &st->head);
+    gpt_head_forward(c, sh, st->embed_p, input_of(st, z->L), st->work.ids + z->N, &st->work.head);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
+    return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
 }
 
 static int backward(l2l_state *st, step_result *out)
@@ -356,8 +336,8 @@ static int backward(l2l_state *st, step_result *out)
     gpt_stream *c = st->io.compute;
     int rc, span;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), st->ids + z->N,
-                      &st->head, st->dres, &st->scratch);
+    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), st->work.ids + z->N,
+                      &st->work.head, st->work.dres, &st->work.scratch);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         /* The slot's grads accumulate: zero them behind the previous layer's copy out. */
@@ -369,9 +349,9 @@ static int backward(l2l_state *st, step_result *out)
             (rc = gpt_stream_wait_event(c, st->grads_zeroed)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
-        gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->dres, &st->acts,
-                           &st->scratch, 1);
-        gpt_norm_squared(c, st->dev_norms + 1 + j, st->slot_g, z->PL);
+        gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->work.dres, &st->work.acts,
+                           &st->work.scratch, 1);
+        gpt_norm_squared(c, st->work.dev_norms + 1 + j, st->slot_g, z->PL);
         if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)) ||
             (rc = gpt_stream_wait_event(st->io.d2h, st->slot_done)) ||
             (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
@@ -384,10 +364,10 @@ static int backward(l2l_state *st, step_result *out)
         if (st->env.cfg->optim.clip <= 0 && (rc = submit_host_adam(st, j, out, 1.0f))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
-    gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
+    gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
+    gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
+    return gpt_memcpy_d2h(c, st->work.host_norms, st->work.dev_norms, (size_t)(z->L + 1) * sizeof(float));
 }
 
 static int optimizer(l2l_state *st, step_result *out)
@@ -418,7 +398,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     const engine_config *cfg = st->env.cfg;
     gpt_stream *c = st->io.compute;
     int rc;
-    if ((rc = offload_streams_begin_step(&st->io, out, st->ids, tokens, targets, z->N)))
+    if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
@@ -430,7 +410,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    engine_step_outcome(out, st->host_losses, (int)z->N, st->host_norms, z->L + 1);
+    engine_step_outcome(out, st->work.host_losses, (int)z->N, st->work.host_norms, z->L + 1);
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     /* Without clipping the layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;

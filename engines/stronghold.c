@@ -58,6 +58,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/layer_work.h"
 #include "runtime/offload_streams.h"
 #include "runtime/disk_tier.h"
 #include "runtime/nvme_adam.h"
@@ -101,8 +102,8 @@ static sh_layout layout_for(const gpt_shape *sh, int R, int S)
 /* Bytes of every allocation; plan, init and the -w auto choice share them. */
 typedef struct sh_bytes {
     size_t embed, resident, slots, res_inputs, slot_inputs, x_out;
-    size_t acts, scratch, head, dres, ids, norms;
-    size_t host_params, host_grads, host_mv, host_ckpt, host_losses, host_norms, staging;
+    uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
+    size_t host_params, host_grads, host_mv, host_ckpt, staging;
     size_t nvme_staging, disk_mv; /* --offload nvme: host staging; disk m, v of all streamed */
 } sh_bytes;
 
@@ -116,12 +117,8 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     b.res_inputs = (size_t)z->R * z->NC * f;
     b.slot_inputs = (size_t)z->S * z->NC * f;
     b.x_out = z->NC * f;
-    b.acts = gpt_layer_acts_floats(sh) * f;
-    b.scratch = gpt_layer_scratch_floats(sh) * f;
-    b.head = gpt_head_acts_floats(sh) * f;
-    b.dres = z->NC * f;
-    b.ids = 2 * z->N * sizeof(int32_t);
-    b.norms = (size_t)(z->L + 1) * f;
+    b.work_gpu = layer_work_gpu_bytes(sh, 1);
+    b.work_host = layer_work_host_bytes(sh);
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->PL * f;
     b.nvme_staging = b.disk_mv = 0;
     if (z->nvme && z->Ls) {
@@ -130,8 +127,6 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
         b.disk_mv = (size_t)z->Ls * nvme_adam_block_disk_bytes(z->PL, 0);
     }
     b.host_ckpt = (size_t)z->n_ckpt * z->NC * f;
-    b.host_losses = z->N * f;
-    b.host_norms = b.norms;
     /* The staging block also serves -w auto's probe copies of one input. */
     size_t st = z->PE > z->PL ? z->PE : z->PL;
     b.staging = (st > z->NC ? st : z->NC) * f;
@@ -141,8 +136,7 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
 /* Everything but the resident layers and the slots. */
 static uint64_t gpu_common(const sh_bytes *b)
 {
-    return 4 * (uint64_t)b->embed + b->x_out + b->acts + b->scratch + b->head + b->dres +
-           b->ids + b->norms;
+    return 4 * (uint64_t)b->embed + b->x_out + b->work_gpu;
 }
 static uint64_t gpu_per_resident(const sh_layout *z)
 {
@@ -159,7 +153,7 @@ static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
     out->gpu_bytes = gpu_common(&b) + (uint64_t)z->R * gpu_per_resident(z) +
                      (uint64_t)z->S * gpu_per_slot(z);
     out->host_bytes = 2 * (uint64_t)b.host_params + 2 * (uint64_t)b.host_mv + b.host_ckpt +
-                      b.host_losses + b.host_norms + b.staging + b.nvme_staging;
+                      b.work_host + b.staging + b.nvme_staging;
     out->disk_bytes = b.disk_mv;
 }
 
@@ -257,15 +251,12 @@ typedef struct stronghold_state {
     float *res_p, *res_g, *res_m, *res_v; /* R layer blocks each */
     float *slot_p, *slot_g;               /* S layer blocks each */
     float *res_x, *slot_x, *x_out;        /* inputs: R, S, 1 of (N, C) */
-    gpt_layer_acts acts;
-    gpt_layer_scratch scratch;
-    gpt_head_acts head;
-    float *dres, *dev_norms;
-    int32_t *ids;
+    layer_work work;                      /* one layer's activations, scratch, head, ids,
+                                             norms (+ pinned read-backs) */
     /* host */
     float *host_p, *host_g, *host_m, *host_v; /* Ls layer blocks each (m, v: not with nvme) */
     float *host_ckpt;                         /* n_ckpt (N, C) inputs */
-    float *host_losses, *host_norms, *staging;
+    float *staging;
 
     slot_events *slot_ev;     /* S */
     gpt_event **grads_home;   /* L: layer k's grads are on the host */
@@ -408,11 +399,11 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
             (rc = timed(st->io.h2d, e0, e1, &ms_x)))
             break;
         if ((rc = gpt_stream_memset_zero(st->io.compute, pg, z.PL * sizeof(float))) ||
-            (rc = gpt_stream_memset_zero(st->io.compute, st->dres, z.NC * sizeof(float))) ||
+            (rc = gpt_stream_memset_zero(st->io.compute, st->work.dres, z.NC * sizeof(float))) ||
             (rc = gpt_event_record(e0, st->io.compute)))
             break;
-        gpt_layer_forward(st->io.compute, sh, pp, px, st->x_out, &st->acts);
-        gpt_layer_backward(st->io.compute, sh, pp, pg, px, st->dres, &st->acts, &st->scratch, 1);
+        gpt_layer_forward(st->io.compute, sh, pp, px, st->x_out, &st->work.acts);
+        gpt_layer_backward(st->io.compute, sh, pp, pg, px, st->work.dres, &st->work.acts, &st->work.scratch, 1);
         if ((rc = timed(st->io.compute, e0, e1, &ms_layer))) break;
         if ((rc = gpt_event_record(e0, st->io.d2h)) ||
             (rc = gpt_memcpy_d2h(st->io.d2h, st->staging, pg, z.PL * sizeof(float))) ||
@@ -535,25 +526,14 @@ static int stronghold_init(const engine_env *env, void **state)
     /* What every placement needs, then the window, then the rest. */
     sh_layout z0 = layout_for(sh, 0, 0);
     sh_bytes b0 = bytes_for(&z0, sh);
-    void *acts = NULL, *scratch = NULL, *head = NULL;
     if ((rc = alloc_in(st, (void **)&st->embed_p, b0.embed, MEM_GPU, "embedding parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b0.embed, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, MEM_GPU, "embedding Adam m")) ||
         (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, MEM_GPU, "embedding Adam v")) ||
         (rc = alloc_in(st, (void **)&st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
-        (rc = alloc_in(st, &acts, b0.acts, MEM_GPU, "layer activations")) ||
-        (rc = alloc_in(st, &scratch, b0.scratch, MEM_GPU, "backward scratch")) ||
-        (rc = alloc_in(st, &head, b0.head, MEM_GPU, "logits and head activations")) ||
-        (rc = alloc_in(st, (void **)&st->dres, b0.dres, MEM_GPU, "residual gradient")) ||
-        (rc = alloc_in(st, (void **)&st->ids, b0.ids, MEM_GPU, "token ids")) ||
-        (rc = alloc_in(st, (void **)&st->dev_norms, b0.norms, MEM_GPU, "block norms")) ||
-        (rc = alloc_in(st, (void **)&st->host_losses, b0.host_losses, MEM_PINNED, "losses read-back")) ||
-        (rc = alloc_in(st, (void **)&st->host_norms, b0.host_norms, MEM_PINNED, "norms read-back")) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1)) ||
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;
-    gpt_layer_acts_carve(&st->acts, acts, sh);
-    gpt_layer_scratch_carve(&st->scratch, scratch, sh);
-    gpt_head_acts_carve(&st->head, head, sh);
 
     int R, S;
     if (env->cfg->window > 0) {
@@ -692,7 +672,7 @@ static int forward(stronghold_state *st, step_result *out)
         if ((rc = prefetch_forward(st, k, out))) return rc;
 
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_forward(c, sh, st->embed_p, st->ids, input_of(st, 0));
+    gpt_embed_forward(c, sh, st->embed_p, st->work.ids, input_of(st, 0));
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int k = 0; k < z->L; k++) {
         slot_events *ev = k >= z->R ? &st->slot_ev[slot_of(st, k)] : NULL;
@@ -704,7 +684,7 @@ static int forward(stronghold_state *st, step_result *out)
             (rc = gpt_stream_wait_event(c, st->slot_ev[slot_of(st, next)].x_off)))
             return rc;
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-        gpt_layer_forward(c, sh, params_of(st, k), input_of(st, k), input_of(st, next), &st->acts);
+        gpt_layer_forward(c, sh, params_of(st, k), input_of(st, k), input_of(st, next), &st->work.acts);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         if (!ev) continue;
         if ((rc = gpt_event_record(ev->fwd_done, c))) return rc;
@@ -721,9 +701,9 @@ static int forward(stronghold_state *st, step_result *out)
         if (k + z->S < z->L && (rc = prefetch_forward(st, k + z->S, out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_forward(c, sh, st->embed_p, st->x_out, st->ids + z->N, &st->head);
+    gpt_head_forward(c, sh, st->embed_p, st->x_out, st->work.ids + z->N, &st->work.head);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
+    return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
 }
 
 static int backward(stronghold_state *st, step_result *out)
@@ -733,8 +713,8 @@ static int backward(stronghold_state *st, step_result *out)
     gpt_stream *c = st->io.compute;
     int rc, span;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->embed_p, st->embed_g, st->x_out, st->ids + z->N, &st->head,
-                      st->dres, &st->scratch);
+    gpt_head_backward(c, sh, st->embed_p, st->embed_g, st->x_out, st->work.ids + z->N, &st->work.head,
+                      st->work.dres, &st->work.scratch);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int streamed = j >= z->R;
@@ -748,9 +728,9 @@ static int backward(stronghold_state *st, step_result *out)
             }
         }
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-        gpt_layer_backward(c, sh, params_of(st, j), grads_of(st, j), input_of(st, j), st->dres,
-                           &st->acts, &st->scratch, 1);
-        if (streamed) gpt_norm_squared(c, st->dev_norms + 1 + j, grads_of(st, j), z->PL);
+        gpt_layer_backward(c, sh, params_of(st, j), grads_of(st, j), input_of(st, j), st->work.dres,
+                           &st->work.acts, &st->work.scratch, 1);
+        if (streamed) gpt_norm_squared(c, st->work.dev_norms + 1 + j, grads_of(st, j), z->PL);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         if (!streamed) continue;
         if ((rc = gpt_event_record(ev->bwd_done, c)) ||
@@ -766,12 +746,12 @@ static int backward(stronghold_state *st, step_result *out)
         if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
+    gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
     /* The blocks that stay on the GPU; the streamed ones were done after their backward. */
-    gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
-    for (int k = 0; k < z->R; k++) gpt_norm_squared(c, st->dev_norms + 1 + k, grads_of(st, k), z->PL);
+    gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
+    for (int k = 0; k < z->R; k++) gpt_norm_squared(c, st->work.dev_norms + 1 + k, grads_of(st, k), z->PL);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
+    return gpt_memcpy_d2h(c, st->work.host_norms, st->work.dev_norms, (size_t)(z->L + 1) * sizeof(float));
 }
 
 static int optimizer(stronghold_state *st, step_result *out)
@@ -809,7 +789,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     const engine_config *cfg = st->env.cfg;
     gpt_stream *c = st->io.compute;
     int rc;
-    if ((rc = offload_streams_begin_step(&st->io, out, st->ids, tokens, targets, z->N)))
+    if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
@@ -822,7 +802,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    engine_step_outcome(out, st->host_losses, (int)z->N, st->host_norms, z->L + 1);
+    engine_step_outcome(out, st->work.host_losses, (int)z->N, st->work.host_norms, z->L + 1);
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     /* Without clipping the streamed layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;

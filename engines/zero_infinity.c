@@ -71,6 +71,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/layer_work.h"
 #include "runtime/offload_streams.h"
 #include "runtime/nvme_adam.h"
 #include "runtime/spans.h"
@@ -124,8 +125,9 @@ static zi_layout layout_for(const engine_config *cfg)
 
 /* Bytes of every allocation; plan and init share them. */
 typedef struct zi_bytes {
-    size_t embed, fetch, buckets, inputs, acts, scratch, head, dres, ids, norms;
-    size_t host_params, host_grads, host_mv, host_losses, host_norms;
+    size_t embed, fetch, buckets, inputs;
+    size_t host_params, host_grads, host_mv;
+    uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
     /* --offload nvme */
     size_t grad_stage;    /* one staging block, rounded for O_DIRECT */
     size_t grad_stages;   /* ZI_GRAD_STAGES of them */
@@ -141,17 +143,11 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     b.fetch = (size_t)z->F * z->PL * f;
     b.buckets = (size_t)ZI_BUCKETS * z->PL * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.acts = gpt_layer_acts_floats(sh) * f;
-    b.scratch = gpt_layer_scratch_floats(sh) * f;
-    b.head = gpt_head_acts_floats(sh) * f;
-    b.dres = z->NC * f;
-    b.ids = 2 * z->N * sizeof(int32_t);
-    b.norms = (size_t)(z->L + 1) * f;
+    b.work_gpu = layer_work_gpu_bytes(sh, 1);
+    b.work_host = layer_work_host_bytes(sh);
     b.host_params = z->P * f;
     b.host_grads = z->nvme ? 0 : z->P * f;
     b.host_mv = z->nvme ? 0 : z->P * f;            /* each of m, v */
-    b.host_losses = z->N * f;
-    b.host_norms = b.norms;
     const size_t max_block = z->PE > z->PL ? z->PE : z->PL;
     b.grad_stage = b.grad_stages = b.nvme_staging = b.disk = 0;
     if (z->nvme) {
@@ -167,10 +163,9 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
 static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     zi_bytes b = bytes_for(z, sh);
-    out->gpu_bytes = 2 * (uint64_t)b.embed + b.fetch + b.buckets + b.inputs + b.acts +
-                     b.scratch + b.head + b.dres + b.ids + b.norms;
+    out->gpu_bytes = 2 * (uint64_t)b.embed + b.fetch + b.buckets + b.inputs + b.work_gpu;
     out->host_bytes = (uint64_t)b.host_params + b.host_grads + 2 * (uint64_t)b.host_mv +
-                      b.host_losses + b.host_norms + b.grad_stages + b.nvme_staging;
+                      b.work_host + b.grad_stages + b.nvme_staging;
     out->disk_bytes = b.disk;
 }
 
@@ -211,14 +206,10 @@ typedef struct zi_state {
     float *fetch;          /* F layer blocks */
     float *buckets;        /* ZI_BUCKETS layer blocks */
     float *x;              /* (L+1) (N, C) checkpointed inputs */
-    gpt_layer_acts acts;
-    gpt_layer_scratch scratch;
-    gpt_head_acts head;
-    float *dres, *dev_norms;
-    int32_t *ids;
+    layer_work work;       /* one layer's activations, scratch, head, ids, norms (+ pinned
+                              read-backs) */
     /* host, in the canonical layout [embed | layer 0 | ...] */
     float *host_p, *host_g, *host_m, *host_v;
-    float *host_losses, *host_norms;
 
     gpt_event **fetched;     /* F: h2d filled buffer b */
     gpt_event **consumed;    /* F: compute is done with buffer b */
@@ -336,25 +327,14 @@ static int zero_infinity_init(const engine_env *env, void **state)
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 5 * L + 16))) return rc;
 
     zi_bytes b = bytes_for(z, sh);
-    void *acts = NULL, *scratch = NULL, *head = NULL;
     if ((rc = alloc_in(st, (void **)&st->embed_p, b.embed, MEM_GPU, "embedding parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = alloc_in(st, &acts, b.acts, MEM_GPU, "layer activations")) ||
-        (rc = alloc_in(st, &scratch, b.scratch, MEM_GPU, "backward scratch")) ||
-        (rc = alloc_in(st, &head, b.head, MEM_GPU, "logits and head activations")) ||
-        (rc = alloc_in(st, (void **)&st->dres, b.dres, MEM_GPU, "residual gradient")) ||
-        (rc = alloc_in(st, (void **)&st->ids, b.ids, MEM_GPU, "token ids")) ||
-        (rc = alloc_in(st, (void **)&st->dev_norms, b.norms, MEM_GPU, "block norms")) ||
-        (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")) ||
-        (rc = alloc_in(st, (void **)&st->host_losses, b.host_losses, MEM_PINNED, "losses read-back")) ||
-        (rc = alloc_in(st, (void **)&st->host_norms, b.host_norms, MEM_PINNED, "norms read-back")))
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1)) ||
+        (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")))
         return rc;
-    gpt_layer_acts_carve(&st->acts, acts, sh);
-    gpt_layer_scratch_carve(&st->scratch, scratch, sh);
-    gpt_head_acts_carve(&st->head, head, sh);
     if (z->nvme) {
         if ((rc = init_disk(st, &b))) return rc;
     } else if ((rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "gradients (host)")) ||
@@ -527,19 +507,19 @@ static int forward(zi_state *st, step_result *out)
     if ((rc = gpt_stream_wait_event(c, st->embed_ready)) ||
         (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
         return rc;
-    gpt_embed_forward(c, sh, st->embed_p, st->ids, input_of(st, 0));
+    gpt_embed_forward(c, sh, st->embed_p, st->work.ids, input_of(st, 0));
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int k = 0; k < z->L; k++) {
         if ((rc = wait_fetch(st, k)) || (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
         gpt_layer_forward(c, sh, buffer_of_fetch(st, k), input_of(st, k), input_of(st, k + 1),
-                          &st->acts);
+                          &st->work.acts);
         if ((rc = span_end(&st->io.spans, c, span)) || (rc = release_fetch(st, k, out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_forward(c, sh, st->embed_p, input_of(st, z->L), st->ids + z->N, &st->head);
+    gpt_head_forward(c, sh, st->embed_p, input_of(st, z->L), st->work.ids + z->N, &st->work.head);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
+    return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
 }
 
 static int backward(zi_state *st, step_result *out)
@@ -549,8 +529,8 @@ static int backward(zi_state *st, step_result *out)
     gpt_stream *c = st->io.compute;
     int rc, span;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), st->ids + z->N,
-                      &st->head, st->dres, &st->scratch);
+    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), st->work.ids + z->N,
+                      &st->work.head, st->work.dres, &st->work.scratch);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int i = 2 * z->L - 1 - j, seq = z->L - 1 - j, bk = seq % ZI_BUCKETS;
@@ -563,9 +543,9 @@ static int backward(zi_state *st, step_result *out)
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)) ||
             (rc = gpt_stream_memset_zero(c, bucket, z->PL * sizeof(float))))
             return rc;
-        gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->dres,
-                           &st->acts, &st->scratch, 1);
-        gpt_norm_squared(c, st->dev_norms + 1 + j, bucket, z->PL);
+        gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->work.dres,
+                           &st->work.acts, &st->work.scratch, 1);
+        gpt_norm_squared(c, st->work.dev_norms + 1 + j, bucket, z->PL);
         if ((rc = span_end(&st->io.spans, c, span)) ||
             (rc = gpt_event_record(st->bucket_full[bk], c)) ||
             (rc = release_fetch(st, i, out)) ||
@@ -573,13 +553,13 @@ static int backward(zi_state *st, step_result *out)
             return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
-    gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
+    gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
+    gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
     if ((rc = span_end(&st->io.spans, c, span)) ||
         (rc = gpt_event_record(st->embed_bwd_done, c)) ||
         (rc = send_grads_home(st, 0, st->embed_g, st->embed_bwd_done, out)))
         return rc;
-    return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
+    return gpt_memcpy_d2h(c, st->work.host_norms, st->work.dev_norms, (size_t)(z->L + 1) * sizeof(float));
 }
 
 static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
@@ -590,7 +570,7 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     const engine_config *cfg = st->env.cfg;
     gpt_stream *c = st->io.compute;
     int rc;
-    if ((rc = offload_streams_begin_step(&st->io, out, st->ids, tokens, targets, z->N)))
+    if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
@@ -602,7 +582,7 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    engine_step_outcome(out, st->host_losses, (int)z->N, st->host_norms, z->L + 1);
+    engine_step_outcome(out, st->work.host_losses, (int)z->N, st->work.host_norms, z->L + 1);
     if (!out->skipped && cfg->optim.clip > 0) {
         /* Ascending, so that the next forward, which needs the embed block first, waits least. */
         const float scale = gpt_clip_scale(&cfg->optim, out->grad_norm);

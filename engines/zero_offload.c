@@ -72,6 +72,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/layer_work.h"
 #include "runtime/offload_streams.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
@@ -133,8 +134,9 @@ static zo_layout layout_for(const engine_config *cfg)
 
 /* Bytes of every allocation; plan and init share them. */
 typedef struct zo_bytes {
-    size_t params, embed_grads, buckets, inputs, acts, scratch, head, dres, ids, norms;
-    size_t host_params, host_grads, host_mv, host_losses, host_norms;
+    size_t params, embed_grads, buckets, inputs;
+    uint64_t work_gpu, work_host; /* layer_work: activations (L layers with --no-ckpt), ... */
+    size_t host_params, host_grads, host_mv;
     int host_grad_copies;
 } zo_bytes;
 
@@ -146,26 +148,19 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
     b.embed_grads = z->PE * f;
     b.buckets = (size_t)z->nbuf * z->BL * z->PL * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.acts = (size_t)(z->ckpt ? 1 : z->L) * gpt_layer_acts_floats(sh) * f;
-    b.scratch = gpt_layer_scratch_floats(sh) * f;
-    b.head = gpt_head_acts_floats(sh) * f;
-    b.dres = z->NC * f;
-    b.ids = 2 * z->N * sizeof(int32_t);
-    b.norms = (size_t)(z->L + 1) * f;
+    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L);
+    b.work_host = layer_work_host_bytes(sh);
     b.host_params = b.host_grads = b.host_mv = z->P * f;
     b.host_grad_copies = z->dpu ? 2 : 1;
-    b.host_losses = z->N * f;
-    b.host_norms = b.norms;
     return b;
 }
 
 static void plan_of(const zo_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     zo_bytes b = bytes_for(z, sh);
-    out->gpu_bytes = (uint64_t)b.params + b.embed_grads + b.buckets + b.inputs + b.acts +
-                     b.scratch + b.head + b.dres + b.ids + b.norms;
+    out->gpu_bytes = (uint64_t)b.params + b.embed_grads + b.buckets + b.inputs + b.work_gpu;
     out->host_bytes = (uint64_t)b.host_params + (uint64_t)b.host_grad_copies * b.host_grads +
-                      2 * (uint64_t)b.host_mv + b.host_losses + b.host_norms;
+                      2 * (uint64_t)b.host_mv + b.work_host;
     out->disk_bytes = 0;
 }
 
@@ -193,12 +188,10 @@ typedef struct zo_state {
     engine_allocs mem;
 
     /* GPU */
-    float *params, *embed_g, *buckets, *inputs, *acts_mem, *dres, *dev_norms;
-    int32_t *ids;
-    gpt_layer_scratch scratch;
-    gpt_head_acts head;
+    float *params, *embed_g, *buckets, *inputs;
+    layer_work work; /* activations, scratch, head, ids, norms (+ pinned read-backs) */
     /* host */
-    float *host_p, *host_g[2], *host_m, *host_v, *host_losses, *host_norms;
+    float *host_p, *host_g[2], *host_m, *host_v;
 
     gpt_event **params_in;   /* L+1: h2d: block k's copy-back is on the GPU */
     gpt_event **group_home;  /* groups: d2h: group g's grads are on the host */
@@ -238,10 +231,7 @@ static float *bucket_of(zo_state *st, int g)
 static float *input_of(zo_state *st, int l) { return st->inputs + (size_t)l * st->z.NC; }
 static gpt_layer_acts acts_of(zo_state *st, int l)
 {
-    gpt_layer_acts a;
-    const size_t slot = st->z.ckpt ? 0 : (size_t)l;
-    gpt_layer_acts_carve(&a, st->acts_mem + slot * gpt_layer_acts_floats(&st->sh), &st->sh);
-    return a;
+    return layer_work_acts(&st->work, &st->sh, st->z.ckpt ? 0 : l);
 }
 
 static int alloc_in(zo_state *st, void **ptr, size_t bytes, mem_where where, const char *what)
@@ -312,30 +302,19 @@ static int zero_offload_init(const engine_env *env, void **state)
     /* Spans per step: compute 2L + 4, h2d L + 1, d2h groups + 1. */
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 4 * z->L + 16))) return rc;
 
-    void *scratch = NULL, *head = NULL;
     if ((rc = alloc_in(st, (void **)&st->params, b.params, MEM_GPU, "parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed_grads, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = alloc_in(st, (void **)&st->acts_mem, b.acts, MEM_GPU, "layer activations")) ||
-        (rc = alloc_in(st, &scratch, b.scratch, MEM_GPU, "backward scratch")) ||
-        (rc = alloc_in(st, &head, b.head, MEM_GPU, "logits and head activations")) ||
-        (rc = alloc_in(st, (void **)&st->dres, b.dres, MEM_GPU, "residual gradient")) ||
-        (rc = alloc_in(st, (void **)&st->ids, b.ids, MEM_GPU, "token ids")) ||
-        (rc = alloc_in(st, (void **)&st->dev_norms, b.norms, MEM_GPU, "block norms")) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "master parameters")) ||
         (rc = alloc_in(st, (void **)&st->host_g[0], b.host_grads, MEM_PINNED, "gradients")) ||
         (b.host_grad_copies > 1 &&
          (rc = alloc_in(st, (void **)&st->host_g[1], b.host_grads, MEM_PINNED,
                         "gradients (second copy, --dpu)"))) ||
         (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "Adam m")) ||
-        (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v")) ||
-        (rc = alloc_in(st, (void **)&st->host_losses, b.host_losses, MEM_PINNED,
-                       "losses read-back")) ||
-        (rc = alloc_in(st, (void **)&st->host_norms, b.host_norms, MEM_PINNED, "norms read-back")))
+        (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v")))
         return rc;
-    gpt_layer_scratch_carve(&st->scratch, scratch, sh);
-    gpt_head_acts_carve(&st->head, head, sh);
 
     st->ticket = calloc((size_t)z->L + 1, sizeof *st->ticket);
     if (!st->ticket) return GPT_ERR_OOM;
@@ -426,7 +405,7 @@ static int forward(zo_state *st, step_result *out)
     st->h2d_ordered = 0;
     if ((rc = bring_in(st, 0, out)) || (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
         return rc;
-    gpt_embed_forward(c, sh, st->params, st->ids, input_of(st, 0));
+    gpt_embed_forward(c, sh, st->params, st->work.ids, input_of(st, 0));
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int l = 0; l < z->L; l++) {
         if ((rc = bring_in(st, 1 + l, out)) ||
@@ -440,9 +419,9 @@ static int forward(zo_state *st, step_result *out)
     /* Every block of the delayed update is queued now. */
     st->pending.active = 0;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_forward(c, sh, st->params, input_of(st, z->L), st->ids + z->N, &st->head);
+    gpt_head_forward(c, sh, st->params, input_of(st, z->L), st->work.ids + z->N, &st->work.head);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->host_losses, st->head.losses, z->N * sizeof(float));
+    return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
 }
 
 /* Send group g's bucket home once its lowest layer's backward is done. */
@@ -473,8 +452,8 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     gpt_stream *c = st->io.compute;
     int rc, span;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->params, st->embed_g, input_of(st, z->L), st->ids + z->N,
-                      &st->head, st->dres, &st->scratch);
+    gpt_head_backward(c, sh, st->params, st->embed_g, input_of(st, z->L), st->work.ids + z->N,
+                      &st->work.head, st->work.dres, &st->work.scratch);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int g = group_of(st, j), lo = group_lo(st, g);
@@ -488,8 +467,8 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
         gpt_layer_acts a = acts_of(st, j);
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, st->params + block_off(st, 1 + j), grads, input_of(st, j),
-                           st->dres, &a, &st->scratch, z->ckpt);
-        gpt_norm_squared(c, st->dev_norms + 1 + j, grads, z->PL);
+                           st->work.dres, &a, &st->work.scratch, z->ckpt);
+        gpt_norm_squared(c, st->work.dev_norms + 1 + j, grads, z->PL);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         if (j != lo) continue;
         if ((rc = bucket_home(st, g, grad_copy, out))) return rc;
@@ -497,8 +476,8 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
             if ((rc = submit_block(st, 1 + l, early, st->group_home[g], out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_backward(c, sh, st->embed_g, st->dres, st->ids);
-    gpt_norm_squared(c, st->dev_norms, st->embed_g, z->PE);
+    gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
+    gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
     if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->bwd_done, c)) ||
         (rc = gpt_event_record(st->embed_ready, c)) ||
         (rc = gpt_stream_wait_event(st->io.d2h, st->embed_ready)) ||
@@ -508,7 +487,7 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
         (rc = gpt_event_record(st->embed_home, st->io.d2h)))
         return rc;
     out->bytes_d2h += (double)z->PE * sizeof(float);
-    return gpt_memcpy_d2h(c, st->host_norms, st->dev_norms, (size_t)(z->L + 1) * sizeof(float));
+    return gpt_memcpy_d2h(c, st->work.host_norms, st->work.dev_norms, (size_t)(z->L + 1) * sizeof(float));
 }
 
 static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
@@ -519,7 +498,7 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
     const gpt_optim *o = &st->env.cfg->optim;
     gpt_stream *c = st->io.compute;
     int rc;
-    if ((rc = offload_streams_begin_step(&st->io, out, st->ids, tokens, targets, z->N)))
+    if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
     out->lr = gpt_lr_at(o, iteration);
     st->steps++;
@@ -541,7 +520,7 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
         return rc;
     double t2 = wall_ms();
 
-    engine_step_outcome(out, st->host_losses, (int)z->N, st->host_norms, z->L + 1);
+    engine_step_outcome(out, st->work.host_losses, (int)z->N, st->work.host_norms, z->L + 1);
     if (!out->skipped) {
         u.scale = gpt_clip_scale(o, out->grad_norm);
         if (delayed) {

@@ -1,0 +1,41 @@
+/*
+ * layer_work.h — the working set every engine that runs the model layer by layer needs
+ * besides its placement of the parameters (fp32):
+ *
+ *   GPU     the activations of acts_layers layers (1 with checkpointing: the layer being
+ *           computed or recomputed), the backward scratch, the head's activations (the
+ *           logits become their own gradient), the residual gradient (N, C), the token and
+ *           target ids (2, N), the L+1 squared block norms
+ *   pinned  the per-token losses (N) and the block norms (L+1) read back each step
+ *
+ * Plans and init share the byte counts below, so that a plan still equals the peak.
+ */
+#ifndef AEBENCH_LAYER_WORK_H
+#define AEBENCH_LAYER_WORK_H
+
+#include "../../kernels/model.h"
+#include "membudget.h"
+
+#include <stdint.h>
+
+typedef struct layer_work {
+    float *acts_mem;           /* acts_layers layers' activations */
+    gpt_layer_acts acts;       /* the first of them */
+    gpt_layer_scratch scratch;
+    gpt_head_acts head;
+    float *dres;               /* (N, C) */
+    int32_t *ids;              /* (2, N): tokens then targets */
+    float *dev_norms;          /* (L + 1) */
+    float *host_losses;        /* pinned (N) */
+    float *host_norms;         /* pinned (L + 1) */
+} layer_work;
+
+uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers);
+uint64_t layer_work_host_bytes(const gpt_shape *sh);
+/* Allocate (GPU and pinned, through the engine's list) and carve.  0 or a gpt_status. */
+int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers);
+/* The activations of layer slot i (< acts_layers): without checkpointing each layer keeps
+ * its own. */
+gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int i);
+
+#endif
