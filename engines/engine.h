@@ -31,6 +31,8 @@ typedef enum offload_target { OFFLOAD_CPU = 0, OFFLOAD_NVME = 1 } offload_target
 enum {
     ENGINE_OPT_DPU = 1u << 0,          /* --dpu */
     ENGINE_OPT_OFFLOAD_NVME = 1u << 1, /* --offload nvme */
+    ENGINE_OPT_NO_CKPT = 1u << 2,      /* --no-ckpt (the others recompute each layer from its
+                                          checkpointed input) */
 };
 
 enum { ENGINE_PATH_MAX = 1024 };
@@ -127,7 +129,8 @@ typedef struct engine_vtbl {
 
 /* The registry (engines/registry.c). */
 const engine_vtbl *engine_find(const char *name);
-/* Whether eng can run cfg: --dtype bf16, --dpu, --offload nvme against what it implements,
+/* Whether eng can run cfg: --dtype bf16, --dpu, --offload nvme, --no-ckpt against what it
+ * implements,
  * then its own check.  0 when fine; else one line in err (the driver exits 2, nothing is
  * written). */
 int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen);

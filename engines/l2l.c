@@ -110,16 +110,6 @@ static void l2l_plan(const engine_config *cfg, engine_plan *out)
     plan_of(&z, &cfg->shape, out);
 }
 
-static int l2l_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (!cfg->ckpt) {
-        snprintf(err, errlen, "l2l recomputes every layer from its checkpointed input; "
-                              "--no-ckpt is not supported");
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- state ------------------------------------------------------------------------------ */
 
 typedef struct l2l_state {
@@ -447,7 +437,6 @@ const engine_vtbl engine_l2l = {
     .supports_bf16 = 0,
     .options = 0,
     .plan = l2l_plan,
-    .check = l2l_check,
     .init = l2l_init,
     .chosen_plan = l2l_chosen_plan,
     .step = l2l_step,

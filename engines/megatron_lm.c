@@ -244,6 +244,7 @@ const engine_vtbl engine_megatron_lm = {
     .description = "no offload: everything on the GPU (the baseline)",
     .uses_window = 0,
     .supports_bf16 = 1,
+    .options = ENGINE_OPT_NO_CKPT,
     .plan = megatron_plan,
     .init = megatron_init,
     .step = megatron_step,

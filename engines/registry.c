@@ -32,6 +32,11 @@ int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, 
                  eng->name);
         return -1;
     }
+    if (!cfg->ckpt && !(eng->options & ENGINE_OPT_NO_CKPT)) {
+        snprintf(err, errlen, "%s recomputes every layer from its checkpointed input; --no-ckpt is "
+                 "not supported", eng->name);
+        return -1;
+    }
     return eng->check ? eng->check(cfg, err, errlen) : 0;
 }
 

@@ -217,16 +217,6 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     plan_of(&z, sh, out);
 }
 
-static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (!cfg->ckpt) {
-        snprintf(err, errlen, "stronghold recomputes every layer from its checkpointed input; "
-                              "--no-ckpt is not supported");
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- state ------------------------------------------------------------------------------ */
 
 typedef struct slot_events {
@@ -842,7 +832,6 @@ const engine_vtbl engine_stronghold = {
     .uses_window = 1,
     .options = ENGINE_OPT_OFFLOAD_NVME,
     .plan = stronghold_plan,
-    .check = stronghold_check,
     .init = stronghold_init,
     .chosen_plan = stronghold_chosen_plan,
     .step = stronghold_step,

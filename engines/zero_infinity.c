@@ -175,16 +175,6 @@ static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
     plan_of(&z, &cfg->shape, out);
 }
 
-static int zero_infinity_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (!cfg->ckpt) {
-        snprintf(err, errlen, "zero-infinity keeps only the checkpointed layer inputs on the GPU "
-                              "and recomputes each layer; --no-ckpt is not supported");
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- state ------------------------------------------------------------------------------ */
 
 typedef struct zi_state {
@@ -618,7 +608,6 @@ const engine_vtbl engine_zero_infinity = {
     .uses_window = 0,
     .options = ENGINE_OPT_OFFLOAD_NVME,
     .plan = zero_infinity_plan,
-    .check = zero_infinity_check,
     .init = zero_infinity_init,
     .chosen_plan = zero_infinity_chosen_plan,
     .step = zero_infinity_step,

@@ -154,7 +154,7 @@ static void test_stronghold_rejects_no_ckpt(void **state)
     engine_config c = small_config(4);
     c.ckpt = 0;
     char err[256] = "";
-    assert_int_not_equal(engine_stronghold.check(&c, err, sizeof err), 0);
+    assert_int_not_equal(engine_refuses(&engine_stronghold, &c, err, sizeof err), 0);
     assert_non_null(strstr(err, "--no-ckpt"));
 }
 
