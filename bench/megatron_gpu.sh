@@ -12,6 +12,7 @@
 #   bash bench/megatron_gpu.sh "$OUT"
 # Everything lands in a work folder; what comes back through $OUT (at most 8 files) is
 # table.md, the test log, and bench.tgz with every log and JSON.
+# QUICK=1: l16 only, bf16 and TF32 only (a check of a kernel change in ~3 minutes).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 out=$(mktemp -d /tmp/aebench-bench.XXXXXX)
@@ -55,8 +56,10 @@ run_aebench() { # layers mode(tf32|fp32|bf16) tag [profile]
         >"$out/aebench_l$1_$3.txt" 2>&1
     echo "aebench l$1 $3: $(grep -E 'done:|error|Error' "$out/aebench_l$1_$3.txt" | head -n 2)"
 }
-for layers in 16 32; do
-    for math in bf16 tf32 fp32; do
+layer_list="16 32" math_list="bf16 tf32 fp32"
+[ "${QUICK:-0}" = 1 ] && layer_list="16" math_list="bf16 tf32"
+for layers in $layer_list; do
+    for math in $math_list; do
         run_aebench "$layers" "$math" "$math"
         python3 bench/pytorch_gpt.py --layers "$layers" --math "$math" --iters 12 >>"$out/pytorch.jsonl" 2>"$out/pytorch_err.txt" ||
             tail -n 5 "$out/pytorch_err.txt"

@@ -145,10 +145,11 @@ struct gpt_backend_ops {
     void (*matmul_backward)(gpt_stream *s, void *dinp, float *dw, float *dbias,
                             const void *dout, const void *inp, const void *w, int N, int C,
                             int OC);
-    void (*attention_forward)(gpt_stream *s, void *out, void *att, const void *qkv, int B,
+    void (*attention_forward)(gpt_stream *s, void *out, float *lse, const void *qkv, int B,
                               int T, int C, int NH);
-    void (*attention_backward)(gpt_stream *s, void *dqkv, void *datt, const void *dout,
-                               const void *qkv, const void *att, int B, int T, int C, int NH);
+    void (*attention_backward)(gpt_stream *s, void *dqkv, float *delta, const void *dout,
+                               const void *qkv, const void *out, const float *lse, int B,
+                               int T, int C, int NH);
     void (*gelu_forward)(gpt_stream *s, void *out, const void *inp, size_t n);
     void (*gelu_backward)(gpt_stream *s, void *dinp, const void *inp, const void *dout,
                           size_t n);
@@ -238,18 +239,22 @@ static inline void gpt_matmul_backward(gpt_stream *s, void *dinp, float *dw, flo
                                        int N, int C, int OC)
 { s->be->ops->matmul_backward(s, dinp, dw, dbias, dout, inp, w, N, C, OC); }
 
-/* Causal multi-head self-attention.  qkv (B,T,3C) holds q | k | v, each split into NH
- * heads of C/NH; att (B,NH,T,T) receives the softmax probabilities (scale 1/sqrt(C/NH),
- * entries above the diagonal are 0); out (B,T,C) is the heads' outputs concatenated. */
-static inline void gpt_attention_forward(gpt_stream *s, void *out, void *att,
+/* Causal multi-head self-attention, fused: the (T, T) probabilities are never stored.
+ * qkv (B,T,3C) holds q | k | v, each split into NH heads of hs = C/NH; with the scores
+ * s(t,t2) = q[t] . k[t2] / sqrt(hs) for t2 <= t, out (B,T,C) is the heads' outputs
+ * concatenated, out[t] = sum_t2 softmax(s(t,.))[t2] v[t2], and lse (B,NH,T, fp32) the log of
+ * each row's softmax denominator, log sum_t2 exp s(t,t2), which the backward needs. */
+static inline void gpt_attention_forward(gpt_stream *s, void *out, float *lse,
                                          const void *qkv, int B, int T, int C, int NH)
-{ s->be->ops->attention_forward(s, out, att, qkv, B, T, C, NH); }
+{ s->be->ops->attention_forward(s, out, lse, qkv, B, T, C, NH); }
 
-/* dqkv (B,T,3C) overwritten; datt (B,NH,T,T) is scratch (contents undefined after). */
-static inline void gpt_attention_backward(gpt_stream *s, void *dqkv, void *datt,
-                                          const void *dout, const void *qkv,
-                                          const void *att, int B, int T, int C, int NH)
-{ s->be->ops->attention_backward(s, dqkv, datt, dout, qkv, att, B, T, C, NH); }
+/* dqkv (B,T,3C) overwritten from dout (B,T,C) and the forward's qkv, out and lse (the
+ * probabilities are recomputed); delta (B,NH,T, fp32) is scratch (it receives
+ * dout[t] . out[t] per head, the softmax backward's row term). */
+static inline void gpt_attention_backward(gpt_stream *s, void *dqkv, float *delta,
+                                          const void *dout, const void *qkv, const void *out,
+                                          const float *lse, int B, int T, int C, int NH)
+{ s->be->ops->attention_backward(s, dqkv, delta, dout, qkv, out, lse, B, T, C, NH); }
 
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).  dinp overwritten;
  * dinp may alias dout. */

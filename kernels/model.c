@@ -125,9 +125,10 @@ void gpt_init_layer(float *p, const gpt_shape *sh, int layer, uint64_t seed)
 /* ---- activations ------------------------------------------------------------------- */
 
 static size_t rows(const gpt_shape *sh) { return (size_t)sh->batch * sh->seq; }
-static size_t att_elems(const gpt_shape *sh)
+/* One float per (batch, head, query): the attention's softmax statistics. */
+static size_t att_rows(const gpt_shape *sh)
 {
-    return (size_t)sh->batch * sh->heads * sh->seq * sh->seq;
+    return (size_t)sh->batch * sh->heads * sh->seq;
 }
 
 /* Each carved tensor starts on this boundary: vector loads and cuBLASLt's fastest kernels
@@ -157,7 +158,7 @@ static size_t layer_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *s
     a->ln1_mean = take(&c, N * sizeof(float));
     a->ln1_rstd = take(&c, N * sizeof(float));
     a->qkv = take(&c, 3 * N * C * e);
-    a->att = take(&c, att_elems(sh) * e);
+    a->att_lse = take(&c, att_rows(sh) * sizeof(float));
     a->atty = take(&c, N * C * e);
     a->res2 = take(&c, N * C * e);
     a->ln2 = take(&c, N * C * e);
@@ -176,7 +177,7 @@ static size_t layer_scratch_carve(gpt_layer_scratch *a, void *base, const gpt_sh
     a->d4c = take(&c, 4 * N * C * e);
     a->d3c = take(&c, 3 * N * C * e);
     a->dc = take(&c, N * C * e);
-    a->datt = take(&c, att_elems(sh) * e);
+    a->att_delta = take(&c, att_rows(sh) * sizeof(float));
     return c.used;
 }
 
@@ -286,7 +287,7 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const 
     gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, cel(s, p, l.ln1_w),
                           cel(s, p, l.ln1_b), N, C);
     gpt_matmul_forward(s, a->qkv, a->ln1, cel(s, p, l.qkv_w), cel(s, p, l.qkv_b), N, C, 3 * C);
-    gpt_attention_forward(s, a->atty, a->att, a->qkv, B, T, C, NH);
+    gpt_attention_forward(s, a->atty, a->att_lse, a->qkv, B, T, C, NH);
     /* The projection lands in res2 and the residual is added in place: no buffer for the
      * projection itself, which the backward never needs. */
     gpt_matmul_forward(s, a->res2, a->atty, cel(s, p, l.proj_w), cel(s, p, l.proj_b), N, C, C);
@@ -320,7 +321,8 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float
                            cel(s, p, l.ln2_w), a->ln2_mean, a->ln2_rstd, N, C);
     gpt_matmul_backward(s, sc->dc, g + l.proj_w, g + l.proj_b, dres, a->atty,
                         cel(s, p, l.proj_w), N, C, C);
-    gpt_attention_backward(s, sc->d3c, sc->datt, sc->dc, a->qkv, a->att, B, T, C, NH);
+    gpt_attention_backward(s, sc->d3c, sc->att_delta, sc->dc, a->qkv, a->atty, a->att_lse, B, T,
+                           C, NH);
     gpt_matmul_backward(s, sc->dc, g + l.qkv_w, g + l.qkv_b, sc->d3c, a->ln1, cel(s, p, l.qkv_w),
                         N, C, 3 * C);
     gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, sc->dc, x_in, cel(s, p, l.ln1_w),

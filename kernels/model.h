@@ -71,7 +71,7 @@ typedef struct gpt_layer_acts {
     void *ln1;                        /* (N,C) */
     float *ln1_mean, *ln1_rstd;       /* (N), (N) */
     void *qkv;                        /* (N,3C) */
-    void *att;                        /* (B,NH,T,T) softmax probabilities */
+    float *att_lse;                   /* (B,NH,T) each query row's softmax log-denominator */
     void *atty;                       /* (N,C) attention output before the projection */
     void *res2;                       /* (N,C) x + attention projection */
     void *ln2;                        /* (N,C) */
@@ -84,7 +84,7 @@ typedef struct gpt_layer_scratch {
     void *d4c;  /* (N,4C) */
     void *d3c;  /* (N,3C) */
     void *dc;   /* (N,C); also receives the discarded output of a recompute */
-    void *datt; /* (B,NH,T,T) */
+    float *att_delta; /* (B,NH,T) fp32: the attention backward's row terms */
 } gpt_layer_scratch;
 
 /* The head: final LayerNorm, tied logits, cross-entropy. */

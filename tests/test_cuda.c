@@ -308,25 +308,44 @@ static void check_matmul(pair *p, int T)
     check_matmul_case(p, T, C_, 4 * C_, 1, 0, 0);  /* no dinp */
 }
 
+/* One attention shape: forward (out, lse) and backward (dqkv; delta = dout . out per row)
+ * from the CPU's out and lse.  The op name carries the head size, which picks the kernel:
+ * 32, 64, 128 run on the tensor cores (TF32, bf16), any other on the SIMT path; strict
+ * fp32 is SIMT always.  Outputs start as garbage, so an unwritten row shows. */
+static void check_attention_shape(pair *p, int T, int C, int NH)
+{
+    const size_t N = (size_t)B_ * T, rows = (size_t)B_ * NH * T;
+    char fwd[64], bwd[64];
+    snprintf(fwd, sizeof fwd, "attention_forward[hs=%d]", C / NH);
+    snprintf(bwd, sizeof bwd, "attention_backward[hs=%d]", C / NH);
+    buf qkv = buf_rand(p, N * 3 * C, 0, 1);
+    buf out = buf_rand(p, N * C, 5, 1), lse = buf_randf(p, rows, 5, 1);
+    gpt_attention_forward(p->cs, out.cpu, lse.cpu, qkv.cpu, B_, T, C, NH);
+    gpt_attention_forward(p->gs, out.d, lse.d, qkv.d, B_, T, C, NH);
+    check(p, fwd, "out", &out, T);
+    check(p, fwd, "lse", &lse, T);
+
+    buf_push(p, &out); /* the backward from the CPU's forward */
+    buf_push(p, &lse);
+    buf dout = buf_rand(p, N * C, 0, 1), dqkv = buf_rand(p, N * 3 * C, 5, 1);
+    buf delta = buf_randf(p, rows, 5, 1);
+    gpt_attention_backward(p->cs, dqkv.cpu, delta.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, B_,
+                           T, C, NH);
+    gpt_attention_backward(p->gs, dqkv.d, delta.d, dout.d, qkv.d, out.d, lse.d, B_, T, C, NH);
+    check(p, bwd, "dqkv", &dqkv, T);
+    check(p, bwd, "delta", &delta, T);
+
+    buf *all[] = {&qkv, &out, &lse, &dout, &dqkv, &delta};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+}
+
 static void check_attention(pair *p, int T)
 {
-    const size_t N = (size_t)B_ * T, att_n = (size_t)B_ * NH_ * T * T;
-    buf qkv = buf_rand(p, N * 3 * C_, 0, 1);
-    buf out = buf_rand(p, N * C_, 5, 1), att = buf_rand(p, att_n, 5, 1);
-    gpt_attention_forward(p->cs, out.cpu, att.cpu, qkv.cpu, B_, T, C_, NH_);
-    gpt_attention_forward(p->gs, out.d, att.d, qkv.d, B_, T, C_, NH_);
-    check(p, "attention_forward", "out", &out, T);
-    check(p, "attention_forward", "att", &att, T);
-
-    buf_push(p, &att); /* the backward from the CPU's probabilities */
-    buf dout = buf_rand(p, N * C_, 0, 1), dqkv = buf_rand(p, N * 3 * C_, 5, 1);
-    buf datt = buf_rand(p, att_n, 5, 1); /* scratch full of garbage */
-    gpt_attention_backward(p->cs, dqkv.cpu, datt.cpu, dout.cpu, qkv.cpu, att.cpu, B_, T, C_, NH_);
-    gpt_attention_backward(p->gs, dqkv.d, datt.d, dout.d, qkv.d, att.d, B_, T, C_, NH_);
-    check(p, "attention_backward", "dqkv", &dqkv, T);
-
-    buf *all[] = {&qkv, &out, &att, &dout, &dqkv, &datt};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+    check_attention_shape(p, T, C_, NH_);     /* hs 32 */
+    check_attention_shape(p, T, C_, 2);       /* hs 64 */
+    check_attention_shape(p, T, 2 * C_, 2);   /* hs 128, the real model's */
+    check_attention_shape(p, T + 37, 2 * C_, 2); /* T not a multiple of any tile */
+    check_attention_shape(p, T - 5, 96, 4);   /* hs 24: no tensor-core instantiation */
 }
 
 static void check_elementwise(pair *p, int T)

@@ -308,7 +308,7 @@ static void test_activation_carves_fit(void **state)
     (void)state;
     gpt_shape sh = tiny_shape();
     const size_t N = (size_t)sh.batch * sh.seq, C = (size_t)sh.hidden;
-    const size_t att = (size_t)sh.batch * sh.heads * sh.seq * sh.seq, f = sizeof(float);
+    const size_t att_rows = (size_t)sh.batch * sh.heads * sh.seq, f = sizeof(float);
     const gpt_dtype types[] = {GPT_F32, GPT_BF16};
     for (int t = 0; t < 2; t++) {
         const gpt_dtype dt = types[t];
@@ -319,15 +319,15 @@ static void test_activation_carves_fit(void **state)
         assert_non_null(base);
         gpt_layer_acts a;
         gpt_layer_acts_carve_as(&a, base, &sh, dt);
-        const void *pa[] = {a.ln1, a.ln1_mean, a.ln1_rstd, a.qkv, a.att, a.atty, a.res2,
+        const void *pa[] = {a.ln1, a.ln1_mean, a.ln1_rstd, a.qkv, a.att_lse, a.atty, a.res2,
                             a.ln2, a.ln2_mean, a.ln2_rstd, a.fch, a.fch_gelu};
-        const size_t sa[] = {N * C * e, N * f, N * f, 3 * N * C * e, att * e, N * C * e,
+        const size_t sa[] = {N * C * e, N * f, N * f, 3 * N * C * e, att_rows * f, N * C * e,
                              N * C * e, N * C * e, N * f, N * f, 4 * N * C * e, 4 * N * C * e};
         check_in_order(base, gpt_layer_acts_bytes(&sh, dt), pa, sa, 12);
         gpt_layer_scratch sc;
         gpt_layer_scratch_carve_as(&sc, base, &sh, dt);
-        const void *ps[] = {sc.d4c, sc.d3c, sc.dc, sc.datt};
-        const size_t ss[] = {4 * N * C * e, 3 * N * C * e, N * C * e, att * e};
+        const void *ps[] = {sc.d4c, sc.d3c, sc.dc, sc.att_delta};
+        const size_t ss[] = {4 * N * C * e, 3 * N * C * e, N * C * e, att_rows * f};
         check_in_order(base, gpt_layer_scratch_bytes(&sh, dt), ps, ss, 4);
         gpt_head_acts h;
         gpt_head_acts_carve_as(&h, base, &sh, dt);

@@ -272,7 +272,8 @@ static void ref_matmul(double *out, const double *inp, const double *w, const do
         }
 }
 
-static void ref_attention(double *out, double *att, const double *qkv, int b_, int t_,
+/* out, and (when lse is not NULL) each row's log softmax denominator, in double. */
+static void ref_attention(double *out, double *lse, const double *qkv, int b_, int t_,
                           int c_, int nh_)
 {
     const int hs = c_ / nh_;
@@ -294,16 +295,13 @@ static void ref_attention(double *out, double *att, const double *qkv, int b_, i
                 double sum = 0.0;
                 for (int t2 = 0; t2 <= t; t2++)
                     sum += exp(score[t2] - maxs);
-                double *arow = att ? att + ((b * nh_ + h) * t_ + t) * t_ : NULL;
+                if (lse)
+                    lse[(b * nh_ + h) * t_ + t] = maxs + log(sum);
                 double *o = out + (b * t_ + t) * c_ + h * hs;
                 for (int i = 0; i < hs; i++)
                     o[i] = 0.0;
-                for (int t2 = 0; t2 < t_; t2++) {
-                    const double p = t2 <= t ? exp(score[t2] - maxs) / sum : 0.0;
-                    if (arow)
-                        arow[t2] = p;
-                    if (t2 > t)
-                        continue;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const double p = exp(score[t2] - maxs) / sum;
                     const double *v = qkv + (b * t_ + t2) * 3 * c_ + 2 * c_ + h * hs;
                     for (int i = 0; i < hs; i++)
                         o[i] += p * v[i];
@@ -695,27 +693,23 @@ static void test_attention(void **state)
 {
     fixture *f = *state;
     rng r = {404};
-    const size_t nqkv = (size_t)N * 3 * C, natt = (size_t)B * NH * T * T;
+    const size_t nqkv = (size_t)N * 3 * C, nrows = (size_t)B * NH * T;
     float *qkv = rand_floats(&r, nqkv, 1.5f, 0.0f);
     float *Rf = rand_floats(&r, N * C, 1.0f, 0.0f);
 
-    /* forward: out and the probabilities (exact zeros above the diagonal) */
-    float *out = nan_floats(N * C), *att = nan_floats(natt);
-    gpt_attention_forward(f->s, out, att, qkv, B, T, C, NH);
+    /* forward: out and each row's log-sum-exp */
+    float *out = nan_floats(N * C), *lse = nan_floats(nrows);
+    gpt_attention_forward(f->s, out, lse, qkv, B, T, C, NH);
     sync_ok(f->s);
     double *qkv_d = to_double(qkv, nqkv), *R = to_double(Rf, N * C);
-    double *out_d = zero_doubles(N * C), *att_d = zero_doubles(natt);
-    ref_attention(out_d, att_d, qkv_d, B, T, C, NH);
+    double *out_d = zero_doubles(N * C), *lse_d = zero_doubles(nrows);
+    ref_attention(out_d, lse_d, qkv_d, B, T, C, NH);
     check_forward("attention", "out", out, out_d, N * C, FWD_TOL);
-    check_forward("attention", "att", att, att_d, natt, FWD_TOL);
-    for (int bh = 0; bh < B * NH; bh++)
-        for (int t = 0; t < T; t++)
-            for (int t2 = t + 1; t2 < T; t2++)
-                assert_true(att[(bh * T + t) * T + t2] == 0.0f);
+    check_forward("attention", "lse", lse, lse_d, nrows, FWD_TOL);
 
-    /* backward vs finite differences (datt is scratch: NaN-filled, must not be read) */
-    float *dqkv = zero_floats(nqkv), *datt = nan_floats(natt);
-    gpt_attention_backward(f->s, dqkv, datt, Rf, qkv, att, B, T, C, NH);
+    /* backward vs finite differences (delta is scratch: NaN-filled, written before read) */
+    float *dqkv = zero_floats(nqkv), *delta = nan_floats(nrows);
+    gpt_attention_backward(f->s, dqkv, delta, Rf, qkv, out, lse, B, T, C, NH);
     sync_ok(f->s);
     attention_ctx ctx = {qkv_d, out_d, R};
     double *g_qkv = zero_doubles(nqkv);
@@ -733,15 +727,25 @@ static void test_attention(void **state)
             }
         check_grad("attention", part_name[part], part_a, part_fd, N * C, GRAD_TOL);
     }
+    /* delta holds dout . out per (b, h, t), as documented */
+    double *delta_d = zero_doubles(nrows);
+    const int hs = C / NH;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < hs; i++)
+                    delta_d[(b * NH + h) * T + t] +=
+                        R[(b * T + t) * C + h * hs + i] * out_d[(b * T + t) * C + h * hs + i];
+    check_forward("attention", "delta", delta, delta_d, nrows, FWD_TOL);
 
     /* dqkv is overwritten */
     float *dqkv1 = nan_floats(nqkv);
-    gpt_attention_backward(f->s, dqkv1, datt, Rf, qkv, att, B, T, C, NH);
+    gpt_attention_backward(f->s, dqkv1, delta, Rf, qkv, out, lse, B, T, C, NH);
     sync_ok(f->s);
     check_overwritten("attention", "dqkv", dqkv1, dqkv, nqkv);
 
-    free(qkv); free(Rf); free(out); free(att); free(qkv_d); free(R); free(out_d);
-    free(att_d); free(dqkv); free(datt); free(g_qkv); free(dqkv1);
+    free(qkv); free(Rf); free(out); free(lse); free(qkv_d); free(R); free(out_d);
+    free(lse_d); free(dqkv); free(delta); free(g_qkv); free(dqkv1); free(delta_d);
 }
 
 /* ======================================================================================
@@ -1069,26 +1073,26 @@ static void test_determinism(void **state)
 
     { /* attention backward */
         const int b = 2, t = 33, c = 48, nh = 3;
-        const size_t nqkv = (size_t)b * t * 3 * c, natt = (size_t)b * nh * t * t;
+        const size_t nqkv = (size_t)b * t * 3 * c, nrows = (size_t)b * nh * t;
         float *qkv = rand_floats(&r, nqkv, 1.0f, 0.0f);
         float *dout = rand_floats(&r, (size_t)b * t * c, 1.0f, 0.0f);
-        float *out = nan_floats((size_t)b * t * c), *att = nan_floats(natt);
-        gpt_attention_forward(s1, out, att, qkv, b, t, c, nh);
+        float *out = nan_floats((size_t)b * t * c), *lse = nan_floats(nrows);
+        gpt_attention_forward(s1, out, lse, qkv, b, t, c, nh);
         sync_ok(s1);
-        float *att3 = nan_floats(natt), *out3 = nan_floats((size_t)b * t * c);
-        gpt_attention_forward(s3, out3, att3, qkv, b, t, c, nh);
+        float *lse3 = nan_floats(nrows), *out3 = nan_floats((size_t)b * t * c);
+        gpt_attention_forward(s3, out3, lse3, qkv, b, t, c, nh);
         sync_ok(s3);
         check_bitwise("attention_forward", "out_1vs3threads", out, out3, (size_t)b * t * c);
-        check_bitwise("attention_forward", "att_1vs3threads", att, att3, natt);
+        check_bitwise("attention_forward", "lse_1vs3threads", lse, lse3, nrows);
         float *dqkv1 = nan_floats(nqkv), *dqkv3 = nan_floats(nqkv);
-        float *datt1 = nan_floats(natt), *datt3 = nan_floats(natt);
-        gpt_attention_backward(s1, dqkv1, datt1, dout, qkv, att, b, t, c, nh);
+        float *delta1 = nan_floats(nrows), *delta3 = nan_floats(nrows);
+        gpt_attention_backward(s1, dqkv1, delta1, dout, qkv, out, lse, b, t, c, nh);
         sync_ok(s1);
-        gpt_attention_backward(s3, dqkv3, datt3, dout, qkv, att, b, t, c, nh);
+        gpt_attention_backward(s3, dqkv3, delta3, dout, qkv, out, lse, b, t, c, nh);
         sync_ok(s3);
         check_bitwise("attention_backward", "dqkv_1vs3threads", dqkv1, dqkv3, nqkv);
-        free(qkv); free(dout); free(out); free(att); free(att3); free(out3); free(dqkv1);
-        free(dqkv3); free(datt1); free(datt3);
+        free(qkv); free(dout); free(out); free(lse); free(lse3); free(out3); free(dqkv1);
+        free(dqkv3); free(delta1); free(delta3);
     }
 
     { /* norm_squared, and call to call */

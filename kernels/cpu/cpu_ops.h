@@ -35,10 +35,11 @@ void cpu_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
                          int OC);
 
 /* cpu_attention.c */
-void cpu_attention_forward(gpt_stream *s, float *out, float *att, const float *qkv, int B,
+void cpu_attention_forward(gpt_stream *s, float *out, float *lse, const float *qkv, int B,
                            int T, int C, int NH);
-void cpu_attention_backward(gpt_stream *s, float *dqkv, float *datt, const float *dout,
-                            const float *qkv, const float *att, int B, int T, int C, int NH);
+void cpu_attention_backward(gpt_stream *s, float *dqkv, float *delta, const float *dout,
+                            const float *qkv, const float *out, const float *lse, int B,
+                            int T, int C, int NH);
 
 /* cpu_ops.c */
 void cpu_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,

@@ -302,10 +302,10 @@ typedef struct cpu_task {
             const float *dout, *inp, *w;
             int N, C, OC;
         } matmul_bwd;
-        struct { float *out, *att; const float *qkv; int B, T, C, NH; } attention_fwd;
+        struct { float *out, *lse; const float *qkv; int B, T, C, NH; } attention_fwd;
         struct {
-            float *dqkv, *datt;
-            const float *dout, *qkv, *att;
+            float *dqkv, *delta;
+            const float *dout, *qkv, *out, *lse;
             int B, T, C, NH;
         } attention_bwd;
         struct { float *out; const float *inp; size_t n; } gelu_fwd;
@@ -413,13 +413,13 @@ static int task_run(gpt_stream *s, const cpu_task *t)
     }
     case TASK_ATTENTION_FORWARD: {
         const __typeof__(t->a.attention_fwd) *x = &t->a.attention_fwd;
-        cpu_attention_forward(s, x->out, x->att, x->qkv, x->B, x->T, x->C, x->NH);
+        cpu_attention_forward(s, x->out, x->lse, x->qkv, x->B, x->T, x->C, x->NH);
         return GPT_OK;
     }
     case TASK_ATTENTION_BACKWARD: {
         const __typeof__(t->a.attention_bwd) *x = &t->a.attention_bwd;
-        cpu_attention_backward(s, x->dqkv, x->datt, x->dout, x->qkv, x->att, x->B, x->T, x->C,
-                               x->NH);
+        cpu_attention_backward(s, x->dqkv, x->delta, x->dout, x->qkv, x->out, x->lse, x->B, x->T,
+                               x->C, x->NH);
         return GPT_OK;
     }
     case TASK_GELU_FORWARD:
@@ -821,12 +821,12 @@ void cpu_q_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
     stream_push_op(s, &t);
 }
 
-void cpu_q_attention_forward(gpt_stream *s, void *out, void *att, const void *qkv, int B,
+void cpu_q_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B,
                              int T, int C, int NH)
 {
     cpu_task t = {.kind = TASK_ATTENTION_FORWARD};
     t.a.attention_fwd.out = out;
-    t.a.attention_fwd.att = att;
+    t.a.attention_fwd.lse = lse;
     t.a.attention_fwd.qkv = qkv;
     t.a.attention_fwd.B = B;
     t.a.attention_fwd.T = T;
@@ -835,15 +835,17 @@ void cpu_q_attention_forward(gpt_stream *s, void *out, void *att, const void *qk
     stream_push_op(s, &t);
 }
 
-void cpu_q_attention_backward(gpt_stream *s, void *dqkv, void *datt, const void *dout,
-                              const void *qkv, const void *att, int B, int T, int C, int NH)
+void cpu_q_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *dout,
+                              const void *qkv, const void *out, const float *lse, int B, int T,
+                              int C, int NH)
 {
     cpu_task t = {.kind = TASK_ATTENTION_BACKWARD};
     t.a.attention_bwd.dqkv = dqkv;
-    t.a.attention_bwd.datt = datt;
+    t.a.attention_bwd.delta = delta;
     t.a.attention_bwd.dout = dout;
     t.a.attention_bwd.qkv = qkv;
-    t.a.attention_bwd.att = att;
+    t.a.attention_bwd.out = out;
+    t.a.attention_bwd.lse = lse;
     t.a.attention_bwd.B = B;
     t.a.attention_bwd.T = T;
     t.a.attention_bwd.C = C;

@@ -44,10 +44,11 @@ void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void 
 void cpu_q_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                            const void *dout, const void *inp, const void *w, int N, int C,
                            int OC);
-void cpu_q_attention_forward(gpt_stream *s, void *out, void *att, const void *qkv, int B,
+void cpu_q_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B,
                              int T, int C, int NH);
-void cpu_q_attention_backward(gpt_stream *s, void *dqkv, void *datt, const void *dout,
-                              const void *qkv, const void *att, int B, int T, int C, int NH);
+void cpu_q_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *dout,
+                              const void *qkv, const void *out, const float *lse, int B,
+                              int T, int C, int NH);
 void cpu_q_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n);
 void cpu_q_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout,
                          size_t n);

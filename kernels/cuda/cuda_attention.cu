@@ -1,209 +1,1016 @@
 /*
- * cuda_attention.cu — causal multi-head self-attention: cuBLAS strided-batched GEMMs for
- * the two products and a fused causal softmax kernel between them.
+ * cuda_attention.cu — causal multi-head self-attention, fused (flash-attention style): the
+ * (T, T) scores and probabilities live only in registers, a tile at a time.  The forward
+ * keeps, per query row, the log-sum-exp of its scaled scores (lse); the backward recomputes
+ * every probability from it.  Memory: O(B NH T) instead of two (B, NH, T, T) buffers, and
+ * the T^2 traffic through HBM is gone.
  *
  * Layout (as in ../cpu/cpu_attention.c): the row of token (b,t) in qkv (B,T,3C) is
- * [ q | k | v ], head h owning columns h*hs .. (h+1)*hs-1 of each, hs = C/NH.
+ * [ q | k | v ], head h owning columns h*hs .. (h+1)*hs-1 of each, hs = C/NH; out and
+ * dout are (B,T,C), lse and delta (B,NH,T).
  *
- * No permute and no scratch: for one batch element b, the NH heads' Q (or K, V) matrices
- * are (T, hs) views with row stride 3C that start hs floats apart — exactly the one
- * stride between consecutive batch items a strided-batched GEMM needs.  Consecutive b are
- * T*3C apart, a different stride, so each op loops over b (B launches of NH-batched
- * GEMMs each).  Outputs likewise: head h of out (B,T,C) is a (T, hs) view with row stride
- * C starting at h*hs; dq, dk, dv are views of dqkv with row stride 3C.
+ * Two implementations of the same three kernels (forward; backward dq; backward dk, dv):
  *
- * Row-major vs cuBLAS's column-major: a row-major (r, c) view with row stride ld is the
- * column-major (c, r) matrix with leading dimension ld, so each product below is written
- * for the transposes (X^T = col-major view of row-major X).
+ *  - tensor cores (mma.sync, sm_80+): TF32 m16n8k8 for fp32 storage when TF32 is allowed,
+ *    bf16 m16n8k16 for the bf16 backend; fp32 accumulation, softmax and statistics in fp32.
+ *    Head sizes 32, 64, 128 (compile-time, so the fragments are registers).  A block is 4
+ *    warps, each owning 16 rows of a 64-row tile; the other operand streams through shared
+ *    memory in tiles.  In bf16 the probabilities (and dS) are rounded to bf16 before their
+ *    products, as FlashAttention does.
+ *  - SIMT fp32 FMA: --math fp32 (strict: no tensor cores), and any other head size.  Four
+ *    threads per row, each owning every 4th element of the head dimension.
  *
- * Types: every tensor here (qkv, att, datt, out, dqkv) is of the backend's activation type;
- * the GEMMs accumulate in fp32 and the softmax kernels compute in fp32, rounding once when
- * they store (with bf16, att holds bf16 probabilities, as PyTorch's math attention does).
+ * The backward is deterministic (no atomics): one kernel per 64 queries forms dq (walking
+ * the keys), one per 64 (or 32) keys forms dk and dv (walking the queries); each recomputes
+ * the probabilities it needs.  That is 7 products instead of the 5 of an atomic dq, for
+ * run-to-run identical gradients.  The dq kernel runs first and stores delta = dout . out
+ * per row, which the dk/dv kernel reads.
+ *
+ * Causality: tiles entirely above the diagonal are never visited; a block of queries only
+ * walks keys up to its last query, and query blocks are scheduled longest first.
  */
 #include "cuda_common.cuh"
 
 #include <math.h>
+#include <stdint.h>
 
-/* Element offset i of an activation array (its element size is the backend's). */
-static inline const void *cel(const gpt_stream *s, const void *p, size_t i)
-{
-    return (const char *)p + i * gpt_dtype_size(s->be->dtype);
-}
-static inline void *el(const gpt_stream *s, void *p, size_t i)
-{
-    return (char *)p + i * gpt_dtype_size(s->be->dtype);
-}
+#define LOG2E_F 1.4426950408889634f
+#define LN2_F 0.6931471805599453f
 
-/* One NH-batched GEMM, column-major: C_i = alpha op(A_i) op(B_i) + beta C_i, all three of
- * the activation type, fp32 accumulation. */
-static void batched_gemm(gpt_stream *s, cublasOperation_t opa, cublasOperation_t opb, int m,
-                         int n, int k, float alpha, const void *A, int lda, long long sa,
-                         const void *B, int ldb, long long sb, float beta, void *C, int ldc,
-                         long long sc, int batch)
+static __device__ inline float quad_sum(float v)
 {
-    const cudaDataType_t t = cu_act_type(s);
-    OP_CHECK_CUBLAS(s, cublasGemmStridedBatchedEx(cu_stream(s)->blas, opa, opb, m, n, k,
-                                                  &alpha, A, t, lda, sa, B, t, ldb, sb, &beta,
-                                                  C, t, ldc, sc, batch, cu_compute_type(s),
-                                                  CUBLAS_GEMM_DEFAULT));
-}
-
-/* ---- softmax ------------------------------------------------------------------------ */
-
-static __device__ inline float warp_sum(float v)
-{
-    for (int off = 16; off > 0; off /= 2)
-        v += __shfl_xor_sync(0xffffffffu, v, off);
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
     return v;
 }
-static __device__ inline float warp_max(float v)
+static __device__ inline float quad_max(float v)
 {
-    for (int off = 16; off > 0; off /= 2)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
     return v;
 }
 
-/*
- * att (B*NH*T rows of T), in place: row t holds the scaled scores q_t . k_t2 / sqrt(hs)
- * for every t2 (the GEMM computed the future too); it becomes softmax over t2 <= t, with
- * exact zeros for t2 > t.  One warp per row: a row is at most a few thousand floats, so a
- * warp streams it with coalesced reads and reduces with shuffles (no shared memory).
- */
-template <typename T_>
-__global__ static void causal_softmax_forward_kernel(T_ *att, long long rows, int T)
+/* ======================================================================================
+ * Tensor-core fragments.
+ *
+ * One mma computes C (16 x 8, fp32) += A (16 x KS) B (KS x 8) per warp.  With g = lane/4
+ * and t = lane%4 (PTX ISA, "matrix fragments for mma.m16n8k8 / m16n8k16"):
+ *   C:            c0 (g, 2t)  c1 (g, 2t+1)  c2 (g+8, 2t)  c3 (g+8, 2t+1)
+ *   A tf32 k8:    a0 (g, t)   a1 (g+8, t)   a2 (g, t+4)   a3 (g+8, t+4)
+ *   B tf32 k8:    b0 (k t, n g)             b1 (k t+4, n g)
+ *   A bf16 k16:   reg r holds the pair (row g + 8 (r%2), k 2t + 8 (r/2) .. +1)
+ *   B bf16 k16:   reg r holds the pair (k 2t + 8r .. +1, n g)
+ * A product only needs A's and B's k index to mean the same thing, so for TF32 the
+ * k slots may be permuted consistently.  Operands come from shared-memory tiles in two
+ * orientations:
+ *   "nk": rows are the m (or n) index, k runs along the row (Q, K, V, dO for the products
+ *         over the head dimension);
+ *   "kn": rows are the k index, n runs along the row (V in P V, K in dS K, Q and dO in the
+ *         dk / dv products);
+ * and A can come from a previous product's C registers (P, dS: the k index of the next
+ * product is the n index of the last).  For TF32, nk loads use the natural slots and
+ * C-to-A and kn loads use slot t <-> k 2t, slot t+4 <-> k 2t+1, which is where c0/c1 sit.
+ * For bf16 every mapping is the natural one: C pairs are exactly A pairs.
+ *
+ * Shared-memory rows are padded by 16 bytes (4 floats, 8 bf16), which makes every load
+ * pattern below conflict-free for the head sizes used (row stride = 4 banks mod 32).
+ * ==================================================================================== */
+
+/* ldmatrix: four 8 x 8 matrices of 16-bit elements from shared memory; lane l gives the
+ * address of row l%8 of matrix l/8, and receives in r[i] the elements (row l/4, columns
+ * 2(l%4), 2(l%4)+1) of matrix i (with .trans: (rows 2(l%4), 2(l%4)+1, column l/4)).  On fp32
+ * data a "row" of 8 b16 is 4 floats and lane l receives float l%4 of row l/4: exactly the
+ * TF32 fragment layout, so the same instruction loads both types. */
+static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p)
 {
-    const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= rows)
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+template <typename E> struct mma_op;
+
+/* Threads per block of every tensor-core kernel: 4 warps of 16 rows each. */
+#define TC_THREADS 128
+
+/* nk loads, the same for both types (VEC = elements per 16 bytes):
+ *   a_nk  A (16 x KS) at tile[row0..][k0..]: matrices (rows 0-7 | 8-15) x (k bytes 0-15 |
+ *         16-31) -> a0..a3;
+ *   b_nk2 B for two n-tiles (n0, n0+8) x KS at tile[n0..][k0..]: (n rows 0-7, bytes 0-15),
+ *         (0-7, 16-31) -> tile n0; (8-15, ...) -> tile n0+8. */
+template <typename E>
+static __device__ __forceinline__ void a_nk(uint32_t a[4], const E *tile, int ld, int row0,
+                                            int k0, int lane)
+{
+    constexpr int VEC = 16 / (int)sizeof(E);
+    uint32_t r[4];
+    ldsm_x4(r, tile + (row0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + k0 + VEC * (lane >> 4));
+    mma_op<E>::round(r);
+    a[0] = r[0];
+    a[1] = r[1];
+    a[2] = r[2];
+    a[3] = r[3];
+}
+template <typename E>
+static __device__ __forceinline__ void b_nk2(uint32_t b0[2], uint32_t b1[2], const E *tile,
+                                             int ld, int n0, int k0, int lane)
+{
+    constexpr int VEC = 16 / (int)sizeof(E);
+    uint32_t r[4];
+    ldsm_x4(r, tile + (n0 + (lane & 7) + 8 * (lane >> 4)) * ld + k0 + VEC * ((lane >> 3) & 1));
+    mma_op<E>::round(r);
+    b0[0] = r[0];
+    b0[1] = r[1];
+    b1[0] = r[2];
+    b1[1] = r[3];
+}
+
+template <> struct mma_op<float> {
+    static constexpr int KS = 8;   /* k per mma */
+    static constexpr int PAD = 4;  /* elements of padding per shared-memory row */
+    static __device__ __forceinline__ uint32_t tf32(float x)
+    {
+        uint32_t r;
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+        return r;
+    }
+    /* ldmatrix delivers fp32 bits; the mma wants them rounded to TF32 */
+    template <int N> static __device__ __forceinline__ void round(uint32_t (&r)[N])
+    {
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            r[i] = tf32(__uint_as_float(r[i]));
+    }
+    /* B for two n-tiles (n0, n0+8) x 8 at tile[k0..][n0..] of a kn tile (slots permuted:
+     * t <-> k 2t, t+4 <-> k 2t+1, matching a_from_c) */
+    static __device__ __forceinline__ void b_kn2(uint32_t b0[2], uint32_t b1[2], const float *tile,
+                                                 int ld, int k0, int n0, int lane)
+    {
+        const int g = lane >> 2, t = lane & 3;
+        const uint32_t *r = reinterpret_cast<const uint32_t *>(tile) + (k0 + 2 * t) * ld + n0 + g;
+        b0[0] = tf32(__uint_as_float(r[0]));
+        b0[1] = tf32(__uint_as_float(r[ld]));
+        b1[0] = tf32(__uint_as_float(r[8]));
+        b1[1] = tf32(__uint_as_float(r[ld + 8]));
+    }
+    /* A (16 x 8) from the C registers of the 8 columns kstep*8.. of a previous product
+     * (same permutation as b_kn2). */
+    static __device__ __forceinline__ void a_from_c(uint32_t a[4], const float (*c)[4], int kstep)
+    {
+        a[0] = tf32(c[kstep][0]);
+        a[1] = tf32(c[kstep][2]);
+        a[2] = tf32(c[kstep][1]);
+        a[3] = tf32(c[kstep][3]);
+    }
+    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2])
+    {
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+
+template <> struct mma_op<bf16> {
+    static constexpr int KS = 16;
+    static constexpr int PAD = 8;
+    template <int N> static __device__ __forceinline__ void round(uint32_t (&)[N]) {}
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x (low half) = lo */
+        return *reinterpret_cast<uint32_t *>(&v);
+    }
+    /* B for two n-tiles x 16 at tile[k0..][n0..] of a kn tile: transposing ldmatrix over
+     * (k rows 0-7 | 8-15) x (n bytes 0-15 | 16-31) */
+    static __device__ __forceinline__ void b_kn2(uint32_t b0[2], uint32_t b1[2], const bf16 *tile,
+                                                 int ld, int k0, int n0, int lane)
+    {
+        uint32_t r[4];
+        ldsm_x4_trans(r, tile + (k0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + n0 +
+                             8 * (lane >> 4));
+        b0[0] = r[0];
+        b0[1] = r[1];
+        b1[0] = r[2];
+        b1[1] = r[3];
+    }
+    /* A (16 x 16) from the C registers of columns kstep*16.. (two 8-column C tiles) */
+    static __device__ __forceinline__ void a_from_c(uint32_t a[4], const float (*c)[4], int kstep)
+    {
+        const float *lo = c[2 * kstep], *hi = c[2 * kstep + 1];
+        a[0] = pack(lo[0], lo[1]);
+        a[1] = pack(lo[2], lo[3]);
+        a[2] = pack(hi[0], hi[1]);
+        a[3] = pack(hi[2], hi[3]);
+    }
+    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2])
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+
+/* Two consecutive elements (columns 2t, 2t+1 of a C fragment) to global memory. */
+static __device__ __forceinline__ void store_pair(float *p, float x, float y)
+{
+    *reinterpret_cast<float2 *>(p) = make_float2(x, y);
+}
+static __device__ __forceinline__ void store_pair(bf16 *p, float x, float y)
+{
+    *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(x, y);
+}
+
+/* rows [row0, row0 + ROWS) of a (T, HS) view with row stride `stride` (elements) into a
+ * shared tile with row stride HS + PAD; rows at or past T become zeros.  16-byte cp.async
+ * copies (the caller checked that the view is 16-byte aligned), all in flight at once: the
+ * tile costs one memory latency, not one per chunk.  Call tile_wait() before reading. */
+template <typename E, int ROWS, int HS>
+static __device__ __forceinline__ void tile_load(E *dst, const E *src, size_t stride, int row0,
+                                                 int T)
+{
+    constexpr int VEC = 16 / (int)sizeof(E), CPR = HS / VEC, LD = HS + mma_op<E>::PAD;
+#pragma unroll
+    for (int c = threadIdx.x; c < ROWS * CPR; c += TC_THREADS) {
+        const int r = c / CPR, cc = c % CPR;
+        const bool in = row0 + r < T;
+        /* a row past T reads 0 bytes (and a valid address) and zero-fills */
+        const E *from = src + (size_t)(in ? row0 + r : 0) * stride + cc * VEC;
+        const unsigned to = (unsigned)__cvta_generic_to_shared(dst + r * LD + cc * VEC);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from),
+                     "r"(in ? 16 : 0));
+    }
+    asm volatile("cp.async.commit_group;");
+}
+/* Waits for this thread's copies, then for everybody's. */
+static __device__ __forceinline__ void tile_wait()
+{
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+}
+
+/* ---- forward ------------------------------------------------------------------------- */
+
+/*
+ * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 queries of one (b, h), longest (last)
+ * first.  Shared: Q (64 x HS), K and V tiles (64 x HS).  Per warp: 16 queries; S (16 x 64)
+ * and O (16 x HS) in registers; online softmax in the log2 domain (exp2 of pre-scaled
+ * scores), rows' running max m and sum l per thread, summed over the quad at the end.
+ */
+template <typename E, int HS>
+__global__ static void __launch_bounds__(TC_THREADS)
+flash_forward_tc(E *out, float *lse, const E *qkv, int T, int C, int NH, float scale_log2)
+{
+    typedef mma_op<E> M;
+    constexpr int BQ = 64, BK = 64, LD = HS + M::PAD;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    E *Qs = reinterpret_cast<E *>(smem_raw), *Ks = Qs + BQ * LD, *Vs = Ks + BK * LD;
+
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int qblk = gridDim.x - 1 - blockIdx.x, q0 = qblk * BQ;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const size_t C3 = 3 * (size_t)C;
+    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+
+    tile_load<E, BQ, HS>(Qs, qbase, C3, q0, T);
+
+    float o[HS / 8][4];
+#pragma unroll
+    for (int i = 0; i < HS / 8; i++)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+
+    const int nkt = qblk + 1; /* key tiles 0 .. qblk hold every key <= the block's queries */
+    for (int kt = 0; kt < nkt; kt++) {
+        const int k0 = kt * BK;
+        __syncthreads(); /* the previous tile's readers are done */
+        tile_load<E, BK, HS>(Ks, qbase + C, C3, k0, T);
+        tile_load<E, BK, HS>(Vs, qbase + 2 * C, C3, k0, T);
+        tile_wait();
+
+        float sc[BK / 8][4];
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+            sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HS / M::KS; kk++) {
+            uint32_t a[4];
+            a_nk(a, Qs, LD, warp * 16, kk * M::KS, lane);
+#pragma unroll
+            for (int j = 0; j < BK / 8; j += 2) {
+                uint32_t b0[2], b1[2];
+                b_nk2(b0, b1, Ks, LD, j * 8, kk * M::KS, lane);
+                M::mma(sc[j], a, b0);
+                M::mma(sc[j + 1], a, b1);
+            }
+        }
+
+        /* scale into the log2 domain; the future (key > query) is -inf on the diagonal tile */
+        const bool diag = kt == qblk;
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + j * 8 + 2 * t + (e & 1);
+                float v = sc[j][e] * scale_log2;
+                if (diag && key > row[e >> 1])
+                    v = -INFINITY;
+                sc[j][e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const float mnew = fmaxf(m[r], quad_max(mx[r]));
+            /* every row sees key 0 on tile 0, so mnew is finite from there on */
+            alpha[r] = exp2f(m[r] - mnew);
+            m[r] = mnew;
+            l[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float p = exp2f(sc[j][e] - m[e >> 1]);
+                sc[j][e] = p;
+                l[e >> 1] += p;
+            }
+#pragma unroll
+        for (int i = 0; i < HS / 8; i++) {
+            o[i][0] *= alpha[0];
+            o[i][1] *= alpha[0];
+            o[i][2] *= alpha[1];
+            o[i][3] *= alpha[1];
+        }
+
+        /* O += P V: the probabilities go from the S registers straight into A fragments */
+#pragma unroll
+        for (int kk = 0; kk < BK / M::KS; kk++) {
+            uint32_t a[4];
+            M::a_from_c(a, sc, kk);
+#pragma unroll
+            for (int i = 0; i < HS / 8; i += 2) {
+                uint32_t b0[2], b1[2];
+                M::b_kn2(b0, b1, Vs, LD, kk * M::KS, i * 8, lane);
+                M::mma(o[i], a, b0);
+                M::mma(o[i + 1], a, b1);
+            }
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] = quad_sum(l[r]);
+        if (row[r] >= T)
+            continue;
+        const float inv = 1.0f / l[r];
+        E *orow = out + ((size_t)b * T + row[r]) * C + (size_t)h * HS;
+#pragma unroll
+        for (int i = 0; i < HS / 8; i++)
+            store_pair(orow + i * 8 + 2 * t, o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+        if (t == 0)
+            lse[(size_t)bh * T + row[r]] = (m[r] + log2f(l[r])) * LN2_F;
+    }
+}
+
+/* ---- backward: dq (and delta) ---------------------------------------------------------- */
+
+/*
+ * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 queries, walking key tiles of 32 up to
+ * the diagonal.  Shared: Q, dO (64 x HS), K, V (32 x HS).  First delta = dO . O per row
+ * (stored for the dk/dv kernel); then per key tile S = Q K^T, dP = dO V^T (registers),
+ * P = exp2(S' - lse'), dS = P (dP - delta), dQ += dS K.  dq = scale * dQ.
+ */
+template <typename E, int HS>
+__global__ static void __launch_bounds__(TC_THREADS)
+flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E *out,
+                     const float *lse, int T, int C, int NH, float scale, float scale_log2)
+{
+    typedef mma_op<E> M;
+    constexpr int BQ = 64, BK = 32, LD = HS + M::PAD;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    E *Qs = reinterpret_cast<E *>(smem_raw), *dOs = Qs + BQ * LD, *Ks = dOs + BQ * LD,
+      *Vs = Ks + BK * LD;
+
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int qblk = gridDim.x - 1 - blockIdx.x, q0 = qblk * BQ;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const size_t C3 = 3 * (size_t)C;
+    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const E *dobase = dout + (size_t)b * T * C + (size_t)h * HS;
+
+    __shared__ float Dsh[BQ];
+    tile_load<E, BQ, HS>(Qs, qbase, C3, q0, T);
+    tile_load<E, BQ, HS>(dOs, dobase, C, q0, T);
+
+    /* delta = dO . O per row, from global (while the tiles arrive): two threads per row,
+     * each half of the head dimension */
+    {
+        const int r = threadIdx.x / 2, half = threadIdx.x % 2, qr = q0 + r;
+        float acc = 0.0f;
+        if (qr < T) {
+            const size_t off = ((size_t)b * T + qr) * C + (size_t)h * HS + half * (HS / 2);
+#pragma unroll 8
+            for (int i = 0; i < HS / 2; i++)
+                acc += ld_f32(dout[off + i]) * ld_f32(out[off + i]);
+        }
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+        if (half == 0) {
+            Dsh[r] = acc;
+            if (qr < T)
+                delta[(size_t)bh * T + qr] = acc;
+        }
+    }
+    tile_wait();
+    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float dl[2] = {Dsh[warp * 16 + g], Dsh[warp * 16 + g + 8]}, ls[2] = {INFINITY, INFINITY};
+    for (int r = 0; r < 2; r++)
+        if (row[r] < T)
+            ls[r] = lse[(size_t)bh * T + row[r]] * LOG2E_F;
+
+    float dq[HS / 8][4];
+#pragma unroll
+    for (int i = 0; i < HS / 8; i++)
+        dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
+
+    const int kend = min(T, q0 + BQ); /* keys past the block's last query are all masked */
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        __syncthreads();
+        tile_load<E, BK, HS>(Ks, qbase + C, C3, k0, T);
+        tile_load<E, BK, HS>(Vs, qbase + 2 * C, C3, k0, T);
+        tile_wait();
+
+        float sc[BK / 8][4], dp[BK / 8][4];
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                sc[j][e] = dp[j][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HS / M::KS; kk++) {
+            uint32_t aq[4], ad[4];
+            a_nk(aq, Qs, LD, warp * 16, kk * M::KS, lane);
+            a_nk(ad, dOs, LD, warp * 16, kk * M::KS, lane);
+#pragma unroll
+            for (int j = 0; j < BK / 8; j += 2) {
+                uint32_t bk0[2], bk1[2], bv0[2], bv1[2];
+                b_nk2(bk0, bk1, Ks, LD, j * 8, kk * M::KS, lane);
+                b_nk2(bv0, bv1, Vs, LD, j * 8, kk * M::KS, lane);
+                M::mma(sc[j], aq, bk0);
+                M::mma(sc[j + 1], aq, bk1);
+                M::mma(dp[j], ad, bv0);
+                M::mma(dp[j + 1], ad, bv1);
+            }
+        }
+        /* dS = P (dP - delta), 0 above the diagonal; kept in sc */
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1, key = k0 + j * 8 + 2 * t + (e & 1);
+                const float p = key <= row[r] ? exp2f(sc[j][e] * scale_log2 - ls[r]) : 0.0f;
+                sc[j][e] = p * (dp[j][e] - dl[r]);
+            }
+        /* dQ += dS K */
+#pragma unroll
+        for (int kk = 0; kk < BK / M::KS; kk++) {
+            uint32_t a[4];
+            M::a_from_c(a, sc, kk);
+#pragma unroll
+            for (int i = 0; i < HS / 8; i += 2) {
+                uint32_t b0[2], b1[2];
+                M::b_kn2(b0, b1, Ks, LD, kk * M::KS, i * 8, lane);
+                M::mma(dq[i], a, b0);
+                M::mma(dq[i + 1], a, b1);
+            }
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (row[r] >= T)
+            continue;
+        E *drow = dqkv + ((size_t)b * T + row[r]) * C3 + (size_t)h * HS;
+#pragma unroll
+        for (int i = 0; i < HS / 8; i++)
+            store_pair(drow + i * 8 + 2 * t, dq[i][2 * r] * scale, dq[i][2 * r + 1] * scale);
+    }
+}
+
+/* ---- backward: dk, dv ----------------------------------------------------------------- */
+
+/*
+ * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 keys (the first keys, which see the most
+ * queries, first), walking query tiles of 32 from the diagonal to T.  Shared: K, V (64 x
+ * HS), Q, dO (32 x HS), the tile's lse and delta.  Per query tile, transposed: S^T = K Q^T,
+ * dP^T = V dO^T, P^T, dS^T; dV += P^T dO, dK += dS^T Q.  dk = scale * dK.
+ */
+template <typename E, int HS>
+__global__ static void __launch_bounds__(TC_THREADS)
+flash_backward_dkv_tc(E *dqkv, const float *delta, const E *dout, const E *qkv,
+                      const float *lse, int T, int C, int NH, float scale, float scale_log2)
+{
+    typedef mma_op<E> M;
+    constexpr int BK = 64, BQ = 32, LD = HS + M::PAD;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    E *Ks = reinterpret_cast<E *>(smem_raw), *Vs = Ks + BK * LD, *Qs = Vs + BK * LD,
+      *dOs = Qs + BQ * LD;
+    float *Ls = reinterpret_cast<float *>(dOs + BQ * LD), *Ds = Ls + BQ;
+
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int k0 = blockIdx.x * BK;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const size_t C3 = 3 * (size_t)C;
+    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const E *dobase = dout + (size_t)b * T * C + (size_t)h * HS;
+
+    tile_load<E, BK, HS>(Ks, qbase + C, C3, k0, T);
+    tile_load<E, BK, HS>(Vs, qbase + 2 * C, C3, k0, T);
+
+    float dk[HS / 8][4], dv[HS / 8][4];
+#pragma unroll
+    for (int i = 0; i < HS / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            dk[i][e] = dv[i][e] = 0.0f;
+    const int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+
+    for (int q0 = k0; q0 < T; q0 += BQ) {
+        __syncthreads();
+        tile_load<E, BQ, HS>(Qs, qbase, C3, q0, T);
+        tile_load<E, BQ, HS>(dOs, dobase, C, q0, T);
+        if (threadIdx.x < BQ) {
+            const int q = q0 + threadIdx.x;
+            /* queries past T: probability 0 (exp2(-inf)), and no delta */
+            Ls[threadIdx.x] = q < T ? lse[(size_t)bh * T + q] * LOG2E_F : INFINITY;
+            Ds[threadIdx.x] = q < T ? delta[(size_t)bh * T + q] : 0.0f;
+        }
+        tile_wait();
+
+        float sc[BQ / 8][4], dp[BQ / 8][4];
+#pragma unroll
+        for (int j = 0; j < BQ / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                sc[j][e] = dp[j][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HS / M::KS; kk++) {
+            uint32_t ak[4], av[4];
+            a_nk(ak, Ks, LD, warp * 16, kk * M::KS, lane);
+            a_nk(av, Vs, LD, warp * 16, kk * M::KS, lane);
+#pragma unroll
+            for (int j = 0; j < BQ / 8; j += 2) {
+                uint32_t bq0[2], bq1[2], bd0[2], bd1[2];
+                b_nk2(bq0, bq1, Qs, LD, j * 8, kk * M::KS, lane);
+                b_nk2(bd0, bd1, dOs, LD, j * 8, kk * M::KS, lane);
+                M::mma(sc[j], ak, bq0);
+                M::mma(sc[j + 1], ak, bq1);
+                M::mma(dp[j], av, bd0);
+                M::mma(dp[j + 1], av, bd1);
+            }
+        }
+        /* P^T into sc, dS^T into dp; 0 where the query precedes the key */
+#pragma unroll
+        for (int j = 0; j < BQ / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int qi = j * 8 + 2 * t + (e & 1);
+                const float p =
+                    q0 + qi >= key[e >> 1] ? exp2f(sc[j][e] * scale_log2 - Ls[qi]) : 0.0f;
+                sc[j][e] = p;
+                dp[j][e] = p * (dp[j][e] - Ds[qi]);
+            }
+        /* dV += P^T dO,  dK += dS^T Q */
+#pragma unroll
+        for (int kk = 0; kk < BQ / M::KS; kk++) {
+            uint32_t ap[4], as[4];
+            M::a_from_c(ap, sc, kk);
+            M::a_from_c(as, dp, kk);
+#pragma unroll
+            for (int i = 0; i < HS / 8; i += 2) {
+                uint32_t bd0[2], bd1[2], bq0[2], bq1[2];
+                M::b_kn2(bd0, bd1, dOs, LD, kk * M::KS, i * 8, lane);
+                M::b_kn2(bq0, bq1, Qs, LD, kk * M::KS, i * 8, lane);
+                M::mma(dv[i], ap, bd0);
+                M::mma(dv[i + 1], ap, bd1);
+                M::mma(dk[i], as, bq0);
+                M::mma(dk[i + 1], as, bq1);
+            }
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (key[r] >= T)
+            continue;
+        E *krow = dqkv + ((size_t)b * T + key[r]) * C3 + C + (size_t)h * HS;
+#pragma unroll
+        for (int i = 0; i < HS / 8; i++) {
+            store_pair(krow + i * 8 + 2 * t, dk[i][2 * r] * scale, dk[i][2 * r + 1] * scale);
+            store_pair(krow + C + i * 8 + 2 * t, dv[i][2 * r], dv[i][2 * r + 1]);
+        }
+    }
+}
+
+/* ======================================================================================
+ * SIMT fp32 kernels (strict fp32, and head sizes without a tensor-core instantiation).
+ * A block is 128 threads = 32 rows x 4 threads; thread `sub` of a row owns the head
+ * elements d = 4 i + sub, i < DPT (so hs <= 4 DPT).  The streamed operand goes through
+ * shared memory as fp32 in tiles of 32 rows; all four threads of a row read the same row
+ * of a tile, eight rows per warp read the same address: broadcasts, no conflicts.
+ * ==================================================================================== */
+
+#define SIMT_ROWS 32
+#define SIMT_TILE 32
+
+/* rows [row0, row0 + SIMT_TILE) of a (T, hs) view into an fp32 tile (hs floats per row),
+ * zeros past T */
+template <typename E>
+static __device__ __forceinline__ void simt_tile_load(float *dst, const E *src, size_t stride,
+                                                      int row0, int T, int hs)
+{
+    for (int c = threadIdx.x; c < SIMT_TILE * hs; c += blockDim.x) {
+        const int r = c / hs, d = c % hs;
+        dst[c] = row0 + r < T ? ld_f32(src[(size_t)(row0 + r) * stride + d]) : 0.0f;
+    }
+}
+
+template <typename E, int DPT>
+__global__ static void __launch_bounds__(128)
+flash_forward_simt(E *out, float *lse, const E *qkv, int T, int C, int NH, float scale_log2)
+{
+    extern __shared__ float simt_smem[];
+    const int hs = C / NH;
+    float *Ks = simt_smem, *Vs = Ks + SIMT_TILE * hs;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * SIMT_ROWS;
+    const int sub = threadIdx.x & 3, q = q0 + threadIdx.x / 4;
+    const size_t C3 = 3 * (size_t)C;
+    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+
+    float qr[DPT], o[DPT];
+#pragma unroll
+    for (int i = 0; i < DPT; i++) {
+        const int d = 4 * i + sub;
+        qr[i] = q < T && d < hs ? ld_f32(qbase[(size_t)q * C3 + d]) * scale_log2 : 0.0f;
+        o[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const int kend = min(T, q0 + SIMT_ROWS);
+    for (int k0 = 0; k0 < kend; k0 += SIMT_TILE) {
+        __syncthreads();
+        simt_tile_load(Ks, qbase + C, C3, k0, T, hs);
+        simt_tile_load(Vs, qbase + 2 * C, C3, k0, T, hs);
+        __syncthreads();
+        const int nk = min(SIMT_TILE, kend - k0);
+        for (int j = 0; j < nk; j++) {
+            float part = 0.0f;
+#pragma unroll
+            for (int i = 0; i < DPT; i++)
+                if (4 * i + sub < hs)
+                    part += qr[i] * Ks[j * hs + 4 * i + sub];
+            const float s = quad_sum(part);
+            if (k0 + j > q)
+                continue;
+            if (s > m) { /* a new max: rescale what was summed so far (0 on the first key) */
+                const float alpha = exp2f(m - s);
+                l *= alpha;
+#pragma unroll
+                for (int i = 0; i < DPT; i++)
+                    o[i] *= alpha;
+                m = s;
+            }
+            const float p = exp2f(s - m);
+            l += p;
+#pragma unroll
+            for (int i = 0; i < DPT; i++)
+                if (4 * i + sub < hs)
+                    o[i] += p * Vs[j * hs + 4 * i + sub];
+        }
+    }
+    if (q >= T)
         return;
-    const int t = (int)(row % T); /* the query: keys 0..t are visible */
-    T_ *x = att + row * T;
-
-    float maxval = -INFINITY;
-    for (int i = lane; i <= t; i += 32)
-        maxval = fmaxf(maxval, ld_f32(x[i]));
-    maxval = warp_max(maxval);
-
-    /* Two reads of the scores, no intermediate store: with bf16 the exponentials are
-     * never rounded before they are normalised. */
-    float sum = 0.0f;
-    for (int i = lane; i <= t; i += 32)
-        sum += expf(ld_f32(x[i]) - maxval);
-    sum = warp_sum(sum);
-    const float inv_sum = 1.0f / sum; /* sum >= 1: the max term is exp(0) */
-    for (int i = lane; i < T; i += 32)
-        st_f32(&x[i], i <= t ? expf(ld_f32(x[i]) - maxval) * inv_sum : 0.0f);
+    const float inv = 1.0f / l;
+    E *orow = out + ((size_t)b * T + q) * C + (size_t)h * hs;
+#pragma unroll
+    for (int i = 0; i < DPT; i++)
+        if (4 * i + sub < hs)
+            st_f32(&orow[4 * i + sub], o[i] * inv);
+    if (sub == 0)
+        lse[(size_t)bh * T + q] = (m + log2f(l)) * LN2_F;
 }
 
-/*
- * datt (B*NH*T rows of T), in place: on entry dP = dout . v for every (t, t2); on return
- * dS * scale = scale * P (dP - sum_j P_j dP_j) for t2 <= t and 0 above the diagonal (the
- * following GEMMs read whole rows and columns, so the future must be exact zeros).
- */
-template <typename T_>
-__global__ static void causal_softmax_backward_kernel(T_ *datt, const T_ *att, long long rows,
-                                                      int T, float scale)
+template <typename E, int DPT>
+__global__ static void __launch_bounds__(128)
+flash_backward_dq_simt(E *dqkv, float *delta, const E *dout, const E *qkv, const E *out,
+                       const float *lse, int T, int C, int NH, float scale, float scale_log2)
 {
-    const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= rows)
+    extern __shared__ float simt_smem[];
+    const int hs = C / NH;
+    float *Ks = simt_smem, *Vs = Ks + SIMT_TILE * hs;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * SIMT_ROWS;
+    const int sub = threadIdx.x & 3, q = q0 + threadIdx.x / 4;
+    const size_t C3 = 3 * (size_t)C;
+    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+    const size_t tok = ((size_t)b * T + q) * C + (size_t)h * hs;
+
+    float qr[DPT], dor[DPT], dq[DPT], part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DPT; i++) {
+        const int d = 4 * i + sub;
+        const bool in = q < T && d < hs;
+        qr[i] = in ? ld_f32(qbase[(size_t)q * C3 + d]) : 0.0f;
+        dor[i] = in ? ld_f32(dout[tok + d]) : 0.0f;
+        part += in ? dor[i] * ld_f32(out[tok + d]) : 0.0f;
+        dq[i] = 0.0f;
+    }
+    const float D = quad_sum(part);
+    if (q < T && sub == 0)
+        delta[(size_t)bh * T + q] = D;
+    const float ls = q < T ? lse[(size_t)bh * T + q] * LOG2E_F : INFINITY;
+
+    const int kend = min(T, q0 + SIMT_ROWS);
+    for (int k0 = 0; k0 < kend; k0 += SIMT_TILE) {
+        __syncthreads();
+        simt_tile_load(Ks, qbase + C, C3, k0, T, hs);
+        simt_tile_load(Vs, qbase + 2 * C, C3, k0, T, hs);
+        __syncthreads();
+        const int nk = min(SIMT_TILE, kend - k0);
+        for (int j = 0; j < nk; j++) {
+            float ps = 0.0f, pd = 0.0f;
+#pragma unroll
+            for (int i = 0; i < DPT; i++)
+                if (4 * i + sub < hs) {
+                    ps += qr[i] * Ks[j * hs + 4 * i + sub];
+                    pd += dor[i] * Vs[j * hs + 4 * i + sub];
+                }
+            const float s = quad_sum(ps), dp = quad_sum(pd);
+            if (k0 + j > q)
+                continue;
+            const float ds = exp2f(s * scale_log2 - ls) * (dp - D);
+#pragma unroll
+            for (int i = 0; i < DPT; i++)
+                if (4 * i + sub < hs)
+                    dq[i] += ds * Ks[j * hs + 4 * i + sub];
+        }
+    }
+    if (q >= T)
         return;
-    const int t = (int)(row % T);
-    T_ *d = datt + row * T;
-    const T_ *p = att + row * T;
-
-    float pdp = 0.0f;
-    for (int i = lane; i <= t; i += 32)
-        pdp += ld_f32(p[i]) * ld_f32(d[i]);
-    pdp = warp_sum(pdp);
-    for (int i = lane; i < T; i += 32)
-        st_f32(&d[i], i <= t ? scale * (ld_f32(p[i]) * (ld_f32(d[i]) - pdp)) : 0.0f);
+    E *drow = dqkv + ((size_t)b * T + q) * C3 + (size_t)h * hs;
+#pragma unroll
+    for (int i = 0; i < DPT; i++)
+        if (4 * i + sub < hs)
+            st_f32(&drow[4 * i + sub], dq[i] * scale);
 }
 
-static void launch_rows(long long rows, unsigned *blocks, unsigned *threads)
+template <typename E, int DPT>
+__global__ static void __launch_bounds__(128)
+flash_backward_dkv_simt(E *dqkv, const float *delta, const E *dout, const E *qkv,
+                        const float *lse, int T, int C, int NH, float scale, float scale_log2)
 {
-    *threads = 256; /* 8 warps = 8 rows per block */
-    *blocks = (unsigned)((rows + 7) / 8);
+    extern __shared__ float simt_smem[];
+    const int hs = C / NH;
+    float *Qs = simt_smem, *dOs = Qs + SIMT_TILE * hs, *Ls = dOs + SIMT_TILE * hs,
+          *Ds = Ls + SIMT_TILE;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int k0 = blockIdx.x * SIMT_ROWS;
+    const int sub = threadIdx.x & 3, key = k0 + threadIdx.x / 4;
+    const size_t C3 = 3 * (size_t)C;
+    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+    const E *dobase = dout + (size_t)b * T * C + (size_t)h * hs;
+
+    float kr[DPT], vr[DPT], dk[DPT], dv[DPT];
+#pragma unroll
+    for (int i = 0; i < DPT; i++) {
+        const int d = 4 * i + sub;
+        const bool in = key < T && d < hs;
+        kr[i] = in ? ld_f32(qbase[(size_t)key * C3 + C + d]) : 0.0f;
+        vr[i] = in ? ld_f32(qbase[(size_t)key * C3 + 2 * C + d]) : 0.0f;
+        dk[i] = dv[i] = 0.0f;
+    }
+    for (int q0 = k0; q0 < T; q0 += SIMT_TILE) {
+        __syncthreads();
+        simt_tile_load(Qs, qbase, C3, q0, T, hs);
+        simt_tile_load(dOs, dobase, C, q0, T, hs);
+        if (threadIdx.x < SIMT_TILE) {
+            const int qq = q0 + threadIdx.x;
+            Ls[threadIdx.x] = qq < T ? lse[(size_t)bh * T + qq] * LOG2E_F : INFINITY;
+            Ds[threadIdx.x] = qq < T ? delta[(size_t)bh * T + qq] : 0.0f;
+        }
+        __syncthreads();
+        const int nq = min(SIMT_TILE, T - q0);
+        for (int j = 0; j < nq; j++) {
+            float ps = 0.0f, pd = 0.0f;
+#pragma unroll
+            for (int i = 0; i < DPT; i++)
+                if (4 * i + sub < hs) {
+                    ps += kr[i] * Qs[j * hs + 4 * i + sub];
+                    pd += vr[i] * dOs[j * hs + 4 * i + sub];
+                }
+            const float s = quad_sum(ps), dp = quad_sum(pd);
+            if (q0 + j < key)
+                continue;
+            const float p = exp2f(s * scale_log2 - Ls[j]);
+            const float ds = p * (dp - Ds[j]);
+#pragma unroll
+            for (int i = 0; i < DPT; i++)
+                if (4 * i + sub < hs) {
+                    dv[i] += p * dOs[j * hs + 4 * i + sub];
+                    dk[i] += ds * Qs[j * hs + 4 * i + sub];
+                }
+        }
+    }
+    if (key >= T)
+        return;
+    E *krow = dqkv + ((size_t)b * T + key) * C3 + C + (size_t)h * hs;
+#pragma unroll
+    for (int i = 0; i < DPT; i++)
+        if (4 * i + sub < hs) {
+            st_f32(&krow[4 * i + sub], dk[i] * scale);
+            st_f32(&krow[C + 4 * i + sub], dv[i]);
+        }
 }
 
-/* ---- the ops ------------------------------------------------------------------------- */
+/* ======================================================================================
+ * dispatch
+ * ==================================================================================== */
 
-/*
- * out (B,T,C), att (B,NH,T,T) from qkv (B,T,3C).  Per (b, h):
- *   S   (T,T)  = Q K^T * scale      col-major: S^T  = K (op T on K^T view) . Q^T
- *   P          = causal softmax(S)  in place in att
- *   out (T,hs) = P V                col-major: out^T = V^T . P^T
- */
-void cu_attention_forward(gpt_stream *s, void *out, void *att, const void *qkv, int B, int T,
+/* Largest head dimension the SIMT kernels hold in registers (4 threads x 64). */
+#define SIMT_MAX_HS 256
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* The tensor-core kernels: TF32 allowed (or bf16), a head size with an instantiation, and
+ * 16-byte aligned rows for the vector tile loads. */
+static bool use_tensor_cores(const gpt_stream *s, int hs, int C, const void *qkv,
+                             const void *dout)
+{
+    if (!cu_is_bf16(s) && !cu_backend(s)->allow_tf32)
+        return false;
+    if (hs != 32 && hs != 64 && hs != 128)
+        return false;
+    const size_t esize = gpt_dtype_size(s->be->dtype);
+    return aligned16(qkv) && (dout == NULL || aligned16(dout)) && (C * esize) % 16 == 0;
+}
+
+/* Dynamic shared memory above 48 KiB needs an opt-in per kernel; set it before launch. */
+template <typename K>
+static void allow_smem(gpt_stream *s, K kernel, size_t bytes)
+{
+    if (bytes > 48 * 1024)
+        OP_CHECK_CUDA(s, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              (int)bytes));
+}
+
+template <typename E, int HS>
+static void forward_tc(gpt_stream *s, E *out, float *lse, const E *qkv, int B, int T, int C,
+                       int NH, float scale_log2)
+{
+    constexpr int LD = HS + mma_op<E>::PAD;
+    const size_t smem = (size_t)(64 + 64 + 64) * LD * sizeof(E);
+    allow_smem(s, flash_forward_tc<E, HS>, smem);
+    const dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
+    flash_forward_tc<E, HS><<<grid, TC_THREADS, smem, cu_stream(s)->stream>>>(out, lse, qkv, T, C,
+                                                                              NH, scale_log2);
+    OP_CHECK_LAUNCH(s);
+}
+
+template <typename E, int HS>
+static void backward_tc(gpt_stream *s, E *dqkv, float *delta, const E *dout, const E *qkv,
+                        const E *out, const float *lse, int B, int T, int C, int NH,
+                        float scale, float scale_log2)
+{
+    constexpr int LD = HS + mma_op<E>::PAD;
+    const dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
+    const size_t smem_dq = (size_t)(64 + 64 + 32 + 32) * LD * sizeof(E);
+    allow_smem(s, flash_backward_dq_tc<E, HS>, smem_dq);
+    flash_backward_dq_tc<E, HS><<<grid, TC_THREADS, smem_dq, cu_stream(s)->stream>>>(
+        dqkv, delta, dout, qkv, out, lse, T, C, NH, scale, scale_log2);
+    OP_CHECK_LAUNCH(s);
+    const size_t smem_dkv = (size_t)(64 + 64 + 32 + 32) * LD * sizeof(E) + 2 * 32 * sizeof(float);
+    allow_smem(s, flash_backward_dkv_tc<E, HS>, smem_dkv);
+    flash_backward_dkv_tc<E, HS><<<grid, TC_THREADS, smem_dkv, cu_stream(s)->stream>>>(
+        dqkv, delta, dout, qkv, lse, T, C, NH, scale, scale_log2);
+    OP_CHECK_LAUNCH(s);
+}
+
+template <typename E, int DPT>
+static void forward_simt(gpt_stream *s, E *out, float *lse, const E *qkv, int B, int T, int C,
+                         int NH, float scale_log2)
+{
+    const size_t smem = 2 * (size_t)SIMT_TILE * (C / NH) * sizeof(float);
+    allow_smem(s, flash_forward_simt<E, DPT>, smem);
+    const dim3 grid((unsigned)((T + SIMT_ROWS - 1) / SIMT_ROWS), (unsigned)(B * NH));
+    flash_forward_simt<E, DPT><<<grid, 128, smem, cu_stream(s)->stream>>>(out, lse, qkv, T, C,
+                                                                          NH, scale_log2);
+    OP_CHECK_LAUNCH(s);
+}
+
+template <typename E, int DPT>
+static void backward_simt(gpt_stream *s, E *dqkv, float *delta, const E *dout, const E *qkv,
+                          const E *out, const float *lse, int B, int T, int C, int NH,
+                          float scale, float scale_log2)
+{
+    const dim3 grid((unsigned)((T + SIMT_ROWS - 1) / SIMT_ROWS), (unsigned)(B * NH));
+    const size_t smem_dq = 2 * (size_t)SIMT_TILE * (C / NH) * sizeof(float);
+    allow_smem(s, flash_backward_dq_simt<E, DPT>, smem_dq);
+    flash_backward_dq_simt<E, DPT><<<grid, 128, smem_dq, cu_stream(s)->stream>>>(
+        dqkv, delta, dout, qkv, out, lse, T, C, NH, scale, scale_log2);
+    OP_CHECK_LAUNCH(s);
+    const size_t smem_dkv = smem_dq + 2 * SIMT_TILE * sizeof(float);
+    allow_smem(s, flash_backward_dkv_simt<E, DPT>, smem_dkv);
+    flash_backward_dkv_simt<E, DPT><<<grid, 128, smem_dkv, cu_stream(s)->stream>>>(
+        dqkv, delta, dout, qkv, lse, T, C, NH, scale, scale_log2);
+    OP_CHECK_LAUNCH(s);
+}
+
+/* Picks the smallest SIMT instantiation that holds hs in registers. */
+#define SIMT_DISPATCH(hs, DPT, ...)                                                        \
+    do {                                                                                   \
+        if ((hs) <= 32) {                                                                  \
+            constexpr int DPT = 8;                                                         \
+            __VA_ARGS__;                                                                   \
+        } else if ((hs) <= 64) {                                                           \
+            constexpr int DPT = 16;                                                        \
+            __VA_ARGS__;                                                                   \
+        } else if ((hs) <= 128) {                                                          \
+            constexpr int DPT = 32;                                                        \
+            __VA_ARGS__;                                                                   \
+        } else {                                                                           \
+            constexpr int DPT = 64;                                                        \
+            __VA_ARGS__;                                                                   \
+        }                                                                                  \
+    } while (0)
+
+#define HS_DISPATCH(hs, HS, ...)                                                           \
+    do {                                                                                   \
+        if ((hs) == 32) {                                                                  \
+            constexpr int HS = 32;                                                         \
+            __VA_ARGS__;                                                                   \
+        } else if ((hs) == 64) {                                                           \
+            constexpr int HS = 64;                                                         \
+            __VA_ARGS__;                                                                   \
+        } else {                                                                           \
+            constexpr int HS = 128;                                                        \
+            __VA_ARGS__;                                                                   \
+        }                                                                                  \
+    } while (0)
+
+static bool head_size_ok(gpt_stream *s, int hs)
+{
+    if (hs >= 1 && hs <= SIMT_MAX_HS)
+        return true;
+    fprintf(stderr, "aebench: attention: head size %d not supported by the CUDA backend (at most "
+                    "%d)\n", hs, SIMT_MAX_HS);
+    cu_stream(s)->failed = 1;
+    return false;
+}
+
+void cu_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B, int T,
                           int C, int NH)
 {
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const long long TT = (long long)T * T;
-    for (int b = 0; b < B; b++) {
-        const void *q = cel(s, qkv, (size_t)b * T * C3);
-        const void *k = cel(s, q, C);
-        void *att_b = el(s, att, (size_t)b * NH * TT);
-        batched_gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, k, C3, hs, q, C3, hs, 0.0f,
-                     att_b, T, TT, NH);
-    }
-    const long long rows = (long long)B * NH * T;
-    unsigned blocks, threads;
-    launch_rows(rows, &blocks, &threads);
-    CU_DISPATCH(s, E,
-                causal_softmax_forward_kernel<E><<<blocks, threads, 0, cu_stream(s)->stream>>>(
-                    (E *)att, rows, T));
-    OP_CHECK_LAUNCH(s);
-    for (int b = 0; b < B; b++) {
-        const void *v = cel(s, qkv, (size_t)b * T * C3 + 2 * C);
-        const void *att_b = cel(s, att, (size_t)b * NH * TT);
-        batched_gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, C3, hs, att_b, T, TT, 0.0f,
-                     el(s, out, (size_t)b * T * C), C, hs, NH);
-    }
+    const int hs = C / NH;
+    if (!head_size_ok(s, hs))
+        return;
+    const float scale_log2 = LOG2E_F / sqrtf((float)hs);
+    if (use_tensor_cores(s, hs, C, qkv, NULL))
+        CU_DISPATCH(s, E, HS_DISPATCH(hs, HS,
+                                      forward_tc<E, HS>(s, (E *)out, lse, (const E *)qkv, B, T,
+                                                        C, NH, scale_log2)));
+    else
+        CU_DISPATCH(s, E, SIMT_DISPATCH(hs, DPT,
+                                        forward_simt<E, DPT>(s, (E *)out, lse, (const E *)qkv,
+                                                             B, T, C, NH, scale_log2)));
 }
 
-/*
- * dqkv (B,T,3C) overwritten, datt scratch.  Per (b, h), with P = att, dO = dout:
- *   dP (T,T)  = dO V^T               col-major: dP^T = V (op T) . dO^T
- *   dS*scale  = softmax backward      in place in datt (0 above the diagonal)
- *   dV (T,hs) = P^T dO               col-major: dV^T = dO^T . P (op T on P^T)
- *   dQ (T,hs) = dS K  (scale folded)  col-major: dQ^T = K^T . dS^T
- *   dK (T,hs) = dS^T Q                col-major: dK^T = Q^T . dS (op T on dS^T)
- * Every element of dqkv is written by exactly one of the three (beta = 0).
- */
-void cu_attention_backward(gpt_stream *s, void *dqkv, void *datt, const void *dout,
-                           const void *qkv, const void *att, int B, int T, int C, int NH)
+void cu_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *dout,
+                           const void *qkv, const void *out, const float *lse, int B, int T,
+                           int C, int NH)
 {
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const long long TT = (long long)T * T;
-    for (int b = 0; b < B; b++) {
-        const void *v = cel(s, qkv, (size_t)b * T * C3 + 2 * C);
-        const void *dO = cel(s, dout, (size_t)b * T * C);
-        void *datt_b = el(s, datt, (size_t)b * NH * TT);
-        const void *att_b = cel(s, att, (size_t)b * NH * TT);
-        void *dv = el(s, dqkv, (size_t)b * T * C3 + 2 * C);
-        batched_gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, C3, hs, dO, C, hs, 0.0f,
-                     datt_b, T, TT, NH);
-        batched_gemm(s, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dO, C, hs, att_b, T, TT,
-                     0.0f, dv, C3, hs, NH);
-    }
-    const long long rows = (long long)B * NH * T;
-    unsigned blocks, threads;
-    launch_rows(rows, &blocks, &threads);
-    CU_DISPATCH(s, E,
-                causal_softmax_backward_kernel<E><<<blocks, threads, 0, cu_stream(s)->stream>>>(
-                    (E *)datt, (const E *)att, rows, T, scale));
-    OP_CHECK_LAUNCH(s);
-    for (int b = 0; b < B; b++) {
-        const void *q = cel(s, qkv, (size_t)b * T * C3);
-        const void *k = cel(s, q, C);
-        const void *dS = cel(s, datt, (size_t)b * NH * TT);
-        void *dq = el(s, dqkv, (size_t)b * T * C3);
-        void *dk = el(s, dq, C);
-        batched_gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, C3, hs, dS, T, TT, 0.0f,
-                     dq, C3, hs, NH);
-        batched_gemm(s, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, C3, hs, dS, T, TT, 0.0f,
-                     dk, C3, hs, NH);
-    }
+    const int hs = C / NH;
+    if (!head_size_ok(s, hs))
+        return;
+    const float scale = 1.0f / sqrtf((float)hs), scale_log2 = scale * LOG2E_F;
+    if (use_tensor_cores(s, hs, C, qkv, dout))
+        CU_DISPATCH(s, E, HS_DISPATCH(hs, HS,
+                                      backward_tc<E, HS>(s, (E *)dqkv, delta, (const E *)dout,
+                                                         (const E *)qkv, (const E *)out, lse, B,
+                                                         T, C, NH, scale, scale_log2)));
+    else
+        CU_DISPATCH(s, E, SIMT_DISPATCH(hs, DPT,
+                                        backward_simt<E, DPT>(s, (E *)dqkv, delta,
+                                                              (const E *)dout, (const E *)qkv,
+                                                              (const E *)out, lse, B, T, C, NH,
+                                                              scale, scale_log2)));
 }

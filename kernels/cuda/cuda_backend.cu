@@ -100,8 +100,6 @@ static void cuda_stream_destroy(gpt_stream *s)
         if (st->prof_end)
             CUDA_FAILED(cudaEventDestroy(st->prof_end));
         cu_lt_plans_destroy(st);
-        if (st->blas)
-            CUBLAS_FAILED(cublasDestroy(st->blas));
         if (st->lt)
             CUBLAS_FAILED(cublasLtDestroy(st->lt));
         if (st->norm_partials)
@@ -144,11 +142,7 @@ static int cuda_stream_create(const gpt_backend *be, gpt_stream **out)
         if (CUDA_FAILED(e))
             goto fail;
     }
-    if (CUBLAS_FAILED(cublasLtCreate(&st->lt)) || CUBLAS_FAILED(cublasCreate(&st->blas)) ||
-        CUBLAS_FAILED(cublasSetStream(st->blas, st->stream)) ||
-        CUBLAS_FAILED(cublasSetWorkspace(st->blas, st->workspace, CUDA_WORKSPACE_BYTES)) ||
-        CUBLAS_FAILED(cublasSetMathMode(st->blas, impl->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                   : CUBLAS_DEFAULT_MATH)))
+    if (CUBLAS_FAILED(cublasLtCreate(&st->lt)))
         goto fail;
     if (impl->profile && (CUDA_FAILED(cudaEventCreate(&st->prof_start)) ||
                           CUDA_FAILED(cudaEventCreate(&st->prof_end))))
@@ -381,12 +375,12 @@ PROFILED(matmul_backward, OP_MATMUL_BWD,
           const void *inp, const void *w, int N, int C, int OC),
          (s, dinp, dw, dbias, dout, inp, w, N, C, OC))
 PROFILED(attention_forward, OP_ATTENTION_FWD,
-         (gpt_stream * s, void *out, void *att, const void *qkv, int B, int T, int C, int NH),
-         (s, out, att, qkv, B, T, C, NH))
+         (gpt_stream * s, void *out, float *lse, const void *qkv, int B, int T, int C, int NH),
+         (s, out, lse, qkv, B, T, C, NH))
 PROFILED(attention_backward, OP_ATTENTION_BWD,
-         (gpt_stream * s, void *dqkv, void *datt, const void *dout, const void *qkv,
-          const void *att, int B, int T, int C, int NH),
-         (s, dqkv, datt, dout, qkv, att, B, T, C, NH))
+         (gpt_stream * s, void *dqkv, float *delta, const void *dout, const void *qkv,
+          const void *out, const float *lse, int B, int T, int C, int NH),
+         (s, dqkv, delta, dout, qkv, out, lse, B, T, C, NH))
 PROFILED(gelu_forward, OP_GELU_FWD, (gpt_stream * s, void *out, const void *inp, size_t n),
          (s, out, inp, n))
 PROFILED(gelu_backward, OP_GELU_BWD,

@@ -98,8 +98,7 @@ typedef struct cuda_backend_impl {
 typedef struct cuda_stream_impl {
     cudaStream_t stream;
     cublasLtHandle_t lt;
-    cublasHandle_t blas;        /* attention's strided-batched GEMMs */
-    void *workspace;            /* CUDA_WORKSPACE_BYTES, shared by cuBLASLt and cuBLAS */
+    void *workspace;            /* CUDA_WORKSPACE_BYTES, cuBLASLt's */
     double *norm_partials;      /* NORM_BLOCKS */
     lt_plan plans[LT_PLAN_CACHE]; /* cuBLASLt descriptors + heuristic choice per shape */
     int next_plan;              /* round-robin slot to refill when the cache is full */
@@ -187,10 +186,11 @@ void cu_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, cons
 void cu_lt_plans_destroy(cuda_stream_impl *st);
 
 /* cuda_attention.cu */
-void cu_attention_forward(gpt_stream *s, void *out, void *att, const void *qkv, int B,
+void cu_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B,
                           int T, int C, int NH);
-void cu_attention_backward(gpt_stream *s, void *dqkv, void *datt, const void *dout,
-                           const void *qkv, const void *att, int B, int T, int C, int NH);
+void cu_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *dout,
+                           const void *qkv, const void *out, const float *lse, int B, int T,
+                           int C, int NH);
 
 /* cuda_ops.cu */
 void cu_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
