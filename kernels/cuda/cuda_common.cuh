@@ -15,7 +15,8 @@
  * instantiation with CU_DISPATCH.
  *
  * Memory outside the engines' dev_arena budget (stated here so it can be counted):
- *   per stream   the cuBLASLt/cuBLAS workspace (CUDA_WORKSPACE_BYTES, 32 MiB) and the
+ *   per stream   the cuBLASLt workspace (CUDA_WORKSPACE_BYTES, 32 MiB; also the partial
+ *                sums of the layernorm and bias-gradient reductions) and the
  *                norm_squared partials (NORM_BLOCKS doubles, 4 KiB);
  *   per backend  nothing beyond the CUDA context and the library handles.
  */

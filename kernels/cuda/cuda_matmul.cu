@@ -212,37 +212,64 @@ void cu_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
 }
 
 /*
- * Column sums, deterministic: out[o] += sum_n in[n][o],  in (N,OC).
- * A block owns 32 columns; its 32 x 32 threads: lane x a column (coalesced row reads),
- * row y of the block walks the rows y, y+32, ... in order.  The 32 partial sums of a
- * column are then added in a fixed tree in shared memory, so the result depends only on
- * the shape, never on scheduling.  No atomics.  Sums in fp32 whatever the input type.
+ * Column sums, deterministic: out[o] += sum_n in[n][o],  in (N,OC).  Two stages, so that
+ * the grid fills the GPU (OC/32 blocks alone are 64 at OC = 2048): stage 1, block (x, chunk)
+ * owns 32 columns (lane x, coalesced row reads) and the chunk-th of CS_ROW_CHUNKS row
+ * ranges; row y of its 32 x 32 threads walks that range with stride 32 in order, and the 32
+ * partials are added in a fixed tree in shared memory into part[chunk][o].  Stage 2 adds the
+ * chunks in order.  The result depends only on the shape, never on scheduling; no atomics;
+ * fp32 sums whatever the input type.
  */
+#define CS_ROW_CHUNKS 16
+
 template <typename T>
-__global__ static void column_sum_kernel(float *out, const T *in, int N, int OC)
+__global__ static void column_sum_partials(float *part, const T *in, int N, int OC)
 {
-    __shared__ float part[32][33]; /* +1: no bank conflicts reading a column */
+    __shared__ float acc[32][33]; /* +1: no bank conflicts reading a column */
     const int o = blockIdx.x * 32 + threadIdx.x;
+    const int per = (N + CS_ROW_CHUNKS - 1) / CS_ROW_CHUNKS;
+    const int n0 = blockIdx.y * per, n1 = min(N, n0 + per);
     float sum = 0.0f;
     if (o < OC)
-        for (int n = threadIdx.y; n < N; n += 32)
+        for (int n = n0 + threadIdx.y; n < n1; n += 32)
             sum += ld_f32(in[(size_t)n * OC + o]);
-    part[threadIdx.y][threadIdx.x] = sum;
+    acc[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();
     for (int stride = 16; stride > 0; stride /= 2) {
         if (threadIdx.y < stride)
-            part[threadIdx.y][threadIdx.x] += part[threadIdx.y + stride][threadIdx.x];
+            acc[threadIdx.y][threadIdx.x] += acc[threadIdx.y + stride][threadIdx.x];
         __syncthreads();
     }
     if (threadIdx.y == 0 && o < OC)
-        out[o] += part[0][threadIdx.x];
+        part[(size_t)blockIdx.y * OC + o] = acc[0][threadIdx.x];
+}
+
+__global__ static void column_sum_finish(float *out, const float *part, int OC)
+{
+    for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < OC; o += gridDim.x * blockDim.x) {
+        float sum = 0.0f;
+        for (int k = 0; k < CS_ROW_CHUNKS; k++)
+            sum += part[(size_t)k * OC + o];
+        out[o] += sum;
+    }
 }
 
 void cu_column_sum_acc(gpt_stream *s, float *out, const void *in, int N, int OC)
 {
+    cuda_stream_impl *st = cu_stream(s);
+    /* The partials live in the stream's cuBLASLt workspace: work on one stream runs in
+     * issue order, so no product uses it while these two kernels do. */
+    if ((size_t)CS_ROW_CHUNKS * OC * sizeof(float) > CUDA_WORKSPACE_BYTES) {
+        fprintf(stderr, "aebench: column sum: OC = %d too large for the workspace\n", OC);
+        st->failed = 1;
+        return;
+    }
+    float *part = (float *)st->workspace;
     CU_DISPATCH(s, T,
-                column_sum_kernel<T><<<(OC + 31) / 32, dim3(32, 32), 0, cu_stream(s)->stream>>>(
-                    out, (const T *)in, N, OC));
+                column_sum_partials<T><<<dim3((OC + 31) / 32, CS_ROW_CHUNKS), dim3(32, 32), 0,
+                                         st->stream>>>(part, (const T *)in, N, OC));
+    OP_CHECK_LAUNCH(s);
+    column_sum_finish<<<(OC + 255) / 256, 256, 0, st->stream>>>(out, part, OC);
     OP_CHECK_LAUNCH(s);
 }
 
