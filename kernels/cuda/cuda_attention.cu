@@ -624,34 +624,110 @@ flash_backward_dkv_tc(E *dqkv, const float *delta, const E *dout, const E *qkv,
 
 /* ======================================================================================
  * SIMT fp32 kernels (strict fp32, and head sizes without a tensor-core instantiation).
- * A block is 128 threads = 32 rows x 4 threads; thread `sub` of a row owns the head
- * elements d = 4 i + sub, i < DPT (so hs <= 4 DPT).  The streamed operand goes through
- * shared memory as fp32 in tiles of 32 rows; all four threads of a row read the same row
- * of a tile, eight rows per warp read the same address: broadcasts, no conflicts.
+ * A block is 128 threads = 32 rows x 4 threads; thread `sub` of a row owns the contiguous
+ * slice d = sub*DPT + i, i < DPT, of the head dimension (so hs <= 4 DPT; elements past hs
+ * are zeros in registers and in shared memory, so no loop needs a guard).  The streamed
+ * operand goes through shared memory as fp32 in tiles of 32 rows.  In a tile row, slice
+ * `sub` starts at float sub*(DPT+4): the four slices fall in different banks, so a warp's
+ * float4 read (eight rows of threads x the same four addresses) is one wavefront, and each
+ * shared load feeds four FMAs.
  * ==================================================================================== */
 
 #define SIMT_ROWS 32
 #define SIMT_TILE 32
 
-/* rows [row0, row0 + SIMT_TILE) of a (T, hs) view into an fp32 tile (hs floats per row),
- * zeros past T */
-template <typename E>
+template <int DPT> struct simt_row {
+    static constexpr int SLICE = DPT + 4; /* floats per slice, padded */
+    static constexpr int RS = 4 * SLICE;  /* floats per tile row */
+};
+
+/* rows [row0, row0 + SIMT_TILE) of a (T, hs) view into an fp32 tile in the sliced layout;
+ * zeros past T and past hs */
+template <typename E, int DPT>
 static __device__ __forceinline__ void simt_tile_load(float *dst, const E *src, size_t stride,
                                                       int row0, int T, int hs)
 {
-    for (int c = threadIdx.x; c < SIMT_TILE * hs; c += blockDim.x) {
-        const int r = c / hs, d = c % hs;
-        dst[c] = row0 + r < T ? ld_f32(src[(size_t)(row0 + r) * stride + d]) : 0.0f;
+    typedef simt_row<DPT> L;
+    /* loads in batches of 8, then their stores: through generic pointers the compiler
+     * cannot prove a store does not feed the next load, and would otherwise pay one memory
+     * latency per element (8 keeps the registers the kernels need for their rows) */
+    constexpr int PER_THREAD = SIMT_TILE * 4 * DPT / 128, BATCH = PER_THREAD < 8 ? PER_THREAD : 8;
+#pragma unroll 1
+    for (int k0 = 0; k0 < PER_THREAD; k0 += BATCH) {
+        float v[BATCH];
+#pragma unroll
+        for (int k = 0; k < BATCH; k++) {
+            const int c = threadIdx.x + 128 * (k0 + k), r = c / (4 * DPT), d = c % (4 * DPT);
+            v[k] = row0 + r < T && d < hs ? ld_f32(src[(size_t)(row0 + r) * stride + d]) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < BATCH; k++) {
+            const int c = threadIdx.x + 128 * (k0 + k), r = c / (4 * DPT), d = c % (4 * DPT);
+            dst[r * L::RS + (d / DPT) * L::SLICE + d % DPT] = v[k];
+        }
     }
+}
+
+/* x[i] (registers, this thread's slice) . tile row `slice` (shared, float4 reads) */
+template <int DPT>
+static __device__ __forceinline__ float slice_dot(const float (&x)[DPT], const float *slice)
+{
+    const float4 *s4 = reinterpret_cast<const float4 *>(slice);
+    /* four independent sums: one chain of DPT dependent FMAs would stall on FMA latency */
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DPT / 4; i++) {
+        const float4 v = s4[i];
+        a0 += x[4 * i] * v.x;
+        a1 += x[4 * i + 1] * v.y;
+        a2 += x[4 * i + 2] * v.z;
+        a3 += x[4 * i + 3] * v.w;
+    }
+    return (a0 + a1) + (a2 + a3);
+}
+/* y[i] += a * tile row slice */
+template <int DPT>
+static __device__ __forceinline__ void slice_axpy(float (&y)[DPT], float a, const float *slice)
+{
+    const float4 *s4 = reinterpret_cast<const float4 *>(slice);
+#pragma unroll
+    for (int i = 0; i < DPT / 4; i++) {
+        const float4 v = s4[i];
+        y[4 * i] += a * v.x;
+        y[4 * i + 1] += a * v.y;
+        y[4 * i + 2] += a * v.z;
+        y[4 * i + 3] += a * v.w;
+    }
+}
+/* this thread's slice of a global row (zeros past hs or for an invalid row) */
+template <typename E, int DPT>
+static __device__ __forceinline__ void slice_load(float (&x)[DPT], const E *row, bool valid,
+                                                  int sub, int hs, float scale)
+{
+#pragma unroll
+    for (int i = 0; i < DPT; i++) {
+        const int d = sub * DPT + i;
+        x[i] = valid && d < hs ? ld_f32(row[d]) * scale : 0.0f;
+    }
+}
+template <typename E, int DPT>
+static __device__ __forceinline__ void slice_store(E *row, const float (&x)[DPT], int sub, int hs,
+                                                   float scale)
+{
+#pragma unroll
+    for (int i = 0; i < DPT; i++)
+        if (sub * DPT + i < hs)
+            st_f32(&row[sub * DPT + i], x[i] * scale);
 }
 
 template <typename E, int DPT>
 __global__ static void __launch_bounds__(128)
 flash_forward_simt(E *out, float *lse, const E *qkv, int T, int C, int NH, float scale_log2)
 {
-    extern __shared__ float simt_smem[];
+    typedef simt_row<DPT> L;
+    extern __shared__ float4 simt_smem4[];
+    float *Ks = reinterpret_cast<float *>(simt_smem4), *Vs = Ks + SIMT_TILE * L::RS;
     const int hs = C / NH;
-    float *Ks = simt_smem, *Vs = Ks + SIMT_TILE * hs;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * SIMT_ROWS;
     const int sub = threadIdx.x & 3, q = q0 + threadIdx.x / 4;
@@ -659,27 +735,20 @@ flash_forward_simt(E *out, float *lse, const E *qkv, int T, int C, int NH, float
     const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * hs;
 
     float qr[DPT], o[DPT];
+    slice_load<E, DPT>(qr, qbase + (size_t)q * C3, q < T, sub, hs, scale_log2);
 #pragma unroll
-    for (int i = 0; i < DPT; i++) {
-        const int d = 4 * i + sub;
-        qr[i] = q < T && d < hs ? ld_f32(qbase[(size_t)q * C3 + d]) * scale_log2 : 0.0f;
+    for (int i = 0; i < DPT; i++)
         o[i] = 0.0f;
-    }
     float m = -INFINITY, l = 0.0f;
     const int kend = min(T, q0 + SIMT_ROWS);
     for (int k0 = 0; k0 < kend; k0 += SIMT_TILE) {
         __syncthreads();
-        simt_tile_load(Ks, qbase + C, C3, k0, T, hs);
-        simt_tile_load(Vs, qbase + 2 * C, C3, k0, T, hs);
+        simt_tile_load<E, DPT>(Ks, qbase + C, C3, k0, T, hs);
+        simt_tile_load<E, DPT>(Vs, qbase + 2 * C, C3, k0, T, hs);
         __syncthreads();
         const int nk = min(SIMT_TILE, kend - k0);
         for (int j = 0; j < nk; j++) {
-            float part = 0.0f;
-#pragma unroll
-            for (int i = 0; i < DPT; i++)
-                if (4 * i + sub < hs)
-                    part += qr[i] * Ks[j * hs + 4 * i + sub];
-            const float s = quad_sum(part);
+            const float s = quad_sum(slice_dot<DPT>(qr, Ks + j * L::RS + sub * L::SLICE));
             if (k0 + j > q)
                 continue;
             if (s > m) { /* a new max: rescale what was summed so far (0 on the first key) */
@@ -692,20 +761,12 @@ flash_forward_simt(E *out, float *lse, const E *qkv, int T, int C, int NH, float
             }
             const float p = exp2f(s - m);
             l += p;
-#pragma unroll
-            for (int i = 0; i < DPT; i++)
-                if (4 * i + sub < hs)
-                    o[i] += p * Vs[j * hs + 4 * i + sub];
+            slice_axpy<DPT>(o, p, Vs + j * L::RS + sub * L::SLICE);
         }
     }
     if (q >= T)
         return;
-    const float inv = 1.0f / l;
-    E *orow = out + ((size_t)b * T + q) * C + (size_t)h * hs;
-#pragma unroll
-    for (int i = 0; i < DPT; i++)
-        if (4 * i + sub < hs)
-            st_f32(&orow[4 * i + sub], o[i] * inv);
+    slice_store<E, DPT>(out + ((size_t)b * T + q) * C + (size_t)h * hs, o, sub, hs, 1.0f / l);
     if (sub == 0)
         lse[(size_t)bh * T + q] = (m + log2f(l)) * LN2_F;
 }
@@ -715,9 +776,10 @@ __global__ static void __launch_bounds__(128)
 flash_backward_dq_simt(E *dqkv, float *delta, const E *dout, const E *qkv, const E *out,
                        const float *lse, int T, int C, int NH, float scale, float scale_log2)
 {
-    extern __shared__ float simt_smem[];
+    typedef simt_row<DPT> L;
+    extern __shared__ float4 simt_smem4[];
+    float *Ks = reinterpret_cast<float *>(simt_smem4), *Vs = Ks + SIMT_TILE * L::RS;
     const int hs = C / NH;
-    float *Ks = simt_smem, *Vs = Ks + SIMT_TILE * hs;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * SIMT_ROWS;
     const int sub = threadIdx.x & 3, q = q0 + threadIdx.x / 4;
@@ -725,14 +787,14 @@ flash_backward_dq_simt(E *dqkv, float *delta, const E *dout, const E *qkv, const
     const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * hs;
     const size_t tok = ((size_t)b * T + q) * C + (size_t)h * hs;
 
-    float qr[DPT], dor[DPT], dq[DPT], part = 0.0f;
+    float qr[DPT], dor[DPT], orow[DPT], dq[DPT];
+    slice_load<E, DPT>(qr, qbase + (size_t)q * C3, q < T, sub, hs, 1.0f);
+    slice_load<E, DPT>(dor, dout + tok, q < T, sub, hs, 1.0f);
+    slice_load<E, DPT>(orow, out + tok, q < T, sub, hs, 1.0f);
+    float part = 0.0f;
 #pragma unroll
     for (int i = 0; i < DPT; i++) {
-        const int d = 4 * i + sub;
-        const bool in = q < T && d < hs;
-        qr[i] = in ? ld_f32(qbase[(size_t)q * C3 + d]) : 0.0f;
-        dor[i] = in ? ld_f32(dout[tok + d]) : 0.0f;
-        part += in ? dor[i] * ld_f32(out[tok + d]) : 0.0f;
+        part += dor[i] * orow[i];
         dq[i] = 0.0f;
     }
     const float D = quad_sum(part);
@@ -743,35 +805,21 @@ flash_backward_dq_simt(E *dqkv, float *delta, const E *dout, const E *qkv, const
     const int kend = min(T, q0 + SIMT_ROWS);
     for (int k0 = 0; k0 < kend; k0 += SIMT_TILE) {
         __syncthreads();
-        simt_tile_load(Ks, qbase + C, C3, k0, T, hs);
-        simt_tile_load(Vs, qbase + 2 * C, C3, k0, T, hs);
+        simt_tile_load<E, DPT>(Ks, qbase + C, C3, k0, T, hs);
+        simt_tile_load<E, DPT>(Vs, qbase + 2 * C, C3, k0, T, hs);
         __syncthreads();
         const int nk = min(SIMT_TILE, kend - k0);
         for (int j = 0; j < nk; j++) {
-            float ps = 0.0f, pd = 0.0f;
-#pragma unroll
-            for (int i = 0; i < DPT; i++)
-                if (4 * i + sub < hs) {
-                    ps += qr[i] * Ks[j * hs + 4 * i + sub];
-                    pd += dor[i] * Vs[j * hs + 4 * i + sub];
-                }
-            const float s = quad_sum(ps), dp = quad_sum(pd);
+            const float *kj = Ks + j * L::RS + sub * L::SLICE;
+            const float s = quad_sum(slice_dot<DPT>(qr, kj));
+            const float dp = quad_sum(slice_dot<DPT>(dor, Vs + j * L::RS + sub * L::SLICE));
             if (k0 + j > q)
                 continue;
-            const float ds = exp2f(s * scale_log2 - ls) * (dp - D);
-#pragma unroll
-            for (int i = 0; i < DPT; i++)
-                if (4 * i + sub < hs)
-                    dq[i] += ds * Ks[j * hs + 4 * i + sub];
+            slice_axpy<DPT>(dq, exp2f(s * scale_log2 - ls) * (dp - D), kj);
         }
     }
-    if (q >= T)
-        return;
-    E *drow = dqkv + ((size_t)b * T + q) * C3 + (size_t)h * hs;
-#pragma unroll
-    for (int i = 0; i < DPT; i++)
-        if (4 * i + sub < hs)
-            st_f32(&drow[4 * i + sub], dq[i] * scale);
+    if (q < T)
+        slice_store<E, DPT>(dqkv + ((size_t)b * T + q) * C3 + (size_t)h * hs, dq, sub, hs, scale);
 }
 
 template <typename E, int DPT>
@@ -779,10 +827,11 @@ __global__ static void __launch_bounds__(128)
 flash_backward_dkv_simt(E *dqkv, const float *delta, const E *dout, const E *qkv,
                         const float *lse, int T, int C, int NH, float scale, float scale_log2)
 {
-    extern __shared__ float simt_smem[];
+    typedef simt_row<DPT> L;
+    extern __shared__ float4 simt_smem4[];
+    float *Qs = reinterpret_cast<float *>(simt_smem4), *dOs = Qs + SIMT_TILE * L::RS,
+          *Ls = dOs + SIMT_TILE * L::RS, *Ds = Ls + SIMT_TILE;
     const int hs = C / NH;
-    float *Qs = simt_smem, *dOs = Qs + SIMT_TILE * hs, *Ls = dOs + SIMT_TILE * hs,
-          *Ds = Ls + SIMT_TILE;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int k0 = blockIdx.x * SIMT_ROWS;
     const int sub = threadIdx.x & 3, key = k0 + threadIdx.x / 4;
@@ -791,18 +840,15 @@ flash_backward_dkv_simt(E *dqkv, const float *delta, const E *dout, const E *qkv
     const E *dobase = dout + (size_t)b * T * C + (size_t)h * hs;
 
     float kr[DPT], vr[DPT], dk[DPT], dv[DPT];
+    slice_load<E, DPT>(kr, qbase + (size_t)key * C3 + C, key < T, sub, hs, 1.0f);
+    slice_load<E, DPT>(vr, qbase + (size_t)key * C3 + 2 * C, key < T, sub, hs, 1.0f);
 #pragma unroll
-    for (int i = 0; i < DPT; i++) {
-        const int d = 4 * i + sub;
-        const bool in = key < T && d < hs;
-        kr[i] = in ? ld_f32(qbase[(size_t)key * C3 + C + d]) : 0.0f;
-        vr[i] = in ? ld_f32(qbase[(size_t)key * C3 + 2 * C + d]) : 0.0f;
+    for (int i = 0; i < DPT; i++)
         dk[i] = dv[i] = 0.0f;
-    }
     for (int q0 = k0; q0 < T; q0 += SIMT_TILE) {
         __syncthreads();
-        simt_tile_load(Qs, qbase, C3, q0, T, hs);
-        simt_tile_load(dOs, dobase, C, q0, T, hs);
+        simt_tile_load<E, DPT>(Qs, qbase, C3, q0, T, hs);
+        simt_tile_load<E, DPT>(dOs, dobase, C, q0, T, hs);
         if (threadIdx.x < SIMT_TILE) {
             const int qq = q0 + threadIdx.x;
             Ls[threadIdx.x] = qq < T ? lse[(size_t)bh * T + qq] * LOG2E_F : INFINITY;
@@ -811,35 +857,22 @@ flash_backward_dkv_simt(E *dqkv, const float *delta, const E *dout, const E *qkv
         __syncthreads();
         const int nq = min(SIMT_TILE, T - q0);
         for (int j = 0; j < nq; j++) {
-            float ps = 0.0f, pd = 0.0f;
-#pragma unroll
-            for (int i = 0; i < DPT; i++)
-                if (4 * i + sub < hs) {
-                    ps += kr[i] * Qs[j * hs + 4 * i + sub];
-                    pd += vr[i] * dOs[j * hs + 4 * i + sub];
-                }
-            const float s = quad_sum(ps), dp = quad_sum(pd);
+            const float *qj = Qs + j * L::RS + sub * L::SLICE;
+            const float *doj = dOs + j * L::RS + sub * L::SLICE;
+            const float s = quad_sum(slice_dot<DPT>(kr, qj));
+            const float dp = quad_sum(slice_dot<DPT>(vr, doj));
             if (q0 + j < key)
                 continue;
             const float p = exp2f(s * scale_log2 - Ls[j]);
-            const float ds = p * (dp - Ds[j]);
-#pragma unroll
-            for (int i = 0; i < DPT; i++)
-                if (4 * i + sub < hs) {
-                    dv[i] += p * dOs[j * hs + 4 * i + sub];
-                    dk[i] += ds * Qs[j * hs + 4 * i + sub];
-                }
+            slice_axpy<DPT>(dv, p, doj);
+            slice_axpy<DPT>(dk, p * (dp - Ds[j]), qj);
         }
     }
     if (key >= T)
         return;
     E *krow = dqkv + ((size_t)b * T + key) * C3 + C + (size_t)h * hs;
-#pragma unroll
-    for (int i = 0; i < DPT; i++)
-        if (4 * i + sub < hs) {
-            st_f32(&krow[4 * i + sub], dk[i] * scale);
-            st_f32(&krow[C + 4 * i + sub], dv[i]);
-        }
+    slice_store<E, DPT>(krow, dk, sub, hs, scale);
+    slice_store<E, DPT>(krow + C, dv, sub, hs, 1.0f);
 }
 
 /* ======================================================================================
@@ -909,7 +942,7 @@ template <typename E, int DPT>
 static void forward_simt(gpt_stream *s, E *out, float *lse, const E *qkv, int B, int T, int C,
                          int NH, float scale_log2)
 {
-    const size_t smem = 2 * (size_t)SIMT_TILE * (C / NH) * sizeof(float);
+    const size_t smem = 2 * (size_t)SIMT_TILE * simt_row<DPT>::RS * sizeof(float);
     allow_smem(s, flash_forward_simt<E, DPT>, smem);
     const dim3 grid((unsigned)((T + SIMT_ROWS - 1) / SIMT_ROWS), (unsigned)(B * NH));
     flash_forward_simt<E, DPT><<<grid, 128, smem, cu_stream(s)->stream>>>(out, lse, qkv, T, C,
@@ -923,7 +956,7 @@ static void backward_simt(gpt_stream *s, E *dqkv, float *delta, const E *dout, c
                           float scale, float scale_log2)
 {
     const dim3 grid((unsigned)((T + SIMT_ROWS - 1) / SIMT_ROWS), (unsigned)(B * NH));
-    const size_t smem_dq = 2 * (size_t)SIMT_TILE * (C / NH) * sizeof(float);
+    const size_t smem_dq = 2 * (size_t)SIMT_TILE * simt_row<DPT>::RS * sizeof(float);
     allow_smem(s, flash_backward_dq_simt<E, DPT>, smem_dq);
     flash_backward_dq_simt<E, DPT><<<grid, 128, smem_dq, cu_stream(s)->stream>>>(
         dqkv, delta, dout, qkv, out, lse, T, C, NH, scale, scale_log2);
