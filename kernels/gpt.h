@@ -145,6 +145,11 @@ struct gpt_backend_ops {
     void (*matmul_backward)(gpt_stream *s, void *dinp, float *dw, float *dbias,
                             const void *dout, const void *inp, const void *w, int N, int C,
                             int OC);
+    void (*matmul_forward_gelu)(gpt_stream *s, void *out, void *pre, const void *inp,
+                                const void *w, const void *bias, int N, int C, int OC);
+    void (*matmul_backward_gelu)(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                                 const void *dout, const void *inp, const void *w,
+                                 const void *pre, int N, int C, int OC);
     void (*attention_forward)(gpt_stream *s, void *out, float *lse, const void *qkv, int B,
                               int T, int C, int NH);
     void (*attention_backward)(gpt_stream *s, void *dqkv, float *delta, const void *dout,
@@ -238,6 +243,24 @@ static inline void gpt_matmul_backward(gpt_stream *s, void *dinp, float *dw, flo
                                        const void *dout, const void *inp, const void *w,
                                        int N, int C, int OC)
 { s->be->ops->matmul_backward(s, dinp, dw, dbias, dout, inp, w, N, C, OC); }
+
+/* The MLP's first linear layer and its GELU in one op: pre (N,OC) = inp @ w^T + bias,
+ * out (N,OC) = gelu(pre) (pre is what the backward's GELU derivative reads).  On the GPU the
+ * GELU runs in the GEMM's epilogue (no separate pass over the (N, 4C) activations); the CPU
+ * backend computes exactly matmul_forward into pre, then gelu_forward(out, pre). */
+static inline void gpt_matmul_forward_gelu(gpt_stream *s, void *out, void *pre,
+                                           const void *inp, const void *w, const void *bias,
+                                           int N, int C, int OC)
+{ s->be->ops->matmul_forward_gelu(s, out, pre, inp, w, bias, N, C, OC); }
+
+/* The backward of a linear layer whose input was gelu(pre): as matmul_backward, with dinp
+ * (N,C) = gelu'(pre) * (dout @ w) (overwrites; pre (N,C)), i.e. the gradient already carried
+ * through the GELU to pre.  The CPU backend computes exactly matmul_backward then
+ * gelu_backward(dinp, pre, dinp). */
+static inline void gpt_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                                            const void *dout, const void *inp, const void *w,
+                                            const void *pre, int N, int C, int OC)
+{ s->be->ops->matmul_backward_gelu(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC); }
 
 /* Causal multi-head self-attention, fused: the (T, T) probabilities are never stored.
  * qkv (B,T,3C) holds q | k | v, each split into NH heads of hs = C/NH; with the scores

@@ -294,8 +294,11 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const 
     gpt_residual_forward(s, a->res2, x_in, a->res2, NC);
     gpt_layernorm_forward(s, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, cel(s, p, l.ln2_w),
                           cel(s, p, l.ln2_b), N, C);
-    gpt_matmul_forward(s, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b), N, C, 4 * C);
-    gpt_gelu_forward(s, a->fch_gelu, a->fch, 4 * NC);
+    gpt_matmul_forward_gelu(s, a->fch_gelu, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b),
+                            N, C, 4 * C);
+    /* A recompute needs the activations only: the output projection (a third of the
+     * layer's matmul FLOPs) would be thrown away. */
+    if (x_out == NULL) return;
     gpt_matmul_forward(s, x_out, a->fch_gelu, cel(s, p, l.fcproj_w), cel(s, p, l.fcproj_b), N,
                        4 * C, C);
     gpt_residual_forward(s, x_out, a->res2, x_out, NC);
@@ -308,13 +311,12 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float
     const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
     gpt_layer_layout l = gpt_layer_layout_of(sh);
 
-    /* The recomputed output is not needed; dc is free until the MLP's backward. */
-    if (recompute) gpt_layer_forward(s, sh, p, x_in, sc->dc, a);
+    /* The recomputed output is not needed, so it is not computed. */
+    if (recompute) gpt_layer_forward(s, sh, p, x_in, NULL, a);
 
     /* dres flows unchanged through both residual connections; each branch adds to it. */
-    gpt_matmul_backward(s, sc->d4c, g + l.fcproj_w, g + l.fcproj_b, dres, a->fch_gelu,
-                        cel(s, p, l.fcproj_w), N, 4 * C, C);
-    gpt_gelu_backward(s, sc->d4c, a->fch, sc->d4c, (size_t)N * 4 * C);
+    gpt_matmul_backward_gelu(s, sc->d4c, g + l.fcproj_w, g + l.fcproj_b, dres, a->fch_gelu,
+                             cel(s, p, l.fcproj_w), a->fch, N, 4 * C, C);
     gpt_matmul_backward(s, sc->dc, g + l.fc_w, g + l.fc_b, sc->d4c, a->ln2, cel(s, p, l.fc_w), N,
                         C, 4 * C);
     gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, sc->dc, a->res2,

@@ -83,7 +83,7 @@ typedef struct gpt_layer_acts {
 typedef struct gpt_layer_scratch {
     void *d4c;  /* (N,4C) */
     void *d3c;  /* (N,3C) */
-    void *dc;   /* (N,C); also receives the discarded output of a recompute */
+    void *dc;   /* (N,C) */
     float *att_delta; /* (B,NH,T) fp32: the attention backward's row terms */
 } gpt_layer_scratch;
 
@@ -126,7 +126,9 @@ void gpt_embed_forward(gpt_stream *s, const gpt_shape *sh, const void *embed_par
 void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *embed_grads,
                         const void *dx0, const int32_t *tokens);
 
-/* One transformer layer: x_out (N,C) = layer(x_in); fills acts for the backward. */
+/* One transformer layer: x_out (N,C) = layer(x_in); fills acts for the backward.  x_out
+ * NULL: only the activations the backward reads (the output projection is skipped: the
+ * recompute of a checkpointed layer). */
 void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
                        const void *x_in, void *x_out, gpt_layer_acts *acts);
 /* One layer's backward.  dres (N,C) holds dL/dx_out on entry and dL/dx_in on return;

@@ -299,8 +299,46 @@ static void check_matmul_case(pair *p, int T, int C, int OC, int with_bias, int 
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
 }
 
+/* The MLP's fused pair: forward (C -> 4C, GELU in the epilogue; pre-activation stored) and
+ * backward (4C -> C with dinp carried through gelu'(pre)).  bias_offset 1: an unaligned
+ * bias takes the two-pass path. */
+static void check_matmul_gelu(pair *p, int T, int bias_offset)
+{
+    const int N = B_ * T, C = C_, OC = 4 * C_;
+    char op[64];
+    snprintf(op, sizeof op, "matmul_forward_gelu[C=%d,OC=%d%s]", C, OC, bias_offset ? ",bias+1" : "");
+    buf inp = buf_rand(p, (size_t)N * C, 0, 1), w = buf_rand(p, (size_t)OC * C, 0, 0.1);
+    buf bias = buf_rand(p, (size_t)OC + 1, 0, 1);
+    buf out = buf_rand(p, (size_t)N * OC, 5, 1), pre = buf_rand(p, (size_t)N * OC, 5, 1);
+    gpt_matmul_forward_gelu(p->cs, out.cpu, pre.cpu, inp.cpu, w.cpu, bias.cpu + bias_offset, N, C,
+                            OC);
+    gpt_matmul_forward_gelu(p->gs, out.d, pre.d, inp.d, w.d, dat(&bias, (size_t)bias_offset), N, C,
+                            OC);
+    check(p, op, "out", &out, T);
+    check(p, op, "pre", &pre, T);
+
+    /* backward of the next layer (OC -> C) from the CPU's activations */
+    snprintf(op, sizeof op, "matmul_backward_gelu[C=%d,OC=%d]", OC, C);
+    buf_push(p, &out);
+    buf_push(p, &pre);
+    buf w2 = buf_rand(p, (size_t)C * OC, 0, 0.1), dout = buf_rand(p, (size_t)N * C, 0, 1);
+    buf dinp = buf_rand(p, (size_t)N * OC, 5, 1);
+    buf dw = buf_randf(p, (size_t)C * OC, 0, 1), dbias = buf_randf(p, (size_t)C, 0, 1);
+    gpt_matmul_backward_gelu(p->cs, dinp.cpu, dw.cpu, dbias.cpu, dout.cpu, out.cpu, w2.cpu,
+                             pre.cpu, N, OC, C);
+    gpt_matmul_backward_gelu(p->gs, dinp.d, dw.d, dbias.d, dout.d, out.d, w2.d, pre.d, N, OC, C);
+    check(p, op, "dinp", &dinp, T);
+    check(p, op, "dw", &dw, T);
+    check(p, op, "dbias", &dbias, T);
+
+    buf *all[] = {&inp, &w, &bias, &out, &pre, &w2, &dout, &dinp, &dw, &dbias};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+}
+
 static void check_matmul(pair *p, int T)
 {
+    check_matmul_gelu(p, T, 0);
+    check_matmul_gelu(p, T, 1);
     check_matmul_case(p, T, C_, 3 * C_, 1, 0, 1);  /* qkv */
     check_matmul_case(p, T, C_, 3 * C_, 1, 1, 1);  /* unaligned bias */
     check_matmul_case(p, T, 4 * C_, C_, 1, 0, 1);  /* fcproj */
@@ -450,7 +488,11 @@ static void run_all_ops(int math)
 {
     if (!have_gpu()) skip();
     pair p;
+    /* both GELU epilogues where the backend allows them (TF32, bf16): the fused paths are
+     * the ones checked; strict fp32 keeps the backward's GELU a kernel of its own */
+    assert_int_equal(setenv("AEBENCH_GELU_EPILOGUE", "both", 1), 0);
     pair_open(&p, math);
+    assert_int_equal(unsetenv("AEBENCH_GELU_EPILOGUE"), 0);
     char desc[256];
     p.gpu->ops->describe(p.gpu, desc, sizeof desc);
     printf("device: %s, math=%s\n", desc, p.math);

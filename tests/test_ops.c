@@ -577,6 +577,32 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
     ref_matmul(out_d, inp_d, w_d, NULL, n, c, oc);
     check_forward(name, "out_nobias", out, out_d, (size_t)n * oc, FWD_TOL);
 
+    /* the fused GELU pair: exactly the separate ops, in order */
+    {
+        float *pre = nan_floats((size_t)n * oc), *act = nan_floats((size_t)n * oc);
+        float *pre2 = nan_floats((size_t)n * oc), *act2 = nan_floats((size_t)n * oc);
+        gpt_matmul_forward_gelu(s, act, pre, inp, w, bias, n, c, oc);
+        gpt_matmul_forward(s, pre2, inp, w, bias, n, c, oc);
+        gpt_gelu_forward(s, act2, pre2, (size_t)n * oc);
+        sync_ok(s);
+        check_bitwise(name, "gelu_pre", pre, pre2, (size_t)n * oc);
+        check_bitwise(name, "gelu_out", act, act2, (size_t)n * oc);
+        /* backward of a layer oc -> c whose input was gelu(pre) */
+        float *dout2 = rand_floats(&r, (size_t)n * c, 1.0f, 0.0f);
+        float *dinp1 = nan_floats((size_t)n * oc), *dinp2 = nan_floats((size_t)n * oc);
+        float *dw1 = zero_floats((size_t)c * oc), *dw2 = zero_floats((size_t)c * oc);
+        float *db1 = zero_floats(c), *db2 = zero_floats(c);
+        gpt_matmul_backward_gelu(s, dinp1, dw1, db1, dout2, act, w, pre, n, oc, c);
+        gpt_matmul_backward(s, dinp2, dw2, db2, dout2, act, w, n, oc, c);
+        gpt_gelu_backward(s, dinp2, pre, dinp2, (size_t)n * oc);
+        sync_ok(s);
+        check_bitwise(name, "gelu_dinp", dinp1, dinp2, (size_t)n * oc);
+        check_bitwise(name, "gelu_dw", dw1, dw2, (size_t)c * oc);
+        check_bitwise(name, "gelu_dbias", db1, db2, c);
+        free(pre); free(act); free(pre2); free(act2); free(dout2); free(dinp1); free(dinp2);
+        free(dw1); free(dw2); free(db1); free(db2);
+    }
+
     /* backward vs finite differences */
     float *dinp = zero_floats((size_t)n * c), *dw = zero_floats((size_t)oc * c);
     float *dbias = zero_floats(oc);

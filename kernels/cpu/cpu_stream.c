@@ -296,10 +296,12 @@ typedef struct cpu_task {
             const float *dout, *inp, *w, *mean, *rstd;
             int N, C;
         } layernorm_bwd;
-        struct { float *out; const float *inp, *w, *bias; int N, C, OC; } matmul_fwd;
+        /* gelu_out: the gelu variant (out is then the pre-activation) */
+        struct { float *out, *gelu_out; const float *inp, *w, *bias; int N, C, OC; } matmul_fwd;
+        /* gelu_pre: the gelu variant (dinp is carried through gelu'(gelu_pre)) */
         struct {
             float *dinp, *dw, *dbias;
-            const float *dout, *inp, *w;
+            const float *dout, *inp, *w, *gelu_pre;
             int N, C, OC;
         } matmul_bwd;
         struct { float *out, *lse; const float *qkv; int B, T, C, NH; } attention_fwd;
@@ -403,12 +405,16 @@ static int task_run(gpt_stream *s, const cpu_task *t)
     case TASK_MATMUL_FORWARD: {
         const __typeof__(t->a.matmul_fwd) *x = &t->a.matmul_fwd;
         cpu_matmul_forward(s, x->out, x->inp, x->w, x->bias, x->N, x->C, x->OC);
+        if (x->gelu_out != NULL) /* the two ops, in order: the same bits */
+            cpu_gelu_forward(s, x->gelu_out, x->out, (size_t)x->N * x->OC);
         return GPT_OK;
     }
     case TASK_MATMUL_BACKWARD: {
         const __typeof__(t->a.matmul_bwd) *x = &t->a.matmul_bwd;
         cpu_matmul_backward(s, x->dinp, x->dw, x->dbias, x->dout, x->inp, x->w, x->N, x->C,
                             x->OC);
+        if (x->gelu_pre != NULL && x->dinp != NULL)
+            cpu_gelu_backward(s, x->dinp, x->gelu_pre, x->dinp, (size_t)x->N * x->C);
         return GPT_OK;
     }
     case TASK_ATTENTION_FORWARD: {
@@ -801,6 +807,39 @@ void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void 
     t.a.matmul_fwd.N = N;
     t.a.matmul_fwd.C = C;
     t.a.matmul_fwd.OC = OC;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp,
+                               const void *w, const void *bias, int N, int C, int OC)
+{
+    cpu_task t = {.kind = TASK_MATMUL_FORWARD};
+    t.a.matmul_fwd.out = pre;
+    t.a.matmul_fwd.gelu_out = out;
+    t.a.matmul_fwd.inp = inp;
+    t.a.matmul_fwd.w = w;
+    t.a.matmul_fwd.bias = bias;
+    t.a.matmul_fwd.N = N;
+    t.a.matmul_fwd.C = C;
+    t.a.matmul_fwd.OC = OC;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                                const void *dout, const void *inp, const void *w,
+                                const void *pre, int N, int C, int OC)
+{
+    cpu_task t = {.kind = TASK_MATMUL_BACKWARD};
+    t.a.matmul_bwd.dinp = dinp;
+    t.a.matmul_bwd.dw = dw;
+    t.a.matmul_bwd.dbias = dbias;
+    t.a.matmul_bwd.dout = dout;
+    t.a.matmul_bwd.inp = inp;
+    t.a.matmul_bwd.w = w;
+    t.a.matmul_bwd.gelu_pre = pre;
+    t.a.matmul_bwd.N = N;
+    t.a.matmul_bwd.C = C;
+    t.a.matmul_bwd.OC = OC;
     stream_push_op(s, &t);
 }
 

@@ -41,6 +41,11 @@ void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
                               const float *mean, const float *rstd, int N, int C);
 void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
                           const void *bias, int N, int C, int OC);
+void cpu_q_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp,
+                               const void *w, const void *bias, int N, int C, int OC);
+void cpu_q_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                                const void *dout, const void *inp, const void *w,
+                                const void *pre, int N, int C, int OC);
 void cpu_q_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                            const void *dout, const void *inp, const void *w, int N, int C,
                            int OC);

@@ -17,6 +17,15 @@
  * (calls, ms) to the op's row; the table is printed to stdout by destroy.  This serialises
  * host and device per op (the timings are then of the op alone, and the pipeline stalls:
  * totals are larger than in a normal run).  Off, the only cost is one branch per op.
+ *
+ * GELU epilogues: which of the MLP's GELU passes run inside cuBLASLt's epilogue
+ * (matmul_forward_gelu: GELU_AUX_BIAS; matmul_backward_gelu: DGELU) rather than as kernels
+ * of their own.  Default: both in bf16, none with fp32 storage — measured on an H200 at l16
+ * h2048 b4 (bench/results/2026-11-21-h200-flash): bf16 66.2 -> 65.0 ms with both, TF32
+ * 129.9 -> 130.8 (fwd) and 133.7 (both), cuBLASLt's epilogue kernels for fp32 outputs being
+ * slower than the GEMM plus a GELU pass.  AEBENCH_GELU_EPILOGUE = off | fwd | both overrides
+ * it for such measurements; DGELU is never used in strict fp32 (its derivative is 1.2e-5 off
+ * the reference's, above the strict tolerance).
  */
 #include "cuda_common.cuh"
 
@@ -374,6 +383,15 @@ PROFILED(matmul_backward, OP_MATMUL_BWD,
          (gpt_stream * s, void *dinp, float *dw, float *dbias, const void *dout,
           const void *inp, const void *w, int N, int C, int OC),
          (s, dinp, dw, dbias, dout, inp, w, N, C, OC))
+/* the fused GELU variants count as matmuls: the GELU has no pass of its own any more */
+PROFILED(matmul_forward_gelu, OP_MATMUL_FWD,
+         (gpt_stream * s, void *out, void *pre, const void *inp, const void *w, const void *bias,
+          int N, int C, int OC),
+         (s, out, pre, inp, w, bias, N, C, OC))
+PROFILED(matmul_backward_gelu, OP_MATMUL_BWD,
+         (gpt_stream * s, void *dinp, float *dw, float *dbias, const void *dout,
+          const void *inp, const void *w, const void *pre, int N, int C, int OC),
+         (s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC))
 PROFILED(attention_forward, OP_ATTENTION_FWD,
          (gpt_stream * s, void *out, float *lse, const void *qkv, int B, int T, int C, int NH),
          (s, out, lse, qkv, B, T, C, NH))
@@ -437,6 +455,8 @@ static const gpt_backend_ops cuda_ops = {
     /* .layernorm_backward = */ prof_layernorm_backward,
     /* .matmul_forward = */ prof_matmul_forward,
     /* .matmul_backward = */ prof_matmul_backward,
+    /* .matmul_forward_gelu = */ prof_matmul_forward_gelu,
+    /* .matmul_backward_gelu = */ prof_matmul_backward_gelu,
     /* .attention_forward = */ prof_attention_forward,
     /* .attention_backward = */ prof_attention_backward,
     /* .gelu_forward = */ prof_gelu_forward,
@@ -495,6 +515,17 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
              prop.minor, prop.multiProcessorCount);
     const char *env = getenv("AEBENCH_PROFILE_OPS");
     impl->profile = env != NULL && strcmp(env, "1") == 0;
+    const char *gelu = getenv("AEBENCH_GELU_EPILOGUE");
+    if (gelu == NULL) {
+        impl->gelu_fwd_epilogue = impl->gelu_bwd_epilogue = dtype == GPT_BF16;
+    } else {
+        if (strcmp(gelu, "off") != 0 && strcmp(gelu, "fwd") != 0 && strcmp(gelu, "both") != 0)
+            fprintf(stderr, "aebench: AEBENCH_GELU_EPILOGUE=%s is not off, fwd or both: off\n",
+                    gelu);
+        impl->gelu_fwd_epilogue = strcmp(gelu, "fwd") == 0 || strcmp(gelu, "both") == 0;
+        impl->gelu_bwd_epilogue = strcmp(gelu, "both") == 0 &&
+                                  (dtype == GPT_BF16 || impl->allow_tf32);
+    }
     pthread_mutex_init(&impl->prof_lock, NULL);
     be->ops = &cuda_ops;
     be->name = "cuda";

@@ -66,6 +66,7 @@ static inline int cublas_report(cublasStatus_t e, const char *what, const char *
 typedef struct lt_plan_key {
     int transa, transb, m, n, k, lda, ldb, ldc;
     int ab_type, cd_type, compute, bias; /* cudaDataType / cublasComputeType_t values */
+    int epi;                             /* lt_epilogue (cuda_matmul.cu) */
     unsigned al_a, al_b, al_d;
 } lt_plan_key;
 
@@ -88,6 +89,8 @@ enum cuda_op_id {
 typedef struct cuda_backend_impl {
     int device;
     int allow_tf32;
+    /* run the MLP's GELU / GELU-derivative in the GEMM epilogue (AEBENCH_GELU_EPILOGUE) */
+    int gelu_fwd_epilogue, gelu_bwd_epilogue;
     char desc[320];
     /* opt-in per-op profiler (AEBENCH_PROFILE_OPS=1 at creation) */
     int profile;
@@ -184,6 +187,11 @@ void cu_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
                        const void *bias, int N, int C, int OC);
 void cu_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout,
                         const void *inp, const void *w, int N, int C, int OC);
+void cu_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp, const void *w,
+                            const void *bias, int N, int C, int OC);
+void cu_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                             const void *dout, const void *inp, const void *w, const void *pre,
+                             int N, int C, int OC);
 void cu_lt_plans_destroy(cuda_stream_impl *st);
 
 /* cuda_attention.cu */

@@ -37,6 +37,13 @@
 /* Largest power of two (up to 16) dividing the address: cuBLASLt's heuristic is told the
  * real alignment so it never picks a vectorised kernel that would fault on an offset
  * pointer (engines carve tensors out of blocks at arbitrary element offsets). */
+/* What runs in a product's epilogue besides the optional bias. */
+enum lt_epilogue {
+    LT_EPI_NONE = 0,
+    LT_EPI_GELU_AUX = 1, /* D = gelu(AB [+ bias]), aux = AB [+ bias] (the pre-activation) */
+    LT_EPI_DGELU = 2,    /* D = AB * gelu'(aux) */
+};
+
 static uint32_t alignment_of(const void *p)
 {
     uintptr_t a = (uintptr_t)p;
@@ -82,11 +89,20 @@ static int plan_build(cuda_stream_impl *st, lt_plan *p, const lt_plan_key *key)
         CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
                                                      sizeof opb)))
         goto out;
-    if (key->bias) {
-        /* The bias has D's type (bf16 working weights with bf16 D). */
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (key->bias || key->epi != LT_EPI_NONE) {
+        /* The bias has D's type (bf16 working weights with bf16 D); so has the aux matrix
+         * (cuBLASLt's default), which is laid out as D. */
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        if (key->epi == LT_EPI_GELU_AUX)
+            epi = key->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        else if (key->epi == LT_EPI_DGELU)
+            epi = CUBLASLT_EPILOGUE_DGELU;
+        const int64_t aux_ld = key->ldc;
         if (CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                         &epi, sizeof epi)))
+                                                         &epi, sizeof epi)) ||
+            (key->epi != LT_EPI_NONE &&
+             CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(
+                 p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld))))
             goto out;
     }
     if (CUBLAS_FAILED(cublasLtMatrixLayoutCreate(&p->la, ab, key->transa ? k : m,
@@ -146,7 +162,8 @@ static lt_plan *plan_get(cuda_stream_impl *st, const lt_plan_key *key)
  * weight gradients). */
 static void lt_gemm(gpt_stream *s, int transa, int transb, int m, int n, int k,
                     const void *A, int lda, const void *B, int ldb, void *D, int ldc,
-                    cudaDataType_t cd_type, const void *bias, float alpha, float beta)
+                    cudaDataType_t cd_type, const void *bias, int epi, const void *aux,
+                    float alpha, float beta)
 {
     cuda_stream_impl *st = cu_stream(s);
     lt_plan_key key;
@@ -163,6 +180,7 @@ static void lt_gemm(gpt_stream *s, int transa, int transb, int m, int n, int k,
     key.cd_type = (int)cd_type;
     key.compute = (int)cu_compute_type(s);
     key.bias = bias != NULL;
+    key.epi = epi;
     key.al_a = alignment_of(A);
     key.al_b = alignment_of(B);
     key.al_d = alignment_of(D);
@@ -174,6 +192,12 @@ static void lt_gemm(gpt_stream *s, int transa, int transb, int m, int n, int k,
     if (bias != NULL &&
         CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                      &bias, sizeof bias))) {
+        st->failed = 1;
+        return;
+    }
+    if (epi != LT_EPI_NONE &&
+        CUBLAS_FAILED(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux))) {
         st->failed = 1;
         return;
     }
@@ -200,8 +224,8 @@ void cu_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
                        const void *bias, int N, int C, int OC)
 {
     const int fused = bias != NULL && alignment_of(bias) == 16;
-    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, out, OC, cu_act_type(s), fused ? bias : NULL, 1.0f,
-            0.0f);
+    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, out, OC, cu_act_type(s), fused ? bias : NULL,
+            LT_EPI_NONE, NULL, 1.0f, 0.0f);
     if (bias != NULL && !fused) {
         const size_t total = (size_t)N * OC;
         CU_DISPATCH(s, T,
@@ -273,15 +297,55 @@ void cu_column_sum_acc(gpt_stream *s, float *out, const void *in, int N, int OC)
     OP_CHECK_LAUNCH(s);
 }
 
-/* dinp (N,C) = dout @ w (overwrites; skipped if NULL); dw (OC,C) += dout^T @ inp (fp32);
- * dbias (OC) += column sums of dout (skipped if NULL). */
+/* dinp (N,C) = dout @ w [* gelu'(pre) when pre is given] (overwrites; skipped if NULL);
+ * dw (OC,C) += dout^T @ inp (fp32); dbias (OC) += column sums of dout (skipped if NULL). */
+static void matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                            const void *dout, const void *inp, const void *w, const void *pre,
+                            int N, int C, int OC)
+{
+    if (dinp != NULL) {
+        /* the DGELU epilogue reads pre laid out as dinp: 16-byte aligned, ld % 8 == 0 */
+        const int fused = pre != NULL && cu_backend(s)->gelu_bwd_epilogue &&
+                          alignment_of(pre) == 16 && C % 8 == 0;
+        lt_gemm(s, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, cu_act_type(s), NULL,
+                fused ? LT_EPI_DGELU : LT_EPI_NONE, fused ? pre : NULL, 1.0f, 0.0f);
+        if (pre != NULL && !fused)
+            cu_gelu_backward(s, dinp, pre, dinp, (size_t)N * C);
+    }
+    if (dw != NULL)
+        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, CUDA_R_32F, NULL, LT_EPI_NONE, NULL,
+                1.0f, 1.0f);
+    if (dbias != NULL)
+        cu_column_sum_acc(s, dbias, dout, N, OC);
+}
+
 void cu_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout,
                         const void *inp, const void *w, int N, int C, int OC)
 {
-    if (dinp != NULL)
-        lt_gemm(s, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, cu_act_type(s), NULL, 1.0f, 0.0f);
-    if (dw != NULL)
-        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, CUDA_R_32F, NULL, 1.0f, 1.0f);
-    if (dbias != NULL)
-        cu_column_sum_acc(s, dbias, dout, N, OC);
+    matmul_backward(s, dinp, dw, dbias, dout, inp, w, NULL, N, C, OC);
+}
+
+void cu_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                             const void *dout, const void *inp, const void *w, const void *pre,
+                             int N, int C, int OC)
+{
+    matmul_backward(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC);
+}
+
+/* pre (N,OC) = inp @ w^T + bias, out = gelu(pre): one GEMM whose epilogue applies the bias
+ * and the GELU and also stores the pre-activation (GELU_AUX_BIAS; cuBLASLt's GELU is the tanh
+ * form of gpt.h).  Unaligned operands take the two-pass path. */
+void cu_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp, const void *w,
+                            const void *bias, int N, int C, int OC)
+{
+    const int fused = cu_backend(s)->gelu_fwd_epilogue &&
+                      (bias == NULL || alignment_of(bias) == 16) && alignment_of(pre) == 16 &&
+                      OC % 8 == 0;
+    if (!fused) {
+        cu_matmul_forward(s, pre, inp, w, bias, N, C, OC);
+        cu_gelu_forward(s, out, pre, (size_t)N * OC);
+        return;
+    }
+    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, out, OC, cu_act_type(s), bias, LT_EPI_GELU_AUX, pre,
+            1.0f, 0.0f);
 }
