@@ -796,11 +796,13 @@ void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
     stream_push_op(s, &t);
 }
 
-void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
-                          const void *bias, int N, int C, int OC)
+/* The matmul tasks; gelu_out / gelu_pre select the fused GELU variants (NULL: plain). */
+static void push_matmul_forward(gpt_stream *s, void *out, void *gelu_out, const void *inp,
+                                const void *w, const void *bias, int N, int C, int OC)
 {
     cpu_task t = {.kind = TASK_MATMUL_FORWARD};
     t.a.matmul_fwd.out = out;
+    t.a.matmul_fwd.gelu_out = gelu_out;
     t.a.matmul_fwd.inp = inp;
     t.a.matmul_fwd.w = w;
     t.a.matmul_fwd.bias = bias;
@@ -810,54 +812,49 @@ void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void 
     stream_push_op(s, &t);
 }
 
+static void push_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
+                                 const void *dout, const void *inp, const void *w,
+                                 const void *gelu_pre, int N, int C, int OC)
+{
+    cpu_task t = {.kind = TASK_MATMUL_BACKWARD};
+    t.a.matmul_bwd.dinp = dinp;
+    t.a.matmul_bwd.dw = dw;
+    t.a.matmul_bwd.dbias = dbias;
+    t.a.matmul_bwd.dout = dout;
+    t.a.matmul_bwd.inp = inp;
+    t.a.matmul_bwd.w = w;
+    t.a.matmul_bwd.gelu_pre = gelu_pre;
+    t.a.matmul_bwd.N = N;
+    t.a.matmul_bwd.C = C;
+    t.a.matmul_bwd.OC = OC;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
+                          const void *bias, int N, int C, int OC)
+{
+    push_matmul_forward(s, out, NULL, inp, w, bias, N, C, OC);
+}
+
+/* pre gets the product, out its GELU */
 void cpu_q_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp,
                                const void *w, const void *bias, int N, int C, int OC)
 {
-    cpu_task t = {.kind = TASK_MATMUL_FORWARD};
-    t.a.matmul_fwd.out = pre;
-    t.a.matmul_fwd.gelu_out = out;
-    t.a.matmul_fwd.inp = inp;
-    t.a.matmul_fwd.w = w;
-    t.a.matmul_fwd.bias = bias;
-    t.a.matmul_fwd.N = N;
-    t.a.matmul_fwd.C = C;
-    t.a.matmul_fwd.OC = OC;
-    stream_push_op(s, &t);
+    push_matmul_forward(s, pre, out, inp, w, bias, N, C, OC);
 }
 
 void cpu_q_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                 const void *dout, const void *inp, const void *w,
                                 const void *pre, int N, int C, int OC)
 {
-    cpu_task t = {.kind = TASK_MATMUL_BACKWARD};
-    t.a.matmul_bwd.dinp = dinp;
-    t.a.matmul_bwd.dw = dw;
-    t.a.matmul_bwd.dbias = dbias;
-    t.a.matmul_bwd.dout = dout;
-    t.a.matmul_bwd.inp = inp;
-    t.a.matmul_bwd.w = w;
-    t.a.matmul_bwd.gelu_pre = pre;
-    t.a.matmul_bwd.N = N;
-    t.a.matmul_bwd.C = C;
-    t.a.matmul_bwd.OC = OC;
-    stream_push_op(s, &t);
+    push_matmul_backward(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC);
 }
 
 void cpu_q_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                            const void *dout, const void *inp, const void *w, int N, int C,
                            int OC)
 {
-    cpu_task t = {.kind = TASK_MATMUL_BACKWARD};
-    t.a.matmul_bwd.dinp = dinp;
-    t.a.matmul_bwd.dw = dw;
-    t.a.matmul_bwd.dbias = dbias;
-    t.a.matmul_bwd.dout = dout;
-    t.a.matmul_bwd.inp = inp;
-    t.a.matmul_bwd.w = w;
-    t.a.matmul_bwd.N = N;
-    t.a.matmul_bwd.C = C;
-    t.a.matmul_bwd.OC = OC;
-    stream_push_op(s, &t);
+    push_matmul_backward(s, dinp, dw, dbias, dout, inp, w, NULL, N, C, OC);
 }
 
 void cpu_q_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B,

@@ -383,6 +383,39 @@ flash_forward_tc(E *out, float *lse, const E *qkv, int T, int C, int NH, float s
     }
 }
 
+/* The backward's two products over the head dimension, for the warp's 16 rows (row0) of the
+ * A tiles against all NC rows of the B tiles: x = A1 B1^T, y = A2 B2^T (16 x NC each, in C
+ * registers).  dq kernel: (Q, K) and (dO, V); dk/dv kernel: (K, Q) and (V, dO). */
+template <typename E, int HS, int NC>
+static __device__ __forceinline__ void head_products(float (&x)[NC / 8][4], float (&y)[NC / 8][4],
+                                                     const E *A1, const E *B1, const E *A2,
+                                                     const E *B2, int row0, int lane)
+{
+    typedef mma_op<E> M;
+    constexpr int LD = HS + M::PAD;
+#pragma unroll
+    for (int j = 0; j < NC / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            x[j][e] = y[j][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HS / M::KS; kk++) {
+        uint32_t a1[4], a2[4];
+        a_nk(a1, A1, LD, row0, kk * M::KS, lane);
+        a_nk(a2, A2, LD, row0, kk * M::KS, lane);
+#pragma unroll
+        for (int j = 0; j < NC / 8; j += 2) {
+            uint32_t b10[2], b11[2], b20[2], b21[2];
+            b_nk2(b10, b11, B1, LD, j * 8, kk * M::KS, lane);
+            b_nk2(b20, b21, B2, LD, j * 8, kk * M::KS, lane);
+            M::mma(x[j], a1, b10);
+            M::mma(x[j + 1], a1, b11);
+            M::mma(y[j], a2, b20);
+            M::mma(y[j + 1], a2, b21);
+        }
+    }
+}
+
 /* ---- backward: dq (and delta) ---------------------------------------------------------- */
 
 /*
@@ -450,28 +483,8 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
         tile_load<E, BK, HS>(Vs, qbase + 2 * C, C3, k0, T);
         tile_wait();
 
-        float sc[BK / 8][4], dp[BK / 8][4];
-#pragma unroll
-        for (int j = 0; j < BK / 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                sc[j][e] = dp[j][e] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < HS / M::KS; kk++) {
-            uint32_t aq[4], ad[4];
-            a_nk(aq, Qs, LD, warp * 16, kk * M::KS, lane);
-            a_nk(ad, dOs, LD, warp * 16, kk * M::KS, lane);
-#pragma unroll
-            for (int j = 0; j < BK / 8; j += 2) {
-                uint32_t bk0[2], bk1[2], bv0[2], bv1[2];
-                b_nk2(bk0, bk1, Ks, LD, j * 8, kk * M::KS, lane);
-                b_nk2(bv0, bv1, Vs, LD, j * 8, kk * M::KS, lane);
-                M::mma(sc[j], aq, bk0);
-                M::mma(sc[j + 1], aq, bk1);
-                M::mma(dp[j], ad, bv0);
-                M::mma(dp[j + 1], ad, bv1);
-            }
-        }
+        float sc[BK / 8][4], dp[BK / 8][4]; /* S = Q K^T, dP = dO V^T */
+        head_products<E, HS, BK>(sc, dp, Qs, Ks, dOs, Vs, warp * 16, lane);
         /* dS = P (dP - delta), 0 above the diagonal; kept in sc */
 #pragma unroll
         for (int j = 0; j < BK / 8; j++)
@@ -557,28 +570,8 @@ flash_backward_dkv_tc(E *dqkv, const float *delta, const E *dout, const E *qkv,
         }
         tile_wait();
 
-        float sc[BQ / 8][4], dp[BQ / 8][4];
-#pragma unroll
-        for (int j = 0; j < BQ / 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                sc[j][e] = dp[j][e] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < HS / M::KS; kk++) {
-            uint32_t ak[4], av[4];
-            a_nk(ak, Ks, LD, warp * 16, kk * M::KS, lane);
-            a_nk(av, Vs, LD, warp * 16, kk * M::KS, lane);
-#pragma unroll
-            for (int j = 0; j < BQ / 8; j += 2) {
-                uint32_t bq0[2], bq1[2], bd0[2], bd1[2];
-                b_nk2(bq0, bq1, Qs, LD, j * 8, kk * M::KS, lane);
-                b_nk2(bd0, bd1, dOs, LD, j * 8, kk * M::KS, lane);
-                M::mma(sc[j], ak, bq0);
-                M::mma(sc[j + 1], ak, bq1);
-                M::mma(dp[j], av, bd0);
-                M::mma(dp[j + 1], av, bd1);
-            }
-        }
+        float sc[BQ / 8][4], dp[BQ / 8][4]; /* S^T = K Q^T, dP^T = V dO^T */
+        head_products<E, HS, BQ>(sc, dp, Ks, Qs, Vs, dOs, warp * 16, lane);
         /* P^T into sc, dS^T into dp; 0 where the query precedes the key */
 #pragma unroll
         for (int j = 0; j < BQ / 8; j++)
