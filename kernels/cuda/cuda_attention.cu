@@ -257,6 +257,29 @@ static __device__ __forceinline__ void tile_wait()
     __syncthreads();
 }
 
+/* acc (16 x HS, C registers) += X (16 x NK: the C registers of the previous product, P or
+ * dS) times the tile B (NK x HS, kn: rows are X's columns).  Forward: O += P V; dq: dQ += dS K. */
+template <typename E, int HS, int NK>
+static __device__ __forceinline__ void accumulate_product(float (&acc)[HS / 8][4],
+                                                          const float (&x)[NK / 8][4],
+                                                          const E *B, int lane)
+{
+    typedef mma_op<E> M;
+    constexpr int LD = HS + M::PAD;
+#pragma unroll
+    for (int kk = 0; kk < NK / M::KS; kk++) {
+        uint32_t a[4];
+        M::a_from_c(a, x, kk);
+#pragma unroll
+        for (int i = 0; i < HS / 8; i += 2) {
+            uint32_t b0[2], b1[2];
+            M::b_kn2(b0, b1, B, LD, kk * M::KS, i * 8, lane);
+            M::mma(acc[i], a, b0);
+            M::mma(acc[i + 1], a, b1);
+        }
+    }
+}
+
 /* ---- forward ------------------------------------------------------------------------- */
 
 /*
@@ -354,18 +377,7 @@ flash_forward_tc(E *out, float *lse, const E *qkv, int T, int C, int NH, float s
         }
 
         /* O += P V: the probabilities go from the S registers straight into A fragments */
-#pragma unroll
-        for (int kk = 0; kk < BK / M::KS; kk++) {
-            uint32_t a[4];
-            M::a_from_c(a, sc, kk);
-#pragma unroll
-            for (int i = 0; i < HS / 8; i += 2) {
-                uint32_t b0[2], b1[2];
-                M::b_kn2(b0, b1, Vs, LD, kk * M::KS, i * 8, lane);
-                M::mma(o[i], a, b0);
-                M::mma(o[i + 1], a, b1);
-            }
-        }
+        accumulate_product<E, HS, BK>(o, sc, Vs, lane);
     }
 
 #pragma unroll
@@ -494,19 +506,7 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
                 const float p = key <= row[r] ? exp2f(sc[j][e] * scale_log2 - ls[r]) : 0.0f;
                 sc[j][e] = p * (dp[j][e] - dl[r]);
             }
-        /* dQ += dS K */
-#pragma unroll
-        for (int kk = 0; kk < BK / M::KS; kk++) {
-            uint32_t a[4];
-            M::a_from_c(a, sc, kk);
-#pragma unroll
-            for (int i = 0; i < HS / 8; i += 2) {
-                uint32_t b0[2], b1[2];
-                M::b_kn2(b0, b1, Ks, LD, kk * M::KS, i * 8, lane);
-                M::mma(dq[i], a, b0);
-                M::mma(dq[i + 1], a, b1);
-            }
-        }
+        accumulate_product<E, HS, BK>(dq, sc, Ks, lane); /* dQ += dS K */
     }
 
 #pragma unroll
