@@ -548,37 +548,54 @@ static engine_config small_engine_config(int layers, uint64_t seed, device_kind 
     return cfg;
 }
 
-static void test_engine_cpu_vs_cuda(void **state)
-{
-    (void)state;
-    if (!have_gpu()) skip();
-    engine_config cfg = small_engine_config(2, 4321, DEVICE_CUDA);
+/* megatron-lm for `iters` iterations on the CPU (fp32) and on the GPU (gpu_cfg, the same
+ * model and seed), step by step: the largest relative difference of the losses and of the
+ * grad norms, and the GPU's first and last loss.  Every GPU step must be finite and taken. */
+typedef struct trajectory_diff {
+    double max_rel, max_norm_rel, first, last;
+} trajectory_diff;
 
-    engine_config cpu_cfg = cfg;
+static trajectory_diff megatron_cpu_vs_gpu(const engine_config *gpu_cfg, int iters,
+                                           const char *label)
+{
+    engine_config cpu_cfg = *gpu_cfg;
     cpu_cfg.device = DEVICE_CPU;
+    cpu_cfg.bf16 = 0;
     engine_harness cpu, gpu;
     assert_int_equal(harness_open(&cpu, &engine_megatron_lm, &cpu_cfg, SIZE_MAX), 0);
-    assert_int_equal(harness_open(&gpu, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
-    const int iters = 20;
-    double max_rel = 0, max_norm_rel = 0;
+    assert_int_equal(harness_open(&gpu, &engine_megatron_lm, gpu_cfg, SIZE_MAX), 0);
+    trajectory_diff d = {0};
     for (int it = 1; it <= iters; it++) {
         step_result a, b;
         harness_step(&cpu, it, &a);
         harness_step(&gpu, it, &b);
         const double rel = fabs(b.loss - a.loss) / fabs(a.loss);
         const double nrel = fabs(b.grad_norm - a.grad_norm) / fabs(a.grad_norm);
-        if (rel > max_rel) max_rel = rel;
-        if (nrel > max_norm_rel) max_norm_rel = nrel;
-        printf("engine it %2d  loss cpu %.7f cuda %.7f rel %.2e  grad_norm cpu %.6f cuda %.6f\n",
-               it, a.loss, b.loss, rel, a.grad_norm, b.grad_norm);
+        if (rel > d.max_rel) d.max_rel = rel;
+        if (nrel > d.max_norm_rel) d.max_norm_rel = nrel;
+        if (it == 1) d.first = b.loss;
+        d.last = b.loss;
+        printf("engine %s it %2d  loss cpu %.7f cuda %.7f rel %.2e  grad_norm cpu %.6f cuda "
+               "%.6f\n",
+               label, it, a.loss, b.loss, rel, a.grad_norm, b.grad_norm);
         assert_true(isfinite(b.loss) && !b.skipped);
     }
-    printf("cuda_vs_cpu engine megatron-lm losses math=fp32 iterations=%d max_rel_err=%.3e "
-           "(grad norm max_rel_err=%.3e)\n",
-           iters, max_rel, max_norm_rel);
-    assert_true(max_rel <= 1e-5);
     harness_close(&gpu);
     harness_close(&cpu);
+    return d;
+}
+
+static void test_engine_cpu_vs_cuda(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    const engine_config cfg = small_engine_config(2, 4321, DEVICE_CUDA);
+    const int iters = 20;
+    const trajectory_diff d = megatron_cpu_vs_gpu(&cfg, iters, "fp32");
+    printf("cuda_vs_cpu engine megatron-lm losses math=fp32 iterations=%d max_rel_err=%.3e "
+           "(grad norm max_rel_err=%.3e)\n",
+           iters, d.max_rel, d.max_norm_rel);
+    assert_true(d.max_rel <= 1e-5);
 }
 
 /*
@@ -597,39 +614,14 @@ static void test_engine_bf16_vs_cpu(void **state)
     if (!have_gpu()) skip();
     engine_config cfg = small_engine_config(2, 4321, DEVICE_CUDA);
     cfg.bf16 = 1;
-
-    engine_config cpu_cfg = cfg;
-    cpu_cfg.device = DEVICE_CPU;
-    cpu_cfg.bf16 = 0;
-    engine_harness cpu, gpu;
-    assert_int_equal(harness_open(&cpu, &engine_megatron_lm, &cpu_cfg, SIZE_MAX), 0);
-    assert_int_equal(harness_open(&gpu, &engine_megatron_lm, &cfg, SIZE_MAX), 0);
     const int iters = 20;
-    double max_rel = 0, max_norm_rel = 0, first = 0, last = 0;
-    for (int it = 1; it <= iters; it++) {
-        step_result a, b;
-        harness_step(&cpu, it, &a);
-        harness_step(&gpu, it, &b);
-        const double rel = fabs(b.loss - a.loss) / fabs(a.loss);
-        const double nrel = fabs(b.grad_norm - a.grad_norm) / fabs(a.grad_norm);
-        if (rel > max_rel) max_rel = rel;
-        if (nrel > max_norm_rel) max_norm_rel = nrel;
-        if (it == 1) first = b.loss;
-        last = b.loss;
-        printf("engine bf16 it %2d  loss cpu-fp32 %.7f cuda-bf16 %.7f rel %.2e  grad_norm cpu "
-               "%.6f cuda %.6f\n",
-               it, a.loss, b.loss, rel, a.grad_norm, b.grad_norm);
-        assert_true(isfinite(b.loss) && !b.skipped);
-    }
+    const trajectory_diff d = megatron_cpu_vs_gpu(&cfg, iters, "bf16");
     printf("cuda_vs_cpu engine megatron-lm losses math=bf16 iterations=%d max_rel_err=%.3e "
            "(grad norm max_rel_err=%.3e; loss %.4f -> %.4f)\n",
-           iters, max_rel, max_norm_rel, first, last);
-    assert_true(max_rel <= 1e-2);
-    assert_true(last < first); /* it trains */
-    harness_close(&gpu);
-    harness_close(&cpu);
+           iters, d.max_rel, d.max_norm_rel, d.first, d.last);
+    assert_true(d.max_rel <= 1e-2);
+    assert_true(d.last < d.first); /* it trains */
 }
-
 
 /* One engine on the GPU (real async streams and events) against megatron-lm's trajectory on
  * the CPU reference: per-iteration losses within 1e-5 and final parameters within 1e-5

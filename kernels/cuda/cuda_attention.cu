@@ -280,6 +280,24 @@ static __device__ __forceinline__ void accumulate_product(float (&acc)[HS / 8][4
     }
 }
 
+/* The (batch, head) a block works on (blockIdx.y = b NH + h) and where that head's rows
+ * start, in elements: token t's q at qkv_off + t C3 of qkv (k, v at + C, + 2C; dq, dk, dv
+ * at the same places of dqkv), its head slice of out / dout at tok_off + t C, its lse /
+ * delta entry at stat_off + t. */
+struct head_rows {
+    size_t C3, qkv_off, tok_off, stat_off;
+};
+static __device__ __forceinline__ head_rows head_of_block(int T, int C, int NH, int hs)
+{
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    head_rows r;
+    r.C3 = 3 * (size_t)C;
+    r.qkv_off = (size_t)b * T * r.C3 + (size_t)h * hs;
+    r.tok_off = (size_t)b * T * C + (size_t)h * hs;
+    r.stat_off = (size_t)bh * T;
+    return r;
+}
+
 /* ---- forward ------------------------------------------------------------------------- */
 
 /*
@@ -297,11 +315,11 @@ flash_forward_tc(E *out, float *lse, const E *qkv, int T, int C, int NH, float s
     extern __shared__ __align__(16) unsigned char smem_raw[];
     E *Qs = reinterpret_cast<E *>(smem_raw), *Ks = Qs + BQ * LD, *Vs = Ks + BK * LD;
 
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const head_rows hr = head_of_block(T, C, NH, HS);
     const int qblk = gridDim.x - 1 - blockIdx.x, q0 = qblk * BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-    const size_t C3 = 3 * (size_t)C;
-    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const size_t C3 = hr.C3;
+    const E *qbase = qkv + hr.qkv_off;
 
     tile_load<E, BQ, HS>(Qs, qbase, C3, q0, T);
 
@@ -386,12 +404,12 @@ flash_forward_tc(E *out, float *lse, const E *qkv, int T, int C, int NH, float s
         if (row[r] >= T)
             continue;
         const float inv = 1.0f / l[r];
-        E *orow = out + ((size_t)b * T + row[r]) * C + (size_t)h * HS;
+        E *orow = out + hr.tok_off + (size_t)row[r] * C;
 #pragma unroll
         for (int i = 0; i < HS / 8; i++)
             store_pair(orow + i * 8 + 2 * t, o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
         if (t == 0)
-            lse[(size_t)bh * T + row[r]] = (m[r] + log2f(l[r])) * LN2_F;
+            lse[hr.stat_off + row[r]] = (m[r] + log2f(l[r])) * LN2_F;
     }
 }
 
@@ -447,12 +465,12 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
     E *Qs = reinterpret_cast<E *>(smem_raw), *dOs = Qs + BQ * LD, *Ks = dOs + BQ * LD,
       *Vs = Ks + BK * LD;
 
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const head_rows hr = head_of_block(T, C, NH, HS);
     const int qblk = gridDim.x - 1 - blockIdx.x, q0 = qblk * BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-    const size_t C3 = 3 * (size_t)C;
-    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-    const E *dobase = dout + (size_t)b * T * C + (size_t)h * HS;
+    const size_t C3 = hr.C3;
+    const E *qbase = qkv + hr.qkv_off;
+    const E *dobase = dout + hr.tok_off;
 
     __shared__ float Dsh[BQ];
     tile_load<E, BQ, HS>(Qs, qbase, C3, q0, T);
@@ -464,7 +482,7 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
         const int r = threadIdx.x / 2, half = threadIdx.x % 2, qr = q0 + r;
         float acc = 0.0f;
         if (qr < T) {
-            const size_t off = ((size_t)b * T + qr) * C + (size_t)h * HS + half * (HS / 2);
+            const size_t off = hr.tok_off + (size_t)qr * C + half * (HS / 2);
 #pragma unroll 8
             for (int i = 0; i < HS / 2; i++)
                 acc += ld_f32(dout[off + i]) * ld_f32(out[off + i]);
@@ -473,7 +491,7 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
         if (half == 0) {
             Dsh[r] = acc;
             if (qr < T)
-                delta[(size_t)bh * T + qr] = acc;
+                delta[hr.stat_off + qr] = acc;
         }
     }
     tile_wait();
@@ -481,7 +499,7 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
     float dl[2] = {Dsh[warp * 16 + g], Dsh[warp * 16 + g + 8]}, ls[2] = {INFINITY, INFINITY};
     for (int r = 0; r < 2; r++)
         if (row[r] < T)
-            ls[r] = lse[(size_t)bh * T + row[r]] * LOG2E_F;
+            ls[r] = lse[hr.stat_off + row[r]] * LOG2E_F;
 
     float dq[HS / 8][4];
 #pragma unroll
@@ -513,7 +531,7 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
     for (int r = 0; r < 2; r++) {
         if (row[r] >= T)
             continue;
-        E *drow = dqkv + ((size_t)b * T + row[r]) * C3 + (size_t)h * HS;
+        E *drow = dqkv + hr.qkv_off + (size_t)row[r] * C3;
 #pragma unroll
         for (int i = 0; i < HS / 8; i++)
             store_pair(drow + i * 8 + 2 * t, dq[i][2 * r] * scale, dq[i][2 * r + 1] * scale);
@@ -540,12 +558,12 @@ flash_backward_dkv_tc(E *dqkv, const float *delta, const E *dout, const E *qkv,
       *dOs = Qs + BQ * LD;
     float *Ls = reinterpret_cast<float *>(dOs + BQ * LD), *Ds = Ls + BQ;
 
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const head_rows hr = head_of_block(T, C, NH, HS);
     const int k0 = blockIdx.x * BK;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-    const size_t C3 = 3 * (size_t)C;
-    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-    const E *dobase = dout + (size_t)b * T * C + (size_t)h * HS;
+    const size_t C3 = hr.C3;
+    const E *qbase = qkv + hr.qkv_off;
+    const E *dobase = dout + hr.tok_off;
 
     tile_load<E, BK, HS>(Ks, qbase + C, C3, k0, T);
     tile_load<E, BK, HS>(Vs, qbase + 2 * C, C3, k0, T);
@@ -565,8 +583,8 @@ flash_backward_dkv_tc(E *dqkv, const float *delta, const E *dout, const E *qkv,
         if (threadIdx.x < BQ) {
             const int q = q0 + threadIdx.x;
             /* queries past T: probability 0 (exp2(-inf)), and no delta */
-            Ls[threadIdx.x] = q < T ? lse[(size_t)bh * T + q] * LOG2E_F : INFINITY;
-            Ds[threadIdx.x] = q < T ? delta[(size_t)bh * T + q] : 0.0f;
+            Ls[threadIdx.x] = q < T ? lse[hr.stat_off + q] * LOG2E_F : INFINITY;
+            Ds[threadIdx.x] = q < T ? delta[hr.stat_off + q] : 0.0f;
         }
         tile_wait();
 
@@ -606,7 +624,7 @@ flash_backward_dkv_tc(E *dqkv, const float *delta, const E *dout, const E *qkv,
     for (int r = 0; r < 2; r++) {
         if (key[r] >= T)
             continue;
-        E *krow = dqkv + ((size_t)b * T + key[r]) * C3 + C + (size_t)h * HS;
+        E *krow = dqkv + hr.qkv_off + (size_t)key[r] * C3 + C;
 #pragma unroll
         for (int i = 0; i < HS / 8; i++) {
             store_pair(krow + i * 8 + 2 * t, dk[i][2 * r] * scale, dk[i][2 * r + 1] * scale);
@@ -721,11 +739,11 @@ flash_forward_simt(E *out, float *lse, const E *qkv, int T, int C, int NH, float
     extern __shared__ float4 simt_smem4[];
     float *Ks = reinterpret_cast<float *>(simt_smem4), *Vs = Ks + SIMT_TILE * L::RS;
     const int hs = C / NH;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const head_rows hr = head_of_block(T, C, NH, hs);
     const int q0 = (gridDim.x - 1 - blockIdx.x) * SIMT_ROWS;
     const int sub = threadIdx.x & 3, q = q0 + threadIdx.x / 4;
-    const size_t C3 = 3 * (size_t)C;
-    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+    const size_t C3 = hr.C3;
+    const E *qbase = qkv + hr.qkv_off;
 
     float qr[DPT], o[DPT];
     slice_load<E, DPT>(qr, qbase + (size_t)q * C3, q < T, sub, hs, scale_log2);
@@ -759,9 +777,9 @@ flash_forward_simt(E *out, float *lse, const E *qkv, int T, int C, int NH, float
     }
     if (q >= T)
         return;
-    slice_store<E, DPT>(out + ((size_t)b * T + q) * C + (size_t)h * hs, o, sub, hs, 1.0f / l);
+    slice_store<E, DPT>(out + hr.tok_off + (size_t)q * C, o, sub, hs, 1.0f / l);
     if (sub == 0)
-        lse[(size_t)bh * T + q] = (m + log2f(l)) * LN2_F;
+        lse[hr.stat_off + q] = (m + log2f(l)) * LN2_F;
 }
 
 template <typename E, int DPT>
@@ -773,12 +791,12 @@ flash_backward_dq_simt(E *dqkv, float *delta, const E *dout, const E *qkv, const
     extern __shared__ float4 simt_smem4[];
     float *Ks = reinterpret_cast<float *>(simt_smem4), *Vs = Ks + SIMT_TILE * L::RS;
     const int hs = C / NH;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const head_rows hr = head_of_block(T, C, NH, hs);
     const int q0 = (gridDim.x - 1 - blockIdx.x) * SIMT_ROWS;
     const int sub = threadIdx.x & 3, q = q0 + threadIdx.x / 4;
-    const size_t C3 = 3 * (size_t)C;
-    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-    const size_t tok = ((size_t)b * T + q) * C + (size_t)h * hs;
+    const size_t C3 = hr.C3;
+    const E *qbase = qkv + hr.qkv_off;
+    const size_t tok = hr.tok_off + (size_t)q * C;
 
     float qr[DPT], dor[DPT], orow[DPT], dq[DPT];
     slice_load<E, DPT>(qr, qbase + (size_t)q * C3, q < T, sub, hs, 1.0f);
@@ -792,8 +810,8 @@ flash_backward_dq_simt(E *dqkv, float *delta, const E *dout, const E *qkv, const
     }
     const float D = quad_sum(part);
     if (q < T && sub == 0)
-        delta[(size_t)bh * T + q] = D;
-    const float ls = q < T ? lse[(size_t)bh * T + q] * LOG2E_F : INFINITY;
+        delta[hr.stat_off + q] = D;
+    const float ls = q < T ? lse[hr.stat_off + q] * LOG2E_F : INFINITY;
 
     const int kend = min(T, q0 + SIMT_ROWS);
     for (int k0 = 0; k0 < kend; k0 += SIMT_TILE) {
@@ -812,7 +830,7 @@ flash_backward_dq_simt(E *dqkv, float *delta, const E *dout, const E *qkv, const
         }
     }
     if (q < T)
-        slice_store<E, DPT>(dqkv + ((size_t)b * T + q) * C3 + (size_t)h * hs, dq, sub, hs, scale);
+        slice_store<E, DPT>(dqkv + hr.qkv_off + (size_t)q * C3, dq, sub, hs, scale);
 }
 
 template <typename E, int DPT>
@@ -825,12 +843,12 @@ flash_backward_dkv_simt(E *dqkv, const float *delta, const E *dout, const E *qkv
     float *Qs = reinterpret_cast<float *>(simt_smem4), *dOs = Qs + SIMT_TILE * L::RS,
           *Ls = dOs + SIMT_TILE * L::RS, *Ds = Ls + SIMT_TILE;
     const int hs = C / NH;
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const head_rows hr = head_of_block(T, C, NH, hs);
     const int k0 = blockIdx.x * SIMT_ROWS;
     const int sub = threadIdx.x & 3, key = k0 + threadIdx.x / 4;
-    const size_t C3 = 3 * (size_t)C;
-    const E *qbase = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-    const E *dobase = dout + (size_t)b * T * C + (size_t)h * hs;
+    const size_t C3 = hr.C3;
+    const E *qbase = qkv + hr.qkv_off;
+    const E *dobase = dout + hr.tok_off;
 
     float kr[DPT], vr[DPT], dk[DPT], dv[DPT];
     slice_load<E, DPT>(kr, qbase + (size_t)key * C3 + C, key < T, sub, hs, 1.0f);
@@ -844,8 +862,8 @@ flash_backward_dkv_simt(E *dqkv, const float *delta, const E *dout, const E *qkv
         simt_tile_load<E, DPT>(dOs, dobase, C, q0, T, hs);
         if (threadIdx.x < SIMT_TILE) {
             const int qq = q0 + threadIdx.x;
-            Ls[threadIdx.x] = qq < T ? lse[(size_t)bh * T + qq] * LOG2E_F : INFINITY;
-            Ds[threadIdx.x] = qq < T ? delta[(size_t)bh * T + qq] : 0.0f;
+            Ls[threadIdx.x] = qq < T ? lse[hr.stat_off + qq] * LOG2E_F : INFINITY;
+            Ds[threadIdx.x] = qq < T ? delta[hr.stat_off + qq] : 0.0f;
         }
         __syncthreads();
         const int nq = min(SIMT_TILE, T - q0);
@@ -863,7 +881,7 @@ flash_backward_dkv_simt(E *dqkv, const float *delta, const E *dout, const E *qkv
     }
     if (key >= T)
         return;
-    E *krow = dqkv + ((size_t)b * T + key) * C3 + C + (size_t)h * hs;
+    E *krow = dqkv + hr.qkv_off + (size_t)key * C3 + C;
     slice_store<E, DPT>(krow, dk, sub, hs, scale);
     slice_store<E, DPT>(krow + C, dv, sub, hs, 1.0f);
 }
