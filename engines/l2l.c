@@ -314,7 +314,8 @@ static int forward(l2l_state *st, step_result *out)
     if ((rc = copy_in(st, z->L - 1, out)) ||
         (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
         return rc;
-    gpt_head_forward(c, sh, st->embed_p, input_of(st, z->L), st->work.ids + z->N, &st->work.head);
+    gpt_head_forward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L),
+                     st->work.ids + z->N, &st->work.head);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
 }
@@ -326,8 +327,8 @@ static int backward(l2l_state *st, step_result *out)
     gpt_stream *c = st->io.compute;
     int rc, span;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), st->work.ids + z->N,
-                      &st->work.head, st->work.dres, &st->work.scratch);
+    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), &st->work.head,
+                      st->work.dres);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         /* The slot's grads accumulate: zero them behind the previous layer's copy out. */

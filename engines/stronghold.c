@@ -691,7 +691,8 @@ static int forward(stronghold_state *st, step_result *out)
         if (k + z->S < z->L && (rc = prefetch_forward(st, k + z->S, out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_forward(c, sh, st->embed_p, st->x_out, st->work.ids + z->N, &st->work.head);
+    gpt_head_forward(c, sh, st->embed_p, st->embed_g, st->x_out,
+                     st->work.ids + z->N, &st->work.head);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
 }
@@ -703,8 +704,8 @@ static int backward(stronghold_state *st, step_result *out)
     gpt_stream *c = st->io.compute;
     int rc, span;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->embed_p, st->embed_g, st->x_out, st->work.ids + z->N, &st->work.head,
-                      st->work.dres, &st->work.scratch);
+    gpt_head_backward(c, sh, st->embed_p, st->embed_g, st->x_out, &st->work.head,
+                      st->work.dres);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int streamed = j >= z->R;

@@ -419,7 +419,8 @@ static int forward(zo_state *st, step_result *out)
     /* Every block of the delayed update is queued now. */
     st->pending.active = 0;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_forward(c, sh, st->params, input_of(st, z->L), st->work.ids + z->N, &st->work.head);
+    gpt_head_forward(c, sh, st->params, st->embed_g, input_of(st, z->L),
+                     st->work.ids + z->N, &st->work.head);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
 }
@@ -452,8 +453,8 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     gpt_stream *c = st->io.compute;
     int rc, span;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->params, st->embed_g, input_of(st, z->L), st->work.ids + z->N,
-                      &st->work.head, st->work.dres, &st->work.scratch);
+    gpt_head_backward(c, sh, st->params, st->embed_g, input_of(st, z->L), &st->work.head,
+                      st->work.dres);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int g = group_of(st, j), lo = group_lo(st, g);

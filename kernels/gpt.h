@@ -160,10 +160,9 @@ struct gpt_backend_ops {
                           size_t n);
     void (*residual_forward)(gpt_stream *s, void *out, const void *a, const void *b, size_t n);
     void (*residual_backward)(gpt_stream *s, void *da, void *db, const void *dout, size_t n);
-    void (*crossentropy_forward)(gpt_stream *s, float *losses, const void *logits,
-                                 const int32_t *targets, int N, int V, int Vp);
-    void (*crossentropy_backward)(gpt_stream *s, void *dlogits, const void *logits,
-                                  const int32_t *targets, float dloss, int N, int V, int Vp);
+    void (*crossentropy_forward_backward)(gpt_stream *s, float *losses, void *logits,
+                                          const int32_t *targets, float dloss, int N, int V,
+                                          int Vp);
     void (*adamw_update)(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                          size_t n, float lr, float beta1, float beta2, float eps,
                          float weight_decay, int t, float grad_scale);
@@ -296,17 +295,16 @@ static inline void gpt_residual_backward(gpt_stream *s, void *da, void *db,
 { s->be->ops->residual_backward(s, da, db, dout, n); }
 
 /* Softmax cross-entropy over the first V of Vp logits per row (the padded columns are
- * never part of the softmax).  losses (N) = -log softmax(logits[n])[targets[n]]. */
-static inline void gpt_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
-                                            const int32_t *targets, int N, int V, int Vp)
-{ s->be->ops->crossentropy_forward(s, losses, logits, targets, N, V, Vp); }
-
-/* dlogits (N,Vp) = dloss * (softmax(logits) - onehot(target)), 0 in the padded columns;
- * overwrites, and may alias logits (the logits are then consumed: one copy in memory). */
-static inline void gpt_crossentropy_backward(gpt_stream *s, void *dlogits,
-                                             const void *logits, const int32_t *targets,
-                                             float dloss, int N, int V, int Vp)
-{ s->be->ops->crossentropy_backward(s, dlogits, logits, targets, dloss, N, V, Vp); }
+ * never part of the softmax), forward and backward in one pass over the logits:
+ *   losses (N) = -log softmax(logits[n])[targets[n]];
+ *   logits (N,Vp) is overwritten by its gradient dloss * (softmax - onehot(target)), 0 in
+ *   the padded columns.
+ * One op because the model always needs both, back to back: a row is read once for its
+ * statistics and written once, and only one (rows, Vp) buffer ever exists. */
+static inline void gpt_crossentropy_forward_backward(gpt_stream *s, float *losses,
+                                                     void *logits, const int32_t *targets,
+                                                     float dloss, int N, int V, int Vp)
+{ s->be->ops->crossentropy_forward_backward(s, losses, logits, targets, dloss, N, V, Vp); }
 
 /* AdamW (decoupled weight decay), step t >= 1, on n contiguous elements:
  *   g = grad * grad_scale;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2

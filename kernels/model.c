@@ -181,15 +181,28 @@ static size_t layer_scratch_carve(gpt_layer_scratch *a, void *base, const gpt_sh
     return c.used;
 }
 
-static size_t head_acts_carve(gpt_head_acts *a, void *base, const gpt_shape *sh, gpt_dtype dt)
+int gpt_head_chunk_rows(const gpt_shape *sh, gpt_dtype dt)
+{
+    const size_t N = rows(sh), row_bytes = (size_t)sh->vocab_padded * gpt_dtype_size(dt);
+    const size_t chunks = (N * row_bytes + GPT_HEAD_CHUNK_BYTES - 1) / GPT_HEAD_CHUNK_BYTES;
+    /* Equal chunks, rounded up to 64 rows (the GEMMs' tiles) but never past N. */
+    size_t r = (N + chunks - 1) / chunks;
+    r = (r + 63) / 64 * 64;
+    return (int)(r < N ? r : N);
+}
+
+static size_t head_acts_carve(gpt_head_acts *a, void *base, const gpt_shape *sh, gpt_dtype dt,
+                              int chunk_rows)
 {
     const size_t N = rows(sh), C = (size_t)sh->hidden, e = gpt_dtype_size(dt);
     carver c = {base, 0};
     a->lnf = take(&c, N * C * e);
     a->lnf_mean = take(&c, N * sizeof(float));
     a->lnf_rstd = take(&c, N * sizeof(float));
+    a->dlnf = take(&c, N * C * e);
     a->losses = take(&c, N * sizeof(float));
-    a->logits = take(&c, N * (size_t)sh->vocab_padded * e);
+    a->logits = take(&c, (size_t)chunk_rows * (size_t)sh->vocab_padded * e);
+    a->chunk_rows = chunk_rows;
     return c.used;
 }
 
@@ -205,8 +218,12 @@ size_t gpt_layer_scratch_bytes(const gpt_shape *sh, gpt_dtype dtype)
 }
 size_t gpt_head_acts_bytes(const gpt_shape *sh, gpt_dtype dtype)
 {
+    return gpt_head_acts_bytes_rows(sh, dtype, gpt_head_chunk_rows(sh, dtype));
+}
+size_t gpt_head_acts_bytes_rows(const gpt_shape *sh, gpt_dtype dtype, int chunk_rows)
+{
     gpt_head_acts a;
-    return head_acts_carve(&a, NULL, sh, dtype);
+    return head_acts_carve(&a, NULL, sh, dtype, chunk_rows);
 }
 void gpt_layer_acts_carve_as(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype)
 {
@@ -219,7 +236,12 @@ void gpt_layer_scratch_carve_as(gpt_layer_scratch *a, void *base, const gpt_shap
 }
 void gpt_head_acts_carve_as(gpt_head_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype)
 {
-    head_acts_carve(a, base, sh, dtype);
+    head_acts_carve(a, base, sh, dtype, gpt_head_chunk_rows(sh, dtype));
+}
+void gpt_head_acts_carve_rows(gpt_head_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype,
+                              int chunk_rows)
+{
+    head_acts_carve(a, base, sh, dtype, chunk_rows);
 }
 
 /* fp32 forms: the byte sizes are multiples of CARVE_ALIGN, so whole floats. */
@@ -245,7 +267,7 @@ void gpt_layer_scratch_carve(gpt_layer_scratch *a, float *base, const gpt_shape 
 }
 void gpt_head_acts_carve(gpt_head_acts *a, float *base, const gpt_shape *sh)
 {
-    head_acts_carve(a, base, sh, GPT_F32);
+    head_acts_carve(a, base, sh, GPT_F32, gpt_head_chunk_rows(sh, GPT_F32));
 }
 
 /* ---- compute ----------------------------------------------------------------------- */
@@ -331,30 +353,33 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float
                            a->ln1_mean, a->ln1_rstd, N, C);
 }
 
-void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *ep, const void *xL,
-                      const int32_t *targets, gpt_head_acts *h)
+void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *ep, float *eg,
+                      const void *xL, const int32_t *targets, gpt_head_acts *h)
 {
-    const int N = sh->batch * sh->seq, C = sh->hidden;
+    const int N = sh->batch * sh->seq, C = sh->hidden, Vp = sh->vocab_padded;
     gpt_embed_layout e = gpt_embed_layout_of(sh);
     gpt_layernorm_forward(s, h->lnf, h->lnf_mean, h->lnf_rstd, xL, cel(s, ep, e.lnf_w),
                           cel(s, ep, e.lnf_b), N, C);
-    gpt_matmul_forward(s, h->logits, h->lnf, cel(s, ep, e.wte), NULL, N, C, sh->vocab_padded);
-    gpt_crossentropy_forward(s, h->losses, h->logits, targets, N, sh->vocab, sh->vocab_padded);
+    for (int r0 = 0; r0 < N; r0 += h->chunk_rows) {
+        const int rows_here = N - r0 < h->chunk_rows ? N - r0 : h->chunk_rows;
+        const size_t at = (size_t)r0 * C;
+        gpt_matmul_forward(s, h->logits, cel(s, h->lnf, at), cel(s, ep, e.wte), NULL, rows_here,
+                           C, Vp);
+        /* loss = mean(losses): each token's loss weighs 1/N in it. */
+        gpt_crossentropy_forward_backward(s, h->losses + r0, h->logits, targets + r0,
+                                          1.0f / (float)N, rows_here, sh->vocab, Vp);
+        gpt_matmul_backward(s, el(s, h->dlnf, at), eg + e.wte, NULL, h->logits,
+                            cel(s, h->lnf, at), cel(s, ep, e.wte), rows_here, C, Vp);
+    }
 }
 
 void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *ep, float *eg,
-                       const void *xL, const int32_t *targets, gpt_head_acts *h, void *dres,
-                       const gpt_layer_scratch *sc)
+                       const void *xL, gpt_head_acts *h, void *dres)
 {
     const int N = sh->batch * sh->seq, C = sh->hidden;
     gpt_embed_layout e = gpt_embed_layout_of(sh);
-    /* In place: the logits become their gradient, so only one (N, Vp) buffer exists. */
-    gpt_crossentropy_backward(s, h->logits, h->logits, targets, 1.0f / (float)N, N, sh->vocab,
-                              sh->vocab_padded);
-    gpt_matmul_backward(s, sc->dc, eg + e.wte, NULL, h->logits, h->lnf, cel(s, ep, e.wte), N, C,
-                        sh->vocab_padded);
     gpt_stream_memset_zero(s, dres, gpt_act_bytes((size_t)N * C, gpt_stream_dtype(s)));
-    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, sc->dc, xL, cel(s, ep, e.lnf_w),
+    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, h->dlnf, xL, cel(s, ep, e.lnf_w),
                            h->lnf_mean, h->lnf_rstd, N, C);
 }
 
@@ -447,8 +472,8 @@ void gpt_resident_forward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
                           el(s, r->layer_inputs, (size_t)l * NC),
                           el(s, r->layer_inputs, (size_t)(l + 1) * NC), &a);
     }
-    gpt_head_forward(s, sh, wp, el(s, r->layer_inputs, (size_t)sh->layers * NC), r->targets,
-                     &r->head);
+    gpt_head_forward(s, sh, wp, r->grads, el(s, r->layer_inputs, (size_t)sh->layers * NC),
+                     r->targets, &r->head);
 }
 
 void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
@@ -457,7 +482,7 @@ void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
     const size_t lsize = gpt_layer_layout_of(sh).total, etotal = gpt_embed_layout_of(sh).total;
     const void *wp = resident_wparams(r);
     gpt_head_backward(s, sh, wp, r->grads, el(s, r->layer_inputs, (size_t)sh->layers * NC),
-                      r->targets, &r->head, r->dres, &r->scratch);
+                      &r->head, r->dres);
     for (int l = sh->layers - 1; l >= 0; l--) {
         gpt_layer_acts a = resident_acts(s, sh, r, l);
         gpt_layer_backward(s, sh, cel(s, wp, etotal + (size_t)l * lsize),

@@ -87,17 +87,28 @@ typedef struct gpt_layer_scratch {
     float *att_delta; /* (B,NH,T) fp32: the attention backward's row terms */
 } gpt_layer_scratch;
 
-/* The head: final LayerNorm, tied logits, cross-entropy. */
+/* The head: final LayerNorm, tied logits, cross-entropy.  The logits are made, turned into
+ * their gradient and consumed a chunk of rows at a time, so that no (N, Vp) buffer exists:
+ * at GPT-2's vocabulary that buffer would be N x 201 KB in fp32 (786 MiB at b4 s1024). */
 typedef struct gpt_head_acts {
     void *lnf;                        /* (N,C) */
     float *lnf_mean, *lnf_rstd;       /* (N), (N) */
-    void *logits;                     /* (N,Vp); becomes dlogits in backward */
+    void *dlnf;                       /* (N,C) dL/dlnf: left by the forward for the backward */
+    void *logits;                     /* (chunk_rows, Vp): one chunk's logits, then gradient */
+    int chunk_rows;                   /* rows of tokens per chunk (the last may be shorter) */
     float *losses;                    /* (N) */
 } gpt_head_acts;
+
+/* Rows per head chunk: the fewest chunks whose logits fit in GPT_HEAD_CHUNK_BYTES (each
+ * chunk re-reads and re-writes the (Vp, C) wte gradient, so fewer is faster). */
+#define GPT_HEAD_CHUNK_BYTES ((size_t)256 << 20)
+int gpt_head_chunk_rows(const gpt_shape *sh, gpt_dtype dtype);
 
 size_t gpt_layer_acts_bytes(const gpt_shape *sh, gpt_dtype dtype);
 size_t gpt_layer_scratch_bytes(const gpt_shape *sh, gpt_dtype dtype);
 size_t gpt_head_acts_bytes(const gpt_shape *sh, gpt_dtype dtype);
+/* The head's buffers for chunks of chunk_rows rows (tests pick small chunks with it). */
+size_t gpt_head_acts_bytes_rows(const gpt_shape *sh, gpt_dtype dtype, int chunk_rows);
 /* Bytes of n activation elements (a layer's input (N,C), the residual gradient, ...). */
 static inline size_t gpt_act_bytes(size_t n, gpt_dtype dtype) { return n * gpt_dtype_size(dtype); }
 /* Point the struct's members into base (which must hold the matching number of bytes). */
@@ -105,6 +116,8 @@ void gpt_layer_acts_carve_as(gpt_layer_acts *a, void *base, const gpt_shape *sh,
 void gpt_layer_scratch_carve_as(gpt_layer_scratch *a, void *base, const gpt_shape *sh,
                                 gpt_dtype dtype);
 void gpt_head_acts_carve_as(gpt_head_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype);
+void gpt_head_acts_carve_rows(gpt_head_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype,
+                              int chunk_rows);
 
 /* The fp32 forms (sizes in floats), kept for fp32 callers. */
 size_t gpt_layer_acts_floats(const gpt_shape *sh);
@@ -138,14 +151,19 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *layer_pa
                         float *layer_grads, const void *x_in, void *dres, gpt_layer_acts *acts,
                         const gpt_layer_scratch *scratch, int recompute);
 
-/* Head forward: losses (N) from the last layer's output xL. */
+/* Head forward, and the part of its backward that needs the logits, chunk by chunk of
+ * rows: final LayerNorm of xL; per chunk, logits = lnf wte^T, the per-token losses and the
+ * logits' gradient for loss = mean(losses) (one cross-entropy pass), dlnf = dlogits wte, and
+ * the tied wte's gradient accumulates into embed_grads (which must hold zeros or earlier
+ * contributions, as every engine zeroes its embedding grads before the forward).  The same
+ * FLOPs as a forward then backward, with one chunk of logits alive instead of all of them. */
 void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *embed_params,
-                      const void *xL, const int32_t *targets, gpt_head_acts *head);
-/* Head backward for loss = mean(losses): overwrites dres (N,C) with dL/dxL, accumulates into
- * the embedding grads (tied wte and the final LayerNorm).  Consumes head->logits. */
+                      float *embed_grads, const void *xL, const int32_t *targets,
+                      gpt_head_acts *head);
+/* Head backward: overwrites dres (N,C) with dL/dxL (the final LayerNorm's backward of the
+ * dlnf the forward left) and accumulates the LayerNorm's grads into embed_grads. */
 void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *embed_params,
-                       float *embed_grads, const void *xL, const int32_t *targets,
-                       gpt_head_acts *head, void *dres, const gpt_layer_scratch *scratch);
+                       float *embed_grads, const void *xL, gpt_head_acts *head, void *dres);
 
 /* ---- optimizer ----------------------------------------------------------------------- */
 

@@ -139,14 +139,18 @@ typedef struct cpu_model {
     int32_t ids[2 * 64];
 } cpu_model;
 
-static void cpu_model_open(cpu_model *m, const gpt_shape *sh, int ckpt, const float *params)
+/* head_rows: rows per head chunk, 0 for the default. */
+static void cpu_model_open_rows(cpu_model *m, const gpt_shape *sh, int ckpt, const float *params,
+                                int head_rows)
 {
+    if (head_rows == 0) head_rows = gpt_head_chunk_rows(sh, GPT_F32);
+    const size_t head_floats = gpt_head_acts_bytes_rows(sh, GPT_F32, head_rows) / sizeof(float);
     assert_int_equal(gpt_cpu_backend_create(&m->be, 2), 0);
     assert_int_equal(m->be->ops->stream_create(m->be, &m->s), 0);
     const size_t P = (size_t)gpt_param_count(sh), N = (size_t)sh->batch * sh->seq;
     const size_t acts = (ckpt ? 1 : (size_t)sh->layers) * gpt_layer_acts_floats(sh);
     const size_t total = 2 * P + (sh->layers + 1) * N * sh->hidden + acts +
-                         gpt_layer_scratch_floats(sh) + gpt_head_acts_floats(sh) + N * sh->hidden +
+                         gpt_layer_scratch_floats(sh) + head_floats + N * sh->hidden +
                          (size_t)sh->layers + 1;
     m->mem = calloc(total, sizeof(float));
     assert_non_null(m->mem);
@@ -156,7 +160,7 @@ static void cpu_model_open(cpu_model *m, const gpt_shape *sh, int ckpt, const fl
     m->r.layer_inputs = p;    p += (sh->layers + 1) * N * sh->hidden;
     m->r.layer_acts = p;      p += acts;
     gpt_layer_scratch_carve(&m->r.scratch, p, sh); p += gpt_layer_scratch_floats(sh);
-    gpt_head_acts_carve(&m->r.head, p, sh);        p += gpt_head_acts_floats(sh);
+    gpt_head_acts_carve_rows(&m->r.head, p, sh, GPT_F32, head_rows); p += head_floats;
     m->r.dres = p;            p += N * sh->hidden;
     m->norms = p;
     m->r.wparams = NULL; /* fp32: the ops read the params themselves */
@@ -164,6 +168,11 @@ static void cpu_model_open(cpu_model *m, const gpt_shape *sh, int ckpt, const fl
     m->r.tokens = m->ids;
     m->r.targets = m->ids + N;
     memcpy(m->r.params, params, P * sizeof(float));
+}
+
+static void cpu_model_open(cpu_model *m, const gpt_shape *sh, int ckpt, const float *params)
+{
+    cpu_model_open_rows(m, sh, ckpt, params, 0);
 }
 
 static void cpu_model_close(cpu_model *m)
@@ -286,6 +295,50 @@ static void test_checkpointing_changes_nothing(void **state)
     free(pf);
 }
 
+/* The head in chunks of rows gives the losses and every gradient but the tied wte's bit for
+ * bit (each row's logits, loss and dlnf are computed alone either way); wte's gradient sums
+ * the chunks' contributions in another order, so it agrees to rounding. */
+static void test_head_chunks_change_only_the_wte_sum_order(void **state)
+{
+    (void)state;
+    gpt_shape sh = tiny_shape();
+    const size_t P = (size_t)gpt_param_count(&sh);
+    const int N = sh.batch * sh.seq;
+    assert_int_equal(gpt_head_chunk_rows(&sh, GPT_F32), N); /* tiny: one chunk by default */
+    float *pf = random_params(&sh, 11);
+    cpu_model whole, chunked;
+    cpu_model_open(&whole, &sh, 1, pf);
+    cpu_model_open_rows(&chunked, &sh, 1, pf, 3); /* 3 + 3 + 3 + 1 rows */
+    fill_ids(whole.ids, &sh, 6);
+    fill_ids(chunked.ids, &sh, 6);
+    const double lw = cpu_model_grad(&whole, &sh), lc = cpu_model_grad(&chunked, &sh);
+    assert_true(lw == lc);
+    assert_memory_equal(whole.r.head.losses, chunked.r.head.losses, (size_t)N * sizeof(float));
+    gpt_embed_layout e = gpt_embed_layout_of(&sh);
+    const size_t wte_n = (size_t)sh.vocab_padded * sh.hidden;
+    assert_memory_equal(whole.r.grads + e.wpe, chunked.r.grads + e.wpe,
+                        (P - e.wpe) * sizeof(float));
+    double max_err = 0, max_g = 0;
+    for (size_t i = 0; i < wte_n; i++) {
+        max_err = fmax(max_err, fabs((double)whole.r.grads[e.wte + i] - chunked.r.grads[e.wte + i]));
+        max_g = fmax(max_g, fabs((double)whole.r.grads[e.wte + i]));
+    }
+    assert_true(max_g > 0);
+    assert_true(max_err <= 1e-6 * max_g);
+    cpu_model_close(&whole);
+    cpu_model_close(&chunked);
+    free(pf);
+
+    /* GPT-2's vocabulary at b4 s1024: fp32 logits in four chunks of 1024 rows, bf16 in two
+     * of 2048, each within the chunk budget. */
+    gpt_shape big = {.layers = 1, .hidden = 2048, .heads = 16, .seq = 1024, .batch = 4,
+                     .vocab = 50257};
+    big.vocab_padded = gpt_pad_vocab(big.vocab);
+    assert_int_equal(gpt_head_chunk_rows(&big, GPT_F32), 1024);
+    assert_int_equal(gpt_head_chunk_rows(&big, GPT_BF16), 2048);
+    assert_true((size_t)1024 * big.vocab_padded * 4 <= GPT_HEAD_CHUNK_BYTES);
+}
+
 /* Each carve must fit in the size its *_bytes function gives, in every element type, with
  * its tensors in order and apart: an undercounted size lets one buffer run into the next,
  * which only a wrong gradient would reveal. */
@@ -331,9 +384,10 @@ static void test_activation_carves_fit(void **state)
         check_in_order(base, gpt_layer_scratch_bytes(&sh, dt), ps, ss, 4);
         gpt_head_acts h;
         gpt_head_acts_carve_as(&h, base, &sh, dt);
-        const void *ph[] = {h.lnf, h.lnf_mean, h.lnf_rstd, h.losses, h.logits};
-        const size_t sz[] = {N * C * e, N * f, N * f, N * f, N * (size_t)sh.vocab_padded * e};
-        check_in_order(base, gpt_head_acts_bytes(&sh, dt), ph, sz, 5);
+        const void *ph[] = {h.lnf, h.lnf_mean, h.lnf_rstd, h.dlnf, h.losses, h.logits};
+        const size_t sz[] = {N * C * e, N * f, N * f, N * C * e, N * f,
+                             (size_t)h.chunk_rows * sh.vocab_padded * e};
+        check_in_order(base, gpt_head_acts_bytes(&sh, dt), ph, sz, 6);
         free(base);
     }
     /* the fp32 forms are the same carves */
@@ -454,6 +508,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_gradient_vs_finite_differences),
         cmocka_unit_test(test_checkpointing_changes_nothing),
+        cmocka_unit_test(test_head_chunks_change_only_the_wte_sum_order),
         cmocka_unit_test(test_activation_carves_fit),
         cmocka_unit_test(test_parameter_counts),
         cmocka_unit_test(test_lr_schedule),

@@ -254,14 +254,17 @@ static void softmax_stats(const float *row, int V, float *maxval, double *sum)
     *sum = s;
 }
 
-/* losses (N) = -log softmax(logits[n, 0..V-1])[targets[n]];  logits (N,Vp). */
-void cpu_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
-                              const int32_t *targets, int N, int V, int Vp)
+/* losses (N) = -log softmax(logits[n, 0..V-1])[targets[n]]; then the row becomes its
+ * gradient: logits (N,Vp) = dloss * (softmax - onehot(target)) over the first V columns, 0 in
+ * the padded columns V..Vp-1.  One row at a time: its max and sum are taken first, the loss
+ * next (it reads the target's logit), and only then is the row overwritten. */
+void cpu_crossentropy_forward_backward(gpt_stream *s, float *losses, float *logits,
+                                       const int32_t *targets, float dloss, int N, int V, int Vp)
 {
     const int nt = cpu_nthreads(s);
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int n = 0; n < N; n++) {
-        const float *row = logits + (ptrdiff_t)n * Vp;
+        float *row = logits + (ptrdiff_t)n * Vp;
         const int32_t target = targets[n];
         assert(target >= 0 && target < V && "target out of range: a caller bug");
         float maxval;
@@ -270,34 +273,14 @@ void cpu_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
         /* -log(exp(x_t - max) / sum) = log(sum) - (x_t - max), without forming the
          * probability (which may underflow to 0) */
         losses[n] = (float)(log(sum) - (double)(row[target] - maxval));
-    }
-}
-
-/* dlogits (N,Vp) = dloss * (softmax(logits) - onehot(target)) over the first V columns,
- * 0 in the padded columns V..Vp-1; overwritten.  dlogits may alias logits: a row's max
- * and sum are computed first, and then each element is read just before it is
- * overwritten. */
-void cpu_crossentropy_backward(gpt_stream *s, float *dlogits, const float *logits,
-                               const int32_t *targets, float dloss, int N, int V, int Vp)
-{
-    const int nt = cpu_nthreads(s);
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int n = 0; n < N; n++) {
-        const float *row = logits + (ptrdiff_t)n * Vp;
-        float *drow = dlogits + (ptrdiff_t)n * Vp;
-        const int32_t target = targets[n];
-        assert(target >= 0 && target < V && "target out of range: a caller bug");
-        float maxval;
-        double sum;
-        softmax_stats(row, V, &maxval, &sum);
         const float inv_sum = (float)(1.0 / sum);
         for (int v = 0; v < V; v++) {
             const float p = expf(row[v] - maxval) * inv_sum;
             const float indicator = v == target ? 1.0f : 0.0f;
-            drow[v] = dloss * (p - indicator);
+            row[v] = dloss * (p - indicator);
         }
         for (int v = V; v < Vp; v++)
-            drow[v] = 0.0f;
+            row[v] = 0.0f;
     }
 }
 

@@ -57,10 +57,8 @@ void cpu_gelu_backward(gpt_stream *s, float *dinp, const float *inp, const float
 void cpu_residual_forward(gpt_stream *s, float *out, const float *a, const float *b,
                           size_t n);
 void cpu_residual_backward(gpt_stream *s, float *da, float *db, const float *dout, size_t n);
-void cpu_crossentropy_forward(gpt_stream *s, float *losses, const float *logits,
-                              const int32_t *targets, int N, int V, int Vp);
-void cpu_crossentropy_backward(gpt_stream *s, float *dlogits, const float *logits,
-                               const int32_t *targets, float dloss, int N, int V, int Vp);
+void cpu_crossentropy_forward_backward(gpt_stream *s, float *losses, float *logits,
+                                       const int32_t *targets, float dloss, int N, int V, int Vp);
 void cpu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                       size_t n, float lr, float beta1, float beta2, float eps,
                       float weight_decay, int t, float grad_scale);

@@ -272,8 +272,7 @@ typedef enum cpu_task_kind {
     TASK_GELU_BACKWARD,
     TASK_RESIDUAL_FORWARD,
     TASK_RESIDUAL_BACKWARD,
-    TASK_CROSSENTROPY_FORWARD,
-    TASK_CROSSENTROPY_BACKWARD,
+    TASK_CROSSENTROPY, /* forward and backward in one pass */
     TASK_ADAMW_UPDATE,
     TASK_NORM_SQUARED,
     TASK_PARAMS_TO_ACT,
@@ -314,15 +313,12 @@ typedef struct cpu_task {
         struct { float *dinp; const float *inp, *dout; size_t n; } gelu_bwd;
         struct { float *out; const float *a, *b; size_t n; } residual_fwd;
         struct { float *da, *db; const float *dout; size_t n; } residual_bwd;
-        struct { float *losses; const float *logits; const int32_t *targets; int N, V, Vp; }
-            crossentropy_fwd;
         struct {
-            float *dlogits;
-            const float *logits;
+            float *losses, *logits;
             const int32_t *targets;
             float dloss;
             int N, V, Vp;
-        } crossentropy_bwd;
+        } crossentropy;
         struct {
             float *param, *m, *v;
             const float *grad;
@@ -443,15 +439,10 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         cpu_residual_backward(s, t->a.residual_bwd.da, t->a.residual_bwd.db,
                               t->a.residual_bwd.dout, t->a.residual_bwd.n);
         return GPT_OK;
-    case TASK_CROSSENTROPY_FORWARD: {
-        const __typeof__(t->a.crossentropy_fwd) *x = &t->a.crossentropy_fwd;
-        cpu_crossentropy_forward(s, x->losses, x->logits, x->targets, x->N, x->V, x->Vp);
-        return GPT_OK;
-    }
-    case TASK_CROSSENTROPY_BACKWARD: {
-        const __typeof__(t->a.crossentropy_bwd) *x = &t->a.crossentropy_bwd;
-        cpu_crossentropy_backward(s, x->dlogits, x->logits, x->targets, x->dloss, x->N, x->V,
-                                  x->Vp);
+    case TASK_CROSSENTROPY: {
+        const __typeof__(t->a.crossentropy) *x = &t->a.crossentropy;
+        cpu_crossentropy_forward_backward(s, x->losses, x->logits, x->targets, x->dloss, x->N,
+                                          x->V, x->Vp);
         return GPT_OK;
     }
     case TASK_ADAMW_UPDATE: {
@@ -930,30 +921,18 @@ void cpu_q_residual_backward(gpt_stream *s, void *da, void *db, const void *dout
     stream_push_op(s, &t);
 }
 
-void cpu_q_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
-                                const int32_t *targets, int N, int V, int Vp)
+void cpu_q_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits,
+                                         const int32_t *targets, float dloss, int N, int V,
+                                         int Vp)
 {
-    cpu_task t = {.kind = TASK_CROSSENTROPY_FORWARD};
-    t.a.crossentropy_fwd.losses = losses;
-    t.a.crossentropy_fwd.logits = logits;
-    t.a.crossentropy_fwd.targets = targets;
-    t.a.crossentropy_fwd.N = N;
-    t.a.crossentropy_fwd.V = V;
-    t.a.crossentropy_fwd.Vp = Vp;
-    stream_push_op(s, &t);
-}
-
-void cpu_q_crossentropy_backward(gpt_stream *s, void *dlogits, const void *logits,
-                                 const int32_t *targets, float dloss, int N, int V, int Vp)
-{
-    cpu_task t = {.kind = TASK_CROSSENTROPY_BACKWARD};
-    t.a.crossentropy_bwd.dlogits = dlogits;
-    t.a.crossentropy_bwd.logits = logits;
-    t.a.crossentropy_bwd.targets = targets;
-    t.a.crossentropy_bwd.dloss = dloss;
-    t.a.crossentropy_bwd.N = N;
-    t.a.crossentropy_bwd.V = V;
-    t.a.crossentropy_bwd.Vp = Vp;
+    cpu_task t = {.kind = TASK_CROSSENTROPY};
+    t.a.crossentropy.losses = losses;
+    t.a.crossentropy.logits = logits;
+    t.a.crossentropy.targets = targets;
+    t.a.crossentropy.dloss = dloss;
+    t.a.crossentropy.N = N;
+    t.a.crossentropy.V = V;
+    t.a.crossentropy.Vp = Vp;
     stream_push_op(s, &t);
 }
 

@@ -60,10 +60,9 @@ void cpu_q_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void 
 void cpu_q_residual_forward(gpt_stream *s, void *out, const void *a, const void *b,
                             size_t n);
 void cpu_q_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n);
-void cpu_q_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
-                                const int32_t *targets, int N, int V, int Vp);
-void cpu_q_crossentropy_backward(gpt_stream *s, void *dlogits, const void *logits,
-                                 const int32_t *targets, float dloss, int N, int V, int Vp);
+void cpu_q_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits,
+                                         const int32_t *targets, float dloss, int N, int V,
+                                         int Vp);
 void cpu_q_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                         size_t n, float lr, float beta1, float beta2, float eps,
                         float weight_decay, int t, float grad_scale);

@@ -37,7 +37,7 @@ static const char *const op_names[OP_COUNT] = {
     "layernorm_backward",   "matmul_forward",        "matmul_backward",
     "attention_forward",    "attention_backward",    "gelu_forward",
     "gelu_backward",        "residual_forward",      "residual_backward",
-    "crossentropy_forward", "crossentropy_backward", "adamw_update",
+    "crossentropy",         "adamw_update",
     "norm_squared",         "params_to_act",
 };
 
@@ -408,14 +408,10 @@ PROFILED(residual_forward, OP_RESIDUAL_FWD,
          (gpt_stream * s, void *out, const void *a, const void *b, size_t n), (s, out, a, b, n))
 PROFILED(residual_backward, OP_RESIDUAL_BWD,
          (gpt_stream * s, void *da, void *db, const void *dout, size_t n), (s, da, db, dout, n))
-PROFILED(crossentropy_forward, OP_CROSSENTROPY_FWD,
-         (gpt_stream * s, float *losses, const void *logits, const int32_t *targets, int N,
-          int V, int Vp),
-         (s, losses, logits, targets, N, V, Vp))
-PROFILED(crossentropy_backward, OP_CROSSENTROPY_BWD,
-         (gpt_stream * s, void *dlogits, const void *logits, const int32_t *targets,
-          float dloss, int N, int V, int Vp),
-         (s, dlogits, logits, targets, dloss, N, V, Vp))
+PROFILED(crossentropy_forward_backward, OP_CROSSENTROPY,
+         (gpt_stream * s, float *losses, void *logits, const int32_t *targets, float dloss,
+          int N, int V, int Vp),
+         (s, losses, logits, targets, dloss, N, V, Vp))
 PROFILED(adamw_update, OP_ADAMW,
          (gpt_stream * s, float *param, const float *grad, float *m, float *v, size_t n,
           float lr, float beta1, float beta2, float eps, float weight_decay, int t,
@@ -463,8 +459,7 @@ static const gpt_backend_ops cuda_ops = {
     /* .gelu_backward = */ prof_gelu_backward,
     /* .residual_forward = */ prof_residual_forward,
     /* .residual_backward = */ prof_residual_backward,
-    /* .crossentropy_forward = */ prof_crossentropy_forward,
-    /* .crossentropy_backward = */ prof_crossentropy_backward,
+    /* .crossentropy_forward_backward = */ prof_crossentropy_forward_backward,
     /* .adamw_update = */ prof_adamw_update,
     /* .norm_squared = */ prof_norm_squared,
     /* .params_to_act = */ prof_params_to_act,
@@ -511,6 +506,7 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
     }
     impl->device = device;
     impl->allow_tf32 = allow_tf32 != 0;
+    impl->smem_per_block_optin = (int)prop.sharedMemPerBlockOptin;
     snprintf(impl->desc, sizeof impl->desc, "%s (sm_%d%d, %d SMs)", prop.name, prop.major,
              prop.minor, prop.multiProcessorCount);
     const char *env = getenv("AEBENCH_PROFILE_OPS");

@@ -82,13 +82,14 @@ typedef struct lt_plan {
 enum cuda_op_id {
     OP_ENCODER_FWD, OP_ENCODER_BWD, OP_LAYERNORM_FWD, OP_LAYERNORM_BWD, OP_MATMUL_FWD,
     OP_MATMUL_BWD, OP_ATTENTION_FWD, OP_ATTENTION_BWD, OP_GELU_FWD, OP_GELU_BWD,
-    OP_RESIDUAL_FWD, OP_RESIDUAL_BWD, OP_CROSSENTROPY_FWD, OP_CROSSENTROPY_BWD, OP_ADAMW,
+    OP_RESIDUAL_FWD, OP_RESIDUAL_BWD, OP_CROSSENTROPY, OP_ADAMW,
     OP_NORM_SQUARED, OP_PARAMS_TO_ACT, OP_COUNT
 };
 
 typedef struct cuda_backend_impl {
     int device;
     int allow_tf32;
+    int smem_per_block_optin; /* the most dynamic shared memory one block may opt in to */
     /* run the MLP's GELU / GELU-derivative in the GEMM epilogue (AEBENCH_GELU_EPILOGUE) */
     int gelu_fwd_epilogue, gelu_bwd_epilogue;
     char desc[320];
@@ -215,10 +216,8 @@ void cu_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n);
 void cu_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout, size_t n);
 void cu_residual_forward(gpt_stream *s, void *out, const void *a, const void *b, size_t n);
 void cu_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n);
-void cu_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
-                             const int32_t *targets, int N, int V, int Vp);
-void cu_crossentropy_backward(gpt_stream *s, void *dlogits, const void *logits,
-                              const int32_t *targets, float dloss, int N, int V, int Vp);
+void cu_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits,
+                                      const int32_t *targets, float dloss, int N, int V, int Vp);
 void cu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                      size_t n, float lr, float beta1, float beta2, float eps,
                      float weight_decay, int t, float grad_scale);

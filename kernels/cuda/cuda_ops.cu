@@ -526,108 +526,172 @@ void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
 
 /* ---- cross-entropy ------------------------------------------------------------------------- */
 
-#define CE_THREADS 512
-
 /*
- * The max of the first V logits of a row and sum_v exp(x_v - max), in one pass ("online
- * softmax"): each thread keeps a running max and a sum rescaled whenever the max grows;
- * then the block merges the threads' (max, sum) pairs in a fixed shared-memory tree.  The
- * sum is kept in double, as the CPU does (50k terms would lose ~1e-5 in float).
- * Every thread of the block returns the row's result.
+ * Forward and backward in one kernel, one block per row of logits (rows, Vp):
+ *   1. stage: the row is copied into shared memory with cp.async (all of a thread's 16-byte
+ *      loads in flight at once), when it fits; otherwise the passes below read it from
+ *      global memory (a larger vocabulary: two reads instead of one);
+ *   2. the max of the first V logits, a block reduction;
+ *   3. sum_v exp(x_v - max) in double, as the CPU does (50k terms would lose ~1e-5 in
+ *      float), a block reduction in a fixed order: the result does not vary run to run;
+ *   4. the loss log(sum) - (x_target - max), then the row is overwritten by its gradient
+ *      dloss * (softmax - onehot), 0 in the padding.
+ * The logits are read from DRAM once and written once: the op is bound by those two
+ * streams.  VEC elements move per access: 16 bytes when the rows allow it, else 1.
  */
-template <typename T_>
-static __device__ void row_softmax_stats(const T_ *row, int V, float *maxval, double *sum)
+#define CE_THREADS 512
+#define CE_WARPS (CE_THREADS / 32)
+
+/* VEC consecutive elements of a row as floats, and back. */
+template <typename T_, int VEC>
+static __device__ __forceinline__ void ce_load(float (&x)[VEC], const T_ *p)
 {
-    __shared__ float sm[CE_THREADS];
-    __shared__ double ss[CE_THREADS];
-    float m = -INFINITY;
-    double s = 0.0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float x = ld_f32(row[v]);
-        if (x > m) {
-            s = s * (double)expf(m - x) + 1.0; /* exp(-inf) = 0 on the first element */
-            m = x;
-        } else {
-            s += (double)expf(x - m);
-        }
+    if constexpr (VEC == 1) {
+        x[0] = ld_f32(*p);
+    } else {
+        static_assert(VEC * sizeof(T_) == 16, "vector accesses are 16 bytes");
+        __align__(16) T_ e[VEC];
+        *reinterpret_cast<uint4 *>(e) = *reinterpret_cast<const uint4 *>(p);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            x[k] = ld_f32(e[k]);
     }
-    sm[threadIdx.x] = m;
-    ss[threadIdx.x] = s;
+}
+template <typename T_, int VEC>
+static __device__ __forceinline__ void ce_store(T_ *p, const float (&x)[VEC])
+{
+    if constexpr (VEC == 1) {
+        st_f32(p, x[0]);
+    } else {
+        __align__(16) T_ e[VEC];
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            st_f32(&e[k], x[k]);
+        *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(e);
+    }
+}
+
+/* Block-wide max and double sum: warps shuffle, then warp 0 folds the warps' partials in
+ * warp order.  Every thread gets the result; the trailing barrier also orders the scratch
+ * for the next call. */
+static __device__ float ce_block_max(float v, float *scratch)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
     __syncthreads();
-    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < stride) {
-            const float m1 = sm[threadIdx.x], m2 = sm[threadIdx.x + stride];
-            const double s1 = ss[threadIdx.x], s2 = ss[threadIdx.x + stride];
-            const float mx = fmaxf(m1, m2);
-            /* a thread that saw no element has (-inf, 0): it contributes nothing */
-            const double a = s1 == 0.0 ? 0.0 : s1 * (double)expf(m1 - mx);
-            const double b = s2 == 0.0 ? 0.0 : s2 * (double)expf(m2 - mx);
-            sm[threadIdx.x] = mx;
-            ss[threadIdx.x] = a + b;
+    float r = scratch[0];
+    for (int w = 1; w < CE_WARPS; w++)
+        r = fmaxf(r, scratch[w]);
+    __syncthreads();
+    return r;
+}
+static __device__ double ce_block_sum(double v, double *scratch)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    double r = 0.0;
+    for (int w = 0; w < CE_WARPS; w++)
+        r += scratch[w];
+    __syncthreads();
+    return r;
+}
+
+template <typename T_, int VEC, bool STAGED>
+__global__ static void __launch_bounds__(CE_THREADS)
+    crossentropy_kernel(float *losses, T_ *logits, const int32_t *targets, float dloss, int V,
+                        int Vp)
+{
+    extern __shared__ __align__(16) unsigned char ce_smem[];
+    __shared__ float red_max[CE_WARPS];
+    __shared__ double red_sum[CE_WARPS];
+    const int n = blockIdx.x, nvec = Vp / VEC;
+    T_ *row = logits + (size_t)n * Vp;
+    const T_ *src = row;
+    if constexpr (STAGED) {
+        T_ *staged = reinterpret_cast<T_ *>(ce_smem);
+        for (int i = threadIdx.x; i < nvec; i += CE_THREADS) {
+            const unsigned dst = (unsigned)__cvta_generic_to_shared(staged + (size_t)i * VEC);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst),
+                         "l"(row + (size_t)i * VEC));
         }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
         __syncthreads();
+        src = staged;
     }
-    *maxval = sm[0];
-    *sum = ss[0];
-}
 
-/* losses (N) = log(sum) - (x_target - max); one block per row of logits (N,Vp). */
-template <typename T_>
-__global__ static void crossentropy_forward_kernel(float *losses, const T_ *logits,
-                                                   const int32_t *targets, int V, int Vp)
-{
-    const int n = blockIdx.x;
-    const T_ *row = logits + (size_t)n * Vp;
-    float maxval;
-    double sum;
-    row_softmax_stats(row, V, &maxval, &sum);
-    if (threadIdx.x == 0)
-        losses[n] = (float)(log(sum) - (double)(ld_f32(row[targets[n]]) - maxval));
-}
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < nvec; i += CE_THREADS) {
+        float x[VEC];
+        ce_load<T_, VEC>(x, src + (size_t)i * VEC);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            if (i * VEC + k < V) m = fmaxf(m, x[k]);
+    }
+    const float maxval = ce_block_max(m, red_max);
 
-/* dlogits (N,Vp) = dloss * (softmax - onehot) over the first V columns, 0 in the padding.
- * May alias logits: the row's statistics are complete (the reduction ends with a barrier)
- * before any element is overwritten, and each element is then read and written by the same
- * thread. */
-template <typename T_>
-__global__ static void crossentropy_backward_kernel(T_ *dlogits, const T_ *logits,
-                                                    const int32_t *targets, float dloss, int V,
-                                                    int Vp)
-{
-    const int n = blockIdx.x;
-    const T_ *row = logits + (size_t)n * Vp;
-    T_ *drow = dlogits + (size_t)n * Vp;
-    float maxval;
-    double sum;
-    row_softmax_stats(row, V, &maxval, &sum);
+    double sum = 0.0;
+    for (int i = threadIdx.x; i < nvec; i += CE_THREADS) {
+        float x[VEC];
+        ce_load<T_, VEC>(x, src + (size_t)i * VEC);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            if (i * VEC + k < V) sum += (double)expf(x[k] - maxval);
+    }
     const int target = targets[n];
-    const float inv_sum = (float)(1.0 / sum);
-    for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
-        float g = 0.0f;
-        if (v < V) {
-            const float p = expf(ld_f32(row[v]) - maxval) * inv_sum;
-            g = dloss * (p - (v == target ? 1.0f : 0.0f));
+    /* Read before the reduction's barriers: after them the row is being overwritten. */
+    const float x_target = threadIdx.x == 0 ? ld_f32(src[target]) : 0.0f;
+    const double total = ce_block_sum(sum, red_sum);
+    if (threadIdx.x == 0) losses[n] = (float)(log(total) - (double)(x_target - maxval));
+
+    const float inv_sum = (float)(1.0 / total);
+    for (int i = threadIdx.x; i < nvec; i += CE_THREADS) {
+        float x[VEC];
+        ce_load<T_, VEC>(x, src + (size_t)i * VEC);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            const int v = i * VEC + k;
+            x[k] = v < V ? dloss * (expf(x[k] - maxval) * inv_sum - (v == target ? 1.0f : 0.0f))
+                         : 0.0f;
         }
-        st_f32(&drow[v], g);
+        ce_store<T_, VEC>(row + (size_t)i * VEC, x);
     }
 }
 
-void cu_crossentropy_forward(gpt_stream *s, float *losses, const void *logits,
-                             const int32_t *targets, int N, int V, int Vp)
+template <typename E, int VEC, bool STAGED>
+static void crossentropy_launch(gpt_stream *s, float *losses, E *logits, const int32_t *targets,
+                                float dloss, int N, int V, int Vp, size_t smem)
 {
-    CU_DISPATCH(s, E,
-                crossentropy_forward_kernel<E><<<N, CE_THREADS, 0, cu_stream(s)->stream>>>(
-                    losses, (const E *)logits, targets, V, Vp));
+    if (smem > 48 * 1024)
+        OP_CHECK_CUDA(s, cudaFuncSetAttribute(crossentropy_kernel<E, VEC, STAGED>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              (int)smem));
+    crossentropy_kernel<E, VEC, STAGED><<<N, CE_THREADS, smem, cu_stream(s)->stream>>>(
+        losses, logits, targets, dloss, V, Vp);
     OP_CHECK_LAUNCH(s);
 }
 
-void cu_crossentropy_backward(gpt_stream *s, void *dlogits, const void *logits,
-                              const int32_t *targets, float dloss, int N, int V, int Vp)
+void cu_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits,
+                                      const int32_t *targets, float dloss, int N, int V, int Vp)
 {
-    CU_DISPATCH(s, E,
-                crossentropy_backward_kernel<E><<<N, CE_THREADS, 0, cu_stream(s)->stream>>>(
-                    (E *)dlogits, (const E *)logits, targets, dloss, V, Vp));
-    OP_CHECK_LAUNCH(s);
+    if (N <= 0) return;
+    CU_DISPATCH(s, E, {
+        constexpr int VEC = 16 / sizeof(E);
+        const size_t row_bytes = (size_t)Vp * sizeof(E);
+        /* Rows start 16-byte aligned only if the buffer does and a row is whole vectors. */
+        const bool vectors = ((uintptr_t)logits % 16) == 0 && row_bytes % 16 == 0;
+        /* The static reductions' scratch shares the block's shared memory with the row. */
+        const size_t room = (size_t)cu_backend(s)->smem_per_block_optin - 1024;
+        if (vectors && row_bytes <= room)
+            crossentropy_launch<E, VEC, true>(s, losses, (E *)logits, targets, dloss, N, V, Vp,
+                                              row_bytes);
+        else if (vectors)
+            crossentropy_launch<E, VEC, false>(s, losses, (E *)logits, targets, dloss, N, V, Vp, 0);
+        else
+            crossentropy_launch<E, 1, false>(s, losses, (E *)logits, targets, dloss, N, V, Vp, 0);
+    });
 }
 
 /* ---- AdamW ------------------------------------------------------------------------------------ */
