@@ -6,7 +6,7 @@
  *   GPU   embed block: params, grads, Adam m, v (it updates on the GPU); ONE layer slot:
  *         params and grads; the checkpointed inputs x[0..L] of every layer (x[L] is the
  *         head's input); one layer's activations (recomputed in backward), the backward
- *         scratch, the head's activations (logits become their own gradient), the residual
+ *         scratch, the head's activations (one chunk of rows' logits at a time), the residual
  *         gradient, the token and target ids, the L+1 squared block norms
  *   host  pinned: every layer's params and grads (what the copies read and write), the
  *         losses and norms read back; ordinary: every layer's Adam m and v, and a staging

@@ -9,14 +9,15 @@
  *         every op reads (refreshed from the master after each AdamW);
  *         the checkpointed layer inputs x[0..L] (x[L] is the last layer's output);
  *         one layer's activations with checkpointing (L layers' without, --no-ckpt);
- *         the backward scratch, the head's activations (one (N,Vp) logits buffer that
- *         becomes its own gradient), the token and target ids, L+1 squared block norms
+ *         the backward scratch, the head's activations (one chunk of rows' logits at a
+ *         time, model.h), the token and target ids, L+1 squared block norms
  *   host  the batch's ids, the per-token losses and block norms read back each step, and
  *         a staging block for initialisation
  *
  * One iteration, one stream (compute), as Megatron does:
- *   forward    ids in; zero grads; embed; layers 0..L-1 (each writes x[l+1]); head (losses)
- *   backward   head (dres = dL/dx[L]); layers L-1..0 (recompute each from x[l] when
+ *   forward    ids in; zero grads; embed; layers 0..L-1 (each writes x[l+1]); head (losses,
+ *              and, chunk by chunk while the logits exist, their gradient into wte and dlnf)
+ *   backward   head (final LayerNorm: dres = dL/dx[L]); layers L-1..0 (recompute each from x[l] when
  *              checkpointing); embedding
  *   optimizer  squared norm per block; read them back; global norm; clip scale; lr of this
  *              iteration; AdamW per block (decay on weights, none on biases and LayerNorm);

@@ -11,7 +11,7 @@
  *   GPU   embed block: params, grads, Adam m, v; resident layers: params, grads, m, v and
  *         their checkpointed inputs; S slots, each: one layer's params, grads and input;
  *         the head input x[L]; one layer's activations (recomputed), backward scratch, head
- *         activations (logits become their own gradient), residual gradient, ids, the L+1
+ *         activations (one chunk of rows' logits at a time), residual gradient, ids, the L+1
  *         squared block norms
  *   host  pinned: streamed layers' params and grads, the checkpointed inputs of streamed
  *         layers that leave the ring (all but the top S), losses and norms read-back, a

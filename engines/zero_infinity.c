@@ -25,8 +25,8 @@
  * Where things live (fp32):
  *   GPU   embed block: params and grads; F fetch buffers (one layer's params each); 2 gradient
  *         buckets (one layer's grads each); the checkpointed inputs x[0..L] (x[L] the head's);
- *         one layer's activations (recomputed), backward scratch, head activations (logits
- *         become their own gradient), residual gradient, ids, the L+1 squared block norms
+ *         one layer's activations (recomputed), backward scratch, head activations (one
+ *         chunk of rows' logits at a time), residual gradient, ids, the L+1 squared block norms
  *   host  --offload cpu (default): pinned: all parameters [embed | layer 0 | ...] (the fp32
  *         masters, and what the fetches copy), all gradients, the losses and norms read back;
  *         ordinary: Adam m and v of every block.  About 16 P bytes.

@@ -6,8 +6,8 @@
  * Where things live (fp32; nothing on disk):
  *   GPU   all parameters in the canonical layout [embed | layer 0 | ...] (model.h), the copy
  *         every op reads; the embed block's gradients (the tied embedding's grads accumulate
- *         from the head backward at the start of backward and from the embedding backward at
- *         its end, so they stay on the GPU the whole backward); nbuf = min(2, G) gradient
+ *         from the head (its forward, chunk by chunk while the logits exist) and from the
+ *         embedding backward at the end of backward, so they stay on the GPU throughout); nbuf = min(2, G) gradient
  *         buckets of BL whole layer blocks each; the checkpointed inputs x[0..L]; one layer's
  *         activations (L layers' with --no-ckpt); backward scratch, head activations,
  *         residual gradient, ids, the L+1 squared block norms

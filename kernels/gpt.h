@@ -237,7 +237,8 @@ static inline void gpt_matmul_forward(gpt_stream *s, void *out, const void *inp,
 { s->be->ops->matmul_forward(s, out, inp, w, bias, N, C, OC); }
 
 /* dinp (N,C) = dout @ w (overwrites; skipped if NULL); dw (OC,C) += dout^T @ inp;
- * dbias (OC) += column sums of dout (skipped if NULL). */
+ * dbias (OC) += column sums of dout (skipped if NULL).  dinp may alias inp (same shape): dw
+ * is taken first, so a layer's backward can put dinp where its dead input was. */
 static inline void gpt_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                        const void *dout, const void *inp, const void *w,
                                        int N, int C, int OC)
@@ -254,8 +255,8 @@ static inline void gpt_matmul_forward_gelu(gpt_stream *s, void *out, void *pre,
 
 /* The backward of a linear layer whose input was gelu(pre): as matmul_backward, with dinp
  * (N,C) = gelu'(pre) * (dout @ w) (overwrites; pre (N,C)), i.e. the gradient already carried
- * through the GELU to pre.  The CPU backend computes exactly matmul_backward then
- * gelu_backward(dinp, pre, dinp). */
+ * through the GELU to pre.  dinp may alias inp, as in matmul_backward.  The CPU backend
+ * computes exactly matmul_backward then gelu_backward(dinp, pre, dinp). */
 static inline void gpt_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                             const void *dout, const void *inp, const void *w,
                                             const void *pre, int N, int C, int OC)

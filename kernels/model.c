@@ -169,14 +169,12 @@ static size_t layer_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *s
     return c.used;
 }
 
+/* fp32 whatever the element type: dt is for the callers' uniformity. */
 static size_t layer_scratch_carve(gpt_layer_scratch *a, void *base, const gpt_shape *sh,
                                   gpt_dtype dt)
 {
-    const size_t N = rows(sh), C = (size_t)sh->hidden, e = gpt_dtype_size(dt);
+    (void)dt;
     carver c = {base, 0};
-    a->d4c = take(&c, 4 * N * C * e);
-    a->d3c = take(&c, 3 * N * C * e);
-    a->dc = take(&c, N * C * e);
     a->att_delta = take(&c, att_rows(sh) * sizeof(float));
     return c.used;
 }
@@ -336,20 +334,30 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float
     /* The recomputed output is not needed, so it is not computed. */
     if (recompute) gpt_layer_forward(s, sh, p, x_in, NULL, a);
 
+    /* The activation gradients live in activations that are dead when they are written
+     * (each is read for the last time by the op before, or, for fch_gelu, by the dw of the
+     * same op, which runs before its dinp: gpt.h):
+     *   d_fch (N,4C)  in fch_gelu   the MLP gradient, carried through the GELU to fch
+     *   d_c   (N,C)   in fch[0, NC)   dln2, then datty, then dln1
+     *   d_qkv (N,3C)  in fch[NC, 4NC)
+     * so the backward needs no (N,4C) or (N,3C) buffer beside the layer's activations. */
+    const size_t NC = (size_t)N * C;
+    void *d_fch = a->fch_gelu, *d_c = a->fch, *d_qkv = el(s, a->fch, NC);
+
     /* dres flows unchanged through both residual connections; each branch adds to it. */
-    gpt_matmul_backward_gelu(s, sc->d4c, g + l.fcproj_w, g + l.fcproj_b, dres, a->fch_gelu,
+    gpt_matmul_backward_gelu(s, d_fch, g + l.fcproj_w, g + l.fcproj_b, dres, a->fch_gelu,
                              cel(s, p, l.fcproj_w), a->fch, N, 4 * C, C);
-    gpt_matmul_backward(s, sc->dc, g + l.fc_w, g + l.fc_b, sc->d4c, a->ln2, cel(s, p, l.fc_w), N,
-                        C, 4 * C);
-    gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, sc->dc, a->res2,
-                           cel(s, p, l.ln2_w), a->ln2_mean, a->ln2_rstd, N, C);
-    gpt_matmul_backward(s, sc->dc, g + l.proj_w, g + l.proj_b, dres, a->atty,
-                        cel(s, p, l.proj_w), N, C, C);
-    gpt_attention_backward(s, sc->d3c, sc->att_delta, sc->dc, a->qkv, a->atty, a->att_lse, B, T,
-                           C, NH);
-    gpt_matmul_backward(s, sc->dc, g + l.qkv_w, g + l.qkv_b, sc->d3c, a->ln1, cel(s, p, l.qkv_w),
-                        N, C, 3 * C);
-    gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, sc->dc, x_in, cel(s, p, l.ln1_w),
+    gpt_matmul_backward(s, d_c, g + l.fc_w, g + l.fc_b, d_fch, a->ln2, cel(s, p, l.fc_w), N, C,
+                        4 * C);
+    gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, d_c, a->res2, cel(s, p, l.ln2_w),
+                           a->ln2_mean, a->ln2_rstd, N, C);
+    gpt_matmul_backward(s, d_c, g + l.proj_w, g + l.proj_b, dres, a->atty, cel(s, p, l.proj_w),
+                        N, C, C);
+    gpt_attention_backward(s, d_qkv, sc->att_delta, d_c, a->qkv, a->atty, a->att_lse, B, T, C,
+                           NH);
+    gpt_matmul_backward(s, d_c, g + l.qkv_w, g + l.qkv_b, d_qkv, a->ln1, cel(s, p, l.qkv_w), N,
+                        C, 3 * C);
+    gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, d_c, x_in, cel(s, p, l.ln1_w),
                            a->ln1_mean, a->ln1_rstd, N, C);
 }
 

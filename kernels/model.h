@@ -79,11 +79,10 @@ typedef struct gpt_layer_acts {
     void *fch, *fch_gelu;             /* (N,4C) each */
 } gpt_layer_acts;
 
-/* Scratch for a layer's backward; shared by all layers. */
+/* Scratch for a layer's backward; shared by all layers.  The backward's activation
+ * gradients need no buffers of their own: each goes where a forward activation that is
+ * dead by then was (gpt_layer_backward), so a layer's backward needs its acts and this. */
 typedef struct gpt_layer_scratch {
-    void *d4c;  /* (N,4C) */
-    void *d3c;  /* (N,3C) */
-    void *dc;   /* (N,C) */
     float *att_delta; /* (B,NH,T) fp32: the attention backward's row terms */
 } gpt_layer_scratch;
 
@@ -146,7 +145,8 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *layer_par
                        const void *x_in, void *x_out, gpt_layer_acts *acts);
 /* One layer's backward.  dres (N,C) holds dL/dx_out on entry and dL/dx_in on return;
  * layer_grads accumulate.  acts must hold this layer's forward of x_in: with activation
- * checkpointing, pass recompute = 1 and it is recomputed here into acts first. */
+ * checkpointing, pass recompute = 1 and it is recomputed here into acts first.  The
+ * backward consumes acts: its activation gradients are written over them. */
 void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
                         float *layer_grads, const void *x_in, void *dres, gpt_layer_acts *acts,
                         const gpt_layer_scratch *scratch, int recompute);

@@ -137,23 +137,13 @@ void cpu_matmul_forward(gpt_stream *s, float *out, const float *inp, const float
  *   dw    (OC,C) += dout^T @ inp        accumulated (skipped if dw is NULL)
  *   dbias (OC)   += sum_n dout[n][:]    accumulated (skipped if dbias is NULL)
  * Each is a serial sum, in order, over its reduction index (o for dinp, n for dw, dbias).
+ * dinp comes last, so that it may alias inp (gpt.h).
  */
 void cpu_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
                          const float *dout, const float *inp, const float *w, int N, int C,
                          int OC)
 {
     const int nt = cpu_nthreads(s);
-
-    if (dinp != NULL) {
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (int n = 0; n < N; n++) {
-            float *row = dinp + (ptrdiff_t)n * C;
-            for (int c = 0; c < C; c++)
-                row[c] = 0.0f;
-        }
-        /* dinp[n][c] = sum_o dout[n][o] w[o][c]:  A = dout, B = w (as stored). */
-        gemm_acc(nt, dinp, C, dout, OC, 1, w, C, 1, N, C, OC);
-    }
 
     if (dw != NULL) {
         /* dw[o][c] += sum_n dout[n][o] inp[n][c]:  A[o][n] = dout[n][o] (dout read
@@ -178,5 +168,16 @@ void cpu_matmul_backward(gpt_stream *s, float *dinp, float *dw, float *dbias,
             for (int j = 0; j < width; j++)
                 dbias[o0 + j] += sum[j];
         }
+    }
+
+    if (dinp != NULL) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int n = 0; n < N; n++) {
+            float *row = dinp + (ptrdiff_t)n * C;
+            for (int c = 0; c < C; c++)
+                row[c] = 0.0f;
+        }
+        /* dinp[n][c] = sum_o dout[n][o] w[o][c]:  A = dout, B = w (as stored). */
+        gemm_acc(nt, dinp, C, dout, OC, 1, w, C, 1, N, C, OC);
     }
 }

@@ -298,11 +298,17 @@ void cu_column_sum_acc(gpt_stream *s, float *out, const void *in, int N, int OC)
 }
 
 /* dinp (N,C) = dout @ w [* gelu'(pre) when pre is given] (overwrites; skipped if NULL);
- * dw (OC,C) += dout^T @ inp (fp32); dbias (OC) += column sums of dout (skipped if NULL). */
+ * dw (OC,C) += dout^T @ inp (fp32); dbias (OC) += column sums of dout (skipped if NULL).
+ * dinp is written last (one stream runs in issue order), so that it may alias inp. */
 static void matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                             const void *dout, const void *inp, const void *w, const void *pre,
                             int N, int C, int OC)
 {
+    if (dw != NULL)
+        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, CUDA_R_32F, NULL, LT_EPI_NONE, NULL,
+                1.0f, 1.0f);
+    if (dbias != NULL)
+        cu_column_sum_acc(s, dbias, dout, N, OC);
     if (dinp != NULL) {
         /* the DGELU epilogue reads pre laid out as dinp: 16-byte aligned, ld % 8 == 0 */
         const int fused = pre != NULL && cu_backend(s)->gelu_bwd_epilogue &&
@@ -312,11 +318,6 @@ static void matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
         if (pre != NULL && !fused)
             cu_gelu_backward(s, dinp, pre, dinp, (size_t)N * C);
     }
-    if (dw != NULL)
-        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, CUDA_R_32F, NULL, LT_EPI_NONE, NULL,
-                1.0f, 1.0f);
-    if (dbias != NULL)
-        cu_column_sum_acc(s, dbias, dout, N, OC);
 }
 
 void cu_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout,
