@@ -237,14 +237,15 @@ static void check_encoder(pair *p, int T)
     free(tok);
 }
 
-static void check_layernorm(pair *p, int T)
+/* N rows of C channels.  The GPU takes one pass per row block when C / (16 bytes) makes
+ * whole warps (C = 128 fp32, 2048 both types), two kernels otherwise (C = 128 bf16, 200). */
+static void check_layernorm_case(pair *p, int N, int C, int T)
 {
-    const int N = B_ * T;
-    const size_t NC = (size_t)N * C_;
-    buf inp = buf_rand(p, NC, 0.5, 2), w = buf_rand(p, C_, 1, 0.2), b = buf_rand(p, C_, 0, 0.2);
+    const size_t NC = (size_t)N * C;
+    buf inp = buf_rand(p, NC, 0.5, 2), w = buf_rand(p, C, 1, 0.2), b = buf_rand(p, C, 0, 0.2);
     buf out = buf_rand(p, NC, 9, 1), mean = buf_randf(p, N, 9, 1), rstd = buf_randf(p, N, 9, 1);
-    gpt_layernorm_forward(p->cs, out.cpu, mean.cpu, rstd.cpu, inp.cpu, w.cpu, b.cpu, N, C_);
-    gpt_layernorm_forward(p->gs, out.d, mean.d, rstd.d, inp.d, w.d, b.d, N, C_);
+    gpt_layernorm_forward(p->cs, out.cpu, mean.cpu, rstd.cpu, inp.cpu, w.cpu, b.cpu, N, C);
+    gpt_layernorm_forward(p->gs, out.d, mean.d, rstd.d, inp.d, w.d, b.d, N, C);
     check(p, "layernorm_forward", "out", &out, T);
     check(p, "layernorm_forward", "mean", &mean, T);
     check(p, "layernorm_forward", "rstd", &rstd, T);
@@ -253,16 +254,24 @@ static void check_layernorm(pair *p, int T)
     buf_push(p, &mean);
     buf_push(p, &rstd);
     buf dout = buf_rand(p, NC, 0, 1), dinp = buf_rand(p, NC, 0, 1);
-    buf dw = buf_randf(p, C_, 0, 1), db = buf_randf(p, C_, 0, 1);
+    buf dw = buf_randf(p, C, 0, 1), db = buf_randf(p, C, 0, 1);
     gpt_layernorm_backward(p->cs, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu, mean.cpu,
-                           rstd.cpu, N, C_);
-    gpt_layernorm_backward(p->gs, dinp.d, dw.d, db.d, dout.d, inp.d, w.d, mean.d, rstd.d, N, C_);
+                           rstd.cpu, N, C);
+    gpt_layernorm_backward(p->gs, dinp.d, dw.d, db.d, dout.d, inp.d, w.d, mean.d, rstd.d, N, C);
     check(p, "layernorm_backward", "dinp", &dinp, T);
     check(p, "layernorm_backward", "dw", &dw, T);
     check(p, "layernorm_backward", "db", &db, T);
 
     buf *all[] = {&inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+}
+
+static void check_layernorm(pair *p, int T)
+{
+    check_layernorm_case(p, B_ * T, C_, T);
+    /* the model's width, rows not a multiple of the 16-row blocks */
+    check_layernorm_case(p, 3 * T + 5, 2048, T);
+    check_layernorm_case(p, B_ * T, 200, T);
 }
 
 /* One linear layer (N, C) -> (N, OC), forward and backward.  bias_offset: the bias starts

@@ -304,6 +304,176 @@ __global__ static void layernorm_backward_params_sum(float *dw, float *db, const
     }
 }
 
+/*
+ * The whole backward in one pass over the rows, for the common widths: block g owns rows
+ * [g*rows, (g+1)*rows) in order; thread t owns channels (k*blockDim + t)*VEC + j (k < KPT,
+ * j < VEC) of every row, so w and its share of dw, db stay in registers from row to row, and
+ * x and dout are read once from DRAM (the two-kernel path below reads them twice).  Per
+ * row: the two row sums (warp shuffles, then the warps' partials in warp order), then dinp
+ * and the dw, db contributions.  Each block writes its dw, db partials; a second kernel adds
+ * the blocks' partials in a fixed order.  No atomics: the result depends only on the shape.
+ */
+#define LNB_MAX_THREADS 256
+#define LNB_ROWS 16 /* rows per block (more when the partials would not fit the workspace) */
+
+template <typename T_, int VEC, int KPT>
+__global__ static void __launch_bounds__(LNB_MAX_THREADS)
+    layernorm_backward_rows_kernel(T_ *dinp, float *part_w, float *part_b, const T_ *dout,
+                                   const T_ *inp, const T_ *w, const float *mean,
+                                   const float *rstd, int N, int C, int rows_per_block)
+{
+    typedef vec_t<T_, VEC> V;
+    /* [row parity][sum][warp]: alternate rows use alternate halves, so one barrier per row
+     * suffices (a row's writes come after every thread has passed the previous barrier,
+     * hence after the reads of the row that used the same half). */
+    __shared__ float red[2][2][LNB_MAX_THREADS / 32];
+    const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int r0 = blockIdx.x * rows_per_block, r1 = min(N, r0 + rows_per_block);
+    float wf[KPT][VEC], acc_w[KPT][VEC], acc_b[KPT][VEC];
+#pragma unroll
+    for (int k = 0; k < KPT; k++) {
+        const V wv = ((const V *)w)[k * blockDim.x + threadIdx.x];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            wf[k][j] = ld_f32(wv.v[j]);
+            acc_w[k][j] = acc_b[k][j] = 0.0f;
+        }
+    }
+    for (int n = r0; n < r1; n++) {
+        const V *x = (const V *)(inp + (size_t)n * C), *d = (const V *)(dout + (size_t)n * C);
+        const float m = mean[n], r = rstd[n];
+        float norm[KPT][VEC], dy[KPT][VEC], s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            const V xv = x[k * blockDim.x + threadIdx.x], dv = d[k * blockDim.x + threadIdx.x];
+#pragma unroll
+            for (int j = 0; j < VEC; j++) {
+                norm[k][j] = (ld_f32(xv.v[j]) - m) * r;
+                dy[k][j] = ld_f32(dv.v[j]);
+                const float dnorm = wf[k][j] * dy[k][j];
+                s1 += dnorm;
+                s2 += dnorm * norm[k][j];
+            }
+        }
+        s1 = warp_sum(s1);
+        s2 = warp_sum(s2);
+        const int half = (n - r0) & 1;
+        if (lane == 0) {
+            red[half][0][warp] = s1;
+            red[half][1][warp] = s2;
+        }
+        __syncthreads();
+        float t1 = 0.0f, t2 = 0.0f;
+        for (int i = 0; i < nwarps; i++) {
+            t1 += red[half][0][i];
+            t2 += red[half][1][i];
+        }
+        const float dnorm_mean = t1 / (float)C, dnorm_norm_mean = t2 / (float)C;
+        V *di = (V *)(dinp + (size_t)n * C);
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            V acc = di[k * blockDim.x + threadIdx.x];
+#pragma unroll
+            for (int j = 0; j < VEC; j++) {
+                const float dnorm = wf[k][j] * dy[k][j];
+                st_f32(&acc.v[j], ld_f32(acc.v[j]) +
+                                      (dnorm - dnorm_mean - norm[k][j] * dnorm_norm_mean) * r);
+                acc_w[k][j] += dy[k][j] * norm[k][j];
+                acc_b[k][j] += dy[k][j];
+            }
+            di[k * blockDim.x + threadIdx.x] = acc;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < KPT; k++)
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const size_t c = (size_t)(k * blockDim.x + threadIdx.x) * VEC + j;
+            part_w[(size_t)blockIdx.x * C + c] = acc_w[k][j];
+            part_b[(size_t)blockIdx.x * C + c] = acc_b[k][j];
+        }
+}
+
+/* dw (C) += sum_g part_w[g], db likewise: block x owns 32 channels; its 32 rows of threads
+ * take the partials g = y, y + 32, ... in order, then a fixed shared-memory tree. */
+__global__ static void layernorm_backward_rows_finish(float *dw, float *db, const float *part_w,
+                                                      const float *part_b, int G, int C)
+{
+    __shared__ float pw[32][33], pb[32][33];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    float sw = 0.0f, sb = 0.0f;
+    if (c < C)
+        for (int g = threadIdx.y; g < G; g += 32) {
+            sw += part_w[(size_t)g * C + c];
+            sb += part_b[(size_t)g * C + c];
+        }
+    pw[threadIdx.y][threadIdx.x] = sw;
+    pb[threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    for (int stride = 16; stride > 0; stride /= 2) {
+        if (threadIdx.y < stride) {
+            pw[threadIdx.y][threadIdx.x] += pw[threadIdx.y + stride][threadIdx.x];
+            pb[threadIdx.y][threadIdx.x] += pb[threadIdx.y + stride][threadIdx.x];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.y == 0 && c < C) {
+        dw[c] += pw[0][threadIdx.x];
+        db[c] += pb[0][threadIdx.x];
+    }
+}
+
+template <typename E, int VEC, int KPT>
+static void layernorm_backward_rows(gpt_stream *s, void *dinp, float *dw, float *db,
+                                    const void *dout, const void *inp, const void *w,
+                                    const float *mean, const float *rstd, int N, int C)
+{
+    cuda_stream_impl *cs = cu_stream(s);
+    const int threads = C / VEC / KPT;
+    /* Enough rows per block that the partials (two floats per channel per block) fit the
+     * stream's workspace; nothing else on this stream uses it until the finish has run. */
+    const size_t max_blocks = CUDA_WORKSPACE_BYTES / (2 * (size_t)C * sizeof(float));
+    int rows = LNB_ROWS;
+    if ((size_t)(N + rows - 1) / rows > max_blocks)
+        rows = (int)((N + max_blocks - 1) / max_blocks);
+    const int G = (N + rows - 1) / rows;
+    float *part_w = (float *)cs->workspace, *part_b = part_w + (size_t)G * C;
+    layernorm_backward_rows_kernel<E, VEC, KPT><<<G, threads, 0, cs->stream>>>(
+        (E *)dinp, part_w, part_b, (const E *)dout, (const E *)inp, (const E *)w, mean, rstd, N,
+        C, rows);
+    OP_CHECK_LAUNCH(s);
+    layernorm_backward_rows_finish<<<(C + 31) / 32, dim3(32, 32), 0, cs->stream>>>(
+        dw, db, part_w, part_b, G, C);
+    OP_CHECK_LAUNCH(s);
+}
+
+/* The instance for a KPT chosen at run time (ln_rows_kpt). */
+template <typename E, int VEC>
+static void layernorm_backward_rows_kpt(gpt_stream *s, int kpt, void *dinp, float *dw, float *db,
+                                        const void *dout, const void *inp, const void *w,
+                                        const float *mean, const float *rstd, int N, int C)
+{
+    if (kpt == 1)
+        layernorm_backward_rows<E, VEC, 1>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    else if (kpt == 2)
+        layernorm_backward_rows<E, VEC, 2>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    else if (kpt == 4)
+        layernorm_backward_rows<E, VEC, 4>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    else
+        layernorm_backward_rows<E, VEC, 8>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+/* The fused path's threads per row, KPT: the fewest vectors per thread that give whole
+ * warps and at most LNB_MAX_THREADS threads; 0 when no KPT <= 8 does. */
+static int ln_rows_kpt(int C, int vec)
+{
+    if (vec == 1 || C % vec != 0) return 0;
+    const int nv = C / vec;
+    for (int kpt = 1; kpt <= 8; kpt *= 2)
+        if (nv % kpt == 0 && (nv / kpt) % 32 == 0 && nv / kpt <= LNB_MAX_THREADS) return kpt;
+    return 0;
+}
+
 void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db, const void *dout,
                            const void *inp, const void *w, const float *mean,
                            const float *rstd, int N, int C)
@@ -311,6 +481,18 @@ void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db, cons
     cuda_stream_impl *cs = cu_stream(s);
     cudaStream_t st = cs->stream;
     const int vec = ln_vec(s, C, dinp, dout, inp, w);
+    if (N <= 0) return;
+    const int kpt = vec == 1 ? 0 : ln_rows_kpt(C, vec);
+    if (kpt != 0) {
+        if (vec == 8)
+            layernorm_backward_rows_kpt<bf16, 8>(s, kpt, dinp, dw, db, dout, inp, w, mean, rstd,
+                                                 N, C);
+        else
+            layernorm_backward_rows_kpt<float, 4>(s, kpt, dinp, dw, db, dout, inp, w, mean, rstd,
+                                                  N, C);
+        return;
+    }
+    /* other widths: two kernels */
     if (vec == 8)
         layernorm_backward_dinp_kernel<bf16, 8><<<row_blocks(N), ROW_THREADS, 0, st>>>(
             (bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp, (const bf16 *)w, mean, rstd, N,
