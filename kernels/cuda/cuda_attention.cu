@@ -302,18 +302,16 @@ static __device__ __forceinline__ head_rows head_of_block(int T, int C, int NH, 
 
 /*
  * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 queries of one (b, h), longest (last)
- * first.  Shared: Q (64 x HS), K and V tiles (BK x HS).  Per warp: 16 queries; S (16 x BK)
+ * first.  Shared: Q (64 x HS), K and V tiles (64 x HS).  Per warp: 16 queries; S (16 x 64)
  * and O (16 x HS) in registers; online softmax in the log2 domain (exp2 of pre-scaled
  * scores), rows' running max m and sum l per thread, summed over the quad at the end.
- * BK divides 64 (fwd_key_tile).
  */
-template <typename E, int HS, int BK>
+template <typename E, int HS>
 __global__ static void __launch_bounds__(TC_THREADS)
 flash_forward_tc(E *out, float *lse, const E *qkv, int T, int C, int NH, float scale_log2)
 {
     typedef mma_op<E> M;
-    constexpr int BQ = 64, LD = HS + M::PAD;
-    static_assert(BQ % BK == 0, "key tiles split the query block evenly");
+    constexpr int BQ = 64, BK = 64, LD = HS + M::PAD;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     E *Qs = reinterpret_cast<E *>(smem_raw), *Ks = Qs + BQ * LD, *Vs = Ks + BK * LD;
 
@@ -332,8 +330,7 @@ flash_forward_tc(E *out, float *lse, const E *qkv, int T, int C, int NH, float s
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
 
-    /* key tiles 0 .. nkt-1 hold every key <= the block's queries */
-    const int nkt = (q0 + BQ) / BK;
+    const int nkt = qblk + 1; /* key tiles 0 .. qblk hold every key <= the block's queries */
     for (int kt = 0; kt < nkt; kt++) {
         const int k0 = kt * BK;
         __syncthreads(); /* the previous tile's readers are done */
@@ -358,9 +355,8 @@ flash_forward_tc(E *out, float *lse, const E *qkv, int T, int C, int NH, float s
             }
         }
 
-        /* scale into the log2 domain; the future (key > query) is -inf on the tiles that
-         * overlap the block's queries */
-        const bool diag = k0 + BK > q0;
+        /* scale into the log2 domain; the future (key > query) is -inf on the diagonal tile */
+        const bool diag = kt == qblk;
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int j = 0; j < BK / 8; j++)
@@ -921,25 +917,16 @@ static void allow_smem(gpt_stream *s, K kernel, size_t bytes)
                                               (int)bytes));
 }
 
-/* The forward's key tile: 64 rows, except fp32 at HS = 128, where 64-row K and V tiles
- * make 101 KB of shared memory per block and so two blocks per SM; 32-row ones make 68 KB
- * and three. */
-template <typename E, int HS>
-static constexpr int fwd_key_tile()
-{
-    return sizeof(E) == 4 && HS == 128 ? 32 : 64;
-}
-
 template <typename E, int HS>
 static void forward_tc(gpt_stream *s, E *out, float *lse, const E *qkv, int B, int T, int C,
                        int NH, float scale_log2)
 {
-    constexpr int LD = HS + mma_op<E>::PAD, BK = fwd_key_tile<E, HS>();
-    const size_t smem = (size_t)(64 + 2 * BK) * LD * sizeof(E);
-    allow_smem(s, flash_forward_tc<E, HS, BK>, smem);
+    constexpr int LD = HS + mma_op<E>::PAD;
+    const size_t smem = (size_t)(64 + 64 + 64) * LD * sizeof(E);
+    allow_smem(s, flash_forward_tc<E, HS>, smem);
     const dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
-    flash_forward_tc<E, HS, BK><<<grid, TC_THREADS, smem, cu_stream(s)->stream>>>(
-        out, lse, qkv, T, C, NH, scale_log2);
+    flash_forward_tc<E, HS><<<grid, TC_THREADS, smem, cu_stream(s)->stream>>>(out, lse, qkv, T, C,
+                                                                              NH, scale_log2);
     OP_CHECK_LAUNCH(s);
 }
 
