@@ -197,7 +197,6 @@ static size_t head_acts_carve(gpt_head_acts *a, void *base, const gpt_shape *sh,
     a->lnf = take(&c, N * C * e);
     a->lnf_mean = take(&c, N * sizeof(float));
     a->lnf_rstd = take(&c, N * sizeof(float));
-    a->dlnf = take(&c, N * C * e);
     a->losses = take(&c, N * sizeof(float));
     a->logits = take(&c, (size_t)chunk_rows * (size_t)sh->vocab_padded * e);
     a->chunk_rows = chunk_rows;
@@ -376,7 +375,8 @@ void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *ep, float 
         /* loss = mean(losses): each token's loss weighs 1/N in it. */
         gpt_crossentropy_forward_backward(s, h->losses + r0, h->logits, targets + r0,
                                           1.0f / (float)N, rows_here, sh->vocab, Vp);
-        gpt_matmul_backward(s, el(s, h->dlnf, at), eg + e.wte, NULL, h->logits,
+        /* dlnf over lnf's rows: the op reads them for wte's gradient before writing */
+        gpt_matmul_backward(s, el(s, h->lnf, at), eg + e.wte, NULL, h->logits,
                             cel(s, h->lnf, at), cel(s, ep, e.wte), rows_here, C, Vp);
     }
 }
@@ -387,7 +387,7 @@ void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *ep, float
     const int N = sh->batch * sh->seq, C = sh->hidden;
     gpt_embed_layout e = gpt_embed_layout_of(sh);
     gpt_stream_memset_zero(s, dres, gpt_act_bytes((size_t)N * C, gpt_stream_dtype(s)));
-    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, h->dlnf, xL, cel(s, ep, e.lnf_w),
+    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, h->lnf, xL, cel(s, ep, e.lnf_w),
                            h->lnf_mean, h->lnf_rstd, N, C);
 }
 

@@ -90,9 +90,9 @@ typedef struct gpt_layer_scratch {
  * their gradient and consumed a chunk of rows at a time, so that no (N, Vp) buffer exists:
  * at GPT-2's vocabulary that buffer would be N x 201 KB in fp32 (786 MiB at b4 s1024). */
 typedef struct gpt_head_acts {
-    void *lnf;                        /* (N,C) */
+    void *lnf;                        /* (N,C); after the forward, dL/dlnf (written over each
+                                       * chunk's rows once its wte gradient has read them) */
     float *lnf_mean, *lnf_rstd;       /* (N), (N) */
-    void *dlnf;                       /* (N,C) dL/dlnf: left by the forward for the backward */
     void *logits;                     /* (chunk_rows, Vp): one chunk's logits, then gradient */
     int chunk_rows;                   /* rows of tokens per chunk (the last may be shorter) */
     float *losses;                    /* (N) */
@@ -153,7 +153,8 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *layer_pa
 
 /* Head forward, and the part of its backward that needs the logits, chunk by chunk of
  * rows: final LayerNorm of xL; per chunk, logits = lnf wte^T, the per-token losses and the
- * logits' gradient for loss = mean(losses) (one cross-entropy pass), dlnf = dlogits wte, and
+ * logits' gradient for loss = mean(losses) (one cross-entropy pass), dlnf = dlogits wte (in
+ * place of lnf, which the chunk no longer needs), and
  * the tied wte's gradient accumulates into embed_grads (which must hold zeros or earlier
  * contributions, as every engine zeroes its embedding grads before the forward).  The same
  * FLOPs as a forward then backward, with one chunk of logits alive instead of all of them. */
@@ -161,7 +162,7 @@ void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *embed_para
                       float *embed_grads, const void *xL, const int32_t *targets,
                       gpt_head_acts *head);
 /* Head backward: overwrites dres (N,C) with dL/dxL (the final LayerNorm's backward of the
- * dlnf the forward left) and accumulates the LayerNorm's grads into embed_grads. */
+ * dlnf the forward left in head->lnf) and accumulates the LayerNorm's grads into embed_grads. */
 void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *embed_params,
                        float *embed_grads, const void *xL, gpt_head_acts *head, void *dres);
 

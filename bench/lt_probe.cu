@@ -1,0 +1,179 @@
+/*
+ * lt_probe.cu — how far is cuBLASLt's first heuristic choice from the fastest of its
+ * candidates, on the products of one megatron-lm layer (h2048 b4 s1024) and the head?
+ *
+ * For each product (written as cuda_matmul.cu writes it: column-major transposes) and each
+ * math mode (TF32, bf16), it asks the heuristic for up to 16 algorithms, times each (median
+ * of 7 runs after 2 warm-ups, CUDA events) on scratch buffers, and prints the heuristic's
+ * first choice against the best.  A measurement tool for deciding whether aebench should
+ * tune its plans; it is not part of aebench.
+ *
+ *   nvcc -O2 -arch=sm_90 bench/lt_probe.cu -lcublasLt -o lt_probe && ./lt_probe
+ */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK_CUDA(x)                                                                      \
+    do {                                                                                   \
+        cudaError_t e_ = (x);                                                              \
+        if (e_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+#define CHECK_LT(x)                                                                        \
+    do {                                                                                   \
+        cublasStatus_t s_ = (x);                                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
+            fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);     \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+struct product {
+    const char *name;
+    int transa, transb, m, n, k, lda, ldb, ldc;
+    int bias;    /* BIAS epilogue */
+    int d_fp32;  /* D in fp32 whatever the inputs (weight gradients) */
+    float beta;
+};
+
+static const size_t WS = (size_t)32 << 20;
+
+/* Median time in ms of one algorithm on the product; < 0 if it fails to run. */
+static float time_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                       cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld,
+                       const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, void *D,
+                       float beta, void *ws, cudaStream_t st)
+{
+    const float alpha = 1.0f;
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int r = 0; r < 9; r++) {
+        CHECK_CUDA(cudaEventRecord(e0, st));
+        cublasStatus_t s = cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld,
+                                          algo, ws, WS, st);
+        CHECK_CUDA(cudaEventRecord(e1, st));
+        if (s != CUBLAS_STATUS_SUCCESS) return -1.0f;
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        float t;
+        CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+        if (r >= 2) ms.push_back(t);
+    }
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+int main()
+{
+    const int N = 4096, C = 2048, Vp = 50304, rows = 1024;
+    const product prods[] = {
+        /* forward: out^T (OC,N) = w^T-as-stored . inp^T */
+        {"fwd qkv", 1, 0, 3 * C, N, C, C, C, 3 * C, 1, 0, 0.0f},
+        {"fwd proj", 1, 0, C, N, C, C, C, C, 1, 0, 0.0f},
+        {"fwd fc", 1, 0, 4 * C, N, C, C, C, 4 * C, 1, 0, 0.0f},
+        {"fwd fcproj", 1, 0, C, N, 4 * C, 4 * C, 4 * C, C, 1, 0, 0.0f},
+        {"fwd logits", 1, 0, Vp, rows, C, C, C, Vp, 0, 0, 0.0f},
+        /* dinp^T (C,N) = w . dout^T */
+        {"dinp qkv", 0, 0, C, N, 3 * C, C, 3 * C, C, 0, 0, 0.0f},
+        {"dinp proj", 0, 0, C, N, C, C, C, C, 0, 0, 0.0f},
+        {"dinp fc", 0, 0, C, N, 4 * C, C, 4 * C, C, 0, 0, 0.0f},
+        {"dinp fcproj", 0, 0, 4 * C, N, C, 4 * C, C, 4 * C, 0, 0, 0.0f},
+        {"dinp logits", 0, 0, C, rows, Vp, C, Vp, C, 0, 0, 0.0f},
+        /* dw^T (C,OC) += inp^T . dout */
+        {"dw qkv", 0, 1, C, 3 * C, N, C, 3 * C, C, 0, 1, 1.0f},
+        {"dw proj", 0, 1, C, C, N, C, C, C, 0, 1, 1.0f},
+        {"dw fc", 0, 1, C, 4 * C, N, C, 4 * C, C, 0, 1, 1.0f},
+        {"dw fcproj", 0, 1, 4 * C, C, N, 4 * C, C, 4 * C, 0, 1, 1.0f},
+        {"dw logits", 0, 1, C, Vp, rows, C, Vp, C, 0, 1, 1.0f},
+    };
+    cublasLtHandle_t lt;
+    CHECK_LT(cublasLtCreate(&lt));
+    cudaStream_t st;
+    CHECK_CUDA(cudaStreamCreate(&st));
+    void *ws;
+    CHECK_CUDA(cudaMalloc(&ws, WS));
+    const size_t most = (size_t)Vp * C * 4; /* the largest operand, in bytes */
+    void *A, *B, *D, *bias;
+    CHECK_CUDA(cudaMalloc(&A, most));
+    CHECK_CUDA(cudaMalloc(&B, most));
+    CHECK_CUDA(cudaMalloc(&D, most));
+    CHECK_CUDA(cudaMalloc(&bias, (size_t)Vp * 4));
+    /* small values (bytes 0x3c: ~0.01 in fp32, ~0.0115 in bf16 pairs) so nothing overflows */
+    CHECK_CUDA(cudaMemset(A, 0x3c, most));
+    CHECK_CUDA(cudaMemset(B, 0x3c, most));
+    CHECK_CUDA(cudaMemset(D, 0, most));
+    CHECK_CUDA(cudaMemset(bias, 0, (size_t)Vp * 4));
+
+    printf("| math | product | m n k | heuristic #0 ms | best ms (rank) | gain |\n");
+    printf("|---|---|---|---|---|---|\n");
+    double sum_first[2] = {0, 0}, sum_best[2] = {0, 0};
+    for (int mode = 0; mode < 2; mode++) { /* 0 TF32, 1 bf16 */
+        const cudaDataType_t ab = mode ? CUDA_R_16BF : CUDA_R_32F;
+        const cublasComputeType_t ct = mode ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+        for (const product &p : prods) {
+            const cudaDataType_t cd = p.d_fp32 ? CUDA_R_32F : ab;
+            const cublasOperation_t opa = p.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+            const cublasOperation_t opb = p.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+            cublasLtMatmulDesc_t desc;
+            CHECK_LT(cublasLtMatmulDescCreate(&desc, ct, CUDA_R_32F));
+            CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
+                                                    sizeof opa));
+            CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
+                                                    sizeof opb));
+            if (p.bias) {
+                cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+                CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                        &epi, sizeof epi));
+                CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                        &bias, sizeof bias));
+            }
+            cublasLtMatrixLayout_t la, lb, ld;
+            CHECK_LT(cublasLtMatrixLayoutCreate(&la, ab, p.transa ? p.k : p.m,
+                                                p.transa ? p.m : p.k, p.lda));
+            CHECK_LT(cublasLtMatrixLayoutCreate(&lb, ab, p.transb ? p.n : p.k,
+                                                p.transb ? p.k : p.n, p.ldb));
+            CHECK_LT(cublasLtMatrixLayoutCreate(&ld, cd, p.m, p.n, p.ldc));
+            cublasLtMatmulPreference_t pref;
+            CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
+            CHECK_LT(cublasLtMatmulPreferenceSetAttribute(
+                pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
+            cublasLtMatmulHeuristicResult_t heur[16];
+            int found = 0;
+            CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 16, heur,
+                                                    &found));
+            float first = -1, best = 1e30f;
+            int best_rank = -1;
+            for (int i = 0; i < found; i++) {
+                const float t = time_algo(lt, desc, la, lb, ld, &heur[i].algo, A, B, D, p.beta,
+                                          ws, st);
+                if (i == 0) first = t;
+                if (t > 0 && t < best) best = t, best_rank = i;
+            }
+            printf("| %s | %s | %d %d %d | %.4f | %.4f (#%d of %d) | %.1f%% |\n",
+                   mode ? "bf16" : "tf32", p.name, p.m, p.n, p.k, first, best, best_rank, found,
+                   100.0 * (first - best) / first);
+            sum_first[mode] += first;
+            sum_best[mode] += best;
+            cublasLtMatmulPreferenceDestroy(pref);
+            cublasLtMatrixLayoutDestroy(la);
+            cublasLtMatrixLayoutDestroy(lb);
+            cublasLtMatrixLayoutDestroy(ld);
+            cublasLtMatmulDescDestroy(desc);
+        }
+    }
+    for (int mode = 0; mode < 2; mode++)
+        printf("%s: sum of the products, heuristic %.3f ms, best %.3f ms (%.1f%% less)\n",
+               mode ? "bf16" : "tf32", sum_first[mode], sum_best[mode],
+               100.0 * (sum_first[mode] - sum_best[mode]) / sum_first[mode]);
+    return 0;
+}
