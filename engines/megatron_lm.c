@@ -21,7 +21,7 @@
  *              checkpointing); embedding
  *   optimizer  squared norm per block; read them back; global norm; clip scale; lr of this
  *              iteration; AdamW per block (decay on weights, none on biases and LayerNorm);
- *              bf16: round the master weights into the working copy
+ *              (bf16: the same pass rounds the updated master weights into the working copy)
  * The host waits on the stream at the end of each phase: that is what the phase timers
  * measure, and the losses and norms it reads back need it anyway.
  */
@@ -219,10 +219,9 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     engine_step_outcome(out, st->host_losses, N, st->host_norms, L + 1);
     out->lr = gpt_lr_at(&cfg->optim, iteration);
     if (!out->skipped)
-        gpt_resident_adamw(s, sh, m->params, m->grads, st->adam_m, st->adam_v, &cfg->optim,
-                           (float)out->lr, ++st->adam_step,
+        gpt_resident_adamw(s, sh, m->params, m->wparams, m->grads, st->adam_m, st->adam_v,
+                           &cfg->optim, (float)out->lr, ++st->adam_step,
                            gpt_clip_scale(&cfg->optim, out->grad_norm));
-    if (!out->skipped && m->wparams) gpt_params_to_act(s, m->wparams, m->params, st->nparams);
     if ((rc = gpt_stream_sync(s))) return rc;
     double t3 = wall_ms();
     out->ms_forward = t1 - t0;

@@ -163,7 +163,8 @@ struct gpt_backend_ops {
     void (*crossentropy_forward_backward)(gpt_stream *s, float *losses, void *logits,
                                           const int32_t *targets, float dloss, int N, int V,
                                           int Vp);
-    void (*adamw_update)(gpt_stream *s, float *param, const float *grad, float *m, float *v,
+    void (*adamw_update)(gpt_stream *s, float *param, void *param_act, const float *grad,
+                         float *m, float *v,
                          size_t n, float lr, float beta1, float beta2, float eps,
                          float weight_decay, int t, float grad_scale);
     void (*norm_squared)(gpt_stream *s, float *out, const float *x, size_t n);
@@ -313,8 +314,18 @@ static inline void gpt_crossentropy_forward_backward(gpt_stream *s, float *losse
 static inline void gpt_adamw_update(gpt_stream *s, float *param, const float *grad, float *m,
                                     float *v, size_t n, float lr, float beta1, float beta2,
                                     float eps, float weight_decay, int t, float grad_scale)
-{ s->be->ops->adamw_update(s, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t,
-                           grad_scale); }
+{ s->be->ops->adamw_update(s, param, NULL, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                           t, grad_scale); }
+
+/* The same update, which also writes the updated params into param_act (n elements of
+ * be->dtype) exactly as gpt_params_to_act(param_act, param, n) would: the bf16 working copy
+ * refreshed in the same pass, without reading the params again. */
+static inline void gpt_adamw_update_act(gpt_stream *s, float *param, void *param_act,
+                                        const float *grad, float *m, float *v, size_t n,
+                                        float lr, float beta1, float beta2, float eps,
+                                        float weight_decay, int t, float grad_scale)
+{ s->be->ops->adamw_update(s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps,
+                           weight_decay, t, grad_scale); }
 
 /* *out (one float in device memory) = sum of x[i]^2, reduced in at least fp32 with a
  * fixed order (the same result on every call with the same input). */

@@ -429,10 +429,18 @@ float gpt_clip_scale(const gpt_optim *o, double grad_norm)
 void gpt_block_adamw(gpt_stream *s, float *p, const float *g, float *m, float *v, size_t n,
                      size_t n_decay, const gpt_optim *o, float lr, int t, float grad_scale)
 {
-    gpt_adamw_update(s, p, g, m, v, n_decay, lr, (float)o->beta1, (float)o->beta2,
-                     (float)o->eps, (float)o->weight_decay, t, grad_scale);
-    gpt_adamw_update(s, p + n_decay, g + n_decay, m + n_decay, v + n_decay, n - n_decay, lr,
-                     (float)o->beta1, (float)o->beta2, (float)o->eps, 0.0f, t, grad_scale);
+    gpt_block_adamw_act(s, p, NULL, g, m, v, n, n_decay, o, lr, t, grad_scale);
+}
+
+void gpt_block_adamw_act(gpt_stream *s, float *p, void *p_act, const float *g, float *m,
+                         float *v, size_t n, size_t n_decay, const gpt_optim *o, float lr, int t,
+                         float grad_scale)
+{
+    gpt_adamw_update_act(s, p, p_act, g, m, v, n_decay, lr, (float)o->beta1, (float)o->beta2,
+                         (float)o->eps, (float)o->weight_decay, t, grad_scale);
+    gpt_adamw_update_act(s, p + n_decay, p_act ? el(s, p_act, n_decay) : NULL, g + n_decay,
+                         m + n_decay, v + n_decay, n - n_decay, lr, (float)o->beta1,
+                         (float)o->beta2, (float)o->eps, 0.0f, t, grad_scale);
 }
 
 double gpt_combine_norms(const float *sq, int nblocks)
@@ -510,16 +518,17 @@ void gpt_resident_block_norms(gpt_stream *s, const gpt_shape *sh, const float *g
         gpt_norm_squared(s, block_norms + 1 + l, grads + etotal + (size_t)l * lsize, lsize);
 }
 
-void gpt_resident_adamw(gpt_stream *s, const gpt_shape *sh, float *params, const float *grads,
-                        float *m, float *v, const gpt_optim *o, float lr, int t,
-                        float grad_scale)
+void gpt_resident_adamw(gpt_stream *s, const gpt_shape *sh, float *params, void *wparams,
+                        const float *grads, float *m, float *v, const gpt_optim *o, float lr,
+                        int t, float grad_scale)
 {
     gpt_layer_layout ll = gpt_layer_layout_of(sh);
     gpt_embed_layout e = gpt_embed_layout_of(sh);
-    gpt_block_adamw(s, params, grads, m, v, e.total, e.n_decay, o, lr, t, grad_scale);
+    gpt_block_adamw_act(s, params, wparams, grads, m, v, e.total, e.n_decay, o, lr, t,
+                        grad_scale);
     for (int l = 0; l < sh->layers; l++) {
         size_t off = e.total + (size_t)l * ll.total;
-        gpt_block_adamw(s, params + off, grads + off, m + off, v + off, ll.total, ll.n_decay, o,
-                        lr, t, grad_scale);
+        gpt_block_adamw_act(s, params + off, wparams ? el(s, wparams, off) : NULL, grads + off,
+                            m + off, v + off, ll.total, ll.n_decay, o, lr, t, grad_scale);
     }
 }

@@ -190,6 +190,11 @@ float gpt_clip_scale(const gpt_optim *o, double grad_norm);
 void gpt_block_adamw(gpt_stream *s, float *params, const float *grads, float *m, float *v,
                      size_t n, size_t n_decay, const gpt_optim *o, float lr, int t,
                      float grad_scale);
+/* The same, refreshing params_act (n elements of the stream's type: the block's working copy)
+ * from the updated params as gpt_params_to_act would. */
+void gpt_block_adamw_act(gpt_stream *s, float *params, void *params_act, const float *grads,
+                         float *m, float *v, size_t n, size_t n_decay, const gpt_optim *o,
+                         float lr, int t, float grad_scale);
 /* The global norm from per-block squared norms, summed in block order in double, so that
  * every engine (whatever device each block's norm came from) combines them identically. */
 double gpt_combine_norms(const float *block_norm_squared, int nblocks);
@@ -221,9 +226,10 @@ void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r);
 /* Squared norm of each block's gradient into block_norms[0..L] (embed first). */
 void gpt_resident_block_norms(gpt_stream *s, const gpt_shape *sh, const float *grads,
                               float *block_norms);
-/* AdamW over every block. */
-void gpt_resident_adamw(gpt_stream *s, const gpt_shape *sh, float *params, const float *grads,
-                        float *m, float *v, const gpt_optim *o, float lr, int t,
-                        float grad_scale);
+/* AdamW over every block; wparams (the working copy, NULL for none) is refreshed from the
+ * updated params in the same pass. */
+void gpt_resident_adamw(gpt_stream *s, const gpt_shape *sh, float *params, void *wparams,
+                        const float *grads, float *m, float *v, const gpt_optim *o, float lr,
+                        int t, float grad_scale);
 
 #endif

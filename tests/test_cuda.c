@@ -453,6 +453,60 @@ static void check_crossentropy(pair *p, int T)
     check_crossentropy_case(p, B_ * T, 999, 1001, T);
 }
 
+/* Raw bytes of a GPU range (malloc'd). */
+static void *fetch_bytes(pair *p, const void *d, size_t bytes)
+{
+    void *h = malloc(bytes);
+    assert_non_null(h);
+    assert_int_equal(gpt_memcpy_d2h(p->gs, h, d, bytes), 0);
+    assert_int_equal(gpt_stream_sync(p->gs), 0);
+    return h;
+}
+
+/* AdamW that refreshes the working copy in its pass equals, bit for bit on the GPU, the
+ * plain update followed by params_to_act, on elements [off, n) of the given state. */
+static void check_adamw_act(pair *p, const buf *param, const buf *grad, const buf *m,
+                            const buf *v, size_t off)
+{
+    const size_t n = param->n - off, f = sizeof(float);
+    const size_t esize = p->bf16 ? 2 : 4;
+    void *state[2][3], *act[2];
+    for (int k = 0; k < 2; k++) {
+        const buf *src[3] = {param, m, v};
+        for (int j = 0; j < 3; j++) {
+            assert_int_equal(p->gpu->ops->dev_alloc(p->gpu, &state[k][j], param->n * f), 0);
+            assert_int_equal(gpt_memcpy_d2d(p->gs, state[k][j], src[j]->d, param->n * f), 0);
+        }
+        assert_int_equal(p->gpu->ops->dev_alloc(p->gpu, &act[k], param->n * esize), 0);
+    }
+    float *g = (float *)grad->d + off;
+    float *p0 = (float *)state[0][0] + off, *m0 = (float *)state[0][1] + off,
+          *v0 = (float *)state[0][2] + off;
+    float *p1 = (float *)state[1][0] + off, *m1 = (float *)state[1][1] + off,
+          *v1 = (float *)state[1][2] + off;
+    void *a0 = (char *)act[0] + off * esize, *a1 = (char *)act[1] + off * esize;
+    gpt_adamw_update(p->gs, p0, g, m0, v0, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 4, 0.9f);
+    gpt_params_to_act(p->gs, a0, p0, n);
+    gpt_adamw_update_act(p->gs, p1, a1, g, m1, v1, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 4,
+                         0.9f);
+    void *want[4] = {fetch_bytes(p, p0, n * f), fetch_bytes(p, m0, n * f),
+                     fetch_bytes(p, v0, n * f), fetch_bytes(p, a0, n * esize)};
+    void *got[4] = {fetch_bytes(p, p1, n * f), fetch_bytes(p, m1, n * f),
+                    fetch_bytes(p, v1, n * f), fetch_bytes(p, a1, n * esize)};
+    const size_t bytes[4] = {n * f, n * f, n * f, n * esize};
+    for (int i = 0; i < 4; i++) {
+        assert_memory_equal(want[i], got[i], bytes[i]);
+        free(want[i]);
+        free(got[i]);
+    }
+    printf("bitcheck adamw_update_act math=%s offset=%zu: params, m, v, working copy identical\n",
+           p->math, off);
+    for (int k = 0; k < 2; k++) {
+        for (int j = 0; j < 3; j++) p->gpu->ops->dev_free(p->gpu, state[k][j]);
+        p->gpu->ops->dev_free(p->gpu, act[k]);
+    }
+}
+
 static void check_optimizer(pair *p, int T)
 {
     const size_t n = (size_t)B_ * T * 811 + 5;
@@ -488,6 +542,8 @@ static void check_optimizer(pair *p, int T)
     if (work.esize == 2) /* round to nearest even, as gpt_f32_to_bf16 does: exactly */
         for (size_t i = 0; i < n; i++) work.cpu[i] = gpt_bf16_to_f32(gpt_f32_to_bf16(param.cpu[i]));
     check(p, "params_to_act", "dst", &work, T);
+    check_adamw_act(p, &param, &grad, &m, &v, 0);
+    check_adamw_act(p, &param, &grad, &m, &v, 1); /* odd offsets: the element-wise path */
 
     buf *all[] = {&param, &grad, &m, &v, &out, &work};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);

@@ -1005,7 +1005,22 @@ static void test_adamw(void **state)
      * (measured 2.6e-6) */
     check_forward("adamw", "step", step, step_d, NELEM, 1e-5);
 
+    /* the variant that refreshes a working copy: the same update, and the copy (fp32 on the
+     * CPU backend) equals the updated params */
+    float *param2 = copy_floats(param, NELEM), *m2 = copy_floats(m, NELEM);
+    float *v2 = copy_floats(v, NELEM), *work = nan_floats(NELEM);
+    float *grad = rand_floats(&r, NELEM, 2.0f, 0.0f);
+    gpt_adamw_update(f->s, param, grad, m, v, NELEM, lr, beta1, beta2, eps, wd, 4, grad_scale);
+    gpt_adamw_update_act(f->s, param2, work, grad, m2, v2, NELEM, lr, beta1, beta2, eps, wd, 4,
+                         grad_scale);
+    sync_ok(f->s);
+    check_bitwise("adamw_act", "param", param2, param, NELEM);
+    check_bitwise("adamw_act", "m", m2, m, NELEM);
+    check_bitwise("adamw_act", "v", v2, v, NELEM);
+    check_bitwise("adamw_act", "working_copy", work, param, NELEM);
+
     free(param); free(m); free(v); free(param_d); free(m_d); free(v_d); free(param0);
+    free(param2); free(m2); free(v2); free(work); free(grad);
 }
 
 static void test_norm_squared(void **state)

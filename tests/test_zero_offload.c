@@ -194,8 +194,9 @@ static void dpu_reference(const engine_config *cfg, trajectory *out)
         out->norm[it - 1] = gpt_combine_norms(norms, sh->layers + 1);
         assert_true(isfinite(out->norm[it - 1]));
         memcpy(prev, cur, P * f);
-        gpt_resident_adamw(s, sh, cur, grads, m, v, &cfg->optim, (float)gpt_lr_at(&cfg->optim, it),
-                           it, gpt_clip_scale(&cfg->optim, out->norm[it - 1]));
+        gpt_resident_adamw(s, sh, cur, NULL, grads, m, v, &cfg->optim,
+                           (float)gpt_lr_at(&cfg->optim, it), it,
+                           gpt_clip_scale(&cfg->optim, out->norm[it - 1]));
         assert_int_equal(gpt_stream_sync(s), 0);
     }
     out->nparams = P;

@@ -321,6 +321,7 @@ typedef struct cpu_task {
         } crossentropy;
         struct {
             float *param, *m, *v;
+            void *param_act; /* NULL, or the working copy to refresh */
             const float *grad;
             size_t n;
             float lr, beta1, beta2, eps, weight_decay, grad_scale;
@@ -449,6 +450,9 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         const __typeof__(t->a.adamw) *x = &t->a.adamw;
         cpu_adamw_update(s, x->param, x->grad, x->m, x->v, x->n, x->lr, x->beta1, x->beta2,
                          x->eps, x->weight_decay, x->t, x->grad_scale);
+        /* the fp32 backend's working copy is fp32: params_to_act's copy */
+        if (x->param_act != NULL && x->param_act != (void *)x->param && x->n > 0)
+            memmove(x->param_act, x->param, x->n * sizeof(float));
         return GPT_OK;
     }
     case TASK_NORM_SQUARED:
@@ -936,12 +940,13 @@ void cpu_q_crossentropy_forward_backward(gpt_stream *s, float *losses, void *log
     stream_push_op(s, &t);
 }
 
-void cpu_q_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
-                        size_t n, float lr, float beta1, float beta2, float eps,
-                        float weight_decay, int t_step, float grad_scale)
+void cpu_q_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad,
+                        float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                        float eps, float weight_decay, int t_step, float grad_scale)
 {
     cpu_task t = {.kind = TASK_ADAMW_UPDATE};
     t.a.adamw.param = param;
+    t.a.adamw.param_act = param_act;
     t.a.adamw.grad = grad;
     t.a.adamw.m = m;
     t.a.adamw.v = v;

@@ -63,9 +63,9 @@ void cpu_q_residual_backward(gpt_stream *s, void *da, void *db, const void *dout
 void cpu_q_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits,
                                          const int32_t *targets, float dloss, int N, int V,
                                          int Vp);
-void cpu_q_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
-                        size_t n, float lr, float beta1, float beta2, float eps,
-                        float weight_decay, int t, float grad_scale);
+void cpu_q_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad,
+                        float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                        float eps, float weight_decay, int t, float grad_scale);
 void cpu_q_norm_squared(gpt_stream *s, float *out, const float *x, size_t n);
 void cpu_q_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n);
 

@@ -413,10 +413,11 @@ PROFILED(crossentropy_forward_backward, OP_CROSSENTROPY,
           int N, int V, int Vp),
          (s, losses, logits, targets, dloss, N, V, Vp))
 PROFILED(adamw_update, OP_ADAMW,
-         (gpt_stream * s, float *param, const float *grad, float *m, float *v, size_t n,
-          float lr, float beta1, float beta2, float eps, float weight_decay, int t,
+         (gpt_stream * s, float *param, void *param_act, const float *grad, float *m, float *v,
+          size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t,
           float grad_scale),
-         (s, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale))
+         (s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t,
+          grad_scale))
 PROFILED(norm_squared, OP_NORM_SQUARED, (gpt_stream * s, float *out, const float *x, size_t n),
          (s, out, x, n))
 PROFILED(params_to_act, OP_PARAMS_TO_ACT,

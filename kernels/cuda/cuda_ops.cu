@@ -185,11 +185,87 @@ __global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rst
     }
 }
 
+/* The same, with the row held in registers: NV vectors per lane (C = 32 NV VEC), so x is
+ * read once, all of a lane's loads in flight together, instead of once per pass. */
+template <typename T_, int VEC, int NV>
+__global__ static void layernorm_forward_regs_kernel(T_ *out, float *mean, float *rstd,
+                                                     const T_ *inp, const T_ *w, const T_ *b,
+                                                     int N, int C)
+{
+    typedef vec_t<T_, VEC> V;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= N)
+        return;
+    const V *x = (const V *)(inp + (size_t)row * C);
+    float xs[NV][VEC], m = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const V xv = x[k * 32 + lane];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            xs[k][j] = ld_f32(xv.v[j]);
+            m += xs[k][j];
+        }
+    }
+    m = warp_sum(m) / (float)C;
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float d = xs[k][j] - m;
+            v += d * d;
+        }
+    v = warp_sum(v) / (float)C;
+    const float r = 1.0f / sqrtf(v + LN_EPS);
+    V *o = (V *)(out + (size_t)row * C);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const V wv = ((const V *)w)[k * 32 + lane], bv = ((const V *)b)[k * 32 + lane];
+        V ov;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&ov.v[j], (xs[k][j] - m) * r * ld_f32(wv.v[j]) + ld_f32(bv.v[j]));
+        o[k * 32 + lane] = ov;
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+/* Launches the register kernel when C is 32 NV VEC for NV in 1..16; false otherwise. */
+template <typename E, int VEC>
+static bool layernorm_forward_regs(gpt_stream *s, void *out, float *mean, float *rstd,
+                                   const void *inp, const void *w, const void *b, int N, int C)
+{
+    cudaStream_t st = cu_stream(s)->stream;
+    const int nv = C % (32 * VEC) == 0 ? C / (32 * VEC) : 0;
+#define LN_REGS(NV)                                                                        \
+    layernorm_forward_regs_kernel<E, VEC, NV><<<row_blocks(N), ROW_THREADS, 0, st>>>(      \
+        (E *)out, mean, rstd, (const E *)inp, (const E *)w, (const E *)b, N, C)
+    switch (nv) {
+    case 1: LN_REGS(1); break;
+    case 2: LN_REGS(2); break;
+    case 4: LN_REGS(4); break;
+    case 8: LN_REGS(8); break;
+    case 16: LN_REGS(16); break;
+    default: return false;
+    }
+#undef LN_REGS
+    OP_CHECK_LAUNCH(s);
+    return true;
+}
+
 void cu_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd, const void *inp,
                           const void *w, const void *b, int N, int C)
 {
     cudaStream_t st = cu_stream(s)->stream;
     const int vec = ln_vec(s, C, out, inp, w, b);
+    if (N <= 0) return;
+    if (vec == 8 && layernorm_forward_regs<bf16, 8>(s, out, mean, rstd, inp, w, b, N, C)) return;
+    if (vec == 4 && layernorm_forward_regs<float, 4>(s, out, mean, rstd, inp, w, b, N, C)) return;
     if (vec == 8)
         layernorm_forward_kernel<bf16, 8><<<row_blocks(N), ROW_THREADS, 0, st>>>(
             (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C);
@@ -881,14 +957,17 @@ void cu_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits
 /* The formula of gpt.h, elementwise; the bias corrections come from the host, computed
  * exactly as the CPU backend computes them.  VEC = 4: the four arrays move as float4 (28
  * bytes per parameter at HBM speed; scalar accesses reached ~70% of it), for the n / 4
- * leading vectors; VEC = 1 for the tail or unaligned arrays. */
+ * leading vectors; VEC = 1 for the tail or unaligned arrays.  act (bf16, may be NULL)
+ * receives the updated params rounded as params_to_act rounds them: 2 more bytes per
+ * parameter here instead of a separate 6-byte pass. */
 template <int VEC>
-__global__ static void adamw_kernel(float *param, const float *grad, float *m, float *v,
-                                    size_t n, float lr, float beta1, float beta2, float eps,
-                                    float weight_decay, float bias_corr1, float bias_corr2,
-                                    float grad_scale)
+__global__ static void adamw_kernel(float *param, bf16 *act, const float *grad, float *m,
+                                    float *v, size_t n, float lr, float beta1, float beta2,
+                                    float eps, float weight_decay, float bias_corr1,
+                                    float bias_corr2, float grad_scale)
 {
     typedef vec_t<float, VEC> V;
+    typedef vec_t<bf16, VEC> VB;
     GRID_STRIDE(i, n / VEC) {
         V p = ((V *)param)[i], mm = ((V *)m)[i], vv = ((V *)v)[i];
         const V g = ((const V *)grad)[i];
@@ -899,11 +978,18 @@ __global__ static void adamw_kernel(float *param, const float *grad, float *m, f
         ((V *)param)[i] = p;
         ((V *)m)[i] = mm;
         ((V *)v)[i] = vv;
+        if (act != NULL) {
+            VB o;
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                st_f32(&o.v[j], p.v[j]);
+            ((VB *)act)[i] = o;
+        }
     }
 }
 
-void cu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
-                     size_t n, float lr, float beta1, float beta2, float eps,
+void cu_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad, float *m,
+                     float *v, size_t n, float lr, float beta1, float beta2, float eps,
                      float weight_decay, int t, float grad_scale)
 {
     if (n == 0)
@@ -911,20 +997,26 @@ void cu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, f
     const float bias_corr1 = 1.0f - powf(beta1, (float)t);
     const float bias_corr2 = 1.0f - powf(beta2, (float)t);
     cudaStream_t st = cu_stream(s)->stream;
-    size_t head = 0; /* elements done as float4 */
-    if (aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v) && n >= 4) {
+    /* bf16: the working copy is written by the kernel; fp32: it is a copy, made after */
+    bf16 *act = cu_is_bf16(s) ? (bf16 *)param_act : NULL;
+    size_t head = 0; /* elements done as float4 (and 8-byte bf16 vectors) */
+    if (aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v) &&
+        ((uintptr_t)act & 7u) == 0 && n >= 4) {
         head = n / 4 * 4;
         adamw_kernel<4><<<grid_for(head / 4, EW_THREADS), EW_THREADS, 0, st>>>(
-            param, grad, m, v, head, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2,
-            grad_scale);
+            param, act, grad, m, v, head, lr, beta1, beta2, eps, weight_decay, bias_corr1,
+            bias_corr2, grad_scale);
         OP_CHECK_LAUNCH(s);
     }
     if (head < n) {
         adamw_kernel<1><<<grid_for(n - head, EW_THREADS), EW_THREADS, 0, st>>>(
-            param + head, grad + head, m + head, v + head, n - head, lr, beta1, beta2, eps,
-            weight_decay, bias_corr1, bias_corr2, grad_scale);
+            param + head, act ? act + head : NULL, grad + head, m + head, v + head, n - head, lr,
+            beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale);
         OP_CHECK_LAUNCH(s);
     }
+    if (!cu_is_bf16(s) && param_act != NULL && param_act != (void *)param)
+        OP_CHECK_CUDA(s, cudaMemcpyAsync(param_act, param, n * sizeof(float),
+                                         cudaMemcpyDeviceToDevice, st));
 }
 
 /* ---- squared L2 norm ---------------------------------------------------------------------------- */
