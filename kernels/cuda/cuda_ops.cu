@@ -185,87 +185,11 @@ __global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rst
     }
 }
 
-/* The same, with the row held in registers: NV vectors per lane (C = 32 NV VEC), so x is
- * read once, all of a lane's loads in flight together, instead of once per pass. */
-template <typename T_, int VEC, int NV>
-__global__ static void layernorm_forward_regs_kernel(T_ *out, float *mean, float *rstd,
-                                                     const T_ *inp, const T_ *w, const T_ *b,
-                                                     int N, int C)
-{
-    typedef vec_t<T_, VEC> V;
-    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= N)
-        return;
-    const V *x = (const V *)(inp + (size_t)row * C);
-    float xs[NV][VEC], m = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const V xv = x[k * 32 + lane];
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            xs[k][j] = ld_f32(xv.v[j]);
-            m += xs[k][j];
-        }
-    }
-    m = warp_sum(m) / (float)C;
-    float v = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NV; k++)
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            const float d = xs[k][j] - m;
-            v += d * d;
-        }
-    v = warp_sum(v) / (float)C;
-    const float r = 1.0f / sqrtf(v + LN_EPS);
-    V *o = (V *)(out + (size_t)row * C);
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const V wv = ((const V *)w)[k * 32 + lane], bv = ((const V *)b)[k * 32 + lane];
-        V ov;
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-            st_f32(&ov.v[j], (xs[k][j] - m) * r * ld_f32(wv.v[j]) + ld_f32(bv.v[j]));
-        o[k * 32 + lane] = ov;
-    }
-    if (lane == 0) {
-        mean[row] = m;
-        rstd[row] = r;
-    }
-}
-
-/* Launches the register kernel when C is 32 NV VEC for NV in 1..16; false otherwise. */
-template <typename E, int VEC>
-static bool layernorm_forward_regs(gpt_stream *s, void *out, float *mean, float *rstd,
-                                   const void *inp, const void *w, const void *b, int N, int C)
-{
-    cudaStream_t st = cu_stream(s)->stream;
-    const int nv = C % (32 * VEC) == 0 ? C / (32 * VEC) : 0;
-#define LN_REGS(NV)                                                                        \
-    layernorm_forward_regs_kernel<E, VEC, NV><<<row_blocks(N), ROW_THREADS, 0, st>>>(      \
-        (E *)out, mean, rstd, (const E *)inp, (const E *)w, (const E *)b, N, C)
-    switch (nv) {
-    case 1: LN_REGS(1); break;
-    case 2: LN_REGS(2); break;
-    case 4: LN_REGS(4); break;
-    case 8: LN_REGS(8); break;
-    case 16: LN_REGS(16); break;
-    default: return false;
-    }
-#undef LN_REGS
-    OP_CHECK_LAUNCH(s);
-    return true;
-}
-
 void cu_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd, const void *inp,
                           const void *w, const void *b, int N, int C)
 {
     cudaStream_t st = cu_stream(s)->stream;
     const int vec = ln_vec(s, C, out, inp, w, b);
-    if (N <= 0) return;
-    if (vec == 8 && layernorm_forward_regs<bf16, 8>(s, out, mean, rstd, inp, w, b, N, C)) return;
-    if (vec == 4 && layernorm_forward_regs<float, 4>(s, out, mean, rstd, inp, w, b, N, C)) return;
     if (vec == 8)
         layernorm_forward_kernel<bf16, 8><<<row_blocks(N), ROW_THREADS, 0, st>>>(
             (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C);
