@@ -160,6 +160,9 @@ struct gpt_backend_ops {
                           size_t n);
     void (*residual_forward)(gpt_stream *s, void *out, const void *a, const void *b, size_t n);
     void (*residual_backward)(gpt_stream *s, void *da, void *db, const void *dout, size_t n);
+    void (*residual_layernorm_forward)(gpt_stream *s, void *res, void *out, float *mean,
+                                       float *rstd, const void *a, const void *res_b,
+                                       const void *w, const void *b, int N, int C);
     void (*crossentropy_forward_backward)(gpt_stream *s, float *losses, void *logits,
                                           const int32_t *targets, float dloss, int N, int V,
                                           int Vp);
@@ -292,6 +295,16 @@ static inline void gpt_gelu_backward(gpt_stream *s, void *dinp, const void *inp,
 static inline void gpt_residual_forward(gpt_stream *s, void *out, const void *a,
                                         const void *b, size_t n)
 { s->be->ops->residual_forward(s, out, a, b, n); }
+/* A residual add and the LayerNorm that follows it, in one op: res (N,C) = a + res_b (res may
+ * alias either; stored in the activation type), then out = layernorm(res) with mean, rstd
+ * saved, exactly as gpt_residual_forward then gpt_layernorm_forward(out, .., res, ..) (the
+ * CPU backend runs those two); on the GPU the sum is normalised from the pass that writes it
+ * instead of being read back from memory once more. */
+static inline void gpt_residual_layernorm_forward(gpt_stream *s, void *res, void *out,
+                                                  float *mean, float *rstd, const void *a,
+                                                  const void *res_b, const void *w,
+                                                  const void *b, int N, int C)
+{ s->be->ops->residual_layernorm_forward(s, res, out, mean, rstd, a, res_b, w, b, N, C); }
 static inline void gpt_residual_backward(gpt_stream *s, void *da, void *db,
                                          const void *dout, size_t n)
 { s->be->ops->residual_backward(s, da, db, dout, n); }

@@ -310,9 +310,8 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const 
     /* The projection lands in res2 and the residual is added in place: no buffer for the
      * projection itself, which the backward never needs. */
     gpt_matmul_forward(s, a->res2, a->atty, cel(s, p, l.proj_w), cel(s, p, l.proj_b), N, C, C);
-    gpt_residual_forward(s, a->res2, x_in, a->res2, NC);
-    gpt_layernorm_forward(s, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, cel(s, p, l.ln2_w),
-                          cel(s, p, l.ln2_b), N, C);
+    gpt_residual_layernorm_forward(s, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x_in, a->res2,
+                                   cel(s, p, l.ln2_w), cel(s, p, l.ln2_b), N, C);
     gpt_matmul_forward_gelu(s, a->fch_gelu, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b),
                             N, C, 4 * C);
     /* A recompute needs the activations only: the output projection (a third of the

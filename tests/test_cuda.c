@@ -250,6 +250,20 @@ static void check_layernorm_case(pair *p, int N, int C, int T)
     check(p, "layernorm_forward", "mean", &mean, T);
     check(p, "layernorm_forward", "rstd", &rstd, T);
 
+    /* the fused residual + layernorm, its sum written over its second input as the layer
+     * does (res2 = x + res2) */
+    buf x = buf_rand(p, NC, 0, 1), res = buf_rand(p, NC, 0.5, 1);
+    gpt_residual_layernorm_forward(p->cs, res.cpu, out.cpu, mean.cpu, rstd.cpu, x.cpu, res.cpu,
+                                   w.cpu, b.cpu, N, C);
+    gpt_residual_layernorm_forward(p->gs, res.d, out.d, mean.d, rstd.d, x.d, res.d, w.d, b.d, N,
+                                   C);
+    check(p, "residual_layernorm_forward", "res", &res, T);
+    check(p, "residual_layernorm_forward", "out", &out, T);
+    check(p, "residual_layernorm_forward", "mean", &mean, T);
+    check(p, "residual_layernorm_forward", "rstd", &rstd, T);
+    buf_free(p, &x);
+    buf_free(p, &res);
+
     /* backward from the CPU's saved statistics, so that only the backward is measured */
     buf_push(p, &mean);
     buf_push(p, &rstd);

@@ -884,6 +884,33 @@ static void test_residual(void **state)
     free(da); free(db); free(g_a); free(g_b); free(da0); free(db0); free(da1); free(db1);
 }
 
+/* The fused residual + LayerNorm is exactly the two ops, bit for bit, with its sum written
+ * over its second input as the layer does (res2 = x + res2). */
+static void test_residual_layernorm(void **state)
+{
+    fixture *f = *state;
+    rng r = {616};
+    float *x = rand_floats(&r, N * C, 1.0f, 0.0f), *proj = rand_floats(&r, N * C, 1.0f, 0.0f);
+    float *w = rand_floats(&r, C, 1.0f, 1.0f), *b = rand_floats(&r, C, 0.5f, 0.0f);
+
+    float *res_ref = nan_floats(N * C), *out_ref = nan_floats(N * C);
+    float *mean_ref = nan_floats(N), *rstd_ref = nan_floats(N);
+    gpt_residual_forward(f->s, res_ref, x, proj, N * C);
+    gpt_layernorm_forward(f->s, out_ref, mean_ref, rstd_ref, res_ref, w, b, N, C);
+
+    float *res = copy_floats(proj, N * C), *out = nan_floats(N * C);
+    float *mean = nan_floats(N), *rstd = nan_floats(N);
+    gpt_residual_layernorm_forward(f->s, res, out, mean, rstd, x, res, w, b, N, C);
+    sync_ok(f->s);
+    check_bitwise("residual_layernorm", "res", res, res_ref, N * C);
+    check_bitwise("residual_layernorm", "out", out, out_ref, N * C);
+    check_bitwise("residual_layernorm", "mean", mean, mean_ref, N);
+    check_bitwise("residual_layernorm", "rstd", rstd, rstd_ref, N);
+
+    free(x); free(proj); free(w); free(b); free(res_ref); free(out_ref); free(mean_ref);
+    free(rstd_ref); free(res); free(out); free(mean); free(rstd);
+}
+
 /* ======================================================================================
  * cross-entropy
  * ==================================================================================== */
@@ -1233,6 +1260,7 @@ int main(void)
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_residual),
         cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_residual_layernorm),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_norm_squared),
         cmocka_unit_test(test_determinism),

@@ -153,6 +153,7 @@ static const gpt_backend_ops cpu_ops = {
     .gelu_forward = cpu_q_gelu_forward,
     .gelu_backward = cpu_q_gelu_backward,
     .residual_forward = cpu_q_residual_forward,
+    .residual_layernorm_forward = cpu_q_residual_layernorm_forward,
     .residual_backward = cpu_q_residual_backward,
     .crossentropy_forward_backward = cpu_q_crossentropy_forward_backward,
     .adamw_update = cpu_q_adamw_update,

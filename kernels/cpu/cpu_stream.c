@@ -289,7 +289,12 @@ typedef struct cpu_task {
             encoder_fwd;
         struct { float *dwte, *dwpe; const float *dout; const int32_t *tokens; int B, T, C; }
             encoder_bwd;
-        struct { float *out, *mean, *rstd; const float *inp, *w, *b; int N, C; } layernorm_fwd;
+        /* res: the residual variant, res = res_a + res_b first (inp is then res) */
+        struct {
+            float *out, *mean, *rstd, *res;
+            const float *inp, *w, *b, *res_a, *res_b;
+            int N, C;
+        } layernorm_fwd;
         struct {
             float *dinp, *dw, *db;
             const float *dout, *inp, *w, *mean, *rstd;
@@ -390,6 +395,8 @@ static int task_run(gpt_stream *s, const cpu_task *t)
     }
     case TASK_LAYERNORM_FORWARD: {
         const __typeof__(t->a.layernorm_fwd) *x = &t->a.layernorm_fwd;
+        if (x->res != NULL) /* the two ops, in order: the same bits */
+            cpu_residual_forward(s, x->res, x->res_a, x->res_b, (size_t)x->N * x->C);
         cpu_layernorm_forward(s, x->out, x->mean, x->rstd, x->inp, x->w, x->b, x->N, x->C);
         return GPT_OK;
     }
@@ -766,6 +773,25 @@ void cpu_q_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
     t.a.layernorm_fwd.mean = mean;
     t.a.layernorm_fwd.rstd = rstd;
     t.a.layernorm_fwd.inp = inp;
+    t.a.layernorm_fwd.w = w;
+    t.a.layernorm_fwd.b = b;
+    t.a.layernorm_fwd.N = N;
+    t.a.layernorm_fwd.C = C;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float *mean,
+                                      float *rstd, const void *a, const void *res_b,
+                                      const void *w, const void *b, int N, int C)
+{
+    cpu_task t = {.kind = TASK_LAYERNORM_FORWARD};
+    t.a.layernorm_fwd.out = out;
+    t.a.layernorm_fwd.mean = mean;
+    t.a.layernorm_fwd.rstd = rstd;
+    t.a.layernorm_fwd.res = res;
+    t.a.layernorm_fwd.res_a = a;
+    t.a.layernorm_fwd.res_b = res_b;
+    t.a.layernorm_fwd.inp = res;
     t.a.layernorm_fwd.w = w;
     t.a.layernorm_fwd.b = b;
     t.a.layernorm_fwd.N = N;

@@ -37,7 +37,7 @@ static const char *const op_names[OP_COUNT] = {
     "layernorm_backward",   "matmul_forward",        "matmul_backward",
     "attention_forward",    "attention_backward",    "gelu_forward",
     "gelu_backward",        "residual_forward",      "residual_backward",
-    "crossentropy",         "adamw_update",
+    "residual_layernorm_forward", "crossentropy",    "adamw_update",
     "norm_squared",         "params_to_act",
 };
 
@@ -408,6 +408,10 @@ PROFILED(residual_forward, OP_RESIDUAL_FWD,
          (gpt_stream * s, void *out, const void *a, const void *b, size_t n), (s, out, a, b, n))
 PROFILED(residual_backward, OP_RESIDUAL_BWD,
          (gpt_stream * s, void *da, void *db, const void *dout, size_t n), (s, da, db, dout, n))
+PROFILED(residual_layernorm_forward, OP_RESIDUAL_LAYERNORM_FWD,
+         (gpt_stream * s, void *res, void *out, float *mean, float *rstd, const void *a,
+          const void *res_b, const void *w, const void *b, int N, int C),
+         (s, res, out, mean, rstd, a, res_b, w, b, N, C))
 PROFILED(crossentropy_forward_backward, OP_CROSSENTROPY,
          (gpt_stream * s, float *losses, void *logits, const int32_t *targets, float dloss,
           int N, int V, int Vp),
@@ -460,6 +464,7 @@ static const gpt_backend_ops cuda_ops = {
     /* .gelu_backward = */ prof_gelu_backward,
     /* .residual_forward = */ prof_residual_forward,
     /* .residual_backward = */ prof_residual_backward,
+    /* .residual_layernorm_forward = */ prof_residual_layernorm_forward,
     /* .crossentropy_forward_backward = */ prof_crossentropy_forward_backward,
     /* .adamw_update = */ prof_adamw_update,
     /* .norm_squared = */ prof_norm_squared,

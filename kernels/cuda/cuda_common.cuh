@@ -82,7 +82,7 @@ typedef struct lt_plan {
 enum cuda_op_id {
     OP_ENCODER_FWD, OP_ENCODER_BWD, OP_LAYERNORM_FWD, OP_LAYERNORM_BWD, OP_MATMUL_FWD,
     OP_MATMUL_BWD, OP_ATTENTION_FWD, OP_ATTENTION_BWD, OP_GELU_FWD, OP_GELU_BWD,
-    OP_RESIDUAL_FWD, OP_RESIDUAL_BWD, OP_CROSSENTROPY, OP_ADAMW,
+    OP_RESIDUAL_FWD, OP_RESIDUAL_BWD, OP_RESIDUAL_LAYERNORM_FWD, OP_CROSSENTROPY, OP_ADAMW,
     OP_NORM_SQUARED, OP_PARAMS_TO_ACT, OP_COUNT
 };
 
@@ -215,6 +215,9 @@ void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
 void cu_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n);
 void cu_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout, size_t n);
 void cu_residual_forward(gpt_stream *s, void *out, const void *a, const void *b, size_t n);
+void cu_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float *mean, float *rstd,
+                                   const void *a, const void *res_b, const void *w,
+                                   const void *b, int N, int C);
 void cu_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n);
 void cu_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits,
                                       const int32_t *targets, float dloss, int N, int V, int Vp);

@@ -137,12 +137,16 @@ static inline int ln_vec(const gpt_stream *s, int C, const void *a, const void *
     return C % vec == 0 && aligned16(a) && aligned16(b) && aligned16(c) && aligned16(d) ? vec : 1;
 }
 
-/* out (N,C) = (inp - mean) * rstd * w + b; mean, rstd (N).  One warp per row, fp32 sums,
- * two passes (mean, then squared deviations) as the CPU does: no cancellation. */
-template <typename T_, int VEC>
+/* out (N,C) = (x - mean) * rstd * w + b; mean, rstd (N).  One warp per row, fp32 sums, two
+ * passes (mean, then squared deviations) as the CPU does: no cancellation.  x = inp, or
+ * with RES the residual sum: res = inp + res_b is stored (rounded to T_, as a separate
+ * residual op would store it) in the first pass and the later passes read it back, so the
+ * residual never makes its own round trip through memory.  res may alias inp or res_b
+ * (each element is read and written by the same thread). */
+template <typename T_, int VEC, bool RES>
 __global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rstd,
                                                 const T_ *inp, const T_ *w, const T_ *b, int N,
-                                                int C)
+                                                int C, T_ *res, const T_ *res_b)
 {
     typedef vec_t<T_, VEC> V;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
@@ -150,14 +154,22 @@ __global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rst
     if (row >= N)
         return;
     const int CV = C / VEC;
-    const V *x = (const V *)(inp + (size_t)row * C);
+    const size_t off = (size_t)row * C;
     float m = 0.0f;
     for (int c = lane; c < CV; c += 32) {
-        const V xv = x[c];
+        V xv = ((const V *)(inp + off))[c];
+        if constexpr (RES) {
+            const V bv = ((const V *)(res_b + off))[c];
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                st_f32(&xv.v[j], ld_f32(xv.v[j]) + ld_f32(bv.v[j]));
+            ((V *)(res + off))[c] = xv;
+        }
 #pragma unroll
         for (int j = 0; j < VEC; j++)
             m += ld_f32(xv.v[j]);
     }
+    const V *x = (const V *)((RES ? (const T_ *)res : inp) + off);
     m = warp_sum(m) / (float)C;
     float v = 0.0f;
     for (int c = lane; c < CV; c += 32) {
@@ -170,7 +182,7 @@ __global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rst
     }
     v = warp_sum(v) / (float)C;
     const float r = 1.0f / sqrtf(v + LN_EPS);
-    V *o = (V *)(out + (size_t)row * C);
+    V *o = (V *)(out + off);
     for (int c = lane; c < CV; c += 32) {
         const V xv = x[c], wv = ((const V *)w)[c], bv = ((const V *)b)[c];
         V ov;
@@ -185,23 +197,44 @@ __global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rst
     }
 }
 
+template <bool RES>
+static void layernorm_forward_launch(gpt_stream *s, void *out, float *mean, float *rstd,
+                                     const void *inp, const void *w, const void *b, int N,
+                                     int C, void *res, const void *res_b)
+{
+    cudaStream_t st = cu_stream(s)->stream;
+    int vec = ln_vec(s, C, out, inp, w, b);
+    if (RES && ln_vec(s, C, res, res_b, out, out) == 1)
+        vec = 1;
+    if (vec == 8)
+        layernorm_forward_kernel<bf16, 8, RES><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+            (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C,
+            (bf16 *)res, (const bf16 *)res_b);
+    else if (vec == 4)
+        layernorm_forward_kernel<float, 4, RES><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+            (float *)out, mean, rstd, (const float *)inp, (const float *)w, (const float *)b, N,
+            C, (float *)res, (const float *)res_b);
+    else
+        CU_DISPATCH(s, E,
+                    layernorm_forward_kernel<E, 1, RES><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+                        (E *)out, mean, rstd, (const E *)inp, (const E *)w, (const E *)b, N, C,
+                        (E *)res, (const E *)res_b));
+    OP_CHECK_LAUNCH(s);
+}
+
 void cu_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd, const void *inp,
                           const void *w, const void *b, int N, int C)
 {
-    cudaStream_t st = cu_stream(s)->stream;
-    const int vec = ln_vec(s, C, out, inp, w, b);
-    if (vec == 8)
-        layernorm_forward_kernel<bf16, 8><<<row_blocks(N), ROW_THREADS, 0, st>>>(
-            (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C);
-    else if (vec == 4)
-        layernorm_forward_kernel<float, 4><<<row_blocks(N), ROW_THREADS, 0, st>>>(
-            (float *)out, mean, rstd, (const float *)inp, (const float *)w, (const float *)b, N,
-            C);
-    else
-        CU_DISPATCH(s, E,
-                    layernorm_forward_kernel<E, 1><<<row_blocks(N), ROW_THREADS, 0, st>>>(
-                        (E *)out, mean, rstd, (const E *)inp, (const E *)w, (const E *)b, N, C));
-    OP_CHECK_LAUNCH(s);
+    if (N <= 0) return;
+    layernorm_forward_launch<false>(s, out, mean, rstd, inp, w, b, N, C, NULL, NULL);
+}
+
+void cu_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float *mean, float *rstd,
+                                   const void *a, const void *res_b, const void *w,
+                                   const void *b, int N, int C)
+{
+    if (N <= 0) return;
+    layernorm_forward_launch<true>(s, out, mean, rstd, a, w, b, N, C, res, res_b);
 }
 
 /* dinp (N,C) += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = w*dout.
