@@ -252,17 +252,18 @@ static void check_layernorm_case(pair *p, int N, int C, int T)
 
     /* the fused residual + layernorm, its sum written over its second input as the layer
      * does (res2 = x + res2) */
-    buf x = buf_rand(p, NC, 0, 1), res = buf_rand(p, NC, 0.5, 1);
-    gpt_residual_layernorm_forward(p->cs, res.cpu, out.cpu, mean.cpu, rstd.cpu, x.cpu, res.cpu,
-                                   w.cpu, b.cpu, N, C);
-    gpt_residual_layernorm_forward(p->gs, res.d, out.d, mean.d, rstd.d, x.d, res.d, w.d, b.d, N,
-                                   C);
+    buf x = buf_rand(p, NC, 0, 1), res = buf_rand(p, NC, 0.5, 1), out2 = buf_rand(p, NC, 9, 1);
+    buf mean2 = buf_randf(p, N, 9, 1), rstd2 = buf_randf(p, N, 9, 1);
+    gpt_residual_layernorm_forward(p->cs, res.cpu, out2.cpu, mean2.cpu, rstd2.cpu, x.cpu,
+                                   res.cpu, w.cpu, b.cpu, N, C);
+    gpt_residual_layernorm_forward(p->gs, res.d, out2.d, mean2.d, rstd2.d, x.d, res.d, w.d, b.d,
+                                   N, C);
     check(p, "residual_layernorm_forward", "res", &res, T);
-    check(p, "residual_layernorm_forward", "out", &out, T);
-    check(p, "residual_layernorm_forward", "mean", &mean, T);
-    check(p, "residual_layernorm_forward", "rstd", &rstd, T);
-    buf_free(p, &x);
-    buf_free(p, &res);
+    check(p, "residual_layernorm_forward", "out", &out2, T);
+    check(p, "residual_layernorm_forward", "mean", &mean2, T);
+    check(p, "residual_layernorm_forward", "rstd", &rstd2, T);
+    buf *fused[] = {&x, &res, &out2, &mean2, &rstd2};
+    for (size_t i = 0; i < sizeof fused / sizeof *fused; i++) buf_free(p, fused[i]);
 
     /* backward from the CPU's saved statistics, so that only the backward is measured */
     buf_push(p, &mean);
