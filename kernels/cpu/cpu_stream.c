@@ -765,8 +765,10 @@ void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void 
     stream_push_op(s, &t);
 }
 
-void cpu_q_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
-                             const void *inp, const void *w, const void *b, int N, int C)
+/* One push for the plain and the residual variant (res NULL: plain). */
+static void push_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
+                                   const void *inp, const void *w, const void *b, int N, int C,
+                                   void *res, const void *res_a, const void *res_b)
 {
     cpu_task t = {.kind = TASK_LAYERNORM_FORWARD};
     t.a.layernorm_fwd.out = out;
@@ -777,26 +779,24 @@ void cpu_q_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
     t.a.layernorm_fwd.b = b;
     t.a.layernorm_fwd.N = N;
     t.a.layernorm_fwd.C = C;
+    t.a.layernorm_fwd.res = res;
+    t.a.layernorm_fwd.res_a = res_a;
+    t.a.layernorm_fwd.res_b = res_b;
     stream_push_op(s, &t);
+}
+
+void cpu_q_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
+                             const void *inp, const void *w, const void *b, int N, int C)
+{
+    push_layernorm_forward(s, out, mean, rstd, inp, w, b, N, C, NULL, NULL, NULL);
 }
 
 void cpu_q_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float *mean,
                                       float *rstd, const void *a, const void *res_b,
                                       const void *w, const void *b, int N, int C)
 {
-    cpu_task t = {.kind = TASK_LAYERNORM_FORWARD};
-    t.a.layernorm_fwd.out = out;
-    t.a.layernorm_fwd.mean = mean;
-    t.a.layernorm_fwd.rstd = rstd;
-    t.a.layernorm_fwd.res = res;
-    t.a.layernorm_fwd.res_a = a;
-    t.a.layernorm_fwd.res_b = res_b;
-    t.a.layernorm_fwd.inp = res;
-    t.a.layernorm_fwd.w = w;
-    t.a.layernorm_fwd.b = b;
-    t.a.layernorm_fwd.N = N;
-    t.a.layernorm_fwd.C = C;
-    stream_push_op(s, &t);
+    /* the layernorm reads the sum it follows */
+    push_layernorm_forward(s, out, mean, rstd, res, w, b, N, C, res, a, res_b);
 }
 
 void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,

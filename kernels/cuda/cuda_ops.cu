@@ -281,6 +281,23 @@ __global__ static void layernorm_backward_dinp_kernel(T_ *dinp, const T_ *dout, 
     }
 }
 
+/* The 32 x 32 threads of a column-sum block each hold one partial of two sums (sw, sb) for
+ * column threadIdx.x; a fixed shared-memory tree adds the 32 rows, leaving the column totals
+ * in row 0 of pw and pb (the same order on every call). */
+static __device__ void column_pair_tree(float (*pw)[33], float (*pb)[33], float sw, float sb)
+{
+    pw[threadIdx.y][threadIdx.x] = sw;
+    pb[threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    for (int stride = 16; stride > 0; stride /= 2) {
+        if (threadIdx.y < stride) {
+            pw[threadIdx.y][threadIdx.x] += pw[threadIdx.y + stride][threadIdx.x];
+            pb[threadIdx.y][threadIdx.x] += pb[threadIdx.y + stride][threadIdx.x];
+        }
+        __syncthreads();
+    }
+}
+
 /* dw (C) += sum_n dout * norm, db (C) += sum_n dout: column sums over N rows, deterministic
  * and in two stages, so that the grid has enough blocks to fill the GPU (C/32 blocks alone
  * are only 64 at C = 2048).  Stage 1: block (x, chunk) owns 32 channels (lane x,
@@ -307,16 +324,7 @@ __global__ static void layernorm_backward_params_kernel(float *part_w, float *pa
             sw += d * norm;
             sb += d;
         }
-    pw[threadIdx.y][threadIdx.x] = sw;
-    pb[threadIdx.y][threadIdx.x] = sb;
-    __syncthreads();
-    for (int stride = 16; stride > 0; stride /= 2) {
-        if (threadIdx.y < stride) {
-            pw[threadIdx.y][threadIdx.x] += pw[threadIdx.y + stride][threadIdx.x];
-            pb[threadIdx.y][threadIdx.x] += pb[threadIdx.y + stride][threadIdx.x];
-        }
-        __syncthreads();
-    }
+    column_pair_tree(pw, pb, sw, sb);
     if (threadIdx.y == 0 && c < C) {
         part_w[(size_t)blockIdx.y * C + c] = pw[0][threadIdx.x];
         part_b[(size_t)blockIdx.y * C + c] = pb[0][threadIdx.x];
@@ -440,16 +448,7 @@ __global__ static void layernorm_backward_rows_finish(float *dw, float *db, cons
             sw += part_w[(size_t)g * C + c];
             sb += part_b[(size_t)g * C + c];
         }
-    pw[threadIdx.y][threadIdx.x] = sw;
-    pb[threadIdx.y][threadIdx.x] = sb;
-    __syncthreads();
-    for (int stride = 16; stride > 0; stride /= 2) {
-        if (threadIdx.y < stride) {
-            pw[threadIdx.y][threadIdx.x] += pw[threadIdx.y + stride][threadIdx.x];
-            pb[threadIdx.y][threadIdx.x] += pb[threadIdx.y + stride][threadIdx.x];
-        }
-        __syncthreads();
-    }
+    column_pair_tree(pw, pb, sw, sb);
     if (threadIdx.y == 0 && c < C) {
         dw[c] += pw[0][threadIdx.x];
         db[c] += pb[0][threadIdx.x];
