@@ -311,13 +311,9 @@ static int forward(l2l_state *st, step_result *out)
             return rc;
     }
     /* The backward starts with layer L-1: its copy in runs under the head. */
-    if ((rc = copy_in(st, z->L - 1, out)) ||
-        (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
-        return rc;
-    gpt_head_forward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L),
-                     st->work.ids + z->N, &st->work.head);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
+    if ((rc = copy_in(st, z->L - 1, out))) return rc;
+    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, st->embed_p, st->embed_g,
+                                   input_of(st, z->L));
 }
 
 static int backward(l2l_state *st, step_result *out)
@@ -326,10 +322,10 @@ static int backward(l2l_state *st, step_result *out)
     const l2l_layout *z = &st->z;
     gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), &st->work.head,
-                      st->work.dres);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
+    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, st->embed_p,
+                                       st->embed_g,
+                                       input_of(st, z->L))))
+        return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         /* The slot's grads accumulate: zero them behind the previous layer's copy out. */
         if ((rc = gpt_stream_memset_zero(st->io.d2h, st->slot_g, z->PL * sizeof(float))) ||

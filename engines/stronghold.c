@@ -690,11 +690,8 @@ static int forward(stronghold_state *st, step_result *out)
         }
         if (k + z->S < z->L && (rc = prefetch_forward(st, k + z->S, out))) return rc;
     }
-    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_forward(c, sh, st->embed_p, st->embed_g, st->x_out,
-                     st->work.ids + z->N, &st->work.head);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
+    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, st->embed_p, st->embed_g,
+                                   st->x_out);
 }
 
 static int backward(stronghold_state *st, step_result *out)
@@ -703,10 +700,10 @@ static int backward(stronghold_state *st, step_result *out)
     const sh_layout *z = &st->z;
     gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->embed_p, st->embed_g, st->x_out, &st->work.head,
-                      st->work.dres);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
+    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, st->embed_p,
+                                       st->embed_g,
+                                       st->x_out)))
+        return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int streamed = j >= z->R;
         slot_events *ev = streamed ? &st->slot_ev[slot_of(st, j)] : NULL;

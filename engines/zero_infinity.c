@@ -506,11 +506,8 @@ static int forward(zi_state *st, step_result *out)
                           &st->work.acts);
         if ((rc = span_end(&st->io.spans, c, span)) || (rc = release_fetch(st, k, out))) return rc;
     }
-    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_forward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L),
-                     st->work.ids + z->N, &st->work.head);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
+    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, st->embed_p, st->embed_g,
+                                   input_of(st, z->L));
 }
 
 static int backward(zi_state *st, step_result *out)
@@ -519,10 +516,10 @@ static int backward(zi_state *st, step_result *out)
     const zi_layout *z = &st->z;
     gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->embed_p, st->embed_g, input_of(st, z->L), &st->work.head,
-                      st->work.dres);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
+    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, st->embed_p,
+                                       st->embed_g,
+                                       input_of(st, z->L))))
+        return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int i = 2 * z->L - 1 - j, seq = z->L - 1 - j, bk = seq % ZI_BUCKETS;
         float *bucket = st->buckets + (size_t)bk * z->PL;

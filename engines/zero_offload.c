@@ -418,11 +418,8 @@ static int forward(zo_state *st, step_result *out)
     }
     /* Every block of the delayed update is queued now. */
     st->pending.active = 0;
-    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_forward(c, sh, st->params, st->embed_g, input_of(st, z->L),
-                     st->work.ids + z->N, &st->work.head);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->work.host_losses, st->work.head.losses, z->N * sizeof(float));
+    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, st->params, st->embed_g,
+                                   input_of(st, z->L));
 }
 
 /* Send group g's bucket home once its lowest layer's backward is done. */
@@ -452,10 +449,9 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     const zo_layout *z = &st->z;
     gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_head_backward(c, sh, st->params, st->embed_g, input_of(st, z->L), &st->work.head,
-                      st->work.dres);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
+    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, st->params, st->embed_g,
+                                       input_of(st, z->L))))
+        return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int g = group_of(st, j), lo = group_lo(st, g);
         float *bucket = bucket_of(st, g);

@@ -1,5 +1,7 @@
 #include "layer_work.h"
 
+#include "../engine.h" /* the busy kinds */
+
 static size_t acts_bytes(const gpt_shape *sh, int acts_layers)
 {
     return (size_t)acts_layers * gpt_layer_acts_floats(sh) * sizeof(float);
@@ -50,4 +52,26 @@ gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int i)
     gpt_layer_acts a;
     gpt_layer_acts_carve(&a, w->acts_mem + (size_t)i * gpt_layer_acts_floats(sh), sh);
     return a;
+}
+
+int layer_work_head_forward(layer_work *w, stream_spans *spans, gpt_stream *c,
+                            const gpt_shape *sh, const void *embed_params, float *embed_grads,
+                            const void *xL)
+{
+    const size_t N = tokens(sh);
+    int rc, span;
+    if ((rc = span_begin(spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_head_forward(c, sh, embed_params, embed_grads, xL, w->ids + N, &w->head);
+    if ((rc = span_end(spans, c, span))) return rc;
+    return gpt_memcpy_d2h(c, w->host_losses, w->head.losses, N * sizeof(float));
+}
+
+int layer_work_head_backward(layer_work *w, stream_spans *spans, gpt_stream *c,
+                             const gpt_shape *sh, const void *embed_params, float *embed_grads,
+                             const void *xL)
+{
+    int rc, span;
+    if ((rc = span_begin(spans, c, BUSY_COMPUTE, &span))) return rc;
+    gpt_head_backward(c, sh, embed_params, embed_grads, xL, &w->head, w->dres);
+    return span_end(spans, c, span);
 }

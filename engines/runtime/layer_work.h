@@ -3,9 +3,10 @@
  * besides its placement of the parameters (fp32):
  *
  *   GPU     the activations of acts_layers layers (1 with checkpointing: the layer being
- *           computed or recomputed), the backward scratch, the head's activations (the
- *           logits become their own gradient), the residual gradient (N, C), the token and
- *           target ids (2, N), the L+1 squared block norms
+ *           computed or recomputed; the backward writes its gradients over them), the
+ *           attention's backward scratch, the head's activations (one chunk of rows' logits
+ *           at a time), the residual gradient (N, C), the token and target ids (2, N), the
+ *           L+1 squared block norms
  *   pinned  the per-token losses (N) and the block norms (L+1) read back each step
  *
  * Plans and init share the byte counts below, so that a plan still equals the peak.
@@ -15,6 +16,7 @@
 
 #include "../../kernels/model.h"
 #include "membudget.h"
+#include "spans.h"
 
 #include <stdint.h>
 
@@ -37,5 +39,15 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
 /* The activations of layer slot i (< acts_layers): without checkpointing each layer keeps
  * its own. */
 gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int i);
+
+/* The head on stream c, each as one compute span.  Forward: the head's forward from the last
+ * layer's output xL (with its gradient into embed_grads, chunk by chunk: model.h), then the
+ * per-token losses queued into host_losses.  Backward: dres = dL/dxL.  0 or a gpt_status. */
+int layer_work_head_forward(layer_work *w, stream_spans *spans, gpt_stream *c,
+                            const gpt_shape *sh, const void *embed_params, float *embed_grads,
+                            const void *xL);
+int layer_work_head_backward(layer_work *w, stream_spans *spans, gpt_stream *c,
+                             const gpt_shape *sh, const void *embed_params, float *embed_grads,
+                             const void *xL);
 
 #endif
