@@ -167,9 +167,8 @@ struct gpt_backend_ops {
                                           const int32_t *targets, float dloss, int N, int V,
                                           int Vp);
     void (*adamw_update)(gpt_stream *s, float *param, void *param_act, const float *grad,
-                         float *m, float *v,
-                         size_t n, float lr, float beta1, float beta2, float eps,
-                         float weight_decay, int t, float grad_scale);
+                         float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                         float eps, float weight_decay, int t, float grad_scale);
     void (*norm_squared)(gpt_stream *s, float *out, const float *x, size_t n);
     void (*params_to_act)(gpt_stream *s, void *dst, const float *src, size_t n);
 };

@@ -154,10 +154,10 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *layer_pa
 /* Head forward, and the part of its backward that needs the logits, chunk by chunk of
  * rows: final LayerNorm of xL; per chunk, logits = lnf wte^T, the per-token losses and the
  * logits' gradient for loss = mean(losses) (one cross-entropy pass), dlnf = dlogits wte (in
- * place of lnf, which the chunk no longer needs), and
- * the tied wte's gradient accumulates into embed_grads (which must hold zeros or earlier
- * contributions, as every engine zeroes its embedding grads before the forward).  The same
- * FLOPs as a forward then backward, with one chunk of logits alive instead of all of them. */
+ * place of lnf, which the chunk no longer needs), and the tied wte's gradient, accumulated
+ * into embed_grads (which must hold zeros or earlier contributions: every engine zeroes its
+ * embedding grads before the forward).  The same FLOPs as a forward then backward, with one
+ * chunk of logits alive instead of all of them. */
 void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *embed_params,
                       float *embed_grads, const void *xL, const int32_t *targets,
                       gpt_head_acts *head);
