@@ -18,7 +18,8 @@ typedef enum opt_id {
     OPT_ITERS, OPT_LOG_INTERVAL, OPT_SEED, OPT_RESULTS, OPT_DEVICE, OPT_CONFIG, OPT_DTYPE,
     OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_LR, OPT_MIN_LR,
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
-    OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_HELP, OPT_VERSION,
+    OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE,
+    OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
 
@@ -65,6 +66,9 @@ static const opt_spec specs[] = {
     {OPT_OFFLOAD, "offload", 0, ARG_TEXT, "cpu|nvme", "zero-infinity, stronghold: optimizer state in host memory or on disk (default cpu)"},
     {OPT_NVME_DIR, "nvme-dir", 0, ARG_TEXT, "DIR", "--offload nvme: where the private swap directory goes (default: the results directory)"},
     {OPT_THREADS, "threads", 0, ARG_INT, "N", "CPU threads, 0 = all cores (default 0)"},
+    {OPT_RANKS, "ranks", 0, ARG_INT, "N", "data-parallel ranks on this machine: starts mpiexec -n N itself (default 1; under mpirun: the world size)"},
+    {OPT_GLOBAL_BATCH, "global-batch", 0, ARG_INT, "G", "samples per optimizer step over all ranks, as Megatron's (default B x ranks); G/(B x ranks) micro-batches each"},
+    {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
@@ -145,7 +149,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     double dv = 0;
     size_t bytes = 0;
     if (sp->kind == ARG_INT) {
-        long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS) ? 0 : 1;
+        long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS || sp->id == OPT_ZERO_STAGE) ? 0 : 1;
         if (parse_int(value, lo, 2147483647LL, &iv))
             return cli_fail(err, errlen, "%s: '%s' is not %s integer", opt,
                         value ? value : "", lo ? "a positive" : "a non-negative");
@@ -192,6 +196,12 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_LOG_INTERVAL: rc->log_interval = (int)iv; break;
     case OPT_SEED: e->seed = (uint64_t)iv; break;
     case OPT_THREADS: e->threads = (int)iv; break;
+    case OPT_RANKS: rc->ranks = (int)iv; break;
+    case OPT_GLOBAL_BATCH: e->global_batch = (int)iv; break;
+    case OPT_ZERO_STAGE:
+        if (iv > 3) return cli_fail(err, errlen, "%s: '%s' is not a ZeRO stage (0, 1, 2 or 3)", opt, value);
+        e->zero_stage = (int)iv;
+        break;
     case OPT_RESULTS:
         if (!*value) return cli_fail(err, errlen, "%s: empty directory name", opt);
         if (snprintf(rc->results_dir, sizeof rc->results_dir, "%s", value) >= (int)sizeof rc->results_dir)

@@ -38,6 +38,7 @@ typedef struct run_config {
     int find_max;          /* --find-max: bisect for the largest layer count that trains */
     int resume;            /* --resume: sweeps skip runs already done */
     int config_runs;       /* --config named a run list (a case), run by the sweep driver */
+    int ranks;             /* --ranks N: start mpiexec -n N (0: not given) */
 } run_config;
 
 /* One run of a run-list config after expansion: the options it gives its child process. */

@@ -56,6 +56,10 @@ typedef struct engine_config {
     /* --nvme-dir: where the disk tier makes its private directory (the driver fills in the
      * results directory when none is given) */
     char nvme_dir[ENGINE_PATH_MAX];
+    /* --global-batch: samples per optimizer step over all ranks (0: batch x world).  Each
+     * rank runs global_batch / (batch x world) micro-batches and accumulates their grads. */
+    int global_batch;
+    int zero_stage;          /* --zero-stage 0-3 (megatron-lm on N ranks) */
 } engine_config;
 
 typedef struct engine_plan {
