@@ -22,10 +22,16 @@ int comm_init(comm_world *c, int *argc, char ***argv)
     c->world = 1;
     c->initialised = 0;
     int provided = 0;
-    /* Engines call MPI from one thread at a time, but not always the main one. */
-    if (mpi_ok(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread"))
+    /* Collectives run on stream worker threads (the CPU backend's emulation of a GPU's
+     * communication stream) while the main thread may be in MPI too: several threads at once. */
+    if (mpi_ok(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread"))
         return -1;
     c->initialised = 1;
+    if (provided < MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "aebench: this MPI library gives thread level %d, not MPI_THREAD_MULTIPLE "
+                        "(collectives run on stream threads)\n", provided);
+        return -1;
+    }
     if (mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank), "MPI_Comm_rank") ||
         mpi_ok(MPI_Comm_size(MPI_COMM_WORLD, &c->world), "MPI_Comm_size"))
         return -1;
