@@ -54,6 +54,12 @@ ifeq ($(CUDA),1)
   LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart \
                -lstdc++ -lpthread
   CFLAGS    += -DAEBENCH_HAVE_CUDA
+  # NCCL carries the collectives between GPUs (engines/runtime/collectives.c) when ranks
+  # come from MPI; its header sits with the toolkit's (or in /usr/include from libnccl-dev).
+  ifeq ($(MPI),1)
+    CFLAGS  += -isystem $(CUDA_HOME)/include
+    LDLIBS  += -lnccl
+  endif
   # The CUDA backend against the CPU reference; needs a GPU to run (not part of tests/run.sh).
   CUDA_TEST_PROGS := $(BUILD)/tests/test_cuda
 else

@@ -93,6 +93,13 @@ int main(int argc, char **argv)
                    cli_cpu_preset_text());
     }
 
+    if (cli_resolve_ranks(&rc, comm.world, comm.world, err, sizeof err)) {
+        if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
+
     const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
     /* bf16, --dpu and --offload nvme only for engines that implement them (refuse rather
      * than silently run something else under that label), then the engine's own checks:

@@ -879,3 +879,17 @@ void cli_usage(FILE *out)
             "3 out of memory (a sweep: some run did not fit, none failed).\n",
             cli_cpu_preset_text());
 }
+
+int cli_resolve_ranks(run_config *rc, int world, int local_world, char *err, size_t errlen)
+{
+    engine_config *e = &rc->eng;
+    e->world = world;
+    e->local_world = local_world;
+    const int per_step = e->shape.batch * world;
+    const int G = e->global_batch ? e->global_batch : per_step;
+    if (G % per_step != 0)
+        return cli_fail(err, errlen, "--global-batch %d is not a multiple of batch x ranks = %d x %d",
+                        G, e->shape.batch, world);
+    e->micro_batches = G / per_step;
+    return 0;
+}

@@ -88,6 +88,10 @@ int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char
 /* Format a one-line error into err; returns -1 (for `return cli_fail(...)`). */
 int cli_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Fill in the ranks (world, and those on this machine) and the micro-batches per rank that
+ * --global-batch asks for; -1 with the reason when it is not a multiple of batch x world. */
+int cli_resolve_ranks(run_config *rc, int world, int local_world, char *err, size_t errlen);
+
 /* Was the option with this long name given? */
 int cli_given(const run_config *rc, const char *long_name);
 

@@ -90,20 +90,27 @@ static void synthetic_row(const data_source *d, int iteration, int b, int32_t *r
     }
 }
 
-void data_batch(const data_source *d, int iteration, int32_t *tokens, int32_t *targets)
+void data_rows(const data_source *d, int iteration, int global_rows, int first, int nrows,
+               int32_t *tokens, int32_t *targets)
 {
     const int T = d->seq;
     int32_t row[T + 1];
-    for (int b = 0; b < d->batch; b++) {
+    for (int i = 0; i < nrows; i++) {
+        const int b = first + i;
         if (d->tokens) {
-            size_t start = (((size_t)(iteration - 1) * d->batch + b) * T) % d->ntokens;
+            size_t start = (((size_t)(iteration - 1) * global_rows + b) * T) % d->ntokens;
             for (int t = 0; t <= T; t++) row[t] = d->tokens[(start + t) % d->ntokens];
         } else {
             synthetic_row(d, iteration, b, row, T + 1);
         }
-        memcpy(tokens + (size_t)b * T, row, (size_t)T * sizeof(int32_t));
-        memcpy(targets + (size_t)b * T, row + 1, (size_t)T * sizeof(int32_t));
+        memcpy(tokens + (size_t)i * T, row, (size_t)T * sizeof(int32_t));
+        memcpy(targets + (size_t)i * T, row + 1, (size_t)T * sizeof(int32_t));
     }
+}
+
+void data_batch(const data_source *d, int iteration, int32_t *tokens, int32_t *targets)
+{
+    data_rows(d, iteration, d->batch, 0, d->batch, tokens, targets);
 }
 
 void data_close(data_source *d)

@@ -8,8 +8,8 @@
  *   nats), so the loss falls visibly within tens of iterations even for a tiny model.
  *   Row b of iteration i depends only on (seed, i, b): every engine and rank sees the same.
  * file (--data FILE): a flat file of little-endian uint16 token ids (as GPT-2 corpora are
- *   commonly stored).  Row b of iteration i is the window of T+1 tokens starting at
- *   ((i-1) B + b) T, wrapping around the file.
+ *   commonly stored).  Row b of iteration i (global batch G rows) is the window of T+1
+ *   tokens starting at ((i-1) G + b) T, wrapping around the file.
  */
 #ifndef AEBENCH_DATA_H
 #define AEBENCH_DATA_H
@@ -35,6 +35,13 @@ int data_open_file(data_source *d, const char *path, int vocab, int batch, int s
                    size_t errlen);
 /* tokens, targets: B*T ids each; targets are the tokens shifted left by one. */
 void data_batch(const data_source *d, int iteration, int32_t *tokens, int32_t *targets);
+/* Rows [first, first + nrows) of iteration's global batch of global_rows rows (tokens,
+ * targets: nrows*T ids each).  Row g depends only on (seed or file, iteration, global_rows,
+ * g): a rank takes its own rows of the global batch, so runs with the same global batch see
+ * the same tokens whatever the ranks and micro-batch size.  data_batch is the global batch
+ * of B rows, all of it. */
+void data_rows(const data_source *d, int iteration, int global_rows, int first, int nrows,
+               int32_t *tokens, int32_t *targets);
 void data_close(data_source *d);
 
 #endif

@@ -18,6 +18,16 @@
 #define AEBENCH_VERSION "0.1.0"
 #endif
 
+/* Samples per optimizer step over all ranks, and per rank. */
+static int global_batch_of(const engine_config *ec)
+{
+    return ec->shape.batch * engine_micro_batches(ec) * engine_world(ec);
+}
+static int rank_batch_of(const engine_config *ec)
+{
+    return ec->shape.batch * engine_micro_batches(ec);
+}
+
 /* Per-iteration record kept for the JSON. */
 typedef struct iter_record {
     step_result r;
@@ -170,6 +180,8 @@ static int write_json(run_state *s)
     cJSON_AddStringToObject(root, "method", s->eng->name);
     cJSON_AddStringToObject(root, "device", s->device_desc);
     cJSON_AddNumberToObject(root, "world", s->world);
+    cJSON_AddNumberToObject(root, "global_batch", global_batch_of(ec));
+    cJSON_AddNumberToObject(root, "micro_batches", engine_micro_batches(ec));
 
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddNumberToObject(cfg, "layers", ec->shape.layers);
@@ -177,6 +189,8 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(cfg, "heads", ec->shape.heads);
     cJSON_AddNumberToObject(cfg, "seq", ec->shape.seq);
     cJSON_AddNumberToObject(cfg, "batch", ec->shape.batch);
+    cJSON_AddNumberToObject(cfg, "global_batch", global_batch_of(ec));
+    cJSON_AddNumberToObject(cfg, "zero_stage", ec->zero_stage);
     cJSON_AddNumberToObject(cfg, "vocab", ec->shape.vocab);
     cJSON_AddNumberToObject(cfg, "vocab_padded", ec->shape.vocab_padded);
     cJSON_AddStringToObject(cfg, "window", s->window);
@@ -244,19 +258,25 @@ static int write_json(run_state *s)
             cJSON_AddNumberToObject(o, "bytes_disk_read", r->r.bytes_disk_read);
             cJSON_AddNumberToObject(o, "bytes_disk_write", r->r.bytes_disk_write);
         }
+        if (r->r.has_comm) {
+            cJSON_AddNumberToObject(o, "collectives_busy_ms", r->r.busy_ms[BUSY_COMM]);
+            cJSON_AddNumberToObject(o, "bytes_collectives", r->r.bytes_comm);
+        }
         cJSON_AddItemToArray(its, o);
     }
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON_AddNumberToObject(sum, "iterations_run", s->done);
     if (s->done > 0) {
         const double med = median_iteration_ms(s);
-        const int global_batch = ec->shape.batch * s->world;
+        const int global_batch = global_batch_of(ec);
         cJSON_AddNumberToObject(sum, "median_ms", med);
         cJSON_AddNumberToObject(sum, "median_excludes_first", s->done > 1);
         cJSON_AddNumberToObject(sum, "samples_per_second", global_batch * 1000.0 / med);
-        cJSON_AddNumberToObject(sum, "model_tflops", gpt_model_flops(&ec->shape) / (med * 1e-3) / 1e12);
+        /* per rank, as the artifact's "per GPU" figures */
+        cJSON_AddNumberToObject(sum, "model_tflops",
+                                gpt_model_flops(&ec->shape) * engine_micro_batches(ec) / (med * 1e-3) / 1e12);
         cJSON_AddNumberToObject(sum, "effective_tflops",
-                                effective_tflops(s->params, ec->shape.batch, ec->shape.seq, med * 1e-3));
+                                effective_tflops(s->params, rank_batch_of(ec), ec->shape.seq, med * 1e-3));
         cJSON_AddNumberToObject(sum, "first_loss", s->iters[0].r.loss);
         cJSON_AddNumberToObject(sum, "final_loss", s->iters[s->done - 1].r.loss);
     }
@@ -300,12 +320,12 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
     }
     ms /= n, loss /= n, fwd /= n, bwd /= n, opt /= n;
     const iter_record *cur = &s->iters[last - 1];
-    const int global_batch = ec->shape.batch * s->world;
+    const int global_batch = global_batch_of(ec);
     char line[1024];
     fmt_iteration_line(line, sizeof line, last, s->rc->iters, ms, cur->r.lr, global_batch, loss,
                        cur->r.grad_norm, skipped, nans);
     logline(s, "%s", line);
-    fmt_tflops_line(line, sizeof line, effective_tflops(s->params, ec->shape.batch, ec->shape.seq, ms * 1e-3),
+    fmt_tflops_line(line, sizeof line, effective_tflops(s->params, rank_batch_of(ec), ec->shape.seq, ms * 1e-3),
                     s->params);
     logline(s, "%s", line);
     fmt_throughput_line(line, sizeof line, s->world, global_batch, ms * 1e-3, global_batch * 1000.0 / ms);
@@ -333,6 +353,9 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
                 cur->r.bytes_d2h / 1e9, cur->r.host_adam_params / 1e6, cur->r.bytes_disk_read / 1e9,
                 cur->r.bytes_disk_write / 1e9);
     }
+    if (cur->r.has_comm)
+        logline(s, "collectives (rank 0, last iteration) | busy ms: %.1f | GB handed to them: %.3f",
+                cur->r.busy_ms[BUSY_COMM], cur->r.bytes_comm / 1e9);
     if (s->rank == 0) {
         printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->rc->iters,
                loss, cur->r.grad_norm, ms);
@@ -348,10 +371,11 @@ static void print_summary(run_state *s)
     format_bytes((double)s->host.peak, h, sizeof h);
     if (s->status == EXIT_RUN_OK && s->done > 0) {
         const double med = median_iteration_ms(s);
-        const int global_batch = s->ec.shape.batch * s->world;
+        const int global_batch = global_batch_of(&s->ec);
         printf("  done: median %.1f ms/it | %.2f samples/s | %.3f TFLOP/s (model) | peak GPU %s, "
                "host %s | loss %.4f -> %.4f\n",
-               med, global_batch * 1000.0 / med, gpt_model_flops(&s->ec.shape) / (med * 1e-3) / 1e12,
+               med, global_batch * 1000.0 / med,
+               gpt_model_flops(&s->ec.shape) * engine_micro_batches(&s->ec) / (med * 1e-3) / 1e12,
                g, h, s->iters[0].r.loss, s->iters[s->done - 1].r.loss);
     } else {
         printf("  %s: %s\n", s->status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "FAILED", s->message);
@@ -409,7 +433,9 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
          * lines compare the peak with the plan of what actually ran. */
         s->eng->chosen_plan(state, &s->plan);
     }
-    const size_t N = (size_t)s->ec.shape.batch * s->ec.shape.seq;
+    /* This rank's rows of the global batch: its micro-batches, one after the other. */
+    const int M = engine_micro_batches(&s->ec), rank_rows = rank_batch_of(&s->ec);
+    const size_t N = (size_t)M * s->ec.shape.batch * s->ec.shape.seq;
     int32_t *tokens = NULL, *targets = NULL;
     if (s->status == EXIT_RUN_OK) {
         tokens = malloc(N * sizeof *tokens);
@@ -421,7 +447,8 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     }
     int memory_reported = 0, last_logged = 0;
     for (int it = 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
-        data_batch(data, it, tokens, targets);
+        data_rows(data, it, global_batch_of(&s->ec), comm->rank * rank_rows, rank_rows, tokens,
+                  targets);
         step_result r = {0};
         double t0 = wall_ms();
         rc_ = s->eng->step(state, it, tokens, targets, &r);

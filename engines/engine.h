@@ -33,6 +33,9 @@ enum {
     ENGINE_OPT_OFFLOAD_NVME = 1u << 1, /* --offload nvme */
     ENGINE_OPT_NO_CKPT = 1u << 2,      /* --no-ckpt (the others recompute each layer from its
                                           checkpointed input) */
+    ENGINE_OPT_RANKS = 1u << 3,        /* runs on N ranks (data parallel) */
+    ENGINE_OPT_ACCUM = 1u << 4,        /* accumulates several micro-batches per step */
+    ENGINE_OPT_ZERO_STAGES = 1u << 5,  /* --zero-stage 1-3 */
 };
 
 enum { ENGINE_PATH_MAX = 1024 };
@@ -60,7 +63,20 @@ typedef struct engine_config {
      * rank runs global_batch / (batch x world) micro-batches and accumulates their grads. */
     int global_batch;
     int zero_stage;          /* --zero-stage 0-3 (megatron-lm on N ranks) */
+    /* Set by the driver from MPI and --global-batch (plans depend on them): the ranks, the
+     * ranks on this machine (they share its host memory and disk), and the micro-batches
+     * each rank runs per step.  1, 1, 1 on one rank without --global-batch. */
+    int world;
+    int local_world;
+    int micro_batches;
 } engine_config;
+
+/* world and micro_batches with 0 read as 1 (a config built field by field, as tests do). */
+static inline int engine_world(const engine_config *c) { return c->world > 1 ? c->world : 1; }
+static inline int engine_local_world(const engine_config *c)
+{ return c->local_world > 1 ? c->local_world : 1; }
+static inline int engine_micro_batches(const engine_config *c)
+{ return c->micro_batches > 1 ? c->micro_batches : 1; }
 
 typedef struct engine_plan {
     uint64_t gpu_bytes;
@@ -89,7 +105,7 @@ void engine_note(const engine_env *env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Streams whose busy time an engine reports per iteration (to show the bottleneck). */
-enum { BUSY_COMPUTE, BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_DISK, BUSY_KINDS };
+enum { BUSY_COMPUTE, BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_DISK, BUSY_COMM, BUSY_KINDS };
 
 typedef struct step_result {
     double loss;        /* mean cross-entropy of the batch */
@@ -103,6 +119,10 @@ typedef struct step_result {
     double busy_ms[BUSY_KINDS];
     double bytes_h2d, bytes_d2h, host_adam_params;
     double bytes_disk_read, bytes_disk_write;
+    /* N ranks: the collective streams' busy time (busy_ms[BUSY_COMM]) and the bytes this rank
+     * handed to collectives during the step (has_comm set). */
+    int has_comm;
+    double bytes_comm;
 } step_result;
 
 typedef struct engine_vtbl {
@@ -125,7 +145,9 @@ typedef struct engine_vtbl {
     /* Copy every parameter, in the canonical layout [embed | layer 0 | ... ] (model.h), to
      * host memory (gpt_param_count floats), after all pending updates.  For tests. */
     int (*read_params)(void *state, float *host_params);
-    /* tokens and targets: host arrays of B*T ids; iteration is 1-based. */
+    /* tokens and targets: host arrays of micro_batches x B*T ids (this rank's micro-batches
+     * of the step, one after the other); iteration is 1-based.  The host arrays stay alive
+     * and unchanged until step returns. */
     int (*step)(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
                 step_result *out);
     void (*free)(void *state);

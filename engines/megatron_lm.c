@@ -1,32 +1,59 @@
 /*
- * megatron-lm — no offload: the baseline every other engine must reproduce.
+ * megatron-lm — no offload: the baseline every other engine must reproduce; on N ranks,
+ * data parallel with the ZeRO stages of DeepSpeed (--zero-stage 0-3).
  *
- * Where things live (fp32; with --dtype bf16 the activations are bf16 and so is a working
- * copy of the weights, as Megatron's mixed precision keeps them):
- *   GPU   all parameters (fp32 master), gradients (fp32), Adam m and v (fp32), as one array
- *         each laid out [embed block | layer 0 | layer 1 | ... ] (kernels/model.h);
- *         bf16 only: the bf16 working copy of the parameters, in the same layout, which
- *         every op reads (refreshed from the master after each AdamW);
- *         the checkpointed layer inputs x[0..L] (x[L] is the last layer's output);
- *         one layer's activations with checkpointing (L layers' without, --no-ckpt);
- *         the backward scratch, the head's activations (one chunk of rows' logits at a
- *         time, model.h), the token and target ids, L+1 squared block norms
- *   host  the batch's ids, the per-token losses and block norms read back each step, and
- *         a staging block for initialisation
+ * Blocks (kernels/model.h): block 0 is the embedding block, block 1+l is layer l.  On N ranks
+ * each block of n floats is cut into N shards of S floats and padded to N·S (runtime/dp.h),
+ * so that a reduce-scatter or an all-gather of a block is one in-place collective.  On one
+ * rank S = n: no padding, and the arrays are exactly the canonical [embed | layer 0 | ...].
  *
- * One iteration, one stream (compute), as Megatron does:
- *   forward    ids in; zero grads; embed; layers 0..L-1 (each writes x[l+1]); head (losses,
- *              and, chunk by chunk while the logits exist, their gradient into wte and dlnf)
- *   backward   head (final LayerNorm: dres = dL/dx[L]); layers L-1..0 (recompute each from x[l] when
- *              checkpointing); embedding
- *   optimizer  squared norm per block; read them back; global norm; clip scale; lr of this
- *              iteration; AdamW per block (decay on weights, none on biases and LayerNorm);
- *              (bf16: the same pass rounds the updated master weights into the working copy)
- * The host waits on the stream at the end of each phase: that is what the phase timers
- * measure, and the losses and norms it reads back need it anyway.
+ * Where things live (fp32; --dtype bf16 makes the activations and a working copy of the
+ * weights bf16, with fp32 master weights, gradients and Adam state), per rank:
+ *   stage 0 (DDP)  GPU: params, grads, Adam m and v, whole (padded) on every rank;
+ *                  bf16: the whole working copy
+ *   stage 1        GPU: whole params (fp32: they are the working weights; bf16: the whole
+ *                  working copy, and the fp32 master only for this rank's shards), whole
+ *                  grads; Adam m, v of this rank's shards
+ *   stage 2        as 1, but the grads are this rank's shards plus, while they are being
+ *                  produced, the whole embedding block's and two layer gradient slots
+ *   stage 3        as 2, and the params too are this rank's shards (fp32 master; bf16 also
+ *                  the shards of the working copy); the working weights are gathered into a
+ *                  whole embedding slot (kept for the step) and two layer slots
+ *   every stage    the checkpointed layer inputs x[0..L], one layer's activations (L layers'
+ *                  with --no-ckpt), the backward scratch, the head's activations (one chunk
+ *                  of logits at a time), ids, (L+1)·N shard norms
+ *   host           the ids of this rank's micro-batches (the driver's), losses and norms read
+ *                  back, a staging block for initialisation
+ *
+ * One step, stream by stream (M micro-batches per rank; the global batch is M·B·N):
+ *   compute    per micro-batch: ids in; embed; layers 0..L-1; head (losses and, chunk by
+ *              chunk, the wte and dlnf gradients); head backward; layers L-1..0 (recompute
+ *              each from x[l]); embedding backward.  Gradients accumulate over micro-
+ *              batches; each token's loss weighs 1/(B·T·M·N), so the sum is the mean.
+ *              Then: shard norms, the global norm (dp.h: the same bits at every stage),
+ *              clip, lr, AdamW on this rank's shards (all of it at stage 0).
+ *   grad-comm  stage 0/1: each layer's gradient block all-reduced as soon as its backward
+ *              of the last micro-batch is done (one bucket per layer, overlapped with the
+ *              backward of the layers below it), the embedding block at the end;
+ *              stage 2/3: each layer's gradient slot reduce-scattered into this rank's
+ *              shard after every micro-batch's backward of it (the slot is then free for the
+ *              layer two below); the embedding block's once, after the last micro-batch.
+ *   param-comm stage 1/2: after AdamW, every block all-gathered in place (the working
+ *              weights: fp32 params, or the bf16 copy); stage 3: the embedding block
+ *              gathered at the start of the step, each layer gathered into a slot before
+ *              its forward and again before its backward, one layer ahead (prefetch; the
+ *              slots still holding the top two layers after the forward are reused).
+ * Events order every hand-off between the streams; the host waits at the end of each phase
+ * (that is what the phase timers measure; it reads the losses and norms back anyway).
+ * Summation order: ranks change only the order of the reductions over ranks; at two ranks a
+ * sum of two is the same either way, so every stage gives the same bits as DDP there
+ * (multi-micro-batch stage 2/3 add per-micro-batch reductions: another order).
  */
 #include "engine.h"
 
+#include "runtime/collectives.h"
+#include "runtime/dp.h"
+#include "runtime/spans.h"
 #include "runtime/timer.h"
 
 #include <math.h>
@@ -34,30 +61,68 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One block's place in the padded whole arrays (off) and in the shard arrays (soff). */
+typedef struct block_geom {
+    size_t n, n_decay; /* real floats; weight decay on [0, n_decay) */
+    size_t S;          /* shard length */
+    size_t off, soff;
+} block_geom;
+
+/* Where the arrays are, per stage (NULL when the stage has none of it). */
+typedef struct megatron_sizes {
+    int world, stage, M, bf16;
+    size_t padded_total, shard_total, padded_embed, padded_layer, shard_max;
+    size_t params_full, params_shard;   /* fp32 master */
+    size_t wparams_full, wparams_shard; /* bf16 working copy */
+    size_t wslots;                      /* stage 3: embed slot + 2 layer slots (act type) */
+    size_t grads_full, grads_embed, grads_slots, grads_shard, grads_tmp;
+    size_t adam;                        /* one of m, v */
+    size_t inputs, layer_acts, scratch, head, dres, ids, norms;
+    size_t host_losses, host_norms, host_staging;
+} megatron_sizes;
 
 typedef struct megatron_state {
     engine_env env;
     gpt_shape sh;
+    megatron_sizes z;
+    int W, rank, stage, M;
     gpt_stream *compute;
+    coll_group *grad_comm, *param_comm;
     engine_allocs mem;
+    block_geom *blocks; /* L+1 */
 
-    size_t nparams;
-    gpt_resident model;    /* params, grads and activations, all on the GPU */
+    float *params_full, *params_shard;
+    void *wparams_full, *wparams_shard;
+    void *eslot, *lslot[2];            /* stage 3 gathered working weights */
+    int lslot_holds[2];                /* layer each slot holds (-1: none) */
+    float *grads_full, *grads_embed, *gslot[2], *grads_shard, *grads_tmp;
     float *adam_m, *adam_v;
-    int32_t *ids;          /* (2, N): tokens then targets */
-    float *block_norms;    /* (L+1) */
-    float *host_losses;    /* (N) */
-    float *host_norms;     /* (L+1) */
+    gpt_resident act;                  /* activations, checkpoints, head, dres, ids */
+    int32_t *ids;
+    float *block_norms;
+    float *host_losses, *host_norms, *norm_table;
     int adam_step;
+
+    gpt_event *ev_grad_ready, *ev_comm_done, *ev_updated, *ev_params_ready, *ev_egathered;
+    gpt_event *ev_gathered[2], *ev_slot_done[2], *ev_gslot_free[2];
+    stream_spans spans;
 } megatron_state;
 
-/* Sizes, in bytes, of everything the engine allocates; plan and init share them. */
-typedef struct megatron_sizes {
-    size_t params;      /* one of params, grads, m, v */
-    size_t wparams;     /* the bf16 working copy (0 in fp32) */
-    size_t inputs, layer_acts, scratch, head, dres, ids, norms;
-    size_t host_losses, host_norms, host_staging;
-} megatron_sizes;
+static void geometry(const gpt_shape *sh, int world, block_geom *b)
+{
+    const gpt_embed_layout e = gpt_embed_layout_of(sh);
+    const gpt_layer_layout l = gpt_layer_layout_of(sh);
+    size_t off = 0, soff = 0;
+    for (int i = 0; i <= sh->layers; i++) {
+        b[i].n = i == 0 ? e.total : l.total;
+        b[i].n_decay = i == 0 ? e.n_decay : l.n_decay;
+        b[i].S = dp_shard_len(b[i].n, world);
+        b[i].off = off;
+        b[i].soff = soff;
+        off += b[i].S * (size_t)world;
+        soff += b[i].S;
+    }
+}
 
 static megatron_sizes sizes_of(const engine_config *cfg)
 {
@@ -65,35 +130,128 @@ static megatron_sizes sizes_of(const engine_config *cfg)
     const size_t N = (size_t)sh->batch * sh->seq, C = (size_t)sh->hidden, L = (size_t)sh->layers;
     const size_t f = sizeof(float);
     const gpt_dtype dt = cfg->bf16 ? GPT_BF16 : GPT_F32;
-    gpt_embed_layout e = gpt_embed_layout_of(sh);
-    gpt_layer_layout l = gpt_layer_layout_of(sh);
+    const int W = engine_world(cfg), stage = cfg->zero_stage;
     megatron_sizes z;
-    z.params = (size_t)gpt_param_count(sh) * f;
-    z.wparams = cfg->bf16 ? gpt_act_bytes((size_t)gpt_param_count(sh), dt) : 0;
+    memset(&z, 0, sizeof z);
+    z.world = W;
+    z.stage = stage;
+    z.M = engine_micro_batches(cfg);
+    z.bf16 = cfg->bf16;
+    block_geom *b = malloc((L + 1) * sizeof *b);
+    if (!b) return z; /* all zero: the plan says nothing, init reports the OOM */
+    geometry(sh, W, b);
+    z.padded_total = b[L].off + b[L].S * (size_t)W;
+    z.shard_total = b[L].soff + b[L].S;
+    z.padded_embed = b[0].S * (size_t)W;
+    z.padded_layer = L > 0 ? b[1].S * (size_t)W : 0;
+    z.shard_max = b[0].S > (L > 0 ? b[1].S : 0) ? b[0].S : b[1].S;
+    free(b);
+
+    const int master_sharded = stage == 3 || (stage >= 1 && cfg->bf16);
+    z.params_full = stage <= 2 && !cfg->bf16 ? z.padded_total * f : 0;
+    z.params_shard = stage >= 1 && master_sharded ? z.shard_total * f : 0;
+    if (stage == 0) z.params_full = z.padded_total * f;
+    z.wparams_full = cfg->bf16 && stage <= 2 ? gpt_act_bytes(z.padded_total, dt) : 0;
+    z.wparams_shard = cfg->bf16 && stage == 3 ? gpt_act_bytes(z.shard_total, dt) : 0;
+    z.wslots = stage == 3 ? gpt_act_bytes(z.padded_embed + 2 * z.padded_layer, dt) : 0;
+    z.grads_full = stage <= 1 ? z.padded_total * f : 0;
+    z.grads_embed = stage >= 2 ? z.padded_embed * f : 0;
+    z.grads_slots = stage >= 2 ? 2 * z.padded_layer * f : 0;
+    z.grads_shard = stage >= 2 ? z.shard_total * f : 0;
+    z.grads_tmp = stage >= 2 && z.M > 1 ? z.shard_max * f : 0;
+    z.adam = (stage == 0 ? z.padded_total : z.shard_total) * f;
     z.inputs = gpt_act_bytes((L + 1) * N * C, dt);
     z.layer_acts = (cfg->ckpt ? 1 : L) * gpt_layer_acts_bytes(sh, dt);
     z.scratch = gpt_layer_scratch_bytes(sh, dt);
     z.head = gpt_head_acts_bytes(sh, dt);
     z.dres = gpt_act_bytes(N * C, dt);
     z.ids = 2 * N * sizeof(int32_t);
-    z.norms = (L + 1) * f;
-    z.host_losses = N * f;
-    z.host_norms = (L + 1) * f;
-    z.host_staging = (e.total > l.total ? e.total : l.total) * f;
+    z.norms = (L + 1) * (size_t)W * f;
+    z.host_losses = (size_t)z.M * N * f;
+    /* this rank's read-back, every rank's (gathered), the (block, shard) table */
+    z.host_norms = (1 + 2 * (size_t)W) * (L + 1) * f;
+    const size_t block_max = z.padded_embed > z.padded_layer ? z.padded_embed : z.padded_layer;
+    z.host_staging = block_max * f;
     return z;
 }
 
 static void megatron_plan(const engine_config *cfg, engine_plan *out)
 {
     megatron_sizes z = sizes_of(cfg);
-    out->gpu_bytes = 4 * (uint64_t)z.params + z.wparams + z.inputs + z.layer_acts + z.scratch + z.head +
-                     z.dres + z.ids + z.norms;
+    out->gpu_bytes = (uint64_t)z.params_full + z.params_shard + z.wparams_full + z.wparams_shard +
+                     z.wslots + z.grads_full + z.grads_embed + z.grads_slots + z.grads_shard +
+                     z.grads_tmp + 2 * (uint64_t)z.adam + z.inputs + z.layer_acts + z.scratch +
+                     z.head + z.dres + z.ids + z.norms;
     out->host_bytes = (uint64_t)z.host_losses + z.host_norms + z.host_staging;
     out->disk_bytes = 0;
 }
 
+static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->zero_stage >= 2 && cfg->bf16 && engine_micro_batches(cfg) > 1) {
+        /* Accumulating reduce-scattered shards needs an fp32 add, and a bf16 backend's
+         * elementwise ops are bf16. */
+        snprintf(err, errlen, "megatron-lm --zero-stage %d --dtype bf16 takes one micro-batch per "
+                 "step (--global-batch = batch x ranks)", cfg->zero_stage);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- where each block's tensors are -------------------------------------------------- */
+
+static size_t act_size(const megatron_state *st) { return gpt_dtype_size(st->env.be->dtype); }
+
+/* The working weights the ops read for block b (stage 3: its gathered slot). */
+static const void *work_params(const megatron_state *st, int b)
+{
+    if (st->stage == 3) return b == 0 ? st->eslot : st->lslot[(b - 1) % 2];
+    const size_t off = st->blocks[b].off;
+    if (st->wparams_full) return (const char *)st->wparams_full + off * act_size(st);
+    return st->params_full + off;
+}
+
+/* The gradient buffer the backward accumulates block b into (whole, padded). */
+static float *grad_buffer(const megatron_state *st, int b)
+{
+    if (st->stage <= 1) return st->grads_full + st->blocks[b].off;
+    return b == 0 ? st->grads_embed : st->gslot[(b - 1) % 2];
+}
+
+/* This rank's fp32 master shard of block b. */
+static float *master_shard(const megatron_state *st, int b)
+{
+    const block_geom *g = &st->blocks[b];
+    if (st->params_shard) return st->params_shard + g->soff;
+    return st->params_full + g->off + (size_t)st->rank * g->S;
+}
+
+/* This rank's shard of block b's working copy (bf16), or NULL (fp32: the master is it). */
+static void *work_shard(const megatron_state *st, int b)
+{
+    const block_geom *g = &st->blocks[b];
+    if (st->wparams_shard) return (char *)st->wparams_shard + g->soff * act_size(st);
+    if (st->wparams_full)
+        return (char *)st->wparams_full + (g->off + (size_t)st->rank * g->S) * act_size(st);
+    return NULL;
+}
+
+/* This rank's reduced gradient shard of block b. */
+static float *grad_shard(const megatron_state *st, int b)
+{
+    const block_geom *g = &st->blocks[b];
+    if (st->grads_shard) return st->grads_shard + g->soff;
+    return st->grads_full + g->off + (size_t)st->rank * g->S;
+}
+
+/* ---- lifetime --------------------------------------------------------------------------- */
+
 static int alloc_dev(megatron_state *st, void **ptr, size_t bytes, const char *what)
 {
+    if (bytes == 0) {
+        *ptr = NULL;
+        return GPT_OK;
+    }
     return engine_alloc(&st->mem, MEM_GPU, ptr, bytes, what);
 }
 
@@ -106,35 +264,61 @@ static void megatron_free(void *state)
 {
     megatron_state *st = state;
     if (!st) return;
-    /* Destroying the stream drains it: after a failed step, queued work may still use the
-     * buffers freed below. */
+    /* Destroying the streams drains them: after a failed step, queued work may still use
+     * the buffers freed below. */
+    coll_close(st->grad_comm);
+    coll_close(st->param_comm);
     if (st->compute) st->env.be->ops->stream_destroy(st->compute);
+    gpt_event *evs[] = {st->ev_grad_ready, st->ev_comm_done, st->ev_updated, st->ev_params_ready,
+                        st->ev_egathered, st->ev_gathered[0], st->ev_gathered[1],
+                        st->ev_slot_done[0], st->ev_slot_done[1], st->ev_gslot_free[0],
+                        st->ev_gslot_free[1]};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) gpt_event_destroy(evs[i]);
+    spans_free(&st->spans);
     engine_free_all(&st->mem);
+    free(st->blocks);
     free(st);
 }
 
-/* Initialise every block on the host and copy it in, block by block. */
+/* Initialise every block on the host and copy it in, block by block: the whole block where
+ * the stage keeps it whole, this rank's shard where it keeps a shard. */
 static int init_params(megatron_state *st, float *staging)
 {
     const gpt_shape *sh = &st->sh;
     const uint64_t seed = st->env.cfg->seed;
-    gpt_embed_layout e = gpt_embed_layout_of(sh);
-    gpt_layer_layout l = gpt_layer_layout_of(sh);
-    gpt_init_embed(staging, sh, seed);
-    /* Each copy must finish before the staging block is refilled: copies are async. */
-    int rc = gpt_memcpy_h2d(st->compute, st->model.params, staging, e.total * sizeof(float));
-    if (rc == 0) rc = gpt_stream_sync(st->compute);
-    for (int layer = 0; rc == 0 && layer < sh->layers; layer++) {
-        gpt_init_layer(staging, sh, layer, seed);
-        rc = gpt_memcpy_h2d(st->compute, st->model.params + e.total + (size_t)layer * l.total, staging,
-                            l.total * sizeof(float));
-        if (rc == 0) rc = gpt_stream_sync(st->compute);
+    gpt_stream *s = st->compute;
+    const megatron_sizes *z = &st->z;
+    /* Padding and Adam state start at zero. */
+    int rc = 0;
+    if (st->params_full) rc = gpt_stream_memset_zero(s, st->params_full, z->params_full);
+    if (!rc && st->params_shard) rc = gpt_stream_memset_zero(s, st->params_shard, z->params_shard);
+    if (!rc && st->wparams_full) rc = gpt_stream_memset_zero(s, st->wparams_full, z->wparams_full);
+    if (!rc && st->wparams_shard) rc = gpt_stream_memset_zero(s, st->wparams_shard, z->wparams_shard);
+    if (!rc) rc = gpt_stream_memset_zero(s, st->adam_m, z->adam);
+    if (!rc) rc = gpt_stream_memset_zero(s, st->adam_v, z->adam);
+    for (int b = 0; rc == 0 && b <= sh->layers; b++) {
+        const block_geom *g = &st->blocks[b];
+        if (b == 0) gpt_init_embed(staging, sh, seed);
+        else gpt_init_layer(staging, sh, b - 1, seed);
+        const size_t mine = dp_shard_real(g->n, g->S, st->rank);
+        const float *my_part = staging + (size_t)st->rank * g->S;
+        if (st->params_full)
+            rc = gpt_memcpy_h2d(s, st->params_full + g->off, staging, g->n * sizeof(float));
+        if (!rc && st->params_shard && mine)
+            rc = gpt_memcpy_h2d(s, st->params_shard + g->soff, my_part, mine * sizeof(float));
+        if (!rc && st->wparams_full) {
+            /* The whole block's working copy from its fp32 values, converted on the device
+             * in the block's gradient buffer (zeroed before every step). */
+            float *tmp = grad_buffer(st, b);
+            rc = gpt_memcpy_h2d(s, tmp, staging, g->n * sizeof(float));
+            if (!rc)
+                gpt_params_to_act(s, (char *)st->wparams_full + g->off * act_size(st), tmp, g->n);
+        }
+        if (!rc && st->wparams_shard && mine)
+            gpt_params_to_act(s, work_shard(st, b), st->params_shard + g->soff, mine);
+        /* Each copy must finish before the staging block is refilled: copies are async. */
+        if (!rc) rc = gpt_stream_sync(s);
     }
-    if (rc == 0 && st->model.wparams)
-        gpt_params_to_act(st->compute, st->model.wparams, st->model.params, st->nparams);
-    if (rc == 0) rc = gpt_stream_memset_zero(st->compute, st->adam_m, st->nparams * sizeof(float));
-    if (rc == 0) rc = gpt_stream_memset_zero(st->compute, st->adam_v, st->nparams * sizeof(float));
-    if (rc == 0) rc = gpt_stream_sync(st->compute);
     return rc;
 }
 
@@ -149,39 +333,300 @@ static int megatron_init(const engine_env *env, void **state)
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
     *state = st;
-    megatron_sizes z = sizes_of(env->cfg);
-    st->nparams = (size_t)gpt_param_count(&st->sh);
+    st->z = sizes_of(env->cfg);
+    const megatron_sizes *z = &st->z;
+    st->W = env->world;
+    st->rank = env->rank;
+    st->stage = env->cfg->zero_stage;
+    st->M = z->M;
+    const int L = st->sh.layers;
+    st->blocks = malloc((size_t)(L + 1) * sizeof *st->blocks);
+    if (!st->blocks) return GPT_ERR_OOM;
+    geometry(&st->sh, st->W, st->blocks);
+    st->lslot_holds[0] = st->lslot_holds[1] = -1;
 
-    rc = env->be->ops->stream_create(env->be, &st->compute);
-    if (rc) return rc;
-    gpt_resident *m = &st->model;
-    void *scratch_mem = NULL, *head_mem = NULL, *staging = NULL;
-    if ((rc = alloc_dev(st, (void **)&m->params, z.params, "parameters")) ||
-        (rc = alloc_dev(st, (void **)&m->grads, z.params, "gradients")) ||
-        (rc = alloc_dev(st, (void **)&st->adam_m, z.params, "Adam m")) ||
-        (rc = alloc_dev(st, (void **)&st->adam_v, z.params, "Adam v")) ||
-        (z.wparams && (rc = alloc_dev(st, &m->wparams, z.wparams, "bf16 working weights"))) ||
-        (rc = alloc_dev(st, &m->layer_inputs, z.inputs, "checkpointed layer inputs")) ||
-        (rc = alloc_dev(st, &m->layer_acts, z.layer_acts, "layer activations")) ||
-        (rc = alloc_dev(st, &scratch_mem, z.scratch, "backward scratch")) ||
-        (rc = alloc_dev(st, &head_mem, z.head, "logits and head activations")) ||
-        (rc = alloc_dev(st, &m->dres, z.dres, "residual gradient")) ||
-        (rc = alloc_dev(st, (void **)&st->ids, z.ids, "token ids")) ||
-        (rc = alloc_dev(st, (void **)&st->block_norms, z.norms, "block norms")) ||
-        (rc = alloc_host(st, (void **)&st->host_losses, z.host_losses, "losses read-back")) ||
-        (rc = alloc_host(st, (void **)&st->host_norms, z.host_norms, "norms read-back")) ||
-        (rc = alloc_host(st, &staging, z.host_staging, "initialisation staging")))
+    gpt_backend *be = env->be;
+    if ((rc = be->ops->stream_create(be, &st->compute)) ||
+        (rc = coll_open(&st->grad_comm, be, env->rank, env->world)) ||
+        (rc = coll_open(&st->param_comm, be, env->rank, env->world)) ||
+        (rc = spans_init(&st->spans, be, st->M * (3 * L + 2) + 4)))
         return rc;
+    gpt_event **evs[] = {&st->ev_grad_ready, &st->ev_comm_done, &st->ev_updated,
+                         &st->ev_params_ready, &st->ev_egathered, &st->ev_gathered[0],
+                         &st->ev_gathered[1], &st->ev_slot_done[0], &st->ev_slot_done[1],
+                         &st->ev_gslot_free[0], &st->ev_gslot_free[1]};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if ((rc = gpt_event_create(be, evs[i]))) return rc;
+
+    gpt_resident *m = &st->act;
+    void *scratch_mem = NULL, *head_mem = NULL, *staging = NULL, *wslots = NULL, *gslots = NULL;
+    if ((rc = alloc_dev(st, (void **)&st->params_full, z->params_full, "parameters")) ||
+        (rc = alloc_dev(st, (void **)&st->params_shard, z->params_shard, "parameter shards")) ||
+        (rc = alloc_dev(st, &st->wparams_full, z->wparams_full, "bf16 working weights")) ||
+        (rc = alloc_dev(st, &st->wparams_shard, z->wparams_shard, "bf16 working weight shards")) ||
+        (rc = alloc_dev(st, &wslots, z->wslots, "gathered weight slots")) ||
+        (rc = alloc_dev(st, (void **)&st->grads_full, z->grads_full, "gradients")) ||
+        (rc = alloc_dev(st, (void **)&st->grads_embed, z->grads_embed, "embedding gradients")) ||
+        (rc = alloc_dev(st, &gslots, z->grads_slots, "layer gradient slots")) ||
+        (rc = alloc_dev(st, (void **)&st->grads_shard, z->grads_shard, "gradient shards")) ||
+        (rc = alloc_dev(st, (void **)&st->grads_tmp, z->grads_tmp, "reduce-scatter landing")) ||
+        (rc = alloc_dev(st, (void **)&st->adam_m, z->adam, "Adam m")) ||
+        (rc = alloc_dev(st, (void **)&st->adam_v, z->adam, "Adam v")) ||
+        (rc = alloc_dev(st, &m->layer_inputs, z->inputs, "checkpointed layer inputs")) ||
+        (rc = alloc_dev(st, &m->layer_acts, z->layer_acts, "layer activations")) ||
+        (rc = alloc_dev(st, &scratch_mem, z->scratch, "backward scratch")) ||
+        (rc = alloc_dev(st, &head_mem, z->head, "logits and head activations")) ||
+        (rc = alloc_dev(st, &m->dres, z->dres, "residual gradient")) ||
+        (rc = alloc_dev(st, (void **)&st->ids, z->ids, "token ids")) ||
+        (rc = alloc_dev(st, (void **)&st->block_norms, z->norms, "block norms")) ||
+        (rc = alloc_host(st, (void **)&st->host_losses, z->host_losses, "losses read-back")) ||
+        (rc = alloc_host(st, (void **)&st->host_norms, z->host_norms, "norms read-back")) ||
+        (rc = alloc_host(st, &staging, z->host_staging, "initialisation staging")))
+        return rc;
+    st->norm_table = st->host_norms + (size_t)(L + 1) * (1 + st->W);
+    if (wslots) {
+        st->eslot = wslots;
+        st->lslot[0] = (char *)wslots + z->padded_embed * act_size(st);
+        st->lslot[1] = (char *)st->lslot[0] + z->padded_layer * act_size(st);
+    }
+    if (gslots) {
+        st->gslot[0] = gslots;
+        st->gslot[1] = (float *)gslots + z->padded_layer;
+    }
     m->ckpt = env->cfg->ckpt;
     m->tokens = st->ids;
     m->targets = st->ids + (size_t)st->sh.batch * st->sh.seq;
-    gpt_layer_scratch_carve_as(&m->scratch, scratch_mem, &st->sh, env->be->dtype);
-    gpt_head_acts_carve_as(&m->head, head_mem, &st->sh, env->be->dtype);
+    gpt_layer_scratch_carve_as(&m->scratch, scratch_mem, &st->sh, be->dtype);
+    gpt_head_acts_carve_as(&m->head, head_mem, &st->sh, be->dtype);
+    m->head.grad_divisor = st->M * st->W;
 
     rc = init_params(st, staging);
     /* The staging block is only needed here: give it back (it is the last allocation). */
     engine_free_last(&st->mem);
+    if (rc == 0 && st->W > 1) {
+        static const char *const what[] = {
+            "DDP: everything replicated, gradients all-reduced per layer during the backward",
+            "ZeRO-1: Adam state sharded, gradients all-reduced, params all-gathered after the step",
+            "ZeRO-2: Adam state and gradients sharded (reduce-scattered per layer), params all-gathered after the step",
+            "ZeRO-3: params, gradients and Adam state sharded; each layer all-gathered before its forward and its backward",
+        };
+        engine_note(env, "megatron-lm on %d ranks, %d micro-batch%s each: %s", st->W, st->M,
+                    st->M > 1 ? "es" : "", what[st->stage]);
+    }
     return rc;
+}
+
+/* ---- the step ----------------------------------------------------------------------------- */
+
+/* Stage 3: make sure layer l's working weights are (being) gathered into its slot, after
+ * the compute stream is done with what the slot held. */
+static int gather_layer(megatron_state *st, int l)
+{
+    if (st->stage != 3 || l < 0 || l >= st->sh.layers) return GPT_OK;
+    const int slot = l % 2;
+    if (st->lslot_holds[slot] == l) return GPT_OK;
+    const block_geom *g = &st->blocks[1 + l];
+    gpt_stream *cs = coll_stream(st->param_comm);
+    const void *mine = work_shard(st, 1 + l);
+    if (!mine) mine = master_shard(st, 1 + l);
+    int rc, span;
+    if ((rc = gpt_stream_wait_event(cs, st->ev_slot_done[slot])) ||
+        (rc = span_begin(&st->spans, cs, BUSY_COMM, &span)) ||
+        (rc = coll_all_gather(st->param_comm, st->lslot[slot], mine, g->S * act_size(st))) ||
+        (rc = span_end(&st->spans, cs, span)) ||
+        (rc = gpt_event_record(st->ev_gathered[slot], cs)))
+        return rc;
+    st->lslot_holds[slot] = l;
+    return GPT_OK;
+}
+
+/* Before the compute stream uses layer l's weights: wait for its gather. */
+static int use_layer(megatron_state *st, int l)
+{
+    if (st->stage != 3) return GPT_OK;
+    return gpt_stream_wait_event(st->compute, st->ev_gathered[l % 2]);
+}
+
+/* After the compute stream is done with layer l's weights. */
+static int done_with_layer(megatron_state *st, int l)
+{
+    if (st->stage != 3) return GPT_OK;
+    return gpt_event_record(st->ev_slot_done[l % 2], st->compute);
+}
+
+/* Layer l's (block b's) gradient leaves for the other ranks once its backward is issued. */
+static int reduce_block(megatron_state *st, int b, int last_micro)
+{
+    const block_geom *g = &st->blocks[b];
+    gpt_stream *cs = coll_stream(st->grad_comm);
+    int rc, span;
+    if (st->stage <= 1 && !last_micro) return GPT_OK; /* accumulate locally first */
+    if (st->stage >= 2 && b == 0 && !last_micro) return GPT_OK; /* the embedding: once */
+    if ((rc = gpt_event_record(st->ev_grad_ready, st->compute)) ||
+        (rc = gpt_stream_wait_event(cs, st->ev_grad_ready)) ||
+        (rc = span_begin(&st->spans, cs, BUSY_COMM, &span)))
+        return rc;
+    if (st->stage <= 1) {
+        rc = coll_all_reduce_sum(st->grad_comm, grad_buffer(st, b), g->S * (size_t)st->W);
+    } else if (st->M == 1 || b == 0) {
+        rc = coll_reduce_scatter_sum(st->grad_comm, grad_shard(st, b), grad_buffer(st, b), g->S);
+    } else {
+        /* several micro-batches: land the reduced shard, then add it to the running sum
+         * (fp32 backend: a residual add is an fp32 add) on the same stream */
+        rc = coll_reduce_scatter_sum(st->grad_comm, st->grads_tmp, grad_buffer(st, b), g->S);
+        if (!rc) gpt_residual_forward(cs, grad_shard(st, b), grad_shard(st, b), st->grads_tmp, g->S);
+    }
+    if (rc || (rc = span_end(&st->spans, cs, span))) return rc;
+    if (st->stage >= 2 && b > 0) return gpt_event_record(st->ev_gslot_free[(b - 1) % 2], cs);
+    return GPT_OK;
+}
+
+static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_t *targets)
+{
+    const gpt_shape *sh = &st->sh;
+    gpt_stream *s = st->compute;
+    gpt_resident *m = &st->act;
+    const int N = sh->batch * sh->seq, L = sh->layers;
+    const size_t NC = (size_t)N * sh->hidden, esz = act_size(st);
+    int rc;
+    if ((rc = gpt_memcpy_h2d(s, st->ids, tokens, (size_t)N * sizeof(int32_t))) ||
+        (rc = gpt_memcpy_h2d(s, st->ids + N, targets, (size_t)N * sizeof(int32_t))) ||
+        (rc = gather_layer(st, 0)))
+        return rc;
+    gpt_embed_forward(s, sh, work_params(st, 0), m->tokens, m->layer_inputs);
+    for (int l = 0; l < L; l++) {
+        if ((rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l))) return rc;
+        gpt_layer_acts a;
+        gpt_layer_acts_carve_as(&a, (char *)m->layer_acts + (m->ckpt ? 0 : (size_t)l) *
+                                        gpt_layer_acts_bytes(sh, s->be->dtype),
+                                sh, s->be->dtype);
+        gpt_layer_forward(s, sh, work_params(st, 1 + l), (char *)m->layer_inputs + (size_t)l * NC * esz,
+                          (char *)m->layer_inputs + (size_t)(l + 1) * NC * esz, &a);
+        if ((rc = done_with_layer(st, l))) return rc;
+    }
+    gpt_head_forward(s, sh, work_params(st, 0), grad_buffer(st, 0),
+                     (char *)m->layer_inputs + (size_t)L * NC * esz, m->targets, &m->head);
+    return GPT_OK;
+}
+
+static int backward_micro(megatron_state *st, int last_micro)
+{
+    const gpt_shape *sh = &st->sh;
+    gpt_stream *s = st->compute;
+    gpt_resident *m = &st->act;
+    const int N = sh->batch * sh->seq, L = sh->layers;
+    const size_t NC = (size_t)N * sh->hidden, esz = act_size(st);
+    int rc;
+    gpt_head_backward(s, sh, work_params(st, 0), grad_buffer(st, 0),
+                      (char *)m->layer_inputs + (size_t)L * NC * esz, &m->head, m->dres);
+    for (int l = L - 1; l >= 0; l--) {
+        if ((rc = gather_layer(st, l)) || (rc = gather_layer(st, l - 1)) || (rc = use_layer(st, l)))
+            return rc;
+        float *gbuf = grad_buffer(st, 1 + l);
+        if (st->stage >= 2) {
+            /* the slot is free once the reduce-scatter of the layer two above has read it */
+            if ((rc = gpt_stream_wait_event(s, st->ev_gslot_free[l % 2])) ||
+                (rc = gpt_stream_memset_zero(s, gbuf, st->z.padded_layer * sizeof(float))))
+                return rc;
+        }
+        gpt_layer_acts a;
+        gpt_layer_acts_carve_as(&a, (char *)m->layer_acts + (m->ckpt ? 0 : (size_t)l) *
+                                        gpt_layer_acts_bytes(sh, s->be->dtype),
+                                sh, s->be->dtype);
+        gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf,
+                           (char *)m->layer_inputs + (size_t)l * NC * esz, m->dres, &a,
+                           &m->scratch, m->ckpt);
+        if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;
+    }
+    gpt_embed_backward(s, sh, grad_buffer(st, 0), m->dres, m->tokens);
+    return reduce_block(st, 0, last_micro);
+}
+
+/* The (block, shard) squared norms in canonical order into st->norm_table. */
+static int shard_norms(megatron_state *st)
+{
+    const int L = st->sh.layers, W = st->W, nb = L + 1;
+    gpt_stream *s = st->compute;
+    int rc;
+    if (st->stage <= 1) {
+        for (int b = 0; b < nb; b++)
+            dp_block_shard_norms(s, grad_buffer(st, b), st->blocks[b].n, W, st->block_norms + (size_t)b * W);
+        if ((rc = gpt_memcpy_d2h(s, st->norm_table, st->block_norms, (size_t)nb * W * sizeof(float))) ||
+            (rc = gpt_stream_sync(s)))
+            return rc;
+        return GPT_OK;
+    }
+    for (int b = 0; b < nb; b++)
+        dp_shard_norm(s, grad_shard(st, b), st->blocks[b].n, W, st->rank, st->block_norms + b);
+    if ((rc = gpt_memcpy_d2h(s, st->host_norms, st->block_norms, (size_t)nb * sizeof(float))) ||
+        (rc = gpt_stream_sync(s)))
+        return rc;
+    /* gathered rank-major: [rank][block]; the canonical table is [block][rank] */
+    float *gathered = st->host_norms + (size_t)nb; /* nb·W floats after this rank's nb */
+    if ((rc = coll_host_all_gather(st->grad_comm, gathered, st->host_norms, (size_t)nb * sizeof(float))))
+        return rc;
+    for (int r = 0; r < W; r++)
+        for (int b = 0; b < nb; b++) st->norm_table[(size_t)b * W + r] = gathered[(size_t)r * nb + b];
+    return GPT_OK;
+}
+
+static int optimizer(megatron_state *st, int iteration, step_result *out)
+{
+    const gpt_shape *sh = &st->sh;
+    const engine_config *cfg = st->env.cfg;
+    gpt_stream *s = st->compute;
+    const int L = sh->layers, N = sh->batch * sh->seq;
+    int rc;
+    if ((rc = gpt_event_record(st->ev_comm_done, coll_stream(st->grad_comm))) ||
+        (rc = gpt_stream_wait_event(s, st->ev_comm_done)) || (rc = shard_norms(st)))
+        return rc;
+    double local = 0;
+    for (int k = 0; k < st->M; k++) local += gpt_mean_loss(st->host_losses + (size_t)k * N, N);
+    if ((rc = dp_global_loss(st->grad_comm, local, st->M, &out->loss))) return rc;
+    out->grad_norm = gpt_combine_norms(st->norm_table, (L + 1) * st->W);
+    /* Non-finite gradients would poison m and v for good: the update is skipped, as
+     * Megatron's loss scaler does, and counted in the log's "number of nan iterations". */
+    out->skipped = !isfinite(out->grad_norm);
+    out->lr = gpt_lr_at(&cfg->optim, iteration);
+    if (out->skipped) return GPT_OK;
+    const float lr = (float)out->lr, scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
+    const int t = ++st->adam_step;
+    for (int b = 0; b <= L; b++) {
+        const block_geom *g = &st->blocks[b];
+        if (st->stage == 0) {
+            void *act = st->wparams_full ? (char *)st->wparams_full + g->off * act_size(st) : NULL;
+            gpt_block_adamw_act(s, st->params_full + g->off, act, grad_buffer(st, b),
+                                st->adam_m + g->off, st->adam_v + g->off, g->n, g->n_decay,
+                                &cfg->optim, lr, t, scale);
+        } else {
+            dp_shard_adamw(s, master_shard(st, b), work_shard(st, b), grad_shard(st, b),
+                           st->adam_m + g->soff, st->adam_v + g->soff, g->n, g->n_decay, st->W,
+                           st->rank, &cfg->optim, lr, t, scale);
+        }
+    }
+    if (st->stage == 1 || st->stage == 2) {
+        /* every rank's updated shards to everyone: the whole working weights again */
+        gpt_stream *cs = coll_stream(st->param_comm);
+        int span;
+        if ((rc = gpt_event_record(st->ev_updated, s)) || (rc = gpt_stream_wait_event(cs, st->ev_updated)) ||
+            (rc = span_begin(&st->spans, cs, BUSY_COMM, &span)))
+            return rc;
+        for (int b = 0; b <= L && rc == 0; b++) {
+            void *whole = st->wparams_full ? (char *)st->wparams_full + st->blocks[b].off * act_size(st)
+                                           : (void *)(st->params_full + st->blocks[b].off);
+            void *mine = work_shard(st, b) ? work_shard(st, b) : (void *)master_shard(st, b);
+            rc = coll_all_gather(st->param_comm, whole, mine, st->blocks[b].S * act_size(st));
+        }
+        if (rc || (rc = span_end(&st->spans, cs, span)) ||
+            (rc = gpt_event_record(st->ev_params_ready, cs)) ||
+            (rc = gpt_stream_wait_event(s, st->ev_params_ready)))
+            return rc;
+    }
+    if (st->stage == 3) {
+        /* the slots hold the old weights now */
+        st->lslot_holds[0] = st->lslot_holds[1] = -1;
+    }
+    return GPT_OK;
 }
 
 static int megatron_step(void *state, int iteration, const int32_t *tokens,
@@ -189,63 +634,90 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
 {
     megatron_state *st = state;
     const gpt_shape *sh = &st->sh;
-    const engine_config *cfg = st->env.cfg;
     gpt_stream *s = st->compute;
-    gpt_resident *m = &st->model;
-    const int N = sh->batch * sh->seq, L = sh->layers;
-    int rc;
+    const int N = sh->batch * sh->seq;
+    int rc = 0;
+    spans_reset(&st->spans);
+    coll_take_bytes(st->grad_comm);
+    coll_take_bytes(st->param_comm);
 
-    double t0 = wall_ms();
-    if ((rc = gpt_memcpy_h2d(s, st->ids, tokens, (size_t)N * sizeof(int32_t))) ||
-        (rc = gpt_memcpy_h2d(s, st->ids + N, targets, (size_t)N * sizeof(int32_t))) ||
-        (rc = gpt_stream_memset_zero(s, m->grads, st->nparams * sizeof(float))))
-        return rc;
-    gpt_resident_forward(s, sh, m);
-    if ((rc = gpt_memcpy_d2h(s, st->host_losses, m->head.losses, (size_t)N * sizeof(float))) ||
-        (rc = gpt_stream_sync(s)))
-        return rc;
-    double t1 = wall_ms();
-
-    gpt_resident_backward(s, sh, m);
-    if ((rc = gpt_stream_sync(s))) return rc;
+    double fwd_ms = 0, bwd_ms = 0;
+    if (st->grads_full) rc = gpt_stream_memset_zero(s, st->grads_full, st->z.grads_full);
+    if (!rc && st->grads_embed) rc = gpt_stream_memset_zero(s, st->grads_embed, st->z.grads_embed);
+    if (!rc && st->grads_shard && st->M > 1) rc = gpt_stream_memset_zero(s, st->grads_shard, st->z.grads_shard);
+    if (!rc && st->stage == 3) {
+        /* the embedding block, gathered once for the whole step (the head reads it too) */
+        gpt_stream *cs = coll_stream(st->param_comm);
+        const void *mine = work_shard(st, 0) ? work_shard(st, 0) : (const void *)master_shard(st, 0);
+        int span;
+        if ((rc = span_begin(&st->spans, cs, BUSY_COMM, &span)) ||
+            (rc = coll_all_gather(st->param_comm, st->eslot, mine, st->blocks[0].S * act_size(st))) ||
+            (rc = span_end(&st->spans, cs, span)) || (rc = gpt_event_record(st->ev_egathered, cs)) ||
+            (rc = gpt_stream_wait_event(s, st->ev_egathered)))
+            return rc;
+    }
+    if (rc) return rc;
+    for (int k = 0; k < st->M; k++) {
+        double f0 = wall_ms();
+        if ((rc = forward_micro(st, tokens + (size_t)k * N, targets + (size_t)k * N)) ||
+            (rc = gpt_memcpy_d2h(s, st->host_losses + (size_t)k * N, st->act.head.losses,
+                                 (size_t)N * sizeof(float))) ||
+            (rc = gpt_stream_sync(s)))
+            return rc;
+        double f1 = wall_ms();
+        if ((rc = backward_micro(st, k == st->M - 1)) || (rc = gpt_stream_sync(s))) return rc;
+        fwd_ms += f1 - f0;
+        bwd_ms += wall_ms() - f1;
+    }
     double t2 = wall_ms();
-
-    gpt_resident_block_norms(s, sh, m->grads, st->block_norms);
-    if ((rc = gpt_memcpy_d2h(s, st->host_norms, st->block_norms, (size_t)(L + 1) * sizeof(float))) ||
-        (rc = gpt_stream_sync(s)))
+    if ((rc = optimizer(st, iteration, out)) || (rc = gpt_stream_sync(s)) || (rc = gpt_stream_sync(coll_stream(st->grad_comm))) ||
+        (rc = gpt_stream_sync(coll_stream(st->param_comm))))
         return rc;
-    /* Non-finite gradients would poison m and v for good: the update is skipped, as
-     * Megatron's loss scaler does, and counted in the log's "number of nan iterations". */
-    engine_step_outcome(out, st->host_losses, N, st->host_norms, L + 1);
-    out->lr = gpt_lr_at(&cfg->optim, iteration);
-    if (!out->skipped)
-        gpt_resident_adamw(s, sh, m->params, m->wparams, m->grads, st->adam_m, st->adam_v,
-                           &cfg->optim, (float)out->lr, ++st->adam_step,
-                           gpt_clip_scale(&cfg->optim, out->grad_norm));
-    if ((rc = gpt_stream_sync(s))) return rc;
     double t3 = wall_ms();
-    out->ms_forward = t1 - t0;
-    out->ms_backward = t2 - t1;
+    out->ms_forward = fwd_ms;
+    out->ms_backward = bwd_ms;
     out->ms_optimizer = t3 - t2;
+    if (st->W > 1) {
+        for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
+        if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
+        out->has_comm = 1;
+        out->bytes_comm = coll_take_bytes(st->grad_comm) + coll_take_bytes(st->param_comm);
+    }
     return GPT_OK;
 }
 
 static int megatron_read_params(void *state, float *host_params)
 {
     megatron_state *st = state;
-    int rc = gpt_memcpy_d2h(st->compute, host_params, st->model.params,
-                            st->nparams * sizeof(float));
-    return rc ? rc : gpt_stream_sync(st->compute);
+    gpt_stream *s = st->compute;
+    int rc = gpt_stream_sync(coll_stream(st->param_comm));
+    size_t at = 0;
+    for (int b = 0; rc == 0 && b <= st->sh.layers; b++) {
+        const block_geom *g = &st->blocks[b];
+        const float *whole = st->params_full ? st->params_full + g->off : NULL;
+        if (!whole) {
+            /* gather the fp32 master shards into the block's gradient buffer (scratch now) */
+            float *tmp = grad_buffer(st, b);
+            rc = coll_all_gather(st->param_comm, tmp, master_shard(st, b), g->S * sizeof(float));
+            if (!rc) rc = gpt_stream_sync(coll_stream(st->param_comm));
+            whole = tmp;
+        }
+        if (!rc) rc = gpt_memcpy_d2h(s, host_params + at, whole, g->n * sizeof(float));
+        if (!rc) rc = gpt_stream_sync(s);
+        at += g->n;
+    }
+    return rc;
 }
 
 const engine_vtbl engine_megatron_lm = {
     .name = "megatron-lm",
     .alias = "baseline",
-    .description = "no offload: everything on the GPU (the baseline)",
+    .description = "no offload: everything on the GPU (the baseline); N ranks: DDP or ZeRO-1/2/3",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_NO_CKPT,
+    .options = ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_ZERO_STAGES,
     .plan = megatron_plan,
+    .check = megatron_check,
     .init = megatron_init,
     .step = megatron_step,
     .free = megatron_free,

@@ -37,6 +37,19 @@ int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, 
                  "not supported", eng->name);
         return -1;
     }
+    if (engine_world(cfg) > 1 && !(eng->options & ENGINE_OPT_RANKS)) {
+        snprintf(err, errlen, "%s runs on one rank so far (got %d ranks)", eng->name, cfg->world);
+        return -1;
+    }
+    if (engine_micro_batches(cfg) > 1 && !(eng->options & ENGINE_OPT_ACCUM)) {
+        snprintf(err, errlen, "%s takes one micro-batch per step so far (--global-batch %d asks for %d)",
+                 eng->name, cfg->global_batch, cfg->micro_batches);
+        return -1;
+    }
+    if (cfg->zero_stage != 0 && !(eng->options & ENGINE_OPT_ZERO_STAGES)) {
+        snprintf(err, errlen, "--zero-stage is megatron-lm's (%s shards as its system does)", eng->name);
+        return -1;
+    }
     return eng->check ? eng->check(cfg, err, errlen) : 0;
 }
 
@@ -47,8 +60,9 @@ int engine_init_check(const engine_vtbl *eng, const engine_env *env)
         fprintf(stderr, "aebench: %s\n", err);
         return GPT_ERR_INVALID;
     }
-    if (env->world != 1) {
-        fprintf(stderr, "aebench: %s runs on one rank (got %d ranks)\n", eng->name, env->world);
+    if (env->world != engine_world(env->cfg)) {
+        fprintf(stderr, "aebench: %s: the configuration says %d ranks, MPI %d\n", eng->name,
+                engine_world(env->cfg), env->world);
         return GPT_ERR_INVALID;
     }
     const gpt_dtype want = env->cfg->bf16 ? GPT_BF16 : GPT_F32;

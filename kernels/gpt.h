@@ -129,6 +129,17 @@ struct gpt_backend_ops {
      * the GPU, aligned host memory on the CPU backend). */
     int (*host_alloc_pinned)(const gpt_backend *be, void **ptr, size_t bytes);
     void (*host_free_pinned)(const gpt_backend *be, void *ptr);
+    /* The stream as the backend's own handle (a cudaStream_t on CUDA), for libraries that
+     * take one (NCCL); NULL on the CPU backend. */
+    void *(*stream_handle)(gpt_stream *s);
+    /* fn(arg) runs on the host in the stream's order, after the work issued before it and
+     * before the work issued after it (cudaLaunchHostFunc; on the CPU backend the stream's
+     * worker thread runs it).  arg_bytes (<= GPT_HOST_TASK_ARG_BYTES) are copied at issue.
+     * A nonzero return from fn is the stream's error (the next stream_sync returns it).
+     * fn must not issue work on streams of this backend (CUDA forbids it in a host
+     * function); it may block, e.g. in an MPI collective. */
+    int (*stream_host_task)(gpt_stream *s, int (*fn)(void *arg), const void *arg,
+                            size_t arg_bytes);
 
     /* ---- ops (see the wrappers below for shapes and semantics; void *: be->dtype) ---- */
     void (*encoder_forward)(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
@@ -205,6 +216,14 @@ static inline int gpt_host_alloc_pinned(const gpt_backend *be, void **ptr, size_
 { return be->ops->host_alloc_pinned(be, ptr, bytes); }
 static inline void gpt_host_free_pinned(const gpt_backend *be, void *ptr)
 { be->ops->host_free_pinned(be, ptr); }
+
+/* Bytes of argument a host task carries (see gpt_backend_ops.stream_host_task). */
+#define GPT_HOST_TASK_ARG_BYTES 96
+static inline int gpt_stream_host_task(gpt_stream *s, int (*fn)(void *arg), const void *arg,
+                                       size_t arg_bytes)
+{ return s->be->ops->stream_host_task(s, fn, arg, arg_bytes); }
+static inline void *gpt_stream_handle(gpt_stream *s)
+{ return s->be->ops->stream_handle(s); }
 
 /* ======================================================================================
  * The ops.  B batch, T sequence, C channels (hidden), NH heads, V vocab, Vp padded vocab,

@@ -200,6 +200,7 @@ static size_t head_acts_carve(gpt_head_acts *a, void *base, const gpt_shape *sh,
     a->losses = take(&c, N * sizeof(float));
     a->logits = take(&c, (size_t)chunk_rows * (size_t)sh->vocab_padded * e);
     a->chunk_rows = chunk_rows;
+    a->grad_divisor = 1;
     return c.used;
 }
 
@@ -371,9 +372,12 @@ void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *ep, float 
         const size_t at = (size_t)r0 * C;
         gpt_matmul_forward(s, h->logits, cel(s, h->lnf, at), cel(s, ep, e.wte), NULL, rows_here,
                            C, Vp);
-        /* loss = mean(losses): each token's loss weighs 1/N in it. */
-        gpt_crossentropy_forward_backward(s, h->losses + r0, h->logits, targets + r0,
-                                          1.0f / (float)N, rows_here, sh->vocab, Vp);
+        /* loss = mean(losses): each token's loss weighs 1/N in it, and 1/(N D) in the mean
+         * over the D micro-batches (of every rank) whose gradients are summed. */
+        const float dloss = h->grad_divisor <= 1 ? 1.0f / (float)N
+                                                 : (float)(1.0 / ((double)N * h->grad_divisor));
+        gpt_crossentropy_forward_backward(s, h->losses + r0, h->logits, targets + r0, dloss,
+                                          rows_here, sh->vocab, Vp);
         /* dlnf over lnf's rows: the op reads them for wte's gradient before writing */
         gpt_matmul_backward(s, el(s, h->lnf, at), eg + e.wte, NULL, h->logits,
                             cel(s, h->lnf, at), cel(s, ep, e.wte), rows_here, C, Vp);

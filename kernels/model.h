@@ -96,6 +96,10 @@ typedef struct gpt_head_acts {
     void *logits;                     /* (chunk_rows, Vp): one chunk's logits, then gradient */
     int chunk_rows;                   /* rows of tokens per chunk (the last may be shorter) */
     float *losses;                    /* (N) */
+    /* Micro-batches (over all ranks) whose summed gradients make the step's: each token's
+     * loss weighs 1/(N grad_divisor) in the gradient, so the sum is the mean (as Megatron
+     * divides by micro-batches and data-parallel ranks).  The carve sets 1. */
+    int grad_divisor;
 } gpt_head_acts;
 
 /* Rows per head chunk: the fewest chunks whose logits fit in GPT_HEAD_CHUNK_BYTES (each

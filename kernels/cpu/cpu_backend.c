@@ -139,6 +139,8 @@ static const gpt_backend_ops cpu_ops = {
     .event_elapsed_ms = cpu_event_elapsed_ms,
     .host_alloc_pinned = cpu_host_alloc_pinned,
     .host_free_pinned = cpu_host_free_pinned,
+    .stream_handle = cpu_stream_handle,
+    .stream_host_task = cpu_stream_host_task,
 
     .encoder_forward = cpu_q_encoder_forward,
     .encoder_backward = cpu_q_encoder_backward,

@@ -276,6 +276,7 @@ typedef enum cpu_task_kind {
     TASK_ADAMW_UPDATE,
     TASK_NORM_SQUARED,
     TASK_PARAMS_TO_ACT,
+    TASK_HOST_FN,
 } cpu_task_kind;
 
 /* One queued item: its kind and a copy of the arguments of the call that issued it. */
@@ -334,6 +335,10 @@ typedef struct cpu_task {
         } adamw;
         struct { float *out; const float *x; size_t n; } norm_squared;
         struct { void *dst; const float *src; size_t n; } params_to_act;
+        struct {
+            int (*fn)(void *arg);
+            _Alignas(16) unsigned char arg[GPT_HOST_TASK_ARG_BYTES];
+        } host_fn;
     } a;
 } cpu_task;
 
@@ -471,6 +476,12 @@ static int task_run(gpt_stream *s, const cpu_task *t)
             memmove(t->a.params_to_act.dst, t->a.params_to_act.src,
                     t->a.params_to_act.n * sizeof(float));
         return GPT_OK;
+    case TASK_HOST_FN: {
+        /* The task is the worker's own copy (stream_worker copies it out of the ring), so
+         * fn may write into its argument. */
+        cpu_task *own = (cpu_task *)t;
+        return own->a.host_fn.fn(own->a.host_fn.arg) ? GPT_ERR_BACKEND : GPT_OK;
+    }
     }
     return GPT_ERR_INVALID;
 }
@@ -678,6 +689,23 @@ int cpu_memcpy_async(gpt_stream *s, void *dst, const void *src, size_t bytes)
     t.a.copy.src = src;
     t.a.copy.bytes = bytes;
     return stream_push(s, &t);
+}
+
+int cpu_stream_host_task(gpt_stream *s, int (*fn)(void *arg), const void *arg, size_t arg_bytes)
+{
+    if (arg_bytes > GPT_HOST_TASK_ARG_BYTES)
+        return GPT_ERR_INVALID;
+    cpu_task t = {.kind = TASK_HOST_FN};
+    t.a.host_fn.fn = fn;
+    if (arg_bytes > 0)
+        memcpy(t.a.host_fn.arg, arg, arg_bytes);
+    return stream_push(s, &t);
+}
+
+void *cpu_stream_handle(gpt_stream *s)
+{
+    (void)s;
+    return NULL;
 }
 
 int cpu_memset_zero_async(gpt_stream *s, void *dst, size_t bytes)

@@ -20,6 +20,8 @@ void cpu_stream_destroy(gpt_stream *s);
 int cpu_stream_sync(gpt_stream *s);
 int cpu_memcpy_async(gpt_stream *s, void *dst, const void *src, size_t bytes);
 int cpu_memset_zero_async(gpt_stream *s, void *dst, size_t bytes);
+int cpu_stream_host_task(gpt_stream *s, int (*fn)(void *arg), const void *arg, size_t arg_bytes);
+void *cpu_stream_handle(gpt_stream *s);
 
 int cpu_event_create(const gpt_backend *be, gpt_event **out);
 void cpu_event_destroy(gpt_event *e);

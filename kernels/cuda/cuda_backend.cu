@@ -304,6 +304,40 @@ static void cuda_host_free_pinned(const gpt_backend *be, void *ptr)
     free(ptr);
 }
 
+static void *cuda_stream_handle(gpt_stream *s)
+{
+    return (void *)cu_stream(s)->stream;
+}
+
+/* A host task's function and its own copy of the argument, freed by the callback. */
+typedef struct cuda_host_task {
+    int (*fn)(void *arg);
+    alignas(16) unsigned char arg[GPT_HOST_TASK_ARG_BYTES];
+} cuda_host_task;
+
+static void CUDART_CB cuda_host_task_run(void *p)
+{
+    cuda_host_task *t = (cuda_host_task *)p;
+    /* A host function cannot report to the stream: say so where it happens. */
+    if (t->fn(t->arg) != 0) fprintf(stderr, "aebench: cuda backend: a host task failed\n");
+    free(t);
+}
+
+static int cuda_stream_host_task(gpt_stream *s, int (*fn)(void *arg), const void *arg,
+                                 size_t arg_bytes)
+{
+    if (arg_bytes > GPT_HOST_TASK_ARG_BYTES) return GPT_ERR_INVALID;
+    cuda_host_task *t = (cuda_host_task *)malloc(sizeof *t);
+    if (t == NULL) return GPT_ERR_OOM;
+    t->fn = fn;
+    if (arg_bytes > 0) memcpy(t->arg, arg, arg_bytes);
+    if (CUDA_FAILED(cudaLaunchHostFunc(cu_stream(s)->stream, cuda_host_task_run, t))) {
+        free(t);
+        return GPT_ERR_BACKEND;
+    }
+    return GPT_OK;
+}
+
 /* ---- the profiler ------------------------------------------------------------------------ */
 
 static inline int prof_begin(gpt_stream *s)
@@ -449,6 +483,8 @@ static const gpt_backend_ops cuda_ops = {
     /* .event_elapsed_ms = */ cuda_event_elapsed_ms,
     /* .host_alloc_pinned = */ cuda_host_alloc_pinned,
     /* .host_free_pinned = */ cuda_host_free_pinned,
+    /* .stream_handle = */ cuda_stream_handle,
+    /* .stream_host_task = */ cuda_stream_host_task,
 
     /* .encoder_forward = */ prof_encoder_forward,
     /* .encoder_backward = */ prof_encoder_backward,

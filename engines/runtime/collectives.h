@@ -1,0 +1,68 @@
+/*
+ * collectives.h — data-parallel communication between ranks, issued on a stream like copies.
+ *
+ * A coll_group is one communicator with its own stream.  Every operation is queued on that
+ * stream and returns at once; it starts after the work issued on the stream before it (an
+ * engine makes the stream wait on the event that says a gradient is complete) and the
+ * engine waits on an event recorded after it before it reads the result.  Several groups
+ * (e.g. one for gradient reductions, one for parameter gathers) run concurrently, each in
+ * its own issue order; every rank must issue the same operations on a group in the same
+ * order, as with any collective.
+ *
+ * Transports, no home-made one:
+ *   CUDA backend  NCCL, one communicator per group (its unique id broadcast over MPI), the
+ *                 operation enqueued on the group's cudaStream_t;
+ *   CPU backend   MPI, one duplicated communicator per group, the blocking call made by the
+ *                 group stream's worker thread (a host task), so that overlap with compute
+ *                 and a missing event between them are real in CI.
+ * On one rank every operation is a local copy (or nothing), with no MPI or NCCL at all.
+ *
+ * Element type: reductions are fp32 sums; gathers, broadcasts and point-to-point moves are
+ * bytes.  Counts are per rank where the name says so.
+ */
+#ifndef AEBENCH_COLLECTIVES_H
+#define AEBENCH_COLLECTIVES_H
+
+#include "../../kernels/gpt.h"
+
+#include <stddef.h>
+
+typedef struct coll_group coll_group;
+
+/* Open a group over all ranks (rank, world as MPI gives them) on backend be: its stream,
+ * and the communicator (collective: every rank must call it, in the same order for
+ * several groups).  0 or a negative gpt_status (the reason on stderr). */
+int coll_open(coll_group **out, gpt_backend *be, int rank, int world);
+/* Drains the stream and releases the communicator (safe on NULL). */
+void coll_close(coll_group *g);
+
+/* The group's stream: make it wait on events before an operation, record events after. */
+gpt_stream *coll_stream(coll_group *g);
+int coll_rank(const coll_group *g);
+int coll_world(const coll_group *g);
+/* Bytes this rank has handed to operations of the group since the last call (payload: a
+ * reduction of n floats counts 4n, a gather of b bytes per rank counts b·world). */
+double coll_take_bytes(coll_group *g);
+
+/* buf (n floats, device) = the sum over ranks of buf, on every rank. */
+int coll_all_reduce_sum(coll_group *g, float *buf, size_t n);
+/* out (n floats) = the sum over ranks of in[rank·n, (rank+1)·n); in holds world·n floats.
+ * out may be in + rank·n (in place). */
+int coll_reduce_scatter_sum(coll_group *g, float *out, const float *in, size_t n);
+/* out (world·bytes) = every rank's in (bytes each) in rank order; in may be
+ * out + rank·bytes (in place). */
+int coll_all_gather(coll_group *g, void *out, const void *in, size_t bytes);
+/* buf (bytes) = root's buf on every rank. */
+int coll_broadcast(coll_group *g, void *buf, size_t bytes, int root);
+/* Point to point: a send on one rank must meet a recv of the same size on its peer, in
+ * the same position of both groups' issue order. */
+int coll_send(coll_group *g, const void *buf, size_t bytes, int peer);
+int coll_recv(coll_group *g, void *buf, size_t bytes, int peer);
+
+/* Host-side, blocking, for per-step scalars (loss sums, norms) and checks: sum of n
+ * doubles over ranks into every rank (in place).  Not on a stream. */
+int coll_host_sum_doubles(const coll_group *g, double *values, int n);
+/* Host-side all-gather of bytes per rank (out holds world·bytes). */
+int coll_host_all_gather(const coll_group *g, void *out, const void *in, size_t bytes);
+
+#endif

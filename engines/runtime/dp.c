@@ -1,0 +1,47 @@
+#include "dp.h"
+
+void dp_block_shard_norms(gpt_stream *s, const float *grads, size_t n, int world, float *out)
+{
+    const size_t S = dp_shard_len(n, world);
+    for (int r = 0; r < world; r++) dp_shard_norm(s, grads + (size_t)r * S, n, world, r, out + r);
+}
+
+void dp_shard_norm(gpt_stream *s, const float *grad_shard, size_t n, int world, int rank,
+                   float *out)
+{
+    const size_t real = dp_shard_real(n, dp_shard_len(n, world), rank);
+    if (real > 0) gpt_norm_squared(s, out, grad_shard, real);
+    else gpt_stream_memset_zero(s, out, sizeof(float));
+}
+
+void dp_shard_adamw(gpt_stream *s, float *params, void *params_act, const float *grads,
+                    float *m, float *v, size_t n, size_t n_decay, int world, int rank,
+                    const gpt_optim *o, float lr, int t, float grad_scale)
+{
+    const size_t S = dp_shard_len(n, world);
+    const size_t lo = (size_t)rank * S, real = dp_shard_real(n, S, rank);
+    if (real == 0) return;
+    const size_t hi = lo + real;
+    const size_t esz = gpt_dtype_size(gpt_stream_dtype(s));
+    /* [lo, hi) against the decay range [0, n_decay) */
+    const size_t split = n_decay <= lo ? 0 : n_decay >= hi ? real : n_decay - lo;
+    if (split > 0)
+        gpt_adamw_update_act(s, params, params_act, grads, m, v, split, lr, (float)o->beta1,
+                             (float)o->beta2, (float)o->eps, (float)o->weight_decay, t, grad_scale);
+    if (split < real)
+        gpt_adamw_update_act(s, params + split,
+                             params_act ? (char *)params_act + split * esz : NULL, grads + split,
+                             m + split, v + split, real - split, lr, (float)o->beta1,
+                             (float)o->beta2, (float)o->eps, 0.0f, t, grad_scale);
+}
+
+int dp_global_loss(const coll_group *g, double local_sum, int micro_batches, double *loss)
+{
+    double v = local_sum;
+    int rc = coll_host_sum_doubles(g, &v, 1);
+    if (rc) return rc;
+    const int world = coll_world(g);
+    /* One rank, one micro-batch: the mean itself (no division that could round). */
+    *loss = (micro_batches == 1 && world == 1) ? v : v / ((double)micro_batches * world);
+    return 0;
+}
