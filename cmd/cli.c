@@ -18,7 +18,7 @@ typedef enum opt_id {
     OPT_ITERS, OPT_LOG_INTERVAL, OPT_SEED, OPT_RESULTS, OPT_DEVICE, OPT_CONFIG, OPT_DTYPE,
     OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_LR, OPT_MIN_LR,
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
-    OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE,
+    OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -68,6 +68,7 @@ static const opt_spec specs[] = {
     {OPT_THREADS, "threads", 0, ARG_INT, "N", "CPU threads, 0 = all cores (default 0)"},
     {OPT_RANKS, "ranks", 0, ARG_INT, "N", "data-parallel ranks on this machine: starts mpiexec -n N itself (default 1; under mpirun: the world size)"},
     {OPT_GLOBAL_BATCH, "global-batch", 0, ARG_INT, "G", "samples per optimizer step over all ranks, as Megatron's (default B x ranks); G/(B x ranks) micro-batches each"},
+    {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
@@ -198,6 +199,11 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_THREADS: e->threads = (int)iv; break;
     case OPT_RANKS: rc->ranks = (int)iv; break;
     case OPT_GLOBAL_BATCH: e->global_batch = (int)iv; break;
+    case OPT_SAVE_PARAMS:
+        if (!*value) return cli_fail(err, errlen, "%s: empty file name", opt);
+        if (snprintf(rc->save_params, sizeof rc->save_params, "%s", value) >= (int)sizeof rc->save_params)
+            return cli_fail(err, errlen, "%s: path too long", opt);
+        break;
     case OPT_ZERO_STAGE:
         if (iv > 3) return cli_fail(err, errlen, "%s: '%s' is not a ZeRO stage (0, 1, 2 or 3)", opt, value);
         e->zero_stage = (int)iv;

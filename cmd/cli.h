@@ -39,6 +39,7 @@ typedef struct run_config {
     int resume;            /* --resume: sweeps skip runs already done */
     int config_runs;       /* --config named a run list (a case), run by the sweep driver */
     int ranks;             /* --ranks N: start mpiexec -n N (0: not given) */
+    char save_params[PATH_MAX]; /* --save-params FILE: the final parameters ("" none) */
 } run_config;
 
 /* One run of a run-list config after expansion: the options it gives its child process. */

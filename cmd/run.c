@@ -407,6 +407,31 @@ static int open_disk_budget(run_state *s)
     return 0;
 }
 
+/* --save-params: every rank takes part (a sharded engine gathers), rank 0 writes the file
+ * (whole or not at all: written aside, then renamed). */
+static void save_params(run_state *s, void *state)
+{
+    const size_t P = (size_t)gpt_param_count(&s->ec.shape);
+    float *params = malloc(P * sizeof *params);
+    int rc_ = params ? s->eng->read_params(state, params) : GPT_ERR_OOM;
+    if (rc_ == 0 && s->rank == 0) {
+        char tmp[PATH_MAX + 8];
+        snprintf(tmp, sizeof tmp, "%s.tmp", s->rc->save_params);
+        FILE *f = fopen(tmp, "wb");
+        int ok = f && fwrite(params, sizeof *params, P, f) == P;
+        if (f) ok = (fclose(f) == 0) && ok;
+        if (!ok || rename(tmp, s->rc->save_params) != 0) {
+            unlink(tmp);
+            rc_ = GPT_ERR_IO;
+        }
+    }
+    free(params);
+    if (rc_) {
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "cannot save the parameters to %.400s", s->rc->save_params);
+    }
+}
+
 static void train(run_state *s, gpt_backend *be, const data_source *data, const comm_world *comm)
 {
     const run_config *rc = s->rc;
@@ -476,6 +501,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     }
     free(tokens);
     free(targets);
+    if (s->status == EXIT_RUN_OK && rc->save_params[0]) save_params(s, state);
     s->eng->free(state);
 }
 

@@ -38,6 +38,9 @@ done
 echo "=== command line"
 # shellcheck source=tests/test_cli.sh
 source tests/test_cli.sh
+echo "=== data parallel (mpirun)"
+# shellcheck source=tests/test_dp.sh
+source tests/test_dp.sh
 echo "=== sweeps"
 # shellcheck source=tests/test_sweep.sh
 source tests/test_sweep.sh

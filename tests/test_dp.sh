@@ -1,0 +1,135 @@
+# Data-parallel tests on the CPU backend, sourced by tests/run.sh (PASSED, FAILED, FAILURES):
+# megatron-lm's ZeRO stages under `mpirun -np 2` and `-np 3` against DDP and against one rank,
+# the global batch, and the bad input of the options.  Ranks run the CPU backend with one
+# thread each, so a 2-core machine runs three ranks (oversubscribed) in seconds.
+
+DP_WORK=$(mktemp -d "${TMPDIR:-/tmp}/aebench-dp.XXXXXX")
+DP_BIN=$(realpath "$AEBENCH")
+MPIRUN=$(command -v mpirun || command -v mpiexec)
+# A tiny model with a learning rate that moves it visibly in 20 iterations.
+DP_SHAPE=(--device cpu -l 3 -h 64 --heads 4 --seq 32 --vocab 512 --threads 1 --lr 1e-3
+          --lr-warmup-fraction 0.001 --lr-decay-iters 1000)
+
+dp_pass() { PASSED=$((PASSED + 1)); echo "ok   $1"; }
+dp_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
+
+# dp_run NAME NP ARGS...: train under mpirun -np NP (NP 1: no mpirun) into $DP_WORK/NAME,
+# saving the final parameters to $DP_WORK/NAME.params; 0 when it ran and wrote its JSON.
+dp_run() {
+    local name=$1 np=$2
+    shift 2
+    local dir="$DP_WORK/$name"
+    mkdir -p "$dir"
+    local launch=()
+    [ "$np" -gt 1 ] && launch=("$MPIRUN" -np "$np")
+    (cd "$dir" && timeout 300 "${launch[@]}" "$DP_BIN" "${DP_SHAPE[@]}" --results "$dir/results" \
+        --save-params "$DP_WORK/$name.params" "$@" >"$dir/out" 2>"$dir/err")
+    local rc=$?
+    if [ "$rc" -ne 0 ] || ! ls "$dir"/results/*.json >/dev/null 2>&1; then
+        dp_fail "$name" "exit $rc: $(tail -c 400 "$dir/err")"
+        return 1
+    fi
+}
+
+# The per-iteration losses of a run, one per line, exactly as the JSON holds them (cJSON
+# prints doubles so that they read back to the same bits).
+dp_losses() { grep -h '"loss"' "$DP_WORK/$1"/results/*.json | sed 's/.*:[[:space:]]*//; s/,$//'; }
+
+# dp_same WHAT A B: losses and final parameters of runs A and B equal bit for bit.
+dp_same() {
+    local what=$1 a=$2 b=$3
+    if ! diff <(dp_losses "$a") <(dp_losses "$b") >/dev/null; then
+        dp_fail "$what" "losses differ: $(paste <(dp_losses "$a") <(dp_losses "$b") | head -3 | tr '\n' ' ')"
+    elif ! cmp -s "$DP_WORK/$a.params" "$DP_WORK/$b.params"; then
+        dp_fail "$what" "final parameters differ ($(cmp "$DP_WORK/$a.params" "$DP_WORK/$b.params" 2>&1 | head -1))"
+    else
+        dp_pass "$what"
+    fi
+}
+
+# dp_close WHAT A B TOL: losses and parameters of A and B agree to TOL relative (losses:
+# per iteration; parameters: normwise, |a - b| / |a| over all of them, as test_cuda measures).
+dp_close() {
+    local what=$1 a=$2 b=$3 tol=$4
+    local worst
+    worst=$(paste <(dp_losses "$a") <(dp_losses "$b") |
+        awk '{d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r}
+             END {printf "%.3g", w + 0}')
+    local pworst
+    pworst=$(paste <(od -An -v -f -w4 "$DP_WORK/$a.params") <(od -An -v -f -w4 "$DP_WORK/$b.params") |
+        awk '{d = $1 - $2; dd += d * d; aa += $1 * $1}
+             END {printf "%.3g", sqrt(dd) / (aa > 0 ? sqrt(aa) : 1)}')
+    if [ "$(dp_losses "$a" | wc -l)" -ne "$(dp_losses "$b" | wc -l)" ] || [ "$(dp_losses "$a" | wc -l)" -eq 0 ]; then
+        dp_fail "$what" "iteration counts differ"
+    elif awk -v w="$worst" -v p="$pworst" -v t="$tol" 'BEGIN {exit !(w <= t && p <= t)}'; then
+        dp_pass "$what (losses $worst, params $pworst)"
+    else
+        dp_fail "$what" "losses differ by $worst, params by $pworst relative (limit $tol)"
+    fi
+    # and not trivially: the model moved
+    if [ "$(dp_losses "$a" | head -1)" = "$(dp_losses "$a" | tail -1)" ]; then
+        dp_fail "$what" "the loss did not change over the run"
+    fi
+}
+
+if [ -z "$MPIRUN" ]; then
+    dp_fail "data parallel" "no mpirun on the PATH (make deps installs MPICH)"
+else
+    # ---- ZeRO stages at two ranks: the same bits as DDP ----------------------------------
+    # Global batch 8, micro-batch 4: one micro-batch per rank.  At two ranks every reduction
+    # is a sum of two, the same bits in any order, and the global norm is taken over the same
+    # (block, shard) pieces at every stage (runtime/dp.h): so nothing may differ.
+    for st in 0 1 2 3; do dp_run "s$st" 2 -b 4 --iters 8 --log-interval 4 --zero-stage "$st"; done
+    for st in 1 2 3; do dp_same "ZeRO-$st = DDP at 2 ranks (losses, final params)" s0 "s$st"; done
+    if grep -q "NumWorkers: 2; SamplesPerStep: 8;" "$DP_WORK"/s3/results/*.txt &&
+        grep -q '"world":[[:space:]]*2' "$DP_WORK"/s3/results/*.json &&
+        grep -q '"collectives_busy_ms"' "$DP_WORK"/s3/results/*.json; then
+        dp_pass "2-rank log: NumWorkers 2, global batch 8; JSON world 2 and collective busy time"
+    else
+        dp_fail "2-rank log" "$(grep NumWorkers "$DP_WORK"/s3/results/*.txt | head -1)"
+    fi
+
+    # ---- micro-batches: two per rank -------------------------------------------------------
+    # DDP and ZeRO-1 accumulate locally and reduce once: the same bits.  ZeRO-2/3 reduce-
+    # scatter every micro-batch and add the shards (as DeepSpeed): (a1+b1)+(a2+b2) instead of
+    # (a1+a2)+(b1+b2), another summation order, so they agree to 1e-6.
+    for st in 0 1 3; do dp_run "m$st" 2 -b 2 --global-batch 8 --iters 8 --log-interval 4 --zero-stage "$st"; done
+    dp_same "ZeRO-1 = DDP with 2 micro-batches per rank" m0 m1
+    dp_close "ZeRO-3 ~ DDP with 2 micro-batches per rank" m0 m3 1e-6
+
+    # ---- one, two and three ranks, the same global batch (12), 20 iterations -------------
+    # Only the order of the sums over ranks and micro-batches differs.
+    dp_run n1 1 -b 12 --iters 20
+    dp_run n2 2 -b 6 --iters 20
+    dp_run n3 3 -b 4 --iters 20 --zero-stage 3
+    dp_run n3m 3 -b 2 --global-batch 12 --iters 20 --zero-stage 1
+    dp_run n1m 1 -b 3 --global-batch 12 --iters 20
+    dp_close "2 ranks ~ 1 rank, global batch 12" n1 n2 1e-5
+    dp_close "3 ranks ZeRO-3 ~ 1 rank, global batch 12" n1 n3 1e-5
+    dp_close "3 ranks x 2 micro-batches ZeRO-1 ~ 1 rank" n1 n3m 1e-5
+    dp_close "1 rank x 4 micro-batches ~ 1 rank x 1" n1 n1m 1e-5
+
+    # ---- bad input: exit 2, one line, nothing written -------------------------------------
+    dp_bad() {
+        local what=$1 pattern=$2 np=$3
+        shift 3
+        local dir="$DP_WORK/bad.$PASSED.$FAILED"
+        mkdir -p "$dir"
+        local launch=()
+        [ "$np" -gt 1 ] && launch=("$MPIRUN" -np "$np")
+        (cd "$dir" && timeout 120 "${launch[@]}" "$DP_BIN" "${DP_SHAPE[@]}" --results "$dir/results" "$@" \
+            >"$dir/out" 2>"$dir/err")
+        local rc=$?
+        if [ "$rc" -eq 0 ]; then dp_fail "$what" "exit 0"
+        elif ! grep -q -- "$pattern" "$dir/err"; then dp_fail "$what" "stderr: $(head -c 300 "$dir/err")"
+        elif [ "$(grep -c 'aebench:' "$dir/err")" -ne 1 ]; then dp_fail "$what" "want one line: $(cat "$dir/err")"
+        elif [ -e "$dir/results" ]; then dp_fail "$what" "results/ was written"
+        else dp_pass "$what"
+        fi
+    }
+    dp_bad "global batch not a multiple of batch x ranks" "--global-batch 12 is not a multiple of batch x ranks = 4 x 2" 2 -b 4 --global-batch 12
+    dp_bad "global batch not a multiple of the batch" "--global-batch 6 is not a multiple of batch x ranks = 4 x 1" 1 -b 4 --global-batch 6
+    dp_bad "zero stage out of range" "zero-stage: '4' is not a ZeRO stage" 1 --zero-stage 4
+    dp_bad "zero stage on an offload engine" "--zero-stage is megatron-lm's" 1 -m zero-offload --zero-stage 2
+fi
+rm -rf "$DP_WORK"
