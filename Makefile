@@ -15,6 +15,7 @@
 #   make figures      the five CSVs and plots/caseN.png from what results/ holds
 
 SHELL := /bin/bash
+comma := ,
 CC    ?= gcc
 BUILD ?= build
 
@@ -56,9 +57,10 @@ ifeq ($(CUDA),1)
   CFLAGS    += -DAEBENCH_HAVE_CUDA
   # NCCL carries the collectives between GPUs (engines/runtime/collectives.c) when ranks
   # come from MPI; its header sits with the toolkit's (or in /usr/include from libnccl-dev).
+  # NCCL_HOME: where another NCCL is (include/, lib/), e.g. a Python wheel's.
   ifeq ($(MPI),1)
-    CFLAGS  += -isystem $(CUDA_HOME)/include
-    LDLIBS  += -lnccl
+    CFLAGS  += -isystem $(CUDA_HOME)/include $(if $(NCCL_HOME),-isystem $(NCCL_HOME)/include)
+    LDLIBS  += $(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl$(comma)-rpath$(comma)$(NCCL_HOME)/lib) -lnccl
   endif
   # The CUDA backend against the CPU reference; needs a GPU to run (not part of tests/run.sh).
   CUDA_TEST_PROGS := $(BUILD)/tests/test_cuda

@@ -10,10 +10,14 @@ Prints one JSON line per configuration:
 
 Usage: pytorch_gpt.py --layers 16 --hidden 2048 --heads 16 --seq 1024 --batch 4 \
                       --math tf32 --iters 12
+Under torchrun (WORLD_SIZE > 1) it trains with DistributedDataParallel over NCCL, one GPU
+per process, --batch per GPU (its bucketed all-reduce overlaps the backward, as a user
+would run it); rank 0 prints the line, with "world" and samples/s over all GPUs.
 """
 import argparse
 import json
 import math
+import os
 import time
 
 import torch
@@ -83,14 +87,22 @@ def main():
 
     torch.backends.cuda.matmul.allow_tf32 = a.math in ("tf32", "bf16")
     torch.backends.cudnn.allow_tf32 = a.math in ("tf32", "bf16")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.distributed.init_process_group("nccl")
     torch.manual_seed(1234)
     dev = torch.device("cuda")
     model = GPT(a.layers, a.hidden, a.heads, a.seq, a.vocab).to(dev)
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=1.5e-4, betas=(0.9, 0.999), eps=1e-8, fused=True)
+    torch.manual_seed(1234 + rank)  # each rank its own rows
     idx = torch.randint(0, 50257, (a.batch, a.seq + 1), device=dev)
     x, y = idx[:, :-1].contiguous(), idx[:, 1:].contiguous()
 
@@ -109,11 +121,16 @@ def main():
         times.append((time.perf_counter() - t0) * 1e3)
     steady = sorted(times[2:]) if len(times) > 3 else sorted(times)
     ms = steady[len(steady) // 2]
-    print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "layers": a.layers,
-                      "hidden": a.hidden, "batch": a.batch, "seq": a.seq, "math": a.math,
-                      "ms": round(ms, 2), "samples_per_s": round(a.batch * 1000.0 / ms, 3),
-                      "peak_bytes": torch.cuda.max_memory_allocated(),
-                      "loss_last": float(loss)}), flush=True)
+    if rank == 0:
+        print(json.dumps({"impl": "pytorch" if world == 1 else "pytorch-ddp",
+                          "torch": torch.__version__, "layers": a.layers, "world": world,
+                          "hidden": a.hidden, "batch": a.batch, "seq": a.seq, "math": a.math,
+                          "ms": round(ms, 2),
+                          "samples_per_s": round(world * a.batch * 1000.0 / ms, 3),
+                          "peak_bytes": torch.cuda.max_memory_allocated(),
+                          "loss_last": float(loss)}), flush=True)
+    if world > 1:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Data parallelism on the two-GPU machine (nvidia-h200-x2), in one go: build aebench with
+# CUDA, Open MPI and NCCL; check that 2 ranks agree with 1 rank at twice the micro-batch in
+# strict fp32 (DDP and ZeRO-3); then time megatron-lm --zero-stage 0-3 at N = 1 and N = 2
+# (l32 h2048 b4 s1024 TF32) beside PyTorch on one GPU and PyTorch DDP on two (torchrun),
+# measured in the same call, and print the table (bench/dp_summary.py).
+#
+# On the device machine, from the repository root, with .deps carried:
+#   bash bench/dp_gpu.sh "$OUT"
+# PHASE=probe: only build and the correctness check (a few minutes).
+# LAYERS (default 32), ITERS (default 12), STAGES (default "0 1 2 3").
+set -uo pipefail
+dest=${1:-bench/results/latest}
+out=$(mktemp -d /tmp/aebench-dp.XXXXXX)
+mkdir -p "$dest" .deps/root
+for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
+export CPATH=$PWD/.deps/root/usr/include
+export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0
+finish() {
+    tar czf "$dest/bench.tgz" -C "$out" . 2>/dev/null
+    cp "$out"/table.md "$out"/build_env.txt "$dest"/ 2>/dev/null
+}
+trap finish EXIT
+
+{
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    nvidia-smi topo -m 2>/dev/null | head -n 4
+    date -u +%Y-%m-%dT%H:%MZ
+    mpirun --version 2>&1 | head -n 1
+} | tee "$out/build_env.txt"
+
+# NCCL: the system's or the toolkit's (found by the compiler as they are), else PyTorch's
+# wheel (NCCL_HOME, with a libnccl.so link for the linker).
+nccl_home=""
+if [ ! -e /usr/include/nccl.h ] && [ ! -e /usr/local/cuda/include/nccl.h ]; then
+    wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)
+    if [ -n "$wheel" ] && [ -e "$wheel/include/nccl.h" ]; then
+        mkdir -p "$out/nccl/lib"
+        ln -sf "$(ls "$wheel"/lib/libnccl.so* | head -n 1)" "$out/nccl/lib/libnccl.so"
+        ln -sf "$wheel/include" "$out/nccl/include"
+        nccl_home=$out/nccl
+        export LD_LIBRARY_PATH=$wheel/lib:$LD_LIBRARY_PATH
+    fi
+fi
+echo "nccl: ${nccl_home:-system} $(ls /usr/lib/x86_64-linux-gnu/libnccl.so* /usr/local/cuda/lib64/libnccl.so* 2>/dev/null | head -n 2 | tr '\n' ' ')" | tee -a "$out/build_env.txt"
+
+t0=$(date +%s)
+make -j16 CUDA=1 MPI=1 NCCL_HOME="$nccl_home" aebench >"$out/build.txt" 2>&1 || { tail -n 40 "$out/build.txt"; exit 1; }
+grep -E "warning" "$out/build.txt" | head -n 20
+echo "build: $(( $(date +%s) - t0 )) s"
+
+MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH)
+# Until aebench picks its GPU by local rank itself (RANK_GPU=0), each rank sees only its own.
+if [ "${RANK_GPU:-1}" = 1 ]; then
+    printf '#!/bin/sh\nCUDA_VISIBLE_DEVICES=${OMPI_COMM_WORLD_LOCAL_RANK:-0} exec "$@"\n' >"$out/rank_gpu.sh"
+    chmod +x "$out/rank_gpu.sh"
+    WRAP=("$out/rank_gpu.sh")
+else
+    WRAP=()
+fi
+run() { # tag np args...
+    local tag=$1 np=$2
+    shift 2
+    local launch=()
+    [ "$np" -gt 1 ] && launch=("${MPI[@]}" -np "$np" "${WRAP[@]}")
+    timeout 400 "${launch[@]}" ./aebench --device cuda --results "$out/res_$tag" "$@" >"$out/$tag.txt" 2>&1
+    echo "$tag: $(grep -E 'done:|ERROR|rror|OUT OF' "$out/$tag.txt" | head -n 2)"
+}
+
+echo "== correctness: 2 ranks vs 1 rank at twice the micro-batch, strict fp32, 20 iterations"
+small=(-l 4 -h 512 --heads 8 --seq 256 --vocab 8192 --math fp32 --iters 20 --log-interval 10
+       --lr 1e-3 --lr-warmup-fraction 0.001 --lr-decay-iters 1000)
+run check_n1 1 "${small[@]}" -b 8
+for st in 0 3; do run "check_n2_s$st" 2 "${small[@]}" -b 4 --zero-stage "$st"; done
+python3 - "$out" <<'EOF'
+import glob, json, sys
+out = sys.argv[1]
+def losses(tag):
+    return [i["loss"] for i in json.load(open(glob.glob(f"{out}/res_{tag}/*.json")[0]))["iterations"]]
+ref = losses("check_n1")
+for st in (0, 3):
+    l = losses(f"check_n2_s{st}")
+    worst = max(abs(a - b) / abs(a) for a, b in zip(ref, l))
+    print(f"N=2 stage {st} vs N=1 (fp32 math, 20 its): largest relative loss difference {worst:.3g}"
+          f" ({'ok' if worst <= 1e-5 and len(l) == len(ref) == 20 else 'FAIL'}, limit 1e-5)")
+EOF
+[ "${PHASE:-all}" = probe ] && exit 0
+
+echo "== timing: l${LAYERS:-32} h2048 b4 s1024 TF32"
+big=(-l "${LAYERS:-32}" -h 2048 -b 4 --iters "${ITERS:-12}" --log-interval "${ITERS:-12}")
+: >"$out/pytorch.jsonl"
+python3 bench/pytorch_gpt.py --layers "${LAYERS:-32}" --math tf32 --iters "${ITERS:-12}" >>"$out/pytorch.jsonl" 2>"$out/pytorch_err.txt" || tail -n 5 "$out/pytorch_err.txt"
+tail -n 1 "$out/pytorch.jsonl"
+python3 -m torch.distributed.run --standalone --nproc_per_node 2 bench/pytorch_gpt.py --layers "${LAYERS:-32}" \
+    --math tf32 --iters "${ITERS:-12}" >>"$out/pytorch.jsonl" 2>"$out/pytorch_ddp_err.txt" || tail -n 5 "$out/pytorch_ddp_err.txt"
+tail -n 1 "$out/pytorch.jsonl"
+for st in ${STAGES:-0 1 2 3}; do
+    run "n1_s$st" 1 "${big[@]}" --zero-stage "$st"
+    run "n2_s$st" 2 "${big[@]}" --zero-stage "$st"
+done
+python3 bench/dp_summary.py "$out" | tee "$out/table.md"
+echo "total: $(( $(date +%s) - t0 )) s"

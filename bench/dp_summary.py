@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""The table of bench/dp_gpu.sh: megatron-lm --zero-stage 0-3 at N = 1 and 2 ranks against
+PyTorch (one GPU) and PyTorch DDP (two), from one call's results folder.
+
+Usage: dp_summary.py OUT   (OUT holds res_n{1,2}_s{stage}/*.json and pytorch.jsonl)
+"""
+import glob
+import json
+import statistics
+import sys
+
+
+def load(out, tag):
+    files = glob.glob(f"{out}/res_{tag}/*.json")
+    if not files:
+        return None
+    j = json.load(open(files[0]))
+    return j if j.get("status") == "ok" else None
+
+
+def main():
+    out = sys.argv[1]
+    torch = [json.loads(l) for l in open(f"{out}/pytorch.jsonl") if l.strip()]
+    pt1 = next((t for t in torch if t.get("world", 1) == 1), None)
+    ddp = next((t for t in torch if t.get("world", 1) == 2), None)
+    gib = 1024 ** 3
+    print("| engine | N | ms/it | samples/s | vs N=1 | vs PyTorch | GPU peak / plan per rank (GiB) "
+          "| collectives busy ms/it | GB/it handed to collectives |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    if pt1:
+        print(f"| PyTorch eager | 1 | {pt1['ms']:.1f} | {pt1['samples_per_s']:.2f} | | | "
+              f"{pt1['peak_bytes'] / gib:.2f} | | |")
+    if ddp:
+        r = ddp["samples_per_s"] / pt1["samples_per_s"] if pt1 else float("nan")
+        print(f"| PyTorch DDP | 2 | {ddp['ms']:.1f} | {ddp['samples_per_s']:.2f} | {r:.2f}x | | "
+              f"{ddp['peak_bytes'] / gib:.2f} | | |")
+    for st in range(4):
+        base = load(out, f"n1_s{st}")
+        for n in (1, 2):
+            j = load(out, f"n{n}_s{st}")
+            if not j:
+                print(f"| megatron-lm ZeRO-{st} | {n} | failed | | | | | | |")
+                continue
+            s = j["summary"]
+            g = j["memory"]["gpu"]
+            its = j["iterations"][1:] or j["iterations"]
+            busy = [i.get("collectives_busy_ms", 0) for i in its]
+            gb = [i.get("bytes_collectives", 0) / 1e9 for i in its]
+            scale = f"{s['samples_per_second'] / base['summary']['samples_per_second']:.2f}x" if base else ""
+            ref = ddp if n == 2 else pt1
+            vs = f"{s['samples_per_second'] / ref['samples_per_s']:.2f}x" if ref else ""
+            print(f"| megatron-lm ZeRO-{st} | {n} | {s['median_ms']:.1f} | {s['samples_per_second']:.2f} "
+                  f"| {scale} | {vs} | {g['peak_bytes'] / gib:.2f} / {g['planned_bytes'] / gib:.2f} "
+                  f"| {statistics.median(busy):.1f} | {statistics.median(gb):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
