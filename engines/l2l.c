@@ -61,6 +61,7 @@ typedef struct l2l_layout {
     int L;
     size_t PL, PE; /* one layer block, the embed block */
     size_t N, NC;  /* tokens per step; one (N, C) activation */
+    int W;         /* ranks (replicas; their (block, shard) norms are W per block) */
 } l2l_layout;
 
 static l2l_layout layout_for(const gpt_shape *sh)
@@ -71,6 +72,7 @@ static l2l_layout layout_for(const gpt_shape *sh)
     z.PE = gpt_embed_layout_of(sh).total;
     z.N = (size_t)sh->batch * sh->seq;
     z.NC = z.N * (size_t)sh->hidden;
+    z.W = 1;
     return z;
 }
 
@@ -88,8 +90,8 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
     b.slot = z->PL * f;                           /* each of params, grads */
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
     b.host_layers = (size_t)z->L * z->PL * f;     /* each of params, grads, m, v */
-    b.work_gpu = layer_work_gpu_bytes(sh, 1);
-    b.work_host = layer_work_host_bytes(sh);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W);
+    b.work_host = layer_work_host_bytes(sh, z->W);
     b.staging = z->PE * f;
     return b;
 }
@@ -107,6 +109,7 @@ static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
 {
     l2l_layout z = layout_for(&cfg->shape);
+    z.W = engine_world(cfg);
     plan_of(&z, &cfg->shape, out);
 }
 
@@ -165,6 +168,7 @@ static void l2l_free(void *state)
     /* Waits for the host Adam pool and drains the streams: after a failed step, queued
      * work may still use the buffers freed below. */
     offload_streams_close(&st->io);
+    layer_work_close_comm(&st->work);
     gpt_event_destroy(st->params_in);
     gpt_event_destroy(st->slot_done);
     gpt_event_destroy(st->grads_zeroed);
@@ -214,12 +218,13 @@ static int l2l_init(const engine_env *env, void **state)
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
     st->z = layout_for(&st->sh);
+    st->z.W = engine_world(env->cfg);
     *state = st;
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
     /* Spans per step: fwd and bwd of every layer, embed, head and optimizer on compute; two
-     * copies in and one out per layer. */
-    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 5 * L + 16))) return rc;
+     * copies in and one out per layer; on N ranks one reduction per block. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 6 * L + 18))) return rc;
 
     l2l_bytes b = bytes_for(&st->z, sh);
     void *staging = NULL;
@@ -230,7 +235,8 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->slot_p, b.slot, MEM_GPU, "layer slot parameters")) ||
         (rc = alloc_in(st, (void **)&st->slot_g, b.slot, MEM_GPU, "layer slot gradients")) ||
         (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg))) ||
+        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, MEM_PINNED, "layer parameters")) ||
         (rc = alloc_in(st, (void **)&st->host_g, b.host_layers, MEM_PINNED, "layer gradients")) ||
         (rc = alloc_in(st, (void **)&st->host_m, b.host_layers, MEM_HOST, "layer Adam m")) ||
@@ -338,8 +344,11 @@ static int backward(l2l_state *st, step_result *out)
             return rc;
         gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->work.dres, &st->work.acts,
                            &st->work.scratch, 1);
-        gpt_norm_squared(c, st->work.dev_norms + 1 + j, st->slot_g, z->PL);
-        if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)) ||
+        /* N ranks: the slot's grads are all-reduced before they go home (fin: where). */
+        gpt_stream *fin;
+        if ((rc = span_end(&st->io.spans, c, span)) ||
+            (rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, st->slot_g, z->PL, &fin)) ||
+            (rc = gpt_event_record(st->slot_done, fin)) ||
             (rc = gpt_stream_wait_event(st->io.d2h, st->slot_done)) ||
             (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
             (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g + host_block(st, j), st->slot_g,
@@ -352,9 +361,12 @@ static int backward(l2l_state *st, step_result *out)
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
-    gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->work.host_norms, st->work.dev_norms, (size_t)(z->L + 1) * sizeof(float));
+    gpt_stream *fin;
+    if ((rc = span_end(&st->io.spans, c, span)) ||
+        (rc = layer_work_reduce(&st->work, &st->io.spans, c, 0, st->embed_g, z->PE, &fin)))
+        return rc;
+    /* (the compute stream waits for every reduction: the embed's Adam reads its grads) */
+    return layer_work_read_norms(&st->work, c, sh);
 }
 
 static int optimizer(l2l_state *st, step_result *out)
@@ -397,7 +409,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    engine_step_outcome(out, st->work.host_losses, (int)z->N, st->work.host_norms, z->L + 1);
+    if ((rc = layer_work_outcome(&st->work, &st->sh, out))) return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     /* Without clipping the layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
@@ -432,7 +444,7 @@ const engine_vtbl engine_l2l = {
     .description = "layer to layer: one layer on the GPU at a time, weights and Adam on the host",
     .uses_window = 0,
     .supports_bf16 = 0,
-    .options = 0,
+    .options = ENGINE_OPT_RANKS,
     .plan = l2l_plan,
     .init = l2l_init,
     .chosen_plan = l2l_chosen_plan,

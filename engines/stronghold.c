@@ -79,6 +79,7 @@ typedef struct sh_layout {
     int L, R, S, Ls;
     int nvme;        /* --offload nvme: the streamed layers' m, v on disk */
     int n_ckpt;      /* streamed layers whose input goes to the host: max(0, Ls - S) */
+    int W;           /* ranks (replicas; their (block, shard) norms are W per block) */
     size_t PL, PE;   /* floats of one layer block and of the embed block */
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
 } sh_layout;
@@ -91,6 +92,7 @@ static sh_layout layout_for(const gpt_shape *sh, int R, int S)
     z.S = S;
     z.Ls = z.L - R;
     z.nvme = 0;
+    z.W = 1;
     z.n_ckpt = z.Ls > S ? z.Ls - S : 0;
     z.PL = gpt_layer_layout_of(sh).total;
     z.PE = gpt_embed_layout_of(sh).total;
@@ -117,8 +119,8 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     b.res_inputs = (size_t)z->R * z->NC * f;
     b.slot_inputs = (size_t)z->S * z->NC * f;
     b.x_out = z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1);
-    b.work_host = layer_work_host_bytes(sh);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W);
+    b.work_host = layer_work_host_bytes(sh, z->W);
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->PL * f;
     b.nvme_staging = b.disk_mv = 0;
     if (z->nvme && z->Ls) {
@@ -214,6 +216,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
     sh_layout z = layout_for(sh, R, S);
     z.nvme = cfg->offload == OFFLOAD_NVME;
+    z.W = engine_world(cfg);
     plan_of(&z, sh, out);
 }
 
@@ -288,6 +291,7 @@ static void stronghold_free(void *state)
     /* Waits for the host Adam pool and drains the streams: after a failed step, queued
      * work may still use the buffers freed below. */
     offload_streams_close(&st->io);
+    layer_work_close_comm(&st->work);
     if (st->slot_ev)
         for (int s = 0; s < st->z.S; s++) {
             gpt_event_destroy(st->slot_ev[s].ready);
@@ -511,7 +515,7 @@ static int stronghold_init(const engine_env *env, void **state)
     const int L = sh->layers;
     /* Spans per step: fwd and bwd of every layer on compute, head and optimizer; one h2d
      * and one d2h per streamed layer and direction. */
-    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 6 * L + 16))) return rc;
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 7 * L + 18))) return rc;
 
     /* What every placement needs, then the window, then the rest. */
     sh_layout z0 = layout_for(sh, 0, 0);
@@ -521,7 +525,8 @@ static int stronghold_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, MEM_GPU, "embedding Adam m")) ||
         (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, MEM_GPU, "embedding Adam v")) ||
         (rc = alloc_in(st, (void **)&st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg))) ||
+        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;
 
@@ -535,6 +540,7 @@ static int stronghold_init(const engine_env *env, void **state)
     }
     st->z = layout_for(sh, R, S);
     st->z.nvme = env->cfg->offload == OFFLOAD_NVME;
+    st->z.W = engine_world(env->cfg);
     sh_bytes b = bytes_for(&st->z, sh);
     if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, MEM_GPU, "resident layers' parameters")) ||
               (rc = alloc_in(st, (void **)&st->res_g, b.resident, MEM_GPU, "resident layers' gradients")) ||
@@ -718,10 +724,14 @@ static int backward(stronghold_state *st, step_result *out)
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, params_of(st, j), grads_of(st, j), input_of(st, j), st->work.dres,
                            &st->work.acts, &st->work.scratch, 1);
-        if (streamed) gpt_norm_squared(c, st->work.dev_norms + 1 + j, grads_of(st, j), z->PL);
-        if ((rc = span_end(&st->io.spans, c, span))) return rc;
+        /* N ranks: every layer's grads are all-reduced once its backward is done, on the GPU,
+         * before they go home (fin: the stream on which they are final). */
+        gpt_stream *fin;
+        if ((rc = span_end(&st->io.spans, c, span)) ||
+            (rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, grads_of(st, j), z->PL, &fin)))
+            return rc;
         if (!streamed) continue;
-        if ((rc = gpt_event_record(ev->bwd_done, c)) ||
+        if ((rc = gpt_event_record(ev->bwd_done, fin)) ||
             (rc = gpt_stream_wait_event(st->io.d2h, ev->bwd_done)) ||
             (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
             (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g + host_block(st, j), grads_of(st, j),
@@ -735,11 +745,12 @@ static int backward(stronghold_state *st, step_result *out)
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
-    /* The blocks that stay on the GPU; the streamed ones were done after their backward. */
-    gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
-    for (int k = 0; k < z->R; k++) gpt_norm_squared(c, st->work.dev_norms + 1 + k, grads_of(st, k), z->PL);
-    if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, st->work.host_norms, st->work.dev_norms, (size_t)(z->L + 1) * sizeof(float));
+    gpt_stream *fin;
+    if ((rc = span_end(&st->io.spans, c, span)) ||
+        (rc = layer_work_reduce(&st->work, &st->io.spans, c, 0, st->embed_g, z->PE, &fin)))
+        return rc;
+    /* (the compute stream waits for every reduction: the GPU Adam reads those grads) */
+    return layer_work_read_norms(&st->work, c, sh);
 }
 
 static int optimizer(stronghold_state *st, step_result *out)
@@ -790,7 +801,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    engine_step_outcome(out, st->work.host_losses, (int)z->N, st->work.host_norms, z->L + 1);
+    if ((rc = layer_work_outcome(&st->work, &st->sh, out))) return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     /* Without clipping the streamed layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
@@ -828,7 +839,7 @@ const engine_vtbl engine_stronghold = {
     .alias = NULL,
     .description = "a window of layers on the GPU, the rest streamed with host Adam (-w W|auto)",
     .uses_window = 1,
-    .options = ENGINE_OPT_OFFLOAD_NVME,
+    .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS,
     .plan = stronghold_plan,
     .init = stronghold_init,
     .chosen_plan = stronghold_chosen_plan,

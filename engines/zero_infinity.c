@@ -143,8 +143,8 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     b.fetch = (size_t)z->F * z->PL * f;
     b.buckets = (size_t)ZI_BUCKETS * z->PL * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1);
-    b.work_host = layer_work_host_bytes(sh);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, 1);
+    b.work_host = layer_work_host_bytes(sh, 1);
     b.host_params = z->P * f;
     b.host_grads = z->nvme ? 0 : z->P * f;
     b.host_mv = z->nvme ? 0 : z->P * f;            /* each of m, v */
@@ -322,7 +322,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, 1)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")))
         return rc;
     if (z->nvme) {

@@ -89,6 +89,19 @@ else
         dp_fail "2-rank log" "$(grep NumWorkers "$DP_WORK"/s3/results/*.txt | head -1)"
     fi
 
+    # ---- the offload engines on two ranks: replicas whose layer gradients are all-reduced on
+    # the GPU before they go home, then the same host Adam on every rank -----------------------
+    dp_run l2l 2 -m l2l -b 4 --iters 8 --log-interval 4
+    dp_run sh1 2 -m stronghold -w 1 -b 4 --iters 8 --log-interval 4
+    dp_run sh2 2 -m stronghold -w 2 -b 4 --iters 8 --log-interval 4
+    dp_same "l2l = DDP at 2 ranks" s0 l2l
+    dp_same "stronghold -w 1 = DDP at 2 ranks" s0 sh1
+    dp_same "stronghold -w 2 = DDP at 2 ranks" s0 sh2
+    # without clipping each layer's host update is queued as soon as its grads are home
+    dp_run s0nc 2 -b 4 --iters 8 --log-interval 4 --clip-grad 0
+    dp_run sh1nc 2 -m stronghold -w 1 -b 4 --iters 8 --log-interval 4 --clip-grad 0
+    dp_same "stronghold -w 1 = DDP at 2 ranks, no clipping" s0nc sh1nc
+
     # ---- micro-batches: two per rank -------------------------------------------------------
     # DDP and ZeRO-1 accumulate locally and reduce once: the same bits.  ZeRO-2/3 reduce-
     # scatter every micro-batch and add the shards (as DeepSpeed): (a1+b1)+(a2+b2) instead of

@@ -1,29 +1,38 @@
 #include "layer_work.h"
 
 #include "../engine.h" /* the busy kinds */
+#include "dp.h"
+
+#include <stdio.h>
 
 static size_t acts_bytes(const gpt_shape *sh, int acts_layers)
 {
     return (size_t)acts_layers * gpt_layer_acts_floats(sh) * sizeof(float);
 }
-static size_t norms_bytes(const gpt_shape *sh) { return (size_t)(sh->layers + 1) * sizeof(float); }
+/* (block, shard) squared norms: (L+1) x world (runtime/dp.h) */
+static size_t norms_bytes(const gpt_shape *sh, int world)
+{
+    return (size_t)(sh->layers + 1) * (size_t)(world > 1 ? world : 1) * sizeof(float);
+}
 static size_t tokens(const gpt_shape *sh) { return (size_t)sh->batch * sh->seq; }
 
-uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers)
+uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world)
 {
     const size_t f = sizeof(float);
     return (uint64_t)acts_bytes(sh, acts_layers) + gpt_layer_scratch_floats(sh) * f +
            gpt_head_acts_floats(sh) * f + tokens(sh) * (size_t)sh->hidden * f +
-           2 * tokens(sh) * sizeof(int32_t) + norms_bytes(sh);
+           2 * tokens(sh) * sizeof(int32_t) + norms_bytes(sh, world);
 }
 
-uint64_t layer_work_host_bytes(const gpt_shape *sh)
+uint64_t layer_work_host_bytes(const gpt_shape *sh, int world)
 {
-    return (uint64_t)tokens(sh) * sizeof(float) + norms_bytes(sh);
+    return (uint64_t)tokens(sh) * sizeof(float) + norms_bytes(sh, world);
 }
 
-int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers)
+int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers,
+                     int world)
 {
+    w->world = world > 1 ? world : 1;
     const size_t f = sizeof(float), N = tokens(sh);
     void *scratch = NULL, *head = NULL;
     int rc;
@@ -36,15 +45,79 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->dres, N * (size_t)sh->hidden * f,
                            "residual gradient")) ||
         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->ids, 2 * N * sizeof(int32_t), "token ids")) ||
-        (rc = engine_alloc(mem, MEM_GPU, (void **)&w->dev_norms, norms_bytes(sh), "block norms")) ||
+        (rc = engine_alloc(mem, MEM_GPU, (void **)&w->dev_norms, norms_bytes(sh, world), "block norms")) ||
         (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_losses, N * f, "losses read-back")) ||
-        (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_norms, norms_bytes(sh),
+        (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_norms, norms_bytes(sh, world),
                            "norms read-back")))
         return rc;
     gpt_layer_acts_carve(&w->acts, w->acts_mem, sh);
     gpt_layer_scratch_carve(&w->scratch, scratch, sh);
     gpt_head_acts_carve(&w->head, head, sh);
+    w->head.grad_divisor = w->world; /* one micro-batch per rank: the mean over ranks */
     return GPT_OK;
+}
+
+int layer_work_open_comm(layer_work *w, gpt_backend *be, int rank, int world)
+{
+    if (world <= 1) return GPT_OK;
+    int rc;
+    if ((rc = coll_open(&w->comm, be, rank, world)) || (rc = gpt_event_create(be, &w->grads_done)) ||
+        (rc = gpt_event_create(be, &w->reduced)))
+        return rc;
+    return GPT_OK;
+}
+
+void layer_work_close_comm(layer_work *w)
+{
+    coll_close(w->comm);
+    gpt_event_destroy(w->grads_done);
+    gpt_event_destroy(w->reduced);
+    w->comm = NULL;
+    w->grads_done = w->reduced = NULL;
+}
+
+int layer_work_reduce(layer_work *w, stream_spans *spans, gpt_stream *c, int block, float *grads,
+                      size_t n, gpt_stream **final)
+{
+    float *norms = w->dev_norms + (size_t)block * w->world;
+    if (!w->comm) {
+        dp_block_shard_norms(c, grads, n, 1, norms);
+        *final = c;
+        return GPT_OK;
+    }
+    gpt_stream *cs = coll_stream(w->comm);
+    int rc, span;
+    if ((rc = gpt_event_record(w->grads_done, c)) || (rc = gpt_stream_wait_event(cs, w->grads_done)) ||
+        (rc = span_begin(spans, cs, BUSY_COMM, &span)) ||
+        (rc = coll_all_reduce_sum(w->comm, grads, n)))
+        return rc;
+    dp_block_shard_norms(cs, grads, n, w->world, norms);
+    if ((rc = span_end(spans, cs, span)) || (rc = gpt_event_record(w->reduced, cs))) return rc;
+    *final = cs;
+    return GPT_OK;
+}
+
+int layer_work_wait_reduced(layer_work *w, gpt_stream *c)
+{
+    return w->comm ? gpt_stream_wait_event(c, w->reduced) : GPT_OK;
+}
+
+int layer_work_read_norms(layer_work *w, gpt_stream *c, const gpt_shape *sh)
+{
+    int rc = layer_work_wait_reduced(w, c);
+    if (rc) return rc;
+    return gpt_memcpy_d2h(c, w->host_norms, w->dev_norms, norms_bytes(sh, w->world));
+}
+
+int layer_work_outcome(layer_work *w, const gpt_shape *sh, step_result *out)
+{
+    const int N = (int)tokens(sh);
+    engine_step_outcome(out, w->host_losses, N, w->host_norms, (sh->layers + 1) * w->world);
+    if (!w->comm) return GPT_OK;
+    double local = out->loss;
+    out->has_comm = 1;
+    out->bytes_comm = coll_take_bytes(w->comm);
+    return dp_global_loss(w->comm, local, 1, &out->loss);
 }
 
 gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int i)

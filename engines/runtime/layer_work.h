@@ -15,6 +15,7 @@
 #define AEBENCH_LAYER_WORK_H
 
 #include "../../kernels/model.h"
+#include "collectives.h"
 #include "membudget.h"
 #include "spans.h"
 
@@ -30,12 +31,36 @@ typedef struct layer_work {
     float *dev_norms;          /* (L + 1) */
     float *host_losses;        /* pinned (N) */
     float *host_norms;         /* pinned (L + 1) */
+    /* N ranks (one micro-batch each): each block's gradient is all-reduced on the group's
+     * stream as soon as it is complete, and its (block, shard) norms are taken there
+     * (runtime/dp.h); the norms above are then (L + 1) x world. */
+    int world;
+    coll_group *comm;          /* NULL on one rank */
+    gpt_event *grads_done, *reduced;
 } layer_work;
 
-uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers);
-uint64_t layer_work_host_bytes(const gpt_shape *sh);
+uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world);
+uint64_t layer_work_host_bytes(const gpt_shape *sh, int world);
 /* Allocate (GPU and pinned, through the engine's list) and carve.  0 or a gpt_status. */
-int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers);
+int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers,
+                     int world);
+/* N ranks: the gradient group and its events (nothing on one rank); close is safe always. */
+int layer_work_open_comm(layer_work *w, gpt_backend *be, int rank, int world);
+void layer_work_close_comm(layer_work *w);
+/* Block b's gradient (n floats on the GPU, complete once what is issued on c has run): on
+ * one rank its squared norm on c, and *final = c; on N ranks it is all-reduced and its N
+ * shard norms taken on the gradient group's stream, and *final is that stream.  Whatever
+ * reads the reduced gradient (the copy home, an update) waits on an event recorded on
+ * *final. */
+int layer_work_reduce(layer_work *w, stream_spans *spans, gpt_stream *c, int block, float *grads,
+                      size_t n, gpt_stream **final);
+/* c waits for every reduction issued so far (nothing on one rank). */
+int layer_work_wait_reduced(layer_work *w, gpt_stream *c);
+/* Queue on c, after every reduction, the copy of all the block norms to host_norms. */
+int layer_work_read_norms(layer_work *w, gpt_stream *c, const gpt_shape *sh);
+/* After c is synchronised: the step's loss (global over ranks), grad norm and skip. */
+struct step_result;
+int layer_work_outcome(layer_work *w, const gpt_shape *sh, struct step_result *out);
 /* The activations of layer slot i (< acts_layers): without checkpointing each layer keeps
  * its own. */
 gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int i);
