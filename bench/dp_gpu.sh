@@ -8,7 +8,9 @@
 # On the device machine, from the repository root, with .deps carried:
 #   bash bench/dp_gpu.sh "$OUT"
 # PHASE=probe: only build and the correctness check (a few minutes).
-# LAYERS (default 32), ITERS (default 12), STAGES (default "0 1 2 3").
+# LAYERS (default 32), ITERS (default 12), STAGES (default "0 1 2 3"); MEGATRON=0 skips the
+# megatron-lm runs and PyTorch, OFFLOAD=0 the offload engines (l2l, stronghold -w auto and
+# -w 15 at N = 1 and 2, beside the host's measured bandwidth and CPU Adam rate).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 out=$(mktemp -d /tmp/aebench-dp.XXXXXX)
@@ -91,14 +93,29 @@ EOF
 echo "== timing: l${LAYERS:-32} h2048 b4 s1024 TF32"
 big=(-l "${LAYERS:-32}" -h 2048 -b 4 --iters "${ITERS:-12}" --log-interval "${ITERS:-12}")
 : >"$out/pytorch.jsonl"
-python3 bench/pytorch_gpt.py --layers "${LAYERS:-32}" --math tf32 --iters "${ITERS:-12}" >>"$out/pytorch.jsonl" 2>"$out/pytorch_err.txt" || tail -n 5 "$out/pytorch_err.txt"
+[ "${MEGATRON:-1}" = 1 ] && { python3 bench/pytorch_gpt.py --layers "${LAYERS:-32}" --math tf32 --iters "${ITERS:-12}" >>"$out/pytorch.jsonl" 2>"$out/pytorch_err.txt" || tail -n 5 "$out/pytorch_err.txt"; }
 tail -n 1 "$out/pytorch.jsonl"
-python3 -m torch.distributed.run --standalone --nproc_per_node 2 bench/pytorch_gpt.py --layers "${LAYERS:-32}" \
+[ "${MEGATRON:-1}" = 1 ] && python3 -m torch.distributed.run --standalone --nproc_per_node 2 bench/pytorch_gpt.py --layers "${LAYERS:-32}" \
     --math tf32 --iters "${ITERS:-12}" >>"$out/pytorch.jsonl" 2>"$out/pytorch_ddp_err.txt" || tail -n 5 "$out/pytorch_ddp_err.txt"
 tail -n 1 "$out/pytorch.jsonl"
+if [ "${MEGATRON:-1}" = 1 ]; then
 for st in ${STAGES:-0 1 2 3}; do
     run "n1_s$st" 1 "${big[@]}" --zero-stage "$st"
     run "n2_s$st" 2 "${big[@]}" --zero-stage "$st"
 done
+fi
+if [ "${OFFLOAD:-1}" = 1 ]; then
+    # Two ranks share the host: each gets half the cores for its host Adam.
+    cores=$(nproc)
+    make -j16 CUDA=1 MPI=0 build/bench/host_adam >>"$out/build.txt" 2>&1 &&
+        ./build/bench/host_adam --gib 4 --threads "$cores" >"$out/host_adam.txt" 2>&1
+    tail -n 6 "$out/host_adam.txt"
+    for n in 1 2; do
+        th=$((cores / n))
+        run "n${n}_l2l" "$n" "${big[@]}" -m l2l --threads "$th"
+        run "n${n}_sh_auto" "$n" "${big[@]}" -m stronghold -w auto --threads "$th"
+        run "n${n}_sh_w15" "$n" "${big[@]}" -m stronghold -w 15 --threads "$th"
+    done
+fi
 python3 bench/dp_summary.py "$out" | tee "$out/table.md"
 echo "total: $(( $(date +%s) - t0 )) s"

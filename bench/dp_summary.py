@@ -20,7 +20,10 @@ def load(out, tag):
 
 def main():
     out = sys.argv[1]
-    torch = [json.loads(l) for l in open(f"{out}/pytorch.jsonl") if l.strip()]
+    try:
+        torch = [json.loads(l) for l in open(f"{out}/pytorch.jsonl") if l.strip()]
+    except OSError:
+        torch = []
     pt1 = next((t for t in torch if t.get("world", 1) == 1), None)
     ddp = next((t for t in torch if t.get("world", 1) == 2), None)
     gib = 1024 ** 3
@@ -35,6 +38,8 @@ def main():
         print(f"| PyTorch DDP | 2 | {ddp['ms']:.1f} | {ddp['samples_per_s']:.2f} | {r:.2f}x | | "
               f"{ddp['peak_bytes'] / gib:.2f} | | |")
     for st in range(4):
+        if not glob.glob(f"{out}/res_n*_s{st}"):
+            continue
         base = load(out, f"n1_s{st}")
         for n in (1, 2):
             j = load(out, f"n{n}_s{st}")
@@ -52,6 +57,35 @@ def main():
             print(f"| megatron-lm ZeRO-{st} | {n} | {s['median_ms']:.1f} | {s['samples_per_second']:.2f} "
                   f"| {scale} | {vs} | {g['peak_bytes'] / gib:.2f} / {g['planned_bytes'] / gib:.2f} "
                   f"| {statistics.median(busy):.1f} | {statistics.median(gb):.2f} |")
+    offload_table(out)
+
+
+def offload_table(out):
+    """The offload engines at N = 1 and 2: speed, memory, host Adam and collective time."""
+    rows = []
+    for name, label in (("l2l", "l2l"), ("sh_auto", "stronghold -w auto"), ("sh_w15", "stronghold -w 15")):
+        base = load(out, f"n1_{name}")
+        for n in (1, 2):
+            j = load(out, f"n{n}_{name}")
+            if not j:
+                if glob.glob(f"{out}/res_n{n}_{name}"):
+                    rows.append(f"| {label} | {n} | failed | | | | | | |")
+                continue
+            s = j["summary"]
+            its = j["iterations"][1:] or j["iterations"]
+            busy = lambda k: statistics.median(i.get("busy_ms", {}).get(k, 0) for i in its)
+            comm = statistics.median(i.get("collectives_busy_ms", 0) for i in its)
+            scale = f"{s['samples_per_second'] / base['summary']['samples_per_second']:.2f}x" if base else ""
+            rows.append(f"| {label} | {n} | {s['median_ms']:.1f} | {s['samples_per_second']:.2f} | {scale} "
+                        f"| {j['memory']['gpu']['peak_bytes'] / 1024 ** 3:.2f} | {j['memory']['host']['peak_bytes'] / 1024 ** 3:.1f} "
+                        f"| {busy('compute'):.0f} / {busy('h2d'):.0f} / {busy('d2h'):.0f} / {busy('host_adam'):.0f} "
+                        f"| {comm:.1f} |")
+    if rows:
+        print()
+        print("| engine | N | ms/it | samples/s | vs N=1 | GPU peak GiB per rank | host peak GiB per rank "
+              "| busy ms compute / h2d / d2h / host Adam (rank 0) | collectives busy ms |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
 
 
 if __name__ == "__main__":
