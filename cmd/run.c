@@ -58,6 +58,9 @@ typedef struct run_state {
     const mem_budget *oom_budget;
     int world;
     int rank;
+    const comm_world *comm;
+    double (*rank_peaks)[2];  /* N ranks: each rank's GPU and host peak (bytes), for the JSON */
+    int step_failed;          /* a step failed: the other ranks may be waiting in a collective */
 } run_state;
 
 static void logline(run_state *s, const char *fmt, ...)
@@ -220,10 +223,20 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(plan, "host_bytes", (double)s->plan.host_bytes);
     cJSON_AddNumberToObject(plan, "disk_bytes", (double)s->plan.disk_bytes);
     cJSON *mem = cJSON_AddObjectToObject(root, "memory");
+    if (s->rank_peaks) {
+        cJSON *ranks = cJSON_AddArrayToObject(mem, "per_rank");
+        for (int r = 0; r < s->world; r++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "rank", r);
+            cJSON_AddNumberToObject(o, "gpu_peak_bytes", s->rank_peaks[r][0]);
+            cJSON_AddNumberToObject(o, "host_peak_bytes", s->rank_peaks[r][1]);
+            cJSON_AddItemToArray(ranks, o);
+        }
+    }
     cJSON_AddItemToObject(mem, "gpu", json_budget(&s->gpu.budget, s->plan.gpu_bytes));
     cJSON_AddItemToObject(mem, "host", json_budget(&s->host, s->plan.host_bytes));
     if (s->has_disk) cJSON_AddItemToObject(mem, "disk", json_budget(&s->disk, s->plan.disk_bytes));
-    if (s->status == EXIT_RUN_OOM) {
+    if (s->status == EXIT_RUN_OOM && s->oom_budget) {
         cJSON *oom = cJSON_AddObjectToObject(root, "oom");
         cJSON_AddStringToObject(oom, "memory", s->oom_device);
         cJSON_AddStringToObject(oom, "allocating", s->oom_budget->oom_what);
@@ -334,9 +347,21 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
         /* As Megatron: once, after the first logged interval.  The arena keeps no cache,
          * so reserved equals allocated. */
         const mem_budget *g = &s->gpu.budget;
-        fmt_memory_line(line, sizeof line, s->rank, last, (double)g->in_use, (double)g->peak,
-                        (double)g->in_use, (double)g->peak);
-        logline(s, "%s", line);
+        /* One line per rank, as Megatron prints [Rank r]: rank 0 gathers them (every rank is
+         * here at the same iteration). */
+        double mine[2] = {(double)g->in_use, (double)g->peak};
+        double *all = calloc((size_t)s->world * 2, sizeof *all);
+        if (all && comm_all_gather(s->comm, mine, all, sizeof mine) == 0) {
+            for (int r = 0; r < s->world; r++) {
+                fmt_memory_line(line, sizeof line, r, last, all[2 * r], all[2 * r + 1], all[2 * r],
+                                all[2 * r + 1]);
+                logline(s, "%s", line);
+            }
+        } else {
+            fmt_memory_line(line, sizeof line, s->rank, last, mine[0], mine[1], mine[0], mine[1]);
+            logline(s, "%s", line);
+        }
+        free(all);
         *memory_reported = 1;
     }
     static const char *const names[] = {"e2e-time", "forward-compute", "backward-compute", "optimizer"};
@@ -432,6 +457,37 @@ static void save_params(run_state *s, void *state)
     }
 }
 
+/* N ranks: every rank says how it stands; when one has failed, every rank takes the first
+ * failure (its status and message, "rank R: ...") so that no rank goes on into a collective
+ * that the failed one will never join.  1 when every rank is fine. */
+static int ranks_agree(run_state *s)
+{
+    if (s->world == 1) return s->status == EXIT_RUN_OK;
+    typedef struct { int status; char message[512]; } rank_state;
+    rank_state mine = {.status = s->status};
+    snprintf(mine.message, sizeof mine.message, "%s", s->message);
+    rank_state *all = calloc((size_t)s->world, sizeof *all);
+    if (!all || comm_all_gather(s->comm, &mine, all, sizeof mine) != 0) {
+        free(all);
+        fprintf(stderr, "aebench: rank %d: cannot exchange its state with the other ranks\n", s->rank);
+        comm_abort(s->comm, EXIT_RUN_ERROR);
+        return 0;
+    }
+    int ok = 1;
+    for (int r = 0; r < s->world && ok; r++) {
+        if (all[r].status == EXIT_RUN_OK) continue;
+        ok = 0;
+        if (r != s->rank) {
+            s->status = all[r].status;
+            s->oom_budget = NULL; /* the record is that rank's */
+            s->oom_device = NULL;
+            snprintf(s->message, sizeof s->message, "rank %d: %.480s", r, all[r].message);
+        }
+    }
+    free(all);
+    return ok;
+}
+
 static void train(run_state *s, gpt_backend *be, const data_source *data, const comm_world *comm)
 {
     const run_config *rc = s->rc;
@@ -453,6 +509,8 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
                  rc_ == GPT_ERR_INVALID ? "invalid configuration" : "backend error, see stderr");
     }
+    /* every rank initialised, or none trains */
+    (void)ranks_agree(s);
     if (s->status == EXIT_RUN_OK && s->eng->chosen_plan) {
         /* What the engine chose (e.g. -w auto) replaces the pre-check's plan, so the memory
          * lines compare the peak with the plan of what actually ran. */
@@ -490,6 +548,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
                 snprintf(s->message, sizeof s->message, "%s: iteration %d failed (backend error, see stderr)",
                          s->eng->name, it);
             }
+            s->step_failed = 1;
             break;
         }
         s->iters[it - 1] = (iter_record){.r = r, .ms = t1 - t0};
@@ -550,6 +609,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     s.eng = eng;
     s.ec = rc->eng;
     s.world = comm->world;
+    s.comm = comm;
     s.rank = comm->rank;
     s.params = gpt_param_count(&s.ec.shape);
     if (s.ec.window) snprintf(s.window, sizeof s.window, "%d", s.ec.window);
@@ -605,7 +665,17 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     format_bytes((double)s.host.limit, hl, sizeof hl);
     logline(&s, "memory plan | GPU: %s of %s | host: %s of %s | disk: %s", g, gl, h, hl, d);
 
-    if (open_disk_budget(&s) == 0 && check_plan(&s) == 0) train(&s, be, data, comm);
+    if (open_disk_budget(&s) == 0) check_plan(&s);
+    if (ranks_agree(&s)) train(&s, be, data, comm);
+    if (s.world > 1 && s.status == EXIT_RUN_OK) {
+        /* every rank's peaks for the JSON (each rank reaches here after its last step) */
+        double mine[2] = {(double)s.gpu.budget.peak, (double)s.host.peak};
+        s.rank_peaks = calloc((size_t)s.world, sizeof *s.rank_peaks);
+        if (s.rank_peaks && comm_all_gather(comm, mine, s.rank_peaks, sizeof mine) != 0) {
+            free(s.rank_peaks);
+            s.rank_peaks = NULL;
+        }
+    }
 
     if (s.status == EXIT_RUN_OK) {
         char pg[32], ph[32], pd[32];
@@ -628,7 +698,15 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     }
     if (s.rank == 0 && s.status != EXIT_RUN_OK)
         fprintf(stderr, "aebench: %s\n", s.message);
+    if (s.world > 1 && s.step_failed) {
+        /* The other ranks may wait for this one in a collective forever: end the job (its
+         * log and JSON, on rank 0, are written by now). */
+        if (s.rank != 0) fprintf(stderr, "aebench: rank %d: %s\n", s.rank, s.message);
+        print_summary(&s);
+        comm_abort(comm, s.status);
+    }
     print_summary(&s);
     free(s.iters);
+    free(s.rank_peaks);
     return s.status;
 }

@@ -1,7 +1,9 @@
 #include "comm.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef AEBENCH_HAVE_MPI
 #include <mpi.h>
@@ -56,6 +58,17 @@ int comm_barrier(const comm_world *c)
     return mpi_ok(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 }
 
+int comm_all_gather(const comm_world *c, const void *in, void *out, size_t bytes)
+{
+    if (!c->initialised || c->world == 1) {
+        memmove(out, in, bytes);
+        return 0;
+    }
+    if (bytes > (size_t)INT_MAX) return -1;
+    return mpi_ok(MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD),
+                  "MPI_Allgather");
+}
+
 #else
 
 int comm_init(comm_world *c, int *argc, char ***argv)
@@ -82,6 +95,13 @@ void comm_abort(const comm_world *c, int code)
 int comm_barrier(const comm_world *c)
 {
     (void)c;
+    return 0;
+}
+
+int comm_all_gather(const comm_world *c, const void *in, void *out, size_t bytes)
+{
+    (void)c;
+    memmove(out, in, bytes);
     return 0;
 }
 

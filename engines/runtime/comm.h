@@ -6,6 +6,8 @@
 #ifndef AEBENCH_COMM_H
 #define AEBENCH_COMM_H
 
+#include <stddef.h>
+
 typedef struct comm_world {
     int rank;
     int world;
@@ -19,5 +21,8 @@ void comm_finalize(comm_world *c);
 void comm_abort(const comm_world *c, int code);
 /* Barrier over all ranks (no-op on one). 0 on success. */
 int comm_barrier(const comm_world *c);
+/* out (world x bytes) = every rank's in, in rank order (a copy on one rank); blocking,
+ * from the main thread.  0 on success. */
+int comm_all_gather(const comm_world *c, const void *in, void *out, size_t bytes);
 
 #endif
