@@ -9,21 +9,24 @@
  */
 #include "cli.h"
 #include "data.h"
+#include "launch.h"
 #include "report.h"
 #include "run.h"
 #include "sweep.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The backend the run asked for; without --device, CUDA if this build and machine have
  * it, else the CPU.  Returns NULL (with a message) only when --device cuda cannot be had. */
-static gpt_backend *open_backend(run_config *rc)
+static gpt_backend *open_backend(run_config *rc, int device)
 {
     gpt_backend *be = NULL;
     if (rc->eng.device == DEVICE_CUDA || !rc->device_given) {
         /* --dtype bf16 makes a backend whose activations are bf16 (kernels/gpt.h). */
-        if (gpt_cuda_backend_create_dtype(&be, 0, rc->eng.tf32,
+        if (gpt_cuda_backend_create_dtype(&be, device, rc->eng.tf32,
                                           rc->eng.bf16 ? GPT_BF16 : GPT_F32) == 0) {
             rc->eng.device = DEVICE_CUDA;
             return be;
@@ -42,6 +45,32 @@ static void close_backend(gpt_backend *be, device_kind kind)
     else gpt_cpu_backend_destroy(be);
 }
 
+/* N ranks: every rank was given the same options (a hash of each parsed value, compared
+ * with rank 0's); 0, or -1 after rank 0 named the first option that differs. */
+static int same_options_everywhere(const comm_world *comm, const run_config *rc)
+{
+    enum { MAX_OPTS = 64 };
+    uint64_t mine[MAX_OPTS];
+    const char *names[MAX_OPTS];
+    const int n = cli_option_hashes(rc, mine, names, MAX_OPTS);
+    uint64_t *all = calloc((size_t)comm->world * MAX_OPTS, sizeof *all);
+    if (!all || comm_all_gather(comm, mine, all, sizeof mine) != 0) {
+        free(all);
+        if (comm->rank == 0) fprintf(stderr, "aebench: cannot compare the ranks' options\n");
+        return -1;
+    }
+    int bad_rank = -1, bad_opt = -1;
+    for (int r = 1; r < comm->world && bad_rank < 0; r++)
+        for (int i = 0; i < n && bad_rank < 0; i++)
+            if (all[(size_t)r * MAX_OPTS + i] != all[i]) bad_rank = r, bad_opt = i;
+    free(all);
+    if (bad_rank < 0) return 0;
+    if (comm->rank == 0)
+        fprintf(stderr, "aebench: rank %d was given a different --%s than rank 0 (every rank must run the "
+                        "same configuration)\n", bad_rank, names[bad_opt]);
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     comm_world comm;
@@ -54,6 +83,17 @@ int main(int argc, char **argv)
         if (outcome == CLI_ERROR && comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         comm_finalize(&comm);
         return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
+    }
+
+    if (comm.world > 1 && same_options_everywhere(&comm, &rc) != 0) {
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
+    if (comm.world > 1 && rc.ranks > 0 && rc.ranks != comm.world) {
+        if (comm.rank == 0)
+            fprintf(stderr, "aebench: --ranks %d, but mpirun started %d ranks\n", rc.ranks, comm.world);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
     }
 
     const int sweep = rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run);
@@ -72,7 +112,37 @@ int main(int argc, char **argv)
         return code;
     }
 
-    gpt_backend *be = open_backend(&rc);
+    if (rc.ranks > 1 && comm.world == 1 && !rc.dry_run) {
+        /* --ranks N: this process starts the job (mpiexec) and supervises it; what the ranks
+         * would refuse is refused here, before anything starts. */
+        const engine_vtbl *eng = engine_find(rc.method);
+        run_config probe = rc;
+        err[0] = '\0';
+        if (cli_resolve_ranks(&probe, rc.ranks, rc.ranks, err, sizeof err) == 0 && eng &&
+            engine_refuses(eng, &probe.eng, err, sizeof err) == 0)
+            err[0] = '\0';
+        if (err[0]) {
+            fprintf(stderr, "aebench: %s\n", err);
+            comm_finalize(&comm);
+            return EXIT_BAD_INPUT;
+        }
+        comm_finalize(&comm);
+        return launch_ranks(argc, argv, &rc);
+    }
+
+    /* One rank per GPU: the local rank picks it. */
+    if (comm.world > 1 && rc.eng.device != DEVICE_CPU) {
+        const int gpus = gpt_cuda_device_count();
+        if (gpus > 0 && comm.local_world > gpus) {
+            if (comm.local_rank == 0)
+                fprintf(stderr, "aebench: %d ranks on this machine but %d GPU%s (one rank per GPU; "
+                                "--device cpu runs them on the CPU backend)\n", comm.local_world, gpus,
+                        gpus == 1 ? "" : "s");
+            comm_finalize(&comm);
+            return EXIT_BAD_INPUT;
+        }
+    }
+    gpt_backend *be = open_backend(&rc, comm.local_rank);
     if (!be) {
         if (comm.rank == 0)
             fprintf(stderr, "aebench: --device %s is not usable here (see above)\n",
@@ -93,7 +163,9 @@ int main(int argc, char **argv)
                    cli_cpu_preset_text());
     }
 
-    if (cli_resolve_ranks(&rc, comm.world, comm.world, err, sizeof err)) {
+    /* (a --ranks dry run resolves the global batch for the ranks it would start) */
+    const int world = comm.world == 1 && rc.ranks > 1 ? rc.ranks : comm.world;
+    if (cli_resolve_ranks(&rc, world, comm.world == 1 ? world : comm.local_world, err, sizeof err)) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);

@@ -18,7 +18,7 @@ typedef enum opt_id {
     OPT_ITERS, OPT_LOG_INTERVAL, OPT_SEED, OPT_RESULTS, OPT_DEVICE, OPT_CONFIG, OPT_DTYPE,
     OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_LR, OPT_MIN_LR,
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
-    OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS,
+    OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -69,6 +69,8 @@ static const opt_spec specs[] = {
     {OPT_RANKS, "ranks", 0, ARG_INT, "N", "data-parallel ranks on this machine: starts mpiexec -n N itself (default 1; under mpirun: the world size)"},
     {OPT_GLOBAL_BATCH, "global-batch", 0, ARG_INT, "G", "samples per optimizer step over all ranks, as Megatron's (default B x ranks); G/(B x ranks) micro-batches each"},
     {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
+    {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
+    {OPT_FAIL_RANK, "fail-rank", 0, ARG_INT, "R", "the rank that --fail-at kills (default 0)"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
@@ -150,7 +152,8 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     double dv = 0;
     size_t bytes = 0;
     if (sp->kind == ARG_INT) {
-        long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS || sp->id == OPT_ZERO_STAGE) ? 0 : 1;
+        long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS || sp->id == OPT_ZERO_STAGE ||
+                        sp->id == OPT_FAIL_RANK) ? 0 : 1;
         if (parse_int(value, lo, 2147483647LL, &iv))
             return cli_fail(err, errlen, "%s: '%s' is not %s integer", opt,
                         value ? value : "", lo ? "a positive" : "a non-negative");
@@ -199,6 +202,8 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_THREADS: e->threads = (int)iv; break;
     case OPT_RANKS: rc->ranks = (int)iv; break;
     case OPT_GLOBAL_BATCH: e->global_batch = (int)iv; break;
+    case OPT_FAIL_AT: rc->fail_at = (int)iv; break;
+    case OPT_FAIL_RANK: rc->fail_rank = (int)iv; break;
     case OPT_SAVE_PARAMS:
         if (!*value) return cli_fail(err, errlen, "%s: empty file name", opt);
         if (snprintf(rc->save_params, sizeof rc->save_params, "%s", value) >= (int)sizeof rc->save_params)
@@ -898,4 +903,63 @@ int cli_resolve_ranks(run_config *rc, int world, int local_world, char *err, siz
                         G, e->shape.batch, world);
     e->micro_batches = G / per_step;
     return 0;
+}
+
+/* FNV-1a over bytes. */
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max)
+{
+    const engine_config *e = &rc->eng;
+    /* Every parsed value that a rank acts on, under the name of the option that sets it
+     * (strings by their text, numbers by their bytes). */
+    const struct { const char *name; const void *p; size_t n; } fields[] = {
+        {"method", rc->method, strlen(rc->method)},
+        {"layers", &e->shape.layers, sizeof e->shape.layers},
+        {"hidden", &e->shape.hidden, sizeof e->shape.hidden},
+        {"heads", &e->shape.heads, sizeof e->shape.heads},
+        {"seq", &e->shape.seq, sizeof e->shape.seq},
+        {"batch", &e->shape.batch, sizeof e->shape.batch},
+        {"vocab", &e->shape.vocab, sizeof e->shape.vocab},
+        {"window", &e->window, sizeof e->window},
+        {"no-ckpt", &e->ckpt, sizeof e->ckpt},
+        {"lr", &e->optim.lr, sizeof e->optim.lr},
+        {"min-lr", &e->optim.min_lr, sizeof e->optim.min_lr},
+        {"lr-decay-iters", &e->optim.decay_iters, sizeof e->optim.decay_iters},
+        {"lr-warmup-fraction", &e->optim.warmup_fraction, sizeof e->optim.warmup_fraction},
+        {"weight-decay", &e->optim.weight_decay, sizeof e->optim.weight_decay},
+        {"clip-grad", &e->optim.clip, sizeof e->optim.clip},
+        {"seed", &e->seed, sizeof e->seed},
+        {"device", &e->device, sizeof e->device},
+        {"dtype", &e->bf16, sizeof e->bf16},
+        {"math", &e->tf32, sizeof e->tf32},
+        {"threads", &e->threads, sizeof e->threads},
+        {"dpu", &e->dpu, sizeof e->dpu},
+        {"offload", &e->offload, sizeof e->offload},
+        {"nvme-dir", e->nvme_dir, strlen(e->nvme_dir)},
+        {"global-batch", &e->global_batch, sizeof e->global_batch},
+        {"zero-stage", &e->zero_stage, sizeof e->zero_stage},
+        {"iters", &rc->iters, sizeof rc->iters},
+        {"log-interval", &rc->log_interval, sizeof rc->log_interval},
+        {"results", rc->results_dir, strlen(rc->results_dir)},
+        {"data", rc->data_path, strlen(rc->data_path)},
+        {"gpu-mem-limit", &rc->gpu_mem_limit, sizeof rc->gpu_mem_limit},
+        {"cpu-mem-limit", &rc->cpu_mem_limit, sizeof rc->cpu_mem_limit},
+        {"dry-run", &rc->dry_run, sizeof rc->dry_run},
+        {"save-params", rc->save_params, strlen(rc->save_params)},
+        {"fail-at", &rc->fail_at, sizeof rc->fail_at},
+        {"fail-rank", &rc->fail_rank, sizeof rc->fail_rank},
+    };
+    int n = (int)(sizeof fields / sizeof fields[0]);
+    if (n > max) n = max;
+    for (int i = 0; i < n; i++) {
+        hashes[i] = fnv1a(0xcbf29ce484222325ULL, fields[i].p, fields[i].n);
+        names[i] = fields[i].name;
+    }
+    return n;
 }

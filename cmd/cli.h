@@ -15,6 +15,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #ifndef PATH_MAX
@@ -40,6 +41,7 @@ typedef struct run_config {
     int config_runs;       /* --config named a run list (a case), run by the sweep driver */
     int ranks;             /* --ranks N: start mpiexec -n N (0: not given) */
     char save_params[PATH_MAX]; /* --save-params FILE: the final parameters ("" none) */
+    int fail_at, fail_rank;  /* --fail-at I --fail-rank R: R SIGKILLs itself at iteration I */
 } run_config;
 
 /* One run of a run-list config after expansion: the options it gives its child process. */
@@ -92,6 +94,10 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((form
 /* Fill in the ranks (world, and those on this machine) and the micro-batches per rank that
  * --global-batch asks for; -1 with the reason when it is not a multiple of batch x world. */
 int cli_resolve_ranks(run_config *rc, int world, int local_world, char *err, size_t errlen);
+
+/* A hash of every parsed value a run acts on, per option (names[i] its long name), so that
+ * ranks can check they were all given the same configuration; returns how many (<= max). */
+int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max);
 
 /* Was the option with this long name given? */
 int cli_given(const run_config *rc, const char *long_name);

@@ -1,5 +1,6 @@
 #include "run.h"
 
+#include "launch.h"
 #include "report.h"
 
 #include "../engines/runtime/timer.h"
@@ -532,6 +533,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     for (int it = 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
         data_rows(data, it, global_batch_of(&s->ec), comm->rank * rank_rows, rank_rows, tokens,
                   targets);
+        fault_maybe_die(rc, comm->rank, it);
         step_result r = {0};
         double t0 = wall_ms();
         rc_ = s->eng->step(state, it, tokens, targets, &r);
@@ -595,6 +597,13 @@ void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, siz
          * planned to the last byte of MemAvailable is killed by the OOM killer (seen at
          * l330 on a 125 GiB host) instead of being reported. */
         host_limit = host_limit / 10 * 9;
+    }
+    /* The ranks of one machine share its host memory (and, on the CPU backend, what stands
+     * for device memory): each takes its share of the machine's budget. */
+    const size_t local = (size_t)engine_local_world(&rc->eng);
+    if (local > 1) {
+        host_limit /= local;
+        if (strcmp(be->name, "cpu") == 0) gpu_limit /= local;
     }
     *gpu = gpu_limit ? gpu_limit : SIZE_MAX;
     *host = host_limit ? host_limit : SIZE_MAX;
@@ -702,6 +711,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         /* The other ranks may wait for this one in a collective forever: end the job (its
          * log and JSON, on rank 0, are written by now). */
         if (s.rank != 0) fprintf(stderr, "aebench: rank %d: %s\n", s.rank, s.message);
+        fault_note(s.rank, "failed: %s", s.message);
         print_summary(&s);
         comm_abort(comm, s.status);
     }

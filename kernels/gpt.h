@@ -400,6 +400,8 @@ int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32);
 int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int allow_tf32,
                                   gpt_dtype dtype);
 void gpt_cuda_backend_destroy(gpt_backend *be);
+/* CUDA devices this process can use (0 without CUDA, a driver or a device). */
+int gpt_cuda_device_count(void);
 
 #ifdef __cplusplus
 }

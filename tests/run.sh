@@ -41,6 +41,9 @@ source tests/test_cli.sh
 echo "=== data parallel (mpirun)"
 # shellcheck source=tests/test_dp.sh
 source tests/test_dp.sh
+echo "=== ranks (launch, options, faults)"
+# shellcheck source=tests/test_ranks.sh
+source tests/test_ranks.sh
 echo "=== sweeps"
 # shellcheck source=tests/test_sweep.sh
 source tests/test_sweep.sh

@@ -22,6 +22,8 @@ int comm_init(comm_world *c, int *argc, char ***argv)
 {
     c->rank = 0;
     c->world = 1;
+    c->local_rank = 0;
+    c->local_world = 1;
     c->initialised = 0;
     int provided = 0;
     /* Collectives run on stream worker threads (the CPU backend's emulation of a GPU's
@@ -36,6 +38,15 @@ int comm_init(comm_world *c, int *argc, char ***argv)
     }
     if (mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank), "MPI_Comm_rank") ||
         mpi_ok(MPI_Comm_size(MPI_COMM_WORLD, &c->world), "MPI_Comm_size"))
+        return -1;
+    /* The ranks that share this machine (its memory): the local rank picks the GPU, and
+     * they share the host budget. */
+    MPI_Comm node;
+    if (mpi_ok(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node),
+               "MPI_Comm_split_type") ||
+        mpi_ok(MPI_Comm_rank(node, &c->local_rank), "MPI_Comm_rank (node)") ||
+        mpi_ok(MPI_Comm_size(node, &c->local_world), "MPI_Comm_size (node)") ||
+        mpi_ok(MPI_Comm_free(&node), "MPI_Comm_free"))
         return -1;
     return 0;
 }
@@ -77,6 +88,8 @@ int comm_init(comm_world *c, int *argc, char ***argv)
     (void)argv;
     c->rank = 0;
     c->world = 1;
+    c->local_rank = 0;
+    c->local_world = 1;
     c->initialised = 0;
     return 0;
 }

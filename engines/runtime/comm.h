@@ -11,6 +11,8 @@
 typedef struct comm_world {
     int rank;
     int world;
+    int local_rank;  /* among the ranks of this machine: the GPU it uses */
+    int local_world; /* ranks on this machine (they share its host memory and disk) */
     int initialised; /* MPI_Init was called by us: finalise it */
 } comm_world;
 

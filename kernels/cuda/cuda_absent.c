@@ -21,6 +21,11 @@ int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int allow_tf32,
     return gpt_cuda_backend_create(out, device, allow_tf32);
 }
 
+int gpt_cuda_device_count(void)
+{
+    return 0;
+}
+
 void gpt_cuda_backend_destroy(gpt_backend *be)
 {
     (void)be;

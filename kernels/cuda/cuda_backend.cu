@@ -512,6 +512,16 @@ extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_
     return gpt_cuda_backend_create_dtype(out, device, allow_tf32, GPT_F32);
 }
 
+extern "C" int gpt_cuda_device_count(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no driver or no device: none, quietly */
+        return 0;
+    }
+    return count;
+}
+
 extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int allow_tf32,
                                              gpt_dtype dtype)
 {

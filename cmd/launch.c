@@ -1,0 +1,352 @@
+#include "launch.h"
+
+#include "child.h"
+#include "report.h"
+#include "run.h"
+#include "strv.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ---- the ranks' side ------------------------------------------------------------------- */
+
+void fault_note(int rank, const char *fmt, ...)
+{
+    const char *dir = getenv("AEBENCH_JOB_NOTES");
+    if (!dir || !*dir) return;
+    char path[PATH_MAX], line[1024];
+    snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (len < 0) return;
+    if ((size_t)len > sizeof line - 2) len = (int)sizeof line - 2;
+    line[len++] = '\n';
+    /* Best effort: the rank is about to end the job either way. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    ssize_t w = write(fd, line, (size_t)len);
+    (void)w;
+    close(fd);
+}
+
+void fault_maybe_die(const run_config *rc, int rank, int iteration)
+{
+    if (rc->fail_at != iteration || rc->fail_rank != rank) return;
+    fault_note(rank, "killed itself (SIGKILL) at the start of iteration %d (--fail-at %d --fail-rank %d)",
+               iteration, rc->fail_at, rc->fail_rank);
+    fprintf(stderr, "aebench: rank %d: --fail-at %d: SIGKILL now\n", rank, iteration);
+    fflush(stdout);
+    fflush(stderr);
+    raise(SIGKILL);
+}
+
+/* ---- the supervisor ------------------------------------------------------------------------ */
+
+/* The first executable `name` on the PATH into buf; -1 when there is none. */
+static int find_on_path(const char *name, char *buf, size_t len)
+{
+    const char *path = getenv("PATH");
+    if (!path) return -1;
+    for (const char *p = path; *p;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > 0 && (size_t)snprintf(buf, len, "%.*s/%s", (int)n, p, name) < len &&
+            access(buf, X_OK) == 0)
+            return 0;
+        p += n + (end ? 1 : 0);
+    }
+    return -1;
+}
+
+/* Open MPI's launcher (it refuses root and oversubscription unless told): Debian's
+ * alternatives resolve mpiexec to orterun / prterun / mpiexec.openmpi; MPICH's is hydra. */
+static int is_open_mpi(const char *mpiexec)
+{
+    char real[PATH_MAX];
+    if (!realpath(mpiexec, real)) return 0;
+    const char *base = strrchr(real, '/');
+    base = base ? base + 1 : real;
+    return strstr(base, "openmpi") || strstr(base, "orterun") || strstr(base, "prterun");
+}
+
+/* Our environment plus the report descriptor and the notes directory. */
+static char **job_environment(char *fd_var, size_t fd_len, int fd, char *notes_var, size_t notes_len,
+                              const char *notes)
+{
+    size_t n = 0;
+    while (environ && environ[n]) n++;
+    char **env = malloc(sizeof *env * (n + 3));
+    if (!env) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "AEBENCH_REPORT_FD=", 18) != 0 &&
+            strncmp(environ[i], "AEBENCH_JOB_NOTES=", 18) != 0)
+            env[k++] = environ[i];
+    snprintf(fd_var, fd_len, "AEBENCH_REPORT_FD=%d", fd);
+    snprintf(notes_var, notes_len, "AEBENCH_JOB_NOTES=%s", notes);
+    env[k++] = fd_var;
+    env[k++] = notes_var;
+    env[k] = NULL;
+    return env;
+}
+
+/* What the ranks' notes say, one "rank R: ..." per note, in rank order; removes them and
+ * the directory. */
+static void collect_notes(const char *dir, char *out, size_t len)
+{
+    out[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    int best = INT_MAX;
+    char best_line[600] = "";
+    int count = 0;
+    while ((e = readdir(d))) {
+        int r;
+        if (sscanf(e->d_name, "rank-%d", &r) != 1) continue;
+        char path[PATH_MAX + 256], line[512] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(line, sizeof line, f)) line[0] = '\0';
+            fclose(f);
+        }
+        line[strcspn(line, "\n")] = '\0';
+        if (r < best) {
+            best = r;
+            snprintf(best_line, sizeof best_line, "rank %d %s", r, line);
+        }
+        count++;
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+    if (count > 0) snprintf(out, len, "%s%s", best_line, count > 1 ? " (and other ranks left notes)" : "");
+}
+
+/* Rank 0's JSON says "error" with msg unless it already says why the run failed. */
+static void mark_json(const char *json_path, const char *log_path, const char *msg)
+{
+    cJSON *root = NULL;
+    FILE *f = fopen(json_path, "rb");
+    if (f) {
+        char *text = NULL;
+        size_t cap = 0, len = 0;
+        for (;;) {
+            if (len + 4096 + 1 > cap) {
+                char *grown = realloc(text, cap = cap ? 2 * cap : 65536);
+                if (!grown) break;
+                text = grown;
+            }
+            size_t got = fread(text + len, 1, 4096, f);
+            len += got;
+            if (got < 4096) break;
+        }
+        fclose(f);
+        if (text) {
+            text[len] = '\0';
+            root = cJSON_Parse(text);
+        }
+        free(text);
+    }
+    if (root) {
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "status");
+        if (cJSON_IsString(st) && strcmp(st->valuestring, "ok") != 0) {
+            cJSON_Delete(root); /* rank 0 said what went wrong itself */
+            return;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "status");
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "message");
+    } else {
+        root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "log", log_path);
+    }
+    cJSON_AddStringToObject(root, "status", "error");
+    cJSON_AddStringToObject(root, "message", msg);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return;
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", json_path);
+    FILE *o = fopen(tmp, "w");
+    int ok = o && fputs(text, o) >= 0 && fputc('\n', o) != EOF;
+    if (o) ok = (fclose(o) == 0) && ok;
+    if (!ok || rename(tmp, json_path) != 0) {
+        unlink(tmp);
+        fprintf(stderr, "aebench: cannot update %s\n", json_path);
+    }
+    cJSON_free(text);
+}
+
+int launch_ranks(int argc, char **argv, const run_config *rc)
+{
+    char mpiexec[PATH_MAX], exe[PATH_MAX], err[512];
+    if (find_on_path("mpiexec", mpiexec, sizeof mpiexec) != 0) {
+        fprintf(stderr, "aebench: --ranks %d needs mpiexec on the PATH (make deps installs MPICH; or "
+                        "start the ranks with mpirun yourself)\n", rc->ranks);
+        return EXIT_BAD_INPUT;
+    }
+    if (child_self_exe(exe, sizeof exe, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return EXIT_RUN_ERROR;
+    }
+    char **jargv = NULL, nbuf[16];
+    int jn = 0;
+    snprintf(nbuf, sizeof nbuf, "%d", rc->ranks);
+    int bad = strv_push(&jargv, &jn, mpiexec) || strv_push(&jargv, &jn, "-n") || strv_push(&jargv, &jn, nbuf);
+    if (!bad && is_open_mpi(mpiexec)) {
+        bad = strv_push(&jargv, &jn, "--oversubscribe");
+        if (!bad && geteuid() == 0) bad = strv_push(&jargv, &jn, "--allow-run-as-root");
+    }
+    if (!bad) bad = strv_push(&jargv, &jn, exe);
+    for (int i = 1; i < argc && !bad; i++) {
+        if (strcmp(argv[i], "--ranks") == 0) {
+            i++; /* and its value */
+            continue;
+        }
+        if (strncmp(argv[i], "--ranks=", 8) == 0) continue;
+        bad = strv_push(&jargv, &jn, argv[i]);
+    }
+    char notes[PATH_MAX];
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(notes, sizeof notes, "%s/aebench-job.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (bad || !mkdtemp(notes)) {
+        fprintf(stderr, "aebench: --ranks: %s\n", bad ? "out of memory" : strerror(errno));
+        strv_free(&jargv, &jn);
+        return EXIT_RUN_ERROR;
+    }
+    int fds[2];
+    char fd_var[64], notes_var[PATH_MAX + 32];
+    char **env = NULL;
+    if (pipe2(fds, O_CLOEXEC) != 0 ||
+        !(env = job_environment(fd_var, sizeof fd_var, fds[1], notes_var, sizeof notes_var, notes))) {
+        fprintf(stderr, "aebench: --ranks: cannot set up the job: %s\n", strerror(errno));
+        strv_free(&jargv, &jn);
+        rmdir(notes);
+        return EXIT_RUN_ERROR;
+    }
+    /* SIGINT and SIGTERM to the supervisor go to the job (mpiexec ends its ranks), read
+     * from a signalfd: no handler, no global state. */
+    sigset_t mask, old;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    int sfd = -1;
+    if (sigprocmask(SIG_BLOCK, &mask, &old) != 0 || (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0)
+        fprintf(stderr, "aebench: --ranks: signals will not be forwarded: %s\n", strerror(errno));
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        if (fcntl(fds[1], F_SETFD, 0) != 0) _exit(127);
+        execve(mpiexec, jargv, env);
+        static const char msg[] = "aebench: cannot start mpiexec\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+        _exit(127);
+    }
+    free(env);
+    strv_free(&jargv, &jn);
+    close(fds[1]);
+    if (pid < 0) {
+        fprintf(stderr, "aebench: fork: %s\n", strerror(errno));
+        close(fds[0]);
+        if (sfd >= 0) close(sfd);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        rmdir(notes);
+        return EXIT_RUN_ERROR;
+    }
+
+    /* Relay the job's report lines until every rank has closed the pipe. */
+    char log_path[PATH_MAX] = "", json_path[PATH_MAX] = "", pending[8192];
+    size_t plen = 0;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        int np = sfd >= 0 ? 2 : 1;
+        if (poll(p, (nfds_t)np, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if (np == 2 && (p[1].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) kill(pid, (int)si.ssi_signo);
+        }
+        if (!(p[0].revents & (POLLIN | POLLHUP))) continue;
+        ssize_t n = read(fds[0], pending + plen, sizeof pending - 1 - plen);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        plen += (size_t)n;
+        pending[plen] = '\0';
+        char *line = pending, *nl;
+        while ((nl = strchr(line, '\n'))) {
+            *nl = '\0';
+            report_to_parent("%s", line);
+            if (strncmp(line, "log ", 4) == 0) snprintf(log_path, sizeof log_path, "%s", line + 4);
+            if (strncmp(line, "json ", 5) == 0) snprintf(json_path, sizeof json_path, "%s", line + 5);
+            line = nl + 1;
+        }
+        plen = strlen(line);
+        memmove(pending, line, plen);
+        if (plen == sizeof pending - 1) plen = 0; /* an endless line: drop it */
+    }
+    close(fds[0]);
+    int status = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (sfd >= 0) close(sfd);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+
+    char why[700];
+    collect_notes(notes, why, sizeof why);
+    int code;
+    if (w == pid && WIFEXITED(status)) code = WEXITSTATUS(status);
+    else code = EXIT_RUN_ERROR;
+    /* 0: fine; 2: the ranks refused the configuration and said why (nothing was written) */
+    if (code == 0 || (code == EXIT_BAD_INPUT && !log_path[0])) return code;
+    if (!why[0]) {
+        if (w == pid && WIFSIGNALED(status)) {
+            char sig[32];
+            child_signal_name(WTERMSIG(status), sig, sizeof sig);
+            snprintf(why, sizeof why, "the job (mpiexec) was killed by %s", sig);
+        } else {
+            snprintf(why, sizeof why, "a rank ended the job (mpiexec exit %d; its output above names the rank)",
+                     code);
+        }
+    }
+    fprintf(stderr, "aebench: --ranks %d: %s\n", rc->ranks, why);
+    if (log_path[0]) {
+        FILE *lf = fopen(log_path, "a");
+        if (lf) {
+            fprintf(lf, "ERROR: %s\n", why);
+            fclose(lf);
+        }
+        if (!json_path[0]) {
+            /* rank 0 never got to its JSON: it goes beside the log */
+            snprintf(json_path, sizeof json_path, "%s", log_path);
+            char *dot = strrchr(json_path, '.');
+            if (dot && strcmp(dot, ".txt") == 0) strcpy(dot, ".json");
+            else json_path[0] = '\0';
+        }
+        if (json_path[0]) mark_json(json_path, log_path, why);
+    }
+    return code ? code : EXIT_RUN_ERROR;
+}

@@ -1,0 +1,28 @@
+/*
+ * launch.h — aebench --ranks N: the job on this machine, started and supervised.
+ *
+ * `aebench --ranks N ARGS` (not under an MPI world) runs `mpiexec -n N aebench ARGS` (ARGS
+ * without --ranks) as a child and waits for it, as a sweep waits for its runs: the job's
+ * report lines (the log and JSON of rank 0) pass through to whoever supervises this process
+ * (a sweep), and when the job ends abnormally (a rank killed, crashed, or aborted after an
+ * error) the supervisor says so in rank 0's log and JSON, naming the rank where a rank left
+ * a note.  Ranks leave notes (fault_note) in a private directory the supervisor makes
+ * (AEBENCH_JOB_NOTES) before they end the job on purpose: --fail-at, or an error that
+ * leaves the other ranks waiting in a collective.
+ */
+#ifndef AEBENCH_LAUNCH_H
+#define AEBENCH_LAUNCH_H
+
+#include "cli.h"
+
+/* Runs the job and returns the exit code to leave with (2: no mpiexec on the PATH). */
+int launch_ranks(int argc, char **argv, const run_config *rc);
+
+/* A rank's note for the supervisor (one line: why this rank ends the job); nothing when the
+ * job has no supervisor. */
+void fault_note(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* --fail-at: rank --fail-rank leaves a note and SIGKILLs itself at iteration `iteration`. */
+void fault_maybe_die(const run_config *rc, int rank, int iteration);
+
+#endif

@@ -1,0 +1,100 @@
+# Launching ranks, sourced by tests/run.sh (PASSED, FAILED, FAILURES): aebench --ranks N
+# (which starts mpiexec itself and supervises the job), options that differ between ranks,
+# sweeps under --ranks, and faults (a rank that dies ends the job, and the log says which).
+
+RK_WORK=$(mktemp -d "${TMPDIR:-/tmp}/aebench-ranks.XXXXXX")
+RK_BIN=$(realpath "$AEBENCH")
+RK_MPI=$(command -v mpiexec || command -v mpirun)
+RK_TINY=(--device cpu -l 2 -h 64 --heads 4 --seq 32 --vocab 512 --threads 1 -b 2 --iters 4 --log-interval 2)
+
+rk_pass() { PASSED=$((PASSED + 1)); echo "ok   $1"; }
+rk_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
+
+# rk_in NAME CMD...: run CMD in $RK_WORK/NAME (its results go to results/ there); sets RK_RC.
+rk_in() {
+    local name=$1
+    shift
+    mkdir -p "$RK_WORK/$name"
+    (cd "$RK_WORK/$name" && timeout 120 "$@" >out 2>err)
+    RK_RC=$?
+    RK_DIR="$RK_WORK/$name"
+}
+
+if [ -z "$RK_MPI" ]; then
+    rk_fail "ranks" "no mpiexec on the PATH (make deps installs MPICH)"
+else
+    # ---- --ranks 2 starts the job itself ---------------------------------------------------
+    rk_in launch "$RK_BIN" "${RK_TINY[@]}" --ranks 2 --results results
+    if [ "$RK_RC" -eq 0 ] && grep -q '"world":[[:space:]]*2' "$RK_DIR"/results/*.json &&
+        [ "$(grep -c '^\[Rank [01]\]' "$RK_DIR"/results/*.txt)" -eq 2 ] &&
+        grep -q '"per_rank"' "$RK_DIR"/results/*.json; then
+        rk_pass "--ranks 2: one job of two ranks (JSON world 2, a [Rank r] memory line each)"
+    else
+        rk_fail "--ranks 2" "exit $RK_RC: $(tail -c 300 "$RK_DIR/err")"
+    fi
+
+    # ---- no mpiexec --------------------------------------------------------------------------
+    rk_in nompi env PATH=/nonexistent "$RK_BIN" "${RK_TINY[@]}" --ranks 2 --results results
+    if [ "$RK_RC" -eq 2 ] && grep -q "needs mpiexec on the PATH" "$RK_DIR/err" && [ ! -e "$RK_DIR/results" ]; then
+        rk_pass "--ranks without mpiexec: exit 2, says so, writes nothing"
+    else
+        rk_fail "--ranks without mpiexec" "exit $RK_RC: $(cat "$RK_DIR/err")"
+    fi
+
+    # ---- ranks given different options stop before anything is written ---------------------
+    rk_in mismatch "$RK_MPI" -n 1 "$RK_BIN" "${RK_TINY[@]}" --results results : \
+        -n 1 "$RK_BIN" "${RK_TINY[@]}" -l 3 --results results
+    if [ "$RK_RC" -eq 2 ] && grep -q "rank 1 was given a different --layers than rank 0" "$RK_DIR/err" &&
+        [ ! -e "$RK_DIR/results" ]; then
+        rk_pass "ranks with different options: exit 2 naming --layers, nothing written"
+    else
+        rk_fail "ranks with different options" "exit $RK_RC: $(cat "$RK_DIR/err")"
+    fi
+    rk_in worldmismatch "$RK_MPI" -n 2 "$RK_BIN" "${RK_TINY[@]}" --ranks 3 --results results
+    if [ "$RK_RC" -eq 2 ] && grep -q -- "--ranks 3, but mpirun started 2 ranks" "$RK_DIR/err"; then
+        rk_pass "--ranks under mpirun of another size: exit 2"
+    else
+        rk_fail "--ranks under mpirun of another size" "exit $RK_RC: $(cat "$RK_DIR/err")"
+    fi
+
+    # ---- a refusal is said before anything starts ---------------------------------------------
+    rk_in refuse "$RK_BIN" "${RK_TINY[@]}" -m zero-offload --ranks 2 --results results
+    if [ "$RK_RC" -eq 2 ] && grep -q "zero-offload runs on one rank so far" "$RK_DIR/err" &&
+        [ ! -e "$RK_DIR/results" ]; then
+        rk_pass "--ranks 2 on an engine without ranks yet: exit 2 before mpiexec"
+    else
+        rk_fail "--ranks refusal" "exit $RK_RC: $(cat "$RK_DIR/err")"
+    fi
+
+    # ---- sweeps run each child under mpiexec ---------------------------------------------------
+    rk_in sweep "$RK_BIN" "${RK_TINY[@]}" -m all --ranks 2 --iters 2 --results results
+    ok=1
+    for m in megatron-lm l2l stronghold; do
+        grep -q '"world":[[:space:]]*2' "$RK_DIR"/results/log_"$m"_*.json 2>/dev/null || ok=0
+    done
+    if [ "$ok" = 1 ] && grep -q "zero-offload.*: error\|zero-offload.*refused" "$RK_DIR/out"; then
+        rk_pass "-m all --ranks 2: megatron-lm, l2l and stronghold ran on 2 ranks each"
+    else
+        rk_fail "-m all --ranks 2" "exit $RK_RC: $(grep -v '^ ' "$RK_DIR/out" | tail -n 8 | tr '\n' '|')"
+    fi
+
+    # ---- faults --------------------------------------------------------------------------------
+    start=$(date +%s)
+    rk_in fault "$RK_BIN" "${RK_TINY[@]}" --iters 8 --ranks 2 --fail-at 3 --fail-rank 1 --results results
+    took=$(($(date +%s) - start))
+    if [ "$RK_RC" -ne 0 ] && [ "$RK_RC" -ne 124 ] && [ "$took" -le 60 ] &&
+        grep -q "^ERROR: rank 1 killed itself (SIGKILL) at the start of iteration 3" "$RK_DIR"/results/*.txt &&
+        grep -q '"status":[[:space:]]*"error"' "$RK_DIR"/results/*.json &&
+        grep -q '"message":[[:space:]]*"rank 1 killed itself' "$RK_DIR"/results/*.json; then
+        rk_pass "a rank killed at iteration 3 ends the job (exit $RK_RC in ${took} s); log and JSON name rank 1"
+    else
+        rk_fail "rank killed" "exit $RK_RC in ${took} s: $(tail -c 300 "$RK_DIR/err")"
+    fi
+    rk_in oom "$RK_BIN" "${RK_TINY[@]}" --ranks 2 --gpu-mem-limit 1M --results results
+    if [ "$RK_RC" -eq 3 ] && grep -q '"status":[[:space:]]*"oom"' "$RK_DIR"/results/*.json; then
+        rk_pass "out of memory on 2 ranks: reported (exit 3), no rank left waiting"
+    else
+        rk_fail "out of memory on 2 ranks" "exit $RK_RC: $(tail -c 300 "$RK_DIR/err")"
+    fi
+fi
+rm -rf "$RK_WORK"
