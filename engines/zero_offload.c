@@ -72,6 +72,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/dp.h"
 #include "runtime/layer_work.h"
 #include "runtime/offload_streams.h"
 #include "runtime/spans.h"
@@ -97,6 +98,11 @@ typedef struct zo_layout {
     int ckpt, dpu;
     size_t PL, PE, P; /* floats of a layer block, the embed block, the model */
     size_t N, NC;     /* tokens per step; floats of one (N, C) activation */
+    /* N ranks (runtime/dp.h): shards of Se / Sl floats of the embed / a layer block; the GPU
+     * keeps each block padded to W shards (Ppad floats in all), the host this rank's shards
+     * (Pshard).  One rank: Se = PE, Sl = PL, Ppad = Pshard = P. */
+    int W, rank;
+    size_t Se, Sl, Ppad, Pshard;
 } zo_layout;
 
 /* The bucket size the environment asks for, else the default. */
@@ -129,6 +135,12 @@ static zo_layout layout_for(const engine_config *cfg)
     z.BL = (int)bl;
     z.groups = (z.L + z.BL - 1) / z.BL;
     z.nbuf = z.groups < 2 ? z.groups : 2;
+    z.W = engine_world(cfg);
+    z.rank = 0;
+    z.Se = dp_shard_len(z.PE, z.W);
+    z.Sl = dp_shard_len(z.PL, z.W);
+    z.Ppad = (size_t)z.W * (z.Se + (size_t)z.L * z.Sl);
+    z.Pshard = z.Se + (size_t)z.L * z.Sl;
     return z;
 }
 
@@ -137,6 +149,7 @@ typedef struct zo_bytes {
     size_t params, embed_grads, buckets, inputs;
     uint64_t work_gpu, work_host; /* layer_work: activations (L layers with --no-ckpt), ... */
     size_t host_params, host_grads, host_mv;
+    size_t staging; /* N ranks: one whole block, for initialisation (given back after) */
     int host_grad_copies;
 } zo_bytes;
 
@@ -144,13 +157,15 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
 {
     const size_t f = sizeof(float);
     zo_bytes b;
-    b.params = z->P * f;
-    b.embed_grads = z->PE * f;
-    b.buckets = (size_t)z->nbuf * z->BL * z->PL * f;
+    b.params = z->Ppad * f;
+    b.embed_grads = (size_t)z->W * z->Se * f;
+    b.buckets = (size_t)z->nbuf * z->BL * z->W * z->Sl * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, 1);
-    b.work_host = layer_work_host_bytes(sh, 1);
-    b.host_params = b.host_grads = b.host_mv = z->P * f;
+    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, z->W);
+    /* (+ the gathered (block, shard) norms) */
+    b.work_host = layer_work_host_bytes(sh, z->W) + (z->W > 1 ? (size_t)(z->L + 1) * (z->W + 1) * f : 0);
+    b.host_params = b.host_grads = b.host_mv = z->Pshard * f;
+    b.staging = z->W > 1 ? (z->PE > z->PL ? z->PE : z->PL) * f : 0;
     b.host_grad_copies = z->dpu ? 2 : 1;
     return b;
 }
@@ -160,7 +175,7 @@ static void plan_of(const zo_layout *z, const gpt_shape *sh, engine_plan *out)
     zo_bytes b = bytes_for(z, sh);
     out->gpu_bytes = (uint64_t)b.params + b.embed_grads + b.buckets + b.inputs + b.work_gpu;
     out->host_bytes = (uint64_t)b.host_params + (uint64_t)b.host_grad_copies * b.host_grads +
-                      2 * (uint64_t)b.host_mv + b.work_host;
+                      2 * (uint64_t)b.host_mv + b.work_host + b.staging;
     out->disk_bytes = 0;
 }
 
@@ -168,6 +183,15 @@ static void zero_offload_plan(const engine_config *cfg, engine_plan *out)
 {
     zo_layout z = layout_for(cfg);
     plan_of(&z, &cfg->shape, out);
+}
+
+static int zero_offload_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->dpu && engine_world(cfg) > 1) {
+        snprintf(err, errlen, "zero-offload --dpu runs on one rank so far");
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -191,7 +215,9 @@ typedef struct zo_state {
     float *params, *embed_g, *buckets, *inputs;
     layer_work work; /* activations, scratch, head, ids, norms (+ pinned read-backs) */
     /* host */
-    float *host_p, *host_g[2], *host_m, *host_v;
+    float *host_p, *host_g[2], *host_m, *host_v; /* this rank's shards (all on one rank) */
+    float *norms_gathered;   /* N ranks: every rank's L+1 shard norms, rank-major */
+    gpt_event *shard_up;     /* N ranks: h2d: this rank's shard of a block is on the GPU */
 
     gpt_event **params_in;   /* L+1: h2d: block k's copy-back is on the GPU */
     gpt_event **group_home;  /* groups: d2h: group g's grads are on the host */
@@ -207,11 +233,22 @@ typedef struct zo_state {
     int adam_step, steps;
 } zo_state;
 
+/* Block k on the GPU (padded to W shards), and this rank's shard of it on the host. */
 static size_t block_off(const zo_state *st, int k)
 {
-    return k == 0 ? 0 : st->z.PE + (size_t)(k - 1) * st->z.PL;
+    return k == 0 ? 0 : (size_t)st->z.W * (st->z.Se + (size_t)(k - 1) * st->z.Sl);
+}
+static size_t host_off(const zo_state *st, int k)
+{
+    return k == 0 ? 0 : st->z.Se + (size_t)(k - 1) * st->z.Sl;
 }
 static size_t block_len(const zo_state *st, int k) { return k == 0 ? st->z.PE : st->z.PL; }
+static size_t shard_len(const zo_state *st, int k) { return k == 0 ? st->z.Se : st->z.Sl; }
+/* Real floats of this rank's shard of block k. */
+static size_t shard_real(const zo_state *st, int k)
+{
+    return dp_shard_real(block_len(st, k), shard_len(st, k), st->z.rank);
+}
 static size_t block_decay(const zo_state *st, int k)
 {
     return k == 0 ? gpt_embed_layout_of(&st->sh).n_decay : gpt_layer_layout_of(&st->sh).n_decay;
@@ -226,7 +263,7 @@ static int group_lo(const zo_state *st, int g)
 }
 static float *bucket_of(zo_state *st, int g)
 {
-    return st->buckets + (size_t)(g % st->z.nbuf) * st->z.BL * st->z.PL;
+    return st->buckets + (size_t)(g % st->z.nbuf) * st->z.BL * st->z.W * st->z.Sl;
 }
 static float *input_of(zo_state *st, int l) { return st->inputs + (size_t)l * st->z.NC; }
 static gpt_layer_acts acts_of(zo_state *st, int l)
@@ -257,6 +294,9 @@ static void zero_offload_free(void *state)
     /* Waits for the host Adam pool and drains the streams: after a failed step, queued
      * work may still use the buffers freed below. */
     offload_streams_close(&st->io);
+    layer_work_close_comm(&st->work);
+    gpt_event_destroy(st->shard_up);
+    free(st->norms_gathered);
     event_array_destroy(st->params_in, st->z.L + 1);
     event_array_destroy(st->group_home, st->z.groups);
     event_array_destroy(st->bucket_full, st->z.nbuf);
@@ -270,11 +310,28 @@ static void zero_offload_free(void *state)
 }
 
 /* Parameters initialised on the host (the master copy), then copied to the GPU. */
-static int init_params(zo_state *st)
+static int init_params(zo_state *st, float *staging)
 {
     const gpt_shape *sh = &st->sh;
     const zo_layout *z = &st->z;
     const uint64_t seed = st->env.cfg->seed;
+    if (z->W > 1) {
+        /* Each block whole on the GPU (padding zero), this rank's shard of it on the host. */
+        memset(st->host_p, 0, z->Pshard * sizeof(float));
+        memset(st->host_m, 0, z->Pshard * sizeof(float));
+        memset(st->host_v, 0, z->Pshard * sizeof(float));
+        int rc = gpt_stream_memset_zero(st->io.compute, st->params, z->Ppad * sizeof(float));
+        for (int k = 0; rc == 0 && k <= z->L; k++) {
+            if (k == 0) gpt_init_embed(staging, sh, seed);
+            else gpt_init_layer(staging, sh, k - 1, seed);
+            memcpy(st->host_p + host_off(st, k), staging + (size_t)z->rank * shard_len(st, k),
+                   shard_real(st, k) * sizeof(float));
+            rc = gpt_memcpy_h2d(st->io.compute, st->params + block_off(st, k), staging,
+                                block_len(st, k) * sizeof(float));
+            if (rc == 0) rc = gpt_stream_sync(st->io.compute);
+        }
+        return rc;
+    }
     gpt_init_embed(st->host_p, sh, seed);
     for (int l = 0; l < z->L; l++)
         gpt_init_layer(st->host_p + z->PE + (size_t)l * z->PL, sh, l, seed);
@@ -295,18 +352,21 @@ static int zero_offload_init(const engine_env *env, void **state)
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
     st->z = layout_for(env->cfg);
+    st->z.rank = env->rank;
     *state = st;
     const gpt_shape *sh = &st->sh;
     const zo_layout *z = &st->z;
     zo_bytes b = bytes_for(z, sh);
-    /* Spans per step: compute 2L + 4, h2d L + 1, d2h groups + 1. */
-    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 4 * z->L + 16))) return rc;
+    /* Spans per step: compute 2L + 4, h2d L + 1, d2h groups + 1; N ranks: collectives
+     * groups + L + 2. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 6 * z->L + 20))) return rc;
 
     if ((rc = alloc_in(st, (void **)&st->params, b.params, MEM_GPU, "parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed_grads, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, 1)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, z->W)) ||
+        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "master parameters")) ||
         (rc = alloc_in(st, (void **)&st->host_g[0], b.host_grads, MEM_PINNED, "gradients")) ||
         (b.host_grad_copies > 1 &&
@@ -318,6 +378,11 @@ static int zero_offload_init(const engine_env *env, void **state)
 
     st->ticket = calloc((size_t)z->L + 1, sizeof *st->ticket);
     if (!st->ticket) return GPT_ERR_OOM;
+    if (z->W > 1) {
+        st->norms_gathered = malloc((size_t)(z->L + 1) * (z->W + 1) * sizeof(float));
+        if (!st->norms_gathered || (rc = gpt_event_create(env->be, &st->shard_up)))
+            return st->norms_gathered ? rc : GPT_ERR_OOM;
+    }
     if ((rc = event_array_create(env->be, &st->params_in, z->L + 1)) ||
         (rc = event_array_create(env->be, &st->group_home, z->groups)) ||
         (rc = event_array_create(env->be, &st->bucket_full, z->nbuf)) ||
@@ -337,7 +402,16 @@ static int zero_offload_init(const engine_env *env, void **state)
                 g, z->nbuf, z->nbuf > 1 ? "s" : "", z->BL, z->BL > 1 ? "s" : "", z->groups, h,
                 cpu_adam_isa(st->io.host_adam),
                 z->dpu ? "; --dpu: updates lag one step after 5 warm-up steps" : "");
-    return init_params(st);
+    if (z->W > 1)
+        engine_note(env, "zero-offload on %d ranks (ZeRO-2): each bucket's gradients reduce-scattered on the "
+                         "GPU, this rank's shard home, its host Adam on 1/%d of the model, the shard "
+                         "copied up and all-gathered", z->W, z->W);
+    void *staging = NULL;
+    if (b.staging && (rc = alloc_in(st, &staging, b.staging, MEM_HOST, "initialisation staging")))
+        return rc;
+    rc = init_params(st, staging);
+    if (staging) engine_free_last(&st->mem); /* the last allocation */
+    return rc;
 }
 
 static void zero_offload_chosen_plan(void *state, engine_plan *out)
@@ -352,14 +426,17 @@ static void zero_offload_chosen_plan(void *state, engine_plan *out)
 static int submit_block(zo_state *st, int k, const zo_update *u, gpt_event *after,
                         step_result *out)
 {
-    const size_t off = block_off(st, k);
+    const size_t off = host_off(st, k), real = shard_real(st, k);
+    /* this rank's shard [r S, r S + real) of the block against its decay range [0, n_decay) */
+    const size_t lo = (size_t)st->z.rank * shard_len(st, k), decay = block_decay(st, k);
+    const size_t n_decay = decay <= lo ? 0 : decay - lo < real ? decay - lo : real;
     cpu_adam_job job = {
         .params = st->host_p + off, .grads = st->host_g[u->grad_copy] + off,
-        .m = st->host_m + off, .v = st->host_v + off, .n = block_len(st, k),
-        .n_decay = block_decay(st, k), .optim = st->env.cfg->optim, .lr = u->lr, .t = u->t,
+        .m = st->host_m + off, .v = st->host_v + off, .n = real,
+        .n_decay = n_decay, .optim = st->env.cfg->optim, .lr = u->lr, .t = u->t,
         .grad_scale = u->scale, .after = after,
     };
-    out->host_adam_params += (double)block_len(st, k);
+    out->host_adam_params += (double)real;
     return cpu_adam_submit(st->io.host_adam, &job, &st->ticket[k]);
 }
 
@@ -379,18 +456,35 @@ static int bring_in(zo_state *st, int k, step_result *out)
         st->h2d_ordered = 1;
     }
     if (st->ticket[k]) {
-        const size_t off = block_off(st, k), bytes = block_len(st, k) * sizeof(float);
+        /* this rank's shard (all of the block on one rank) */
+        const size_t bytes = shard_real(st, k) * sizeof(float);
+        float *dst = st->params + block_off(st, k) + (size_t)st->z.rank * shard_len(st, k);
         if ((rc = cpu_adam_wait(st->io.host_adam, st->ticket[k]))) return rc;
         st->ticket[k] = 0;
         if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-            (rc = gpt_memcpy_h2d(st->io.h2d, st->params + off, st->host_p + off, bytes)) ||
+            (rc = gpt_memcpy_h2d(st->io.h2d, dst, st->host_p + host_off(st, k), bytes)) ||
             (rc = span_end(&st->io.spans, st->io.h2d, span)))
             return rc;
         out->bytes_h2d += (double)bytes;
+        if (st->z.W > 1) {
+            /* ... and every rank's updated shard to everyone, in place */
+            gpt_stream *cs = coll_stream(st->work.comm);
+            if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) ||
+                (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
+                (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
+                (rc = coll_all_gather(st->work.comm, st->params + block_off(st, k), dst,
+                                      shard_len(st, k) * sizeof(float))) ||
+                (rc = span_end(&st->io.spans, cs, span)) ||
+                (rc = gpt_event_record(st->params_in[k], cs)) ||
+                (rc = gpt_stream_wait_event(st->io.compute, st->params_in[k])))
+                return rc;
+            goto queued;
+        }
     }
     if ((rc = gpt_event_record(st->params_in[k], st->io.h2d)) ||
         (rc = gpt_stream_wait_event(st->io.compute, st->params_in[k])))
         return rc;
+queued:
     if (st->pending.active && (rc = submit_block(st, k, &st->pending, st->params_in[k], out)))
         return rc;
     return GPT_OK;
@@ -422,9 +516,47 @@ static int forward(zo_state *st, step_result *out)
                                    input_of(st, z->L));
 }
 
+/* N ranks: group g's bucket, once its lowest layer's backward is done, reduce-scattered in
+ * place layer by layer (each rank's shard of each layer lands at its place r·Sl in the
+ * layer's slice), the shard norms taken there; then each layer's shard goes home. */
+static int bucket_home_sharded(zo_state *st, int g, int grad_copy, step_result *out)
+{
+    const zo_layout *z = &st->z;
+    const int lo = group_lo(st, g), hi = group_hi(st, g), b = g % z->nbuf;
+    gpt_stream *cs = coll_stream(st->work.comm);
+    int rc, span;
+    if ((rc = gpt_event_record(st->bucket_full[b], st->io.compute)) ||
+        (rc = gpt_stream_wait_event(cs, st->bucket_full[b])) ||
+        (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)))
+        return rc;
+    for (int l = lo; l <= hi; l++) {
+        float *slice = bucket_of(st, g) + (size_t)(l - lo) * z->W * z->Sl;
+        float *mine = slice + (size_t)z->rank * z->Sl;
+        if ((rc = coll_reduce_scatter_sum(st->work.comm, mine, slice, z->Sl))) return rc;
+        dp_shard_norm(cs, mine, z->PL, z->W, z->rank, st->work.dev_norms + 1 + l);
+    }
+    if ((rc = span_end(&st->io.spans, cs, span)) || (rc = gpt_event_record(st->bucket_full[b], cs)) ||
+        (rc = gpt_stream_wait_event(st->io.d2h, st->bucket_full[b])) ||
+        (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)))
+        return rc;
+    for (int l = lo; l <= hi; l++) {
+        const float *mine = bucket_of(st, g) + (size_t)(l - lo) * z->W * z->Sl + (size_t)z->rank * z->Sl;
+        const size_t bytes = shard_real(st, 1 + l) * sizeof(float);
+        if ((rc = gpt_memcpy_d2h(st->io.d2h, st->host_g[grad_copy] + host_off(st, 1 + l), mine, bytes)))
+            return rc;
+        out->bytes_d2h += (double)bytes;
+    }
+    if ((rc = span_end(&st->io.spans, st->io.d2h, span)) ||
+        (rc = gpt_event_record(st->bucket_free[b], st->io.d2h)) ||
+        (rc = gpt_event_record(st->group_home[g], st->io.d2h)))
+        return rc;
+    return GPT_OK;
+}
+
 /* Send group g's bucket home once its lowest layer's backward is done. */
 static int bucket_home(zo_state *st, int g, int grad_copy, step_result *out)
 {
+    if (st->z.W > 1) return bucket_home_sharded(st, g, grad_copy, out);
     const int lo = group_lo(st, g), b = g % st->z.nbuf;
     const size_t bytes = (size_t)(group_hi(st, g) - lo + 1) * st->z.PL * sizeof(float);
     int rc, span;
@@ -455,17 +587,18 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     for (int j = z->L - 1; j >= 0; j--) {
         const int g = group_of(st, j), lo = group_lo(st, g);
         float *bucket = bucket_of(st, g);
-        const size_t group_bytes = (size_t)(j - lo + 1) * z->PL * sizeof(float);
+        const size_t group_bytes = (size_t)(j - lo + 1) * z->W * z->Sl * sizeof(float);
         if (j == group_hi(st, g) &&
             ((rc = gpt_stream_wait_event(c, st->bucket_free[g % z->nbuf])) ||
              (rc = gpt_stream_memset_zero(c, bucket, group_bytes))))
             return rc;
-        float *grads = bucket + (size_t)(j - lo) * z->PL;
+        float *grads = bucket + (size_t)(j - lo) * z->W * z->Sl;
         gpt_layer_acts a = acts_of(st, j);
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, st->params + block_off(st, 1 + j), grads, input_of(st, j),
                            st->work.dres, &a, &st->work.scratch, z->ckpt);
-        gpt_norm_squared(c, st->work.dev_norms + 1 + j, grads, z->PL);
+        /* (N ranks: each shard's norm once it is reduced, in bucket_home) */
+        if (z->W == 1) gpt_norm_squared(c, st->work.dev_norms + 1 + j, grads, z->PL);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         if (j != lo) continue;
         if ((rc = bucket_home(st, g, grad_copy, out))) return rc;
@@ -474,16 +607,32 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
-    gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
+    if (z->W == 1) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
     if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->bwd_done, c)) ||
-        (rc = gpt_event_record(st->embed_ready, c)) ||
-        (rc = gpt_stream_wait_event(st->io.d2h, st->embed_ready)) ||
+        (rc = gpt_event_record(st->embed_ready, c)))
+        return rc;
+    float *embed_mine = st->embed_g + (size_t)z->rank * z->Se;
+    if (z->W > 1) {
+        /* the embedding's gradient reduce-scattered in place, its shard norm */
+        gpt_stream *cs = coll_stream(st->work.comm);
+        if ((rc = gpt_stream_wait_event(cs, st->embed_ready)) ||
+            (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
+            (rc = coll_reduce_scatter_sum(st->work.comm, embed_mine, st->embed_g, z->Se)))
+            return rc;
+        dp_shard_norm(cs, embed_mine, z->PE, z->W, z->rank, st->work.dev_norms);
+        if ((rc = span_end(&st->io.spans, cs, span)) || (rc = gpt_event_record(st->embed_ready, cs)) ||
+            (rc = gpt_stream_wait_event(c, st->embed_ready)))
+            return rc;
+    }
+    const size_t embed_bytes = shard_real(st, 0) * sizeof(float);
+    if ((rc = gpt_stream_wait_event(st->io.d2h, st->embed_ready)) ||
         (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
-        (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g[grad_copy], st->embed_g, z->PE * sizeof(float))) ||
+        (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g[grad_copy], embed_mine, embed_bytes)) ||
         (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
         (rc = gpt_event_record(st->embed_home, st->io.d2h)))
         return rc;
-    out->bytes_d2h += (double)z->PE * sizeof(float);
+    out->bytes_d2h += (double)embed_bytes;
+    /* (N ranks: this rank's L+1 shard norms; every rank's are gathered after the sync) */
     return gpt_memcpy_d2h(c, st->work.host_norms, st->work.dev_norms, (size_t)(z->L + 1) * sizeof(float));
 }
 
@@ -517,7 +666,17 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
         return rc;
     double t2 = wall_ms();
 
-    engine_step_outcome(out, st->work.host_losses, (int)z->N, st->work.host_norms, z->L + 1);
+    if (z->W > 1) {
+        /* every rank's shard norms, rank-major, into the canonical (block, shard) table */
+        const int nb = z->L + 1;
+        float *all = st->norms_gathered + nb;
+        memcpy(st->norms_gathered, st->work.host_norms, (size_t)nb * sizeof(float));
+        if ((rc = coll_host_all_gather(st->work.comm, all, st->norms_gathered, (size_t)nb * sizeof(float))))
+            return rc;
+        for (int r = 0; r < z->W; r++)
+            for (int b = 0; b < nb; b++) st->work.host_norms[(size_t)b * z->W + r] = all[(size_t)r * nb + b];
+    }
+    if ((rc = layer_work_outcome(&st->work, &st->sh, out))) return rc;
     if (!out->skipped) {
         u.scale = gpt_clip_scale(o, out->grad_norm);
         if (delayed) {
@@ -555,8 +714,25 @@ static int zero_offload_read_params(void *state, float *host_params)
         st->pending.active = 0;
         if ((rc = wait_all_adam(st))) return rc;
     }
-    memcpy(host_params, st->host_p, z->P * sizeof(float));
-    return GPT_OK;
+    if (z->W == 1) {
+        memcpy(host_params, st->host_p, z->P * sizeof(float));
+        return GPT_OK;
+    }
+    /* every rank's master shards, into the canonical layout */
+    float *all = malloc((size_t)z->W * z->Pshard * sizeof(float));
+    if (!all) return GPT_ERR_OOM;
+    rc = coll_host_all_gather(st->work.comm, all, st->host_p, z->Pshard * sizeof(float));
+    size_t at = 0;
+    for (int k = 0; rc == 0 && k <= z->L; k++) {
+        for (int r = 0; r < z->W; r++) {
+            const size_t real = dp_shard_real(block_len(st, k), shard_len(st, k), r);
+            memcpy(host_params + at + (size_t)r * shard_len(st, k), all + (size_t)r * z->Pshard + host_off(st, k),
+                   real * sizeof(float));
+        }
+        at += block_len(st, k);
+    }
+    free(all);
+    return rc;
 }
 
 const engine_vtbl engine_zero_offload = {
@@ -565,8 +741,9 @@ const engine_vtbl engine_zero_offload = {
     .description = "ZeRO-2 Offload: params on the GPU, grads and Adam on the host (--dpu)",
     .uses_window = 0,
     .supports_bf16 = 0,
-    .options = ENGINE_OPT_DPU | ENGINE_OPT_NO_CKPT,
+    .options = ENGINE_OPT_DPU | ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS,
     .plan = zero_offload_plan,
+    .check = zero_offload_check,
     .init = zero_offload_init,
     .chosen_plan = zero_offload_chosen_plan,
     .step = zero_offload_step,

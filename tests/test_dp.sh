@@ -97,10 +97,18 @@ else
     dp_same "l2l = DDP at 2 ranks" s0 l2l
     dp_same "stronghold -w 1 = DDP at 2 ranks" s0 sh1
     dp_same "stronghold -w 2 = DDP at 2 ranks" s0 sh2
+    # zero-offload (ZeRO-2): gradients reduce-scattered per bucket, host Adam on 1/N, the
+    # updated shard copied up and all-gathered; one and several layers per bucket
+    dp_run zo 2 -m zero-offload -b 4 --iters 8 --log-interval 4
+    AEBENCH_ZO_BUCKET_ELEMS=100000 dp_run zo2 2 -m zero-offload -b 4 --iters 8 --log-interval 4
+    dp_same "zero-offload (ZeRO-2) = DDP at 2 ranks" s0 zo
+    dp_same "zero-offload, 2 layers per bucket, = DDP at 2 ranks" s0 zo2
+    dp_run zonc 2 -m zero-offload -b 4 --iters 8 --log-interval 4 --clip-grad 0
     # without clipping each layer's host update is queued as soon as its grads are home
     dp_run s0nc 2 -b 4 --iters 8 --log-interval 4 --clip-grad 0
     dp_run sh1nc 2 -m stronghold -w 1 -b 4 --iters 8 --log-interval 4 --clip-grad 0
     dp_same "stronghold -w 1 = DDP at 2 ranks, no clipping" s0nc sh1nc
+    dp_same "zero-offload = DDP at 2 ranks, no clipping" s0nc zonc
 
     # ---- micro-batches: two per rank -------------------------------------------------------
     # DDP and ZeRO-1 accumulate locally and reduce once: the same bits.  ZeRO-2/3 reduce-
@@ -115,10 +123,12 @@ else
     dp_run n1 1 -b 12 --iters 20
     dp_run n2 2 -b 6 --iters 20
     dp_run n3 3 -b 4 --iters 20 --zero-stage 3
+    dp_run n3zo 3 -m zero-offload -b 4 --iters 20
     dp_run n3m 3 -b 2 --global-batch 12 --iters 20 --zero-stage 1
     dp_run n1m 1 -b 3 --global-batch 12 --iters 20
     dp_close "2 ranks ~ 1 rank, global batch 12" n1 n2 1e-5
     dp_close "3 ranks ZeRO-3 ~ 1 rank, global batch 12" n1 n3 1e-5
+    dp_close "3 ranks zero-offload ~ 1 rank, global batch 12" n1 n3zo 1e-5
     dp_close "3 ranks x 2 micro-batches ZeRO-1 ~ 1 rank" n1 n3m 1e-5
     dp_close "1 rank x 4 micro-batches ~ 1 rank x 1" n1 n1m 1e-5
 
@@ -144,5 +154,6 @@ else
     dp_bad "global batch not a multiple of the batch" "--global-batch 6 is not a multiple of batch x ranks = 4 x 1" 1 -b 4 --global-batch 6
     dp_bad "zero stage out of range" "zero-stage: '4' is not a ZeRO stage" 1 --zero-stage 4
     dp_bad "zero stage on an offload engine" "--zero-stage is megatron-lm's" 1 -m zero-offload --zero-stage 2
+    dp_bad "--dpu on 2 ranks" "zero-offload --dpu runs on one rank so far" 2 -m zero-offload --dpu
 fi
 rm -rf "$DP_WORK"
