@@ -112,6 +112,7 @@ if [ "${OFFLOAD:-1}" = 1 ]; then
     tail -n 6 "$out/host_adam.txt"
     for n in 1 2; do
         th=$((cores / n))
+        run "n${n}_zo" "$n" "${big[@]}" -m zero-offload --threads "$th"
         run "n${n}_l2l" "$n" "${big[@]}" -m l2l --threads "$th"
         run "n${n}_sh_auto" "$n" "${big[@]}" -m stronghold -w auto --threads "$th"
         run "n${n}_sh_w15" "$n" "${big[@]}" -m stronghold -w 15 --threads "$th"
