@@ -10,7 +10,8 @@
 # PHASE=probe: only build and the correctness check (a few minutes).
 # LAYERS (default 32), ITERS (default 12), STAGES (default "0 1 2 3"); MEGATRON=0 skips the
 # megatron-lm runs and PyTorch, OFFLOAD=0 the offload engines (l2l, stronghold -w auto and
-# -w 15 at N = 1 and 2, beside the host's measured bandwidth and CPU Adam rate).
+# -w 15 at N = 1 and 2, beside the host's measured bandwidth and CPU Adam rate); NS (default
+# "1 2") the rank counts.
 set -uo pipefail
 dest=${1:-bench/results/latest}
 out=$(mktemp -d /tmp/aebench-dp.XXXXXX)
@@ -54,8 +55,8 @@ grep -E "warning" "$out/build.txt" | head -n 20
 echo "build: $(( $(date +%s) - t0 )) s"
 
 MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH)
-# Until aebench picks its GPU by local rank itself (RANK_GPU=0), each rank sees only its own.
-if [ "${RANK_GPU:-1}" = 1 ]; then
+# aebench picks its GPU by local rank; RANK_GPU=1 hides the others from each rank instead.
+if [ "${RANK_GPU:-0}" = 1 ]; then
     printf '#!/bin/sh\nCUDA_VISIBLE_DEVICES=${OMPI_COMM_WORLD_LOCAL_RANK:-0} exec "$@"\n' >"$out/rank_gpu.sh"
     chmod +x "$out/rank_gpu.sh"
     WRAP=("$out/rank_gpu.sh")
@@ -100,8 +101,7 @@ tail -n 1 "$out/pytorch.jsonl"
 tail -n 1 "$out/pytorch.jsonl"
 if [ "${MEGATRON:-1}" = 1 ]; then
 for st in ${STAGES:-0 1 2 3}; do
-    run "n1_s$st" 1 "${big[@]}" --zero-stage "$st"
-    run "n2_s$st" 2 "${big[@]}" --zero-stage "$st"
+    for n in ${NS:-1 2}; do run "n${n}_s$st" "$n" "${big[@]}" --zero-stage "$st"; done
 done
 fi
 if [ "${OFFLOAD:-1}" = 1 ]; then
@@ -110,7 +110,7 @@ if [ "${OFFLOAD:-1}" = 1 ]; then
     make -j16 CUDA=1 MPI=0 build/bench/host_adam >>"$out/build.txt" 2>&1 &&
         ./build/bench/host_adam --gib 4 --threads "$cores" >"$out/host_adam.txt" 2>&1
     tail -n 6 "$out/host_adam.txt"
-    for n in 1 2; do
+    for n in ${NS:-1 2}; do
         th=$((cores / n))
         run "n${n}_zo" "$n" "${big[@]}" -m zero-offload --threads "$th"
         run "n${n}_l2l" "$n" "${big[@]}" -m l2l --threads "$th"
