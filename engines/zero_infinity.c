@@ -71,6 +71,7 @@
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/dp.h"
 #include "runtime/layer_work.h"
 #include "runtime/offload_streams.h"
 #include "runtime/nvme_adam.h"
@@ -96,6 +97,11 @@ typedef struct zi_layout {
     int nvme;           /* --offload nvme */
     size_t PL, PE, P;   /* floats of one layer block, of the embed block, of the model */
     size_t NC, N;       /* floats of one (N, C) activation; tokens per step */
+    /* N ranks (runtime/dp.h): shards of Se / Sl floats; GPU buffers hold a block padded to W
+     * shards, the host this rank's shard of every block (Pshard floats).  One rank: Se = PE,
+     * Sl = PL, Pshard = P. */
+    int W, rank;
+    size_t Se, Sl, Pshard;
 } zi_layout;
 
 /* Prefetch depth from DeepSpeed's element counts (see the top comment). */
@@ -120,13 +126,28 @@ static zi_layout layout_for(const engine_config *cfg)
     z.F = fetch_buffers(z.PL);
     z.N = (size_t)sh->batch * sh->seq;
     z.NC = z.N * (size_t)sh->hidden;
+    z.W = engine_world(cfg);
+    z.rank = 0;
+    z.Se = dp_shard_len(z.PE, z.W);
+    z.Sl = dp_shard_len(z.PL, z.W);
+    z.Pshard = z.Se + (size_t)z.L * z.Sl;
     return z;
+}
+
+static int zero_infinity_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->offload == OFFLOAD_NVME && engine_world(cfg) > 1) {
+        snprintf(err, errlen, "zero-infinity --offload nvme runs on one rank so far");
+        return -1;
+    }
+    return 0;
 }
 
 /* Bytes of every allocation; plan and init share them. */
 typedef struct zi_bytes {
     size_t embed, fetch, buckets, inputs;
     size_t host_params, host_grads, host_mv;
+    size_t staging;       /* N ranks: one whole block, for initialisation (given back) */
     uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
     /* --offload nvme */
     size_t grad_stage;    /* one staging block, rounded for O_DIRECT */
@@ -139,16 +160,17 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
 {
     const size_t f = sizeof(float);
     zi_bytes b;
-    b.embed = z->PE * f;                           /* each of params, grads */
-    b.fetch = (size_t)z->F * z->PL * f;
-    b.buckets = (size_t)ZI_BUCKETS * z->PL * f;
+    b.embed = (size_t)z->W * z->Se * f;            /* each of params, grads */
+    b.fetch = (size_t)z->F * z->W * z->Sl * f;
+    b.buckets = (size_t)ZI_BUCKETS * z->W * z->Sl * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, 1);
-    b.work_host = layer_work_host_bytes(sh, 1);
-    b.host_params = z->P * f;
-    b.host_grads = z->nvme ? 0 : z->P * f;
-    b.host_mv = z->nvme ? 0 : z->P * f;            /* each of m, v */
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W);
+    b.work_host = layer_work_host_bytes(sh, z->W);
+    b.host_params = z->Pshard * f;
+    b.host_grads = z->nvme ? 0 : z->Pshard * f;
+    b.host_mv = z->nvme ? 0 : z->Pshard * f;       /* each of m, v */
     const size_t max_block = z->PE > z->PL ? z->PE : z->PL;
+    b.staging = z->W > 1 ? max_block * f : 0;
     b.grad_stage = b.grad_stages = b.nvme_staging = b.disk = 0;
     if (z->nvme) {
         b.grad_stage = disk_tier_round(max_block * f);
@@ -165,7 +187,7 @@ static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
     zi_bytes b = bytes_for(z, sh);
     out->gpu_bytes = 2 * (uint64_t)b.embed + b.fetch + b.buckets + b.inputs + b.work_gpu;
     out->host_bytes = (uint64_t)b.host_params + b.host_grads + 2 * (uint64_t)b.host_mv +
-                      b.work_host + b.grad_stages + b.nvme_staging;
+                      b.work_host + b.grad_stages + b.nvme_staging + b.staging;
     out->disk_bytes = b.disk;
 }
 
@@ -205,6 +227,7 @@ typedef struct zi_state {
     gpt_event **consumed;    /* F: compute is done with buffer b */
     gpt_event **bucket_full; /* ZI_BUCKETS: compute wrote a layer's grads into bucket b */
     gpt_event *embed_ready, *embed_bwd_done;
+    gpt_event *shard_up;     /* N ranks: h2d: this rank's shard is on the GPU (then gathered) */
     gpt_event **grads_home;  /* L+1, by block (0: embed, 1+k: layer k): grads are home */
     uint64_t *adam_ticket;   /* L+1, by block: host Adam pending (0: none) */
     int adam_step;
@@ -215,12 +238,19 @@ static int alloc_in(zi_state *st, void **ptr, size_t bytes, mem_where where, con
     return engine_alloc(&st->mem, where, ptr, bytes, what);
 }
 
-/* Where block b (0: embed, 1+k: layer k) starts in the host arrays, and its length. */
+/* Where this rank's shard of block b (0: embed, 1+k: layer k) starts in the host arrays (on
+ * one rank: the block, in the canonical layout), the block's length, its shard length and
+ * the real floats of this rank's shard. */
 static size_t block_offset(const zi_layout *z, int b)
 {
-    return b == 0 ? 0 : z->PE + (size_t)(b - 1) * z->PL;
+    return b == 0 ? 0 : z->Se + (size_t)(b - 1) * z->Sl;
 }
 static size_t block_floats(const zi_layout *z, int b) { return b == 0 ? z->PE : z->PL; }
+static size_t shard_len(const zi_layout *z, int b) { return b == 0 ? z->Se : z->Sl; }
+static size_t shard_real(const zi_layout *z, int b)
+{
+    return dp_shard_real(block_floats(z, b), shard_len(z, b), z->rank);
+}
 
 static int wait_adam(zi_state *st, int b)
 {
@@ -252,6 +282,8 @@ static void zero_infinity_free(void *state)
     /* Waits for the host Adam pool and drains the streams: after a failed step, queued
      * work may still use the buffers freed below. */
     offload_streams_close(&st->io);
+    layer_work_close_comm(&st->work);
+    gpt_event_destroy(st->shard_up);
     event_array_destroy(st->fetched, st->z.F);
     event_array_destroy(st->consumed, st->z.F);
     event_array_destroy(st->bucket_full, ZI_BUCKETS);
@@ -309,12 +341,13 @@ static int zero_infinity_init(const engine_env *env, void **state)
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
     st->z = layout_for(env->cfg);
+    st->z.rank = env->rank;
     *state = st;
     const gpt_shape *sh = &st->sh;
     const zi_layout *z = &st->z;
     const int L = z->L;
-    /* Spans per step: compute 2L + 4, h2d 2L + 1, d2h L + 1. */
-    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 5 * L + 16))) return rc;
+    /* Spans per step: compute 2L + 4, h2d 2L + 1, d2h L + 1; N ranks: collectives 3L + 2. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 8 * L + 20))) return rc;
 
     zi_bytes b = bytes_for(z, sh);
     if ((rc = alloc_in(st, (void **)&st->embed_p, b.embed, MEM_GPU, "embedding parameters")) ||
@@ -322,7 +355,8 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, 1)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W)) ||
+        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")))
         return rc;
     if (z->nvme) {
@@ -340,13 +374,28 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = event_array_create(env->be, &st->bucket_full, ZI_BUCKETS)) ||
         (rc = event_array_create(env->be, &st->grads_home, L + 1)) ||
         (rc = gpt_event_create(env->be, &st->embed_ready)) ||
-        (rc = gpt_event_create(env->be, &st->embed_bwd_done)))
+        (rc = gpt_event_create(env->be, &st->embed_bwd_done)) ||
+        (z->W > 1 && (rc = gpt_event_create(env->be, &st->shard_up))))
         return rc;
 
-    /* The masters start on the host; m and v at zero. */
+    /* The masters start on the host (this rank's shards of them); m and v at zero. */
     const uint64_t seed = env->cfg->seed;
-    gpt_init_embed(st->host_p, sh, seed);
-    for (int k = 0; k < L; k++) gpt_init_layer(st->host_p + block_offset(z, 1 + k), sh, k, seed);
+    if (z->W == 1) {
+        gpt_init_embed(st->host_p, sh, seed);
+        for (int k = 0; k < L; k++) gpt_init_layer(st->host_p + block_offset(z, 1 + k), sh, k, seed);
+    } else {
+        float *staging = NULL;
+        if ((rc = alloc_in(st, (void **)&staging, b.staging, MEM_HOST, "initialisation staging")))
+            return rc;
+        memset(st->host_p, 0, b.host_params);
+        for (int blk = 0; blk <= L; blk++) {
+            if (blk == 0) gpt_init_embed(staging, sh, seed);
+            else gpt_init_layer(staging, sh, blk - 1, seed);
+            memcpy(st->host_p + block_offset(z, blk), staging + (size_t)z->rank * shard_len(z, blk),
+                   shard_real(z, blk) * sizeof(float));
+        }
+        engine_free_last(&st->mem); /* the staging block, the last allocation */
+    }
     if (b.host_mv) {
         memset(st->host_m, 0, b.host_mv);
         memset(st->host_v, 0, b.host_mv);
@@ -362,6 +411,11 @@ static int zero_infinity_init(const engine_env *env, void **state)
                      "layer), host %s, disk %s (offload %s%s); host Adam: %s",
                 g, z->F, ZI_BUCKETS, h, d, z->nvme ? "nvme in " : "cpu",
                 z->nvme ? disk_tier_path(st->tier) : "", cpu_adam_isa(st->io.host_adam));
+    if (z->W > 1)
+        engine_note(env, "zero-infinity on %d ranks (ZeRO-3): each rank keeps 1/%d of every block on the "
+                         "host; a fetch copies this rank's shard up and all-gathers the layer; gradients "
+                         "reduce-scattered, this rank's shard home; host Adam on 1/%d",
+                    z->W, z->W, z->W);
     return GPT_OK;
 }
 
@@ -375,7 +429,41 @@ static void zero_infinity_chosen_plan(void *state, engine_plan *out)
 
 /* Layer of fetch i (0..2L-1) and the buffer it goes into. */
 static int layer_of_fetch(const zi_layout *z, int i) { return i < z->L ? i : 2 * z->L - 1 - i; }
-static float *buffer_of_fetch(zi_state *st, int i) { return st->fetch + (size_t)(i % st->z.F) * st->z.PL; }
+static float *buffer_of_fetch(zi_state *st, int i)
+{
+    return st->fetch + (size_t)(i % st->z.F) * st->z.W * st->z.Sl;
+}
+
+/* N ranks: this rank's shard (just copied up on h2d) gathered into the whole block at
+ * `whole` on the collectives' stream; `ready` is recorded after it. */
+static int gather_block(zi_state *st, float *whole, size_t S, gpt_event *ready)
+{
+    gpt_stream *cs = coll_stream(st->work.comm);
+    int rc, span;
+    if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) || (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
+        (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
+        (rc = coll_all_gather(st->work.comm, whole, whole + (size_t)st->z.rank * S, S * sizeof(float))) ||
+        (rc = span_end(&st->io.spans, cs, span)))
+        return rc;
+    return gpt_event_record(ready, cs);
+}
+
+/* N ranks: block b's gradient (whole, padded, at grads; complete on compute at `done`)
+ * reduce-scattered in place and this rank's shard norm taken, on the collectives' stream;
+ * `done` is recorded again there (what waits on it then sees the reduced shard). */
+static int reduce_block(zi_state *st, int b, float *grads, gpt_event *done)
+{
+    gpt_stream *cs = coll_stream(st->work.comm);
+    const size_t S = shard_len(&st->z, b);
+    float *mine = grads + (size_t)st->z.rank * S;
+    int rc, span;
+    if ((rc = gpt_stream_wait_event(cs, done)) || (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
+        (rc = coll_reduce_scatter_sum(st->work.comm, mine, grads, S)))
+        return rc;
+    dp_shard_norm(cs, mine, block_floats(&st->z, b), st->z.W, st->z.rank, st->work.dev_norms + b);
+    if ((rc = span_end(&st->io.spans, cs, span))) return rc;
+    return gpt_event_record(done, cs);
+}
 
 /* Issue fetch i on h2d: after the buffer's previous layer (fetch i-F) has run and, in the
  * forward, after the layer's host update from the previous step. */
@@ -386,14 +474,15 @@ static int issue_fetch(zi_state *st, int i, step_result *out)
     int rc, span;
     if (i < z->L && (rc = wait_adam(st, 1 + k))) return rc;
     if (i >= z->F && (rc = gpt_stream_wait_event(st->io.h2d, st->consumed[buf]))) return rc;
+    const size_t bytes = shard_real(z, 1 + k) * sizeof(float);
     if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, buffer_of_fetch(st, i), st->host_p + block_offset(z, 1 + k),
-                             z->PL * sizeof(float))) ||
-        (rc = span_end(&st->io.spans, st->io.h2d, span)) ||
-        (rc = gpt_event_record(st->fetched[buf], st->io.h2d)))
+        (rc = gpt_memcpy_h2d(st->io.h2d, buffer_of_fetch(st, i) + (size_t)z->rank * z->Sl,
+                             st->host_p + block_offset(z, 1 + k), bytes)) ||
+        (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
-    out->bytes_h2d += (double)z->PL * sizeof(float);
-    return GPT_OK;
+    out->bytes_h2d += (double)bytes;
+    if (z->W > 1) return gather_block(st, buffer_of_fetch(st, i), z->Sl, st->fetched[buf]);
+    return gpt_event_record(st->fetched[buf], st->io.h2d);
 }
 
 /* Compute waits for fetch i before using its buffer. */
@@ -415,9 +504,12 @@ static int release_fetch(zi_state *st, int i, step_result *out)
 static int submit_host_adam(zi_state *st, int b, step_result *out, float scale)
 {
     const zi_layout *z = &st->z;
-    const size_t off = block_offset(z, b), n = block_floats(z, b);
-    const size_t n_decay = b == 0 ? gpt_embed_layout_of(&st->sh).n_decay
-                                   : gpt_layer_layout_of(&st->sh).n_decay;
+    const size_t off = block_offset(z, b), n = shard_real(z, b);
+    const size_t decay = b == 0 ? gpt_embed_layout_of(&st->sh).n_decay
+                                : gpt_layer_layout_of(&st->sh).n_decay;
+    /* this rank's shard [r S, r S + n) of the block against its decay range */
+    const size_t lo = (size_t)z->rank * shard_len(z, b);
+    const size_t n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n;
     out->host_adam_params += (double)n;
     if (st->nvme) {
         /* Its grads are on disk (their write was queued before): read with m and v, which
@@ -447,7 +539,7 @@ static int send_grads_home(zi_state *st, int b, const float *src, gpt_event *don
                            step_result *out)
 {
     const zi_layout *z = &st->z;
-    const size_t n = block_floats(z, b);
+    const size_t n = shard_real(z, b);
     int rc, span;
     /* nvme: into the next staging block, once the disk write from it is done. */
     const int stage = st->next_stage;
@@ -484,13 +576,15 @@ static int forward(zi_state *st, step_result *out)
     gpt_stream *c = st->io.compute;
     int rc, span;
     /* The embed block first (the first thing compute needs), then the first F layers. */
+    const size_t embed_bytes = shard_real(z, 0) * sizeof(float);
     if ((rc = wait_adam(st, 0)) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, st->embed_p, st->host_p, z->PE * sizeof(float))) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, st->embed_p + (size_t)z->rank * z->Se, st->host_p, embed_bytes)) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)) ||
-        (rc = gpt_event_record(st->embed_ready, st->io.h2d)))
+        (rc = z->W > 1 ? gather_block(st, st->embed_p, z->Se, st->embed_ready)
+                       : gpt_event_record(st->embed_ready, st->io.h2d)))
         return rc;
-    out->bytes_h2d += (double)z->PE * sizeof(float);
+    out->bytes_h2d += (double)embed_bytes;
     for (int i = 0; i < z->F && i < 2 * z->L; i++)
         if ((rc = issue_fetch(st, i, out))) return rc;
 
@@ -522,30 +616,34 @@ static int backward(zi_state *st, step_result *out)
         return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int i = 2 * z->L - 1 - j, seq = z->L - 1 - j, bk = seq % ZI_BUCKETS;
-        float *bucket = st->buckets + (size_t)bk * z->PL;
+        float *bucket = st->buckets + (size_t)bk * z->W * z->Sl;
         /* The bucket's previous layer (j + ZI_BUCKETS) must have left before it is zeroed. */
         if (seq >= ZI_BUCKETS &&
             (rc = gpt_stream_wait_event(c, st->grads_home[1 + j + ZI_BUCKETS])))
             return rc;
         if ((rc = wait_fetch(st, i)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)) ||
-            (rc = gpt_stream_memset_zero(c, bucket, z->PL * sizeof(float))))
+            (rc = gpt_stream_memset_zero(c, bucket, z->W * z->Sl * sizeof(float))))
             return rc;
         gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->work.dres,
                            &st->work.acts, &st->work.scratch, 1);
-        gpt_norm_squared(c, st->work.dev_norms + 1 + j, bucket, z->PL);
+        if (z->W == 1) gpt_norm_squared(c, st->work.dev_norms + 1 + j, bucket, z->PL);
         if ((rc = span_end(&st->io.spans, c, span)) ||
             (rc = gpt_event_record(st->bucket_full[bk], c)) ||
             (rc = release_fetch(st, i, out)) ||
-            (rc = send_grads_home(st, 1 + j, bucket, st->bucket_full[bk], out)))
+            (z->W > 1 && (rc = reduce_block(st, 1 + j, bucket, st->bucket_full[bk]))) ||
+            (rc = send_grads_home(st, 1 + j, bucket + (size_t)z->rank * z->Sl, st->bucket_full[bk], out)))
             return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
-    gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
+    if (z->W == 1) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
     if ((rc = span_end(&st->io.spans, c, span)) ||
         (rc = gpt_event_record(st->embed_bwd_done, c)) ||
-        (rc = send_grads_home(st, 0, st->embed_g, st->embed_bwd_done, out)))
+        (z->W > 1 && ((rc = reduce_block(st, 0, st->embed_g, st->embed_bwd_done)) ||
+                      /* the norms read back below come from the collectives' stream */
+                      (rc = gpt_stream_wait_event(c, st->embed_bwd_done)))) ||
+        (rc = send_grads_home(st, 0, st->embed_g + (size_t)z->rank * z->Se, st->embed_bwd_done, out)))
         return rc;
     return gpt_memcpy_d2h(c, st->work.host_norms, st->work.dev_norms, (size_t)(z->L + 1) * sizeof(float));
 }
@@ -570,7 +668,9 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    engine_step_outcome(out, st->work.host_losses, (int)z->N, st->work.host_norms, z->L + 1);
+    if ((rc = layer_work_gather_shard_norms(&st->work, &st->sh)) ||
+        (rc = layer_work_outcome(&st->work, &st->sh, out)))
+        return rc;
     if (!out->skipped && cfg->optim.clip > 0) {
         /* Ascending, so that the next forward, which needs the embed block first, waits least. */
         const float scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
@@ -594,6 +694,7 @@ static int zero_infinity_read_params(void *state, float *host_params)
     zi_state *st = state;
     int rc = wait_all_adam(st);
     if (rc) return rc;
+    if (st->z.W > 1) return dp_gather_blocks(st->work.comm, st->host_p, st->z.PE, st->z.PL, st->z.L, host_params);
     memcpy(host_params, st->host_p, st->z.P * sizeof(float));
     return GPT_OK;
 }
@@ -604,8 +705,9 @@ const engine_vtbl engine_zero_infinity = {
     .description = "ZeRO-3: every layer's params fetched per use, grads out, host Adam "
                    "(--offload cpu|nvme)",
     .uses_window = 0,
-    .options = ENGINE_OPT_OFFLOAD_NVME,
+    .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS,
     .plan = zero_infinity_plan,
+    .check = zero_infinity_check,
     .init = zero_infinity_init,
     .chosen_plan = zero_infinity_chosen_plan,
     .step = zero_infinity_step,

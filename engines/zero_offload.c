@@ -162,8 +162,7 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
     b.buckets = (size_t)z->nbuf * z->BL * z->W * z->Sl * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
     b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, z->W);
-    /* (+ the gathered (block, shard) norms) */
-    b.work_host = layer_work_host_bytes(sh, z->W) + (z->W > 1 ? (size_t)(z->L + 1) * (z->W + 1) * f : 0);
+    b.work_host = layer_work_host_bytes(sh, z->W);
     b.host_params = b.host_grads = b.host_mv = z->Pshard * f;
     b.staging = z->W > 1 ? (z->PE > z->PL ? z->PE : z->PL) * f : 0;
     b.host_grad_copies = z->dpu ? 2 : 1;
@@ -216,7 +215,6 @@ typedef struct zo_state {
     layer_work work; /* activations, scratch, head, ids, norms (+ pinned read-backs) */
     /* host */
     float *host_p, *host_g[2], *host_m, *host_v; /* this rank's shards (all on one rank) */
-    float *norms_gathered;   /* N ranks: every rank's L+1 shard norms, rank-major */
     gpt_event *shard_up;     /* N ranks: h2d: this rank's shard of a block is on the GPU */
 
     gpt_event **params_in;   /* L+1: h2d: block k's copy-back is on the GPU */
@@ -296,7 +294,6 @@ static void zero_offload_free(void *state)
     offload_streams_close(&st->io);
     layer_work_close_comm(&st->work);
     gpt_event_destroy(st->shard_up);
-    free(st->norms_gathered);
     event_array_destroy(st->params_in, st->z.L + 1);
     event_array_destroy(st->group_home, st->z.groups);
     event_array_destroy(st->bucket_full, st->z.nbuf);
@@ -378,11 +375,7 @@ static int zero_offload_init(const engine_env *env, void **state)
 
     st->ticket = calloc((size_t)z->L + 1, sizeof *st->ticket);
     if (!st->ticket) return GPT_ERR_OOM;
-    if (z->W > 1) {
-        st->norms_gathered = malloc((size_t)(z->L + 1) * (z->W + 1) * sizeof(float));
-        if (!st->norms_gathered || (rc = gpt_event_create(env->be, &st->shard_up)))
-            return st->norms_gathered ? rc : GPT_ERR_OOM;
-    }
+    if (z->W > 1 && (rc = gpt_event_create(env->be, &st->shard_up))) return rc;
     if ((rc = event_array_create(env->be, &st->params_in, z->L + 1)) ||
         (rc = event_array_create(env->be, &st->group_home, z->groups)) ||
         (rc = event_array_create(env->be, &st->bucket_full, z->nbuf)) ||
@@ -666,17 +659,9 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
         return rc;
     double t2 = wall_ms();
 
-    if (z->W > 1) {
-        /* every rank's shard norms, rank-major, into the canonical (block, shard) table */
-        const int nb = z->L + 1;
-        float *all = st->norms_gathered + nb;
-        memcpy(st->norms_gathered, st->work.host_norms, (size_t)nb * sizeof(float));
-        if ((rc = coll_host_all_gather(st->work.comm, all, st->norms_gathered, (size_t)nb * sizeof(float))))
-            return rc;
-        for (int r = 0; r < z->W; r++)
-            for (int b = 0; b < nb; b++) st->work.host_norms[(size_t)b * z->W + r] = all[(size_t)r * nb + b];
-    }
-    if ((rc = layer_work_outcome(&st->work, &st->sh, out))) return rc;
+    if ((rc = layer_work_gather_shard_norms(&st->work, &st->sh)) ||
+        (rc = layer_work_outcome(&st->work, &st->sh, out)))
+        return rc;
     if (!out->skipped) {
         u.scale = gpt_clip_scale(o, out->grad_norm);
         if (delayed) {
@@ -719,20 +704,7 @@ static int zero_offload_read_params(void *state, float *host_params)
         return GPT_OK;
     }
     /* every rank's master shards, into the canonical layout */
-    float *all = malloc((size_t)z->W * z->Pshard * sizeof(float));
-    if (!all) return GPT_ERR_OOM;
-    rc = coll_host_all_gather(st->work.comm, all, st->host_p, z->Pshard * sizeof(float));
-    size_t at = 0;
-    for (int k = 0; rc == 0 && k <= z->L; k++) {
-        for (int r = 0; r < z->W; r++) {
-            const size_t real = dp_shard_real(block_len(st, k), shard_len(st, k), r);
-            memcpy(host_params + at + (size_t)r * shard_len(st, k), all + (size_t)r * z->Pshard + host_off(st, k),
-                   real * sizeof(float));
-        }
-        at += block_len(st, k);
-    }
-    free(all);
-    return rc;
+    return dp_gather_blocks(st->work.comm, st->host_p, z->PE, z->PL, z->L, host_params);
 }
 
 const engine_vtbl engine_zero_offload = {

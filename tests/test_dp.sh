@@ -104,11 +104,17 @@ else
     dp_same "zero-offload (ZeRO-2) = DDP at 2 ranks" s0 zo
     dp_same "zero-offload, 2 layers per bucket, = DDP at 2 ranks" s0 zo2
     dp_run zonc 2 -m zero-offload -b 4 --iters 8 --log-interval 4 --clip-grad 0
+    # zero-infinity (ZeRO-3): each rank keeps 1/N of every block on the host; a fetch copies
+    # this rank's shard up and all-gathers the layer; gradients reduce-scattered
+    dp_run zi 2 -m zero-infinity -b 4 --iters 8 --log-interval 4
+    dp_same "zero-infinity (ZeRO-3) = DDP at 2 ranks" s0 zi
+    dp_run zinc 2 -m zero-infinity -b 4 --iters 8 --log-interval 4 --clip-grad 0
     # without clipping each layer's host update is queued as soon as its grads are home
     dp_run s0nc 2 -b 4 --iters 8 --log-interval 4 --clip-grad 0
     dp_run sh1nc 2 -m stronghold -w 1 -b 4 --iters 8 --log-interval 4 --clip-grad 0
     dp_same "stronghold -w 1 = DDP at 2 ranks, no clipping" s0nc sh1nc
     dp_same "zero-offload = DDP at 2 ranks, no clipping" s0nc zonc
+    dp_same "zero-infinity = DDP at 2 ranks, no clipping" s0nc zinc
 
     # ---- micro-batches: two per rank -------------------------------------------------------
     # DDP and ZeRO-1 accumulate locally and reduce once: the same bits.  ZeRO-2/3 reduce-
@@ -124,11 +130,13 @@ else
     dp_run n2 2 -b 6 --iters 20
     dp_run n3 3 -b 4 --iters 20 --zero-stage 3
     dp_run n3zo 3 -m zero-offload -b 4 --iters 20
+    dp_run n3zi 3 -m zero-infinity -b 4 --iters 20
     dp_run n3m 3 -b 2 --global-batch 12 --iters 20 --zero-stage 1
     dp_run n1m 1 -b 3 --global-batch 12 --iters 20
     dp_close "2 ranks ~ 1 rank, global batch 12" n1 n2 1e-5
     dp_close "3 ranks ZeRO-3 ~ 1 rank, global batch 12" n1 n3 1e-5
     dp_close "3 ranks zero-offload ~ 1 rank, global batch 12" n1 n3zo 1e-5
+    dp_close "3 ranks zero-infinity ~ 1 rank, global batch 12" n1 n3zi 1e-5
     dp_close "3 ranks x 2 micro-batches ZeRO-1 ~ 1 rank" n1 n3m 1e-5
     dp_close "1 rank x 4 micro-batches ~ 1 rank x 1" n1 n1m 1e-5
 
@@ -155,5 +163,6 @@ else
     dp_bad "zero stage out of range" "zero-stage: '4' is not a ZeRO stage" 1 --zero-stage 4
     dp_bad "zero stage on an offload engine" "--zero-stage is megatron-lm's" 1 -m zero-offload --zero-stage 2
     dp_bad "--dpu on 2 ranks" "zero-offload --dpu runs on one rank so far" 2 -m zero-offload --dpu
+    dp_bad "--offload nvme on 2 ranks" "zero-infinity --offload nvme runs on one rank so far" 2 -m zero-infinity --offload nvme
 fi
 rm -rf "$DP_WORK"

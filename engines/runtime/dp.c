@@ -1,5 +1,8 @@
 #include "dp.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 void dp_block_shard_norms(gpt_stream *s, const float *grads, size_t n, int world, float *out)
 {
     const size_t S = dp_shard_len(n, world);
@@ -44,4 +47,26 @@ int dp_global_loss(const coll_group *g, double local_sum, int micro_batches, dou
     /* One rank, one micro-batch: the mean itself (no division that could round). */
     *loss = (micro_batches == 1 && world == 1) ? v : v / ((double)micro_batches * world);
     return 0;
+}
+
+int dp_gather_blocks(const coll_group *g, const float *shards, size_t PE, size_t PL, int L,
+                     float *out)
+{
+    const int W = coll_world(g);
+    const size_t Se = dp_shard_len(PE, W), Sl = dp_shard_len(PL, W);
+    const size_t per_rank = Se + (size_t)L * Sl;
+    float *all = malloc((size_t)W * per_rank * sizeof(float));
+    if (!all) return GPT_ERR_OOM;
+    int rc = coll_host_all_gather(g, all, shards, per_rank * sizeof(float));
+    size_t at = 0, soff = 0;
+    for (int b = 0; rc == 0 && b <= L; b++) {
+        const size_t n = b == 0 ? PE : PL, S = b == 0 ? Se : Sl;
+        for (int r = 0; r < W; r++)
+            memcpy(out + at + (size_t)r * S, all + (size_t)r * per_rank + soff,
+                   dp_shard_real(n, S, r) * sizeof(float));
+        at += n;
+        soff += S;
+    }
+    free(all);
+    return rc;
 }

@@ -52,6 +52,13 @@ void dp_shard_adamw(gpt_stream *s, float *params, void *params_act, const float 
                     float *m, float *v, size_t n, size_t n_decay, int world, int rank,
                     const gpt_optim *o, float lr, int t, float grad_scale);
 
+/* The canonical layout [embed | layer 0 | ...] of every parameter (out: the model's count)
+ * from every rank's shards: `shards` holds this rank's, block after block (the embed
+ * block's Se floats, then each layer's Sl: the layout dp_shard_len gives); host-side,
+ * blocking.  0 or a gpt_status. */
+int dp_gather_blocks(const coll_group *g, const float *shards, size_t PE, size_t PL, int L,
+                     float *out);
+
 /* The step's loss: the mean over this rank's micro-batches of their mean token losses
  * (local_sum = their sum), averaged over ranks; 0 or a gpt_status. */
 int dp_global_loss(const coll_group *g, double local_sum, int micro_batches, double *loss);

@@ -4,6 +4,7 @@
 #include "dp.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static size_t acts_bytes(const gpt_shape *sh, int acts_layers)
 {
@@ -24,9 +25,15 @@ uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world)
            2 * tokens(sh) * sizeof(int32_t) + norms_bytes(sh, world);
 }
 
+/* N ranks: every rank's shard norms gathered, (L + 1) x (world + 1) */
+static size_t gathered_bytes(const gpt_shape *sh, int world)
+{
+    return world > 1 ? (size_t)(sh->layers + 1) * (size_t)(world + 1) * sizeof(float) : 0;
+}
+
 uint64_t layer_work_host_bytes(const gpt_shape *sh, int world)
 {
-    return (uint64_t)tokens(sh) * sizeof(float) + norms_bytes(sh, world);
+    return (uint64_t)tokens(sh) * sizeof(float) + norms_bytes(sh, world) + gathered_bytes(sh, world);
 }
 
 int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers,
@@ -48,7 +55,9 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->dev_norms, norms_bytes(sh, world), "block norms")) ||
         (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_losses, N * f, "losses read-back")) ||
         (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_norms, norms_bytes(sh, world),
-                           "norms read-back")))
+                           "norms read-back")) ||
+        (w->world > 1 && (rc = engine_alloc(mem, MEM_HOST, (void **)&w->norms_gathered,
+                                            gathered_bytes(sh, world), "every rank's norms"))))
         return rc;
     gpt_layer_acts_carve(&w->acts, w->acts_mem, sh);
     gpt_layer_scratch_carve(&w->scratch, scratch, sh);
@@ -107,6 +116,20 @@ int layer_work_read_norms(layer_work *w, gpt_stream *c, const gpt_shape *sh)
     int rc = layer_work_wait_reduced(w, c);
     if (rc) return rc;
     return gpt_memcpy_d2h(c, w->host_norms, w->dev_norms, norms_bytes(sh, w->world));
+}
+
+int layer_work_gather_shard_norms(layer_work *w, const gpt_shape *sh)
+{
+    if (!w->comm) return GPT_OK;
+    const int nb = sh->layers + 1, W = w->world;
+    float *all = w->norms_gathered + nb;
+    memcpy(w->norms_gathered, w->host_norms, (size_t)nb * sizeof(float));
+    int rc = coll_host_all_gather(w->comm, all, w->norms_gathered, (size_t)nb * sizeof(float));
+    if (rc) return rc;
+    /* rank-major as gathered; the table is block-major */
+    for (int r = 0; r < W; r++)
+        for (int b = 0; b < nb; b++) w->host_norms[(size_t)b * W + r] = all[(size_t)r * nb + b];
+    return GPT_OK;
 }
 
 int layer_work_outcome(layer_work *w, const gpt_shape *sh, step_result *out)

@@ -37,6 +37,7 @@ typedef struct layer_work {
     int world;
     coll_group *comm;          /* NULL on one rank */
     gpt_event *grads_done, *reduced;
+    float *norms_gathered;     /* N ranks: (L + 1) x (world + 1) host floats */
 } layer_work;
 
 uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world);
@@ -58,6 +59,10 @@ int layer_work_reduce(layer_work *w, stream_spans *spans, gpt_stream *c, int blo
 int layer_work_wait_reduced(layer_work *w, gpt_stream *c);
 /* Queue on c, after every reduction, the copy of all the block norms to host_norms. */
 int layer_work_read_norms(layer_work *w, gpt_stream *c, const gpt_shape *sh);
+/* Engines that reduce-scatter: host_norms[0..L] hold this rank's shard norms of each block
+ * (read back, c synchronised); this gathers every rank's and lays them out as the canonical
+ * (block, shard) table layer_work_outcome reads.  Host-side, blocking. */
+int layer_work_gather_shard_norms(layer_work *w, const gpt_shape *sh);
 /* After c is synchronised: the step's loss (global over ranks), grad norm and skip. */
 struct step_result;
 int layer_work_outcome(layer_work *w, const gpt_shape *sh, struct step_result *out);
