@@ -42,6 +42,16 @@
  *
  * Artifact bugs not copied: every tensor of a layer is updated (its l2l skipped biases and
  * LayerNorm and updated only the first rows of 2-D weights), and the update is clipped.
+ *
+ * N ranks: replicas.  Each rank holds everything above; after a block's backward its
+ * gradient is all-reduced on the GPU on the collectives' stream (layer_work_reduce), where
+ * its (block, shard) norms are taken too, and only then goes home (the d2h waits on an
+ * event recorded there); every rank runs the same host Adam on the whole model.  Measured
+ * on two H200 of one machine (bench/results/2026-11-24-h200x2-dp, README): the two ranks'
+ * host Adam, each on the whole model with half the cores, takes twice as long (294 -> 566
+ * ms at l32) and bounds the step (1.27x at N = 2), where zero-offload's sharded host Adam
+ * (reduce-scatter, 1/N each, all-gather) keeps its time (2.03x).  So sharding is the better
+ * choice on one machine, and the next step for this engine; replicas are what runs today.
  */
 #include "engine.h"
 

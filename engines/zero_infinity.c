@@ -67,6 +67,19 @@
  *
  * Artifact differences: the artifact ran cpu mode only, with PyTorch's AdamW; ours has the
  * vectorised host Adam (bit-identical to the baseline's) and an nvme mode with O_DIRECT.
+ *
+ * N ranks (ZeRO-3): every rank's host keeps 1/N of every block (runtime/dp.h shards: master,
+ * grads, m, v); the GPU buffers (embed block, fetch ring, buckets) hold whole blocks padded
+ * to N shards.  Nothing is replicated but what is being computed.
+ *   h2d          a fetch copies this rank's shard of the layer into its place in the buffer
+ *   collectives  ... and all-gathers the layer in place (fetched[b] is recorded there); the
+ *                embed block likewise once per step; after each layer's backward its bucket
+ *                is reduce-scattered in place and the shard's norm taken; the embed grads
+ *                the same after the embedding's backward
+ *   d2h          this rank's reduced shard of each block (1/N of the bytes)
+ *   host Adam    this rank's shard of each block
+ * The global norm is the canonical (block, shard) one (each rank's shard norms gathered on
+ * the host).  --offload nvme is single-rank so far.
  */
 #include "engine.h"
 

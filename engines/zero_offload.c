@@ -68,6 +68,22 @@
  *
  * Artifact differences: the artifact used PyTorch's AdamW on the CPU and had no DPU; ours
  * is the vectorised cpu_adam pool, bit-identical to the baseline's AdamW.
+ *
+ * N ranks (ZeRO-2, as DeepSpeed runs it): every GPU holds every parameter (each block padded
+ * to N shards, runtime/dp.h), each rank's host only its 1/N shard of every block (master,
+ * grads, m, v).  Replicated: the GPU parameters, the activations.  Sharded: the host state.
+ *   collectives  each bucket, once its lowest layer's backward is done: every layer of it
+ *                reduce-scattered in place (rank r's shard lands at r·S of the layer's
+ *                slice) and the shard's squared norm taken; the embed block the same after
+ *                the embedding's backward; before block k's forward (next step): the shard
+ *                just copied up, all-gathered in place
+ *   d2h          each layer's reduced shard (not the whole bucket: 1/N of the bytes)
+ *   host Adam    this rank's shard of each block (1/N of the model, with the cores this
+ *                rank has: on one machine the ranks split the host's bandwidth, not repeat
+ *                the work)
+ *   h2d          this rank's updated shard of block k; the gather completes the block
+ * The global norm is the canonical (block, shard) one: each rank's L+1 shard norms are
+ * gathered on the host after the backward.  --dpu is single-rank so far.
  */
 #include "engine.h"
 
