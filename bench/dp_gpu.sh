@@ -11,7 +11,8 @@
 # LAYERS (default 32), ITERS (default 12), STAGES (default "0 1 2 3"); MEGATRON=0 skips the
 # megatron-lm runs and PyTorch, OFFLOAD=0 the offload engines (l2l, stronghold -w auto and
 # -w 15 at N = 1 and 2, beside the host's measured bandwidth and CPU Adam rate); NS (default
-# "1 2") the rank counts.
+# "1 2") the rank counts; OFFLOAD_ENGINES (default "l2l sh_auto sh_w15", zero-offload and
+# zero-infinity always); TEST_CUDA=1 runs build/tests/test_cuda first (needs cmocka in .deps).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 out=$(mktemp -d /tmp/aebench-dp.XXXXXX)
@@ -89,6 +90,13 @@ for st in (0, 3):
     print(f"N=2 stage {st} vs N=1 (fp32 math, 20 its): largest relative loss difference {worst:.3g}"
           f" ({'ok' if worst <= 1e-5 and len(l) == len(ref) == 20 else 'FAIL'}, limit 1e-5)")
 EOF
+if [ "${TEST_CUDA:-0}" = 1 ]; then
+    # every CUDA op and every engine on one GPU against the CPU backend
+    make -j16 CUDA=1 MPI=1 NCCL_HOME="$nccl_home" build/tests/test_cuda >>"$out/build.txt" 2>&1 &&
+        ./build/tests/test_cuda >"$out/test_cuda.txt" 2>&1
+    echo "test_cuda exit $?: $(grep -E '^\[  (PASSED|FAILED)' "$out/test_cuda.txt" | tr '\n' ' ')"
+    cp "$out/test_cuda.txt" "$dest/" 2>/dev/null
+fi
 [ "${PHASE:-all}" = probe ] && exit 0
 
 echo "== timing: l${LAYERS:-32} h2048 b4 s1024 TF32"
@@ -113,9 +121,14 @@ if [ "${OFFLOAD:-1}" = 1 ]; then
     for n in ${NS:-1 2}; do
         th=$((cores / n))
         run "n${n}_zo" "$n" "${big[@]}" -m zero-offload --threads "$th"
-        run "n${n}_l2l" "$n" "${big[@]}" -m l2l --threads "$th"
-        run "n${n}_sh_auto" "$n" "${big[@]}" -m stronghold -w auto --threads "$th"
-        run "n${n}_sh_w15" "$n" "${big[@]}" -m stronghold -w 15 --threads "$th"
+        run "n${n}_zi" "$n" "${big[@]}" -m zero-infinity --threads "$th"
+        for e in ${OFFLOAD_ENGINES:-l2l sh_auto sh_w15}; do
+            case $e in
+            l2l) run "n${n}_l2l" "$n" "${big[@]}" -m l2l --threads "$th" ;;
+            sh_auto) run "n${n}_sh_auto" "$n" "${big[@]}" -m stronghold -w auto --threads "$th" ;;
+            sh_w15) run "n${n}_sh_w15" "$n" "${big[@]}" -m stronghold -w 15 --threads "$th" ;;
+            esac
+        done
     done
 fi
 python3 bench/dp_summary.py "$out" | tee "$out/table.md"

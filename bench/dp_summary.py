@@ -63,7 +63,7 @@ def main():
 def offload_table(out):
     """The offload engines at N = 1 and 2: speed, memory, host Adam and collective time."""
     rows = []
-    for name, label in (("zo", "zero-offload"), ("l2l", "l2l"), ("sh_auto", "stronghold -w auto"), ("sh_w15", "stronghold -w 15")):
+    for name, label in (("zo", "zero-offload"), ("zi", "zero-infinity"), ("l2l", "l2l"), ("sh_auto", "stronghold -w auto"), ("sh_w15", "stronghold -w 15")):
         base = load(out, f"n1_{name}")
         for n in (1, 2):
             j = load(out, f"n{n}_{name}")
