@@ -55,20 +55,29 @@
  *
  * Artifact bugs not copied: the lr schedule, clipping and the norm cover every layer.
  *
- * N ranks: replicas.  Each rank holds everything above (the host budget is the machine's,
- * shared); after every layer's backward (resident or streamed) its gradient is all-reduced
- * on the GPU on the collectives' stream (layer_work_reduce) with its (block, shard) norms,
- * and the streamed layer's copy home waits on an event recorded there; the resident layers'
- * GPU Adam and the embed block's wait for the last reduction; every rank runs the same host
- * Adam.  Measured on two H200 of one machine (README): at -w auto (every layer resident)
- * 1.92x at N = 2; at -w 15 the two ranks' replicated host Adam doubles (152 -> 313 ms) and
- * bounds the step (1.38x), where zero-offload's sharded scheme (reduce-scatter, host Adam on
- * 1/N, all-gather) keeps it.  Sharding the streamed layers' host state is the better choice
- * on one machine and the next step here.
+ * N ranks: the resident layers and the embed block are replicated (each rank runs their GPU
+ * Adam on all-reduced grads: layer_work_reduce, on the collectives' stream); the streamed
+ * layers' host state (params, grads, m, v) is sharded: each rank keeps its 1/N of every
+ * streamed layer (runtime/dp.h), and a slot holds the layer padded to N shards.
+ *   h2d          a prefetch copies this rank's shard of the layer into its place in the slot
+ *   collectives  ... and all-gathers the layer in place (the slot's `ready` is recorded
+ *                there); after a streamed layer's backward its grads are reduce-scattered in
+ *                place, this rank's entry of the (block, shard) norms taken; after a resident
+ *                layer's (and the embedding's) they are all-reduced, every entry taken
+ *   d2h          this rank's reduced shard of a streamed layer (1/N of the bytes)
+ *   host Adam    this rank's shard of each streamed layer
+ * Each rank's norm table is gathered after the backward; entry (b, r) comes from rank r.
+ * Why sharded and not replicas with all-reduce: measured on two H200 of one machine (README,
+ * bench/results/2026-11-24-h200x2-dp), replicas made both ranks update the whole model on
+ * one host with half its cores each, doubling the host Adam (152 -> 313 ms at l32 -w 15) and
+ * giving 1.38x at N = 2; zero-offload's sharded host Adam kept its time (2.01x).  Sharding
+ * also halves the PCIe bytes and the host memory per rank.  --offload nvme is single-rank so
+ * far.
  */
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/dp.h"
 #include "runtime/layer_work.h"
 #include "runtime/offload_streams.h"
 #include "runtime/disk_tier.h"
@@ -90,7 +99,8 @@ typedef struct sh_layout {
     int L, R, S, Ls;
     int nvme;        /* --offload nvme: the streamed layers' m, v on disk */
     int n_ckpt;      /* streamed layers whose input goes to the host: max(0, Ls - S) */
-    int W;           /* ranks (replicas; their (block, shard) norms are W per block) */
+    int W, rank;     /* ranks: the streamed layers' host state is sharded (runtime/dp.h) */
+    size_t Sl, SP;   /* a layer's shard, and a slot's floats (W Sl: the layer padded) */
     size_t PL, PE;   /* floats of one layer block and of the embed block */
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
 } sh_layout;
@@ -104,12 +114,24 @@ static sh_layout layout_for(const gpt_shape *sh, int R, int S)
     z.Ls = z.L - R;
     z.nvme = 0;
     z.W = 1;
+    z.rank = 0;
+    z.Sl = z.SP = gpt_layer_layout_of(sh).total;
     z.n_ckpt = z.Ls > S ? z.Ls - S : 0;
     z.PL = gpt_layer_layout_of(sh).total;
     z.PE = gpt_embed_layout_of(sh).total;
     z.N = (size_t)sh->batch * sh->seq;
     z.NC = z.N * (size_t)sh->hidden;
     return z;
+}
+
+/* N ranks: each streamed layer's host state is this rank's shard of it, and a slot holds
+ * the layer padded to W shards (so that a gather fills it in place). */
+static void set_ranks(sh_layout *z, int W, int rank)
+{
+    z->W = W;
+    z->rank = rank;
+    z->Sl = dp_shard_len(z->PL, W);
+    z->SP = (size_t)W * z->Sl;
 }
 
 /* Bytes of every allocation; plan, init and the -w auto choice share them. */
@@ -126,13 +148,13 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     sh_bytes b;
     b.embed = z->PE * f;                      /* each of params, grads, m, v */
     b.resident = (size_t)z->R * z->PL * f;    /* each of params, grads, m, v */
-    b.slots = (size_t)z->S * z->PL * f;       /* each of params, grads */
+    b.slots = (size_t)z->S * z->SP * f;       /* each of params, grads */
     b.res_inputs = (size_t)z->R * z->NC * f;
     b.slot_inputs = (size_t)z->S * z->NC * f;
     b.x_out = z->NC * f;
     b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W);
     b.work_host = layer_work_host_bytes(sh, z->W);
-    b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->PL * f;
+    b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->Sl * f;
     b.nvme_staging = b.disk_mv = 0;
     if (z->nvme && z->Ls) {
         b.host_mv = 0;
@@ -157,7 +179,7 @@ static uint64_t gpu_per_resident(const sh_layout *z)
 }
 static uint64_t gpu_per_slot(const sh_layout *z)
 {
-    return (2 * z->PL + z->NC) * sizeof(float);
+    return (2 * z->SP + z->NC) * sizeof(float);
 }
 
 static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
@@ -207,6 +229,15 @@ static int auto_layout(const gpt_shape *sh, uint64_t left, int S, int *R_out, in
     return 1;
 }
 
+static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->offload == OFFLOAD_NVME && engine_world(cfg) > 1) {
+        snprintf(err, errlen, "stronghold --offload nvme runs on one rank so far");
+        return -1;
+    }
+    return 0;
+}
+
 static void stronghold_plan(const engine_config *cfg, engine_plan *out)
 {
     const gpt_shape *sh = &cfg->shape;
@@ -227,7 +258,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
     sh_layout z = layout_for(sh, R, S);
     z.nvme = cfg->offload == OFFLOAD_NVME;
-    z.W = engine_world(cfg);
+    set_ranks(&z, engine_world(cfg), 0);
     plan_of(&z, sh, out);
 }
 
@@ -258,7 +289,10 @@ typedef struct stronghold_state {
     layer_work work;                      /* one layer's activations, scratch, head, ids,
                                              norms (+ pinned read-backs) */
     /* host */
-    float *host_p, *host_g, *host_m, *host_v; /* Ls layer blocks each (m, v: not with nvme) */
+    float *host_p, *host_g, *host_m, *host_v; /* Ls layer blocks each (m, v: not with nvme);
+                                                 N ranks: this rank's shard of each */
+    gpt_event *shard_up;      /* N ranks: h2d: this rank's shard of a slot's layer is up */
+    float *norms_all;         /* N ranks: every rank's (block, shard) norm table, gathered */
     float *host_ckpt;                         /* n_ckpt (N, C) inputs */
     float *staging;
 
@@ -303,6 +337,8 @@ static void stronghold_free(void *state)
      * work may still use the buffers freed below. */
     offload_streams_close(&st->io);
     layer_work_close_comm(&st->work);
+    gpt_event_destroy(st->shard_up);
+    free(st->norms_all);
     if (st->slot_ev)
         for (int s = 0; s < st->z.S; s++) {
             gpt_event_destroy(st->slot_ev[s].ready);
@@ -326,12 +362,12 @@ static int slot_of(const stronghold_state *st, int k) { return (k - st->z.R) % s
 static float *params_of(stronghold_state *st, int k)
 {
     return k < st->z.R ? st->res_p + (size_t)k * st->z.PL
-                       : st->slot_p + (size_t)slot_of(st, k) * st->z.PL;
+                       : st->slot_p + (size_t)slot_of(st, k) * st->z.SP;
 }
 static float *grads_of(stronghold_state *st, int k)
 {
     return k < st->z.R ? st->res_g + (size_t)k * st->z.PL
-                       : st->slot_g + (size_t)slot_of(st, k) * st->z.PL;
+                       : st->slot_g + (size_t)slot_of(st, k) * st->z.SP;
 }
 /* Layer k's input on the GPU; k == L is the head's input. */
 static float *input_of(stronghold_state *st, int k)
@@ -341,7 +377,12 @@ static float *input_of(stronghold_state *st, int k)
                        : st->slot_x + (size_t)slot_of(st, k) * st->z.NC;
 }
 /* Host copies of streamed layer k (k >= R). */
-static size_t host_block(const stronghold_state *st, int k) { return (size_t)(k - st->z.R) * st->z.PL; }
+static size_t host_block(const stronghold_state *st, int k) { return (size_t)(k - st->z.R) * st->z.Sl; }
+/* Real floats of this rank's shard of a layer (the layer on one rank). */
+static size_t shard_real(const stronghold_state *st)
+{
+    return dp_shard_real(st->z.PL, st->z.Sl, st->z.rank);
+}
 /* Streamed layers below the top S keep their input on the host between fwd and bwd. */
 static int input_leaves(const stronghold_state *st, int k)
 {
@@ -465,8 +506,18 @@ static int init_params(stronghold_state *st)
             (rc = gpt_stream_sync(s)))
             return rc;
     }
-    for (int k = z->R; k < z->L; k++) gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
-    const size_t host_state = (size_t)z->Ls * z->PL * sizeof(float);
+    for (int k = z->R; k < z->L; k++) {
+        if (z->W == 1) {
+            gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
+            continue;
+        }
+        /* this rank's shard of the layer */
+        gpt_init_layer(st->staging, sh, k, seed);
+        memset(st->host_p + host_block(st, k), 0, z->Sl * sizeof(float));
+        memcpy(st->host_p + host_block(st, k), st->staging + (size_t)z->rank * z->Sl,
+               shard_real(st) * sizeof(float));
+    }
+    const size_t host_state = (size_t)z->Ls * z->Sl * sizeof(float);
     if (host_state && st->host_m) { /* (with nvme, m and v start as zeros on disk) */
         memset(st->host_m, 0, host_state);
         memset(st->host_v, 0, host_state);
@@ -551,7 +602,7 @@ static int stronghold_init(const engine_env *env, void **state)
     }
     st->z = layout_for(sh, R, S);
     st->z.nvme = env->cfg->offload == OFFLOAD_NVME;
-    st->z.W = engine_world(env->cfg);
+    set_ranks(&st->z, engine_world(env->cfg), env->rank);
     sh_bytes b = bytes_for(&st->z, sh);
     if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, MEM_GPU, "resident layers' parameters")) ||
               (rc = alloc_in(st, (void **)&st->res_g, b.resident, MEM_GPU, "resident layers' gradients")) ||
@@ -576,6 +627,12 @@ static int stronghold_init(const engine_env *env, void **state)
     st->grads_home = calloc((size_t)L, sizeof *st->grads_home);
     st->adam_ticket = calloc((size_t)L, sizeof *st->adam_ticket);
     if (!st->slot_ev || !st->grads_home || !st->adam_ticket) return GPT_ERR_OOM;
+    if (st->z.W > 1) {
+        /* (the gathered norm tables: a few KB, outside the budgets) */
+        st->norms_all = malloc((size_t)st->z.W * (L + 1) * st->z.W * sizeof(float));
+        if (!st->norms_all) return GPT_ERR_OOM;
+        if ((rc = gpt_event_create(env->be, &st->shard_up))) return rc;
+    }
     for (int s = 0; s < S; s++)
         if ((rc = gpt_event_create(env->be, &st->slot_ev[s].ready)) ||
             (rc = gpt_event_create(env->be, &st->slot_ev[s].fwd_done)) ||
@@ -606,6 +663,24 @@ static void stronghold_chosen_plan(void *state, engine_plan *out)
 
 /* ---- one step -------------------------------------------------------------------------------- */
 
+/* What the h2d stream put into layer k's slot is complete: on one rank at once; on N ranks
+ * once every rank's shard of the layer is gathered into it (on the collectives' stream). */
+static int slot_filled(stronghold_state *st, int k)
+{
+    slot_events *ev = &st->slot_ev[slot_of(st, k)];
+    if (st->z.W == 1) return gpt_event_record(ev->ready, st->io.h2d);
+    gpt_stream *cs = coll_stream(st->work.comm);
+    float *whole = params_of(st, k);
+    int rc, span;
+    if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) || (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
+        (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
+        (rc = coll_all_gather(st->work.comm, whole, whole + (size_t)st->z.rank * st->z.Sl,
+                              st->z.Sl * sizeof(float))) ||
+        (rc = span_end(&st->io.spans, cs, span)))
+        return rc;
+    return gpt_event_record(ev->ready, cs);
+}
+
 /* Bring streamed layer k's params into its slot for the forward, once the slot's previous
  * layer has run forward and k's host update (from the previous step) is done. */
 static int prefetch_forward(stronghold_state *st, int k, step_result *out)
@@ -615,33 +690,34 @@ static int prefetch_forward(stronghold_state *st, int k, step_result *out)
     if (st->adam_ticket[k] && (rc = wait_adam(st, st->adam_ticket[k]))) return rc;
     st->adam_ticket[k] = 0;
     if (k - st->z.S >= st->z.R && (rc = gpt_stream_wait_event(st->io.h2d, ev->fwd_done))) return rc;
+    const size_t bytes = shard_real(st) * sizeof(float);
     if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, k), st->host_p + host_block(st, k),
-                             st->z.PL * sizeof(float))) ||
-        (rc = span_end(&st->io.spans, st->io.h2d, span)) || (rc = gpt_event_record(ev->ready, st->io.h2d)))
+        (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, k) + (size_t)st->z.rank * st->z.Sl,
+                             st->host_p + host_block(st, k), bytes)) ||
+        (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
-    out->bytes_h2d += (double)st->z.PL * sizeof(float);
-    return GPT_OK;
+    out->bytes_h2d += (double)bytes;
+    return slot_filled(st, k);
 }
 
 /* Bring streamed layer j's params and input into its slot for the backward, once the
  * slot's previous layer (j + S) has sent its grads home; zero the slot's grads. */
 static int prefetch_backward(stronghold_state *st, int j, step_result *out)
 {
-    slot_events *ev = &st->slot_ev[slot_of(st, j)];
     int rc, span;
+    const size_t bytes = shard_real(st) * sizeof(float);
     if ((rc = gpt_stream_wait_event(st->io.h2d, st->grads_home[j + st->z.S])) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, j), st->host_p + host_block(st, j),
-                             st->z.PL * sizeof(float))) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, j) + (size_t)st->z.rank * st->z.Sl,
+                             st->host_p + host_block(st, j), bytes)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, input_of(st, j),
                              st->host_ckpt + (size_t)(j - st->z.R) * st->z.NC,
                              st->z.NC * sizeof(float))) ||
-        (rc = gpt_stream_memset_zero(st->io.h2d, grads_of(st, j), st->z.PL * sizeof(float))) ||
-        (rc = span_end(&st->io.spans, st->io.h2d, span)) || (rc = gpt_event_record(ev->ready, st->io.h2d)))
+        (rc = gpt_stream_memset_zero(st->io.h2d, grads_of(st, j), st->z.SP * sizeof(float))) ||
+        (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
-    out->bytes_h2d += (double)(st->z.PL + st->z.NC) * sizeof(float);
-    return GPT_OK;
+    out->bytes_h2d += (double)bytes + (double)st->z.NC * sizeof(float);
+    return slot_filled(st, j);
 }
 
 /* Queue layer k's host update, to start once its grads are home.  It uses the Adam step
@@ -659,13 +735,16 @@ static int submit_host_adam(stronghold_state *st, int k, step_result *out, float
         out->host_adam_params += (double)st->z.PL;
         return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[k]);
     }
+    /* this rank's shard [r Sl, r Sl + n) of the layer against its decay range */
+    const size_t n = shard_real(st), lo = (size_t)st->z.rank * st->z.Sl;
+    const size_t decay = gpt_layer_layout_of(&st->sh).n_decay;
     cpu_adam_job job = {
         .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
-        .v = st->host_v + off, .n = st->z.PL, .n_decay = gpt_layer_layout_of(&st->sh).n_decay,
+        .v = st->host_v + off, .n = n, .n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
         .grad_scale = scale, .after = st->grads_home[k],
     };
-    out->host_adam_params += (double)st->z.PL;
+    out->host_adam_params += (double)n;
     return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[k]);
 }
 
@@ -711,6 +790,27 @@ static int forward(stronghold_state *st, step_result *out)
                                    st->x_out);
 }
 
+/* N ranks: streamed layer j's grads (whole in its slot, complete on compute) reduce-scattered
+ * in place on the collectives' stream, and this rank's entry of its (block, shard) norms taken
+ * there (the others' entries come from them: stronghold_step gathers the tables). */
+static int reduce_scatter_layer(stronghold_state *st, int j, gpt_stream **fin)
+{
+    gpt_stream *cs = coll_stream(st->work.comm);
+    float *whole = grads_of(st, j), *mine = whole + (size_t)st->z.rank * st->z.Sl;
+    int rc, span;
+    if ((rc = gpt_event_record(st->work.grads_done, st->io.compute)) ||
+        (rc = gpt_stream_wait_event(cs, st->work.grads_done)) ||
+        (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
+        (rc = coll_reduce_scatter_sum(st->work.comm, mine, whole, st->z.Sl)))
+        return rc;
+    dp_shard_norm(cs, mine, st->z.PL, st->z.W, st->z.rank,
+                  st->work.dev_norms + (size_t)(1 + j) * st->z.W + st->z.rank);
+    if ((rc = span_end(&st->io.spans, cs, span)) || (rc = gpt_event_record(st->work.reduced, cs)))
+        return rc;
+    *fin = cs;
+    return GPT_OK;
+}
+
 static int backward(stronghold_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
@@ -728,29 +828,35 @@ static int backward(stronghold_state *st, step_result *out)
             /* The top S layers are still in their slots from the forward. */
             if (j < z->L - z->S) {
                 if ((rc = gpt_stream_wait_event(c, ev->ready))) return rc;
-            } else if ((rc = gpt_stream_memset_zero(c, grads_of(st, j), z->PL * sizeof(float)))) {
+            } else if ((rc = gpt_stream_memset_zero(c, grads_of(st, j), z->SP * sizeof(float)))) {
                 return rc;
             }
         }
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, params_of(st, j), grads_of(st, j), input_of(st, j), st->work.dres,
                            &st->work.acts, &st->work.scratch, 1);
-        /* N ranks: every layer's grads are all-reduced once its backward is done, on the GPU,
-         * before they go home (fin: the stream on which they are final). */
-        gpt_stream *fin;
-        if ((rc = span_end(&st->io.spans, c, span)) ||
-            (rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, grads_of(st, j), z->PL, &fin)))
+        /* N ranks: a resident layer's grads are all-reduced (every rank runs its GPU Adam); a
+         * streamed layer's are reduce-scattered and only this rank's shard goes home (fin:
+         * the stream on which they are final). */
+        gpt_stream *fin = c;
+        if ((rc = span_end(&st->io.spans, c, span))) return rc;
+        if (!streamed || z->W == 1) {
+            if ((rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, grads_of(st, j), z->PL, &fin)))
+                return rc;
+        } else if ((rc = reduce_scatter_layer(st, j, &fin))) {
             return rc;
+        }
         if (!streamed) continue;
+        const size_t bytes = shard_real(st) * sizeof(float);
         if ((rc = gpt_event_record(ev->bwd_done, fin)) ||
             (rc = gpt_stream_wait_event(st->io.d2h, ev->bwd_done)) ||
             (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
-            (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g + host_block(st, j), grads_of(st, j),
-                                 z->PL * sizeof(float))) ||
+            (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g + host_block(st, j),
+                                 grads_of(st, j) + (size_t)z->rank * z->Sl, bytes)) ||
             (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
             (rc = gpt_event_record(st->grads_home[j], st->io.d2h)))
             return rc;
-        out->bytes_d2h += (double)z->PL * sizeof(float);
+        out->bytes_d2h += (double)bytes;
         if (st->env.cfg->optim.clip <= 0 && (rc = submit_host_adam(st, j, out, 1.0f))) return rc;
         if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
     }
@@ -812,6 +918,16 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
+    if (z->W > 1 && z->Ls) {
+        /* Each rank's table holds every entry of the all-reduced blocks but only its own of
+         * the reduce-scattered ones: entry (b, r) is taken from rank r's table. */
+        const size_t n = (size_t)(z->L + 1) * z->W;
+        if ((rc = coll_host_all_gather(st->work.comm, st->norms_all, st->work.host_norms, n * sizeof(float))))
+            return rc;
+        for (size_t b = 0; b <= (size_t)z->L; b++)
+            for (int r = 0; r < z->W; r++)
+                st->work.host_norms[b * z->W + r] = st->norms_all[(size_t)r * n + b * z->W + r];
+    }
     if ((rc = layer_work_outcome(&st->work, &st->sh, out))) return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     /* Without clipping the streamed layers were already updated with this step number. */
@@ -839,10 +955,22 @@ static int stronghold_read_params(void *state, float *host_params)
                                       (size_t)z->R * z->PL * sizeof(float)))) ||
         (rc = gpt_stream_sync(st->io.compute)))
         return rc;
-    if (z->Ls)
-        memcpy(host_params + z->PE + (size_t)z->R * z->PL, st->host_p,
-               (size_t)z->Ls * z->PL * sizeof(float));
-    return GPT_OK;
+    float *streamed = host_params + z->PE + (size_t)z->R * z->PL;
+    if (z->Ls && z->W == 1) memcpy(streamed, st->host_p, (size_t)z->Ls * z->PL * sizeof(float));
+    if (z->Ls && z->W > 1) {
+        /* every rank's shards of the streamed layers */
+        const size_t per_rank = (size_t)z->Ls * z->Sl;
+        float *all = malloc((size_t)z->W * per_rank * sizeof(float));
+        if (!all) return GPT_ERR_OOM;
+        rc = coll_host_all_gather(st->work.comm, all, st->host_p, per_rank * sizeof(float));
+        for (int l = 0; rc == 0 && l < z->Ls; l++)
+            for (int r = 0; r < z->W; r++)
+                memcpy(streamed + (size_t)l * z->PL + (size_t)r * z->Sl,
+                       all + (size_t)r * per_rank + (size_t)l * z->Sl,
+                       dp_shard_real(z->PL, z->Sl, r) * sizeof(float));
+        free(all);
+    }
+    return rc;
 }
 
 const engine_vtbl engine_stronghold = {
@@ -852,6 +980,7 @@ const engine_vtbl engine_stronghold = {
     .uses_window = 1,
     .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS,
     .plan = stronghold_plan,
+    .check = stronghold_check,
     .init = stronghold_init,
     .chosen_plan = stronghold_chosen_plan,
     .step = stronghold_step,

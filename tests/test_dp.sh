@@ -89,8 +89,9 @@ else
         dp_fail "2-rank log" "$(grep NumWorkers "$DP_WORK"/s3/results/*.txt | head -1)"
     fi
 
-    # ---- the offload engines on two ranks: replicas whose layer gradients are all-reduced on
-    # the GPU before they go home, then the same host Adam on every rank -----------------------
+    # ---- the offload engines on two ranks: l2l replicas whose layer gradients are all-reduced
+    # on the GPU before they go home; stronghold's streamed layers reduce-scattered, this
+    # rank's shard home and updated, copied up and all-gathered (its resident ones all-reduced)
     dp_run l2l 2 -m l2l -b 4 --iters 8 --log-interval 4
     dp_run sh1 2 -m stronghold -w 1 -b 4 --iters 8 --log-interval 4
     dp_run sh2 2 -m stronghold -w 2 -b 4 --iters 8 --log-interval 4
@@ -131,12 +132,14 @@ else
     dp_run n3 3 -b 4 --iters 20 --zero-stage 3
     dp_run n3zo 3 -m zero-offload -b 4 --iters 20
     dp_run n3zi 3 -m zero-infinity -b 4 --iters 20
+    dp_run n3sh 3 -m stronghold -w 1 -b 4 --iters 20
     dp_run n3m 3 -b 2 --global-batch 12 --iters 20 --zero-stage 1
     dp_run n1m 1 -b 3 --global-batch 12 --iters 20
     dp_close "2 ranks ~ 1 rank, global batch 12" n1 n2 1e-5
     dp_close "3 ranks ZeRO-3 ~ 1 rank, global batch 12" n1 n3 1e-5
     dp_close "3 ranks zero-offload ~ 1 rank, global batch 12" n1 n3zo 1e-5
     dp_close "3 ranks zero-infinity ~ 1 rank, global batch 12" n1 n3zi 1e-5
+    dp_close "3 ranks stronghold -w 1 ~ 1 rank, global batch 12" n1 n3sh 1e-5
     dp_close "3 ranks x 2 micro-batches ZeRO-1 ~ 1 rank" n1 n3m 1e-5
     dp_close "1 rank x 4 micro-batches ~ 1 rank x 1" n1 n1m 1e-5
 
@@ -164,5 +167,6 @@ else
     dp_bad "zero stage on an offload engine" "--zero-stage is megatron-lm's" 1 -m zero-offload --zero-stage 2
     dp_bad "--dpu on 2 ranks" "zero-offload --dpu runs on one rank so far" 2 -m zero-offload --dpu
     dp_bad "--offload nvme on 2 ranks" "zero-infinity --offload nvme runs on one rank so far" 2 -m zero-infinity --offload nvme
+    dp_bad "stronghold --offload nvme on 2 ranks" "stronghold --offload nvme runs on one rank so far" 2 -m stronghold --offload nvme
 fi
 rm -rf "$DP_WORK"
