@@ -11,8 +11,7 @@
 # LAYERS (default 32), ITERS (default 12), STAGES (default "0 1 2 3"); MEGATRON=0 skips the
 # megatron-lm runs and PyTorch, OFFLOAD=0 the offload engines (l2l, stronghold -w auto and
 # -w 15 at N = 1 and 2, beside the host's measured bandwidth and CPU Adam rate); NS (default
-# "1 2") the rank counts; OFFLOAD_ENGINES (default "l2l sh_auto sh_w15", zero-offload and
-# zero-infinity always); TEST_CUDA=1 runs build/tests/test_cuda first (needs cmocka in .deps).
+# "1 2") the rank counts; OFFLOAD_ENGINES (default "zo zi l2l sh_auto sh_w15"); TEST_CUDA=1 runs build/tests/test_cuda first (needs cmocka in .deps).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 out=$(mktemp -d /tmp/aebench-dp.XXXXXX)
@@ -120,10 +119,10 @@ if [ "${OFFLOAD:-1}" = 1 ]; then
     tail -n 6 "$out/host_adam.txt"
     for n in ${NS:-1 2}; do
         th=$((cores / n))
-        run "n${n}_zo" "$n" "${big[@]}" -m zero-offload --threads "$th"
-        run "n${n}_zi" "$n" "${big[@]}" -m zero-infinity --threads "$th"
-        for e in ${OFFLOAD_ENGINES:-l2l sh_auto sh_w15}; do
+        for e in ${OFFLOAD_ENGINES:-zo zi l2l sh_auto sh_w15}; do
             case $e in
+            zo) run "n${n}_zo" "$n" "${big[@]}" -m zero-offload --threads "$th" ;;
+            zi) run "n${n}_zi" "$n" "${big[@]}" -m zero-infinity --threads "$th" ;;
             l2l) run "n${n}_l2l" "$n" "${big[@]}" -m l2l --threads "$th" ;;
             sh_auto) run "n${n}_sh_auto" "$n" "${big[@]}" -m stronghold -w auto --threads "$th" ;;
             sh_w15) run "n${n}_sh_w15" "$n" "${big[@]}" -m stronghold -w 15 --threads "$th" ;;
