@@ -43,19 +43,24 @@
  * Artifact bugs not copied: every tensor of a layer is updated (its l2l skipped biases and
  * LayerNorm and updated only the first rows of 2-D weights), and the update is clipped.
  *
- * N ranks: replicas.  Each rank holds everything above; after a block's backward its
- * gradient is all-reduced on the GPU on the collectives' stream (layer_work_reduce), where
- * its (block, shard) norms are taken too, and only then goes home (the d2h waits on an
- * event recorded there); every rank runs the same host Adam on the whole model.  Measured
- * on two H200 of one machine (bench/results/2026-11-24-h200x2-dp, README): the two ranks'
- * host Adam, each on the whole model with half the cores, takes twice as long (294 -> 566
- * ms at l32) and bounds the step (1.27x at N = 2), where zero-offload's sharded host Adam
- * (reduce-scatter, 1/N each, all-gather) keeps its time (2.03x).  So sharding is the better
- * choice on one machine, and the next step for this engine; replicas are what runs today.
+ * N ranks: the embed block is replicated (all-reduced, GPU Adam on every rank); every
+ * layer's host state (params, grads, m, v) is sharded: each rank keeps its 1/N of every
+ * layer (runtime/dp.h) and the slot holds the layer padded to N shards.
+ *   h2d          the copy in brings this rank's shard of the layer into its place in the slot
+ *   collectives  ... all-gathered in place (params_in is recorded there); after a layer's
+ *                backward its grads are reduce-scattered in place with this rank's entry of
+ *                the (block, shard) norms; the embed grads all-reduced at the end
+ *   d2h          this rank's reduced shard (1/N of the bytes)
+ *   host Adam    this rank's shard of each layer
+ * Each rank's norm table is gathered after the backward; entry (b, r) comes from rank r.
+ * Why sharded and not replicas: measured on two H200 of one machine (README), replicas made
+ * both ranks update the whole model with half the host's cores each, doubling the host Adam
+ * (294 -> 566 ms at l32) and giving 1.27x at N = 2; sharded, each updates its half.
  */
 #include "engine.h"
 
 #include "runtime/cpu_adam.h"
+#include "runtime/dp.h"
 #include "runtime/layer_work.h"
 #include "runtime/offload_streams.h"
 #include "runtime/spans.h"
@@ -71,7 +76,8 @@ typedef struct l2l_layout {
     int L;
     size_t PL, PE; /* one layer block, the embed block */
     size_t N, NC;  /* tokens per step; one (N, C) activation */
-    int W;         /* ranks (replicas; their (block, shard) norms are W per block) */
+    int W, rank;   /* ranks: every layer's host state is sharded (runtime/dp.h) */
+    size_t Sl, SP; /* a layer's shard, and the slot's floats (W Sl: the layer padded) */
 } l2l_layout;
 
 static l2l_layout layout_for(const gpt_shape *sh)
@@ -83,7 +89,17 @@ static l2l_layout layout_for(const gpt_shape *sh)
     z.N = (size_t)sh->batch * sh->seq;
     z.NC = z.N * (size_t)sh->hidden;
     z.W = 1;
+    z.rank = 0;
+    z.Sl = z.SP = z.PL;
     return z;
+}
+
+static void set_ranks(l2l_layout *z, int W, int rank)
+{
+    z->W = W;
+    z->rank = rank;
+    z->Sl = dp_shard_len(z->PL, W);
+    z->SP = (size_t)W * z->Sl;
 }
 
 /* Bytes of every allocation; plan and init share them. */
@@ -97,12 +113,13 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
     const size_t f = sizeof(float);
     l2l_bytes b;
     b.embed = z->PE * f;                          /* each of params, grads, m, v */
-    b.slot = z->PL * f;                           /* each of params, grads */
+    b.slot = z->SP * f;                           /* each of params, grads */
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.host_layers = (size_t)z->L * z->PL * f;     /* each of params, grads, m, v */
+    b.host_layers = (size_t)z->L * z->Sl * f;     /* each of params, grads, m, v */
     b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W);
     b.work_host = layer_work_host_bytes(sh, z->W);
-    b.staging = z->PE * f;
+    /* (N ranks: also each layer whole, before its shard is kept) */
+    b.staging = (z->W > 1 && z->PL > z->PE ? z->PL : z->PE) * f;
     return b;
 }
 
@@ -119,7 +136,7 @@ static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
 {
     l2l_layout z = layout_for(&cfg->shape);
-    z.W = engine_world(cfg);
+    set_ranks(&z, engine_world(cfg), 0);
     plan_of(&z, &cfg->shape, out);
 }
 
@@ -139,7 +156,9 @@ typedef struct l2l_state {
     layer_work work;           /* one layer's activations, scratch, head, ids, norms (+ pinned
                                   read-backs) */
     /* host */
-    float *host_p, *host_g, *host_m, *host_v; /* L layer blocks each */
+    float *host_p, *host_g, *host_m, *host_v; /* L layer blocks each (N ranks: this rank's
+                                                 shard of each) */
+    gpt_event *shard_up;       /* N ranks: h2d: this rank's shard of the slot's layer is up */
 
     /* The slot's hand-offs; each is re-recorded for every layer, after the waits on its
      * previous recording have been issued. */
@@ -179,6 +198,7 @@ static void l2l_free(void *state)
      * work may still use the buffers freed below. */
     offload_streams_close(&st->io);
     layer_work_close_comm(&st->work);
+    gpt_event_destroy(st->shard_up);
     gpt_event_destroy(st->params_in);
     gpt_event_destroy(st->slot_done);
     gpt_event_destroy(st->grads_zeroed);
@@ -191,7 +211,9 @@ static void l2l_free(void *state)
 /* Layer k's input on the GPU; k == L is the head's input. */
 static float *input_of(l2l_state *st, int k) { return st->inputs + (size_t)k * st->z.NC; }
 /* Offset of layer k's block in the host arrays. */
-static size_t host_block(const l2l_state *st, int k) { return (size_t)k * st->z.PL; }
+static size_t host_block(const l2l_state *st, int k) { return (size_t)k * st->z.Sl; }
+/* Real floats of this rank's shard of a layer (the layer on one rank). */
+static size_t shard_real(const l2l_state *st) { return dp_shard_real(st->z.PL, st->z.Sl, st->z.rank); }
 
 /* ---- init ----------------------------------------------------------------------------------- */
 
@@ -204,9 +226,18 @@ static int init_params(l2l_state *st, float *staging)
     const uint64_t seed = st->env.cfg->seed;
     gpt_stream *s = st->io.compute;
     int rc;
-    for (int k = 0; k < z->L; k++) gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
-    memset(st->host_m, 0, (size_t)z->L * z->PL * sizeof(float));
-    memset(st->host_v, 0, (size_t)z->L * z->PL * sizeof(float));
+    for (int k = 0; k < z->L; k++) {
+        if (z->W == 1) {
+            gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
+            continue;
+        }
+        gpt_init_layer(staging, sh, k, seed); /* this rank's shard of it */
+        memset(st->host_p + host_block(st, k), 0, z->Sl * sizeof(float));
+        memcpy(st->host_p + host_block(st, k), staging + (size_t)z->rank * z->Sl,
+               shard_real(st) * sizeof(float));
+    }
+    memset(st->host_m, 0, (size_t)z->L * z->Sl * sizeof(float));
+    memset(st->host_v, 0, (size_t)z->L * z->Sl * sizeof(float));
     gpt_init_embed(staging, sh, seed);
     if ((rc = gpt_memcpy_h2d(s, st->embed_p, staging, z->PE * sizeof(float))) ||
         (rc = gpt_stream_memset_zero(s, st->embed_m, z->PE * sizeof(float))) ||
@@ -228,7 +259,7 @@ static int l2l_init(const engine_env *env, void **state)
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
     st->z = layout_for(&st->sh);
-    st->z.W = engine_world(env->cfg);
+    set_ranks(&st->z, engine_world(env->cfg), env->rank);
     *state = st;
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
@@ -259,7 +290,8 @@ static int l2l_init(const engine_env *env, void **state)
     if ((rc = gpt_event_create(env->be, &st->params_in)) ||
         (rc = gpt_event_create(env->be, &st->slot_done)) ||
         (rc = gpt_event_create(env->be, &st->grads_zeroed)) ||
-        (rc = event_array_create(env->be, &st->grads_home, L)))
+        (rc = event_array_create(env->be, &st->grads_home, L)) ||
+        (st->z.W > 1 && (rc = gpt_event_create(env->be, &st->shard_up))))
         return rc;
 
     engine_plan p;
@@ -283,29 +315,40 @@ static int copy_in(l2l_state *st, int k, step_result *out)
         if ((rc = cpu_adam_wait(st->io.host_adam, st->adam_ticket[k]))) return rc;
         st->adam_ticket[k] = 0;
     }
+    const size_t bytes = shard_real(st) * sizeof(float);
     if ((rc = gpt_stream_wait_event(st->io.h2d, st->slot_done)) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, st->slot_p, st->host_p + host_block(st, k),
-                             st->z.PL * sizeof(float))) ||
-        (rc = span_end(&st->io.spans, st->io.h2d, span)) ||
-        (rc = gpt_event_record(st->params_in, st->io.h2d)))
+        (rc = gpt_memcpy_h2d(st->io.h2d, st->slot_p + (size_t)st->z.rank * st->z.Sl,
+                             st->host_p + host_block(st, k), bytes)) ||
+        (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
-    out->bytes_h2d += (double)st->z.PL * sizeof(float);
-    return GPT_OK;
+    out->bytes_h2d += (double)bytes;
+    if (st->z.W == 1) return gpt_event_record(st->params_in, st->io.h2d);
+    /* N ranks: every rank's shard of the layer, gathered into the slot in place */
+    gpt_stream *cs = coll_stream(st->work.comm);
+    if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) || (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
+        (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
+        (rc = coll_all_gather(st->work.comm, st->slot_p, st->slot_p + (size_t)st->z.rank * st->z.Sl,
+                              st->z.Sl * sizeof(float))) ||
+        (rc = span_end(&st->io.spans, cs, span)))
+        return rc;
+    return gpt_event_record(st->params_in, cs);
 }
 
 /* Queue layer k's host update, to start once its grads are home.  It uses the Adam step
  * the coming optimizer phase will count (st->adam_step + 1). */
 static int submit_host_adam(l2l_state *st, int k, step_result *out, float scale)
 {
-    const size_t off = host_block(st, k);
+    /* this rank's shard [r Sl, r Sl + n) of the layer against its decay range */
+    const size_t off = host_block(st, k), n = shard_real(st), lo = (size_t)st->z.rank * st->z.Sl;
+    const size_t decay = gpt_layer_layout_of(&st->sh).n_decay;
     cpu_adam_job job = {
         .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
-        .v = st->host_v + off, .n = st->z.PL, .n_decay = gpt_layer_layout_of(&st->sh).n_decay,
+        .v = st->host_v + off, .n = n, .n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
         .grad_scale = scale, .after = st->grads_home[k],
     };
-    out->host_adam_params += (double)st->z.PL;
+    out->host_adam_params += (double)n;
     return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[k]);
 }
 
@@ -344,7 +387,7 @@ static int backward(l2l_state *st, step_result *out)
         return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         /* The slot's grads accumulate: zero them behind the previous layer's copy out. */
-        if ((rc = gpt_stream_memset_zero(st->io.d2h, st->slot_g, z->PL * sizeof(float))) ||
+        if ((rc = gpt_stream_memset_zero(st->io.d2h, st->slot_g, z->SP * sizeof(float))) ||
             (rc = gpt_event_record(st->grads_zeroed, st->io.d2h)))
             return rc;
         if (j < z->L - 1 && (rc = copy_in(st, j, out))) return rc;
@@ -357,16 +400,18 @@ static int backward(l2l_state *st, step_result *out)
         /* N ranks: the slot's grads are all-reduced before they go home (fin: where). */
         gpt_stream *fin;
         if ((rc = span_end(&st->io.spans, c, span)) ||
-            (rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, st->slot_g, z->PL, &fin)) ||
+            (rc = z->W == 1 ? layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, st->slot_g, z->PL, &fin)
+                            : layer_work_reduce_scatter(&st->work, &st->io.spans, c, 1 + j, st->slot_g,
+                                                        z->PL, &fin)) ||
             (rc = gpt_event_record(st->slot_done, fin)) ||
             (rc = gpt_stream_wait_event(st->io.d2h, st->slot_done)) ||
             (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
-            (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g + host_block(st, j), st->slot_g,
-                                 z->PL * sizeof(float))) ||
+            (rc = gpt_memcpy_d2h(st->io.d2h, st->host_g + host_block(st, j),
+                                 st->slot_g + (size_t)z->rank * z->Sl, shard_real(st) * sizeof(float))) ||
             (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
             (rc = gpt_event_record(st->grads_home[j], st->io.d2h)))
             return rc;
-        out->bytes_d2h += (double)z->PL * sizeof(float);
+        out->bytes_d2h += (double)shard_real(st) * sizeof(float);
         if (st->env.cfg->optim.clip <= 0 && (rc = submit_host_adam(st, j, out, 1.0f))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
@@ -419,7 +464,9 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    if ((rc = layer_work_outcome(&st->work, &st->sh, out))) return rc;
+    if ((rc = layer_work_gather_norm_tables(&st->work, &st->sh)) ||
+        (rc = layer_work_outcome(&st->work, &st->sh, out)))
+        return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     /* Without clipping the layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
@@ -438,6 +485,7 @@ static int l2l_read_params(void *state, float *host_params)
         (rc = gpt_memcpy_d2h(st->io.compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
         (rc = gpt_stream_sync(st->io.compute)))
         return rc;
+    if (z->W > 1) return dp_gather_layers(st->work.comm, st->host_p, z->PL, z->L, host_params + z->PE);
     memcpy(host_params + z->PE, st->host_p, (size_t)z->L * z->PL * sizeof(float));
     return GPT_OK;
 }

@@ -292,7 +292,6 @@ typedef struct stronghold_state {
     float *host_p, *host_g, *host_m, *host_v; /* Ls layer blocks each (m, v: not with nvme);
                                                  N ranks: this rank's shard of each */
     gpt_event *shard_up;      /* N ranks: h2d: this rank's shard of a slot's layer is up */
-    float *norms_all;         /* N ranks: every rank's (block, shard) norm table, gathered */
     float *host_ckpt;                         /* n_ckpt (N, C) inputs */
     float *staging;
 
@@ -338,7 +337,6 @@ static void stronghold_free(void *state)
     offload_streams_close(&st->io);
     layer_work_close_comm(&st->work);
     gpt_event_destroy(st->shard_up);
-    free(st->norms_all);
     if (st->slot_ev)
         for (int s = 0; s < st->z.S; s++) {
             gpt_event_destroy(st->slot_ev[s].ready);
@@ -628,9 +626,6 @@ static int stronghold_init(const engine_env *env, void **state)
     st->adam_ticket = calloc((size_t)L, sizeof *st->adam_ticket);
     if (!st->slot_ev || !st->grads_home || !st->adam_ticket) return GPT_ERR_OOM;
     if (st->z.W > 1) {
-        /* (the gathered norm tables: a few KB, outside the budgets) */
-        st->norms_all = malloc((size_t)st->z.W * (L + 1) * st->z.W * sizeof(float));
-        if (!st->norms_all) return GPT_ERR_OOM;
         if ((rc = gpt_event_create(env->be, &st->shard_up))) return rc;
     }
     for (int s = 0; s < S; s++)
@@ -790,27 +785,6 @@ static int forward(stronghold_state *st, step_result *out)
                                    st->x_out);
 }
 
-/* N ranks: streamed layer j's grads (whole in its slot, complete on compute) reduce-scattered
- * in place on the collectives' stream, and this rank's entry of its (block, shard) norms taken
- * there (the others' entries come from them: stronghold_step gathers the tables). */
-static int reduce_scatter_layer(stronghold_state *st, int j, gpt_stream **fin)
-{
-    gpt_stream *cs = coll_stream(st->work.comm);
-    float *whole = grads_of(st, j), *mine = whole + (size_t)st->z.rank * st->z.Sl;
-    int rc, span;
-    if ((rc = gpt_event_record(st->work.grads_done, st->io.compute)) ||
-        (rc = gpt_stream_wait_event(cs, st->work.grads_done)) ||
-        (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
-        (rc = coll_reduce_scatter_sum(st->work.comm, mine, whole, st->z.Sl)))
-        return rc;
-    dp_shard_norm(cs, mine, st->z.PL, st->z.W, st->z.rank,
-                  st->work.dev_norms + (size_t)(1 + j) * st->z.W + st->z.rank);
-    if ((rc = span_end(&st->io.spans, cs, span)) || (rc = gpt_event_record(st->work.reduced, cs)))
-        return rc;
-    *fin = cs;
-    return GPT_OK;
-}
-
 static int backward(stronghold_state *st, step_result *out)
 {
     const gpt_shape *sh = &st->sh;
@@ -843,7 +817,8 @@ static int backward(stronghold_state *st, step_result *out)
         if (!streamed || z->W == 1) {
             if ((rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, grads_of(st, j), z->PL, &fin)))
                 return rc;
-        } else if ((rc = reduce_scatter_layer(st, j, &fin))) {
+        } else if ((rc = layer_work_reduce_scatter(&st->work, &st->io.spans, c, 1 + j, grads_of(st, j),
+                                                   z->PL, &fin))) {
             return rc;
         }
         if (!streamed) continue;
@@ -918,17 +893,10 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
     double t2 = wall_ms();
 
-    if (z->W > 1 && z->Ls) {
-        /* Each rank's table holds every entry of the all-reduced blocks but only its own of
-         * the reduce-scattered ones: entry (b, r) is taken from rank r's table. */
-        const size_t n = (size_t)(z->L + 1) * z->W;
-        if ((rc = coll_host_all_gather(st->work.comm, st->norms_all, st->work.host_norms, n * sizeof(float))))
-            return rc;
-        for (size_t b = 0; b <= (size_t)z->L; b++)
-            for (int r = 0; r < z->W; r++)
-                st->work.host_norms[b * z->W + r] = st->norms_all[(size_t)r * n + b * z->W + r];
-    }
-    if ((rc = layer_work_outcome(&st->work, &st->sh, out))) return rc;
+    /* (a streamed layer's norm entries are each rank's own: the tables are gathered) */
+    if ((z->Ls && (rc = layer_work_gather_norm_tables(&st->work, &st->sh))) ||
+        (rc = layer_work_outcome(&st->work, &st->sh, out)))
+        return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     /* Without clipping the streamed layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
@@ -957,19 +925,8 @@ static int stronghold_read_params(void *state, float *host_params)
         return rc;
     float *streamed = host_params + z->PE + (size_t)z->R * z->PL;
     if (z->Ls && z->W == 1) memcpy(streamed, st->host_p, (size_t)z->Ls * z->PL * sizeof(float));
-    if (z->Ls && z->W > 1) {
-        /* every rank's shards of the streamed layers */
-        const size_t per_rank = (size_t)z->Ls * z->Sl;
-        float *all = malloc((size_t)z->W * per_rank * sizeof(float));
-        if (!all) return GPT_ERR_OOM;
-        rc = coll_host_all_gather(st->work.comm, all, st->host_p, per_rank * sizeof(float));
-        for (int l = 0; rc == 0 && l < z->Ls; l++)
-            for (int r = 0; r < z->W; r++)
-                memcpy(streamed + (size_t)l * z->PL + (size_t)r * z->Sl,
-                       all + (size_t)r * per_rank + (size_t)l * z->Sl,
-                       dp_shard_real(z->PL, z->Sl, r) * sizeof(float));
-        free(all);
-    }
+    /* N ranks: every rank's shards of the streamed layers */
+    if (z->Ls && z->W > 1) rc = dp_gather_layers(st->work.comm, st->host_p, z->PL, z->Ls, streamed);
     return rc;
 }
 

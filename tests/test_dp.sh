@@ -89,9 +89,9 @@ else
         dp_fail "2-rank log" "$(grep NumWorkers "$DP_WORK"/s3/results/*.txt | head -1)"
     fi
 
-    # ---- the offload engines on two ranks: l2l replicas whose layer gradients are all-reduced
-    # on the GPU before they go home; stronghold's streamed layers reduce-scattered, this
-    # rank's shard home and updated, copied up and all-gathered (its resident ones all-reduced)
+    # ---- the offload engines on two ranks: l2l's layers and stronghold's streamed ones are
+    # reduce-scattered on the GPU, this rank's shard goes home and is updated there, then
+    # copied up and all-gathered; stronghold's resident layers are all-reduced
     dp_run l2l 2 -m l2l -b 4 --iters 8 --log-interval 4
     dp_run sh1 2 -m stronghold -w 1 -b 4 --iters 8 --log-interval 4
     dp_run sh2 2 -m stronghold -w 2 -b 4 --iters 8 --log-interval 4

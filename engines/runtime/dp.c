@@ -70,3 +70,18 @@ int dp_gather_blocks(const coll_group *g, const float *shards, size_t PE, size_t
     free(all);
     return rc;
 }
+
+int dp_gather_layers(const coll_group *g, const float *shards, size_t PL, int n, float *out)
+{
+    const int W = coll_world(g);
+    const size_t Sl = dp_shard_len(PL, W), per_rank = (size_t)n * Sl;
+    float *all = malloc((size_t)W * per_rank * sizeof(float));
+    if (!all) return GPT_ERR_OOM;
+    int rc = coll_host_all_gather(g, all, shards, per_rank * sizeof(float));
+    for (int l = 0; rc == 0 && l < n; l++)
+        for (int r = 0; r < W; r++)
+            memcpy(out + (size_t)l * PL + (size_t)r * Sl, all + (size_t)r * per_rank + (size_t)l * Sl,
+                   dp_shard_real(PL, Sl, r) * sizeof(float));
+    free(all);
+    return rc;
+}

@@ -59,6 +59,10 @@ void dp_shard_adamw(gpt_stream *s, float *params, void *params_act, const float 
 int dp_gather_blocks(const coll_group *g, const float *shards, size_t PE, size_t PL, int L,
                      float *out);
 
+/* n layer blocks of PL floats each (out, canonical, n·PL floats) from every rank's shards of
+ * them (`shards`: this rank's, dp_shard_len(PL, world) floats per layer); host-side. */
+int dp_gather_layers(const coll_group *g, const float *shards, size_t PL, int n, float *out);
+
 /* The step's loss: the mean over this rank's micro-batches of their mean token losses
  * (local_sum = their sum), averaged over ranks; 0 or a gpt_status. */
 int dp_global_loss(const coll_group *g, double local_sum, int micro_batches, double *loss);

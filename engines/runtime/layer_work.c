@@ -25,10 +25,11 @@ uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world)
            2 * tokens(sh) * sizeof(int32_t) + norms_bytes(sh, world);
 }
 
-/* N ranks: every rank's shard norms gathered, (L + 1) x (world + 1) */
+/* N ranks: every rank's norms gathered: (L + 1) x (world + 1) for the shard columns, world
+ * tables of (L + 1) x world for the whole tables; room for either */
 static size_t gathered_bytes(const gpt_shape *sh, int world)
 {
-    return world > 1 ? (size_t)(sh->layers + 1) * (size_t)(world + 1) * sizeof(float) : 0;
+    return world > 1 ? (size_t)(sh->layers + 1) * (size_t)(world + 1) * (size_t)world * sizeof(float) : 0;
 }
 
 uint64_t layer_work_host_bytes(const gpt_shape *sh, int world)
@@ -103,6 +104,36 @@ int layer_work_reduce(layer_work *w, stream_spans *spans, gpt_stream *c, int blo
     dp_block_shard_norms(cs, grads, n, w->world, norms);
     if ((rc = span_end(spans, cs, span)) || (rc = gpt_event_record(w->reduced, cs))) return rc;
     *final = cs;
+    return GPT_OK;
+}
+
+int layer_work_reduce_scatter(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
+                              float *grads, size_t n, gpt_stream **final)
+{
+    gpt_stream *cs = coll_stream(w->comm);
+    const int rank = coll_rank(w->comm);
+    const size_t S = dp_shard_len(n, w->world);
+    float *mine = grads + (size_t)rank * S;
+    int rc, span;
+    if ((rc = gpt_event_record(w->grads_done, c)) || (rc = gpt_stream_wait_event(cs, w->grads_done)) ||
+        (rc = span_begin(spans, cs, BUSY_COMM, &span)) ||
+        (rc = coll_reduce_scatter_sum(w->comm, mine, grads, S)))
+        return rc;
+    dp_shard_norm(cs, mine, n, w->world, rank, w->dev_norms + (size_t)block * w->world + rank);
+    if ((rc = span_end(spans, cs, span)) || (rc = gpt_event_record(w->reduced, cs))) return rc;
+    *final = cs;
+    return GPT_OK;
+}
+
+int layer_work_gather_norm_tables(layer_work *w, const gpt_shape *sh)
+{
+    if (!w->comm) return GPT_OK;
+    const int W = w->world;
+    const size_t n = (size_t)(sh->layers + 1) * W;
+    int rc = coll_host_all_gather(w->comm, w->norms_gathered, w->host_norms, n * sizeof(float));
+    if (rc) return rc;
+    for (size_t b = 0; b <= (size_t)sh->layers; b++)
+        for (int r = 0; r < W; r++) w->host_norms[b * W + r] = w->norms_gathered[(size_t)r * n + b * W + r];
     return GPT_OK;
 }
 

@@ -55,6 +55,16 @@ void layer_work_close_comm(layer_work *w);
  * *final. */
 int layer_work_reduce(layer_work *w, stream_spans *spans, gpt_stream *c, int block, float *grads,
                       size_t n, gpt_stream **final);
+/* N ranks, for a block whose host state is sharded: its gradient (whole, padded to world
+ * shards of dp_shard_len(n, world)) reduce-scattered in place on the group's stream, and
+ * this rank's entry of its (block, shard) norms taken there; *final is that stream.  The
+ * other ranks' entries are theirs: layer_work_gather_norm_tables takes them. */
+int layer_work_reduce_scatter(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
+                              float *grads, size_t n, gpt_stream **final);
+/* After the norms are read back (c synchronised) on N ranks: every rank's table gathered,
+ * entry (b, r) from rank r (exact for all-reduced blocks, whose every entry each rank has, and
+ * for reduce-scattered ones, whose entry r only rank r has). */
+int layer_work_gather_norm_tables(layer_work *w, const gpt_shape *sh);
 /* c waits for every reduction issued so far (nothing on one rank). */
 int layer_work_wait_reduced(layer_work *w, gpt_stream *c);
 /* Queue on c, after every reduction, the copy of all the block norms to host_norms. */
