@@ -790,7 +790,19 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
             return CLI_DONE;
         }
         if (c == 1000 + OPT_VERSION) {
-            printf("aebench %s\n", AEBENCH_VERSION);
+            /* and what this build can do (tests ask whether it runs ranks) */
+            printf("aebench %s (backends: cpu%s; ranks: %s)\n", AEBENCH_VERSION,
+#ifdef AEBENCH_HAVE_CUDA
+                   ", cuda",
+#else
+                   "",
+#endif
+#ifdef AEBENCH_HAVE_MPI
+                   "mpi"
+#else
+                   "none, built without MPI"
+#endif
+            );
             return CLI_DONE;
         }
         if (c == 1000 + OPT_CONFIG)

@@ -20,7 +20,9 @@ rk_in() {
     RK_DIR="$RK_WORK/$name"
 }
 
-if [ -z "$RK_MPI" ]; then
+if ! "$RK_BIN" --version | grep -q "ranks: mpi"; then
+    echo "not run: $RK_BIN was built without MPI (make test runs these)"
+elif [ -z "$RK_MPI" ]; then
     rk_fail "ranks" "no mpiexec on the PATH (make deps installs MPICH)"
 else
     # ---- --ranks 2 starts the job itself ---------------------------------------------------
