@@ -481,13 +481,30 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
     return GPT_OK;
 }
 
+/* x[l]: layer l's checkpointed input (x[L]: the head's). */
+static void *layer_input(megatron_state *st, int l)
+{
+    const size_t NC = (size_t)st->sh.batch * st->sh.seq * st->sh.hidden;
+    return (char *)st->act.layer_inputs + (size_t)l * NC * act_size(st);
+}
+
+/* The activations layer l's forward fills (one set with checkpointing, L without). */
+static gpt_layer_acts layer_acts(megatron_state *st, int l)
+{
+    const gpt_dtype dt = st->env.be->dtype;
+    gpt_layer_acts a;
+    gpt_layer_acts_carve_as(&a, (char *)st->act.layer_acts +
+                                    (st->act.ckpt ? 0 : (size_t)l) * gpt_layer_acts_bytes(&st->sh, dt),
+                            &st->sh, dt);
+    return a;
+}
+
 static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_t *targets)
 {
     const gpt_shape *sh = &st->sh;
     gpt_stream *s = st->compute;
     gpt_resident *m = &st->act;
     const int N = sh->batch * sh->seq, L = sh->layers;
-    const size_t NC = (size_t)N * sh->hidden, esz = act_size(st);
     int rc;
     if ((rc = gpt_memcpy_h2d(s, st->ids, tokens, (size_t)N * sizeof(int32_t))) ||
         (rc = gpt_memcpy_h2d(s, st->ids + N, targets, (size_t)N * sizeof(int32_t))) ||
@@ -496,16 +513,12 @@ static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_
     gpt_embed_forward(s, sh, work_params(st, 0), m->tokens, m->layer_inputs);
     for (int l = 0; l < L; l++) {
         if ((rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l))) return rc;
-        gpt_layer_acts a;
-        gpt_layer_acts_carve_as(&a, (char *)m->layer_acts + (m->ckpt ? 0 : (size_t)l) *
-                                        gpt_layer_acts_bytes(sh, s->be->dtype),
-                                sh, s->be->dtype);
-        gpt_layer_forward(s, sh, work_params(st, 1 + l), (char *)m->layer_inputs + (size_t)l * NC * esz,
-                          (char *)m->layer_inputs + (size_t)(l + 1) * NC * esz, &a);
+        gpt_layer_acts a = layer_acts(st, l);
+        gpt_layer_forward(s, sh, work_params(st, 1 + l), layer_input(st, l), layer_input(st, l + 1), &a);
         if ((rc = done_with_layer(st, l))) return rc;
     }
-    gpt_head_forward(s, sh, work_params(st, 0), grad_buffer(st, 0),
-                     (char *)m->layer_inputs + (size_t)L * NC * esz, m->targets, &m->head);
+    gpt_head_forward(s, sh, work_params(st, 0), grad_buffer(st, 0), layer_input(st, L), m->targets,
+                     &m->head);
     return GPT_OK;
 }
 
@@ -514,11 +527,10 @@ static int backward_micro(megatron_state *st, int last_micro)
     const gpt_shape *sh = &st->sh;
     gpt_stream *s = st->compute;
     gpt_resident *m = &st->act;
-    const int N = sh->batch * sh->seq, L = sh->layers;
-    const size_t NC = (size_t)N * sh->hidden, esz = act_size(st);
+    const int L = sh->layers;
     int rc;
-    gpt_head_backward(s, sh, work_params(st, 0), grad_buffer(st, 0),
-                      (char *)m->layer_inputs + (size_t)L * NC * esz, &m->head, m->dres);
+    gpt_head_backward(s, sh, work_params(st, 0), grad_buffer(st, 0), layer_input(st, L), &m->head,
+                      m->dres);
     for (int l = L - 1; l >= 0; l--) {
         if ((rc = gather_layer(st, l)) || (rc = gather_layer(st, l - 1)) || (rc = use_layer(st, l)))
             return rc;
@@ -529,12 +541,8 @@ static int backward_micro(megatron_state *st, int last_micro)
                 (rc = gpt_stream_memset_zero(s, gbuf, st->z.padded_layer * sizeof(float))))
                 return rc;
         }
-        gpt_layer_acts a;
-        gpt_layer_acts_carve_as(&a, (char *)m->layer_acts + (m->ckpt ? 0 : (size_t)l) *
-                                        gpt_layer_acts_bytes(sh, s->be->dtype),
-                                sh, s->be->dtype);
-        gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf,
-                           (char *)m->layer_inputs + (size_t)l * NC * esz, m->dres, &a,
+        gpt_layer_acts a = layer_acts(st, l);
+        gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf, layer_input(st, l), m->dres, &a,
                            &m->scratch, m->ckpt);
         if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;
     }

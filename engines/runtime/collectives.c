@@ -16,6 +16,8 @@
  */
 #include "collectives.h"
 
+#include "comm.h"
+
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,15 +62,7 @@ double coll_take_bytes(coll_group *g)
 }
 
 #ifdef AEBENCH_HAVE_MPI
-static int mpi_failed(int rc, const char *what)
-{
-    if (rc == MPI_SUCCESS) return 0;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    fprintf(stderr, "aebench: %s failed: %s\n", what, msg);
-    return -1;
-}
+static int mpi_failed(int rc, const char *what) { return comm_mpi_failed(rc, what); }
 
 /* What a host task needs to make one MPI call (copied into the task). */
 typedef struct mpi_task {

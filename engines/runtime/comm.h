@@ -21,6 +21,10 @@ int comm_init(comm_world *c, int *argc, char ***argv);
 void comm_finalize(comm_world *c);
 /* Ends every rank with this exit code (MPI_Abort under MPI, exit otherwise). */
 void comm_abort(const comm_world *c, int code);
+/* An MPI call's result: 0 when it succeeded, else -1 after printing "aebench: WHAT failed:
+ * <MPI's message>" (MPI builds; the collectives share it). */
+int comm_mpi_failed(int mpi_rc, const char *what);
+
 /* Barrier over all ranks (no-op on one). 0 on success. */
 int comm_barrier(const comm_world *c);
 /* out (world x bytes) = every rank's in, in rank order (a copy on one rank); blocking,
