@@ -598,12 +598,13 @@ void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, siz
          * l330 on a 125 GiB host) instead of being reported. */
         host_limit = host_limit / 10 * 9;
     }
-    /* The ranks of one machine share its host memory (and, on the CPU backend, what stands
-     * for device memory): each takes its share of the machine's budget. */
+    /* The ranks of one machine share its host memory (and, on the CPU backend, the free
+     * memory that stands for a device's): each takes its share of the machine's budget.  A
+     * --gpu-mem-limit is per rank (each has its own GPU); a --cpu-mem-limit is the machine's. */
     const size_t local = (size_t)engine_local_world(&rc->eng);
     if (local > 1) {
         host_limit /= local;
-        if (strcmp(be->name, "cpu") == 0) gpu_limit /= local;
+        if (!rc->gpu_mem_limit && strcmp(be->name, "cpu") == 0) gpu_limit /= local;
     }
     *gpu = gpu_limit ? gpu_limit : SIZE_MAX;
     *host = host_limit ? host_limit : SIZE_MAX;

@@ -80,6 +80,15 @@ else
         rk_fail "-m all --ranks 2" "exit $RK_RC: $(grep -v '^ ' "$RK_DIR/out" | tail -n 8 | tr '\n' '|')"
     fi
 
+    rk_in findmax "$RK_BIN" "${RK_TINY[@]}" --find-max -m megatron-lm --ranks 2 --gpu-mem-limit 6M --results results
+    probes=$(ls "$RK_DIR"/results/probes/*.json 2>/dev/null | wc -l)
+    two=$(grep -l '"world":[[:space:]]*2' "$RK_DIR"/results/probes/*.json 2>/dev/null | wc -l)
+    if [ "$RK_RC" -eq 0 ] && grep -q "find-max: largest l" "$RK_DIR/out" && [ "$probes" -ge 1 ] && [ "$two" -eq "$probes" ]; then
+        rk_pass "--find-max --ranks 2: every training probe ran on 2 ranks ($probes)"
+    else
+        rk_fail "--find-max --ranks 2" "exit $RK_RC, $two of $probes probes on 2 ranks: $(tail -c 300 "$RK_DIR/err")"
+    fi
+
     # ---- faults --------------------------------------------------------------------------------
     start=$(date +%s)
     rk_in fault "$RK_BIN" "${RK_TINY[@]}" --iters 8 --ranks 2 --fail-at 3 --fail-rank 1 --results results
