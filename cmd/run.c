@@ -428,6 +428,9 @@ static int open_disk_budget(run_state *s)
         s->status = EXIT_RUN_ERROR;
         return -1;
     }
+    /* The ranks of one machine share its disk as they share its host memory: each takes its
+     * share (ranks on other machines see their own --nvme-dir). */
+    free_bytes /= (size_t)engine_local_world(&s->ec);
     mem_budget_init(&s->disk, "disk", free_bytes);
     s->has_disk = 1;
     return 0;

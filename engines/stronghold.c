@@ -71,8 +71,8 @@
  * bench/results/2026-11-24-h200x2-dp), replicas made both ranks update the whole model on
  * one host with half its cores each, doubling the host Adam (152 -> 313 ms at l32 -w 15) and
  * giving 1.38x at N = 2; zero-offload's sharded host Adam kept its time (2.01x).  Sharding
- * also halves the PCIe bytes and the host memory per rank.  --offload nvme is single-rank so
- * far.
+ * also halves the PCIe bytes and the host memory per rank.  --offload nvme: each rank's disk
+ * tier holds the m, v of its shard of each streamed layer.
  */
 #include "engine.h"
 
@@ -134,6 +134,12 @@ static void set_ranks(sh_layout *z, int W, int rank)
     z->SP = (size_t)W * z->Sl;
 }
 
+/* The real floats of this rank's shard of a layer (all of it on one rank). */
+static size_t layout_shard_real(const sh_layout *z)
+{
+    return dp_shard_real(z->PL, z->Sl, z->rank);
+}
+
 /* Bytes of every allocation; plan, init and the -w auto choice share them. */
 typedef struct sh_bytes {
     size_t embed, resident, slots, res_inputs, slot_inputs, x_out;
@@ -158,8 +164,10 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     b.nvme_staging = b.disk_mv = 0;
     if (z->nvme && z->Ls) {
         b.host_mv = 0;
-        b.nvme_staging = nvme_adam_staging_bytes(z->PL, NVME_DEPTH, 0);
-        b.disk_mv = (size_t)z->Ls * nvme_adam_block_disk_bytes(z->PL, 0);
+        /* this rank's shard of each streamed layer (N ranks of one machine: N tiers, each
+         * under the machine's free disk split N ways, run.c) */
+        b.nvme_staging = nvme_adam_staging_bytes(z->Sl, NVME_DEPTH, 0);
+        b.disk_mv = (size_t)z->Ls * nvme_adam_block_disk_bytes(layout_shard_real(z), 0);
     }
     b.host_ckpt = (size_t)z->n_ckpt * z->NC * f;
     /* The staging block also serves -w auto's probe copies of one input. */
@@ -227,15 +235,6 @@ static int auto_layout(const gpt_shape *sh, uint64_t left, int S, int *R_out, in
     *R_out = (int)R;
     *S_out = S;
     return 1;
-}
-
-static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (cfg->offload == OFFLOAD_NVME && engine_world(cfg) > 1) {
-        snprintf(err, errlen, "stronghold --offload nvme runs on one rank so far");
-        return -1;
-    }
-    return 0;
 }
 
 static void stronghold_plan(const engine_config *cfg, engine_plan *out)
@@ -540,20 +539,21 @@ static int open_nvme(stronghold_state *st)
     const sh_layout *z = &st->z;
     int rc;
     if ((rc = disk_tier_open(&st->disk, env->cfg->nvme_dir, env->disk, 0)) ||
-        (rc = nvme_adam_create(&st->nvme, st->disk, st->io.host_adam, env->host, z->PL, NVME_DEPTH, 0)))
+        (rc = nvme_adam_create(&st->nvme, st->disk, st->io.host_adam, env->host, z->Sl, NVME_DEPTH, 0)))
         return rc;
     st->nvme_block = calloc((size_t)z->L, sizeof *st->nvme_block);
     if (!st->nvme_block) return GPT_ERR_OOM;
     for (int k = z->R; k < z->L; k++) {
         char what[64];
         snprintf(what, sizeof what, "Adam m, v of layer %d", k);
-        if ((rc = nvme_adam_add_block(st->nvme, z->PL, what, &st->nvme_block[k]))) return rc;
+        if ((rc = nvme_adam_add_block(st->nvme, layout_shard_real(z), what, &st->nvme_block[k])))
+            return rc;
     }
     /* The zeros written here are not a step's traffic. */
     double busy, rd, wr;
     disk_tier_take_stats(st->disk, &busy, &rd, &wr);
     char d[32];
-    format_bytes((double)z->Ls * nvme_adam_block_disk_bytes(z->PL, 0), d, sizeof d);
+    format_bytes((double)z->Ls * nvme_adam_block_disk_bytes(layout_shard_real(z), 0), d, sizeof d);
     engine_note(env, "stronghold --offload nvme: Adam m, v of the %d streamed layers on disk (%s) in "
                 "%s (O_DIRECT, names removed at once), %d staging slots",
                 z->Ls, d, disk_tier_path(st->disk), NVME_DEPTH);
@@ -720,22 +720,23 @@ static int prefetch_backward(stronghold_state *st, int j, step_result *out)
 static int submit_host_adam(stronghold_state *st, int k, step_result *out, float scale)
 {
     const size_t off = host_block(st, k);
-    if (st->nvme) {
-        nvme_adam_job job = {
-            .block = st->nvme_block[k], .params = st->host_p + off, .grads = st->host_g + off,
-            .n_decay = gpt_layer_layout_of(&st->sh).n_decay, .optim = st->env.cfg->optim,
-            .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
-            .after = st->grads_home[k],
-        };
-        out->host_adam_params += (double)st->z.PL;
-        return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[k]);
-    }
     /* this rank's shard [r Sl, r Sl + n) of the layer against its decay range */
     const size_t n = shard_real(st), lo = (size_t)st->z.rank * st->z.Sl;
     const size_t decay = gpt_layer_layout_of(&st->sh).n_decay;
+    const size_t n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n;
+    if (st->nvme) {
+        nvme_adam_job job = {
+            .block = st->nvme_block[k], .params = st->host_p + off, .grads = st->host_g + off,
+            .n_decay = n_decay, .optim = st->env.cfg->optim,
+            .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
+            .after = st->grads_home[k],
+        };
+        out->host_adam_params += (double)n;
+        return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[k]);
+    }
     cpu_adam_job job = {
         .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
-        .v = st->host_v + off, .n = n, .n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n,
+        .v = st->host_v + off, .n = n, .n_decay = n_decay,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
         .grad_scale = scale, .after = st->grads_home[k],
     };
@@ -937,7 +938,6 @@ const engine_vtbl engine_stronghold = {
     .uses_window = 1,
     .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS,
     .plan = stronghold_plan,
-    .check = stronghold_check,
     .init = stronghold_init,
     .chosen_plan = stronghold_chosen_plan,
     .step = stronghold_step,

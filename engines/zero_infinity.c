@@ -79,7 +79,8 @@
  *   d2h          this rank's reduced shard of each block (1/N of the bytes)
  *   host Adam    this rank's shard of each block
  * The global norm is the canonical (block, shard) one (each rank's shard norms gathered on
- * the host).  --offload nvme is single-rank so far.
+ * the host).  --offload nvme: each rank's disk tier holds its shard of every block's grads,
+ * m and v (the machine's free disk split among its ranks).
  */
 #include "engine.h"
 
@@ -147,13 +148,18 @@ static zi_layout layout_for(const engine_config *cfg)
     return z;
 }
 
-static int zero_infinity_check(const engine_config *cfg, char *err, size_t errlen)
+/* Where this rank's shard of block b (0: embed, 1+k: layer k) starts in the host arrays (on
+ * one rank: the block, in the canonical layout), the block's length, its shard length and
+ * the real floats of this rank's shard. */
+static size_t block_offset(const zi_layout *z, int b)
 {
-    if (cfg->offload == OFFLOAD_NVME && engine_world(cfg) > 1) {
-        snprintf(err, errlen, "zero-infinity --offload nvme runs on one rank so far");
-        return -1;
-    }
-    return 0;
+    return b == 0 ? 0 : z->Se + (size_t)(b - 1) * z->Sl;
+}
+static size_t block_floats(const zi_layout *z, int b) { return b == 0 ? z->PE : z->PL; }
+static size_t shard_len(const zi_layout *z, int b) { return b == 0 ? z->Se : z->Sl; }
+static size_t shard_real(const zi_layout *z, int b)
+{
+    return dp_shard_real(block_floats(z, b), shard_len(z, b), z->rank);
 }
 
 /* Bytes of every allocation; plan and init share them. */
@@ -186,11 +192,14 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     b.staging = z->W > 1 ? max_block * f : 0;
     b.grad_stage = b.grad_stages = b.nvme_staging = b.disk = 0;
     if (z->nvme) {
-        b.grad_stage = disk_tier_round(max_block * f);
+        /* this rank's shard of every block on its disk (N ranks of one machine: N tiers,
+         * each under the machine's disk budget split N ways, run.c) */
+        const size_t max_shard = z->Se > z->Sl ? z->Se : z->Sl;
+        b.grad_stage = disk_tier_round(max_shard * f);
         b.grad_stages = ZI_GRAD_STAGES * b.grad_stage;
-        b.nvme_staging = nvme_adam_staging_bytes(max_block, ZI_NVME_DEPTH, 1);
-        b.disk = nvme_adam_block_disk_bytes(z->PE, 1) +
-                 (size_t)z->L * nvme_adam_block_disk_bytes(z->PL, 1);
+        b.nvme_staging = nvme_adam_staging_bytes(max_shard, ZI_NVME_DEPTH, 1);
+        b.disk = nvme_adam_block_disk_bytes(shard_real(z, 0), 1);
+        for (int k = 1; k <= z->L; k++) b.disk += nvme_adam_block_disk_bytes(shard_real(z, k), 1);
     }
     return b;
 }
@@ -251,20 +260,6 @@ static int alloc_in(zi_state *st, void **ptr, size_t bytes, mem_where where, con
     return engine_alloc(&st->mem, where, ptr, bytes, what);
 }
 
-/* Where this rank's shard of block b (0: embed, 1+k: layer k) starts in the host arrays (on
- * one rank: the block, in the canonical layout), the block's length, its shard length and
- * the real floats of this rank's shard. */
-static size_t block_offset(const zi_layout *z, int b)
-{
-    return b == 0 ? 0 : z->Se + (size_t)(b - 1) * z->Sl;
-}
-static size_t block_floats(const zi_layout *z, int b) { return b == 0 ? z->PE : z->PL; }
-static size_t shard_len(const zi_layout *z, int b) { return b == 0 ? z->Se : z->Sl; }
-static size_t shard_real(const zi_layout *z, int b)
-{
-    return dp_shard_real(block_floats(z, b), shard_len(z, b), z->rank);
-}
-
 static int wait_adam(zi_state *st, int b)
 {
     if (!st->adam_ticket || !st->adam_ticket[b]) return GPT_OK;
@@ -316,7 +311,7 @@ static void zero_infinity_free(void *state)
 static int init_disk(zi_state *st, const zi_bytes *b)
 {
     const zi_layout *z = &st->z;
-    const size_t max_block = z->PE > z->PL ? z->PE : z->PL;
+    const size_t max_block = z->Se > z->Sl ? z->Se : z->Sl; /* this rank's shards */
     int rc;
     char *stages = NULL;
     if ((rc = disk_tier_open(&st->tier, st->env.cfg->nvme_dir, st->env.disk, 0)) ||
@@ -337,7 +332,7 @@ static int init_disk(zi_state *st, const zi_bytes *b)
         char what[48];
         if (blk == 0) snprintf(what, sizeof what, "embedding grads, Adam m, v");
         else snprintf(what, sizeof what, "layer %d grads, Adam m, v", blk - 1);
-        if ((rc = nvme_adam_add_block(st->nvme, block_floats(z, blk), what, &st->disk_block[blk])))
+        if ((rc = nvme_adam_add_block(st->nvme, shard_real(z, blk), what, &st->disk_block[blk])))
             return rc;
     }
     return GPT_OK;
@@ -720,7 +715,6 @@ const engine_vtbl engine_zero_infinity = {
     .uses_window = 0,
     .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS,
     .plan = zero_infinity_plan,
-    .check = zero_infinity_check,
     .init = zero_infinity_init,
     .chosen_plan = zero_infinity_chosen_plan,
     .step = zero_infinity_step,

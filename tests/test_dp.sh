@@ -121,6 +121,32 @@ else
     dp_same "zero-offload = DDP at 2 ranks, no clipping" s0nc zonc
     dp_same "zero-infinity = DDP at 2 ranks, no clipping" s0nc zinc
 
+    # ---- --offload nvme on two ranks: each rank's disk tier holds its shard's grads (zero-
+    # infinity) or m, v (stronghold's streamed layers), O_DIRECT under --nvme-dir
+    mkdir -p "$DP_WORK/nvme"
+    dp_run zin 2 -m zero-infinity --offload nvme --nvme-dir "$DP_WORK/nvme" -b 4 --iters 8 --log-interval 4
+    dp_run shn 2 -m stronghold -w 1 --offload nvme --nvme-dir "$DP_WORK/nvme" -b 4 --iters 8 --log-interval 4
+    dp_same "zero-infinity --offload nvme = DDP at 2 ranks" s0 zin
+    dp_same "stronghold -w 1 --offload nvme = DDP at 2 ranks" s0 shn
+    if [ -z "$(ls -A "$DP_WORK/nvme")" ] && grep -q "disk write GB: [0-9.]*[1-9]" "$DP_WORK"/zin/results/*.txt; then
+        dp_pass "nvme on 2 ranks wrote to disk and left nothing under --nvme-dir"
+    else
+        dp_fail "nvme on 2 ranks" "left: $(ls -A "$DP_WORK/nvme") / $(grep -o 'disk write GB: [0-9.]*' "$DP_WORK"/zin/results/*.txt | head -1)"
+    fi
+
+    # ---- --dpu on two ranks: the first 5 + 1 steps are the baseline's, then the update lags a
+    # step on every rank alike; the same global batch on one rank lags the same way
+    dp_run dpu2 2 -m zero-offload --dpu -b 4 --iters 12 --log-interval 4
+    dp_run dpu1 1 -m zero-offload --dpu -b 8 --iters 12 --log-interval 4
+    dp_run s0l 2 -b 4 --iters 12 --log-interval 4
+    if diff <(dp_losses dpu2 | head -6) <(dp_losses s0l | head -6) >/dev/null &&
+        ! diff <(dp_losses dpu2) <(dp_losses s0l) >/dev/null; then
+        dp_pass "zero-offload --dpu at 2 ranks: steps 1-6 equal DDP's bit for bit, later ones lag"
+    else
+        dp_fail "zero-offload --dpu at 2 ranks" "$(paste <(dp_losses dpu2) <(dp_losses s0l) | tr '\n' ' ')"
+    fi
+    dp_close "zero-offload --dpu: 2 ranks ~ 1 rank, global batch 8" dpu1 dpu2 1e-5
+
     # ---- micro-batches: two per rank -------------------------------------------------------
     # DDP and ZeRO-1 accumulate locally and reduce once: the same bits.  ZeRO-2/3 reduce-
     # scatter every micro-batch and add the shards (as DeepSpeed): (a1+b1)+(a2+b2) instead of
@@ -169,8 +195,5 @@ else
     dp_bad "global batch not a multiple of the batch" "--global-batch 6 is not a multiple of batch x ranks = 4 x 1" 1 -b 4 --global-batch 6
     dp_bad "zero stage out of range" "zero-stage: '4' is not a ZeRO stage" 1 --zero-stage 4
     dp_bad "zero stage on an offload engine" "--zero-stage is megatron-lm's" 1 -m zero-offload --zero-stage 2
-    dp_bad "--dpu on 2 ranks" "zero-offload --dpu runs on one rank so far" 2 -m zero-offload --dpu
-    dp_bad "--offload nvme on 2 ranks" "zero-infinity --offload nvme runs on one rank so far" 2 -m zero-infinity --offload nvme
-    dp_bad "stronghold --offload nvme on 2 ranks" "stronghold --offload nvme runs on one rank so far" 2 -m stronghold --offload nvme
 fi
 rm -rf "$DP_WORK"

@@ -60,10 +60,16 @@ else
     fi
 
     # ---- a refusal is said before anything starts ---------------------------------------------
-    rk_in refuse "$RK_BIN" "${RK_TINY[@]}" -m zero-offload --dpu --ranks 2 --results results
-    if [ "$RK_RC" -eq 2 ] && grep -q "zero-offload --dpu runs on one rank so far" "$RK_DIR/err" &&
-        [ ! -e "$RK_DIR/results" ]; then
-        rk_pass "--ranks 2 with an option that is single-rank so far (--dpu): exit 2 before mpiexec"
+    # (a refusal that depends on the world size: 6 is a multiple of 2 but not of 2 x 2)
+    # An mpiexec that only leaves a mark stands in for the real one: it must not be started.
+    mkdir -p "$RK_WORK/fakempi"
+    printf '#!/bin/sh\ntouch "%s/fakempi/started"\nexit 1\n' "$RK_WORK" >"$RK_WORK/fakempi/mpiexec"
+    chmod +x "$RK_WORK/fakempi/mpiexec"
+    rk_in refuse env PATH="$RK_WORK/fakempi:$PATH" "$RK_BIN" "${RK_TINY[@]}" -b 2 --global-batch 6 \
+        --ranks 2 --results results
+    if [ "$RK_RC" -eq 2 ] && grep -q "global-batch 6 is not a multiple of batch x ranks = 2 x 2" "$RK_DIR/err" &&
+        [ ! -e "$RK_DIR/results" ] && [ ! -e "$RK_WORK/fakempi/started" ]; then
+        rk_pass "--ranks 2 with options the ranks would refuse: exit 2 before mpiexec"
     else
         rk_fail "--ranks refusal" "exit $RK_RC: $(cat "$RK_DIR/err")"
     fi
