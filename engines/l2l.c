@@ -77,6 +77,7 @@ typedef struct l2l_layout {
     size_t PL, PE; /* one layer block, the embed block */
     size_t N, NC;  /* tokens per step; one (N, C) activation */
     int W, rank;   /* ranks: every layer's host state is sharded (runtime/dp.h) */
+    int M;         /* micro-batches per step */
     size_t Sl, SP; /* a layer's shard, and the slot's floats (W Sl: the layer padded) */
 } l2l_layout;
 
@@ -94,8 +95,9 @@ static l2l_layout layout_for(const gpt_shape *sh)
     return z;
 }
 
-static void set_ranks(l2l_layout *z, int W, int rank)
+static void set_ranks(l2l_layout *z, int W, int rank, int M)
 {
+    z->M = M;
     z->W = W;
     z->rank = rank;
     z->Sl = dp_shard_len(z->PL, W);
@@ -116,8 +118,8 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
     b.slot = z->SP * f;                           /* each of params, grads */
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
     b.host_layers = (size_t)z->L * z->Sl * f;     /* each of params, grads, m, v */
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W);
-    b.work_host = layer_work_host_bytes(sh, z->W);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M);
+    b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     /* (N ranks: also each layer whole, before its shard is kept) */
     b.staging = (z->W > 1 && z->PL > z->PE ? z->PL : z->PE) * f;
     return b;
@@ -136,7 +138,7 @@ static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
 {
     l2l_layout z = layout_for(&cfg->shape);
-    set_ranks(&z, engine_world(cfg), 0);
+    set_ranks(&z, engine_world(cfg), 0, engine_micro_batches(cfg));
     plan_of(&z, &cfg->shape, out);
 }
 
@@ -259,7 +261,7 @@ static int l2l_init(const engine_env *env, void **state)
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
     st->z = layout_for(&st->sh);
-    set_ranks(&st->z, engine_world(env->cfg), env->rank);
+    set_ranks(&st->z, engine_world(env->cfg), env->rank, engine_micro_batches(env->cfg));
     *state = st;
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
@@ -276,7 +278,7 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->slot_p, b.slot, MEM_GPU, "layer slot parameters")) ||
         (rc = alloc_in(st, (void **)&st->slot_g, b.slot, MEM_GPU, "layer slot gradients")) ||
         (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg))) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, st->z.W, st->z.M)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, MEM_PINNED, "layer parameters")) ||
         (rc = alloc_in(st, (void **)&st->host_g, b.host_layers, MEM_PINNED, "layer gradients")) ||
@@ -397,12 +399,13 @@ static int backward(l2l_state *st, step_result *out)
             return rc;
         gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->work.dres, &st->work.acts,
                            &st->work.scratch, 1);
-        /* N ranks: the slot's grads are all-reduced before they go home (fin: where). */
+        /* N ranks: the slot's grads are reduce-scattered before they go home; micro-batches
+         * after the first add the earlier ones' sum (fin: the stream that did it). */
         gpt_stream *fin;
         if ((rc = span_end(&st->io.spans, c, span)) ||
-            (rc = z->W == 1 ? layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, st->slot_g, z->PL, &fin)
-                            : layer_work_reduce_scatter(&st->work, &st->io.spans, c, 1 + j, st->slot_g,
-                                                        z->PL, &fin)) ||
+            (rc = layer_work_reduce_home(&st->work, &st->io.spans, c, 1 + j, st->slot_g, z->PL,
+                                         st->host_g + host_block(st, j), st->grads_home[j], out,
+                                         &fin)) ||
             (rc = gpt_event_record(st->slot_done, fin)) ||
             (rc = gpt_stream_wait_event(st->io.d2h, st->slot_done)) ||
             (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
@@ -412,13 +415,17 @@ static int backward(l2l_state *st, step_result *out)
             (rc = gpt_event_record(st->grads_home[j], st->io.d2h)))
             return rc;
         out->bytes_d2h += (double)shard_real(st) * sizeof(float);
-        if (st->env.cfg->optim.clip <= 0 && (rc = submit_host_adam(st, j, out, 1.0f))) return rc;
+        if (st->env.cfg->optim.clip <= 0 && layer_work_last_micro(&st->work) &&
+            (rc = submit_host_adam(st, j, out, 1.0f)))
+            return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
+    /* the embedding's grads accumulate in place over the micro-batches: reduced once */
+    if (!layer_work_last_micro(&st->work)) return GPT_OK;
     gpt_stream *fin;
-    if ((rc = span_end(&st->io.spans, c, span)) ||
-        (rc = layer_work_reduce(&st->work, &st->io.spans, c, 0, st->embed_g, z->PE, &fin)))
+    if ((rc = layer_work_reduce(&st->work, &st->io.spans, c, 0, st->embed_g, z->PE, &fin)))
         return rc;
     /* (the compute stream waits for every reduction: the embed's Adam reads its grads) */
     return layer_work_read_norms(&st->work, c, sh);
@@ -456,13 +463,21 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
-    double t0 = wall_ms();
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
-    if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
-    double t1 = wall_ms();
-    if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
-    double t2 = wall_ms();
+    double fwd_ms = 0, bwd_ms = 0, t2 = 0;
+    for (int k = 0; k < z->M; k++) {
+        double t0 = wall_ms();
+        if ((rc = layer_work_begin_micro(&st->work, c, k, tokens, targets, &st->sh)) ||
+            (rc = forward(st, out)) || (rc = gpt_stream_sync(c)))
+            return rc;
+        double t1 = wall_ms();
+        if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+        t2 = wall_ms();
+        fwd_ms += t1 - t0;
+        bwd_ms += t2 - t1;
+    }
+    const double t1 = t2 - bwd_ms, t0 = t1 - fwd_ms; /* the phases, summed over micro-batches */
 
     if ((rc = layer_work_gather_norm_tables(&st->work, &st->sh)) ||
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
@@ -502,7 +517,7 @@ const engine_vtbl engine_l2l = {
     .description = "layer to layer: one layer on the GPU at a time, weights and Adam on the host",
     .uses_window = 0,
     .supports_bf16 = 0,
-    .options = ENGINE_OPT_RANKS,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = l2l_plan,
     .init = l2l_init,
     .chosen_plan = l2l_chosen_plan,

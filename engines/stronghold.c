@@ -158,8 +158,8 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     b.res_inputs = (size_t)z->R * z->NC * f;
     b.slot_inputs = (size_t)z->S * z->NC * f;
     b.x_out = z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W);
-    b.work_host = layer_work_host_bytes(sh, z->W);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, 1);
+    b.work_host = layer_work_host_bytes(sh, z->W, 1);
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->Sl * f;
     b.nvme_staging = b.disk_mv = 0;
     if (z->nvme && z->Ls) {
@@ -585,7 +585,7 @@ static int stronghold_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, MEM_GPU, "embedding Adam m")) ||
         (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, MEM_GPU, "embedding Adam v")) ||
         (rc = alloc_in(st, (void **)&st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg))) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg), 1)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;

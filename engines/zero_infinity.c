@@ -183,8 +183,8 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     b.fetch = (size_t)z->F * z->W * z->Sl * f;
     b.buckets = (size_t)ZI_BUCKETS * z->W * z->Sl * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W);
-    b.work_host = layer_work_host_bytes(sh, z->W);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, 1);
+    b.work_host = layer_work_host_bytes(sh, z->W, 1);
     b.host_params = z->Pshard * f;
     b.host_grads = z->nvme ? 0 : z->Pshard * f;
     b.host_mv = z->nvme ? 0 : z->Pshard * f;       /* each of m, v */
@@ -363,7 +363,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W, 1)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")))
         return rc;

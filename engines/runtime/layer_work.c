@@ -17,12 +17,20 @@ static size_t norms_bytes(const gpt_shape *sh, int world)
 }
 static size_t tokens(const gpt_shape *sh) { return (size_t)sh->batch * sh->seq; }
 
-uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world)
+/* M > 1: the landing block holds one layer's shard (the embedding accumulates in place) */
+static size_t landing_bytes(const gpt_shape *sh, int world, int micro_batches)
+{
+    if (micro_batches <= 1) return 0;
+    return dp_shard_len(gpt_layer_layout_of(sh).total, world > 1 ? world : 1) * sizeof(float);
+}
+
+uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world, int micro_batches)
 {
     const size_t f = sizeof(float);
     return (uint64_t)acts_bytes(sh, acts_layers) + gpt_layer_scratch_floats(sh) * f +
            gpt_head_acts_floats(sh) * f + tokens(sh) * (size_t)sh->hidden * f +
-           2 * tokens(sh) * sizeof(int32_t) + norms_bytes(sh, world);
+           2 * tokens(sh) * sizeof(int32_t) + norms_bytes(sh, world) +
+           landing_bytes(sh, world, micro_batches);
 }
 
 /* N ranks: every rank's norms gathered: (L + 1) x (world + 1) for the shard columns, world
@@ -32,15 +40,21 @@ static size_t gathered_bytes(const gpt_shape *sh, int world)
     return world > 1 ? (size_t)(sh->layers + 1) * (size_t)(world + 1) * (size_t)world * sizeof(float) : 0;
 }
 
-uint64_t layer_work_host_bytes(const gpt_shape *sh, int world)
+static int micro_count(int micro_batches) { return micro_batches > 1 ? micro_batches : 1; }
+
+uint64_t layer_work_host_bytes(const gpt_shape *sh, int world, int micro_batches)
 {
-    return (uint64_t)tokens(sh) * sizeof(float) + norms_bytes(sh, world) + gathered_bytes(sh, world);
+    return (uint64_t)micro_count(micro_batches) * tokens(sh) * sizeof(float) +
+           norms_bytes(sh, world) + gathered_bytes(sh, world);
 }
 
 int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers,
-                     int world)
+                     int world, int micro_batches)
 {
     w->world = world > 1 ? world : 1;
+    w->micro_batches = micro_count(micro_batches);
+    w->micro = 0;
+    w->landing = NULL;
     const size_t f = sizeof(float), N = tokens(sh);
     void *scratch = NULL, *head = NULL;
     int rc;
@@ -54,7 +68,11 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
                            "residual gradient")) ||
         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->ids, 2 * N * sizeof(int32_t), "token ids")) ||
         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->dev_norms, norms_bytes(sh, world), "block norms")) ||
-        (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_losses, N * f, "losses read-back")) ||
+        (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_losses, (size_t)w->micro_batches * N * f,
+                           "losses read-back")) ||
+        (w->micro_batches > 1 &&
+         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->landing, landing_bytes(sh, world, micro_batches),
+                            "earlier micro-batches' gradients (landing)"))) ||
         (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_norms, norms_bytes(sh, world),
                            "norms read-back")) ||
         (w->world > 1 && (rc = engine_alloc(mem, MEM_HOST, (void **)&w->norms_gathered,
@@ -63,7 +81,65 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
     gpt_layer_acts_carve(&w->acts, w->acts_mem, sh);
     gpt_layer_scratch_carve(&w->scratch, scratch, sh);
     gpt_head_acts_carve(&w->head, head, sh);
-    w->head.grad_divisor = w->world; /* one micro-batch per rank: the mean over ranks */
+    /* each token's loss weighs 1/(B T M N): the sum over micro-batches and ranks is the mean */
+    w->head.grad_divisor = w->world * w->micro_batches;
+    return GPT_OK;
+}
+
+int layer_work_begin_micro(layer_work *w, gpt_stream *c, int k, const int32_t *tokens_all,
+                           const int32_t *targets_all, const gpt_shape *sh)
+{
+    const size_t N = tokens(sh);
+    w->micro = k;
+    if (k == 0) return GPT_OK; /* offload_streams_begin_step copied them */
+    int rc;
+    if ((rc = gpt_memcpy_h2d(c, w->ids, tokens_all + (size_t)k * N, N * sizeof(int32_t))) ||
+        (rc = gpt_memcpy_h2d(c, w->ids + N, targets_all + (size_t)k * N, N * sizeof(int32_t))))
+        return rc;
+    return GPT_OK;
+}
+
+int layer_work_add_earlier(layer_work *w, stream_spans *spans, gpt_stream *s, float *mine,
+                           const float *host_sum, size_t n, gpt_event *home, step_result *out)
+{
+    if (w->micro == 0) return GPT_OK;
+    int rc, span;
+    if ((rc = gpt_stream_wait_event(s, home)) || (rc = span_begin(spans, s, BUSY_H2D, &span)) ||
+        (rc = gpt_memcpy_h2d(s, w->landing, host_sum, n * sizeof(float))) ||
+        (rc = span_end(spans, s, span)))
+        return rc;
+    out->bytes_h2d += (double)n * sizeof(float);
+    /* an fp32 add (the offload engines are fp32): the same op megatron-lm's stage 2 adds its
+     * reduce-scattered shards with */
+    gpt_residual_forward(s, mine, w->landing, mine, n);
+    return GPT_OK;
+}
+
+int layer_work_reduce_home(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
+                           float *grads, size_t n, const float *host_sum, gpt_event *home,
+                           step_result *out, gpt_stream **final)
+{
+    const int last = layer_work_last_micro(w);
+    int rc;
+    if (!w->comm) {
+        if ((rc = layer_work_add_earlier(w, spans, c, grads, host_sum, n, home, out))) return rc;
+        if (last) dp_block_shard_norms(c, grads, n, 1, w->dev_norms + block);
+        *final = c;
+        return GPT_OK;
+    }
+    gpt_stream *cs = coll_stream(w->comm);
+    const int rank = coll_rank(w->comm);
+    const size_t S = dp_shard_len(n, w->world);
+    float *mine = grads + (size_t)rank * S;
+    int span;
+    if ((rc = gpt_event_record(w->grads_done, c)) || (rc = gpt_stream_wait_event(cs, w->grads_done)) ||
+        (rc = span_begin(spans, cs, BUSY_COMM, &span)) ||
+        (rc = coll_reduce_scatter_sum(w->comm, mine, grads, S)) || (rc = span_end(spans, cs, span)) ||
+        (rc = layer_work_add_earlier(w, spans, cs, mine, host_sum, dp_shard_real(n, S, rank), home, out)))
+        return rc;
+    if (last) dp_shard_norm(cs, mine, n, w->world, rank, w->dev_norms + (size_t)block * w->world + rank);
+    if ((rc = gpt_event_record(w->reduced, cs))) return rc;
+    *final = cs;
     return GPT_OK;
 }
 
@@ -165,7 +241,7 @@ int layer_work_gather_shard_norms(layer_work *w, const gpt_shape *sh)
 
 int layer_work_outcome(layer_work *w, const gpt_shape *sh, step_result *out)
 {
-    const int N = (int)tokens(sh);
+    const int N = (int)tokens(sh) * w->micro_batches;
     engine_step_outcome(out, w->host_losses, N, w->host_norms, (sh->layers + 1) * w->world);
     if (!w->comm) return GPT_OK;
     double local = out->loss;
@@ -190,7 +266,7 @@ int layer_work_head_forward(layer_work *w, stream_spans *spans, gpt_stream *c,
     if ((rc = span_begin(spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_head_forward(c, sh, embed_params, embed_grads, xL, w->ids + N, &w->head);
     if ((rc = span_end(spans, c, span))) return rc;
-    return gpt_memcpy_d2h(c, w->host_losses, w->head.losses, N * sizeof(float));
+    return gpt_memcpy_d2h(c, w->host_losses + (size_t)w->micro * N, w->head.losses, N * sizeof(float));
 }
 
 int layer_work_head_backward(layer_work *w, stream_spans *spans, gpt_stream *c,

@@ -7,7 +7,17 @@
  *           attention's backward scratch, the head's activations (one chunk of rows' logits
  *           at a time), the residual gradient (N, C), the token and target ids (2, N), the
  *           L+1 squared block norms
- *   pinned  the per-token losses (N) and the block norms (L+1) read back each step
+ *   pinned  the per-token losses (M x N: every micro-batch's) and the block norms (L+1) read
+ *           back each step
+ *   GPU     M > 1: the landing block of micro-batch accumulation (one layer's shard, below)
+ *
+ * Micro-batches (M > 1, --global-batch > batch x ranks) accumulate in the order of megatron-lm
+ * --zero-stage 2 (and DeepSpeed's ZeRO-2), which every offload engine then equals bit for bit:
+ * a block whose gradient lives on the host is computed fresh in every micro-batch (its GPU
+ * buffer zeroed), reduced over the ranks, and added to the sum of the earlier micro-batches,
+ * which is copied up from the host for that (the landing block) — acc + fresh, then its norm
+ * after the last one.  A block whose gradient stays on the GPU (the embedding) accumulates
+ * in place and is reduced once, after the last micro-batch.
  *
  * Plans and init share the byte counts below, so that a plan still equals the peak.
  */
@@ -21,6 +31,8 @@
 
 #include <stdint.h>
 
+struct step_result;
+
 typedef struct layer_work {
     float *acts_mem;           /* acts_layers layers' activations */
     gpt_layer_acts acts;       /* the first of them */
@@ -29,7 +41,7 @@ typedef struct layer_work {
     float *dres;               /* (N, C) */
     int32_t *ids;              /* (2, N): tokens then targets */
     float *dev_norms;          /* (L + 1) */
-    float *host_losses;        /* pinned (N) */
+    float *host_losses;        /* pinned (M x N) */
     float *host_norms;         /* pinned (L + 1) */
     /* N ranks (one micro-batch each): each block's gradient is all-reduced on the group's
      * stream as soon as it is complete, and its (block, shard) norms are taken there
@@ -38,13 +50,38 @@ typedef struct layer_work {
     coll_group *comm;          /* NULL on one rank */
     gpt_event *grads_done, *reduced;
     float *norms_gathered;     /* N ranks: (L + 1) x (world + 1) host floats */
+    int micro_batches;         /* M per step */
+    int micro;                 /* the micro-batch being computed (the engine sets it) */
+    float *landing;            /* M > 1: one layer's shard, the earlier micro-batches' sum */
 } layer_work;
 
-uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world);
-uint64_t layer_work_host_bytes(const gpt_shape *sh, int world);
+uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world, int micro_batches);
+uint64_t layer_work_host_bytes(const gpt_shape *sh, int world, int micro_batches);
 /* Allocate (GPU and pinned, through the engine's list) and carve.  0 or a gpt_status. */
 int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers,
-                     int world);
+                     int world, int micro_batches);
+/* Micro-batch k of the step begins: its token and target ids are copied in on c (micro-batch
+ * 0's are the step's first, offload_streams_begin_step), its losses will be read back into
+ * their place. */
+int layer_work_begin_micro(layer_work *w, gpt_stream *c, int k, const int32_t *tokens,
+                           const int32_t *targets, const gpt_shape *sh);
+/* Is the micro-batch being computed the step's last? */
+static inline int layer_work_last_micro(const layer_work *w)
+{ return w->micro == w->micro_batches - 1; }
+/* Micro-batch k > 0 (nothing for k = 0): on s, once `home` (the earlier micro-batches' sum's
+ * copy to host_sum) is done, that sum copied up into the landing block and added to this
+ * micro-batch's reduced gradient `mine` (n floats): mine = sum + mine.  The copy counts as
+ * h2d traffic and busy time. */
+int layer_work_add_earlier(layer_work *w, stream_spans *spans, gpt_stream *s, float *mine,
+                           const float *host_sum, size_t n, gpt_event *home, struct step_result *out);
+/* A block whose gradient goes home (to host_sum: this rank's shard of it, `home` marks its
+ * last arrival): on one rank, the earlier micro-batches added (add_earlier) and after the
+ * last its squared norm, on c; on N ranks it is reduce-scattered in place on the group's
+ * stream, the earlier micro-batches added to this rank's shard and after the last this
+ * rank's entry of its (block, shard) norms taken there.  *final is the stream that did it. */
+int layer_work_reduce_home(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
+                           float *grads, size_t n, const float *host_sum, gpt_event *home,
+                           struct step_result *out, gpt_stream **final);
 /* N ranks: the gradient group and its events (nothing on one rank); close is safe always. */
 int layer_work_open_comm(layer_work *w, gpt_backend *be, int rank, int world);
 void layer_work_close_comm(layer_work *w);
@@ -74,7 +111,6 @@ int layer_work_read_norms(layer_work *w, gpt_stream *c, const gpt_shape *sh);
  * (block, shard) table layer_work_outcome reads.  Host-side, blocking. */
 int layer_work_gather_shard_norms(layer_work *w, const gpt_shape *sh);
 /* After c is synchronised: the step's loss (global over ranks), grad norm and skip. */
-struct step_result;
 int layer_work_outcome(layer_work *w, const gpt_shape *sh, struct step_result *out);
 /* The activations of layer slot i (< acts_layers): without checkpointing each layer keeps
  * its own. */
