@@ -115,6 +115,7 @@ typedef struct zo_layout {
     int groups;  /* buckets filled per backward: ceil(L / BL) */
     int nbuf;    /* bucket buffers on the GPU: min(2, groups) */
     int ckpt, dpu;
+    int M;            /* micro-batches per step */
     size_t PL, PE, P; /* floats of a layer block, the embed block, the model */
     size_t N, NC;     /* tokens per step; floats of one (N, C) activation */
     /* N ranks (runtime/dp.h): shards of Se / Sl floats of the embed / a layer block; the GPU
@@ -148,6 +149,7 @@ static zo_layout layout_for(const engine_config *cfg)
     z.NC = z.N * (size_t)sh->hidden;
     z.ckpt = cfg->ckpt;
     z.dpu = cfg->dpu;
+    z.M = engine_micro_batches(cfg);
     uint64_t bl = (bucket_elems() + z.PL - 1) / z.PL;
     if (bl < 1) bl = 1;
     if (bl > (uint64_t)z.L) bl = (uint64_t)z.L;
@@ -180,8 +182,8 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
     b.embed_grads = (size_t)z->W * z->Se * f;
     b.buckets = (size_t)z->nbuf * z->BL * z->W * z->Sl * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, z->W, 1);
-    b.work_host = layer_work_host_bytes(sh, z->W, 1);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, z->W, z->M);
+    b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.host_params = b.host_grads = b.host_mv = z->Pshard * f;
     b.staging = z->W > 1 ? (z->PE > z->PL ? z->PE : z->PL) * f : 0;
     b.host_grad_copies = z->dpu ? 2 : 1;
@@ -372,7 +374,7 @@ static int zero_offload_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed_grads, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, z->W, 1)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, z->W, z->M)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "master parameters")) ||
         (rc = alloc_in(st, (void **)&st->host_g[0], b.host_grads, MEM_PINNED, "gradients")) ||
@@ -535,8 +537,14 @@ static int bucket_home_sharded(zo_state *st, int g, int grad_copy, step_result *
     for (int l = lo; l <= hi; l++) {
         float *slice = bucket_of(st, g) + (size_t)(l - lo) * z->W * z->Sl;
         float *mine = slice + (size_t)z->rank * z->Sl;
-        if ((rc = coll_reduce_scatter_sum(st->work.comm, mine, slice, z->Sl))) return rc;
-        dp_shard_norm(cs, mine, z->PL, z->W, z->rank, st->work.dev_norms + 1 + l);
+        /* micro-batches after the first add the earlier ones' sum (runtime/layer_work.h) */
+        if ((rc = coll_reduce_scatter_sum(st->work.comm, mine, slice, z->Sl)) ||
+            (rc = layer_work_add_earlier(&st->work, &st->io.spans, cs, mine,
+                                         st->host_g[grad_copy] + host_off(st, 1 + l),
+                                         shard_real(st, 1 + l), st->group_home[g], out)))
+            return rc;
+        if (layer_work_last_micro(&st->work))
+            dp_shard_norm(cs, mine, z->PL, z->W, z->rank, st->work.dev_norms + 1 + l);
     }
     if ((rc = span_end(&st->io.spans, cs, span)) || (rc = gpt_event_record(st->bucket_full[b], cs)) ||
         (rc = gpt_stream_wait_event(st->io.d2h, st->bucket_full[b])) ||
@@ -583,6 +591,7 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     const gpt_shape *sh = &st->sh;
     const zo_layout *z = &st->z;
     gpt_stream *c = st->io.compute;
+    const int last = layer_work_last_micro(&st->work);
     int rc, span;
     if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, st->params, st->embed_g,
                                        input_of(st, z->L))))
@@ -600,20 +609,28 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, st->params + block_off(st, 1 + j), grads, input_of(st, j),
                            st->work.dres, &a, &st->work.scratch, z->ckpt);
-        /* (N ranks: each shard's norm once it is reduced, in bucket_home) */
-        if (z->W == 1) gpt_norm_squared(c, st->work.dev_norms + 1 + j, grads, z->PL);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
+        /* (N ranks: each shard's norm once it is reduced, in bucket_home; one rank: here, after
+         * the earlier micro-batches' sum is added) */
+        if (z->W == 1 &&
+            (rc = layer_work_add_earlier(&st->work, &st->io.spans, c, grads,
+                                         st->host_g[grad_copy] + host_off(st, 1 + j), z->PL,
+                                         st->group_home[g], out)))
+            return rc;
+        if (z->W == 1 && last) gpt_norm_squared(c, st->work.dev_norms + 1 + j, grads, z->PL);
         if (j != lo) continue;
         if ((rc = bucket_home(st, g, grad_copy, out))) return rc;
-        for (int l = lo; early && l <= group_hi(st, g); l++)
+        for (int l = lo; early && last && l <= group_hi(st, g); l++)
             if ((rc = submit_block(st, 1 + l, early, st->group_home[g], out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
-    if (z->W == 1) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
+    if (z->W == 1 && last) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
     if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->bwd_done, c)) ||
         (rc = gpt_event_record(st->embed_ready, c)))
         return rc;
+    /* the embedding's grads accumulate in place over the micro-batches: they go once */
+    if (!last) return GPT_OK;
     float *embed_mine = st->embed_g + (size_t)z->rank * z->Se;
     if (z->W > 1) {
         /* the embedding's gradient reduce-scattered in place, its shard norm */
@@ -658,16 +675,24 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
     zo_update u = {.active = 1, .t = st->adam_step + 1, .lr = (float)out->lr, .scale = 1.0f,
                    .grad_copy = grad_copy};
 
-    double t0 = wall_ms();
     /* The embed grads are zeroed once their previous copy home is done. */
     if ((rc = gpt_stream_wait_event(c, st->embed_home)) ||
         (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
-    if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
-    double t1 = wall_ms();
-    if ((rc = backward(st, grad_copy, early ? &u : NULL, out)) || (rc = gpt_stream_sync(c)))
-        return rc;
-    double t2 = wall_ms();
+    double fwd_ms = 0, bwd_ms = 0, t2 = 0;
+    for (int k = 0; k < z->M; k++) {
+        double t0 = wall_ms();
+        if ((rc = layer_work_begin_micro(&st->work, c, k, tokens, targets, &st->sh)) ||
+            (rc = forward(st, out)) || (rc = gpt_stream_sync(c)))
+            return rc;
+        double t1 = wall_ms();
+        if ((rc = backward(st, grad_copy, early ? &u : NULL, out)) || (rc = gpt_stream_sync(c)))
+            return rc;
+        t2 = wall_ms();
+        fwd_ms += t1 - t0;
+        bwd_ms += t2 - t1;
+    }
+    const double t1 = t2 - bwd_ms, t0 = t1 - fwd_ms; /* the phases, summed over micro-batches */
 
     if ((rc = layer_work_gather_shard_norms(&st->work, &st->sh)) ||
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
@@ -723,7 +748,7 @@ const engine_vtbl engine_zero_offload = {
     .description = "ZeRO-2 Offload: params on the GPU, grads and Adam on the host (--dpu)",
     .uses_window = 0,
     .supports_bf16 = 0,
-    .options = ENGINE_OPT_DPU | ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS,
+    .options = ENGINE_OPT_DPU | ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = zero_offload_plan,
     .init = zero_offload_init,
     .chosen_plan = zero_offload_chosen_plan,
