@@ -116,6 +116,7 @@ typedef struct zi_layout {
      * Sl = PL, Pshard = P. */
     int W, rank;
     size_t Se, Sl, Pshard;
+    int M;              /* micro-batches per step */
 } zi_layout;
 
 /* Prefetch depth from DeepSpeed's element counts (see the top comment). */
@@ -145,6 +146,7 @@ static zi_layout layout_for(const engine_config *cfg)
     z.Se = dp_shard_len(z.PE, z.W);
     z.Sl = dp_shard_len(z.PL, z.W);
     z.Pshard = z.Se + (size_t)z.L * z.Sl;
+    z.M = engine_micro_batches(cfg);
     return z;
 }
 
@@ -183,10 +185,12 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     b.fetch = (size_t)z->F * z->W * z->Sl * f;
     b.buckets = (size_t)ZI_BUCKETS * z->W * z->Sl * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, 1);
-    b.work_host = layer_work_host_bytes(sh, z->W, 1);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M);
+    b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.host_params = z->Pshard * f;
-    b.host_grads = z->nvme ? 0 : z->Pshard * f;
+    /* nvme: the grads go to disk, but with micro-batches their sum is kept in pinned memory
+     * until the last one (its sum is what is written) */
+    b.host_grads = z->nvme && z->M == 1 ? 0 : z->Pshard * f;
     b.host_mv = z->nvme ? 0 : z->Pshard * f;       /* each of m, v */
     const size_t max_block = z->PE > z->PL ? z->PE : z->PL;
     b.staging = z->W > 1 ? max_block * f : 0;
@@ -363,14 +367,16 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W, 1)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W, z->M)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")))
         return rc;
+    if (b.host_grads &&
+        (rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "gradients (host)")))
+        return rc;
     if (z->nvme) {
         if ((rc = init_disk(st, &b))) return rc;
-    } else if ((rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "gradients (host)")) ||
-               (rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "Adam m (host)")) ||
+    } else if ((rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "Adam m (host)")) ||
                (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v (host)"))) {
         return rc;
     }
@@ -459,17 +465,24 @@ static int gather_block(zi_state *st, float *whole, size_t S, gpt_event *ready)
 /* N ranks: block b's gradient (whole, padded, at grads; complete on compute at `done`)
  * reduce-scattered in place and this rank's shard norm taken, on the collectives' stream;
  * `done` is recorded again there (what waits on it then sees the reduced shard). */
-static int reduce_block(zi_state *st, int b, float *grads, gpt_event *done)
+static int reduce_block(zi_state *st, int b, float *grads, gpt_event *done, step_result *out)
 {
     gpt_stream *cs = coll_stream(st->work.comm);
     const size_t S = shard_len(&st->z, b);
     float *mine = grads + (size_t)st->z.rank * S;
     int rc, span;
     if ((rc = gpt_stream_wait_event(cs, done)) || (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
-        (rc = coll_reduce_scatter_sum(st->work.comm, mine, grads, S)))
+        (rc = coll_reduce_scatter_sum(st->work.comm, mine, grads, S)) ||
+        (rc = span_end(&st->io.spans, cs, span)))
         return rc;
-    dp_shard_norm(cs, mine, block_floats(&st->z, b), st->z.W, st->z.rank, st->work.dev_norms + b);
-    if ((rc = span_end(&st->io.spans, cs, span))) return rc;
+    /* micro-batches after the first add the earlier ones' sum (a layer's: the embedding's
+     * accumulates in place and is reduced only after the last) */
+    if (b > 0 && (rc = layer_work_add_earlier(&st->work, &st->io.spans, cs, mine,
+                                              st->host_g + block_offset(&st->z, b),
+                                              shard_real(&st->z, b), st->grads_home[b], out)))
+        return rc;
+    if (layer_work_last_micro(&st->work))
+        dp_shard_norm(cs, mine, block_floats(&st->z, b), st->z.W, st->z.rank, st->work.dev_norms + b);
     return gpt_event_record(done, cs);
 }
 
@@ -548,11 +561,13 @@ static int send_grads_home(zi_state *st, int b, const float *src, gpt_event *don
 {
     const zi_layout *z = &st->z;
     const size_t n = shard_real(z, b);
+    const int last = layer_work_last_micro(&st->work);
     int rc, span;
-    /* nvme: into the next staging block, once the disk write from it is done. */
-    const int stage = st->next_stage;
-    float *dst = st->host_g ? st->host_g + block_offset(z, b) : st->grad_stage[stage];
-    if (st->nvme) {
+    /* nvme: the last micro-batch's (the sum's) into the next staging block, once the disk
+     * write from it is done; the earlier ones' sums stay in the pinned host grads */
+    const int stage = st->next_stage, to_disk = st->nvme && last;
+    float *dst = to_disk ? st->grad_stage[stage] : st->host_g + block_offset(z, b);
+    if (to_disk) {
         st->next_stage = (stage + 1) % ZI_GRAD_STAGES;
         if (st->stage_ticket[stage] && (rc = nvme_adam_wait(st->nvme, st->stage_ticket[stage])))
             return rc;
@@ -565,13 +580,13 @@ static int send_grads_home(zi_state *st, int b, const float *src, gpt_event *don
         (rc = gpt_event_record(st->grads_home[b], st->io.d2h)))
         return rc;
     out->bytes_d2h += (double)n * sizeof(float);
-    if (st->nvme) {
+    if (to_disk) {
         if ((rc = nvme_adam_put_grads(st->nvme, st->disk_block[b], dst, st->grads_home[b],
                                       &st->stage_ticket[stage])))
             return rc;
         out->bytes_disk_write += (double)disk_tier_round(n * sizeof(float));
     }
-    if (st->env.cfg->optim.clip <= 0) return submit_host_adam(st, b, out, 1.0f);
+    if (st->env.cfg->optim.clip <= 0 && last) return submit_host_adam(st, b, out, 1.0f);
     return GPT_OK;
 }
 
@@ -583,8 +598,10 @@ static int forward(zi_state *st, step_result *out)
     const zi_layout *z = &st->z;
     gpt_stream *c = st->io.compute;
     int rc, span;
-    /* The embed block first (the first thing compute needs), then the first F layers. */
+    /* The embed block first (the first thing compute needs; it stays for the step's later
+     * micro-batches), then the first F layers. */
     const size_t embed_bytes = shard_real(z, 0) * sizeof(float);
+    if (st->work.micro > 0) goto layers;
     if ((rc = wait_adam(st, 0)) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, st->embed_p + (size_t)z->rank * z->Se, st->host_p, embed_bytes)) ||
@@ -593,6 +610,7 @@ static int forward(zi_state *st, step_result *out)
                        : gpt_event_record(st->embed_ready, st->io.h2d)))
         return rc;
     out->bytes_h2d += (double)embed_bytes;
+layers:
     for (int i = 0; i < z->F && i < 2 * z->L; i++)
         if ((rc = issue_fetch(st, i, out))) return rc;
 
@@ -625,9 +643,11 @@ static int backward(zi_state *st, step_result *out)
     for (int j = z->L - 1; j >= 0; j--) {
         const int i = 2 * z->L - 1 - j, seq = z->L - 1 - j, bk = seq % ZI_BUCKETS;
         float *bucket = st->buckets + (size_t)bk * z->W * z->Sl;
-        /* The bucket's previous layer (j + ZI_BUCKETS) must have left before it is zeroed. */
-        if (seq >= ZI_BUCKETS &&
-            (rc = gpt_stream_wait_event(c, st->grads_home[1 + j + ZI_BUCKETS])))
+        /* The bucket's previous layer (j + ZI_BUCKETS, or in the micro-batch before, the
+         * lowest layer that used it) must have left before it is zeroed. */
+        const int prev = seq >= ZI_BUCKETS ? j + ZI_BUCKETS
+                         : st->work.micro > 0 ? (z->L - 1 - seq) % ZI_BUCKETS : -1;
+        if (prev >= 0 && prev < z->L && (rc = gpt_stream_wait_event(c, st->grads_home[1 + prev])))
             return rc;
         if ((rc = wait_fetch(st, i)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)) ||
@@ -635,20 +655,29 @@ static int backward(zi_state *st, step_result *out)
             return rc;
         gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->work.dres,
                            &st->work.acts, &st->work.scratch, 1);
-        if (z->W == 1) gpt_norm_squared(c, st->work.dev_norms + 1 + j, bucket, z->PL);
-        if ((rc = span_end(&st->io.spans, c, span)) ||
-            (rc = gpt_event_record(st->bucket_full[bk], c)) ||
+        if ((rc = span_end(&st->io.spans, c, span))) return rc;
+        /* one rank: the earlier micro-batches' sum added here, then the norm after the last */
+        if (z->W == 1 &&
+            (rc = layer_work_add_earlier(&st->work, &st->io.spans, c, bucket,
+                                         st->host_g + block_offset(z, 1 + j), z->PL,
+                                         st->grads_home[1 + j], out)))
+            return rc;
+        if (z->W == 1 && layer_work_last_micro(&st->work))
+            gpt_norm_squared(c, st->work.dev_norms + 1 + j, bucket, z->PL);
+        if ((rc = gpt_event_record(st->bucket_full[bk], c)) ||
             (rc = release_fetch(st, i, out)) ||
-            (z->W > 1 && (rc = reduce_block(st, 1 + j, bucket, st->bucket_full[bk]))) ||
+            (z->W > 1 && (rc = reduce_block(st, 1 + j, bucket, st->bucket_full[bk], out))) ||
             (rc = send_grads_home(st, 1 + j, bucket + (size_t)z->rank * z->Sl, st->bucket_full[bk], out)))
             return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
+    /* the embedding's grads accumulate in place over the micro-batches: they go once */
+    if (!layer_work_last_micro(&st->work)) return GPT_OK;
     if (z->W == 1) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
-    if ((rc = span_end(&st->io.spans, c, span)) ||
-        (rc = gpt_event_record(st->embed_bwd_done, c)) ||
-        (z->W > 1 && ((rc = reduce_block(st, 0, st->embed_g, st->embed_bwd_done)) ||
+    if ((rc = gpt_event_record(st->embed_bwd_done, c)) ||
+        (z->W > 1 && ((rc = reduce_block(st, 0, st->embed_g, st->embed_bwd_done, out)) ||
                       /* the norms read back below come from the collectives' stream */
                       (rc = gpt_stream_wait_event(c, st->embed_bwd_done)))) ||
         (rc = send_grads_home(st, 0, st->embed_g + (size_t)z->rank * z->Se, st->embed_bwd_done, out)))
@@ -668,13 +697,21 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
-    double t0 = wall_ms();
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
-    if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
-    double t1 = wall_ms();
-    if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
-    double t2 = wall_ms();
+    double fwd_ms = 0, bwd_ms = 0, t2 = 0;
+    for (int k = 0; k < z->M; k++) {
+        double t0 = wall_ms();
+        if ((rc = layer_work_begin_micro(&st->work, c, k, tokens, targets, &st->sh)) ||
+            (rc = forward(st, out)) || (rc = gpt_stream_sync(c)))
+            return rc;
+        double t1 = wall_ms();
+        if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+        t2 = wall_ms();
+        fwd_ms += t1 - t0;
+        bwd_ms += t2 - t1;
+    }
+    const double t1 = t2 - bwd_ms, t0 = t1 - fwd_ms; /* the phases, summed over micro-batches */
 
     if ((rc = layer_work_gather_shard_norms(&st->work, &st->sh)) ||
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
@@ -713,7 +750,7 @@ const engine_vtbl engine_zero_infinity = {
     .description = "ZeRO-3: every layer's params fetched per use, grads out, host Adam "
                    "(--offload cpu|nvme)",
     .uses_window = 0,
-    .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS,
+    .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = zero_infinity_plan,
     .init = zero_infinity_init,
     .chosen_plan = zero_infinity_chosen_plan,
