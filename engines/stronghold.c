@@ -100,6 +100,7 @@ typedef struct sh_layout {
     int nvme;        /* --offload nvme: the streamed layers' m, v on disk */
     int n_ckpt;      /* streamed layers whose input goes to the host: max(0, Ls - S) */
     int W, rank;     /* ranks: the streamed layers' host state is sharded (runtime/dp.h) */
+    int M;           /* micro-batches per step */
     size_t Sl, SP;   /* a layer's shard, and a slot's floats (W Sl: the layer padded) */
     size_t PL, PE;   /* floats of one layer block and of the embed block */
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
@@ -113,6 +114,7 @@ static sh_layout layout_for(const gpt_shape *sh, int R, int S)
     z.S = S;
     z.Ls = z.L - R;
     z.nvme = 0;
+    z.M = 1;
     z.W = 1;
     z.rank = 0;
     z.Sl = z.SP = gpt_layer_layout_of(sh).total;
@@ -146,6 +148,7 @@ typedef struct sh_bytes {
     uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
     size_t host_params, host_grads, host_mv, host_ckpt, staging;
     size_t nvme_staging, disk_mv; /* --offload nvme: host staging; disk m, v of all streamed */
+    size_t res_fresh; /* M > 1: a resident layer's gradient of one micro-batch */
 } sh_bytes;
 
 static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
@@ -158,8 +161,9 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     b.res_inputs = (size_t)z->R * z->NC * f;
     b.slot_inputs = (size_t)z->S * z->NC * f;
     b.x_out = z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, 1);
-    b.work_host = layer_work_host_bytes(sh, z->W, 1);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M);
+    b.work_host = layer_work_host_bytes(sh, z->W, z->M);
+    b.res_fresh = z->M > 1 ? z->PL * f : 0;
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->Sl * f;
     b.nvme_staging = b.disk_mv = 0;
     if (z->nvme && z->Ls) {
@@ -179,7 +183,7 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
 /* Everything but the resident layers and the slots. */
 static uint64_t gpu_common(const sh_bytes *b)
 {
-    return 4 * (uint64_t)b->embed + b->x_out + b->work_gpu;
+    return 4 * (uint64_t)b->embed + b->x_out + b->work_gpu + b->res_fresh;
 }
 static uint64_t gpu_per_resident(const sh_layout *z)
 {
@@ -247,6 +251,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
         /* -w auto: the layout its memory rule gives under this budget, with the three slots
          * that hide the copies at the paper's shapes (init measures the real number). */
         sh_layout z0 = layout_for(sh, 0, 0);
+        z0.M = engine_micro_batches(cfg);
         sh_bytes b0 = bytes_for(&z0, sh);
         const uint64_t common = gpu_common(&b0);
         if (cfg->gpu_budget <= common || !auto_layout(sh, cfg->gpu_budget - common, 3, &R, &S)) {
@@ -257,6 +262,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
     sh_layout z = layout_for(sh, R, S);
     z.nvme = cfg->offload == OFFLOAD_NVME;
+    z.M = engine_micro_batches(cfg);
     set_ranks(&z, engine_world(cfg), 0);
     plan_of(&z, sh, out);
 }
@@ -283,6 +289,8 @@ typedef struct stronghold_state {
     /* GPU */
     float *embed_p, *embed_g, *embed_m, *embed_v;
     float *res_p, *res_g, *res_m, *res_v; /* R layer blocks each */
+    float *res_fresh;                     /* M > 1: one layer block (a micro-batch's grads) */
+    gpt_event *res_fresh_free;            /* M > 1: res_fresh has been added, may be reused */
     float *slot_p, *slot_g;               /* S layer blocks each */
     float *res_x, *slot_x, *x_out;        /* inputs: R, S, 1 of (N, C) */
     layer_work work;                      /* one layer's activations, scratch, head, ids,
@@ -336,6 +344,7 @@ static void stronghold_free(void *state)
     offload_streams_close(&st->io);
     layer_work_close_comm(&st->work);
     gpt_event_destroy(st->shard_up);
+    gpt_event_destroy(st->res_fresh_free);
     if (st->slot_ev)
         for (int s = 0; s < st->z.S; s++) {
             gpt_event_destroy(st->slot_ev[s].ready);
@@ -579,13 +588,16 @@ static int stronghold_init(const engine_env *env, void **state)
 
     /* What every placement needs, then the window, then the rest. */
     sh_layout z0 = layout_for(sh, 0, 0);
+    z0.M = engine_micro_batches(env->cfg);
     sh_bytes b0 = bytes_for(&z0, sh);
-    if ((rc = alloc_in(st, (void **)&st->embed_p, b0.embed, MEM_GPU, "embedding parameters")) ||
+    if ((b0.res_fresh && (rc = alloc_in(st, (void **)&st->res_fresh, b0.res_fresh, MEM_GPU,
+                                        "a resident layer's micro-batch gradient"))) ||
+        (rc = alloc_in(st, (void **)&st->embed_p, b0.embed, MEM_GPU, "embedding parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b0.embed, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, MEM_GPU, "embedding Adam m")) ||
         (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, MEM_GPU, "embedding Adam v")) ||
         (rc = alloc_in(st, (void **)&st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg), 1)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg), z0.M)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;
@@ -600,6 +612,7 @@ static int stronghold_init(const engine_env *env, void **state)
     }
     st->z = layout_for(sh, R, S);
     st->z.nvme = env->cfg->offload == OFFLOAD_NVME;
+    st->z.M = z0.M;
     set_ranks(&st->z, engine_world(env->cfg), env->rank);
     sh_bytes b = bytes_for(&st->z, sh);
     if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, MEM_GPU, "resident layers' parameters")) ||
@@ -628,6 +641,7 @@ static int stronghold_init(const engine_env *env, void **state)
     if (st->z.W > 1) {
         if ((rc = gpt_event_create(env->be, &st->shard_up))) return rc;
     }
+    if (st->res_fresh && (rc = gpt_event_create(env->be, &st->res_fresh_free))) return rc;
     for (int s = 0; s < S; s++)
         if ((rc = gpt_event_create(env->be, &st->slot_ev[s].ready)) ||
             (rc = gpt_event_create(env->be, &st->slot_ev[s].fwd_done)) ||
@@ -750,7 +764,9 @@ static int forward(stronghold_state *st, step_result *out)
     const sh_layout *z = &st->z;
     gpt_stream *c = st->io.compute;
     int rc, span;
-    for (int k = z->R; k < z->R + z->S; k++)
+    /* The first S streamed layers: in micro-batches after the first they are in their slots
+     * still, from the backward before (whose last prefetches brought them; no update since). */
+    for (int k = z->R; st->work.micro == 0 && k < z->R + z->S; k++)
         if ((rc = prefetch_forward(st, k, out))) return rc;
 
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
@@ -796,33 +812,50 @@ static int backward(stronghold_state *st, step_result *out)
                                        st->embed_g,
                                        st->x_out)))
         return rc;
+    const int micro = st->work.micro;
     for (int j = z->L - 1; j >= 0; j--) {
         const int streamed = j >= z->R;
         slot_events *ev = streamed ? &st->slot_ev[slot_of(st, j)] : NULL;
+        /* A resident layer's grads of micro-batches after the first go into res_fresh (once
+         * the layer above is done with it), to be reduced and added to its sum. */
+        float *grads = !streamed && micro > 0 ? st->res_fresh : grads_of(st, j);
         if (streamed) {
-            /* The top S layers are still in their slots from the forward. */
+            /* The top S layers are still in their slots from the forward; the slot's last
+             * layer in the micro-batch before (R + its slot) must have sent its grads home. */
             if (j < z->L - z->S) {
                 if ((rc = gpt_stream_wait_event(c, ev->ready))) return rc;
-            } else if ((rc = gpt_stream_memset_zero(c, grads_of(st, j), z->SP * sizeof(float)))) {
+            } else if ((micro > 0 &&
+                        (rc = gpt_stream_wait_event(c, st->grads_home[z->R + slot_of(st, j)]))) ||
+                       (rc = gpt_stream_memset_zero(c, grads, z->SP * sizeof(float)))) {
                 return rc;
             }
+        } else if (micro > 0 && ((rc = gpt_stream_wait_event(c, st->res_fresh_free)) ||
+                                 (rc = gpt_stream_memset_zero(c, grads, z->PL * sizeof(float))))) {
+            return rc;
         }
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-        gpt_layer_backward(c, sh, params_of(st, j), grads_of(st, j), input_of(st, j), st->work.dres,
+        gpt_layer_backward(c, sh, params_of(st, j), grads, input_of(st, j), st->work.dres,
                            &st->work.acts, &st->work.scratch, 1);
         /* N ranks: a resident layer's grads are all-reduced (every rank runs its GPU Adam); a
          * streamed layer's are reduce-scattered and only this rank's shard goes home (fin:
-         * the stream on which they are final). */
+         * the stream on which they are final).  Micro-batches after the first add the
+         * earlier ones' sum (runtime/layer_work.h). */
         gpt_stream *fin = c;
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
-        if (!streamed || z->W == 1) {
-            if ((rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, grads_of(st, j), z->PL, &fin)))
-                return rc;
-        } else if ((rc = layer_work_reduce_scatter(&st->work, &st->io.spans, c, 1 + j, grads_of(st, j),
-                                                   z->PL, &fin))) {
-            return rc;
+        if (!streamed) {
+            if (micro == 0) {
+                rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, grads, z->PL, &fin);
+            } else if (!(rc = layer_work_reduce_add(&st->work, &st->io.spans, c, 1 + j, grads,
+                                                    grads_of(st, j), z->PL, &fin))) {
+                rc = gpt_event_record(st->res_fresh_free, fin);
+            }
+            if (rc) return rc;
+            continue;
         }
-        if (!streamed) continue;
+        if ((rc = layer_work_reduce_home(&st->work, &st->io.spans, c, 1 + j, grads, z->PL,
+                                         st->host_g + host_block(st, j), st->grads_home[j], out,
+                                         &fin)))
+            return rc;
         const size_t bytes = shard_real(st) * sizeof(float);
         if ((rc = gpt_event_record(ev->bwd_done, fin)) ||
             (rc = gpt_stream_wait_event(st->io.d2h, ev->bwd_done)) ||
@@ -833,14 +866,20 @@ static int backward(stronghold_state *st, step_result *out)
             (rc = gpt_event_record(st->grads_home[j], st->io.d2h)))
             return rc;
         out->bytes_d2h += (double)bytes;
-        if (st->env.cfg->optim.clip <= 0 && (rc = submit_host_adam(st, j, out, 1.0f))) return rc;
+        if (st->env.cfg->optim.clip <= 0 && layer_work_last_micro(&st->work) &&
+            (rc = submit_host_adam(st, j, out, 1.0f)))
+            return rc;
         if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
+    if ((rc = span_end(&st->io.spans, c, span))) return rc;
+    /* the embedding's grads accumulate in place over the micro-batches: reduced once; the
+     * resident layers' additions must be done before the next micro-batch reuses res_fresh
+     * (the compute stream waits for every reduction at the last) */
+    if (!layer_work_last_micro(&st->work)) return GPT_OK;
     gpt_stream *fin;
-    if ((rc = span_end(&st->io.spans, c, span)) ||
-        (rc = layer_work_reduce(&st->work, &st->io.spans, c, 0, st->embed_g, z->PE, &fin)))
+    if ((rc = layer_work_reduce(&st->work, &st->io.spans, c, 0, st->embed_g, z->PE, &fin)))
         return rc;
     /* (the compute stream waits for every reduction: the GPU Adam reads those grads) */
     return layer_work_read_norms(&st->work, c, sh);
@@ -885,14 +924,22 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
-    double t0 = wall_ms();
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))) ||
         (z->R && (rc = gpt_stream_memset_zero(c, st->res_g, (size_t)z->R * z->PL * sizeof(float)))))
         return rc;
-    if ((rc = forward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
-    double t1 = wall_ms();
-    if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
-    double t2 = wall_ms();
+    double fwd_ms = 0, bwd_ms = 0, t2 = 0;
+    for (int k = 0; k < z->M; k++) {
+        double t0 = wall_ms();
+        if ((rc = layer_work_begin_micro(&st->work, c, k, tokens, targets, &st->sh)) ||
+            (rc = forward(st, out)) || (rc = gpt_stream_sync(c)))
+            return rc;
+        double t1 = wall_ms();
+        if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
+        t2 = wall_ms();
+        fwd_ms += t1 - t0;
+        bwd_ms += t2 - t1;
+    }
+    const double t1 = t2 - bwd_ms, t0 = t1 - fwd_ms; /* the phases, summed over micro-batches */
 
     /* (a streamed layer's norm entries are each rank's own: the tables are gathered) */
     if ((z->Ls && (rc = layer_work_gather_norm_tables(&st->work, &st->sh))) ||
@@ -936,7 +983,7 @@ const engine_vtbl engine_stronghold = {
     .alias = NULL,
     .description = "a window of layers on the GPU, the rest streamed with host Adam (-w W|auto)",
     .uses_window = 1,
-    .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS,
+    .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = stronghold_plan,
     .init = stronghold_init,
     .chosen_plan = stronghold_chosen_plan,

@@ -155,6 +155,40 @@ else
     dp_same "ZeRO-1 = DDP with 2 micro-batches per rank" m0 m1
     dp_close "ZeRO-3 ~ DDP with 2 micro-batches per rank" m0 m3 1e-6
 
+    # ---- micro-batches in the offload engines: three per rank, six layers (stronghold's ring
+    # cycles) -- each streamed layer's micro-batch gradient is reduced fresh and added to the
+    # earlier ones' sum, copied up from the host; the embedding (and stronghold's resident
+    # layers' sums) stay on the GPU.  That is megatron-lm stage 2's order: the same bits.
+    dp_run mb2 2 -l 6 -b 2 --global-batch 12 --iters 6 --log-interval 3 --zero-stage 2
+    dp_run mb1 1 -l 6 -b 2 --global-batch 6 --iters 6 --log-interval 3 --zero-stage 2
+    dp_run mbl2l 2 -l 6 -m l2l -b 2 --global-batch 12 --iters 6 --log-interval 3
+    dp_run mbzo 2 -l 6 -m zero-offload -b 2 --global-batch 12 --iters 6 --log-interval 3
+    AEBENCH_ZO_BUCKET_ELEMS=100000 dp_run mbzo2 2 -l 6 -m zero-offload -b 2 --global-batch 12 --iters 6 --log-interval 3
+    dp_run mbzi 2 -l 6 -m zero-infinity -b 2 --global-batch 12 --iters 6 --log-interval 3
+    dp_run mbzin 2 -l 6 -m zero-infinity --offload nvme --nvme-dir "$DP_WORK/nvme" -b 2 --global-batch 12 --iters 6 --log-interval 3
+    dp_run mbsh1 2 -l 6 -m stronghold -w 1 -b 2 --global-batch 12 --iters 6 --log-interval 3
+    dp_run mbsh2 2 -l 6 -m stronghold -w 2 -b 2 --global-batch 12 --iters 6 --log-interval 3
+    dp_run mbsh1r 1 -l 6 -m stronghold -w 2 -b 2 --global-batch 6 --iters 6 --log-interval 3
+    dp_run mbzo1r 1 -l 6 -m zero-offload -b 2 --global-batch 6 --iters 6 --log-interval 3
+    dp_same "l2l, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbl2l
+    dp_same "zero-offload, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbzo
+    dp_same "zero-offload, 2 layers per bucket, 3 micro-batches = ZeRO-2 at 2 ranks" mb2 mbzo2
+    dp_same "zero-infinity, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbzi
+    dp_same "zero-infinity --offload nvme, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbzin
+    dp_same "stronghold -w 1, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbsh1
+    dp_same "stronghold -w 2 (resident layers), 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbsh2
+    dp_same "stronghold -w 2, 3 micro-batches on one rank = ZeRO-2" mb1 mbsh1r
+    dp_same "zero-offload, 3 micro-batches on one rank = ZeRO-2" mb1 mbzo1r
+    dp_run mb2nc 2 -l 6 -b 2 --global-batch 12 --iters 6 --log-interval 3 --zero-stage 2 --clip-grad 0
+    dp_run mbsh1nc 2 -l 6 -m stronghold -w 1 -b 2 --global-batch 12 --iters 6 --log-interval 3 --clip-grad 0
+    dp_same "stronghold -w 1, 3 micro-batches, no clipping (updates after the last) = ZeRO-2" mb2nc mbsh1nc
+    if grep -q "NumWorkers: 2; SamplesPerStep: 12;" "$DP_WORK"/mbsh1/results/*.txt &&
+        grep -q '"micro_batches":[[:space:]]*3' "$DP_WORK"/mbsh1/results/*.json; then
+        dp_pass "micro-batches: log says the global batch 12, JSON 3 micro-batches"
+    else
+        dp_fail "micro-batch log" "$(grep NumWorkers "$DP_WORK"/mbsh1/results/*.txt | head -1)"
+    fi
+
     # ---- one, two and three ranks, the same global batch (12), 20 iterations -------------
     # Only the order of the sums over ranks and micro-batches differs.
     dp_run n1 1 -b 12 --iters 20

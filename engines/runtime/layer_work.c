@@ -201,6 +201,26 @@ int layer_work_reduce_scatter(layer_work *w, stream_spans *spans, gpt_stream *c,
     return GPT_OK;
 }
 
+int layer_work_reduce_add(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
+                          float *fresh, float *acc, size_t n, gpt_stream **final)
+{
+    float *norms = w->dev_norms + (size_t)block * w->world;
+    gpt_stream *s = c;
+    int rc, span;
+    if (w->comm) {
+        s = coll_stream(w->comm);
+        if ((rc = gpt_event_record(w->grads_done, c)) || (rc = gpt_stream_wait_event(s, w->grads_done)) ||
+            (rc = span_begin(spans, s, BUSY_COMM, &span)) ||
+            (rc = coll_all_reduce_sum(w->comm, fresh, n)) || (rc = span_end(spans, s, span)))
+            return rc;
+    }
+    gpt_residual_forward(s, acc, acc, fresh, n);
+    if (layer_work_last_micro(w)) dp_block_shard_norms(s, acc, n, w->world, norms);
+    if (w->comm && (rc = gpt_event_record(w->reduced, s))) return rc;
+    *final = s;
+    return GPT_OK;
+}
+
 int layer_work_gather_norm_tables(layer_work *w, const gpt_shape *sh)
 {
     if (!w->comm) return GPT_OK;
@@ -241,13 +261,18 @@ int layer_work_gather_shard_norms(layer_work *w, const gpt_shape *sh)
 
 int layer_work_outcome(layer_work *w, const gpt_shape *sh, step_result *out)
 {
-    const int N = (int)tokens(sh) * w->micro_batches;
+    const int N = (int)tokens(sh), M = w->micro_batches;
     engine_step_outcome(out, w->host_losses, N, w->host_norms, (sh->layers + 1) * w->world);
-    if (!w->comm) return GPT_OK;
+    /* the loss as megatron-lm takes it: the mean of the micro-batches' means, over ranks */
     double local = out->loss;
+    for (int k = 1; k < M; k++) local += gpt_mean_loss(w->host_losses + (size_t)k * N, N);
+    if (!w->comm) {
+        if (M > 1) out->loss = local / M;
+        return GPT_OK;
+    }
     out->has_comm = 1;
     out->bytes_comm = coll_take_bytes(w->comm);
-    return dp_global_loss(w->comm, local, 1, &out->loss);
+    return dp_global_loss(w->comm, local, M, &out->loss);
 }
 
 gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int i)

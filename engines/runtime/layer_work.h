@@ -98,6 +98,13 @@ int layer_work_reduce(layer_work *w, stream_spans *spans, gpt_stream *c, int blo
  * other ranks' entries are theirs: layer_work_gather_norm_tables takes them. */
 int layer_work_reduce_scatter(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
                               float *grads, size_t n, gpt_stream **final);
+/* A block whose gradient sum stays on the GPU (acc, n floats) but is reduced in every
+ * micro-batch (stronghold's resident layers, micro-batches after the first): this micro-
+ * batch's gradient `fresh` (complete on c) all-reduced in place over the ranks, then added,
+ * acc = acc + fresh, and after the last micro-batch acc's (block, shard) norms taken; on the
+ * group's stream on N ranks, on c on one.  *final is that stream. */
+int layer_work_reduce_add(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
+                          float *fresh, float *acc, size_t n, gpt_stream **final);
 /* After the norms are read back (c synchronised) on N ranks: every rank's table gathered,
  * entry (b, r) from rank r (exact for all-reduced blocks, whose every entry each rank has, and
  * for reduce-scattered ones, whose entry r only rank r has). */
