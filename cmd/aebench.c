@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The backend the run asked for; without --device, CUDA if this build and machine have
  * it, else the CPU.  Returns NULL (with a message) only when --device cuda cannot be had. */
@@ -141,6 +142,13 @@ int main(int argc, char **argv)
             comm_finalize(&comm);
             return EXIT_BAD_INPUT;
         }
+    }
+    /* The ranks of one machine share its cores: by default each takes its share for its CPU
+     * threads (host Adam pool, CPU backend), not all of them each.  (After the options were
+     * compared: machines with other core counts give other shares.) */
+    if (rc.eng.threads == 0 && comm.local_world > 1) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        rc.eng.threads = cores > comm.local_world ? (int)(cores / comm.local_world) : 1;
     }
     gpt_backend *be = open_backend(&rc, comm.local_rank);
     if (!be) {

@@ -212,7 +212,10 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     snprintf(nbuf, sizeof nbuf, "%d", rc->ranks);
     int bad = strv_push(&jargv, &jn, mpiexec) || strv_push(&jargv, &jn, "-n") || strv_push(&jargv, &jn, nbuf);
     if (!bad && is_open_mpi(mpiexec)) {
-        bad = strv_push(&jargv, &jn, "--oversubscribe");
+        /* Open MPI binds each of a few ranks to one core by default: a rank's host Adam pool
+         * and CPU stream threads would then share that core.  MPICH's hydra binds nothing. */
+        bad = strv_push(&jargv, &jn, "--oversubscribe") || strv_push(&jargv, &jn, "--bind-to") ||
+              strv_push(&jargv, &jn, "none");
         if (!bad && geteuid() == 0) bad = strv_push(&jargv, &jn, "--allow-run-as-root");
     }
     if (!bad) bad = strv_push(&jargv, &jn, exe);
