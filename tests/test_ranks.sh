@@ -95,6 +95,18 @@ else
         rk_fail "--find-max --ranks 2" "exit $RK_RC, $two of $probes probes on 2 ranks: $(tail -c 300 "$RK_DIR/err")"
     fi
 
+    # the bound is the plan of one rank of the job: ZeRO-3 shards the model state, DDP does not
+    fm_bound() { # ranks stage -> the layer count the plan bound gives
+        "$RK_BIN" "${RK_TINY[@]}" --find-max --dry-run -m megatron-lm --zero-stage "$2" --gpu-mem-limit 6M \
+            --ranks "$1" --results "$RK_WORK/fmb" 2>/dev/null | sed -n 's/.*the plan fits up to l\([0-9]*\).*/\1/p'
+    }
+    z31=$(fm_bound 1 3) z32=$(fm_bound 2 3) z01=$(fm_bound 1 0) z02=$(fm_bound 2 0)
+    if [ -n "$z31" ] && [ -n "$z32" ] && [ "$z32" -gt "$z31" ] && [ "$z02" = "$z01" ]; then
+        rk_pass "--find-max --ranks 2 bounds by one rank's plan: ZeRO-3 l$z31 -> l$z32, DDP l$z01 -> l$z02"
+    else
+        rk_fail "--find-max --ranks 2 plan bound" "ZeRO-3 '$z31' -> '$z32', DDP '$z01' -> '$z02'"
+    fi
+
     # ---- faults --------------------------------------------------------------------------------
     start=$(date +%s)
     rk_in fault "$RK_BIN" "${RK_TINY[@]}" --iters 8 --ranks 2 --fail-at 3 --fail-rank 1 --results results
