@@ -87,7 +87,7 @@ static int is_open_mpi(const char *mpiexec)
 }
 
 /* Our environment plus the report descriptor and the notes directory. */
-static char **job_environment(char *fd_var, size_t fd_len, int fd, char *notes_var, size_t notes_len,
+static char **job_environment(char *notes_var, size_t notes_len, char *report_var, size_t report_len,
                               const char *notes)
 {
     size_t n = 0;
@@ -97,14 +97,34 @@ static char **job_environment(char *fd_var, size_t fd_len, int fd, char *notes_v
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "AEBENCH_REPORT_FD=", 18) != 0 &&
+            strncmp(environ[i], "AEBENCH_REPORT_FILE=", 20) != 0 &&
             strncmp(environ[i], "AEBENCH_JOB_NOTES=", 18) != 0)
             env[k++] = environ[i];
-    snprintf(fd_var, fd_len, "AEBENCH_REPORT_FD=%d", fd);
     snprintf(notes_var, notes_len, "AEBENCH_JOB_NOTES=%s", notes);
-    env[k++] = fd_var;
+    snprintf(report_var, report_len, "AEBENCH_REPORT_FILE=%s/report", notes);
     env[k++] = notes_var;
+    env[k++] = report_var;
     env[k] = NULL;
     return env;
+}
+
+/* The job's report lines (the file its rank 0 appended them to), relayed to our parent in
+ * order, the log and JSON paths kept; the file is removed. */
+static void relay_report(const char *notes, char *log_path, size_t log_len, char *json_path,
+                         size_t json_len)
+{
+    char path[PATH_MAX + 16], line[8192];
+    snprintf(path, sizeof path, "%s/report", notes);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        report_to_parent("%s", line);
+        if (strncmp(line, "log ", 4) == 0) snprintf(log_path, log_len, "%.4000s", line + 4);
+        if (strncmp(line, "json ", 5) == 0) snprintf(json_path, json_len, "%.4000s", line + 5);
+    }
+    fclose(f);
+    unlink(path);
 }
 
 /* What the ranks' notes say, one "rank R: ..." per note, in rank order; removes them and
@@ -235,11 +255,13 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         strv_free(&jargv, &jn);
         return EXIT_RUN_ERROR;
     }
+    /* The pipe tells when the job is over: mpiexec (and with MPICH the ranks) hold its write
+     * end until they exit.  The report lines come through a file (relay_report). */
     int fds[2];
-    char fd_var[64], notes_var[PATH_MAX + 32];
+    char notes_var[PATH_MAX + 32], report_var[PATH_MAX + 48];
     char **env = NULL;
     if (pipe2(fds, O_CLOEXEC) != 0 ||
-        !(env = job_environment(fd_var, sizeof fd_var, fds[1], notes_var, sizeof notes_var, notes))) {
+        !(env = job_environment(notes_var, sizeof notes_var, report_var, sizeof report_var, notes))) {
         fprintf(stderr, "aebench: --ranks: cannot set up the job: %s\n", strerror(errno));
         strv_free(&jargv, &jn);
         rmdir(notes);
@@ -278,9 +300,8 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         return EXIT_RUN_ERROR;
     }
 
-    /* Relay the job's report lines until every rank has closed the pipe. */
-    char log_path[PATH_MAX] = "", json_path[PATH_MAX] = "", pending[8192];
-    size_t plen = 0;
+    /* Forward signals until everything holding the pipe has exited. */
+    char log_path[PATH_MAX] = "", json_path[PATH_MAX] = "", drain[512];
     for (;;) {
         struct pollfd p[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
         int np = sfd >= 0 ? 2 : 1;
@@ -293,22 +314,9 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
             if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) kill(pid, (int)si.ssi_signo);
         }
         if (!(p[0].revents & (POLLIN | POLLHUP))) continue;
-        ssize_t n = read(fds[0], pending + plen, sizeof pending - 1 - plen);
+        ssize_t n = read(fds[0], drain, sizeof drain);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
-        plen += (size_t)n;
-        pending[plen] = '\0';
-        char *line = pending, *nl;
-        while ((nl = strchr(line, '\n'))) {
-            *nl = '\0';
-            report_to_parent("%s", line);
-            if (strncmp(line, "log ", 4) == 0) snprintf(log_path, sizeof log_path, "%s", line + 4);
-            if (strncmp(line, "json ", 5) == 0) snprintf(json_path, sizeof json_path, "%s", line + 5);
-            line = nl + 1;
-        }
-        plen = strlen(line);
-        memmove(pending, line, plen);
-        if (plen == sizeof pending - 1) plen = 0; /* an endless line: drop it */
     }
     close(fds[0]);
     int status = 0;
@@ -318,6 +326,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     if (sfd >= 0) close(sfd);
     sigprocmask(SIG_SETMASK, &old, NULL);
 
+    relay_report(notes, log_path, sizeof log_path, json_path, sizeof json_path);
     char why[700];
     collect_notes(notes, why, sizeof why);
     int code;

@@ -194,14 +194,11 @@ FILE *report_create_log(const char *dir, const char *method, int layers, int hid
 
 void report_to_parent(const char *fmt, ...)
 {
+    /* A rank of a --ranks job reports into a file of the job's (launch.c): Open MPI closes
+     * every inherited descriptor but the standard ones in the processes it starts. */
+    const char *file = getenv("AEBENCH_REPORT_FILE");
     const char *env = getenv("AEBENCH_REPORT_FD");
-    if (!env || !*env) return;
-    char *end = NULL;
-    long fd = strtol(env, &end, 10);
-    if (*end != '\0' || fd < 0 || fd > 1000000) {
-        fprintf(stderr, "aebench: ignoring AEBENCH_REPORT_FD='%s' (not a descriptor)\n", env);
-        return;
-    }
+    if ((!file || !*file) && (!env || !*env)) return;
     char line[8192];
     va_list ap;
     va_start(ap, fmt);
@@ -212,6 +209,21 @@ void report_to_parent(const char *fmt, ...)
         return;
     }
     line[n++] = '\n';
+    if (file && *file) {
+        /* one appending write per line: the supervisor reads whole lines after the job */
+        int ffd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        ssize_t fw = ffd < 0 ? -1 : write(ffd, line, (size_t)n);
+        if (fw != n) fprintf(stderr, "aebench: cannot report to the job's supervisor (%s): %s\n", file,
+                             fw < 0 ? strerror(errno) : "short write");
+        if (ffd >= 0) close(ffd);
+        return;
+    }
+    char *end = NULL;
+    long fd = strtol(env, &end, 10);
+    if (*end != '\0' || fd < 0 || fd > 1000000) {
+        fprintf(stderr, "aebench: ignoring AEBENCH_REPORT_FD='%s' (not a descriptor)\n", env);
+        return;
+    }
     /* One write per line: the parent reads whole lines; a short write to a pipe of a few
      * hundred bytes cannot happen (PIPE_BUF), but check anyway. */
     ssize_t w = write((int)fd, line, (size_t)n);
