@@ -114,7 +114,10 @@ static int try_layers(fm_ctx *c, int layers, char *err, size_t errlen)
     char L[32], g[32], h[32];
     snprintf(L, sizeof L, "%d", layers);
     snprintf(g, sizeof g, "%zu", c->budget_gpu);
-    snprintf(h, sizeof h, "%zu", c->budget_host);
+    /* --cpu-mem-limit is the machine's, which a job of N ranks splits among them (run.c):
+     * the probe's per-rank host budget times N gives each rank that budget again. */
+    const size_t ranks = c->rc.ranks > 1 ? (size_t)c->rc.ranks : 1;
+    snprintf(h, sizeof h, "%zu", c->budget_host > SIZE_MAX / ranks ? c->budget_host : c->budget_host * ranks);
     /* Later options win: the run's own, then the probe's size, 2 iterations, budgets fixed
      * to what the plan bound used (not re-measured by each child), logs aside. */
     int bad = strv_push_all(&argv, &n, c->argv, c->argc) || strv_push(&argv, &n, "--layers") ||

@@ -86,13 +86,17 @@ else
         rk_fail "-m all --ranks 2" "exit $RK_RC: $(grep -v '^ ' "$RK_DIR/out" | tail -n 8 | tr '\n' '|')"
     fi
 
-    rk_in findmax "$RK_BIN" "${RK_TINY[@]}" --find-max -m megatron-lm --ranks 2 --gpu-mem-limit 6M --results results
+    # (--cpu-mem-limit is the machine's: each rank of each probe must get half of it, 1 GiB)
+    rk_in findmax "$RK_BIN" "${RK_TINY[@]}" --find-max -m megatron-lm --ranks 2 --gpu-mem-limit 6M \
+        --cpu-mem-limit 2G --results results
     probes=$(ls "$RK_DIR"/results/probes/*.json 2>/dev/null | wc -l)
     two=$(grep -l '"world":[[:space:]]*2' "$RK_DIR"/results/probes/*.json 2>/dev/null | wc -l)
-    if [ "$RK_RC" -eq 0 ] && grep -q "find-max: largest l" "$RK_DIR/out" && [ "$probes" -ge 1 ] && [ "$two" -eq "$probes" ]; then
-        rk_pass "--find-max --ranks 2: every training probe ran on 2 ranks ($probes)"
+    halves=$(grep -A1 '"host":' "$RK_DIR"/results/probes/*.json 2>/dev/null | grep -c '"limit_bytes":[[:space:]]*1073741824')
+    if [ "$RK_RC" -eq 0 ] && grep -q "find-max: largest l" "$RK_DIR/out" && [ "$probes" -ge 1 ] &&
+        [ "$two" -eq "$probes" ] && [ "$halves" -eq "$probes" ]; then
+        rk_pass "--find-max --ranks 2: every training probe ran on 2 ranks ($probes), each rank with half the host"
     else
-        rk_fail "--find-max --ranks 2" "exit $RK_RC, $two of $probes probes on 2 ranks: $(tail -c 300 "$RK_DIR/err")"
+        rk_fail "--find-max --ranks 2" "exit $RK_RC, $two of $probes probes on 2 ranks, $halves with 1 GiB of host: $(tail -c 300 "$RK_DIR/err")"
     fi
 
     # the bound is the plan of one rank of the job: ZeRO-3 shards the model state, DDP does not
