@@ -223,6 +223,15 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(plan, "gpu_bytes", (double)s->plan.gpu_bytes);
     cJSON_AddNumberToObject(plan, "host_bytes", (double)s->plan.host_bytes);
     cJSON_AddNumberToObject(plan, "disk_bytes", (double)s->plan.disk_bytes);
+    if (engine_world(ec) > 1) {
+        /* (the plan above is one rank's; a machine's ranks share its host memory and disk) */
+        const double local = engine_local_world(ec);
+        cJSON *pm = cJSON_AddObjectToObject(plan, "per_machine");
+        cJSON_AddNumberToObject(pm, "ranks", local);
+        cJSON_AddNumberToObject(pm, "gpu_bytes", local * (double)s->plan.gpu_bytes);
+        cJSON_AddNumberToObject(pm, "host_bytes", local * (double)s->plan.host_bytes);
+        cJSON_AddNumberToObject(pm, "disk_bytes", local * (double)s->plan.disk_bytes);
+    }
     cJSON *mem = cJSON_AddObjectToObject(root, "memory");
     if (s->rank_peaks) {
         cJSON *ranks = cJSON_AddArrayToObject(mem, "per_rank");
@@ -665,7 +674,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         printf("aebench %s | %s | %s | %.6g M parameters | checkpointing %s%s\n", eng->name,
                s.device_desc, shape, (double)s.params / 1e6, s.ec.ckpt ? "on" : "off",
                rc->cpu_preset ? " | CPU preset" : "");
-        printf("  plan: GPU %s | host %s | disk %s\n", g, h, d);
+        printf("  plan%s: GPU %s | host %s | disk %s\n", s.world > 1 ? " per rank" : "", g, h, d);
         fflush(stdout);
     }
     logline(&s, "aebench %s: method %s, %s, %s, window %s, dtype %s, checkpointing %s, data %s",
@@ -676,7 +685,16 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     char gl[32], hl[32];
     format_bytes((double)s.gpu.budget.limit, gl, sizeof gl);
     format_bytes((double)s.host.limit, hl, sizeof hl);
-    logline(&s, "memory plan | GPU: %s of %s | host: %s of %s | disk: %s", g, gl, h, hl, d);
+    logline(&s, "memory plan%s | GPU: %s of %s | host: %s of %s | disk: %s", s.world > 1 ? " per rank" : "",
+            g, gl, h, hl, d);
+    if (s.world > 1) {
+        const int local = engine_local_world(&s.ec);
+        char mh[32], md[32];
+        format_bytes((double)local * (double)s.plan.host_bytes, mh, sizeof mh);
+        format_bytes((double)local * (double)s.plan.disk_bytes, md, sizeof md);
+        logline(&s, "memory plan per machine (%d ranks) | host: %s | disk: %s", local, mh, md);
+        if (s.rank == 0) printf("  plan per machine (%d ranks): host %s | disk %s\n", local, mh, md);
+    }
 
     if (open_disk_budget(&s) == 0) check_plan(&s);
     if (ranks_agree(&s)) train(&s, be, data, comm);

@@ -87,8 +87,12 @@ else
     for st in 1 2 3; do dp_same "ZeRO-$st = DDP at 2 ranks (losses, final params)" s0 "s$st"; done
     if grep -q "NumWorkers: 2; SamplesPerStep: 8;" "$DP_WORK"/s3/results/*.txt &&
         grep -q '"world":[[:space:]]*2' "$DP_WORK"/s3/results/*.json &&
-        grep -q '"collectives_busy_ms"' "$DP_WORK"/s3/results/*.json; then
-        dp_pass "2-rank log: NumWorkers 2, global batch 8; JSON world 2 and collective busy time"
+        grep -q '"collectives_busy_ms"' "$DP_WORK"/s3/results/*.json &&
+        grep -q "memory plan per machine (2 ranks) | host: " "$DP_WORK"/s3/results/*.txt &&
+        python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))["plan"]
+sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] == 2 * p["host_bytes"]))' \
+            "$(ls "$DP_WORK"/s3/results/*.json | head -1)"; then
+        dp_pass "2-rank log: NumWorkers 2, global batch 8, plan per rank and per machine; JSON world 2, collective busy time"
     else
         dp_fail "2-rank log" "$(grep NumWorkers "$DP_WORK"/s3/results/*.txt | head -1)"
     fi
