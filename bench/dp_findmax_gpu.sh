@@ -6,7 +6,7 @@
 #            --zero-stage 2 (the order they reproduce bit for bit on the CPU backend) and
 #            against N = 1 at the same global batch, strict fp32, to 1e-5 relative; then the
 #            cost of the accumulation at l32 (zero-offload, stronghold -w 15, N = 2: one
-#            micro-batch of 4 against two of 2, the same global batch)
+#            micro-batch of 4 per rank against four of 2, global batch 8 against 16)
 #   findmax  case 1's find-max (configs/case1.json: h2048 b4, window 4) with --ranks 2 under
 #            the V100 budgets per rank (32 GiB of GPU, 90 GiB of host each: a --cpu-mem-limit
 #            is the machine's, so 180G), and megatron-lm --zero-stage 3 beside it; then the
@@ -46,7 +46,7 @@ for tag in ("acc_n1", "acc_l2l", "acc_zo", "acc_zi", "acc_sh1", "acc_sh2"):
     print(f"{tag} vs megatron-lm ZeRO-2 N=2 (4 micro-batches, fp32 math, 12 its): largest relative "
           f"loss difference {worst:.3g} ({'ok' if ok and worst <= 1e-5 else 'FAIL'}, limit 1e-5)")
 EOF
-    echo "== the cost of accumulating: l32 h2048, N = 2, global batch 16 as 1 x 4 or 2 x 2 per rank"
+    echo "== the cost of accumulating: l32 h2048, N = 2: 1 micro-batch of 4 per rank vs 4 of 2 (global batch 8 vs 16)"
     big=(-l 32 -h 2048 --iters 8 --log-interval 8)
     run acc_zo_m1 2 "${big[@]}" -b 4 -m zero-offload
     run acc_zo_m2 2 "${big[@]}" -b 2 --global-batch 16 -m zero-offload
