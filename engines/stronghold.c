@@ -912,6 +912,10 @@ static int optimizer(stronghold_state *st, step_result *out)
     return GPT_OK;
 }
 
+/* One micro-batch's forward and backward (layer_work_micro_batches runs them). */
+static int forward_pass(void *engine, step_result *out) { return forward(engine, out); }
+static int backward_pass(void *engine, step_result *out) { return backward(engine, out); }
+
 static int stronghold_step(void *state, int iteration, const int32_t *tokens,
                            const int32_t *targets, step_result *out)
 {
@@ -927,19 +931,11 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))) ||
         (z->R && (rc = gpt_stream_memset_zero(c, st->res_g, (size_t)z->R * z->PL * sizeof(float)))))
         return rc;
-    double fwd_ms = 0, bwd_ms = 0, t2 = 0;
-    for (int k = 0; k < z->M; k++) {
-        double t0 = wall_ms();
-        if ((rc = layer_work_begin_micro(&st->work, c, k, tokens, targets, &st->sh)) ||
-            (rc = forward(st, out)) || (rc = gpt_stream_sync(c)))
-            return rc;
-        double t1 = wall_ms();
-        if ((rc = backward(st, out)) || (rc = gpt_stream_sync(c))) return rc;
-        t2 = wall_ms();
-        fwd_ms += t1 - t0;
-        bwd_ms += t2 - t1;
-    }
-    const double t1 = t2 - bwd_ms, t0 = t1 - fwd_ms; /* the phases, summed over micro-batches */
+    double t[3];
+    if ((rc = layer_work_micro_batches(&st->work, c, tokens, targets, &st->sh, forward_pass,
+                                       backward_pass, st, out, t)))
+        return rc;
+    const double t0 = t[0], t1 = t[1], t2 = t[2];
 
     /* (a streamed layer's norm entries are each rank's own: the tables are gathered) */
     if ((z->Ls && (rc = layer_work_gather_norm_tables(&st->work, &st->sh))) ||

@@ -2,6 +2,7 @@
 
 #include "../engine.h" /* the busy kinds */
 #include "dp.h"
+#include "timer.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -96,6 +97,29 @@ int layer_work_begin_micro(layer_work *w, gpt_stream *c, int k, const int32_t *t
     if ((rc = gpt_memcpy_h2d(c, w->ids, tokens_all + (size_t)k * N, N * sizeof(int32_t))) ||
         (rc = gpt_memcpy_h2d(c, w->ids + N, targets_all + (size_t)k * N, N * sizeof(int32_t))))
         return rc;
+    return GPT_OK;
+}
+
+int layer_work_micro_batches(layer_work *w, gpt_stream *c, const int32_t *tokens,
+                             const int32_t *targets, const gpt_shape *sh, layer_work_pass forward,
+                             layer_work_pass backward, void *engine, step_result *out, double t[3])
+{
+    double fwd_ms = 0, bwd_ms = 0, end = wall_ms();
+    int rc;
+    for (int k = 0; k < w->micro_batches; k++) {
+        const double f0 = wall_ms();
+        if ((rc = layer_work_begin_micro(w, c, k, tokens, targets, sh)) || (rc = forward(engine, out)) ||
+            (rc = gpt_stream_sync(c)))
+            return rc;
+        const double f1 = wall_ms();
+        if ((rc = backward(engine, out)) || (rc = gpt_stream_sync(c))) return rc;
+        end = wall_ms();
+        fwd_ms += f1 - f0;
+        bwd_ms += end - f1;
+    }
+    t[2] = end;
+    t[1] = end - bwd_ms;
+    t[0] = t[1] - fwd_ms;
     return GPT_OK;
 }
 

@@ -65,6 +65,16 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
  * their place. */
 int layer_work_begin_micro(layer_work *w, gpt_stream *c, int k, const int32_t *tokens,
                            const int32_t *targets, const gpt_shape *sh);
+/* One pass (forward or backward) of an engine over the micro-batch being computed. */
+typedef int (*layer_work_pass)(void *engine, struct step_result *out);
+/* The micro-batches of one step on compute stream c: for each, its ids in (begin_micro),
+ * forward, c synchronised, backward, c synchronised.  t[0..2] are then the phase marks that
+ * offload_streams_end_step takes: t[2] the end of the last backward, t[2] - t[1] the backward
+ * time and t[1] - t[0] the forward time, each summed over the micro-batches. */
+int layer_work_micro_batches(layer_work *w, gpt_stream *c, const int32_t *tokens,
+                             const int32_t *targets, const gpt_shape *sh, layer_work_pass forward,
+                             layer_work_pass backward, void *engine, struct step_result *out,
+                             double t[3]);
 /* Is the micro-batch being computed the step's last? */
 static inline int layer_work_last_micro(const layer_work *w)
 { return w->micro == w->micro_batches - 1; }
