@@ -140,6 +140,11 @@ struct gpt_backend_ops {
      * function); it may block, e.g. in an MPI collective. */
     int (*stream_host_task)(gpt_stream *s, int (*fn)(void *arg), const void *arg,
                             size_t arg_bytes);
+    /* Page-lock host memory the caller already has (e.g. a mapped file), page aligned, so
+     * that copies use it asynchronously like host_alloc_pinned's (cudaHostRegister; nothing
+     * on the CPU backend); unregister before unmapping it. */
+    int (*host_register)(const gpt_backend *be, void *ptr, size_t bytes);
+    void (*host_unregister)(const gpt_backend *be, void *ptr);
 
     /* ---- ops (see the wrappers below for shapes and semantics; void *: be->dtype) ---- */
     void (*encoder_forward)(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
@@ -219,6 +224,10 @@ static inline void gpt_host_free_pinned(const gpt_backend *be, void *ptr)
 
 /* Bytes of argument a host task carries (see gpt_backend_ops.stream_host_task). */
 #define GPT_HOST_TASK_ARG_BYTES 96
+static inline int gpt_host_register(const gpt_backend *be, void *ptr, size_t bytes)
+{ return be->ops->host_register(be, ptr, bytes); }
+static inline void gpt_host_unregister(const gpt_backend *be, void *ptr)
+{ be->ops->host_unregister(be, ptr); }
 static inline int gpt_stream_host_task(gpt_stream *s, int (*fn)(void *arg), const void *arg,
                                        size_t arg_bytes)
 { return s->be->ops->stream_host_task(s, fn, arg, arg_bytes); }

@@ -48,7 +48,7 @@ struct coll_group {
 #endif
 };
 
-enum coll_op { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_SEND, OP_RECV };
+enum coll_op { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_SEND, OP_RECV, OP_SENDRECV };
 
 gpt_stream *coll_stream(coll_group *g) { return g->stream; }
 int coll_rank(const coll_group *g) { return g->rank; }
@@ -71,7 +71,8 @@ typedef struct mpi_task {
     void *out;
     const void *in;
     size_t n;  /* floats (reductions) or bytes */
-    int peer;  /* root, or the peer of a send/recv */
+    int peer;  /* root, or the peer of a send/recv (sendrecv: the one sent to) */
+    int from;  /* sendrecv: the peer received from */
 } mpi_task;
 
 static int mpi_task_run(void *arg)
@@ -119,6 +120,10 @@ static int mpi_task_run(void *arg)
     case OP_RECV:
         return mpi_failed(MPI_Recv(t->out, (int)t->n, MPI_BYTE, t->peer, 0, g->comm,
                                    MPI_STATUS_IGNORE), "MPI_Recv");
+    case OP_SENDRECV:
+        return mpi_failed(MPI_Sendrecv(t->in, (int)t->n, MPI_BYTE, t->peer, 0, t->out, (int)t->n,
+                                       MPI_BYTE, t->from, 0, g->comm, MPI_STATUS_IGNORE),
+                          "MPI_Sendrecv");
     }
     return -1;
 }
@@ -134,12 +139,12 @@ static int nccl_failed(ncclResult_t rc, const char *what)
 #endif
 
 /* One operation: a local copy on one rank, else NCCL or an MPI host task. */
-static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int peer)
+static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int peer, int from)
 {
     const size_t elem = (op == OP_ALL_REDUCE || op == OP_REDUCE_SCATTER) ? sizeof(float) : 1;
     g->bytes += (double)n * (double)elem * (op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER ? g->world : 1);
     if (g->world == 1) {
-        if (op == OP_SEND || op == OP_RECV) {
+        if (op == OP_SEND || op == OP_RECV || op == OP_SENDRECV) {
             fprintf(stderr, "aebench: send/recv on one rank (no peer)\n");
             return GPT_ERR_INVALID;
         }
@@ -169,6 +174,16 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
             break;
         case OP_SEND: rc = ncclSend(in, n, ncclUint8, peer, g->nccl, s), what = "ncclSend"; break;
         case OP_RECV: rc = ncclRecv(out, n, ncclUint8, peer, g->nccl, s), what = "ncclRecv"; break;
+        case OP_SENDRECV:
+            /* one group: NCCL posts both before either must match */
+            what = "ncclSend/ncclRecv";
+            if ((rc = ncclGroupStart()) == ncclSuccess) {
+                ncclResult_t a = ncclSend(in, n, ncclUint8, peer, g->nccl, s);
+                ncclResult_t b = a == ncclSuccess ? ncclRecv(out, n, ncclUint8, from, g->nccl, s) : a;
+                rc = ncclGroupEnd();
+                if (b != ncclSuccess) rc = b;
+            }
+            break;
         }
         return nccl_failed(rc, what) ? GPT_ERR_BACKEND : GPT_OK;
     }
@@ -178,10 +193,10 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
         fprintf(stderr, "aebench: a collective of %zu elements is too large for MPI's int counts\n", n);
         return GPT_ERR_INVALID;
     }
-    mpi_task t = {.g = g, .op = op, .out = out, .in = in, .n = n, .peer = peer};
+    mpi_task t = {.g = g, .op = op, .out = out, .in = in, .n = n, .peer = peer, .from = from};
     return gpt_stream_host_task(g->stream, mpi_task_run, &t, sizeof t);
 #else
-    (void)out, (void)in, (void)peer;
+    (void)out, (void)in, (void)peer, (void)from;
     fprintf(stderr, "aebench: %d ranks but this build has no MPI\n", g->world);
     return GPT_ERR_INVALID;
 #endif
@@ -189,32 +204,37 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
 
 int coll_all_reduce_sum(coll_group *g, float *buf, size_t n)
 {
-    return issue(g, OP_ALL_REDUCE, buf, buf, n, 0);
+    return issue(g, OP_ALL_REDUCE, buf, buf, n, 0, 0);
 }
 
 int coll_reduce_scatter_sum(coll_group *g, float *out, const float *in, size_t n)
 {
-    return issue(g, OP_REDUCE_SCATTER, out, in, n, 0);
+    return issue(g, OP_REDUCE_SCATTER, out, in, n, 0, 0);
 }
 
 int coll_all_gather(coll_group *g, void *out, const void *in, size_t bytes)
 {
-    return issue(g, OP_ALL_GATHER, out, in, bytes, 0);
+    return issue(g, OP_ALL_GATHER, out, in, bytes, 0, 0);
 }
 
 int coll_broadcast(coll_group *g, void *buf, size_t bytes, int root)
 {
-    return issue(g, OP_BROADCAST, buf, buf, bytes, root);
+    return issue(g, OP_BROADCAST, buf, buf, bytes, root, 0);
 }
 
 int coll_send(coll_group *g, const void *buf, size_t bytes, int peer)
 {
-    return issue(g, OP_SEND, NULL, buf, bytes, peer);
+    return issue(g, OP_SEND, NULL, buf, bytes, peer, 0);
 }
 
 int coll_recv(coll_group *g, void *buf, size_t bytes, int peer)
 {
-    return issue(g, OP_RECV, buf, NULL, bytes, peer);
+    return issue(g, OP_RECV, buf, NULL, bytes, peer, 0);
+}
+
+int coll_sendrecv(coll_group *g, const void *sendbuf, int to, void *recvbuf, int from, size_t bytes)
+{
+    return issue(g, OP_SENDRECV, recvbuf, sendbuf, bytes, to, from);
 }
 
 int coll_host_sum_doubles(const coll_group *g, double *values, int n)

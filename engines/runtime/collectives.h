@@ -58,6 +58,9 @@ int coll_broadcast(coll_group *g, void *buf, size_t bytes, int root);
  * the same position of both groups' issue order. */
 int coll_send(coll_group *g, const void *buf, size_t bytes, int peer);
 int coll_recv(coll_group *g, void *buf, size_t bytes, int peer);
+/* Both at once (no order between them, so that a ring of them cannot deadlock): send bytes
+ * from sendbuf to rank `to` while receiving as many into recvbuf from rank `from`. */
+int coll_sendrecv(coll_group *g, const void *sendbuf, int to, void *recvbuf, int from, size_t bytes);
 
 /* Host-side, blocking, for per-step scalars (loss sums, norms) and checks: sum of n
  * doubles over ranks into every rank (in place).  Not on a stream. */

@@ -106,6 +106,15 @@ static int cpu_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t bytes
     return GPT_OK;
 }
 
+/* The CPU backend's copies are memcpy on its stream threads: any host memory will do. */
+static int cpu_host_register(const gpt_backend *be, void *ptr, size_t bytes)
+{
+    (void)be, (void)ptr, (void)bytes;
+    return GPT_OK;
+}
+
+static void cpu_host_unregister(const gpt_backend *be, void *ptr) { (void)be, (void)ptr; }
+
 static void cpu_host_free_pinned(const gpt_backend *be, void *ptr)
 {
     cpu_dev_free(be, ptr);
@@ -141,6 +150,8 @@ static const gpt_backend_ops cpu_ops = {
     .host_free_pinned = cpu_host_free_pinned,
     .stream_handle = cpu_stream_handle,
     .stream_host_task = cpu_stream_host_task,
+    .host_register = cpu_host_register,
+    .host_unregister = cpu_host_unregister,
 
     .encoder_forward = cpu_q_encoder_forward,
     .encoder_backward = cpu_q_encoder_backward,

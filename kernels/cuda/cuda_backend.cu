@@ -295,6 +295,22 @@ static int cuda_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t byte
     return GPT_OK;
 }
 
+static int cuda_host_register(const gpt_backend *be, void *ptr, size_t bytes)
+{
+    const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
+    if (CUDA_FAILED(cudaSetDevice(impl->device)))
+        return GPT_ERR_BACKEND;
+    return alloc_status(cudaHostRegister(ptr, bytes, cudaHostRegisterPortable), "cudaHostRegister",
+                        __LINE__);
+}
+
+static void cuda_host_unregister(const gpt_backend *be, void *ptr)
+{
+    (void)be;
+    if (ptr != NULL)
+        (void)CUDA_FAILED(cudaHostUnregister(ptr));
+}
+
 static void cuda_host_free_pinned(const gpt_backend *be, void *ptr)
 {
     (void)be;
@@ -485,6 +501,8 @@ static const gpt_backend_ops cuda_ops = {
     /* .host_free_pinned = */ cuda_host_free_pinned,
     /* .stream_handle = */ cuda_stream_handle,
     /* .stream_host_task = */ cuda_stream_host_task,
+    /* .host_register = */ cuda_host_register,
+    /* .host_unregister = */ cuda_host_unregister,
 
     /* .encoder_forward = */ prof_encoder_forward,
     /* .encoder_backward = */ prof_encoder_backward,
