@@ -19,6 +19,8 @@ typedef enum opt_id {
     OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_LR, OPT_MIN_LR,
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
+    OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
+    OPT_GEMINI_RECOVER,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -72,6 +74,12 @@ static const opt_spec specs[] = {
     {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
     {OPT_FAIL_RANK, "fail-rank", 0, ARG_INT, "R", "the rank that --fail-at kills (default 0)"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
+    {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive", "gemini: no checkpoint, or every iteration's right after its step (default naive)"},
+    {OPT_GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, at most the ranks)"},
+    {OPT_GEMINI_PLACEMENT, "gemini-placement", 0, ARG_TEXT, "group|ring", "gemini: ranks in groups of M holding the group's checkpoints, or rank r holding r-1 ... r-M+1 (default group)"},
+    {OPT_GEMINI_STORE, "gemini-store", 0, ARG_TEXT, "DIR", "gemini: the memory file system the checkpoints live in (default /dev/shm)"},
+    {OPT_GEMINI_JOB, "gemini-job", 0, ARG_TEXT, "ID", "gemini: the job's id, which names its store (default: made at start)"},
+    {OPT_GEMINI_RECOVER, "gemini-recover", 0, ARG_NONE, NULL, "gemini: restore job --gemini-job from its store (the newest version every rank has) and go on"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
@@ -133,6 +141,10 @@ static void set_defaults(run_config *rc)
     rc->eng.seed = 1234;
     rc->eng.device = DEVICE_CPU;
     rc->eng.tf32 = 1;
+    rc->eng.gemini_mode = GEMINI_NAIVE;
+    rc->eng.gemini_replicas = 2;
+    rc->eng.gemini_placement = GEMINI_GROUP;
+    snprintf(rc->eng.gemini_store, sizeof rc->eng.gemini_store, "/dev/shm");
     rc->iters = 50;
     rc->log_interval = 10;
     snprintf(rc->results_dir, sizeof rc->results_dir, "results");
@@ -209,6 +221,31 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         if (snprintf(rc->save_params, sizeof rc->save_params, "%s", value) >= (int)sizeof rc->save_params)
             return cli_fail(err, errlen, "%s: path too long", opt);
         break;
+    case OPT_GEMINI_MODE:
+        if (strcmp(value, "none") == 0) e->gemini_mode = GEMINI_NONE;
+        else if (strcmp(value, "naive") == 0) e->gemini_mode = GEMINI_NAIVE;
+        else if (strcmp(value, "interleave") == 0) e->gemini_mode = GEMINI_INTERLEAVE;
+        else return cli_fail(err, errlen, "%s: '%s' is not none, naive or interleave", opt, value);
+        break;
+    case OPT_GEMINI_REPLICAS: e->gemini_replicas = (int)iv; break;
+    case OPT_GEMINI_PLACEMENT:
+        if (strcmp(value, "group") == 0) e->gemini_placement = GEMINI_GROUP;
+        else if (strcmp(value, "ring") == 0) e->gemini_placement = GEMINI_RING;
+        else return cli_fail(err, errlen, "%s: '%s' is not group or ring", opt, value);
+        break;
+    case OPT_GEMINI_STORE:
+        if (!*value) return cli_fail(err, errlen, "%s: empty directory name", opt);
+        if (snprintf(e->gemini_store, sizeof e->gemini_store, "%s", value) >= (int)sizeof e->gemini_store)
+            return cli_fail(err, errlen, "%s: path too long", opt);
+        break;
+    case OPT_GEMINI_JOB:
+        if (!*value || strlen(value) >= sizeof e->gemini_job || strspn(value,
+                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != strlen(value))
+            return cli_fail(err, errlen, "%s: '%s' is not a job id (letters, digits, _ and -, at most %zu)",
+                            opt, value, sizeof e->gemini_job - 1);
+        snprintf(e->gemini_job, sizeof e->gemini_job, "%s", value);
+        break;
+    case OPT_GEMINI_RECOVER: e->gemini_recover = flag_value; break;
     case OPT_ZERO_STAGE:
         if (iv > 3) return cli_fail(err, errlen, "%s: '%s' is not a ZeRO stage (0, 1, 2 or 3)", opt, value);
         e->zero_stage = (int)iv;
@@ -966,6 +1003,12 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"save-params", rc->save_params, strlen(rc->save_params)},
         {"fail-at", &rc->fail_at, sizeof rc->fail_at},
         {"fail-rank", &rc->fail_rank, sizeof rc->fail_rank},
+        {"gemini-mode", &e->gemini_mode, sizeof e->gemini_mode},
+        {"gemini-replicas", &e->gemini_replicas, sizeof e->gemini_replicas},
+        {"gemini-placement", &e->gemini_placement, sizeof e->gemini_placement},
+        {"gemini-store", e->gemini_store, strlen(e->gemini_store)},
+        {"gemini-job", e->gemini_job, strlen(e->gemini_job)},
+        {"gemini-recover", &e->gemini_recover, sizeof e->gemini_recover},
     };
     int n = (int)(sizeof fields / sizeof fields[0]);
     if (n > max) n = max;

@@ -53,6 +53,8 @@ typedef struct run_state {
     int has_disk;
     iter_record *iters;
     int done;                /* iterations completed */
+    int first;               /* the first trained here, 0-based: an engine that recovered a
+                                checkpoint resumes after the iterations an earlier job ran */
     int status;              /* EXIT_RUN_* */
     char message[512];       /* why, when status is not ok */
     const char *oom_device;  /* "GPU" or "host" when status is oom */
@@ -162,11 +164,12 @@ static cJSON *json_budget(const mem_budget *b, uint64_t planned)
  * touch of memory, library warm-up) whenever there is more than one. */
 static double median_iteration_ms(const run_state *s)
 {
-    double *ms = malloc(sizeof(double) * (size_t)s->done);
+    const int n = s->done - s->first;
+    double *ms = malloc(sizeof(double) * (size_t)n);
     if (!ms) return s->iters[s->done - 1].ms;
-    for (int i = 0; i < s->done; i++) ms[i] = s->iters[i].ms;
-    const int skip = s->done > 1;
-    double med = median_of(ms + skip, s->done - skip);
+    for (int i = 0; i < n; i++) ms[i] = s->iters[s->first + i].ms;
+    const int skip = n > 1;
+    double med = median_of(ms + skip, n - skip);
     free(ms);
     return med;
 }
@@ -256,7 +259,7 @@ static int write_json(run_state *s)
     }
 
     cJSON *its = cJSON_AddArrayToObject(root, "iterations");
-    for (int i = 0; i < s->done; i++) {
+    for (int i = s->first; i < s->done; i++) {
         const iter_record *r = &s->iters[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "iteration", i + 1);
@@ -285,22 +288,29 @@ static int write_json(run_state *s)
             cJSON_AddNumberToObject(o, "collectives_busy_ms", r->r.busy_ms[BUSY_COMM]);
             cJSON_AddNumberToObject(o, "bytes_collectives", r->r.bytes_comm);
         }
+        if (r->r.has_ckpt) {
+            cJSON *c = cJSON_AddObjectToObject(o, "checkpoint");
+            cJSON_AddNumberToObject(c, "bytes", r->r.ckpt_bytes);
+            cJSON_AddNumberToObject(c, "ms", r->r.ckpt_ms);
+            cJSON_AddNumberToObject(c, "exposed_ms", r->r.ckpt_exposed_ms);
+        }
         cJSON_AddItemToArray(its, o);
     }
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
-    cJSON_AddNumberToObject(sum, "iterations_run", s->done);
-    if (s->done > 0) {
+    cJSON_AddNumberToObject(sum, "iterations_run", s->done - s->first);
+    if (s->first > 0) cJSON_AddNumberToObject(sum, "resumed_after", s->first);
+    if (s->done > s->first) {
         const double med = median_iteration_ms(s);
         const int global_batch = global_batch_of(ec);
         cJSON_AddNumberToObject(sum, "median_ms", med);
-        cJSON_AddNumberToObject(sum, "median_excludes_first", s->done > 1);
+        cJSON_AddNumberToObject(sum, "median_excludes_first", s->done - s->first > 1);
         cJSON_AddNumberToObject(sum, "samples_per_second", global_batch * 1000.0 / med);
         /* per rank, as the artifact's "per GPU" figures */
         cJSON_AddNumberToObject(sum, "model_tflops",
                                 gpt_model_flops(&ec->shape) * engine_micro_batches(ec) / (med * 1e-3) / 1e12);
         cJSON_AddNumberToObject(sum, "effective_tflops",
                                 effective_tflops(s->params, rank_batch_of(ec), ec->shape.seq, med * 1e-3));
-        cJSON_AddNumberToObject(sum, "first_loss", s->iters[0].r.loss);
+        cJSON_AddNumberToObject(sum, "first_loss", s->iters[s->first].r.loss);
         cJSON_AddNumberToObject(sum, "final_loss", s->iters[s->done - 1].r.loss);
     }
     cJSON_AddStringToObject(root, "log", s->log_path);
@@ -391,6 +401,10 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
     if (cur->r.has_comm)
         logline(s, "collectives (rank 0, last iteration) | busy ms: %.1f | GB handed to them: %.3f",
                 cur->r.busy_ms[BUSY_COMM], cur->r.bytes_comm / 1e9);
+    if (cur->r.has_ckpt)
+        logline(s, "checkpoint (rank 0, last iteration) | GB: %.3f | ms: %.1f | exposed ms: %.1f | "
+                   "hidden ms: %.1f", cur->r.ckpt_bytes / 1e9, cur->r.ckpt_ms, cur->r.ckpt_exposed_ms,
+                cur->r.ckpt_ms - cur->r.ckpt_exposed_ms);
     if (s->rank == 0) {
         printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->rc->iters,
                loss, cur->r.grad_norm, ms);
@@ -404,14 +418,14 @@ static void print_summary(run_state *s)
     char g[32], h[32];
     format_bytes((double)s->gpu.budget.peak, g, sizeof g);
     format_bytes((double)s->host.peak, h, sizeof h);
-    if (s->status == EXIT_RUN_OK && s->done > 0) {
+    if (s->status == EXIT_RUN_OK && s->done > s->first) {
         const double med = median_iteration_ms(s);
         const int global_batch = global_batch_of(&s->ec);
         printf("  done: median %.1f ms/it | %.2f samples/s | %.3f TFLOP/s (model) | peak GPU %s, "
                "host %s | loss %.4f -> %.4f\n",
                med, global_batch * 1000.0 / med,
                gpt_model_flops(&s->ec.shape) * engine_micro_batches(&s->ec) / (med * 1e-3) / 1e12,
-               g, h, s->iters[0].r.loss, s->iters[s->done - 1].r.loss);
+               g, h, s->iters[s->first].r.loss, s->iters[s->done - 1].r.loss);
     } else {
         printf("  %s: %s\n", s->status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "FAILED", s->message);
     }
@@ -541,8 +555,14 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
             snprintf(s->message, sizeof s->message, "out of host memory for the batch ids");
         }
     }
-    int memory_reported = 0, last_logged = 0;
-    for (int it = 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
+    /* An engine that recovered a checkpoint goes on from the iteration after it. */
+    const int resumed = s->status == EXIT_RUN_OK && s->eng->resume_iteration ? s->eng->resume_iteration(state) : 0;
+    if (resumed > 0) {
+        s->first = s->done = resumed < rc->iters ? resumed : rc->iters;
+        logline(s, "resumed: iterations 1-%d were trained by the job this one recovers", s->first);
+    }
+    int memory_reported = 0, last_logged = s->first;
+    for (int it = s->first + 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
         data_rows(data, it, global_batch_of(&s->ec), comm->rank * rank_rows, rank_rows, tokens,
                   targets);
         fault_maybe_die(rc, comm->rank, it);

@@ -69,7 +69,19 @@ typedef struct engine_config {
     int world;
     int local_world;
     int micro_batches;
+    /* gemini: the checkpoint mode, the copies of each shard (this rank's and m - 1 peers'),
+     * where they are kept, the store's directory and the job's id (the store's name; the
+     * driver makes one when none is given), and whether this run recovers that job. */
+    int gemini_mode;        /* GEMINI_NONE, GEMINI_NAIVE, GEMINI_INTERLEAVE */
+    int gemini_replicas;    /* m (default 2) */
+    int gemini_placement;   /* GEMINI_GROUP, GEMINI_RING */
+    char gemini_store[ENGINE_PATH_MAX];
+    char gemini_job[64];
+    int gemini_recover;
 } engine_config;
+
+enum { GEMINI_NONE = 0, GEMINI_NAIVE = 1, GEMINI_INTERLEAVE = 2 };
+enum { GEMINI_GROUP = 0, GEMINI_RING = 1 };
 
 /* world and micro_batches with 0 read as 1 (a config built field by field, as tests do). */
 static inline int engine_world(const engine_config *c) { return c->world > 1 ? c->world : 1; }
@@ -123,6 +135,11 @@ typedef struct step_result {
      * handed to collectives during the step (has_comm set). */
     int has_comm;
     double bytes_comm;
+    /* gemini: the checkpoint of this step (has_ckpt): the bytes this rank moved for it (its
+     * local copy and what it sent to its peers), the time from the end of the optimizer to
+     * the checkpoint being complete, and how much of that the training waited for. */
+    int has_ckpt;
+    double ckpt_bytes, ckpt_ms, ckpt_exposed_ms;
 } step_result;
 
 typedef struct engine_vtbl {
@@ -151,6 +168,9 @@ typedef struct engine_vtbl {
     int (*step)(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
                 step_result *out);
     void (*free)(void *state);
+    /* Optional: the iteration the state stands at after init (an engine that recovered a
+     * checkpoint); the driver trains from the one after it.  0 (or absent): from the first. */
+    int (*resume_iteration)(void *state);
 } engine_vtbl;
 
 /* The registry (engines/registry.c). */
@@ -177,5 +197,6 @@ extern const engine_vtbl engine_l2l;
 extern const engine_vtbl engine_zero_offload;
 extern const engine_vtbl engine_zero_infinity;
 extern const engine_vtbl engine_stronghold;
+extern const engine_vtbl engine_gemini;
 
 #endif

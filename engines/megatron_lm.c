@@ -49,7 +49,7 @@
  * sum of two is the same either way, so every stage gives the same bits as DDP there
  * (multi-micro-batch stage 2/3 add per-micro-batch reductions: another order).
  */
-#include "engine.h"
+#include "megatron_lm.h"
 
 #include "runtime/collectives.h"
 #include "runtime/dp.h"
@@ -731,3 +731,18 @@ const engine_vtbl engine_megatron_lm = {
     .free = megatron_free,
     .read_params = megatron_read_params,
 };
+
+int megatron_shard_state_of(void *state, megatron_shard_state *out)
+{
+    megatron_state *st = state;
+    /* stage 3 fp32: the sharded master is the only copy of the weights, so putting it back
+     * puts the model back (every layer is gathered from it before use) */
+    if (st->stage != 3 || st->wparams_shard || !st->params_shard) return GPT_ERR_INVALID;
+    out->master = st->params_shard;
+    out->adam_m = st->adam_m;
+    out->adam_v = st->adam_v;
+    out->n = st->z.shard_total;
+    out->adam_step = &st->adam_step;
+    out->compute = st->compute;
+    return GPT_OK;
+}

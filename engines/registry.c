@@ -88,6 +88,7 @@ static const engine_vtbl *const engines[] = {
     &engine_zero_offload,
     &engine_zero_infinity,
     &engine_stronghold,
+    &engine_gemini,
 };
 
 int engine_count(void)

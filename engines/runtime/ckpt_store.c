@@ -1,0 +1,228 @@
+#include "ckpt_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { PAGE = 4096, MAX_CHUNKS = (PAGE - 64) / 8 };
+static const uint64_t CKPT_MAGIC = 0x31544b4347454141ull; /* "AAEGCKT1" */
+enum { STATE_EMPTY = 0, STATE_WRITING = 1, STATE_COMPLETE = 2 };
+
+/* The header page of a version (the rest of the page holds the chunks' checksums). */
+typedef struct version_header {
+    uint64_t magic;
+    int32_t owner, iteration, adam_step, nchunks;
+    uint64_t floats, chunk_floats;
+    _Atomic int32_t state;
+    int32_t pad;
+    uint64_t sums[MAX_CHUNKS];
+} version_header;
+
+struct ckpt_store {
+    const gpt_backend *be;
+    char dir[1024], path[1100];
+    char *map;
+    size_t bytes, floats, chunk_floats, version_bytes;
+    int slots, nchunks, registered;
+    int *owners;
+};
+
+static size_t round_page(size_t b) { return (b + PAGE - 1) / PAGE * PAGE; }
+
+int ckpt_store_dir(char *out, size_t len, const char *dir, const char *job)
+{
+    int n = snprintf(out, len, "%s/aebench-gemini-%u-%s", dir, (unsigned)getuid(), job);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static size_t chunks_of(size_t floats, size_t chunk_floats)
+{
+    return (floats + chunk_floats - 1) / chunk_floats;
+}
+
+size_t ckpt_store_bytes(int slots, size_t floats, size_t chunk_floats)
+{
+    (void)chunk_floats;
+    return (size_t)slots * CKPT_VERSIONS * (PAGE + round_page(floats * sizeof(float)));
+}
+
+static version_header *header(ckpt_store *s, int slot, int version)
+{
+    return (version_header *)(s->map + ((size_t)slot * CKPT_VERSIONS + (size_t)version) * s->version_bytes);
+}
+
+float *ckpt_store_data(ckpt_store *s, int slot, int version)
+{
+    return (float *)((char *)header(s, slot, version) + PAGE);
+}
+
+int ckpt_store_slot_of(const ckpt_store *s, int owner)
+{
+    for (int i = 0; i < s->slots; i++)
+        if (s->owners[i] == owner) return i;
+    return -1;
+}
+
+/* 64-bit checksum over whole words, four independent lanes (fast enough to keep up with the
+ * copies), folded with the length. */
+static uint64_t checksum(const float *data, size_t floats)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    const size_t bytes = floats * sizeof(float), words = bytes / 8;
+    uint64_t lane[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull,
+                        0x27d4eb2f165667c5ull};
+    const uint64_t prime = 0x100000001b3ull;
+    size_t i = 0;
+    for (; i + 4 <= words; i += 4)
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, p + (i + (size_t)k) * 8, 8);
+            lane[k] = (lane[k] ^ w) * prime;
+        }
+    uint64_t h = lane[0] ^ (lane[1] << 1) ^ (lane[2] << 2) ^ (lane[3] << 3);
+    for (; i < words; i++) {
+        uint64_t w;
+        memcpy(&w, p + i * 8, 8);
+        h = (h ^ w) * prime;
+    }
+    for (size_t b = words * 8; b < bytes; b++) h = (h ^ p[b]) * prime;
+    return (h ^ bytes) * prime;
+}
+
+static int say(const char *path, const char *what, int err)
+{
+    fprintf(stderr, "aebench: gemini store %s: %s: %s\n", path, what, strerror(err));
+    return err == ENOSPC || err == ENOMEM ? GPT_ERR_OOM : GPT_ERR_IO;
+}
+
+int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, const char *job,
+                    int rank, int slots, const int *owners, size_t floats, size_t chunk_floats,
+                    int reuse)
+{
+    *out = NULL;
+    if (chunks_of(floats, chunk_floats) > MAX_CHUNKS) chunk_floats = (floats + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    ckpt_store *s = calloc(1, sizeof *s);
+    if (!s) return GPT_ERR_OOM;
+    s->be = be;
+    s->slots = slots;
+    s->floats = floats;
+    s->chunk_floats = chunk_floats;
+    s->nchunks = (int)chunks_of(floats, chunk_floats);
+    s->version_bytes = PAGE + round_page(floats * sizeof(float));
+    s->bytes = ckpt_store_bytes(slots, floats, chunk_floats);
+    s->owners = malloc((size_t)slots * sizeof *s->owners);
+    if (!s->owners || ckpt_store_dir(s->dir, sizeof s->dir, dir, job) ||
+        snprintf(s->path, sizeof s->path, "%s/rank-%d.ckpt", s->dir, rank) >= (int)sizeof s->path) {
+        ckpt_store_close(s, 0);
+        return GPT_ERR_INVALID;
+    }
+    memcpy(s->owners, owners, (size_t)slots * sizeof *owners);
+    if (mkdir(s->dir, 0700) != 0 && errno != EEXIST) {
+        int rc = say(s->dir, "cannot make the directory", errno);
+        ckpt_store_close(s, 0);
+        return rc;
+    }
+    /* (an existing directory must be ours and private: it holds model state) */
+    struct stat st;
+    if (stat(s->dir, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 077)) {
+        fprintf(stderr, "aebench: gemini store %s: not a private directory of this user\n", s->dir);
+        ckpt_store_close(s, 0);
+        return GPT_ERR_IO;
+    }
+    int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | (reuse ? 0 : O_TRUNC), 0600);
+    if (fd < 0) {
+        int rc = say(s->path, "cannot open", errno);
+        ckpt_store_close(s, 0);
+        return rc;
+    }
+    struct stat fst;
+    const int fresh = fstat(fd, &fst) != 0 || (size_t)fst.st_size != s->bytes;
+    if (fresh && (ftruncate(fd, 0) != 0 || (errno = posix_fallocate(fd, 0, (off_t)s->bytes)) != 0)) {
+        /* (posix_fallocate reserves the pages now: too little room is said here, not as a
+         * SIGBUS in the middle of a copy) */
+        int rc = say(s->path, "cannot reserve its bytes", errno);
+        close(fd);
+        unlink(s->path);
+        ckpt_store_close(s, 0);
+        return rc;
+    }
+    s->map = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int map_err = errno;
+    close(fd);
+    if (s->map == MAP_FAILED) {
+        s->map = NULL;
+        int rc = say(s->path, "cannot map", map_err);
+        ckpt_store_close(s, 0);
+        return rc;
+    }
+    if (gpt_host_register(be, s->map, s->bytes) != GPT_OK) {
+        ckpt_store_close(s, 0);
+        return GPT_ERR_OOM;
+    }
+    s->registered = 1;
+    *out = s;
+    return GPT_OK;
+}
+
+void ckpt_store_close(ckpt_store *s, int remove)
+{
+    if (!s) return;
+    if (s->map) {
+        if (s->registered) gpt_host_unregister(s->be, s->map);
+        munmap(s->map, s->bytes);
+    }
+    if (remove && s->path[0]) {
+        unlink(s->path);
+        rmdir(s->dir); /* fails, as it should, while other ranks' files are there */
+    }
+    free(s->owners);
+    free(s);
+}
+
+void ckpt_store_begin(ckpt_store *s, int slot, int version, int iteration, int adam_step)
+{
+    version_header *h = header(s, slot, version);
+    atomic_store(&h->state, STATE_WRITING);
+    h->magic = CKPT_MAGIC;
+    h->owner = s->owners[slot];
+    h->iteration = iteration;
+    h->adam_step = adam_step;
+    h->floats = s->floats;
+    h->chunk_floats = s->chunk_floats;
+    h->nchunks = s->nchunks;
+}
+
+void ckpt_store_complete(ckpt_store *s, int slot, int version)
+{
+    version_header *h = header(s, slot, version);
+    const float *data = ckpt_store_data(s, slot, version);
+    for (int c = 0; c < s->nchunks; c++) {
+        const size_t at = (size_t)c * s->chunk_floats;
+        const size_t n = s->floats - at < s->chunk_floats ? s->floats - at : s->chunk_floats;
+        h->sums[c] = checksum(data + at, n);
+    }
+    atomic_store(&h->state, STATE_COMPLETE);
+}
+
+int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step)
+{
+    version_header *h = header(s, slot, version);
+    if (h->magic != CKPT_MAGIC || atomic_load(&h->state) != STATE_COMPLETE ||
+        h->owner != s->owners[slot] || h->floats != s->floats || h->chunk_floats != s->chunk_floats ||
+        h->nchunks != s->nchunks)
+        return -1;
+    const float *data = ckpt_store_data(s, slot, version);
+    for (int c = 0; c < s->nchunks; c++) {
+        const size_t at = (size_t)c * s->chunk_floats;
+        const size_t n = s->floats - at < s->chunk_floats ? s->floats - at : s->chunk_floats;
+        if (h->sums[c] != checksum(data + at, n)) return -1;
+    }
+    *adam_step = h->adam_step;
+    return h->iteration;
+}

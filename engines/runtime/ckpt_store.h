@@ -1,0 +1,57 @@
+/*
+ * ckpt_store.h — the in-memory checkpoint store of one rank (the gemini engine): a file on a
+ * memory file system (default /dev/shm), mapped and page-locked for the copies, that outlives
+ * the process, so that a rank killed mid-training leaves its machine's copies behind for the
+ * relaunched job.
+ *
+ * Where: DIR/aebench-gemini-<uid>-<job>/ (mode 0700: another user of the machine reads no
+ * one's model state), one file per rank, rank-<r>.ckpt (0600).  A file holds `slots` shards
+ * (this rank's own and the peers' it keeps), each in two versions that alternate; a version
+ * is a header page and the shard's data (`floats` floats, page aligned):
+ *
+ *   [slot 0: version 0 (header | data), version 1 (header | data)] [slot 1: ...] ...
+ *
+ * A version is written in three moves: begin (its header says "writing" and which
+ * iteration), the data (by copies, from anywhere), complete (the checksum of every chunk of
+ * the data, then "complete").  It is valid when it says complete and every checksum matches
+ * the data: a rank that died mid-write leaves an invalid version, never a wrong one.
+ */
+#ifndef AEBENCH_CKPT_STORE_H
+#define AEBENCH_CKPT_STORE_H
+
+#include "../../kernels/gpt.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CKPT_VERSIONS = 2 };
+
+typedef struct ckpt_store ckpt_store;
+
+/* The directory of job `job` under dir (no trailing slash), into out. */
+int ckpt_store_dir(char *out, size_t len, const char *dir, const char *job);
+/* Bytes of one rank's file: slots shards of `floats` floats, chunk_floats per checksum. */
+size_t ckpt_store_bytes(int slots, size_t floats, size_t chunk_floats);
+/* Create (or, with reuse, open what a killed job left: a missing or short file is made
+ * anew, empty) rank's file under the job's directory, map it and page-lock it on be.
+ * owners[s] is the rank whose shard slot s holds.  0, GPT_ERR_OOM when the file system
+ * has no room for it (the message on stderr), or GPT_ERR_IO. */
+int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, const char *job,
+                    int rank, int slots, const int *owners, size_t floats, size_t chunk_floats,
+                    int reuse);
+/* Unmap; with remove, delete the file (and the directory when it is empty). */
+void ckpt_store_close(ckpt_store *s, int remove);
+
+/* Slot s's data of version v (floats floats, mapped memory the copies may use). */
+float *ckpt_store_data(ckpt_store *s, int slot, int version);
+/* The slot of owner's shard, or -1. */
+int ckpt_store_slot_of(const ckpt_store *s, int owner);
+/* Version v of slot s is being written for iteration it (adam_step with it). */
+void ckpt_store_begin(ckpt_store *s, int slot, int version, int iteration, int adam_step);
+/* Its data is all there: checksum it and mark it complete. */
+void ckpt_store_complete(ckpt_store *s, int slot, int version);
+/* The iteration version v of slot s holds when it is valid (complete, checksums match),
+ * else -1; *adam_step from its header. */
+int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step);
+
+#endif
