@@ -20,7 +20,7 @@ typedef enum opt_id {
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
-    OPT_GEMINI_RECOVER,
+    OPT_GEMINI_RECOVER, OPT_FAIL_KIND,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -73,9 +73,10 @@ static const opt_spec specs[] = {
     {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
     {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
     {OPT_FAIL_RANK, "fail-rank", 0, ARG_INT, "R", "the rank that --fail-at kills (default 0)"},
+    {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware", "what --fail-at kills: the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching (default software)"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
     {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive", "gemini: no checkpoint, or every iteration's right after its step (default naive)"},
-    {OPT_GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, at most the ranks)"},
+    {OPT_GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, or 1 on one rank)"},
     {OPT_GEMINI_PLACEMENT, "gemini-placement", 0, ARG_TEXT, "group|ring", "gemini: ranks in groups of M holding the group's checkpoints, or rank r holding r-1 ... r-M+1 (default group)"},
     {OPT_GEMINI_STORE, "gemini-store", 0, ARG_TEXT, "DIR", "gemini: the memory file system the checkpoints live in (default /dev/shm)"},
     {OPT_GEMINI_JOB, "gemini-job", 0, ARG_TEXT, "ID", "gemini: the job's id, which names its store (default: made at start)"},
@@ -142,7 +143,7 @@ static void set_defaults(run_config *rc)
     rc->eng.device = DEVICE_CPU;
     rc->eng.tf32 = 1;
     rc->eng.gemini_mode = GEMINI_NAIVE;
-    rc->eng.gemini_replicas = 2;
+    rc->eng.gemini_replicas = 0; /* min(2, ranks) */
     rc->eng.gemini_placement = GEMINI_GROUP;
     snprintf(rc->eng.gemini_store, sizeof rc->eng.gemini_store, "/dev/shm");
     rc->iters = 50;
@@ -216,6 +217,11 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_GLOBAL_BATCH: e->global_batch = (int)iv; break;
     case OPT_FAIL_AT: rc->fail_at = (int)iv; break;
     case OPT_FAIL_RANK: rc->fail_rank = (int)iv; break;
+    case OPT_FAIL_KIND:
+        if (strcmp(value, "software") == 0) rc->fail_hardware = 0;
+        else if (strcmp(value, "hardware") == 0) rc->fail_hardware = 1;
+        else return cli_fail(err, errlen, "%s: '%s' is not software or hardware", opt, value);
+        break;
     case OPT_SAVE_PARAMS:
         if (!*value) return cli_fail(err, errlen, "%s: empty file name", opt);
         if (snprintf(rc->save_params, sizeof rc->save_params, "%s", value) >= (int)sizeof rc->save_params)
@@ -1003,6 +1009,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"save-params", rc->save_params, strlen(rc->save_params)},
         {"fail-at", &rc->fail_at, sizeof rc->fail_at},
         {"fail-rank", &rc->fail_rank, sizeof rc->fail_rank},
+        {"fail-kind", &rc->fail_hardware, sizeof rc->fail_hardware},
         {"gemini-mode", &e->gemini_mode, sizeof e->gemini_mode},
         {"gemini-replicas", &e->gemini_replicas, sizeof e->gemini_replicas},
         {"gemini-placement", &e->gemini_placement, sizeof e->gemini_placement},

@@ -42,6 +42,8 @@ typedef struct run_config {
     int ranks;             /* --ranks N: start mpiexec -n N (0: not given) */
     char save_params[PATH_MAX]; /* --save-params FILE: the final parameters ("" none) */
     int fail_at, fail_rank;  /* --fail-at I --fail-rank R: R SIGKILLs itself at iteration I */
+    int fail_hardware;       /* --fail-kind hardware: its machine is replaced (its in-memory
+                                checkpoints go with it); software (0): only the process dies */
 } run_config;
 
 /* One run of a run-list config after expansion: the options it gives its child process. */

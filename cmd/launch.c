@@ -1,6 +1,7 @@
 #include "launch.h"
 
 #include "child.h"
+#include "../engines/runtime/ckpt_store.h"
 #include "report.h"
 #include "run.h"
 #include "strv.h"
@@ -19,6 +20,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -215,7 +217,8 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
     cJSON_free(text);
 }
 
-int launch_ranks(int argc, char **argv, const run_config *rc)
+/* One job: mpiexec -n N over this binary with argv[1..], supervised (see launch.h). */
+static int launch_job(int argc, char **argv, const run_config *rc)
 {
     char mpiexec[PATH_MAX], exe[PATH_MAX], err[512];
     if (find_on_path("mpiexec", mpiexec, sizeof mpiexec) != 0) {
@@ -361,4 +364,93 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         if (json_path[0]) mark_json(json_path, log_path, why);
     }
     return code ? code : EXIT_RUN_ERROR;
+}
+
+/* ---- gemini: relaunch a job that lost a rank, to recover from its in-memory checkpoints ---- */
+
+enum { GEMINI_RELAUNCHES = 3 };
+
+/* Is an option (by its name) one of those a relaunch drops?  Returns how many argv entries
+ * it takes (1 for --opt=value, 2 for --opt value), 0 when it is not one. */
+static int dropped_option(char **argv, int i, int argc)
+{
+    static const char *const fault[] = {"--fail-at", "--fail-rank", "--fail-kind", "--gemini-recover"};
+    for (size_t k = 0; k < sizeof fault / sizeof fault[0]; k++) {
+        const size_t n = strlen(fault[k]);
+        if (strncmp(argv[i], fault[k], n) != 0) continue;
+        if (argv[i][n] == '=') return 1;
+        if (argv[i][n] != '\0') continue;
+        if (k == 3) return 1; /* a flag */
+        return i + 1 < argc ? 2 : 1;
+    }
+    return 0;
+}
+
+/* Remove what is left of the job's store (its ranks remove their files when they end in
+ * order; a job that was interrupted or failed for good leaves them). */
+static void remove_store(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[PATH_MAX + 300];
+    while ((e = readdir(d))) {
+        int r;
+        if (sscanf(e->d_name, "rank-%d.ckpt", &r) != 1) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+int launch_ranks(int argc, char **argv, const run_config *rc)
+{
+    const engine_config *e = &rc->eng;
+    if (strcmp(rc->method, "gemini") != 0 || e->gemini_mode == GEMINI_NONE) return launch_job(argc, argv, rc);
+    /* The job gets an id (its store's name) that its relaunches use too. */
+    char id[64], store[PATH_MAX];
+    if (e->gemini_job[0]) snprintf(id, sizeof id, "%s", e->gemini_job);
+    else snprintf(id, sizeof id, "s%ld-%ld", (long)getpid(), (long)time(NULL));
+    if (ckpt_store_dir(store, sizeof store, e->gemini_store, id)) return launch_job(argc, argv, rc);
+    char **args = NULL, **again = NULL;
+    int n = 0, m = 0, code = EXIT_RUN_ERROR;
+    if (strv_push_all(&args, &n, argv, argc) ||
+        (!e->gemini_job[0] && (strv_push(&args, &n, "--gemini-job") || strv_push(&args, &n, id)))) {
+        fprintf(stderr, "aebench: --ranks: out of memory\n");
+        strv_free(&args, &n);
+        return EXIT_RUN_ERROR;
+    }
+    code = launch_job(n, args, rc);
+    for (int relaunch = 1; code != 0 && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
+                           relaunch <= GEMINI_RELAUNCHES; relaunch++) {
+        if (rc->fail_hardware && rc->fail_at > 0) {
+            /* its machine was replaced: its copies are gone, a peer's must serve */
+            char path[PATH_MAX + 32];
+            snprintf(path, sizeof path, "%s/rank-%d.ckpt", store, rc->fail_rank);
+            unlink(path);
+        }
+        fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from its "
+                        "in-memory checkpoints in %s%s\n", rc->ranks, id, relaunch, GEMINI_RELAUNCHES, store,
+                rc->fail_hardware && rc->fail_at > 0 ? " (rank's own copies deleted: hardware failure)" : "");
+        strv_free(&again, &m);
+        int bad = 0;
+        for (int i = 0; i < n && !bad; i++) {
+            const int skip = i > 0 ? dropped_option(args, i, n) : 0;
+            if (skip) {
+                i += skip - 1;
+                continue;
+            }
+            bad = strv_push(&again, &m, args[i]);
+        }
+        if (bad || strv_push(&again, &m, "--gemini-recover")) {
+            fprintf(stderr, "aebench: --ranks: out of memory\n");
+            break;
+        }
+        code = launch_job(m, again, rc);
+    }
+    strv_free(&again, &m);
+    strv_free(&args, &n);
+    remove_store(store);
+    return code;
 }

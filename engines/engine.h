@@ -73,7 +73,7 @@ typedef struct engine_config {
      * where they are kept, the store's directory and the job's id (the store's name; the
      * driver makes one when none is given), and whether this run recovers that job. */
     int gemini_mode;        /* GEMINI_NONE, GEMINI_NAIVE, GEMINI_INTERLEAVE */
-    int gemini_replicas;    /* m (default 2) */
+    int gemini_replicas;    /* m (0: 2, or 1 on one rank) */
     int gemini_placement;   /* GEMINI_GROUP, GEMINI_RING */
     char gemini_store[ENGINE_PATH_MAX];
     char gemini_job[64];

@@ -67,13 +67,20 @@ typedef struct gemini_placement {
     int owners[GEMINI_MAX_REPLICAS];                        /* slot s holds owners[s]'s shard */
 } gemini_placement;
 
+/* m: --gemini-replicas, by default 2 (1 on one rank: its own copy only). */
+static int replicas_of(const engine_config *cfg)
+{
+    if (cfg->gemini_replicas > 0) return cfg->gemini_replicas;
+    return engine_world(cfg) > 1 ? 2 : 1;
+}
+
 static gemini_placement placement_of(const engine_config *cfg, int rank)
 {
     gemini_placement p;
     memset(&p, 0, sizeof p);
     p.W = engine_world(cfg);
     p.rank = rank;
-    p.m = cfg->gemini_replicas > 0 ? cfg->gemini_replicas : 1;
+    p.m = replicas_of(cfg);
     p.owners[0] = rank;
     for (int d = 1; d < p.m; d++) {
         if (cfg->gemini_placement == GEMINI_RING) {
@@ -120,14 +127,14 @@ static void gemini_plan(const engine_config *cfg, engine_plan *out)
     engine_megatron_lm.plan(&c, out);
     if (cfg->gemini_mode == GEMINI_NONE) return;
     const size_t floats = state_floats(cfg), chunk = chunk_floats_of(floats / 3);
-    const int m = cfg->gemini_replicas > 0 ? cfg->gemini_replicas : 1;
+    const int m = replicas_of(cfg);
     out->gpu_bytes += 2 * (uint64_t)chunk * sizeof(float);
     out->host_bytes += ckpt_store_bytes(m, floats, chunk);
 }
 
 static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
 {
-    const int W = engine_world(cfg), m = cfg->gemini_replicas;
+    const int W = engine_world(cfg), m = replicas_of(cfg);
     if (cfg->gemini_mode == GEMINI_INTERLEAVE) {
         snprintf(err, errlen, "gemini --gemini-mode interleave is not implemented yet (none or naive)");
         return -1;
@@ -282,7 +289,7 @@ static int restore(gemini_state *st)
                             "(every holder of some shard was lost); nothing to recover\n", st->job);
         rc = GPT_ERR_INVALID;
     }
-    double t0 = wall_ms(), fetched = 0;
+    double t0 = wall_ms();
     gpt_stream *cs = rc ? NULL : coll_stream(st->comm);
     for (int o = 0; !rc && o < W; o++) {
         /* o's own copy if it is valid, else the lowest rank that holds one */
@@ -313,12 +320,12 @@ static int restore(gemini_state *st)
                 } else {
                     rc = coll_recv(st->comm, state_at(&st->shard, pc.at), bytes, holder);
                 }
-                fetched += (double)bytes;
             }
-            if (!rc && o == p->rank)
-                engine_note(&st->env, "gemini: rank %d's shard of iteration %d fetched from rank %d's copy "
-                            "(%.1f MiB)", o, best, holder, fetched / 1048576.0);
         }
+        /* (every rank knows every pair: rank 0, whose notes are logged, names them all) */
+        if (!rc && holder != o)
+            engine_note(&st->env, "gemini: rank %d's shard of iteration %d fetched from rank %d's copy "
+                        "(%.1f MiB)", o, best, holder, 3.0 * (double)st->shard.n * sizeof(float) / 1048576.0);
     }
     if (!rc) rc = gpt_stream_sync(cs);
     if (!rc) {

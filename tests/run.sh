@@ -44,6 +44,9 @@ source tests/test_dp.sh
 echo "=== ranks (launch, options, faults)"
 # shellcheck source=tests/test_ranks.sh
 source tests/test_ranks.sh
+echo "=== gemini"
+# shellcheck source=tests/test_gemini.sh
+source tests/test_gemini.sh
 echo "=== sweeps"
 # shellcheck source=tests/test_sweep.sh
 source tests/test_sweep.sh

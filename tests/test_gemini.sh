@@ -1,0 +1,123 @@
+# The gemini engine on the CPU backend, sourced by tests/run.sh (PASSED, FAILED, FAILURES): it
+# trains as megatron-lm ZeRO-3, checkpoints every iteration into a store on a memory file
+# system, and a job that loses a rank is relaunched by --ranks and recovers from the store,
+# going on exactly where a run without the failure would be.
+
+GM_WORK=$(mktemp -d "${TMPDIR:-/tmp}/aebench-gemini.XXXXXX")
+GM_BIN=$(realpath "$AEBENCH")
+GM_MPI=$(command -v mpirun || command -v mpiexec)
+GM_STORE="$GM_WORK/shm"
+mkdir -p "$GM_STORE"
+GM_SHAPE=(--device cpu -l 3 -h 64 --heads 4 --seq 32 --vocab 512 --threads 1 --lr 1e-3
+          --lr-warmup-fraction 0.001 --lr-decay-iters 1000 --iters 8 --log-interval 2)
+
+gm_pass() { PASSED=$((PASSED + 1)); echo "ok   $1"; }
+gm_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
+
+# gm_run NAME ARGS...: aebench in $GM_WORK/NAME (results there, final params NAME.params)
+gm_run() {
+    local name=$1
+    shift
+    mkdir -p "$GM_WORK/$name"
+    (cd "$GM_WORK/$name" && timeout 300 "$GM_BIN" "${GM_SHAPE[@]}" --results results \
+        --save-params "$GM_WORK/$name.params" "$@" >out 2>err)
+    GM_RC=$?
+}
+# the losses of iterations FROM.. of a run's newest JSON (cJSON prints doubles exactly)
+gm_losses() {
+    python3 - "$1" "${2:-1}" <<'EOF'
+import glob, json, os, sys
+files = sorted(glob.glob(os.path.join(sys.argv[1], "results", "*.json")), key=os.path.getmtime)
+its = json.load(open(files[-1]))["iterations"] if files else []
+print(" ".join(repr(i["loss"]) for i in its if i["iteration"] >= int(sys.argv[2])))
+EOF
+}
+
+if ! "$GM_BIN" --version | grep -q "ranks: mpi"; then
+    echo "not run: $GM_BIN was built without MPI (make test runs these)"
+elif [ -z "$GM_MPI" ]; then
+    gm_fail "gemini" "no mpirun on the PATH"
+else
+    # ---- training: the same bits as megatron-lm ZeRO-3, a checkpoint every iteration --------
+    gm_run zero3 --ranks 2 --zero-stage 3
+    gm_run naive --ranks 2 -m gemini --gemini-store "$GM_STORE"
+    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/naive.params" &&
+        [ "$(gm_losses "$GM_WORK/zero3")" = "$(gm_losses "$GM_WORK/naive")" ] &&
+        grep -q '"checkpoint"' "$GM_WORK"/naive/results/*.json &&
+        grep -q "checkpoint (rank 0, last iteration) | GB: " "$GM_WORK"/naive/results/*.txt &&
+        grep -q "memory peak | GPU: \(.*\) (plan \1) | host: \(.*\) (plan \2)" "$GM_WORK"/naive/results/*.txt &&
+        [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini naive = megatron-lm ZeRO-3 bit for bit; checkpoint logged; peaks = plan; store removed at the end"
+    else
+        gm_fail "gemini naive" "exit $GM_RC: $(tail -c 300 "$GM_WORK/naive/err") / store: $(ls -A "$GM_STORE")"
+    fi
+
+    # ---- a rank killed at iteration 5: --ranks relaunches the job, which recovers ------------
+    for kind in software hardware; do
+        for placement in group ring; do
+            tag="$kind-$placement"
+            gm_run "$tag" --ranks 2 -m gemini --gemini-store "$GM_STORE" --gemini-placement "$placement" \
+                --fail-at 5 --fail-rank 1 --fail-kind "$kind"
+            rec=$(grep -h "recovered at iteration" "$GM_WORK/$tag/out" | head -1)
+            if [ "$GM_RC" -eq 0 ] && grep -q "relaunching job" "$GM_WORK/$tag/err" &&
+                [ -n "$rec" ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/$tag.params" &&
+                [ "$(gm_losses "$GM_WORK/$tag" 5)" = "$(gm_losses "$GM_WORK/zero3" 5)" ] &&
+                { [ "$kind" = software ] || grep -q "rank 1's shard of iteration 4 fetched from rank 0's copy" "$GM_WORK/$tag/out"; } &&
+                [ -z "$(ls -A "$GM_STORE")" ]; then
+                gm_pass "gemini, $kind failure of rank 1 at iteration 5 ($placement): relaunched, recovered, iterations 5-8 and final params = no failure"
+            else
+                gm_fail "gemini $tag recovery" "exit $GM_RC; $rec; $(tail -c 300 "$GM_WORK/$tag/err")"
+            fi
+        done
+    done
+
+    # ---- three ranks, ring of 2: rank 2's copy lives on rank 0 ------------------------------
+    gm_run zero3n3 --ranks 3 --zero-stage 3 -b 2
+    gm_run ring3 --ranks 3 -b 2 -m gemini --gemini-store "$GM_STORE" --gemini-placement ring \
+        --fail-at 4 --fail-rank 2 --fail-kind hardware
+    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3n3.params" "$GM_WORK/ring3.params" &&
+        grep -q "rank 2's shard of iteration 3 fetched from rank 0's copy" "$GM_WORK/ring3/out"; then
+        gm_pass "gemini on 3 ranks, ring: rank 2's machine lost at iteration 4, its shard fetched from rank 0; = no failure"
+    else
+        gm_fail "gemini ring of 3" "exit $GM_RC: $(tail -c 300 "$GM_WORK/ring3/err")"
+    fi
+
+    # ---- every holder of a shard lost: nothing to recover, said, exit 1 ----------------------
+    mkdir -p "$GM_WORK/lostrun"
+    (cd "$GM_WORK/lostrun" && timeout 120 "$GM_MPI" -np 2 "$GM_BIN" "${GM_SHAPE[@]}" -m gemini \
+        --gemini-store "$GM_STORE" --gemini-job lostjob --fail-at 4 --fail-rank 0 --results results >out 2>err)
+    rm -f "$GM_STORE"/aebench-gemini-*-lostjob/rank-*.ckpt
+    (cd "$GM_WORK/lostrun" && timeout 120 "$GM_MPI" -np 2 "$GM_BIN" "${GM_SHAPE[@]}" -m gemini \
+        --gemini-store "$GM_STORE" --gemini-job lostjob --gemini-recover --results results2 >out2 2>err2)
+    rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "no checkpoint version that every rank's shard has" "$GM_WORK/lostrun/err2"; then
+        gm_pass "gemini: every copy lost: the recovery says so and exits 1"
+    else
+        gm_fail "gemini every copy lost" "exit $rc: $(tail -c 300 "$GM_WORK/lostrun/err2")"
+    fi
+    rm -rf "$GM_STORE"/aebench-gemini-*-lostjob
+
+    # ---- bad input: exit 2, one line, nothing written ---------------------------------------
+    gm_bad() {
+        local what=$1 pattern=$2
+        shift 2
+        local dir="$GM_WORK/bad.$PASSED.$FAILED"
+        mkdir -p "$dir"
+        (cd "$dir" && timeout 60 "$GM_BIN" "${GM_SHAPE[@]}" -m gemini --results results "$@" >out 2>err)
+        local rc=$?
+        if [ "$rc" -ne 2 ]; then gm_fail "$what" "exit $rc: $(head -c 300 "$dir/err")"
+        elif ! grep -q -- "$pattern" "$dir/err"; then gm_fail "$what" "stderr: $(head -c 300 "$dir/err")"
+        elif [ -e "$dir/results" ]; then gm_fail "$what" "results/ was written"
+        else gm_pass "$what"
+        fi
+    }
+    gm_bad "gemini: more replicas than ranks" "--gemini-replicas 3: must be between 1 and the ranks (2)" \
+        --ranks 2 --gemini-replicas 3 --gemini-store "$GM_STORE"
+    gm_bad "gemini: groups that do not divide the ranks" "3 ranks do not make groups of 2" \
+        --ranks 3 -b 2 --gemini-store "$GM_STORE"
+    gm_bad "gemini: a store directory that is not there" "--gemini-store $GM_WORK/none: No such file or directory" \
+        --gemini-store "$GM_WORK/none"
+    gm_bad "gemini: a mode that is not one" "'often' is not none, naive or interleave" --gemini-mode often
+    gm_bad "gemini: a job id with a slash" "is not a job id" --gemini-job a/b --gemini-store "$GM_STORE"
+fi
+rm -rf "$GM_WORK"
