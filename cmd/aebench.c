@@ -213,7 +213,8 @@ int main(int argc, char **argv)
         rc.eng.gpu_budget = gpu_budget;
         rc.eng.host_budget = host_budget;
         for (int i = 0; i < engine_count(); i++)
-            if ((!only || engine_at(i) == only) && !engine_refuses(engine_at(i), &rc.eng, err, sizeof err))
+            if ((only ? engine_at(i) == only : engine_in_all(engine_at(i))) &&
+                !engine_refuses(engine_at(i), &rc.eng, err, sizeof err))
                 run_dry(&rc, engine_at(i));
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);

@@ -598,7 +598,7 @@ static int expand_run(cli_runlist *out, cJSON *obj, const char *path, const char
     if (method && cJSON_IsString(method) && strcmp(method->valuestring, "all") == 0) {
         list = cJSON_CreateArray();
         for (int i = 0; list && i < engine_count(); i++)
-            cJSON_AddItemToArray(list, cJSON_CreateString(engine_at(i)->name));
+            if (engine_in_all(engine_at(i))) cJSON_AddItemToArray(list, cJSON_CreateString(engine_at(i)->name));
         cJSON_ReplaceItemInObjectCaseSensitive(obj, "method", list);
     } else if (method && cJSON_IsArray(method)) {
         list = method;
@@ -615,7 +615,8 @@ static int expand_run(cli_runlist *out, cJSON *obj, const char *path, const char
         const engine_vtbl *own = engine_find(cJSON_GetObjectItemCaseSensitive(obj, "method")->valuestring);
         list = cJSON_CreateArray();
         for (int i = 0; list && i < engine_count(); i++)
-            if (engine_at(i) != own) cJSON_AddItemToArray(list, cJSON_CreateString(engine_at(i)->name));
+            if (engine_at(i) != own && engine_in_all(engine_at(i)))
+                cJSON_AddItemToArray(list, cJSON_CreateString(engine_at(i)->name));
         if (list && cJSON_GetArraySize(list) == 0) {
             cJSON_Delete(list);
             cJSON_Delete(obj);
@@ -914,12 +915,17 @@ void cli_usage(FILE *out)
             "results/log_METHOD_l-L_h-H_bs-B_ws-W_DATE.EPOCH.txt (the artifact's line formats)\n"
             "and a .json summary beside it.\n\n"
             "methods:\n");
-    for (int i = 0; i < engine_count(); i++) {
-        const engine_vtbl *e = engine_at(i);
-        fprintf(out, "  %-14s %s%s%s%s\n", e->name, e->description, e->alias ? " (alias " : "",
-                e->alias ? e->alias : "", e->alias ? ")" : "");
+    /* those -m all runs, then all, then the others */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < engine_count(); i++) {
+            const engine_vtbl *e = engine_at(i);
+            if (engine_in_all(e) != (pass == 0)) continue;
+            fprintf(out, "  %-14s %s%s%s%s\n", e->name, e->description, e->alias ? " (alias " : "",
+                    e->alias ? e->alias : "", e->alias ? ")" : "");
+        }
+        if (pass == 0) fprintf(out, "  %-14s %s\n", "all", "every method above, each run in its own child process");
     }
-    fprintf(out, "  %-14s %s\n\noptions:\n", "all", "every method above, each run in its own child process");
+    fprintf(out, "\noptions:\n");
     for (int i = 0; i < NSPECS; i++) {
         char lhs[64];
         if (specs[i].short_name)

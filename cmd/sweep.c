@@ -390,6 +390,7 @@ static int build_items(sweep *s, int argc, char **argv, char *err, size_t errlen
         for (int i = 0; i < engine_count(); i++) {
             const engine_vtbl *eng = engine_at(i);
             if (!all && engine_find(rc->method) != eng) continue;
+            if (all && !engine_in_all(eng)) continue;
             char why[512];
             if (all && engine_refuses(eng, &rc->eng, why, sizeof why)) {
                 /* -m all with an option only some engines have (--dpu, --offload nvme,

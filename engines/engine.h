@@ -147,6 +147,9 @@ typedef struct engine_vtbl {
     const char *alias;       /* another accepted name, or NULL */
     const char *description; /* one line for --help */
     int uses_window;
+    /* 1: -m all (and "all" in a config) leaves it out: it answers another question than the
+     * offload engines' comparison (gemini: the cost of checkpointing, case 6); -m NAME runs it */
+    int not_in_all;
     /* 1 when the engine implements --dtype bf16 (a backend of type GPT_BF16: bf16 working
      * weights and activations on the GPU, fp32 master weights, grads and Adam state); the
      * driver refuses bf16 for an engine that leaves this 0. */
@@ -191,6 +194,8 @@ void engine_step_outcome(step_result *out, const float *host_losses, int N,
                          const float *host_norms, int nblocks);
 int engine_count(void);
 const engine_vtbl *engine_at(int i);
+/* Whether -m all (a sweep of every engine) runs it. */
+static inline int engine_in_all(const engine_vtbl *e) { return !e->not_in_all; }
 
 extern const engine_vtbl engine_megatron_lm;
 extern const engine_vtbl engine_l2l;

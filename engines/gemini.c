@@ -491,6 +491,7 @@ const engine_vtbl engine_gemini = {
     .alias = NULL,
     .description = "megatron-lm ZeRO-3 with an in-memory checkpoint every iteration on m ranks, and recovery",
     .uses_window = 0,
+    .not_in_all = 1,
     .supports_bf16 = 0,
     .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = gemini_plan,
