@@ -75,7 +75,7 @@ static const opt_spec specs[] = {
     {OPT_FAIL_RANK, "fail-rank", 0, ARG_INT, "R", "the rank that --fail-at kills (default 0)"},
     {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware", "what --fail-at kills: the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching (default software)"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
-    {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive", "gemini: no checkpoint, or every iteration's right after its step (default naive)"},
+    {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive|interleave", "gemini: no checkpoint; every iteration's right after its step; or sent during the next step in the idle spans of its collectives (default interleave)"},
     {OPT_GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, or 1 on one rank)"},
     {OPT_GEMINI_PLACEMENT, "gemini-placement", 0, ARG_TEXT, "group|ring", "gemini: ranks in groups of M holding the group's checkpoints, or rank r holding r-1 ... r-M+1 (default group)"},
     {OPT_GEMINI_STORE, "gemini-store", 0, ARG_TEXT, "DIR", "gemini: the memory file system the checkpoints live in (default /dev/shm)"},
@@ -142,7 +142,7 @@ static void set_defaults(run_config *rc)
     rc->eng.seed = 1234;
     rc->eng.device = DEVICE_CPU;
     rc->eng.tf32 = 1;
-    rc->eng.gemini_mode = GEMINI_NAIVE;
+    rc->eng.gemini_mode = GEMINI_INTERLEAVE;
     rc->eng.gemini_replicas = 0; /* min(2, ranks) */
     rc->eng.gemini_placement = GEMINI_GROUP;
     snprintf(rc->eng.gemini_store, sizeof rc->eng.gemini_store, "/dev/shm");

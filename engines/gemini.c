@@ -60,6 +60,8 @@
 
 /* Bytes of a staging chunk (the shard's arrays are sent in pieces of at most this). */
 enum { GEMINI_CHUNK_BYTES = 64 << 20, GEMINI_MAX_REPLICAS = 16 };
+/* interleave: steps checkpointed naively first, measuring from the second on */
+enum { GEMINI_WARMUP = 3 };
 
 typedef struct gemini_placement {
     int W, rank, m;
@@ -135,10 +137,6 @@ static void gemini_plan(const engine_config *cfg, engine_plan *out)
 static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
 {
     const int W = engine_world(cfg), m = replicas_of(cfg);
-    if (cfg->gemini_mode == GEMINI_INTERLEAVE) {
-        snprintf(err, errlen, "gemini --gemini-mode interleave is not implemented yet (none or naive)");
-        return -1;
-    }
     if (m < 1 || m > W || m > GEMINI_MAX_REPLICAS) {
         snprintf(err, errlen, "--gemini-replicas %d: must be between 1 and the ranks (%d)", m, W);
         return -1;
@@ -190,6 +188,19 @@ typedef struct gemini_state {
     size_t store_bytes;      /* taken from the host budget (the memory file system is RAM) */
     char job[64];
     int resumed;             /* the iteration recovered (0: none) */
+    /* the checkpoint being sent: its version, the round (peer) and where in the arrays */
+    int version, round, chunk_no;
+    size_t round_at;
+    step_result *out;        /* the step being run (the hooks count its bytes) */
+    /* interleave */
+    int warm, planned, interleaving, pending; /* pending: the iteration whose checkpoint the
+                                                 next step carries (0: none) */
+    int ncoll, cap, plan_len; /* collectives issued this step; events allocated; planned */
+    gpt_event **ev_cstart, **ev_cend; /* per collective of a step: its start and end */
+    int *chunks_after;       /* the plan: chunks issued after collective j */
+    double *gap_ms;          /* idle span after collective j (the tightest measured) */
+    double idle_ms, chunk_ms;
+    gpt_event *ev_opt, *ev_ck_start, *ev_ck_done, *ev_d2h_done;
 } gemini_state;
 
 static void gemini_free(void *state)
@@ -204,6 +215,18 @@ static void gemini_free(void *state)
     ckpt_store_close(st->store, 1);
     if (st->store_bytes) mem_budget_give(st->env.host, st->store_bytes);
     gpt_event_destroy(st->ev_step);
+    gpt_event_destroy(st->ev_opt);
+    gpt_event_destroy(st->ev_ck_start);
+    gpt_event_destroy(st->ev_ck_done);
+    gpt_event_destroy(st->ev_d2h_done);
+    for (int i = 0; i < st->cap; i++) {
+        gpt_event_destroy(st->ev_cstart[i]);
+        gpt_event_destroy(st->ev_cend[i]);
+    }
+    free(st->ev_cstart);
+    free(st->ev_cend);
+    free(st->chunks_after);
+    free(st->gap_ms);
     for (int i = 0; i < 2; i++) {
         gpt_event_destroy(st->ev_recv[i]);
         gpt_event_destroy(st->ev_free[i]);
@@ -340,6 +363,11 @@ static int restore(gemini_state *st)
     return rc;
 }
 
+/* interleave's hooks inside megatron-lm's step (below) */
+static int hook_before_collective(void *ctx, gpt_stream *cs);
+static int hook_after_collective(void *ctx, gpt_stream *cs);
+static int hook_before_optimizer(void *ctx, gpt_stream *compute);
+
 /* ---- init ----------------------------------------------------------------------------------- */
 
 static int gemini_init(const engine_env *env, void **state)
@@ -388,8 +416,16 @@ static int gemini_init(const engine_env *env, void **state)
                            "gemini staging chunks")))
         return rc;
     st->staging[1] = st->staging[0] + st->chunk;
-    if ((rc = env->be->ops->stream_create(env->be, &st->d2h)) || (rc = gpt_event_create(env->be, &st->ev_step)))
+    if ((rc = env->be->ops->stream_create(env->be, &st->d2h)) || (rc = gpt_event_create(env->be, &st->ev_step)) ||
+        (rc = gpt_event_create(env->be, &st->ev_opt)) || (rc = gpt_event_create(env->be, &st->ev_ck_start)) ||
+        (rc = gpt_event_create(env->be, &st->ev_ck_done)) || (rc = gpt_event_create(env->be, &st->ev_d2h_done)))
         return rc;
+    if (env->cfg->gemini_mode == GEMINI_INTERLEAVE) {
+        megatron_hooks h = {.ctx = st, .before_collective = hook_before_collective,
+                            .after_collective = hook_after_collective,
+                            .before_optimizer = hook_before_optimizer};
+        megatron_set_hooks(st->mega, &h);
+    }
     for (int i = 0; i < 2; i++)
         if ((rc = gpt_event_create(env->be, &st->ev_recv[i])) || (rc = gpt_event_create(env->be, &st->ev_free[i])))
             return rc;
@@ -400,7 +436,9 @@ static int gemini_init(const engine_env *env, void **state)
     ckpt_store_dir(where, sizeof where, env->cfg->gemini_store, st->job);
     engine_note(env, "gemini: job %s, a checkpoint every iteration (%s), %d cop%s of each shard (%s), "
                 "store %s (%.1f MiB per rank)", st->job,
-                env->cfg->gemini_mode == GEMINI_NAIVE ? "naive: after the step" : "none",
+                env->cfg->gemini_mode == GEMINI_NAIVE        ? "naive: after the step"
+                : env->cfg->gemini_mode == GEMINI_INTERLEAVE ? "interleave: in the next step's idle spans"
+                                                             : "none: recovery only",
                 st->p.m, st->p.m == 1 ? "y" : "ies",
                 env->cfg->gemini_placement == GEMINI_RING ? "ring" : "group", where,
                 (double)ckpt_store_bytes(st->p.m, floats, st->chunk) / 1048576.0);
@@ -417,18 +455,18 @@ static int gemini_resume_iteration(void *state) { return ((gemini_state *)state)
 
 /* ---- one step ---------------------------------------------------------------------------- */
 
-/* The checkpoint of iteration it into version it mod 2 of every slot (see the top comment). */
-static int checkpoint(gemini_state *st, int it, step_result *out)
+/* Begin the checkpoint of iteration it (into version it mod 2 of every slot): after what
+ * compute has issued (that iteration's optimizer), this rank's arrays go home on d2h, and
+ * the peers' rounds are set up for ckpt_chunks. */
+static int ckpt_begin(gemini_state *st, int it, step_result *out)
 {
-    const gemini_placement *p = &st->p;
     const int v = it % CKPT_VERSIONS, step = *st->shard.adam_step;
     gpt_stream *cs = coll_stream(st->comm);
     int rc;
     if ((rc = gpt_event_record(st->ev_step, st->shard.compute)) || (rc = gpt_stream_wait_event(cs, st->ev_step)) ||
         (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
         return rc;
-    /* this rank's own copy */
-    ckpt_store_begin(st->store, 0, v, it, step);
+    for (int d = 0; d < st->p.m; d++) ckpt_store_begin(st->store, d, v, it, step);
     float *mine = ckpt_store_data(st->store, 0, v);
     size_t at = 0;
     state_piece pc;
@@ -438,28 +476,210 @@ static int checkpoint(gemini_state *st, int it, step_result *out)
     complete_task t0 = {.store = st->store, .slot = 0, .version = v};
     if ((rc = gpt_stream_host_task(st->d2h, complete_run, &t0, sizeof t0))) return rc;
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);
-    /* the peers' */
-    int k = 0;
-    for (int d = 1; d < p->m; d++) {
-        ckpt_store_begin(st->store, d, v, it, step);
-        float *theirs = ckpt_store_data(st->store, d, v);
-        at = 0;
-        while (next_piece(st, &at, &pc)) {
-            const int b = k % 2;
-            const size_t bytes = pc.len * sizeof(float);
-            if ((k >= 2 && (rc = gpt_stream_wait_event(cs, st->ev_free[b]))) ||
-                (rc = coll_sendrecv(st->comm, state_at(&st->shard, pc.at), p->to[d], st->staging[b],
-                                    p->from[d], bytes)) ||
-                (rc = gpt_event_record(st->ev_recv[b], cs)) || (rc = gpt_stream_wait_event(st->d2h, st->ev_recv[b])) ||
-                (rc = gpt_memcpy_d2h(st->d2h, theirs + pc.at, st->staging[b], bytes)) ||
-                (rc = gpt_event_record(st->ev_free[b], st->d2h)))
-                return rc;
-            out->ckpt_bytes += (double)bytes;
-            k++;
+    st->version = v;
+    st->round = 1;
+    st->round_at = 0;
+    st->chunk_no = 0;
+    return GPT_OK;
+}
+
+/* Issue up to `count` (-1: all) of the begun checkpoint's remaining chunks on the ckpt-comm
+ * stream (and their copies home on d2h); a round's last chunk is followed by the host task
+ * that completes its slot's version.  The chunks go in one order on every rank, so each
+ * sendrecv meets its peers' whenever each rank issues it. */
+static int ckpt_chunks(gemini_state *st, int count, step_result *out)
+{
+    const gemini_placement *p = &st->p;
+    gpt_stream *cs = coll_stream(st->comm);
+    int rc;
+    while (st->round < p->m && count != 0) {
+        const int d = st->round;
+        state_piece pc;
+        if (!next_piece(st, &st->round_at, &pc)) {
+            complete_task td = {.store = st->store, .slot = d, .version = st->version};
+            if ((rc = gpt_stream_host_task(st->d2h, complete_run, &td, sizeof td))) return rc;
+            st->round++;
+            st->round_at = 0;
+            continue;
         }
-        complete_task td = {.store = st->store, .slot = d, .version = v};
-        if ((rc = gpt_stream_host_task(st->d2h, complete_run, &td, sizeof td))) return rc;
+        const int b = st->chunk_no % 2;
+        const size_t bytes = pc.len * sizeof(float);
+        float *theirs = ckpt_store_data(st->store, d, st->version);
+        if ((st->chunk_no >= 2 && (rc = gpt_stream_wait_event(cs, st->ev_free[b]))) ||
+            (rc = coll_sendrecv(st->comm, state_at(&st->shard, pc.at), p->to[d], st->staging[b],
+                                p->from[d], bytes)) ||
+            (rc = gpt_event_record(st->ev_recv[b], cs)) || (rc = gpt_stream_wait_event(st->d2h, st->ev_recv[b])) ||
+            (rc = gpt_memcpy_d2h(st->d2h, theirs + pc.at, st->staging[b], bytes)) ||
+            (rc = gpt_event_record(st->ev_free[b], st->d2h)))
+            return rc;
+        out->ckpt_bytes += (double)bytes;
+        st->chunk_no++;
+        if (count > 0) count--;
     }
+    return GPT_OK;
+}
+
+/* Chunks in a whole checkpoint (every round). */
+static int chunks_total(const gemini_state *st)
+{
+    size_t at = 0;
+    int n = 0;
+    state_piece pc;
+    while (next_piece(st, &at, &pc)) n++;
+    return n * (st->p.m - 1);
+}
+
+/* --- interleave: the hooks inside megatron-lm's step ---------------------------------------- */
+
+static int grow_events(gemini_state *st)
+{
+    if (st->ncoll < st->cap) return GPT_OK;
+    const int cap = st->cap ? 2 * st->cap : 64;
+    gpt_event **a = realloc(st->ev_cstart, (size_t)cap * sizeof *a);
+    if (!a) return GPT_ERR_OOM;
+    st->ev_cstart = a;
+    gpt_event **b = realloc(st->ev_cend, (size_t)cap * sizeof *b);
+    if (!b) return GPT_ERR_OOM;
+    st->ev_cend = b;
+    int *c = realloc(st->chunks_after, (size_t)cap * sizeof *c);
+    if (!c) return GPT_ERR_OOM;
+    st->chunks_after = c;
+    for (int i = st->cap; i < cap; i++) {
+        st->ev_cstart[i] = st->ev_cend[i] = NULL;
+        st->chunks_after[i] = 0;
+        int rc;
+        if ((rc = gpt_event_create(st->env.be, &st->ev_cstart[i])) || (rc = gpt_event_create(st->env.be, &st->ev_cend[i])))
+            return rc;
+    }
+    st->cap = cap;
+    return GPT_OK;
+}
+
+static int hook_before_collective(void *ctx, gpt_stream *cs)
+{
+    gemini_state *st = ctx;
+    int rc = grow_events(st);
+    return rc ? rc : gpt_event_record(st->ev_cstart[st->ncoll], cs);
+}
+
+/* After training collective j: its end is marked; in an interleaved step, the chunks the
+ * plan puts into the idle span after it are issued behind it. */
+static int hook_after_collective(void *ctx, gpt_stream *cs)
+{
+    gemini_state *st = ctx;
+    const int j = st->ncoll++;
+    int rc = gpt_event_record(st->ev_cend[j], cs);
+    if (rc || !st->interleaving || !st->planned || j >= st->plan_len || st->chunks_after[j] == 0) return rc;
+    gpt_stream *ck = coll_stream(st->comm);
+    if ((rc = gpt_stream_wait_event(ck, st->ev_cend[j]))) return rc;
+    return ckpt_chunks(st, st->chunks_after[j], st->out);
+}
+
+/* Before the optimizer overwrites the arrays: what is left of the checkpoint is issued, and
+ * compute waits for all of it (that wait is the exposed part). */
+static int hook_before_optimizer(void *ctx, gpt_stream *compute)
+{
+    gemini_state *st = ctx;
+    int rc;
+    if ((rc = gpt_event_record(st->ev_opt, compute))) return rc;
+    if (!st->interleaving) return GPT_OK;
+    if ((rc = ckpt_chunks(st, -1, st->out)) || (rc = gpt_event_record(st->ev_ck_done, coll_stream(st->comm))) ||
+        (rc = gpt_event_record(st->ev_d2h_done, st->d2h)) || (rc = gpt_stream_wait_event(compute, st->ev_ck_done)) ||
+        (rc = gpt_stream_wait_event(compute, st->ev_d2h_done)))
+        return rc;
+    return GPT_OK;
+}
+
+/* After a warm-up step (all synchronised): the idle spans of the training's collectives
+ * (both its streams idle) between the first collective's start and the optimizer, each
+ * after the collective whose end opens it; kept if it is the step's first measurement or
+ * shorter than before (the plan must fit the tightest). */
+static int measure_idle(gemini_state *st)
+{
+    const int n = st->ncoll;
+    if (n == 0) return GPT_OK;
+    float *s0 = malloc((size_t)n * sizeof *s0), *e0 = malloc((size_t)n * sizeof *e0);
+    int *order = malloc((size_t)n * sizeof *order);
+    int rc = (!s0 || !e0 || !order) ? GPT_ERR_OOM : GPT_OK;
+    float opt = 0;
+    for (int j = 0; !rc && j < n; j++) {
+        if ((rc = gpt_event_elapsed_ms(&s0[j], st->ev_cstart[0], st->ev_cstart[j])) ||
+            (rc = gpt_event_elapsed_ms(&e0[j], st->ev_cstart[0], st->ev_cend[j])))
+            break;
+        order[j] = j;
+    }
+    if (!rc) rc = gpt_event_elapsed_ms(&opt, st->ev_cstart[0], st->ev_opt);
+    if (!rc) {
+        /* by start time (insertion sort: a step has some hundreds of collectives) */
+        for (int i = 1; i < n; i++)
+            for (int k = i; k > 0 && s0[order[k]] < s0[order[k - 1]]; k--) {
+                const int t = order[k];
+                order[k] = order[k - 1];
+                order[k - 1] = t;
+            }
+        double *gap = calloc((size_t)n, sizeof *gap);
+        if (!gap) rc = GPT_ERR_OOM;
+        float end = e0[order[0]];
+        int last = order[0];
+        double idle = 0;
+        for (int i = 1; !rc && i < n; i++) {
+            const int j = order[i];
+            if (s0[j] > end) {
+                gap[last] += s0[j] - end;
+                idle += s0[j] - end;
+            }
+            if (e0[j] > end) end = e0[j], last = j;
+        }
+        if (!rc && opt > end) {
+            gap[last] += opt - end;
+            idle += opt - end;
+        }
+        if (!rc) {
+            if (!st->gap_ms || st->plan_len != n) {
+                free(st->gap_ms);
+                st->gap_ms = gap;
+                st->plan_len = n;
+            } else {
+                for (int j = 0; j < n; j++)
+                    if (gap[j] < st->gap_ms[j]) st->gap_ms[j] = gap[j];
+                free(gap);
+            }
+            st->idle_ms = idle;
+        }
+    }
+    free(s0);
+    free(e0);
+    free(order);
+    return rc;
+}
+
+/* The plan: each idle span takes the chunks that fit in 90% of it, in time order, until the
+ * checkpoint's are all placed (the rest goes before the optimizer, exposed).  Every rank
+ * takes rank 0's plan, so that their chunks go in the same spans. */
+static int make_plan(gemini_state *st)
+{
+    const int total = chunks_total(st), n = st->plan_len;
+    int left = total;
+    for (int j = 0; j < st->cap; j++) st->chunks_after[j] = 0;
+    for (int j = 0; j < n && left > 0; j++) {
+        int fit = st->chunk_ms > 0 ? (int)(0.9 * st->gap_ms[j] / st->chunk_ms) : left;
+        if (fit > left) fit = left;
+        st->chunks_after[j] = fit;
+        left -= fit;
+    }
+    int *all = calloc((size_t)st->p.W * (size_t)n, sizeof *all);
+    if (!all) return GPT_ERR_OOM;
+    int rc = coll_host_all_gather(st->comm, all, st->chunks_after, (size_t)n * sizeof *all);
+    if (!rc) memcpy(st->chunks_after, all, (size_t)n * sizeof *all);
+    free(all);
+    if (rc) return rc;
+    left = total;
+    for (int j = 0; j < n; j++) left -= st->chunks_after[j];
+    st->planned = 1;
+    engine_note(&st->env, "gemini interleave: %.1f ms of the step's collectives idle (%d collectives); a "
+                "chunk (%.1f MiB) takes %.2f ms; %d of %d chunks placed in the idle spans, %d before the "
+                "optimizer", st->idle_ms, n, (double)st->chunk * sizeof(float) / 1048576.0, st->chunk_ms,
+                total - (left > 0 ? left : 0), total, left > 0 ? left : 0);
     return GPT_OK;
 }
 
@@ -467,17 +687,59 @@ static int gemini_step(void *state, int iteration, const int32_t *tokens, const 
                        step_result *out)
 {
     gemini_state *st = state;
-    int rc = engine_megatron_lm.step(st->mega, iteration, tokens, targets, out);
-    if (rc || st->env.cfg->gemini_mode == GEMINI_NONE) return rc;
-    const double t0 = wall_ms();
+    const int mode = st->env.cfg->gemini_mode;
+    if (mode == GEMINI_NONE) return engine_megatron_lm.step(st->mega, iteration, tokens, targets, out);
+    st->out = out;
+    st->ncoll = 0;
     out->has_ckpt = 1;
     out->ckpt_bytes = 0;
-    if ((rc = checkpoint(st, iteration, out)) || (rc = gpt_stream_sync(coll_stream(st->comm))) ||
-        (rc = gpt_stream_sync(st->d2h)))
+    int rc;
+    st->interleaving = mode == GEMINI_INTERLEAVE && st->planned;
+    if (st->interleaving) {
+        /* the checkpoint of the iteration before goes during this one */
+        if (st->pending && (rc = ckpt_begin(st, st->pending, out))) return rc;
+        if (!st->pending) st->round = st->p.m; /* nothing to send this step */
+        if ((rc = engine_megatron_lm.step(st->mega, iteration, tokens, targets, out))) return rc;
+        float exposed = 0;
+        if (st->pending) {
+            float a = 0, b = 0;
+            if ((rc = gpt_event_elapsed_ms(&a, st->ev_opt, st->ev_ck_done)) ||
+                (rc = gpt_event_elapsed_ms(&b, st->ev_opt, st->ev_d2h_done)))
+                return rc;
+            exposed = a > b ? a : b;
+            if (exposed < 0) exposed = 0;
+        }
+        /* the time the checkpoint's traffic took: its chunks at the measured rate, and the
+         * local copy (the same bytes over PCIe, on its own stream) */
+        out->ckpt_ms = st->pending ? (double)chunks_total(st) * st->chunk_ms : 0;
+        out->ckpt_exposed_ms = exposed;
+        st->pending = iteration;
+        return GPT_OK;
+    }
+    /* naive, and interleave's warm-up: everything after the step, the training waits */
+    if ((rc = engine_megatron_lm.step(st->mega, iteration, tokens, targets, out))) return rc;
+    const double t0 = wall_ms();
+    gpt_stream *cs = coll_stream(st->comm);
+    if ((rc = ckpt_begin(st, iteration, out)) || (rc = gpt_event_record(st->ev_ck_start, cs)) ||
+        (rc = ckpt_chunks(st, -1, out)) || (rc = gpt_event_record(st->ev_ck_done, cs)) ||
+        (rc = gpt_stream_sync(cs)) || (rc = gpt_stream_sync(st->d2h)))
         return rc;
-    /* naive: the training waited for all of it */
     out->ckpt_ms = out->ckpt_exposed_ms = wall_ms() - t0;
     out->ms_optimizer += out->ckpt_ms;
+    if (mode == GEMINI_INTERLEAVE) {
+        /* warm-up: from the second step on (the first carries one-time costs), the idle spans
+         * and a chunk's time alone; the plan after GEMINI_WARMUP steps */
+        st->warm++;
+        if (st->warm >= 2) {
+            float ms = 0;
+            const int total = chunks_total(st);
+            if ((rc = measure_idle(st)) || (rc = gpt_event_elapsed_ms(&ms, st->ev_ck_start, st->ev_ck_done)))
+                return rc;
+            const double per = total ? ms / total : 0;
+            if (st->chunk_ms == 0 || per > st->chunk_ms) st->chunk_ms = per; /* the slowest */
+        }
+        if (st->warm >= GEMINI_WARMUP && (rc = make_plan(st))) return rc;
+    }
     return GPT_OK;
 }
 

@@ -106,7 +106,22 @@ typedef struct megatron_state {
     gpt_event *ev_grad_ready, *ev_comm_done, *ev_updated, *ev_params_ready, *ev_egathered;
     gpt_event *ev_gathered[2], *ev_slot_done[2], *ev_gslot_free[2];
     stream_spans spans;
+    megatron_hooks hooks;    /* an engine built on this one (gemini); zeros: none */
 } megatron_state;
+
+/* Every collective of a step is issued between these two (its busy span; the hooks). */
+static int comm_begin(megatron_state *st, gpt_stream *cs, int *span)
+{
+    int rc;
+    if (st->hooks.before_collective && (rc = st->hooks.before_collective(st->hooks.ctx, cs))) return rc;
+    return span_begin(&st->spans, cs, BUSY_COMM, span);
+}
+static int comm_end(megatron_state *st, gpt_stream *cs, int span)
+{
+    int rc = span_end(&st->spans, cs, span);
+    if (!rc && st->hooks.after_collective) rc = st->hooks.after_collective(st->hooks.ctx, cs);
+    return rc;
+}
 
 static void geometry(const gpt_shape *sh, int world, block_geom *b)
 {
@@ -431,9 +446,9 @@ static int gather_layer(megatron_state *st, int l)
     if (!mine) mine = master_shard(st, 1 + l);
     int rc, span;
     if ((rc = gpt_stream_wait_event(cs, st->ev_slot_done[slot])) ||
-        (rc = span_begin(&st->spans, cs, BUSY_COMM, &span)) ||
+        (rc = comm_begin(st, cs, &span)) ||
         (rc = coll_all_gather(st->param_comm, st->lslot[slot], mine, g->S * act_size(st))) ||
-        (rc = span_end(&st->spans, cs, span)) ||
+        (rc = comm_end(st, cs, span)) ||
         (rc = gpt_event_record(st->ev_gathered[slot], cs)))
         return rc;
     st->lslot_holds[slot] = l;
@@ -464,7 +479,7 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
     if (st->stage >= 2 && b == 0 && !last_micro) return GPT_OK; /* the embedding: once */
     if ((rc = gpt_event_record(st->ev_grad_ready, st->compute)) ||
         (rc = gpt_stream_wait_event(cs, st->ev_grad_ready)) ||
-        (rc = span_begin(&st->spans, cs, BUSY_COMM, &span)))
+        (rc = comm_begin(st, cs, &span)))
         return rc;
     if (st->stage <= 1) {
         rc = coll_all_reduce_sum(st->grad_comm, grad_buffer(st, b), g->S * (size_t)st->W);
@@ -476,7 +491,7 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
         rc = coll_reduce_scatter_sum(st->grad_comm, st->grads_tmp, grad_buffer(st, b), g->S);
         if (!rc) gpt_residual_forward(cs, grad_shard(st, b), grad_shard(st, b), st->grads_tmp, g->S);
     }
-    if (rc || (rc = span_end(&st->spans, cs, span))) return rc;
+    if (rc || (rc = comm_end(st, cs, span))) return rc;
     if (st->stage >= 2 && b > 0) return gpt_event_record(st->ev_gslot_free[(b - 1) % 2], cs);
     return GPT_OK;
 }
@@ -598,6 +613,7 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
     out->lr = gpt_lr_at(&cfg->optim, iteration);
     if (out->skipped) return GPT_OK;
     const float lr = (float)out->lr, scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
+    if (st->hooks.before_optimizer && (rc = st->hooks.before_optimizer(st->hooks.ctx, s))) return rc;
     const int t = ++st->adam_step;
     for (int b = 0; b <= L; b++) {
         const block_geom *g = &st->blocks[b];
@@ -617,7 +633,7 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
         gpt_stream *cs = coll_stream(st->param_comm);
         int span;
         if ((rc = gpt_event_record(st->ev_updated, s)) || (rc = gpt_stream_wait_event(cs, st->ev_updated)) ||
-            (rc = span_begin(&st->spans, cs, BUSY_COMM, &span)))
+            (rc = comm_begin(st, cs, &span)))
             return rc;
         for (int b = 0; b <= L && rc == 0; b++) {
             void *whole = st->wparams_full ? (char *)st->wparams_full + st->blocks[b].off * act_size(st)
@@ -625,7 +641,7 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
             void *mine = work_shard(st, b) ? work_shard(st, b) : (void *)master_shard(st, b);
             rc = coll_all_gather(st->param_comm, whole, mine, st->blocks[b].S * act_size(st));
         }
-        if (rc || (rc = span_end(&st->spans, cs, span)) ||
+        if (rc || (rc = comm_end(st, cs, span)) ||
             (rc = gpt_event_record(st->ev_params_ready, cs)) ||
             (rc = gpt_stream_wait_event(s, st->ev_params_ready)))
             return rc;
@@ -658,9 +674,9 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
         gpt_stream *cs = coll_stream(st->param_comm);
         const void *mine = work_shard(st, 0) ? work_shard(st, 0) : (const void *)master_shard(st, 0);
         int span;
-        if ((rc = span_begin(&st->spans, cs, BUSY_COMM, &span)) ||
+        if ((rc = comm_begin(st, cs, &span)) ||
             (rc = coll_all_gather(st->param_comm, st->eslot, mine, st->blocks[0].S * act_size(st))) ||
-            (rc = span_end(&st->spans, cs, span)) || (rc = gpt_event_record(st->ev_egathered, cs)) ||
+            (rc = comm_end(st, cs, span)) || (rc = gpt_event_record(st->ev_egathered, cs)) ||
             (rc = gpt_stream_wait_event(s, st->ev_egathered)))
             return rc;
     }
@@ -745,4 +761,9 @@ int megatron_shard_state_of(void *state, megatron_shard_state *out)
     out->adam_step = &st->adam_step;
     out->compute = st->compute;
     return GPT_OK;
+}
+
+void megatron_set_hooks(void *state, const megatron_hooks *hooks)
+{
+    ((megatron_state *)state)->hooks = *hooks;
 }

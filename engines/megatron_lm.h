@@ -22,4 +22,19 @@ typedef struct megatron_shard_state {
  * stage whose master is not the working copy). */
 int megatron_shard_state_of(void *state, megatron_shard_state *out);
 
+/* Where an engine built on megatron-lm joins its schedule (gemini interleaves its
+ * checkpoint traffic with the training's collectives).  Each is called on the host as the
+ * step issues its work; 0 or a gpt_status; NULL: not called. */
+typedef struct megatron_hooks {
+    void *ctx;
+    /* a training collective is about to be issued on stream cs (its waits are issued), and
+     * has just been issued there: the same index in every step, in issue order */
+    int (*before_collective)(void *ctx, gpt_stream *cs);
+    int (*after_collective)(void *ctx, gpt_stream *cs);
+    /* the optimizer is about to be issued on compute: the master shard, m and v change
+     * after what compute is made to wait for here */
+    int (*before_optimizer)(void *ctx, gpt_stream *compute);
+} megatron_hooks;
+void megatron_set_hooks(void *state, const megatron_hooks *hooks);
+
 #endif

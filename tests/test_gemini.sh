@@ -52,6 +52,27 @@ else
         gm_fail "gemini naive" "exit $GM_RC: $(tail -c 300 "$GM_WORK/naive/err") / store: $(ls -A "$GM_STORE")"
     fi
 
+    # ---- interleave: the same bits; after 3 naive warm-up steps, each checkpoint is sent
+    # during the next step, in the idle spans measured between its collectives -------------
+    gm_run inter --ranks 2 -m gemini --gemini-mode interleave --gemini-store "$GM_STORE"
+    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/inter.params" &&
+        grep -q "gemini interleave: .* ms of the step's collectives idle" "$GM_WORK/inter/out" &&
+        [ "$(grep -c '"checkpoint"' "$GM_WORK"/inter/results/*.json)" -eq 8 ]; then
+        gm_pass "gemini interleave = megatron-lm ZeRO-3 bit for bit; idle spans measured, chunks planned"
+    else
+        gm_fail "gemini interleave" "exit $GM_RC: $(tail -c 300 "$GM_WORK/inter/err")"
+    fi
+    # killed at iteration 7: the checkpoint of 6 was in flight (incomplete), so 5 is restored
+    gm_run interfail --ranks 2 -m gemini --gemini-mode interleave --gemini-store "$GM_STORE" \
+        --fail-at 7 --fail-rank 1 --fail-kind hardware
+    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/interfail.params" &&
+        grep -q "recovered at iteration 5 " "$GM_WORK/interfail/out" &&
+        [ "$(gm_losses "$GM_WORK/interfail" 6)" = "$(gm_losses "$GM_WORK/zero3" 6)" ]; then
+        gm_pass "gemini interleave, rank 1's machine lost at iteration 7: iteration 5 restored (6's copy was in flight), = no failure"
+    else
+        gm_fail "gemini interleave recovery" "exit $GM_RC: $(grep recovered "$GM_WORK/interfail/out") $(tail -c 300 "$GM_WORK/interfail/err")"
+    fi
+
     # ---- a rank killed at iteration 5: --ranks relaunches the job, which recovers ------------
     for kind in software hardware; do
         for placement in group ring; do
@@ -118,6 +139,7 @@ else
     gm_bad "gemini: a store directory that is not there" "--gemini-store $GM_WORK/none: No such file or directory" \
         --gemini-store "$GM_WORK/none"
     gm_bad "gemini: a mode that is not one" "'often' is not none, naive or interleave" --gemini-mode often
+    gm_bad "gemini: a fault kind that is not one" "'disk' is not software or hardware" --fail-kind disk
     gm_bad "gemini: a job id with a slash" "is not a job id" --gemini-job a/b --gemini-store "$GM_STORE"
 fi
 rm -rf "$GM_WORK"
