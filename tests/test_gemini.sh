@@ -40,7 +40,7 @@ elif [ -z "$GM_MPI" ]; then
 else
     # ---- training: the same bits as megatron-lm ZeRO-3, a checkpoint every iteration --------
     gm_run zero3 --ranks 2 --zero-stage 3
-    gm_run naive --ranks 2 -m gemini --gemini-store "$GM_STORE"
+    gm_run naive --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE"
     if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/naive.params" &&
         [ "$(gm_losses "$GM_WORK/zero3")" = "$(gm_losses "$GM_WORK/naive")" ] &&
         grep -q '"checkpoint"' "$GM_WORK"/naive/results/*.json &&
@@ -77,8 +77,8 @@ else
     for kind in software hardware; do
         for placement in group ring; do
             tag="$kind-$placement"
-            gm_run "$tag" --ranks 2 -m gemini --gemini-store "$GM_STORE" --gemini-placement "$placement" \
-                --fail-at 5 --fail-rank 1 --fail-kind "$kind"
+            gm_run "$tag" --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" \
+                --gemini-placement "$placement" --fail-at 5 --fail-rank 1 --fail-kind "$kind"
             rec=$(grep -h "recovered at iteration" "$GM_WORK/$tag/out" | head -1)
             if [ "$GM_RC" -eq 0 ] && grep -q "relaunching job" "$GM_WORK/$tag/err" &&
                 [ -n "$rec" ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/$tag.params" &&
@@ -94,7 +94,7 @@ else
 
     # ---- three ranks, ring of 2: rank 2's copy lives on rank 0 ------------------------------
     gm_run zero3n3 --ranks 3 --zero-stage 3 -b 2
-    gm_run ring3 --ranks 3 -b 2 -m gemini --gemini-store "$GM_STORE" --gemini-placement ring \
+    gm_run ring3 --ranks 3 -b 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-placement ring \
         --fail-at 4 --fail-rank 2 --fail-kind hardware
     if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3n3.params" "$GM_WORK/ring3.params" &&
         grep -q "rank 2's shard of iteration 3 fetched from rank 0's copy" "$GM_WORK/ring3/out"; then
@@ -106,7 +106,7 @@ else
     # ---- every holder of a shard lost: nothing to recover, said, exit 1 ----------------------
     mkdir -p "$GM_WORK/lostrun"
     (cd "$GM_WORK/lostrun" && timeout 120 "$GM_MPI" -np 2 "$GM_BIN" "${GM_SHAPE[@]}" -m gemini \
-        --gemini-store "$GM_STORE" --gemini-job lostjob --fail-at 4 --fail-rank 0 --results results >out 2>err)
+        --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job lostjob --fail-at 4 --fail-rank 0 --results results >out 2>err)
     rm -f "$GM_STORE"/aebench-gemini-*-lostjob/rank-*.ckpt
     (cd "$GM_WORK/lostrun" && timeout 120 "$GM_MPI" -np 2 "$GM_BIN" "${GM_SHAPE[@]}" -m gemini \
         --gemini-store "$GM_STORE" --gemini-job lostjob --gemini-recover --results results2 >out2 2>err2)
