@@ -181,7 +181,9 @@ typedef struct gemini_state {
     engine_allocs mem;       /* the staging chunks */
     coll_group *comm;        /* the checkpoint's own communicator and stream */
     gpt_stream *d2h;
+    gpt_stream *verify;      /* the versions' checksums (host tasks), off the copies' path */
     gpt_event *ev_step, *ev_recv[2], *ev_free[2];
+    gpt_event *ev_copied, *ev_verified[CKPT_VERSIONS];
     float *staging[2];
     size_t chunk;            /* floats of a staging chunk */
     ckpt_store *store;
@@ -208,6 +210,7 @@ static void gemini_free(void *state)
     gemini_state *st = state;
     if (!st) return;
     if (st->d2h) (void)gpt_stream_sync(st->d2h);
+    if (st->verify) (void)gpt_stream_sync(st->verify);
     coll_close(st->comm);
     if (st->mega) engine_megatron_lm.free(st->mega);
     /* An orderly end (or a failed step: the job ends anyway) removes the store; a rank that
@@ -232,6 +235,9 @@ static void gemini_free(void *state)
         gpt_event_destroy(st->ev_free[i]);
     }
     if (st->d2h) st->env.be->ops->stream_destroy(st->d2h);
+    if (st->verify) st->env.be->ops->stream_destroy(st->verify);
+    gpt_event_destroy(st->ev_copied);
+    for (int v = 0; v < CKPT_VERSIONS; v++) gpt_event_destroy(st->ev_verified[v]);
     engine_free_all(&st->mem);
     free(st);
 }
@@ -268,6 +274,20 @@ static int complete_run(void *arg)
     const complete_task *t = arg;
     ckpt_store_complete(t->store, t->slot, t->version);
     return 0;
+}
+
+/* Slot s's copies of version v are issued on d2h: its checksums and its "complete" mark follow
+ * on the verify stream, so that the copies of the next slot (and compute, which waits only
+ * for the copies) do not wait for them. */
+static int complete_slot(gemini_state *st, int slot, int version)
+{
+    complete_task t = {.store = st->store, .slot = slot, .version = version};
+    int rc;
+    if ((rc = gpt_event_record(st->ev_copied, st->d2h)) || (rc = gpt_stream_wait_event(st->verify, st->ev_copied)) ||
+        (rc = gpt_stream_host_task(st->verify, complete_run, &t, sizeof t)) ||
+        (rc = gpt_event_record(st->ev_verified[version], st->verify)))
+        return rc;
+    return GPT_OK;
 }
 
 /* ---- recovery ------------------------------------------------------------------------------- */
@@ -416,7 +436,10 @@ static int gemini_init(const engine_env *env, void **state)
                            "gemini staging chunks")))
         return rc;
     st->staging[1] = st->staging[0] + st->chunk;
-    if ((rc = env->be->ops->stream_create(env->be, &st->d2h)) || (rc = gpt_event_create(env->be, &st->ev_step)) ||
+    if ((rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->verify)) || (rc = gpt_event_create(env->be, &st->ev_copied)) ||
+        (rc = gpt_event_create(env->be, &st->ev_verified[0])) || (rc = gpt_event_create(env->be, &st->ev_verified[1])) ||
+        (rc = gpt_event_create(env->be, &st->ev_step)) ||
         (rc = gpt_event_create(env->be, &st->ev_opt)) || (rc = gpt_event_create(env->be, &st->ev_ck_start)) ||
         (rc = gpt_event_create(env->be, &st->ev_ck_done)) || (rc = gpt_event_create(env->be, &st->ev_d2h_done)))
         return rc;
@@ -463,6 +486,9 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
     const int v = it % CKPT_VERSIONS, step = *st->shard.adam_step;
     gpt_stream *cs = coll_stream(st->comm);
     int rc;
+    /* version v's last checksums (two checkpoints ago) must be done before it is rewritten
+     * (the host waits only if checksumming falls a whole step behind) */
+    if ((rc = gpt_event_sync(st->ev_verified[v]))) return rc;
     if ((rc = gpt_event_record(st->ev_step, st->shard.compute)) || (rc = gpt_stream_wait_event(cs, st->ev_step)) ||
         (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
         return rc;
@@ -473,8 +499,7 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
     while (next_piece(st, &at, &pc))
         if ((rc = gpt_memcpy_d2h(st->d2h, mine + pc.at, state_at(&st->shard, pc.at), pc.len * sizeof(float))))
             return rc;
-    complete_task t0 = {.store = st->store, .slot = 0, .version = v};
-    if ((rc = gpt_stream_host_task(st->d2h, complete_run, &t0, sizeof t0))) return rc;
+    if ((rc = complete_slot(st, 0, v))) return rc;
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);
     st->version = v;
     st->round = 1;
@@ -496,8 +521,7 @@ static int ckpt_chunks(gemini_state *st, int count, step_result *out)
         const int d = st->round;
         state_piece pc;
         if (!next_piece(st, &st->round_at, &pc)) {
-            complete_task td = {.store = st->store, .slot = d, .version = st->version};
-            if ((rc = gpt_stream_host_task(st->d2h, complete_run, &td, sizeof td))) return rc;
+            if ((rc = complete_slot(st, d, st->version))) return rc;
             st->round++;
             st->round_at = 0;
             continue;

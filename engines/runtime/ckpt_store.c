@@ -202,6 +202,8 @@ void ckpt_store_complete(ckpt_store *s, int slot, int version)
 {
     version_header *h = header(s, slot, version);
     const float *data = ckpt_store_data(s, slot, version);
+    /* chunks in parallel: a shard of GBs is checksummed at memory speed, not one core's */
+#pragma omp parallel for schedule(dynamic, 1)
     for (int c = 0; c < s->nchunks; c++) {
         const size_t at = (size_t)c * s->chunk_floats;
         const size_t n = s->floats - at < s->chunk_floats ? s->floats - at : s->chunk_floats;
@@ -218,11 +220,14 @@ int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step)
         h->nchunks != s->nchunks)
         return -1;
     const float *data = ckpt_store_data(s, slot, version);
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
     for (int c = 0; c < s->nchunks; c++) {
         const size_t at = (size_t)c * s->chunk_floats;
         const size_t n = s->floats - at < s->chunk_floats ? s->floats - at : s->chunk_floats;
-        if (h->sums[c] != checksum(data + at, n)) return -1;
+        bad |= h->sums[c] != checksum(data + at, n);
     }
+    if (bad) return -1;
     *adam_step = h->adam_step;
     return h->iteration;
 }
