@@ -55,6 +55,8 @@ typedef struct run_state {
     int done;                /* iterations completed */
     int first;               /* the first trained here, 0-based: an engine that recovered a
                                 checkpoint resumes after the iterations an earlier job ran */
+    char notes[16][512];     /* what the engine said (its choices, a recovery), for the JSON */
+    int nnotes;
     int status;              /* EXIT_RUN_* */
     char message[512];       /* why, when status is not ok */
     const char *oom_device;  /* "GPU" or "host" when status is oom */
@@ -81,6 +83,8 @@ static void engine_said(void *ctx, const char *line)
 {
     run_state *s = ctx;
     logline(s, "%s", line);
+    if (s->nnotes < (int)(sizeof s->notes / sizeof s->notes[0]))
+        snprintf(s->notes[s->nnotes++], sizeof s->notes[0], "%s", line);
     if (s->rank == 0) {
         printf("  %s\n", line);
         fflush(stdout);
@@ -258,6 +262,8 @@ static int write_json(run_state *s)
         cJSON_AddNumberToObject(oom, "limit_bytes", (double)s->oom_budget->limit);
     }
 
+    cJSON *notes = cJSON_AddArrayToObject(root, "engine_notes");
+    for (int i = 0; notes && i < s->nnotes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(s->notes[i]));
     cJSON *its = cJSON_AddArrayToObject(root, "iterations");
     for (int i = s->first; i < s->done; i++) {
         const iter_record *r = &s->iters[i];

@@ -50,7 +50,9 @@
 #include "runtime/dp.h"
 #include "runtime/timer.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,6 +385,30 @@ static int restore(gemini_state *st)
     return rc;
 }
 
+/* Rank 0 names the stores of other jobs of this user under dir: a killed supervisor (or a
+ * job started by hand that was killed) leaves its store behind; the ids aebench makes carry
+ * the pid of the process that made them, so a store whose process is gone is named stale. */
+static void name_stale_stores(const gemini_state *st, const char *dir)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "aebench-gemini-%u-", (unsigned)getuid());
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        const char *job = e->d_name + strlen(prefix);
+        if (strcmp(job, st->job) == 0) continue;
+        long pid = 0;
+        const int ours = (job[0] == 's' || job[0] == 'p') && sscanf(job + 1, "%ld-", &pid) == 1 && pid > 0;
+        if (ours && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) continue; /* its job runs */
+        engine_note(&st->env, "gemini: %s store of job %s is in %s/%s%s; remove it with: rm -rf %s/%s",
+                    ours ? "the stale" : "another", job, dir, e->d_name,
+                    ours ? " (its process is gone)" : " (if that job is not running)", dir, e->d_name);
+    }
+    closedir(d);
+}
+
 /* interleave's hooks inside megatron-lm's step (below) */
 static int hook_before_collective(void *ctx, gpt_stream *cs);
 static int hook_after_collective(void *ctx, gpt_stream *cs);
@@ -457,6 +483,7 @@ static int gemini_init(const engine_env *env, void **state)
         return rc == GPT_ERR_IO ? GPT_ERR_INVALID : rc; /* (the reason is on stderr) */
     char where[1100];
     ckpt_store_dir(where, sizeof where, env->cfg->gemini_store, st->job);
+    if (env->rank == 0) name_stale_stores(st, env->cfg->gemini_store);
     engine_note(env, "gemini: job %s, a checkpoint every iteration (%s), %d cop%s of each shard (%s), "
                 "store %s (%.1f MiB per rank)", st->job,
                 env->cfg->gemini_mode == GEMINI_NAIVE        ? "naive: after the step"

@@ -118,6 +118,18 @@ else
     fi
     rm -rf "$GM_STORE"/aebench-gemini-*-lostjob
 
+    # ---- a store a killed job left is named, with the command that removes it ---------------
+    stale="$GM_STORE/aebench-gemini-$(id -u)-s999999999-1"
+    mkdir -m 700 -p "$stale"
+    gm_run stale -m gemini --gemini-store "$GM_STORE" --iters 2
+    if [ "$GM_RC" -eq 0 ] && grep -q "stale store of job s999999999-1 .*remove it with: rm -rf $stale" "$GM_WORK/stale/out" &&
+        grep -q "stale store of job s999999999-1" "$GM_WORK"/stale/results/*.json; then
+        gm_pass "gemini names a stale store (log, JSON) and the command that removes it"
+    else
+        gm_fail "gemini stale store" "exit $GM_RC: $(grep -i stale "$GM_WORK/stale/out")"
+    fi
+    rm -rf "$stale"
+
     # ---- bad input: exit 2, one line, nothing written ---------------------------------------
     gm_bad() {
         local what=$1 pattern=$2
