@@ -767,13 +767,14 @@ static int gemini_step(void *state, int iteration, const int32_t *tokens, const 
         st->pending = iteration;
         return GPT_OK;
     }
-    /* naive, and interleave's warm-up: everything after the step, the training waits */
+    /* naive, and interleave's warm-up: everything after the step, its checksums too, the
+     * training waits */
     if ((rc = engine_megatron_lm.step(st->mega, iteration, tokens, targets, out))) return rc;
     const double t0 = wall_ms();
     gpt_stream *cs = coll_stream(st->comm);
     if ((rc = ckpt_begin(st, iteration, out)) || (rc = gpt_event_record(st->ev_ck_start, cs)) ||
         (rc = ckpt_chunks(st, -1, out)) || (rc = gpt_event_record(st->ev_ck_done, cs)) ||
-        (rc = gpt_stream_sync(cs)) || (rc = gpt_stream_sync(st->d2h)))
+        (rc = gpt_stream_sync(cs)) || (rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->verify)))
         return rc;
     out->ckpt_ms = out->ckpt_exposed_ms = wall_ms() - t0;
     out->ms_optimizer += out->ckpt_ms;

@@ -63,12 +63,13 @@ else
         gm_fail "gemini interleave" "exit $GM_RC: $(tail -c 300 "$GM_WORK/inter/err")"
     fi
     # killed at iteration 7: the checkpoint of 6 was in flight (incomplete), so 5 is restored
+    # (or 4, when 5's checksums, which trail its copies on their own stream, were not done)
     gm_run interfail --ranks 2 -m gemini --gemini-mode interleave --gemini-store "$GM_STORE" \
         --fail-at 7 --fail-rank 1 --fail-kind hardware
     if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/interfail.params" &&
-        grep -q "recovered at iteration 5 " "$GM_WORK/interfail/out" &&
+        grep -q "recovered at iteration [45] " "$GM_WORK/interfail/out" &&
         [ "$(gm_losses "$GM_WORK/interfail" 6)" = "$(gm_losses "$GM_WORK/zero3" 6)" ]; then
-        gm_pass "gemini interleave, rank 1's machine lost at iteration 7: iteration 5 restored (6's copy was in flight), = no failure"
+        gm_pass "gemini interleave, rank 1's machine lost at iteration 7: $(grep -o 'recovered at iteration [0-9]*' "$GM_WORK/interfail/out") (6's copy was in flight), = no failure"
     else
         gm_fail "gemini interleave recovery" "exit $GM_RC: $(grep recovered "$GM_WORK/interfail/out") $(tail -c 300 "$GM_WORK/interfail/err")"
     fi
