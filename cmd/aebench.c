@@ -72,6 +72,22 @@ static int same_options_everywhere(const comm_world *comm, const run_config *rc)
     return -1;
 }
 
+/* --fail-phase backward / checkpoint only where the engine marks that phase. */
+static int fault_phase_refused(const run_config *rc, const engine_vtbl *eng, char *err, size_t errlen)
+{
+    if (!eng || rc->fail_at <= 0) return 0;
+    if (rc->fail_phase == FAULT_BACKWARD && !(eng->options & ENGINE_OPT_FAULT_BACKWARD)) {
+        snprintf(err, errlen, "--fail-phase backward: %s has no backward fault point (megatron-lm and "
+                 "gemini have)", eng->name);
+        return -1;
+    }
+    if (rc->fail_phase == FAULT_CHECKPOINT && !(eng->options & ENGINE_OPT_FAULT_CHECKPOINT)) {
+        snprintf(err, errlen, "--fail-phase checkpoint: %s takes no checkpoint (gemini does)", eng->name);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     comm_world comm;
@@ -120,7 +136,8 @@ int main(int argc, char **argv)
         run_config probe = rc;
         err[0] = '\0';
         if (cli_resolve_ranks(&probe, rc.ranks, rc.ranks, err, sizeof err) == 0 && eng &&
-            engine_refuses(eng, &probe.eng, err, sizeof err) == 0)
+            engine_refuses(eng, &probe.eng, err, sizeof err) == 0 &&
+            fault_phase_refused(&rc, eng, err, sizeof err) == 0)
             err[0] = '\0';
         if (err[0]) {
             fprintf(stderr, "aebench: %s\n", err);
@@ -184,7 +201,7 @@ int main(int argc, char **argv)
     /* bf16, --dpu and --offload nvme only for engines that implement them (refuse rather
      * than silently run something else under that label), then the engine's own checks:
      * nothing is written.  A sweep's child for such an engine ends here too. */
-    if (only && engine_refuses(only, &rc.eng, err, sizeof err)) {
+    if (only && (engine_refuses(only, &rc.eng, err, sizeof err) || fault_phase_refused(&rc, only, err, sizeof err))) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);

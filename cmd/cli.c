@@ -20,7 +20,7 @@ typedef enum opt_id {
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
-    OPT_GEMINI_RECOVER, OPT_FAIL_KIND,
+    OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -73,6 +73,7 @@ static const opt_spec specs[] = {
     {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
     {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
     {OPT_FAIL_RANK, "fail-rank", 0, ARG_INT, "R", "the rank that --fail-at kills (default 0)"},
+    {OPT_FAIL_PHASE, "fail-phase", 0, ARG_TEXT, "forward|backward|checkpoint", "where in iteration --fail-at the rank dies: its start, its backward's (megatron-lm, gemini), its checkpoint's middle (gemini) (default forward)"},
     {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware", "what --fail-at kills: the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching (default software)"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
     {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive|interleave", "gemini: no checkpoint; every iteration's right after its step; or sent during the next step in the idle spans of its collectives (default interleave)"},
@@ -217,6 +218,12 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_GLOBAL_BATCH: e->global_batch = (int)iv; break;
     case OPT_FAIL_AT: rc->fail_at = (int)iv; break;
     case OPT_FAIL_RANK: rc->fail_rank = (int)iv; break;
+    case OPT_FAIL_PHASE:
+        if (strcmp(value, "forward") == 0) rc->fail_phase = FAULT_FORWARD;
+        else if (strcmp(value, "backward") == 0) rc->fail_phase = FAULT_BACKWARD;
+        else if (strcmp(value, "checkpoint") == 0) rc->fail_phase = FAULT_CHECKPOINT;
+        else return cli_fail(err, errlen, "%s: '%s' is not forward, backward or checkpoint", opt, value);
+        break;
     case OPT_FAIL_KIND:
         if (strcmp(value, "software") == 0) rc->fail_hardware = 0;
         else if (strcmp(value, "hardware") == 0) rc->fail_hardware = 1;
@@ -1016,6 +1023,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"fail-at", &rc->fail_at, sizeof rc->fail_at},
         {"fail-rank", &rc->fail_rank, sizeof rc->fail_rank},
         {"fail-kind", &rc->fail_hardware, sizeof rc->fail_hardware},
+        {"fail-phase", &rc->fail_phase, sizeof rc->fail_phase},
         {"gemini-mode", &e->gemini_mode, sizeof e->gemini_mode},
         {"gemini-replicas", &e->gemini_replicas, sizeof e->gemini_replicas},
         {"gemini-placement", &e->gemini_placement, sizeof e->gemini_placement},

@@ -44,6 +44,8 @@ typedef struct run_config {
     int fail_at, fail_rank;  /* --fail-at I --fail-rank R: R SIGKILLs itself at iteration I */
     int fail_hardware;       /* --fail-kind hardware: its machine is replaced (its in-memory
                                 checkpoints go with it); software (0): only the process dies */
+    int fail_phase;          /* --fail-phase: FAULT_FORWARD (the iteration's start),
+                                FAULT_BACKWARD, FAULT_CHECKPOINT */
 } run_config;
 
 /* One run of a run-list config after expansion: the options it gives its child process. */

@@ -48,10 +48,11 @@ void fault_note(int rank, const char *fmt, ...)
     close(fd);
 }
 
-void fault_maybe_die(const run_config *rc, int rank, int iteration)
+void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase)
 {
-    if (rc->fail_at != iteration || rc->fail_rank != rank) return;
-    fault_note(rank, "killed itself (SIGKILL) at the start of iteration %d (--fail-at %d --fail-rank %d)",
+    if (rc->fail_at != iteration || rc->fail_rank != rank || rc->fail_phase != phase) return;
+    static const char *const where[] = {"at the start of", "in the backward of", "in the checkpoint of"};
+    fault_note(rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %d)", where[phase],
                iteration, rc->fail_at, rc->fail_rank);
     fprintf(stderr, "aebench: rank %d: --fail-at %d: SIGKILL now\n", rank, iteration);
     fflush(stdout);
@@ -374,13 +375,14 @@ enum { GEMINI_RELAUNCHES = 3 };
  * it takes (1 for --opt=value, 2 for --opt value), 0 when it is not one. */
 static int dropped_option(char **argv, int i, int argc)
 {
-    static const char *const fault[] = {"--fail-at", "--fail-rank", "--fail-kind", "--gemini-recover"};
+    static const char *const fault[] = {"--fail-at", "--fail-rank", "--fail-kind", "--fail-phase",
+                                        "--gemini-recover"};
     for (size_t k = 0; k < sizeof fault / sizeof fault[0]; k++) {
         const size_t n = strlen(fault[k]);
         if (strncmp(argv[i], fault[k], n) != 0) continue;
         if (argv[i][n] == '=') return 1;
         if (argv[i][n] != '\0') continue;
-        if (k == 3) return 1; /* a flag */
+        if (k == 4) return 1; /* a flag */
         return i + 1 < argc ? 2 : 1;
     }
     return 0;

@@ -23,6 +23,6 @@ int launch_ranks(int argc, char **argv, const run_config *rc);
 void fault_note(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* --fail-at: rank --fail-rank leaves a note and SIGKILLs itself at iteration `iteration`. */
-void fault_maybe_die(const run_config *rc, int rank, int iteration);
+void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase);
 
 #endif

@@ -91,6 +91,13 @@ static void engine_said(void *ctx, const char *line)
     }
 }
 
+/* engine_env.fault_point: --fail-at's rank dies where the engine says it is. */
+static void engine_fault(void *ctx, int iteration, int phase)
+{
+    const run_state *s = ctx;
+    fault_maybe_die(s->rc, s->rank, iteration, phase);
+}
+
 static void describe_shape(const engine_config *ec, char *buf, size_t len)
 {
     const gpt_shape *sh = &ec->shape;
@@ -528,6 +535,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host,
         .disk = s->has_disk ? &s->disk : NULL, .rank = comm->rank,
         .world = comm->world, .note = engine_said, .note_ctx = s,
+        .fault_point = rc->fail_at > 0 ? engine_fault : NULL, .fault_ctx = s,
     };
     void *state = NULL;
     int rc_ = s->eng->init(&env, &state);
@@ -571,7 +579,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     for (int it = s->first + 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
         data_rows(data, it, global_batch_of(&s->ec), comm->rank * rank_rows, rank_rows, tokens,
                   targets);
-        fault_maybe_die(rc, comm->rank, it);
+        fault_maybe_die(rc, comm->rank, it, FAULT_FORWARD);
         step_result r = {0};
         double t0 = wall_ms();
         rc_ = s->eng->step(state, it, tokens, targets, &r);

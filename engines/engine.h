@@ -36,6 +36,8 @@ enum {
     ENGINE_OPT_RANKS = 1u << 3,        /* runs on N ranks (data parallel) */
     ENGINE_OPT_ACCUM = 1u << 4,        /* accumulates several micro-batches per step */
     ENGINE_OPT_ZERO_STAGES = 1u << 5,  /* --zero-stage 1-3 */
+    ENGINE_OPT_FAULT_BACKWARD = 1u << 6,   /* marks FAULT_BACKWARD (--fail-phase backward) */
+    ENGINE_OPT_FAULT_CHECKPOINT = 1u << 7, /* marks FAULT_CHECKPOINT (--fail-phase checkpoint) */
 };
 
 enum { ENGINE_PATH_MAX = 1024 };
@@ -110,7 +112,20 @@ typedef struct engine_env {
      * it in the log and on stdout.  NULL: the engine stays silent. */
     void (*note)(void *ctx, const char *line);
     void *note_ctx;
+    /* Fault injection (--fail-at/--fail-rank/--fail-phase): an engine calls it where the
+     * phase of an iteration is reached (engine_fault_point); the driver's kills the rank
+     * when they are the ones asked for.  NULL: no faults. */
+    void (*fault_point)(void *ctx, int iteration, int phase);
+    void *fault_ctx;
 } engine_env;
+
+/* Where in an iteration a fault can strike: its start (the driver's own point), the start
+ * of its backward, the middle of its checkpoint (gemini). */
+enum { FAULT_FORWARD = 0, FAULT_BACKWARD = 1, FAULT_CHECKPOINT = 2 };
+static inline void engine_fault_point(const engine_env *env, int iteration, int phase)
+{
+    if (env->fault_point) env->fault_point(env->fault_ctx, iteration, phase);
+}
 
 /* printf-style engine_env.note. */
 void engine_note(const engine_env *env, const char *fmt, ...)

@@ -196,6 +196,7 @@ typedef struct gemini_state {
     int version, round, chunk_no;
     size_t round_at;
     step_result *out;        /* the step being run (the hooks count its bytes) */
+    int iteration;           /* ... and its number */
     /* interleave */
     int warm, planned, interleaving, pending; /* pending: the iteration whose checkpoint the
                                                  next step carries (0: none) */
@@ -634,7 +635,10 @@ static int hook_before_optimizer(void *ctx, gpt_stream *compute)
     int rc;
     if ((rc = gpt_event_record(st->ev_opt, compute))) return rc;
     if (!st->interleaving) return GPT_OK;
-    if ((rc = ckpt_chunks(st, -1, st->out)) || (rc = gpt_event_record(st->ev_ck_done, coll_stream(st->comm))) ||
+    if ((rc = ckpt_chunks(st, -1, st->out))) return rc;
+    /* --fail-phase checkpoint: with the carried checkpoint's copies in flight */
+    if (st->pending) engine_fault_point(&st->env, st->iteration, FAULT_CHECKPOINT);
+    if ((rc = gpt_event_record(st->ev_ck_done, coll_stream(st->comm))) ||
         (rc = gpt_event_record(st->ev_d2h_done, st->d2h)) || (rc = gpt_stream_wait_event(compute, st->ev_ck_done)) ||
         (rc = gpt_stream_wait_event(compute, st->ev_d2h_done)))
         return rc;
@@ -741,6 +745,7 @@ static int gemini_step(void *state, int iteration, const int32_t *tokens, const 
     const int mode = st->env.cfg->gemini_mode;
     if (mode == GEMINI_NONE) return engine_megatron_lm.step(st->mega, iteration, tokens, targets, out);
     st->out = out;
+    st->iteration = iteration;
     st->ncoll = 0;
     out->has_ckpt = 1;
     out->ckpt_bytes = 0;
@@ -773,7 +778,11 @@ static int gemini_step(void *state, int iteration, const int32_t *tokens, const 
     const double t0 = wall_ms();
     gpt_stream *cs = coll_stream(st->comm);
     if ((rc = ckpt_begin(st, iteration, out)) || (rc = gpt_event_record(st->ev_ck_start, cs)) ||
-        (rc = ckpt_chunks(st, -1, out)) || (rc = gpt_event_record(st->ev_ck_done, cs)) ||
+        (rc = ckpt_chunks(st, (chunks_total(st) + 1) / 2, out)))
+        return rc;
+    /* --fail-phase checkpoint: half of it issued, none of it known to be in */
+    engine_fault_point(&st->env, iteration, FAULT_CHECKPOINT);
+    if ((rc = ckpt_chunks(st, -1, out)) || (rc = gpt_event_record(st->ev_ck_done, cs)) ||
         (rc = gpt_stream_sync(cs)) || (rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->verify)))
         return rc;
     out->ckpt_ms = out->ckpt_exposed_ms = wall_ms() - t0;
@@ -807,7 +816,7 @@ const engine_vtbl engine_gemini = {
     .uses_window = 0,
     .not_in_all = 1,
     .supports_bf16 = 0,
-    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_FAULT_BACKWARD | ENGINE_OPT_FAULT_CHECKPOINT,
     .plan = gemini_plan,
     .check = gemini_check,
     .init = gemini_init,

@@ -689,6 +689,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
             (rc = gpt_stream_sync(s)))
             return rc;
         double f1 = wall_ms();
+        if (k == 0) engine_fault_point(&st->env, iteration, FAULT_BACKWARD);
         if ((rc = backward_micro(st, k == st->M - 1)) || (rc = gpt_stream_sync(s))) return rc;
         fwd_ms += f1 - f0;
         bwd_ms += wall_ms() - f1;
@@ -739,7 +740,8 @@ const engine_vtbl engine_megatron_lm = {
     .description = "no offload: everything on the GPU (the baseline); N ranks: DDP or ZeRO-1/2/3",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_ZERO_STAGES,
+    .options = ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_ZERO_STAGES |
+               ENGINE_OPT_FAULT_BACKWARD,
     .plan = megatron_plan,
     .check = megatron_check,
     .init = megatron_init,

@@ -93,6 +93,20 @@ else
         done
     done
 
+    # ---- killed in the middle of iteration 5's checkpoint: that version is incomplete (never
+    # marked complete), so iteration 4's is restored; and in iteration 5's backward -----------
+    for phase in checkpoint backward; do
+        gm_run "phase-$phase" --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" \
+            --fail-at 5 --fail-rank 1 --fail-phase "$phase" --fail-kind hardware
+        if [ "$GM_RC" -eq 0 ] && grep -q "rank 1 killed itself (SIGKILL) in the $phase of iteration 5" "$GM_WORK/phase-$phase/err" &&
+            grep -q "recovered at iteration 4 " "$GM_WORK/phase-$phase/out" &&
+            cmp -s "$GM_WORK/zero3.params" "$GM_WORK/phase-$phase.params"; then
+            gm_pass "gemini, rank 1 lost in the $phase of iteration 5: iteration 4 restored, = no failure"
+        else
+            gm_fail "gemini --fail-phase $phase" "exit $GM_RC: $(tail -c 300 "$GM_WORK/phase-$phase/err")"
+        fi
+    done
+
     # ---- three ranks, ring of 2: rank 2's copy lives on rank 0 ------------------------------
     gm_run zero3n3 --ranks 3 --zero-stage 3 -b 2
     gm_run ring3 --ranks 3 -b 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-placement ring \
@@ -153,6 +167,10 @@ else
         --gemini-store "$GM_WORK/none"
     gm_bad "gemini: a mode that is not one" "'often' is not none, naive or interleave" --gemini-mode often
     gm_bad "gemini: a fault kind that is not one" "'disk' is not software or hardware" --fail-kind disk
+    gm_bad "gemini: a fault phase that is not one" "'optimizer' is not forward, backward or checkpoint" \
+        --fail-at 2 --fail-phase optimizer
+    gm_bad "a checkpoint fault for an engine without checkpoints" "--fail-phase checkpoint: l2l takes no checkpoint" \
+        -m l2l --fail-at 2 --fail-phase checkpoint
     gm_bad "gemini: a job id with a slash" "is not a job id" --gemini-job a/b --gemini-store "$GM_STORE"
 fi
 rm -rf "$GM_WORK"
