@@ -219,8 +219,9 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
 }
 
 /* One job: mpiexec -n N over this binary with argv[1..], supervised (see launch.h). */
-static int launch_job(int argc, char **argv, const run_config *rc)
+static int launch_job(int argc, char **argv, const run_config *rc, char *why_out, size_t why_len)
 {
+    if (why_len) why_out[0] = '\0';
     char mpiexec[PATH_MAX], exe[PATH_MAX], err[512];
     if (find_on_path("mpiexec", mpiexec, sizeof mpiexec) != 0) {
         fprintf(stderr, "aebench: --ranks %d needs mpiexec on the PATH (make deps installs MPICH; or "
@@ -349,6 +350,7 @@ static int launch_job(int argc, char **argv, const run_config *rc)
         }
     }
     fprintf(stderr, "aebench: --ranks %d: %s\n", rc->ranks, why);
+    if (why_len) snprintf(why_out, why_len, "%s", why);
     if (log_path[0]) {
         FILE *lf = fopen(log_path, "a");
         if (lf) {
@@ -409,12 +411,14 @@ static void remove_store(const char *dir)
 int launch_ranks(int argc, char **argv, const run_config *rc)
 {
     const engine_config *e = &rc->eng;
-    if (strcmp(rc->method, "gemini") != 0 || e->gemini_mode == GEMINI_NONE) return launch_job(argc, argv, rc);
+    char why[800];
+    if (strcmp(rc->method, "gemini") != 0 || e->gemini_mode == GEMINI_NONE)
+        return launch_job(argc, argv, rc, why, sizeof why);
     /* The job gets an id (its store's name) that its relaunches use too. */
     char id[64], store[PATH_MAX];
     if (e->gemini_job[0]) snprintf(id, sizeof id, "%s", e->gemini_job);
     else snprintf(id, sizeof id, "s%ld-%ld", (long)getpid(), (long)time(NULL));
-    if (ckpt_store_dir(store, sizeof store, e->gemini_store, id)) return launch_job(argc, argv, rc);
+    if (ckpt_store_dir(store, sizeof store, e->gemini_store, id)) return launch_job(argc, argv, rc, why, sizeof why);
     char **args = NULL, **again = NULL;
     int n = 0, m = 0, code = EXIT_RUN_ERROR;
     if (strv_push_all(&args, &n, argv, argc) ||
@@ -423,7 +427,9 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         strv_free(&args, &n);
         return EXIT_RUN_ERROR;
     }
-    code = launch_job(n, args, rc);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    code = launch_job(n, args, rc, why, sizeof why);
     for (int relaunch = 1; code != 0 && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
                            relaunch <= GEMINI_RELAUNCHES; relaunch++) {
         if (rc->fail_hardware && rc->fail_at > 0) {
@@ -449,8 +455,17 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
             fprintf(stderr, "aebench: --ranks: out of memory\n");
             break;
         }
-        code = launch_job(m, again, rc);
+        /* what the recovered job's log and JSON say of the failure (run.c) */
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        char note[1024];
+        snprintf(note, sizeof note, "job %s ran %.1f s, then %.700s; relaunch %d%s", id,
+                 (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), why, relaunch,
+                 rc->fail_hardware && rc->fail_at > 0 ? ", the lost rank's in-memory copies deleted" : "");
+        setenv("AEBENCH_RECOVERY", note, 1);
+        t0 = t1;
+        code = launch_job(m, again, rc, why, sizeof why);
     }
+    unsetenv("AEBENCH_RECOVERY");
     strv_free(&again, &m);
     strv_free(&args, &n);
     remove_store(store);

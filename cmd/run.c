@@ -574,6 +574,9 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     if (resumed > 0) {
         s->first = s->done = resumed < rc->iters ? resumed : rc->iters;
         logline(s, "resumed: iterations 1-%d were trained by the job this one recovers", s->first);
+        /* the supervisor's account of the failure (--ranks relaunches set it) */
+        const char *why = getenv("AEBENCH_RECOVERY");
+        if (why && *why) engine_said(s, why);
     }
     int memory_reported = 0, last_logged = s->first;
     for (int it = s->first + 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
