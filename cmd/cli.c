@@ -20,7 +20,7 @@ typedef enum opt_id {
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
-    OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE,
+    OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -82,6 +82,8 @@ static const opt_spec specs[] = {
     {OPT_GEMINI_STORE, "gemini-store", 0, ARG_TEXT, "DIR", "gemini: the memory file system the checkpoints live in (default /dev/shm)"},
     {OPT_GEMINI_JOB, "gemini-job", 0, ARG_TEXT, "ID", "gemini: the job's id, which names its store (default: made at start)"},
     {OPT_GEMINI_RECOVER, "gemini-recover", 0, ARG_NONE, NULL, "gemini: restore job --gemini-job from its store (the newest version every rank has) and go on"},
+    {OPT_CKPT_DIR, "ckpt-dir", 0, ARG_TEXT, "DIR", "gemini: also a persistent checkpoint on disk there (O_DIRECT), what recovery falls back to when every copy of a shard is lost"},
+    {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
@@ -147,6 +149,7 @@ static void set_defaults(run_config *rc)
     rc->eng.gemini_replicas = 0; /* min(2, ranks) */
     rc->eng.gemini_placement = GEMINI_GROUP;
     snprintf(rc->eng.gemini_store, sizeof rc->eng.gemini_store, "/dev/shm");
+    rc->eng.ckpt_every = 10;
     rc->iters = 50;
     rc->log_interval = 10;
     snprintf(rc->results_dir, sizeof rc->results_dir, "results");
@@ -259,6 +262,12 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         snprintf(e->gemini_job, sizeof e->gemini_job, "%s", value);
         break;
     case OPT_GEMINI_RECOVER: e->gemini_recover = flag_value; break;
+    case OPT_CKPT_DIR:
+        if (!*value) return cli_fail(err, errlen, "%s: empty directory name", opt);
+        if (snprintf(e->ckpt_dir, sizeof e->ckpt_dir, "%s", value) >= (int)sizeof e->ckpt_dir)
+            return cli_fail(err, errlen, "%s: path too long", opt);
+        break;
+    case OPT_CKPT_EVERY: e->ckpt_every = (int)iv; break;
     case OPT_ZERO_STAGE:
         if (iv > 3) return cli_fail(err, errlen, "%s: '%s' is not a ZeRO stage (0, 1, 2 or 3)", opt, value);
         e->zero_stage = (int)iv;
@@ -1030,6 +1039,8 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"gemini-store", e->gemini_store, strlen(e->gemini_store)},
         {"gemini-job", e->gemini_job, strlen(e->gemini_job)},
         {"gemini-recover", &e->gemini_recover, sizeof e->gemini_recover},
+        {"ckpt-dir", e->ckpt_dir, strlen(e->ckpt_dir)},
+        {"ckpt-every", &e->ckpt_every, sizeof e->ckpt_every},
     };
     int n = (int)(sizeof fields / sizeof fields[0]);
     if (n > max) n = max;

@@ -80,6 +80,10 @@ typedef struct engine_config {
     char gemini_store[ENGINE_PATH_MAX];
     char gemini_job[64];
     int gemini_recover;
+    /* gemini: the persistent checkpoint (--ckpt-dir, every --ckpt-every iterations; 0: none),
+     * what recovery falls back to when every in-memory copy of some shard is lost */
+    char ckpt_dir[ENGINE_PATH_MAX];
+    int ckpt_every;
 } engine_config;
 
 enum { GEMINI_NONE = 0, GEMINI_NAIVE = 1, GEMINI_INTERLEAVE = 2 };

@@ -129,7 +129,7 @@ static void gemini_plan(const engine_config *cfg, engine_plan *out)
 {
     engine_config c = megatron_config(cfg);
     engine_megatron_lm.plan(&c, out);
-    if (cfg->gemini_mode == GEMINI_NONE) return;
+    if (cfg->gemini_mode == GEMINI_NONE && !cfg->ckpt_dir[0]) return;
     const size_t floats = state_floats(cfg), chunk = chunk_floats_of(floats / 3);
     const int m = replicas_of(cfg);
     out->gpu_bytes += 2 * (uint64_t)chunk * sizeof(float);
@@ -150,7 +150,11 @@ static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
     }
     /* The store's file system: there, writable, and room for every rank of this machine. */
     struct statvfs fs;
-    if (cfg->gemini_mode != GEMINI_NONE || cfg->gemini_recover) {
+    if (cfg->ckpt_dir[0] && (access(cfg->ckpt_dir, W_OK | X_OK) != 0)) {
+        snprintf(err, errlen, "--ckpt-dir %.400s: %s", cfg->ckpt_dir, strerror(errno));
+        return -1;
+    }
+    if (cfg->gemini_mode != GEMINI_NONE || cfg->gemini_recover || cfg->ckpt_dir[0]) {
         if (statvfs(cfg->gemini_store, &fs) != 0 || access(cfg->gemini_store, W_OK | X_OK) != 0) {
             snprintf(err, errlen, "--gemini-store %.400s: %s", cfg->gemini_store, strerror(errno));
             return -1;
@@ -293,6 +297,44 @@ static int complete_slot(gemini_state *st, int slot, int version)
     return GPT_OK;
 }
 
+/* The persistent checkpoint's newest version that every rank has (each rank reads and checks
+ * its own file's two versions), loaded into the arrays; *best stays -1 when there is none. */
+static int restore_persistent(gemini_state *st, int *best, int *best_step)
+{
+    const engine_config *cfg = st->env.cfg;
+    const int W = st->p.W;
+    float *buf = ckpt_store_data(st->store, 0, 0); /* (page aligned; invalid anyway now) */
+    const size_t floats = 3 * st->shard.n;
+    int mine[2 * CKPT_VERSIONS], *all = calloc((size_t)W * 2 * CKPT_VERSIONS, sizeof *all);
+    if (!all) return GPT_ERR_OOM;
+    for (int v = 0; v < CKPT_VERSIONS; v++)
+        mine[2 * v] = ckpt_file_read(cfg->ckpt_dir, st->job, st->p.rank, v, buf, floats, st->chunk, &mine[2 * v + 1]);
+    int rc = coll_host_all_gather(st->comm, all, mine, sizeof mine);
+    for (int i = 0; !rc && i < W * CKPT_VERSIONS; i++) {
+        const int it = all[2 * i];
+        if (it <= *best) continue;
+        int everyone = 1;
+        for (int r = 0; r < W && everyone; r++) {
+            int found = 0;
+            for (int v = 0; v < CKPT_VERSIONS; v++) found |= all[(r * CKPT_VERSIONS + v) * 2] == it;
+            everyone = found;
+        }
+        if (everyone) *best = it, *best_step = all[2 * i + 1];
+    }
+    free(all);
+    if (rc || *best < 0) return rc;
+    /* read the chosen version again (the buffer holds the last one read) and load it */
+    int v = mine[2 * (CKPT_VERSIONS - 1)] == *best ? CKPT_VERSIONS - 1 : 0, step = 0;
+    if (v != CKPT_VERSIONS - 1 && ckpt_file_read(cfg->ckpt_dir, st->job, st->p.rank, v, buf, floats, st->chunk, &step) != *best)
+        return GPT_ERR_IO;
+    gpt_stream *cs = coll_stream(st->comm);
+    size_t at = 0;
+    state_piece pc;
+    while (!rc && next_piece(st, &at, &pc))
+        rc = gpt_memcpy_h2d(cs, state_at(&st->shard, pc.at), buf + pc.at, pc.len * sizeof(float));
+    return rc ? rc : gpt_stream_sync(cs);
+}
+
 /* ---- recovery ------------------------------------------------------------------------------- */
 
 /* What a rank holds, for the agreement: per slot and version, the owner and the iteration
@@ -305,6 +347,7 @@ static int restore(gemini_state *st)
 {
     const gemini_placement *p = &st->p;
     const int W = p->W, per = p->m * CKPT_VERSIONS;
+    const double t0 = wall_ms();
     held_version *mine = calloc((size_t)per, sizeof *mine);
     held_version *all = calloc((size_t)per * (size_t)W, sizeof *all);
     int rc = (!mine || !all) ? GPT_ERR_OOM : GPT_OK;
@@ -329,15 +372,20 @@ static int restore(gemini_state *st)
         }
         if (everyone) best = it, best_step = all[i].adam_step;
     }
+    int from_disk = 0;
+    if (!rc && best < 0 && st->env.cfg->ckpt_dir[0]) {
+        rc = restore_persistent(st, &best, &best_step);
+        from_disk = best >= 0;
+    }
     if (!rc && best < 0) {
         if (p->rank == 0)
             fprintf(stderr, "aebench: gemini: job %s: no checkpoint version that every rank's shard has "
-                            "(every holder of some shard was lost); nothing to recover\n", st->job);
+                            "(every holder of some shard was lost)%s; nothing to recover\n", st->job,
+                    st->env.cfg->ckpt_dir[0] ? ", in memory or under --ckpt-dir" : " and no --ckpt-dir");
         rc = GPT_ERR_INVALID;
     }
-    double t0 = wall_ms();
     gpt_stream *cs = rc ? NULL : coll_stream(st->comm);
-    for (int o = 0; !rc && o < W; o++) {
+    for (int o = 0; !rc && !from_disk && o < W; o++) {
         /* o's own copy if it is valid, else the lowest rank that holds one */
         int holder = -1, hslot = -1, hversion = -1;
         for (int r = 0; r < W && holder != o; r++)
@@ -377,9 +425,10 @@ static int restore(gemini_state *st)
     if (!rc) {
         *st->shard.adam_step = best_step;
         st->resumed = best;
-        engine_note(&st->env, "gemini: job %s recovered at iteration %d (Adam step %d) in %.1f ms; "
-                    "training goes on from iteration %d", st->job, best, best_step, wall_ms() - t0,
-                    best + 1);
+        engine_note(&st->env, "gemini: job %s recovered at iteration %d (Adam step %d)%s in %.1f ms; "
+                    "training goes on from iteration %d", st->job, best, best_step,
+                    from_disk ? " from its persistent checkpoint (every in-memory copy of some shard was lost)" : "",
+                    wall_ms() - t0, best + 1);
     }
     free(mine);
     free(all);
@@ -431,7 +480,8 @@ static int gemini_init(const engine_env *env, void **state)
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     /* The store's bytes first (the memory file system is RAM): with megatron-lm's peak, which
      * comes during its init, that makes this run's peak its plan. */
-    const int checkpoints = env->cfg->gemini_mode != GEMINI_NONE || env->cfg->gemini_recover;
+    const int checkpoints = env->cfg->gemini_mode != GEMINI_NONE || env->cfg->gemini_recover ||
+                            env->cfg->ckpt_dir[0];
     const size_t floats = state_floats(env->cfg);
     st->chunk = chunk_floats_of(floats / 3);
     if (checkpoints) {
@@ -503,6 +553,9 @@ static void gemini_chosen_plan(void *state, engine_plan *out)
 }
 
 static int gemini_resume_iteration(void *state) { return ((gemini_state *)state)->resumed; }
+
+static int gemini_step_memory(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
+                              step_result *out);
 
 /* ---- one step ---------------------------------------------------------------------------- */
 
@@ -738,8 +791,51 @@ static int make_plan(gemini_state *st)
     return GPT_OK;
 }
 
+/* --ckpt-dir, every --ckpt-every iterations, after the step (traditional checkpointing: the
+ * training waits): this rank's state of iteration it, from its own slot of the store (taken
+ * now unless the naive checkpoint just did), written to its file's version (it / K) mod 2. */
+static int persist(gemini_state *st, int it, step_result *out)
+{
+    const engine_config *cfg = st->env.cfg;
+    if (!cfg->ckpt_dir[0] || cfg->ckpt_every <= 0 || it % cfg->ckpt_every != 0) return GPT_OK;
+    const int v = it % CKPT_VERSIONS, step = *st->shard.adam_step;
+    const double t0 = wall_ms();
+    int rc;
+    if (cfg->gemini_mode != GEMINI_NAIVE) {
+        if ((rc = gpt_event_sync(st->ev_verified[v])) || (rc = gpt_event_record(st->ev_step, st->shard.compute)) ||
+            (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
+            return rc;
+        ckpt_store_begin(st->store, 0, v, it, step);
+        float *mine = ckpt_store_data(st->store, 0, v);
+        size_t at = 0;
+        state_piece pc;
+        while (next_piece(st, &at, &pc))
+            if ((rc = gpt_memcpy_d2h(st->d2h, mine + pc.at, state_at(&st->shard, pc.at), pc.len * sizeof(float))))
+                return rc;
+        if ((rc = gpt_stream_sync(st->d2h))) return rc;
+        ckpt_store_complete(st->store, 0, v);
+    }
+    if ((rc = ckpt_file_write(cfg->ckpt_dir, st->job, st->p.rank, (it / cfg->ckpt_every) % CKPT_VERSIONS, it,
+                              step, ckpt_store_data(st->store, 0, v), 3 * st->shard.n, st->chunk)))
+        return rc;
+    const double ms = wall_ms() - t0;
+    out->has_ckpt = 1;
+    out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);
+    out->ckpt_ms += ms;
+    out->ckpt_exposed_ms += ms;
+    out->ms_optimizer += ms;
+    return GPT_OK;
+}
+
 static int gemini_step(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
                        step_result *out)
+{
+    int rc = gemini_step_memory(state, iteration, tokens, targets, out);
+    return rc ? rc : persist(state, iteration, out);
+}
+
+static int gemini_step_memory(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
+                              step_result *out)
 {
     gemini_state *st = state;
     const int mode = st->env.cfg->gemini_mode;

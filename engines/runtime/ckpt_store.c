@@ -231,3 +231,123 @@ int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step)
     *adam_step = h->adam_step;
     return h->iteration;
 }
+
+/* ---- the persistent checkpoint -------------------------------------------------------------- */
+
+static int file_path(char *out, size_t len, const char *dir, const char *job, int rank, char *dir_out,
+                     size_t dir_len)
+{
+    int n = snprintf(dir_out, dir_len, "%s/aebench-ckpt-%u-%s", dir, (unsigned)getuid(), job);
+    if (n < 0 || (size_t)n >= dir_len) return -1;
+    n = snprintf(out, len, "%s/rank-%d.ckpt", dir_out, rank);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* O_DIRECT where the file system takes it (it bypasses the page cache, as a checkpoint of
+ * many GB should), plain I/O where it does not (tmpfs says EINVAL). */
+static int open_direct(const char *path, int flags)
+{
+    int fd = open(path, flags | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EINVAL) fd = open(path, flags | O_CLOEXEC, 0600);
+    return fd;
+}
+
+static int full_io(int fd, void *buf, size_t bytes, off_t at, int write_it)
+{
+    char *p = buf;
+    while (bytes) {
+        const size_t n = bytes < (1u << 30) ? bytes : (1u << 30);
+        ssize_t r = write_it ? pwrite(fd, p, n, at) : pread(fd, p, n, at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r, at += r, bytes -= (size_t)r;
+    }
+    return 0;
+}
+
+static void sums_of(version_header *h, const float *data, size_t floats, size_t chunk_floats, int nchunks)
+{
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int c = 0; c < nchunks; c++) {
+        const size_t at = (size_t)c * chunk_floats;
+        const size_t n = floats - at < chunk_floats ? floats - at : chunk_floats;
+        h->sums[c] = checksum(data + at, n);
+    }
+}
+
+int ckpt_file_write(const char *dir, const char *job, int rank, int version, int iteration,
+                    int adam_step, const float *data, size_t floats, size_t chunk_floats)
+{
+    char path[1200], d[1100];
+    if (chunks_of(floats, chunk_floats) > MAX_CHUNKS) chunk_floats = (floats + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    if (file_path(path, sizeof path, dir, job, rank, d, sizeof d)) return GPT_ERR_INVALID;
+    if (mkdir(d, 0700) != 0 && errno != EEXIST) return say(d, "cannot make the directory", errno);
+    version_header *h = NULL;
+    if (posix_memalign((void **)&h, PAGE, PAGE) != 0) return GPT_ERR_OOM;
+    memset(h, 0, PAGE);
+    const size_t data_bytes = round_page(floats * sizeof(float));
+    const off_t at = (off_t)version * (off_t)(PAGE + data_bytes);
+    int rc = GPT_OK;
+    int fd = open_direct(path, O_RDWR | O_CREAT);
+    if (fd < 0) rc = say(path, "cannot open", errno);
+    h->magic = CKPT_MAGIC;
+    h->owner = rank;
+    h->iteration = iteration;
+    h->adam_step = adam_step;
+    h->floats = floats;
+    h->chunk_floats = chunk_floats;
+    h->nchunks = (int)chunks_of(floats, chunk_floats);
+    atomic_store(&h->state, STATE_WRITING);
+    if (!rc && (full_io(fd, h, PAGE, at, 1) || fdatasync(fd) ||
+                full_io(fd, (void *)data, data_bytes, at + PAGE, 1) || fdatasync(fd)))
+        rc = say(path, "cannot write", errno);
+    if (!rc) {
+        sums_of(h, data, floats, chunk_floats, h->nchunks);
+        atomic_store(&h->state, STATE_COMPLETE);
+        if (full_io(fd, h, PAGE, at, 1) || fdatasync(fd)) rc = say(path, "cannot write", errno);
+    }
+    if (fd >= 0) close(fd);
+    free(h);
+    return rc;
+}
+
+int ckpt_file_read(const char *dir, const char *job, int rank, int version, float *data,
+                   size_t floats, size_t chunk_floats, int *adam_step)
+{
+    char path[1200], d[1100];
+    if (chunks_of(floats, chunk_floats) > MAX_CHUNKS) chunk_floats = (floats + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    if (file_path(path, sizeof path, dir, job, rank, d, sizeof d)) return -1;
+    version_header *h = NULL;
+    if (posix_memalign((void **)&h, PAGE, PAGE) != 0) return -1;
+    const size_t data_bytes = round_page(floats * sizeof(float));
+    const off_t at = (off_t)version * (off_t)(PAGE + data_bytes);
+    int it = -1;
+    int fd = open_direct(path, O_RDONLY);
+    if (fd >= 0 && full_io(fd, h, PAGE, at, 0) == 0 && h->magic == CKPT_MAGIC &&
+        atomic_load(&h->state) == STATE_COMPLETE && h->owner == rank && h->floats == floats &&
+        h->chunk_floats == chunk_floats && h->nchunks == (int)chunks_of(floats, chunk_floats) &&
+        full_io(fd, data, data_bytes, at + PAGE, 0) == 0) {
+        int bad = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
+        for (int c = 0; c < h->nchunks; c++) {
+            const size_t a = (size_t)c * chunk_floats;
+            const size_t n = floats - a < chunk_floats ? floats - a : chunk_floats;
+            bad |= h->sums[c] != checksum(data + a, n);
+        }
+        if (!bad) {
+            it = h->iteration;
+            *adam_step = h->adam_step;
+        }
+    }
+    if (fd >= 0) close(fd);
+    free(h);
+    return it;
+}
+
+void ckpt_file_remove(const char *dir, const char *job, int rank)
+{
+    char path[1200], d[1100];
+    if (file_path(path, sizeof path, dir, job, rank, d, sizeof d)) return;
+    unlink(path);
+    rmdir(d); /* the last rank's succeeds */
+}

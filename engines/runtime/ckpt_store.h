@@ -54,4 +54,21 @@ void ckpt_store_complete(ckpt_store *s, int slot, int version);
  * else -1; *adam_step from its header. */
 int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step);
 
+/* ---- the persistent checkpoint (gemini --ckpt-dir): a version of this rank's shard in a
+ * file on disk, DIR/aebench-ckpt-<uid>-<job>/rank-<r>.ckpt (0700 / 0600), two versions that
+ * alternate, each a header page (as the store's) and the data; written with O_DIRECT (plain
+ * writes where the file system refuses it, e.g. tmpfs), the header first ("writing"), then the
+ * data, then the header with its checksums ("complete"), each made durable (fdatasync). */
+
+/* Write floats floats at data (page aligned, as the store's data is) as version v of the
+ * rank's file.  0, or GPT_ERR_IO (the reason on stderr). */
+int ckpt_file_write(const char *dir, const char *job, int rank, int version, int iteration,
+                    int adam_step, const float *data, size_t floats, size_t chunk_floats);
+/* Read version v of the rank's file into data (page aligned, room for floats rounded up to
+ * a page); its iteration when it is complete and every checksum matches, else -1. */
+int ckpt_file_read(const char *dir, const char *job, int rank, int version, float *data,
+                   size_t floats, size_t chunk_floats, int *adam_step);
+/* Remove the job's persistent checkpoint (every rank's file, then the directory). */
+void ckpt_file_remove(const char *dir, const char *job, int rank);
+
 #endif
