@@ -219,9 +219,11 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
 }
 
 /* One job: mpiexec -n N over this binary with argv[1..], supervised (see launch.h). */
-static int launch_job(int argc, char **argv, const run_config *rc, char *why_out, size_t why_len)
+static int launch_job(int argc, char **argv, const run_config *rc, char *why_out, size_t why_len,
+                      int *interrupted)
 {
     if (why_len) why_out[0] = '\0';
+    *interrupted = 0;
     char mpiexec[PATH_MAX], exe[PATH_MAX], err[512];
     if (find_on_path("mpiexec", mpiexec, sizeof mpiexec) != 0) {
         fprintf(stderr, "aebench: --ranks %d needs mpiexec on the PATH (make deps installs MPICH; or "
@@ -316,7 +318,10 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         }
         if (np == 2 && (p[1].revents & POLLIN)) {
             struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) kill(pid, (int)si.ssi_signo);
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                kill(pid, (int)si.ssi_signo);
+                *interrupted = (int)si.ssi_signo;
+            }
         }
         if (!(p[0].revents & (POLLIN | POLLHUP))) continue;
         ssize_t n = read(fds[0], drain, sizeof drain);
@@ -337,8 +342,15 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     int code;
     if (w == pid && WIFEXITED(status)) code = WEXITSTATUS(status);
     else code = EXIT_RUN_ERROR;
-    /* 0: fine; 2: the ranks refused the configuration and said why (nothing was written) */
-    if (code == 0 || (code == EXIT_BAD_INPUT && !log_path[0])) return code;
+    /* Told to stop: the job ended because we passed the signal on (mpiexec may say 0). */
+    if (*interrupted) {
+        char sig[32];
+        child_signal_name(*interrupted, sig, sizeof sig);
+        snprintf(why, sizeof why, "interrupted (%s): the job was stopped", sig);
+    } else if (code == 0 || (code == EXIT_BAD_INPUT && !log_path[0])) {
+        /* 0: fine; 2: the ranks refused the configuration and said why (nothing was written) */
+        return code;
+    }
     if (!why[0]) {
         if (w == pid && WIFSIGNALED(status)) {
             char sig[32];
@@ -366,6 +378,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         }
         if (json_path[0]) mark_json(json_path, log_path, why);
     }
+    if (*interrupted) return 128 + *interrupted;
     return code ? code : EXIT_RUN_ERROR;
 }
 
@@ -412,13 +425,15 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
 {
     const engine_config *e = &rc->eng;
     char why[800];
+    int interrupted = 0;
     if (strcmp(rc->method, "gemini") != 0 || e->gemini_mode == GEMINI_NONE)
-        return launch_job(argc, argv, rc, why, sizeof why);
+        return launch_job(argc, argv, rc, why, sizeof why, &interrupted);
     /* The job gets an id (its store's name) that its relaunches use too. */
     char id[64], store[PATH_MAX];
     if (e->gemini_job[0]) snprintf(id, sizeof id, "%s", e->gemini_job);
     else snprintf(id, sizeof id, "s%ld-%ld", (long)getpid(), (long)time(NULL));
-    if (ckpt_store_dir(store, sizeof store, e->gemini_store, id)) return launch_job(argc, argv, rc, why, sizeof why);
+    if (ckpt_store_dir(store, sizeof store, e->gemini_store, id))
+        return launch_job(argc, argv, rc, why, sizeof why, &interrupted);
     char **args = NULL, **again = NULL;
     int n = 0, m = 0, code = EXIT_RUN_ERROR;
     if (strv_push_all(&args, &n, argv, argc) ||
@@ -429,8 +444,9 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    code = launch_job(n, args, rc, why, sizeof why);
-    for (int relaunch = 1; code != 0 && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
+    code = launch_job(n, args, rc, why, sizeof why, &interrupted);
+    /* (a job we were told to stop is not relaunched: its store goes, as at a normal end) */
+    for (int relaunch = 1; code != 0 && !interrupted && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
                            relaunch <= GEMINI_RELAUNCHES; relaunch++) {
         if (rc->fail_hardware && rc->fail_at > 0) {
             /* its machine was replaced: its copies are gone, a peer's must serve */
@@ -463,7 +479,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
                  rc->fail_hardware && rc->fail_at > 0 ? ", the lost rank's in-memory copies deleted" : "");
         setenv("AEBENCH_RECOVERY", note, 1);
         t0 = t1;
-        code = launch_job(m, again, rc, why, sizeof why);
+        code = launch_job(m, again, rc, why, sizeof why, &interrupted);
     }
     unsetenv("AEBENCH_RECOVERY");
     strv_free(&again, &m);

@@ -306,6 +306,7 @@ static int write_json(run_state *s)
             cJSON_AddNumberToObject(c, "bytes", r->r.ckpt_bytes);
             cJSON_AddNumberToObject(c, "ms", r->r.ckpt_ms);
             cJSON_AddNumberToObject(c, "exposed_ms", r->r.ckpt_exposed_ms);
+            cJSON_AddNumberToObject(c, "idle_ms", r->r.ckpt_idle_ms);
         }
         cJSON_AddItemToArray(its, o);
     }
@@ -416,8 +417,8 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
                 cur->r.busy_ms[BUSY_COMM], cur->r.bytes_comm / 1e9);
     if (cur->r.has_ckpt)
         logline(s, "checkpoint (rank 0, last iteration) | GB: %.3f | ms: %.1f | exposed ms: %.1f | "
-                   "hidden ms: %.1f", cur->r.ckpt_bytes / 1e9, cur->r.ckpt_ms, cur->r.ckpt_exposed_ms,
-                cur->r.ckpt_ms - cur->r.ckpt_exposed_ms);
+                   "hidden ms: %.1f | collectives' idle ms: %.1f", cur->r.ckpt_bytes / 1e9, cur->r.ckpt_ms,
+                cur->r.ckpt_exposed_ms, cur->r.ckpt_ms - cur->r.ckpt_exposed_ms, cur->r.ckpt_idle_ms);
     if (s->rank == 0) {
         printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->rc->iters,
                loss, cur->r.grad_norm, ms);

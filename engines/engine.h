@@ -159,6 +159,7 @@ typedef struct step_result {
      * the checkpoint being complete, and how much of that the training waited for. */
     int has_ckpt;
     double ckpt_bytes, ckpt_ms, ckpt_exposed_ms;
+    double ckpt_idle_ms;  /* interleave: the training collectives' idle time its plan used */
 } step_result;
 
 typedef struct engine_vtbl {

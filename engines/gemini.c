@@ -17,19 +17,36 @@
  * d = 1 .. m-1 of a checkpoint rank r sends its shard to `to_d` and receives `from_d`'s:
  * ring (r + d), (r - d); group the same within the group.
  *
- * One step, stream by stream (--gemini-mode naive; none: megatron-lm's step only):
- *   compute   megatron-lm ZeRO-3's step (forward, backward, optimizer)
- *   ckpt-comm after the optimizer (an event): per round, per chunk of the shard's three
- *             arrays, a send of the chunk straight from the GPU arrays to to_d with the
- *             receive of from_d's chunk into staging[k mod 2] (one sendrecv), each waiting
- *             until the d2h stream has emptied that staging chunk
- *   d2h       after the optimizer: this rank's arrays into its slot's version (it mod 2);
- *             each received chunk into from_d's slot once it is in; after a slot's last
- *             copy, a host task checksums it and marks the version complete
- * naive: the host waits for both streams before the step returns (all of the checkpoint is
- * exposed).  A version is begun (marked "writing") before its first copy, so a rank that
- * dies mid-checkpoint leaves that version invalid and the other one, the step before's,
- * valid.
+ * One checkpoint, stream by stream (the training itself is megatron-lm ZeRO-3's, on compute
+ * and its two collective streams):
+ *   d2h       after the step's optimizer (an event on compute): this rank's arrays into its
+ *             slot's version (it mod 2); each peer chunk received, once it is in, into that
+ *             peer's slot
+ *   ckpt-comm per round d, per chunk of the shard's three arrays: one sendrecv, this rank's
+ *             chunk straight from the GPU arrays to to_d and from_d's into staging[k mod 2],
+ *             each waiting until d2h has emptied that staging chunk
+ *   verify    after a slot's last copy (an event on d2h): a host task checksums its version,
+ *             chunks in parallel, and marks it complete; a version is rewritten only after its
+ *             last verification (the host waits on that event, which has passed unless
+ *             checksumming falls a whole step behind)
+ * When (--gemini-mode):
+ *   none        never (megatron-lm's step; --ckpt-dir alone is traditional checkpointing)
+ *   naive       right after the step; the host waits for all three streams (all of it exposed)
+ *   interleave  3 steps as naive, measuring (hooks in megatron-lm's step, megatron_lm.h) when
+ *               each training collective starts and ends, the idle spans between them (both
+ *               collective streams idle) up to the optimizer, and a chunk's time alone; then
+ *               rank 0's plan (every rank takes it, so that each sendrecv meets its peers' in
+ *               the same span) puts into each span the chunks that fit in 90% of it.  Each
+ *               checkpoint is sent during the next step: begun at its start (the local copy
+ *               at once, on d2h, which the training does not use), its chunks issued behind the
+ *               collective that opens each span, the rest just before the optimizer, which
+ *               waits for all of it (that wait is the exposed time): the arrays must not change
+ *               while they are read.  A failure during that step finds the version before.
+ * A version is begun (marked "writing") before its first copy, so a rank that dies mid-
+ * checkpoint leaves that version invalid and the other one valid.
+ * --ckpt-dir DIR, every --ckpt-every K: after the step, this rank's own slot (taken now if
+ * the naive checkpoint did not) is written to a file under DIR (ckpt_store.h), the host
+ * waiting; it survives anything the store does not.
  *
  * Recovery (--gemini-recover, --gemini-job ID; `aebench --ranks N` relaunches a job that lost
  * a rank with both): every rank validates the versions in its store (header and checksums),
@@ -40,7 +57,8 @@
  * rank receives straight into its arrays.  Then the Adam step is the stored one and the
  * driver goes on from the iteration after the restored one: with the same global batch, the
  * losses are the ones of a run that never failed, bit for bit on the CPU backend.  No version
- * that every shard has (every holder of a shard lost): exit 1, saying so.
+ * that every shard has (every holder of a shard lost): the persistent checkpoint's newest
+ * version that every rank's file has, else exit 1, saying so.
  */
 #include "engine.h"
 #include "megatron_lm.h"
@@ -865,6 +883,7 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
          * local copy (the same bytes over PCIe, on its own stream) */
         out->ckpt_ms = st->pending ? (double)chunks_total(st) * st->chunk_ms : 0;
         out->ckpt_exposed_ms = exposed;
+        out->ckpt_idle_ms = st->idle_ms;
         st->pending = iteration;
         return GPT_OK;
     }

@@ -166,6 +166,24 @@ else
     fi
     rm -rf "$GM_STORE"/aebench-gemini-*-pjob
 
+    # ---- a job told to stop (SIGTERM to the supervisor) is not relaunched; its store goes -----
+    mkdir -p "$GM_WORK/stop"
+    (cd "$GM_WORK/stop" && exec "$GM_BIN" "${GM_SHAPE[@]}" --iters 100000 --log-interval 1000 -m gemini \
+        --ranks 2 --gemini-store "$GM_STORE" --results results >out 2>err) &
+    stop_pid=$!
+    for _ in $(seq 50); do ls "$GM_STORE"/aebench-gemini-* >/dev/null 2>&1 && break; sleep 0.2; done
+    sleep 1
+    kill -TERM "$stop_pid"
+    wait "$stop_pid"
+    rc=$?
+    if [ "$rc" -eq 143 ] && grep -q "interrupted (SIGTERM): the job was stopped" "$GM_WORK/stop/err" &&
+        ! grep -q "relaunching" "$GM_WORK/stop/err" && [ -z "$(ls -A "$GM_STORE")" ] &&
+        grep -q "^ERROR: interrupted (SIGTERM)" "$GM_WORK"/stop/results/*.txt; then
+        gm_pass "gemini: a job told to stop exits 143, says so in its log, is not relaunched, its store removed"
+    else
+        gm_fail "gemini stop" "exit $rc: $(tail -c 300 "$GM_WORK/stop/err") / store: $(ls -A "$GM_STORE")"
+    fi
+
     # ---- bad input: exit 2, one line, nothing written ---------------------------------------
     gm_bad() {
         local what=$1 pattern=$2
