@@ -577,6 +577,19 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
 
 /* ---- one step ---------------------------------------------------------------------------- */
 
+/* This rank's arrays into its own slot's version v, on d2h (after what it waits for). */
+static int copy_own_home(gemini_state *st, int v)
+{
+    float *mine = ckpt_store_data(st->store, 0, v);
+    size_t at = 0;
+    state_piece pc;
+    int rc;
+    while (next_piece(st, &at, &pc))
+        if ((rc = gpt_memcpy_d2h(st->d2h, mine + pc.at, state_at(&st->shard, pc.at), pc.len * sizeof(float))))
+            return rc;
+    return GPT_OK;
+}
+
 /* Begin the checkpoint of iteration it (into version it mod 2 of every slot): after what
  * compute has issued (that iteration's optimizer), this rank's arrays go home on d2h, and
  * the peers' rounds are set up for ckpt_chunks. */
@@ -592,13 +605,7 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
         (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
         return rc;
     for (int d = 0; d < st->p.m; d++) ckpt_store_begin(st->store, d, v, it, step);
-    float *mine = ckpt_store_data(st->store, 0, v);
-    size_t at = 0;
-    state_piece pc;
-    while (next_piece(st, &at, &pc))
-        if ((rc = gpt_memcpy_d2h(st->d2h, mine + pc.at, state_at(&st->shard, pc.at), pc.len * sizeof(float))))
-            return rc;
-    if ((rc = complete_slot(st, 0, v))) return rc;
+    if ((rc = copy_own_home(st, v)) || (rc = complete_slot(st, 0, v))) return rc;
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);
     st->version = v;
     st->round = 1;
@@ -824,13 +831,7 @@ static int persist(gemini_state *st, int it, step_result *out)
             (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
             return rc;
         ckpt_store_begin(st->store, 0, v, it, step);
-        float *mine = ckpt_store_data(st->store, 0, v);
-        size_t at = 0;
-        state_piece pc;
-        while (next_piece(st, &at, &pc))
-            if ((rc = gpt_memcpy_d2h(st->d2h, mine + pc.at, state_at(&st->shard, pc.at), pc.len * sizeof(float))))
-                return rc;
-        if ((rc = gpt_stream_sync(st->d2h))) return rc;
+        if ((rc = copy_own_home(st, v)) || (rc = gpt_stream_sync(st->d2h))) return rc;
         ckpt_store_complete(st->store, 0, v);
     }
     if ((rc = ckpt_file_write(cfg->ckpt_dir, st->job, st->p.rank, (it / cfg->ckpt_every) % CKPT_VERSIONS, it,
