@@ -36,7 +36,8 @@
  *               each training collective starts and ends, the idle spans between them (both
  *               collective streams idle) up to the optimizer, and a chunk's time alone; then
  *               rank 0's plan (every rank takes it, so that each sendrecv meets its peers' in
- *               the same span) puts into each span the chunks that fit in 90% of it.  Each
+ *               the same span) puts into each span what 90% of it carries at the measured
+ *               rate, cut into pieces of at most a staging chunk (at least 1 MiB).  Each
  *               checkpoint is sent during the next step: begun at its start (the local copy
  *               at once, on d2h, which the training does not use), its chunks issued behind the
  *               collective that opens each span, the rest just before the optimizer, which
@@ -224,9 +225,9 @@ typedef struct gemini_state {
                                                  next step carries (0: none) */
     int ncoll, cap, plan_len; /* collectives issued this step; events allocated; planned */
     gpt_event **ev_cstart, **ev_cend; /* per collective of a step: its start and end */
-    int *chunks_after;       /* the plan: chunks issued after collective j */
+    size_t *floats_after;    /* the plan: floats sent after collective j */
     double *gap_ms;          /* idle span after collective j (the tightest measured) */
-    double idle_ms, chunk_ms;
+    double idle_ms, ms_per_float; /* the step's idle collective time; the transfer's rate */
     gpt_event *ev_opt, *ev_ck_start, *ev_ck_done, *ev_d2h_done;
 } gemini_state;
 
@@ -253,7 +254,7 @@ static void gemini_free(void *state)
     }
     free(st->ev_cstart);
     free(st->ev_cend);
-    free(st->chunks_after);
+    free(st->floats_after);
     free(st->gap_ms);
     for (int i = 0; i < 2; i++) {
         gpt_event_destroy(st->ev_recv[i]);
@@ -279,15 +280,23 @@ static float *state_at(const megatron_shard_state *s, size_t off)
 typedef struct state_piece {
     size_t at, len;
 } state_piece;
-static int next_piece(const gemini_state *st, size_t *at, state_piece *out)
+/* The next piece from *at of at most max floats (and a staging chunk, and within one
+ * array); 0 at the end (or with max 0). */
+static int next_piece_max(const gemini_state *st, size_t *at, size_t max, state_piece *out)
 {
     const size_t total = 3 * st->shard.n;
-    if (*at >= total) return 0;
+    if (*at >= total || max == 0) return 0;
     const size_t array_end = (*at / st->shard.n + 1) * st->shard.n;
+    size_t len = array_end - *at < st->chunk ? array_end - *at : st->chunk;
+    if (len > max) len = max;
     out->at = *at;
-    out->len = array_end - *at < st->chunk ? array_end - *at : st->chunk;
-    *at += out->len;
+    out->len = len;
+    *at += len;
     return 1;
+}
+static int next_piece(const gemini_state *st, size_t *at, state_piece *out)
+{
+    return next_piece_max(st, at, st->chunk, out);
 }
 
 typedef struct complete_task {
@@ -614,24 +623,33 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
     return GPT_OK;
 }
 
-/* Issue up to `count` (-1: all) of the begun checkpoint's remaining chunks on the ckpt-comm
- * stream (and their copies home on d2h); a round's last chunk is followed by the host task
- * that completes its slot's version.  The chunks go in one order on every rank, so each
- * sendrecv meets its peers' whenever each rank issues it. */
-static int ckpt_chunks(gemini_state *st, int count, step_result *out)
+/* Pieces smaller than this are not cut to fit a span (NCCL's per-call cost would dominate). */
+enum { GEMINI_MIN_PIECE_FLOATS = 256 * 1024 };
+
+/* Issue up to `budget` floats (SIZE_MAX: all) of the begun checkpoint's remaining transfer on
+ * the ckpt-comm stream, in pieces of at most a staging chunk (and their copies home on d2h);
+ * a round's last piece is followed by its slot's verification.  The pieces follow from the
+ * budgets alone, which every rank shares (rank 0's plan), so each sendrecv meets its peers'
+ * whenever each rank issues it. */
+static int ckpt_chunks(gemini_state *st, size_t budget, step_result *out)
 {
     const gemini_placement *p = &st->p;
     gpt_stream *cs = coll_stream(st->comm);
     int rc;
-    while (st->round < p->m && count != 0) {
+    while (st->round < p->m && budget > 0) {
         const int d = st->round;
-        state_piece pc;
-        if (!next_piece(st, &st->round_at, &pc)) {
+        if (st->round_at >= 3 * st->shard.n) {
             if ((rc = complete_slot(st, d, st->version))) return rc;
             st->round++;
             st->round_at = 0;
             continue;
         }
+        /* (a piece is not cut below the minimum unless the array ends there) */
+        state_piece pc = {0, 0};
+        size_t probe_at = st->round_at;
+        if (!next_piece(st, &probe_at, &pc)) continue; /* (not reached: round_at < the end) */
+        if (budget < pc.len && budget < GEMINI_MIN_PIECE_FLOATS) break;
+        if (!next_piece_max(st, &st->round_at, budget, &pc)) break;
         const int b = st->chunk_no % 2;
         const size_t bytes = pc.len * sizeof(float);
         float *theirs = ckpt_store_data(st->store, d, st->version);
@@ -644,20 +662,13 @@ static int ckpt_chunks(gemini_state *st, int count, step_result *out)
             return rc;
         out->ckpt_bytes += (double)bytes;
         st->chunk_no++;
-        if (count > 0) count--;
+        if (budget != SIZE_MAX) budget -= pc.len;
     }
     return GPT_OK;
 }
 
-/* Chunks in a whole checkpoint (every round). */
-static int chunks_total(const gemini_state *st)
-{
-    size_t at = 0;
-    int n = 0;
-    state_piece pc;
-    while (next_piece(st, &at, &pc)) n++;
-    return n * (st->p.m - 1);
-}
+/* Floats a whole checkpoint sends (every round). */
+static size_t floats_total(const gemini_state *st) { return 3 * st->shard.n * (size_t)(st->p.m - 1); }
 
 /* --- interleave: the hooks inside megatron-lm's step ---------------------------------------- */
 
@@ -671,12 +682,12 @@ static int grow_events(gemini_state *st)
     gpt_event **b = realloc(st->ev_cend, (size_t)cap * sizeof *b);
     if (!b) return GPT_ERR_OOM;
     st->ev_cend = b;
-    int *c = realloc(st->chunks_after, (size_t)cap * sizeof *c);
+    size_t *c = realloc(st->floats_after, (size_t)cap * sizeof *c);
     if (!c) return GPT_ERR_OOM;
-    st->chunks_after = c;
+    st->floats_after = c;
     for (int i = st->cap; i < cap; i++) {
         st->ev_cstart[i] = st->ev_cend[i] = NULL;
-        st->chunks_after[i] = 0;
+        st->floats_after[i] = 0;
         int rc;
         if ((rc = gpt_event_create(st->env.be, &st->ev_cstart[i])) || (rc = gpt_event_create(st->env.be, &st->ev_cend[i])))
             return rc;
@@ -699,10 +710,10 @@ static int hook_after_collective(void *ctx, gpt_stream *cs)
     gemini_state *st = ctx;
     const int j = st->ncoll++;
     int rc = gpt_event_record(st->ev_cend[j], cs);
-    if (rc || !st->interleaving || !st->planned || j >= st->plan_len || st->chunks_after[j] == 0) return rc;
+    if (rc || !st->interleaving || !st->planned || j >= st->plan_len || st->floats_after[j] == 0) return rc;
     gpt_stream *ck = coll_stream(st->comm);
     if ((rc = gpt_stream_wait_event(ck, st->ev_cend[j]))) return rc;
-    return ckpt_chunks(st, st->chunks_after[j], st->out);
+    return ckpt_chunks(st, st->floats_after[j], st->out);
 }
 
 /* Before the optimizer overwrites the arrays: what is left of the checkpoint is issued, and
@@ -713,7 +724,7 @@ static int hook_before_optimizer(void *ctx, gpt_stream *compute)
     int rc;
     if ((rc = gpt_event_record(st->ev_opt, compute))) return rc;
     if (!st->interleaving) return GPT_OK;
-    if ((rc = ckpt_chunks(st, -1, st->out))) return rc;
+    if ((rc = ckpt_chunks(st, SIZE_MAX, st->out))) return rc;
     /* --fail-phase checkpoint: with the carried checkpoint's copies in flight */
     if (st->pending) engine_fault_point(&st->env, st->iteration, FAULT_CHECKPOINT);
     if ((rc = gpt_event_record(st->ev_ck_done, coll_stream(st->comm))) ||
@@ -786,33 +797,43 @@ static int measure_idle(gemini_state *st)
     return rc;
 }
 
-/* The plan: each idle span takes the chunks that fit in 90% of it, in time order, until the
- * checkpoint's are all placed (the rest goes before the optimizer, exposed).  Every rank
- * takes rank 0's plan, so that their chunks go in the same spans. */
+/* The plan: each idle span takes what fits in 90% of it at the measured rate (at least a
+ * minimum piece), in time order, until the checkpoint's transfer is all placed (the rest goes
+ * before the optimizer, exposed).  Every rank takes rank 0's plan, so that their pieces are
+ * the same and go in the same spans. */
 static int make_plan(gemini_state *st)
 {
-    const int total = chunks_total(st), n = st->plan_len;
-    int left = total;
-    for (int j = 0; j < st->cap; j++) st->chunks_after[j] = 0;
+    const size_t total = floats_total(st);
+    const int n = st->plan_len;
+    size_t left = total;
+    int spans = 0;
+    for (int j = 0; j < st->cap; j++) st->floats_after[j] = 0;
     for (int j = 0; j < n && left > 0; j++) {
-        int fit = st->chunk_ms > 0 ? (int)(0.9 * st->gap_ms[j] / st->chunk_ms) : left;
-        if (fit > left) fit = left;
-        st->chunks_after[j] = fit;
-        left -= fit;
+        double fit = st->ms_per_float > 0 ? 0.9 * st->gap_ms[j] / st->ms_per_float : (double)left;
+        size_t f = fit >= (double)left ? left : (size_t)fit;
+        if (f < GEMINI_MIN_PIECE_FLOATS && f < left) f = 0;
+        st->floats_after[j] = f;
+        left -= f;
+        spans += f > 0;
     }
-    int *all = calloc((size_t)st->p.W * (size_t)n, sizeof *all);
+    size_t *all = calloc((size_t)st->p.W * (size_t)n, sizeof *all);
     if (!all) return GPT_ERR_OOM;
-    int rc = coll_host_all_gather(st->comm, all, st->chunks_after, (size_t)n * sizeof *all);
-    if (!rc) memcpy(st->chunks_after, all, (size_t)n * sizeof *all);
+    int rc = coll_host_all_gather(st->comm, all, st->floats_after, (size_t)n * sizeof *all);
+    if (!rc) memcpy(st->floats_after, all, (size_t)n * sizeof *all);
     free(all);
     if (rc) return rc;
     left = total;
-    for (int j = 0; j < n; j++) left -= st->chunks_after[j];
+    spans = 0;
+    for (int j = 0; j < n; j++) {
+        left -= st->floats_after[j] < left ? st->floats_after[j] : left;
+        spans += st->floats_after[j] > 0;
+    }
     st->planned = 1;
-    engine_note(&st->env, "gemini interleave: %.1f ms of the step's collectives idle (%d collectives); a "
-                "chunk (%.1f MiB) takes %.2f ms; %d of %d chunks placed in the idle spans, %d before the "
-                "optimizer", st->idle_ms, n, (double)st->chunk * sizeof(float) / 1048576.0, st->chunk_ms,
-                total - (left > 0 ? left : 0), total, left > 0 ? left : 0);
+    const double mib = sizeof(float) / 1048576.0;
+    engine_note(&st->env, "gemini interleave: %.1f ms of the step's collectives idle (%d collectives); the "
+                "transfer runs at %.1f GB/s; %.1f of %.1f MiB placed in %d idle spans, %.1f MiB before the "
+                "optimizer", st->idle_ms, n, st->ms_per_float > 0 ? sizeof(float) / st->ms_per_float / 1e6 : 0.0,
+                (double)(total - left) * mib, (double)total * mib, spans, (double)left * mib);
     return GPT_OK;
 }
 
@@ -882,7 +903,7 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
         }
         /* the time the checkpoint's traffic took: its chunks at the measured rate, and the
          * local copy (the same bytes over PCIe, on its own stream) */
-        out->ckpt_ms = st->pending ? (double)chunks_total(st) * st->chunk_ms : 0;
+        out->ckpt_ms = st->pending ? (double)floats_total(st) * st->ms_per_float : 0;
         out->ckpt_exposed_ms = exposed;
         out->ckpt_idle_ms = st->idle_ms;
         st->pending = iteration;
@@ -894,11 +915,11 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
     const double t0 = wall_ms();
     gpt_stream *cs = coll_stream(st->comm);
     if ((rc = ckpt_begin(st, iteration, out)) || (rc = gpt_event_record(st->ev_ck_start, cs)) ||
-        (rc = ckpt_chunks(st, (chunks_total(st) + 1) / 2, out)))
+        (rc = ckpt_chunks(st, (floats_total(st) + 1) / 2, out)))
         return rc;
     /* --fail-phase checkpoint: half of it issued, none of it known to be in */
     engine_fault_point(&st->env, iteration, FAULT_CHECKPOINT);
-    if ((rc = ckpt_chunks(st, -1, out)) || (rc = gpt_event_record(st->ev_ck_done, cs)) ||
+    if ((rc = ckpt_chunks(st, SIZE_MAX, out)) || (rc = gpt_event_record(st->ev_ck_done, cs)) ||
         (rc = gpt_stream_sync(cs)) || (rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->verify)))
         return rc;
     out->ckpt_ms = out->ckpt_exposed_ms = wall_ms() - t0;
@@ -909,11 +930,11 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
         st->warm++;
         if (st->warm >= 2) {
             float ms = 0;
-            const int total = chunks_total(st);
+            const size_t total = floats_total(st);
             if ((rc = measure_idle(st)) || (rc = gpt_event_elapsed_ms(&ms, st->ev_ck_start, st->ev_ck_done)))
                 return rc;
-            const double per = total ? ms / total : 0;
-            if (st->chunk_ms == 0 || per > st->chunk_ms) st->chunk_ms = per; /* the slowest */
+            const double per = total ? ms / (double)total : 0;
+            if (st->ms_per_float == 0 || per > st->ms_per_float) st->ms_per_float = per; /* the slowest */
         }
         if (st->warm >= GEMINI_WARMUP && (rc = make_plan(st))) return rc;
     }
