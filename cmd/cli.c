@@ -72,7 +72,7 @@ static const opt_spec specs[] = {
     {OPT_GLOBAL_BATCH, "global-batch", 0, ARG_INT, "G", "samples per optimizer step over all ranks, as Megatron's (default B x ranks); G/(B x ranks) micro-batches each"},
     {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
     {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
-    {OPT_FAIL_RANK, "fail-rank", 0, ARG_INT, "R", "the rank that --fail-at kills (default 0)"},
+    {OPT_FAIL_RANK, "fail-rank", 0, ARG_TEXT, "R[,R...]", "the rank(s) that --fail-at kills, at once (default 0)"},
     {OPT_FAIL_PHASE, "fail-phase", 0, ARG_TEXT, "forward|backward|checkpoint", "where in iteration --fail-at the rank dies: its start, its backward's (megatron-lm, gemini), its checkpoint's middle (gemini) (default forward)"},
     {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware", "what --fail-at kills: the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching (default software)"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
@@ -220,7 +220,23 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_RANKS: rc->ranks = (int)iv; break;
     case OPT_GLOBAL_BATCH: e->global_batch = (int)iv; break;
     case OPT_FAIL_AT: rc->fail_at = (int)iv; break;
-    case OPT_FAIL_RANK: rc->fail_rank = (int)iv; break;
+    case OPT_FAIL_RANK: {
+        unsigned long long mask = 0;
+        const char *q = value;
+        for (;;) {
+            char *end = NULL;
+            errno = 0;
+            long r = strtol(q, &end, 10);
+            if (end == q || errno || r < 0 || r > 63 || (*end != ',' && *end != '\0'))
+                return cli_fail(err, errlen, "%s: '%s' is not a rank or a list of ranks (0-63, e.g. 1,2)", opt, value);
+            mask |= 1ull << r;
+            if (*end == '\0') break;
+            q = end + 1;
+        }
+        rc->fail_ranks = mask;
+        snprintf(rc->fail_ranks_text, sizeof rc->fail_ranks_text, "%.63s", value);
+        break;
+    }
     case OPT_FAIL_PHASE:
         if (strcmp(value, "forward") == 0) rc->fail_phase = FAULT_FORWARD;
         else if (strcmp(value, "backward") == 0) rc->fail_phase = FAULT_BACKWARD;
@@ -1030,7 +1046,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"dry-run", &rc->dry_run, sizeof rc->dry_run},
         {"save-params", rc->save_params, strlen(rc->save_params)},
         {"fail-at", &rc->fail_at, sizeof rc->fail_at},
-        {"fail-rank", &rc->fail_rank, sizeof rc->fail_rank},
+        {"fail-rank", &rc->fail_ranks, sizeof rc->fail_ranks},
         {"fail-kind", &rc->fail_hardware, sizeof rc->fail_hardware},
         {"fail-phase", &rc->fail_phase, sizeof rc->fail_phase},
         {"gemini-mode", &e->gemini_mode, sizeof e->gemini_mode},

@@ -41,7 +41,9 @@ typedef struct run_config {
     int config_runs;       /* --config named a run list (a case), run by the sweep driver */
     int ranks;             /* --ranks N: start mpiexec -n N (0: not given) */
     char save_params[PATH_MAX]; /* --save-params FILE: the final parameters ("" none) */
-    int fail_at, fail_rank;  /* --fail-at I --fail-rank R: R SIGKILLs itself at iteration I */
+    int fail_at;             /* --fail-at I --fail-rank R[,R...]: those ranks SIGKILL themselves */
+    unsigned long long fail_ranks; /* at iteration I: bit r for rank r (default rank 0) */
+    char fail_ranks_text[64];      /* as given, for messages */
     int fail_hardware;       /* --fail-kind hardware: its machine is replaced (its in-memory
                                 checkpoints go with it); software (0): only the process dies */
     int fail_phase;          /* --fail-phase: FAULT_FORWARD (the iteration's start),

@@ -50,10 +50,11 @@ void fault_note(int rank, const char *fmt, ...)
 
 void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase)
 {
-    if (rc->fail_at != iteration || rc->fail_rank != rank || rc->fail_phase != phase) return;
+    const unsigned long long ranks = rc->fail_ranks ? rc->fail_ranks : 1ull; /* default rank 0 */
+    if (rc->fail_at != iteration || rank > 63 || !((ranks >> rank) & 1) || rc->fail_phase != phase) return;
     static const char *const where[] = {"at the start of", "in the backward of", "in the checkpoint of"};
-    fault_note(rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %d)", where[phase],
-               iteration, rc->fail_at, rc->fail_rank);
+    fault_note(rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %s)", where[phase],
+               iteration, rc->fail_at, rc->fail_ranks_text[0] ? rc->fail_ranks_text : "0");
     fprintf(stderr, "aebench: rank %d: --fail-at %d: SIGKILL now\n", rank, iteration);
     fflush(stdout);
     fflush(stderr);
@@ -451,8 +452,12 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         if (rc->fail_hardware && rc->fail_at > 0) {
             /* its machine was replaced: its copies are gone, a peer's must serve */
             char path[PATH_MAX + 32];
-            snprintf(path, sizeof path, "%s/rank-%d.ckpt", store, rc->fail_rank);
-            unlink(path);
+            const unsigned long long ranks = rc->fail_ranks ? rc->fail_ranks : 1ull;
+            for (int r = 0; r < 64; r++) {
+                if (!((ranks >> r) & 1)) continue;
+                snprintf(path, sizeof path, "%s/rank-%d.ckpt", store, r);
+                unlink(path);
+            }
         }
         fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from its "
                         "in-memory checkpoints in %s%s\n", rc->ranks, id, relaunch, GEMINI_RELAUNCHES, store,

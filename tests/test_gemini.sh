@@ -134,6 +134,29 @@ else
         gm_fail "gemini ring of 3" "exit $GM_RC: $(tail -c 300 "$GM_WORK/ring3/err")"
     fi
 
+    # ---- four ranks in groups of two ({0,1}, {2,3}): ranks 1 and 2 lose their machines at once
+    # (each group keeps a copy of each of its shards); then both of group {2,3}: only the
+    # persistent checkpoint has their shards ------------------------------------------------
+    gm_run zero3n4 --ranks 4 --zero-stage 3 -b 1
+    gm_run four --ranks 4 -b 1 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" \
+        --fail-at 5 --fail-rank 1,2 --fail-kind hardware
+    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3n4.params" "$GM_WORK/four.params" &&
+        grep -q "rank 1's shard of iteration [34] fetched from rank 0's copy" "$GM_WORK/four/out" &&
+        grep -q "rank 2's shard of iteration [34] fetched from rank 3's copy" "$GM_WORK/four/out"; then
+        gm_pass "gemini on 4 ranks, groups of 2: ranks 1 and 2 lost at once, each restored from its group peer, = no failure"
+    else
+        gm_fail "gemini 4 ranks, two groups" "exit $GM_RC: $(grep -h fetched "$GM_WORK/four/out") $(tail -c 300 "$GM_WORK/four/err")"
+    fi
+    mkdir -p "$GM_WORK/disk4"
+    gm_run fourgroup --ranks 4 -b 1 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" \
+        --ckpt-dir "$GM_WORK/disk4" --ckpt-every 2 --fail-at 6 --fail-rank 2,3 --fail-kind hardware
+    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3n4.params" "$GM_WORK/fourgroup.params" &&
+        grep -q "recovered at iteration 4 (Adam step 4) from its persistent checkpoint" "$GM_WORK/fourgroup/out"; then
+        gm_pass "gemini on 4 ranks: both ranks of group {2,3} lost: the persistent checkpoint of iteration 4 restored, = no failure"
+    else
+        gm_fail "gemini 4 ranks, a whole group" "exit $GM_RC: $(grep -h recovered "$GM_WORK/fourgroup/out") $(tail -c 300 "$GM_WORK/fourgroup/err")"
+    fi
+
     # ---- every holder of a shard lost: nothing to recover, said, exit 1 ----------------------
     mkdir -p "$GM_WORK/lostrun"
     (cd "$GM_WORK/lostrun" && timeout 120 "$GM_MPI" -np 2 "$GM_BIN" "${GM_SHAPE[@]}" -m gemini \
@@ -226,6 +249,7 @@ else
         -m l2l --fail-at 2 --fail-phase checkpoint
     gm_bad "gemini: a persistent checkpoint directory that is not there" "--ckpt-dir $GM_WORK/nodisk: No such file or directory" \
         --ckpt-dir "$GM_WORK/nodisk" --gemini-store "$GM_STORE"
+    gm_bad "a rank list that is not one" "'1,x' is not a rank or a list of ranks" --fail-at 2 --fail-rank 1,x
     gm_bad "gemini: a job id with a slash" "is not a job id" --gemini-job a/b --gemini-store "$GM_STORE"
 fi
 rm -rf "$GM_WORK"
