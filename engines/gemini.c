@@ -229,6 +229,8 @@ typedef struct gemini_state {
     double *gap_ms;          /* idle span after collective j (the tightest measured) */
     double idle_ms, ms_per_float; /* the step's idle collective time; the transfer's rate */
     gpt_event *ev_opt, *ev_ck_start, *ev_ck_done, *ev_d2h_done;
+    gpt_event *ev_own_start, *ev_own_done; /* around this rank's own copy home */
+    double ms_per_d2h_float;               /* its rate (warm-up: the PCIe bound) */
 } gemini_state;
 
 static void gemini_free(void *state)
@@ -248,6 +250,8 @@ static void gemini_free(void *state)
     gpt_event_destroy(st->ev_ck_start);
     gpt_event_destroy(st->ev_ck_done);
     gpt_event_destroy(st->ev_d2h_done);
+    gpt_event_destroy(st->ev_own_start);
+    gpt_event_destroy(st->ev_own_done);
     for (int i = 0; i < st->cap; i++) {
         gpt_event_destroy(st->ev_cstart[i]);
         gpt_event_destroy(st->ev_cend[i]);
@@ -545,7 +549,8 @@ static int gemini_init(const engine_env *env, void **state)
         (rc = gpt_event_create(env->be, &st->ev_verified[0])) || (rc = gpt_event_create(env->be, &st->ev_verified[1])) ||
         (rc = gpt_event_create(env->be, &st->ev_step)) ||
         (rc = gpt_event_create(env->be, &st->ev_opt)) || (rc = gpt_event_create(env->be, &st->ev_ck_start)) ||
-        (rc = gpt_event_create(env->be, &st->ev_ck_done)) || (rc = gpt_event_create(env->be, &st->ev_d2h_done)))
+        (rc = gpt_event_create(env->be, &st->ev_ck_done)) || (rc = gpt_event_create(env->be, &st->ev_d2h_done)) ||
+        (rc = gpt_event_create(env->be, &st->ev_own_start)) || (rc = gpt_event_create(env->be, &st->ev_own_done)))
         return rc;
     if (env->cfg->gemini_mode == GEMINI_INTERLEAVE) {
         megatron_hooks h = {.ctx = st, .before_collective = hook_before_collective,
@@ -614,7 +619,9 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
         (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
         return rc;
     for (int d = 0; d < st->p.m; d++) ckpt_store_begin(st->store, d, v, it, step);
-    if ((rc = copy_own_home(st, v)) || (rc = complete_slot(st, 0, v))) return rc;
+    if ((rc = gpt_event_record(st->ev_own_start, st->d2h)) || (rc = copy_own_home(st, v)) ||
+        (rc = gpt_event_record(st->ev_own_done, st->d2h)) || (rc = complete_slot(st, 0, v)))
+        return rc;
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);
     st->version = v;
     st->round = 1;
@@ -834,6 +841,14 @@ static int make_plan(gemini_state *st)
                 "transfer runs at %.1f GB/s; %.1f of %.1f MiB placed in %d idle spans, %.1f MiB before the "
                 "optimizer", st->idle_ms, n, st->ms_per_float > 0 ? sizeof(float) / st->ms_per_float / 1e6 : 0.0,
                 (double)(total - left) * mib, (double)total * mib, spans, (double)left * mib);
+    /* every byte of it (this rank's own and the peers' it keeps) crosses to the host: a bound
+     * no interleaving goes below */
+    const double d2h_floats = 3.0 * (double)st->shard.n * st->p.m;
+    engine_note(&st->env, "gemini: each checkpoint copies %.2f GB device to host per rank at %.1f GB/s (measured): "
+                "at least %.1f ms of copying per step, hidden only where the step is longer",
+                d2h_floats * sizeof(float) / 1e9,
+                st->ms_per_d2h_float > 0 ? sizeof(float) / st->ms_per_d2h_float / 1e6 : 0.0,
+                d2h_floats * st->ms_per_d2h_float);
     return GPT_OK;
 }
 
@@ -935,6 +950,10 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
                 return rc;
             const double per = total ? ms / (double)total : 0;
             if (st->ms_per_float == 0 || per > st->ms_per_float) st->ms_per_float = per; /* the slowest */
+            float own = 0;
+            if ((rc = gpt_event_elapsed_ms(&own, st->ev_own_start, st->ev_own_done))) return rc;
+            const double d2h = own / (3.0 * (double)st->shard.n);
+            if (st->ms_per_d2h_float == 0 || d2h > st->ms_per_d2h_float) st->ms_per_d2h_float = d2h;
         }
         if (st->warm >= GEMINI_WARMUP && (rc = make_plan(st))) return rc;
     }
