@@ -57,6 +57,7 @@ typedef struct run_state {
                                 checkpoint resumes after the iterations an earlier job ran */
     char notes[16][512];     /* what the engine said (its choices, a recovery), for the JSON */
     int nnotes;
+    double setup_ms;         /* the engine's init: allocation, pinning, initialisation */
     int status;              /* EXIT_RUN_* */
     char message[512];       /* why, when status is not ok */
     const char *oom_device;  /* "GPU" or "host" when status is oom */
@@ -96,6 +97,25 @@ static void engine_fault(void *ctx, int iteration, int phase)
 {
     const run_state *s = ctx;
     fault_maybe_die(s->rc, s->rank, iteration, phase);
+}
+
+/* Where the engine's set-up went: page-locking host memory, the device allocations, and the
+ * rest (initialising the parameters, zeroing, the engine's own work). */
+static void report_setup(run_state *s)
+{
+    const double pinned = s->host.pinned_ms, dev = s->gpu.budget.alloc_ms + s->host.alloc_ms;
+    const double rest = s->setup_ms - pinned - dev > 0 ? s->setup_ms - pinned - dev : 0;
+    char pb[32], db[32];
+    format_bytes((double)s->host.pinned_bytes, pb, sizeof pb);
+    format_bytes((double)s->gpu.budget.alloc_bytes, db, sizeof db);
+    logline(s, "setup: pinned host %s in %.2f s | GPU %s and host allocations in %.2f s | "
+               "initialisation and the rest %.2f s | total %.2f s",
+            pb, pinned / 1e3, db, dev / 1e3, rest / 1e3, s->setup_ms / 1e3);
+    if (s->rank == 0 && s->setup_ms > 3000) {
+        printf("  setup took %.1f s: pinned host %s in %.1f s, initialisation and the rest %.1f s\n",
+               s->setup_ms / 1e3, pb, pinned / 1e3, rest / 1e3);
+        fflush(stdout);
+    }
 }
 
 static void describe_shape(const engine_config *ec, char *buf, size_t len)
@@ -269,6 +289,11 @@ static int write_json(run_state *s)
         cJSON_AddNumberToObject(oom, "limit_bytes", (double)s->oom_budget->limit);
     }
 
+    cJSON *setup = cJSON_AddObjectToObject(root, "setup");
+    cJSON_AddNumberToObject(setup, "total_ms", s->setup_ms);
+    cJSON_AddNumberToObject(setup, "pinned_host_bytes", (double)s->host.pinned_bytes);
+    cJSON_AddNumberToObject(setup, "pinned_host_ms", s->host.pinned_ms);
+    cJSON_AddNumberToObject(setup, "allocation_ms", s->gpu.budget.alloc_ms + s->host.alloc_ms);
     cJSON *notes = cJSON_AddArrayToObject(root, "engine_notes");
     for (int i = 0; notes && i < s->nnotes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(s->notes[i]));
     cJSON *its = cJSON_AddArrayToObject(root, "iterations");
@@ -539,7 +564,10 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         .fault_point = rc->fail_at > 0 ? engine_fault : NULL, .fault_ctx = s,
     };
     void *state = NULL;
+    const double setup0 = wall_ms();
     int rc_ = s->eng->init(&env, &state);
+    s->setup_ms = wall_ms() - setup0;
+    if (rc_ == GPT_OK) report_setup(s);
     if (rc_ == GPT_ERR_OOM) {
         set_oom(s, oom_budget(s));
     } else if (rc_ == GPT_ERR_IO) {

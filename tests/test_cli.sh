@@ -126,6 +126,15 @@ else
     failc "log lines" "json iterations $n_iter, log iteration lines $n_lines"
 fi
 
+# where the set-up went (issue 14's phases): a line in the log, an object in the JSON
+if grep -q '^setup: pinned host .* in [0-9.]* s | GPU .* and host allocations in [0-9.]* s | initialisation and the rest [0-9.]* s | total [0-9.]* s$' "$log" &&
+    python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))["setup"]
+sys.exit(not (s["total_ms"] > 0 and s["total_ms"] >= s["pinned_host_ms"] and s["allocation_ms"] >= 0))' "$json"; then
+    pass "setup phases: log line and JSON (total >= the pinning)"
+else
+    failc "setup phases" "$(grep '^setup' "$log")"
+fi
+
 # The artifact's extract scripts split these lines with awk and take fields by number, over
 # a results/ with many logs (grep then prefixes each line with its file's path).
 (cd "$RUN" && "$BIN" -m megatron-lm "${TINY[@]}" --iters 1 -w 1 >/dev/null 2>&1)

@@ -1,4 +1,5 @@
 #include "membudget.h"
+#include "timer.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -76,7 +77,10 @@ int dev_arena_alloc(dev_arena *a, void **ptr, size_t bytes, const char *what)
     *ptr = NULL;
     int rc = mem_budget_take(&a->budget, bytes, what);
     if (rc) return rc;
+    const double t0 = wall_ms();
     rc = a->be->ops->dev_alloc(a->be, ptr, bytes ? bytes : 1);
+    a->budget.alloc_ms += wall_ms() - t0;
+    a->budget.alloc_bytes += bytes;
     if (rc) {
         mem_budget_give(&a->budget, bytes);
         if (rc == GPT_ERR_OOM) mem_budget_device_failed(&a->budget, bytes, what);
@@ -101,7 +105,11 @@ int host_alloc(mem_budget *b, void **ptr, size_t bytes, const char *what)
     /* Blocks of a page or more start on a page, so the disk tier can do O_DIRECT I/O on
      * them (as on cudaHostAlloc's pinned memory); smaller ones on a cache line. */
     const size_t align = bytes >= 4096 ? 4096 : 64;
-    if (posix_memalign(ptr, align, bytes ? bytes : 1) != 0) {
+    const double t0 = wall_ms();
+    const int failed = posix_memalign(ptr, align, bytes ? bytes : 1) != 0;
+    b->alloc_ms += wall_ms() - t0;
+    b->alloc_bytes += bytes;
+    if (failed) {
         mem_budget_give(b, bytes);
         mem_budget_device_failed(b, bytes, what);
         *ptr = NULL;
@@ -123,7 +131,10 @@ int pinned_alloc(mem_budget *b, const gpt_backend *be, void **ptr, size_t bytes,
     *ptr = NULL;
     int rc = mem_budget_take(b, bytes, what);
     if (rc) return rc;
+    const double t0 = wall_ms();
     rc = gpt_host_alloc_pinned(be, ptr, bytes ? bytes : 1);
+    b->pinned_ms += wall_ms() - t0;
+    b->pinned_bytes += bytes;
     if (rc) {
         mem_budget_give(b, bytes);
         if (rc == GPT_ERR_OOM) mem_budget_device_failed(b, bytes, what);

@@ -27,6 +27,10 @@ typedef struct mem_budget {
     char oom_what[64];
     size_t oom_bytes;
     size_t oom_in_use;
+    /* Set-up time: bytes allocated and the milliseconds the allocator took for them, pinned
+     * host memory (page-locking) apart from the rest (for the log's setup line). */
+    size_t pinned_bytes, alloc_bytes;
+    double pinned_ms, alloc_ms;
 } mem_budget;
 
 void mem_budget_init(mem_budget *b, const char *device, size_t limit);
