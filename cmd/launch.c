@@ -483,10 +483,19 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
                  (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), why, relaunch,
                  rc->fail_hardware && rc->fail_at > 0 ? ", the lost rank's in-memory copies deleted" : "");
         setenv("AEBENCH_RECOVERY", note, 1);
+        char num[32];
+        snprintf(num, sizeof num, "%.3f", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        setenv("AEBENCH_RECOVERY_LOST_S", num, 1);
+        if (rc->fail_at > 0) { /* (an injected fault says where; a real crash does not) */
+            snprintf(num, sizeof num, "%d", rc->fail_at);
+            setenv("AEBENCH_RECOVERY_FAILED_AT", num, 1);
+        }
         t0 = t1;
         code = launch_job(m, again, rc, why, sizeof why, &interrupted);
     }
     unsetenv("AEBENCH_RECOVERY");
+    unsetenv("AEBENCH_RECOVERY_LOST_S");
+    unsetenv("AEBENCH_RECOVERY_FAILED_AT");
     strv_free(&again, &m);
     strv_free(&args, &n);
     remove_store(store);

@@ -58,6 +58,7 @@ typedef struct run_state {
     char notes[16][512];     /* what the engine said (its choices, a recovery), for the JSON */
     int nnotes;
     double setup_ms;         /* the engine's init: allocation, pinning, initialisation */
+    engine_resume resume;    /* what the engine recovered (iteration 0: nothing) */
     int status;              /* EXIT_RUN_* */
     char message[512];       /* why, when status is not ok */
     const char *oom_device;  /* "GPU" or "host" when status is oom */
@@ -294,6 +295,23 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(setup, "pinned_host_bytes", (double)s->host.pinned_bytes);
     cJSON_AddNumberToObject(setup, "pinned_host_ms", s->host.pinned_ms);
     cJSON_AddNumberToObject(setup, "allocation_ms", s->gpu.budget.alloc_ms + s->host.alloc_ms);
+    if (s->resume.iteration > 0) {
+        /* the recovery: what was restored, how, and (from --ranks) how the job before ended */
+        cJSON *rec = cJSON_AddObjectToObject(root, "recovery");
+        cJSON_AddNumberToObject(rec, "restored_iteration", s->resume.iteration);
+        cJSON_AddStringToObject(rec, "from", s->resume.from_disk ? "persistent checkpoint" : "memory");
+        cJSON_AddNumberToObject(rec, "ms", s->resume.ms);
+        cJSON_AddNumberToObject(rec, "fetched_bytes", s->resume.fetched_bytes);
+        const char *why = getenv("AEBENCH_RECOVERY");
+        if (why && *why) cJSON_AddStringToObject(rec, "previous_job", why);
+        const char *at = getenv("AEBENCH_RECOVERY_FAILED_AT");
+        if (at && *at) {
+            cJSON_AddNumberToObject(rec, "failed_at_iteration", atoi(at));
+            cJSON_AddNumberToObject(rec, "iterations_redone", atoi(at) - 1 - s->resume.iteration);
+        }
+        const char *lost = getenv("AEBENCH_RECOVERY_LOST_S");
+        if (lost && *lost) cJSON_AddNumberToObject(rec, "previous_job_seconds", atof(lost));
+    }
     cJSON *notes = cJSON_AddArrayToObject(root, "engine_notes");
     for (int i = 0; notes && i < s->nnotes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(s->notes[i]));
     cJSON *its = cJSON_AddArrayToObject(root, "iterations");
@@ -599,7 +617,9 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         }
     }
     /* An engine that recovered a checkpoint goes on from the iteration after it. */
-    const int resumed = s->status == EXIT_RUN_OK && s->eng->resume_iteration ? s->eng->resume_iteration(state) : 0;
+    engine_resume rs = {0};
+    const int resumed = s->status == EXIT_RUN_OK && s->eng->resumed ? s->eng->resumed(state, &rs) : 0;
+    s->resume = rs;
     if (resumed > 0) {
         s->first = s->done = resumed < rc->iters ? resumed : rc->iters;
         logline(s, "resumed: iterations 1-%d were trained by the job this one recovers", s->first);

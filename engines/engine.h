@@ -162,6 +162,8 @@ typedef struct step_result {
     double ckpt_idle_ms;  /* interleave: the training collectives' idle time its plan used */
 } step_result;
 
+struct engine_resume;
+
 typedef struct engine_vtbl {
     const char *name;
     const char *alias;       /* another accepted name, or NULL */
@@ -191,10 +193,18 @@ typedef struct engine_vtbl {
     int (*step)(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
                 step_result *out);
     void (*free)(void *state);
-    /* Optional: the iteration the state stands at after init (an engine that recovered a
-     * checkpoint); the driver trains from the one after it.  0 (or absent): from the first. */
-    int (*resume_iteration)(void *state);
+    /* Optional: what init recovered (an engine that restored a checkpoint): the driver trains
+     * from the iteration after out->iteration and records the rest.  0 (or absent): none. */
+    int (*resumed)(void *state, struct engine_resume *out);
 } engine_vtbl;
+
+/* A recovery, as the engine that made it tells the driver. */
+typedef struct engine_resume {
+    int iteration;          /* restored: training goes on from the next one */
+    double ms;              /* finding and loading it */
+    double fetched_bytes;   /* what ranks received from peers' copies */
+    int from_disk;          /* 1: the persistent checkpoint, not memory */
+} engine_resume;
 
 /* The registry (engines/registry.c). */
 const engine_vtbl *engine_find(const char *name);

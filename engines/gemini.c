@@ -214,7 +214,7 @@ typedef struct gemini_state {
     ckpt_store *store;
     size_t store_bytes;      /* taken from the host budget (the memory file system is RAM) */
     char job[64];
-    int resumed;             /* the iteration recovered (0: none) */
+    engine_resume resume;    /* what was recovered (iteration 0: nothing) */
     /* the checkpoint being sent: its version, the round (peer) and where in the arrays */
     int version, round, chunk_no;
     size_t round_at;
@@ -448,6 +448,7 @@ static int restore(gemini_state *st)
             }
         }
         /* (every rank knows every pair: rank 0, whose notes are logged, names them all) */
+        if (!rc && holder != o) st->resume.fetched_bytes += 3.0 * (double)st->shard.n * sizeof(float);
         if (!rc && holder != o)
             engine_note(&st->env, "gemini: rank %d's shard of iteration %d fetched from rank %d's copy "
                         "(%.1f MiB)", o, best, holder, 3.0 * (double)st->shard.n * sizeof(float) / 1048576.0);
@@ -455,7 +456,9 @@ static int restore(gemini_state *st)
     if (!rc) rc = gpt_stream_sync(cs);
     if (!rc) {
         *st->shard.adam_step = best_step;
-        st->resumed = best;
+        st->resume.iteration = best;
+        st->resume.ms = wall_ms() - t0;
+        st->resume.from_disk = from_disk;
         engine_note(&st->env, "gemini: job %s recovered at iteration %d (Adam step %d)%s in %.1f ms; "
                     "training goes on from iteration %d", st->job, best, best_step,
                     from_disk ? " from its persistent checkpoint (every in-memory copy of some shard was lost)" : "",
@@ -584,7 +587,11 @@ static void gemini_chosen_plan(void *state, engine_plan *out)
     gemini_plan(((gemini_state *)state)->env.cfg, out);
 }
 
-static int gemini_resume_iteration(void *state) { return ((gemini_state *)state)->resumed; }
+static int gemini_resumed(void *state, engine_resume *out)
+{
+    *out = ((gemini_state *)state)->resume;
+    return out->iteration;
+}
 
 static int gemini_step_memory(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
                               step_result *out);
@@ -980,5 +987,5 @@ const engine_vtbl engine_gemini = {
     .step = gemini_step,
     .free = gemini_free,
     .read_params = gemini_read_params,
-    .resume_iteration = gemini_resume_iteration,
+    .resumed = gemini_resumed,
 };

@@ -101,6 +101,15 @@ else
                 [ -n "$rec" ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/$tag.params" &&
                 [ "$(gm_losses "$GM_WORK/$tag" 5)" = "$(gm_losses "$GM_WORK/zero3" 5)" ] &&
                 { [ "$kind" = software ] || grep -q "rank 1's shard of iteration [34] fetched from rank 0's copy" "$GM_WORK/$tag/out"; } &&
+                python3 - "$GM_WORK/$tag" "$kind" <<'PYEOF' &&
+import glob, json, os, sys
+files = sorted(glob.glob(os.path.join(sys.argv[1], "results", "*.json")), key=os.path.getmtime)
+r = json.load(open(files[-1]))["recovery"]
+ok = (r["restored_iteration"] in (3, 4) and r["from"] == "memory" and r["failed_at_iteration"] == 5 and
+      r["iterations_redone"] == 4 - r["restored_iteration"] and "killed itself" in r["previous_job"] and
+      (r["fetched_bytes"] > 0) == (sys.argv[2] == "hardware"))
+sys.exit(0 if ok else 1)
+PYEOF
                 [ -z "$(ls -A "$GM_STORE")" ]; then
                 gm_pass "gemini, $kind failure of rank 1 at iteration 5 ($placement): relaunched, recovered, iterations 5-8 and final params = no failure"
             else
