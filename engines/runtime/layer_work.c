@@ -207,24 +207,6 @@ int layer_work_reduce(layer_work *w, stream_spans *spans, gpt_stream *c, int blo
     return GPT_OK;
 }
 
-int layer_work_reduce_scatter(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
-                              float *grads, size_t n, gpt_stream **final)
-{
-    gpt_stream *cs = coll_stream(w->comm);
-    const int rank = coll_rank(w->comm);
-    const size_t S = dp_shard_len(n, w->world);
-    float *mine = grads + (size_t)rank * S;
-    int rc, span;
-    if ((rc = gpt_event_record(w->grads_done, c)) || (rc = gpt_stream_wait_event(cs, w->grads_done)) ||
-        (rc = span_begin(spans, cs, BUSY_COMM, &span)) ||
-        (rc = coll_reduce_scatter_sum(w->comm, mine, grads, S)))
-        return rc;
-    dp_shard_norm(cs, mine, n, w->world, rank, w->dev_norms + (size_t)block * w->world + rank);
-    if ((rc = span_end(spans, cs, span)) || (rc = gpt_event_record(w->reduced, cs))) return rc;
-    *final = cs;
-    return GPT_OK;
-}
-
 int layer_work_reduce_add(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
                           float *fresh, float *acc, size_t n, gpt_stream **final)
 {

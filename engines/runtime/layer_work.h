@@ -43,9 +43,10 @@ typedef struct layer_work {
     float *dev_norms;          /* (L + 1) */
     float *host_losses;        /* pinned (M x N) */
     float *host_norms;         /* pinned (L + 1) */
-    /* N ranks (one micro-batch each): each block's gradient is all-reduced on the group's
-     * stream as soon as it is complete, and its (block, shard) norms are taken there
-     * (runtime/dp.h); the norms above are then (L + 1) x world. */
+    /* N ranks: each block's gradient is reduced (all-reduced, or reduce-scattered when its
+     * host state is sharded) on the group's stream as soon as it is complete, and its
+     * (block, shard) norms are taken there (runtime/dp.h); the norms above are then
+     * (L + 1) x world. */
     int world;
     coll_group *comm;          /* NULL on one rank */
     gpt_event *grads_done, *reduced;
@@ -102,12 +103,6 @@ void layer_work_close_comm(layer_work *w);
  * *final. */
 int layer_work_reduce(layer_work *w, stream_spans *spans, gpt_stream *c, int block, float *grads,
                       size_t n, gpt_stream **final);
-/* N ranks, for a block whose host state is sharded: its gradient (whole, padded to world
- * shards of dp_shard_len(n, world)) reduce-scattered in place on the group's stream, and
- * this rank's entry of its (block, shard) norms taken there; *final is that stream.  The
- * other ranks' entries are theirs: layer_work_gather_norm_tables takes them. */
-int layer_work_reduce_scatter(layer_work *w, stream_spans *spans, gpt_stream *c, int block,
-                              float *grads, size_t n, gpt_stream **final);
 /* A block whose gradient sum stays on the GPU (acc, n floats) but is reduced in every
  * micro-batch (stronghold's resident layers, micro-batches after the first): this micro-
  * batch's gradient `fresh` (complete on c) all-reduced in place over the ranks, then added,
