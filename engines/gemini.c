@@ -152,7 +152,7 @@ static void gemini_plan(const engine_config *cfg, engine_plan *out)
     const size_t floats = state_floats(cfg), chunk = chunk_floats_of(floats / 3);
     const int m = replicas_of(cfg);
     out->gpu_bytes += 2 * (uint64_t)chunk * sizeof(float);
-    out->host_bytes += ckpt_store_bytes(m, floats, chunk);
+    out->host_bytes += ckpt_store_bytes(m, floats);
 }
 
 static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
@@ -179,7 +179,7 @@ static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
             return -1;
         }
         const size_t floats = state_floats(cfg);
-        const double need = (double)ckpt_store_bytes(m, floats, chunk_floats_of(floats / 3)) *
+        const double need = (double)ckpt_store_bytes(m, floats) *
                             engine_local_world(cfg);
         const double have = (double)fs.f_bavail * (double)fs.f_frsize;
         if (!cfg->gemini_recover && have < need) {
@@ -519,7 +519,7 @@ static int gemini_init(const engine_env *env, void **state)
     const size_t floats = state_floats(env->cfg);
     st->chunk = chunk_floats_of(floats / 3);
     if (checkpoints) {
-        const size_t store_bytes = ckpt_store_bytes(st->p.m, floats, st->chunk);
+        const size_t store_bytes = ckpt_store_bytes(st->p.m, floats);
         if (mem_budget_take(env->host, store_bytes, "gemini checkpoint store")) return GPT_ERR_OOM;
         st->store_bytes = store_bytes;
     }
@@ -577,7 +577,7 @@ static int gemini_init(const engine_env *env, void **state)
                                                              : "none: recovery only",
                 st->p.m, st->p.m == 1 ? "y" : "ies",
                 env->cfg->gemini_placement == GEMINI_RING ? "ring" : "group", where,
-                (double)ckpt_store_bytes(st->p.m, floats, st->chunk) / 1048576.0);
+                (double)ckpt_store_bytes(st->p.m, floats) / 1048576.0);
     if (env->cfg->gemini_recover && (rc = restore(st))) return rc;
     return GPT_OK;
 }

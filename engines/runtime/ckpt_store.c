@@ -46,9 +46,8 @@ static size_t chunks_of(size_t floats, size_t chunk_floats)
     return (floats + chunk_floats - 1) / chunk_floats;
 }
 
-size_t ckpt_store_bytes(int slots, size_t floats, size_t chunk_floats)
+size_t ckpt_store_bytes(int slots, size_t floats)
 {
-    (void)chunk_floats;
     return (size_t)slots * CKPT_VERSIONS * (PAGE + round_page(floats * sizeof(float)));
 }
 
@@ -95,6 +94,29 @@ static uint64_t checksum(const float *data, size_t floats)
     return (h ^ bytes) * prime;
 }
 
+/* The chunks' checksums of a version's data into its header (write), or whether they match
+ * it (check): chunks in parallel, so a shard of GBs goes at memory speed, not one core's. */
+static void sums_of(version_header *h, const float *data)
+{
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int c = 0; c < h->nchunks; c++) {
+        const size_t at = (size_t)c * h->chunk_floats;
+        const size_t n = h->floats - at < h->chunk_floats ? h->floats - at : h->chunk_floats;
+        h->sums[c] = checksum(data + at, n);
+    }
+}
+static int sums_match(const version_header *h, const float *data)
+{
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
+    for (int c = 0; c < h->nchunks; c++) {
+        const size_t at = (size_t)c * h->chunk_floats;
+        const size_t n = h->floats - at < h->chunk_floats ? h->floats - at : h->chunk_floats;
+        bad |= h->sums[c] != checksum(data + at, n);
+    }
+    return !bad;
+}
+
 static int say(const char *path, const char *what, int err)
 {
     fprintf(stderr, "aebench: gemini store %s: %s: %s\n", path, what, strerror(err));
@@ -115,7 +137,7 @@ int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, co
     s->chunk_floats = chunk_floats;
     s->nchunks = (int)chunks_of(floats, chunk_floats);
     s->version_bytes = PAGE + round_page(floats * sizeof(float));
-    s->bytes = ckpt_store_bytes(slots, floats, chunk_floats);
+    s->bytes = ckpt_store_bytes(slots, floats);
     s->owners = malloc((size_t)slots * sizeof *s->owners);
     if (!s->owners || ckpt_store_dir(s->dir, sizeof s->dir, dir, job) ||
         snprintf(s->path, sizeof s->path, "%s/rank-%d.ckpt", s->dir, rank) >= (int)sizeof s->path) {
@@ -201,14 +223,7 @@ void ckpt_store_begin(ckpt_store *s, int slot, int version, int iteration, int a
 void ckpt_store_complete(ckpt_store *s, int slot, int version)
 {
     version_header *h = header(s, slot, version);
-    const float *data = ckpt_store_data(s, slot, version);
-    /* chunks in parallel: a shard of GBs is checksummed at memory speed, not one core's */
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int c = 0; c < s->nchunks; c++) {
-        const size_t at = (size_t)c * s->chunk_floats;
-        const size_t n = s->floats - at < s->chunk_floats ? s->floats - at : s->chunk_floats;
-        h->sums[c] = checksum(data + at, n);
-    }
+    sums_of(h, ckpt_store_data(s, slot, version));
     atomic_store(&h->state, STATE_COMPLETE);
 }
 
@@ -217,17 +232,8 @@ int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step)
     version_header *h = header(s, slot, version);
     if (h->magic != CKPT_MAGIC || atomic_load(&h->state) != STATE_COMPLETE ||
         h->owner != s->owners[slot] || h->floats != s->floats || h->chunk_floats != s->chunk_floats ||
-        h->nchunks != s->nchunks)
+        h->nchunks != s->nchunks || !sums_match(h, ckpt_store_data(s, slot, version)))
         return -1;
-    const float *data = ckpt_store_data(s, slot, version);
-    int bad = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
-    for (int c = 0; c < s->nchunks; c++) {
-        const size_t at = (size_t)c * s->chunk_floats;
-        const size_t n = s->floats - at < s->chunk_floats ? s->floats - at : s->chunk_floats;
-        bad |= h->sums[c] != checksum(data + at, n);
-    }
-    if (bad) return -1;
     *adam_step = h->adam_step;
     return h->iteration;
 }
@@ -265,16 +271,6 @@ static int full_io(int fd, void *buf, size_t bytes, off_t at, int write_it)
     return 0;
 }
 
-static void sums_of(version_header *h, const float *data, size_t floats, size_t chunk_floats, int nchunks)
-{
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int c = 0; c < nchunks; c++) {
-        const size_t at = (size_t)c * chunk_floats;
-        const size_t n = floats - at < chunk_floats ? floats - at : chunk_floats;
-        h->sums[c] = checksum(data + at, n);
-    }
-}
-
 int ckpt_file_write(const char *dir, const char *job, int rank, int version, int iteration,
                     int adam_step, const float *data, size_t floats, size_t chunk_floats)
 {
@@ -302,7 +298,7 @@ int ckpt_file_write(const char *dir, const char *job, int rank, int version, int
                 full_io(fd, (void *)data, data_bytes, at + PAGE, 1) || fdatasync(fd)))
         rc = say(path, "cannot write", errno);
     if (!rc) {
-        sums_of(h, data, floats, chunk_floats, h->nchunks);
+        sums_of(h, data);
         atomic_store(&h->state, STATE_COMPLETE);
         if (full_io(fd, h, PAGE, at, 1) || fdatasync(fd)) rc = say(path, "cannot write", errno);
     }
@@ -326,18 +322,9 @@ int ckpt_file_read(const char *dir, const char *job, int rank, int version, floa
     if (fd >= 0 && full_io(fd, h, PAGE, at, 0) == 0 && h->magic == CKPT_MAGIC &&
         atomic_load(&h->state) == STATE_COMPLETE && h->owner == rank && h->floats == floats &&
         h->chunk_floats == chunk_floats && h->nchunks == (int)chunks_of(floats, chunk_floats) &&
-        full_io(fd, data, data_bytes, at + PAGE, 0) == 0) {
-        int bad = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
-        for (int c = 0; c < h->nchunks; c++) {
-            const size_t a = (size_t)c * chunk_floats;
-            const size_t n = floats - a < chunk_floats ? floats - a : chunk_floats;
-            bad |= h->sums[c] != checksum(data + a, n);
-        }
-        if (!bad) {
-            it = h->iteration;
-            *adam_step = h->adam_step;
-        }
+        full_io(fd, data, data_bytes, at + PAGE, 0) == 0 && sums_match(h, data)) {
+        it = h->iteration;
+        *adam_step = h->adam_step;
     }
     if (fd >= 0) close(fd);
     free(h);

@@ -30,8 +30,8 @@ typedef struct ckpt_store ckpt_store;
 
 /* The directory of job `job` under dir (no trailing slash), into out. */
 int ckpt_store_dir(char *out, size_t len, const char *dir, const char *job);
-/* Bytes of one rank's file: slots shards of `floats` floats, chunk_floats per checksum. */
-size_t ckpt_store_bytes(int slots, size_t floats, size_t chunk_floats);
+/* Bytes of one rank's file: slots shards of `floats` floats. */
+size_t ckpt_store_bytes(int slots, size_t floats);
 /* Create (or, with reuse, open what a killed job left: a missing or short file is made
  * anew, empty) rank's file under the job's directory, map it and page-lock it on be.
  * owners[s] is the rank whose shard slot s holds.  0, GPT_ERR_OOM when the file system
