@@ -66,7 +66,6 @@
 
 #include "runtime/ckpt_store.h"
 #include "runtime/collectives.h"
-#include "runtime/dp.h"
 #include "runtime/timer.h"
 
 #include <dirent.h>
@@ -127,15 +126,11 @@ static engine_config megatron_config(const engine_config *cfg)
     return c;
 }
 
-/* Floats of this rank's shard of the training state (master, m, v): the blocks' shards as
- * megatron-lm lays them out (runtime/dp.h). */
+/* Floats of this rank's shard of the training state (master, m, v), as megatron-lm keeps it. */
 static size_t state_floats(const engine_config *cfg)
 {
-    const gpt_shape *sh = &cfg->shape;
-    const int W = engine_world(cfg);
-    const size_t S = dp_shard_len(gpt_embed_layout_of(sh).total, W) +
-                     (size_t)sh->layers * dp_shard_len(gpt_layer_layout_of(sh).total, W);
-    return 3 * S;
+    engine_config c = megatron_config(cfg);
+    return 3 * megatron_shard_floats(&c);
 }
 
 static size_t chunk_floats_of(size_t floats)
@@ -192,7 +187,8 @@ static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
             return -1;
         }
     }
-    return engine_megatron_lm.check ? engine_megatron_lm.check(cfg, err, errlen) : 0;
+    const engine_config zero3 = megatron_config(cfg);
+    return engine_megatron_lm.check ? engine_megatron_lm.check(&zero3, err, errlen) : 0;
 }
 
 /* ---- state --------------------------------------------------------------------------------- */

@@ -769,3 +769,8 @@ void megatron_set_hooks(void *state, const megatron_hooks *hooks)
 {
     ((megatron_state *)state)->hooks = *hooks;
 }
+
+size_t megatron_shard_floats(const engine_config *cfg)
+{
+    return sizes_of(cfg).shard_total;
+}

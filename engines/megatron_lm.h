@@ -18,6 +18,9 @@ typedef struct megatron_shard_state {
     gpt_stream *compute;
 } megatron_shard_state;
 
+/* n above for a configuration, before any init (plans): the floats of this rank's shard of
+ * every block (runtime/dp.h's padded shards, as megatron-lm lays them out). */
+size_t megatron_shard_floats(const engine_config *cfg);
 /* 0, or GPT_ERR_INVALID when the run keeps no fp32 shard of its own (stage 0, or bf16 at a
  * stage whose master is not the working copy). */
 int megatron_shard_state_of(void *state, megatron_shard_state *out);
