@@ -391,15 +391,16 @@ enum { GEMINI_RELAUNCHES = 3 };
  * it takes (1 for --opt=value, 2 for --opt value), 0 when it is not one. */
 static int dropped_option(char **argv, int i, int argc)
 {
-    static const char *const fault[] = {"--fail-at", "--fail-rank", "--fail-kind", "--fail-phase",
-                                        "--gemini-recover"};
-    for (size_t k = 0; k < sizeof fault / sizeof fault[0]; k++) {
-        const size_t n = strlen(fault[k]);
-        if (strncmp(argv[i], fault[k], n) != 0) continue;
+    static const struct { const char *name; int takes_value; } dropped[] = {
+        {"--fail-at", 1}, {"--fail-rank", 1}, {"--fail-kind", 1}, {"--fail-phase", 1},
+        {"--gemini-recover", 0},
+    };
+    for (size_t k = 0; k < sizeof dropped / sizeof dropped[0]; k++) {
+        const size_t n = strlen(dropped[k].name);
+        if (strncmp(argv[i], dropped[k].name, n) != 0) continue;
         if (argv[i][n] == '=') return 1;
         if (argv[i][n] != '\0') continue;
-        if (k == 4) return 1; /* a flag */
-        return i + 1 < argc ? 2 : 1;
+        return dropped[k].takes_value && i + 1 < argc ? 2 : 1;
     }
     return 0;
 }
@@ -427,7 +428,9 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     const engine_config *e = &rc->eng;
     char why[800];
     int interrupted = 0;
-    if (strcmp(rc->method, "gemini") != 0 || e->gemini_mode == GEMINI_NONE)
+    /* An engine that checkpoints (in memory, or to --ckpt-dir) gets its job relaunched. */
+    const engine_vtbl *eng = engine_find(rc->method);
+    if (!eng || !(eng->options & ENGINE_OPT_RECOVERS) || (e->gemini_mode == GEMINI_NONE && !e->ckpt_dir[0]))
         return launch_job(argc, argv, rc, why, sizeof why, &interrupted);
     /* The job gets an id (its store's name) that its relaunches use too. */
     char id[64], store[PATH_MAX];

@@ -38,6 +38,8 @@ enum {
     ENGINE_OPT_ZERO_STAGES = 1u << 5,  /* --zero-stage 1-3 */
     ENGINE_OPT_FAULT_BACKWARD = 1u << 6,   /* marks FAULT_BACKWARD (--fail-phase backward) */
     ENGINE_OPT_FAULT_CHECKPOINT = 1u << 7, /* marks FAULT_CHECKPOINT (--fail-phase checkpoint) */
+    ENGINE_OPT_RECOVERS = 1u << 8,     /* a job that lost ranks can be relaunched with
+                                          --gemini-recover to go on from its checkpoints */
 };
 
 enum { ENGINE_PATH_MAX = 1024 };

@@ -975,7 +975,8 @@ const engine_vtbl engine_gemini = {
     .uses_window = 0,
     .not_in_all = 1,
     .supports_bf16 = 0,
-    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_FAULT_BACKWARD | ENGINE_OPT_FAULT_CHECKPOINT,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_FAULT_BACKWARD | ENGINE_OPT_FAULT_CHECKPOINT |
+               ENGINE_OPT_RECOVERS,
     .plan = gemini_plan,
     .check = gemini_check,
     .init = gemini_init,
