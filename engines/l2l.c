@@ -469,11 +469,10 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
 
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
-    double t[3];
+    double phases[3]; /* (layer_work_micro_batches: the phase marks) */
     if ((rc = layer_work_micro_batches(&st->work, c, tokens, targets, &st->sh, forward_pass,
-                                       backward_pass, st, out, t)))
+                                       backward_pass, st, out, phases)))
         return rc;
-    const double t0 = t[0], t1 = t[1], t2 = t[2];
 
     if ((rc = layer_work_gather_norm_tables(&st->work, &st->sh)) ||
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
@@ -483,7 +482,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies are done by now (the compute waited for each); syncing their streams keeps
      * every buffer's owner obvious at the step boundary.  The host Adam goes on. */
-    if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
+    if ((rc = offload_streams_end_step(&st->io, out, phases))) return rc;
     return GPT_OK;
 }
 

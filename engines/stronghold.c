@@ -931,11 +931,10 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))) ||
         (z->R && (rc = gpt_stream_memset_zero(c, st->res_g, (size_t)z->R * z->PL * sizeof(float)))))
         return rc;
-    double t[3];
+    double phases[3]; /* (layer_work_micro_batches: the phase marks) */
     if ((rc = layer_work_micro_batches(&st->work, c, tokens, targets, &st->sh, forward_pass,
-                                       backward_pass, st, out, t)))
+                                       backward_pass, st, out, phases)))
         return rc;
-    const double t0 = t[0], t1 = t[1], t2 = t[2];
 
     /* (a streamed layer's norm entries are each rank's own: the tables are gathered) */
     if ((z->Ls && (rc = layer_work_gather_norm_tables(&st->work, &st->sh))) ||
@@ -946,7 +945,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
      * buffer's owner obvious at the step boundary.  The host Adam goes on. */
-    if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
+    if ((rc = offload_streams_end_step(&st->io, out, phases))) return rc;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     if (st->disk) {
         disk_tier_take_stats(st->disk, &out->busy_ms[BUSY_DISK], &out->bytes_disk_read,

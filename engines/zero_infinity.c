@@ -703,11 +703,10 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
 
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
-    double t[3];
+    double phases[3]; /* (layer_work_micro_batches: the phase marks) */
     if ((rc = layer_work_micro_batches(&st->work, c, tokens, targets, &st->sh, forward_pass,
-                                       backward_pass, st, out, t)))
+                                       backward_pass, st, out, phases)))
         return rc;
-    const double t0 = t[0], t1 = t[1], t2 = t[2];
 
     if ((rc = layer_work_gather_shard_norms(&st->work, &st->sh)) ||
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
@@ -722,7 +721,7 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
      * buffer's owner obvious at the step boundary.  The host Adam goes on. */
-    if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
+    if ((rc = offload_streams_end_step(&st->io, out, phases))) return rc;
     if (st->nvme) { /* (the pool's busy time above includes nvme_adam's updates) */
         double disk_read, disk_written; /* the schedule's counts above are per step */
         disk_tier_take_stats(st->tier, &out->busy_ms[BUSY_DISK], &disk_read, &disk_written);

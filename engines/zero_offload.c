@@ -694,11 +694,10 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
         (rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
     zo_passes passes = {.st = st, .grad_copy = grad_copy, .early = early ? &u : NULL};
-    double t[3];
+    double phases[3]; /* (layer_work_micro_batches: the phase marks) */
     if ((rc = layer_work_micro_batches(&st->work, c, tokens, targets, &st->sh, forward_pass,
-                                       backward_pass, &passes, out, t)))
+                                       backward_pass, &passes, out, phases)))
         return rc;
-    const double t0 = t[0], t1 = t[1], t2 = t[2];
 
     if ((rc = layer_work_gather_shard_norms(&st->work, &st->sh)) ||
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
@@ -718,7 +717,7 @@ static int zero_offload_step(void *state, int iteration, const int32_t *tokens,
     }
     if (!out->skipped || early) st->adam_step++;
     /* The last copies home finish about now; the spans need them complete. */
-    if ((rc = offload_streams_end_step(&st->io, out, t0, t1, t2))) return rc;
+    if ((rc = offload_streams_end_step(&st->io, out, phases))) return rc;
     return GPT_OK;
 }
 

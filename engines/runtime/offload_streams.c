@@ -46,15 +46,13 @@ int offload_streams_begin_step(offload_streams *o, step_result *out, int32_t *id
     return GPT_OK;
 }
 
-int offload_streams_end_step(offload_streams *o, step_result *out, double t0, double t1,
-                             double t2)
+int offload_streams_end_step(offload_streams *o, step_result *out, const double phases[3])
 {
     int rc = offload_streams_sync(o);
     if (rc) return rc;
-    const double t3 = wall_ms();
-    out->ms_forward = t1 - t0;
-    out->ms_backward = t2 - t1;
-    out->ms_optimizer = t3 - t2;
+    out->ms_forward = phases[1] - phases[0];
+    out->ms_backward = phases[2] - phases[1];
+    out->ms_optimizer = wall_ms() - phases[2];
     return offload_streams_busy(o, out);
 }
 

@@ -32,10 +32,10 @@ void offload_streams_close(offload_streams *o);
  * target ids (N each, host) copied into ids (2N, GPU: tokens then targets) on compute. */
 int offload_streams_begin_step(offload_streams *o, step_result *out, int32_t *ids,
                                const int32_t *tokens, const int32_t *targets, size_t N);
-/* End of a step whose forward ended at t1 and backward at t2 (wall_ms, from t0): wait for
- * the streams, fill out's phase times and busy times (offload_streams_sync, _busy). */
-int offload_streams_end_step(offload_streams *o, step_result *out, double t0, double t1,
-                             double t2);
+/* End of a step whose phase marks are phases[0..2] (wall_ms, as layer_work_micro_batches
+ * gives them: forward from [0] to [1], backward to [2]): wait for the streams, fill out's
+ * phase times and busy times (offload_streams_sync, _busy). */
+int offload_streams_end_step(offload_streams *o, step_result *out, const double phases[3]);
 
 /* n events (an array the caller frees with event_array_destroy, also when this fails). */
 int event_array_create(const gpt_backend *be, gpt_event ***out, int n);
