@@ -435,7 +435,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     /* The job gets an id (its store's name) that its relaunches use too. */
     char id[64], store[PATH_MAX];
     if (e->gemini_job[0]) snprintf(id, sizeof id, "%s", e->gemini_job);
-    else snprintf(id, sizeof id, "s%ld-%ld", (long)getpid(), (long)time(NULL));
+    else ckpt_job_id(id, sizeof id, 's');
     if (ckpt_store_dir(store, sizeof store, e->gemini_store, id))
         return launch_job(argc, argv, rc, why, sizeof why, &interrupted);
     char **args = NULL, **again = NULL;

@@ -75,7 +75,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 /* Bytes of a staging chunk (the shard's arrays are sent in pieces of at most this). */
@@ -479,8 +478,8 @@ static void name_stale_stores(const gemini_state *st, const char *dir)
         if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
         const char *job = e->d_name + strlen(prefix);
         if (strcmp(job, st->job) == 0) continue;
-        long pid = 0;
-        const int ours = (job[0] == 's' || job[0] == 'p') && sscanf(job + 1, "%ld-", &pid) == 1 && pid > 0;
+        const long pid = ckpt_job_pid(job);
+        const int ours = pid > 0;
         if (ours && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) continue; /* its job runs */
         engine_note(&st->env, "gemini: %s store of job %s is in %s/%s%s; remove it with: rm -rf %s/%s",
                     ours ? "the stale" : "another", job, dir, e->d_name,
@@ -527,7 +526,7 @@ static int gemini_init(const engine_env *env, void **state)
     /* The job's id: given, or rank 0's (pid and time), the same on every rank. */
     char id[64] = "";
     if (env->cfg->gemini_job[0]) snprintf(id, sizeof id, "%s", env->cfg->gemini_job);
-    else snprintf(id, sizeof id, "p%ld-%ld", (long)getpid(), (long)time(NULL));
+    else ckpt_job_id(id, sizeof id, 'p');
     char *ids = calloc((size_t)env->world, sizeof id);
     if (!ids) return GPT_ERR_OOM;
     rc = coll_host_all_gather(st->comm, ids, id, sizeof id);

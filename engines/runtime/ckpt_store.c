@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { PAGE = 4096, MAX_CHUNKS = (PAGE - 64) / 8 };
@@ -34,6 +35,18 @@ struct ckpt_store {
 };
 
 static size_t round_page(size_t b) { return (b + PAGE - 1) / PAGE * PAGE; }
+
+void ckpt_job_id(char *out, size_t len, char who)
+{
+    snprintf(out, len, "%c%ld-%ld", who, (long)getpid(), (long)time(NULL));
+}
+
+long ckpt_job_pid(const char *job)
+{
+    long pid = 0;
+    if ((job[0] == 's' || job[0] == 'p') && sscanf(job + 1, "%ld-", &pid) == 1 && pid > 0) return pid;
+    return 0;
+}
 
 int ckpt_store_dir(char *out, size_t len, const char *dir, const char *job)
 {

@@ -28,6 +28,11 @@ enum { CKPT_VERSIONS = 2 };
 
 typedef struct ckpt_store ckpt_store;
 
+/* A job id made by this process: `who` ('s' the --ranks supervisor, 'p' rank 0 of a job
+ * started by hand), its pid and the time; and the pid in an id made so (0 for one a user
+ * gave), so that a store whose maker is gone can be called stale. */
+void ckpt_job_id(char *out, size_t len, char who);
+long ckpt_job_pid(const char *job);
 /* The directory of job `job` under dir (no trailing slash), into out. */
 int ckpt_store_dir(char *out, size_t len, const char *dir, const char *job);
 /* Bytes of one rank's file: slots shards of `floats` floats. */
