@@ -12,11 +12,8 @@ set -uo pipefail
 results=$1
 cases=$2
 shift 2
-mkdir -p "$results" .deps/root
-for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
-export CPATH=$PWD/.deps/root/usr/include
-export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+mkdir -p "$results"
+source bench/deps_env.sh
 make -j16 CUDA=1 MPI=0 aebench >"$results/../build.txt" 2>&1 || { tail -n 30 "$results/../build.txt"; exit 1; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   lscpu | grep -E "Model name|^CPU\(s\)"; free -g | head -2; date -u +%Y-%m-%dT%H:%MZ; } >"$results/../device.txt"

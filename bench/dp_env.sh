@@ -4,11 +4,8 @@
 # output in $out/TAG.txt).  Expects $dest (where the results go); sets $out, $t0, $nccl_home,
 # MPI and WRAP (RANK_GPU=1: each rank sees only its own GPU).
 out=$(mktemp -d /tmp/aebench-dp.XXXXXX)
-mkdir -p "$dest" .deps/root
-for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
-export CPATH=$PWD/.deps/root/usr/include
-export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+mkdir -p "$dest"
+source bench/deps_env.sh
 export NCCL_NVLS_ENABLE=0
 finish() {
     tar czf "$dest/bench.tgz" -C "$out" . 2>/dev/null

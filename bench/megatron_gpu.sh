@@ -16,11 +16,8 @@
 set -uo pipefail
 dest=${1:-bench/results/latest}
 out=$(mktemp -d /tmp/aebench-bench.XXXXXX)
-mkdir -p "$dest" .deps/root
-for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
-export CPATH=$PWD/.deps/root/usr/include
-export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+mkdir -p "$dest"
+source bench/deps_env.sh
 finish() {
     tar czf "$dest/bench.tgz" -C "$out" . 2>/dev/null
     cp "$out"/table.md "$out"/test_cuda.txt "$dest"/ 2>/dev/null

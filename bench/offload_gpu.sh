@@ -30,11 +30,7 @@ mkdir -p "$out"
 has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 
 if [ "$device" = cuda ]; then
-    mkdir -p .deps/root
-    for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
-    export CPATH=$PWD/.deps/root/usr/include
-    export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu
-    export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+    source bench/deps_env.sh
     [ -f "$out/device.txt" ] || { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
         lscpu | grep -E "Model name|^CPU\(s\)"; free -g | head -2; df -h . | tail -1
         date -u +%Y-%m-%dT%H:%MZ; } | tee "$out/device.txt"

@@ -13,11 +13,8 @@
 set -uo pipefail
 out=${1:-bench/results/latest}
 parts=${2:-check,bw,l32,sweep,l64,noclip,l100,max}
-mkdir -p "$out" .deps/root
-for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
-export CPATH=$PWD/.deps/root/usr/include
-export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+mkdir -p "$out"
+source bench/deps_env.sh
 has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader

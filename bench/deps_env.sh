@@ -1,0 +1,8 @@
+# Sourced by the GPU bench scripts on the device machine, from the repository root: unpack the
+# carried .deps/*.deb (cJSON, cmocka: the machine has no registry) into .deps/root and point
+# the compiler, linker and loader at them.
+mkdir -p .deps/root
+for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
+export CPATH=$PWD/.deps/root/usr/include
+export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
