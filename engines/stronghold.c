@@ -385,10 +385,7 @@ static float *input_of(stronghold_state *st, int k)
 /* Host copies of streamed layer k (k >= R). */
 static size_t host_block(const stronghold_state *st, int k) { return (size_t)(k - st->z.R) * st->z.Sl; }
 /* Real floats of this rank's shard of a layer (the layer on one rank). */
-static size_t shard_real(const stronghold_state *st)
-{
-    return dp_shard_real(st->z.PL, st->z.Sl, st->z.rank);
-}
+static size_t shard_real(const stronghold_state *st) { return layout_shard_real(&st->z); }
 /* Streamed layers below the top S keep their input on the host between fwd and bwd. */
 static int input_leaves(const stronghold_state *st, int k)
 {
