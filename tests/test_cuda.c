@@ -12,9 +12,14 @@
  *    activation-typed tensors (gpt.h: every void * argument) are bf16 on the GPU, and the
  *    CPU reference runs on the same values (each input rounded to bf16 once, on the host,
  *    before both backends see it); fp32-typed tensors (gradients, statistics) stay fp32.
+ *  - the encoder's backward equal to the CPU's bit for bit (no atomics: the same additions
+ *    in the same order);
  *  - the megatron-lm engine for 20 iterations on CPU and on CUDA in strict fp32: the
  *    per-iteration losses agree to 1e-5 relative; and in bf16 against the CPU's fp32
  *    losses to 1e-2 relative (see test_engine_bf16_vs_cpu for why that bound);
+ *  - every offloading engine on the GPU: losses within 1e-5 of the CPU's, and losses and
+ *    final parameters equal to megatron-lm's on the GPU bit for bit;
+ *  - repeatability: two identical GPU runs equal bit for bit in fp32, TF32 and bf16;
  *  - an absurd allocation is GPT_ERR_OOM and leaves the backend usable;
  *  - the per-op profiler (AEBENCH_PROFILE_OPS=1) prints its table.
  */
@@ -209,6 +214,23 @@ static double check(pair *p, const char *op, const char *output, const buf *b, i
     return rel;
 }
 
+/* The GPU's copy of b must equal the CPU's bit for bit; prints the count of differing
+ * elements. */
+static void check_exact(pair *p, const char *op, const char *output, const buf *b, int T)
+{
+    float *g = buf_fetch(p, b);
+    assert_int_equal(gpt_stream_sync(p->cs), 0);
+    size_t differ = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (memcmp(&g[i], &b->cpu[i], sizeof(float)) != 0) differ++;
+    free(g);
+    printf("cuda_vs_cpu %s %s math=%s bitwise differing=%zu of %zu T=%d\n", op, output, p->math,
+           differ, b->n, T);
+    if (differ)
+        fail_msg("%s %s: %zu of %zu elements differ from the CPU (math=%s)", op, output, differ,
+                 b->n, p->math);
+}
+
 /* ---- the ops ---------------------------------------------------------------------------- */
 
 enum { B_ = 2, C_ = 128, NH_ = 4, V_ = 1000, VP_ = 1024 };
@@ -228,8 +250,10 @@ static void check_encoder(pair *p, int T)
     buf dwte = buf_randf(p, (size_t)VP_ * C_, 0, 1), dwpe = buf_randf(p, (size_t)T * C_, 0, 1);
     gpt_encoder_backward(p->cs, dwte.cpu, dwpe.cpu, dout.cpu, tok, B_, T, C_);
     gpt_encoder_backward(p->gs, dwte.d, dwpe.d, dout.d, dtok, B_, T, C_);
-    check(p, "encoder_backward", "dwte", &dwte, T);
-    check(p, "encoder_backward", "dwpe", &dwpe, T);
+    /* The same additions in the same order on both backends (no atomics): equal bit for
+     * bit in every math mode (in bf16 both add the same bf16 values in fp32). */
+    check_exact(p, "encoder_backward", "dwte", &dwte, T);
+    check_exact(p, "encoder_backward", "dwpe", &dwpe, T);
 
     buf *all[] = {&wte, &wpe, &out, &dout, &dwte, &dwpe};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
@@ -703,52 +727,80 @@ static void test_engine_bf16_vs_cpu(void **state)
     assert_true(d.last < d.first); /* it trains */
 }
 
-/* One engine on the GPU (real async streams and events) against megatron-lm's trajectory on
- * the CPU reference: per-iteration losses within 1e-5 and final parameters within 1e-5
- * normwise (fp32 math). */
-static void check_engine_on_gpu(const engine_vtbl *eng, const engine_config *g, size_t gpu_limit,
-                                const char *label, const double *ref_loss, const float *ref,
-                                float *got, int iters)
+/* One run on one backend: its per-iteration losses and final parameters. */
+typedef struct run_record {
+    double *loss; /* iters */
+    float *params; /* gpt_param_count */
+} run_record;
+
+static run_record record_new(const engine_config *cfg, int iters)
 {
-    /* Parameters: after 20 Adam steps the GPU's and the CPU's reduction orders have drifted
-     * (megatron-lm on the GPU is itself ~1e-5 from the CPU without clipping), so the final
-     * parameters are held to megatron-lm *on the GPU* (ref), the losses to the CPU. */
-    const size_t P = (size_t)gpt_param_count(&g->shape);
+    run_record t = {malloc((size_t)iters * sizeof(double)),
+                    malloc((size_t)gpt_param_count(&cfg->shape) * sizeof(float))};
+    assert_non_null(t.loss);
+    assert_non_null(t.params);
+    return t;
+}
+
+static void record_free(run_record *t)
+{
+    free(t->loss);
+    free(t->params);
+}
+
+/* Runs eng for iters iterations into t. */
+static void run_trajectory(const engine_vtbl *eng, const engine_config *cfg, size_t gpu_limit,
+                           int iters, run_record *t)
+{
     engine_harness h;
-    assert_int_equal(harness_open(&h, eng, g, gpu_limit), 0);
-    double max_rel = 0;
+    assert_int_equal(harness_open(&h, eng, cfg, gpu_limit), 0);
     for (int it = 1; it <= iters; it++) {
         step_result r = {0};
         harness_step(&h, it, &r);
-        const double rel = fabs(r.loss - ref_loss[it - 1]) / fabs(ref_loss[it - 1]);
-        if (rel > max_rel) max_rel = rel;
+        t->loss[it - 1] = r.loss;
     }
-    assert_int_equal(eng->read_params(h.state, got), 0);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < P; i++) {
-        num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    const double prel = sqrt(num / den);
-    printf("cuda_vs_cpu engine %s %s losses math=fp32 iterations=%d max_rel_err=%.3e final params "
-           "vs megatron-lm on the GPU rel_err=%.3e\n", eng->name, label, iters, max_rel, prel);
-    assert_true(max_rel <= 1e-5);
-    assert_true(prel <= 1e-5);
+    assert_int_equal(eng->read_params(h.state, t->params), 0);
     harness_close(&h);
 }
 
-/* megatron-lm's trajectory on cfg's backend: losses and final parameters. */
-static void megatron_reference(const engine_config *cfg, int iters, double *ref_loss, float *ref)
+/* Iterations whose losses differ bitwise, and parameters that do. */
+static void record_compare(const run_record *a, const run_record *b, int iters, size_t P,
+                               int *loss_differ, size_t *params_differ)
 {
-    engine_harness h;
-    assert_int_equal(harness_open(&h, &engine_megatron_lm, cfg, SIZE_MAX), 0);
-    for (int it = 1; it <= iters; it++) {
-        step_result r = {0};
-        harness_step(&h, it, &r);
-        if (ref_loss) ref_loss[it - 1] = r.loss;
+    *loss_differ = 0;
+    *params_differ = 0;
+    for (int i = 0; i < iters; i++)
+        if (memcmp(&a->loss[i], &b->loss[i], sizeof(double)) != 0) (*loss_differ)++;
+    for (size_t i = 0; i < P; i++)
+        if (memcmp(&a->params[i], &b->params[i], sizeof(float)) != 0) (*params_differ)++;
+}
+
+/* One engine on the GPU (real async streams and events) against megatron-lm: losses within
+ * 1e-5 of the CPU reference's, and losses and final parameters equal to megatron-lm's on
+ * the GPU bit for bit (the CPU backend says these engines compute exactly what megatron-lm
+ * does, and every GPU kernel is deterministic). */
+static void check_engine_on_gpu(const engine_vtbl *eng, const engine_config *g, size_t gpu_limit,
+                                const char *label, const double *cpu_loss,
+                                const run_record *gpu_ref, int iters)
+{
+    const size_t P = (size_t)gpt_param_count(&g->shape);
+    run_record t = record_new(g, iters);
+    run_trajectory(eng, g, gpu_limit, iters, &t);
+    double max_rel = 0;
+    for (int it = 0; it < iters; it++) {
+        const double rel = fabs(t.loss[it] - cpu_loss[it]) / fabs(cpu_loss[it]);
+        if (rel > max_rel) max_rel = rel;
     }
-    assert_int_equal(engine_megatron_lm.read_params(h.state, ref), 0);
-    harness_close(&h);
+    int loss_differ;
+    size_t params_differ;
+    record_compare(&t, gpu_ref, iters, P, &loss_differ, &params_differ);
+    printf("cuda_vs_cpu engine %s %s losses math=fp32 iterations=%d max_rel_err=%.3e; vs "
+           "megatron-lm on the GPU: losses differing %d, params differing %zu of %zu\n",
+           eng->name, label, iters, max_rel, loss_differ, params_differ, P);
+    assert_true(max_rel <= 1e-5);
+    assert_int_equal(loss_differ, 0);
+    assert_int_equal(params_differ, 0);
+    record_free(&t);
 }
 
 /* Every offloading engine on the GPU against megatron-lm (losses: on the CPU; final
@@ -761,24 +813,19 @@ static void test_offload_engines_cuda_vs_cpu(void **state)
     (void)state;
     if (!have_gpu()) skip();
     enum { ITERS = 20 };
-    double ref_loss[ITERS], ref_loss_noclip[ITERS];
     engine_config cfg = small_engine_config(6, 99, DEVICE_CPU);
     cfg.optim.clip = 0.5;
     engine_config noclip = cfg;
     noclip.optim.clip = 0;
-    const size_t P = (size_t)gpt_param_count(&cfg.shape);
-    float *ref = malloc(P * sizeof(float)), *ref_noclip = malloc(P * sizeof(float));
-    float *got = malloc(P * sizeof(float));
-    assert_non_null(ref);
-    assert_non_null(ref_noclip);
-    assert_non_null(got);
-    /* Losses from the CPU reference, final parameters from megatron-lm on the GPU. */
-    megatron_reference(&cfg, ITERS, ref_loss, ref);
-    megatron_reference(&noclip, ITERS, ref_loss_noclip, ref_noclip);
+    /* Losses from the CPU reference; losses and final parameters from megatron-lm on the GPU. */
+    run_record cpu = record_new(&cfg, ITERS), cpu_noclip = record_new(&cfg, ITERS);
+    run_record ref = record_new(&cfg, ITERS), ref_noclip = record_new(&cfg, ITERS);
+    run_trajectory(&engine_megatron_lm, &cfg, SIZE_MAX, ITERS, &cpu);
+    run_trajectory(&engine_megatron_lm, &noclip, SIZE_MAX, ITERS, &cpu_noclip);
     engine_config g = cfg, gn = noclip;
     g.device = gn.device = DEVICE_CUDA;
-    megatron_reference(&g, ITERS, NULL, ref);
-    megatron_reference(&gn, ITERS, NULL, ref_noclip);
+    run_trajectory(&engine_megatron_lm, &g, SIZE_MAX, ITERS, &ref);
+    run_trajectory(&engine_megatron_lm, &gn, SIZE_MAX, ITERS, &ref_noclip);
     engine_plan all;
     g.window = 6;
     engine_stronghold.plan(&g, &all);
@@ -789,32 +836,66 @@ static void test_offload_engines_cuda_vs_cpu(void **state)
         g.window = windows[w];
         /* -w auto: room for about half the layers, so it streams. */
         const size_t limit = windows[w] == 0 ? (size_t)(all.gpu_bytes * 0.6) : SIZE_MAX;
-        check_engine_on_gpu(&engine_stronghold, &g, limit, label, ref_loss, ref, got, ITERS);
+        check_engine_on_gpu(&engine_stronghold, &g, limit, label, cpu.loss, &ref, ITERS);
     }
     g.window = gn.window = 2;
-    check_engine_on_gpu(&engine_stronghold, &gn, SIZE_MAX, "-w 2 --clip-grad 0", ref_loss_noclip,
-                        ref_noclip, got, ITERS);
+    check_engine_on_gpu(&engine_stronghold, &gn, SIZE_MAX, "-w 2 --clip-grad 0", cpu_noclip.loss,
+                        &ref_noclip, ITERS);
     g.window = gn.window = 0;
 
     const char *const offload_engines[] = {"l2l", "zero-offload", "zero-infinity"};
     for (int e = 0; e < 3; e++) {
         const engine_vtbl *eng = engine_find(offload_engines[e]);
         if (!eng) fail_msg("engine %s is not registered", offload_engines[e]);
-        check_engine_on_gpu(eng, &g, SIZE_MAX, "clip 0.5", ref_loss, ref, got, ITERS);
-        check_engine_on_gpu(eng, &gn, SIZE_MAX, "--clip-grad 0", ref_loss_noclip, ref_noclip, got, ITERS);
+        check_engine_on_gpu(eng, &g, SIZE_MAX, "clip 0.5", cpu.loss, &ref, ITERS);
+        check_engine_on_gpu(eng, &gn, SIZE_MAX, "--clip-grad 0", cpu_noclip.loss, &ref_noclip,
+                            ITERS);
     }
     /* The disk tier: swap files in the working directory (the machine's disk). */
     g.offload = OFFLOAD_NVME;
     snprintf(g.nvme_dir, sizeof g.nvme_dir, ".");
     const engine_vtbl *zi = engine_find("zero-infinity");
-    check_engine_on_gpu(zi, &g, SIZE_MAX, "--offload nvme", ref_loss, ref, got, ITERS);
+    check_engine_on_gpu(zi, &g, SIZE_MAX, "--offload nvme", cpu.loss, &ref, ITERS);
     g.window = 2;
-    check_engine_on_gpu(&engine_stronghold, &g, SIZE_MAX, "-w 2 --offload nvme", ref_loss, ref, got, ITERS);
-    free(ref);
-    free(ref_noclip);
-    free(got);
+    check_engine_on_gpu(&engine_stronghold, &g, SIZE_MAX, "-w 2 --offload nvme", cpu.loss, &ref,
+                        ITERS);
+    record_free(&cpu);
+    record_free(&cpu_noclip);
+    record_free(&ref);
+    record_free(&ref_noclip);
 }
 
+/* Two identical GPU runs give the same losses and parameters bit for bit, in every math
+ * mode.  Batch 8 of 64 tokens over a vocabulary of 1000 repeats many tokens three and more
+ * times, where a float-atomic embedding gradient would add in a varying order. */
+static void test_repeatable_runs(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    enum { ITERS = 8 };
+    static const char *const names[] = {"fp32", "tf32", "bf16"};
+    for (int m = 0; m < 3; m++) {
+        engine_config g = small_engine_config(2, 777, DEVICE_CUDA);
+        g.shape.batch = 8;
+        g.optim.clip = 1.0;
+        g.tf32 = m == 1;
+        g.bf16 = m == 2;
+        const size_t P = (size_t)gpt_param_count(&g.shape);
+        run_record a = record_new(&g, ITERS), b = record_new(&g, ITERS);
+        run_trajectory(&engine_megatron_lm, &g, SIZE_MAX, ITERS, &a);
+        run_trajectory(&engine_megatron_lm, &g, SIZE_MAX, ITERS, &b);
+        int loss_differ;
+        size_t params_differ;
+        record_compare(&a, &b, ITERS, P, &loss_differ, &params_differ);
+        printf("repeat megatron-lm math=%s iterations=%d: losses differing %d, params differing "
+               "%zu of %zu (last loss %.9f)\n",
+               names[m], ITERS, loss_differ, params_differ, P, a.loss[ITERS - 1]);
+        assert_int_equal(loss_differ, 0);
+        assert_int_equal(params_differ, 0);
+        record_free(&a);
+        record_free(&b);
+    }
+}
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -871,6 +952,7 @@ int main(void)
         cmocka_unit_test(test_engine_cpu_vs_cuda),
         cmocka_unit_test(test_engine_bf16_vs_cpu),
         cmocka_unit_test(test_offload_engines_cuda_vs_cpu),
+        cmocka_unit_test(test_repeatable_runs),
         cmocka_unit_test(test_oom_then_usable),
         cmocka_unit_test(test_profiler_table),
     };

@@ -4,10 +4,11 @@
  * precisions, as ../cpu/cpu_ops.c (the reference they are tested against).
  *
  * Determinism: every reduction below has a fixed order that depends only on the shapes
- * (warp shuffles and shared-memory trees), with one documented exception: dwte in the
- * encoder's backward uses float atomics (see there).
+ * (warp shuffles and shared-memory trees, a stable sort for the encoder's backward); no
+ * float atomics anywhere, so a run repeats bit for bit.
  */
 #include "cuda_common.cuh"
+#include <cub/device/device_radix_sort.cuh>
 #include "../adamw_element.h"
 
 #include <math.h>
@@ -60,44 +61,99 @@ void cu_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const v
     OP_CHECK_LAUNCH(s);
 }
 
-/* dwte[tokens[n]] += dout[n], one thread per element (n, c), with float atomics: a token
- * may occur many times in the batch, and an ordered per-channel walk over all N rows (the
- * CPU's way) has only C-way parallelism and a serial chain of N dependent updates.  The
- * atomics make the summation order of repeated tokens vary between runs (rounding-level
- * differences, ~1e-7 relative); everything else in the backend is deterministic. */
+/* dwte[tokens[n]] += dout[n] without atomics, in the CPU reference's order.  A token may
+ * occur many times in the batch; float atomics would add its rows in whatever order the
+ * threads arrive (a different rounding every run), and the CPU's ordered walk over all N
+ * rows per channel has only C-way parallelism.  Instead:
+ *   1. the row indices 0..N-1 are sorted by token with CUB's radix sort, which is stable,
+ *      so each token's rows stay in ascending n (the scratch is the stream's workspace);
+ *   2. one thread per (sorted position i, channel c) whose i starts a run of equal tokens
+ *      walks that run in order: acc = dwte[tok][c]; acc += dout[n][c] ...; store.
+ * The additions are those of the CPU reference, in its order, so the result depends only
+ * on the inputs (and equals the CPU's bit for bit in fp32). */
 template <typename T_>
 __global__ static void encoder_backward_wte_kernel(float *dwte, const T_ *dout,
-                                                   const int32_t *tokens, int C, size_t total)
+                                                   const int32_t *sorted_tokens,
+                                                   const int32_t *sorted_rows, int N, int C)
 {
-    GRID_STRIDE(i, total) {
-        const size_t n = i / C;
-        const int c = (int)(i % C);
-        atomicAdd(&dwte[(size_t)tokens[n] * C + c], ld_f32(dout[i]));
+    const size_t total = (size_t)N * C;
+    GRID_STRIDE(idx, total) {
+        const int i = (int)(idx / C), c = (int)(idx % C);
+        const int32_t tok = sorted_tokens[i];
+        if (i > 0 && sorted_tokens[i - 1] == tok)
+            continue; /* not the start of tok's run */
+        float *w = &dwte[(size_t)tok * C + c];
+        float acc = *w;
+        for (int j = i; j < N && sorted_tokens[j] == tok; j++)
+            acc += ld_f32(dout[(size_t)sorted_rows[j] * C + c]);
+        *w = acc;
     }
 }
 
-/* dwpe[t] += sum_b dout[b,t], one thread per (t, c), b in order: deterministic. */
+__global__ static void iota_kernel(int32_t *out, int n)
+{
+    GRID_STRIDE(i, (size_t)n) out[i] = (int32_t)i;
+}
+
+/* dwpe[t] += dout[b,t] for b in order (the CPU's order), one thread per (t, c). */
 template <typename T_>
 __global__ static void encoder_backward_wpe_kernel(float *dwpe, const T_ *dout, int B, int T,
                                                    int C)
 {
     const size_t total = (size_t)T * C;
     GRID_STRIDE(i, total) {
-        float sum = 0.0f;
+        float acc = dwpe[i];
         for (int b = 0; b < B; b++)
-            sum += ld_f32(dout[(size_t)b * T * C + i]);
-        dwpe[i] += sum;
+            acc += ld_f32(dout[(size_t)b * T * C + i]);
+        dwpe[i] = acc;
     }
+}
+
+/* Bytes of the stream workspace the sort needs for N rows (keys and rows out, rows in,
+ * CUB's temporary storage after them, each 256-byte aligned); 0 if CUB fails. */
+static size_t encoder_sort_bytes(int N, size_t *cub_bytes)
+{
+    *cub_bytes = 0;
+    if (CUDA_FAILED(cub::DeviceRadixSort::SortPairs(NULL, *cub_bytes, (const int32_t *)NULL,
+                                                     (int32_t *)NULL, (const int32_t *)NULL,
+                                                     (int32_t *)NULL, N)))
+        return 0;
+    const size_t arr = ((size_t)N * sizeof(int32_t) + 255) & ~(size_t)255;
+    return 3 * arr + *cub_bytes;
 }
 
 void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
                          const int32_t *tokens, int B, int T, int C)
 {
-    cudaStream_t st = cu_stream(s)->stream;
-    const size_t total = (size_t)B * T * C, tc = (size_t)T * C;
+    cuda_stream_impl *si = cu_stream(s);
+    cudaStream_t st = si->stream;
+    const int N = B * T;
+    const size_t total = (size_t)N * C, tc = (size_t)T * C;
+    size_t cub_bytes = 0;
+    const size_t need = encoder_sort_bytes(N, &cub_bytes);
+    if (need == 0 || need > CUDA_WORKSPACE_BYTES) {
+        fprintf(stderr, "aebench: encoder backward: sorting %d tokens needs %zu bytes of the "
+                        "stream workspace (%zu)\n", N, need, (size_t)CUDA_WORKSPACE_BYTES);
+        si->failed = 1;
+        return;
+    }
+    const size_t arr = ((size_t)N * sizeof(int32_t) + 255) & ~(size_t)255;
+    char *ws = (char *)si->workspace;
+    int32_t *sorted_tokens = (int32_t *)ws, *sorted_rows = (int32_t *)(ws + arr),
+            *rows = (int32_t *)(ws + 2 * arr);
+    void *cub_tmp = ws + 3 * arr;
+    iota_kernel<<<grid_for((size_t)N, EW_THREADS), EW_THREADS, 0, st>>>(rows, N);
+    OP_CHECK_LAUNCH(s);
+    /* Token ids are < 2^31; sorting only the bits a vocabulary needs would be faster, but
+     * the vocabulary size is not an argument here, and N is small. */
+    if (CUDA_FAILED(cub::DeviceRadixSort::SortPairs(cub_tmp, cub_bytes, tokens, sorted_tokens,
+                                                     rows, sorted_rows, N, 0, 31, st))) {
+        si->failed = 1;
+        return;
+    }
     CU_DISPATCH(s, E,
                 encoder_backward_wte_kernel<E><<<grid_for(total, EW_THREADS), EW_THREADS, 0, st>>>(
-                    dwte, (const E *)dout, tokens, C, total));
+                    dwte, (const E *)dout, sorted_tokens, sorted_rows, N, C));
     OP_CHECK_LAUNCH(s);
     CU_DISPATCH(s, E,
                 encoder_backward_wpe_kernel<E><<<grid_for(tc, EW_THREADS), EW_THREADS, 0, st>>>(
