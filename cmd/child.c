@@ -207,6 +207,8 @@ int run_outcome_read(const char *json_path, run_outcome *o)
     str(cfg, "window", o->window, sizeof o->window);
     str(cfg, "backend", o->backend, sizeof o->backend);
     str(cfg, "dtype", o->dtype, sizeof o->dtype);
+    str(cfg, "fingerprint", o->fingerprint, sizeof o->fingerprint);
+    o->world = (int)num(root, "world");
     const cJSON *sum = cJSON_GetObjectItemCaseSensitive(root, "summary");
     o->median_ms = num(sum, "median_ms");
     o->samples_per_s = num(sum, "samples_per_second");

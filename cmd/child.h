@@ -57,6 +57,8 @@ typedef struct run_outcome {
     char log[PATH_MAX];
     int layers, hidden, heads, seq, batch, vocab, iters, ckpt;
     char window[16], backend[8], dtype[8];
+    char fingerprint[24]; /* cli_fingerprint of its options, hex ("" in JSON from before it) */
+    int world;
     double params;
     double median_ms, samples_per_s, model_tflops, effective_tflops;
     double peak_gpu, peak_host, plan_gpu, plan_host;

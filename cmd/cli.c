@@ -20,7 +20,7 @@ typedef enum opt_id {
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
-    OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY,
+    OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -83,6 +83,7 @@ static const opt_spec specs[] = {
     {OPT_GEMINI_JOB, "gemini-job", 0, ARG_TEXT, "ID", "gemini: the job's id, which names its store (default: made at start)"},
     {OPT_GEMINI_RECOVER, "gemini-recover", 0, ARG_NONE, NULL, "gemini: restore job --gemini-job from its store (the newest version every rank has) and go on"},
     {OPT_CKPT_DIR, "ckpt-dir", 0, ARG_TEXT, "DIR", "gemini: also a persistent checkpoint on disk there (O_DIRECT), what recovery falls back to when every copy of a shard is lost"},
+    {OPT_GEMINI_CKPT_FROM, "gemini-ckpt-from", 0, ARG_INT, "I", "gemini: checkpoint from iteration I on, train the ones before without (the artifact's comparison; default 1)"},
     {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
@@ -150,6 +151,7 @@ static void set_defaults(run_config *rc)
     rc->eng.gemini_placement = GEMINI_GROUP;
     snprintf(rc->eng.gemini_store, sizeof rc->eng.gemini_store, "/dev/shm");
     rc->eng.ckpt_every = 10;
+    rc->eng.gemini_ckpt_from = 1;
     rc->iters = 50;
     rc->log_interval = 10;
     snprintf(rc->results_dir, sizeof rc->results_dir, "results");
@@ -284,6 +286,10 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
             return cli_fail(err, errlen, "%s: path too long", opt);
         break;
     case OPT_CKPT_EVERY: e->ckpt_every = (int)iv; break;
+    case OPT_GEMINI_CKPT_FROM:
+        if (iv < 1) return cli_fail(err, errlen, "%s: '%s' is not an iteration (1 or more)", opt, value);
+        e->gemini_ckpt_from = (int)iv;
+        break;
     case OPT_ZERO_STAGE:
         if (iv > 3) return cli_fail(err, errlen, "%s: '%s' is not a ZeRO stage (0, 1, 2 or 3)", opt, value);
         e->zero_stage = (int)iv;
@@ -1006,6 +1012,24 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
+uint64_t cli_fingerprint(const run_config *rc)
+{
+    enum { MAX_OPTS = 64 };
+    static const char *const ignored[] = {"results", "log-interval", "dry-run", "save-params", "threads",
+                                          "gemini-job", "gemini-recover", "gemini-store"};
+    uint64_t hashes[MAX_OPTS], h = 0xcbf29ce484222325ULL;
+    const char *names[MAX_OPTS];
+    const int n = cli_option_hashes(rc, hashes, names, MAX_OPTS);
+    for (int i = 0; i < n; i++) {
+        int skip = 0;
+        for (size_t k = 0; k < sizeof ignored / sizeof ignored[0]; k++) skip |= strcmp(names[i], ignored[k]) == 0;
+        if (skip) continue;
+        h = fnv1a(h, names[i], strlen(names[i]));
+        h = fnv1a(h, &hashes[i], sizeof hashes[i]);
+    }
+    return h;
+}
+
 int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max)
 {
     const engine_config *e = &rc->eng;
@@ -1057,6 +1081,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"gemini-recover", &e->gemini_recover, sizeof e->gemini_recover},
         {"ckpt-dir", e->ckpt_dir, strlen(e->ckpt_dir)},
         {"ckpt-every", &e->ckpt_every, sizeof e->ckpt_every},
+        {"gemini-ckpt-from", &e->gemini_ckpt_from, sizeof e->gemini_ckpt_from},
     };
     int n = (int)(sizeof fields / sizeof fields[0]);
     if (n > max) n = max;

@@ -104,6 +104,10 @@ int cli_resolve_ranks(run_config *rc, int world, int local_world, char *err, siz
 /* A hash of every parsed value a run acts on, per option (names[i] its long name), so that
  * ranks can check they were all given the same configuration; returns how many (<= max). */
 int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max);
+/* One hash of every option that changes what a run computes or measures (not where it
+ * writes, how often it logs, its threads, or a job id): --resume takes a finished JSON with
+ * the same fingerprint as this run's. */
+uint64_t cli_fingerprint(const run_config *rc);
 
 /* Was the option with this long name given? */
 int cli_given(const run_config *rc, const char *long_name);

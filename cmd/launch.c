@@ -35,11 +35,14 @@ void fault_note(int rank, const char *fmt, ...)
     snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
     va_list ap;
     va_start(ap, fmt);
-    int len = vsnprintf(line, sizeof line - 1, fmt, ap);
+    int len = vsnprintf(line, sizeof line - 40, fmt, ap);
     va_end(ap);
     if (len < 0) return;
-    if ((size_t)len > sizeof line - 2) len = (int)sizeof line - 2;
-    line[len++] = '\n';
+    if ((size_t)len > sizeof line - 41) len = (int)sizeof line - 41;
+    /* second line: when (CLOCK_REALTIME, seconds), for the recovered job's time lost */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    len += snprintf(line + len, 40, "\n%.6f\n", (double)now.tv_sec + 1e-9 * (double)now.tv_nsec);
     /* Best effort: the rank is about to end the job either way. */
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return;
@@ -131,11 +134,13 @@ static void relay_report(const char *notes, char *log_path, size_t log_len, char
     unlink(path);
 }
 
-/* What the ranks' notes say, one "rank R: ..." per note, in rank order; removes them and
- * the directory. */
-static void collect_notes(const char *dir, char *out, size_t len)
+/* What the ranks' notes say, one "rank R: ..." per note, in rank order, and the earliest
+ * time a note was written (CLOCK_REALTIME seconds, its second line; 0 if none); removes them
+ * and the directory. */
+static void collect_notes(const char *dir, char *out, size_t len, double *noted_at)
 {
     out[0] = '\0';
+    *noted_at = 0;
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
@@ -149,7 +154,12 @@ static void collect_notes(const char *dir, char *out, size_t len)
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         FILE *f = fopen(path, "r");
         if (f) {
+            char when[64];
+            double t = 0;
             if (!fgets(line, sizeof line, f)) line[0] = '\0';
+            if (fgets(when, sizeof when, f) && sscanf(when, "%lf", &t) == 1 && t > 0 &&
+                (*noted_at == 0 || t < *noted_at))
+                *noted_at = t;
             fclose(f);
         }
         line[strcspn(line, "\n")] = '\0';
@@ -221,9 +231,10 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
 
 /* One job: mpiexec -n N over this binary with argv[1..], supervised (see launch.h). */
 static int launch_job(int argc, char **argv, const run_config *rc, char *why_out, size_t why_len,
-                      int *interrupted)
+                      int *interrupted, double *failed_at_s)
 {
     if (why_len) why_out[0] = '\0';
+    *failed_at_s = 0;
     *interrupted = 0;
     char mpiexec[PATH_MAX], exe[PATH_MAX], err[512];
     if (find_on_path("mpiexec", mpiexec, sizeof mpiexec) != 0) {
@@ -339,7 +350,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
 
     relay_report(notes, log_path, sizeof log_path, json_path, sizeof json_path);
     char why[700];
-    collect_notes(notes, why, sizeof why);
+    collect_notes(notes, why, sizeof why, failed_at_s);
     int code;
     if (w == pid && WIFEXITED(status)) code = WEXITSTATUS(status);
     else code = EXIT_RUN_ERROR;
@@ -428,16 +439,17 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     const engine_config *e = &rc->eng;
     char why[800];
     int interrupted = 0;
+    double failed_at_s = 0; /* when a rank of the job said it failed (CLOCK_REALTIME s) */
     /* An engine that checkpoints (in memory, or to --ckpt-dir) gets its job relaunched. */
     const engine_vtbl *eng = engine_find(rc->method);
     if (!eng || !(eng->options & ENGINE_OPT_RECOVERS) || (e->gemini_mode == GEMINI_NONE && !e->ckpt_dir[0]))
-        return launch_job(argc, argv, rc, why, sizeof why, &interrupted);
+        return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s);
     /* The job gets an id (its store's name) that its relaunches use too. */
     char id[64], store[PATH_MAX];
     if (e->gemini_job[0]) snprintf(id, sizeof id, "%s", e->gemini_job);
     else ckpt_job_id(id, sizeof id, 's');
     if (ckpt_store_dir(store, sizeof store, e->gemini_store, id))
-        return launch_job(argc, argv, rc, why, sizeof why, &interrupted);
+        return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s);
     char **args = NULL, **again = NULL;
     int n = 0, m = 0, code = EXIT_RUN_ERROR;
     if (strv_push_all(&args, &n, argv, argc) ||
@@ -448,7 +460,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    code = launch_job(n, args, rc, why, sizeof why, &interrupted);
+    code = launch_job(n, args, rc, why, sizeof why, &interrupted, &failed_at_s);
     /* (a job we were told to stop is not relaunched: its store goes, as at a normal end) */
     for (int relaunch = 1; code != 0 && !interrupted && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
                            relaunch <= GEMINI_RELAUNCHES; relaunch++) {
@@ -489,16 +501,24 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         char num[32];
         snprintf(num, sizeof num, "%.3f", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
         setenv("AEBENCH_RECOVERY_LOST_S", num, 1);
+        /* when the failure happened (a rank's note), else when we saw the job end: the
+         * recovered job counts the time lost from there */
+        struct timespec seen;
+        clock_gettime(CLOCK_REALTIME, &seen);
+        snprintf(num, sizeof num, "%.6f",
+                 failed_at_s > 0 ? failed_at_s : (double)seen.tv_sec + 1e-9 * (double)seen.tv_nsec);
+        setenv("AEBENCH_RECOVERY_FAILED_S", num, 1);
         if (rc->fail_at > 0) { /* (an injected fault says where; a real crash does not) */
             snprintf(num, sizeof num, "%d", rc->fail_at);
             setenv("AEBENCH_RECOVERY_FAILED_AT", num, 1);
         }
         t0 = t1;
-        code = launch_job(m, again, rc, why, sizeof why, &interrupted);
+        code = launch_job(m, again, rc, why, sizeof why, &interrupted, &failed_at_s);
     }
     unsetenv("AEBENCH_RECOVERY");
     unsetenv("AEBENCH_RECOVERY_LOST_S");
     unsetenv("AEBENCH_RECOVERY_FAILED_AT");
+    unsetenv("AEBENCH_RECOVERY_FAILED_S");
     strv_free(&again, &m);
     strv_free(&args, &n);
     remove_store(store);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,11 @@ typedef struct run_state {
     int nnotes;
     double setup_ms;         /* the engine's init: allocation, pinning, initialisation */
     engine_resume resume;    /* what the engine recovered (iteration 0: nothing) */
+    /* A recovered job's time lost (CLOCK_REALTIME seconds): the failure (from the supervisor),
+     * this process's training start, and when it was back where the failed job was (the end
+     * of the iteration before the failed one), 0 until then. */
+    double failed_s, train_start_s, back_s;
+    int back_iteration;
     int status;              /* EXIT_RUN_* */
     char message[512];       /* why, when status is not ok */
     const char *oom_device;  /* "GPU" or "host" when status is oom */
@@ -206,6 +212,90 @@ static double median_iteration_ms(const run_state *s)
     return med;
 }
 
+/* ---- gemini: the Gemini artifact's comparison in one job (--gemini-ckpt-from) -------------
+ * Its runs train some warm-up steps, then 10 without checkpoints, then the rest with, and keep
+ * every step time (results.json).  Ours: the iterations before --gemini-ckpt-from are without;
+ * the first min(8, half of them) are the warm-up; interleave's first checkpointed steps are
+ * its measuring warm-up (checkpointed naively). */
+static int gemini_warmup_steps(const engine_config *ec)
+{
+    const int before = ec->gemini_ckpt_from - 1;
+    return before / 2 < 8 ? before / 2 : 8;
+}
+
+static const char *gemini_phase(const engine_config *ec, int iteration, const step_result *r)
+{
+    if (iteration <= gemini_warmup_steps(ec)) return "warmup";
+    if (iteration < ec->gemini_ckpt_from || !r->has_ckpt) return "no_checkpoint";
+    return r->ckpt_warmup ? "checkpoint_warmup" : "checkpoint";
+}
+
+/* Mean and standard deviation of the step times (ms) of one phase; how many. */
+static int phase_stats(const run_state *s, const char *phase, double *mean, double *sd)
+{
+    double sum = 0, sq = 0;
+    int n = 0;
+    for (int i = s->first; i < s->done; i++) {
+        if (strcmp(gemini_phase(&s->ec, i + 1, &s->iters[i].r), phase) != 0) continue;
+        sum += s->iters[i].ms;
+        sq += s->iters[i].ms * s->iters[i].ms;
+        n++;
+    }
+    *mean = n ? sum / n : 0;
+    *sd = n > 1 ? sqrt((sq - sum * sum / n) / (n - 1) > 0 ? (sq - sum * sum / n) / (n - 1) : 0) : 0;
+    return n;
+}
+
+/* The artifact's results.json for this job, and our comparison: the JSON's "gemini". */
+static void json_gemini(cJSON *root, const run_state *s)
+{
+    cJSON *g = cJSON_AddObjectToObject(root, "gemini");
+    static const char *const modes[] = {"none", "naive", "interleave"};
+    cJSON_AddStringToObject(g, "mode", modes[s->ec.gemini_mode]);
+    cJSON_AddNumberToObject(g, "checkpoint_from", s->ec.gemini_ckpt_from);
+    cJSON_AddNumberToObject(g, "warmup_steps", gemini_warmup_steps(&s->ec));
+    cJSON *times = cJSON_AddArrayToObject(g, "step_times");
+    for (int i = s->first; i < s->done; i++) cJSON_AddItemToArray(times, cJSON_CreateNumber(s->iters[i].ms / 1e3));
+    /* the steady checkpoints: sizes and times are medians over them */
+    double *v = malloc(3 * (size_t)(s->done > 0 ? s->done : 1) * sizeof *v);
+    if (!v) return;
+    double *bytes = v, *ms = v + s->done, *exposed = v + 2 * s->done, idle = 0;
+    int n = 0;
+    for (int i = s->first; i < s->done; i++) {
+        const step_result *r = &s->iters[i].r;
+        if (strcmp(gemini_phase(&s->ec, i + 1, r), "checkpoint") != 0) continue;
+        bytes[n] = r->ckpt_bytes;
+        ms[n] = r->ckpt_ms;
+        exposed[n] = r->ckpt_exposed_ms;
+        idle = r->ckpt_idle_ms;
+        n++;
+    }
+    if (n > 0) {
+        const double ck = median_of(ms, n) / 1e3;
+        cJSON_AddNumberToObject(g, "checkpoint_size", median_of(bytes, n));
+        cJSON_AddNumberToObject(g, "idle_time", idle / 1e3);
+        cJSON_AddNumberToObject(g, "checkpoint_time", ck);
+        cJSON_AddNumberToObject(g, "exposed_time", median_of(exposed, n) / 1e3);
+        cJSON_AddNumberToObject(g, "gemini_idle_time", idle / 1e3 - ck);
+    }
+    free(v);
+    double mean, sd;
+    int k = phase_stats(s, "no_checkpoint", &mean, &sd);
+    if (k > 0) {
+        cJSON_AddNumberToObject(g, "no_checkpoint_steps", k);
+        cJSON_AddNumberToObject(g, "no_checkpoint_ms", mean);
+        cJSON_AddNumberToObject(g, "no_checkpoint_sd_ms", sd);
+    }
+    const double base = mean;
+    k = phase_stats(s, "checkpoint", &mean, &sd);
+    if (k > 0) {
+        cJSON_AddNumberToObject(g, "checkpoint_steps", k);
+        cJSON_AddNumberToObject(g, "checkpoint_ms", mean);
+        cJSON_AddNumberToObject(g, "checkpoint_sd_ms", sd);
+        if (base > 0) cJSON_AddNumberToObject(g, "slowdown", mean / base);
+    }
+}
+
 static int write_json(run_state *s)
 {
     const run_config *rc = s->rc;
@@ -237,6 +327,9 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(cfg, "log_interval", rc->log_interval);
     cJSON_AddNumberToObject(cfg, "seed", (double)ec->seed);
     cJSON_AddBoolToObject(cfg, "ckpt", ec->ckpt);
+    char fingerprint[24];
+    snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(rc));
+    cJSON_AddStringToObject(cfg, "fingerprint", fingerprint);
     cJSON_AddStringToObject(cfg, "dtype", ec->bf16 ? "bf16" : "fp32");
     cJSON_AddStringToObject(cfg, "math", ec->device == DEVICE_CPU ? "fp32" : ec->tf32 ? "tf32" : "fp32");
     cJSON_AddStringToObject(cfg, "backend", ec->device == DEVICE_CUDA ? "cuda" : "cpu");
@@ -311,6 +404,15 @@ static int write_json(run_state *s)
         }
         const char *lost = getenv("AEBENCH_RECOVERY_LOST_S");
         if (lost && *lost) cJSON_AddNumberToObject(rec, "previous_job_seconds", atof(lost));
+        if (s->failed_s > 0 && s->back_s > 0) {
+            /* from the failure to being back where the failed job was (the part of the failed
+             * iteration done before the failure is not counted) */
+            cJSON_AddNumberToObject(rec, "back_at_iteration", s->back_iteration);
+            cJSON_AddNumberToObject(rec, "time_lost_s", s->back_s - s->failed_s);
+            cJSON_AddNumberToObject(rec, "relaunch_s", s->train_start_s - s->failed_s);
+            cJSON_AddNumberToObject(rec, "setup_s", s->setup_ms / 1e3);
+            cJSON_AddNumberToObject(rec, "redo_s", s->back_s - s->train_start_s - s->setup_ms / 1e3);
+        }
     }
     cJSON *notes = cJSON_AddArrayToObject(root, "engine_notes");
     for (int i = 0; notes && i < s->nnotes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(s->notes[i]));
@@ -351,8 +453,11 @@ static int write_json(run_state *s)
             cJSON_AddNumberToObject(c, "exposed_ms", r->r.ckpt_exposed_ms);
             cJSON_AddNumberToObject(c, "idle_ms", r->r.ckpt_idle_ms);
         }
+        if (s->eng->options & ENGINE_OPT_RECOVERS)
+            cJSON_AddStringToObject(o, "phase", gemini_phase(ec, i + 1, &r->r));
         cJSON_AddItemToArray(its, o);
     }
+    if (s->eng->options & ENGINE_OPT_RECOVERS) json_gemini(root, s);
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON_AddNumberToObject(sum, "iterations_run", s->done - s->first);
     if (s->first > 0) cJSON_AddNumberToObject(sum, "resumed_after", s->first);
@@ -460,8 +565,9 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
                 cur->r.busy_ms[BUSY_COMM], cur->r.bytes_comm / 1e9);
     if (cur->r.has_ckpt)
         logline(s, "checkpoint (rank 0, last iteration) | GB: %.3f | ms: %.1f | exposed ms: %.1f | "
-                   "hidden ms: %.1f | collectives' idle ms: %.1f", cur->r.ckpt_bytes / 1e9, cur->r.ckpt_ms,
-                cur->r.ckpt_exposed_ms, cur->r.ckpt_ms - cur->r.ckpt_exposed_ms, cur->r.ckpt_idle_ms);
+                   "hidden ms: %.1f | collectives' idle ms: %.1f | phase: %s", cur->r.ckpt_bytes / 1e9, cur->r.ckpt_ms,
+                cur->r.ckpt_exposed_ms, cur->r.ckpt_ms - cur->r.ckpt_exposed_ms, cur->r.ckpt_idle_ms,
+                gemini_phase(ec, last, &cur->r));
     if (s->rank == 0) {
         printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->rc->iters,
                loss, cur->r.grad_norm, ms);
@@ -572,8 +678,28 @@ static int ranks_agree(run_state *s)
     return ok;
 }
 
+static double realtime_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A recovered job is back where the failed one was: say what the failure cost. */
+static void recovery_back(run_state *s)
+{
+    s->back_s = realtime_s();
+    if (s->failed_s <= 0) return;
+    const int redone = s->back_iteration - s->resume.iteration;
+    logline(s, "recovery: back at iteration %d %.2f s after the failure | relaunch %.2f s | setup and restore "
+            "%.2f s (restore %.2f s) | %d iteration%s redone in %.2f s", s->back_iteration,
+            s->back_s - s->failed_s, s->train_start_s - s->failed_s, s->setup_ms / 1e3, s->resume.ms / 1e3,
+            redone, redone == 1 ? "" : "s", s->back_s - s->train_start_s - s->setup_ms / 1e3);
+}
+
 static void train(run_state *s, gpt_backend *be, const data_source *data, const comm_world *comm)
 {
+    s->train_start_s = realtime_s();
     const run_config *rc = s->rc;
     engine_env env = {
         .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host,
@@ -586,6 +712,12 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     int rc_ = s->eng->init(&env, &state);
     s->setup_ms = wall_ms() - setup0;
     if (rc_ == GPT_OK) report_setup(s);
+    if (rc_ == GPT_OK && (s->eng->options & ENGINE_OPT_RECOVERS)) {
+        /* what scripts/case6_extract.sh reads the phases of the step lines from */
+        static const char *const modes[] = {"none", "naive", "interleave"};
+        logline(s, "gemini | mode: %s | checkpoint from iteration: %d | warm-up steps: %d",
+                modes[s->ec.gemini_mode], s->ec.gemini_ckpt_from, gemini_warmup_steps(&s->ec));
+    }
     if (rc_ == GPT_ERR_OOM) {
         set_oom(s, oom_budget(s));
     } else if (rc_ == GPT_ERR_IO) {
@@ -626,6 +758,13 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         /* the supervisor's account of the failure (--ranks relaunches set it) */
         const char *why = getenv("AEBENCH_RECOVERY");
         if (why && *why) engine_said(s, why);
+        const char *failed_s = getenv("AEBENCH_RECOVERY_FAILED_S"), *at = getenv("AEBENCH_RECOVERY_FAILED_AT");
+        s->failed_s = failed_s && *failed_s ? atof(failed_s) : 0;
+        /* back where the failed job was: the end of the iteration before the failed one (a
+         * crash that names no iteration: where this job resumes) */
+        s->back_iteration = at && *at && atoi(at) - 1 > s->first ? atoi(at) - 1 : s->first;
+        if (s->back_iteration > rc->iters) s->back_iteration = rc->iters;
+        if (s->back_iteration <= s->first) recovery_back(s);
     }
     int memory_reported = 0, last_logged = s->first;
     for (int it = s->first + 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
@@ -653,6 +792,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         }
         s->iters[it - 1] = (iter_record){.r = r, .ms = t1 - t0};
         s->done = it;
+        if (s->resume.iteration > 0 && it == s->back_iteration && s->back_s == 0) recovery_back(s);
         if (it % rc->log_interval == 0 || it == rc->iters) {
             log_interval(s, last_logged, it, &memory_reported);
             last_logged = it;
@@ -660,6 +800,15 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     }
     free(tokens);
     free(targets);
+    if (s->eng->options & ENGINE_OPT_RECOVERS) {
+        /* the artifact's Figure 7 comparison, when this job has both kinds of steps */
+        double base, base_sd, with, with_sd;
+        const int nb = phase_stats(s, "no_checkpoint", &base, &base_sd),
+                  nw = phase_stats(s, "checkpoint", &with, &with_sd);
+        if (nb > 0 && nw > 0)
+            logline(s, "gemini: steps without checkpoints %.1f ms (sd %.1f, %d steps), with %.1f ms (sd %.1f, %d "
+                    "steps): %.3fx", base, base_sd, nb, with, with_sd, nw, with / base);
+    }
     if (s->status == EXIT_RUN_OK && rc->save_params[0]) save_params(s, state);
     s->eng->free(state);
 }

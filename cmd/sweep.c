@@ -182,8 +182,9 @@ static int find_done(const item *it, const child_result *pr, run_outcome *found)
     DIR *d = opendir(it->rc.results_dir);
     if (!d) return -1;
     const engine_vtbl *eng = engine_find(it->rc.method);
-    char w[16];
+    char w[16], fingerprint[24];
     window_text(&it->rc, w, sizeof w);
+    snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(&it->rc));
     struct dirent *de;
     struct timespec newest = {0, 0};
     int have = 0;
@@ -201,7 +202,9 @@ static int find_done(const item *it, const child_result *pr, run_outcome *found)
                     o.seq == pr->shape[3] && o.batch == pr->shape[4] && o.vocab == pr->shape[5] &&
                     strcmp(o.window, w) == 0 && o.iters == it->rc.iters &&
                     strcmp(o.backend, pr->backend) == 0 && o.ckpt == it->rc.eng.ckpt &&
-                    strcmp(o.dtype, it->rc.eng.bf16 ? "bf16" : "fp32") == 0;
+                    strcmp(o.dtype, it->rc.eng.bf16 ? "bf16" : "fp32") == 0 &&
+                    (o.world ? o.world : 1) == (it->rc.ranks > 1 ? it->rc.ranks : 1) &&
+                    (!o.fingerprint[0] || strcmp(o.fingerprint, fingerprint) == 0);
         if (match && (!have || st.st_mtim.tv_sec > newest.tv_sec ||
                       (st.st_mtim.tv_sec == newest.tv_sec && st.st_mtim.tv_nsec > newest.tv_nsec))) {
             have = 1;

@@ -82,6 +82,9 @@ typedef struct engine_config {
     char gemini_store[ENGINE_PATH_MAX];
     char gemini_job[64];
     int gemini_recover;
+    /* gemini: the first iteration that is checkpointed (1: all; the Gemini artifact's runs
+     * train some steps without checkpoints first, to compare) */
+    int gemini_ckpt_from;
     /* gemini: the persistent checkpoint (--ckpt-dir, every --ckpt-every iterations; 0: none),
      * what recovery falls back to when every in-memory copy of some shard is lost */
     char ckpt_dir[ENGINE_PATH_MAX];
@@ -162,6 +165,7 @@ typedef struct step_result {
     int has_ckpt;
     double ckpt_bytes, ckpt_ms, ckpt_exposed_ms;
     double ckpt_idle_ms;  /* interleave: the training collectives' idle time its plan used */
+    int ckpt_warmup;      /* interleave: a step checkpointed naively while it measures */
 } step_result;
 
 struct engine_resume;

@@ -31,6 +31,8 @@
  *             checksumming falls a whole step behind)
  * When (--gemini-mode):
  *   none        never (megatron-lm's step; --ckpt-dir alone is traditional checkpointing)
+ *   (any mode trains the iterations before --gemini-ckpt-from as none: the artifact's runs
+ *   compare steps without and with checkpoints in one job)
  *   naive       right after the step; the host waits for all three streams (all of it exposed)
  *   interleave  3 steps as naive, measuring (hooks in megatron-lm's step, megatron_lm.h) when
  *               each training collective starts and ends, the idle spans between them (both
@@ -896,7 +898,9 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
 {
     gemini_state *st = state;
     const int mode = st->env.cfg->gemini_mode;
-    if (mode == GEMINI_NONE) return engine_megatron_lm.step(st->mega, iteration, tokens, targets, out);
+    /* none, and the steps before --gemini-ckpt-from: megatron-lm's step alone */
+    if (mode == GEMINI_NONE || iteration < st->env.cfg->gemini_ckpt_from)
+        return engine_megatron_lm.step(st->mega, iteration, tokens, targets, out);
     st->out = out;
     st->iteration = iteration;
     st->ncoll = 0;
@@ -942,6 +946,7 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
     out->ckpt_ms = out->ckpt_exposed_ms = wall_ms() - t0;
     out->ms_optimizer += out->ckpt_ms;
     if (mode == GEMINI_INTERLEAVE) {
+        out->ckpt_warmup = 1;
         /* warm-up: from the second step on (the first carries one-time costs), the idle spans
          * and a chunk's time alone; the plan after GEMINI_WARMUP steps */
         st->warm++;
