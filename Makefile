@@ -97,6 +97,11 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJS)
 
 tests: $(TEST_PROGS)
 
+# Case 6's recovery probabilities (scripts/case6_extract.sh runs it): plain C, no libraries.
+$(BUILD)/case6_recovery: scripts/case6_recovery.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) -O2 $(WARN) -o $@ $<
+
 # Benchmarks: the kernels and the runtime they measure, nothing of cmd/ (so no cJSON).
 BENCH_OBJS := $(KERNEL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/engines/runtime/cpu_adam.o $(CUDA_OBJS)
 bench-tools: $(BUILD)/bench/host_adam $(BUILD)/bench/disk_bw

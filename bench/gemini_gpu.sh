@@ -1,74 +1,94 @@
 #!/usr/bin/env bash
-# The gemini engine on the two-GPU machine (nvidia-h200-x2): the artifact's case 6, iteration
-# time without a checkpoint, with one after every step (naive) and with one interleaved into
-# the next step's idle collective time, beside megatron-lm ZeRO-3 in the same call; then a
-# hardware failure of rank 1 under --ranks 2 (relaunch, a peer's copy, recovery), its time.
-#
+# The gemini engine on the two-GPU machine (nvidia-h200-x2), in one call:
+#  1. case 6 (configs/case6.json): l16 h2048, global batch 32 — 4 micro-batches of 4 per rank,
+#     chosen so that one step (~4 x 140 ms) outlasts the checkpoint's own device-to-host
+#     copies (2 shards x 3 arrays x P/2 floats ~ 10.9 GB per rank, ~0.25 s at the PCIe rate
+#     measured here); 8 warm-up steps, 10 without checkpoints, 22 with; modes none, naive,
+#     interleave; then scripts/case6_extract.sh (the CSVs come back, figures are drawn at home);
+#  2. the losses: interleave and naive against none, every iteration bit for bit (a checkpoint
+#     must not change the training);
+#  3. recovery under --ranks 2 (interleave): a hardware failure of rank 1 and a software
+#     failure of rank 0 at iteration 26, each recovered job's losses against the run without
+#     failure bit for bit, its time lost, bytes fetched and restore time;
+#  4. the disk: the same state written to a persistent checkpoint (--ckpt-dir, O_DIRECT) every
+#     5 iterations, its time and GB/s; and both ranks lost (falls back to it).
 # On the device machine, from the repository root, with .deps carried:
 #   bash bench/gemini_gpu.sh "$OUT"
-# LAYERS (default 32), ITERS (default 16), STORE (default /dev/shm when it has room, else /tmp).
+# STORE (default /dev/shm when it has room for both ranks' stores, else /tmp).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/dp_env.sh
-L=${LAYERS:-32}
-IT=${ITERS:-16}
 store=${STORE:-/dev/shm}
 free_gb=$(df -BG --output=avail "$store" 2>/dev/null | tail -n 1 | tr -dc 0-9)
 echo "store $store: ${free_gb:-?} GB free"
-if [ -z "${STORE:-}" ] && [ "${free_gb:-0}" -lt 100 ]; then
+if [ -z "${STORE:-}" ] && [ "${free_gb:-0}" -lt 60 ]; then
     store=/tmp
-    echo "(too small for two ranks' stores at l$L: using $store, $(df -BG --output=avail /tmp | tail -n 1) free)"
+    echo "(too small for two ranks' stores: using $store, $(df -BG --output=avail /tmp | tail -n 1) free)"
 fi
-big=(-l "$L" -h 2048 -b 4 --iters "$IT" --log-interval "$IT")
 
-echo "== l$L h2048 b4 TF32, 2 ranks: megatron-lm ZeRO-3 and gemini none / naive / interleave"
-run zero3 2 "${big[@]}" --zero-stage 3
-for mode in none naive interleave; do
-    run "gemini_$mode" 2 "${big[@]}" -m gemini --gemini-mode "$mode" --gemini-store "$store"
-    grep -h "gemini interleave:\|gemini: job" "$out/gemini_$mode.txt" | head -n 2
-done
-python3 - "$out" <<'EOF'
-import glob, json, statistics, sys
-out = sys.argv[1]
-def load(tag):
-    f = glob.glob(f"{out}/res_{tag}/*.json")
-    return json.load(open(f[0])) if f else None
-ref = load("zero3")
-print("| run | median ms/it | samples/s | vs ZeRO-3 | checkpoint GB/rank | ckpt ms | exposed ms | hidden ms |")
-print("|---|---|---|---|---|---|---|---|")
-for tag in ("zero3", "gemini_none", "gemini_naive", "gemini_interleave"):
-    d = load(tag)
-    if not d:
-        print(f"| {tag} | failed | | | | | | |")
-        continue
-    s = d["summary"]
-    its = [i for i in d["iterations"] if i["iteration"] > 4]  # past interleave's warm-up
-    ck = [i["checkpoint"] for i in its if "checkpoint" in i]
-    med = lambda k: statistics.median(c[k] for c in ck) if ck else 0
-    gb = med("bytes") / 1e9
-    ratio = s["median_ms"] / ref["summary"]["median_ms"] if ref else float("nan")
-    print(f"| {tag} | {s['median_ms']:.1f} | {s['samples_per_second']:.2f} | {ratio:.3f} | {gb:.2f} | "
-          f"{med('ms'):.1f} | {med('exposed_ms'):.1f} | {med('ms') - med('exposed_ms'):.1f} |")
-EOF
-
-echo "== hardware failure of rank 1 at iteration 10 (interleave), --ranks 2 relaunches and recovers"
+echo "== case 6: configs/case6.json"
 SECONDS=0
-timeout 500 ./aebench --device cuda "${big[@]}" --ranks 2 -m gemini --gemini-store "$store" \
-    --fail-at 10 --fail-rank 1 --fail-kind hardware --results "$out/res_fail" >"$out/fail.txt" 2>&1
-echo "exit $? in $SECONDS s"
-grep -h "relaunching\|recovered\|fetched\|killed" "$out/fail.txt" | head -n 6
-python3 - "$out" <<'EOF'
-import glob, json, sys
+timeout 480 ./aebench --config configs/case6.json --device cuda --gemini-store "$store" --results "$out/case6" >"$out/case6.txt" 2>&1
+echo "case 6 exit $? in $SECONDS s"
+grep -h "^gemini: steps without\|gemini interleave:\|each checkpoint copies" "$out"/case6/log_gemini_*.txt
+bash scripts/case6_extract.sh -r "$out/case6" && cp "$out"/case6/case6*.csv "$dest/"
+cat "$out/case6/case6.csv"
+
+fail() { # tag extra-args...
+    local tag=$1
+    shift
+    SECONDS=0
+    timeout 400 ./aebench --device cuda -m gemini -l 16 -h 2048 -b 4 --global-batch 32 --iters 32 --log-interval 1 \
+        --gemini-ckpt-from 19 --ranks 2 --gemini-store "$store" --results "$out/res_$tag" "$@" >"$out/$tag.txt" 2>&1
+    echo "$tag: exit $? in $SECONDS s"
+    grep -h "relaunching\|recovered at\|^recovery:\|fell back\|persistent" "$out/$tag.txt" "$out"/res_"$tag"/*.txt 2>/dev/null | sort -u | head -n 6
+}
+echo "== recovery"
+fail hw --fail-at 26 --fail-rank 1 --fail-kind hardware
+fail sw --fail-at 26 --fail-rank 0 --fail-kind software
+echo "== the disk: a persistent checkpoint every 5 iterations (none mode), and both ranks lost"
+fail disk --gemini-mode none --ckpt-dir "$out/ckdisk" --ckpt-every 5
+fail both --ckpt-dir "$out/ckboth" --ckpt-every 5 --fail-at 26 --fail-rank 0,1 --fail-kind hardware
+
+python3 - "$out" <<'PY' | tee "$out/table.md"
+import glob, json, os, statistics, sys
 out = sys.argv[1]
-ref = {i["iteration"]: i["loss"] for i in json.load(open(glob.glob(f"{out}/res_zero3/*.json")[0]))["iterations"]}
-for f in sorted(glob.glob(f"{out}/res_fail/*.json")):
-    d = json.load(open(f))
-    its = d.get("iterations", [])
-    if not its or d["summary"].get("resumed_after") is None:
-        continue
-    worst = max(abs(i["loss"] - ref[i["iteration"]]) / abs(ref[i["iteration"]]) for i in its)
-    print(f"recovered job: resumed after iteration {d['summary']['resumed_after']}, iterations "
-          f"{its[0]['iteration']}-{its[-1]['iteration']}, largest relative loss difference to ZeRO-3 "
-          f"without failure {worst:.3g}")
-EOF
+def runs(d):
+    return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, d, "log_*.json")))]
+case6 = {r["gemini"]["mode"]: r for r in runs("case6") if "gemini" in r}
+ref = case6.get("none")
+ref_loss = {i["iteration"]: i["loss"] for i in ref["iterations"]} if ref else {}
+print("| mode | without ckpt ms | with ckpt ms | slowdown | ckpt GB/rank | ckpt ms | exposed ms | idle ms | losses == none |")
+print("|---|---|---|---|---|---|---|---|---|")
+for mode in ("none", "naive", "interleave"):
+    r = case6.get(mode)
+    if not r:
+        print(f"| {mode} | failed | | | | | | | |"); continue
+    g = r["gemini"]
+    same = sum(1 for i in r["iterations"] if ref_loss.get(i["iteration"]) == i["loss"])
+    print(f"| {mode} | {g.get('no_checkpoint_ms', 0):.1f} ± {g.get('no_checkpoint_sd_ms', 0):.1f} | "
+          f"{g.get('checkpoint_ms', 0):.1f} ± {g.get('checkpoint_sd_ms', 0):.1f} | {g.get('slowdown', 0):.3f} | "
+          f"{g.get('checkpoint_size', 0) / 1e9:.2f} | {1e3 * g.get('checkpoint_time', 0):.1f} | "
+          f"{1e3 * g.get('exposed_time', 0):.1f} | {1e3 * g.get('idle_time', 0):.1f} | {same}/{len(r['iterations'])} |")
+print()
+print("| failure | restored | from | fetched GB | restore s | time lost s | relaunch s | setup s | redo s | recovered losses == no failure |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for tag in ("hw", "sw", "both"):
+    rec = [r for r in runs(f"res_{tag}") if r.get("recovery")]
+    if not rec:
+        print(f"| {tag} | none | | | | | | | | |"); continue
+    r = rec[-1]; v = r["recovery"]
+    its = r["iterations"]
+    same = sum(1 for i in its if ref_loss.get(i["iteration"]) == i["loss"])
+    print(f"| {tag} | {v['restored_iteration']} | {v['from']} | {v['fetched_bytes'] / 1e9:.2f} | {v['ms'] / 1e3:.2f} | "
+          f"{v.get('time_lost_s', float('nan')):.1f} | {v.get('relaunch_s', float('nan')):.1f} | "
+          f"{v.get('setup_s', float('nan')):.1f} | {v.get('redo_s', float('nan')):.1f} | {same}/{len(its)} |")
+d = runs("res_disk")
+if d:
+    w = [i["checkpoint"] for i in d[-1]["iterations"] if "checkpoint" in i and i["checkpoint"]["bytes"] > 0]
+    if w:
+        ms = statistics.median(c["ms"] for c in w); gb = statistics.median(c["bytes"] for c in w) / 1e9
+        print(f"\npersistent checkpoint (O_DIRECT, per rank, both ranks at once): {gb:.2f} GB in {ms:.0f} ms "
+              f"= {gb / ms * 1e3:.2f} GB/s, {len(w)} writes")
+PY
 echo "total: $(( $(date +%s) - t0 )) s"

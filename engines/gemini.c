@@ -927,6 +927,8 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
         out->ckpt_ms = st->pending ? (double)floats_total(st) * st->ms_per_float : 0;
         out->ckpt_exposed_ms = exposed;
         out->ckpt_idle_ms = st->idle_ms;
+        /* the plan's first step has nothing to send (the last naive step sent its own) */
+        out->ckpt_warmup = !st->pending;
         st->pending = iteration;
         return GPT_OK;
     }
