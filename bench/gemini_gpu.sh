@@ -47,6 +47,7 @@ echo "== recovery"
 fail hw --fail-at 26 --fail-rank 1 --fail-kind hardware
 fail sw --fail-at 26 --fail-rank 0 --fail-kind software
 echo "== the disk: a persistent checkpoint every 5 iterations (none mode), and both ranks lost"
+mkdir -p "$out/ckdisk" "$out/ckboth"
 fail disk --gemini-mode none --ckpt-dir "$out/ckdisk" --ckpt-every 5
 fail both --ckpt-dir "$out/ckboth" --ckpt-every 5 --fail-at 26 --fail-rank 0,1 --fail-kind hardware
 

@@ -202,7 +202,9 @@ typedef struct gemini_state {
     gemini_placement p;
     engine_allocs mem;       /* the staging chunks */
     coll_group *comm;        /* the checkpoint's own communicator and stream */
-    gpt_stream *d2h;
+    gpt_stream *d2h;         /* the peers' chunks, staging to their slots */
+    gpt_stream *own_d2h;     /* this rank's own arrays to its slot: a stream of their own, so
+                                that the staging chunks never wait behind them */
     gpt_stream *verify;      /* the versions' checksums (host tasks), off the copies' path */
     gpt_event *ev_step, *ev_recv[2], *ev_free[2];
     gpt_event *ev_copied, *ev_verified[CKPT_VERSIONS];
@@ -228,6 +230,7 @@ typedef struct gemini_state {
     gpt_event *ev_opt, *ev_ck_start, *ev_ck_done, *ev_d2h_done;
     gpt_event *ev_own_start, *ev_own_done; /* around this rank's own copy home */
     double ms_per_d2h_float;               /* its rate (warm-up: the PCIe bound) */
+    double fill;             /* the share of a span the plan fills (AEBENCH_GEMINI_FILL, 0.9) */
 } gemini_state;
 
 static void gemini_free(void *state)
@@ -235,6 +238,7 @@ static void gemini_free(void *state)
     gemini_state *st = state;
     if (!st) return;
     if (st->d2h) (void)gpt_stream_sync(st->d2h);
+    if (st->own_d2h) (void)gpt_stream_sync(st->own_d2h);
     if (st->verify) (void)gpt_stream_sync(st->verify);
     coll_close(st->comm);
     if (st->mega) engine_megatron_lm.free(st->mega);
@@ -262,6 +266,7 @@ static void gemini_free(void *state)
         gpt_event_destroy(st->ev_free[i]);
     }
     if (st->d2h) st->env.be->ops->stream_destroy(st->d2h);
+    if (st->own_d2h) st->env.be->ops->stream_destroy(st->own_d2h);
     if (st->verify) st->env.be->ops->stream_destroy(st->verify);
     gpt_event_destroy(st->ev_copied);
     for (int v = 0; v < CKPT_VERSIONS; v++) gpt_event_destroy(st->ev_verified[v]);
@@ -311,14 +316,14 @@ static int complete_run(void *arg)
     return 0;
 }
 
-/* Slot s's copies of version v are issued on d2h: its checksums and its "complete" mark follow
+/* Slot s's copies of version v are issued on `copies`: its checksums and its "complete" mark follow
  * on the verify stream, so that the copies of the next slot (and compute, which waits only
  * for the copies) do not wait for them. */
-static int complete_slot(gemini_state *st, int slot, int version)
+static int complete_slot(gemini_state *st, int slot, int version, gpt_stream *copies)
 {
     complete_task t = {.store = st->store, .slot = slot, .version = version};
     int rc;
-    if ((rc = gpt_event_record(st->ev_copied, st->d2h)) || (rc = gpt_stream_wait_event(st->verify, st->ev_copied)) ||
+    if ((rc = gpt_event_record(st->ev_copied, copies)) || (rc = gpt_stream_wait_event(st->verify, st->ev_copied)) ||
         (rc = gpt_stream_host_task(st->verify, complete_run, &t, sizeof t)) ||
         (rc = gpt_event_record(st->ev_verified[version], st->verify)))
         return rc;
@@ -523,7 +528,14 @@ static int gemini_init(const engine_env *env, void **state)
     int rc = engine_megatron_lm.init(&st->menv, &st->mega);
     if (rc) return rc;
     if ((rc = megatron_shard_state_of(st->mega, &st->shard))) return rc;
-    if ((rc = coll_open(&st->comm, env->be, env->rank, env->world))) return rc;
+    /* The checkpoint's sendrecvs run beside the training's kernels, and NCCL's default takes
+     * many SMs for them: 4 thread blocks carry a chunk faster than the PCIe copy that follows
+     * it, and cost the training less (bench/results/2026-11-24-h200x2-gemini: 1.123-1.138x of
+     * the step without checkpoints against 1.144-1.156x).  AEBENCH_GEMINI_CTAS overrides (0:
+     * NCCL's choice); AEBENCH_GEMINI_FILL is the share of each idle span the plan fills. */
+    const char *ctas = getenv("AEBENCH_GEMINI_CTAS"), *fill = getenv("AEBENCH_GEMINI_FILL");
+    st->fill = fill && atof(fill) > 0 && atof(fill) <= 1 ? atof(fill) : 0.9;
+    if ((rc = coll_open_capped(&st->comm, env->be, env->rank, env->world, ctas ? atoi(ctas) : 4))) return rc;
 
     /* The job's id: given, or rank 0's (pid and time), the same on every rank. */
     char id[64] = "";
@@ -545,6 +557,7 @@ static int gemini_init(const engine_env *env, void **state)
         return rc;
     st->staging[1] = st->staging[0] + st->chunk;
     if ((rc = env->be->ops->stream_create(env->be, &st->d2h)) ||
+        (rc = env->be->ops->stream_create(env->be, &st->own_d2h)) ||
         (rc = env->be->ops->stream_create(env->be, &st->verify)) || (rc = gpt_event_create(env->be, &st->ev_copied)) ||
         (rc = gpt_event_create(env->be, &st->ev_verified[0])) || (rc = gpt_event_create(env->be, &st->ev_verified[1])) ||
         (rc = gpt_event_create(env->be, &st->ev_step)) ||
@@ -564,6 +577,13 @@ static int gemini_init(const engine_env *env, void **state)
     if ((rc = ckpt_store_open(&st->store, env->be, env->cfg->gemini_store, st->job, env->rank, st->p.m,
                               st->p.owners, floats, st->chunk, env->cfg->gemini_recover)))
         return rc == GPT_ERR_IO ? GPT_ERR_INVALID : rc; /* (the reason is on stderr) */
+    /* The checksums run beside training, on this rank's share of the cores: a quarter of it
+     * keeps up with a step's copies (memory speed) and leaves the rest to the training's host
+     * threads and NCCL's (AEBENCH_GEMINI_VERIFY_THREADS overrides). */
+    const char *vt = getenv("AEBENCH_GEMINI_VERIFY_THREADS");
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int share = env->cfg->threads > 0 ? env->cfg->threads : cores > 0 ? (int)cores : 1;
+    ckpt_store_set_verify_threads(st->store, vt ? atoi(vt) : (share / 4 > 0 ? share / 4 : 1));
     char where[1100];
     ckpt_store_dir(where, sizeof where, env->cfg->gemini_store, st->job);
     if (env->rank == 0) name_stale_stores(st, env->cfg->gemini_store);
@@ -595,15 +615,15 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
 
 /* ---- one step ---------------------------------------------------------------------------- */
 
-/* This rank's arrays into its own slot's version v, on d2h (after what it waits for). */
-static int copy_own_home(gemini_state *st, int v)
+/* This rank's arrays into its own slot's version v, on stream s (after what it waits for). */
+static int copy_own_home(gemini_state *st, int v, gpt_stream *s)
 {
     float *mine = ckpt_store_data(st->store, 0, v);
     size_t at = 0;
     state_piece pc;
     int rc;
     while (next_piece(st, &at, &pc))
-        if ((rc = gpt_memcpy_d2h(st->d2h, mine + pc.at, state_at(&st->shard, pc.at), pc.len * sizeof(float))))
+        if ((rc = gpt_memcpy_d2h(s, mine + pc.at, state_at(&st->shard, pc.at), pc.len * sizeof(float))))
             return rc;
     return GPT_OK;
 }
@@ -620,11 +640,11 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
      * (the host waits only if checksumming falls a whole step behind) */
     if ((rc = gpt_event_sync(st->ev_verified[v]))) return rc;
     if ((rc = gpt_event_record(st->ev_step, st->shard.compute)) || (rc = gpt_stream_wait_event(cs, st->ev_step)) ||
-        (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
+        (rc = gpt_stream_wait_event(st->d2h, st->ev_step)) || (rc = gpt_stream_wait_event(st->own_d2h, st->ev_step)))
         return rc;
     for (int d = 0; d < st->p.m; d++) ckpt_store_begin(st->store, d, v, it, step);
-    if ((rc = gpt_event_record(st->ev_own_start, st->d2h)) || (rc = copy_own_home(st, v)) ||
-        (rc = gpt_event_record(st->ev_own_done, st->d2h)) || (rc = complete_slot(st, 0, v)))
+    if ((rc = gpt_event_record(st->ev_own_start, st->own_d2h)) || (rc = copy_own_home(st, v, st->own_d2h)) ||
+        (rc = gpt_event_record(st->ev_own_done, st->own_d2h)) || (rc = complete_slot(st, 0, v, st->own_d2h)))
         return rc;
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);
     st->version = v;
@@ -650,7 +670,7 @@ static int ckpt_chunks(gemini_state *st, size_t budget, step_result *out)
     while (st->round < p->m && budget > 0) {
         const int d = st->round;
         if (st->round_at >= 3 * st->shard.n) {
-            if ((rc = complete_slot(st, d, st->version))) return rc;
+            if ((rc = complete_slot(st, d, st->version, st->d2h))) return rc;
             st->round++;
             st->round_at = 0;
             continue;
@@ -740,7 +760,7 @@ static int hook_before_optimizer(void *ctx, gpt_stream *compute)
     if (st->pending) engine_fault_point(&st->env, st->iteration, FAULT_CHECKPOINT);
     if ((rc = gpt_event_record(st->ev_ck_done, coll_stream(st->comm))) ||
         (rc = gpt_event_record(st->ev_d2h_done, st->d2h)) || (rc = gpt_stream_wait_event(compute, st->ev_ck_done)) ||
-        (rc = gpt_stream_wait_event(compute, st->ev_d2h_done)))
+        (rc = gpt_stream_wait_event(compute, st->ev_d2h_done)) || (rc = gpt_stream_wait_event(compute, st->ev_own_done)))
         return rc;
     return GPT_OK;
 }
@@ -820,7 +840,7 @@ static int make_plan(gemini_state *st)
     int spans = 0;
     for (int j = 0; j < st->cap; j++) st->floats_after[j] = 0;
     for (int j = 0; j < n && left > 0; j++) {
-        double fit = st->ms_per_float > 0 ? 0.9 * st->gap_ms[j] / st->ms_per_float : (double)left;
+        double fit = st->ms_per_float > 0 ? st->fill * st->gap_ms[j] / st->ms_per_float : (double)left;
         size_t f = fit >= (double)left ? left : (size_t)fit;
         if (f < GEMINI_MIN_PIECE_FLOATS && f < left) f = 0;
         st->floats_after[j] = f;
@@ -871,7 +891,7 @@ static int persist(gemini_state *st, int it, step_result *out)
             (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
             return rc;
         ckpt_store_begin(st->store, 0, v, it, step);
-        if ((rc = copy_own_home(st, v)) || (rc = gpt_stream_sync(st->d2h))) return rc;
+        if ((rc = copy_own_home(st, v, st->d2h)) || (rc = gpt_stream_sync(st->d2h))) return rc;
         ckpt_store_complete(st->store, 0, v);
     }
     if ((rc = ckpt_file_write(cfg->ckpt_dir, st->job, st->p.rank, (it / cfg->ckpt_every) % CKPT_VERSIONS, it,
@@ -915,11 +935,13 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
         if ((rc = engine_megatron_lm.step(st->mega, iteration, tokens, targets, out))) return rc;
         float exposed = 0;
         if (st->pending) {
-            float a = 0, b = 0;
+            float a = 0, b = 0, c = 0;
             if ((rc = gpt_event_elapsed_ms(&a, st->ev_opt, st->ev_ck_done)) ||
-                (rc = gpt_event_elapsed_ms(&b, st->ev_opt, st->ev_d2h_done)))
+                (rc = gpt_event_elapsed_ms(&b, st->ev_opt, st->ev_d2h_done)) ||
+                (rc = gpt_event_elapsed_ms(&c, st->ev_opt, st->ev_own_done)))
                 return rc;
             exposed = a > b ? a : b;
+            if (c > exposed) exposed = c;
             if (exposed < 0) exposed = 0;
         }
         /* the time the checkpoint's traffic took: its chunks at the measured rate, and the
@@ -943,7 +965,8 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
     /* --fail-phase checkpoint: half of it issued, none of it known to be in */
     engine_fault_point(&st->env, iteration, FAULT_CHECKPOINT);
     if ((rc = ckpt_chunks(st, SIZE_MAX, out)) || (rc = gpt_event_record(st->ev_ck_done, cs)) ||
-        (rc = gpt_stream_sync(cs)) || (rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->verify)))
+        (rc = gpt_stream_sync(cs)) || (rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->own_d2h)) ||
+        (rc = gpt_stream_sync(st->verify)))
         return rc;
     out->ckpt_ms = out->ckpt_exposed_ms = wall_ms() - t0;
     out->ms_optimizer += out->ckpt_ms;

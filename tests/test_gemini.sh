@@ -71,7 +71,7 @@ else
     gm_run inter --ranks 2 -m gemini --gemini-mode interleave --gemini-store "$GM_STORE"
     if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/inter.params" &&
         grep -q "gemini interleave: .* ms of the step's collectives idle" "$GM_WORK/inter/out" &&
-        [ "$(grep -c '"checkpoint"' "$GM_WORK"/inter/results/*.json)" -eq 8 ]; then
+        [ "$(grep -c '"checkpoint":' "$GM_WORK"/inter/results/*.json)" -eq 8 ]; then
         gm_pass "gemini interleave = megatron-lm ZeRO-3 bit for bit; idle spans measured, chunks planned"
     else
         gm_fail "gemini interleave" "exit $GM_RC: $(tail -c 300 "$GM_WORK/inter/err")"

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ struct ckpt_store {
     size_t bytes, floats, chunk_floats, version_bytes;
     int slots, nchunks, registered;
     int *owners;
+    int verify_threads;  /* threads of the checksums of ckpt_store_complete (0: OpenMP's) */
 };
 
 static size_t round_page(size_t b) { return (b + PAGE - 1) / PAGE * PAGE; }
@@ -109,9 +111,10 @@ static uint64_t checksum(const float *data, size_t floats)
 
 /* The chunks' checksums of a version's data into its header (write), or whether they match
  * it (check): chunks in parallel, so a shard of GBs goes at memory speed, not one core's. */
-static void sums_of(version_header *h, const float *data)
+static void sums_of(version_header *h, const float *data, int threads)
 {
-#pragma omp parallel for schedule(dynamic, 1)
+    if (threads <= 0) threads = omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int c = 0; c < h->nchunks; c++) {
         const size_t at = (size_t)c * h->chunk_floats;
         const size_t n = h->floats - at < h->chunk_floats ? h->floats - at : h->chunk_floats;
@@ -233,10 +236,12 @@ void ckpt_store_begin(ckpt_store *s, int slot, int version, int iteration, int a
     h->nchunks = s->nchunks;
 }
 
+void ckpt_store_set_verify_threads(ckpt_store *s, int threads) { s->verify_threads = threads; }
+
 void ckpt_store_complete(ckpt_store *s, int slot, int version)
 {
     version_header *h = header(s, slot, version);
-    sums_of(h, ckpt_store_data(s, slot, version));
+    sums_of(h, ckpt_store_data(s, slot, version), s->verify_threads);
     atomic_store(&h->state, STATE_COMPLETE);
 }
 
@@ -311,7 +316,7 @@ int ckpt_file_write(const char *dir, const char *job, int rank, int version, int
                 full_io(fd, (void *)data, data_bytes, at + PAGE, 1) || fdatasync(fd)))
         rc = say(path, "cannot write", errno);
     if (!rc) {
-        sums_of(h, data);
+        sums_of(h, data, 0);
         atomic_store(&h->state, STATE_COMPLETE);
         if (full_io(fd, h, PAGE, at, 1) || fdatasync(fd)) rc = say(path, "cannot write", errno);
     }

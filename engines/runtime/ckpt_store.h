@@ -54,6 +54,9 @@ int ckpt_store_slot_of(const ckpt_store *s, int owner);
 /* Version v of slot s is being written for iteration it (adam_step with it). */
 void ckpt_store_begin(ckpt_store *s, int slot, int version, int iteration, int adam_step);
 /* Its data is all there: checksum it and mark it complete. */
+/* Threads the checksums of ckpt_store_complete use (0: OpenMP's default, every core): they
+ * run beside training, whose host threads must keep a core. */
+void ckpt_store_set_verify_threads(ckpt_store *s, int threads);
 void ckpt_store_complete(ckpt_store *s, int slot, int version);
 /* The iteration version v of slot s holds when it is valid (complete, checksums match),
  * else -1; *adam_step from its header. */

@@ -266,6 +266,12 @@ int coll_host_all_gather(const coll_group *g, void *out, const void *in, size_t 
 
 int coll_open(coll_group **out, gpt_backend *be, int rank, int world)
 {
+    return coll_open_capped(out, be, rank, world, 0);
+}
+
+int coll_open_capped(coll_group **out, gpt_backend *be, int rank, int world, int max_ctas)
+{
+    (void)max_ctas; /* (NCCL only) */
     *out = NULL;
     coll_group *g = calloc(1, sizeof *g);
     if (!g) return GPT_ERR_OOM;
@@ -296,6 +302,18 @@ int coll_open(coll_group **out, gpt_backend *be, int rank, int world)
     }
     if (mpi_failed(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, g->host_comm), "MPI_Bcast (NCCL id)"))
         return GPT_ERR_BACKEND;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 17, 0)
+    if (max_ctas > 0) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.minCTAs = 1;
+        config.maxCTAs = max_ctas;
+        if (nccl_failed(ncclCommInitRankConfig(&g->nccl, world, id, rank, &config), "ncclCommInitRankConfig")) {
+            g->nccl = NULL;
+            return GPT_ERR_BACKEND;
+        }
+        return GPT_OK;
+    }
+#endif
     if (nccl_failed(ncclCommInitRank(&g->nccl, world, id, rank), "ncclCommInitRank")) {
         g->nccl = NULL;
         return GPT_ERR_BACKEND;

@@ -33,6 +33,10 @@ typedef struct coll_group coll_group;
  * and the communicator (collective: every rank must call it, in the same order for
  * several groups).  0 or a negative gpt_status (the reason on stderr). */
 int coll_open(coll_group **out, gpt_backend *be, int rank, int world);
+/* The same with its NCCL kernels limited to max_ctas thread blocks (0: NCCL's choice): for
+ * traffic that runs beside the training's kernels and should take few SMs from them (MPI on
+ * the CPU backend: no effect). */
+int coll_open_capped(coll_group **out, gpt_backend *be, int rank, int world, int max_ctas);
 /* Drains the stream and releases the communicator (safe on NULL). */
 void coll_close(coll_group *g);
 
