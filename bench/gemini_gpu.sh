@@ -47,9 +47,11 @@ echo "== recovery"
 fail hw --fail-at 26 --fail-rank 1 --fail-kind hardware
 fail sw --fail-at 26 --fail-rank 0 --fail-kind software
 echo "== the disk: a persistent checkpoint every 5 iterations (none mode), and both ranks lost"
-mkdir -p "$out/ckdisk" "$out/ckboth"
-fail disk --gemini-mode none --ckpt-dir "$out/ckdisk" --ckpt-every 5
-fail both --ckpt-dir "$out/ckboth" --ckpt-every 5 --fail-at 26 --fail-rank 0,1 --fail-kind hardware
+# (outside $out: the checkpoint files must not go into bench.tgz)
+ckroot=$(mktemp -d /tmp/aebench-ckpt.XXXXXX)
+mkdir -p "$ckroot/disk" "$ckroot/both"
+fail disk --gemini-mode none --ckpt-dir "$ckroot/disk" --ckpt-every 5
+fail both --ckpt-dir "$ckroot/both" --ckpt-every 5 --fail-at 26 --fail-rank 0,1 --fail-kind hardware
 
 python3 - "$out" <<'PY' | tee "$out/table.md"
 import glob, json, os, statistics, sys

@@ -583,7 +583,11 @@ static int gemini_init(const engine_env *env, void **state)
     const char *vt = getenv("AEBENCH_GEMINI_VERIFY_THREADS");
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int share = env->cfg->threads > 0 ? env->cfg->threads : cores > 0 ? (int)cores : 1;
-    ckpt_store_set_verify_threads(st->store, vt ? atoi(vt) : (share / 4 > 0 ? share / 4 : 1));
+    /* (naive: the training waits for the checksums anyway, so they take every core) */
+    ckpt_store_set_verify_threads(st->store, vt                                       ? atoi(vt)
+                                             : env->cfg->gemini_mode != GEMINI_INTERLEAVE ? share
+                                             : share / 4 > 0                            ? share / 4
+                                                                                        : 1);
     char where[1100];
     ckpt_store_dir(where, sizeof where, env->cfg->gemini_store, st->job);
     if (env->rank == 0) name_stale_stores(st, env->cfg->gemini_store);

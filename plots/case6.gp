@@ -21,7 +21,7 @@ set style histogram errorbars gap 1 lw 1
 set style fill solid 0.85 border -1
 set yrange [0:*]
 set offsets 0, 0, graph 0.12, 0
-set key top left
+set key below
 plot infile every ::1 using 2:3:xticlabels(strcol(1)) title "without checkpoints" lc rgb "#4477aa", \
      '' every ::1 using 4:5 title "with (from --gemini-ckpt-from on)" lc rgb "#ee6677", \
      '' every ::1 using ($0 + 0.1):($4 + $5):(sprintf("%.3fx", $6)) with labels offset 0,1 notitle

@@ -5,6 +5,7 @@
 
 GM_WORK=$(mktemp -d "${TMPDIR:-/tmp}/aebench-gemini.XXXXXX")
 GM_BIN=$(realpath "$AEBENCH")
+GM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GM_MPI=$(command -v mpirun || command -v mpiexec)
 GM_STORE="$GM_WORK/shm"
 mkdir -p "$GM_STORE"
@@ -32,6 +33,14 @@ its = json.load(open(files[-1]))["iterations"] if files else []
 print(" ".join(repr(i["loss"]) for i in its if i["iteration"] >= int(sys.argv[2])))
 EOF
 }
+
+# ---- case 6's recovery probabilities: the exact counts against enumeration of every failure set
+if GM_C6=$(cd "$GM_ROOT" && make -s build/case6_recovery >/dev/null && ./build/case6_recovery --check) &&
+    [[ "$GM_C6" == *"590 of 590"* ]]; then
+    gm_pass "case6_recovery --check: group and ring counts = brute force for N <= 16, m <= 4, every k"
+else
+    gm_fail "case6_recovery --check" "$GM_C6"
+fi
 
 # ---- one rank (no MPI needed: make check-asan runs it too): its own copy only; a run killed
 # at iteration 5 and recovered by hand goes on as if it had not been -------------------------
@@ -86,6 +95,26 @@ else
         gm_pass "gemini interleave, rank 1's machine lost at iteration 7: $(grep -o 'recovered at iteration [0-9]*' "$GM_WORK/interfail/out") (6's copy was in flight), = no failure"
     else
         gm_fail "gemini interleave recovery" "exit $GM_RC: $(grep recovered "$GM_WORK/interfail/out") $(tail -c 300 "$GM_WORK/interfail/err")"
+    fi
+    # the recovered job's account of the time the failure cost: from the failure to being back
+    # at iteration 6 (where the failed job was), as relaunch + setup and restore + redo
+    tl=$(python3 - "$GM_WORK/interfail" <<'EOF'
+import glob, json, os, sys
+files = sorted(glob.glob(os.path.join(sys.argv[1], "results", "*.json")), key=os.path.getmtime)
+r = json.load(open(files[-1])).get("recovery", {})
+need = ("time_lost_s", "relaunch_s", "setup_s", "redo_s", "back_at_iteration")
+if any(k not in r for k in need):
+    sys.exit(f"missing: {[k for k in need if k not in r]}")
+parts = r["relaunch_s"] + r["setup_s"] + r["redo_s"]
+ok = (r["back_at_iteration"] == 6 and r["failed_at_iteration"] == 7 and min(r["relaunch_s"], r["setup_s"], r["redo_s"]) >= 0
+      and abs(parts - r["time_lost_s"]) < 1e-6 and 0 < r["time_lost_s"] < 120 and r["setup_s"] >= r["ms"] / 1e3)
+print("ok %.2f" % r["time_lost_s"] if ok else f"bad: {r}")
+EOF
+)
+    if [[ "$tl" == ok* ]] && grep -q "^recovery: back at iteration 6 .* after the failure | relaunch" "$GM_WORK"/interfail/results/*.txt; then
+        gm_pass "the recovered job's time lost: ${tl#ok } s = relaunch + setup and restore + redo, back at iteration 6 (log, JSON)"
+    else
+        gm_fail "time lost" "$tl"
     fi
 
     # ---- a rank killed at iteration 5: --ranks relaunches the job, which recovers ------------
@@ -260,5 +289,67 @@ PYEOF
         --ckpt-dir "$GM_WORK/nodisk" --gemini-store "$GM_STORE"
     gm_bad "a rank list that is not one" "'1,x' is not a rank or a list of ranks" --fail-at 2 --fail-rank 1,x
     gm_bad "gemini: a job id with a slash" "is not a job id" --gemini-job a/b --gemini-store "$GM_STORE"
+
+    # ---- case 6: the artifact's comparison in one job per mode, its extraction and figures ----
+    c6="$GM_WORK/case6"
+    mkdir -p "$c6"
+    (cd "$c6" && timeout 300 "$GM_BIN" --config "$GM_ROOT/configs/small/case6.json" --iters 20 --gemini-ckpt-from 11 \
+        --gemini-store "$GM_STORE" --results "$c6/res" >out 2>err)
+    GM_RC=$?
+    c6_check=fail
+    if [ "$GM_RC" -eq 0 ] && (cd "$GM_ROOT" && bash scripts/case6_extract.sh -r "$c6/res" >/dev/null); then
+        c6_check=$(python3 - "$c6/res" <<'EOF'
+import csv, glob, json, os, sys
+res = sys.argv[1]
+runs = {}
+for f in glob.glob(os.path.join(res, "log_gemini_*.json")):
+    d = json.load(open(f))
+    runs[d["gemini"]["mode"]] = d
+if sorted(runs) != ["interleave", "naive", "none"]:
+    sys.exit(f"modes {sorted(runs)}")
+rows = {r["mode"]: r for r in csv.DictReader(open(os.path.join(res, "case6.csv")))}
+steps = list(csv.DictReader(open(os.path.join(res, "case6_steps.csv"))))
+for mode, d in runs.items():
+    g = d["gemini"]
+    if g["checkpoint_from"] != 11 or g["warmup_steps"] != 5 or len(g["step_times"]) != 20:
+        sys.exit(f"{mode}: {g['checkpoint_from']} {g['warmup_steps']} {len(g['step_times'])}")
+    phases = [i["phase"] for i in d["iterations"]]
+    mine = [s["phase"] for s in steps if s["mode"] == mode]
+    if mode != "none" and mine != phases:
+        sys.exit(f"{mode}: steps CSV phases {mine} vs JSON {phases}")
+    times = [float(s["iter_ms"]) for s in steps if s["mode"] == mode]
+    if len(times) != 20 or any(abs(a - 1e3 * b) > 0.051 for a, b in zip(times, g["step_times"])):
+        sys.exit(f"{mode}: step times {times} vs JSON {g['step_times']}")
+    if mode != "none":
+        r = rows[mode]
+        if abs(float(r["no_ckpt_ms"]) - g["no_checkpoint_ms"]) > 0.06 or abs(float(r["ckpt_ms"]) - g["checkpoint_ms"]) > 0.06:
+            sys.exit(f"{mode}: CSV {r['no_ckpt_ms']} {r['ckpt_ms']} vs JSON {g['no_checkpoint_ms']} {g['checkpoint_ms']}")
+        if phases[:5] != ["warmup"] * 5 or phases[5:10] != ["no_checkpoint"] * 5 or "no_checkpoint" in phases[10:]:
+            sys.exit(f"{mode}: phases {phases}")
+        if not float(r["ckpt_gb"]) > 0 or not g["checkpoint_size"] > 0:
+            sys.exit(f"{mode}: no checkpoint bytes")
+if not float(rows["naive"]["exposed_ms"]) > 0 or not runs["interleave"]["gemini"]["idle_time"] > 0:
+    sys.exit("naive exposed nothing, or interleave measured no idle time")
+# the checkpoints change no loss: every mode's losses equal none's
+ref = [i["loss"] for i in runs["none"]["iterations"]]
+for mode in ("naive", "interleave"):
+    if [i["loss"] for i in runs[mode]["iterations"]] != ref:
+        sys.exit(f"{mode}: losses differ from none's")
+print("ok")
+EOF
+)
+    fi
+    if [ "$c6_check" = ok ]; then
+        gm_pass "configs/small/case6.json: none/naive/interleave, 5 warm-up + 5 without + 10 with; case6_extract's CSVs = the JSON; losses = none's"
+    else
+        gm_fail "case 6" "exit $GM_RC: $c6_check $(tail -c 300 "$c6/err")"
+    fi
+    if (cd "$GM_ROOT" && bash scripts/case6_draw.sh "$c6/res/case6.csv" "$c6/case6.png" >/dev/null 2>&1) &&
+        [ "$(head -c 4 "$c6/case6.png" | od -An -tx1 | tr -d ' ')" = 89504e47 ] &&
+        [ "$(head -c 4 "$c6/case6_recovery.png" | od -An -tx1 | tr -d ' ')" = 89504e47 ]; then
+        gm_pass "case6_draw: the iteration-time / idle-time figure and the recovery-probability figure"
+    else
+        gm_fail "case6_draw" "$(cd "$GM_ROOT" && bash scripts/case6_draw.sh "$c6/res/case6.csv" "$c6/case6.png" 2>&1 | tail -n 2)"
+    fi
 fi
 rm -rf "$GM_WORK"
