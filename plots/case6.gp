@@ -30,7 +30,7 @@ set title "interleave, per iteration (Fig. 8): idle time vs checkpoint time"
 set style data linespoints
 set xlabel "iteration"
 set ylabel "ms"
-set key top left
+set key inside top left
 set yrange [0:*]
 unset offsets
 plot stepsfile every ::1 using ((strcol(1) eq "interleave" && strcol(6) ne "") ? $2 : NaN):8 title "collectives' idle time (measured)" lc rgb "#228833" pt 7 lw 2, \
