@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What slows the forward of an interleaved gemini step (l16 h2048, global batch 32, 2 GPUs):
 # interleave under the knobs AEBENCH_GEMINI_CTAS (NCCL thread blocks of the checkpoint's
-# communicator), AEBENCH_GEMINI_VERIFY_THREADS (checksum threads) and AEBENCH_GEMINI_FILL
-# (share of each idle span the plan fills), one run each, 30 iterations (checkpoints from 15).
+# communicator) and AEBENCH_GEMINI_FILL (share of each idle span the plan fills), one run each,
+# 30 iterations (checkpoints from 15).  (The runs in bench/results/2026-11-24-h200x2-gemini/ab
+# also varied AEBENCH_GEMINI_VERIFY_THREADS, the host checksums' threads; the checksums are on
+# the GPU since, and the middle field of a variant is ignored.)
 #   bash bench/gemini_ab_gpu.sh "$OUT"      VARIANTS="ctas:vt:fill ..." to choose
 set -uo pipefail
 dest=${1:-bench/results/latest}

@@ -210,6 +210,9 @@ typedef struct gemini_state {
     gpt_event *ev_copied, *ev_verified[CKPT_VERSIONS];
     float *staging[2];
     size_t chunk;            /* floats of a staging chunk */
+    uint64_t *dev_sums;      /* GPU: m x nchunks chunk checksums: [0] this rank's shard's, [d]
+                                the one received from round d's peer with its shard */
+    gpt_event *ev_sums;      /* this rank's checksums are computed */
     ckpt_store *store;
     size_t store_bytes;      /* taken from the host budget (the memory file system is RAM) */
     char job[64];
@@ -269,6 +272,7 @@ static void gemini_free(void *state)
     if (st->own_d2h) st->env.be->ops->stream_destroy(st->own_d2h);
     if (st->verify) st->env.be->ops->stream_destroy(st->verify);
     gpt_event_destroy(st->ev_copied);
+    gpt_event_destroy(st->ev_sums);
     for (int v = 0; v < CKPT_VERSIONS; v++) gpt_event_destroy(st->ev_verified[v]);
     engine_free_all(&st->mem);
     free(st);
@@ -312,13 +316,12 @@ typedef struct complete_task {
 static int complete_run(void *arg)
 {
     const complete_task *t = arg;
-    ckpt_store_complete(t->store, t->slot, t->version);
+    ckpt_store_mark_complete(t->store, t->slot, t->version);
     return 0;
 }
 
-/* Slot s's copies of version v are issued on `copies`: its checksums and its "complete" mark follow
- * on the verify stream, so that the copies of the next slot (and compute, which waits only
- * for the copies) do not wait for them. */
+/* Slot s's copies of version v, and of its checksums, are issued on `copies`: its "complete"
+ * mark follows on the verify stream (a host task), so that nothing else waits for it. */
 static int complete_slot(gemini_state *st, int slot, int version, gpt_stream *copies)
 {
     complete_task t = {.store = st->store, .slot = slot, .version = version};
@@ -577,17 +580,12 @@ static int gemini_init(const engine_env *env, void **state)
     if ((rc = ckpt_store_open(&st->store, env->be, env->cfg->gemini_store, st->job, env->rank, st->p.m,
                               st->p.owners, floats, st->chunk, env->cfg->gemini_recover)))
         return rc == GPT_ERR_IO ? GPT_ERR_INVALID : rc; /* (the reason is on stderr) */
-    /* The checksums run beside training, on this rank's share of the cores: a quarter of it
-     * keeps up with a step's copies (memory speed) and leaves the rest to the training's host
-     * threads and NCCL's (AEBENCH_GEMINI_VERIFY_THREADS overrides). */
-    const char *vt = getenv("AEBENCH_GEMINI_VERIFY_THREADS");
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const int share = env->cfg->threads > 0 ? env->cfg->threads : cores > 0 ? (int)cores : 1;
-    /* (naive: the training waits for the checksums anyway, so they take every core) */
-    ckpt_store_set_verify_threads(st->store, vt                                       ? atoi(vt)
-                                             : env->cfg->gemini_mode != GEMINI_INTERLEAVE ? share
-                                             : share / 4 > 0                            ? share / 4
-                                                                                        : 1);
+    /* the chunk checksums on the GPU, and the event that says this rank's are ready */
+    if ((rc = engine_alloc(&st->mem, MEM_GPU, (void **)&st->dev_sums,
+                           (size_t)st->p.m * (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t),
+                           "gemini checksums")) ||
+        (rc = gpt_event_create(env->be, &st->ev_sums)))
+        return rc;
     char where[1100];
     ckpt_store_dir(where, sizeof where, env->cfg->gemini_store, st->job);
     if (env->rank == 0) name_stale_stores(st, env->cfg->gemini_store);
@@ -647,7 +645,17 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
         (rc = gpt_stream_wait_event(st->d2h, st->ev_step)) || (rc = gpt_stream_wait_event(st->own_d2h, st->ev_step)))
         return rc;
     for (int d = 0; d < st->p.m; d++) ckpt_store_begin(st->store, d, v, it, step);
-    if ((rc = gpt_event_record(st->ev_own_start, st->own_d2h)) || (rc = copy_own_home(st, v, st->own_d2h)) ||
+    /* this rank's chunk checksums, computed on the GPU from the arrays themselves (a pass at
+     * memory speed there, instead of one over the host copy beside training), go home with
+     * the data and to the peers with its last piece (ckpt_chunks) */
+    const int nchunks = ckpt_store_nchunks(st->store);
+    const gpt_float_span parts[3] = {{st->shard.master, st->shard.n}, {st->shard.adam_m, st->shard.n},
+                                     {st->shard.adam_v, st->shard.n}};
+    gpt_checksum_chunks(st->own_d2h, st->dev_sums, parts, 3, ckpt_store_chunk_floats(st->store));
+    if ((rc = gpt_event_record(st->ev_sums, st->own_d2h)) ||
+        (rc = gpt_event_record(st->ev_own_start, st->own_d2h)) || (rc = copy_own_home(st, v, st->own_d2h)) ||
+        (rc = gpt_memcpy_d2h(st->own_d2h, ckpt_store_sums(st->store, 0, v), st->dev_sums,
+                             (size_t)nchunks * sizeof(uint64_t))) ||
         (rc = gpt_event_record(st->ev_own_done, st->own_d2h)) || (rc = complete_slot(st, 0, v, st->own_d2h)))
         return rc;
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);
@@ -674,7 +682,16 @@ static int ckpt_chunks(gemini_state *st, size_t budget, step_result *out)
     while (st->round < p->m && budget > 0) {
         const int d = st->round;
         if (st->round_at >= 3 * st->shard.n) {
-            if ((rc = complete_slot(st, d, st->version, st->d2h))) return rc;
+            /* the round's shard is all sent: its checksums follow it (this rank's, computed in
+             * ckpt_begin, to to_d; from_d's into its row of dev_sums, then home) */
+            const size_t sum_bytes = (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t);
+            uint64_t *theirs_sums = st->dev_sums + (size_t)d * ckpt_store_nchunks(st->store);
+            if ((rc = gpt_stream_wait_event(cs, st->ev_sums)) ||
+                (rc = coll_sendrecv(st->comm, st->dev_sums, p->to[d], theirs_sums, p->from[d], sum_bytes)) ||
+                (rc = gpt_event_record(st->ev_recv[0], cs)) || (rc = gpt_stream_wait_event(st->d2h, st->ev_recv[0])) ||
+                (rc = gpt_memcpy_d2h(st->d2h, ckpt_store_sums(st->store, d, st->version), theirs_sums, sum_bytes)) ||
+                (rc = complete_slot(st, d, st->version, st->d2h)))
+                return rc;
             st->round++;
             st->round_at = 0;
             continue;
@@ -895,8 +912,15 @@ static int persist(gemini_state *st, int it, step_result *out)
             (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
             return rc;
         ckpt_store_begin(st->store, 0, v, it, step);
-        if ((rc = copy_own_home(st, v, st->d2h)) || (rc = gpt_stream_sync(st->d2h))) return rc;
-        ckpt_store_complete(st->store, 0, v);
+        const gpt_float_span parts[3] = {{st->shard.master, st->shard.n}, {st->shard.adam_m, st->shard.n},
+                                         {st->shard.adam_v, st->shard.n}};
+        gpt_checksum_chunks(st->d2h, st->dev_sums, parts, 3, ckpt_store_chunk_floats(st->store));
+        if ((rc = copy_own_home(st, v, st->d2h)) ||
+            (rc = gpt_memcpy_d2h(st->d2h, ckpt_store_sums(st->store, 0, v), st->dev_sums,
+                                 (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t))) ||
+            (rc = gpt_stream_sync(st->d2h)))
+            return rc;
+        ckpt_store_mark_complete(st->store, 0, v);
     }
     if ((rc = ckpt_file_write(cfg->ckpt_dir, st->job, st->p.rank, (it / cfg->ckpt_every) % CKPT_VERSIONS, it,
                               step, ckpt_store_data(st->store, 0, v), 3 * st->shard.n, st->chunk)))

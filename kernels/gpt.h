@@ -76,6 +76,13 @@ typedef struct gpt_stream gpt_stream;
 typedef struct gpt_event gpt_event;
 typedef struct gpt_backend_ops gpt_backend_ops;
 
+/* A float array and its length: a piece of the sequence checksum_chunks covers. */
+typedef struct gpt_float_span {
+    const float *p;
+    size_t n;
+} gpt_float_span;
+enum { GPT_CHECKSUM_PARTS = 4 };
+
 /* A backend instance: its op table and private state (device id, library handles). */
 struct gpt_backend {
     const gpt_backend_ops *ops;
@@ -187,6 +194,11 @@ struct gpt_backend_ops {
                          float eps, float weight_decay, int t, float grad_scale);
     void (*norm_squared)(gpt_stream *s, float *out, const float *x, size_t n);
     void (*params_to_act)(gpt_stream *s, void *dst, const float *src, size_t n);
+    /* Checksums (checksum_element.h) of the chunks of chunk_floats words of the arrays
+     * parts[0..nparts) taken one after the other (nparts <= GPT_CHECKSUM_PARTS; the last
+     * chunk may be shorter): sums[c] (device memory, nchunks entries) for each chunk. */
+    void (*checksum_chunks)(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
+                            size_t chunk_floats);
 };
 
 /* ---- memory and ordering on a stream (return 0 or a negative gpt_status) ------------ */
@@ -371,6 +383,9 @@ static inline void gpt_adamw_update_act(gpt_stream *s, float *param, void *param
  * fixed order (the same result on every call with the same input). */
 static inline void gpt_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
 { s->be->ops->norm_squared(s, out, x, n); }
+static inline void gpt_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts,
+                                       int nparts, size_t chunk_floats)
+{ s->be->ops->checksum_chunks(s, sums, parts, nparts, chunk_floats); }
 
 /* dst (n elements of be->dtype) = src (fp32), rounded to nearest even: the working copy of
  * fp32 master weights that the ops read.  On an fp32 backend a copy (nothing when dst ==

@@ -928,6 +928,49 @@ static void test_oom_then_usable(void **state)
     gpt_cuda_backend_destroy(be);
 }
 
+/* ---- checkpoint checksums ------------------------------------------------------------------ */
+
+/* checksum_chunks on the GPU equals the CPU's bit for bit (the store checks the GPU's sums of
+ * a checkpoint against its host copy at recovery): three parts of odd sizes, chunks that
+ * straddle them, a chunk size that is not a multiple of a warp. */
+static void test_checksum_gpu_vs_cpu(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    pair p;
+    pair_open(&p, MATH_FP32);
+    const size_t n[3] = {1000003, 77, 2345679}, chunk = 65536 + 17;
+    buf b[3];
+    gpt_float_span cpu_parts[3], gpu_parts[3];
+    size_t total = 0;
+    for (int k = 0; k < 3; k++) {
+        b[k] = buf_randf(&p, n[k], 0, 1);
+        cpu_parts[k] = (gpt_float_span){b[k].cpu, n[k]};
+        gpu_parts[k] = (gpt_float_span){(const float *)b[k].d, n[k]};
+        total += n[k];
+    }
+    const size_t nchunks = (total + chunk - 1) / chunk;
+    uint64_t *cpu = calloc(nchunks, sizeof *cpu), *got = calloc(nchunks, sizeof *got), *dev = NULL;
+    assert_non_null(cpu);
+    assert_non_null(got);
+    assert_int_equal(p.gpu->ops->dev_alloc(p.gpu, (void **)&dev, nchunks * sizeof *dev), 0);
+    gpt_checksum_chunks(p.cs, cpu, cpu_parts, 3, chunk);
+    gpt_checksum_chunks(p.gs, dev, gpu_parts, 3, chunk);
+    assert_int_equal(gpt_memcpy_d2h(p.gs, got, dev, nchunks * sizeof *dev), 0);
+    assert_int_equal(gpt_stream_sync(p.gs), 0);
+    assert_int_equal(gpt_stream_sync(p.cs), 0);
+    size_t differ = 0;
+    for (size_t c = 0; c < nchunks; c++) differ += got[c] != cpu[c];
+    printf("cuda_vs_cpu checksum_chunks: %zu of %zu chunk sums differ (%zu words, 3 parts)\n", differ, nchunks,
+           total);
+    assert_int_equal(differ, 0);
+    p.gpu->ops->dev_free(p.gpu, dev);
+    free(cpu);
+    free(got);
+    for (int k = 0; k < 3; k++) buf_free(&p, &b[k]);
+    pair_close(&p);
+}
+
 /* ---- the profiler ------------------------------------------------------------------------ */
 
 static void test_profiler_table(void **state)
@@ -953,6 +996,7 @@ int main(void)
         cmocka_unit_test(test_engine_bf16_vs_cpu),
         cmocka_unit_test(test_offload_engines_cuda_vs_cpu),
         cmocka_unit_test(test_repeatable_runs),
+        cmocka_unit_test(test_checksum_gpu_vs_cpu),
         cmocka_unit_test(test_oom_then_usable),
         cmocka_unit_test(test_profiler_table),
     };

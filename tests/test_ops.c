@@ -36,6 +36,7 @@
 #include <cmocka.h>
 
 #include "../kernels/gpt.h"
+#include "../kernels/checksum_element.h"
 
 /* The small shapes of the gradient checks. */
 enum { B = 2, T = 5, C = 8, NH = 2, V = 11, VP = 16, N = B * T };
@@ -1072,6 +1073,63 @@ static void test_norm_squared(void **state)
     }
 }
 
+/* checksum_chunks: three parts whose boundaries fall inside chunks, against the formula over
+ * the concatenated words; each chunk's sum changes when one of its words does, and when two
+ * of its words swap, and no other chunk's does; 1 and 3 threads agree. */
+static uint64_t chunk_sum_ref(const uint32_t *w, size_t n)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) sum += gpt_checksum_term(w[i], i);
+    return gpt_checksum_fold(sum, n);
+}
+
+static void test_checksum_chunks(void **state)
+{
+    fixture *f = *state;
+    rng r = {4242};
+    const size_t n0 = 1000, n1 = 77, n2 = 2345, total = n0 + n1 + n2, chunk = 256;
+    const size_t nchunks = (total + chunk - 1) / chunk;
+    float *all = rand_floats(&r, total, 1.0f, 0.0f);
+    const gpt_float_span parts[3] = {{all, n0}, {all + n0, n1}, {all + n0 + n1, n2}};
+    uint64_t *got = calloc(nchunks, sizeof *got), *got3 = calloc(nchunks, sizeof *got3);
+    uint64_t *after = calloc(nchunks, sizeof *after);
+    assert_non_null(got);
+    assert_non_null(got3);
+    assert_non_null(after);
+    gpt_checksum_chunks(f->s1, got, parts, 3, chunk);
+    sync_ok(f->s1);
+    gpt_checksum_chunks(f->s3, got3, parts, 3, chunk);
+    sync_ok(f->s3);
+    for (size_t c = 0; c < nchunks; c++) {
+        const size_t n = total - c * chunk < chunk ? total - c * chunk : chunk;
+        assert_true(got[c] == chunk_sum_ref((const uint32_t *)(const void *)(all + c * chunk), n));
+        assert_true(got3[c] == got[c]);
+    }
+    /* one word of chunk 4 (in the third part) changes: only chunk 4's sum does */
+    const uint32_t one_bit = 1u;
+    uint32_t bits;
+    memcpy(&bits, &all[4 * chunk + 17], 4);
+    bits ^= one_bit;
+    memcpy(&all[4 * chunk + 17], &bits, 4);
+    gpt_checksum_chunks(f->s1, after, parts, 3, chunk);
+    sync_ok(f->s1);
+    for (size_t c = 0; c < nchunks; c++) assert_true((after[c] != got[c]) == (c == 4));
+    /* two words of chunk 1 swap (the sum of their words is the same) */
+    const float t = all[chunk + 3];
+    all[chunk + 3] = all[chunk + 200];
+    all[chunk + 200] = t;
+    uint64_t before1 = after[1];
+    gpt_checksum_chunks(f->s1, after, parts, 3, chunk);
+    sync_ok(f->s1);
+    assert_true(after[1] != before1);
+    printf("checksum_chunks: %zu chunks over 3 parts = the formula; a flipped bit and a swap show in their chunk only\n",
+           nchunks);
+    free(all);
+    free(got);
+    free(got3);
+    free(after);
+}
+
 /* ======================================================================================
  * determinism: 1 thread vs 3 threads, and call to call
  * ==================================================================================== */
@@ -1263,6 +1321,7 @@ int main(void)
         cmocka_unit_test(test_residual_layernorm),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_norm_squared),
+        cmocka_unit_test(test_checksum_chunks),
         cmocka_unit_test(test_determinism),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,9 +1,9 @@
 #include "ckpt_store.h"
+#include "../../kernels/checksum_element.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 enum { PAGE = 4096, MAX_CHUNKS = (PAGE - 64) / 8 };
-static const uint64_t CKPT_MAGIC = 0x31544b4347454141ull; /* "AAEGCKT1" */
+static const uint64_t CKPT_MAGIC = 0x32544b4347454141ull; /* "AAEGCKT2": checksum_element.h sums */
 enum { STATE_EMPTY = 0, STATE_WRITING = 1, STATE_COMPLETE = 2 };
 
 /* The header page of a version (the rest of the page holds the chunks' checksums). */
@@ -33,7 +33,6 @@ struct ckpt_store {
     size_t bytes, floats, chunk_floats, version_bytes;
     int slots, nchunks, registered;
     int *owners;
-    int verify_threads;  /* threads of the checksums of ckpt_store_complete (0: OpenMP's) */
 };
 
 static size_t round_page(size_t b) { return (b + PAGE - 1) / PAGE * PAGE; }
@@ -83,38 +82,22 @@ int ckpt_store_slot_of(const ckpt_store *s, int owner)
     return -1;
 }
 
-/* 64-bit checksum over whole words, four independent lanes (fast enough to keep up with the
- * copies), folded with the length. */
+/* A chunk's checksum (kernels/checksum_element.h): the same function as the backends'
+ * checksum_chunks op, which computes a version's sums where its data is (the GPU), so that
+ * what lands here can be checked against them. */
 static uint64_t checksum(const float *data, size_t floats)
 {
-    const unsigned char *p = (const unsigned char *)data;
-    const size_t bytes = floats * sizeof(float), words = bytes / 8;
-    uint64_t lane[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull,
-                        0x27d4eb2f165667c5ull};
-    const uint64_t prime = 0x100000001b3ull;
-    size_t i = 0;
-    for (; i + 4 <= words; i += 4)
-        for (int k = 0; k < 4; k++) {
-            uint64_t w;
-            memcpy(&w, p + (i + (size_t)k) * 8, 8);
-            lane[k] = (lane[k] ^ w) * prime;
-        }
-    uint64_t h = lane[0] ^ (lane[1] << 1) ^ (lane[2] << 2) ^ (lane[3] << 3);
-    for (; i < words; i++) {
-        uint64_t w;
-        memcpy(&w, p + i * 8, 8);
-        h = (h ^ w) * prime;
-    }
-    for (size_t b = words * 8; b < bytes; b++) h = (h ^ p[b]) * prime;
-    return (h ^ bytes) * prime;
+    const uint32_t *w = (const uint32_t *)(const void *)data;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < floats; i++) sum += gpt_checksum_term(w[i], i);
+    return gpt_checksum_fold(sum, floats);
 }
 
 /* The chunks' checksums of a version's data into its header (write), or whether they match
  * it (check): chunks in parallel, so a shard of GBs goes at memory speed, not one core's. */
-static void sums_of(version_header *h, const float *data, int threads)
+static void sums_of(version_header *h, const float *data)
 {
-    if (threads <= 0) threads = omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int c = 0; c < h->nchunks; c++) {
         const size_t at = (size_t)c * h->chunk_floats;
         const size_t n = h->floats - at < h->chunk_floats ? h->floats - at : h->chunk_floats;
@@ -236,13 +219,17 @@ void ckpt_store_begin(ckpt_store *s, int slot, int version, int iteration, int a
     h->nchunks = s->nchunks;
 }
 
-void ckpt_store_set_verify_threads(ckpt_store *s, int threads) { s->verify_threads = threads; }
-
-void ckpt_store_complete(ckpt_store *s, int slot, int version)
+uint64_t *ckpt_store_sums(ckpt_store *s, int slot, int version)
 {
-    version_header *h = header(s, slot, version);
-    sums_of(h, ckpt_store_data(s, slot, version), s->verify_threads);
-    atomic_store(&h->state, STATE_COMPLETE);
+    return header(s, slot, version)->sums;
+}
+
+size_t ckpt_store_chunk_floats(const ckpt_store *s) { return s->chunk_floats; }
+int ckpt_store_nchunks(const ckpt_store *s) { return s->nchunks; }
+
+void ckpt_store_mark_complete(ckpt_store *s, int slot, int version)
+{
+    atomic_store(&header(s, slot, version)->state, STATE_COMPLETE);
 }
 
 int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step)
@@ -316,7 +303,7 @@ int ckpt_file_write(const char *dir, const char *job, int rank, int version, int
                 full_io(fd, (void *)data, data_bytes, at + PAGE, 1) || fdatasync(fd)))
         rc = say(path, "cannot write", errno);
     if (!rc) {
-        sums_of(h, data, 0);
+        sums_of(h, data);
         atomic_store(&h->state, STATE_COMPLETE);
         if (full_io(fd, h, PAGE, at, 1) || fdatasync(fd)) rc = say(path, "cannot write", errno);
     }

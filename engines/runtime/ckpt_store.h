@@ -53,11 +53,17 @@ float *ckpt_store_data(ckpt_store *s, int slot, int version);
 int ckpt_store_slot_of(const ckpt_store *s, int owner);
 /* Version v of slot s is being written for iteration it (adam_step with it). */
 void ckpt_store_begin(ckpt_store *s, int slot, int version, int iteration, int adam_step);
-/* Its data is all there: checksum it and mark it complete. */
-/* Threads the checksums of ckpt_store_complete use (0: OpenMP's default, every core): they
- * run beside training, whose host threads must keep a core. */
-void ckpt_store_set_verify_threads(ckpt_store *s, int threads);
-void ckpt_store_complete(ckpt_store *s, int slot, int version);
+/* Version v of slot s's chunk checksums (kernels/checksum_element.h; one per chunk of
+ * chunk_floats, in the header page, mapped memory the copies may use): whoever writes the
+ * data writes these, computed where the data came from (the backend's checksum_chunks). */
+uint64_t *ckpt_store_sums(ckpt_store *s, int slot, int version);
+/* The chunk size the store uses (the one asked for, or larger where a header page cannot hold
+ * that many sums), and the number of chunks of a version. */
+size_t ckpt_store_chunk_floats(const ckpt_store *s);
+int ckpt_store_nchunks(const ckpt_store *s);
+/* Its data and sums are all there: mark it complete (recovery checks the data against the
+ * sums before it trusts a version). */
+void ckpt_store_mark_complete(ckpt_store *s, int slot, int version);
 /* The iteration version v of slot s holds when it is valid (complete, checksums match),
  * else -1; *adam_step from its header. */
 int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step);

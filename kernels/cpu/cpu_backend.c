@@ -172,6 +172,7 @@ static const gpt_backend_ops cpu_ops = {
     .adamw_update = cpu_q_adamw_update,
     .norm_squared = cpu_q_norm_squared,
     .params_to_act = cpu_q_params_to_act,
+    .checksum_chunks = cpu_q_checksum_chunks,
 };
 
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads)

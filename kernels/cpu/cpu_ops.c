@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "cpu_ops.h"
+#include "../checksum_element.h"
 #include "../adamw_element.h"
 
 /* Column block owned by one thread in the column-parallel reductions below: 64 floats
@@ -339,4 +340,31 @@ void cpu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
     for (int ci = 0; ci < NORM_CHUNKS; ci++)
         total += partial[ci];
     *out = (float)total;
+}
+
+/* ---- checkpoint checksums ------------------------------------------------------------------ */
+
+/* Chunks in parallel, each a sum of its words' terms (checksum_element.h): the same values as
+ * the GPU's, whatever the order. */
+void cpu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
+                         size_t chunk_floats)
+{
+    size_t total = 0;
+    for (int k = 0; k < nparts; k++) total += parts[k].n;
+    const ptrdiff_t nchunks = (ptrdiff_t)((total + chunk_floats - 1) / chunk_floats);
+    const int nt = cpu_nthreads(s);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+    for (ptrdiff_t c = 0; c < nchunks; c++) {
+        const size_t first = (size_t)c * chunk_floats;
+        const size_t n = total - first < chunk_floats ? total - first : chunk_floats;
+        uint64_t sum = 0;
+        size_t base = 0, i = 0;
+        for (int k = 0; k < nparts && i < n; k++) {
+            const size_t end = base + parts[k].n;
+            const uint32_t *w = (const uint32_t *)(const void *)parts[k].p;
+            for (size_t g = first + i; g < end && i < n; g++, i++) sum += gpt_checksum_term(w[g - base], i);
+            base = end;
+        }
+        sums[c] = gpt_checksum_fold(sum, n);
+    }
 }

@@ -63,5 +63,7 @@ void cpu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, 
                       size_t n, float lr, float beta1, float beta2, float eps,
                       float weight_decay, int t, float grad_scale);
 void cpu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n);
+void cpu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
+                         size_t chunk_floats);
 
 #endif

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,6 +276,7 @@ typedef enum cpu_task_kind {
     TASK_CROSSENTROPY, /* forward and backward in one pass */
     TASK_ADAMW_UPDATE,
     TASK_NORM_SQUARED,
+    TASK_CHECKSUM_CHUNKS,
     TASK_PARAMS_TO_ACT,
     TASK_HOST_FN,
 } cpu_task_kind;
@@ -334,6 +336,12 @@ typedef struct cpu_task {
             int t;
         } adamw;
         struct { float *out; const float *x; size_t n; } norm_squared;
+        struct {
+            uint64_t *sums;
+            gpt_float_span parts[GPT_CHECKSUM_PARTS];
+            int nparts;
+            size_t chunk_floats;
+        } checksum;
         struct { void *dst; const float *src; size_t n; } params_to_act;
         struct {
             int (*fn)(void *arg);
@@ -469,6 +477,10 @@ static int task_run(gpt_stream *s, const cpu_task *t)
     }
     case TASK_NORM_SQUARED:
         cpu_norm_squared(s, t->a.norm_squared.out, t->a.norm_squared.x, t->a.norm_squared.n);
+        return GPT_OK;
+    case TASK_CHECKSUM_CHUNKS:
+        cpu_checksum_chunks(s, t->a.checksum.sums, t->a.checksum.parts, t->a.checksum.nparts,
+                            t->a.checksum.chunk_floats);
         return GPT_OK;
     case TASK_PARAMS_TO_ACT:
         /* fp32 to fp32: a copy (memmove: callers may pass the same array) */
@@ -1021,6 +1033,18 @@ void cpu_q_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
     t.a.norm_squared.out = out;
     t.a.norm_squared.x = x;
     t.a.norm_squared.n = n;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
+                           size_t chunk_floats)
+{
+    cpu_task t = {.kind = TASK_CHECKSUM_CHUNKS};
+    assert(nparts >= 1 && nparts <= GPT_CHECKSUM_PARTS && chunk_floats > 0);
+    t.a.checksum.sums = sums;
+    for (int k = 0; k < nparts; k++) t.a.checksum.parts[k] = parts[k];
+    t.a.checksum.nparts = nparts;
+    t.a.checksum.chunk_floats = chunk_floats;
     stream_push_op(s, &t);
 }
 

@@ -38,7 +38,7 @@ static const char *const op_names[OP_COUNT] = {
     "attention_forward",    "attention_backward",    "gelu_forward",
     "gelu_backward",        "residual_forward",      "residual_backward",
     "residual_layernorm_forward", "crossentropy",    "adamw_update",
-    "norm_squared",         "params_to_act",
+    "norm_squared",         "params_to_act",         "checksum_chunks",
 };
 
 /* ---- memory -------------------------------------------------------------------------- */
@@ -474,6 +474,9 @@ PROFILED(adamw_update, OP_ADAMW,
           grad_scale))
 PROFILED(norm_squared, OP_NORM_SQUARED, (gpt_stream * s, float *out, const float *x, size_t n),
          (s, out, x, n))
+PROFILED(checksum_chunks, OP_CHECKSUM,
+         (gpt_stream * s, uint64_t *sums, const gpt_float_span *parts, int nparts, size_t chunk_floats),
+         (s, sums, parts, nparts, chunk_floats))
 PROFILED(params_to_act, OP_PARAMS_TO_ACT,
          (gpt_stream * s, void *dst, const float *src, size_t n), (s, dst, src, n))
 
@@ -523,6 +526,7 @@ static const gpt_backend_ops cuda_ops = {
     /* .adamw_update = */ prof_adamw_update,
     /* .norm_squared = */ prof_norm_squared,
     /* .params_to_act = */ prof_params_to_act,
+    /* .checksum_chunks = */ prof_checksum_chunks,
 };
 
 extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32)

@@ -83,7 +83,7 @@ enum cuda_op_id {
     OP_ENCODER_FWD, OP_ENCODER_BWD, OP_LAYERNORM_FWD, OP_LAYERNORM_BWD, OP_MATMUL_FWD,
     OP_MATMUL_BWD, OP_ATTENTION_FWD, OP_ATTENTION_BWD, OP_GELU_FWD, OP_GELU_BWD,
     OP_RESIDUAL_FWD, OP_RESIDUAL_BWD, OP_RESIDUAL_LAYERNORM_FWD, OP_CROSSENTROPY, OP_ADAMW,
-    OP_NORM_SQUARED, OP_PARAMS_TO_ACT, OP_COUNT
+    OP_NORM_SQUARED, OP_PARAMS_TO_ACT, OP_CHECKSUM, OP_COUNT
 };
 
 typedef struct cuda_backend_impl {
@@ -225,6 +225,8 @@ void cu_adamw_update(gpt_stream *s, float *param, void *param_act, const float *
                      float *v, size_t n, float lr, float beta1, float beta2, float eps,
                      float weight_decay, int t, float grad_scale);
 void cu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n);
+void cu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
+                        size_t chunk_floats);
 void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n);
 
 /* Column sums (deterministic): out[o] += sum_n in[n][o] over in (N,OC) of the activation

@@ -10,6 +10,7 @@
 #include "cuda_common.cuh"
 #include <cub/device/device_radix_sort.cuh>
 #include "../adamw_element.h"
+#include "../checksum_element.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -1099,5 +1100,87 @@ void cu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
                                                                             n);
     OP_CHECK_LAUNCH(s);
     norm_squared_stage2<<<1, NORM_BLOCKS, 0, st->stream>>>(out, st->norm_partials);
+    OP_CHECK_LAUNCH(s);
+}
+
+/* ---- checkpoint checksums (checksum_element.h) ---------------------------------------------
+ * sums[c] = fold(n_c, sum of the terms of chunk c's words).  The chunks' words are the parts
+ * one after the other.  Each thread adds the terms of a grid-stride run of words into its
+ * chunk's running sum, a warp adds its lanes' sums where they share a chunk, and one 64-bit
+ * integer atomic per warp and chunk adds that in: integer addition, so the order does not
+ * change the bits.  A second kernel folds each sum with its chunk's length. */
+struct checksum_parts {
+    const uint32_t *p[GPT_CHECKSUM_PARTS];
+    size_t end[GPT_CHECKSUM_PARTS]; /* where each part ends in the sequence */
+    int nparts;
+};
+
+__global__ static void checksum_terms_kernel(unsigned long long *sums, checksum_parts parts,
+                                             size_t total, size_t chunk_floats)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t base = (size_t)blockIdx.x * blockDim.x; base < total; base += stride) {
+        const size_t g = base + threadIdx.x;
+        uint64_t term = 0;
+        size_t chunk = (size_t)-1;
+        if (g < total) {
+            int k = 0;
+            while (k + 1 < parts.nparts && g >= parts.end[k]) k++;
+            const size_t start = k ? parts.end[k - 1] : 0;
+            chunk = g / chunk_floats;
+            term = gpt_checksum_term(parts.p[k][g - start], g - chunk * chunk_floats);
+        }
+        /* lanes of one chunk (a warp spans at most two chunks: 32 < chunk_floats) */
+        const size_t first_chunk = __shfl_sync(0xffffffffu, chunk, 0);
+        uint64_t in_first = chunk == first_chunk ? term : 0, in_next = chunk == first_chunk ? 0 : term;
+        for (int off = 16; off > 0; off /= 2) {
+            in_first += __shfl_xor_sync(0xffffffffu, in_first, off);
+            in_next += __shfl_xor_sync(0xffffffffu, in_next, off);
+        }
+        if ((threadIdx.x & 31) == 0 && first_chunk != (size_t)-1) {
+            atomicAdd(&sums[first_chunk], (unsigned long long)in_first);
+            /* the warp's last word in the sequence: in the next chunk when the warp crosses */
+            const size_t last_g = base + (threadIdx.x | 31);
+            const size_t last_chunk = (last_g < total ? last_g : total - 1) / chunk_floats;
+            if (last_chunk != first_chunk) atomicAdd(&sums[last_chunk], (unsigned long long)in_next);
+        }
+    }
+}
+
+__global__ static void checksum_fold_kernel(unsigned long long *sums, size_t nchunks, size_t total,
+                                            size_t chunk_floats)
+{
+    const size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= nchunks) return;
+    const size_t n = total - c * chunk_floats < chunk_floats ? total - c * chunk_floats : chunk_floats;
+    sums[c] = gpt_checksum_fold(sums[c], n);
+}
+
+void cu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
+                        size_t chunk_floats)
+{
+    cudaStream_t st = cu_stream(s)->stream;
+    checksum_parts cp;
+    memset(&cp, 0, sizeof cp);
+    size_t total = 0;
+    if (nparts < 1 || nparts > GPT_CHECKSUM_PARTS || chunk_floats < 32) {
+        fprintf(stderr, "aebench: checksum_chunks: %d parts, chunks of %zu words\n", nparts, chunk_floats);
+        cu_stream(s)->failed = 1;
+        return;
+    }
+    for (int k = 0; k < nparts; k++) {
+        cp.p[k] = (const uint32_t *)(const void *)parts[k].p;
+        total += parts[k].n;
+        cp.end[k] = total;
+    }
+    cp.nparts = nparts;
+    const size_t nchunks = (total + chunk_floats - 1) / chunk_floats;
+    OP_CHECK_CUDA(s, cudaMemsetAsync(sums, 0, nchunks * sizeof(uint64_t), st));
+    if (total == 0) return;
+    checksum_terms_kernel<<<grid_for(total, EW_THREADS), EW_THREADS, 0, st>>>(
+        (unsigned long long *)sums, cp, total, chunk_floats);
+    OP_CHECK_LAUNCH(s);
+    checksum_fold_kernel<<<(unsigned)((nchunks + 255) / 256), 256, 0, st>>>((unsigned long long *)sums, nchunks,
+                                                                            total, chunk_floats);
     OP_CHECK_LAUNCH(s);
 }
