@@ -5,7 +5,8 @@
  * adds is the checkpoint and the recovery.
  *
  * Where things live, per rank (besides megatron-lm ZeRO-3's own, engines/megatron_lm.c):
- *   GPU   two staging chunks (min(64 MiB, the shard) each): what a peer's shard arrives in
+ *   GPU   two staging chunks (min(64 MiB, the shard) each): what a peer's shard arrives in;
+ *         m rows of chunk checksums (this rank's, and each round's peer's)
  *   host  the store (runtime/ckpt_store.h): a file on a memory file system (--gemini-store,
  *         default /dev/shm), mapped and page-locked, holding m shards in two alternating
  *         versions: slot 0 this rank's shard, slot d its d-th peer's; a shard is this rank's
@@ -19,16 +20,19 @@
  *
  * One checkpoint, stream by stream (the training itself is megatron-lm ZeRO-3's, on compute
  * and its two collective streams):
- *   d2h       after the step's optimizer (an event on compute): this rank's arrays into its
- *             slot's version (it mod 2); each peer chunk received, once it is in, into that
- *             peer's slot
+ *   own-d2h   after the step's optimizer (an event on compute): the chunk checksums of this
+ *             rank's arrays, computed there (the backend's checksum_chunks), then the arrays
+ *             and the checksums into its slot's version (it mod 2); a stream of its own, so
+ *             that the peers' chunks below never queue behind these gigabytes
  *   ckpt-comm per round d, per chunk of the shard's three arrays: one sendrecv, this rank's
  *             chunk straight from the GPU arrays to to_d and from_d's into staging[k mod 2],
- *             each waiting until d2h has emptied that staging chunk
- *   verify    after a slot's last copy (an event on d2h): a host task checksums its version,
- *             chunks in parallel, and marks it complete; a version is rewritten only after its
- *             last verification (the host waits on that event, which has passed unless
- *             checksumming falls a whole step behind)
+ *             each waiting until d2h has emptied that staging chunk; after a round's last
+ *             chunk, the checksums (this rank's to to_d, from_d's into their GPU row)
+ *   d2h       each peer chunk received, once it is in, into that peer's slot; its checksums
+ *   verify    after a slot's last copy (an event): a host task marks its version complete
+ *             (recovery checks the data against the checksums before it trusts a version);
+ *             a version is rewritten only after that mark (the host waits on its event,
+ *             which has passed unless the copies fall a whole step behind)
  * When (--gemini-mode):
  *   none        never (megatron-lm's step; --ckpt-dir alone is traditional checkpointing)
  *   (any mode trains the iterations before --gemini-ckpt-from as none: the artifact's runs
