@@ -397,7 +397,9 @@ static int restore(gemini_state *st)
             h->owner = p->owners[s];
             h->iteration = ckpt_store_valid(st->store, s, v, &h->adam_step);
         }
+    const double t_valid = wall_ms();
     if (!rc) rc = coll_host_all_gather(st->comm, all, mine, (size_t)per * sizeof *mine);
+    const double t_agreed = wall_ms();
     /* the newest iteration every owner's shard has somewhere */
     int best = -1, best_step = 0;
     for (int i = 0; !rc && i < per * W; i++) {
@@ -462,7 +464,19 @@ static int restore(gemini_state *st)
             engine_note(&st->env, "gemini: rank %d's shard of iteration %d fetched from rank %d's copy "
                         "(%.1f MiB)", o, best, holder, 3.0 * (double)st->shard.n * sizeof(float) / 1048576.0);
     }
-    if (!rc) rc = gpt_stream_sync(cs);
+    if (!rc && cs) rc = gpt_stream_sync(cs);
+    if (!rc) {
+        /* where the time went: checking this rank's versions (its checksums), agreeing on the
+         * version (waiting for the slowest rank's check), loading or fetching */
+        const double mine_ms[3] = {t_valid - t0, t_agreed - t_valid, wall_ms() - t_agreed};
+        enum { NOTED_RANKS = 8 }; /* (the log names the first few ranks' breakdowns) */
+        double every[64 * 3];
+        if (W <= 64 && !(rc = coll_host_all_gather(st->comm, every, mine_ms, sizeof mine_ms)))
+            for (int r = 0; r < W && r < NOTED_RANKS; r++)
+                engine_note(&st->env, "gemini: recovery on rank %d: its versions checked in %.1f ms, the version "
+                            "agreed in %.1f ms, the state loaded or fetched in %.1f ms", r, every[3 * r],
+                            every[3 * r + 1], every[3 * r + 2]);
+    }
     if (!rc) {
         *st->shard.adam_step = best_step;
         st->resume.iteration = best;
