@@ -11,7 +11,7 @@
 # LAYERS (default 32), ITERS (default 12), STAGES (default "0 1 2 3"); MEGATRON=0 skips the
 # megatron-lm runs and PyTorch, OFFLOAD=0 the offload engines (l2l, stronghold -w auto and
 # -w 15 at N = 1 and 2, beside the host's measured bandwidth and CPU Adam rate); NS (default
-# "1 2") the rank counts; OFFLOAD_ENGINES (default "zo zi l2l sh_auto sh_w15"); TEST_CUDA=1 runs build/tests/test_cuda first (needs cmocka in .deps).
+# "1 2"; "1 2 4" on the four-GPU machine, with PyTorch DDP at each N > 1) the rank counts; OFFLOAD_ENGINES (default "zo zi l2l sh_auto sh_w15"); TEST_CUDA=1 runs build/tests/test_cuda first (needs cmocka in .deps).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/dp_env.sh
@@ -47,9 +47,12 @@ big=(-l "${LAYERS:-32}" -h 2048 -b 4 --iters "${ITERS:-12}" --log-interval "${IT
 : >"$out/pytorch.jsonl"
 [ "${MEGATRON:-1}" = 1 ] && { python3 bench/pytorch_gpt.py --layers "${LAYERS:-32}" --math tf32 --iters "${ITERS:-12}" >>"$out/pytorch.jsonl" 2>"$out/pytorch_err.txt" || tail -n 5 "$out/pytorch_err.txt"; }
 tail -n 1 "$out/pytorch.jsonl"
-[ "${MEGATRON:-1}" = 1 ] && python3 -m torch.distributed.run --standalone --nproc_per_node 2 bench/pytorch_gpt.py --layers "${LAYERS:-32}" \
-    --math tf32 --iters "${ITERS:-12}" >>"$out/pytorch.jsonl" 2>"$out/pytorch_ddp_err.txt" || tail -n 5 "$out/pytorch_ddp_err.txt"
-tail -n 1 "$out/pytorch.jsonl"
+for n in ${NS:-1 2}; do
+    [ "$n" -gt 1 ] && [ "${MEGATRON:-1}" = 1 ] || continue
+    python3 -m torch.distributed.run --standalone --nproc_per_node "$n" bench/pytorch_gpt.py --layers "${LAYERS:-32}" \
+        --math tf32 --iters "${ITERS:-12}" >>"$out/pytorch.jsonl" 2>"$out/pytorch_ddp_err.txt" || tail -n 5 "$out/pytorch_ddp_err.txt"
+    tail -n 1 "$out/pytorch.jsonl"
+done
 if [ "${MEGATRON:-1}" = 1 ]; then
 for st in ${STAGES:-0 1 2 3}; do
     for n in ${NS:-1 2}; do run "n${n}_s$st" "$n" "${big[@]}" --zero-stage "$st"; done

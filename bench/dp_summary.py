@@ -25,7 +25,7 @@ def main():
     except OSError:
         torch = []
     pt1 = next((t for t in torch if t.get("world", 1) == 1), None)
-    ddp = next((t for t in torch if t.get("world", 1) == 2), None)
+    ddps = {t.get("world"): t for t in torch if t.get("world", 1) > 1}
     gib = 1024 ** 3
     print("| engine | N | ms/it | samples/s | vs N=1 | vs PyTorch | GPU peak / plan per rank (GiB) "
           "| collectives busy ms/it | GB/it handed to collectives |")
@@ -33,15 +33,17 @@ def main():
     if pt1:
         print(f"| PyTorch eager | 1 | {pt1['ms']:.1f} | {pt1['samples_per_s']:.2f} | | | "
               f"{pt1['peak_bytes'] / gib:.2f} | | |")
-    if ddp:
+    for w, ddp in sorted(ddps.items()):
         r = ddp["samples_per_s"] / pt1["samples_per_s"] if pt1 else float("nan")
-        print(f"| PyTorch DDP | 2 | {ddp['ms']:.1f} | {ddp['samples_per_s']:.2f} | {r:.2f}x | | "
+        print(f"| PyTorch DDP | {w} | {ddp['ms']:.1f} | {ddp['samples_per_s']:.2f} | {r:.2f}x | | "
               f"{ddp['peak_bytes'] / gib:.2f} | | |")
     for st in range(4):
         if not glob.glob(f"{out}/res_n*_s{st}"):
             continue
         base = load(out, f"n1_s{st}")
-        for n in (1, 2):
+        for n in (1, 2, 4, 8):
+            if not glob.glob(f"{out}/res_n{n}_s{st}"):
+                continue
             j = load(out, f"n{n}_s{st}")
             if not j:
                 print(f"| megatron-lm ZeRO-{st} | {n} | failed | | | | | | |")
@@ -52,7 +54,7 @@ def main():
             busy = [i.get("collectives_busy_ms", 0) for i in its]
             gb = [i.get("bytes_collectives", 0) / 1e9 for i in its]
             scale = f"{s['samples_per_second'] / base['summary']['samples_per_second']:.2f}x" if base else ""
-            ref = ddp if n == 2 else pt1
+            ref = ddps.get(n) if n > 1 else pt1
             vs = f"{s['samples_per_second'] / ref['samples_per_s']:.2f}x" if ref else ""
             print(f"| megatron-lm ZeRO-{st} | {n} | {s['median_ms']:.1f} | {s['samples_per_second']:.2f} "
                   f"| {scale} | {vs} | {g['peak_bytes'] / gib:.2f} / {g['planned_bytes'] / gib:.2f} "
@@ -65,7 +67,7 @@ def offload_table(out):
     rows = []
     for name, label in (("zo", "zero-offload"), ("zi", "zero-infinity"), ("l2l", "l2l"), ("sh_auto", "stronghold -w auto"), ("sh_w15", "stronghold -w 15")):
         base = load(out, f"n1_{name}")
-        for n in (1, 2):
+        for n in (1, 2, 4, 8):
             j = load(out, f"n{n}_{name}")
             if not j:
                 if glob.glob(f"{out}/res_n{n}_{name}"):

@@ -7,9 +7,10 @@
 #     interleave; then scripts/case6_extract.sh (the CSVs come back, figures are drawn at home);
 #  2. the losses: interleave and naive against none, every iteration bit for bit (a checkpoint
 #     must not change the training);
-#  3. recovery under --ranks 2 (interleave): a hardware failure of rank 1 and a software
-#     failure of rank 0 at iteration 26, each recovered job's losses against the run without
-#     failure bit for bit, its time lost, bytes fetched and restore time;
+#  3. recovery under --ranks 2 (interleave, checkpoints from the first iteration): a hardware
+#     failure of rank 1 and a software failure of rank 0 at iteration 14, each recovered job's
+#     losses against the run without failure (case 6's none) bit for bit, its time lost, bytes
+#     fetched and where the restore's time went on each rank;
 #  4. the disk: the same state written to a persistent checkpoint (--ckpt-dir, O_DIRECT) every
 #     5 iterations, its time and GB/s; and both ranks lost (falls back to it).
 # On the device machine, from the repository root, with .deps carried:
@@ -28,30 +29,34 @@ fi
 
 echo "== case 6: configs/case6.json"
 SECONDS=0
-timeout 480 ./aebench --config configs/case6.json --device cuda --gemini-store "$store" --results "$out/case6" >"$out/case6.txt" 2>&1
+timeout 240 ./aebench --config configs/case6.json --device cuda --gemini-store "$store" --results "$out/case6" >"$out/case6.txt" 2>&1
 echo "case 6 exit $? in $SECONDS s"
 grep -h "^gemini: steps without\|gemini interleave:\|each checkpoint copies" "$out"/case6/log_gemini_*.txt
 bash scripts/case6_extract.sh -r "$out/case6" && cp "$out"/case6/case6*.csv "$dest/"
 cat "$out/case6/case6.csv"
 
-fail() { # tag extra-args...
-    local tag=$1
-    shift
+fail() { # tag iters timeout extra-args...
+    local tag=$1 iters=$2 limit=$3
+    shift 3
     SECONDS=0
-    timeout 400 ./aebench --device cuda -m gemini -l 16 -h 2048 -b 4 --global-batch 32 --iters 32 --log-interval 1 \
-        --gemini-ckpt-from 19 --ranks 2 --gemini-store "$store" --results "$out/res_$tag" "$@" >"$out/$tag.txt" 2>&1
-    echo "$tag: exit $? in $SECONDS s"
-    grep -h "relaunching\|recovered at\|^recovery:\|fell back\|persistent" "$out/$tag.txt" "$out"/res_"$tag"/*.txt 2>/dev/null | sort -u | head -n 6
+    timeout "$limit" ./aebench --device cuda -m gemini -l 16 -h 2048 -b 4 --global-batch 32 --iters "$iters" \
+        --log-interval 1 --gemini-ckpt-from 1 --ranks 2 --gemini-store "$store" --results "$out/res_$tag" "$@" \
+        >"$out/$tag.txt" 2>&1
+    echo "$tag: exit $? in $SECONDS s ($(date -u +%H:%M:%S))"
+    grep -h "relaunching\|recovered at\|recovery on rank\|^recovery:\|persistent" "$out/$tag.txt" \
+        "$out"/res_"$tag"/*.txt 2>/dev/null | sort -u | head -n 8
 }
-echo "== recovery"
-fail hw --fail-at 26 --fail-rank 1 --fail-kind hardware
-fail sw --fail-at 26 --fail-rank 0 --fail-kind software
+echo "== recovery (failure at iteration 14 of 18)"
+fail hw 18 150 --fail-at 14 --fail-rank 1 --fail-kind hardware
+fail sw 18 150 --fail-at 14 --fail-rank 0 --fail-kind software
 echo "== the disk: a persistent checkpoint every 5 iterations (none mode), and both ranks lost"
 # (outside $out: the checkpoint files must not go into bench.tgz)
 ckroot=$(mktemp -d /tmp/aebench-ckpt.XXXXXX)
 mkdir -p "$ckroot/disk" "$ckroot/both"
-fail disk --gemini-mode none --ckpt-dir "$ckroot/disk" --ckpt-every 5
-fail both --ckpt-dir "$ckroot/both" --ckpt-every 5 --fail-at 26 --fail-rank 0,1 --fail-kind hardware
+df -h "$ckroot" | tail -n 1
+fail disk 10 150 --gemini-mode none --ckpt-dir "$ckroot/disk" --ckpt-every 5
+fail both 14 150 --ckpt-dir "$ckroot/both" --ckpt-every 5 --fail-at 12 --fail-rank 0,1 --fail-kind hardware
+rm -rf "$ckroot"
 
 python3 - "$out" <<'PY' | tee "$out/table.md"
 import glob, json, os, statistics, sys
