@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "data.h"
 #include "launch.h"
+#include "machine.h"
 #include "report.h"
 #include "run.h"
 #include "sweep.h"
@@ -113,7 +114,15 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
 
-    const int sweep = rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run);
+    if ((rc.calibrate || rc.predict) && (comm.world > 1 || rc.ranks > 1 || rc.config_runs || rc.find_max)) {
+        if (comm.rank == 0)
+            fprintf(stderr, "aebench: --calibrate and --predict take one rank and one configuration for now (no "
+                            "--ranks, mpirun, run lists or --find-max)\n");
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
+    const int sweep = !rc.calibrate && !rc.predict &&
+                      (rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run));
     if (sweep) {
         /* The sweep process opens no backend: a CUDA context here would take GPU memory
          * from every child it starts. */
@@ -183,7 +192,8 @@ int main(int argc, char **argv)
             comm_finalize(&comm);
             return EXIT_BAD_INPUT;
         }
-        if (cli_apply_cpu_preset(&rc) && comm.rank == 0)
+        /* (--predict with another machine's file predicts that machine: no CPU preset) */
+        if (!(rc.predict && rc.machine_path[0]) && cli_apply_cpu_preset(&rc) && comm.rank == 0)
             printf("aebench: no GPU in use and no model shape given: CPU preset %s\n",
                    cli_cpu_preset_text());
     }
@@ -206,6 +216,31 @@ int main(int argc, char **argv)
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
+    }
+    if (rc.calibrate || rc.predict) {
+        char path[PATH_MAX + 256];
+        int code = 0;
+        if (rc.machine_path[0]) snprintf(path, sizeof path, "%s", rc.machine_path);
+        else if (report_make_dirs(rc.results_dir, err, sizeof err) != 0 ||
+                 machine_default_path(path, sizeof path, rc.results_dir, be) != 0) {
+            fprintf(stderr, "aebench: %s\n", err[0] ? err : "results directory path too long");
+            code = EXIT_BAD_INPUT;
+        }
+        if (!code && rc.calibrate) code = machine_calibrate(&rc, be, path);
+        if (!code && rc.predict) {
+            machine_rates m;
+            if ((code = machine_load(path, &rc.eng, &m, err, sizeof err)) != 0) {
+                fprintf(stderr, "aebench: %s\n", err);
+            } else {
+                /* fits: under --gpu-mem-limit / --cpu-mem-limit, else what the machine had */
+                const size_t g = rc.gpu_mem_limit ? rc.gpu_mem_limit : (size_t)m.gpu_bytes;
+                const size_t h = rc.cpu_mem_limit ? rc.cpu_mem_limit : (size_t)m.host_bytes;
+                code = machine_predict(&rc, &m, g, h);
+            }
+        }
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return code;
     }
     if (rc.dry_run) {
         /* What a sweep needs to know before it runs this configuration: the backend, the

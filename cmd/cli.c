@@ -21,6 +21,7 @@ typedef enum opt_id {
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
     OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM,
+    OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -87,6 +88,9 @@ static const opt_spec specs[] = {
     {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
+    {OPT_CALIBRATE, "calibrate", 0, ARG_NONE, NULL, "measure this machine for --predict at the given shape, math and dtype into results/machine_HOST_DEVICE.json (or --machine FILE)"},
+    {OPT_PREDICT, "predict", 0, ARG_NONE, NULL, "print each engine's predicted ms/iteration, its breakdown and plan from the machine file, train nothing"},
+    {OPT_MACHINE, "machine", 0, ARG_TEXT, "FILE", "the machine file --calibrate writes and --predict reads (default results/machine_HOST_DEVICE.json)"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
     {OPT_VERSION, "version", 0, ARG_NONE, NULL, "print the version"},
 };
@@ -341,6 +345,13 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_DRY_RUN: rc->dry_run = flag_value; break;
     case OPT_FIND_MAX: rc->find_max = flag_value; break;
     case OPT_RESUME: rc->resume = flag_value; break;
+    case OPT_CALIBRATE: rc->calibrate = flag_value; break;
+    case OPT_PREDICT: rc->predict = flag_value; break;
+    case OPT_MACHINE:
+        if (!*value) return cli_fail(err, errlen, "%s: empty file name", opt);
+        if (snprintf(rc->machine_path, sizeof rc->machine_path, "%s", value) >= (int)sizeof rc->machine_path)
+            return cli_fail(err, errlen, "%s: path too long", opt);
+        break;
     case OPT_NO_CKPT: e->ckpt = !flag_value; break;
     case OPT_LR:
         if (dv <= 0) return cli_fail(err, errlen, "%s: must be positive", opt);
@@ -427,7 +438,7 @@ static const opt_spec *config_spec(const char *key)
 {
     const opt_spec *sp = spec_by_name(key);
     if (!sp || sp->id == OPT_CONFIG || sp->id == OPT_HELP || sp->id == OPT_VERSION ||
-        sp->id == OPT_RESUME)
+        sp->id == OPT_RESUME || sp->id == OPT_CALIBRATE || sp->id == OPT_PREDICT)
         return NULL;
     return sp;
 }

@@ -38,6 +38,9 @@ typedef struct run_config {
     int cpu_preset;        /* the small CPU preset was applied */
     int find_max;          /* --find-max: bisect for the largest layer count that trains */
     int resume;            /* --resume: sweeps skip runs already done */
+    int calibrate;         /* --calibrate: measure the machine for --predict */
+    int predict;           /* --predict: print predictions from the machine file, train nothing */
+    char machine_path[PATH_MAX]; /* --machine FILE ("": the default for this host and device) */
     int config_runs;       /* --config named a run list (a case), run by the sweep driver */
     int ranks;             /* --ranks N: start mpiexec -n N (0: not given) */
     char save_params[PATH_MAX]; /* --save-params FILE: the final parameters ("" none) */

@@ -170,6 +170,31 @@ typedef struct step_result {
 
 struct engine_resume;
 
+/* A calibrated machine (cmd/machine.h: --calibrate writes it, --predict reads it): what one
+ * step's pieces cost at one model shape, math mode and dtype, and the machine's rates. */
+typedef struct machine_rates {
+    /* compute, one micro-batch of the shape (ms) */
+    double embed_fwd_ms, layer_fwd_ms, layer_bwd_ms /* with recompute */, head_ms /* fwd + bwd */;
+    double embed_bwd_ms;
+    double gpu_adam_ms_per_mparam; /* the device AdamW, ms per million parameters */
+    /* pinned copies, GB/s: each way alone, and each way while the other runs */
+    double h2d_gbs, d2h_gbs, both_h2d_gbs, both_d2h_gbs;
+    double host_adam_ms_per_mparam; /* the host Adam pool, with `host_threads` threads */
+    int host_threads;
+    double host_copy_gbs;
+    double gpu_bytes, host_bytes; /* what a run could plan with there (free GPU, 90% of host) */
+} machine_rates;
+
+/* What an engine predicts for one step: ms on each resource (busy time, as step_result's
+ * busy_ms), the step's length from its schedule, and the resource that bounds it. */
+typedef struct engine_prediction {
+    double ms;                  /* per iteration */
+    double busy_ms[BUSY_KINDS]; /* per resource */
+    int bound;                  /* BUSY_* that the schedule waits on most (its critical path) */
+    int modelled;               /* 0: the engine has no model for this configuration */
+    char why[160];              /* when not modelled: why */
+} engine_prediction;
+
 typedef struct engine_vtbl {
     const char *name;
     const char *alias;       /* another accepted name, or NULL */
@@ -202,6 +227,9 @@ typedef struct engine_vtbl {
     /* Optional: what init recovered (an engine that restored a checkpoint): the driver trains
      * from the iteration after out->iteration and records the rest.  0 (or absent): none. */
     int (*resumed)(void *state, struct engine_resume *out);
+    /* Optional: the step's time on machine m, from the engine's own schedule (the same
+     * dependency order as step); absent or out->modelled 0: not modelled. */
+    void (*predict)(const engine_config *cfg, const machine_rates *m, engine_prediction *out);
 } engine_vtbl;
 
 /* A recovery, as the engine that made it tells the driver. */

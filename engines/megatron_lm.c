@@ -54,6 +54,7 @@
 #include "runtime/collectives.h"
 #include "runtime/dp.h"
 #include "runtime/spans.h"
+#include "runtime/predict.h"
 #include "runtime/timer.h"
 
 #include <math.h>
@@ -734,6 +735,27 @@ static int megatron_read_params(void *state, float *host_params)
     return rc;
 }
 
+/* The step on machine m (one rank): every micro-batch's embedding, layers, head and backward
+ * on the compute stream, then the device AdamW of every parameter.  N ranks (the
+ * collectives beside it) are not modelled yet. */
+static void megatron_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    memset(out, 0, sizeof *out);
+    if (engine_world(cfg) > 1) {
+        snprintf(out->why, sizeof out->why, "N ranks (the collectives) are not modelled yet");
+        return;
+    }
+    const double L = cfg->shape.layers, M = engine_micro_batches(cfg);
+    pred_timeline t = {0};
+    double at = 0;
+    for (int i = 0; i < M; i++) {
+        at = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms + L * m->layer_fwd_ms + m->head_ms, at);
+        at = pred_run(&t, BUSY_COMPUTE, L * pred_layer_bwd_ms(m, cfg) + m->embed_bwd_ms, at);
+    }
+    at = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)gpt_param_count(&cfg->shape)), at);
+    pred_done(out, &t, 0, at);
+}
+
 const engine_vtbl engine_megatron_lm = {
     .name = "megatron-lm",
     .alias = "baseline",
@@ -748,6 +770,7 @@ const engine_vtbl engine_megatron_lm = {
     .step = megatron_step,
     .free = megatron_free,
     .read_params = megatron_read_params,
+    .predict = megatron_predict,
 };
 
 int megatron_shard_state_of(void *state, megatron_shard_state *out)

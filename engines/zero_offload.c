@@ -89,6 +89,7 @@
  * the race-freedom argument above holds shard by shard.
  */
 #include "engine.h"
+#include "runtime/predict.h"
 
 #include "runtime/cpu_adam.h"
 #include "runtime/dp.h"
@@ -747,6 +748,66 @@ static int zero_offload_read_params(void *state, float *host_params)
     return dp_gather_blocks(st->work.comm, st->host_p, z->PE, z->PL, z->L, host_params);
 }
 
+/* The step on machine m (one rank, no --dpu), in the order of zero_offload_step: the forward
+ * waits for each block's copy back (issued once its host Adam of the step before is done),
+ * the backward sends each bucket home after its lowest layer, and the host Adam updates the
+ * blocks in order (embed, layer 0, ...) once the global norm is known (with --clip-grad 0, each
+ * once its grads are home).  Walked for three steps: the last is the steady one. */
+static void zero_offload_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    memset(out, 0, sizeof *out);
+    if (engine_world(cfg) > 1 || cfg->dpu) {
+        snprintf(out->why, sizeof out->why, "%s not modelled yet", cfg->dpu ? "--dpu is" : "N ranks are");
+        return;
+    }
+    const zo_layout z = layout_for(cfg);
+    const int L = z.L, clip = cfg->optim.clip > 0;
+    double *adam_done = calloc((size_t)L + 1, sizeof *adam_done), *home = calloc((size_t)L + 1, sizeof *home);
+    if (!adam_done || !home) {
+        free(adam_done);
+        free(home);
+        snprintf(out->why, sizeof out->why, "out of memory");
+        return;
+    }
+    pred_timeline t = {0};
+    double start = 0, end = 0;
+    for (int s = 0; s < 3; s++) {
+        start = end;
+        pred_step(&t, start);
+        double c = start;
+        for (int k = 0; k <= L; k++) { /* block k: the embed (0) or layer k - 1 */
+            const double floats = k == 0 ? (double)z.PE : (double)z.PL;
+            const double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, floats, 0), adam_done[k]);
+            c = pred_run(&t, BUSY_COMPUTE, k == 0 ? m->embed_fwd_ms : m->layer_fwd_ms, pred_max(c, copied));
+        }
+        for (int i = 0; i < z.M; i++) {
+            if (i > 0) c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms + L * m->layer_fwd_ms, c);
+            c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
+            for (int l = L - 1; l >= 0; l--) {
+                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), c);
+                /* a group of BL layers goes home after its lowest layer (the last micro-batch) */
+                const int hi = L - 1 - ((L - 1 - l) / z.BL) * z.BL, lo = hi - z.BL + 1 > 0 ? hi - z.BL + 1 : 0;
+                if (l == lo && i == z.M - 1) {
+                    const double done = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)(hi - lo + 1) * z.PL, 0), c);
+                    for (int j = lo; j <= hi; j++) home[j + 1] = done;
+                }
+            }
+            c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+        }
+        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.PE, 0), c);
+        double norm = c; /* the norms are read back with the backward */
+        for (int k = 0; k <= L; k++) norm = pred_max(norm, home[k]);
+        for (int k = 0; k <= L; k++)
+            adam_done[k] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, k == 0 ? (double)z.PE : (double)z.PL),
+                                    clip ? pred_max(norm, home[k]) : home[k]);
+        /* the step returns when compute and the copies home are done */
+        end = pred_max(c, home[0]);
+    }
+    pred_done(out, &t, start, end);
+    free(adam_done);
+    free(home);
+}
+
 const engine_vtbl engine_zero_offload = {
     .name = "zero-offload",
     .alias = NULL,
@@ -760,4 +821,5 @@ const engine_vtbl engine_zero_offload = {
     .step = zero_offload_step,
     .free = zero_offload_free,
     .read_params = zero_offload_read_params,
+    .predict = zero_offload_predict,
 };

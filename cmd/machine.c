@@ -1,0 +1,627 @@
+#include "machine.h"
+
+#include "report.h"
+#include "run.h"
+#include "data.h"
+#include "../engines/runtime/cpu_adam.h"
+#include "../engines/runtime/membudget.h"
+#include "../engines/runtime/timer.h"
+#include "../kernels/model.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the file ------------------------------------------------------------------------------
+ * { "aebench_machine": 1, "host": ..., "device": ..., "backend": "cuda"|"cpu",
+ *   "rates": { "h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per_mparam",
+ *              "host_threads", "host_copy_gbs", "measured" },
+ *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
+ *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
+ *                  "gpu_adam_ms_per_mparam" }, ... ] }
+ * "measured" is the Unix time of the measurement. */
+
+static const char *const RATE_FIELDS[] = {"h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs",
+                                          "host_adam_ms_per_mparam", "host_threads", "host_copy_gbs",
+                                          "gpu_bytes", "host_bytes"};
+enum { NRATE_FIELDS = sizeof RATE_FIELDS / sizeof RATE_FIELDS[0] };
+static const char *const COMPUTE_FIELDS[] = {"embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms",
+                                             "embed_bwd_ms", "gpu_adam_ms_per_mparam", "layer_scale",
+                                             "rest_scale"};
+enum { NCOMPUTE_FIELDS = sizeof COMPUTE_FIELDS / sizeof COMPUTE_FIELDS[0] };
+
+static const char *math_of(const engine_config *c) { return c->tf32 ? "tf32" : "fp32"; }
+static const char *dtype_of(const engine_config *c) { return c->bf16 ? "bf16" : "fp32"; }
+
+/* A short name for a device description: its first word group up to a comma or
+ * parenthesis, letters and digits only. */
+static void short_name(char *out, size_t len, const char *desc)
+{
+    size_t o = 0;
+    for (const char *p = desc; *p && *p != ',' && *p != '(' && o + 1 < len; p++) {
+        const char c = *p;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) out[o++] = c;
+        else if ((c == ' ' || c == '-' || c == '_') && o > 0 && out[o - 1] != '-') out[o++] = '-';
+    }
+    while (o > 0 && out[o - 1] == '-') o--;
+    out[o] = '\0';
+    if (o == 0) snprintf(out, len, "device");
+}
+
+int machine_default_path(char *out, size_t len, const char *results_dir, const gpt_backend *be)
+{
+    char host[64] = "host", desc[320] = "", dev[64];
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "host");
+    host[sizeof host - 1] = '\0';
+    char hs[64];
+    short_name(hs, sizeof hs, host);
+    be->ops->describe(be, desc, sizeof desc);
+    short_name(dev, sizeof dev, desc);
+    const int n = snprintf(out, len, "%s/machine_%s_%s.json", results_dir, hs, dev);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static cJSON *read_json(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "machine file %s: %s (make one with --calibrate)", path, strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4097 > cap) {
+            cap = cap ? 2 * cap : 65536;
+            char *g = realloc(text, cap);
+            if (!g) break;
+            text = g;
+        }
+        const size_t got = fread(text + len, 1, 4096, f);
+        len += got;
+        if (got < 4096) break;
+    }
+    fclose(f);
+    if (!text) {
+        snprintf(err, errlen, "machine file %s: out of memory", path);
+        return NULL;
+    }
+    text[len] = '\0';
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root || !cJSON_IsObject(root)) {
+        snprintf(err, errlen, "machine file %s: not a JSON object", path);
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* A positive number field, or -1 with err set. */
+static int field(const cJSON *o, const char *where, const char *name, const char *path, double *out,
+                 char *err, size_t errlen)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble)) {
+        snprintf(err, errlen, "machine file %s: %s.%s is %s", path, where, name,
+                 v ? "not a positive number" : "missing");
+        return -1;
+    }
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int same_entry(const cJSON *e, const engine_config *c)
+{
+    const gpt_shape *sh = &c->shape;
+    const cJSON *math = cJSON_GetObjectItemCaseSensitive(e, "math"),
+                *dtype = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const char *keys[] = {"hidden", "heads", "seq", "batch", "vocab"};
+    const int want[] = {sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab};
+    for (int i = 0; i < 5; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, keys[i]);
+        if (!cJSON_IsNumber(v) || v->valueint != want[i]) return 0;
+    }
+    return cJSON_IsString(math) && strcmp(math->valuestring, math_of(c)) == 0 && cJSON_IsString(dtype) &&
+           strcmp(dtype->valuestring, dtype_of(c)) == 0;
+}
+
+static const cJSON *find_entry(const cJSON *root, const engine_config *c)
+{
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "compute"), *e;
+    cJSON_ArrayForEach(e, list)
+        if (same_entry(e, c)) return e;
+    return NULL;
+}
+
+int machine_load(const char *path, const engine_config *cfg, machine_rates *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *root = read_json(path, err, errlen);
+    if (!root) return EXIT_BAD_INPUT;
+    int rc = EXIT_BAD_INPUT;
+    const cJSON *rates = cJSON_GetObjectItemCaseSensitive(root, "rates");
+    const cJSON *entry = find_entry(root, cfg);
+    double v[NRATE_FIELDS], w[NCOMPUTE_FIELDS];
+    if (!cJSON_IsObject(rates)) {
+        snprintf(err, errlen, "machine file %s: rates is missing", path);
+        goto out;
+    }
+    for (int i = 0; i < NRATE_FIELDS; i++)
+        if (field(rates, "rates", RATE_FIELDS[i], path, &v[i], err, errlen)) goto out;
+    if (!entry) {
+        snprintf(err, errlen, "machine file %s has no entry for h%d heads%d s%d b%d vocab%d %s %s (calibrate "
+                 "that shape: aebench --calibrate with the same options)", path, cfg->shape.hidden, cfg->shape.heads,
+                 cfg->shape.seq, cfg->shape.batch, cfg->shape.vocab, math_of(cfg), dtype_of(cfg));
+        goto out;
+    }
+    for (int i = 0; i < NCOMPUTE_FIELDS; i++)
+        if (field(entry, "compute[]", COMPUTE_FIELDS[i], path, &w[i], err, errlen)) goto out;
+    out->h2d_gbs = v[0], out->d2h_gbs = v[1], out->both_h2d_gbs = v[2], out->both_d2h_gbs = v[3];
+    out->host_adam_ms_per_mparam = v[4], out->host_threads = (int)v[5], out->host_copy_gbs = v[6];
+    out->gpu_bytes = v[7], out->host_bytes = v[8];
+    /* the pieces as the engine's step pays them (layer_scale, rest_scale: measure_step) */
+    const double ls = w[6], rs = w[7];
+    out->embed_fwd_ms = w[0] * rs, out->layer_fwd_ms = w[1] * ls, out->layer_bwd_ms = w[2] * ls;
+    out->head_ms = w[3] * rs, out->embed_bwd_ms = w[4] * rs, out->gpu_adam_ms_per_mparam = w[5] * ls;
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- measuring ----------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+enum { REPS = 5 };
+
+/* The median of REPS timings of what `run` issues on s (after one untimed warm-up). */
+typedef void (*issue_fn)(void *ctx);
+static double time_ms(gpt_stream *s, issue_fn run, void *ctx, int *bad)
+{
+    double t[REPS];
+    run(ctx);
+    if (gpt_stream_sync(s)) *bad = 1;
+    for (int r = 0; r < REPS; r++) {
+        const double t0 = wall_ms();
+        run(ctx);
+        if (gpt_stream_sync(s)) *bad = 1;
+        t[r] = wall_ms() - t0;
+    }
+    qsort(t, REPS, sizeof t[0], cmp_double);
+    return t[REPS / 2];
+}
+
+/* Layers timed in turn, each with its own weights and gradients, so that a layer's time
+ * includes fetching its weights from memory as in a model of many layers (on the CPU backend
+ * one layer timed alone stays in cache). */
+enum { LAYER_COPIES = 4 };
+
+typedef struct compute_ctx {
+    gpt_stream *s;
+    const gpt_shape *sh;
+    void *lp, *ep, *x_in, *x_out, *dres, *acts_base, *scratch_base, *head_base;
+    float *lg, *eg, *lm, *lv, *master, *norm_out;
+    int32_t *tokens, *targets;
+    gpt_layer_acts acts;
+    gpt_layer_scratch scratch;
+    gpt_head_acts head;
+    size_t PL;
+    gpt_optim optim;
+} compute_ctx;
+
+static void run_embed_fwd(void *p)
+{
+    compute_ctx *c = p;
+    gpt_embed_forward(c->s, c->sh, c->ep, c->tokens, c->x_in);
+}
+static const void *layer_params(const compute_ctx *c, int k)
+{
+    return (const char *)c->lp + (size_t)k * gpt_act_bytes(c->PL, gpt_stream_dtype(c->s));
+}
+static void run_layer_fwd(void *p)
+{
+    compute_ctx *c = p;
+    for (int k = 0; k < LAYER_COPIES; k++)
+        gpt_layer_forward(c->s, c->sh, layer_params(c, k), c->x_in, c->x_out, &c->acts);
+}
+/* A layer's backward with recompute, and what a step does per layer besides: its gradients
+ * zeroed and their squared norm taken. */
+static void run_layer_bwd(void *p)
+{
+    compute_ctx *c = p;
+    for (int k = 0; k < LAYER_COPIES; k++) {
+        float *g = c->lg + (size_t)k * c->PL;
+        gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
+        gpt_layer_backward(c->s, c->sh, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch, 1);
+        gpt_norm_squared(c->s, c->norm_out, g, c->PL);
+    }
+}
+static void run_head(void *p)
+{
+    compute_ctx *c = p;
+    gpt_stream_memset_zero(c->s, c->eg, gpt_embed_layout_of(c->sh).total * sizeof(float));
+    gpt_head_forward(c->s, c->sh, c->ep, c->eg, c->x_out, c->targets, &c->head);
+    gpt_head_backward(c->s, c->sh, c->ep, c->eg, c->x_out, &c->head, c->dres);
+}
+static void run_embed_bwd(void *p)
+{
+    compute_ctx *c = p;
+    gpt_embed_backward(c->s, c->sh, c->eg, c->dres, c->tokens);
+    gpt_norm_squared(c->s, c->norm_out, c->eg, gpt_embed_layout_of(c->sh).total);
+}
+static void run_adam(void *p)
+{
+    compute_ctx *c = p;
+    gpt_block_adamw(c->s, c->master, c->lg, c->lm, c->lv, c->PL, c->PL / 2, &c->optim, 1e-4f, 1, 1.0f);
+}
+
+/* One micro-batch's pieces at rc's shape, on the backend (zeros everywhere: the times do not
+ * depend on the values, and zeros keep the CPU free of denormals). */
+static int measure_compute(const run_config *rc, gpt_backend *be, cJSON *entry)
+{
+    const gpt_shape *sh = &rc->eng.shape;
+    const gpt_dtype dt = rc->eng.bf16 ? GPT_BF16 : GPT_F32;
+    const size_t N = (size_t)sh->batch * sh->seq, C = (size_t)sh->hidden;
+    compute_ctx c;
+    memset(&c, 0, sizeof c);
+    c.sh = sh;
+    c.PL = gpt_layer_layout_of(sh).total;
+    c.optim = gpt_optim_default();
+    const size_t PE = gpt_embed_layout_of(sh).total;
+    struct { void **p; size_t bytes; } bufs[] = {
+        {&c.lp, LAYER_COPIES * gpt_act_bytes(c.PL, dt)}, {&c.ep, gpt_act_bytes(PE, dt)}, {&c.x_in, gpt_act_bytes(N * C, dt)},
+        {&c.x_out, gpt_act_bytes(N * C, dt)}, {&c.dres, gpt_act_bytes(N * C, dt)},
+        {&c.acts_base, gpt_layer_acts_bytes(sh, dt)}, {&c.scratch_base, gpt_layer_scratch_bytes(sh, dt)},
+        {&c.head_base, gpt_head_acts_bytes(sh, dt)}, {(void **)&c.lg, LAYER_COPIES * c.PL * sizeof(float)},
+        {(void **)&c.norm_out, sizeof(float)},
+        {(void **)&c.eg, PE * sizeof(float)}, {(void **)&c.lm, c.PL * sizeof(float)},
+        {(void **)&c.lv, c.PL * sizeof(float)}, {(void **)&c.master, c.PL * sizeof(float)},
+        {(void **)&c.tokens, N * sizeof(int32_t)}, {(void **)&c.targets, N * sizeof(int32_t)},
+    };
+    const int nb = (int)(sizeof bufs / sizeof bufs[0]);
+    int rc_ = 0, bad = 0;
+    if (be->ops->stream_create(be, &c.s)) return EXIT_RUN_ERROR;
+    for (int i = 0; i < nb && !rc_; i++) {
+        rc_ = be->ops->dev_alloc(be, bufs[i].p, bufs[i].bytes);
+        if (!rc_) rc_ = gpt_stream_memset_zero(c.s, *bufs[i].p, bufs[i].bytes);
+    }
+    if (rc_) {
+        fprintf(stderr, "aebench: --calibrate: the shape's buffers do not fit on the device (%s)\n",
+                rc_ == GPT_ERR_OOM ? "out of memory" : "backend error");
+    } else {
+        gpt_layer_acts_carve_as(&c.acts, c.acts_base, sh, dt);
+        gpt_layer_scratch_carve_as(&c.scratch, c.scratch_base, sh, dt);
+        gpt_head_acts_carve_as(&c.head, c.head_base, sh, dt);
+        const struct { const char *name; issue_fn fn; } parts[] = {
+            {"embed_fwd_ms", run_embed_fwd}, {"layer_fwd_ms", run_layer_fwd}, {"layer_bwd_ms", run_layer_bwd},
+            {"head_ms", run_head}, {"embed_bwd_ms", run_embed_bwd},
+        };
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            const int per_layer = parts[i].fn == run_layer_fwd || parts[i].fn == run_layer_bwd;
+            cJSON_AddNumberToObject(entry, parts[i].name,
+                                    time_ms(c.s, parts[i].fn, &c, &bad) / (per_layer ? LAYER_COPIES : 1));
+        }
+        cJSON_AddNumberToObject(entry, "gpu_adam_ms_per_mparam", time_ms(c.s, run_adam, &c, &bad) / (c.PL / 1e6));
+        if (bad) fprintf(stderr, "aebench: --calibrate: a timed op failed on the backend\n");
+    }
+    for (int i = nb - 1; i >= 0; i--)
+        if (*bufs[i].p) be->ops->dev_free(be, *bufs[i].p);
+    be->ops->stream_destroy(c.s);
+    return rc_ || bad ? EXIT_RUN_ERROR : 0;
+}
+
+/* The median step (ms, the first left out) of megatron-lm with `layers` layers at rc's shape,
+ * through the engine itself: what the pieces above miss (the step's own ops and waits). */
+static int measure_step(const run_config *rc, gpt_backend *be, int layers, double *ms)
+{
+    enum { STEPS = 5 };
+    engine_config cfg = rc->eng;
+    cfg.shape.layers = layers;
+    cfg.micro_batches = 1;
+    cfg.world = cfg.local_world = 1;
+    cfg.zero_stage = 0;
+    dev_arena gpu;
+    mem_budget host;
+    size_t free_b = 0, total_b = 0;
+    if (be->ops->dev_mem_info(be, &free_b, &total_b) != 0) return EXIT_RUN_ERROR;
+    dev_arena_init(&gpu, be, free_b);
+    mem_budget_init(&host, "host", SIZE_MAX);
+    data_source data;
+    const gpt_shape *sh = &cfg.shape;
+    data_open_synthetic(&data, sh->vocab, sh->batch, sh->seq, cfg.seed);
+    const size_t N = (size_t)sh->batch * sh->seq;
+    int32_t *tokens = malloc(N * sizeof *tokens), *targets = malloc(N * sizeof *targets);
+    engine_env env = {.cfg = &cfg, .be = be, .gpu = &gpu, .host = &host, .rank = 0, .world = 1};
+    void *state = NULL;
+    int rc_ = !tokens || !targets ? GPT_ERR_OOM : engine_megatron_lm.init(&env, &state);
+    double t[STEPS];
+    for (int it = 1; !rc_ && it <= STEPS; it++) {
+        data_batch(&data, it, tokens, targets);
+        step_result r;
+        memset(&r, 0, sizeof r);
+        const double t0 = wall_ms();
+        rc_ = engine_megatron_lm.step(state, it, tokens, targets, &r);
+        t[it - 1] = wall_ms() - t0;
+    }
+    if (state) engine_megatron_lm.free(state);
+    free(tokens);
+    free(targets);
+    data_close(&data);
+    if (rc_) {
+        fprintf(stderr, "aebench: --calibrate: megatron-lm at l%d %s\n", layers,
+                rc_ == GPT_ERR_OOM ? "does not fit" : "failed");
+        return EXIT_RUN_ERROR;
+    }
+    qsort(t + 1, STEPS - 1, sizeof t[0], cmp_double);
+    *ms = t[1 + (STEPS - 1) / 2];
+    return 0;
+}
+
+/* Pinned copies each way, and both ways at once on two streams; the host Adam pool with the
+ * run's threads; host copies. */
+static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
+{
+    const size_t bytes = (size_t)(rc->eng.device == DEVICE_CUDA ? 256 : 32) << 20;
+    void *h1 = NULL, *h2 = NULL, *d1 = NULL, *d2 = NULL;
+    gpt_stream *s1 = NULL, *s2 = NULL;
+    int bad = be->ops->stream_create(be, &s1) || be->ops->stream_create(be, &s2) ||
+              gpt_host_alloc_pinned(be, &h1, bytes) || gpt_host_alloc_pinned(be, &h2, bytes) ||
+              be->ops->dev_alloc(be, &d1, bytes) || be->ops->dev_alloc(be, &d2, bytes);
+    double h2d = 0, d2h = 0, both = 0;
+    if (!bad) {
+        memset(h1, 0, bytes);
+        memset(h2, 0, bytes);
+        double t[REPS][3];
+        for (int r = -1; r < REPS && !bad; r++) { /* (r = -1: warm-up) */
+            double t0 = wall_ms();
+            bad |= gpt_memcpy_h2d(s1, d1, h1, bytes) || gpt_stream_sync(s1);
+            const double a = wall_ms() - t0;
+            t0 = wall_ms();
+            bad |= gpt_memcpy_d2h(s1, h2, d2, bytes) || gpt_stream_sync(s1);
+            const double b = wall_ms() - t0;
+            t0 = wall_ms();
+            bad |= gpt_memcpy_h2d(s1, d1, h1, bytes) || gpt_memcpy_d2h(s2, h2, d2, bytes) || gpt_stream_sync(s1) ||
+                   gpt_stream_sync(s2);
+            if (r >= 0) t[r][0] = a, t[r][1] = b, t[r][2] = wall_ms() - t0;
+        }
+        double col[REPS];
+        for (int k = 0; k < 3 && !bad; k++) {
+            for (int r = 0; r < REPS; r++) col[r] = t[r][k];
+            qsort(col, REPS, sizeof col[0], cmp_double);
+            const double gbs = bytes / (col[REPS / 2] * 1e6);
+            if (k == 0) h2d = gbs;
+            else if (k == 1) d2h = gbs;
+            else both = gbs; /* each way moved `bytes` in that time */
+        }
+    }
+    if (d2) be->ops->dev_free(be, d2);
+    if (d1) be->ops->dev_free(be, d1);
+    if (h2) gpt_host_free_pinned(be, h2);
+    if (h1) gpt_host_free_pinned(be, h1);
+    if (s2) be->ops->stream_destroy(s2);
+    if (s1) be->ops->stream_destroy(s1);
+    if (bad) {
+        fprintf(stderr, "aebench: --calibrate: the copy measurement failed\n");
+        return EXIT_RUN_ERROR;
+    }
+    cJSON_AddNumberToObject(rates, "h2d_gbs", h2d);
+    cJSON_AddNumberToObject(rates, "d2h_gbs", d2h);
+    cJSON_AddNumberToObject(rates, "both_h2d_gbs", both);
+    cJSON_AddNumberToObject(rates, "both_d2h_gbs", both);
+
+    /* the host Adam, as the offload engines run it (a block of 16 M parameters) */
+    const size_t n = (size_t)16 << 20;
+    float *p = calloc(n, sizeof *p), *g = calloc(n, sizeof *g), *m = calloc(n, sizeof *m), *v = calloc(n, sizeof *v);
+    cpu_adam *pool = NULL;
+    if (!p || !g || !m || !v || cpu_adam_create(&pool, rc->eng.threads)) bad = 1;
+    double adam = 0, copy = 0;
+    if (!bad) {
+        cpu_adam_job job = {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
+                            .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f};
+        double t[REPS];
+        for (int r = -1; r < REPS && !bad; r++) {
+            const double t0 = wall_ms();
+            bad |= cpu_adam_run(pool, &job) != 0;
+            if (r >= 0) t[r] = wall_ms() - t0;
+        }
+        qsort(t, REPS, sizeof t[0], cmp_double);
+        adam = t[REPS / 2] / (n / 1e6);
+        for (int r = -1; r < REPS; r++) {
+            const double t0 = wall_ms();
+            memcpy(g, p, n * sizeof *p);
+            if (r >= 0) t[r] = wall_ms() - t0;
+        }
+        qsort(t, REPS, sizeof t[0], cmp_double);
+        copy = n * sizeof *p / (t[REPS / 2] * 1e6);
+    }
+    const int threads = pool ? cpu_adam_threads(pool) : 0;
+    if (pool) cpu_adam_destroy(pool);
+    free(p);
+    free(g);
+    free(m);
+    free(v);
+    if (bad) {
+        fprintf(stderr, "aebench: --calibrate: the host Adam measurement failed\n");
+        return EXIT_RUN_ERROR;
+    }
+    cJSON_AddNumberToObject(rates, "host_adam_ms_per_mparam", adam);
+    cJSON_AddNumberToObject(rates, "host_threads", threads);
+    cJSON_AddNumberToObject(rates, "host_copy_gbs", copy);
+    /* the memory a run could plan with: the device's free memory and 90% of the host's
+     * available memory (the run's defaults, run_resolve_budgets) */
+    size_t gfree = 0, gtotal = 0, havail = 0;
+    if (be->ops->dev_mem_info(be, &gfree, &gtotal) != 0 || gpt_host_mem_info(&havail, NULL) != 0) {
+        fprintf(stderr, "aebench: --calibrate: cannot read the free memory\n");
+        return EXIT_RUN_ERROR;
+    }
+    cJSON_AddNumberToObject(rates, "gpu_bytes", (double)gfree);
+    cJSON_AddNumberToObject(rates, "host_bytes", (double)(havail / 10 * 9));
+    return 0;
+}
+
+static int fresh(const cJSON *o, time_t now)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "measured");
+    return cJSON_IsNumber(t) && now - (time_t)t->valuedouble < (time_t)MACHINE_FRESH_DAYS * 86400;
+}
+
+int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
+{
+    const time_t now = time(NULL);
+    char err[600] = "";
+    cJSON *root = NULL;
+    if (access(path, F_OK) == 0) {
+        root = read_json(path, err, sizeof err);
+        if (!root) {
+            fprintf(stderr, "aebench: %s (move it away to calibrate anew)\n", err);
+            return EXIT_BAD_INPUT;
+        }
+    } else {
+        root = cJSON_CreateObject();
+    }
+    char desc[320] = "", host[64] = "";
+    be->ops->describe(be, desc, sizeof desc);
+    if (gethostname(host, sizeof host) != 0) host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "aebench_machine");
+    cJSON_AddNumberToObject(root, "aebench_machine", 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "host");
+    cJSON_AddStringToObject(root, "host", host);
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "device");
+    cJSON_AddStringToObject(root, "device", desc);
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "backend");
+    cJSON_AddStringToObject(root, "backend", rc->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+    int code = 0;
+    const cJSON *rates_old = cJSON_GetObjectItemCaseSensitive(root, "rates");
+    if (rates_old && fresh(rates_old, now)) {
+        printf("calibrate: the machine's rates in %s are fresh (under %d days): kept\n", path, MACHINE_FRESH_DAYS);
+    } else {
+        cJSON *rates = cJSON_CreateObject();
+        printf("calibrate: copies, host Adam, host memory ...\n");
+        fflush(stdout);
+        code = measure_rates(rc, be, rates);
+        cJSON_AddNumberToObject(rates, "measured", (double)now);
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "rates");
+        cJSON_AddItemToObject(root, "rates", rates);
+    }
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "compute");
+    if (!cJSON_IsArray(list)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "compute");
+        list = cJSON_AddArrayToObject(root, "compute");
+    }
+    const gpt_shape *sh = &rc->eng.shape;
+    int at = 0, found = -1;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        if (same_entry(e, &rc->eng)) found = at;
+        at++;
+    }
+    if (!code && found >= 0 && fresh(cJSON_GetArrayItem(list, found), now)) {
+        printf("calibrate: the entry for h%d heads%d s%d b%d vocab%d %s %s is fresh: kept\n", sh->hidden,
+               sh->heads, sh->seq, sh->batch, sh->vocab, math_of(&rc->eng), dtype_of(&rc->eng));
+    } else if (!code) {
+        printf("calibrate: one layer, the embedding, the head and AdamW at h%d heads%d s%d b%d vocab%d %s %s ...\n",
+               sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, math_of(&rc->eng), dtype_of(&rc->eng));
+        fflush(stdout);
+        cJSON *entry = cJSON_CreateObject();
+        cJSON_AddNumberToObject(entry, "hidden", sh->hidden);
+        cJSON_AddNumberToObject(entry, "heads", sh->heads);
+        cJSON_AddNumberToObject(entry, "seq", sh->seq);
+        cJSON_AddNumberToObject(entry, "batch", sh->batch);
+        cJSON_AddNumberToObject(entry, "vocab", sh->vocab);
+        cJSON_AddStringToObject(entry, "math", math_of(&rc->eng));
+        cJSON_AddStringToObject(entry, "dtype", dtype_of(&rc->eng));
+        cJSON_AddNumberToObject(entry, "measured", (double)now);
+        code = measure_compute(rc, be, entry);
+        double t2 = 0, t4 = 0;
+        if (!code) code = measure_step(rc, be, 2, &t2);
+        if (!code) code = measure_step(rc, be, 4, &t4);
+        if (!code) {
+            /* the pieces against the engine's step, per layer (t4 - t2 over two layers) and for
+             * the rest: the scales --predict applies to the pieces */
+            const double num = cJSON_GetObjectItemCaseSensitive(entry, "layer_fwd_ms")->valuedouble +
+                               cJSON_GetObjectItemCaseSensitive(entry, "layer_bwd_ms")->valuedouble,
+                         adam = cJSON_GetObjectItemCaseSensitive(entry, "gpu_adam_ms_per_mparam")->valuedouble;
+            const double PL = (double)gpt_layer_layout_of(sh).total, PE = (double)gpt_embed_layout_of(sh).total;
+            const double per_layer = num + adam * PL / 1e6;
+            const double rest = cJSON_GetObjectItemCaseSensitive(entry, "embed_fwd_ms")->valuedouble +
+                                cJSON_GetObjectItemCaseSensitive(entry, "head_ms")->valuedouble +
+                                cJSON_GetObjectItemCaseSensitive(entry, "embed_bwd_ms")->valuedouble + adam * PE / 1e6;
+            const double layer_step = (t4 - t2) / 2, rest_step = t2 - 2 * layer_step;
+            cJSON_AddNumberToObject(entry, "step_l2_ms", t2);
+            cJSON_AddNumberToObject(entry, "step_l4_ms", t4);
+            cJSON_AddNumberToObject(entry, "layer_scale", layer_step > 0 ? layer_step / per_layer : 1.0);
+            cJSON_AddNumberToObject(entry, "rest_scale", rest_step > 0 ? rest_step / rest : 1.0);
+        }
+        if (!code) {
+            if (found >= 0) cJSON_DeleteItemFromArray(list, found);
+            cJSON_AddItemToArray(list, entry);
+        } else {
+            cJSON_Delete(entry);
+        }
+    }
+    if (!code) {
+        char *text = cJSON_Print(root);
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *f = text ? fopen(tmp, "w") : NULL;
+        if (!f || fputs(text, f) < 0 || fputc('\n', f) == EOF || fclose(f) != 0 || rename(tmp, path) != 0) {
+            fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, strerror(errno));
+            code = EXIT_RUN_ERROR;
+        } else {
+            printf("calibrate: wrote %s\n", path);
+        }
+        free(text);
+    }
+    cJSON_Delete(root);
+    return code;
+}
+
+/* ---- predicting ------------------------------------------------------------------------------ */
+
+static const char *const BUSY_NAMES[BUSY_KINDS] = {"compute", "h2d", "d2h", "host adam", "disk", "collectives"};
+
+int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_budget, size_t host_budget)
+{
+    const engine_vtbl *only = strcmp(rc->method, "all") == 0 ? NULL : engine_find(rc->method);
+    const double t0 = wall_ms();
+    int any = 0;
+    for (int i = 0; i < engine_count(); i++) {
+        const engine_vtbl *eng = engine_at(i);
+        if (only ? eng != only : eng->not_in_all) continue;
+        engine_prediction p;
+        memset(&p, 0, sizeof p);
+        if (eng->predict) eng->predict(&rc->eng, m, &p);
+        engine_plan plan = {0};
+        eng->plan(&rc->eng, &plan);
+        char g[32], h[32];
+        format_bytes((double)plan.gpu_bytes, g, sizeof g);
+        format_bytes((double)plan.host_bytes, h, sizeof h);
+        const int fits = plan.gpu_bytes <= gpu_budget && plan.host_bytes <= host_budget;
+        if (!p.modelled) {
+            printf("predict %-14s not modelled yet%s%s | plan GPU %s, host %s: %s\n", eng->name, p.why[0] ? ": " : "",
+                   p.why, g, h, fits ? "fits" : "does not fit");
+            continue;
+        }
+        any = 1;
+        const int B = rc->eng.shape.batch * engine_micro_batches(&rc->eng) * engine_world(&rc->eng);
+        printf("predict %-14s %8.1f ms/it | %7.2f samples/s | bound: %s |", eng->name, p.ms, B * 1000.0 / p.ms,
+               BUSY_NAMES[p.bound]);
+        for (int k = 0; k < BUSY_KINDS; k++)
+            if (p.busy_ms[k] > 0) printf(" %s %.1f", BUSY_NAMES[k], p.busy_ms[k]);
+        printf(" | plan GPU %s, host %s: %s\n", g, h, fits ? "fits" : "does not fit");
+    }
+    printf("predicted in %.1f ms\n", wall_ms() - t0);
+    return any || only ? 0 : EXIT_RUN_ERROR;
+}

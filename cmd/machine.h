@@ -1,0 +1,35 @@
+/*
+ * machine.h — a calibrated model of the machine (--calibrate, --machine FILE, --predict).
+ *
+ * --calibrate measures what the engines' schedules are made of, with their own code paths
+ * (model.h's layer, embedding and head, the backend's AdamW and copies, the host Adam pool):
+ * per model shape, math mode and dtype, one layer's forward and backward (with recompute),
+ * the embedding and the head, the device AdamW; PCIe each way and both ways at once (pinned);
+ * the host Adam with the run's threads, and host copies.  One JSON file per machine,
+ * results/machine_<host>_<device>.json, gathers them: an entry per shape, re-measured only
+ * when missing or older than MACHINE_FRESH_DAYS.
+ *
+ * --predict reads it (or --machine FILE: another machine's, no GPU needed) and asks each
+ * engine's predict function (engine.h), which walks its own schedule over these rates.
+ */
+#ifndef AEBENCH_MACHINE_H
+#define AEBENCH_MACHINE_H
+
+#include "cli.h"
+#include "../engines/engine.h"
+
+enum { MACHINE_FRESH_DAYS = 7 };
+
+/* The default machine file of this host and backend into out (results_dir/machine_H_D.json). */
+int machine_default_path(char *out, size_t len, const char *results_dir, const gpt_backend *be);
+/* --calibrate: measure the entry of rc's shape (unless the file has a fresh one) and the
+ * machine-wide rates, and write the file.  0, or an EXIT_* code (the reason on stderr). */
+int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path);
+/* Read `path` and take the compute entry of cfg's shape, math and dtype into out.  0, or
+ * EXIT_BAD_INPUT with one line in err (a missing file, a missing or malformed field, no
+ * entry for the shape). */
+int machine_load(const char *path, const engine_config *cfg, machine_rates *out, char *err, size_t errlen);
+/* --predict: every engine asked (or rc's one), its prediction and plan printed.  Exit code. */
+int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_budget, size_t host_budget);
+
+#endif

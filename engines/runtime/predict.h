@@ -1,0 +1,83 @@
+/*
+ * predict.h — what the engines' predict functions (engine.h) build their schedules from: the
+ * calibrated costs of the pieces (machine_rates, engine.h) and a resource timeline.
+ *
+ * A prediction walks the engine's step in its own dependency order, one piece at a time:
+ * each piece runs on one resource (the compute stream, a copy direction, the host Adam pool,
+ * ...) once that resource is free and once what it waits for has ended (pred_run).  Steps
+ * are walked until they repeat (an engine whose updates overlap the next step reaches its
+ * steady state after two), and the last step's length is the prediction.
+ */
+#ifndef AEBENCH_PREDICT_H
+#define AEBENCH_PREDICT_H
+
+#include "../engine.h"
+
+typedef struct pred_timeline {
+    double free_at[BUSY_KINDS]; /* when each resource is next free (ms) */
+    double busy[BUSY_KINDS];    /* its busy time in the step being walked */
+} pred_timeline;
+
+/* Run a piece of `ms` on resource r once r is free and `after` has passed; its end. */
+static inline double pred_run(pred_timeline *t, int r, double ms, double after)
+{
+    const double start = t->free_at[r] > after ? t->free_at[r] : after;
+    t->free_at[r] = start + ms;
+    t->busy[r] += ms;
+    return start + ms;
+}
+
+static inline double pred_max(double a, double b) { return a > b ? a : b; }
+
+/* ms of a pinned copy of n floats each way (both: while the other way runs too). */
+static inline double pred_h2d_ms(const machine_rates *m, double floats, int both)
+{
+    return floats * 4.0 / ((both ? m->both_h2d_gbs : m->h2d_gbs) * 1e6);
+}
+static inline double pred_d2h_ms(const machine_rates *m, double floats, int both)
+{
+    return floats * 4.0 / ((both ? m->both_d2h_gbs : m->d2h_gbs) * 1e6);
+}
+static inline double pred_host_adam_ms(const machine_rates *m, double params)
+{
+    return params / 1e6 * m->host_adam_ms_per_mparam;
+}
+static inline double pred_gpu_adam_ms(const machine_rates *m, double params)
+{
+    return params / 1e6 * m->gpu_adam_ms_per_mparam;
+}
+/* A layer's backward: calibrated with the recompute of a checkpointed layer; without
+ * checkpointing (--no-ckpt) that recompute (about a forward) is not done. */
+static inline double pred_layer_bwd_ms(const machine_rates *m, const engine_config *cfg)
+{
+    return cfg->ckpt ? m->layer_bwd_ms : pred_max(m->layer_bwd_ms - m->layer_fwd_ms, 0.0);
+}
+
+/* The resource with the most busy time: what the step is bound by when its pieces overlap. */
+static inline int pred_bound(const pred_timeline *t)
+{
+    int b = 0;
+    for (int k = 1; k < BUSY_KINDS; k++)
+        if (t->busy[k] > t->busy[b]) b = k;
+    return b;
+}
+
+/* Start a new step at time `at`: busy times count from here. */
+static inline void pred_step(pred_timeline *t, double at)
+{
+    for (int k = 0; k < BUSY_KINDS; k++) {
+        t->busy[k] = 0;
+        if (t->free_at[k] < at && k == BUSY_COMPUTE) t->free_at[k] = at;
+    }
+}
+
+/* The prediction's fields from a walked step [start, end). */
+static inline void pred_done(engine_prediction *out, const pred_timeline *t, double start, double end)
+{
+    out->ms = end - start;
+    for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = t->busy[k];
+    out->bound = pred_bound(t);
+    out->modelled = 1;
+}
+
+#endif
