@@ -600,11 +600,14 @@ int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_bud
     for (int i = 0; i < engine_count(); i++) {
         const engine_vtbl *eng = engine_at(i);
         if (only ? eng != only : eng->not_in_all) continue;
+        /* (the budget the engines' plans see: -w auto sizes its window under it) */
+        engine_config cfg = rc->eng;
+        cfg.gpu_budget = gpu_budget;
         engine_prediction p;
         memset(&p, 0, sizeof p);
-        if (eng->predict) eng->predict(&rc->eng, m, &p);
+        if (eng->predict) eng->predict(&cfg, m, &p);
         engine_plan plan = {0};
-        eng->plan(&rc->eng, &plan);
+        eng->plan(&cfg, &plan);
         char g[32], h[32];
         format_bytes((double)plan.gpu_bytes, g, sizeof g);
         format_bytes((double)plan.host_bytes, h, sizeof h);

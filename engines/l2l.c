@@ -65,6 +65,7 @@
 #include "runtime/offload_streams.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
+#include "runtime/predict.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -506,6 +507,62 @@ static void l2l_chosen_plan(void *state, engine_plan *out)
     plan_of(&st->z, &st->sh, out);
 }
 
+/* The step on machine m (one rank, one micro-batch), in the order of l2l_step: one slot, so
+ * each layer's copy in waits for the layer before to be done with the slot (and, in the
+ * forward, for its host Adam of the step before: the host waits there); in the backward each
+ * layer's grads go home before the next one's backward reuses the slot's grads; the host Adam
+ * after the global norm (with clipping) or as each layer's grads arrive.  Three steps walked:
+ * the last is the steady one. */
+static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    memset(out, 0, sizeof *out);
+    if (engine_world(cfg) > 1 || engine_micro_batches(cfg) > 1) {
+        snprintf(out->why, sizeof out->why, "%s not modelled yet", engine_world(cfg) > 1 ? "N ranks are" : "micro-batches are");
+        return;
+    }
+    const l2l_layout z = layout_for(&cfg->shape);
+    const int L = z.L, clip = cfg->optim.clip > 0;
+    double *adam_done = calloc((size_t)L, sizeof *adam_done), *home = calloc((size_t)L + 1, sizeof *home);
+    if (!adam_done || !home) {
+        free(adam_done);
+        free(home);
+        snprintf(out->why, sizeof out->why, "out of memory");
+        return;
+    }
+    const double in_ms = pred_h2d_ms(m, (double)z.PL, 1), out_ms = pred_d2h_ms(m, (double)z.PL, 1);
+    pred_timeline t = {0};
+    double start = 0, end = 0;
+    for (int step = 0; step < 3; step++) {
+        start = end;
+        pred_step(&t, start);
+        double host = start, c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, start), in = start;
+        for (int k = 0; k < L; k++) {
+            host = pred_max(host, adam_done[k]);
+            in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, c)); /* (c: the layer before is done) */
+            c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
+        }
+        in = pred_run(&t, BUSY_H2D, in_ms, c); /* layer L-1 again, under the head */
+        c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
+        home[L] = start;
+        for (int j = L - 1; j >= 0; j--) {
+            c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, home[j + 1])));
+            home[j] = pred_run(&t, BUSY_D2H, out_ms, c);
+            if (!clip) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), home[j]);
+            if (j > 0) in = pred_run(&t, BUSY_H2D, in_ms, c);
+        }
+        c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+        host = pred_max(host, c); /* the norms read back */
+        c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE), c);
+        if (clip)
+            for (int k = 0; k < L; k++)
+                adam_done[k] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), pred_max(host, home[k]));
+        end = c;
+    }
+    pred_done(out, &t, start, end);
+    free(adam_done);
+    free(home);
+}
+
 const engine_vtbl engine_l2l = {
     .name = "l2l",
     .alias = NULL,
@@ -519,4 +576,5 @@ const engine_vtbl engine_l2l = {
     .step = l2l_step,
     .free = l2l_free,
     .read_params = l2l_read_params,
+    .predict = l2l_predict,
 };

@@ -84,6 +84,7 @@
 #include "runtime/nvme_adam.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
+#include "runtime/predict.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -970,6 +971,108 @@ static int stronghold_read_params(void *state, float *host_params)
     return rc;
 }
 
+/* ---- prediction --------------------------------------------------------------------------- */
+
+/* The layout on machine m: -w W the paper's; -w auto init's rule with the slot count that
+ * hides a slot's copies (choose_window), from the machine's rates instead of a probe. */
+static void predicted_layout(const engine_config *cfg, const machine_rates *m, int *R, int *S)
+{
+    const gpt_shape *sh = &cfg->shape;
+    if (cfg->window > 0) {
+        fixed_window(sh, cfg->window, R, S);
+        return;
+    }
+    sh_layout z0 = layout_for(sh, 0, 0);
+    const double copies = pred_d2h_ms(m, (double)z0.PL, 0) + pred_h2d_ms(m, (double)z0.PL + (double)z0.NC, 0);
+    const double layer = m->layer_fwd_ms + m->layer_bwd_ms;
+    int S_need = 1 + (int)ceil(copies / (layer > 1e-3 ? layer : 1e-3));
+    if (S_need < 2) S_need = 2;
+    sh_bytes b0 = bytes_for(&z0, sh);
+    const uint64_t common = gpu_common(&b0);
+    if (!cfg->gpu_budget || cfg->gpu_budget <= common || !auto_layout(sh, cfg->gpu_budget - common, S_need, R, S)) {
+        *R = 0;
+        *S = sh->layers < 2 ? sh->layers : S_need;
+    }
+    if (*S > sh->layers - *R) *S = sh->layers - *R;
+}
+
+/* The step on machine m (one rank, one micro-batch, --offload cpu), in the order of forward,
+ * backward and optimizer above: a streamed layer's forward waits for its prefetch, which the
+ * host issues once that layer's host Adam of the step before is done (the host thread waits
+ * there, so nothing after it is issued earlier); its input leaves after its forward, and the
+ * slot's next layer comes in; in the backward each streamed layer's grads go home and the
+ * slot's layer S below comes in; the host Adam runs after the global norm (with clipping) or
+ * as each layer's grads arrive.  Walked for three steps: the last is the steady one. */
+static void stronghold_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    memset(out, 0, sizeof *out);
+    if (engine_world(cfg) > 1 || engine_micro_batches(cfg) > 1 || cfg->offload == OFFLOAD_NVME) {
+        snprintf(out->why, sizeof out->why, "%s not modelled yet",
+                 cfg->offload == OFFLOAD_NVME ? "--offload nvme is" : engine_world(cfg) > 1 ? "N ranks are" : "micro-batches are");
+        return;
+    }
+    int R, S;
+    predicted_layout(cfg, m, &R, &S);
+    const sh_layout z = layout_for(&cfg->shape, R, S);
+    const int L = z.L, clip = cfg->optim.clip > 0;
+    double *adam_done = calloc((size_t)L, sizeof *adam_done), *home = calloc((size_t)L, sizeof *home);
+    double *ready = calloc((size_t)L, sizeof *ready), *fwd_done = calloc((size_t)L, sizeof *fwd_done);
+    if (!adam_done || !home || !ready || !fwd_done) {
+        snprintf(out->why, sizeof out->why, "out of memory");
+        goto done;
+    }
+    const double layer_h2d = pred_h2d_ms(m, (double)z.PL, 0), input_h2d = pred_h2d_ms(m, (double)z.NC, 0);
+    const double grads_d2h = pred_d2h_ms(m, (double)z.PL, 0), input_d2h = pred_d2h_ms(m, (double)z.NC, 0);
+    pred_timeline t = {0};
+    double start = 0, end = 0;
+    for (int step = 0; step < 3; step++) {
+        start = end;
+        pred_step(&t, start);
+        double host = start, c = start; /* the host thread's issue clock; compute */
+        for (int k = R; k < R + S && k < L; k++) {
+            host = pred_max(host, adam_done[k]);
+            ready[k] = pred_run(&t, BUSY_H2D, layer_h2d, host);
+        }
+        c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, host));
+        for (int k = 0; k < L; k++) {
+            const int streamed = k >= R;
+            c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(host, streamed ? pred_max(c, ready[k]) : c));
+            if (!streamed) continue;
+            fwd_done[k] = c;
+            if (k < L - S) pred_run(&t, BUSY_D2H, input_d2h, c);
+            if (k + S < L) {
+                host = pred_max(host, adam_done[k + S]);
+                ready[k + S] = pred_run(&t, BUSY_H2D, layer_h2d, pred_max(host, fwd_done[k]));
+            }
+        }
+        c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
+        for (int j = L - 1; j >= 0; j--) {
+            const int streamed = j >= R;
+            c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg),
+                         streamed && j < L - S ? pred_max(c, ready[j]) : c);
+            if (!streamed) continue;
+            home[j] = pred_run(&t, BUSY_D2H, grads_d2h, c);
+            if (!clip) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), home[j]);
+            if (j - S >= R) ready[j - S] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
+        }
+        c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+        /* the norms are read back (the host waits for compute), then the GPU Adam of the
+         * embedding and the resident layers, and the host Adam of the streamed ones */
+        host = pred_max(host, c);
+        c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE + (double)R * z.PL), c);
+        if (clip)
+            for (int k = R; k < L; k++)
+                adam_done[k] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), pred_max(host, home[k]));
+        end = c;
+    }
+    pred_done(out, &t, start, end);
+done:
+    free(adam_done);
+    free(home);
+    free(ready);
+    free(fwd_done);
+}
+
 const engine_vtbl engine_stronghold = {
     .name = "stronghold",
     .alias = NULL,
@@ -982,4 +1085,5 @@ const engine_vtbl engine_stronghold = {
     .step = stronghold_step,
     .free = stronghold_free,
     .read_params = stronghold_read_params,
+    .predict = stronghold_predict,
 };

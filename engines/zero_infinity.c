@@ -91,6 +91,7 @@
 #include "runtime/nvme_adam.h"
 #include "runtime/spans.h"
 #include "runtime/timer.h"
+#include "runtime/predict.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -739,6 +740,72 @@ static int zero_infinity_read_params(void *state, float *host_params)
     return GPT_OK;
 }
 
+/* The step on machine m (one rank, one micro-batch, --offload cpu), in the order of the top
+ * comment: the embedding fetched once (after its host Adam), fetch i of the 2L (forward, then
+ * backward's layers) into buffer i mod F once that buffer's layer before has run and, in the
+ * forward, once the layer's host Adam of the step before is done (the host waits there); each
+ * layer's grads go home from one of two buckets after its backward; the host Adam of every
+ * block after the global norm (with clipping) or as its grads arrive.  Three steps walked:
+ * the last is the steady one. */
+static void zero_infinity_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    memset(out, 0, sizeof *out);
+    if (engine_world(cfg) > 1 || engine_micro_batches(cfg) > 1 || cfg->offload == OFFLOAD_NVME) {
+        snprintf(out->why, sizeof out->why, "%s not modelled yet",
+                 cfg->offload == OFFLOAD_NVME ? "--offload nvme is" : engine_world(cfg) > 1 ? "N ranks are" : "micro-batches are");
+        return;
+    }
+    const zi_layout z = layout_for(cfg);
+    const int L = z.L, F = z.F, clip = cfg->optim.clip > 0;
+    /* adam_done/home: block b = 0 the embedding, 1 + k layer k; used: fetch i's layer done */
+    double *adam_done = calloc((size_t)L + 1, sizeof *adam_done), *home = calloc((size_t)L + 1, sizeof *home);
+    double *used = calloc(2 * (size_t)L, sizeof *used);
+    if (!adam_done || !home || !used) {
+        snprintf(out->why, sizeof out->why, "out of memory");
+        goto done;
+    }
+    const double in_ms = pred_h2d_ms(m, (double)z.PL, 0), out_ms = pred_d2h_ms(m, (double)z.PL, 0);
+    pred_timeline t = {0};
+    double start = 0, end = 0;
+    for (int step = 0; step < 3; step++) {
+        start = end;
+        pred_step(&t, start);
+        double host = pred_max(start, adam_done[0]);
+        const double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.PE, 0), host);
+        double c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(start, embed_in));
+        double bucket_free[2] = {start, start};
+        for (int i = 0; i < 2 * L; i++) {
+            const int fwd = i < L, layer = fwd ? i : 2 * L - 1 - i;
+            if (fwd) host = pred_max(host, adam_done[1 + layer]);
+            const double in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, i >= F ? used[i - F] : start));
+            if (i == L) c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
+            if (fwd) {
+                c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
+            } else {
+                const int b = (L - 1 - layer) % 2;
+                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, bucket_free[b])));
+                bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, c);
+                if (!clip)
+                    adam_done[1 + layer] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), home[1 + layer]);
+            }
+            used[i] = c;
+        }
+        c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.PE, 0), c);
+        host = pred_max(host, c); /* the norms read back */
+        for (int b = 0; b <= L; b++)
+            if (clip || b == 0)
+                adam_done[b] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, b == 0 ? (double)z.PE : (double)z.PL),
+                                        pred_max(clip ? host : start, home[b]));
+        end = pred_max(c, home[0]);
+    }
+    pred_done(out, &t, start, end);
+done:
+    free(adam_done);
+    free(home);
+    free(used);
+}
+
 const engine_vtbl engine_zero_infinity = {
     .name = "zero-infinity",
     .alias = NULL,
@@ -752,4 +819,5 @@ const engine_vtbl engine_zero_infinity = {
     .step = zero_infinity_step,
     .free = zero_infinity_free,
     .read_params = zero_infinity_read_params,
+    .predict = zero_infinity_predict,
 };

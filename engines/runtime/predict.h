@@ -74,7 +74,11 @@ static inline void pred_step(pred_timeline *t, double at)
 /* The prediction's fields from a walked step [start, end). */
 static inline void pred_done(engine_prediction *out, const pred_timeline *t, double start, double end)
 {
+    /* In the steady state no resource can be busier per step than a step is long (a walk of a
+     * few steps may not have reached it when one resource lags): the step is at least that. */
     out->ms = end - start;
+    for (int k = 0; k < BUSY_KINDS; k++)
+        if (t->busy[k] > out->ms) out->ms = t->busy[k];
     for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = t->busy[k];
     out->bound = pred_bound(t);
     out->modelled = 1;
