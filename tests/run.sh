@@ -47,6 +47,9 @@ source tests/test_ranks.sh
 echo "=== gemini"
 # shellcheck source=tests/test_gemini.sh
 source tests/test_gemini.sh
+echo "=== calibrate and predict"
+# shellcheck source=tests/test_predict.sh
+source tests/test_predict.sh
 echo "=== sweeps"
 # shellcheck source=tests/test_sweep.sh
 source tests/test_sweep.sh

@@ -1,0 +1,130 @@
+# --calibrate and --predict on the CPU backend, sourced by tests/run.sh (PASSED, FAILED,
+# FAILURES): the machine file has every field, a fresh one is kept, a broken one is a one-line
+# error (exit 2), predictions grow with the layers and are never below the busiest resource,
+# and each modelled engine's prediction lands near its measured step.
+
+PR_WORK=$(mktemp -d "${TMPDIR:-/tmp}/aebench-predict.XXXXXX")
+PR_BIN=$(realpath "$AEBENCH")
+PR_SHAPE=(--device cpu -l 4 -h 128 --heads 4 --seq 64 -b 2 --vocab 1000 --threads 2)
+pr_pass() { PASSED=$((PASSED + 1)); echo "ok   $1"; }
+pr_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
+
+(cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate "${PR_SHAPE[@]}" --results res >cal1.out 2>&1)
+rc=$?
+PR_FILE=$(ls "$PR_WORK"/res/machine_*.json 2>/dev/null | head -n 1)
+check=$(python3 - "${PR_FILE:-none}" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    sys.exit(f"unreadable: {e}")
+rates = ["h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per_mparam", "host_threads",
+         "host_copy_gbs", "gpu_bytes", "host_bytes", "measured"]
+comp = ["embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms", "gpu_adam_ms_per_mparam",
+        "step_l2_ms", "step_l4_ms", "layer_scale", "rest_scale", "measured"]
+bad = [k for k in rates if not d.get("rates", {}).get(k, 0) > 0]
+e = d.get("compute", [])
+if len(e) != 1:
+    sys.exit(f"{len(e)} compute entries")
+e = e[0]
+bad += [k for k in comp if not e.get(k, 0) > 0]
+if (e["hidden"], e["heads"], e["seq"], e["batch"], e["vocab"], e["math"], e["dtype"]) != (128, 4, 64, 2, 1000, "tf32", "fp32"):
+    bad.append("shape")
+if not e["step_l4_ms"] > e["step_l2_ms"] or not e["layer_bwd_ms"] > e["layer_fwd_ms"]:
+    bad.append("step or layer times out of order")
+print("ok" if not bad else f"bad: {bad}")
+EOF
+)
+if [ $rc -eq 0 ] && [ "$check" = ok ] && grep -q "^calibrate: wrote " "$PR_WORK/cal1.out"; then
+    pr_pass "--calibrate writes the machine file: rates, and the shape's entry with the engine's step at l2 and l4"
+else
+    pr_fail "--calibrate" "exit $rc: $check $(tail -n 3 "$PR_WORK/cal1.out")"
+fi
+
+# a fresh file is kept, not measured again
+before=$(md5sum <"${PR_FILE:-/dev/null}")
+(cd "$PR_WORK" && timeout 120 "$PR_BIN" --calibrate "${PR_SHAPE[@]}" --results res >cal2.out 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c 'fresh' "$PR_WORK/cal2.out")" -eq 2 ] && [ "$(md5sum <"$PR_FILE")" = "$before" ]; then
+    pr_pass "--calibrate again: the rates and the entry are fresh and kept (the file is unchanged)"
+else
+    pr_fail "--calibrate again" "exit $rc: $(cat "$PR_WORK/cal2.out")"
+fi
+
+# every engine that -m all runs, in well under a second; each modelled one near its step
+(cd "$PR_WORK" && timeout 60 "$PR_BIN" --predict -m all "${PR_SHAPE[@]}" --results res >all.out 2>&1)
+rc=$?
+took=$(sed -n 's/^predicted in \([0-9.]*\) ms$/\1/p' "$PR_WORK/all.out")
+if [ $rc -eq 0 ] && [ "$(grep -c '^predict ' "$PR_WORK/all.out")" -eq 5 ] && [ -n "$took" ] &&
+    awk -v t="$took" 'BEGIN { exit !(t < 1000) }' && ! grep -q "not modelled" "$PR_WORK/all.out"; then
+    pr_pass "--predict -m all: 5 engines modelled, each with its breakdown and plan, in $took ms"
+else
+    pr_fail "--predict -m all" "exit $rc: $(cat "$PR_WORK/all.out")"
+fi
+worst=0
+summary=""
+for run in "megatron-lm" "zero-offload" "l2l" "zero-infinity" "stronghold -w 2"; do
+    read -r -a eng <<<"$run"
+    pred=$(cd "$PR_WORK" && "$PR_BIN" --predict -m "${eng[@]}" "${PR_SHAPE[@]}" --results res 2>/dev/null |
+           awk '/^predict / {print $3; exit}')
+    meas=$(cd "$PR_WORK" && "$PR_BIN" -m "${eng[@]}" "${PR_SHAPE[@]}" --iters 8 --results runs 2>/dev/null |
+           awk '/done:/ {print $3; exit}')
+    err=$(awk -v p="${pred:-0}" -v m="${meas:-0}" 'BEGIN { if (m <= 0 || p <= 0) print 999; else printf "%.1f", (p > m ? p - m : m - p) / m * 100 }')
+    summary="$summary $run ${pred:-?}/${meas:-?} (${err}%);"
+    worst=$(awk -v a="$worst" -v b="$err" 'BEGIN { print (b > a ? b : a) }')
+done
+# (the issue's target on the GPU machines is 15% at worst; the CPU backend's engines share
+# its two cores between compute and host work, which the model counts apart)
+if awk -v w="$worst" 'BEGIN { exit !(w <= 30) }'; then
+    pr_pass "predicted/measured ms on the CPU backend, worst ${worst}%:$summary"
+else
+    pr_fail "prediction accuracy" "worst ${worst}% over 30%:$summary"
+fi
+
+# monotone in layers, and never below the busiest resource
+mono=$(for L in 2 4 8 16; do
+    (cd "$PR_WORK" && "$PR_BIN" --predict -m all "${PR_SHAPE[@]}" -l "$L" --results res 2>/dev/null)
+done | python3 -c '
+import re, sys
+by = {}
+ok = True
+for line in sys.stdin:
+    m = re.match(r"predict (\S+)\s+([0-9.]+) ms/it .*bound: [a-z ]+ \|(.*)\| plan", line)
+    if not m: continue
+    ms = float(m.group(2)); busy = [float(x) for x in re.findall(r"([0-9.]+)", m.group(3))]
+    if busy and ms + 1e-6 < max(busy): ok = False
+    by.setdefault(m.group(1), []).append(ms)
+ok = ok and len(by) == 5 and all(len(v) == 4 and all(a < b for a, b in zip(v, v[1:])) for v in by.values())
+print("ok" if ok else f"bad {by}")')
+if [ "$mono" = ok ]; then
+    pr_pass "predictions grow with the layers (l2, 4, 8, 16) and are never below the busiest resource"
+else
+    pr_fail "predictions monotone" "$mono"
+fi
+
+# broken machine files: one line naming the problem, exit 2
+pr_bad() { # what pattern file
+    local out rc
+    out=$(cd "$PR_WORK" && "$PR_BIN" --predict "${PR_SHAPE[@]}" --machine "$3" 2>&1)
+    rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q -- "$2" <<<"$out"; then pr_pass "$1"
+    else pr_fail "$1" "exit $rc: $out"
+    fi
+}
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); del d['rates']['d2h_gbs']; json.dump(d, open(sys.argv[2], 'w'))" \
+    "$PR_FILE" "$PR_WORK/missing.json"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['compute'][0]['layer_fwd_ms'] = 'fast'; json.dump(d, open(sys.argv[2], 'w'))" \
+    "$PR_FILE" "$PR_WORK/malformed.json"
+printf '{"rates": ' >"$PR_WORK/cut.json"
+pr_bad "--machine with a field missing" "rates.d2h_gbs is missing" "$PR_WORK/missing.json"
+pr_bad "--machine with a field that is not a number" "compute\[\].layer_fwd_ms is not a positive number" "$PR_WORK/malformed.json"
+pr_bad "--machine that is not JSON" "not a JSON object" "$PR_WORK/cut.json"
+pr_bad "--machine that is not there" "No such file or directory" "$PR_WORK/none.json"
+out=$(cd "$PR_WORK" && "$PR_BIN" --predict "${PR_SHAPE[@]}" -h 256 --machine "$PR_FILE" 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && grep -q "has no entry for h256 heads4 s64 b2 vocab1000 tf32 fp32" <<<"$out"; then
+    pr_pass "--predict for a shape the machine file has no entry for says which, exit 2"
+else
+    pr_fail "--predict without an entry" "exit $rc: $out"
+fi
+rm -rf "$PR_WORK"
