@@ -114,10 +114,11 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
 
-    if ((rc.calibrate || rc.predict) && (comm.world > 1 || rc.ranks > 1 || rc.config_runs || rc.find_max)) {
+    if ((rc.calibrate || rc.predict) &&
+        (comm.world > 1 || rc.ranks > 1 || rc.config_runs || (rc.find_max && !rc.predict))) {
         if (comm.rank == 0)
             fprintf(stderr, "aebench: --calibrate and --predict take one rank and one configuration for now (no "
-                            "--ranks, mpirun, run lists or --find-max)\n");
+                            "--ranks, mpirun or run lists; --find-max only with --predict)\n");
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }

@@ -604,6 +604,33 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
 
 static const char *const BUSY_NAMES[BUSY_KINDS] = {"compute", "h2d", "d2h", "host adam", "disk", "collectives"};
 
+/* --find-max --predict: the largest layer count whose plan fits the budgets (the plans are
+ * monotone in the layers: a doubling, then a bisection), and the prediction there. */
+static int largest_fitting(const engine_vtbl *eng, const engine_config *base, size_t gpu_budget, size_t host_budget)
+{
+    engine_config cfg = *base;
+    cfg.gpu_budget = gpu_budget;
+    int lo = 0, hi = 1;
+    for (;;) {
+        cfg.shape.layers = hi;
+        engine_plan plan = {0};
+        eng->plan(&cfg, &plan);
+        if (plan.gpu_bytes > gpu_budget || plan.host_bytes > host_budget) break;
+        lo = hi;
+        if (hi >= 1 << 20) return lo;
+        hi *= 2;
+    }
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        cfg.shape.layers = mid;
+        engine_plan plan = {0};
+        eng->plan(&cfg, &plan);
+        if (plan.gpu_bytes > gpu_budget || plan.host_bytes > host_budget) hi = mid;
+        else lo = mid;
+    }
+    return lo;
+}
+
 int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_budget, size_t host_budget)
 {
     const engine_vtbl *only = strcmp(rc->method, "all") == 0 ? NULL : engine_find(rc->method);
@@ -615,6 +642,15 @@ int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_bud
         /* (the budget the engines' plans see: -w auto sizes its window under it) */
         engine_config cfg = rc->eng;
         cfg.gpu_budget = gpu_budget;
+        if (rc->find_max) {
+            cfg.shape.layers = largest_fitting(eng, &rc->eng, gpu_budget, host_budget);
+            if (cfg.shape.layers == 0) {
+                printf("predict %-14s not even one layer fits\n", eng->name);
+                continue;
+            }
+            printf("find-max %-13s l%d (%.3f B parameters) fits, l%d does not\n", eng->name, cfg.shape.layers,
+                   (double)gpt_param_count(&cfg.shape) / 1e9, cfg.shape.layers + 1);
+        }
         engine_prediction p;
         memset(&p, 0, sizeof p);
         if (eng->predict) eng->predict(&cfg, m, &p);

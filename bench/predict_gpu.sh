@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# --predict against measured runs on one GPU (issue 16, part 3), in one call: calibrate the
+# machine at h2048 heads16 s1024 b4 (TF32, and bf16 for megatron-lm), then for each run the
+# prediction and the measured median ms/iteration, side by side: megatron-lm l16 and l32 (TF32,
+# bf16); case 3 at l32 (every engine, stronghold -w 15); case 5 (stronghold l32, windows 2, 8,
+# 14); case 4 (stronghold -w 15 at l16, 48, 64).  The machine file comes back too.
+#   bash bench/predict_gpu.sh "$OUT"        ITERS (default 6)
+set -uo pipefail
+dest=${1:-bench/results/latest}
+out=$(mktemp -d /tmp/aebench-predict.XXXXXX)
+mkdir -p "$dest"
+source bench/deps_env.sh
+finish() {
+    tar czf "$dest/bench.tgz" -C "$out" . 2>/dev/null
+    cp "$out"/table.md "$out"/res/machine_*.json "$dest"/ 2>/dev/null
+}
+trap finish EXIT
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+t0=$(date +%s)
+make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+shape=(--device cuda -h 2048 -b 4)
+./aebench --calibrate "${shape[@]}" --results "$out/res" | tee "$out/calibrate.txt"
+./aebench --calibrate "${shape[@]}" --dtype bf16 --results "$out/res" | tee -a "$out/calibrate.txt"
+echo "calibrated: $(( $(date +%s) - t0 )) s"
+runs=("megatron-lm -l 16" "megatron-lm -l 32" "megatron-lm -l 16 --dtype bf16" "megatron-lm -l 32 --dtype bf16"
+      "l2l -l 32" "zero-offload -l 32" "zero-infinity -l 32" "stronghold -l 32 -w 15"
+      "stronghold -l 32 -w 2" "stronghold -l 32 -w 8" "stronghold -l 32 -w 14"
+      "stronghold -l 16 -w 15" "stronghold -l 48 -w 15" "stronghold -l 64 -w 15")
+: >"$out/rows.txt"
+for r in "${runs[@]}"; do
+    read -r m rest <<<"$r"
+    p=$(./aebench --predict -m $m $rest "${shape[@]}" --results "$out/res" 2>&1 | grep "^predict " | head -n 1)
+    SECONDS=0
+    timeout 240 ./aebench -m $m $rest "${shape[@]}" --iters "${ITERS:-6}" --log-interval "${ITERS:-6}" \
+        --results "$out/runs" >"$out/run.txt" 2>&1
+    meas=$(awk '/done:/ {print $3; exit}' "$out/run.txt")
+    echo "$r | $p | measured ${meas:-failed} ms ($SECONDS s)" | tee -a "$out/rows.txt"
+done
+python3 - "$out/rows.txt" <<'PY' | tee "$out/table.md"
+import re, statistics, sys
+print("| run | predicted ms | bound | measured ms | error |")
+print("|---|---|---|---|---|")
+errs = []
+for line in open(sys.argv[1]):
+    run = line.split("|")[0].strip()
+    p = re.search(r"([0-9.]+) ms/it", line); b = re.search(r"bound: ([a-z ]+) \|", line)
+    m = re.search(r"measured ([0-9.]+) ms", line)
+    if not p or not m:
+        print(f"| {run} | {p.group(1) if p else 'none'} | | {m.group(1) if m else 'failed'} | |"); continue
+    e = (float(p.group(1)) - float(m.group(1))) / float(m.group(1)); errs.append(abs(e))
+    print(f"| {run} | {float(p.group(1)):.1f} | {b.group(1) if b else ''} | {float(m.group(1)):.1f} | {100 * e:+.1f}% |")
+if errs:
+    print(f"\nmedian |error| {100 * statistics.median(errs):.1f}%, worst {100 * max(errs):.1f}% over {len(errs)} runs")
+PY
+echo "total: $(( $(date +%s) - t0 )) s"
