@@ -114,11 +114,13 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
 
-    if ((rc.calibrate || rc.predict) &&
-        (comm.world > 1 || rc.ranks > 1 || rc.config_runs || (rc.find_max && !rc.predict))) {
+    if ((rc.calibrate || rc.predict) && (rc.config_runs || (rc.find_max && !rc.predict) ||
+                                         (rc.calibrate && rc.predict) || (rc.predict && comm.world > 1))) {
         if (comm.rank == 0)
-            fprintf(stderr, "aebench: --calibrate and --predict take one rank and one configuration for now (no "
-                            "--ranks, mpirun or run lists; --find-max only with --predict)\n");
+            fprintf(stderr, "aebench: --calibrate and --predict take one configuration, not a run list, and one "
+                            "at a time; --predict runs on one process (--ranks N says the world it predicts), "
+                            "--calibrate under mpirun or --ranks N measures the collectives; --find-max only "
+                            "with --predict\n");
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
@@ -139,7 +141,7 @@ int main(int argc, char **argv)
         return code;
     }
 
-    if (rc.ranks > 1 && comm.world == 1 && !rc.dry_run) {
+    if (rc.ranks > 1 && comm.world == 1 && !rc.dry_run && !rc.predict) {
         /* --ranks N: this process starts the job (mpiexec) and supervises it; what the ranks
          * would refuse is refused here, before anything starts. */
         const engine_vtbl *eng = engine_find(rc.method);
@@ -227,7 +229,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "aebench: %s\n", err[0] ? err : "results directory path too long");
             code = EXIT_BAD_INPUT;
         }
-        if (!code && rc.calibrate) code = machine_calibrate(&rc, be, path);
+        if (!code && rc.calibrate)
+            code = comm.world > 1 ? machine_calibrate_collectives(&rc, be, path, comm.rank, comm.world)
+                                  : machine_calibrate(&rc, be, path);
         if (!code && rc.predict) {
             machine_rates m;
             if ((code = machine_load(path, &rc.eng, &m, err, sizeof err)) != 0) {

@@ -3,6 +3,7 @@
 #include "report.h"
 #include "run.h"
 #include "data.h"
+#include "../engines/runtime/collectives.h"
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/membudget.h"
 #include "../engines/runtime/timer.h"
@@ -165,6 +166,21 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     out->h2d_gbs = v[0], out->d2h_gbs = v[1], out->both_h2d_gbs = v[2], out->both_d2h_gbs = v[3];
     out->host_adam_ms_per_mparam = v[4], out->host_threads = (int)v[5], out->host_copy_gbs = v[6];
     out->gpu_bytes = v[7], out->host_bytes = v[8];
+    /* the collectives at the run's world, when calibrated (else coll_world stays 0) */
+    const int world = engine_world(cfg);
+    const cJSON *colls = cJSON_GetObjectItemCaseSensitive(root, "collectives"), *ce;
+    cJSON_ArrayForEach(ce, colls) {
+        const cJSON *w_ = cJSON_GetObjectItemCaseSensitive(ce, "world");
+        if (world < 2 || !cJSON_IsNumber(w_) || w_->valueint != world) continue;
+        static const char *const names[] = {"all_reduce_ms", "all_reduce_gbs", "reduce_scatter_ms",
+                                            "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs"};
+        double c[6];
+        for (int i = 0; i < 6; i++)
+            if (field(ce, "collectives[]", names[i], path, &c[i], err, errlen)) goto out;
+        out->coll_world = world;
+        out->ar_ms = c[0], out->ar_gbs = c[1], out->rs_ms = c[2], out->rs_gbs = c[3], out->ag_ms = c[4];
+        out->ag_gbs = c[5];
+    }
     /* the pieces as the engine's step pays them (layer_scale, rest_scale: measure_step) */
     const double ls = w[6], rs = w[7];
     out->embed_fwd_ms = w[0] * rs, out->layer_fwd_ms = w[1] * ls, out->layer_bwd_ms = w[2] * ls;
@@ -173,6 +189,29 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
 out:
     cJSON_Delete(root);
     return rc;
+}
+
+/* Write root to path through a temporary file (a reader never sees half a file). */
+static int write_file(cJSON *root, const char *path)
+{
+    char *text = cJSON_Print(root);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = text ? fopen(tmp, "w") : NULL;
+    int bad = !f;
+    if (f) {
+        bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
+        bad = fclose(f) != 0 || bad;
+    }
+    if (!bad) bad = rename(tmp, path) != 0;
+    free(text);
+    if (bad) {
+        fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return EXIT_RUN_ERROR;
+    }
+    printf("calibrate: wrote %s\n", path);
+    return 0;
 }
 
 /* ---- measuring ----------------------------------------------------------------------------- */
@@ -583,19 +622,90 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
         }
     }
     if (!code && !measured) printf("calibrate: nothing to measure: %s kept as it is\n", path);
-    if (!code && measured) {
-        char *text = cJSON_Print(root);
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = text ? fopen(tmp, "w") : NULL;
-        if (!f || fputs(text, f) < 0 || fputc('\n', f) == EOF || fclose(f) != 0 || rename(tmp, path) != 0) {
-            fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, strerror(errno));
-            code = EXIT_RUN_ERROR;
-        } else {
-            printf("calibrate: wrote %s\n", path);
-        }
-        free(text);
+    if (!code && measured) code = write_file(root, path);
+    cJSON_Delete(root);
+    return code;
+}
+
+/* ---- the collectives (under mpirun) --------------------------------------------------------- */
+
+/* Median ms of one collective of n floats (kind 0 all-reduce, 1 reduce-scatter, 2 all-gather)
+ * on g's stream, after a warm-up; every rank calls it the same way. */
+static int time_collective(coll_group *g, float *buf, size_t n, int kind, double *ms)
+{
+    const int W = coll_world(g), r = coll_rank(g);
+    double t[REPS];
+    for (int rep = -1; rep < REPS; rep++) {
+        const double t0 = wall_ms();
+        int rc = kind == 0   ? coll_all_reduce_sum(g, buf, n)
+                 : kind == 1 ? coll_reduce_scatter_sum(g, buf + (size_t)r * (n / W), buf, n / W)
+                             : coll_all_gather(g, buf, buf + (size_t)r * (n / W), n / W * sizeof(float));
+        if (!rc) rc = gpt_stream_sync(coll_stream(g));
+        if (rc) return rc;
+        if (rep >= 0) t[rep] = wall_ms() - t0;
     }
+    qsort(t, REPS, sizeof t[0], cmp_double);
+    *ms = t[REPS / 2];
+    return 0;
+}
+
+int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, int rank, int world)
+{
+    /* two sizes, so that latency and rate come apart: t = latency + bytes / rate */
+    const size_t small = (size_t)world << 18, large = (size_t)world << (rc->eng.device == DEVICE_CPU ? 21 : 24);
+    coll_group *g = NULL;
+    float *buf = NULL;
+    int bad = coll_open(&g, be, rank, world) || be->ops->dev_alloc(be, (void **)&buf, large * sizeof(float));
+    if (!bad) bad = gpt_stream_memset_zero(coll_stream(g), buf, large * sizeof(float)) != 0;
+    double lat[3] = {0}, gbs[3] = {0};
+    for (int k = 0; k < 3 && !bad; k++) {
+        double a = 0, b = 0;
+        bad = time_collective(g, buf, small, k, &a) || time_collective(g, buf, large, k, &b);
+        const double slope = (b - a) / (double)((large - small) * sizeof(float)); /* ms per byte */
+        gbs[k] = slope > 0 ? 1.0 / (slope * 1e6) : (double)large * sizeof(float) / (b * 1e6);
+        lat[k] = a - (double)small * sizeof(float) / (gbs[k] * 1e6);
+        if (lat[k] < 1e-3) lat[k] = 1e-3;
+    }
+    if (buf) be->ops->dev_free(be, buf);
+    coll_close(g);
+    if (bad) {
+        if (rank == 0) fprintf(stderr, "aebench: --calibrate: the collectives failed\n");
+        return EXIT_RUN_ERROR;
+    }
+    if (rank != 0) return 0;
+    char err[600] = "";
+    cJSON *root = access(path, F_OK) == 0 ? read_json(path, err, sizeof err) : cJSON_CreateObject();
+    if (!root) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return EXIT_BAD_INPUT;
+    }
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "collectives");
+    if (!cJSON_IsArray(list)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "collectives");
+        list = cJSON_AddArrayToObject(root, "collectives");
+    }
+    int at = 0, found = -1;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        const cJSON *w_ = cJSON_GetObjectItemCaseSensitive(e, "world");
+        if (cJSON_IsNumber(w_) && w_->valueint == world) found = at;
+        at++;
+    }
+    if (found >= 0) cJSON_DeleteItemFromArray(list, found);
+    cJSON *entry = cJSON_CreateObject();
+    cJSON_AddNumberToObject(entry, "world", world);
+    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather"};
+    for (int k = 0; k < 3; k++) {
+        char key[40];
+        snprintf(key, sizeof key, "%s_ms", names[k]);
+        cJSON_AddNumberToObject(entry, key, lat[k]);
+        snprintf(key, sizeof key, "%s_gbs", names[k]);
+        cJSON_AddNumberToObject(entry, key, gbs[k]);
+        printf("calibrate: %s among %d ranks: %.3f ms + %.2f GB/s\n", names[k], world, lat[k], gbs[k]);
+    }
+    cJSON_AddNumberToObject(entry, "measured", (double)time(NULL));
+    cJSON_AddItemToArray(list, entry);
+    const int code = write_file(root, path);
     cJSON_Delete(root);
     return code;
 }

@@ -183,6 +183,11 @@ typedef struct machine_rates {
     int host_threads;
     double host_copy_gbs;
     double gpu_bytes, host_bytes; /* what a run could plan with there (free GPU, 90% of host) */
+    /* the collectives among coll_world ranks (0: none calibrated for the run's world): each
+     * as latency + bytes / rate, bytes the full buffer (all-reduce: the buffer; reduce-scatter:
+     * its input; all-gather: its output) */
+    int coll_world;
+    double ar_ms, ar_gbs, rs_ms, rs_gbs, ag_ms, ag_gbs;
 } machine_rates;
 
 /* What an engine predicts for one step: ms on each resource (busy time, as step_result's

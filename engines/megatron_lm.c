@@ -735,25 +735,79 @@ static int megatron_read_params(void *state, float *host_params)
     return rc;
 }
 
-/* The step on machine m (one rank): every micro-batch's embedding, layers, head and backward
- * on the compute stream, then the device AdamW of every parameter.  N ranks (the
- * collectives beside it) are not modelled yet. */
+/* The step on machine m, in the order of the top comment.  One rank: every micro-batch's
+ * embedding, layers, head and backward on the compute stream, then the device AdamW.  N ranks
+ * (collectives calibrated at that world): stage 0/1 all-reduce each layer's grads after its
+ * last backward, stage 2/3 reduce-scatter them after every micro-batch's, on the grad-comm
+ * stream beside the backward; stage 3 gathers each layer into one of two slots before its
+ * forward and before its backward (the top two reused), on the param-comm stream; AdamW on
+ * this rank's shard after the reductions, and stage 1/2 gather every block after it. */
 static void megatron_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (engine_world(cfg) > 1) {
-        snprintf(out->why, sizeof out->why, "N ranks (the collectives) are not modelled yet");
+    const int W = engine_world(cfg), stage = W > 1 ? cfg->zero_stage : 0, L = cfg->shape.layers;
+    const int M = engine_micro_batches(cfg);
+    if (W > 1 && m->coll_world != W) {
+        snprintf(out->why, sizeof out->why, "no collectives calibrated at %d ranks (aebench --calibrate --ranks %d)", W, W);
         return;
     }
-    const double L = cfg->shape.layers, M = engine_micro_batches(cfg);
-    pred_timeline t = {0};
-    double at = 0;
-    for (int i = 0; i < M; i++) {
-        at = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms + L * m->layer_fwd_ms + m->head_ms, at);
-        at = pred_run(&t, BUSY_COMPUTE, L * pred_layer_bwd_ms(m, cfg) + m->embed_bwd_ms, at);
+    const double PL = (double)gpt_layer_layout_of(&cfg->shape).total, PE = (double)gpt_embed_layout_of(&cfg->shape).total;
+    const double P = PE + L * PL;
+    double *slot_free = calloc((size_t)L + 2, sizeof *slot_free);
+    if (!slot_free) {
+        snprintf(out->why, sizeof out->why, "out of memory");
+        return;
     }
-    at = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)gpt_param_count(&cfg->shape)), at);
-    pred_done(out, &t, 0, at);
+    pred_timeline t = {0};
+    double pc = 0, c = 0, gc = 0; /* param-comm's clock (its busy time counts as collectives) */
+    const double gather_layer = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, PL) : 0;
+    if (stage == 3) {
+        pc = pred_coll_ms(m->ag_ms, m->ag_gbs, PE);
+        t.busy[BUSY_COMM] += pc;
+    }
+    for (int i = 0; i < M; i++) {
+        const int last = i == M - 1;
+        c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, stage == 3 ? pc : 0));
+        for (int k = 0; k < L; k++) {
+            double ready = c;
+            if (stage == 3) { /* into slot k mod 2, once layer k - 2 is done with it */
+                pc = pred_max(pc, k >= 2 ? slot_free[k - 2] : c) + gather_layer;
+                t.busy[BUSY_COMM] += gather_layer;
+                ready = pred_max(c, pc);
+            }
+            c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, ready);
+            slot_free[k] = c;
+        }
+        c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
+        for (int j = L - 1; j >= 0; j--) {
+            double ready = c;
+            if (stage == 3 && j < L - 2) {
+                pc = pred_max(pc, pred_max(slot_free[j + 2], c)) + gather_layer;
+                t.busy[BUSY_COMM] += gather_layer;
+                ready = pred_max(c, pc);
+            }
+            if (stage >= 2 && j < L - 2) ready = pred_max(ready, slot_free[j + 2]); /* its grad slot */
+            c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), ready);
+            slot_free[j] = c;
+            if (W > 1 && (stage >= 2 || last)) {
+                gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PL)
+                                                        : pred_coll_ms(m->ar_ms, m->ar_gbs, PL), c);
+                if (stage >= 2) slot_free[j] = gc;
+            }
+        }
+        c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+    }
+    if (W > 1)
+        gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PE) : pred_coll_ms(m->ar_ms, m->ar_gbs, PE), c);
+    c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / W), pred_max(c, gc));
+    double end = c;
+    if (stage == 1 || stage == 2) { /* every block gathered after the update */
+        const double g = pred_coll_ms(m->ag_ms, m->ag_gbs, PE) + L * gather_layer;
+        t.busy[BUSY_COMM] += g;
+        end = pred_max(pc, c) + g;
+    }
+    pred_done(out, &t, 0, end);
+    free(slot_free);
 }
 
 const engine_vtbl engine_megatron_lm = {

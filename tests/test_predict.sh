@@ -102,6 +102,39 @@ else
     pr_fail "predictions monotone" "$mono"
 fi
 
+# N ranks: without the collectives calibrated at that world the prediction says so; with them
+# (--calibrate --ranks 2, under mpiexec), megatron-lm's stages are modelled and near their steps
+if "$PR_BIN" --version | grep -q "ranks: mpi"; then
+    PR1=(--device cpu -l 4 -h 128 --heads 4 --seq 64 -b 2 --vocab 1000 --threads 1)
+    (cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate "${PR1[@]}" --results res1 >c1.out 2>&1)
+    out=$(cd "$PR_WORK" && "$PR_BIN" --predict --ranks 2 "${PR1[@]}" --results res1 2>&1)
+    (cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate --ranks 2 "${PR1[@]}" --results res1 >c2.out 2>&1)
+    rc=$?
+    if grep -q "not modelled yet: no collectives calibrated at 2 ranks" <<<"$out" && [ $rc -eq 0 ] &&
+        [ "$(grep -c 'among 2 ranks' "$PR_WORK/c2.out")" -eq 3 ]; then
+        pr_pass "--predict --ranks 2 asks for the collectives; --calibrate --ranks 2 measures all-reduce, reduce-scatter, all-gather"
+    else
+        pr_fail "collectives calibration" "exit $rc: $out $(tail -n 3 "$PR_WORK/c2.out")"
+    fi
+    worst=0
+    summary=""
+    for st in 0 3; do
+        pred=$(cd "$PR_WORK" && "$PR_BIN" --predict --ranks 2 --zero-stage $st "${PR1[@]}" --results res1 2>/dev/null |
+               awk '/^predict / {print $3; exit}')
+        meas=$(cd "$PR_WORK" && timeout 300 "$PR_BIN" --ranks 2 --zero-stage $st "${PR1[@]}" --iters 8 --results runs2 2>/dev/null |
+               awk '/done:/ {print $3; exit}')
+        err=$(awk -v p="${pred:-0}" -v m="${meas:-0}" 'BEGIN { if (m <= 0 || p <= 0) print 999; else printf "%.1f", (p > m ? p - m : m - p) / m * 100 }')
+        summary="$summary ZeRO-$st ${pred:-?}/${meas:-?} (${err}%);"
+        worst=$(awk -v a="$worst" -v b="$err" 'BEGIN { print (b > a ? b : a) }')
+    done
+    # (two ranks of one thread each share the two cores with MPI's progress: looser here)
+    if awk -v w="$worst" 'BEGIN { exit !(w <= 40) }'; then
+        pr_pass "megatron-lm on 2 ranks, predicted/measured ms, worst ${worst}%:$summary"
+    else
+        pr_fail "prediction at 2 ranks" "worst ${worst}% over 40%:$summary"
+    fi
+fi
+
 # broken machine files: one line naming the problem, exit 2
 pr_bad() { # what pattern file
     local out rc

@@ -46,6 +46,12 @@ static inline double pred_gpu_adam_ms(const machine_rates *m, double params)
 {
     return params / 1e6 * m->gpu_adam_ms_per_mparam;
 }
+/* A collective over the run's ranks of `floats` floats (the full buffer). */
+static inline double pred_coll_ms(double lat_ms, double gbs, double floats)
+{
+    return lat_ms + floats * 4.0 / (gbs * 1e6);
+}
+
 /* A layer's backward: calibrated with the recompute of a checkpointed layer; without
  * checkpointing (--no-ckpt) that recompute (about a forward) is not done. */
 static inline double pred_layer_bwd_ms(const machine_rates *m, const engine_config *cfg)
