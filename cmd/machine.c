@@ -36,7 +36,16 @@ static const char *const COMPUTE_FIELDS[] = {"embed_fwd_ms", "layer_fwd_ms", "la
                                              "rest_scale"};
 enum { NCOMPUTE_FIELDS = sizeof COMPUTE_FIELDS / sizeof COMPUTE_FIELDS[0] };
 
-static const char *math_of(const engine_config *c) { return c->tf32 ? "tf32" : "fp32"; }
+/* The math mode of an entry: the CPU backend has no TF32 (its runs' JSON says fp32), a CUDA
+ * one the run's --math.  `backend` is the machine file's ("cpu" or "cuda"). */
+static const char *math_of_backend(const engine_config *c, const char *backend)
+{
+    return strcmp(backend, "cpu") == 0 ? "fp32" : c->tf32 ? "tf32" : "fp32";
+}
+static const char *math_of(const engine_config *c)
+{
+    return math_of_backend(c, c->device == DEVICE_CPU ? "cpu" : "cuda");
+}
 static const char *dtype_of(const engine_config *c) { return c->bf16 ? "bf16" : "fp32"; }
 
 /* A short name for a device description: its first word group up to a comma or
@@ -117,7 +126,7 @@ static int field(const cJSON *o, const char *where, const char *name, const char
     return 0;
 }
 
-static int same_entry(const cJSON *e, const engine_config *c)
+static int same_entry(const cJSON *e, const engine_config *c, const char *backend)
 {
     const gpt_shape *sh = &c->shape;
     const cJSON *math = cJSON_GetObjectItemCaseSensitive(e, "math"),
@@ -128,15 +137,22 @@ static int same_entry(const cJSON *e, const engine_config *c)
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, keys[i]);
         if (!cJSON_IsNumber(v) || v->valueint != want[i]) return 0;
     }
-    return cJSON_IsString(math) && strcmp(math->valuestring, math_of(c)) == 0 && cJSON_IsString(dtype) &&
+    return cJSON_IsString(math) && strcmp(math->valuestring, math_of_backend(c, backend)) == 0 && cJSON_IsString(dtype) &&
            strcmp(dtype->valuestring, dtype_of(c)) == 0;
+}
+
+/* The machine file's backend ("cpu" or "cuda"; a file without one counts as cuda). */
+static const char *backend_of(const cJSON *root)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "backend");
+    return cJSON_IsString(b) && strcmp(b->valuestring, "cpu") == 0 ? "cpu" : "cuda";
 }
 
 static const cJSON *find_entry(const cJSON *root, const engine_config *c)
 {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "compute"), *e;
     cJSON_ArrayForEach(e, list)
-        if (same_entry(e, c)) return e;
+        if (same_entry(e, c, backend_of(root))) return e;
     return NULL;
 }
 
@@ -158,7 +174,8 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     if (!entry) {
         snprintf(err, errlen, "machine file %s has no entry for h%d heads%d s%d b%d vocab%d %s %s (calibrate "
                  "that shape: aebench --calibrate with the same options)", path, cfg->shape.hidden, cfg->shape.heads,
-                 cfg->shape.seq, cfg->shape.batch, cfg->shape.vocab, math_of(cfg), dtype_of(cfg));
+                 cfg->shape.seq, cfg->shape.batch, cfg->shape.vocab, math_of_backend(cfg, backend_of(root)),
+                 dtype_of(cfg));
         goto out;
     }
     for (int i = 0; i < NCOMPUTE_FIELDS; i++)
@@ -564,7 +581,7 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
     int at = 0, found = -1;
     const cJSON *e;
     cJSON_ArrayForEach(e, list) {
-        if (same_entry(e, &rc->eng)) found = at;
+        if (same_entry(e, &rc->eng, rc->eng.device == DEVICE_CPU ? "cpu" : "cuda")) found = at;
         at++;
     }
     if (!code && found >= 0 && fresh(cJSON_GetArrayItem(list, found), now)) {

@@ -38,7 +38,7 @@ if len(e) != 1:
     sys.exit(f"{len(e)} compute entries")
 e = e[0]
 bad += [k for k in comp if not e.get(k, 0) > 0]
-if (e["hidden"], e["heads"], e["seq"], e["batch"], e["vocab"], e["math"], e["dtype"]) != (128, 4, 64, 2, 1000, "tf32", "fp32"):
+if (e["hidden"], e["heads"], e["seq"], e["batch"], e["vocab"], e["math"], e["dtype"]) != (128, 4, 64, 2, 1000, "fp32", "fp32"):
     bad.append("shape")
 if not e["step_l4_ms"] > e["step_l2_ms"] or not e["layer_bwd_ms"] > e["layer_fwd_ms"]:
     bad.append("step or layer times out of order")
@@ -157,7 +157,7 @@ pr_bad "--machine that is not JSON" "not a JSON object" "$PR_WORK/cut.json"
 pr_bad "--machine that is not there" "No such file or directory" "$PR_WORK/none.json"
 out=$(cd "$PR_WORK" && "$PR_BIN" --predict "${PR_SHAPE[@]}" -h 256 --machine "$PR_FILE" 2>&1)
 rc=$?
-if [ $rc -eq 2 ] && grep -q "has no entry for h256 heads4 s64 b2 vocab1000 tf32 fp32" <<<"$out"; then
+if [ $rc -eq 2 ] && grep -q "has no entry for h256 heads4 s64 b2 vocab1000 fp32 fp32" <<<"$out"; then
     pr_pass "--predict for a shape the machine file has no entry for says which, exit 2"
 else
     pr_fail "--predict without an entry" "exit $rc: $out"
