@@ -188,7 +188,8 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     if (rc.eng.device == DEVICE_CPU) {
-        if (rc.eng.bf16) {
+        /* (--predict from a machine file predicts that machine: bf16 is its business) */
+        if (rc.eng.bf16 && !(rc.predict && rc.machine_path[0])) {
             if (comm.rank == 0)
                 fprintf(stderr, "aebench: --dtype bf16 needs a CUDA device (the CPU backend is fp32)\n");
             close_backend(be, rc.eng.device);

@@ -12,6 +12,7 @@ set xlabel "window (layers on the GPU)"
 set ylabel "time per iteration (ms)"
 set yrange [0:*]
 set offsets 0, 0, graph 0.08, 0
-set key off
-# columns: window,iter_ms,samples_per_s
-plot infile every ::1 using 1:2 with linespoints pt 7 lw 2 lc rgb "#4477aa"
+set key top left
+# columns: window,iter_ms,samples_per_s,predicted_ms (empty: no machine file)
+plot infile every ::1 using 1:2 with linespoints pt 7 lw 2 lc rgb "#4477aa" title "measured", \
+     '' every ::1 using 1:4 with lines dt 2 lw 2 lc rgb "#ee6677" title "predicted (--predict)"

@@ -104,8 +104,10 @@ ae_draw() {
     png=${3:-$root/plots/case$n.png}
     command -v gnuplot >/dev/null || { echo "$0: gnuplot is not installed (make deps installs gnuplot-nox)" >&2; exit 1; }
     [ -f "$csv" ] || { echo "$0: no $csv (run scripts/case${n}_extract.sh first)" >&2; exit 1; }
-    # At least one data row with every column filled: gnuplot draws nothing from less.
-    if ! awk -F, 'NR > 1 { for (i = 1; i <= NF; i++) if ($i == "") next; ok = 1 } END { exit !ok }' "$csv"; then
+    # At least one data row with every column filled (but predicted_*: --predict's, empty
+    # where no machine file models the run): gnuplot draws nothing from less.
+    if ! awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) opt[i] = $i ~ /^predicted/; next }
+                  { for (i = 1; i <= NF; i++) if ($i == "" && !opt[i]) next; ok = 1 } END { exit !ok }' "$csv"; then
         echo "$0: $csv has no complete row to draw" >&2
         exit 1
     fi
@@ -125,4 +127,39 @@ ae_draw() {
     [ -s "$tmp" ] || { rm -f "$tmp"; echo "$0: gnuplot wrote an empty image" >&2; exit 1; }
     mv "$tmp" "$png"
     echo "$0: wrote $png"
+}
+
+# ae_predicted RESULTS_DIR JSON: the ms/iteration --predict gives for the run of JSON (its
+# method, shape, window, dtype and math), from the machine file in RESULTS_DIR of the run's
+# backend (AE_MACHINE: another one); empty when there is none or the engine does not model it.
+ae_predicted() {
+    local dir=$1 json=$2 root backend machine f
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    [ -x "$root/aebench" ] && [ -f "$json" ] || return 0
+    backend=$(ae_json_str "$json" backend)
+    machine=${AE_MACHINE:-}
+    if [ -z "$machine" ]; then
+        for f in "$dir"/machine_*.json; do
+            [ -e "$f" ] || continue
+            if grep -q "\"backend\":[[:space:]]*\"$backend\"" "$f"; then machine=$f; break; fi
+        done
+    fi
+    [ -n "$machine" ] || return 0
+    "$root/aebench" --predict -m "$(ae_json_str "$json" method)" -l "$(ae_json_num "$json" layers)" \
+        -h "$(ae_json_num "$json" hidden)" --heads "$(ae_json_num "$json" heads)" --seq "$(ae_json_num "$json" seq)" \
+        -b "$(ae_json_num "$json" batch)" --vocab "$(ae_json_num "$json" vocab)" -w "$(ae_json_str "$json" window)" \
+        --dtype "$(ae_json_str "$json" dtype)" --math "$(ae_json_str "$json" math)" --device cpu \
+        --machine "$machine" 2>/dev/null | awk '/^predict / && $3 ~ /^[0-9.]+$/ { print $3; exit }'
+}
+# The first string / integer value of KEY in a JSON file (the run JSON's flat config fields).
+ae_json_str() { grep -o "\"$2\":[[:space:]]*\"[^\"]*\"" "$1" | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/'; }
+ae_json_num() { grep -o "\"$2\":[[:space:]]*[0-9]*" "$1" | head -n 1 | grep -o '[0-9]*$'; }
+
+# ae_json RESULTS_DIR METHOD LAYERS HIDDEN BATCH WINDOW EPOCH: the JSON of that run.
+ae_json() {
+    local f
+    for f in "$1"/log_"$2"_l-"$3"_h-"$4"_bs-"$5"_ws-"$6"_*."$7".json; do
+        [ -e "$f" ] && { echo "$f"; return 0; }
+    done
+    return 0
 }

@@ -157,6 +157,18 @@ if has_engine stronghold; then
     else
         failc "small case 5" "exit $rc; $(tail -n 3 "$SW/c5.out")"
     fi
+    # with a machine file of the runs' shape beside them, each row gets --predict's time (the
+    # figure's dashed curve); without one the column stays empty and the figure still draws
+    if [ "$(cut -d, -f4 "$SW/c5/case5.csv" | tail -n +2 | tr -d '\n')" = "" ] &&
+        bash scripts/case5_draw.sh "$SW/c5/case5.csv" "$SW/c5_nopred.png" >/dev/null 2>&1 &&
+        (cd "$SW" && "$BIN" --calibrate "${SMALL[@]}" -b 2 --results "$SW/c5" >"$SW/c5cal.out" 2>&1) &&
+        bash scripts/case5_extract.sh -r "$SW/c5" -l 8 >/dev/null &&
+        [ "$(awk -F, 'NR > 1 && $4 ~ /^[0-9.]+$/ && $4 > 0' "$SW/c5/case5.csv" | wc -l)" -eq 6 ] &&
+        bash scripts/case5_draw.sh "$SW/c5/case5.csv" "$SW/c5.png" >/dev/null 2>&1 && [ -s "$SW/c5.png" ]; then
+        pass "case 5 with a machine file: every window's predicted time in the CSV, drawn dashed ($(cut -d, -f2,4 "$SW/c5/case5.csv" | tail -n +2 | tr '\n' ' '))"
+    else
+        failc "case 5 predicted column" "$(cat "$SW/c5/case5.csv" 2>&1) $(tail -n 2 "$SW/c5cal.out" 2>&1)"
+    fi
 fi
 
 # ---- figures: gnuplot writes a PNG ---------------------------------------------------------
