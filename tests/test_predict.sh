@@ -8,12 +8,15 @@ PR_BIN=$(realpath "$AEBENCH")
 PR_SHAPE=(--device cpu -l 4 -h 128 --heads 4 --seq 64 -b 2 --vocab 1000 --threads 2)
 pr_pass() { PASSED=$((PASSED + 1)); echo "ok   $1"; }
 # pr_compare MACHINE_RESULTS ARGS...: "predicted measured error%" of one configuration (its
-# prediction from the machine file there, then 8 iterations of it)
+# prediction from the machine file there, then the faster of two runs of 8 iterations)
 pr_compare() {
     local res=$1 pred meas
     shift
     pred=$(cd "$PR_WORK" && "$PR_BIN" --predict "$@" --results "$res" 2>/dev/null | awk '/^predict / {print $3; exit}')
-    meas=$(cd "$PR_WORK" && timeout 300 "$PR_BIN" "$@" --iters 8 --results runs 2>/dev/null | awk '/done:/ {print $3; exit}')
+    # (twice, the faster kept: on a shared machine noise only ever slows a run)
+    meas=$(for rep in 1 2; do
+        (cd "$PR_WORK" && timeout 300 "$PR_BIN" "$@" --iters 8 --results runs 2>/dev/null) | awk '/done:/ {print $3; exit}'
+    done | sort -g | head -n 1)
     awk -v p="${pred:-0}" -v m="${meas:-0}" 'BEGIN { e = (m <= 0 || p <= 0) ? 999 : (p > m ? p - m : m - p) / m * 100
                                                    printf "%s %s %.1f\n", p, m, e }'
 }
