@@ -1,6 +1,7 @@
 #include "run.h"
 
 #include "launch.h"
+#include "machine.h"
 #include "report.h"
 
 #include "../engines/runtime/timer.h"
@@ -60,6 +61,8 @@ typedef struct run_state {
     int nnotes;
     double setup_ms;         /* the engine's init: allocation, pinning, initialisation */
     engine_resume resume;    /* what the engine recovered (iteration 0: nothing) */
+    machine_rates machine;   /* the calibrated machine of this shape, when there is one */
+    char machine_path[4400];
     /* A recovered job's time lost (CLOCK_REALTIME seconds): the failure (from the supervisor),
      * this process's training start, and when it was back where the failed job was (the end
      * of the iteration before the failed one), 0 until then. */
@@ -330,6 +333,7 @@ static int write_json(run_state *s)
     char fingerprint[24];
     snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(rc));
     cJSON_AddStringToObject(cfg, "fingerprint", fingerprint);
+    if (s->ec.machine) cJSON_AddStringToObject(cfg, "machine_file", s->machine_path);
     cJSON_AddStringToObject(cfg, "dtype", ec->bf16 ? "bf16" : "fp32");
     cJSON_AddStringToObject(cfg, "math", ec->device == DEVICE_CPU ? "fp32" : ec->tf32 ? "tf32" : "fp32");
     cJSON_AddStringToObject(cfg, "backend", ec->device == DEVICE_CUDA ? "cuda" : "cpu");
@@ -877,6 +881,19 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     run_resolve_budgets(rc, be, &gpu_limit, &host_limit);
     s.ec.gpu_budget = gpu_limit;
     s.ec.host_budget = host_limit;
+    /* A machine file of this shape (--machine, or the results directory's for this host and
+     * device) lets -w auto size its window with the engine's prediction (machine.h). */
+    {
+        char err[600];
+        if (rc->machine_path[0]) snprintf(s.machine_path, sizeof s.machine_path, "%s", rc->machine_path);
+        else if (machine_default_path(s.machine_path, sizeof s.machine_path, rc->results_dir, be) != 0)
+            s.machine_path[0] = '\0';
+        if (s.machine_path[0] && access(s.machine_path, R_OK) == 0 &&
+            machine_load(s.machine_path, &s.ec, &s.machine, err, sizeof err) == 0)
+            s.ec.machine = &s.machine;
+        else
+            s.machine_path[0] = '\0';
+    }
     eng->plan(&s.ec, &s.plan);
     dev_arena_init(&s.gpu, be, gpu_limit);
     mem_budget_init(&s.host, "host", host_limit);

@@ -85,6 +85,9 @@ typedef struct engine_config {
     /* gemini: the first iteration that is checkpointed (1: all; the Gemini artifact's runs
      * train some steps without checkpoints first, to compare) */
     int gemini_ckpt_from;
+    /* The calibrated machine of this run's shape (cmd/machine.h), when the results directory
+     * has one: -w auto sizes its window with the engine's prediction.  NULL: none. */
+    const struct machine_rates *machine;
     /* gemini: the persistent checkpoint (--ckpt-dir, every --ckpt-every iterations; 0: none),
      * what recovery falls back to when every in-memory copy of some shard is lost */
     char ckpt_dir[ENGINE_PATH_MAX];

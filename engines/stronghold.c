@@ -395,6 +395,9 @@ static int input_leaves(const stronghold_state *st, int k)
 
 /* ---- -w auto ----------------------------------------------------------------------------- */
 
+static int predict_modelled(const engine_config *cfg, engine_prediction *out);
+static void predict_layout(const engine_config *cfg, const machine_rates *m, int R, int S, engine_prediction *out);
+
 /* Time (ms) of what a host-GPU pair of calls did on a stream, measured with two events. */
 static int timed(gpt_stream *s, gpt_event *a, gpt_event *b, float *ms)
 {
@@ -480,6 +483,29 @@ out:
         return rc ? rc : GPT_ERR_OOM;
     }
     if (S > L - R) S = L - R;
+    /* With a calibrated machine (--calibrate at this shape), the slot count whose layout the
+     * engine's own schedule predicts fastest, among those that fit: more slots hide more
+     * copies but leave room for fewer resident layers. */
+    engine_prediction best, p;
+    memset(&best, 0, sizeof best);
+    const engine_config *cfg = st->env.cfg;
+    if (cfg->machine && predict_modelled(cfg, &p)) {
+        int bR = R, bS = S;
+        predict_layout(cfg, cfg->machine, R, S, &best);
+        const double rule_ms = best.ms;
+        for (int s2 = 2; s2 <= L && s2 <= 32; s2++) {
+            int r2, t2;
+            if (!auto_layout(sh, left, s2, &r2, &t2) || t2 == 0) continue;
+            if (t2 > L - r2) t2 = L - r2;
+            predict_layout(cfg, cfg->machine, r2, t2, &p);
+            if (p.modelled && p.ms < best.ms * 0.995) best = p, bR = r2, bS = t2;
+        }
+        if (bR != R || bS != S)
+            engine_note(&st->env, "stronghold -w auto: the machine model predicts %.1f ms with %d resident + %d slots "
+                        "against %.1f ms with the copy rule's %d + %d: taking the model's", best.ms, bR, bS, rule_ms, R, S);
+        R = bR;
+        S = bS;
+    }
     format_bytes((double)per_res, b, sizeof b);
     engine_note(&st->env,
                 "stronghold -w auto: one layer: compute %.2f ms (fwd, recompute, bwd), params in "
@@ -1003,16 +1029,20 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
  * slot's next layer comes in; in the backward each streamed layer's grads go home and the
  * slot's layer S below comes in; the host Adam runs after the global norm (with clipping) or
  * as each layer's grads arrive.  Walked for three steps: the last is the steady one. */
-static void stronghold_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+static int predict_modelled(const engine_config *cfg, engine_prediction *out)
 {
-    memset(out, 0, sizeof *out);
     if (engine_world(cfg) > 1 || engine_micro_batches(cfg) > 1 || cfg->offload == OFFLOAD_NVME) {
         snprintf(out->why, sizeof out->why, "%s not modelled yet",
                  cfg->offload == OFFLOAD_NVME ? "--offload nvme is" : engine_world(cfg) > 1 ? "N ranks are" : "micro-batches are");
-        return;
+        return 0;
     }
-    int R, S;
-    predicted_layout(cfg, m, &R, &S);
+    return 1;
+}
+
+/* The step with R resident layers and S slots. */
+static void predict_layout(const engine_config *cfg, const machine_rates *m, int R, int S, engine_prediction *out)
+{
+    memset(out, 0, sizeof *out);
     const sh_layout z = layout_for(&cfg->shape, R, S);
     const int L = z.L, clip = cfg->optim.clip > 0;
     double *adam_done = calloc((size_t)L, sizeof *adam_done), *home = calloc((size_t)L, sizeof *home);
@@ -1071,6 +1101,15 @@ done:
     free(home);
     free(ready);
     free(fwd_done);
+}
+
+static void stronghold_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!predict_modelled(cfg, out)) return;
+    int R, S;
+    predicted_layout(cfg, m, &R, &S);
+    predict_layout(cfg, m, R, S, out);
 }
 
 const engine_vtbl engine_stronghold = {
