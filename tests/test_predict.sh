@@ -111,6 +111,27 @@ else
     pr_fail "predictions monotone" "$mono"
 fi
 
+# -w auto with the machine file beside the run: the JSON names it, the window comes from the
+# model, and the training is still megatron-lm's, bit for bit
+(cd "$PR_WORK" && "$PR_BIN" -m stronghold -w auto --gpu-mem-limit 10M "${PR_SHAPE[@]}" --iters 4 --results res >wa.out 2>&1)
+rc=$?
+(cd "$PR_WORK" && "$PR_BIN" -m megatron-lm "${PR_SHAPE[@]}" --iters 4 --results base >wb.out 2>&1)
+same=$(python3 - "$PR_WORK/res" "$PR_WORK/base" <<'EOF'
+import glob, json, os, sys
+a = [json.load(open(f)) for f in glob.glob(os.path.join(sys.argv[1], "log_stronghold_*.json"))]
+b = [json.load(open(f)) for f in glob.glob(os.path.join(sys.argv[2], "log_*.json"))]
+if len(a) != 1 or len(b) != 1: sys.exit("runs missing")
+ok = a[0]["config"].get("machine_file", "").endswith(".json") and \
+     [i["loss"] for i in a[0]["iterations"]] == [i["loss"] for i in b[0]["iterations"]]
+print("ok" if ok else f"bad: {a[0]['config'].get('machine_file')}")
+EOF
+)
+if [ $rc -eq 0 ] && [ "$same" = ok ] && grep -q "stronghold -w auto: " "$PR_WORK/wa.out"; then
+    pr_pass "-w auto beside a machine file: sized with the model (the JSON names the file), losses = megatron-lm's bit for bit"
+else
+    pr_fail "-w auto with a machine file" "exit $rc: $same $(tail -n 3 "$PR_WORK/wa.out")"
+fi
+
 # N ranks: without the collectives calibrated at that world the prediction says so; with them
 # (--calibrate --ranks 2, under mpiexec), megatron-lm's stages are modelled and near their steps
 if "$PR_BIN" --version | grep -q "ranks: mpi"; then
