@@ -1,4 +1,5 @@
 #include "child.h"
+#include "report.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -161,32 +162,8 @@ static void str(const cJSON *o, const char *key, char *buf, size_t len)
 int run_outcome_read(const char *json_path, run_outcome *o)
 {
     memset(o, 0, sizeof *o);
-    FILE *f = fopen(json_path, "rb");
-    if (!f) return -1;
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4097 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *g = realloc(text, cap);
-            if (!g) {
-                free(text);
-                fclose(f);
-                return -1;
-            }
-            text = g;
-        }
-        size_t got = fread(text + len, 1, 4096, f);
-        len += got;
-        if (got < 4096) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(text);
-        return -1;
-    }
-    text[len] = '\0';
+    char *text = report_read_text(json_path);
+    if (!text) return -1;
     cJSON *root = cJSON_Parse(text);
     free(text);
     if (!root) return -1;

@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "report.h"
 #include "strv.h"
 
 #include <cjson/cJSON.h>
@@ -111,6 +112,16 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...)
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+/* A path option's value into dst: "empty <what> name" when it is empty (what NULL: empty is
+ * allowed), "path too long" when it does not fit.  0, or what cli_fail returns. */
+static int set_path(char *dst, size_t len, const char *value, const char *what, const char *opt, char *err,
+                    size_t errlen)
+{
+    if (what && !*value) return cli_fail(err, errlen, "%s: empty %s name", opt, what);
+    if (snprintf(dst, len, "%s", value) >= (int)len) return cli_fail(err, errlen, "%s: path too long", opt);
+    return 0;
 }
 
 /* A whole-string integer in [lo, hi]. */
@@ -255,9 +266,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         else return cli_fail(err, errlen, "%s: '%s' is not software or hardware", opt, value);
         break;
     case OPT_SAVE_PARAMS:
-        if (!*value) return cli_fail(err, errlen, "%s: empty file name", opt);
-        if (snprintf(rc->save_params, sizeof rc->save_params, "%s", value) >= (int)sizeof rc->save_params)
-            return cli_fail(err, errlen, "%s: path too long", opt);
+        if (set_path(rc->save_params, sizeof rc->save_params, value, "file", opt, err, errlen)) return -1;
         break;
     case OPT_GEMINI_MODE:
         if (strcmp(value, "none") == 0) e->gemini_mode = GEMINI_NONE;
@@ -272,9 +281,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         else return cli_fail(err, errlen, "%s: '%s' is not group or ring", opt, value);
         break;
     case OPT_GEMINI_STORE:
-        if (!*value) return cli_fail(err, errlen, "%s: empty directory name", opt);
-        if (snprintf(e->gemini_store, sizeof e->gemini_store, "%s", value) >= (int)sizeof e->gemini_store)
-            return cli_fail(err, errlen, "%s: path too long", opt);
+        if (set_path(e->gemini_store, sizeof e->gemini_store, value, "directory", opt, err, errlen)) return -1;
         break;
     case OPT_GEMINI_JOB:
         if (!*value || strlen(value) >= sizeof e->gemini_job || strspn(value,
@@ -285,9 +292,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         break;
     case OPT_GEMINI_RECOVER: e->gemini_recover = flag_value; break;
     case OPT_CKPT_DIR:
-        if (!*value) return cli_fail(err, errlen, "%s: empty directory name", opt);
-        if (snprintf(e->ckpt_dir, sizeof e->ckpt_dir, "%s", value) >= (int)sizeof e->ckpt_dir)
-            return cli_fail(err, errlen, "%s: path too long", opt);
+        if (set_path(e->ckpt_dir, sizeof e->ckpt_dir, value, "directory", opt, err, errlen)) return -1;
         break;
     case OPT_CKPT_EVERY: e->ckpt_every = (int)iv; break;
     case OPT_GEMINI_CKPT_FROM:
@@ -299,13 +304,10 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         e->zero_stage = (int)iv;
         break;
     case OPT_RESULTS:
-        if (!*value) return cli_fail(err, errlen, "%s: empty directory name", opt);
-        if (snprintf(rc->results_dir, sizeof rc->results_dir, "%s", value) >= (int)sizeof rc->results_dir)
-            return cli_fail(err, errlen, "%s: path too long", opt);
+        if (set_path(rc->results_dir, sizeof rc->results_dir, value, "directory", opt, err, errlen)) return -1;
         break;
     case OPT_DATA:
-        if (snprintf(rc->data_path, sizeof rc->data_path, "%s", value) >= (int)sizeof rc->data_path)
-            return cli_fail(err, errlen, "%s: path too long", opt);
+        if (set_path(rc->data_path, sizeof rc->data_path, value, NULL, opt, err, errlen)) return -1;
         break;
     case OPT_DEVICE:
         if (strcmp(value, "cpu") == 0) e->device = DEVICE_CPU;
@@ -338,9 +340,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         else return cli_fail(err, errlen, "%s: '%s' is not cpu or nvme", opt, value);
         break;
     case OPT_NVME_DIR:
-        if (!*value) return cli_fail(err, errlen, "%s: empty directory name", opt);
-        if (snprintf(e->nvme_dir, sizeof e->nvme_dir, "%s", value) >= (int)sizeof e->nvme_dir)
-            return cli_fail(err, errlen, "%s: path too long", opt);
+        if (set_path(e->nvme_dir, sizeof e->nvme_dir, value, "directory", opt, err, errlen)) return -1;
         break;
     case OPT_DRY_RUN: rc->dry_run = flag_value; break;
     case OPT_FIND_MAX: rc->find_max = flag_value; break;
@@ -348,9 +348,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_CALIBRATE: rc->calibrate = flag_value; break;
     case OPT_PREDICT: rc->predict = flag_value; break;
     case OPT_MACHINE:
-        if (!*value) return cli_fail(err, errlen, "%s: empty file name", opt);
-        if (snprintf(rc->machine_path, sizeof rc->machine_path, "%s", value) >= (int)sizeof rc->machine_path)
-            return cli_fail(err, errlen, "%s: path too long", opt);
+        if (set_path(rc->machine_path, sizeof rc->machine_path, value, "file", opt, err, errlen)) return -1;
         break;
     case OPT_NO_CKPT: e->ckpt = !flag_value; break;
     case OPT_LR:
@@ -386,32 +384,8 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
 /* The whole file parsed as JSON; NULL with err set. */
 static cJSON *read_json(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return cli_fail(err, errlen, "cannot read config %s: %s", path, strerror(errno)), NULL;
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *grown = realloc(text, cap);
-            if (!grown) {
-                free(text);
-                fclose(f);
-                return cli_fail(err, errlen, "config %s: out of memory", path), NULL;
-            }
-            text = grown;
-        }
-        size_t got = fread(text + len, 1, 4096, f);
-        len += got;
-        if (got < 4096) break;
-    }
-    int read_error = ferror(f);
-    fclose(f);
-    if (read_error) {
-        free(text);
-        return cli_fail(err, errlen, "cannot read config %s", path), NULL;
-    }
-    text[len] = '\0';
+    char *text = report_read_text(path);
+    if (!text) return cli_fail(err, errlen, "cannot read config %s: %s", path, strerror(errno)), NULL;
     const char *where_err = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &where_err, 1);
     if (!root) {

@@ -258,16 +258,7 @@ static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return -1;
-    char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", r->json);
-    FILE *f = fopen(tmp, "w");
-    int rc_ = -1;
-    if (f) {
-        int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-        ok = (fclose(f) == 0) && ok;
-        if (ok && rename(tmp, r->json) == 0) rc_ = 0;
-        else unlink(tmp);
-    }
+    const int rc_ = report_write_text(r->json, text);
     if (rc_) fprintf(stderr, "aebench: cannot write %s: %s\n", r->json, strerror(errno));
     cJSON_free(text);
     return rc_;

@@ -3,6 +3,7 @@
 #include "child.h"
 #include "../engines/runtime/ckpt_store.h"
 #include "report.h"
+#include "../engines/runtime/timer.h"
 #include "run.h"
 #include "strv.h"
 
@@ -40,9 +41,7 @@ void fault_note(int rank, const char *fmt, ...)
     if (len < 0) return;
     if ((size_t)len > sizeof line - 41) len = (int)sizeof line - 41;
     /* second line: when (CLOCK_REALTIME, seconds), for the recovered job's time lost */
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    len += snprintf(line + len, 40, "\n%.6f\n", (double)now.tv_sec + 1e-9 * (double)now.tv_nsec);
+    len += snprintf(line + len, 40, "\n%.6f\n", epoch_s());
     /* Best effort: the rank is about to end the job either way. */
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return;
@@ -178,28 +177,9 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
 /* Rank 0's JSON says "error" with msg unless it already says why the run failed. */
 static void mark_json(const char *json_path, const char *log_path, const char *msg)
 {
-    cJSON *root = NULL;
-    FILE *f = fopen(json_path, "rb");
-    if (f) {
-        char *text = NULL;
-        size_t cap = 0, len = 0;
-        for (;;) {
-            if (len + 4096 + 1 > cap) {
-                char *grown = realloc(text, cap = cap ? 2 * cap : 65536);
-                if (!grown) break;
-                text = grown;
-            }
-            size_t got = fread(text + len, 1, 4096, f);
-            len += got;
-            if (got < 4096) break;
-        }
-        fclose(f);
-        if (text) {
-            text[len] = '\0';
-            root = cJSON_Parse(text);
-        }
-        free(text);
-    }
+    char *old = report_read_text(json_path);
+    cJSON *root = old ? cJSON_Parse(old) : NULL;
+    free(old);
     if (root) {
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "status");
         if (cJSON_IsString(st) && strcmp(st->valuestring, "ok") != 0) {
@@ -217,15 +197,7 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return;
-    char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", json_path);
-    FILE *o = fopen(tmp, "w");
-    int ok = o && fputs(text, o) >= 0 && fputc('\n', o) != EOF;
-    if (o) ok = (fclose(o) == 0) && ok;
-    if (!ok || rename(tmp, json_path) != 0) {
-        unlink(tmp);
-        fprintf(stderr, "aebench: cannot update %s\n", json_path);
-    }
+    if (report_write_text(json_path, text) != 0) fprintf(stderr, "aebench: cannot update %s\n", json_path);
     cJSON_free(text);
 }
 
@@ -503,10 +475,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         setenv("AEBENCH_RECOVERY_LOST_S", num, 1);
         /* when the failure happened (a rank's note), else when we saw the job end: the
          * recovered job counts the time lost from there */
-        struct timespec seen;
-        clock_gettime(CLOCK_REALTIME, &seen);
-        snprintf(num, sizeof num, "%.6f",
-                 failed_at_s > 0 ? failed_at_s : (double)seen.tv_sec + 1e-9 * (double)seen.tv_nsec);
+        snprintf(num, sizeof num, "%.6f", failed_at_s > 0 ? failed_at_s : epoch_s());
         setenv("AEBENCH_RECOVERY_FAILED_S", num, 1);
         if (rc->fail_at > 0) { /* (an injected fault says where; a real crash does not) */
             snprintf(num, sizeof num, "%d", rc->fail_at);

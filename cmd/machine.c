@@ -78,30 +78,11 @@ int machine_default_path(char *out, size_t len, const char *results_dir, const g
 
 static cJSON *read_json(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    char *text = report_read_text(path);
+    if (!text) {
         snprintf(err, errlen, "machine file %s: %s (make one with --calibrate)", path, strerror(errno));
         return NULL;
     }
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4097 > cap) {
-            cap = cap ? 2 * cap : 65536;
-            char *g = realloc(text, cap);
-            if (!g) break;
-            text = g;
-        }
-        const size_t got = fread(text + len, 1, 4096, f);
-        len += got;
-        if (got < 4096) break;
-    }
-    fclose(f);
-    if (!text) {
-        snprintf(err, errlen, "machine file %s: out of memory", path);
-        return NULL;
-    }
-    text[len] = '\0';
     cJSON *root = cJSON_Parse(text);
     free(text);
     if (!root || !cJSON_IsObject(root)) {
@@ -208,54 +189,56 @@ out:
     return rc;
 }
 
-/* Write root to path through a temporary file (a reader never sees half a file). */
+/* Write root to path (through a temporary file: report_write_text). */
 static int write_file(cJSON *root, const char *path)
 {
     char *text = cJSON_Print(root);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = text ? fopen(tmp, "w") : NULL;
-    int bad = !f;
-    if (f) {
-        bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
-        bad = fclose(f) != 0 || bad;
-    }
-    if (!bad) bad = rename(tmp, path) != 0;
-    free(text);
-    if (bad) {
-        fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
+    if (!text || report_write_text(path, text) != 0) {
+        fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, text ? strerror(errno) : "out of memory");
+        cJSON_free(text);
         return EXIT_RUN_ERROR;
     }
+    cJSON_free(text);
     printf("calibrate: wrote %s\n", path);
     return 0;
 }
 
 /* ---- measuring ----------------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 enum { REPS = 5 };
 
-/* The median of REPS timings of what `run` issues on s (after one untimed warm-up). */
-typedef void (*issue_fn)(void *ctx);
-static double time_ms(gpt_stream *s, issue_fn run, void *ctx, int *bad)
+/* The median ms of REPS calls of run(ctx) (after one untimed warm-up); *bad set when a call
+ * fails.  Every measurement below is one of these. */
+typedef int (*timed_fn)(void *ctx);
+static double median_ms(timed_fn run, void *ctx, int *bad)
 {
     double t[REPS];
-    run(ctx);
-    if (gpt_stream_sync(s)) *bad = 1;
-    for (int r = 0; r < REPS; r++) {
+    *bad |= run(ctx) != 0;
+    for (int r = 0; r < REPS && !*bad; r++) {
         const double t0 = wall_ms();
-        run(ctx);
-        if (gpt_stream_sync(s)) *bad = 1;
+        *bad |= run(ctx) != 0;
         t[r] = wall_ms() - t0;
     }
-    qsort(t, REPS, sizeof t[0], cmp_double);
-    return t[REPS / 2];
+    return *bad ? 0 : median_of(t, REPS);
+}
+
+/* What `issue` puts on stream s, until s has done it. */
+typedef void (*issue_fn)(void *ctx);
+typedef struct on_stream {
+    gpt_stream *s;
+    issue_fn issue;
+    void *ctx;
+} on_stream;
+static int run_on_stream(void *p)
+{
+    const on_stream *o = p;
+    o->issue(o->ctx);
+    return gpt_stream_sync(o->s);
+}
+static double time_ms(gpt_stream *s, issue_fn issue, void *ctx, int *bad)
+{
+    on_stream o = {s, issue, ctx};
+    return median_ms(run_on_stream, &o, bad);
 }
 
 /* Layers timed in turn, each with its own weights and gradients, so that a layer's time
@@ -419,8 +402,38 @@ static int measure_step(const run_config *rc, gpt_backend *be, int layers, doubl
                 rc_ == GPT_ERR_OOM ? "does not fit" : "failed");
         return EXIT_RUN_ERROR;
     }
-    qsort(t + 1, STEPS - 1, sizeof t[0], cmp_double);
-    *ms = t[1 + (STEPS - 1) / 2];
+    *ms = median_of(t + 1, STEPS - 1); /* (the first step carries one-time costs) */
+    return 0;
+}
+
+/* One direction of pinned copies on its stream, or both at once (the streams NULL where not). */
+typedef struct copy_ctx {
+    gpt_stream *h2d, *d2h;
+    void *d_in, *h_in, *h_out, *d_out;
+    size_t bytes;
+} copy_ctx;
+static int run_copies(void *p)
+{
+    const copy_ctx *c = p;
+    return (c->h2d && gpt_memcpy_h2d(c->h2d, c->d_in, c->h_in, c->bytes)) ||
+           (c->d2h && gpt_memcpy_d2h(c->d2h, c->h_out, c->d_out, c->bytes)) || (c->h2d && gpt_stream_sync(c->h2d)) ||
+           (c->d2h && gpt_stream_sync(c->d2h));
+}
+
+/* The host Adam pool on one block, and a host copy of its size. */
+typedef struct host_ctx {
+    cpu_adam *pool;
+    cpu_adam_job job;
+} host_ctx;
+static int run_host_adam(void *p)
+{
+    const host_ctx *h = p;
+    return cpu_adam_run(h->pool, &h->job);
+}
+static int run_host_copy(void *p)
+{
+    const host_ctx *h = p;
+    memcpy((void *)h->job.grads, h->job.params, h->job.n * sizeof(float));
     return 0;
 }
 
@@ -438,28 +451,12 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
     if (!bad) {
         memset(h1, 0, bytes);
         memset(h2, 0, bytes);
-        double t[REPS][3];
-        for (int r = -1; r < REPS && !bad; r++) { /* (r = -1: warm-up) */
-            double t0 = wall_ms();
-            bad |= gpt_memcpy_h2d(s1, d1, h1, bytes) || gpt_stream_sync(s1);
-            const double a = wall_ms() - t0;
-            t0 = wall_ms();
-            bad |= gpt_memcpy_d2h(s1, h2, d2, bytes) || gpt_stream_sync(s1);
-            const double b = wall_ms() - t0;
-            t0 = wall_ms();
-            bad |= gpt_memcpy_h2d(s1, d1, h1, bytes) || gpt_memcpy_d2h(s2, h2, d2, bytes) || gpt_stream_sync(s1) ||
-                   gpt_stream_sync(s2);
-            if (r >= 0) t[r][0] = a, t[r][1] = b, t[r][2] = wall_ms() - t0;
-        }
-        double col[REPS];
-        for (int k = 0; k < 3 && !bad; k++) {
-            for (int r = 0; r < REPS; r++) col[r] = t[r][k];
-            qsort(col, REPS, sizeof col[0], cmp_double);
-            const double gbs = bytes / (col[REPS / 2] * 1e6);
-            if (k == 0) h2d = gbs;
-            else if (k == 1) d2h = gbs;
-            else both = gbs; /* each way moved `bytes` in that time */
-        }
+        copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
+        copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
+        /* each way moves `bytes` in its time; both ways at once, each way moves `bytes` too */
+        h2d = bytes / (median_ms(run_copies, &in, &bad) * 1e6);
+        d2h = bytes / (median_ms(run_copies, &out, &bad) * 1e6);
+        both = bytes / (median_ms(run_copies, &both_ways, &bad) * 1e6);
     }
     if (d2) be->ops->dev_free(be, d2);
     if (d1) be->ops->dev_free(be, d1);
@@ -483,23 +480,10 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
     if (!p || !g || !m || !v || cpu_adam_create(&pool, rc->eng.threads)) bad = 1;
     double adam = 0, copy = 0;
     if (!bad) {
-        cpu_adam_job job = {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
-                            .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f};
-        double t[REPS];
-        for (int r = -1; r < REPS && !bad; r++) {
-            const double t0 = wall_ms();
-            bad |= cpu_adam_run(pool, &job) != 0;
-            if (r >= 0) t[r] = wall_ms() - t0;
-        }
-        qsort(t, REPS, sizeof t[0], cmp_double);
-        adam = t[REPS / 2] / (n / 1e6);
-        for (int r = -1; r < REPS; r++) {
-            const double t0 = wall_ms();
-            memcpy(g, p, n * sizeof *p);
-            if (r >= 0) t[r] = wall_ms() - t0;
-        }
-        qsort(t, REPS, sizeof t[0], cmp_double);
-        copy = n * sizeof *p / (t[REPS / 2] * 1e6);
+        host_ctx h = {pool, {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
+                             .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f}};
+        adam = median_ms(run_host_adam, &h, &bad) / (n / 1e6);
+        copy = n * sizeof *p / (median_ms(run_host_copy, &h, &bad) * 1e6);
     }
     const int threads = pool ? cpu_adam_threads(pool) : 0;
     if (pool) cpu_adam_destroy(pool);
@@ -524,6 +508,15 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
     cJSON_AddNumberToObject(rates, "gpu_bytes", (double)gfree);
     cJSON_AddNumberToObject(rates, "host_bytes", (double)(havail / 10 * 9));
     return 0;
+}
+
+/* root's array `name`, made (in place of anything else there) when it is not one. */
+static cJSON *array_in(cJSON *root, const char *name)
+{
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (cJSON_IsArray(list)) return list;
+    cJSON_DeleteItemFromObjectCaseSensitive(root, name);
+    return cJSON_AddArrayToObject(root, name);
 }
 
 static int fresh(const cJSON *o, time_t now)
@@ -572,11 +565,7 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
         cJSON_DeleteItemFromObjectCaseSensitive(root, "rates");
         cJSON_AddItemToObject(root, "rates", rates);
     }
-    cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "compute");
-    if (!cJSON_IsArray(list)) {
-        cJSON_DeleteItemFromObjectCaseSensitive(root, "compute");
-        list = cJSON_AddArrayToObject(root, "compute");
-    }
+    cJSON *list = array_in(root, "compute");
     const gpt_shape *sh = &rc->eng.shape;
     int at = 0, found = -1;
     const cJSON *e;
@@ -646,24 +635,23 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
 
 /* ---- the collectives (under mpirun) --------------------------------------------------------- */
 
-/* Median ms of one collective of n floats (kind 0 all-reduce, 1 reduce-scatter, 2 all-gather)
- * on g's stream, after a warm-up; every rank calls it the same way. */
-static int time_collective(coll_group *g, float *buf, size_t n, int kind, double *ms)
+/* One collective of n floats (kind 0 all-reduce, 1 reduce-scatter, 2 all-gather) on g's
+ * stream, until it is done; every rank calls it the same way. */
+typedef struct coll_ctx {
+    coll_group *g;
+    float *buf;
+    size_t n;
+    int kind;
+} coll_ctx;
+static int run_collective(void *p)
 {
-    const int W = coll_world(g), r = coll_rank(g);
-    double t[REPS];
-    for (int rep = -1; rep < REPS; rep++) {
-        const double t0 = wall_ms();
-        int rc = kind == 0   ? coll_all_reduce_sum(g, buf, n)
-                 : kind == 1 ? coll_reduce_scatter_sum(g, buf + (size_t)r * (n / W), buf, n / W)
-                             : coll_all_gather(g, buf, buf + (size_t)r * (n / W), n / W * sizeof(float));
-        if (!rc) rc = gpt_stream_sync(coll_stream(g));
-        if (rc) return rc;
-        if (rep >= 0) t[rep] = wall_ms() - t0;
-    }
-    qsort(t, REPS, sizeof t[0], cmp_double);
-    *ms = t[REPS / 2];
-    return 0;
+    const coll_ctx *c = p;
+    const int W = coll_world(c->g), r = coll_rank(c->g);
+    const size_t part = c->n / W;
+    const int rc = c->kind == 0   ? coll_all_reduce_sum(c->g, c->buf, c->n)
+                   : c->kind == 1 ? coll_reduce_scatter_sum(c->g, c->buf + (size_t)r * part, c->buf, part)
+                                  : coll_all_gather(c->g, c->buf, c->buf + (size_t)r * part, part * sizeof(float));
+    return rc ? rc : gpt_stream_sync(coll_stream(c->g));
 }
 
 int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, int rank, int world)
@@ -676,8 +664,8 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
     if (!bad) bad = gpt_stream_memset_zero(coll_stream(g), buf, large * sizeof(float)) != 0;
     double lat[3] = {0}, gbs[3] = {0};
     for (int k = 0; k < 3 && !bad; k++) {
-        double a = 0, b = 0;
-        bad = time_collective(g, buf, small, k, &a) || time_collective(g, buf, large, k, &b);
+        coll_ctx cs = {g, buf, small, k}, cl = {g, buf, large, k};
+        const double a = median_ms(run_collective, &cs, &bad), b = median_ms(run_collective, &cl, &bad);
         const double slope = (b - a) / (double)((large - small) * sizeof(float)); /* ms per byte */
         gbs[k] = slope > 0 ? 1.0 / (slope * 1e6) : (double)large * sizeof(float) / (b * 1e6);
         lat[k] = a - (double)small * sizeof(float) / (gbs[k] * 1e6);
@@ -696,11 +684,7 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
         fprintf(stderr, "aebench: %s\n", err);
         return EXIT_BAD_INPUT;
     }
-    cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "collectives");
-    if (!cJSON_IsArray(list)) {
-        cJSON_DeleteItemFromObjectCaseSensitive(root, "collectives");
-        list = cJSON_AddArrayToObject(root, "collectives");
-    }
+    cJSON *list = array_in(root, "collectives");
     int at = 0, found = -1;
     const cJSON *e;
     cJSON_ArrayForEach(e, list) {

@@ -1,6 +1,8 @@
 #include "report.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <math.h>
@@ -120,6 +122,56 @@ double median_of(const double *v, int n)
     double m = (n % 2) ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
     free(c);
     return m;
+}
+
+char *report_read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    int bad = 0;
+    for (;;) {
+        if (len + 4097 > cap) {
+            cap = cap ? 2 * cap : 65536;
+            char *grown = realloc(text, cap);
+            if (!grown) {
+                bad = ENOMEM;
+                break;
+            }
+            text = grown;
+        }
+        const size_t got = fread(text + len, 1, 4096, f);
+        len += got;
+        if (got < 4096) break;
+    }
+    if (!bad && ferror(f)) bad = EIO;
+    fclose(f);
+    if (bad) {
+        free(text);
+        errno = bad;
+        return NULL;
+    }
+    text[len] = '\0';
+    return text;
+}
+
+int report_write_text(const char *path, const char *text)
+{
+    char tmp[PATH_MAX + 8];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    ok = (fclose(f) == 0) && ok;
+    if (ok && rename(tmp, path) == 0) return 0;
+    const int e = errno;
+    unlink(tmp);
+    errno = e ? e : EIO;
+    return -1;
 }
 
 /* mkdir -p */

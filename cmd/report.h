@@ -36,6 +36,12 @@ double effective_tflops(uint64_t params, int batch, int seq, double iter_seconds
 /* Median of n values (copies; n >= 1). */
 double median_of(const double *v, int n);
 
+/* A whole file as a NUL-terminated string (malloc'd), or NULL with errno set. */
+char *report_read_text(const char *path);
+/* Write text and a newline to path through path.tmp and a rename, so that a reader never sees
+ * half a file.  0, or -1 with errno set (the .tmp removed). */
+int report_write_text(const char *path, const char *text);
+
 /* mkdir -p dir; err says why not. */
 int report_make_dirs(const char *dir, char *err, size_t errlen);
 

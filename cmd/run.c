@@ -484,17 +484,7 @@ static int write_json(run_state *s)
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return -1;
-    /* Write then rename: a reader never sees half a JSON. */
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", s->json_path);
-    FILE *f = fopen(tmp, "w");
-    int rc_ = -1;
-    if (f) {
-        int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-        ok = (fclose(f) == 0) && ok;
-        if (ok && rename(tmp, s->json_path) == 0) rc_ = 0;
-        else unlink(tmp);
-    }
+    const int rc_ = report_write_text(s->json_path, text);
     if (rc_) fprintf(stderr, "aebench: cannot write %s: %s\n", s->json_path, strerror(errno));
     cJSON_free(text);
     return rc_;
@@ -682,17 +672,10 @@ static int ranks_agree(run_state *s)
     return ok;
 }
 
-static double realtime_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* A recovered job is back where the failed one was: say what the failure cost. */
 static void recovery_back(run_state *s)
 {
-    s->back_s = realtime_s();
+    s->back_s = epoch_s();
     if (s->failed_s <= 0) return;
     const int redone = s->back_iteration - s->resume.iteration;
     logline(s, "recovery: back at iteration %d %.2f s after the failure | relaunch %.2f s | setup and restore "
@@ -703,7 +686,7 @@ static void recovery_back(run_state *s)
 
 static void train(run_state *s, gpt_backend *be, const data_source *data, const comm_world *comm)
 {
-    s->train_start_s = realtime_s();
+    s->train_start_s = epoch_s();
     const run_config *rc = s->rc;
     engine_env env = {
         .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host,

@@ -516,19 +516,11 @@ static void l2l_chosen_plan(void *state, engine_plan *out)
 static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (engine_world(cfg) > 1 || engine_micro_batches(cfg) > 1) {
-        snprintf(out->why, sizeof out->why, "%s not modelled yet", engine_world(cfg) > 1 ? "N ranks are" : "micro-batches are");
-        return;
-    }
+    if (pred_unmodelled(cfg, PRED_RANKS | PRED_MICRO, out)) return;
     const l2l_layout z = layout_for(&cfg->shape);
     const int L = z.L, clip = cfg->optim.clip > 0;
-    double *adam_done = calloc((size_t)L, sizeof *adam_done), *home = calloc((size_t)L + 1, sizeof *home);
-    if (!adam_done || !home) {
-        free(adam_done);
-        free(home);
-        snprintf(out->why, sizeof out->why, "out of memory");
-        return;
-    }
+    double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
+    if (!adam_done) return;
     const double in_ms = pred_h2d_ms(m, (double)z.PL, 1), out_ms = pred_d2h_ms(m, (double)z.PL, 1);
     pred_timeline t = {0};
     double start = 0, end = 0;
@@ -560,7 +552,6 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
     }
     pred_done(out, &t, start, end);
     free(adam_done);
-    free(home);
 }
 
 const engine_vtbl engine_l2l = {

@@ -753,26 +753,21 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *m, e
     }
     const double PL = (double)gpt_layer_layout_of(&cfg->shape).total, PE = (double)gpt_embed_layout_of(&cfg->shape).total;
     const double P = PE + L * PL;
-    double *slot_free = calloc((size_t)L + 2, sizeof *slot_free);
-    if (!slot_free) {
-        snprintf(out->why, sizeof out->why, "out of memory");
-        return;
-    }
-    pred_timeline t = {0};
-    double pc = 0, c = 0, gc = 0; /* param-comm's clock (its busy time counts as collectives) */
+    double *slot_free = pred_arrays(out, (size_t)L + 2, 1);
+    if (!slot_free) return;
+    /* t: compute and grad-comm; pcomm: the param-comm stream (its busy time counts as
+     * collectives too) */
+    pred_timeline t = {0}, pcomm = {0};
+    double pc = 0, c = 0, gc = 0;
     const double gather_layer = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, PL) : 0;
-    if (stage == 3) {
-        pc = pred_coll_ms(m->ag_ms, m->ag_gbs, PE);
-        t.busy[BUSY_COMM] += pc;
-    }
+    if (stage == 3) pc = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE), 0);
     for (int i = 0; i < M; i++) {
         const int last = i == M - 1;
         c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, stage == 3 ? pc : 0));
         for (int k = 0; k < L; k++) {
             double ready = c;
             if (stage == 3) { /* into slot k mod 2, once layer k - 2 is done with it */
-                pc = pred_max(pc, k >= 2 ? slot_free[k - 2] : c) + gather_layer;
-                t.busy[BUSY_COMM] += gather_layer;
+                pc = pred_run(&pcomm, BUSY_COMM, gather_layer, k >= 2 ? slot_free[k - 2] : c);
                 ready = pred_max(c, pc);
             }
             c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, ready);
@@ -782,8 +777,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *m, e
         for (int j = L - 1; j >= 0; j--) {
             double ready = c;
             if (stage == 3 && j < L - 2) {
-                pc = pred_max(pc, pred_max(slot_free[j + 2], c)) + gather_layer;
-                t.busy[BUSY_COMM] += gather_layer;
+                pc = pred_run(&pcomm, BUSY_COMM, gather_layer, pred_max(slot_free[j + 2], c));
                 ready = pred_max(c, pc);
             }
             if (stage >= 2 && j < L - 2) ready = pred_max(ready, slot_free[j + 2]); /* its grad slot */
@@ -801,11 +795,9 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *m, e
         gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PE) : pred_coll_ms(m->ar_ms, m->ar_gbs, PE), c);
     c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / W), pred_max(c, gc));
     double end = c;
-    if (stage == 1 || stage == 2) { /* every block gathered after the update */
-        const double g = pred_coll_ms(m->ag_ms, m->ag_gbs, PE) + L * gather_layer;
-        t.busy[BUSY_COMM] += g;
-        end = pred_max(pc, c) + g;
-    }
+    if (stage == 1 || stage == 2) /* every block gathered after the update */
+        end = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE) + L * gather_layer, c);
+    t.busy[BUSY_COMM] += pcomm.busy[BUSY_COMM];
     pred_done(out, &t, 0, end);
     free(slot_free);
 }

@@ -395,8 +395,16 @@ static int input_leaves(const stronghold_state *st, int k)
 
 /* ---- -w auto ----------------------------------------------------------------------------- */
 
-static int predict_modelled(const engine_config *cfg, engine_prediction *out);
 static void predict_layout(const engine_config *cfg, const machine_rates *m, int R, int S, engine_prediction *out);
+
+/* Slots that hide a slot's copies: it is refilled (grads out, then params and input in) while
+ * the layers in the other S - 1 slots compute, so S - 1 >= copies / compute, and at least 2.
+ * -w auto's rule, from a probe (choose_window) or a machine's rates (predicted_layout). */
+static int slots_to_hide(double copies_ms, double layer_ms)
+{
+    const int S = 1 + (int)ceil(copies_ms / (layer_ms > 1e-3 ? layer_ms : 1e-3));
+    return S < 2 ? 2 : S;
+}
 
 /* Time (ms) of what a host-GPU pair of calls did on a stream, measured with two events. */
 static int timed(gpt_stream *s, gpt_event *a, gpt_event *b, float *ms)
@@ -469,15 +477,11 @@ out:
     engine_free_last(&st->mem);
     if (rc) return rc;
 
-    /* A slot is refilled (grads out, then params and input in) while the layers in the
-     * other S-1 slots compute: S - 1 >= copies / compute, and at least 2. */
-    const double copies = (double)ms_d2h + ms_h2d + ms_x;
-    const double per_layer = ms_layer > 1e-3f ? ms_layer : 1e-3;
-    const int S_need = 1 + (int)ceil(copies / per_layer);
-    if (!auto_layout(sh, left, S_need < 2 ? 2 : S_need, &R, &S)) {
+    const int S_need = slots_to_hide((double)ms_d2h + ms_h2d + ms_x, ms_layer);
+    if (!auto_layout(sh, left, S_need, &R, &S)) {
         /* Not even the ring fits: say so through the budget's record. */
         void *p = NULL;
-        rc = alloc_in(st, &p, (size_t)(S_need < 2 ? 2 : S_need) * gpu_per_slot(&z) + (size_t)left / 20,
+        rc = alloc_in(st, &p, (size_t)S_need * gpu_per_slot(&z) + (size_t)left / 20,
                       MEM_GPU, "-w auto: the layer slots");
         if (rc == 0) engine_free_last(&st->mem);
         return rc ? rc : GPT_ERR_OOM;
@@ -489,7 +493,7 @@ out:
     engine_prediction best, p;
     memset(&best, 0, sizeof best);
     const engine_config *cfg = st->env.cfg;
-    if (cfg->machine && predict_modelled(cfg, &p)) {
+    if (cfg->machine && !pred_unmodelled(cfg, PRED_RANKS | PRED_MICRO | PRED_NVME, &p)) {
         int bR = R, bS = S;
         predict_layout(cfg, cfg->machine, R, S, &best);
         const double rule_ms = best.ms;
@@ -1009,10 +1013,8 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
         return;
     }
     sh_layout z0 = layout_for(sh, 0, 0);
-    const double copies = pred_d2h_ms(m, (double)z0.PL, 0) + pred_h2d_ms(m, (double)z0.PL + (double)z0.NC, 0);
-    const double layer = m->layer_fwd_ms + m->layer_bwd_ms;
-    int S_need = 1 + (int)ceil(copies / (layer > 1e-3 ? layer : 1e-3));
-    if (S_need < 2) S_need = 2;
+    const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL, 0) + pred_h2d_ms(m, (double)z0.PL + (double)z0.NC, 0),
+                                     m->layer_fwd_ms + m->layer_bwd_ms);
     sh_bytes b0 = bytes_for(&z0, sh);
     const uint64_t common = gpu_common(&b0);
     if (!cfg->gpu_budget || cfg->gpu_budget <= common || !auto_layout(sh, cfg->gpu_budget - common, S_need, R, S)) {
@@ -1028,29 +1030,15 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
  * there, so nothing after it is issued earlier); its input leaves after its forward, and the
  * slot's next layer comes in; in the backward each streamed layer's grads go home and the
  * slot's layer S below comes in; the host Adam runs after the global norm (with clipping) or
- * as each layer's grads arrive.  Walked for three steps: the last is the steady one. */
-static int predict_modelled(const engine_config *cfg, engine_prediction *out)
-{
-    if (engine_world(cfg) > 1 || engine_micro_batches(cfg) > 1 || cfg->offload == OFFLOAD_NVME) {
-        snprintf(out->why, sizeof out->why, "%s not modelled yet",
-                 cfg->offload == OFFLOAD_NVME ? "--offload nvme is" : engine_world(cfg) > 1 ? "N ranks are" : "micro-batches are");
-        return 0;
-    }
-    return 1;
-}
-
-/* The step with R resident layers and S slots. */
+ * as each layer's grads arrive.  Walked for three steps: the last is the steady one.
+ * (This is the step with R resident layers and S slots; stronghold_predict picks them.) */
 static void predict_layout(const engine_config *cfg, const machine_rates *m, int R, int S, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
     const sh_layout z = layout_for(&cfg->shape, R, S);
     const int L = z.L, clip = cfg->optim.clip > 0;
-    double *adam_done = calloc((size_t)L, sizeof *adam_done), *home = calloc((size_t)L, sizeof *home);
-    double *ready = calloc((size_t)L, sizeof *ready), *fwd_done = calloc((size_t)L, sizeof *fwd_done);
-    if (!adam_done || !home || !ready || !fwd_done) {
-        snprintf(out->why, sizeof out->why, "out of memory");
-        goto done;
-    }
+    double *adam_done = pred_arrays(out, (size_t)L, 4), *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;
+    if (!adam_done) return;
     const double layer_h2d = pred_h2d_ms(m, (double)z.PL, 0), input_h2d = pred_h2d_ms(m, (double)z.NC, 0);
     const double grads_d2h = pred_d2h_ms(m, (double)z.PL, 0), input_d2h = pred_d2h_ms(m, (double)z.NC, 0);
     pred_timeline t = {0};
@@ -1096,17 +1084,13 @@ static void predict_layout(const engine_config *cfg, const machine_rates *m, int
         end = c;
     }
     pred_done(out, &t, start, end);
-done:
     free(adam_done);
-    free(home);
-    free(ready);
-    free(fwd_done);
 }
 
 static void stronghold_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (!predict_modelled(cfg, out)) return;
+    if (pred_unmodelled(cfg, PRED_RANKS | PRED_MICRO | PRED_NVME, out)) return;
     int R, S;
     predicted_layout(cfg, m, &R, &S);
     predict_layout(cfg, m, R, S, out);

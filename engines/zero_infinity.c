@@ -750,20 +750,13 @@ static int zero_infinity_read_params(void *state, float *host_params)
 static void zero_infinity_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (engine_world(cfg) > 1 || engine_micro_batches(cfg) > 1 || cfg->offload == OFFLOAD_NVME) {
-        snprintf(out->why, sizeof out->why, "%s not modelled yet",
-                 cfg->offload == OFFLOAD_NVME ? "--offload nvme is" : engine_world(cfg) > 1 ? "N ranks are" : "micro-batches are");
-        return;
-    }
+    if (pred_unmodelled(cfg, PRED_RANKS | PRED_MICRO | PRED_NVME, out)) return;
     const zi_layout z = layout_for(cfg);
     const int L = z.L, F = z.F, clip = cfg->optim.clip > 0;
-    /* adam_done/home: block b = 0 the embedding, 1 + k layer k; used: fetch i's layer done */
-    double *adam_done = calloc((size_t)L + 1, sizeof *adam_done), *home = calloc((size_t)L + 1, sizeof *home);
-    double *used = calloc(2 * (size_t)L, sizeof *used);
-    if (!adam_done || !home || !used) {
-        snprintf(out->why, sizeof out->why, "out of memory");
-        goto done;
-    }
+    /* adam_done/home: block b = 0 the embedding, 1 + k layer k; used: fetch i's layer done
+     * (2L of them: four arrays of L + 1) */
+    double *adam_done = pred_arrays(out, (size_t)L + 1, 4), *home = adam_done + L + 1, *used = home + L + 1;
+    if (!adam_done) return;
     const double in_ms = pred_h2d_ms(m, (double)z.PL, 0), out_ms = pred_d2h_ms(m, (double)z.PL, 0);
     pred_timeline t = {0};
     double start = 0, end = 0;
@@ -800,10 +793,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
         end = pred_max(c, home[0]);
     }
     pred_done(out, &t, start, end);
-done:
     free(adam_done);
-    free(home);
-    free(used);
 }
 
 const engine_vtbl engine_zero_infinity = {

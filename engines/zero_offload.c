@@ -756,19 +756,11 @@ static int zero_offload_read_params(void *state, float *host_params)
 static void zero_offload_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (engine_world(cfg) > 1 || cfg->dpu) {
-        snprintf(out->why, sizeof out->why, "%s not modelled yet", cfg->dpu ? "--dpu is" : "N ranks are");
-        return;
-    }
+    if (pred_unmodelled(cfg, PRED_RANKS | PRED_DPU, out)) return;
     const zo_layout z = layout_for(cfg);
     const int L = z.L, clip = cfg->optim.clip > 0;
-    double *adam_done = calloc((size_t)L + 1, sizeof *adam_done), *home = calloc((size_t)L + 1, sizeof *home);
-    if (!adam_done || !home) {
-        free(adam_done);
-        free(home);
-        snprintf(out->why, sizeof out->why, "out of memory");
-        return;
-    }
+    double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
+    if (!adam_done) return;
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int s = 0; s < 3; s++) {
@@ -805,7 +797,6 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
     }
     pred_done(out, &t, start, end);
     free(adam_done);
-    free(home);
 }
 
 const engine_vtbl engine_zero_offload = {

@@ -35,6 +35,14 @@ static inline GPT_CHECKSUM_HD uint64_t gpt_checksum_term(uint32_t bits, uint64_t
     return gpt_checksum_mix((i << 32 | bits) + 0x9e3779b97f4a7c15ull);
 }
 
+/* The sum of the terms of words w[0 .. n), which sit at indices i0 .. i0 + n of their chunk. */
+static inline GPT_CHECKSUM_HD uint64_t gpt_checksum_sum(const uint32_t *w, uint64_t n, uint64_t i0)
+{
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++) sum += gpt_checksum_term(w[i], i0 + i);
+    return sum;
+}
+
 /* The chunk's checksum from the sum of its n terms. */
 static inline GPT_CHECKSUM_HD uint64_t gpt_checksum_fold(uint64_t sum, uint64_t n)
 {

@@ -21,6 +21,26 @@ pr_compare() {
                                                    printf "%s %s %.1f\n", p, m, e }'
 }
 pr_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
+# pr_accuracy LABEL BOUND MACHINE_RESULTS BASE_ARGS_VAR CONFIG...: each CONFIG (its own
+# arguments, then the array BASE_ARGS_VAR's) predicted and measured; passes when the worst
+# error is within BOUND percent, and says every figure either way
+pr_accuracy() {
+    local label=$1 bound=$2 res=$3 run pred meas err worst=0 summary=""
+    local -n base_args=$4
+    local -a cfg
+    shift 4
+    for run in "$@"; do
+        read -r -a cfg <<<"$run"
+        read -r pred meas err <<<"$(pr_compare "$res" "${cfg[@]}" "${base_args[@]}")"
+        summary="$summary $run $pred/$meas (${err}%);"
+        worst=$(awk -v a="$worst" -v b="$err" 'BEGIN { print (b > a ? b : a) }')
+    done
+    if awk -v w="$worst" -v b="$bound" 'BEGIN { exit !(w <= b) }'; then
+        pr_pass "$label, worst ${worst}%:$summary"
+    else
+        pr_fail "$label" "worst ${worst}% over ${bound}%:$summary"
+    fi
+}
 
 (cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate "${PR_SHAPE[@]}" --results res >cal1.out 2>&1)
 rc=$?
@@ -74,21 +94,10 @@ if [ $rc -eq 0 ] && [ "$(grep -c '^predict ' "$PR_WORK/all.out")" -eq 5 ] && [ -
 else
     pr_fail "--predict -m all" "exit $rc: $(cat "$PR_WORK/all.out")"
 fi
-worst=0
-summary=""
-for run in "megatron-lm" "zero-offload" "l2l" "zero-infinity" "stronghold -w 2"; do
-    read -r -a eng <<<"$run"
-    read -r pred meas err <<<"$(pr_compare res -m "${eng[@]}" "${PR_SHAPE[@]}")"
-    summary="$summary $run $pred/$meas (${err}%);"
-    worst=$(awk -v a="$worst" -v b="$err" 'BEGIN { print (b > a ? b : a) }')
-done
 # (the issue's target on the GPU machines is 15% at worst; the CPU backend's engines share
 # its two cores between compute and host work, which the model counts apart)
-if awk -v w="$worst" 'BEGIN { exit !(w <= 30) }'; then
-    pr_pass "predicted/measured ms on the CPU backend, worst ${worst}%:$summary"
-else
-    pr_fail "prediction accuracy" "worst ${worst}% over 30%:$summary"
-fi
+pr_accuracy "predicted/measured ms on the CPU backend" 30 res PR_SHAPE \
+    "-m megatron-lm" "-m zero-offload" "-m l2l" "-m zero-infinity" "-m stronghold -w 2"
 
 # monotone in layers, and never below the busiest resource
 mono=$(for L in 2 4 8 16; do
@@ -146,19 +155,9 @@ if "$PR_BIN" --version | grep -q "ranks: mpi"; then
     else
         pr_fail "collectives calibration" "exit $rc: $out $(tail -n 3 "$PR_WORK/c2.out")"
     fi
-    worst=0
-    summary=""
-    for st in 0 3; do
-        read -r pred meas err <<<"$(pr_compare res1 --ranks 2 --zero-stage $st "${PR1[@]}")"
-        summary="$summary ZeRO-$st $pred/$meas (${err}%);"
-        worst=$(awk -v a="$worst" -v b="$err" 'BEGIN { print (b > a ? b : a) }')
-    done
     # (two ranks of one thread each share the two cores with MPI's progress: looser here)
-    if awk -v w="$worst" 'BEGIN { exit !(w <= 40) }'; then
-        pr_pass "megatron-lm on 2 ranks, predicted/measured ms, worst ${worst}%:$summary"
-    else
-        pr_fail "prediction at 2 ranks" "worst ${worst}% over 40%:$summary"
-    fi
+    pr_accuracy "megatron-lm on 2 ranks, predicted/measured ms" 40 res1 PR1 \
+        "--ranks 2 --zero-stage 0" "--ranks 2 --zero-stage 3"
 fi
 
 # broken machine files: one line naming the problem, exit 2

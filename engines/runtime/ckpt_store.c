@@ -87,10 +87,7 @@ int ckpt_store_slot_of(const ckpt_store *s, int owner)
  * what lands here can be checked against them. */
 static uint64_t checksum(const float *data, size_t floats)
 {
-    const uint32_t *w = (const uint32_t *)(const void *)data;
-    uint64_t sum = 0;
-    for (size_t i = 0; i < floats; i++) sum += gpt_checksum_term(w[i], i);
-    return gpt_checksum_fold(sum, floats);
+    return gpt_checksum_fold(gpt_checksum_sum((const uint32_t *)(const void *)data, floats, 0), floats);
 }
 
 /* The chunks' checksums of a version's data into its header (write), or whether they match

@@ -13,6 +13,9 @@
 
 #include "../engine.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 typedef struct pred_timeline {
     double free_at[BUSY_KINDS]; /* when each resource is next free (ms) */
     double busy[BUSY_KINDS];    /* its busy time in the step being walked */
@@ -68,13 +71,35 @@ static inline int pred_bound(const pred_timeline *t)
     return b;
 }
 
-/* Start a new step at time `at`: busy times count from here. */
+/* Start a new step at time `at`: busy times count from here, and the compute stream starts
+ * no earlier (the host issues the step then; copies and host Adam may still be running). */
 static inline void pred_step(pred_timeline *t, double at)
 {
-    for (int k = 0; k < BUSY_KINDS; k++) {
-        t->busy[k] = 0;
-        if (t->free_at[k] < at && k == BUSY_COMPUTE) t->free_at[k] = at;
-    }
+    for (int k = 0; k < BUSY_KINDS; k++) t->busy[k] = 0;
+    t->free_at[BUSY_COMPUTE] = pred_max(t->free_at[BUSY_COMPUTE], at);
+}
+
+/* What a predict function does not model yet (PRED_* bits it cannot take): 1 and out->why
+ * set when cfg asks for one of them, else 0. */
+enum { PRED_RANKS = 1, PRED_MICRO = 2, PRED_NVME = 4, PRED_DPU = 8 };
+static inline int pred_unmodelled(const engine_config *cfg, unsigned cannot, engine_prediction *out)
+{
+    const char *what = (cannot & PRED_RANKS) && engine_world(cfg) > 1              ? "N ranks are"
+                       : (cannot & PRED_MICRO) && engine_micro_batches(cfg) > 1    ? "micro-batches are"
+                       : (cannot & PRED_NVME) && cfg->offload == OFFLOAD_NVME      ? "--offload nvme is"
+                       : (cannot & PRED_DPU) && cfg->dpu                          ? "--dpu is"
+                                                                                   : NULL;
+    if (what) snprintf(out->why, sizeof out->why, "%s not modelled yet", what);
+    return what != NULL;
+}
+
+/* n doubles per array, `count` arrays in one zeroed block (free the first); NULL and out->why
+ * set when there is no memory. */
+static inline double *pred_arrays(engine_prediction *out, size_t n, int count)
+{
+    double *a = calloc(n * (size_t)count, sizeof *a);
+    if (!a) snprintf(out->why, sizeof out->why, "out of memory");
+    return a;
 }
 
 /* The prediction's fields from a walked step [start, end). */

@@ -357,12 +357,14 @@ void cpu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *pa
     for (ptrdiff_t c = 0; c < nchunks; c++) {
         const size_t first = (size_t)c * chunk_floats;
         const size_t n = total - first < chunk_floats ? total - first : chunk_floats;
+        /* the parts' pieces inside [first, first + n), each at its index in the chunk */
         uint64_t sum = 0;
-        size_t base = 0, i = 0;
-        for (int k = 0; k < nparts && i < n; k++) {
+        size_t base = 0;
+        for (int k = 0; k < nparts; k++) {
             const size_t end = base + parts[k].n;
-            const uint32_t *w = (const uint32_t *)(const void *)parts[k].p;
-            for (size_t g = first + i; g < end && i < n; g++, i++) sum += gpt_checksum_term(w[g - base], i);
+            const size_t lo = first > base ? first : base, hi = first + n < end ? first + n : end;
+            if (lo < hi)
+                sum += gpt_checksum_sum((const uint32_t *)(const void *)parts[k].p + (lo - base), hi - lo, lo - first);
             base = end;
         }
         sums[c] = gpt_checksum_fold(sum, n);
