@@ -43,7 +43,7 @@ LDLIBS  := -lcjson -lm
 LDFLAGS += -fopenmp $(SANITIZE)
 
 # ---- sources -----------------------------------------------------------------------------
-KERNEL_SRCS  := kernels/model.c $(wildcard kernels/cpu/*.c)
+KERNEL_SRCS  := kernels/model.c kernels/host_pages.c $(wildcard kernels/cpu/*.c)
 ENGINE_SRCS  := $(wildcard engines/*.c) $(wildcard engines/runtime/*.c)
 CMD_LIB_SRCS := cmd/cli.c cmd/data.c cmd/report.c cmd/run.c cmd/child.c cmd/sweep.c cmd/findmax.c \
                 cmd/launch.c cmd/machine.c

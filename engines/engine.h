@@ -129,6 +129,9 @@ typedef struct engine_env {
      * when they are the ones asked for.  NULL: no faults. */
     void (*fault_point)(void *ctx, int iteration, int phase);
     void *fault_ctx;
+    /* Where engine_init_embed/engine_init_layer add the milliseconds spent initialising
+     * parameters (for the log's setup line).  NULL: not timed. */
+    double *init_ms;
 } engine_env;
 
 /* Where in an iteration a fault can strike: its start (the driver's own point), the start
@@ -138,6 +141,10 @@ static inline void engine_fault_point(const engine_env *env, int iteration, int 
 {
     if (env->fault_point) env->fault_point(env->fault_ctx, iteration, phase);
 }
+
+/* gpt_init_embed / gpt_init_layer, timed into env->init_ms. */
+void engine_init_embed(const engine_env *env, float *p, const gpt_shape *sh, uint64_t seed);
+void engine_init_layer(const engine_env *env, float *p, const gpt_shape *sh, int layer, uint64_t seed);
 
 /* printf-style engine_env.note. */
 void engine_note(const engine_env *env, const char *fmt, ...)

@@ -231,17 +231,15 @@ static int init_params(l2l_state *st, float *staging)
     int rc;
     for (int k = 0; k < z->L; k++) {
         if (z->W == 1) {
-            gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
+            engine_init_layer(&st->env, st->host_p + host_block(st, k), sh, k, seed);
             continue;
         }
-        gpt_init_layer(staging, sh, k, seed); /* this rank's shard of it */
-        memset(st->host_p + host_block(st, k), 0, z->Sl * sizeof(float));
+        engine_init_layer(&st->env, staging, sh, k, seed); /* this rank's shard of it (padding: zeros) */
         memcpy(st->host_p + host_block(st, k), staging + (size_t)z->rank * z->Sl,
                shard_real(st) * sizeof(float));
     }
-    memset(st->host_m, 0, (size_t)z->L * z->Sl * sizeof(float));
-    memset(st->host_v, 0, (size_t)z->L * z->Sl * sizeof(float));
-    gpt_init_embed(staging, sh, seed);
+    /* (host m and v: the allocations' zeros) */
+    engine_init_embed(&st->env, staging, sh, seed);
     if ((rc = gpt_memcpy_h2d(s, st->embed_p, staging, z->PE * sizeof(float))) ||
         (rc = gpt_stream_memset_zero(s, st->embed_m, z->PE * sizeof(float))) ||
         (rc = gpt_stream_memset_zero(s, st->embed_v, z->PE * sizeof(float))) ||

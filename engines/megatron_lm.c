@@ -314,8 +314,8 @@ static int init_params(megatron_state *st, float *staging)
     if (!rc) rc = gpt_stream_memset_zero(s, st->adam_v, z->adam);
     for (int b = 0; rc == 0 && b <= sh->layers; b++) {
         const block_geom *g = &st->blocks[b];
-        if (b == 0) gpt_init_embed(staging, sh, seed);
-        else gpt_init_layer(staging, sh, b - 1, seed);
+        if (b == 0) engine_init_embed(&st->env, staging, sh, seed);
+        else engine_init_layer(&st->env, staging, sh, b - 1, seed);
         const size_t mine = dp_shard_real(g->n, g->S, st->rank);
         const float *my_part = staging + (size_t)st->rank * g->S;
         if (st->params_full)

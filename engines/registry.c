@@ -1,5 +1,6 @@
 /* The list of engines that `-m` accepts, in the order `-m all` runs them. */
 #include "engine.h"
+#include "runtime/timer.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -15,6 +16,20 @@ void engine_note(const engine_env *env, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     env->note(env->note_ctx, line);
+}
+
+void engine_init_embed(const engine_env *env, float *p, const gpt_shape *sh, uint64_t seed)
+{
+    const double t0 = wall_ms();
+    gpt_init_embed(p, sh, seed);
+    if (env->init_ms) *env->init_ms += wall_ms() - t0;
+}
+
+void engine_init_layer(const engine_env *env, float *p, const gpt_shape *sh, int layer, uint64_t seed)
+{
+    const double t0 = wall_ms();
+    gpt_init_layer(p, sh, layer, seed);
+    if (env->init_ms) *env->init_ms += wall_ms() - t0;
 }
 
 int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen)

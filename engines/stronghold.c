@@ -449,7 +449,7 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
     float ms_h2d = 0, ms_x = 0, ms_d2h = 0, ms_layer = 0;
     if ((rc = gpt_event_create(st->env.be, &e0)) || (rc = gpt_event_create(st->env.be, &e1)))
         goto out;
-    gpt_init_layer(st->staging, sh, 0, st->env.cfg->seed);
+    engine_init_layer(&st->env, st->staging, sh, 0, st->env.cfg->seed);
     for (int rep = 0; rep < 2 && !rc; rep++) { /* the first round warms up the libraries */
         if ((rc = gpt_event_record(e0, st->io.h2d)) ||
             (rc = gpt_memcpy_h2d(st->io.h2d, pp, st->staging, z.PL * sizeof(float))) ||
@@ -530,32 +530,27 @@ static int init_params(stronghold_state *st)
     const uint64_t seed = st->env.cfg->seed;
     gpt_stream *s = st->io.compute;
     int rc;
-    gpt_init_embed(st->staging, sh, seed);
+    engine_init_embed(&st->env, st->staging, sh, seed);
     if ((rc = gpt_memcpy_h2d(s, st->embed_p, st->staging, z->PE * sizeof(float))) ||
         (rc = gpt_stream_sync(s)))
         return rc;
     for (int k = 0; k < z->R; k++) {
-        gpt_init_layer(st->staging, sh, k, seed);
+        engine_init_layer(&st->env, st->staging, sh, k, seed);
         if ((rc = gpt_memcpy_h2d(s, params_of(st, k), st->staging, z->PL * sizeof(float))) ||
             (rc = gpt_stream_sync(s)))
             return rc;
     }
     for (int k = z->R; k < z->L; k++) {
         if (z->W == 1) {
-            gpt_init_layer(st->host_p + host_block(st, k), sh, k, seed);
+            engine_init_layer(&st->env, st->host_p + host_block(st, k), sh, k, seed);
             continue;
         }
-        /* this rank's shard of the layer */
-        gpt_init_layer(st->staging, sh, k, seed);
-        memset(st->host_p + host_block(st, k), 0, z->Sl * sizeof(float));
+        /* this rank's shard of the layer (padding: the allocation's zeros) */
+        engine_init_layer(&st->env, st->staging, sh, k, seed);
         memcpy(st->host_p + host_block(st, k), st->staging + (size_t)z->rank * z->Sl,
                shard_real(st) * sizeof(float));
     }
-    const size_t host_state = (size_t)z->Ls * z->Sl * sizeof(float);
-    if (host_state && st->host_m) { /* (with nvme, m and v start as zeros on disk) */
-        memset(st->host_m, 0, host_state);
-        memset(st->host_v, 0, host_state);
-    }
+    /* host m and v: the allocations' zeros (with nvme, zeros on disk) */
     if ((rc = gpt_stream_memset_zero(s, st->embed_m, z->PE * sizeof(float))) ||
         (rc = gpt_stream_memset_zero(s, st->embed_v, z->PE * sizeof(float))))
         return rc;

@@ -393,27 +393,23 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (z->W > 1 && (rc = gpt_event_create(env->be, &st->shard_up))))
         return rc;
 
-    /* The masters start on the host (this rank's shards of them); m and v at zero. */
+    /* The masters start on the host (this rank's shards of them); m, v and the shards'
+     * padding are the allocations' zeros. */
     const uint64_t seed = env->cfg->seed;
     if (z->W == 1) {
-        gpt_init_embed(st->host_p, sh, seed);
-        for (int k = 0; k < L; k++) gpt_init_layer(st->host_p + block_offset(z, 1 + k), sh, k, seed);
+        engine_init_embed(env, st->host_p, sh, seed);
+        for (int k = 0; k < L; k++) engine_init_layer(env, st->host_p + block_offset(z, 1 + k), sh, k, seed);
     } else {
         float *staging = NULL;
         if ((rc = alloc_in(st, (void **)&staging, b.staging, MEM_HOST, "initialisation staging")))
             return rc;
-        memset(st->host_p, 0, b.host_params);
         for (int blk = 0; blk <= L; blk++) {
-            if (blk == 0) gpt_init_embed(staging, sh, seed);
-            else gpt_init_layer(staging, sh, blk - 1, seed);
+            if (blk == 0) engine_init_embed(env, staging, sh, seed);
+            else engine_init_layer(env, staging, sh, blk - 1, seed);
             memcpy(st->host_p + block_offset(z, blk), staging + (size_t)z->rank * shard_len(z, blk),
                    shard_real(z, blk) * sizeof(float));
         }
         engine_free_last(&st->mem); /* the staging block, the last allocation */
-    }
-    if (b.host_mv) {
-        memset(st->host_m, 0, b.host_mv);
-        memset(st->host_v, 0, b.host_mv);
     }
 
     engine_plan p;

@@ -326,14 +326,12 @@ static int init_params(zo_state *st, float *staging)
     const zo_layout *z = &st->z;
     const uint64_t seed = st->env.cfg->seed;
     if (z->W > 1) {
-        /* Each block whole on the GPU (padding zero), this rank's shard of it on the host. */
-        memset(st->host_p, 0, z->Pshard * sizeof(float));
-        memset(st->host_m, 0, z->Pshard * sizeof(float));
-        memset(st->host_v, 0, z->Pshard * sizeof(float));
+        /* Each block whole on the GPU (padding zero), this rank's shard of it on the host
+         * (whose padding, m and v are the allocation's zeros). */
         int rc = gpt_stream_memset_zero(st->io.compute, st->params, z->Ppad * sizeof(float));
         for (int k = 0; rc == 0 && k <= z->L; k++) {
-            if (k == 0) gpt_init_embed(staging, sh, seed);
-            else gpt_init_layer(staging, sh, k - 1, seed);
+            if (k == 0) engine_init_embed(&st->env, staging, sh, seed);
+            else engine_init_layer(&st->env, staging, sh, k - 1, seed);
             memcpy(st->host_p + host_off(st, k), staging + (size_t)z->rank * shard_len(st, k),
                    shard_real(st, k) * sizeof(float));
             rc = gpt_memcpy_h2d(st->io.compute, st->params + block_off(st, k), staging,
@@ -342,11 +340,10 @@ static int init_params(zo_state *st, float *staging)
         }
         return rc;
     }
-    gpt_init_embed(st->host_p, sh, seed);
+    engine_init_embed(&st->env, st->host_p, sh, seed);
     for (int l = 0; l < z->L; l++)
-        gpt_init_layer(st->host_p + z->PE + (size_t)l * z->PL, sh, l, seed);
-    memset(st->host_m, 0, z->P * sizeof(float));
-    memset(st->host_v, 0, z->P * sizeof(float));
+        engine_init_layer(&st->env, st->host_p + z->PE + (size_t)l * z->PL, sh, l, seed);
+    /* (m and v: the allocation's zeros) */
     int rc = gpt_memcpy_h2d(st->io.compute, st->params, st->host_p, z->P * sizeof(float));
     return rc ? rc : gpt_stream_sync(st->io.compute);
 }

@@ -131,9 +131,9 @@ struct gpt_backend_ops {
     int (*stream_wait_event)(gpt_stream *s, gpt_event *e);
     int (*event_sync)(gpt_event *e);
     int (*event_elapsed_ms)(float *ms, gpt_event *start, gpt_event *end);
-    /* Page-locked host memory that copies on any stream can use asynchronously (page
-     * aligned: the disk tier does O_DIRECT I/O on it; registered with cudaHostRegister on
-     * the GPU, aligned host memory on the CPU backend). */
+    /* Page-locked host memory that copies on any stream can use asynchronously, zeroed
+     * (page aligned: the disk tier does O_DIRECT I/O on it; registered with
+     * cudaHostRegister on the GPU, aligned host memory on the CPU backend). */
     int (*host_alloc_pinned)(const gpt_backend *be, void **ptr, size_t bytes);
     void (*host_free_pinned)(const gpt_backend *be, void *ptr);
     /* The stream as the backend's own handle (a cudaStream_t on CUDA), for libraries that

@@ -127,10 +127,11 @@ else
 fi
 
 # where the set-up went (issue 14's phases): a line in the log, an object in the JSON
-if grep -q '^setup: pinned host .* in [0-9.]* s | GPU .* and host allocations in [0-9.]* s | initialisation and the rest [0-9.]* s | total [0-9.]* s$' "$log" &&
+if grep -q '^setup: pinned host .* in [0-9.]* s | GPU .* and host .* allocated in [0-9.]* s | parameters initialised in [0-9.]* s | the rest [0-9.]* s | total [0-9.]* s$' "$log" &&
     python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))["setup"]
-sys.exit(not (s["total_ms"] > 0 and s["total_ms"] >= s["pinned_host_ms"] and s["allocation_ms"] >= 0))' "$json"; then
-    pass "setup phases: log line and JSON (total >= the pinning)"
+parts = s["pinned_host_ms"] + s["allocation_ms"] + s["init_ms"] + s["rest_ms"]
+sys.exit(not (s["total_ms"] > 0 and s["init_ms"] > 0 and s["host_bytes"] > 0 and abs(parts - s["total_ms"]) < 1e-6 * s["total_ms"] + 1e-3))' "$json"; then
+    pass "setup phases: log line and JSON (parameters timed, the phases add up to the total)"
 else
     failc "setup phases" "$(grep '^setup' "$log")"
 fi

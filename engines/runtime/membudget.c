@@ -1,5 +1,6 @@
 #include "membudget.h"
 #include "timer.h"
+#include "../../kernels/host_pages.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -103,10 +104,9 @@ int host_alloc(mem_budget *b, void **ptr, size_t bytes, const char *what)
     int rc = mem_budget_take(b, bytes, what);
     if (rc) return rc;
     /* Blocks of a page or more start on a page, so the disk tier can do O_DIRECT I/O on
-     * them (as on cudaHostAlloc's pinned memory); smaller ones on a cache line. */
-    const size_t align = bytes >= 4096 ? 4096 : 64;
+     * them (as on pinned memory); large ones are zeroed by every core (host_pages.h). */
     const double t0 = wall_ms();
-    const int failed = posix_memalign(ptr, align, bytes ? bytes : 1) != 0;
+    const int failed = host_pages_alloc_zeroed(ptr, bytes ? bytes : 1) != 0;
     b->alloc_ms += wall_ms() - t0;
     b->alloc_bytes += bytes;
     if (failed) {

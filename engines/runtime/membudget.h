@@ -52,13 +52,13 @@ void dev_arena_init(dev_arena *a, const gpt_backend *be, size_t limit);
 int dev_arena_alloc(dev_arena *a, void **ptr, size_t bytes, const char *what);
 void dev_arena_free(dev_arena *a, void *ptr, size_t bytes);
 
-/* Ordinary host memory under the host budget (64-byte aligned; page-aligned from a page up,
- * for O_DIRECT). */
+/* Ordinary host memory under the host budget, zeroed (engines rely on it: Adam's state
+ * starts at zero), 64-byte aligned, page-aligned from a page up (for O_DIRECT). */
 int host_alloc(mem_budget *b, void **ptr, size_t bytes, const char *what);
 void host_free(mem_budget *b, void *ptr, size_t bytes);
 
-/* Page-locked host memory (the backend's host_alloc_pinned) under the host budget: what
- * transfers overlapping compute copy from and to.  A request the budget allows but the
+/* Page-locked host memory (the backend's host_alloc_pinned, zeroed) under the host budget:
+ * what transfers overlapping compute copy from and to.  A request the budget allows but the
  * system cannot pin is an OOM record like any other (oom_by_device set), never a crash. */
 int pinned_alloc(mem_budget *b, const gpt_backend *be, void **ptr, size_t bytes,
                  const char *what);

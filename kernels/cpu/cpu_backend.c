@@ -16,6 +16,7 @@
 #include <omp.h>
 #endif
 
+#include "../host_pages.h"
 #include "cpu_stream.h"
 
 /* ---- memory ------------------------------------------------------------------------- */
@@ -94,16 +95,13 @@ static int cpu_dev_mem_info(const gpt_backend *be, size_t *free_bytes, size_t *t
     return gpt_host_mem_info(free_bytes, total_bytes);
 }
 
-/* "Pinned" memory on the CPU backend is ordinary aligned host memory; blocks of a page or
- * more start on a page, as cudaHostAlloc's do, so the disk tier can do O_DIRECT on them. */
+/* "Pinned" memory on the CPU backend is ordinary host memory, zeroed as the CUDA backend's
+ * is; blocks of a page or more start on a page, as cudaHostAlloc's do, so the disk tier can
+ * do O_DIRECT on them. */
 static int cpu_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t bytes)
 {
-    if (bytes < 4096) return cpu_dev_alloc(be, ptr, bytes);
-    *ptr = NULL;
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, bytes) != 0 || p == NULL) return GPT_ERR_OOM;
-    *ptr = p;
-    return GPT_OK;
+    (void)be;
+    return host_pages_alloc_zeroed(ptr, bytes ? bytes : 1) ? GPT_ERR_OOM : GPT_OK;
 }
 
 /* The CPU backend's copies are memcpy on its stream threads: any host memory will do. */

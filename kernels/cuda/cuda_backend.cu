@@ -28,9 +28,9 @@
  * the reference's, above the strict tolerance).
  */
 #include "cuda_common.cuh"
+#include "../host_pages.h"
 
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <string.h>
 
@@ -278,51 +278,10 @@ static int cuda_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end)
  * the copies).
  *
  * Start-up: registering untouched memory makes the driver fault in and pin it 4 KiB page by
- * page on one thread (about a second per GiB, issue 14).  A large block is therefore aligned
- * to 2 MiB and advised to use transparent huge pages, then touched by several threads at
- * once (the kernel zeroes its pages in parallel), and registered only then: the pages exist,
- * and huge ones pin 512 at a time.  AEBENCH_PIN_TOUCH=0 registers untouched memory as
- * before (to measure the difference in one call). */
-enum { PIN_HUGE = 2 << 20, PIN_TOUCH_MIN = 64 << 20, PIN_TOUCH_THREADS = 16 };
-
-typedef struct touch_range {
-    char *p;
-    size_t bytes;
-} touch_range;
-
-static void *touch_pages(void *arg)
-{
-    const touch_range *r = (const touch_range *)arg;
-    for (size_t off = 0; off < r->bytes; off += 4096) ((volatile char *)r->p)[off] = 0;
-    return NULL;
-}
-
-/* Touch every page of [p, p + bytes) on up to PIN_TOUCH_THREADS threads (one per 64 MiB at
- * least); where a thread cannot start, the caller touches its range itself. */
-static void touch_parallel(char *p, size_t bytes)
-{
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = (int)(bytes / PIN_TOUCH_MIN);
-    if (n > PIN_TOUCH_THREADS) n = PIN_TOUCH_THREADS;
-    if (cores > 0 && n > cores) n = (int)cores;
-    if (n < 1) n = 1;
-    pthread_t tid[PIN_TOUCH_THREADS];
-    touch_range r[PIN_TOUCH_THREADS];
-    int started[PIN_TOUCH_THREADS] = {0};
-    const size_t per = (bytes / (size_t)n + PIN_HUGE - 1) / PIN_HUGE * PIN_HUGE;
-    for (int i = 0; i < n; i++) {
-        const size_t at = (size_t)i * per;
-        r[i].p = p + (at < bytes ? at : bytes);
-        r[i].bytes = at < bytes ? (bytes - at < per ? bytes - at : per) : 0;
-        started[i] = i > 0 && pthread_create(&tid[i], NULL, touch_pages, &r[i]) == 0;
-    }
-    touch_pages(&r[0]);
-    for (int i = 1; i < n; i++) {
-        if (started[i]) pthread_join(tid[i], NULL);
-        else touch_pages(&r[i]);
-    }
-}
-
+ * page on one thread (about a second per GiB, issue 14).  The block therefore comes from
+ * host_pages_alloc_zeroed (2 MiB aligned on huge pages, zeroed by every core) and is
+ * registered only then: the pages exist, and huge ones pin 512 at a time.  The zeros are
+ * part of the contract (gpt.h): engines do not write them again. */
 static int cuda_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t bytes)
 {
     const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
@@ -331,16 +290,9 @@ static int cuda_host_alloc_pinned(const gpt_backend *be, void **ptr, size_t byte
         return GPT_ERR_BACKEND;
     const size_t page = 4096;
     const size_t rounded = bytes == 0 ? page : (bytes + page - 1) / page * page;
-    const char *env = getenv("AEBENCH_PIN_TOUCH");
-    const int touch = rounded >= PIN_TOUCH_MIN && !(env && strcmp(env, "0") == 0);
     void *p = NULL;
-    if (posix_memalign(&p, touch ? (size_t)PIN_HUGE : page, rounded) != 0)
+    if (host_pages_alloc_zeroed(&p, rounded) != 0)
         return GPT_ERR_OOM;
-    if (touch) {
-        /* (advice only: without transparent huge pages the touch still helps) */
-        (void)madvise(p, rounded, MADV_HUGEPAGE);
-        touch_parallel((char *)p, rounded);
-    }
     const int rc = alloc_status(cudaHostRegister(p, rounded, cudaHostRegisterPortable),
                                 "cudaHostRegister", __LINE__);
     if (rc != GPT_OK) {
