@@ -5,6 +5,8 @@
 #include "data.h"
 #include "../engines/runtime/collectives.h"
 #include "../engines/runtime/cpu_adam.h"
+#include "../engines/runtime/predict.h"
+#include "../kernels/host_pages.h"
 #include "../engines/runtime/membudget.h"
 #include "../engines/runtime/timer.h"
 #include "../kernels/model.h"
@@ -21,7 +23,8 @@
 /* ---- the file ------------------------------------------------------------------------------
  * { "aebench_machine": 1, "host": ..., "device": ..., "backend": "cuda"|"cpu",
  *   "rates": { "h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per_mparam",
- *              "host_threads", "host_copy_gbs", "measured" },
+ *              "host_threads", "host_copy_gbs", "gpu_bytes", "host_bytes",
+ *              "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam", "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam" }, ... ] }
@@ -29,7 +32,8 @@
 
 static const char *const RATE_FIELDS[] = {"h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs",
                                           "host_adam_ms_per_mparam", "host_threads", "host_copy_gbs",
-                                          "gpu_bytes", "host_bytes"};
+                                          "gpu_bytes", "host_bytes", "busy_h2d_gbs", "busy_d2h_gbs",
+                                          "busy_host_adam_ms_per_mparam"};
 enum { NRATE_FIELDS = sizeof RATE_FIELDS / sizeof RATE_FIELDS[0] };
 static const char *const COMPUTE_FIELDS[] = {"embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms",
                                              "embed_bwd_ms", "gpu_adam_ms_per_mparam", "layer_scale",
@@ -164,6 +168,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     out->h2d_gbs = v[0], out->d2h_gbs = v[1], out->both_h2d_gbs = v[2], out->both_d2h_gbs = v[3];
     out->host_adam_ms_per_mparam = v[4], out->host_threads = (int)v[5], out->host_copy_gbs = v[6];
     out->gpu_bytes = v[7], out->host_bytes = v[8];
+    out->busy_h2d_gbs = v[9], out->busy_d2h_gbs = v[10], out->busy_host_adam_ms_per_mparam = v[11];
     /* the collectives at the run's world, when calibrated (else coll_world stays 0) */
     const int world = engine_world(cfg);
     const cJSON *colls = cJSON_GetObjectItemCaseSensitive(root, "collectives"), *ce;
@@ -437,53 +442,78 @@ static int run_host_copy(void *p)
     return 0;
 }
 
+/* The offload engines' steady state: both copy directions and the host Adam at once, all
+ * three drawing on host memory's bandwidth (on the H100 machine each is about 1.4x slower
+ * than alone, which is what predictions from the separate rates missed).  `copies` goes
+ * in flight on its two streams, `reps` host Adam runs meanwhile; the Adam's wall time and
+ * each direction's (events) give the rates under load.  Median of REPS rounds. */
+static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, int copies, int reps,
+                        double *h2d_gbs, double *d2h_gbs, double *adam_ms_per_mparam)
+{
+    gpt_event *ev[4] = {NULL, NULL, NULL, NULL};
+    int bad = 0;
+    for (int i = 0; i < 4; i++) bad |= gpt_event_create(be, &ev[i]) != 0;
+    double in[REPS], out[REPS], adam[REPS];
+    for (int r = 0; r < REPS && !bad; r++) {
+        bad |= gpt_event_record(ev[0], c->h2d) || gpt_event_record(ev[1], c->d2h);
+        for (int k = 0; k < copies && !bad; k++)
+            bad |= gpt_memcpy_h2d(c->h2d, c->d_in, c->h_in, c->bytes) || gpt_memcpy_d2h(c->d2h, c->h_out, c->d_out, c->bytes);
+        bad |= gpt_event_record(ev[2], c->h2d) || gpt_event_record(ev[3], c->d2h);
+        const double t0 = wall_ms();
+        for (int k = 0; k < reps && !bad; k++) bad |= run_host_adam((void *)h) != 0;
+        adam[r] = (wall_ms() - t0) / reps;
+        float ms_in = 0, ms_out = 0;
+        bad |= gpt_stream_sync(c->h2d) || gpt_stream_sync(c->d2h) || gpt_event_elapsed_ms(&ms_in, ev[0], ev[2]) ||
+               gpt_event_elapsed_ms(&ms_out, ev[1], ev[3]);
+        in[r] = ms_in, out[r] = ms_out;
+    }
+    for (int i = 0; i < 4; i++) gpt_event_destroy(ev[i]);
+    if (bad) return -1;
+    *h2d_gbs = (double)copies * c->bytes / (median_of(in, REPS) * 1e6);
+    *d2h_gbs = (double)copies * c->bytes / (median_of(out, REPS) * 1e6);
+    *adam_ms_per_mparam = median_of(adam, REPS) / (h->job.n / 1e6);
+    return 0;
+}
+
 /* Pinned copies each way, and both ways at once on two streams; the host Adam pool with the
- * run's threads; host copies. */
+ * run's threads; host copies; and all of them at once (measure_busy). */
 static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
 {
-    const size_t bytes = (size_t)(rc->eng.device == DEVICE_CUDA ? 256 : 32) << 20;
+    const int gpu = rc->eng.device == DEVICE_CUDA;
+    const size_t bytes = (size_t)(gpu ? 256 : 32) << 20;
+    /* the host Adam on a block of a layer's size (64 M parameters, 1 GiB of p, g, m, v: out of
+     * every cache, as a streamed layer is); 16 M on the CPU backend */
+    const size_t n = (size_t)(gpu ? 64 : 16) << 20;
     void *h1 = NULL, *h2 = NULL, *d1 = NULL, *d2 = NULL;
+    float *p = NULL, *g = NULL, *m = NULL, *v = NULL;
     gpt_stream *s1 = NULL, *s2 = NULL;
+    cpu_adam *pool = NULL;
     int bad = be->ops->stream_create(be, &s1) || be->ops->stream_create(be, &s2) ||
               gpt_host_alloc_pinned(be, &h1, bytes) || gpt_host_alloc_pinned(be, &h2, bytes) ||
-              be->ops->dev_alloc(be, &d1, bytes) || be->ops->dev_alloc(be, &d2, bytes);
-    double h2d = 0, d2h = 0, both = 0;
+              be->ops->dev_alloc(be, &d1, bytes) || be->ops->dev_alloc(be, &d2, bytes) ||
+              host_pages_alloc_zeroed((void **)&p, n * sizeof *p) || host_pages_alloc_zeroed((void **)&g, n * sizeof *g) ||
+              host_pages_alloc_zeroed((void **)&m, n * sizeof *m) || host_pages_alloc_zeroed((void **)&v, n * sizeof *v) ||
+              cpu_adam_create(&pool, rc->eng.threads);
+    double h2d = 0, d2h = 0, both = 0, adam = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
     if (!bad) {
-        memset(h1, 0, bytes);
-        memset(h2, 0, bytes);
         copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
         /* each way moves `bytes` in its time; both ways at once, each way moves `bytes` too */
+        const double both_ms = median_ms(run_copies, &both_ways, &bad);
         h2d = bytes / (median_ms(run_copies, &in, &bad) * 1e6);
         d2h = bytes / (median_ms(run_copies, &out, &bad) * 1e6);
-        both = bytes / (median_ms(run_copies, &both_ways, &bad) * 1e6);
-    }
-    if (d2) be->ops->dev_free(be, d2);
-    if (d1) be->ops->dev_free(be, d1);
-    if (h2) gpt_host_free_pinned(be, h2);
-    if (h1) gpt_host_free_pinned(be, h1);
-    if (s2) be->ops->stream_destroy(s2);
-    if (s1) be->ops->stream_destroy(s1);
-    if (bad) {
-        fprintf(stderr, "aebench: --calibrate: the copy measurement failed\n");
-        return EXIT_RUN_ERROR;
-    }
-    cJSON_AddNumberToObject(rates, "h2d_gbs", h2d);
-    cJSON_AddNumberToObject(rates, "d2h_gbs", d2h);
-    cJSON_AddNumberToObject(rates, "both_h2d_gbs", both);
-    cJSON_AddNumberToObject(rates, "both_d2h_gbs", both);
-
-    /* the host Adam, as the offload engines run it (a block of 16 M parameters) */
-    const size_t n = (size_t)16 << 20;
-    float *p = calloc(n, sizeof *p), *g = calloc(n, sizeof *g), *m = calloc(n, sizeof *m), *v = calloc(n, sizeof *v);
-    cpu_adam *pool = NULL;
-    if (!p || !g || !m || !v || cpu_adam_create(&pool, rc->eng.threads)) bad = 1;
-    double adam = 0, copy = 0;
-    if (!bad) {
+        both = bytes / (both_ms * 1e6);
         host_ctx h = {pool, {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
                              .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f}};
-        adam = median_ms(run_host_adam, &h, &bad) / (n / 1e6);
+        const double adam_ms = median_ms(run_host_adam, &h, &bad);
+        adam = adam_ms / (n / 1e6);
         copy = n * sizeof *p / (median_ms(run_host_copy, &h, &bad) * 1e6);
+        /* as many copies each way as three Adam runs take alone, so the two overlap */
+        enum { BUSY_ADAM_RUNS = 3 };
+        const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam_ms / both_ms + 0.5) : 1;
+        if (!bad)
+            bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, &busy_h2d, &busy_d2h,
+                                &busy_adam) != 0;
     }
     const int threads = pool ? cpu_adam_threads(pool) : 0;
     if (pool) cpu_adam_destroy(pool);
@@ -491,12 +521,25 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
     free(g);
     free(m);
     free(v);
+    if (d2) be->ops->dev_free(be, d2);
+    if (d1) be->ops->dev_free(be, d1);
+    if (h2) gpt_host_free_pinned(be, h2);
+    if (h1) gpt_host_free_pinned(be, h1);
+    if (s2) be->ops->stream_destroy(s2);
+    if (s1) be->ops->stream_destroy(s1);
     if (bad) {
-        fprintf(stderr, "aebench: --calibrate: the host Adam measurement failed\n");
+        fprintf(stderr, "aebench: --calibrate: the copy and host Adam measurement failed\n");
         return EXIT_RUN_ERROR;
     }
+    cJSON_AddNumberToObject(rates, "h2d_gbs", h2d);
+    cJSON_AddNumberToObject(rates, "d2h_gbs", d2h);
+    cJSON_AddNumberToObject(rates, "both_h2d_gbs", both);
+    cJSON_AddNumberToObject(rates, "both_d2h_gbs", both);
     cJSON_AddNumberToObject(rates, "host_adam_ms_per_mparam", adam);
     cJSON_AddNumberToObject(rates, "host_threads", threads);
+    cJSON_AddNumberToObject(rates, "busy_h2d_gbs", busy_h2d);
+    cJSON_AddNumberToObject(rates, "busy_d2h_gbs", busy_d2h);
+    cJSON_AddNumberToObject(rates, "busy_host_adam_ms_per_mparam", busy_adam);
     cJSON_AddNumberToObject(rates, "host_copy_gbs", copy);
     /* the memory a run could plan with: the device's free memory and 90% of the host's
      * available memory (the run's defaults, run_resolve_budgets) */
@@ -517,6 +560,14 @@ static cJSON *array_in(cJSON *root, const char *name)
     if (cJSON_IsArray(list)) return list;
     cJSON_DeleteItemFromObjectCaseSensitive(root, name);
     return cJSON_AddArrayToObject(root, name);
+}
+
+/* Every rate of RATE_FIELDS there (a file from before a rate was added is measured anew). */
+static int has_every_rate(const cJSON *rates)
+{
+    for (int i = 0; i < NRATE_FIELDS; i++)
+        if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, RATE_FIELDS[i]))) return 0;
+    return 1;
 }
 
 static int fresh(const cJSON *o, time_t now)
@@ -553,7 +604,7 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
     cJSON_AddStringToObject(root, "backend", rc->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
     int code = 0, measured = 0;
     const cJSON *rates_old = cJSON_GetObjectItemCaseSensitive(root, "rates");
-    if (rates_old && fresh(rates_old, now)) {
+    if (rates_old && fresh(rates_old, now) && has_every_rate(rates_old)) {
         printf("calibrate: the machine's rates in %s are fresh (under %d days): kept\n", path, MACHINE_FRESH_DAYS);
     } else {
         cJSON *rates = cJSON_CreateObject();
@@ -742,6 +793,12 @@ static int largest_fitting(const engine_vtbl *eng, const engine_config *base, si
     return lo;
 }
 
+/* pred_walk_fn of an engine's predict function (ctx: its vtbl) */
+static void walk_engine(const engine_config *cfg, const machine_rates *m, const void *ctx, engine_prediction *out)
+{
+    ((const engine_vtbl *)ctx)->predict(cfg, m, out);
+}
+
 int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_budget, size_t host_budget)
 {
     const engine_vtbl *only = strcmp(rc->method, "all") == 0 ? NULL : engine_find(rc->method);
@@ -764,7 +821,7 @@ int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_bud
         }
         engine_prediction p;
         memset(&p, 0, sizeof p);
-        if (eng->predict) eng->predict(&cfg, m, &p);
+        if (eng->predict) pred_settle(&cfg, m, walk_engine, eng, &p);
         engine_plan plan = {0};
         eng->plan(&cfg, &plan);
         char g[32], h[32];

@@ -190,6 +190,12 @@ typedef struct machine_rates {
     /* pinned copies, GB/s: each way alone, and each way while the other runs */
     double h2d_gbs, d2h_gbs, both_h2d_gbs, both_d2h_gbs;
     double host_adam_ms_per_mparam; /* the host Adam pool, with `host_threads` threads */
+    /* the same three at once (both copy directions and the host Adam: the offload engines'
+     * steady state, where they share host memory's bandwidth) */
+    double busy_h2d_gbs, busy_d2h_gbs, busy_host_adam_ms_per_mparam;
+    /* How loaded host memory is while a piece on resource BUSY_* runs: 0 alone, 1 with both
+     * other host-memory users (copies, host Adam) running; pred_settle finds it. */
+    double load[BUSY_KINDS];
     int host_threads;
     double host_copy_gbs;
     double gpu_bytes, host_bytes; /* what a run could plan with there (free GPU, 90% of host) */

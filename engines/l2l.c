@@ -519,7 +519,7 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
     const int L = z.L, clip = cfg->optim.clip > 0;
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
     if (!adam_done) return;
-    const double in_ms = pred_h2d_ms(m, (double)z.PL, 1), out_ms = pred_d2h_ms(m, (double)z.PL, 1);
+    const double in_ms = pred_h2d_ms(m, (double)z.PL), out_ms = pred_d2h_ms(m, (double)z.PL);
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {

@@ -397,6 +397,19 @@ static int input_leaves(const stronghold_state *st, int k)
 
 static void predict_layout(const engine_config *cfg, const machine_rates *m, int R, int S, engine_prediction *out);
 
+/* pred_walk_fn of a layout (ctx: its R and S), and that layout's prediction with host
+ * memory's load settled (what --predict gives for it). */
+static void walk_layout(const engine_config *cfg, const machine_rates *m, const void *ctx, engine_prediction *out)
+{
+    const int *rs = ctx;
+    predict_layout(cfg, m, rs[0], rs[1], out);
+}
+static void predict_settled(const engine_config *cfg, const machine_rates *m, int R, int S, engine_prediction *out)
+{
+    const int rs[2] = {R, S};
+    pred_settle(cfg, m, walk_layout, rs, out);
+}
+
 /* Slots that hide a slot's copies: it is refilled (grads out, then params and input in) while
  * the layers in the other S - 1 slots compute, so S - 1 >= copies / compute, and at least 2.
  * -w auto's rule, from a probe (choose_window) or a machine's rates (predicted_layout). */
@@ -495,13 +508,13 @@ out:
     const engine_config *cfg = st->env.cfg;
     if (cfg->machine && !pred_unmodelled(cfg, PRED_RANKS | PRED_MICRO | PRED_NVME, &p)) {
         int bR = R, bS = S;
-        predict_layout(cfg, cfg->machine, R, S, &best);
+        predict_settled(cfg, cfg->machine, R, S, &best);
         const double rule_ms = best.ms;
         for (int s2 = 2; s2 <= L && s2 <= 32; s2++) {
             int r2, t2;
             if (!auto_layout(sh, left, s2, &r2, &t2) || t2 == 0) continue;
             if (t2 > L - r2) t2 = L - r2;
-            predict_layout(cfg, cfg->machine, r2, t2, &p);
+            predict_settled(cfg, cfg->machine, r2, t2, &p);
             if (p.modelled && p.ms < best.ms * 0.995) best = p, bR = r2, bS = t2;
         }
         if (bR != R || bS != S)
@@ -1008,7 +1021,7 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
         return;
     }
     sh_layout z0 = layout_for(sh, 0, 0);
-    const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL, 0) + pred_h2d_ms(m, (double)z0.PL + (double)z0.NC, 0),
+    const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL) + pred_h2d_ms(m, (double)z0.PL + (double)z0.NC),
                                      m->layer_fwd_ms + m->layer_bwd_ms);
     sh_bytes b0 = bytes_for(&z0, sh);
     const uint64_t common = gpu_common(&b0);
@@ -1034,8 +1047,8 @@ static void predict_layout(const engine_config *cfg, const machine_rates *m, int
     const int L = z.L, clip = cfg->optim.clip > 0;
     double *adam_done = pred_arrays(out, (size_t)L, 4), *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;
     if (!adam_done) return;
-    const double layer_h2d = pred_h2d_ms(m, (double)z.PL, 0), input_h2d = pred_h2d_ms(m, (double)z.NC, 0);
-    const double grads_d2h = pred_d2h_ms(m, (double)z.PL, 0), input_d2h = pred_d2h_ms(m, (double)z.NC, 0);
+    const double layer_h2d = pred_h2d_ms(m, (double)z.PL), input_h2d = pred_h2d_ms(m, (double)z.NC);
+    const double grads_d2h = pred_d2h_ms(m, (double)z.PL), input_d2h = pred_d2h_ms(m, (double)z.NC);
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {

@@ -753,14 +753,14 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
      * (2L of them: four arrays of L + 1) */
     double *adam_done = pred_arrays(out, (size_t)L + 1, 4), *home = adam_done + L + 1, *used = home + L + 1;
     if (!adam_done) return;
-    const double in_ms = pred_h2d_ms(m, (double)z.PL, 0), out_ms = pred_d2h_ms(m, (double)z.PL, 0);
+    const double in_ms = pred_h2d_ms(m, (double)z.PL), out_ms = pred_d2h_ms(m, (double)z.PL);
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {
         start = end;
         pred_step(&t, start);
         double host = pred_max(start, adam_done[0]);
-        const double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.PE, 0), host);
+        const double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.PE), host);
         double c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(start, embed_in));
         double bucket_free[2] = {start, start};
         for (int i = 0; i < 2 * L; i++) {
@@ -780,7 +780,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
             used[i] = c;
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
-        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.PE, 0), c);
+        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.PE), c);
         host = pred_max(host, c); /* the norms read back */
         for (int b = 0; b <= L; b++)
             if (clip || b == 0)

@@ -766,7 +766,7 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
         double c = start;
         for (int k = 0; k <= L; k++) { /* block k: the embed (0) or layer k - 1 */
             const double floats = k == 0 ? (double)z.PE : (double)z.PL;
-            const double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, floats, 0), adam_done[k]);
+            const double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, floats), adam_done[k]);
             c = pred_run(&t, BUSY_COMPUTE, k == 0 ? m->embed_fwd_ms : m->layer_fwd_ms, pred_max(c, copied));
         }
         for (int i = 0; i < z.M; i++) {
@@ -777,13 +777,13 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
                 /* a group of BL layers goes home after its lowest layer (the last micro-batch) */
                 const int hi = L - 1 - ((L - 1 - l) / z.BL) * z.BL, lo = hi - z.BL + 1 > 0 ? hi - z.BL + 1 : 0;
                 if (l == lo && i == z.M - 1) {
-                    const double done = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)(hi - lo + 1) * z.PL, 0), c);
+                    const double done = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)(hi - lo + 1) * z.PL), c);
                     for (int j = lo; j <= hi; j++) home[j + 1] = done;
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         }
-        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.PE, 0), c);
+        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.PE), c);
         double norm = c; /* the norms are read back with the backward */
         for (int k = 0; k <= L; k++) norm = pred_max(norm, home[k]);
         for (int k = 0; k <= L; k++)

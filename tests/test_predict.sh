@@ -52,7 +52,8 @@ try:
 except Exception as e:
     sys.exit(f"unreadable: {e}")
 rates = ["h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per_mparam", "host_threads",
-         "host_copy_gbs", "gpu_bytes", "host_bytes", "measured"]
+         "host_copy_gbs", "gpu_bytes", "host_bytes", "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam",
+         "measured"]
 comp = ["embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms", "gpu_adam_ms_per_mparam",
         "step_l2_ms", "step_l4_ms", "layer_scale", "rest_scale", "measured"]
 bad = [k for k in rates if not d.get("rates", {}).get(k, 0) > 0]
@@ -120,6 +121,46 @@ else
     pr_fail "predictions monotone" "$mono"
 fi
 
+
+# Host memory's load: the machine with its copies and host Adam made 50 times slower (so
+# that they matter beside the compute), its rates under load equal to those alone (A), four
+# times slower under load (B), and four times slower alone too (C).  An offload engine's
+# prediction settles strictly between A and C (its copies and host Adam overlap part of the
+# step, not all of it); megatron-lm, with no host traffic, is the same in all three.
+load=$(python3 - "$PR_FILE" "$PR_WORK" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1])); r = d["rates"]
+for k in ("h2d_gbs", "d2h_gbs"): r[k] /= 50
+r["host_adam_ms_per_mparam"] *= 50
+pairs = [("h2d_gbs", "busy_h2d_gbs", 1), ("d2h_gbs", "busy_d2h_gbs", 1),
+         ("host_adam_ms_per_mparam", "busy_host_adam_ms_per_mparam", 0)]
+for tag, busy, alone in (("A", 1, 1), ("B", 4, 1), ("C", 4, 4)):
+    for a, b, is_rate in pairs:
+        r[b] = r[a] / busy if is_rate else r[a] * busy
+    d["rates"] = dict(r)
+    for a, b, is_rate in pairs:
+        d["rates"][a] = r[a] / alone if is_rate else r[a] * alone
+    json.dump(d, open(f"{sys.argv[2]}/load_{tag}.json", "w"))
+    for a, b, is_rate in pairs: r[b] = r[a]
+EOF
+for t in A B C; do
+    for m in l2l zero-offload megatron-lm; do
+        "$PR_BIN" --predict -m $m "${PR_SHAPE[@]}" -l 8 --machine "$PR_WORK/load_$t.json" 2>&1 |
+            sed -n "s/^predict \([a-z0-9-]*\) *\([0-9.]*\) ms\/it.*/$t \1 \2/p"
+    done
+done | python3 -c '
+import sys
+p = {}
+for line in sys.stdin:
+    t, m, ms = line.split(); p[(t, m)] = float(ms)
+ok = len(p) == 9 and all(p[("A", m)] < p[("B", m)] < p[("C", m)] for m in ("l2l", "zero-offload")) and \
+     p[("A", "megatron-lm")] == p[("B", "megatron-lm")] == p[("C", "megatron-lm")]
+print("ok" if ok else f"bad {p}")')
+if [ "$load" = ok ]; then
+    pr_pass "host memory under load: offload predictions settle between the rates alone and under full load; megatron-lm unchanged"
+else
+    pr_fail "host memory load" "$load"
+fi
 # -w auto with the machine file beside the run: the JSON names it, the window comes from the
 # model, and the training is still megatron-lm's, bit for bit
 (cd "$PR_WORK" && "$PR_BIN" -m stronghold -w auto --gpu-mem-limit 10M "${PR_SHAPE[@]}" --iters 4 --results res >wa.out 2>&1)
