@@ -26,7 +26,8 @@ echo "calibrated: $(( $(date +%s) - t0 )) s"
 runs=("megatron-lm -l 16" "megatron-lm -l 32" "megatron-lm -l 16 --dtype bf16" "megatron-lm -l 32 --dtype bf16"
       "l2l -l 32" "zero-offload -l 32" "zero-infinity -l 32" "stronghold -l 32 -w 15"
       "stronghold -l 32 -w 2" "stronghold -l 32 -w 8" "stronghold -l 32 -w 14"
-      "stronghold -l 16 -w 15" "stronghold -l 48 -w 15" "stronghold -l 64 -w 15")
+      "stronghold -l 16 -w 15" "stronghold -l 48 -w 15" "stronghold -l 64 -w 15" "stronghold -l 80 -w 15"
+      "stronghold -l 92 -w 15")
 : >"$out/rows.txt"
 for r in "${runs[@]}"; do
     read -r m rest <<<"$r"
@@ -35,21 +36,32 @@ for r in "${runs[@]}"; do
     timeout 240 ./aebench -m $m $rest "${shape[@]}" --iters "${ITERS:-6}" --log-interval "${ITERS:-6}" \
         --results "$out/runs" >"$out/run.txt" 2>&1
     meas=$(awk '/done:/ {print $3; exit}' "$out/run.txt")
-    echo "$r | $p | measured ${meas:-failed} ms ($SECONDS s)" | tee -a "$out/rows.txt"
+    # the run's peak GPU and host bytes (its budgets' accounting), as --predict prints a plan
+    peak=$(python3 - "$out/runs" <<'PY'
+import glob, json, os, sys
+f = max(glob.glob(os.path.join(sys.argv[1], "*.json")), key=os.path.getmtime)
+m = json.load(open(f))["memory"]
+print(f"peak GPU {m['gpu']['peak_bytes'] / 2**30:.3g} GiB, host {m['host']['peak_bytes'] / 2**30:.3g} GiB")
+PY
+)
+    echo "$r | $p | measured ${meas:-failed} ms ($SECONDS s) | $peak" | tee -a "$out/rows.txt"
 done
 python3 - "$out/rows.txt" <<'PY' | tee "$out/table.md"
 import re, statistics, sys
-print("| run | predicted ms | bound | measured ms | error |")
-print("|---|---|---|---|---|")
+print("| run | predicted ms | bound | measured ms | error | planned GPU, host GiB | measured peak GPU, host GiB |")
+print("|---|---|---|---|---|---|---|")
 errs = []
 for line in open(sys.argv[1]):
     run = line.split("|")[0].strip()
     p = re.search(r"([0-9.]+) ms/it", line); b = re.search(r"bound: ([a-z ]+) \|", line)
     m = re.search(r"measured ([0-9.]+) ms", line)
+    pl = re.search(r"plan GPU ([0-9.]+) GiB, host ([0-9.]+) GiB", line)
+    pk = re.search(r"peak GPU ([0-9.]+) GiB, host ([0-9.]+) GiB", line)
+    mem = (f"{pl.group(1)}, {pl.group(2)}" if pl else "", f"{pk.group(1)}, {pk.group(2)}" if pk else "")
     if not p or not m:
-        print(f"| {run} | {p.group(1) if p else 'none'} | | {m.group(1) if m else 'failed'} | |"); continue
+        print(f"| {run} | {p.group(1) if p else 'none'} | | {m.group(1) if m else 'failed'} | | {mem[0]} | {mem[1]} |"); continue
     e = (float(p.group(1)) - float(m.group(1))) / float(m.group(1)); errs.append(abs(e))
-    print(f"| {run} | {float(p.group(1)):.1f} | {b.group(1) if b else ''} | {float(m.group(1)):.1f} | {100 * e:+.1f}% |")
+    print(f"| {run} | {float(p.group(1)):.1f} | {b.group(1) if b else ''} | {float(m.group(1)):.1f} | {100 * e:+.1f}% | {mem[0]} | {mem[1]} |")
 if errs:
     print(f"\nmedian |error| {100 * statistics.median(errs):.1f}%, worst {100 * max(errs):.1f}% over {len(errs)} runs")
 PY

@@ -184,10 +184,10 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         out->ar_ms = c[0], out->ar_gbs = c[1], out->rs_ms = c[2], out->rs_gbs = c[3], out->ag_ms = c[4];
         out->ag_gbs = c[5];
     }
-    /* the pieces as the engine's step pays them (layer_scale, rest_scale: measure_step) */
-    const double ls = w[6], rs = w[7];
-    out->embed_fwd_ms = w[0] * rs, out->layer_fwd_ms = w[1] * ls, out->layer_bwd_ms = w[2] * ls;
-    out->head_ms = w[3] * rs, out->embed_bwd_ms = w[4] * rs, out->gpu_adam_ms_per_mparam = w[5] * ls;
+    /* the pieces as measured, and megatron-lm's step against them (measure_step) */
+    out->embed_fwd_ms = w[0], out->layer_fwd_ms = w[1], out->layer_bwd_ms = w[2];
+    out->head_ms = w[3], out->embed_bwd_ms = w[4], out->gpu_adam_ms_per_mparam = w[5];
+    out->layer_scale = w[6], out->rest_scale = w[7];
     rc = 0;
 out:
     cJSON_Delete(root);

@@ -187,6 +187,12 @@ typedef struct machine_rates {
     double embed_fwd_ms, layer_fwd_ms, layer_bwd_ms /* with recompute */, head_ms /* fwd + bwd */;
     double embed_bwd_ms;
     double gpu_adam_ms_per_mparam; /* the device AdamW, ms per million parameters */
+    /* megatron-lm's step against the sum of those pieces: per layer (its gradient zeroing,
+     * norm and clipping go with each layer's Adam) and for the rest.  Only megatron-lm's
+     * prediction applies them: an offload engine's compute stream runs the pieces as
+     * measured (its busy time matched their sum on the H100 and H200, where the scaled
+     * pieces came out 6-8% long). */
+    double layer_scale, rest_scale;
     /* pinned copies, GB/s: each way alone, and each way while the other runs */
     double h2d_gbs, d2h_gbs, both_h2d_gbs, both_d2h_gbs;
     double host_adam_ms_per_mparam; /* the host Adam pool, with `host_threads` threads */

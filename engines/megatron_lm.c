@@ -742,9 +742,10 @@ static int megatron_read_params(void *state, float *host_params)
  * stream beside the backward; stage 3 gathers each layer into one of two slots before its
  * forward and before its backward (the top two reused), on the param-comm stream; AdamW on
  * this rank's shard after the reductions, and stage 1/2 gather every block after it. */
-static void megatron_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+static void megatron_predict(const engine_config *cfg, const machine_rates *measured, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
+    const machine_rates scaled = pred_scaled(measured), *m = &scaled;
     const int W = engine_world(cfg), stage = W > 1 ? cfg->zero_stage : 0, L = cfg->shape.layers;
     const int M = engine_micro_batches(cfg);
     if (W > 1 && m->coll_world != W) {

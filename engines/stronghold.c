@@ -1040,9 +1040,10 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
  * slot's layer S below comes in; the host Adam runs after the global norm (with clipping) or
  * as each layer's grads arrive.  Walked for three steps: the last is the steady one.
  * (This is the step with R resident layers and S slots; stronghold_predict picks them.) */
-static void predict_layout(const engine_config *cfg, const machine_rates *m, int R, int S, engine_prediction *out)
+static void predict_layout(const engine_config *cfg, const machine_rates *measured, int R, int S, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
+    const machine_rates scaled = pred_scaled(measured), *m = &scaled; /* (its GPU does megatron-lm's per-layer work) */
     const sh_layout z = layout_for(&cfg->shape, R, S);
     const int L = z.L, clip = cfg->optim.clip > 0;
     double *adam_done = pred_arrays(out, (size_t)L, 4), *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;

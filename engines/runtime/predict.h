@@ -116,6 +116,19 @@ static inline double *pred_arrays(engine_prediction *out, size_t n, int count)
     return a;
 }
 
+/* The measured pieces as megatron-lm's step pays them (machine_rates.layer_scale, rest_scale),
+ * for an engine whose compute stream runs that step's per-layer work (gradient zeroing, norms,
+ * the GPU Adam) on every layer: megatron-lm, and stronghold's resident and slot layers. */
+static inline machine_rates pred_scaled(const machine_rates *measured)
+{
+    machine_rates s = *measured;
+    const double ls = measured->layer_scale > 0 ? measured->layer_scale : 1;
+    const double rs = measured->rest_scale > 0 ? measured->rest_scale : 1;
+    s.layer_fwd_ms *= ls, s.layer_bwd_ms *= ls, s.gpu_adam_ms_per_mparam *= ls;
+    s.embed_fwd_ms *= rs, s.head_ms *= rs, s.embed_bwd_ms *= rs;
+    return s;
+}
+
 /* One walk of an engine's step with rates m (its predict function, or a layout of it). */
 typedef void (*pred_walk_fn)(const engine_config *cfg, const machine_rates *m, const void *ctx,
                              engine_prediction *out);
