@@ -22,7 +22,7 @@ typedef enum opt_id {
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
     OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM,
-    OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE,
+    OPT_CLIP_SPECULATE, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -85,6 +85,7 @@ static const opt_spec specs[] = {
     {OPT_GEMINI_JOB, "gemini-job", 0, ARG_TEXT, "ID", "gemini: the job's id, which names its store (default: made at start)"},
     {OPT_GEMINI_RECOVER, "gemini-recover", 0, ARG_NONE, NULL, "gemini: restore job --gemini-job from its store (the newest version every rank has) and go on"},
     {OPT_CKPT_DIR, "ckpt-dir", 0, ARG_TEXT, "DIR", "gemini: also a persistent checkpoint on disk there (O_DIRECT), what recovery falls back to when every copy of a shard is lost"},
+    {OPT_CLIP_SPECULATE, "clip-speculate", 0, ARG_TEXT, "N|auto", "stronghold with clipping: the top N streamed layers updated as their grads arrive, redone exactly when the norm clips (auto: as many as host memory holds the undo copies of; 0: wait for the norm)"},
     {OPT_GEMINI_CKPT_FROM, "gemini-ckpt-from", 0, ARG_INT, "I", "gemini: checkpoint from iteration I on, train the ones before without (the artifact's comparison; default 1)"},
     {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
@@ -167,6 +168,7 @@ static void set_defaults(run_config *rc)
     snprintf(rc->eng.gemini_store, sizeof rc->eng.gemini_store, "/dev/shm");
     rc->eng.ckpt_every = 10;
     rc->eng.gemini_ckpt_from = 1;
+    rc->eng.clip_speculate = -1;
     rc->iters = 50;
     rc->log_interval = 10;
     snprintf(rc->results_dir, sizeof rc->results_dir, "results");
@@ -295,6 +297,15 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         if (set_path(e->ckpt_dir, sizeof e->ckpt_dir, value, "directory", opt, err, errlen)) return -1;
         break;
     case OPT_CKPT_EVERY: e->ckpt_every = (int)iv; break;
+    case OPT_CLIP_SPECULATE:
+        if (strcmp(value, "auto") == 0) {
+            e->clip_speculate = -1;
+        } else if (parse_int(value, 0, 1000000, &iv)) {
+            return cli_fail(err, errlen, "%s: '%s' is neither a layer count (0 or more) nor 'auto'", opt, value);
+        } else {
+            e->clip_speculate = (int)iv;
+        }
+        break;
     case OPT_GEMINI_CKPT_FROM:
         if (iv < 1) return cli_fail(err, errlen, "%s: '%s' is not an iteration (1 or more)", opt, value);
         e->gemini_ckpt_from = (int)iv;
@@ -419,12 +430,13 @@ static const opt_spec *config_spec(const char *key)
 
 /* Check one scalar JSON value against the type of option sp and turn it into the text that
  * apply() takes.  Types are strict (a layer count is a JSON integer, not "32"); the only
- * options that take a number or a string are the window (15 or "auto") and the memory
- * limits (bytes or "32G"). */
+ * options that take a number or a string are the window (15 or "auto"), --clip-speculate
+ * (4 or "auto") and the memory limits (bytes or "32G"). */
 static int json_value(const cJSON *item, const opt_spec *sp, const char *label, char *value,
                       size_t vlen, int *flag, char *err, size_t errlen)
 {
-    const int text_or_number = sp->id == OPT_WINDOW || sp->id == OPT_GPU_MEM || sp->id == OPT_CPU_MEM;
+    const int text_or_number = sp->id == OPT_WINDOW || sp->id == OPT_CLIP_SPECULATE || sp->id == OPT_GPU_MEM ||
+                               sp->id == OPT_CPU_MEM;
     *flag = 1;
     value[0] = '\0';
     const char *want = NULL;
@@ -1067,6 +1079,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"ckpt-dir", e->ckpt_dir, strlen(e->ckpt_dir)},
         {"ckpt-every", &e->ckpt_every, sizeof e->ckpt_every},
         {"gemini-ckpt-from", &e->gemini_ckpt_from, sizeof e->gemini_ckpt_from},
+        {"clip-speculate", &e->clip_speculate, sizeof e->clip_speculate},
     };
     int n = (int)(sizeof fields / sizeof fields[0]);
     if (n > max) n = max;

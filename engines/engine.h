@@ -48,6 +48,10 @@ enum { ENGINE_PATH_MAX = 1024 };
 typedef struct engine_config {
     gpt_shape shape;
     int window;    /* windowed engines: layers in the GPU window; 0 = choose automatically */
+    /* stronghold with clipping: streamed layers updated on the host as their grads arrive,
+     * before the global norm is known, and redone when it says otherwise (-1: as many as
+     * the host budget holds the undo copies of, 0: none) */
+    int clip_speculate;
     int ckpt;      /* activation checkpointing of every layer */
     gpt_optim optim;
     uint64_t seed;

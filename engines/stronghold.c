@@ -102,6 +102,8 @@ typedef struct sh_layout {
     int n_ckpt;      /* streamed layers whose input goes to the host: max(0, Ls - S) */
     int W, rank;     /* ranks: the streamed layers' host state is sharded (runtime/dp.h) */
     int M;           /* micro-batches per step */
+    int K;           /* --clip-speculate: the top K streamed layers are updated ahead of the
+                        norm (speculated_layers) */
     size_t Sl, SP;   /* a layer's shard, and a slot's floats (W Sl: the layer padded) */
     size_t PL, PE;   /* floats of one layer block and of the embed block */
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
@@ -116,6 +118,7 @@ static sh_layout layout_for(const gpt_shape *sh, int R, int S)
     z.Ls = z.L - R;
     z.nvme = 0;
     z.M = 1;
+    z.K = 0;
     z.W = 1;
     z.rank = 0;
     z.Sl = z.SP = gpt_layer_layout_of(sh).total;
@@ -148,6 +151,7 @@ typedef struct sh_bytes {
     size_t embed, resident, slots, res_inputs, slot_inputs, x_out;
     uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
     size_t host_params, host_grads, host_mv, host_ckpt, staging;
+    size_t host_undo; /* --clip-speculate: params, m, v of the K layers updated ahead */
     size_t nvme_staging, disk_mv; /* --offload nvme: host staging; disk m, v of all streamed */
     size_t res_fresh; /* M > 1: a resident layer's gradient of one micro-batch */
 } sh_bytes;
@@ -175,6 +179,7 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
         b.disk_mv = (size_t)z->Ls * nvme_adam_block_disk_bytes(layout_shard_real(z), 0);
     }
     b.host_ckpt = (size_t)z->n_ckpt * z->NC * f;
+    b.host_undo = (size_t)z->K * 3 * z->Sl * f;
     /* The staging block also serves -w auto's probe copies of one input. */
     size_t st = z->PE > z->PL ? z->PE : z->PL;
     b.staging = (st > z->NC ? st : z->NC) * f;
@@ -201,8 +206,30 @@ static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
     out->gpu_bytes = gpu_common(&b) + (uint64_t)z->R * gpu_per_resident(z) +
                      (uint64_t)z->S * gpu_per_slot(z);
     out->host_bytes = 2 * (uint64_t)b.host_params + 2 * (uint64_t)b.host_mv + b.host_ckpt +
-                      b.work_host + b.staging + b.nvme_staging;
+                      b.work_host + b.staging + b.nvme_staging + b.host_undo;
     out->disk_bytes = b.disk_mv;
+}
+
+/* --clip-speculate: how many streamed layers, from the top, are updated as their grads
+ * arrive (before the global norm), each keeping an undo copy of its params, m and v in host
+ * memory.  None without clipping, and not built with the disk tier, on N ranks or with
+ * micro-batches; N: at most the streamed layers; auto: as many as the host budget holds
+ * beside the rest of the plan with a twentieth of it to spare (all of them with no budget
+ * known), so that speculation never makes a model that fits without it not fit. */
+static int speculated_layers(const engine_config *cfg, const sh_layout *z, const gpt_shape *sh)
+{
+    if (cfg->optim.clip <= 0 || z->nvme || z->W > 1 || z->M > 1 || cfg->clip_speculate == 0 || z->Ls == 0)
+        return 0;
+    if (cfg->clip_speculate > 0) return cfg->clip_speculate < z->Ls ? cfg->clip_speculate : z->Ls;
+    if (!cfg->host_budget) return z->Ls;
+    sh_layout base = *z;
+    base.K = 0;
+    engine_plan p;
+    plan_of(&base, sh, &p);
+    const uint64_t spare = cfg->host_budget / 20, per = 3 * (uint64_t)z->Sl * sizeof(float);
+    if (p.host_bytes + spare >= cfg->host_budget) return 0;
+    const uint64_t k = (cfg->host_budget - spare - p.host_bytes) / per;
+    return k < (uint64_t)z->Ls ? (int)k : z->Ls;
 }
 
 /* -w W: the paper's layout (W resident, min(W, L-W) slots).  W >= L: every layer
@@ -265,6 +292,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     z.nvme = cfg->offload == OFFLOAD_NVME;
     z.M = engine_micro_batches(cfg);
     set_ranks(&z, engine_world(cfg), 0);
+    z.K = speculated_layers(cfg, &z, sh);
     plan_of(&z, sh, out);
 }
 
@@ -307,6 +335,12 @@ typedef struct stronghold_state {
     gpt_event **grads_home;   /* L: layer k's grads are on the host */
     uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending); nvme's with nvme */
     int adam_step;
+    /* --clip-speculate: the undo copies (K blocks of 3 Sl: params, m, v of layer L-K+i);
+     * whether this step updates ahead of the norm and whether the next may (only after a
+     * step that did not clip: where every step clips, ahead would be redone every time);
+     * steps that did, and of those, the ones whose norm clipped or was not finite (redone) */
+    float *host_undo;
+    int spec_now, spec_next, spec_steps, spec_redone;
 } stronghold_state;
 
 static int alloc_in(stronghold_state *st, void **ptr, size_t bytes, mem_where where,
@@ -334,6 +368,9 @@ static void stronghold_free(void *state)
 {
     stronghold_state *st = state;
     if (!st) return;
+    if (st->z.K)
+        engine_note(&st->env, "stronghold --clip-speculate: %d steps updated %d layers ahead of the norm, %d of them "
+                    "redone (the norm clipped or was not finite)", st->spec_steps, st->z.K, st->spec_redone);
     if (st->io.host_adam) {
         (void)wait_all_adam(st);
         nvme_adam_destroy(st->nvme); /* (its jobs run on the pool) */
@@ -650,6 +687,8 @@ static int stronghold_init(const engine_env *env, void **state)
     st->z.nvme = env->cfg->offload == OFFLOAD_NVME;
     st->z.M = z0.M;
     set_ranks(&st->z, engine_world(env->cfg), env->rank);
+    st->z.K = speculated_layers(env->cfg, &st->z, sh);
+    st->spec_next = 1;
     sh_bytes b = bytes_for(&st->z, sh);
     if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, MEM_GPU, "resident layers' parameters")) ||
               (rc = alloc_in(st, (void **)&st->res_g, b.resident, MEM_GPU, "resident layers' gradients")) ||
@@ -669,6 +708,14 @@ static int stronghold_init(const engine_env *env, void **state)
     if (b.host_ckpt &&
         (rc = alloc_in(st, (void **)&st->host_ckpt, b.host_ckpt, MEM_PINNED, "streamed layers' inputs")))
         return rc;
+    if (b.host_undo &&
+        (rc = alloc_in(st, (void **)&st->host_undo, b.host_undo, MEM_HOST, "--clip-speculate undo copies")))
+        return rc;
+    if (st->z.K)
+        engine_note(env, "stronghold --clip-speculate: the top %d of %d streamed layers are updated as their grads "
+                    "arrive, ahead of the clipping norm, and redone exactly when it clips (undo copies: %.2f GiB of host "
+                    "memory); after a step that clips, the next waits for the norm", st->z.K, st->z.Ls,
+                    (double)b.host_undo / (1u << 30));
 
     st->slot_ev = calloc((size_t)(S ? S : 1), sizeof *st->slot_ev);
     st->grads_home = calloc((size_t)L, sizeof *st->grads_home);
@@ -767,7 +814,10 @@ static int prefetch_backward(stronghold_state *st, int j, step_result *out)
 
 /* Queue layer k's host update, to start once its grads are home.  It uses the Adam step
  * the coming optimizer phase will count (st->adam_step + 1). */
-static int submit_host_adam(stronghold_state *st, int k, step_result *out, float scale)
+/* The host Adam of streamed layer k with the clipping scale; mode (cpu_adam.h's ADAM_*) for
+ * the top K layers under --clip-speculate: SAVE ahead of the norm, RESTORE to redo,
+ * RESTORE_ONLY to take back a skipped step's. */
+static int submit_host_adam(stronghold_state *st, int k, step_result *out, float scale, int mode)
 {
     const size_t off = host_block(st, k);
     /* this rank's shard [r Sl, r Sl + n) of the layer against its decay range */
@@ -788,9 +838,10 @@ static int submit_host_adam(stronghold_state *st, int k, step_result *out, float
         .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
         .v = st->host_v + off, .n = n, .n_decay = n_decay,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
-        .grad_scale = scale, .after = st->grads_home[k],
+        .grad_scale = scale, .after = st->grads_home[k], .undo_mode = mode,
+        .undo = mode == ADAM_PLAIN ? NULL : st->host_undo + (size_t)(k - (st->z.L - st->z.K)) * 3 * st->z.Sl,
     };
-    out->host_adam_params += (double)n;
+    if (mode != ADAM_RESTORE_ONLY) out->host_adam_params += (double)n;
     return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[k]);
 }
 
@@ -903,7 +954,11 @@ static int backward(stronghold_state *st, step_result *out)
             return rc;
         out->bytes_d2h += (double)bytes;
         if (st->env.cfg->optim.clip <= 0 && layer_work_last_micro(&st->work) &&
-            (rc = submit_host_adam(st, j, out, 1.0f)))
+            (rc = submit_host_adam(st, j, out, 1.0f, ADAM_PLAIN)))
+            return rc;
+        /* --clip-speculate: as if the norm will not clip (scale 1, bit for bit what the step
+         * gives when it does not), keeping what the update overwrites */
+        if (st->spec_now && j >= z->L - z->K && (rc = submit_host_adam(st, j, out, 1.0f, ADAM_SAVE)))
             return rc;
         if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
     }
@@ -941,10 +996,16 @@ static int optimizer(stronghold_state *st, step_result *out)
     }
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* Ascending, so that the next forward, which needs layer R first, waits least.
-     * (Without clipping they were queued during the backward.) */
-    if (o->clip > 0)
-        for (int k = z->R; k < z->L; k++)
-            if ((rc = submit_host_adam(st, k, out, scale))) return rc;
+     * (Without clipping they were queued during the backward; with --clip-speculate the top
+     * K were too, as if the norm would not clip: redone from their undo copies when it did.) */
+    if (o->clip > 0) {
+        const int redo = st->spec_now && scale != 1.0f;
+        for (int k = z->R; k < z->L; k++) {
+            const int ahead = st->spec_now && k >= z->L - z->K;
+            if (!ahead && (rc = submit_host_adam(st, k, out, scale, ADAM_PLAIN))) return rc;
+            if (ahead && redo && (rc = submit_host_adam(st, k, out, scale, ADAM_RESTORE))) return rc;
+        }
+    }
     return GPT_OK;
 }
 
@@ -963,6 +1024,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
+    st->spec_now = z->K > 0 && st->spec_next;
 
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))) ||
         (z->R && (rc = gpt_stream_memset_zero(c, st->res_g, (size_t)z->R * z->PL * sizeof(float)))))
@@ -977,6 +1039,14 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
         return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
+    if (st->spec_now) {
+        /* a skipped step (a gradient not finite) takes back what was updated ahead */
+        for (int k = z->L - z->K; out->skipped && k < z->L; k++)
+            if ((rc = submit_host_adam(st, k, out, 1.0f, ADAM_RESTORE_ONLY))) return rc;
+        st->spec_steps++;
+        if (out->skipped || gpt_clip_scale(&cfg->optim, out->grad_norm) != 1.0f) st->spec_redone++;
+    }
+    if (z->K) st->spec_next = !out->skipped && gpt_clip_scale(&cfg->optim, out->grad_norm) == 1.0f;
     /* Without clipping the streamed layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every

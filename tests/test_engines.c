@@ -69,6 +69,61 @@ static void test_stronghold_unclipped_equals_baseline(void **state)
     free_trajectory(&base);
 }
 
+/* --clip-speculate: the top streamed layers updated ahead of the clipping norm, redone
+ * exactly when it clips.  The clip is set at the baseline's median norm, so that some steps
+ * clip and some do not; by the engine's rule (ahead only after a step that did not clip),
+ * the test checks from the baseline's norms that steps were updated ahead and kept, and
+ * others updated ahead and redone: both paths ran, and the trajectory is the baseline's. */
+static int by_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_stronghold_clip_speculate_equals_baseline(void **state)
+{
+    (void)state;
+    const int L = 8;
+    engine_config cfg = small_config(L);
+    trajectory probe;
+    run_baseline(&cfg, &probe);
+    double sorted[ITERS];
+    memcpy(sorted, probe.norm, sizeof sorted);
+    qsort(sorted, ITERS, sizeof sorted[0], by_double);
+    free_trajectory(&probe);
+    cfg.optim.clip = sorted[ITERS / 2];
+    trajectory base;
+    run_baseline(&cfg, &base);
+    int kept = 0, redone = 0, ahead = 1;
+    for (int i = 0; i < ITERS; i++) {
+        const int clips = gpt_clip_scale(&cfg.optim, base.norm[i]) != 1.0f;
+        if (ahead) kept += !clips, redone += clips;
+        ahead = !clips;
+    }
+    assert_true(kept >= 1 && redone >= 1);
+
+    const struct { int window, speculate; } runs[] = {{1, -1}, {3, -1}, {1, 2}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        engine_config c = cfg;
+        c.window = runs[i].window;
+        c.clip_speculate = runs[i].speculate;
+        /* the undo copies are in the plan: speculation is on */
+        engine_config off = c;
+        off.clip_speculate = 0;
+        engine_plan with, without;
+        engine_stronghold.plan(&c, &with);
+        engine_stronghold.plan(&off, &without);
+        assert_true(with.host_bytes > without.host_bytes);
+        trajectory t;
+        run_engine(&engine_stronghold, &c, SIZE_MAX, &t);
+        char what[64];
+        snprintf(what, sizeof what, "stronghold -w %d --clip-speculate %d", runs[i].window, runs[i].speculate);
+        assert_same_trajectory(&base, &t, what);
+        free_trajectory(&t);
+    }
+    free_trajectory(&base);
+}
+
 /* -w auto under a GPU budget too small for every layer: it streams some layers (its
  * chosen plan has fewer resident layers than L) and still equals the baseline. */
 static void test_stronghold_auto_under_budget(void **state)
@@ -163,6 +218,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stronghold_equals_baseline),
         cmocka_unit_test(test_stronghold_unclipped_equals_baseline),
+        cmocka_unit_test(test_stronghold_clip_speculate_equals_baseline),
         cmocka_unit_test(test_stronghold_auto_under_budget),
         cmocka_unit_test(test_stronghold_gpu_memory_independent_of_layers),
         cmocka_unit_test(test_stronghold_oom),

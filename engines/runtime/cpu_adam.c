@@ -165,6 +165,15 @@ __attribute__((target("avx512f"))) static void adam_avx512(float *p, const float
 static void adam_range(adam_isa isa, const cpu_adam_job *j, const adam_consts *c, size_t lo,
                        size_t hi)
 {
+    if (j->undo_mode != ADAM_PLAIN) {
+        float *state[3] = {j->params, j->m, j->v};
+        for (int k = 0; k < 3; k++) {
+            float *kept = j->undo + (size_t)k * j->n + lo;
+            if (j->undo_mode == ADAM_SAVE) memcpy(kept, state[k] + lo, (hi - lo) * sizeof(float));
+            else memcpy(state[k] + lo, kept, (hi - lo) * sizeof(float));
+        }
+        if (j->undo_mode == ADAM_RESTORE_ONLY) return;
+    }
     const size_t split = j->n_decay < lo ? lo : j->n_decay > hi ? hi : j->n_decay;
     const struct { size_t lo, hi; float wd; } parts[2] = {{lo, split, c->weight_decay},
                                                           {split, hi, 0.0f}};
