@@ -80,6 +80,10 @@ def main():
         name = "%s l%d w%s" % (j["method"], c["layers"], c["window"])
         if c.get("clip_grad", 1) <= 0:
             name += " clip 0"
+        elif c.get("clip_grad", 1) != 1:
+            name += " clip %g" % c["clip_grad"]
+        if j["method"] == "stronghold" and c.get("clip_grad", 1) > 0 and "clip_speculate" in c:
+            name += " speculate %s" % ("auto" if c["clip_speculate"] < 0 else c["clip_speculate"])
         if gl < 100 * 2**30 and j["method"] != "megatron-lm" and gl < 60 * 2**30:
             name += " (GPU %.0fG, host %.0fG)" % (gib(gl), gib(hl))
         if j["status"] != "ok":

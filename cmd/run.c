@@ -353,6 +353,7 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(cfg, "lr_warmup_fraction", ec->optim.warmup_fraction);
     cJSON_AddNumberToObject(cfg, "weight_decay", ec->optim.weight_decay);
     cJSON_AddNumberToObject(cfg, "clip_grad", ec->optim.clip);
+    cJSON_AddNumberToObject(cfg, "clip_speculate", ec->clip_speculate);
     cJSON_AddNumberToObject(cfg, "threads", ec->threads);
     cJSON_AddBoolToObject(cfg, "dpu", ec->dpu);
     cJSON_AddStringToObject(cfg, "offload", ec->offload == OFFLOAD_NVME ? "nvme" : "cpu");
