@@ -151,7 +151,8 @@ typedef struct sh_bytes {
     size_t embed, resident, slots, res_inputs, slot_inputs, x_out;
     uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
     size_t host_params, host_grads, host_mv, host_ckpt, staging;
-    size_t host_undo; /* --clip-speculate: params, m, v of the K layers updated ahead */
+    size_t host_undo; /* --clip-speculate: the second copy of params (pinned), m and v of
+                         the K layers updated ahead, in all */
     size_t nvme_staging, disk_mv; /* --offload nvme: host staging; disk m, v of all streamed */
     size_t res_fresh; /* M > 1: a resident layer's gradient of one micro-batch */
 } sh_bytes;
@@ -335,11 +336,15 @@ typedef struct stronghold_state {
     gpt_event **grads_home;   /* L: layer k's grads are on the host */
     uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending); nvme's with nvme */
     int adam_step;
-    /* --clip-speculate: the undo copies (K blocks of 3 Sl: params, m, v of layer L-K+i);
-     * whether this step updates ahead of the norm and whether the next may (only after a
-     * step that did not clip: where every step clips, ahead would be redone every time);
-     * steps that did, and of those, the ones whose norm clipped or was not finite (redone) */
-    float *host_undo;
+    /* --clip-speculate: a second copy of the host state of each of the top K layers (layer
+     * L-K+i at block i).  An update ahead of the norm reads the current copy and writes the
+     * other, so the current one stays as it was until the norm says which to keep: no
+     * undo copies to write, the same memory traffic as an update in place.  Whether this
+     * step updates ahead and whether the next may (only after a step that did not clip:
+     * where every step clips, ahead would be redone every time); steps that did, and of
+     * those, the ones whose norm clipped or was not finite (redone or dropped). */
+    float *spec_p, *spec_m, *spec_v; /* K layer blocks each (spec_p pinned) */
+    unsigned char *flipped;          /* L: layer k's current state is in the spec_ copy */
     int spec_now, spec_next, spec_steps, spec_redone;
 } stronghold_state;
 
@@ -393,6 +398,7 @@ static void stronghold_free(void *state)
     if (st->grads_home)
         for (int k = 0; k < st->z.L; k++) gpt_event_destroy(st->grads_home[k]);
     free(st->slot_ev);
+    free(st->flipped);
     free(st->grads_home);
     free(st->adam_ticket);
     engine_free_all(&st->mem);
@@ -422,6 +428,21 @@ static float *input_of(stronghold_state *st, int k)
 }
 /* Host copies of streamed layer k (k >= R). */
 static size_t host_block(const stronghold_state *st, int k) { return (size_t)(k - st->z.R) * st->z.Sl; }
+
+/* Streamed layer k's host state: the copy that is current (other = 0), or, for the top K
+ * layers under --clip-speculate, the one an update ahead of the norm writes (other = 1). */
+typedef struct host_state {
+    float *p, *m, *v;
+} host_state;
+static host_state state_of(const stronghold_state *st, int k, int other)
+{
+    const size_t off = host_block(st, k);
+    if (st->z.K && k >= st->z.L - st->z.K && (st->flipped[k] ^ other)) {
+        const size_t at = (size_t)(k - (st->z.L - st->z.K)) * st->z.Sl;
+        return (host_state){st->spec_p + at, st->spec_m + at, st->spec_v + at};
+    }
+    return (host_state){st->host_p + off, st->host_m ? st->host_m + off : NULL, st->host_v ? st->host_v + off : NULL};
+}
 /* Real floats of this rank's shard of a layer (the layer on one rank). */
 static size_t shard_real(const stronghold_state *st) { return layout_shard_real(&st->z); }
 /* Streamed layers below the top S keep their input on the host between fwd and bwd. */
@@ -708,14 +729,18 @@ static int stronghold_init(const engine_env *env, void **state)
     if (b.host_ckpt &&
         (rc = alloc_in(st, (void **)&st->host_ckpt, b.host_ckpt, MEM_PINNED, "streamed layers' inputs")))
         return rc;
-    if (b.host_undo &&
-        (rc = alloc_in(st, (void **)&st->host_undo, b.host_undo, MEM_HOST, "--clip-speculate undo copies")))
-        return rc;
-    if (st->z.K)
+    if (st->z.K) {
+        const size_t block = (size_t)st->z.K * st->z.Sl * sizeof(float);
+        if ((rc = alloc_in(st, (void **)&st->spec_p, block, MEM_PINNED, "--clip-speculate second copy of params")) ||
+            (rc = alloc_in(st, (void **)&st->spec_m, block, MEM_HOST, "--clip-speculate second copy of Adam m")) ||
+            (rc = alloc_in(st, (void **)&st->spec_v, block, MEM_HOST, "--clip-speculate second copy of Adam v")))
+            return rc;
+        if (!(st->flipped = calloc((size_t)L, 1))) return GPT_ERR_OOM;
         engine_note(env, "stronghold --clip-speculate: the top %d of %d streamed layers are updated as their grads "
-                    "arrive, ahead of the clipping norm, and redone exactly when it clips (undo copies: %.2f GiB of host "
-                    "memory); after a step that clips, the next waits for the norm", st->z.K, st->z.Ls,
-                    (double)b.host_undo / (1u << 30));
+                    "arrive, ahead of the clipping norm, into a second copy of their state (%.2f GiB of host memory), "
+                    "and again from the first when the norm clips; after a step that clips, the next waits for the norm",
+                    st->z.K, st->z.Ls, (double)b.host_undo / (1u << 30));
+    }
 
     st->slot_ev = calloc((size_t)(S ? S : 1), sizeof *st->slot_ev);
     st->grads_home = calloc((size_t)L, sizeof *st->grads_home);
@@ -785,7 +810,7 @@ static int prefetch_forward(stronghold_state *st, int k, step_result *out)
     const size_t bytes = shard_real(st) * sizeof(float);
     if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, k) + (size_t)st->z.rank * st->z.Sl,
-                             st->host_p + host_block(st, k), bytes)) ||
+                             state_of(st, k, 0).p, bytes)) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
     out->bytes_h2d += (double)bytes;
@@ -801,7 +826,7 @@ static int prefetch_backward(stronghold_state *st, int j, step_result *out)
     if ((rc = gpt_stream_wait_event(st->io.h2d, st->grads_home[j + st->z.S])) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, j) + (size_t)st->z.rank * st->z.Sl,
-                             st->host_p + host_block(st, j), bytes)) ||
+                             state_of(st, j, 0).p, bytes)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, input_of(st, j),
                              st->host_ckpt + (size_t)(j - st->z.R) * st->z.NC,
                              st->z.NC * sizeof(float))) ||
@@ -814,10 +839,9 @@ static int prefetch_backward(stronghold_state *st, int j, step_result *out)
 
 /* Queue layer k's host update, to start once its grads are home.  It uses the Adam step
  * the coming optimizer phase will count (st->adam_step + 1). */
-/* The host Adam of streamed layer k with the clipping scale; mode (cpu_adam.h's ADAM_*) for
- * the top K layers under --clip-speculate: SAVE ahead of the norm, RESTORE to redo,
- * RESTORE_ONLY to take back a skipped step's. */
-static int submit_host_adam(stronghold_state *st, int k, step_result *out, float scale, int mode)
+/* The host Adam of streamed layer k with the clipping scale: in place, or (ahead: the top K
+ * layers under --clip-speculate) from the current copy of its state into the other. */
+static int submit_host_adam(stronghold_state *st, int k, step_result *out, float scale, int ahead)
 {
     const size_t off = host_block(st, k);
     /* this rank's shard [r Sl, r Sl + n) of the layer against its decay range */
@@ -834,14 +858,14 @@ static int submit_host_adam(stronghold_state *st, int k, step_result *out, float
         out->host_adam_params += (double)n;
         return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[k]);
     }
+    const host_state in = state_of(st, k, 0), to = state_of(st, k, ahead);
     cpu_adam_job job = {
-        .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
-        .v = st->host_v + off, .n = n, .n_decay = n_decay,
+        .params = in.p, .grads = st->host_g + off, .m = in.m, .v = in.v, .n = n, .n_decay = n_decay,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
-        .grad_scale = scale, .after = st->grads_home[k], .undo_mode = mode,
-        .undo = mode == ADAM_PLAIN ? NULL : st->host_undo + (size_t)(k - (st->z.L - st->z.K)) * 3 * st->z.Sl,
+        .grad_scale = scale, .after = st->grads_home[k],
+        .params_out = ahead ? to.p : NULL, .m_out = ahead ? to.m : NULL, .v_out = ahead ? to.v : NULL,
     };
-    if (mode != ADAM_RESTORE_ONLY) out->host_adam_params += (double)n;
+    out->host_adam_params += (double)n;
     return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[k]);
 }
 
@@ -954,11 +978,11 @@ static int backward(stronghold_state *st, step_result *out)
             return rc;
         out->bytes_d2h += (double)bytes;
         if (st->env.cfg->optim.clip <= 0 && layer_work_last_micro(&st->work) &&
-            (rc = submit_host_adam(st, j, out, 1.0f, ADAM_PLAIN)))
+            (rc = submit_host_adam(st, j, out, 1.0f, 0)))
             return rc;
         /* --clip-speculate: as if the norm will not clip (scale 1, bit for bit what the step
-         * gives when it does not), keeping what the update overwrites */
-        if (st->spec_now && j >= z->L - z->K && (rc = submit_host_adam(st, j, out, 1.0f, ADAM_SAVE)))
+         * gives when it does not), into the other copy of the layer's state */
+        if (st->spec_now && j >= z->L - z->K && (rc = submit_host_adam(st, j, out, 1.0f, 1)))
             return rc;
         if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
     }
@@ -997,13 +1021,14 @@ static int optimizer(stronghold_state *st, step_result *out)
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* Ascending, so that the next forward, which needs layer R first, waits least.
      * (Without clipping they were queued during the backward; with --clip-speculate the top
-     * K were too, as if the norm would not clip: redone from their undo copies when it did.) */
+     * K were too, as if the norm would not clip: done again from the current copy when it
+     * did, overwriting the other; then the other copy is the current one.) */
     if (o->clip > 0) {
         const int redo = st->spec_now && scale != 1.0f;
         for (int k = z->R; k < z->L; k++) {
             const int ahead = st->spec_now && k >= z->L - z->K;
-            if (!ahead && (rc = submit_host_adam(st, k, out, scale, ADAM_PLAIN))) return rc;
-            if (ahead && redo && (rc = submit_host_adam(st, k, out, scale, ADAM_RESTORE))) return rc;
+            if ((!ahead || redo) && (rc = submit_host_adam(st, k, out, scale, ahead))) return rc;
+            if (ahead) st->flipped[k] ^= 1;
         }
     }
     return GPT_OK;
@@ -1040,9 +1065,8 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
         return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     if (st->spec_now) {
-        /* a skipped step (a gradient not finite) takes back what was updated ahead */
-        for (int k = z->L - z->K; out->skipped && k < z->L; k++)
-            if ((rc = submit_host_adam(st, k, out, 1.0f, ADAM_RESTORE_ONLY))) return rc;
+        /* (a skipped step, a gradient not finite: the copies written ahead are dropped, the
+         * current ones stay current) */
         st->spec_steps++;
         if (out->skipped || gpt_clip_scale(&cfg->optim, out->grad_norm) != 1.0f) st->spec_redone++;
     }
@@ -1073,7 +1097,8 @@ static int stronghold_read_params(void *state, float *host_params)
         (rc = gpt_stream_sync(st->io.compute)))
         return rc;
     float *streamed = host_params + z->PE + (size_t)z->R * z->PL;
-    if (z->Ls && z->W == 1) memcpy(streamed, st->host_p, (size_t)z->Ls * z->PL * sizeof(float));
+    for (int k = z->R; z->W == 1 && k < z->L; k++)
+        memcpy(streamed + (size_t)(k - z->R) * z->PL, state_of(st, k, 0).p, z->PL * sizeof(float));
     /* N ranks: every rank's shards of the streamed layers */
     if (z->Ls && z->W > 1) rc = dp_gather_layers(st->work.comm, st->host_p, z->PL, z->Ls, streamed);
     return rc;

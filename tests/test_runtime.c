@@ -577,12 +577,33 @@ static void test_cpu_adam_bit_identical(void **state)
                 for (int t = 1; t <= 3; t++) {
                     const float lr = 1e-3f * (float)t, scale = t == 2 ? 1.0f : 0.37f;
                     cpu_adam_job j = adam_job_of(&b, &o, lr, t, scale);
+                    /* t = 2 out of place (into another copy of the state, the input left as
+                     * it was), copied back afterwards */
+                    const size_t bytes = (b.n ? b.n : 1) * sizeof(float);
+                    float *out = t == 2 ? malloc(3 * bytes) : NULL, *kept = t == 2 ? malloc(3 * bytes) : NULL;
+                    if (t == 2) {
+                        assert_true(out && kept);
+                        j.params_out = out, j.m_out = out + b.n, j.v_out = out + 2 * b.n;
+                        memcpy(kept, b.p, b.n * sizeof(float));
+                        memcpy(kept + b.n, b.m, b.n * sizeof(float));
+                        memcpy(kept + 2 * b.n, b.v, b.n * sizeof(float));
+                    }
                     if (t == 3) { /* also through the queue */
                         uint64_t ticket;
                         assert_int_equal(cpu_adam_submit(pool, &j, &ticket), GPT_OK);
                         assert_int_equal(cpu_adam_wait(pool, ticket), GPT_OK);
                     } else {
                         assert_int_equal(cpu_adam_run(pool, &j), GPT_OK);
+                    }
+                    if (t == 2) {
+                        assert_memory_equal(kept, b.p, b.n * sizeof(float));
+                        assert_memory_equal(kept + b.n, b.m, b.n * sizeof(float));
+                        assert_memory_equal(kept + 2 * b.n, b.v, b.n * sizeof(float));
+                        memcpy(b.p, out, b.n * sizeof(float));
+                        memcpy(b.m, out + b.n, b.n * sizeof(float));
+                        memcpy(b.v, out + 2 * b.n, b.n * sizeof(float));
+                        free(out);
+                        free(kept);
                     }
                     adam_reference(s, &b, &o, lr, t, scale);
                     char what[96];

@@ -92,21 +92,36 @@ static int pthread_failed(const char *what, int rc)
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-static void adam_scalar(float *p, const float *g, float *m, float *v, size_t n,
-                        const adam_consts *c, float wd)
+/* One block's update from (p_in, m_in, v_in) into (p, m, v): the same arrays in place, or
+ * another copy of the state (cpu_adam_job's *_out), reading and writing each once. */
+typedef struct adam_arrays {
+    float *p, *m, *v;
+    const float *p_in, *m_in, *v_in, *g;
+} adam_arrays;
+
+static adam_arrays arrays_at(const adam_arrays *a, size_t i)
 {
-    for (size_t i = 0; i < n; i++)
-        gpt_adamw_element(&p[i], g[i], &m[i], &v[i], c->lr, c->beta1, c->beta2, c->eps, wd,
+    return (adam_arrays){a->p + i, a->m + i, a->v + i, a->p_in + i, a->m_in + i, a->v_in + i, a->g + i};
+}
+
+static void adam_scalar(const adam_arrays *a, size_t n, const adam_consts *c, float wd)
+{
+    for (size_t i = 0; i < n; i++) {
+        float p = a->p_in[i], m = a->m_in[i], v = a->v_in[i];
+        gpt_adamw_element(&p, a->g[i], &m, &v, c->lr, c->beta1, c->beta2, c->eps, wd,
                           c->bias_corr1, c->bias_corr2, c->grad_scale);
+        a->p[i] = p, a->m[i] = m, a->v[i] = v;
+    }
 }
 
 /* Each step below is one operation of gpt_adamw_element, in its order:
  *   g = grad * gs;  mi = b1*m + (1-b1)*g;  vi = b2*v + ((1-b2)*g)*g;
  *   p -= lr * ((mi/bc1) / (sqrt(vi/bc2) + eps) + wd*p)                                   */
-__attribute__((target("avx2"))) static void adam_avx2(float *p, const float *g, float *m,
-                                                       float *v, size_t n,
+__attribute__((target("avx2"))) static void adam_avx2(const adam_arrays *a, size_t n,
                                                        const adam_consts *c, float wd)
 {
+    float *p = a->p, *m = a->m, *v = a->v;
+    const float *g = a->g, *p_in = a->p_in, *m_in = a->m_in, *v_in = a->v_in;
     const __m256 gs = _mm256_set1_ps(c->grad_scale), b1 = _mm256_set1_ps(c->beta1),
                  b2 = _mm256_set1_ps(c->beta2), omb1 = _mm256_set1_ps(1.0f - c->beta1),
                  omb2 = _mm256_set1_ps(1.0f - c->beta2), bc1 = _mm256_set1_ps(c->bias_corr1),
@@ -115,27 +130,29 @@ __attribute__((target("avx2"))) static void adam_avx2(float *p, const float *g, 
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
-        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)),
+        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m_in + i)),
                                         _mm256_mul_ps(omb1, gi));
-        const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
+        const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v_in + i)),
                                         _mm256_mul_ps(_mm256_mul_ps(omb2, gi), gi));
         const __m256 m_hat = _mm256_div_ps(mi, bc1);
         const __m256 v_hat = _mm256_div_ps(vi, bc2);
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
-        const __m256 pi = _mm256_loadu_ps(p + i);
+        const __m256 pi = _mm256_loadu_ps(p_in + i);
         const __m256 step = _mm256_add_ps(
             _mm256_div_ps(m_hat, _mm256_add_ps(_mm256_sqrt_ps(v_hat), eps)),
             _mm256_mul_ps(wdv, pi));
         _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(lr, step)));
     }
-    adam_scalar(p + i, g + i, m + i, v + i, n - i, c, wd);
+    const adam_arrays rest = arrays_at(a, i);
+    adam_scalar(&rest, n - i, c, wd);
 }
 
-__attribute__((target("avx512f"))) static void adam_avx512(float *p, const float *g, float *m,
-                                                            float *v, size_t n,
+__attribute__((target("avx512f"))) static void adam_avx512(const adam_arrays *a, size_t n,
                                                             const adam_consts *c, float wd)
 {
+    float *p = a->p, *m = a->m, *v = a->v;
+    const float *g = a->g, *p_in = a->p_in, *m_in = a->m_in, *v_in = a->v_in;
     const __m512 gs = _mm512_set1_ps(c->grad_scale), b1 = _mm512_set1_ps(c->beta1),
                  b2 = _mm512_set1_ps(c->beta2), omb1 = _mm512_set1_ps(1.0f - c->beta1),
                  omb2 = _mm512_set1_ps(1.0f - c->beta2), bc1 = _mm512_set1_ps(c->bias_corr1),
@@ -144,36 +161,30 @@ __attribute__((target("avx512f"))) static void adam_avx512(float *p, const float
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), gs);
-        const __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)),
+        const __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m_in + i)),
                                         _mm512_mul_ps(omb1, gi));
-        const __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
+        const __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v_in + i)),
                                         _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
         const __m512 m_hat = _mm512_div_ps(mi, bc1);
         const __m512 v_hat = _mm512_div_ps(vi, bc2);
         _mm512_storeu_ps(m + i, mi);
         _mm512_storeu_ps(v + i, vi);
-        const __m512 pi = _mm512_loadu_ps(p + i);
+        const __m512 pi = _mm512_loadu_ps(p_in + i);
         const __m512 step = _mm512_add_ps(
             _mm512_div_ps(m_hat, _mm512_add_ps(_mm512_sqrt_ps(v_hat), eps)),
             _mm512_mul_ps(wdv, pi));
         _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_mul_ps(lr, step)));
     }
-    adam_scalar(p + i, g + i, m + i, v + i, n - i, c, wd);
+    const adam_arrays rest = arrays_at(a, i);
+    adam_scalar(&rest, n - i, c, wd);
 }
 
 /* Elements [lo, hi) of job j: decay on the part below n_decay, none above. */
 static void adam_range(adam_isa isa, const cpu_adam_job *j, const adam_consts *c, size_t lo,
                        size_t hi)
 {
-    if (j->undo_mode != ADAM_PLAIN) {
-        float *state[3] = {j->params, j->m, j->v};
-        for (int k = 0; k < 3; k++) {
-            float *kept = j->undo + (size_t)k * j->n + lo;
-            if (j->undo_mode == ADAM_SAVE) memcpy(kept, state[k] + lo, (hi - lo) * sizeof(float));
-            else memcpy(state[k] + lo, kept, (hi - lo) * sizeof(float));
-        }
-        if (j->undo_mode == ADAM_RESTORE_ONLY) return;
-    }
+    const adam_arrays all = {j->params_out ? j->params_out : j->params, j->m_out ? j->m_out : j->m,
+                             j->v_out ? j->v_out : j->v, j->params, j->m, j->v, j->grads};
     const size_t split = j->n_decay < lo ? lo : j->n_decay > hi ? hi : j->n_decay;
     const struct { size_t lo, hi; float wd; } parts[2] = {{lo, split, c->weight_decay},
                                                           {split, hi, 0.0f}};
@@ -181,12 +192,11 @@ static void adam_range(adam_isa isa, const cpu_adam_job *j, const adam_consts *c
         const size_t a = parts[k].lo, n = parts[k].hi - parts[k].lo;
         if (n == 0)
             continue;
-        float *p = j->params + a, *m = j->m + a, *v = j->v + a;
-        const float *g = j->grads + a;
+        const adam_arrays at = arrays_at(&all, a);
         switch (isa) {
-        case ISA_AVX512: adam_avx512(p, g, m, v, n, c, parts[k].wd); break;
-        case ISA_AVX2: adam_avx2(p, g, m, v, n, c, parts[k].wd); break;
-        case ISA_SCALAR: adam_scalar(p, g, m, v, n, c, parts[k].wd); break;
+        case ISA_AVX512: adam_avx512(&at, n, c, parts[k].wd); break;
+        case ISA_AVX2: adam_avx2(&at, n, c, parts[k].wd); break;
+        case ISA_SCALAR: adam_scalar(&at, n, c, parts[k].wd); break;
         }
     }
 }

@@ -31,15 +31,11 @@ typedef struct cpu_adam_job {
     int t;            /* Adam step, >= 1 */
     float grad_scale; /* the clipping scale */
     gpt_event *after; /* NULL, or the job starts only once this event has completed */
-    /* An update that may have to be taken back (stronghold's ahead of the clipping norm):
-     * `undo` holds 3 n floats (params, m, v).  ADAM_SAVE: copy them there before updating;
-     * ADAM_RESTORE: copy them back from there first, then update; ADAM_RESTORE_ONLY: copy
-     * them back and do not update.  Done chunk by chunk by the thread that updates it. */
-    int undo_mode;
-    float *undo;
+    /* NULL: update params, m, v in place.  Otherwise the updated state goes here and the
+     * one read is left as it was (an update that may have to be done again: stronghold's
+     * ahead of the clipping norm).  Same traffic as in place. */
+    float *params_out, *m_out, *v_out;
 } cpu_adam_job;
-
-enum { ADAM_PLAIN = 0, ADAM_SAVE, ADAM_RESTORE, ADAM_RESTORE_ONLY };
 
 /* nthreads <= 0: one per online core.  0 or a negative gpt_status. */
 int cpu_adam_create(cpu_adam **out, int nthreads);
