@@ -30,6 +30,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,22 @@ static void adam_scalar(const adam_arrays *a, size_t n, const adam_consts *c, fl
     }
 }
 
+/* Out of place (into another copy of the state), the SIMD paths store past the caches:
+ * a store that fills a whole line then needs no read of what it overwrites, so an update
+ * into another copy moves the bytes one in place does (28 per element, not 40).  That needs
+ * p, m, v aligned alike (they are: equal offsets into blocks that start on a huge page);
+ * the elements before the first aligned one take the scalar path.  0 when not streaming,
+ * else how many elements come first. */
+static int stream_head(const adam_arrays *a, size_t n, size_t align, size_t *head)
+{
+    const uintptr_t mask = align - 1, at = (uintptr_t)a->p & mask;
+    if (a->p == a->p_in || ((uintptr_t)a->m & mask) != at || ((uintptr_t)a->v & mask) != at || at % sizeof(float))
+        return 0;
+    *head = ((align - at) & mask) / sizeof(float);
+    if (*head > n) *head = n;
+    return 1;
+}
+
 /* Each step below is one operation of gpt_adamw_element, in its order:
  *   g = grad * gs;  mi = b1*m + (1-b1)*g;  vi = b2*v + ((1-b2)*g)*g;
  *   p -= lr * ((mi/bc1) / (sqrt(vi/bc2) + eps) + wd*p)                                   */
@@ -128,6 +145,8 @@ __attribute__((target("avx2"))) static void adam_avx2(const adam_arrays *a, size
                  bc2 = _mm256_set1_ps(c->bias_corr2), eps = _mm256_set1_ps(c->eps),
                  lr = _mm256_set1_ps(c->lr), wdv = _mm256_set1_ps(wd);
     size_t i = 0;
+    const int stream = stream_head(a, n, 32, &i);
+    if (stream) adam_scalar(a, i, c, wd);
     for (; i + 8 <= n; i += 8) {
         const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
         const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m_in + i)),
@@ -136,14 +155,22 @@ __attribute__((target("avx2"))) static void adam_avx2(const adam_arrays *a, size
                                         _mm256_mul_ps(_mm256_mul_ps(omb2, gi), gi));
         const __m256 m_hat = _mm256_div_ps(mi, bc1);
         const __m256 v_hat = _mm256_div_ps(vi, bc2);
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
+        if (stream) {
+            _mm256_stream_ps(m + i, mi);
+            _mm256_stream_ps(v + i, vi);
+        } else {
+            _mm256_storeu_ps(m + i, mi);
+            _mm256_storeu_ps(v + i, vi);
+        }
         const __m256 pi = _mm256_loadu_ps(p_in + i);
         const __m256 step = _mm256_add_ps(
             _mm256_div_ps(m_hat, _mm256_add_ps(_mm256_sqrt_ps(v_hat), eps)),
             _mm256_mul_ps(wdv, pi));
-        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(lr, step)));
+        const __m256 pn = _mm256_sub_ps(pi, _mm256_mul_ps(lr, step));
+        if (stream) _mm256_stream_ps(p + i, pn);
+        else _mm256_storeu_ps(p + i, pn);
     }
+    if (stream) _mm_sfence(); /* (streamed stores are ordered before the job is seen done) */
     const adam_arrays rest = arrays_at(a, i);
     adam_scalar(&rest, n - i, c, wd);
 }
@@ -159,6 +186,8 @@ __attribute__((target("avx512f"))) static void adam_avx512(const adam_arrays *a,
                  bc2 = _mm512_set1_ps(c->bias_corr2), eps = _mm512_set1_ps(c->eps),
                  lr = _mm512_set1_ps(c->lr), wdv = _mm512_set1_ps(wd);
     size_t i = 0;
+    const int stream = stream_head(a, n, 64, &i);
+    if (stream) adam_scalar(a, i, c, wd);
     for (; i + 16 <= n; i += 16) {
         const __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), gs);
         const __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m_in + i)),
@@ -167,14 +196,22 @@ __attribute__((target("avx512f"))) static void adam_avx512(const adam_arrays *a,
                                         _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
         const __m512 m_hat = _mm512_div_ps(mi, bc1);
         const __m512 v_hat = _mm512_div_ps(vi, bc2);
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
+        if (stream) {
+            _mm512_stream_ps(m + i, mi);
+            _mm512_stream_ps(v + i, vi);
+        } else {
+            _mm512_storeu_ps(m + i, mi);
+            _mm512_storeu_ps(v + i, vi);
+        }
         const __m512 pi = _mm512_loadu_ps(p_in + i);
         const __m512 step = _mm512_add_ps(
             _mm512_div_ps(m_hat, _mm512_add_ps(_mm512_sqrt_ps(v_hat), eps)),
             _mm512_mul_ps(wdv, pi));
-        _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_mul_ps(lr, step)));
+        const __m512 pn = _mm512_sub_ps(pi, _mm512_mul_ps(lr, step));
+        if (stream) _mm512_stream_ps(p + i, pn);
+        else _mm512_storeu_ps(p + i, pn);
     }
+    if (stream) _mm_sfence(); /* (streamed stores are ordered before the job is seen done) */
     const adam_arrays rest = arrays_at(a, i);
     adam_scalar(&rest, n - i, c, wd);
 }
