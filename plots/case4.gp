@@ -13,6 +13,16 @@ set ylabel "time per iteration (ms)"
 set yrange [0:*]
 set offsets 0, 0, graph 0.08, 0
 set key top left
+# The paper's published line (one V100, -w 15: "about 2.6 s at l16 to 21 s at l92",
+# ../shared/docs/ENGINES.md) on the right axis, in seconds.
+set y2label "paper (V100) time per iteration (s)"
+set y2tics nomirror
+set y2range [0:*]
+$paper << EOD
+16,2.6
+92,21
+EOD
 # columns: layers,parameters_b,iter_ms,samples_per_s,predicted_ms (empty: no machine file)
 plot infile every ::1 using 1:3 with linespoints pt 7 lw 2 lc rgb "#4477aa" title "measured", \
-     '' every ::1 using 1:5 with lines dt 2 lw 2 lc rgb "#ee6677" title "predicted (--predict)"
+     '' every ::1 using 1:5 with lines dt 2 lw 2 lc rgb "#ee6677" title "predicted (--predict)", \
+     $paper using 1:2 axes x1y2 with linespoints dt 3 pt 9 ps 1.8 lc rgb "#555555" title "paper (V100, right axis)"
