@@ -64,6 +64,7 @@
 #include "runtime/layer_work.h"
 #include "runtime/offload_streams.h"
 #include "runtime/spans.h"
+#include "runtime/update_ahead.h"
 #include "runtime/timer.h"
 #include "runtime/predict.h"
 
@@ -79,6 +80,7 @@ typedef struct l2l_layout {
     size_t N, NC;  /* tokens per step; one (N, C) activation */
     int W, rank;   /* ranks: every layer's host state is sharded (runtime/dp.h) */
     int M;         /* micro-batches per step */
+    int K;         /* --clip-speculate: the top K layers are updated ahead of the norm */
     size_t Sl, SP; /* a layer's shard, and the slot's floats (W Sl: the layer padded) */
 } l2l_layout;
 
@@ -92,6 +94,8 @@ static l2l_layout layout_for(const gpt_shape *sh)
     z.NC = z.N * (size_t)sh->hidden;
     z.W = 1;
     z.rank = 0;
+    z.M = 1;
+    z.K = 0;
     z.Sl = z.SP = z.PL;
     return z;
 }
@@ -132,14 +136,26 @@ static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     l2l_bytes b = bytes_for(z, sh);
     out->gpu_bytes = 4 * (uint64_t)b.embed + 2 * (uint64_t)b.slot + b.inputs + b.work_gpu;
-    out->host_bytes = 4 * (uint64_t)b.host_layers + b.work_host + b.staging;
+    out->host_bytes = 4 * (uint64_t)b.host_layers + b.work_host + b.staging + update_ahead_bytes(z->K, z->Sl);
     out->disk_bytes = 0;
+}
+
+/* --clip-speculate: how many layers, from the top, are updated ahead of the norm
+ * (runtime/update_ahead.h; not built on N ranks or with micro-batches). */
+static int ahead_layers(const engine_config *cfg, const l2l_layout *z, const gpt_shape *sh)
+{
+    l2l_layout base = *z;
+    base.K = 0;
+    engine_plan p;
+    plan_of(&base, sh, &p);
+    return update_ahead_blocks(cfg, z->W == 1 && z->M == 1, z->L, p.host_bytes, z->Sl);
 }
 
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
 {
     l2l_layout z = layout_for(&cfg->shape);
     set_ranks(&z, engine_world(cfg), 0, engine_micro_batches(cfg));
+    z.K = ahead_layers(cfg, &z, &cfg->shape);
     plan_of(&z, &cfg->shape, out);
 }
 
@@ -170,6 +186,7 @@ typedef struct l2l_state {
     gpt_event *grads_zeroed;  /* d2h: the slot's grads are zero for the next backward */
     gpt_event **grads_home;   /* L: layer k's grads are on the host (host Adam waits) */
     uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending) */
+    update_ahead ahead;       /* --clip-speculate: the top K layers' second copies */
     int adam_step;
 } l2l_state;
 
@@ -196,6 +213,7 @@ static void l2l_free(void *state)
 {
     l2l_state *st = state;
     if (!st) return;
+    update_ahead_note_result(&st->ahead, &st->env, "l2l");
     if (st->io.host_adam) (void)wait_all_adam(st);
     /* Waits for the host Adam pool and drains the streams: after a failed step, queued
      * work may still use the buffers freed below. */
@@ -207,6 +225,7 @@ static void l2l_free(void *state)
     gpt_event_destroy(st->grads_zeroed);
     event_array_destroy(st->grads_home, st->z.L);
     free(st->adam_ticket);
+    update_ahead_close(&st->ahead);
     engine_free_all(&st->mem);
     free(st);
 }
@@ -215,6 +234,14 @@ static void l2l_free(void *state)
 static float *input_of(l2l_state *st, int k) { return st->inputs + (size_t)k * st->z.NC; }
 /* Offset of layer k's block in the host arrays. */
 static size_t host_block(const l2l_state *st, int k) { return (size_t)k * st->z.Sl; }
+
+/* Layer k's host state: the copy that is current (other = 0), or, for the top K layers
+ * under --clip-speculate, the one an update ahead of the norm writes (other = 1). */
+static ahead_state state_of(const l2l_state *st, int k, int other)
+{
+    const size_t off = host_block(st, k);
+    return update_ahead_state(&st->ahead, k, st->host_p + off, st->host_m + off, st->host_v + off, other);
+}
 /* Real floats of this rank's shard of a layer (the layer on one rank). */
 static size_t shard_real(const l2l_state *st) { return dp_shard_real(st->z.PL, st->z.Sl, st->z.rank); }
 
@@ -261,6 +288,7 @@ static int l2l_init(const engine_env *env, void **state)
     st->sh = env->cfg->shape;
     st->z = layout_for(&st->sh);
     set_ranks(&st->z, engine_world(env->cfg), env->rank, engine_micro_batches(env->cfg));
+    st->z.K = ahead_layers(env->cfg, &st->z, &st->sh);
     *state = st;
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
@@ -283,8 +311,10 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->host_g, b.host_layers, MEM_PINNED, "layer gradients")) ||
         (rc = alloc_in(st, (void **)&st->host_m, b.host_layers, MEM_HOST, "layer Adam m")) ||
         (rc = alloc_in(st, (void **)&st->host_v, b.host_layers, MEM_HOST, "layer Adam v")) ||
+        (rc = update_ahead_open(&st->ahead, &st->mem, L - st->z.K, st->z.K, st->z.Sl)) ||
         (rc = alloc_in(st, &staging, b.staging, MEM_HOST, "embedding staging")))
         return rc;
+    update_ahead_note_plan(&st->ahead, env, "l2l", L);
 
     st->adam_ticket = calloc((size_t)L, sizeof *st->adam_ticket);
     if (!st->adam_ticket) return GPT_ERR_OOM;
@@ -320,7 +350,7 @@ static int copy_in(l2l_state *st, int k, step_result *out)
     if ((rc = gpt_stream_wait_event(st->io.h2d, st->slot_done)) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, st->slot_p + (size_t)st->z.rank * st->z.Sl,
-                             st->host_p + host_block(st, k), bytes)) ||
+                             state_of(st, k, 0).p, bytes)) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
     out->bytes_h2d += (double)bytes;
@@ -338,14 +368,16 @@ static int copy_in(l2l_state *st, int k, step_result *out)
 
 /* Queue layer k's host update, to start once its grads are home.  It uses the Adam step
  * the coming optimizer phase will count (st->adam_step + 1). */
-static int submit_host_adam(l2l_state *st, int k, step_result *out, float scale)
+static int submit_host_adam(l2l_state *st, int k, step_result *out, float scale, int ahead)
 {
     /* this rank's shard [r Sl, r Sl + n) of the layer against its decay range */
     const size_t off = host_block(st, k), n = shard_real(st), lo = (size_t)st->z.rank * st->z.Sl;
     const size_t decay = gpt_layer_layout_of(&st->sh).n_decay;
+    /* ahead (--clip-speculate): from the current copy of the layer's state into the other */
+    const ahead_state in = state_of(st, k, 0), to = state_of(st, k, ahead);
     cpu_adam_job job = {
-        .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
-        .v = st->host_v + off, .n = n, .n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n,
+        .params = in.p, .grads = st->host_g + off, .m = in.m, .v = in.v,
+        .params_out = ahead ? to.p : NULL, .m_out = ahead ? to.m : NULL, .v_out = ahead ? to.v : NULL, .n = n, .n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
         .grad_scale = scale, .after = st->grads_home[k],
     };
@@ -415,8 +447,10 @@ static int backward(l2l_state *st, step_result *out)
             return rc;
         out->bytes_d2h += (double)shard_real(st) * sizeof(float);
         if (st->env.cfg->optim.clip <= 0 && layer_work_last_micro(&st->work) &&
-            (rc = submit_host_adam(st, j, out, 1.0f)))
+            (rc = submit_host_adam(st, j, out, 1.0f, 0)))
             return rc;
+        /* --clip-speculate: as if the norm will not clip (runtime/update_ahead.h) */
+        if (update_ahead_now(&st->ahead, j) && (rc = submit_host_adam(st, j, out, 1.0f, 1))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
@@ -443,10 +477,15 @@ static int optimizer(l2l_state *st, step_result *out)
                     scale);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* Ascending, so that the next forward, which needs layer 0 first, waits least.
-     * (Without clipping they were queued during the backward.) */
+     * (Without clipping they were queued during the backward; with --clip-speculate the top
+     * K were too, as if the norm would not clip: done again from their current copy when it
+     * did; then their copies swap.) */
     if (o->clip > 0)
-        for (int k = 0; k < z->L; k++)
-            if ((rc = submit_host_adam(st, k, out, scale))) return rc;
+        for (int k = 0; k < z->L; k++) {
+            const int ahead = update_ahead_now(&st->ahead, k);
+            if ((!ahead || scale != 1.0f) && (rc = submit_host_adam(st, k, out, scale, ahead))) return rc;
+            if (ahead) update_ahead_swap(&st->ahead, k);
+        }
     return GPT_OK;
 }
 
@@ -465,6 +504,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
+    update_ahead_begin_step(&st->ahead);
 
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
@@ -477,6 +517,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
         return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
+    update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping the layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies are done by now (the compute waited for each); syncing their streams keeps
@@ -495,7 +536,8 @@ static int l2l_read_params(void *state, float *host_params)
         (rc = gpt_stream_sync(st->io.compute)))
         return rc;
     if (z->W > 1) return dp_gather_layers(st->work.comm, st->host_p, z->PL, z->L, host_params + z->PE);
-    memcpy(host_params + z->PE, st->host_p, (size_t)z->L * z->PL * sizeof(float));
+    for (int k = 0; k < z->L; k++)
+        memcpy(host_params + z->PE + (size_t)k * z->PL, state_of(st, k, 0).p, z->PL * sizeof(float));
     return GPT_OK;
 }
 

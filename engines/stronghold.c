@@ -83,6 +83,7 @@
 #include "runtime/disk_tier.h"
 #include "runtime/nvme_adam.h"
 #include "runtime/spans.h"
+#include "runtime/update_ahead.h"
 #include "runtime/timer.h"
 #include "runtime/predict.h"
 
@@ -180,7 +181,7 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
         b.disk_mv = (size_t)z->Ls * nvme_adam_block_disk_bytes(layout_shard_real(z), 0);
     }
     b.host_ckpt = (size_t)z->n_ckpt * z->NC * f;
-    b.host_undo = (size_t)z->K * 3 * z->Sl * f;
+    b.host_undo = update_ahead_bytes(z->K, z->Sl);
     /* The staging block also serves -w auto's probe copies of one input. */
     size_t st = z->PE > z->PL ? z->PE : z->PL;
     b.staging = (st > z->NC ? st : z->NC) * f;
@@ -211,26 +212,15 @@ static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
     out->disk_bytes = b.disk_mv;
 }
 
-/* --clip-speculate: how many streamed layers, from the top, are updated as their grads
- * arrive (before the global norm), each keeping an undo copy of its params, m and v in host
- * memory.  None without clipping, and not built with the disk tier, on N ranks or with
- * micro-batches; N: at most the streamed layers; auto: as many as the host budget holds
- * beside the rest of the plan with a twentieth of it to spare (all of them with no budget
- * known), so that speculation never makes a model that fits without it not fit. */
+/* --clip-speculate: how many streamed layers, from the top, are updated ahead of the norm
+ * (runtime/update_ahead.h; not built with the disk tier, on N ranks or with micro-batches). */
 static int speculated_layers(const engine_config *cfg, const sh_layout *z, const gpt_shape *sh)
 {
-    if (cfg->optim.clip <= 0 || z->nvme || z->W > 1 || z->M > 1 || cfg->clip_speculate == 0 || z->Ls == 0)
-        return 0;
-    if (cfg->clip_speculate > 0) return cfg->clip_speculate < z->Ls ? cfg->clip_speculate : z->Ls;
-    if (!cfg->host_budget) return z->Ls;
     sh_layout base = *z;
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    const uint64_t spare = cfg->host_budget / 20, per = 3 * (uint64_t)z->Sl * sizeof(float);
-    if (p.host_bytes + spare >= cfg->host_budget) return 0;
-    const uint64_t k = (cfg->host_budget - spare - p.host_bytes) / per;
-    return k < (uint64_t)z->Ls ? (int)k : z->Ls;
+    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, z->Ls, p.host_bytes, z->Sl);
 }
 
 /* -w W: the paper's layout (W resident, min(W, L-W) slots).  W >= L: every layer
@@ -336,16 +326,8 @@ typedef struct stronghold_state {
     gpt_event **grads_home;   /* L: layer k's grads are on the host */
     uint64_t *adam_ticket;    /* L: host Adam of layer k (0: none pending); nvme's with nvme */
     int adam_step;
-    /* --clip-speculate: a second copy of the host state of each of the top K layers (layer
-     * L-K+i at block i).  An update ahead of the norm reads the current copy and writes the
-     * other, so the current one stays as it was until the norm says which to keep: no
-     * undo copies to write, the same memory traffic as an update in place.  Whether this
-     * step updates ahead and whether the next may (only after a step that did not clip:
-     * where every step clips, ahead would be redone every time); steps that did, and of
-     * those, the ones whose norm clipped or was not finite (redone or dropped). */
-    float *spec_p, *spec_m, *spec_v; /* K layer blocks each (spec_p pinned) */
-    unsigned char *flipped;          /* L: layer k's current state is in the spec_ copy */
-    int spec_now, spec_next, spec_steps, spec_redone;
+    /* --clip-speculate: the top K streamed layers' second copies (runtime/update_ahead.h) */
+    update_ahead ahead; /* the top K layers, by layer index */
 } stronghold_state;
 
 static int alloc_in(stronghold_state *st, void **ptr, size_t bytes, mem_where where,
@@ -373,9 +355,7 @@ static void stronghold_free(void *state)
 {
     stronghold_state *st = state;
     if (!st) return;
-    if (st->z.K)
-        engine_note(&st->env, "stronghold --clip-speculate: %d steps updated %d layers ahead of the norm, %d of them "
-                    "redone (the norm clipped or was not finite)", st->spec_steps, st->z.K, st->spec_redone);
+    update_ahead_note_result(&st->ahead, &st->env, "stronghold");
     if (st->io.host_adam) {
         (void)wait_all_adam(st);
         nvme_adam_destroy(st->nvme); /* (its jobs run on the pool) */
@@ -398,7 +378,7 @@ static void stronghold_free(void *state)
     if (st->grads_home)
         for (int k = 0; k < st->z.L; k++) gpt_event_destroy(st->grads_home[k]);
     free(st->slot_ev);
-    free(st->flipped);
+    update_ahead_close(&st->ahead);
     free(st->grads_home);
     free(st->adam_ticket);
     engine_free_all(&st->mem);
@@ -431,17 +411,11 @@ static size_t host_block(const stronghold_state *st, int k) { return (size_t)(k 
 
 /* Streamed layer k's host state: the copy that is current (other = 0), or, for the top K
  * layers under --clip-speculate, the one an update ahead of the norm writes (other = 1). */
-typedef struct host_state {
-    float *p, *m, *v;
-} host_state;
-static host_state state_of(const stronghold_state *st, int k, int other)
+static ahead_state state_of(const stronghold_state *st, int k, int other)
 {
     const size_t off = host_block(st, k);
-    if (st->z.K && k >= st->z.L - st->z.K && (st->flipped[k] ^ other)) {
-        const size_t at = (size_t)(k - (st->z.L - st->z.K)) * st->z.Sl;
-        return (host_state){st->spec_p + at, st->spec_m + at, st->spec_v + at};
-    }
-    return (host_state){st->host_p + off, st->host_m ? st->host_m + off : NULL, st->host_v ? st->host_v + off : NULL};
+    return update_ahead_state(&st->ahead, k, st->host_p + off, st->host_m ? st->host_m + off : NULL,
+                              st->host_v ? st->host_v + off : NULL, other);
 }
 /* Real floats of this rank's shard of a layer (the layer on one rank). */
 static size_t shard_real(const stronghold_state *st) { return layout_shard_real(&st->z); }
@@ -709,7 +683,6 @@ static int stronghold_init(const engine_env *env, void **state)
     st->z.M = z0.M;
     set_ranks(&st->z, engine_world(env->cfg), env->rank);
     st->z.K = speculated_layers(env->cfg, &st->z, sh);
-    st->spec_next = 1;
     sh_bytes b = bytes_for(&st->z, sh);
     if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, MEM_GPU, "resident layers' parameters")) ||
               (rc = alloc_in(st, (void **)&st->res_g, b.resident, MEM_GPU, "resident layers' gradients")) ||
@@ -729,18 +702,8 @@ static int stronghold_init(const engine_env *env, void **state)
     if (b.host_ckpt &&
         (rc = alloc_in(st, (void **)&st->host_ckpt, b.host_ckpt, MEM_PINNED, "streamed layers' inputs")))
         return rc;
-    if (st->z.K) {
-        const size_t block = (size_t)st->z.K * st->z.Sl * sizeof(float);
-        if ((rc = alloc_in(st, (void **)&st->spec_p, block, MEM_PINNED, "--clip-speculate second copy of params")) ||
-            (rc = alloc_in(st, (void **)&st->spec_m, block, MEM_HOST, "--clip-speculate second copy of Adam m")) ||
-            (rc = alloc_in(st, (void **)&st->spec_v, block, MEM_HOST, "--clip-speculate second copy of Adam v")))
-            return rc;
-        if (!(st->flipped = calloc((size_t)L, 1))) return GPT_ERR_OOM;
-        engine_note(env, "stronghold --clip-speculate: the top %d of %d streamed layers are updated as their grads "
-                    "arrive, ahead of the clipping norm, into a second copy of their state (%.2f GiB of host memory), "
-                    "and again from the first when the norm clips; after a step that clips, the next waits for the norm",
-                    st->z.K, st->z.Ls, (double)b.host_undo / (1u << 30));
-    }
+    if ((rc = update_ahead_open(&st->ahead, &st->mem, L - st->z.K, st->z.K, st->z.Sl))) return rc;
+    update_ahead_note_plan(&st->ahead, env, "stronghold", st->z.Ls);
 
     st->slot_ev = calloc((size_t)(S ? S : 1), sizeof *st->slot_ev);
     st->grads_home = calloc((size_t)L, sizeof *st->grads_home);
@@ -858,7 +821,7 @@ static int submit_host_adam(stronghold_state *st, int k, step_result *out, float
         out->host_adam_params += (double)n;
         return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[k]);
     }
-    const host_state in = state_of(st, k, 0), to = state_of(st, k, ahead);
+    const ahead_state in = state_of(st, k, 0), to = state_of(st, k, ahead);
     cpu_adam_job job = {
         .params = in.p, .grads = st->host_g + off, .m = in.m, .v = in.v, .n = n, .n_decay = n_decay,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
@@ -982,7 +945,7 @@ static int backward(stronghold_state *st, step_result *out)
             return rc;
         /* --clip-speculate: as if the norm will not clip (scale 1, bit for bit what the step
          * gives when it does not), into the other copy of the layer's state */
-        if (st->spec_now && j >= z->L - z->K && (rc = submit_host_adam(st, j, out, 1.0f, 1)))
+        if (update_ahead_now(&st->ahead, j) && (rc = submit_host_adam(st, j, out, 1.0f, 1)))
             return rc;
         if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
     }
@@ -1024,11 +987,10 @@ static int optimizer(stronghold_state *st, step_result *out)
      * K were too, as if the norm would not clip: done again from the current copy when it
      * did, overwriting the other; then the other copy is the current one.) */
     if (o->clip > 0) {
-        const int redo = st->spec_now && scale != 1.0f;
         for (int k = z->R; k < z->L; k++) {
-            const int ahead = st->spec_now && k >= z->L - z->K;
-            if ((!ahead || redo) && (rc = submit_host_adam(st, k, out, scale, ahead))) return rc;
-            if (ahead) st->flipped[k] ^= 1;
+            const int ahead = update_ahead_now(&st->ahead, k);
+            if ((!ahead || scale != 1.0f) && (rc = submit_host_adam(st, k, out, scale, ahead))) return rc;
+            if (ahead) update_ahead_swap(&st->ahead, k);
         }
     }
     return GPT_OK;
@@ -1049,7 +1011,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
-    st->spec_now = z->K > 0 && st->spec_next;
+    update_ahead_begin_step(&st->ahead);
 
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))) ||
         (z->R && (rc = gpt_stream_memset_zero(c, st->res_g, (size_t)z->R * z->PL * sizeof(float)))))
@@ -1064,13 +1026,9 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
         return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
-    if (st->spec_now) {
-        /* (a skipped step, a gradient not finite: the copies written ahead are dropped, the
-         * current ones stay current) */
-        st->spec_steps++;
-        if (out->skipped || gpt_clip_scale(&cfg->optim, out->grad_norm) != 1.0f) st->spec_redone++;
-    }
-    if (z->K) st->spec_next = !out->skipped && gpt_clip_scale(&cfg->optim, out->grad_norm) == 1.0f;
+    /* (a skipped step, a gradient not finite: the copies written ahead are dropped, the
+     * current ones stay current) */
+    update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping the streamed layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every

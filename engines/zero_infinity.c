@@ -90,6 +90,7 @@
 #include "runtime/offload_streams.h"
 #include "runtime/nvme_adam.h"
 #include "runtime/spans.h"
+#include "runtime/update_ahead.h"
 #include "runtime/timer.h"
 #include "runtime/predict.h"
 
@@ -118,6 +119,7 @@ typedef struct zi_layout {
     int W, rank;
     size_t Se, Sl, Pshard;
     int M;              /* micro-batches per step */
+    int K;              /* --clip-speculate: the top K layers are updated ahead of the norm */
 } zi_layout;
 
 /* Prefetch depth from DeepSpeed's element counts (see the top comment). */
@@ -148,6 +150,7 @@ static zi_layout layout_for(const engine_config *cfg)
     z.Sl = dp_shard_len(z.PL, z.W);
     z.Pshard = z.Se + (size_t)z.L * z.Sl;
     z.M = engine_micro_batches(cfg);
+    z.K = 0;
     return z;
 }
 
@@ -214,13 +217,25 @@ static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
     zi_bytes b = bytes_for(z, sh);
     out->gpu_bytes = 2 * (uint64_t)b.embed + b.fetch + b.buckets + b.inputs + b.work_gpu;
     out->host_bytes = (uint64_t)b.host_params + b.host_grads + 2 * (uint64_t)b.host_mv +
-                      b.work_host + b.grad_stages + b.nvme_staging + b.staging;
+                      b.work_host + b.grad_stages + b.nvme_staging + b.staging + update_ahead_bytes(z->K, z->Sl);
     out->disk_bytes = b.disk;
+}
+
+/* --clip-speculate: how many layers, from the top, are updated ahead of the norm
+ * (runtime/update_ahead.h; not with m and v on disk, on N ranks or with micro-batches). */
+static int ahead_layers(const engine_config *cfg, const zi_layout *z, const gpt_shape *sh)
+{
+    zi_layout base = *z;
+    base.K = 0;
+    engine_plan p;
+    plan_of(&base, sh, &p);
+    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, z->L, p.host_bytes, z->Sl);
 }
 
 static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
 {
     zi_layout z = layout_for(cfg);
+    z.K = ahead_layers(cfg, &z, &cfg->shape);
     plan_of(&z, &cfg->shape, out);
 }
 
@@ -257,8 +272,18 @@ typedef struct zi_state {
     gpt_event *shard_up;     /* N ranks: h2d: this rank's shard is on the GPU (then gathered) */
     gpt_event **grads_home;  /* L+1, by block (0: embed, 1+k: layer k): grads are home */
     uint64_t *adam_ticket;   /* L+1, by block: host Adam pending (0: none) */
+    update_ahead ahead;      /* --clip-speculate: the top K layers' second copies, by block */
     int adam_step;
 } zi_state;
+
+/* Block b's host state: the copy that is current (other = 0), or, for the top K layers under
+ * --clip-speculate, the one an update ahead of the norm writes (other = 1). */
+static ahead_state state_of(const zi_state *st, int b, int other)
+{
+    const size_t off = block_offset(&st->z, b);
+    return update_ahead_state(&st->ahead, b, st->host_p + off, st->host_m ? st->host_m + off : NULL,
+                              st->host_v ? st->host_v + off : NULL, other);
+}
 
 static int alloc_in(zi_state *st, void **ptr, size_t bytes, mem_where where, const char *what)
 {
@@ -288,6 +313,7 @@ static void zero_infinity_free(void *state)
 {
     zi_state *st = state;
     if (!st) return;
+    update_ahead_note_result(&st->ahead, &st->env, "zero-infinity");
     (void)wait_all_adam(st);
     /* nvme_adam waits for its jobs and disk writes; it uses the pool and the tier. */
     nvme_adam_destroy(st->nvme);
@@ -304,6 +330,7 @@ static void zero_infinity_free(void *state)
     gpt_event_destroy(st->embed_ready);
     gpt_event_destroy(st->embed_bwd_done);
     free(st->adam_ticket);
+    update_ahead_close(&st->ahead);
     free(st->disk_block);
     engine_free_all(&st->mem);
     free(st);
@@ -355,6 +382,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
     st->sh = env->cfg->shape;
     st->z = layout_for(env->cfg);
     st->z.rank = env->rank;
+    st->z.K = ahead_layers(env->cfg, &st->z, &st->sh);
     *state = st;
     const gpt_shape *sh = &st->sh;
     const zi_layout *z = &st->z;
@@ -381,6 +409,8 @@ static int zero_infinity_init(const engine_env *env, void **state)
                (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v (host)"))) {
         return rc;
     }
+    if ((rc = update_ahead_open(&st->ahead, &st->mem, 1 + L - z->K, z->K, z->Sl))) return rc;
+    update_ahead_note_plan(&st->ahead, env, "zero-infinity", L);
 
     st->adam_ticket = calloc((size_t)L + 1, sizeof *st->adam_ticket);
     if (!st->adam_ticket) return GPT_ERR_OOM;
@@ -495,7 +525,7 @@ static int issue_fetch(zi_state *st, int i, step_result *out)
     const size_t bytes = shard_real(z, 1 + k) * sizeof(float);
     if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, buffer_of_fetch(st, i) + (size_t)z->rank * z->Sl,
-                             st->host_p + block_offset(z, 1 + k), bytes)) ||
+                             state_of(st, 1 + k, 0).p, bytes)) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
     out->bytes_h2d += (double)bytes;
@@ -519,7 +549,8 @@ static int release_fetch(zi_state *st, int i, step_result *out)
 
 /* Queue block b's host update, to start once its grads are home.  It uses the Adam step
  * the coming optimizer phase will count (st->adam_step + 1). */
-static int submit_host_adam(zi_state *st, int b, step_result *out, float scale)
+/* (ahead, --clip-speculate: from the current copy of the block's state into the other) */
+static int submit_host_adam(zi_state *st, int b, step_result *out, float scale, int ahead)
 {
     const zi_layout *z = &st->z;
     const size_t off = block_offset(z, b), n = shard_real(z, b);
@@ -542,9 +573,11 @@ static int submit_host_adam(zi_state *st, int b, step_result *out, float scale)
         out->bytes_disk_write += 2 * bytes;
         return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[b]);
     }
+    const ahead_state in = state_of(st, b, 0), to = state_of(st, b, ahead);
     cpu_adam_job job = {
-        .params = st->host_p + off, .grads = st->host_g + off, .m = st->host_m + off,
-        .v = st->host_v + off, .n = n, .n_decay = n_decay, .optim = st->env.cfg->optim,
+        .params = in.p, .grads = st->host_g + off, .m = in.m, .v = in.v,
+        .params_out = ahead ? to.p : NULL, .m_out = ahead ? to.m : NULL, .v_out = ahead ? to.v : NULL,
+        .n = n, .n_decay = n_decay, .optim = st->env.cfg->optim,
         .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
         .after = st->grads_home[b],
     };
@@ -583,7 +616,9 @@ static int send_grads_home(zi_state *st, int b, const float *src, gpt_event *don
             return rc;
         out->bytes_disk_write += (double)disk_tier_round(n * sizeof(float));
     }
-    if (st->env.cfg->optim.clip <= 0 && last) return submit_host_adam(st, b, out, 1.0f);
+    if (st->env.cfg->optim.clip <= 0 && last) return submit_host_adam(st, b, out, 1.0f, 0);
+    /* --clip-speculate: as if the norm will not clip (runtime/update_ahead.h) */
+    if (update_ahead_now(&st->ahead, b)) return submit_host_adam(st, b, out, 1.0f, 1);
     return GPT_OK;
 }
 
@@ -696,6 +731,7 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     int rc;
     if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
+    update_ahead_begin_step(&st->ahead);
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
@@ -711,9 +747,15 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     if (!out->skipped && cfg->optim.clip > 0) {
         /* Ascending, so that the next forward, which needs the embed block first, waits least. */
         const float scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
-        for (int b = 0; b <= z->L; b++)
-            if ((rc = submit_host_adam(st, b, out, scale))) return rc;
+        for (int b = 0; b <= z->L; b++) {
+            /* (--clip-speculate: the top K were updated ahead; again from their current copy
+             * when the norm clipped; then their copies swap) */
+            const int ahead = update_ahead_now(&st->ahead, b);
+            if ((!ahead || scale != 1.0f) && (rc = submit_host_adam(st, b, out, scale, ahead))) return rc;
+            if (ahead) update_ahead_swap(&st->ahead, b);
+        }
     }
+    update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping every block was already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
@@ -732,7 +774,9 @@ static int zero_infinity_read_params(void *state, float *host_params)
     int rc = wait_all_adam(st);
     if (rc) return rc;
     if (st->z.W > 1) return dp_gather_blocks(st->work.comm, st->host_p, st->z.PE, st->z.PL, st->z.L, host_params);
-    memcpy(host_params, st->host_p, st->z.P * sizeof(float));
+    memcpy(host_params, st->host_p, st->z.PE * sizeof(float));
+    for (int b = 1; b <= st->z.L; b++)
+        memcpy(host_params + block_offset(&st->z, b), state_of(st, b, 0).p, st->z.PL * sizeof(float));
     return GPT_OK;
 }
 

@@ -69,8 +69,8 @@ static void test_stronghold_unclipped_equals_baseline(void **state)
     free_trajectory(&base);
 }
 
-/* --clip-speculate: the top streamed layers updated ahead of the clipping norm, redone
- * exactly when it clips.  The clip is set at the baseline's median norm, so that some steps
+/* --clip-speculate: the top host-updated layers of stronghold, l2l and zero-infinity updated
+ * ahead of the clipping norm, redone exactly when it clips.  The clip is set at the baseline's median norm, so that some steps
  * clip and some do not; by the engine's rule (ahead only after a step that did not clip),
  * the test checks from the baseline's norms that steps were updated ahead and kept, and
  * others updated ahead and redone: both paths ran, and the trajectory is the baseline's. */
@@ -80,7 +80,7 @@ static int by_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void test_stronghold_clip_speculate_equals_baseline(void **state)
+static void test_clip_speculate_equals_baseline(void **state)
 {
     (void)state;
     const int L = 8;
@@ -102,22 +102,25 @@ static void test_stronghold_clip_speculate_equals_baseline(void **state)
     }
     assert_true(kept >= 1 && redone >= 1);
 
-    const struct { int window, speculate; } runs[] = {{1, -1}, {3, -1}, {1, 2}};
+    /* every engine whose host updates otherwise wait for the norm */
+    const struct { const engine_vtbl *eng; int window, speculate; } runs[] = {
+        {&engine_stronghold, 1, -1}, {&engine_stronghold, 3, -1}, {&engine_stronghold, 1, 2},
+        {&engine_l2l, 0, -1}, {&engine_l2l, 0, 3}, {&engine_zero_infinity, 0, -1}, {&engine_zero_infinity, 0, 1}};
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         engine_config c = cfg;
         c.window = runs[i].window;
         c.clip_speculate = runs[i].speculate;
-        /* the undo copies are in the plan: speculation is on */
+        /* the second copies are in the plan: the updates go ahead */
         engine_config off = c;
         off.clip_speculate = 0;
         engine_plan with, without;
-        engine_stronghold.plan(&c, &with);
-        engine_stronghold.plan(&off, &without);
+        runs[i].eng->plan(&c, &with);
+        runs[i].eng->plan(&off, &without);
         assert_true(with.host_bytes > without.host_bytes);
         trajectory t;
-        run_engine(&engine_stronghold, &c, SIZE_MAX, &t);
-        char what[64];
-        snprintf(what, sizeof what, "stronghold -w %d --clip-speculate %d", runs[i].window, runs[i].speculate);
+        run_engine(runs[i].eng, &c, SIZE_MAX, &t);
+        char what[96];
+        snprintf(what, sizeof what, "%s -w %d --clip-speculate %d", runs[i].eng->name, runs[i].window, runs[i].speculate);
         assert_same_trajectory(&base, &t, what);
         free_trajectory(&t);
     }
@@ -218,7 +221,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stronghold_equals_baseline),
         cmocka_unit_test(test_stronghold_unclipped_equals_baseline),
-        cmocka_unit_test(test_stronghold_clip_speculate_equals_baseline),
+        cmocka_unit_test(test_clip_speculate_equals_baseline),
         cmocka_unit_test(test_stronghold_auto_under_budget),
         cmocka_unit_test(test_stronghold_gpu_memory_independent_of_layers),
         cmocka_unit_test(test_stronghold_oom),

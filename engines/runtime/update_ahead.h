@@ -1,0 +1,78 @@
+/*
+ * update_ahead.h — host updates ahead of the clipping norm (--clip-speculate), for the offload
+ * engines whose host Adam otherwise waits for the global norm: stronghold, l2l, zero-infinity.
+ *
+ * Megatron clips with the norm of all gradients, known only when the backward ends, so an
+ * engine that updates its blocks on the host waits for it and overlaps the updates with the
+ * next forward alone.  Here the top blocks are updated as their grads arrive anyway, as if
+ * the norm will not clip (scale 1: bit for bit what the step gives when it does not).  Each
+ * such block has a second copy of its params, m and v: the update ahead reads the current copy
+ * and writes the other (cpu_adam's out-of-place job, at the traffic of one in place), so the
+ * current copy is still there when the norm comes.  If it clipped, the block is updated again
+ * from the current copy with the scale; if a gradient was not finite (a skipped step), the copy
+ * written ahead is dropped.  Otherwise, and after a redo, the copies swap.  After a step that
+ * clips the next waits for the norm (where every step clips, ahead would be redone every
+ * time) until a step does not clip.
+ *
+ * Block indices are the engine's (a layer, or 1 + layer where block 0 is the embedding); the
+ * copies cover blocks first .. first + count - 1.  The second copy of the params is pinned (the
+ * copies to the GPU read whichever is current), of m and v ordinary host memory.
+ */
+#ifndef AEBENCH_UPDATE_AHEAD_H
+#define AEBENCH_UPDATE_AHEAD_H
+
+#include "../engine.h"
+#include "membudget.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct update_ahead {
+    int first, count;        /* blocks with a second copy */
+    size_t block;            /* floats of one block's copy */
+    float *p, *m, *v;        /* the second copies, `count` blocks each */
+    unsigned char *swapped;  /* count: the block's current state is its second copy */
+    int now, next;           /* this step updates ahead; the next may */
+    int steps, redone;       /* steps that did; of those, redone or dropped */
+} update_ahead;
+
+/* How many blocks (at most `blocks`, from the top) are updated ahead: none without clipping,
+ * when the engine cannot here (`eligible` 0: N ranks, micro-batches, m and v on disk) or with
+ * --clip-speculate 0; N as asked; auto: as many as the host budget holds beside the plan's
+ * other `host_plan` bytes with a twentieth of it to spare (all with no budget known), so that
+ * updating ahead never makes a model that fits not fit. */
+int update_ahead_blocks(const engine_config *cfg, int eligible, int blocks, uint64_t host_plan,
+                        size_t block_floats);
+/* Host bytes of `count` blocks' second copies (params, m, v). */
+uint64_t update_ahead_bytes(int count, size_t block_floats);
+
+/* Allocate the second copies (engine_alloc, freed with the engine's other allocations) for
+ * blocks first .. first + count - 1 (count 0: nothing).  0 or a gpt_status. */
+int update_ahead_open(update_ahead *a, engine_allocs *mem, int first, int count, size_t block_floats);
+void update_ahead_close(update_ahead *a);
+
+/* Block b's state: the current copy (other = 0) or the one an update ahead writes (other =
+ * 1), given its home copy (home_m, home_v may be NULL where the engine keeps none). */
+typedef struct ahead_state {
+    float *p, *m, *v;
+} ahead_state;
+ahead_state update_ahead_state(const update_ahead *a, int b, float *home_p, float *home_m, float *home_v,
+                               int other);
+/* b is among the blocks updated ahead in this step. */
+static inline int update_ahead_now(const update_ahead *a, int b)
+{
+    return a->now && b >= a->first && b < a->first + a->count;
+}
+
+/* At the start of a step: whether it updates ahead. */
+void update_ahead_begin_step(update_ahead *a);
+/* Once the norm is known (not for a skipped step): after b was updated again if needed, its
+ * copies swap. */
+void update_ahead_swap(update_ahead *a, int b);
+/* At the end of a step: count it, and decide whether the next goes ahead. */
+void update_ahead_end_step(update_ahead *a, int skipped, float clip_scale);
+/* The log's lines: what is updated ahead (at init), and how it went (at the end). */
+void update_ahead_note_plan(const update_ahead *a, const engine_env *env, const char *engine, int of_blocks);
+void update_ahead_note_result(const update_ahead *a, const engine_env *env, const char *engine);
+
+#endif
