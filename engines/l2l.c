@@ -38,7 +38,11 @@
  * before then cannot equal the baseline's (the artifact's l2l never clipped).  Without
  * clipping nothing waits for the norm and each layer updates as its grads arrive, still
  * equal to the baseline.  (There a non-finite gradient found at the end of backward can no
- * longer un-update the layers above it; the baseline would skip the whole step.)
+ * longer un-update the layers above it; the baseline would skip the whole step.)  With
+ * clipping, --clip-speculate (default auto) updates the top K layers as their grads arrive
+ * anyway, as if the norm will not clip, into a second copy of their params, m and v, and
+ * again from the untouched current copy when it does (runtime/update_ahead.h; host: the
+ * second copies, params pinned).
  *
  * Artifact bugs not copied: every tensor of a layer is updated (its l2l skipped biases and
  * LayerNorm and updated only the first rows of 2-D weights), and the update is clipped.

@@ -52,6 +52,11 @@
  * layers below, the paper's schedule, still equal to the baseline.  (One difference
  * remains there: a non-finite gradient found at the end of the backward can no longer
  * un-update the layers above it; the baseline would skip the whole step.)
+ * With clipping, --clip-speculate (default auto) gets most of that back exactly: the top K
+ * streamed layers are updated as their grads arrive, as if the norm will not clip, into a
+ * second copy of their params, m and v, and again from the untouched current copy when the
+ * norm clips (runtime/update_ahead.h).  host: the second copies (params pinned); host Adam:
+ * layer j >= L-K after its grads are home (out of place), the others after the norm.
  *
  * Artifact bugs not copied: the lr schedule, clipping and the norm cover every layer.
  *

@@ -63,7 +63,12 @@
  * un-update the blocks already updated (the baseline would skip the step).  The cost of
  * exactness: with clipping the host Adam overlaps only the next forward (whose fetch of layer
  * k waits for k's update), so a step takes at least max(forward, host Adam) + backward; without
- * it the Adam of the upper layers also hides under the backward.
+ * it the Adam of the upper layers also hides under the backward.  --clip-speculate (default
+ * auto) gets that back exactly: the top K layers are updated as their grads arrive, as if the
+ * norm will not clip, into a second copy of their params, m and v, and again from the
+ * untouched current copy when it does (runtime/update_ahead.h; host: the second copies,
+ * params pinned; not with --offload nvme, whose m and v are on disk).  DeepSpeed itself keeps
+ * the clipped schedule (its CPU Adam runs after the norm): going ahead is ours.
  *
  * Artifact differences: the artifact ran cpu mode only, with PyTorch's AdamW; ours has the
  * vectorised host Adam (bit-identical to the baseline's) and an nvme mode with O_DIRECT.
