@@ -227,9 +227,14 @@ static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
 }
 
 /* --clip-speculate: how many layers, from the top, are updated ahead of the norm
- * (runtime/update_ahead.h; not with m and v on disk, on N ranks or with micro-batches). */
+ * (runtime/update_ahead.h; not with m and v on disk, on N ranks or with micro-batches).  Only
+ * when asked for (N): `auto` is none here.  Measured on the H100 at l32 (bench/clip_gpu.sh),
+ * waiting for the norm costs this engine nothing (525.7 ms against 527.3 unclipped: its host
+ * Adam hides under the next forward's fetches), while going ahead made the host Adam compete
+ * with the backward's traffic (562.5 ms). */
 static int ahead_layers(const engine_config *cfg, const zi_layout *z, const gpt_shape *sh)
 {
+    if (cfg->clip_speculate < 0) return 0;
     zi_layout base = *z;
     base.K = 0;
     engine_plan p;
