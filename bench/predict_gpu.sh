@@ -29,6 +29,7 @@ runs=("megatron-lm -l 16" "megatron-lm -l 32" "megatron-lm -l 16 --dtype bf16" "
       "stronghold -l 16 -w 15" "stronghold -l 48 -w 15" "stronghold -l 64 -w 15" "stronghold -l 80 -w 15"
       "stronghold -l 92 -w 15")
 : >"$out/rows.txt"
+[ -n "${ONLY_WAUTO:-}" ] && runs=() # (ONLY_WAUTO=1: the -w auto check alone)
 for r in "${runs[@]}"; do
     read -r m rest <<<"$r"
     p=$(./aebench --predict -m $m $rest "${shape[@]}" --results "$out/res" 2>&1 | grep "^predict " | head -n 1)
@@ -65,4 +66,22 @@ for line in open(sys.argv[1]):
 if errs:
     print(f"\nmedian |error| {100 * statistics.median(errs):.1f}%, worst {100 * max(errs):.1f}% over {len(errs)} runs")
 PY
+# -w auto with the machine file (issue 16: within 3% of the best window measured), under a
+# 32 GiB GPU budget (the V100's), at WAUTO_LAYERS (default 32; at 48 not every layer fits):
+# the windows by hand, then auto.
+machine=$(ls "$out"/res/machine_*.json | head -n 1)
+for wl in ${WAUTO_LAYERS:-32}; do
+budget=(-l "$wl" --gpu-mem-limit 32G)
+{
+    echo "| stronghold l$wl, 32G GPU | ms/it | layout |"
+    echo "|---|---|---|"
+    for w in ${WAUTO_WINDOWS:-8 12 16 20 24} auto; do
+        timeout 240 ./aebench -m stronghold -w $w "${budget[@]}" "${shape[@]}" --machine "$machine" --iters "${ITERS:-6}" \
+            --log-interval "${ITERS:-6}" --results "$out/wauto" >"$out/wauto_$w.txt" 2>&1
+        layout=$(grep -oE "window [0-9]+ resident \+ [0-9]+ slots|[0-9]+ resident layers, [0-9]+ slots|model predicts [0-9.]+ ms with [0-9]+ resident \+ [0-9]+ slots" "$out/wauto_$w.txt" | tail -n 1)
+        echo "| -w $w | $(awk '/done:/ {print $3; exit}' "$out/wauto_$w.txt") | $layout |"
+    done
+} | tee "$out/wauto_l$wl.md"
+cat "$out/wauto_l$wl.md" >>"$out/table.md"
+done
 echo "total: $(( $(date +%s) - t0 )) s"
