@@ -31,7 +31,6 @@
 #include "../host_pages.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
 
 static const char *const op_names[OP_COUNT] = {
