@@ -137,16 +137,17 @@ else
 fi
 
 # the notice before a long set-up (stdout, from the plan): over the threshold, and not under it
-mkdir -p "$WORK/notice" && cd "$WORK/notice" || exit 1
-AEBENCH_SETUP_NOTICE_MIB=0 "$BIN" -m l2l "${TINY[@]}" --iters 1 --results r1 >with.out 2>&1
-"$BIN" -m l2l "${TINY[@]}" --iters 1 --results r2 >without.out 2>&1
-if grep -q '^  setting up: .* of GPU memory, .* of host memory (zeroed by every core), 0.000 B parameters to initialise ...$' with.out &&
-    ! grep -q 'setting up:' without.out; then
+# (in subshells: this file is sourced, and a `cd -` below must come back where it was)
+N="$WORK/notice"
+mkdir -p "$N"
+(cd "$N" && AEBENCH_SETUP_NOTICE_MIB=0 "$BIN" -m l2l "${TINY[@]}" --iters 1 --results r1 >with.out 2>&1)
+(cd "$N" && "$BIN" -m l2l "${TINY[@]}" --iters 1 --results r2 >without.out 2>&1)
+if grep -q '^  setting up: .* of GPU memory, .* of host memory (zeroed by every core), 0.000 B parameters to initialise ...$' "$N/with.out" &&
+    ! grep -q 'setting up:' "$N/without.out"; then
     pass "a set-up over the threshold is announced on stdout before it starts, one under it is not"
 else
-    failc "set-up notice" "$(grep 'setting up' with.out without.out)"
+    failc "set-up notice" "$(grep 'setting up' "$N/with.out" "$N/without.out")"
 fi
-cd "$WORK" || exit 1
 
 # The artifact's extract scripts split these lines with awk and take fields by number, over
 # a results/ with many logs (grep then prefixes each line with its file's path).
