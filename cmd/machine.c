@@ -239,15 +239,18 @@ static double min_of(const double *t, int n)
     return m;
 }
 
-/* The fastest of REPS calls: the host's rates (copies, host Adam), where the noise of a shared
- * machine only ever slows a call (two calibrations of one H200 gave the host Adam 0.178 and
- * 0.216 ms per million parameters by their medians, while the runs after both ran at the
- * first). */
-static double best_ms(timed_fn run, void *ctx, int *bad)
+/* The host's rates (copies, host Adam) on a GPU machine: the fastest of REPS calls, as the
+ * noise of a shared machine only ever slows a call (two calibrations of one H200 gave the host
+ * Adam 0.178 and 0.216 ms per million parameters by their medians, while the runs after both
+ * ran at the first).  On the CPU backend the median: there compute, copies and the host Adam
+ * share the same few cores in a run, and their typical rate describes it (its predictions
+ * came out 13-23% short with the fastest). */
+static double host_rate_of(const double *t, int gpu) { return gpu ? min_of(t, REPS) : median_of(t, REPS); }
+static double host_ms(timed_fn run, void *ctx, int *bad, int gpu)
 {
     double t[REPS];
     timed_reps(run, ctx, bad, t);
-    return *bad ? 0 : min_of(t, REPS);
+    return *bad ? 0 : host_rate_of(t, gpu);
 }
 
 /* What `issue` puts on stream s, until s has done it. */
@@ -469,8 +472,8 @@ static int run_host_copy(void *p)
  * three drawing on host memory's bandwidth (on the H100 machine each is about 1.4x slower
  * than alone, which is what predictions from the separate rates missed).  `copies` goes
  * in flight on its two streams, `reps` host Adam runs meanwhile; the Adam's wall time and
- * each direction's (events) give the rates under load.  The fastest of REPS rounds. */
-static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, int copies, int reps,
+ * each direction's (events) give the rates under load (of REPS rounds, as host_ms). */
+static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, int copies, int reps, int gpu,
                         double *h2d_gbs, double *d2h_gbs, double *adam_ms_per_mparam)
 {
     gpt_event *ev[4] = {NULL, NULL, NULL, NULL};
@@ -492,9 +495,9 @@ static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, i
     }
     for (int i = 0; i < 4; i++) gpt_event_destroy(ev[i]);
     if (bad) return -1;
-    *h2d_gbs = (double)copies * c->bytes / (min_of(in, REPS) * 1e6);
-    *d2h_gbs = (double)copies * c->bytes / (min_of(out, REPS) * 1e6);
-    *adam_ms_per_mparam = min_of(adam, REPS) / (h->job.n / 1e6);
+    *h2d_gbs = (double)copies * c->bytes / (host_rate_of(in, gpu) * 1e6);
+    *d2h_gbs = (double)copies * c->bytes / (host_rate_of(out, gpu) * 1e6);
+    *adam_ms_per_mparam = host_rate_of(adam, gpu) / (h->job.n / 1e6);
     return 0;
 }
 
@@ -522,21 +525,21 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
         copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
         /* each way moves `bytes` in its time; both ways at once, each way moves `bytes` too */
-        const double both_ms = best_ms(run_copies, &both_ways, &bad);
-        h2d = bytes / (best_ms(run_copies, &in, &bad) * 1e6);
-        d2h = bytes / (best_ms(run_copies, &out, &bad) * 1e6);
+        const double both_ms = host_ms(run_copies, &both_ways, &bad, gpu);
+        h2d = bytes / (host_ms(run_copies, &in, &bad, gpu) * 1e6);
+        d2h = bytes / (host_ms(run_copies, &out, &bad, gpu) * 1e6);
         both = bytes / (both_ms * 1e6);
         host_ctx h = {pool, {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
                              .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f}};
-        const double adam_ms = best_ms(run_host_adam, &h, &bad);
+        const double adam_ms = host_ms(run_host_adam, &h, &bad, gpu);
         adam = adam_ms / (n / 1e6);
-        copy = n * sizeof *p / (best_ms(run_host_copy, &h, &bad) * 1e6);
+        copy = n * sizeof *p / (host_ms(run_host_copy, &h, &bad, gpu) * 1e6);
         /* as many copies each way as three Adam runs take alone, so the two overlap */
         enum { BUSY_ADAM_RUNS = 3 };
         const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam_ms / both_ms + 0.5) : 1;
         if (!bad)
-            bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, &busy_h2d, &busy_d2h,
-                                &busy_adam) != 0;
+            bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &busy_h2d,
+                                &busy_d2h, &busy_adam) != 0;
     }
     const int threads = pool ? cpu_adam_threads(pool) : 0;
     if (pool) cpu_adam_destroy(pool);

@@ -745,17 +745,27 @@ static int zero_offload_read_params(void *state, float *host_params)
     return dp_gather_blocks(st->work.comm, st->host_p, z->PE, z->PL, z->L, host_params);
 }
 
-/* The step on machine m (one rank, no --dpu), in the order of zero_offload_step: the forward
- * waits for each block's copy back (issued once its host Adam of the step before is done),
- * the backward sends each bucket home after its lowest layer, and the host Adam updates the
- * blocks in order (embed, layer 0, ...) once the global norm is known (with --clip-grad 0, each
- * once its grads are home).  Walked for three steps: the last is the steady one. */
+/* The step on machine m (no --dpu), in the order of zero_offload_step: the forward waits for
+ * each block's copy back (issued once its host Adam of the step before is done), the backward
+ * sends each bucket home after its lowest layer, and the host Adam updates the blocks in order
+ * (embed, layer 0, ...) once the global norm is known (with --clip-grad 0, each once its grads
+ * are home).  N ranks (the collectives calibrated at that world): each bucket's layers are
+ * reduce-scattered on the collectives' stream before their shards go home, the embedding's
+ * after its backward, and each block's updated shard is all-gathered after its copy up; each
+ * rank updates its 1/N of every block on the host, and when the ranks' pools take every core
+ * (no --threads) the ranks of one machine split its host, so a shard takes as long as the
+ * whole block on one rank.  Walked for three steps: the last is the steady one. */
 static void zero_offload_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_RANKS | PRED_DPU, out)) return;
+    if (pred_unmodelled(cfg, PRED_DPU, out)) return;
     const zo_layout z = layout_for(cfg);
-    const int L = z.L, clip = cfg->optim.clip > 0;
+    const int L = z.L, clip = cfg->optim.clip > 0, W = z.W;
+    if (W > 1 && m->coll_world != W) {
+        snprintf(out->why, sizeof out->why, "no collectives calibrated at %d ranks (aebench --calibrate --ranks %d)", W, W);
+        return;
+    }
+    const double host_share = W > 1 && cfg->threads <= 0 ? engine_local_world(cfg) : 1;
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
     if (!adam_done) return;
     pred_timeline t = {0};
@@ -765,8 +775,9 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
         pred_step(&t, start);
         double c = start;
         for (int k = 0; k <= L; k++) { /* block k: the embed (0) or layer k - 1 */
-            const double floats = k == 0 ? (double)z.PE : (double)z.PL;
-            const double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, floats), adam_done[k]);
+            const double shard = k == 0 ? (double)z.Se : (double)z.Sl;
+            double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, shard), adam_done[k]);
+            if (W > 1 && s > 0) copied = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, W * shard), copied);
             c = pred_run(&t, BUSY_COMPUTE, k == 0 ? m->embed_fwd_ms : m->layer_fwd_ms, pred_max(c, copied));
         }
         for (int i = 0; i < z.M; i++) {
@@ -776,18 +787,26 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), c);
                 /* a group of BL layers goes home after its lowest layer (the last micro-batch) */
                 const int hi = L - 1 - ((L - 1 - l) / z.BL) * z.BL, lo = hi - z.BL + 1 > 0 ? hi - z.BL + 1 : 0;
-                if (l == lo && i == z.M - 1) {
-                    const double done = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)(hi - lo + 1) * z.PL), c);
-                    for (int j = lo; j <= hi; j++) home[j + 1] = done;
+                if (l == lo && (W > 1 || i == z.M - 1)) {
+                    double reduced = c;
+                    for (int j = lo; W > 1 && j <= hi; j++)
+                        reduced = pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Sl), reduced);
+                    if (i == z.M - 1) {
+                        const double done = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)(hi - lo + 1) * z.Sl), reduced);
+                        for (int j = lo; j <= hi; j++) home[j + 1] = done;
+                    }
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         }
-        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.PE), c);
+        double embed_reduced = c;
+        if (W > 1) embed_reduced = pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Se), c);
+        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
         double norm = c; /* the norms are read back with the backward */
         for (int k = 0; k <= L; k++) norm = pred_max(norm, home[k]);
         for (int k = 0; k <= L; k++)
-            adam_done[k] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, k == 0 ? (double)z.PE : (double)z.PL),
+            adam_done[k] = pred_run(&t, BUSY_HOST_ADAM,
+                                    host_share * pred_host_adam_ms(m, k == 0 ? (double)z.Se : (double)z.Sl),
                                     clip ? pred_max(norm, home[k]) : home[k]);
         /* the step returns when compute and the copies home are done */
         end = pred_max(c, home[0]);

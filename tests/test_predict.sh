@@ -24,22 +24,31 @@ pr_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
 # pr_accuracy LABEL BOUND MACHINE_RESULTS BASE_ARGS_VAR CONFIG...: each CONFIG (its own
 # arguments, then the array BASE_ARGS_VAR's) predicted and measured; passes when the worst
 # error is within BOUND percent, and says every figure either way
+# PR_RECALIBRATE=1: on a miss, calibrate once more (a new machine file) and measure again —
+# one calibration taken while the 2-core machine is busy misprices every piece after it.
 pr_accuracy() {
-    local label=$1 bound=$2 res=$3 run pred meas err worst=0 summary=""
+    local label=$1 bound=$2 res=$3 run pred meas err worst summary attempt
     local -n base_args=$4
     local -a cfg
     shift 4
-    for run in "$@"; do
-        read -r -a cfg <<<"$run"
-        read -r pred meas err <<<"$(pr_compare "$res" "${cfg[@]}" "${base_args[@]}")"
-        summary="$summary $run $pred/$meas (${err}%);"
-        worst=$(awk -v a="$worst" -v b="$err" 'BEGIN { print (b > a ? b : a) }')
+    for attempt in 1 2; do
+        worst=0 summary=""
+        for run in "$@"; do
+            read -r -a cfg <<<"$run"
+            read -r pred meas err <<<"$(pr_compare "$res" "${cfg[@]}" "${base_args[@]}")"
+            summary="$summary $run $pred/$meas (${err}%);"
+            worst=$(awk -v a="$worst" -v b="$err" 'BEGIN { print (b > a ? b : a) }')
+        done
+        if awk -v w="$worst" -v b="$bound" 'BEGIN { exit !(w <= b) }'; then
+            pr_pass "$label, worst ${worst}%:$summary$([ "$attempt" = 2 ] && echo " (after a second calibration)")"
+            return
+        fi
+        [ "${PR_RECALIBRATE:-0}" = 1 ] && [ "$attempt" = 1 ] || break
+        echo "     (worst ${worst}% over ${bound}%:$summary calibrating again)"
+        mkdir -p "$PR_WORK/$res.first" && mv "$PR_WORK/$res"/machine_*.json "$PR_WORK/$res.first/"
+        (cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate "${base_args[@]}" --results "$res" >/dev/null 2>&1)
     done
-    if awk -v w="$worst" -v b="$bound" 'BEGIN { exit !(w <= b) }'; then
-        pr_pass "$label, worst ${worst}%:$summary"
-    else
-        pr_fail "$label" "worst ${worst}% over ${bound}%:$summary"
-    fi
+    pr_fail "$label" "worst ${worst}% over ${bound}%:$summary"
 }
 
 (cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate "${PR_SHAPE[@]}" --results res >cal1.out 2>&1)
@@ -97,7 +106,7 @@ else
 fi
 # (the issue's target on the GPU machines is 15% at worst; the CPU backend's engines share
 # its two cores between compute and host work, which the model counts apart)
-pr_accuracy "predicted/measured ms on the CPU backend" 30 res PR_SHAPE \
+PR_RECALIBRATE=1 pr_accuracy "predicted/measured ms on the CPU backend" 30 res PR_SHAPE \
     "-m megatron-lm" "-m zero-offload" "-m l2l" "-m zero-infinity" "-m stronghold -w 2"
 
 # monotone in layers, and never below the busiest resource
@@ -199,6 +208,25 @@ if "$PR_BIN" --version | grep -q "ranks: mpi"; then
     # (two ranks of one thread each share the two cores with MPI's progress: looser here)
     pr_accuracy "megatron-lm on 2 ranks, predicted/measured ms" 40 res1 PR1 \
         "--ranks 2 --zero-stage 0" "--ranks 2 --zero-stage 3"
+    # zero-offload on 2 ranks is modelled from the same file: its collectives are busy, and
+    # each rank's host Adam (its own thread: --threads 1) updates half of what one rank does
+    # (at l400, so that the rounded busy times show the ratio)
+    zo=$({ (cd "$PR_WORK" && "$PR_BIN" --predict -m zero-offload "${PR1[@]}" -l 400 --results res1 2>&1)
+           (cd "$PR_WORK" && "$PR_BIN" --predict -m zero-offload --ranks 2 "${PR1[@]}" -l 400 --results res1 2>&1); } |
+        grep "^predict " | python3 -c '
+import re, sys
+rows = [l for l in sys.stdin]
+def busy(l, what):
+    m = re.search(what + r" ([0-9.]+)", l)
+    return float(m.group(1)) if m else 0.0
+ok = len(rows) == 2 and busy(rows[1], "collectives") > 0 and busy(rows[0], "collectives") == 0 and \
+     abs(busy(rows[1], "host adam") / busy(rows[0], "host adam") - 0.5) < 0.05
+print("ok" if ok else "bad: " + " / ".join(rows))')
+    if [ "$zo" = ok ]; then
+        pr_pass "zero-offload --ranks 2 is modelled: reduce-scatters and gathers on the collectives, half the host Adam per rank"
+    else
+        pr_fail "zero-offload on 2 ranks" "$zo"
+    fi
 fi
 
 # broken machine files: one line naming the problem, exit 2
