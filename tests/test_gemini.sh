@@ -232,10 +232,12 @@ PYEOF
         --gemini-store "$GM_STORE" --gemini-job pjob --ckpt-dir "$GM_WORK/disk" --ckpt-every 2 \
         --gemini-recover --results results2 --save-params "$GM_WORK/persist.params" >out2 2>err2)
     rc=$?
-    if [ "$rc" -eq 0 ] && grep -q "recovered at iteration 6 (Adam step 6) from its persistent checkpoint" "$GM_WORK/persist/out2" &&
+    # (iteration 6's checkpoint is written in the background while iteration 7 runs: on a busy
+    # machine it may not be complete when rank 1 dies there, and then 4's is the newest valid)
+    if [ "$rc" -eq 0 ] && grep -qE "recovered at iteration (6 \(Adam step 6\)|4 \(Adam step 4\)) from its persistent checkpoint" "$GM_WORK/persist/out2" &&
         cmp -s "$GM_WORK/zero3.params" "$GM_WORK/persist.params" &&
         [ "$(ls "$GM_WORK"/disk/aebench-ckpt-*-pjob/ | wc -l)" -eq 2 ]; then
-        gm_pass "gemini: every in-memory copy lost: the persistent checkpoint of iteration 6 restored, = no failure"
+        gm_pass "gemini: every in-memory copy lost: the newest persistent checkpoint ($(grep -oE 'recovered at iteration [0-9]+' "$GM_WORK/persist/out2" | head -n 1)) restored, = no failure"
     else
         gm_fail "gemini persistent fallback" "exit $rc: $(grep recovered "$GM_WORK/persist/out2") $(tail -c 300 "$GM_WORK/persist/err2")"
     fi
