@@ -551,21 +551,35 @@ static void l2l_chosen_plan(void *state, engine_plan *out)
     plan_of(&st->z, &st->sh, out);
 }
 
-/* The step on machine m (one rank, one micro-batch), in the order of l2l_step: one slot, so
- * each layer's copy in waits for the layer before to be done with the slot (and, in the
- * forward, for its host Adam of the step before: the host waits there); in the backward each
- * layer's grads go home before the next one's backward reuses the slot's grads; the host Adam
- * after the global norm (with clipping) or as each layer's grads arrive.  Three steps walked:
- * the last is the steady one. */
+/* The step on machine m (one micro-batch), in the order of l2l_step: one slot, so each
+ * layer's copy in waits for the layer before to be done with the slot (and, in the forward,
+ * for its host Adam of the step before: the host waits there); in the backward each layer's
+ * grads go home before the next one's backward reuses the slot's grads; the host Adam after
+ * the global norm (with clipping) or as each layer's grads arrive.  N ranks (the collectives
+ * calibrated at that world): each layer's shard comes up and is all-gathered in the slot, its
+ * grads are reduce-scattered there before its shard goes home, the embedding's all-reduced;
+ * each rank updates its 1/N of every layer on the host (the ranks of one machine splitting it
+ * when their pools take every core, as zero-offload's).  Three steps walked: the last is the
+ * steady one. */
 static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_RANKS | PRED_MICRO, out)) return;
-    const l2l_layout z = layout_for(&cfg->shape);
+    if (pred_unmodelled(cfg, PRED_MICRO, out)) return;
+    l2l_layout z = layout_for(&cfg->shape);
+    const int W = engine_world(cfg);
+    set_ranks(&z, W, 0, 1);
+    if (W > 1 && m->coll_world != W) {
+        snprintf(out->why, sizeof out->why, "no collectives calibrated at %d ranks (aebench --calibrate --ranks %d)", W, W);
+        return;
+    }
     const int L = z.L, clip = cfg->optim.clip > 0;
+    const double host_share = W > 1 && cfg->threads <= 0 ? engine_local_world(cfg) : 1;
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
     if (!adam_done) return;
-    const double in_ms = pred_h2d_ms(m, (double)z.PL), out_ms = pred_d2h_ms(m, (double)z.PL);
+    const double in_ms = pred_h2d_ms(m, (double)z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);
+    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, (double)z.SP) : 0;
+    const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
+    const double adam_ms = host_share * pred_host_adam_ms(m, (double)z.Sl);
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {
@@ -575,23 +589,30 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
         for (int k = 0; k < L; k++) {
             host = pred_max(host, adam_done[k]);
             in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, c)); /* (c: the layer before is done) */
+            if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
             c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
         }
         in = pred_run(&t, BUSY_H2D, in_ms, c); /* layer L-1 again, under the head */
+        if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
         c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
         home[L] = start;
         for (int j = L - 1; j >= 0; j--) {
             c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, home[j + 1])));
-            home[j] = pred_run(&t, BUSY_D2H, out_ms, c);
-            if (!clip) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), home[j]);
-            if (j > 0) in = pred_run(&t, BUSY_H2D, in_ms, c);
+            const double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
+            home[j] = pred_run(&t, BUSY_D2H, out_ms, reduced);
+            if (!clip) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
+            if (j > 0) {
+                in = pred_run(&t, BUSY_H2D, in_ms, c);
+                if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, pred_max(in, reduced));
+            }
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+        if (W > 1) c = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE), c);
         host = pred_max(host, c); /* the norms read back */
         c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE), c);
         if (clip)
             for (int k = 0; k < L; k++)
-                adam_done[k] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), pred_max(host, home[k]));
+                adam_done[k] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, pred_max(host, home[k]));
         end = c;
     }
     pred_done(out, &t, start, end);
