@@ -568,12 +568,9 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
     l2l_layout z = layout_for(&cfg->shape);
     const int W = engine_world(cfg);
     set_ranks(&z, W, 0, 1);
-    if (W > 1 && m->coll_world != W) {
-        snprintf(out->why, sizeof out->why, "no collectives calibrated at %d ranks (aebench --calibrate --ranks %d)", W, W);
-        return;
-    }
+    if (pred_no_collectives(cfg, m, out)) return;
     const int L = z.L, clip = cfg->optim.clip > 0;
-    const double host_share = W > 1 && cfg->threads <= 0 ? engine_local_world(cfg) : 1;
+    const double host_share = pred_host_share(cfg);
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
     if (!adam_done) return;
     const double in_ms = pred_h2d_ms(m, (double)z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);

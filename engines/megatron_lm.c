@@ -748,10 +748,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     const machine_rates scaled = pred_scaled(measured), *m = &scaled;
     const int W = engine_world(cfg), stage = W > 1 ? cfg->zero_stage : 0, L = cfg->shape.layers;
     const int M = engine_micro_batches(cfg);
-    if (W > 1 && m->coll_world != W) {
-        snprintf(out->why, sizeof out->why, "no collectives calibrated at %d ranks (aebench --calibrate --ranks %d)", W, W);
-        return;
-    }
+    if (pred_no_collectives(cfg, m, out)) return;
     const double PL = (double)gpt_layer_layout_of(&cfg->shape).total, PE = (double)gpt_embed_layout_of(&cfg->shape).total;
     const double P = PE + L * PL;
     double *slot_free = pred_arrays(out, (size_t)L + 2, 1);

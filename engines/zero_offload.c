@@ -761,11 +761,8 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
     if (pred_unmodelled(cfg, PRED_DPU, out)) return;
     const zo_layout z = layout_for(cfg);
     const int L = z.L, clip = cfg->optim.clip > 0, W = z.W;
-    if (W > 1 && m->coll_world != W) {
-        snprintf(out->why, sizeof out->why, "no collectives calibrated at %d ranks (aebench --calibrate --ranks %d)", W, W);
-        return;
-    }
-    const double host_share = W > 1 && cfg->threads <= 0 ? engine_local_world(cfg) : 1;
+    if (pred_no_collectives(cfg, m, out)) return;
+    const double host_share = pred_host_share(cfg);
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
     if (!adam_done) return;
     pred_timeline t = {0};

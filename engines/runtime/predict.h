@@ -107,6 +107,24 @@ static inline int pred_unmodelled(const engine_config *cfg, unsigned cannot, eng
     return what != NULL;
 }
 
+/* N ranks need the collectives calibrated at that world: 1 and out->why set when they are not. */
+static inline int pred_no_collectives(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    const int W = engine_world(cfg);
+    if (W <= 1 || m->coll_world == W) return 0;
+    snprintf(out->why, sizeof out->why, "no collectives calibrated at %d ranks (aebench --calibrate --ranks %d)", W, W);
+    return 1;
+}
+
+/* The share of one machine's host that one rank's host Adam gets: all of it on one rank, or
+ * with --threads (each rank's pool its own cores, as calibrated); 1/local_world when every
+ * rank's pool takes every core.  A rank's update of its 1/N then takes local_world times its
+ * rate alone. */
+static inline double pred_host_share(const engine_config *cfg)
+{
+    return engine_world(cfg) > 1 && cfg->threads <= 0 ? engine_local_world(cfg) : 1;
+}
+
 /* n doubles per array, `count` arrays in one zeroed block (free the first); NULL and out->why
  * set when there is no memory. */
 static inline double *pred_arrays(engine_prediction *out, size_t n, int count)
