@@ -30,10 +30,11 @@
  *                  "gpu_adam_ms_per_mparam" }, ... ] }
  * "measured" is the Unix time of the measurement. */
 
-static const char *const RATE_FIELDS[] = {"h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs",
-                                          "host_adam_ms_per_mparam", "host_threads", "host_copy_gbs",
-                                          "gpu_bytes", "host_bytes", "busy_h2d_gbs", "busy_d2h_gbs",
-                                          "busy_host_adam_ms_per_mparam"};
+/* The rates a prediction reads (the file also records both_h2d_gbs, both_d2h_gbs: each way
+ * while the other runs, which the load model's full-load rates superseded). */
+static const char *const RATE_FIELDS[] = {"h2d_gbs", "d2h_gbs", "host_adam_ms_per_mparam", "host_threads",
+                                          "host_copy_gbs", "gpu_bytes", "host_bytes", "busy_h2d_gbs",
+                                          "busy_d2h_gbs", "busy_host_adam_ms_per_mparam"};
 enum { NRATE_FIELDS = sizeof RATE_FIELDS / sizeof RATE_FIELDS[0] };
 static const char *const COMPUTE_FIELDS[] = {"embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms",
                                              "embed_bwd_ms", "gpu_adam_ms_per_mparam", "layer_scale",
@@ -165,10 +166,10 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     }
     for (int i = 0; i < NCOMPUTE_FIELDS; i++)
         if (field(entry, "compute[]", COMPUTE_FIELDS[i], path, &w[i], err, errlen)) goto out;
-    out->h2d_gbs = v[0], out->d2h_gbs = v[1], out->both_h2d_gbs = v[2], out->both_d2h_gbs = v[3];
-    out->host_adam_ms_per_mparam = v[4], out->host_threads = (int)v[5], out->host_copy_gbs = v[6];
-    out->gpu_bytes = v[7], out->host_bytes = v[8];
-    out->busy_h2d_gbs = v[9], out->busy_d2h_gbs = v[10], out->busy_host_adam_ms_per_mparam = v[11];
+    out->h2d_gbs = v[0], out->d2h_gbs = v[1];
+    out->host_adam_ms_per_mparam = v[2], out->host_threads = (int)v[3], out->host_copy_gbs = v[4];
+    out->gpu_bytes = v[5], out->host_bytes = v[6];
+    out->busy_h2d_gbs = v[7], out->busy_d2h_gbs = v[8], out->busy_host_adam_ms_per_mparam = v[9];
     /* the collectives at the run's world, when calibrated (else coll_world stays 0) */
     const int world = engine_world(cfg);
     const cJSON *colls = cJSON_GetObjectItemCaseSensitive(root, "collectives"), *ce;

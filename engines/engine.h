@@ -197,8 +197,8 @@ typedef struct machine_rates {
      * measured (its busy time matched their sum on the H100 and H200, where the scaled
      * pieces came out 6-8% long). */
     double layer_scale, rest_scale;
-    /* pinned copies, GB/s: each way alone, and each way while the other runs */
-    double h2d_gbs, d2h_gbs, both_h2d_gbs, both_d2h_gbs;
+    /* pinned copies, GB/s, each way alone */
+    double h2d_gbs, d2h_gbs;
     double host_adam_ms_per_mparam; /* the host Adam pool, with `host_threads` threads */
     /* the same three at once (both copy directions and the host Adam: the offload engines'
      * steady state, where they share host memory's bandwidth) */

@@ -152,7 +152,7 @@ static int ahead_layers(const engine_config *cfg, const l2l_layout *z, const gpt
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, z->W == 1 && z->M == 1, z->L, p.host_bytes, z->Sl);
+    return update_ahead_blocks(cfg, z->W == 1 && z->M == 1, 1, z->L, p.host_bytes, z->Sl);
 }
 
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
@@ -370,22 +370,21 @@ static int copy_in(l2l_state *st, int k, step_result *out)
     return gpt_event_record(st->params_in, cs);
 }
 
-/* Queue layer k's host update, to start once its grads are home.  It uses the Adam step
+/* Queue layer k's host update, to start once its grads are home: in place, or (ahead,
+ * --clip-speculate) from the current copy of its state into the other.  It uses the Adam step
  * the coming optimizer phase will count (st->adam_step + 1). */
 static int submit_host_adam(l2l_state *st, int k, step_result *out, float scale, int ahead)
 {
     /* this rank's shard [r Sl, r Sl + n) of the layer against its decay range */
     const size_t off = host_block(st, k), n = shard_real(st), lo = (size_t)st->z.rank * st->z.Sl;
     const size_t decay = gpt_layer_layout_of(&st->sh).n_decay;
-    /* ahead (--clip-speculate): from the current copy of the layer's state into the other */
-    const ahead_state in = state_of(st, k, 0), to = state_of(st, k, ahead);
     cpu_adam_job job = {
-        .params = in.p, .grads = st->host_g + off, .m = in.m, .v = in.v,
-        .params_out = ahead ? to.p : NULL, .m_out = ahead ? to.m : NULL, .v_out = ahead ? to.v : NULL, .n = n, .n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n,
+        .grads = st->host_g + off, .n = n, .n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
         .grad_scale = scale, .after = st->grads_home[k],
     };
     out->host_adam_params += (double)n;
+    update_ahead_job(&st->ahead, k, st->host_p + off, st->host_m + off, st->host_v + off, ahead, &job);
     return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[k]);
 }
 

@@ -109,7 +109,7 @@ typedef struct sh_layout {
     int W, rank;     /* ranks: the streamed layers' host state is sharded (runtime/dp.h) */
     int M;           /* micro-batches per step */
     int K;           /* --clip-speculate: the top K streamed layers are updated ahead of the
-                        norm (speculated_layers) */
+                        norm (ahead_layers) */
     size_t Sl, SP;   /* a layer's shard, and a slot's floats (W Sl: the layer padded) */
     size_t PL, PE;   /* floats of one layer block and of the embed block */
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
@@ -157,8 +157,8 @@ typedef struct sh_bytes {
     size_t embed, resident, slots, res_inputs, slot_inputs, x_out;
     uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
     size_t host_params, host_grads, host_mv, host_ckpt, staging;
-    size_t host_undo; /* --clip-speculate: the second copy of params (pinned), m and v of
-                         the K layers updated ahead, in all */
+    size_t host_ahead; /* --clip-speculate: the second copies of params (pinned), m and v
+                          of the K layers updated ahead, in all */
     size_t nvme_staging, disk_mv; /* --offload nvme: host staging; disk m, v of all streamed */
     size_t res_fresh; /* M > 1: a resident layer's gradient of one micro-batch */
 } sh_bytes;
@@ -186,7 +186,7 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
         b.disk_mv = (size_t)z->Ls * nvme_adam_block_disk_bytes(layout_shard_real(z), 0);
     }
     b.host_ckpt = (size_t)z->n_ckpt * z->NC * f;
-    b.host_undo = update_ahead_bytes(z->K, z->Sl);
+    b.host_ahead = update_ahead_bytes(z->K, z->Sl);
     /* The staging block also serves -w auto's probe copies of one input. */
     size_t st = z->PE > z->PL ? z->PE : z->PL;
     b.staging = (st > z->NC ? st : z->NC) * f;
@@ -213,19 +213,19 @@ static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
     out->gpu_bytes = gpu_common(&b) + (uint64_t)z->R * gpu_per_resident(z) +
                      (uint64_t)z->S * gpu_per_slot(z);
     out->host_bytes = 2 * (uint64_t)b.host_params + 2 * (uint64_t)b.host_mv + b.host_ckpt +
-                      b.work_host + b.staging + b.nvme_staging + b.host_undo;
+                      b.work_host + b.staging + b.nvme_staging + b.host_ahead;
     out->disk_bytes = b.disk_mv;
 }
 
 /* --clip-speculate: how many streamed layers, from the top, are updated ahead of the norm
  * (runtime/update_ahead.h; not built with the disk tier, on N ranks or with micro-batches). */
-static int speculated_layers(const engine_config *cfg, const sh_layout *z, const gpt_shape *sh)
+static int ahead_layers(const engine_config *cfg, const sh_layout *z, const gpt_shape *sh)
 {
     sh_layout base = *z;
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, z->Ls, p.host_bytes, z->Sl);
+    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, 1, z->Ls, p.host_bytes, z->Sl);
 }
 
 /* -w W: the paper's layout (W resident, min(W, L-W) slots).  W >= L: every layer
@@ -288,7 +288,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     z.nvme = cfg->offload == OFFLOAD_NVME;
     z.M = engine_micro_batches(cfg);
     set_ranks(&z, engine_world(cfg), 0);
-    z.K = speculated_layers(cfg, &z, sh);
+    z.K = ahead_layers(cfg, &z, sh);
     plan_of(&z, sh, out);
 }
 
@@ -687,7 +687,7 @@ static int stronghold_init(const engine_env *env, void **state)
     st->z.nvme = env->cfg->offload == OFFLOAD_NVME;
     st->z.M = z0.M;
     set_ranks(&st->z, engine_world(env->cfg), env->rank);
-    st->z.K = speculated_layers(env->cfg, &st->z, sh);
+    st->z.K = ahead_layers(env->cfg, &st->z, sh);
     sh_bytes b = bytes_for(&st->z, sh);
     if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, MEM_GPU, "resident layers' parameters")) ||
               (rc = alloc_in(st, (void **)&st->res_g, b.resident, MEM_GPU, "resident layers' gradients")) ||
@@ -805,10 +805,10 @@ static int prefetch_backward(stronghold_state *st, int j, step_result *out)
     return slot_filled(st, j);
 }
 
-/* Queue layer k's host update, to start once its grads are home.  It uses the Adam step
- * the coming optimizer phase will count (st->adam_step + 1). */
-/* The host Adam of streamed layer k with the clipping scale: in place, or (ahead: the top K
- * layers under --clip-speculate) from the current copy of its state into the other. */
+/* Queue layer k's host update with the clipping scale, to start once its grads are home: in
+ * place, or (ahead: the top K layers under --clip-speculate) from the current copy of its
+ * state into the other.  It uses the Adam step the coming optimizer phase will count
+ * (st->adam_step + 1). */
 static int submit_host_adam(stronghold_state *st, int k, step_result *out, float scale, int ahead)
 {
     const size_t off = host_block(st, k);
@@ -826,13 +826,12 @@ static int submit_host_adam(stronghold_state *st, int k, step_result *out, float
         out->host_adam_params += (double)n;
         return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[k]);
     }
-    const ahead_state in = state_of(st, k, 0), to = state_of(st, k, ahead);
     cpu_adam_job job = {
-        .params = in.p, .grads = st->host_g + off, .m = in.m, .v = in.v, .n = n, .n_decay = n_decay,
+        .grads = st->host_g + off, .n = n, .n_decay = n_decay,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
         .grad_scale = scale, .after = st->grads_home[k],
-        .params_out = ahead ? to.p : NULL, .m_out = ahead ? to.m : NULL, .v_out = ahead ? to.v : NULL,
     };
+    update_ahead_job(&st->ahead, k, st->host_p + off, st->host_m + off, st->host_v + off, ahead, &job);
     out->host_adam_params += (double)n;
     return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[k]);
 }

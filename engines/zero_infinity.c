@@ -228,18 +228,17 @@ static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
 
 /* --clip-speculate: how many layers, from the top, are updated ahead of the norm
  * (runtime/update_ahead.h; not with m and v on disk, on N ranks or with micro-batches).  Only
- * when asked for (N): `auto` is none here.  Measured on the H100 at l32 (bench/clip_gpu.sh),
+ * when asked for (N): not by default.  Measured on the H100 at l32 (bench/clip_gpu.sh),
  * waiting for the norm costs this engine nothing (525.7 ms against 527.3 unclipped: its host
  * Adam hides under the next forward's fetches), while going ahead made the host Adam compete
  * with the backward's traffic (562.5 ms). */
 static int ahead_layers(const engine_config *cfg, const zi_layout *z, const gpt_shape *sh)
 {
-    if (cfg->clip_speculate < 0) return 0;
     zi_layout base = *z;
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, z->L, p.host_bytes, z->Sl);
+    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, 0, z->L, p.host_bytes, z->Sl);
 }
 
 static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
@@ -557,9 +556,9 @@ static int release_fetch(zi_state *st, int i, step_result *out)
     return i + st->z.F < 2 * st->z.L ? issue_fetch(st, i + st->z.F, out) : GPT_OK;
 }
 
-/* Queue block b's host update, to start once its grads are home.  It uses the Adam step
+/* Queue block b's host update, to start once its grads are home: in place, or (ahead,
+ * --clip-speculate) from the current copy of its state into the other.  It uses the Adam step
  * the coming optimizer phase will count (st->adam_step + 1). */
-/* (ahead, --clip-speculate: from the current copy of the block's state into the other) */
 static int submit_host_adam(zi_state *st, int b, step_result *out, float scale, int ahead)
 {
     const zi_layout *z = &st->z;
@@ -583,14 +582,12 @@ static int submit_host_adam(zi_state *st, int b, step_result *out, float scale, 
         out->bytes_disk_write += 2 * bytes;
         return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[b]);
     }
-    const ahead_state in = state_of(st, b, 0), to = state_of(st, b, ahead);
     cpu_adam_job job = {
-        .params = in.p, .grads = st->host_g + off, .m = in.m, .v = in.v,
-        .params_out = ahead ? to.p : NULL, .m_out = ahead ? to.m : NULL, .v_out = ahead ? to.v : NULL,
-        .n = n, .n_decay = n_decay, .optim = st->env.cfg->optim,
+        .grads = st->host_g + off, .n = n, .n_decay = n_decay, .optim = st->env.cfg->optim,
         .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
         .after = st->grads_home[b],
     };
+    update_ahead_job(&st->ahead, b, st->host_p + off, st->host_m + off, st->host_v + off, ahead, &job);
     return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[b]);
 }
 

@@ -3,11 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-int update_ahead_blocks(const engine_config *cfg, int eligible, int blocks, uint64_t host_plan,
+int update_ahead_blocks(const engine_config *cfg, int eligible, int by_default, int blocks, uint64_t host_plan,
                         size_t block_floats)
 {
     if (cfg->optim.clip <= 0 || !eligible || cfg->clip_speculate == 0 || blocks <= 0) return 0;
     if (cfg->clip_speculate > 0) return cfg->clip_speculate < blocks ? cfg->clip_speculate : blocks;
+    if (!by_default) return 0;
     if (!cfg->host_budget) return blocks;
     const uint64_t spare = cfg->host_budget / 20, per = update_ahead_bytes(1, block_floats);
     if (host_plan + spare >= cfg->host_budget || per == 0) return 0;
@@ -52,6 +53,18 @@ ahead_state update_ahead_state(const update_ahead *a, int b, float *home_p, floa
         return (ahead_state){a->p + at, a->m + at, a->v + at};
     }
     return (ahead_state){home_p, home_m, home_v};
+}
+
+void update_ahead_job(const update_ahead *a, int b, float *home_p, float *home_m, float *home_v, int ahead,
+                      cpu_adam_job *job)
+{
+    const ahead_state in = update_ahead_state(a, b, home_p, home_m, home_v, 0);
+    job->params = in.p, job->m = in.m, job->v = in.v;
+    job->params_out = job->m_out = job->v_out = NULL;
+    if (ahead) {
+        const ahead_state to = update_ahead_state(a, b, home_p, home_m, home_v, 1);
+        job->params_out = to.p, job->m_out = to.m, job->v_out = to.v;
+    }
 }
 
 void update_ahead_begin_step(update_ahead *a) { a->now = a->count > 0 && a->next; }

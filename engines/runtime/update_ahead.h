@@ -22,6 +22,7 @@
 #define AEBENCH_UPDATE_AHEAD_H
 
 #include "../engine.h"
+#include "cpu_adam.h"
 #include "membudget.h"
 
 #include <stddef.h>
@@ -38,10 +39,11 @@ typedef struct update_ahead {
 
 /* How many blocks (at most `blocks`, from the top) are updated ahead: none without clipping,
  * when the engine cannot here (`eligible` 0: N ranks, micro-batches, m and v on disk) or with
- * --clip-speculate 0; N as asked; auto: as many as the host budget holds beside the plan's
- * other `host_plan` bytes with a twentieth of it to spare (all with no budget known), so that
- * updating ahead never makes a model that fits not fit. */
-int update_ahead_blocks(const engine_config *cfg, int eligible, int blocks, uint64_t host_plan,
+ * --clip-speculate 0; N as asked; auto: none where the engine does not go ahead by default
+ * (`by_default` 0: its waiting for the norm was measured to cost nothing), else as many as the
+ * host budget holds beside the plan's other `host_plan` bytes with a twentieth of it to spare
+ * (all with no budget known), so that updating ahead never makes a model that fits not fit. */
+int update_ahead_blocks(const engine_config *cfg, int eligible, int by_default, int blocks, uint64_t host_plan,
                         size_t block_floats);
 /* Host bytes of `count` blocks' second copies (params, m, v). */
 uint64_t update_ahead_bytes(int count, size_t block_floats);
@@ -58,6 +60,10 @@ typedef struct ahead_state {
 } ahead_state;
 ahead_state update_ahead_state(const update_ahead *a, int b, float *home_p, float *home_m, float *home_v,
                                int other);
+/* Point job's state at block b's: in place on the current copy, or (ahead) from the current
+ * copy into the other (cpu_adam's *_out). */
+void update_ahead_job(const update_ahead *a, int b, float *home_p, float *home_m, float *home_v, int ahead,
+                      cpu_adam_job *job);
 /* b is among the blocks updated ahead in this step. */
 static inline int update_ahead_now(const update_ahead *a, int b)
 {
