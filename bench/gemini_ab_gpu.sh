@@ -1,31 +1,49 @@
 #!/usr/bin/env bash
 # What slows the forward of an interleaved gemini step (l16 h2048, global batch 32, 2 GPUs):
-# interleave under the knobs AEBENCH_GEMINI_CTAS (NCCL thread blocks of the checkpoint's
-# communicator) and AEBENCH_GEMINI_FILL (share of each idle span the plan fills), one run each,
-# 30 iterations (checkpoints from 15).  (The runs in bench/results/2026-11-24-h200x2-gemini/ab
-# also varied AEBENCH_GEMINI_VERIFY_THREADS, the host checksums' threads; the checksums are on
-# the GPU since, and the middle field of a variant is ignored.)
-#   bash bench/gemini_ab_gpu.sh "$OUT"      VARIANTS="ctas:vt:fill ..." to choose
+# one run per variant, 30 iterations (checkpoints from 15), the step's forward and backward
+# with and without checkpoints.  A variant is "tag;VAR=value VAR=value;extra aebench args":
+# environment (AEBENCH_GEMINI_CTAS: NCCL thread blocks of the checkpoint's communicator,
+# AEBENCH_GEMINI_FILL: share of each idle span the plan fills, AEBENCH_GEMINI_OWN: when this
+# rank's own copy goes home, CUDA_DEVICE_MAX_CONNECTIONS: the driver's hardware work queues)
+# and arguments (--gemini-replicas 1: the own copy alone, no peer traffic).
+#   bash bench/gemini_ab_gpu.sh "$OUT"      VARIANTS=$'tag;ENV;args\n...' to choose
+# (bench/results/2026-11-24-h200x2-gemini/ab: the first version's CTAs x fill table.)
 set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/dp_env.sh
 shape=(-m gemini -l 16 -h 2048 -b 4 --global-batch 32 --iters 30 --gemini-ckpt-from 15 --log-interval 1 --ranks 2 --device cuda)
-echo "| NCCL CTAs | verify threads | fill | without ms | with ms | slowdown | forward ms | backward ms |" | tee "$out/table.md"
-echo "|---|---|---|---|---|---|---|---|" | tee -a "$out/table.md"
-for v in ${VARIANTS:-0:32:0.9 4:32:0.9 4:4:0.9 4:8:0.9 4:4:0.5 2:2:0.5}; do
-    IFS=: read -r c t f <<<"$v"
-    tag="il_${c}_${t}_${f}"
-    AEBENCH_GEMINI_CTAS=$c AEBENCH_GEMINI_VERIFY_THREADS=$t AEBENCH_GEMINI_FILL=$f timeout 200 ./aebench "${shape[@]}" \
-        --gemini-mode interleave --results "$out/$tag" >"$out/$tag.txt" 2>&1
-    python3 - "$out/$tag" "$c" "$t" "$f" <<'PY' | tee -a "$out/table.md"
+default_variants='none;;--gemini-mode none
+interleave;;
+naive;;--gemini-mode naive
+connections32;CUDA_DEVICE_MAX_CONNECTIONS=32;
+own_only;;--gemini-replicas 1
+own_only_conn32;CUDA_DEVICE_MAX_CONNECTIONS=32;--gemini-replicas 1
+own_spread;AEBENCH_GEMINI_OWN=spread;
+own_late;AEBENCH_GEMINI_OWN=late;'
+echo "| variant | environment | arguments | without ms | with ms | slowdown | forward ms (without / with) | backward ms (without / with) | exposed ms |" | tee "$out/table.md"
+echo "|---|---|---|---|---|---|---|---|---|" | tee -a "$out/table.md"
+while IFS=';' read -r tag envs args; do
+    [ -z "$tag" ] && continue
+    read -r -a env_a <<<"$envs"
+    read -r -a args_a <<<"$args"
+    SECONDS=0
+    env ${env_a[@]+"${env_a[@]}"} timeout 200 ./aebench "${shape[@]}" ${args_a[@]+"${args_a[@]}"} \
+        --results "$out/$tag" >"$out/$tag.txt" 2>&1
+    echo "$tag: exit $? in $SECONDS s" >&2
+    python3 - "$out/$tag" "$tag" "$envs" "$args" <<'PY' | tee -a "$out/table.md"
 import glob, json, statistics, sys
 f = glob.glob(sys.argv[1] + "/*.json")
+tag, envs, args = sys.argv[2:5]
 if not f:
-    print(f"| {sys.argv[2]} | {sys.argv[3]} | {sys.argv[4]} | failed | | | | |"); sys.exit()
-d = json.load(open(f[0])); g = d["gemini"]
-st = [i for i in d["iterations"] if i.get("phase") == "checkpoint"]
-fw = statistics.mean(i["forward_ms"] for i in st); bw = statistics.mean(i["backward_ms"] for i in st)
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {sys.argv[4]} | {g['no_checkpoint_ms']:.1f} | {g['checkpoint_ms']:.1f} | "
-      f"{g['slowdown']:.3f} | {fw:.1f} | {bw:.1f} |")
+    print(f"| {tag} | {envs} | {args} | failed | | | | | |"); sys.exit()
+d = json.load(open(f[0])); g = d.get("gemini", {})
+its = [i for i in d["iterations"] if i["iteration"] > 3]
+wo = [i for i in its if i.get("phase") == "no_checkpoint"]
+wi = [i for i in its if i.get("phase") == "checkpoint"] or wo
+m = lambda xs, k: statistics.median(i[k] for i in xs) if xs else float("nan")
+ex = statistics.median(i.get("checkpoint", {}).get("exposed_ms", 0) for i in wi)
+print(f"| {tag} | {envs} | {args} | {m(wo, 'ms'):.1f} | {m(wi, 'ms'):.1f} | {m(wi, 'ms') / m(wo, 'ms'):.3f} | "
+      f"{m(wo, 'forward_ms'):.1f} / {m(wi, 'forward_ms'):.1f} | {m(wo, 'backward_ms'):.1f} / {m(wi, 'backward_ms'):.1f} | {ex:.1f} |")
 PY
-done
+done <<<"${VARIANTS:-$default_variants}"
+echo "total: $(( $(date +%s) - t0 )) s"
