@@ -28,7 +28,7 @@ while IFS=';' read -r tag envs args; do
     read -r -a args_a <<<"$args"
     SECONDS=0
     env ${env_a[@]+"${env_a[@]}"} timeout 200 ./aebench "${shape[@]}" ${args_a[@]+"${args_a[@]}"} \
-        --results "$out/$tag" >"$out/$tag.txt" 2>&1
+        --results "$out/$tag" >"$out/$tag.txt" 2>&1 </dev/null
     echo "$tag: exit $? in $SECONDS s" >&2
     python3 - "$out/$tag" "$tag" "$envs" "$args" <<'PY' | tee -a "$out/table.md"
 import glob, json, statistics, sys
