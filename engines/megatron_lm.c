@@ -78,7 +78,7 @@ typedef struct megatron_sizes {
     size_t wslots;                      /* stage 3: embed slot + 2 layer slots (act type) */
     size_t grads_full, grads_embed, grads_slots, grads_shard, grads_tmp;
     size_t adam;                        /* one of m, v */
-    size_t inputs, layer_acts, scratch, head, dres, ids, norms;
+    size_t inputs, layer_acts, scratch, head, dres, ids, norms, losses;
     size_t host_losses, host_norms, host_staging;
 } megatron_sizes;
 
@@ -101,6 +101,7 @@ typedef struct megatron_state {
     gpt_resident act;                  /* activations, checkpoints, head, dres, ids */
     int32_t *ids;
     float *block_norms;
+    float *losses;                     /* M x N: each micro-batch's per-token losses */
     float *host_losses, *host_norms, *norm_table;
     int adam_step;
 
@@ -183,6 +184,7 @@ static megatron_sizes sizes_of(const engine_config *cfg)
     z.dres = gpt_act_bytes(N * C, dt);
     z.ids = 2 * N * sizeof(int32_t);
     z.norms = (L + 1) * (size_t)W * f;
+    z.losses = (size_t)z.M * N * f;
     z.host_losses = (size_t)z.M * N * f;
     /* this rank's read-back, every rank's (gathered), the (block, shard) table */
     z.host_norms = (1 + 2 * (size_t)W) * (L + 1) * f;
@@ -197,7 +199,7 @@ static void megatron_plan(const engine_config *cfg, engine_plan *out)
     out->gpu_bytes = (uint64_t)z.params_full + z.params_shard + z.wparams_full + z.wparams_shard +
                      z.wslots + z.grads_full + z.grads_embed + z.grads_slots + z.grads_shard +
                      z.grads_tmp + 2 * (uint64_t)z.adam + z.inputs + z.layer_acts + z.scratch +
-                     z.head + z.dres + z.ids + z.norms;
+                     z.head + z.dres + z.ids + z.norms + z.losses;
     out->host_bytes = (uint64_t)z.host_losses + z.host_norms + z.host_staging;
     out->disk_bytes = 0;
 }
@@ -395,6 +397,7 @@ static int megatron_init(const engine_env *env, void **state)
         (rc = alloc_dev(st, &m->dres, z->dres, "residual gradient")) ||
         (rc = alloc_dev(st, (void **)&st->ids, z->ids, "token ids")) ||
         (rc = alloc_dev(st, (void **)&st->block_norms, z->norms, "block norms")) ||
+        (rc = alloc_dev(st, (void **)&st->losses, z->losses, "per-token losses")) ||
         (rc = alloc_host(st, (void **)&st->host_losses, z->host_losses, "losses read-back")) ||
         (rc = alloc_host(st, (void **)&st->host_norms, z->host_norms, "norms read-back")) ||
         (rc = alloc_host(st, &staging, z->host_staging, "initialisation staging")))
@@ -601,7 +604,9 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
     gpt_stream *s = st->compute;
     const int L = sh->layers, N = sh->batch * sh->seq;
     int rc;
-    if ((rc = gpt_event_record(st->ev_comm_done, coll_stream(st->grad_comm))) ||
+    /* the step's losses come home with the norms (shard_norms waits for both) */
+    if ((rc = gpt_memcpy_d2h(s, st->host_losses, st->losses, (size_t)st->M * N * sizeof(float))) ||
+        (rc = gpt_event_record(st->ev_comm_done, coll_stream(st->grad_comm))) ||
         (rc = gpt_stream_wait_event(s, st->ev_comm_done)) || (rc = shard_norms(st)))
         return rc;
     double local = 0;
@@ -684,10 +689,12 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     if (rc) return rc;
     for (int k = 0; k < st->M; k++) {
         double f0 = wall_ms();
-        if ((rc = forward_micro(st, tokens + (size_t)k * N, targets + (size_t)k * N)) ||
-            (rc = gpt_memcpy_d2h(s, st->host_losses + (size_t)k * N, st->act.head.losses,
-                                 (size_t)N * sizeof(float))) ||
-            (rc = gpt_stream_sync(s)))
+        /* Each micro-batch's losses stay on the GPU until the optimizer reads them all: a
+         * read-back here would queue behind whatever else crosses to the host meanwhile
+         * (gemini's checkpoint: +88 ms per step on two H100s, bench/results/
+         * 2026-11-25-h100x2-gemini), and the host, waiting, would issue nothing. */
+        st->act.head.losses = st->losses + (size_t)k * N;
+        if ((rc = forward_micro(st, tokens + (size_t)k * N, targets + (size_t)k * N)) || (rc = gpt_stream_sync(s)))
             return rc;
         double f1 = wall_ms();
         if (k == 0) engine_fault_point(&st->env, iteration, FAULT_BACKWARD);
