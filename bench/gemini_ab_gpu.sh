@@ -6,11 +6,18 @@
 # AEBENCH_GEMINI_FILL: share of each idle span the plan fills, AEBENCH_GEMINI_OWN: when this
 # rank's own copy goes home, CUDA_DEVICE_MAX_CONNECTIONS: the driver's hardware work queues)
 # and arguments (--gemini-replicas 1: the own copy alone, no peer traffic).
-#   bash bench/gemini_ab_gpu.sh "$OUT"      VARIANTS=$'tag;ENV;args\n...' to choose
+#   bash bench/gemini_ab_gpu.sh "$OUT"      VARIANTS=$'tag;ENV;args\n...' to choose, TEST_CUDA=pattern
 # (bench/results/2026-11-24-h200x2-gemini/ab: the first version's CTAs x fill table.)
 set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/dp_env.sh
+# TEST_CUDA=pattern: first build/tests/test_cuda, the tests matching pattern (needs cmocka in .deps)
+if [ -n "${TEST_CUDA:-}" ]; then
+    make -j16 CUDA=1 MPI=1 NCCL_HOME="$nccl_home" build/tests/test_cuda >>"$out/build.txt" 2>&1 &&
+        AEBENCH_CUDA_TESTS=$TEST_CUDA ./build/tests/test_cuda >"$out/test_cuda.txt" 2>&1
+    echo "test_cuda exit $?: $(grep -E '^\[  (PASSED|FAILED)|differ' "$out/test_cuda.txt" | tr '\n' ' ')"
+    cp "$out/test_cuda.txt" "$dest/" 2>/dev/null
+fi
 shape=(-m gemini -l 16 -h 2048 -b 4 --global-batch 32 --iters 30 --gemini-ckpt-from 15 --log-interval 1 --ranks 2 --device cuda)
 default_variants='none;;--gemini-mode none
 interleave;;

@@ -933,13 +933,10 @@ static void test_oom_then_usable(void **state)
 /* checksum_chunks on the GPU equals the CPU's bit for bit (the store checks the GPU's sums of
  * a checkpoint against its host copy at recovery): three parts of odd sizes, chunks that
  * straddle them, a chunk size that is not a multiple of a warp. */
-static void test_checksum_gpu_vs_cpu(void **state)
+static void checksum_case(const size_t n[3], size_t chunk)
 {
-    (void)state;
-    if (!have_gpu()) skip();
     pair p;
     pair_open(&p, MATH_FP32);
-    const size_t n[3] = {1000003, 77, 2345679}, chunk = 65536 + 17;
     buf b[3];
     gpt_float_span cpu_parts[3], gpu_parts[3];
     size_t total = 0;
@@ -961,14 +958,27 @@ static void test_checksum_gpu_vs_cpu(void **state)
     assert_int_equal(gpt_stream_sync(p.cs), 0);
     size_t differ = 0;
     for (size_t c = 0; c < nchunks; c++) differ += got[c] != cpu[c];
-    printf("cuda_vs_cpu checksum_chunks: %zu of %zu chunk sums differ (%zu words, 3 parts)\n", differ, nchunks,
-           total);
+    printf("cuda_vs_cpu checksum_chunks: %zu of %zu chunk sums differ (%zu words, 3 parts, chunks of %zu)\n",
+           differ, nchunks, total, chunk);
     assert_int_equal(differ, 0);
     p.gpu->ops->dev_free(p.gpu, dev);
     free(cpu);
     free(got);
     for (int k = 0; k < 3; k++) buf_free(&p, &b[k]);
     pair_close(&p);
+}
+
+/* checksum_chunks on the GPU equals the CPU's bit for bit (the store checks the GPU's sums of
+ * a checkpoint against its host copy at recovery): three parts of odd sizes, chunks that
+ * straddle them, a chunk size that is not a multiple of a warp; small chunks (many blocks'
+ * runs capped by the chunk) and large ones (hundreds of runs per chunk, one of them short). */
+static void test_checksum_gpu_vs_cpu(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    const size_t small[3] = {1000003, 77, 2345679}, large[3] = {5000011, 3, 6000001};
+    checksum_case(small, 65536 + 17);
+    checksum_case(large, (4 << 20) + 3);
 }
 
 /* ---- the profiler ------------------------------------------------------------------------ */
@@ -1000,5 +1010,8 @@ int main(void)
         cmocka_unit_test(test_oom_then_usable),
         cmocka_unit_test(test_profiler_table),
     };
+    /* AEBENCH_CUDA_TESTS=pattern runs only the tests whose names match (cmocka's filter) */
+    const char *only = getenv("AEBENCH_CUDA_TESTS");
+    if (only && only[0]) cmocka_set_test_filter(only);
     return cmocka_run_group_tests_name("cuda", tests, NULL, NULL);
 }

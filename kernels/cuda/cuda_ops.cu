@@ -1105,45 +1105,44 @@ void cu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
 
 /* ---- checkpoint checksums (checksum_element.h) ---------------------------------------------
  * sums[c] = fold(n_c, sum of the terms of chunk c's words).  The chunks' words are the parts
- * one after the other.  Each thread adds the terms of a grid-stride run of words into its
- * chunk's running sum, a warp adds its lanes' sums where they share a chunk, and one 64-bit
- * integer atomic per warp and chunk adds that in: integer addition, so the order does not
- * change the bits.  A second kernel folds each sum with its chunk's length. */
+ * one after the other.  Each chunk is cut into `per_chunk` contiguous runs, one thread block
+ * each: its threads add the terms of their words in registers, the block adds its threads'
+ * sums, and one 64-bit integer atomic per block adds that into its chunk's sum (integer
+ * addition: the order does not change the bits).  One atomic per warp instead, all warps of a
+ * chunk on one address, serialised in L2 for ~20 ms per 5 GB on an H100, beside the training
+ * (bench/results/2026-11-25-h100x2-gemini).  A second kernel folds each sum with its chunk's
+ * length. */
 struct checksum_parts {
     const uint32_t *p[GPT_CHECKSUM_PARTS];
     size_t end[GPT_CHECKSUM_PARTS]; /* where each part ends in the sequence */
     int nparts;
 };
 
-__global__ static void checksum_terms_kernel(unsigned long long *sums, checksum_parts parts,
-                                             size_t total, size_t chunk_floats)
+enum { CHECKSUM_THREADS = 256 };
+
+__global__ static void __launch_bounds__(CHECKSUM_THREADS)
+checksum_terms_kernel(unsigned long long *sums, checksum_parts parts, size_t total, size_t chunk_floats,
+                      unsigned per_chunk)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t base = (size_t)blockIdx.x * blockDim.x; base < total; base += stride) {
-        const size_t g = base + threadIdx.x;
-        uint64_t term = 0;
-        size_t chunk = (size_t)-1;
-        if (g < total) {
-            int k = 0;
-            while (k + 1 < parts.nparts && g >= parts.end[k]) k++;
-            const size_t start = k ? parts.end[k - 1] : 0;
-            chunk = g / chunk_floats;
-            term = gpt_checksum_term(parts.p[k][g - start], g - chunk * chunk_floats);
-        }
-        /* lanes of one chunk (a warp spans at most two chunks: 32 < chunk_floats) */
-        const size_t first_chunk = __shfl_sync(0xffffffffu, chunk, 0);
-        uint64_t in_first = chunk == first_chunk ? term : 0, in_next = chunk == first_chunk ? 0 : term;
-        for (int off = 16; off > 0; off /= 2) {
-            in_first += __shfl_xor_sync(0xffffffffu, in_first, off);
-            in_next += __shfl_xor_sync(0xffffffffu, in_next, off);
-        }
-        if ((threadIdx.x & 31) == 0 && first_chunk != (size_t)-1) {
-            atomicAdd(&sums[first_chunk], (unsigned long long)in_first);
-            /* the warp's last word in the sequence: in the next chunk when the warp crosses */
-            const size_t last_g = base + (threadIdx.x | 31);
-            const size_t last_chunk = (last_g < total ? last_g : total - 1) / chunk_floats;
-            if (last_chunk != first_chunk) atomicAdd(&sums[last_chunk], (unsigned long long)in_next);
-        }
+    __shared__ unsigned long long warp_sums[CHECKSUM_THREADS / 32];
+    const size_t chunk = blockIdx.x / per_chunk, run = blockIdx.x % per_chunk;
+    const size_t c0 = chunk * chunk_floats, c1 = c0 + chunk_floats < total ? c0 + chunk_floats : total;
+    const size_t len = (c1 - c0 + per_chunk - 1) / per_chunk;
+    const size_t from = c0 + run * len, to = from + len < c1 ? from + len : c1;
+    uint64_t acc = 0;
+    int k = 0;
+    for (size_t g = from + threadIdx.x; g < to; g += CHECKSUM_THREADS) {
+        while (k + 1 < parts.nparts && g >= parts.end[k]) k++;
+        const size_t start = k ? parts.end[k - 1] : 0;
+        acc += gpt_checksum_term(parts.p[k][g - start], g - c0);
+    }
+    for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint64_t block = 0;
+        for (int w = 0; w < CHECKSUM_THREADS / 32; w++) block += warp_sums[w];
+        atomicAdd(&sums[chunk], (unsigned long long)block);
     }
 }
 
@@ -1177,8 +1176,13 @@ void cu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *par
     const size_t nchunks = (total + chunk_floats - 1) / chunk_floats;
     OP_CHECK_CUDA(s, cudaMemsetAsync(sums, 0, nchunks * sizeof(uint64_t), st));
     if (total == 0) return;
-    checksum_terms_kernel<<<grid_for(total, EW_THREADS), EW_THREADS, 0, st>>>(
-        (unsigned long long *)sums, cp, total, chunk_floats);
+    /* about 2048 blocks in all (16 per SM), each run at least 16 words per thread */
+    size_t per_chunk = (2048 + nchunks - 1) / nchunks;
+    const size_t max_runs = (chunk_floats + 16 * CHECKSUM_THREADS - 1) / (16 * CHECKSUM_THREADS);
+    if (per_chunk > max_runs) per_chunk = max_runs;
+    if (per_chunk < 1) per_chunk = 1;
+    checksum_terms_kernel<<<(unsigned)(nchunks * per_chunk), CHECKSUM_THREADS, 0, st>>>(
+        (unsigned long long *)sums, cp, total, chunk_floats, (unsigned)per_chunk);
     OP_CHECK_LAUNCH(s);
     checksum_fold_kernel<<<(unsigned)((nchunks + 255) / 256), 256, 0, st>>>((unsigned long long *)sums, nchunks,
                                                                             total, chunk_floats);
