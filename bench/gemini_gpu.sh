@@ -15,7 +15,8 @@
 #     5 iterations, its time and GB/s; and both ranks lost (falls back to it).
 # On the device machine, from the repository root, with .deps carried:
 #   bash bench/gemini_gpu.sh "$OUT"
-# STORE (default /dev/shm when it has room for both ranks' stores, else /tmp).
+# STORE (default /dev/shm when it has room for both ranks' stores, else /tmp); ONLY_RECOVERY=1:
+# the hardware failure and both ranks lost alone (no case 6, software failure or disk run).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/dp_env.sh
@@ -27,6 +28,7 @@ if [ -z "${STORE:-}" ] && [ "${free_gb:-0}" -lt 60 ]; then
     echo "(too small for two ranks' stores: using $store, $(df -BG --output=avail /tmp | tail -n 1) free)"
 fi
 
+if [ "${ONLY_RECOVERY:-0}" != 1 ]; then
 echo "== case 6: configs/case6.json"
 SECONDS=0
 timeout 240 ./aebench --config configs/case6.json --device cuda --gemini-store "$store" --results "$out/case6" >"$out/case6.txt" 2>&1
@@ -34,6 +36,7 @@ echo "case 6 exit $? in $SECONDS s"
 grep -h "^gemini: steps without\|gemini interleave:\|each checkpoint copies" "$out"/case6/log_gemini_*.txt
 bash scripts/case6_extract.sh -r "$out/case6" && cp "$out"/case6/case6*.csv "$dest/"
 cat "$out/case6/case6.csv"
+fi
 
 fail() { # tag iters timeout extra-args...
     local tag=$1 iters=$2 limit=$3
@@ -48,13 +51,13 @@ fail() { # tag iters timeout extra-args...
 }
 echo "== recovery (failure at iteration 14 of 18)"
 fail hw 18 150 --fail-at 14 --fail-rank 1 --fail-kind hardware
-fail sw 18 150 --fail-at 14 --fail-rank 0 --fail-kind software
+[ "${ONLY_RECOVERY:-0}" = 1 ] || fail sw 18 150 --fail-at 14 --fail-rank 0 --fail-kind software
 echo "== the disk: a persistent checkpoint every 5 iterations (none mode), and both ranks lost"
 # (outside $out: the checkpoint files must not go into bench.tgz)
 ckroot=$(mktemp -d /tmp/aebench-ckpt.XXXXXX)
 mkdir -p "$ckroot/disk" "$ckroot/both"
 df -h "$ckroot" | tail -n 1
-fail disk 10 150 --gemini-mode none --ckpt-dir "$ckroot/disk" --ckpt-every 5
+[ "${ONLY_RECOVERY:-0}" = 1 ] || fail disk 10 150 --gemini-mode none --ckpt-dir "$ckroot/disk" --ckpt-every 5
 fail both 14 150 --ckpt-dir "$ckroot/both" --ckpt-every 5 --fail-at 12 --fail-rank 0,1 --fail-kind hardware
 rm -rf "$ckroot"
 

@@ -206,7 +206,8 @@ typedef struct gemini_state {
     gemini_placement p;
     engine_allocs mem;       /* the staging chunks */
     coll_group *comm;        /* the checkpoint's own communicator and stream */
-    gpt_stream *d2h;         /* the peers' chunks, staging to their slots */
+    gpt_stream *d2h;         /* the peers' chunks, staging to their slots (at recovery: a held
+                                shard up into staging, to be sent to its owner) */
     gpt_stream *own_d2h;     /* this rank's own arrays to its slot: a stream of their own, so
                                 that the staging chunks never wait behind them */
     gpt_stream *verify;      /* the versions' checksums (host tasks), off the copies' path */
@@ -344,36 +345,49 @@ static int complete_slot(gemini_state *st, int slot, int version, gpt_stream *co
     return GPT_OK;
 }
 
-/* The persistent checkpoint's newest version that every rank has (each rank reads and checks
- * its own file's two versions), loaded into the arrays; *best stays -1 when there is none. */
+/* The persistent checkpoint's newest version that every rank has, loaded into the arrays;
+ * *best stays -1 when there is none.  The ranks agree on the newest iteration every rank's
+ * headers name, then each reads and checks that version's data alone (one read of the shard,
+ * not one per version); a rank whose data fails its checksums drops it and they agree again. */
 static int restore_persistent(gemini_state *st, int *best, int *best_step)
 {
     const engine_config *cfg = st->env.cfg;
     const int W = st->p.W;
     float *buf = ckpt_store_data(st->store, 0, 0); /* (page aligned; invalid anyway now) */
     const size_t floats = 3 * st->shard.n;
-    int mine[2 * CKPT_VERSIONS], *all = calloc((size_t)W * 2 * CKPT_VERSIONS, sizeof *all);
+    int mine[2 * CKPT_VERSIONS], *all = calloc((size_t)W * 2 * CKPT_VERSIONS, sizeof *all), rc = GPT_OK;
     if (!all) return GPT_ERR_OOM;
     for (int v = 0; v < CKPT_VERSIONS; v++)
-        mine[2 * v] = ckpt_file_read(cfg->ckpt_dir, st->job, st->p.rank, v, buf, floats, st->chunk, &mine[2 * v + 1]);
-    int rc = coll_host_all_gather(st->comm, all, mine, sizeof mine);
-    for (int i = 0; !rc && i < W * CKPT_VERSIONS; i++) {
-        const int it = all[2 * i];
-        if (it <= *best) continue;
-        int everyone = 1;
-        for (int r = 0; r < W && everyone; r++) {
-            int found = 0;
-            for (int v = 0; v < CKPT_VERSIONS; v++) found |= all[(r * CKPT_VERSIONS + v) * 2] == it;
-            everyone = found;
+        mine[2 * v] = ckpt_file_header(cfg->ckpt_dir, st->job, st->p.rank, v, floats, st->chunk, &mine[2 * v + 1]);
+    for (int attempt = 0; !rc && attempt < CKPT_VERSIONS; attempt++) {
+        *best = -1;
+        if ((rc = coll_host_all_gather(st->comm, all, mine, sizeof mine))) break;
+        for (int i = 0; i < W * CKPT_VERSIONS; i++) {
+            const int it = all[2 * i];
+            if (it <= *best) continue;
+            int everyone = 1;
+            for (int r = 0; r < W && everyone; r++) {
+                int found = 0;
+                for (int v = 0; v < CKPT_VERSIONS; v++) found |= all[(r * CKPT_VERSIONS + v) * 2] == it;
+                everyone = found;
+            }
+            if (everyone) *best = it, *best_step = all[2 * i + 1];
         }
-        if (everyone) *best = it, *best_step = all[2 * i + 1];
+        if (*best < 0) break;
+        int v = 0, step = 0;
+        while (v + 1 < CKPT_VERSIONS && mine[2 * v] != *best) v++;
+        const int ok = ckpt_file_read(cfg->ckpt_dir, st->job, st->p.rank, v, buf, floats, st->chunk, &step) == *best;
+        if (!ok) mine[2 * v] = -1;
+        int oks[1] = {ok}, *every = calloc((size_t)W, sizeof *every), all_ok = 1;
+        if (!every) rc = GPT_ERR_OOM;
+        if (!rc) rc = coll_host_all_gather(st->comm, every, oks, sizeof oks);
+        for (int r = 0; !rc && r < W; r++) all_ok &= every[r];
+        free(every);
+        if (rc || all_ok) break;
+        *best = -1; /* (a rank's copy of it was damaged: the next newest) */
     }
     free(all);
     if (rc || *best < 0) return rc;
-    /* read the chosen version again (the buffer holds the last one read) and load it */
-    int v = mine[2 * (CKPT_VERSIONS - 1)] == *best ? CKPT_VERSIONS - 1 : 0, step = 0;
-    if (v != CKPT_VERSIONS - 1 && ckpt_file_read(cfg->ckpt_dir, st->job, st->p.rank, v, buf, floats, st->chunk, &step) != *best)
-        return GPT_ERR_IO;
     gpt_stream *cs = coll_stream(st->comm);
     size_t at = 0;
     state_piece pc;
@@ -455,11 +469,17 @@ static int restore(gemini_state *st)
             const float *src = holder == p->rank ? ckpt_store_data(st->store, hslot, hversion) : NULL;
             size_t at = 0;
             state_piece pc;
-            while (!rc && next_piece(st, &at, &pc)) {
+            for (int k = 0; !rc && next_piece(st, &at, &pc); k++) {
                 const size_t bytes = pc.len * sizeof(float);
                 if (holder == p->rank) {
-                    rc = gpt_memcpy_h2d(cs, st->staging[0], src + pc.at, bytes);
-                    if (!rc) rc = coll_send(st->comm, st->staging[0], bytes, o);
+                    /* up into staging chunk k mod 2 on the copy stream while the chunk before
+                     * is sent: the fetch runs at the slower of the two links, not their sum */
+                    const int b = k % 2;
+                    if ((k >= 2 && (rc = gpt_stream_wait_event(st->d2h, st->ev_free[b]))) ||
+                        (rc = gpt_memcpy_h2d(st->d2h, st->staging[b], src + pc.at, bytes)) ||
+                        (rc = gpt_event_record(st->ev_recv[b], st->d2h)) || (rc = gpt_stream_wait_event(cs, st->ev_recv[b])) ||
+                        (rc = coll_send(st->comm, st->staging[b], bytes, o)) || (rc = gpt_event_record(st->ev_free[b], cs)))
+                        break;
                 } else {
                     rc = coll_recv(st->comm, state_at(&st->shard, pc.at), bytes, holder);
                 }

@@ -1,5 +1,6 @@
 #include "host_pages.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,4 +37,24 @@ int host_pages_alloc_zeroed(void **ptr, size_t bytes)
     }
     *ptr = p;
     return 0;
+}
+
+int host_pages_populate(void *p, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+    const ptrdiff_t pieces = (ptrdiff_t)((bytes + HUGE_PAGE - 1) / HUGE_PAGE);
+    int failed = 0;
+#pragma omp parallel for schedule(static) reduction(max : failed)
+    for (ptrdiff_t i = 0; i < pieces; i++) {
+        const size_t at = (size_t)i * HUGE_PAGE;
+        if (madvise((char *)p + at, bytes - at < HUGE_PAGE ? bytes - at : HUGE_PAGE, MADV_POPULATE_WRITE) != 0 &&
+            errno > failed)
+            failed = errno;
+    }
+    return failed;
+#else
+    (void)p;
+    (void)bytes;
+    return EINVAL;
+#endif
 }

@@ -26,6 +26,14 @@ extern "C" {
  * with free().  0, or -1 with *ptr NULL when the memory is not there. */
 int host_pages_alloc_zeroed(void **ptr, size_t bytes);
 
+/* Fault in every page of a shared file mapping (a memory file system's file: the gemini
+ * store) on every core, writable, 2 MiB per thread at a time: a memory file system allocates
+ * and zeroes its pages on first touch, one thread at ~4 GB/s otherwise (posix_fallocate, or
+ * the driver's page-locking).  0; or the errno of a piece that failed: ENOSPC/EFAULT/ENOMEM
+ * (no room: what would have been a SIGBUS later), EINVAL (a kernel without
+ * MADV_POPULATE_WRITE, before Linux 5.14: the caller reserves the pages another way). */
+int host_pages_populate(void *p, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,6 +56,37 @@ else
 fi
 rm -rf "${GM_STORE:?}"/*
 
+# ---- one rank, its store lost and the newest persistent version damaged on disk: the
+# recovery reads only the version the headers name, finds its checksums wrong, and takes the
+# one before (iteration 4 of --ckpt-every 2), = no failure -----------------------------------
+mkdir -p "$GM_WORK/onedisk"
+gm_run oned1 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job oned \
+    --ckpt-dir "$GM_WORK/onedisk" --ckpt-every 2 --fail-at 7
+rm -f "$GM_STORE"/aebench-gemini-*-oned/rank-*.ckpt
+gm_ckfile=$(ls "$GM_WORK"/onedisk/aebench-ckpt-*-oned/rank-0.ckpt 2>/dev/null | head -n 1)
+gm_damaged=no
+if [ -n "$gm_ckfile" ]; then
+    # version 1 (iteration 6) starts half way: its header page, then its data; a word of data
+    python3 - "$gm_ckfile" <<'PY' && gm_damaged=yes
+import os, sys
+f = sys.argv[1]
+at = os.path.getsize(f) // 2 + 4096 + 1000
+with open(f, "r+b") as h:
+    h.seek(at); b = h.read(1); h.seek(at); h.write(bytes([b[0] ^ 0x40]))
+PY
+fi
+gm_run oned2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job oned \
+    --ckpt-dir "$GM_WORK/onedisk" --ckpt-every 2 --gemini-recover
+if [ "$gm_damaged" = yes ] && [ "$GM_RC" -eq 0 ] &&
+    grep -q "recovered at iteration 4 (Adam step 4) from its persistent checkpoint" "$GM_WORK/oned2/out" &&
+    cmp -s "$GM_WORK/one1.params" "$GM_WORK/oned2.params" &&
+    [ "$(gm_losses "$GM_WORK/oned2" 5)" = "$(gm_losses "$GM_WORK/one1" 5)" ]; then
+    gm_pass "gemini on one rank: store lost, newest persistent version damaged: iteration 4's restored, = no failure"
+else
+    gm_fail "gemini damaged persistent version" "damaged: $gm_damaged, exit $GM_RC: $(grep recovered "$GM_WORK/oned2/out") $(tail -c 300 "$GM_WORK/oned2/err")"
+fi
+rm -rf "${GM_STORE:?}"/* "$GM_WORK/onedisk"
+
 if ! "$GM_BIN" --version | grep -q "ranks: mpi"; then
     echo "not run: $GM_BIN was built without MPI (make test runs these)"
 elif [ -z "$GM_MPI" ]; then

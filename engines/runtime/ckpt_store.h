@@ -82,6 +82,10 @@ int ckpt_file_write(const char *dir, const char *job, int rank, int version, int
  * a page); its iteration when it is complete and every checksum matches, else -1. */
 int ckpt_file_read(const char *dir, const char *job, int rank, int version, float *data,
                    size_t floats, size_t chunk_floats, int *adam_step);
+/* Version v's header alone: its iteration when it says complete and fits (floats, chunks,
+ * owner), else -1.  Recovery reads only the data of the version it chooses. */
+int ckpt_file_header(const char *dir, const char *job, int rank, int version, size_t floats,
+                     size_t chunk_floats, int *adam_step);
 /* Remove the job's persistent checkpoint (every rank's file, then the directory). */
 void ckpt_file_remove(const char *dir, const char *job, int rank);
 
