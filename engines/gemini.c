@@ -45,7 +45,9 @@
  *               the same span) puts into each span what 90% of it carries at the measured
  *               rate, cut into pieces of at most a staging chunk (at least 1 MiB).  Each
  *               checkpoint is sent during the next step: begun at its start (the local copy
- *               at once, on d2h, which the training does not use), its chunks issued behind the
+ *               at once, on own-d2h, which the training does not use: megatron-lm reads
+ *               nothing back before its optimizer; AEBENCH_GEMINI_OWN=spread|late for
+ *               experiments), its chunks issued behind the
  *               collective that opens each span, the rest just before the optimizer, which
  *               waits for all of it (that wait is the exposed time): the arrays must not change
  *               while they are read.  A failure during that step finds the version before.
