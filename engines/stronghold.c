@@ -543,7 +543,7 @@ out:
     engine_prediction best, p;
     memset(&best, 0, sizeof best);
     const engine_config *cfg = st->env.cfg;
-    if (cfg->machine && !pred_unmodelled(cfg, PRED_RANKS | PRED_MICRO | PRED_NVME, &p)) {
+    if (cfg->machine && !pred_unmodelled(cfg, PRED_MICRO | PRED_NVME, &p) && !pred_no_collectives(cfg, cfg->machine, &p)) {
         int bR = R, bS = S;
         predict_settled(cfg, cfg->machine, R, S, &best);
         const double rule_ms = best.ms;
@@ -1089,33 +1089,47 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
     if (*S > sh->layers - *R) *S = sh->layers - *R;
 }
 
-/* The step on machine m (one rank, one micro-batch, --offload cpu), in the order of forward,
- * backward and optimizer above: a streamed layer's forward waits for its prefetch, which the
- * host issues once that layer's host Adam of the step before is done (the host thread waits
+/* The step on machine m (one micro-batch, --offload cpu), in the order of forward, backward
+ * and optimizer above: a streamed layer's forward waits for its prefetch, which the host
+ * issues once that layer's host Adam of the step before is done (the host thread waits
  * there, so nothing after it is issued earlier); its input leaves after its forward, and the
  * slot's next layer comes in; in the backward each streamed layer's grads go home and the
  * slot's layer S below comes in; the host Adam runs after the global norm (with clipping) or
- * as each layer's grads arrive.  Walked for three steps: the last is the steady one.
- * (This is the step with R resident layers and S slots; stronghold_predict picks them.) */
+ * as each layer's grads arrive.  N ranks (the collectives calibrated at that world, on their
+ * one stream): a prefetch brings this rank's shard up and all-gathers the layer in the slot; a
+ * streamed layer's grads are reduce-scattered before its shard goes home, a resident layer's
+ * and the embedding's all-reduced, and the GPU Adam waits for them all; each rank updates its
+ * shard of every streamed layer on the host (pred_host_share).  Walked for three steps: the
+ * last is the steady one.  (This is the step with R resident layers and S slots;
+ * stronghold_predict picks them.) */
 static void predict_layout(const engine_config *cfg, const machine_rates *measured, int R, int S, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
     const machine_rates scaled = pred_scaled(measured), *m = &scaled; /* (its GPU does megatron-lm's per-layer work) */
-    const sh_layout z = layout_for(&cfg->shape, R, S);
+    sh_layout z = layout_for(&cfg->shape, R, S);
+    const int W = engine_world(cfg);
+    set_ranks(&z, W, 0);
     const int L = z.L, clip = cfg->optim.clip > 0;
     double *adam_done = pred_arrays(out, (size_t)L, 4), *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;
     if (!adam_done) return;
-    const double layer_h2d = pred_h2d_ms(m, (double)z.PL), input_h2d = pred_h2d_ms(m, (double)z.NC);
-    const double grads_d2h = pred_d2h_ms(m, (double)z.PL), input_d2h = pred_d2h_ms(m, (double)z.NC);
+    const double layer_h2d = pred_h2d_ms(m, (double)z.Sl), input_h2d = pred_h2d_ms(m, (double)z.NC);
+    const double grads_d2h = pred_d2h_ms(m, (double)z.Sl), input_d2h = pred_d2h_ms(m, (double)z.NC);
+    const double adam_ms = pred_host_share(cfg) * pred_host_adam_ms(m, (double)z.Sl);
+    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, (double)z.SP) : 0;
+    const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
+    const double layer_ar_ms = W > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PL) : 0;
+    const double embed_ar_ms = W > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE) : 0;
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {
         start = end;
         pred_step(&t, start);
         double host = start, c = start; /* the host thread's issue clock; compute */
+        double reduced = start; /* the collectives' stream: the last reduction's end */
         for (int k = R; k < R + S && k < L; k++) {
             host = pred_max(host, adam_done[k]);
             ready[k] = pred_run(&t, BUSY_H2D, layer_h2d, host);
+            if (W > 1) ready[k] = pred_run(&t, BUSY_COMM, gather_ms, ready[k]);
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, host));
         for (int k = 0; k < L; k++) {
@@ -1127,6 +1141,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
             if (k + S < L) {
                 host = pred_max(host, adam_done[k + S]);
                 ready[k + S] = pred_run(&t, BUSY_H2D, layer_h2d, pred_max(host, fwd_done[k]));
+                if (W > 1) ready[k + S] = pred_run(&t, BUSY_COMM, gather_ms, ready[k + S]);
             }
         }
         c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
@@ -1134,19 +1149,28 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
             const int streamed = j >= R;
             c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg),
                          streamed && j < L - S ? pred_max(c, ready[j]) : c);
-            if (!streamed) continue;
-            home[j] = pred_run(&t, BUSY_D2H, grads_d2h, c);
-            if (!clip) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), home[j]);
-            if (j - S >= R) ready[j - S] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
+            if (!streamed) {
+                if (W > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);
+                continue;
+            }
+            const double grads_final = W > 1 ? (reduced = pred_run(&t, BUSY_COMM, reduce_ms, c)) : c;
+            home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
+            if (!clip) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
+            if (j - S >= R) {
+                ready[j - S] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
+                if (W > 1) ready[j - S] = pred_run(&t, BUSY_COMM, gather_ms, ready[j - S]);
+            }
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+        if (W > 1) c = pred_max(c, pred_run(&t, BUSY_COMM, embed_ar_ms, c));
+        c = pred_max(c, reduced);
         /* the norms are read back (the host waits for compute), then the GPU Adam of the
          * embedding and the resident layers, and the host Adam of the streamed ones */
         host = pred_max(host, c);
         c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE + (double)R * z.PL), c);
         if (clip)
             for (int k = R; k < L; k++)
-                adam_done[k] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), pred_max(host, home[k]));
+                adam_done[k] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, pred_max(host, home[k]));
         end = c;
     }
     pred_done(out, &t, start, end);
@@ -1156,7 +1180,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
 static void stronghold_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_RANKS | PRED_MICRO | PRED_NVME, out)) return;
+    if (pred_unmodelled(cfg, PRED_MICRO | PRED_NVME, out) || pred_no_collectives(cfg, m, out)) return;
     int R, S;
     predicted_layout(cfg, m, &R, &S);
     predict_layout(cfg, m, R, S, out);

@@ -787,55 +787,68 @@ static int zero_infinity_read_params(void *state, float *host_params)
     return GPT_OK;
 }
 
-/* The step on machine m (one rank, one micro-batch, --offload cpu), in the order of the top
- * comment: the embedding fetched once (after its host Adam), fetch i of the 2L (forward, then
+/* The step on machine m (one micro-batch, --offload cpu), in the order of the top comment:
+ * the embedding fetched once (after its host Adam), fetch i of the 2L (forward, then
  * backward's layers) into buffer i mod F once that buffer's layer before has run and, in the
  * forward, once the layer's host Adam of the step before is done (the host waits there); each
  * layer's grads go home from one of two buckets after its backward; the host Adam of every
- * block after the global norm (with clipping) or as its grads arrive.  Three steps walked:
- * the last is the steady one. */
+ * block after the global norm (with clipping) or as its grads arrive.  N ranks (ZeRO-3, the
+ * collectives calibrated at that world, on their one stream): each fetch brings this rank's
+ * shard up and all-gathers the block in place; each bucket is reduce-scattered before its
+ * shard goes home; each rank updates its shard of every block (pred_host_share).  Three steps
+ * walked: the last is the steady one. */
 static void zero_infinity_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_RANKS | PRED_MICRO | PRED_NVME, out)) return;
+    if (pred_unmodelled(cfg, PRED_MICRO | PRED_NVME, out) || pred_no_collectives(cfg, m, out)) return;
     const zi_layout z = layout_for(cfg);
+    const int W = z.W;
+    const double share = pred_host_share(cfg);
+    /* (one rank: the shards are the blocks, and no collective runs) */
+    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, (double)W * z.Sl) : 0;
+    const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Sl) : 0;
     const int L = z.L, F = z.F, clip = cfg->optim.clip > 0;
     /* adam_done/home: block b = 0 the embedding, 1 + k layer k; used: fetch i's layer done
      * (2L of them: four arrays of L + 1) */
     double *adam_done = pred_arrays(out, (size_t)L + 1, 4), *home = adam_done + L + 1, *used = home + L + 1;
     if (!adam_done) return;
-    const double in_ms = pred_h2d_ms(m, (double)z.PL), out_ms = pred_d2h_ms(m, (double)z.PL);
+    const double in_ms = pred_h2d_ms(m, (double)z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {
         start = end;
         pred_step(&t, start);
         double host = pred_max(start, adam_done[0]);
-        const double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.PE), host);
+        double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.Se), host);
+        if (W > 1) embed_in = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, (double)W * z.Se), embed_in);
         double c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(start, embed_in));
         double bucket_free[2] = {start, start};
         for (int i = 0; i < 2 * L; i++) {
             const int fwd = i < L, layer = fwd ? i : 2 * L - 1 - i;
             if (fwd) host = pred_max(host, adam_done[1 + layer]);
-            const double in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, i >= F ? used[i - F] : start));
+            double in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, i >= F ? used[i - F] : start));
+            if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
             if (i == L) c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
             if (fwd) {
                 c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
             } else {
                 const int b = (L - 1 - layer) % 2;
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, bucket_free[b])));
-                bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, c);
+                const double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
+                bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, reduced);
                 if (!clip)
-                    adam_done[1 + layer] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, (double)z.PL), home[1 + layer]);
+                    adam_done[1 + layer] =
+                        pred_run(&t, BUSY_HOST_ADAM, share * pred_host_adam_ms(m, (double)z.Sl), home[1 + layer]);
             }
             used[i] = c;
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
-        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.PE), c);
-        host = pred_max(host, c); /* the norms read back */
+        const double embed_reduced = W > 1 ? pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Se), c) : c;
+        home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
+        host = pred_max(host, pred_max(c, embed_reduced)); /* the norms read back (the shards' after their reductions) */
         for (int b = 0; b <= L; b++)
             if (clip || b == 0)
-                adam_done[b] = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, b == 0 ? (double)z.PE : (double)z.PL),
+                adam_done[b] = pred_run(&t, BUSY_HOST_ADAM, share * pred_host_adam_ms(m, b == 0 ? (double)z.Se : (double)z.Sl),
                                         pred_max(clip ? host : start, home[b]));
         end = pred_max(c, home[0]);
     }

@@ -208,12 +208,14 @@ if "$PR_BIN" --version | grep -q "ranks: mpi"; then
     # (two ranks of one thread each share the two cores with MPI's progress: looser here)
     pr_accuracy "megatron-lm on 2 ranks, predicted/measured ms" 40 res1 PR1 \
         "--ranks 2 --zero-stage 0" "--ranks 2 --zero-stage 3"
-    # zero-offload and l2l on 2 ranks are modelled from the same file: their collectives are
+    # the offload engines on 2 ranks are modelled from the same file: their collectives are
     # busy, and each rank's host Adam (its own thread: --threads 1) updates half of what one
-    # rank does (at l400, so that the rounded busy times show the ratio)
-    for e in zero-offload l2l; do
-        zo=$({ (cd "$PR_WORK" && "$PR_BIN" --predict -m $e "${PR1[@]}" -l 400 --results res1 2>&1)
-               (cd "$PR_WORK" && "$PR_BIN" --predict -m $e --ranks 2 "${PR1[@]}" -l 400 --results res1 2>&1); } |
+    # rank does (at l400, so that the rounded busy times show the ratio; stronghold -w 2 keeps
+    # 2 layers resident and streams the rest)
+    for e in zero-offload l2l zero-infinity "stronghold -w 2"; do
+        read -r -a ea <<<"-m $e"
+        zo=$({ (cd "$PR_WORK" && "$PR_BIN" --predict "${ea[@]}" "${PR1[@]}" -l 400 --results res1 2>&1)
+               (cd "$PR_WORK" && "$PR_BIN" --predict "${ea[@]}" --ranks 2 "${PR1[@]}" -l 400 --results res1 2>&1); } |
             grep "^predict " | python3 -c '
 import re, sys
 rows = [l for l in sys.stdin]
