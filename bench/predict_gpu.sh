@@ -5,31 +5,49 @@
 # bf16); case 3 at l32 (every engine, stronghold -w 15); case 5 (stronghold l32, windows 2, 8,
 # 14); case 4 (stronghold -w 15 at l16, 48, 64).  The machine file comes back too.
 #   bash bench/predict_gpu.sh "$OUT"        ITERS (default 6)
+# RANKS=N (the N-GPU machines: nvidia-h100-x2, nvidia-h200-x2): built with MPI and NCCL
+# (bench/dp_env.sh), calibrated on one rank and then at N ranks (the collectives), and every
+# engine at l32 on N ranks (megatron-lm at ZeRO stages 0 and 3, stronghold -w 15 and -w auto);
+# no -w auto check.
 set -uo pipefail
 dest=${1:-bench/results/latest}
-out=$(mktemp -d /tmp/aebench-predict.XXXXXX)
+ranks=${RANKS:-1}
+if [ "$ranks" -gt 1 ]; then
+    source bench/dp_env.sh # (builds aebench with MPI and NCCL; sets $out, $t0)
+else
+    out=$(mktemp -d /tmp/aebench-predict.XXXXXX)
+    source bench/deps_env.sh
+fi
 mkdir -p "$dest"
-source bench/deps_env.sh
 finish() {
     tar czf "$dest/bench.tgz" -C "$out" . 2>/dev/null
     cp "$out"/table.md "$out"/res/machine_*.json "$dest"/ 2>/dev/null
 }
 trap finish EXIT
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-t0=$(date +%s)
-make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+if [ "$ranks" -le 1 ]; then
+    t0=$(date +%s)
+    make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
+    echo "build: $(( $(date +%s) - t0 )) s"
+fi
 shape=(--device cuda -h 2048 -b 4)
 ./aebench --calibrate "${shape[@]}" --results "$out/res" | tee "$out/calibrate.txt"
-./aebench --calibrate "${shape[@]}" --dtype bf16 --results "$out/res" | tee -a "$out/calibrate.txt"
+if [ "$ranks" -gt 1 ]; then
+    ./aebench --calibrate --ranks "$ranks" "${shape[@]}" --results "$out/res" | tee -a "$out/calibrate.txt"
+    shape+=(--ranks "$ranks")
+else
+    ./aebench --calibrate "${shape[@]}" --dtype bf16 --results "$out/res" | tee -a "$out/calibrate.txt"
+fi
 echo "calibrated: $(( $(date +%s) - t0 )) s"
-runs=("megatron-lm -l 16" "megatron-lm -l 32" "megatron-lm -l 16 --dtype bf16" "megatron-lm -l 32 --dtype bf16"
+[ "$ranks" -gt 1 ] && runs=("megatron-lm -l 32 --zero-stage 0" "megatron-lm -l 32 --zero-stage 3" "zero-offload -l 32"
+      "l2l -l 32" "zero-infinity -l 32" "stronghold -l 32 -w 15" "stronghold -l 32 -w auto") || runs=("megatron-lm -l 16" "megatron-lm -l 32" "megatron-lm -l 16 --dtype bf16" "megatron-lm -l 32 --dtype bf16"
       "l2l -l 32" "zero-offload -l 32" "zero-infinity -l 32" "stronghold -l 32 -w 15"
       "stronghold -l 32 -w 2" "stronghold -l 32 -w 8" "stronghold -l 32 -w 14"
       "stronghold -l 16 -w 15" "stronghold -l 48 -w 15" "stronghold -l 64 -w 15" "stronghold -l 80 -w 15"
       "stronghold -l 92 -w 15")
 : >"$out/rows.txt"
 [ -n "${ONLY_WAUTO:-}" ] && runs=() # (ONLY_WAUTO=1: the -w auto check alone)
+[ "$ranks" -gt 1 ] && [ -z "${WAUTO_LAYERS:-}" ] && WAUTO_LAYERS=" " # (no -w auto check on N ranks)
 for r in "${runs[@]}"; do
     read -r m rest <<<"$r"
     p=$(./aebench --predict -m $m $rest "${shape[@]}" --results "$out/res" 2>&1 | grep "^predict " | head -n 1)
