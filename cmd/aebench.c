@@ -36,7 +36,7 @@ static gpt_backend *open_backend(run_config *rc, int device)
         if (rc->device_given) return NULL;
     }
     rc->eng.device = DEVICE_CPU;
-    if (gpt_cpu_backend_create(&be, rc->eng.threads) != 0) return NULL;
+    if (gpt_cpu_backend_create_dtype(&be, rc->eng.threads, rc->eng.bf16 ? GPT_BF16 : GPT_F32) != 0) return NULL;
     return be;
 }
 
@@ -188,14 +188,6 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     if (rc.eng.device == DEVICE_CPU) {
-        /* (--predict from a machine file predicts that machine: bf16 is its business) */
-        if (rc.eng.bf16 && !(rc.predict && rc.machine_path[0])) {
-            if (comm.rank == 0)
-                fprintf(stderr, "aebench: --dtype bf16 needs a CUDA device (the CPU backend is fp32)\n");
-            close_backend(be, rc.eng.device);
-            comm_finalize(&comm);
-            return EXIT_BAD_INPUT;
-        }
         /* (--predict with another machine's file predicts that machine: no CPU preset) */
         if (!(rc.predict && rc.machine_path[0]) && cli_apply_cpu_preset(&rc) && comm.rank == 0)
             printf("aebench: no GPU in use and no model shape given: CPU preset %s\n",

@@ -53,7 +53,7 @@ static const opt_spec specs[] = {
     {OPT_RESULTS, "results", 0, ARG_TEXT, "DIR", "where logs and JSON go (default results)"},
     {OPT_DEVICE, "device", 0, ARG_TEXT, "cpu|cuda", "compute backend (default cuda if usable)"},
     {OPT_CONFIG, "config", 0, ARG_TEXT, "FILE.json", "read options, or a run list (a case), from JSON"},
-    {OPT_DTYPE, "dtype", 0, ARG_TEXT, "fp32|bf16", "storage type on the GPU (default fp32)"},
+    {OPT_DTYPE, "dtype", 0, ARG_TEXT, "fp32|bf16", "activations and working weights (default fp32; bf16 emulated on the CPU backend)"},
     {OPT_MATH, "math", 0, ARG_TEXT, "tf32|fp32", "GPU matmuls on TF32 tensor cores, or strict fp32 (default tf32)"},
     {OPT_GPU_MEM, "gpu-mem-limit", 0, ARG_TEXT, "SIZE", "GPU memory budget, e.g. 32G (default: free memory)"},
     {OPT_CPU_MEM, "cpu-mem-limit", 0, ARG_TEXT, "SIZE", "host memory budget, e.g. 90G (default: 90% of available memory)"},
@@ -842,8 +842,6 @@ static int validate(run_config *rc, char *err, size_t errlen)
                     P, rows);
     if (rc->eng.nvme_dir[0] && rc->eng.offload != OFFLOAD_NVME)
         return cli_fail(err, errlen, "--nvme-dir is only used with --offload nvme");
-    if (rc->eng.bf16 && rc->eng.device == DEVICE_CPU && rc->device_given)
-        return cli_fail(err, errlen, "--dtype bf16 needs --device cuda (the CPU backend is fp32)");
     return 0;
 }
 

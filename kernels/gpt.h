@@ -402,8 +402,12 @@ int gpt_host_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 /* ---- backends ---------------------------------------------------------------------- */
 
-/* The CPU reference backend (kernels/cpu), fp32 only.  nthreads <= 0: OpenMP's default. */
+/* The CPU reference backend (kernels/cpu), fp32.  nthreads <= 0: OpenMP's default. */
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads);
+/* The same with an activation type: GPT_BF16 emulates the CUDA backend's mixed precision
+ * (bf16 activations and working weights, widened to fp32 for each op and rounded to nearest
+ * even when stored; fp32 gradients and optimizer): slower, for tests and references. */
+int gpt_cpu_backend_create_dtype(gpt_backend **out, int nthreads, gpt_dtype dtype);
 void gpt_cpu_backend_destroy(gpt_backend *be);
 
 /* CPU backend only, for tests: hold puts e into "recorded, not yet complete" without any

@@ -1306,6 +1306,102 @@ static void test_backend_primitives(void **state)
     free(back);
 }
 
+/* ======================================================================================
+ * bf16 emulation (gpt_cpu_backend_create_dtype GPT_BF16): every tensor of the activation type
+ * is widened for the op and rounded to nearest even when stored.  Checked against the fp32
+ * backend run on the widened values: each bf16 output equals the rounded fp32 output bit for
+ * bit — overwritten (matmul), stored and then read again (matmul + GELU, residual +
+ * LayerNorm), accumulated into (LayerNorm backward's dinp), and the working copies written
+ * by params_to_act and AdamW.
+ * ==================================================================================== */
+
+/* n values rounded to bf16, and the same values widened back to fp32. */
+static uint16_t *to_bf16(const float *x, size_t n, float **wide)
+{
+    uint16_t *h = xmalloc(n * sizeof *h);
+    *wide = xmalloc(n * sizeof **wide);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = gpt_f32_to_bf16(x[i]);
+        (*wide)[i] = gpt_bf16_to_f32(h[i]);
+    }
+    return h;
+}
+
+/* How many of n bf16 values differ from the rounded fp32 ones. */
+static size_t bf16_differ(const uint16_t *got, const float *want, size_t n)
+{
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += got[i] != gpt_f32_to_bf16(want[i]);
+    return d;
+}
+
+static void test_bf16_emulation(void **state)
+{
+    fixture *f = *state;
+    gpt_backend *be = NULL;
+    gpt_stream *s = NULL;
+    assert_int_equal(gpt_cpu_backend_create_dtype(&be, 2, GPT_BF16), GPT_OK);
+    assert_int_equal(be->dtype, GPT_BF16);
+    assert_int_equal(be->ops->stream_create(be, &s), GPT_OK);
+    rng r = {4242};
+    const int n = N, c = C, oc = 3 * C;
+    float *inp_f = rand_floats(&r, (size_t)n * c, 2.0f, -1.0f), *w_f = rand_floats(&r, (size_t)oc * c, 0.5f, -0.25f);
+    float *bias_f = rand_floats(&r, oc, 0.2f, -0.1f), *inp_w, *w_w, *bias_w;
+    uint16_t *inp = to_bf16(inp_f, (size_t)n * c, &inp_w), *w = to_bf16(w_f, (size_t)oc * c, &w_w);
+    uint16_t *bias = to_bf16(bias_f, oc, &bias_w);
+
+    /* matmul + GELU: the pre-activation rounded when stored, the GELU of the stored value */
+    uint16_t *pre = xmalloc((size_t)n * oc * sizeof *pre), *act = xmalloc((size_t)n * oc * sizeof *act);
+    float *pre32 = nan_floats((size_t)n * oc), *act32 = nan_floats((size_t)n * oc), *pre_w = nan_floats((size_t)n * oc);
+    gpt_matmul_forward_gelu(s, act, pre, inp, w, bias, n, c, oc);
+    sync_ok(s);
+    gpt_matmul_forward(f->s, pre32, inp_w, w_w, bias_w, n, c, oc);
+    sync_ok(f->s);
+    for (int i = 0; i < n * oc; i++) pre_w[i] = gpt_bf16_to_f32(pre[i]);
+    gpt_gelu_forward(f->s, act32, pre_w, (size_t)n * oc);
+    sync_ok(f->s);
+    assert_int_equal(bf16_differ(pre, pre32, (size_t)n * oc), 0);
+    assert_int_equal(bf16_differ(act, act32, (size_t)n * oc), 0);
+
+    /* LayerNorm backward: dinp accumulates into the stored bf16 values */
+    float *g_f = rand_floats(&r, (size_t)n * c, 1.0f, -0.5f), *d0_f = rand_floats(&r, (size_t)n * c, 1.0f, -0.5f);
+    float *lw_f = rand_floats(&r, c, 1.0f, 0.5f), *g_w, *d0_w, *lw_w;
+    uint16_t *g = to_bf16(g_f, (size_t)n * c, &g_w), *dinp = to_bf16(d0_f, (size_t)n * c, &d0_w), *lw = to_bf16(lw_f, c, &lw_w);
+    float *mean = nan_floats(n), *rstd = nan_floats(n), *dw = zero_floats(c), *db = zero_floats(c);
+    float *mean32 = nan_floats(n), *rstd32 = nan_floats(n), *dw32 = zero_floats(c), *db32 = zero_floats(c);
+    uint16_t *ln = xmalloc((size_t)n * c * sizeof *ln);
+    float *ln32 = nan_floats((size_t)n * c);
+    gpt_layernorm_forward(s, ln, mean, rstd, inp, lw, bias, n, c);
+    gpt_layernorm_backward(s, dinp, dw, db, g, inp, lw, mean, rstd, n, c);
+    sync_ok(s);
+    gpt_layernorm_forward(f->s, ln32, mean32, rstd32, inp_w, lw_w, bias_w, n, c);
+    gpt_layernorm_backward(f->s, d0_w, dw32, db32, g_w, inp_w, lw_w, mean32, rstd32, n, c);
+    sync_ok(f->s);
+    assert_int_equal(bf16_differ(ln, ln32, (size_t)n * c), 0);
+    assert_int_equal(bf16_differ(dinp, d0_w, (size_t)n * c), 0);
+    assert_memory_equal(dw, dw32, c * sizeof(float)); /* (fp32 in both) */
+
+    /* the working copies: params_to_act and AdamW's param_act, the fp32 params rounded */
+    float *p = rand_floats(&r, NELEM, 1.0f, -0.5f), *grad = rand_floats(&r, NELEM, 1.0f, -0.5f);
+    float *m = zero_floats(NELEM), *v = zero_floats(NELEM);
+    uint16_t work[NELEM], copy[NELEM];
+    gpt_params_to_act(s, copy, p, NELEM);
+    gpt_adamw_update_act(s, p, work, grad, m, v, NELEM, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f);
+    sync_ok(s);
+    size_t bad = 0;
+    for (int i = 0; i < NELEM; i++) bad += work[i] != gpt_f32_to_bf16(p[i]);
+    assert_int_equal(bad, 0);
+    assert_int_not_equal(memcmp(copy, work, sizeof work), 0); /* (the update moved them) */
+
+    be->ops->stream_destroy(s);
+    gpt_cpu_backend_destroy(be);
+    float *fl[] = {inp_f, w_f, bias_f, inp_w, w_w, bias_w, pre32, act32, pre_w, g_f, d0_f, lw_f, g_w, d0_w, lw_w,
+                   mean, rstd, dw, db, mean32, rstd32, dw32, db32, ln32, p, grad, m, v};
+    for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) free(fl[i]);
+    uint16_t *hl[] = {inp, w, bias, pre, act, g, dinp, lw, ln};
+    for (size_t i = 0; i < sizeof hl / sizeof hl[0]; i++) free(hl[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1323,6 +1419,7 @@ int main(void)
         cmocka_unit_test(test_norm_squared),
         cmocka_unit_test(test_checksum_chunks),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_bf16_emulation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -175,6 +175,11 @@ static const gpt_backend_ops cpu_ops = {
 
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads)
 {
+    return gpt_cpu_backend_create_dtype(out, nthreads, GPT_F32);
+}
+
+int gpt_cpu_backend_create_dtype(gpt_backend **out, int nthreads, gpt_dtype dtype)
+{
     *out = NULL;
     gpt_backend *be = calloc(1, sizeof *be);
     cpu_backend_impl *impl = calloc(1, sizeof *impl);
@@ -196,7 +201,7 @@ int gpt_cpu_backend_create(gpt_backend **out, int nthreads)
     be->ops = &cpu_ops;
     be->name = "cpu";
     be->impl = impl;
-    be->dtype = GPT_F32;
+    be->dtype = dtype; /* (bf16: the stream tasks widen and round, cpu_stream.c) */
     *out = be;
     return GPT_OK;
 }

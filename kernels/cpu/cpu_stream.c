@@ -371,9 +371,83 @@ static void latch_error(cpu_stream_state *q, int status)
     atomic_compare_exchange_strong(&q->error, &none, status);
 }
 
+/* ---- the activation type ----------------------------------------------------------------
+ * The ops below are fp32 (cpu_ops.h).  On a bf16 backend (gpt_cpu_backend_create_dtype) the
+ * arguments typed void * in gpt.h hold bf16: an op's scope widens each such input into an
+ * fp32 scratch copy, runs the fp32 op on the copies, and rounds each output back to bf16
+ * (nearest even, gpt_f32_to_bf16: what the CUDA backend stores).  That is the GPU's bf16
+ * arithmetic in kind — loads widened, fp32 math, one rounding per stored tensor — and the
+ * same bits on every run and thread count, so that engines that issue the same ops in bf16
+ * equal each other bit for bit here.  Ops that the GPU fuses (residual + LayerNorm, matmul +
+ * GELU) run as their two parts, each rounding its output, as the fp32 backend runs them.
+ * Every input is widened before the op writes any output, so an output may alias an input
+ * as gpt.h allows.  On an fp32 backend a scope hands the pointers through unchanged. */
+enum { ACT_MAX_ARGS = 6 };
+typedef struct act_scope {
+    int bf16, failed, k;
+    struct { float *wide; void *act; size_t n; int out; } arg[ACT_MAX_ARGS];
+} act_scope;
+
+static act_scope act_begin(const gpt_stream *s)
+{
+    act_scope a;
+    memset(&a, 0, sizeof a);
+    a.bf16 = s->be->dtype == GPT_BF16;
+    return a;
+}
+
+/* An fp32 view of n elements at p (NULL for NULL): p itself on fp32; on bf16 a scratch copy,
+ * widened if `in`, rounded back into p at act_end if `out`. */
+static float *act_view(act_scope *a, const void *p, size_t n, int in, int out)
+{
+    if (!a->bf16 || p == NULL) return (float *)p;
+    if (a->k == ACT_MAX_ARGS || (a->arg[a->k].wide = malloc((n ? n : 1) * sizeof(float))) == NULL) {
+        a->failed = 1;
+        return NULL;
+    }
+    float *w = a->arg[a->k].wide;
+    const uint16_t *h = p;
+    if (in)
+        for (size_t i = 0; i < n; i++) w[i] = gpt_bf16_to_f32(h[i]);
+    a->arg[a->k].act = (void *)p;
+    a->arg[a->k].n = n;
+    a->arg[a->k].out = out;
+    a->k++;
+    return w;
+}
+static const float *act_in(act_scope *a, const void *p, size_t n) { return act_view(a, p, n, 1, 0); }
+static float *act_out(act_scope *a, void *p, size_t n) { return act_view(a, p, n, 0, 1); }
+static float *act_inout(act_scope *a, void *p, size_t n) { return act_view(a, p, n, 1, 1); }
+
+/* Did every view get its memory?  (Run the op only then.) */
+static int act_ready(const act_scope *a) { return !a->failed; }
+
+/* Round the outputs back and free the copies; 0, or GPT_ERR_OOM if a copy had no memory. */
+static int act_end(act_scope *a)
+{
+    for (int i = 0; i < a->k; i++) {
+        if (a->arg[i].out && !a->failed) {
+            uint16_t *h = a->arg[i].act;
+            for (size_t j = 0; j < a->arg[i].n; j++) h[j] = gpt_f32_to_bf16(a->arg[i].wide[j]);
+        }
+        free(a->arg[i].wide);
+    }
+    return a->failed ? GPT_ERR_OOM : GPT_OK;
+}
+
+/* The rows of wte an encoder forward reads: up to the largest token id. */
+static size_t encoder_rows(const int32_t *tokens, size_t n)
+{
+    int32_t top = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] > top) top = tokens[i];
+    return (size_t)top + 1;
+}
+
 /* Runs one task in the worker thread; returns 0 or a gpt_status. */
 static int task_run(gpt_stream *s, const cpu_task *t)
 {
+    act_scope a = act_begin(s);
     switch (t->kind) {
     case TASK_COPY:
         if (t->a.copy.bytes > 0) /* memcpy with a NULL pointer is undefined even for 0 */
@@ -398,82 +472,133 @@ static int task_run(gpt_stream *s, const cpu_task *t)
     }
     case TASK_ENCODER_FORWARD: {
         const __typeof__(t->a.encoder_fwd) *x = &t->a.encoder_fwd;
-        cpu_encoder_forward(s, x->out, x->tokens, x->wte, x->wpe, x->B, x->T, x->C);
-        return GPT_OK;
+        const size_t N = (size_t)x->B * x->T, C = (size_t)x->C;
+        float *out = act_out(&a, x->out, N * C);
+        const float *wte = act_in(&a, x->wte, encoder_rows(x->tokens, N) * C);
+        const float *wpe = act_in(&a, x->wpe, (size_t)x->T * C);
+        if (act_ready(&a)) cpu_encoder_forward(s, out, x->tokens, wte, wpe, x->B, x->T, x->C);
+        return act_end(&a);
     }
     case TASK_ENCODER_BACKWARD: {
         const __typeof__(t->a.encoder_bwd) *x = &t->a.encoder_bwd;
-        cpu_encoder_backward(s, x->dwte, x->dwpe, x->dout, x->tokens, x->B, x->T, x->C);
-        return GPT_OK;
+        const float *dout = act_in(&a, x->dout, (size_t)x->B * x->T * x->C);
+        if (act_ready(&a)) cpu_encoder_backward(s, x->dwte, x->dwpe, dout, x->tokens, x->B, x->T, x->C);
+        return act_end(&a);
     }
     case TASK_LAYERNORM_FORWARD: {
         const __typeof__(t->a.layernorm_fwd) *x = &t->a.layernorm_fwd;
-        if (x->res != NULL) /* the two ops, in order: the same bits */
-            cpu_residual_forward(s, x->res, x->res_a, x->res_b, (size_t)x->N * x->C);
-        cpu_layernorm_forward(s, x->out, x->mean, x->rstd, x->inp, x->w, x->b, x->N, x->C);
-        return GPT_OK;
+        const size_t NC = (size_t)x->N * x->C;
+        if (x->res != NULL) { /* the two ops, in order: the same bits (res stored, then read) */
+            float *res = act_out(&a, x->res, NC);
+            const float *ra = act_in(&a, x->res_a, NC), *rb = act_in(&a, x->res_b, NC);
+            if (act_ready(&a)) cpu_residual_forward(s, res, ra, rb, NC);
+            int rc = act_end(&a);
+            if (rc) return rc;
+            a = act_begin(s);
+        }
+        float *out = act_out(&a, x->out, NC);
+        const float *inp = act_in(&a, x->inp, NC), *w = act_in(&a, x->w, (size_t)x->C), *b = act_in(&a, x->b, (size_t)x->C);
+        if (act_ready(&a)) cpu_layernorm_forward(s, out, x->mean, x->rstd, inp, w, b, x->N, x->C);
+        return act_end(&a);
     }
     case TASK_LAYERNORM_BACKWARD: {
         const __typeof__(t->a.layernorm_bwd) *x = &t->a.layernorm_bwd;
-        cpu_layernorm_backward(s, x->dinp, x->dw, x->db, x->dout, x->inp, x->w, x->mean,
-                               x->rstd, x->N, x->C);
-        return GPT_OK;
+        const size_t NC = (size_t)x->N * x->C;
+        float *dinp = act_inout(&a, x->dinp, NC);
+        const float *dout = act_in(&a, x->dout, NC), *inp = act_in(&a, x->inp, NC), *w = act_in(&a, x->w, (size_t)x->C);
+        if (act_ready(&a)) cpu_layernorm_backward(s, dinp, x->dw, x->db, dout, inp, w, x->mean, x->rstd, x->N, x->C);
+        return act_end(&a);
     }
     case TASK_MATMUL_FORWARD: {
         const __typeof__(t->a.matmul_fwd) *x = &t->a.matmul_fwd;
-        cpu_matmul_forward(s, x->out, x->inp, x->w, x->bias, x->N, x->C, x->OC);
-        if (x->gelu_out != NULL) /* the two ops, in order: the same bits */
-            cpu_gelu_forward(s, x->gelu_out, x->out, (size_t)x->N * x->OC);
-        return GPT_OK;
+        const size_t NOC = (size_t)x->N * x->OC;
+        float *out = act_out(&a, x->out, NOC);
+        const float *inp = act_in(&a, x->inp, (size_t)x->N * x->C), *w = act_in(&a, x->w, (size_t)x->OC * x->C);
+        const float *bias = act_in(&a, x->bias, (size_t)x->OC);
+        if (act_ready(&a)) cpu_matmul_forward(s, out, inp, w, bias, x->N, x->C, x->OC);
+        int rc = act_end(&a);
+        if (rc || x->gelu_out == NULL) return rc;
+        /* the two ops, in order: the same bits (the pre-activation stored, then read) */
+        a = act_begin(s);
+        float *g = act_out(&a, x->gelu_out, NOC);
+        const float *pre = act_in(&a, x->out, NOC);
+        if (act_ready(&a)) cpu_gelu_forward(s, g, pre, NOC);
+        return act_end(&a);
     }
     case TASK_MATMUL_BACKWARD: {
         const __typeof__(t->a.matmul_bwd) *x = &t->a.matmul_bwd;
-        cpu_matmul_backward(s, x->dinp, x->dw, x->dbias, x->dout, x->inp, x->w, x->N, x->C,
-                            x->OC);
-        if (x->gelu_pre != NULL && x->dinp != NULL)
-            cpu_gelu_backward(s, x->dinp, x->gelu_pre, x->dinp, (size_t)x->N * x->C);
-        return GPT_OK;
+        const size_t NC = (size_t)x->N * x->C;
+        float *dinp = act_out(&a, x->dinp, NC);
+        const float *dout = act_in(&a, x->dout, (size_t)x->N * x->OC), *inp = act_in(&a, x->inp, NC);
+        const float *w = act_in(&a, x->w, (size_t)x->OC * x->C);
+        if (act_ready(&a)) cpu_matmul_backward(s, dinp, x->dw, x->dbias, dout, inp, w, x->N, x->C, x->OC);
+        int rc = act_end(&a);
+        if (rc || x->gelu_pre == NULL || x->dinp == NULL) return rc;
+        a = act_begin(s);
+        float *d = act_inout(&a, x->dinp, NC);
+        const float *pre = act_in(&a, x->gelu_pre, NC);
+        if (act_ready(&a)) cpu_gelu_backward(s, d, pre, d, NC);
+        return act_end(&a);
     }
     case TASK_ATTENTION_FORWARD: {
         const __typeof__(t->a.attention_fwd) *x = &t->a.attention_fwd;
-        cpu_attention_forward(s, x->out, x->lse, x->qkv, x->B, x->T, x->C, x->NH);
-        return GPT_OK;
+        const size_t NC = (size_t)x->B * x->T * x->C;
+        float *out = act_out(&a, x->out, NC);
+        const float *qkv = act_in(&a, x->qkv, 3 * NC);
+        if (act_ready(&a)) cpu_attention_forward(s, out, x->lse, qkv, x->B, x->T, x->C, x->NH);
+        return act_end(&a);
     }
     case TASK_ATTENTION_BACKWARD: {
         const __typeof__(t->a.attention_bwd) *x = &t->a.attention_bwd;
-        cpu_attention_backward(s, x->dqkv, x->delta, x->dout, x->qkv, x->out, x->lse, x->B, x->T,
-                               x->C, x->NH);
-        return GPT_OK;
+        const size_t NC = (size_t)x->B * x->T * x->C;
+        float *dqkv = act_out(&a, x->dqkv, 3 * NC);
+        const float *dout = act_in(&a, x->dout, NC), *qkv = act_in(&a, x->qkv, 3 * NC), *out = act_in(&a, x->out, NC);
+        if (act_ready(&a)) cpu_attention_backward(s, dqkv, x->delta, dout, qkv, out, x->lse, x->B, x->T, x->C, x->NH);
+        return act_end(&a);
     }
-    case TASK_GELU_FORWARD:
-        cpu_gelu_forward(s, t->a.gelu_fwd.out, t->a.gelu_fwd.inp, t->a.gelu_fwd.n);
-        return GPT_OK;
-    case TASK_GELU_BACKWARD:
-        cpu_gelu_backward(s, t->a.gelu_bwd.dinp, t->a.gelu_bwd.inp, t->a.gelu_bwd.dout,
-                          t->a.gelu_bwd.n);
-        return GPT_OK;
-    case TASK_RESIDUAL_FORWARD:
-        cpu_residual_forward(s, t->a.residual_fwd.out, t->a.residual_fwd.a, t->a.residual_fwd.b,
-                             t->a.residual_fwd.n);
-        return GPT_OK;
-    case TASK_RESIDUAL_BACKWARD:
-        cpu_residual_backward(s, t->a.residual_bwd.da, t->a.residual_bwd.db,
-                              t->a.residual_bwd.dout, t->a.residual_bwd.n);
-        return GPT_OK;
+    case TASK_GELU_FORWARD: {
+        const size_t n = t->a.gelu_fwd.n;
+        float *out = act_out(&a, t->a.gelu_fwd.out, n);
+        const float *inp = act_in(&a, t->a.gelu_fwd.inp, n);
+        if (act_ready(&a)) cpu_gelu_forward(s, out, inp, n);
+        return act_end(&a);
+    }
+    case TASK_GELU_BACKWARD: {
+        const size_t n = t->a.gelu_bwd.n;
+        float *dinp = act_out(&a, t->a.gelu_bwd.dinp, n);
+        const float *inp = act_in(&a, t->a.gelu_bwd.inp, n), *dout = act_in(&a, t->a.gelu_bwd.dout, n);
+        if (act_ready(&a)) cpu_gelu_backward(s, dinp, inp, dout, n);
+        return act_end(&a);
+    }
+    case TASK_RESIDUAL_FORWARD: {
+        const size_t n = t->a.residual_fwd.n;
+        float *out = act_out(&a, t->a.residual_fwd.out, n);
+        const float *x1 = act_in(&a, t->a.residual_fwd.a, n), *x2 = act_in(&a, t->a.residual_fwd.b, n);
+        if (act_ready(&a)) cpu_residual_forward(s, out, x1, x2, n);
+        return act_end(&a);
+    }
+    case TASK_RESIDUAL_BACKWARD: {
+        const size_t n = t->a.residual_bwd.n;
+        float *da = act_inout(&a, t->a.residual_bwd.da, n), *db = act_inout(&a, t->a.residual_bwd.db, n);
+        const float *dout = act_in(&a, t->a.residual_bwd.dout, n);
+        if (act_ready(&a)) cpu_residual_backward(s, da, db, dout, n);
+        return act_end(&a);
+    }
     case TASK_CROSSENTROPY: {
         const __typeof__(t->a.crossentropy) *x = &t->a.crossentropy;
-        cpu_crossentropy_forward_backward(s, x->losses, x->logits, x->targets, x->dloss, x->N,
-                                          x->V, x->Vp);
-        return GPT_OK;
+        float *logits = act_inout(&a, x->logits, (size_t)x->N * x->Vp);
+        if (act_ready(&a)) cpu_crossentropy_forward_backward(s, x->losses, logits, x->targets, x->dloss, x->N, x->V, x->Vp);
+        return act_end(&a);
     }
     case TASK_ADAMW_UPDATE: {
         const __typeof__(t->a.adamw) *x = &t->a.adamw;
         cpu_adamw_update(s, x->param, x->grad, x->m, x->v, x->n, x->lr, x->beta1, x->beta2,
                          x->eps, x->weight_decay, x->t, x->grad_scale);
-        /* the fp32 backend's working copy is fp32: params_to_act's copy */
-        if (x->param_act != NULL && x->param_act != (void *)x->param && x->n > 0)
-            memmove(x->param_act, x->param, x->n * sizeof(float));
-        return GPT_OK;
+        /* the working copy: the updated params in the activation type (a copy on fp32) */
+        float *act = act_out(&a, x->param_act, x->n);
+        if (act_ready(&a) && act != NULL && act != x->param && x->n > 0)
+            memmove(act, x->param, x->n * sizeof(float));
+        return act_end(&a);
     }
     case TASK_NORM_SQUARED:
         cpu_norm_squared(s, t->a.norm_squared.out, t->a.norm_squared.x, t->a.norm_squared.n);
@@ -482,12 +607,14 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         cpu_checksum_chunks(s, t->a.checksum.sums, t->a.checksum.parts, t->a.checksum.nparts,
                             t->a.checksum.chunk_floats);
         return GPT_OK;
-    case TASK_PARAMS_TO_ACT:
-        /* fp32 to fp32: a copy (memmove: callers may pass the same array) */
-        if (t->a.params_to_act.dst != t->a.params_to_act.src && t->a.params_to_act.n > 0)
-            memmove(t->a.params_to_act.dst, t->a.params_to_act.src,
-                    t->a.params_to_act.n * sizeof(float));
-        return GPT_OK;
+    case TASK_PARAMS_TO_ACT: {
+        /* fp32 to the activation type (a copy on fp32; memmove: callers may pass one array) */
+        const size_t n = t->a.params_to_act.n;
+        float *dst = act_out(&a, t->a.params_to_act.dst, n);
+        if (act_ready(&a) && dst != t->a.params_to_act.src && n > 0)
+            memmove(dst, t->a.params_to_act.src, n * sizeof(float));
+        return act_end(&a);
+    }
     case TASK_HOST_FN: {
         /* The task is the worker's own copy (stream_worker copies it out of the ring), so
          * fn may write into its argument. */
