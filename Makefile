@@ -31,7 +31,7 @@ ifeq ($(MPI),1)
   MPI_DEFS := -DAEBENCH_HAVE_MPI
 endif
 
-WARN    := -Wall -Wextra
+WARN    := -Wall -Wextra -Wpointer-arith
 # -ffp-contract=off: no fused multiply-add contraction, so results never depend on what
 # the compiler chose to fuse (engines are compared for exact equality).
 CSTD    := -std=c11 -D_GNU_SOURCE -ffp-contract=off

@@ -127,7 +127,7 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
     b.slot = z->SP * f;                           /* each of params, grads */
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
     b.host_layers = (size_t)z->L * z->Sl * f;     /* each of params, grads, m, v */
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, GPT_F32);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     /* (N ranks: also each layer whole, before its shard is kept) */
     b.staging = (z->W > 1 && z->PL > z->PE ? z->PL : z->PE) * f;
@@ -309,7 +309,7 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->slot_p, b.slot, MEM_GPU, "layer slot parameters")) ||
         (rc = alloc_in(st, (void **)&st->slot_g, b.slot, MEM_GPU, "layer slot gradients")) ||
         (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, st->z.W, st->z.M)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, st->z.W, st->z.M, GPT_F32)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, MEM_PINNED, "layer parameters")) ||
         (rc = alloc_in(st, (void **)&st->host_g, b.host_layers, MEM_PINNED, "layer gradients")) ||

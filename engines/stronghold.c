@@ -173,7 +173,7 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     b.res_inputs = (size_t)z->R * z->NC * f;
     b.slot_inputs = (size_t)z->S * z->NC * f;
     b.x_out = z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, GPT_F32);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.res_fresh = z->M > 1 ? z->PL * f : 0;
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->Sl * f;
@@ -670,7 +670,7 @@ static int stronghold_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, MEM_GPU, "embedding Adam m")) ||
         (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, MEM_GPU, "embedding Adam v")) ||
         (rc = alloc_in(st, (void **)&st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg), z0.M)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg), z0.M, GPT_F32)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;

@@ -194,7 +194,7 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     b.fetch = (size_t)z->F * z->W * z->Sl * f;
     b.buckets = (size_t)ZI_BUCKETS * z->W * z->Sl * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M);
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, GPT_F32);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.host_params = z->Pshard * f;
     /* nvme: the grads go to disk, but with micro-batches their sum is kept in pinned memory
@@ -405,7 +405,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W, z->M)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W, z->M, GPT_F32)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")))
         return rc;

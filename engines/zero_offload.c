@@ -183,7 +183,7 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
     b.embed_grads = (size_t)z->W * z->Se * f;
     b.buckets = (size_t)z->nbuf * z->BL * z->W * z->Sl * f;
     b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, z->W, z->M);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, z->W, z->M, GPT_F32);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.host_params = b.host_grads = b.host_mv = z->Pshard * f;
     b.staging = z->W > 1 ? (z->PE > z->PL ? z->PE : z->PL) * f : 0;
@@ -372,7 +372,7 @@ static int zero_offload_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed_grads, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, z->W, z->M)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, z->W, z->M, GPT_F32)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "master parameters")) ||
         (rc = alloc_in(st, (void **)&st->host_g[0], b.host_grads, MEM_PINNED, "gradients")) ||

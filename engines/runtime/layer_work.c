@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static size_t acts_bytes(const gpt_shape *sh, int acts_layers)
+static size_t acts_bytes(const gpt_shape *sh, int acts_layers, gpt_dtype dt)
 {
-    return (size_t)acts_layers * gpt_layer_acts_floats(sh) * sizeof(float);
+    return (size_t)acts_layers * gpt_layer_acts_bytes(sh, dt);
 }
 /* (block, shard) squared norms: (L+1) x world (runtime/dp.h) */
 static size_t norms_bytes(const gpt_shape *sh, int world)
@@ -25,11 +25,11 @@ static size_t landing_bytes(const gpt_shape *sh, int world, int micro_batches)
     return dp_shard_len(gpt_layer_layout_of(sh).total, world > 1 ? world : 1) * sizeof(float);
 }
 
-uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world, int micro_batches)
+uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world, int micro_batches,
+                              gpt_dtype dt)
 {
-    const size_t f = sizeof(float);
-    return (uint64_t)acts_bytes(sh, acts_layers) + gpt_layer_scratch_floats(sh) * f +
-           gpt_head_acts_floats(sh) * f + tokens(sh) * (size_t)sh->hidden * f +
+    return (uint64_t)acts_bytes(sh, acts_layers, dt) + gpt_layer_scratch_bytes(sh, dt) +
+           gpt_head_acts_bytes(sh, dt) + gpt_act_bytes(tokens(sh) * (size_t)sh->hidden, dt) +
            2 * tokens(sh) * sizeof(int32_t) + norms_bytes(sh, world) +
            landing_bytes(sh, world, micro_batches);
 }
@@ -50,8 +50,9 @@ uint64_t layer_work_host_bytes(const gpt_shape *sh, int world, int micro_batches
 }
 
 int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers,
-                     int world, int micro_batches)
+                     int world, int micro_batches, gpt_dtype dt)
 {
+    w->dtype = dt;
     w->world = world > 1 ? world : 1;
     w->micro_batches = micro_count(micro_batches);
     w->micro = 0;
@@ -59,14 +60,10 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
     const size_t f = sizeof(float), N = tokens(sh);
     void *scratch = NULL, *head = NULL;
     int rc;
-    if ((rc = engine_alloc(mem, MEM_GPU, (void **)&w->acts_mem, acts_bytes(sh, acts_layers),
-                           "layer activations")) ||
-        (rc = engine_alloc(mem, MEM_GPU, &scratch, gpt_layer_scratch_floats(sh) * f,
-                           "backward scratch")) ||
-        (rc = engine_alloc(mem, MEM_GPU, &head, gpt_head_acts_floats(sh) * f,
-                           "logits and head activations")) ||
-        (rc = engine_alloc(mem, MEM_GPU, (void **)&w->dres, N * (size_t)sh->hidden * f,
-                           "residual gradient")) ||
+    if ((rc = engine_alloc(mem, MEM_GPU, &w->acts_mem, acts_bytes(sh, acts_layers, dt), "layer activations")) ||
+        (rc = engine_alloc(mem, MEM_GPU, &scratch, gpt_layer_scratch_bytes(sh, dt), "backward scratch")) ||
+        (rc = engine_alloc(mem, MEM_GPU, &head, gpt_head_acts_bytes(sh, dt), "logits and head activations")) ||
+        (rc = engine_alloc(mem, MEM_GPU, &w->dres, gpt_act_bytes(N * (size_t)sh->hidden, dt), "residual gradient")) ||
         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->ids, 2 * N * sizeof(int32_t), "token ids")) ||
         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->dev_norms, norms_bytes(sh, world), "block norms")) ||
         (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_losses, (size_t)w->micro_batches * N * f,
@@ -79,9 +76,9 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
         (w->world > 1 && (rc = engine_alloc(mem, MEM_HOST, (void **)&w->norms_gathered,
                                             gathered_bytes(sh, world), "every rank's norms"))))
         return rc;
-    gpt_layer_acts_carve(&w->acts, w->acts_mem, sh);
-    gpt_layer_scratch_carve(&w->scratch, scratch, sh);
-    gpt_head_acts_carve(&w->head, head, sh);
+    gpt_layer_acts_carve_as(&w->acts, w->acts_mem, sh, dt);
+    gpt_layer_scratch_carve_as(&w->scratch, scratch, sh, dt);
+    gpt_head_acts_carve_as(&w->head, head, sh, dt);
     /* each token's loss weighs 1/(B T M N): the sum over micro-batches and ranks is the mean */
     w->head.grad_divisor = w->world * w->micro_batches;
     return GPT_OK;
@@ -284,7 +281,7 @@ int layer_work_outcome(layer_work *w, const gpt_shape *sh, step_result *out)
 gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int i)
 {
     gpt_layer_acts a;
-    gpt_layer_acts_carve(&a, w->acts_mem + (size_t)i * gpt_layer_acts_floats(sh), sh);
+    gpt_layer_acts_carve_as(&a, (char *)w->acts_mem + (size_t)i * gpt_layer_acts_bytes(sh, w->dtype), sh, w->dtype);
     return a;
 }
 

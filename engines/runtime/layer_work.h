@@ -2,7 +2,8 @@
  * layer_work.h — the working set every engine that runs the model layer by layer needs
  * besides its placement of the parameters (fp32):
  *
- *   GPU     the activations of acts_layers layers (1 with checkpointing: the layer being
+ *   GPU     (activations, the residual gradient and the head's of the activation type: fp32,
+ *           or bf16 with --dtype bf16) the activations of acts_layers layers (1 with checkpointing: the layer being
  *           computed or recomputed; the backward writes its gradients over them), the
  *           attention's backward scratch, the head's activations (one chunk of rows' logits
  *           at a time), the residual gradient (N, C), the token and target ids (2, N), the
@@ -34,11 +35,12 @@
 struct step_result;
 
 typedef struct layer_work {
-    float *acts_mem;           /* acts_layers layers' activations */
+    gpt_dtype dtype;           /* the activation type (gpt.h): fp32, or bf16 (--dtype bf16) */
+    void *acts_mem;            /* acts_layers layers' activations */
     gpt_layer_acts acts;       /* the first of them */
     gpt_layer_scratch scratch;
     gpt_head_acts head;
-    float *dres;               /* (N, C) */
+    void *dres;                /* (N, C), of the activation type */
     int32_t *ids;              /* (2, N): tokens then targets */
     float *dev_norms;          /* (L + 1) */
     float *host_losses;        /* pinned (M x N) */
@@ -56,11 +58,12 @@ typedef struct layer_work {
     float *landing;            /* M > 1: one layer's shard, the earlier micro-batches' sum */
 } layer_work;
 
-uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world, int micro_batches);
+uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world, int micro_batches,
+                              gpt_dtype dtype);
 uint64_t layer_work_host_bytes(const gpt_shape *sh, int world, int micro_batches);
 /* Allocate (GPU and pinned, through the engine's list) and carve.  0 or a gpt_status. */
 int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers,
-                     int world, int micro_batches);
+                     int world, int micro_batches, gpt_dtype dtype);
 /* Micro-batch k of the step begins: its token and target ids are copied in on c (micro-batch
  * 0's are the step's first, offload_streams_begin_step), its losses will be read back into
  * their place. */
