@@ -2,15 +2,20 @@
  * l2l — layer to layer (Pudipeddi et al. 2020): one transformer layer on the GPU at a time,
  * every layer's weights and optimizer state on the host ("eager param server"), done exactly.
  *
- * Where things live (fp32):
- *   GPU   embed block: params, grads, Adam m, v (it updates on the GPU); ONE layer slot:
- *         params and grads; the checkpointed inputs x[0..L] of every layer (x[L] is the
- *         head's input); one layer's activations (recomputed in backward), the backward
- *         scratch, the head's activations (one chunk of rows' logits at a time), the residual
- *         gradient, the token and target ids, the L+1 squared block norms
- *   host  pinned: every layer's params and grads (what the copies read and write), the
- *         losses and norms read back; ordinary: every layer's Adam m and v, and a staging
- *         block for the embedding's initialisation (given back after init)
+ * Where things live (fp32; with --dtype bf16 what the ops read is bf16 — the slot's params,
+ * the inputs and activations, a working copy of the embedding and of every layer's params —
+ * while grads, master params and Adam state stay fp32, as megatron-lm --dtype bf16 keeps
+ * them; so the copies up move half the bytes and the grads go home in fp32):
+ *   GPU   embed block: params, grads, Adam m, v (it updates on the GPU; bf16: and its working
+ *         copy); ONE layer slot: params (bf16: the working copy) and grads; the checkpointed
+ *         inputs x[0..L] of every layer (x[L] is the head's input); one layer's activations
+ *         (recomputed in backward), the backward scratch, the head's activations (one chunk
+ *         of rows' logits at a time), the residual gradient, the token and target ids, the
+ *         L+1 squared block norms
+ *   host  pinned: every layer's params (bf16: its bf16 working copy, which the host Adam
+ *         writes beside the fp32 params, then ordinary memory) and grads (what the copies
+ *         read and write), the losses and norms read back; ordinary: every layer's Adam m
+ *         and v, and a staging block for the embedding's initialisation (given back)
  *
  * One iteration, stream by stream (the slot is the only place a layer runs from, so each
  * layer's compute waits for its copy: no prefetch, which is what sets l2l apart from
@@ -86,11 +91,15 @@ typedef struct l2l_layout {
     int M;         /* micro-batches per step */
     int K;         /* --clip-speculate: the top K layers are updated ahead of the norm */
     size_t Sl, SP; /* a layer's shard, and the slot's floats (W Sl: the layer padded) */
+    gpt_dtype dt;  /* what the ops read (--dtype): fp32, or bf16 with fp32 master weights */
+    size_t act;    /* ... its bytes per element */
 } l2l_layout;
 
-static l2l_layout layout_for(const gpt_shape *sh)
+static l2l_layout layout_for(const gpt_shape *sh, int bf16)
 {
     l2l_layout z;
+    z.dt = bf16 ? GPT_BF16 : GPT_F32;
+    z.act = gpt_dtype_size(z.dt);
     z.L = sh->layers;
     z.PL = gpt_layer_layout_of(sh).total;
     z.PE = gpt_embed_layout_of(sh).total;
@@ -116,6 +125,7 @@ static void set_ranks(l2l_layout *z, int W, int rank, int M)
 /* Bytes of every allocation; plan and init share them. */
 typedef struct l2l_bytes {
     size_t embed, slot, inputs, host_layers, staging;
+    size_t embed_work, slot_work, host_work; /* the ops' copies: bf16 (0 in fp32: the params) */
     uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
 } l2l_bytes;
 
@@ -124,10 +134,14 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
     const size_t f = sizeof(float);
     l2l_bytes b;
     b.embed = z->PE * f;                          /* each of params, grads, m, v */
-    b.slot = z->SP * f;                           /* each of params, grads */
-    b.inputs = (size_t)(z->L + 1) * z->NC * f;
+    b.slot = z->SP * f;                           /* grads (fp32 params: also them) */
+    b.inputs = (size_t)(z->L + 1) * z->NC * z->act;
     b.host_layers = (size_t)z->L * z->Sl * f;     /* each of params, grads, m, v */
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, GPT_F32);
+    const int bf16 = z->dt == GPT_BF16;
+    b.embed_work = bf16 ? gpt_act_bytes(z->PE, z->dt) : 0;
+    b.slot_work = gpt_act_bytes(z->SP, z->dt);    /* the slot's params, as the ops read them */
+    b.host_work = bf16 ? gpt_act_bytes((size_t)z->L * z->Sl, z->dt) : 0;
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, z->dt);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     /* (N ranks: also each layer whole, before its shard is kept) */
     b.staging = (z->W > 1 && z->PL > z->PE ? z->PL : z->PE) * f;
@@ -139,25 +153,39 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
 static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     l2l_bytes b = bytes_for(z, sh);
-    out->gpu_bytes = 4 * (uint64_t)b.embed + 2 * (uint64_t)b.slot + b.inputs + b.work_gpu;
-    out->host_bytes = 4 * (uint64_t)b.host_layers + b.work_host + b.staging + update_ahead_bytes(z->K, z->Sl);
+    out->gpu_bytes = 4 * (uint64_t)b.embed + b.embed_work + b.slot + b.slot_work + b.inputs + b.work_gpu;
+    out->host_bytes = 4 * (uint64_t)b.host_layers + b.host_work + b.work_host + b.staging +
+                      update_ahead_bytes(z->K, z->Sl);
     out->disk_bytes = 0;
 }
 
 /* --clip-speculate: how many layers, from the top, are updated ahead of the norm
- * (runtime/update_ahead.h; not built on N ranks or with micro-batches). */
+ * (runtime/update_ahead.h; not built on N ranks, with micro-batches or in bf16, whose one
+ * working copy per layer an update ahead would have to keep twice). */
 static int ahead_layers(const engine_config *cfg, const l2l_layout *z, const gpt_shape *sh)
 {
     l2l_layout base = *z;
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, z->W == 1 && z->M == 1, 1, z->L, p.host_bytes, z->Sl);
+    return update_ahead_blocks(cfg, z->W == 1 && z->M == 1 && z->dt == GPT_F32, 1, z->L, p.host_bytes, z->Sl);
+}
+
+/* bf16 with micro-batches: the earlier micro-batches' gradient sum comes up from the host and
+ * is added in fp32, and a bf16 backend's elementwise ops are bf16 (as megatron-lm's ZeRO-2
+ * and 3 in bf16, which this would have to equal). */
+static int l2l_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
+        snprintf(err, errlen, "l2l --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
+        return -1;
+    }
+    return 0;
 }
 
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
 {
-    l2l_layout z = layout_for(&cfg->shape);
+    l2l_layout z = layout_for(&cfg->shape, cfg->bf16);
     set_ranks(&z, engine_world(cfg), 0, engine_micro_batches(cfg));
     z.K = ahead_layers(cfg, &z, &cfg->shape);
     plan_of(&z, &cfg->shape, out);
@@ -174,13 +202,16 @@ typedef struct l2l_state {
 
     /* GPU */
     float *embed_p, *embed_g, *embed_m, *embed_v;
-    float *slot_p, *slot_g;    /* the one layer slot */
-    float *inputs;             /* (L+1, N, C): x[k] is layer k's input */
+    void *embed_w;             /* bf16: the embedding's working copy (fp32: embed_p) */
+    void *slot_p;              /* the one layer slot: its params as the ops read them ... */
+    float *slot_g;             /* ... and its grads */
+    void *inputs;              /* (L+1, N, C): x[k] is layer k's input */
     layer_work work;           /* one layer's activations, scratch, head, ids, norms (+ pinned
                                   read-backs) */
     /* host */
     float *host_p, *host_g, *host_m, *host_v; /* L layer blocks each (N ranks: this rank's
                                                  shard of each) */
+    uint16_t *host_w;          /* bf16: L blocks of the working copy the copies up read */
     gpt_event *shard_up;       /* N ranks: h2d: this rank's shard of the slot's layer is up */
 
     /* The slot's hand-offs; each is re-recorded for every layer, after the waits on its
@@ -235,7 +266,11 @@ static void l2l_free(void *state)
 }
 
 /* Layer k's input on the GPU; k == L is the head's input. */
-static float *input_of(l2l_state *st, int k) { return st->inputs + (size_t)k * st->z.NC; }
+static void *input_of(l2l_state *st, int k) { return (char *)st->inputs + (size_t)k * st->z.NC * st->z.act; }
+/* The embedding as the ops read it: its bf16 working copy, or the fp32 params. */
+static void *embed_work(l2l_state *st) { return st->embed_w ? st->embed_w : (void *)st->embed_p; }
+/* This rank's shard's place in the slot. */
+static void *slot_shard(l2l_state *st) { return (char *)st->slot_p + (size_t)st->z.rank * st->z.Sl * st->z.act; }
 /* Offset of layer k's block in the host arrays. */
 static size_t host_block(const l2l_state *st, int k) { return (size_t)k * st->z.Sl; }
 
@@ -269,13 +304,16 @@ static int init_params(l2l_state *st, float *staging)
         memcpy(st->host_p + host_block(st, k), staging + (size_t)z->rank * z->Sl,
                shard_real(st) * sizeof(float));
     }
+    /* bf16: the working copy the copies up read, rounded as the backends round */
+    for (size_t i = 0; st->host_w && i < (size_t)z->L * z->Sl; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
     /* (host m and v: the allocations' zeros) */
     engine_init_embed(&st->env, staging, sh, seed);
     if ((rc = gpt_memcpy_h2d(s, st->embed_p, staging, z->PE * sizeof(float))) ||
         (rc = gpt_stream_memset_zero(s, st->embed_m, z->PE * sizeof(float))) ||
-        (rc = gpt_stream_memset_zero(s, st->embed_v, z->PE * sizeof(float))) ||
-        (rc = gpt_stream_sync(s)))
+        (rc = gpt_stream_memset_zero(s, st->embed_v, z->PE * sizeof(float))))
         return rc;
+    if (st->embed_w) gpt_params_to_act(s, st->embed_w, st->embed_p, z->PE);
+    if ((rc = gpt_stream_sync(s))) return rc;
     engine_free_last(&st->mem);
     return GPT_OK;
 }
@@ -290,7 +328,7 @@ static int l2l_init(const engine_env *env, void **state)
     st->env = *env;
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
-    st->z = layout_for(&st->sh);
+    st->z = layout_for(&st->sh, env->cfg->bf16);
     set_ranks(&st->z, engine_world(env->cfg), env->rank, engine_micro_batches(env->cfg));
     st->z.K = ahead_layers(env->cfg, &st->z, &st->sh);
     *state = st;
@@ -306,12 +344,17 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->embed_m, b.embed, MEM_GPU, "embedding Adam m")) ||
         (rc = alloc_in(st, (void **)&st->embed_v, b.embed, MEM_GPU, "embedding Adam v")) ||
-        (rc = alloc_in(st, (void **)&st->slot_p, b.slot, MEM_GPU, "layer slot parameters")) ||
+        (b.embed_work && (rc = alloc_in(st, &st->embed_w, b.embed_work, MEM_GPU, "embedding working copy (bf16)"))) ||
+        (rc = alloc_in(st, &st->slot_p, b.slot_work, MEM_GPU, "layer slot parameters")) ||
         (rc = alloc_in(st, (void **)&st->slot_g, b.slot, MEM_GPU, "layer slot gradients")) ||
-        (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, st->z.W, st->z.M, GPT_F32)) ||
+        (rc = alloc_in(st, &st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, st->z.W, st->z.M, st->z.dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
-        (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, MEM_PINNED, "layer parameters")) ||
+        /* (bf16: the copies up read the working copy, so the fp32 params need no pinning) */
+        (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, b.host_work ? MEM_HOST : MEM_PINNED,
+                       "layer parameters")) ||
+        (b.host_work &&
+         (rc = alloc_in(st, (void **)&st->host_w, b.host_work, MEM_PINNED, "layer working copies (bf16)"))) ||
         (rc = alloc_in(st, (void **)&st->host_g, b.host_layers, MEM_PINNED, "layer gradients")) ||
         (rc = alloc_in(st, (void **)&st->host_m, b.host_layers, MEM_HOST, "layer Adam m")) ||
         (rc = alloc_in(st, (void **)&st->host_v, b.host_layers, MEM_HOST, "layer Adam v")) ||
@@ -350,11 +393,11 @@ static int copy_in(l2l_state *st, int k, step_result *out)
         if ((rc = cpu_adam_wait(st->io.host_adam, st->adam_ticket[k]))) return rc;
         st->adam_ticket[k] = 0;
     }
-    const size_t bytes = shard_real(st) * sizeof(float);
+    const size_t bytes = shard_real(st) * st->z.act;
+    const void *src = st->host_w ? (const void *)(st->host_w + host_block(st, k)) : (const void *)state_of(st, k, 0).p;
     if ((rc = gpt_stream_wait_event(st->io.h2d, st->slot_done)) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, st->slot_p + (size_t)st->z.rank * st->z.Sl,
-                             state_of(st, k, 0).p, bytes)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, slot_shard(st), src, bytes)) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
     out->bytes_h2d += (double)bytes;
@@ -363,8 +406,7 @@ static int copy_in(l2l_state *st, int k, step_result *out)
     gpt_stream *cs = coll_stream(st->work.comm);
     if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) || (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
         (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
-        (rc = coll_all_gather(st->work.comm, st->slot_p, st->slot_p + (size_t)st->z.rank * st->z.Sl,
-                              st->z.Sl * sizeof(float))) ||
+        (rc = coll_all_gather(st->work.comm, st->slot_p, slot_shard(st), st->z.Sl * st->z.act)) ||
         (rc = span_end(&st->io.spans, cs, span)))
         return rc;
     return gpt_event_record(st->params_in, cs);
@@ -382,6 +424,7 @@ static int submit_host_adam(l2l_state *st, int k, step_result *out, float scale,
         .grads = st->host_g + off, .n = n, .n_decay = decay <= lo ? 0 : decay - lo < n ? decay - lo : n,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
         .grad_scale = scale, .after = st->grads_home[k],
+        .params_bf16 = st->host_w ? st->host_w + off : NULL,
     };
     out->host_adam_params += (double)n;
     update_ahead_job(&st->ahead, k, st->host_p + off, st->host_m + off, st->host_v + off, ahead, &job);
@@ -395,7 +438,7 @@ static int forward(l2l_state *st, step_result *out)
     gpt_stream *c = st->io.compute;
     int rc, span;
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_forward(c, sh, st->embed_p, st->work.ids, input_of(st, 0));
+    gpt_embed_forward(c, sh, embed_work(st), st->work.ids, input_of(st, 0));
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int k = 0; k < z->L; k++) {
         if ((rc = copy_in(st, k, out)) || (rc = gpt_stream_wait_event(c, st->params_in)) ||
@@ -407,7 +450,7 @@ static int forward(l2l_state *st, step_result *out)
     }
     /* The backward starts with layer L-1: its copy in runs under the head. */
     if ((rc = copy_in(st, z->L - 1, out))) return rc;
-    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, st->embed_p, st->embed_g,
+    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, embed_work(st), st->embed_g,
                                    input_of(st, z->L));
 }
 
@@ -417,8 +460,7 @@ static int backward(l2l_state *st, step_result *out)
     const l2l_layout *z = &st->z;
     gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, st->embed_p,
-                                       st->embed_g,
+    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, embed_work(st), st->embed_g,
                                        input_of(st, z->L))))
         return rc;
     for (int j = z->L - 1; j >= 0; j--) {
@@ -475,9 +517,9 @@ static int optimizer(l2l_state *st, step_result *out)
     int rc, span;
     const float scale = gpt_clip_scale(o, out->grad_norm);
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_block_adamw(c, st->embed_p, st->embed_g, st->embed_m, st->embed_v, z->PE,
-                    gpt_embed_layout_of(&st->sh).n_decay, o, (float)out->lr, st->adam_step + 1,
-                    scale);
+    /* (bf16: the working copy refreshed in the same pass) */
+    gpt_block_adamw_act(c, st->embed_p, st->embed_w, st->embed_g, st->embed_m, st->embed_v, z->PE,
+                        gpt_embed_layout_of(&st->sh).n_decay, o, (float)out->lr, st->adam_step + 1, scale);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* Ascending, so that the next forward, which needs layer 0 first, waits least.
      * (Without clipping they were queued during the backward; with --clip-speculate the top
@@ -564,7 +606,7 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
 {
     memset(out, 0, sizeof *out);
     if (pred_unmodelled(cfg, PRED_MICRO, out)) return;
-    l2l_layout z = layout_for(&cfg->shape);
+    l2l_layout z = layout_for(&cfg->shape, cfg->bf16);
     const int W = engine_world(cfg);
     set_ranks(&z, W, 0, 1);
     if (pred_no_collectives(cfg, m, out)) return;
@@ -572,8 +614,10 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
     const double host_share = pred_host_share(cfg);
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
     if (!adam_done) return;
-    const double in_ms = pred_h2d_ms(m, (double)z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);
-    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, (double)z.SP) : 0;
+    /* (bf16: the working copy moves up in half the bytes; grads come home in fp32) */
+    const double per_float = (double)z.act / sizeof(float);
+    const double in_ms = pred_h2d_ms(m, per_float * z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);
+    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * z.SP) : 0;
     const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
     const double adam_ms = host_share * pred_host_adam_ms(m, (double)z.Sl);
     pred_timeline t = {0};
@@ -620,9 +664,10 @@ const engine_vtbl engine_l2l = {
     .alias = NULL,
     .description = "layer to layer: one layer on the GPU at a time, weights and Adam on the host",
     .uses_window = 0,
-    .supports_bf16 = 0,
+    .supports_bf16 = 1,
     .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = l2l_plan,
+    .check = l2l_check,
     .init = l2l_init,
     .chosen_plan = l2l_chosen_plan,
     .step = l2l_step,

@@ -95,6 +95,22 @@ else
     else
         dp_fail "bf16 on the CPU backend" "its losses equal fp32's, or the JSON does not say bf16"
     fi
+    # l2l in bf16 (its slot and inputs bf16, the host Adam writing each layer's bf16 working
+    # copy beside the fp32 params, grads home in fp32): megatron-lm's bf16 bits, on one rank
+    # and on two, clipping or not
+    dp_run lb 2 -m l2l -b 4 --iters 8 --log-interval 4 --dtype bf16
+    dp_same "l2l bf16 = DDP bf16 at 2 ranks" b0 lb
+    dp_run bfm1 1 -b 4 --iters 6 --log-interval 3 --dtype bf16
+    dp_run lb1 1 -m l2l -b 4 --iters 6 --log-interval 3 --dtype bf16
+    dp_same "l2l bf16 = megatron-lm bf16 on one rank" bfm1 lb1
+    dp_run bfm1nc 1 -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
+    dp_run lb1nc 1 -m l2l -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
+    dp_same "l2l bf16 = megatron-lm bf16 on one rank, no clipping" bfm1nc lb1nc
+    if grep -q "memory peak | GPU: \(.*\) (plan \1) | host: \(.*\) (plan \2)" "$DP_WORK"/lb1/results/*.txt; then
+        dp_pass "l2l bf16: peaks = plan"
+    else
+        dp_fail "l2l bf16 peaks" "$(grep 'memory peak' "$DP_WORK"/lb1/results/*.txt)"
+    fi
     if grep -q "NumWorkers: 2; SamplesPerStep: 8;" "$DP_WORK"/s3/results/*.txt &&
         grep -q '"world":[[:space:]]*2' "$DP_WORK"/s3/results/*.json &&
         grep -q '"collectives_busy_ms"' "$DP_WORK"/s3/results/*.json &&

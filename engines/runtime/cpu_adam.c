@@ -236,6 +236,8 @@ static void adam_range(adam_isa isa, const cpu_adam_job *j, const adam_consts *c
         case ISA_SCALAR: adam_scalar(&at, n, c, parts[k].wd); break;
         }
     }
+    if (j->params_bf16)
+        for (size_t i = lo; i < hi; i++) j->params_bf16[i] = gpt_f32_to_bf16(all.p[i]);
 }
 
 /* ---- the pool -------------------------------------------------------------------------- */

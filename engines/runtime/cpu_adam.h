@@ -35,6 +35,10 @@ typedef struct cpu_adam_job {
      * one read is left as it was (an update that may have to be done again: stronghold's
      * ahead of the clipping norm).  Same traffic as in place. */
     float *params_out, *m_out, *v_out;
+    /* NULL, or the updated params also go here rounded to bf16 (nearest even, as the
+     * backends' params_to_act): the working copy a bf16 engine copies up, written while each
+     * piece of the update is still in cache. */
+    uint16_t *params_bf16;
 } cpu_adam_job;
 
 /* nthreads <= 0: one per online core.  0 or a negative gpt_status. */
