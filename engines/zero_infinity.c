@@ -22,7 +22,11 @@
  *                  used at both ends of both passes: embedding and tied head); its gradients
  *                  go home once, after the embedding's backward.
  *
- * Where things live (fp32):
+ * Where things live (fp32; with --dtype bf16 what the ops read is bf16 — the fetched embedding
+ * and layers, the inputs and activations — copied up from a bf16 working copy of every
+ * block's params on the host, which the host Adam writes beside the fp32 params; grads,
+ * master params and Adam state stay fp32, as megatron-lm --dtype bf16 keeps them; not with
+ * --offload nvme or micro-batches yet):
  *   GPU   embed block: params and grads; F fetch buffers (one layer's params each); 2 gradient
  *         buckets (one layer's grads each); the checkpointed inputs x[0..L] (x[L] the head's);
  *         one layer's activations (recomputed), backward scratch, head activations (one
@@ -123,6 +127,8 @@ typedef struct zi_layout {
      * Sl = PL, Pshard = P. */
     int W, rank;
     size_t Se, Sl, Pshard;
+    gpt_dtype dt;       /* what the ops read (--dtype): fp32, or bf16 with fp32 master weights */
+    size_t act;         /* ... its bytes per element */
     int M;              /* micro-batches per step */
     int K;              /* --clip-speculate: the top K layers are updated ahead of the norm */
 } zi_layout;
@@ -156,6 +162,8 @@ static zi_layout layout_for(const engine_config *cfg)
     z.Pshard = z.Se + (size_t)z.L * z.Sl;
     z.M = engine_micro_batches(cfg);
     z.K = 0;
+    z.dt = cfg->bf16 ? GPT_BF16 : GPT_F32;
+    z.act = gpt_dtype_size(z.dt);
     return z;
 }
 
@@ -176,6 +184,8 @@ static size_t shard_real(const zi_layout *z, int b)
 /* Bytes of every allocation; plan and init share them. */
 typedef struct zi_bytes {
     size_t embed, fetch, buckets, inputs;
+    size_t embed_params;  /* the fetched embedding, as the ops read it */
+    size_t host_work;     /* bf16: the working copy of every block (0 in fp32) */
     size_t host_params, host_grads, host_mv;
     size_t staging;       /* N ranks: one whole block, for initialisation (given back) */
     uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
@@ -190,11 +200,13 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
 {
     const size_t f = sizeof(float);
     zi_bytes b;
-    b.embed = (size_t)z->W * z->Se * f;            /* each of params, grads */
-    b.fetch = (size_t)z->F * z->W * z->Sl * f;
+    b.embed = (size_t)z->W * z->Se * f;            /* grads */
+    b.embed_params = gpt_act_bytes((size_t)z->W * z->Se, z->dt);
+    b.fetch = gpt_act_bytes((size_t)z->F * z->W * z->Sl, z->dt);
     b.buckets = (size_t)ZI_BUCKETS * z->W * z->Sl * f;
-    b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, GPT_F32);
+    b.inputs = gpt_act_bytes((size_t)(z->L + 1) * z->NC, z->dt);
+    b.host_work = z->dt == GPT_BF16 ? gpt_act_bytes(z->Pshard, z->dt) : 0;
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, z->dt);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.host_params = z->Pshard * f;
     /* nvme: the grads go to disk, but with micro-batches their sum is kept in pinned memory
@@ -220,8 +232,8 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
 static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     zi_bytes b = bytes_for(z, sh);
-    out->gpu_bytes = 2 * (uint64_t)b.embed + b.fetch + b.buckets + b.inputs + b.work_gpu;
-    out->host_bytes = (uint64_t)b.host_params + b.host_grads + 2 * (uint64_t)b.host_mv +
+    out->gpu_bytes = (uint64_t)b.embed_params + b.embed + b.fetch + b.buckets + b.inputs + b.work_gpu;
+    out->host_bytes = (uint64_t)b.host_params + b.host_work + b.host_grads + 2 * (uint64_t)b.host_mv +
                       b.work_host + b.grad_stages + b.nvme_staging + b.staging + update_ahead_bytes(z->K, z->Sl);
     out->disk_bytes = b.disk;
 }
@@ -238,7 +250,24 @@ static int ahead_layers(const engine_config *cfg, const zi_layout *z, const gpt_
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, 0, z->L, p.host_bytes, z->Sl);
+    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1 && z->dt == GPT_F32, 0, z->L, p.host_bytes,
+                               z->Sl);
+}
+
+/* bf16: not with micro-batches (their gradient sum is added in fp32 on the GPU, and a bf16
+ * backend's elementwise ops are bf16) nor with --offload nvme (whose disk jobs do not write
+ * the working copy yet). */
+static int zero_infinity_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
+        snprintf(err, errlen, "zero-infinity --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
+        return -1;
+    }
+    if (cfg->bf16 && cfg->offload == OFFLOAD_NVME) {
+        snprintf(err, errlen, "zero-infinity --dtype bf16 keeps its optimizer in host memory (--offload cpu), not on disk");
+        return -1;
+    }
+    return 0;
 }
 
 static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
@@ -265,14 +294,16 @@ typedef struct zi_state {
     int next_stage;
 
     /* GPU */
-    float *embed_p, *embed_g;
-    float *fetch;          /* F layer blocks */
+    void *embed_p;         /* the fetched embedding, as the ops read it (bf16: the working copy) */
+    float *embed_g;
+    void *fetch;           /* F layer blocks, as the ops read them */
     float *buckets;        /* ZI_BUCKETS layer blocks */
-    float *x;              /* (L+1) (N, C) checkpointed inputs */
+    void *x;               /* (L+1) (N, C) checkpointed inputs */
     layer_work work;       /* one layer's activations, scratch, head, ids, norms (+ pinned
                               read-backs) */
     /* host, in the canonical layout [embed | layer 0 | ...] */
     float *host_p, *host_g, *host_m, *host_v;
+    uint16_t *host_w;        /* bf16: every block's working copy (what the fetches copy up) */
 
     gpt_event **fetched;     /* F: h2d filled buffer b */
     gpt_event **consumed;    /* F: compute is done with buffer b */
@@ -400,14 +431,18 @@ static int zero_infinity_init(const engine_env *env, void **state)
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 8 * L + 20))) return rc;
 
     zi_bytes b = bytes_for(z, sh);
-    if ((rc = alloc_in(st, (void **)&st->embed_p, b.embed, MEM_GPU, "embedding parameters")) ||
+    if ((rc = alloc_in(st, &st->embed_p, b.embed_params, MEM_GPU, "embedding parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed, MEM_GPU, "embedding gradients")) ||
-        (rc = alloc_in(st, (void **)&st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
+        (rc = alloc_in(st, &st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
-        (rc = alloc_in(st, (void **)&st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W, z->M, GPT_F32)) ||
+        (rc = alloc_in(st, &st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W, z->M, z->dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
-        (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "parameters (host)")))
+        /* (bf16: the fetches read the working copy, so the fp32 params need no pinning) */
+        (rc = alloc_in(st, (void **)&st->host_p, b.host_params, b.host_work ? MEM_HOST : MEM_PINNED,
+                       "parameters (host)")) ||
+        (b.host_work &&
+         (rc = alloc_in(st, (void **)&st->host_w, b.host_work, MEM_PINNED, "parameters' working copy (bf16, host)"))))
         return rc;
     if (b.host_grads &&
         (rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "gradients (host)")))
@@ -450,6 +485,8 @@ static int zero_infinity_init(const engine_env *env, void **state)
         }
         engine_free_last(&st->mem); /* the staging block, the last allocation */
     }
+    /* bf16: the working copy the fetches read, rounded as the backends round */
+    for (size_t i = 0; st->host_w && i < z->Pshard; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
 
     engine_plan p;
     plan_of(z, sh, &p);
@@ -479,20 +516,31 @@ static void zero_infinity_chosen_plan(void *state, engine_plan *out)
 
 /* Layer of fetch i (0..2L-1) and the buffer it goes into. */
 static int layer_of_fetch(const zi_layout *z, int i) { return i < z->L ? i : 2 * z->L - 1 - i; }
-static float *buffer_of_fetch(zi_state *st, int i)
+static void *buffer_of_fetch(zi_state *st, int i)
 {
-    return st->fetch + (size_t)(i % st->z.F) * st->z.W * st->z.Sl;
+    return (char *)st->fetch + (size_t)(i % st->z.F) * st->z.W * st->z.Sl * st->z.act;
+}
+/* This rank's shard's place in a whole block (of shards of S elements) as the ops read it. */
+static void *shard_in(const zi_state *st, void *whole, size_t S)
+{
+    return (char *)whole + (size_t)st->z.rank * S * st->z.act;
+}
+/* What a fetch of block b copies up: its working copy (bf16), or its current params. */
+static const void *fetch_source(const zi_state *st, int b)
+{
+    if (st->host_w) return st->host_w + block_offset(&st->z, b);
+    return state_of(st, b, 0).p;
 }
 
 /* N ranks: this rank's shard (just copied up on h2d) gathered into the whole block at
  * `whole` on the collectives' stream; `ready` is recorded after it. */
-static int gather_block(zi_state *st, float *whole, size_t S, gpt_event *ready)
+static int gather_block(zi_state *st, void *whole, size_t S, gpt_event *ready)
 {
     gpt_stream *cs = coll_stream(st->work.comm);
     int rc, span;
     if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) || (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
         (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
-        (rc = coll_all_gather(st->work.comm, whole, whole + (size_t)st->z.rank * S, S * sizeof(float))) ||
+        (rc = coll_all_gather(st->work.comm, whole, shard_in(st, whole, S), S * st->z.act)) ||
         (rc = span_end(&st->io.spans, cs, span)))
         return rc;
     return gpt_event_record(ready, cs);
@@ -531,10 +579,9 @@ static int issue_fetch(zi_state *st, int i, step_result *out)
     int rc, span;
     if (i < z->L && (rc = wait_adam(st, 1 + k))) return rc;
     if (i >= z->F && (rc = gpt_stream_wait_event(st->io.h2d, st->consumed[buf]))) return rc;
-    const size_t bytes = shard_real(z, 1 + k) * sizeof(float);
+    const size_t bytes = shard_real(z, 1 + k) * z->act;
     if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, buffer_of_fetch(st, i) + (size_t)z->rank * z->Sl,
-                             state_of(st, 1 + k, 0).p, bytes)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, shard_in(st, buffer_of_fetch(st, i), z->Sl), fetch_source(st, 1 + k), bytes)) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
     out->bytes_h2d += (double)bytes;
@@ -585,7 +632,7 @@ static int submit_host_adam(zi_state *st, int b, step_result *out, float scale, 
     cpu_adam_job job = {
         .grads = st->host_g + off, .n = n, .n_decay = n_decay, .optim = st->env.cfg->optim,
         .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
-        .after = st->grads_home[b],
+        .after = st->grads_home[b], .params_bf16 = st->host_w ? st->host_w + off : NULL,
     };
     update_ahead_job(&st->ahead, b, st->host_p + off, st->host_m + off, st->host_v + off, ahead, &job);
     return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[b]);
@@ -629,7 +676,7 @@ static int send_grads_home(zi_state *st, int b, const float *src, gpt_event *don
     return GPT_OK;
 }
 
-static float *input_of(zi_state *st, int k) { return st->x + (size_t)k * st->z.NC; }
+static void *input_of(zi_state *st, int k) { return (char *)st->x + (size_t)k * st->z.NC * st->z.act; }
 
 static int forward(zi_state *st, step_result *out)
 {
@@ -639,11 +686,11 @@ static int forward(zi_state *st, step_result *out)
     int rc, span;
     /* The embed block first (the first thing compute needs; it stays for the step's later
      * micro-batches), then the first F layers. */
-    const size_t embed_bytes = shard_real(z, 0) * sizeof(float);
+    const size_t embed_bytes = shard_real(z, 0) * z->act;
     if (st->work.micro > 0) goto layers;
     if ((rc = wait_adam(st, 0)) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, st->embed_p + (size_t)z->rank * z->Se, st->host_p, embed_bytes)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, shard_in(st, st->embed_p, z->Se), fetch_source(st, 0), embed_bytes)) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)) ||
         (rc = z->W > 1 ? gather_block(st, st->embed_p, z->Se, st->embed_ready)
                        : gpt_event_record(st->embed_ready, st->io.h2d)))
@@ -804,23 +851,25 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
     const zi_layout z = layout_for(cfg);
     const int W = z.W;
     const double share = pred_host_share(cfg);
+    /* (bf16: the working copies move up in half the bytes; grads come home in fp32) */
+    const double per_float = (double)z.act / sizeof(float);
     /* (one rank: the shards are the blocks, and no collective runs) */
-    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, (double)W * z.Sl) : 0;
+    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * W * z.Sl) : 0;
     const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Sl) : 0;
     const int L = z.L, F = z.F, clip = cfg->optim.clip > 0;
     /* adam_done/home: block b = 0 the embedding, 1 + k layer k; used: fetch i's layer done
      * (2L of them: four arrays of L + 1) */
     double *adam_done = pred_arrays(out, (size_t)L + 1, 4), *home = adam_done + L + 1, *used = home + L + 1;
     if (!adam_done) return;
-    const double in_ms = pred_h2d_ms(m, (double)z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);
+    const double in_ms = pred_h2d_ms(m, per_float * z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {
         start = end;
         pred_step(&t, start);
         double host = pred_max(start, adam_done[0]);
-        double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.Se), host);
-        if (W > 1) embed_in = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, (double)W * z.Se), embed_in);
+        double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, per_float * z.Se), host);
+        if (W > 1) embed_in = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * W * z.Se), embed_in);
         double c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(start, embed_in));
         double bucket_free[2] = {start, start};
         for (int i = 0; i < 2 * L; i++) {
@@ -862,8 +911,10 @@ const engine_vtbl engine_zero_infinity = {
     .description = "ZeRO-3: every layer's params fetched per use, grads out, host Adam "
                    "(--offload cpu|nvme)",
     .uses_window = 0,
+    .supports_bf16 = 1,
     .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = zero_infinity_plan,
+    .check = zero_infinity_check,
     .init = zero_infinity_init,
     .chosen_plan = zero_infinity_chosen_plan,
     .step = zero_infinity_step,

@@ -106,11 +106,21 @@ else
     dp_run bfm1nc 1 -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
     dp_run lb1nc 1 -m l2l -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
     dp_same "l2l bf16 = megatron-lm bf16 on one rank, no clipping" bfm1nc lb1nc
-    if grep -q "memory peak | GPU: \(.*\) (plan \1) | host: \(.*\) (plan \2)" "$DP_WORK"/lb1/results/*.txt; then
-        dp_pass "l2l bf16: peaks = plan"
-    else
-        dp_fail "l2l bf16 peaks" "$(grep 'memory peak' "$DP_WORK"/lb1/results/*.txt)"
-    fi
+    # zero-infinity in bf16 (the fetched blocks and inputs bf16, copied up from each block's
+    # bf16 working copy that the host Adam writes): the same bits
+    dp_run zib 2 -m zero-infinity -b 4 --iters 8 --log-interval 4 --dtype bf16
+    dp_same "zero-infinity bf16 = DDP bf16 at 2 ranks" b0 zib
+    dp_run zib1 1 -m zero-infinity -b 4 --iters 6 --log-interval 3 --dtype bf16
+    dp_same "zero-infinity bf16 = megatron-lm bf16 on one rank" bfm1 zib1
+    dp_run zib1nc 1 -m zero-infinity -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
+    dp_same "zero-infinity bf16 = megatron-lm bf16 on one rank, no clipping" bfm1nc zib1nc
+    for r in lb1 zib1; do
+        if grep -q "memory peak | GPU: \(.*\) (plan \1) | host: \(.*\) (plan \2)" "$DP_WORK"/$r/results/*.txt; then
+            dp_pass "$r (bf16): peaks = plan"
+        else
+            dp_fail "$r (bf16) peaks" "$(grep 'memory peak' "$DP_WORK"/$r/results/*.txt)"
+        fi
+    done
     if grep -q "NumWorkers: 2; SamplesPerStep: 8;" "$DP_WORK"/s3/results/*.txt &&
         grep -q '"world":[[:space:]]*2' "$DP_WORK"/s3/results/*.json &&
         grep -q '"collectives_busy_ms"' "$DP_WORK"/s3/results/*.json &&
