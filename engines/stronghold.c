@@ -7,7 +7,12 @@
  * from measured copy and compute times and then makes every layer that still fits
  * resident, so a model that fits entirely runs exactly like megatron-lm).
  *
- * Where things live (fp32):
+ * Where things live (fp32; with --dtype bf16 what the ops read is bf16 — the slots' params,
+ * a working copy of the embedding and of each resident layer (refreshed by their GPU Adam),
+ * every input and activation — and the host keeps a bf16 working copy of each streamed layer
+ * beside its fp32 params, written by the host Adam, which the prefetches copy up; grads,
+ * master params and Adam state stay fp32, as megatron-lm --dtype bf16 keeps them; not with
+ * --offload nvme or micro-batches yet):
  *   GPU   embed block: params, grads, Adam m, v; resident layers: params, grads, m, v and
  *         their checkpointed inputs; S slots, each: one layer's params, grads and input;
  *         the head input x[L]; one layer's activations (recomputed), backward scratch, head
@@ -113,11 +118,15 @@ typedef struct sh_layout {
     size_t Sl, SP;   /* a layer's shard, and a slot's floats (W Sl: the layer padded) */
     size_t PL, PE;   /* floats of one layer block and of the embed block */
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
+    gpt_dtype dt;    /* what the ops read (--dtype): fp32, or bf16 with fp32 master weights */
+    size_t act;      /* ... its bytes per element */
 } sh_layout;
 
-static sh_layout layout_for(const gpt_shape *sh, int R, int S)
+static sh_layout layout_for(const gpt_shape *sh, int R, int S, int bf16)
 {
     sh_layout z;
+    z.dt = bf16 ? GPT_BF16 : GPT_F32;
+    z.act = gpt_dtype_size(z.dt);
     z.L = sh->layers;
     z.R = R;
     z.S = S;
@@ -161,6 +170,8 @@ typedef struct sh_bytes {
                           of the K layers updated ahead, in all */
     size_t nvme_staging, disk_mv; /* --offload nvme: host staging; disk m, v of all streamed */
     size_t res_fresh; /* M > 1: a resident layer's gradient of one micro-batch */
+    size_t embed_work, host_work; /* bf16: the embedding's and the streamed layers' working
+                                     copies (0 in fp32) */
 } sh_bytes;
 
 static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
@@ -169,11 +180,14 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     sh_bytes b;
     b.embed = z->PE * f;                      /* each of params, grads, m, v */
     b.resident = (size_t)z->R * z->PL * f;    /* each of params, grads, m, v */
-    b.slots = (size_t)z->S * z->SP * f;       /* each of params, grads */
-    b.res_inputs = (size_t)z->R * z->NC * f;
-    b.slot_inputs = (size_t)z->S * z->NC * f;
-    b.x_out = z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, GPT_F32);
+    b.slots = (size_t)z->S * z->SP * f;       /* grads (fp32: params too) */
+    b.res_inputs = (size_t)z->R * z->NC * z->act;
+    b.slot_inputs = (size_t)z->S * z->NC * z->act;
+    b.x_out = z->NC * z->act;
+    const int bf16 = z->dt == GPT_BF16;
+    b.embed_work = bf16 ? gpt_act_bytes(z->PE, z->dt) : 0;
+    b.host_work = bf16 ? gpt_act_bytes((size_t)z->Ls * z->Sl, z->dt) : 0;
+    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, z->dt);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.res_fresh = z->M > 1 ? z->PL * f : 0;
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->Sl * f;
@@ -185,7 +199,7 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
         b.nvme_staging = nvme_adam_staging_bytes(z->Sl, NVME_DEPTH, 0);
         b.disk_mv = (size_t)z->Ls * nvme_adam_block_disk_bytes(layout_shard_real(z), 0);
     }
-    b.host_ckpt = (size_t)z->n_ckpt * z->NC * f;
+    b.host_ckpt = (size_t)z->n_ckpt * z->NC * z->act;
     b.host_ahead = update_ahead_bytes(z->K, z->Sl);
     /* The staging block also serves -w auto's probe copies of one input. */
     size_t st = z->PE > z->PL ? z->PE : z->PL;
@@ -196,15 +210,17 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
 /* Everything but the resident layers and the slots. */
 static uint64_t gpu_common(const sh_bytes *b)
 {
-    return 4 * (uint64_t)b->embed + b->x_out + b->work_gpu + b->res_fresh;
+    return 4 * (uint64_t)b->embed + b->embed_work + b->x_out + b->work_gpu + b->res_fresh;
 }
+/* A resident layer: params, grads, m, v (fp32), its working copy (bf16) and its input. */
 static uint64_t gpu_per_resident(const sh_layout *z)
 {
-    return (4 * z->PL + z->NC) * sizeof(float);
+    return 4 * z->PL * sizeof(float) + (z->dt == GPT_BF16 ? z->PL * z->act : 0) + z->NC * z->act;
 }
+/* A slot: params as the ops read them, grads (fp32) and the input. */
 static uint64_t gpu_per_slot(const sh_layout *z)
 {
-    return (2 * z->SP + z->NC) * sizeof(float);
+    return z->SP * z->act + z->SP * sizeof(float) + z->NC * z->act;
 }
 
 static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
@@ -212,7 +228,7 @@ static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
     sh_bytes b = bytes_for(z, sh);
     out->gpu_bytes = gpu_common(&b) + (uint64_t)z->R * gpu_per_resident(z) +
                      (uint64_t)z->S * gpu_per_slot(z);
-    out->host_bytes = 2 * (uint64_t)b.host_params + 2 * (uint64_t)b.host_mv + b.host_ckpt +
+    out->host_bytes = 2 * (uint64_t)b.host_params + b.host_work + 2 * (uint64_t)b.host_mv + b.host_ckpt +
                       b.work_host + b.staging + b.nvme_staging + b.host_ahead;
     out->disk_bytes = b.disk_mv;
 }
@@ -225,7 +241,8 @@ static int ahead_layers(const engine_config *cfg, const sh_layout *z, const gpt_
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, 1, z->Ls, p.host_bytes, z->Sl);
+    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1 && z->dt == GPT_F32, 1, z->Ls, p.host_bytes,
+                               z->Sl);
 }
 
 /* -w W: the paper's layout (W resident, min(W, L-W) slots).  W >= L: every layer
@@ -244,10 +261,10 @@ static void fixed_window(const gpt_shape *sh, int W, int *R, int *S)
  * memory hold after a headroom for what the arena does not see (library workspaces,
  * allocator rounding: a twentieth of what is left, at most 512 MiB).  Every layer resident
  * when they all fit.  Returns 0 when not even the S slots fit. */
-static int auto_layout(const gpt_shape *sh, uint64_t left, int S, int *R_out, int *S_out)
+static int auto_layout(const gpt_shape *sh, int bf16, uint64_t left, int S, int *R_out, int *S_out)
 {
     const int L = sh->layers;
-    sh_layout z = layout_for(sh, 0, 0);
+    sh_layout z = layout_for(sh, 0, 0, bf16);
     const uint64_t headroom = left / 20 < (512ull << 20) ? left / 20 : (512ull << 20);
     const uint64_t usable = left - headroom;
     const uint64_t per_res = gpu_per_resident(&z), per_slot = gpu_per_slot(&z);
@@ -265,6 +282,22 @@ static int auto_layout(const gpt_shape *sh, uint64_t left, int S, int *R_out, in
     return 1;
 }
 
+/* bf16: not with micro-batches (a streamed layer's gradient sum is added in fp32 on the GPU,
+ * and a bf16 backend's elementwise ops are bf16) nor with --offload nvme (whose disk jobs do
+ * not write the working copy yet). */
+static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
+        snprintf(err, errlen, "stronghold --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
+        return -1;
+    }
+    if (cfg->bf16 && cfg->offload == OFFLOAD_NVME) {
+        snprintf(err, errlen, "stronghold --dtype bf16 keeps its optimizer in host memory (--offload cpu), not on disk");
+        return -1;
+    }
+    return 0;
+}
+
 static void stronghold_plan(const engine_config *cfg, engine_plan *out)
 {
     const gpt_shape *sh = &cfg->shape;
@@ -274,17 +307,17 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     } else if (cfg->gpu_budget) {
         /* -w auto: the layout its memory rule gives under this budget, with the three slots
          * that hide the copies at the paper's shapes (init measures the real number). */
-        sh_layout z0 = layout_for(sh, 0, 0);
+        sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16);
         z0.M = engine_micro_batches(cfg);
         sh_bytes b0 = bytes_for(&z0, sh);
         const uint64_t common = gpu_common(&b0);
-        if (cfg->gpu_budget <= common || !auto_layout(sh, cfg->gpu_budget - common, 3, &R, &S)) {
+        if (cfg->gpu_budget <= common || !auto_layout(sh, cfg->bf16, cfg->gpu_budget - common, 3, &R, &S)) {
             R = 0;
             S = sh->layers < 2 ? sh->layers : 2;
         }
     }
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
-    sh_layout z = layout_for(sh, R, S);
+    sh_layout z = layout_for(sh, R, S, cfg->bf16);
     z.nvme = cfg->offload == OFFLOAD_NVME;
     z.M = engine_micro_batches(cfg);
     set_ranks(&z, engine_world(cfg), 0);
@@ -313,18 +346,22 @@ typedef struct stronghold_state {
 
     /* GPU */
     float *embed_p, *embed_g, *embed_m, *embed_v;
+    void *embed_w;                        /* bf16: the embedding's working copy (fp32: embed_p) */
     float *res_p, *res_g, *res_m, *res_v; /* R layer blocks each */
+    void *res_w;                          /* bf16: their working copies (fp32: res_p) */
     float *res_fresh;                     /* M > 1: one layer block (a micro-batch's grads) */
     gpt_event *res_fresh_free;            /* M > 1: res_fresh has been added, may be reused */
-    float *slot_p, *slot_g;               /* S layer blocks each */
-    float *res_x, *slot_x, *x_out;        /* inputs: R, S, 1 of (N, C) */
+    void *slot_p;                         /* S layer blocks each: params as the ops read them */
+    float *slot_g;                        /* ... and grads */
+    void *res_x, *slot_x, *x_out;         /* inputs: R, S, 1 of (N, C) */
     layer_work work;                      /* one layer's activations, scratch, head, ids,
                                              norms (+ pinned read-backs) */
     /* host */
     float *host_p, *host_g, *host_m, *host_v; /* Ls layer blocks each (m, v: not with nvme);
                                                  N ranks: this rank's shard of each */
     gpt_event *shard_up;      /* N ranks: h2d: this rank's shard of a slot's layer is up */
-    float *host_ckpt;                         /* n_ckpt (N, C) inputs */
+    uint16_t *host_w;                         /* bf16: the streamed layers' working copies */
+    void *host_ckpt;                          /* n_ckpt (N, C) inputs */
     float *staging;
 
     slot_events *slot_ev;     /* S */
@@ -394,22 +431,36 @@ static void stronghold_free(void *state)
 
 static int slot_of(const stronghold_state *st, int k) { return (k - st->z.R) % st->z.S; }
 
-static float *params_of(stronghold_state *st, int k)
+/* Layer k's params as the ops read them (bf16: the working copy). */
+static void *params_of(stronghold_state *st, int k)
 {
-    return k < st->z.R ? st->res_p + (size_t)k * st->z.PL
-                       : st->slot_p + (size_t)slot_of(st, k) * st->z.SP;
+    const size_t act = st->z.act;
+    if (k < st->z.R) return st->res_w ? (char *)st->res_w + (size_t)k * st->z.PL * act : (void *)(st->res_p + (size_t)k * st->z.PL);
+    return (char *)st->slot_p + (size_t)slot_of(st, k) * st->z.SP * act;
 }
+/* This rank's shard's place in streamed layer k's slot. */
+static void *slot_shard(stronghold_state *st, int k)
+{
+    return (char *)params_of(st, k) + (size_t)st->z.rank * st->z.Sl * st->z.act;
+}
+/* The embedding as the ops read it. */
+static void *embed_work(stronghold_state *st) { return st->embed_w ? st->embed_w : (void *)st->embed_p; }
 static float *grads_of(stronghold_state *st, int k)
 {
     return k < st->z.R ? st->res_g + (size_t)k * st->z.PL
                        : st->slot_g + (size_t)slot_of(st, k) * st->z.SP;
 }
 /* Layer k's input on the GPU; k == L is the head's input. */
-static float *input_of(stronghold_state *st, int k)
+static void *input_of(stronghold_state *st, int k)
 {
     if (k == st->z.L) return st->x_out;
-    return k < st->z.R ? st->res_x + (size_t)k * st->z.NC
-                       : st->slot_x + (size_t)slot_of(st, k) * st->z.NC;
+    const size_t bytes = st->z.NC * st->z.act;
+    return k < st->z.R ? (char *)st->res_x + (size_t)k * bytes : (char *)st->slot_x + (size_t)slot_of(st, k) * bytes;
+}
+/* Streamed layer k's input kept on the host (input_leaves). */
+static void *host_input(stronghold_state *st, int k)
+{
+    return (char *)st->host_ckpt + (size_t)(k - st->z.R) * st->z.NC * st->z.act;
 }
 /* Host copies of streamed layer k (k >= R). */
 static size_t host_block(const stronghold_state *st, int k) { return (size_t)(k - st->z.R) * st->z.Sl; }
@@ -424,6 +475,12 @@ static ahead_state state_of(const stronghold_state *st, int k, int other)
 }
 /* Real floats of this rank's shard of a layer (the layer on one rank). */
 static size_t shard_real(const stronghold_state *st) { return layout_shard_real(&st->z); }
+/* What a prefetch of streamed layer k copies up: its working copy (bf16), or its params. */
+static const void *prefetch_source(const stronghold_state *st, int k)
+{
+    if (st->host_w) return st->host_w + (size_t)(k - st->z.R) * st->z.Sl;
+    return state_of(st, k, 0).p;
+}
 /* Streamed layers below the top S keep their input on the host between fwd and bwd. */
 static int input_leaves(const stronghold_state *st, int k)
 {
@@ -472,7 +529,8 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
 {
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
-    sh_layout z = layout_for(sh, 0, 0);
+    const int bf16 = st->env.cfg->bf16;
+    sh_layout z = layout_for(sh, 0, 0, bf16);
     const mem_budget *gb = &st->env.gpu->budget;
     const uint64_t left = gb->limit > gb->in_use ? gb->limit - gb->in_use : 0;
     const uint64_t per_res = gpu_per_resident(&z);
@@ -480,7 +538,7 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
     format_bytes((double)left, a, sizeof a);
 
     int R = 0, S = 0;
-    if (auto_layout(sh, left, 2, &R, &S) && S == 0) {
+    if (auto_layout(sh, bf16, left, 2, &R, &S) && S == 0) {
         format_bytes((double)L * per_res, b, sizeof b);
         engine_note(&st->env, "stronghold -w auto: all %d layers fit on the GPU (%s of %s left): "
                               "every layer resident with GPU Adam, no transfers", L, b, a);
@@ -490,27 +548,31 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
     }
 
     /* The probe: one slot, one layer's params from the staging block. */
-    float *probe = NULL;
-    int rc = alloc_in(st, (void **)&probe, (2 * z.PL + z.NC) * sizeof(float), MEM_GPU,
+    char *probe = NULL;
+    const size_t act = z.act;
+    int rc = alloc_in(st, (void **)&probe, z.PL * act + z.PL * sizeof(float) + z.NC * act, MEM_GPU,
                       "-w auto probe slot");
     if (rc) return rc;
-    float *pp = probe, *pg = probe + z.PL, *px = probe + 2 * z.PL;
+    void *pp = probe, *px = probe + z.PL * act + z.PL * sizeof(float);
+    float *pg = (float *)(probe + z.PL * act);
     gpt_event *e0 = NULL, *e1 = NULL;
     float ms_h2d = 0, ms_x = 0, ms_d2h = 0, ms_layer = 0;
     if ((rc = gpt_event_create(st->env.be, &e0)) || (rc = gpt_event_create(st->env.be, &e1)))
         goto out;
     engine_init_layer(&st->env, st->staging, sh, 0, st->env.cfg->seed);
+    if (act != sizeof(float)) /* (in place, front to back: element i's 2 bytes never pass its 4) */
+        for (size_t i = 0; i < z.PL; i++) ((uint16_t *)st->staging)[i] = gpt_f32_to_bf16(st->staging[i]);
     for (int rep = 0; rep < 2 && !rc; rep++) { /* the first round warms up the libraries */
         if ((rc = gpt_event_record(e0, st->io.h2d)) ||
-            (rc = gpt_memcpy_h2d(st->io.h2d, pp, st->staging, z.PL * sizeof(float))) ||
+            (rc = gpt_memcpy_h2d(st->io.h2d, pp, st->staging, z.PL * act)) ||
             (rc = timed(st->io.h2d, e0, e1, &ms_h2d)))
             break;
         if ((rc = gpt_event_record(e0, st->io.h2d)) ||
-            (rc = gpt_memcpy_h2d(st->io.h2d, px, st->staging, z.NC * sizeof(float))) ||
+            (rc = gpt_memcpy_h2d(st->io.h2d, px, st->staging, z.NC * act)) ||
             (rc = timed(st->io.h2d, e0, e1, &ms_x)))
             break;
         if ((rc = gpt_stream_memset_zero(st->io.compute, pg, z.PL * sizeof(float))) ||
-            (rc = gpt_stream_memset_zero(st->io.compute, st->work.dres, z.NC * sizeof(float))) ||
+            (rc = gpt_stream_memset_zero(st->io.compute, st->work.dres, z.NC * act)) ||
             (rc = gpt_event_record(e0, st->io.compute)))
             break;
         gpt_layer_forward(st->io.compute, sh, pp, px, st->x_out, &st->work.acts);
@@ -528,7 +590,7 @@ out:
     if (rc) return rc;
 
     const int S_need = slots_to_hide((double)ms_d2h + ms_h2d + ms_x, ms_layer);
-    if (!auto_layout(sh, left, S_need, &R, &S)) {
+    if (!auto_layout(sh, bf16, left, S_need, &R, &S)) {
         /* Not even the ring fits: say so through the budget's record. */
         void *p = NULL;
         rc = alloc_in(st, &p, (size_t)S_need * gpu_per_slot(&z) + (size_t)left / 20,
@@ -549,7 +611,7 @@ out:
         const double rule_ms = best.ms;
         for (int s2 = 2; s2 <= L && s2 <= 32; s2++) {
             int r2, t2;
-            if (!auto_layout(sh, left, s2, &r2, &t2) || t2 == 0) continue;
+            if (!auto_layout(sh, bf16, left, s2, &r2, &t2) || t2 == 0) continue;
             if (t2 > L - r2) t2 = L - r2;
             predict_settled(cfg, cfg->machine, r2, t2, &p);
             if (p.modelled && p.ms < best.ms * 0.995) best = p, bR = r2, bS = t2;
@@ -581,14 +643,15 @@ static int init_params(stronghold_state *st)
     gpt_stream *s = st->io.compute;
     int rc;
     engine_init_embed(&st->env, st->staging, sh, seed);
-    if ((rc = gpt_memcpy_h2d(s, st->embed_p, st->staging, z->PE * sizeof(float))) ||
-        (rc = gpt_stream_sync(s)))
-        return rc;
+    if ((rc = gpt_memcpy_h2d(s, st->embed_p, st->staging, z->PE * sizeof(float)))) return rc;
+    if (st->embed_w) gpt_params_to_act(s, st->embed_w, st->embed_p, z->PE);
+    if ((rc = gpt_stream_sync(s))) return rc;
     for (int k = 0; k < z->R; k++) {
         engine_init_layer(&st->env, st->staging, sh, k, seed);
-        if ((rc = gpt_memcpy_h2d(s, params_of(st, k), st->staging, z->PL * sizeof(float))) ||
-            (rc = gpt_stream_sync(s)))
-            return rc;
+        float *master = st->res_p + (size_t)k * z->PL;
+        if ((rc = gpt_memcpy_h2d(s, master, st->staging, z->PL * sizeof(float)))) return rc;
+        if (st->res_w) gpt_params_to_act(s, params_of(st, k), master, z->PL);
+        if ((rc = gpt_stream_sync(s))) return rc;
     }
     for (int k = z->R; k < z->L; k++) {
         if (z->W == 1) {
@@ -600,6 +663,8 @@ static int init_params(stronghold_state *st)
         memcpy(st->host_p + host_block(st, k), st->staging + (size_t)z->rank * z->Sl,
                shard_real(st) * sizeof(float));
     }
+    /* bf16: the streamed layers' working copies, rounded as the backends round */
+    for (size_t i = 0; st->host_w && i < (size_t)z->Ls * z->Sl; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
     /* host m and v: the allocations' zeros (with nvme, zeros on disk) */
     if ((rc = gpt_stream_memset_zero(s, st->embed_m, z->PE * sizeof(float))) ||
         (rc = gpt_stream_memset_zero(s, st->embed_v, z->PE * sizeof(float))))
@@ -660,7 +725,7 @@ static int stronghold_init(const engine_env *env, void **state)
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 7 * L + 18))) return rc;
 
     /* What every placement needs, then the window, then the rest. */
-    sh_layout z0 = layout_for(sh, 0, 0);
+    sh_layout z0 = layout_for(sh, 0, 0, env->cfg->bf16);
     z0.M = engine_micro_batches(env->cfg);
     sh_bytes b0 = bytes_for(&z0, sh);
     if ((b0.res_fresh && (rc = alloc_in(st, (void **)&st->res_fresh, b0.res_fresh, MEM_GPU,
@@ -669,8 +734,9 @@ static int stronghold_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_g, b0.embed, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, MEM_GPU, "embedding Adam m")) ||
         (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, MEM_GPU, "embedding Adam v")) ||
-        (rc = alloc_in(st, (void **)&st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg), z0.M, GPT_F32)) ||
+        (b0.embed_work && (rc = alloc_in(st, &st->embed_w, b0.embed_work, MEM_GPU, "embedding working copy (bf16)"))) ||
+        (rc = alloc_in(st, &st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg), z0.M, z0.dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;
@@ -683,7 +749,7 @@ static int stronghold_init(const engine_env *env, void **state)
     } else if ((rc = choose_window(st, &R, &S))) {
         return rc;
     }
-    st->z = layout_for(sh, R, S);
+    st->z = layout_for(sh, R, S, env->cfg->bf16);
     st->z.nvme = env->cfg->offload == OFFLOAD_NVME;
     st->z.M = z0.M;
     set_ranks(&st->z, engine_world(env->cfg), env->rank);
@@ -693,19 +759,26 @@ static int stronghold_init(const engine_env *env, void **state)
               (rc = alloc_in(st, (void **)&st->res_g, b.resident, MEM_GPU, "resident layers' gradients")) ||
               (rc = alloc_in(st, (void **)&st->res_m, b.resident, MEM_GPU, "resident layers' Adam m")) ||
               (rc = alloc_in(st, (void **)&st->res_v, b.resident, MEM_GPU, "resident layers' Adam v")) ||
-              (rc = alloc_in(st, (void **)&st->res_x, b.res_inputs, MEM_GPU, "resident layers' inputs"))))
+              (st->z.dt == GPT_BF16 && (rc = alloc_in(st, &st->res_w, gpt_act_bytes((size_t)R * st->z.PL, st->z.dt), MEM_GPU,
+                                              "resident layers' working copies (bf16)"))) ||
+              (rc = alloc_in(st, &st->res_x, b.res_inputs, MEM_GPU, "resident layers' inputs"))))
         return rc;
-    if (S && ((rc = alloc_in(st, (void **)&st->slot_p, b.slots, MEM_GPU, "layer slots' parameters")) ||
+    if (S && ((rc = alloc_in(st, &st->slot_p, gpt_act_bytes((size_t)S * st->z.SP, st->z.dt), MEM_GPU,
+                             "layer slots' parameters")) ||
               (rc = alloc_in(st, (void **)&st->slot_g, b.slots, MEM_GPU, "layer slots' gradients")) ||
-              (rc = alloc_in(st, (void **)&st->slot_x, b.slot_inputs, MEM_GPU, "layer slots' inputs")) ||
-              (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "streamed layers' parameters")) ||
+              (rc = alloc_in(st, &st->slot_x, b.slot_inputs, MEM_GPU, "layer slots' inputs")) ||
+              /* (bf16: the prefetches read the working copy, so the fp32 params need no pinning) */
+              (rc = alloc_in(st, (void **)&st->host_p, b.host_params, b.host_work ? MEM_HOST : MEM_PINNED,
+                             "streamed layers' parameters")) ||
+              (b.host_work && (rc = alloc_in(st, (void **)&st->host_w, b.host_work, MEM_PINNED,
+                                             "streamed layers' working copies (bf16)"))) ||
               (rc = alloc_in(st, (void **)&st->host_g, b.host_grads, MEM_PINNED, "streamed layers' gradients"))))
         return rc;
     if (b.host_mv && ((rc = alloc_in(st, (void **)&st->host_m, b.host_mv, MEM_HOST, "streamed layers' Adam m")) ||
                       (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "streamed layers' Adam v"))))
         return rc;
     if (b.host_ckpt &&
-        (rc = alloc_in(st, (void **)&st->host_ckpt, b.host_ckpt, MEM_PINNED, "streamed layers' inputs")))
+        (rc = alloc_in(st, &st->host_ckpt, b.host_ckpt, MEM_PINNED, "streamed layers' inputs")))
         return rc;
     if ((rc = update_ahead_open(&st->ahead, &st->mem, L - st->z.K, st->z.K, st->z.Sl))) return rc;
     update_ahead_note_plan(&st->ahead, env, "stronghold", st->z.Ls);
@@ -755,12 +828,10 @@ static int slot_filled(stronghold_state *st, int k)
     slot_events *ev = &st->slot_ev[slot_of(st, k)];
     if (st->z.W == 1) return gpt_event_record(ev->ready, st->io.h2d);
     gpt_stream *cs = coll_stream(st->work.comm);
-    float *whole = params_of(st, k);
     int rc, span;
     if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) || (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
         (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
-        (rc = coll_all_gather(st->work.comm, whole, whole + (size_t)st->z.rank * st->z.Sl,
-                              st->z.Sl * sizeof(float))) ||
+        (rc = coll_all_gather(st->work.comm, params_of(st, k), slot_shard(st, k), st->z.Sl * st->z.act)) ||
         (rc = span_end(&st->io.spans, cs, span)))
         return rc;
     return gpt_event_record(ev->ready, cs);
@@ -775,10 +846,9 @@ static int prefetch_forward(stronghold_state *st, int k, step_result *out)
     if (st->adam_ticket[k] && (rc = wait_adam(st, st->adam_ticket[k]))) return rc;
     st->adam_ticket[k] = 0;
     if (k - st->z.S >= st->z.R && (rc = gpt_stream_wait_event(st->io.h2d, ev->fwd_done))) return rc;
-    const size_t bytes = shard_real(st) * sizeof(float);
+    const size_t bytes = shard_real(st) * st->z.act;
     if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, k) + (size_t)st->z.rank * st->z.Sl,
-                             state_of(st, k, 0).p, bytes)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, slot_shard(st, k), prefetch_source(st, k), bytes)) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
     out->bytes_h2d += (double)bytes;
@@ -790,18 +860,15 @@ static int prefetch_forward(stronghold_state *st, int k, step_result *out)
 static int prefetch_backward(stronghold_state *st, int j, step_result *out)
 {
     int rc, span;
-    const size_t bytes = shard_real(st) * sizeof(float);
+    const size_t bytes = shard_real(st) * st->z.act, input_bytes = st->z.NC * st->z.act;
     if ((rc = gpt_stream_wait_event(st->io.h2d, st->grads_home[j + st->z.S])) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, params_of(st, j) + (size_t)st->z.rank * st->z.Sl,
-                             state_of(st, j, 0).p, bytes)) ||
-        (rc = gpt_memcpy_h2d(st->io.h2d, input_of(st, j),
-                             st->host_ckpt + (size_t)(j - st->z.R) * st->z.NC,
-                             st->z.NC * sizeof(float))) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, slot_shard(st, j), prefetch_source(st, j), bytes)) ||
+        (rc = gpt_memcpy_h2d(st->io.h2d, input_of(st, j), host_input(st, j), input_bytes)) ||
         (rc = gpt_stream_memset_zero(st->io.h2d, grads_of(st, j), st->z.SP * sizeof(float))) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
-    out->bytes_h2d += (double)bytes + (double)st->z.NC * sizeof(float);
+    out->bytes_h2d += (double)bytes + (double)input_bytes;
     return slot_filled(st, j);
 }
 
@@ -829,7 +896,7 @@ static int submit_host_adam(stronghold_state *st, int k, step_result *out, float
     cpu_adam_job job = {
         .grads = st->host_g + off, .n = n, .n_decay = n_decay,
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
-        .grad_scale = scale, .after = st->grads_home[k],
+        .grad_scale = scale, .after = st->grads_home[k], .params_bf16 = st->host_w ? st->host_w + off : NULL,
     };
     update_ahead_job(&st->ahead, k, st->host_p + off, st->host_m + off, st->host_v + off, ahead, &job);
     out->host_adam_params += (double)n;
@@ -848,7 +915,7 @@ static int forward(stronghold_state *st, step_result *out)
         if ((rc = prefetch_forward(st, k, out))) return rc;
 
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_forward(c, sh, st->embed_p, st->work.ids, input_of(st, 0));
+    gpt_embed_forward(c, sh, embed_work(st), st->work.ids, input_of(st, 0));
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int k = 0; k < z->L; k++) {
         slot_events *ev = k >= z->R ? &st->slot_ev[slot_of(st, k)] : NULL;
@@ -867,16 +934,15 @@ static int forward(stronghold_state *st, step_result *out)
         if (input_leaves(st, k)) {
             if ((rc = gpt_stream_wait_event(st->io.d2h, ev->fwd_done)) ||
                 (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)) ||
-                (rc = gpt_memcpy_d2h(st->io.d2h, st->host_ckpt + (size_t)(k - z->R) * z->NC,
-                                     input_of(st, k), z->NC * sizeof(float))) ||
+                (rc = gpt_memcpy_d2h(st->io.d2h, host_input(st, k), input_of(st, k), z->NC * z->act)) ||
                 (rc = span_end(&st->io.spans, st->io.d2h, span)) ||
                 (rc = gpt_event_record(ev->x_off, st->io.d2h)))
                 return rc;
-            out->bytes_d2h += (double)z->NC * sizeof(float);
+            out->bytes_d2h += (double)z->NC * z->act;
         }
         if (k + z->S < z->L && (rc = prefetch_forward(st, k + z->S, out))) return rc;
     }
-    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, st->embed_p, st->embed_g,
+    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, embed_work(st), st->embed_g,
                                    st->x_out);
 }
 
@@ -886,8 +952,7 @@ static int backward(stronghold_state *st, step_result *out)
     const sh_layout *z = &st->z;
     gpt_stream *c = st->io.compute;
     int rc, span;
-    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, st->embed_p,
-                                       st->embed_g,
+    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, embed_work(st), st->embed_g,
                                        st->x_out)))
         return rc;
     const int micro = st->work.micro;
@@ -978,12 +1043,13 @@ static int optimizer(stronghold_state *st, step_result *out)
     gpt_layer_layout ll = gpt_layer_layout_of(&st->sh);
     gpt_embed_layout el = gpt_embed_layout_of(&st->sh);
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_block_adamw(c, st->embed_p, st->embed_g, st->embed_m, st->embed_v, z->PE, el.n_decay, o,
+    /* (bf16: the working copies refreshed in the same pass) */
+    gpt_block_adamw_act(c, st->embed_p, st->embed_w, st->embed_g, st->embed_m, st->embed_v, z->PE, el.n_decay, o,
                     lr, t, scale);
     for (int k = 0; k < z->R; k++) {
         const size_t off = (size_t)k * z->PL;
-        gpt_block_adamw(c, st->res_p + off, st->res_g + off, st->res_m + off, st->res_v + off,
-                        z->PL, ll.n_decay, o, lr, t, scale);
+        gpt_block_adamw_act(c, st->res_p + off, st->res_w ? params_of(st, k) : NULL, st->res_g + off, st->res_m + off,
+                            st->res_v + off, z->PL, ll.n_decay, o, lr, t, scale);
     }
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* Ascending, so that the next forward, which needs layer R first, waits least.
@@ -1077,12 +1143,14 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
         fixed_window(sh, cfg->window, R, S);
         return;
     }
-    sh_layout z0 = layout_for(sh, 0, 0);
-    const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL) + pred_h2d_ms(m, (double)z0.PL + (double)z0.NC),
+    sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16);
+    const double per_float = (double)z0.act / sizeof(float); /* (bf16: the copies up move half) */
+    const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL) + pred_h2d_ms(m, per_float * ((double)z0.PL + z0.NC)),
                                      m->layer_fwd_ms + m->layer_bwd_ms);
     sh_bytes b0 = bytes_for(&z0, sh);
     const uint64_t common = gpu_common(&b0);
-    if (!cfg->gpu_budget || cfg->gpu_budget <= common || !auto_layout(sh, cfg->gpu_budget - common, S_need, R, S)) {
+    if (!cfg->gpu_budget || cfg->gpu_budget <= common ||
+        !auto_layout(sh, cfg->bf16, cfg->gpu_budget - common, S_need, R, S)) {
         *R = 0;
         *S = sh->layers < 2 ? sh->layers : S_need;
     }
@@ -1106,16 +1174,17 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
 {
     memset(out, 0, sizeof *out);
     const machine_rates scaled = pred_scaled(measured), *m = &scaled; /* (its GPU does megatron-lm's per-layer work) */
-    sh_layout z = layout_for(&cfg->shape, R, S);
+    sh_layout z = layout_for(&cfg->shape, R, S, cfg->bf16);
     const int W = engine_world(cfg);
     set_ranks(&z, W, 0);
     const int L = z.L, clip = cfg->optim.clip > 0;
     double *adam_done = pred_arrays(out, (size_t)L, 4), *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;
     if (!adam_done) return;
-    const double layer_h2d = pred_h2d_ms(m, (double)z.Sl), input_h2d = pred_h2d_ms(m, (double)z.NC);
-    const double grads_d2h = pred_d2h_ms(m, (double)z.Sl), input_d2h = pred_d2h_ms(m, (double)z.NC);
+    const double per_float = (double)z.act / sizeof(float); /* (bf16: params and inputs move in half the bytes) */
+    const double layer_h2d = pred_h2d_ms(m, per_float * z.Sl), input_h2d = pred_h2d_ms(m, per_float * z.NC);
+    const double grads_d2h = pred_d2h_ms(m, (double)z.Sl), input_d2h = pred_d2h_ms(m, per_float * z.NC);
     const double adam_ms = pred_host_share(cfg) * pred_host_adam_ms(m, (double)z.Sl);
-    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, (double)z.SP) : 0;
+    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * z.SP) : 0;
     const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
     const double layer_ar_ms = W > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PL) : 0;
     const double embed_ar_ms = W > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE) : 0;
@@ -1191,8 +1260,10 @@ const engine_vtbl engine_stronghold = {
     .alias = NULL,
     .description = "a window of layers on the GPU, the rest streamed with host Adam (-w W|auto)",
     .uses_window = 1,
+    .supports_bf16 = 1,
     .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = stronghold_plan,
+    .check = stronghold_check,
     .init = stronghold_init,
     .chosen_plan = stronghold_chosen_plan,
     .step = stronghold_step,

@@ -114,7 +114,18 @@ else
     dp_same "zero-infinity bf16 = megatron-lm bf16 on one rank" bfm1 zib1
     dp_run zib1nc 1 -m zero-infinity -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
     dp_same "zero-infinity bf16 = megatron-lm bf16 on one rank, no clipping" bfm1nc zib1nc
-    for r in lb1 zib1; do
+    # stronghold in bf16 (resident layers' and the embedding's working copies refreshed by their
+    # GPU Adam, the streamed layers' by the host Adam, inputs saved and brought back in bf16):
+    # -w 1 streams and saves inputs, -w auto under a budget picks resident layers and slots
+    dp_run shb 2 -m stronghold -w 1 -b 4 --iters 8 --log-interval 4 --dtype bf16
+    dp_same "stronghold -w 1 bf16 = DDP bf16 at 2 ranks" b0 shb
+    dp_run shb1 1 -m stronghold -w 1 -b 4 --iters 6 --log-interval 3 --dtype bf16
+    dp_same "stronghold -w 1 bf16 = megatron-lm bf16 on one rank" bfm1 shb1
+    dp_run shba 1 -m stronghold -w auto --gpu-mem-limit 4M -b 4 --iters 6 --log-interval 3 --dtype bf16
+    dp_same "stronghold -w auto bf16 = megatron-lm bf16 on one rank" bfm1 shba
+    dp_run shb1nc 1 -m stronghold -w 1 -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
+    dp_same "stronghold -w 1 bf16 = megatron-lm bf16 on one rank, no clipping" bfm1nc shb1nc
+    for r in lb1 zib1 shb1 shba; do
         if grep -q "memory peak | GPU: \(.*\) (plan \1) | host: \(.*\) (plan \2)" "$DP_WORK"/$r/results/*.txt; then
             dp_pass "$r (bf16): peaks = plan"
         else
