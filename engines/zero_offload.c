@@ -3,7 +3,11 @@
  * GPU, gradients, master parameters and Adam on the host; --dpu adds the paper's delayed
  * parameter update.
  *
- * Where things live (fp32; nothing on disk):
+ * Where things live (fp32, nothing on disk; with --dtype bf16 the GPU's parameters, inputs and
+ * activations are bf16 — the working copy every op reads — and the host keeps a bf16 copy of
+ * its shard beside the fp32 masters, written by the host Adam, which the copy-back moves up
+ * in half the bytes; grads, masters and Adam state stay fp32, as megatron-lm --dtype bf16
+ * keeps them; not with micro-batches yet):
  *   GPU   all parameters in the canonical layout [embed | layer 0 | ...] (model.h), the copy
  *         every op reads; the embed block's gradients (the tied embedding's grads accumulate
  *         from the head (its forward, chunk by chunk while the logits exist) and from the
@@ -124,6 +128,8 @@ typedef struct zo_layout {
      * (Pshard).  One rank: Se = PE, Sl = PL, Ppad = Pshard = P. */
     int W, rank;
     size_t Se, Sl, Ppad, Pshard;
+    gpt_dtype dt;     /* what the ops read (--dtype): fp32, or bf16 with fp32 masters */
+    size_t act;       /* ... its bytes per element */
 } zo_layout;
 
 /* The bucket size the environment asks for, else the default. */
@@ -163,12 +169,15 @@ static zo_layout layout_for(const engine_config *cfg)
     z.Sl = dp_shard_len(z.PL, z.W);
     z.Ppad = (size_t)z.W * (z.Se + (size_t)z.L * z.Sl);
     z.Pshard = z.Se + (size_t)z.L * z.Sl;
+    z.dt = cfg->bf16 ? GPT_BF16 : GPT_F32;
+    z.act = gpt_dtype_size(z.dt);
     return z;
 }
 
 /* Bytes of every allocation; plan and init share them. */
 typedef struct zo_bytes {
     size_t params, embed_grads, buckets, inputs;
+    size_t host_work; /* bf16: this rank's shard's working copy (0 in fp32) */
     uint64_t work_gpu, work_host; /* layer_work: activations (L layers with --no-ckpt), ... */
     size_t host_params, host_grads, host_mv;
     size_t staging; /* N ranks: one whole block, for initialisation (given back after) */
@@ -179,11 +188,12 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
 {
     const size_t f = sizeof(float);
     zo_bytes b;
-    b.params = z->Ppad * f;
+    b.params = gpt_act_bytes(z->Ppad, z->dt);
     b.embed_grads = (size_t)z->W * z->Se * f;
     b.buckets = (size_t)z->nbuf * z->BL * z->W * z->Sl * f;
-    b.inputs = (size_t)(z->L + 1) * z->NC * f;
-    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, z->W, z->M, GPT_F32);
+    b.inputs = gpt_act_bytes((size_t)(z->L + 1) * z->NC, z->dt);
+    b.host_work = z->dt == GPT_BF16 ? gpt_act_bytes(z->Pshard, z->dt) : 0;
+    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, z->W, z->M, z->dt);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.host_params = b.host_grads = b.host_mv = z->Pshard * f;
     b.staging = z->W > 1 ? (z->PE > z->PL ? z->PE : z->PL) * f : 0;
@@ -195,9 +205,21 @@ static void plan_of(const zo_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     zo_bytes b = bytes_for(z, sh);
     out->gpu_bytes = (uint64_t)b.params + b.embed_grads + b.buckets + b.inputs + b.work_gpu;
-    out->host_bytes = (uint64_t)b.host_params + (uint64_t)b.host_grad_copies * b.host_grads +
+    out->host_bytes = (uint64_t)b.host_params + b.host_work + (uint64_t)b.host_grad_copies * b.host_grads +
                       2 * (uint64_t)b.host_mv + b.work_host + b.staging;
     out->disk_bytes = 0;
+}
+
+/* bf16 with micro-batches: a layer's gradient sum comes up from the host and is added in fp32
+ * on the GPU, and a bf16 backend's elementwise ops are bf16 (as megatron-lm's ZeRO-2 in bf16,
+ * which this would have to equal). */
+static int zero_offload_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
+        snprintf(err, errlen, "zero-offload --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
+        return -1;
+    }
+    return 0;
 }
 
 static void zero_offload_plan(const engine_config *cfg, engine_plan *out)
@@ -224,10 +246,13 @@ typedef struct zo_state {
     engine_allocs mem;
 
     /* GPU */
-    float *params, *embed_g, *buckets, *inputs;
+    void *params;    /* every block, as the ops read them (bf16: the working copy) */
+    float *embed_g, *buckets;
+    void *inputs;
     layer_work work; /* activations, scratch, head, ids, norms (+ pinned read-backs) */
     /* host */
     float *host_p, *host_g[2], *host_m, *host_v; /* this rank's shards (all on one rank) */
+    uint16_t *host_w;        /* bf16: the shards' working copy (what the copy-back moves) */
     gpt_event *shard_up;     /* N ranks: h2d: this rank's shard of a block is on the GPU */
 
     gpt_event **params_in;   /* L+1: h2d: block k's copy-back is on the GPU */
@@ -276,7 +301,19 @@ static float *bucket_of(zo_state *st, int g)
 {
     return st->buckets + (size_t)(g % st->z.nbuf) * st->z.BL * st->z.W * st->z.Sl;
 }
-static float *input_of(zo_state *st, int l) { return st->inputs + (size_t)l * st->z.NC; }
+static void *input_of(zo_state *st, int l) { return (char *)st->inputs + (size_t)l * st->z.NC * st->z.act; }
+/* Block k on the GPU, and this rank's shard's place in it. */
+static void *gpu_block(zo_state *st, int k) { return (char *)st->params + block_off(st, k) * st->z.act; }
+static void *gpu_shard(zo_state *st, int k)
+{
+    return (char *)gpu_block(st, k) + (size_t)st->z.rank * shard_len(st, k) * st->z.act;
+}
+/* What the copy-back of block k moves up: this rank's shard of its working copy (bf16) or
+ * of its masters. */
+static const void *copy_back_source(const zo_state *st, int k)
+{
+    return st->host_w ? (const void *)(st->host_w + host_off(st, k)) : (const void *)(st->host_p + host_off(st, k));
+}
 static gpt_layer_acts acts_of(zo_state *st, int l)
 {
     return layer_work_acts(&st->work, &st->sh, st->z.ckpt ? 0 : l);
@@ -328,23 +365,28 @@ static int init_params(zo_state *st, float *staging)
     if (z->W > 1) {
         /* Each block whole on the GPU (padding zero), this rank's shard of it on the host
          * (whose padding, m and v are the allocation's zeros). */
-        int rc = gpt_stream_memset_zero(st->io.compute, st->params, z->Ppad * sizeof(float));
+        int rc = gpt_stream_memset_zero(st->io.compute, st->params, gpt_act_bytes(z->Ppad, z->dt));
         for (int k = 0; rc == 0 && k <= z->L; k++) {
             if (k == 0) engine_init_embed(&st->env, staging, sh, seed);
             else engine_init_layer(&st->env, staging, sh, k - 1, seed);
             memcpy(st->host_p + host_off(st, k), staging + (size_t)z->rank * shard_len(st, k),
                    shard_real(st, k) * sizeof(float));
-            rc = gpt_memcpy_h2d(st->io.compute, st->params + block_off(st, k), staging,
-                                block_len(st, k) * sizeof(float));
+            /* bf16: the block rounded in place, front to back (element i's 2 bytes never
+             * pass its 4) */
+            for (size_t i = 0; st->host_w && i < block_len(st, k); i++)
+                ((uint16_t *)staging)[i] = gpt_f32_to_bf16(staging[i]);
+            rc = gpt_memcpy_h2d(st->io.compute, gpu_block(st, k), staging, block_len(st, k) * z->act);
             if (rc == 0) rc = gpt_stream_sync(st->io.compute);
         }
+        for (size_t i = 0; rc == 0 && st->host_w && i < z->Pshard; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
         return rc;
     }
     engine_init_embed(&st->env, st->host_p, sh, seed);
     for (int l = 0; l < z->L; l++)
         engine_init_layer(&st->env, st->host_p + z->PE + (size_t)l * z->PL, sh, l, seed);
-    /* (m and v: the allocation's zeros) */
-    int rc = gpt_memcpy_h2d(st->io.compute, st->params, st->host_p, z->P * sizeof(float));
+    /* (m and v: the allocation's zeros; bf16: the working copy, rounded as the backends do) */
+    for (size_t i = 0; st->host_w && i < z->P; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
+    int rc = gpt_memcpy_h2d(st->io.compute, st->params, copy_back_source(st, 0), z->P * z->act);
     return rc ? rc : gpt_stream_sync(st->io.compute);
 }
 
@@ -368,13 +410,17 @@ static int zero_offload_init(const engine_env *env, void **state)
      * groups + L + 2. */
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, 6 * z->L + 20))) return rc;
 
-    if ((rc = alloc_in(st, (void **)&st->params, b.params, MEM_GPU, "parameters")) ||
+    if ((rc = alloc_in(st, &st->params, b.params, MEM_GPU, "parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed_grads, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
-        (rc = alloc_in(st, (void **)&st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, z->W, z->M, GPT_F32)) ||
+        (rc = alloc_in(st, &st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, z->W, z->M, z->dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
-        (rc = alloc_in(st, (void **)&st->host_p, b.host_params, MEM_PINNED, "master parameters")) ||
+        /* (bf16: the copy-back reads the working copy, so the masters need no pinning) */
+        (rc = alloc_in(st, (void **)&st->host_p, b.host_params, b.host_work ? MEM_HOST : MEM_PINNED,
+                       "master parameters")) ||
+        (b.host_work && (rc = alloc_in(st, (void **)&st->host_w, b.host_work, MEM_PINNED,
+                                       "the masters' working copy (bf16)"))) ||
         (rc = alloc_in(st, (void **)&st->host_g[0], b.host_grads, MEM_PINNED, "gradients")) ||
         (b.host_grad_copies > 1 &&
          (rc = alloc_in(st, (void **)&st->host_g[1], b.host_grads, MEM_PINNED,
@@ -437,7 +483,7 @@ static int submit_block(zo_state *st, int k, const zo_update *u, gpt_event *afte
         .params = st->host_p + off, .grads = st->host_g[u->grad_copy] + off,
         .m = st->host_m + off, .v = st->host_v + off, .n = real,
         .n_decay = n_decay, .optim = st->env.cfg->optim, .lr = u->lr, .t = u->t,
-        .grad_scale = u->scale, .after = after,
+        .grad_scale = u->scale, .after = after, .params_bf16 = st->host_w ? st->host_w + off : NULL,
     };
     out->host_adam_params += (double)real;
     return cpu_adam_submit(st->io.host_adam, &job, &st->ticket[k]);
@@ -460,12 +506,12 @@ static int bring_in(zo_state *st, int k, step_result *out)
     }
     if (st->ticket[k]) {
         /* this rank's shard (all of the block on one rank) */
-        const size_t bytes = shard_real(st, k) * sizeof(float);
-        float *dst = st->params + block_off(st, k) + (size_t)st->z.rank * shard_len(st, k);
+        const size_t bytes = shard_real(st, k) * st->z.act;
+        void *dst = gpu_shard(st, k);
         if ((rc = cpu_adam_wait(st->io.host_adam, st->ticket[k]))) return rc;
         st->ticket[k] = 0;
         if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
-            (rc = gpt_memcpy_h2d(st->io.h2d, dst, st->host_p + host_off(st, k), bytes)) ||
+            (rc = gpt_memcpy_h2d(st->io.h2d, dst, copy_back_source(st, k), bytes)) ||
             (rc = span_end(&st->io.spans, st->io.h2d, span)))
             return rc;
         out->bytes_h2d += (double)bytes;
@@ -475,8 +521,7 @@ static int bring_in(zo_state *st, int k, step_result *out)
             if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) ||
                 (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
                 (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
-                (rc = coll_all_gather(st->work.comm, st->params + block_off(st, k), dst,
-                                      shard_len(st, k) * sizeof(float))) ||
+                (rc = coll_all_gather(st->work.comm, gpu_block(st, k), dst, shard_len(st, k) * st->z.act)) ||
                 (rc = span_end(&st->io.spans, cs, span)) ||
                 (rc = gpt_event_record(st->params_in[k], cs)) ||
                 (rc = gpt_stream_wait_event(st->io.compute, st->params_in[k])))
@@ -502,20 +547,20 @@ static int forward(zo_state *st, step_result *out)
     st->h2d_ordered = 0;
     if ((rc = bring_in(st, 0, out)) || (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
         return rc;
-    gpt_embed_forward(c, sh, st->params, st->work.ids, input_of(st, 0));
+    gpt_embed_forward(c, sh, gpu_block(st, 0), st->work.ids, input_of(st, 0));
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int l = 0; l < z->L; l++) {
         if ((rc = bring_in(st, 1 + l, out)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
         gpt_layer_acts a = acts_of(st, l);
-        gpt_layer_forward(c, sh, st->params + block_off(st, 1 + l), input_of(st, l),
+        gpt_layer_forward(c, sh, gpu_block(st, 1 + l), input_of(st, l),
                           input_of(st, l + 1), &a);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
     }
     /* Every block of the delayed update is queued now. */
     st->pending.active = 0;
-    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, st->params, st->embed_g,
+    return layer_work_head_forward(&st->work, &st->io.spans, c, sh, gpu_block(st, 0), st->embed_g,
                                    input_of(st, z->L));
 }
 
@@ -591,7 +636,7 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     gpt_stream *c = st->io.compute;
     const int last = layer_work_last_micro(&st->work);
     int rc, span;
-    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, st->params, st->embed_g,
+    if ((rc = layer_work_head_backward(&st->work, &st->io.spans, c, sh, gpu_block(st, 0), st->embed_g,
                                        input_of(st, z->L))))
         return rc;
     for (int j = z->L - 1; j >= 0; j--) {
@@ -605,7 +650,7 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
         float *grads = bucket + (size_t)(j - lo) * z->W * z->Sl;
         gpt_layer_acts a = acts_of(st, j);
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-        gpt_layer_backward(c, sh, st->params + block_off(st, 1 + j), grads, input_of(st, j),
+        gpt_layer_backward(c, sh, gpu_block(st, 1 + j), grads, input_of(st, j),
                            st->work.dres, &a, &st->work.scratch, z->ckpt);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         /* (N ranks: each shard's norm once it is reduced, in bucket_home; one rank: here, after
@@ -772,9 +817,10 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
         pred_step(&t, start);
         double c = start;
         for (int k = 0; k <= L; k++) { /* block k: the embed (0) or layer k - 1 */
-            const double shard = k == 0 ? (double)z.Se : (double)z.Sl;
-            double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, shard), adam_done[k]);
-            if (W > 1 && s > 0) copied = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, W * shard), copied);
+            /* (bf16: the working copy moves up in half the bytes) */
+            const double shard = k == 0 ? (double)z.Se : (double)z.Sl, up = shard * z.act / sizeof(float);
+            double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, up), adam_done[k]);
+            if (W > 1 && s > 0) copied = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, W * up), copied);
             c = pred_run(&t, BUSY_COMPUTE, k == 0 ? m->embed_fwd_ms : m->layer_fwd_ms, pred_max(c, copied));
         }
         for (int i = 0; i < z.M; i++) {
@@ -817,9 +863,10 @@ const engine_vtbl engine_zero_offload = {
     .alias = NULL,
     .description = "ZeRO-2 Offload: params on the GPU, grads and Adam on the host (--dpu)",
     .uses_window = 0,
-    .supports_bf16 = 0,
+    .supports_bf16 = 1,
     .options = ENGINE_OPT_DPU | ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = zero_offload_plan,
+    .check = zero_offload_check,
     .init = zero_offload_init,
     .chosen_plan = zero_offload_chosen_plan,
     .step = zero_offload_step,

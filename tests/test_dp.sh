@@ -125,7 +125,15 @@ else
     dp_same "stronghold -w auto bf16 = megatron-lm bf16 on one rank" bfm1 shba
     dp_run shb1nc 1 -m stronghold -w 1 -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
     dp_same "stronghold -w 1 bf16 = megatron-lm bf16 on one rank, no clipping" bfm1nc shb1nc
-    for r in lb1 zib1 shb1 shba; do
+    # zero-offload in bf16 (the GPU's parameters the working copy, the copy-back moving the
+    # host's bf16 copy of each updated shard)
+    dp_run zob 2 -m zero-offload -b 4 --iters 8 --log-interval 4 --dtype bf16
+    dp_same "zero-offload bf16 = DDP bf16 at 2 ranks" b0 zob
+    dp_run zob1 1 -m zero-offload -b 4 --iters 6 --log-interval 3 --dtype bf16
+    dp_same "zero-offload bf16 = megatron-lm bf16 on one rank" bfm1 zob1
+    dp_run zob1nc 1 -m zero-offload -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
+    dp_same "zero-offload bf16 = megatron-lm bf16 on one rank, no clipping" bfm1nc zob1nc
+    for r in lb1 zib1 shb1 shba zob1; do
         if grep -q "memory peak | GPU: \(.*\) (plan \1) | host: \(.*\) (plan \2)" "$DP_WORK"/$r/results/*.txt; then
             dp_pass "$r (bf16): peaks = plan"
         else
