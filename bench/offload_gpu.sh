@@ -18,6 +18,8 @@
 # fits the 10-minute limit of one device command; the build is kept between calls.
 # AEBENCH_DEVICE=cpu with AEBENCH_SHAPE="-h 32 --heads 2 --seq 16 --vocab 200" and small
 # layer counts (L32=4 ...) rehearses the script on a machine without a GPU.
+# DTYPE=bf16: every run and every largest size in bf16 (issue 14: each engine bf16 against
+# TF32 at l32 and at its largest size: one call per dtype into its own OUT).
 set -uo pipefail
 out=${1:-bench/results/latest}
 parts=${2:-build,check,bw,case3,v100,native,nvme}
@@ -59,15 +61,16 @@ if has bw; then
 fi
 
 res="$out/results"
+dtype=(--dtype "${DTYPE:-fp32}")
 run() { # name, then aebench arguments
     local name=$1; shift
-    ./aebench --device "$device" $shape -b 4 --results "$res" "$@" >"$out/run_$name.txt" 2>&1
+    ./aebench --device "$device" $shape -b 4 "${dtype[@]}" --results "$res" "$@" >"$out/run_$name.txt" 2>&1
     echo "-- $name (exit $?): $(grep -E 'plan:|done:|OUT OF|FAILED|ERROR' "$out/run_$name.txt" | tr '\n' ' ' | cut -c1-300)"
 }
 # largest ENGINE [budget flags...]: the largest layer count whose plan fits (find-max's bound)
 largest() {
     local eng=$1; shift
-    ./aebench --device "$device" $shape -b 4 -m "$eng" --find-max --dry-run --results "$res/probes" "$@" 2>&1 |
+    ./aebench --device "$device" $shape -b 4 "${dtype[@]}" -m "$eng" --find-max --dry-run --results "$res/probes" "$@" 2>&1 |
         grep -oE 'fits up to l[0-9]+' | grep -oE '[0-9]+$' | tail -n 1
 }
 

@@ -38,7 +38,7 @@ static inline int harness_open_disk(engine_harness *h, const engine_vtbl *eng,
                                                        cfg->bf16 ? GPT_BF16 : GPT_F32),
                          0);
     else
-        assert_int_equal(gpt_cpu_backend_create(&h->be, cfg->threads), 0);
+        assert_int_equal(gpt_cpu_backend_create_dtype(&h->be, cfg->threads, cfg->bf16 ? GPT_BF16 : GPT_F32), 0);
     dev_arena_init(&h->gpu, h->be, gpu_limit);
     mem_budget_init(&h->host, "host", SIZE_MAX);
     mem_budget_init(&h->disk, "disk", disk_limit);

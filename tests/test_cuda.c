@@ -865,6 +865,57 @@ static void test_offload_engines_cuda_vs_cpu(void **state)
     record_free(&ref_noclip);
 }
 
+/* --dtype bf16 in every offloading engine on the GPU: each equals megatron-lm bf16 on the GPU
+ * (losses and final parameters bit for bit: the same kernels in the same order, and the host's
+ * rounding of the working copies is the GPU's), and megatron-lm bf16 on the GPU is within the
+ * bf16 bound of the CPU backend's bf16 emulation. */
+static void test_offload_engines_bf16(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    enum { ITERS = 12 };
+    engine_config cfg = small_engine_config(6, 4242, DEVICE_CPU);
+    cfg.bf16 = 1;
+    cfg.optim.clip = 0.5;
+    run_record cpu = record_new(&cfg, ITERS), ref = record_new(&cfg, ITERS);
+    run_trajectory(&engine_megatron_lm, &cfg, SIZE_MAX, ITERS, &cpu);
+    engine_config g = cfg;
+    g.device = DEVICE_CUDA;
+    run_trajectory(&engine_megatron_lm, &g, SIZE_MAX, ITERS, &ref);
+    double max_rel = 0;
+    for (int it = 0; it < ITERS; it++) {
+        const double rel = fabs(ref.loss[it] - cpu.loss[it]) / fabs(cpu.loss[it]);
+        if (rel > max_rel) max_rel = rel;
+    }
+    printf("cuda_vs_cpu engine megatron-lm bf16 against the CPU's bf16 emulation: losses max_rel_err=%.3e\n",
+           max_rel);
+    assert_true(max_rel <= 1e-2);
+    const size_t P = (size_t)gpt_param_count(&g.shape);
+    engine_plan all;
+    g.window = 6;
+    engine_stronghold.plan(&g, &all);
+    struct { const char *engine; int window; double budget; } runs[] = {
+        {"l2l", 0, 0}, {"zero-offload", 0, 0}, {"zero-infinity", 0, 0}, {"stronghold", 1, 0},
+        {"stronghold", 2, 0}, {"stronghold", 0, 0.6}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        const engine_vtbl *eng = engine_find(runs[r].engine);
+        if (!eng) fail_msg("engine %s is not registered", runs[r].engine);
+        g.window = runs[r].window;
+        run_record t = record_new(&g, ITERS);
+        run_trajectory(eng, &g, runs[r].budget > 0 ? (size_t)(all.gpu_bytes * runs[r].budget) : SIZE_MAX, ITERS, &t);
+        int loss_differ;
+        size_t params_differ;
+        record_compare(&t, &ref, ITERS, P, &loss_differ, &params_differ);
+        printf("cuda engine %s -w %d bf16 vs megatron-lm bf16 on the GPU: losses differing %d, params differing %zu "
+               "of %zu\n", runs[r].engine, runs[r].window, loss_differ, params_differ, P);
+        assert_int_equal(loss_differ, 0);
+        assert_int_equal(params_differ, 0);
+        record_free(&t);
+    }
+    record_free(&cpu);
+    record_free(&ref);
+}
+
 /* Two identical GPU runs give the same losses and parameters bit for bit, in every math
  * mode.  Batch 8 of 64 tokens over a vocabulary of 1000 repeats many tokens three and more
  * times, where a float-atomic embedding gradient would add in a varying order. */
@@ -1005,6 +1056,7 @@ int main(void)
         cmocka_unit_test(test_engine_cpu_vs_cuda),
         cmocka_unit_test(test_engine_bf16_vs_cpu),
         cmocka_unit_test(test_offload_engines_cuda_vs_cpu),
+        cmocka_unit_test(test_offload_engines_bf16),
         cmocka_unit_test(test_repeatable_runs),
         cmocka_unit_test(test_checksum_gpu_vs_cpu),
         cmocka_unit_test(test_oom_then_usable),
