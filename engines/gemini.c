@@ -74,6 +74,7 @@
 
 #include "runtime/ckpt_store.h"
 #include "runtime/collectives.h"
+#include "runtime/predict.h"
 #include "runtime/timer.h"
 
 #include <dirent.h>
@@ -1114,6 +1115,43 @@ static int gemini_read_params(void *state, float *host_params)
     return engine_megatron_lm.read_params(((gemini_state *)state)->mega, host_params);
 }
 
+/* ---- prediction ---------------------------------------------------------------------------- */
+
+/* The step on machine m: megatron-lm ZeRO-3's (its own predict), and the checkpoint that
+ * --gemini-mode adds.  Every byte of a checkpoint crosses to the host on the device-to-host
+ * copies — this rank's shard (master, m, v) and each of the m - 1 shards it keeps for its
+ * peers, their own copy and the staging drains sharing the link — and the peers' shards first
+ * cross the GPU network, one sendrecv per round (at the calibrated all-gather's rate for the
+ * bytes each rank sends).  naive: after the step the host waits for all of it (the copies home
+ * and the network in parallel, the slower of the two).  interleave: during the next step, on
+ * streams the training does not use, the network part in the idle collective time; only
+ * copying that outlasts the step is exposed (the interference of the transfers with the
+ * training's kernels, 4.6% on two H100s, is not modelled).  The persistent checkpoint
+ * (--ckpt-dir) is not modelled yet. */
+static void gemini_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    const engine_config zero3 = megatron_config(cfg);
+    engine_megatron_lm.predict(&zero3, m, out);
+    if (!out->modelled || cfg->gemini_mode == GEMINI_NONE) return;
+    if (cfg->ckpt_dir[0]) {
+        memset(out, 0, sizeof *out);
+        snprintf(out->why, sizeof out->why, "--ckpt-dir (the persistent checkpoint)");
+        return;
+    }
+    const int W = engine_world(cfg), reps = replicas_of(cfg);
+    const double shard = (double)state_floats(cfg);
+    const double home_ms = pred_d2h_ms(m, shard * reps);
+    /* a sendrecv of `shard` floats each way: an all-gather in which each rank sends as much */
+    const double net_ms = W > 1 ? (reps - 1) * pred_coll_ms(m->ag_ms, m->ag_gbs, shard * W / (W - 1)) : 0;
+    const double step_ms = out->ms;
+    const double exposed = cfg->gemini_mode == GEMINI_NAIVE ? (home_ms > net_ms ? home_ms : net_ms)
+                                                            : (home_ms > step_ms ? home_ms - step_ms : 0);
+    out->ms += exposed;
+    out->busy_ms[BUSY_D2H] += home_ms;
+    out->busy_ms[BUSY_COMM] += net_ms;
+    if (cfg->gemini_mode == GEMINI_NAIVE && exposed > step_ms) out->bound = home_ms >= net_ms ? BUSY_D2H : BUSY_COMM;
+}
+
 const engine_vtbl engine_gemini = {
     .name = "gemini",
     .alias = NULL,
@@ -1131,4 +1169,5 @@ const engine_vtbl engine_gemini = {
     .free = gemini_free,
     .read_params = gemini_read_params,
     .resumed = gemini_resumed,
+    .predict = gemini_predict,
 };

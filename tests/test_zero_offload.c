@@ -325,7 +325,7 @@ static void test_zo_oom(void **state)
     harness_close(&h);
 }
 
-/* Registered, takes --dpu, refuses bf16 and --offload nvme. */
+/* Registered, takes --dpu and bf16 (not with micro-batches), refuses --offload nvme. */
 static void test_zo_registry(void **state)
 {
     (void)state;
@@ -335,7 +335,11 @@ static void test_zo_registry(void **state)
     c.dpu = 1;
     assert_int_equal(engine_refuses(&engine_zero_offload, &c, err, sizeof err), 0);
     c.bf16 = 1;
+    assert_int_equal(engine_refuses(&engine_zero_offload, &c, err, sizeof err), 0);
+    c.micro_batches = 2;
     assert_int_not_equal(engine_refuses(&engine_zero_offload, &c, err, sizeof err), 0);
+    assert_non_null(strstr(err, "one micro-batch"));
+    c.micro_batches = 1;
     c.bf16 = 0;
     c.offload = OFFLOAD_NVME;
     assert_int_not_equal(engine_refuses(&engine_zero_offload, &c, err, sizeof err), 0);
