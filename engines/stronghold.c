@@ -10,9 +10,9 @@
  * Where things live (fp32; with --dtype bf16 what the ops read is bf16 — the slots' params,
  * a working copy of the embedding and of each resident layer (refreshed by their GPU Adam),
  * every input and activation — and the host keeps a bf16 working copy of each streamed layer
- * beside its fp32 params, written by the host Adam, which the prefetches copy up; grads,
- * master params and Adam state stay fp32, as megatron-lm --dtype bf16 keeps them; not with
- * --offload nvme or micro-batches yet):
+ * beside its fp32 params, written by the host Adam (also through the disk tier's jobs), which
+ * the prefetches copy up; grads, master params and Adam state stay fp32, as megatron-lm
+ * --dtype bf16 keeps them; not with micro-batches yet):
  *   GPU   embed block: params, grads, Adam m, v; resident layers: params, grads, m, v and
  *         their checkpointed inputs; S slots, each: one layer's params, grads and input;
  *         the head input x[L]; one layer's activations (recomputed), backward scratch, head
@@ -283,16 +283,11 @@ static int auto_layout(const gpt_shape *sh, int bf16, uint64_t left, int S, int 
 }
 
 /* bf16: not with micro-batches (a streamed layer's gradient sum is added in fp32 on the GPU,
- * and a bf16 backend's elementwise ops are bf16) nor with --offload nvme (whose disk jobs do
- * not write the working copy yet). */
+ * and a bf16 backend's elementwise ops are bf16). */
 static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
 {
     if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
         snprintf(err, errlen, "stronghold --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
-        return -1;
-    }
-    if (cfg->bf16 && cfg->offload == OFFLOAD_NVME) {
-        snprintf(err, errlen, "stronghold --dtype bf16 keeps its optimizer in host memory (--offload cpu), not on disk");
         return -1;
     }
     return 0;
@@ -888,7 +883,7 @@ static int submit_host_adam(stronghold_state *st, int k, step_result *out, float
             .block = st->nvme_block[k], .params = st->host_p + off, .grads = st->host_g + off,
             .n_decay = n_decay, .optim = st->env.cfg->optim,
             .lr = (float)out->lr, .t = st->adam_step + 1, .grad_scale = scale,
-            .after = st->grads_home[k],
+            .after = st->grads_home[k], .params_bf16 = st->host_w ? st->host_w + off : NULL,
         };
         out->host_adam_params += (double)n;
         return nvme_adam_submit(st->nvme, &job, &st->adam_ticket[k]);

@@ -26,7 +26,7 @@
  * and layers, the inputs and activations — copied up from a bf16 working copy of every
  * block's params on the host, which the host Adam writes beside the fp32 params; grads,
  * master params and Adam state stay fp32, as megatron-lm --dtype bf16 keeps them; not with
- * --offload nvme or micro-batches yet):
+ * micro-batches yet):
  *   GPU   embed block: params and grads; F fetch buffers (one layer's params each); 2 gradient
  *         buckets (one layer's grads each); the checkpointed inputs x[0..L] (x[L] the head's);
  *         one layer's activations (recomputed), backward scratch, head activations (one
@@ -255,16 +255,11 @@ static int ahead_layers(const engine_config *cfg, const zi_layout *z, const gpt_
 }
 
 /* bf16: not with micro-batches (their gradient sum is added in fp32 on the GPU, and a bf16
- * backend's elementwise ops are bf16) nor with --offload nvme (whose disk jobs do not write
- * the working copy yet). */
+ * backend's elementwise ops are bf16). */
 static int zero_infinity_check(const engine_config *cfg, char *err, size_t errlen)
 {
     if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
         snprintf(err, errlen, "zero-infinity --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
-        return -1;
-    }
-    if (cfg->bf16 && cfg->offload == OFFLOAD_NVME) {
-        snprintf(err, errlen, "zero-infinity --dtype bf16 keeps its optimizer in host memory (--offload cpu), not on disk");
         return -1;
     }
     return 0;
@@ -623,6 +618,7 @@ static int submit_host_adam(zi_state *st, int b, step_result *out, float scale, 
             .block = st->disk_block[b], .params = st->host_p + off, .grads = NULL,
             .n_decay = n_decay, .optim = st->env.cfg->optim, .lr = (float)out->lr,
             .t = st->adam_step + 1, .grad_scale = scale, .after = NULL,
+            .params_bf16 = st->host_w ? st->host_w + off : NULL,
         };
         const double bytes = (double)disk_tier_round(n * sizeof(float));
         out->bytes_disk_read += 3 * bytes;

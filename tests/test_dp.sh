@@ -112,6 +112,11 @@ else
     dp_same "zero-infinity bf16 = DDP bf16 at 2 ranks" b0 zib
     dp_run zib1 1 -m zero-infinity -b 4 --iters 6 --log-interval 3 --dtype bf16
     dp_same "zero-infinity bf16 = megatron-lm bf16 on one rank" bfm1 zib1
+    mkdir -p "$DP_WORK/nvme_bf16"
+    dp_run zib1d 1 -m zero-infinity -b 4 --iters 6 --log-interval 3 --dtype bf16 --offload nvme --nvme-dir "$DP_WORK/nvme_bf16"
+    dp_same "zero-infinity bf16 --offload nvme = megatron-lm bf16 on one rank" bfm1 zib1d
+    dp_run shb1d 1 -m stronghold -w 1 -b 4 --iters 6 --log-interval 3 --dtype bf16 --offload nvme --nvme-dir "$DP_WORK/nvme_bf16"
+    dp_same "stronghold -w 1 bf16 --offload nvme = megatron-lm bf16 on one rank" bfm1 shb1d
     dp_run zib1nc 1 -m zero-infinity -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
     dp_same "zero-infinity bf16 = megatron-lm bf16 on one rank, no clipping" bfm1nc zib1nc
     # stronghold in bf16 (resident layers' and the embedding's working copies refreshed by their

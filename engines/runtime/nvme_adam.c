@@ -191,7 +191,7 @@ static void run_job(nvme_adam *na, uint64_t item, na_item *it)
             .params = j->params, .grads = j->grads ? j->grads : slot_array(na, it->slot, 2),
             .m = slot_array(na, it->slot, 0), .v = slot_array(na, it->slot, 1), .n = it->block.n,
             .n_decay = j->n_decay, .optim = j->optim, .lr = j->lr, .t = j->t,
-            .grad_scale = j->grad_scale, .after = NULL,
+            .grad_scale = j->grad_scale, .after = NULL, .params_bf16 = j->params_bf16,
         };
         rc = cpu_adam_run(na->pool, &aj); /* (the pool counts its busy time) */
     }

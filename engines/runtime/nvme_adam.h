@@ -57,6 +57,7 @@ typedef struct nvme_adam_job {
     int t;               /* Adam step, >= 1 */
     float grad_scale;    /* the clipping scale */
     gpt_event *after;    /* NULL, or the update starts once this event has completed */
+    uint16_t *params_bf16; /* NULL, or the updated params also go here in bf16 (cpu_adam_job's) */
 } nvme_adam_job;
 
 /* Queue one block's update; *ticket names it for nvme_adam_wait. */
