@@ -171,18 +171,6 @@ static int ahead_layers(const engine_config *cfg, const l2l_layout *z, const gpt
     return update_ahead_blocks(cfg, z->W == 1 && z->M == 1 && z->dt == GPT_F32, 1, z->L, p.host_bytes, z->Sl);
 }
 
-/* bf16 with micro-batches: the earlier micro-batches' gradient sum comes up from the host and
- * is added in fp32, and a bf16 backend's elementwise ops are bf16 (as megatron-lm's ZeRO-2
- * and 3 in bf16, which this would have to equal). */
-static int l2l_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
-        snprintf(err, errlen, "l2l --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
-        return -1;
-    }
-    return 0;
-}
-
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
 {
     l2l_layout z = layout_for(&cfg->shape, cfg->bf16);
@@ -667,7 +655,6 @@ const engine_vtbl engine_l2l = {
     .supports_bf16 = 1,
     .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = l2l_plan,
-    .check = l2l_check,
     .init = l2l_init,
     .chosen_plan = l2l_chosen_plan,
     .step = l2l_step,

@@ -204,18 +204,6 @@ static void megatron_plan(const engine_config *cfg, engine_plan *out)
     out->disk_bytes = 0;
 }
 
-static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (cfg->zero_stage >= 2 && cfg->bf16 && engine_micro_batches(cfg) > 1) {
-        /* Accumulating reduce-scattered shards needs an fp32 add, and a bf16 backend's
-         * elementwise ops are bf16. */
-        snprintf(err, errlen, "megatron-lm --zero-stage %d --dtype bf16 takes one micro-batch per "
-                 "step (--global-batch = batch x ranks)", cfg->zero_stage);
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- where each block's tensors are -------------------------------------------------- */
 
 static size_t act_size(const megatron_state *st) { return gpt_dtype_size(st->env.be->dtype); }
@@ -493,7 +481,7 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
         /* several micro-batches: land the reduced shard, then add it to the running sum
          * (fp32 backend: a residual add is an fp32 add) on the same stream */
         rc = coll_reduce_scatter_sum(st->grad_comm, st->grads_tmp, grad_buffer(st, b), g->S);
-        if (!rc) gpt_residual_forward(cs, grad_shard(st, b), grad_shard(st, b), st->grads_tmp, g->S);
+        if (!rc) gpt_add_f32(cs, grad_shard(st, b), grad_shard(st, b), st->grads_tmp, g->S);
     }
     if (rc || (rc = comm_end(st, cs, span))) return rc;
     if (st->stage >= 2 && b > 0) return gpt_event_record(st->ev_gslot_free[(b - 1) % 2], cs);
@@ -816,7 +804,6 @@ const engine_vtbl engine_megatron_lm = {
     .options = ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_ZERO_STAGES |
                ENGINE_OPT_FAULT_BACKWARD,
     .plan = megatron_plan,
-    .check = megatron_check,
     .init = megatron_init,
     .step = megatron_step,
     .free = megatron_free,

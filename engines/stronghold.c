@@ -12,7 +12,7 @@
  * every input and activation — and the host keeps a bf16 working copy of each streamed layer
  * beside its fp32 params, written by the host Adam (also through the disk tier's jobs), which
  * the prefetches copy up; grads, master params and Adam state stay fp32, as megatron-lm
- * --dtype bf16 keeps them; not with micro-batches yet):
+ * --dtype bf16 keeps them; the micro-batches' gradient sums are fp32 adds (gpt_add_f32)):
  *   GPU   embed block: params, grads, Adam m, v; resident layers: params, grads, m, v and
  *         their checkpointed inputs; S slots, each: one layer's params, grads and input;
  *         the head input x[L]; one layer's activations (recomputed), backward scratch, head
@@ -280,17 +280,6 @@ static int auto_layout(const gpt_shape *sh, int bf16, uint64_t left, int S, int 
     *R_out = (int)R;
     *S_out = S;
     return 1;
-}
-
-/* bf16: not with micro-batches (a streamed layer's gradient sum is added in fp32 on the GPU,
- * and a bf16 backend's elementwise ops are bf16). */
-static int stronghold_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
-        snprintf(err, errlen, "stronghold --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
-        return -1;
-    }
-    return 0;
 }
 
 static void stronghold_plan(const engine_config *cfg, engine_plan *out)
@@ -1258,7 +1247,6 @@ const engine_vtbl engine_stronghold = {
     .supports_bf16 = 1,
     .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = stronghold_plan,
-    .check = stronghold_check,
     .init = stronghold_init,
     .chosen_plan = stronghold_chosen_plan,
     .step = stronghold_step,

@@ -25,8 +25,8 @@
  * Where things live (fp32; with --dtype bf16 what the ops read is bf16 — the fetched embedding
  * and layers, the inputs and activations — copied up from a bf16 working copy of every
  * block's params on the host, which the host Adam writes beside the fp32 params; grads,
- * master params and Adam state stay fp32, as megatron-lm --dtype bf16 keeps them; not with
- * micro-batches yet):
+ * master params and Adam state stay fp32, as megatron-lm --dtype bf16 keeps them; the
+ * micro-batches' gradient sums are fp32 adds (gpt_add_f32)):
  *   GPU   embed block: params and grads; F fetch buffers (one layer's params each); 2 gradient
  *         buckets (one layer's grads each); the checkpointed inputs x[0..L] (x[L] the head's);
  *         one layer's activations (recomputed), backward scratch, head activations (one
@@ -252,17 +252,6 @@ static int ahead_layers(const engine_config *cfg, const zi_layout *z, const gpt_
     plan_of(&base, sh, &p);
     return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1 && z->dt == GPT_F32, 0, z->L, p.host_bytes,
                                z->Sl);
-}
-
-/* bf16: not with micro-batches (their gradient sum is added in fp32 on the GPU, and a bf16
- * backend's elementwise ops are bf16). */
-static int zero_infinity_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
-        snprintf(err, errlen, "zero-infinity --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
-        return -1;
-    }
-    return 0;
 }
 
 static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
@@ -910,7 +899,6 @@ const engine_vtbl engine_zero_infinity = {
     .supports_bf16 = 1,
     .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = zero_infinity_plan,
-    .check = zero_infinity_check,
     .init = zero_infinity_init,
     .chosen_plan = zero_infinity_chosen_plan,
     .step = zero_infinity_step,

@@ -7,7 +7,7 @@
  * activations are bf16 — the working copy every op reads — and the host keeps a bf16 copy of
  * its shard beside the fp32 masters, written by the host Adam, which the copy-back moves up
  * in half the bytes; grads, masters and Adam state stay fp32, as megatron-lm --dtype bf16
- * keeps them; not with micro-batches yet):
+ * keeps them; the micro-batches' gradient sums are fp32 adds (gpt_add_f32)):
  *   GPU   all parameters in the canonical layout [embed | layer 0 | ...] (model.h), the copy
  *         every op reads; the embed block's gradients (the tied embedding's grads accumulate
  *         from the head (its forward, chunk by chunk while the logits exist) and from the
@@ -208,18 +208,6 @@ static void plan_of(const zo_layout *z, const gpt_shape *sh, engine_plan *out)
     out->host_bytes = (uint64_t)b.host_params + b.host_work + (uint64_t)b.host_grad_copies * b.host_grads +
                       2 * (uint64_t)b.host_mv + b.work_host + b.staging;
     out->disk_bytes = 0;
-}
-
-/* bf16 with micro-batches: a layer's gradient sum comes up from the host and is added in fp32
- * on the GPU, and a bf16 backend's elementwise ops are bf16 (as megatron-lm's ZeRO-2 in bf16,
- * which this would have to equal). */
-static int zero_offload_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (cfg->bf16 && engine_micro_batches(cfg) > 1) {
-        snprintf(err, errlen, "zero-offload --dtype bf16 takes one micro-batch per step (--global-batch = batch x ranks)");
-        return -1;
-    }
-    return 0;
 }
 
 static void zero_offload_plan(const engine_config *cfg, engine_plan *out)
@@ -866,7 +854,6 @@ const engine_vtbl engine_zero_offload = {
     .supports_bf16 = 1,
     .options = ENGINE_OPT_DPU | ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = zero_offload_plan,
-    .check = zero_offload_check,
     .init = zero_offload_init,
     .chosen_plan = zero_offload_chosen_plan,
     .step = zero_offload_step,

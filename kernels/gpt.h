@@ -199,6 +199,8 @@ struct gpt_backend_ops {
      * chunk may be shorter): sums[c] (device memory, nchunks entries) for each chunk. */
     void (*checksum_chunks)(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
                             size_t chunk_floats);
+    /* out = a + b on n fp32 elements whatever be->dtype (gradient sums) */
+    void (*add_f32)(gpt_stream *s, float *out, const float *a, const float *b, size_t n);
 };
 
 /* ---- memory and ordering on a stream (return 0 or a negative gpt_status) ------------ */
@@ -386,6 +388,12 @@ static inline void gpt_norm_squared(gpt_stream *s, float *out, const float *x, s
 static inline void gpt_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts,
                                        int nparts, size_t chunk_floats)
 { s->be->ops->checksum_chunks(s, sums, parts, nparts, chunk_floats); }
+
+/* out = a + b, n fp32 elements, on a backend of any activation type (out may alias either): the
+ * sum of gradients of micro-batches, which stay fp32 in bf16 training.  The same bits as
+ * gpt_residual_forward on an fp32 backend. */
+static inline void gpt_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n)
+{ s->be->ops->add_f32(s, out, a, b, n); }
 
 /* dst (n elements of be->dtype) = src (fp32), rounded to nearest even: the working copy of
  * fp32 master weights that the ops read.  On an fp32 backend a copy (nothing when dst ==

@@ -49,7 +49,6 @@ bad_input "window above layers" "window 8 is larger than the number of layers 2"
 bad_input "bad device" "device: 'tpu' is not cpu or cuda" --device tpu
 bad_input "bad dtype" "dtype: 'fp8' is not fp32 or bf16" --dtype fp8
 bad_input "bf16 on an engine without it" "gemini does not implement --dtype bf16" "${TINY[@]}" -m gemini --dtype bf16
-bad_input "bf16 with micro-batches in an offload engine" "l2l --dtype bf16 takes one micro-batch per step" "${TINY[@]}" -m l2l --dtype bf16 --global-batch 4
 bad_input "bad memory limit" "gpu-mem-limit: 'lots' is not a size" --gpu-mem-limit lots
 bad_input "zero memory limit" "cpu-mem-limit: '0' is not a size" --cpu-mem-limit 0
 bad_input "bad offload target" "offload: 'tape' is not cpu or nvme" --offload tape

@@ -246,6 +246,18 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     dp_run mb2nc 2 -l 6 -b 2 --global-batch 12 --iters 6 --log-interval 3 --zero-stage 2 --clip-grad 0
     dp_run mbsh1nc 2 -l 6 -m stronghold -w 1 -b 2 --global-batch 12 --iters 6 --log-interval 3 --clip-grad 0
     dp_same "stronghold -w 1, 3 micro-batches, no clipping (updates after the last) = ZeRO-2" mb2nc mbsh1nc
+    # the same in bf16: the gradient sums are fp32 adds on a bf16 backend (gpt_add_f32), so
+    # every offload engine still equals megatron-lm ZeRO-2 bf16 (whose shards add the same way)
+    dp_run mbb2 2 -l 6 -b 2 --global-batch 12 --iters 6 --log-interval 3 --zero-stage 2 --dtype bf16
+    dp_run mbbsh 2 -l 6 -m stronghold -w 2 -b 2 --global-batch 12 --iters 6 --log-interval 3 --dtype bf16
+    dp_run mbbzi 2 -l 6 -m zero-infinity -b 2 --global-batch 12 --iters 6 --log-interval 3 --dtype bf16
+    dp_same "bf16: stronghold -w 2, 3 micro-batches per rank = ZeRO-2 bf16 at 2 ranks" mbb2 mbbsh
+    dp_same "bf16: zero-infinity, 3 micro-batches per rank = ZeRO-2 bf16 at 2 ranks" mbb2 mbbzi
+    dp_run mbb1 1 -l 6 -b 2 --global-batch 6 --iters 6 --log-interval 3 --zero-stage 2 --dtype bf16
+    dp_run mbbl2l 1 -l 6 -m l2l -b 2 --global-batch 6 --iters 6 --log-interval 3 --dtype bf16
+    dp_run mbbzo 1 -l 6 -m zero-offload -b 2 --global-batch 6 --iters 6 --log-interval 3 --dtype bf16
+    dp_same "bf16: l2l, 3 micro-batches on one rank = ZeRO-2 bf16" mbb1 mbbl2l
+    dp_same "bf16: zero-offload, 3 micro-batches on one rank = ZeRO-2 bf16" mbb1 mbbzo
     if grep -q "NumWorkers: 2; SamplesPerStep: 12;" "$DP_WORK"/mbsh1/results/*.txt &&
         grep -q '"micro_batches":[[:space:]]*3' "$DP_WORK"/mbsh1/results/*.json; then
         dp_pass "micro-batches: log says the global batch 12, JSON 3 micro-batches"

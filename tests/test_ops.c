@@ -1393,6 +1393,13 @@ static void test_bf16_emulation(void **state)
     assert_int_equal(bad, 0);
     assert_int_not_equal(memcmp(copy, work, sizeof work), 0); /* (the update moved them) */
 
+    /* add_f32: fp32 in, fp32 out on a bf16 backend (gradient sums), not rounded */
+    float sum[NELEM], want[NELEM];
+    for (int i = 0; i < NELEM; i++) want[i] = grad[i] + p[i];
+    gpt_add_f32(s, sum, grad, p, NELEM);
+    sync_ok(s);
+    assert_memory_equal(sum, want, sizeof sum);
+
     be->ops->stream_destroy(s);
     gpt_cpu_backend_destroy(be);
     float *fl[] = {inp_f, w_f, bias_f, inp_w, w_w, bias_w, pre32, act32, pre_w, g_f, d0_f, lw_f, g_w, d0_w, lw_w,

@@ -130,9 +130,9 @@ int layer_work_add_earlier(layer_work *w, stream_spans *spans, gpt_stream *s, fl
         (rc = span_end(spans, s, span)))
         return rc;
     out->bytes_h2d += (double)n * sizeof(float);
-    /* an fp32 add (the offload engines are fp32): the same op megatron-lm's stage 2 adds its
+    /* an fp32 add (gradients are fp32 in bf16 too): the same op megatron-lm's stage 2 adds its
      * reduce-scattered shards with */
-    gpt_residual_forward(s, mine, w->landing, mine, n);
+    gpt_add_f32(s, mine, w->landing, mine, n);
     return GPT_OK;
 }
 
@@ -217,7 +217,7 @@ int layer_work_reduce_add(layer_work *w, stream_spans *spans, gpt_stream *c, int
             (rc = coll_all_reduce_sum(w->comm, fresh, n)) || (rc = span_end(spans, s, span)))
             return rc;
     }
-    gpt_residual_forward(s, acc, acc, fresh, n);
+    gpt_add_f32(s, acc, acc, fresh, n);
     if (layer_work_last_micro(w)) dp_block_shard_norms(s, acc, n, w->world, norms);
     if (w->comm && (rc = gpt_event_record(w->reduced, s))) return rc;
     *final = s;

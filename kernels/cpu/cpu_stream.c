@@ -278,6 +278,7 @@ typedef enum cpu_task_kind {
     TASK_NORM_SQUARED,
     TASK_CHECKSUM_CHUNKS,
     TASK_PARAMS_TO_ACT,
+    TASK_ADD_F32,
     TASK_HOST_FN,
 } cpu_task_kind;
 
@@ -319,7 +320,7 @@ typedef struct cpu_task {
         } attention_bwd;
         struct { float *out; const float *inp; size_t n; } gelu_fwd;
         struct { float *dinp; const float *inp, *dout; size_t n; } gelu_bwd;
-        struct { float *out; const float *a, *b; size_t n; } residual_fwd;
+        struct { float *out; const float *a, *b; size_t n; } residual_fwd; /* and add_f32 */
         struct { float *da, *db; const float *dout; size_t n; } residual_bwd;
         struct {
             float *losses, *logits;
@@ -577,6 +578,9 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         if (act_ready(&a)) cpu_residual_forward(s, out, x1, x2, n);
         return act_end(&a);
     }
+    case TASK_ADD_F32: /* fp32 whatever the activation type */
+        cpu_residual_forward(s, t->a.residual_fwd.out, t->a.residual_fwd.a, t->a.residual_fwd.b, t->a.residual_fwd.n);
+        return GPT_OK;
     case TASK_RESIDUAL_BACKWARD: {
         const size_t n = t->a.residual_bwd.n;
         float *da = act_inout(&a, t->a.residual_bwd.da, n), *db = act_inout(&a, t->a.residual_bwd.db, n);
@@ -1172,6 +1176,16 @@ void cpu_q_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *
     for (int k = 0; k < nparts; k++) t.a.checksum.parts[k] = parts[k];
     t.a.checksum.nparts = nparts;
     t.a.checksum.chunk_floats = chunk_floats;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n)
+{
+    cpu_task t = {.kind = TASK_ADD_F32};
+    t.a.residual_fwd.out = out;
+    t.a.residual_fwd.a = a;
+    t.a.residual_fwd.b = b;
+    t.a.residual_fwd.n = n;
     stream_push_op(s, &t);
 }
 

@@ -62,6 +62,7 @@ void cpu_q_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void 
 void cpu_q_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float *mean,
                                       float *rstd, const void *a, const void *res_b,
                                       const void *w, const void *b, int N, int C);
+void cpu_q_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n);
 void cpu_q_residual_forward(gpt_stream *s, void *out, const void *a, const void *b,
                             size_t n);
 void cpu_q_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n);

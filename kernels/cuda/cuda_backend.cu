@@ -40,6 +40,7 @@ static const char *const op_names[OP_COUNT] = {
     "gelu_backward",        "residual_forward",      "residual_backward",
     "residual_layernorm_forward", "crossentropy",    "adamw_update",
     "norm_squared",         "params_to_act",         "checksum_chunks",
+    "add_f32",
 };
 
 /* ---- memory -------------------------------------------------------------------------- */
@@ -484,6 +485,8 @@ PROFILED(norm_squared, OP_NORM_SQUARED, (gpt_stream * s, float *out, const float
 PROFILED(checksum_chunks, OP_CHECKSUM,
          (gpt_stream * s, uint64_t *sums, const gpt_float_span *parts, int nparts, size_t chunk_floats),
          (s, sums, parts, nparts, chunk_floats))
+PROFILED(add_f32, OP_ADD_F32, (gpt_stream * s, float *out, const float *a, const float *b, size_t n),
+         (s, out, a, b, n))
 PROFILED(params_to_act, OP_PARAMS_TO_ACT,
          (gpt_stream * s, void *dst, const float *src, size_t n), (s, dst, src, n))
 
@@ -534,6 +537,7 @@ static const gpt_backend_ops cuda_ops = {
     /* .norm_squared = */ prof_norm_squared,
     /* .params_to_act = */ prof_params_to_act,
     /* .checksum_chunks = */ prof_checksum_chunks,
+    /* .add_f32 = */ prof_add_f32,
 };
 
 extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32)

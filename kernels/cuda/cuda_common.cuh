@@ -83,7 +83,7 @@ enum cuda_op_id {
     OP_ENCODER_FWD, OP_ENCODER_BWD, OP_LAYERNORM_FWD, OP_LAYERNORM_BWD, OP_MATMUL_FWD,
     OP_MATMUL_BWD, OP_ATTENTION_FWD, OP_ATTENTION_BWD, OP_GELU_FWD, OP_GELU_BWD,
     OP_RESIDUAL_FWD, OP_RESIDUAL_BWD, OP_RESIDUAL_LAYERNORM_FWD, OP_CROSSENTROPY, OP_ADAMW,
-    OP_NORM_SQUARED, OP_PARAMS_TO_ACT, OP_CHECKSUM, OP_COUNT
+    OP_NORM_SQUARED, OP_PARAMS_TO_ACT, OP_CHECKSUM, OP_ADD_F32, OP_COUNT
 };
 
 typedef struct cuda_backend_impl {
@@ -215,6 +215,7 @@ void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
 void cu_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n);
 void cu_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout, size_t n);
 void cu_residual_forward(gpt_stream *s, void *out, const void *a, const void *b, size_t n);
+void cu_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n);
 void cu_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float *mean, float *rstd,
                                    const void *a, const void *res_b, const void *w,
                                    const void *b, int N, int C);

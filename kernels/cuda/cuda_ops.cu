@@ -745,6 +745,23 @@ void cu_residual_forward(gpt_stream *s, void *out, const void *a, const void *b,
 #undef ARGS
 }
 
+/* fp32 whatever the activation type: the residual kernel instantiated for float */
+void cu_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n)
+{
+    cudaStream_t st = cu_stream(s)->stream;
+    const int aligned = aligned16(out) && aligned16(a) && aligned16(b);
+    const size_t nv = aligned ? n / 4 : 0, done = nv * 4;
+    if (nv > 0) {
+        residual_forward_kernel<float, 4><<<grid_for(nv, EW_THREADS), EW_THREADS, 0, st>>>(out, a, b, nv);
+        OP_CHECK_LAUNCH(s);
+    }
+    if (n > done) {
+        residual_forward_kernel<float, 1><<<grid_for(n - done, EW_THREADS), EW_THREADS, 0, st>>>(out + done, a + done,
+                                                                                                b + done, n - done);
+        OP_CHECK_LAUNCH(s);
+    }
+}
+
 void cu_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n)
 {
 #define ARGS ((E *)da) + off, ((E *)db) + off, ((const E *)dout) + off
