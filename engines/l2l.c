@@ -580,7 +580,7 @@ static void l2l_chosen_plan(void *state, engine_plan *out)
     plan_of(&st->z, &st->sh, out);
 }
 
-/* The step on machine m (one micro-batch), in the order of l2l_step: one slot, so each
+/* The step on machine m, in the order of l2l_step: one slot, so each
  * layer's copy in waits for the layer before to be done with the slot (and, in the forward,
  * for its host Adam of the step before: the host waits there); in the backward each layer's
  * grads go home before the next one's backward reuses the slot's grads; the host Adam after
@@ -588,15 +588,16 @@ static void l2l_chosen_plan(void *state, engine_plan *out)
  * calibrated at that world): each layer's shard comes up and is all-gathered in the slot, its
  * grads are reduce-scattered there before its shard goes home, the embedding's all-reduced;
  * each rank updates its 1/N of every layer on the host (the ranks of one machine splitting it
- * when their pools take every core, as zero-offload's).  Three steps walked: the last is the
- * steady one. */
+ * when their pools take every core, as zero-offload's).  Micro-batches: each runs the whole
+ * forward and backward again; from the second on, each layer's sum so far comes up from the
+ * host to be added before its grads go home; the host Adam after the last.  Three steps
+ * walked: the last is the steady one. */
 static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_MICRO, out)) return;
     l2l_layout z = layout_for(&cfg->shape, cfg->bf16);
-    const int W = engine_world(cfg);
-    set_ranks(&z, W, 0, 1);
+    const int W = engine_world(cfg), M = engine_micro_batches(cfg);
+    set_ranks(&z, W, 0, M);
     if (pred_no_collectives(cfg, m, out)) return;
     const int L = z.L, clip = cfg->optim.clip > 0;
     const double host_share = pred_host_share(cfg);
@@ -608,33 +609,40 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
     const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * z.SP) : 0;
     const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
     const double adam_ms = host_share * pred_host_adam_ms(m, (double)z.Sl);
+    const double landing_ms = pred_h2d_ms(m, (double)z.Sl); /* (micro-batches: the sum so far, up) */
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {
         start = end;
         pred_step(&t, start);
-        double host = start, c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, start), in = start;
-        for (int k = 0; k < L; k++) {
-            host = pred_max(host, adam_done[k]);
-            in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, c)); /* (c: the layer before is done) */
-            if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
-            c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
-        }
-        in = pred_run(&t, BUSY_H2D, in_ms, c); /* layer L-1 again, under the head */
-        if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
-        c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
-        home[L] = start;
-        for (int j = L - 1; j >= 0; j--) {
-            c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, home[j + 1])));
-            const double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
-            home[j] = pred_run(&t, BUSY_D2H, out_ms, reduced);
-            if (!clip) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
-            if (j > 0) {
-                in = pred_run(&t, BUSY_H2D, in_ms, c);
-                if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, pred_max(in, reduced));
+        double host = start, c = start, in = start;
+        for (int i = 0; i < M; i++) {
+            const int last = i == M - 1;
+            c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, c);
+            for (int k = 0; k < L; k++) {
+                if (i == 0) host = pred_max(host, adam_done[k]);
+                in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, c)); /* (c: the layer before is done) */
+                if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
+                c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
             }
+            in = pred_run(&t, BUSY_H2D, in_ms, c); /* layer L-1 again, under the head */
+            if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
+            c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
+            home[L] = start;
+            for (int j = L - 1; j >= 0; j--) {
+                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, home[j + 1])));
+                double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
+                /* micro-batches after the first: the earlier ones' sum comes up and is added */
+                if (i > 0) reduced = pred_max(reduced, pred_run(&t, BUSY_H2D, landing_ms, home[j]));
+                home[j] = pred_run(&t, BUSY_D2H, out_ms, reduced);
+                if (!clip && last) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
+                if (j > 0) {
+                    in = pred_run(&t, BUSY_H2D, in_ms, c);
+                    if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, pred_max(in, reduced));
+                }
+            }
+            c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         }
-        c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         if (W > 1) c = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE), c);
         host = pred_max(host, c); /* the norms read back */
         c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE), c);

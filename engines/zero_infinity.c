@@ -827,14 +827,17 @@ static int zero_infinity_read_params(void *state, float *host_params)
  * block after the global norm (with clipping) or as its grads arrive.  N ranks (ZeRO-3, the
  * collectives calibrated at that world, on their one stream): each fetch brings this rank's
  * shard up and all-gathers the block in place; each bucket is reduce-scattered before its
- * shard goes home; each rank updates its shard of every block (pred_host_share).  Three steps
- * walked: the last is the steady one. */
+ * shard goes home; each rank updates its shard of every block (pred_host_share).
+ * Micro-batches: each fetches the 2L layers again (the embedding stays); from the second on,
+ * each layer's sum so far comes up to be added before its grads go home; the embedding's
+ * grads go home after the last, and the host Adam follows.  Three steps walked: the last is
+ * the steady one. */
 static void zero_infinity_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_MICRO | PRED_NVME, out) || pred_no_collectives(cfg, m, out)) return;
+    if (pred_unmodelled(cfg, PRED_NVME, out) || pred_no_collectives(cfg, m, out)) return;
     const zi_layout z = layout_for(cfg);
-    const int W = z.W;
+    const int W = z.W, M = z.M;
     const double share = pred_host_share(cfg);
     /* (bf16: the working copies move up in half the bytes; grads come home in fp32) */
     const double per_float = (double)z.act / sizeof(float);
@@ -847,6 +850,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
     double *adam_done = pred_arrays(out, (size_t)L + 1, 4), *home = adam_done + L + 1, *used = home + L + 1;
     if (!adam_done) return;
     const double in_ms = pred_h2d_ms(m, per_float * z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);
+    const double landing_ms = pred_h2d_ms(m, (double)z.Sl); /* (micro-batches: the sum so far, up) */
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {
@@ -855,28 +859,36 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
         double host = pred_max(start, adam_done[0]);
         double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, per_float * z.Se), host);
         if (W > 1) embed_in = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * W * z.Se), embed_in);
-        double c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(start, embed_in));
-        double bucket_free[2] = {start, start};
-        for (int i = 0; i < 2 * L; i++) {
-            const int fwd = i < L, layer = fwd ? i : 2 * L - 1 - i;
-            if (fwd) host = pred_max(host, adam_done[1 + layer]);
-            double in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, i >= F ? used[i - F] : start));
-            if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
-            if (i == L) c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
-            if (fwd) {
-                c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
-            } else {
-                const int b = (L - 1 - layer) % 2;
-                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, bucket_free[b])));
-                const double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
-                bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, reduced);
-                if (!clip)
-                    adam_done[1 + layer] =
-                        pred_run(&t, BUSY_HOST_ADAM, share * pred_host_adam_ms(m, (double)z.Sl), home[1 + layer]);
+        double c = start, prev = start; /* prev: the micro-batch before's last layer (fetch buffers) */
+        for (int k = 0; k < M; k++) {
+            const int last = k == M - 1;
+            c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, embed_in));
+            double bucket_free[2] = {prev, prev};
+            for (int i = 0; i < 2 * L; i++) {
+                const int fwd = i < L, layer = fwd ? i : 2 * L - 1 - i;
+                if (fwd && k == 0) host = pred_max(host, adam_done[1 + layer]);
+                double in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, i >= F ? used[i - F] : prev));
+                if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
+                if (i == L) c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
+                if (fwd) {
+                    c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
+                } else {
+                    const int b = (L - 1 - layer) % 2;
+                    c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, bucket_free[b])));
+                    double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
+                    /* micro-batches after the first: the layer's sum so far comes up to be added */
+                    if (k > 0) reduced = pred_max(reduced, pred_run(&t, BUSY_H2D, landing_ms, home[1 + layer]));
+                    bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, reduced);
+                    if (!clip && last)
+                        adam_done[1 + layer] =
+                            pred_run(&t, BUSY_HOST_ADAM, share * pred_host_adam_ms(m, (double)z.Sl), home[1 + layer]);
+                }
+                used[i] = c;
             }
-            used[i] = c;
+            c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+            prev = c;
         }
-        c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+        /* the embedding's grads accumulate in place: reduced and sent home after the last */
         const double embed_reduced = W > 1 ? pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Se), c) : c;
         home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
         host = pred_max(host, pred_max(c, embed_reduced)); /* the norms read back (the shards' after their reductions) */
