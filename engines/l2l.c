@@ -160,15 +160,17 @@ static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
 }
 
 /* --clip-speculate: how many layers, from the top, are updated ahead of the norm
- * (runtime/update_ahead.h; not built on N ranks, with micro-batches or in bf16, whose one
- * working copy per layer an update ahead would have to keep twice). */
+ * (runtime/update_ahead.h; not built on N ranks or with micro-batches).  bf16: the update
+ * ahead writes the one working copy (nothing reads it before the layer's next copy in, which
+ * waits for the update, or for its redo when the norm clipped); a skipped step rounds it
+ * again from the params it keeps (restore_working_copies). */
 static int ahead_layers(const engine_config *cfg, const l2l_layout *z, const gpt_shape *sh)
 {
     l2l_layout base = *z;
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, z->W == 1 && z->M == 1 && z->dt == GPT_F32, 1, z->L, p.host_bytes, z->Sl);
+    return update_ahead_blocks(cfg, z->W == 1 && z->M == 1, 1, z->L, p.host_bytes, z->Sl);
 }
 
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
@@ -522,6 +524,22 @@ static int optimizer(l2l_state *st, step_result *out)
     return GPT_OK;
 }
 
+/* bf16, a skipped step: the layers updated ahead wrote their working copies, and their updates
+ * are dropped: round the params they keep into them again (once those jobs are done). */
+static int restore_working_copies(l2l_state *st)
+{
+    for (int k = 0; st->host_w && k < st->z.L; k++) {
+        if (!update_ahead_now(&st->ahead, k)) continue;
+        int rc;
+        if (st->adam_ticket[k] && (rc = cpu_adam_wait(st->io.host_adam, st->adam_ticket[k]))) return rc;
+        st->adam_ticket[k] = 0;
+        const float *p = state_of(st, k, 0).p;
+        uint16_t *w = st->host_w + host_block(st, k);
+        for (size_t i = 0; i < shard_real(st); i++) w[i] = gpt_f32_to_bf16(p[i]);
+    }
+    return GPT_OK;
+}
+
 /* One micro-batch's forward and backward (layer_work_micro_batches runs them). */
 static int forward_pass(void *engine, step_result *out) { return forward(engine, out); }
 static int backward_pass(void *engine, step_result *out) { return backward(engine, out); }
@@ -550,6 +568,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
         return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
+    if (out->skipped && (rc = restore_working_copies(st))) return rc;
     update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping the layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;

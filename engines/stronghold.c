@@ -241,8 +241,7 @@ static int ahead_layers(const engine_config *cfg, const sh_layout *z, const gpt_
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1 && z->dt == GPT_F32, 1, z->Ls, p.host_bytes,
-                               z->Sl);
+    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, 1, z->Ls, p.host_bytes, z->Sl);
 }
 
 /* -w W: the paper's layout (W resident, min(W, L-W) slots).  W >= L: every layer
@@ -1050,6 +1049,23 @@ static int optimizer(stronghold_state *st, step_result *out)
     return GPT_OK;
 }
 
+/* bf16, a skipped step: the streamed layers updated ahead wrote their working copies, and their
+ * updates are dropped: round the params they keep into them again (once those jobs are done;
+ * nothing reads a working copy before the layer's next prefetch, which waits for them). */
+static int restore_working_copies(stronghold_state *st)
+{
+    for (int k = st->z.R; st->host_w && k < st->z.L; k++) {
+        if (!update_ahead_now(&st->ahead, k)) continue;
+        int rc;
+        if (st->adam_ticket[k] && (rc = wait_adam(st, st->adam_ticket[k]))) return rc;
+        st->adam_ticket[k] = 0;
+        const float *p = state_of(st, k, 0).p;
+        uint16_t *w = st->host_w + host_block(st, k);
+        for (size_t i = 0; i < shard_real(st); i++) w[i] = gpt_f32_to_bf16(p[i]);
+    }
+    return GPT_OK;
+}
+
 /* One micro-batch's forward and backward (layer_work_micro_batches runs them). */
 static int forward_pass(void *engine, step_result *out) { return forward(engine, out); }
 static int backward_pass(void *engine, step_result *out) { return backward(engine, out); }
@@ -1080,6 +1096,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
         return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
+    if (out->skipped && (rc = restore_working_copies(st))) return rc;
     /* (a skipped step, a gradient not finite: the copies written ahead are dropped, the
      * current ones stay current) */
     update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));

@@ -106,6 +106,21 @@ else
     dp_run bfm1nc 1 -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
     dp_run lb1nc 1 -m l2l -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
     dp_same "l2l bf16 = megatron-lm bf16 on one rank, no clipping" bfm1nc lb1nc
+    # --clip-speculate in bf16 (l2l, stronghold): the updates ahead write the one working copy,
+    # redone when the norm clips; a clip at the baseline's median norm makes both happen
+    dp_run bfcs0 1 -b 4 --iters 10 --log-interval 5 --dtype bf16
+    bf_med=$(python3 -c 'import glob, json, statistics, sys
+d = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0]))
+print(statistics.median(i["grad_norm"] for i in d["iterations"]))' "$DP_WORK/bfcs0")
+    dp_run bfcs1 1 -b 4 --iters 10 --log-interval 5 --dtype bf16 --clip-grad "$bf_med"
+    for e in l2l stronghold; do
+        dp_run "bfcs_$e" 1 -m $e -w 1 -b 4 --iters 10 --log-interval 5 --dtype bf16 --clip-grad "$bf_med" --clip-speculate 2
+        dp_same "$e bf16 --clip-speculate 2 (clip at the median norm) = megatron-lm bf16" bfcs1 "bfcs_$e"
+        if ! grep -q "clip-speculate: [1-9][0-9]* steps updated 2 blocks ahead of the norm, [1-9][0-9]* of them redone" \
+            "$DP_WORK/bfcs_$e"/results/*.txt; then
+            dp_fail "$e bf16 --clip-speculate" "no step both went ahead and was redone: $(grep -h 'steps updated' "$DP_WORK/bfcs_$e"/results/*.txt)"
+        fi
+    done
     # zero-infinity in bf16 (the fetched blocks and inputs bf16, copied up from each block's
     # bf16 working copy that the host Adam writes): the same bits
     dp_run zib 2 -m zero-infinity -b 4 --iters 8 --log-interval 4 --dtype bf16
