@@ -588,7 +588,7 @@ out:
     engine_prediction best, p;
     memset(&best, 0, sizeof best);
     const engine_config *cfg = st->env.cfg;
-    if (cfg->machine && !pred_unmodelled(cfg, PRED_MICRO | PRED_NVME, &p) && !pred_no_collectives(cfg, cfg->machine, &p)) {
+    if (cfg->machine && !pred_unmodelled(cfg, PRED_NVME, &p) && !pred_no_collectives(cfg, cfg->machine, &p)) {
         int bR = R, bS = S;
         predict_settled(cfg, cfg->machine, R, S, &best);
         const double rule_ms = best.ms;
@@ -1168,15 +1168,17 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
  * one stream): a prefetch brings this rank's shard up and all-gathers the layer in the slot; a
  * streamed layer's grads are reduce-scattered before its shard goes home, a resident layer's
  * and the embedding's all-reduced, and the GPU Adam waits for them all; each rank updates its
- * shard of every streamed layer on the host (pred_host_share).  Walked for three steps: the
- * last is the steady one.  (This is the step with R resident layers and S slots;
+ * shard of every streamed layer on the host (pred_host_share).  Micro-batches: each runs the
+ * forward and backward again (the first S streamed layers still in their slots); from the
+ * second on each streamed layer's sum so far comes up before its grads go home; the host Adam
+ * after the last.  Walked for three steps: the last is the steady one.  (This is the step with R resident layers and S slots;
  * stronghold_predict picks them.) */
 static void predict_layout(const engine_config *cfg, const machine_rates *measured, int R, int S, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
     const machine_rates scaled = pred_scaled(measured), *m = &scaled; /* (its GPU does megatron-lm's per-layer work) */
     sh_layout z = layout_for(&cfg->shape, R, S, cfg->bf16);
-    const int W = engine_world(cfg);
+    const int W = engine_world(cfg), M = engine_micro_batches(cfg);
     set_ranks(&z, W, 0);
     const int L = z.L, clip = cfg->optim.clip > 0;
     double *adam_done = pred_arrays(out, (size_t)L, 4), *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;
@@ -1189,6 +1191,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
     const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
     const double layer_ar_ms = W > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PL) : 0;
     const double embed_ar_ms = W > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE) : 0;
+    const double landing_ms = pred_h2d_ms(m, (double)z.Sl); /* (micro-batches: the sum so far, up) */
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int step = 0; step < 3; step++) {
@@ -1196,42 +1199,50 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
         pred_step(&t, start);
         double host = start, c = start; /* the host thread's issue clock; compute */
         double reduced = start; /* the collectives' stream: the last reduction's end */
-        for (int k = R; k < R + S && k < L; k++) {
-            host = pred_max(host, adam_done[k]);
-            ready[k] = pred_run(&t, BUSY_H2D, layer_h2d, host);
-            if (W > 1) ready[k] = pred_run(&t, BUSY_COMM, gather_ms, ready[k]);
-        }
-        c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, host));
-        for (int k = 0; k < L; k++) {
-            const int streamed = k >= R;
-            c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(host, streamed ? pred_max(c, ready[k]) : c));
-            if (!streamed) continue;
-            fwd_done[k] = c;
-            if (k < L - S) pred_run(&t, BUSY_D2H, input_d2h, c);
-            if (k + S < L) {
-                host = pred_max(host, adam_done[k + S]);
-                ready[k + S] = pred_run(&t, BUSY_H2D, layer_h2d, pred_max(host, fwd_done[k]));
-                if (W > 1) ready[k + S] = pred_run(&t, BUSY_COMM, gather_ms, ready[k + S]);
+        for (int mb = 0; mb < M; mb++) {
+            const int last = mb == M - 1;
+            /* the first S streamed layers: later micro-batches find them in their slots still
+             * (the backward before brought them) */
+            for (int k = R; mb == 0 && k < R + S && k < L; k++) {
+                host = pred_max(host, adam_done[k]);
+                ready[k] = pred_run(&t, BUSY_H2D, layer_h2d, host);
+                if (W > 1) ready[k] = pred_run(&t, BUSY_COMM, gather_ms, ready[k]);
             }
-        }
-        c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
-        for (int j = L - 1; j >= 0; j--) {
-            const int streamed = j >= R;
-            c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg),
-                         streamed && j < L - S ? pred_max(c, ready[j]) : c);
-            if (!streamed) {
-                if (W > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);
-                continue;
+            c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, host));
+            for (int k = 0; k < L; k++) {
+                const int streamed = k >= R;
+                c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(host, streamed ? pred_max(c, ready[k]) : c));
+                if (!streamed) continue;
+                fwd_done[k] = c;
+                if (k < L - S) pred_run(&t, BUSY_D2H, input_d2h, c);
+                if (k + S < L) {
+                    if (mb == 0) host = pred_max(host, adam_done[k + S]);
+                    ready[k + S] = pred_run(&t, BUSY_H2D, layer_h2d, pred_max(host, fwd_done[k]));
+                    if (W > 1) ready[k + S] = pred_run(&t, BUSY_COMM, gather_ms, ready[k + S]);
+                }
             }
-            const double grads_final = W > 1 ? (reduced = pred_run(&t, BUSY_COMM, reduce_ms, c)) : c;
-            home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
-            if (!clip) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
-            if (j - S >= R) {
-                ready[j - S] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
-                if (W > 1) ready[j - S] = pred_run(&t, BUSY_COMM, gather_ms, ready[j - S]);
+            c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
+            for (int j = L - 1; j >= 0; j--) {
+                const int streamed = j >= R;
+                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg),
+                             streamed && j < L - S ? pred_max(c, ready[j]) : c);
+                if (!streamed) {
+                    if (W > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);
+                    continue;
+                }
+                double grads_final = W > 1 ? (reduced = pred_run(&t, BUSY_COMM, reduce_ms, c)) : c;
+                /* micro-batches after the first: the layer's sum so far comes up to be added */
+                if (mb > 0) grads_final = pred_max(grads_final, pred_run(&t, BUSY_H2D, landing_ms, home[j]));
+                home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
+                if (!clip && last) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
+                if (j - S >= R) {
+                    ready[j - S] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
+                    if (W > 1) ready[j - S] = pred_run(&t, BUSY_COMM, gather_ms, ready[j - S]);
+                }
             }
+            c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         }
-        c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
+        /* the embedding's grads accumulate in place: reduced once, after the last */
         if (W > 1) c = pred_max(c, pred_run(&t, BUSY_COMM, embed_ar_ms, c));
         c = pred_max(c, reduced);
         /* the norms are read back (the host waits for compute), then the GPU Adam of the
@@ -1250,7 +1261,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
 static void stronghold_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_MICRO | PRED_NVME, out) || pred_no_collectives(cfg, m, out)) return;
+    if (pred_unmodelled(cfg, PRED_NVME, out) || pred_no_collectives(cfg, m, out)) return;
     int R, S;
     predicted_layout(cfg, m, &R, &S);
     predict_layout(cfg, m, R, S, out);
