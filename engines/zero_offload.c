@@ -778,7 +778,7 @@ static int zero_offload_read_params(void *state, float *host_params)
     return dp_gather_blocks(st->work.comm, st->host_p, z->PE, z->PL, z->L, host_params);
 }
 
-/* The step on machine m (no --dpu), in the order of zero_offload_step: the forward waits for
+/* The step on machine m, in the order of zero_offload_step: the forward waits for
  * each block's copy back (issued once its host Adam of the step before is done), the backward
  * sends each bucket home after its lowest layer, and the host Adam updates the blocks in order
  * (embed, layer 0, ...) once the global norm is known (with --clip-grad 0, each once its grads
@@ -787,13 +787,14 @@ static int zero_offload_read_params(void *state, float *host_params)
  * after its backward, and each block's updated shard is all-gathered after its copy up; each
  * rank updates its 1/N of every block on the host, and when the ranks' pools take every core
  * (no --threads) the ranks of one machine split its host, so a shard takes as long as the
- * whole block on one rank.  Walked for three steps: the last is the steady one. */
+ * whole block on one rank.  --dpu, after its warm-up: nothing waits for the update after the
+ * backward; each block's update of the step before is queued in the forward once its copy up
+ * has left and runs under the step.  Walked for three steps: the last is the steady one. */
 static void zero_offload_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_DPU, out)) return;
     const zo_layout z = layout_for(cfg);
-    const int L = z.L, clip = cfg->optim.clip > 0, W = z.W;
+    const int L = z.L, clip = cfg->optim.clip > 0, W = z.W, dpu = z.dpu;
     if (pred_no_collectives(cfg, m, out)) return;
     const double host_share = pred_host_share(cfg);
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
@@ -809,6 +810,12 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
             const double shard = k == 0 ? (double)z.Se : (double)z.Sl, up = shard * z.act / sizeof(float);
             double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, up), adam_done[k]);
             if (W > 1 && s > 0) copied = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, W * up), copied);
+            /* --dpu (after its warm-up): the step before's update of block k, queued once its copy
+             * of the update before has left, runs under this step */
+            if (dpu && s > 0)
+                adam_done[k] = pred_run(&t, BUSY_HOST_ADAM,
+                                        host_share * pred_host_adam_ms(m, k == 0 ? (double)z.Se : (double)z.Sl),
+                                        pred_max(copied, home[k]));
             c = pred_run(&t, BUSY_COMPUTE, k == 0 ? m->embed_fwd_ms : m->layer_fwd_ms, pred_max(c, copied));
         }
         for (int i = 0; i < z.M; i++) {
@@ -835,7 +842,7 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
         home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
         double norm = c; /* the norms are read back with the backward */
         for (int k = 0; k <= L; k++) norm = pred_max(norm, home[k]);
-        for (int k = 0; k <= L; k++)
+        for (int k = 0; !dpu && k <= L; k++)
             adam_done[k] = pred_run(&t, BUSY_HOST_ADAM,
                                     host_share * pred_host_adam_ms(m, k == 0 ? (double)z.Se : (double)z.Sl),
                                     clip ? pred_max(norm, home[k]) : home[k]);

@@ -252,6 +252,24 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     done
 fi
 
+# zero-offload --dpu: the same host Adam, under the next step instead of after the backward:
+# never slower than without
+dpu=$(for d in "" "--dpu"; do
+          read -r -a da <<<"$d"
+          (cd "$PR_WORK" && "$PR_BIN" --predict -m zero-offload ${da[@]+"${da[@]}"} "${PR_SHAPE[@]}" -l 64 --results res 2>&1) | grep "^predict "
+      done | python3 -c '
+import re, sys
+rows = sys.stdin.read().splitlines()
+ms = [float(re.search(r"([0-9.]+) ms/it", r).group(1)) for r in rows]
+adam = [float(re.search(r"host adam ([0-9.]+)", r).group(1)) for r in rows]
+ok = len(rows) == 2 and ms[1] <= ms[0] and abs(adam[1] - adam[0]) <= 0.1 * adam[0] + 0.1
+print("ok" if ok else "bad: " + " / ".join(rows))')
+if [ "$dpu" = ok ]; then
+    pr_pass "zero-offload --dpu is modelled: the same host Adam, under the next step, never slower"
+else
+    pr_fail "zero-offload --dpu prediction" "$dpu"
+fi
+
 # gemini on 2 ranks (same file): none is megatron-lm ZeRO-3's step; naive adds the slower of
 # its copies home (m = 2 shards of master, m, v per rank, at the calibrated device-to-host
 # rate) and its sends to the peer (at the all-gather's rate); interleave
