@@ -295,7 +295,7 @@ static int init_params(l2l_state *st, float *staging)
                shard_real(st) * sizeof(float));
     }
     /* bf16: the working copy the copies up read, rounded as the backends round */
-    for (size_t i = 0; st->host_w && i < (size_t)z->L * z->Sl; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
+    if (st->host_w) cpu_round_bf16(st->host_w, st->host_p, (size_t)z->L * z->Sl);
     /* (host m and v: the allocations' zeros) */
     engine_init_embed(&st->env, staging, sh, seed);
     if ((rc = gpt_memcpy_h2d(s, st->embed_p, staging, z->PE * sizeof(float))) ||
@@ -534,8 +534,7 @@ static int restore_working_copies(l2l_state *st)
         if (st->adam_ticket[k] && (rc = cpu_adam_wait(st->io.host_adam, st->adam_ticket[k]))) return rc;
         st->adam_ticket[k] = 0;
         const float *p = state_of(st, k, 0).p;
-        uint16_t *w = st->host_w + host_block(st, k);
-        for (size_t i = 0; i < shard_real(st); i++) w[i] = gpt_f32_to_bf16(p[i]);
+        cpu_round_bf16(st->host_w + host_block(st, k), p, shard_real(st));
     }
     return GPT_OK;
 }

@@ -647,7 +647,7 @@ static int init_params(stronghold_state *st)
                shard_real(st) * sizeof(float));
     }
     /* bf16: the streamed layers' working copies, rounded as the backends round */
-    for (size_t i = 0; st->host_w && i < (size_t)z->Ls * z->Sl; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
+    if (st->host_w) cpu_round_bf16(st->host_w, st->host_p, (size_t)z->Ls * z->Sl);
     /* host m and v: the allocations' zeros (with nvme, zeros on disk) */
     if ((rc = gpt_stream_memset_zero(s, st->embed_m, z->PE * sizeof(float))) ||
         (rc = gpt_stream_memset_zero(s, st->embed_v, z->PE * sizeof(float))))
@@ -1060,8 +1060,7 @@ static int restore_working_copies(stronghold_state *st)
         if (st->adam_ticket[k] && (rc = wait_adam(st, st->adam_ticket[k]))) return rc;
         st->adam_ticket[k] = 0;
         const float *p = state_of(st, k, 0).p;
-        uint16_t *w = st->host_w + host_block(st, k);
-        for (size_t i = 0; i < shard_real(st); i++) w[i] = gpt_f32_to_bf16(p[i]);
+        cpu_round_bf16(st->host_w + host_block(st, k), p, shard_real(st));
     }
     return GPT_OK;
 }

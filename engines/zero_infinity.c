@@ -470,7 +470,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
         engine_free_last(&st->mem); /* the staging block, the last allocation */
     }
     /* bf16: the working copy the fetches read, rounded as the backends round */
-    for (size_t i = 0; st->host_w && i < z->Pshard; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
+    if (st->host_w) cpu_round_bf16(st->host_w, st->host_p, z->Pshard);
 
     engine_plan p;
     plan_of(z, sh, &p);

@@ -366,14 +366,14 @@ static int init_params(zo_state *st, float *staging)
             rc = gpt_memcpy_h2d(st->io.compute, gpu_block(st, k), staging, block_len(st, k) * z->act);
             if (rc == 0) rc = gpt_stream_sync(st->io.compute);
         }
-        for (size_t i = 0; rc == 0 && st->host_w && i < z->Pshard; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
+        if (rc == 0 && st->host_w) cpu_round_bf16(st->host_w, st->host_p, z->Pshard);
         return rc;
     }
     engine_init_embed(&st->env, st->host_p, sh, seed);
     for (int l = 0; l < z->L; l++)
         engine_init_layer(&st->env, st->host_p + z->PE + (size_t)l * z->PL, sh, l, seed);
     /* (m and v: the allocation's zeros; bf16: the working copy, rounded as the backends do) */
-    for (size_t i = 0; st->host_w && i < z->P; i++) st->host_w[i] = gpt_f32_to_bf16(st->host_p[i]);
+    if (st->host_w) cpu_round_bf16(st->host_w, st->host_p, z->P);
     int rc = gpt_memcpy_h2d(st->io.compute, st->params, copy_back_source(st, 0), z->P * z->act);
     return rc ? rc : gpt_stream_sync(st->io.compute);
 }

@@ -612,3 +612,13 @@ int cpu_adam_threads(const cpu_adam *pool)
 {
     return pool->nthreads;
 }
+
+void cpu_round_bf16(uint16_t *dst, const float *src, size_t n)
+{
+    const ptrdiff_t blocks = (ptrdiff_t)((n + CHUNK_ELEMS - 1) / CHUNK_ELEMS);
+#pragma omp parallel for schedule(static)
+    for (ptrdiff_t b = 0; b < blocks; b++) {
+        const size_t lo = (size_t)b * CHUNK_ELEMS, hi = lo + CHUNK_ELEMS < n ? lo + CHUNK_ELEMS : n;
+        for (size_t i = lo; i < hi; i++) dst[i] = gpt_f32_to_bf16(src[i]);
+    }
+}

@@ -63,6 +63,11 @@ const char *cpu_adam_isa(const cpu_adam *pool);
  * the widest the CPU has).  cpu_adam_create takes the name from the environment variable
  * AEBENCH_CPU_ADAM_ISA.  GPT_ERR_INVALID for an unknown name or one the CPU lacks. */
 int cpu_adam_create_isa(cpu_adam **out, int nthreads, const char *isa);
+/* dst[i] = src[i] rounded to bf16 (nearest even, as the backends' params_to_act), on every core
+ * (OpenMP): an engine's bf16 working copy of its host params, made at start-up (billions of
+ * them at the largest sizes) or again after a dropped update.  dst must not overlap src. */
+void cpu_round_bf16(uint16_t *dst, const float *src, size_t n);
+
 /* The number of threads the pool runs (after resolving nthreads <= 0). */
 int cpu_adam_threads(const cpu_adam *pool);
 
