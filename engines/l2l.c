@@ -148,7 +148,8 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
     return b;
 }
 
-/* GPU ~ 16 P_E + 8 P_L + activations; host ~ 16 (P - P_E).  The staging block is the last
+/* GPU ~ 16 P_E + 8 P_L + activations; host ~ 16 (P - P_E) (bf16: GPU ~ 18 P_E + 6 P_L and
+ * half the activations; host ~ 18 (P - P_E)).  The staging block is the last
  * host allocation and is given back after init, but it counts in the peak. */
 static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
 {
