@@ -5,6 +5,7 @@
 #include "data.h"
 #include "../engines/runtime/collectives.h"
 #include "../engines/runtime/cpu_adam.h"
+#include "../engines/runtime/disk_tier.h"
 #include "../engines/runtime/predict.h"
 #include "../kernels/host_pages.h"
 #include "../engines/runtime/membudget.h"
@@ -27,7 +28,8 @@
  *              "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam", "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
- *                  "gpu_adam_ms_per_mparam" }, ... ] }
+ *                  "gpu_adam_ms_per_mparam" }, ... ],
+ *   "disks": [ { "dir", "read_gbs", "write_gbs", "measured" }, ... ] (--offload nvme's tier) }
  * "measured" is the Unix time of the measurement. */
 
 /* The rates a prediction reads (the file also records both_h2d_gbs, both_d2h_gbs: each way
@@ -184,6 +186,16 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         out->coll_world = world;
         out->ar_ms = c[0], out->ar_gbs = c[1], out->rs_ms = c[2], out->rs_gbs = c[3], out->ag_ms = c[4];
         out->ag_gbs = c[5];
+    }
+    /* the disk tier at the run's --nvme-dir, when calibrated there (else 0) */
+    const cJSON *disks = cJSON_GetObjectItemCaseSensitive(root, "disks"), *de;
+    cJSON_ArrayForEach(de, disks) {
+        const cJSON *dir = cJSON_GetObjectItemCaseSensitive(de, "dir");
+        if (cfg->offload != OFFLOAD_NVME || !cJSON_IsString(dir) || strcmp(dir->valuestring, cfg->nvme_dir) != 0)
+            continue;
+        if (field(de, "disks[]", "read_gbs", path, &out->disk_read_gbs, err, errlen) ||
+            field(de, "disks[]", "write_gbs", path, &out->disk_write_gbs, err, errlen))
+            goto out;
     }
     /* the pieces as measured, and megatron-lm's step against them (measure_step) */
     out->embed_fwd_ms = w[0], out->layer_fwd_ms = w[1], out->layer_bwd_ms = w[2];
@@ -580,6 +592,58 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
     return 0;
 }
 
+/* ---- the disk tier (--offload nvme) ----------------------------------------------------- */
+
+/* One pass over `bytes` at `off` of the tier in pieces, several in flight (as the engines'
+ * jobs queue theirs), writing or reading. */
+typedef struct disk_ctx {
+    disk_tier *t;
+    uint64_t off;
+    char *buf;
+    size_t bytes, piece;
+    int write;
+} disk_ctx;
+static int run_disk(void *p)
+{
+    const disk_ctx *d = p;
+    uint64_t ticket = 0;
+    int rc = GPT_OK;
+    for (size_t at = 0; !rc && at < d->bytes; at += d->piece)
+        rc = d->write ? disk_tier_write(d->t, d->off + at, d->buf + at, d->piece, NULL, &ticket)
+                      : disk_tier_read(d->t, d->off + at, d->buf + at, d->piece, &ticket);
+    return rc ? rc : disk_tier_wait(d->t, ticket);
+}
+
+/* The disk tier at --nvme-dir, each way: a block the size of a large layer's m and v (1 GiB;
+ * 64 MiB on the CPU backend) in 8 MiB requests, into entry. */
+static int measure_disk(const run_config *rc, cJSON *entry)
+{
+    const int gpu = rc->eng.device == DEVICE_CUDA;
+    const size_t bytes = (size_t)(gpu ? 1024 : 64) << 20, piece = (size_t)8 << 20;
+    disk_tier *t = NULL;
+    char *buf = NULL;
+    uint64_t off = 0;
+    int bad = disk_tier_open(&t, rc->eng.nvme_dir, NULL, 0) != 0 ||
+              disk_tier_reserve(t, bytes, "--calibrate's disk block", &off) != 0 ||
+              host_pages_alloc_zeroed((void **)&buf, bytes) != 0;
+    double wr = 0, rd = 0;
+    if (!bad) {
+        disk_ctx w = {t, off, buf, bytes, piece, 1}, r = {t, off, buf, bytes, piece, 0};
+        wr = bytes / (host_ms(run_disk, &w, &bad, gpu) * 1e6);
+        rd = bytes / (host_ms(run_disk, &r, &bad, gpu) * 1e6);
+    }
+    free(buf);
+    disk_tier_close(t);
+    if (bad) {
+        fprintf(stderr, "aebench: --calibrate: the disk tier at --nvme-dir %s could not be measured\n", rc->eng.nvme_dir);
+        return EXIT_RUN_ERROR;
+    }
+    cJSON_AddStringToObject(entry, "dir", rc->eng.nvme_dir);
+    cJSON_AddNumberToObject(entry, "read_gbs", rd);
+    cJSON_AddNumberToObject(entry, "write_gbs", wr);
+    return 0;
+}
+
 /* root's array `name`, made (in place of anything else there) when it is not one. */
 static cJSON *array_in(cJSON *root, const char *name)
 {
@@ -703,6 +767,32 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
             cJSON_AddItemToArray(list, entry);
         } else {
             cJSON_Delete(entry);
+        }
+    }
+    /* --offload nvme: the disk tier at --nvme-dir (an entry per directory) */
+    if (!code && rc->eng.offload == OFFLOAD_NVME) {
+        cJSON *disks = array_in(root, "disks");
+        int where = -1, i = 0;
+        const cJSON *d;
+        cJSON_ArrayForEach(d, disks) {
+            const cJSON *dir = cJSON_GetObjectItemCaseSensitive(d, "dir");
+            if (cJSON_IsString(dir) && strcmp(dir->valuestring, rc->eng.nvme_dir) == 0) where = i;
+            i++;
+        }
+        if (where >= 0 && fresh(cJSON_GetArrayItem(disks, where), now)) {
+            printf("calibrate: the disk tier at %s is fresh: kept\n", rc->eng.nvme_dir);
+        } else {
+            printf("calibrate: the disk tier at %s ...\n", rc->eng.nvme_dir);
+            fflush(stdout);
+            cJSON *entry = cJSON_CreateObject();
+            cJSON_AddNumberToObject(entry, "measured", (double)now);
+            if (!(code = measure_disk(rc, entry))) {
+                if (where >= 0) cJSON_DeleteItemFromArray(disks, where);
+                cJSON_AddItemToArray(disks, entry);
+                measured = 1;
+            } else {
+                cJSON_Delete(entry);
+            }
         }
     }
     if (!code && !measured) printf("calibrate: nothing to measure: %s kept as it is\n", path);

@@ -214,6 +214,8 @@ typedef struct machine_rates {
      * its input; all-gather: its output) */
     int coll_world;
     double ar_ms, ar_gbs, rs_ms, rs_gbs, ag_ms, ag_gbs;
+    /* the disk tier at the run's --nvme-dir, GB/s each way (0: not calibrated there) */
+    double disk_read_gbs, disk_write_gbs;
 } machine_rates;
 
 /* What an engine predicts for one step: ms on each resource (busy time, as step_result's

@@ -588,7 +588,7 @@ out:
     engine_prediction best, p;
     memset(&best, 0, sizeof best);
     const engine_config *cfg = st->env.cfg;
-    if (cfg->machine && !pred_unmodelled(cfg, PRED_NVME, &p) && !pred_no_collectives(cfg, cfg->machine, &p)) {
+    if (cfg->machine && !pred_no_disk(cfg, cfg->machine, &p) && !pred_no_collectives(cfg, cfg->machine, &p)) {
         int bR = R, bS = S;
         predict_settled(cfg, cfg->machine, R, S, &best);
         const double rule_ms = best.ms;
@@ -1180,6 +1180,8 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
     const int W = engine_world(cfg), M = engine_micro_batches(cfg);
     set_ranks(&z, W, 0);
     const int L = z.L, clip = cfg->optim.clip > 0;
+    /* --offload nvme: each streamed layer's m and v read from disk and written back */
+    const double mv = cfg->offload == OFFLOAD_NVME ? 2.0 * z.Sl : 0;
     double *adam_done = pred_arrays(out, (size_t)L, 4), *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;
     if (!adam_done) return;
     const double per_float = (double)z.act / sizeof(float); /* (bf16: params and inputs move in half the bytes) */
@@ -1233,7 +1235,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 /* micro-batches after the first: the layer's sum so far comes up to be added */
                 if (mb > 0) grads_final = pred_max(grads_final, pred_run(&t, BUSY_H2D, landing_ms, home[j]));
                 home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
-                if (!clip && last) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
+                if (!clip && last) adam_done[j] = pred_host_update(&t, m, adam_ms, mv, mv, home[j]);
                 if (j - S >= R) {
                     ready[j - S] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
                     if (W > 1) ready[j - S] = pred_run(&t, BUSY_COMM, gather_ms, ready[j - S]);
@@ -1250,7 +1252,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
         c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE + (double)R * z.PL), c);
         if (clip)
             for (int k = R; k < L; k++)
-                adam_done[k] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, pred_max(host, home[k]));
+                adam_done[k] = pred_host_update(&t, m, adam_ms, mv, mv, pred_max(host, home[k]));
         end = c;
     }
     pred_done(out, &t, start, end);
@@ -1260,7 +1262,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
 static void stronghold_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_NVME, out) || pred_no_collectives(cfg, m, out)) return;
+    if (pred_no_disk(cfg, m, out) || pred_no_collectives(cfg, m, out)) return;
     int R, S;
     predicted_layout(cfg, m, &R, &S);
     predict_layout(cfg, m, R, S, out);

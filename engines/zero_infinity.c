@@ -831,13 +831,15 @@ static int zero_infinity_read_params(void *state, float *host_params)
  * Micro-batches: each fetches the 2L layers again (the embedding stays); from the second on,
  * each layer's sum so far comes up to be added before its grads go home; the embedding's
  * grads go home after the last, and the host Adam follows.  Three steps walked: the last is
- * the steady one. */
+ * the steady one.  --offload nvme (the disk tier calibrated at --nvme-dir): each block's grads
+ * go on from the host to disk, and its update reads them with m and v and writes m and v back
+ * (nvme_adam's pipeline, on the disk beside the host Adam). */
 static void zero_infinity_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    if (pred_unmodelled(cfg, PRED_NVME, out) || pred_no_collectives(cfg, m, out)) return;
+    if (pred_no_disk(cfg, m, out) || pred_no_collectives(cfg, m, out)) return;
     const zi_layout z = layout_for(cfg);
-    const int W = z.W, M = z.M;
+    const int W = z.W, M = z.M, nvme = z.nvme;
     const double share = pred_host_share(cfg);
     /* (bf16: the working copies move up in half the bytes; grads come home in fp32) */
     const double per_float = (double)z.act / sizeof(float);
@@ -879,9 +881,11 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
                     /* micro-batches after the first: the layer's sum so far comes up to be added */
                     if (k > 0) reduced = pred_max(reduced, pred_run(&t, BUSY_H2D, landing_ms, home[1 + layer]));
                     bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, reduced);
+                    /* nvme: the sum goes on to disk, which the update reads it back from */
+                    if (nvme && last) home[1 + layer] = pred_run(&t, BUSY_DISK, pred_disk_write_ms(m, (double)z.Sl), home[1 + layer]);
                     if (!clip && last)
-                        adam_done[1 + layer] =
-                            pred_run(&t, BUSY_HOST_ADAM, share * pred_host_adam_ms(m, (double)z.Sl), home[1 + layer]);
+                        adam_done[1 + layer] = pred_host_update(&t, m, share * pred_host_adam_ms(m, (double)z.Sl),
+                                                                nvme ? 3.0 * z.Sl : 0, nvme ? 2.0 * z.Sl : 0, home[1 + layer]);
                 }
                 used[i] = c;
             }
@@ -891,11 +895,14 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
         /* the embedding's grads accumulate in place: reduced and sent home after the last */
         const double embed_reduced = W > 1 ? pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Se), c) : c;
         home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
+        if (nvme) home[0] = pred_run(&t, BUSY_DISK, pred_disk_write_ms(m, (double)z.Se), home[0]);
         host = pred_max(host, pred_max(c, embed_reduced)); /* the norms read back (the shards' after their reductions) */
         for (int b = 0; b <= L; b++)
-            if (clip || b == 0)
-                adam_done[b] = pred_run(&t, BUSY_HOST_ADAM, share * pred_host_adam_ms(m, b == 0 ? (double)z.Se : (double)z.Sl),
-                                        pred_max(clip ? host : start, home[b]));
+            if (clip || b == 0) {
+                const double n = b == 0 ? (double)z.Se : (double)z.Sl;
+                adam_done[b] = pred_host_update(&t, m, share * pred_host_adam_ms(m, n), nvme ? 3 * n : 0, nvme ? 2 * n : 0,
+                                                pred_max(clip ? host : start, home[b]));
+            }
         end = pred_max(c, home[0]);
     }
     pred_done(out, &t, start, end);

@@ -252,6 +252,36 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     done
 fi
 
+# --offload nvme: --calibrate with it measures the disk tier at --nvme-dir (an entry per
+# directory); zero-infinity and stronghold are then modelled with their disk traffic, and a
+# directory not calibrated is named
+mkdir -p "$PR_WORK/nvme"
+(cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate -m zero-infinity "${PR_SHAPE[@]}" --offload nvme --nvme-dir "$PR_WORK/nvme" \
+    --results res >nv.out 2>&1)
+rc=$?
+nv=$(for e in "zero-infinity" "stronghold -w 1"; do
+         read -r -a ea <<<"$e"
+         (cd "$PR_WORK" && "$PR_BIN" --predict -m "${ea[@]}" "${PR_SHAPE[@]}" --offload nvme --nvme-dir "$PR_WORK/nvme" \
+             --results res 2>&1) | grep "^predict "
+     done
+     (cd "$PR_WORK" && "$PR_BIN" --predict -m zero-infinity "${PR_SHAPE[@]}" --offload nvme --nvme-dir "$PR_WORK" \
+         --results res 2>&1) | grep "^predict ")
+if [ $rc -eq 0 ] && python3 - "$PR_WORK/res" "$PR_WORK/nvme" "$nv" <<'PY'
+import glob, json, re, sys
+d = json.load(open(glob.glob(sys.argv[1] + "/machine_*.json")[0]))
+disks = [e for e in d.get("disks", []) if e.get("dir") == sys.argv[2]]
+rows = sys.argv[3].splitlines()
+ok = len(disks) == 1 and disks[0]["read_gbs"] > 0 and disks[0]["write_gbs"] > 0 and len(rows) == 3 and \
+     all(re.search(r"disk ([0-9.]+)", r) and float(re.search(r"disk ([0-9.]+)", r).group(1)) > 0 for r in rows[:2]) and \
+     "not modelled yet: no disk calibrated at --nvme-dir" in rows[2]
+sys.exit(0 if ok else 1)
+PY
+then
+    pr_pass "--calibrate --offload nvme measures the disk tier at --nvme-dir; zero-infinity and stronghold on disk modelled; another directory named"
+else
+    pr_fail "nvme calibration and prediction" "exit $rc: $(tail -n 2 "$PR_WORK/nv.out") / $nv"
+fi
+
 # zero-offload --dpu: the same host Adam, under the next step instead of after the backward:
 # never slower than without
 dpu=$(for d in "" "--dpu"; do

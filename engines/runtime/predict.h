@@ -116,6 +116,30 @@ static inline int pred_no_collectives(const engine_config *cfg, const machine_ra
     return 1;
 }
 
+/* --offload nvme needs the disk tier calibrated at the run's --nvme-dir: 1 and out->why set
+ * when it is not. */
+static inline int pred_no_disk(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    if (cfg->offload != OFFLOAD_NVME || (m->disk_read_gbs > 0 && m->disk_write_gbs > 0)) return 0;
+    snprintf(out->why, sizeof out->why, "no disk calibrated at --nvme-dir %.60s (aebench --calibrate --offload nvme "
+             "--nvme-dir DIR)", cfg->nvme_dir);
+    return 1;
+}
+/* ms of the disk tier reading and writing n floats (O_DIRECT, several requests in flight). */
+static inline double pred_disk_read_ms(const machine_rates *m, double floats) { return floats * 4.0 / (m->disk_read_gbs * 1e6); }
+static inline double pred_disk_write_ms(const machine_rates *m, double floats) { return floats * 4.0 / (m->disk_write_gbs * 1e6); }
+
+/* A block's host update once `after`: in memory (read_floats and write_floats 0), or through
+ * the disk tier (--offload nvme): its state read from disk, updated, m and v written back; the
+ * block is done when they are (nvme_adam_wait). */
+static inline double pred_host_update(pred_timeline *t, const machine_rates *m, double adam_ms, double read_floats,
+                                      double write_floats, double after)
+{
+    if (read_floats > 0) after = pred_run(t, BUSY_DISK, pred_disk_read_ms(m, read_floats), after);
+    const double done = pred_run(t, BUSY_HOST_ADAM, adam_ms, after);
+    return write_floats > 0 ? pred_run(t, BUSY_DISK, pred_disk_write_ms(m, write_floats), done) : done;
+}
+
 /* The share of one machine's host that one rank's host Adam gets: all of it on one rank, or
  * with --threads (each rank's pool its own cores, as calibrated); 1/local_world when every
  * rank's pool takes every core.  A rank's update of its 1/N then takes local_world times its
