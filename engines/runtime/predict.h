@@ -93,20 +93,6 @@ static inline void pred_step(pred_timeline *t, double at)
     t->free_at[BUSY_COMPUTE] = pred_max(t->free_at[BUSY_COMPUTE], at);
 }
 
-/* What a predict function does not model yet (PRED_* bits it cannot take): 1 and out->why
- * set when cfg asks for one of them, else 0. */
-enum { PRED_RANKS = 1, PRED_MICRO = 2, PRED_NVME = 4, PRED_DPU = 8 };
-static inline int pred_unmodelled(const engine_config *cfg, unsigned cannot, engine_prediction *out)
-{
-    const char *what = (cannot & PRED_RANKS) && engine_world(cfg) > 1              ? "N ranks are"
-                       : (cannot & PRED_MICRO) && engine_micro_batches(cfg) > 1    ? "micro-batches are"
-                       : (cannot & PRED_NVME) && cfg->offload == OFFLOAD_NVME      ? "--offload nvme is"
-                       : (cannot & PRED_DPU) && cfg->dpu                          ? "--dpu is"
-                                                                                   : NULL;
-    if (what) snprintf(out->why, sizeof out->why, "%s not modelled yet", what);
-    return what != NULL;
-}
-
 /* N ranks need the collectives calibrated at that world: 1 and out->why set when they are not. */
 static inline int pred_no_collectives(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
