@@ -697,28 +697,29 @@ __global__ static void residual_backward_kernel(T_ *da, T_ *db, const T_ *dout, 
     }
 }
 
-/* Launches KERNEL<E, VEC> over the vector body and KERNEL<E, 1> over the tail.  ALIGNED:
- * whether every pointer argument is 16-byte aligned; ARGS(off): the pointer arguments
- * advanced by off elements. */
-#define EW_LAUNCH(s, KERNEL, n, ALIGNED, ARGS)                                              \
+/* Launches KERNEL<E, VEC> over the vector body and KERNEL<E, 1> over the tail, for element
+ * type E.  ALIGNED: whether every pointer argument is 16-byte aligned; then the pointer
+ * arguments, advanced by `off` elements (a variable of the launch). */
+#define EW_LAUNCH_AS(s, E, KERNEL, n, ALIGNED, ...)                                         \
     do {                                                                                    \
         cudaStream_t st_ = cu_stream(s)->stream;                                            \
-        CU_DISPATCH(s, E, {                                                                 \
-            constexpr int VEC = 16 / (int)sizeof(E);                                        \
-            const size_t nv = (ALIGNED) ? (n) / VEC : 0, done = nv * VEC;                   \
-            if (nv > 0) {                                                                   \
-                const size_t off = 0;                                                       \
-                KERNEL<E, VEC><<<grid_for(nv, EW_THREADS), EW_THREADS, 0, st_>>>(ARGS, nv); \
-                OP_CHECK_LAUNCH(s);                                                         \
-            }                                                                               \
-            if ((n) > done) {                                                               \
-                const size_t off = done;                                                    \
-                KERNEL<E, 1><<<grid_for((n) - done, EW_THREADS), EW_THREADS, 0, st_>>>(     \
-                    ARGS, (n) - done);                                                      \
-                OP_CHECK_LAUNCH(s);                                                         \
-            }                                                                               \
-        });                                                                                 \
+        constexpr int VEC = 16 / (int)sizeof(E);                                            \
+        const size_t nv = (ALIGNED) ? (n) / VEC : 0, done = nv * VEC;                       \
+        if (nv > 0) {                                                                       \
+            const size_t off = 0;                                                           \
+            KERNEL<E, VEC><<<grid_for(nv, EW_THREADS), EW_THREADS, 0, st_>>>(__VA_ARGS__, nv); \
+            OP_CHECK_LAUNCH(s);                                                             \
+        }                                                                                   \
+        if ((n) > done) {                                                                   \
+            const size_t off = done;                                                        \
+            KERNEL<E, 1><<<grid_for((n) - done, EW_THREADS), EW_THREADS, 0, st_>>>(         \
+                __VA_ARGS__, (n) - done);                                                   \
+            OP_CHECK_LAUNCH(s);                                                             \
+        }                                                                                   \
     } while (0)
+/* The same in the stream's activation type (E: float or bf16). */
+#define EW_LAUNCH(s, KERNEL, n, ALIGNED, ARGS) \
+    CU_DISPATCH(s, E, EW_LAUNCH_AS(s, E, KERNEL, n, ALIGNED, ARGS))
 
 void cu_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n)
 {
@@ -748,18 +749,9 @@ void cu_residual_forward(gpt_stream *s, void *out, const void *a, const void *b,
 /* fp32 whatever the activation type: the residual kernel instantiated for float */
 void cu_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n)
 {
-    cudaStream_t st = cu_stream(s)->stream;
-    const int aligned = aligned16(out) && aligned16(a) && aligned16(b);
-    const size_t nv = aligned ? n / 4 : 0, done = nv * 4;
-    if (nv > 0) {
-        residual_forward_kernel<float, 4><<<grid_for(nv, EW_THREADS), EW_THREADS, 0, st>>>(out, a, b, nv);
-        OP_CHECK_LAUNCH(s);
-    }
-    if (n > done) {
-        residual_forward_kernel<float, 1><<<grid_for(n - done, EW_THREADS), EW_THREADS, 0, st>>>(out + done, a + done,
-                                                                                                b + done, n - done);
-        OP_CHECK_LAUNCH(s);
-    }
+#define ARGS out + off, a + off, b + off
+    EW_LAUNCH_AS(s, float, residual_forward_kernel, n, aligned16(out) && aligned16(a) && aligned16(b), ARGS);
+#undef ARGS
 }
 
 void cu_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n)
