@@ -3,8 +3,8 @@
 # one run per variant, 30 iterations (checkpoints from 15), the step's forward and backward
 # with and without checkpoints.  A variant is "tag;VAR=value VAR=value;extra aebench args":
 # environment (AEBENCH_GEMINI_CTAS: NCCL thread blocks of the checkpoint's communicator,
-# AEBENCH_GEMINI_FILL: share of each idle span the plan fills, AEBENCH_GEMINI_OWN: when this
-# rank's own copy goes home, CUDA_DEVICE_MAX_CONNECTIONS: the driver's hardware work queues)
+# AEBENCH_GEMINI_FILL: share of each idle span the plan fills, CUDA_DEVICE_MAX_CONNECTIONS:
+# the driver's hardware work queues)
 # and arguments (--gemini-replicas 1: the own copy alone, no peer traffic).
 #   bash bench/gemini_ab_gpu.sh "$OUT"      VARIANTS=$'tag;ENV;args\n...' to choose, TEST_CUDA=pattern
 # (bench/results/2026-11-24-h200x2-gemini/ab: the first version's CTAs x fill table.)
@@ -24,9 +24,7 @@ interleave;;
 naive;;--gemini-mode naive
 connections32;CUDA_DEVICE_MAX_CONNECTIONS=32;
 own_only;;--gemini-replicas 1
-own_only_conn32;CUDA_DEVICE_MAX_CONNECTIONS=32;--gemini-replicas 1
-own_spread;AEBENCH_GEMINI_OWN=spread;
-own_late;AEBENCH_GEMINI_OWN=late;'
+own_only_conn32;CUDA_DEVICE_MAX_CONNECTIONS=32;--gemini-replicas 1'
 echo "| variant | environment | arguments | without ms | with ms | slowdown | forward ms (without / with) | backward ms (without / with) | exposed ms |" | tee "$out/table.md"
 echo "|---|---|---|---|---|---|---|---|---|" | tee -a "$out/table.md"
 while IFS=';' read -r tag envs args; do

@@ -46,8 +46,7 @@
  *               rate, cut into pieces of at most a staging chunk (at least 1 MiB).  Each
  *               checkpoint is sent during the next step: begun at its start (the local copy
  *               at once, on own-d2h, which the training does not use: megatron-lm reads
- *               nothing back before its optimizer; AEBENCH_GEMINI_OWN=spread|late for
- *               experiments), its chunks issued behind the
+ *               nothing back before its optimizer), its chunks issued behind the
  *               collective that opens each span, the rest just before the optimizer, which
  *               waits for all of it (that wait is the exposed time): the arrays must not change
  *               while they are read.  A failure during that step finds the version before.
@@ -242,14 +241,7 @@ typedef struct gemini_state {
     gpt_event *ev_own_start, *ev_own_done; /* around this rank's own copy home */
     double ms_per_d2h_float;               /* its rate (warm-up: the PCIe bound) */
     double fill;             /* the share of a span the plan fills (AEBENCH_GEMINI_FILL, 0.9) */
-    int own_when;            /* interleave: when this rank's own copy goes home (AEBENCH_GEMINI_OWN) */
-    size_t own_at;           /* ... and how much of it is issued (OWN_SPREAD) */
 } gemini_state;
-
-/* When an interleaved step sends this rank's own arrays home: all at its start (the copy
- * engine's queue then holds the whole shard), a staging chunk behind each training
- * collective, or just before the optimizer (exposed: a measurement, not a schedule). */
-enum { OWN_AT_START, OWN_SPREAD, OWN_LATE };
 
 static void gemini_free(void *state)
 {
@@ -586,15 +578,6 @@ static int gemini_init(const engine_env *env, void **state)
      * NCCL's choice); AEBENCH_GEMINI_FILL is the share of each idle span the plan fills. */
     const char *ctas = getenv("AEBENCH_GEMINI_CTAS"), *fill = getenv("AEBENCH_GEMINI_FILL");
     st->fill = fill && atof(fill) > 0 && atof(fill) <= 1 ? atof(fill) : 0.9;
-    const char *own = getenv("AEBENCH_GEMINI_OWN");
-    st->own_when = !own || !strcmp(own, "start") ? OWN_AT_START
-                   : !strcmp(own, "spread")      ? OWN_SPREAD
-                   : !strcmp(own, "late")        ? OWN_LATE
-                                                 : -1;
-    if (st->own_when < 0) {
-        fprintf(stderr, "aebench: AEBENCH_GEMINI_OWN=%s: start, spread or late\n", own);
-        return GPT_ERR_INVALID;
-    }
     if ((rc = coll_open_capped(&st->comm, env->be, env->rank, env->world, ctas ? atoi(ctas) : 4))) return rc;
 
     /* The job's id: given, or rank 0's (pid and time), the same on every rank. */
@@ -687,34 +670,6 @@ static int copy_own_home(gemini_state *st, int v, gpt_stream *s)
     return GPT_OK;
 }
 
-/* After the last piece of this rank's own arrays: its checksums home, and its slot's mark. */
-static int own_home_done(gemini_state *st)
-{
-    int rc;
-    if ((rc = gpt_memcpy_d2h(st->own_d2h, ckpt_store_sums(st->store, 0, st->version), st->dev_sums,
-                             (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t))) ||
-        (rc = gpt_event_record(st->ev_own_done, st->own_d2h)) || (rc = complete_slot(st, 0, st->version, st->own_d2h)))
-        return rc;
-    return GPT_OK;
-}
-
-/* Up to `budget` floats more of this rank's own arrays home on own-d2h (all that is left:
- * SIZE_MAX), and the slot's end after the last. */
-static int own_home_some(gemini_state *st, size_t budget)
-{
-    const size_t total = 3 * st->shard.n;
-    if (st->own_at >= total) return GPT_OK;
-    float *mine = ckpt_store_data(st->store, 0, st->version);
-    state_piece pc;
-    int rc;
-    while (budget > 0 && next_piece_max(st, &st->own_at, budget, &pc)) {
-        if ((rc = gpt_memcpy_d2h(st->own_d2h, mine + pc.at, state_at(&st->shard, pc.at), pc.len * sizeof(float))))
-            return rc;
-        if (budget != SIZE_MAX) budget -= pc.len;
-    }
-    return st->own_at >= total ? own_home_done(st) : GPT_OK;
-}
-
 /* Begin the checkpoint of iteration it (into version it mod 2 of every slot): after what
  * compute has issued (that iteration's optimizer), this rank's arrays go home on d2h, and
  * the peers' rounds are set up for ckpt_chunks. */
@@ -736,15 +691,14 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
     const gpt_float_span parts[3] = {{st->shard.master, st->shard.n}, {st->shard.adam_m, st->shard.n},
                                      {st->shard.adam_v, st->shard.n}};
     gpt_checksum_chunks(st->own_d2h, st->dev_sums, parts, 3, ckpt_store_chunk_floats(st->store));
-    if ((rc = gpt_event_record(st->ev_sums, st->own_d2h)) || (rc = gpt_event_record(st->ev_own_start, st->own_d2h)))
+    if ((rc = gpt_event_record(st->ev_sums, st->own_d2h)) ||
+        (rc = gpt_event_record(st->ev_own_start, st->own_d2h)) || (rc = copy_own_home(st, v, st->own_d2h)) ||
+        (rc = gpt_memcpy_d2h(st->own_d2h, ckpt_store_sums(st->store, 0, v), st->dev_sums,
+                             (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t))) ||
+        (rc = gpt_event_record(st->ev_own_done, st->own_d2h)) || (rc = complete_slot(st, 0, v, st->own_d2h)))
         return rc;
-    st->version = v;
-    st->own_at = 0;
-    if (!st->interleaving || st->own_when == OWN_AT_START) {
-        st->own_at = 3 * st->shard.n;
-        if ((rc = copy_own_home(st, v, st->own_d2h)) || (rc = own_home_done(st))) return rc;
-    }
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);
+    st->version = v;
     st->round = 1;
     st->round_at = 0;
     st->chunk_no = 0;
@@ -847,11 +801,7 @@ static int hook_after_collective(void *ctx, gpt_stream *cs)
     gemini_state *st = ctx;
     const int j = st->ncoll++;
     int rc = gpt_event_record(st->ev_cend[j], cs);
-    if (rc || !st->interleaving || !st->planned) return rc;
-    if (st->pending && st->own_when == OWN_SPREAD && st->own_at < 3 * st->shard.n &&
-        ((rc = gpt_stream_wait_event(st->own_d2h, st->ev_cend[j])) || (rc = own_home_some(st, st->chunk))))
-        return rc;
-    if (j >= st->plan_len || st->floats_after[j] == 0) return GPT_OK;
+    if (rc || !st->interleaving || !st->planned || j >= st->plan_len || st->floats_after[j] == 0) return rc;
     gpt_stream *ck = coll_stream(st->comm);
     if ((rc = gpt_stream_wait_event(ck, st->ev_cend[j]))) return rc;
     return ckpt_chunks(st, st->floats_after[j], st->out);
@@ -866,7 +816,6 @@ static int hook_before_optimizer(void *ctx, gpt_stream *compute)
     if ((rc = gpt_event_record(st->ev_opt, compute))) return rc;
     if (!st->interleaving) return GPT_OK;
     if ((rc = ckpt_chunks(st, SIZE_MAX, st->out))) return rc;
-    if (st->pending && (rc = own_home_some(st, SIZE_MAX))) return rc;
     /* --fail-phase checkpoint: with the carried checkpoint's copies in flight */
     if (st->pending) engine_fault_point(&st->env, st->iteration, FAULT_CHECKPOINT);
     if ((rc = gpt_event_record(st->ev_ck_done, coll_stream(st->comm))) ||
