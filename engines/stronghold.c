@@ -543,8 +543,7 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
     if ((rc = gpt_event_create(st->env.be, &e0)) || (rc = gpt_event_create(st->env.be, &e1)))
         goto out;
     engine_init_layer(&st->env, st->staging, sh, 0, st->env.cfg->seed);
-    if (act != sizeof(float)) /* (in place, front to back: element i's 2 bytes never pass its 4) */
-        for (size_t i = 0; i < z.PL; i++) ((uint16_t *)st->staging)[i] = gpt_f32_to_bf16(st->staging[i]);
+    if (act != sizeof(float)) cpu_round_bf16_in_place(st->staging, z.PL);
     for (int rep = 0; rep < 2 && !rc; rep++) { /* the first round warms up the libraries */
         if ((rc = gpt_event_record(e0, st->io.h2d)) ||
             (rc = gpt_memcpy_h2d(st->io.h2d, pp, st->staging, z.PL * act)) ||

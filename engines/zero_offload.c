@@ -359,10 +359,7 @@ static int init_params(zo_state *st, float *staging)
             else engine_init_layer(&st->env, staging, sh, k - 1, seed);
             memcpy(st->host_p + host_off(st, k), staging + (size_t)z->rank * shard_len(st, k),
                    shard_real(st, k) * sizeof(float));
-            /* bf16: the block rounded in place, front to back (element i's 2 bytes never
-             * pass its 4) */
-            for (size_t i = 0; st->host_w && i < block_len(st, k); i++)
-                ((uint16_t *)staging)[i] = gpt_f32_to_bf16(staging[i]);
+            if (st->host_w) cpu_round_bf16_in_place(staging, block_len(st, k)); /* (bf16: the block as the GPU keeps it) */
             rc = gpt_memcpy_h2d(st->io.compute, gpu_block(st, k), staging, block_len(st, k) * z->act);
             if (rc == 0) rc = gpt_stream_sync(st->io.compute);
         }

@@ -622,3 +622,10 @@ void cpu_round_bf16(uint16_t *dst, const float *src, size_t n)
         for (size_t i = lo; i < hi; i++) dst[i] = gpt_f32_to_bf16(src[i]);
     }
 }
+
+void cpu_round_bf16_in_place(void *buf, size_t n)
+{
+    const float *src = buf;
+    uint16_t *dst = buf;
+    for (size_t i = 0; i < n; i++) dst[i] = gpt_f32_to_bf16(src[i]);
+}

@@ -67,6 +67,10 @@ int cpu_adam_create_isa(cpu_adam **out, int nthreads, const char *isa);
  * (OpenMP): an engine's bf16 working copy of its host params, made at start-up (billions of
  * them at the largest sizes) or again after a dropped update.  dst must not overlap src. */
 void cpu_round_bf16(uint16_t *dst, const float *src, size_t n);
+/* The same in place: n floats at buf become n bf16 values at its start (one block staged for a
+ * copy up).  On one thread, front to back: element i's two bytes land where elements before i
+ * were read, never past its own four. */
+void cpu_round_bf16_in_place(void *buf, size_t n);
 
 /* The number of threads the pool runs (after resolving nthreads <= 0). */
 int cpu_adam_threads(const cpu_adam *pool);
