@@ -51,6 +51,30 @@ pr_accuracy() {
     pr_fail "$label" "worst ${worst}% over ${bound}%:$summary"
 }
 
+# pr_rows RES SHAPE "ARGS" ...: the "predict ..." line of each prediction, the array SHAPE's
+# options then its ARGS (split on spaces: they override SHAPE's), from the machine file under
+# $PR_WORK/RES
+pr_rows() {
+    local res=$1 a
+    local -n shape_=$2
+    local -a aa
+    shift 2
+    for a in "$@"; do
+        read -r -a aa <<<"$a"
+        (cd "$PR_WORK" && "$PR_BIN" --predict "${shape_[@]}" "${aa[@]}" --results "$res" 2>&1) | grep "^predict "
+    done
+}
+# Python that reads pr_rows' lines on stdin: rows, ms(row), busy(row, resource) (0: none)
+PR_PY='import re, sys
+rows = sys.stdin.read().splitlines()
+def ms(r):
+    m = re.search(r"([0-9.]+) ms/it", r)
+    return float(m.group(1)) if m else None
+def busy(r, what):
+    m = re.search(what + r" ([0-9.]+)", r)
+    return float(m.group(1)) if m else 0.0
+'
+
 (cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate "${PR_SHAPE[@]}" --results res >cal1.out 2>&1)
 rc=$?
 PR_FILE=$(ls "$PR_WORK"/res/machine_*.json 2>/dev/null | head -n 1)
@@ -112,14 +136,8 @@ PR_RECALIBRATE=1 pr_accuracy "predicted/measured ms on the CPU backend" 30 res P
 # each layer's sum so far comes up before its grads go home (more than three times the copies
 # up); measured on this machine: 2.92x, 3.00x and 2.95x the step, predicted 2.98x, 2.99x and 2.88x
 for e in l2l zero-infinity "stronghold -w 2"; do
-    mb=$(for gb in 2 6; do
-             (cd "$PR_WORK" && "$PR_BIN" --predict -m $e "${PR_SHAPE[@]}" -l 16 --global-batch $gb --results res 2>&1) | grep "^predict "
-         done | python3 -c '
-import re, sys
-rows = sys.stdin.read().splitlines()
-ms = [float(re.search(r"([0-9.]+) ms/it", r).group(1)) for r in rows]
-h2d = [float(re.search(r"h2d ([0-9.]+)", r).group(1)) for r in rows]
-ok = len(rows) == 2 and 2.5 < ms[1] / ms[0] < 3.5 and h2d[1] > 3 * h2d[0]
+    mb=$(pr_rows res PR_SHAPE "-m $e -l 16 --global-batch 2" "-m $e -l 16 --global-batch 6" | python3 -c "$PR_PY"'
+ok = len(rows) == 2 and 2.5 < ms(rows[1]) / ms(rows[0]) < 3.5 and busy(rows[1], "h2d") > 3 * busy(rows[0], "h2d")
 print("ok" if ok else "bad: " + " / ".join(rows))')
     if [ "$mb" = ok ]; then
         pr_pass "$e with 3 micro-batches: about 3x the step of one, the sums so far copied up"
@@ -232,15 +250,7 @@ if "$PR_BIN" --version | grep -q "ranks: mpi"; then
     # rank does (at l400, so that the rounded busy times show the ratio; stronghold -w 2 keeps
     # 2 layers resident and streams the rest)
     for e in zero-offload l2l zero-infinity "stronghold -w 2"; do
-        read -r -a ea <<<"-m $e"
-        zo=$({ (cd "$PR_WORK" && "$PR_BIN" --predict "${ea[@]}" "${PR1[@]}" -l 400 --results res1 2>&1)
-               (cd "$PR_WORK" && "$PR_BIN" --predict "${ea[@]}" --ranks 2 "${PR1[@]}" -l 400 --results res1 2>&1); } |
-            grep "^predict " | python3 -c '
-import re, sys
-rows = [l for l in sys.stdin]
-def busy(l, what):
-    m = re.search(what + r" ([0-9.]+)", l)
-    return float(m.group(1)) if m else 0.0
+        zo=$(pr_rows res1 PR1 "-m $e -l 400" "-m $e --ranks 2 -l 400" | python3 -c "$PR_PY"'
 ok = len(rows) == 2 and busy(rows[1], "collectives") > 0 and busy(rows[0], "collectives") == 0 and \
      abs(busy(rows[1], "host adam") / busy(rows[0], "host adam") - 0.5) < 0.05
 print("ok" if ok else "bad: " + " / ".join(rows))')
@@ -259,13 +269,8 @@ mkdir -p "$PR_WORK/nvme"
 (cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate -m zero-infinity "${PR_SHAPE[@]}" --offload nvme --nvme-dir "$PR_WORK/nvme" \
     --results res >nv.out 2>&1)
 rc=$?
-nv=$(for e in "zero-infinity" "stronghold -w 1"; do
-         read -r -a ea <<<"$e"
-         (cd "$PR_WORK" && "$PR_BIN" --predict -m "${ea[@]}" "${PR_SHAPE[@]}" --offload nvme --nvme-dir "$PR_WORK/nvme" \
-             --results res 2>&1) | grep "^predict "
-     done
-     (cd "$PR_WORK" && "$PR_BIN" --predict -m zero-infinity "${PR_SHAPE[@]}" --offload nvme --nvme-dir "$PR_WORK" \
-         --results res 2>&1) | grep "^predict ")
+nv=$(pr_rows res PR_SHAPE "-m zero-infinity --offload nvme --nvme-dir $PR_WORK/nvme" \
+         "-m stronghold -w 1 --offload nvme --nvme-dir $PR_WORK/nvme" "-m zero-infinity --offload nvme --nvme-dir $PR_WORK")
 if [ $rc -eq 0 ] && python3 - "$PR_WORK/res" "$PR_WORK/nvme" "$nv" <<'PY'
 import glob, json, re, sys
 d = json.load(open(glob.glob(sys.argv[1] + "/machine_*.json")[0]))
@@ -284,15 +289,9 @@ fi
 
 # zero-offload --dpu: the same host Adam, under the next step instead of after the backward:
 # never slower than without
-dpu=$(for d in "" "--dpu"; do
-          read -r -a da <<<"$d"
-          (cd "$PR_WORK" && "$PR_BIN" --predict -m zero-offload ${da[@]+"${da[@]}"} "${PR_SHAPE[@]}" -l 64 --results res 2>&1) | grep "^predict "
-      done | python3 -c '
-import re, sys
-rows = sys.stdin.read().splitlines()
-ms = [float(re.search(r"([0-9.]+) ms/it", r).group(1)) for r in rows]
-adam = [float(re.search(r"host adam ([0-9.]+)", r).group(1)) for r in rows]
-ok = len(rows) == 2 and ms[1] <= ms[0] and abs(adam[1] - adam[0]) <= 0.1 * adam[0] + 0.1
+dpu=$(pr_rows res PR_SHAPE "-m zero-offload -l 64" "-m zero-offload --dpu -l 64" | python3 -c "$PR_PY"'
+adam = [busy(r, "host adam") for r in rows]
+ok = len(rows) == 2 and ms(rows[1]) <= ms(rows[0]) and abs(adam[1] - adam[0]) <= 0.1 * adam[0] + 0.1
 print("ok" if ok else "bad: " + " / ".join(rows))')
 if [ "$dpu" = ok ]; then
     pr_pass "zero-offload --dpu is modelled: the same host Adam, under the next step, never slower"
@@ -305,19 +304,15 @@ fi
 # rate) and its sends to the peer (at the all-gather's rate); interleave
 # hides them in a step longer than they are; a persistent checkpoint is not modelled yet
 if "$PR_BIN" --version | grep -q "ranks: mpi"; then
-    gm=$(for a in "-m megatron-lm --zero-stage 3" "-m gemini --gemini-mode none" "-m gemini --gemini-mode naive" \
-                  "-m gemini --gemini-mode interleave" "-m gemini --ckpt-dir /tmp"; do
-             read -r -a aa <<<"$a"
-             (cd "$PR_WORK" && "$PR_BIN" --predict "${aa[@]}" --ranks 2 "${PR1[@]}" -l 400 --results res1 2>&1) | grep "^predict "
-         done | python3 -c '
-import re, sys
-rows = sys.stdin.read().splitlines()
-ms = [float(m.group(1)) if (m := re.search(r"([0-9.]+) ms/it", r)) else None for r in rows]
-d2h = [float(m.group(1)) if (m := re.search(r"d2h ([0-9.]+)", r)) else 0.0 for r in rows]
-net = [float(m.group(1)) if (m := re.search(r"collectives ([0-9.]+)", r)) else 0.0 for r in rows]
+    g2=("${PR1[@]}" --ranks 2 -l 400)
+    gm=$(pr_rows res1 g2 "-m megatron-lm --zero-stage 3" "-m gemini --gemini-mode none" "-m gemini --gemini-mode naive" \
+                 "-m gemini --gemini-mode interleave" "-m gemini --ckpt-dir /tmp" | python3 -c "$PR_PY"'
+t = [ms(r) for r in rows]
+d2h = [busy(r, "d2h") for r in rows]
+net = [busy(r, "collectives") for r in rows]
 # naive waits for the slower of its copies home and its sends over the network
-ok = len(rows) == 5 and ms[0] == ms[1] and d2h[1] == 0 and d2h[2] > 0 and net[2] > net[1] and \
-     abs(ms[2] - ms[1] - max(d2h[2], net[2] - net[1])) <= 0.2 and ms[3] == ms[1] and \
+ok = len(rows) == 5 and t[0] == t[1] and d2h[1] == 0 and d2h[2] > 0 and net[2] > net[1] and \
+     abs(t[2] - t[1] - max(d2h[2], net[2] - net[1])) <= 0.2 and t[3] == t[1] and \
      "not modelled yet: --ckpt-dir" in rows[4]
 print("ok" if ok else "bad: " + " / ".join(rows))')
     if [ "$gm" = ok ]; then
