@@ -19,7 +19,8 @@
 # AEBENCH_DEVICE=cpu with AEBENCH_SHAPE="-h 32 --heads 2 --seq 16 --vocab 200" and small
 # layer counts (L32=4 ...) rehearses the script on a machine without a GPU.
 # DTYPE=bf16: every run and every largest size in bf16 (issue 14: each engine bf16 against
-# TF32 at l32 and at its largest size: one call per dtype into its own OUT).
+# TF32 at l32 and at its largest size): run it after the TF32 one into the same OUT, and the
+# table puts each bf16 run beside its TF32 twin.
 set -uo pipefail
 out=${1:-bench/results/latest}
 parts=${2:-build,check,bw,case3,v100,native,nvme}
@@ -62,8 +63,11 @@ fi
 
 res="$out/results"
 dtype=(--dtype "${DTYPE:-fp32}")
+# bf16 runs go into the same OUT as the TF32 ones (their table sets them side by side): their
+# logs are named with a _bf16 suffix
+sfx=$([ "${DTYPE:-fp32}" = fp32 ] || echo "_$DTYPE")
 run() { # name, then aebench arguments
-    local name=$1; shift
+    local name=$1$sfx; shift
     ./aebench --device "$device" $shape -b 4 "${dtype[@]}" --results "$res" "$@" >"$out/run_$name.txt" 2>&1
     echo "-- $name (exit $?): $(grep -E 'plan:|done:|OUT OF|FAILED|ERROR' "$out/run_$name.txt" | tr '\n' ' ' | cut -c1-300)"
 }
@@ -91,7 +95,7 @@ case2() { # tag, engines (comma list), then budget flags
         [ -n "$l" ] || continue
         run "case2_${tag}_$m" -m "$m" -l "$l" "$@" --iters "$CASE2_ITERS" --log-interval "$CASE2_ITERS"
         # stronghold once per size (zero-offload and zero-infinity often share theirs)
-        [ -f "$out/run_case2_${tag}_stronghold_l$l.txt" ] ||
+        [ -f "$out/run_case2_${tag}_stronghold_l$l$sfx.txt" ] ||
             run "case2_${tag}_stronghold_l$l" -m stronghold -l "$l" "$@" --iters "$CASE2_ITERS" --log-interval "$CASE2_ITERS"
     done
 }

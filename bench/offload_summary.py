@@ -7,7 +7,8 @@ table.  From the last iteration of each run:
 
   C  compute-stream busy ms       H  bytes to the GPU / host->gpu bandwidth
   D  bytes from the GPU / gpu->host bandwidth
-  A  host-Adam params * 28 B / host in-place update bandwidth (read p, g, m, v; write p, m, v)
+  A  host-Adam params * 28 B / host in-place update bandwidth (read p, g, m, v; write p, m, v;
+     in bf16 also the 2 B working copy it writes: 30 B)
   K  disk bytes read / disk read rate + bytes written / disk write rate
   M  all host-memory traffic of the step / host update bandwidth: the CPU Adam's 28 B per
      param plus every byte the PCIe and disk DMA read from or write to host memory (they
@@ -27,6 +28,10 @@ engine's own dependencies allow at those rates, the one each engine is held to (
                                              the backward (3/4 of compute: recompute and
                                              backward) and overlaps only the next forward
   (any engine with --clip-grad 0: max of the terms; every schedule bound is at least M)
+
+Where OUT holds runs in both dtypes (offload_gpu.sh with DTYPE=bf16 after the TF32 call), a
+second table sets each bf16 run beside its TF32 twin (same engine, size, budget): ms, speed-up
+and each one's ms / roofline.
 
 Usage: offload_summary.py OUT
 """
@@ -55,19 +60,20 @@ def gib(x):
     return x / 2**30
 
 
-def terms(last, bw, disk_w, disk_r):
+def terms(last, bw, disk_w, disk_r, bf16=False):
+    adam_bytes = 30 if bf16 else 28
     busy = last.get("busy_ms") or {}
     t = {"C": busy.get("compute", 0.0)}
     t["H"] = last.get("bytes_h2d", 0) / (bw["h2d"] * 1e9) * 1e3 if bw.get("h2d") else 0.0
     t["D"] = last.get("bytes_d2h", 0) / (bw["d2h"] * 1e9) * 1e3 if bw.get("d2h") else 0.0
-    t["A"] = last.get("host_adam_params", 0) * 28 / (bw["update"] * 1e9) * 1e3 if bw.get("update") else 0.0
+    t["A"] = last.get("host_adam_params", 0) * adam_bytes / (bw["update"] * 1e9) * 1e3 if bw.get("update") else 0.0
     k = 0.0
     if disk_r and last.get("bytes_disk_read"):
         k += last["bytes_disk_read"] / (disk_r * 1e9) * 1e3
     if disk_w and last.get("bytes_disk_write"):
         k += last["bytes_disk_write"] / (disk_w * 1e9) * 1e3
     t["K"] = k
-    host_bytes = (last.get("host_adam_params", 0) * 28 + last.get("bytes_h2d", 0) + last.get("bytes_d2h", 0)
+    host_bytes = (last.get("host_adam_params", 0) * adam_bytes + last.get("bytes_h2d", 0) + last.get("bytes_d2h", 0)
                   + last.get("bytes_disk_read", 0) + last.get("bytes_disk_write", 0))
     t["M"] = host_bytes / (bw["update"] * 1e9) * 1e3 if bw.get("update") else 0.0
     return t
@@ -111,7 +117,8 @@ def main():
     def budget_key(j):
         """Runs under an emulated budget compare with megatron-lm under the same budget."""
         gl = j["memory"]["gpu"]["limit_bytes"]
-        return (j["config"]["layers"], round(gib(gl)) if gl < 60 * 2**30 else "native")
+        return (j["config"]["layers"], round(gib(gl)) if gl < 60 * 2**30 else "native",
+                j["config"].get("dtype", "fp32"))
 
     base = {}
     for j in runs:
@@ -121,6 +128,7 @@ def main():
           "| host peak/plan GiB | disk peak/plan GiB | busy C/H2D/D2H/Adam/disk ms | roofline | schedule "
           "bound | ms / bound |")
     print("|" + "---|" * 14)
+    twins = {}  # (name without dtype) -> {dtype: (ms, roofline)}
     for j in runs:
         c = j["config"]
         mem = j["memory"]
@@ -136,6 +144,10 @@ def main():
             name += " clip 0"
         if gl < 60 * 2**30:
             name += " (%.0fG/%.0fG)" % (gib(gl), gib(hl))
+        dt = c.get("dtype", "fp32")
+        plain = name
+        if dt != "fp32":
+            name += " " + dt
         P = j.get("parameters", 0) / 1e9
         if j["status"] != "ok":
             print("| %s | %.2f | %s: %s |%s" % (name, P, j["status"], j.get("message", "")[:90], " |" * 11))
@@ -152,11 +164,12 @@ def main():
         last = j["iterations"][-1]
         roof = sched = ratio = busy = ""
         if last.get("busy_ms"):
-            t = terms(last, bw, disk_w, disk_r)
+            t = terms(last, bw, disk_w, disk_r, dt == "bf16")
             b = last["busy_ms"]
             busy = "%.0f / %.0f / %.0f / %.0f / %.0f" % (b["compute"], b["h2d"], b["d2h"], b["host_adam"],
                                                        b.get("disk", 0))
             roof = "%.0f" % max(t.values())
+            twins.setdefault(plain, {})[dt] = (med, max(t.values()))
             sb = schedule_bound(j["method"], c, t)
             if sb:
                 sched = "%.0f" % sb
@@ -164,6 +177,19 @@ def main():
         print("| %s | %.2f | ok | %.1f | %.2f | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             name, P, med, s["samples_per_second"], s["model_tflops"], vs, pp("gpu"), pp("host"),
             pp("disk"), busy, roof, sched, ratio))
+        if not last.get("busy_ms"):
+            twins.setdefault(plain, {})[dt] = (med, None)
+    pairs = [(n, d) for n, d in sorted(twins.items()) if "fp32" in d and "bf16" in d]
+    if pairs:
+        print()
+        print("bf16 against TF32 (same engine, size and budget; roofline from each run's own bytes):")
+        print()
+        print("| run | TF32 ms | bf16 ms | bf16 speed-up | TF32 ms / roofline | bf16 ms / roofline |")
+        print("|---|---|---|---|---|---|")
+        for n, d in pairs:
+            (mf, rf), (mb, rb) = d["fp32"], d["bf16"]
+            print("| %s | %.1f | %.1f | %.2fx | %s | %s |" % (n, mf, mb, mf / mb, "%.2f" % (mf / rf) if rf else "",
+                                                          "%.2f" % (mb / rb) if rb else ""))
 
 
 if __name__ == "__main__":
