@@ -127,18 +127,21 @@ static stream_result measure_stream(size_t n, int threads, int reps)
 
 typedef struct adam_arrays {
     float *p, *g, *m, *v;
+    uint16_t *w; /* the bf16 working copy the bf16 engines' host Adam also writes */
     size_t n;
 } adam_arrays;
 
 static adam_arrays adam_arrays_new(size_t n, int threads)
 {
-    adam_arrays a = {alloc_floats(n), alloc_floats(n), alloc_floats(n), alloc_floats(n), n};
+    adam_arrays a = {alloc_floats(n), alloc_floats(n), alloc_floats(n), alloc_floats(n),
+                     (uint16_t *)(void *)alloc_floats(n / 2 + 1), n}; /* (w: n halves) */
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t i = 0; i < n; i++) {
         a.p[i] = 0.01f * (float)(i % 97);
         a.g[i] = 1e-3f * (float)(i % 89) - 0.04f;
         a.m[i] = 0.0f;
         a.v[i] = 0.0f;
+        a.w[i] = 0;
     }
     return a;
 }
@@ -149,6 +152,7 @@ static void adam_arrays_free(adam_arrays *a)
     free(a->g);
     free(a->m);
     free(a->v);
+    free(a->w);
 }
 
 static cpu_adam_job job_over(adam_arrays *a, size_t lo, size_t n, int t)
@@ -159,8 +163,9 @@ static cpu_adam_job job_over(adam_arrays *a, size_t lo, size_t n, int t)
     return j;
 }
 
-/* Best time of `reps` updates over the whole array, ms; negative on failure. */
-static double time_adam(const char *isa, int threads, adam_arrays *a, int reps)
+/* Best time of `reps` updates over the whole array, ms; negative on failure.  bf16: the
+ * update also writes the bf16 working copy (params_bf16). */
+static double time_adam(const char *isa, int threads, adam_arrays *a, int reps, int bf16)
 {
     cpu_adam *pool;
     if (cpu_adam_create_isa(&pool, threads, isa) != GPT_OK)
@@ -168,6 +173,7 @@ static double time_adam(const char *isa, int threads, adam_arrays *a, int reps)
     double best = 1e30;
     for (int r = 0; r <= reps; r++) { /* r = 0 warms up */
         cpu_adam_job j = job_over(a, 0, a->n, r + 1);
+        if (bf16) j.params_bf16 = a->w;
         double t0 = wall_ms();
         if (cpu_adam_run(pool, &j) != GPT_OK) {
             cpu_adam_destroy(pool);
@@ -331,7 +337,7 @@ int main(int argc, char **argv)
         }
         const int exact = check_exact(isas[i], o.max_threads);
         for (int k = 0; k < ncounts; k++) {
-            double ms = time_adam(isas[i], counts[k], &arrays, o.reps);
+            double ms = time_adam(isas[i], counts[k], &arrays, o.reps, 0);
             if (ms < 0) {
                 printf("  %-8s %7d  failed\n", isas[i], counts[k]);
                 continue;
@@ -342,6 +348,22 @@ int main(int argc, char **argv)
                    gbs, 100.0 * gbs / triad_at[k], 100.0 * gbs / update_at[k],
                    exact ? "yes" : "NO");
         }
+    }
+    /* the bf16 engines' update: the same, and the bf16 working copy written (30 B/param) */
+    printf("\ncpu_adam with the bf16 working copy written too (30 B/param), %d threads\n", o.max_threads);
+    printf("  isa      G params/s     GB/s  of update  vs fp32 only\n");
+    for (int i = 1; i < 3; i++) {
+        if (!isa_available(isas[i]))
+            continue;
+        const double ms32 = time_adam(isas[i], o.max_threads, &arrays, o.reps, 0);
+        const double ms16 = time_adam(isas[i], o.max_threads, &arrays, o.reps, 1);
+        if (ms32 < 0 || ms16 < 0) {
+            printf("  %-8s failed\n", isas[i]);
+            continue;
+        }
+        const double gps = (double)adam_n / (ms16 * 1e6);
+        printf("  %-8s %10.3f  %7.1f  %8.0f%%  %9.2fx time\n", isas[i], gps, 30.0 * gps,
+               100.0 * 30.0 * gps / update_at[ncounts - 1], ms16 / ms32);
     }
     adam_arrays_free(&arrays);
 

@@ -548,6 +548,81 @@ static int isa_supported(const char *isa)
     return 1;
 }
 
+static uint32_t float_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* w is p rounded as gpt_f32_to_bf16 rounds, element for element. */
+static void assert_bf16_copy(const float *p, const uint16_t *w, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (w[i] != gpt_f32_to_bf16(p[i]))
+            fail_msg("%s: bf16 copy of element %zu (%a, bits 0x%08x) is 0x%04x, not 0x%04x", what, i,
+                     (double)p[i], (unsigned)float_bits(p[i]), w[i], gpt_f32_to_bf16(p[i]));
+}
+
+/* The bf16 copy the SIMD paths write, on the values where rounding can go wrong: ties to
+ * even and odd, values that round up into the next exponent and to infinity, infinities,
+ * NaNs of both signs with payloads, denormals, zeros.  lr = 0 and no decay leave every
+ * finite parameter as it was, so the ties reach the rounding as ties; each special value
+ * sits at every lane position of a vector. */
+static void test_cpu_adam_bf16_rounding(void **state)
+{
+    (void)state;
+    static const uint32_t specials[] = {
+        0x3f808000u, 0x3f818000u, 0xbf808000u, 0xbf818000u, /* ties: even stays, odd goes up */
+        0x3f807fffu, 0x3f808001u, 0x3fffffffu, 0x7f7fffffu, /* below/above a tie, carry, to inf */
+        0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc12345u, /* infinities, NaNs */
+        0x7f800001u, 0x7fffffffu, 0xffffffffu, /* sNaN; NaNs that rounding would carry out of */
+        0x00000001u, 0x80008000u, 0x00000000u, 0x80000000u, /* denormals, zeros */
+    };
+    const size_t nspec = sizeof specials / sizeof *specials, n = 16 * nspec + 7; /* (a tail) */
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    gpt_optim o = gpt_optim_default();
+    o.weight_decay = 0.0f;
+    int tested = 0;
+    for (size_t k = 0; k < sizeof isas / sizeof *isas; k++) {
+        if (!isa_supported(isas[k]))
+            continue;
+        assert_int_equal(setenv("AEBENCH_CPU_ADAM_ISA", isas[k], 1), 0);
+        cpu_adam *pool;
+        assert_int_equal(cpu_adam_create(&pool, 2), GPT_OK);
+        adam_block b = adam_block_new(n, 0, 7);
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t bits = specials[(i + i / nspec) % nspec]; /* (shifts lane every round) */
+            memcpy(&b.p[i], &bits, sizeof bits);
+        }
+        memcpy(b.rp, b.p, n * sizeof(float));
+        uint16_t *w = malloc(n * sizeof *w);
+        assert_non_null(w);
+        cpu_adam_job j = adam_job_of(&b, &o, 0.0f, 1, 1.0f);
+        j.params_bf16 = w;
+        assert_int_equal(cpu_adam_run(pool, &j), GPT_OK);
+        size_t ties_kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t in = float_bits(b.rp[i]);
+            if ((in & 0x7f800000u) != 0x7f800000u && (in & 0x7fffffffu) != 0) {
+                /* (finite and not zero: unchanged by lr = 0; a zero may change sign) */
+                assert_int_equal(float_bits(b.p[i]), in);
+                ties_kept += (in & 0xffffu) == 0x8000u;
+            }
+        }
+        assert_true(ties_kept >= 4 * 16);
+        char what[64];
+        snprintf(what, sizeof what, "bf16 rounding, isa %s", isas[k]);
+        assert_bf16_copy(b.p, w, n, what);
+        free(w);
+        adam_block_free(&b);
+        cpu_adam_destroy(pool);
+        tested++;
+    }
+    assert_int_equal(unsetenv("AEBENCH_CPU_ADAM_ISA"), 0);
+    assert_true(tested >= 2);
+}
+
 static void test_cpu_adam_bit_identical(void **state)
 {
     (void)state;
@@ -577,6 +652,11 @@ static void test_cpu_adam_bit_identical(void **state)
                 for (int t = 1; t <= 3; t++) {
                     const float lr = 1e-3f * (float)t, scale = t == 2 ? 1.0f : 0.37f;
                     cpu_adam_job j = adam_job_of(&b, &o, lr, t, scale);
+                    /* every run also writes the bf16 working copy (the bf16 engines' host
+                     * Adam), in place and out of place */
+                    uint16_t *w = malloc((b.n ? b.n : 1) * sizeof *w);
+                    assert_non_null(w);
+                    j.params_bf16 = w;
                     /* t = 2 out of place (into another copy of the state, the input left as
                      * it was), copied back afterwards */
                     const size_t bytes = (b.n ? b.n : 1) * sizeof(float);
@@ -610,6 +690,8 @@ static void test_cpu_adam_bit_identical(void **state)
                     snprintf(what, sizeof what, "isa %s threads %d n %zu n_decay %zu t %d",
                              isas[k], threads[ti], b.n, b.n_decay, t);
                     adam_assert_identical(&b, what);
+                    assert_bf16_copy(b.p, w, b.n, what);
+                    free(w);
                 }
                 adam_block_free(&b);
                 tested++;
@@ -765,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_many_streams_and_destroy_with_queued_work),
         cmocka_unit_test(test_cpu_adam_bit_identical),
         cmocka_unit_test(test_cpu_adam_picks_widest_isa),
+        cmocka_unit_test(test_cpu_adam_bf16_rounding),
         cmocka_unit_test(test_cpu_adam_waits_for_after_event),
         cmocka_unit_test(test_cpu_adam_order_tickets_destroy),
     };

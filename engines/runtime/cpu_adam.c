@@ -98,11 +98,15 @@ static int pthread_failed(const char *what, int rc)
 typedef struct adam_arrays {
     float *p, *m, *v;
     const float *p_in, *m_in, *v_in, *g;
+    uint16_t *w; /* NULL, or the updated params rounded to bf16 here too (cpu_adam_job's
+                  * params_bf16), in the same pass: a second pass over p would read every
+                  * element again and convert it one at a time (measured 20% slower updates) */
 } adam_arrays;
 
 static adam_arrays arrays_at(const adam_arrays *a, size_t i)
 {
-    return (adam_arrays){a->p + i, a->m + i, a->v + i, a->p_in + i, a->m_in + i, a->v_in + i, a->g + i};
+    return (adam_arrays){a->p + i, a->m + i, a->v + i, a->p_in + i, a->m_in + i, a->v_in + i, a->g + i,
+                         a->w ? a->w + i : NULL};
 }
 
 static void adam_scalar(const adam_arrays *a, size_t n, const adam_consts *c, float wd)
@@ -112,7 +116,37 @@ static void adam_scalar(const adam_arrays *a, size_t n, const adam_consts *c, fl
         gpt_adamw_element(&p, a->g[i], &m, &v, c->lr, c->beta1, c->beta2, c->eps, wd,
                           c->bias_corr1, c->bias_corr2, c->grad_scale);
         a->p[i] = p, a->m[i] = m, a->v[i] = v;
+        if (a->w) a->w[i] = gpt_f32_to_bf16(p);
     }
+}
+
+/* gpt_f32_to_bf16 on 8 or 16 lanes, bit for bit: round to nearest, ties to even, on the
+ * bits; a NaN keeps its top half and becomes quiet. */
+__attribute__((target("avx2"))) static __m128i bf16_of_avx2(__m256 x)
+{
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
+                         _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))), 16);
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i h = _mm256_blendv_epi8(rounded, quiet, nan); /* (each lane < 2^16) */
+    /* pack the eight 32-bit lanes to 16 bits: packus works per 128-bit half */
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+    return _mm256_castsi256_si128(packed);
+}
+
+__attribute__((target("avx512f"))) static __m256i bf16_of_avx512(__m512 x)
+{
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                         _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))), 16);
+    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                  _mm512_set1_epi32(0x7f800000));
+    return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
 }
 
 /* Out of place (into another copy of the state), the SIMD paths store past the caches:
@@ -169,6 +203,7 @@ __attribute__((target("avx2"))) static void adam_avx2(const adam_arrays *a, size
         const __m256 pn = _mm256_sub_ps(pi, _mm256_mul_ps(lr, step));
         if (stream) _mm256_stream_ps(p + i, pn);
         else _mm256_storeu_ps(p + i, pn);
+        if (a->w) _mm_storeu_si128((__m128i *)(a->w + i), bf16_of_avx2(pn));
     }
     if (stream) _mm_sfence(); /* (streamed stores are ordered before the job is seen done) */
     const adam_arrays rest = arrays_at(a, i);
@@ -210,6 +245,7 @@ __attribute__((target("avx512f"))) static void adam_avx512(const adam_arrays *a,
         const __m512 pn = _mm512_sub_ps(pi, _mm512_mul_ps(lr, step));
         if (stream) _mm512_stream_ps(p + i, pn);
         else _mm512_storeu_ps(p + i, pn);
+        if (a->w) _mm256_storeu_si256((__m256i *)(a->w + i), bf16_of_avx512(pn));
     }
     if (stream) _mm_sfence(); /* (streamed stores are ordered before the job is seen done) */
     const adam_arrays rest = arrays_at(a, i);
@@ -221,7 +257,7 @@ static void adam_range(adam_isa isa, const cpu_adam_job *j, const adam_consts *c
                        size_t hi)
 {
     const adam_arrays all = {j->params_out ? j->params_out : j->params, j->m_out ? j->m_out : j->m,
-                             j->v_out ? j->v_out : j->v, j->params, j->m, j->v, j->grads};
+                             j->v_out ? j->v_out : j->v, j->params, j->m, j->v, j->grads, j->params_bf16};
     const size_t split = j->n_decay < lo ? lo : j->n_decay > hi ? hi : j->n_decay;
     const struct { size_t lo, hi; float wd; } parts[2] = {{lo, split, c->weight_decay},
                                                           {split, hi, 0.0f}};
@@ -236,8 +272,6 @@ static void adam_range(adam_isa isa, const cpu_adam_job *j, const adam_consts *c
         case ISA_SCALAR: adam_scalar(&at, n, c, parts[k].wd); break;
         }
     }
-    if (j->params_bf16)
-        for (size_t i = lo; i < hi; i++) j->params_bf16[i] = gpt_f32_to_bf16(all.p[i]);
 }
 
 /* ---- the pool -------------------------------------------------------------------------- */
