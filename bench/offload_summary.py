@@ -129,6 +129,7 @@ def main():
           "bound | ms / bound |")
     print("|" + "---|" * 14)
     twins = {}  # (name without dtype) -> {dtype: (ms, roofline)}
+    largest = {}  # (name without size or dtype, dtype) -> (layers, samples/s, B params) of its largest run
     for j in runs:
         c = j["config"]
         mem = j["memory"]
@@ -179,6 +180,9 @@ def main():
             pp("disk"), busy, roof, sched, ratio))
         if not last.get("busy_ms"):
             twins.setdefault(plain, {})[dt] = (med, None)
+        kind = plain.replace(" l%d" % c["layers"], "", 1)  # (the run without its size)
+        if (kind, dt) not in largest or c["layers"] > largest[(kind, dt)][0]:
+            largest[(kind, dt)] = (c["layers"], s["samples_per_second"], P)
     pairs = [(n, d) for n, d in sorted(twins.items()) if "fp32" in d and "bf16" in d]
     if pairs:
         print()
@@ -190,6 +194,20 @@ def main():
             (mf, rf), (mb, rb) = d["fp32"], d["bf16"]
             print("| %s | %.1f | %.1f | %.2fx | %s | %s |" % (n, mf, mb, mf / mb, "%.2f" % (mf / rf) if rf else "",
                                                           "%.2f" % (mb / rb) if rb else ""))
+    # Under a budget bf16 fits another size (its host working copy, its activations): each
+    # dtype's largest run of an engine, and what it trains per second (samples, and parameters
+    # times samples: a bigger model per sample counts).
+    kinds = sorted({k for k, _ in largest if (k, "fp32") in largest and (k, "bf16") in largest
+                    and largest[(k, "fp32")][0] != largest[(k, "bf16")][0]})
+    if kinds:
+        print()
+        print("bf16 against TF32, each at the largest size it was run at:")
+        print()
+        print("| run | TF32 size, samples/s | bf16 size, samples/s | bf16 / TF32 samples/s | bf16 / TF32 B params x samples/s |")
+        print("|---|---|---|---|---|")
+        for k in kinds:
+            (lf, sf, pf), (lb, sb, pb) = largest[(k, "fp32")], largest[(k, "bf16")]
+            print("| %s | l%d, %.2f | l%d, %.2f | %.2fx | %.2fx |" % (k, lf, sf, lb, sb, sb / sf, sb * pb / (sf * pf)))
 
 
 if __name__ == "__main__":
