@@ -25,9 +25,12 @@ paper_base(m) = m eq "megatron-lm" ? 0.750 : m eq "l2l" ? 0.053 : m eq "zero-off
                 m eq "zero-infinity" ? 0.244 : NaN
 paper_sh(m) = m eq "megatron-lm" ? 0.665 : m eq "l2l" ? 0.227 : m eq "zero-offload" ? 0.400 : \
               m eq "zero-infinity" ? 0.400 : NaN
-# columns: baseline,layers,parameters_b,baseline_samples_per_s,stronghold_samples_per_s,speedup
+# columns: baseline,layers,parameters_b,baseline_samples_per_s,stronghold_samples_per_s,speedup,
+#          predicted_baseline_samples_per_s,predicted_stronghold_samples_per_s (empty: no machine file)
 plot infile every ::1 using 4:xticlabels(sprintf("%s (l%d)", strcol(1), $2)) title "baseline" lc rgb "#bbbbbb", \
      '' every ::1 using 5 title "stronghold" lc rgb "#4477aa", \
+     '' every ::1 using ($0 - 0.17):7 with points pt 6 ps 2 lw 2 lc rgb "#222222" title "predicted baseline (--predict)", \
+     '' every ::1 using ($0 + 0.17):8 with points pt 6 ps 2 lw 2 lc rgb "#225588" title "predicted stronghold (--predict)", \
      '' every ::1 using ($0 - 0.17):(paper_base(strcol(1))) axes x1y2 with points pt 9 ps 1.8 lc rgb "#555555" \
         title "paper: baseline (V100, its largest)", \
      '' every ::1 using ($0 + 0.17):(paper_sh(strcol(1))) axes x1y2 with points pt 9 ps 1.8 lc rgb "#ee6677" \

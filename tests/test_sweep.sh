@@ -169,6 +169,25 @@ if has_engine stronghold; then
     else
         failc "case 5 predicted column" "$(cat "$SW/c5/case5.csv" 2>&1) $(tail -n 2 "$SW/c5cal.out" 2>&1)"
     fi
+    # case 2 (each baseline's largest size, stronghold -w 4 there) with that machine file:
+    # both runs of every row get --predict's samples/s (batch * 1000 / its predicted ms), drawn
+    # as marks over the bars
+    # (into case 1's results: its find-max gives the sizes)
+    cp "$SW"/c5/machine_*.json "$SW/ae/" 2>/dev/null
+    (cd "$SW" && "$BIN" --config "$ROOT/configs/small/case2.json" "${SMALL[@]}" --results "$SW/ae" >"$SW/c2.out" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && bash scripts/case2_extract.sh -r "$SW/ae" -o "$SW/c2" -w 4 >/dev/null &&
+        [ "$(($(wc -l <"$SW/c2/case2.csv") - 1))" -eq $((NE - 1)) ] &&
+        awk -F, 'NR > 1 && !($7 ~ /^[0-9.]+$/ && $7 > 0 && $8 ~ /^[0-9.]+$/ && $8 > 0) { bad = 1 } END { exit bad }' "$SW/c2/case2.csv" &&
+        row=$(grep '^megatron-lm,' "$SW/c2/case2.csv") &&
+        pl=$("$BIN" --predict -m megatron-lm -l "$(cut -d, -f2 <<<"$row")" "${SMALL[@]}" -b 2 --machine "$(ls "$SW"/ae/machine_*.json | head -n 1)" |
+             awk '/^predict / { print $3; exit }') &&
+        [ "$(cut -d, -f7 <<<"$row")" = "$(awk -v ms="$pl" 'BEGIN { printf "%.3f", 2000 / ms }')" ] &&
+        bash scripts/case2_draw.sh "$SW/c2/case2.csv" "$SW/c2.png" >/dev/null 2>&1 && [ -s "$SW/c2.png" ]; then
+        pass "case 2 with a machine file: each baseline and stronghold run's predicted samples/s in the CSV (megatron-lm: 2000 / $pl ms), drawn"
+    else
+        failc "case 2 predicted columns" "exit $rc; $(cat "$SW/c2/case2.csv" 2>&1) $(tail -n 2 "$SW/c2.out")"
+    fi
 fi
 
 # ---- figures: gnuplot writes a PNG ---------------------------------------------------------
