@@ -7,8 +7,8 @@
 #   bash bench/predict_gpu.sh "$OUT"        ITERS (default 6)
 # RANKS=N (the N-GPU machines: nvidia-h100-x2, nvidia-h200-x2): built with MPI and NCCL
 # (bench/dp_env.sh), calibrated on one rank and then at N ranks (the collectives), and every
-# engine at l32 on N ranks (megatron-lm at ZeRO stages 0 and 3, stronghold -w 15 and -w auto);
-# no -w auto check.
+# engine at l32 on N ranks (megatron-lm at ZeRO stages 0 and 3, stronghold -w 15 and -w auto),
+# and gemini's three modes at case 6's shape (l16, global batch 32); no -w auto check.
 set -uo pipefail
 dest=${1:-bench/results/latest}
 ranks=${RANKS:-1}
@@ -40,7 +40,9 @@ else
 fi
 echo "calibrated: $(( $(date +%s) - t0 )) s"
 [ "$ranks" -gt 1 ] && runs=("megatron-lm -l 32 --zero-stage 0" "megatron-lm -l 32 --zero-stage 3" "zero-offload -l 32"
-      "l2l -l 32" "zero-infinity -l 32" "stronghold -l 32 -w 15" "stronghold -l 32 -w auto") || runs=("megatron-lm -l 16" "megatron-lm -l 32" "megatron-lm -l 16 --dtype bf16" "megatron-lm -l 32 --dtype bf16"
+      "l2l -l 32" "zero-infinity -l 32" "stronghold -l 32 -w 15" "stronghold -l 32 -w auto"
+      "gemini -l 16 --global-batch 32 --gemini-mode none --iters 10" "gemini -l 16 --global-batch 32 --gemini-mode naive --iters 10"
+      "gemini -l 16 --global-batch 32 --gemini-mode interleave --iters 10") || runs=("megatron-lm -l 16" "megatron-lm -l 32" "megatron-lm -l 16 --dtype bf16" "megatron-lm -l 32 --dtype bf16"
       "l2l -l 32" "zero-offload -l 32" "zero-infinity -l 32" "stronghold -l 32 -w 15"
       "stronghold -l 32 -w 2" "stronghold -l 32 -w 8" "stronghold -l 32 -w 14"
       "stronghold -l 16 -w 15" "stronghold -l 48 -w 15" "stronghold -l 64 -w 15" "stronghold -l 80 -w 15"
@@ -52,7 +54,8 @@ for r in "${runs[@]}"; do
     read -r m rest <<<"$r"
     p=$(./aebench --predict -m $m $rest "${shape[@]}" --results "$out/res" 2>&1 | grep "^predict " | head -n 1)
     SECONDS=0
-    timeout 240 ./aebench -m $m $rest "${shape[@]}" --iters "${ITERS:-6}" --log-interval "${ITERS:-6}" \
+    # (the run's own arguments last: a gemini run's --iters wins over the default)
+    timeout 240 ./aebench -m $m "${shape[@]}" --iters "${ITERS:-6}" --log-interval "${ITERS:-6}" $rest \
         --results "$out/runs" >"$out/run.txt" 2>&1
     meas=$(awk '/done:/ {print $3; exit}' "$out/run.txt")
     # the run's peak GPU and host bytes (its budgets' accounting), as --predict prints a plan

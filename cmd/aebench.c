@@ -223,7 +223,7 @@ int main(int argc, char **argv)
             code = EXIT_BAD_INPUT;
         }
         if (!code && rc.calibrate)
-            code = comm.world > 1 ? machine_calibrate_collectives(&rc, be, path, comm.rank, comm.world)
+            code = comm.world > 1 ? machine_calibrate_collectives(&rc, be, path, &comm)
                                   : machine_calibrate(&rc, be, path);
         if (!code && rc.predict) {
             machine_rates m;

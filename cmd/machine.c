@@ -4,6 +4,7 @@
 #include "run.h"
 #include "data.h"
 #include "../engines/runtime/collectives.h"
+#include "../engines/runtime/comm.h"
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/disk_tier.h"
 #include "../engines/runtime/predict.h"
@@ -29,7 +30,11 @@
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam" }, ... ],
- *   "disks": [ { "dir", "read_gbs", "write_gbs", "measured" }, ... ] (--offload nvme's tier) }
+ *   "disks": [ { "dir", "read_gbs", "write_gbs", "measured" }, ... ] (--offload nvme's tier),
+ *   "collectives": [ { "world", "all_reduce_ms", "all_reduce_gbs", "reduce_scatter_ms",
+ *                      "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs",
+ *                      "compute_under_collectives", "rates": { as above, one rank's with
+ *                      every rank at work }, "measured" }, ... ] (--calibrate under mpirun) }
  * "measured" is the Unix time of the measurement. */
 
 /* The rates a prediction reads (the file also records both_h2d_gbs, both_d2h_gbs: each way
@@ -186,6 +191,29 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         out->coll_world = world;
         out->ar_ms = c[0], out->ar_gbs = c[1], out->rs_ms = c[2], out->rs_gbs = c[3], out->ag_ms = c[4];
         out->ag_gbs = c[5];
+        /* optional (files from before they were measured): the compute beside collectives,
+         * and each rank's copy and host Adam rates with every rank at work */
+        if (cJSON_GetObjectItemCaseSensitive(ce, "compute_under_collectives")) {
+            if (field(ce, "collectives[]", "compute_under_collectives", path, &out->compute_under_coll, err, errlen))
+                goto out;
+            if (out->compute_under_coll < 1) {
+                snprintf(err, errlen, "machine file %s: collectives[].compute_under_collectives is %g (at least 1)",
+                         path, out->compute_under_coll);
+                goto out;
+            }
+        }
+        const cJSON *shared = cJSON_GetObjectItemCaseSensitive(ce, "rates");
+        if (shared) {
+            static const char *const rate_names[] = {"h2d_gbs", "d2h_gbs", "host_adam_ms_per_mparam", "host_threads",
+                                                     "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam"};
+            double r[7];
+            for (int i = 0; i < 7; i++)
+                if (field(shared, "collectives[].rates", rate_names[i], path, &r[i], err, errlen)) goto out;
+            out->h2d_gbs = r[0], out->d2h_gbs = r[1], out->host_adam_ms_per_mparam = r[2];
+            out->host_threads = (int)r[3];
+            out->busy_h2d_gbs = r[4], out->busy_d2h_gbs = r[5], out->busy_host_adam_ms_per_mparam = r[6];
+            out->rates_world = world;
+        }
     }
     /* the disk tier at the run's --nvme-dir, when calibrated there (else 0) */
     const cJSON *disks = cJSON_GetObjectItemCaseSensitive(root, "disks"), *de;
@@ -349,43 +377,70 @@ static void run_adam(void *p)
     gpt_block_adamw(c->s, c->master, c->lg, c->lm, c->lv, c->PL, c->PL / 2, &c->optim, 1e-4f, 1, 1.0f);
 }
 
-/* One micro-batch's pieces at rc's shape, on the backend (zeros everywhere: the times do not
- * depend on the values, and zeros keep the CPU free of denormals). */
-static int measure_compute(const run_config *rc, gpt_backend *be, cJSON *entry)
+/* The buffers of one micro-batch's pieces at rc's shape, on the backend (zeros everywhere:
+ * the times do not depend on the values, and zeros keep the CPU free of denormals), and a
+ * stream to time them on.  0, or EXIT_RUN_ERROR said on stderr (compute_ctx_close either way). */
+typedef struct compute_bufs {
+    compute_ctx c;
+    void **ptr[16];
+    size_t bytes[16];
+    int n;
+} compute_bufs;
+static int compute_ctx_open(const run_config *rc, gpt_backend *be, compute_bufs *b)
 {
     const gpt_shape *sh = &rc->eng.shape;
     const gpt_dtype dt = rc->eng.bf16 ? GPT_BF16 : GPT_F32;
     const size_t N = (size_t)sh->batch * sh->seq, C = (size_t)sh->hidden;
-    compute_ctx c;
-    memset(&c, 0, sizeof c);
-    c.sh = sh;
-    c.PL = gpt_layer_layout_of(sh).total;
-    c.optim = gpt_optim_default();
+    memset(b, 0, sizeof *b);
+    compute_ctx *c = &b->c;
+    c->sh = sh;
+    c->PL = gpt_layer_layout_of(sh).total;
+    c->optim = gpt_optim_default();
     const size_t PE = gpt_embed_layout_of(sh).total;
-    struct { void **p; size_t bytes; } bufs[] = {
-        {&c.lp, LAYER_COPIES * gpt_act_bytes(c.PL, dt)}, {&c.ep, gpt_act_bytes(PE, dt)}, {&c.x_in, gpt_act_bytes(N * C, dt)},
-        {&c.x_out, gpt_act_bytes(N * C, dt)}, {&c.dres, gpt_act_bytes(N * C, dt)},
-        {&c.acts_base, gpt_layer_acts_bytes(sh, dt)}, {&c.scratch_base, gpt_layer_scratch_bytes(sh, dt)},
-        {&c.head_base, gpt_head_acts_bytes(sh, dt)}, {(void **)&c.lg, LAYER_COPIES * c.PL * sizeof(float)},
-        {(void **)&c.norm_out, sizeof(float)},
-        {(void **)&c.eg, PE * sizeof(float)}, {(void **)&c.lm, c.PL * sizeof(float)},
-        {(void **)&c.lv, c.PL * sizeof(float)}, {(void **)&c.master, c.PL * sizeof(float)},
-        {(void **)&c.tokens, N * sizeof(int32_t)}, {(void **)&c.targets, N * sizeof(int32_t)},
+    const struct { void **p; size_t bytes; } bufs[16] = {
+        {&c->lp, LAYER_COPIES * gpt_act_bytes(c->PL, dt)}, {&c->ep, gpt_act_bytes(PE, dt)}, {&c->x_in, gpt_act_bytes(N * C, dt)},
+        {&c->x_out, gpt_act_bytes(N * C, dt)}, {&c->dres, gpt_act_bytes(N * C, dt)},
+        {&c->acts_base, gpt_layer_acts_bytes(sh, dt)}, {&c->scratch_base, gpt_layer_scratch_bytes(sh, dt)},
+        {&c->head_base, gpt_head_acts_bytes(sh, dt)}, {(void **)&c->lg, LAYER_COPIES * c->PL * sizeof(float)},
+        {(void **)&c->norm_out, sizeof(float)},
+        {(void **)&c->eg, PE * sizeof(float)}, {(void **)&c->lm, c->PL * sizeof(float)},
+        {(void **)&c->lv, c->PL * sizeof(float)}, {(void **)&c->master, c->PL * sizeof(float)},
+        {(void **)&c->tokens, N * sizeof(int32_t)}, {(void **)&c->targets, N * sizeof(int32_t)},
     };
-    const int nb = (int)(sizeof bufs / sizeof bufs[0]);
-    int rc_ = 0, bad = 0;
-    if (be->ops->stream_create(be, &c.s)) return EXIT_RUN_ERROR;
-    for (int i = 0; i < nb && !rc_; i++) {
-        rc_ = be->ops->dev_alloc(be, bufs[i].p, bufs[i].bytes);
-        if (!rc_) rc_ = gpt_stream_memset_zero(c.s, *bufs[i].p, bufs[i].bytes);
+    if (be->ops->stream_create(be, &c->s)) {
+        fprintf(stderr, "aebench: --calibrate: cannot create a stream\n");
+        return EXIT_RUN_ERROR;
+    }
+    int rc_ = 0;
+    for (b->n = 0; b->n < 16 && !rc_; b->n++) {
+        b->ptr[b->n] = bufs[b->n].p, b->bytes[b->n] = bufs[b->n].bytes;
+        rc_ = be->ops->dev_alloc(be, bufs[b->n].p, bufs[b->n].bytes);
+        if (!rc_) rc_ = gpt_stream_memset_zero(c->s, *bufs[b->n].p, bufs[b->n].bytes);
     }
     if (rc_) {
         fprintf(stderr, "aebench: --calibrate: the shape's buffers do not fit on the device (%s)\n",
                 rc_ == GPT_ERR_OOM ? "out of memory" : "backend error");
-    } else {
-        gpt_layer_acts_carve_as(&c.acts, c.acts_base, sh, dt);
-        gpt_layer_scratch_carve_as(&c.scratch, c.scratch_base, sh, dt);
-        gpt_head_acts_carve_as(&c.head, c.head_base, sh, dt);
+        return EXIT_RUN_ERROR;
+    }
+    gpt_layer_acts_carve_as(&c->acts, c->acts_base, sh, dt);
+    gpt_layer_scratch_carve_as(&c->scratch, c->scratch_base, sh, dt);
+    gpt_head_acts_carve_as(&c->head, c->head_base, sh, dt);
+    return 0;
+}
+static void compute_ctx_close(gpt_backend *be, compute_bufs *b)
+{
+    for (int i = b->n - 1; i >= 0; i--)
+        if (*b->ptr[i]) be->ops->dev_free(be, *b->ptr[i]);
+    if (b->c.s) be->ops->stream_destroy(b->c.s);
+}
+
+/* One micro-batch's pieces at rc's shape. */
+static int measure_compute(const run_config *rc, gpt_backend *be, cJSON *entry)
+{
+    compute_bufs b;
+    int bad = 0;
+    if (compute_ctx_open(rc, be, &b) == 0) {
+        compute_ctx *c = &b.c;
         const struct { const char *name; issue_fn fn; } parts[] = {
             {"embed_fwd_ms", run_embed_fwd}, {"layer_fwd_ms", run_layer_fwd}, {"layer_bwd_ms", run_layer_bwd},
             {"head_ms", run_head}, {"embed_bwd_ms", run_embed_bwd},
@@ -393,15 +448,15 @@ static int measure_compute(const run_config *rc, gpt_backend *be, cJSON *entry)
         for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
             const int per_layer = parts[i].fn == run_layer_fwd || parts[i].fn == run_layer_bwd;
             cJSON_AddNumberToObject(entry, parts[i].name,
-                                    time_ms(c.s, parts[i].fn, &c, &bad) / (per_layer ? LAYER_COPIES : 1));
+                                    time_ms(c->s, parts[i].fn, c, &bad) / (per_layer ? LAYER_COPIES : 1));
         }
-        cJSON_AddNumberToObject(entry, "gpu_adam_ms_per_mparam", time_ms(c.s, run_adam, &c, &bad) / (c.PL / 1e6));
+        cJSON_AddNumberToObject(entry, "gpu_adam_ms_per_mparam", time_ms(c->s, run_adam, c, &bad) / (c->PL / 1e6));
         if (bad) fprintf(stderr, "aebench: --calibrate: a timed op failed on the backend\n");
+    } else {
+        bad = 1;
     }
-    for (int i = nb - 1; i >= 0; i--)
-        if (*bufs[i].p) be->ops->dev_free(be, *bufs[i].p);
-    be->ops->stream_destroy(c.s);
-    return rc_ || bad ? EXIT_RUN_ERROR : 0;
+    compute_ctx_close(be, &b);
+    return bad ? EXIT_RUN_ERROR : 0;
 }
 
 /* The median step (ms, the first left out) of megatron-lm with `layers` layers at rc's shape,
@@ -514,9 +569,19 @@ static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, i
     return 0;
 }
 
+/* Every rank of the job here before the next measurement (none: nothing to wait for); 1 if
+ * the barrier failed. */
+static int in_step(const comm_world *ranks)
+{
+    return ranks && comm_barrier(ranks) != 0;
+}
+
 /* Pinned copies each way, and both ways at once on two streams; the host Adam pool with the
- * run's threads; host copies; and all of them at once (measure_busy). */
-static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
+ * run's threads; host copies; and all of them at once (measure_busy).  With `ranks` (not
+ * NULL), every rank of the job measures at once, each its own GPU's copies and its own pool,
+ * in step (a barrier before each measurement): the rates one rank gets while the others
+ * share the machine's host memory and cores. */
+static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, const comm_world *ranks)
 {
     const int gpu = rc->eng.device == DEVICE_CUDA;
     const size_t bytes = (size_t)(gpu ? 256 : 32) << 20;
@@ -538,18 +603,24 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates)
         copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
         /* each way moves `bytes` in its time; both ways at once, each way moves `bytes` too */
+        bad |= in_step(ranks);
         const double both_ms = host_ms(run_copies, &both_ways, &bad, gpu);
+        bad |= in_step(ranks);
         h2d = bytes / (host_ms(run_copies, &in, &bad, gpu) * 1e6);
+        bad |= in_step(ranks);
         d2h = bytes / (host_ms(run_copies, &out, &bad, gpu) * 1e6);
         both = bytes / (both_ms * 1e6);
         host_ctx h = {pool, {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
                              .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f}};
+        bad |= in_step(ranks);
         const double adam_ms = host_ms(run_host_adam, &h, &bad, gpu);
         adam = adam_ms / (n / 1e6);
+        bad |= in_step(ranks);
         copy = n * sizeof *p / (host_ms(run_host_copy, &h, &bad, gpu) * 1e6);
         /* as many copies each way as three Adam runs take alone, so the two overlap */
         enum { BUSY_ADAM_RUNS = 3 };
         const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam_ms / both_ms + 0.5) : 1;
+        bad |= in_step(ranks);
         if (!bad)
             bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &busy_h2d,
                                 &busy_d2h, &busy_adam) != 0;
@@ -701,7 +772,7 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
         cJSON *rates = cJSON_CreateObject();
         printf("calibrate: copies, host Adam, host memory ...\n");
         fflush(stdout);
-        code = measure_rates(rc, be, rates);
+        code = measure_rates(rc, be, rates, NULL);
         measured = 1;
         cJSON_AddNumberToObject(rates, "measured", (double)now);
         cJSON_DeleteItemFromObjectCaseSensitive(root, "rates");
@@ -822,15 +893,51 @@ static int run_collective(void *p)
     return rc ? rc : gpt_stream_sync(coll_stream(c->g));
 }
 
-int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, int rank, int world)
+/* A layer's backward (LAYER_COPIES of them, as measure_compute times it) with all-reduces of
+ * `coll->n` floats running beside it on the collectives' stream the whole time, against the
+ * same backward alone: how much the collectives' kernels (SMs and memory bandwidth taken
+ * from the compute) slow a data-parallel step's compute.  Every rank runs it in step.  The
+ * ratio, at least 1; 0 on failure. */
+static double measure_compute_under_coll(const run_config *rc, gpt_backend *be, const coll_ctx *coll,
+                                         double ar_ms_each, const comm_world *comm)
 {
+    compute_bufs b;
+    int bad = compute_ctx_open(rc, be, &b) != 0;
+    double alone = 0, t[REPS];
+    if (!bad) alone = time_ms(b.c.s, run_layer_bwd, &b.c, &bad);
+    /* enough all-reduces queued to outlast the backward, slowed as it is (twice its time);
+     * every rank must queue as many (the most any rank wants) */
+    const int want = ar_ms_each > 0 ? (int)(2 * alone / ar_ms_each) + 2 : 2;
+    int wants[64] = {0}, k_coll = want;
+    if (comm->world > 64 || comm_all_gather(comm, &want, wants, sizeof want) != 0) bad = 1;
+    for (int r = 0; r < comm->world && r < 64; r++)
+        if (wants[r] > k_coll) k_coll = wants[r];
+    for (int r = 0; r < REPS && !bad; r++) {
+        bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
+        for (int k = 0; k < k_coll && !bad; k++)
+            bad |= coll_all_reduce_sum(coll->g, coll->buf, coll->n) != 0;
+        const double t0 = wall_ms();
+        run_layer_bwd(&b.c);
+        bad |= gpt_stream_sync(b.c.s) != 0;
+        t[r] = wall_ms() - t0;
+        bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
+    }
+    compute_ctx_close(be, &b);
+    if (bad || alone <= 0) return 0;
+    const double with = median_of(t, REPS);
+    return with > alone ? with / alone : 1.0;
+}
+
+int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, const comm_world *comm)
+{
+    const int rank = comm->rank, world = comm->world;
     /* two sizes, so that latency and rate come apart: t = latency + bytes / rate */
     const size_t small = (size_t)world << 18, large = (size_t)world << (rc->eng.device == DEVICE_CPU ? 21 : 24);
     coll_group *g = NULL;
     float *buf = NULL;
     int bad = coll_open(&g, be, rank, world) || be->ops->dev_alloc(be, (void **)&buf, large * sizeof(float));
     if (!bad) bad = gpt_stream_memset_zero(coll_stream(g), buf, large * sizeof(float)) != 0;
-    double lat[3] = {0}, gbs[3] = {0};
+    double lat[3] = {0}, gbs[3] = {0}, ar_large_ms = 0;
     for (int k = 0; k < 3 && !bad; k++) {
         coll_ctx cs = {g, buf, small, k}, cl = {g, buf, large, k};
         const double a = median_ms(run_collective, &cs, &bad), b = median_ms(run_collective, &cl, &bad);
@@ -838,18 +945,30 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
         gbs[k] = slope > 0 ? 1.0 / (slope * 1e6) : (double)large * sizeof(float) / (b * 1e6);
         lat[k] = a - (double)small * sizeof(float) / (gbs[k] * 1e6);
         if (lat[k] < 1e-3) lat[k] = 1e-3;
+        if (k == 0) ar_large_ms = b;
     }
+    /* what the collectives cost the compute beside them, and the copy and host Adam rates
+     * with every rank of the job at work at once */
+    const coll_ctx all_reduce = {g, buf, large, 0};
+    const double under = bad ? 0 : measure_compute_under_coll(rc, be, &all_reduce, ar_large_ms, comm);
+    if (under <= 0) bad = 1;
     if (buf) be->ops->dev_free(be, buf);
     coll_close(g);
-    if (bad) {
+    cJSON *shared = cJSON_CreateObject();
+    if (!shared || bad || measure_rates(rc, be, shared, comm) != 0) {
         if (rank == 0) fprintf(stderr, "aebench: --calibrate: the collectives failed\n");
+        cJSON_Delete(shared);
         return EXIT_RUN_ERROR;
     }
-    if (rank != 0) return 0;
+    if (rank != 0) {
+        cJSON_Delete(shared);
+        return 0;
+    }
     char err[600] = "";
     cJSON *root = access(path, F_OK) == 0 ? read_json(path, err, sizeof err) : cJSON_CreateObject();
     if (!root) {
         fprintf(stderr, "aebench: %s\n", err);
+        cJSON_Delete(shared);
         return EXIT_BAD_INPUT;
     }
     cJSON *list = array_in(root, "collectives");
@@ -872,6 +991,17 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
         cJSON_AddNumberToObject(entry, key, gbs[k]);
         printf("calibrate: %s among %d ranks: %.3f ms + %.2f GB/s\n", names[k], world, lat[k], gbs[k]);
     }
+    cJSON_AddNumberToObject(entry, "compute_under_collectives", under);
+    printf("calibrate: a layer's backward with all-reduces beside it: %.3fx its time alone\n", under);
+    /* (the memory a run could plan with is the single-rank entry's) */
+    cJSON_DeleteItemFromObject(shared, "gpu_bytes");
+    cJSON_DeleteItemFromObject(shared, "host_bytes");
+    cJSON_AddItemToObject(entry, "rates", shared);
+    printf("calibrate: every rank at once, each: host->gpu %.1f GB/s, gpu->host %.1f GB/s, host Adam %.3f ms per M "
+           "params (%d threads)\n", cJSON_GetObjectItem(shared, "h2d_gbs")->valuedouble,
+           cJSON_GetObjectItem(shared, "d2h_gbs")->valuedouble,
+           cJSON_GetObjectItem(shared, "host_adam_ms_per_mparam")->valuedouble,
+           cJSON_GetObjectItem(shared, "host_threads")->valueint);
     cJSON_AddNumberToObject(entry, "measured", (double)time(NULL));
     cJSON_AddItemToArray(list, entry);
     const int code = write_file(root, path);

@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "../engines/engine.h"
+#include "../engines/runtime/comm.h"
 
 enum { MACHINE_FRESH_DAYS = 7 };
 
@@ -25,9 +26,10 @@ int machine_default_path(char *out, size_t len, const char *results_dir, const g
 /* --calibrate: measure the entry of rc's shape (unless the file has a fresh one) and the
  * machine-wide rates, and write the file.  0, or an EXIT_* code (the reason on stderr). */
 int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path);
-/* Under mpirun: the collectives among the world's ranks (every rank calls it), merged into
- * the file by rank 0.  0, or an EXIT_* code. */
-int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, int rank, int world);
+/* Under mpirun: the collectives among the world's ranks (every rank calls it), what they
+ * slow the compute beside them by, and the copy and host Adam rates each rank gets while every
+ * rank works at once; merged into the file by rank 0.  0, or an EXIT_* code. */
+int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, const comm_world *comm);
 /* Read `path` and take the compute entry of cfg's shape, math and dtype into out.  0, or
  * EXIT_BAD_INPUT with one line in err (a missing file, a missing or malformed field, no
  * entry for the shape). */

@@ -214,6 +214,16 @@ typedef struct machine_rates {
      * its input; all-gather: its output) */
     int coll_world;
     double ar_ms, ar_gbs, rs_ms, rs_gbs, ag_ms, ag_gbs;
+    /* Calibrated at coll_world too (0: an older file without them):
+     *   rates_world           == coll_world when the copy and host Adam rates above are one
+     *                         rank's own while every rank of the machine works at once (its
+     *                         GPU's copies, its share of the cores: pred_host_share is then 1)
+     *   compute_under_coll    a compute piece's time with collectives running beside it, over
+     *                         its time alone (their kernels take SMs and memory bandwidth) */
+    int rates_world;
+    double compute_under_coll;
+    /* the share of the compute stream's time that collectives run beside: pred_settle */
+    double compute_load;
     /* the disk tier at the run's --nvme-dir, GB/s each way (0: not calibrated there) */
     double disk_read_gbs, disk_write_gbs;
 } machine_rates;
@@ -225,6 +235,9 @@ typedef struct engine_prediction {
     double busy_ms[BUSY_KINDS]; /* per resource */
     int bound;                  /* BUSY_* that the schedule waits on most (its critical path) */
     int modelled;               /* 0: the engine has no model for this configuration */
+    /* of busy_ms[BUSY_COMM], what runs while the compute stream is idle (it slows no compute:
+     * machine_rates.compute_under_coll); the rest runs beside the compute */
+    double coll_idle_ms;
     char why[160];              /* when not modelled: why */
 } engine_prediction;
 

@@ -1098,6 +1098,9 @@ static void gemini_predict(const engine_config *cfg, const machine_rates *m, eng
     out->ms += exposed;
     out->busy_ms[BUSY_D2H] += home_ms;
     out->busy_ms[BUSY_COMM] += net_ms;
+    /* naive sends after the step, beside no compute; interleave's fill the step's idle spans
+     * of the collectives' stream, beside the compute, which they slow */
+    if (cfg->gemini_mode == GEMINI_NAIVE) out->coll_idle_ms += net_ms;
     if (cfg->gemini_mode == GEMINI_NAIVE && exposed > step_ms) out->bound = home_ms >= net_ms ? BUSY_D2H : BUSY_COMM;
 }
 

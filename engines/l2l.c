@@ -619,7 +619,7 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
     set_ranks(&z, W, 0, M);
     if (pred_no_collectives(cfg, m, out)) return;
     const int L = z.L, clip = cfg->optim.clip > 0;
-    const double host_share = pred_host_share(cfg);
+    const double host_share = pred_host_share(cfg, m);
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
     if (!adam_done) return;
     /* (bf16: the working copy moves up in half the bytes; grads come home in fp32) */

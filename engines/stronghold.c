@@ -1186,7 +1186,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
     const double per_float = (double)z.act / sizeof(float); /* (bf16: params and inputs move in half the bytes) */
     const double layer_h2d = pred_h2d_ms(m, per_float * z.Sl), input_h2d = pred_h2d_ms(m, per_float * z.NC);
     const double grads_d2h = pred_d2h_ms(m, (double)z.Sl), input_d2h = pred_d2h_ms(m, per_float * z.NC);
-    const double adam_ms = pred_host_share(cfg) * pred_host_adam_ms(m, (double)z.Sl);
+    const double adam_ms = pred_host_share(cfg, m) * pred_host_adam_ms(m, (double)z.Sl);
     const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * z.SP) : 0;
     const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
     const double layer_ar_ms = W > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PL) : 0;

@@ -840,7 +840,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
     if (pred_no_disk(cfg, m, out) || pred_no_collectives(cfg, m, out)) return;
     const zi_layout z = layout_for(cfg);
     const int W = z.W, M = z.M, nvme = z.nvme;
-    const double share = pred_host_share(cfg);
+    const double share = pred_host_share(cfg, m);
     /* (bf16: the working copies move up in half the bytes; grads come home in fp32) */
     const double per_float = (double)z.act / sizeof(float);
     /* (one rank: the shards are the blocks, and no collective runs) */

@@ -793,7 +793,7 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
     const zo_layout z = layout_for(cfg);
     const int L = z.L, clip = cfg->optim.clip > 0, W = z.W, dpu = z.dpu;
     if (pred_no_collectives(cfg, m, out)) return;
-    const double host_share = pred_host_share(cfg);
+    const double host_share = pred_host_share(cfg, m);
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
     if (!adam_done) return;
     pred_timeline t = {0};

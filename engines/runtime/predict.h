@@ -126,13 +126,15 @@ static inline double pred_host_update(pred_timeline *t, const machine_rates *m, 
     return write_floats > 0 ? pred_run(t, BUSY_DISK, pred_disk_write_ms(m, write_floats), done) : done;
 }
 
-/* The share of one machine's host that one rank's host Adam gets: all of it on one rank, or
- * with --threads (each rank's pool its own cores, as calibrated); 1/local_world when every
- * rank's pool takes every core.  A rank's update of its 1/N then takes local_world times its
- * rate alone. */
-static inline double pred_host_share(const engine_config *cfg)
+/* How many times its rate the host Adam of one rank takes: 1 on one rank, with --threads
+ * (each rank's pool its own cores, as calibrated), or where the machine file has the rates
+ * one rank gets while every rank works at once (m->rates_world); else local_world (the
+ * machine's cores and host memory shared by the ranks on it: a rank's update of its 1/N
+ * then takes local_world times its rate alone). */
+static inline double pred_host_share(const engine_config *cfg, const machine_rates *m)
 {
-    return engine_world(cfg) > 1 && cfg->threads <= 0 ? engine_local_world(cfg) : 1;
+    const int W = engine_world(cfg);
+    return W > 1 && cfg->threads <= 0 && m->rates_world != W ? engine_local_world(cfg) : 1;
 }
 
 /* n doubles per array, `count` arrays in one zeroed block (free the first); NULL and out->why
@@ -161,17 +163,33 @@ static inline machine_rates pred_scaled(const machine_rates *measured)
 typedef void (*pred_walk_fn)(const engine_config *cfg, const machine_rates *m, const void *ctx,
                              engine_prediction *out);
 
+/* m's compute pieces with collectives beside the given share of them (m->compute_under_coll:
+ * each piece stretched by the same expected amount; the collectives run beside the backward
+ * mostly, but which piece pays is not modelled, only how much in all). */
+static inline void pred_compute_loaded(machine_rates *loaded, const machine_rates *m, double share)
+{
+    const double f = m->compute_under_coll > 1 ? 1 + (m->compute_under_coll - 1) * share : 1;
+    loaded->compute_load = share;
+    loaded->embed_fwd_ms = m->embed_fwd_ms * f, loaded->layer_fwd_ms = m->layer_fwd_ms * f;
+    loaded->layer_bwd_ms = m->layer_bwd_ms * f, loaded->head_ms = m->head_ms * f;
+    loaded->embed_bwd_ms = m->embed_bwd_ms * f, loaded->gpu_adam_ms_per_mparam = m->gpu_adam_ms_per_mparam * f;
+}
+
 /* The walk with host memory's load settled: walk alone, then again with each host-memory
  * user's load set from how busy the other two were in the last walk (each contender busy a
  * fraction u of the step adds u / 2: with both busy throughout, the rates under full load),
  * until the loads move by less than 1% (damped; a few walks).  An engine without host
- * traffic (megatron-lm) walks once more and is unchanged. */
+ * traffic (megatron-lm) walks once more and is unchanged.  On N ranks the compute's load is
+ * settled alike: the share of the compute stream's busy time the collectives' busy time
+ * beside it covers (they run beside the backward; out->coll_idle_ms not), which stretches the
+ * compute pieces. */
 static inline void pred_settle(const engine_config *cfg, const machine_rates *m, pred_walk_fn walk, const void *ctx,
                                engine_prediction *out)
 {
     static const int host_users[3] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM};
     machine_rates loaded = *m;
     for (int k = 0; k < BUSY_KINDS; k++) loaded.load[k] = 0;
+    pred_compute_loaded(&loaded, m, 0);
     walk(cfg, &loaded, ctx, out);
     for (int it = 0; it < 12 && out->modelled && out->ms > 0; it++) {
         double u[3], moved = 0;
@@ -181,6 +199,13 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
             loaded.load[host_users[i]] = (old + want) / 2;
             moved = pred_max(moved, want > old ? want - old : old - want);
         }
+        const double busy_c = out->busy_ms[BUSY_COMPUTE], busy_n = out->busy_ms[BUSY_COMM] - out->coll_idle_ms;
+        const double want_c = busy_c > 0 ? (busy_n / busy_c > 1 ? 1 : busy_n / busy_c) : 0;
+        const double old_c = loaded.compute_load;
+        pred_compute_loaded(&loaded, m, (old_c + want_c) / 2);
+        /* (a share of a few percent still moves the step by its whole collectives' time:
+         * settled to 0.1%) */
+        moved = pred_max(moved, 10 * (want_c > old_c ? want_c - old_c : old_c - want_c));
         walk(cfg, &loaded, ctx, out);
         if (moved < 0.01) break;
     }
