@@ -3,6 +3,7 @@
 #include "report.h"
 #include "run.h"
 #include "data.h"
+#include "../engines/runtime/ckpt_store.h"
 #include "../engines/runtime/collectives.h"
 #include "../engines/runtime/comm.h"
 #include "../engines/runtime/cpu_adam.h"
@@ -31,6 +32,8 @@
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam" }, ... ],
  *   "disks": [ { "dir", "read_gbs", "write_gbs", "measured" }, ... ] (--offload nvme's tier),
+ *   "checkpoint_dirs": [ { "dir", "home_gbs", "write_ms", "write_gbs", "measured" }, ... ]
+ *                      (gemini's --ckpt-dir: the state's checksums and copy home, then its file),
  *   "collectives": [ { "world", "all_reduce_ms", "all_reduce_gbs", "reduce_scatter_ms",
  *                      "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs",
  *                      "compute_under_collectives", "rates": { as above, one rank's with
@@ -223,6 +226,16 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
             continue;
         if (field(de, "disks[]", "read_gbs", path, &out->disk_read_gbs, err, errlen) ||
             field(de, "disks[]", "write_gbs", path, &out->disk_write_gbs, err, errlen))
+            goto out;
+    }
+    /* gemini's persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0) */
+    const cJSON *cdirs = cJSON_GetObjectItemCaseSensitive(root, "checkpoint_dirs"), *cd;
+    cJSON_ArrayForEach(cd, cdirs) {
+        const cJSON *dir = cJSON_GetObjectItemCaseSensitive(cd, "dir");
+        if (!cfg->ckpt_dir[0] || !cJSON_IsString(dir) || strcmp(dir->valuestring, cfg->ckpt_dir) != 0) continue;
+        if (field(cd, "checkpoint_dirs[]", "write_ms", path, &out->ckpt_write_ms, err, errlen) ||
+            field(cd, "checkpoint_dirs[]", "write_gbs", path, &out->ckpt_write_gbs, err, errlen) ||
+            field(cd, "checkpoint_dirs[]", "home_gbs", path, &out->ckpt_home_gbs, err, errlen))
             goto out;
     }
     /* the pieces as measured, and megatron-lm's step against them (measure_step) */
@@ -687,8 +700,9 @@ static int run_disk(void *p)
 
 /* The disk tier at --nvme-dir, each way: a block the size of a large layer's m and v (1 GiB;
  * 64 MiB on the CPU backend) in 8 MiB requests, into entry. */
-static int measure_disk(const run_config *rc, cJSON *entry)
+static int measure_disk(const run_config *rc, gpt_backend *be, cJSON *entry)
 {
+    (void)be; /* (the tier's I/O threads read and write host memory) */
     const int gpu = rc->eng.device == DEVICE_CUDA;
     const size_t bytes = (size_t)(gpu ? 1024 : 64) << 20, piece = (size_t)8 << 20;
     disk_tier *t = NULL;
@@ -715,6 +729,95 @@ static int measure_disk(const run_config *rc, cJSON *entry)
     return 0;
 }
 
+/* gemini's persistent checkpoint (--ckpt-dir) as it writes it: ckpt_file_write of a state
+ * block (header, data, checksums, each synced: O_DIRECT), timed, then the file removed. */
+typedef struct ckpt_write_ctx {
+    const char *dir, *job;
+    const float *data;
+    size_t floats, chunk;
+} ckpt_write_ctx;
+static int run_ckpt_write(void *p)
+{
+    const ckpt_write_ctx *c = p;
+    return ckpt_file_write(c->dir, c->job, 0, 0, 1, 1, c->data, c->floats, c->chunk);
+}
+/* What the persistent checkpoint does first (but after a naive checkpoint, which did it): the
+ * state's checksums on the device and its copy home, on one stream. */
+typedef struct ckpt_home_ctx {
+    gpt_stream *s;
+    uint64_t *sums;
+    const float *dev;
+    void *host;
+    size_t floats, chunk;
+} ckpt_home_ctx;
+static int run_ckpt_home(void *p)
+{
+    const ckpt_home_ctx *c = p;
+    const gpt_float_span part = {c->dev, c->floats};
+    gpt_checksum_chunks(c->s, c->sums, &part, 1, c->chunk);
+    return gpt_memcpy_d2h(c->s, c->host, c->dev, c->floats * sizeof(float)) || gpt_stream_sync(c->s);
+}
+static int measure_ckpt_home(const run_config *rc, gpt_backend *be, size_t bytes, size_t chunk, double *gbs)
+{
+    const int gpu = rc->eng.device == DEVICE_CUDA;
+    gpt_stream *s = NULL;
+    float *dev = NULL;
+    uint64_t *sums = NULL;
+    void *host = NULL;
+    const size_t floats = bytes / sizeof(float), nchunks = (floats + chunk - 1) / chunk;
+    int bad = be->ops->stream_create(be, &s) || be->ops->dev_alloc(be, (void **)&dev, bytes) ||
+              be->ops->dev_alloc(be, (void **)&sums, nchunks * sizeof(uint64_t)) ||
+              gpt_host_alloc_pinned(be, &host, bytes) || gpt_stream_memset_zero(s, dev, bytes);
+    if (!bad) {
+        ckpt_home_ctx c = {s, sums, dev, host, floats, chunk};
+        *gbs = bytes / (host_ms(run_ckpt_home, &c, &bad, gpu) * 1e6);
+    }
+    if (host) gpt_host_free_pinned(be, host);
+    if (sums) be->ops->dev_free(be, sums);
+    if (dev) be->ops->dev_free(be, dev);
+    if (s) be->ops->stream_destroy(s);
+    return bad;
+}
+
+static int measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry)
+{
+    /* two sizes, so that the fixed cost (open, three syncs) and the rate come apart:
+     * t = latency + bytes / rate */
+    const int gpu = rc->eng.device == DEVICE_CUDA;
+    const size_t large = (size_t)(gpu ? 1024 : 64) << 20, small = large / 16;
+    char job[64];
+    ckpt_job_id(job, sizeof job, 'c');
+    float *data = NULL;
+    int bad = host_pages_alloc_zeroed((void **)&data, large) != 0;
+    double wr = 0, lat = 0, home = 0;
+    if (!bad) {
+        /* (chunks of 64 MiB, as the engine's; zeros: the time does not depend on the values) */
+        const size_t chunk = ((size_t)64 << 20) / sizeof(float);
+        ckpt_write_ctx cs = {rc->eng.ckpt_dir, job, data, small / sizeof(float), chunk},
+                       cl = {rc->eng.ckpt_dir, job, data, large / sizeof(float), chunk};
+        const double a = host_ms(run_ckpt_write, &cs, &bad, gpu), b = host_ms(run_ckpt_write, &cl, &bad, gpu);
+        const double slope = (b - a) / (double)(large - small); /* ms per byte */
+        wr = slope > 0 ? 1.0 / (slope * 1e6) : large / (b * 1e6);
+        lat = a - small / (wr * 1e6);
+        if (lat < 1e-3) lat = 1e-3;
+        ckpt_file_remove(rc->eng.ckpt_dir, job, 0);
+        bad |= measure_ckpt_home(rc, be, large, chunk, &home);
+    }
+    free(data);
+    if (bad) {
+        fprintf(stderr, "aebench: --calibrate: the persistent checkpoint at --ckpt-dir %s could not be measured\n",
+                rc->eng.ckpt_dir);
+        return EXIT_RUN_ERROR;
+    }
+    cJSON_AddStringToObject(entry, "dir", rc->eng.ckpt_dir);
+    cJSON_AddNumberToObject(entry, "write_ms", lat);
+    cJSON_AddNumberToObject(entry, "write_gbs", wr);
+    cJSON_AddNumberToObject(entry, "home_gbs", home);
+    printf("calibrate: the persistent checkpoint at %s: the state home (checksums, copy) at %.2f GB/s, then written "
+           "in %.2f ms + %.2f GB/s\n", rc->eng.ckpt_dir, home, lat, wr);
+    return 0;
+}
+
 /* root's array `name`, made (in place of anything else there) when it is not one. */
 static cJSON *array_in(cJSON *root, const char *name)
 {
@@ -736,6 +839,40 @@ static int fresh(const cJSON *o, time_t now)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "measured");
     return cJSON_IsNumber(t) && now - (time_t)t->valuedouble < (time_t)MACHINE_FRESH_DAYS * 86400;
+}
+
+/* The entry for directory `dir` in root's array `list`: kept when fresh, else measured
+ * (`measure` fills a new entry, which replaces the old one; *measured set). */
+typedef int (*dir_measure_fn)(const run_config *rc, gpt_backend *be, cJSON *entry);
+static int calibrate_dir(cJSON *root, const char *list, const char *what, const char *dir, dir_measure_fn measure,
+                         const run_config *rc, gpt_backend *be, time_t now, int *measured)
+{
+    cJSON *entries = array_in(root, list);
+    int where = -1, i = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, entries) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(d, "dir");
+        if (cJSON_IsString(name) && strcmp(name->valuestring, dir) == 0) where = i;
+        i++;
+    }
+    if (where >= 0 && fresh(cJSON_GetArrayItem(entries, where), now)) {
+        printf("calibrate: %s at %s is fresh: kept\n", what, dir);
+        return 0;
+    }
+    printf("calibrate: %s at %s ...\n", what, dir);
+    fflush(stdout);
+    cJSON *entry = cJSON_CreateObject();
+    if (!entry) return EXIT_RUN_ERROR;
+    cJSON_AddNumberToObject(entry, "measured", (double)now);
+    const int code = measure(rc, be, entry);
+    if (code) {
+        cJSON_Delete(entry);
+        return code;
+    }
+    if (where >= 0) cJSON_DeleteItemFromArray(entries, where);
+    cJSON_AddItemToArray(entries, entry);
+    *measured = 1;
+    return 0;
 }
 
 int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
@@ -840,32 +977,13 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
             cJSON_Delete(entry);
         }
     }
-    /* --offload nvme: the disk tier at --nvme-dir (an entry per directory) */
-    if (!code && rc->eng.offload == OFFLOAD_NVME) {
-        cJSON *disks = array_in(root, "disks");
-        int where = -1, i = 0;
-        const cJSON *d;
-        cJSON_ArrayForEach(d, disks) {
-            const cJSON *dir = cJSON_GetObjectItemCaseSensitive(d, "dir");
-            if (cJSON_IsString(dir) && strcmp(dir->valuestring, rc->eng.nvme_dir) == 0) where = i;
-            i++;
-        }
-        if (where >= 0 && fresh(cJSON_GetArrayItem(disks, where), now)) {
-            printf("calibrate: the disk tier at %s is fresh: kept\n", rc->eng.nvme_dir);
-        } else {
-            printf("calibrate: the disk tier at %s ...\n", rc->eng.nvme_dir);
-            fflush(stdout);
-            cJSON *entry = cJSON_CreateObject();
-            cJSON_AddNumberToObject(entry, "measured", (double)now);
-            if (!(code = measure_disk(rc, entry))) {
-                if (where >= 0) cJSON_DeleteItemFromArray(disks, where);
-                cJSON_AddItemToArray(disks, entry);
-                measured = 1;
-            } else {
-                cJSON_Delete(entry);
-            }
-        }
-    }
+    /* --offload nvme: the disk tier at --nvme-dir; gemini --ckpt-dir: its persistent
+     * checkpoint there (an entry per directory) */
+    if (!code && rc->eng.offload == OFFLOAD_NVME)
+        code = calibrate_dir(root, "disks", "the disk tier", rc->eng.nvme_dir, measure_disk, rc, be, now, &measured);
+    if (!code && rc->eng.ckpt_dir[0] && strcmp(rc->method, "gemini") == 0)
+        code = calibrate_dir(root, "checkpoint_dirs", "the persistent checkpoint", rc->eng.ckpt_dir, measure_ckpt_dir,
+                             rc, be, now, &measured);
     if (!code && !measured) printf("calibrate: nothing to measure: %s kept as it is\n", path);
     if (!code && measured) code = write_file(root, path);
     cJSON_Delete(root);

@@ -226,6 +226,10 @@ typedef struct machine_rates {
     double compute_load;
     /* the disk tier at the run's --nvme-dir, GB/s each way (0: not calibrated there) */
     double disk_read_gbs, disk_write_gbs;
+    /* gemini's persistent checkpoint at the run's --ckpt-dir (0: not calibrated there): the
+     * state's checksums on the device and its copy home (GB/s), then its file written, as
+     * latency (ms) + bytes / rate (GB/s), the host's checksums and syncs included */
+    double ckpt_home_gbs, ckpt_write_ms, ckpt_write_gbs;
 } machine_rates;
 
 /* What an engine predicts for one step: ms on each resource (busy time, as step_result's

@@ -1076,19 +1076,33 @@ static int gemini_read_params(void *state, float *host_params)
  * streams the training does not use, the network part in the idle collective time; only
  * copying that outlasts the step is exposed (the interference of the transfers with the
  * training's kernels, 4.6% on two H100s, is not modelled).  The persistent checkpoint
- * (--ckpt-dir) is not modelled yet. */
+ * (--ckpt-dir, every K iterations): after that step the training waits while (but in naive
+ * mode, whose copy is there already) this rank's shard is checksummed and comes home, and is
+ * written, each at what --calibrate measured for that directory (the ranks of a machine
+ * sharing its disk); the prediction is the mean iteration, that wait
+ * over K (a median of the steps leaves it out for K > 2). */
 static void gemini_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     const engine_config zero3 = megatron_config(cfg);
     engine_megatron_lm.predict(&zero3, m, out);
-    if (!out->modelled || cfg->gemini_mode == GEMINI_NONE) return;
-    if (cfg->ckpt_dir[0]) {
-        memset(out, 0, sizeof *out);
-        snprintf(out->why, sizeof out->why, "--ckpt-dir (the persistent checkpoint)");
-        return;
-    }
-    const int W = engine_world(cfg), reps = replicas_of(cfg);
+    if (!out->modelled) return;
     const double shard = (double)state_floats(cfg);
+    if (cfg->ckpt_dir[0]) {
+        if (!(m->ckpt_write_gbs > 0)) {
+            memset(out, 0, sizeof *out);
+            snprintf(out->why, sizeof out->why, "no checkpoint directory calibrated at --ckpt-dir %.60s (aebench "
+                     "--calibrate -m gemini --ckpt-dir DIR)", cfg->ckpt_dir);
+            return;
+        }
+        const double own_ms = cfg->gemini_mode == GEMINI_NAIVE ? 0 : shard * 4.0 / (m->ckpt_home_gbs * 1e6);
+        /* (the ranks of a machine write their files at once, to its one disk) */
+        const double write_ms = m->ckpt_write_ms + engine_local_world(cfg) * shard * 4.0 / (m->ckpt_write_gbs * 1e6), K = cfg->ckpt_every > 0 ? cfg->ckpt_every : 1;
+        out->ms += (own_ms + write_ms) / K;
+        out->busy_ms[BUSY_D2H] += own_ms / K;
+        out->busy_ms[BUSY_DISK] += write_ms / K;
+    }
+    if (cfg->gemini_mode == GEMINI_NONE) return;
+    const int W = engine_world(cfg), reps = replicas_of(cfg);
     const double home_ms = pred_d2h_ms(m, shard * reps);
     /* a sendrecv of `shard` floats each way: an all-gather in which each rank sends as much */
     const double net_ms = W > 1 ? (reps - 1) * pred_coll_ms(m->ag_ms, m->ag_gbs, shard * W / (W - 1)) : 0;
