@@ -13,8 +13,14 @@ ck=$PWD/ckpt_probe # (the machine's disk: O_DIRECT needs a real file system)
 mkdir -p "$ck"
 shape=(--device cuda -h 2048 -b 4)
 ./aebench --calibrate "${shape[@]}" --results "$out/res" | tail -n 1
-./aebench --calibrate --ranks "$ranks" "${shape[@]}" --results "$out/res" | tail -n 3
 ./aebench --calibrate -m gemini --ckpt-dir "$ck" "${shape[@]}" --results "$out/res" | tail -n 2
+# (at N ranks also the checkpoint with every rank writing at once, which the prediction takes;
+# ONE_RANK_CKPT=1: only one rank's rate, shared by the machine's ranks)
+if [ -n "${ONE_RANK_CKPT:-}" ]; then
+    ./aebench --calibrate --ranks "$ranks" "${shape[@]}" --results "$out/res" | tail -n 3
+else
+    ./aebench --calibrate --ranks "$ranks" -m gemini --ckpt-dir "$ck" "${shape[@]}" --results "$out/res" | tail -n 4
+fi
 g=(-m gemini -l 16 --global-batch 32 --ranks "$ranks" --gemini-mode none --ckpt-dir "$ck" --ckpt-every "$K")
 ./aebench --predict "${g[@]}" "${shape[@]}" --results "$out/res" | grep "^predict" | tee "$out/predict.txt"
 timeout 240 ./aebench "${g[@]}" "${shape[@]}" --iters $((2 * K + 1)) --log-interval $((2 * K + 1)) --results "$out/runs" \

@@ -37,7 +37,8 @@
  *   "collectives": [ { "world", "all_reduce_ms", "all_reduce_gbs", "reduce_scatter_ms",
  *                      "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs",
  *                      "compute_under_collectives", "rates": { as above, one rank's with
- *                      every rank at work }, "measured" }, ... ] (--calibrate under mpirun) }
+ *                      every rank at work }, "checkpoint_dir": { as checkpoint_dirs[], every
+ *                      rank writing }, "measured" }, ... ] (--calibrate under mpirun) }
  * "measured" is the Unix time of the measurement. */
 
 /* The rates a prediction reads (the file also records both_h2d_gbs, both_d2h_gbs: each way
@@ -182,6 +183,8 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     out->busy_h2d_gbs = v[7], out->busy_d2h_gbs = v[8], out->busy_host_adam_ms_per_mparam = v[9];
     /* the collectives at the run's world, when calibrated (else coll_world stays 0) */
     const int world = engine_world(cfg);
+    double world_ckpt[3] = {0, 0, 0};
+    int have_world_ckpt = 0;
     const cJSON *colls = cJSON_GetObjectItemCaseSensitive(root, "collectives"), *ce;
     cJSON_ArrayForEach(ce, colls) {
         const cJSON *w_ = cJSON_GetObjectItemCaseSensitive(ce, "world");
@@ -217,6 +220,15 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
             out->busy_h2d_gbs = r[4], out->busy_d2h_gbs = r[5], out->busy_host_adam_ms_per_mparam = r[6];
             out->rates_world = world;
         }
+        const cJSON *ck = cJSON_GetObjectItemCaseSensitive(ce, "checkpoint_dir"),
+                    *ck_dir = cJSON_GetObjectItemCaseSensitive(ck, "dir");
+        if (ck && cfg->ckpt_dir[0] && cJSON_IsString(ck_dir) && strcmp(ck_dir->valuestring, cfg->ckpt_dir) == 0) {
+            if (field(ck, "collectives[].checkpoint_dir", "home_gbs", path, &world_ckpt[0], err, errlen) ||
+                field(ck, "collectives[].checkpoint_dir", "write_ms", path, &world_ckpt[1], err, errlen) ||
+                field(ck, "collectives[].checkpoint_dir", "write_gbs", path, &world_ckpt[2], err, errlen))
+                goto out;
+            have_world_ckpt = 1;
+        }
     }
     /* the disk tier at the run's --nvme-dir, when calibrated there (else 0) */
     const cJSON *disks = cJSON_GetObjectItemCaseSensitive(root, "disks"), *de;
@@ -228,7 +240,8 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
             field(de, "disks[]", "write_gbs", path, &out->disk_write_gbs, err, errlen))
             goto out;
     }
-    /* gemini's persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0) */
+    /* gemini's persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
+     * on N ranks what the world's entry measured with every rank writing, else one rank's */
     const cJSON *cdirs = cJSON_GetObjectItemCaseSensitive(root, "checkpoint_dirs"), *cd;
     cJSON_ArrayForEach(cd, cdirs) {
         const cJSON *dir = cJSON_GetObjectItemCaseSensitive(cd, "dir");
@@ -237,6 +250,10 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
             field(cd, "checkpoint_dirs[]", "write_gbs", path, &out->ckpt_write_gbs, err, errlen) ||
             field(cd, "checkpoint_dirs[]", "home_gbs", path, &out->ckpt_home_gbs, err, errlen))
             goto out;
+    }
+    if (have_world_ckpt) {
+        out->ckpt_home_gbs = world_ckpt[0], out->ckpt_write_ms = world_ckpt[1], out->ckpt_write_gbs = world_ckpt[2];
+        out->ckpt_world = world;
     }
     /* the pieces as measured, and megatron-lm's step against them (measure_step) */
     out->embed_fwd_ms = w[0], out->layer_fwd_ms = w[1], out->layer_bwd_ms = w[2];
@@ -779,7 +796,9 @@ static int measure_ckpt_home(const run_config *rc, gpt_backend *be, size_t bytes
     return bad;
 }
 
-static int measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry)
+/* With `ranks` (not NULL), every rank of the job measures at once, in step, each writing its
+ * own file: what one rank gets while the others write to the machine's disk too. */
+static int measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSON *entry, const comm_world *ranks)
 {
     /* two sizes, so that the fixed cost (open, three syncs) and the rate come apart:
      * t = latency + bytes / rate */
@@ -795,12 +814,16 @@ static int measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry)
         const size_t chunk = ((size_t)64 << 20) / sizeof(float);
         ckpt_write_ctx cs = {rc->eng.ckpt_dir, job, data, small / sizeof(float), chunk},
                        cl = {rc->eng.ckpt_dir, job, data, large / sizeof(float), chunk};
-        const double a = host_ms(run_ckpt_write, &cs, &bad, gpu), b = host_ms(run_ckpt_write, &cl, &bad, gpu);
+        bad |= in_step(ranks);
+        const double a = host_ms(run_ckpt_write, &cs, &bad, gpu);
+        bad |= in_step(ranks);
+        const double b = host_ms(run_ckpt_write, &cl, &bad, gpu);
         const double slope = (b - a) / (double)(large - small); /* ms per byte */
         wr = slope > 0 ? 1.0 / (slope * 1e6) : large / (b * 1e6);
         lat = a - small / (wr * 1e6);
         if (lat < 1e-3) lat = 1e-3;
         ckpt_file_remove(rc->eng.ckpt_dir, job, 0);
+        bad |= in_step(ranks);
         bad |= measure_ckpt_home(rc, be, large, chunk, &home);
     }
     free(data);
@@ -813,9 +836,15 @@ static int measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry)
     cJSON_AddNumberToObject(entry, "write_ms", lat);
     cJSON_AddNumberToObject(entry, "write_gbs", wr);
     cJSON_AddNumberToObject(entry, "home_gbs", home);
-    printf("calibrate: the persistent checkpoint at %s: the state home (checksums, copy) at %.2f GB/s, then written "
-           "in %.2f ms + %.2f GB/s\n", rc->eng.ckpt_dir, home, lat, wr);
+    if (!ranks || ranks->rank == 0)
+        printf("calibrate: the persistent checkpoint at %s%s: the state home (checksums, copy) at %.2f GB/s, then "
+               "written in %.2f ms + %.2f GB/s\n", rc->eng.ckpt_dir, ranks ? ", every rank at once, each" : "", home,
+               lat, wr);
     return 0;
+}
+static int measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry)
+{
+    return measure_ckpt_dir_ranks(rc, be, entry, NULL);
 }
 
 /* root's array `name`, made (in place of anything else there) when it is not one. */
@@ -1078,8 +1107,20 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
         cJSON_Delete(shared);
         return EXIT_RUN_ERROR;
     }
+    /* gemini --ckpt-dir: its persistent checkpoint with every rank writing at once (two H100s
+     * writing to one disk got 0.94 GB/s each where one alone got 2.8) */
+    cJSON *ckpt = NULL;
+    if (rc->eng.ckpt_dir[0] && strcmp(rc->method, "gemini") == 0) {
+        ckpt = cJSON_CreateObject();
+        if (!ckpt || measure_ckpt_dir_ranks(rc, be, ckpt, comm) != 0) {
+            cJSON_Delete(shared);
+            cJSON_Delete(ckpt);
+            return EXIT_RUN_ERROR;
+        }
+    }
     if (rank != 0) {
         cJSON_Delete(shared);
+        cJSON_Delete(ckpt);
         return 0;
     }
     char err[600] = "";
@@ -1087,6 +1128,7 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
     if (!root) {
         fprintf(stderr, "aebench: %s\n", err);
         cJSON_Delete(shared);
+        cJSON_Delete(ckpt);
         return EXIT_BAD_INPUT;
     }
     cJSON *list = array_in(root, "collectives");
@@ -1115,6 +1157,11 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
     cJSON_DeleteItemFromObject(shared, "gpu_bytes");
     cJSON_DeleteItemFromObject(shared, "host_bytes");
     cJSON_AddItemToObject(entry, "rates", shared);
+    if (ckpt) {
+        /* (one directory per world entry: the one calibrated last) */
+        cJSON_AddNumberToObject(ckpt, "measured", (double)time(NULL));
+        cJSON_AddItemToObject(entry, "checkpoint_dir", ckpt);
+    }
     printf("calibrate: every rank at once, each: host->gpu %.1f GB/s, gpu->host %.1f GB/s, host Adam %.3f ms per M "
            "params (%d threads)\n", cJSON_GetObjectItem(shared, "h2d_gbs")->valuedouble,
            cJSON_GetObjectItem(shared, "d2h_gbs")->valuedouble,

@@ -230,6 +230,7 @@ typedef struct machine_rates {
      * state's checksums on the device and its copy home (GB/s), then its file written, as
      * latency (ms) + bytes / rate (GB/s), the host's checksums and syncs included */
     double ckpt_home_gbs, ckpt_write_ms, ckpt_write_gbs;
+    int ckpt_world; /* == the run's world: measured with every rank of the machine writing */
 } machine_rates;
 
 /* What an engine predicts for one step: ms on each resource (busy time, as step_result's

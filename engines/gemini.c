@@ -1079,7 +1079,7 @@ static int gemini_read_params(void *state, float *host_params)
  * (--ckpt-dir, every K iterations): after that step the training waits while (but in naive
  * mode, whose copy is there already) this rank's shard is checksummed and comes home, and is
  * written, each at what --calibrate measured for that directory (the ranks of a machine
- * sharing its disk); the prediction is the mean iteration, that wait
+ * sharing its disk: with every rank writing, under mpirun, or one rank's rate shared); the prediction is the mean iteration, that wait
  * over K (a median of the steps leaves it out for K > 2). */
 static void gemini_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
@@ -1095,8 +1095,10 @@ static void gemini_predict(const engine_config *cfg, const machine_rates *m, eng
             return;
         }
         const double own_ms = cfg->gemini_mode == GEMINI_NAIVE ? 0 : shard * 4.0 / (m->ckpt_home_gbs * 1e6);
-        /* (the ranks of a machine write their files at once, to its one disk) */
-        const double write_ms = m->ckpt_write_ms + engine_local_world(cfg) * shard * 4.0 / (m->ckpt_write_gbs * 1e6), K = cfg->ckpt_every > 0 ? cfg->ckpt_every : 1;
+        /* (the ranks of a machine write their files at once, to its one disk: as measured so,
+         * or one rank's rate shared) */
+        const double share = m->ckpt_world == engine_world(cfg) ? 1 : engine_local_world(cfg);
+        const double write_ms = m->ckpt_write_ms + share * shard * 4.0 / (m->ckpt_write_gbs * 1e6), K = cfg->ckpt_every > 0 ? cfg->ckpt_every : 1;
         out->ms += (own_ms + write_ms) / K;
         out->busy_ms[BUSY_D2H] += own_ms / K;
         out->busy_ms[BUSY_DISK] += write_ms / K;
