@@ -410,11 +410,11 @@ static void run_adam(void *p)
 /* The buffers of one micro-batch's pieces at rc's shape, on the backend (zeros everywhere:
  * the times do not depend on the values, and zeros keep the CPU free of denormals), and a
  * stream to time them on.  0, or EXIT_RUN_ERROR said on stderr (compute_ctx_close either way). */
+enum { COMPUTE_BUFS = 16 };
 typedef struct compute_bufs {
     compute_ctx c;
-    void **ptr[16];
-    size_t bytes[16];
-    int n;
+    void **ptr[COMPUTE_BUFS]; /* where each allocation's pointer is (in c) */
+    int n;                    /* how many were tried */
 } compute_bufs;
 static int compute_ctx_open(const run_config *rc, gpt_backend *be, compute_bufs *b)
 {
@@ -427,7 +427,7 @@ static int compute_ctx_open(const run_config *rc, gpt_backend *be, compute_bufs 
     c->PL = gpt_layer_layout_of(sh).total;
     c->optim = gpt_optim_default();
     const size_t PE = gpt_embed_layout_of(sh).total;
-    const struct { void **p; size_t bytes; } bufs[16] = {
+    const struct { void **p; size_t bytes; } bufs[COMPUTE_BUFS] = {
         {&c->lp, LAYER_COPIES * gpt_act_bytes(c->PL, dt)}, {&c->ep, gpt_act_bytes(PE, dt)}, {&c->x_in, gpt_act_bytes(N * C, dt)},
         {&c->x_out, gpt_act_bytes(N * C, dt)}, {&c->dres, gpt_act_bytes(N * C, dt)},
         {&c->acts_base, gpt_layer_acts_bytes(sh, dt)}, {&c->scratch_base, gpt_layer_scratch_bytes(sh, dt)},
@@ -442,8 +442,8 @@ static int compute_ctx_open(const run_config *rc, gpt_backend *be, compute_bufs 
         return EXIT_RUN_ERROR;
     }
     int rc_ = 0;
-    for (b->n = 0; b->n < 16 && !rc_; b->n++) {
-        b->ptr[b->n] = bufs[b->n].p, b->bytes[b->n] = bufs[b->n].bytes;
+    for (b->n = 0; b->n < COMPUTE_BUFS && !rc_; b->n++) {
+        b->ptr[b->n] = bufs[b->n].p;
         rc_ = be->ops->dev_alloc(be, bufs[b->n].p, bufs[b->n].bytes);
         if (!rc_) rc_ = gpt_stream_memset_zero(c->s, *bufs[b->n].p, bufs[b->n].bytes);
     }
