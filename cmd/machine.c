@@ -26,6 +26,7 @@
 /* ---- the file ------------------------------------------------------------------------------
  * { "aebench_machine": 1, "host": ..., "device": ..., "backend": "cuda"|"cpu",
  *   "rates": { "h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per_mparam",
+ *              "host_adam_bf16_ms_per_mparam" (optional: the update writing the bf16 copy too),
  *              "host_threads", "host_copy_gbs", "gpu_bytes", "host_bytes",
  *              "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam", "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
@@ -153,6 +154,16 @@ static const cJSON *find_entry(const cJSON *root, const engine_config *c)
     return NULL;
 }
 
+/* A bf16 run's host Adam rate in rates (the optional host_adam_bf16_ms_per_mparam) into *out;
+ * left as it is for fp32 runs and where the field is missing.  -1 with err set when it is
+ * there but not a positive number. */
+static int bf16_rate_of(const cJSON *rates, const char *path, const engine_config *cfg, double *out, char *err,
+                        size_t errlen)
+{
+    if (!cfg->bf16 || !cJSON_GetObjectItemCaseSensitive(rates, "host_adam_bf16_ms_per_mparam")) return 0;
+    return field(rates, "rates", "host_adam_bf16_ms_per_mparam", path, out, err, errlen);
+}
+
 int machine_load(const char *path, const engine_config *cfg, machine_rates *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -185,6 +196,8 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     const int world = engine_world(cfg);
     double world_ckpt[3] = {0, 0, 0};
     int have_world_ckpt = 0;
+    double bf16_adam = 0; /* (the rates' own, or the world's where those are taken) */
+    if (bf16_rate_of(rates, path, cfg, &bf16_adam, err, errlen)) goto out;
     const cJSON *colls = cJSON_GetObjectItemCaseSensitive(root, "collectives"), *ce;
     cJSON_ArrayForEach(ce, colls) {
         const cJSON *w_ = cJSON_GetObjectItemCaseSensitive(ce, "world");
@@ -219,6 +232,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
             out->host_threads = (int)r[3];
             out->busy_h2d_gbs = r[4], out->busy_d2h_gbs = r[5], out->busy_host_adam_ms_per_mparam = r[6];
             out->rates_world = world;
+            if (bf16_rate_of(shared, path, cfg, &bf16_adam, err, errlen)) goto out;
         }
         const cJSON *ck = cJSON_GetObjectItemCaseSensitive(ce, "checkpoint_dir"),
                     *ck_dir = cJSON_GetObjectItemCaseSensitive(ck, "dir");
@@ -250,6 +264,12 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
             field(cd, "checkpoint_dirs[]", "write_gbs", path, &out->ckpt_write_gbs, err, errlen) ||
             field(cd, "checkpoint_dirs[]", "home_gbs", path, &out->ckpt_home_gbs, err, errlen))
             goto out;
+    }
+    /* bf16: the update also writes the working copy; its rate alone, and the rate under load
+     * scaled alike (older files, without it: as fp32) */
+    if (bf16_adam > 0) {
+        out->busy_host_adam_ms_per_mparam *= bf16_adam / out->host_adam_ms_per_mparam;
+        out->host_adam_ms_per_mparam = bf16_adam;
     }
     if (have_world_ckpt) {
         out->ckpt_home_gbs = world_ckpt[0], out->ckpt_write_ms = world_ckpt[1], out->ckpt_write_gbs = world_ckpt[2];
@@ -620,6 +640,7 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, co
     const size_t n = (size_t)(gpu ? 64 : 16) << 20;
     void *h1 = NULL, *h2 = NULL, *d1 = NULL, *d2 = NULL;
     float *p = NULL, *g = NULL, *m = NULL, *v = NULL;
+    uint16_t *w = NULL;
     gpt_stream *s1 = NULL, *s2 = NULL;
     cpu_adam *pool = NULL;
     int bad = be->ops->stream_create(be, &s1) || be->ops->stream_create(be, &s2) ||
@@ -627,8 +648,9 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, co
               be->ops->dev_alloc(be, &d1, bytes) || be->ops->dev_alloc(be, &d2, bytes) ||
               host_pages_alloc_zeroed((void **)&p, n * sizeof *p) || host_pages_alloc_zeroed((void **)&g, n * sizeof *g) ||
               host_pages_alloc_zeroed((void **)&m, n * sizeof *m) || host_pages_alloc_zeroed((void **)&v, n * sizeof *v) ||
+              host_pages_alloc_zeroed((void **)&w, n * sizeof *w) ||
               cpu_adam_create(&pool, rc->eng.threads);
-    double h2d = 0, d2h = 0, both = 0, adam = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
+    double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
     if (!bad) {
         copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
@@ -645,6 +667,14 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, co
         bad |= in_step(ranks);
         const double adam_ms = host_ms(run_host_adam, &h, &bad, gpu);
         adam = adam_ms / (n / 1e6);
+        /* the bf16 engines' update: the same, writing the bf16 working copy too (30 B per
+         * parameter, not 28) */
+        if (w) {
+            host_ctx hw = h;
+            hw.job.params_bf16 = w;
+            bad |= in_step(ranks);
+            adam_bf16 = host_ms(run_host_adam, &hw, &bad, gpu) / (n / 1e6);
+        }
         bad |= in_step(ranks);
         copy = n * sizeof *p / (host_ms(run_host_copy, &h, &bad, gpu) * 1e6);
         /* as many copies each way as three Adam runs take alone, so the two overlap */
@@ -661,6 +691,7 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, co
     free(g);
     free(m);
     free(v);
+    free(w);
     if (d2) be->ops->dev_free(be, d2);
     if (d1) be->ops->dev_free(be, d1);
     if (h2) gpt_host_free_pinned(be, h2);
@@ -676,6 +707,7 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, co
     cJSON_AddNumberToObject(rates, "both_h2d_gbs", both);
     cJSON_AddNumberToObject(rates, "both_d2h_gbs", both);
     cJSON_AddNumberToObject(rates, "host_adam_ms_per_mparam", adam);
+    cJSON_AddNumberToObject(rates, "host_adam_bf16_ms_per_mparam", adam_bf16);
     cJSON_AddNumberToObject(rates, "host_threads", threads);
     cJSON_AddNumberToObject(rates, "busy_h2d_gbs", busy_h2d);
     cJSON_AddNumberToObject(rates, "busy_d2h_gbs", busy_d2h);

@@ -339,6 +339,36 @@ else
     pr_fail "nvme calibration and prediction" "exit $rc: $(tail -n 2 "$PR_WORK/nv.out") / $nv"
 fi
 
+# bf16: --calibrate measures the host Adam that also writes the bf16 working copy, and a bf16
+# run's host Adam is costed at that rate (a copy of the file where it is 3x the fp32 rate: the
+# bf16 prediction's host Adam 3x the fp32 one's, at l400 where the host is loaded too little to
+# move the rates); a file without it (older) costs it as fp32
+(cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate "${PR_SHAPE[@]}" --dtype bf16 --results res >calbf.out 2>&1)
+rc=$?
+mkdir -p "$PR_WORK/resbf3" "$PR_WORK/resbf0"
+python3 - "$PR_FILE" "$PR_WORK" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+r = d["rates"]
+ok = r.get("host_adam_bf16_ms_per_mparam", 0) > 0
+r["host_adam_bf16_ms_per_mparam"] = 3 * r["host_adam_ms_per_mparam"]
+json.dump(d, open(os.path.join(sys.argv[2], "resbf3", os.path.basename(sys.argv[1])), "w"))
+del r["host_adam_bf16_ms_per_mparam"]
+json.dump(d, open(os.path.join(sys.argv[2], "resbf0", os.path.basename(sys.argv[1])), "w"))
+sys.exit(0 if ok else 1)
+PY
+[ $? -eq 0 ] || rc=1
+bf=$( (pr_rows resbf3 PR_SHAPE "-m zero-offload -l 400" "-m zero-offload -l 400 --dtype bf16"
+       pr_rows resbf0 PR_SHAPE "-m zero-offload -l 400 --dtype bf16") | python3 -c "$PR_PY"'
+a = [busy(r, "host adam") for r in rows]
+ok = len(rows) == 3 and a[0] > 0 and abs(a[1] / a[0] - 3) < 0.15 and abs(a[2] / a[0] - 1) < 0.05
+print("ok" if ok else "bad: " + " / ".join(rows))')
+if [ $rc -eq 0 ] && [ "$bf" = ok ]; then
+    pr_pass "bf16: the host Adam writing the working copy calibrated, and a bf16 run costed at its rate (older files: as fp32)"
+else
+    pr_fail "bf16 host Adam rate" "exit $rc: $bf $(tail -n 2 "$PR_WORK/calbf.out")"
+fi
+
 # zero-offload --dpu: the same host Adam, under the next step instead of after the backward:
 # never slower than without
 dpu=$(pr_rows res PR_SHAPE "-m zero-offload -l 64" "-m zero-offload --dpu -l 64" | python3 -c "$PR_PY"'
