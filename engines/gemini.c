@@ -1074,13 +1074,14 @@ static int gemini_read_params(void *state, float *host_params)
  * bytes each rank sends).  naive: after the step the host waits for all of it (the copies home
  * and the network in parallel, the slower of the two).  interleave: during the next step, on
  * streams the training does not use, the network part in the idle collective time; only
- * copying that outlasts the step is exposed (the interference of the transfers with the
- * training's kernels, 4.6% on two H100s, is not modelled).  The persistent checkpoint
- * (--ckpt-dir, every K iterations): after that step the training waits while (but in naive
- * mode, whose copy is there already) this rank's shard is checksummed and comes home, and is
- * written, each at what --calibrate measured for that directory (the ranks of a machine
- * sharing its disk: with every rank writing, under mpirun, or one rank's rate shared); the prediction is the mean iteration, that wait
- * over K (a median of the steps leaves it out for K > 2). */
+ * copying that outlasts the step is exposed, and its sends slow the compute beside them
+ * (pred_settle's compute load: the calibrated compute_under_coll; naive's sends run beside
+ * no compute: coll_idle_ms).  The persistent checkpoint (--ckpt-dir, every K iterations):
+ * after that step the training waits while (but in naive mode, whose copy is there already)
+ * this rank's shard is checksummed and comes home, and is written, each at what --calibrate
+ * measured for that directory (the ranks of a machine sharing its disk: measured with every
+ * rank writing, under mpirun, or one rank's rate shared); the prediction is the mean
+ * iteration, that wait over K (a median of the steps leaves it out for K > 2). */
 static void gemini_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     const engine_config zero3 = megatron_config(cfg);
@@ -1098,7 +1099,8 @@ static void gemini_predict(const engine_config *cfg, const machine_rates *m, eng
         /* (the ranks of a machine write their files at once, to its one disk: as measured so,
          * or one rank's rate shared) */
         const double share = m->ckpt_world == engine_world(cfg) ? 1 : engine_local_world(cfg);
-        const double write_ms = m->ckpt_write_ms + share * shard * 4.0 / (m->ckpt_write_gbs * 1e6), K = cfg->ckpt_every > 0 ? cfg->ckpt_every : 1;
+        const double write_ms = m->ckpt_write_ms + share * shard * 4.0 / (m->ckpt_write_gbs * 1e6);
+        const double K = cfg->ckpt_every > 0 ? cfg->ckpt_every : 1;
         out->ms += (own_ms + write_ms) / K;
         out->busy_ms[BUSY_D2H] += own_ms / K;
         out->busy_ms[BUSY_DISK] += write_ms / K;
