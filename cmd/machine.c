@@ -626,6 +626,21 @@ static int in_step(const comm_world *ranks)
     return ranks && comm_barrier(ranks) != 0;
 }
 
+/* Whether any rank of the job failed so far (`bad`: this one): every rank calls it at the
+ * same point, so that either all go on to the barriers and collectives that follow or none
+ * does (one rank out of memory would otherwise leave the others waiting for it). */
+static int any_failed(const comm_world *ranks, int bad)
+{
+    enum { MAX_RANKS_HERE = 256 };
+    if (!ranks || ranks->world <= 1) return bad;
+    int all[MAX_RANKS_HERE] = {0};
+    bad = bad != 0;
+    if (ranks->world > MAX_RANKS_HERE || comm_all_gather(ranks, &bad, all, sizeof bad) != 0) return 1;
+    for (int r = 0; r < ranks->world; r++)
+        if (all[r]) return 1;
+    return 0;
+}
+
 /* Pinned copies each way, and both ways at once on two streams; the host Adam pool with the
  * run's threads; host copies; and all of them at once (measure_busy).  With `ranks` (not
  * NULL), every rank of the job measures at once, each its own GPU's copies and its own pool,
@@ -650,6 +665,7 @@ static int measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, co
               host_pages_alloc_zeroed((void **)&m, n * sizeof *m) || host_pages_alloc_zeroed((void **)&v, n * sizeof *v) ||
               host_pages_alloc_zeroed((void **)&w, n * sizeof *w) ||
               cpu_adam_create(&pool, rc->eng.threads);
+    bad = any_failed(ranks, bad);
     double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
     if (!bad) {
         copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
@@ -839,7 +855,7 @@ static int measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSON *
     char job[64];
     ckpt_job_id(job, sizeof job, 'c');
     float *data = NULL;
-    int bad = host_pages_alloc_zeroed((void **)&data, large) != 0;
+    int bad = any_failed(ranks, host_pages_alloc_zeroed((void **)&data, large) != 0);
     double wr = 0, lat = 0, home = 0;
     if (!bad) {
         /* (chunks of 64 MiB, as the engine's; zeros: the time does not depend on the values) */
@@ -1085,12 +1101,15 @@ static double measure_compute_under_coll(const run_config *rc, gpt_backend *be, 
     double alone = 0, t[REPS];
     if (!bad) alone = time_ms(b.c.s, run_layer_bwd, &b.c, &bad);
     /* enough all-reduces queued to outlast the backward, slowed as it is (twice its time);
-     * every rank must queue as many (the most any rank wants) */
-    const int want = ar_ms_each > 0 ? (int)(2 * alone / ar_ms_each) + 2 : 2;
-    int wants[64] = {0}, k_coll = want;
-    if (comm->world > 64 || comm_all_gather(comm, &want, wants, sizeof want) != 0) bad = 1;
-    for (int r = 0; r < comm->world && r < 64; r++)
+     * every rank must queue as many (the most any rank wants; -1: it cannot, and none does) */
+    enum { MAX_RANKS_HERE = 256 };
+    const int want = bad ? -1 : ar_ms_each > 0 ? (int)(2 * alone / ar_ms_each) + 2 : 2;
+    int wants[MAX_RANKS_HERE] = {0}, k_coll = want;
+    if (comm->world > MAX_RANKS_HERE || comm_all_gather(comm, &want, wants, sizeof want) != 0) bad = 1;
+    for (int r = 0; r < comm->world && r < MAX_RANKS_HERE; r++) {
+        if (wants[r] < 0) bad = 1;
         if (wants[r] > k_coll) k_coll = wants[r];
+    }
     for (int r = 0; r < REPS && !bad; r++) {
         bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
         for (int k = 0; k < k_coll && !bad; k++)
@@ -1116,6 +1135,7 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
     float *buf = NULL;
     int bad = coll_open(&g, be, rank, world) || be->ops->dev_alloc(be, (void **)&buf, large * sizeof(float));
     if (!bad) bad = gpt_stream_memset_zero(coll_stream(g), buf, large * sizeof(float)) != 0;
+    bad = any_failed(comm, bad);
     double lat[3] = {0}, gbs[3] = {0}, ar_large_ms = 0;
     for (int k = 0; k < 3 && !bad; k++) {
         coll_ctx cs = {g, buf, small, k}, cl = {g, buf, large, k};
@@ -1129,12 +1149,11 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
     /* what the collectives cost the compute beside them, and the copy and host Adam rates
      * with every rank of the job at work at once */
     const coll_ctx all_reduce = {g, buf, large, 0};
-    const double under = bad ? 0 : measure_compute_under_coll(rc, be, &all_reduce, ar_large_ms, comm);
-    if (under <= 0) bad = 1;
+    const double under = any_failed(comm, bad) ? 0 : measure_compute_under_coll(rc, be, &all_reduce, ar_large_ms, comm);
     if (buf) be->ops->dev_free(be, buf);
     coll_close(g);
     cJSON *shared = cJSON_CreateObject();
-    if (!shared || bad || measure_rates(rc, be, shared, comm) != 0) {
+    if (any_failed(comm, !shared || under <= 0) || measure_rates(rc, be, shared, comm) != 0) {
         if (rank == 0) fprintf(stderr, "aebench: --calibrate: the collectives failed\n");
         cJSON_Delete(shared);
         return EXIT_RUN_ERROR;
@@ -1144,7 +1163,7 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
     cJSON *ckpt = NULL;
     if (rc->eng.ckpt_dir[0] && strcmp(rc->method, "gemini") == 0) {
         ckpt = cJSON_CreateObject();
-        if (!ckpt || measure_ckpt_dir_ranks(rc, be, ckpt, comm) != 0) {
+        if (any_failed(comm, !ckpt) || measure_ckpt_dir_ranks(rc, be, ckpt, comm) != 0) {
             cJSON_Delete(shared);
             cJSON_Delete(ckpt);
             return EXIT_RUN_ERROR;
