@@ -9,6 +9,8 @@
 # (bench/dp_env.sh), calibrated on one rank and then at N ranks (the collectives), and every
 # engine at l32 on N ranks (megatron-lm at ZeRO stages 0 and 3, stronghold -w 15 and -w auto),
 # and gemini's three modes at case 6's shape (l16, global batch 32); no -w auto check.
+# CASE2=1 (one GPU): case 2's runs instead, each baseline at its largest size under the V100
+# budgets and stronghold -w auto there.
 set -uo pipefail
 dest=${1:-bench/results/latest}
 ranks=${RANKS:-1}
@@ -47,6 +49,20 @@ echo "calibrated: $(( $(date +%s) - t0 )) s"
       "stronghold -l 32 -w 2" "stronghold -l 32 -w 8" "stronghold -l 32 -w 14"
       "stronghold -l 16 -w 15" "stronghold -l 48 -w 15" "stronghold -l 64 -w 15" "stronghold -l 80 -w 15"
       "stronghold -l 92 -w 15")
+# CASE2=1: instead, case 2 under the V100 budgets: each baseline at its largest size (the plan
+# bound of --find-max --dry-run, as bench/offload_gpu.sh finds it) and stronghold -w auto there
+if [ -n "${CASE2:-}" ]; then
+    budget="--gpu-mem-limit 32G --cpu-mem-limit 90G"
+    runs=()
+    for e in megatron-lm l2l zero-offload zero-infinity; do
+        l=$(./aebench --device cuda -h 2048 -b 4 -m $e --find-max --dry-run $budget --results "$out/probes" 2>&1 |
+            grep -oE 'fits up to l[0-9]+' | grep -oE '[0-9]+$' | tail -n 1)
+        [ -n "$l" ] || continue
+        runs+=("$e -l $l $budget")
+        printf '%s\n' "${runs[@]}" | grep -q "^stronghold -l $l " || runs+=("stronghold -l $l -w auto $budget")
+    done
+    WAUTO_LAYERS=" " # (no -w auto check)
+fi
 : >"$out/rows.txt"
 [ -n "${ONLY_WAUTO:-}" ] && runs=() # (ONLY_WAUTO=1: the -w auto check alone)
 [ "$ranks" -gt 1 ] && [ -z "${WAUTO_LAYERS:-}" ] && WAUTO_LAYERS=" " # (no -w auto check on N ranks)
