@@ -232,6 +232,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
             out->host_threads = (int)r[3];
             out->busy_h2d_gbs = r[4], out->busy_d2h_gbs = r[5], out->busy_host_adam_ms_per_mparam = r[6];
             out->rates_world = world;
+            bf16_adam = 0; /* (the world's own, or none: not the single rank's beside its rates) */
             if (bf16_rate_of(shared, path, cfg, &bf16_adam, err, errlen)) goto out;
         }
         const cJSON *ck = cJSON_GetObjectItemCaseSensitive(ce, "checkpoint_dir"),
