@@ -324,6 +324,18 @@ static double median_ms(timed_fn run, void *ctx, int *bad)
     return *bad ? 0 : median_of(t, REPS);
 }
 
+/* t = latency + bytes / rate from two timed sizes (ms for small and large bytes): the rate
+ * (GB/s) from the slope, the latency (ms, at least 1 us) from the small one; without a
+ * positive slope, the large size's rate and no latency to speak of. */
+static void fit_latency_rate(double small, double large, double small_ms, double large_ms, double *lat_ms,
+                             double *gbs)
+{
+    const double slope = (large_ms - small_ms) / (large - small); /* ms per byte */
+    *gbs = slope > 0 ? 1.0 / (slope * 1e6) : large / (large_ms * 1e6);
+    *lat_ms = small_ms - small / (*gbs * 1e6);
+    if (*lat_ms < 1e-3) *lat_ms = 1e-3;
+}
+
 static double min_of(const double *t, int n)
 {
     double m = t[0];
@@ -867,10 +879,7 @@ static int measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSON *
         const double a = host_ms(run_ckpt_write, &cs, &bad, gpu);
         bad |= in_step(ranks);
         const double b = host_ms(run_ckpt_write, &cl, &bad, gpu);
-        const double slope = (b - a) / (double)(large - small); /* ms per byte */
-        wr = slope > 0 ? 1.0 / (slope * 1e6) : large / (b * 1e6);
-        lat = a - small / (wr * 1e6);
-        if (lat < 1e-3) lat = 1e-3;
+        fit_latency_rate((double)small, (double)large, a, b, &lat, &wr);
         ckpt_file_remove(rc->eng.ckpt_dir, job, 0);
         bad |= in_step(ranks);
         bad |= measure_ckpt_home(rc, be, large, chunk, &home);
@@ -1141,10 +1150,7 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
     for (int k = 0; k < 3 && !bad; k++) {
         coll_ctx cs = {g, buf, small, k}, cl = {g, buf, large, k};
         const double a = median_ms(run_collective, &cs, &bad), b = median_ms(run_collective, &cl, &bad);
-        const double slope = (b - a) / (double)((large - small) * sizeof(float)); /* ms per byte */
-        gbs[k] = slope > 0 ? 1.0 / (slope * 1e6) : (double)large * sizeof(float) / (b * 1e6);
-        lat[k] = a - (double)small * sizeof(float) / (gbs[k] * 1e6);
-        if (lat[k] < 1e-3) lat[k] = 1e-3;
+        fit_latency_rate((double)small * sizeof(float), (double)large * sizeof(float), a, b, &lat[k], &gbs[k]);
         if (k == 0) ar_large_ms = b;
     }
     /* what the collectives cost the compute beside them, and the copy and host Adam rates
