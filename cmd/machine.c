@@ -644,14 +644,9 @@ static int in_step(const comm_world *ranks)
  * does (one rank out of memory would otherwise leave the others waiting for it). */
 static int any_failed(const comm_world *ranks, int bad)
 {
-    enum { MAX_RANKS_HERE = 256 };
-    if (!ranks || ranks->world <= 1) return bad;
-    int all[MAX_RANKS_HERE] = {0};
-    bad = bad != 0;
-    if (ranks->world > MAX_RANKS_HERE || comm_all_gather(ranks, &bad, all, sizeof bad) != 0) return 1;
-    for (int r = 0; r < ranks->world; r++)
-        if (all[r]) return 1;
-    return 0;
+    if (!ranks) return bad;
+    int any = 1;
+    return comm_max_int(ranks, bad != 0, &any) != 0 || any;
 }
 
 /* Pinned copies each way, and both ways at once on two streams; the host Adam pool with the
@@ -1111,15 +1106,11 @@ static double measure_compute_under_coll(const run_config *rc, gpt_backend *be, 
     double alone = 0, t[REPS];
     if (!bad) alone = time_ms(b.c.s, run_layer_bwd, &b.c, &bad);
     /* enough all-reduces queued to outlast the backward, slowed as it is (twice its time);
-     * every rank must queue as many (the most any rank wants; -1: it cannot, and none does) */
-    enum { MAX_RANKS_HERE = 256 };
-    const int want = bad ? -1 : ar_ms_each > 0 ? (int)(2 * alone / ar_ms_each) + 2 : 2;
-    int wants[MAX_RANKS_HERE] = {0}, k_coll = want;
-    if (comm->world > MAX_RANKS_HERE || comm_all_gather(comm, &want, wants, sizeof want) != 0) bad = 1;
-    for (int r = 0; r < comm->world && r < MAX_RANKS_HERE; r++) {
-        if (wants[r] < 0) bad = 1;
-        if (wants[r] > k_coll) k_coll = wants[r];
-    }
+     * every rank must queue as many (the most any rank wants), or none if one cannot */
+    bad = any_failed(comm, bad);
+    const int want = ar_ms_each > 0 ? (int)(2 * alone / ar_ms_each) + 2 : 2;
+    int k_coll = want;
+    if (!bad && comm_max_int(comm, want, &k_coll) != 0) bad = 1;
     for (int r = 0; r < REPS && !bad; r++) {
         bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
         for (int k = 0; k < k_coll && !bad; k++)

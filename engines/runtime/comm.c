@@ -82,6 +82,13 @@ int comm_all_gather(const comm_world *c, const void *in, void *out, size_t bytes
                   "MPI_Allgather");
 }
 
+int comm_max_int(const comm_world *c, int mine, int *out)
+{
+    *out = mine;
+    if (!c->initialised || c->world == 1) return 0;
+    return mpi_ok(MPI_Allreduce(&mine, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+}
+
 #else
 
 int comm_init(comm_world *c, int *argc, char ***argv)
@@ -117,6 +124,13 @@ int comm_all_gather(const comm_world *c, const void *in, void *out, size_t bytes
 {
     (void)c;
     memmove(out, in, bytes);
+    return 0;
+}
+
+int comm_max_int(const comm_world *c, int mine, int *out)
+{
+    (void)c;
+    *out = mine;
     return 0;
 }
 

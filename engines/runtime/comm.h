@@ -30,5 +30,8 @@ int comm_barrier(const comm_world *c);
 /* out (world x bytes) = every rank's in, in rank order (a copy on one rank); blocking,
  * from the main thread.  0 on success. */
 int comm_all_gather(const comm_world *c, const void *in, void *out, size_t bytes);
+/* *out = the largest of every rank's mine (mine on one rank); blocking, from the main thread.
+ * 0 on success. */
+int comm_max_int(const comm_world *c, int mine, int *out);
 
 #endif
