@@ -373,12 +373,8 @@ static int restore_persistent(gemini_state *st, int *best, int *best_step)
         while (v + 1 < CKPT_VERSIONS && mine[2 * v] != *best) v++;
         const int ok = ckpt_file_read(cfg->ckpt_dir, st->job, st->p.rank, v, buf, floats, st->chunk, &step) == *best;
         if (!ok) mine[2 * v] = -1;
-        int oks[1] = {ok}, *every = calloc((size_t)W, sizeof *every), all_ok = 1;
-        if (!every) rc = GPT_ERR_OOM;
-        if (!rc) rc = coll_host_all_gather(st->comm, every, oks, sizeof oks);
-        for (int r = 0; !rc && r < W; r++) all_ok &= every[r];
-        free(every);
-        if (rc || all_ok) break;
+        double oks = ok; /* (how many ranks read it whole) */
+        if ((rc = coll_host_sum_doubles(st->comm, &oks, 1)) || oks == W) break;
         *best = -1; /* (a rank's copy of it was damaged: the next newest) */
     }
     free(all);
@@ -1066,6 +1062,27 @@ static int gemini_read_params(void *state, float *host_params)
 
 /* ---- prediction ---------------------------------------------------------------------------- */
 
+/* The in-memory checkpoint's part of gemini_predict (naive, interleave) on top of the step in
+ * out: its copies home and its sends, and what of them the step does not hide. */
+static void in_memory_checkpoint(const engine_config *cfg, const machine_rates *m, double shard,
+                                 engine_prediction *out)
+{
+    const int W = engine_world(cfg), reps = replicas_of(cfg);
+    const double home_ms = pred_d2h_ms(m, shard * reps);
+    /* a sendrecv of `shard` floats each way: an all-gather in which each rank sends as much */
+    const double net_ms = W > 1 ? (reps - 1) * pred_coll_ms(m->ag_ms, m->ag_gbs, shard * W / (W - 1)) : 0;
+    const double step_ms = out->ms; /* (the training step, without the persistent checkpoint) */
+    const double exposed = cfg->gemini_mode == GEMINI_NAIVE ? (home_ms > net_ms ? home_ms : net_ms)
+                                                            : (home_ms > step_ms ? home_ms - step_ms : 0);
+    out->ms += exposed;
+    out->busy_ms[BUSY_D2H] += home_ms;
+    out->busy_ms[BUSY_COMM] += net_ms;
+    /* naive sends after the step, beside no compute; interleave's fill the step's idle spans
+     * of the collectives' stream, beside the compute, which they slow */
+    if (cfg->gemini_mode == GEMINI_NAIVE) out->coll_idle_ms += net_ms;
+    if (cfg->gemini_mode == GEMINI_NAIVE && exposed > step_ms) out->bound = home_ms >= net_ms ? BUSY_D2H : BUSY_COMM;
+}
+
 /* The step on machine m: megatron-lm ZeRO-3's (its own predict), and the checkpoint that
  * --gemini-mode adds.  Every byte of a checkpoint crosses to the host on the device-to-host
  * copies — this rank's shard (master, m, v) and each of the m - 1 shards it keeps for its
@@ -1088,13 +1105,14 @@ static void gemini_predict(const engine_config *cfg, const machine_rates *m, eng
     engine_megatron_lm.predict(&zero3, m, out);
     if (!out->modelled) return;
     const double shard = (double)state_floats(cfg);
+    if (cfg->ckpt_dir[0] && !(m->ckpt_write_gbs > 0)) {
+        memset(out, 0, sizeof *out);
+        snprintf(out->why, sizeof out->why, "no checkpoint directory calibrated at --ckpt-dir %.60s (aebench "
+                 "--calibrate -m gemini --ckpt-dir DIR)", cfg->ckpt_dir);
+        return;
+    }
+    if (cfg->gemini_mode != GEMINI_NONE) in_memory_checkpoint(cfg, m, shard, out);
     if (cfg->ckpt_dir[0]) {
-        if (!(m->ckpt_write_gbs > 0)) {
-            memset(out, 0, sizeof *out);
-            snprintf(out->why, sizeof out->why, "no checkpoint directory calibrated at --ckpt-dir %.60s (aebench "
-                     "--calibrate -m gemini --ckpt-dir DIR)", cfg->ckpt_dir);
-            return;
-        }
         const double own_ms = cfg->gemini_mode == GEMINI_NAIVE ? 0 : shard * 4.0 / (m->ckpt_home_gbs * 1e6);
         /* (the ranks of a machine write their files at once, to its one disk: as measured so,
          * or one rank's rate shared) */
@@ -1105,21 +1123,6 @@ static void gemini_predict(const engine_config *cfg, const machine_rates *m, eng
         out->busy_ms[BUSY_D2H] += own_ms / K;
         out->busy_ms[BUSY_DISK] += write_ms / K;
     }
-    if (cfg->gemini_mode == GEMINI_NONE) return;
-    const int W = engine_world(cfg), reps = replicas_of(cfg);
-    const double home_ms = pred_d2h_ms(m, shard * reps);
-    /* a sendrecv of `shard` floats each way: an all-gather in which each rank sends as much */
-    const double net_ms = W > 1 ? (reps - 1) * pred_coll_ms(m->ag_ms, m->ag_gbs, shard * W / (W - 1)) : 0;
-    const double step_ms = out->ms;
-    const double exposed = cfg->gemini_mode == GEMINI_NAIVE ? (home_ms > net_ms ? home_ms : net_ms)
-                                                            : (home_ms > step_ms ? home_ms - step_ms : 0);
-    out->ms += exposed;
-    out->busy_ms[BUSY_D2H] += home_ms;
-    out->busy_ms[BUSY_COMM] += net_ms;
-    /* naive sends after the step, beside no compute; interleave's fill the step's idle spans
-     * of the collectives' stream, beside the compute, which they slow */
-    if (cfg->gemini_mode == GEMINI_NAIVE) out->coll_idle_ms += net_ms;
-    if (cfg->gemini_mode == GEMINI_NAIVE && exposed > step_ms) out->bound = home_ms >= net_ms ? BUSY_D2H : BUSY_COMM;
 }
 
 const engine_vtbl engine_gemini = {
