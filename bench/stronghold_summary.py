@@ -84,6 +84,8 @@ def main():
             name += " clip %g" % c["clip_grad"]
         if j["method"] == "stronghold" and c.get("clip_grad", 1) > 0 and "clip_speculate" in c:
             name += " speculate %s" % ("auto" if c["clip_speculate"] < 0 else c["clip_speculate"])
+        if c.get("placement", "auto") != "auto":
+            name += " " + c["placement"]
         if gl < 100 * 2**30 and j["method"] != "megatron-lm" and gl < 60 * 2**30:
             name += " (GPU %.0fG, host %.0fG)" % (gib(gl), gib(hl))
         if j["status"] != "ok":

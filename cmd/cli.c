@@ -22,7 +22,7 @@ typedef enum opt_id {
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
     OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM,
-    OPT_CLIP_SPECULATE, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE,
+    OPT_CLIP_SPECULATE, OPT_PLACEMENT, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -86,6 +86,7 @@ static const opt_spec specs[] = {
     {OPT_GEMINI_RECOVER, "gemini-recover", 0, ARG_NONE, NULL, "gemini: restore job --gemini-job from its store (the newest version every rank has) and go on"},
     {OPT_CKPT_DIR, "ckpt-dir", 0, ARG_TEXT, "DIR", "gemini: also a persistent checkpoint on disk there (O_DIRECT), what recovery falls back to when every copy of a shard is lost"},
     {OPT_CLIP_SPECULATE, "clip-speculate", 0, ARG_TEXT, "N|auto", "stronghold with clipping: the top N streamed layers updated as their grads arrive, redone exactly when the norm clips (auto: as many as host memory holds the undo copies of; 0: wait for the norm)"},
+    {OPT_PLACEMENT, "placement", 0, ARG_TEXT, "bottom|spread|auto", "stronghold: its resident layers at the bottom of the model (the paper's window) or spread between the streamed ones, which hides the forward's copies (default auto: -w auto takes the faster, -w W bottom)"},
     {OPT_GEMINI_CKPT_FROM, "gemini-ckpt-from", 0, ARG_INT, "I", "gemini: checkpoint from iteration I on, train the ones before without (the artifact's comparison; default 1)"},
     {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
@@ -305,6 +306,12 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         } else {
             e->clip_speculate = (int)iv;
         }
+        break;
+    case OPT_PLACEMENT:
+        if (strcmp(value, "auto") == 0) e->placement = PLACE_AUTO;
+        else if (strcmp(value, "bottom") == 0) e->placement = PLACE_BOTTOM;
+        else if (strcmp(value, "spread") == 0) e->placement = PLACE_SPREAD;
+        else return cli_fail(err, errlen, "%s: '%s' is not bottom, spread or auto", opt, value);
         break;
     case OPT_GEMINI_CKPT_FROM:
         if (iv < 1) return cli_fail(err, errlen, "%s: '%s' is not an iteration (1 or more)", opt, value);
@@ -1078,6 +1085,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"ckpt-every", &e->ckpt_every, sizeof e->ckpt_every},
         {"gemini-ckpt-from", &e->gemini_ckpt_from, sizeof e->gemini_ckpt_from},
         {"clip-speculate", &e->clip_speculate, sizeof e->clip_speculate},
+        {"placement", &e->placement, sizeof e->placement},
     };
     int n = (int)(sizeof fields / sizeof fields[0]);
     if (n > max) n = max;

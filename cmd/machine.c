@@ -1233,6 +1233,7 @@ static int largest_fitting(const engine_vtbl *eng, const engine_config *base, si
 {
     engine_config cfg = *base;
     cfg.gpu_budget = gpu_budget;
+    cfg.host_budget = host_budget;
     int lo = 0, hi = 1;
     for (;;) {
         cfg.shape.layers = hi;
@@ -1268,9 +1269,11 @@ int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_bud
     for (int i = 0; i < engine_count(); i++) {
         const engine_vtbl *eng = engine_at(i);
         if (only ? eng != only : eng->not_in_all) continue;
-        /* (the budget the engines' plans see: -w auto sizes its window under it) */
+        /* (the budgets the engines' plans see, as a run's do: -w auto sizes its window under
+         * the GPU's, --clip-speculate auto its second copies under the host's) */
         engine_config cfg = rc->eng;
         cfg.gpu_budget = gpu_budget;
+        cfg.host_budget = host_budget;
         if (rc->find_max) {
             cfg.shape.layers = largest_fitting(eng, &rc->eng, gpu_budget, host_budget);
             if (cfg.shape.layers == 0) {

@@ -372,6 +372,7 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(cfg, "weight_decay", ec->optim.weight_decay);
     cJSON_AddNumberToObject(cfg, "clip_grad", ec->optim.clip);
     cJSON_AddNumberToObject(cfg, "clip_speculate", ec->clip_speculate);
+    cJSON_AddStringToObject(cfg, "placement", ec->placement == PLACE_SPREAD ? "spread" : ec->placement == PLACE_BOTTOM ? "bottom" : "auto");
     cJSON_AddNumberToObject(cfg, "threads", ec->threads);
     cJSON_AddBoolToObject(cfg, "dpu", ec->dpu);
     cJSON_AddStringToObject(cfg, "offload", ec->offload == OFFLOAD_NVME ? "nvme" : "cpu");

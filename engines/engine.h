@@ -52,6 +52,8 @@ typedef struct engine_config {
      * before the global norm is known, and redone when it says otherwise (-1: as many as
      * the host budget holds the undo copies of, 0: none) */
     int clip_speculate;
+    /* stronghold: where its resident layers sit among the streamed ones (PLACE_*) */
+    int placement;
     int ckpt;      /* activation checkpointing of every layer */
     gpt_optim optim;
     uint64_t seed;
@@ -100,6 +102,10 @@ typedef struct engine_config {
 
 enum { GEMINI_NONE = 0, GEMINI_NAIVE = 1, GEMINI_INTERLEAVE = 2 };
 enum { GEMINI_GROUP = 0, GEMINI_RING = 1 };
+/* stronghold --placement: auto (-w auto: the faster by the machine model, or by the rule in
+ * stronghold.c; -w W: bottom), the resident layers at the bottom (0 .. R-1, the paper's
+ * window), or spread evenly between the streamed ones. */
+enum { PLACE_AUTO = 0, PLACE_BOTTOM = 1, PLACE_SPREAD = 2 };
 
 /* world and micro_batches with 0 read as 1 (a config built field by field, as tests do). */
 static inline int engine_world(const engine_config *c) { return c->world > 1 ? c->world : 1; }

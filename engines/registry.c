@@ -42,6 +42,10 @@ int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, 
         snprintf(err, errlen, "%s has no delayed parameter update (--dpu is zero-offload's)", eng->name);
         return -1;
     }
+    if (cfg->placement != PLACE_AUTO && !eng->uses_window) {
+        snprintf(err, errlen, "%s has no resident layers to place (--placement is stronghold's)", eng->name);
+        return -1;
+    }
     if (cfg->offload == OFFLOAD_NVME && !(eng->options & ENGINE_OPT_OFFLOAD_NVME)) {
         snprintf(err, errlen, "%s keeps nothing on disk (--offload nvme is for zero-infinity and stronghold)",
                  eng->name);

@@ -115,6 +115,7 @@ typedef struct sh_layout {
     int M;           /* micro-batches per step */
     int K;           /* --clip-speculate: the top K streamed layers are updated ahead of the
                         norm (ahead_layers) */
+    int spread;      /* the resident layers spread between the streamed ones (else 0..R-1) */
     size_t Sl, SP;   /* a layer's shard, and a slot's floats (W Sl: the layer padded) */
     size_t PL, PE;   /* floats of one layer block and of the embed block */
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
@@ -134,6 +135,7 @@ static sh_layout layout_for(const gpt_shape *sh, int R, int S, int bf16)
     z.nvme = 0;
     z.M = 1;
     z.K = 0;
+    z.spread = 0;
     z.W = 1;
     z.rank = 0;
     z.Sl = z.SP = gpt_layer_layout_of(sh).total;
@@ -143,6 +145,26 @@ static sh_layout layout_for(const gpt_shape *sh, int R, int S, int bf16)
     z.N = (size_t)sh->batch * sh->seq;
     z.NC = z.N * (size_t)sh->hidden;
     return z;
+}
+
+/* Where the layers are.  Bottom: layers 0..R-1 resident, R..L-1 streamed.  Spread: streamed
+ * layer i is layer ceil((i + 1) L / Ls) - 1, so the top layer streams and the resident ones
+ * fall evenly between (at most ceil(R / Ls) together).  Either way the streamed layers keep
+ * their order: streamed index i (0..Ls-1) counts the streamed layers below, and the ring,
+ * the host blocks and the updates ahead go by it; resident index r (0..R-1) places a
+ * resident layer in the contiguous resident blocks. */
+static int streamed_below(const sh_layout *z, int k) /* streamed layers among 0..k-1 */
+{
+    if (!z->spread) return k > z->R ? k - z->R : 0;
+    return (int)(((long long)k * z->Ls) / z->L);
+}
+static int is_streamed(const sh_layout *z, int k) { return streamed_below(z, k + 1) > streamed_below(z, k); }
+static int streamed_index(const sh_layout *z, int k) { return streamed_below(z, k); }
+static int resident_index(const sh_layout *z, int k) { return k - streamed_below(z, k); }
+static int streamed_layer(const sh_layout *z, int i)
+{
+    if (!z->spread) return z->R + i;
+    return (int)(((long long)(i + 1) * z->L + z->Ls - 1) / z->Ls) - 1;
 }
 
 /* N ranks: each streamed layer's host state is this rank's shard of it, and a slot holds
@@ -324,7 +346,7 @@ typedef struct stronghold_state {
     offload_streams io; /* compute, h2d and d2h streams, host Adam pool, busy spans */
     disk_tier *disk;      /* --offload nvme */
     nvme_adam *nvme;      /* --offload nvme: the host Adam of the streamed layers */
-    int *nvme_block;      /* L: layer k's block in nvme (k >= R) */
+    int *nvme_block;      /* L: streamed layer k's block in nvme */
     engine_allocs mem;
 
     /* GPU */
@@ -412,13 +434,17 @@ static void stronghold_free(void *state)
 
 /* ---- where layer k's tensors are --------------------------------------------------------- */
 
-static int slot_of(const stronghold_state *st, int k) { return (k - st->z.R) % st->z.S; }
+static int streamed(const stronghold_state *st, int k) { return is_streamed(&st->z, k); }
+/* Streamed layer k's slot: by its streamed index, round the ring. */
+static int slot_of(const stronghold_state *st, int k) { return streamed_index(&st->z, k) % st->z.S; }
+/* Offset of resident layer k's block among the resident blocks. */
+static size_t resident_off(const stronghold_state *st, int k) { return (size_t)resident_index(&st->z, k) * st->z.PL; }
 
 /* Layer k's params as the ops read them (bf16: the working copy). */
 static void *params_of(stronghold_state *st, int k)
 {
     const size_t act = st->z.act;
-    if (k < st->z.R) return st->res_w ? (char *)st->res_w + (size_t)k * st->z.PL * act : (void *)(st->res_p + (size_t)k * st->z.PL);
+    if (!streamed(st, k)) return st->res_w ? (char *)st->res_w + resident_off(st, k) * act : (void *)(st->res_p + resident_off(st, k));
     return (char *)st->slot_p + (size_t)slot_of(st, k) * st->z.SP * act;
 }
 /* This rank's shard's place in streamed layer k's slot. */
@@ -430,30 +456,31 @@ static void *slot_shard(stronghold_state *st, int k)
 static void *embed_work(stronghold_state *st) { return st->embed_w ? st->embed_w : (void *)st->embed_p; }
 static float *grads_of(stronghold_state *st, int k)
 {
-    return k < st->z.R ? st->res_g + (size_t)k * st->z.PL
-                       : st->slot_g + (size_t)slot_of(st, k) * st->z.SP;
+    return !streamed(st, k) ? st->res_g + resident_off(st, k)
+                            : st->slot_g + (size_t)slot_of(st, k) * st->z.SP;
 }
 /* Layer k's input on the GPU; k == L is the head's input. */
 static void *input_of(stronghold_state *st, int k)
 {
     if (k == st->z.L) return st->x_out;
     const size_t bytes = st->z.NC * st->z.act;
-    return k < st->z.R ? (char *)st->res_x + (size_t)k * bytes : (char *)st->slot_x + (size_t)slot_of(st, k) * bytes;
+    return !streamed(st, k) ? (char *)st->res_x + (size_t)resident_index(&st->z, k) * bytes
+                            : (char *)st->slot_x + (size_t)slot_of(st, k) * bytes;
 }
 /* Streamed layer k's input kept on the host (input_leaves). */
 static void *host_input(stronghold_state *st, int k)
 {
-    return (char *)st->host_ckpt + (size_t)(k - st->z.R) * st->z.NC * st->z.act;
+    return (char *)st->host_ckpt + (size_t)streamed_index(&st->z, k) * st->z.NC * st->z.act;
 }
-/* Host copies of streamed layer k (k >= R). */
-static size_t host_block(const stronghold_state *st, int k) { return (size_t)(k - st->z.R) * st->z.Sl; }
+/* Host copies of streamed layer k, by its streamed index. */
+static size_t host_block(const stronghold_state *st, int k) { return (size_t)streamed_index(&st->z, k) * st->z.Sl; }
 
 /* Streamed layer k's host state: the copy that is current (other = 0), or, for the top K
  * layers under --clip-speculate, the one an update ahead of the norm writes (other = 1). */
 static ahead_state state_of(const stronghold_state *st, int k, int other)
 {
     const size_t off = host_block(st, k);
-    return update_ahead_state(&st->ahead, k, st->host_p + off, st->host_m ? st->host_m + off : NULL,
+    return update_ahead_state(&st->ahead, streamed_index(&st->z, k), st->host_p + off, st->host_m ? st->host_m + off : NULL,
                               st->host_v ? st->host_v + off : NULL, other);
 }
 /* Real floats of this rank's shard of a layer (the layer on one rank). */
@@ -461,30 +488,74 @@ static size_t shard_real(const stronghold_state *st) { return layout_shard_real(
 /* What a prefetch of streamed layer k copies up: its working copy (bf16), or its params. */
 static const void *prefetch_source(const stronghold_state *st, int k)
 {
-    if (st->host_w) return st->host_w + (size_t)(k - st->z.R) * st->z.Sl;
+    if (st->host_w) return st->host_w + host_block(st, k);
     return state_of(st, k, 0).p;
 }
 /* Streamed layers below the top S keep their input on the host between fwd and bwd. */
 static int input_leaves(const stronghold_state *st, int k)
 {
-    return k >= st->z.R && k < st->z.L - st->z.S;
+    return streamed(st, k) && streamed_index(&st->z, k) < st->z.Ls - st->z.S;
+}
+/* The streamed layer i places above (i + S: the slot's next in the forward) or below
+ * (i - S: in the backward) streamed layer k, or -1. */
+static int ring_next(const stronghold_state *st, int k, int by)
+{
+    const int i = streamed_index(&st->z, k) + by;
+    return i >= 0 && i < st->z.Ls ? streamed_layer(&st->z, i) : -1;
 }
 
 /* ---- -w auto ----------------------------------------------------------------------------- */
 
-static void predict_layout(const engine_config *cfg, const machine_rates *m, int R, int S, engine_prediction *out);
+static void predict_layout(const engine_config *cfg, const machine_rates *m, int R, int S, int spread,
+                           engine_prediction *out);
 
-/* pred_walk_fn of a layout (ctx: its R and S), and that layout's prediction with host
- * memory's load settled (what --predict gives for it). */
+/* pred_walk_fn of a layout (ctx: its R, S and placement), and that layout's prediction with
+ * host memory's load settled (what --predict gives for it). */
 static void walk_layout(const engine_config *cfg, const machine_rates *m, const void *ctx, engine_prediction *out)
 {
     const int *rs = ctx;
-    predict_layout(cfg, m, rs[0], rs[1], out);
+    predict_layout(cfg, m, rs[0], rs[1], rs[2], out);
 }
-static void predict_settled(const engine_config *cfg, const machine_rates *m, int R, int S, engine_prediction *out)
+static void predict_settled(const engine_config *cfg, const machine_rates *m, int R, int S, int spread,
+                            engine_prediction *out)
 {
-    const int rs[2] = {R, S};
+    const int rs[3] = {R, S, spread};
     pred_settle(cfg, m, walk_layout, rs, out);
+}
+
+/* --placement: whether layout (R, S) spreads its resident layers between the streamed ones.
+ * As the flag says; auto: -w W keeps the paper's window at the bottom; -w auto spreads them
+ * where every streamed layer's host update runs during the backward (no clipping, or all of
+ * them updated ahead of the norm).  Then what the forward waits for is its prefetches — a
+ * layer's params take longer to come up than its forward takes — and the forward of the
+ * resident layers between the streamed ones gives each copy time.  Where the updates wait
+ * for the norm, the forward's first streamed layer waits for its update, and a window at the
+ * bottom gives the updates the time of its forward.  (With a machine file, -w auto predicts
+ * both and takes the faster: spread_choices.) */
+static int spread_rule(const engine_config *cfg, int R, int S)
+{
+    const gpt_shape *sh = &cfg->shape;
+    if (R <= 0 || R >= sh->layers) return 0;
+    if (cfg->placement != PLACE_AUTO) return cfg->placement == PLACE_SPREAD;
+    if (cfg->window > 0) return 0;
+    if (cfg->optim.clip <= 0) return 1;
+    sh_layout z = layout_for(sh, R, S, cfg->bf16);
+    z.nvme = cfg->offload == OFFLOAD_NVME;
+    z.M = engine_micro_batches(cfg);
+    set_ranks(&z, engine_world(cfg), 0);
+    return ahead_layers(cfg, &z, sh) >= z.Ls;
+}
+/* The placements a machine model chooses between for layout (R, S): both under --placement
+ * auto with -w auto, else the one spread_rule gives (n of them into `out`). */
+static int spread_choices(const engine_config *cfg, int R, int S, int out[2])
+{
+    if (cfg->placement == PLACE_AUTO && cfg->window <= 0 && R > 0 && R < cfg->shape.layers) {
+        out[0] = 0;
+        out[1] = 1;
+        return 2;
+    }
+    out[0] = spread_rule(cfg, R, S);
+    return 1;
 }
 
 /* Slots that hide a slot's copies: it is refilled (grads out, then params and input in) while
@@ -508,7 +579,7 @@ static int timed(gpt_stream *s, gpt_event *a, gpt_event *b, float *ms)
 /* Measure one layer's compute and copies on a temporary slot, then choose S (enough
  * slots that a slot's copies finish while the layers in the other slots compute) and R (as
  * many resident layers as the GPU memory left holds). */
-static int choose_window(stronghold_state *st, int *R_out, int *S_out)
+static int choose_window(stronghold_state *st, int *R_out, int *S_out, int *spread_out)
 {
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
@@ -527,6 +598,7 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out)
                               "every layer resident with GPU Adam, no transfers", L, b, a);
         *R_out = L;
         *S_out = 0;
+        *spread_out = 0;
         return GPT_OK;
     }
 
@@ -581,28 +653,33 @@ out:
         return rc ? rc : GPT_ERR_OOM;
     }
     if (S > L - R) S = L - R;
-    /* With a calibrated machine (--calibrate at this shape), the slot count whose layout the
-     * engine's own schedule predicts fastest, among those that fit: more slots hide more
-     * copies but leave room for fewer resident layers. */
+    const engine_config *cfg = st->env.cfg;
+    int spread = spread_rule(cfg, R, S);
+    /* With a calibrated machine (--calibrate at this shape), the slot count and placement
+     * whose layout the engine's own schedule predicts fastest, among those that fit: more
+     * slots hide more copies but leave room for fewer resident layers. */
     engine_prediction best, p;
     memset(&best, 0, sizeof best);
-    const engine_config *cfg = st->env.cfg;
     if (cfg->machine && !pred_no_disk(cfg, cfg->machine, &p) && !pred_no_collectives(cfg, cfg->machine, &p)) {
-        int bR = R, bS = S;
-        predict_settled(cfg, cfg->machine, R, S, &best);
+        int bR = R, bS = S, bspread = spread;
+        predict_settled(cfg, cfg->machine, R, S, spread, &best);
         const double rule_ms = best.ms;
         for (int s2 = 2; s2 <= L && s2 <= 32; s2++) {
-            int r2, t2;
+            int r2, t2, choice[2];
             if (!auto_layout(sh, bf16, left, s2, &r2, &t2) || t2 == 0) continue;
             if (t2 > L - r2) t2 = L - r2;
-            predict_settled(cfg, cfg->machine, r2, t2, &p);
-            if (p.modelled && p.ms < best.ms * 0.995) best = p, bR = r2, bS = t2;
+            for (int c = 0, n = spread_choices(cfg, r2, t2, choice); c < n; c++) {
+                predict_settled(cfg, cfg->machine, r2, t2, choice[c], &p);
+                if (p.modelled && p.ms < best.ms * 0.995) best = p, bR = r2, bS = t2, bspread = choice[c];
+            }
         }
-        if (bR != R || bS != S)
-            engine_note(&st->env, "stronghold -w auto: the machine model predicts %.1f ms with %d resident + %d slots "
-                        "against %.1f ms with the copy rule's %d + %d: taking the model's", best.ms, bR, bS, rule_ms, R, S);
+        if (bR != R || bS != S || bspread != spread)
+            engine_note(&st->env, "stronghold -w auto: the machine model predicts %.1f ms with %d resident (%s) + %d slots "
+                        "against %.1f ms with the copy rule's %d (%s) + %d: taking the model's", best.ms, bR,
+                        bspread ? "spread" : "bottom", bS, rule_ms, R, spread ? "spread" : "bottom", S);
         R = bR;
         S = bS;
+        spread = bspread;
     }
     format_bytes((double)per_res, b, sizeof b);
     engine_note(&st->env,
@@ -612,6 +689,7 @@ out:
                 ms_layer, ms_h2d, ms_x, ms_d2h, S, a, R, b, R, S, L);
     *R_out = R;
     *S_out = S;
+    *spread_out = spread;
     return GPT_OK;
 }
 
@@ -628,14 +706,16 @@ static int init_params(stronghold_state *st)
     if ((rc = gpt_memcpy_h2d(s, st->embed_p, st->staging, z->PE * sizeof(float)))) return rc;
     if (st->embed_w) gpt_params_to_act(s, st->embed_w, st->embed_p, z->PE);
     if ((rc = gpt_stream_sync(s))) return rc;
-    for (int k = 0; k < z->R; k++) {
+    for (int k = 0; k < z->L; k++) {
+        if (streamed(st, k)) continue;
         engine_init_layer(&st->env, st->staging, sh, k, seed);
-        float *master = st->res_p + (size_t)k * z->PL;
+        float *master = st->res_p + resident_off(st, k);
         if ((rc = gpt_memcpy_h2d(s, master, st->staging, z->PL * sizeof(float)))) return rc;
         if (st->res_w) gpt_params_to_act(s, params_of(st, k), master, z->PL);
         if ((rc = gpt_stream_sync(s))) return rc;
     }
-    for (int k = z->R; k < z->L; k++) {
+    for (int k = 0; k < z->L; k++) {
+        if (!streamed(st, k)) continue;
         if (z->W == 1) {
             engine_init_layer(&st->env, st->host_p + host_block(st, k), sh, k, seed);
             continue;
@@ -672,7 +752,8 @@ static int open_nvme(stronghold_state *st)
         return rc;
     st->nvme_block = calloc((size_t)z->L, sizeof *st->nvme_block);
     if (!st->nvme_block) return GPT_ERR_OOM;
-    for (int k = z->R; k < z->L; k++) {
+    for (int k = 0; k < z->L; k++) {
+        if (!streamed(st, k)) continue;
         char what[64];
         snprintf(what, sizeof what, "Adam m, v of layer %d", k);
         if ((rc = nvme_adam_add_block(st->nvme, layout_shard_real(z), what, &st->nvme_block[k])))
@@ -723,15 +804,20 @@ static int stronghold_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;
 
-    int R, S;
+    int R, S, spread;
     if (env->cfg->window > 0) {
         fixed_window(sh, env->cfg->window, &R, &S);
+        spread = spread_rule(env->cfg, R, S);
         engine_note(env, "stronghold -w %d: %d resident layers, %d slots for the other %d%s",
                     env->cfg->window, R, S, L - R, env->cfg->window > L ? " (window > layers)" : "");
-    } else if ((rc = choose_window(st, &R, &S))) {
+    } else if ((rc = choose_window(st, &R, &S, &spread))) {
         return rc;
     }
     st->z = layout_for(sh, R, S, env->cfg->bf16);
+    st->z.spread = spread;
+    if (R > 0 && R < L)
+        engine_note(env, "stronghold placement: %s", spread ? "the resident layers spread between the streamed ones "
+                    "(streamed layer i is layer ceil((i + 1) L / Ls) - 1)" : "the resident layers at the bottom (0 .. R-1)");
     st->z.nvme = env->cfg->offload == OFFLOAD_NVME;
     st->z.M = z0.M;
     set_ranks(&st->z, engine_world(env->cfg), env->rank);
@@ -762,7 +848,8 @@ static int stronghold_init(const engine_env *env, void **state)
     if (b.host_ckpt &&
         (rc = alloc_in(st, &st->host_ckpt, b.host_ckpt, MEM_PINNED, "streamed layers' inputs")))
         return rc;
-    if ((rc = update_ahead_open(&st->ahead, &st->mem, L - st->z.K, st->z.K, st->z.Sl))) return rc;
+    /* (by streamed index: the top K streamed layers) */
+    if ((rc = update_ahead_open(&st->ahead, &st->mem, st->z.Ls - st->z.K, st->z.K, st->z.Sl))) return rc;
     update_ahead_note_plan(&st->ahead, env, "stronghold", st->z.Ls);
 
     st->slot_ev = calloc((size_t)(S ? S : 1), sizeof *st->slot_ev);
@@ -779,8 +866,8 @@ static int stronghold_init(const engine_env *env, void **state)
             (rc = gpt_event_create(env->be, &st->slot_ev[s].x_off)) ||
             (rc = gpt_event_create(env->be, &st->slot_ev[s].bwd_done)))
             return rc;
-    for (int k = R; k < L; k++)
-        if ((rc = gpt_event_create(env->be, &st->grads_home[k]))) return rc;
+    for (int k = 0; k < L; k++)
+        if (streamed(st, k) && (rc = gpt_event_create(env->be, &st->grads_home[k]))) return rc;
     if (b.disk_mv && (rc = open_nvme(st))) return rc;
 
     engine_plan p;
@@ -827,7 +914,7 @@ static int prefetch_forward(stronghold_state *st, int k, step_result *out)
     int rc, span;
     if (st->adam_ticket[k] && (rc = wait_adam(st, st->adam_ticket[k]))) return rc;
     st->adam_ticket[k] = 0;
-    if (k - st->z.S >= st->z.R && (rc = gpt_stream_wait_event(st->io.h2d, ev->fwd_done))) return rc;
+    if (ring_next(st, k, -st->z.S) >= 0 && (rc = gpt_stream_wait_event(st->io.h2d, ev->fwd_done))) return rc;
     const size_t bytes = shard_real(st) * st->z.act;
     if ((rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, slot_shard(st, k), prefetch_source(st, k), bytes)) ||
@@ -838,12 +925,13 @@ static int prefetch_forward(stronghold_state *st, int k, step_result *out)
 }
 
 /* Bring streamed layer j's params and input into its slot for the backward, once the
- * slot's previous layer (j + S) has sent its grads home; zero the slot's grads. */
+ * slot's previous layer (S streamed layers above) has sent its grads home; zero the slot's
+ * grads. */
 static int prefetch_backward(stronghold_state *st, int j, step_result *out)
 {
     int rc, span;
     const size_t bytes = shard_real(st) * st->z.act, input_bytes = st->z.NC * st->z.act;
-    if ((rc = gpt_stream_wait_event(st->io.h2d, st->grads_home[j + st->z.S])) ||
+    if ((rc = gpt_stream_wait_event(st->io.h2d, st->grads_home[ring_next(st, j, st->z.S)])) ||
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, slot_shard(st, j), prefetch_source(st, j), bytes)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, input_of(st, j), host_input(st, j), input_bytes)) ||
@@ -880,7 +968,7 @@ static int submit_host_adam(stronghold_state *st, int k, step_result *out, float
         .optim = st->env.cfg->optim, .lr = (float)out->lr, .t = st->adam_step + 1,
         .grad_scale = scale, .after = st->grads_home[k], .params_bf16 = st->host_w ? st->host_w + off : NULL,
     };
-    update_ahead_job(&st->ahead, k, st->host_p + off, st->host_m + off, st->host_v + off, ahead, &job);
+    update_ahead_job(&st->ahead, streamed_index(&st->z, k), st->host_p + off, st->host_m + off, st->host_v + off, ahead, &job);
     out->host_adam_params += (double)n;
     return cpu_adam_submit(st->io.host_adam, &job, &st->adam_ticket[k]);
 }
@@ -893,19 +981,19 @@ static int forward(stronghold_state *st, step_result *out)
     int rc, span;
     /* The first S streamed layers: in micro-batches after the first they are in their slots
      * still, from the backward before (whose last prefetches brought them; no update since). */
-    for (int k = z->R; st->work.micro == 0 && k < z->R + z->S; k++)
-        if ((rc = prefetch_forward(st, k, out))) return rc;
+    for (int i = 0; st->work.micro == 0 && i < z->S && i < z->Ls; i++)
+        if ((rc = prefetch_forward(st, streamed_layer(z, i), out))) return rc;
 
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_forward(c, sh, embed_work(st), st->work.ids, input_of(st, 0));
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     for (int k = 0; k < z->L; k++) {
-        slot_events *ev = k >= z->R ? &st->slot_ev[slot_of(st, k)] : NULL;
+        slot_events *ev = streamed(st, k) ? &st->slot_ev[slot_of(st, k)] : NULL;
         if (ev && (rc = gpt_stream_wait_event(c, ev->ready))) return rc;
         /* The output goes into the next layer's slot: its previous layer's input must have
          * been saved first. */
         const int next = k + 1;
-        if (next < z->L && next - z->S >= z->R &&
+        if (next < z->L && streamed(st, next) && ring_next(st, next, -z->S) >= 0 &&
             (rc = gpt_stream_wait_event(c, st->slot_ev[slot_of(st, next)].x_off)))
             return rc;
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
@@ -922,7 +1010,8 @@ static int forward(stronghold_state *st, step_result *out)
                 return rc;
             out->bytes_d2h += (double)z->NC * z->act;
         }
-        if (k + z->S < z->L && (rc = prefetch_forward(st, k + z->S, out))) return rc;
+        const int up = ring_next(st, k, z->S);
+        if (up >= 0 && (rc = prefetch_forward(st, up, out))) return rc;
     }
     return layer_work_head_forward(&st->work, &st->io.spans, c, sh, embed_work(st), st->embed_g,
                                    st->x_out);
@@ -939,18 +1028,19 @@ static int backward(stronghold_state *st, step_result *out)
         return rc;
     const int micro = st->work.micro;
     for (int j = z->L - 1; j >= 0; j--) {
-        const int streamed = j >= z->R;
-        slot_events *ev = streamed ? &st->slot_ev[slot_of(st, j)] : NULL;
+        const int is_str = streamed(st, j);
+        slot_events *ev = is_str ? &st->slot_ev[slot_of(st, j)] : NULL;
         /* A resident layer's grads of micro-batches after the first go into res_fresh (once
          * the layer above is done with it), to be reduced and added to its sum. */
-        float *grads = !streamed && micro > 0 ? st->res_fresh : grads_of(st, j);
-        if (streamed) {
+        float *grads = !is_str && micro > 0 ? st->res_fresh : grads_of(st, j);
+        if (is_str) {
             /* The top S layers are still in their slots from the forward; the slot's last
-             * layer in the micro-batch before (R + its slot) must have sent its grads home. */
-            if (j < z->L - z->S) {
+             * layer in the micro-batch before (streamed index: its slot) must have sent its
+             * grads home. */
+            if (streamed_index(z, j) < z->Ls - z->S) {
                 if ((rc = gpt_stream_wait_event(c, ev->ready))) return rc;
             } else if ((micro > 0 &&
-                        (rc = gpt_stream_wait_event(c, st->grads_home[z->R + slot_of(st, j)]))) ||
+                        (rc = gpt_stream_wait_event(c, st->grads_home[streamed_layer(z, slot_of(st, j))]))) ||
                        (rc = gpt_stream_memset_zero(c, grads, z->SP * sizeof(float)))) {
                 return rc;
             }
@@ -967,7 +1057,7 @@ static int backward(stronghold_state *st, step_result *out)
          * earlier ones' sum (runtime/layer_work.h). */
         gpt_stream *fin = c;
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
-        if (!streamed) {
+        if (!is_str) {
             if (micro == 0) {
                 rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, grads, z->PL, &fin);
             } else if (!(rc = layer_work_reduce_add(&st->work, &st->io.spans, c, 1 + j, grads,
@@ -996,9 +1086,10 @@ static int backward(stronghold_state *st, step_result *out)
             return rc;
         /* --clip-speculate: as if the norm will not clip (scale 1, bit for bit what the step
          * gives when it does not), into the other copy of the layer's state */
-        if (update_ahead_now(&st->ahead, j) && (rc = submit_host_adam(st, j, out, 1.0f, 1)))
+        if (update_ahead_now(&st->ahead, streamed_index(z, j)) && (rc = submit_host_adam(st, j, out, 1.0f, 1)))
             return rc;
-        if (j - z->S >= z->R && (rc = prefetch_backward(st, j - z->S, out))) return rc;
+        const int down = ring_next(st, j, -z->S);
+        if (down >= 0 && (rc = prefetch_backward(st, down, out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
@@ -1028,21 +1119,23 @@ static int optimizer(stronghold_state *st, step_result *out)
     /* (bf16: the working copies refreshed in the same pass) */
     gpt_block_adamw_act(c, st->embed_p, st->embed_w, st->embed_g, st->embed_m, st->embed_v, z->PE, el.n_decay, o,
                     lr, t, scale);
-    for (int k = 0; k < z->R; k++) {
-        const size_t off = (size_t)k * z->PL;
+    for (int k = 0; k < z->L; k++) {
+        if (streamed(st, k)) continue;
+        const size_t off = resident_off(st, k);
         gpt_block_adamw_act(c, st->res_p + off, st->res_w ? params_of(st, k) : NULL, st->res_g + off, st->res_m + off,
                             st->res_v + off, z->PL, ll.n_decay, o, lr, t, scale);
     }
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
-    /* Ascending, so that the next forward, which needs layer R first, waits least.
+    /* Ascending, so that the next forward, which needs the lowest streamed layer first,
+     * waits least.
      * (Without clipping they were queued during the backward; with --clip-speculate the top
      * K were too, as if the norm would not clip: done again from the current copy when it
      * did, overwriting the other; then the other copy is the current one.) */
     if (o->clip > 0) {
-        for (int k = z->R; k < z->L; k++) {
-            const int ahead = update_ahead_now(&st->ahead, k);
+        for (int i = 0; i < z->Ls; i++) {
+            const int k = streamed_layer(z, i), ahead = update_ahead_now(&st->ahead, i);
             if ((!ahead || scale != 1.0f) && (rc = submit_host_adam(st, k, out, scale, ahead))) return rc;
-            if (ahead) update_ahead_swap(&st->ahead, k);
+            if (ahead) update_ahead_swap(&st->ahead, i);
         }
     }
     return GPT_OK;
@@ -1053,8 +1146,9 @@ static int optimizer(stronghold_state *st, step_result *out)
  * nothing reads a working copy before the layer's next prefetch, which waits for them). */
 static int restore_working_copies(stronghold_state *st)
 {
-    for (int k = st->z.R; st->host_w && k < st->z.L; k++) {
-        if (!update_ahead_now(&st->ahead, k)) continue;
+    for (int i = 0; st->host_w && i < st->z.Ls; i++) {
+        const int k = streamed_layer(&st->z, i);
+        if (!update_ahead_now(&st->ahead, i)) continue;
         int rc;
         if (st->adam_ticket[k] && (rc = wait_adam(st, st->adam_ticket[k]))) return rc;
         st->adam_ticket[k] = 0;
@@ -1118,28 +1212,32 @@ static int stronghold_read_params(void *state, float *host_params)
     int rc;
     if ((rc = wait_all_adam(st))) return rc;
     for (int k = 0; k < z->L; k++) st->adam_ticket[k] = 0;
-    if ((rc = gpt_memcpy_d2h(st->io.compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
-        (z->R && (rc = gpt_memcpy_d2h(st->io.compute, host_params + z->PE, st->res_p,
-                                      (size_t)z->R * z->PL * sizeof(float)))) ||
-        (rc = gpt_stream_sync(st->io.compute)))
-        return rc;
-    float *streamed = host_params + z->PE + (size_t)z->R * z->PL;
-    for (int k = z->R; z->W == 1 && k < z->L; k++)
-        memcpy(streamed + (size_t)(k - z->R) * z->PL, state_of(st, k, 0).p, z->PL * sizeof(float));
-    /* N ranks: every rank's shards of the streamed layers */
-    if (z->Ls && z->W > 1) rc = dp_gather_layers(st->work.comm, st->host_p, z->PL, z->Ls, streamed);
-    return rc;
+    if ((rc = gpt_memcpy_d2h(st->io.compute, host_params, st->embed_p, z->PE * sizeof(float)))) return rc;
+    for (int k = 0; k < z->L; k++) {
+        float *dst = host_params + z->PE + (size_t)k * z->PL;
+        if (!streamed(st, k)) {
+            if ((rc = gpt_memcpy_d2h(st->io.compute, dst, st->res_p + resident_off(st, k), z->PL * sizeof(float))))
+                return rc;
+        } else if (z->W == 1) {
+            memcpy(dst, state_of(st, k, 0).p, z->PL * sizeof(float));
+        } else if ((rc = dp_gather_layers(st->work.comm, st->host_p + host_block(st, k), z->PL, 1, dst))) {
+            /* N ranks: every rank's shards of the layer */
+            return rc;
+        }
+    }
+    return gpt_stream_sync(st->io.compute);
 }
 
 /* ---- prediction --------------------------------------------------------------------------- */
 
 /* The layout on machine m: -w W the paper's; -w auto init's rule with the slot count that
  * hides a slot's copies (choose_window), from the machine's rates instead of a probe. */
-static void predicted_layout(const engine_config *cfg, const machine_rates *m, int *R, int *S)
+static void predicted_layout(const engine_config *cfg, const machine_rates *m, int *R, int *S, int *spread)
 {
     const gpt_shape *sh = &cfg->shape;
     if (cfg->window > 0) {
         fixed_window(sh, cfg->window, R, S);
+        *spread = spread_rule(cfg, *R, *S);
         return;
     }
     sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16);
@@ -1154,6 +1252,16 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
         *S = sh->layers < 2 ? sh->layers : S_need;
     }
     if (*S > sh->layers - *R) *S = sh->layers - *R;
+    /* the placement the model predicts faster (init's choice) */
+    int choice[2];
+    const int n = spread_choices(cfg, *R, *S, choice);
+    *spread = choice[0];
+    if (n > 1) {
+        engine_prediction p0, p1;
+        predict_settled(cfg, m, *R, *S, choice[0], &p0);
+        predict_settled(cfg, m, *R, *S, choice[1], &p1);
+        if (p1.modelled && p1.ms < p0.ms * 0.995) *spread = choice[1];
+    }
 }
 
 /* The step on machine m (one micro-batch, --offload cpu), in the order of forward, backward
@@ -1171,13 +1279,20 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
  * second on each streamed layer's sum so far comes up before its grads go home; the host Adam
  * after the last.  Walked for three steps: the last is the steady one.  (This is the step with R resident layers and S slots;
  * stronghold_predict picks them.) */
-static void predict_layout(const engine_config *cfg, const machine_rates *measured, int R, int S, engine_prediction *out)
+static void predict_layout(const engine_config *cfg, const machine_rates *measured, int R, int S, int spread,
+                           engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
     const machine_rates scaled = pred_scaled(measured), *m = &scaled; /* (its GPU does megatron-lm's per-layer work) */
     sh_layout z = layout_for(&cfg->shape, R, S, cfg->bf16);
     const int W = engine_world(cfg), M = engine_micro_batches(cfg);
     set_ranks(&z, W, 0);
+    z.spread = spread;
+    z.nvme = cfg->offload == OFFLOAD_NVME;
+    z.M = M;
+    /* --clip-speculate: the top K streamed layers are updated as their grads arrive (the
+     * steady state, where the norm does not clip) */
+    const int K = ahead_layers(cfg, &z, &cfg->shape);
     const int L = z.L, clip = cfg->optim.clip > 0;
     /* --offload nvme: each streamed layer's m and v read from disk and written back */
     const double mv = cfg->offload == OFFLOAD_NVME ? 2.0 * z.Sl : 0;
@@ -1203,29 +1318,31 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
             const int last = mb == M - 1;
             /* the first S streamed layers: later micro-batches find them in their slots still
              * (the backward before brought them) */
-            for (int k = R; mb == 0 && k < R + S && k < L; k++) {
+            for (int i = 0; mb == 0 && i < S && i < z.Ls; i++) {
+                const int k = streamed_layer(&z, i);
                 host = pred_max(host, adam_done[k]);
                 ready[k] = pred_run(&t, BUSY_H2D, layer_h2d, host);
                 if (W > 1) ready[k] = pred_run(&t, BUSY_COMM, gather_ms, ready[k]);
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, host));
             for (int k = 0; k < L; k++) {
-                const int streamed = k >= R;
+                const int streamed = is_streamed(&z, k), i = streamed_index(&z, k);
                 c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(host, streamed ? pred_max(c, ready[k]) : c));
                 if (!streamed) continue;
                 fwd_done[k] = c;
-                if (k < L - S) pred_run(&t, BUSY_D2H, input_d2h, c);
-                if (k + S < L) {
-                    if (mb == 0) host = pred_max(host, adam_done[k + S]);
-                    ready[k + S] = pred_run(&t, BUSY_H2D, layer_h2d, pred_max(host, fwd_done[k]));
-                    if (W > 1) ready[k + S] = pred_run(&t, BUSY_COMM, gather_ms, ready[k + S]);
+                if (i < z.Ls - S) pred_run(&t, BUSY_D2H, input_d2h, c);
+                if (i + S < z.Ls) {
+                    const int up = streamed_layer(&z, i + S);
+                    if (mb == 0) host = pred_max(host, adam_done[up]);
+                    ready[up] = pred_run(&t, BUSY_H2D, layer_h2d, pred_max(host, fwd_done[k]));
+                    if (W > 1) ready[up] = pred_run(&t, BUSY_COMM, gather_ms, ready[up]);
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
             for (int j = L - 1; j >= 0; j--) {
-                const int streamed = j >= R;
+                const int streamed = is_streamed(&z, j), i = streamed_index(&z, j);
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg),
-                             streamed && j < L - S ? pred_max(c, ready[j]) : c);
+                             streamed && i < z.Ls - S ? pred_max(c, ready[j]) : c);
                 if (!streamed) {
                     if (W > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);
                     continue;
@@ -1234,10 +1351,11 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 /* micro-batches after the first: the layer's sum so far comes up to be added */
                 if (mb > 0) grads_final = pred_max(grads_final, pred_run(&t, BUSY_H2D, landing_ms, home[j]));
                 home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
-                if (!clip && last) adam_done[j] = pred_host_update(&t, m, adam_ms, mv, mv, home[j]);
-                if (j - S >= R) {
-                    ready[j - S] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
-                    if (W > 1) ready[j - S] = pred_run(&t, BUSY_COMM, gather_ms, ready[j - S]);
+                if ((!clip || i >= z.Ls - K) && last) adam_done[j] = pred_host_update(&t, m, adam_ms, mv, mv, home[j]);
+                if (i - S >= 0) {
+                    const int down = streamed_layer(&z, i - S);
+                    ready[down] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
+                    if (W > 1) ready[down] = pred_run(&t, BUSY_COMM, gather_ms, ready[down]);
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
@@ -1250,8 +1368,10 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
         host = pred_max(host, c);
         c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE + (double)R * z.PL), c);
         if (clip)
-            for (int k = R; k < L; k++)
+            for (int i = 0; i < z.Ls - K; i++) {
+                const int k = streamed_layer(&z, i);
                 adam_done[k] = pred_host_update(&t, m, adam_ms, mv, mv, pred_max(host, home[k]));
+            }
         end = c;
     }
     pred_done(out, &t, start, end);
@@ -1262,9 +1382,9 @@ static void stronghold_predict(const engine_config *cfg, const machine_rates *m,
 {
     memset(out, 0, sizeof *out);
     if (pred_no_disk(cfg, m, out) || pred_no_collectives(cfg, m, out)) return;
-    int R, S;
-    predicted_layout(cfg, m, &R, &S);
-    predict_layout(cfg, m, R, S, out);
+    int R, S, spread;
+    predicted_layout(cfg, m, &R, &S, &spread);
+    predict_layout(cfg, m, R, S, spread, out);
 }
 
 const engine_vtbl engine_stronghold = {

@@ -46,6 +46,8 @@ bad_input "non-numeric hidden" "hidden: 'big' is not a positive integer" -h big
 bad_input "non-numeric iters" "iters: '5x' is not a positive integer" --iters 5x
 bad_input "bad window" "window: 'wide' is neither" -w wide
 bad_input "window above layers" "window 8 is larger than the number of layers 2" "${TINY[@]}" -w 8
+bad_input "bad placement" "placement: 'middle' is not bottom, spread or auto" --placement middle
+bad_input "placement on an engine without a window" "l2l has no resident layers to place" "${TINY[@]}" -m l2l --placement spread
 bad_input "bad device" "device: 'tpu' is not cpu or cuda" --device tpu
 bad_input "bad dtype" "dtype: 'fp8' is not fp32 or bf16" --dtype fp8
 bad_input "bf16 on an engine without it" "gemini does not implement --dtype bf16" "${TINY[@]}" -m gemini --dtype bf16

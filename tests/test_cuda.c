@@ -841,6 +841,12 @@ static void test_offload_engines_cuda_vs_cpu(void **state)
     g.window = gn.window = 2;
     check_engine_on_gpu(&engine_stronghold, &gn, SIZE_MAX, "-w 2 --clip-grad 0", cpu_noclip.loss,
                         &ref_noclip, ITERS);
+    /* --placement spread: at l6 -w 2 layers 0 and 3 resident, 1, 2, 4, 5 streamed */
+    g.placement = gn.placement = PLACE_SPREAD;
+    check_engine_on_gpu(&engine_stronghold, &g, SIZE_MAX, "-w 2 --placement spread", cpu.loss, &ref, ITERS);
+    check_engine_on_gpu(&engine_stronghold, &gn, SIZE_MAX, "-w 2 --placement spread --clip-grad 0",
+                        cpu_noclip.loss, &ref_noclip, ITERS);
+    g.placement = gn.placement = PLACE_AUTO;
     g.window = gn.window = 0;
 
     const char *const offload_engines[] = {"l2l", "zero-offload", "zero-infinity"};
@@ -894,20 +900,22 @@ static void test_offload_engines_bf16(void **state)
     engine_plan all;
     g.window = 6;
     engine_stronghold.plan(&g, &all);
-    struct { const char *engine; int window; double budget; } runs[] = {
-        {"l2l", 0, 0}, {"zero-offload", 0, 0}, {"zero-infinity", 0, 0}, {"stronghold", 1, 0},
-        {"stronghold", 2, 0}, {"stronghold", 0, 0.6}};
+    struct { const char *engine; int window; double budget; int placement; } runs[] = {
+        {"l2l", 0, 0, 0}, {"zero-offload", 0, 0, 0}, {"zero-infinity", 0, 0, 0}, {"stronghold", 1, 0, 0},
+        {"stronghold", 2, 0, 0}, {"stronghold", 0, 0.6, 0}, {"stronghold", 2, 0, PLACE_SPREAD}};
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         const engine_vtbl *eng = engine_find(runs[r].engine);
         if (!eng) fail_msg("engine %s is not registered", runs[r].engine);
         g.window = runs[r].window;
+        g.placement = runs[r].placement;
         run_record t = record_new(&g, ITERS);
         run_trajectory(eng, &g, runs[r].budget > 0 ? (size_t)(all.gpu_bytes * runs[r].budget) : SIZE_MAX, ITERS, &t);
         int loss_differ;
         size_t params_differ;
         record_compare(&t, &ref, ITERS, P, &loss_differ, &params_differ);
-        printf("cuda engine %s -w %d bf16 vs megatron-lm bf16 on the GPU: losses differing %d, params differing %zu "
-               "of %zu\n", runs[r].engine, runs[r].window, loss_differ, params_differ, P);
+        printf("cuda engine %s -w %d%s bf16 vs megatron-lm bf16 on the GPU: losses differing %d, params differing %zu "
+               "of %zu\n", runs[r].engine, runs[r].window, runs[r].placement ? " --placement spread" : "", loss_differ,
+               params_differ, P);
         assert_int_equal(loss_differ, 0);
         assert_int_equal(params_differ, 0);
         record_free(&t);

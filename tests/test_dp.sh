@@ -257,6 +257,18 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     dp_same "stronghold -w 1, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbsh1
     dp_same "stronghold -w 2 (resident layers), 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbsh2
     dp_same "stronghold -w 2, 3 micro-batches on one rank = ZeRO-2" mb1 mbsh1r
+    # --placement spread: at l6 -w 2 layers 0 and 3 are resident, 1, 2, 4, 5 stream (the ring,
+    # the host shards and the gathered parameters go by streamed index, not by layer)
+    dp_run mbsh2s 2 -l 6 -m stronghold -w 2 --placement spread -b 2 --global-batch 12 --iters 6 --log-interval 3
+    dp_run mbsh1rs 1 -l 6 -m stronghold -w 2 --placement spread -b 2 --global-batch 6 --iters 6 --log-interval 3
+    dp_same "stronghold -w 2 --placement spread, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbsh2s
+    dp_same "stronghold -w 2 --placement spread, 3 micro-batches on one rank = ZeRO-2" mb1 mbsh1rs
+    if grep -q "placement: the resident layers spread" "$DP_WORK"/mbsh2s/results/*.txt &&
+        grep -q "placement: the resident layers at the bottom" "$DP_WORK"/mbsh2/results/*.txt; then
+        dp_pass "the log names the placement: spread as asked, bottom for -w W by default"
+    else
+        dp_fail "placement in the log" "$(grep -h placement "$DP_WORK"/mbsh2s/results/*.txt "$DP_WORK"/mbsh2/results/*.txt | head -2)"
+    fi
     dp_same "zero-offload, 3 micro-batches on one rank = ZeRO-2" mb1 mbzo1r
     dp_run mb2nc 2 -l 6 -b 2 --global-batch 12 --iters 6 --log-interval 3 --zero-stage 2 --clip-grad 0
     dp_run mbsh1nc 2 -l 6 -m stronghold -w 1 -b 2 --global-batch 12 --iters 6 --log-interval 3 --clip-grad 0
@@ -267,6 +279,8 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     dp_run mbbsh 2 -l 6 -m stronghold -w 2 -b 2 --global-batch 12 --iters 6 --log-interval 3 --dtype bf16
     dp_run mbbzi 2 -l 6 -m zero-infinity -b 2 --global-batch 12 --iters 6 --log-interval 3 --dtype bf16
     dp_same "bf16: stronghold -w 2, 3 micro-batches per rank = ZeRO-2 bf16 at 2 ranks" mbb2 mbbsh
+    dp_run mbbshs 2 -l 6 -m stronghold -w 2 --placement spread -b 2 --global-batch 12 --iters 6 --log-interval 3 --dtype bf16
+    dp_same "bf16: stronghold -w 2 --placement spread, 3 micro-batches per rank = ZeRO-2 bf16 at 2 ranks" mbb2 mbbshs
     dp_same "bf16: zero-infinity, 3 micro-batches per rank = ZeRO-2 bf16 at 2 ranks" mbb2 mbbzi
     dp_run mbb1 1 -l 6 -b 2 --global-batch 6 --iters 6 --log-interval 3 --zero-stage 2 --dtype bf16
     dp_run mbbl2l 1 -l 6 -m l2l -b 2 --global-batch 6 --iters 6 --log-interval 3 --dtype bf16

@@ -21,7 +21,8 @@
 #include <string.h>
 
 /* stronghold with -w W for W in {1, 2, 3, L} and -w auto (everything fits) equals the
- * baseline exactly; the training actually moved (so equality is not of two no-ops). */
+ * baseline exactly, its resident layers at the bottom and (W < L) spread between the
+ * streamed ones; the training actually moved (so equality is not of two no-ops). */
 static void test_stronghold_equals_baseline(void **state)
 {
     (void)state;
@@ -35,12 +36,16 @@ static void test_stronghold_equals_baseline(void **state)
     for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
         engine_config c = cfg;
         c.window = windows[i];
-        trajectory t;
-        run_engine(&engine_stronghold, &c, SIZE_MAX, &t);
-        char what[64];
-        snprintf(what, sizeof what, "stronghold -w %d", windows[i]);
-        assert_same_trajectory(&base, &t, what);
-        free_trajectory(&t);
+        for (int spread = 0; spread < 2; spread++) {
+            if (spread && (windows[i] == 0 || windows[i] >= L)) continue;
+            c.placement = spread ? PLACE_SPREAD : PLACE_AUTO;
+            trajectory t;
+            run_engine(&engine_stronghold, &c, SIZE_MAX, &t);
+            char what[64];
+            snprintf(what, sizeof what, "stronghold -w %d%s", windows[i], spread ? " --placement spread" : "");
+            assert_same_trajectory(&base, &t, what);
+            free_trajectory(&t);
+        }
     }
     free_trajectory(&base);
 }
@@ -57,13 +62,17 @@ static void test_stronghold_unclipped_equals_baseline(void **state)
     trajectory base;
     run_baseline(&cfg, &base);
     assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3);
-    const int windows[] = {1, 3};
-    for (int i = 0; i < 2; i++) {
+    /* (-w 5: 5 resident, 3 streamed in 3 slots; spread: layers 2, 5 and 7 stream) */
+    const struct { int window, placement; const char *what; } runs[] = {
+        {1, PLACE_AUTO, "unclipped -w 1"}, {3, PLACE_AUTO, "unclipped -w 3"},
+        {3, PLACE_SPREAD, "unclipped -w 3 --placement spread"}, {5, PLACE_SPREAD, "unclipped -w 5 --placement spread"}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         engine_config c = cfg;
-        c.window = windows[i];
+        c.window = runs[i].window;
+        c.placement = runs[i].placement;
         trajectory t;
         run_engine(&engine_stronghold, &c, SIZE_MAX, &t);
-        assert_same_trajectory(&base, &t, windows[i] == 1 ? "unclipped -w 1" : "unclipped -w 3");
+        assert_same_trajectory(&base, &t, runs[i].what);
         free_trajectory(&t);
     }
     free_trajectory(&base);
@@ -103,13 +112,17 @@ static void test_clip_speculate_equals_baseline(void **state)
     assert_true(kept >= 1 && redone >= 1);
 
     /* every engine whose host updates otherwise wait for the norm */
-    const struct { const engine_vtbl *eng; int window, speculate; } runs[] = {
-        {&engine_stronghold, 1, -1}, {&engine_stronghold, 3, -1}, {&engine_stronghold, 1, 2},
-        {&engine_l2l, 0, -1}, {&engine_l2l, 0, 3}, {&engine_zero_infinity, 0, 8}, {&engine_zero_infinity, 0, 1}};
+    /* (stronghold --placement spread -w 3 --clip-speculate 2: the streamed layers updated
+     * ahead are 6 and 7, below them 4 and 1 wait for the norm) */
+    const struct { const engine_vtbl *eng; int window, speculate, placement; } runs[] = {
+        {&engine_stronghold, 1, -1, 0}, {&engine_stronghold, 3, -1, 0}, {&engine_stronghold, 1, 2, 0},
+        {&engine_stronghold, 3, -1, PLACE_SPREAD}, {&engine_stronghold, 3, 2, PLACE_SPREAD},
+        {&engine_l2l, 0, -1, 0}, {&engine_l2l, 0, 3, 0}, {&engine_zero_infinity, 0, 8, 0}, {&engine_zero_infinity, 0, 1, 0}};
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         engine_config c = cfg;
         c.window = runs[i].window;
         c.clip_speculate = runs[i].speculate;
+        c.placement = runs[i].placement;
         /* the second copies are in the plan: the updates go ahead */
         engine_config off = c;
         off.clip_speculate = 0;
@@ -120,7 +133,8 @@ static void test_clip_speculate_equals_baseline(void **state)
         trajectory t;
         run_engine(runs[i].eng, &c, SIZE_MAX, &t);
         char what[96];
-        snprintf(what, sizeof what, "%s -w %d --clip-speculate %d", runs[i].eng->name, runs[i].window, runs[i].speculate);
+        snprintf(what, sizeof what, "%s -w %d --clip-speculate %d%s", runs[i].eng->name, runs[i].window, runs[i].speculate,
+                 runs[i].placement == PLACE_SPREAD ? " --placement spread" : "");
         assert_same_trajectory(&base, &t, what);
         free_trajectory(&t);
     }
