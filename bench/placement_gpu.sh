@@ -7,10 +7,13 @@
 #  3. h2048 b4 TF32, --placement bottom against spread in the same binary, at l32 -w 15 and at
 #     l64 -w auto under --gpu-mem-limit 32G --cpu-mem-limit 90G, each with clip 0 (the host
 #     Adam under the backward), clip C (clipping on, a clip that does not bind: updated ahead
-#     of the norm) and the default clip 1.0 (binds every step of this data: waits for the
-#     norm); then -w auto with --placement auto at l64 clip 0 and clip C (the rule's choice).
+#     of the norm; the log's "redone" count says whether it bound) and the default clip 1.0
+#     (binds every step of this data: waits for the norm); then -w auto with --placement auto
+#     at l64 clip 0 and clip C (the rule's choice).
 # Each run beside its roofline bound (bench/stronghold_summary.py).
-#   bash bench/placement_gpu.sh "$OUT"        CLIP (default 50), ITERS (default 8)
+#   bash bench/placement_gpu.sh "$OUT"        CLIP (default 1000: 50 binds in the first steps
+#                                             at l64), ITERS (default 8), AHEAD_ONLY=1 (clip 0
+#                                             and clip C only), SKIP_TEST_CUDA=1
 set -uo pipefail
 out=${1:-bench/results/latest}
 mkdir -p "$out"
@@ -27,7 +30,7 @@ if [ -z "${SKIP_TEST_CUDA:-}" ]; then
 fi
 ./build/bench/host_adam --gib 4 >"$out/bandwidth.txt" 2>&1
 res="$out/results"
-C=${CLIP:-50}
+C=${CLIP:-1000}
 run() { # name, then aebench arguments
     local name=$1; shift
     ./aebench --device cuda -m stronghold -h 2048 -b 4 --results "$res" "$@" >"$out/run_$name.txt" 2>&1
@@ -42,6 +45,7 @@ for p in bottom spread; do
     run "l32_${p}_ahead" "${l32[@]}" --placement $p --clip-grad "$C"
 done
 for p in bottom spread; do
+    [ -n "${AHEAD_ONLY:-}" ] && break
     run "l64_${p}_clip1" "${v100[@]}" --placement $p --clip-grad 1.0
     run "l32_${p}_clip1" "${l32[@]}" --placement $p --clip-grad 1.0
 done

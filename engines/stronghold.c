@@ -1,11 +1,23 @@
 /*
  * stronghold — a working window of layers on the GPU (Sun et al., SC'22), done exactly.
  *
- * Layers 0..R-1 are resident: they never move and update on the GPU.  Layers R..L-1 are
+ * R layers are resident: they never move and update on the GPU.  The other Ls = L - R are
  * streamed through a ring of S layer slots, and their optimizer runs on the host (the
  * paper's W is our R; with -w W the ring has min(W, L-W) slots, its layout; -w auto picks S
  * from measured copy and compute times and then makes every layer that still fits
  * resident, so a model that fits entirely runs exactly like megatron-lm).
+ *
+ * Placement (--placement): the resident layers are 0..R-1 (bottom, the paper's window), or
+ * spread between the streamed ones (streamed layer i is layer ceil((i + 1) L / Ls) - 1).
+ * Why spread: a layer's params take longer to come up than its forward takes (at h2048 b4 on
+ * an H100, 4.7 ms of copy under the host's load against 1.5 ms of forward), so with the
+ * window at the bottom the forward of the streamed layers waits for every prefetch once the
+ * S slots run dry.  Resident layers between them give each copy their forward's time.  It
+ * pays where the streamed layers' updates are done by the next forward (no clipping, or all
+ * updated ahead of the norm); where they wait for the norm, the window at the bottom gives the
+ * first updates its forward's time, so auto spreads only then (-w auto; -w W keeps the
+ * paper's).  Below, "layer R" and "R..L-1" read "the lowest streamed layer" and "the streamed
+ * layers in order": the ring, the host blocks and the updates ahead go by streamed index.
  *
  * Where things live (fp32; with --dtype bf16 what the ops read is bf16 — the slots' params,
  * a working copy of the embedding and of each resident layer (refreshed by their GPU Adam),
@@ -25,7 +37,7 @@
  *         tier's swap file under --nvme-dir; the host keeps NVME_DEPTH staging slots (m, v of
  *         one layer each, page aligned) instead
  *
- * Slot of streamed layer k: (k - R) mod S.  One iteration, stream by stream:
+ * Slot of streamed layer k: (its streamed index) mod S.  One iteration, stream by stream:
  *   compute   ids; embed; fwd 0..L-1 (a streamed layer waits for its params); head;
  *             bwd head, L-1..0 with recompute (a streamed layer below the top S waits for
  *             its params and input), each streamed layer's squared grad norm right after
@@ -546,10 +558,12 @@ static int spread_rule(const engine_config *cfg, int R, int S)
     return ahead_layers(cfg, &z, sh) >= z.Ls;
 }
 /* The placements a machine model chooses between for layout (R, S): both under --placement
- * auto with -w auto, else the one spread_rule gives (n of them into `out`). */
+ * auto with -w auto and no clipping (where the model walks what the run does: with clipping
+ * it takes every step to clip, and a run whose norm stays under the clip updates ahead of
+ * it), else the one spread_rule gives (n of them into `out`). */
 static int spread_choices(const engine_config *cfg, int R, int S, int out[2])
 {
-    if (cfg->placement == PLACE_AUTO && cfg->window <= 0 && R > 0 && R < cfg->shape.layers) {
+    if (cfg->placement == PLACE_AUTO && cfg->window <= 0 && cfg->optim.clip <= 0 && R > 0 && R < cfg->shape.layers) {
         out[0] = 0;
         out[1] = 1;
         return 2;
@@ -1288,11 +1302,9 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
     const int W = engine_world(cfg), M = engine_micro_batches(cfg);
     set_ranks(&z, W, 0);
     z.spread = spread;
-    z.nvme = cfg->offload == OFFLOAD_NVME;
-    z.M = M;
-    /* --clip-speculate: the top K streamed layers are updated as their grads arrive (the
-     * steady state, where the norm does not clip) */
-    const int K = ahead_layers(cfg, &z, &cfg->shape);
+    /* (with clipping every step is taken to clip, as at --clip-grad 1.0 on the synthetic
+     * corpus: --clip-speculate's updates ahead are redone and the next step waits for the
+     * norm.  A run whose norm stays under its clip runs as predicted for --clip-grad 0.) */
     const int L = z.L, clip = cfg->optim.clip > 0;
     /* --offload nvme: each streamed layer's m and v read from disk and written back */
     const double mv = cfg->offload == OFFLOAD_NVME ? 2.0 * z.Sl : 0;
@@ -1351,7 +1363,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 /* micro-batches after the first: the layer's sum so far comes up to be added */
                 if (mb > 0) grads_final = pred_max(grads_final, pred_run(&t, BUSY_H2D, landing_ms, home[j]));
                 home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
-                if ((!clip || i >= z.Ls - K) && last) adam_done[j] = pred_host_update(&t, m, adam_ms, mv, mv, home[j]);
+                if (!clip && last) adam_done[j] = pred_host_update(&t, m, adam_ms, mv, mv, home[j]);
                 if (i - S >= 0) {
                     const int down = streamed_layer(&z, i - S);
                     ready[down] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
@@ -1368,7 +1380,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
         host = pred_max(host, c);
         c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE + (double)R * z.PL), c);
         if (clip)
-            for (int i = 0; i < z.Ls - K; i++) {
+            for (int i = 0; i < z.Ls; i++) {
                 const int k = streamed_layer(&z, i);
                 adam_done[k] = pred_host_update(&t, m, adam_ms, mv, mv, pred_max(host, home[k]));
             }
