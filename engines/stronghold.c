@@ -818,7 +818,7 @@ static int stronghold_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;
 
-    int R, S, spread;
+    int R = 0, S = 0, spread = 0; /* (choose_window sets them; gcc cannot see it) */
     if (env->cfg->window > 0) {
         fixed_window(sh, env->cfg->window, &R, &S);
         spread = spread_rule(env->cfg, R, S);
@@ -1394,7 +1394,7 @@ static void stronghold_predict(const engine_config *cfg, const machine_rates *m,
 {
     memset(out, 0, sizeof *out);
     if (pred_no_disk(cfg, m, out) || pred_no_collectives(cfg, m, out)) return;
-    int R, S, spread;
+    int R = 0, S = 0, spread = 0; /* (choose_window sets them; gcc cannot see it) */
     predicted_layout(cfg, m, &R, &S, &spread);
     predict_layout(cfg, m, R, S, spread, out);
 }
