@@ -439,11 +439,6 @@ static int restore(gemini_state *st)
         rc = GPT_ERR_INVALID;
     }
     gpt_stream *cs = rc ? NULL : coll_stream(st->comm);
-    /* A shard fetched from a peer goes over one of the training's communicators, idle until
-     * the first step: the checkpoint's own is capped to a few thread blocks (to leave the
-     * training its SMs), which held a fetch to half the link's rate (2026-11-25). */
-    coll_group *fetch = megatron_idle_comm(st->mega) ? megatron_idle_comm(st->mega) : st->comm;
-    gpt_stream *fs = rc ? NULL : coll_stream(fetch);
     for (int o = 0; !rc && !from_disk && o < W; o++) {
         /* o's own copy if it is valid, else the lowest rank that holds one */
         int holder = -1, hslot = -1, hversion = -1;
@@ -473,11 +468,11 @@ static int restore(gemini_state *st)
                     const int b = k % 2;
                     if ((k >= 2 && (rc = gpt_stream_wait_event(st->d2h, st->ev_free[b]))) ||
                         (rc = gpt_memcpy_h2d(st->d2h, st->staging[b], src + pc.at, bytes)) ||
-                        (rc = gpt_event_record(st->ev_recv[b], st->d2h)) || (rc = gpt_stream_wait_event(fs, st->ev_recv[b])) ||
-                        (rc = coll_send(fetch, st->staging[b], bytes, o)) || (rc = gpt_event_record(st->ev_free[b], fs)))
+                        (rc = gpt_event_record(st->ev_recv[b], st->d2h)) || (rc = gpt_stream_wait_event(cs, st->ev_recv[b])) ||
+                        (rc = coll_send(st->comm, st->staging[b], bytes, o)) || (rc = gpt_event_record(st->ev_free[b], cs)))
                         break;
                 } else {
-                    rc = coll_recv(fetch, state_at(&st->shard, pc.at), bytes, holder);
+                    rc = coll_recv(st->comm, state_at(&st->shard, pc.at), bytes, holder);
                 }
             }
         }
@@ -488,7 +483,6 @@ static int restore(gemini_state *st)
                         "(%.1f MiB)", o, best, holder, 3.0 * (double)st->shard.n * sizeof(float) / 1048576.0);
     }
     if (!rc && cs) rc = gpt_stream_sync(cs);
-    if (!rc && fs && fs != cs) rc = gpt_stream_sync(fs);
     if (!rc) {
         /* where the time went: checking this rank's versions (its checksums), agreeing on the
          * version (waiting for the slowest rank's check), loading or fetching */

@@ -826,11 +826,6 @@ int megatron_shard_state_of(void *state, megatron_shard_state *out)
     return GPT_OK;
 }
 
-coll_group *megatron_idle_comm(void *state)
-{
-    return ((megatron_state *)state)->param_comm;
-}
-
 void megatron_set_hooks(void *state, const megatron_hooks *hooks)
 {
     ((megatron_state *)state)->hooks = *hooks;

@@ -40,10 +40,4 @@ typedef struct megatron_hooks {
 } megatron_hooks;
 void megatron_set_hooks(void *state, const megatron_hooks *hooks);
 
-/* One of megatron-lm's training communicators (NCCL's own thread-block count; NULL on one
- * rank), idle before the first step and between steps: an engine built on megatron-lm may
- * move bulk data on it then (gemini's recovery fetch, which the checkpoint's communicator,
- * capped to leave the training its SMs, would slow to a fraction of the link). */
-struct coll_group *megatron_idle_comm(void *state);
-
 #endif
