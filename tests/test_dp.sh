@@ -207,6 +207,10 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     dp_run shn 2 -m stronghold -w 1 --offload nvme --nvme-dir "$DP_WORK/nvme" -b 4 --iters 8 --log-interval 4
     dp_same "zero-infinity --offload nvme = DDP at 2 ranks" s0 zin
     dp_same "stronghold -w 1 --offload nvme = DDP at 2 ranks" s0 shn
+    # the disk tier's blocks with the resident layers spread (l6 -w 2: layers 1, 2, 4, 5 stream)
+    dp_run m6 1 -l 6 -b 4 --iters 6 --log-interval 3
+    dp_run shns 1 -l 6 -m stronghold -w 2 --placement spread --offload nvme --nvme-dir "$DP_WORK/nvme" -b 4 --iters 6 --log-interval 3
+    dp_same "stronghold -w 2 --placement spread --offload nvme = megatron-lm on one rank" m6 shns
     if [ -z "$(ls -A "$DP_WORK/nvme")" ] && grep -q "disk write GB: [0-9.]*[1-9]" "$DP_WORK"/zin/results/*.txt; then
         dp_pass "nvme on 2 ranks wrote to disk and left nothing under --nvme-dir"
     else
