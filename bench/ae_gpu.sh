@@ -15,8 +15,7 @@ shift 2
 mkdir -p "$results"
 source bench/deps_env.sh
 make -j16 CUDA=1 MPI=0 aebench >"$results/../build.txt" 2>&1 || { tail -n 30 "$results/../build.txt"; exit 1; }
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  lscpu | grep -E "Model name|^CPU\(s\)"; free -g | head -2; date -u +%Y-%m-%dT%H:%MZ; } >"$results/../device.txt"
+machine_info >"$results/../device.txt"
 for n in $cases; do
     echo "== case $n ($(date -u +%H:%M:%S))"
     ./aebench --config "configs/case$n.json" --results "$results" --resume "$@" 2>&1 |

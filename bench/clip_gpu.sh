@@ -15,8 +15,7 @@ set -uo pipefail
 out=${1:-bench/results/latest}
 mkdir -p "$out"
 source bench/deps_env.sh
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  lscpu | grep -E "Model name|^CPU\(s\)"; free -g | head -2; date -u +%Y-%m-%dT%H:%MZ; } | tee "$out/device.txt"
+machine_info | tee "$out/device.txt"
 targets="aebench"
 grep -q "^bench-tools:" Makefile && targets="$targets bench-tools"
 make -j16 CUDA=1 MPI=0 $targets >"$out/build.txt" 2>&1 || { tail -n 40 "$out/build.txt"; exit 1; }

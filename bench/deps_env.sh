@@ -6,3 +6,11 @@ for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
 export CPATH=$PWD/.deps/root/usr/include
 export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+
+# The machine a call ran on (GPU, CPU, host memory, the time), for the results' device.txt.
+machine_info() {
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    lscpu | grep -E "Model name|^CPU\(s\)"
+    free -g | head -2
+    date -u +%Y-%m-%dT%H:%MZ
+}

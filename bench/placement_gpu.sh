@@ -18,8 +18,7 @@ set -uo pipefail
 out=${1:-bench/results/latest}
 mkdir -p "$out"
 source bench/deps_env.sh
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  lscpu | grep -E "Model name|^CPU\(s\)"; free -g | head -2; date -u +%Y-%m-%dT%H:%MZ; } | tee "$out/device.txt"
+machine_info | tee "$out/device.txt"
 t0=$(date +%s)
 make -j16 CUDA=1 MPI=0 aebench bench-tools build/tests/test_cuda >"$out/build.txt" 2>&1 || { tail -n 40 "$out/build.txt"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
