@@ -542,8 +542,8 @@ static void predict_settled(const engine_config *cfg, const machine_rates *m, in
  * layer's params take longer to come up than its forward takes — and the forward of the
  * resident layers between the streamed ones gives each copy time.  Where the updates wait
  * for the norm, the forward's first streamed layer waits for its update, and a window at the
- * bottom gives the updates the time of its forward.  (With a machine file, -w auto predicts
- * both and takes the faster: spread_choices.) */
+ * bottom gives the updates the time of its forward.  (With a machine file and no clipping,
+ * -w auto predicts both and takes the faster: spread_choices.) */
 static int spread_rule(const engine_config *cfg, int R, int S)
 {
     const gpt_shape *sh = &cfg->shape;
@@ -1394,7 +1394,7 @@ static void stronghold_predict(const engine_config *cfg, const machine_rates *m,
 {
     memset(out, 0, sizeof *out);
     if (pred_no_disk(cfg, m, out) || pred_no_collectives(cfg, m, out)) return;
-    int R = 0, S = 0, spread = 0; /* (choose_window sets them; gcc cannot see it) */
+    int R = 0, S = 0, spread = 0; /* (predicted_layout sets them) */
     predicted_layout(cfg, m, &R, &S, &spread);
     predict_layout(cfg, m, R, S, spread, out);
 }
