@@ -42,12 +42,14 @@
  *                      rank writing }, "measured" }, ... ] (--calibrate under mpirun) }
  * "measured" is the Unix time of the measurement. */
 
-/* The rates a prediction reads (the file also records both_h2d_gbs, both_d2h_gbs: each way
- * while the other runs, which the load model's full-load rates superseded). */
+/* The rates a prediction reads, the machine's memory last (the file also records
+ * both_h2d_gbs, both_d2h_gbs: each way while the other runs, which the load model's
+ * full-load rates superseded).  A world entry's "rates" have all but the memory (RANK_RATES:
+ * one rank's, with every rank at work). */
 static const char *const RATE_FIELDS[] = {"h2d_gbs", "d2h_gbs", "host_adam_ms_per_mparam", "host_threads",
-                                          "host_copy_gbs", "gpu_bytes", "host_bytes", "busy_h2d_gbs",
-                                          "busy_d2h_gbs", "busy_host_adam_ms_per_mparam"};
-enum { NRATE_FIELDS = sizeof RATE_FIELDS / sizeof RATE_FIELDS[0] };
+                                          "host_copy_gbs", "busy_h2d_gbs", "busy_d2h_gbs",
+                                          "busy_host_adam_ms_per_mparam", "gpu_bytes", "host_bytes"};
+enum { NRATE_FIELDS = sizeof RATE_FIELDS / sizeof RATE_FIELDS[0], RANK_RATES = NRATE_FIELDS - 2 };
 static const char *const COMPUTE_FIELDS[] = {"embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms",
                                              "embed_bwd_ms", "gpu_adam_ms_per_mparam", "layer_scale",
                                              "rest_scale"};
@@ -164,6 +166,40 @@ static int bf16_rate_of(const cJSON *rates, const char *path, const engine_confi
     return field(rates, "rates", "host_adam_bf16_ms_per_mparam", path, out, err, errlen);
 }
 
+/* The first n of RATE_FIELDS from the rates object o (the file's own, or a world entry's) into
+ * out.  0, or -1 with err set. */
+static int rates_from(const cJSON *o, const char *where, int n, const char *path, machine_rates *out, char *err,
+                      size_t errlen)
+{
+    double v[NRATE_FIELDS];
+    for (int i = 0; i < n; i++)
+        if (field(o, where, RATE_FIELDS[i], path, &v[i], err, errlen)) return -1;
+    out->h2d_gbs = v[0], out->d2h_gbs = v[1];
+    out->host_adam_ms_per_mparam = v[2], out->host_threads = (int)v[3], out->host_copy_gbs = v[4];
+    out->busy_h2d_gbs = v[5], out->busy_d2h_gbs = v[6], out->busy_host_adam_ms_per_mparam = v[7];
+    if (n == NRATE_FIELDS) out->gpu_bytes = v[8], out->host_bytes = v[9];
+    return 0;
+}
+
+/* Whether e, an entry of a per-directory list, is dir's (dir "": no entry is). */
+static int entry_of_dir(const cJSON *e, const char *dir)
+{
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(e, "dir");
+    return dir[0] && cJSON_IsString(d) && strcmp(d->valuestring, dir) == 0;
+}
+
+/* A persistent checkpoint directory's entry (checkpoint_dirs[], or a world entry's
+ * checkpoint_dir) into out.  0, or -1 with err set. */
+static int ckpt_dir_from(const cJSON *e, const char *where, const char *path, machine_rates *out, char *err,
+                         size_t errlen)
+{
+    return field(e, where, "home_gbs", path, &out->ckpt_home_gbs, err, errlen) ||
+                   field(e, where, "write_ms", path, &out->ckpt_write_ms, err, errlen) ||
+                   field(e, where, "write_gbs", path, &out->ckpt_write_gbs, err, errlen)
+               ? -1
+               : 0;
+}
+
 int machine_load(const char *path, const engine_config *cfg, machine_rates *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -172,13 +208,12 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     int rc = EXIT_BAD_INPUT;
     const cJSON *rates = cJSON_GetObjectItemCaseSensitive(root, "rates");
     const cJSON *entry = find_entry(root, cfg);
-    double v[NRATE_FIELDS], w[NCOMPUTE_FIELDS];
+    double w[NCOMPUTE_FIELDS];
     if (!cJSON_IsObject(rates)) {
         snprintf(err, errlen, "machine file %s: rates is missing", path);
         goto out;
     }
-    for (int i = 0; i < NRATE_FIELDS; i++)
-        if (field(rates, "rates", RATE_FIELDS[i], path, &v[i], err, errlen)) goto out;
+    if (rates_from(rates, "rates", NRATE_FIELDS, path, out, err, errlen)) goto out;
     if (!entry) {
         snprintf(err, errlen, "machine file %s has no entry for h%d heads%d s%d b%d vocab%d %s %s (calibrate "
                  "that shape: aebench --calibrate with the same options)", path, cfg->shape.hidden, cfg->shape.heads,
@@ -188,14 +223,13 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     }
     for (int i = 0; i < NCOMPUTE_FIELDS; i++)
         if (field(entry, "compute[]", COMPUTE_FIELDS[i], path, &w[i], err, errlen)) goto out;
-    out->h2d_gbs = v[0], out->d2h_gbs = v[1];
-    out->host_adam_ms_per_mparam = v[2], out->host_threads = (int)v[3], out->host_copy_gbs = v[4];
-    out->gpu_bytes = v[5], out->host_bytes = v[6];
-    out->busy_h2d_gbs = v[7], out->busy_d2h_gbs = v[8], out->busy_host_adam_ms_per_mparam = v[9];
+    /* gemini's persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
+     * one rank's here; on N ranks the world's entry below, measured with every rank writing */
+    const cJSON *cdirs = cJSON_GetObjectItemCaseSensitive(root, "checkpoint_dirs"), *cd;
+    cJSON_ArrayForEach(cd, cdirs)
+        if (entry_of_dir(cd, cfg->ckpt_dir) && ckpt_dir_from(cd, "checkpoint_dirs[]", path, out, err, errlen)) goto out;
     /* the collectives at the run's world, when calibrated (else coll_world stays 0) */
     const int world = engine_world(cfg);
-    double world_ckpt[3] = {0, 0, 0};
-    int have_world_ckpt = 0;
     double bf16_adam = 0; /* (the rates' own, or the world's where those are taken) */
     if (bf16_rate_of(rates, path, cfg, &bf16_adam, err, errlen)) goto out;
     const cJSON *colls = cJSON_GetObjectItemCaseSensitive(root, "collectives"), *ce;
@@ -223,47 +257,23 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         }
         const cJSON *shared = cJSON_GetObjectItemCaseSensitive(ce, "rates");
         if (shared) {
-            static const char *const rate_names[] = {"h2d_gbs", "d2h_gbs", "host_adam_ms_per_mparam", "host_threads",
-                                                     "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam"};
-            double r[7];
-            for (int i = 0; i < 7; i++)
-                if (field(shared, "collectives[].rates", rate_names[i], path, &r[i], err, errlen)) goto out;
-            out->h2d_gbs = r[0], out->d2h_gbs = r[1], out->host_adam_ms_per_mparam = r[2];
-            out->host_threads = (int)r[3];
-            out->busy_h2d_gbs = r[4], out->busy_d2h_gbs = r[5], out->busy_host_adam_ms_per_mparam = r[6];
+            if (rates_from(shared, "collectives[].rates", RANK_RATES, path, out, err, errlen)) goto out;
             out->rates_world = world;
             bf16_adam = 0; /* (the world's own, or none: not the single rank's beside its rates) */
             if (bf16_rate_of(shared, path, cfg, &bf16_adam, err, errlen)) goto out;
         }
-        const cJSON *ck = cJSON_GetObjectItemCaseSensitive(ce, "checkpoint_dir"),
-                    *ck_dir = cJSON_GetObjectItemCaseSensitive(ck, "dir");
-        if (ck && cfg->ckpt_dir[0] && cJSON_IsString(ck_dir) && strcmp(ck_dir->valuestring, cfg->ckpt_dir) == 0) {
-            if (field(ck, "collectives[].checkpoint_dir", "home_gbs", path, &world_ckpt[0], err, errlen) ||
-                field(ck, "collectives[].checkpoint_dir", "write_ms", path, &world_ckpt[1], err, errlen) ||
-                field(ck, "collectives[].checkpoint_dir", "write_gbs", path, &world_ckpt[2], err, errlen))
-                goto out;
-            have_world_ckpt = 1;
+        const cJSON *ck = cJSON_GetObjectItemCaseSensitive(ce, "checkpoint_dir");
+        if (ck && entry_of_dir(ck, cfg->ckpt_dir)) {
+            if (ckpt_dir_from(ck, "collectives[].checkpoint_dir", path, out, err, errlen)) goto out;
+            out->ckpt_world = world;
         }
     }
     /* the disk tier at the run's --nvme-dir, when calibrated there (else 0) */
     const cJSON *disks = cJSON_GetObjectItemCaseSensitive(root, "disks"), *de;
     cJSON_ArrayForEach(de, disks) {
-        const cJSON *dir = cJSON_GetObjectItemCaseSensitive(de, "dir");
-        if (cfg->offload != OFFLOAD_NVME || !cJSON_IsString(dir) || strcmp(dir->valuestring, cfg->nvme_dir) != 0)
-            continue;
+        if (cfg->offload != OFFLOAD_NVME || !entry_of_dir(de, cfg->nvme_dir)) continue;
         if (field(de, "disks[]", "read_gbs", path, &out->disk_read_gbs, err, errlen) ||
             field(de, "disks[]", "write_gbs", path, &out->disk_write_gbs, err, errlen))
-            goto out;
-    }
-    /* gemini's persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
-     * on N ranks what the world's entry measured with every rank writing, else one rank's */
-    const cJSON *cdirs = cJSON_GetObjectItemCaseSensitive(root, "checkpoint_dirs"), *cd;
-    cJSON_ArrayForEach(cd, cdirs) {
-        const cJSON *dir = cJSON_GetObjectItemCaseSensitive(cd, "dir");
-        if (!cfg->ckpt_dir[0] || !cJSON_IsString(dir) || strcmp(dir->valuestring, cfg->ckpt_dir) != 0) continue;
-        if (field(cd, "checkpoint_dirs[]", "write_ms", path, &out->ckpt_write_ms, err, errlen) ||
-            field(cd, "checkpoint_dirs[]", "write_gbs", path, &out->ckpt_write_gbs, err, errlen) ||
-            field(cd, "checkpoint_dirs[]", "home_gbs", path, &out->ckpt_home_gbs, err, errlen))
             goto out;
     }
     /* bf16: the update also writes the working copy; its rate alone, and the rate under load
@@ -271,10 +281,6 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     if (bf16_adam > 0) {
         out->busy_host_adam_ms_per_mparam *= bf16_adam / out->host_adam_ms_per_mparam;
         out->host_adam_ms_per_mparam = bf16_adam;
-    }
-    if (have_world_ckpt) {
-        out->ckpt_home_gbs = world_ckpt[0], out->ckpt_write_ms = world_ckpt[1], out->ckpt_write_gbs = world_ckpt[2];
-        out->ckpt_world = world;
     }
     /* the pieces as measured, and megatron-lm's step against them (measure_step) */
     out->embed_fwd_ms = w[0], out->layer_fwd_ms = w[1], out->layer_bwd_ms = w[2];
@@ -936,8 +942,7 @@ static int calibrate_dir(cJSON *root, const char *list, const char *what, const 
     int where = -1, i = 0;
     const cJSON *d;
     cJSON_ArrayForEach(d, entries) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(d, "dir");
-        if (cJSON_IsString(name) && strcmp(name->valuestring, dir) == 0) where = i;
+        if (entry_of_dir(d, dir)) where = i;
         i++;
     }
     if (where >= 0 && fresh(cJSON_GetArrayItem(entries, where), now)) {
