@@ -278,6 +278,18 @@ static int ahead_layers(const engine_config *cfg, const sh_layout *z, const gpt_
     return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, 1, z->Ls, p.host_bytes, z->Sl);
 }
 
+/* The layout a run of cfg has with R resident layers and S slots, as `rank` (0 for plans):
+ * its disk tier, micro-batches, shards and updates ahead; the placement is the caller's. */
+static sh_layout run_layout(const engine_config *cfg, int R, int S, int rank)
+{
+    sh_layout z = layout_for(&cfg->shape, R, S, cfg->bf16);
+    z.nvme = cfg->offload == OFFLOAD_NVME;
+    z.M = engine_micro_batches(cfg);
+    set_ranks(&z, engine_world(cfg), rank);
+    z.K = ahead_layers(cfg, &z, &cfg->shape);
+    return z;
+}
+
 /* -w W: the paper's layout (W resident, min(W, L-W) slots).  W >= L: every layer
  * resident.  At least two slots when two or more layers stream: with one, a layer's output
  * would overwrite its own input in the slot before that input is saved to the host. */
@@ -334,11 +346,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
         }
     }
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
-    sh_layout z = layout_for(sh, R, S, cfg->bf16);
-    z.nvme = cfg->offload == OFFLOAD_NVME;
-    z.M = engine_micro_batches(cfg);
-    set_ranks(&z, engine_world(cfg), 0);
-    z.K = ahead_layers(cfg, &z, sh);
+    const sh_layout z = run_layout(cfg, R, S, 0);
     plan_of(&z, sh, out);
 }
 
@@ -551,11 +559,8 @@ static int spread_rule(const engine_config *cfg, int R, int S)
     if (cfg->placement != PLACE_AUTO) return cfg->placement == PLACE_SPREAD;
     if (cfg->window > 0) return 0;
     if (cfg->optim.clip <= 0) return 1;
-    sh_layout z = layout_for(sh, R, S, cfg->bf16);
-    z.nvme = cfg->offload == OFFLOAD_NVME;
-    z.M = engine_micro_batches(cfg);
-    set_ranks(&z, engine_world(cfg), 0);
-    return ahead_layers(cfg, &z, sh) >= z.Ls;
+    const sh_layout z = run_layout(cfg, R, S, 0);
+    return z.K >= z.Ls;
 }
 /* The placements a machine model chooses between for layout (R, S): both under --placement
  * auto with -w auto and no clipping (where the model walks what the run does: with clipping
@@ -827,15 +832,11 @@ static int stronghold_init(const engine_env *env, void **state)
     } else if ((rc = choose_window(st, &R, &S, &spread))) {
         return rc;
     }
-    st->z = layout_for(sh, R, S, env->cfg->bf16);
+    st->z = run_layout(env->cfg, R, S, env->rank);
     st->z.spread = spread;
     if (R > 0 && R < L)
         engine_note(env, "stronghold placement: %s", spread ? "the resident layers spread between the streamed ones "
                     "(streamed layer i is layer ceil((i + 1) L / Ls) - 1)" : "the resident layers at the bottom (0 .. R-1)");
-    st->z.nvme = env->cfg->offload == OFFLOAD_NVME;
-    st->z.M = z0.M;
-    set_ranks(&st->z, engine_world(env->cfg), env->rank);
-    st->z.K = ahead_layers(env->cfg, &st->z, sh);
     sh_bytes b = bytes_for(&st->z, sh);
     if (R && ((rc = alloc_in(st, (void **)&st->res_p, b.resident, MEM_GPU, "resident layers' parameters")) ||
               (rc = alloc_in(st, (void **)&st->res_g, b.resident, MEM_GPU, "resident layers' gradients")) ||
