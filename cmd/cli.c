@@ -20,7 +20,7 @@ typedef enum opt_id {
     OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_LR, OPT_MIN_LR,
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
-    OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
+    OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_TRANSPORT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
     OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM,
     OPT_CLIP_SPECULATE, OPT_PLACEMENT, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE,
     OPT_HELP, OPT_VERSION,
@@ -81,6 +81,7 @@ static const opt_spec specs[] = {
     {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive|interleave", "gemini: no checkpoint; every iteration's right after its step; or sent during the next step in the idle spans of its collectives (default interleave)"},
     {OPT_GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, or 1 on one rank)"},
     {OPT_GEMINI_PLACEMENT, "gemini-placement", 0, ARG_TEXT, "group|ring", "gemini: ranks in groups of M holding the group's checkpoints, or rank r holding r-1 ... r-M+1 (default group)"},
+    {OPT_GEMINI_TRANSPORT, "gemini-transport", 0, ARG_TEXT, "auto|sendrecv|read", "gemini: how a peer's shard reaches the rank that keeps it: read by that rank's copy engines (CUDA IPC; MPI one-sided on the CPU backend), sent by NCCL kernels (MPI send/recv), or read where every rank is on one machine and can (default auto)"},
     {OPT_GEMINI_STORE, "gemini-store", 0, ARG_TEXT, "DIR", "gemini: the memory file system the checkpoints live in (default /dev/shm)"},
     {OPT_GEMINI_JOB, "gemini-job", 0, ARG_TEXT, "ID", "gemini: the job's id, which names its store (default: made at start)"},
     {OPT_GEMINI_RECOVER, "gemini-recover", 0, ARG_NONE, NULL, "gemini: restore job --gemini-job from its store (the newest version every rank has) and go on"},
@@ -282,6 +283,12 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         if (strcmp(value, "group") == 0) e->gemini_placement = GEMINI_GROUP;
         else if (strcmp(value, "ring") == 0) e->gemini_placement = GEMINI_RING;
         else return cli_fail(err, errlen, "%s: '%s' is not group or ring", opt, value);
+        break;
+    case OPT_GEMINI_TRANSPORT:
+        if (strcmp(value, "auto") == 0) e->gemini_transport = GEMINI_PEER_AUTO;
+        else if (strcmp(value, "sendrecv") == 0) e->gemini_transport = GEMINI_PEER_SENDRECV;
+        else if (strcmp(value, "read") == 0) e->gemini_transport = GEMINI_PEER_READ;
+        else return cli_fail(err, errlen, "%s: '%s' is not auto, sendrecv or read", opt, value);
         break;
     case OPT_GEMINI_STORE:
         if (set_path(e->gemini_store, sizeof e->gemini_store, value, "directory", opt, err, errlen)) return -1;
@@ -1078,6 +1085,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"gemini-mode", &e->gemini_mode, sizeof e->gemini_mode},
         {"gemini-replicas", &e->gemini_replicas, sizeof e->gemini_replicas},
         {"gemini-placement", &e->gemini_placement, sizeof e->gemini_placement},
+        {"gemini-transport", &e->gemini_transport, sizeof e->gemini_transport},
         {"gemini-store", e->gemini_store, strlen(e->gemini_store)},
         {"gemini-job", e->gemini_job, strlen(e->gemini_job)},
         {"gemini-recover", &e->gemini_recover, sizeof e->gemini_recover},

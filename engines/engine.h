@@ -85,6 +85,7 @@ typedef struct engine_config {
     int gemini_mode;        /* GEMINI_NONE, GEMINI_NAIVE, GEMINI_INTERLEAVE */
     int gemini_replicas;    /* m (0: 2, or 1 on one rank) */
     int gemini_placement;   /* GEMINI_GROUP, GEMINI_RING */
+    int gemini_transport;   /* the peers' copies: GEMINI_PEER_AUTO, _SENDRECV, _READ */
     char gemini_store[ENGINE_PATH_MAX];
     char gemini_job[64];
     int gemini_recover;
@@ -102,6 +103,10 @@ typedef struct engine_config {
 
 enum { GEMINI_NONE = 0, GEMINI_NAIVE = 1, GEMINI_INTERLEAVE = 2 };
 enum { GEMINI_GROUP = 0, GEMINI_RING = 1 };
+/* gemini --gemini-transport: how a peer's shard reaches the rank that keeps it: read by
+ * that rank's copy engines where it can (auto), always sent and received (NCCL kernels / MPI
+ * send-recv), or always read (an error where the ranks cannot read each other). */
+enum { GEMINI_PEER_AUTO = 0, GEMINI_PEER_SENDRECV = 1, GEMINI_PEER_READ = 2 };
 /* stronghold --placement: auto (-w auto: the faster by the machine model, or by the rule in
  * stronghold.c; -w W: bottom), the resident layers at the bottom (0 .. R-1, the paper's
  * window), or spread evenly between the streamed ones. */

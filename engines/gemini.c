@@ -6,7 +6,9 @@
  *
  * Where things live, per rank (besides megatron-lm ZeRO-3's own, engines/megatron_lm.c):
  *   GPU   two staging chunks (min(64 MiB, the shard) each): what a peer's shard arrives in;
- *         m rows of chunk checksums (this rank's, and each round's peer's)
+ *         m rows of chunk checksums (this rank's, and each round's peer's); m tokens (read);
+ *         with --gemini-transport read, this rank's three arrays are also windows its peers
+ *         map (CUDA IPC: no copy, their copy engines read them in place)
  *   host  the store (runtime/ckpt_store.h): a file on a memory file system (--gemini-store,
  *         default /dev/shm), mapped and page-locked, holding m shards in two alternating
  *         versions: slot 0 this rank's shard, slot d its d-th peer's; a shard is this rank's
@@ -18,6 +20,16 @@
  * d = 1 .. m-1 of a checkpoint rank r sends its shard to `to_d` and receives `from_d`'s:
  * ring (r + d), (r - d); group the same within the group.
  *
+ * How a peer's shard crosses (--gemini-transport): sendrecv: NCCL kernels (MPI send/recv on
+ * the CPU backend), one sendrecv per chunk; read: the keeping rank's copy engines read it
+ * from the owner's GPU over NVLink (CUDA IPC; MPI one-sided gets on the CPU backend), with
+ * no kernel on either side, so nothing takes SMs from the training beside it (2x H100, case
+ * 6: interleave 1.042x of none with NCCL kernels, 1.016x read).  A read has no matching, so
+ * two tokens order it against the owner: "ready" (the owner's checksums, sent once its
+ * arrays are the step's and summed) before the first read, and "done" (one word back from
+ * each reader after its last read) before the owner's optimizer.  auto: read where every
+ * rank is on one machine and the GPUs reach each other (coll_window_open), else sendrecv.
+ *
  * One checkpoint, stream by stream (the training itself is megatron-lm ZeRO-3's, on compute
  * and its two collective streams):
  *   own-d2h   after the step's optimizer (an event on compute): the chunk checksums of this
@@ -27,7 +39,10 @@
  *   ckpt-comm per round d, per chunk of the shard's three arrays: one sendrecv, this rank's
  *             chunk straight from the GPU arrays to to_d and from_d's into staging[k mod 2],
  *             each waiting until d2h has emptied that staging chunk; after a round's last
- *             chunk, the checksums (this rank's to to_d, from_d's into their GPU row)
+ *             chunk, the checksums (this rank's to to_d, from_d's into their GPU row).
+ *             read: first (after this rank's checksums) "ready": the checksums each round's
+ *             way; then per chunk a read of from_d's arrays into staging[k mod 2] (the same
+ *             waits); after the last, "done": a token to each from_d, one from each to_d
  *   d2h       each peer chunk received, once it is in, into that peer's slot; its checksums
  *   verify    after a slot's last copy (an event): a host task marks its version complete
  *             (recovery checks the data against the checksums before it trusts a version);
@@ -154,6 +169,7 @@ static void gemini_plan(const engine_config *cfg, engine_plan *out)
     const size_t floats = state_floats(cfg), chunk = chunk_floats_of(floats / 3);
     const int m = replicas_of(cfg);
     out->gpu_bytes += 2 * (uint64_t)chunk * sizeof(float);
+    if (m > 1 && cfg->gemini_mode != GEMINI_NONE) out->gpu_bytes += GEMINI_MAX_REPLICAS * sizeof(uint64_t);
     out->host_bytes += ckpt_store_bytes(m, floats);
 }
 
@@ -220,6 +236,12 @@ typedef struct gemini_state {
     uint64_t *dev_sums;      /* GPU: m x nchunks chunk checksums: [0] this rank's shard's, [d]
                                 the one received from round d's peer with its shard */
     gpt_event *ev_sums;      /* this rank's checksums are computed */
+    /* --gemini-transport read: this rank's arrays (master, m, v) as windows its peers read,
+     * NULL where the peers' chunks are sent (sendrecv); the tokens of the checkpoint's end */
+    coll_window *window[3];
+    uint64_t *dev_tokens;    /* GPU: [0] what this rank sends, [d] what round d's peer sent */
+    int reading;             /* a checkpoint read from the peers is under way (its end owed) */
+    gpt_event *ev_ready;     /* the peers' checksums are in (read: their arrays may be read) */
     ckpt_store *store;
     size_t store_bytes;      /* taken from the host budget (the memory file system is RAM) */
     char job[64];
@@ -250,6 +272,8 @@ static void gemini_free(void *state)
     if (st->d2h) (void)gpt_stream_sync(st->d2h);
     if (st->own_d2h) (void)gpt_stream_sync(st->own_d2h);
     if (st->verify) (void)gpt_stream_sync(st->verify);
+    if (st->comm) (void)gpt_stream_sync(coll_stream(st->comm));
+    for (int a = 0; a < 3; a++) coll_window_close(st->window[a]);
     coll_close(st->comm);
     if (st->mega) engine_megatron_lm.free(st->mega);
     /* An orderly end (or a failed step: the job ends anyway) removes the store; a rank that
@@ -280,6 +304,7 @@ static void gemini_free(void *state)
     if (st->verify) st->env.be->ops->stream_destroy(st->verify);
     gpt_event_destroy(st->ev_copied);
     gpt_event_destroy(st->ev_sums);
+    gpt_event_destroy(st->ev_ready);
     for (int v = 0; v < CKPT_VERSIONS; v++) gpt_event_destroy(st->ev_verified[v]);
     engine_free_all(&st->mem);
     free(st);
@@ -541,6 +566,37 @@ static int hook_before_optimizer(void *ctx, gpt_stream *compute);
 
 /* ---- init ----------------------------------------------------------------------------------- */
 
+/* --gemini-transport: this rank's three arrays as windows its peers read (all ranks decide
+ * together, coll_window_open), or none: the chunks are sent.  auto reads where it can. */
+static int open_windows(gemini_state *st)
+{
+    const engine_config *cfg = st->env.cfg;
+    if (st->p.m < 2 || cfg->gemini_mode == GEMINI_NONE) return GPT_OK;
+    /* (the tokens whatever the transport: the plan cannot know what auto finds) */
+    int rc = engine_alloc(&st->mem, MEM_GPU, (void **)&st->dev_tokens, GEMINI_MAX_REPLICAS * sizeof(uint64_t),
+                          "gemini tokens");
+    if (rc || cfg->gemini_transport == GEMINI_PEER_SENDRECV) return rc;
+    float *arrays[3] = {st->shard.master, st->shard.adam_m, st->shard.adam_v};
+    char why[256] = "";
+    for (int a = 0; a < 3; a++) {
+        rc = coll_window_open(&st->window[a], st->comm, arrays[a], st->shard.n * sizeof(float), why, sizeof why);
+        if (rc) return rc;
+        if (!st->window[a]) break; /* (the same answer for every array: none is open) */
+    }
+    if (!st->window[0]) {
+        if (cfg->gemini_transport == GEMINI_PEER_READ) {
+            fprintf(stderr, "aebench: --gemini-transport read: %s; use sendrecv (or auto)\n", why);
+            return GPT_ERR_INVALID;
+        }
+        engine_note(&st->env, "gemini: the peers' chunks are sent (NCCL / MPI send-recv): %s", why);
+        return GPT_OK;
+    }
+    engine_note(&st->env, "gemini: the peers' chunks are read by the keeping rank's copy engines (%s)",
+                coll_stream(st->comm) && gpt_stream_handle(coll_stream(st->comm)) ? "CUDA IPC"
+                                                                                    : "MPI one-sided");
+    return GPT_OK;
+}
+
 static int gemini_init(const engine_env *env, void **state)
 {
     *state = NULL;
@@ -620,7 +676,8 @@ static int gemini_init(const engine_env *env, void **state)
     if ((rc = engine_alloc(&st->mem, MEM_GPU, (void **)&st->dev_sums,
                            (size_t)st->p.m * (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t),
                            "gemini checksums")) ||
-        (rc = gpt_event_create(env->be, &st->ev_sums)))
+        (rc = gpt_event_create(env->be, &st->ev_sums)) || (rc = gpt_event_create(env->be, &st->ev_ready)) ||
+        (rc = open_windows(st)))
         return rc;
     char where[1100];
     ckpt_store_dir(where, sizeof where, env->cfg->gemini_store, st->job);
@@ -694,6 +751,27 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
         (rc = gpt_event_record(st->ev_own_done, st->own_d2h)) || (rc = complete_slot(st, 0, v, st->own_d2h)))
         return rc;
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);
+    if (st->window[0]) {
+        /* read: this rank's arrays are the step's and its checksums computed, so its peers
+         * may read them; the checksums go each round's way as the token that says so (from_d's
+         * into row d, then home), and this rank reads from_d's arrays only after it */
+        const int nchunks = ckpt_store_nchunks(st->store);
+        const size_t sum_bytes = (size_t)nchunks * sizeof(uint64_t);
+        if ((rc = gpt_stream_wait_event(cs, st->ev_sums))) return rc;
+        for (int a = 0; a < 3; a++)
+            if ((rc = coll_window_expose(st->window[a], cs))) return rc;
+        for (int d = 1; d < st->p.m; d++)
+            if ((rc = coll_sendrecv(st->comm, st->dev_sums, st->p.to[d], st->dev_sums + (size_t)d * nchunks,
+                                    st->p.from[d], sum_bytes)))
+                return rc;
+        if ((rc = gpt_event_record(st->ev_ready, cs)) || (rc = gpt_stream_wait_event(st->d2h, st->ev_ready)))
+            return rc;
+        for (int d = 1; d < st->p.m; d++)
+            if ((rc = gpt_memcpy_d2h(st->d2h, ckpt_store_sums(st->store, d, v), st->dev_sums + (size_t)d * nchunks,
+                                     sum_bytes)))
+                return rc;
+        st->reading = 1;
+    }
     st->version = v;
     st->round = 1;
     st->round_at = 0;
@@ -716,6 +794,13 @@ static int ckpt_chunks(gemini_state *st, size_t budget, step_result *out)
     int rc;
     while (st->round < p->m && budget > 0) {
         const int d = st->round;
+        if (st->round_at >= 3 * st->shard.n && st->window[0]) {
+            /* read: the round's shard is all read (its checksums came first, ckpt_begin) */
+            if ((rc = complete_slot(st, d, st->version, st->d2h))) return rc;
+            st->round++;
+            st->round_at = 0;
+            continue;
+        }
         if (st->round_at >= 3 * st->shard.n) {
             /* the round's shard is all sent: its checksums follow it (this rank's, computed in
              * ckpt_begin, to to_d; from_d's into its row of dev_sums, then home) */
@@ -740,9 +825,12 @@ static int ckpt_chunks(gemini_state *st, size_t budget, step_result *out)
         const int b = st->chunk_no % 2;
         const size_t bytes = pc.len * sizeof(float);
         float *theirs = ckpt_store_data(st->store, d, st->version);
+        const size_t array = pc.at / st->shard.n;
         if ((st->chunk_no >= 2 && (rc = gpt_stream_wait_event(cs, st->ev_free[b]))) ||
-            (rc = coll_sendrecv(st->comm, state_at(&st->shard, pc.at), p->to[d], st->staging[b],
-                                p->from[d], bytes)) ||
+            (rc = st->window[0] ? coll_window_get(st->window[array], cs, st->staging[b], p->from[d],
+                                                  (pc.at - array * st->shard.n) * sizeof(float), bytes)
+                                : coll_sendrecv(st->comm, state_at(&st->shard, pc.at), p->to[d], st->staging[b],
+                                                p->from[d], bytes)) ||
             (rc = gpt_event_record(st->ev_recv[b], cs)) || (rc = gpt_stream_wait_event(st->d2h, st->ev_recv[b])) ||
             (rc = gpt_memcpy_d2h(st->d2h, theirs + pc.at, st->staging[b], bytes)) ||
             (rc = gpt_event_record(st->ev_free[b], st->d2h)))
@@ -751,6 +839,21 @@ static int ckpt_chunks(gemini_state *st, size_t budget, step_result *out)
         st->chunk_no++;
         if (budget != SIZE_MAX) budget -= pc.len;
     }
+    return GPT_OK;
+}
+
+/* read: after this rank's last read of the checkpoint (on the stream), a token to each peer
+ * it read from, and one from each peer that reads it: once in, no one reads its arrays any
+ * more and the optimizer may change them.  Nothing in sendrecv mode (the sends were that). */
+static int ckpt_release(gemini_state *st)
+{
+    if (!st->reading) return GPT_OK;
+    st->reading = 0;
+    int rc;
+    for (int d = 1; d < st->p.m; d++)
+        if ((rc = coll_sendrecv(st->comm, st->dev_tokens, st->p.from[d], st->dev_tokens + d, st->p.to[d],
+                                sizeof(uint64_t))))
+            return rc;
     return GPT_OK;
 }
 
@@ -811,7 +914,7 @@ static int hook_before_optimizer(void *ctx, gpt_stream *compute)
     int rc;
     if ((rc = gpt_event_record(st->ev_opt, compute))) return rc;
     if (!st->interleaving) return GPT_OK;
-    if ((rc = ckpt_chunks(st, SIZE_MAX, st->out))) return rc;
+    if ((rc = ckpt_chunks(st, SIZE_MAX, st->out)) || (rc = ckpt_release(st))) return rc;
     /* --fail-phase checkpoint: with the carried checkpoint's copies in flight */
     if (st->pending) engine_fault_point(&st->env, st->iteration, FAULT_CHECKPOINT);
     if ((rc = gpt_event_record(st->ev_ck_done, coll_stream(st->comm))) ||
@@ -1027,7 +1130,7 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
         return rc;
     /* --fail-phase checkpoint: half of it issued, none of it known to be in */
     engine_fault_point(&st->env, iteration, FAULT_CHECKPOINT);
-    if ((rc = ckpt_chunks(st, SIZE_MAX, out)) || (rc = gpt_event_record(st->ev_ck_done, cs)) ||
+    if ((rc = ckpt_chunks(st, SIZE_MAX, out)) || (rc = ckpt_release(st)) || (rc = gpt_event_record(st->ev_ck_done, cs)) ||
         (rc = gpt_stream_sync(cs)) || (rc = gpt_stream_sync(st->d2h)) || (rc = gpt_stream_sync(st->own_d2h)) ||
         (rc = gpt_stream_sync(st->verify)))
         return rc;

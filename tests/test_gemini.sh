@@ -111,10 +111,23 @@ else
     gm_run inter --ranks 2 -m gemini --gemini-mode interleave --gemini-store "$GM_STORE"
     if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/inter.params" &&
         grep -q "gemini interleave: .* ms of the step's collectives idle" "$GM_WORK/inter/out" &&
+        grep -q "the peers' chunks are read by the keeping rank's copy engines (MPI one-sided)" "$GM_WORK/inter/out" &&
         [ "$(grep -c '"checkpoint":' "$GM_WORK"/inter/results/*.json)" -eq 8 ]; then
-        gm_pass "gemini interleave = megatron-lm ZeRO-3 bit for bit; idle spans measured, chunks planned"
+        gm_pass "gemini interleave (auto: the peers' chunks read, MPI one-sided) = megatron-lm ZeRO-3 bit for bit; idle spans measured, chunks planned"
     else
         gm_fail "gemini interleave" "exit $GM_RC: $(tail -c 300 "$GM_WORK/inter/err")"
+    fi
+    # the same with the chunks sent (the transport between machines): the same bits, and a
+    # hardware failure restored from the copy the peer received so
+    gm_run intersend --ranks 2 -m gemini --gemini-mode interleave --gemini-transport sendrecv \
+        --gemini-store "$GM_STORE" --fail-at 7 --fail-rank 0 --fail-kind hardware
+    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/intersend.params" &&
+        ! grep -q "chunks are read" "$GM_WORK/intersend/out" &&
+        grep -q "rank 0's shard of iteration [45] fetched from rank 1's copy" "$GM_WORK/intersend/out" &&
+        [ "$(gm_losses "$GM_WORK/intersend" 6)" = "$(gm_losses "$GM_WORK/zero3" 6)" ]; then
+        gm_pass "gemini interleave --gemini-transport sendrecv, rank 0's machine lost at iteration 7: its shard fetched from rank 1's copy, = no failure"
+    else
+        gm_fail "gemini interleave sendrecv" "exit $GM_RC: $(grep -h 'fetched\|recovered' "$GM_WORK/intersend/out") $(tail -c 300 "$GM_WORK/intersend/err")"
     fi
     # killed at iteration 7: the checkpoint of 6 was in flight (incomplete), so 5 is restored
     # (or 4, when 5's checksums, which trail its copies on their own stream, were not done)
@@ -313,6 +326,7 @@ PYEOF
     gm_bad "gemini: a store directory that is not there" "--gemini-store $GM_WORK/none: No such file or directory" \
         --gemini-store "$GM_WORK/none"
     gm_bad "gemini: a mode that is not one" "'often' is not none, naive or interleave" --gemini-mode often
+    gm_bad "gemini: a transport that is not one" "'rdma' is not auto, sendrecv or read" --gemini-transport rdma
     gm_bad "gemini: a fault kind that is not one" "'disk' is not software or hardware" --fail-kind disk
     gm_bad "gemini: a fault phase that is not one" "'optimizer' is not forward, backward or checkpoint" \
         --fail-at 2 --fail-phase optimizer

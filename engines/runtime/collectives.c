@@ -345,3 +345,234 @@ void coll_close(coll_group *g)
 #endif
     free(g);
 }
+
+/* ---- one-sided reads (see the header) --------------------------------------------------- */
+
+struct coll_window {
+    coll_group *g;
+    size_t bytes;
+#ifdef AEBENCH_HAVE_MPI
+    MPI_Win win; /* the CPU backend's: gets by MPI, a passive epoch on every rank throughout */
+    int have_win, locked;
+#endif
+#ifdef COLL_HAVE_NCCL
+    void **peer_base; /* world entries: each peer's allocation as mapped here (NULL: self) */
+#endif
+};
+
+static void say(char *why, size_t whylen, const char *text)
+{
+    if (why && whylen) snprintf(why, whylen, "%s", text);
+}
+
+#ifdef COLL_HAVE_NCCL
+static int cuda_failed(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return 0;
+    fprintf(stderr, "aebench: %s failed: %s\n", what, cudaGetErrorString(e));
+    return -1;
+}
+
+/* What a rank tells the others: its GPU (by PCI address: device numbers differ between
+ * processes that see different GPUs) and the handle of its window's allocation. */
+typedef struct ipc_entry {
+    char bus[32];
+    cudaIpcMemHandle_t handle;
+} ipc_entry;
+
+/* Map every peer's allocation (a collective decision: all map or none).  0, or -1 with the
+ * reason (GPT_ERR_BACKEND where a CUDA call failed outright). */
+static int cuda_window_map(coll_window *w, void *base, char *why, size_t whylen)
+{
+    coll_group *g = w->g;
+    int dev = 0;
+    ipc_entry me;
+    memset(&me, 0, sizeof me);
+    if (cuda_failed(cudaGetDevice(&dev), "cudaGetDevice") ||
+        cuda_failed(cudaDeviceGetPCIBusId(me.bus, (int)sizeof me.bus, dev), "cudaDeviceGetPCIBusId") ||
+        cuda_failed(cudaIpcGetMemHandle(&me.handle, base), "cudaIpcGetMemHandle"))
+        return GPT_ERR_BACKEND;
+    ipc_entry *all = calloc((size_t)g->world, sizeof *all);
+    w->peer_base = calloc((size_t)g->world, sizeof *w->peer_base);
+    if (!all || !w->peer_base) {
+        free(all);
+        return GPT_ERR_OOM;
+    }
+    int rc = coll_host_all_gather(g, all, &me, sizeof me);
+    int ok = rc == 0;
+    char mine[200] = "";
+    for (int p = 0; ok && p < g->world; p++) {
+        if (p == g->rank) continue;
+        int peer_dev = -1, can = 0;
+        if (cudaDeviceGetByPCIBusId(&peer_dev, all[p].bus) != cudaSuccess) {
+            (void)cudaGetLastError(); /* (not sticky: the GPU is only hidden from this rank) */
+            snprintf(mine, sizeof mine, "rank %d does not see rank %d's GPU (%s)", g->rank, p, all[p].bus);
+            ok = 0;
+        } else if (cuda_failed(cudaDeviceCanAccessPeer(&can, dev, peer_dev), "cudaDeviceCanAccessPeer")) {
+            rc = GPT_ERR_BACKEND, ok = 0;
+        } else if (!can) {
+            snprintf(mine, sizeof mine, "rank %d's GPU cannot reach rank %d's (no peer access)", g->rank, p);
+            ok = 0;
+        } else if (cudaIpcOpenMemHandle(&w->peer_base[p], all[p].handle, cudaIpcMemLazyEnablePeerAccess) !=
+                   cudaSuccess) {
+            (void)cudaGetLastError();
+            w->peer_base[p] = NULL;
+            snprintf(mine, sizeof mine, "rank %d cannot map rank %d's GPU memory (CUDA IPC)", g->rank, p);
+            ok = 0;
+        }
+    }
+    free(all);
+    int all_ok = ok;
+    if (mpi_failed(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, g->host_comm), "MPI_Allreduce (host)"))
+        return GPT_ERR_BACKEND;
+    if (rc) return rc;
+    if (!all_ok) {
+        say(why, whylen, mine[0] ? mine : "another rank cannot map its peers' GPU memory (CUDA IPC)");
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+int coll_window_open(coll_window **out, coll_group *g, void *base, size_t bytes, char *why, size_t whylen)
+{
+    *out = NULL;
+    say(why, whylen, "");
+    if (g->world == 1) {
+        say(why, whylen, "one rank: no peer");
+        return GPT_OK;
+    }
+#ifdef AEBENCH_HAVE_MPI
+    /* one machine: every rank's node communicator is the whole group */
+    MPI_Comm node;
+    int node_size = 0, here = 0, everywhere = 0;
+    if (mpi_failed(MPI_Comm_split_type(g->host_comm, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &node),
+                   "MPI_Comm_split_type") ||
+        mpi_failed(MPI_Comm_size(node, &node_size), "MPI_Comm_size") ||
+        mpi_failed(MPI_Comm_free(&node), "MPI_Comm_free"))
+        return GPT_ERR_BACKEND;
+    here = node_size == g->world;
+    if (mpi_failed(MPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, g->host_comm), "MPI_Allreduce (host)"))
+        return GPT_ERR_BACKEND;
+    if (!everywhere) {
+        say(why, whylen, "the ranks are on more than one machine");
+        return GPT_OK;
+    }
+    coll_window *w = calloc(1, sizeof *w);
+    if (!w) return GPT_ERR_OOM;
+    w->g = g;
+    w->bytes = bytes;
+    if (gpt_stream_handle(g->stream) == NULL) {
+        /* the CPU backend's device memory is host memory: an MPI window on it */
+        if (mpi_failed(MPI_Win_create(base, (MPI_Aint)bytes, 1, MPI_INFO_NULL, g->host_comm, &w->win),
+                       "MPI_Win_create")) {
+            free(w);
+            return GPT_ERR_BACKEND;
+        }
+        w->have_win = 1;
+        if (mpi_failed(MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win), "MPI_Win_lock_all")) {
+            coll_window_close(w);
+            return GPT_ERR_BACKEND;
+        }
+        w->locked = 1;
+        *out = w;
+        return GPT_OK;
+    }
+#ifdef COLL_HAVE_NCCL
+    const int rc = cuda_window_map(w, base, why, whylen);
+    if (rc == 0) {
+        *out = w;
+        return GPT_OK;
+    }
+    coll_window_close(w);
+    return rc == -1 ? GPT_OK : rc;
+#else
+    free(w);
+    say(why, whylen, "this build has no GPU transport");
+    return GPT_OK;
+#endif
+#else
+    (void)base, (void)bytes;
+    say(why, whylen, "this build has no MPI");
+    return GPT_OK;
+#endif
+}
+
+#ifdef AEBENCH_HAVE_MPI
+/* A get or a sync on an MPI window, made by the stream's worker thread. */
+typedef struct window_task {
+    coll_window *w;
+    char *dst;
+    int peer, sync;
+    size_t offset, bytes;
+} window_task;
+
+static int window_task_run(void *arg)
+{
+    const window_task *t = arg;
+    if (t->sync) return mpi_failed(MPI_Win_sync(t->w->win), "MPI_Win_sync");
+    for (size_t done = 0; done < t->bytes;) {
+        const size_t n = t->bytes - done < (size_t)INT_MAX ? t->bytes - done : (size_t)INT_MAX;
+        if (mpi_failed(MPI_Get(t->dst + done, (int)n, MPI_BYTE, t->peer, (MPI_Aint)(t->offset + done), (int)n,
+                               MPI_BYTE, t->w->win), "MPI_Get"))
+            return -1;
+        done += n;
+    }
+    /* the data is here when the task ends: the stream's later work may read it */
+    return mpi_failed(MPI_Win_flush(t->peer, t->w->win), "MPI_Win_flush");
+}
+#endif
+
+int coll_window_get(coll_window *w, gpt_stream *s, void *dst, int peer, size_t offset, size_t bytes)
+{
+    if (peer < 0 || peer >= w->g->world || peer == w->g->rank || offset > w->bytes || bytes > w->bytes - offset) {
+        fprintf(stderr, "aebench: a window read of %zu bytes at %zu from rank %d is outside it\n", bytes, offset,
+                peer);
+        return GPT_ERR_INVALID;
+    }
+    w->g->bytes += (double)bytes;
+#ifdef COLL_HAVE_NCCL
+    if (w->peer_base)
+        return cuda_failed(cudaMemcpyAsync(dst, (const char *)w->peer_base[peer] + offset, bytes,
+                                           cudaMemcpyDeviceToDevice, (cudaStream_t)gpt_stream_handle(s)),
+                           "cudaMemcpyAsync (peer read)") ? GPT_ERR_BACKEND : GPT_OK;
+#endif
+#ifdef AEBENCH_HAVE_MPI
+    window_task t = {.w = w, .dst = dst, .peer = peer, .sync = 0, .offset = offset, .bytes = bytes};
+    return gpt_stream_host_task(s, window_task_run, &t, sizeof t);
+#else
+    (void)s, (void)dst;
+    return GPT_ERR_INVALID;
+#endif
+}
+
+int coll_window_expose(coll_window *w, gpt_stream *s)
+{
+#ifdef COLL_HAVE_NCCL
+    if (w->peer_base) return GPT_OK;
+#endif
+#ifdef AEBENCH_HAVE_MPI
+    window_task t = {.w = w, .dst = NULL, .peer = 0, .sync = 1, .offset = 0, .bytes = 0};
+    return gpt_stream_host_task(s, window_task_run, &t, sizeof t);
+#else
+    (void)w, (void)s;
+    return GPT_OK;
+#endif
+}
+
+void coll_window_close(coll_window *w)
+{
+    if (!w) return;
+#ifdef COLL_HAVE_NCCL
+    if (w->peer_base) {
+        for (int p = 0; p < w->g->world; p++)
+            if (w->peer_base[p]) cuda_failed(cudaIpcCloseMemHandle(w->peer_base[p]), "cudaIpcCloseMemHandle");
+        free(w->peer_base);
+    }
+#endif
+#ifdef AEBENCH_HAVE_MPI
+    if (w->locked) mpi_failed(MPI_Win_unlock_all(w->win), "MPI_Win_unlock_all");
+    if (w->have_win) mpi_failed(MPI_Win_free(&w->win), "MPI_Win_free");
+#endif
+    free(w);
+}

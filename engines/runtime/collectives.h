@@ -66,6 +66,32 @@ int coll_recv(coll_group *g, void *buf, size_t bytes, int peer);
  * from sendbuf to rank `to` while receiving as many into recvbuf from rank `from`. */
 int coll_sendrecv(coll_group *g, const void *sendbuf, int to, void *recvbuf, int from, size_t bytes);
 
+/* ---- one-sided reads: a window of device memory its peers read by copy engine -------------
+ *
+ * Every rank exposes one allocation; a peer reads any part of it into its own device memory,
+ * with no work on the exposing rank: the copy engines of the reading GPU over NVLink (CUDA
+ * IPC: the ranks on one machine, each pair of GPUs able to reach each other), MPI one-sided
+ * gets on the CPU backend.  Unlike a sendrecv it runs no kernel, so it takes no SMs from the
+ * training beside it; it also has no matching: the caller orders the reads against the
+ * exposing rank's writes (e.g. by a sendrecv token each way).
+ *
+ * coll_window_open is collective over g.  base: the start of a dev_alloc allocation (CUDA
+ * IPC maps whole allocations), bytes of it exposed (the same size on every rank).  Where the
+ * ranks cannot read each other so (other machines, a GPU hidden from a rank, no peer access,
+ * one rank), *out is NULL, the return is 0, and why (if given) says what is missing: the
+ * caller uses send/recv instead.  Every rank gets the same answer. */
+typedef struct coll_window coll_window;
+int coll_window_open(coll_window **out, coll_group *g, void *base, size_t bytes, char *why, size_t whylen);
+/* Queued on stream s: dst (bytes, this rank's device memory) = peer's window [offset, offset +
+ * bytes).  Returns at once, like a copy. */
+int coll_window_get(coll_window *w, gpt_stream *s, void *dst, int peer, size_t offset, size_t bytes);
+/* Queued on stream s: what this rank wrote into its window before it (on s's order) is what
+ * the peers' later reads see (MPI_Win_sync; nothing on CUDA, where a kernel's writes are
+ * visible to the copy engines once it ends). */
+int coll_window_expose(coll_window *w, gpt_stream *s);
+/* Collective; the streams that read through w must be drained (safe on NULL). */
+void coll_window_close(coll_window *w);
+
 /* Host-side, blocking, for per-step scalars (loss sums, norms) and checks: sum of n
  * doubles over ranks into every rank (in place).  Not on a stream. */
 int coll_host_sum_doubles(const coll_group *g, double *values, int n);
