@@ -24,7 +24,7 @@
  * the CPU backend), one sendrecv per chunk; read: the keeping rank's copy engines read it
  * from the owner's GPU over NVLink (CUDA IPC; MPI one-sided gets on the CPU backend), with
  * no kernel on either side, so nothing takes SMs from the training beside it (2x H100, case
- * 6: interleave 1.042x of none with NCCL kernels, 1.016x read).  A read has no matching, so
+ * 6's shape: interleave 1.042-1.052x of none with NCCL kernels, 1.016-1.025x read).  A read has no matching, so
  * two tokens order it against the owner: "ready" (the owner's checksums, sent once its
  * arrays are the step's and summed) before the first read, and "done" (one word back from
  * each reader after its last read) before the owner's optimizer.  auto: read where every

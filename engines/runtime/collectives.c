@@ -378,6 +378,7 @@ static int cuda_failed(cudaError_t e, const char *what)
 typedef struct ipc_entry {
     char bus[32];
     cudaIpcMemHandle_t handle;
+    int exported; /* the handle was made (e.g. not for memory of a pool, which IPC refuses) */
 } ipc_entry;
 
 /* Map every peer's allocation (a collective decision: all map or none).  0, or -1 with the
@@ -388,21 +389,34 @@ static int cuda_window_map(coll_window *w, void *base, char *why, size_t whylen)
     int dev = 0;
     ipc_entry me;
     memset(&me, 0, sizeof me);
+    /* (every rank reaches the all-gather below whatever happens here, so that none waits
+     * there for one that gave up) */
+    int rc = GPT_OK;
+    char mine[200] = "";
     if (cuda_failed(cudaGetDevice(&dev), "cudaGetDevice") ||
-        cuda_failed(cudaDeviceGetPCIBusId(me.bus, (int)sizeof me.bus, dev), "cudaDeviceGetPCIBusId") ||
-        cuda_failed(cudaIpcGetMemHandle(&me.handle, base), "cudaIpcGetMemHandle"))
-        return GPT_ERR_BACKEND;
+        cuda_failed(cudaDeviceGetPCIBusId(me.bus, (int)sizeof me.bus, dev), "cudaDeviceGetPCIBusId"))
+        rc = GPT_ERR_BACKEND;
+    else if (cudaIpcGetMemHandle(&me.handle, base) == cudaSuccess)
+        me.exported = 1;
+    else {
+        (void)cudaGetLastError();
+        snprintf(mine, sizeof mine, "rank %d's arrays cannot be shared (cudaIpcGetMemHandle)", g->rank);
+    }
     ipc_entry *all = calloc((size_t)g->world, sizeof *all);
     w->peer_base = calloc((size_t)g->world, sizeof *w->peer_base);
     if (!all || !w->peer_base) {
         free(all);
-        return GPT_ERR_OOM;
+        return GPT_ERR_OOM; /* (a few hundred bytes: the job is lost anyway) */
     }
-    int rc = coll_host_all_gather(g, all, &me, sizeof me);
-    int ok = rc == 0;
-    char mine[200] = "";
+    if (coll_host_all_gather(g, all, &me, sizeof me)) rc = GPT_ERR_BACKEND;
+    int ok = rc == GPT_OK && me.exported;
     for (int p = 0; ok && p < g->world; p++) {
         if (p == g->rank) continue;
+        if (!all[p].exported) {
+            snprintf(mine, sizeof mine, "rank %d's arrays cannot be shared (cudaIpcGetMemHandle)", p);
+            ok = 0;
+            break;
+        }
         int peer_dev = -1, can = 0;
         if (cudaDeviceGetByPCIBusId(&peer_dev, all[p].bus) != cudaSuccess) {
             (void)cudaGetLastError(); /* (not sticky: the GPU is only hidden from this rank) */
