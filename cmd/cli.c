@@ -117,6 +117,35 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
+/* An option that takes one of some words: the value of the word given into *out; else
+ * "OPT: 'x' is not a, b or c" (the words in the table's order).  0, or what cli_fail returns. */
+typedef struct choice {
+    const char *word;
+    int value;
+} choice;
+static int choose(const char *opt, const char *value, const choice *words, int n, int *out, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(value, words[i].word) == 0) {
+            *out = words[i].value;
+            return 0;
+        }
+    char list[200] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                 words[i].word);
+    return cli_fail(err, errlen, "%s: '%s' is not %s", opt, value, list);
+}
+/* In apply(): out_ = the value of the word `value` names among the {word, value} pairs given,
+ * or return -1 from apply with the error set. */
+#define CHOOSE(out_, ...)                                                                                           \
+    do {                                                                                                           \
+        static const choice words_[] = {__VA_ARGS__};                                                              \
+        int v_ = 0;                                                                                                \
+        if (choose(opt, value, words_, (int)(sizeof words_ / sizeof words_[0]), &v_, err, errlen)) return -1;      \
+        (out_) = v_;                                                                                               \
+    } while (0)
+
 /* A path option's value into dst: "empty <what> name" when it is empty (what NULL: empty is
  * allowed), "path too long" when it does not fit.  0, or what cli_fail returns. */
 static int set_path(char *dst, size_t len, const char *value, const char *what, const char *opt, char *err,
@@ -259,36 +288,24 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         break;
     }
     case OPT_FAIL_PHASE:
-        if (strcmp(value, "forward") == 0) rc->fail_phase = FAULT_FORWARD;
-        else if (strcmp(value, "backward") == 0) rc->fail_phase = FAULT_BACKWARD;
-        else if (strcmp(value, "checkpoint") == 0) rc->fail_phase = FAULT_CHECKPOINT;
-        else return cli_fail(err, errlen, "%s: '%s' is not forward, backward or checkpoint", opt, value);
+        CHOOSE(rc->fail_phase, {"forward", FAULT_FORWARD}, {"backward", FAULT_BACKWARD}, {"checkpoint", FAULT_CHECKPOINT});
         break;
     case OPT_FAIL_KIND:
-        if (strcmp(value, "software") == 0) rc->fail_hardware = 0;
-        else if (strcmp(value, "hardware") == 0) rc->fail_hardware = 1;
-        else return cli_fail(err, errlen, "%s: '%s' is not software or hardware", opt, value);
+        CHOOSE(rc->fail_hardware, {"software", 0}, {"hardware", 1});
         break;
     case OPT_SAVE_PARAMS:
         if (set_path(rc->save_params, sizeof rc->save_params, value, "file", opt, err, errlen)) return -1;
         break;
     case OPT_GEMINI_MODE:
-        if (strcmp(value, "none") == 0) e->gemini_mode = GEMINI_NONE;
-        else if (strcmp(value, "naive") == 0) e->gemini_mode = GEMINI_NAIVE;
-        else if (strcmp(value, "interleave") == 0) e->gemini_mode = GEMINI_INTERLEAVE;
-        else return cli_fail(err, errlen, "%s: '%s' is not none, naive or interleave", opt, value);
+        CHOOSE(e->gemini_mode, {"none", GEMINI_NONE}, {"naive", GEMINI_NAIVE}, {"interleave", GEMINI_INTERLEAVE});
         break;
     case OPT_GEMINI_REPLICAS: e->gemini_replicas = (int)iv; break;
     case OPT_GEMINI_PLACEMENT:
-        if (strcmp(value, "group") == 0) e->gemini_placement = GEMINI_GROUP;
-        else if (strcmp(value, "ring") == 0) e->gemini_placement = GEMINI_RING;
-        else return cli_fail(err, errlen, "%s: '%s' is not group or ring", opt, value);
+        CHOOSE(e->gemini_placement, {"group", GEMINI_GROUP}, {"ring", GEMINI_RING});
         break;
     case OPT_GEMINI_TRANSPORT:
-        if (strcmp(value, "auto") == 0) e->gemini_transport = GEMINI_PEER_AUTO;
-        else if (strcmp(value, "sendrecv") == 0) e->gemini_transport = GEMINI_PEER_SENDRECV;
-        else if (strcmp(value, "read") == 0) e->gemini_transport = GEMINI_PEER_READ;
-        else return cli_fail(err, errlen, "%s: '%s' is not auto, sendrecv or read", opt, value);
+        CHOOSE(e->gemini_transport, {"auto", GEMINI_PEER_AUTO}, {"sendrecv", GEMINI_PEER_SENDRECV},
+               {"read", GEMINI_PEER_READ});
         break;
     case OPT_GEMINI_STORE:
         if (set_path(e->gemini_store, sizeof e->gemini_store, value, "directory", opt, err, errlen)) return -1;
@@ -315,10 +332,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         }
         break;
     case OPT_PLACEMENT:
-        if (strcmp(value, "auto") == 0) e->placement = PLACE_AUTO;
-        else if (strcmp(value, "bottom") == 0) e->placement = PLACE_BOTTOM;
-        else if (strcmp(value, "spread") == 0) e->placement = PLACE_SPREAD;
-        else return cli_fail(err, errlen, "%s: '%s' is not bottom, spread or auto", opt, value);
+        CHOOSE(e->placement, {"bottom", PLACE_BOTTOM}, {"spread", PLACE_SPREAD}, {"auto", PLACE_AUTO});
         break;
     case OPT_GEMINI_CKPT_FROM:
         if (iv < 1) return cli_fail(err, errlen, "%s: '%s' is not an iteration (1 or more)", opt, value);
@@ -335,20 +349,14 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         if (set_path(rc->data_path, sizeof rc->data_path, value, NULL, opt, err, errlen)) return -1;
         break;
     case OPT_DEVICE:
-        if (strcmp(value, "cpu") == 0) e->device = DEVICE_CPU;
-        else if (strcmp(value, "cuda") == 0) e->device = DEVICE_CUDA;
-        else return cli_fail(err, errlen, "%s: '%s' is not cpu or cuda", opt, value);
+        CHOOSE(e->device, {"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA});
         rc->device_given = 1;
         break;
     case OPT_DTYPE:
-        if (strcmp(value, "fp32") == 0) e->bf16 = 0;
-        else if (strcmp(value, "bf16") == 0) e->bf16 = 1;
-        else return cli_fail(err, errlen, "%s: '%s' is not fp32 or bf16", opt, value);
+        CHOOSE(e->bf16, {"fp32", 0}, {"bf16", 1});
         break;
     case OPT_MATH:
-        if (strcmp(value, "tf32") == 0) e->tf32 = 1;
-        else if (strcmp(value, "fp32") == 0) e->tf32 = 0;
-        else return cli_fail(err, errlen, "%s: '%s' is not tf32 or fp32", opt, value);
+        CHOOSE(e->tf32, {"tf32", 1}, {"fp32", 0});
         break;
     case OPT_GPU_MEM:
     case OPT_CPU_MEM:
@@ -360,9 +368,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         break;
     case OPT_DPU: e->dpu = flag_value; break;
     case OPT_OFFLOAD:
-        if (strcmp(value, "cpu") == 0) e->offload = OFFLOAD_CPU;
-        else if (strcmp(value, "nvme") == 0) e->offload = OFFLOAD_NVME;
-        else return cli_fail(err, errlen, "%s: '%s' is not cpu or nvme", opt, value);
+        CHOOSE(e->offload, {"cpu", OFFLOAD_CPU}, {"nvme", OFFLOAD_NVME});
         break;
     case OPT_NVME_DIR:
         if (set_path(e->nvme_dir, sizeof e->nvme_dir, value, "directory", opt, err, errlen)) return -1;
