@@ -578,12 +578,17 @@ static int open_windows(gemini_state *st)
     if (rc || cfg->gemini_transport == GEMINI_PEER_SENDRECV) return rc;
     float *arrays[3] = {st->shard.master, st->shard.adam_m, st->shard.adam_v};
     char why[256] = "";
-    for (int a = 0; a < 3; a++) {
+    int all = 1;
+    for (int a = 0; a < 3 && all; a++) {
         rc = coll_window_open(&st->window[a], st->comm, arrays[a], st->shard.n * sizeof(float), why, sizeof why);
         if (rc) return rc;
-        if (!st->window[a]) break; /* (the same answer for every array: none is open) */
+        all = st->window[a] != NULL;
     }
-    if (!st->window[0]) {
+    if (!all) { /* (every rank got the same answers: all three arrays read, or none) */
+        for (int a = 0; a < 3; a++) {
+            coll_window_close(st->window[a]);
+            st->window[a] = NULL;
+        }
         if (cfg->gemini_transport == GEMINI_PEER_READ) {
             fprintf(stderr, "aebench: --gemini-transport read: %s; use sendrecv (or auto)\n", why);
             return GPT_ERR_INVALID;
@@ -592,8 +597,7 @@ static int open_windows(gemini_state *st)
         return GPT_OK;
     }
     engine_note(&st->env, "gemini: the peers' chunks are read by the keeping rank's copy engines (%s)",
-                coll_stream(st->comm) && gpt_stream_handle(coll_stream(st->comm)) ? "CUDA IPC"
-                                                                                    : "MPI one-sided");
+                coll_window_kind(st->window[0]));
     return GPT_OK;
 }
 

@@ -574,6 +574,15 @@ int coll_window_expose(coll_window *w, gpt_stream *s)
 #endif
 }
 
+const char *coll_window_kind(const coll_window *w)
+{
+#ifdef COLL_HAVE_NCCL
+    if (w->peer_base) return "CUDA IPC";
+#endif
+    (void)w;
+    return "MPI one-sided";
+}
+
 void coll_window_close(coll_window *w)
 {
     if (!w) return;

@@ -89,6 +89,8 @@ int coll_window_get(coll_window *w, gpt_stream *s, void *dst, int peer, size_t o
  * the peers' later reads see (MPI_Win_sync; nothing on CUDA, where a kernel's writes are
  * visible to the copy engines once it ends). */
 int coll_window_expose(coll_window *w, gpt_stream *s);
+/* How w's reads go, for the log: "CUDA IPC" or "MPI one-sided". */
+const char *coll_window_kind(const coll_window *w);
 /* Collective; the streams that read through w must be drained (safe on NULL). */
 void coll_window_close(coll_window *w);
 
