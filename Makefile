@@ -7,6 +7,7 @@
 #   make test         deps + build + every test (unit, integration, CLI, multi-rank)
 #   make check-asan   the CPU tests under AddressSanitizer + UBSan
 #   make run          deps + build + `aebench -m all` on the defaults (CPU preset without GPU)
+#   make config       print the build's configuration (what $(BUILD)/config records)
 #   make bench-tools  build/bench/host_adam: host bandwidth vs CPU Adam (and PCIe with CUDA);
 #                     build/bench/disk_bw DIR [GiB]: O_DIRECT write/read GB/s through the disk
 #                     tier; needs only a compiler (and nvcc for the PCIe part), not cJSON or cmocka
@@ -41,6 +42,15 @@ SANITIZE ?=
 CFLAGS  += $(CSTD) $(OPT) $(WARN) -fopenmp -g $(MPI_DEFS) $(SANITIZE)
 LDLIBS  := -lcjson -lm
 LDFLAGS += -fopenmp $(SANITIZE)
+
+# ---- the build's configuration -------------------------------------------------------------
+# Everything that decides how an object is built or linked.  $(BUILD)/config holds the last
+# one; when it differs (MPICH installed by `make deps` since, CUDA=0, a sanitizer, other
+# flags) the file is rewritten and every object and program that depends on it is rebuilt, so
+# a build never keeps what an earlier configuration made.
+BUILD_CONFIG = CC=$(CC) MPI=$(MPI) CUDA=$(CUDA) NVCC=$(NVCC) NCCL_HOME=$(NCCL_HOME) \
+               CFLAGS=$(CFLAGS) NVCCFLAGS=$(NVCCFLAGS) LDFLAGS=$(LDFLAGS) LDLIBS=$(LDLIBS)
+CONFIG_STAMP := $(BUILD)/config
 
 # ---- sources -----------------------------------------------------------------------------
 KERNEL_SRCS  := kernels/model.c kernels/host_pages.c $(wildcard kernels/cpu/*.c)
@@ -77,28 +87,38 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 CPU_TESTS  := $(filter-out test_cuda,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
 TEST_PROGS := $(CPU_TESTS:%=$(BUILD)/tests/%) $(CUDA_TEST_PROGS)
 
-.PHONY: all deps test check-asan run clean tests ae figures bench-tools
+.PHONY: all deps test check-asan run clean tests ae figures bench-tools config FORCE
 all: aebench
 
-aebench: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# Rewritten only when the configuration changed (make compares the file's time afterwards, so
+# an unchanged one rebuilds nothing).
+$(CONFIG_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '$(BUILD_CONFIG)' | cmp -s - $@ 2>/dev/null || \
+	  { [ ! -e $@ ] || echo "make: the build configuration changed; rebuilding $(BUILD)"; \
+	    printf '%s\n' '$(BUILD_CONFIG)' >$@; }
+config:
+	@printf '%s\n' '$(BUILD_CONFIG)'
 
-$(BUILD)/%.o: %.c $(wildcard kernels/*.h kernels/cpu/*.h engines/*.h engines/runtime/*.h cmd/*.h)
+aebench: $(LIB_OBJS) $(BUILD)/cmd/aebench.o $(CONFIG_STAMP)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+
+$(BUILD)/%.o: %.c $(wildcard kernels/*.h kernels/cpu/*.h engines/*.h engines/runtime/*.h cmd/*.h) $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh)
+$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh) $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB_OBJS)
+$(BUILD)/tests/%: tests/%.c $(LIB_OBJS) $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
 
 tests: $(TEST_PROGS)
 
 # Case 6's recovery probabilities (scripts/case6_extract.sh runs it): plain C, no libraries.
-$(BUILD)/case6_recovery: scripts/case6_recovery.c
+$(BUILD)/case6_recovery: scripts/case6_recovery.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 $(WARN) -o $@ $<
 
@@ -134,8 +154,10 @@ deps:
 	    || { echo "make deps: apt-get failed for:$$missing"; exit 1; }; \
 	fi
 
+# tests/run.sh also checks that a build without MPI refuses ranks: aebench-nompi is one.
 test: deps
 	$(MAKE) aebench tests
+	$(MAKE) BUILD=build-nompi CUDA=0 MPI=0 aebench-nompi
 	bash tests/run.sh
 
 # MPI=0: MPICH's own start-up allocations would drown our leak reports.
@@ -143,19 +165,24 @@ check-asan: deps
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 \
 	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" aebench-asan \
 	        $(CPU_TESTS:%=build-asan/tests/%)
-	AEBENCH=./aebench-asan TEST_BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 bash tests/run.sh
+	AEBENCH=./aebench-asan AEBENCH_NOMPI=./aebench-asan TEST_BUILD=build-asan \
+	  TESTS_WITHOUT_MPI="make check-asan builds without MPI" ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 bash tests/run.sh
 
-aebench-asan: $(LIB_OBJS) $(BUILD)/cmd/aebench.o
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+aebench-asan aebench-nompi: $(LIB_OBJS) $(BUILD)/cmd/aebench.o $(CONFIG_STAMP)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 
-run: deps aebench
+# run, test, ae: the build after `make deps` is a make of its own, which sees what deps just
+# installed (this one decided MPI before it ran).
+run: deps
+	$(MAKE) aebench
 	./aebench -m all
 
-ae: deps aebench
+ae: deps
+	$(MAKE) aebench
 	bash scripts/run_ae.sh
 
 figures: deps
 	bash scripts/run_ae.sh --figures
 
 clean:
-	rm -rf build build-asan aebench aebench-asan
+	rm -rf build build-asan build-nompi aebench aebench-asan aebench-nompi

@@ -92,7 +92,12 @@ static int fault_phase_refused(const run_config *rc, const engine_vtbl *eng, cha
 int main(int argc, char **argv)
 {
     comm_world comm;
-    if (comm_init(&comm, &argc, &argv) != 0) return EXIT_RUN_ERROR;
+    const int comm_rc = comm_init(&comm, &argc, &argv);
+    if (comm_rc == COMM_NOT_A_RANK) {
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
+    if (comm_rc != 0) return EXIT_RUN_ERROR;
 
     run_config rc;
     char err[1024];
@@ -103,6 +108,13 @@ int main(int argc, char **argv)
         return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
     }
 
+    if (rc.ranks > 1 && !comm_has_mpi() && !rc.predict && !rc.dry_run) {
+        /* (--predict and --dry-run only say what N ranks would take: they start none) */
+        fprintf(stderr, "aebench: --ranks %d needs MPI, and this aebench was built without it (make deps "
+                        "installs MPICH; then make)\n", rc.ranks);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
     if (comm.world > 1 && same_options_everywhere(&comm, &rc) != 0) {
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;

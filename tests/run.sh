@@ -1,21 +1,62 @@
 #!/usr/bin/env bash
-# The test suite: the cmocka programs, then the command-line and sweep tests.  Ends with the line
-# "N passed, N failed" and exits non-zero if anything failed.
-#   AEBENCH     the binary under test (default ./aebench)
-#   TEST_BUILD  where the test programs are (default build)
+# The test suite: the cmocka programs, then the command-line, multi-rank and sweep tests.
+# Ends with the line "N passed, F failed, K not run (why)" and exits non-zero if anything
+# failed.  Only what needs hardware this machine lacks (a GPU) is "not run"; a part that
+# cannot run for want of something `make deps` provides (MPICH) is a failure.
+#   AEBENCH            the binary under test (default ./aebench)
+#   AEBENCH_NOMPI      a build without MPI, for its refusals (default ./aebench-nompi)
+#   TEST_BUILD         where the test programs are (default build)
+#   TESTS_WITHOUT_MPI  why AEBENCH was built without MPI on purpose (make check-asan): then
+#                      the multi-rank parts are "not run" with that reason, not failures
 set -u
 cd "$(dirname "$0")/.."
 export AEBENCH=${AEBENCH:-./aebench}
+export AEBENCH_NOMPI=${AEBENCH_NOMPI:-./aebench-nompi}
 TEST_BUILD=${TEST_BUILD:-build}
 PASSED=0
 FAILED=0
 FAILURES=()
+NOT_RUN=0
+NOT_RUN_WHY=()
 
-# Every CPU test program (tests/test_*.c but the GPU-only test_cuda).
+# not_run WHAT WHY: a part this machine cannot run (say why).
+not_run() {
+    NOT_RUN=$((NOT_RUN + 1))
+    NOT_RUN_WHY+=("$1: $2")
+    echo "not run: $1 ($2)"
+}
+# needs_mpi PART BIN: 0 when BIN runs ranks and an MPI launcher is on the PATH.  Otherwise
+# the part is a failure (make deps provides both), or not run when TESTS_WITHOUT_MPI says the
+# build is without MPI on purpose; 1.
+needs_mpi() {
+    local part=$1 bin=$2
+    if "$bin" --version 2>/dev/null | grep -q "ranks: mpi" && command -v mpiexec >/dev/null; then
+        return 0
+    fi
+    if [ -n "${TESTS_WITHOUT_MPI:-}" ]; then
+        not_run "$part" "$TESTS_WITHOUT_MPI"
+    else
+        FAILED=$((FAILED + 1))
+        FAILURES+=("$part (no MPI)")
+        echo "FAIL $part: $bin was built without MPI or mpiexec is not on the PATH ($("$bin" --version 2>&1)); make test installs MPICH and rebuilds"
+    fi
+    return 1
+}
+
+# Every test program: the CPU ones, and test_cuda (the CUDA backend against the CPU
+# reference) where there is a GPU.
 PROGS=()
 for src in tests/test_*.c; do
     prog=$(basename "$src" .c)
-    [ "$prog" = test_cuda ] || PROGS+=("$prog")
+    if [ "$prog" != test_cuda ]; then
+        PROGS+=("$prog")
+    elif ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+        not_run test_cuda "no GPU on this machine"
+    elif [ ! -x "$TEST_BUILD/tests/test_cuda" ]; then
+        not_run test_cuda "a GPU, but this build has no CUDA backend (no nvcc found)"
+    else
+        PROGS+=("$prog")
+    fi
 done
 for prog in "${PROGS[@]}"; do
     echo "=== $prog"
@@ -56,5 +97,9 @@ source tests/test_sweep.sh
 
 echo
 if [ "${#FAILURES[@]}" -gt 0 ]; then printf 'failed: %s\n' "${FAILURES[@]}"; fi
-echo "$PASSED passed, $FAILED failed"
+why=""
+if [ "$NOT_RUN" -gt 0 ]; then
+    why=" ($(printf '%s; ' "${NOT_RUN_WHY[@]}" | sed 's/; $//'))"
+fi
+echo "$PASSED passed, $FAILED failed, $NOT_RUN not run$why"
 [ "$FAILED" -eq 0 ]

@@ -72,13 +72,7 @@ dp_close() {
     fi
 }
 
-if ! "$DP_BIN" --version | grep -q "ranks: mpi"; then
-    # make check-asan builds without MPI (MPICH's own allocations would drown the leak
-    # reports); make test, which CI runs, builds with it and runs everything below.
-    echo "not run: $DP_BIN was built without MPI (make test runs these)"
-elif [ -z "$MPIRUN" ]; then
-    dp_fail "data parallel" "no mpirun on the PATH (make deps installs MPICH)"
-else
+if needs_mpi "data parallel (mpirun)" "$DP_BIN"; then
     # ---- ZeRO stages at two ranks: the same bits as DDP ----------------------------------
     # Global batch 8, micro-batch 4: one micro-batch per rank.  At two ranks every reduction
     # is a sum of two, the same bits in any order, and the global norm is taken over the same

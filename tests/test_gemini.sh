@@ -87,11 +87,7 @@ else
 fi
 rm -rf "${GM_STORE:?}"/* "$GM_WORK/onedisk"
 
-if ! "$GM_BIN" --version | grep -q "ranks: mpi"; then
-    echo "not run: $GM_BIN was built without MPI (make test runs these)"
-elif [ -z "$GM_MPI" ]; then
-    gm_fail "gemini" "no mpirun on the PATH"
-else
+if needs_mpi "gemini on 2 ranks" "$GM_BIN"; then
     # ---- training: the same bits as megatron-lm ZeRO-3, a checkpoint every iteration --------
     gm_run zero3 --ranks 2 --zero-stage 3
     gm_run naive --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE"

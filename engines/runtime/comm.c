@@ -5,8 +5,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A positive integer from the environment variable name, else 0. */
+static int env_count(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end = NULL;
+    const long n = strtol(v, &end, 10);
+    return *end == '\0' && n > 0 && n <= INT_MAX ? (int)n : 0;
+}
+
+int comm_launched_world(int *rank)
+{
+    /* (size, rank) as each launcher names them: Hydra (MPICH, Intel MPI) and Slurm's PMI,
+     * Open MPI, MVAPICH. */
+    static const char *const vars[][2] = {
+        {"PMI_SIZE", "PMI_RANK"},
+        {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+        {"MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_RANK"},
+    };
+    *rank = 0;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const int world = env_count(vars[i][0]);
+        if (world > 1) {
+            const char *r = getenv(vars[i][1]);
+            *rank = r ? atoi(r) : 0;
+            return world;
+        }
+    }
+    return 1;
+}
+
 #ifdef AEBENCH_HAVE_MPI
 #include <mpi.h>
+
+int comm_has_mpi(void) { return 1; }
 
 int comm_mpi_failed(int rc, const char *what)
 {
@@ -41,6 +74,16 @@ int comm_init(comm_world *c, int *argc, char ***argv)
     if (mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank), "MPI_Comm_rank") ||
         mpi_ok(MPI_Comm_size(MPI_COMM_WORLD, &c->world), "MPI_Comm_size"))
         return -1;
+    /* A launcher of another MPI (Open MPI's mpirun starting an MPICH build, say) makes every
+     * process a world of its own: each would train alone, and nobody would notice. */
+    int launched_rank = 0;
+    const int launched = comm_launched_world(&launched_rank);
+    if (launched > 1 && c->world == 1) {
+        if (launched_rank == 0)
+            fprintf(stderr, "aebench: started as one of %d ranks, but MPI says this is a world of 1: the "
+                            "launcher is not of the MPI aebench was built with (use its mpiexec)\n", launched);
+        return COMM_NOT_A_RANK;
+    }
     /* The ranks that share this machine (its memory): the local rank picks the GPU, and
      * they share the host budget. */
     MPI_Comm node;
@@ -91,6 +134,8 @@ int comm_max_int(const comm_world *c, int mine, int *out)
 
 #else
 
+int comm_has_mpi(void) { return 0; }
+
 int comm_init(comm_world *c, int *argc, char ***argv)
 {
     (void)argc;
@@ -100,6 +145,15 @@ int comm_init(comm_world *c, int *argc, char ***argv)
     c->local_rank = 0;
     c->local_world = 1;
     c->initialised = 0;
+    int launched_rank = 0;
+    const int launched = comm_launched_world(&launched_rank);
+    if (launched > 1) {
+        /* one line for the job, not one per process */
+        if (launched_rank == 0)
+            fprintf(stderr, "aebench: started as one of %d ranks, but this aebench was built without MPI "
+                            "(make deps installs MPICH; then make)\n", launched);
+        return COMM_NOT_A_RANK;
+    }
     return 0;
 }
 

@@ -16,8 +16,17 @@ typedef struct comm_world {
     int initialised; /* MPI_Init was called by us: finalise it */
 } comm_world;
 
-/* 0 on success; on failure prints why and returns -1. */
+/* 0 on success; on failure prints why and returns -1.  A build without MPI that a launcher
+ * started as one of several ranks returns COMM_NOT_A_RANK (see comm_launched_world). */
 int comm_init(comm_world *c, int *argc, char ***argv);
+enum { COMM_NOT_A_RANK = -2 };
+/* Whether this build runs ranks (MPI). */
+int comm_has_mpi(void);
+/* The world a launcher (mpiexec of MPICH or Intel MPI, Open MPI's mpirun, MVAPICH) says it
+ * started this process into, from its environment, and this process's rank there (*rank,
+ * 0 when not said); 1 when none did.  A build without MPI refuses a world above 1: its
+ * processes would each train alone, with nobody noticing. */
+int comm_launched_world(int *rank);
 void comm_finalize(comm_world *c);
 /* Ends every rank with this exit code (MPI_Abort under MPI, exit otherwise). */
 void comm_abort(const comm_world *c, int code);
