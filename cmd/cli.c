@@ -1,6 +1,7 @@
 #include "cli.h"
 #include "report.h"
 #include "strv.h"
+#include "../engines/runtime/watchdog.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -22,7 +23,7 @@ typedef enum opt_id {
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_TRANSPORT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
     OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM,
-    OPT_CLIP_SPECULATE, OPT_PLACEMENT, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE,
+    OPT_CLIP_SPECULATE, OPT_PLACEMENT, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE, OPT_HANG_TIMEOUT,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -76,7 +77,7 @@ static const opt_spec specs[] = {
     {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
     {OPT_FAIL_RANK, "fail-rank", 0, ARG_TEXT, "R[,R...]", "the rank(s) that --fail-at kills, at once (default 0)"},
     {OPT_FAIL_PHASE, "fail-phase", 0, ARG_TEXT, "forward|backward|checkpoint", "where in iteration --fail-at the rank dies: its start, its backward's (megatron-lm, gemini), its checkpoint's middle (gemini) (default forward)"},
-    {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware", "what --fail-at kills: the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching (default software)"},
+    {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware|stop", "what --fail-at does: kill the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching, or (stop) stop it (SIGSTOP: a hung rank, for the watchdogs) (default software)"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
     {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive|interleave", "gemini: no checkpoint; every iteration's right after its step; or sent during the next step in the idle spans of its collectives (default interleave)"},
     {OPT_GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, or 1 on one rank)"},
@@ -95,6 +96,7 @@ static const opt_spec specs[] = {
     {OPT_CALIBRATE, "calibrate", 0, ARG_NONE, NULL, "measure this machine for --predict at the given shape, math and dtype into results/machine_HOST_DEVICE.json (or --machine FILE)"},
     {OPT_PREDICT, "predict", 0, ARG_NONE, NULL, "print each engine's predicted ms/iteration, its breakdown and plan from the machine file, train nothing"},
     {OPT_MACHINE, "machine", 0, ARG_TEXT, "FILE", "the machine file --calibrate writes and --predict reads (default results/machine_HOST_DEVICE.json)"},
+    {OPT_HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", "every rank ends the job (exit 4) after S seconds without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); 0: never (default auto)"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
     {OPT_VERSION, "version", 0, ARG_NONE, NULL, "print the version"},
 };
@@ -201,6 +203,7 @@ static void set_defaults(run_config *rc)
     rc->eng.gemini_ckpt_from = 1;
     rc->eng.clip_speculate = -1;
     rc->iters = 50;
+    rc->hang_timeout_s = -1; /* auto */
     rc->log_interval = 10;
     snprintf(rc->results_dir, sizeof rc->results_dir, "results");
 }
@@ -291,7 +294,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         CHOOSE(rc->fail_phase, {"forward", FAULT_FORWARD}, {"backward", FAULT_BACKWARD}, {"checkpoint", FAULT_CHECKPOINT});
         break;
     case OPT_FAIL_KIND:
-        CHOOSE(rc->fail_hardware, {"software", 0}, {"hardware", 1});
+        CHOOSE(rc->fail_kind, {"software", FAIL_SOFTWARE}, {"hardware", FAIL_HARDWARE}, {"stop", FAIL_STOP});
         break;
     case OPT_SAVE_PARAMS:
         if (set_path(rc->save_params, sizeof rc->save_params, value, "file", opt, err, errlen)) return -1;
@@ -377,6 +380,10 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_FIND_MAX: rc->find_max = flag_value; break;
     case OPT_RESUME: rc->resume = flag_value; break;
     case OPT_CALIBRATE: rc->calibrate = flag_value; break;
+    case OPT_HANG_TIMEOUT:
+        if (watchdog_parse_timeout(value, &rc->hang_timeout_s))
+            return cli_fail(err, errlen, "%s: '%s' is neither seconds (0 or more, 0: never) nor 'auto'", opt, value);
+        break;
     case OPT_PREDICT: rc->predict = flag_value; break;
     case OPT_MACHINE:
         if (set_path(rc->machine_path, sizeof rc->machine_path, value, "file", opt, err, errlen)) return -1;
@@ -1031,7 +1038,7 @@ uint64_t cli_fingerprint(const run_config *rc)
 {
     enum { MAX_OPTS = 64 };
     static const char *const ignored[] = {"results", "log-interval", "dry-run", "save-params", "threads",
-                                          "gemini-job", "gemini-recover", "gemini-store"};
+                                          "gemini-job", "gemini-recover", "gemini-store", "hang-timeout"};
     uint64_t hashes[MAX_OPTS], h = 0xcbf29ce484222325ULL;
     const char *names[MAX_OPTS];
     const int n = cli_option_hashes(rc, hashes, names, MAX_OPTS);
@@ -1086,8 +1093,9 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"save-params", rc->save_params, strlen(rc->save_params)},
         {"fail-at", &rc->fail_at, sizeof rc->fail_at},
         {"fail-rank", &rc->fail_ranks, sizeof rc->fail_ranks},
-        {"fail-kind", &rc->fail_hardware, sizeof rc->fail_hardware},
+        {"fail-kind", &rc->fail_kind, sizeof rc->fail_kind},
         {"fail-phase", &rc->fail_phase, sizeof rc->fail_phase},
+        {"hang-timeout", &rc->hang_timeout_s, sizeof rc->hang_timeout_s},
         {"gemini-mode", &e->gemini_mode, sizeof e->gemini_mode},
         {"gemini-replicas", &e->gemini_replicas, sizeof e->gemini_replicas},
         {"gemini-placement", &e->gemini_placement, sizeof e->gemini_placement},

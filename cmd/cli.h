@@ -22,6 +22,8 @@
 #define PATH_MAX 4096
 #endif
 
+enum { FAIL_SOFTWARE = 0, FAIL_HARDWARE = 1, FAIL_STOP = 2 };
+
 typedef struct run_config {
     char method[64];       /* an engine name, an alias, or "all" */
     engine_config eng;
@@ -43,12 +45,14 @@ typedef struct run_config {
     char machine_path[PATH_MAX]; /* --machine FILE ("": the default for this host and device) */
     int config_runs;       /* --config named a run list (a case), run by the sweep driver */
     int ranks;             /* --ranks N: start mpiexec -n N (0: not given) */
+    double hang_timeout_s;   /* --hang-timeout: > 0 seconds, 0 never, < 0 auto (watchdog.h) */
     char save_params[PATH_MAX]; /* --save-params FILE: the final parameters ("" none) */
     int fail_at;             /* --fail-at I --fail-rank R[,R...]: those ranks SIGKILL themselves */
     unsigned long long fail_ranks; /* at iteration I: bit r for rank r (default rank 0) */
     char fail_ranks_text[64];      /* as given, for messages */
-    int fail_hardware;       /* --fail-kind hardware: its machine is replaced (its in-memory
-                                checkpoints go with it); software (0): only the process dies */
+    int fail_kind;           /* --fail-kind: FAIL_SOFTWARE (the process dies), FAIL_HARDWARE (its
+                                machine too: its in-memory checkpoints deleted before a relaunch),
+                                FAIL_STOP (the process stops, SIGSTOP: a hang) */
     int fail_phase;          /* --fail-phase: FAULT_FORWARD (the iteration's start),
                                 FAULT_BACKWARD, FAULT_CHECKPOINT */
 } run_config;

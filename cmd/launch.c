@@ -55,6 +55,16 @@ void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase)
     const unsigned long long ranks = rc->fail_ranks ? rc->fail_ranks : 1ull; /* default rank 0 */
     if (rc->fail_at != iteration || rank > 63 || !((ranks >> rank) & 1) || rc->fail_phase != phase) return;
     static const char *const where[] = {"at the start of", "in the backward of", "in the checkpoint of"};
+    if (rc->fail_kind == FAIL_STOP) {
+        /* A hang, not a death: no note (a hung rank leaves none); the others' watchdogs must
+         * find it from its heartbeat, which stops with it. */
+        fprintf(stderr, "aebench: rank %d: --fail-at %d --fail-kind stop: SIGSTOP now, %s iteration %d\n", rank,
+                iteration, where[phase], iteration);
+        fflush(stdout);
+        fflush(stderr);
+        raise(SIGSTOP);
+        return;
+    }
     fault_note(rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %s)", where[phase],
                iteration, rc->fail_at, rc->fail_ranks_text[0] ? rc->fail_ranks_text : "0");
     fprintf(stderr, "aebench: rank %d: --fail-at %d: SIGKILL now\n", rank, iteration);
@@ -134,12 +144,21 @@ static void relay_report(const char *notes, char *log_path, size_t log_len, char
 }
 
 /* What the ranks' notes say, one "rank R: ..." per note, in rank order, and the earliest
- * time a note was written (CLOCK_REALTIME seconds, its second line; 0 if none); removes them
- * and the directory. */
-static void collect_notes(const char *dir, char *out, size_t len, double *noted_at)
+ * time a note was written (CLOCK_REALTIME seconds, its second line; 0 if none); what the
+ * heartbeats left say of the rank that stopped first (*lost); removes them and the directory. */
+typedef struct lost_rank {
+    int rank;
+    double beat; /* its last heartbeat (CLOCK_REALTIME s); 0: none was left */
+    long pid;
+    int iteration;
+    char phase[64], host[128];
+} lost_rank;
+
+static void collect_notes(const char *dir, char *out, size_t len, double *noted_at, lost_rank *lost)
 {
     out[0] = '\0';
     *noted_at = 0;
+    memset(lost, 0, sizeof *lost);
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
@@ -148,8 +167,34 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
     int count = 0;
     while ((e = readdir(d))) {
         int r;
-        if (sscanf(e->d_name, "rank-%d", &r) != 1) continue;
         char path[PATH_MAX + 256], line[512] = "";
+        if (sscanf(e->d_name, "heartbeat-%d", &r) == 1) {
+            /* The ranks' heartbeats (watchdog.h): a rank that ended in order removed its own;
+             * of those left, the one that stopped beating first is the rank the job lost. */
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            char rec[600] = "", phase[64], host[128];
+            double beat = 0, progress = 0;
+            long pid = 0;
+            int it = 0;
+            if (fd >= 0) {
+                const ssize_t got = pread(fd, rec, sizeof rec - 1, 0);
+                rec[got > 0 ? got : 0] = '\0';
+                close(fd);
+            }
+            if (sscanf(rec, "beat %lf progress %lf pid %ld iteration %d phase %63s host %127s", &beat, &progress, &pid,
+                       &it, phase, host) == 6 && beat > 0 && (lost->beat == 0 || beat < lost->beat)) {
+                lost->rank = r;
+                lost->beat = beat;
+                lost->pid = pid;
+                lost->iteration = it;
+                snprintf(lost->phase, sizeof lost->phase, "%s", phase);
+                snprintf(lost->host, sizeof lost->host, "%s", host);
+            }
+            unlink(path);
+            continue;
+        }
+        if (sscanf(e->d_name, "rank-%d", &r) != 1) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         FILE *f = fopen(path, "r");
         if (f) {
@@ -172,6 +217,19 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
     closedir(d);
     rmdir(dir);
     if (count > 0) snprintf(out, len, "%s%s", best_line, count > 1 ? " (and other ranks left notes)" : "");
+}
+
+/* Does the JSON at path say the run failed (its rank 0 wrote why)? */
+static int json_says_failed(const char *path)
+{
+    if (!path[0]) return 0;
+    char *text = report_read_text(path);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *st = root ? cJSON_GetObjectItemCaseSensitive(root, "status") : NULL;
+    const int failed = cJSON_IsString(st) && strcmp(st->valuestring, "ok") != 0;
+    cJSON_Delete(root);
+    return failed;
 }
 
 /* Rank 0's JSON says "error" with msg unless it already says why the run failed. */
@@ -322,10 +380,16 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
 
     relay_report(notes, log_path, sizeof log_path, json_path, sizeof json_path);
     char why[700];
-    collect_notes(notes, why, sizeof why, failed_at_s);
+    lost_rank lost;
+    collect_notes(notes, why, sizeof why, failed_at_s, &lost);
     int code;
     if (w == pid && WIFEXITED(status)) code = WEXITSTATUS(status);
     else code = EXIT_RUN_ERROR;
+    /* mpiexec's own codes (MPICH's: a rank's signal number, or its exit code) are not ours:
+     * a job that ended so lost a rank. */
+    if (!*interrupted && code > EXIT_RANK_LOST) code = EXIT_RANK_LOST;
+    /* the failure counts from the lost rank's last heartbeat when no note says sooner */
+    if (*failed_at_s == 0 && lost.beat > 0 && code != 0) *failed_at_s = lost.beat;
     /* Told to stop: the job ended because we passed the signal on (mpiexec may say 0). */
     if (*interrupted) {
         char sig[32];
@@ -340,15 +404,20 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
             char sig[32];
             child_signal_name(WTERMSIG(status), sig, sizeof sig);
             snprintf(why, sizeof why, "the job (mpiexec) was killed by %s", sig);
+        } else if (lost.beat > 0) {
+            snprintf(why, sizeof why, "rank %d (pid %ld on %s) was lost in the %s of iteration %d (its last "
+                     "heartbeat; mpiexec exit %d)", lost.rank, lost.pid, lost.host, lost.phase, lost.iteration,
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         } else {
             snprintf(why, sizeof why, "a rank ended the job (mpiexec exit %d; its output above names the rank)",
-                     code);
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         }
     }
     fprintf(stderr, "aebench: --ranks %d: %s\n", rc->ranks, why);
     if (why_len) snprintf(why_out, why_len, "%s", why);
     if (log_path[0]) {
-        FILE *lf = fopen(log_path, "a");
+        /* (rank 0 may have said it in the log and JSON itself: its watchdog fired) */
+        FILE *lf = json_says_failed(json_path) ? NULL : fopen(log_path, "a");
         if (lf) {
             fprintf(lf, "ERROR: %s\n", why);
             fclose(lf);
@@ -436,7 +505,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     /* (a job we were told to stop is not relaunched: its store goes, as at a normal end) */
     for (int relaunch = 1; code != 0 && !interrupted && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
                            relaunch <= GEMINI_RELAUNCHES; relaunch++) {
-        if (rc->fail_hardware && rc->fail_at > 0) {
+        if (rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0) {
             /* its machine was replaced: its copies are gone, a peer's must serve */
             char path[PATH_MAX + 32];
             const unsigned long long ranks = rc->fail_ranks ? rc->fail_ranks : 1ull;
@@ -448,7 +517,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         }
         fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from its "
                         "in-memory checkpoints in %s%s\n", rc->ranks, id, relaunch, GEMINI_RELAUNCHES, store,
-                rc->fail_hardware && rc->fail_at > 0 ? " (rank's own copies deleted: hardware failure)" : "");
+                rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 ? " (rank's own copies deleted: hardware failure)" : "");
         strv_free(&again, &m);
         int bad = 0;
         for (int i = 0; i < n && !bad; i++) {
@@ -468,7 +537,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         char note[1024];
         snprintf(note, sizeof note, "job %s ran %.1f s, then %.700s; relaunch %d%s", id,
                  (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), why, relaunch,
-                 rc->fail_hardware && rc->fail_at > 0 ? ", the lost rank's in-memory copies deleted" : "");
+                 rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 ? ", the lost rank's in-memory copies deleted" : "");
         setenv("AEBENCH_RECOVERY", note, 1);
         char num[32];
         snprintf(num, sizeof num, "%.3f", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));

@@ -5,6 +5,7 @@
 #include "report.h"
 
 #include "../engines/runtime/timer.h"
+#include "../engines/runtime/watchdog.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -78,6 +79,8 @@ typedef struct run_state {
     const comm_world *comm;
     double (*rank_peaks)[2];  /* N ranks: each rank's GPU and host peak (bytes), for the JSON */
     int step_failed;          /* a step failed: the other ranks may be waiting in a collective */
+    watchdog *dog;            /* this rank's (NULL: --hang-timeout 0) */
+    char heartbeat_dir[4200]; /* the ranks' heartbeats, when this process made it ("" else) */
 } run_state;
 
 static void logline(run_state *s, const char *fmt, ...)
@@ -103,11 +106,14 @@ static void engine_said(void *ctx, const char *line)
     }
 }
 
-/* engine_env.fault_point: --fail-at's rank dies where the engine says it is. */
+/* engine_env.fault_point: the phase reached is progress for the watchdog; --fail-at's rank
+ * dies where the engine says it is. */
 static void engine_fault(void *ctx, int iteration, int phase)
 {
     const run_state *s = ctx;
-    fault_maybe_die(s->rc, s->rank, iteration, phase);
+    static const char *const names[] = {"forward", "backward", "checkpoint"};
+    watchdog_at(s->dog, iteration, phase >= 0 && phase <= FAULT_CHECKPOINT ? names[phase] : "step");
+    if (s->rc->fail_at > 0) fault_maybe_die(s->rc, s->rank, iteration, phase);
 }
 
 /* The part of the engine's set-up that none of the measured phases covers (its own work:
@@ -683,6 +689,7 @@ static int ranks_agree(run_state *s)
     rank_state mine = {.status = s->status};
     snprintf(mine.message, sizeof mine.message, "%s", s->message);
     rank_state *all = calloc((size_t)s->world, sizeof *all);
+    watchdog_waits_on(s->dog, "the other ranks' state (an all-gather)");
     if (!all || comm_all_gather(s->comm, &mine, all, sizeof mine) != 0) {
         free(all);
         fprintf(stderr, "aebench: rank %d: cannot exchange its state with the other ranks\n", s->rank);
@@ -701,7 +708,85 @@ static int ranks_agree(run_state *s)
         }
     }
     free(all);
+    watchdog_waits_on(s->dog, NULL);
     return ok;
+}
+
+static void remove_heartbeat_dir(run_state *s);
+
+/* The watchdog's end of the job, from its thread: the training is stuck, so nothing else
+ * writes the record now.  The note for the supervisor, the log's ERROR line and the JSON with
+ * the iterations done (rank 0), then every rank ends with EXIT_RANK_LOST. */
+static void run_hung(void *ctx, const char *why)
+{
+    run_state *s = ctx;
+    /* the note is "rank R <rest>" to the supervisor: without our own "rank R " */
+    const char *rest = why;
+    if (strncmp(why, "rank ", 5) == 0 && strchr(why + 5, ' ')) rest = strchr(why + 5, ' ') + 1;
+    fault_note(s->rank, "%s", rest);
+    if (s->has_log && s->log) {
+        s->status = EXIT_RANK_LOST;
+        snprintf(s->message, sizeof s->message, "%.500s", why);
+        logline(s, "ERROR: %s", why);
+        if (fclose(s->log) != 0) fprintf(stderr, "aebench: error closing %s\n", s->log_path);
+        s->log = NULL;
+        if (write_json(s) == 0) report_to_parent("json %s", s->json_path);
+    }
+    remove_heartbeat_dir(s);
+    fflush(stdout);
+    fflush(stderr);
+    comm_abort(s->comm, EXIT_RANK_LOST);
+}
+
+/* Where the ranks' heartbeats go: the supervisor's private notes directory (--ranks), or,
+ * when every rank is on this machine, a private one that rank 0 makes (mkdtemp: 0700, a fresh
+ * name) and shares; none otherwise (each rank still watches itself).  0, or -1 when the ranks
+ * could not share it. */
+static int heartbeat_dir(run_state *s, char *dir, size_t len)
+{
+    dir[0] = '\0';
+    const char *notes = getenv("AEBENCH_JOB_NOTES");
+    if (notes && *notes) {
+        snprintf(dir, len, "%s", notes);
+        return 0;
+    }
+    if (s->world == 1 || s->comm->local_world != s->world) return 0;
+    enum { PATH_BYTES = 4096 };
+    char mine[PATH_BYTES] = "";
+    if (s->rank == 0) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(mine, sizeof mine, "%.4000s/aebench-heartbeats.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(mine)) {
+            fprintf(stderr, "aebench: no heartbeat directory (%s): %s; each rank still watches itself\n", mine,
+                    strerror(errno));
+            mine[0] = '\0';
+        }
+    }
+    char *all = calloc((size_t)s->world, PATH_BYTES);
+    if (!all || comm_all_gather(s->comm, mine, all, PATH_BYTES) != 0) {
+        free(all);
+        return -1;
+    }
+    snprintf(dir, len, "%.4000s", all);
+    /* (every rank knows it: whichever rank's watchdog ends the job removes it) */
+    snprintf(s->heartbeat_dir, sizeof s->heartbeat_dir, "%.4000s", all);
+    free(all);
+    return 0;
+}
+
+/* The heartbeat directory rank 0 made (not the supervisor's), the ranks' files in it first:
+ * by rank 0 at the end, or by the rank whose watchdog ends the job. */
+static void remove_heartbeat_dir(run_state *s)
+{
+    if (!s->heartbeat_dir[0]) return;
+    char path[4400];
+    for (int r = 0; r < s->world; r++) {
+        snprintf(path, sizeof path, "%.4200s/heartbeat-%d", s->heartbeat_dir, r);
+        unlink(path);
+    }
+    if (rmdir(s->heartbeat_dir) != 0 && errno != ENOENT)
+        fprintf(stderr, "aebench: cannot remove %s: %s\n", s->heartbeat_dir, strerror(errno));
+    s->heartbeat_dir[0] = '\0';
 }
 
 /* A recovered job is back where the failed one was: say what the failure cost. */
@@ -724,7 +809,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host,
         .disk = s->has_disk ? &s->disk : NULL, .rank = comm->rank,
         .world = comm->world, .note = engine_said, .note_ctx = s,
-        .fault_point = rc->fail_at > 0 ? engine_fault : NULL, .fault_ctx = s,
+        .fault_point = engine_fault, .fault_ctx = s,
         .init_ms = &s->init_ms,
     };
     void *state = NULL;
@@ -791,11 +876,13 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     for (int it = s->first + 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
         data_rows(data, it, global_batch_of(&s->ec), comm->rank * rank_rows, rank_rows, tokens,
                   targets);
+        watchdog_at(s->dog, it, "forward");
         fault_maybe_die(rc, comm->rank, it, FAULT_FORWARD);
         step_result r = {0};
         double t0 = wall_ms();
         rc_ = s->eng->step(state, it, tokens, targets, &r);
         double t1 = wall_ms();
+        watchdog_step(s->dog, it, t1 - t0);
         if (rc_) {
             if (rc_ == GPT_ERR_OOM) {
                 set_oom(s, oom_budget(s));
@@ -821,6 +908,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     }
     free(tokens);
     free(targets);
+    watchdog_at(s->dog, s->done, "end of training");
     if (s->eng->options & ENGINE_OPT_RECOVERS) {
         /* the artifact's Figure 7 comparison, when this job has both kinds of steps */
         double base, base_sd, with, with_sd;
@@ -965,6 +1053,19 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         if (s.rank == 0) printf("  plan per machine (%d ranks): host %s | disk %s\n", local, mh, md);
     }
 
+    /* From here on every rank watches its own progress (watchdog.h): a job always ends. */
+    char beats[4200];
+    if (heartbeat_dir(&s, beats, sizeof beats) != 0) {
+        fprintf(stderr, "aebench: rank %d: cannot share the heartbeat directory with the other ranks\n", s.rank);
+        comm_abort(comm, EXIT_RUN_ERROR);
+    }
+    const watchdog_config wc = {.timeout_s = rc->hang_timeout_s, .rank = s.rank, .world = s.world,
+                                .heartbeat_dir = beats, .fire = run_hung, .fire_ctx = &s};
+    if (watchdog_start(&s.dog, &wc) != 0) {
+        if (s.has_log) fclose(s.log);
+        free(s.iters);
+        return EXIT_RUN_ERROR;
+    }
     if (open_disk_budget(&s) == 0) check_plan(&s);
     if (ranks_agree(&s)) train(&s, be, data, comm);
     if (s.world > 1 && s.status == EXIT_RUN_OK) {
@@ -1006,6 +1107,16 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         print_summary(&s);
         comm_abort(comm, s.status);
     }
+    if (s.world > 1) {
+        /* every rank is done with the heartbeats before rank 0 removes them (watched: a rank
+         * that never comes still ends the job) */
+        watchdog_at(s.dog, s.done, "the end of the job");
+        watchdog_waits_on(s.dog, "the other ranks at the end of the job (a barrier)");
+        if (comm_barrier(comm) != 0) s.status = s.status ? s.status : EXIT_RUN_ERROR;
+    }
+    watchdog_stop(s.dog);
+    s.dog = NULL;
+    if (s.rank == 0) remove_heartbeat_dir(&s);
     print_summary(&s);
     free(s.iters);
     free(s.rank_peaks);

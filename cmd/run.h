@@ -15,6 +15,8 @@ enum {
     EXIT_RUN_ERROR = 1,
     EXIT_BAD_INPUT = 2,
     EXIT_RUN_OOM = 3,
+    EXIT_RANK_LOST = 4, /* a rank died or hung (its watchdog, or the supervisor, ended the job) */
+    /* 128 + n: aebench (a sweep, the supervisor) was ended by signal n */
 };
 
 /* Runs eng with rc on backend be; returns an exit code above.  Writes the log and JSON

@@ -1,0 +1,62 @@
+/*
+ * watchdog.h — every rank watches its own progress, so that a job always ends.
+ *
+ * A thread of the rank's own (not a communicator: a collective that never completes is what
+ * it watches for) wakes every WATCHDOG_TICK_MS.  The training marks progress with
+ * watchdog_at (a phase of an iteration reached) and watchdog_step (an iteration done, with
+ * its time).  When nothing moved for the limit, the watchdog ends the job: it writes one line
+ * naming this rank, the phase, the iteration and what it waited on (and, from the others'
+ * heartbeats, the rank that stopped), then calls the fire hook (MPI_Abort under ranks).
+ *
+ * The limit: --hang-timeout S (fixed), 0 (off), or auto: WATCHDOG_SETUP_S while the job sets
+ * up and until two steps were measured, then max(WATCHDOG_MIN_S, 10 x the median step) — a
+ * step that is merely slow, every step, does not trip it.
+ *
+ * Heartbeats (ranks of one machine): in a private directory every rank knows (the job's notes
+ * directory, or one rank 0 makes and shares), each rank's thread rewrites its file every tick
+ * with the time and its last progress.  A rank that is stopped (SIGSTOP, a paused container)
+ * or dead stops beating: whichever rank's watchdog fires names it.
+ */
+#ifndef AEBENCH_WATCHDOG_H
+#define AEBENCH_WATCHDOG_H
+
+#include <stddef.h>
+
+enum {
+    WATCHDOG_TICK_MS = 250,
+    WATCHDOG_SETUP_S = 600, /* auto, before two steps are measured: setting up 100 GB takes a while */
+    WATCHDOG_MIN_S = 30,    /* auto, floor once steps are measured */
+    WATCHDOG_STEPS = 10,    /* auto: this many median steps */
+    WATCHDOG_STALE_S = 3,   /* a heartbeat this old: its rank is not running */
+};
+
+typedef struct watchdog watchdog;
+
+typedef struct watchdog_config {
+    double timeout_s;            /* > 0 fixed, 0 off, < 0 auto */
+    int rank, world;
+    const char *heartbeat_dir;   /* private directory of the ranks' heartbeats; NULL/"" none */
+    /* Ends the job: called once, from the watchdog's thread, with the line it printed. */
+    void (*fire)(void *ctx, const char *why);
+    void *fire_ctx;
+} watchdog_config;
+
+/* Starts the thread (NULL in *out when the timeout is 0).  0, or -1 with a message. */
+int watchdog_start(watchdog **out, const watchdog_config *cfg);
+/* Progress: iteration `iteration` reached `phase` (a string that lives as long as the
+ * program: "setup", "forward", "backward", "checkpoint", ...).  NULL w: nothing. */
+void watchdog_at(watchdog *w, int iteration, const char *phase);
+/* What this rank is about to wait on (a string that lives as long as the program, e.g.
+ * "all-reduce of the gradients"; NULL: nothing in particular).  Not progress by itself. */
+void watchdog_waits_on(watchdog *w, const char *what);
+/* Iteration done, in ms: progress, and a sample for the auto limit. */
+void watchdog_step(watchdog *w, int iteration, double ms);
+/* The limit in force now, in seconds (0: off). */
+double watchdog_limit_s(const watchdog *w);
+/* Stops the thread and removes this rank's heartbeat. */
+void watchdog_stop(watchdog *w);
+
+/* --hang-timeout's text: "auto", or seconds (0 off).  0, or -1 when it is neither. */
+int watchdog_parse_timeout(const char *text, double *out);
+
+#endif
