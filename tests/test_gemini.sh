@@ -235,6 +235,18 @@ PYEOF
         gm_fail "gemini 4 ranks, a whole group" "exit $GM_RC: $(grep -h recovered "$GM_WORK/fourgroup/out") $(tail -c 300 "$GM_WORK/fourgroup/err")"
     fi
 
+    # ---- a rank that hangs (stopped at iteration 5): its peer's watchdog ends the job, --ranks
+    # relaunches it, and it recovers from the stopped rank's copies as from a killed one's --------
+    gm_run hang --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --fail-at 5 --fail-rank 1 \
+        --fail-kind stop --hang-timeout 5
+    if [ "$GM_RC" -eq 0 ] && grep -q "rank 1 (pid [0-9]* on [^ ]*) stopped" "$GM_WORK/hang/err" &&
+        grep -q "relaunching job" "$GM_WORK/hang/err" && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/hang.params" &&
+        [ "$(gm_losses "$GM_WORK/hang" 5)" = "$(gm_losses "$GM_WORK/zero3" 5)" ]; then
+        gm_pass "gemini, rank 1 hung at iteration 5: detected by its peer's watchdog, relaunched, $(grep -o 'recovered at iteration [0-9]*' "$GM_WORK/hang/out" | head -n 1), iterations 5-8 and final params = no failure"
+    else
+        gm_fail "gemini hung rank" "exit $GM_RC: $(tail -c 400 "$GM_WORK/hang/err")"
+    fi
+
     # ---- every holder of a shard lost: nothing to recover, said, exit 1 ----------------------
     mkdir -p "$GM_WORK/lostrun"
     (cd "$GM_WORK/lostrun" && timeout 120 "$GM_MPI" -np 2 "$GM_BIN" "${GM_SHAPE[@]}" -m gemini \

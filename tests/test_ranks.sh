@@ -118,6 +118,59 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
     else
         rk_fail "rank killed" "exit $RK_RC: $(tail -c 300 "$RK_DIR/err")"
     fi
+    # ---- a hung rank: its peers' watchdogs end the job (exit 4), naming it -------------------
+    # (TMPDIR of the job's own: what it leaves there is seen; the processes are found by their
+    # working directory: none may be left)
+    rk_left() { local p n=0; for p in $(pgrep -f "$RK_BIN"); do [ "$(readlink "/proc/$p/cwd")" = "$1" ] && n=$((n + 1)); done; echo $n; }
+    rk_rank_pid() { local p; for p in $(pgrep -f "$RK_BIN"); do
+        [ "$(readlink "/proc/$p/cwd")" = "$1" ] && tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$2" && { echo "$p"; return; }
+    done; }
+    mkdir -p "$RK_WORK/tmp_hang" "$RK_WORK/tmp_hangmpi"
+    rk_in hang env TMPDIR="$RK_WORK/tmp_hang" "$RK_BIN" "${RK_TINY[@]}" --iters 8 --ranks 2 --fail-at 3 --fail-rank 1 \
+        --fail-kind stop --hang-timeout 5 --results results
+    if [ "$RK_RC" -eq 4 ] && grep -q "rank 1 (pid [0-9]* on [^ ]*) stopped: its heartbeat is [0-9]* s old" "$RK_DIR/err" &&
+        [ "$(grep -c '^ERROR: rank 0 on .*: no progress for [0-9]* s (--hang-timeout 5 s)' "$RK_DIR"/results/*.txt)" -eq 1 ] &&
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["status"] == "error" and "rank 1" in d["message"] and len(d["iterations"]) == 2))' "$RK_DIR"/results/*.json &&
+        [ -z "$(ls -A "$RK_WORK/tmp_hang")" ] && [ "$(rk_left "$RK_DIR")" -eq 0 ]; then
+        rk_pass "a rank stopped at iteration 3 (--ranks 2): its peer's watchdog ends the job in --hang-timeout, exit 4; log, JSON (2 iterations kept) name rank 1; nothing left"
+    else
+        rk_fail "a hung rank under --ranks" "exit $RK_RC: $(tail -c 400 "$RK_DIR/err") / left: $(ls -A "$RK_WORK/tmp_hang") $(rk_left "$RK_DIR") processes"
+    fi
+    rk_in hangmpi env TMPDIR="$RK_WORK/tmp_hangmpi" "$RK_MPI" -n 2 "$RK_BIN" "${RK_TINY[@]}" --iters 8 --fail-at 3 --fail-rank 0 \
+        --fail-kind stop --hang-timeout 5 --results results
+    if [ "$RK_RC" -eq 4 ] && grep -q "rank 1 on .*: no progress .*; rank 0 (pid [0-9]* on [^ ]*) stopped" "$RK_DIR/err" &&
+        [ -z "$(ls -A "$RK_WORK/tmp_hangmpi")" ] && [ "$(rk_left "$RK_DIR")" -eq 0 ]; then
+        rk_pass "rank 0 stopped under plain mpiexec: rank 1's watchdog names it and ends the job, exit 4; its heartbeat directory removed"
+    else
+        rk_fail "a hung rank 0 under mpiexec" "exit $RK_RC: $(tail -c 400 "$RK_DIR/err") / left: $(ls -A "$RK_WORK/tmp_hangmpi") $(rk_left "$RK_DIR") processes"
+    fi
+    # a rank paused (SIGSTOP) for 3 s, well under --hang-timeout 10, then let go: no alarm; and a
+    # rank killed from outside (kill -9): exit 4, the supervisor names it from its heartbeat
+    for what in pause kill; do
+        mkdir -p "$RK_WORK/$what"
+        (cd "$RK_WORK/$what" && timeout 300 "$RK_BIN" "${RK_TINY[@]}" --iters 1500 --log-interval 500 --ranks 2 \
+            --hang-timeout 10 --results results >out 2>err) &
+        job=$!
+        victim=""
+        for _ in $(seq 600); do victim=$(rk_rank_pid "$RK_WORK/$what" 1); [ -n "$victim" ] && break; sleep 0.1; done
+        sleep 1
+        if [ "$what" = pause ]; then
+            kill -STOP "$victim"; sleep 3; kill -CONT "$victim"
+        else
+            kill -KILL "$victim"
+        fi
+        wait "$job"
+        rc=$?
+        if [ "$what" = pause ] && [ -n "$victim" ] && [ "$rc" -eq 0 ] && grep -q '"status":[[:space:]]*"ok"' "$RK_WORK/pause"/results/*.json; then
+            rk_pass "a rank paused for 3 s (under --hang-timeout 10) and let go: no alarm, the job ends ok"
+        elif [ "$what" = kill ] && [ -n "$victim" ] && [ "$rc" -eq 4 ] &&
+            grep -q "rank 1 (pid $victim on [^ ]*) was lost in the .* of iteration [0-9]* (its last heartbeat; mpiexec exit" "$RK_WORK/kill/err" &&
+            [ "$(rk_left "$RK_WORK/kill")" -eq 0 ]; then
+            rk_pass "rank 1 killed from outside: exit 4, named (pid, host, phase, iteration) from its last heartbeat"
+        else
+            rk_fail "rank 1 $what from outside" "exit $rc (victim ${victim:-not found}): $(tail -c 400 "$RK_WORK/$what/err")"
+        fi
+    done
     rk_in oom "$RK_BIN" "${RK_TINY[@]}" --ranks 2 --gpu-mem-limit 1M --results results
     if [ "$RK_RC" -eq 3 ] && grep -q '"status":[[:space:]]*"oom"' "$RK_DIR"/results/*.json; then
         rk_pass "out of memory on 2 ranks: reported (exit 3), no rank left waiting"

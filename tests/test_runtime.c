@@ -26,6 +26,7 @@
 
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/timer.h"
+#include "../engines/runtime/watchdog.h" /* (tested at the end; the gate_guard above is this file's own) */
 #include "../kernels/gpt.h"
 #include "../kernels/model.h"
 #include "../kernels/rng.h"
@@ -37,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -100,17 +102,17 @@ static void long_work_free(long_work *lw)
 
 /* Opens a gate (a held event) after a timeout unless stopped first, so that a test whose
  * stream never gets released fails instead of hanging. */
-typedef struct watchdog {
+typedef struct gate_guard {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t stop;
     int stopped, fired;
     gpt_event *gate;
-} watchdog;
+} gate_guard;
 
-static void *watchdog_main(void *arg)
+static void *gate_guard_main(void *arg)
 {
-    watchdog *w = arg;
+    gate_guard *w = arg;
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 10;
@@ -127,17 +129,17 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-static void watchdog_start(watchdog *w, gpt_event *gate)
+static void gate_guard_start(gate_guard *w, gpt_event *gate)
 {
     memset(w, 0, sizeof *w);
     w->gate = gate;
     assert_int_equal(pthread_mutex_init(&w->lock, NULL), 0);
     assert_int_equal(pthread_cond_init(&w->stop, NULL), 0);
-    assert_int_equal(pthread_create(&w->thread, NULL, watchdog_main, w), 0);
+    assert_int_equal(pthread_create(&w->thread, NULL, gate_guard_main, w), 0);
 }
 
 /* Returns whether the watchdog had to open the gate (a failure of the code under test). */
-static int watchdog_stop(watchdog *w)
+static int gate_guard_stop(gate_guard *w)
 {
     pthread_mutex_lock(&w->lock);
     w->stopped = 1;
@@ -195,8 +197,8 @@ static void test_gate_blocks_only_the_waiting_stream(void **state)
     gpt_event *gate = event_new(be), *written = event_new(be);
     assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
     assert_int_equal(gpt_cpu_event_hold(gate), GPT_ERR_INVALID); /* one hold at a time */
-    watchdog wd;
-    watchdog_start(&wd, gate);
+    gate_guard wd;
+    gate_guard_start(&wd, gate);
 
     float *flag = floats_new(1, 1.0f);
     const float final_value = 3.0f;
@@ -220,7 +222,7 @@ static void test_gate_blocks_only_the_waiting_stream(void **state)
     assert_int_equal(gpt_stream_sync(b), GPT_OK);
     assert_true(ordered == final_value);
     assert_int_equal(gpt_cpu_event_release(gate), GPT_ERR_INVALID); /* no hold left */
-    assert_false(watchdog_stop(&wd));
+    assert_false(gate_guard_stop(&wd));
 
     gpt_event_destroy(gate);
     gpt_event_destroy(written);
@@ -239,8 +241,8 @@ static void test_rerecord_moves_the_marker(void **state)
     gpt_stream *blocked = stream_new(be), *free_run = stream_new(be), *b = stream_new(be);
     gpt_event *gate = event_new(be), *e = event_new(be);
     assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
-    watchdog wd;
-    watchdog_start(&wd, gate);
+    gate_guard wd;
+    gate_guard_start(&wd, gate);
     float *x = floats_new(1, 1.0f);
     const float two = 2.0f;
     float seen = 0.0f;
@@ -275,7 +277,7 @@ static void test_rerecord_moves_the_marker(void **state)
     assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
     assert_int_equal(gpt_stream_sync(b), GPT_OK);
     assert_true(seen == 2.0f);
-    assert_false(watchdog_stop(&wd));
+    assert_false(gate_guard_stop(&wd));
 
     be->ops->stream_destroy(blocked);
     be->ops->stream_destroy(free_run);
@@ -346,8 +348,8 @@ static void test_elapsed_ms(void **state)
     long_work lw = long_work_new();
 
     assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
-    watchdog wd;
-    watchdog_start(&wd, gate);
+    gate_guard wd;
+    gate_guard_start(&wd, gate);
     assert_int_equal(gpt_event_record(e0, s), GPT_OK);
     assert_int_equal(gpt_stream_wait_event(s, gate), GPT_OK);
     assert_int_equal(gpt_event_record(e1, s), GPT_OK);
@@ -358,7 +360,7 @@ static void test_elapsed_ms(void **state)
     sleep_ms(40);
     assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
     assert_int_equal(gpt_stream_sync(s), GPT_OK);
-    assert_false(watchdog_stop(&wd));
+    assert_false(gate_guard_stop(&wd));
 
     float ms01 = -1, ms02 = -1, ms12 = -1, ms00 = -1;
     assert_int_equal(gpt_event_elapsed_ms(&ms01, e0, e1), GPT_OK);
@@ -418,8 +420,8 @@ static void test_many_streams_and_destroy_with_queued_work(void **state)
     float *one = floats_new(1, 1.0f);
     gpt_event *gate = event_new(be), *pending = event_new(be);
     assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
-    watchdog wd;
-    watchdog_start(&wd, gate);
+    gate_guard wd;
+    gate_guard_start(&wd, gate);
     for (int i = 0; i < STREAMS; i++) {
         s[i] = stream_new(be);
         counter[i] = floats_new(1, 0.0f);
@@ -451,7 +453,7 @@ static void test_many_streams_and_destroy_with_queued_work(void **state)
         free(counter[i]);
         gpt_event_destroy(done[i]);
     }
-    assert_false(watchdog_stop(&wd));
+    assert_false(gate_guard_stop(&wd));
     gpt_event_destroy(gate);
     free(one);
     gpt_cpu_backend_destroy(be);
@@ -737,8 +739,8 @@ static void test_cpu_adam_waits_for_after_event(void **state)
     assert_int_equal(cpu_adam_create(&pool, 2), GPT_OK);
     assert_int_equal(cpu_adam_take_busy_ms(pool) == 0.0, 1);
     assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
-    watchdog wd;
-    watchdog_start(&wd, gate);
+    gate_guard wd;
+    gate_guard_start(&wd, gate);
     /* the "d2h of the grads": long work, the gate, then the copy, then the event */
     long_work_issue(&lw, copy);
     assert_int_equal(gpt_stream_wait_event(copy, gate), GPT_OK);
@@ -761,7 +763,7 @@ static void test_cpu_adam_waits_for_after_event(void **state)
 
     assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
     assert_int_equal(cpu_adam_wait(pool, t2), GPT_OK); /* covers t1 too */
-    assert_false(watchdog_stop(&wd));
+    assert_false(gate_guard_stop(&wd));
     assert_true(cpu_adam_take_busy_ms(pool) > 0.0);
     /* the reference on the final grads (b.g now holds them) */
     adam_reference(ref, &b, &o, 2e-3f, 1, 0.5f);
@@ -801,8 +803,8 @@ static void test_cpu_adam_order_tickets_destroy(void **state)
     assert_int_equal(cpu_adam_create(&pool, 3), GPT_OK);
     assert_int_equal(cpu_adam_wait(pool, 0), GPT_OK); /* nothing submitted: returns */
     assert_int_equal(gpt_cpu_event_hold(gate), GPT_OK);
-    watchdog wd;
-    watchdog_start(&wd, gate);
+    gate_guard wd;
+    gate_guard_start(&wd, gate);
     uint64_t last = 0;
     for (int t = 1; t <= STEPS; t++)
         for (int i = 0; i < BLOCKS; i++) {
@@ -822,7 +824,7 @@ static void test_cpu_adam_order_tickets_destroy(void **state)
         assert_true(memcmp(b[i].m, b[i].rm, b[i].n * sizeof(float)) != 0);
     /* destroy with the later steps possibly still queued: it runs them all */
     cpu_adam_destroy(pool);
-    assert_false(watchdog_stop(&wd));
+    assert_false(gate_guard_stop(&wd));
     for (int t = 1; t <= STEPS; t++)
         for (int i = 0; i < BLOCKS; i++) adam_reference(ref, &b[i], &o, 1e-3f, t, 1.0f);
     for (int i = 0; i < BLOCKS; i++) {
@@ -832,6 +834,145 @@ static void test_cpu_adam_order_tickets_destroy(void **state)
     gpt_event_destroy(gate);
     be->ops->stream_destroy(ref);
     gpt_cpu_backend_destroy(be);
+}
+
+/* ---- the watchdog (watchdog.h) ----------------------------------------------------------- */
+
+typedef struct fired {
+    pthread_mutex_t lock;
+    int count;
+    char line[2048];
+} fired;
+
+static void record_fire(void *ctx, const char *why)
+{
+    fired *f = ctx;
+    pthread_mutex_lock(&f->lock);
+    f->count++;
+    snprintf(f->line, sizeof f->line, "%s", why);
+    pthread_mutex_unlock(&f->lock);
+}
+
+static int fire_count(fired *f)
+{
+    pthread_mutex_lock(&f->lock);
+    const int n = f->count;
+    pthread_mutex_unlock(&f->lock);
+    return n;
+}
+
+/* Waits (up to a minute: a busy machine) until the watchdog fired. */
+static void wait_fired(fired *f)
+{
+    for (int i = 0; i < 6000 && fire_count(f) == 0; i++) sleep_ms(10);
+    assert_int_equal(fire_count(f), 1);
+}
+
+/* auto: the set-up allowance until two steps are measured, then 10 median steps, at least
+ * the floor; a fixed timeout is itself; 0 starts nothing. */
+static void test_watchdog_auto_limit(void **state)
+{
+    (void)state;
+    watchdog *w = NULL;
+    watchdog_config c = {.timeout_s = -1, .rank = 0, .world = 1};
+    assert_int_equal(watchdog_start(&w, &c), 0);
+    assert_non_null(w);
+    assert_true(watchdog_limit_s(w) == WATCHDOG_SETUP_S);
+    watchdog_step(w, 1, 100.0);
+    assert_true(watchdog_limit_s(w) == WATCHDOG_SETUP_S); /* one step: still setting up */
+    watchdog_step(w, 2, 100.0);
+    assert_true(watchdog_limit_s(w) == WATCHDOG_MIN_S); /* 10 x 0.1 s is under the floor */
+    for (int i = 3; i < 8; i++) watchdog_step(w, i, 5000.0);
+    assert_true(fabs(watchdog_limit_s(w) - WATCHDOG_STEPS * 5.0) < 1e-9); /* median 5 s */
+    watchdog_step(w, 8, 1e6); /* one slow step does not move the median */
+    assert_true(fabs(watchdog_limit_s(w) - WATCHDOG_STEPS * 5.0) < 1e-9);
+    watchdog_stop(w);
+    c.timeout_s = 7;
+    assert_int_equal(watchdog_start(&w, &c), 0);
+    assert_true(watchdog_limit_s(w) == 7);
+    watchdog_stop(w);
+    c.timeout_s = 0;
+    assert_int_equal(watchdog_start(&w, &c), 0);
+    assert_null(w);
+    double t;
+    assert_int_equal(watchdog_parse_timeout("auto", &t), 0);
+    assert_true(t < 0);
+    assert_int_equal(watchdog_parse_timeout("2.5", &t), 0);
+    assert_true(t == 2.5);
+    assert_int_equal(watchdog_parse_timeout("-1", &t), -1);
+    assert_int_equal(watchdog_parse_timeout("soon", &t), -1);
+}
+
+/* No progress: it fires once, naming the phase, the iteration and what the rank waits on. */
+static void test_watchdog_fires_naming_where(void **state)
+{
+    (void)state;
+    fired f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    watchdog *w = NULL;
+    const watchdog_config c = {.timeout_s = 0.5, .rank = 0, .world = 1, .fire = record_fire, .fire_ctx = &f};
+    assert_int_equal(watchdog_start(&w, &c), 0);
+    watchdog_at(w, 3, "backward");
+    watchdog_waits_on(w, "an all-reduce of the gradients");
+    wait_fired(&f);
+    sleep_ms(600); /* (it does not fire again) */
+    assert_int_equal(fire_count(&f), 1);
+    if (!strstr(f.line, "in the backward of iteration 3, waiting on an all-reduce of the gradients"))
+        fail_msg("the line does not say where: %s", f.line);
+    watchdog_stop(w);
+}
+
+/* Progress, however slow the step, keeps it quiet. */
+static void test_watchdog_quiet_while_progressing(void **state)
+{
+    (void)state;
+    fired f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    watchdog *w = NULL;
+    const watchdog_config c = {.timeout_s = 3, .rank = 0, .world = 1, .fire = record_fire, .fire_ctx = &f};
+    assert_int_equal(watchdog_start(&w, &c), 0);
+    for (int i = 0; i < 200; i++) { /* 4 s of phases 20 ms apart: longer than the limit */
+        watchdog_at(w, 1, i % 2 ? "backward" : "forward");
+        sleep_ms(20);
+    }
+    assert_int_equal(fire_count(&f), 0);
+    watchdog_stop(w);
+}
+
+/* With the ranks' heartbeats: a rank whose heartbeat stopped is named, with where it was. */
+static void test_watchdog_names_the_stopped_rank(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/aebench-test-beats.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128], rec[512];
+    snprintf(path, sizeof path, "%s/heartbeat-1", dir);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    memset(rec, ' ', sizeof rec);
+    int n = snprintf(rec, sizeof rec, "beat %.3f progress %.3f pid 4242 iteration 7 phase backward host node7 waits -",
+                     (double)now.tv_sec - 100, (double)now.tv_sec - 101);
+    rec[n] = ' ';
+    rec[sizeof rec - 1] = '\n';
+    FILE *hb = fopen(path, "w");
+    assert_non_null(hb);
+    assert_int_equal(fwrite(rec, 1, sizeof rec, hb), sizeof rec);
+    assert_int_equal(fclose(hb), 0);
+    fired f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    watchdog *w = NULL;
+    const watchdog_config c = {.timeout_s = 0.5, .rank = 0, .world = 2, .heartbeat_dir = dir, .fire = record_fire,
+                               .fire_ctx = &f};
+    assert_int_equal(watchdog_start(&w, &c), 0);
+    snprintf(path, sizeof path, "%s/heartbeat-0", dir);
+    assert_int_equal(access(path, F_OK), 0); /* its own heartbeat */
+    watchdog_at(w, 8, "forward");
+    wait_fired(&f);
+    if (!strstr(f.line, "rank 1 (pid 4242 on node7) stopped") || !strstr(f.line, "in the backward of iteration 7") ||
+        !strstr(f.line, "no progress for") || !strstr(f.line, "in the forward of iteration 8"))
+        fail_msg("the line does not name the stopped rank: %s", f.line);
+    watchdog_stop(w);
+    assert_int_equal(access(path, F_OK), -1); /* its heartbeat removed */
+    snprintf(path, sizeof path, "%s/heartbeat-1", dir);
+    unlink(path);
+    assert_int_equal(rmdir(dir), 0);
 }
 
 int main(void)
@@ -850,6 +991,10 @@ int main(void)
         cmocka_unit_test(test_cpu_adam_bf16_rounding),
         cmocka_unit_test(test_cpu_adam_waits_for_after_event),
         cmocka_unit_test(test_cpu_adam_order_tickets_destroy),
+        cmocka_unit_test(test_watchdog_auto_limit),
+        cmocka_unit_test(test_watchdog_fires_naming_where),
+        cmocka_unit_test(test_watchdog_quiet_while_progressing),
+        cmocka_unit_test(test_watchdog_names_the_stopped_rank),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }
