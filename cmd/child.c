@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,7 @@ int child_run(const char *exe, char *const argv[], child_output output, child_re
     /* Whatever stdio holds would otherwise be written twice, by us and by the child. */
     fflush(stdout);
     fflush(stderr);
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -95,7 +97,10 @@ int child_run(const char *exe, char *const argv[], child_output output, child_re
         return cli_fail(err, errlen, "fork: %s", strerror(e));
     }
     if (pid == 0) {
-        /* The child: only async-signal-safe calls until exec. */
+        /* The child: only async-signal-safe calls until exec.  It dies with us however we
+         * die (kill -9 included): SIGTERM, which a --ranks supervisor passes on to its job.
+         * (If we died before the prctl, our parent is already someone else: end here.) */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
         if (fcntl(fds[1], F_SETFD, 0) != 0) _exit(127);
         if (output != CHILD_SHOW) {
             int null = open("/dev/null", O_WRONLY);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -327,8 +328,11 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         fprintf(stderr, "aebench: --ranks: signals will not be forwarded: %s\n", strerror(errno));
     fflush(stdout);
     fflush(stderr);
+    const pid_t supervisor = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        /* mpiexec ends its ranks on SIGTERM: it gets one when we die, however we die */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != supervisor) _exit(127);
         sigprocmask(SIG_SETMASK, &old, NULL);
         if (fcntl(fds[1], F_SETFD, 0) != 0) _exit(127);
         execve(mpiexec, jargv, env);

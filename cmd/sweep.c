@@ -19,13 +19,17 @@
 #include "../engines/runtime/timer.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef enum item_status {
     ST_PENDING, ST_OK, ST_OOM, ST_ERROR, ST_CRASHED, ST_SKIPPED, ST_DUPLICATE, ST_DRY
@@ -437,6 +441,42 @@ static int same_argv(const item *a, const item *b)
     return 1;
 }
 
+/* One sweep at a time in a results directory.  The lock (flock) is held through a descriptor
+ * that every run the sweep starts inherits (no close-on-exec, on purpose: mpiexec and its ranks
+ * too), so it is free only when the sweep and every process of its runs have ended, however
+ * they ended: a --resume started meanwhile says so and waits instead of running a run twice.
+ * The descriptor, or -1 with err set. */
+static int lock_results(const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    if (report_make_dirs(dir, err, errlen)) return -1;
+    snprintf(path, sizeof path, "%.4096s/.aebench-sweep.lock", dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open the sweep lock %.1000s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char holder[32] = "";
+        const ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        fprintf(stderr, "aebench: %s is in use by another sweep or a run it started (the sweep was pid %s); "
+                        "waiting until they end\n", dir, holder[0] ? holder : "?");
+        while (flock(fd, LOCK_EX) != 0) {
+            if (errno == EINTR) continue;
+            snprintf(err, errlen, "cannot lock %.1000s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    char pid[32];
+    const int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        fprintf(stderr, "aebench: cannot write %s: %s\n", path, strerror(errno));
+    return fd;
+}
+
 int sweep_main(int argc, char **argv, const run_config *rc)
 {
     char err[2048];
@@ -452,7 +492,7 @@ int sweep_main(int argc, char **argv, const run_config *rc)
         fprintf(stderr, "aebench: %s\n", err);
         return EXIT_RUN_ERROR;
     }
-    int code = EXIT_BAD_INPUT;
+    int code = EXIT_BAD_INPUT, lock_fd = -1;
     if (build_items(&s, argc, argv, err, sizeof err)) {
         fprintf(stderr, "aebench: %s\n", err);
         goto done;
@@ -463,6 +503,11 @@ int sweep_main(int argc, char **argv, const run_config *rc)
             code = item_error(&s, &s.items[i], err);
             goto done;
         }
+    if (!rc->dry_run && (lock_fd = lock_results(rc->results_dir, err, sizeof err)) < 0) {
+        fprintf(stderr, "aebench: %s\n", err);
+        code = EXIT_RUN_ERROR;
+        goto done;
+    }
     /* Resolve: layers-from, duplicates, --resume. */
     for (int i = 0; i < s.n; i++) {
         item *it = &s.items[i];
@@ -526,6 +571,7 @@ int sweep_main(int argc, char **argv, const run_config *rc)
         else if (st == ST_OOM && code == EXIT_RUN_OK) code = EXIT_RUN_OOM;
     }
 done:
+    if (lock_fd >= 0) close(lock_fd);
     sweep_free(&s);
     return code;
 }

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 /* A positive integer from the environment variable name, else 0. */
 static int env_count(const char *name)
@@ -60,6 +63,16 @@ int comm_init(comm_world *c, int *argc, char ***argv)
     c->local_rank = 0;
     c->local_world = 1;
     c->initialised = 0;
+    /* A rank of several dies with the launcher's process that started it (MPICH's proxy,
+     * Open MPI's daemon), however that one dies: no rank outlives its job.  (Not a process
+     * of one: its parent is a shell, which may go while it runs on under nohup.) */
+    int launched_rank0 = 0;
+    const pid_t launcher = getppid();
+    if (comm_launched_world(&launched_rank0) > 1 &&
+        (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher)) {
+        fprintf(stderr, "aebench: the process that started this rank is gone\n");
+        return -1;
+    }
     int provided = 0;
     /* Collectives run on stream worker threads (the CPU backend's emulation of a GPU's
      * communication stream) while the main thread may be in MPI too: several threads at once. */
