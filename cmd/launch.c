@@ -506,9 +506,18 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     code = launch_job(n, args, rc, why, sizeof why, &interrupted, &failed_at_s);
-    /* (a job we were told to stop is not relaunched: its store goes, as at a normal end) */
+    /* (a job we were told to stop is not relaunched: its store goes, as at a normal end; nor
+     * one that never completed a checkpoint, in memory or on disk: nothing to recover from —
+     * a configuration the ranks refused, a store that was not ours, a failure in the warm-up) */
     for (int relaunch = 1; code != 0 && !interrupted && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
                            relaunch <= GEMINI_RELAUNCHES; relaunch++) {
+        if (!ckpt_job_has_complete(e->gemini_store, id, 0) &&
+            !(e->ckpt_dir[0] && ckpt_job_has_complete(e->ckpt_dir, id, 1))) {
+            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: it ended before its first complete "
+                            "checkpoint (%s%s%s holds none), so there is nothing to recover\n", rc->ranks, id, store,
+                    e->ckpt_dir[0] ? ", nor does " : "", e->ckpt_dir[0] ? e->ckpt_dir : "");
+            break;
+        }
         if (rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0) {
             /* its machine was replaced: its copies are gone, a peer's must serve */
             char path[PATH_MAX + 32];

@@ -247,6 +247,18 @@ PYEOF
         gm_fail "gemini hung rank" "exit $GM_RC: $(tail -c 400 "$GM_WORK/hang/err")"
     fi
 
+    # ---- a rank lost before the job's first checkpoint (--gemini-ckpt-from 6, killed at 3):
+    # not relaunched (nothing to recover from), exit 4, said once -----------------------------
+    gm_run early --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-ckpt-from 6 \
+        --fail-at 3 --fail-rank 1
+    if [ "$GM_RC" -eq 4 ] && grep -q "not relaunched: it ended before its first complete checkpoint" "$GM_WORK/early/err" &&
+        ! grep -q "relaunching job" "$GM_WORK/early/err" && [ "$(ls "$GM_WORK"/early/results/*.json | wc -l)" -eq 1 ] &&
+        [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini: a rank lost before the first checkpoint: not relaunched (nothing to recover), exit 4, one log and JSON, store removed"
+    else
+        gm_fail "gemini lost before its first checkpoint" "exit $GM_RC: $(tail -c 400 "$GM_WORK/early/err") / store: $(ls -A "$GM_STORE")"
+    fi
+
     # ---- every holder of a shard lost: nothing to recover, said, exit 1 ----------------------
     mkdir -p "$GM_WORK/lostrun"
     (cd "$GM_WORK/lostrun" && timeout 120 "$GM_MPI" -np 2 "$GM_BIN" "${GM_SHAPE[@]}" -m gemini \

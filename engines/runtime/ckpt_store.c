@@ -3,6 +3,7 @@
 #include "../../kernels/host_pages.h"
 #include "../../kernels/checksum_element.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -380,4 +381,50 @@ void ckpt_file_remove(const char *dir, const char *job, int rank)
     if (file_path(path, sizeof path, dir, job, rank, d, sizeof d)) return;
     unlink(path);
     rmdir(d); /* the last rank's succeeds */
+}
+
+/* One file: [header page | data] versions one after the other (the store's slots, or the
+ * persistent file's two); any header that is ours and says complete? */
+static int file_has_complete(int dirfd, const char *name)
+{
+    const int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    int found = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        version_header h;
+        for (off_t at = 0; !found && at + (off_t)sizeof h <= st.st_size;) {
+            if (pread(fd, &h, sizeof h, at) != (ssize_t)sizeof h || h.magic != CKPT_MAGIC || h.floats == 0 ||
+                h.floats > (uint64_t)st.st_size)
+                break;
+            found = atomic_load(&h.state) == STATE_COMPLETE;
+            at += (off_t)(PAGE + round_page((size_t)h.floats * sizeof(float)));
+        }
+    }
+    close(fd);
+    return found;
+}
+
+int ckpt_job_has_complete(const char *dir, const char *job, int persistent)
+{
+    char path[1200];
+    const int n = persistent ? snprintf(path, sizeof path, "%s/aebench-ckpt-%u-%s", dir, (unsigned)getuid(), job)
+                             : ckpt_store_dir(path, sizeof path, dir, job) == 0 ? (int)strlen(path) : -1;
+    if (n < 0 || (size_t)n >= sizeof path) return 0;
+    const int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0) return 0;
+    DIR *d = fdopendir(dirfd);
+    if (!d) {
+        close(dirfd);
+        return 0;
+    }
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        int r;
+        char tail;
+        if (sscanf(e->d_name, "rank-%d.ckp%c", &r, &tail) == 2 && tail == 't') found = file_has_complete(dirfd, e->d_name);
+    }
+    closedir(d);
+    return found;
 }

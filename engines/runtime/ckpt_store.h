@@ -86,6 +86,10 @@ int ckpt_file_read(const char *dir, const char *job, int rank, int version, floa
  * owner), else -1.  Recovery reads only the data of the version it chooses. */
 int ckpt_file_header(const char *dir, const char *job, int rank, int version, size_t floats,
                      size_t chunk_floats, int *adam_step);
+/* Does any rank's file of the job under dir (the store's directory, `store`; or the
+ * persistent checkpoint's, `persistent`) hold a version that says complete?  Headers only
+ * (recovery checks the data): whether a relaunch has anything to recover from. */
+int ckpt_job_has_complete(const char *dir, const char *job, int persistent);
 /* Remove the job's persistent checkpoint (every rank's file, then the directory). */
 void ckpt_file_remove(const char *dir, const char *job, int rank);
 
