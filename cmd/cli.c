@@ -1007,8 +1007,10 @@ void cli_usage(FILE *out)
             "\"find-max\": true runs --find-max, \"layers-from\": ENGINE|self|all takes the layers\n"
             "from an earlier --find-max result.  Sweeps (-m all, run lists, --find-max) run every\n"
             "run as a child process and end with a summary; --resume skips runs already ok.\n"
-            "Exit codes: 0 ok, 1 error (a sweep: some run failed or crashed), 2 bad input,\n"
-            "3 out of memory (a sweep: some run did not fit, none failed).\n",
+            "Exit codes: 0 ok; 1 error (a sweep: some run failed or crashed); 2 bad input, nothing\n"
+            "written; 3 out of memory (a sweep: some run did not fit, none failed); 4 a rank was\n"
+            "lost or hung (its peers' watchdogs or the supervisor ended the job; mpiexec's own codes\n"
+            "are mapped to it); 128+n: stopped by signal n (SIGINT 130, SIGTERM 143).\n",
             cli_cpu_preset_text());
 }
 

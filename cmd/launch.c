@@ -228,7 +228,8 @@ static int json_says_failed(const char *path)
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     free(text);
     const cJSON *st = root ? cJSON_GetObjectItemCaseSensitive(root, "status") : NULL;
-    const int failed = cJSON_IsString(st) && strcmp(st->valuestring, "ok") != 0;
+    const int failed = cJSON_IsString(st) && strcmp(st->valuestring, "ok") != 0 &&
+                       strcmp(st->valuestring, "running") != 0;
     cJSON_Delete(root);
     return failed;
 }
@@ -241,7 +242,7 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
     free(old);
     if (root) {
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "status");
-        if (cJSON_IsString(st) && strcmp(st->valuestring, "ok") != 0) {
+        if (cJSON_IsString(st) && strcmp(st->valuestring, "ok") != 0 && strcmp(st->valuestring, "running") != 0) {
             cJSON_Delete(root); /* rank 0 said what went wrong itself */
             return;
         }

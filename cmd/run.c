@@ -80,6 +80,7 @@ typedef struct run_state {
     double (*rank_peaks)[2];  /* N ranks: each rank's GPU and host peak (bytes), for the JSON */
     int step_failed;          /* a step failed: the other ranks may be waiting in a collective */
     watchdog *dog;            /* this rank's (NULL: --hang-timeout 0) */
+    int running;              /* the JSON being written is the record so far ("running") */
     char heartbeat_dir[4200]; /* the ranks' heartbeats, when this process made it ("" else) */
 } run_state;
 
@@ -338,7 +339,8 @@ static int write_json(run_state *s)
     const engine_config *ec = &s->ec;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "aebench_version", AEBENCH_VERSION);
-    cJSON_AddStringToObject(root, "status", s->status == EXIT_RUN_OK    ? "ok"
+    cJSON_AddStringToObject(root, "status", s->running                  ? "running"
+                                            : s->status == EXIT_RUN_OK  ? "ok"
                                             : s->status == EXIT_RUN_OOM ? "oom"
                                                                         : "error");
     if (s->status != EXIT_RUN_OK) cJSON_AddStringToObject(root, "message", s->message);
@@ -904,6 +906,14 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         if (it % rc->log_interval == 0 || it == rc->iters) {
             log_interval(s, last_logged, it, &memory_reported);
             last_logged = it;
+            if (s->has_log && it < rc->iters) {
+                /* the record so far, "running": a job that loses a rank keeps the iterations it
+                 * completed (the supervisor marks it failed); the final one replaces it */
+                fflush(s->log);
+                s->running = 1;
+                if (write_json(s) != 0) fprintf(stderr, "aebench: cannot write %s\n", s->json_path);
+                s->running = 0;
+            }
         }
     }
     free(tokens);
