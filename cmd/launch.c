@@ -74,6 +74,75 @@ void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase)
     raise(SIGKILL);
 }
 
+/* ---- a job's temporary directories -------------------------------------------------------- */
+
+/* Name every directory of ours under tmp called prefix.* whose maker (its "pid") is gone. */
+static void name_stale(const char *tmp, const char *prefix)
+{
+    const int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (tfd < 0) return;
+    DIR *d = fdopendir(tfd);
+    if (!d) {
+        close(tfd);
+        return;
+    }
+    const size_t plen = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, plen) != 0 || e->d_name[plen] != '.') continue;
+        struct stat st;
+        /* ours, a real directory (not a link someone planted), private */
+        if (fstatat(tfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        char pidpath[PATH_MAX], text[32] = "";
+        snprintf(pidpath, sizeof pidpath, "%s/pid", e->d_name);
+        const int fd = openat(tfd, pidpath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue; /* being made, or not one of ours */
+        const ssize_t n = read(fd, text, sizeof text - 1);
+        close(fd);
+        text[n > 0 ? n : 0] = '\0';
+        const long pid = atol(text);
+        if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        fprintf(stderr, "aebench: %s/%s is a stale directory of a job that is gone (pid %ld); remove it with: "
+                        "rm -rf %s/%s\n", tmp, e->d_name, pid, tmp, e->d_name);
+    }
+    closedir(d);
+}
+
+int job_dir_make(char *out, size_t len, const char *prefix)
+{
+    const char *tmpdir = getenv("TMPDIR");
+    const char *tmp = tmpdir && *tmpdir ? tmpdir : "/tmp";
+    name_stale(tmp, prefix);
+    if ((size_t)snprintf(out, len, "%s/%s.XXXXXX", tmp, prefix) >= len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (!mkdtemp(out)) return -1;
+    char path[PATH_MAX + 8], pid[32];
+    snprintf(path, sizeof path, "%s/pid", out);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (fd < 0 || write(fd, pid, (size_t)n) != n) {
+        const int e = errno;
+        if (fd >= 0) close(fd);
+        unlink(path);
+        rmdir(out);
+        errno = e;
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+void job_dir_remove(const char *dir)
+{
+    char path[PATH_MAX + 8];
+    snprintf(path, sizeof path, "%s/pid", dir);
+    unlink(path);
+    if (rmdir(dir) != 0 && errno != ENOENT) fprintf(stderr, "aebench: cannot remove %s: %s\n", dir, strerror(errno));
+}
+
 /* ---- the supervisor ------------------------------------------------------------------------ */
 
 /* The first executable `name` on the PATH into buf; -1 when there is none. */
@@ -216,7 +285,7 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
         unlink(path);
     }
     closedir(d);
-    rmdir(dir);
+    job_dir_remove(dir);
     if (count > 0) snprintf(out, len, "%s%s", best_line, count > 1 ? " (and other ranks left notes)" : "");
 }
 
@@ -299,9 +368,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         bad = strv_push(&jargv, &jn, argv[i]);
     }
     char notes[PATH_MAX];
-    const char *tmpdir = getenv("TMPDIR");
-    snprintf(notes, sizeof notes, "%s/aebench-job.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    if (bad || !mkdtemp(notes)) {
+    if (bad || job_dir_make(notes, sizeof notes, "aebench-job") != 0) {
         fprintf(stderr, "aebench: --ranks: %s\n", bad ? "out of memory" : strerror(errno));
         strv_free(&jargv, &jn);
         return EXIT_RUN_ERROR;
@@ -315,7 +382,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         !(env = job_environment(notes_var, sizeof notes_var, report_var, sizeof report_var, notes))) {
         fprintf(stderr, "aebench: --ranks: cannot set up the job: %s\n", strerror(errno));
         strv_free(&jargv, &jn);
-        rmdir(notes);
+        job_dir_remove(notes);
         return EXIT_RUN_ERROR;
     }
     /* SIGINT and SIGTERM to the supervisor go to the job (mpiexec ends its ranks), read
@@ -350,7 +417,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         close(fds[0]);
         if (sfd >= 0) close(sfd);
         sigprocmask(SIG_SETMASK, &old, NULL);
-        rmdir(notes);
+        job_dir_remove(notes);
         return EXIT_RUN_ERROR;
     }
 

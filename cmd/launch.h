@@ -22,6 +22,14 @@ int launch_ranks(int argc, char **argv, const run_config *rc);
  * job has no supervisor. */
 void fault_note(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A private temporary directory of a job (TMPDIR or /tmp, PREFIX.XXXXXX by mkdtemp: 0700, a
+ * name nobody had), holding a file "pid" with ours; first, every such directory of ours (the
+ * same prefix, our uid) whose pid is gone is named on stderr as stale, with the command that
+ * removes it.  0, or -1 with errno. */
+int job_dir_make(char *out, size_t len, const char *prefix);
+/* Remove a job directory made so: its "pid", then it (the caller removed what else it put there). */
+void job_dir_remove(const char *dir);
+
 /* --fail-at: rank --fail-rank leaves a note and SIGKILLs itself at iteration `iteration`. */
 void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase);
 

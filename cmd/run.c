@@ -755,14 +755,10 @@ static int heartbeat_dir(run_state *s, char *dir, size_t len)
     if (s->world == 1 || s->comm->local_world != s->world) return 0;
     enum { PATH_BYTES = 4096 };
     char mine[PATH_BYTES] = "";
-    if (s->rank == 0) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(mine, sizeof mine, "%.4000s/aebench-heartbeats.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(mine)) {
-            fprintf(stderr, "aebench: no heartbeat directory (%s): %s; each rank still watches itself\n", mine,
-                    strerror(errno));
-            mine[0] = '\0';
-        }
+    if (s->rank == 0 && job_dir_make(mine, sizeof mine, "aebench-heartbeats") != 0) {
+        fprintf(stderr, "aebench: no heartbeat directory (%s): %s; each rank still watches itself\n", mine,
+                strerror(errno));
+        mine[0] = '\0';
     }
     char *all = calloc((size_t)s->world, PATH_BYTES);
     if (!all || comm_all_gather(s->comm, mine, all, PATH_BYTES) != 0) {
@@ -786,8 +782,7 @@ static void remove_heartbeat_dir(run_state *s)
         snprintf(path, sizeof path, "%.4200s/heartbeat-%d", s->heartbeat_dir, r);
         unlink(path);
     }
-    if (rmdir(s->heartbeat_dir) != 0 && errno != ENOENT)
-        fprintf(stderr, "aebench: cannot remove %s: %s\n", s->heartbeat_dir, strerror(errno));
+    job_dir_remove(s->heartbeat_dir);
     s->heartbeat_dir[0] = '\0';
 }
 
