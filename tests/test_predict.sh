@@ -256,15 +256,32 @@ if needs_mpi "--calibrate and --predict at 2 ranks" "$PR_BIN"; then
     python3 - "$F1" "$PR_WORK" <<'PY'
 import copy, json, os, sys
 d = json.load(open(sys.argv[1]))
-def variant(name, change):
+# The variants that test the model's arithmetic (res1f1, res1f2, res1bad) get fixed rates, a
+# quiet 2-core machine's with collectives well under the backward's compute: what they check
+# (collectives hidden under the compute, sends beside it) must not depend on what a
+# calibration on a busy machine measured.
+QUIET_COMPUTE = dict(embed_fwd_ms=0.0122, layer_fwd_ms=4.30, layer_bwd_ms=4.57, head_ms=3.37, embed_bwd_ms=0.0549,
+                     gpu_adam_ms_per_mparam=3.02, step_l2_ms=22.5, step_l4_ms=77.7, layer_scale=2.92, rest_scale=1)
+QUIET_RATES = dict(h2d_gbs=5.1, d2h_gbs=5.1, both_h2d_gbs=4.2, both_d2h_gbs=4.2, host_adam_ms_per_mparam=1.61,
+                   host_adam_bf16_ms_per_mparam=1.75, busy_h2d_gbs=2.9, busy_d2h_gbs=3.4,
+                   busy_host_adam_ms_per_mparam=3.0, host_copy_gbs=8.2)
+QUIET_COLL = dict(all_reduce_ms=0.5, all_reduce_gbs=10.0, reduce_scatter_ms=0.5, reduce_scatter_gbs=10.0,
+                  all_gather_ms=0.5, all_gather_gbs=10.0)
+def variant(name, change, quiet=True):
     v = copy.deepcopy(d)
+    if quiet:
+        v["compute"][0].update(QUIET_COMPUTE)
+        v["rates"].update(QUIET_RATES)
     for e in v["collectives"]:
         if e["world"] == 2:
+            if quiet:
+                e.update(QUIET_COLL)
+                e["rates"].update(QUIET_RATES)
             change(e)
     json.dump(v, open(os.path.join(sys.argv[2], name, os.path.basename(sys.argv[1])), "w"))
 def old(e):
     e.pop("rates"); e.pop("compute_under_collectives")
-variant("res1old", old)
+variant("res1old", old, quiet=False)
 variant("res1f1", lambda e: e.update(compute_under_collectives=1.0))
 variant("res1f2", lambda e: e.update(compute_under_collectives=2.0))
 variant("res1bad", lambda e: e.update(compute_under_collectives=0.5))
@@ -388,8 +405,8 @@ fi
 # megatron-lm ZeRO-3's step; naive adds the slower of its copies home (m = 2 shards of master,
 # m, v per rank, at the calibrated device-to-host rate) and its sends to the peer (at the
 # all-gather's rate), which run after the step, beside no compute; interleave hides them in a
-# step longer than they are, but its sends slow the compute beside them (by about their
-# time, at x2); a persistent checkpoint needs its directory calibrated
+# step longer than they are, but its sends slow the compute beside them (by at most their
+# time, at x2: less than naive costs); a persistent checkpoint needs its directory calibrated
 if needs_mpi "gemini predictions at 2 ranks" "$PR_BIN"; then
     g2=("${PR1[@]}" --ranks 2 -l 400)
     gm=$(pr_rows res1f2 g2 "-m megatron-lm --zero-stage 3" "-m gemini --gemini-mode none" "-m gemini --gemini-mode naive" \
@@ -401,7 +418,7 @@ sends = net[3] - net[1]
 # naive waits for the slower of its copies home and its sends over the network
 ok = len(rows) == 5 and t[0] == t[1] and d2h[1] == 0 and d2h[2] > 0 and net[2] > net[1] and \
      abs(t[2] - t[1] - max(d2h[2], net[2] - net[1])) <= 0.2 and sends > 0 and \
-     abs(t[3] - t[1] - sends) <= 0.1 * sends + 0.3 and \
+     0 < t[3] - t[1] <= sends + 0.3 and t[3] < t[2] and \
      "not modelled yet: no checkpoint directory calibrated at --ckpt-dir /tmp" in rows[4]
 print("ok" if ok else "bad: " + " / ".join(rows))')
     if [ "$gm" = ok ]; then
