@@ -289,6 +289,19 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
     if (count > 0) snprintf(out, len, "%s%s", best_line, count > 1 ? " (and other ranks left notes)" : "");
 }
 
+/* Does the JSON at path say status `what`? */
+static int json_says(const char *path, const char *what)
+{
+    if (!path[0]) return 0;
+    char *text = report_read_text(path);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *st = root ? cJSON_GetObjectItemCaseSensitive(root, "status") : NULL;
+    const int says = cJSON_IsString(st) && strcmp(st->valuestring, what) == 0;
+    cJSON_Delete(root);
+    return says;
+}
+
 /* Does the JSON at path say the run failed (its rank 0 wrote why)? */
 static int json_says_failed(const char *path)
 {
@@ -455,11 +468,21 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     lost_rank lost;
     collect_notes(notes, why, sizeof why, failed_at_s, &lost);
     int code;
+    /* mpiexec itself killed: the job lost its launcher, and with it its ranks */
     if (w == pid && WIFEXITED(status)) code = WEXITSTATUS(status);
-    else code = EXIT_RUN_ERROR;
-    /* mpiexec's own codes (MPICH's: a rank's signal number, or its exit code) are not ours:
-     * a job that ended so lost a rank. */
-    if (!*interrupted && code > EXIT_RANK_LOST) code = EXIT_RANK_LOST;
+    else code = EXIT_RANK_LOST;
+    if (!*interrupted) {
+        /* mpiexec's own codes are not ours: MPICH's is a rank's signal number or exit code, or
+         * its own 0 or 2 when it was told to stop from outside.  A training job succeeded only
+         * when rank 0 reported its JSON and the JSON says ok; ranks that refused the
+         * configuration wrote no log. */
+        const int told_to_stop = (code == 0 && !rc->calibrate && !json_says(json_path, "ok")) ||
+                                 (code == EXIT_BAD_INPUT && log_path[0]);
+        if (told_to_stop && !why[0])
+            snprintf(why, sizeof why, "mpiexec ended the job's ranks and exited %d without rank 0's result: it was "
+                     "stopped from outside", code);
+        if (told_to_stop || code > EXIT_RANK_LOST) code = EXIT_RANK_LOST;
+    }
     /* the failure counts from the lost rank's last heartbeat when no note says sooner */
     if (*failed_at_s == 0 && lost.beat > 0 && code != 0) *failed_at_s = lost.beat;
     /* Told to stop: the job ended because we passed the signal on (mpiexec may say 0). */
