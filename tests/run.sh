@@ -94,6 +94,11 @@ source tests/test_predict.sh
 echo "=== sweeps"
 # shellcheck source=tests/test_sweep.sh
 source tests/test_sweep.sh
+echo "=== faults (a seeded campaign)"
+if needs_mpi "fault campaign" "$AEBENCH"; then
+    # shellcheck source=tests/test_faults.sh
+    source tests/test_faults.sh
+fi
 
 echo
 if [ "${#FAILURES[@]}" -gt 0 ]; then printf 'failed: %s\n' "${FAILURES[@]}"; fi
