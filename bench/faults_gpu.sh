@@ -28,6 +28,8 @@ rank_pid() { local p; for p in $(pgrep -f "$2"); do
 wait_iter() { for _ in $(seq 3000); do grep -qE "iter(ation)? +$2/" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
 table="$out/table.md"
+progress() { echo "$(date +%T) +$(( $(date +%s) - start_s )) s: $*" | tee -a "$dest/progress.txt"; cp "$table" "$dest/" 2>/dev/null; }
+params=$(mktemp -d /tmp/aebench-params.XXXXXX) # (GBs: not in what comes back)
 {
     echo "| run | what stopped | stopped at | ended after | exit | the line that ended it |"
     echo "|---|---|---|---|---|---|"
@@ -35,7 +37,8 @@ table="$out/table.md"
 
 # ---- 1. megatron-lm ZeRO-3: rank 1 stopped from outside --------------------------------------
 M=(--device cuda -l 8 -h 2048 --heads 16 --seq 1024 -b 4 --iters 200 --log-interval 1 --zero-stage 3)
-(timeout 300 "${MPI[@]}" -np 2 ./aebench "${M[@]}" --results "$out/res_m" >"$out/m.txt" 2>&1; echo $? >"$out/m.rc") &
+progress "built; megatron-lm"
+(timeout 150 "${MPI[@]}" -np 2 ./aebench "${M[@]}" --results "$out/res_m" >"$out/m.txt" 2>&1; echo $? >"$out/m.rc") &
 job=$!
 wait_iter "$out/m.txt" 10
 victim=$(rank_pid OMPI_COMM_WORLD_RANK=1 "aebench --device cuda -l 8")
@@ -51,21 +54,25 @@ sleep 2
 # ---- 2. gemini: rank 1 stops in the middle of a checkpoint; relaunched, recovered ------------
 G=(--device cuda -l 4 -h 2048 --heads 16 --seq 1024 -b 4 --iters 40 --log-interval 1 -m gemini
    --gemini-mode interleave --gemini-transport read --gemini-store "$store")
-timeout 300 ./aebench "${G[@]}" --ranks 2 --results "$out/res_g0" --save-params "$out/g0.params" >"$out/g0.txt" 2>&1
-echo "gemini uninterrupted: exit $?"
+progress "gemini, uninterrupted"
+timeout 120 ./aebench "${G[@]}" --ranks 2 --results "$out/res_g0" --save-params "$params/g0" >"$out/g0.txt" 2>&1
+progress "gemini uninterrupted: exit $?; gemini, rank 1 stopped"
 t0=$(now)
-timeout 400 ./aebench "${G[@]}" --ranks 2 --fail-at 20 --fail-rank 1 --fail-phase checkpoint --fail-kind stop \
-    --results "$out/res_g1" --save-params "$out/g1.params" >"$out/g1.txt" 2>&1
+timeout 200 ./aebench "${G[@]}" --ranks 2 --fail-at 20 --fail-rank 1 --fail-phase checkpoint --fail-kind stop \
+    --results "$out/res_g1" --save-params "$params/g1" >"$out/g1.txt" 2>&1
 grc=$?
 took=$(since "$t0")
 line=$(grep -h "no progress" "$out/g1.txt" | head -n 1 | sed 's/^aebench: //')
 back=$(grep -h "^recovery: back at iteration" "$out"/res_g1/*.txt | tail -n 1)
-same=$(cmp -s "$out/g0.params" "$out/g1.params" && echo "bit for bit" || echo "DIFFER")
+same=$(cmp -s "$params/g0" "$params/g1" && echo "bit for bit" || echo "DIFFER")
+rm -rf "$params"
 echo "| gemini l4 interleave/read, --ranks 2 (whole job $took s) | rank 1, SIGSTOP in iteration 20's checkpoint | iteration 20 | see the line | $grc | $line; then relaunched and recovered: $back; final parameters vs uninterrupted: $same |" >>"$table"
 
 # ---- 3. PyTorch DDP, its default watchdog: rank 1 stopped the same way ------------------------
-t_ddp=$(now)
-(timeout $(( ${DEADLINE_S:-560} - ($(date +%s) - start_s) )) torchrun --nproc_per_node 2 bench/pytorch_gpt.py \
+progress "PyTorch DDP"
+left=$(( ${DEADLINE_S:-560} - ($(date +%s) - start_s) ))
+[ "$left" -gt 60 ] || left=60
+(timeout "$left" torchrun --nproc_per_node 2 bench/pytorch_gpt.py \
     --layers 8 --iters 100000 >"$out/ddp.txt" 2>&1; echo $? >"$out/ddp.rc") &
 job=$!
 sleep 45 # (model built, NCCL up, steps running)
@@ -84,4 +91,6 @@ else
     echo "| PyTorch DDP | (rank 1 not found) | | | | $(tail -c 300 "$out/ddp.txt") |" >>"$table"
     wait "$job"
 fi
+progress "done"
 cat "$table"
+tail -n 5 "$out/m.txt" "$out/g1.txt" "$out/ddp.txt" >"$dest/tails.txt" 2>&1

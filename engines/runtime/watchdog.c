@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,7 +144,29 @@ static int read_beat(const watchdog *w, int rank, peer_beat *p)
     return 0;
 }
 
-/* What the heartbeats say of the other ranks, appended to line. */
+/* A rank of ours on this machine that is stopped (SIGSTOP, a paused container) would keep the
+ * job from ending: MPI_Abort's launcher (Open MPI's) sends it SIGTERM and waits for it.  Kill
+ * it if, and only if, that pid is a stopped process of ours (its state 'T' or 't', our uid):
+ * never a process that took the number of a rank that died.  1 when killed. */
+static int kill_if_stopped(long pid)
+{
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    const ssize_t n = read(fd, stat, sizeof stat - 1);
+    const int ours = fstat(fd, &st) == 0 && st.st_uid == geteuid();
+    close(fd);
+    if (n <= 0 || !ours) return 0;
+    stat[n] = '\0';
+    const char *end = strrchr(stat, ')'); /* the command may hold spaces and parentheses */
+    if (!end || (end[2] != 'T' && end[2] != 't')) return 0;
+    return kill((pid_t)pid, SIGKILL) == 0;
+}
+
+/* What the heartbeats say of the other ranks, appended to line; a stopped rank on this
+ * machine is killed (kill_if_stopped). */
 static void name_the_stopped(const watchdog *w, double now_epoch, char *line, size_t len)
 {
     if (!w->dir[0] || w->cfg.world < 2) return;
@@ -160,6 +183,9 @@ static void name_the_stopped(const watchdog *w, double now_epoch, char *line, si
                                      "; rank %d (pid %ld on %s) stopped: its heartbeat is %.0f s old, last in the %s "
                                      "of iteration %d", r, p.pid, p.host, now_epoch - p.beat,
                                      p.phase, p.iteration);
+            if (strcmp(p.host, w->host) == 0 && kill_if_stopped(p.pid) && used + 80 < len)
+                used += (size_t)snprintf(line + used, len - used, " (killed: a launcher's SIGTERM waits on a stopped "
+                                         "process, SIGKILL does not)");
             stopped++;
         } else if (behind < 0 || p.progress < behind_progress) {
             behind = r;
