@@ -483,8 +483,9 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
                      "stopped from outside", code);
         if (told_to_stop || code > EXIT_RANK_LOST) code = EXIT_RANK_LOST;
     }
-    /* the failure counts from the lost rank's last heartbeat when no note says sooner */
-    if (*failed_at_s == 0 && lost.beat > 0 && code != 0) *failed_at_s = lost.beat;
+    /* the failure counts from the lost rank's last heartbeat when no note says sooner (a hung
+     * rank's peer notes the hang only when its watchdog fires, --hang-timeout later) */
+    if (lost.beat > 0 && code != 0 && (*failed_at_s == 0 || lost.beat < *failed_at_s)) *failed_at_s = lost.beat;
     /* Told to stop: the job ended because we passed the signal on (mpiexec may say 0). */
     if (*interrupted) {
         char sig[32];
