@@ -222,6 +222,7 @@ typedef struct lost_rank {
     long pid;
     int iteration;
     char phase[64], host[128];
+    int noted; /* a rank's note says why itself (--fail-at killed it): nothing to add */
 } lost_rank;
 
 static void collect_notes(const char *dir, char *out, size_t len, double *noted_at, lost_rank *lost)
@@ -234,7 +235,10 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
     struct dirent *e;
     int best = INT_MAX;
     char best_line[600] = "";
-    int count = 0;
+    unsigned long long noted = 0;
+    int count = 0, self_killed = 0;
+    lost_rank left[64];
+    memset(left, 0, sizeof left);
     while ((e = readdir(d))) {
         int r;
         char path[PATH_MAX + 256], line[512] = "";
@@ -252,14 +256,16 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
                 rec[got > 0 ? got : 0] = '\0';
                 close(fd);
             }
-            if (sscanf(rec, "beat %lf progress %lf pid %ld iteration %d phase %63s host %127s", &beat, &progress, &pid,
-                       &it, phase, host) == 6 && beat > 0 && (lost->beat == 0 || beat < lost->beat)) {
-                lost->rank = r;
-                lost->beat = beat;
-                lost->pid = pid;
-                lost->iteration = it;
-                snprintf(lost->phase, sizeof lost->phase, "%s", phase);
-                snprintf(lost->host, sizeof lost->host, "%s", host);
+            if (r >= 0 && r < 64 &&
+                sscanf(rec, "beat %lf progress %lf pid %ld iteration %d phase %63s host %127s", &beat, &progress, &pid,
+                       &it, phase, host) == 6 && beat > 0) {
+                lost_rank *c = &left[r];
+                c->rank = r;
+                c->beat = beat;
+                c->pid = pid;
+                c->iteration = it;
+                snprintf(c->phase, sizeof c->phase, "%s", phase);
+                snprintf(c->host, sizeof c->host, "%s", host);
             }
             unlink(path);
             continue;
@@ -281,11 +287,21 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
             best = r;
             snprintf(best_line, sizeof best_line, "rank %d %s", r, line);
         }
+        if (r >= 0 && r < 64) noted |= 1ull << r;
+        self_killed |= strncmp(line, "killed itself", 13) == 0;
         count++;
         unlink(path);
     }
     closedir(d);
     job_dir_remove(dir);
+    /* The rank the job lost: of the heartbeats left, the oldest of a rank that left no note (a
+     * rank that noted something was alive to say it), else the oldest of all. */
+    for (int pass = 0; pass < 2 && lost->beat == 0; pass++)
+        for (int r = 0; r < 64; r++)
+            if (left[r].beat > 0 && (pass == 1 || !((noted >> r) & 1)) && (lost->beat == 0 || left[r].beat < lost->beat))
+                *lost = left[r];
+    /* (a rank that killed itself on purpose says why itself) */
+    lost->noted = self_killed;
     if (count > 0) snprintf(out, len, "%s%s", best_line, count > 1 ? " (and other ranks left notes)" : "");
 }
 
@@ -467,6 +483,14 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     char why[700];
     lost_rank lost;
     collect_notes(notes, why, sizeof why, failed_at_s, &lost);
+    if (why[0] && lost.beat > 0 && !lost.noted) {
+        /* A rank stopped beating before any note was written, and left none: it is what the job
+         * lost; the note is what another rank saw next (an error in a collective, its watchdog). */
+        char seen[700];
+        snprintf(seen, sizeof seen, "%s", why);
+        snprintf(why, sizeof why, "rank %d (pid %ld on %s) was lost in the %s of iteration %d (its last heartbeat); "
+                 "then %.200s", lost.rank, lost.pid, lost.host, lost.phase, lost.iteration, seen);
+    }
     int code;
     /* mpiexec itself killed: the job lost its launcher, and with it its ranks */
     if (w == pid && WIFEXITED(status)) code = WEXITSTATUS(status);

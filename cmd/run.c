@@ -737,6 +737,7 @@ static void run_hung(void *ctx, const char *why)
     remove_heartbeat_dir(s);
     fflush(stdout);
     fflush(stderr);
+    watchdog_kill_stopped(s->dog);
     comm_abort(s->comm, EXIT_RANK_LOST);
 }
 

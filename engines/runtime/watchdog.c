@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 /* The steps the auto limit takes its median over (the latest ones). */
-enum { STEP_SAMPLES = 32, HEARTBEAT_BYTES = 512 };
+enum { STEP_SAMPLES = 32, HEARTBEAT_BYTES = 512, MAX_STOPPED = 8 };
 
 struct watchdog {
     watchdog_config cfg;
@@ -34,6 +34,9 @@ struct watchdog {
     char dir[4096];            /* the heartbeats' directory ("" none) */
     char heartbeat_path[4200];
     char host[128];
+    long stopped_pids[8]; /* stopped ranks of this machine named when it fired: killed by
+                             watchdog_kill_stopped once the job's record is written */
+    int nstopped;
 };
 
 static double mono_s(void)
@@ -146,9 +149,9 @@ static int read_beat(const watchdog *w, int rank, peer_beat *p)
 
 /* A rank of ours on this machine that is stopped (SIGSTOP, a paused container) would keep the
  * job from ending: MPI_Abort's launcher (Open MPI's) sends it SIGTERM and waits for it.  Kill
- * it if, and only if, that pid is a stopped process of ours (its state 'T' or 't', our uid):
- * never a process that took the number of a rank that died.  1 when killed. */
-static int kill_if_stopped(long pid)
+ * it (really) if, and only if, that pid is a stopped process of ours (its state 'T' or 't',
+ * our uid): never a process that took the number of a rank that died.  1 when it is (killed). */
+static int kill_if_stopped(long pid, int really)
 {
     char path[64], stat[512];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
@@ -162,12 +165,12 @@ static int kill_if_stopped(long pid)
     stat[n] = '\0';
     const char *end = strrchr(stat, ')'); /* the command may hold spaces and parentheses */
     if (!end || (end[2] != 'T' && end[2] != 't')) return 0;
-    return kill((pid_t)pid, SIGKILL) == 0;
+    return !really || kill((pid_t)pid, SIGKILL) == 0;
 }
 
 /* What the heartbeats say of the other ranks, appended to line; a stopped rank on this
  * machine is killed (kill_if_stopped). */
-static void name_the_stopped(const watchdog *w, double now_epoch, char *line, size_t len)
+static void name_the_stopped(watchdog *w, double now_epoch, char *line, size_t len)
 {
     if (!w->dir[0] || w->cfg.world < 2) return;
     size_t used = strlen(line);
@@ -183,9 +186,12 @@ static void name_the_stopped(const watchdog *w, double now_epoch, char *line, si
                                      "; rank %d (pid %ld on %s) stopped: its heartbeat is %.0f s old, last in the %s "
                                      "of iteration %d", r, p.pid, p.host, now_epoch - p.beat,
                                      p.phase, p.iteration);
-            if (strcmp(p.host, w->host) == 0 && kill_if_stopped(p.pid) && used + 80 < len)
+            if (strcmp(p.host, w->host) == 0 && kill_if_stopped(p.pid, 0) && w->nstopped < MAX_STOPPED &&
+                used + 80 < len) {
+                w->stopped_pids[w->nstopped++] = p.pid;
                 used += (size_t)snprintf(line + used, len - used, " (killed: a launcher's SIGTERM waits on a stopped "
                                          "process, SIGKILL does not)");
+            }
             stopped++;
         } else if (behind < 0 || p.progress < behind_progress) {
             behind = r;
@@ -351,4 +357,11 @@ void watchdog_stop(watchdog *w)
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->wake);
     free(w);
+}
+
+void watchdog_kill_stopped(watchdog *w)
+{
+    if (!w) return;
+    for (int i = 0; i < w->nstopped; i++) (void)kill_if_stopped(w->stopped_pids[i], 1);
+    w->nstopped = 0;
 }

@@ -53,6 +53,10 @@ void watchdog_waits_on(watchdog *w, const char *what);
 void watchdog_step(watchdog *w, int iteration, double ms);
 /* The limit in force now, in seconds (0: off). */
 double watchdog_limit_s(const watchdog *w);
+/* From the fire hook, once the job's record is written: kill the stopped ranks of this machine
+ * it named (a launcher's abort would wait on them; killing them sooner could end this rank
+ * before its record is written). */
+void watchdog_kill_stopped(watchdog *w);
 /* Stops the thread and removes this rank's heartbeat. */
 void watchdog_stop(watchdog *w);
 
