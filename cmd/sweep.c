@@ -503,18 +503,18 @@ int sweep_main(int argc, char **argv, const run_config *rc)
             code = item_error(&s, &s.items[i], err);
             goto done;
         }
-    if (!rc->dry_run && (lock_fd = lock_results(rc->results_dir, err, sizeof err)) < 0) {
-        fprintf(stderr, "aebench: %s\n", err);
-        code = EXIT_RUN_ERROR;
-        goto done;
-    }
-    /* Resolve: layers-from, duplicates, --resume. */
+    /* Resolve: layers-from (bad input: before anything is written), duplicates, --resume. */
     for (int i = 0; i < s.n; i++) {
         item *it = &s.items[i];
         if (it->layers_from[0] && resolve_layers_from(&s, it, err, sizeof err)) {
             code = item_error(&s, it, err);
             goto done;
         }
+    }
+    if (!rc->dry_run && (lock_fd = lock_results(rc->results_dir, err, sizeof err)) < 0) {
+        fprintf(stderr, "aebench: %s\n", err);
+        code = EXIT_RUN_ERROR;
+        goto done;
     }
     for (int i = 0; i < s.n; i++)
         for (int j = 0; j < i && s.items[i].st == ST_PENDING; j++)

@@ -347,7 +347,7 @@ PYEOF
         --gemini-store "$GM_WORK/none"
     gm_bad "gemini: a mode that is not one" "'often' is not none, naive or interleave" --gemini-mode often
     gm_bad "gemini: a transport that is not one" "'rdma' is not auto, sendrecv or read" --gemini-transport rdma
-    gm_bad "gemini: a fault kind that is not one" "'disk' is not software or hardware" --fail-kind disk
+    gm_bad "gemini: a fault kind that is not one" "'disk' is not software, hardware or stop" --fail-kind disk
     gm_bad "gemini: a fault phase that is not one" "'optimizer' is not forward, backward or checkpoint" \
         --fail-at 2 --fail-phase optimizer
     gm_bad "a checkpoint fault for an engine without checkpoints" "--fail-phase checkpoint: l2l takes no checkpoint" \

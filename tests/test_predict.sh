@@ -302,7 +302,7 @@ print(e["compute_under_collectives"] >= 1, e["rates"]["host_threads"], e["rates"
     # -w 2 keeps 2 layers resident and streams the rest)
     r21=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); e = [e for e in d["collectives"] if e["world"] == 2][0]
 print(e["rates"]["host_adam_ms_per_mparam"] / d["rates"]["host_adam_ms_per_mparam"])' "$F1")
-    for e in zero-offload l2l zero-infinity "stronghold -w 2"; do
+    for e in zero-offload l2l zero-infinity "stronghold -w 2 --clip-speculate 0"; do
         zo=$( (pr_rows res1old PR1 "-m $e -l 400" "-m $e --ranks 2 -l 400"; pr_rows res1 PR1 "-m $e --ranks 2 -l 400") |
              R21=$r21 python3 -c "$PR_PY"'
 import os
