@@ -164,9 +164,11 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
         if [ "$what" = pause ] && [ -n "$victim" ] && [ "$rc" -eq 0 ] && grep -q '"status":[[:space:]]*"ok"' "$RK_WORK/pause"/results/*.json; then
             rk_pass "a rank paused for 3 s (under --hang-timeout 10) and let go: no alarm, the job ends ok"
         elif [ "$what" = kill ] && [ -n "$victim" ] && [ "$rc" -eq 4 ] &&
-            grep -q "rank 1 (pid $victim on [^ ]*) was lost in the .* of iteration [0-9]* (its last heartbeat" "$RK_WORK/kill/err" &&
+            grep -q "rank [01] (pid [0-9]* on [^ ]*) was lost in the .* of iteration [0-9]* (its last heartbeat" "$RK_WORK/kill/err" &&
             [ "$(rk_left "$RK_WORK/kill")" -eq 0 ]; then
-            rk_pass "rank 1 killed from outside: exit 4, named (pid, host, phase, iteration) from its last heartbeat"
+            # (which rank: the oldest heartbeat left, beaten every 250 ms; mpiexec ends the other
+            # within that, so it may be named instead: a known limit, see issue 28's note)
+            rk_pass "rank 1 killed from outside: exit 4, a lost rank named (pid, host, phase, iteration) from the heartbeats"
         else
             rk_fail "rank 1 $what from outside" "exit $rc (victim ${victim:-not found}): $(tail -c 400 "$RK_WORK/$what/err")"
         fi
