@@ -4,6 +4,7 @@
 #include "../engines/runtime/ckpt_store.h"
 #include "report.h"
 #include "../engines/runtime/timer.h"
+#include "../engines/runtime/watchdog.h"
 #include "run.h"
 #include "strv.h"
 
@@ -44,7 +45,8 @@ void fault_note(int rank, const char *fmt, ...)
     /* second line: when (CLOCK_REALTIME, seconds), for the recovered job's time lost */
     len += snprintf(line + len, 40, "\n%.6f\n", epoch_s());
     /* Best effort: the rank is about to end the job either way. */
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* (the notes directory is the supervisor's private one; still, never follow a link) */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return;
     ssize_t w = write(fd, line, (size_t)len);
     (void)w;
@@ -218,10 +220,7 @@ static void relay_report(const char *notes, char *log_path, size_t log_len, char
  * heartbeats left say of the rank that stopped first (*lost); removes them and the directory. */
 typedef struct lost_rank {
     int rank;
-    double beat; /* its last heartbeat (CLOCK_REALTIME s); 0: none was left */
-    long pid;
-    int iteration;
-    char phase[64], host[128];
+    watchdog_heartbeat hb; /* its last heartbeat (hb.beat 0: none was left) */
     int noted; /* a rank's note says why itself (--fail-at killed it): nothing to add */
 } lost_rank;
 
@@ -244,29 +243,11 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
         char path[PATH_MAX + 256], line[512] = "";
         if (sscanf(e->d_name, "heartbeat-%d", &r) == 1) {
             /* The ranks' heartbeats (watchdog.h): a rank that ended in order removed its own;
-             * of those left, the one that stopped beating first is the rank the job lost. */
+             * the rank lost is chosen from those left below. */
+            watchdog_heartbeat hb;
+            if (r >= 0 && r < 64 && watchdog_read_heartbeat(dir, r, &hb) == 0)
+                left[r] = (lost_rank){.rank = r, .hb = hb};
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            char rec[600] = "", phase[64], host[128];
-            double beat = 0, progress = 0;
-            long pid = 0;
-            int it = 0;
-            if (fd >= 0) {
-                const ssize_t got = pread(fd, rec, sizeof rec - 1, 0);
-                rec[got > 0 ? got : 0] = '\0';
-                close(fd);
-            }
-            if (r >= 0 && r < 64 &&
-                sscanf(rec, "beat %lf progress %lf pid %ld iteration %d phase %63s host %127s", &beat, &progress, &pid,
-                       &it, phase, host) == 6 && beat > 0) {
-                lost_rank *c = &left[r];
-                c->rank = r;
-                c->beat = beat;
-                c->pid = pid;
-                c->iteration = it;
-                snprintf(c->phase, sizeof c->phase, "%s", phase);
-                snprintf(c->host, sizeof c->host, "%s", host);
-            }
             unlink(path);
             continue;
         }
@@ -296,54 +277,63 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
     job_dir_remove(dir);
     /* The rank the job lost: of the heartbeats left, the oldest of a rank that left no note (a
      * rank that noted something was alive to say it), else the oldest of all. */
-    for (int pass = 0; pass < 2 && lost->beat == 0; pass++)
+    for (int pass = 0; pass < 2 && lost->hb.beat == 0; pass++)
         for (int r = 0; r < 64; r++)
-            if (left[r].beat > 0 && (pass == 1 || !((noted >> r) & 1)) && (lost->beat == 0 || left[r].beat < lost->beat))
+            if (left[r].hb.beat > 0 && (pass == 1 || !((noted >> r) & 1)) &&
+                (lost->hb.beat == 0 || left[r].hb.beat < lost->hb.beat))
                 *lost = left[r];
     /* (a rank that killed itself on purpose says why itself) */
     lost->noted = self_killed;
     if (count > 0) snprintf(out, len, "%s%s", best_line, count > 1 ? " (and other ranks left notes)" : "");
 }
 
+/* "rank R (pid P on HOST) was lost in the PHASE of iteration I (its last heartbeat)" into out;
+ * its length. */
+static int describe_lost(const lost_rank *l, char *out, size_t len)
+{
+    const int n = snprintf(out, len, "rank %d (pid %ld on %s) was lost in the %s of iteration %d (its last heartbeat)",
+                           l->rank, l->hb.pid, l->hb.host, l->hb.phase, l->hb.iteration);
+    return n < 0 ? 0 : (size_t)n >= len ? (int)len - 1 : n;
+}
+
+/* The status the JSON at path says into out ("" when there is none). */
+static void json_status(const char *path, char *out, size_t len)
+{
+    out[0] = '\0';
+    if (!path[0]) return;
+    char *text = report_read_text(path);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *st = root ? cJSON_GetObjectItemCaseSensitive(root, "status") : NULL;
+    if (cJSON_IsString(st)) snprintf(out, len, "%s", st->valuestring);
+    cJSON_Delete(root);
+}
+
 /* Does the JSON at path say status `what`? */
 static int json_says(const char *path, const char *what)
 {
-    if (!path[0]) return 0;
-    char *text = report_read_text(path);
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    const cJSON *st = root ? cJSON_GetObjectItemCaseSensitive(root, "status") : NULL;
-    const int says = cJSON_IsString(st) && strcmp(st->valuestring, what) == 0;
-    cJSON_Delete(root);
-    return says;
+    char st[32];
+    json_status(path, st, sizeof st);
+    return strcmp(st, what) == 0;
 }
 
-/* Does the JSON at path say the run failed (its rank 0 wrote why)? */
+/* Does the JSON at path say the run failed (its rank 0 wrote why; "running" is the record so
+ * far of a job that did not get to say)? */
 static int json_says_failed(const char *path)
 {
-    if (!path[0]) return 0;
-    char *text = report_read_text(path);
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    const cJSON *st = root ? cJSON_GetObjectItemCaseSensitive(root, "status") : NULL;
-    const int failed = cJSON_IsString(st) && strcmp(st->valuestring, "ok") != 0 &&
-                       strcmp(st->valuestring, "running") != 0;
-    cJSON_Delete(root);
-    return failed;
+    char st[32];
+    json_status(path, st, sizeof st);
+    return st[0] && strcmp(st, "ok") != 0 && strcmp(st, "running") != 0;
 }
 
 /* Rank 0's JSON says "error" with msg unless it already says why the run failed. */
 static void mark_json(const char *json_path, const char *log_path, const char *msg)
 {
+    if (json_says_failed(json_path)) return; /* rank 0 said what went wrong itself */
     char *old = report_read_text(json_path);
     cJSON *root = old ? cJSON_Parse(old) : NULL;
     free(old);
     if (root) {
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "status");
-        if (cJSON_IsString(st) && strcmp(st->valuestring, "ok") != 0 && strcmp(st->valuestring, "running") != 0) {
-            cJSON_Delete(root); /* rank 0 said what went wrong itself */
-            return;
-        }
         cJSON_DeleteItemFromObjectCaseSensitive(root, "status");
         cJSON_DeleteItemFromObjectCaseSensitive(root, "message");
     } else {
@@ -483,13 +473,13 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     char why[700];
     lost_rank lost;
     collect_notes(notes, why, sizeof why, failed_at_s, &lost);
-    if (why[0] && lost.beat > 0 && !lost.noted) {
-        /* A rank stopped beating before any note was written, and left none: it is what the job
-         * lost; the note is what another rank saw next (an error in a collective, its watchdog). */
+    if (why[0] && lost.hb.beat > 0 && !lost.noted) {
+        /* The rank lost left no note of its own: the notes are what the others saw next (an
+         * error in a collective, a watchdog's line). */
         char seen[700];
         snprintf(seen, sizeof seen, "%s", why);
-        snprintf(why, sizeof why, "rank %d (pid %ld on %s) was lost in the %s of iteration %d (its last heartbeat); "
-                 "then %.200s", lost.rank, lost.pid, lost.host, lost.phase, lost.iteration, seen);
+        const int n = describe_lost(&lost, why, sizeof why);
+        snprintf(why + n, sizeof why - (size_t)n, "; then %.200s", seen);
     }
     int code;
     /* mpiexec itself killed: the job lost its launcher, and with it its ranks */
@@ -509,7 +499,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     }
     /* the failure counts from the lost rank's last heartbeat when no note says sooner (a hung
      * rank's peer notes the hang only when its watchdog fires, --hang-timeout later) */
-    if (lost.beat > 0 && code != 0 && (*failed_at_s == 0 || lost.beat < *failed_at_s)) *failed_at_s = lost.beat;
+    if (lost.hb.beat > 0 && code != 0 && (*failed_at_s == 0 || lost.hb.beat < *failed_at_s)) *failed_at_s = lost.hb.beat;
     /* Told to stop: the job ended because we passed the signal on (mpiexec may say 0). */
     if (*interrupted) {
         char sig[32];
@@ -524,10 +514,9 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
             char sig[32];
             child_signal_name(WTERMSIG(status), sig, sizeof sig);
             snprintf(why, sizeof why, "the job (mpiexec) was killed by %s", sig);
-        } else if (lost.beat > 0) {
-            snprintf(why, sizeof why, "rank %d (pid %ld on %s) was lost in the %s of iteration %d (its last "
-                     "heartbeat; mpiexec exit %d)", lost.rank, lost.pid, lost.host, lost.phase, lost.iteration,
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        } else if (lost.hb.beat > 0) {
+            const int n = describe_lost(&lost, why, sizeof why);
+            snprintf(why + n, sizeof why - (size_t)n, " (mpiexec exit %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         } else {
             snprintf(why, sizeof why, "a rank ended the job (mpiexec exit %d; its output above names the rank)",
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);

@@ -43,6 +43,13 @@ needs_mpi() {
     return 1
 }
 
+# procs_in DIR PATTERN: the processes matching PATTERN (pgrep -f) whose working directory is DIR
+# (how the fault tests find what a job they started still runs, and nothing of anyone else's).
+procs_in() {
+    local p
+    for p in $(pgrep -f "$2"); do [ "$(readlink "/proc/$p/cwd" 2>/dev/null)" = "$1" ] && echo "$p"; done
+}
+
 # Every test program: the CPU ones, and test_cuda (the CUDA backend against the CPU
 # reference) where there is a GPU.
 PROGS=()

@@ -28,8 +28,7 @@ ft_pass() { PASSED=$((PASSED + 1)); echo "ok   $1"; }
 ft_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
 
 # The processes of a trial: every one whose working directory is the trial's.
-ft_procs() { local p; for p in $(pgrep -f "$FT_BIN|mpiexec|hydra_pmi_proxy"); do
-    [ "$(readlink "/proc/$p/cwd" 2>/dev/null)" = "$1" ] && echo "$p"; done; }
+ft_procs() { procs_in "$1" "$FT_BIN|mpiexec|hydra_pmi_proxy"; }
 # The pid of the trial's process of a kind: rank R (PMI_RANK), the supervisor, mpiexec, the parent.
 ft_find() { local dir=$1 what=$2 p
     for p in $(ft_procs "$dir"); do

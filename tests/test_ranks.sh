@@ -121,9 +121,9 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
     # ---- a hung rank: its peers' watchdogs end the job (exit 4), naming it -------------------
     # (TMPDIR of the job's own: what it leaves there is seen; the processes are found by their
     # working directory: none may be left)
-    rk_left() { local p n=0; for p in $(pgrep -f "$RK_BIN"); do [ "$(readlink "/proc/$p/cwd")" = "$1" ] && n=$((n + 1)); done; echo $n; }
-    rk_rank_pid() { local p; for p in $(pgrep -f "$RK_BIN"); do
-        [ "$(readlink "/proc/$p/cwd")" = "$1" ] && tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$2" && { echo "$p"; return; }
+    rk_left() { procs_in "$1" "$RK_BIN" | wc -l; }
+    rk_rank_pid() { local p; for p in $(procs_in "$1" "$RK_BIN"); do
+        { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "PMI_RANK=$2" && { echo "$p"; return; }
     done; }
     mkdir -p "$RK_WORK/tmp_hang" "$RK_WORK/tmp_hangmpi"
     rk_in hang env TMPDIR="$RK_WORK/tmp_hang" "$RK_BIN" "${RK_TINY[@]}" --iters 8 --ranks 2 --fail-at 3 --fail-rank 1 \

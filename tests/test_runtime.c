@@ -861,6 +861,17 @@ static int fire_count(fired *f)
     return n;
 }
 
+/* Rank 0 of `world`'s watchdog with a fixed timeout, its firings recorded in f. */
+static watchdog *watched(fired *f, double timeout_s, int world, const char *heartbeat_dir)
+{
+    watchdog *w = NULL;
+    const watchdog_config c = {.timeout_s = timeout_s, .rank = 0, .world = world, .heartbeat_dir = heartbeat_dir,
+                               .fire = record_fire, .fire_ctx = f};
+    assert_int_equal(watchdog_start(&w, &c), 0);
+    assert_non_null(w);
+    return w;
+}
+
 /* Waits (up to a minute: a busy machine) until the watchdog fired. */
 static void wait_fired(fired *f)
 {
@@ -908,9 +919,7 @@ static void test_watchdog_fires_naming_where(void **state)
 {
     (void)state;
     fired f = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    watchdog *w = NULL;
-    const watchdog_config c = {.timeout_s = 0.5, .rank = 0, .world = 1, .fire = record_fire, .fire_ctx = &f};
-    assert_int_equal(watchdog_start(&w, &c), 0);
+    watchdog *w = watched(&f, 0.5, 1, NULL);
     watchdog_at(w, 3, "backward");
     watchdog_waits_on(w, "an all-reduce of the gradients");
     wait_fired(&f);
@@ -926,9 +935,7 @@ static void test_watchdog_quiet_while_progressing(void **state)
 {
     (void)state;
     fired f = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    watchdog *w = NULL;
-    const watchdog_config c = {.timeout_s = 3, .rank = 0, .world = 1, .fire = record_fire, .fire_ctx = &f};
-    assert_int_equal(watchdog_start(&w, &c), 0);
+    watchdog *w = watched(&f, 3, 1, NULL);
     for (int i = 0; i < 200; i++) { /* 4 s of phases 20 ms apart: longer than the limit */
         watchdog_at(w, 1, i % 2 ? "backward" : "forward");
         sleep_ms(20);
@@ -957,10 +964,7 @@ static void test_watchdog_names_the_stopped_rank(void **state)
     assert_int_equal(fwrite(rec, 1, sizeof rec, hb), sizeof rec);
     assert_int_equal(fclose(hb), 0);
     fired f = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    watchdog *w = NULL;
-    const watchdog_config c = {.timeout_s = 0.5, .rank = 0, .world = 2, .heartbeat_dir = dir, .fire = record_fire,
-                               .fire_ctx = &f};
-    assert_int_equal(watchdog_start(&w, &c), 0);
+    watchdog *w = watched(&f, 0.5, 2, dir);
     snprintf(path, sizeof path, "%s/heartbeat-0", dir);
     assert_int_equal(access(path, F_OK), 0); /* its own heartbeat */
     watchdog_at(w, 8, "forward");

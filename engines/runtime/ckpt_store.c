@@ -149,14 +149,15 @@ int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, co
         ckpt_store_close(s, 0);
         return rc;
     }
-    /* (an existing directory must be ours and private: it holds model state) */
+    /* (an existing directory must be ours, a directory (not a link to one) and private: it
+     * holds model state; the file in it is never a link either) */
     struct stat st;
-    if (stat(s->dir, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 077)) {
+    if (lstat(s->dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
         fprintf(stderr, "aebench: gemini store %s: not a private directory of this user\n", s->dir);
         ckpt_store_close(s, 0);
         return GPT_ERR_IO;
     }
-    int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | (reuse ? 0 : O_TRUNC), 0600);
+    int fd = open(s->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (reuse ? 0 : O_TRUNC), 0600);
     if (fd < 0) {
         int rc = say(s->path, "cannot open", errno);
         ckpt_store_close(s, 0);

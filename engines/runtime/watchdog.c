@@ -119,19 +119,11 @@ static void beat(watchdog *w, double now_epoch)
     }
 }
 
-typedef struct peer_beat {
-    int ok;
-    double beat, progress;
-    long pid;
-    int iteration;
-    char phase[64], host[128], waits[160];
-} peer_beat;
-
-static int read_beat(const watchdog *w, int rank, peer_beat *p)
+int watchdog_read_heartbeat(const char *dir, int rank, watchdog_heartbeat *p)
 {
     memset(p, 0, sizeof *p);
     char path[4200], rec[HEARTBEAT_BYTES + 1];
-    snprintf(path, sizeof path, "%s/heartbeat-%d", w->dir, rank);
+    snprintf(path, sizeof path, "%.4096s/heartbeat-%d", dir, rank);
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -1;
     const ssize_t n = pread(fd, rec, HEARTBEAT_BYTES, 0);
@@ -140,10 +132,9 @@ static int read_beat(const watchdog *w, int rank, peer_beat *p)
     rec[n] = '\0';
     /* "waits" is the rest of the record, spaces and all */
     if (sscanf(rec, "beat %lf progress %lf pid %ld iteration %d phase %63s host %127s waits %159[^\n]", &p->beat,
-               &p->progress, &p->pid, &p->iteration, p->phase, p->host, p->waits) != 7)
+               &p->progress, &p->pid, &p->iteration, p->phase, p->host, p->waits) != 7 || p->beat <= 0)
         return -1;
     for (size_t k = strlen(p->waits); k > 0 && p->waits[k - 1] == ' '; k--) p->waits[k - 1] = '\0';
-    p->ok = 1;
     return 0;
 }
 
@@ -176,11 +167,11 @@ static void name_the_stopped(watchdog *w, double now_epoch, char *line, size_t l
     size_t used = strlen(line);
     int stopped = 0, behind = -1;
     double behind_progress = 0;
-    peer_beat b = {0};
+    watchdog_heartbeat b = {0};
     for (int r = 0; r < w->cfg.world && used + 200 < len; r++) {
         if (r == w->cfg.rank) continue;
-        peer_beat p;
-        if (read_beat(w, r, &p) != 0) continue; /* another machine's, or never started */
+        watchdog_heartbeat p;
+        if (watchdog_read_heartbeat(w->dir, r, &p) != 0) continue; /* another machine's, or never started */
         if (now_epoch - p.beat > WATCHDOG_STALE_S) {
             used += (size_t)snprintf(line + used, len - used,
                                      "; rank %d (pid %ld on %s) stopped: its heartbeat is %.0f s old, last in the %s "
@@ -210,8 +201,8 @@ static int lower_rank_runs(const watchdog *w, double now_epoch)
 {
     if (!w->dir[0]) return 0;
     for (int r = 0; r < w->cfg.rank; r++) {
-        peer_beat p;
-        if (read_beat(w, r, &p) == 0 && now_epoch - p.beat <= WATCHDOG_STALE_S) return 1;
+        watchdog_heartbeat p;
+        if (watchdog_read_heartbeat(w->dir, r, &p) == 0 && now_epoch - p.beat <= WATCHDOG_STALE_S) return 1;
     }
     return 0;
 }
@@ -304,11 +295,13 @@ int watchdog_start(watchdog **out, const watchdog_config *cfg)
     return 0;
 }
 
-void watchdog_at(watchdog *w, int iteration, const char *phase)
+/* Progress: iteration `iteration` at `phase`; with a step's time (step_ms >= 0), a sample for
+ * the auto limit. */
+static void progressed(watchdog *w, int iteration, const char *phase, double step_ms)
 {
-    if (!w) return;
     const double now_epoch = real_s();
     pthread_mutex_lock(&w->lock);
+    if (step_ms >= 0) w->steps_ms[w->nsteps++ % STEP_SAMPLES] = step_ms;
     w->iteration = iteration;
     w->phase = phase;
     w->waits_on = NULL;
@@ -316,6 +309,11 @@ void watchdog_at(watchdog *w, int iteration, const char *phase)
     w->progress_epoch_s = now_epoch;
     pthread_mutex_unlock(&w->lock);
     beat(w, now_epoch); /* (so that the others know where this rank last got to) */
+}
+
+void watchdog_at(watchdog *w, int iteration, const char *phase)
+{
+    if (w) progressed(w, iteration, phase, -1);
 }
 
 void watchdog_waits_on(watchdog *w, const char *what)
@@ -328,18 +326,7 @@ void watchdog_waits_on(watchdog *w, const char *what)
 
 void watchdog_step(watchdog *w, int iteration, double ms)
 {
-    if (!w) return;
-    const double now_epoch = real_s();
-    pthread_mutex_lock(&w->lock);
-    w->steps_ms[w->nsteps % STEP_SAMPLES] = ms;
-    w->nsteps++;
-    w->iteration = iteration;
-    w->phase = "end";
-    w->waits_on = NULL;
-    w->progress_s = mono_s();
-    w->progress_epoch_s = now_epoch;
-    pthread_mutex_unlock(&w->lock);
-    beat(w, now_epoch); /* (so that the others know where this rank last got to) */
+    if (w) progressed(w, iteration, "end", ms < 0 ? 0 : ms);
 }
 
 void watchdog_stop(watchdog *w)

@@ -60,6 +60,18 @@ void watchdog_kill_stopped(watchdog *w);
 /* Stops the thread and removes this rank's heartbeat. */
 void watchdog_stop(watchdog *w);
 
+/* A rank's heartbeat record, as its watchdog last wrote it. */
+typedef struct watchdog_heartbeat {
+    double beat;     /* when it was written (CLOCK_REALTIME s) */
+    double progress; /* the rank's last progress (CLOCK_REALTIME s) */
+    long pid;
+    int iteration;
+    char phase[64], host[128], waits[160];
+} watchdog_heartbeat;
+/* Rank's heartbeat in dir (opened without following links).  0, or -1 when there is none or
+ * it is not one. */
+int watchdog_read_heartbeat(const char *dir, int rank, watchdog_heartbeat *out);
+
 /* --hang-timeout's text: "auto", or seconds (0 off).  0, or -1 when it is neither. */
 int watchdog_parse_timeout(const char *text, double *out);
 
