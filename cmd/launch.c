@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -224,7 +225,82 @@ typedef struct lost_rank {
     int noted; /* a rank's note says why itself (--fail-at killed it): nothing to add */
 } lost_rank;
 
-static void collect_notes(const char *dir, char *out, size_t len, double *noted_at, lost_rank *lost)
+/* Which rank of this machine exited first: the supervisor holds a pidfd of each rank (from
+ * its heartbeat's pid) and polls them with the job's pipe.  A rank killed from outside exits
+ * microseconds before mpiexec ends the others; its heartbeat, rewritten every 250 ms, cannot
+ * tell that order, its exit can. */
+enum { EXIT_WATCH_MAX = 64 };
+typedef struct exit_order {
+    int fd[EXIT_WATCH_MAX]; /* 0: not yet watched, > 0: its pidfd, -1: exited or not watchable */
+    int ranks;
+    unsigned long long first; /* the ranks seen to exit in the first poll that saw any (one, or a
+                                 tie: the supervisor woke after both) */
+    char host[128];
+} exit_order;
+
+static void exit_order_init(exit_order *x, int ranks)
+{
+    memset(x, 0, sizeof *x);
+    x->ranks = ranks < EXIT_WATCH_MAX ? ranks : EXIT_WATCH_MAX;
+    if (gethostname(x->host, sizeof x->host) != 0) x->host[0] = '\0';
+    x->host[sizeof x->host - 1] = '\0';
+    for (char *c = x->host; *c; c++)
+        if (*c == ' ') *c = '_'; /* (as the heartbeats write it) */
+}
+
+/* Watch the ranks whose heartbeats appeared since the last call (this machine's only). */
+static void exit_order_scan(exit_order *x, const char *notes)
+{
+    for (int r = 0; r < x->ranks; r++) {
+        if (x->fd[r] != 0) continue;
+        watchdog_heartbeat hb;
+        if (watchdog_read_heartbeat(notes, r, &hb) != 0) continue;
+        if (strcmp(hb.host, x->host) != 0 || hb.pid <= 0) {
+            x->fd[r] = -1;
+            continue;
+        }
+        const long fd = syscall(SYS_pidfd_open, (pid_t)hb.pid, 0);
+        /* (a kernel before 5.3, or the rank already gone: its exit is not ordered) */
+        x->fd[r] = fd > 0 ? (int)fd : -1;
+        if (fd > 0 && fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0) {
+            close((int)fd);
+            x->fd[r] = -1;
+        }
+    }
+}
+
+/* Poll entries for the watched ranks after p[0..base); their ranks into which[]. */
+static int exit_order_fill(const exit_order *x, struct pollfd *p, int base, int *which)
+{
+    int n = base;
+    for (int r = 0; r < x->ranks; r++)
+        if (x->fd[r] > 0) {
+            p[n] = (struct pollfd){.fd = x->fd[r], .events = POLLIN};
+            which[n++] = r;
+        }
+    return n;
+}
+
+/* The ranks whose pidfds poll found readable, in one round (mask). */
+static void exit_order_seen(exit_order *x, unsigned long long exited)
+{
+    if (!x->first) x->first = exited;
+    for (int r = 0; r < x->ranks; r++)
+        if ((exited >> r) & 1) {
+            close(x->fd[r]);
+            x->fd[r] = -1;
+        }
+}
+
+static void exit_order_close(exit_order *x)
+{
+    for (int r = 0; r < x->ranks; r++)
+        if (x->fd[r] > 0) close(x->fd[r]);
+    x->ranks = 0;
+}
+
+static void collect_notes(const char *dir, char *out, size_t len, double *noted_at, lost_rank *lost,
+                          unsigned long long first_exits)
 {
     out[0] = '\0';
     *noted_at = 0;
@@ -276,10 +352,21 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
     closedir(d);
     job_dir_remove(dir);
     /* The rank the job lost: of the heartbeats left, the oldest of a rank that left no note (a
-     * rank that noted something was alive to say it), else the oldest of all. */
-    for (int pass = 0; pass < 2 && lost->hb.beat == 0; pass++)
+     * rank that noted something was alive to say it), else the oldest of all; first among the
+     * ranks of this machine that exited first (a rank killed from outside exits before mpiexec
+     * ends the others, but its heartbeat, beaten every 250 ms, cannot show that), unless a
+     * noteless rank's heartbeat is stale (a stopped rank is the one lost, though its peer's
+     * watchdog may make it exit first or last). */
+    double newest_first = 0, oldest_noteless = 0;
+    for (int r = 0; r < 64; r++) {
+        if (left[r].hb.beat <= 0 || ((noted >> r) & 1)) continue;
+        if (((first_exits >> r) & 1) && left[r].hb.beat > newest_first) newest_first = left[r].hb.beat;
+        if (oldest_noteless == 0 || left[r].hb.beat < oldest_noteless) oldest_noteless = left[r].hb.beat;
+    }
+    const unsigned long long prefer = newest_first - oldest_noteless > WATCHDOG_STALE_S ? 0 : first_exits;
+    for (int pass = 0; pass < 3 && lost->hb.beat == 0; pass++)
         for (int r = 0; r < 64; r++)
-            if (left[r].hb.beat > 0 && (pass == 1 || !((noted >> r) & 1)) &&
+            if (left[r].hb.beat > 0 && (pass == 2 || !((noted >> r) & 1)) && (pass > 0 || ((prefer >> r) & 1)) &&
                 (lost->hb.beat == 0 || left[r].hb.beat < lost->hb.beat))
                 *lost = left[r];
     /* (a rank that killed itself on purpose says why itself) */
@@ -296,18 +383,21 @@ static int describe_lost(const lost_rank *l, char *out, size_t len)
     return n < 0 ? 0 : (size_t)n >= len ? (int)len - 1 : n;
 }
 
-/* The status the JSON at path says into out ("" when there is none). */
-static void json_status(const char *path, char *out, size_t len)
+/* The field `key` ("status", "message") the JSON at path says into out ("" when there is
+ * none). */
+static void json_field(const char *path, const char *key, char *out, size_t len)
 {
     out[0] = '\0';
     if (!path[0]) return;
     char *text = report_read_text(path);
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     free(text);
-    const cJSON *st = root ? cJSON_GetObjectItemCaseSensitive(root, "status") : NULL;
+    const cJSON *st = root ? cJSON_GetObjectItemCaseSensitive(root, key) : NULL;
     if (cJSON_IsString(st)) snprintf(out, len, "%s", st->valuestring);
     cJSON_Delete(root);
 }
+
+static void json_status(const char *path, char *out, size_t len) { json_field(path, "status", out, len); }
 
 /* Does the JSON at path say status `what`? */
 static int json_says(const char *path, const char *what)
@@ -442,14 +532,25 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
 
     /* Forward signals until everything holding the pipe has exited. */
     char log_path[PATH_MAX] = "", json_path[PATH_MAX] = "", drain[512];
+    exit_order order;
+    exit_order_init(&order, rc->ranks);
     for (;;) {
-        struct pollfd p[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-        int np = sfd >= 0 ? 2 : 1;
-        if (poll(p, (nfds_t)np, -1) < 0) {
+        struct pollfd p[2 + EXIT_WATCH_MAX] = {{.fd = fds[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        int which[2 + EXIT_WATCH_MAX];
+        exit_order_scan(&order, notes);
+        const int np = exit_order_fill(&order, p, 2, which);
+        if (sfd < 0) p[1].fd = -1; /* (poll skips it) */
+        /* (a quarter second: ranks whose heartbeats appear later get watched too) */
+        const int ready = poll(p, (nfds_t)np, WATCHDOG_TICK_MS);
+        if (ready < 0) {
             if (errno == EINTR) continue;
             break;
         }
-        if (np == 2 && (p[1].revents & POLLIN)) {
+        unsigned long long exited = 0;
+        for (int i = 2; i < np; i++)
+            if (p[i].revents) exited |= 1ull << which[i];
+        if (exited) exit_order_seen(&order, exited);
+        if (p[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
                 kill(pid, (int)si.ssi_signo);
@@ -462,6 +563,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         if (n <= 0) break;
     }
     close(fds[0]);
+    exit_order_close(&order);
     int status = 0;
     pid_t w;
     while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
@@ -472,7 +574,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     relay_report(notes, log_path, sizeof log_path, json_path, sizeof json_path);
     char why[700];
     lost_rank lost;
-    collect_notes(notes, why, sizeof why, failed_at_s, &lost);
+    collect_notes(notes, why, sizeof why, failed_at_s, &lost, order.first);
     if (why[0] && lost.hb.beat > 0 && !lost.noted) {
         /* The rank lost left no note of its own: the notes are what the others saw next (an
          * error in a collective, a watchdog's line). */
@@ -517,6 +619,12 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         } else if (lost.hb.beat > 0) {
             const int n = describe_lost(&lost, why, sizeof why);
             snprintf(why + n, sizeof why - (size_t)n, " (mpiexec exit %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        } else if (json_says_failed(json_path)) {
+            /* rank 0 said why in its record (an engine that refused what it found) */
+            char said[480];
+            json_field(json_path, "message", said, sizeof said);
+            snprintf(why, sizeof why, "rank 0 ended the job: %s (mpiexec exit %d)", said[0] ? said : "see its log",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         } else {
             snprintf(why, sizeof why, "a rank ended the job (mpiexec exit %d; its output above names the rank)",
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
@@ -570,17 +678,22 @@ static int dropped_option(char **argv, int i, int argc)
  * order; a job that was interrupted or failed for good leaves them). */
 static void remove_store(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d) return;
+    /* Only a store of ours: the directory itself (not a link to one), this user's and private,
+     * as the ranks made it; one found otherwise (planted, refused by the ranks) stays as it was */
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st;
+    DIR *d = NULL;
+    if (fstat(fd, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 077) || !(d = fdopendir(fd))) {
+        close(fd);
+        return;
+    }
     struct dirent *e;
-    char path[PATH_MAX + 300];
     while ((e = readdir(d))) {
         int r;
-        if (sscanf(e->d_name, "rank-%d.ckpt", &r) != 1) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
+        if (sscanf(e->d_name, "rank-%d.ckpt", &r) == 1) (void)unlinkat(fd, e->d_name, 0); /* (a link: the link) */
     }
-    closedir(d);
+    closedir(d); /* (closes fd) */
     rmdir(dir);
 }
 

@@ -388,6 +388,17 @@ static int write_json(run_state *s)
     cJSON_AddBoolToObject(cfg, "cpu_preset", rc->cpu_preset);
 
     cJSON_AddNumberToObject(root, "parameters", (double)s->params);
+    watchdog_margin wm;
+    if (watchdog_get_margin(s->dog, &wm) == 0) {
+        /* (this rank's: how near its watchdog came to a false alarm) */
+        cJSON *wd = cJSON_AddObjectToObject(root, "watchdog");
+        cJSON_AddStringToObject(wd, "hang_timeout", rc->hang_timeout_s > 0 ? "fixed" : "auto");
+        cJSON_AddNumberToObject(wd, "limit_s", wm.limit_s);
+        cJSON_AddNumberToObject(wd, "closest_idle_s", wm.closest_idle_s);
+        cJSON_AddNumberToObject(wd, "closest_limit_s", wm.closest_limit_s);
+        cJSON_AddStringToObject(wd, "closest_phase", wm.closest_phase);
+        cJSON_AddNumberToObject(wd, "closest_iteration", wm.closest_iteration);
+    }
     cJSON *plan = cJSON_AddObjectToObject(root, "plan");
     cJSON_AddNumberToObject(plan, "gpu_bytes", (double)s->plan.gpu_bytes);
     cJSON_AddNumberToObject(plan, "host_bytes", (double)s->plan.host_bytes);
@@ -803,12 +814,13 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
 {
     s->train_start_s = epoch_s();
     const run_config *rc = s->rc;
+    char init_why[600] = ""; /* what the engine said when it refused (engine_refuse) */
     engine_env env = {
         .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host,
         .disk = s->has_disk ? &s->disk : NULL, .rank = comm->rank,
         .world = comm->world, .note = engine_said, .note_ctx = s,
         .fault_point = engine_fault, .fault_ctx = s,
-        .init_ms = &s->init_ms,
+        .init_ms = &s->init_ms, .dog = s->dog, .why = init_why, .why_len = sizeof init_why,
     };
     void *state = NULL;
     announce_setup(s, comm->rank);
@@ -826,12 +838,14 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         set_oom(s, oom_budget(s));
     } else if (rc_ == GPT_ERR_IO) {
         s->status = EXIT_RUN_ERROR;
-        snprintf(s->message, sizeof s->message, "%s: disk tier under %.400s failed (see stderr)",
-                 s->eng->name, s->ec.nvme_dir);
+        if (init_why[0]) snprintf(s->message, sizeof s->message, "%s: %s", s->eng->name, init_why);
+        else snprintf(s->message, sizeof s->message, "%s: disk tier under %.400s failed (see stderr)",
+                      s->eng->name, s->ec.nvme_dir);
     } else if (rc_) {
         s->status = EXIT_RUN_ERROR;
-        snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
-                 rc_ == GPT_ERR_INVALID ? "invalid configuration" : "backend error, see stderr");
+        if (init_why[0]) snprintf(s->message, sizeof s->message, "%s: initialisation failed: %s", s->eng->name, init_why);
+        else snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
+                      rc_ == GPT_ERR_INVALID ? "invalid configuration, see stderr" : "backend error, see stderr");
     }
     /* every rank initialised, or none trains */
     (void)ranks_agree(s);
@@ -1094,6 +1108,12 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         format_bytes((double)s.plan.disk_bytes, d, sizeof d);
         logline(&s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s) | disk: %s (plan %s)", pg, g,
                 ph, h, pd, d);
+        watchdog_margin wm;
+        if (watchdog_get_margin(s.dog, &wm) == 0 && wm.closest_limit_s > 0)
+            logline(&s, "watchdog | limit at the end: %.0f s (%s) | closest call: %.1f s idle of %.0f s (%.0f%%), in "
+                    "the %s of iteration %d", wm.limit_s, rc->hang_timeout_s > 0 ? "fixed" : "auto", wm.closest_idle_s,
+                    wm.closest_limit_s, 100 * wm.closest_idle_s / wm.closest_limit_s, wm.closest_phase,
+                    wm.closest_iteration);
     } else {
         logline(&s, "%s: %s", s.status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "ERROR", s.message);
     }

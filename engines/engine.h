@@ -147,6 +147,13 @@ typedef struct engine_env {
     /* Where engine_init_embed/engine_init_layer add the milliseconds spent initialising
      * parameters (for the log's setup line).  NULL: not timed. */
     double *init_ms;
+    /* The rank's watchdog (NULL: none): every collective group an engine opens is named to it
+     * (coll_watch), so that a hang says which operation it is stuck in. */
+    struct watchdog *dog;
+    /* Where engine_refuse writes why init failed (one line; the first reason stays), for the
+     * log's and the JSON's message.  NULL: stderr only. */
+    char *why;
+    size_t why_len;
 } engine_env;
 
 /* Where in an iteration a fault can strike: its start (the driver's own point), the start
@@ -164,6 +171,10 @@ void engine_init_layer(const engine_env *env, float *p, const gpt_shape *sh, int
 /* printf-style engine_env.note. */
 void engine_note(const engine_env *env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* An engine cannot run as configured: says why (printf-style, one line) on stderr and into
+ * env->why, and returns rc (the gpt_status init returns). */
+int engine_refuse(const engine_env *env, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Streams whose busy time an engine reports per iteration (to show the bottleneck). */
 enum { BUSY_COMPUTE, BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_DISK, BUSY_COMM, BUSY_KINDS };

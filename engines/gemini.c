@@ -457,11 +457,15 @@ static int restore(gemini_state *st)
         from_disk = best >= 0;
     }
     if (!rc && best < 0) {
-        if (p->rank == 0)
-            fprintf(stderr, "aebench: gemini: job %s: no checkpoint version that every rank's shard has "
-                            "(every holder of some shard was lost)%s; nothing to recover\n", st->job,
-                    st->env.cfg->ckpt_dir[0] ? ", in memory or under --ckpt-dir" : " and no --ckpt-dir");
-        rc = GPT_ERR_INVALID;
+        /* (every rank knows it; rank 0 says it on stderr, every rank into its record) */
+        char whyn[400];
+        snprintf(whyn, sizeof whyn, "gemini: job %s: no checkpoint version that every rank's shard has (every "
+                 "holder of some shard was lost)%s; nothing to recover", st->job,
+                 st->env.cfg->ckpt_dir[0] ? ", in memory or under --ckpt-dir" : " and no --ckpt-dir");
+        if (p->rank == 0) rc = engine_refuse(&st->env, GPT_ERR_INVALID, "%s", whyn);
+        else if (st->env.why && st->env.why_len && !st->env.why[0])
+            snprintf(st->env.why, st->env.why_len, "%s", whyn), rc = GPT_ERR_INVALID;
+        else rc = GPT_ERR_INVALID;
     }
     gpt_stream *cs = rc ? NULL : coll_stream(st->comm);
     for (int o = 0; !rc && !from_disk && o < W; o++) {
@@ -590,8 +594,7 @@ static int open_windows(gemini_state *st)
             st->window[a] = NULL;
         }
         if (cfg->gemini_transport == GEMINI_PEER_READ) {
-            fprintf(stderr, "aebench: --gemini-transport read: %s; use sendrecv (or auto)\n", why);
-            return GPT_ERR_INVALID;
+            return engine_refuse(&st->env, GPT_ERR_INVALID, "--gemini-transport read: %s; use sendrecv (or auto)", why);
         }
         engine_note(&st->env, "gemini: the peers' chunks are sent (NCCL / MPI send-recv): %s", why);
         return GPT_OK;
@@ -635,6 +638,7 @@ static int gemini_init(const engine_env *env, void **state)
     const char *ctas = getenv("AEBENCH_GEMINI_CTAS"), *fill = getenv("AEBENCH_GEMINI_FILL");
     st->fill = fill && atof(fill) > 0 && atof(fill) <= 1 ? atof(fill) : 0.9;
     if ((rc = coll_open_capped(&st->comm, env->be, env->rank, env->world, ctas ? atoi(ctas) : 4))) return rc;
+    if (coll_watch(st->comm, env->dog, "checkpoint")) return GPT_ERR_INVALID;
 
     /* The job's id: given, or rank 0's (pid and time), the same on every rank. */
     char id[64] = "";
@@ -673,9 +677,10 @@ static int gemini_init(const engine_env *env, void **state)
     for (int i = 0; i < 2; i++)
         if ((rc = gpt_event_create(env->be, &st->ev_recv[i])) || (rc = gpt_event_create(env->be, &st->ev_free[i])))
             return rc;
+    char why[700];
     if ((rc = ckpt_store_open(&st->store, env->be, env->cfg->gemini_store, st->job, env->rank, st->p.m,
-                              st->p.owners, floats, st->chunk, env->cfg->gemini_recover)))
-        return rc == GPT_ERR_IO ? GPT_ERR_INVALID : rc; /* (the reason is on stderr) */
+                              st->p.owners, floats, st->chunk, env->cfg->gemini_recover, why, sizeof why)))
+        return engine_refuse(env, rc == GPT_ERR_IO ? GPT_ERR_INVALID : rc, "%s", why);
     /* the chunk checksums on the GPU, and the event that says this rank's are ready */
     if ((rc = engine_alloc(&st->mem, MEM_GPU, (void **)&st->dev_sums,
                            (size_t)st->p.m * (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t),

@@ -340,7 +340,7 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->slot_g, b.slot, MEM_GPU, "layer slot gradients")) ||
         (rc = alloc_in(st, &st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
         (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, st->z.W, st->z.M, st->z.dt)) ||
-        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
+        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         /* (bf16: the copies up read the working copy, so the fp32 params need no pinning) */
         (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, b.host_work ? MEM_HOST : MEM_PINNED,
                        "layer parameters")) ||

@@ -355,6 +355,8 @@ static int megatron_init(const engine_env *env, void **state)
     if ((rc = be->ops->stream_create(be, &st->compute)) ||
         (rc = coll_open(&st->grad_comm, be, env->rank, env->world)) ||
         (rc = coll_open(&st->param_comm, be, env->rank, env->world)) ||
+        (rc = coll_watch(st->grad_comm, env->dog, "gradients") ? GPT_ERR_INVALID : GPT_OK) ||
+        (rc = coll_watch(st->param_comm, env->dog, "parameters") ? GPT_ERR_INVALID : GPT_OK) ||
         (rc = spans_init(&st->spans, be, st->M * (3 * L + 2) + 4)))
         return rc;
     gpt_event **evs[] = {&st->ev_grad_ready, &st->ev_comm_done, &st->ev_updated,

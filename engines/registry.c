@@ -7,6 +7,18 @@
 #include <stdio.h>
 #include <string.h>
 
+int engine_refuse(const engine_env *env, int rc, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "aebench: %s\n", line);
+    if (env->why && env->why_len && !env->why[0]) snprintf(env->why, env->why_len, "%s", line);
+    return rc;
+}
+
 void engine_note(const engine_env *env, const char *fmt, ...)
 {
     if (!env->note) return;

@@ -819,7 +819,7 @@ static int stronghold_init(const engine_env *env, void **state)
         (b0.embed_work && (rc = alloc_in(st, &st->embed_w, b0.embed_work, MEM_GPU, "embedding working copy (bf16)"))) ||
         (rc = alloc_in(st, &st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
         (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg), z0.M, z0.dt)) ||
-        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
+        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;
 

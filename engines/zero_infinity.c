@@ -377,8 +377,7 @@ static int init_disk(zi_state *st, const zi_bytes *b)
         return rc;
     /* Pinned blocks of a page or more are page aligned (membudget.h), as O_DIRECT needs. */
     if ((uintptr_t)stages % DISK_TIER_ALIGN) {
-        fprintf(stderr, "aebench: zero-infinity: pinned staging not aligned for O_DIRECT\n");
-        return GPT_ERR_INVALID;
+        return engine_refuse(&st->env, GPT_ERR_INVALID, "zero-infinity: pinned staging not aligned for O_DIRECT");
     }
     for (int s = 0; s < ZI_GRAD_STAGES; s++)
         st->grad_stage[s] = (float *)(stages + (size_t)s * b->grad_stage);
@@ -421,7 +420,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, &st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
         (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W, z->M, z->dt)) ||
-        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
+        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         /* (bf16: the fetches read the working copy, so the fp32 params need no pinning) */
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, b.host_work ? MEM_HOST : MEM_PINNED,
                        "parameters (host)")) ||

@@ -400,7 +400,7 @@ static int zero_offload_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, &st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
         (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, z->W, z->M, z->dt)) ||
-        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world)) ||
+        (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         /* (bf16: the copy-back reads the working copy, so the masters need no pinning) */
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, b.host_work ? MEM_HOST : MEM_PINNED,
                        "master parameters")) ||

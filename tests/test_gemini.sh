@@ -240,6 +240,7 @@ PYEOF
     gm_run hang --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --fail-at 5 --fail-rank 1 \
         --fail-kind stop --hang-timeout 5
     if [ "$GM_RC" -eq 0 ] && grep -q "rank 1 (pid [0-9]* on [^ ]*) stopped" "$GM_WORK/hang/err" &&
+        grep -q "rank 0 on .*; busy with MPI_[A-Za-z_]* #[0-9]* ([0-9.]* MB) of the [a-z]* group, issued" "$GM_WORK/hang/err" &&
         grep -q "relaunching job" "$GM_WORK/hang/err" && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/hang.params" &&
         [ "$(gm_losses "$GM_WORK/hang" 5)" = "$(gm_losses "$GM_WORK/zero3" 5)" ]; then
         gm_pass "gemini, rank 1 hung at iteration 5: detected by its peer's watchdog, relaunched, $(grep -o 'recovered at iteration [0-9]*' "$GM_WORK/hang/out" | head -n 1), iterations 5-8 and final params = no failure"
@@ -306,6 +307,21 @@ PYEOF
         gm_fail "gemini persistent fallback" "exit $rc: $(grep recovered "$GM_WORK/persist/out2") $(tail -c 300 "$GM_WORK/persist/err2")"
     fi
     rm -rf "$GM_STORE"/aebench-gemini-*-pjob
+
+    # ---- a store directory that is not private (planted open to others): the ranks refuse it;
+    # the JSON's message and the supervisor's line say that, not "invalid configuration"; it
+    # is not relaunched, and the directory (not the job's own) is left as it was -------------
+    mkdir -p -m 700 "$GM_WORK/planted" && mkdir -m 755 "$GM_WORK/planted/aebench-gemini-0-planted"
+    gm_run planted --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_WORK/planted" --gemini-job planted
+    if [ "$GM_RC" -eq 1 ] &&
+        grep -q "rank 0 ended the job: gemini: initialisation failed: gemini store .*: not a private directory" "$GM_WORK/planted/err" &&
+        ! grep -q "relaunching job" "$GM_WORK/planted/err" &&
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["status"] == "error" and "not a private directory of this user" in d["message"]))' "$GM_WORK"/planted/results/*.json &&
+        [ -d "$GM_WORK/planted/aebench-gemini-0-planted" ]; then
+        gm_pass "gemini: a store directory open to others: refused, the JSON and the supervisor say why, exit 1, not relaunched, left as found"
+    else
+        gm_fail "gemini, a planted store directory" "exit $GM_RC: $(tail -c 400 "$GM_WORK/planted/err") / $(cat "$GM_WORK"/planted/results/*.json 2>/dev/null | head -c 300)"
+    fi
 
     # ---- a job told to stop (SIGTERM to the supervisor) is not relaunched; its store goes -----
     mkdir -p "$GM_WORK/stop"

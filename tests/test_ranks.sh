@@ -129,10 +129,11 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
     rk_in hang env TMPDIR="$RK_WORK/tmp_hang" "$RK_BIN" "${RK_TINY[@]}" --iters 8 --ranks 2 --fail-at 3 --fail-rank 1 \
         --fail-kind stop --hang-timeout 5 --results results
     if [ "$RK_RC" -eq 4 ] && grep -q "rank 1 (pid [0-9]* on [^ ]*) stopped: its heartbeat is [0-9]* s old" "$RK_DIR/err" &&
+        grep -q "rank 0 on .*; busy with MPI_Allreduce #[0-9]* ([0-9.]* MB) of the gradients group, issued [0-9]* s ago, in the call" "$RK_DIR/err" &&
         [ "$(grep -c '^ERROR: rank 0 on .*: no progress for [0-9]* s (--hang-timeout 5 s)' "$RK_DIR"/results/*.txt)" -eq 1 ] &&
         python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["status"] == "error" and "rank 1" in d["message"] and len(d["iterations"]) == 2))' "$RK_DIR"/results/*.json &&
         [ -z "$(ls -A "$RK_WORK/tmp_hang")" ] && [ "$(rk_left "$RK_DIR")" -eq 0 ]; then
-        rk_pass "a rank stopped at iteration 3 (--ranks 2): its peer's watchdog ends the job in --hang-timeout, exit 4; log, JSON (2 iterations kept) name rank 1; nothing left"
+        rk_pass "a rank stopped at iteration 3 (--ranks 2): its peer's watchdog ends the job in --hang-timeout, exit 4, naming the all-reduce it is stuck in; log, JSON (2 iterations kept) name rank 1; nothing left"
     else
         rk_fail "a hung rank under --ranks" "exit $RK_RC: $(tail -c 400 "$RK_DIR/err") / left: $(ls -A "$RK_WORK/tmp_hang") $(rk_left "$RK_DIR") processes"
     fi
@@ -161,14 +162,16 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
         fi
         wait "$job"
         rc=$?
-        if [ "$what" = pause ] && [ -n "$victim" ] && [ "$rc" -eq 0 ] && grep -q '"status":[[:space:]]*"ok"' "$RK_WORK/pause"/results/*.json; then
-            rk_pass "a rank paused for 3 s (under --hang-timeout 10) and let go: no alarm, the job ends ok"
+        if [ "$what" = pause ] && [ -n "$victim" ] && [ "$rc" -eq 0 ] && grep -q '"status":[[:space:]]*"ok"' "$RK_WORK/pause"/results/*.json &&
+            python3 -c 'import json, sys; w = json.load(open(sys.argv[1]))["watchdog"]; sys.exit(not (2.5 <= w["closest_idle_s"] < 10 and w["closest_limit_s"] == 10))' "$RK_WORK/pause"/results/*.json &&
+            grep -q "^watchdog | limit at the end: 10 s (fixed) | closest call: [0-9.]* s idle of 10 s" "$RK_WORK/pause"/results/*.txt; then
+            rk_pass "a rank paused for 3 s (under --hang-timeout 10) and let go: no alarm, the job ends ok; its peer's closest call (about 3 s idle of 10) in the log and JSON"
         elif [ "$what" = kill ] && [ -n "$victim" ] && [ "$rc" -eq 4 ] &&
-            grep -q "rank [01] (pid [0-9]* on [^ ]*) was lost in the .* of iteration [0-9]* (its last heartbeat" "$RK_WORK/kill/err" &&
+            grep -q "rank 1 (pid $victim on [^ ]*) was lost in the .* of iteration [0-9]* (its last heartbeat" "$RK_WORK/kill/err" &&
             [ "$(rk_left "$RK_WORK/kill")" -eq 0 ]; then
-            # (which rank: the oldest heartbeat left, beaten every 250 ms; mpiexec ends the other
-            # within that, so it may be named instead: a known limit, see issue 28's note)
-            rk_pass "rank 1 killed from outside: exit 4, a lost rank named (pid, host, phase, iteration) from the heartbeats"
+            # (which rank: the first to exit, from the supervisor's pidfds of the ranks; their
+            # heartbeats, beaten every 250 ms, could not tell it from the one mpiexec ended next)
+            rk_pass "rank 1 killed from outside: exit 4, rank 1 named (pid, host, phase, iteration): the first rank to exit"
         else
             rk_fail "rank 1 $what from outside" "exit $rc (victim ${victim:-not found}): $(tail -c 400 "$RK_WORK/$what/err")"
         fi

@@ -116,17 +116,28 @@ static int sums_match(const version_header *h, const float *data)
     return !bad;
 }
 
+/* A failed system call on the store: its gpt_status (no room: OOM), and the reason in why. */
+static int tell(char *why, size_t whylen, const char *path, const char *what, int err)
+{
+    snprintf(why, whylen, "gemini store %.300s: %s: %s", path, what, strerror(err));
+    return err == ENOSPC || err == ENOMEM ? GPT_ERR_OOM : GPT_ERR_IO;
+}
+
+/* The same, said on stderr (the persistent checkpoint's writes). */
 static int say(const char *path, const char *what, int err)
 {
-    fprintf(stderr, "aebench: gemini store %s: %s: %s\n", path, what, strerror(err));
-    return err == ENOSPC || err == ENOMEM ? GPT_ERR_OOM : GPT_ERR_IO;
+    char why[600];
+    const int rc = tell(why, sizeof why, path, what, err);
+    fprintf(stderr, "aebench: %s\n", why);
+    return rc;
 }
 
 int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, const char *job,
                     int rank, int slots, const int *owners, size_t floats, size_t chunk_floats,
-                    int reuse)
+                    int reuse, char *why, size_t whylen)
 {
     *out = NULL;
+    snprintf(why, whylen, "gemini store: out of host memory");
     if (chunks_of(floats, chunk_floats) > MAX_CHUNKS) chunk_floats = (floats + MAX_CHUNKS - 1) / MAX_CHUNKS;
     ckpt_store *s = calloc(1, sizeof *s);
     if (!s) return GPT_ERR_OOM;
@@ -140,12 +151,13 @@ int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, co
     s->owners = malloc((size_t)slots * sizeof *s->owners);
     if (!s->owners || ckpt_store_dir(s->dir, sizeof s->dir, dir, job) ||
         snprintf(s->path, sizeof s->path, "%s/rank-%d.ckpt", s->dir, rank) >= (int)sizeof s->path) {
+        snprintf(why, whylen, "gemini store under %.200s: its path is too long (or out of host memory)", dir);
         ckpt_store_close(s, 0);
         return GPT_ERR_INVALID;
     }
     memcpy(s->owners, owners, (size_t)slots * sizeof *owners);
     if (mkdir(s->dir, 0700) != 0 && errno != EEXIST) {
-        int rc = say(s->dir, "cannot make the directory", errno);
+        int rc = tell(why, whylen, s->dir, "cannot make the directory", errno);
         ckpt_store_close(s, 0);
         return rc;
     }
@@ -153,20 +165,21 @@ int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, co
      * holds model state; the file in it is never a link either) */
     struct stat st;
     if (lstat(s->dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
-        fprintf(stderr, "aebench: gemini store %s: not a private directory of this user\n", s->dir);
+        snprintf(why, whylen, "gemini store %s: not a private directory of this user (a link, another user's, or "
+                 "open to others)", s->dir);
         ckpt_store_close(s, 0);
         return GPT_ERR_IO;
     }
     int fd = open(s->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (reuse ? 0 : O_TRUNC), 0600);
     if (fd < 0) {
-        int rc = say(s->path, "cannot open", errno);
+        int rc = tell(why, whylen, s->path, "cannot open", errno);
         ckpt_store_close(s, 0);
         return rc;
     }
     struct stat fst;
     const int fresh = fstat(fd, &fst) != 0 || (size_t)fst.st_size != s->bytes;
     if (fresh && (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)s->bytes) != 0)) {
-        int rc = say(s->path, "cannot size", errno);
+        int rc = tell(why, whylen, s->path, "cannot size", errno);
         close(fd);
         unlink(s->path);
         ckpt_store_close(s, 0);
@@ -175,7 +188,7 @@ int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, co
     s->map = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (s->map == MAP_FAILED) {
         s->map = NULL;
-        int rc = say(s->path, "cannot map", errno);
+        int rc = tell(why, whylen, s->path, "cannot map", errno);
         close(fd);
         ckpt_store_close(s, 0);
         return rc;
@@ -188,12 +201,13 @@ int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, co
     if (err == EINVAL) err = posix_fallocate(fd, 0, (off_t)s->bytes);
     close(fd);
     if (err) {
-        int rc = say(s->path, "cannot reserve its bytes", err == EFAULT ? ENOSPC : err);
+        int rc = tell(why, whylen, s->path, "cannot reserve its bytes", err == EFAULT ? ENOSPC : err);
         if (fresh) unlink(s->path);
         ckpt_store_close(s, 0);
         return rc;
     }
     if (gpt_host_register(be, s->map, s->bytes) != GPT_OK) {
+        snprintf(why, whylen, "gemini store %s: cannot page-lock its %zu bytes", s->path, s->bytes);
         ckpt_store_close(s, 0);
         return GPT_ERR_OOM;
     }

@@ -40,10 +40,10 @@ size_t ckpt_store_bytes(int slots, size_t floats);
 /* Create (or, with reuse, open what a killed job left: a missing or short file is made
  * anew, empty) rank's file under the job's directory, map it and page-lock it on be.
  * owners[s] is the rank whose shard slot s holds.  0, GPT_ERR_OOM when the file system
- * has no room for it (the message on stderr), or GPT_ERR_IO. */
+ * has no room for it, or GPT_ERR_IO; why (whylen bytes) says what went wrong. */
 int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, const char *job,
                     int rank, int slots, const int *owners, size_t floats, size_t chunk_floats,
-                    int reuse);
+                    int reuse, char *why, size_t whylen);
 /* Unmap; with remove, delete the file (and the directory when it is empty). */
 void ckpt_store_close(ckpt_store *s, int remove);
 

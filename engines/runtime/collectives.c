@@ -17,8 +17,11 @@
 #include "collectives.h"
 
 #include "comm.h"
+#include "watchdog.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,11 +36,33 @@
 #include <nccl.h>
 #endif
 
+/* The last COLL_TRACKED operations issued on a group, for coll_pending: which is the oldest not
+ * complete.  Completion is known from the stream's own order: the MPI path's host task marks
+ * its sequence number when its call returns; the NCCL path records an event after each
+ * operation (a ring of them, queried only when a watchdog asks). */
+enum { COLL_TRACKED = 64 };
+typedef struct coll_issued {
+    int op;
+    double bytes;
+    double at; /* CLOCK_MONOTONIC s when issued */
+} coll_issued;
+
 struct coll_group {
     gpt_backend *be;
     gpt_stream *stream;
     int rank, world;
     double bytes; /* handed to operations since coll_take_bytes */
+    /* tracking (only with more than one rank), under track_lock */
+    pthread_mutex_t track_lock;
+    int have_track_lock;
+    unsigned long issued;    /* operations issued; #k is the k-th (1-based) */
+    unsigned long started;   /* MPI path: the last whose call began */
+    unsigned long completed; /* MPI path: the last whose call returned; NCCL path: the last seen complete */
+    coll_issued ring[COLL_TRACKED];
+    const char *host_call;   /* a host-side helper in progress (NULL none), since host_call_at */
+    double host_call_at;
+    struct watchdog *dog;
+    const char *label;
 #ifdef AEBENCH_HAVE_MPI
     MPI_Comm comm;      /* the stream's operations (MPI path) */
     MPI_Comm host_comm; /* host-side helpers, from the calling thread */
@@ -45,8 +70,36 @@ struct coll_group {
 #endif
 #ifdef COLL_HAVE_NCCL
     ncclComm_t nccl; /* NULL on the MPI path or on one rank */
+    cudaEvent_t done[COLL_TRACKED]; /* recorded after operation k in done[k % COLL_TRACKED] */
+    int have_done;
 #endif
 };
+
+static double mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static const char *op_name(int op, int nccl)
+{
+    static const char *const mpi[] = {"MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Allgather", "MPI_Bcast",
+                                      "MPI_Send", "MPI_Recv", "MPI_Sendrecv"};
+    static const char *const nc[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast",
+                                     "ncclSend", "ncclRecv", "ncclSend/ncclRecv"};
+    return op >= 0 && op <= 6 ? (nccl ? nc : mpi)[op] : "?";
+}
+
+/* Operation k issued (under track_lock): its record; the caller then queues it. */
+static unsigned long track_issue(coll_group *g, int op, double bytes)
+{
+    pthread_mutex_lock(&g->track_lock);
+    const unsigned long k = ++g->issued;
+    g->ring[k % COLL_TRACKED] = (coll_issued){.op = op, .bytes = bytes, .at = mono_now()};
+    pthread_mutex_unlock(&g->track_lock);
+    return k;
+}
 
 enum coll_op { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_SEND, OP_RECV, OP_SENDRECV };
 
@@ -67,6 +120,7 @@ static int mpi_failed(int rc, const char *what) { return comm_mpi_failed(rc, wha
 /* What a host task needs to make one MPI call (copied into the task). */
 typedef struct mpi_task {
     coll_group *g;
+    unsigned long seq; /* its number on the group (coll_pending) */
     int op;
     void *out;
     const void *in;
@@ -75,9 +129,24 @@ typedef struct mpi_task {
     int from;  /* sendrecv: the peer received from */
 } mpi_task;
 
+static int mpi_call(const mpi_task *t);
+
 static int mpi_task_run(void *arg)
 {
     const mpi_task *t = arg;
+    coll_group *g = t->g;
+    pthread_mutex_lock(&g->track_lock);
+    g->started = t->seq;
+    pthread_mutex_unlock(&g->track_lock);
+    const int rc = mpi_call(t);
+    pthread_mutex_lock(&g->track_lock);
+    g->completed = t->seq;
+    pthread_mutex_unlock(&g->track_lock);
+    return rc;
+}
+
+static int mpi_call(const mpi_task *t)
+{
     coll_group *g = t->g;
     switch (t->op) {
     case OP_ALL_REDUCE: {
@@ -156,6 +225,7 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
 #ifdef COLL_HAVE_NCCL
     if (g->nccl) {
         cudaStream_t s = (cudaStream_t)gpt_stream_handle(g->stream);
+        const unsigned long seq = track_issue(g, op, (double)n * (double)elem);
         ncclResult_t rc = ncclSuccess;
         const char *what = "";
         switch (op) {
@@ -185,7 +255,15 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
             }
             break;
         }
-        return nccl_failed(rc, what) ? GPT_ERR_BACKEND : GPT_OK;
+        if (nccl_failed(rc, what)) return GPT_ERR_BACKEND;
+        /* (its slot's event may still be pending from COLL_TRACKED operations ago: recording
+         * it again only moves it later, which coll_pending's in-order scan allows) */
+        const cudaError_t e = cudaEventRecord(g->done[seq % COLL_TRACKED], s);
+        if (e != cudaSuccess) {
+            fprintf(stderr, "aebench: cudaEventRecord (collective tracking) failed: %s\n", cudaGetErrorString(e));
+            return GPT_ERR_BACKEND;
+        }
+        return GPT_OK;
     }
 #endif
 #ifdef AEBENCH_HAVE_MPI
@@ -194,6 +272,7 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
         return GPT_ERR_INVALID;
     }
     mpi_task t = {.g = g, .op = op, .out = out, .in = in, .n = n, .peer = peer, .from = from};
+    t.seq = track_issue(g, op, (double)n * (double)elem);
     return gpt_stream_host_task(g->stream, mpi_task_run, &t, sizeof t);
 #else
     (void)out, (void)in, (void)peer, (void)from;
@@ -237,12 +316,81 @@ int coll_sendrecv(coll_group *g, const void *sendbuf, int to, void *recvbuf, int
     return issue(g, OP_SENDRECV, recvbuf, sendbuf, bytes, to, from);
 }
 
+#ifdef AEBENCH_HAVE_MPI
+/* A blocking host-side call begins (what) or ends (NULL), for coll_pending.  (The helpers take
+ * a const group: the record is bookkeeping, not the group's meaning.) */
+static void host_call(coll_group *g, const char *what)
+{
+    pthread_mutex_lock(&g->track_lock);
+    g->host_call = what;
+    g->host_call_at = mono_now();
+    pthread_mutex_unlock(&g->track_lock);
+}
+#endif
+
+int coll_pending(void *group, char *buf, size_t len)
+{
+    coll_group *g = group;
+    if (!g || g->world == 1 || !g->have_track_lock) return 0;
+    const char *label = g->label ? g->label : "a";
+    int said = 0;
+    pthread_mutex_lock(&g->track_lock);
+    const double now = mono_now();
+    if (g->host_call) {
+        snprintf(buf, len, "%s on the %s group, for %.0f s", g->host_call, label, now - g->host_call_at);
+        said = 1;
+    } else {
+        int nccl = 0;
+        unsigned long oldest = 0;
+#ifdef COLL_HAVE_NCCL
+        if (g->nccl) {
+            nccl = 1;
+            /* the stream runs its operations in order: the first whose event is not complete */
+            unsigned long k = g->completed + 1;
+            if (g->issued > COLL_TRACKED && k < g->issued - COLL_TRACKED + 1) k = g->issued - COLL_TRACKED + 1;
+            for (; k <= g->issued; k++) {
+                const cudaError_t e = cudaEventQuery(g->done[k % COLL_TRACKED]);
+                if (e == cudaErrorNotReady) break;
+                g->completed = k; /* (an error other than not-ready is the stream's, reported where it is waited on) */
+            }
+            if (k <= g->issued) oldest = k;
+        }
+#endif
+        if (!nccl && g->completed < g->issued) oldest = g->completed + 1;
+        if (oldest) {
+            const coll_issued *op = &g->ring[oldest % COLL_TRACKED];
+            const double mb = op->bytes / 1e6;
+            snprintf(buf, len, "%s #%lu (%.*f MB) of the %s group, issued %.0f s ago, %s", op_name(op->op, nccl),
+                     oldest, mb < 10 ? 2 : 0, mb, label, now - op->at,
+                     nccl ? "not complete" : g->started >= oldest ? "in the call" : "queued behind its stream's work");
+            said = 1;
+        }
+    }
+    pthread_mutex_unlock(&g->track_lock);
+    return said;
+}
+
+int coll_watch(coll_group *g, struct watchdog *dog, const char *label)
+{
+    g->label = label;
+    if (!dog || g->world == 1) return 0;
+    if (watchdog_add_probe(dog, coll_pending, g)) {
+        fprintf(stderr, "aebench: the watchdog has no room for the %s group's probe\n", label);
+        return -1;
+    }
+    g->dog = dog;
+    return 0;
+}
+
 int coll_host_sum_doubles(const coll_group *g, double *values, int n)
 {
     if (g->world == 1) return 0;
 #ifdef AEBENCH_HAVE_MPI
-    return mpi_failed(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, g->host_comm),
-                      "MPI_Allreduce (host)") ? GPT_ERR_BACKEND : 0;
+    host_call((coll_group *)g, "a host-side MPI_Allreduce of scalars");
+    const int rc = mpi_failed(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, g->host_comm),
+                              "MPI_Allreduce (host)") ? GPT_ERR_BACKEND : 0;
+    host_call((coll_group *)g, NULL);
+    return rc;
 #else
     (void)values, (void)n;
     return GPT_ERR_INVALID;
@@ -257,12 +405,32 @@ int coll_host_all_gather(const coll_group *g, void *out, const void *in, size_t 
     }
 #ifdef AEBENCH_HAVE_MPI
     if (bytes > (size_t)INT_MAX) return GPT_ERR_INVALID;
-    return mpi_failed(MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, g->host_comm),
-                      "MPI_Allgather (host)") ? GPT_ERR_BACKEND : 0;
+    host_call((coll_group *)g, "a host-side MPI_Allgather");
+    const int rc = mpi_failed(MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, g->host_comm),
+                              "MPI_Allgather (host)") ? GPT_ERR_BACKEND : 0;
+    host_call((coll_group *)g, NULL);
+    return rc;
 #else
     return GPT_ERR_INVALID;
 #endif
 }
+
+#ifdef COLL_HAVE_NCCL
+/* The ring of events coll_pending queries (no timing: the cheapest kind). */
+static int nccl_track_events(coll_group *g)
+{
+    for (int i = 0; i < COLL_TRACKED; i++) {
+        const cudaError_t e = cudaEventCreateWithFlags(&g->done[i], cudaEventDisableTiming);
+        if (e != cudaSuccess) {
+            fprintf(stderr, "aebench: cudaEventCreateWithFlags failed: %s\n", cudaGetErrorString(e));
+            for (int j = 0; j < i; j++) cudaEventDestroy(g->done[j]);
+            return GPT_ERR_BACKEND;
+        }
+    }
+    g->have_done = 1;
+    return GPT_OK;
+}
+#endif
 
 int coll_open(coll_group **out, gpt_backend *be, int rank, int world)
 {
@@ -285,6 +453,11 @@ int coll_open_capped(coll_group **out, gpt_backend *be, int rank, int world, int
     }
     *out = g;
     if (world == 1) return GPT_OK;
+    if (pthread_mutex_init(&g->track_lock, NULL)) {
+        fprintf(stderr, "aebench: a collective group's lock cannot be made\n");
+        return GPT_ERR_BACKEND;
+    }
+    g->have_track_lock = 1;
 #ifdef AEBENCH_HAVE_MPI
     if (mpi_failed(MPI_Comm_dup(MPI_COMM_WORLD, &g->host_comm), "MPI_Comm_dup")) return GPT_ERR_BACKEND;
     g->have_host_comm = 1;
@@ -311,14 +484,14 @@ int coll_open_capped(coll_group **out, gpt_backend *be, int rank, int world, int
             g->nccl = NULL;
             return GPT_ERR_BACKEND;
         }
-        return GPT_OK;
+        return nccl_track_events(g);
     }
 #endif
     if (nccl_failed(ncclCommInitRank(&g->nccl, world, id, rank), "ncclCommInitRank")) {
         g->nccl = NULL;
         return GPT_ERR_BACKEND;
     }
-    return GPT_OK;
+    return nccl_track_events(g);
 #else
     fprintf(stderr, "aebench: this backend's streams need NCCL, and this build has none\n");
     return GPT_ERR_INVALID;
@@ -332,10 +505,16 @@ int coll_open_capped(coll_group **out, gpt_backend *be, int rank, int world, int
 void coll_close(coll_group *g)
 {
     if (!g) return;
+    watchdog_remove_probe(g->dog, g); /* (before anything it reads goes) */
     if (g->stream) {
         gpt_stream_sync(g->stream);
         g->be->ops->stream_destroy(g->stream);
     }
+#ifdef COLL_HAVE_NCCL
+    if (g->have_done)
+        for (int i = 0; i < COLL_TRACKED; i++) cudaEventDestroy(g->done[i]);
+#endif
+    if (g->have_track_lock) pthread_mutex_destroy(&g->track_lock);
 #ifdef COLL_HAVE_NCCL
     if (g->nccl) nccl_failed(ncclCommDestroy(g->nccl), "ncclCommDestroy");
 #endif

@@ -48,6 +48,16 @@ int coll_world(const coll_group *g);
  * reduction of n floats counts 4n, a gather of b bytes per rank counts b·world). */
 double coll_take_bytes(coll_group *g);
 
+/* What the group is busy with, for a watchdog that sees no progress: the oldest operation
+ * issued and not complete ("ncclAllReduce #12 (4.2 MB) of the gradients group, issued 31 s
+ * ago, running"), or the host-side call in progress.  Writes one phrase into buf and returns
+ * 1; 0 when nothing is pending.  Safe from any thread (a watchdog_probe). */
+int coll_pending(void *group, char *buf, size_t len);
+/* Names the group (label: a string that lives as long as the group) and makes it one of dog's
+ * probes until coll_close.  NULL dog: nothing.  0, or -1 when dog has no room for it. */
+struct watchdog;
+int coll_watch(coll_group *g, struct watchdog *dog, const char *label);
+
 /* buf (n floats, device) = the sum over ranks of buf, on every rank. */
 int coll_all_reduce_sum(coll_group *g, float *buf, size_t n);
 /* out (n floats) = the sum over ranks of in[rank·n, (rank+1)·n); in holds world·n floats.

@@ -164,13 +164,14 @@ int layer_work_reduce_home(layer_work *w, stream_spans *spans, gpt_stream *c, in
     return GPT_OK;
 }
 
-int layer_work_open_comm(layer_work *w, gpt_backend *be, int rank, int world)
+int layer_work_open_comm(layer_work *w, gpt_backend *be, int rank, int world, struct watchdog *dog)
 {
     if (world <= 1) return GPT_OK;
     int rc;
     if ((rc = coll_open(&w->comm, be, rank, world)) || (rc = gpt_event_create(be, &w->grads_done)) ||
         (rc = gpt_event_create(be, &w->reduced)))
         return rc;
+    if (coll_watch(w->comm, dog, "gradients")) return GPT_ERR_INVALID;
     return GPT_OK;
 }
 

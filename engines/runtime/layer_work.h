@@ -97,7 +97,7 @@ int layer_work_reduce_home(layer_work *w, stream_spans *spans, gpt_stream *c, in
                            float *grads, size_t n, const float *host_sum, gpt_event *home,
                            struct step_result *out, gpt_stream **final);
 /* N ranks: the gradient group and its events (nothing on one rank); close is safe always. */
-int layer_work_open_comm(layer_work *w, gpt_backend *be, int rank, int world);
+int layer_work_open_comm(layer_work *w, gpt_backend *be, int rank, int world, struct watchdog *dog);
 void layer_work_close_comm(layer_work *w);
 /* Block b's gradient (n floats on the GPU, complete once what is issued on c has run): on
  * one rank its squared norm on c, and *final = c; on N ranks it is all-reduced and its N

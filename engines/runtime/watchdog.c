@@ -28,6 +28,8 @@ struct watchdog {
     int iteration;
     const char *phase;
     const char *waits_on;
+    watchdog_margin margin; /* the closest call so far (closest_limit_s 0: none yet) */
+    char pending[160]; /* what the probes said the rank is busy with ("" nothing; cleared by progress) */
     double steps_ms[STEP_SAMPLES];
     int nsteps;
     int heartbeat_fd;
@@ -37,6 +39,11 @@ struct watchdog {
     long stopped_pids[8]; /* stopped ranks of this machine named when it fired: killed by
                              watchdog_kill_stopped once the job's record is written */
     int nstopped;
+    /* probes: added and removed by the training, called by the thread, all under probes_lock
+     * (never taken with lock held: a probe takes its own locks) */
+    pthread_mutex_t probes_lock;
+    watchdog_probe probe_fn[WATCHDOG_PROBES];
+    void *probe_ctx[WATCHDOG_PROBES];
 };
 
 static double mono_s(void)
@@ -104,7 +111,7 @@ static void beat(watchdog *w, double now_epoch)
     pthread_mutex_lock(&w->lock);
     int n = snprintf(rec, sizeof rec, "beat %.3f progress %.3f pid %ld iteration %d phase %s host %s waits %s",
                      now_epoch, w->progress_epoch_s, (long)getpid(), w->iteration, w->phase, w->host,
-                     w->waits_on ? w->waits_on : "-");
+                     w->waits_on ? w->waits_on : w->pending[0] ? w->pending : "-");
     pthread_mutex_unlock(&w->lock);
     if (n < 0) return;
     if (n >= (int)sizeof rec) n = (int)sizeof rec - 1;
@@ -207,6 +214,42 @@ static int lower_rank_runs(const watchdog *w, double now_epoch)
     return 0;
 }
 
+/* What the probes say (the first that has something pending; "" none). */
+static void ask_probes(watchdog *w, char *out, size_t len)
+{
+    out[0] = '\0';
+    pthread_mutex_lock(&w->probes_lock);
+    for (int i = 0; i < WATCHDOG_PROBES && !out[0]; i++)
+        if (w->probe_fn[i] && !w->probe_fn[i](w->probe_ctx[i], out, len)) out[0] = '\0';
+    pthread_mutex_unlock(&w->probes_lock);
+    for (char *c = out; *c; c++)
+        if (*c == '\n') *c = ' '; /* (one heartbeat record, one line) */
+}
+
+int watchdog_add_probe(watchdog *w, watchdog_probe fn, void *ctx)
+{
+    if (!w) return 0;
+    int rc = -1;
+    pthread_mutex_lock(&w->probes_lock);
+    for (int i = 0; i < WATCHDOG_PROBES && rc; i++)
+        if (!w->probe_fn[i]) {
+            w->probe_fn[i] = fn;
+            w->probe_ctx[i] = ctx;
+            rc = 0;
+        }
+    pthread_mutex_unlock(&w->probes_lock);
+    return rc;
+}
+
+void watchdog_remove_probe(watchdog *w, void *ctx)
+{
+    if (!w) return;
+    pthread_mutex_lock(&w->probes_lock);
+    for (int i = 0; i < WATCHDOG_PROBES; i++)
+        if (w->probe_ctx[i] == ctx) w->probe_fn[i] = NULL, w->probe_ctx[i] = NULL;
+    pthread_mutex_unlock(&w->probes_lock);
+}
+
 static void *watch(void *arg)
 {
     watchdog *w = arg;
@@ -219,9 +262,24 @@ static void *watch(void *arg)
         until.tv_nsec %= 1000000000L;
         pthread_cond_timedwait(&w->wake, &w->lock, &until);
         if (w->stopping) break;
-        const double now = mono_s(), idle = now - w->progress_s, limit = limit_locked(w);
+        const double now = mono_s(), since = w->progress_s, idle = now - since, limit = limit_locked(w);
+        watchdog_margin *m = &w->margin;
+        if (limit > 0 && (m->closest_limit_s <= 0 || idle / limit > m->closest_idle_s / m->closest_limit_s)) {
+            m->closest_idle_s = idle;
+            m->closest_limit_s = limit;
+            m->closest_iteration = w->iteration;
+            snprintf(m->closest_phase, sizeof m->closest_phase, "%s", w->phase);
+        }
         pthread_mutex_unlock(&w->lock);
         const double now_epoch = real_s();
+        if (idle > 1.0) {
+            /* idle for a second: ask what it is blocked in (the probes take their own locks) */
+            char pending[sizeof w->pending];
+            ask_probes(w, pending, sizeof pending);
+            pthread_mutex_lock(&w->lock);
+            if (w->progress_s == since) memcpy(w->pending, pending, sizeof pending); /* (no progress since) */
+            pthread_mutex_unlock(&w->lock);
+        }
         beat(w, now_epoch);
         /* a lower rank that still runs speaks for the job, unless it has not within a grace */
         const double grace = lower_rank_runs(w, now_epoch) ? 2.0 + w->cfg.rank : 0;
@@ -232,6 +290,8 @@ static void *watch(void *arg)
                          "of iteration %d%s%s", w->cfg.rank, w->host, idle, w->cfg.timeout_s > 0 ? "" : "auto: ",
                          limit, w->phase, w->iteration, w->waits_on ? ", waiting on " : "",
                          w->waits_on ? w->waits_on : "");
+        if (n > 0 && n < (int)sizeof line && w->pending[0])
+            n += snprintf(line + n, sizeof line - (size_t)n, "; busy with %s", w->pending);
         pthread_mutex_unlock(&w->lock);
         if (n > 0) name_the_stopped(w, now_epoch, line, sizeof line);
         fprintf(stderr, "aebench: %s\n", line);
@@ -275,7 +335,8 @@ int watchdog_start(watchdog **out, const watchdog_config *cfg)
     }
     w->cfg.heartbeat_dir = NULL; /* (the caller's string; w->dir is ours) */
     pthread_condattr_t ca;
-    int bad = pthread_mutex_init(&w->lock, NULL) || pthread_condattr_init(&ca) ||
+    int bad = pthread_mutex_init(&w->lock, NULL) || pthread_mutex_init(&w->probes_lock, NULL) ||
+              pthread_condattr_init(&ca) ||
               pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) || pthread_cond_init(&w->wake, &ca);
     if (!bad) {
         pthread_condattr_destroy(&ca);
@@ -305,6 +366,7 @@ static void progressed(watchdog *w, int iteration, const char *phase, double ste
     w->iteration = iteration;
     w->phase = phase;
     w->waits_on = NULL;
+    w->pending[0] = '\0';
     w->progress_s = mono_s();
     w->progress_epoch_s = now_epoch;
     pthread_mutex_unlock(&w->lock);
@@ -342,8 +404,20 @@ void watchdog_stop(watchdog *w)
         unlink(w->heartbeat_path);
     }
     pthread_mutex_destroy(&w->lock);
+    pthread_mutex_destroy(&w->probes_lock);
     pthread_cond_destroy(&w->wake);
     free(w);
+}
+
+int watchdog_get_margin(watchdog *w, watchdog_margin *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!w) return -1;
+    pthread_mutex_lock(&w->lock);
+    *out = w->margin;
+    out->limit_s = limit_locked(w);
+    pthread_mutex_unlock(&w->lock);
+    return 0;
 }
 
 void watchdog_kill_stopped(watchdog *w)

@@ -49,10 +49,33 @@ void watchdog_at(watchdog *w, int iteration, const char *phase);
 /* What this rank is about to wait on (a string that lives as long as the program, e.g.
  * "all-reduce of the gradients"; NULL: nothing in particular).  Not progress by itself. */
 void watchdog_waits_on(watchdog *w, const char *what);
+/* Something this rank may be blocked in (a communicator's queue of collectives): asked, from
+ * the watchdog's thread, once the rank has made no progress for a second, for one phrase that
+ * says what it is busy with, e.g. "ncclAllReduce #12 (4.2 MB) of the gradients group, issued
+ * 31 s ago, not complete"; it writes that into buf and returns 1, or returns 0 when it has
+ * nothing pending.  The phrase goes into the heartbeat and the line the watchdog ends the job
+ * with. */
+typedef int (*watchdog_probe)(void *ctx, char *buf, size_t len);
+enum { WATCHDOG_PROBES = 16 };
+/* Adds a probe (NULL w: nothing); 0, or -1 when WATCHDOG_PROBES are already there. */
+int watchdog_add_probe(watchdog *w, watchdog_probe fn, void *ctx);
+/* Removes ctx's probe; once it returns the probe is not running and will not be called. */
+void watchdog_remove_probe(watchdog *w, void *ctx);
 /* Iteration done, in ms: progress, and a sample for the auto limit. */
 void watchdog_step(watchdog *w, int iteration, double ms);
 /* The limit in force now, in seconds (0: off). */
 double watchdog_limit_s(const watchdog *w);
+/* How near the watchdog came to firing: the moment the rank's idle time was the largest share
+ * of the limit then in force (its phase and iteration), and the limit in force now. */
+typedef struct watchdog_margin {
+    double limit_s;          /* in force now (0: off) */
+    double closest_idle_s;   /* the idle time at the closest call */
+    double closest_limit_s;  /* the limit then */
+    int closest_iteration;
+    char closest_phase[64];
+} watchdog_margin;
+/* 0, or -1 when w is NULL (no watchdog). */
+int watchdog_get_margin(watchdog *w, watchdog_margin *out);
 /* From the fire hook, once the job's record is written: kill the stopped ranks of this machine
  * it named (a launcher's abort would wait on them; killing them sooner could end this rank
  * before its record is written). */
