@@ -441,8 +441,9 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
 
 /* One job: mpiexec -n N over this binary with argv[1..], supervised (see launch.h). */
 static int launch_job(int argc, char **argv, const run_config *rc, char *why_out, size_t why_len,
-                      int *interrupted, double *failed_at_s)
+                      int *interrupted, double *failed_at_s, int *init_refused)
 {
+    *init_refused = 0;
     if (why_len) why_out[0] = '\0';
     *failed_at_s = 0;
     *interrupted = 0;
@@ -572,6 +573,9 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     sigprocmask(SIG_SETMASK, &old, NULL);
 
     relay_report(notes, log_path, sizeof log_path, json_path, sizeof json_path);
+    char failed_in[32];
+    json_field(json_path, "failed_in", failed_in, sizeof failed_in);
+    *init_refused = strcmp(failed_in, "initialisation") == 0;
     char why[700];
     lost_rank lost;
     collect_notes(notes, why, sizeof why, failed_at_s, &lost, order.first);
@@ -678,41 +682,43 @@ static int dropped_option(char **argv, int i, int argc)
  * order; a job that was interrupted or failed for good leaves them). */
 static void remove_store(const char *dir)
 {
-    /* Only a store of ours: the directory itself (not a link to one), this user's and private,
-     * as the ranks made it; one found otherwise (planted, refused by the ranks) stays as it was */
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return;
-    struct stat st;
-    DIR *d = NULL;
-    if (fstat(fd, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 077) || !(d = fdopendir(fd))) {
-        close(fd);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
+    /* Only a store of ours (private_dir.h: the directory itself, this user's, 0700) that no
+     * process uses (its ranks' locks free); one found otherwise (planted, refused by the ranks,
+     * another job's) stays as it was */
+    long holder = 0;
+    if (ckpt_dir_in_use(dir, &holder) != 0) return;
+    private_dir pd;
+    char why[64];
+    if (private_dir_open(&pd, dir, 0, why, sizeof why) != 0) return;
+    const int list_fd = dup(pd.fd);
+    DIR *d = list_fd >= 0 ? fdopendir(list_fd) : NULL;
+    if (!d && list_fd >= 0) close(list_fd);
+    for (struct dirent *e; d && (e = readdir(d));) {
         int r;
-        if (sscanf(e->d_name, "rank-%d.ckpt", &r) == 1) (void)unlinkat(fd, e->d_name, 0); /* (a link: the link) */
+        char tail[8] = "";
+        if (sscanf(e->d_name, "rank-%d.%7s", &r, tail) == 2 && (strcmp(tail, "ckpt") == 0 || strcmp(tail, "lock") == 0))
+            (void)private_dir_unlink(&pd, e->d_name); /* (a link: the link) */
     }
-    closedir(d); /* (closes fd) */
-    rmdir(dir);
+    if (d) closedir(d);
+    private_dir_close(&pd, 1);
 }
 
 int launch_ranks(int argc, char **argv, const run_config *rc)
 {
     const engine_config *e = &rc->eng;
     char why[800];
-    int interrupted = 0;
+    int interrupted = 0, init_refused = 0;
     double failed_at_s = 0; /* when a rank of the job said it failed (CLOCK_REALTIME s) */
     /* An engine that checkpoints (in memory, or to --ckpt-dir) gets its job relaunched. */
     const engine_vtbl *eng = engine_find(rc->method);
     if (!eng || !(eng->options & ENGINE_OPT_RECOVERS) || (e->gemini_mode == GEMINI_NONE && !e->ckpt_dir[0]))
-        return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s);
+        return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
     /* The job gets an id (its store's name) that its relaunches use too. */
     char id[64], store[PATH_MAX];
     if (e->gemini_job[0]) snprintf(id, sizeof id, "%s", e->gemini_job);
     else ckpt_job_id(id, sizeof id, 's');
     if (ckpt_store_dir(store, sizeof store, e->gemini_store, id))
-        return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s);
+        return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
     char **args = NULL, **again = NULL;
     int n = 0, m = 0, code = EXIT_RUN_ERROR;
     if (strv_push_all(&args, &n, argv, argc) ||
@@ -723,12 +729,19 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    code = launch_job(n, args, rc, why, sizeof why, &interrupted, &failed_at_s);
+    code = launch_job(n, args, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
     /* (a job we were told to stop is not relaunched: its store goes, as at a normal end; nor
      * one that never completed a checkpoint, in memory or on disk: nothing to recover from —
      * a configuration the ranks refused, a store that was not ours, a failure in the warm-up) */
     for (int relaunch = 1; code != 0 && !interrupted && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
                            relaunch <= GEMINI_RELAUNCHES; relaunch++) {
+        long holder = 0;
+        if (init_refused || ckpt_dir_in_use(store, &holder) == 1) {
+            /* (what refused the job would refuse its relaunch: the reason is said above) */
+            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: %s\n", rc->ranks, id,
+                    init_refused ? "its ranks refused to start (see above)" : "its store is in use by another job");
+            break;
+        }
         if (!ckpt_job_has_complete(e->gemini_store, id, 0) &&
             !(e->ckpt_dir[0] && ckpt_job_has_complete(e->ckpt_dir, id, 1))) {
             fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: it ended before its first complete "
@@ -782,7 +795,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
             setenv("AEBENCH_RECOVERY_FAILED_AT", num, 1);
         }
         t0 = t1;
-        code = launch_job(m, again, rc, why, sizeof why, &interrupted, &failed_at_s);
+        code = launch_job(m, again, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
     }
     unsetenv("AEBENCH_RECOVERY");
     unsetenv("AEBENCH_RECOVERY_LOST_S");

@@ -811,14 +811,14 @@ static int measure_disk(const run_config *rc, gpt_backend *be, cJSON *entry)
 /* gemini's persistent checkpoint (--ckpt-dir) as it writes it: ckpt_file_write of a state
  * block (header, data, checksums, each synced: O_DIRECT), timed, then the file removed. */
 typedef struct ckpt_write_ctx {
-    const char *dir, *job;
+    const private_dir *dir;
     const float *data;
     size_t floats, chunk;
 } ckpt_write_ctx;
 static int run_ckpt_write(void *p)
 {
     const ckpt_write_ctx *c = p;
-    return ckpt_file_write(c->dir, c->job, 0, 0, 1, 1, c->data, c->floats, c->chunk);
+    return ckpt_file_write(c->dir, 0, 0, 0, 1, 1, c->data, c->floats, c->chunk);
 }
 /* What the persistent checkpoint does first (but after a naive checkpoint, which did it): the
  * state's checksums on the device and its copy home, on one stream. */
@@ -872,22 +872,28 @@ static int measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSON *
     char job[64];
     ckpt_job_id(job, sizeof job, 'c');
     float *data = NULL;
-    int bad = any_failed(ranks, host_pages_alloc_zeroed((void **)&data, large) != 0);
+    private_dir dir;
+    private_dir_init(&dir);
+    char why[1200] = "";
+    int bad = any_failed(ranks, host_pages_alloc_zeroed((void **)&data, large) != 0 ||
+                                    ckpt_dir_open(&dir, rc->eng.ckpt_dir, job, 0, why, sizeof why) != 0);
+    if (why[0]) fprintf(stderr, "aebench: --calibrate: --ckpt-dir: %s\n", why);
     double wr = 0, lat = 0, home = 0;
     if (!bad) {
         /* (chunks of 64 MiB, as the engine's; zeros: the time does not depend on the values) */
         const size_t chunk = ((size_t)64 << 20) / sizeof(float);
-        ckpt_write_ctx cs = {rc->eng.ckpt_dir, job, data, small / sizeof(float), chunk},
-                       cl = {rc->eng.ckpt_dir, job, data, large / sizeof(float), chunk};
+        ckpt_write_ctx cs = {&dir, data, small / sizeof(float), chunk},
+                       cl = {&dir, data, large / sizeof(float), chunk};
         bad |= in_step(ranks);
         const double a = median_ms(run_ckpt_write, &cs, &bad);
         bad |= in_step(ranks);
         const double b = median_ms(run_ckpt_write, &cl, &bad);
         fit_latency_rate((double)small, (double)large, a, b, &lat, &wr);
-        ckpt_file_remove(rc->eng.ckpt_dir, job, 0);
+        ckpt_file_remove(&dir, 0);
         bad |= in_step(ranks);
         bad |= measure_ckpt_home(rc, be, large, chunk, &home);
     }
+    if (dir.fd >= 0) ckpt_file_remove(&dir, 0); /* (a rank that failed before its writes) */
     free(data);
     if (bad) {
         fprintf(stderr, "aebench: --calibrate: the persistent checkpoint at --ckpt-dir %s could not be measured\n",

@@ -72,6 +72,7 @@ typedef struct run_state {
     int back_iteration;
     int status;              /* EXIT_RUN_* */
     char message[512];       /* why, when status is not ok */
+    int init_refused;        /* the engine's init failed (not out of memory) */
     const char *oom_device;  /* "GPU" or "host" when status is oom */
     const mem_budget *oom_budget;
     int world;
@@ -344,6 +345,8 @@ static int write_json(run_state *s)
                                             : s->status == EXIT_RUN_OOM ? "oom"
                                                                         : "error");
     if (s->status != EXIT_RUN_OK) cJSON_AddStringToObject(root, "message", s->message);
+    /* (the supervisor relaunches no job whose engine refused to start: it would again) */
+    if (s->status != EXIT_RUN_OK && s->init_refused) cJSON_AddStringToObject(root, "failed_in", "initialisation");
     cJSON_AddStringToObject(root, "method", s->eng->name);
     cJSON_AddStringToObject(root, "device", s->device_desc);
     cJSON_AddNumberToObject(root, "world", s->world);
@@ -698,8 +701,8 @@ static void save_params(run_state *s, void *state)
 static int ranks_agree(run_state *s)
 {
     if (s->world == 1) return s->status == EXIT_RUN_OK;
-    typedef struct { int status; char message[512]; } rank_state;
-    rank_state mine = {.status = s->status};
+    typedef struct { int status, init_refused; char message[512]; } rank_state;
+    rank_state mine = {.status = s->status, .init_refused = s->init_refused};
     snprintf(mine.message, sizeof mine.message, "%s", s->message);
     rank_state *all = calloc((size_t)s->world, sizeof *all);
     watchdog_waits_on(s->dog, "the other ranks' state (an all-gather)");
@@ -715,6 +718,7 @@ static int ranks_agree(run_state *s)
         ok = 0;
         if (r != s->rank) {
             s->status = all[r].status;
+            s->init_refused = all[r].init_refused;
             s->oom_budget = NULL; /* the record is that rank's */
             s->oom_device = NULL;
             snprintf(s->message, sizeof s->message, "rank %d: %.480s", r, all[r].message);
@@ -843,6 +847,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
                       s->eng->name, s->ec.nvme_dir);
     } else if (rc_) {
         s->status = EXIT_RUN_ERROR;
+        s->init_refused = 1;
         if (init_why[0]) snprintf(s->message, sizeof s->message, "%s: initialisation failed: %s", s->eng->name, init_why);
         else snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
                       rc_ == GPT_ERR_INVALID ? "invalid configuration, see stderr" : "backend error, see stderr");

@@ -244,6 +244,8 @@ typedef struct gemini_state {
     gpt_event *ev_ready;     /* the peers' checksums are in (read: their arrays may be read) */
     ckpt_store *store;
     size_t store_bytes;      /* taken from the host budget (the memory file system is RAM) */
+    private_dir ckpt;        /* --ckpt-dir: the job's directory there, this rank's lock held */
+    uint64_t identity;       /* what every checkpoint header of the job must name (ckpt_identity) */
     char job[64];
     engine_resume resume;    /* what was recovered (iteration 0: nothing) */
     /* the checkpoint being sent: its version, the round (peer) and where in the arrays */
@@ -279,6 +281,7 @@ static void gemini_free(void *state)
     /* An orderly end (or a failed step: the job ends anyway) removes the store; a rank that
      * was killed never gets here, so its copies stay for the relaunch. */
     ckpt_store_close(st->store, 1);
+    private_dir_close(&st->ckpt, 0); /* (the persistent checkpoint stays: that is what it is for) */
     if (st->store_bytes) mem_budget_give(st->env.host, st->store_bytes);
     gpt_event_destroy(st->ev_step);
     gpt_event_destroy(st->ev_opt);
@@ -371,14 +374,13 @@ static int complete_slot(gemini_state *st, int slot, int version, gpt_stream *co
  * not one per version); a rank whose data fails its checksums drops it and they agree again. */
 static int restore_persistent(gemini_state *st, int *best, int *best_step)
 {
-    const engine_config *cfg = st->env.cfg;
     const int W = st->p.W;
     float *buf = ckpt_store_data(st->store, 0, 0); /* (page aligned; invalid anyway now) */
     const size_t floats = 3 * st->shard.n;
     int mine[2 * CKPT_VERSIONS], *all = calloc((size_t)W * 2 * CKPT_VERSIONS, sizeof *all), rc = GPT_OK;
     if (!all) return GPT_ERR_OOM;
     for (int v = 0; v < CKPT_VERSIONS; v++)
-        mine[2 * v] = ckpt_file_header(cfg->ckpt_dir, st->job, st->p.rank, v, floats, st->chunk, &mine[2 * v + 1]);
+        mine[2 * v] = ckpt_file_header(&st->ckpt, st->p.rank, v, st->identity, floats, st->chunk, &mine[2 * v + 1]);
     for (int attempt = 0; !rc && attempt < CKPT_VERSIONS; attempt++) {
         *best = -1;
         if ((rc = coll_host_all_gather(st->comm, all, mine, sizeof mine))) break;
@@ -396,7 +398,7 @@ static int restore_persistent(gemini_state *st, int *best, int *best_step)
         if (*best < 0) break;
         int v = 0, step = 0;
         while (v + 1 < CKPT_VERSIONS && mine[2 * v] != *best) v++;
-        const int ok = ckpt_file_read(cfg->ckpt_dir, st->job, st->p.rank, v, buf, floats, st->chunk, &step) == *best;
+        const int ok = ckpt_file_read(&st->ckpt, st->p.rank, v, st->identity, buf, floats, st->chunk, &step) == *best;
         if (!ok) mine[2 * v] = -1;
         double oks = ok; /* (how many ranks read it whole) */
         if ((rc = coll_host_sum_doubles(st->comm, &oks, 1)) || oks == W) break;
@@ -553,12 +555,14 @@ static void name_stale_stores(const gemini_state *st, const char *dir)
         if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
         const char *job = e->d_name + strlen(prefix);
         if (strcmp(job, st->job) == 0) continue;
-        const long pid = ckpt_job_pid(job);
-        const int ours = pid > 0;
-        if (ours && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) continue; /* its job runs */
-        engine_note(&st->env, "gemini: %s store of job %s is in %s/%s%s; remove it with: rm -rf %s/%s",
-                    ours ? "the stale" : "another", job, dir, e->d_name,
-                    ours ? " (its process is gone)" : " (if that job is not running)", dir, e->d_name);
+        /* (stale: no rank holds its lock; a store not private to us is not ours to name) */
+        char path[PRIVATE_DIR_PATH];
+        long holder = 0;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
+            ckpt_dir_in_use(path, &holder) != 0)
+            continue;
+        engine_note(&st->env, "gemini: the stale store of job %s is in %s (no process holds its locks); remove it "
+                    "with: rm -rf %s", job, path, path);
     }
     closedir(d);
 }
@@ -610,6 +614,7 @@ static int gemini_init(const engine_env *env, void **state)
     gemini_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     *state = st;
+    private_dir_init(&st->ckpt);
     st->env = *env;
     st->mcfg = megatron_config(env->cfg);
     st->menv = *env;
@@ -677,10 +682,20 @@ static int gemini_init(const engine_env *env, void **state)
     for (int i = 0; i < 2; i++)
         if ((rc = gpt_event_create(env->be, &st->ev_recv[i])) || (rc = gpt_event_create(env->be, &st->ev_free[i])))
             return rc;
-    char why[700];
+    /* What a version must have been written by to be restored: the shape, the dtype, the
+     * ranks and how they keep each other's copies, the shard's size. */
+    const gpt_shape *sh = &env->cfg->shape;
+    const uint64_t ident[] = {(uint64_t)sh->layers, (uint64_t)sh->hidden, (uint64_t)sh->heads, (uint64_t)sh->seq,
+                              (uint64_t)sh->vocab, (uint64_t)env->cfg->bf16, (uint64_t)st->p.W, (uint64_t)st->p.m,
+                              (uint64_t)env->cfg->gemini_placement, (uint64_t)floats};
+    st->identity = ckpt_identity(ident, (int)(sizeof ident / sizeof ident[0]));
+    char why[1200];
     if ((rc = ckpt_store_open(&st->store, env->be, env->cfg->gemini_store, st->job, env->rank, st->p.m,
-                              st->p.owners, floats, st->chunk, env->cfg->gemini_recover, why, sizeof why)))
+                              st->p.owners, floats, st->chunk, st->identity, env->cfg->gemini_recover, why,
+                              sizeof why)))
         return engine_refuse(env, rc == GPT_ERR_IO ? GPT_ERR_INVALID : rc, "%s", why);
+    if (env->cfg->ckpt_dir[0] && ckpt_dir_open(&st->ckpt, env->cfg->ckpt_dir, st->job, env->rank, why, sizeof why))
+        return engine_refuse(env, GPT_ERR_INVALID, "--ckpt-dir: %s", why);
     /* the chunk checksums on the GPU, and the event that says this rank's are ready */
     if ((rc = engine_alloc(&st->mem, MEM_GPU, (void **)&st->dev_sums,
                            (size_t)st->p.m * (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t),
@@ -1069,8 +1084,9 @@ static int persist(gemini_state *st, int it, step_result *out)
             return rc;
         ckpt_store_mark_complete(st->store, 0, v);
     }
-    if ((rc = ckpt_file_write(cfg->ckpt_dir, st->job, st->p.rank, (it / cfg->ckpt_every) % CKPT_VERSIONS, it,
-                              step, ckpt_store_data(st->store, 0, v), 3 * st->shard.n, st->chunk)))
+    const int fv = (it / cfg->ckpt_every) % CKPT_VERSIONS;
+    if ((rc = ckpt_file_write(&st->ckpt, st->p.rank, fv, st->identity, it, step, ckpt_store_data(st->store, 0, v),
+                              3 * st->shard.n, st->chunk)))
         return rc;
     const double ms = wall_ms() - t0;
     out->has_ckpt = 1;

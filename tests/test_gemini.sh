@@ -301,7 +301,7 @@ PYEOF
     # machine it may not be complete when rank 1 dies there, and then 4's is the newest valid)
     if [ "$rc" -eq 0 ] && grep -qE "recovered at iteration (6 \(Adam step 6\)|4 \(Adam step 4\)) from its persistent checkpoint" "$GM_WORK/persist/out2" &&
         cmp -s "$GM_WORK/zero3.params" "$GM_WORK/persist.params" &&
-        [ "$(ls "$GM_WORK"/disk/aebench-ckpt-*-pjob/ | wc -l)" -eq 2 ]; then
+        [ "$(ls "$GM_WORK"/disk/aebench-ckpt-*-pjob/*.ckpt | wc -l)" -eq 2 ]; then
         gm_pass "gemini: every in-memory copy lost: the newest persistent checkpoint ($(grep -oE 'recovered at iteration [0-9]+' "$GM_WORK/persist/out2" | head -n 1)) restored, = no failure"
     else
         gm_fail "gemini persistent fallback" "exit $rc: $(grep recovered "$GM_WORK/persist/out2") $(tail -c 300 "$GM_WORK/persist/err2")"
@@ -314,13 +314,48 @@ PYEOF
     mkdir -p -m 700 "$GM_WORK/planted" && mkdir -m 755 "$GM_WORK/planted/aebench-gemini-0-planted"
     gm_run planted --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_WORK/planted" --gemini-job planted
     if [ "$GM_RC" -eq 1 ] &&
-        grep -q "rank 0 ended the job: gemini: initialisation failed: gemini store .*: not a private directory" "$GM_WORK/planted/err" &&
+        grep -q "rank 0 ended the job: gemini: initialisation failed: .*/aebench-gemini-$(id -u)-planted: not a private directory of this user (owner .*, mode 0755" "$GM_WORK/planted/err" &&
         ! grep -q "relaunching job" "$GM_WORK/planted/err" &&
         python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["status"] == "error" and "not a private directory of this user" in d["message"]))' "$GM_WORK"/planted/results/*.json &&
         [ -d "$GM_WORK/planted/aebench-gemini-0-planted" ]; then
         gm_pass "gemini: a store directory open to others: refused, the JSON and the supervisor say why, exit 1, not relaunched, left as found"
     else
         gm_fail "gemini, a planted store directory" "exit $GM_RC: $(tail -c 400 "$GM_WORK/planted/err") / $(cat "$GM_WORK"/planted/results/*.json 2>/dev/null | head -c 300)"
+    fi
+
+    # ---- --ckpt-dir in a shared directory: another user's planted directory (open to all) with
+    # a link to a file of ours where rank 0's checkpoint would go: refused, named, nothing
+    # written through the link, the planted directory left as it was ---------------------------
+    mkdir -p "$GM_WORK/shared" && chmod 1777 "$GM_WORK/shared"
+    printf 'root-only\n' >"$GM_WORK/rootfile" && chmod 600 "$GM_WORK/rootfile"
+    mkdir -m 777 "$GM_WORK/shared/aebench-ckpt-$(id -u)-pj"
+    ln -s "$GM_WORK/rootfile" "$GM_WORK/shared/aebench-ckpt-$(id -u)-pj/rank-0.ckpt"
+    gm_run plantedckpt --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job pj \
+        --ckpt-dir "$GM_WORK/shared" --ckpt-every 2
+    if [ "$GM_RC" -eq 1 ] && [ "$(cat "$GM_WORK/rootfile")" = root-only ] &&
+        grep -q "rank 0 ended the job: gemini: initialisation failed: --ckpt-dir: .*aebench-ckpt-$(id -u)-pj: not a private directory of this user (owner .*, mode 0777" "$GM_WORK/plantedckpt/err" &&
+        [ -L "$GM_WORK/shared/aebench-ckpt-$(id -u)-pj/rank-0.ckpt" ] && [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini --ckpt-dir: a planted directory open to all, a link in it: refused and named (owner, mode), the linked file untouched, nothing removed"
+    else
+        gm_fail "gemini, a planted --ckpt-dir" "exit $GM_RC: $(tail -c 400 "$GM_WORK/plantedckpt/err") / rootfile: $(cat "$GM_WORK/rootfile")"
+    fi
+
+    # ---- a second job with the same --gemini-job while the first runs: refused at once with
+    # the holder's pid; the first goes on and ends ok ------------------------------------------
+    mkdir -p "$GM_WORK/lockA"
+    (cd "$GM_WORK/lockA" && timeout 300 "$GM_BIN" "${GM_SHAPE[@]}" --iters 3000 --log-interval 1000 --results results \
+        --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job same >out 2>err; echo $? >rc) &
+    lock_job=$!
+    for _ in $(seq 600); do [ -e "$GM_STORE/aebench-gemini-$(id -u)-same/rank-1.lock" ] && break; sleep 0.1; done
+    sleep 1
+    gm_run lockB --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job same
+    wait "$lock_job"
+    if [ "$GM_RC" -eq 1 ] && grep -q "is in use by another job (pid [0-9]* holds rank-[01].lock)" "$GM_WORK/lockB/err" &&
+        [ "$(cat "$GM_WORK/lockA/rc")" = 0 ] && grep -q '"status":[[:space:]]*"ok"' "$GM_WORK"/lockA/results/*.json &&
+        [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini: a second job on a store in use: refused at once, naming the holder's pid; the first ends ok, its store removed"
+    else
+        gm_fail "gemini store lock" "second: exit $GM_RC: $(tail -c 300 "$GM_WORK/lockB/err") / first: exit $(cat "$GM_WORK/lockA/rc" 2>/dev/null): $(tail -c 300 "$GM_WORK/lockA/err")"
     fi
 
     # ---- a job told to stop (SIGTERM to the supervisor) is not relaunched; its store goes -----

@@ -1,10 +1,13 @@
 #include "ckpt_store.h"
 
+#include "private_dir.h"
+
 #include "../../kernels/host_pages.h"
 #include "../../kernels/checksum_element.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,27 +19,61 @@
 #include <unistd.h>
 
 enum { PAGE = 4096, MAX_CHUNKS = (PAGE - 64) / 8 };
-static const uint64_t CKPT_MAGIC = 0x32544b4347454141ull; /* "AAEGCKT2": checksum_element.h sums */
+static const uint64_t CKPT_MAGIC = 0x33544b4347454141ull; /* "AAEGCKT3": the header inside a checksum */
 enum { STATE_EMPTY = 0, STATE_WRITING = 1, STATE_COMPLETE = 2 };
 
-/* The header page of a version (the rest of the page holds the chunks' checksums). */
+/* The header page of a version (the rest of the page holds the chunks' checksums).  Every
+ * byte recovery trusts is under header_sum: the fields before state, and the chunks' sums
+ * (which cover the data); state is the one field written apart ("complete" last). */
 typedef struct version_header {
     uint64_t magic;
     int32_t owner, iteration, adam_step, nchunks;
     uint64_t floats, chunk_floats;
+    uint64_t identity; /* the job's shape, dtype, ranks and copies (ckpt_identity) */
+    int32_t version;   /* which of the CKPT_VERSIONS it is */
     _Atomic int32_t state;
-    int32_t pad;
+    uint64_t header_sum;
     uint64_t sums[MAX_CHUNKS];
 } version_header;
+_Static_assert(sizeof(version_header) == PAGE, "a version's header is one page");
 
 struct ckpt_store {
     const gpt_backend *be;
-    char dir[1024], path[1100];
+    private_dir dir; /* the job's directory, this rank's lock held */
+    char name[64];   /* this rank's file in it */
     char *map;
     size_t bytes, floats, chunk_floats, version_bytes;
     int slots, nchunks, registered;
+    uint64_t identity;
     int *owners;
 };
+
+uint64_t ckpt_identity(const uint64_t *values, int n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < n; i++) h = gpt_checksum_mix(h ^ gpt_checksum_mix(values[i] + (uint64_t)i));
+    return h;
+}
+
+/* The checksum of a header: its fields before state and its chunks' sums (nchunks must have
+ * been checked against MAX_CHUNKS). */
+static uint64_t header_sum_of(const version_header *h)
+{
+    const uint64_t a = gpt_checksum_sum((const uint32_t *)(const void *)h, offsetof(version_header, state) / 4, 0);
+    const uint64_t b = gpt_checksum_sum((const uint32_t *)(const void *)h->sums, (uint64_t)h->nchunks * 2, 1u << 20);
+    return gpt_checksum_fold(a + b, (uint64_t)h->nchunks * 2 + offsetof(version_header, state) / 4);
+}
+
+/* Does header h say a complete version that is what we expect (the owner, the version, the
+ * job's identity and sizes), and are its bytes what were written (header_sum)? */
+static int header_ok(const version_header *h, int owner, int version, uint64_t identity, size_t floats,
+                     size_t chunk_floats, int nchunks)
+{
+    return h->magic == CKPT_MAGIC && atomic_load(&h->state) == STATE_COMPLETE && h->nchunks == nchunks &&
+           nchunks >= 0 && nchunks <= MAX_CHUNKS && h->header_sum == header_sum_of(h) && h->owner == owner &&
+           h->version == version && h->identity == identity && h->floats == floats &&
+           h->chunk_floats == chunk_floats && h->iteration >= 0 && h->adam_step >= 0;
+}
 
 static size_t round_page(size_t b) { return (b + PAGE - 1) / PAGE * PAGE; }
 
@@ -134,7 +171,7 @@ static int say(const char *path, const char *what, int err)
 
 int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, const char *job,
                     int rank, int slots, const int *owners, size_t floats, size_t chunk_floats,
-                    int reuse, char *why, size_t whylen)
+                    uint64_t identity, int reuse, char *why, size_t whylen)
 {
     *out = NULL;
     snprintf(why, whylen, "gemini store: out of host memory");
@@ -148,47 +185,54 @@ int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, co
     s->nchunks = (int)chunks_of(floats, chunk_floats);
     s->version_bytes = PAGE + round_page(floats * sizeof(float));
     s->bytes = ckpt_store_bytes(slots, floats);
+    s->identity = identity;
+    private_dir_init(&s->dir);
+    char path[1100];
     s->owners = malloc((size_t)slots * sizeof *s->owners);
-    if (!s->owners || ckpt_store_dir(s->dir, sizeof s->dir, dir, job) ||
-        snprintf(s->path, sizeof s->path, "%s/rank-%d.ckpt", s->dir, rank) >= (int)sizeof s->path) {
+    if (!s->owners || ckpt_store_dir(path, sizeof path, dir, job) ||
+        snprintf(s->name, sizeof s->name, "rank-%d.ckpt", rank) >= (int)sizeof s->name) {
         snprintf(why, whylen, "gemini store under %.200s: its path is too long (or out of host memory)", dir);
         ckpt_store_close(s, 0);
         return GPT_ERR_INVALID;
     }
     memcpy(s->owners, owners, (size_t)slots * sizeof *owners);
-    if (mkdir(s->dir, 0700) != 0 && errno != EEXIST) {
-        int rc = tell(why, whylen, s->dir, "cannot make the directory", errno);
-        ckpt_store_close(s, 0);
-        return rc;
-    }
-    /* (an existing directory must be ours, a directory (not a link to one) and private: it
-     * holds model state; the file in it is never a link either) */
-    struct stat st;
-    if (lstat(s->dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
-        snprintf(why, whylen, "gemini store %s: not a private directory of this user (a link, another user's, or "
-                 "open to others)", s->dir);
+    /* (private_dir.h: ours and 0700, or refused and left alone; this rank's lock before its
+     * file is touched: a second job of the same id is refused, not given a truncated store) */
+    char lock[64];
+    long holder = 0;
+    snprintf(lock, sizeof lock, "rank-%d.lock", rank);
+    if (private_dir_open(&s->dir, path, 1, why, whylen) != 0) {
         ckpt_store_close(s, 0);
         return GPT_ERR_IO;
     }
-    int fd = open(s->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (reuse ? 0 : O_TRUNC), 0600);
+    if (private_dir_lock(&s->dir, lock, &holder, why, whylen) != 0) {
+        ckpt_store_close(s, 0);
+        return GPT_ERR_IO;
+    }
+    int fd = private_dir_openat(&s->dir, s->name, O_RDWR | O_CREAT, why, whylen);
     if (fd < 0) {
-        int rc = tell(why, whylen, s->path, "cannot open", errno);
+        ckpt_store_close(s, 0);
+        return errno == ENOSPC ? GPT_ERR_OOM : GPT_ERR_IO;
+    }
+    if (!reuse && ftruncate(fd, 0) != 0) {
+        int rc = tell(why, whylen, path, "cannot empty its file", errno);
+        close(fd);
         ckpt_store_close(s, 0);
         return rc;
     }
     struct stat fst;
     const int fresh = fstat(fd, &fst) != 0 || (size_t)fst.st_size != s->bytes;
     if (fresh && (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)s->bytes) != 0)) {
-        int rc = tell(why, whylen, s->path, "cannot size", errno);
+        int rc = tell(why, whylen, s->dir.path, "cannot size its file", errno);
         close(fd);
-        unlink(s->path);
+        private_dir_unlink(&s->dir, s->name);
         ckpt_store_close(s, 0);
         return rc;
     }
     s->map = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (s->map == MAP_FAILED) {
         s->map = NULL;
-        int rc = tell(why, whylen, s->path, "cannot map", errno);
+        int rc = tell(why, whylen, s->dir.path, "cannot map its file", errno);
         close(fd);
         ckpt_store_close(s, 0);
         return rc;
@@ -201,13 +245,13 @@ int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, co
     if (err == EINVAL) err = posix_fallocate(fd, 0, (off_t)s->bytes);
     close(fd);
     if (err) {
-        int rc = tell(why, whylen, s->path, "cannot reserve its bytes", err == EFAULT ? ENOSPC : err);
-        if (fresh) unlink(s->path);
+        int rc = tell(why, whylen, s->dir.path, "cannot reserve its file's bytes", err == EFAULT ? ENOSPC : err);
+        if (fresh) private_dir_unlink(&s->dir, s->name);
         ckpt_store_close(s, 0);
         return rc;
     }
     if (gpt_host_register(be, s->map, s->bytes) != GPT_OK) {
-        snprintf(why, whylen, "gemini store %s: cannot page-lock its %zu bytes", s->path, s->bytes);
+        snprintf(why, whylen, "gemini store %s: cannot page-lock its %zu bytes", s->dir.path, s->bytes);
         ckpt_store_close(s, 0);
         return GPT_ERR_OOM;
     }
@@ -223,10 +267,8 @@ void ckpt_store_close(ckpt_store *s, int remove)
         if (s->registered) gpt_host_unregister(s->be, s->map);
         munmap(s->map, s->bytes);
     }
-    if (remove && s->path[0]) {
-        unlink(s->path);
-        rmdir(s->dir); /* fails, as it should, while other ranks' files are there */
-    }
+    if (remove && s->dir.fd >= 0) private_dir_unlink(&s->dir, s->name);
+    private_dir_close(&s->dir, remove); /* (the directory goes with the last rank's file) */
     free(s->owners);
     free(s);
 }
@@ -242,6 +284,8 @@ void ckpt_store_begin(ckpt_store *s, int slot, int version, int iteration, int a
     h->floats = s->floats;
     h->chunk_floats = s->chunk_floats;
     h->nchunks = s->nchunks;
+    h->identity = s->identity;
+    h->version = version;
 }
 
 uint64_t *ckpt_store_sums(ckpt_store *s, int slot, int version)
@@ -254,15 +298,16 @@ int ckpt_store_nchunks(const ckpt_store *s) { return s->nchunks; }
 
 void ckpt_store_mark_complete(ckpt_store *s, int slot, int version)
 {
-    atomic_store(&header(s, slot, version)->state, STATE_COMPLETE);
+    version_header *h = header(s, slot, version);
+    h->header_sum = header_sum_of(h); /* (the sums are in by now) */
+    atomic_store(&h->state, STATE_COMPLETE);
 }
 
 int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step)
 {
     version_header *h = header(s, slot, version);
-    if (h->magic != CKPT_MAGIC || atomic_load(&h->state) != STATE_COMPLETE ||
-        h->owner != s->owners[slot] || h->floats != s->floats || h->chunk_floats != s->chunk_floats ||
-        h->nchunks != s->nchunks || !sums_match(h, ckpt_store_data(s, slot, version)))
+    if (!header_ok(h, s->owners[slot], version, s->identity, s->floats, s->chunk_floats, s->nchunks) ||
+        !sums_match(h, ckpt_store_data(s, slot, version)))
         return -1;
     *adam_step = h->adam_step;
     return h->iteration;
@@ -270,21 +315,29 @@ int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step)
 
 /* ---- the persistent checkpoint -------------------------------------------------------------- */
 
-static int file_path(char *out, size_t len, const char *dir, const char *job, int rank, char *dir_out,
-                     size_t dir_len)
+int ckpt_dir_open(private_dir *d, const char *dir, const char *job, int rank, char *why, size_t whylen)
 {
-    int n = snprintf(dir_out, dir_len, "%s/aebench-ckpt-%u-%s", dir, (unsigned)getuid(), job);
-    if (n < 0 || (size_t)n >= dir_len) return -1;
-    n = snprintf(out, len, "%s/rank-%d.ckpt", dir_out, rank);
-    return n < 0 || (size_t)n >= len ? -1 : 0;
+    char path[PRIVATE_DIR_PATH], lock[64];
+    const int n = snprintf(path, sizeof path, "%s/aebench-ckpt-%u-%s", dir, (unsigned)getuid(), job);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        private_dir_init(d);
+        snprintf(why, whylen, "--ckpt-dir %.200s: the path is too long", dir);
+        return -1;
+    }
+    snprintf(lock, sizeof lock, "rank-%d.lock", rank);
+    long holder = 0;
+    if (private_dir_open(d, path, 1, why, whylen) != 0) return -1;
+    const int rc = private_dir_lock(d, lock, &holder, why, whylen);
+    if (rc != 0) private_dir_close(d, 0);
+    return rc;
 }
 
 /* O_DIRECT where the file system takes it (it bypasses the page cache, as a checkpoint of
- * many GB should), plain I/O where it does not (tmpfs says EINVAL). */
-static int open_direct(const char *path, int flags)
+ * many GB should), plain I/O where it does not (tmpfs on older kernels says EINVAL). */
+static int open_direct(const private_dir *d, const char *name, int flags, char *why, size_t whylen)
 {
-    int fd = open(path, flags | O_DIRECT | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EINVAL) fd = open(path, flags | O_CLOEXEC, 0600);
+    int fd = private_dir_openat(d, name, flags | O_DIRECT, why, whylen);
+    if (fd < 0 && errno == EINVAL) fd = private_dir_openat(d, name, flags, why, whylen);
     return fd;
 }
 
@@ -295,27 +348,34 @@ static int full_io(int fd, void *buf, size_t bytes, off_t at, int write_it)
         const size_t n = bytes < (1u << 30) ? bytes : (1u << 30);
         ssize_t r = write_it ? pwrite(fd, p, n, at) : pread(fd, p, n, at);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
+        if (r <= 0) {
+            if (r == 0) errno = write_it ? ENOSPC : EIO; /* (a short file: what was written is not there) */
+            return -1;
+        }
         p += r, at += r, bytes -= (size_t)r;
     }
     return 0;
 }
 
-int ckpt_file_write(const char *dir, const char *job, int rank, int version, int iteration,
+static void rank_file(char *out, size_t len, int rank) { snprintf(out, len, "rank-%d.ckpt", rank); }
+
+int ckpt_file_write(const private_dir *d, int rank, int version, uint64_t identity, int iteration,
                     int adam_step, const float *data, size_t floats, size_t chunk_floats)
 {
-    char path[1200], d[1100];
+    char name[64], why[1200];
     if (chunks_of(floats, chunk_floats) > MAX_CHUNKS) chunk_floats = (floats + MAX_CHUNKS - 1) / MAX_CHUNKS;
-    if (file_path(path, sizeof path, dir, job, rank, d, sizeof d)) return GPT_ERR_INVALID;
-    if (mkdir(d, 0700) != 0 && errno != EEXIST) return say(d, "cannot make the directory", errno);
+    rank_file(name, sizeof name, rank);
     version_header *h = NULL;
     if (posix_memalign((void **)&h, PAGE, PAGE) != 0) return GPT_ERR_OOM;
     memset(h, 0, PAGE);
     const size_t data_bytes = round_page(floats * sizeof(float));
     const off_t at = (off_t)version * (off_t)(PAGE + data_bytes);
     int rc = GPT_OK;
-    int fd = open_direct(path, O_RDWR | O_CREAT);
-    if (fd < 0) rc = say(path, "cannot open", errno);
+    int fd = open_direct(d, name, O_RDWR | O_CREAT, why, sizeof why);
+    if (fd < 0) {
+        fprintf(stderr, "aebench: %s\n", why);
+        rc = errno == ENOSPC ? GPT_ERR_OOM : GPT_ERR_IO;
+    }
     h->magic = CKPT_MAGIC;
     h->owner = rank;
     h->iteration = iteration;
@@ -323,14 +383,17 @@ int ckpt_file_write(const char *dir, const char *job, int rank, int version, int
     h->floats = floats;
     h->chunk_floats = chunk_floats;
     h->nchunks = (int)chunks_of(floats, chunk_floats);
+    h->identity = identity;
+    h->version = version;
     atomic_store(&h->state, STATE_WRITING);
     if (!rc && (full_io(fd, h, PAGE, at, 1) || fdatasync(fd) ||
                 full_io(fd, (void *)data, data_bytes, at + PAGE, 1) || fdatasync(fd)))
-        rc = say(path, "cannot write", errno);
+        rc = say(d->path, "cannot write", errno);
     if (!rc) {
         sums_of(h, data);
+        h->header_sum = header_sum_of(h);
         atomic_store(&h->state, STATE_COMPLETE);
-        if (full_io(fd, h, PAGE, at, 1) || fdatasync(fd)) rc = say(path, "cannot write", errno);
+        if (full_io(fd, h, PAGE, at, 1) || fdatasync(fd)) rc = say(d->path, "cannot write", errno);
     }
     if (fd >= 0) close(fd);
     free(h);
@@ -338,18 +401,17 @@ int ckpt_file_write(const char *dir, const char *job, int rank, int version, int
 }
 
 /* Open the rank's file and read version v's header into h (a page, page aligned): the open
- * descriptor when the header says complete and fits, else -1. */
-static int open_version(const char *dir, const char *job, int rank, int version, size_t floats,
+ * descriptor when the header is whole, complete and ours (header_ok), else -1. */
+static int open_version(const private_dir *d, int rank, int version, uint64_t identity, size_t floats,
                         size_t *chunk_floats, version_header *h, off_t *data_at)
 {
-    char path[1200], d[1100];
+    char name[64], why[1200];
     if (chunks_of(floats, *chunk_floats) > MAX_CHUNKS) *chunk_floats = (floats + MAX_CHUNKS - 1) / MAX_CHUNKS;
-    if (file_path(path, sizeof path, dir, job, rank, d, sizeof d)) return -1;
+    rank_file(name, sizeof name, rank);
     const off_t at = (off_t)version * (off_t)(PAGE + round_page(floats * sizeof(float)));
-    int fd = open_direct(path, O_RDONLY);
-    if (fd >= 0 && full_io(fd, h, PAGE, at, 0) == 0 && h->magic == CKPT_MAGIC &&
-        atomic_load(&h->state) == STATE_COMPLETE && h->owner == rank && h->floats == floats &&
-        h->chunk_floats == *chunk_floats && h->nchunks == (int)chunks_of(floats, *chunk_floats)) {
+    int fd = open_direct(d, name, O_RDONLY, why, sizeof why);
+    if (fd >= 0 && full_io(fd, h, PAGE, at, 0) == 0 &&
+        header_ok(h, rank, version, identity, floats, *chunk_floats, (int)chunks_of(floats, *chunk_floats))) {
         *data_at = at + PAGE;
         return fd;
     }
@@ -357,13 +419,13 @@ static int open_version(const char *dir, const char *job, int rank, int version,
     return -1;
 }
 
-int ckpt_file_header(const char *dir, const char *job, int rank, int version, size_t floats,
+int ckpt_file_header(const private_dir *d, int rank, int version, uint64_t identity, size_t floats,
                      size_t chunk_floats, int *adam_step)
 {
     version_header *h = NULL;
     if (posix_memalign((void **)&h, PAGE, PAGE) != 0) return -1;
     off_t data_at = 0;
-    const int fd = open_version(dir, job, rank, version, floats, &chunk_floats, h, &data_at);
+    const int fd = open_version(d, rank, version, identity, floats, &chunk_floats, h, &data_at);
     const int it = fd >= 0 ? h->iteration : -1;
     if (fd >= 0) {
         *adam_step = h->adam_step;
@@ -373,13 +435,13 @@ int ckpt_file_header(const char *dir, const char *job, int rank, int version, si
     return it;
 }
 
-int ckpt_file_read(const char *dir, const char *job, int rank, int version, float *data,
+int ckpt_file_read(const private_dir *d, int rank, int version, uint64_t identity, float *data,
                    size_t floats, size_t chunk_floats, int *adam_step)
 {
     version_header *h = NULL;
     if (posix_memalign((void **)&h, PAGE, PAGE) != 0) return -1;
     off_t data_at = 0;
-    const int fd = open_version(dir, job, rank, version, floats, &chunk_floats, h, &data_at);
+    const int fd = open_version(d, rank, version, identity, floats, &chunk_floats, h, &data_at);
     int it = -1;
     if (fd >= 0 && full_io(fd, data, round_page(floats * sizeof(float)), data_at, 0) == 0 && sums_match(h, data)) {
         it = h->iteration;
@@ -390,12 +452,12 @@ int ckpt_file_read(const char *dir, const char *job, int rank, int version, floa
     return it;
 }
 
-void ckpt_file_remove(const char *dir, const char *job, int rank)
+void ckpt_file_remove(private_dir *d, int rank)
 {
-    char path[1200], d[1100];
-    if (file_path(path, sizeof path, dir, job, rank, d, sizeof d)) return;
-    unlink(path);
-    rmdir(d); /* the last rank's succeeds */
+    char name[64];
+    rank_file(name, sizeof name, rank);
+    if (d->fd >= 0) private_dir_unlink(d, name);
+    private_dir_close(d, 1); /* (the directory goes with the last rank's file) */
 }
 
 /* One file: [header page | data] versions one after the other (the store's slots, or the
@@ -412,7 +474,8 @@ static int file_has_complete(int dirfd, const char *name)
             if (pread(fd, &h, sizeof h, at) != (ssize_t)sizeof h || h.magic != CKPT_MAGIC || h.floats == 0 ||
                 h.floats > (uint64_t)st.st_size)
                 break;
-            found = atomic_load(&h.state) == STATE_COMPLETE;
+            found = atomic_load(&h.state) == STATE_COMPLETE && h.nchunks >= 0 && h.nchunks <= MAX_CHUNKS &&
+                    h.header_sum == header_sum_of(&h);
             at += (off_t)(PAGE + round_page((size_t)h.floats * sizeof(float)));
         }
     }
@@ -426,8 +489,10 @@ int ckpt_job_has_complete(const char *dir, const char *job, int persistent)
     const int n = persistent ? snprintf(path, sizeof path, "%s/aebench-ckpt-%u-%s", dir, (unsigned)getuid(), job)
                              : ckpt_store_dir(path, sizeof path, dir, job) == 0 ? (int)strlen(path) : -1;
     if (n < 0 || (size_t)n >= sizeof path) return 0;
-    const int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dirfd < 0) return 0;
+    private_dir pd;
+    char why[64];
+    if (private_dir_open(&pd, path, 0, why, sizeof why) != 0) return 0; /* (not ours and private: nothing of ours) */
+    const int dirfd = pd.fd; /* (closedir closes it) */
     DIR *d = fdopendir(dirfd);
     if (!d) {
         close(dirfd);
@@ -442,4 +507,25 @@ int ckpt_job_has_complete(const char *dir, const char *job, int persistent)
     }
     closedir(d);
     return found;
+}
+
+int ckpt_dir_in_use(const char *path, long *holder)
+{
+    *holder = 0;
+    private_dir pd;
+    char why[64];
+    if (private_dir_open(&pd, path, 0, why, sizeof why) != 0) return -1;
+    const int dup_fd = dup(pd.fd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    int held = 0;
+    if (!d && dup_fd >= 0) close(dup_fd);
+    for (struct dirent *e; d && !held && (e = readdir(d));) {
+        int r;
+        char tail;
+        if (sscanf(e->d_name, "rank-%d.loc%c", &r, &tail) == 2 && tail == 'k')
+            held = private_dir_lock_held(path, e->d_name, holder) == 1;
+    }
+    if (d) closedir(d);
+    private_dir_close(&pd, 0);
+    return held;
 }

@@ -20,11 +20,16 @@
 #define AEBENCH_CKPT_STORE_H
 
 #include "../../kernels/gpt.h"
+#include "private_dir.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 enum { CKPT_VERSIONS = 2 };
+
+/* The identity of a job's checkpoint: what a version must have been written by to be restored
+ * (shape, dtype, ranks, copies, ...: n values the caller lists), kept in every header. */
+uint64_t ckpt_identity(const uint64_t *values, int n);
 
 typedef struct ckpt_store ckpt_store;
 
@@ -39,11 +44,15 @@ int ckpt_store_dir(char *out, size_t len, const char *dir, const char *job);
 size_t ckpt_store_bytes(int slots, size_t floats);
 /* Create (or, with reuse, open what a killed job left: a missing or short file is made
  * anew, empty) rank's file under the job's directory, map it and page-lock it on be.
- * owners[s] is the rank whose shard slot s holds.  0, GPT_ERR_OOM when the file system
- * has no room for it, or GPT_ERR_IO; why (whylen bytes) says what went wrong. */
+ * The directory is made or accepted as private_dir.h says (ours, 0700, not a link), and this
+ * rank's lock in it (rank-<r>.lock) is taken before its file is touched: a second job of the
+ * same id is refused with the holder's pid.  owners[s] is the rank whose shard slot s holds;
+ * identity (ckpt_identity) goes into every header and must match for a version to be valid.
+ * 0, GPT_ERR_OOM when the file system has no room for it, or GPT_ERR_IO; why (whylen bytes)
+ * says what went wrong. */
 int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, const char *job,
                     int rank, int slots, const int *owners, size_t floats, size_t chunk_floats,
-                    int reuse, char *why, size_t whylen);
+                    uint64_t identity, int reuse, char *why, size_t whylen);
 /* Unmap; with remove, delete the file (and the directory when it is empty). */
 void ckpt_store_close(ckpt_store *s, int remove);
 
@@ -64,8 +73,9 @@ int ckpt_store_nchunks(const ckpt_store *s);
 /* Its data and sums are all there: mark it complete (recovery checks the data against the
  * sums before it trusts a version). */
 void ckpt_store_mark_complete(ckpt_store *s, int slot, int version);
-/* The iteration version v of slot s holds when it is valid (complete, checksums match),
- * else -1; *adam_step from its header. */
+/* The iteration version v of slot s holds when it is valid (complete; its header's own
+ * checksum matches, and it names this slot's owner, this version and the store's identity;
+ * the data's checksums match), else -1; *adam_step from its header. */
 int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step);
 
 /* ---- the persistent checkpoint (gemini --ckpt-dir): a version of this rank's shard in a
@@ -74,23 +84,34 @@ int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step);
  * writes where the file system refuses it, e.g. tmpfs), the header first ("writing"), then the
  * data, then the header with its checksums ("complete"), each made durable (fdatasync). */
 
+/* The job's checkpoint directory under dir, made or accepted as private_dir.h says, with this
+ * rank's lock (rank-<r>.lock) taken for as long as d is open.  0; 1 when another job holds the
+ * lock; -1 (why says what, in either case). */
+int ckpt_dir_open(private_dir *d, const char *dir, const char *job, int rank, char *why, size_t whylen);
 /* Write floats floats at data (page aligned, as the store's data is) as version v of the
- * rank's file.  0, or GPT_ERR_IO (the reason on stderr). */
-int ckpt_file_write(const char *dir, const char *job, int rank, int version, int iteration,
+ * rank's file in d.  0, GPT_ERR_OOM (no room), or GPT_ERR_IO (the reason on stderr). */
+int ckpt_file_write(const private_dir *d, int rank, int version, uint64_t identity, int iteration,
                     int adam_step, const float *data, size_t floats, size_t chunk_floats);
 /* Read version v of the rank's file into data (page aligned, room for floats rounded up to
- * a page); its iteration when it is complete and every checksum matches, else -1. */
-int ckpt_file_read(const char *dir, const char *job, int rank, int version, float *data,
+ * a page); its iteration when it is complete, its header whole and ours (identity) and every
+ * checksum matches, else -1. */
+int ckpt_file_read(const private_dir *d, int rank, int version, uint64_t identity, float *data,
                    size_t floats, size_t chunk_floats, int *adam_step);
-/* Version v's header alone: its iteration when it says complete and fits (floats, chunks,
- * owner), else -1.  Recovery reads only the data of the version it chooses. */
-int ckpt_file_header(const char *dir, const char *job, int rank, int version, size_t floats,
+/* Version v's header alone: its iteration when it is complete, whole (its checksum) and ours
+ * (owner, version, identity, sizes), else -1.  Recovery reads only the data of the version it
+ * chooses. */
+int ckpt_file_header(const private_dir *d, int rank, int version, uint64_t identity, size_t floats,
                      size_t chunk_floats, int *adam_step);
 /* Does any rank's file of the job under dir (the store's directory, `store`; or the
  * persistent checkpoint's, `persistent`) hold a version that says complete?  Headers only
  * (recovery checks the data): whether a relaunch has anything to recover from. */
 int ckpt_job_has_complete(const char *dir, const char *job, int persistent);
-/* Remove the job's persistent checkpoint (every rank's file, then the directory). */
-void ckpt_file_remove(const char *dir, const char *job, int rank);
+/* Whether a job's store or checkpoint directory (its path) is in use: 1 when a rank's lock in
+ * it is held (*holder that rank's pid), 0 when none is (a stale one: its job is gone), -1 when
+ * it is not a private directory of ours. */
+int ckpt_dir_in_use(const char *path, long *holder);
+/* Remove this rank's file of the persistent checkpoint, release its lock and close d (the
+ * directory goes with the last rank's). */
+void ckpt_file_remove(private_dir *d, int rank);
 
 #endif
