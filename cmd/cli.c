@@ -158,17 +158,25 @@ static int set_path(char *dst, size_t len, const char *value, const char *what, 
     return 0;
 }
 
-/* A whole-string integer in [lo, hi]. */
+/* A whole-string integer in [lo, hi]: 0; -1 when it is not an integer, -2 when it is one
+ * outside the range (or too large for 64 bits). */
 static int parse_int(const char *text, long long lo, long long hi, long long *out)
 {
     if (!text || !*text) return -1;
     errno = 0;
     char *end = NULL;
     long long v = strtoll(text, &end, 10);
-    if (errno || *end != '\0' || v < lo || v > hi) return -1;
+    if (*end != '\0' || end == text) return -1;
+    if (errno == ERANGE || v < lo || v > hi) return -2;
+    if (errno) return -1;
     *out = v;
     return 0;
 }
+
+/* The largest value an integer option takes: ints everywhere, and a vocabulary whose padding
+ * to a multiple of 128 still fits one; CPU threads beyond what any host has only make the
+ * OpenMP runtime fail. */
+enum { MAX_THREADS = 1024, MAX_VOCAB = 2147483647 - 127 };
 
 static int parse_num(const char *text, double *out)
 {
@@ -224,7 +232,13 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     if (sp->kind == ARG_INT) {
         long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS || sp->id == OPT_ZERO_STAGE ||
                         sp->id == OPT_FAIL_RANK) ? 0 : 1;
-        if (parse_int(value, lo, 2147483647LL, &iv))
+        const long long hi = sp->id == OPT_THREADS ? MAX_THREADS : sp->id == OPT_VOCAB ? MAX_VOCAB : 2147483647LL;
+        const int bad = parse_int(value, lo, hi, &iv);
+        if (bad == -2)
+            return cli_fail(err, errlen, "%s: %s is out of range: an integer from %lld to %lld%s", opt, value, lo, hi,
+                            sp->id == OPT_THREADS ? " (CPU threads; 0: all cores)"
+                            : sp->id == OPT_VOCAB ? " (so that its padding to a multiple of 128 fits an int)" : "");
+        if (bad)
             return cli_fail(err, errlen, "%s: '%s' is not %s integer", opt,
                         value ? value : "", lo ? "a positive" : "a non-negative");
     } else if (sp->kind == ARG_NUM) {

@@ -10,7 +10,7 @@
 
 int gpt_pad_vocab(int vocab)
 {
-    return (vocab + 127) / 128 * 128;
+    return (int)(((long long)vocab + 127) / 128 * 128); /* (in 64 bits: no wrap near INT_MAX) */
 }
 
 gpt_layer_layout gpt_layer_layout_of(const gpt_shape *sh)
