@@ -84,7 +84,8 @@ if [ "$phase" != check ]; then
         esac
         # case 1's shape and window (configs/case1.json), each probe a 2-rank job
         echo "== find-max $part on 2 ranks (V100 budgets per rank)"
-        timeout 560 ./aebench --device cuda --find-max "${args[@]}" -h 2048 --heads 16 --seq 1024 -b 4 -w 4 \
+        win=(); [ "$part" = sh ] && win=(-w 4) # (the window is stronghold's: refused for the others)
+        timeout 560 ./aebench --device cuda --find-max "${args[@]}" -h 2048 --heads 16 --seq 1024 -b 4 "${win[@]}" \
             --ranks 2 "${v100[@]}" --results "$out/fm_$part" >"$out/fm_$part.txt" 2>&1
         echo "exit $?: $(grep -h -E "^try|find-max result" "$out/fm_$part.txt" | tr '\n' ' ')"
     done

@@ -73,6 +73,42 @@ static int same_options_everywhere(const comm_world *comm, const run_config *rc)
     return -1;
 }
 
+/* An option given for one engine that the engine does not use is an error, not a silent
+ * no-op (and not a label: -w would name the log ws-W).  A sweep's children are exempt (the
+ * sweep's options are for whichever of its engines use them: -m all -w 4 is stronghold's
+ * window): a child of a sweep or of --find-max is one they report to (AEBENCH_REPORT_FD). */
+static int option_unused(const run_config *rc, const engine_vtbl *eng, int world, char *err, size_t errlen)
+{
+    if (!eng || getenv("AEBENCH_REPORT_FD")) return 0;
+    if (cli_given(rc, "window") && rc->eng.window > 0 && !eng->uses_window) {
+        snprintf(err, errlen, "-w/--window %d: %s has no window of layers (stronghold's option)", rc->eng.window,
+                 eng->name);
+        return -1;
+    }
+    if (cli_given(rc, "clip-speculate") && !(eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
+        snprintf(err, errlen, "--clip-speculate: %s updates no layer before the step's norm is known (l2l's, "
+                 "stronghold's and zero-infinity's option)", eng->name);
+        return -1;
+    }
+    static const char *const gemini_opts[] = {"gemini-mode", "gemini-replicas", "gemini-placement",
+                                              "gemini-transport", "gemini-store", "gemini-job", "gemini-recover",
+                                              "gemini-ckpt-from", "ckpt-dir", "ckpt-every"};
+    for (size_t i = 0; i < sizeof gemini_opts / sizeof gemini_opts[0]; i++)
+        if (cli_given(rc, gemini_opts[i]) && !(eng->options & ENGINE_OPT_RECOVERS)) {
+            snprintf(err, errlen, "--%s: %s takes no checkpoints (gemini's option)", gemini_opts[i], eng->name);
+            return -1;
+        }
+    if (rc->fail_at > 0 && rc->fail_at > rc->iters) {
+        snprintf(err, errlen, "--fail-at %d: the run has only %d iterations (--iters)", rc->fail_at, rc->iters);
+        return -1;
+    }
+    if (rc->fail_ranks && world < 64 && (rc->fail_ranks >> world) != 0) {
+        snprintf(err, errlen, "--fail-rank %s: the job has ranks 0 to %d", rc->fail_ranks_text, world - 1);
+        return -1;
+    }
+    return 0;
+}
+
 /* --fail-phase backward / checkpoint only where the engine marks that phase. */
 static int fault_phase_refused(const run_config *rc, const engine_vtbl *eng, char *err, size_t errlen)
 {
@@ -219,7 +255,8 @@ int main(int argc, char **argv)
     /* bf16, --dpu and --offload nvme only for engines that implement them (refuse rather
      * than silently run something else under that label), then the engine's own checks:
      * nothing is written.  A sweep's child for such an engine ends here too. */
-    if (only && (engine_refuses(only, &rc.eng, err, sizeof err) || fault_phase_refused(&rc, only, err, sizeof err))) {
+    if (only && (engine_refuses(only, &rc.eng, err, sizeof err) || fault_phase_refused(&rc, only, err, sizeof err) ||
+                 option_unused(&rc, only, world, err, sizeof err))) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);

@@ -40,6 +40,8 @@ enum {
     ENGINE_OPT_FAULT_CHECKPOINT = 1u << 7, /* marks FAULT_CHECKPOINT (--fail-phase checkpoint) */
     ENGINE_OPT_RECOVERS = 1u << 8,     /* a job that lost ranks can be relaunched with
                                           --gemini-recover to go on from its checkpoints */
+    ENGINE_OPT_CLIP_SPECULATE = 1u << 9, /* updates layers before the step's norm is known
+                                            (update_ahead.h: --clip-speculate) */
 };
 
 enum { ENGINE_PATH_MAX = 1024 };

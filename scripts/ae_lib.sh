@@ -145,9 +145,12 @@ ae_predicted() {
         done
     fi
     [ -n "$machine" ] || return 0
+    # (the window is stronghold's: aebench refuses -w for an engine without one)
+    local win=()
+    [ "$(ae_json_str "$json" method)" = stronghold ] && win=(-w "$(ae_json_str "$json" window)")
     "$root/aebench" --predict -m "$(ae_json_str "$json" method)" -l "$(ae_json_num "$json" layers)" \
         -h "$(ae_json_num "$json" hidden)" --heads "$(ae_json_num "$json" heads)" --seq "$(ae_json_num "$json" seq)" \
-        -b "$(ae_json_num "$json" batch)" --vocab "$(ae_json_num "$json" vocab)" -w "$(ae_json_str "$json" window)" \
+        -b "$(ae_json_num "$json" batch)" --vocab "$(ae_json_num "$json" vocab)" "${win[@]}" \
         --dtype "$(ae_json_str "$json" dtype)" --math "$(ae_json_str "$json" math)" --device cpu \
         --machine "$machine" 2>/dev/null | awk '/^predict / && $3 ~ /^[0-9.]+$/ { print $3; exit }'
 }

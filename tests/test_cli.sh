@@ -59,7 +59,12 @@ else
     failc "the largest --vocab" "dry run says '$vmax' parameters, want $vwant: $("$BIN" --dry-run --vocab 2147483520 2>&1 | head -c 300)"
 fi
 bad_input "bad window" "window: 'wide' is neither" -w wide
-bad_input "window above layers" "window 8 is larger than the number of layers 2" "${TINY[@]}" -w 8
+bad_input "window above layers" "window 8 is larger than the number of layers 2" -m stronghold "${TINY[@]}" -w 8
+# (issue 29: an option the chosen engine does not use is refused, not a silent no-op or a label)
+bad_input "window for an engine without one" "-w/--window 1: megatron-lm has no window of layers" -m megatron-lm "${TINY[@]}" -w 1
+bad_input "clip-speculate for megatron-lm" "--clip-speculate: megatron-lm updates no layer before" -m megatron-lm "${TINY[@]}" --clip-speculate 2
+bad_input "a gemini option for zero-offload" "--gemini-mode: zero-offload takes no checkpoints" -m zero-offload "${TINY[@]}" --gemini-mode naive
+bad_input "fail-at beyond the run" "--fail-at 60: the run has only 50 iterations" -m l2l "${TINY[@]}" --fail-at 60 --iters 50
 bad_input "bad placement" "placement: 'middle' is not bottom, spread or auto" --placement middle
 bad_input "placement on an engine without a window" "l2l has no resident layers to place" "${TINY[@]}" -m l2l --placement spread
 bad_input "bad device" "device: 'tpu' is not cpu or cuda" --device tpu
@@ -123,12 +128,12 @@ fi
 # ---- a real run: log and JSON ----------------------------------------------------------
 RUN="$WORK/run"
 mkdir -p "$RUN"
-(cd "$RUN" && "$BIN" -m megatron-lm "${TINY[@]}" --iters 20 --log-interval 10 -w 2 >"$RUN/out" 2>"$RUN/err")
+(cd "$RUN" && "$BIN" -m megatron-lm "${TINY[@]}" --iters 20 --log-interval 10 >"$RUN/out" 2>"$RUN/err")
 rc=$?
-log=$(ls "$RUN"/results/log_megatron-lm_l-2_h-64_bs-2_ws-2_*.txt 2>/dev/null | head -n 1)
+log=$(ls "$RUN"/results/log_megatron-lm_l-2_h-64_bs-2_ws-auto_*.txt 2>/dev/null | head -n 1)
 json=${log%.txt}.json
 if [ $rc -eq 0 ] && [ -f "$log" ] && [ -f "$json" ] && grep -q '"status":[[:space:]]*"ok"' "$json" &&
-    [[ $(basename "$log") =~ ^log_megatron-lm_l-2_h-64_bs-2_ws-2_[0-9]{4}-[0-9]{2}-[0-9]{2}\.[0-9]+\.txt$ ]]; then
+    [[ $(basename "$log") =~ ^log_megatron-lm_l-2_h-64_bs-2_ws-auto_[0-9]{4}-[0-9]{2}-[0-9]{2}\.[0-9]+\.txt$ ]]; then
     pass "run writes log and JSON named as the artifact's"
 else
     failc "run writes log and JSON" "exit $rc; $(cat "$RUN/err"); files: $(ls "$RUN"/results 2>&1)"
@@ -167,7 +172,7 @@ fi
 
 # The artifact's extract scripts split these lines with awk and take fields by number, over
 # a results/ with many logs (grep then prefixes each line with its file's path).
-(cd "$RUN" && "$BIN" -m megatron-lm "${TINY[@]}" --iters 1 -w 1 >/dev/null 2>&1)
+(cd "$RUN" && "$BIN" -m megatron-lm "${TINY[@]}" --iters 1 >/dev/null 2>&1)
 cd "$RUN" || exit 1
 c1=$(grep -R 'total parameters' ./results/*.txt | awk -v FS='[/,_: ]' '{print $4, ",", $18, $19, ",", $20, ",", $21}' | uniq)
 want_b=$(awk '/model parallel rank/ {printf "%.3f", $NF / 1e9}' "$log")

@@ -108,7 +108,8 @@ d = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0]))
 print(statistics.median(i["grad_norm"] for i in d["iterations"]))' "$DP_WORK/bfcs0")
     dp_run bfcs1 1 -b 4 --iters 10 --log-interval 5 --dtype bf16 --clip-grad "$bf_med"
     for e in l2l stronghold; do
-        dp_run "bfcs_$e" 1 -m $e -w 1 -b 4 --iters 10 --log-interval 5 --dtype bf16 --clip-grad "$bf_med" --clip-speculate 2
+        win=(); [ "$e" = stronghold ] && win=(-w 1)
+        dp_run "bfcs_$e" 1 -m $e "${win[@]}" -b 4 --iters 10 --log-interval 5 --dtype bf16 --clip-grad "$bf_med" --clip-speculate 2
         dp_same "$e bf16 --clip-speculate 2 (clip at the median norm) = megatron-lm bf16" bfcs1 "bfcs_$e"
         if ! grep -q "clip-speculate: [1-9][0-9]* steps updated 2 blocks ahead of the norm, [1-9][0-9]* of them redone" \
             "$DP_WORK/bfcs_$e"/results/*.txt; then
