@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef AEBENCH_VERSION
 #define AEBENCH_VERSION "0.1.0"
@@ -434,8 +435,30 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
 }
 
 /* The whole file parsed as JSON; NULL with err set. */
+/* The first key given twice in one object of the tree (cJSON keeps both; which one an option
+ * took would be an accident), or NULL; *where is that object's key ("" the top level). */
+static const char *duplicate_key(const cJSON *obj, const char **where)
+{
+    for (const cJSON *a = obj->child; a; a = a->next) {
+        if (cJSON_IsObject(obj) && a->string)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (b->string && strcmp(a->string, b->string) == 0) {
+                    *where = obj->string ? obj->string : "";
+                    return a->string;
+                }
+        if (cJSON_IsObject(a) || cJSON_IsArray(a)) {
+            const char *d = duplicate_key(a, where);
+            if (d) return d;
+        }
+    }
+    return NULL;
+}
+
 static cJSON *read_json(const char *path, char *err, size_t errlen)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return cli_fail(err, errlen, "config %s: not a regular file (a JSON file was expected)", path), NULL;
     char *text = report_read_text(path);
     if (!text) return cli_fail(err, errlen, "cannot read config %s: %s", path, strerror(errno)), NULL;
     const char *where_err = NULL;
@@ -445,6 +468,12 @@ static cJSON *read_json(const char *path, char *err, size_t errlen)
         cli_fail(err, errlen, "config %s: malformed JSON near byte %zu", path, at);
     }
     free(text);
+    const char *where = "", *dup = root ? duplicate_key(root, &where) : NULL;
+    if (dup) {
+        cli_fail(err, errlen, "config %s: key \"%s\" given twice%s%s", path, dup, where[0] ? " in " : "", where);
+        cJSON_Delete(root);
+        return NULL;
+    }
     return root;
 }
 
