@@ -158,12 +158,15 @@ deps:
 test: deps
 	$(MAKE) aebench tests
 	$(MAKE) BUILD=build-nompi CUDA=0 MPI=0 aebench-nompi
+	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 SANITIZE="$(ASAN_FLAGS)" aebench-asan
 	bash tests/run.sh
 
-# MPI=0: MPICH's own start-up allocations would drown our leak reports.
+# MPI=0: MPICH's own start-up allocations would drown our leak reports.  make test builds the
+# same binary for its fuzz campaign (tests/fuzz.py).
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 check-asan: deps
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 \
-	        SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" aebench-asan \
+	        SANITIZE="$(ASAN_FLAGS)" aebench-asan \
 	        $(CPU_TESTS:%=build-asan/tests/%)
 	AEBENCH=./aebench-asan AEBENCH_NOMPI=./aebench-asan TEST_BUILD=build-asan \
 	  TESTS_WITHOUT_MPI="make check-asan builds without MPI" ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 bash tests/run.sh

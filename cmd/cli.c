@@ -117,6 +117,9 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
+    /* One line, whatever the input it quotes holds (a newline in a config's string) */
+    for (char *c = err; errlen && *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     return -1;
 }
 

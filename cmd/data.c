@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,7 +31,8 @@ int data_open_file(data_source *d, const char *path, int vocab, int batch, int s
     d->vocab = vocab;
     d->batch = batch;
     d->seq = seq;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* (O_NONBLOCK: a FIFO named here must not block the open; it is refused below) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         snprintf(err, errlen, "cannot open data file %s: %s", path, strerror(errno));
         return -1;
@@ -39,6 +40,11 @@ int data_open_file(data_source *d, const char *path, int vocab, int batch, int s
     struct stat stt;
     if (fstat(fd, &stt) != 0) {
         snprintf(err, errlen, "cannot stat data file %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(stt.st_mode)) {
+        snprintf(err, errlen, "data file %s: not a regular file (a file of uint16 token ids was expected)", path);
         close(fd);
         return -1;
     }
@@ -57,16 +63,29 @@ int data_open_file(data_source *d, const char *path, int vocab, int batch, int s
         close(fd);
         return -1;
     }
-    void *map = mmap(NULL, (size_t)stt.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int map_errno = errno;
-    close(fd);
-    if (map == MAP_FAILED) {
-        snprintf(err, errlen, "cannot map data file %s: %s", path, strerror(map_errno));
+    d->tokens = malloc(ntokens * sizeof *d->tokens);
+    if (!d->tokens) {
+        snprintf(err, errlen, "data file %s: out of host memory for its %zu tokens", path, ntokens);
+        close(fd);
         return -1;
     }
-    d->tokens = map;
+    /* Read to the size fstat said; a file that shrank meanwhile is said so, not faulted on. */
+    size_t got = 0;
+    char *dst = (char *)d->tokens;
+    while (got < ntokens * 2) {
+        const ssize_t n = read(fd, dst + got, ntokens * 2 - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            snprintf(err, errlen, "data file %s: %s after %zu of its %zu bytes", path,
+                     n < 0 ? strerror(errno) : "it ended (changed while read)", got, ntokens * 2);
+            close(fd);
+            data_close(d);
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
     d->ntokens = ntokens;
-    d->map_bytes = (size_t)stt.st_size;
     /* Check every token now: a bad id found mid-run would waste the run (and on a GPU
      * index out of the embedding). The file is little-endian, like the machines we run on. */
     for (size_t i = 0; i < ntokens; i++) {
@@ -115,6 +134,6 @@ void data_batch(const data_source *d, int iteration, int32_t *tokens, int32_t *t
 
 void data_close(data_source *d)
 {
-    if (d->tokens) munmap((void *)d->tokens, d->map_bytes);
+    free(d->tokens);
     d->tokens = NULL;
 }

@@ -9,7 +9,9 @@
  *   Row b of iteration i depends only on (seed, i, b): every engine and rank sees the same.
  * file (--data FILE): a flat file of little-endian uint16 token ids (as GPT-2 corpora are
  *   commonly stored).  Row b of iteration i (global batch G rows) is the window of T+1
- *   tokens starting at ((i-1) G + b) T, wrapping around the file.
+ *   tokens starting at ((i-1) G + b) T, wrapping around the file.  The file is read whole
+ *   into memory at the start (and every id checked): one that is rewritten or truncated while
+ *   the run goes on changes nothing (a mapping of it would fault); a FIFO or device is refused.
  */
 #ifndef AEBENCH_DATA_H
 #define AEBENCH_DATA_H
@@ -24,9 +26,8 @@ typedef struct data_source {
     int active;               /* ids in use: min(vocab, 256) */
     uint16_t successor[256];
     /* file */
-    const uint16_t *tokens;   /* mapped file, NULL when synthetic */
+    uint16_t *tokens;         /* the file's ids (our copy), NULL when synthetic */
     size_t ntokens;
-    size_t map_bytes;
 } data_source;
 
 void data_open_synthetic(data_source *d, int vocab, int batch, int seq, uint64_t seed);

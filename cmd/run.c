@@ -842,13 +842,13 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         set_oom(s, oom_budget(s));
     } else if (rc_ == GPT_ERR_IO) {
         s->status = EXIT_RUN_ERROR;
-        if (init_why[0]) snprintf(s->message, sizeof s->message, "%s: %s", s->eng->name, init_why);
+        if (init_why[0]) snprintf(s->message, sizeof s->message, "%s: %.440s", s->eng->name, init_why);
         else snprintf(s->message, sizeof s->message, "%s: disk tier under %.400s failed (see stderr)",
                       s->eng->name, s->ec.nvme_dir);
     } else if (rc_) {
         s->status = EXIT_RUN_ERROR;
         s->init_refused = 1;
-        if (init_why[0]) snprintf(s->message, sizeof s->message, "%s: initialisation failed: %s", s->eng->name, init_why);
+        if (init_why[0]) snprintf(s->message, sizeof s->message, "%s: initialisation failed: %.420s", s->eng->name, init_why);
         else snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
                       rc_ == GPT_ERR_INVALID ? "invalid configuration, see stderr" : "backend error, see stderr");
     }

@@ -106,6 +106,23 @@ if needs_mpi "fault campaign" "$AEBENCH"; then
     # shellcheck source=tests/test_faults.sh
     source tests/test_faults.sh
 fi
+echo "=== fuzz (a seeded campaign of inputs, under ASan and UBSan)"
+# (the sanitizer build: make test and make check-asan make ./aebench-asan)
+FUZZ_BIN=${AEBENCH_FUZZ:-./aebench-asan}
+if [ -x "$FUZZ_BIN" ]; then
+    fuzz_out=$(python3 tests/fuzz.py "$FUZZ_BIN" --inputs "${FUZZ_INPUTS:-3000}" --seed "${FUZZ_SEED:-20261126}" 2>&1)
+    fuzz_rc=$?
+    printf '%s\n' "$fuzz_out" | grep -v '^fuzz campaign' | head -n 60
+    fuzz_line=$(printf '%s\n' "$fuzz_out" | grep '^fuzz campaign' | tail -n 1)
+    if [ "$fuzz_rc" -eq 0 ] && [ -n "$fuzz_line" ]; then
+        PASSED=$((PASSED + 1)); echo "ok   $fuzz_line"
+    else
+        FAILED=$((FAILED + 1)); FAILURES+=("fuzz campaign"); echo "FAIL fuzz campaign: ${fuzz_line:-$(printf '%s' "$fuzz_out" | tail -c 400)}"
+    fi
+else
+    FAILED=$((FAILED + 1)); FAILURES+=("fuzz campaign (no $FUZZ_BIN)")
+    echo "FAIL fuzz campaign: $FUZZ_BIN was not built (make test builds it)"
+fi
 
 echo
 if [ "${#FAILURES[@]}" -gt 0 ]; then printf 'failed: %s\n' "${FAILURES[@]}"; fi

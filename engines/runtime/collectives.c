@@ -91,6 +91,7 @@ static const char *op_name(int op, int nccl)
     return op >= 0 && op <= 6 ? (nccl ? nc : mpi)[op] : "?";
 }
 
+#ifdef AEBENCH_HAVE_MPI
 /* Operation k issued (under track_lock): its record; the caller then queues it. */
 static unsigned long track_issue(coll_group *g, int op, double bytes)
 {
@@ -100,6 +101,7 @@ static unsigned long track_issue(coll_group *g, int op, double bytes)
     pthread_mutex_unlock(&g->track_lock);
     return k;
 }
+#endif
 
 enum coll_op { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_SEND, OP_RECV, OP_SENDRECV };
 
