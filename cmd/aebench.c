@@ -158,6 +158,34 @@ static int outputs_refused(const run_config *rc, char *err, size_t errlen)
             return -1;
         }
     }
+    if (rc->eng.offload == OFFLOAD_NVME && rc->eng.nvme_dir[0]) {
+        /* the disk tier's directory: a directory that takes files opened with O_DIRECT */
+        struct stat st;
+        const char *d = rc->eng.nvme_dir;
+        if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "--nvme-dir %.500s: %s (a directory on the disk to swap to was expected)", d,
+                     stat(d, &st) != 0 ? strerror(errno) : "not a directory");
+            return -1;
+        }
+        char probe[PATH_MAX + 64];
+        if (snprintf(probe, sizeof probe, "%s/.aebench-probe-%ld", d, (long)getpid()) >= (int)sizeof probe) {
+            snprintf(err, errlen, "--nvme-dir %.500s: the path is too long", d);
+            return -1;
+        }
+        const int fd = open(probe, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            const int e = errno;
+            if (e == EINVAL)
+                snprintf(err, errlen, "--nvme-dir %.500s: its file system takes no O_DIRECT I/O (the disk tier "
+                         "needs it)", d);
+            else
+                snprintf(err, errlen, "--nvme-dir %.500s: no file can be made there (%s)", d, strerror(e));
+            if (e == EINVAL) unlink(probe); /* (some file systems make the file, then refuse the flag) */
+            return -1;
+        }
+        close(fd);
+        unlink(probe);
+    }
     if (report_make_dirs(rc->results_dir, err, errlen) != 0) return -1;
     const int e = can_create_in(rc->results_dir);
     if (e) {
