@@ -177,10 +177,26 @@ static int parse_int(const char *text, long long lo, long long hi, long long *ou
     return 0;
 }
 
-/* The largest value an integer option takes: ints everywhere, and a vocabulary whose padding
- * to a multiple of 128 still fits one; CPU threads beyond what any host has only make the
- * OpenMP runtime fail. */
-enum { MAX_THREADS = 1024, MAX_VOCAB = 2147483647 - 127 };
+/* The largest value an integer option takes.  The model's dimensions are bounded far above any
+ * model (2^20 layers, a hidden size of 2^20, ...) so that no int arithmetic on them (layers + 1
+ * blocks, heads x head size, ...) can wrap, and the byte counts are 64-bit; a vocabulary's
+ * padding to a multiple of 128 still fits an int; CPU threads beyond what any host has only
+ * make the OpenMP runtime fail; iterations leave room for one more. */
+enum { MAX_THREADS = 1024, MAX_VOCAB = 2147483647 - 127, MAX_DIM = 1 << 20, MAX_SEQ = 1 << 24,
+       MAX_ITERS = 1000000000 };
+
+static long long int_max_of(int id)
+{
+    switch (id) {
+    case OPT_THREADS: return MAX_THREADS;
+    case OPT_VOCAB: return MAX_VOCAB;
+    case OPT_LAYERS: case OPT_HIDDEN: case OPT_HEADS: case OPT_BATCH: return MAX_DIM;
+    case OPT_SEQ: return MAX_SEQ;
+    case OPT_ITERS: case OPT_LOG_INTERVAL: case OPT_DECAY_ITERS: case OPT_FAIL_AT: case OPT_CKPT_EVERY:
+    case OPT_GEMINI_CKPT_FROM: return MAX_ITERS;
+    default: return 2147483647LL;
+    }
+}
 
 static int parse_num(const char *text, double *out)
 {
@@ -236,7 +252,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     if (sp->kind == ARG_INT) {
         long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS || sp->id == OPT_ZERO_STAGE ||
                         sp->id == OPT_FAIL_RANK) ? 0 : 1;
-        const long long hi = sp->id == OPT_THREADS ? MAX_THREADS : sp->id == OPT_VOCAB ? MAX_VOCAB : 2147483647LL;
+        const long long hi = int_max_of(sp->id);
         const int bad = parse_int(value, lo, hi, &iv);
         if (bad == -2)
             return cli_fail(err, errlen, "%s: %s is out of range: an integer from %lld to %lld%s", opt, value, lo, hi,

@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,12 @@ int machine_default_path(char *out, size_t len, const char *results_dir, const g
 
 static cJSON *read_json(const char *path, char *err, size_t errlen)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "machine file %s: not a regular file (the JSON file --calibrate writes was expected)",
+                 path);
+        return NULL;
+    }
     char *text = report_read_text(path);
     if (!text) {
         snprintf(err, errlen, "machine file %s: %s (make one with --calibrate)", path, strerror(errno));

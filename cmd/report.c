@@ -126,8 +126,20 @@ double median_of(const double *v, int n)
 
 char *report_read_text(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    /* (a regular file only: O_NONBLOCK so that a FIFO named here cannot block the open) */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
     char *text = NULL;
     size_t len = 0, cap = 0;
     int bad = 0;
@@ -163,8 +175,15 @@ int report_write_text(const char *path, const char *text)
         errno = ENAMETOOLONG;
         return -1;
     }
-    FILE *f = fopen(tmp, "w");
-    if (!f) return -1;
+    /* (made anew, never through a link planted under its name in a shared results directory;
+     * one left by a crash, or planted, is removed first: a link goes, not its target) */
+    unlink(tmp);
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
     int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
     ok = (fclose(f) == 0) && ok;
     if (ok && rename(tmp, path) == 0) return 0;

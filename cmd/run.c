@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <time.h>
@@ -85,6 +86,16 @@ typedef struct run_state {
     char heartbeat_dir[4200]; /* the ranks' heartbeats, when this process made it ("" else) */
 } run_state;
 
+/* A write of the run's record failed (a full disk): the run ends at once, saying which file
+ * and why, rather than train on and leave a record with nothing in it. */
+static void record_failed(run_state *s, const char *path, int err)
+{
+    if (s->status != EXIT_RUN_OK) return;
+    s->status = EXIT_RUN_ERROR;
+    s->step_failed = 1; /* (the other ranks are ended with it: they would wait for this one) */
+    snprintf(s->message, sizeof s->message, "%s writing %.400s", err == ENOSPC ? "disk full" : strerror(err), path);
+}
+
 static void logline(run_state *s, const char *fmt, ...)
 {
     if (!s->log) return;
@@ -92,7 +103,7 @@ static void logline(run_state *s, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(s->log, fmt, ap);
     va_end(ap);
-    fputc('\n', s->log);
+    if (fputc('\n', s->log) == EOF || ferror(s->log)) record_failed(s, s->log_path, errno ? errno : EIO);
 }
 
 /* engine_env.note: an engine's decision goes to the log and, on rank 0, to stdout. */
@@ -676,14 +687,18 @@ static void save_params(run_state *s, void *state)
 {
     const size_t P = (size_t)gpt_param_count(&s->ec.shape);
     float *params = malloc(P * sizeof *params);
-    int rc_ = params ? s->eng->read_params(state, params) : GPT_ERR_OOM;
+    int rc_ = params ? s->eng->read_params(state, params) : GPT_ERR_OOM, save_errno = 0;
     if (rc_ == 0 && s->rank == 0) {
         char tmp[PATH_MAX + 8];
         snprintf(tmp, sizeof tmp, "%s.tmp", s->rc->save_params);
-        FILE *f = fopen(tmp, "wb");
+        unlink(tmp); /* (a link planted under its name goes, not its target) */
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+        if (!f && fd >= 0) close(fd);
         int ok = f && fwrite(params, sizeof *params, P, f) == P;
         if (f) ok = (fclose(f) == 0) && ok;
         if (!ok || rename(tmp, s->rc->save_params) != 0) {
+            save_errno = errno ? errno : EIO;
             unlink(tmp);
             rc_ = GPT_ERR_IO;
         }
@@ -691,7 +706,8 @@ static void save_params(run_state *s, void *state)
     free(params);
     if (rc_) {
         s->status = EXIT_RUN_ERROR;
-        snprintf(s->message, sizeof s->message, "cannot save the parameters to %.400s", s->rc->save_params);
+        snprintf(s->message, sizeof s->message, "cannot save the parameters to %.400s%s%s", s->rc->save_params,
+                 save_errno ? ": " : "", save_errno == ENOSPC ? "disk full" : save_errno ? strerror(save_errno) : "");
     }
 }
 
@@ -924,9 +940,9 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
             if (s->has_log && it < rc->iters) {
                 /* the record so far, "running": a job that loses a rank keeps the iterations it
                  * completed (the supervisor marks it failed); the final one replaces it */
-                fflush(s->log);
+                if (fflush(s->log) != 0 || ferror(s->log)) record_failed(s, s->log_path, errno ? errno : EIO);
                 s->running = 1;
-                if (write_json(s) != 0) fprintf(stderr, "aebench: cannot write %s\n", s->json_path);
+                if (s->status == EXIT_RUN_OK && write_json(s) != 0) record_failed(s, s->json_path, errno ? errno : EIO);
                 s->running = 0;
             }
         }

@@ -511,6 +511,17 @@ int sweep_main(int argc, char **argv, const run_config *rc)
             goto done;
         }
     }
+    /* A --find-max whose configuration its runs would refuse (what only a run resolves: the
+     * ranks, the global batch) is bad input of the whole command: its dry run says why, in one
+     * line, and nothing is written. */
+    for (int i = 0; i < s.n; i++) {
+        item *it = &s.items[i];
+        child_result pr;
+        if (!it->find_max || probe_item(&s, it, &pr, err, sizeof err) == 0) continue;
+        if (pr.exited && pr.exit_code == EXIT_BAD_INPUT) goto done; /* (the child said why) */
+        code = item_error(&s, it, err);
+        goto done;
+    }
     if (!rc->dry_run && (lock_fd = lock_results(rc->results_dir, err, sizeof err)) < 0) {
         fprintf(stderr, "aebench: %s\n", err);
         code = EXIT_RUN_ERROR;

@@ -304,3 +304,23 @@ if "$BIN" --help | grep -q -- "--gpu-mem-limit SIZE" && "$BIN" --version | grep 
 else
     failc "--help/--version" "missing text"
 fi
+
+# ---- a record that cannot be written (a full disk; here the file-size limit, EFBIG): the run
+# ends at once, naming the file, instead of training on with a broken log (issue 29) --------
+# (the build without MPI: MPI's own start-up files would hit the limit first)
+NOMPI=$(realpath "${AEBENCH_NOMPI:-./aebench-nompi}" 2>/dev/null)
+if [ -x "$NOMPI" ]; then
+    mkdir -p "$WORK/full"
+    (cd "$WORK/full" && trap '' XFSZ && ulimit -f 8 && "$NOMPI" "${TINY[@]}" --iters 5000 --log-interval 1 \
+        --results res >out 2>err)
+    rc=$?
+    fj=$(ls "$WORK"/full/res/*.json 2>/dev/null | head -n 1)
+    if [ $rc -eq 1 ] && grep -q "aebench: File too large writing res/log_.*\.txt" "$WORK/full/err" &&
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["status"] == "error" and "writing" in d["message"] and len(d["iterations"]) < 100))' "$fj"; then
+        pass "a log that cannot be written: the run ends at once (exit 1), naming the file; the JSON says so"
+    else
+        failc "a log that cannot be written" "exit $rc: $(tail -c 300 "$WORK/full/err")"
+    fi
+else
+    failc "a log that cannot be written" "no build without MPI at ${AEBENCH_NOMPI:-./aebench-nompi} (make test builds it)"
+fi
