@@ -705,6 +705,18 @@ static void remove_store(const char *dir)
 
 int launch_ranks(int argc, char **argv, const run_config *rc)
 {
+    /* (a launcher first: without one nothing runs, and nothing may be written; then what the
+     * job will write, checked before it starts) */
+    char mpiexec[PATH_MAX], oerr[1024];
+    if (find_on_path("mpiexec", mpiexec, sizeof mpiexec) != 0) {
+        fprintf(stderr, "aebench: --ranks %d needs mpiexec on the PATH (make deps installs MPICH; or "
+                        "start the ranks with mpirun yourself)\n", rc->ranks);
+        return EXIT_BAD_INPUT;
+    }
+    if (run_outputs_refused(rc, oerr, sizeof oerr) != 0) {
+        fprintf(stderr, "aebench: %s\n", oerr);
+        return EXIT_BAD_INPUT;
+    }
     const engine_config *e = &rc->eng;
     char why[800];
     int interrupted = 0, init_refused = 0;

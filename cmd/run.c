@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -179,6 +180,88 @@ static void describe_shape(const engine_config *ec, char *buf, size_t len)
     const gpt_shape *sh = &ec->shape;
     snprintf(buf, len, "l%d h%d heads%d s%d b%d vocab%d", sh->layers, sh->hidden, sh->heads,
              sh->seq, sh->batch, sh->vocab);
+}
+
+/* Can a file be made in directory dir?  Made and removed at once (access() says yes to root
+ * where the file system says no: /proc).  0, or the errno. */
+static int can_create_in(const char *dir)
+{
+    char probe[PATH_MAX + 64];
+    if (snprintf(probe, sizeof probe, "%s/.aebench-probe.XXXXXX", dir) >= (int)sizeof probe) return ENAMETOOLONG;
+    const int fd = mkstemp(probe);
+    if (fd < 0) return errno;
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+/* The run's outputs can be written: said now, before any training, not after it (issue 29).
+ * --save-params's file must be a regular file we can write, or one we can create (made and
+ * removed here); then the results directory is made (where the run writes first) and must
+ * take files. */
+int run_outputs_refused(const run_config *rc, char *err, size_t errlen)
+{
+    if (rc->save_params[0]) {
+        const char *p = rc->save_params;
+        struct stat st;
+        if (strcmp(p, rc->results_dir) == 0) {
+            snprintf(err, errlen, "--save-params %.500s: that is the results directory", p);
+            return -1;
+        }
+        int fd = -1, made = 0, e = 0;
+        if (stat(p, &st) == 0 && !S_ISREG(st.st_mode)) {
+            snprintf(err, errlen, "--save-params %.500s: not a regular file (a file to write the parameters to "
+                     "was expected)", p);
+            return -1;
+        }
+        fd = open(p, O_WRONLY | O_CLOEXEC | O_NONBLOCK); /* (no O_TRUNC: the file is replaced at the end) */
+        if (fd < 0 && errno == ENOENT) {
+            fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            made = fd >= 0;
+        }
+        e = fd < 0 ? errno : 0;
+        if (fd >= 0) close(fd);
+        if (made) unlink(p);
+        if (e) {
+            snprintf(err, errlen, "--save-params %.500s: cannot write there: %s", p, strerror(e));
+            return -1;
+        }
+    }
+    if (rc->eng.offload == OFFLOAD_NVME && rc->eng.nvme_dir[0]) {
+        /* the disk tier's directory: a directory that takes files opened with O_DIRECT */
+        struct stat st;
+        const char *d = rc->eng.nvme_dir;
+        if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "--nvme-dir %.500s: %s (a directory on the disk to swap to was expected)", d,
+                     stat(d, &st) != 0 ? strerror(errno) : "not a directory");
+            return -1;
+        }
+        char probe[PATH_MAX + 64];
+        if (snprintf(probe, sizeof probe, "%s/.aebench-probe-%ld", d, (long)getpid()) >= (int)sizeof probe) {
+            snprintf(err, errlen, "--nvme-dir %.500s: the path is too long", d);
+            return -1;
+        }
+        const int fd = open(probe, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            const int e = errno;
+            if (e == EINVAL)
+                snprintf(err, errlen, "--nvme-dir %.500s: its file system takes no O_DIRECT I/O (the disk tier "
+                         "needs it)", d);
+            else
+                snprintf(err, errlen, "--nvme-dir %.500s: no file can be made there (%s)", d, strerror(e));
+            if (e == EINVAL) unlink(probe); /* (some file systems make the file, then refuse the flag) */
+            return -1;
+        }
+        close(fd);
+        unlink(probe);
+    }
+    if (report_make_dirs(rc->results_dir, err, errlen) != 0) return -1;
+    const int e = can_create_in(rc->results_dir);
+    if (e) {
+        snprintf(err, errlen, "--results %.500s: no file can be made there: %s", rc->results_dir, strerror(e));
+        return -1;
+    }
+    return 0;
 }
 
 void run_dry(const run_config *rc, const engine_vtbl *eng)

@@ -36,4 +36,9 @@ int run_resolve_disk_budget(engine_config *ec, const char *results_dir, size_t *
 /* --dry-run: the plan and the parameter count, no allocation, nothing written. */
 void run_dry(const run_config *rc, const engine_vtbl *eng);
 
+/* The run's outputs can be written (--save-params, --results, --nvme-dir), found before any
+ * training: 0, or -1 with the reason (bad input: nothing is written but the results
+ * directory, made last).  Rank 0's check, or the --ranks supervisor's. */
+int run_outputs_refused(const run_config *rc, char *err, size_t errlen);
+
 #endif

@@ -40,15 +40,15 @@ bad_input "unknown short option" "unknown option '-z'" -z 3
 bad_input "missing value" "needs a value" -l
 bad_input "stray argument" "unexpected argument 'extra'" -m megatron-lm extra
 bad_input "hidden not divisible by heads" "hidden size 100 is not divisible by the number of heads 16" -h 100
-bad_input "zero layers" "layers: 0 is out of range: an integer from 1 to 2147483647" -l 0
-bad_input "negative batch" "batch: -4 is out of range: an integer from 1 to 2147483647" -b -4
+bad_input "zero layers" "layers: 0 is out of range: an integer from 1 to 1048576" -l 0
+bad_input "negative batch" "batch: -4 is out of range: an integer from 1 to 1048576" -b -4
 bad_input "non-numeric hidden" "hidden: 'big' is not a positive integer" -h big
 bad_input "non-numeric iters" "iters: '5x' is not a positive integer" --iters 5x
 # (issue 29: a vocabulary whose padding wrapped a signed int, and numbers beyond an int, were
 # accepted or called "not a positive integer")
 bad_input "vocab whose padding would wrap" "vocab: 2147483521 is out of range: an integer from 1 to 2147483520" --dry-run --vocab 2147483521
 bad_input "vocab beyond an int" "vocab: 4000000000 is out of range: an integer from 1 to 2147483520" --vocab 4000000000
-bad_input "layers beyond 64 bits" "layers: 99999999999999999999 is out of range: an integer from 1 to 2147483647" -l 99999999999999999999
+bad_input "layers beyond 64 bits" "layers: 99999999999999999999 is out of range: an integer from 1 to 1048576" -l 99999999999999999999
 bad_input "threads beyond any host" "threads: 100000 is out of range: an integer from 0 to 1024 (CPU threads; 0: all cores)" --threads 100000
 # the largest vocabulary: an exact parameter count (no wrapped number), the plan in 64 bits
 vmax=$("$BIN" --dry-run --vocab 2147483520 2>&1 | sed -n 's/.*B parameters (\([0-9]*\)).*/\1/p' | head -n 1)
@@ -102,7 +102,7 @@ bad_input "config unknown key" "config $WORK/unknown.json: layerz: unknown key" 
 printf '{"layers": "4"}' >"$WORK/type.json"
 bad_input "config number as a string" "layers: wrong type (want an integer, got a string)" --config "$WORK/type.json"
 printf '{"layers": 0}' >"$WORK/zero.json"
-bad_input "config non-positive value" "config $WORK/zero.json: layers: 0 is out of range: an integer from 1 to 2147483647" --config "$WORK/zero.json"
+bad_input "config non-positive value" "config $WORK/zero.json: layers: 0 is out of range: an integer from 1 to 1048576" --config "$WORK/zero.json"
 printf '{"layers": [4]}' >"$WORK/type2.json"
 bad_input "config wrong type" "layers: wrong type (want an integer, got an array)" --config "$WORK/type2.json"
 printf '{"method": "zero-three"}' >"$WORK/method.json"
