@@ -223,6 +223,8 @@ typedef struct lost_rank {
     int rank;
     watchdog_heartbeat hb; /* its last heartbeat (hb.beat 0: none was left) */
     int noted; /* a rank's note says why itself (--fail-at killed it): nothing to add */
+    unsigned long long tied; /* other ranks seen to exit in the same instant (either may be the
+                                one lost: the supervisor woke after both) */
 } lost_rank;
 
 /* Which rank of this machine exited first: the supervisor holds a pidfd of each rank (from
@@ -371,6 +373,7 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
                 *lost = left[r];
     /* (a rank that killed itself on purpose says why itself) */
     lost->noted = self_killed;
+    if (lost->hb.beat > 0 && (prefer >> lost->rank) & 1) lost->tied = prefer & ~(1ull << lost->rank);
     if (count > 0) snprintf(out, len, "%s%s", best_line, count > 1 ? " (and other ranks left notes)" : "");
 }
 
@@ -378,8 +381,11 @@ static void collect_notes(const char *dir, char *out, size_t len, double *noted_
  * its length. */
 static int describe_lost(const lost_rank *l, char *out, size_t len)
 {
-    const int n = snprintf(out, len, "rank %d (pid %ld on %s) was lost in the %s of iteration %d (its last heartbeat)",
-                           l->rank, l->hb.pid, l->hb.host, l->hb.phase, l->hb.iteration);
+    int n = snprintf(out, len, "rank %d (pid %ld on %s) was lost in the %s of iteration %d (its last heartbeat)",
+                     l->rank, l->hb.pid, l->hb.host, l->hb.phase, l->hb.iteration);
+    for (int r = 0; r < 64 && n > 0 && (size_t)n + 80 < len; r++)
+        if ((l->tied >> r) & 1)
+            n += snprintf(out + n, len - (size_t)n, " (rank %d ended in the same instant: it may be the one lost)", r);
     return n < 0 ? 0 : (size_t)n >= len ? (int)len - 1 : n;
 }
 

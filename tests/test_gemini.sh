@@ -341,21 +341,26 @@ PYEOF
     fi
 
     # ---- a second job with the same --gemini-job while the first runs: refused at once with
-    # the holder's pid; the first goes on and ends ok ------------------------------------------
+    # the holder's pid, the first's store untouched; the first, told to stop then, removes it
+    # (3000 iterations: it outlives the second's start even on a loaded machine, and is stopped
+    # as soon as the second has been refused) -----------------------------------------------
     mkdir -p "$GM_WORK/lockA"
-    (cd "$GM_WORK/lockA" && timeout 300 "$GM_BIN" "${GM_SHAPE[@]}" --iters 3000 --log-interval 1000 --results results \
-        --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job same >out 2>err; echo $? >rc) &
+    (cd "$GM_WORK/lockA" && exec timeout 300 "$GM_BIN" "${GM_SHAPE[@]}" --iters 3000 --log-interval 1000 --results results \
+        --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job same >out 2>err) &
     lock_job=$!
-    for _ in $(seq 600); do [ -e "$GM_STORE/aebench-gemini-$(id -u)-same/rank-1.lock" ] && break; sleep 0.1; done
-    sleep 1
+    for _ in $(seq 1200); do [ -e "$GM_STORE/aebench-gemini-$(id -u)-same/rank-1.lock" ] && break; sleep 0.1; done
     gm_run lockB --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job same
+    lockA_alive=0
+    kill -0 "$lock_job" 2>/dev/null && lockA_alive=1
+    kill -TERM "$lock_job" 2>/dev/null
     wait "$lock_job"
+    lock_rc=$?
     if [ "$GM_RC" -eq 1 ] && grep -q "is in use by another job (pid [0-9]* holds rank-[01].lock)" "$GM_WORK/lockB/err" &&
-        [ "$(cat "$GM_WORK/lockA/rc")" = 0 ] && grep -q '"status":[[:space:]]*"ok"' "$GM_WORK"/lockA/results/*.json &&
+        [ "$lockA_alive" = 1 ] && ! grep -q "relaunching job" "$GM_WORK/lockB/err" &&
         [ -z "$(ls -A "$GM_STORE")" ]; then
-        gm_pass "gemini: a second job on a store in use: refused at once, naming the holder's pid; the first ends ok, its store removed"
+        gm_pass "gemini: a second job on a store in use: refused at once, naming the holder's pid, not relaunched; the first, stopped then (exit $lock_rc), leaves no store"
     else
-        gm_fail "gemini store lock" "second: exit $GM_RC: $(tail -c 300 "$GM_WORK/lockB/err") / first: exit $(cat "$GM_WORK/lockA/rc" 2>/dev/null): $(tail -c 300 "$GM_WORK/lockA/err")"
+        gm_fail "gemini store lock" "second: exit $GM_RC: $(tail -c 300 "$GM_WORK/lockB/err") / first alive: $lockA_alive, exit $lock_rc: $(tail -c 300 "$GM_WORK/lockA/err") / store: $(ls -A "$GM_STORE")"
     fi
 
     # ---- a job told to stop (SIGTERM to the supervisor) is not relaunched; its store goes -----
