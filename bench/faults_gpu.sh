@@ -13,6 +13,7 @@
 # On the device machine, from the repository root, with .deps carried:
 #   bash bench/faults_gpu.sh "$OUT"
 # DEADLINE_S (default 560): when, from the start, the call stops waiting for PyTorch.
+# PARTS (default "zero3 gemini ddp"): which of the three to run.
 set -uo pipefail
 start_s=$(date +%s)
 dest=${1:-bench/results/latest}
@@ -35,7 +36,9 @@ params=$(mktemp -d /tmp/aebench-params.XXXXXX) # (GBs: not in what comes back)
     echo "|---|---|---|---|---|---|"
 } >"$table"
 
+has() { case " ${PARTS:-zero3 gemini ddp} " in *" $1 "*) return 0 ;; esac; return 1; }
 # ---- 1. megatron-lm ZeRO-3: rank 1 stopped from outside --------------------------------------
+if has zero3; then
 M=(--device cuda -l 8 -h 2048 --heads 16 --seq 1024 -b 4 --iters 200 --log-interval 1 --zero-stage 3)
 progress "built; megatron-lm"
 (timeout 150 "${MPI[@]}" -np 2 ./aebench "${M[@]}" --results "$out/res_m" >"$out/m.txt" 2>&1; echo $? >"$out/m.rc") &
@@ -51,7 +54,10 @@ step=$(grep -h "elapsed time per iteration" "$out"/res_m/*.txt | sed -n 's/.*ite
 echo "| megatron-lm ZeRO-3 l8, 2 ranks, mpirun (step ${step:-?} ms) | rank 1, SIGSTOP from outside | iteration 10 | $took s | $(cat "$out/m.rc") | $line |" >>"$table"
 sleep 2
 
+fi
+
 # ---- 2. gemini: rank 1 stops in the middle of a checkpoint; relaunched, recovered ------------
+if has gemini; then
 G=(--device cuda -l 4 -h 2048 --heads 16 --seq 1024 -b 4 --iters 40 --log-interval 1 -m gemini
    --gemini-mode interleave --gemini-transport read --gemini-store "$store")
 progress "gemini, uninterrupted"
@@ -68,7 +74,10 @@ same=$(cmp -s "$params/g0" "$params/g1" && echo "bit for bit" || echo "DIFFER")
 rm -rf "$params"
 echo "| gemini l4 interleave/read, --ranks 2 (whole job $took s) | rank 1, SIGSTOP in iteration 20's checkpoint | iteration 20 | see the line | $grc | $line; then relaunched and recovered: $back; final parameters vs uninterrupted: $same |" >>"$table"
 
+fi
+
 # ---- 3. PyTorch DDP, its default watchdog: rank 1 stopped the same way ------------------------
+if has ddp; then
 progress "PyTorch DDP"
 left=$(( ${DEADLINE_S:-560} - ($(date +%s) - start_s) ))
 [ "$left" -gt 60 ] || left=60
@@ -90,6 +99,7 @@ if [ -n "$victim" ]; then
 else
     echo "| PyTorch DDP | (rank 1 not found) | | | | $(tail -c 300 "$out/ddp.txt") |" >>"$table"
     wait "$job"
+fi
 fi
 progress "done"
 cat "$table"
