@@ -87,7 +87,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 CPU_TESTS  := $(filter-out test_cuda,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
 TEST_PROGS := $(CPU_TESTS:%=$(BUILD)/tests/%) $(CUDA_TEST_PROGS)
 
-.PHONY: all deps test check-asan run clean tests ae figures bench-tools config FORCE
+.PHONY: all deps test check-asan run clean tests ae figures bench-tools config fuzz-targets FORCE
 all: aebench
 
 # Rewritten only when the configuration changed (make compares the file's time afterwards, so
@@ -117,6 +117,19 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJS) $(CONFIG_STAMP)
 
 tests: $(TEST_PROGS)
 
+# Coverage-guided fuzz targets of the file parsers (tests/fuzz_targets.c): clang's libFuzzer with
+# ASan and UBSan, in build-fuzz/ (make fuzz-targets; make test runs each for a few seconds when
+# clang is installed).
+FUZZ_TARGETS := config machine ckpt
+FUZZ_DEF_config := FUZZ_CONFIG
+FUZZ_DEF_machine := FUZZ_MACHINE
+FUZZ_DEF_ckpt := FUZZ_CKPT
+fuzz-targets:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 \
+	        SANITIZE="-fsanitize=fuzzer-no-link,address,undefined" $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
+$(BUILD)/fuzz_%: tests/fuzz_targets.c $(LIB_OBJS) $(CONFIG_STAMP)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -D$(FUZZ_DEF_$*) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
+
 # Case 6's recovery probabilities (scripts/case6_extract.sh runs it): plain C, no libraries.
 $(BUILD)/case6_recovery: scripts/case6_recovery.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
@@ -142,7 +155,8 @@ DEPS := /usr/include/cjson/cJSON.h:libcjson-dev \
         /usr/include/cmocka.h:libcmocka-dev \
         /usr/bin/gnuplot:gnuplot-nox \
         /usr/bin/mpicc:mpich+libmpich-dev \
-        /usr/bin/mpirun:mpich
+        /usr/bin/mpirun:mpich \
+        /usr/bin/clang:clang+libomp-dev
 deps:
 	@missing=""; for d in $(DEPS); do f=$${d%%:*}; p=$${d#*:}; \
 	  [ -e "$$f" ] || missing="$$missing $${p//+/ }"; done; \
@@ -159,6 +173,7 @@ test: deps
 	$(MAKE) aebench tests
 	$(MAKE) BUILD=build-nompi CUDA=0 MPI=0 aebench-nompi
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 SANITIZE="$(ASAN_FLAGS)" aebench-asan
+	$(MAKE) fuzz-targets || echo "make: the fuzz targets did not build (tests/run.sh counts it a failure)"
 	bash tests/run.sh
 
 # MPI=0: MPICH's own start-up allocations would drown our leak reports.  make test builds the
@@ -169,7 +184,7 @@ check-asan: deps
 	        SANITIZE="$(ASAN_FLAGS)" aebench-asan \
 	        $(CPU_TESTS:%=build-asan/tests/%)
 	AEBENCH=./aebench-asan AEBENCH_NOMPI=./aebench-asan TEST_BUILD=build-asan \
-	  TESTS_WITHOUT_MPI="make check-asan builds without MPI" ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 bash tests/run.sh
+	  TESTS_WITHOUT_MPI="make check-asan builds without MPI" SKIP_FUZZ_TARGETS=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 bash tests/run.sh
 
 aebench-asan aebench-nompi: $(LIB_OBJS) $(BUILD)/cmd/aebench.o $(CONFIG_STAMP)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)

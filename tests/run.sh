@@ -123,6 +123,33 @@ else
     FAILED=$((FAILED + 1)); FAILURES+=("fuzz campaign (no $FUZZ_BIN)")
     echo "FAIL fuzz campaign: $FUZZ_BIN was not built (make test builds it)"
 fi
+# the coverage-guided targets of the file parsers (make fuzz-targets: clang's libFuzzer), each
+# for FUZZ_TARGET_S seconds from a seed corpus: the case configs, a machine file just measured
+if [ -z "${SKIP_FUZZ_TARGETS:-}" ]; then
+    ft_corpus=$(mktemp -d "${TMPDIR:-/tmp}/aebench-fuzz-corpus.XXXXXX")
+    mkdir -p "$ft_corpus/config" "$ft_corpus/machine" "$ft_corpus/ckpt"
+    cp configs/*.json configs/small/*.json "$ft_corpus/config/" 2>/dev/null
+    "$AEBENCH" --calibrate --device cpu -l 1 -h 32 --heads 2 --seq 8 --vocab 64 -b 1 --threads 1 \
+        --results "$ft_corpus/machine" >/dev/null 2>&1
+    for t in config machine ckpt; do
+        if [ ! -x "build-fuzz/fuzz_$t" ]; then
+            FAILED=$((FAILED + 1)); FAILURES+=("fuzz target $t (not built)")
+            echo "FAIL fuzz target $t: build-fuzz/fuzz_$t was not built (make fuzz-targets needs clang, which make deps installs)"
+            continue
+        fi
+        ft_out=$(TMPDIR="$ft_corpus" "build-fuzz/fuzz_$t" -max_total_time="${FUZZ_TARGET_S:-10}" -timeout=20 -artifact_prefix=build-fuzz/ \
+            -rss_limit_mb=2048 "$ft_corpus/$t" 2>&1)
+        ft_rc=$?
+        ft_done=$(printf '%s\n' "$ft_out" | grep -o 'Done [0-9]* runs' | tail -n 1)
+        if [ "$ft_rc" -eq 0 ] && [ -n "$ft_done" ]; then
+            PASSED=$((PASSED + 1)); echo "ok   fuzz target $t (libFuzzer, ASan/UBSan): $ft_done in ${FUZZ_TARGET_S:-10} s, no crash"
+        else
+            FAILED=$((FAILED + 1)); FAILURES+=("fuzz target $t")
+            echo "FAIL fuzz target $t: exit $ft_rc: $(printf '%s\n' "$ft_out" | grep -E 'ERROR|SUMMARY|runtime error' | head -n 3)"
+        fi
+    done
+    rm -rf "$ft_corpus"
+fi
 
 echo
 if [ "${#FAILURES[@]}" -gt 0 ]; then printf 'failed: %s\n' "${FAILURES[@]}"; fi
