@@ -156,7 +156,7 @@ DEPS := /usr/include/cjson/cJSON.h:libcjson-dev \
         /usr/bin/gnuplot:gnuplot-nox \
         /usr/bin/mpicc:mpich+libmpich-dev \
         /usr/bin/mpirun:mpich \
-        /usr/bin/clang:clang+libomp-dev
+        /usr/bin/clang:clang+libomp-dev+libclang-rt-dev
 deps:
 	@missing=""; for d in $(DEPS); do f=$${d%%:*}; p=$${d#*:}; \
 	  [ -e "$$f" ] || missing="$$missing $${p//+/ }"; done; \
