@@ -190,7 +190,7 @@ static FILE *create_findmax_log(fm_ctx *c, int layers, findmax_result *out, char
             return cli_fail(err, errlen, "results path too long"), NULL;
         snprintf(out->log, sizeof out->log, "%.4080s.txt", stem);
         snprintf(out->json, sizeof out->json, "%.4080s.json", stem);
-        int fd = open(out->log, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        int fd = open(out->log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0 && errno == EEXIST) continue;
         if (fd < 0) return cli_fail(err, errlen, "cannot create %s: %s", out->log, strerror(errno)), NULL;
         FILE *f = fdopen(fd, "w");

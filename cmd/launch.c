@@ -244,10 +244,7 @@ static void exit_order_init(exit_order *x, int ranks)
 {
     memset(x, 0, sizeof *x);
     x->ranks = ranks < EXIT_WATCH_MAX ? ranks : EXIT_WATCH_MAX;
-    if (gethostname(x->host, sizeof x->host) != 0) x->host[0] = '\0';
-    x->host[sizeof x->host - 1] = '\0';
-    for (char *c = x->host; *c; c++)
-        if (*c == ' ') *c = '_'; /* (as the heartbeats write it) */
+    watchdog_hostname(x->host, sizeof x->host); /* (as the heartbeats write it) */
 }
 
 /* Watch the ranks whose heartbeats appeared since the last call (this machine's only). */
@@ -684,30 +681,6 @@ static int dropped_option(char **argv, int i, int argc)
     return 0;
 }
 
-/* Remove what is left of the job's store (its ranks remove their files when they end in
- * order; a job that was interrupted or failed for good leaves them). */
-static void remove_store(const char *dir)
-{
-    /* Only a store of ours (private_dir.h: the directory itself, this user's, 0700) that no
-     * process uses (its ranks' locks free); one found otherwise (planted, refused by the ranks,
-     * another job's) stays as it was */
-    long holder = 0;
-    if (ckpt_dir_in_use(dir, &holder) != 0) return;
-    private_dir pd;
-    char why[64];
-    if (private_dir_open(&pd, dir, 0, why, sizeof why) != 0) return;
-    const int list_fd = dup(pd.fd);
-    DIR *d = list_fd >= 0 ? fdopendir(list_fd) : NULL;
-    if (!d && list_fd >= 0) close(list_fd);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        int r;
-        char tail[8] = "";
-        if (sscanf(e->d_name, "rank-%d.%7s", &r, tail) == 2 && (strcmp(tail, "ckpt") == 0 || strcmp(tail, "lock") == 0))
-            (void)private_dir_unlink(&pd, e->d_name); /* (a link: the link) */
-    }
-    if (d) closedir(d);
-    private_dir_close(&pd, 1);
-}
 
 int launch_ranks(int argc, char **argv, const run_config *rc)
 {
@@ -821,6 +794,6 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     unsetenv("AEBENCH_RECOVERY_FAILED_S");
     strv_free(&again, &m);
     strv_free(&args, &n);
-    remove_store(store);
+    ckpt_dir_remove(store); /* (what a job that was interrupted or failed for good left) */
     return code;
 }

@@ -242,7 +242,7 @@ FILE *report_create_log(const char *dir, const char *method, int layers, int hid
             snprintf(err, errlen, "results path too long");
             return NULL;
         }
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0 && errno == EEXIST) continue;
         if (fd < 0) {
             snprintf(err, errlen, "cannot create log %s: %s", log_path, strerror(errno));
@@ -282,7 +282,8 @@ void report_to_parent(const char *fmt, ...)
     line[n++] = '\n';
     if (file && *file) {
         /* one appending write per line: the supervisor reads whole lines after the job */
-        int ffd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        /* (the file is in the job's private directory; a link there is still not followed) */
+        int ffd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         ssize_t fw = ffd < 0 ? -1 : write(ffd, line, (size_t)n);
         if (fw != n) fprintf(stderr, "aebench: cannot report to the job's supervisor (%s): %s\n", file,
                              fw < 0 ? strerror(errno) : "short write");

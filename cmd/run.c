@@ -182,17 +182,19 @@ static void describe_shape(const engine_config *ec, char *buf, size_t len)
              sh->seq, sh->batch, sh->vocab);
 }
 
-/* Can a file be made in directory dir?  Made and removed at once (access() says yes to root
- * where the file system says no: /proc).  0, or the errno. */
-static int can_create_in(const char *dir)
+/* Can a file be made in directory dir, opened with extra_flags (O_DIRECT: the disk tier's)?
+ * Made and removed at once (access() says yes to root where the file system says no: /proc).
+ * 0, or the errno (EINVAL: the file system refuses a flag). */
+static int can_create_in(const char *dir, int extra_flags)
 {
     char probe[PATH_MAX + 64];
-    if (snprintf(probe, sizeof probe, "%s/.aebench-probe.XXXXXX", dir) >= (int)sizeof probe) return ENAMETOOLONG;
-    const int fd = mkstemp(probe);
-    if (fd < 0) return errno;
-    close(fd);
-    unlink(probe);
-    return 0;
+    if (snprintf(probe, sizeof probe, "%s/.aebench-probe-%ld", dir, (long)getpid()) >= (int)sizeof probe)
+        return ENAMETOOLONG;
+    const int fd = open(probe, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | extra_flags, 0600);
+    const int e = fd < 0 ? errno : 0;
+    if (fd >= 0) close(fd);
+    if (fd >= 0 || e == EINVAL) unlink(probe); /* (some file systems make the file, then refuse the flag) */
+    return e;
 }
 
 /* The run's outputs can be written: said now, before any training, not after it (issue 29).
@@ -236,27 +238,16 @@ int run_outputs_refused(const run_config *rc, char *err, size_t errlen)
                      stat(d, &st) != 0 ? strerror(errno) : "not a directory");
             return -1;
         }
-        char probe[PATH_MAX + 64];
-        if (snprintf(probe, sizeof probe, "%s/.aebench-probe-%ld", d, (long)getpid()) >= (int)sizeof probe) {
-            snprintf(err, errlen, "--nvme-dir %.500s: the path is too long", d);
-            return -1;
-        }
-        const int fd = open(probe, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            const int e = errno;
-            if (e == EINVAL)
-                snprintf(err, errlen, "--nvme-dir %.500s: its file system takes no O_DIRECT I/O (the disk tier "
-                         "needs it)", d);
-            else
-                snprintf(err, errlen, "--nvme-dir %.500s: no file can be made there (%s)", d, strerror(e));
-            if (e == EINVAL) unlink(probe); /* (some file systems make the file, then refuse the flag) */
-            return -1;
-        }
-        close(fd);
-        unlink(probe);
+        const int e = can_create_in(d, O_DIRECT);
+        if (e == EINVAL)
+            snprintf(err, errlen, "--nvme-dir %.500s: its file system takes no O_DIRECT I/O (the disk tier needs it)",
+                     d);
+        else if (e)
+            snprintf(err, errlen, "--nvme-dir %.500s: no file can be made there (%s)", d, strerror(e));
+        if (e) return -1;
     }
     if (report_make_dirs(rc->results_dir, err, errlen) != 0) return -1;
-    const int e = can_create_in(rc->results_dir);
+    const int e = can_create_in(rc->results_dir, 0);
     if (e) {
         snprintf(err, errlen, "--results %.500s: no file can be made there: %s", rc->results_dir, strerror(e));
         return -1;

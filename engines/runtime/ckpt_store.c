@@ -483,6 +483,34 @@ static int file_has_complete(int dirfd, const char *name)
     return found;
 }
 
+/* What a job directory holds: rank-<r>.ckpt (its files) and rank-<r>.lock (their locks).
+ * Calls fn for each (is_lock says which) until fn returns nonzero, which is returned. */
+typedef int (*rank_file_fn)(const private_dir *pd, const char *name, int is_lock, void *ctx);
+static int each_rank_file(const private_dir *pd, rank_file_fn fn, void *ctx)
+{
+    const int list_fd = dup(pd->fd); /* (closedir closes it; pd keeps its own) */
+    DIR *d = list_fd >= 0 ? fdopendir(list_fd) : NULL;
+    if (!d) {
+        if (list_fd >= 0) close(list_fd);
+        return 0;
+    }
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        int r;
+        char tail[8] = "";
+        if (sscanf(e->d_name, "rank-%d.%7s", &r, tail) != 2) continue;
+        if (strcmp(tail, "ckpt") == 0 || strcmp(tail, "lock") == 0) rc = fn(pd, e->d_name, tail[0] == 'l', ctx);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int complete_file(const private_dir *pd, const char *name, int is_lock, void *ctx)
+{
+    (void)ctx;
+    return !is_lock && file_has_complete(pd->fd, name);
+}
+
 int ckpt_job_has_complete(const char *dir, const char *job, int persistent)
 {
     char path[1200];
@@ -492,21 +520,14 @@ int ckpt_job_has_complete(const char *dir, const char *job, int persistent)
     private_dir pd;
     char why[64];
     if (private_dir_open(&pd, path, 0, why, sizeof why) != 0) return 0; /* (not ours and private: nothing of ours) */
-    const int dirfd = pd.fd; /* (closedir closes it) */
-    DIR *d = fdopendir(dirfd);
-    if (!d) {
-        close(dirfd);
-        return 0;
-    }
-    int found = 0;
-    struct dirent *e;
-    while (!found && (e = readdir(d))) {
-        int r;
-        char tail;
-        if (sscanf(e->d_name, "rank-%d.ckp%c", &r, &tail) == 2 && tail == 't') found = file_has_complete(dirfd, e->d_name);
-    }
-    closedir(d);
+    const int found = each_rank_file(&pd, complete_file, NULL);
+    private_dir_close(&pd, 0);
     return found;
+}
+
+static int held_lock(const private_dir *pd, const char *name, int is_lock, void *holder)
+{
+    return is_lock && private_dir_lock_held(pd->path, name, holder) == 1;
 }
 
 int ckpt_dir_in_use(const char *path, long *holder)
@@ -515,17 +536,25 @@ int ckpt_dir_in_use(const char *path, long *holder)
     private_dir pd;
     char why[64];
     if (private_dir_open(&pd, path, 0, why, sizeof why) != 0) return -1;
-    const int dup_fd = dup(pd.fd);
-    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    int held = 0;
-    if (!d && dup_fd >= 0) close(dup_fd);
-    for (struct dirent *e; d && !held && (e = readdir(d));) {
-        int r;
-        char tail;
-        if (sscanf(e->d_name, "rank-%d.loc%c", &r, &tail) == 2 && tail == 'k')
-            held = private_dir_lock_held(path, e->d_name, holder) == 1;
-    }
-    if (d) closedir(d);
+    const int held = each_rank_file(&pd, held_lock, holder);
     private_dir_close(&pd, 0);
     return held;
+}
+
+static int unlink_rank_file(const private_dir *pd, const char *name, int is_lock, void *ctx)
+{
+    (void)is_lock, (void)ctx;
+    (void)private_dir_unlink(pd, name); /* (a link: the link) */
+    return 0;
+}
+
+void ckpt_dir_remove(const char *path)
+{
+    long holder = 0;
+    if (ckpt_dir_in_use(path, &holder) != 0) return; /* (another job's, or not ours and private) */
+    private_dir pd;
+    char why[64];
+    if (private_dir_open(&pd, path, 0, why, sizeof why) != 0) return;
+    (void)each_rank_file(&pd, unlink_rank_file, NULL);
+    private_dir_close(&pd, 1);
 }

@@ -110,6 +110,10 @@ int ckpt_job_has_complete(const char *dir, const char *job, int persistent);
  * it is held (*holder that rank's pid), 0 when none is (a stale one: its job is gone), -1 when
  * it is not a private directory of ours. */
 int ckpt_dir_in_use(const char *path, long *holder);
+/* Remove a job's store or checkpoint directory (path) that is ours and that no process uses:
+ * every rank's file and lock, then the directory.  One in use, not ours or not private is left
+ * as it was. */
+void ckpt_dir_remove(const char *path);
 /* Remove this rank's file of the persistent checkpoint, release its lock and close d (the
  * directory goes with the last rank's). */
 void ckpt_file_remove(private_dir *d, int rank);

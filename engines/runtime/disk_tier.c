@@ -281,7 +281,7 @@ static int make_file(disk_tier *t, const char *dir)
         t->dir[0] = '\0';
         return say(dir, "%s", "the path is too long");
     }
-    t->fd = open(t->file, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+    t->fd = open(t->file, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT | O_CLOEXEC, 0600);
     if (t->fd < 0) {
         const int err = errno;
         t->file[0] = '\0';

@@ -305,6 +305,14 @@ static void *watch(void *arg)
     return NULL;
 }
 
+void watchdog_hostname(char *out, size_t len)
+{
+    if (gethostname(out, len) != 0) snprintf(out, len, "?");
+    out[len - 1] = '\0';
+    for (char *c = out; *c; c++)
+        if (*c == ' ') *c = '_'; /* (one word in the heartbeat record) */
+}
+
 int watchdog_start(watchdog **out, const watchdog_config *cfg)
 {
     *out = NULL;
@@ -320,10 +328,7 @@ int watchdog_start(watchdog **out, const watchdog_config *cfg)
     w->iteration = 0;
     w->progress_s = mono_s();
     w->progress_epoch_s = real_s();
-    if (gethostname(w->host, sizeof w->host) != 0) snprintf(w->host, sizeof w->host, "?");
-    w->host[sizeof w->host - 1] = '\0';
-    for (char *c = w->host; *c; c++)
-        if (*c == ' ') *c = '_';
+    watchdog_hostname(w->host, sizeof w->host);
     if (cfg->heartbeat_dir && cfg->heartbeat_dir[0] && strlen(cfg->heartbeat_dir) < sizeof w->dir) {
         snprintf(w->dir, sizeof w->dir, "%s", cfg->heartbeat_dir);
         snprintf(w->heartbeat_path, sizeof w->heartbeat_path, "%s/heartbeat-%d", w->dir, cfg->rank);

@@ -95,6 +95,9 @@ typedef struct watchdog_heartbeat {
  * it is not one. */
 int watchdog_read_heartbeat(const char *dir, int rank, watchdog_heartbeat *out);
 
+/* This machine's name as heartbeats record it (one word), into out. */
+void watchdog_hostname(char *out, size_t len);
+
 /* --hang-timeout's text: "auto", or seconds (0 off).  0, or -1 when it is neither. */
 int watchdog_parse_timeout(const char *text, double *out);
 
