@@ -1175,7 +1175,8 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         comm_abort(comm, EXIT_RUN_ERROR);
     }
     const watchdog_config wc = {.timeout_s = rc->hang_timeout_s, .rank = s.rank, .world = s.world,
-                                .heartbeat_dir = beats, .fire = run_hung, .fire_ctx = &s};
+                                .heartbeat_dir = beats, .kill_stopped = comm_launcher_waits_on_stopped(),
+                                .fire = run_hung, .fire_ctx = &s};
     if (watchdog_start(&s.dog, &wc) != 0) {
         if (s.has_log) fclose(s.log);
         free(s.iters);

@@ -14,6 +14,9 @@
  *     queued work; an event destroyed while its record is pending is safe.
  * CPU Adam: bit-identical to gpt_block_adamw for every ISA this machine has and several
  * thread counts; jobs wait for their `after` event; tickets; destroy with queued jobs.
+ * The watchdog: its auto limit; it fires once naming where; progress keeps it quiet; it
+ * names a rank whose heartbeat stopped, and kills a stopped rank of this machine only where
+ * the launcher would wait on it (Open MPI's, not Hydra's).
  *
  * A test that would otherwise hang (a stream blocked on a gate the code never opens) is
  * turned into a failure by a watchdog that opens the gate after a few seconds.
@@ -24,6 +27,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "../engines/runtime/comm.h"
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/timer.h"
 #include "../engines/runtime/watchdog.h" /* (tested at the end; the gate_guard above is this file's own) */
@@ -34,10 +38,12 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -944,27 +950,43 @@ static void test_watchdog_quiet_while_progressing(void **state)
     watchdog_stop(w);
 }
 
-/* With the ranks' heartbeats: a rank whose heartbeat stopped is named, with where it was. */
-static void test_watchdog_names_the_stopped_rank(void **state)
+/* A heartbeat for rank 1 in dir, 100 s old, of pid on host, last in the backward of
+ * iteration 7. */
+static void write_stale_heartbeat(const char *dir, long pid, const char *host)
 {
-    (void)state;
-    char dir[] = "/tmp/aebench-test-beats.XXXXXX";
-    assert_non_null(mkdtemp(dir));
     char path[128], rec[512];
     snprintf(path, sizeof path, "%s/heartbeat-1", dir);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     memset(rec, ' ', sizeof rec);
-    int n = snprintf(rec, sizeof rec, "beat %.3f progress %.3f pid 4242 iteration 7 phase backward host node7 waits -",
-                     (double)now.tv_sec - 100, (double)now.tv_sec - 101);
+    int n = snprintf(rec, sizeof rec, "beat %.3f progress %.3f pid %ld iteration 7 phase backward host %s waits -",
+                     (double)now.tv_sec - 100, (double)now.tv_sec - 101, pid, host);
     rec[n] = ' ';
     rec[sizeof rec - 1] = '\n';
     FILE *hb = fopen(path, "w");
     assert_non_null(hb);
     assert_int_equal(fwrite(rec, 1, sizeof rec, hb), sizeof rec);
     assert_int_equal(fclose(hb), 0);
+}
+
+static void remove_beats(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/heartbeat-1", dir);
+    unlink(path);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* With the ranks' heartbeats: a rank whose heartbeat stopped is named, with where it was. */
+static void test_watchdog_names_the_stopped_rank(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/aebench-test-beats.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_stale_heartbeat(dir, 4242, "node7");
     fired f = {.lock = PTHREAD_MUTEX_INITIALIZER};
     watchdog *w = watched(&f, 0.5, 2, dir);
+    char path[128];
     snprintf(path, sizeof path, "%s/heartbeat-0", dir);
     assert_int_equal(access(path, F_OK), 0); /* its own heartbeat */
     watchdog_at(w, 8, "forward");
@@ -974,9 +996,83 @@ static void test_watchdog_names_the_stopped_rank(void **state)
         fail_msg("the line does not name the stopped rank: %s", f.line);
     watchdog_stop(w);
     assert_int_equal(access(path, F_OK), -1); /* its heartbeat removed */
-    snprintf(path, sizeof path, "%s/heartbeat-1", dir);
-    unlink(path);
-    assert_int_equal(rmdir(dir), 0);
+    remove_beats(dir);
+}
+
+/* A stopped rank on this machine (a child of ours, SIGSTOPped) is killed when, and only when,
+ * the launcher would wait on it (kill_stopped): under Hydra the launcher kills it, and a rank
+ * we killed first would make the job's exit code its signal. */
+static void test_watchdog_kills_a_stopped_rank_only_when_asked(void **state)
+{
+    (void)state;
+    char host[128];
+    watchdog_hostname(host, sizeof host);
+    for (int kill_stopped = 0; kill_stopped <= 1; kill_stopped++) {
+        const pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+            raise(SIGSTOP);
+            _exit(0);
+        }
+        siginfo_t si = {0};
+        assert_int_equal(waitid(P_PID, (id_t)child, &si, WSTOPPED | WNOWAIT), 0); /* it is stopped */
+        char dir[] = "/tmp/aebench-test-beats.XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        write_stale_heartbeat(dir, (long)child, host);
+        fired f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+        watchdog *w = NULL;
+        const watchdog_config c = {.timeout_s = 0.5, .rank = 0, .world = 2, .heartbeat_dir = dir,
+                                   .kill_stopped = kill_stopped, .fire = record_fire, .fire_ctx = &f};
+        assert_int_equal(watchdog_start(&w, &c), 0);
+        watchdog_at(w, 8, "forward");
+        wait_fired(&f);
+        char named[256];
+        snprintf(named, sizeof named, "rank 1 (pid %ld on %s) stopped", (long)child, host);
+        if (!strstr(f.line, named)) fail_msg("the stopped rank is not named: %s", f.line);
+        if (!strstr(f.line, "(killed:") != !kill_stopped) fail_msg("kill_stopped %d, but: %s", kill_stopped, f.line);
+        watchdog_kill_stopped(w);
+        int status = 0;
+        if (kill_stopped) {
+            assert_int_equal(waitpid(child, &status, 0), child);
+            assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        } else {
+            sleep_ms(100);
+            assert_int_equal(waitpid(child, &status, WNOHANG), 0); /* still there, stopped */
+            assert_int_equal(kill(child, SIGKILL), 0);
+            assert_int_equal(waitpid(child, &status, 0), child);
+        }
+        watchdog_stop(w);
+        remove_beats(dir);
+    }
+}
+
+/* Which launchers wait on a stopped rank (Open MPI's: ours must kill it) and which kill the
+ * job themselves (a PMI launcher: Hydra, Slurm), from the environment each sets. */
+static void test_launcher_waits_on_stopped(void **state)
+{
+    (void)state;
+    const char *vars[] = {"PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                          "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_RANK"};
+    char *saved[6];
+    for (int i = 0; i < 6; i++) {
+        const char *v = getenv(vars[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        unsetenv(vars[i]);
+    }
+    assert_int_equal(comm_launcher_waits_on_stopped(), 0); /* no launcher */
+    setenv("PMI_SIZE", "2", 1);
+    setenv("PMI_RANK", "1", 1);
+    assert_int_equal(comm_launcher_waits_on_stopped(), 0); /* Hydra */
+    unsetenv("PMI_SIZE");
+    unsetenv("PMI_RANK");
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    assert_int_equal(comm_launcher_waits_on_stopped(), 1); /* Open MPI */
+    for (int i = 0; i < 6; i++) {
+        if (saved[i]) setenv(vars[i], saved[i], 1);
+        else unsetenv(vars[i]);
+        free(saved[i]);
+    }
 }
 
 int main(void)
@@ -999,6 +1095,8 @@ int main(void)
         cmocka_unit_test(test_watchdog_fires_naming_where),
         cmocka_unit_test(test_watchdog_quiet_while_progressing),
         cmocka_unit_test(test_watchdog_names_the_stopped_rank),
+        cmocka_unit_test(test_watchdog_kills_a_stopped_rank_only_when_asked),
+        cmocka_unit_test(test_launcher_waits_on_stopped),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

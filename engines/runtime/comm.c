@@ -39,6 +39,12 @@ int comm_launched_world(int *rank)
     return 1;
 }
 
+int comm_launcher_waits_on_stopped(void)
+{
+    int rank = 0;
+    return comm_launched_world(&rank) > 1 && env_count("PMI_SIZE") == 0;
+}
+
 #ifdef AEBENCH_HAVE_MPI
 #include <mpi.h>
 

@@ -27,6 +27,12 @@ int comm_has_mpi(void);
  * 0 when not said); 1 when none did.  A build without MPI refuses a world above 1: its
  * processes would each train alone, with nobody noticing. */
 int comm_launched_world(int *rank);
+/* Whether the launcher that started this rank ends a job by signals it waits on (Open MPI's
+ * mpirun: SIGTERM, then it waits; a stopped rank never takes it), so a rank ending the job
+ * must SIGKILL a stopped peer itself: 1; 0 under a PMI launcher (MPICH's and Intel MPI's
+ * Hydra, Slurm), which SIGKILLs the job itself, and whose exit code is that of the first
+ * rank it sees end: a peer we kill first would make the job's code its signal. */
+int comm_launcher_waits_on_stopped(void);
 void comm_finalize(comm_world *c);
 /* Ends every rank with this exit code (MPI_Abort under MPI, exit otherwise). */
 void comm_abort(const comm_world *c, int code);

@@ -167,7 +167,7 @@ static int kill_if_stopped(long pid, int really)
 }
 
 /* What the heartbeats say of the other ranks, appended to line; a stopped rank on this
- * machine is killed (kill_if_stopped). */
+ * machine is marked to be killed (kill_if_stopped) where the launcher would wait on it. */
 static void name_the_stopped(watchdog *w, double now_epoch, char *line, size_t len)
 {
     if (!w->dir[0] || w->cfg.world < 2) return;
@@ -184,7 +184,7 @@ static void name_the_stopped(watchdog *w, double now_epoch, char *line, size_t l
                                      "; rank %d (pid %ld on %s) stopped: its heartbeat is %.0f s old, last in the %s "
                                      "of iteration %d", r, p.pid, p.host, now_epoch - p.beat,
                                      p.phase, p.iteration);
-            if (strcmp(p.host, w->host) == 0 && kill_if_stopped(p.pid, 0) && w->nstopped < MAX_STOPPED &&
+            if (w->cfg.kill_stopped && strcmp(p.host, w->host) == 0 && kill_if_stopped(p.pid, 0) && w->nstopped < MAX_STOPPED &&
                 used + 80 < len) {
                 w->stopped_pids[w->nstopped++] = p.pid;
                 used += (size_t)snprintf(line + used, len - used, " (killed: a launcher's SIGTERM waits on a stopped "

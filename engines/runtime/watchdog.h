@@ -36,6 +36,8 @@ typedef struct watchdog_config {
     double timeout_s;            /* > 0 fixed, 0 off, < 0 auto */
     int rank, world;
     const char *heartbeat_dir;   /* private directory of the ranks' heartbeats; NULL/"" none */
+    int kill_stopped;            /* kill the stopped ranks of this machine it names, once the job's
+                                  * record is written (comm_launcher_waits_on_stopped) */
     /* Ends the job: called once, from the watchdog's thread, with the line it printed. */
     void (*fire)(void *ctx, const char *why);
     void *fire_ctx;
