@@ -13,6 +13,7 @@
 #include "machine.h"
 #include "report.h"
 #include "run.h"
+#include "search.h"
 #include "sweep.h"
 
 #include <errno.h>
@@ -176,6 +177,20 @@ int main(int argc, char **argv)
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
+    if (rc.search) {
+        /* Plans and predicts every configuration (and --verify trains some, as child
+         * processes): like a sweep, this process opens no backend. */
+        int code = EXIT_BAD_INPUT;
+        if (comm.world > 1) {
+            if (comm.rank == 0)
+                fprintf(stderr, "aebench: --search runs on one process (--ranks N says the world it searches; "
+                                "--verify starts the runs): run it without mpirun\n");
+        } else {
+            code = search_main(argc, argv, &rc);
+        }
+        comm_finalize(&comm);
+        return code;
+    }
     const int sweep = !rc.calibrate && !rc.predict &&
                       (rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run));
     if (sweep) {
@@ -307,6 +322,10 @@ int main(int argc, char **argv)
                          sh->batch, sh->vocab);
         report_to_parent("budget-gpu %zu", gpu_budget);
         report_to_parent("budget-host %zu", host_budget);
+        char machine[PATH_MAX + 256];
+        if (rc.machine_path[0]) report_to_parent("machine %s", rc.machine_path);
+        else if (machine_default_path(machine, sizeof machine, rc.results_dir, be) == 0)
+            report_to_parent("machine %s", machine);
         if (rc.eng.offload == OFFLOAD_NVME) {
             /* The disk budget bounds --find-max too; the directory must exist by now. */
             size_t disk_budget = 0;

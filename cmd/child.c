@@ -68,6 +68,7 @@ static void parse_report(char *text, child_result *out)
         else if (strcmp(key, "budget-gpu") == 0) out->budget_gpu = strtoull(val, NULL, 10);
         else if (strcmp(key, "budget-host") == 0) out->budget_host = strtoull(val, NULL, 10);
         else if (strcmp(key, "budget-disk") == 0) out->budget_disk = strtoull(val, NULL, 10);
+        else if (strcmp(key, "machine") == 0) snprintf(out->machine, sizeof out->machine, "%s", val);
     }
 }
 

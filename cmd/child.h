@@ -27,6 +27,8 @@ typedef struct child_result {
     int shape[6];        /* layers hidden heads seq batch vocab */
     size_t budget_gpu, budget_host;
     size_t budget_disk;  /* --offload nvme: free bytes under --nvme-dir; 0 otherwise */
+    char machine[PATH_MAX]; /* the machine file --predict would read (--machine, or this
+                               host's and backend's default) */
 } child_result;
 
 /* What stdout and stderr of the child get. */

@@ -25,6 +25,7 @@ typedef enum opt_id {
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_TRANSPORT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
     OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM,
     OPT_CLIP_SPECULATE, OPT_PLACEMENT, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE, OPT_HANG_TIMEOUT,
+    OPT_SEARCH, OPT_LARGEST, OPT_MIN_SAMPLES, OPT_TOP, OPT_OUT, OPT_VERIFY,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -97,12 +98,20 @@ static const opt_spec specs[] = {
     {OPT_CALIBRATE, "calibrate", 0, ARG_NONE, NULL, "measure this machine for --predict at the given shape, math and dtype into results/machine_HOST_DEVICE.json (or --machine FILE)"},
     {OPT_PREDICT, "predict", 0, ARG_NONE, NULL, "print each engine's predicted ms/iteration, its breakdown and plan from the machine file, train nothing"},
     {OPT_MACHINE, "machine", 0, ARG_TEXT, "FILE", "the machine file --calibrate writes and --predict reads (default results/machine_HOST_DEVICE.json)"},
+    {OPT_SEARCH, "search", 0, ARG_NONE, NULL, "every configuration of every engine (window, placement, ZeRO stage, --dpu, --offload, --clip-speculate, micro-batch, checkpointing) planned against the budgets and predicted from the machine file; prints the fastest with the command that runs each (what you give is fixed, the rest searched)"},
+    {OPT_LARGEST, "largest", 0, ARG_NONE, NULL, "--search: the largest -l that any configuration trains in the budgets, and the fastest there"},
+    {OPT_MIN_SAMPLES, "min-samples-per-s", 0, ARG_NUM, "X", "--search --largest: the largest -l that still trains at X samples/s (predicted)"},
+    {OPT_TOP, "top", 0, ARG_INT, "K", "--search: how many configurations to print (default 5)"},
+    {OPT_OUT, "out", 0, ARG_TEXT, "FILE", "--search: write the fastest as a config that --config FILE runs"},
+    {OPT_VERIFY, "verify", 0, ARG_INT, "K", "--search: train the top K and K random feasible configurations and print predicted against measured"},
     {OPT_HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", "every rank ends the job (exit 4) after S seconds without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); 0: never (default auto)"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
     {OPT_VERSION, "version", 0, ARG_NONE, NULL, "print the version"},
 };
 
 enum { NSPECS = (int)(sizeof specs / sizeof specs[0]) };
+/* (run_config.given holds a bit per option) */
+_Static_assert(OPT_COUNT <= 128, "run_config.given has 128 bits");
 
 static const opt_spec *spec_by_name(const char *name)
 {
@@ -233,6 +242,7 @@ static void set_defaults(run_config *rc)
     rc->iters = 50;
     rc->hang_timeout_s = -1; /* auto */
     rc->log_interval = 10;
+    rc->search_top = 5;
     snprintf(rc->results_dir, sizeof rc->results_dir, "results");
 }
 
@@ -266,7 +276,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
             return cli_fail(err, errlen, "%s: '%s' is not a number", opt,
                         value ? value : "");
     }
-    rc->given |= 1ULL << sp->id;
+    rc->given[sp->id / 64] |= 1ULL << (sp->id % 64);
     engine_config *e = &rc->eng;
     switch (sp->id) {
     case OPT_METHOD:
@@ -419,6 +429,20 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
             return cli_fail(err, errlen, "%s: '%s' is neither seconds (0 or more, 0: never) nor 'auto'", opt, value);
         break;
     case OPT_PREDICT: rc->predict = flag_value; break;
+    case OPT_SEARCH: rc->search = flag_value; break;
+    case OPT_LARGEST: rc->search_largest = flag_value; break;
+    case OPT_MIN_SAMPLES:
+        if (dv <= 0) return cli_fail(err, errlen, "%s: must be positive (samples per second)", opt);
+        rc->min_samples_per_s = dv;
+        break;
+    case OPT_TOP: rc->search_top = (int)iv; break;
+    case OPT_VERIFY:
+        if (iv > 1000) return cli_fail(err, errlen, "%s: %lld is out of range: at most 1000 trained", opt, iv);
+        rc->search_verify = (int)iv;
+        break;
+    case OPT_OUT:
+        if (set_path(rc->search_out, sizeof rc->search_out, value, "file", opt, err, errlen)) return -1;
+        break;
     case OPT_MACHINE:
         if (set_path(rc->machine_path, sizeof rc->machine_path, value, "file", opt, err, errlen)) return -1;
         break;
@@ -507,12 +531,19 @@ static const char *json_type_name(const cJSON *item)
     return "an invalid value";
 }
 
+/* The options of --search itself (typed by hand; never handed on to a run). */
+static int search_only(opt_id id)
+{
+    return id == OPT_SEARCH || id == OPT_LARGEST || id == OPT_MIN_SAMPLES || id == OPT_TOP || id == OPT_OUT ||
+           id == OPT_VERIFY;
+}
+
 /* Options a config may set: every option but those that only make sense typed by hand. */
 static const opt_spec *config_spec(const char *key)
 {
     const opt_spec *sp = spec_by_name(key);
     if (!sp || sp->id == OPT_CONFIG || sp->id == OPT_HELP || sp->id == OPT_VERSION ||
-        sp->id == OPT_RESUME || sp->id == OPT_CALIBRATE || sp->id == OPT_PREDICT)
+        sp->id == OPT_RESUME || sp->id == OPT_CALIBRATE || sp->id == OPT_PREDICT || search_only(sp->id))
         return NULL;
     return sp;
 }
@@ -880,7 +911,9 @@ static void getopt_tables(struct option longopts[NSPECS + 1], char *shortopts)
     shortopts[sl] = '\0';
 }
 
-int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout)
+/* argv[1..]'s options into *out, but those `drop` says (by spec, with ctx). */
+static int args_kept(int argc, char **argv, int (*drop)(const opt_spec *sp, const void *ctx), const void *ctx,
+                     char ***out, int *nout)
 {
     *out = NULL;
     *nout = 0;
@@ -894,17 +927,54 @@ int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char
      * every short option takes a value: tokens [start, optind) are one option. */
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         const opt_spec *sp = NULL;
-        if (c >= 1000) sp = &specs[c - 1000];
+        if (c >= 1000 && c < 1000 + NSPECS) sp = &specs[c - 1000];
         else
             for (int i = 0; i < NSPECS; i++)
-                if (specs[i].short_name == c) sp = &specs[i];
-        const int drop = !sp || (drop_config && sp->id == OPT_CONFIG) || sp->id == OPT_RESUME ||
-                         sp->id == OPT_FIND_MAX || (drop_method && sp->id == OPT_METHOD);
-        for (int t = start; !drop && t < optind; t++)
-            if (strv_push(out, nout, argv[t])) return -1;
+                if (specs[i].short_name && specs[i].short_name == c) sp = &specs[i];
+        const int dropped = !sp || drop(sp, ctx);
+        for (int t = start; !dropped && t < optind; t++)
+            if (strv_push(out, nout, argv[t])) {
+                optind = 1;
+                return -1;
+            }
         start = optind;
     }
+    optind = 1;
     return 0;
+}
+
+typedef struct child_drop {
+    int config, method;
+} child_drop;
+static int drop_for_child(const opt_spec *sp, const void *ctx)
+{
+    const child_drop *d = ctx;
+    return (d->config && sp->id == OPT_CONFIG) || sp->id == OPT_RESUME || sp->id == OPT_FIND_MAX ||
+           search_only(sp->id) || (d->method && sp->id == OPT_METHOD);
+}
+
+int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout)
+{
+    const child_drop d = {drop_config, drop_method};
+    return args_kept(argc, argv, drop_for_child, &d, out, nout);
+}
+
+static int drop_named(const opt_spec *sp, const void *ctx)
+{
+    for (const char *const *n = ctx; *n; n++)
+        if (strcmp(sp->name, *n) == 0) return 1;
+    return 0;
+}
+
+int cli_args_without(char *const *args, int nargs, const char *const *names, char ***out, int *nout)
+{
+    char **argv = calloc((size_t)nargs + 2, sizeof *argv);
+    if (!argv) return -1;
+    argv[0] = "aebench";
+    for (int i = 0; i < nargs; i++) argv[i + 1] = args[i];
+    const int rc = args_kept(nargs + 1, argv, drop_named, names, out, nout);
+    free(argv);
+    return rc;
 }
 
 static int validate(run_config *rc, char *err, size_t errlen)
@@ -929,9 +999,89 @@ static int validate(run_config *rc, char *err, size_t errlen)
         P * 16.0 > 1.0e18)
         return cli_fail(err, errlen, "model or batch too large to address (%.3g parameters, %.3g rows)",
                     P, rows);
-    if (rc->eng.nvme_dir[0] && rc->eng.offload != OFFLOAD_NVME)
-        return cli_fail(err, errlen, "--nvme-dir is only used with --offload nvme");
+    if (rc->eng.nvme_dir[0] && rc->eng.offload != OFFLOAD_NVME && !rc->search)
+        return cli_fail(err, errlen, "--nvme-dir is only used with --offload nvme (or --search, which tries it)");
+    static const char *const search_opts[] = {"largest", "min-samples-per-s", "top", "out", "verify"};
+    for (size_t i = 0; i < sizeof search_opts / sizeof search_opts[0]; i++)
+        if (!rc->search && cli_given(rc, search_opts[i]))
+            return cli_fail(err, errlen, "--%s goes with --search", search_opts[i]);
+    if (rc->min_samples_per_s > 0 && !rc->search_largest)
+        return cli_fail(err, errlen, "--min-samples-per-s goes with --search --largest (the largest model that "
+                        "trains that fast)");
+    if (rc->search && (rc->predict || rc->calibrate || rc->find_max || rc->dry_run || rc->resume))
+        return cli_fail(err, errlen, "--search plans and predicts by itself: not with --%s",
+                        rc->predict ? "predict" : rc->calibrate ? "calibrate" : rc->find_max ? "find-max"
+                        : rc->dry_run ? "dry-run" : "resume");
     return 0;
+}
+
+struct cJSON *cli_args_config(char *const *args, int nargs, char *err, size_t errlen)
+{
+    cJSON *out = cJSON_CreateObject();
+    char **argv = calloc((size_t)nargs + 2, sizeof *argv);
+    if (!out || !argv) {
+        cJSON_Delete(out);
+        free(argv);
+        return cli_fail(err, errlen, "out of memory"), NULL;
+    }
+    argv[0] = "aebench";
+    for (int i = 0; i < nargs; i++) argv[i + 1] = args[i];
+    struct option longopts[NSPECS + 1];
+    char shortopts[2 * NSPECS + 2];
+    getopt_tables(longopts, shortopts);
+    opterr = 0;
+    optind = 1;
+    int c, failed = 0;
+    /* Two passes, as cli_parse: a config first, then the command line over it. */
+    for (int pass = 0; pass < 2 && !failed; pass++) {
+        optind = 1;
+        while (!failed && (c = getopt_long(nargs + 1, argv, shortopts, longopts, NULL)) != -1) {
+            const opt_spec *sp = NULL;
+            if (c >= 1000 && c < 1000 + NSPECS) sp = &specs[c - 1000];
+            else
+                for (int i = 0; i < NSPECS; i++)
+                    if (specs[i].short_name && specs[i].short_name == c) sp = &specs[i];
+            if (!sp) {
+                failed = cli_fail(err, errlen, "option '%s' is not one a config can hold", argv[optind - 1]);
+                break;
+            }
+            if ((pass == 0) != (sp->id == OPT_CONFIG)) continue;
+            if (sp->id == OPT_CONFIG) {
+                cJSON *cfg = read_json(optarg, err, errlen);
+                if (!cfg) {
+                    failed = -1;
+                    break;
+                }
+                if (!cJSON_IsObject(cfg) || cJSON_GetObjectItemCaseSensitive(cfg, "runs")) {
+                    cJSON_Delete(cfg);
+                    failed = cli_fail(err, errlen, "config %s: a run list is not one run's config", optarg);
+                    break;
+                }
+                for (cJSON *item = cfg->child; item; item = item->next)
+                    if (item->string && config_spec(item->string))
+                        cJSON_AddItemToObject(out, item->string, cJSON_Duplicate(item, 1));
+                cJSON_Delete(cfg);
+                continue;
+            }
+            if (!config_spec(sp->name)) {
+                failed = cli_fail(err, errlen, "--%s is typed by hand, not kept in a config", sp->name);
+                break;
+            }
+            cJSON *v = NULL;
+            if (sp->kind == ARG_NONE) v = cJSON_CreateTrue();
+            else if (sp->kind == ARG_INT || sp->kind == ARG_NUM) v = cJSON_CreateNumber(strtod(optarg, NULL));
+            else v = cJSON_CreateString(optarg);
+            cJSON_DeleteItemFromObjectCaseSensitive(out, sp->name);
+            if (!v || !cJSON_AddItemToObject(out, sp->name, v)) failed = cli_fail(err, errlen, "out of memory");
+        }
+    }
+    free(argv);
+    optind = 1;
+    if (failed) {
+        cJSON_Delete(out);
+        return NULL;
+    }
+    return out;
 }
 
 cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t errlen)
@@ -1001,7 +1151,7 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
 int cli_given(const run_config *rc, const char *long_name)
 {
     const opt_spec *sp = spec_by_name(long_name);
-    return sp && (rc->given >> sp->id & 1ULL);
+    return sp && (rc->given[sp->id / 64] >> (sp->id % 64) & 1ULL);
 }
 
 const char *cli_cpu_preset_text(void)

@@ -36,7 +36,7 @@ typedef struct run_config {
     size_t cpu_mem_limit;  /* bytes; 0: the host's available memory */
     int dry_run;
     int device_given;      /* --device was set (else: CUDA when usable, CPU otherwise) */
-    unsigned long long given; /* bit per option: set by the config or the command line */
+    uint64_t given[2];     /* bit per option: set by the config or the command line */
     int cpu_preset;        /* the small CPU preset was applied */
     int find_max;          /* --find-max: bisect for the largest layer count that trains */
     int resume;            /* --resume: sweeps skip runs already done */
@@ -55,6 +55,13 @@ typedef struct run_config {
                                 FAIL_STOP (the process stops, SIGSTOP: a hang) */
     int fail_phase;          /* --fail-phase: FAULT_FORWARD (the iteration's start),
                                 FAULT_BACKWARD, FAULT_CHECKPOINT */
+    /* --search (cmd/search.h): every configuration planned and predicted, the best printed */
+    int search;
+    int search_largest;        /* --largest: the largest -l any configuration trains */
+    double min_samples_per_s;  /* --min-samples-per-s: ... that still trains this fast (0: any) */
+    int search_top;            /* --top K: how many to print (default 5) */
+    char search_out[PATH_MAX]; /* --out FILE: the winner as a config ("" none) */
+    int search_verify;         /* --verify K: train the top K and K random ones (0: none) */
 } run_config;
 
 /* One run of a run-list config after expansion: the options it gives its child process. */
@@ -96,10 +103,16 @@ void cli_usage(FILE *out);
 int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errlen);
 void cli_runlist_free(cli_runlist *l);
 
-/* The command-line options to hand on to child runs: argv[1..] without --resume and
- * --find-max, without --config when drop_config (a run list: its runs give their options
- * explicitly), without --method when drop_method.  *out is NULL-terminated (strv.h). */
+/* The command-line options to hand on to child runs: argv[1..] without --resume,
+ * --find-max and the --search options, without --config when drop_config (a run list: its
+ * runs give their options explicitly), without --method when drop_method.  *out is
+ * NULL-terminated (strv.h). */
 int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout);
+
+/* args (options that cli_parse accepted, without argv[0]) without the options of those long
+ * names (a NULL-terminated list), in whatever form they were typed (-l 8, --layers=8).  *out
+ * NULL-terminated (strv.h); 0, or -1 out of memory. */
+int cli_args_without(char *const *args, int nargs, const char *const *names, char ***out, int *nout);
 
 /* Format a one-line error into err; returns -1 (for `return cli_fail(...)`). */
 int cli_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -118,5 +131,11 @@ uint64_t cli_fingerprint(const run_config *rc);
 
 /* Was the option with this long name given? */
 int cli_given(const run_config *rc, const char *long_name);
+
+/* The options of args (a command line's tokens after argv[0], as cli_child_args gives them,
+ * without the options only typed by hand) as a config object that --config reads back to
+ * the same run: a --config among them is read first (the command line overrides it), every
+ * option by its long name and type.  NULL with err set. */
+struct cJSON *cli_args_config(char *const *args, int nargs, char *err, size_t errlen);
 
 #endif

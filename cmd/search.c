@@ -1,0 +1,1194 @@
+/*
+ * search.c — aebench --search (search.h).
+ *
+ * 1. A --dry-run child says how a run resolves here (the backend, the CPU preset's shape,
+ *    the budgets a run would get, the machine file): this process opens no backend, so that
+ *    --verify's runs get the whole GPU.
+ * 2. The budgets per rank: --gpu-mem-limit / --cpu-mem-limit, else the smaller of what the
+ *    machine file recorded and what is free now; host memory (and the disk under --nvme-dir)
+ *    shared by the ranks of the machine, as run.c shares them.
+ * 3. Every configuration (knobs below) is checked by the engine (engine_refuses), planned
+ *    against the three budgets, and, when it fits and its micro-batch is calibrated,
+ *    predicted (pred_settle over the engine's walk, as --predict does).  Each configuration
+ *    lands in exactly one bucket of the tally: refused, over one tier, not calibrated, not
+ *    modelled, or predicted.
+ * 4. --largest: for every engine and knob setting, the largest -l whose plan fits (plans
+ *    grow with the layers: doubling, then bisection; stronghold at its smallest window and at
+ *    -w auto, the largest the GPU holds), then the full search at the largest of all.  With
+ *    --min-samples-per-s X, a bisection on the layers for the largest whose best predicted
+ *    throughput is at least X.
+ * 5. The top K printed with the exact command of each; the JSON (results/search_*.json) keeps
+ *    every predicted configuration; --out writes the winner as a config; --verify trains.
+ *
+ * What the user gave is fixed; what they did not is searched.  The knobs, per engine, from
+ * what it implements (engine_vtbl.options):
+ *   micro-batch      every divisor of global batch / ranks (-b fixes it)
+ *   --zero-stage     0-3, megatron-lm on N > 1 ranks
+ *   --dpu            off/on, zero-offload
+ *   --offload        cpu/nvme, zero-infinity and stronghold (nvme where --nvme-dir, or the
+ *                    results directory, is writable)
+ *   --clip-speculate auto/0, the engines that update ahead of the norm, when clipping is on
+ *   --no-ckpt        on/off, megatron-lm and zero-offload
+ *   -w, --placement  stronghold: every window 1..L and auto (resident layers and three
+ *                    slots sized to the GPU budget, which no -w W gives), its resident
+ *                    layers at the bottom or spread (one placement at W = L: nothing streams)
+ * gemini is searched only under -m gemini (it answers another question: the cost of its
+ * checkpoints).
+ */
+#include "search.h"
+
+#include "child.h"
+#include "machine.h"
+#include "report.h"
+#include "run.h"
+#include "strv.h"
+
+#include "../engines/runtime/predict.h"
+#include "../engines/runtime/timer.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { TIER_GPU, TIER_HOST, TIER_DISK, TIERS };
+enum { MAX_BATCHES = 64, MAX_REASONS = 8, MAX_ENGINES = 16, LAYERS_CAP = 1 << 20 };
+
+static const char *const BOUND_NAMES[BUSY_KINDS] = {"compute", "h2d", "d2h", "host adam", "disk", "collectives"};
+
+/* One configuration's settings beside the engine and the layers. */
+typedef struct knobs {
+    int batch;          /* micro-batch per rank */
+    int zero_stage;
+    int dpu;
+    int offload;        /* OFFLOAD_* */
+    int clip_speculate; /* -1 auto, 0 none */
+    int ckpt;
+    int window;         /* stronghold: 1..L; 0 auto (--largest's bound only) */
+    int placement;      /* PLACE_* */
+} knobs;
+
+typedef struct candidate {
+    const engine_vtbl *eng;
+    knobs k;
+    int layers;
+    engine_plan plan;
+    engine_prediction pred;
+    long seq; /* order of enumeration: the last tie-break, so the ranking is deterministic */
+} candidate;
+
+typedef struct reason {
+    char text[480];
+    long n;
+} reason;
+
+/* Where every configuration of one enumeration went. */
+typedef struct tally {
+    long considered, refused, over[TIERS], not_calibrated, not_modelled, predicted;
+    long not_calibrated_at[MAX_BATCHES];
+    reason refused_why[MAX_REASONS], modelled_why[MAX_REASONS];
+} tally;
+
+typedef struct batch_rates {
+    int batch;
+    int loaded;       /* m holds the machine file's entry at this micro-batch */
+    machine_rates m;
+} batch_rates;
+
+typedef struct search {
+    const run_config *rc;
+    int argc;
+    char **argv;
+    char exe[PATH_MAX];
+    char **base;      /* the command line handed on to each configuration's command */
+    int nbase;
+    gpt_shape shape;  /* as a run resolves it (the CPU preset where it applies) */
+    int preset;
+    char backend[8];
+    char machine[PATH_MAX];
+    char machine_err[900]; /* why the file gives no rates (then nothing is predicted) */
+    int world, local, global_batch;
+    int nbatches;
+    batch_rates rates[MAX_BATCHES];
+    size_t budget[TIERS];
+    int disk_known;
+    char disk_why[600];
+    char nvme_dir[ENGINE_PATH_MAX];
+    const engine_vtbl *engines[MAX_ENGINES];
+    int nengines;
+    /* the enumeration in progress */
+    int keep;         /* keep every predicted configuration in c (else only the best) */
+    candidate *c;
+    size_t n, cap;
+    candidate best;
+    int have_best;
+    tally t;
+} search;
+
+/* ---- small helpers --------------------------------------------------------------------------- */
+
+static void count_reason(reason *list, const char *why)
+{
+    for (int i = 0; i < MAX_REASONS; i++) {
+        if (list[i].n && strcmp(list[i].text, why) == 0) {
+            list[i].n++;
+            return;
+        }
+        if (!list[i].n) {
+            snprintf(list[i].text, sizeof list[i].text, "%.470s", why);
+            list[i].n = 1;
+            return;
+        }
+    }
+    /* (the table is full: the last row gathers the rest) */
+    snprintf(list[MAX_REASONS - 1].text, sizeof list[MAX_REASONS - 1].text, "other reasons");
+    list[MAX_REASONS - 1].n++;
+}
+
+static void walk_engine(const engine_config *cfg, const machine_rates *m, const void *ctx, engine_prediction *out)
+{
+    ((const engine_vtbl *)ctx)->predict(cfg, m, out);
+}
+
+static int micro_batches_of(const search *s, int batch) { return s->global_batch / (batch * s->world); }
+
+static double samples_per_s(const search *s, const candidate *c) { return s->global_batch * 1000.0 / c->pred.ms; }
+
+/* Model TFLOP/s per GPU (rank), as a run's log reports them. */
+static double tflops_of(const search *s, const candidate *c)
+{
+    gpt_shape sh = s->shape;
+    sh.layers = c->layers, sh.batch = c->k.batch;
+    sh.vocab_padded = gpt_pad_vocab(sh.vocab);
+    return gpt_model_flops(&sh) * micro_batches_of(s, c->k.batch) / (c->pred.ms * 1e-3) / 1e12;
+}
+
+static const char *placement_name(int p) { return p == PLACE_SPREAD ? "spread" : p == PLACE_BOTTOM ? "bottom" : "auto"; }
+
+static batch_rates *rates_at(search *s, int batch)
+{
+    for (int i = 0; i < s->nbatches; i++)
+        if (s->rates[i].batch == batch) return &s->rates[i];
+    return NULL;
+}
+
+/* ---- one configuration ----------------------------------------------------------------------- */
+
+static void config_of(const search *s, const engine_vtbl *eng, const knobs *k, int layers, engine_config *cfg)
+{
+    (void)eng;
+    *cfg = s->rc->eng;
+    cfg->shape = s->shape;
+    cfg->shape.layers = layers;
+    cfg->shape.batch = k->batch;
+    cfg->shape.vocab_padded = gpt_pad_vocab(cfg->shape.vocab);
+    cfg->world = s->world;
+    cfg->local_world = s->local;
+    cfg->micro_batches = micro_batches_of(s, k->batch);
+    cfg->zero_stage = k->zero_stage;
+    cfg->dpu = k->dpu;
+    cfg->offload = k->offload;
+    cfg->clip_speculate = k->clip_speculate;
+    cfg->ckpt = k->ckpt;
+    cfg->window = k->window;
+    cfg->placement = k->placement;
+    if (k->offload == OFFLOAD_NVME) snprintf(cfg->nvme_dir, sizeof cfg->nvme_dir, "%s", s->nvme_dir);
+    cfg->gpu_budget = s->budget[TIER_GPU];
+    cfg->host_budget = s->budget[TIER_HOST];
+}
+
+/* The engine accepts it and its plan fits every budget: 1; else 0 and, with tier, which
+ * budget it is over (TIERS: refused). */
+static int fits(const search *s, const engine_vtbl *eng, const knobs *k, int layers, engine_config *cfg,
+                engine_plan *plan, int *tier, char *why, size_t whylen)
+{
+    config_of(s, eng, k, layers, cfg);
+    const batch_rates *br = rates_at((search *)s, k->batch);
+    cfg->machine = br && br->loaded ? &br->m : NULL;
+    *tier = TIERS;
+    if (engine_refuses(eng, cfg, why, whylen)) return 0;
+    memset(plan, 0, sizeof *plan);
+    eng->plan(cfg, plan);
+    if (plan->gpu_bytes > s->budget[TIER_GPU]) *tier = TIER_GPU;
+    else if (plan->host_bytes > s->budget[TIER_HOST]) *tier = TIER_HOST;
+    else if (plan->disk_bytes > 0 && (!s->disk_known || plan->disk_bytes > s->budget[TIER_DISK])) *tier = TIER_DISK;
+    else return 1;
+    return 0;
+}
+
+/* Lower is better: the step, then the memory it takes, then the order found. */
+static int candidate_cmp(const void *pa, const void *pb)
+{
+    const candidate *a = pa, *b = pb;
+    if (a->pred.ms != b->pred.ms) return a->pred.ms < b->pred.ms ? -1 : 1;
+    const double ma = (double)a->plan.gpu_bytes + (double)a->plan.host_bytes,
+                 mb = (double)b->plan.gpu_bytes + (double)b->plan.host_bytes;
+    if (ma != mb) return ma < mb ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int consider(search *s, const engine_vtbl *eng, const knobs *k, int layers)
+{
+    engine_config cfg;
+    engine_plan plan;
+    int tier;
+    char why[400];
+    s->t.considered++;
+    if (!fits(s, eng, k, layers, &cfg, &plan, &tier, why, sizeof why)) {
+        if (tier == TIERS) {
+            char line[460];
+            snprintf(line, sizeof line, "%s: %s", eng->name, why);
+            count_reason(s->t.refused_why, line);
+            s->t.refused++;
+        } else {
+            s->t.over[tier]++;
+        }
+        return 0;
+    }
+    batch_rates *br = rates_at(s, k->batch);
+    if (!br || !br->loaded) {
+        s->t.not_calibrated++;
+        if (br) s->t.not_calibrated_at[br - s->rates]++;
+        return 0;
+    }
+    candidate c;
+    memset(&c, 0, sizeof c);
+    if (eng->predict) pred_settle(&cfg, &br->m, walk_engine, eng, &c.pred);
+    if (!c.pred.modelled || !(c.pred.ms > 0)) {
+        char line[260];
+        snprintf(line, sizeof line, "%s: %s", eng->name, c.pred.why[0] ? c.pred.why : "the engine has no model");
+        count_reason(s->t.modelled_why, line);
+        s->t.not_modelled++;
+        return 0;
+    }
+    s->t.predicted++;
+    c.eng = eng, c.k = *k, c.layers = layers, c.plan = plan, c.seq = s->t.considered;
+    if (!s->have_best || candidate_cmp(&c, &s->best) < 0) s->best = c, s->have_best = 1;
+    if (!s->keep) return 0;
+    if (s->n == s->cap) {
+        const size_t cap = s->cap ? s->cap * 2 : 1024;
+        candidate *grown = realloc(s->c, cap * sizeof *grown);
+        if (!grown) return -1;
+        s->c = grown, s->cap = cap;
+    }
+    s->c[s->n++] = c;
+    return 0;
+}
+
+/* ---- the knobs ------------------------------------------------------------------------------- */
+
+typedef struct knob_lists {
+    int stage[4], nstage, dpu[2], ndpu, offload[2], noffload, clip[2], nclip, ckpt[2], nckpt, place[2], nplace;
+} knob_lists;
+
+static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
+{
+    const run_config *rc = s->rc;
+    const engine_config *ec = &rc->eng;
+    memset(kl, 0, sizeof *kl);
+    if (!cli_given(rc, "zero-stage") && (e->options & ENGINE_OPT_ZERO_STAGES) && s->world > 1)
+        for (int st = 0; st <= 3; st++) kl->stage[kl->nstage++] = st;
+    else kl->stage[kl->nstage++] = ec->zero_stage;
+    kl->dpu[kl->ndpu++] = ec->dpu;
+    if (!cli_given(rc, "dpu") && (e->options & ENGINE_OPT_DPU)) kl->dpu[kl->ndpu++] = !ec->dpu;
+    kl->offload[kl->noffload++] = ec->offload;
+    if (!cli_given(rc, "offload") && (e->options & ENGINE_OPT_OFFLOAD_NVME) && s->disk_known)
+        kl->offload[kl->noffload++] = OFFLOAD_NVME;
+    kl->clip[kl->nclip++] = ec->clip_speculate;
+    if (!cli_given(rc, "clip-speculate") && (e->options & ENGINE_OPT_CLIP_SPECULATE) && ec->optim.clip > 0)
+        kl->clip[kl->nclip++] = ec->clip_speculate == 0 ? -1 : 0;
+    kl->ckpt[kl->nckpt++] = ec->ckpt;
+    if (!cli_given(rc, "no-ckpt") && (e->options & ENGINE_OPT_NO_CKPT)) kl->ckpt[kl->nckpt++] = !ec->ckpt;
+    if (e->uses_window && !cli_given(rc, "placement")) {
+        kl->place[kl->nplace++] = PLACE_BOTTOM;
+        kl->place[kl->nplace++] = PLACE_SPREAD;
+    } else {
+        kl->place[kl->nplace++] = ec->placement;
+    }
+}
+
+/* Why eng is left out of this search, or NULL: an engine-specific option the user gave that
+ * it does not have (what is given is fixed, so those engines cannot take part). */
+static const char *left_out(const search *s, const engine_vtbl *e)
+{
+    const run_config *rc = s->rc;
+    if ((cli_given(rc, "window") || cli_given(rc, "placement")) && !e->uses_window)
+        return "-w/--placement are stronghold's";
+    if (cli_given(rc, "clip-speculate") && !(e->options & ENGINE_OPT_CLIP_SPECULATE))
+        return "--clip-speculate is l2l's, zero-infinity's and stronghold's";
+    if (cli_given(rc, "zero-stage") && !(e->options & ENGINE_OPT_ZERO_STAGES)) return "--zero-stage is megatron-lm's";
+    if (cli_given(rc, "dpu") && rc->eng.dpu && !(e->options & ENGINE_OPT_DPU)) return "--dpu is zero-offload's";
+    static const char *const gemini_opts[] = {"gemini-mode", "gemini-replicas", "gemini-placement", "gemini-transport",
+                                              "gemini-store", "gemini-job", "ckpt-dir", "ckpt-every", "gemini-ckpt-from"};
+    for (size_t i = 0; i < sizeof gemini_opts / sizeof gemini_opts[0]; i++)
+        if (cli_given(rc, gemini_opts[i]) && !(e->options & ENGINE_OPT_RECOVERS)) return "gemini's options were given";
+    return NULL;
+}
+
+/* Every configuration at `layers`, into s->t (and s->c when s->keep).  -1: out of memory. */
+static int enumerate(search *s, int layers)
+{
+    memset(&s->t, 0, sizeof s->t);
+    s->n = 0;
+    s->have_best = 0;
+    const int window_given = cli_given(s->rc, "window");
+    for (int ei = 0; ei < s->nengines; ei++) {
+        const engine_vtbl *e = s->engines[ei];
+        knob_lists kl;
+        knob_lists_of(s, e, &kl);
+        for (int bi = 0; bi < s->nbatches; bi++)
+            for (int a = 0; a < kl.nstage; a++)
+                for (int d = 0; d < kl.ndpu; d++)
+                    for (int o = 0; o < kl.noffload; o++)
+                        for (int cs = 0; cs < kl.nclip; cs++)
+                            for (int ck = 0; ck < kl.nckpt; ck++)
+                                for (int p = 0; p < kl.nplace; p++) {
+                                    knobs k = {s->rates[bi].batch, kl.stage[a], kl.dpu[d], kl.offload[o], kl.clip[cs],
+                                               kl.ckpt[ck], s->rc->eng.window, kl.place[p]};
+                                    if (!e->uses_window || window_given) {
+                                        if (consider(s, e, &k, layers)) return -1;
+                                        continue;
+                                    }
+                                    /* -w auto (0) too: its layout (resident layers and
+                                     * three slots, sized to the GPU budget) is no -w W's,
+                                     * where W is both; at the largest sizes only it fits */
+                                    for (int w = 0; w <= layers; w++) {
+                                        /* (at W = L nothing streams: one placement) */
+                                        if (w == layers && p > 0) continue;
+                                        k.window = w;
+                                        if (consider(s, e, &k, layers)) return -1;
+                                    }
+                                }
+    }
+    if (s->keep && s->n > 1) qsort(s->c, s->n, sizeof *s->c, candidate_cmp);
+    return 0;
+}
+
+/* ---- --largest ------------------------------------------------------------------------------- */
+
+/* The largest layer count at which eng with k fits (0: not even the smallest), by doubling
+ * then bisection (plans grow with the layers). */
+static int largest_layers(const search *s, const engine_vtbl *eng, const knobs *k)
+{
+    engine_config cfg;
+    engine_plan plan;
+    int tier;
+    char why[400];
+    const int first = k->window > 1 ? k->window : 1;
+    if (!fits(s, eng, k, first, &cfg, &plan, &tier, why, sizeof why)) return 0;
+    int lo = first, hi = first * 2;
+    while (fits(s, eng, k, hi, &cfg, &plan, &tier, why, sizeof why)) {
+        lo = hi;
+        if (hi >= LAYERS_CAP) return lo;
+        hi *= 2;
+    }
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        if (fits(s, eng, k, mid, &cfg, &plan, &tier, why, sizeof why)) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+typedef struct engine_largest {
+    const engine_vtbl *eng;
+    int layers;
+    knobs k;
+} engine_largest;
+
+/* Each engine's largest layer count over its knob settings (stronghold: at W = 1 and at
+ * -w auto; with -w given, at that window), into per[]; returns the largest of all. */
+static int largest_of_all(const search *s, engine_largest *per)
+{
+    int best = 0;
+    for (int ei = 0; ei < s->nengines; ei++) {
+        const engine_vtbl *e = s->engines[ei];
+        knob_lists kl;
+        knob_lists_of(s, e, &kl);
+        per[ei] = (engine_largest){e, 0, {0}};
+        const int given = cli_given(s->rc, "window");
+        const int windows[2] = {given ? s->rc->eng.window : 1, 0};
+        const int nwindows = e->uses_window && !given ? 2 : 1;
+        for (int bi = 0; bi < s->nbatches; bi++)
+            for (int a = 0; a < kl.nstage; a++)
+                for (int d = 0; d < kl.ndpu; d++)
+                    for (int o = 0; o < kl.noffload; o++)
+                        for (int cs = 0; cs < kl.nclip; cs++)
+                            for (int ck = 0; ck < kl.nckpt; ck++)
+                                for (int w = 0; w < nwindows; w++) {
+                                    knobs k = {s->rates[bi].batch, kl.stage[a], kl.dpu[d], kl.offload[o], kl.clip[cs],
+                                               kl.ckpt[ck], e->uses_window ? windows[w] : s->rc->eng.window,
+                                               kl.place[0]};
+                                    const int L = largest_layers(s, e, &k);
+                                    if (L > per[ei].layers) per[ei].layers = L, per[ei].k = k;
+                                }
+        if (per[ei].layers > best) best = per[ei].layers;
+    }
+    return best;
+}
+
+/* ---- commands -------------------------------------------------------------------------------- */
+
+static int push2(char ***v, int *n, const char *a, const char *b) { return strv_push(v, n, a) || strv_push(v, n, b); }
+
+static int push_int(char ***v, int *n, const char *opt, long long x)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%lld", x);
+    return push2(v, n, opt, num);
+}
+
+/* The options that run configuration c (no argv[0]): the user's, then what the search chose
+ * of what they did not give. */
+static int command_of(const search *s, const candidate *c, int largest, char ***out, int *nout)
+{
+    const run_config *rc = s->rc;
+    const engine_vtbl *e = c->eng;
+    /* (-l is the search's under --largest; --nvme-dir only goes with --offload nvme) */
+    const char *drop[3];
+    int ndrop = 0;
+    if (largest) drop[ndrop++] = "layers";
+    if (c->k.offload != OFFLOAD_NVME) drop[ndrop++] = "nvme-dir";
+    drop[ndrop] = NULL;
+    *out = NULL, *nout = 0;
+    int bad = cli_args_without(s->base, s->nbase, drop, out, nout);
+    bad = bad || push2(out, nout, "-m", e->name);
+    if (s->preset) {
+        /* (the CPU preset applies only when no shape option is given: its shape, in full) */
+        bad = bad || push_int(out, nout, "-h", s->shape.hidden) || push_int(out, nout, "--heads", s->shape.heads) ||
+              push_int(out, nout, "--seq", s->shape.seq) || push_int(out, nout, "--vocab", s->shape.vocab);
+        if (!cli_given(rc, "lr")) bad = bad || push2(out, nout, "--lr", "0.001");
+        if (!cli_given(rc, "min-lr")) bad = bad || push2(out, nout, "--min-lr", "0.0001");
+        if (!cli_given(rc, "lr-decay-iters")) bad = bad || push2(out, nout, "--lr-decay-iters", "1000");
+    }
+    if (largest || (s->preset && !cli_given(rc, "layers"))) bad = bad || push_int(out, nout, "-l", c->layers);
+    if (!cli_given(rc, "batch")) bad = bad || push_int(out, nout, "-b", c->k.batch);
+    if ((e->options & ENGINE_OPT_ZERO_STAGES) && s->world > 1 && !cli_given(rc, "zero-stage"))
+        bad = bad || push_int(out, nout, "--zero-stage", c->k.zero_stage);
+    if (c->k.dpu && !cli_given(rc, "dpu")) bad = bad || strv_push(out, nout, "--dpu");
+    if (c->k.offload == OFFLOAD_NVME && !cli_given(rc, "offload")) bad = bad || push2(out, nout, "--offload", "nvme");
+    if ((e->options & ENGINE_OPT_CLIP_SPECULATE) && rc->eng.optim.clip > 0 && !cli_given(rc, "clip-speculate")) {
+        if (c->k.clip_speculate < 0) bad = bad || push2(out, nout, "--clip-speculate", "auto");
+        else bad = bad || push_int(out, nout, "--clip-speculate", c->k.clip_speculate);
+    }
+    if (!c->k.ckpt && !cli_given(rc, "no-ckpt")) bad = bad || strv_push(out, nout, "--no-ckpt");
+    if (e->uses_window && !cli_given(rc, "window"))
+        bad = bad || (c->k.window ? push_int(out, nout, "-w", c->k.window) : push2(out, nout, "-w", "auto"));
+    if (e->uses_window && !cli_given(rc, "placement"))
+        bad = bad || push2(out, nout, "--placement", placement_name(c->k.placement));
+    if (bad) strv_free(out, nout);
+    return bad ? -1 : 0;
+}
+
+/* "aebench ARGS" with the arguments a shell would need quoted in single quotes. */
+static void format_command(char *const *args, int n, char *buf, size_t len)
+{
+    size_t at = (size_t)snprintf(buf, len, "aebench");
+    for (int i = 0; i < n && at < len; i++) {
+        const char *a = args[i];
+        int plain = a[0] != '\0';
+        for (const char *p = a; *p; p++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+-@%", *p)) plain = 0;
+        if (plain) {
+            at += (size_t)snprintf(buf + at, len - at, " %s", a);
+            continue;
+        }
+        at += (size_t)snprintf(buf + at, len - at, " '");
+        for (const char *p = a; *p && at < len; p++)
+            at += (size_t)(*p == '\'' ? snprintf(buf + at, len - at, "'\\''") : snprintf(buf + at, len - at, "%c", *p));
+        if (at < len) at += (size_t)snprintf(buf + at, len - at, "'");
+    }
+}
+
+static int command_text(const search *s, const candidate *c, int largest, char *buf, size_t len)
+{
+    char **args = NULL;
+    int n = 0;
+    if (command_of(s, c, largest, &args, &n)) return -1;
+    format_command(args, n, buf, len);
+    strv_free(&args, &n);
+    return 0;
+}
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+static void print_tally(const search *s, const tally *t, double ms)
+{
+    printf("search: %ld configurations in %.1f ms: %ld predicted, %ld over GPU memory, %ld over host memory, %ld over "
+           "disk, %ld refused by the engine, %ld not modelled, %ld not calibrated\n",
+           t->considered, ms, t->predicted, t->over[TIER_GPU], t->over[TIER_HOST], t->over[TIER_DISK], t->refused,
+           t->not_modelled, t->not_calibrated);
+    for (int i = 0; i < MAX_REASONS && t->refused_why[i].n; i++)
+        printf("  refused (%ld): %s\n", t->refused_why[i].n, t->refused_why[i].text);
+    for (int i = 0; i < MAX_REASONS && t->modelled_why[i].n; i++)
+        printf("  not modelled (%ld): %s\n", t->modelled_why[i].n, t->modelled_why[i].text);
+    for (int i = 0; i < s->nbatches; i++)
+        if (t->not_calibrated_at[i]) {
+            const batch_rates *br = &s->rates[i];
+            printf("  not calibrated (%ld): micro-batch %d has no entry in %s (aebench --calibrate -b %d with this "
+                   "shape%s)\n", t->not_calibrated_at[i], br->batch, s->machine, br->batch,
+                   s->rc->machine_path[0] ? " and --machine" : "");
+        }
+}
+
+static void format_plan(const candidate *c, char *g, char *h, char *d, size_t len)
+{
+    format_bytes((double)c->plan.gpu_bytes, g, len);
+    format_bytes((double)c->plan.host_bytes, h, len);
+    if (c->plan.disk_bytes) format_bytes((double)c->plan.disk_bytes, d, len);
+    else snprintf(d, len, "-");
+}
+
+static int print_top(const search *s, int largest)
+{
+    const int k = (int)s->n < s->rc->search_top ? (int)s->n : s->rc->search_top;
+    if (k == 0) return 0;
+    printf("  %-3s %10s %10s %8s %10s %10s %10s  %-11s %s\n", "#", "ms/it", "samples/s", "TFLOP/s", "GPU", "host", "disk",
+           "bound", "command");
+    for (int i = 0; i < k; i++) {
+        const candidate *c = &s->c[i];
+        char g[32], h[32], d[32], cmd[8192];
+        format_plan(c, g, h, d, sizeof g);
+        if (command_text(s, c, largest, cmd, sizeof cmd)) return -1;
+        printf("  %-3d %10.1f %10.2f %8.2f %10s %10s %10s  %-11s %s\n", i + 1, c->pred.ms, samples_per_s(s, c),
+               tflops_of(s, c), g, h, d, BOUND_NAMES[c->pred.bound], cmd);
+    }
+    return 0;
+}
+
+static cJSON *reasons_json(const reason *list)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < MAX_REASONS && list[i].n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "why", list[i].text);
+        cJSON_AddNumberToObject(o, "count", (double)list[i].n);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+static cJSON *tally_json(const search *s, const tally *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "considered", (double)t->considered);
+    cJSON_AddNumberToObject(o, "predicted", (double)t->predicted);
+    cJSON_AddNumberToObject(o, "over_gpu", (double)t->over[TIER_GPU]);
+    cJSON_AddNumberToObject(o, "over_host", (double)t->over[TIER_HOST]);
+    cJSON_AddNumberToObject(o, "over_disk", (double)t->over[TIER_DISK]);
+    cJSON_AddNumberToObject(o, "refused", (double)t->refused);
+    cJSON_AddNumberToObject(o, "not_modelled", (double)t->not_modelled);
+    cJSON_AddNumberToObject(o, "not_calibrated", (double)t->not_calibrated);
+    cJSON_AddItemToObject(o, "refused_why", reasons_json(t->refused_why));
+    cJSON_AddItemToObject(o, "not_modelled_why", reasons_json(t->modelled_why));
+    cJSON *nc = cJSON_AddArrayToObject(o, "not_calibrated_batches");
+    for (int i = 0; i < s->nbatches; i++)
+        if (t->not_calibrated_at[i]) cJSON_AddItemToArray(nc, cJSON_CreateNumber(s->rates[i].batch));
+    return o;
+}
+
+static cJSON *candidate_json(const search *s, const candidate *c, int rank, int largest)
+{
+    cJSON *o = cJSON_CreateObject();
+    char cmd[8192];
+    cJSON_AddNumberToObject(o, "rank", rank);
+    cJSON_AddStringToObject(o, "engine", c->eng->name);
+    cJSON_AddNumberToObject(o, "layers", c->layers);
+    cJSON_AddNumberToObject(o, "batch", c->k.batch);
+    cJSON_AddNumberToObject(o, "micro_batches", micro_batches_of(s, c->k.batch));
+    cJSON_AddNumberToObject(o, "zero_stage", c->k.zero_stage);
+    cJSON_AddBoolToObject(o, "dpu", c->k.dpu);
+    cJSON_AddStringToObject(o, "offload", c->k.offload == OFFLOAD_NVME ? "nvme" : "cpu");
+    if (c->k.clip_speculate < 0) cJSON_AddStringToObject(o, "clip_speculate", "auto");
+    else cJSON_AddNumberToObject(o, "clip_speculate", c->k.clip_speculate);
+    cJSON_AddBoolToObject(o, "ckpt", c->k.ckpt);
+    if (c->eng->uses_window) {
+        cJSON_AddNumberToObject(o, "window", c->k.window);
+        cJSON_AddStringToObject(o, "placement", placement_name(c->k.placement));
+    }
+    cJSON_AddNumberToObject(o, "ms", c->pred.ms);
+    cJSON_AddNumberToObject(o, "samples_per_s", samples_per_s(s, c));
+    cJSON_AddNumberToObject(o, "tflops", tflops_of(s, c));
+    cJSON_AddStringToObject(o, "bound", BOUND_NAMES[c->pred.bound]);
+    cJSON *busy = cJSON_AddObjectToObject(o, "busy_ms");
+    for (int k = 0; k < BUSY_KINDS; k++)
+        if (c->pred.busy_ms[k] > 0) cJSON_AddNumberToObject(busy, BOUND_NAMES[k], c->pred.busy_ms[k]);
+    cJSON *plan = cJSON_AddObjectToObject(o, "plan");
+    cJSON_AddNumberToObject(plan, "gpu_bytes", (double)c->plan.gpu_bytes);
+    cJSON_AddNumberToObject(plan, "host_bytes", (double)c->plan.host_bytes);
+    cJSON_AddNumberToObject(plan, "disk_bytes", (double)c->plan.disk_bytes);
+    if (command_text(s, c, largest, cmd, sizeof cmd) == 0) cJSON_AddStringToObject(o, "command", cmd);
+    return o;
+}
+
+/* results/search_l-L_h-H_gb-G_DATE.EPOCH.json, created anew (O_EXCL, never through a link). */
+static int write_json(const search *s, const cJSON *root, int layers, char *path, size_t len)
+{
+    char err[600];
+    if (report_make_dirs(s->rc->results_dir, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return -1;
+    }
+    char *text = cJSON_Print(root);
+    if (!text) return -1;
+    const time_t now = time(NULL);
+    struct tm tm_now;
+    localtime_r(&now, &tm_now);
+    char date[16];
+    strftime(date, sizeof date, "%Y-%m-%d", &tm_now);
+    int fd = -1;
+    for (int attempt = 0; attempt < 1000 && fd < 0; attempt++) {
+        char suffix[16] = "";
+        if (attempt) snprintf(suffix, sizeof suffix, "-%d", attempt);
+        if (snprintf(path, len, "%s/search_l-%d_h-%d_gb-%d_%s.%lld%s.json", s->rc->results_dir, layers,
+                     s->shape.hidden, s->global_batch, date, (long long)now, suffix) >= (int)len)
+            break;
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    int ok = fd >= 0;
+    if (ok) {
+        const size_t n = strlen(text);
+        size_t done = 0;
+        while (ok && done < n) {
+            const ssize_t w = write(fd, text + done, n - done);
+            if (w < 0 && errno == EINTR) continue;
+            ok = w > 0;
+            done += ok ? (size_t)w : 0;
+        }
+        ok = close(fd) == 0 && ok;
+        if (!ok) unlink(path);
+    }
+    if (!ok) fprintf(stderr, "aebench: cannot write the search's JSON %s: %s\n", path, strerror(errno));
+    free(text);
+    return ok ? 0 : -1;
+}
+
+/* --out FILE: the winner's options as a config --config reads back to the same run. */
+static int write_winner(const search *s, const candidate *c, int largest)
+{
+    char **args = NULL;
+    int n = 0;
+    char err[PATH_MAX + 200];
+    if (command_of(s, c, largest, &args, &n)) return -1;
+    cJSON *cfg = cli_args_config(args, n, err, sizeof err);
+    strv_free(&args, &n);
+    char *text = cfg ? cJSON_Print(cfg) : NULL;
+    cJSON_Delete(cfg);
+    if (!text) {
+        fprintf(stderr, "aebench: --out: %s\n", err);
+        return -1;
+    }
+    const int rc = report_write_text(s->rc->search_out, text);
+    if (rc) fprintf(stderr, "aebench: --out %s: %s\n", s->rc->search_out, strerror(errno));
+    else printf("search: the fastest written to %s (aebench --config %s runs it)\n", s->rc->search_out,
+                s->rc->search_out);
+    free(text);
+    return rc;
+}
+
+/* ---- --verify -------------------------------------------------------------------------------- */
+
+double search_kendall_tau(const double *a, const double *b, int n)
+{
+    double concordant = 0, discordant = 0, ties_a = 0, ties_b = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            const double da = a[i] - a[j], db = b[i] - b[j];
+            if (da == 0 && db == 0) continue;
+            if (da == 0) ties_a++;
+            else if (db == 0) ties_b++;
+            else if ((da > 0) == (db > 0)) concordant++;
+            else discordant++;
+        }
+    const double denom = sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b));
+    return denom > 0 ? (concordant - discordant) / denom : 0;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct verified {
+    int rank;        /* 1-based, in the search's order */
+    int random;      /* one of the random picks */
+    int ok;
+    double measured_ms;
+    char status[48];
+    char json[PATH_MAX];
+} verified;
+
+/* Trains the top K and K random others; prints predicted against measured; adds "verify"
+ * to root.  Returns 0 when every run trained, 1 otherwise. */
+static int verify(const search *s, int largest, cJSON *root)
+{
+    const int K = s->rc->search_verify, n = (int)s->n;
+    const int top = K < n ? K : n;
+    int nrandom = n - top < K ? n - top : K;
+    verified *v = calloc((size_t)(top + nrandom), sizeof *v);
+    if (!v) return 1;
+    int nv = 0;
+    for (int i = 0; i < top; i++) v[nv++] = (verified){.rank = i + 1};
+    /* K distinct others, uniformly (a partial Fisher-Yates over the ranks after the top) */
+    int *rest = malloc(sizeof *rest * (size_t)(n - top > 0 ? n - top : 1));
+    if (!rest) {
+        free(v);
+        return 1;
+    }
+    for (int i = top; i < n; i++) rest[i - top] = i + 1;
+    uint64_t seed = s->rc->eng.seed ^ 0x5EA2C4ull;
+    for (int i = 0; i < nrandom; i++) {
+        const int j = i + (int)(splitmix64(&seed) % (uint64_t)(n - top - i));
+        const int t = rest[i];
+        rest[i] = rest[j], rest[j] = t;
+        v[nv++] = (verified){.rank = rest[i], .random = 1};
+    }
+    free(rest);
+    int failed = 0;
+    for (int i = 0; i < nv; i++) {
+        const candidate *c = &s->c[v[i].rank - 1];
+        char **args = NULL, **opts = NULL, cmd[8192], err[600];
+        int na = 0, no = 0;
+        const int bad = command_of(s, c, largest, &opts, &no) || strv_push(&args, &na, "aebench") ||
+                        strv_push_all(&args, &na, opts, no);
+        strv_free(&opts, &no);
+        if (bad) {
+            strv_free(&args, &na);
+            free(v);
+            return 1;
+        }
+        if (!cli_given(s->rc, "iters") && push2(&args, &na, "--iters", "10")) {
+            strv_free(&args, &na);
+            free(v);
+            return 1;
+        }
+        format_command(args + 1, na - 1, cmd, sizeof cmd);
+        printf("verify %d/%d: #%d%s %s\n", i + 1, nv, v[i].rank, v[i].random ? " (random)" : "", cmd);
+        fflush(stdout);
+        child_result cr;
+        if (child_run(s->exe, args, CHILD_QUIET_OUT, &cr, err, sizeof err)) {
+            snprintf(v[i].status, sizeof v[i].status, "not started");
+            fprintf(stderr, "aebench: %s\n", err);
+        } else {
+            run_outcome o;
+            memset(&o, 0, sizeof o);
+            if (cr.json[0] && run_outcome_read(cr.json, &o) == 0 && strcmp(o.status, "ok") == 0 && o.median_ms > 0) {
+                v[i].ok = 1;
+                v[i].measured_ms = o.median_ms;
+                snprintf(v[i].status, sizeof v[i].status, "ok");
+            } else if (!cr.exited) {
+                char sig[32];
+                child_signal_name(cr.signal, sig, sizeof sig);
+                snprintf(v[i].status, sizeof v[i].status, "%s", sig);
+            } else {
+                snprintf(v[i].status, sizeof v[i].status, "%s (exit %d)", o.have ? o.status : "failed", cr.exit_code);
+            }
+            snprintf(v[i].json, sizeof v[i].json, "%s", cr.json);
+        }
+        strv_free(&args, &na);
+        failed |= !v[i].ok;
+    }
+    /* the table, tau, and whether the pick was the best of what trained */
+    double *pred = malloc(sizeof *pred * (size_t)nv), *meas = malloc(sizeof *meas * (size_t)nv);
+    int m = 0, measured_best = -1;
+    printf("  %-3s %-8s %12s %12s %8s\n", "#", "pick", "predicted", "measured", "error");
+    cJSON *arr = cJSON_AddArrayToObject(root, "verify");
+    for (int i = 0; i < nv; i++) {
+        const candidate *c = &s->c[v[i].rank - 1];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", v[i].rank);
+        cJSON_AddBoolToObject(o, "random", v[i].random);
+        cJSON_AddNumberToObject(o, "predicted_ms", c->pred.ms);
+        cJSON_AddStringToObject(o, "status", v[i].status);
+        if (v[i].json[0]) cJSON_AddStringToObject(o, "json", v[i].json);
+        if (v[i].ok) {
+            cJSON_AddNumberToObject(o, "measured_ms", v[i].measured_ms);
+            printf("  %-3d %-8s %10.1f ms %10.1f ms %+7.1f%%\n", v[i].rank, v[i].random ? "random" : "top",
+                   c->pred.ms, v[i].measured_ms, (c->pred.ms - v[i].measured_ms) / v[i].measured_ms * 100);
+            if (pred && meas) pred[m] = c->pred.ms, meas[m] = v[i].measured_ms, m++;
+            if (measured_best < 0 || v[i].measured_ms < v[measured_best].measured_ms) measured_best = i;
+        } else {
+            printf("  %-3d %-8s %10.1f ms %13s\n", v[i].rank, v[i].random ? "random" : "top", c->pred.ms, v[i].status);
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    const double tau = pred && meas ? search_kendall_tau(pred, meas, m) : 0;
+    cJSON *sum = cJSON_AddObjectToObject(root, "verify_summary");
+    cJSON_AddNumberToObject(sum, "trained", m);
+    cJSON_AddNumberToObject(sum, "kendall_tau", tau);
+    if (m >= 2) printf("verify: Kendall's tau of predicted against measured over %d runs: %.3f\n", m, tau);
+    if (measured_best >= 0 && v[0].rank == 1 && v[0].ok) {
+        const double loss = (v[0].measured_ms - v[measured_best].measured_ms) / v[measured_best].measured_ms * 100;
+        cJSON_AddBoolToObject(sum, "pick_is_measured_best", measured_best == 0);
+        cJSON_AddNumberToObject(sum, "pick_loss_pct", loss);
+        cJSON_AddNumberToObject(sum, "measured_best_rank", v[measured_best].rank);
+        if (measured_best == 0)
+            printf("verify: the predicted best (#1) was the measured best of the %d trained\n", m);
+        else
+            printf("verify: the predicted best (#1, %.1f ms) was not the measured best: #%d trained in %.1f ms; the "
+                   "pick lost %.1f%%\n", v[0].measured_ms, v[measured_best].rank, v[measured_best].measured_ms, loss);
+    } else if (nv) {
+        printf("verify: the predicted best did not train (%s)\n", v[0].status);
+    }
+    free(pred);
+    free(meas);
+    free(v);
+    return failed;
+}
+
+/* ---- setting up ------------------------------------------------------------------------------ */
+
+/* How a run resolves here: a --dry-run child of the user's options. */
+static int probe(search *s, child_result *pr)
+{
+    char **args = NULL, err[600];
+    int n = 0;
+    int bad = cli_child_args(s->argc, s->argv, 0, 1, &args, &n);
+    /* (-m all: the dry run then plans every engine that accepts the options, and refuses
+     * none of them for an option another engine has) */
+    char **probe_argv = NULL;
+    int np = 0;
+    bad = bad || strv_push(&probe_argv, &np, "aebench") || strv_push_all(&probe_argv, &np, args, n) ||
+          push2(&probe_argv, &np, "-m", "all") || strv_push(&probe_argv, &np, "--dry-run");
+    strv_free(&args, &n);
+    if (bad) {
+        strv_free(&probe_argv, &np);
+        fprintf(stderr, "aebench: out of memory\n");
+        return EXIT_RUN_ERROR;
+    }
+    const int rc = child_run(s->exe, probe_argv, CHILD_QUIET_OUT, pr, err, sizeof err);
+    strv_free(&probe_argv, &np);
+    if (rc) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return EXIT_RUN_ERROR;
+    }
+    if (!pr->exited || pr->exit_code != 0 || !pr->probed || !pr->machine[0]) {
+        fprintf(stderr, "aebench: --search: how a run resolves here is not known (its dry run ended with %s %d)\n",
+                pr->exited ? "exit" : "signal", pr->exited ? pr->exit_code : pr->signal);
+        return pr->exited && pr->exit_code == EXIT_BAD_INPUT ? EXIT_BAD_INPUT : EXIT_RUN_ERROR;
+    }
+    return 0;
+}
+
+static int setup(search *s, const child_result *pr)
+{
+    const run_config *rc = s->rc;
+    s->shape = rc->eng.shape;
+    s->preset = pr->preset;
+    s->shape.layers = pr->shape[0], s->shape.hidden = pr->shape[1], s->shape.heads = pr->shape[2];
+    s->shape.seq = pr->shape[3], s->shape.batch = pr->shape[4], s->shape.vocab = pr->shape[5];
+    s->shape.vocab_padded = gpt_pad_vocab(s->shape.vocab);
+    snprintf(s->backend, sizeof s->backend, "%s", pr->backend);
+    snprintf(s->machine, sizeof s->machine, "%s", pr->machine);
+    s->world = rc->ranks > 1 ? rc->ranks : 1;
+    s->local = s->world;
+    s->global_batch = rc->eng.global_batch ? rc->eng.global_batch : s->shape.batch * s->world;
+    /* the micro-batches: -b fixes it; else every divisor of global batch / ranks */
+    const int per_rank = s->global_batch / s->world;
+    if (s->global_batch % s->world != 0 || per_rank < 1) {
+        fprintf(stderr, "aebench: --global-batch %d is not a multiple of the ranks (%d)\n", s->global_batch, s->world);
+        return EXIT_BAD_INPUT;
+    }
+    s->nbatches = 0;
+    if (cli_given(rc, "batch")) {
+        if (per_rank % s->shape.batch != 0) {
+            fprintf(stderr, "aebench: --global-batch %d is not a multiple of batch x ranks = %d x %d\n", s->global_batch,
+                    s->shape.batch, s->world);
+            return EXIT_BAD_INPUT;
+        }
+        s->rates[s->nbatches++].batch = s->shape.batch;
+    } else {
+        for (int b = 1; b <= per_rank && s->nbatches < MAX_BATCHES; b++)
+            if (per_rank % b == 0) s->rates[s->nbatches++].batch = b;
+    }
+    /* the disk tier: --nvme-dir, else the results directory (made, as the JSON goes there) */
+    char err[600];
+    engine_config probe_cfg = rc->eng;
+    if (!rc->eng.nvme_dir[0] && report_make_dirs(rc->results_dir, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return EXIT_BAD_INPUT;
+    }
+    size_t disk_free = 0;
+    s->disk_known = run_resolve_disk_budget(&probe_cfg, rc->results_dir, &disk_free, s->disk_why,
+                                            sizeof s->disk_why) == 0;
+    snprintf(s->nvme_dir, sizeof s->nvme_dir, "%s", probe_cfg.nvme_dir);
+    if (!s->disk_known && rc->eng.nvme_dir[0]) {
+        fprintf(stderr, "aebench: %s\n", s->disk_why);
+        return EXIT_BAD_INPUT;
+    }
+    s->budget[TIER_DISK] = s->disk_known ? disk_free / (size_t)s->local : 0;
+    /* the machine file, at each micro-batch (at the disk directory: its rates there) */
+    int any = 0;
+    double gpu_bytes = 0, host_bytes = 0;
+    for (int i = 0; i < s->nbatches; i++) {
+        engine_config c = rc->eng;
+        c.shape = s->shape;
+        c.shape.batch = s->rates[i].batch;
+        c.world = s->world, c.local_world = s->local;
+        snprintf(c.nvme_dir, sizeof c.nvme_dir, "%s", s->nvme_dir);
+        char why[900];
+        if (machine_load(s->machine, &c, &s->rates[i].m, why, sizeof why) == 0) {
+            s->rates[i].loaded = 1;
+            any = 1;
+            gpu_bytes = s->rates[i].m.gpu_bytes, host_bytes = s->rates[i].m.host_bytes;
+        } else if (!strstr(why, "has no entry for")) {
+            /* (a missing or broken file is an error; a missing entry leaves that micro-batch
+             * out, counted as not calibrated) */
+            fprintf(stderr, "aebench: %s\n", why);
+            return EXIT_BAD_INPUT;
+        } else {
+            snprintf(s->machine_err, sizeof s->machine_err, "%s", why);
+        }
+    }
+    if (!any) {
+        fprintf(stderr, "aebench: --search: %s\n", s->machine_err);
+        return EXIT_BAD_INPUT;
+    }
+    /* the budgets per rank: a limit when given; else what the machine file recorded, or what
+     * is free now if less (the ranks of one machine share its host memory; on the CPU backend
+     * its "device" memory too) */
+    const int cpu = strcmp(s->backend, "cpu") == 0;
+    size_t g = pr->budget_gpu, h = pr->budget_host;
+    if (rc->machine_path[0]) {
+        /* (--machine FILE may be another machine's, as with --predict: its budgets, not
+         * what is free here) */
+        if (!rc->gpu_mem_limit) g = SIZE_MAX;
+        if (!rc->cpu_mem_limit) h = SIZE_MAX;
+    }
+    if (!rc->gpu_mem_limit && gpu_bytes > 0) {
+        const double per = gpu_bytes / (cpu ? s->local : 1);
+        if (per < (double)g) g = (size_t)per;
+    }
+    if (!rc->cpu_mem_limit && host_bytes > 0) {
+        const double per = host_bytes / s->local;
+        if (per < (double)h) h = (size_t)per;
+    }
+    s->budget[TIER_GPU] = g, s->budget[TIER_HOST] = h;
+    /* the engines */
+    const int method_given = cli_given(rc, "method") && strcmp(rc->method, "all") != 0;
+    for (int i = 0; i < engine_count() && s->nengines < MAX_ENGINES; i++) {
+        const engine_vtbl *e = engine_at(i);
+        if (method_given ? e != engine_find(rc->method) : !engine_in_all(e)) continue;
+        const char *why = left_out(s, e);
+        if (why) {
+            printf("search: %s left out: %s\n", e->name, why);
+            continue;
+        }
+        s->engines[s->nengines++] = e;
+    }
+    if (!s->nengines) {
+        fprintf(stderr, "aebench: --search: no engine takes the options given\n");
+        return EXIT_BAD_INPUT;
+    }
+    return 0;
+}
+
+static void print_header(const search *s, int layers)
+{
+    char g[32], h[32], d[32];
+    format_bytes((double)s->budget[TIER_GPU], g, sizeof g);
+    format_bytes((double)s->budget[TIER_HOST], h, sizeof h);
+    if (s->disk_known) format_bytes((double)s->budget[TIER_DISK], d, sizeof d);
+    printf("search: l%d h%d heads %d seq %d vocab %d %s, global batch %d on %d rank%s (micro-batch", layers,
+           s->shape.hidden, s->shape.heads, s->shape.seq, s->shape.vocab, s->rc->eng.bf16 ? "bf16" : "fp32",
+           s->global_batch, s->world, s->world == 1 ? "" : "s");
+    for (int i = 0; i < s->nbatches; i++) printf("%s%d", i ? ", " : " ", s->rates[i].batch);
+    printf("); engines:");
+    for (int i = 0; i < s->nengines; i++) printf("%s%s", i ? ", " : " ", s->engines[i]->name);
+    printf("\nsearch: budgets per rank: GPU %s, host %s, disk %s%s%s; machine file %s\n", g, h,
+           s->disk_known ? d : "none", s->disk_known ? " at " : "", s->disk_known ? s->nvme_dir : "", s->machine);
+}
+
+static cJSON *header_json(const search *s, int layers)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "layers", layers);
+    cJSON_AddNumberToObject(o, "hidden", s->shape.hidden);
+    cJSON_AddNumberToObject(o, "heads", s->shape.heads);
+    cJSON_AddNumberToObject(o, "seq", s->shape.seq);
+    cJSON_AddNumberToObject(o, "vocab", s->shape.vocab);
+    cJSON_AddStringToObject(o, "dtype", s->rc->eng.bf16 ? "bf16" : "fp32");
+    cJSON_AddStringToObject(o, "backend", s->backend);
+    cJSON_AddNumberToObject(o, "world", s->world);
+    cJSON_AddNumberToObject(o, "global_batch", s->global_batch);
+    cJSON *mb = cJSON_AddArrayToObject(o, "micro_batches_tried");
+    for (int i = 0; i < s->nbatches; i++) cJSON_AddItemToArray(mb, cJSON_CreateNumber(s->rates[i].batch));
+    cJSON *e = cJSON_AddArrayToObject(o, "engines");
+    for (int i = 0; i < s->nengines; i++) cJSON_AddItemToArray(e, cJSON_CreateString(s->engines[i]->name));
+    cJSON_AddStringToObject(o, "machine", s->machine);
+    cJSON *b = cJSON_AddObjectToObject(o, "budgets");
+    cJSON_AddNumberToObject(b, "gpu_bytes", (double)s->budget[TIER_GPU]);
+    cJSON_AddNumberToObject(b, "host_bytes", (double)s->budget[TIER_HOST]);
+    if (s->disk_known) cJSON_AddNumberToObject(b, "disk_bytes", (double)s->budget[TIER_DISK]);
+    else cJSON_AddNullToObject(b, "disk_bytes");
+    if (s->disk_known) cJSON_AddStringToObject(b, "disk_dir", s->nvme_dir);
+    return o;
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+/* The best predicted samples/s at `layers` (0: none predicted). */
+static double best_at(search *s, int layers)
+{
+    s->keep = 0;
+    if (enumerate(s, layers) || !s->have_best) return 0;
+    return samples_per_s(s, &s->best);
+}
+
+int search_main(int argc, char **argv, const run_config *rc)
+{
+    search s;
+    memset(&s, 0, sizeof s);
+    s.rc = rc, s.argc = argc, s.argv = argv;
+    char err[600];
+    if (rc->search_verify > 0 && rc->ranks > 1 && !comm_has_mpi()) {
+        fprintf(stderr, "aebench: --verify with --ranks %d trains on %d ranks, which needs MPI, and this aebench was "
+                        "built without it\n", rc->ranks, rc->ranks);
+        return EXIT_BAD_INPUT;
+    }
+    if (rc->search_out[0]) {
+        /* (found now, not after the search: bad input writes nothing) */
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", rc->search_out);
+        char *slash = strrchr(dir, '/');
+        if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+        else snprintf(dir, sizeof dir, ".");
+        struct stat st;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+            fprintf(stderr, "aebench: --out %s: its directory %s is not a writable directory\n", rc->search_out, dir);
+            return EXIT_BAD_INPUT;
+        }
+        if (lstat(rc->search_out, &st) == 0 && !S_ISREG(st.st_mode)) {
+            fprintf(stderr, "aebench: --out %s: exists and is not a regular file\n", rc->search_out);
+            return EXIT_BAD_INPUT;
+        }
+    }
+    if (child_self_exe(s.exe, sizeof s.exe, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return EXIT_RUN_ERROR;
+    }
+    child_result pr;
+    int code = probe(&s, &pr);
+    if (code) return code;
+    if ((code = setup(&s, &pr)) != 0) return code;
+    if (cli_child_args(argc, argv, 0, 1, &s.base, &s.nbase)) {
+        fprintf(stderr, "aebench: out of memory\n");
+        return EXIT_RUN_ERROR;
+    }
+
+    const double t0 = wall_ms();
+    int layers = s.shape.layers;
+    engine_largest per[MAX_ENGINES];
+    tally next_tally;
+    int largest_layers_found = 0, threshold_layers = 0;
+    memset(&next_tally, 0, sizeof next_tally);
+    if (rc->search_largest) {
+        largest_layers_found = largest_of_all(&s, per);
+        layers = largest_layers_found;
+        if (layers > 0 && layers < LAYERS_CAP) {
+            /* why the next size trains with none of them */
+            s.keep = 0;
+            if (enumerate(&s, layers + 1)) goto oom;
+            next_tally = s.t;
+        }
+        if (layers > 0 && rc->min_samples_per_s > 0) {
+            /* the largest whose best throughput is at least X (throughput falls as layers grow) */
+            if (best_at(&s, layers) >= rc->min_samples_per_s) {
+                threshold_layers = layers;
+            } else if (best_at(&s, 1) >= rc->min_samples_per_s) {
+                int lo = 1, hi = layers;
+                while (hi - lo > 1) {
+                    const int mid = lo + (hi - lo) / 2;
+                    if (best_at(&s, mid) >= rc->min_samples_per_s) lo = mid;
+                    else hi = mid;
+                }
+                threshold_layers = lo;
+            }
+            layers = threshold_layers;
+        }
+    }
+    s.keep = 1;
+    if (layers > 0 && enumerate(&s, layers)) goto oom;
+    const double ms = wall_ms() - t0;
+
+    print_header(&s, layers);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemToObject(root, "search", header_json(&s, layers));
+    cJSON_AddNumberToObject(root, "seconds", ms / 1000);
+    if (rc->search_largest) {
+        cJSON *lj = cJSON_AddObjectToObject(root, "largest");
+        cJSON *pe = cJSON_AddArrayToObject(lj, "per_engine");
+        printf("search: the largest -l each engine's plan fits in the budgets:");
+        for (int i = 0; i < s.nengines; i++) {
+            printf("%s %s l%d", i ? "," : "", per[i].eng->name, per[i].layers);
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "engine", per[i].eng->name);
+            cJSON_AddNumberToObject(o, "layers", per[i].layers);
+            cJSON_AddItemToArray(pe, o);
+        }
+        printf("\n");
+        cJSON_AddNumberToObject(lj, "layers", largest_layers_found);
+        if (largest_layers_found > 0) {
+            gpt_shape sh = s.shape;
+            sh.layers = largest_layers_found;
+            sh.vocab_padded = gpt_pad_vocab(sh.vocab);
+            const double params = (double)gpt_param_count(&sh);
+            cJSON_AddNumberToObject(lj, "params", params);
+            printf("search: largest: l%d (%.3f B parameters) trains; l%d fits no configuration (%ld over GPU memory, "
+                   "%ld over host memory, %ld over disk, %ld refused)\n", largest_layers_found, params / 1e9,
+                   largest_layers_found + 1, next_tally.over[TIER_GPU], next_tally.over[TIER_HOST],
+                   next_tally.over[TIER_DISK], next_tally.refused);
+            cJSON_AddItemToObject(lj, "next", tally_json(&s, &next_tally));
+        } else {
+            printf("search: largest: not even one layer fits any configuration\n");
+        }
+        if (rc->min_samples_per_s > 0) {
+            cJSON_AddNumberToObject(lj, "min_samples_per_s", rc->min_samples_per_s);
+            cJSON_AddNumberToObject(lj, "layers_at_min_samples_per_s", threshold_layers);
+            if (threshold_layers > 0)
+                printf("search: the largest predicted to train at %.3g samples/s or more: l%d\n", rc->min_samples_per_s,
+                       threshold_layers);
+            else
+                printf("search: no size is predicted to train at %.3g samples/s\n", rc->min_samples_per_s);
+        }
+    }
+    if (layers > 0) print_tally(&s, &s.t, ms);
+    cJSON_AddItemToObject(root, "counts", tally_json(&s, &s.t));
+    int status = 0;
+    if (s.n == 0) {
+        printf("search: no configuration is predicted%s\n", layers > 0 ? " (see the counts above)" : "");
+        status = EXIT_RUN_ERROR;
+    } else if (print_top(&s, rc->search_largest) != 0) {
+        goto oom_json;
+    }
+    cJSON *all = cJSON_AddArrayToObject(root, "configs");
+    for (size_t i = 0; i < s.n; i++) cJSON_AddItemToArray(all, candidate_json(&s, &s.c[i], (int)i + 1, rc->search_largest));
+    if (s.n && rc->search_out[0] && write_winner(&s, &s.c[0], rc->search_largest)) status = EXIT_RUN_ERROR;
+    if (s.n && rc->search_verify > 0 && verify(&s, rc->search_largest, root)) status = EXIT_RUN_ERROR;
+    char path[PATH_MAX];
+    if (write_json(&s, root, layers, path, sizeof path) == 0) printf("search: wrote %s\n", path);
+    else status = EXIT_RUN_ERROR;
+    cJSON_Delete(root);
+    strv_free(&s.base, &s.nbase);
+    free(s.c);
+    return status;
+oom_json:
+    cJSON_Delete(root);
+oom:
+    fprintf(stderr, "aebench: --search: out of memory\n");
+    strv_free(&s.base, &s.nbase);
+    free(s.c);
+    return EXIT_RUN_ERROR;
+}
