@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# aebench --search on one GPU (issue 31), proved by training: calibrate the machine at h2048
+# heads16 s1024 TF32 at every micro-batch of a global batch of 4 (b 1, 2, 4), then for each
+# model searched (a line of MODELS: a name, then its options) the search's top configurations
+# and as many random feasible ones trained (--verify K, ITERS iterations each), predicted
+# against measured, Kendall's tau, and the search's pick against the best that trained; and
+# --largest against each engine's --predict --find-max (the plan bound --find-max starts
+# from) under the same budgets.
+#   bash bench/search_gpu.sh "$OUT" [MODEL ...]   VERIFY (default 5), ITERS (default 6)
+# A MODEL is "name options", e.g. "l32 -l 32" or "v100x2 -l 80 --gpu-mem-limit 32G
+# --cpu-mem-limit 90G".  The machine file is kept in /tmp/aebench-search (a later call on the
+# same warm machine calibrates nothing again) and comes back with the summary.
+# (SHAPE and BUILD_CMD override the shape's options and the build: a trial of the script on
+# the CPU backend, SHAPE="--device cpu -h 64 --heads 4 --seq 32 --vocab 512" BUILD_CMD=make.)
+set -uo pipefail
+dest=${1:-bench/results/latest}
+shift || true
+models=("$@")
+[ ${#models[@]} -gt 0 ] || models=("l32 -l 32")
+work=/tmp/aebench-search
+mkdir -p "$work" "$dest"
+source bench/deps_env.sh
+finish() {
+    cp "$work"/summary.md "$work"/res/machine_*.json "$dest"/ 2>/dev/null
+    tar czf "$dest/bench.tgz" -C "$work" --exclude='*.bin' . 2>/dev/null
+}
+trap finish EXIT
+machine_info | tee -a "$work/device.txt"
+t0=$(date +%s)
+${BUILD_CMD:-make -j16 CUDA=1 MPI=0 aebench} >"$work/build.txt" 2>&1 || { tail -n 30 "$work/build.txt"; exit 1; }
+echo "build: $(($(date +%s) - t0)) s"
+read -r -a shape <<<"${SHAPE:---device cuda -h 2048} --global-batch 4"
+for b in 1 2 4; do
+    ./aebench --calibrate "${shape[@]}" -b "$b" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
+        { tail -n 5 "$work/calibrate.txt"; exit 1; }
+done
+echo "calibrated: $(($(date +%s) - t0)) s"
+for model in "${models[@]}"; do
+    read -r name opts <<<"$model"
+    read -r -a o <<<"$opts"
+    echo "== $name: ${opts}"
+    # --largest at this model's budgets, beside each engine's --predict --find-max there
+    lopts=()
+    for ((i = 0; i < ${#o[@]}; i++)); do
+        case "${o[$i]}" in -l | --layers) i=$((i + 1)) ;; *) lopts+=("${o[$i]}") ;; esac
+    done
+    ./aebench --search --largest "${shape[@]}" "${lopts[@]}" --results "$work/res" --top 3 >"$work/$name.largest.txt" 2>&1
+    grep -E "^search: (the largest|largest)" "$work/$name.largest.txt"
+    for e in megatron-lm l2l zero-offload zero-infinity stronghold; do
+        ./aebench --predict --find-max -m $e "${shape[@]}" -b 4 "${lopts[@]}" --results "$work/res" 2>&1 | grep "^find-max" 
+    done >"$work/$name.findmax.txt"
+    cat "$work/$name.findmax.txt"
+    SECONDS=0
+    timeout "${SEARCH_TIMEOUT:-520}" ./aebench --search "${shape[@]}" "${o[@]}" --results "$work/res" --iters "${ITERS:-6}" \
+        --log-interval "${ITERS:-6}" --verify "${VERIFY:-5}" --top "${VERIFY:-5}" >"$work/$name.search.txt" 2>&1
+    echo "exit $? in ${SECONDS} s"
+    grep -vE "^verify [0-9]+/" "$work/$name.search.txt" | cut -c1-260
+done
+# the summary: each model's verify table from its JSON
+python3 - "$work" "${models[@]}" >"$work/summary.md" <<'PY'
+import glob, json, os, sys
+work, models = sys.argv[1], sys.argv[2:]
+print("| model | options | considered | predicted | pick | pick measured ms | best measured ms (rank) | pick lost | tau | trained |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for m in models:
+    name, _, opts = m.partition(" ")
+    txt = open(os.path.join(work, name + ".search.txt")).read()
+    path = [l.split()[-1] for l in txt.splitlines() if l.startswith("search: wrote ")]
+    if not path:
+        print(f"| {name} | {opts} | no result |"); continue
+    d = json.load(open(path[-1]))
+    c, v, s = d["counts"], d.get("verify", []), d.get("verify_summary", {})
+    ok = [x for x in v if x.get("measured_ms")]
+    best = min(ok, key=lambda x: x["measured_ms"]) if ok else None
+    pick = d["configs"][0]["command"].split(" -m ")[1] if d["configs"] else "-"
+    pm = next((x["measured_ms"] for x in v if x["rank"] == 1 and x.get("measured_ms")), None)
+    f1 = lambda x: f"{x:.1f}" if isinstance(x, (int, float)) else str(x)
+    print(f"| {name} | {opts} | {c['considered']} | {c['predicted']} | -m {pick} | {f1(pm) if pm else '-'} | "
+          f"{f1(best['measured_ms']) if best else '-'} (#{best['rank'] if best else '-'}) | "
+          f"{s.get('pick_loss_pct', float('nan')):.1f}% | {s.get('kendall_tau', float('nan')):.2f} | {len(ok)}/{len(v)} |")
+    for x in v:
+        cfg = d["configs"][x["rank"] - 1]
+        print(f"|  | #{x['rank']}{' (random)' if x['random'] else ''} | | | {cfg['command'].split(' -m ')[1]} | "
+              f"predicted {cfg['ms']:.1f} | {f1(x.get('measured_ms', x['status']))} | | | |")
+PY
+cat "$work/summary.md"
+echo "total: $(($(date +%s) - t0)) s"
