@@ -50,6 +50,12 @@ for model in "${models[@]}"; do
         ./aebench --predict --find-max -m $e "${shape[@]}" -b 4 "${lopts[@]}" --results "$work/res" 2>&1 | grep "^find-max" 
     done >"$work/$name.findmax.txt"
     cat "$work/$name.findmax.txt"
+    # the same question with every knob at --find-max's (its defaults, -b 4): the same answer
+    for e in "megatron-lm" "l2l --clip-speculate auto" "zero-offload" "zero-infinity --offload cpu --clip-speculate auto" \
+        "stronghold -w auto --placement auto --offload cpu --clip-speculate auto"; do
+        ./aebench --search --largest -m $e "${shape[@]}" -b 4 "${lopts[@]}" --results "$work/res" --top 1 2>&1 |
+            grep -oE "^search: the largest -l each engine's plan fits in the budgets: .*" | sed 's/.*budgets: /search -b 4: /'
+    done | tee "$work/$name.largest_b4.txt"
     SECONDS=0
     timeout "${SEARCH_TIMEOUT:-520}" ./aebench --search "${shape[@]}" "${o[@]}" --results "$work/res" --iters "${ITERS:-6}" \
         --log-interval "${ITERS:-6}" --verify "${VERIFY:-5}" --top "${VERIFY:-5}" >"$work/$name.search.txt" 2>&1
