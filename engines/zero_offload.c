@@ -479,6 +479,11 @@ static int submit_block(zo_state *st, int k, const zo_update *u, gpt_event *afte
  * start once that copy has left the host params. */
 static int bring_in(zo_state *st, int k, step_result *out)
 {
+    /* Only the step's first micro-batch: every micro-batch of a step computes on the same
+     * parameters.  (The tickets a later one would find are --dpu's update of this very
+     * step, queued by the first: bringing it in would make the step's micro-batches see two
+     * parameter versions, and serialise their forward with the host Adam.) */
+    if (st->work.micro > 0) return GPT_OK;
     if (!st->ticket[k] && !st->pending.active) return GPT_OK;
     int rc, span;
     if (!st->h2d_ordered) {
