@@ -825,16 +825,21 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
             for (int l = L - 1; l >= 0; l--) {
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), c);
-                /* a group of BL layers goes home after its lowest layer (the last micro-batch) */
+                /* micro-batches after the first add the earlier ones' sum, brought up from the
+                 * host once the micro-batch before sent it home (layer_work_add_earlier): on one
+                 * rank on the compute stream itself, which waits for it */
+                if (W == 1 && i > 0) c = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.Sl), pred_max(c, home[l + 1]));
+                /* a group of BL layers goes home after its lowest layer, every micro-batch */
                 const int hi = L - 1 - ((L - 1 - l) / z.BL) * z.BL, lo = hi - z.BL + 1 > 0 ? hi - z.BL + 1 : 0;
-                if (l == lo && (W > 1 || i == z.M - 1)) {
+                if (l == lo) {
                     double reduced = c;
-                    for (int j = lo; W > 1 && j <= hi; j++)
+                    for (int j = lo; W > 1 && j <= hi; j++) {
                         reduced = pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Sl), reduced);
-                    if (i == z.M - 1) {
-                        const double done = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)(hi - lo + 1) * z.Sl), reduced);
-                        for (int j = lo; j <= hi; j++) home[j + 1] = done;
+                        /* (N ranks: the earlier sum of the shard comes up on the collectives' stream) */
+                        if (i > 0) reduced = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.Sl), pred_max(reduced, home[j + 1]));
                     }
+                    const double done = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)(hi - lo + 1) * z.Sl), reduced);
+                    for (int j = lo; j <= hi; j++) home[j + 1] = done;
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
