@@ -471,6 +471,9 @@ static int command_of(const search *s, const candidate *c, int largest, char ***
     }
     if (largest || (s->preset && !cli_given(rc, "layers"))) bad = bad || push_int(out, nout, "-l", c->layers);
     if (!cli_given(rc, "batch")) bad = bad || push_int(out, nout, "-b", c->k.batch);
+    /* (a smaller micro-batch keeps the global batch: the step accumulates several) */
+    if (!cli_given(rc, "global-batch") && micro_batches_of(s, c->k.batch) > 1)
+        bad = bad || push_int(out, nout, "--global-batch", s->global_batch);
     if ((e->options & ENGINE_OPT_ZERO_STAGES) && s->world > 1 && !cli_given(rc, "zero-stage"))
         bad = bad || push_int(out, nout, "--zero-stage", c->k.zero_stage);
     if (c->k.dpu && !cli_given(rc, "dpu")) bad = bad || strv_push(out, nout, "--dpu");
@@ -887,6 +890,22 @@ static int probe(search *s, child_result *pr)
 static int setup(search *s, const child_result *pr)
 {
     const run_config *rc = s->rc;
+    /* the engines */
+    const int method_given = cli_given(rc, "method") && strcmp(rc->method, "all") != 0;
+    for (int i = 0; i < engine_count() && s->nengines < MAX_ENGINES; i++) {
+        const engine_vtbl *e = engine_at(i);
+        if (method_given ? e != engine_find(rc->method) : !engine_in_all(e)) continue;
+        const char *why = left_out(s, e);
+        if (why) {
+            printf("search: %s left out: %s\n", e->name, why);
+            continue;
+        }
+        s->engines[s->nengines++] = e;
+    }
+    if (!s->nengines) {
+        fprintf(stderr, "aebench: --search: no engine takes the options given\n");
+        return EXIT_BAD_INPUT;
+    }
     s->shape = rc->eng.shape;
     s->preset = pr->preset;
     s->shape.layers = pr->shape[0], s->shape.hidden = pr->shape[1], s->shape.heads = pr->shape[2];
@@ -915,22 +934,14 @@ static int setup(search *s, const child_result *pr)
         for (int b = 1; b <= per_rank && s->nbatches < MAX_BATCHES; b++)
             if (per_rank % b == 0) s->rates[s->nbatches++].batch = b;
     }
-    /* the disk tier: --nvme-dir, else the results directory (made, as the JSON goes there) */
-    char err[600];
-    engine_config probe_cfg = rc->eng;
-    if (!rc->eng.nvme_dir[0] && report_make_dirs(rc->results_dir, err, sizeof err)) {
-        fprintf(stderr, "aebench: %s\n", err);
+    /* the disk tier's directory: --nvme-dir, else the results directory */
+    const char *disk_dir = rc->eng.nvme_dir[0] ? rc->eng.nvme_dir : rc->results_dir;
+    if (strlen(disk_dir) >= sizeof s->nvme_dir) {
+        fprintf(stderr, "aebench: --search: the results directory's path is too long for the disk tier's; give "
+                        "--nvme-dir\n");
         return EXIT_BAD_INPUT;
     }
-    size_t disk_free = 0;
-    s->disk_known = run_resolve_disk_budget(&probe_cfg, rc->results_dir, &disk_free, s->disk_why,
-                                            sizeof s->disk_why) == 0;
-    snprintf(s->nvme_dir, sizeof s->nvme_dir, "%s", probe_cfg.nvme_dir);
-    if (!s->disk_known && rc->eng.nvme_dir[0]) {
-        fprintf(stderr, "aebench: %s\n", s->disk_why);
-        return EXIT_BAD_INPUT;
-    }
-    s->budget[TIER_DISK] = s->disk_known ? disk_free / (size_t)s->local : 0;
+    memcpy(s->nvme_dir, disk_dir, strlen(disk_dir) + 1);
     /* the machine file, at each micro-batch (at the disk directory: its rates there) */
     int any = 0;
     double gpu_bytes = 0, host_bytes = 0;
@@ -958,6 +969,22 @@ static int setup(search *s, const child_result *pr)
         fprintf(stderr, "aebench: --search: %s\n", s->machine_err);
         return EXIT_BAD_INPUT;
     }
+    /* the disk budget there (the results directory made now, after every check of the
+     * input: the JSON goes there too) */
+    char err[600];
+    engine_config probe_cfg = rc->eng;
+    if (!rc->eng.nvme_dir[0] && report_make_dirs(rc->results_dir, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return EXIT_RUN_ERROR;
+    }
+    size_t disk_free = 0;
+    s->disk_known = run_resolve_disk_budget(&probe_cfg, rc->results_dir, &disk_free, s->disk_why,
+                                            sizeof s->disk_why) == 0;
+    if (!s->disk_known && rc->eng.nvme_dir[0]) {
+        fprintf(stderr, "aebench: %s\n", s->disk_why);
+        return EXIT_BAD_INPUT;
+    }
+    s->budget[TIER_DISK] = s->disk_known ? disk_free / (size_t)s->local : 0;
     /* the budgets per rank: a limit when given; else what the machine file recorded, or what
      * is free now if less (the ranks of one machine share its host memory; on the CPU backend
      * its "device" memory too) */
@@ -978,22 +1005,6 @@ static int setup(search *s, const child_result *pr)
         if (per < (double)h) h = (size_t)per;
     }
     s->budget[TIER_GPU] = g, s->budget[TIER_HOST] = h;
-    /* the engines */
-    const int method_given = cli_given(rc, "method") && strcmp(rc->method, "all") != 0;
-    for (int i = 0; i < engine_count() && s->nengines < MAX_ENGINES; i++) {
-        const engine_vtbl *e = engine_at(i);
-        if (method_given ? e != engine_find(rc->method) : !engine_in_all(e)) continue;
-        const char *why = left_out(s, e);
-        if (why) {
-            printf("search: %s left out: %s\n", e->name, why);
-            continue;
-        }
-        s->engines[s->nengines++] = e;
-    }
-    if (!s->nengines) {
-        fprintf(stderr, "aebench: --search: no engine takes the options given\n");
-        return EXIT_BAD_INPUT;
-    }
     return 0;
 }
 

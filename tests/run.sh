@@ -101,6 +101,9 @@ source tests/test_predict.sh
 echo "=== sweeps"
 # shellcheck source=tests/test_sweep.sh
 source tests/test_sweep.sh
+echo "=== search"
+# shellcheck source=tests/test_search.sh
+source tests/test_search.sh
 echo "=== faults (a seeded campaign)"
 if needs_mpi "fault campaign" "$AEBENCH"; then
     # shellcheck source=tests/test_faults.sh

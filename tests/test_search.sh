@@ -1,0 +1,265 @@
+# --search on the CPU backend, sourced by tests/run.sh after test_cli.sh (whose $WORK, $BIN,
+# pass, failc and bad_input it uses): a machine file calibrated here at micro-batches 1, 2 and 4
+# of a tiny shape, then what the search finds checked against the engines' own --dry-run plans
+# and --predict --find-max, the config --out writes run by --config, --verify's runs and tau,
+# and the bad combinations refused.  No timing is asserted: the predictions are whatever this
+# machine's calibration says, and every check holds for any calibration.
+
+SR="$WORK/search"
+mkdir -p "$SR"
+SS=(--device cpu -h 64 --heads 4 --seq 32 --vocab 512 --threads 1)
+for b in 1 2 4; do
+    (cd "$SR" && timeout 300 "$BIN" --calibrate "${SS[@]}" -l 4 -b "$b" --results res >>cal.out 2>&1)
+done
+# search_json OUT: the JSON path a search printed
+search_json() { awk '/^search: wrote / {print $3}' "$1" | tail -n 1; }
+
+# ---- the search: every configuration in exactly one bucket, the ranking, the knobs ----------
+(cd "$SR" && "$BIN" --search "${SS[@]}" -l 4 --results res >s1.out 2>s1.err)
+rc=$?
+j=$(search_json "$SR/s1.out")
+check=$(python3 - "$SR/${j:-none}" "$SR/s1.out" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    sys.exit(f"no JSON: {e}")
+out = open(sys.argv[2]).read().splitlines()
+c, cf, bad = d["counts"], d["configs"], []
+buckets = c["predicted"] + c["over_gpu"] + c["over_host"] + c["over_disk"] + c["refused"] + c["not_modelled"] + c["not_calibrated"]
+if buckets != c["considered"] or c["considered"] == 0:
+    bad.append(f"buckets {buckets} != considered {c['considered']}")
+if len(cf) != c["predicted"] or c["predicted"] == 0:
+    bad.append(f"{len(cf)} configs, {c['predicted']} predicted")
+ms = [x["ms"] for x in cf]
+if ms != sorted(ms) or [x["rank"] for x in cf] != list(range(1, len(cf) + 1)):
+    bad.append("not ranked by ms")
+if set(d["search"]["engines"]) != {"megatron-lm", "l2l", "zero-offload", "zero-infinity", "stronghold"}:
+    bad.append(f"engines {d['search']['engines']}")
+if sorted({x["batch"] for x in cf}) != [1, 2, 4]:
+    bad.append("micro-batches 1, 2, 4 not all there")
+sh = {x["window"] for x in cf if x["engine"] == "stronghold"}
+if sh != {0, 1, 2, 3, 4}:
+    bad.append(f"stronghold windows {sorted(sh)}, want auto (0) and 1-4")
+if {x["placement"] for x in cf if x["engine"] == "stronghold" and 0 < x["window"] < 4} != {"bottom", "spread"}:
+    bad.append("placements")
+if {x["dpu"] for x in cf if x["engine"] == "zero-offload"} != {False, True}:
+    bad.append("--dpu both ways")
+if {x["ckpt"] for x in cf if x["engine"] == "megatron-lm"} != {False, True}:
+    bad.append("checkpointing both ways")
+if {str(x["clip_speculate"]) for x in cf if x["engine"] == "l2l"} != {"0", "auto"}:
+    bad.append("--clip-speculate both ways")
+for x in cf:
+    g = x["global"] if "global" in x else d["search"]["global_batch"]
+    if abs(x["samples_per_s"] - g * 1000 / x["ms"]) > 1e-6 * x["samples_per_s"] or x["batch"] * x["micro_batches"] != g:
+        bad.append(f"#{x['rank']}: samples/s or micro-batches"); break
+    if x["engine"] not in x["command"] or f"-b {x['batch']}" not in x["command"]:
+        bad.append(f"#{x['rank']}: command {x['command']}"); break
+rows = [l for l in out if l.lstrip().split(" ")[0].isdigit() and "aebench " in l]
+if len(rows) != min(5, len(cf)):
+    bad.append(f"{len(rows)} rows printed, want {min(5, len(cf))}")
+if not any(l.startswith(f"search: {c['considered']} configurations in ") for l in out):
+    bad.append("no count line")
+# nvme is tried (the results directory is writable) and not modelled: no disk calibrated there
+if c["not_modelled"] == 0 or not any("no disk calibrated" in r["why"] for r in c["not_modelled_why"]):
+    bad.append("nvme configurations not counted as not modelled")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+if [ $rc -eq 0 ] && [ "$check" = ok ]; then
+    pass "--search: every configuration counted once (predicted, over a tier, refused, not modelled, not calibrated), ranked by ms, every knob tried both ways, stronghold's every window and auto"
+else
+    failc "--search" "exit $rc: $check $(head -c 300 "$SR/s1.err")"
+fi
+
+# ---- the top configurations' commands: their own --dry-run plans equal the JSON's ----------
+check=$(python3 - "$SR/${j:-none}" <<'EOF'
+import json, shlex, sys
+d = json.load(open(sys.argv[1]))
+for x in d["configs"][:3] + d["configs"][-2:]:
+    print("\t".join([str(x["plan"]["gpu_bytes"]), str(x["plan"]["host_bytes"]), str(x["plan"]["disk_bytes"])] + shlex.split(x["command"])[1:]))
+EOF
+)
+bad=""
+while IFS=$'\t' read -r -a row; do
+    [ ${#row[@]} -gt 3 ] || continue
+    got=$(cd "$SR" && "$BIN" "${row[@]:3}" --dry-run 2>&1 | grep "^plan: ")
+    grep -qF "GPU " <<<"$got" && grep -qF "(${row[0]} bytes) | host " <<<"$got" &&
+        grep -qF "(${row[1]} bytes) | disk " <<<"$got" && grep -qF "(${row[2]} bytes)" <<<"$got" ||
+        bad="$bad [${row[*]:3}: '$got' want ${row[0]}/${row[1]}/${row[2]}]"
+done <<<"$check"
+if [ -n "$check" ] && [ -z "$bad" ]; then
+    pass "--search: the printed commands run as searched: each one's --dry-run plan is the JSON's, byte for byte"
+else
+    failc "--search commands" "${bad:-no configurations}"
+fi
+
+# ---- budgets: a GPU limit under megatron-lm's plan drops it (counted by tier) --------------
+mega=$(cd "$SR" && "$BIN" --dry-run "${SS[@]}" -l 4 -b 1 -m megatron-lm --no-ckpt --results res 2>&1 |
+    grep -oE 'GPU [^(]*\(([0-9]+) bytes' | grep -oE '[0-9]+ bytes' | grep -oE '[0-9]+')
+lim=$(((${mega:-0} - 1) / 1024))
+(cd "$SR" && "$BIN" --search "${SS[@]}" -l 4 --gpu-mem-limit "${lim}K" --results res >s2.out 2>&1)
+rc=$?
+check=$(python3 - "$SR/$(search_json "$SR/s2.out")" "$lim" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+lim = int(sys.argv[2]) * 1024
+bad = []
+if d["counts"]["over_gpu"] == 0: bad.append("nothing over the GPU")
+if any(x["plan"]["gpu_bytes"] > lim for x in d["configs"]): bad.append("a config over the limit")
+if any(x["engine"] == "megatron-lm" and not x["ckpt"] and x["batch"] == 4 for x in d["configs"]): bad.append("megatron-lm b4 --no-ckpt kept")
+if d["search"]["budgets"]["gpu_bytes"] != lim: bad.append(f"budget {d['search']['budgets']['gpu_bytes']}")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+if [ -n "$mega" ] && [ $rc -eq 0 ] && [ "$check" = ok ]; then
+    pass "--search --gpu-mem-limit: what does not fit is dropped and counted over GPU memory; every kept plan fits"
+else
+    failc "--search --gpu-mem-limit" "exit $rc, megatron-lm plan ${mega:-?}: $check"
+fi
+
+# ---- a micro-batch without a calibrated entry: counted, and the command that calibrates it -
+(cd "$SR" && "$BIN" --search "${SS[@]}" -l 4 --global-batch 8 --results res >s3.out 2>&1)
+rc=$?
+nc=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["counts"]["not_calibrated"], d["counts"]["not_calibrated_batches"])' \
+    "$SR/$(search_json "$SR/s3.out")" 2>/dev/null)
+if [ $rc -eq 0 ] && [ "${nc%% *}" -gt 0 ] 2>/dev/null && [ "${nc#* }" = "[8]" ] &&
+    grep -q "micro-batch 8 has no entry .*aebench --calibrate -b 8" "$SR/s3.out"; then
+    pass "--search --global-batch 8: micro-batch 8 uncalibrated is counted and named with the command that calibrates it"
+else
+    failc "--search uncalibrated micro-batch" "exit $rc, $nc: $(grep -m2 'calibrat' "$SR/s3.out")"
+fi
+
+# ---- --largest: each engine's answer with --find-max's knobs is --find-max's ---------------
+LB=(--gpu-mem-limit 3M --cpu-mem-limit 40M)
+bad=""
+fm_max=0
+for e in "megatron-lm" "l2l --clip-speculate auto" "zero-offload" "zero-infinity --offload cpu --clip-speculate auto" \
+    "stronghold -w auto --placement auto --offload cpu --clip-speculate auto"; do
+    read -r -a ea <<<"$e"
+    fm=$(cd "$SR" && "$BIN" --predict --find-max -m "${ea[0]}" "${SS[@]}" -b 4 "${LB[@]}" --results res 2>&1 |
+        awk '/^find-max/ {print substr($3, 2)}')
+    sl=$(cd "$SR" && "$BIN" --search --largest -m "${ea[@]}" "${SS[@]}" -b 4 "${LB[@]}" --results res 2>&1 |
+        grep -oE "budgets: ${ea[0]} l[0-9]+" | grep -oE '[0-9]+$')
+    [ -n "$fm" ] && [ "$fm" = "$sl" ] || bad="$bad ${ea[0]}: find-max l${fm:-?} search l${sl:-?};"
+    [ "${fm:-0}" -gt "$fm_max" ] && fm_max=$fm
+done
+# (--offload cpu: the largest sizes fit only with the disk tier otherwise, not calibrated here)
+(cd "$SR" && "$BIN" --search --largest "${SS[@]}" "${LB[@]}" --offload cpu --results res --out "$SR/largest.json" >s4.out 2>&1)
+rc=$?
+lj="$SR/$(search_json "$SR/s4.out")"
+check=$(python3 - "$lj" "$fm_max" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+L, lg, bad = d["search"]["layers"], d["largest"], []
+if L != lg["layers"] or L < int(sys.argv[2]): bad.append(f"l{L} below find-max's l{sys.argv[2]}")
+if max(x["layers"] for x in lg["per_engine"]) != L: bad.append("not the largest engine's")
+nx = lg["next"]
+if nx["considered"] == 0 or nx["predicted"] or nx["not_modelled"] or nx["not_calibrated"]: bad.append(f"l{L + 1} fits: {nx}")
+if not d["configs"] or any(x["layers"] != L or f"-l {L}" not in x["command"] for x in d["configs"]): bad.append("configs not at L")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+# ... and the configuration it picks at that size trains (2 iterations, the same budgets)
+trained=""
+if [ $rc -eq 0 ] && [ -s "$SR/largest.json" ]; then
+    (cd "$SR" && timeout 300 "$BIN" --config "$SR/largest.json" --iters 2 >s4.run 2>&1) && trained=yes
+fi
+if [ -z "$bad" ] && [ $rc -eq 0 ] && [ "$check" = ok ] && [ "$trained" = yes ]; then
+    pass "--search --largest: each engine with --find-max's knobs answers --find-max's l (${fm_max} the largest of them); over every knob the answer is no smaller, l+1 fits nothing, and its pick trains there"
+else
+    failc "--search --largest" "exit $rc:$bad $check; trained: ${trained:-no} $(tail -n 2 "$SR/s4.run" 2>/dev/null)"
+fi
+
+# ---- --min-samples-per-s: the largest that still trains that fast ---------------------------
+best_sps() { # LAYERS: the best predicted samples/s at that size under LB
+    (cd "$SR" && "$BIN" --search "${SS[@]}" -l "$1" "${LB[@]}" --results res --top 1 2>/dev/null) >"$SR/bs.out"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["configs"][0]["samples_per_s"] if d["configs"] else 0)' \
+        "$SR/$(search_json "$SR/bs.out")"
+}
+x=$(best_sps 6)
+(cd "$SR" && "$BIN" --search --largest --min-samples-per-s "$x" "${SS[@]}" "${LB[@]}" --results res >s5.out 2>&1)
+rc=$?
+lm=$(grep -oE "at [0-9.e+]+ samples/s or more: l[0-9]+" "$SR/s5.out" | grep -oE '[0-9]+$')
+above=$([ -n "$lm" ] && best_sps $((lm + 1)))
+at=$([ -n "$lm" ] && best_sps "$lm")
+if [ $rc -eq 0 ] && [ -n "$lm" ] && [ "$lm" -ge 6 ] &&
+    awk -v a="$at" -v b="$above" -v x="$x" 'BEGIN { exit !(a + 0 >= x * (1 - 1e-9) && b + 0 < x) }'; then
+    pass "--search --largest --min-samples-per-s: l$lm is predicted at >= $x samples/s (the best at l6), l$((lm + 1)) below"
+else
+    failc "--search --min-samples-per-s" "exit $rc, l${lm:-?}: at $at, above $above, want >= $x then below"
+fi
+
+# ---- --out: the winner as a config that --config runs unchanged -----------------------------
+(cd "$SR" && "$BIN" --search "${SS[@]}" -l 4 --results res --out "$SR/win.json" >s6.out 2>&1)
+rc=$?
+(cd "$SR" && timeout 300 "$BIN" --config "$SR/win.json" --iters 2 --results runs >s6.run 2>&1)
+rc2=$?
+check=$(python3 - "$SR/$(search_json "$SR/s6.out")" "$SR/win.json" "$SR/runs" <<'EOF'
+import glob, json, os, sys
+d, w = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+top = d["configs"][0]
+runs = sorted(glob.glob(os.path.join(sys.argv[3], "log_*.json")), key=os.path.getmtime)
+r = json.load(open(runs[-1])) if runs else {}
+bad = []
+if w.get("method") != top["engine"] or w.get("batch") != top["batch"]: bad.append(f"config {w} is not #1 {top['command']}")
+if r.get("method") != top["engine"]: bad.append(f"the run was {r.get('method')}")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+if [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ "$check" = ok ]; then
+    pass "--search --out: the fastest as a config; aebench --config runs it as the search printed it"
+else
+    failc "--search --out" "exit $rc/$rc2: $check $(tail -n 2 "$SR/s6.run")"
+fi
+
+# ---- --verify: the top K and K random ones trained, predicted against measured, tau --------
+(cd "$SR" && timeout 600 "$BIN" --search "${SS[@]}" -l 4 --results res --verify 2 >s7.out 2>&1)
+rc=$?
+check=$(cd "$SR" && python3 - "$SR/$(search_json "$SR/s7.out")" "$SR/s7.out" <<'EOF'
+import json, sys
+d, out = json.load(open(sys.argv[1])), open(sys.argv[2]).read()
+v, s, bad = d["verify"], d["verify_summary"], []
+if [x["rank"] for x in v[:2]] != [1, 2] or [x["random"] for x in v] != [False, False, True, True]:
+    bad.append(f"picks {[(x['rank'], x['random']) for x in v]}")
+if len({x["rank"] for x in v}) != 4 or any(x["rank"] <= 2 for x in v[2:]): bad.append("random picks not distinct from the top")
+ok = [x for x in v if x["status"] == "ok" and x.get("measured_ms", 0) > 0]
+if len(ok) != 4: bad.append(f"{len(ok)} of 4 trained")
+for x in v:
+    j = json.load(open(x["json"]))
+    if abs(j["summary"]["median_ms"] - x["measured_ms"]) > 1e-9: bad.append("measured is not the run's median")
+    if j["method"] != d["configs"][x["rank"] - 1]["engine"]: bad.append("trained another engine")
+p, m = [d["configs"][x["rank"] - 1]["ms"] for x in ok], [x["measured_ms"] for x in ok]
+c = dc = ta = tb = 0
+for i in range(len(p)):
+    for k in range(i + 1, len(p)):
+        a, b = p[i] - p[k], m[i] - m[k]
+        if a == 0 and b == 0: continue
+        if a == 0: ta += 1
+        elif b == 0: tb += 1
+        elif (a > 0) == (b > 0): c += 1
+        else: dc += 1
+tau = (c - dc) / (((c + dc + ta) * (c + dc + tb)) ** 0.5)
+if abs(tau - s["kendall_tau"]) > 1e-9: bad.append(f"tau {s['kendall_tau']} != {tau}")
+best = min(ok, key=lambda x: x["measured_ms"])
+if s["pick_is_measured_best"] != (best["rank"] == 1): bad.append("pick_is_measured_best")
+if abs(s["pick_loss_pct"] - (ok[0]["measured_ms"] - best["measured_ms"]) / best["measured_ms"] * 100) > 1e-6: bad.append("pick loss")
+if f"over 4 runs: {tau:.3f}" not in out: bad.append("tau not printed")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+if [ $rc -eq 0 ] && [ "$check" = ok ]; then
+    pass "--search --verify 2: the top 2 and 2 random others trained as children, each measured its run's median; Kendall's tau and the pick's loss follow from them"
+else
+    failc "--search --verify" "exit $rc: $check $(tail -n 3 "$SR/s7.out")"
+fi
+
+# ---- bad input: exit 2, one line, nothing written -------------------------------------------
+bad_input "--largest without --search" "goes with --search" --largest
+bad_input "--verify without --search" "goes with --search" --verify 2
+bad_input "--min-samples-per-s without --largest" "goes with --search --largest" --search --min-samples-per-s 3
+bad_input "--search with --predict" "not with --predict" --search --predict
+bad_input "--search -m megatron-lm -w 3 (no engine takes it)" "no engine takes the options given" \
+    --search "${SS[@]}" -l 4 -m megatron-lm -w 3 --machine "$SR/res/$(basename "$(ls "$SR"/res/machine_*.json | head -n 1)")"
+bad_input "--search without a machine file" "machine file" --search "${SS[@]}" -l 4 --machine "$SR/none.json"
+bad_input "--search --out into a missing directory" "not a writable directory" --search "${SS[@]}" -l 4 --out "$SR/no/dir/x.json"
