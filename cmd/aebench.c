@@ -181,7 +181,10 @@ int main(int argc, char **argv)
         /* Plans and predicts every configuration (and --verify trains some, as child
          * processes): like a sweep, this process opens no backend. */
         int code = EXIT_BAD_INPUT;
-        if (comm.world > 1) {
+        if (rc.config_runs) {
+            fprintf(stderr, "aebench: --search takes one model and its budgets, not a run list (--config with "
+                            "\"runs\")\n");
+        } else if (comm.world > 1) {
             if (comm.rank == 0)
                 fprintf(stderr, "aebench: --search runs on one process (--ranks N says the world it searches; "
                                 "--verify starts the runs): run it without mpirun\n");

@@ -263,3 +263,5 @@ bad_input "--search -m megatron-lm -w 3 (no engine takes it)" "no engine takes t
     --search "${SS[@]}" -l 4 -m megatron-lm -w 3 --machine "$SR/res/$(basename "$(ls "$SR"/res/machine_*.json | head -n 1)")"
 bad_input "--search without a machine file" "machine file" --search "${SS[@]}" -l 4 --machine "$SR/none.json"
 bad_input "--search --out into a missing directory" "not a writable directory" --search "${SS[@]}" -l 4 --out "$SR/no/dir/x.json"
+printf '{"runs": [{"method": "l2l"}]}' >"$SR/runlist.json"
+bad_input "--search with a run list" "not a run list" --search "${SS[@]}" -l 4 --config "$SR/runlist.json"
