@@ -7,6 +7,8 @@
 # --largest against each engine's --predict --find-max (the plan bound --find-max starts
 # from) under the same budgets.
 #   bash bench/search_gpu.sh "$OUT" [MODEL ...]   VERIFY (default 5), ITERS (default 6)
+# RANKS=N (the N-GPU machines): built with MPI and NCCL (bench/dp_env.sh), a global batch of
+# 4 per rank, the collectives calibrated at N ranks, every search and run on N ranks.
 # A MODEL is "name options", e.g. "l32 -l 32" or "v100x2 -l 80 --gpu-mem-limit 32G
 # --cpu-mem-limit 90G".  The machine file is kept in /tmp/aebench-search (a later call on the
 # same warm machine calibrates nothing again) and comes back with the summary.
@@ -18,22 +20,37 @@ shift || true
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=("l32 -l 32")
 work=/tmp/aebench-search
+ranks=${RANKS:-1}
 mkdir -p "$work" "$dest"
-source bench/deps_env.sh
+if [ "$ranks" -gt 1 ]; then
+    source bench/dp_env.sh # (builds aebench with MPI and NCCL into a fresh $out, sets $t0)
+    work=$out
+else
+    source bench/deps_env.sh
+fi
 finish() {
     cp "$work"/summary.md "$work"/res/machine_*.json "$dest"/ 2>/dev/null
     tar czf "$dest/bench.tgz" -C "$work" --exclude='*.bin' . 2>/dev/null
 }
 trap finish EXIT
 machine_info | tee -a "$work/device.txt"
-t0=$(date +%s)
-${BUILD_CMD:-make -j16 CUDA=1 MPI=0 aebench} >"$work/build.txt" 2>&1 || { tail -n 30 "$work/build.txt"; exit 1; }
-echo "build: $(($(date +%s) - t0)) s"
-read -r -a shape <<<"${SHAPE:---device cuda -h 2048} --global-batch 4"
+if [ "$ranks" -le 1 ]; then
+    t0=$(date +%s)
+    ${BUILD_CMD:-make -j16 CUDA=1 MPI=0 aebench} >"$work/build.txt" 2>&1 || { tail -n 30 "$work/build.txt"; exit 1; }
+    echo "build: $(($(date +%s) - t0)) s"
+fi
+# (N ranks: a global batch of 4 per rank, so the micro-batches are 1, 2, 4 there too)
+read -r -a shape <<<"${SHAPE:---device cuda -h 2048} --global-batch $((4 * ranks))"
 for b in 1 2 4; do
     ./aebench --calibrate "${shape[@]}" -b "$b" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
         { tail -n 5 "$work/calibrate.txt"; exit 1; }
 done
+if [ "$ranks" -gt 1 ]; then
+    # the collectives at that world, and each rank's rates with every rank at work
+    ./aebench --calibrate --ranks "$ranks" "${shape[@]}" -b 4 --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
+        { tail -n 5 "$work/calibrate.txt"; exit 1; }
+    shape+=(--ranks "$ranks")
+fi
 echo "calibrated: $(($(date +%s) - t0)) s"
 for model in "${models[@]}"; do
     read -r name opts <<<"$model"
