@@ -988,7 +988,7 @@ static int setup(search *s, const child_result *pr)
     /* the budgets per rank: a limit when given; else what the machine file recorded, or what
      * is free now if less (the ranks of one machine share its host memory; on the CPU backend
      * its "device" memory too) */
-    const int cpu = strcmp(s->backend, "cpu") == 0;
+    const int cpu = strcmp(s->backend, "cpu") == 0 && !rc->machine_path[0];
     size_t g = pr->budget_gpu, h = pr->budget_host;
     if (rc->machine_path[0]) {
         /* (--machine FILE may be another machine's, as with --predict: its budgets, not

@@ -144,6 +144,15 @@ for e in "megatron-lm" "l2l --clip-speculate auto" "zero-offload" "zero-infinity
     [ -n "$fm" ] && [ "$fm" = "$sl" ] || bad="$bad ${ea[0]}: find-max l${fm:-?} search l${sl:-?};"
     [ "${fm:-0}" -gt "$fm_max" ] && fm_max=$fm
 done
+# ... and on 2 ranks of this machine (which share its host memory: --predict's budgets too)
+for e in "l2l --clip-speculate auto" "megatron-lm --zero-stage 3"; do
+    read -r -a ea <<<"$e"
+    fm=$(cd "$SR" && "$BIN" --predict --find-max -m "${ea[@]}" "${SS[@]}" -b 4 --ranks 2 "${LB[@]}" --results res 2>&1 |
+        awk '/^find-max/ {print substr($3, 2)}')
+    sl=$(cd "$SR" && "$BIN" --search --largest -m "${ea[@]}" "${SS[@]}" -b 4 --ranks 2 "${LB[@]}" --results res 2>&1 |
+        grep -oE "budgets: ${ea[0]} l[0-9]+" | grep -oE '[0-9]+$')
+    [ -n "$fm" ] && [ "$fm" = "$sl" ] || bad="$bad ${ea[0]} on 2 ranks: find-max l${fm:-?} search l${sl:-?};"
+done
 # (--offload cpu: the largest sizes fit only with the disk tier otherwise, not calibrated here)
 (cd "$SR" && "$BIN" --search --largest "${SS[@]}" "${LB[@]}" --offload cpu --results res --out "$SR/largest.json" >s4.out 2>&1)
 rc=$?
@@ -166,7 +175,7 @@ if [ $rc -eq 0 ] && [ -s "$SR/largest.json" ]; then
     (cd "$SR" && timeout 300 "$BIN" --config "$SR/largest.json" --iters 2 >s4.run 2>&1) && trained=yes
 fi
 if [ -z "$bad" ] && [ $rc -eq 0 ] && [ "$check" = ok ] && [ "$trained" = yes ]; then
-    pass "--search --largest: each engine with --find-max's knobs answers --find-max's l (${fm_max} the largest of them); over every knob the answer is no smaller, l+1 fits nothing, and its pick trains there"
+    pass "--search --largest: each engine with --find-max's knobs answers --find-max's l (${fm_max} the largest of them; on 2 ranks too); over every knob the answer is no smaller, l+1 fits nothing, and its pick trains there"
 else
     failc "--search --largest" "exit $rc:$bad $check; trained: ${trained:-no} $(tail -n 2 "$SR/s4.run" 2>/dev/null)"
 fi
