@@ -263,6 +263,34 @@ else
     failc "--search --verify" "exit $rc: $check $(tail -n 3 "$SR/s7.out")"
 fi
 
+# ---- 2 ranks: with the collectives calibrated there, megatron-lm's ZeRO stages are searched,
+# and the pick trains on 2 ranks --------------------------------------------------------------
+if needs_mpi "--search --ranks 2" "$BIN"; then
+    (cd "$SR" && timeout 300 "$BIN" --calibrate --ranks 2 "${SS[@]}" -l 4 -b 4 --results res >cal2.out 2>&1)
+    (cd "$SR" && "$BIN" --search --ranks 2 "${SS[@]}" -l 4 -b 4 --results res --verify 1 >s8.out 2>&1)
+    rc=$?
+    check=$(cd "$SR" && python3 - "$SR/$(search_json "$SR/s8.out")" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = []
+if d["search"]["world"] != 2 or d["search"]["global_batch"] != 8: bad.append("world")
+st = {x["zero_stage"] for x in d["configs"] if x["engine"] == "megatron-lm"}
+if st != {0, 1, 2, 3}: bad.append(f"stages {sorted(st)}")
+if any(x["engine"] == "megatron-lm" and f"--zero-stage {x['zero_stage']}" not in x["command"] for x in d["configs"]): bad.append("command")
+v = d.get("verify", [])
+if len(v) != 2 or any(x["status"] != "ok" for x in v): bad.append(f"verify {v}")
+for x in v:
+    if json.load(open(x["json"]))["world"] != 2: bad.append("not trained on 2 ranks")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+    if [ $rc -eq 0 ] && [ "$check" = ok ]; then
+        pass "--search --ranks 2: megatron-lm's ZeRO stages 0-3 searched with the collectives calibrated at 2 ranks; --verify trains on 2 ranks"
+    else
+        failc "--search --ranks 2" "exit $rc: $check $(tail -n 3 "$SR/s8.out")"
+    fi
+fi
+
 # ---- bad input: exit 2, one line, nothing written -------------------------------------------
 bad_input "--largest without --search" "goes with --search" --largest
 bad_input "--verify without --search" "goes with --search" --verify 2
