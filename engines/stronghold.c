@@ -1361,8 +1361,17 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                     continue;
                 }
                 double grads_final = W > 1 ? (reduced = pred_run(&t, BUSY_COMM, reduce_ms, c)) : c;
-                /* micro-batches after the first: the layer's sum so far comes up to be added */
-                if (mb > 0) grads_final = pred_max(grads_final, pred_run(&t, BUSY_H2D, landing_ms, home[j]));
+                /* micro-batches after the first: the layer's sum so far comes up to be added,
+                 * on the stream the grads are final on (layer_work_add_earlier): on one rank
+                 * the compute stream itself, which waits for it, a copy of its own beside the
+                 * h2d stream's prefetches (another copy engine); on N ranks the collectives' */
+                if (mb > 0 && W == 1) {
+                    c = pred_max(c, home[j]) + landing_ms;
+                    t.busy[BUSY_H2D] += landing_ms;
+                    grads_final = c;
+                } else if (mb > 0) {
+                    grads_final = pred_max(grads_final, pred_run(&t, BUSY_H2D, landing_ms, home[j]));
+                }
                 home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
                 if (!clip && last) adam_done[j] = pred_host_update(&t, m, adam_ms, mv, mv, home[j]);
                 if (i - S >= 0) {
