@@ -288,6 +288,10 @@ int main(int argc, char **argv)
     if (rc.calibrate || rc.predict) {
         char path[PATH_MAX + 256];
         int code = 0;
+        /* --offload nvme without --nvme-dir: the disk tier a run would use, the results
+         * directory (run_resolve_disk_budget), is the one measured and looked up */
+        if (rc.eng.offload == OFFLOAD_NVME && !rc.eng.nvme_dir[0] && strlen(rc.results_dir) < sizeof rc.eng.nvme_dir)
+            memcpy(rc.eng.nvme_dir, rc.results_dir, strlen(rc.results_dir) + 1);
         /* (--predict reads: it makes no directory; --calibrate writes there) */
         if (rc.machine_path[0]) snprintf(path, sizeof path, "%s", rc.machine_path);
         else if ((rc.calibrate && report_make_dirs(rc.results_dir, err, sizeof err) != 0) ||

@@ -34,6 +34,9 @@
  *                    layers at the bottom or spread (one placement at W = L: nothing streams)
  * gemini is searched only under -m gemini (it answers another question: the cost of its
  * checkpoints).
+ *
+ * One file of ~1,200 lines: the enumeration, --largest, the commands, the output and --verify
+ * all work on the one search state and its knob lists; split, each part would need them all.
  */
 #include "search.h"
 
@@ -951,6 +954,7 @@ static int setup(search *s, const child_result *pr)
         c.shape.batch = s->rates[i].batch;
         c.world = s->world, c.local_world = s->local;
         snprintf(c.nvme_dir, sizeof c.nvme_dir, "%s", s->nvme_dir);
+        c.offload = OFFLOAD_NVME; /* (so that the disk tier's rates there are read too) */
         char why[900];
         if (machine_load(s->machine, &c, &s->rates[i].m, why, sizeof why) == 0) {
             s->rates[i].loaded = 1;

@@ -291,6 +291,30 @@ EOF
     fi
 fi
 
+# ---- the disk tier calibrated where the search puts it (the results directory, as a run
+# without --nvme-dir does): --offload nvme configurations predicted, their disk planned ------
+(cd "$SR" && timeout 300 "$BIN" --calibrate --offload nvme -m stronghold "${SS[@]}" -l 4 -b 4 --results res >cal3.out 2>&1)
+(cd "$SR" && "$BIN" --search "${SS[@]}" -l 4 -b 4 --results res >s9.out 2>&1)
+rc=$?
+check=$(cd "$SR" && python3 - "$SR/$(search_json "$SR/s9.out")" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+nv = [x for x in d["configs"] if x["offload"] == "nvme"]
+bad = []
+if d["counts"]["not_modelled"]: bad.append(f"{d['counts']['not_modelled']} not modelled")
+# (stronghold with every layer resident streams nothing: no disk bytes even with nvme)
+if {x["engine"] for x in nv if x["plan"]["disk_bytes"] > 0} != {"zero-infinity", "stronghold"}: bad.append("nvme configs")
+if any(x["plan"]["disk_bytes"] > 0 and x["offload"] != "nvme" for x in d["configs"]): bad.append("disk without nvme")
+if any("--offload nvme" not in x["command"] for x in nv): bad.append("command")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+if [ $rc -eq 0 ] && [ "$check" = ok ] && grep -q "disk tier at res" "$SR/cal3.out"; then
+    pass "--calibrate --offload nvme without --nvme-dir measures the results directory; --search then predicts zero-infinity's and stronghold's --offload nvme"
+else
+    failc "--search with the disk tier" "exit $rc: $check $(tail -n 2 "$SR/cal3.out")"
+fi
+
 # ---- bad input: exit 2, one line, nothing written -------------------------------------------
 bad_input "--largest without --search" "goes with --search" --largest
 bad_input "--verify without --search" "goes with --search" --verify 2
