@@ -64,6 +64,14 @@
 
 enum { TIER_GPU, TIER_HOST, TIER_DISK, TIERS };
 enum { MAX_BATCHES = 64, MAX_REASONS = 8, MAX_ENGINES = 16, LAYERS_CAP = 1 << 20 };
+/* stronghold's windows: every one up to WINDOWS_ALL layers; beyond, a grid of WINDOW_GRID over
+ * [1, L] refined around the fastest (try_windows) */
+enum { WINDOWS_ALL = 96, WINDOW_GRID = 33 };
+/* The most layers one search's predictions walk in all (a prediction at L layers counts L;
+ * it walks them a few dozen times while it settles), a few seconds on the CPU machine: an
+ * absurd budget (--largest with petabytes answers a million layers) ends, saying so, instead
+ * of running for hours.  A real search stays far below: l1000 with every knob is 2-3e6. */
+#define SEARCH_WORK_MAX 1e7
 
 static const char *const BOUND_NAMES[BUSY_KINDS] = {"compute", "h2d", "d2h", "host adam", "disk", "collectives"};
 
@@ -134,6 +142,8 @@ typedef struct search {
     candidate best;
     int have_best;
     tally t;
+    double work;   /* layer walks so far (SEARCH_WORK_MAX) */
+    int truncated; /* the work bound stopped the search */
 } search;
 
 /* ---- small helpers --------------------------------------------------------------------------- */
@@ -238,12 +248,15 @@ static int candidate_cmp(const void *pa, const void *pb)
     return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-static int consider(search *s, const engine_vtbl *eng, const knobs *k, int layers)
+/* One configuration into the tally (and s->c); *ms its prediction, 0 when it has none. */
+static int consider(search *s, const engine_vtbl *eng, const knobs *k, int layers, double *ms)
 {
     engine_config cfg;
     engine_plan plan;
     int tier;
     char why[400];
+    *ms = 0;
+    if (s->truncated) return 0;
     s->t.considered++;
     if (!fits(s, eng, k, layers, &cfg, &plan, &tier, why, sizeof why)) {
         if (tier == TIERS) {
@@ -262,6 +275,12 @@ static int consider(search *s, const engine_vtbl *eng, const knobs *k, int layer
         if (br) s->t.not_calibrated_at[br - s->rates]++;
         return 0;
     }
+    if (s->work + layers > SEARCH_WORK_MAX) {
+        s->truncated = 1;
+        s->t.considered--;
+        return 0;
+    }
+    s->work += layers;
     candidate c;
     memset(&c, 0, sizeof c);
     if (eng->predict) pred_settle(&cfg, &br->m, walk_engine, eng, &c.pred);
@@ -273,6 +292,7 @@ static int consider(search *s, const engine_vtbl *eng, const knobs *k, int layer
         return 0;
     }
     s->t.predicted++;
+    *ms = c.pred.ms;
     c.eng = eng, c.k = *k, c.layers = layers, c.plan = plan, c.seq = s->t.considered;
     if (!s->have_best || candidate_cmp(&c, &s->best) < 0) s->best = c, s->have_best = 1;
     if (!s->keep) return 0;
@@ -336,6 +356,54 @@ static const char *left_out(const search *s, const engine_vtbl *e)
     return NULL;
 }
 
+/* stronghold's windows at knobs k: -w auto (0) — its layout (resident layers and three slots
+ * sized to the GPU budget) is no -w W's, where W is both; at the largest sizes only it fits —
+ * and every W in 1..L (1..L-1 for a second placement: at W = L nothing streams).  Beyond
+ * WINDOWS_ALL layers, a grid of WINDOW_GRID windows, then the same grid between the fastest
+ * one's neighbours, until the range is small enough to take whole: the step falls as the
+ * window grows until the GPU or the copies stop it, one valley, which the grid brackets. */
+static int try_windows(search *s, const engine_vtbl *e, knobs k, int layers, int second_placement)
+{
+    double ms;
+    k.window = 0;
+    if (consider(s, e, &k, layers, &ms)) return -1;
+    int lo = 1, hi = second_placement ? layers - 1 : layers;
+    if (hi < lo) return 0;
+    if (layers <= WINDOWS_ALL) {
+        for (int w = lo; w <= hi; w++) {
+            k.window = w;
+            if (consider(s, e, &k, layers, &ms)) return -1;
+        }
+        return 0;
+    }
+    double *seen = malloc(sizeof *seen * ((size_t)hi + 1)); /* each window's ms (0: none), -1: not tried */
+    if (!seen) return -1;
+    for (int w = 0; w <= hi; w++) seen[w] = -1;
+    for (;;) {
+        const int whole = hi - lo + 1 <= WINDOW_GRID;
+        int grid[WINDOW_GRID], n = 0, best = -1;
+        for (int i = 0; whole ? lo + i <= hi : i < WINDOW_GRID; i++) {
+            const int w = whole ? lo + i : lo + (int)((long long)(hi - lo) * i / (WINDOW_GRID - 1));
+            if (n && grid[n - 1] == w) continue;
+            grid[n++] = w;
+            if (seen[w] < 0) {
+                k.window = w;
+                if (consider(s, e, &k, layers, &seen[w])) {
+                    free(seen);
+                    return -1;
+                }
+            }
+            if (seen[w] > 0 && (best < 0 || seen[w] < seen[grid[best]])) best = n - 1;
+        }
+        if (whole || best < 0 || s->truncated) break;
+        const int nlo = grid[best > 0 ? best - 1 : 0], nhi = grid[best < n - 1 ? best + 1 : n - 1];
+        if (nlo == lo && nhi == hi) break; /* (cannot narrow: every window of it tried above) */
+        lo = nlo, hi = nhi;
+    }
+    free(seen);
+    return 0;
+}
+
 /* Every configuration at `layers`, into s->t (and s->c when s->keep).  -1: out of memory. */
 static int enumerate(search *s, int layers)
 {
@@ -356,19 +424,12 @@ static int enumerate(search *s, int layers)
                                 for (int p = 0; p < kl.nplace; p++) {
                                     knobs k = {s->rates[bi].batch, kl.stage[a], kl.dpu[d], kl.offload[o], kl.clip[cs],
                                                kl.ckpt[ck], s->rc->eng.window, kl.place[p]};
+                                    double ms;
                                     if (!e->uses_window || window_given) {
-                                        if (consider(s, e, &k, layers)) return -1;
+                                        if (consider(s, e, &k, layers, &ms)) return -1;
                                         continue;
                                     }
-                                    /* -w auto (0) too: its layout (resident layers and
-                                     * three slots, sized to the GPU budget) is no -w W's,
-                                     * where W is both; at the largest sizes only it fits */
-                                    for (int w = 0; w <= layers; w++) {
-                                        /* (at W = L nothing streams: one placement) */
-                                        if (w == layers && p > 0) continue;
-                                        k.window = w;
-                                        if (consider(s, e, &k, layers)) return -1;
-                                    }
+                                    if (try_windows(s, e, k, layers, p > 0)) return -1;
                                 }
     }
     if (s->keep && s->n > 1) qsort(s->c, s->n, sizeof *s->c, candidate_cmp);
@@ -1163,10 +1224,14 @@ int search_main(int argc, char **argv, const run_config *rc)
             sh.vocab_padded = gpt_pad_vocab(sh.vocab);
             const double params = (double)gpt_param_count(&sh);
             cJSON_AddNumberToObject(lj, "params", params);
-            printf("search: largest: l%d (%.3f B parameters) trains; l%d fits no configuration (%ld over GPU memory, "
-                   "%ld over host memory, %ld over disk, %ld refused)\n", largest_layers_found, params / 1e9,
-                   largest_layers_found + 1, next_tally.over[TIER_GPU], next_tally.over[TIER_HOST],
-                   next_tally.over[TIER_DISK], next_tally.refused);
+            if (largest_layers_found >= LAYERS_CAP)
+                printf("search: largest: l%d (%.3f B parameters) trains, and the search goes no further\n",
+                       largest_layers_found, params / 1e9);
+            else
+                printf("search: largest: l%d (%.3f B parameters) trains; l%d fits no configuration (%ld over GPU "
+                       "memory, %ld over host memory, %ld over disk, %ld refused)\n", largest_layers_found,
+                       params / 1e9, largest_layers_found + 1, next_tally.over[TIER_GPU], next_tally.over[TIER_HOST],
+                       next_tally.over[TIER_DISK], next_tally.refused);
             cJSON_AddItemToObject(lj, "next", tally_json(&s, &next_tally));
         } else {
             printf("search: largest: not even one layer fits any configuration\n");
@@ -1174,7 +1239,10 @@ int search_main(int argc, char **argv, const run_config *rc)
         if (rc->min_samples_per_s > 0) {
             cJSON_AddNumberToObject(lj, "min_samples_per_s", rc->min_samples_per_s);
             cJSON_AddNumberToObject(lj, "layers_at_min_samples_per_s", threshold_layers);
-            if (threshold_layers > 0)
+            if (s.truncated)
+                printf("search: the largest that trains at %.3g samples/s or more is not known: the work bound was "
+                       "reached first\n", rc->min_samples_per_s);
+            else if (threshold_layers > 0)
                 printf("search: the largest predicted to train at %.3g samples/s or more: l%d\n", rc->min_samples_per_s,
                        threshold_layers);
             else
@@ -1182,7 +1250,11 @@ int search_main(int argc, char **argv, const run_config *rc)
         }
     }
     if (layers > 0) print_tally(&s, &s.t, ms);
+    if (s.truncated)
+        printf("search: stopped at the work bound (%.0f layer walks): what is above was predicted before it, the "
+               "rest not; fix some of the knobs (-b, -w, -m) or the size to search them\n", SEARCH_WORK_MAX);
     cJSON_AddItemToObject(root, "counts", tally_json(&s, &s.t));
+    cJSON_AddBoolToObject(root, "truncated", s.truncated);
     int status = 0;
     if (s.n == 0) {
         printf("search: no configuration is predicted%s\n", layers > 0 ? " (see the counts above)" : "");

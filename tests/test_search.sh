@@ -315,6 +315,19 @@ else
     failc "--search with the disk tier" "exit $rc: $check $(tail -n 2 "$SR/cal3.out")"
 fi
 
+# ---- budgets no machine has: --largest answers the search's cap, and the search ends at its
+# work bound, saying so, instead of walking a million layers for hours ----------------------
+(cd "$SR" && timeout 300 "$BIN" --search --largest "${SS[@]}" --gpu-mem-limit 1000000T --cpu-mem-limit 1000000T \
+    --offload cpu --results res >s10.out 2>&1)
+rc=$?
+tr=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["truncated"])' "$SR/$(search_json "$SR/s10.out")" 2>/dev/null)
+if [ $rc -le 1 ] && [ "$tr" = True ] && grep -q "^search: stopped at the work bound" "$SR/s10.out" &&
+    grep -q "^search: largest: l1048576 .*goes no further" "$SR/s10.out"; then
+    pass "--search --largest with petabyte budgets: l1048576 (the cap), then the work bound ends the search and says so (JSON truncated)"
+else
+    failc "--search work bound" "exit $rc, truncated ${tr:-?}: $(grep -v '^  ' "$SR/s10.out" | tail -n 4)"
+fi
+
 # ---- bad input: exit 2, one line, nothing written -------------------------------------------
 bad_input "--largest without --search" "goes with --search" --largest
 bad_input "--verify without --search" "goes with --search" --verify 2
