@@ -195,9 +195,8 @@ static batch_rates *rates_at(search *s, int batch)
 
 /* ---- one configuration ----------------------------------------------------------------------- */
 
-static void config_of(const search *s, const engine_vtbl *eng, const knobs *k, int layers, engine_config *cfg)
+static void config_of(const search *s, const knobs *k, int layers, engine_config *cfg)
 {
-    (void)eng;
     *cfg = s->rc->eng;
     cfg->shape = s->shape;
     cfg->shape.layers = layers;
@@ -223,7 +222,7 @@ static void config_of(const search *s, const engine_vtbl *eng, const knobs *k, i
 static int fits(const search *s, const engine_vtbl *eng, const knobs *k, int layers, engine_config *cfg,
                 engine_plan *plan, int *tier, char *why, size_t whylen)
 {
-    config_of(s, eng, k, layers, cfg);
+    config_of(s, k, layers, cfg);
     const batch_rates *br = rates_at((search *)s, k->batch);
     cfg->machine = br && br->loaded ? &br->m : NULL;
     *tier = TIERS;
@@ -803,7 +802,7 @@ static int verify(const search *s, int largest, cJSON *root)
 {
     const int K = s->rc->search_verify, n = (int)s->n;
     const int top = K < n ? K : n;
-    int nrandom = n - top < K ? n - top : K;
+    const int nrandom = n - top < K ? n - top : K;
     verified *v = calloc((size_t)(top + nrandom), sizeof *v);
     if (!v) return 1;
     int nv = 0;
