@@ -92,6 +92,9 @@ source tests/test_dp.sh
 echo "=== ranks (launch, options, faults)"
 # shellcheck source=tests/test_ranks.sh
 source tests/test_ranks.sh
+echo "=== several machines (MPICH cliques)"
+# shellcheck source=tests/test_machines.sh
+source tests/test_machines.sh
 echo "=== gemini"
 # shellcheck source=tests/test_gemini.sh
 source tests/test_gemini.sh

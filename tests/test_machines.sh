@@ -1,0 +1,84 @@
+# Several machines, emulated on this one (issue 32, part): MPICH splits the 4 ranks of one
+# mpiexec into two "machines" of 2 when told to (MPIR_CVAR_NUM_CLIQUES=2, by block: ranks
+# {0,1} and {2,3}), and MPI_Comm_split_type(SHARED), which aebench asks for the ranks that
+# share a machine, follows it.  Sourced by tests/run.sh (PASSED, FAILED, FAILURES, needs_mpi):
+# the plan and budgets are per machine (each rank half of its machine's --cpu-mem-limit, not a
+# quarter as with the 4 ranks on one machine); megatron-lm is the same there as on one machine
+# and ZeRO-1 equals ZeRO-0 bit for bit; ZeRO-2/3 and every offload engine agree with ZeRO-0 to
+# 1e-6 (at 4 ranks their reductions sum in other orders: bit for bit at any world is issue 32's).
+
+MC_WORK=$(mktemp -d "${TMPDIR:-/tmp}/aebench-machines.XXXXXX")
+MC_BIN=$(realpath "$AEBENCH")
+MC_SHAPE=(--device cpu -l 3 -h 64 --heads 4 --seq 32 --vocab 512 --threads 1 --lr 1e-3
+          --lr-warmup-fraction 0.001 --lr-decay-iters 1000 -b 2 --iters 6 --log-interval 3 --cpu-mem-limit 1G)
+mc_pass() { PASSED=$((PASSED + 1)); echo "ok   $1"; }
+mc_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
+
+# mc_run NAME CLIQUES ARGS...: 4 ranks under mpiexec as CLIQUES machines into $MC_WORK/NAME,
+# the final parameters in $MC_WORK/NAME.params; 0 when it ran and wrote its JSON.
+mc_run() {
+    local name=$1 cliques=$2
+    shift 2
+    local dir="$MC_WORK/$name"
+    mkdir -p "$dir"
+    (cd "$dir" && MPIR_CVAR_NUM_CLIQUES=$cliques MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout 300 mpiexec -np 4 "$MC_BIN" \
+        "${MC_SHAPE[@]}" --results "$dir/results" --save-params "$MC_WORK/$name.params" "$@" >"$dir/out" 2>"$dir/err")
+    local rc=$?
+    if [ "$rc" -ne 0 ] || ! ls "$dir"/results/*.json >/dev/null 2>&1; then
+        mc_fail "2 machines: $name" "exit $rc: $(tail -c 400 "$dir/err")"
+        return 1
+    fi
+}
+mc_losses() { grep -h '"loss"' "$MC_WORK/$1"/results/*.json | sed 's/.*:[[:space:]]*//; s/,$//'; }
+mc_same() {
+    local what=$1 a=$2 b=$3
+    if [ -z "$(mc_losses "$a")" ] || ! diff <(mc_losses "$a") <(mc_losses "$b") >/dev/null; then
+        mc_fail "$what" "losses differ: $(paste <(mc_losses "$a") <(mc_losses "$b") | head -3 | tr '\n' ' ')"
+    elif ! cmp -s "$MC_WORK/$a.params" "$MC_WORK/$b.params"; then
+        mc_fail "$what" "final parameters differ ($(cmp "$MC_WORK/$a.params" "$MC_WORK/$b.params" 2>&1 | head -1))"
+    else
+        mc_pass "$what"
+    fi
+}
+# mc_close WHAT A B TOL: losses (each) and final parameters (normwise) within TOL relative: at
+# 4 ranks the reduce-scatters and all-reduces sum in other orders (as at 3 ranks in
+# test_dp.sh; 2 ranks are bit for bit)
+mc_close() {
+    local what=$1 a=$2 b=$3 tol=$4 worst pworst
+    worst=$(paste <(mc_losses "$a") <(mc_losses "$b") |
+        awk '{d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++}
+             END {printf "%.3g", (n ? w + 0 : 1)}')
+    pworst=$(paste <(od -An -v -f -w4 "$MC_WORK/$a.params") <(od -An -v -f -w4 "$MC_WORK/$b.params") |
+        awk '{d = $1 - $2; dd += d * d; aa += $1 * $1} END {printf "%.3g", (aa > 0 ? sqrt(dd / aa) : 1)}')
+    if awk -v w="$worst" -v p="$pworst" -v t="$tol" 'BEGIN { exit !(w <= t && p <= t) }'; then
+        mc_pass "$what (losses $worst, params $pworst)"
+    else
+        mc_fail "$what" "losses differ by $worst, params by $pworst (over $tol)"
+    fi
+}
+# mc_json NAME EXPR: a Python expression over the run's JSON `d`
+mc_json() { python3 -c 'import glob, json, sys; d = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0])); print(eval(sys.argv[2]))' "$MC_WORK/$1" "$2" 2>/dev/null; }
+
+if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
+    if ! mpiexec --version 2>&1 | grep -qi "hydra"; then
+        mc_fail "2 machines x 2 ranks" "mpiexec is not MPICH's (Hydra): its cliques emulate the machines (make deps installs MPICH)"
+    elif mc_run z0 2 --zero-stage 0; then
+        # the split: per machine 2 ranks, each rank half of the machine's --cpu-mem-limit
+        per=$(mc_json z0 'd["plan"]["per_machine"]["ranks"], d["memory"]["host"]["limit_bytes"]')
+        one=""
+        mc_run one 1 --zero-stage 0 && one=$(mc_json one 'd["plan"]["per_machine"]["ranks"], d["memory"]["host"]["limit_bytes"]')
+        if [ "$per" = "(2, 536870912)" ] && [ "$one" = "(4, 268435456)" ] && grep -q "plan per machine (2 ranks)" "$MC_WORK/z0/out"; then
+            mc_pass "2 machines x 2 ranks: the plan per machine is 2 ranks' and each rank has half its machine's --cpu-mem-limit (4 ranks on one machine: a quarter)"
+        else
+            mc_fail "2 machines x 2 ranks: per machine" "cliques: ${per:-?}, one machine: ${one:-?} (want (2, 536870912) and (4, 268435456))"
+        fi
+        mc_same "2 machines x 2 ranks = 1 machine x 4 ranks (megatron-lm)" z0 one
+        mc_run z1 2 --zero-stage 1 && mc_same "2 machines x 2 ranks: ZeRO-1 = ZeRO-0" z0 z1
+        for st in 2 3; do mc_run "z$st" 2 --zero-stage "$st" && mc_close "2 machines x 2 ranks: ZeRO-$st ~ ZeRO-0" z0 "z$st" 1e-6; done
+        for e in "l2l" "zero-offload" "zero-infinity" "stronghold -w 1" "stronghold -w 2"; do
+            read -r -a ea <<<"$e"
+            tag=$(tr -c 'a-z0-9' '_' <<<"$e")
+            mc_run "$tag" 2 -m "${ea[@]}" && mc_close "2 machines x 2 ranks: $e ~ megatron-lm ZeRO-0" z0 "$tag" 1e-6
+        done
+    fi
+fi
