@@ -129,7 +129,7 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
     rk_in hang env TMPDIR="$RK_WORK/tmp_hang" "$RK_BIN" "${RK_TINY[@]}" --iters 8 --ranks 2 --fail-at 3 --fail-rank 1 \
         --fail-kind stop --hang-timeout 5 --results results
     if [ "$RK_RC" -eq 4 ] && grep -q "rank 1 (pid [0-9]* on [^ ]*) stopped: its heartbeat is [0-9]* s old" "$RK_DIR/err" &&
-        grep -q "rank 0 on .*; busy with MPI_Allreduce #[0-9]* ([0-9.]* MB) of the gradients group, issued [0-9]* s ago, in the call" "$RK_DIR/err" &&
+        grep -q "rank 0 on .*; busy with all-reduce (MPI_Alltoall, MPI_Allgather) #[0-9]* ([0-9.]* MB) of the gradients group, issued [0-9]* s ago, in the call" "$RK_DIR/err" &&
         [ "$(grep -c '^ERROR: rank 0 on .*: no progress for [0-9]* s (--hang-timeout 5 s)' "$RK_DIR"/results/*.txt)" -eq 1 ] &&
         python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["status"] == "error" and "rank 1" in d["message"] and len(d["iterations"]) == 2))' "$RK_DIR"/results/*.json &&
         [ -z "$(ls -A "$RK_WORK/tmp_hang")" ] && [ "$(rk_left "$RK_DIR")" -eq 0 ]; then

@@ -7,8 +7,8 @@
  * a GPU stream.  Each group has two communicators duplicated from MPI_COMM_WORLD: one for
  * the stream's operations and one for the host-side helpers, because two threads must
  * never run collectives on one communicator at the same time (their order would be
- * undefined).  MPI counts are ints: larger operations are split where the split keeps the
- * meaning (all-reduce), refused otherwise (the CPU backend trains small models).
+ * undefined).  MPI counts are ints: the reductions go in rounds (ordered_all_reduce);
+ * larger gathers are refused (the CPU backend trains small models).
  *
  * NCCL path: ncclCommInitRank with a unique id that rank 0 makes and broadcasts over MPI;
  * operations are enqueued on the group's cudaStream_t.  NCCL's results are checked at issue;
@@ -84,7 +84,7 @@ static double mono_now(void)
 
 static const char *op_name(int op, int nccl)
 {
-    static const char *const mpi[] = {"MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Allgather", "MPI_Bcast",
+    static const char *const mpi[] = {"all-reduce (MPI_Alltoall, MPI_Allgather)", "reduce-scatter (MPI_Alltoall)", "MPI_Allgather", "MPI_Bcast",
                                       "MPI_Send", "MPI_Recv", "MPI_Sendrecv"};
     static const char *const nc[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast",
                                      "ncclSend", "ncclRecv", "ncclSend/ncclRecv"};
@@ -133,6 +133,92 @@ typedef struct mpi_task {
 
 static int mpi_call(const mpi_task *t);
 
+/* The MPI path's reductions sum every element over the ranks in rank order, ((x0 + x1) + x2)
+ * + ..., whichever operation it is: an all-reduce and a reduce-scatter of the same data give
+ * the same bits at any world.  (MPI's own reductions pick their order by algorithm and size:
+ * at 3 ranks and more DDP's all-reduce and ZeRO's reduce-scatter differed in the last bits,
+ * and so every sharded engine from megatron-lm ZeRO-0.)  Each is an all-to-all of blocks
+ * (every rank gets its block of every rank's data), the ordered sum, and for the all-reduce
+ * an all-gather of the sums: a ring's bytes, plus copies through scratch of at most
+ * ORDERED_ROUND floats a round. */
+enum { ORDERED_ROUND = 1 << 20 };
+
+/* out[i] = blocks[i] + blocks[n + i] + ... + blocks[(world - 1) n + i], summed in that order */
+static void sum_in_rank_order(float *out, const float *blocks, size_t n, int world)
+{
+    memmove(out, blocks, n * sizeof(float));
+    for (int r = 1; r < world; r++) {
+        const float *b = blocks + (size_t)r * n;
+        for (size_t i = 0; i < n; i++) out[i] += b[i];
+    }
+}
+
+/* in: world blocks of n floats; out: this rank's block summed (out may be in's own block). */
+static int ordered_reduce_scatter(coll_group *g, float *out, const float *in, size_t n)
+{
+    const int W = g->world;
+    const size_t c = n < ORDERED_ROUND / (size_t)W ? n : ORDERED_ROUND / (size_t)W;
+    float *send = malloc(sizeof(float) * (size_t)W * (c ? c : 1)), *recv = malloc(sizeof(float) * (size_t)W * (c ? c : 1));
+    int rc = send && recv ? 0 : -1;
+    if (rc) fprintf(stderr, "aebench: a reduce-scatter's scratch (%zu floats): out of host memory\n", 2 * (size_t)W * c);
+    for (size_t done = 0; !rc && done < n;) {
+        const size_t now = n - done < c ? n - done : c;
+        /* (every block's part of this round is copied before this rank's part of out is
+         * written: out may be in's block of this rank, read in this round only) */
+        for (int r = 0; r < W; r++) memcpy(send + (size_t)r * now, in + (size_t)r * n + done, now * sizeof(float));
+        if (mpi_failed(MPI_Alltoall(send, (int)now, MPI_FLOAT, recv, (int)now, MPI_FLOAT, g->comm), "MPI_Alltoall"))
+            rc = -1;
+        else
+            sum_in_rank_order(out + done, recv, now, W);
+        done += now;
+    }
+    free(send);
+    free(recv);
+    return rc;
+}
+
+/* buf (n floats) summed over the ranks, in place: rank r sums block r (ceil(n / world)
+ * floats; the last ones short, their padding never written back), everyone gathers. */
+static int ordered_all_reduce(coll_group *g, float *buf, size_t n)
+{
+    const int W = g->world;
+    const size_t per = (n + (size_t)W - 1) / (size_t)W;
+    const size_t c = per < ORDERED_ROUND / (size_t)W ? per : ORDERED_ROUND / (size_t)W;
+    const size_t scratch = (size_t)W * (c ? c : 1);
+    float *send = malloc(sizeof(float) * scratch), *recv = malloc(sizeof(float) * scratch),
+          *mine = malloc(sizeof(float) * (c ? c : 1));
+    int rc = send && recv && mine ? 0 : -1;
+    if (rc) fprintf(stderr, "aebench: an all-reduce's scratch (%zu floats): out of host memory\n", 2 * scratch + c);
+    for (size_t done = 0; !rc && done < per;) {
+        const size_t now = per - done < c ? per - done : c;
+        for (int r = 0; r < W; r++) {
+            const size_t at = (size_t)r * per + done;
+            const size_t have = at >= n ? 0 : (n - at < now ? n - at : now);
+            if (have) memcpy(send + (size_t)r * now, buf + at, have * sizeof(float));
+            memset(send + (size_t)r * now + have, 0, (now - have) * sizeof(float));
+        }
+        if (mpi_failed(MPI_Alltoall(send, (int)now, MPI_FLOAT, recv, (int)now, MPI_FLOAT, g->comm), "MPI_Alltoall")) {
+            rc = -1;
+            break;
+        }
+        sum_in_rank_order(mine, recv, now, W);
+        if (mpi_failed(MPI_Allgather(mine, (int)now, MPI_FLOAT, recv, (int)now, MPI_FLOAT, g->comm), "MPI_Allgather")) {
+            rc = -1;
+            break;
+        }
+        for (int r = 0; r < W; r++) {
+            const size_t at = (size_t)r * per + done;
+            const size_t have = at >= n ? 0 : (n - at < now ? n - at : now);
+            if (have) memcpy(buf + at, recv + (size_t)r * now, have * sizeof(float));
+        }
+        done += now;
+    }
+    free(send);
+    free(recv);
+    free(mine);
+    return rc;
+}
+
 static int mpi_task_run(void *arg)
 {
     const mpi_task *t = arg;
@@ -151,32 +237,10 @@ static int mpi_call(const mpi_task *t)
 {
     coll_group *g = t->g;
     switch (t->op) {
-    case OP_ALL_REDUCE: {
-        float *buf = t->out;
-        for (size_t done = 0; done < t->n;) {
-            const size_t chunk = t->n - done < (size_t)INT_MAX ? t->n - done : (size_t)INT_MAX;
-            if (mpi_failed(MPI_Allreduce(MPI_IN_PLACE, buf + done, (int)chunk, MPI_FLOAT, MPI_SUM,
-                                         g->comm), "MPI_Allreduce"))
-                return -1;
-            done += chunk;
-        }
-        return 0;
-    }
-    case OP_REDUCE_SCATTER: {
-        float *out = t->out;
-        const float *in = t->in;
-        if (out == in + (size_t)g->rank * t->n) {
-            /* In place: MPI leaves this rank's block at the start of the buffer. */
-            float *buf = (float *)in;
-            if (mpi_failed(MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, (int)t->n, MPI_FLOAT,
-                                                    MPI_SUM, g->comm), "MPI_Reduce_scatter_block"))
-                return -1;
-            if (g->rank != 0) memmove(out, buf, t->n * sizeof(float));
-            return 0;
-        }
-        return mpi_failed(MPI_Reduce_scatter_block(in, out, (int)t->n, MPI_FLOAT, MPI_SUM, g->comm),
-                          "MPI_Reduce_scatter_block");
-    }
+    case OP_ALL_REDUCE:
+        return ordered_all_reduce(g, t->out, t->n);
+    case OP_REDUCE_SCATTER:
+        return ordered_reduce_scatter(g, t->out, t->in, t->n);
     case OP_ALL_GATHER: {
         char *out = t->out;
         const void *in = t->in;
@@ -388,10 +452,20 @@ int coll_host_sum_doubles(const coll_group *g, double *values, int n)
 {
     if (g->world == 1) return 0;
 #ifdef AEBENCH_HAVE_MPI
-    host_call((coll_group *)g, "a host-side MPI_Allreduce of scalars");
-    const int rc = mpi_failed(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, g->host_comm),
-                              "MPI_Allreduce (host)") ? GPT_ERR_BACKEND : 0;
+    /* (gathered and summed in rank order, as the reductions on the stream are: the same
+     * bits whichever ranks hold which parts of the sum) */
+    double *all = malloc(sizeof *all * (size_t)n * (size_t)g->world);
+    if (!all) return GPT_ERR_OOM;
+    host_call((coll_group *)g, "a host-side MPI_Allgather of scalars to sum");
+    int rc = mpi_failed(MPI_Allgather(values, n, MPI_DOUBLE, all, n, MPI_DOUBLE, g->host_comm),
+                        "MPI_Allgather (host)") ? GPT_ERR_BACKEND : 0;
     host_call((coll_group *)g, NULL);
+    for (int i = 0; !rc && i < n; i++) {
+        double sum = all[i];
+        for (int r = 1; r < g->world; r++) sum += all[(size_t)r * (size_t)n + (size_t)i];
+        values[i] = sum;
+    }
+    free(all);
     return rc;
 #else
     (void)values, (void)n;
