@@ -240,7 +240,7 @@ PYEOF
     gm_run hang --ranks 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --fail-at 5 --fail-rank 1 \
         --fail-kind stop --hang-timeout 5
     if [ "$GM_RC" -eq 0 ] && grep -q "rank 1 (pid [0-9]* on [^ ]*) stopped" "$GM_WORK/hang/err" &&
-        grep -q "rank 0 on .*; busy with MPI_[A-Za-z_]* #[0-9]* ([0-9.]* MB) of the [a-z]* group, issued" "$GM_WORK/hang/err" &&
+        grep -Eq "rank 0 on .*; busy with (MPI_[A-Za-z_]*|all-reduce \(MPI_Alltoall, MPI_Allgather\)|reduce-scatter \(MPI_Alltoall\)) #[0-9]* \([0-9.]* MB\) of the [a-z]* group, issued" "$GM_WORK/hang/err" &&
         grep -q "relaunching job" "$GM_WORK/hang/err" && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/hang.params" &&
         [ "$(gm_losses "$GM_WORK/hang" 5)" = "$(gm_losses "$GM_WORK/zero3" 5)" ]; then
         gm_pass "gemini, rank 1 hung at iteration 5: detected by its peer's watchdog, relaunched, $(grep -o 'recovered at iteration [0-9]*' "$GM_WORK/hang/out" | head -n 1), iterations 5-8 and final params = no failure"
