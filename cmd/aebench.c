@@ -177,35 +177,24 @@ int main(int argc, char **argv)
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
-    if (rc.search) {
-        /* Plans and predicts every configuration (and --verify trains some, as child
-         * processes): like a sweep, this process opens no backend. */
+    const int sweep = !rc.calibrate && !rc.predict &&
+                      (rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run));
+    if (rc.search || sweep) {
+        /* --search, -m all, run-list configs and --find-max run their runs as child processes
+         * (--search: --verify's), on one process of their own that opens no backend: a CUDA
+         * context here would take GPU memory from every child it starts. */
         int code = EXIT_BAD_INPUT;
-        if (rc.config_runs) {
+        if (rc.search && rc.config_runs) {
             fprintf(stderr, "aebench: --search takes one model and its budgets, not a run list (--config with "
                             "\"runs\")\n");
         } else if (comm.world > 1) {
             if (comm.rank == 0)
-                fprintf(stderr, "aebench: --search runs on one process (--ranks N says the world it searches; "
-                                "--verify starts the runs): run it without mpirun\n");
+                fprintf(stderr, "aebench: %s start%s runs as child processes: run %s without mpirun (--ranks N "
+                                "says the world)\n",
+                        rc.search ? "--search" : "-m all, run-list configs and --find-max", rc.search ? "s its" : " their",
+                        rc.search ? "it" : "them");
         } else {
-            code = search_main(argc, argv, &rc);
-        }
-        comm_finalize(&comm);
-        return code;
-    }
-    const int sweep = !rc.calibrate && !rc.predict &&
-                      (rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run));
-    if (sweep) {
-        /* The sweep process opens no backend: a CUDA context here would take GPU memory
-         * from every child it starts. */
-        int code = EXIT_BAD_INPUT;
-        if (comm.world > 1) {
-            if (comm.rank == 0)
-                fprintf(stderr, "aebench: -m all, run-list configs and --find-max start their runs as "
-                                "child processes: run them without mpirun\n");
-        } else {
-            code = sweep_main(argc, argv, &rc);
+            code = rc.search ? search_main(argc, argv, &rc) : sweep_main(argc, argv, &rc);
         }
         comm_finalize(&comm);
         return code;

@@ -977,6 +977,17 @@ int cli_args_without(char *const *args, int nargs, const char *const *names, cha
     return rc;
 }
 
+int cli_shape_addressable(const gpt_shape *sh, double *params, double *rows)
+{
+    /* (what index arithmetic, int rows and size_t bytes, can address) */
+    const double R = (double)sh->batch * sh->seq;
+    const double P = (double)sh->vocab_padded * sh->hidden + (double)sh->seq * sh->hidden +
+                     (double)sh->layers * (12.0 * sh->hidden * sh->hidden + 13.0 * sh->hidden);
+    if (params) *params = P;
+    if (rows) *rows = R;
+    return !(R * 4.0 * sh->hidden > 2147483647.0 || R * sh->vocab_padded > 1.0e15 || P * 16.0 > 1.0e18);
+}
+
 static int validate(run_config *rc, char *err, size_t errlen)
 {
     gpt_shape *sh = &rc->eng.shape;
@@ -991,12 +1002,8 @@ static int validate(run_config *rc, char *err, size_t errlen)
         return cli_fail(err, errlen, "min-lr %g is above lr %g", rc->eng.optim.min_lr,
                     rc->eng.optim.lr);
     sh->vocab_padded = gpt_pad_vocab(sh->vocab);
-    /* Sizes must stay within what index arithmetic (int rows, size_t bytes) can address. */
-    double rows = (double)sh->batch * sh->seq;
-    double P = (double)sh->vocab_padded * sh->hidden + (double)sh->seq * sh->hidden +
-               (double)sh->layers * (12.0 * sh->hidden * sh->hidden + 13.0 * sh->hidden);
-    if (rows * 4.0 * sh->hidden > 2147483647.0 || rows * sh->vocab_padded > 1.0e15 ||
-        P * 16.0 > 1.0e18)
+    double P, rows;
+    if (!cli_shape_addressable(sh, &P, &rows))
         return cli_fail(err, errlen, "model or batch too large to address (%.3g parameters, %.3g rows)",
                     P, rows);
     if (rc->eng.nvme_dir[0] && rc->eng.offload != OFFLOAD_NVME && !rc->search)

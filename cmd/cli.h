@@ -129,6 +129,11 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
  * the same fingerprint as this run's. */
 uint64_t cli_fingerprint(const run_config *rc);
 
+/* Whether a run of this shape (vocab_padded set) stays within what the index arithmetic can
+ * address; validate() refuses the others, and the size searches stop below them.  Its
+ * parameter and row counts into params and rows (either may be NULL). */
+int cli_shape_addressable(const gpt_shape *sh, double *params, double *rows);
+
 /* Was the option with this long name given? */
 int cli_given(const run_config *rc, const char *long_name);
 

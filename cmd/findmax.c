@@ -15,6 +15,7 @@
  */
 #include "sweep.h"
 
+#include "bisect.h"
 #include "report.h"
 #include "run.h"
 #include "strv.h"
@@ -76,10 +77,7 @@ static int plan_fits(const fm_ctx *c, int layers, const char **memory, double *s
 {
     engine_config ec = c->rc.eng;
     ec.shape.layers = layers;
-    const double h = ec.shape.hidden;
-    const double P = (double)ec.shape.vocab_padded * h + (double)ec.shape.seq * h +
-                     (double)layers * (12.0 * h * h + 13.0 * h);
-    if (P * 16.0 > 1.0e18) { /* beyond what validate() lets a run address */
+    if (!cli_shape_addressable(&ec.shape, NULL, NULL)) { /* beyond what validate() lets a run address */
         *memory = "GPU";
         *short_by = 0;
         return 0;
@@ -104,6 +102,14 @@ static int plan_fits(const fm_ctx *c, int layers, const char **memory, double *s
         return 0;
     }
     return 1;
+}
+
+/* plan_fits as bisect_largest asks it (ctx: the fm_ctx) */
+static int plan_fits_at(int layers, void *ctx)
+{
+    const char *memory;
+    double short_by;
+    return plan_fits(ctx, layers, &memory, &short_by);
 }
 
 /* One child run of 2 iterations at L layers; returns 1 when it trained. */
@@ -172,37 +178,14 @@ static int try_layers(fm_ctx *c, int layers, char *err, size_t errlen)
  * fields, so the artifact's awk field numbers read these too. */
 static FILE *create_findmax_log(fm_ctx *c, int layers, findmax_result *out, char *err, size_t errlen)
 {
-    if (report_make_dirs(c->rc.results_dir, err, errlen)) return NULL;
-    time_t now = time(NULL);
-    struct tm tm_now;
-    localtime_r(&now, &tm_now);
-    char date[16], window[16];
-    strftime(date, sizeof date, "%Y-%m-%d", &tm_now);
+    char window[16], name[512];
     if (c->rc.eng.window) snprintf(window, sizeof window, "%d", c->rc.eng.window);
     else snprintf(window, sizeof window, "auto");
     const gpt_shape *sh = &c->rc.eng.shape;
-    for (int attempt = 0; attempt < 1000; attempt++) {
-        char stem[PATH_MAX], suffix[16] = "";
-        if (attempt) snprintf(suffix, sizeof suffix, "-%d", attempt);
-        if (snprintf(stem, sizeof stem, "%s/findmax_%s_l-%d_h-%d_bs-%d_ws-%s_%s.%lld%s",
-                     c->rc.results_dir, c->eng->name, layers, sh->hidden, sh->batch, window, date,
-                     (long long)now, suffix) >= (int)sizeof stem - 8)
-            return cli_fail(err, errlen, "results path too long"), NULL;
-        snprintf(out->log, sizeof out->log, "%.4080s.txt", stem);
-        snprintf(out->json, sizeof out->json, "%.4080s.json", stem);
-        int fd = open(out->log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0 && errno == EEXIST) continue;
-        if (fd < 0) return cli_fail(err, errlen, "cannot create %s: %s", out->log, strerror(errno)), NULL;
-        FILE *f = fdopen(fd, "w");
-        if (!f) {
-            cli_fail(err, errlen, "cannot open %s: %s", out->log, strerror(errno));
-            close(fd);
-            unlink(out->log);
-            return NULL;
-        }
-        return f;
-    }
-    return cli_fail(err, errlen, "cannot find a free file name in %s", c->rc.results_dir), NULL;
+    snprintf(name, sizeof name, "findmax_%s_l-%d_h-%d_bs-%d_ws-%s", c->eng->name, layers, sh->hidden, sh->batch,
+             window);
+    return report_create_log_named(c->rc.results_dir, name, out->log, sizeof out->log, out->json,
+                                   sizeof out->json, err, errlen);
 }
 
 static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
@@ -310,21 +293,9 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
 
     /* 2. The plan bound, over [lmin, cap]: a windowed run needs at least its window. */
     const int lmin = rc->eng.window > 1 ? rc->eng.window : 1;
-    const char *mem = NULL;
+    const int plan_max = bisect_largest(lmin, FINDMAX_LAYERS_CAP, plan_fits_at, &c);
+    const char *mem = NULL; /* (what stops the size after it, said below) */
     double short_by = 0;
-    int plan_max = 0;
-    if (plan_fits(&c, lmin, &mem, &short_by)) {
-        int lo = lmin, hi = lmin;
-        while (hi < FINDMAX_LAYERS_CAP && plan_fits(&c, hi * 2 > FINDMAX_LAYERS_CAP ? FINDMAX_LAYERS_CAP : hi * 2, &mem, &short_by))
-            lo = hi = hi * 2 > FINDMAX_LAYERS_CAP ? FINDMAX_LAYERS_CAP : hi * 2;
-        hi = hi * 2 > FINDMAX_LAYERS_CAP ? FINDMAX_LAYERS_CAP + 1 : hi * 2; /* does not fit */
-        while (hi - lo > 1) {
-            int mid = lo + (hi - lo) / 2;
-            if (plan_fits(&c, mid, &mem, &short_by)) lo = mid;
-            else hi = mid;
-        }
-        plan_max = lo;
-    }
     out->plan_max = plan_max;
 
     char gb[32], hb[32];

@@ -1,5 +1,7 @@
 #include "machine.h"
 
+#include "bisect.h"
+
 #include "report.h"
 #include "run.h"
 #include "data.h"
@@ -1248,32 +1250,28 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
 
 static const char *const BUSY_NAMES[BUSY_KINDS] = {"compute", "h2d", "d2h", "host adam", "disk", "collectives"};
 
+/* An engine's plan against the budgets at n layers (bisect_largest's test). */
+typedef struct plan_test {
+    const engine_vtbl *eng;
+    engine_config cfg; /* with the budgets */
+} plan_test;
+static int plan_fits_at(int layers, void *ctx)
+{
+    plan_test *t = ctx;
+    t->cfg.shape.layers = layers;
+    engine_plan plan = {0};
+    t->eng->plan(&t->cfg, &plan);
+    return plan.gpu_bytes <= t->cfg.gpu_budget && plan.host_bytes <= t->cfg.host_budget;
+}
+
 /* --find-max --predict: the largest layer count whose plan fits the budgets (the plans are
- * monotone in the layers: a doubling, then a bisection), and the prediction there. */
+ * monotone in the layers), and the prediction there. */
 static int largest_fitting(const engine_vtbl *eng, const engine_config *base, size_t gpu_budget, size_t host_budget)
 {
-    engine_config cfg = *base;
-    cfg.gpu_budget = gpu_budget;
-    cfg.host_budget = host_budget;
-    int lo = 0, hi = 1;
-    for (;;) {
-        cfg.shape.layers = hi;
-        engine_plan plan = {0};
-        eng->plan(&cfg, &plan);
-        if (plan.gpu_bytes > gpu_budget || plan.host_bytes > host_budget) break;
-        lo = hi;
-        if (hi >= 1 << 20) return lo;
-        hi *= 2;
-    }
-    while (hi - lo > 1) {
-        const int mid = lo + (hi - lo) / 2;
-        cfg.shape.layers = mid;
-        engine_plan plan = {0};
-        eng->plan(&cfg, &plan);
-        if (plan.gpu_bytes > gpu_budget || plan.host_bytes > host_budget) hi = mid;
-        else lo = mid;
-    }
-    return lo;
+    plan_test t = {eng, *base};
+    t.cfg.gpu_budget = gpu_budget;
+    t.cfg.host_budget = host_budget;
+    return bisect_largest(1, 1 << 20, plan_fits_at, &t);
 }
 
 /* pred_walk_fn of an engine's predict function (ctx: its vtbl) */

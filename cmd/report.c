@@ -222,45 +222,71 @@ int report_make_dirs(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
-FILE *report_create_log(const char *dir, const char *method, int layers, int hidden, int batch,
-                        const char *window, char *log_path, size_t log_len, char *json_path,
-                        size_t json_len, char *err, size_t errlen)
+FILE *report_create_unique(const char *dir, const char *name, const char *ext, char *path, size_t len, char *err,
+                           size_t errlen)
 {
     if (report_make_dirs(dir, err, errlen)) return NULL;
-    time_t now = time(NULL);
+    const time_t now = time(NULL);
     struct tm tm_now;
     localtime_r(&now, &tm_now);
     char date[16];
     strftime(date, sizeof date, "%Y-%m-%d", &tm_now);
     for (int attempt = 0; attempt < 1000; attempt++) {
-        char stem[4096], suffix[16] = "";
-        if (attempt) snprintf(suffix, sizeof suffix, "-%d", attempt);
-        snprintf(stem, sizeof stem, "%s/log_%s_l-%d_h-%d_bs-%d_ws-%s_%s.%lld%s", dir, method,
-                 layers, hidden, batch, window, date, (long long)now, suffix);
-        if (snprintf(log_path, log_len, "%s.txt", stem) >= (int)log_len ||
-            snprintf(json_path, json_len, "%s.json", stem) >= (int)json_len) {
+        char clash[16] = "";
+        if (attempt) snprintf(clash, sizeof clash, "-%d", attempt);
+        if (snprintf(path, len, "%s/%s_%s.%lld%s%s", dir, name, date, (long long)now, clash, ext) >= (int)len) {
             snprintf(err, errlen, "results path too long");
             return NULL;
         }
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0 && errno == EEXIST) continue;
         if (fd < 0) {
-            snprintf(err, errlen, "cannot create log %s: %s", log_path, strerror(errno));
+            snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
             return NULL;
         }
         FILE *f = fdopen(fd, "w");
         if (!f) {
-            snprintf(err, errlen, "cannot open log %s: %s", log_path, strerror(errno));
+            snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
             close(fd);
-            unlink(log_path);
-            return NULL;
+            unlink(path);
         }
-        /* Line-buffered: a run that dies still leaves every line it reached. */
-        setvbuf(f, NULL, _IOLBF, 0);
         return f;
     }
-    snprintf(err, errlen, "cannot find a free log name in %s", dir);
+    snprintf(err, errlen, "cannot find a free file name in %s", dir);
     return NULL;
+}
+
+/* path with its extension (what follows the last '.') replaced by ext, into out */
+static int with_extension(char *out, size_t len, const char *path, const char *ext)
+{
+    const char *dot = strrchr(path, '.');
+    const int stem = dot ? (int)(dot - path) : (int)strlen(path);
+    return snprintf(out, len, "%.*s%s", stem, path, ext) >= (int)len ? -1 : 0;
+}
+
+FILE *report_create_log_named(const char *dir, const char *name, char *log_path, size_t log_len, char *json_path,
+                              size_t json_len, char *err, size_t errlen)
+{
+    FILE *f = report_create_unique(dir, name, ".txt", log_path, log_len, err, errlen);
+    if (f && with_extension(json_path, json_len, log_path, ".json")) {
+        snprintf(err, errlen, "results path too long");
+        fclose(f);
+        unlink(log_path);
+        return NULL;
+    }
+    return f;
+}
+
+FILE *report_create_log(const char *dir, const char *method, int layers, int hidden, int batch,
+                        const char *window, char *log_path, size_t log_len, char *json_path,
+                        size_t json_len, char *err, size_t errlen)
+{
+    char name[512];
+    snprintf(name, sizeof name, "log_%s_l-%d_h-%d_bs-%d_ws-%s", method, layers, hidden, batch, window);
+    FILE *f = report_create_log_named(dir, name, log_path, log_len, json_path, json_len, err, errlen);
+    /* Line-buffered: a run that dies still leaves every line it reached. */
+    if (f) setvbuf(f, NULL, _IOLBF, 0);
+    return f;
 }
 
 void report_to_parent(const char *fmt, ...)

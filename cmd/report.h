@@ -45,6 +45,14 @@ int report_write_text(const char *path, const char *text);
 /* mkdir -p dir; err says why not. */
 int report_make_dirs(const char *dir, char *err, size_t errlen);
 
+/* DIR/NAME_{YYYY-MM-DD}.{epoch}EXT, created anew (O_EXCL, never through a link; a clash
+ * within one second gets "-1", "-2", ... before EXT; the directory made if needed): the open
+ * file, its path in path; NULL with err. */
+FILE *report_create_unique(const char *dir, const char *name, const char *ext, char *path, size_t len, char *err,
+                           size_t errlen);
+/* report_create_unique's NAME_... .txt, and json_path the same name with .json. */
+FILE *report_create_log_named(const char *dir, const char *name, char *log_path, size_t log_len, char *json_path,
+                              size_t json_len, char *err, size_t errlen);
 /* results/log_{method}_l-{L}_h-{H}_bs-{B}_ws-{W}_{YYYY-MM-DD}.{epoch}.txt, created with
  * O_EXCL so two runs never share a file (a clash within one second gets "-1", "-2", ...).
  * Creates the directory if needed.  json_path gets the same name with .json. */

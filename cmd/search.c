@@ -43,6 +43,7 @@
 #include "child.h"
 #include "machine.h"
 #include "report.h"
+#include "bisect.h"
 #include "run.h"
 #include "strv.h"
 
@@ -226,6 +227,10 @@ static int fits(const search *s, const engine_vtbl *eng, const knobs *k, int lay
     const batch_rates *br = rates_at((search *)s, k->batch);
     cfg->machine = br && br->loaded ? &br->m : NULL;
     *tier = TIERS;
+    if (!cli_shape_addressable(&cfg->shape, NULL, NULL)) {
+        snprintf(why, whylen, "l%d is too large to address", layers);
+        return 0;
+    }
     if (engine_refuses(eng, cfg, why, whylen)) return 0;
     memset(plan, 0, sizeof *plan);
     eng->plan(cfg, plan);
@@ -337,6 +342,30 @@ static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
     }
 }
 
+/* Every setting of e's knobs but the window (each knobs.window is the user's), in the order
+ * the search walks them (the placement innermost), into *out (malloc'd): their count, or -1
+ * out of memory. */
+static int knob_settings(const search *s, const engine_vtbl *e, knobs **out)
+{
+    knob_lists kl;
+    knob_lists_of(s, e, &kl);
+    const int n = s->nbatches * kl.nstage * kl.ndpu * kl.noffload * kl.nclip * kl.nckpt * kl.nplace;
+    knobs *k = malloc(sizeof *k * (size_t)n);
+    if (!k) return -1;
+    int i = 0;
+    for (int bi = 0; bi < s->nbatches; bi++)
+        for (int a = 0; a < kl.nstage; a++)
+            for (int d = 0; d < kl.ndpu; d++)
+                for (int o = 0; o < kl.noffload; o++)
+                    for (int cs = 0; cs < kl.nclip; cs++)
+                        for (int ck = 0; ck < kl.nckpt; ck++)
+                            for (int p = 0; p < kl.nplace; p++)
+                                k[i++] = (knobs){s->rates[bi].batch, kl.stage[a], kl.dpu[d], kl.offload[o], kl.clip[cs],
+                                                 kl.ckpt[ck], s->rc->eng.window, kl.place[p]};
+    *out = k;
+    return n;
+}
+
 /* Why eng is left out of this search, or NULL: an engine-specific option the user gave that
  * it does not have (what is given is fixed, so those engines cannot take part). */
 static const char *left_out(const search *s, const engine_vtbl *e)
@@ -412,24 +441,16 @@ static int enumerate(search *s, int layers)
     const int window_given = cli_given(s->rc, "window");
     for (int ei = 0; ei < s->nengines; ei++) {
         const engine_vtbl *e = s->engines[ei];
-        knob_lists kl;
-        knob_lists_of(s, e, &kl);
-        for (int bi = 0; bi < s->nbatches; bi++)
-            for (int a = 0; a < kl.nstage; a++)
-                for (int d = 0; d < kl.ndpu; d++)
-                    for (int o = 0; o < kl.noffload; o++)
-                        for (int cs = 0; cs < kl.nclip; cs++)
-                            for (int ck = 0; ck < kl.nckpt; ck++)
-                                for (int p = 0; p < kl.nplace; p++) {
-                                    knobs k = {s->rates[bi].batch, kl.stage[a], kl.dpu[d], kl.offload[o], kl.clip[cs],
-                                               kl.ckpt[ck], s->rc->eng.window, kl.place[p]};
-                                    double ms;
-                                    if (!e->uses_window || window_given) {
-                                        if (consider(s, e, &k, layers, &ms)) return -1;
-                                        continue;
-                                    }
-                                    if (try_windows(s, e, k, layers, p > 0)) return -1;
-                                }
+        knobs *settings;
+        const int n = knob_settings(s, e, &settings);
+        int rc = n < 0 ? -1 : 0;
+        for (int i = 0; !rc && i < n; i++) {
+            double ms;
+            if (!e->uses_window || window_given) rc = consider(s, e, &settings[i], layers, &ms);
+            else rc = try_windows(s, e, settings[i], layers, settings[i].placement != settings[0].placement);
+        }
+        free(settings);
+        if (rc) return -1;
     }
     if (s->keep && s->n > 1) qsort(s->c, s->n, sizeof *s->c, candidate_cmp);
     return 0;
@@ -437,28 +458,28 @@ static int enumerate(search *s, int layers)
 
 /* ---- --largest ------------------------------------------------------------------------------- */
 
-/* The largest layer count at which eng with k fits (0: not even the smallest), by doubling
- * then bisection (plans grow with the layers). */
-static int largest_layers(const search *s, const engine_vtbl *eng, const knobs *k)
+/* fits() as bisect_largest asks it */
+typedef struct fit_test {
+    const search *s;
+    const engine_vtbl *eng;
+    const knobs *k;
+} fit_test;
+static int fits_at(int layers, void *ctx)
 {
+    const fit_test *t = ctx;
     engine_config cfg;
     engine_plan plan;
     int tier;
     char why[400];
-    const int first = k->window > 1 ? k->window : 1;
-    if (!fits(s, eng, k, first, &cfg, &plan, &tier, why, sizeof why)) return 0;
-    int lo = first, hi = first * 2;
-    while (fits(s, eng, k, hi, &cfg, &plan, &tier, why, sizeof why)) {
-        lo = hi;
-        if (hi >= LAYERS_CAP) return lo;
-        hi *= 2;
-    }
-    while (hi - lo > 1) {
-        const int mid = lo + (hi - lo) / 2;
-        if (fits(s, eng, k, mid, &cfg, &plan, &tier, why, sizeof why)) lo = mid;
-        else hi = mid;
-    }
-    return lo;
+    return fits(t->s, t->eng, t->k, layers, &cfg, &plan, &tier, why, sizeof why);
+}
+
+/* The largest layer count at which eng with k fits (0: not even the smallest; plans grow with
+ * the layers, and a window needs at least its layers). */
+static int largest_layers(const search *s, const engine_vtbl *eng, const knobs *k)
+{
+    fit_test t = {s, eng, k};
+    return bisect_largest(k->window > 1 ? k->window : 1, LAYERS_CAP, fits_at, &t);
 }
 
 typedef struct engine_largest {
@@ -468,31 +489,29 @@ typedef struct engine_largest {
 } engine_largest;
 
 /* Each engine's largest layer count over its knob settings (stronghold: at W = 1 and at
- * -w auto; with -w given, at that window), into per[]; returns the largest of all. */
+ * -w auto; with -w given, at that window), into per[]; returns the largest of all, -1 out of
+ * memory. */
 static int largest_of_all(const search *s, engine_largest *per)
 {
     int best = 0;
+    const int given = cli_given(s->rc, "window");
     for (int ei = 0; ei < s->nengines; ei++) {
         const engine_vtbl *e = s->engines[ei];
-        knob_lists kl;
-        knob_lists_of(s, e, &kl);
         per[ei] = (engine_largest){e, 0, {0}};
-        const int given = cli_given(s->rc, "window");
+        knobs *settings;
+        const int n = knob_settings(s, e, &settings);
+        if (n < 0) return -1;
+        /* (the placement moves no byte: the first one's) */
         const int windows[2] = {given ? s->rc->eng.window : 1, 0};
         const int nwindows = e->uses_window && !given ? 2 : 1;
-        for (int bi = 0; bi < s->nbatches; bi++)
-            for (int a = 0; a < kl.nstage; a++)
-                for (int d = 0; d < kl.ndpu; d++)
-                    for (int o = 0; o < kl.noffload; o++)
-                        for (int cs = 0; cs < kl.nclip; cs++)
-                            for (int ck = 0; ck < kl.nckpt; ck++)
-                                for (int w = 0; w < nwindows; w++) {
-                                    knobs k = {s->rates[bi].batch, kl.stage[a], kl.dpu[d], kl.offload[o], kl.clip[cs],
-                                               kl.ckpt[ck], e->uses_window ? windows[w] : s->rc->eng.window,
-                                               kl.place[0]};
-                                    const int L = largest_layers(s, e, &k);
-                                    if (L > per[ei].layers) per[ei].layers = L, per[ei].k = k;
-                                }
+        for (int i = 0; i < n; i++)
+            for (int w = 0; settings[i].placement == settings[0].placement && w < nwindows; w++) {
+                knobs k = settings[i];
+                if (e->uses_window) k.window = windows[w];
+                const int L = largest_layers(s, e, &k);
+                if (L > per[ei].layers) per[ei].layers = L, per[ei].k = k;
+            }
+        free(settings);
         if (per[ei].layers > best) best = per[ei].layers;
     }
     return best;
@@ -695,45 +714,24 @@ static cJSON *candidate_json(const search *s, const candidate *c, int rank, int 
     return o;
 }
 
-/* results/search_l-L_h-H_gb-G_DATE.EPOCH.json, created anew (O_EXCL, never through a link). */
+/* results/search_l-L_h-H_gb-G_DATE.EPOCH.json, created anew (report_create_unique). */
 static int write_json(const search *s, const cJSON *root, int layers, char *path, size_t len)
 {
-    char err[600];
-    if (report_make_dirs(s->rc->results_dir, err, sizeof err)) {
-        fprintf(stderr, "aebench: %s\n", err);
-        return -1;
-    }
+    char err[PATH_MAX + 200], name[128];
+    snprintf(name, sizeof name, "search_l-%d_h-%d_gb-%d", layers, s->shape.hidden, s->global_batch);
     char *text = cJSON_Print(root);
-    if (!text) return -1;
-    const time_t now = time(NULL);
-    struct tm tm_now;
-    localtime_r(&now, &tm_now);
-    char date[16];
-    strftime(date, sizeof date, "%Y-%m-%d", &tm_now);
-    int fd = -1;
-    for (int attempt = 0; attempt < 1000 && fd < 0; attempt++) {
-        char suffix[16] = "";
-        if (attempt) snprintf(suffix, sizeof suffix, "-%d", attempt);
-        if (snprintf(path, len, "%s/search_l-%d_h-%d_gb-%d_%s.%lld%s.json", s->rc->results_dir, layers,
-                     s->shape.hidden, s->global_batch, date, (long long)now, suffix) >= (int)len)
-            break;
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    int ok = fd >= 0;
-    if (ok) {
-        const size_t n = strlen(text);
-        size_t done = 0;
-        while (ok && done < n) {
-            const ssize_t w = write(fd, text + done, n - done);
-            if (w < 0 && errno == EINTR) continue;
-            ok = w > 0;
-            done += ok ? (size_t)w : 0;
+    FILE *f = text ? report_create_unique(s->rc->results_dir, name, ".json", path, len, err, sizeof err) : NULL;
+    if (!text) snprintf(err, sizeof err, "out of memory");
+    int ok = f != NULL;
+    if (f) {
+        ok = fputs(text, f) >= 0;
+        ok = fclose(f) == 0 && ok;
+        if (!ok) {
+            snprintf(err, sizeof err, "cannot write %s: %s", path, strerror(errno));
+            unlink(path);
         }
-        ok = close(fd) == 0 && ok;
-        if (!ok) unlink(path);
     }
-    if (!ok) fprintf(stderr, "aebench: cannot write the search's JSON %s: %s\n", path, strerror(errno));
+    if (!ok) fprintf(stderr, "aebench: the search's JSON: %s\n", err);
     free(text);
     return ok ? 0 : -1;
 }
@@ -1116,12 +1114,13 @@ static cJSON *header_json(const search *s, int layers)
 
 /* ---- main ------------------------------------------------------------------------------------ */
 
-/* The best predicted samples/s at `layers` (0: none predicted). */
-static double best_at(search *s, int layers)
+/* Whether the best prediction at `layers` trains at --min-samples-per-s or more (ctx: the
+ * search; bisect_largest's test). */
+static int fast_enough_at(int layers, void *ctx)
 {
+    search *s = ctx;
     s->keep = 0;
-    if (enumerate(s, layers) || !s->have_best) return 0;
-    return samples_per_s(s, &s->best);
+    return enumerate(s, layers) == 0 && s->have_best && samples_per_s(s, &s->best) >= s->rc->min_samples_per_s;
 }
 
 int search_main(int argc, char **argv, const run_config *rc)
@@ -1172,7 +1171,7 @@ int search_main(int argc, char **argv, const run_config *rc)
     int largest_layers_found = 0, threshold_layers = 0;
     memset(&next_tally, 0, sizeof next_tally);
     if (rc->search_largest) {
-        largest_layers_found = largest_of_all(&s, per);
+        if ((largest_layers_found = largest_of_all(&s, per)) < 0) goto oom;
         layers = largest_layers_found;
         if (layers > 0 && layers < LAYERS_CAP) {
             /* why the next size trains with none of them */
@@ -1182,17 +1181,7 @@ int search_main(int argc, char **argv, const run_config *rc)
         }
         if (layers > 0 && rc->min_samples_per_s > 0) {
             /* the largest whose best throughput is at least X (throughput falls as layers grow) */
-            if (best_at(&s, layers) >= rc->min_samples_per_s) {
-                threshold_layers = layers;
-            } else if (best_at(&s, 1) >= rc->min_samples_per_s) {
-                int lo = 1, hi = layers;
-                while (hi - lo > 1) {
-                    const int mid = lo + (hi - lo) / 2;
-                    if (best_at(&s, mid) >= rc->min_samples_per_s) lo = mid;
-                    else hi = mid;
-                }
-                threshold_layers = lo;
-            }
+            threshold_layers = bisect_largest(1, layers, fast_enough_at, &s);
             layers = threshold_layers;
         }
     }

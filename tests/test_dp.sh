@@ -15,6 +15,8 @@ dp_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
 
 # dp_run NAME NP ARGS...: train under mpirun -np NP (NP 1: no mpirun) into $DP_WORK/NAME,
 # saving the final parameters to $DP_WORK/NAME.params; 0 when it ran and wrote its JSON.
+# DP_ENV: VAR=VALUE words for the launch's environment (test_machines.sh's MPICH cliques).
+DP_ENV=()
 dp_run() {
     local name=$1 np=$2
     shift 2
@@ -22,7 +24,7 @@ dp_run() {
     mkdir -p "$dir"
     local launch=()
     [ "$np" -gt 1 ] && launch=("$MPIRUN" -np "$np")
-    (cd "$dir" && timeout 300 "${launch[@]}" "$DP_BIN" "${DP_SHAPE[@]}" --results "$dir/results" \
+    (cd "$dir" && env "${DP_ENV[@]}" timeout 300 "${launch[@]}" "$DP_BIN" "${DP_SHAPE[@]}" --results "$dir/results" \
         --save-params "$DP_WORK/$name.params" "$@" >"$dir/out" 2>"$dir/err")
     local rc=$?
     if [ "$rc" -ne 0 ] || ! ls "$dir"/results/*.json >/dev/null 2>&1; then

@@ -7,54 +7,33 @@
 # and every ZeRO stage and offload engine equals ZeRO-0 bit for bit (the MPI path's reductions
 # sum in rank order whatever the operation: runtime/collectives.c).
 
-MC_WORK=$(mktemp -d "${TMPDIR:-/tmp}/aebench-machines.XXXXXX")
+# (after test_dp.sh, whose dp_run and dp_same it uses: the runs land in $DP_WORK/machines_*)
 MC_BIN=$(realpath "$AEBENCH")
-MC_SHAPE=(--device cpu -l 3 -h 64 --heads 4 --seq 32 --vocab 512 --threads 1 --lr 1e-3
-          --lr-warmup-fraction 0.001 --lr-decay-iters 1000 -b 2 --iters 6 --log-interval 3 --cpu-mem-limit 1G)
-mc_pass() { PASSED=$((PASSED + 1)); echo "ok   $1"; }
-mc_fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL $1: $2"; }
+MC_ARGS=(-b 2 --iters 6 --log-interval 3 --cpu-mem-limit 1G)
 
-# mc_run NAME CLIQUES ARGS...: 4 ranks under mpiexec as CLIQUES machines into $MC_WORK/NAME,
-# the final parameters in $MC_WORK/NAME.params; 0 when it ran and wrote its JSON.
+# mc_run NAME CLIQUES ARGS...: 4 ranks under mpiexec as CLIQUES machines (dp_run's machines_NAME)
 mc_run() {
     local name=$1 cliques=$2
     shift 2
-    local dir="$MC_WORK/$name"
-    mkdir -p "$dir"
-    (cd "$dir" && MPIR_CVAR_NUM_CLIQUES=$cliques MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout 300 mpiexec -np 4 "$MC_BIN" \
-        "${MC_SHAPE[@]}" --results "$dir/results" --save-params "$MC_WORK/$name.params" "$@" >"$dir/out" 2>"$dir/err")
-    local rc=$?
-    if [ "$rc" -ne 0 ] || ! ls "$dir"/results/*.json >/dev/null 2>&1; then
-        mc_fail "2 machines: $name" "exit $rc: $(tail -c 400 "$dir/err")"
-        return 1
-    fi
+    local -a DP_ENV=(MPIR_CVAR_NUM_CLIQUES="$cliques" MPIR_CVAR_CLIQUES_BY_BLOCK=1)
+    dp_run "machines_$name" 4 "${MC_ARGS[@]}" "$@"
 }
-mc_losses() { grep -h '"loss"' "$MC_WORK/$1"/results/*.json | sed 's/.*:[[:space:]]*//; s/,$//'; }
-mc_same() {
-    local what=$1 a=$2 b=$3
-    if [ -z "$(mc_losses "$a")" ] || ! diff <(mc_losses "$a") <(mc_losses "$b") >/dev/null; then
-        mc_fail "$what" "losses differ: $(paste <(mc_losses "$a") <(mc_losses "$b") | head -3 | tr '\n' ' ')"
-    elif ! cmp -s "$MC_WORK/$a.params" "$MC_WORK/$b.params"; then
-        mc_fail "$what" "final parameters differ ($(cmp "$MC_WORK/$a.params" "$MC_WORK/$b.params" 2>&1 | head -1))"
-    else
-        mc_pass "$what"
-    fi
-}
+mc_same() { dp_same "$1" "machines_$2" "machines_$3"; }
 # mc_json NAME EXPR: a Python expression over the run's JSON `d`
-mc_json() { python3 -c 'import glob, json, sys; d = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0])); print(eval(sys.argv[2]))' "$MC_WORK/$1" "$2" 2>/dev/null; }
+mc_json() { python3 -c 'import glob, json, sys; d = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0])); print(eval(sys.argv[2]))' "$DP_WORK/machines_$1" "$2" 2>/dev/null; }
 
 if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
     if ! mpiexec --version 2>&1 | grep -qi "hydra"; then
-        mc_fail "2 machines x 2 ranks" "mpiexec is not MPICH's (Hydra): its cliques emulate the machines (make deps installs MPICH)"
+        dp_fail "2 machines x 2 ranks" "mpiexec is not MPICH's (Hydra): its cliques emulate the machines (make deps installs MPICH)"
     elif mc_run z0 2 --zero-stage 0; then
         # the split: per machine 2 ranks, each rank half of the machine's --cpu-mem-limit
         per=$(mc_json z0 'd["plan"]["per_machine"]["ranks"], d["memory"]["host"]["limit_bytes"]')
         one=""
         mc_run one 1 --zero-stage 0 && one=$(mc_json one 'd["plan"]["per_machine"]["ranks"], d["memory"]["host"]["limit_bytes"]')
-        if [ "$per" = "(2, 536870912)" ] && [ "$one" = "(4, 268435456)" ] && grep -q "plan per machine (2 ranks)" "$MC_WORK/z0/out"; then
-            mc_pass "2 machines x 2 ranks: the plan per machine is 2 ranks' and each rank has half its machine's --cpu-mem-limit (4 ranks on one machine: a quarter)"
+        if [ "$per" = "(2, 536870912)" ] && [ "$one" = "(4, 268435456)" ] && grep -q "plan per machine (2 ranks)" "$DP_WORK/machines_z0/out"; then
+            dp_pass "2 machines x 2 ranks: the plan per machine is 2 ranks' and each rank has half its machine's --cpu-mem-limit (4 ranks on one machine: a quarter)"
         else
-            mc_fail "2 machines x 2 ranks: per machine" "cliques: ${per:-?}, one machine: ${one:-?} (want (2, 536870912) and (4, 268435456))"
+            dp_fail "2 machines x 2 ranks: per machine" "cliques: ${per:-?}, one machine: ${one:-?} (want (2, 536870912) and (4, 268435456))"
         fi
         mc_same "2 machines x 2 ranks = 1 machine x 4 ranks (megatron-lm)" z0 one
         mc_run z1 2 --zero-stage 1 && mc_same "2 machines x 2 ranks: ZeRO-1 = ZeRO-0" z0 z1

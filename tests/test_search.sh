@@ -13,6 +13,10 @@ for b in 1 2 4; do
 done
 # search_json OUT: the JSON path a search printed
 search_json() { awk '/^search: wrote / {print $3}' "$1" | tail -n 1; }
+# sr_verdict RC CHECK LABEL PASSED DETAIL: passed when the search exited 0 and its check says ok
+sr_verdict() {
+    if [ "$1" -eq 0 ] && [ "$2" = ok ]; then pass "$4"; else failc "$3" "exit $1: $2 $5"; fi
+}
 
 # ---- the search: every configuration in exactly one bucket, the ranking, the knobs ----------
 (cd "$SR" && "$BIN" --search "${SS[@]}" -l 4 --results res >s1.out 2>s1.err)
@@ -66,11 +70,7 @@ if c["not_modelled"] == 0 or not any("no disk calibrated" in r["why"] for r in c
 print("ok" if not bad else "; ".join(bad))
 EOF
 )
-if [ $rc -eq 0 ] && [ "$check" = ok ]; then
-    pass "--search: every configuration counted once (predicted, over a tier, refused, not modelled, not calibrated), ranked by ms, every knob tried both ways, stronghold's every window and auto"
-else
-    failc "--search" "exit $rc: $check $(head -c 300 "$SR/s1.err")"
-fi
+sr_verdict "$rc" "$check" "--search" "--search: every configuration counted once (predicted, over a tier, refused, not modelled, not calibrated), ranked by ms, every knob tried both ways, stronghold's every window and auto" "$(head -c 300 "$SR/s1.err")"
 
 # ---- the top configurations' commands: their own --dry-run plans equal the JSON's ----------
 check=$(python3 - "$SR/${j:-none}" <<'EOF'
@@ -257,11 +257,7 @@ if f"over 4 runs: {tau:.3f}" not in out: bad.append("tau not printed")
 print("ok" if not bad else "; ".join(bad))
 EOF
 )
-if [ $rc -eq 0 ] && [ "$check" = ok ]; then
-    pass "--search --verify 2: the top 2 and 2 random others trained as children, each measured its run's median; Kendall's tau and the pick's loss follow from them"
-else
-    failc "--search --verify" "exit $rc: $check $(tail -n 3 "$SR/s7.out")"
-fi
+sr_verdict "$rc" "$check" "--search --verify" "--search --verify 2: the top 2 and 2 random others trained as children, each measured its run's median; Kendall's tau and the pick's loss follow from them" "$(tail -n 3 "$SR/s7.out")"
 
 # ---- 2 ranks: with the collectives calibrated there, megatron-lm's ZeRO stages are searched,
 # and the pick trains on 2 ranks --------------------------------------------------------------
@@ -284,11 +280,7 @@ for x in v:
 print("ok" if not bad else "; ".join(bad))
 EOF
 )
-    if [ $rc -eq 0 ] && [ "$check" = ok ]; then
-        pass "--search --ranks 2: megatron-lm's ZeRO stages 0-3 searched with the collectives calibrated at 2 ranks; --verify trains on 2 ranks"
-    else
-        failc "--search --ranks 2" "exit $rc: $check $(tail -n 3 "$SR/s8.out")"
-    fi
+    sr_verdict "$rc" "$check" "--search --ranks 2" "--search --ranks 2: megatron-lm's ZeRO stages 0-3 searched with the collectives calibrated at 2 ranks; --verify trains on 2 ranks" "$(tail -n 3 "$SR/s8.out")"
 fi
 
 # ---- the disk tier calibrated where the search puts it (the results directory, as a run
