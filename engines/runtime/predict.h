@@ -32,6 +32,16 @@ static inline double pred_run(pred_timeline *t, int r, double ms, double after)
 
 static inline double pred_max(double a, double b) { return a > b ? a : b; }
 
+/* A copy of `ms` issued on the compute stream itself once `after` has passed (micro-batches
+ * after the first bring the earlier ones' gradient sum up on it: layer_work_add_earlier on
+ * one rank): the compute stream waits for it, and its time counts as resource r's busy time,
+ * but it is not queued behind r's own stream (another copy engine).  Its end. */
+static inline double pred_copy_on_compute(pred_timeline *t, int r, double ms, double compute, double after)
+{
+    t->busy[r] += ms;
+    return pred_max(compute, after) + ms;
+}
+
 /* ms of a pinned copy of n floats each way, and of the host Adam on n parameters.  The two
  * copy directions and the host Adam share host memory's bandwidth: each piece is costed
  * between its rate alone and its rate with the other two running (measure_busy in
