@@ -1008,10 +1008,9 @@ static int validate(run_config *rc, char *err, size_t errlen)
                     P, rows);
     if (rc->eng.nvme_dir[0] && rc->eng.offload != OFFLOAD_NVME && !rc->search)
         return cli_fail(err, errlen, "--nvme-dir is only used with --offload nvme (or --search, which tries it)");
-    static const char *const search_opts[] = {"largest", "min-samples-per-s", "top", "out", "verify"};
-    for (size_t i = 0; i < sizeof search_opts / sizeof search_opts[0]; i++)
-        if (!rc->search && cli_given(rc, search_opts[i]))
-            return cli_fail(err, errlen, "--%s goes with --search", search_opts[i]);
+    for (int i = 0; !rc->search && i < NSPECS; i++)
+        if (search_only(specs[i].id) && specs[i].id != OPT_SEARCH && cli_given(rc, specs[i].name))
+            return cli_fail(err, errlen, "--%s goes with --search", specs[i].name);
     if (rc->min_samples_per_s > 0 && !rc->search_largest)
         return cli_fail(err, errlen, "--min-samples-per-s goes with --search --largest (the largest model that "
                         "trains that fast)");

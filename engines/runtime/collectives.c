@@ -153,6 +153,16 @@ static void sum_in_rank_order(float *out, const float *blocks, size_t n, int wor
     }
 }
 
+/* One round: every rank's `now` floats for each rank in send (world blocks), exchanged, and
+ * this rank's summed in rank order into out (recv: world blocks of scratch). */
+static int exchange_and_sum(coll_group *g, float *out, const float *send, float *recv, size_t now)
+{
+    if (mpi_failed(MPI_Alltoall(send, (int)now, MPI_FLOAT, recv, (int)now, MPI_FLOAT, g->comm), "MPI_Alltoall"))
+        return -1;
+    sum_in_rank_order(out, recv, now, g->world);
+    return 0;
+}
+
 /* in: world blocks of n floats; out: this rank's block summed (out may be in's own block). */
 static int ordered_reduce_scatter(coll_group *g, float *out, const float *in, size_t n)
 {
@@ -166,10 +176,7 @@ static int ordered_reduce_scatter(coll_group *g, float *out, const float *in, si
         /* (every block's part of this round is copied before this rank's part of out is
          * written: out may be in's block of this rank, read in this round only) */
         for (int r = 0; r < W; r++) memcpy(send + (size_t)r * now, in + (size_t)r * n + done, now * sizeof(float));
-        if (mpi_failed(MPI_Alltoall(send, (int)now, MPI_FLOAT, recv, (int)now, MPI_FLOAT, g->comm), "MPI_Alltoall"))
-            rc = -1;
-        else
-            sum_in_rank_order(out + done, recv, now, W);
+        rc = exchange_and_sum(g, out + done, send, recv, now);
         done += now;
     }
     free(send);
@@ -197,12 +204,8 @@ static int ordered_all_reduce(coll_group *g, float *buf, size_t n)
             if (have) memcpy(send + (size_t)r * now, buf + at, have * sizeof(float));
             memset(send + (size_t)r * now + have, 0, (now - have) * sizeof(float));
         }
-        if (mpi_failed(MPI_Alltoall(send, (int)now, MPI_FLOAT, recv, (int)now, MPI_FLOAT, g->comm), "MPI_Alltoall")) {
-            rc = -1;
-            break;
-        }
-        sum_in_rank_order(mine, recv, now, W);
-        if (mpi_failed(MPI_Allgather(mine, (int)now, MPI_FLOAT, recv, (int)now, MPI_FLOAT, g->comm), "MPI_Allgather")) {
+        if (exchange_and_sum(g, mine, send, recv, now) ||
+            mpi_failed(MPI_Allgather(mine, (int)now, MPI_FLOAT, recv, (int)now, MPI_FLOAT, g->comm), "MPI_Allgather")) {
             rc = -1;
             break;
         }
