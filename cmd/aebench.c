@@ -293,17 +293,15 @@ int main(int argc, char **argv)
                                   : machine_calibrate(&rc, be, path);
         if (!code && rc.predict) {
             machine_rates m;
-            if ((code = machine_load(path, &rc.eng, &m, err, sizeof err)) != 0) {
+            if (machine_load(path, &rc.eng, &m, err, sizeof err) != 0) {
                 fprintf(stderr, "aebench: %s\n", err);
+                code = EXIT_BAD_INPUT;
             } else {
-                /* fits: under --gpu-mem-limit / --cpu-mem-limit, else what the machine had;
-                 * per rank, as a run's budgets are: the ranks of one machine share its host
-                 * memory (a --cpu-mem-limit is the machine's) and, on the CPU backend, the
-                 * memory that stands for a device's */
-                const size_t local = (size_t)engine_local_world(&rc.eng);
-                const int shared_gpu = rc.eng.device == DEVICE_CPU && !rc.machine_path[0];
-                const size_t g = rc.gpu_mem_limit ? rc.gpu_mem_limit : (size_t)m.gpu_bytes / (shared_gpu ? local : 1);
-                const size_t h = (rc.cpu_mem_limit ? rc.cpu_mem_limit : (size_t)m.host_bytes) / local;
+                /* fits: under the budgets per rank a run would have there (with --machine,
+                 * perhaps another machine's file: its device is not this CPU's stand-in) */
+                size_t g, h;
+                machine_budgets(&rc, &m, engine_local_world(&rc.eng), rc.eng.device == DEVICE_CPU && !rc.machine_path[0],
+                                &g, &h);
                 code = machine_predict(&rc, &m, g, h);
             }
         }

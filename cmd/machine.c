@@ -228,6 +228,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
                  "that shape: aebench --calibrate with the same options)", path, cfg->shape.hidden, cfg->shape.heads,
                  cfg->shape.seq, cfg->shape.batch, cfg->shape.vocab, math_of_backend(cfg, backend_of(root)),
                  dtype_of(cfg));
+        rc = MACHINE_NO_ENTRY;
         goto out;
     }
     for (int i = 0; i < NCOMPUTE_FIELDS; i++)
@@ -1278,6 +1279,14 @@ static int largest_fitting(const engine_vtbl *eng, const engine_config *base, si
 static void walk_engine(const engine_config *cfg, const machine_rates *m, const void *ctx, engine_prediction *out)
 {
     ((const engine_vtbl *)ctx)->predict(cfg, m, out);
+}
+
+void machine_budgets(const run_config *rc, const machine_rates *m, int local, int shared_device, size_t *gpu,
+                     size_t *host)
+{
+    const size_t n = local > 1 ? (size_t)local : 1;
+    *gpu = rc->gpu_mem_limit ? rc->gpu_mem_limit : (size_t)m->gpu_bytes / (shared_device ? n : 1);
+    *host = (rc->cpu_mem_limit ? rc->cpu_mem_limit : (size_t)m->host_bytes) / n;
 }
 
 int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_budget, size_t host_budget)

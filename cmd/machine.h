@@ -31,9 +31,17 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path);
  * rank works at once; merged into the file by rank 0.  0, or an EXIT_* code. */
 int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, const comm_world *comm);
 /* Read `path` and take the compute entry of cfg's shape, math and dtype into out.  0, or
- * EXIT_BAD_INPUT with one line in err (a missing file, a missing or malformed field, no
- * entry for the shape). */
+ * with one line in err: MACHINE_NO_ENTRY when the file is sound but has no entry for the
+ * shape, EXIT_BAD_INPUT otherwise (a missing file, a missing or malformed field).  Both are
+ * bad input to a run. */
+enum { MACHINE_NO_ENTRY = 100 };
 int machine_load(const char *path, const engine_config *cfg, machine_rates *out, char *err, size_t errlen);
+/* The budgets per rank that a run of rc plans with on machine m: --gpu-mem-limit /
+ * --cpu-mem-limit, else what the file recorded; the `local` ranks of one machine share its
+ * host memory (a --cpu-mem-limit is the machine's) and, with shared_device (the CPU backend's
+ * stand-in for a device, on this machine), its device memory too. */
+void machine_budgets(const run_config *rc, const machine_rates *m, int local, int shared_device, size_t *gpu,
+                     size_t *host);
 /* --predict: every engine asked (or rc's one), its prediction and plan printed.  Exit code. */
 int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_budget, size_t host_budget);
 

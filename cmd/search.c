@@ -1004,8 +1004,7 @@ static int setup(search *s, const child_result *pr)
     }
     memcpy(s->nvme_dir, disk_dir, strlen(disk_dir) + 1);
     /* the machine file, at each micro-batch (at the disk directory: its rates there) */
-    int any = 0;
-    double gpu_bytes = 0, host_bytes = 0;
+    const machine_rates *file = NULL; /* (its machine-wide rates: any entry's) */
     for (int i = 0; i < s->nbatches; i++) {
         engine_config c = rc->eng;
         c.shape = s->shape;
@@ -1014,11 +1013,11 @@ static int setup(search *s, const child_result *pr)
         snprintf(c.nvme_dir, sizeof c.nvme_dir, "%s", s->nvme_dir);
         c.offload = OFFLOAD_NVME; /* (so that the disk tier's rates there are read too) */
         char why[900];
-        if (machine_load(s->machine, &c, &s->rates[i].m, why, sizeof why) == 0) {
+        const int loaded = machine_load(s->machine, &c, &s->rates[i].m, why, sizeof why);
+        if (loaded == 0) {
             s->rates[i].loaded = 1;
-            any = 1;
-            gpu_bytes = s->rates[i].m.gpu_bytes, host_bytes = s->rates[i].m.host_bytes;
-        } else if (!strstr(why, "has no entry for")) {
+            file = &s->rates[i].m;
+        } else if (loaded != MACHINE_NO_ENTRY) {
             /* (a missing or broken file is an error; a missing entry leaves that micro-batch
              * out, counted as not calibrated) */
             fprintf(stderr, "aebench: %s\n", why);
@@ -1027,7 +1026,7 @@ static int setup(search *s, const child_result *pr)
             snprintf(s->machine_err, sizeof s->machine_err, "%s", why);
         }
     }
-    if (!any) {
+    if (!file) {
         fprintf(stderr, "aebench: --search: %s\n", s->machine_err);
         return EXIT_BAD_INPUT;
     }
@@ -1047,24 +1046,13 @@ static int setup(search *s, const child_result *pr)
         return EXIT_BAD_INPUT;
     }
     s->budget[TIER_DISK] = s->disk_known ? disk_free / (size_t)s->local : 0;
-    /* the budgets per rank: a limit when given; else what the machine file recorded, or what
-     * is free now if less (the ranks of one machine share its host memory; on the CPU backend
-     * its "device" memory too) */
-    const int cpu = strcmp(s->backend, "cpu") == 0 && !rc->machine_path[0];
-    size_t g = pr->budget_gpu, h = pr->budget_host;
-    if (rc->machine_path[0]) {
-        /* (--machine FILE may be another machine's, as with --predict: its budgets, not
-         * what is free here) */
-        if (!rc->gpu_mem_limit) g = SIZE_MAX;
-        if (!rc->cpu_mem_limit) h = SIZE_MAX;
-    }
-    if (!rc->gpu_mem_limit && gpu_bytes > 0) {
-        const double per = gpu_bytes / (cpu ? s->local : 1);
-        if (per < (double)g) g = (size_t)per;
-    }
-    if (!rc->cpu_mem_limit && host_bytes > 0) {
-        const double per = host_bytes / s->local;
-        if (per < (double)h) h = (size_t)per;
+    /* the budgets per rank (machine_budgets), or what is free now if less; --machine FILE may
+     * be another machine's, as with --predict: its budgets, not what is free here */
+    size_t g, h;
+    machine_budgets(rc, file, s->local, strcmp(s->backend, "cpu") == 0 && !rc->machine_path[0], &g, &h);
+    if (!rc->machine_path[0]) {
+        if (pr->budget_gpu < g) g = pr->budget_gpu;
+        if (pr->budget_host < h) h = pr->budget_host;
     }
     s->budget[TIER_GPU] = g, s->budget[TIER_HOST] = h;
     return 0;
