@@ -48,6 +48,7 @@
 #include "strv.h"
 
 #include "../engines/runtime/predict.h"
+#include "../kernels/rng.h"
 #include "../engines/runtime/timer.h"
 
 #include <cjson/cJSON.h>
@@ -777,14 +778,6 @@ double search_kendall_tau(const double *a, const double *b, int n)
     return denom > 0 ? (concordant - discordant) / denom : 0;
 }
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 typedef struct verified {
     int rank;        /* 1-based, in the search's order */
     int random;      /* one of the random picks */
@@ -812,9 +805,9 @@ static int verify(const search *s, int largest, cJSON *root)
         return 1;
     }
     for (int i = top; i < n; i++) rest[i - top] = i + 1;
-    uint64_t seed = s->rc->eng.seed ^ 0x5EA2C4ull;
+    rng pick = rng_for(s->rc->eng.seed, 0x5EA2C4u, 0); /* (a stream of its own of the run's seed) */
     for (int i = 0; i < nrandom; i++) {
-        const int j = i + (int)(splitmix64(&seed) % (uint64_t)(n - top - i));
+        const int j = i + (int)rng_below(&pick, (uint32_t)(n - top - i));
         const int t = rest[i];
         rest[i] = rest[j], rest[j] = t;
         v[nv++] = (verified){.rank = rest[i], .random = 1};
