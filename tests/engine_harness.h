@@ -113,15 +113,28 @@ typedef struct trajectory {
     size_t nparams;
 } trajectory;
 
-static inline void run_engine(const engine_vtbl *eng, const engine_config *cfg, size_t gpu_limit,
-                       trajectory *out)
+/* eng's trajectory with `copies` micro-batches per step, each holding the step's synthetic
+ * batch (1: the plain run). */
+static inline void run_engine_copies(const engine_vtbl *eng, const engine_config *cfg, size_t gpu_limit, int copies,
+                                     trajectory *out)
 {
+    engine_config c = *cfg;
+    c.micro_batches = copies;
     engine_harness h;
-    assert_int_equal(harness_open(&h, eng, cfg, gpu_limit), 0);
+    assert_int_equal(harness_open(&h, eng, &c, gpu_limit), 0);
+    const size_t N = (size_t)cfg->shape.batch * cfg->shape.seq;
+    int32_t *tok = malloc((size_t)copies * N * sizeof *tok), *tgt = malloc((size_t)copies * N * sizeof *tgt);
+    assert_non_null(tok);
+    assert_non_null(tgt);
     for (int it = 1; it <= ITERS; it++) {
+        data_batch(&h.data, it, h.tokens, h.targets);
+        for (int m = 0; m < copies; m++) {
+            memcpy(tok + (size_t)m * N, h.tokens, N * sizeof *tok);
+            memcpy(tgt + (size_t)m * N, h.targets, N * sizeof *tgt);
+        }
         step_result r;
         memset(&r, 0, sizeof r);
-        harness_step(&h, it, &r);
+        assert_int_equal(h.eng->step(h.state, it, tok, tgt, &r), 0);
         assert_false(r.skipped);
         out->loss[it - 1] = r.loss;
         out->norm[it - 1] = r.grad_norm;
@@ -130,7 +143,15 @@ static inline void run_engine(const engine_vtbl *eng, const engine_config *cfg, 
     out->params = malloc(out->nparams * sizeof(float));
     assert_non_null(out->params);
     assert_int_equal(eng->read_params(h.state, out->params), 0);
+    free(tok);
+    free(tgt);
     harness_close(&h);
+}
+
+static inline void run_engine(const engine_vtbl *eng, const engine_config *cfg, size_t gpu_limit,
+                       trajectory *out)
+{
+    run_engine_copies(eng, cfg, gpu_limit, 1, out);
 }
 
 /* megatron-lm's trajectory for the model and optimizer of cfg: the options that only

@@ -306,42 +306,11 @@ static void test_zo_dpu_peaks_and_bytes(void **state)
 }
 
 /* --dpu with 2 micro-batches per step: every micro-batch of a step computes on the same
- * (one step late) parameters.  Two micro-batches holding the same tokens then give exactly
- * one micro-batch's gradients (the sum of two equal halves), so the trajectory is the
- * one-micro-batch run's bit for bit, lag included; a second micro-batch that brought in the
- * update its own step had just queued (computing on fresher parameters than the first)
- * leaves it after the warm-up. */
-static void run_dpu_doubled(const engine_config *cfg, trajectory *out)
-{
-    engine_config c2 = *cfg;
-    c2.micro_batches = 2;
-    engine_harness h;
-    assert_int_equal(harness_open(&h, &engine_zero_offload, &c2, SIZE_MAX), 0);
-    const size_t N = (size_t)cfg->shape.batch * cfg->shape.seq;
-    int32_t *tok = malloc(2 * N * sizeof *tok), *tgt = malloc(2 * N * sizeof *tgt);
-    assert_non_null(tok);
-    assert_non_null(tgt);
-    for (int it = 1; it <= ITERS; it++) {
-        data_batch(&h.data, it, h.tokens, h.targets);
-        for (int m = 0; m < 2; m++) {
-            memcpy(tok + m * N, h.tokens, N * sizeof *tok);
-            memcpy(tgt + m * N, h.targets, N * sizeof *tgt);
-        }
-        step_result r;
-        memset(&r, 0, sizeof r);
-        assert_int_equal(h.eng->step(h.state, it, tok, tgt, &r), 0);
-        out->loss[it - 1] = r.loss;
-        out->norm[it - 1] = r.grad_norm;
-    }
-    out->nparams = (size_t)gpt_param_count(&cfg->shape);
-    out->params = malloc(out->nparams * sizeof(float));
-    assert_non_null(out->params);
-    assert_int_equal(h.eng->read_params(h.state, out->params), 0);
-    free(tok);
-    free(tgt);
-    harness_close(&h);
-}
-
+ * (one step late) parameters.  Two micro-batches holding the same tokens then give one
+ * micro-batch's gradients (the sum of two equal halves), so the trajectory is the
+ * one-micro-batch run's, lag included, to float rounding; a second micro-batch that brought
+ * in the update its own step had just queued (computing on fresher parameters than the
+ * first) leaves it after the warm-up. */
 static void test_zo_dpu_micro_batches_share_parameters(void **state)
 {
     (void)state;
@@ -350,7 +319,7 @@ static void test_zo_dpu_micro_batches_share_parameters(void **state)
         cfg.dpu = dpu;
         trajectory one, two;
         run_engine(&engine_zero_offload, &cfg, SIZE_MAX, &one);
-        run_dpu_doubled(&cfg, &two);
+        run_engine_copies(&engine_zero_offload, &cfg, SIZE_MAX, 2, &two);
         /* The same to float rounding (the micro-batches' halves of the gradients are summed,
          * the loss is a mean over 2N tokens: other orders of summation): 1e-5 relative on
          * norms and losses, 1e-4 on the parameters (Adam turns a rounding of a small gradient
