@@ -41,16 +41,28 @@ if [ "$ranks" -le 1 ]; then
 fi
 # (N ranks: a global batch of 4 per rank, so the micro-batches are 1, 2, 4 there too)
 read -r -a shape <<<"${SHAPE:---device cuda -h 2048} --global-batch $((4 * ranks))"
-for b in 1 2 4; do
+# A machine calibrated by an earlier call on the same (still warm) machine is not calibrated
+# again: its file is kept in $cal_cache.
+cal_cache=/tmp/aebench-search-cal-$ranks
+mkdir -p "$work/res"
+if ls "$cal_cache"/machine_*.json >/dev/null 2>&1; then
+    cp "$cal_cache"/machine_*.json "$work/res"/
+    echo "calibration: reused $(ls "$cal_cache"/machine_*.json)" | tee -a "$work/calibrate.txt"
+    skip_cal=1
+else
+    skip_cal=0
+fi
+[ "$skip_cal" = 1 ] || for b in 1 2 4; do
     ./aebench --calibrate "${shape[@]}" -b "$b" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
         { tail -n 5 "$work/calibrate.txt"; exit 1; }
 done
-if [ "$ranks" -gt 1 ]; then
+if [ "$ranks" -gt 1 ] && [ "$skip_cal" = 0 ]; then
     # the collectives at that world, and each rank's rates with every rank at work
     ./aebench --calibrate --ranks "$ranks" "${shape[@]}" -b 4 --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
         { tail -n 5 "$work/calibrate.txt"; exit 1; }
-    shape+=(--ranks "$ranks")
 fi
+[ "$ranks" -gt 1 ] && shape+=(--ranks "$ranks")
+mkdir -p "$cal_cache" && cp "$work"/res/machine_*.json "$cal_cache"/
 echo "calibrated: $(($(date +%s) - t0)) s"
 for model in "${models[@]}"; do
     read -r name opts <<<"$model"
@@ -73,6 +85,24 @@ for model in "${models[@]}"; do
         ./aebench --search --largest -m $e "${shape[@]}" -b 4 "${lopts[@]}" --results "$work/res" --top 1 2>&1 |
             grep -oE "^search: the largest -l each engine's plan fits in the budgets: .*" | sed 's/.*budgets: /search -b 4: /'
     done | tee "$work/$name.largest_b4.txt"
+    # LARGEST_TRAIN="OPTIONS": --largest again with those options fixed (e.g. "--offload cpu",
+    # where the disk tier is not calibrated), and its pick trained 3 iterations: the size it
+    # answers trains, with the peak memory against the plan.
+    if [ -n "${LARGEST_TRAIN:-}" ]; then
+        read -r -a lt <<<"$LARGEST_TRAIN"
+        ./aebench --search --largest "${shape[@]}" "${lopts[@]}" "${lt[@]}" --results "$work/res" --top 1 \
+            >"$work/$name.largest_train.txt" 2>&1
+        grep -E "^search: (the largest|largest)" "$work/$name.largest_train.txt"
+        cmd=$(grep -E "^ +1 +[0-9]" "$work/$name.largest_train.txt" | grep -oE "aebench .*" | head -n 1)
+        if [ -n "$cmd" ]; then
+            read -r -a c <<<"${cmd#aebench }"
+            echo "largest pick: $cmd" | tee -a "$work/$name.largest_train.txt"
+            SECONDS=0
+            timeout "${LARGEST_TIMEOUT:-240}" ./aebench "${c[@]}" --iters 3 --log-interval 1 >>"$work/$name.largest_train.txt" 2>&1
+            echo "largest pick trained: exit $? in ${SECONDS} s" | tee -a "$work/$name.largest_train.txt"
+            grep -E "^ *(plan:|stronghold plan|done:|setup|ERROR)|iter +3/|OUT OF|out of" "$work/$name.largest_train.txt" | cut -c1-240
+        fi
+    fi
     SECONDS=0
     timeout "${SEARCH_TIMEOUT:-520}" ./aebench --search "${shape[@]}" "${o[@]}" --results "$work/res" --iters "${ITERS:-6}" \
         --log-interval "${ITERS:-6}" --verify "${VERIFY:-5}" --top "${VERIFY:-5}" >"$work/$name.search.txt" 2>&1
