@@ -586,6 +586,75 @@ static int slots_to_hide(double copies_ms, double layer_ms)
     return S < 2 ? 2 : S;
 }
 
+/* Whether layout (R, S)'s host plan fits the host budget the run has (no budget: it fits).
+ * -w auto's plan takes three slots; a choice with more slots holds fewer layers resident
+ * and so streams more of them through the host: it must fit there too. */
+static int layout_fits_host(const engine_config *cfg, int R, int S)
+{
+    if (!cfg->host_budget) return 1;
+    const sh_layout z = run_layout(cfg, R, S, 0);
+    engine_plan p;
+    plan_of(&z, &cfg->shape, &p);
+    return p.host_bytes <= cfg->host_budget;
+}
+
+/* -w auto's choice, the same in a run (S_need from its probe, m the calibrated machine or
+ * NULL) and in a prediction (S_need from m's rates): the copy rule (S_need slots, as many
+ * resident layers as `left` bytes of GPU memory hold), with fewer slots (more resident) where
+ * the host budget does not hold that many streamed layers; then, with a machine, the slot
+ * count and placement whose layout the engine's own schedule predicts fastest among those that
+ * fit GPU and host (more slots hide more copies but leave room for fewer resident layers).
+ * Returns 0 when not even the copy rule's slots fit `left`; rule_ms/best_ms (may be NULL) get
+ * the rule's and the choice's predicted times (0 without a machine). */
+static int auto_choice(const engine_config *cfg, const machine_rates *m, uint64_t left, int S_need, int *R_out,
+                       int *S_out, int *spread_out, double *rule_ms, double *best_ms)
+{
+    const gpt_shape *sh = &cfg->shape;
+    const int L = sh->layers;
+    int R = 0, S = 0;
+    if (!auto_layout(sh, cfg->bf16, left, S_need, &R, &S)) return 0;
+    if (S > L - R) S = L - R;
+    /* Where the host does not hold the rule's layout: the nearest slot count whose layout
+     * fits GPU and host (fewer slots first: more resident layers, fewer streamed; then more:
+     * fewer inputs that leave a slot for the host). */
+    for (int d = 1; S > 0 && !layout_fits_host(cfg, R, S) && d <= 32; d++) {
+        for (int sign = -1; sign <= 1; sign += 2) {
+            const int s = S_need + sign * d;
+            int r2, t2;
+            if (s < 2 || s > L || !auto_layout(sh, cfg->bf16, left, s, &r2, &t2) || t2 == 0) continue;
+            if (t2 > L - r2) t2 = L - r2;
+            if (layout_fits_host(cfg, r2, t2)) {
+                R = r2;
+                S = t2;
+                break;
+            }
+        }
+    }
+    int spread = spread_rule(cfg, R, S);
+    double rule = 0, best_t = 0;
+    engine_prediction p;
+    if (m && S > 0 && !pred_no_disk(cfg, m, &p) && !pred_no_collectives(cfg, m, &p)) {
+        predict_settled(cfg, m, R, S, spread, &p);
+        rule = best_t = p.ms;
+        for (int s2 = 2; s2 <= L && s2 <= 32; s2++) {
+            int r2, t2, choice[2];
+            if (!auto_layout(sh, cfg->bf16, left, s2, &r2, &t2) || t2 == 0) continue;
+            if (t2 > L - r2) t2 = L - r2;
+            if (!layout_fits_host(cfg, r2, t2)) continue;
+            for (int c = 0, n = spread_choices(cfg, r2, t2, choice); c < n; c++) {
+                predict_settled(cfg, m, r2, t2, choice[c], &p);
+                if (p.modelled && p.ms < best_t * 0.995) best_t = p.ms, R = r2, S = t2, spread = choice[c];
+            }
+        }
+    }
+    *R_out = R;
+    *S_out = S;
+    *spread_out = spread;
+    if (rule_ms) *rule_ms = rule;
+    if (best_ms) *best_ms = best_t;
+    return 1;
+}
+
 /* Time (ms) of what a host-GPU pair of calls did on a stream, measured with two events. */
 static int timed(gpt_stream *s, gpt_event *a, gpt_event *b, float *ms)
 {
@@ -663,7 +732,10 @@ out:
     if (rc) return rc;
 
     const int S_need = slots_to_hide((double)ms_d2h + ms_h2d + ms_x, ms_layer);
-    if (!auto_layout(sh, bf16, left, S_need, &R, &S)) {
+    const engine_config *cfg = st->env.cfg;
+    int spread = 0;
+    double rule_ms = 0, best_ms = 0;
+    if (!auto_choice(cfg, cfg->machine, left, S_need, &R, &S, &spread, &rule_ms, &best_ms)) {
         /* Not even the ring fits: say so through the budget's record. */
         void *p = NULL;
         rc = alloc_in(st, &p, (size_t)S_need * gpu_per_slot(&z) + (size_t)left / 20,
@@ -671,35 +743,10 @@ out:
         if (rc == 0) engine_free_last(&st->mem);
         return rc ? rc : GPT_ERR_OOM;
     }
-    if (S > L - R) S = L - R;
-    const engine_config *cfg = st->env.cfg;
-    int spread = spread_rule(cfg, R, S);
-    /* With a calibrated machine (--calibrate at this shape), the slot count and placement
-     * whose layout the engine's own schedule predicts fastest, among those that fit: more
-     * slots hide more copies but leave room for fewer resident layers. */
-    engine_prediction best, p;
-    memset(&best, 0, sizeof best);
-    if (cfg->machine && !pred_no_disk(cfg, cfg->machine, &p) && !pred_no_collectives(cfg, cfg->machine, &p)) {
-        int bR = R, bS = S, bspread = spread;
-        predict_settled(cfg, cfg->machine, R, S, spread, &best);
-        const double rule_ms = best.ms;
-        for (int s2 = 2; s2 <= L && s2 <= 32; s2++) {
-            int r2, t2, choice[2];
-            if (!auto_layout(sh, bf16, left, s2, &r2, &t2) || t2 == 0) continue;
-            if (t2 > L - r2) t2 = L - r2;
-            for (int c = 0, n = spread_choices(cfg, r2, t2, choice); c < n; c++) {
-                predict_settled(cfg, cfg->machine, r2, t2, choice[c], &p);
-                if (p.modelled && p.ms < best.ms * 0.995) best = p, bR = r2, bS = t2, bspread = choice[c];
-            }
-        }
-        if (bR != R || bS != S || bspread != spread)
-            engine_note(&st->env, "stronghold -w auto: the machine model predicts %.1f ms with %d resident (%s) + %d slots "
-                        "against %.1f ms with the copy rule's %d (%s) + %d: taking the model's", best.ms, bR,
-                        bspread ? "spread" : "bottom", bS, rule_ms, R, spread ? "spread" : "bottom", S);
-        R = bR;
-        S = bS;
-        spread = bspread;
-    }
+    if (best_ms < rule_ms)
+        engine_note(&st->env, "stronghold -w auto: the machine model predicts %.1f ms with %d resident (%s) + %d slots "
+                    "against %.1f ms with the copy rule's: taking the model's", best_ms, R,
+                    spread ? "spread" : "bottom", S, rule_ms);
     format_bytes((double)per_res, b, sizeof b);
     engine_note(&st->env,
                 "stronghold -w auto: one layer: compute %.2f ms (fwd, recompute, bwd), params in "
@@ -1262,20 +1309,11 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
     sh_bytes b0 = bytes_for(&z0, sh);
     const uint64_t common = gpu_common(&b0);
     if (!cfg->gpu_budget || cfg->gpu_budget <= common ||
-        !auto_layout(sh, cfg->bf16, cfg->gpu_budget - common, S_need, R, S)) {
+        !auto_choice(cfg, m, cfg->gpu_budget - common, S_need, R, S, spread, NULL, NULL)) {
         *R = 0;
         *S = sh->layers < 2 ? sh->layers : S_need;
-    }
-    if (*S > sh->layers - *R) *S = sh->layers - *R;
-    /* the placement the model predicts faster (init's choice) */
-    int choice[2];
-    const int n = spread_choices(cfg, *R, *S, choice);
-    *spread = choice[0];
-    if (n > 1) {
-        engine_prediction p0, p1;
-        predict_settled(cfg, m, *R, *S, choice[0], &p0);
-        predict_settled(cfg, m, *R, *S, choice[1], &p1);
-        if (p1.modelled && p1.ms < p0.ms * 0.995) *spread = choice[1];
+        if (*S > sh->layers) *S = sh->layers;
+        *spread = spread_rule(cfg, *R, *S);
     }
 }
 

@@ -281,7 +281,55 @@ print("ok" if not bad else "; ".join(bad))
 EOF
 )
     sr_verdict "$rc" "$check" "--search --ranks 2" "--search --ranks 2: megatron-lm's ZeRO stages 0-3 searched with the collectives calibrated at 2 ranks; --verify trains on 2 ranks" "$(tail -n 3 "$SR/s8.out")"
+    # --largest's stronghold -w auto pick on 2 ranks, where each rank has half the host budget:
+    # it trains there, every rank's host peak within its share.  (-w auto's run chooses its
+    # slots from a probe and the machine model; a choice with more slots holds fewer layers
+    # resident and streams more through the host, so it is held to the host budget as well:
+    # on two H100s this pick once ran out of host memory at its first allocation.)
+    (cd "$SR" && "$BIN" --search --largest --ranks 2 "${SS[@]}" -b 4 "${LB[@]}" --offload cpu -m stronghold -w auto \
+        --results res --out "$SR/largest2.json" >s8b.out 2>&1)
+    rc=$?
+    check=no-pick
+    if [ $rc -eq 0 ] && [ -s "$SR/largest2.json" ]; then
+        (cd "$SR" && timeout 300 "$BIN" --config "$SR/largest2.json" --iters 2 --results res2 >s8b.run 2>&1)
+        rc=$?
+        check=$(python3 - "$SR/res2" <<'EOF'
+import glob, json, sys
+js = sorted(glob.glob(sys.argv[1] + "/log_stronghold_*.json"))
+if not js: sys.exit("no run JSON")
+d = json.load(open(js[-1]))
+m, bad = d["memory"], []
+if d.get("world") != 2 or d.get("status") != "ok": bad.append(f"world {d.get('world')} status {d.get('status')}")
+limit = m["host"]["limit_bytes"]
+if not limit or any(r["host_peak_bytes"] > limit for r in m["per_rank"]) or len(m["per_rank"]) != 2:
+    bad.append(f"host peaks {[r['host_peak_bytes'] for r in m['per_rank']]} against {limit}")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+    fi
+    sr_verdict "$rc" "$check" "--search --largest --ranks 2 (stronghold -w auto)" "--search --largest --ranks 2 -m stronghold -w auto --offload cpu: its pick trains on 2 ranks, the host peak within each rank's half of the budget" "$(tail -n 3 "$SR/s8b.run" 2>/dev/null)"
 fi
+
+# ---- -w auto within the host budget it was planned for: stronghold l16 under a GPU budget
+# that holds a few resident layers, the host budget exactly its plan (--clip-speculate 0: no
+# copies that shrink to fit).  The run's probe and the machine model may choose other slot
+# counts than the plan's three; a layout with fewer resident layers streams more through the
+# host, one with fewer slots sends more inputs there, so either could overflow by a few KiB
+# (both did, before the choice was held to the host budget). -------------------------------
+HA=(-m stronghold -w auto -l 16 -b 4 --gpu-mem-limit 6M --clip-speculate 0 --offload cpu)
+hp=$(cd "$SR" && "$BIN" --dry-run "${SS[@]}" "${HA[@]}" --results res 2>&1 | awk '/^plan:/ {for (i = 1; i < NF; i++) if ($i == "host") {gsub(/[(]/, "", $(i + 3)); print $(i + 3)}}')
+(cd "$SR" && timeout 300 "$BIN" "${SS[@]}" "${HA[@]}" --cpu-mem-limit "${hp:-0}" --iters 2 --results res3 >s8c.out 2>&1)
+rc=$?
+check=$(python3 - "$SR/res3" "${hp:-0}" <<'EOF'
+import glob, json, sys
+js = sorted(glob.glob(sys.argv[1] + "/log_stronghold_*.json"))
+if not js: sys.exit("no run JSON")
+m = json.load(open(js[-1]))["memory"]
+ok = int(sys.argv[2]) > 0 and m["host"]["limit_bytes"] == int(sys.argv[2]) and m["host"]["peak_bytes"] <= m["host"]["limit_bytes"]
+print("ok" if ok else f"host peak {m['host']['peak_bytes']} against {m['host']['limit_bytes']} (plan {sys.argv[2]})")
+EOF
+)
+sr_verdict "$rc" "$check" "stronghold -w auto at its host plan" "stronghold -w auto with --cpu-mem-limit its own host plan ($hp bytes): trains, whatever slots its probe and the machine model choose" "$(grep -E 'OUT OF|window' "$SR/s8c.out" | cut -c1-200)"
 
 # ---- the disk tier calibrated where the search puts it (the results directory, as a run
 # without --nvme-dir does): --offload nvme configurations predicted, their disk planned ------
