@@ -349,7 +349,7 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->host_g, b.host_layers, MEM_PINNED, "layer gradients")) ||
         (rc = alloc_in(st, (void **)&st->host_m, b.host_layers, MEM_HOST, "layer Adam m")) ||
         (rc = alloc_in(st, (void **)&st->host_v, b.host_layers, MEM_HOST, "layer Adam v")) ||
-        (rc = update_ahead_open(&st->ahead, &st->mem, L - st->z.K, st->z.K, st->z.Sl)) ||
+        (rc = update_ahead_open(&st->ahead, &st->mem, env->cfg, L - st->z.K, st->z.K, st->z.Sl)) ||
         (rc = alloc_in(st, &staging, b.staging, MEM_HOST, "embedding staging")))
         return rc;
     update_ahead_note_plan(&st->ahead, env, "l2l", L);
@@ -555,7 +555,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
-    update_ahead_begin_step(&st->ahead);
+    if ((rc = update_ahead_begin_step(&st->ahead))) return rc;
 
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
         return rc;
@@ -569,12 +569,22 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
         return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     if (out->skipped && (rc = restore_working_copies(st))) return rc;
-    update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
+    const int give_back = update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping the layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies are done by now (the compute waited for each); syncing their streams keeps
      * every buffer's owner obvious at the step boundary.  The host Adam goes on. */
     if ((rc = offload_streams_end_step(&st->io, out, phases))) return rc;
+    /* --clip-speculate auto after clipped steps in a row: the second copies go (the copies of
+     * the step are done; its host updates, which may write them, are waited for first) */
+    if (give_back) {
+        if ((rc = wait_all_adam(st))) return rc;
+        for (int k = st->ahead.first; k < st->ahead.first + st->ahead.count; k++) {
+            const size_t off = host_block(st, k);
+            update_ahead_restore(&st->ahead, k, st->host_p + off, st->host_m + off, st->host_v + off);
+        }
+        update_ahead_give_back(&st->ahead);
+    }
     return GPT_OK;
 }
 

@@ -911,7 +911,7 @@ static int stronghold_init(const engine_env *env, void **state)
         (rc = alloc_in(st, &st->host_ckpt, b.host_ckpt, MEM_PINNED, "streamed layers' inputs")))
         return rc;
     /* (by streamed index: the top K streamed layers) */
-    if ((rc = update_ahead_open(&st->ahead, &st->mem, st->z.Ls - st->z.K, st->z.K, st->z.Sl))) return rc;
+    if ((rc = update_ahead_open(&st->ahead, &st->mem, env->cfg, st->z.Ls - st->z.K, st->z.K, st->z.Sl))) return rc;
     update_ahead_note_plan(&st->ahead, env, "stronghold", st->z.Ls);
 
     st->slot_ev = calloc((size_t)(S ? S : 1), sizeof *st->slot_ev);
@@ -1235,7 +1235,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
-    update_ahead_begin_step(&st->ahead);
+    if ((rc = update_ahead_begin_step(&st->ahead))) return rc;
 
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))) ||
         (z->R && (rc = gpt_stream_memset_zero(c, st->res_g, (size_t)z->R * z->PL * sizeof(float)))))
@@ -1253,12 +1253,22 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if (out->skipped && (rc = restore_working_copies(st))) return rc;
     /* (a skipped step, a gradient not finite: the copies written ahead are dropped, the
      * current ones stay current) */
-    update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
+    const int give_back = update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping the streamed layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
      * buffer's owner obvious at the step boundary.  The host Adam goes on. */
     if ((rc = offload_streams_end_step(&st->io, out, phases))) return rc;
+    /* --clip-speculate auto after clipped steps in a row: the second copies go (the copies of
+     * the step are done; its host updates, which may write them, are waited for first) */
+    if (give_back && !(rc = wait_all_adam(st))) {
+        for (int i = st->ahead.first; i < st->ahead.first + st->ahead.count; i++) {
+            const size_t off = (size_t)i * z->Sl;
+            update_ahead_restore(&st->ahead, i, st->host_p + off, st->host_m + off, st->host_v + off);
+        }
+        update_ahead_give_back(&st->ahead);
+    }
+    if (rc) return rc;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     if (st->disk) {
         disk_tier_take_stats(st->disk, &out->busy_ms[BUSY_DISK], &out->bytes_disk_read,

@@ -436,7 +436,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
                (rc = alloc_in(st, (void **)&st->host_v, b.host_mv, MEM_HOST, "Adam v (host)"))) {
         return rc;
     }
-    if ((rc = update_ahead_open(&st->ahead, &st->mem, 1 + L - z->K, z->K, z->Sl))) return rc;
+    if ((rc = update_ahead_open(&st->ahead, &st->mem, env->cfg, 1 + L - z->K, z->K, z->Sl))) return rc;
     update_ahead_note_plan(&st->ahead, env, "zero-infinity", L);
 
     st->adam_ticket = calloc((size_t)L + 1, sizeof *st->adam_ticket);
@@ -769,7 +769,7 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     int rc;
     if ((rc = offload_streams_begin_step(&st->io, out, st->work.ids, tokens, targets, z->N)))
         return rc;
-    update_ahead_begin_step(&st->ahead);
+    if ((rc = update_ahead_begin_step(&st->ahead))) return rc;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
 
     if ((rc = gpt_stream_memset_zero(c, st->embed_g, z->PE * sizeof(float))))
@@ -793,7 +793,9 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
             if (ahead) update_ahead_swap(&st->ahead, b);
         }
     }
-    update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
+    /* (nothing to give back: only a number of blocks, which holds its copies throughout, goes
+     * ahead here; auto does not, see ahead_layers) */
+    (void)update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping every block was already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every

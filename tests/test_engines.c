@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "engine_harness.h"
+#include "../engines/runtime/update_ahead.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -141,6 +142,94 @@ static void test_clip_speculate_equals_baseline(void **state)
     free_trajectory(&base);
 }
 
+/* --clip-speculate auto's rule (runtime/update_ahead.h) on a trajectory's norms: how often
+ * the second copies would be taken and given back. */
+static void auto_rule(const engine_config *cfg, const double *norm, int *taken, int *given_back)
+{
+    int held = 0, next = 0, run = 0;
+    *taken = *given_back = 0;
+    for (int i = 0; i < ITERS; i++) {
+        if (next && !held) held = 1, ++*taken;
+        const int clips = gpt_clip_scale(&cfg->optim, norm[i]) != 1.0f;
+        run = clips ? run + 1 : 0;
+        next = !clips;
+        if (held && run >= UPDATE_AHEAD_GIVE_BACK_AFTER) held = 0, ++*given_back;
+    }
+}
+
+/* --clip-speculate auto follows the clipping: under a clip where a step does not clip, then
+ * UPDATE_AHEAD_GIVE_BACK_AFTER or more in a row do, then one does not again, stronghold and
+ * l2l take the second copies (host memory up by exactly their size), give them back (down to
+ * what it was: the blocks whose state was in them copied home first) and take them again;
+ * none at init; and the trajectory is the baseline's bit for bit throughout. */
+static void test_clip_speculate_auto_follows_clipping(void **state)
+{
+    (void)state;
+    const int L = 8;
+    engine_config cfg = small_config(L);
+    trajectory probe;
+    cfg.optim.clip = 0;
+    run_baseline(&cfg, &probe);
+    double sorted[ITERS];
+    memcpy(sorted, probe.norm, sizeof sorted);
+    qsort(sorted, ITERS, sizeof sorted[0], by_double);
+    free_trajectory(&probe);
+    /* the first clip (from the norms' order) whose clipped baseline has that pattern */
+    trajectory base;
+    int found = 0;
+    for (int q = 1; q < ITERS && !found; q++) {
+        cfg.optim.clip = 0.5 * (sorted[q - 1] + sorted[q]);
+        run_baseline(&cfg, &base);
+        int taken, given;
+        auto_rule(&cfg, base.norm, &taken, &given);
+        if (taken >= 2 && given >= 1) found = 1;
+        else free_trajectory(&base);
+    }
+    assert_true(found);
+
+    const struct { const engine_vtbl *eng; int window; } runs[] = {
+        {&engine_stronghold, 1}, {&engine_stronghold, 3}, {&engine_l2l, 0}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        engine_config c = cfg;
+        c.window = runs[i].window;
+        c.clip_speculate = -1;
+        engine_harness h;
+        assert_int_equal(harness_open(&h, runs[i].eng, &c, SIZE_MAX), 0);
+        const size_t at_init = h.host.in_use;
+        size_t held_bytes = 0;
+        int held = 0, next = 0, run = 0, taken = 0, given = 0;
+        trajectory t;
+        for (int it = 1; it <= ITERS; it++) {
+            step_result r;
+            memset(&r, 0, sizeof r);
+            harness_step(&h, it, &r);
+            t.loss[it - 1] = r.loss;
+            t.norm[it - 1] = r.grad_norm;
+            /* the rule on this run's own norms: what the host memory must show now */
+            if (next && !held) held = 1, taken++;
+            const int clips = gpt_clip_scale(&c.optim, r.grad_norm) != 1.0f;
+            run = clips ? run + 1 : 0;
+            next = !clips;
+            if (held && run >= UPDATE_AHEAD_GIVE_BACK_AFTER) held = 0, given++;
+            if (held && !held_bytes) held_bytes = h.host.in_use - at_init;
+            if (held) assert_true(held_bytes > 0 && h.host.in_use == at_init + held_bytes);
+            else assert_true(h.host.in_use == at_init);
+        }
+        assert_true(taken >= 2 && given >= 1);
+        t.nparams = (size_t)gpt_param_count(&c.shape);
+        t.params = malloc(t.nparams * sizeof(float));
+        assert_non_null(t.params);
+        assert_int_equal(h.eng->read_params(h.state, t.params), 0);
+        harness_close(&h);
+        char what[96];
+        snprintf(what, sizeof what, "%s -w %d --clip-speculate auto (clip %.4g)", runs[i].eng->name, runs[i].window,
+                 c.optim.clip);
+        assert_same_trajectory(&base, &t, what);
+        free_trajectory(&t);
+    }
+    free_trajectory(&base);
+}
+
 /* -w auto under a GPU budget too small for every layer: it streams some layers (its
  * chosen plan has fewer resident layers than L) and still equals the baseline. */
 static void test_stronghold_auto_under_budget(void **state)
@@ -236,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_stronghold_equals_baseline),
         cmocka_unit_test(test_stronghold_unclipped_equals_baseline),
         cmocka_unit_test(test_clip_speculate_equals_baseline),
+        cmocka_unit_test(test_clip_speculate_auto_follows_clipping),
         cmocka_unit_test(test_stronghold_auto_under_budget),
         cmocka_unit_test(test_stronghold_gpu_memory_independent_of_layers),
         cmocka_unit_test(test_stronghold_oom),

@@ -1,4 +1,5 @@
 #include "update_ahead.h"
+#include "timer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,31 @@ uint64_t update_ahead_bytes(int count, size_t block_floats)
     return (uint64_t)count * 3 * block_floats * sizeof(float);
 }
 
-int update_ahead_open(update_ahead *a, engine_allocs *mem, int first, int count, size_t block_floats)
+/* auto: allocate the second copies from the host budget (params pinned: the copies to the
+ * GPU read whichever is current), every block's current state at home. */
+static int take_copies(update_ahead *a)
+{
+    const size_t bytes = (size_t)a->count * a->block * sizeof(float);
+    const double t0 = wall_ms();
+    int rc = pinned_alloc(a->host, a->be, (void **)&a->p, bytes, "--clip-speculate second copy of params");
+    if (!rc && (rc = host_alloc(a->host, (void **)&a->m, bytes, "--clip-speculate second copy of Adam m"))) {
+        pinned_free(a->host, a->be, a->p, bytes);
+        a->p = NULL;
+    }
+    if (!rc && (rc = host_alloc(a->host, (void **)&a->v, bytes, "--clip-speculate second copy of Adam v"))) {
+        host_free(a->host, a->m, bytes);
+        pinned_free(a->host, a->be, a->p, bytes);
+        a->p = a->m = NULL;
+    }
+    a->take_ms += wall_ms() - t0;
+    if (rc) return rc;
+    memset(a->swapped, 0, (size_t)a->count);
+    a->taken++;
+    return GPT_OK;
+}
+
+int update_ahead_open(update_ahead *a, engine_allocs *mem, const engine_config *cfg, int first, int count,
+                      size_t block_floats)
 {
     memset(a, 0, sizeof *a);
     a->next = 1;
@@ -29,26 +54,57 @@ int update_ahead_open(update_ahead *a, engine_allocs *mem, int first, int count,
     a->first = first;
     a->count = count;
     a->block = block_floats;
+    a->swapped = calloc((size_t)count, 1);
+    if (!a->swapped) return GPT_ERR_OOM;
+    if (cfg->clip_speculate < 0) {
+        /* auto: nothing until a step does not clip */
+        a->adaptive = 1;
+        a->host = mem->host;
+        a->be = mem->be;
+        a->next = 0;
+        return GPT_OK;
+    }
     const size_t bytes = (size_t)count * block_floats * sizeof(float);
     int rc;
     if ((rc = engine_alloc(mem, MEM_PINNED, (void **)&a->p, bytes, "--clip-speculate second copy of params")) ||
         (rc = engine_alloc(mem, MEM_HOST, (void **)&a->m, bytes, "--clip-speculate second copy of Adam m")) ||
         (rc = engine_alloc(mem, MEM_HOST, (void **)&a->v, bytes, "--clip-speculate second copy of Adam v")))
         return rc;
-    a->swapped = calloc((size_t)count, 1);
-    return a->swapped ? GPT_OK : GPT_ERR_OOM;
+    return GPT_OK;
+}
+
+void update_ahead_give_back(update_ahead *a)
+{
+    if (!a->adaptive || !a->p) return;
+    const size_t bytes = (size_t)a->count * a->block * sizeof(float);
+    host_free(a->host, a->v, bytes);
+    host_free(a->host, a->m, bytes);
+    pinned_free(a->host, a->be, a->p, bytes);
+    a->p = a->m = a->v = NULL;
+    a->given_back++;
 }
 
 void update_ahead_close(update_ahead *a)
 {
+    update_ahead_give_back(a);
     free(a->swapped);
     a->swapped = NULL;
+}
+
+void update_ahead_restore(update_ahead *a, int b, float *home_p, float *home_m, float *home_v)
+{
+    if (!a->p || b < a->first || b >= a->first + a->count || !a->swapped[b - a->first]) return;
+    const size_t at = (size_t)(b - a->first) * a->block, bytes = a->block * sizeof(float);
+    memcpy(home_p, a->p + at, bytes);
+    if (home_m) memcpy(home_m, a->m + at, bytes);
+    if (home_v) memcpy(home_v, a->v + at, bytes);
+    a->swapped[b - a->first] = 0;
 }
 
 ahead_state update_ahead_state(const update_ahead *a, int b, float *home_p, float *home_m, float *home_v,
                                int other)
 {
-    if (a->count && b >= a->first && b < a->first + a->count && (a->swapped[b - a->first] ^ other)) {
+    if (a->count && a->p && b >= a->first && b < a->first + a->count && (a->swapped[b - a->first] ^ other)) {
         const size_t at = (size_t)(b - a->first) * a->block;
         return (ahead_state){a->p + at, a->m + at, a->v + at};
     }
@@ -67,32 +123,54 @@ void update_ahead_job(const update_ahead *a, int b, float *home_p, float *home_m
     }
 }
 
-void update_ahead_begin_step(update_ahead *a) { a->now = a->count > 0 && a->next; }
+int update_ahead_begin_step(update_ahead *a)
+{
+    if (a->count > 0 && a->next && !a->p) {
+        const int rc = take_copies(a);
+        if (rc) return rc;
+    }
+    a->now = a->count > 0 && a->next && a->p;
+    return GPT_OK;
+}
 
 void update_ahead_swap(update_ahead *a, int b) { a->swapped[b - a->first] ^= 1; }
 
-void update_ahead_end_step(update_ahead *a, int skipped, float clip_scale)
+int update_ahead_end_step(update_ahead *a, int skipped, float clip_scale)
 {
-    if (!a->count) return;
+    if (!a->count) return 0;
+    const int clipped = skipped || clip_scale != 1.0f;
+    a->steps_seen++;
+    a->clipped += clipped;
     if (a->now) {
         a->steps++;
-        if (skipped || clip_scale != 1.0f) a->redone++;
+        a->redone += clipped;
     }
-    a->next = !skipped && clip_scale == 1.0f;
+    a->clipped_run = clipped ? a->clipped_run + 1 : 0;
+    a->next = !clipped;
+    return a->adaptive && a->p && a->clipped_run >= UPDATE_AHEAD_GIVE_BACK_AFTER;
 }
 
 void update_ahead_note_plan(const update_ahead *a, const engine_env *env, const char *engine, int of_blocks)
 {
     if (!a->count) return;
-    engine_note(env, "%s --clip-speculate: the top %d of %d host-updated blocks are updated as their grads arrive, "
-                "ahead of the clipping norm, into a second copy of their state (%.2f GiB of host memory), and again "
-                "from the first when the norm clips; after a step that clips, the next waits for the norm",
-                engine, a->count, of_blocks, (double)update_ahead_bytes(a->count, a->block) / (1u << 30));
+    if (a->adaptive)
+        engine_note(env, "%s --clip-speculate auto: the top %d of %d host-updated blocks may be updated as their grads "
+                    "arrive, ahead of the clipping norm, into a second copy of their state (%.2f GiB of host memory, "
+                    "in the plan): allocated at the step after one that does not clip, given back after %d clipped "
+                    "steps in a row; redone from the first copy when the norm clips",
+                    engine, a->count, of_blocks, (double)update_ahead_bytes(a->count, a->block) / (1u << 30),
+                    UPDATE_AHEAD_GIVE_BACK_AFTER);
+    else
+        engine_note(env, "%s --clip-speculate: the top %d of %d host-updated blocks are updated as their grads arrive, "
+                    "ahead of the clipping norm, into a second copy of their state (%.2f GiB of host memory), and again "
+                    "from the first when the norm clips; after a step that clips, the next waits for the norm",
+                    engine, a->count, of_blocks, (double)update_ahead_bytes(a->count, a->block) / (1u << 30));
 }
 
 void update_ahead_note_result(const update_ahead *a, const engine_env *env, const char *engine)
 {
     if (!a->count) return;
-    engine_note(env, "%s --clip-speculate: %d steps updated %d blocks ahead of the norm, %d of them redone (the norm "
-                "clipped or was not finite)", engine, a->steps, a->count, a->redone);
+    engine_note(env, "%s --clip-speculate: %d of %d steps clipped (or were skipped); %d steps updated %d blocks ahead "
+                "of the norm, %d of them redone; second copies allocated %d times (%.0f ms), given back %d times",
+                engine, a->clipped, a->steps_seen, a->steps, a->count, a->redone, a->taken, a->take_ms, a->given_back);
 }

@@ -14,6 +14,15 @@
  * clips the next waits for the norm (where every step clips, ahead would be redone every
  * time) until a step does not clip.
  *
+ * --clip-speculate auto holds the second copies only while they pay (`adaptive`): none at
+ * start (so a run whose every step clips, as early training with the artifact's clip 1.0 often
+ * does, neither pins nor carries them: at l100 -w 15 they were 40 GiB and most of a doubled
+ * start-up); allocated at the start of the step after one that did not clip; given back after
+ * UPDATE_AHEAD_GIVE_BACK_AFTER clipped steps in a row (the blocks whose current state is in
+ * the second copy copied home first).  The plan still counts them: they may come back at any
+ * step, and a run must never find its host memory short halfway.  N (a number) holds them
+ * from init to the end, as asked.
+ *
  * Block indices are the engine's (a layer, or 1 + layer where block 0 is the embedding); the
  * copies cover blocks first .. first + count - 1.  The second copy of the params is pinned (the
  * copies to the GPU read whichever is current), of m and v ordinary host memory.
@@ -28,13 +37,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* auto: clipped steps in a row after which the second copies are given back */
+enum { UPDATE_AHEAD_GIVE_BACK_AFTER = 3 };
+
 typedef struct update_ahead {
     int first, count;        /* blocks with a second copy */
     size_t block;            /* floats of one block's copy */
-    float *p, *m, *v;        /* the second copies, `count` blocks each */
+    float *p, *m, *v;        /* the second copies, `count` blocks each (NULL while not held) */
     unsigned char *swapped;  /* count: the block's current state is its second copy */
     int now, next;           /* this step updates ahead; the next may */
     int steps, redone;       /* steps that did; of those, redone or dropped */
+    /* auto (adaptive): the copies come and go with the clipping (outside the engine's
+     * allocation list, under the same host budget) */
+    int adaptive;
+    mem_budget *host;
+    const gpt_backend *be;
+    int clipped_run;         /* clipped (or skipped) steps in a row */
+    int steps_seen, clipped; /* every step; those whose norm clipped or that were skipped */
+    int taken, given_back;   /* times the copies were allocated, given back */
+    double take_ms;          /* allocating (pinning) them, in all */
 } update_ahead;
 
 /* How many blocks (at most `blocks`, from the top) are updated ahead: none without clipping,
@@ -48,9 +69,13 @@ int update_ahead_blocks(const engine_config *cfg, int eligible, int by_default, 
 /* Host bytes of `count` blocks' second copies (params, m, v). */
 uint64_t update_ahead_bytes(int count, size_t block_floats);
 
-/* Allocate the second copies (engine_alloc, freed with the engine's other allocations) for
- * blocks first .. first + count - 1 (count 0: nothing).  0 or a gpt_status. */
-int update_ahead_open(update_ahead *a, engine_allocs *mem, int first, int count, size_t block_floats);
+/* The second copies for blocks first .. first + count - 1 (count 0: nothing): with N
+ * (cfg->clip_speculate > 0) allocated now (engine_alloc, freed with the engine's other
+ * allocations); with auto only when a step does not clip (update_ahead_begin_step), from
+ * mem's host budget.  0 or a gpt_status. */
+int update_ahead_open(update_ahead *a, engine_allocs *mem, const engine_config *cfg, int first, int count,
+                      size_t block_floats);
+/* Frees what auto holds (the engine's allocations free N's). */
 void update_ahead_close(update_ahead *a);
 
 /* Block b's state: the current copy (other = 0) or the one an update ahead writes (other =
@@ -70,13 +95,22 @@ static inline int update_ahead_now(const update_ahead *a, int b)
     return a->now && b >= a->first && b < a->first + a->count;
 }
 
-/* At the start of a step: whether it updates ahead. */
-void update_ahead_begin_step(update_ahead *a);
+/* At the start of a step: whether it updates ahead (auto: the copies allocated first where
+ * it will and they are not held; a gpt_status when they cannot be). */
+int update_ahead_begin_step(update_ahead *a);
 /* Once the norm is known (not for a skipped step): after b was updated again if needed, its
  * copies swap. */
 void update_ahead_swap(update_ahead *a, int b);
-/* At the end of a step: count it, and decide whether the next goes ahead. */
-void update_ahead_end_step(update_ahead *a, int skipped, float clip_scale);
+/* At the end of a step: count it, and decide whether the next goes ahead.  Returns 1 when
+ * (auto) the copies are to be given back: once no host update, copy up or other reader uses
+ * them, the engine calls update_ahead_restore for each block, then update_ahead_give_back. */
+int update_ahead_end_step(update_ahead *a, int skipped, float clip_scale);
+/* Block b's state home (its home copy, as update_ahead_state takes it) where its current
+ * copy is the second one. */
+void update_ahead_restore(update_ahead *a, int b, float *home_p, float *home_m, float *home_v);
+void update_ahead_give_back(update_ahead *a);
+/* Whether the second copies are allocated now. */
+static inline int update_ahead_held(const update_ahead *a) { return a->p != NULL; }
 /* The log's lines: what is updated ahead (at init), and how it went (at the end). */
 void update_ahead_note_plan(const update_ahead *a, const engine_env *env, const char *engine, int of_blocks);
 void update_ahead_note_result(const update_ahead *a, const engine_env *env, const char *engine);
