@@ -63,6 +63,9 @@ typedef struct run_state {
     char notes[16][512];     /* what the engine said (its choices, a recovery), for the JSON */
     int nnotes;
     double setup_ms;         /* the engine's init: allocation, pinning, initialisation */
+    /* The budgets' set-up accounts as init left them (an engine may allocate later, e.g.
+     * --clip-speculate auto's second copies: those are the run's, not its set-up's) */
+    mem_budget host_at_setup, gpu_at_setup;
     double init_ms;          /* of which initialising the parameters (engine_env.init_ms) */
     engine_resume resume;    /* what the engine recovered (iteration 0: nothing) */
     machine_rates machine;   /* the calibrated machine of this shape, when there is one */
@@ -134,25 +137,39 @@ static void engine_fault(void *ctx, int iteration, int phase)
  * streams, events, copies to the GPU, the -w auto probe). */
 static double setup_rest_ms(const run_state *s)
 {
-    const double rest = s->setup_ms - s->host.pinned_ms - s->gpu.budget.alloc_ms - s->host.alloc_ms - s->init_ms;
+    const double rest = s->setup_ms - s->host_at_setup.pinned_ms - s->gpu_at_setup.alloc_ms - s->host_at_setup.alloc_ms -
+                        s->init_ms;
     return rest > 0 ? rest : 0;
+}
+
+/* Steps of this run whose norm the clip scaled (--clip-grad > 0; a skipped step is not
+ * one): the clipped schedule is the one the offload engines run there. */
+static int clipped_steps(const run_state *s)
+{
+    int n = 0;
+    for (int i = s->first; i < s->done; i++)
+        n += !s->iters[i].r.skipped && gpt_clip_scale(&s->ec.optim, s->iters[i].r.grad_norm) != 1.0f;
+    return n;
 }
 
 /* Where the engine's set-up went: page-locking (and zeroing) host memory, the device and
  * other host allocations (host ones zeroed), initialising the parameters, and the rest. */
 static void report_setup(run_state *s)
 {
+    s->host_at_setup = s->host;
+    s->gpu_at_setup = s->gpu.budget;
     const double pinned = s->host.pinned_ms, dev = s->gpu.budget.alloc_ms + s->host.alloc_ms;
-    char pb[32], db[32], hb[32];
+    char pb[32], db[32], hb[32], line[512];
     format_bytes((double)s->host.pinned_bytes, pb, sizeof pb);
     format_bytes((double)s->gpu.budget.alloc_bytes, db, sizeof db);
     format_bytes((double)s->host.alloc_bytes, hb, sizeof hb);
-    logline(s, "setup: pinned host %s in %.2f s | GPU %s and host %s allocated in %.2f s | "
-               "parameters initialised in %.2f s | the rest %.2f s | total %.2f s",
-            pb, pinned / 1e3, db, hb, dev / 1e3, s->init_ms / 1e3, setup_rest_ms(s) / 1e3, s->setup_ms / 1e3);
-    if (s->rank == 0 && s->setup_ms > 3000) {
-        printf("  setup took %.1f s: pinned host %s in %.1f s, allocations %.1f s, parameters %.1f s, the rest %.1f s\n",
-               s->setup_ms / 1e3, pb, pinned / 1e3, dev / 1e3, s->init_ms / 1e3, setup_rest_ms(s) / 1e3);
+    snprintf(line, sizeof line, "setup: pinned host %s in %.2f s | GPU %s and host %s allocated in %.2f s | "
+                                "parameters initialised in %.2f s | the rest %.2f s | total %.2f s",
+             pb, pinned / 1e3, db, hb, dev / 1e3, s->init_ms / 1e3, setup_rest_ms(s) / 1e3, s->setup_ms / 1e3);
+    logline(s, "%s", line);
+    /* (on stdout too: start-up is part of what a run costs) */
+    if (s->rank == 0) {
+        printf("  %s\n", line);
         fflush(stdout);
     }
 }
@@ -525,10 +542,10 @@ static int write_json(run_state *s)
 
     cJSON *setup = cJSON_AddObjectToObject(root, "setup");
     cJSON_AddNumberToObject(setup, "total_ms", s->setup_ms);
-    cJSON_AddNumberToObject(setup, "pinned_host_bytes", (double)s->host.pinned_bytes);
-    cJSON_AddNumberToObject(setup, "pinned_host_ms", s->host.pinned_ms);
-    cJSON_AddNumberToObject(setup, "allocation_ms", s->gpu.budget.alloc_ms + s->host.alloc_ms);
-    cJSON_AddNumberToObject(setup, "host_bytes", (double)s->host.alloc_bytes);
+    cJSON_AddNumberToObject(setup, "pinned_host_bytes", (double)s->host_at_setup.pinned_bytes);
+    cJSON_AddNumberToObject(setup, "pinned_host_ms", s->host_at_setup.pinned_ms);
+    cJSON_AddNumberToObject(setup, "allocation_ms", s->gpu_at_setup.alloc_ms + s->host_at_setup.alloc_ms);
+    cJSON_AddNumberToObject(setup, "host_bytes", (double)s->host_at_setup.alloc_bytes);
     cJSON_AddNumberToObject(setup, "init_ms", s->init_ms);
     cJSON_AddNumberToObject(setup, "rest_ms", setup_rest_ms(s));
     if (s->resume.iteration > 0) {
@@ -618,6 +635,9 @@ static int write_json(run_state *s)
         cJSON_AddNumberToObject(sum, "first_loss", s->iters[s->first].r.loss);
         cJSON_AddNumberToObject(sum, "final_loss", s->iters[s->done - 1].r.loss);
     }
+    /* (the clip the run trained with, and how many of its steps it bound) */
+    cJSON_AddNumberToObject(sum, "clip_grad", ec->optim.clip);
+    cJSON_AddNumberToObject(sum, "clipped_steps", clipped_steps(s));
     cJSON_AddStringToObject(root, "log", s->log_path);
 
     char *text = cJSON_Print(root);
@@ -722,6 +742,8 @@ static void print_summary(run_state *s)
                med, global_batch * 1000.0 / med,
                gpt_model_flops(&s->ec.shape) * engine_micro_batches(&s->ec) / (med * 1e-3) / 1e12,
                g, h, s->iters[s->first].r.loss, s->iters[s->done - 1].r.loss);
+        if (s->ec.optim.clip > 0)
+            printf("  clip-grad %g: %d of %d steps clipped\n", s->ec.optim.clip, clipped_steps(s), s->done - s->first);
     } else {
         printf("  %s: %s\n", s->status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "FAILED", s->message);
     }
