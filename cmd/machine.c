@@ -1,6 +1,7 @@
 #include "machine.h"
 
 #include "bisect.h"
+#include "bound.h"
 
 #include "report.h"
 #include "run.h"
@@ -1331,6 +1332,9 @@ int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_bud
                BUSY_NAMES[p.bound]);
         for (int k = 0; k < BUSY_KINDS; k++)
             if (p.busy_ms[k] > 0) printf(" %s %.1f", BUSY_NAMES[k], p.busy_ms[k]);
+        /* the step's bounds from those busy times (bound.h), as a run prints them */
+        printf(" | roofline %.1f", bound_roofline_ms(p.busy_ms));
+        if (bound_waits_for_norm(eng, &cfg)) printf(" | clipped schedule %.1f", bound_clipped_ms(p.busy_ms, cfg.ckpt));
         printf(" | plan GPU %s, host %s: %s\n", g, h, fits ? "fits" : "does not fit");
     }
     printf("predicted in %.1f ms\n", wall_ms() - t0);

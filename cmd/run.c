@@ -1,5 +1,6 @@
 #include "run.h"
 
+#include "bound.h"
 #include "launch.h"
 #include "machine.h"
 #include "report.h"
@@ -352,6 +353,24 @@ static double median_iteration_ms(const run_state *s)
     return med;
 }
 
+/* The median over the measured iterations (the first left out, as median_iteration_ms) of a
+ * step's bound (bound.h): the roofline, or (clipped) the clipped schedule's.  0: the engine
+ * reports no busy times. */
+static double median_bound_ms(const run_state *s, int clipped)
+{
+    const int n = s->done - s->first, skip = n > 1;
+    if (n <= 0 || !s->iters[s->done - 1].r.has_busy) return 0;
+    double *b = malloc(sizeof(double) * (size_t)n);
+    if (!b) return 0;
+    for (int i = 0; i < n; i++) {
+        const step_result *r = &s->iters[s->first + i].r;
+        b[i] = clipped ? bound_clipped_ms(r->busy_ms, s->ec.ckpt) : bound_roofline_ms(r->busy_ms);
+    }
+    const double med = median_of(b + skip, n - skip);
+    free(b);
+    return med;
+}
+
 /* ---- gemini: the Gemini artifact's comparison in one job (--gemini-ckpt-from) -------------
  * Its runs train some warm-up steps, then 10 without checkpoints, then the rest with, and keep
  * every step time (results.json).  Ours: the iterations before --gemini-ckpt-from are without;
@@ -596,6 +615,9 @@ static int write_json(run_state *s)
             cJSON_AddNumberToObject(b, "d2h", r->r.busy_ms[BUSY_D2H]);
             cJSON_AddNumberToObject(b, "host_adam", r->r.busy_ms[BUSY_HOST_ADAM]);
             cJSON_AddNumberToObject(b, "disk", r->r.busy_ms[BUSY_DISK]);
+            cJSON_AddNumberToObject(o, "roofline_ms", bound_roofline_ms(r->r.busy_ms));
+            if (bound_waits_for_norm(s->eng, ec))
+                cJSON_AddNumberToObject(o, "clipped_bound_ms", bound_clipped_ms(r->r.busy_ms, ec->ckpt));
             cJSON_AddNumberToObject(o, "bytes_h2d", r->r.bytes_h2d);
             cJSON_AddNumberToObject(o, "bytes_d2h", r->r.bytes_d2h);
             cJSON_AddNumberToObject(o, "host_adam_params", r->r.host_adam_params);
@@ -634,6 +656,17 @@ static int write_json(run_state *s)
                                 effective_tflops(s->params, rank_batch_of(ec), ec->shape.seq, med * 1e-3));
         cJSON_AddNumberToObject(sum, "first_loss", s->iters[s->first].r.loss);
         cJSON_AddNumberToObject(sum, "final_loss", s->iters[s->done - 1].r.loss);
+    }
+    /* The bounds of its steps beside the measured time (bound.h) */
+    if (s->done > s->first && s->iters[s->done - 1].r.has_busy) {
+        const double med = median_iteration_ms(s), roof = median_bound_ms(s, 0);
+        cJSON_AddNumberToObject(sum, "roofline_ms", roof);
+        double bound = roof;
+        if (bound_waits_for_norm(s->eng, ec)) {
+            bound = median_bound_ms(s, 1);
+            cJSON_AddNumberToObject(sum, "clipped_bound_ms", bound);
+        }
+        if (bound > 0) cJSON_AddNumberToObject(sum, "ms_over_bound", med / bound);
     }
     /* (the clip the run trained with, and how many of its steps it bound) */
     cJSON_AddNumberToObject(sum, "clip_grad", ec->optim.clip);
@@ -713,6 +746,14 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
                 cur->r.bytes_d2h / 1e9, cur->r.host_adam_params / 1e6, cur->r.bytes_disk_read / 1e9,
                 cur->r.bytes_disk_write / 1e9);
     }
+    if (cur->r.has_busy) {
+        if (bound_waits_for_norm(s->eng, ec))
+            logline(s, "bound (ms, last iteration) | roofline: %.1f | clipped schedule: %.1f | measured: %.1f",
+                    bound_roofline_ms(cur->r.busy_ms), bound_clipped_ms(cur->r.busy_ms, ec->ckpt), cur->ms);
+        else
+            logline(s, "bound (ms, last iteration) | roofline: %.1f | measured: %.1f", bound_roofline_ms(cur->r.busy_ms),
+                    cur->ms);
+    }
     if (cur->r.has_comm)
         logline(s, "collectives (rank 0, last iteration) | busy ms: %.1f | GB handed to them: %.3f",
                 cur->r.busy_ms[BUSY_COMM], cur->r.bytes_comm / 1e9);
@@ -744,6 +785,14 @@ static void print_summary(run_state *s)
                g, h, s->iters[s->first].r.loss, s->iters[s->done - 1].r.loss);
         if (s->ec.optim.clip > 0)
             printf("  clip-grad %g: %d of %d steps clipped\n", s->ec.optim.clip, clipped_steps(s), s->done - s->first);
+        const double roof = median_bound_ms(s, 0);
+        if (roof > 0 && bound_waits_for_norm(s->eng, &s->ec)) {
+            const double clipped = median_bound_ms(s, 1);
+            printf("  bound: %.1f ms/it (the clipped schedule: the host Adam waits for the norm; roofline %.1f) | "
+                   "measured %.2fx of it\n", clipped, roof, med / clipped);
+        } else if (roof > 0) {
+            printf("  bound: %.1f ms/it (roofline: every resource busy at once) | measured %.2fx of it\n", roof, med / roof);
+        }
     } else {
         printf("  %s: %s\n", s->status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "FAILED", s->message);
     }

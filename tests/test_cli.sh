@@ -171,6 +171,53 @@ else
     failc "setup phases" "$(grep '^setup' "$log")"
 fi
 
+# the setup line on stdout too; the clip and the bounds (bound.h) beside the measured time:
+# each iteration's roofline the largest busy time, its clipped-schedule bound max(roofline,
+# compute + the host Adam the forward's quarter of the compute does not cover), the summary
+# their medians over the iterations after the first and the clipped steps counted; with
+# --clip-grad 0 only the roofline (nothing waits for a norm)
+B="$WORK/bound"
+mkdir -p "$B"
+(cd "$B" && "$BIN" -m stronghold -w 1 "${TINY[@]}" --iters 6 --results r1 >clip.out 2>&1)
+rc1=$?
+(cd "$B" && "$BIN" -m stronghold -w 1 "${TINY[@]}" --iters 6 --clip-grad 0 --results r2 >noclip.out 2>&1)
+rc2=$?
+check=$(python3 - "$B" <<'EOF'
+import glob, json, statistics, sys
+bad = []
+for sub, clipped in (("r1", True), ("r2", False)):
+    js = glob.glob(f"{sys.argv[1]}/{sub}/log_stronghold_*.json")
+    if len(js) != 1: print(f"{sub}: {js}"); sys.exit()
+    d = json.load(open(js[0]))
+    its, s = d["iterations"], d["summary"]
+    roofs, bounds = [], []
+    for it in its:
+        b = it["busy_ms"]
+        roof = max(b["compute"], b["h2d"], b["d2h"], b["host_adam"], b["disk"], it.get("collectives_busy_ms", 0))
+        cl = max(roof, b["compute"] + max(0.0, b["host_adam"] - b["compute"] / 4))
+        if abs(it["roofline_ms"] - roof) > 1e-9: bad.append(f"{sub} it {it['iteration']} roofline")
+        if clipped and abs(it["clipped_bound_ms"] - cl) > 1e-9: bad.append(f"{sub} it {it['iteration']} clipped bound")
+        if not clipped and "clipped_bound_ms" in it: bad.append(f"{sub}: a clipped bound without clipping")
+        roofs.append(roof); bounds.append(cl)
+    if abs(s["roofline_ms"] - statistics.median(roofs[1:])) > 1e-9: bad.append(f"{sub} median roofline")
+    want = statistics.median(bounds[1:]) if clipped else s["roofline_ms"]
+    if clipped and abs(s["clipped_bound_ms"] - want) > 1e-9: bad.append(f"{sub} median clipped bound")
+    if abs(s["ms_over_bound"] - s["median_ms"] / want) > 1e-9: bad.append(f"{sub} ms_over_bound")
+    n = sum(1 for it in its if it["grad_norm"] > s["clip_grad"] > 0 and not it["skipped"])
+    if s["clipped_steps"] != n or (clipped and n == 0): bad.append(f"{sub} clipped steps {s['clipped_steps']} vs {n}")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$check" = ok ] && grep -q '^  setup: pinned host ' "$B/clip.out" &&
+    grep -qE '^  clip-grad 1: [1-9][0-9]* of 6 steps clipped$' "$B/clip.out" &&
+    grep -qE '^  bound: [0-9.]+ ms/it \(the clipped schedule: .*roofline [0-9.]+\) \| measured [0-9.]+x of it$' "$B/clip.out" &&
+    grep -qE '^  bound: [0-9.]+ ms/it \(roofline: ' "$B/noclip.out" && ! grep -q 'clip-grad' "$B/noclip.out" &&
+    grep -qE '^bound \(ms, last iteration\) \| roofline: [0-9.]+ \| clipped schedule: [0-9.]+ \| measured: ' "$B"/r1/log_*.txt; then
+    pass "the setup line on stdout; the clip (steps clipped) and each step's roofline and clipped-schedule bound in log, JSON and stdout, recomputed from the busy times"
+else
+    failc "bounds and clip" "exit $rc1/$rc2: $check; $(grep -E 'bound|clip-grad|setup' "$B/clip.out" | head -n 4)"
+fi
+
 # the notice before a long set-up (stdout, from the plan): over the threshold, and not under it
 # (in subshells: this file is sourced, and a `cd -` below must come back where it was)
 N="$WORK/notice"
