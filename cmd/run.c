@@ -362,11 +362,12 @@ static double median_bound_ms(const run_state *s, int clipped)
     if (n <= 0 || !s->iters[s->done - 1].r.has_busy) return 0;
     double *b = malloc(sizeof(double) * (size_t)n);
     if (!b) return 0;
-    for (int i = 0; i < n; i++) {
+    int m = 0; /* (the measured iterations that have busy times) */
+    for (int i = skip; i < n; i++) {
         const step_result *r = &s->iters[s->first + i].r;
-        b[i] = clipped ? bound_clipped_ms(r->busy_ms, s->ec.ckpt) : bound_roofline_ms(r->busy_ms);
+        if (r->has_busy) b[m++] = clipped ? bound_clipped_ms(r->busy_ms, s->ec.ckpt) : bound_roofline_ms(r->busy_ms);
     }
-    const double med = median_of(b + skip, n - skip);
+    const double med = m ? median_of(b, m) : 0;
     free(b);
     return med;
 }
