@@ -549,7 +549,9 @@ static int write_json(run_state *s)
         }
     }
     cJSON_AddItemToObject(mem, "gpu", json_budget(&s->gpu.budget, s->plan.gpu_bytes));
-    cJSON_AddItemToObject(mem, "host", json_budget(&s->host, s->plan.host_bytes));
+    cJSON *host = json_budget(&s->host, s->plan.host_bytes);
+    cJSON_AddNumberToObject(host, "planned_while_ahead_bytes", (double)s->plan.host_while_ahead);
+    cJSON_AddItemToObject(mem, "host", host);
     if (s->has_disk) cJSON_AddItemToObject(mem, "disk", json_budget(&s->disk, s->plan.disk_bytes));
     if (s->status == EXIT_RUN_OOM && s->oom_budget) {
         cJSON *oom = cJSON_AddObjectToObject(root, "oom");
@@ -1276,6 +1278,11 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         format_bytes((double)s.plan.disk_bytes, d, sizeof d);
         logline(&s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s) | disk: %s (plan %s)", pg, g,
                 ph, h, pd, d);
+        if (s.plan.host_while_ahead) {
+            char wa[32];
+            format_bytes((double)s.plan.host_while_ahead, wa, sizeof wa);
+            logline(&s, "memory peak | of the host plan, %s held only while steps do not clip (--clip-speculate auto)", wa);
+        }
         watchdog_margin wm;
         if (watchdog_get_margin(s.dog, &wm) == 0 && wm.closest_limit_s > 0)
             logline(&s, "watchdog | limit at the end: %.0f s (%s) | closest call: %.1f s idle of %.0f s (%.0f%%), in "

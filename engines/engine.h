@@ -125,6 +125,10 @@ typedef struct engine_plan {
     uint64_t gpu_bytes;
     uint64_t host_bytes;
     uint64_t disk_bytes;
+    /* of host_bytes, what --clip-speculate auto holds only while steps do not clip (its
+     * second copies, runtime/update_ahead.h): a run whose every step clips peaks this much
+     * under its plan */
+    uint64_t host_while_ahead;
 } engine_plan;
 
 /* What an engine gets from the driver; it must not outlive the engine. */

@@ -180,6 +180,7 @@ static void l2l_plan(const engine_config *cfg, engine_plan *out)
     set_ranks(&z, engine_world(cfg), 0, engine_micro_batches(cfg));
     z.K = ahead_layers(cfg, &z, &cfg->shape);
     plan_of(&z, &cfg->shape, out);
+    if (cfg->clip_speculate < 0) out->host_while_ahead = update_ahead_bytes(z.K, z.Sl);
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -607,6 +608,7 @@ static void l2l_chosen_plan(void *state, engine_plan *out)
 {
     l2l_state *st = state;
     plan_of(&st->z, &st->sh, out);
+    if (st->ahead.adaptive) out->host_while_ahead = update_ahead_bytes(st->ahead.count, st->ahead.block);
 }
 
 /* The step on machine m, in the order of l2l_step: one slot, so each

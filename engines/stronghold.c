@@ -348,6 +348,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
     const sh_layout z = run_layout(cfg, R, S, 0);
     plan_of(&z, sh, out);
+    if (cfg->clip_speculate < 0) out->host_while_ahead = update_ahead_bytes(z.K, z.Sl);
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -948,6 +949,7 @@ static void stronghold_chosen_plan(void *state, engine_plan *out)
 {
     stronghold_state *st = state;
     plan_of(&st->z, &st->sh, out);
+    if (st->ahead.adaptive) out->host_while_ahead = update_ahead_bytes(st->ahead.count, st->ahead.block);
 }
 
 /* ---- one step -------------------------------------------------------------------------------- */
