@@ -11,6 +11,8 @@
 #   others   l2l and zero-infinity l32, clip 1.0 / 0
 #   largest  --search --largest --offload cpu under the V100 budgets (calibrated here at
 #            b 1, 2, 4) and its pick trained 3 iterations: the size it answers trains
+# AB=1: the l32, l64 and others parts with OLD_TREE's binary too (tags old_*), one after the
+# other on the same machine.
 #   git archive -o .deps/old_tree.tar COMMIT    # here, before the call
 #   PARTS=startup,l32,l64 bash bench/clip_bound_gpu.sh "$OUT"
 set -uo pipefail
@@ -30,7 +32,7 @@ t0=$(date +%s)
 make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
 OLD_TREE=${OLD_TREE:-.deps/old_tree.tar}
 old=/tmp/aebench-old-tree
-if has startup && [ -f "$OLD_TREE" ] && [ ! -x "$old/aebench" ]; then
+if { has startup || [ -n "${AB:-}" ]; } && [ -f "$OLD_TREE" ] && [ ! -x "$old/aebench" ]; then
     mkdir -p "$old" && tar -xf "$OLD_TREE" -C "$old"
     (cd "$old" && make -j16 CUDA=1 MPI=0 aebench >"$out/build_old.txt" 2>&1) || { tail -n 20 "$out/build_old.txt"; exit 1; }
 fi
@@ -50,19 +52,26 @@ if has startup; then
     [ -x "$old/aebench" ] && run startup_old "$old/aebench" -m stronghold -l 100 -w 15 --iters 3
     run startup_new ./aebench -m stronghold -l 100 -w 15 --iters 3
 fi
-if has l32; then
-    for c in 1.0 0 1000; do run "l32_clip$c" ./aebench -m stronghold -l 32 -w 15 --iters 8 --clip-grad $c; done
-fi
-if has l64; then
-    for c in 1.0 0; do
-        run "l64_clip$c" ./aebench -m stronghold -l 64 -w auto --gpu-mem-limit 32G --cpu-mem-limit 90G --iters 6 --clip-grad $c
-    done
-fi
-if has others; then
-    for e in l2l zero-infinity; do
-        for c in 1.0 0; do run "${e}_clip$c" ./aebench -m $e -l 32 --iters 6 --clip-grad $c; done
-    done
-fi
+bins=(new ./aebench)
+[ -n "${AB:-}" ] && [ -x "$old/aebench" ] && bins=(old "$old/aebench" new ./aebench)
+for ((b = 0; b < ${#bins[@]}; b += 2)); do
+    v=${bins[b]} bin=${bins[b + 1]}
+    p=""
+    [ "$v" = old ] && p=old_
+    if has l32; then
+        for c in 1.0 0 1000; do run "${p}l32_clip$c" "$bin" -m stronghold -l 32 -w 15 --iters 8 --clip-grad $c; done
+    fi
+    if has l64; then
+        for c in 1.0 0; do
+            run "${p}l64_clip$c" "$bin" -m stronghold -l 64 -w auto --gpu-mem-limit 32G --cpu-mem-limit 90G --iters 6 --clip-grad $c
+        done
+    fi
+    if has others; then
+        for e in l2l zero-infinity; do
+            for c in 1.0 0; do run "${p}${e}_clip$c" "$bin" -m $e -l 32 --iters 6 --clip-grad $c; done
+        done
+    fi
+done
 if has largest; then
     for b in 1 2 4; do
         ./aebench --calibrate --device cuda -h 2048 --global-batch 4 -b $b --results "$out/cal" >>"$out/calibrate.txt" 2>&1

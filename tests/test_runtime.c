@@ -763,12 +763,17 @@ static void test_cpu_adam_waits_for_after_event(void **state)
     assert_int_equal(cpu_adam_submit(pool, &j2, &t2), GPT_OK);
     assert_true(t2 == t1 + 1);
     sleep_ms(30);
-    /* nothing has run: the first job waits for the event, the second for the first */
+    /* nothing has run: the first job waits for the event, the second for the first; and
+     * cpu_adam_done says so without waiting */
     assert_true(memcmp(b.p, b.rp, n * sizeof(float)) == 0);
     assert_true(memcmp(b2.p, b2.rp, b2.n * sizeof(float)) == 0);
+    assert_false(cpu_adam_done(pool, t1));
+    assert_false(cpu_adam_done(pool, t2));
 
     assert_int_equal(gpt_cpu_event_release(gate), GPT_OK);
     assert_int_equal(cpu_adam_wait(pool, t2), GPT_OK); /* covers t1 too */
+    assert_true(cpu_adam_done(pool, t1) && cpu_adam_done(pool, t2));
+    assert_false(cpu_adam_done(pool, t2 + 1)); /* never handed out */
     assert_false(gate_guard_stop(&wd));
     assert_true(cpu_adam_take_busy_ms(pool) > 0.0);
     /* the reference on the final grads (b.g now holds them) */

@@ -616,6 +616,14 @@ int cpu_adam_wait(cpu_adam *pool, uint64_t ticket)
     return status;
 }
 
+int cpu_adam_done(cpu_adam *pool, uint64_t ticket)
+{
+    if (pthread_mutex_lock(&pool->lock)) return 0; /* (then the caller waits, and hears why) */
+    const int done = pool->finished_ticket >= ticket;
+    pthread_mutex_unlock(&pool->lock);
+    return done;
+}
+
 int cpu_adam_run(cpu_adam *pool, const cpu_adam_job *job)
 {
     uint64_t ticket;

@@ -53,6 +53,9 @@ int cpu_adam_submit(cpu_adam *pool, const cpu_adam_job *job, uint64_t *ticket);
 /* Block until the job with this ticket and every job before it have finished.  Returns
  * GPT_OK, or the first error of those jobs (a failed event wait). */
 int cpu_adam_wait(cpu_adam *pool, uint64_t ticket);
+/* Whether the job with this ticket and every job before it have finished (without waiting;
+ * a job that failed counts as finished: cpu_adam_wait says how). */
+int cpu_adam_done(cpu_adam *pool, uint64_t ticket);
 /* Milliseconds the pool spent running jobs since the previous call (its busy time, for the
  * per-stream table of an iteration). */
 double cpu_adam_take_busy_ms(cpu_adam *pool);
