@@ -3,11 +3,13 @@
 set macros
 set terminal @term size 900,540 font ",11"
 set output outfile
+# the clip the runs trained with (ae_draw reads it from their JSON), in the title
+if (!exists("clip")) clip = ""
 set datafile separator ","
 set grid ytics
 set border 3
 set tics nomirror
-set title "Largest trainable model per engine (find-max)"
+set title "Largest trainable model per engine (find-max)" . (clip ne "" ? "  [" . clip . "]" : "")
 set ylabel "parameters (billions)"
 set style data histograms
 set style histogram clustered gap 1

@@ -3,11 +3,13 @@
 set macros
 set terminal @term size 900,540 font ",11"
 set output outfile
+# the clip the runs trained with (ae_draw reads it from their JSON), in the title
+if (!exists("clip")) clip = ""
 set datafile separator ","
 set grid ytics
 set border 3
 set tics nomirror
-set title "Throughput of every engine at the same model size"
+set title "Throughput of every engine at the same model size" . (clip ne "" ? "  [" . clip . "]" : "")
 set ylabel "samples / s"
 set style data histograms
 set style fill solid 0.85 border -1

@@ -3,11 +3,13 @@
 set macros
 set terminal @term size 900,540 font ",11"
 set output outfile
+# the clip the runs trained with (ae_draw reads it from their JSON), in the title
+if (!exists("clip")) clip = ""
 set datafile separator ","
 set grid ytics
 set border 3
 set tics nomirror
-set title "stronghold: iteration time against model depth"
+set title "stronghold: iteration time against model depth" . (clip ne "" ? "  [" . clip . "]" : "")
 set xlabel "layers"
 set ylabel "time per iteration (ms)"
 set yrange [0:*]

@@ -3,11 +3,13 @@
 set macros
 set terminal @term size 900,540 font ",11"
 set output outfile
+# the clip the runs trained with (ae_draw reads it from their JSON), in the title
+if (!exists("clip")) clip = ""
 set datafile separator ","
 set grid ytics
 set border 3
 set tics nomirror
-set title "stronghold: iteration time against the window"
+set title "stronghold: iteration time against the window" . (clip ne "" ? "  [" . clip . "]" : "")
 set xlabel "window (layers on the GPU)"
 set ylabel "time per iteration (ms)"
 set yrange [0:*]

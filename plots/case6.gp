@@ -8,13 +8,15 @@ set macros
 stepsfile = infile[1:strlen(infile) - 4] . "_steps.csv"
 set terminal @term size 1200,520 font ",11"
 set output outfile
+# the clip the runs trained with (ae_draw reads it from their JSON), in the title
+if (!exists("clip")) clip = ""
 set datafile separator ","
 set multiplot layout 1,2
 set grid ytics
 set border 3
 set tics nomirror
 # columns: mode,no_ckpt_ms,no_ckpt_sd,ckpt_ms,ckpt_sd,slowdown,ckpt_gb,ckpt_time_ms,exposed_ms,idle_ms
-set title "Iteration time (Fig. 7): steps without, then with checkpoints"
+set title "Iteration time (Fig. 7): steps without, then with checkpoints" . (clip ne "" ? "  [" . clip . "]" : "")
 set ylabel "time per iteration (ms)"
 set style data histograms
 set style histogram errorbars gap 1 lw 1
@@ -26,7 +28,7 @@ plot infile every ::1 using 2:3:xticlabels(strcol(1)) title "without checkpoints
      '' every ::1 using 4:5 title "with (from --gemini-ckpt-from on)" lc rgb "#ee6677", \
      '' every ::1 using ($0 + 0.1):($4 + $5):(sprintf("%.3fx", $6)) with labels offset 0,1 notitle
 # columns: mode,iteration,phase,iter_ms,ckpt_gb,ckpt_ms,exposed_ms,idle_ms
-set title "interleave, per iteration (Fig. 8): idle time vs checkpoint time"
+set title "interleave, per iteration (Fig. 8): idle time vs checkpoint time" . (clip ne "" ? "  [" . clip . "]" : "")
 set style data linespoints
 set xlabel "iteration"
 set ylabel "ms"

@@ -117,9 +117,15 @@ ae_draw() {
         term=png
         echo "$0: gnuplot has no pngcairo terminal here; drawing with png instead" >&2
     fi
+    # the clip of the runs beside the CSV (their JSON's config), said in the title: at the
+    # artifact's --clip-grad 1.0 the offload engines run their clipped schedule
+    local clip
+    clip=$(grep -ho '"clip_grad":[[:space:]]*[0-9.eE+-]*' "$(dirname "$csv")"/log_*.json 2>/dev/null |
+        sed 's/.*:[[:space:]]*//' | sort -u | paste -sd/ -)
+    [ -n "$clip" ] && clip="clip-grad $clip"
     mkdir -p "$(dirname "$png")"
     tmp=$(mktemp "$png.XXXXXX")
-    if ! gnuplot -e "term='$term'; infile='$csv'; outfile='$tmp'" "$root/plots/case$n.gp"; then
+    if ! gnuplot -e "term='$term'; infile='$csv'; outfile='$tmp'; clip='$clip'" "$root/plots/case$n.gp"; then
         rm -f "$tmp"
         echo "$0: gnuplot failed on $csv" >&2
         exit 1
