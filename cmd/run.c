@@ -153,6 +153,17 @@ static int clipped_steps(const run_state *s)
     return n;
 }
 
+/* Steps of this run that updated blocks ahead of the norm (--clip-speculate), and of those
+ * the ones redone because the norm clipped. */
+static void speculated_steps(const run_state *s, int *ahead, int *redone)
+{
+    *ahead = *redone = 0;
+    for (int i = s->first; i < s->done; i++) {
+        *ahead += s->iters[i].r.ahead_blocks > 0;
+        *redone += s->iters[i].r.ahead_redone;
+    }
+}
+
 /* Where the engine's set-up went: page-locking (and zeroing) host memory, the device and
  * other host allocations (host ones zeroed), initialising the parameters, and the rest. */
 static void report_setup(run_state *s)
@@ -611,6 +622,10 @@ static int write_json(run_state *s)
         cJSON_AddNumberToObject(o, "backward_ms", r->r.ms_backward);
         cJSON_AddNumberToObject(o, "optimizer_ms", r->r.ms_optimizer);
         cJSON_AddBoolToObject(o, "skipped", r->r.skipped);
+        if (s->ec.optim.clip > 0 && (s->eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
+            cJSON_AddNumberToObject(o, "ahead_blocks", r->r.ahead_blocks);
+            cJSON_AddBoolToObject(o, "ahead_redone", r->r.ahead_redone);
+        }
         if (r->r.has_busy) {
             cJSON *b = cJSON_AddObjectToObject(o, "busy_ms");
             cJSON_AddNumberToObject(b, "compute", r->r.busy_ms[BUSY_COMPUTE]);
@@ -674,6 +689,12 @@ static int write_json(run_state *s)
     /* (the clip the run trained with, and how many of its steps it bound) */
     cJSON_AddNumberToObject(sum, "clip_grad", ec->optim.clip);
     cJSON_AddNumberToObject(sum, "clipped_steps", clipped_steps(s));
+    if (ec->optim.clip > 0 && (s->eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
+        int ahead = 0, redone = 0;
+        speculated_steps(s, &ahead, &redone);
+        cJSON_AddNumberToObject(sum, "steps_updated_ahead", ahead);
+        cJSON_AddNumberToObject(sum, "steps_redone", redone);
+    }
     cJSON_AddStringToObject(root, "log", s->log_path);
 
     char *text = cJSON_Print(root);
@@ -786,8 +807,14 @@ static void print_summary(run_state *s)
                med, global_batch * 1000.0 / med,
                gpt_model_flops(&s->ec.shape) * engine_micro_batches(&s->ec) / (med * 1e-3) / 1e12,
                g, h, s->iters[s->first].r.loss, s->iters[s->done - 1].r.loss);
-        if (s->ec.optim.clip > 0)
+        if (s->ec.optim.clip > 0 && (s->eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
+            int ahead = 0, redone = 0;
+            speculated_steps(s, &ahead, &redone);
+            printf("  clip-grad %g: %d of %d steps clipped; %d updated ahead of the norm, %d of them redone\n",
+                   s->ec.optim.clip, clipped_steps(s), s->done - s->first, ahead, redone);
+        } else if (s->ec.optim.clip > 0) {
             printf("  clip-grad %g: %d of %d steps clipped\n", s->ec.optim.clip, clipped_steps(s), s->done - s->first);
+        }
         const double roof = median_bound_ms(s, 0);
         if (roof > 0 && bound_waits_for_norm(s->eng, &s->ec)) {
             const double clipped = median_bound_ms(s, 1);

@@ -190,6 +190,9 @@ typedef struct step_result {
     double grad_norm;   /* global norm before clipping */
     double lr;          /* learning rate used by this step */
     int skipped;        /* 1 when the update was skipped (non-finite gradients) */
+    /* --clip-speculate: blocks this step updated ahead of the norm (0: it waited for it), and
+     * whether those updates were redone (the norm clipped) or dropped (skipped) */
+    int ahead_blocks, ahead_redone;
     double ms_forward, ms_backward, ms_optimizer;
     /* Offloading engines: milliseconds each stream was busy during this step (has_busy), and
      * the bytes the step moved, for the roofline bound. */

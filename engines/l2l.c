@@ -571,6 +571,8 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     if (out->skipped && (rc = restore_working_copies(st))) return rc;
     const int give_back = update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
+    update_ahead_report(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm), &out->ahead_blocks,
+                        &out->ahead_redone);
     /* Without clipping the layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies are done by now (the compute waited for each); syncing their streams keeps

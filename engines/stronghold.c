@@ -1296,6 +1296,8 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     /* (a skipped step, a gradient not finite: the copies written ahead are dropped, the
      * current ones stay current) */
     const int give_back = update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
+    update_ahead_report(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm), &out->ahead_blocks,
+                        &out->ahead_redone);
     /* Without clipping the streamed layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every

@@ -205,11 +205,18 @@ for sub, clipped in (("r1", True), ("r2", False)):
     if abs(s["ms_over_bound"] - s["median_ms"] / want) > 1e-9: bad.append(f"{sub} ms_over_bound")
     n = sum(1 for it in its if it["grad_norm"] > s["clip_grad"] > 0 and not it["skipped"])
     if s["clipped_steps"] != n or (clipped and n == 0): bad.append(f"{sub} clipped steps {s['clipped_steps']} vs {n}")
+    if clipped:
+        # --clip-speculate's steps: counted from the iterations; a redone step went ahead and clipped
+        ahead = sum(1 for it in its if it["ahead_blocks"] > 0)
+        redone = [it for it in its if it["ahead_redone"]]
+        if s["steps_updated_ahead"] != ahead or s["steps_redone"] != len(redone): bad.append(f"{sub} speculation counts")
+        if any(it["ahead_blocks"] == 0 or it["grad_norm"] <= s["clip_grad"] for it in redone): bad.append(f"{sub} redone")
+    elif "steps_updated_ahead" in s: bad.append(f"{sub}: speculation without clipping")
 print("ok" if not bad else "; ".join(bad))
 EOF
 )
 if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$check" = ok ] && grep -q '^  setup: pinned host ' "$B/clip.out" &&
-    grep -qE '^  clip-grad 1: [1-9][0-9]* of 6 steps clipped$' "$B/clip.out" &&
+    grep -qE '^  clip-grad 1: [1-9][0-9]* of 6 steps clipped; [0-9]+ updated ahead of the norm, [0-9]+ of them redone$' "$B/clip.out" &&
     grep -qE '^  bound: [0-9.]+ ms/it \(the clipped schedule: .*roofline [0-9.]+\) \| measured [0-9.]+x of it$' "$B/clip.out" &&
     grep -qE '^  bound: [0-9.]+ ms/it \(roofline: ' "$B/noclip.out" && ! grep -q 'clip-grad' "$B/noclip.out" &&
     grep -qE '^bound \(ms, last iteration\) \| roofline: [0-9.]+ \| clipped schedule: [0-9.]+ \| measured: ' "$B"/r1/log_*.txt; then

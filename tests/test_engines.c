@@ -205,9 +205,11 @@ static void test_clip_speculate_auto_follows_clipping(void **state)
             harness_step(&h, it, &r);
             t.loss[it - 1] = r.loss;
             t.norm[it - 1] = r.grad_norm;
-            /* the rule on this run's own norms: what the host memory must show now */
+            /* the rule on this run's own norms: what the step and the host memory must show */
             if (next && !held) held = 1, taken++;
             const int clips = gpt_clip_scale(&c.optim, r.grad_norm) != 1.0f;
+            assert_int_equal(r.ahead_blocks > 0, next);
+            assert_int_equal(r.ahead_redone, next && clips);
             run = clips ? run + 1 : 0;
             next = !clips;
             if (held && run >= UPDATE_AHEAD_GIVE_BACK_AFTER) held = 0, given++;

@@ -150,6 +150,12 @@ int update_ahead_end_step(update_ahead *a, int skipped, float clip_scale)
     return a->adaptive && a->p && a->clipped_run >= UPDATE_AHEAD_GIVE_BACK_AFTER;
 }
 
+void update_ahead_report(const update_ahead *a, int skipped, float clip_scale, int *blocks, int *redone)
+{
+    *blocks = a->now ? a->count : 0;
+    *redone = a->now && (skipped || clip_scale != 1.0f);
+}
+
 void update_ahead_note_plan(const update_ahead *a, const engine_env *env, const char *engine, int of_blocks)
 {
     if (!a->count) return;

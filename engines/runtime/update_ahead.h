@@ -105,6 +105,9 @@ void update_ahead_swap(update_ahead *a, int b);
  * (auto) the copies are to be given back: once no host update, copy up or other reader uses
  * them, the engine calls update_ahead_restore for each block, then update_ahead_give_back. */
 int update_ahead_end_step(update_ahead *a, int skipped, float clip_scale);
+/* The step's speculation for its result (step_result.ahead_blocks, ahead_redone): call after
+ * update_ahead_end_step. */
+void update_ahead_report(const update_ahead *a, int skipped, float clip_scale, int *blocks, int *redone);
 /* Block b's state home (its home copy, as update_ahead_state takes it) where its current
  * copy is the second one. */
 void update_ahead_restore(update_ahead *a, int b, float *home_p, float *home_m, float *home_v);
