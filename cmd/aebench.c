@@ -8,6 +8,7 @@
  * Bad input exits 2 before anything is written.
  */
 #include "cli.h"
+#include "../engines/runtime/ckpt_store.h"
 #include "data.h"
 #include "launch.h"
 #include "machine.h"
@@ -130,6 +131,22 @@ static int fault_phase_refused(const run_config *rc, const engine_vtbl *eng, cha
     return 0;
 }
 
+/* The machines the ranks are on (comm.h), for the engines; and --gemini-store's "%m" (a store
+ * per machine) made this rank's machine's. */
+static int machines_of(run_config *rc, const comm_world *comm, char *err, size_t errlen)
+{
+    rc->eng.hosts = comm->machines;
+    rc->eng.host_index = comm->machine;
+    rc->eng.rank_host = comm->world > 1 ? comm->rank_machine : NULL;
+    char store[sizeof rc->eng.gemini_store];
+    if (ckpt_store_for_machine(store, sizeof store, rc->eng.gemini_store, comm->machine)) {
+        snprintf(err, errlen, "--gemini-store %.200s: too long with its machine", rc->eng.gemini_store);
+        return -1;
+    }
+    memcpy(rc->eng.gemini_store, store, sizeof store);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     comm_world comm;
@@ -206,7 +223,10 @@ int main(int argc, char **argv)
         const engine_vtbl *eng = engine_find(rc.method);
         run_config probe = rc;
         err[0] = '\0';
-        if (cli_resolve_ranks(&probe, rc.ranks, rc.ranks, err, sizeof err) == 0 && eng &&
+        /* (a store per machine: the probe checks the first machine's, here) */
+        if (ckpt_store_for_machine(probe.eng.gemini_store, sizeof probe.eng.gemini_store, rc.eng.gemini_store, 0))
+            snprintf(err, sizeof err, "--gemini-store %.200s: too long with its machine", rc.eng.gemini_store);
+        else if (cli_resolve_ranks(&probe, rc.ranks, rc.ranks, err, sizeof err) == 0 && eng &&
             engine_refuses(eng, &probe.eng, err, sizeof err) == 0 &&
             fault_phase_refused(&rc, eng, err, sizeof err) == 0 &&
             option_unused(&rc, eng, rc.ranks, err, sizeof err) == 0)
@@ -256,7 +276,8 @@ int main(int argc, char **argv)
 
     /* (a --ranks dry run resolves the global batch for the ranks it would start) */
     const int world = comm.world == 1 && rc.ranks > 1 ? rc.ranks : comm.world;
-    if (cli_resolve_ranks(&rc, world, comm.world == 1 ? world : comm.local_world, err, sizeof err)) {
+    if (cli_resolve_ranks(&rc, world, comm.world == 1 ? world : comm.local_world, err, sizeof err) ||
+        machines_of(&rc, &comm, err, sizeof err)) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);

@@ -682,6 +682,52 @@ static int dropped_option(char **argv, int i, int argc)
 }
 
 
+/* The job's store directories: one, or with "%m" in --gemini-store (a store per machine)
+ * one per machine, machines 0 .. ranks - 1 (no more machines than ranks). */
+typedef struct job_stores {
+    char (*dir)[PATH_MAX];
+    char (*root)[PATH_MAX];
+    int n;
+} job_stores;
+
+static void job_stores_free(job_stores *js)
+{
+    free(js->dir);
+    free(js->root);
+    js->dir = js->root = NULL;
+    js->n = 0;
+}
+
+static int job_stores_of(job_stores *js, const char *pattern, const char *id, int ranks)
+{
+    const int n = ckpt_store_per_machine(pattern) ? ranks : 1;
+    js->n = 0;
+    js->dir = calloc((size_t)n, sizeof *js->dir);
+    js->root = calloc((size_t)n, sizeof *js->root);
+    if (!js->dir || !js->root) return -1;
+    for (int i = 0; i < n; i++)
+        if (ckpt_store_for_machine(js->root[i], sizeof js->root[i], pattern, i) ||
+            ckpt_store_dir(js->dir[i], sizeof js->dir[i], js->root[i], id))
+            return -1;
+    js->n = n;
+    return 0;
+}
+
+static int job_stores_in_use(const job_stores *js, long *holder)
+{
+    for (int i = 0; i < js->n; i++)
+        if (ckpt_dir_in_use(js->dir[i], holder) == 1) return 1;
+    return 0;
+}
+
+/* Whether some machine's store has a complete checkpoint (the ranks decide what is enough). */
+static int job_stores_have_complete(const job_stores *js, const char *id)
+{
+    for (int i = 0; i < js->n; i++)
+        if (ckpt_job_has_complete(js->root[i], id, 0)) return 1;
+    return 0;
+}
+
 int launch_ranks(int argc, char **argv, const run_config *rc)
 {
     /* (a launcher first: without one nothing runs, and nothing may be written; then what the
@@ -708,8 +754,13 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     char id[64], store[PATH_MAX];
     if (e->gemini_job[0]) snprintf(id, sizeof id, "%s", e->gemini_job);
     else ckpt_job_id(id, sizeof id, 's');
-    if (ckpt_store_dir(store, sizeof store, e->gemini_store, id))
+    /* (a store per machine, "%m": each machine's, of as many machines as there are ranks at
+     * most; the messages name the pattern) */
+    job_stores js;
+    if (job_stores_of(&js, e->gemini_store, id, rc->ranks) || ckpt_store_dir(store, sizeof store, e->gemini_store, id)) {
+        job_stores_free(&js);
         return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
+    }
     char **args = NULL, **again = NULL;
     int n = 0, m = 0, code = EXIT_RUN_ERROR;
     if (strv_push_all(&args, &n, argv, argc) ||
@@ -727,13 +778,13 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     for (int relaunch = 1; code != 0 && !interrupted && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
                            relaunch <= GEMINI_RELAUNCHES; relaunch++) {
         long holder = 0;
-        if (init_refused || ckpt_dir_in_use(store, &holder) == 1) {
+        if (init_refused || job_stores_in_use(&js, &holder)) {
             /* (what refused the job would refuse its relaunch: the reason is said above) */
             fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: %s\n", rc->ranks, id,
                     init_refused ? "its ranks refused to start (see above)" : "its store is in use by another job");
             break;
         }
-        if (!ckpt_job_has_complete(e->gemini_store, id, 0) &&
+        if (!job_stores_have_complete(&js, id) &&
             !(e->ckpt_dir[0] && ckpt_job_has_complete(e->ckpt_dir, id, 1))) {
             fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: it ended before its first complete "
                             "checkpoint (%s%s%s holds none), so there is nothing to recover\n", rc->ranks, id, store,
@@ -746,8 +797,10 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
             const unsigned long long ranks = rc->fail_ranks ? rc->fail_ranks : 1ull;
             for (int r = 0; r < 64; r++) {
                 if (!((ranks >> r) & 1)) continue;
-                snprintf(path, sizeof path, "%s/rank-%d.ckpt", store, r);
-                unlink(path);
+                for (int i = 0; i < js.n; i++) {
+                    snprintf(path, sizeof path, "%s/rank-%d.ckpt", js.dir[i], r);
+                    unlink(path);
+                }
             }
         }
         fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from its "
@@ -794,6 +847,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     unsetenv("AEBENCH_RECOVERY_FAILED_S");
     strv_free(&again, &m);
     strv_free(&args, &n);
-    ckpt_dir_remove(store); /* (what a job that was interrupted or failed for good left) */
+    for (int i = 0; i < js.n; i++) ckpt_dir_remove(js.dir[i]); /* (what a job that was interrupted or failed for good left) */
+    job_stores_free(&js);
     return code;
 }

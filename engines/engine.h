@@ -81,6 +81,11 @@ typedef struct engine_config {
     int world;
     int local_world;
     int micro_batches;
+    /* The machines the ranks are on (comm.h): how many, this rank's (0 ..), and each rank's
+     * (world entries; NULL: one machine, or not known, as in a plan made without ranks).
+     * gemini puts a shard's copies on other machines where there are enough. */
+    int hosts, host_index;
+    const int *rank_host;
     /* gemini: the checkpoint mode, the copies of each shard (this rank's and m - 1 peers'),
      * where they are kept, the store's directory and the job's id (the store's name; the
      * driver makes one when none is given), and whether this run recovers that job. */

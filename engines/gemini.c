@@ -109,6 +109,7 @@ typedef struct gemini_placement {
     int W, rank, m;
     int to[GEMINI_MAX_REPLICAS], from[GEMINI_MAX_REPLICAS]; /* rounds 1 .. m-1 */
     int owners[GEMINI_MAX_REPLICAS];                        /* slot s holds owners[s]'s shard */
+    int across;  /* the copies are placed by machine: every peer on another machine */
 } gemini_placement;
 
 /* m: --gemini-replicas, by default 2 (1 on one rank: its own copy only). */
@@ -118,6 +119,40 @@ static int replicas_of(const engine_config *cfg)
     return engine_world(cfg) > 1 ? 2 : 1;
 }
 
+/* Ranks on several machines, each with as many: rank r's machine and its index among that
+ * machine's ranks; *per the ranks per machine.  0 where the ranks are on one machine, or the
+ * machines hold different numbers of them. */
+static int machine_grid(const engine_config *cfg, int r, int *host, int *local, int *per)
+{
+    const int W = engine_world(cfg), H = cfg->hosts;
+    if (!cfg->rank_host || H < 2 || W % H != 0) return 0;
+    for (int h = 0; h < H; h++) {
+        int n = 0;
+        for (int q = 0; q < W; q++) n += cfg->rank_host[q] == h;
+        if (n != W / H) return 0;
+    }
+    *local = 0;
+    for (int q = 0; q < r; q++) *local += cfg->rank_host[q] == cfg->rank_host[r];
+    *host = cfg->rank_host[r];
+    *per = W / H;
+    return 1;
+}
+
+/* The rank with index `local` among machine `host`'s ranks. */
+static int rank_on(const engine_config *cfg, int host, int local)
+{
+    for (int q = 0, seen = 0; q < engine_world(cfg); q++)
+        if (cfg->rank_host[q] == host && seen++ == local) return q;
+    return -1;
+}
+
+/* Where rank's shard's copies go, and whose it keeps.  On several machines with as many
+ * ranks each, by machine (what the Gemini paper places: losing a machine loses its memory, so
+ * a copy on the same machine is no copy): group, machines in groups of m, rank (h, i)
+ * exchanging with rank i of each other machine of its group; ring, with rank i of the machines
+ * h + d and h - d.  Where there are too few machines for that (ring: m > machines; group: m
+ * does not divide them) or the ranks, by rank as on one machine: group, ranks in groups of m;
+ * ring, r + d and r - d. */
 static gemini_placement placement_of(const engine_config *cfg, int rank)
 {
     gemini_placement p;
@@ -126,8 +161,19 @@ static gemini_placement placement_of(const engine_config *cfg, int rank)
     p.rank = rank;
     p.m = replicas_of(cfg);
     p.owners[0] = rank;
+    int host = 0, local = 0, per = 0;
+    const int H = cfg->hosts, ring = cfg->gemini_placement == GEMINI_RING;
+    p.across = p.m > 1 && machine_grid(cfg, rank, &host, &local, &per) &&
+               (ring ? p.m <= H : H % p.m == 0);
     for (int d = 1; d < p.m; d++) {
-        if (cfg->gemini_placement == GEMINI_RING) {
+        if (p.across && ring) {
+            p.to[d] = rank_on(cfg, (host + d) % H, local);
+            p.from[d] = rank_on(cfg, (host - d + H) % H, local);
+        } else if (p.across) {
+            const int base = host / p.m * p.m, pos = host % p.m;
+            p.to[d] = rank_on(cfg, base + (pos + d) % p.m, local);
+            p.from[d] = rank_on(cfg, base + (pos - d + p.m) % p.m, local);
+        } else if (ring) {
             p.to[d] = (rank + d) % p.W;
             p.from[d] = (rank - d + p.W) % p.W;
         } else {
@@ -183,6 +229,11 @@ static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
     if (cfg->gemini_placement == GEMINI_GROUP && W % m != 0) {
         snprintf(err, errlen, "--gemini-placement group: %d ranks do not make groups of %d "
                  "(--gemini-replicas); use a divisor or --gemini-placement ring", W, m);
+        return -1;
+    }
+    if (cfg->gemini_transport == GEMINI_PEER_READ && cfg->hosts > 1) {
+        snprintf(err, errlen, "--gemini-transport read: the ranks are on %d machines, whose GPUs cannot read "
+                 "each other's memory; use sendrecv (or auto)", cfg->hosts);
         return -1;
     }
     /* The store's file system: there, writable, and room for every rank of this machine. */
@@ -584,6 +635,13 @@ static int open_windows(gemini_state *st)
     int rc = engine_alloc(&st->mem, MEM_GPU, (void **)&st->dev_tokens, GEMINI_MAX_REPLICAS * sizeof(uint64_t),
                           "gemini tokens");
     if (rc || cfg->gemini_transport == GEMINI_PEER_SENDRECV) return rc;
+    /* Between machines a peer's arrays are not in reach (CUDA IPC is one machine's): sent.
+     * (Every rank decides alike: the machines are every rank's.) */
+    if (cfg->hosts > 1) { /* (read is refused there: gemini_check) */
+        engine_note(&st->env, "gemini: the peers' chunks are sent (NCCL / MPI send-recv): the ranks are on %d machines",
+                    cfg->hosts);
+        return GPT_OK;
+    }
     float *arrays[3] = {st->shard.master, st->shard.adam_m, st->shard.adam_v};
     char why[256] = "";
     int all = 1;
@@ -608,6 +666,30 @@ static int open_windows(gemini_state *st)
     return GPT_OK;
 }
 
+/* The log's line on where the copies are: by machine, or by rank (and whether a copy shares
+ * its owner's machine, where a lost machine takes both). */
+static void note_placement(const gemini_state *st)
+{
+    const engine_config *cfg = st->env.cfg;
+    const gemini_placement *p = &st->p;
+    const char *how = cfg->gemini_placement == GEMINI_RING ? "ring" : "group";
+    if (p->m < 2) return;
+    if (p->across) {
+        engine_note(&st->env, "gemini --gemini-placement %s by machine (%d machines of %d ranks): every shard's %d "
+                    "peer cop%s on other machines (rank %d's on rank %d, machine %d)", how, cfg->hosts,
+                    engine_world(cfg) / cfg->hosts, p->m - 1, p->m == 2 ? "y" : "ies", p->rank, p->to[1],
+                    cfg->rank_host[p->to[1]]);
+        return;
+    }
+    int same = 0; /* (this rank's copies that share its machine) */
+    for (int d = 1; d < p->m && cfg->rank_host; d++) same += cfg->rank_host[p->to[d]] == cfg->rank_host[p->rank];
+    if (cfg->hosts > 1)
+        engine_note(&st->env, "gemini --gemini-placement %s by rank: %d machines cannot hold %d copies of each shard "
+                    "apart (ring: at most one per machine; group: machines in groups of %d), so %s",
+                    how, cfg->hosts, p->m, p->m, same ? "some copies share their owner's machine: losing it loses both" :
+                                                        "the copies are placed by rank");
+}
+
 static int gemini_init(const engine_env *env, void **state)
 {
     *state = NULL;
@@ -620,6 +702,7 @@ static int gemini_init(const engine_env *env, void **state)
     st->menv = *env;
     st->menv.cfg = &st->mcfg;
     st->p = placement_of(env->cfg, env->rank);
+    note_placement(st);
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     /* The store's bytes first (the memory file system is RAM): with megatron-lm's peak, which
      * comes during its init, that makes this run's peak its plan. */

@@ -53,6 +53,24 @@ static void sums_for(uint64_t *sums, const float *data, size_t floats, size_t ch
     }
 }
 
+/* --gemini-store's "%m": every one becomes the machine's number; no "%m", the path as given;
+ * a result that does not fit is refused, not cut. */
+static void test_store_for_machine(void **state)
+{
+    (void)state;
+    char out[32];
+    assert_int_equal(ckpt_store_for_machine(out, sizeof out, "/dev/shm/m%m/x%m", 12), 0);
+    assert_string_equal(out, "/dev/shm/m12/x12");
+    assert_int_equal(ckpt_store_for_machine(out, sizeof out, "/dev/shm", 3), 0);
+    assert_string_equal(out, "/dev/shm");
+    assert_int_equal(ckpt_store_for_machine(out, sizeof out, "/a/%q%", 0), 0);
+    assert_string_equal(out, "/a/%q%");
+    assert_true(ckpt_store_per_machine("/s/m%m") && !ckpt_store_per_machine("/s/m%"));
+    assert_int_equal(ckpt_store_for_machine(out, 17, "/dev/shm/m%m/x%m", 12), 0); /* 16 + NUL fits */
+    assert_int_equal(ckpt_store_for_machine(out, 16, "/dev/shm/m%m/x%m", 12), -1);
+    assert_int_equal(ckpt_store_for_machine(out, 17, "/dev/shm/m%m/x%m", 1), 0);
+}
+
 static void test_store_header_flips(void **state)
 {
     store_ctx *ctx = *state;
@@ -286,6 +304,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_store_for_machine),
         cmocka_unit_test_prestate_setup_teardown(test_store_header_flips, setup, teardown, &ctx),
         cmocka_unit_test_prestate_setup_teardown(test_file_header_flips, setup, teardown, &ctx),
         cmocka_unit_test_prestate_setup_teardown(test_private_dir_refusals, setup, teardown, &ctx),

@@ -43,5 +43,68 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
             tag=$(tr -c 'a-z0-9' '_' <<<"$e")
             mc_run "$tag" 2 -m "${ea[@]}" && mc_same "2 machines x 2 ranks: $e = megatron-lm ZeRO-0" z0 "$tag"
         done
+
+        # ---- gemini by machine: a store per machine (--gemini-store DIR/m%m), each shard's
+        # copy on the other machine, sent (not read) between them; a whole machine lost (both
+        # its ranks killed, their copies deleted) and two ranks of different machines lost at
+        # once, each recovered by --ranks from the other machine's copies = ZeRO-3 bit for bit
+        MC_STORE="$DP_WORK/machines_store"
+        mkdir -p "$MC_STORE/m0" "$MC_STORE/m1"
+        # mc_gemini NAME ARGS...: --ranks 4 (the supervisor relaunches) as 2 machines
+        mc_gemini() {
+            local name=$1
+            shift
+            local -a DP_ENV=(MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1)
+            dp_run "machines_$name" 1 "${MC_ARGS[@]}" --ranks 4 -m gemini --gemini-mode naive \
+                --gemini-store "$MC_STORE/m%m" "$@"
+        }
+        if mc_gemini gmach --fail-at 4 --fail-rank 2,3 --fail-kind hardware; then
+            o="$DP_WORK/machines_gmach/out"
+            if grep -q "gemini --gemini-placement group by machine (2 machines of 2 ranks): every shard's 1 peer copy on other machines (rank 0's on rank 2, machine 1)" "$o" &&
+                grep -q "the peers' chunks are sent (NCCL / MPI send-recv): the ranks are on 2 machines" "$o" &&
+                grep -q "rank 2's shard of iteration 3 fetched from rank 0's copy" "$o" &&
+                grep -q "rank 3's shard of iteration 3 fetched from rank 1's copy" "$o" &&
+                [ -z "$(ls -A "$MC_STORE/m0" "$MC_STORE/m1" 2>/dev/null | grep -v ':$' | grep -v '^$')" ]; then
+                mc_same "gemini, 2 machines: machine 1 lost (ranks 2, 3 and their copies) at iteration 4, restored from machine 0's copies = ZeRO-3" z3 gmach
+            else
+                dp_fail "gemini, a machine lost" "$(grep -hE 'placement|sent|fetched' "$o" | head -n 4) stores: $(ls -R "$MC_STORE" | tr '\n' ' ')"
+            fi
+        fi
+        if mc_gemini gring --gemini-placement ring --fail-at 4 --fail-rank 1,2 --fail-kind hardware; then
+            o="$DP_WORK/machines_gring/out"
+            if grep -q "ring by machine (2 machines of 2 ranks)" "$o" &&
+                grep -q "rank 1's shard of iteration 3 fetched from rank 3's copy" "$o" &&
+                grep -q "rank 2's shard of iteration 3 fetched from rank 0's copy" "$o"; then
+                mc_same "gemini ring, 2 machines: ranks 1 and 2 (one on each) lost at once, each from the other machine = ZeRO-3" z3 gring
+            else
+                dp_fail "gemini ring, two machines' ranks lost" "$(grep -hE 'placement|fetched' "$o" | head -n 4)"
+            fi
+        fi
+        # each machine's store holds its own ranks' files: a job killed (no --ranks to clean up)
+        # leaves rank 0 and 1's in m0, 2 and 3's in m1
+        mc_job="machines-files-$$"
+        (cd "$DP_WORK" && env MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout 120 "$MPIRUN" -np 4 "$DP_BIN" \
+            "${DP_SHAPE[@]}" "${MC_ARGS[@]}" -m gemini --gemini-mode naive --gemini-store "$MC_STORE/m%m" \
+            --gemini-job "$mc_job" --results "$DP_WORK/machines_files" --fail-at 3 --fail-rank 0 >/dev/null 2>&1)
+        f0=$(cd "$MC_STORE/m0" && ls -- */rank-*.ckpt 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')
+        f1=$(cd "$MC_STORE/m1" && ls -- */rank-*.ckpt 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')
+        if [ "$f0" = "rank-0.ckpt rank-1.ckpt " ] && [ "$f1" = "rank-2.ckpt rank-3.ckpt " ]; then
+            dp_pass "gemini --gemini-store DIR/m%m: each machine's ranks keep their copies in their machine's store"
+        else
+            dp_fail "gemini store per machine" "m0: ${f0:-none}; m1: ${f1:-none}"
+        fi
+        rm -rf "${MC_STORE:?}"/m0/* "${MC_STORE:?}"/m1/*
+        # reading a peer's memory cannot cross machines: refused, naming why
+        (cd "$DP_WORK" && env MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout 120 "$MPIRUN" -np 4 "$DP_BIN" \
+            "${DP_SHAPE[@]}" "${MC_ARGS[@]}" -m gemini --gemini-mode naive --gemini-store "$MC_STORE/m%m" \
+            --gemini-transport read --results "$DP_WORK/machines_read" >"$DP_WORK/machines_read.out" 2>&1)
+        rc=$?
+        if [ $rc -eq 2 ] && grep -q "gemini-transport read: the ranks are on 2 machines" "$DP_WORK/machines_read.out" &&
+            [ ! -e "$DP_WORK/machines_read" ]; then
+            dp_pass "gemini --gemini-transport read across 2 machines: refused (exit 2) before anything is written, saying why"
+        else
+            dp_fail "gemini read across machines" "exit $rc: $(tail -n 2 "$DP_WORK/machines_read.out")"
+        fi
+        rm -rf "${MC_STORE:?}"/m0/* "${MC_STORE:?}"/m1/*
     fi
 fi

@@ -95,6 +95,30 @@ int ckpt_store_dir(char *out, size_t len, const char *dir, const char *job)
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+int ckpt_store_for_machine(char *out, size_t len, const char *pattern, int machine)
+{
+    size_t n = 0;
+    for (const char *p = pattern; *p; p++) {
+        char num[16];
+        const char *piece = num;
+        size_t k;
+        if (p[0] == '%' && p[1] == 'm') {
+            snprintf(num, sizeof num, "%d", machine);
+            k = strlen(num);
+            p++;
+        } else {
+            piece = p;
+            k = 1;
+        }
+        if (n + k >= len) return -1;
+        memcpy(out + n, piece, k);
+        n += k;
+    }
+    if (len == 0) return -1;
+    out[n] = '\0';
+    return 0;
+}
+
 static size_t chunks_of(size_t floats, size_t chunk_floats)
 {
     return (floats + chunk_floats - 1) / chunk_floats;

@@ -23,6 +23,7 @@
 #include "private_dir.h"
 
 #include <stddef.h>
+#include <string.h>
 #include <stdint.h>
 
 enum { CKPT_VERSIONS = 2 };
@@ -40,6 +41,11 @@ void ckpt_job_id(char *out, size_t len, char who);
 long ckpt_job_pid(const char *job);
 /* The directory of job `job` under dir (no trailing slash), into out. */
 int ckpt_store_dir(char *out, size_t len, const char *dir, const char *job);
+/* --gemini-store with "%m" in it names a store per machine (each machine's memory: the
+ * emulation of several machines on one host gives each its own): the pattern with every
+ * "%m" replaced by `machine`, into out.  A pattern without one is copied.  -1: too long. */
+int ckpt_store_for_machine(char *out, size_t len, const char *pattern, int machine);
+static inline int ckpt_store_per_machine(const char *pattern) { return strstr(pattern, "%m") != NULL; }
 /* Bytes of one rank's file: slots shards of `floats` floats. */
 size_t ckpt_store_bytes(int slots, size_t floats);
 /* Create (or, with reuse, open what a killed job left: a missing or short file is made

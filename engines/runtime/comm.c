@@ -68,6 +68,9 @@ int comm_init(comm_world *c, int *argc, char ***argv)
     c->world = 1;
     c->local_rank = 0;
     c->local_world = 1;
+    c->machine = 0;
+    c->machines = 1;
+    c->rank_machine = NULL;
     c->initialised = 0;
     /* A rank of several dies with the launcher's process that started it (MPICH's proxy,
      * Open MPI's daemon), however that one dies: no rank outlives its job.  (Not a process
@@ -106,12 +109,37 @@ int comm_init(comm_world *c, int *argc, char ***argv)
     /* The ranks that share this machine (its memory): the local rank picks the GPU, and
      * they share the host budget. */
     MPI_Comm node;
+    int lowest = c->rank; /* the machine's lowest rank: its name until they are numbered */
     if (mpi_ok(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node),
                "MPI_Comm_split_type") ||
         mpi_ok(MPI_Comm_rank(node, &c->local_rank), "MPI_Comm_rank (node)") ||
         mpi_ok(MPI_Comm_size(node, &c->local_world), "MPI_Comm_size (node)") ||
+        mpi_ok(MPI_Allreduce(&c->rank, &lowest, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce (node)") ||
         mpi_ok(MPI_Comm_free(&node), "MPI_Comm_free"))
         return -1;
+    /* Every rank's machine: numbered in the order of their lowest ranks (rank r's lowest is
+     * r itself only on the machine it is the lowest of). */
+    int *lowests = malloc(sizeof(int) * (size_t)c->world);
+    c->rank_machine = malloc(sizeof(int) * (size_t)c->world);
+    if (!lowests || !c->rank_machine) {
+        free(lowests);
+        fprintf(stderr, "aebench: out of memory for the ranks' machines\n");
+        return -1;
+    }
+    if (mpi_ok(MPI_Allgather(&lowest, 1, MPI_INT, lowests, 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather (machines)")) {
+        free(lowests);
+        return -1;
+    }
+    c->machines = 0;
+    for (int r = 0; r < c->world; r++) {
+        if (lowests[r] == r) c->machines++;
+        /* (a machine's number: how many machines have their lowest rank below its own) */
+        int n = 0;
+        for (int q = 0; q < lowests[r]; q++) n += lowests[q] == q;
+        c->rank_machine[r] = n;
+    }
+    c->machine = c->rank_machine[c->rank];
+    free(lowests);
     return 0;
 }
 
@@ -119,6 +147,8 @@ void comm_finalize(comm_world *c)
 {
     if (c->initialised) (void)mpi_ok(MPI_Finalize(), "MPI_Finalize");
     c->initialised = 0;
+    free(c->rank_machine);
+    c->rank_machine = NULL;
 }
 
 void comm_abort(const comm_world *c, int code)
@@ -163,6 +193,9 @@ int comm_init(comm_world *c, int *argc, char ***argv)
     c->world = 1;
     c->local_rank = 0;
     c->local_world = 1;
+    c->machine = 0;
+    c->machines = 1;
+    c->rank_machine = NULL;
     c->initialised = 0;
     int launched_rank = 0;
     const int launched = comm_launched_world(&launched_rank);

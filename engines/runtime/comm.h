@@ -13,6 +13,11 @@ typedef struct comm_world {
     int world;
     int local_rank;  /* among the ranks of this machine: the GPU it uses */
     int local_world; /* ranks on this machine (they share its host memory and disk) */
+    /* The machines: numbered 0, 1, ... in the order of their lowest rank; each rank's
+     * (world entries; NULL on one rank) and this rank's.  What MPI_COMM_TYPE_SHARED says a
+     * machine is (MPICH's MPIR_CVAR_NUM_CLIQUES splits one host into several, as tests do). */
+    int machine, machines;
+    int *rank_machine;
     int initialised; /* MPI_Init was called by us: finalise it */
 } comm_world;
 
