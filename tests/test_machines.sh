@@ -5,7 +5,10 @@
 # the plan and budgets are per machine (each rank half of its machine's --cpu-mem-limit, not a
 # quarter as with the 4 ranks on one machine); megatron-lm is the same there as on one machine,
 # and every ZeRO stage and offload engine equals ZeRO-0 bit for bit (the MPI path's reductions
-# sum in rank order whatever the operation: runtime/collectives.c).
+# sum in rank order whatever the operation: runtime/collectives.c).  gemini places each shard's
+# copy on the other machine and sends it there; with a store per machine (--gemini-store
+# DIR/m%m) a whole machine lost, or a rank of each, recovers bit for bit; and `mpiexec -f
+# HOSTFILE` launches the same job.
 
 # (after test_dp.sh, whose dp_run and dp_same it uses: the runs land in $DP_WORK/machines_*)
 MC_BIN=$(realpath "$AEBENCH")
@@ -106,5 +109,20 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
             dp_fail "gemini read across machines" "exit $rc: $(tail -n 2 "$DP_WORK/machines_read.out")"
         fi
         rm -rf "${MC_STORE:?}"/m0/* "${MC_STORE:?}"/m1/*
+
+        # ---- launched from a hostfile, as on real machines (docs/many-gpus.md): MPICH's
+        # `mpiexec -f HOSTFILE`, here two entries of this host with 2 slots each and the cliques
+        # splitting them: the same plan per machine and the same bits as above
+        printf 'localhost:2\nlocalhost:2\n' >"$DP_WORK/machines_hosts"
+        mkdir -p "$DP_WORK/machines_hf"
+        (cd "$DP_WORK/machines_hf" && env MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout 120 \
+            "$MPIRUN" -f "$DP_WORK/machines_hosts" -np 4 "$DP_BIN" "${DP_SHAPE[@]}" "${MC_ARGS[@]}" --zero-stage 0 \
+            --results "$DP_WORK/machines_hf/results" --save-params "$DP_WORK/machines_hf.params" >out 2>err)
+        rc=$?
+        if [ $rc -eq 0 ] && grep -q "plan per machine (2 ranks)" "$DP_WORK/machines_hf/out"; then
+            mc_same "mpiexec -f HOSTFILE -np 4 (2 machines of 2): plan per machine, = the same ranks under mpiexec -np 4" z0 hf
+        else
+            dp_fail "mpiexec -f HOSTFILE" "exit $rc: $(tail -n 2 "$DP_WORK/machines_hf/err")"
+        fi
     fi
 fi
