@@ -41,6 +41,13 @@ grep -E "warning" "$out/build.txt" | head -n 20
 echo "build: $(( $(date +%s) - t0 )) s"
 
 MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH)
+# NET=sockets: NCCL between the GPUs as between two machines joined by a network (no P2P over
+# NVLink or PCIe, no shared memory: its socket transport), for aebench's ranks and PyTorch's
+if [ "${NET:-}" = sockets ]; then
+    export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+    MPI+=(-x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE)
+    echo "NCCL: sockets (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)" | tee -a "$out/build_env.txt"
+fi
 # aebench picks its GPU by local rank; RANK_GPU=1 hides the others from each rank instead.
 if [ "${RANK_GPU:-0}" = 1 ]; then
     printf '#!/bin/sh\nCUDA_VISIBLE_DEVICES=${OMPI_COMM_WORLD_LOCAL_RANK:-0} exec "$@"\n' >"$out/rank_gpu.sh"

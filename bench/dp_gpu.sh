@@ -7,7 +7,9 @@
 #
 # On the device machine, from the repository root, with .deps carried:
 #   bash bench/dp_gpu.sh "$OUT"
-# PHASE=probe: only build and the correctness check (a few minutes).
+# PHASE=probe: only build and the correctness check (a few minutes); SKIP_CHECK=1 skips the
+# check; NET=sockets puts NCCL on its socket transport (bench/dp_env.sh), the two GPUs as two
+# machines on a network; PROBE=1 first measures the collectives at 2 ranks (--calibrate).
 # LAYERS (default 32), ITERS (default 12), STAGES (default "0 1 2 3"); MEGATRON=0 skips the
 # megatron-lm runs and PyTorch, OFFLOAD=0 the offload engines (l2l, stronghold -w auto and
 # -w 15 at N = 1 and 2, beside the host's measured bandwidth and CPU Adam rate); NS (default
@@ -16,6 +18,7 @@ set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/dp_env.sh
 
+if [ -z "${SKIP_CHECK:-}" ]; then # (SKIP_CHECK=1: straight to the timing)
 echo "== correctness: 2 ranks vs 1 rank at twice the micro-batch, strict fp32, 20 iterations"
 small=(-l 4 -h 512 --heads 8 --seq 256 --vocab 8192 --math fp32 --iters 20 --log-interval 10
        --lr 1e-3 --lr-warmup-fraction 0.001 --lr-decay-iters 1000)
@@ -33,6 +36,7 @@ for st in (0, 3):
     print(f"N=2 stage {st} vs N=1 (fp32 math, 20 its): largest relative loss difference {worst:.3g}"
           f" ({'ok' if worst <= 1e-5 and len(l) == len(ref) == 20 else 'FAIL'}, limit 1e-5)")
 EOF
+fi
 if [ "${TEST_CUDA:-0}" = 1 ]; then
     # every CUDA op and every engine on one GPU against the CPU backend
     make -j16 CUDA=1 MPI=1 NCCL_HOME="$nccl_home" build/tests/test_cuda >>"$out/build.txt" 2>&1 &&
@@ -42,6 +46,12 @@ if [ "${TEST_CUDA:-0}" = 1 ]; then
 fi
 [ "${PHASE:-all}" = probe ] && exit 0
 
+if [ -n "${PROBE:-}" ]; then
+    # the collectives' own rates at 2 ranks (aebench --calibrate under mpirun): what the
+    # network between the ranks carries, measured before the runs it bounds
+    run probe 2 --calibrate -l 2 -h 2048 -b 4
+    grep -hE "all-reduce|reduce-scatter|all-gather|collective" "$out/probe.txt" | head -n 8
+fi
 echo "== timing: l${LAYERS:-32} h2048 b4 s1024 TF32"
 big=(-l "${LAYERS:-32}" -h 2048 -b 4 --iters "${ITERS:-12}" --log-interval "${ITERS:-12}")
 : >"$out/pytorch.jsonl"
