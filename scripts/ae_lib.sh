@@ -120,7 +120,8 @@ ae_draw() {
     # the clip of the runs beside the CSV (their JSON's config), said in the title: at the
     # artifact's --clip-grad 1.0 the offload engines run their clipped schedule
     local clip
-    clip=$(grep -ho '"clip_grad":[[:space:]]*[0-9.eE+-]*' "$(dirname "$csv")"/log_*.json 2>/dev/null |
+    # (none there, as for a CSV written elsewhere: no clip in the title)
+    clip=$( { grep -ho '"clip_grad":[[:space:]]*[0-9.eE+-]*' "$(dirname "$csv")"/log_*.json 2>/dev/null || true; } |
         sed 's/.*:[[:space:]]*//' | sort -u | paste -sd/ -)
     [ -n "$clip" ] && clip="clip-grad $clip"
     mkdir -p "$(dirname "$png")"
