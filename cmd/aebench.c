@@ -98,7 +98,7 @@ static int option_unused(const run_config *rc, const engine_vtbl *eng, int world
     }
     static const char *const gemini_opts[] = {"gemini-mode", "gemini-replicas", "gemini-placement",
                                               "gemini-transport", "gemini-store", "gemini-job", "gemini-recover",
-                                              "gemini-ckpt-from", "ckpt-dir", "ckpt-every"};
+                                              "gemini-ckpt-from", "gemini-every", "ckpt-dir", "ckpt-every"};
     for (size_t i = 0; i < sizeof gemini_opts / sizeof gemini_opts[0]; i++)
         if (cli_given(rc, gemini_opts[i]) && !(eng->options & ENGINE_OPT_RECOVERS)) {
             snprintf(err, errlen, "--%s: %s takes no checkpoints (gemini's option)", gemini_opts[i], eng->name);

@@ -23,7 +23,7 @@ typedef enum opt_id {
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_TRANSPORT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
-    OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM,
+    OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM, OPT_GEMINI_EVERY,
     OPT_CLIP_SPECULATE, OPT_PLACEMENT, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE, OPT_HANG_TIMEOUT,
     OPT_SEARCH, OPT_LARGEST, OPT_MIN_SAMPLES, OPT_TOP, OPT_OUT, OPT_VERIFY,
     OPT_HELP, OPT_VERSION,
@@ -93,6 +93,7 @@ static const opt_spec specs[] = {
     {OPT_PLACEMENT, "placement", 0, ARG_TEXT, "bottom|spread|auto", "stronghold: its resident layers at the bottom of the model (the paper's window) or spread between the streamed ones, which hides the forward's copies (default auto: -w auto takes the faster, -w W bottom)"},
     {OPT_GEMINI_CKPT_FROM, "gemini-ckpt-from", 0, ARG_INT, "I", "gemini: checkpoint from iteration I on, train the ones before without (the artifact's comparison; default 1)"},
     {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10)"},
+    {OPT_GEMINI_EVERY, "gemini-every", 0, ARG_TEXT, "K|auto", "gemini: an in-memory checkpoint every K iterations (auto: the fewest that keep the checkpoints' exposed time under 1% of the step, chosen from interleave's measurements; default 1)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
     {OPT_CALIBRATE, "calibrate", 0, ARG_NONE, NULL, "measure this machine for --predict at the given shape, math and dtype into results/machine_HOST_DEVICE.json (or --machine FILE)"},
@@ -237,6 +238,7 @@ static void set_defaults(run_config *rc)
     rc->eng.gemini_placement = GEMINI_GROUP;
     snprintf(rc->eng.gemini_store, sizeof rc->eng.gemini_store, "/dev/shm");
     rc->eng.ckpt_every = 10;
+    rc->eng.gemini_every = 1;
     rc->eng.gemini_ckpt_from = 1;
     rc->eng.clip_speculate = -1;
     rc->iters = 50;
@@ -369,6 +371,15 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         if (set_path(e->ckpt_dir, sizeof e->ckpt_dir, value, "directory", opt, err, errlen)) return -1;
         break;
     case OPT_CKPT_EVERY: e->ckpt_every = (int)iv; break;
+    case OPT_GEMINI_EVERY:
+        if (strcmp(value, "auto") == 0) {
+            e->gemini_every = -1;
+        } else if (parse_int(value, 1, MAX_ITERS, &iv)) {
+            return cli_fail(err, errlen, "%s: '%s' is neither an interval (1 or more iterations) nor 'auto'", opt, value);
+        } else {
+            e->gemini_every = (int)iv;
+        }
+        break;
     case OPT_CLIP_SPECULATE:
         if (strcmp(value, "auto") == 0) {
             e->clip_speculate = -1;
@@ -1326,6 +1337,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"ckpt-dir", e->ckpt_dir, strlen(e->ckpt_dir)},
         {"ckpt-every", &e->ckpt_every, sizeof e->ckpt_every},
         {"gemini-ckpt-from", &e->gemini_ckpt_from, sizeof e->gemini_ckpt_from},
+        {"gemini-every", &e->gemini_every, sizeof e->gemini_every},
         {"clip-speculate", &e->clip_speculate, sizeof e->clip_speculate},
         {"placement", &e->placement, sizeof e->placement},
     };

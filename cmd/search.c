@@ -379,7 +379,8 @@ static const char *left_out(const search *s, const engine_vtbl *e)
     if (cli_given(rc, "zero-stage") && !(e->options & ENGINE_OPT_ZERO_STAGES)) return "--zero-stage is megatron-lm's";
     if (cli_given(rc, "dpu") && rc->eng.dpu && !(e->options & ENGINE_OPT_DPU)) return "--dpu is zero-offload's";
     static const char *const gemini_opts[] = {"gemini-mode", "gemini-replicas", "gemini-placement", "gemini-transport",
-                                              "gemini-store", "gemini-job", "ckpt-dir", "ckpt-every", "gemini-ckpt-from"};
+                                              "gemini-store", "gemini-job", "ckpt-dir", "ckpt-every", "gemini-ckpt-from",
+                                              "gemini-every"};
     for (size_t i = 0; i < sizeof gemini_opts / sizeof gemini_opts[0]; i++)
         if (cli_given(rc, gemini_opts[i]) && !(e->options & ENGINE_OPT_RECOVERS)) return "gemini's options were given";
     return NULL;

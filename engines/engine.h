@@ -99,6 +99,9 @@ typedef struct engine_config {
     /* gemini: the first iteration that is checkpointed (1: all; the Gemini artifact's runs
      * train some steps without checkpoints first, to compare) */
     int gemini_ckpt_from;
+    /* gemini: an in-memory checkpoint every K iterations from gemini_ckpt_from (1: every one;
+     * -1 auto: chosen once interleave has measured the step, see gemini.c) */
+    int gemini_every;
     /* The calibrated machine of this run's shape (cmd/machine.h), when the results directory
      * has one: -w auto sizes its window with the engine's prediction.  NULL: none. */
     const struct machine_rates *machine;

@@ -92,6 +92,7 @@
 #include "runtime/timer.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -231,6 +232,11 @@ static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
                  "(--gemini-replicas); use a divisor or --gemini-placement ring", W, m);
         return -1;
     }
+    if (cfg->gemini_every < 0 && cfg->gemini_mode != GEMINI_INTERLEAVE) {
+        snprintf(err, errlen, "--gemini-every auto chooses the interval from interleave's measurements of the step: "
+                 "it goes with --gemini-mode interleave (naive: give the interval)");
+        return -1;
+    }
     if (cfg->gemini_transport == GEMINI_PEER_READ && cfg->hosts > 1) {
         snprintf(err, errlen, "--gemini-transport read: the ranks are on %d machines, whose GPUs cannot read "
                  "each other's memory; use sendrecv (or auto)", cfg->hosts);
@@ -316,6 +322,13 @@ typedef struct gemini_state {
     gpt_event *ev_own_start, *ev_own_done; /* around this rank's own copy home */
     double ms_per_d2h_float;               /* its rate (warm-up: the PCIe bound) */
     double fill;             /* the share of a span the plan fills (AEBENCH_GEMINI_FILL, 0.9) */
+    /* --gemini-every: the interval (auto: 1 until the plan chooses it), the next iteration
+     * due, the version the last checkpoint began (versions alternate by checkpoint, not by
+     * iteration: with an even interval they would not) and the training step's own time
+     * (naive steps: what auto weighs the checkpoint against) */
+    int every, next_due, last_version;
+    double step_wall_ms;
+    int naive_it;            /* the iteration a naive checkpoint last took (persist reuses it) */
 } gemini_state;
 
 static void gemini_free(void *state)
@@ -533,6 +546,8 @@ static int restore(gemini_state *st)
                 }
             }
         if (holder == o && o == p->rank) {
+            /* (the next checkpoint writes the other version: this one is the newest whole) */
+            st->last_version = hversion;
             const float *src = ckpt_store_data(st->store, hslot, hversion);
             size_t at = 0;
             state_piece pc;
@@ -703,6 +718,9 @@ static int gemini_init(const engine_env *env, void **state)
     st->menv.cfg = &st->mcfg;
     st->p = placement_of(env->cfg, env->rank);
     note_placement(st);
+    st->every = env->cfg->gemini_every > 1 ? env->cfg->gemini_every : 1;
+    st->next_due = env->cfg->gemini_ckpt_from > 1 ? env->cfg->gemini_ckpt_from : 1;
+    st->last_version = CKPT_VERSIONS - 1; /* (the first checkpoint writes version 0) */
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     /* The store's bytes first (the memory file system is RAM): with megatron-lm's peak, which
      * comes during its init, that makes this run's peak its plan. */
@@ -789,8 +807,16 @@ static int gemini_init(const engine_env *env, void **state)
     char where[1100];
     ckpt_store_dir(where, sizeof where, env->cfg->gemini_store, st->job);
     if (env->rank == 0) name_stale_stores(st, env->cfg->gemini_store);
-    engine_note(env, "gemini: job %s, a checkpoint every iteration (%s), %d cop%s of each shard (%s), "
-                "store %s (%.1f MiB per rank)", st->job,
+    char every[96];
+    if (env->cfg->gemini_every < 0)
+        snprintf(every, sizeof every, "an interval chosen once interleave has measured the step");
+    else if (st->every > 1)
+        snprintf(every, sizeof every, "a checkpoint every %d iterations (a failure loses about %.1f)", st->every,
+                 st->every / 2.0 + (env->cfg->gemini_mode == GEMINI_INTERLEAVE));
+    else
+        snprintf(every, sizeof every, "a checkpoint every iteration");
+    engine_note(env, "gemini: job %s, %s (%s), %d cop%s of each shard (%s), "
+                "store %s (%.1f MiB per rank)", st->job, every,
                 env->cfg->gemini_mode == GEMINI_NAIVE        ? "naive: after the step"
                 : env->cfg->gemini_mode == GEMINI_INTERLEAVE ? "interleave: in the next step's idle spans"
                                                              : "none: recovery only",
@@ -835,7 +861,8 @@ static int copy_own_home(gemini_state *st, int v, gpt_stream *s)
  * the peers' rounds are set up for ckpt_chunks. */
 static int ckpt_begin(gemini_state *st, int it, step_result *out)
 {
-    const int v = it % CKPT_VERSIONS, step = *st->shard.adam_step;
+    const int v = (st->last_version + 1) % CKPT_VERSIONS, step = *st->shard.adam_step;
+    st->last_version = v;
     gpt_stream *cs = coll_stream(st->comm);
     int rc;
     /* version v's last checksums (two checkpoints ago) must be done before it is rewritten
@@ -1094,6 +1121,38 @@ static int measure_idle(gemini_state *st)
     return rc;
 }
 
+/* --gemini-every auto (the Gemini paper's trade of checkpoint frequency against overhead):
+ * what a checkpoint costs the step, from the plan (what goes before the optimizer at the
+ * measured rate) and the copy home (what outlasts the training step), against the step's own
+ * time measured in the warm-up; the interval is the fewest iterations that keep it under 1% of
+ * the step, the largest any rank needs (every rank checkpoints the same iterations, or their
+ * sends would not meet).  The log says what a failure then costs: with interleave a checkpoint
+ * is complete one step after its iteration, so about K / 2 + 1 iterations of work. */
+enum { GEMINI_AUTO_MAX_EVERY = 10000 };
+static int choose_interval(gemini_state *st, double before_optimizer_ms, double copy_home_ms)
+{
+    const double step = st->step_wall_ms > 0 ? st->step_wall_ms : 1;
+    const double home_over = copy_home_ms > step ? copy_home_ms - step : 0;
+    const double exposed = before_optimizer_ms > home_over ? before_optimizer_ms : home_over;
+    const double k = ceil(exposed / (0.01 * step));
+    int mine = k < 1 ? 1 : k > GEMINI_AUTO_MAX_EVERY ? GEMINI_AUTO_MAX_EVERY : (int)k;
+    int *all = calloc((size_t)st->p.W, sizeof *all);
+    if (!all) return GPT_ERR_OOM;
+    int rc = coll_host_all_gather(st->comm, all, &mine, sizeof mine);
+    int every = 1;
+    for (int r = 0; !rc && r < st->p.W; r++)
+        if (all[r] > every) every = all[r];
+    free(all);
+    if (rc) return rc;
+    st->every = every;
+    st->next_due = st->iteration + every;
+    engine_note(&st->env, "gemini --gemini-every auto: a checkpoint exposes %.1f ms of a %.1f ms step (%.1f%%); "
+                "a checkpoint every %d iteration%s keeps that under 1%% of the step; a failure then loses about "
+                "%.1f iterations of work (%.1f s)", exposed, step, 100 * exposed / step, every, every == 1 ? "" : "s",
+                every / 2.0 + 1, (every / 2.0 + 1) * step / 1e3);
+    return GPT_OK;
+}
+
 /* The plan: each idle span takes what fits in 90% of it at the measured rate (at least a
  * minimum piece), in time order, until the checkpoint's transfer is all placed (the rest goes
  * before the optimizer, exposed).  Every rank takes rank 0's plan, so that their pieces are
@@ -1139,7 +1198,8 @@ static int make_plan(gemini_state *st)
                 d2h_floats * sizeof(float) / 1e9,
                 st->ms_per_d2h_float > 0 ? sizeof(float) / st->ms_per_d2h_float / 1e6 : 0.0,
                 d2h_floats * st->ms_per_d2h_float);
-    return GPT_OK;
+    return st->env.cfg->gemini_every < 0 ? choose_interval(st, (double)left * st->ms_per_float,
+                                                           d2h_floats * st->ms_per_d2h_float) : GPT_OK;
 }
 
 /* --ckpt-dir, every --ckpt-every iterations, after the step (traditional checkpointing: the
@@ -1149,10 +1209,14 @@ static int persist(gemini_state *st, int it, step_result *out)
 {
     const engine_config *cfg = st->env.cfg;
     if (!cfg->ckpt_dir[0] || cfg->ckpt_every <= 0 || it % cfg->ckpt_every != 0) return GPT_OK;
-    const int v = it % CKPT_VERSIONS, step = *st->shard.adam_step;
+    /* the naive checkpoint of this iteration is in the version it began; else this rank's
+     * state goes into the version the next in-memory checkpoint will write (which rewrites it
+     * with the same iteration's, or a later, state), so the newest whole one stays whole */
+    const int taken = st->naive_it == it;
+    const int v = taken ? st->last_version : (st->last_version + 1) % CKPT_VERSIONS, step = *st->shard.adam_step;
     const double t0 = wall_ms();
     int rc;
-    if (cfg->gemini_mode != GEMINI_NAIVE) {
+    if (!taken) {
         if ((rc = gpt_event_sync(st->ev_verified[v])) || (rc = gpt_event_record(st->ev_step, st->shard.compute)) ||
             (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
             return rc;
@@ -1201,6 +1265,9 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
     out->has_ckpt = 1;
     out->ckpt_bytes = 0;
     int rc;
+    /* (--gemini-every: this step's state is checkpointed; every rank decides alike) */
+    const int due = iteration >= st->next_due;
+    if (due) st->next_due = iteration + st->every;
     st->interleaving = mode == GEMINI_INTERLEAVE && st->planned;
     if (st->interleaving) {
         /* the checkpoint of the iteration before goes during this one */
@@ -1225,14 +1292,23 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
         out->ckpt_idle_ms = st->idle_ms;
         /* the plan's first step has nothing to send (the last naive step sent its own) */
         out->ckpt_warmup = !st->pending;
-        st->pending = iteration;
+        /* (--gemini-every K > 1: a step that sends nothing is a step without a checkpoint) */
+        if (!st->pending && st->every > 1) out->has_ckpt = out->ckpt_warmup = 0;
+        st->pending = due ? iteration : 0;
         return GPT_OK;
     }
     /* naive, and interleave's warm-up: everything after the step, its checksums too, the
-     * training waits */
+     * training waits (a step not due: the training alone) */
+    const double s0 = wall_ms();
     if ((rc = engine_megatron_lm.step(st->mega, iteration, tokens, targets, out))) return rc;
+    st->step_wall_ms = wall_ms() - s0;
+    if (!due) {
+        out->has_ckpt = 0;
+        return GPT_OK;
+    }
     const double t0 = wall_ms();
     gpt_stream *cs = coll_stream(st->comm);
+    st->naive_it = iteration;
     if ((rc = ckpt_begin(st, iteration, out)) || (rc = gpt_event_record(st->ev_ck_start, cs)) ||
         (rc = ckpt_chunks(st, (floats_total(st) + 1) / 2, out)))
         return rc;

@@ -58,7 +58,7 @@ FLAGS = {
     "--fail-kind": "str", "--zero-stage": "int", "--gemini-mode": "str", "--gemini-replicas": "int",
     "--gemini-placement": "str", "--gemini-transport": "str", "--gemini-store": "outpath", "--gemini-job": "str",
     "--gemini-recover": None, "--ckpt-dir": "outpath", "--clip-speculate": "window", "--placement": "str",
-    "--gemini-ckpt-from": "int", "--ckpt-every": "int", "--find-max": None, "--resume": None,
+    "--gemini-ckpt-from": "int", "--ckpt-every": "int", "--gemini-every": "window", "--find-max": None, "--resume": None,
     "--hang-timeout": "num", "--machine": "path", "--predict": None, "--bogus": None, "-z": "int",
 }
 # never fuzzed: --ranks (starts mpiexec: the rank tests cover it), --calibrate (measures for

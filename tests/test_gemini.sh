@@ -412,6 +412,40 @@ PYEOF
         --ckpt-dir "$GM_WORK/nodisk" --gemini-store "$GM_STORE"
     gm_bad "a rank list that is not one" "'1,x' is not a rank or a list of ranks" --fail-at 2 --fail-rank 1,x
     gm_bad "gemini: a job id with a slash" "is not a job id" --gemini-job a/b --gemini-store "$GM_STORE"
+    gm_bad "gemini: an interval that is not one" "'0' is neither an interval" --gemini-every 0
+    gm_bad "gemini: --gemini-every auto without interleave" "--gemini-every auto chooses the interval" \
+        --gemini-every auto --gemini-mode naive --gemini-store "$GM_STORE"
+
+    # ---- --gemini-every: a checkpoint every 2 iterations (1, 3, 5, 7), rank 1 lost at the
+    # start of 5: the newest is 3 (not 4), recovered = no failure ---------------------------------
+    gm_run every2 --ranks 2 -m gemini --gemini-mode naive --gemini-every 2 --gemini-store "$GM_STORE" \
+        --fail-at 5 --fail-rank 1 --fail-kind hardware
+    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/every2.params" &&
+        grep -q "a checkpoint every 2 iterations (a failure loses about 1.0)" "$GM_WORK/every2/out" &&
+        grep -q "recovered at iteration 3 " "$GM_WORK/every2/out"; then
+        gm_pass "gemini --gemini-every 2: rank 1 lost at iteration 5, iteration 3 restored (4 was not checkpointed), = no failure"
+    else
+        gm_fail "gemini --gemini-every 2" "exit $GM_RC: $(grep -hE 'every|recovered' "$GM_WORK/every2/out" | head -n 3) $(tail -c 200 "$GM_WORK/every2/err")"
+    fi
+    # auto, where a checkpoint cannot hide (the plan told to fill nothing of the idle spans:
+    # all of it before the optimizer): interleave's warm-up (iterations 1-3) measures, the
+    # interval K >= 2 follows, checkpoints at 3 + K, 3 + 2K, ...; rank 0 lost at 12 recovers
+    # the newest complete one (interleave: one step after its iteration) = no failure
+    gm_run zero3x14 --ranks 2 --zero-stage 3 --iters 14
+    export AEBENCH_GEMINI_FILL=0.001
+    gm_run everyauto --ranks 2 -m gemini --gemini-every auto --iters 14 \
+        --gemini-store "$GM_STORE" --fail-at 12 --fail-rank 0 --fail-kind hardware
+    unset AEBENCH_GEMINI_FILL
+    k=$(grep -m 1 -oE "a checkpoint every [0-9]+ iteration" "$GM_WORK/everyauto/out" | grep -oE "[0-9]+")
+    r=$(grep -m 1 -oE "recovered at iteration [0-9]+" "$GM_WORK/everyauto/out" | grep -oE "[0-9]+$")
+    want=""
+    [ -n "$k" ] && want=$(python3 -c "import sys; k = int(sys.argv[1]); print(max(3 + j * k for j in range(99) if 3 + j * k <= 12 - 2))" "$k")
+    if [ "$GM_RC" -eq 0 ] && [ -n "$k" ] && [ "$k" -ge 2 ] && [ "$r" = "$want" ] && cmp -s "$GM_WORK/zero3x14.params" "$GM_WORK/everyauto.params" &&
+        grep -q "gemini --gemini-every auto: a checkpoint exposes .* a failure then loses about" "$GM_WORK/everyauto/out"; then
+        gm_pass "gemini --gemini-every auto: every $k iterations where a checkpoint cannot hide; rank 0 lost at 12, iteration $r restored, = no failure"
+    else
+        gm_fail "gemini --gemini-every auto" "K ${k:-?}, recovered ${r:-?} (want ${want:-?}): $(grep -hE 'every|recovered' "$GM_WORK/everyauto/out" | head -n 3)"
+    fi
 
     # ---- case 6: the artifact's comparison in one job per mode, its extraction and figures ----
     c6="$GM_WORK/case6"
