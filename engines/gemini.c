@@ -1359,14 +1359,17 @@ static void in_memory_checkpoint(const engine_config *cfg, const machine_rates *
     /* a sendrecv of `shard` floats each way: an all-gather in which each rank sends as much */
     const double net_ms = W > 1 ? (reps - 1) * pred_coll_ms(m->ag_ms, m->ag_gbs, shard * W / (W - 1)) : 0;
     const double step_ms = out->ms; /* (the training step, without the persistent checkpoint) */
-    const double exposed = cfg->gemini_mode == GEMINI_NAIVE ? (home_ms > net_ms ? home_ms : net_ms)
-                                                            : (home_ms > step_ms ? home_ms - step_ms : 0);
+    const double each = cfg->gemini_mode == GEMINI_NAIVE ? (home_ms > net_ms ? home_ms : net_ms)
+                                                         : (home_ms > step_ms ? home_ms - step_ms : 0);
+    /* --gemini-every K: one checkpoint in K steps, its cost spread over them (auto: as every
+     * step, the bound it starts from) */
+    const double K = cfg->gemini_every > 1 ? cfg->gemini_every : 1, exposed = each / K;
     out->ms += exposed;
-    out->busy_ms[BUSY_D2H] += home_ms;
-    out->busy_ms[BUSY_COMM] += net_ms;
+    out->busy_ms[BUSY_D2H] += home_ms / K;
+    out->busy_ms[BUSY_COMM] += net_ms / K;
     /* naive sends after the step, beside no compute; interleave's fill the step's idle spans
      * of the collectives' stream, beside the compute, which they slow */
-    if (cfg->gemini_mode == GEMINI_NAIVE) out->coll_idle_ms += net_ms;
+    if (cfg->gemini_mode == GEMINI_NAIVE) out->coll_idle_ms += net_ms / K;
     if (cfg->gemini_mode == GEMINI_NAIVE && exposed > step_ms) out->bound = home_ms >= net_ms ? BUSY_D2H : BUSY_COMM;
 }
 
