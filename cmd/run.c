@@ -425,6 +425,14 @@ static void json_gemini(cJSON *root, const run_state *s)
     cJSON_AddStringToObject(g, "mode", modes[s->ec.gemini_mode]);
     cJSON_AddNumberToObject(g, "checkpoint_from", s->ec.gemini_ckpt_from);
     cJSON_AddNumberToObject(g, "warmup_steps", gemini_warmup_steps(&s->ec));
+    /* --gemini-every: the interval at the end (auto's choice), and the iterations of work a
+     * failure loses on average with it (a naive checkpoint is whole at its step's end, an
+     * interleaved one a step later) */
+    const int every = s->done > s->first && s->iters[s->done - 1].r.ckpt_every > 0 ? s->iters[s->done - 1].r.ckpt_every : 1;
+    cJSON_AddStringToObject(g, "every_asked", s->ec.gemini_every < 0 ? "auto" : "fixed");
+    cJSON_AddNumberToObject(g, "every", every);
+    cJSON_AddNumberToObject(g, "expected_lost_iterations",
+                            every / 2.0 + (s->ec.gemini_mode == GEMINI_INTERLEAVE ? 1.0 : 0.0));
     cJSON *times = cJSON_AddArrayToObject(g, "step_times");
     for (int i = s->first; i < s->done; i++) cJSON_AddItemToArray(times, cJSON_CreateNumber(s->iters[i].ms / 1e3));
     /* the steady checkpoints: sizes and times are medians over them */

@@ -219,6 +219,8 @@ typedef struct step_result {
     double ckpt_bytes, ckpt_ms, ckpt_exposed_ms;
     double ckpt_idle_ms;  /* interleave: the training collectives' idle time its plan used */
     int ckpt_warmup;      /* interleave: a step checkpointed naively while it measures */
+    int ckpt_every;       /* gemini: the checkpoint interval in effect (--gemini-every; auto's
+                             choice once made); 0: not said */
 } step_result;
 
 struct engine_resume;

@@ -1268,6 +1268,7 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
     /* (--gemini-every: this step's state is checkpointed; every rank decides alike) */
     const int due = iteration >= st->next_due;
     if (due) st->next_due = iteration + st->every;
+    out->ckpt_every = st->every;
     st->interleaving = mode == GEMINI_INTERLEAVE && st->planned;
     if (st->interleaving) {
         /* the checkpoint of the iteration before goes during this one */

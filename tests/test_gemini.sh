@@ -422,7 +422,11 @@ PYEOF
         --fail-at 5 --fail-rank 1 --fail-kind hardware
     if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/every2.params" &&
         grep -q "a checkpoint every 2 iterations (a failure loses about 1.0)" "$GM_WORK/every2/out" &&
-        grep -q "recovered at iteration 3 " "$GM_WORK/every2/out"; then
+        grep -q "recovered at iteration 3 " "$GM_WORK/every2/out" &&
+        python3 -c 'import glob, json, os, sys
+f = sorted(glob.glob(sys.argv[1] + "/results/*.json"), key=os.path.getmtime)[-1]
+g = json.load(open(f))["gemini"]
+sys.exit(not (g["every"] == 2 and g["every_asked"] == "fixed" and g["expected_lost_iterations"] == 1.0))' "$GM_WORK/every2"; then
         gm_pass "gemini --gemini-every 2: rank 1 lost at iteration 5, iteration 3 restored (4 was not checkpointed), = no failure"
     else
         gm_fail "gemini --gemini-every 2" "exit $GM_RC: $(grep -hE 'every|recovered' "$GM_WORK/every2/out" | head -n 3) $(tail -c 200 "$GM_WORK/every2/err")"
@@ -441,7 +445,11 @@ PYEOF
     want=""
     [ -n "$k" ] && want=$(python3 -c "import sys; k = int(sys.argv[1]); print(max(3 + j * k for j in range(99) if 3 + j * k <= 12 - 2))" "$k")
     if [ "$GM_RC" -eq 0 ] && [ -n "$k" ] && [ "$k" -ge 2 ] && [ "$r" = "$want" ] && cmp -s "$GM_WORK/zero3x14.params" "$GM_WORK/everyauto.params" &&
-        grep -q "gemini --gemini-every auto: a checkpoint exposes .* a failure then loses about" "$GM_WORK/everyauto/out"; then
+        grep -q "gemini --gemini-every auto: a checkpoint exposes .* a failure then loses about" "$GM_WORK/everyauto/out" &&
+        python3 -c 'import glob, json, os, sys
+f = sorted(glob.glob(sys.argv[1] + "/results/*.json"), key=os.path.getmtime)[-1]
+g = json.load(open(f))["gemini"]
+sys.exit(not (g["every"] >= 2 and g["every_asked"] == "auto" and g["expected_lost_iterations"] == g["every"] / 2 + 1))' "$GM_WORK/everyauto"; then
         gm_pass "gemini --gemini-every auto: every $k iterations where a checkpoint cannot hide; rank 0 lost at 12, iteration $r restored, = no failure"
     else
         gm_fail "gemini --gemini-every auto" "K ${k:-?}, recovered ${r:-?} (want ${want:-?}): $(grep -hE 'every|recovered' "$GM_WORK/everyauto/out" | head -n 3)"
