@@ -327,7 +327,7 @@ typedef struct gemini_state {
      * iteration: with an even interval they would not) and the training step's own time
      * (naive steps: what auto weighs the checkpoint against) */
     int every, next_due, last_version;
-    double step_wall_ms;
+    double step_wall_ms, every_share;
     int naive_it;            /* the iteration a naive checkpoint last took (persist reuses it) */
 } gemini_state;
 
@@ -740,9 +740,13 @@ static int gemini_init(const engine_env *env, void **state)
      * many SMs for them: 4 thread blocks carry a chunk faster than the PCIe copy that follows
      * it, and cost the training less (bench/results/2026-11-24-h200x2-gemini: 1.123-1.138x of
      * the step without checkpoints against 1.144-1.156x).  AEBENCH_GEMINI_CTAS overrides (0:
-     * NCCL's choice); AEBENCH_GEMINI_FILL is the share of each idle span the plan fills. */
+     * NCCL's choice); AEBENCH_GEMINI_FILL is the share of each idle span the plan fills, and
+     * AEBENCH_GEMINI_EVERY_SHARE the share of the step --gemini-every auto lets a checkpoint
+     * expose per iteration (1%). */
     const char *ctas = getenv("AEBENCH_GEMINI_CTAS"), *fill = getenv("AEBENCH_GEMINI_FILL");
+    const char *share = getenv("AEBENCH_GEMINI_EVERY_SHARE");
     st->fill = fill && atof(fill) > 0 && atof(fill) <= 1 ? atof(fill) : 0.9;
+    st->every_share = share && atof(share) > 0 && atof(share) <= 1 ? atof(share) : 0.01;
     if ((rc = coll_open_capped(&st->comm, env->be, env->rank, env->world, ctas ? atoi(ctas) : 4))) return rc;
     if (coll_watch(st->comm, env->dog, "checkpoint")) return GPT_ERR_INVALID;
 
@@ -1134,7 +1138,7 @@ static int choose_interval(gemini_state *st, double before_optimizer_ms, double 
     const double step = st->step_wall_ms > 0 ? st->step_wall_ms : 1;
     const double home_over = copy_home_ms > step ? copy_home_ms - step : 0;
     const double exposed = before_optimizer_ms > home_over ? before_optimizer_ms : home_over;
-    const double k = ceil(exposed / (0.01 * step));
+    const double k = ceil(exposed / (st->every_share * step));
     int mine = k < 1 ? 1 : k > GEMINI_AUTO_MAX_EVERY ? GEMINI_AUTO_MAX_EVERY : (int)k;
     int *all = calloc((size_t)st->p.W, sizeof *all);
     if (!all) return GPT_ERR_OOM;
@@ -1147,8 +1151,9 @@ static int choose_interval(gemini_state *st, double before_optimizer_ms, double 
     st->every = every;
     st->next_due = st->iteration + every;
     engine_note(&st->env, "gemini --gemini-every auto: a checkpoint exposes %.1f ms of a %.1f ms step (%.1f%%); "
-                "a checkpoint every %d iteration%s keeps that under 1%% of the step; a failure then loses about "
+                "a checkpoint every %d iteration%s keeps that under %g%% of the step; a failure then loses about "
                 "%.1f iterations of work (%.1f s)", exposed, step, 100 * exposed / step, every, every == 1 ? "" : "s",
+                100 * st->every_share,
                 every / 2.0 + 1, (every / 2.0 + 1) * step / 1e3);
     return GPT_OK;
 }
