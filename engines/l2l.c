@@ -570,9 +570,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
         return rc;
     if (!out->skipped && (rc = optimizer(st, out))) return rc;
     if (out->skipped && (rc = restore_working_copies(st))) return rc;
-    const int give_back = update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
-    update_ahead_report(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm), &out->ahead_blocks,
-                        &out->ahead_redone);
+    const int give_back = update_ahead_end_step(&st->ahead, out, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping the layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies are done by now (the compute waited for each); syncing their streams keeps
@@ -582,11 +580,7 @@ static int l2l_step(void *state, int iteration, const int32_t *tokens, const int
      * the step are done; its host updates, which may write them, are waited for first) */
     if (give_back) {
         if ((rc = wait_all_adam(st))) return rc;
-        for (int k = st->ahead.first; k < st->ahead.first + st->ahead.count; k++) {
-            const size_t off = host_block(st, k);
-            update_ahead_restore(&st->ahead, k, st->host_p + off, st->host_m + off, st->host_v + off);
-        }
-        update_ahead_give_back(&st->ahead);
+        update_ahead_give_back(&st->ahead, st->host_p, st->host_m, st->host_v);
     }
     return GPT_OK;
 }

@@ -611,6 +611,16 @@ static int layout_fits_host(const engine_config *cfg, int R, int S)
     return p.host_bytes <= cfg->host_budget;
 }
 
+/* auto_layout with s slots, no more slots than streamed layers; 0 where s slots do not fit
+ * `left` or every layer is resident (no slots). */
+static int layout_with_slots(const engine_config *cfg, uint64_t left, int s, int *R, int *S)
+{
+    const int L = cfg->shape.layers;
+    if (!auto_layout(&cfg->shape, cfg->bf16, left, s, R, S) || *S == 0) return 0;
+    if (*S > L - *R) *S = L - *R;
+    return 1;
+}
+
 /* -w auto's choice, the same in a run (S_need from its probe, m the calibrated machine or
  * NULL) and in a prediction (S_need from m's rates): the copy rule (S_need slots, as many
  * resident layers as `left` bytes of GPU memory hold), with fewer slots (more resident) where
@@ -634,8 +644,7 @@ static int auto_choice(const engine_config *cfg, const machine_rates *m, uint64_
         for (int sign = -1; sign <= 1; sign += 2) {
             const int s = S_need + sign * d;
             int r2, t2;
-            if (s < 2 || s > L || !auto_layout(sh, cfg->bf16, left, s, &r2, &t2) || t2 == 0) continue;
-            if (t2 > L - r2) t2 = L - r2;
+            if (s < 2 || s > L || !layout_with_slots(cfg, left, s, &r2, &t2)) continue;
             if (layout_fits_host(cfg, r2, t2)) {
                 R = r2;
                 S = t2;
@@ -651,9 +660,7 @@ static int auto_choice(const engine_config *cfg, const machine_rates *m, uint64_
         rule = best_t = p.ms;
         for (int s2 = 2; s2 <= L && s2 <= 32; s2++) {
             int r2, t2, choice[2];
-            if (!auto_layout(sh, cfg->bf16, left, s2, &r2, &t2) || t2 == 0) continue;
-            if (t2 > L - r2) t2 = L - r2;
-            if (!layout_fits_host(cfg, r2, t2)) continue;
+            if (!layout_with_slots(cfg, left, s2, &r2, &t2) || !layout_fits_host(cfg, r2, t2)) continue;
             for (int c = 0, n = spread_choices(cfg, r2, t2, choice); c < n; c++) {
                 predict_settled(cfg, m, r2, t2, choice[c], &p);
                 if (p.modelled && p.ms < best_t * 0.995) best_t = p.ms, R = r2, S = t2, spread = choice[c];
@@ -1295,9 +1302,7 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if (out->skipped && (rc = restore_working_copies(st))) return rc;
     /* (a skipped step, a gradient not finite: the copies written ahead are dropped, the
      * current ones stay current) */
-    const int give_back = update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
-    update_ahead_report(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm), &out->ahead_blocks,
-                        &out->ahead_redone);
+    const int give_back = update_ahead_end_step(&st->ahead, out, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping the streamed layers were already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every
@@ -1305,14 +1310,10 @@ static int stronghold_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = offload_streams_end_step(&st->io, out, phases))) return rc;
     /* --clip-speculate auto after clipped steps in a row: the second copies go (the copies of
      * the step are done; its host updates, which may write them, are waited for first) */
-    if (give_back && !(rc = wait_all_adam(st))) {
-        for (int i = st->ahead.first; i < st->ahead.first + st->ahead.count; i++) {
-            const size_t off = (size_t)i * z->Sl;
-            update_ahead_restore(&st->ahead, i, st->host_p + off, st->host_m + off, st->host_v + off);
-        }
-        update_ahead_give_back(&st->ahead);
+    if (give_back) {
+        if ((rc = wait_all_adam(st))) return rc;
+        update_ahead_give_back(&st->ahead, st->host_p, st->host_m, st->host_v);
     }
-    if (rc) return rc;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     if (st->disk) {
         disk_tier_take_stats(st->disk, &out->busy_ms[BUSY_DISK], &out->bytes_disk_read,

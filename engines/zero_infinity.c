@@ -795,9 +795,7 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
     }
     /* (nothing to give back: only a number of blocks, which holds its copies throughout, goes
      * ahead here; auto does not, see ahead_layers) */
-    (void)update_ahead_end_step(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm));
-    update_ahead_report(&st->ahead, out->skipped, gpt_clip_scale(&cfg->optim, out->grad_norm), &out->ahead_blocks,
-                        &out->ahead_redone);
+    (void)update_ahead_end_step(&st->ahead, out, gpt_clip_scale(&cfg->optim, out->grad_norm));
     /* Without clipping every block was already updated with this step number. */
     if (!out->skipped || cfg->optim.clip <= 0) st->adam_step++;
     /* The copies of this step are done by now or nearly; waiting for them keeps every

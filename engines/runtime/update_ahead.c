@@ -22,8 +22,8 @@ uint64_t update_ahead_bytes(int count, size_t block_floats)
     return (uint64_t)count * 3 * block_floats * sizeof(float);
 }
 
-/* auto: allocate the second copies from the host budget (params pinned: the copies to the
- * GPU read whichever is current), every block's current state at home. */
+/* Allocate the second copies from the host budget (params pinned: the copies to the GPU read
+ * whichever is current), every block's current state at home. */
 static int take_copies(update_ahead *a)
 {
     const size_t bytes = (size_t)a->count * a->block * sizeof(float);
@@ -45,6 +45,16 @@ static int take_copies(update_ahead *a)
     return GPT_OK;
 }
 
+static void free_copies(update_ahead *a)
+{
+    if (!a->p) return;
+    const size_t bytes = (size_t)a->count * a->block * sizeof(float);
+    host_free(a->host, a->v, bytes);
+    host_free(a->host, a->m, bytes);
+    pinned_free(a->host, a->be, a->p, bytes);
+    a->p = a->m = a->v = NULL;
+}
+
 int update_ahead_open(update_ahead *a, engine_allocs *mem, const engine_config *cfg, int first, int count,
                       size_t block_floats)
 {
@@ -54,51 +64,37 @@ int update_ahead_open(update_ahead *a, engine_allocs *mem, const engine_config *
     a->first = first;
     a->count = count;
     a->block = block_floats;
+    a->host = mem->host;
+    a->be = mem->be;
     a->swapped = calloc((size_t)count, 1);
     if (!a->swapped) return GPT_ERR_OOM;
-    if (cfg->clip_speculate < 0) {
-        /* auto: nothing until a step does not clip */
-        a->adaptive = 1;
-        a->host = mem->host;
-        a->be = mem->be;
-        a->next = 0;
-        return GPT_OK;
-    }
-    const size_t bytes = (size_t)count * block_floats * sizeof(float);
-    int rc;
-    if ((rc = engine_alloc(mem, MEM_PINNED, (void **)&a->p, bytes, "--clip-speculate second copy of params")) ||
-        (rc = engine_alloc(mem, MEM_HOST, (void **)&a->m, bytes, "--clip-speculate second copy of Adam m")) ||
-        (rc = engine_alloc(mem, MEM_HOST, (void **)&a->v, bytes, "--clip-speculate second copy of Adam v")))
-        return rc;
-    return GPT_OK;
+    /* auto: nothing until a step does not clip */
+    a->adaptive = cfg->clip_speculate < 0;
+    if (a->adaptive) a->next = 0;
+    return a->adaptive ? GPT_OK : take_copies(a);
 }
 
-void update_ahead_give_back(update_ahead *a)
+void update_ahead_give_back(update_ahead *a, float *home_p, float *home_m, float *home_v)
 {
-    if (!a->adaptive || !a->p) return;
-    const size_t bytes = (size_t)a->count * a->block * sizeof(float);
-    host_free(a->host, a->v, bytes);
-    host_free(a->host, a->m, bytes);
-    pinned_free(a->host, a->be, a->p, bytes);
-    a->p = a->m = a->v = NULL;
+    if (!a->p) return;
+    const size_t bytes = a->block * sizeof(float);
+    for (int i = 0; i < a->count; i++) {
+        if (!a->swapped[i]) continue;
+        const size_t home = (size_t)(a->first + i) * a->block, at = (size_t)i * a->block;
+        memcpy(home_p + home, a->p + at, bytes);
+        memcpy(home_m + home, a->m + at, bytes);
+        memcpy(home_v + home, a->v + at, bytes);
+        a->swapped[i] = 0;
+    }
+    free_copies(a);
     a->given_back++;
 }
 
 void update_ahead_close(update_ahead *a)
 {
-    update_ahead_give_back(a);
+    free_copies(a);
     free(a->swapped);
     a->swapped = NULL;
-}
-
-void update_ahead_restore(update_ahead *a, int b, float *home_p, float *home_m, float *home_v)
-{
-    if (!a->p || b < a->first || b >= a->first + a->count || !a->swapped[b - a->first]) return;
-    const size_t at = (size_t)(b - a->first) * a->block, bytes = a->block * sizeof(float);
-    memcpy(home_p, a->p + at, bytes);
-    if (home_m) memcpy(home_m, a->m + at, bytes);
-    if (home_v) memcpy(home_v, a->v + at, bytes);
-    a->swapped[b - a->first] = 0;
 }
 
 ahead_state update_ahead_state(const update_ahead *a, int b, float *home_p, float *home_m, float *home_v,
@@ -135,10 +131,12 @@ int update_ahead_begin_step(update_ahead *a)
 
 void update_ahead_swap(update_ahead *a, int b) { a->swapped[b - a->first] ^= 1; }
 
-int update_ahead_end_step(update_ahead *a, int skipped, float clip_scale)
+int update_ahead_end_step(update_ahead *a, step_result *out, float clip_scale)
 {
+    const int clipped = out->skipped || clip_scale != 1.0f;
+    out->ahead_blocks = a->now ? a->count : 0;
+    out->ahead_redone = a->now && clipped;
     if (!a->count) return 0;
-    const int clipped = skipped || clip_scale != 1.0f;
     a->steps_seen++;
     a->clipped += clipped;
     if (a->now) {
@@ -148,12 +146,6 @@ int update_ahead_end_step(update_ahead *a, int skipped, float clip_scale)
     a->clipped_run = clipped ? a->clipped_run + 1 : 0;
     a->next = !clipped;
     return a->adaptive && a->p && a->clipped_run >= UPDATE_AHEAD_GIVE_BACK_AFTER;
-}
-
-void update_ahead_report(const update_ahead *a, int skipped, float clip_scale, int *blocks, int *redone)
-{
-    *blocks = a->now ? a->count : 0;
-    *redone = a->now && (skipped || clip_scale != 1.0f);
 }
 
 void update_ahead_note_plan(const update_ahead *a, const engine_env *env, const char *engine, int of_blocks)

@@ -47,8 +47,8 @@ typedef struct update_ahead {
     unsigned char *swapped;  /* count: the block's current state is its second copy */
     int now, next;           /* this step updates ahead; the next may */
     int steps, redone;       /* steps that did; of those, redone or dropped */
-    /* auto (adaptive): the copies come and go with the clipping (outside the engine's
-     * allocation list, under the same host budget) */
+    /* The copies' memory (from the host budget, outside the engine's allocation list: with
+     * auto they come and go with the clipping) */
     int adaptive;
     mem_budget *host;
     const gpt_backend *be;
@@ -69,13 +69,12 @@ int update_ahead_blocks(const engine_config *cfg, int eligible, int by_default, 
 /* Host bytes of `count` blocks' second copies (params, m, v). */
 uint64_t update_ahead_bytes(int count, size_t block_floats);
 
-/* The second copies for blocks first .. first + count - 1 (count 0: nothing): with N
- * (cfg->clip_speculate > 0) allocated now (engine_alloc, freed with the engine's other
- * allocations); with auto only when a step does not clip (update_ahead_begin_step), from
- * mem's host budget.  0 or a gpt_status. */
+/* The second copies for blocks first .. first + count - 1 (count 0: nothing), from mem's host
+ * budget: with N (cfg->clip_speculate > 0) allocated now; with auto only when a step does not
+ * clip (update_ahead_begin_step).  0 or a gpt_status. */
 int update_ahead_open(update_ahead *a, engine_allocs *mem, const engine_config *cfg, int first, int count,
                       size_t block_floats);
-/* Frees what auto holds (the engine's allocations free N's). */
+/* Frees what is held. */
 void update_ahead_close(update_ahead *a);
 
 /* Block b's state: the current copy (other = 0) or the one an update ahead writes (other =
@@ -101,19 +100,15 @@ int update_ahead_begin_step(update_ahead *a);
 /* Once the norm is known (not for a skipped step): after b was updated again if needed, its
  * copies swap. */
 void update_ahead_swap(update_ahead *a, int b);
-/* At the end of a step: count it, and decide whether the next goes ahead.  Returns 1 when
- * (auto) the copies are to be given back: once no host update, copy up or other reader uses
- * them, the engine calls update_ahead_restore for each block, then update_ahead_give_back. */
-int update_ahead_end_step(update_ahead *a, int skipped, float clip_scale);
-/* The step's speculation for its result (step_result.ahead_blocks, ahead_redone): call after
- * update_ahead_end_step. */
-void update_ahead_report(const update_ahead *a, int skipped, float clip_scale, int *blocks, int *redone);
-/* Block b's state home (its home copy, as update_ahead_state takes it) where its current
- * copy is the second one. */
-void update_ahead_restore(update_ahead *a, int b, float *home_p, float *home_m, float *home_v);
-void update_ahead_give_back(update_ahead *a);
-/* Whether the second copies are allocated now. */
-static inline int update_ahead_held(const update_ahead *a) { return a->p != NULL; }
+/* At the end of a step (out: its skipped, and the speculation it reports, ahead_blocks and
+ * ahead_redone): count it, and decide whether the next goes ahead.  Returns 1 when (auto) the
+ * copies are to be given back: once no host update, copy up or other reader uses them, the
+ * engine calls update_ahead_give_back. */
+int update_ahead_end_step(update_ahead *a, step_result *out, float clip_scale);
+/* Every block whose current state is in its second copy copied home, then the copies freed.
+ * The home copies: block b's at home_p/m/v + b * block_floats (stronghold's streamed layers,
+ * l2l's layers: the engines whose auto goes ahead). */
+void update_ahead_give_back(update_ahead *a, float *home_p, float *home_m, float *home_v);
 /* The log's lines: what is updated ahead (at init), and how it went (at the end). */
 void update_ahead_note_plan(const update_ahead *a, const engine_env *env, const char *engine, int of_blocks);
 void update_ahead_note_result(const update_ahead *a, const engine_env *env, const char *engine);
