@@ -208,6 +208,19 @@ static long long int_max_of(int id)
     }
 }
 
+/* A whole number in [lo, hi], or "auto" (*out = auto_value); -1 when it is neither. */
+static int parse_int_or_auto(const char *text, long long lo, long long hi, int auto_value, int *out)
+{
+    long long v = 0;
+    if (strcmp(text, "auto") == 0) {
+        *out = auto_value;
+        return 0;
+    }
+    if (parse_int(text, lo, hi, &v)) return -1;
+    *out = (int)v;
+    return 0;
+}
+
 static int parse_num(const char *text, double *out)
 {
     if (!text || !*text) return -1;
@@ -303,14 +316,8 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         e->shape.vocab = (int)iv;
         break;
     case OPT_WINDOW:
-        if (strcmp(value, "auto") == 0) {
-            e->window = 0;
-        } else if (parse_int(value, 1, 1000000, &iv)) {
-            return cli_fail(err, errlen, "%s: '%s' is neither a positive integer nor 'auto'",
-                        opt, value);
-        } else {
-            e->window = (int)iv;
-        }
+        if (parse_int_or_auto(value, 1, 1000000, 0, &e->window))
+            return cli_fail(err, errlen, "%s: '%s' is neither a positive integer nor 'auto'", opt, value);
         break;
     case OPT_ITERS: rc->iters = (int)iv; break;
     case OPT_LOG_INTERVAL: rc->log_interval = (int)iv; break;
@@ -372,22 +379,12 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         break;
     case OPT_CKPT_EVERY: e->ckpt_every = (int)iv; break;
     case OPT_GEMINI_EVERY:
-        if (strcmp(value, "auto") == 0) {
-            e->gemini_every = -1;
-        } else if (parse_int(value, 1, MAX_ITERS, &iv)) {
+        if (parse_int_or_auto(value, 1, MAX_ITERS, -1, &e->gemini_every))
             return cli_fail(err, errlen, "%s: '%s' is neither an interval (1 or more iterations) nor 'auto'", opt, value);
-        } else {
-            e->gemini_every = (int)iv;
-        }
         break;
     case OPT_CLIP_SPECULATE:
-        if (strcmp(value, "auto") == 0) {
-            e->clip_speculate = -1;
-        } else if (parse_int(value, 0, 1000000, &iv)) {
+        if (parse_int_or_auto(value, 0, 1000000, -1, &e->clip_speculate))
             return cli_fail(err, errlen, "%s: '%s' is neither a layer count (0 or more) nor 'auto'", opt, value);
-        } else {
-            e->clip_speculate = (int)iv;
-        }
         break;
     case OPT_PLACEMENT:
         CHOOSE(e->placement, {"bottom", PLACE_BOTTOM}, {"spread", PLACE_SPREAD}, {"auto", PLACE_AUTO});

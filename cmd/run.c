@@ -350,38 +350,32 @@ static cJSON *json_budget(const mem_budget *b, uint64_t planned)
     return o;
 }
 
-/* Median iteration time, leaving out the first iteration (it carries one-time costs: first
- * touch of memory, library warm-up) whenever there is more than one. */
-static double median_iteration_ms(const run_state *s)
+/* What a median over the steps is of: their time, or their bound (bound.h: the roofline, or
+ * the clipped schedule's; only the steps that report busy times have one). */
+enum { STEP_MS, STEP_ROOFLINE, STEP_CLIPPED_BOUND };
+
+/* The median of `what` over the measured iterations, leaving out the first (it carries
+ * one-time costs: first touch of memory, library warm-up) whenever there is more than one;
+ * 0 when no step has it. */
+static double median_over_steps(const run_state *s, int what)
 {
-    const int n = s->done - s->first;
-    double *ms = malloc(sizeof(double) * (size_t)n);
-    if (!ms) return s->iters[s->done - 1].ms;
-    for (int i = 0; i < n; i++) ms[i] = s->iters[s->first + i].ms;
-    const int skip = n > 1;
-    double med = median_of(ms + skip, n - skip);
-    free(ms);
+    const int n = s->done - s->first, skip = n > 1;
+    if (n <= 0) return 0;
+    double *v = malloc(sizeof(double) * (size_t)n);
+    if (!v) return what == STEP_MS ? s->iters[s->done - 1].ms : 0;
+    int m = 0;
+    for (int i = skip; i < n; i++) {
+        const iter_record *it = &s->iters[s->first + i];
+        if (what == STEP_MS) v[m++] = it->ms;
+        else if (it->r.has_busy)
+            v[m++] = what == STEP_ROOFLINE ? bound_roofline_ms(it->r.busy_ms) : bound_clipped_ms(it->r.busy_ms, s->ec.ckpt);
+    }
+    const double med = m ? median_of(v, m) : 0;
+    free(v);
     return med;
 }
 
-/* The median over the measured iterations (the first left out, as median_iteration_ms) of a
- * step's bound (bound.h): the roofline, or (clipped) the clipped schedule's.  0: the engine
- * reports no busy times. */
-static double median_bound_ms(const run_state *s, int clipped)
-{
-    const int n = s->done - s->first, skip = n > 1;
-    if (n <= 0 || !s->iters[s->done - 1].r.has_busy) return 0;
-    double *b = malloc(sizeof(double) * (size_t)n);
-    if (!b) return 0;
-    int m = 0; /* (the measured iterations that have busy times) */
-    for (int i = skip; i < n; i++) {
-        const step_result *r = &s->iters[s->first + i].r;
-        if (r->has_busy) b[m++] = clipped ? bound_clipped_ms(r->busy_ms, s->ec.ckpt) : bound_roofline_ms(r->busy_ms);
-    }
-    const double med = m ? median_of(b, m) : 0;
-    free(b);
-    return med;
-}
+static double median_iteration_ms(const run_state *s) { return median_over_steps(s, STEP_MS); }
 
 /* ---- gemini: the Gemini artifact's comparison in one job (--gemini-ckpt-from) -------------
  * Its runs train some warm-up steps, then 10 without checkpoints, then the rest with, and keep
@@ -431,8 +425,7 @@ static void json_gemini(cJSON *root, const run_state *s)
     const int every = s->done > s->first && s->iters[s->done - 1].r.ckpt_every > 0 ? s->iters[s->done - 1].r.ckpt_every : 1;
     cJSON_AddStringToObject(g, "every_asked", s->ec.gemini_every < 0 ? "auto" : "fixed");
     cJSON_AddNumberToObject(g, "every", every);
-    cJSON_AddNumberToObject(g, "expected_lost_iterations",
-                            every / 2.0 + (s->ec.gemini_mode == GEMINI_INTERLEAVE ? 1.0 : 0.0));
+    cJSON_AddNumberToObject(g, "expected_lost_iterations", gemini_lost_iterations(every, s->ec.gemini_mode));
     cJSON *times = cJSON_AddArrayToObject(g, "step_times");
     for (int i = s->first; i < s->done; i++) cJSON_AddItemToArray(times, cJSON_CreateNumber(s->iters[i].ms / 1e3));
     /* the steady checkpoints: sizes and times are medians over them */
@@ -685,11 +678,11 @@ static int write_json(run_state *s)
     }
     /* The bounds of its steps beside the measured time (bound.h) */
     if (s->done > s->first && s->iters[s->done - 1].r.has_busy) {
-        const double med = median_iteration_ms(s), roof = median_bound_ms(s, 0);
+        const double med = median_iteration_ms(s), roof = median_over_steps(s, STEP_ROOFLINE);
         cJSON_AddNumberToObject(sum, "roofline_ms", roof);
         double bound = roof;
         if (bound_waits_for_norm(s->eng, ec)) {
-            bound = median_bound_ms(s, 1);
+            bound = median_over_steps(s, STEP_CLIPPED_BOUND);
             cJSON_AddNumberToObject(sum, "clipped_bound_ms", bound);
         }
         if (bound > 0) cJSON_AddNumberToObject(sum, "ms_over_bound", med / bound);
@@ -823,9 +816,9 @@ static void print_summary(run_state *s)
         } else if (s->ec.optim.clip > 0) {
             printf("  clip-grad %g: %d of %d steps clipped\n", s->ec.optim.clip, clipped_steps(s), s->done - s->first);
         }
-        const double roof = median_bound_ms(s, 0);
+        const double roof = median_over_steps(s, STEP_ROOFLINE);
         if (roof > 0 && bound_waits_for_norm(s->eng, &s->ec)) {
-            const double clipped = median_bound_ms(s, 1);
+            const double clipped = median_over_steps(s, STEP_CLIPPED_BOUND);
             printf("  bound: %.1f ms/it (the clipped schedule: the host Adam waits for the norm; roofline %.1f) | "
                    "measured %.2fx of it\n", clipped, roof, med / clipped);
         } else if (roof > 0) {

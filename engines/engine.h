@@ -112,6 +112,12 @@ typedef struct engine_config {
 } engine_config;
 
 enum { GEMINI_NONE = 0, GEMINI_NAIVE = 1, GEMINI_INTERLEAVE = 2 };
+/* gemini with a checkpoint every `every` iterations: the iterations of work a failure loses on
+ * average (a naive checkpoint is whole at its step's end, an interleaved one a step later). */
+static inline double gemini_lost_iterations(int every, int mode)
+{
+    return every / 2.0 + (mode == GEMINI_INTERLEAVE ? 1.0 : 0.0);
+}
 enum { GEMINI_GROUP = 0, GEMINI_RING = 1 };
 /* gemini --gemini-transport: how a peer's shard reaches the rank that keeps it: read by
  * that rank's copy engines where it can (auto), always sent and received (NCCL kernels / MPI

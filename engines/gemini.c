@@ -121,9 +121,9 @@ static int replicas_of(const engine_config *cfg)
 }
 
 /* Ranks on several machines, each with as many: rank r's machine and its index among that
- * machine's ranks; *per the ranks per machine.  0 where the ranks are on one machine, or the
- * machines hold different numbers of them. */
-static int machine_grid(const engine_config *cfg, int r, int *host, int *local, int *per)
+ * machine's ranks.  0 where the ranks are on one machine, or the machines hold different
+ * numbers of them. */
+static int machine_grid(const engine_config *cfg, int r, int *host, int *local)
 {
     const int W = engine_world(cfg), H = cfg->hosts;
     if (!cfg->rank_host || H < 2 || W % H != 0) return 0;
@@ -135,7 +135,6 @@ static int machine_grid(const engine_config *cfg, int r, int *host, int *local, 
     *local = 0;
     for (int q = 0; q < r; q++) *local += cfg->rank_host[q] == cfg->rank_host[r];
     *host = cfg->rank_host[r];
-    *per = W / H;
     return 1;
 }
 
@@ -162,9 +161,9 @@ static gemini_placement placement_of(const engine_config *cfg, int rank)
     p.rank = rank;
     p.m = replicas_of(cfg);
     p.owners[0] = rank;
-    int host = 0, local = 0, per = 0;
+    int host = 0, local = 0;
     const int H = cfg->hosts, ring = cfg->gemini_placement == GEMINI_RING;
-    p.across = p.m > 1 && machine_grid(cfg, rank, &host, &local, &per) &&
+    p.across = p.m > 1 && machine_grid(cfg, rank, &host, &local) &&
                (ring ? p.m <= H : H % p.m == 0);
     for (int d = 1; d < p.m; d++) {
         if (p.across && ring) {
@@ -816,7 +815,7 @@ static int gemini_init(const engine_env *env, void **state)
         snprintf(every, sizeof every, "an interval chosen once interleave has measured the step");
     else if (st->every > 1)
         snprintf(every, sizeof every, "a checkpoint every %d iterations (a failure loses about %.1f)", st->every,
-                 st->every / 2.0 + (env->cfg->gemini_mode == GEMINI_INTERLEAVE));
+                 gemini_lost_iterations(st->every, env->cfg->gemini_mode));
     else
         snprintf(every, sizeof every, "a checkpoint every iteration");
     engine_note(env, "gemini: job %s, %s (%s), %d cop%s of each shard (%s), "
@@ -1154,7 +1153,7 @@ static int choose_interval(gemini_state *st, double before_optimizer_ms, double 
                 "a checkpoint every %d iteration%s keeps that under %g%% of the step; a failure then loses about "
                 "%.1f iterations of work (%.1f s)", exposed, step, 100 * exposed / step, every, every == 1 ? "" : "s",
                 100 * st->every_share,
-                every / 2.0 + 1, (every / 2.0 + 1) * step / 1e3);
+                gemini_lost_iterations(every, GEMINI_INTERLEAVE), gemini_lost_iterations(every, GEMINI_INTERLEAVE) * step / 1e3);
     return GPT_OK;
 }
 
