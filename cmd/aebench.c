@@ -131,20 +131,25 @@ static int fault_phase_refused(const run_config *rc, const engine_vtbl *eng, cha
     return 0;
 }
 
-/* The machines the ranks are on (comm.h), for the engines; and --gemini-store's "%m" (a store
- * per machine) made this rank's machine's. */
+/* --gemini-store's "%m" (a store per machine) made machine's, in place. */
+static int store_of_machine(engine_config *e, int machine, char *err, size_t errlen)
+{
+    char store[sizeof e->gemini_store];
+    if (ckpt_store_for_machine(store, sizeof store, e->gemini_store, machine)) {
+        snprintf(err, errlen, "--gemini-store %.200s: too long with its machine", e->gemini_store);
+        return -1;
+    }
+    memcpy(e->gemini_store, store, sizeof store);
+    return 0;
+}
+
+/* The machines the ranks are on (comm.h), for the engines; and the store this rank's. */
 static int machines_of(run_config *rc, const comm_world *comm, char *err, size_t errlen)
 {
     rc->eng.hosts = comm->machines;
     rc->eng.host_index = comm->machine;
     rc->eng.rank_host = comm->world > 1 ? comm->rank_machine : NULL;
-    char store[sizeof rc->eng.gemini_store];
-    if (ckpt_store_for_machine(store, sizeof store, rc->eng.gemini_store, comm->machine)) {
-        snprintf(err, errlen, "--gemini-store %.200s: too long with its machine", rc->eng.gemini_store);
-        return -1;
-    }
-    memcpy(rc->eng.gemini_store, store, sizeof store);
-    return 0;
+    return store_of_machine(&rc->eng, comm->machine, err, errlen);
 }
 
 int main(int argc, char **argv)
@@ -224,9 +229,8 @@ int main(int argc, char **argv)
         run_config probe = rc;
         err[0] = '\0';
         /* (a store per machine: the probe checks the first machine's, here) */
-        if (ckpt_store_for_machine(probe.eng.gemini_store, sizeof probe.eng.gemini_store, rc.eng.gemini_store, 0))
-            snprintf(err, sizeof err, "--gemini-store %.200s: too long with its machine", rc.eng.gemini_store);
-        else if (cli_resolve_ranks(&probe, rc.ranks, rc.ranks, err, sizeof err) == 0 && eng &&
+        if (store_of_machine(&probe.eng, 0, err, sizeof err) == 0 &&
+            cli_resolve_ranks(&probe, rc.ranks, rc.ranks, err, sizeof err) == 0 && eng &&
             engine_refuses(eng, &probe.eng, err, sizeof err) == 0 &&
             fault_phase_refused(&rc, eng, err, sizeof err) == 0 &&
             option_unused(&rc, eng, rc.ranks, err, sizeof err) == 0)

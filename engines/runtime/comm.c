@@ -118,7 +118,7 @@ int comm_init(comm_world *c, int *argc, char ***argv)
         mpi_ok(MPI_Comm_free(&node), "MPI_Comm_free"))
         return -1;
     /* Every rank's machine: numbered in the order of their lowest ranks (rank r's lowest is
-     * r itself only on the machine it is the lowest of). */
+     * r itself only on the machine it is the lowest of, and never above r). */
     int *lowests = malloc(sizeof(int) * (size_t)c->world);
     c->rank_machine = malloc(sizeof(int) * (size_t)c->world);
     if (!lowests || !c->rank_machine) {
@@ -131,13 +131,8 @@ int comm_init(comm_world *c, int *argc, char ***argv)
         return -1;
     }
     c->machines = 0;
-    for (int r = 0; r < c->world; r++) {
-        if (lowests[r] == r) c->machines++;
-        /* (a machine's number: how many machines have their lowest rank below its own) */
-        int n = 0;
-        for (int q = 0; q < lowests[r]; q++) n += lowests[q] == q;
-        c->rank_machine[r] = n;
-    }
+    for (int r = 0; r < c->world; r++)
+        c->rank_machine[r] = lowests[r] == r ? c->machines++ : c->rank_machine[lowests[r]];
     c->machine = c->rank_machine[c->rank];
     free(lowests);
     return 0;
