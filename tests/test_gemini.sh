@@ -34,6 +34,27 @@ print(" ".join(repr(i["loss"]) for i in its if i["iteration"] >= int(sys.argv[2]
 EOF
 }
 
+# gm_recovered NAME BASE WHAT [PATTERN ...]: run NAME (just made) ended 0 with BASE's final
+# parameters and every PATTERN in its stdout; passes WHAT, or fails naming what it printed
+gm_recovered() {
+    local name=$1 base=$2 what=$3 p ok=1
+    shift 3
+    [ "$GM_RC" = 0 ] && cmp -s "$GM_WORK/$base.params" "$GM_WORK/$name.params" || ok=0
+    for p in "$@"; do grep -q -- "$p" "$GM_WORK/$name/out" || ok=0; done
+    if [ $ok = 1 ]; then
+        gm_pass "$what"
+    else
+        gm_fail "$what" "exit $GM_RC: $(grep -hE 'every|recovered|fetched' "$GM_WORK/$name/out" | head -n 3) $(tail -c 200 "$GM_WORK/$name/err")"
+    fi
+}
+# gm_gemini_json NAME EXPR: the Python expression over the newest JSON's "gemini" (g) holds
+gm_gemini_json() {
+    python3 -c 'import glob, json, os, sys
+f = sorted(glob.glob(sys.argv[1] + "/results/*.json"), key=os.path.getmtime)[-1]
+g = json.load(open(f))["gemini"]
+sys.exit(not eval(sys.argv[2]))' "$GM_WORK/$1" "$2"
+}
+
 # ---- case 6's recovery probabilities: the exact counts against enumeration of every failure set
 if GM_C6=$(cd "$GM_ROOT" && make -s build/case6_recovery >/dev/null && ./build/case6_recovery --check) &&
     [[ "$GM_C6" == *"590 of 590"* ]]; then
@@ -420,29 +441,17 @@ PYEOF
     # start of 5: the newest is 3 (not 4), recovered = no failure ---------------------------------
     gm_run every2 --ranks 2 -m gemini --gemini-mode naive --gemini-every 2 --gemini-store "$GM_STORE" \
         --fail-at 5 --fail-rank 1 --fail-kind hardware
-    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3.params" "$GM_WORK/every2.params" &&
-        grep -q "a checkpoint every 2 iterations (a failure loses about 1.0)" "$GM_WORK/every2/out" &&
-        grep -q "recovered at iteration 3 " "$GM_WORK/every2/out" &&
-        python3 -c 'import glob, json, os, sys
-f = sorted(glob.glob(sys.argv[1] + "/results/*.json"), key=os.path.getmtime)[-1]
-g = json.load(open(f))["gemini"]
-sys.exit(not (g["every"] == 2 and g["every_asked"] == "fixed" and g["expected_lost_iterations"] == 1.0))' "$GM_WORK/every2"; then
-        gm_pass "gemini --gemini-every 2: rank 1 lost at iteration 5, iteration 3 restored (4 was not checkpointed), = no failure"
-    else
-        gm_fail "gemini --gemini-every 2" "exit $GM_RC: $(grep -hE 'every|recovered' "$GM_WORK/every2/out" | head -n 3) $(tail -c 200 "$GM_WORK/every2/err")"
-    fi
+    gm_gemini_json every2 'g["every"] == 2 and g["every_asked"] == "fixed" and g["expected_lost_iterations"] == 1.0' ||
+        GM_RC="json: every, every_asked, expected_lost_iterations"
+    gm_recovered every2 zero3 "gemini --gemini-every 2: rank 1 lost at iteration 5, iteration 3 restored (4 was not checkpointed), = no failure" \
+        "a checkpoint every 2 iterations (a failure loses about 1.0)" "recovered at iteration 3 "
     # interleave every 2 iterations: its warm-up checkpoints 1, 3, 5 naively, then 7 goes
     # during 8; rank 0 lost at the start of 9: 7 is the newest whole one
     gm_run zero3x10 --ranks 2 --zero-stage 3 --iters 10
     gm_run everyi2 --ranks 2 -m gemini --gemini-every 2 --iters 10 --gemini-store "$GM_STORE" \
         --fail-at 9 --fail-rank 0 --fail-kind hardware
-    if [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3x10.params" "$GM_WORK/everyi2.params" &&
-        grep -q "recovered at iteration 7 " "$GM_WORK/everyi2/out" &&
-        grep -q "a checkpoint every 2 iterations (a failure loses about 2.0)" "$GM_WORK/everyi2/out"; then
-        gm_pass "gemini interleave --gemini-every 2: rank 0 lost at iteration 9, iteration 7 (sent during 8) restored, = no failure"
-    else
-        gm_fail "gemini interleave --gemini-every 2" "exit $GM_RC: $(grep -hE 'every|recovered' "$GM_WORK/everyi2/out" | head -n 3) $(tail -c 200 "$GM_WORK/everyi2/err")"
-    fi
+    gm_recovered everyi2 zero3x10 "gemini interleave --gemini-every 2: rank 0 lost at iteration 9, iteration 7 (sent during 8) restored, = no failure" \
+        "recovered at iteration 7 " "a checkpoint every 2 iterations (a failure loses about 2.0)"
     # auto, where a checkpoint cannot hide (the plan told to fill nothing of the idle spans:
     # all of it before the optimizer): interleave's warm-up (iterations 1-3) measures, the
     # interval K >= 2 follows, checkpoints at 3 + K, 3 + 2K, ...; rank 0 lost at 12 recovers
@@ -460,10 +469,7 @@ sys.exit(not (g["every"] == 2 and g["every_asked"] == "fixed" and g["expected_lo
     [ -n "$k" ] && want=$(python3 -c "import sys; k = int(sys.argv[1]); print(max(3 + j * k for j in range(99) if 3 + j * k <= 12 - 2))" "$k")
     if [ "$GM_RC" -eq 0 ] && [ -n "$k" ] && [ "$k" -ge 2 ] && [ "$r" = "$want" ] && cmp -s "$GM_WORK/zero3x14.params" "$GM_WORK/everyauto.params" &&
         grep -q "gemini --gemini-every auto: a checkpoint exposes .* a failure then loses about" "$GM_WORK/everyauto/out" &&
-        python3 -c 'import glob, json, os, sys
-f = sorted(glob.glob(sys.argv[1] + "/results/*.json"), key=os.path.getmtime)[-1]
-g = json.load(open(f))["gemini"]
-sys.exit(not (g["every"] >= 2 and g["every_asked"] == "auto" and g["expected_lost_iterations"] == g["every"] / 2 + 1))' "$GM_WORK/everyauto"; then
+        gm_gemini_json everyauto 'g["every"] >= 2 and g["every_asked"] == "auto" and g["expected_lost_iterations"] == g["every"] / 2 + 1'; then
         gm_pass "gemini --gemini-every auto: every $k iterations where a checkpoint cannot hide; rank 0 lost at 12, iteration $r restored, = no failure"
     else
         gm_fail "gemini --gemini-every auto" "K ${k:-?}, recovered ${r:-?} (want ${want:-?}): $(grep -hE 'every|recovered' "$GM_WORK/everyauto/out" | head -n 3)"
