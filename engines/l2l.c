@@ -328,7 +328,7 @@ static int l2l_init(const engine_env *env, void **state)
     const int L = sh->layers;
     /* Spans per step: fwd and bwd of every layer, embed, head and optimizer on compute; two
      * copies in and one out per layer; on N ranks one reduction per block. */
-    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, engine_micro_batches(env->cfg) * (6 * L + 18)))) return rc;
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg, 6 * L + 18))) return rc;
 
     l2l_bytes b = bytes_for(&st->z, sh);
     void *staging = NULL;

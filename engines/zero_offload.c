@@ -393,7 +393,7 @@ static int zero_offload_init(const engine_env *env, void **state)
     zo_bytes b = bytes_for(z, sh);
     /* Spans per step: compute 2L + 4, h2d L + 1, d2h groups + 1; N ranks: collectives
      * groups + L + 2. */
-    if ((rc = offload_streams_open(&st->io, env->be, env->cfg->threads, engine_micro_batches(env->cfg) * (6 * z->L + 20)))) return rc;
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg, 6 * z->L + 20))) return rc;
 
     if ((rc = alloc_in(st, &st->params, b.params, MEM_GPU, "parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed_grads, MEM_GPU, "embedding gradients")) ||

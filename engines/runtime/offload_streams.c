@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int offload_streams_open(offload_streams *o, gpt_backend *be, int threads, int max_spans)
+int offload_streams_open(offload_streams *o, gpt_backend *be, const engine_config *cfg, int spans_per_micro_batch)
 {
     memset(o, 0, sizeof *o);
     o->be = be;
@@ -13,8 +13,8 @@ int offload_streams_open(offload_streams *o, gpt_backend *be, int threads, int m
     if ((rc = be->ops->stream_create(be, &o->compute)) ||
         (rc = be->ops->stream_create(be, &o->h2d)) ||
         (rc = be->ops->stream_create(be, &o->d2h)) ||
-        (rc = cpu_adam_create(&o->host_adam, threads)) ||
-        (rc = spans_init(&o->spans, be, max_spans)))
+        (rc = cpu_adam_create(&o->host_adam, cfg->threads)) ||
+        (rc = spans_init(&o->spans, be, engine_micro_batches(cfg) * spans_per_micro_batch)))
         return rc;
     return GPT_OK;
 }

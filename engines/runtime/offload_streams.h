@@ -22,9 +22,11 @@ typedef struct offload_streams {
     stream_spans spans;
 } offload_streams;
 
-/* Create the three streams, a host Adam pool of `threads` (0: all cores) and room for
- * max_spans busy spans per step.  On failure what was made is kept for close. */
-int offload_streams_open(offload_streams *o, gpt_backend *be, int threads, int max_spans);
+/* Create the three streams, a host Adam pool of cfg->threads (0: all cores) and room for the
+ * busy spans of a step: spans_per_micro_batch for each of cfg's micro-batches (a step out of
+ * room reports no busy times: offload_streams_busy).  On failure what was made is kept for
+ * close. */
+int offload_streams_open(offload_streams *o, gpt_backend *be, const engine_config *cfg, int spans_per_micro_batch);
 /* Wait for the host Adam's queued jobs and the streams, then release them all (safe on a
  * partially opened or zeroed set). */
 void offload_streams_close(offload_streams *o);
