@@ -388,10 +388,13 @@ static int gemini_warmup_steps(const engine_config *ec)
     return before / 2 < 8 ? before / 2 : 8;
 }
 
+/* A step's phase in the artifact's comparison.  With --gemini-every K > 1 the steps between
+ * two checkpoints are "checkpoint" steps too: the overhead is the interval's, shared by its K
+ * steps (what a job checkpointing every K iterations pays per step), not one sending step's. */
 static const char *gemini_phase(const engine_config *ec, int iteration, const step_result *r)
 {
     if (iteration <= gemini_warmup_steps(ec)) return "warmup";
-    if (iteration < ec->gemini_ckpt_from || !r->has_ckpt) return "no_checkpoint";
+    if (iteration < ec->gemini_ckpt_from || (!r->has_ckpt && r->ckpt_every <= 1)) return "no_checkpoint";
     return r->ckpt_warmup ? "checkpoint_warmup" : "checkpoint";
 }
 
@@ -435,7 +438,7 @@ static void json_gemini(cJSON *root, const run_state *s)
     int n = 0;
     for (int i = s->first; i < s->done; i++) {
         const step_result *r = &s->iters[i].r;
-        if (strcmp(gemini_phase(&s->ec, i + 1, r), "checkpoint") != 0) continue;
+        if (!r->has_ckpt || strcmp(gemini_phase(&s->ec, i + 1, r), "checkpoint") != 0) continue;
         bytes[n] = r->ckpt_bytes;
         ms[n] = r->ckpt_ms;
         exposed[n] = r->ckpt_exposed_ms;
@@ -1027,8 +1030,11 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     if (rc_ == GPT_OK && (s->eng->options & ENGINE_OPT_RECOVERS)) {
         /* what scripts/case6_extract.sh reads the phases of the step lines from */
         static const char *const modes[] = {"none", "naive", "interleave"};
-        logline(s, "gemini | mode: %s | checkpoint from iteration: %d | warm-up steps: %d",
-                modes[s->ec.gemini_mode], s->ec.gemini_ckpt_from, gemini_warmup_steps(&s->ec));
+        char every[16];
+        if (s->ec.gemini_every < 0) snprintf(every, sizeof every, "auto");
+        else snprintf(every, sizeof every, "%d", s->ec.gemini_every > 0 ? s->ec.gemini_every : 1);
+        logline(s, "gemini | mode: %s | checkpoint from iteration: %d | warm-up steps: %d | every: %s",
+                modes[s->ec.gemini_mode], s->ec.gemini_ckpt_from, gemini_warmup_steps(&s->ec), every);
     }
     if (rc_ == GPT_ERR_OOM) {
         set_oom(s, oom_budget(s));
@@ -1134,6 +1140,14 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         if (nb > 0 && nw > 0)
             logline(s, "gemini: steps without checkpoints %.1f ms (sd %.1f, %d steps), with %.1f ms (sd %.1f, %d "
                     "steps): %.3fx", base, base_sd, nb, with, with_sd, nw, with / base);
+        /* the interval in effect at the end (auto's choice) and what a failure then costs,
+         * as the JSON's gemini.every and expected_lost_iterations */
+        if (s->ec.gemini_mode != GEMINI_NONE && s->done > s->first) {
+            const int every = s->iters[s->done - 1].r.ckpt_every > 0 ? s->iters[s->done - 1].r.ckpt_every : 1;
+            logline(s, "gemini: a checkpoint every %d iteration%s (%s) | iterations a failure loses, expected: %.1f",
+                    every, every == 1 ? "" : "s", s->ec.gemini_every < 0 ? "auto" : "fixed",
+                    gemini_lost_iterations(every, s->ec.gemini_mode));
+        }
     }
     if (s->status == EXIT_RUN_OK && rc->save_params[0]) save_params(s, state);
     s->eng->free(state);

@@ -536,5 +536,41 @@ EOF
     else
         gm_fail "case6_draw" "$(cd "$GM_ROOT" && bash scripts/case6_draw.sh "$c6/res/case6.csv" "$c6/case6.png" 2>&1 | tail -n 2)"
     fi
+    # ---- case 6 at an interval: the steps between checkpoints are the interval's ------------
+    # (naive every 3 from iteration 7: checkpoints at 7, 10, 13, 16; the "with" mean is every
+    # step from 7 on, the checkpoint sizes the medians of the four that took one)
+    (cd "$c6" && timeout 300 "$GM_BIN" -m gemini --ranks 2 --device cpu --threads 1 -l 3 -h 64 --heads 4 --seq 32 --vocab 512 \
+        --log-interval 1 --gemini-mode naive --gemini-every 3 --iters 16 --gemini-ckpt-from 7 --gemini-store "$GM_STORE" \
+        --results "$c6/every3" >out3 2>err3)
+    GM_RC=$?
+    e3_check=fail
+    if [ "$GM_RC" -eq 0 ] && (cd "$GM_ROOT" && bash scripts/case6_extract.sh -r "$c6/every3" >/dev/null); then
+        e3_check=$(python3 - "$c6/every3" <<'EOF'
+import csv, glob, json, os, sys
+res = sys.argv[1]
+d = json.load(open(glob.glob(os.path.join(res, "log_gemini_*.json"))[0]))
+g, its = d["gemini"], d["iterations"]
+phases = [i["phase"] for i in its]
+took = [i["iteration"] for i in its if "checkpoint" in i]
+if phases[6:] != ["checkpoint"] * 10 or took != [7, 10, 13, 16]:
+    sys.exit(f"phases {phases}, checkpoints at {took}")
+with_ms = sum(i["ms"] for i in its[6:]) / 10
+if g["checkpoint_steps"] != 10 or abs(g["checkpoint_ms"] - with_ms) > 1e-6 * with_ms or g["every"] != 3:
+    sys.exit(f"JSON {g['checkpoint_steps']} steps, {g['checkpoint_ms']} ms (want {with_ms}), every {g['every']}")
+if g["checkpoint_size"] != its[6]["checkpoint"]["bytes"]:
+    sys.exit(f"checkpoint size {g['checkpoint_size']}")
+r = {x["mode"]: x for x in csv.DictReader(open(os.path.join(res, "case6.csv")))}["naive"]
+if r["every"] != "3" or float(r["lost_iterations"]) != g["expected_lost_iterations"] or abs(float(r["ckpt_ms"]) - with_ms) > 0.06:
+    sys.exit(f"CSV {r}")
+print("ok")
+EOF
+)
+    fi
+    if [ "$e3_check" = ok ] && grep -q "^gemini: a checkpoint every 3 iterations (fixed) | iterations a failure loses, expected: 1.5" \
+        "$c6"/every3/log_gemini_*.txt; then
+        gm_pass "case 6 with --gemini-every 3: the steps between checkpoints share the interval's cost (JSON, CSV), the interval and the expected loss in the log and CSV"
+    else
+        gm_fail "case 6 with --gemini-every 3" "exit $GM_RC: $e3_check $(tail -c 300 "$c6/err3")"
+    fi
 fi
 rm -rf "$GM_WORK"
