@@ -5,13 +5,22 @@
  *
  *   roofline         max(compute, h2d, d2h, host Adam, disk, collectives): every resource
  *                    at once, nothing waiting on anything;
+ *   one slot         (l2l, ENGINE_OPT_ONE_SLOT) each layer's copy in starts once the layer
+ *                    before it has run and its compute waits for it, so the copies do not
+ *                    overlap the compute: compute + h2d, less the one copy per pass and
+ *                    micro-batch that runs under the head (a fraction 1/(2L) of them);
  *   clipped schedule (the engines whose host Adam otherwise runs as grads arrive: stronghold,
  *                    l2l, zero-infinity, with --clip-grad > 0) the update waits for the
  *                    global norm, known when the backward ends, so the host Adam of the
- *                    step overlaps only the next step's forward: max(roofline, compute +
- *                    max(0, host Adam - forward compute)).  The forward's share of the
- *                    compute is its FLOPs': 1 of 3 (forward, backward's two), of 4 with
- *                    activation checkpointing (its recompute is a second forward).
+ *                    step overlaps only the next step's forward: the step's schedule (the
+ *                    compute, or one slot's compute + copies) + max(0, host Adam - what the
+ *                    forward takes of it).  The forward's share of the compute is its
+ *                    FLOPs': 1 of 3 (forward, backward's two), of 4 with activation
+ *                    checkpointing (its recompute is a second forward); of one slot's
+ *                    copies, half (each layer is copied in once per pass).
+ * The schedule bound (bound_schedule_ms) is the one that applies to the run: the clipped
+ * schedule's when its update waits for the norm, else one slot's, else the roofline; never
+ * below the roofline.
  *
  * A run whose speculation (--clip-speculate) kept its updates ahead can beat the clipped
  * bound; nothing beats the roofline.
@@ -35,12 +44,28 @@ static inline int bound_waits_for_norm(const engine_vtbl *eng, const engine_conf
     return cfg->optim.clip > 0 && (eng->options & ENGINE_OPT_CLIP_SPECULATE);
 }
 
-static inline double bound_clipped_ms(const double busy[BUSY_KINDS], int ckpt)
+/* The bound of the engine's own schedule under cfg (see the top of this file). */
+static inline double bound_schedule_ms(const engine_vtbl *eng, const engine_config *cfg, const double busy[BUSY_KINDS])
 {
     const double roof = bound_roofline_ms(busy), compute = busy[BUSY_COMPUTE];
-    const double forward = compute / (ckpt ? 4.0 : 3.0), uncovered = busy[BUSY_HOST_ADAM] - forward;
-    const double clipped = compute + (uncovered > 0 ? uncovered : 0);
-    return clipped > roof ? clipped : roof;
+    const int one_slot = (eng->options & ENGINE_OPT_ONE_SLOT) != 0, clipped = bound_waits_for_norm(eng, cfg);
+    if (!one_slot && !clipped) return roof;
+    const double L = cfg->shape.layers > 0 ? cfg->shape.layers : 1;
+    const double copies = one_slot ? busy[BUSY_H2D] * (1 - 1 / (2 * L)) : 0;
+    double b = compute + copies;
+    if (clipped) {
+        const double forward = compute / (cfg->ckpt ? 4.0 : 3.0) + copies / 2, uncovered = busy[BUSY_HOST_ADAM] - forward;
+        b += uncovered > 0 ? uncovered : 0;
+    }
+    return b > roof ? b : roof;
+}
+
+/* What bound_schedule_ms's bound is called in the log, stdout and --predict. */
+static inline const char *bound_schedule_name(const engine_vtbl *eng, const engine_config *cfg)
+{
+    return bound_waits_for_norm(eng, cfg)            ? "clipped schedule"
+           : (eng->options & ENGINE_OPT_ONE_SLOT) != 0 ? "one slot"
+                                                      : "roofline";
 }
 
 #endif

@@ -352,7 +352,7 @@ static cJSON *json_budget(const mem_budget *b, uint64_t planned)
 
 /* What a median over the steps is of: their time, or their bound (bound.h: the roofline, or
  * the clipped schedule's; only the steps that report busy times have one). */
-enum { STEP_MS, STEP_ROOFLINE, STEP_CLIPPED_BOUND };
+enum { STEP_MS, STEP_ROOFLINE, STEP_SCHEDULE_BOUND };
 
 /* The median of `what` over the measured iterations, leaving out the first (it carries
  * one-time costs: first touch of memory, library warm-up) whenever there is more than one;
@@ -368,7 +368,8 @@ static double median_over_steps(const run_state *s, int what)
         const iter_record *it = &s->iters[s->first + i];
         if (what == STEP_MS) v[m++] = it->ms;
         else if (it->r.has_busy)
-            v[m++] = what == STEP_ROOFLINE ? bound_roofline_ms(it->r.busy_ms) : bound_clipped_ms(it->r.busy_ms, s->ec.ckpt);
+            v[m++] = what == STEP_ROOFLINE ? bound_roofline_ms(it->r.busy_ms)
+                                           : bound_schedule_ms(s->eng, &s->ec, it->r.busy_ms);
     }
     const double med = m ? median_of(v, m) : 0;
     free(v);
@@ -638,8 +639,9 @@ static int write_json(run_state *s)
             cJSON_AddNumberToObject(b, "host_adam", r->r.busy_ms[BUSY_HOST_ADAM]);
             cJSON_AddNumberToObject(b, "disk", r->r.busy_ms[BUSY_DISK]);
             cJSON_AddNumberToObject(o, "roofline_ms", bound_roofline_ms(r->r.busy_ms));
-            if (bound_waits_for_norm(s->eng, ec))
-                cJSON_AddNumberToObject(o, "clipped_bound_ms", bound_clipped_ms(r->r.busy_ms, ec->ckpt));
+            const double sched = bound_schedule_ms(s->eng, ec, r->r.busy_ms);
+            if (bound_waits_for_norm(s->eng, ec)) cJSON_AddNumberToObject(o, "clipped_bound_ms", sched);
+            cJSON_AddNumberToObject(o, "schedule_bound_ms", sched);
             cJSON_AddNumberToObject(o, "bytes_h2d", r->r.bytes_h2d);
             cJSON_AddNumberToObject(o, "bytes_d2h", r->r.bytes_d2h);
             cJSON_AddNumberToObject(o, "host_adam_params", r->r.host_adam_params);
@@ -683,11 +685,10 @@ static int write_json(run_state *s)
     if (s->done > s->first && s->iters[s->done - 1].r.has_busy) {
         const double med = median_iteration_ms(s), roof = median_over_steps(s, STEP_ROOFLINE);
         cJSON_AddNumberToObject(sum, "roofline_ms", roof);
-        double bound = roof;
-        if (bound_waits_for_norm(s->eng, ec)) {
-            bound = median_over_steps(s, STEP_CLIPPED_BOUND);
-            cJSON_AddNumberToObject(sum, "clipped_bound_ms", bound);
-        }
+        const double bound = median_over_steps(s, STEP_SCHEDULE_BOUND);
+        if (bound_waits_for_norm(s->eng, ec)) cJSON_AddNumberToObject(sum, "clipped_bound_ms", bound);
+        cJSON_AddNumberToObject(sum, "schedule_bound_ms", bound);
+        cJSON_AddStringToObject(sum, "schedule_bound_is", bound_schedule_name(s->eng, ec));
         if (bound > 0) cJSON_AddNumberToObject(sum, "ms_over_bound", med / bound);
     }
     /* (the clip the run trained with, and how many of its steps it bound) */
@@ -775,9 +776,10 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
                 cur->r.bytes_disk_write / 1e9);
     }
     if (cur->r.has_busy) {
-        if (bound_waits_for_norm(s->eng, ec))
-            logline(s, "bound (ms, last iteration) | roofline: %.1f | clipped schedule: %.1f | measured: %.1f",
-                    bound_roofline_ms(cur->r.busy_ms), bound_clipped_ms(cur->r.busy_ms, ec->ckpt), cur->ms);
+        if (bound_waits_for_norm(s->eng, ec) || (s->eng->options & ENGINE_OPT_ONE_SLOT))
+            logline(s, "bound (ms, last iteration) | roofline: %.1f | %s: %.1f | measured: %.1f",
+                    bound_roofline_ms(cur->r.busy_ms), bound_schedule_name(s->eng, ec),
+                    bound_schedule_ms(s->eng, ec, cur->r.busy_ms), cur->ms);
         else
             logline(s, "bound (ms, last iteration) | roofline: %.1f | measured: %.1f", bound_roofline_ms(cur->r.busy_ms),
                     cur->ms);
@@ -820,10 +822,14 @@ static void print_summary(run_state *s)
             printf("  clip-grad %g: %d of %d steps clipped\n", s->ec.optim.clip, clipped_steps(s), s->done - s->first);
         }
         const double roof = median_over_steps(s, STEP_ROOFLINE);
+        const double sched = median_over_steps(s, STEP_SCHEDULE_BOUND);
+        const char *one_slot = s->eng->options & ENGINE_OPT_ONE_SLOT ? ", one slot: each layer's copy in, then its compute" : "";
         if (roof > 0 && bound_waits_for_norm(s->eng, &s->ec)) {
-            const double clipped = median_over_steps(s, STEP_CLIPPED_BOUND);
-            printf("  bound: %.1f ms/it (the clipped schedule: the host Adam waits for the norm; roofline %.1f) | "
-                   "measured %.2fx of it\n", clipped, roof, med / clipped);
+            printf("  bound: %.1f ms/it (the clipped schedule: the host Adam waits for the norm%s; roofline %.1f) | "
+                   "measured %.2fx of it\n", sched, one_slot, roof, med / sched);
+        } else if (roof > 0 && one_slot[0]) {
+            printf("  bound: %.1f ms/it (one slot: each layer's copy in, then its compute; roofline %.1f) | "
+                   "measured %.2fx of it\n", sched, roof, med / sched);
         } else if (roof > 0) {
             printf("  bound: %.1f ms/it (roofline: every resource busy at once) | measured %.2fx of it\n", roof, med / roof);
         }

@@ -42,6 +42,9 @@ enum {
                                           --gemini-recover to go on from its checkpoints */
     ENGINE_OPT_CLIP_SPECULATE = 1u << 9, /* updates layers before the step's norm is known
                                             (update_ahead.h: --clip-speculate) */
+    ENGINE_OPT_ONE_SLOT = 1u << 10,    /* one layer slot: each layer's copy in waits for the
+                                          compute before it, its compute for the copy (l2l),
+                                          so copies and compute add up (bound.h) */
 };
 
 enum { ENGINE_PATH_MAX = 1024 };

@@ -172,36 +172,48 @@ else
 fi
 
 # the setup line on stdout too; the clip and the bounds (bound.h) beside the measured time:
-# each iteration's roofline the largest busy time, its clipped-schedule bound max(roofline,
-# compute + the host Adam the forward's quarter of the compute does not cover), the summary
-# their medians over the iterations after the first and the clipped steps counted; with
-# --clip-grad 0 only the roofline (nothing waits for a norm)
+# each iteration's roofline the largest busy time, its schedule's bound: stronghold's clipped
+# schedule max(roofline, compute + the host Adam the forward's quarter of the compute does not
+# cover); l2l's one slot adds its copies in (but the 1/(2L) under the head), of which the
+# forward's half also covers the Adam; the summary their medians over the iterations after the
+# first and the clipped steps counted; with --clip-grad 0 stronghold only the roofline
+# (nothing waits for a norm), l2l its one slot
 B="$WORK/bound"
 mkdir -p "$B"
 (cd "$B" && "$BIN" -m stronghold -w 1 "${TINY[@]}" --iters 6 --results r1 >clip.out 2>&1)
 rc1=$?
 (cd "$B" && "$BIN" -m stronghold -w 1 "${TINY[@]}" --iters 6 --clip-grad 0 --results r2 >noclip.out 2>&1)
 rc2=$?
+(cd "$B" && "$BIN" -m l2l "${TINY[@]}" --iters 6 --results r3 >l2l_clip.out 2>&1)
+rc3=$?
+(cd "$B" && "$BIN" -m l2l "${TINY[@]}" --iters 6 --clip-grad 0 --results r4 >l2l_noclip.out 2>&1)
+rc4=$?
 check=$(python3 - "$B" <<'EOF'
 import glob, json, statistics, sys
 bad = []
-for sub, clipped in (("r1", True), ("r2", False)):
-    js = glob.glob(f"{sys.argv[1]}/{sub}/log_stronghold_*.json")
+for sub, eng, clipped in (("r1", "stronghold", True), ("r2", "stronghold", False), ("r3", "l2l", True), ("r4", "l2l", False)):
+    js = glob.glob(f"{sys.argv[1]}/{sub}/log_{eng}_*.json")
     if len(js) != 1: print(f"{sub}: {js}"); sys.exit()
     d = json.load(open(js[0]))
-    its, s = d["iterations"], d["summary"]
+    its, s, L = d["iterations"], d["summary"], d["config"]["layers"]
     roofs, bounds = [], []
     for it in its:
         b = it["busy_ms"]
         roof = max(b["compute"], b["h2d"], b["d2h"], b["host_adam"], b["disk"], it.get("collectives_busy_ms", 0))
-        cl = max(roof, b["compute"] + max(0.0, b["host_adam"] - b["compute"] / 4))
+        copies = b["h2d"] * (1 - 1 / (2 * L)) if eng == "l2l" else 0
+        sched = b["compute"] + copies + (max(0.0, b["host_adam"] - b["compute"] / 4 - copies / 2) if clipped else 0)
+        sched = max(roof, sched) if clipped or eng == "l2l" else roof
         if abs(it["roofline_ms"] - roof) > 1e-9: bad.append(f"{sub} it {it['iteration']} roofline")
-        if clipped and abs(it["clipped_bound_ms"] - cl) > 1e-9: bad.append(f"{sub} it {it['iteration']} clipped bound")
+        if abs(it["schedule_bound_ms"] - sched) > 1e-9: bad.append(f"{sub} it {it['iteration']} schedule bound")
+        if clipped and abs(it["clipped_bound_ms"] - sched) > 1e-9: bad.append(f"{sub} it {it['iteration']} clipped bound")
         if not clipped and "clipped_bound_ms" in it: bad.append(f"{sub}: a clipped bound without clipping")
-        roofs.append(roof); bounds.append(cl)
+        roofs.append(roof); bounds.append(sched)
     if abs(s["roofline_ms"] - statistics.median(roofs[1:])) > 1e-9: bad.append(f"{sub} median roofline")
-    want = statistics.median(bounds[1:]) if clipped else s["roofline_ms"]
+    want = statistics.median(bounds[1:])
     if clipped and abs(s["clipped_bound_ms"] - want) > 1e-9: bad.append(f"{sub} median clipped bound")
+    if abs(s["schedule_bound_ms"] - want) > 1e-9: bad.append(f"{sub} median schedule bound")
+    is_ = "clipped schedule" if clipped else "one slot" if eng == "l2l" else "roofline"
+    if s["schedule_bound_is"] != is_: bad.append(f"{sub} schedule_bound_is {s['schedule_bound_is']}")
     if abs(s["ms_over_bound"] - s["median_ms"] / want) > 1e-9: bad.append(f"{sub} ms_over_bound")
     n = sum(1 for it in its if it["grad_norm"] > s["clip_grad"] > 0 and not it["skipped"])
     if s["clipped_steps"] != n or (clipped and n == 0): bad.append(f"{sub} clipped steps {s['clipped_steps']} vs {n}")
@@ -215,14 +227,18 @@ for sub, clipped in (("r1", True), ("r2", False)):
 print("ok" if not bad else "; ".join(bad))
 EOF
 )
-if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$check" = ok ] && grep -q '^  setup: pinned host ' "$B/clip.out" &&
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ] && [ $rc4 -eq 0 ] && [ "$check" = ok ] &&
+    grep -q '^  setup: pinned host ' "$B/clip.out" &&
     grep -qE '^  clip-grad 1: [1-9][0-9]* of 6 steps clipped; [0-9]+ updated ahead of the norm, [0-9]+ of them redone$' "$B/clip.out" &&
-    grep -qE '^  bound: [0-9.]+ ms/it \(the clipped schedule: .*roofline [0-9.]+\) \| measured [0-9.]+x of it$' "$B/clip.out" &&
+    grep -qE '^  bound: [0-9.]+ ms/it \(the clipped schedule: the host Adam waits for the norm; roofline [0-9.]+\) \| measured [0-9.]+x of it$' "$B/clip.out" &&
     grep -qE '^  bound: [0-9.]+ ms/it \(roofline: ' "$B/noclip.out" && ! grep -q 'clip-grad' "$B/noclip.out" &&
-    grep -qE '^bound \(ms, last iteration\) \| roofline: [0-9.]+ \| clipped schedule: [0-9.]+ \| measured: ' "$B"/r1/log_*.txt; then
-    pass "the setup line on stdout; the clip (steps clipped) and each step's roofline and clipped-schedule bound in log, JSON and stdout, recomputed from the busy times"
+    grep -qE '^  bound: [0-9.]+ ms/it \(the clipped schedule: .*, one slot: .*roofline [0-9.]+\) \| measured [0-9.]+x of it$' "$B/l2l_clip.out" &&
+    grep -qE '^  bound: [0-9.]+ ms/it \(one slot: each layer.s copy in, then its compute; roofline ' "$B/l2l_noclip.out" &&
+    grep -qE '^bound \(ms, last iteration\) \| roofline: [0-9.]+ \| clipped schedule: [0-9.]+ \| measured: ' "$B"/r1/log_*.txt &&
+    grep -qE '^bound \(ms, last iteration\) \| roofline: [0-9.]+ \| one slot: [0-9.]+ \| measured: ' "$B"/r4/log_*.txt; then
+    pass "the setup line on stdout; the clip (steps clipped) and each step's roofline and schedule bound (stronghold's clipped schedule, l2l's one slot with and without clipping) in log, JSON and stdout, recomputed from the busy times"
 else
-    failc "bounds and clip" "exit $rc1/$rc2: $check; $(grep -E 'bound|clip-grad|setup' "$B/clip.out" | head -n 4)"
+    failc "bounds and clip" "exit $rc1/$rc2/$rc3/$rc4: $check; $(grep -E 'bound|clip-grad|setup' "$B/clip.out" "$B/l2l_clip.out" | head -n 6)"
 fi
 
 # with 8 micro-batches a step's busy times count every one of them: each offload engine has
