@@ -230,7 +230,7 @@ int main(int argc, char **argv)
         err[0] = '\0';
         /* (a store per machine: the probe checks the first machine's, here) */
         if (store_of_machine(&probe.eng, 0, err, sizeof err) == 0 &&
-            cli_resolve_ranks(&probe, rc.ranks, rc.ranks, err, sizeof err) == 0 && eng &&
+            cli_resolve_ranks(&probe, rc.ranks, cli_ranks_per_machine(&rc), err, sizeof err) == 0 && eng &&
             engine_refuses(eng, &probe.eng, err, sizeof err) == 0 &&
             fault_phase_refused(&rc, eng, err, sizeof err) == 0 &&
             option_unused(&rc, eng, rc.ranks, err, sizeof err) == 0)
@@ -280,7 +280,7 @@ int main(int argc, char **argv)
 
     /* (a --ranks dry run resolves the global batch for the ranks it would start) */
     const int world = comm.world == 1 && rc.ranks > 1 ? rc.ranks : comm.world;
-    if (cli_resolve_ranks(&rc, world, comm.world == 1 ? world : comm.local_world, err, sizeof err) ||
+    if (cli_resolve_ranks(&rc, world, comm.world == 1 ? cli_ranks_per_machine(&rc) : comm.local_world, err, sizeof err) ||
         machines_of(&rc, &comm, err, sizeof err)) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         close_backend(be, rc.eng.device);

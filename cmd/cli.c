@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "hostfile.h"
 #include "report.h"
 #include "strv.h"
 #include "../engines/runtime/watchdog.h"
@@ -25,7 +26,7 @@ typedef enum opt_id {
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_TRANSPORT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
     OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM, OPT_GEMINI_EVERY,
     OPT_CLIP_SPECULATE, OPT_PLACEMENT, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE, OPT_HANG_TIMEOUT,
-    OPT_SEARCH, OPT_LARGEST, OPT_MIN_SAMPLES, OPT_TOP, OPT_OUT, OPT_VERIFY,
+    OPT_SEARCH, OPT_LARGEST, OPT_MIN_SAMPLES, OPT_TOP, OPT_OUT, OPT_VERIFY, OPT_HOSTS,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -74,6 +75,7 @@ static const opt_spec specs[] = {
     {OPT_NVME_DIR, "nvme-dir", 0, ARG_TEXT, "DIR", "--offload nvme: where the private swap directory goes (default: the results directory)"},
     {OPT_THREADS, "threads", 0, ARG_INT, "N", "CPU threads, 0 = all cores (default 0)"},
     {OPT_RANKS, "ranks", 0, ARG_INT, "N", "data-parallel ranks on this machine: starts mpiexec -n N itself (default 1; under mpirun: the world size)"},
+    {OPT_HOSTS, "hosts", 0, ARG_TEXT, "FILE", "--ranks N on the machines mpiexec's hostfile FILE lists (MPICH host:S, Open MPI host slots=S; the first must be this one, where rank 0 runs): passed to mpiexec, and -m all, --find-max, --search and the plans split each machine's memory by its ranks"},
     {OPT_GLOBAL_BATCH, "global-batch", 0, ARG_INT, "G", "samples per optimizer step over all ranks, as Megatron's (default B x ranks); G/(B x ranks) micro-batches each"},
     {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
     {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
@@ -453,6 +455,9 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         break;
     case OPT_MACHINE:
         if (set_path(rc->machine_path, sizeof rc->machine_path, value, "file", opt, err, errlen)) return -1;
+        break;
+    case OPT_HOSTS:
+        if (set_path(rc->hosts_path, sizeof rc->hosts_path, value, "file", opt, err, errlen)) return -1;
         break;
     case OPT_NO_CKPT: e->ckpt = !flag_value; break;
     case OPT_LR:
@@ -996,8 +1001,33 @@ int cli_shape_addressable(const gpt_shape *sh, double *params, double *rows)
     return !(R * 4.0 * sh->hidden > 2147483647.0 || R * sh->vocab_padded > 1.0e15 || P * 16.0 > 1.0e18);
 }
 
+/* --hosts: read now (bad input writes nothing), kept as the ranks each machine takes. */
+static int resolve_hosts(run_config *rc, char *err, size_t errlen)
+{
+    if (!rc->hosts_path[0]) return 0;
+    if (rc->ranks < 2)
+        return cli_fail(err, errlen, "--hosts %s goes with --ranks N (N > 1): the ranks it starts on those machines",
+                        rc->hosts_path);
+    host_list *h = malloc(sizeof *h);
+    if (!h) return cli_fail(err, errlen, "out of memory");
+    int rc_ = host_list_read(rc->hosts_path, h, err, errlen);
+    if (!rc_ && !host_is_this_machine(h->name[0]))
+        rc_ = cli_fail(err, errlen, "--hosts %s: its first machine, %s, is where mpiexec starts rank 0, whose results "
+                       "and reports this process reads here: list this machine first", rc->hosts_path, h->name[0]);
+    if (!rc_) rc->ranks_per_machine = host_list_ranks_per_machine(h, rc->ranks, &rc->hosts_machines);
+    free(h);
+    return rc_;
+}
+
+int cli_ranks_per_machine(const run_config *rc)
+{
+    if (rc->ranks_per_machine > 0) return rc->ranks_per_machine;
+    return rc->ranks > 1 ? rc->ranks : 1;
+}
+
 static int validate(run_config *rc, char *err, size_t errlen)
 {
+    if (resolve_hosts(rc, err, errlen)) return -1;
     gpt_shape *sh = &rc->eng.shape;
     if (sh->hidden % sh->heads != 0)
         return cli_fail(err, errlen, "hidden size %d is not divisible by the number of heads %d",

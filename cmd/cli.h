@@ -45,6 +45,9 @@ typedef struct run_config {
     char machine_path[PATH_MAX]; /* --machine FILE ("": the default for this host and device) */
     int config_runs;       /* --config named a run list (a case), run by the sweep driver */
     int ranks;             /* --ranks N: start mpiexec -n N (0: not given) */
+    char hosts_path[PATH_MAX]; /* --hosts FILE: mpiexec's hostfile for those ranks ("": this machine) */
+    int ranks_per_machine;     /* from --hosts: the most of the N ranks on one machine (0: all N) */
+    int hosts_machines;        /* from --hosts: the machines the N ranks go to */
     double hang_timeout_s;   /* --hang-timeout: > 0 seconds, 0 never, < 0 auto (watchdog.h) */
     char save_params[PATH_MAX]; /* --save-params FILE: the final parameters ("" none) */
     int fail_at;             /* --fail-at I --fail-rank R[,R...]: those ranks SIGKILL themselves */
@@ -120,6 +123,8 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((form
 /* Fill in the ranks (world, and those on this machine) and the micro-batches per rank that
  * --global-batch asks for; -1 with the reason when it is not a multiple of batch x world. */
 int cli_resolve_ranks(run_config *rc, int world, int local_world, char *err, size_t errlen);
+/* The ranks of --ranks N that share one machine: N, or fewer with --hosts. */
+int cli_ranks_per_machine(const run_config *rc);
 
 /* A hash of every parsed value a run acts on, per option (names[i] its long name), so that
  * ranks can check they were all given the same configuration; returns how many (<= max). */

@@ -283,7 +283,7 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
     /* The plan of one rank of the job (--ranks N: the probe's budgets are per rank, and a
      * sharded engine's plan shrinks with the world). */
     const int world = rc->ranks > 1 ? rc->ranks : 1;
-    if (cli_resolve_ranks(&c.rc, world, world, err, errlen)) return -1;
+    if (cli_resolve_ranks(&c.rc, world, cli_ranks_per_machine(rc), err, errlen)) return -1;
     c.budget_gpu = probe.budget_gpu;
     c.budget_host = probe.budget_host;
     c.budget_disk = probe.budget_disk;

@@ -1,4 +1,5 @@
 #include "launch.h"
+#include "hostfile.h"
 
 #include "child.h"
 #include "../engines/runtime/ckpt_store.h"
@@ -142,6 +143,8 @@ void job_dir_remove(const char *dir)
 {
     char path[PATH_MAX + 8];
     snprintf(path, sizeof path, "%s/pid", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/hosts", dir); /* (--hosts, in the launcher's syntax) */
     unlink(path);
     if (rmdir(dir) != 0 && errno != ENOENT) fprintf(stderr, "aebench: cannot remove %s: %s\n", dir, strerror(errno));
 }
@@ -442,6 +445,31 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
     cJSON_free(text);
 }
 
+/* --hosts FILE rewritten for the launcher (MPICH "host:S", Open MPI "host slots=S") as
+ * DIR/hosts, created here (never through a link); its path into out. */
+static int write_hostfile(const char *file, int open_mpi, const char *dir, char *out, size_t outlen, char *err,
+                          size_t errlen)
+{
+    host_list *h = malloc(sizeof *h);
+    if (!h) return snprintf(err, errlen, "--hosts: out of memory"), -1;
+    if (host_list_read(file, h, err, errlen)) {
+        free(h);
+        return -1;
+    }
+    snprintf(out, outlen, "%s/hosts", dir);
+    const int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    int bad = !f;
+    for (int i = 0; !bad && i < h->n; i++)
+        bad = (open_mpi ? fprintf(f, "%s slots=%d\n", h->name[i], h->slots[i])
+                        : fprintf(f, "%s:%d\n", h->name[i], h->slots[i])) < 0;
+    if (f) bad = fclose(f) != 0 || bad;
+    else if (fd >= 0) close(fd);
+    free(h);
+    if (bad) snprintf(err, errlen, "--hosts: cannot write %.300s: %s", out, strerror(errno));
+    return bad ? -1 : 0;
+}
+
 /* One job: mpiexec -n N over this binary with argv[1..], supervised (see launch.h). */
 static int launch_job(int argc, char **argv, const run_config *rc, char *why_out, size_t why_len,
                       int *interrupted, double *failed_at_s, int *init_refused)
@@ -460,30 +488,47 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         fprintf(stderr, "aebench: %s\n", err);
         return EXIT_RUN_ERROR;
     }
+    char notes[PATH_MAX], hosts[PATH_MAX + 16];
+    if (job_dir_make(notes, sizeof notes, "aebench-job") != 0) {
+        fprintf(stderr, "aebench: --ranks: %s\n", strerror(errno));
+        return EXIT_RUN_ERROR;
+    }
+    const int open_mpi = is_open_mpi(mpiexec);
+    /* --hosts: the machines, in the launcher's own hostfile syntax (a FILE in the other MPI's
+     * would not parse: Hydra refuses "slots=") in the job's private directory */
+    if (rc->hosts_path[0] && write_hostfile(rc->hosts_path, open_mpi, notes, hosts, sizeof hosts, err, sizeof err)) {
+        fprintf(stderr, "aebench: %s\n", err);
+        job_dir_remove(notes);
+        return EXIT_BAD_INPUT;
+    }
     char **jargv = NULL, nbuf[16];
     int jn = 0;
     snprintf(nbuf, sizeof nbuf, "%d", rc->ranks);
     int bad = strv_push(&jargv, &jn, mpiexec) || strv_push(&jargv, &jn, "-n") || strv_push(&jargv, &jn, nbuf);
-    if (!bad && is_open_mpi(mpiexec)) {
+    if (!bad && open_mpi) {
         /* Open MPI binds each of a few ranks to one core by default: a rank's host Adam pool
          * and CPU stream threads would then share that core.  MPICH's hydra binds nothing. */
         bad = strv_push(&jargv, &jn, "--oversubscribe") || strv_push(&jargv, &jn, "--bind-to") ||
               strv_push(&jargv, &jn, "none");
         if (!bad && geteuid() == 0) bad = strv_push(&jargv, &jn, "--allow-run-as-root");
     }
+    /* --hosts: mpiexec's own hostfile option (Hydra's -f, Open MPI's -hostfile); the ranks do
+     * not see it (they learn their machines from MPI) */
+    if (!bad && rc->hosts_path[0])
+        bad = strv_push(&jargv, &jn, open_mpi ? "-hostfile" : "-f") || strv_push(&jargv, &jn, hosts);
     if (!bad) bad = strv_push(&jargv, &jn, exe);
     for (int i = 1; i < argc && !bad; i++) {
-        if (strcmp(argv[i], "--ranks") == 0) {
+        if (strcmp(argv[i], "--ranks") == 0 || strcmp(argv[i], "--hosts") == 0) {
             i++; /* and its value */
             continue;
         }
-        if (strncmp(argv[i], "--ranks=", 8) == 0) continue;
+        if (strncmp(argv[i], "--ranks=", 8) == 0 || strncmp(argv[i], "--hosts=", 8) == 0) continue;
         bad = strv_push(&jargv, &jn, argv[i]);
     }
-    char notes[PATH_MAX];
-    if (bad || job_dir_make(notes, sizeof notes, "aebench-job") != 0) {
-        fprintf(stderr, "aebench: --ranks: %s\n", bad ? "out of memory" : strerror(errno));
+    if (bad) {
+        fprintf(stderr, "aebench: --ranks: out of memory\n");
         strv_free(&jargv, &jn);
+        job_dir_remove(notes);
         return EXIT_RUN_ERROR;
     }
     /* The pipe tells when the job is over: mpiexec (and with MPICH the ranks) hold its write

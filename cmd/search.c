@@ -969,7 +969,7 @@ static int setup(search *s, const child_result *pr)
     snprintf(s->backend, sizeof s->backend, "%s", pr->backend);
     snprintf(s->machine, sizeof s->machine, "%s", pr->machine);
     s->world = rc->ranks > 1 ? rc->ranks : 1;
-    s->local = s->world;
+    s->local = cli_ranks_per_machine(rc); /* (--hosts: each machine's memory is split by its ranks) */
     s->global_batch = rc->eng.global_batch ? rc->eng.global_batch : s->shape.batch * s->world;
     /* the micro-batches: -b fixes it; else every divisor of global batch / ranks */
     const int per_rank = s->global_batch / s->world;

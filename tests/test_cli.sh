@@ -50,6 +50,27 @@ bad_input "vocab whose padding would wrap" "vocab: 2147483521 is out of range: a
 bad_input "vocab beyond an int" "vocab: 4000000000 is out of range: an integer from 1 to 2147483520" --vocab 4000000000
 bad_input "layers beyond 64 bits" "layers: 99999999999999999999 is out of range: an integer from 1 to 1048576" -l 99999999999999999999
 bad_input "threads beyond any host" "threads: 100000 is out of range: an integer from 0 to 1024 (CPU threads; 0: all cores)" --threads 100000
+# --hosts FILE (mpiexec's hostfile for --ranks N): read and checked before anything starts
+HF="$WORK/hostfiles"
+mkdir -p "$HF"
+printf 'localhost:2\n' >"$HF/ok"
+printf 'localhost:0\n' >"$HF/zero"
+printf 'localhost slots=x\n' >"$HF/slots"
+printf 'localhost other\n' >"$HF/two"
+printf '# nothing\n\n' >"$HF/empty"
+printf 'node-that-is-not-here.example:4\nlocalhost:4\n' >"$HF/remote"
+printf 'bad/name:2\n' >"$HF/name"
+ln -sf "$HF/ok" "$HF/link"
+bad_input "--hosts without --ranks" "--hosts .* goes with --ranks N" --hosts "$HF/ok" --dry-run
+bad_input "--hosts missing" "--hosts $HF/none: No such file" --ranks 2 --hosts "$HF/none" --dry-run
+bad_input "--hosts through a link" "is a symbolic link" --ranks 2 --hosts "$HF/link" --dry-run
+bad_input "--hosts with 0 slots" "line 1: the slots after ':' are not a count" --ranks 2 --hosts "$HF/zero" --dry-run
+bad_input "--hosts with slots=x" "line 1: slots= is not a count" --ranks 2 --hosts "$HF/slots" --dry-run
+bad_input "--hosts with two hosts on a line" "line 1: more than one host on the line" --ranks 2 --hosts "$HF/two" --dry-run
+bad_input "--hosts listing nothing" "lists no machine" --ranks 2 --hosts "$HF/empty" --dry-run
+bad_input "--hosts with a bad name" "line 1: not a host name" --ranks 2 --hosts "$HF/name" --dry-run
+bad_input "--hosts whose first machine is another" "its first machine, node-that-is-not-here.example, is where mpiexec starts rank 0" \
+    --ranks 2 --hosts "$HF/remote" --dry-run
 # the largest vocabulary: an exact parameter count (no wrapped number), the plan in 64 bits
 vmax=$("$BIN" --dry-run --vocab 2147483520 2>&1 | sed -n 's/.*B parameters (\([0-9]*\)).*/\1/p' | head -n 1)
 vwant=$(python3 -c 'V, C, T, L = 2147483520, 2048, 1024, 16; print(V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C)')

@@ -124,5 +124,36 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
         else
             dp_fail "mpiexec -f HOSTFILE" "exit $rc: $(tail -n 2 "$DP_WORK/machines_hf/err")"
         fi
+
+        # ---- --ranks 4 --hosts FILE: the supervisor starts mpiexec on the file's machines (two
+        # names of this host, which Hydra makes two machines of 2 without the cliques), and
+        # plans as the ranks will: the same bits; --find-max's budgets per rank are half a
+        # machine's, and it finds the size that fits there (one machine of 4: a quarter)
+        printf 'localhost:2  # rank 0 here\n127.0.0.1 slots=2\n' >"$DP_WORK/machines_hosts2"
+        if dp_run machines_sup 1 "${MC_ARGS[@]}" --zero-stage 0 --ranks 4 --hosts "$DP_WORK/machines_hosts2" &&
+            grep -q "plan per machine (2 ranks)" "$DP_WORK/machines_sup/out"; then
+            mc_same "--ranks 4 --hosts FILE (2 machines of 2): the supervisor starts them there, = mpiexec -np 4" z0 sup
+        else
+            dp_fail "--ranks 4 --hosts FILE" "$(grep -m1 'plan per machine' "$DP_WORK/machines_sup/out")"
+        fi
+        fmh=() fm1=()
+        for v in hosts one; do
+            hv=()
+            [ "$v" = hosts ] && hv=(--hosts "$DP_WORK/machines_hosts2")
+            mkdir -p "$DP_WORK/machines_fm_$v"
+            (cd "$DP_WORK/machines_fm_$v" && timeout 600 "$DP_BIN" "${DP_SHAPE[@]}" -m l2l -b 2 --iters 2 --find-max --ranks 4 \
+                "${hv[@]}" --cpu-mem-limit 6M --results res >out 2>err)
+            rc=$?
+            b=$(grep -oE "budgets: GPU [^,]+, host [0-9.]+ [KMG]iB" "$DP_WORK/machines_fm_$v/out" | grep -oE "host [0-9.]+ [KMG]iB")
+            l=$(grep -oE "find-max result: method l2l \| layers [0-9]+" "$DP_WORK/machines_fm_$v/out" | grep -oE "[0-9]+$")
+            if [ "$v" = hosts ]; then fmh=("$rc" "$b" "$l"); else fm1=("$rc" "$b" "$l"); fi
+        done
+        found=$(ls "$DP_WORK"/machines_fm_hosts/res/probes/log_l2l_l-"${fmh[2]:-0}"_*.txt 2>/dev/null | head -n 1)
+        if [ "${fmh[0]}" = 0 ] && [ "${fm1[0]}" = 0 ] && [ "${fmh[1]}" = "host 3.00 MiB" ] && [ "${fm1[1]}" = "host 1.50 MiB" ] &&
+            [ "${fmh[2]:-0}" -gt "${fm1[2]:-0}" ] && [ -n "$found" ] && grep -q "memory plan per machine (2 ranks)" "$found"; then
+            dp_pass "--find-max --ranks 4 --hosts FILE: each rank half a machine's --cpu-mem-limit (one machine: a quarter), l${fmh[2]} found against l${fm1[2]}, and trained on 2 machines of 2"
+        else
+            dp_fail "--find-max --ranks 4 --hosts FILE" "hosts: ${fmh[*]}; one machine: ${fm1[*]}; found log: ${found:-none}"
+        fi
     fi
 fi
