@@ -73,12 +73,16 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
                 dp_fail "gemini, a machine lost" "$(grep -hE 'placement|sent|fetched' "$o" | head -n 4) stores: $(ls -R "$MC_STORE" | tr '\n' ' ')"
             fi
         fi
-        if mc_gemini gring --gemini-placement ring --fail-at 4 --fail-rank 1,2 --fail-kind hardware; then
+        # (the ring's job on the machines of a hostfile instead: two names of this host, which
+        # Hydra makes two machines; the supervisor relaunches it there)
+        printf 'localhost:2  # rank 0 here\n127.0.0.1 slots=2\n' >"$DP_WORK/machines_hosts2"
+        if dp_run machines_gring 1 "${MC_ARGS[@]}" --ranks 4 --hosts "$DP_WORK/machines_hosts2" -m gemini --gemini-mode naive \
+            --gemini-store "$MC_STORE/m%m" --gemini-placement ring --fail-at 4 --fail-rank 1,2 --fail-kind hardware; then
             o="$DP_WORK/machines_gring/out"
             if grep -q "ring by machine (2 machines of 2 ranks)" "$o" &&
                 grep -q "rank 1's shard of iteration 3 fetched from rank 3's copy" "$o" &&
                 grep -q "rank 2's shard of iteration 3 fetched from rank 0's copy" "$o"; then
-                mc_same "gemini ring, 2 machines: ranks 1 and 2 (one on each) lost at once, each from the other machine = ZeRO-3" z3 gring
+                mc_same "gemini ring, 2 machines of --hosts: ranks 1 and 2 (one on each) lost at once, relaunched there, each from the other machine = ZeRO-3" z3 gring
             else
                 dp_fail "gemini ring, two machines' ranks lost" "$(grep -hE 'placement|fetched' "$o" | head -n 4)"
             fi
@@ -129,7 +133,6 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
         # names of this host, which Hydra makes two machines of 2 without the cliques), and
         # plans as the ranks will: the same bits; --find-max's budgets per rank are half a
         # machine's, and it finds the size that fits there (one machine of 4: a quarter)
-        printf 'localhost:2  # rank 0 here\n127.0.0.1 slots=2\n' >"$DP_WORK/machines_hosts2"
         if dp_run machines_sup 1 "${MC_ARGS[@]}" --zero-stage 0 --ranks 4 --hosts "$DP_WORK/machines_hosts2" &&
             grep -q "plan per machine (2 ranks)" "$DP_WORK/machines_sup/out"; then
             mc_same "--ranks 4 --hosts FILE (2 machines of 2): the supervisor starts them there, = mpiexec -np 4" z0 sup
