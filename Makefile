@@ -53,7 +53,7 @@ BUILD_CONFIG = CC=$(CC) MPI=$(MPI) CUDA=$(CUDA) NVCC=$(NVCC) NCCL_HOME=$(NCCL_HO
 CONFIG_STAMP := $(BUILD)/config
 
 # ---- sources -----------------------------------------------------------------------------
-KERNEL_SRCS  := kernels/model.c kernels/host_pages.c $(wildcard kernels/cpu/*.c)
+KERNEL_SRCS  := kernels/model.c kernels/host_pages.c kernels/profile.c $(wildcard kernels/cpu/*.c)
 ENGINE_SRCS  := $(wildcard engines/*.c) $(wildcard engines/runtime/*.c)
 CMD_LIB_SRCS := cmd/cli.c cmd/hostfile.c cmd/data.c cmd/report.c cmd/run.c cmd/child.c cmd/sweep.c cmd/findmax.c \
                 cmd/launch.c cmd/machine.c cmd/search.c

@@ -3,9 +3,9 @@
 # training runs against the CPU backend (fp32, TF32, bf16), then time megatron-lm at l16
 # and l32 (h2048 b4 s1024; TF32, strict fp32 and --dtype bf16) beside the PyTorch eager
 # reference (bench/pytorch_gpt.py: TF32, fp32, bf16 autocast) measured in the same call,
-# take the per-op profile (AEBENCH_PROFILE_OPS=1) of l16 in bf16 and TF32 in separate short
-# runs (the profiler waits after every op, so its runs are never the timed ones), and print
-# the table.
+# take the per-op profile (--profile) of l16 in bf16 and TF32 in separate short runs (the
+# profiler records two events per op and waits at each step's end, so its runs are never the
+# timed ones), and print the table.
 #
 # On the device machine, from the repository root, with .deps carried (see
 # ../shared/tools/device-deps.sh; cmocka is needed too):
@@ -48,8 +48,10 @@ run_aebench() { # layers mode(tf32|fp32|bf16) tag [profile]
     [ "$2" = bf16 ] && args=(--dtype bf16)
     local iters=12 res="$out/results"
     [ "${4:-0}" = 1 ] && iters=4 && res="$out/profile_results"
-    AEBENCH_PROFILE_OPS=${4:-0} ./aebench -m megatron-lm --device cuda -l "$1" -h 2048 -b 4 \
-        --iters "$iters" --log-interval "$iters" "${args[@]}" --results "$res" \
+    local prof=()
+    [ "${4:-0}" = 1 ] && prof=(--profile)
+    ./aebench -m megatron-lm --device cuda -l "$1" -h 2048 -b 4 \
+        --iters "$iters" --log-interval "$iters" "${args[@]}" "${prof[@]}" --results "$res" \
         >"$out/aebench_l$1_$3.txt" 2>&1
     echo "aebench l$1 $3: $(grep -E 'done:|error|Error' "$out/aebench_l$1_$3.txt" | head -n 2)"
 }

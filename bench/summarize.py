@@ -56,19 +56,20 @@ def main(out):
             cell(a["peak"] / 2**30 if a else None, "%.2f"),
             cell(p["peak"] / 2**30 if p else None, "%.2f")))
 
-    # The per-op profiles (short separate runs with AEBENCH_PROFILE_OPS=1), when present.
+    # The per-op profiles (short separate runs with --profile), when present: the table the
+    # run printed on stdout.
     for tag in ("bf16_profile", "tf32_profile"):
         path = os.path.join(out, "aebench_l16_%s.txt" % tag)
         if not os.path.exists(path):
             continue
         lines = open(path).read().splitlines()
-        start = next((i for i, l in enumerate(lines) if l.startswith("per-op GPU time")), None)
+        start = next((i for i, l in enumerate(lines) if l.startswith("  profile (")), None)
         if start is None:
             continue
-        print("\nl16 %s, %s:\n```" % (tag.split("_")[0], lines[start]))
-        print("\n".join(lines[start + 1:]))
+        end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("    ")), len(lines))
+        print("\nl16 %s, %s:\n```" % (tag.split("_")[0], lines[start].strip()))
+        print("\n".join(lines[start + 1:end]))
         print("```")
-
 
 if __name__ == "__main__":
     main(sys.argv[1])

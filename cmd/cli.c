@@ -26,7 +26,7 @@ typedef enum opt_id {
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_TRANSPORT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
     OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM, OPT_GEMINI_EVERY,
     OPT_CLIP_SPECULATE, OPT_PLACEMENT, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE, OPT_HANG_TIMEOUT,
-    OPT_SEARCH, OPT_LARGEST, OPT_MIN_SAMPLES, OPT_TOP, OPT_OUT, OPT_VERIFY, OPT_HOSTS,
+    OPT_SEARCH, OPT_LARGEST, OPT_MIN_SAMPLES, OPT_TOP, OPT_OUT, OPT_VERIFY, OPT_HOSTS, OPT_PROFILE,
     OPT_HELP, OPT_VERSION,
     OPT_COUNT
 } opt_id;
@@ -75,6 +75,7 @@ static const opt_spec specs[] = {
     {OPT_NVME_DIR, "nvme-dir", 0, ARG_TEXT, "DIR", "--offload nvme: where the private swap directory goes (default: the results directory)"},
     {OPT_THREADS, "threads", 0, ARG_INT, "N", "CPU threads, 0 = all cores (default 0)"},
     {OPT_RANKS, "ranks", 0, ARG_INT, "N", "data-parallel ranks on this machine: starts mpiexec -n N itself (default 1; under mpirun: the world size)"},
+    {OPT_PROFILE, "profile", 0, ARG_NONE, NULL, "time every kernel-set op of every step (an event pair around each; the host waits at each step's end): where the step goes, op family by family, with TFLOP/s and GB/s, in the log, stdout and JSON"},
     {OPT_HOSTS, "hosts", 0, ARG_TEXT, "FILE", "--ranks N on the machines mpiexec's hostfile FILE lists (MPICH host:S, Open MPI host slots=S; the first must be this one, where rank 0 runs): passed to mpiexec, and -m all, --find-max, --search and the plans split each machine's memory by its ranks"},
     {OPT_GLOBAL_BATCH, "global-batch", 0, ARG_INT, "G", "samples per optimizer step over all ranks, as Megatron's (default B x ranks); G/(B x ranks) micro-batches each"},
     {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
@@ -434,6 +435,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_FIND_MAX: rc->find_max = flag_value; break;
     case OPT_RESUME: rc->resume = flag_value; break;
     case OPT_CALIBRATE: rc->calibrate = flag_value; break;
+    case OPT_PROFILE: rc->profile = flag_value; break;
     case OPT_HANG_TIMEOUT:
         if (watchdog_parse_timeout(value, &rc->hang_timeout_s))
             return cli_fail(err, errlen, "%s: '%s' is neither seconds (0 or more, 0: never) nor 'auto'", opt, value);

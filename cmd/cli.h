@@ -45,6 +45,7 @@ typedef struct run_config {
     char machine_path[PATH_MAX]; /* --machine FILE ("": the default for this host and device) */
     int config_runs;       /* --config named a run list (a case), run by the sweep driver */
     int ranks;             /* --ranks N: start mpiexec -n N (0: not given) */
+    int profile;           /* --profile: every op of every step timed (kernels/profile.h) */
     char hosts_path[PATH_MAX]; /* --hosts FILE: mpiexec's hostfile for those ranks ("": this machine) */
     int ranks_per_machine;     /* from --hosts: the most of the N ranks on one machine (0: all N) */
     int hosts_machines;        /* from --hosts: the machines the N ranks go to */

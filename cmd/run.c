@@ -1,6 +1,7 @@
 #include "run.h"
 
 #include "bound.h"
+#include "../kernels/profile.h"
 #include "launch.h"
 #include "machine.h"
 #include "report.h"
@@ -89,6 +90,7 @@ typedef struct run_state {
     watchdog *dog;            /* this rank's (NULL: --hang-timeout 0) */
     int running;              /* the JSON being written is the record so far ("running") */
     char heartbeat_dir[4200]; /* the ranks' heartbeats, when this process made it ("" else) */
+    gpt_profile *prof;        /* --profile: the timing backend the engine runs on (NULL: none) */
 } run_state;
 
 /* A write of the run's record failed (a full disk): the run ends at once, saying which file
@@ -472,6 +474,82 @@ static void json_gemini(cJSON *root, const run_state *s)
     }
 }
 
+/* ---- --profile: where a step goes, op family by family (kernels/profile.h) -------------------- */
+
+/* The mean step (ms) over the steps the profile counts (those after the first). */
+static double profiled_step_ms(const run_state *s)
+{
+    const int n = s->done - s->first, skip = n > 1;
+    double sum = 0;
+    for (int i = s->first + skip; i < s->done; i++) sum += s->iters[i].ms;
+    return n - skip > 0 ? sum / (n - skip) : 0;
+}
+
+/* Each op family that ran, in the table's order (the most time first), into rows; how many. */
+static int profile_rows(const run_state *s, gpt_profile_family rows[PROF_OPS])
+{
+    int n = 0;
+    for (int f = 0; f < PROF_OPS; f++) {
+        gpt_profile_family_of(s->prof, (gpt_profile_op)f, &rows[n]);
+        if (rows[n].calls > 0) n++;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && rows[j].ms > rows[j - 1].ms; j--) {
+            const gpt_profile_family t = rows[j];
+            rows[j] = rows[j - 1], rows[j - 1] = t;
+        }
+    return n;
+}
+
+/* The table, into the log (every rank's own) and, on rank 0, stdout. */
+static void report_profile(run_state *s)
+{
+    if (!s->prof || s->done <= s->first) return;
+    gpt_profile_family rows[PROF_OPS];
+    const int n = profile_rows(s, rows), steps = gpt_profile_steps(s->prof);
+    const double step = profiled_step_ms(s);
+    double ops = 0;
+    for (int i = 0; i < n; i++) ops += rows[i].ms;
+    ops /= steps > 0 ? steps : 1;
+    logline(s, "profile | %d step%s | step %.2f ms | ops' device time %.2f ms/step (every stream) | untimed ops: %lld",
+            steps, steps == 1 ? "" : "s", step, ops, gpt_profile_untimed(s->prof));
+    if (s->rank == 0)
+        printf("  profile (%d step%s, %.2f ms each; ops' device time on every stream %.2f ms):\n"
+               "    %-28s %10s %10s %8s %10s %8s\n", steps, steps == 1 ? "" : "s", step, ops, "op", "calls/step",
+               "ms/step", "of step", "TFLOP/s", "GB/s");
+    for (int i = 0; i < n; i++) {
+        const gpt_profile_family *r = &rows[i];
+        const double per = r->ms / steps, tflops = r->ms > 0 && r->flops > 0 ? r->flops / (r->ms * 1e-3) / 1e12 : 0,
+                     gbps = r->ms > 0 && r->bytes > 0 ? r->bytes / (r->ms * 1e-3) / 1e9 : 0;
+        logline(s, "profile op | %s | calls/step: %.1f | ms/step: %.3f | of step: %.1f%% | TFLOP/s: %.2f | GB/s: %.2f",
+                r->name, (double)r->calls / steps, per, step > 0 ? 100 * per / step : 0, tflops, gbps);
+        if (s->rank == 0)
+            printf("    %-28s %10.1f %10.3f %7.1f%% %10.2f %8.2f\n", r->name, (double)r->calls / steps, per,
+                   step > 0 ? 100 * per / step : 0, tflops, gbps);
+    }
+}
+
+static void json_profile(cJSON *root, const run_state *s)
+{
+    if (!s->prof || s->done <= s->first) return;
+    gpt_profile_family rows[PROF_OPS];
+    const int n = profile_rows(s, rows), steps = gpt_profile_steps(s->prof);
+    cJSON *p = cJSON_AddObjectToObject(root, "profile");
+    cJSON_AddNumberToObject(p, "steps", steps);
+    cJSON_AddNumberToObject(p, "step_ms", profiled_step_ms(s));
+    cJSON_AddNumberToObject(p, "untimed_ops", (double)gpt_profile_untimed(s->prof));
+    cJSON *ops = cJSON_AddArrayToObject(p, "ops");
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "op", rows[i].name);
+        cJSON_AddNumberToObject(o, "calls_per_step", (double)rows[i].calls / steps);
+        cJSON_AddNumberToObject(o, "ms_per_step", rows[i].ms / steps);
+        cJSON_AddNumberToObject(o, "flops_per_step", rows[i].flops / steps);
+        cJSON_AddNumberToObject(o, "bytes_per_step", rows[i].bytes / steps);
+        cJSON_AddItemToArray(ops, o);
+    }
+}
+
 static int write_json(run_state *s)
 {
     const run_config *rc = s->rc;
@@ -664,6 +742,7 @@ static int write_json(run_state *s)
         cJSON_AddItemToArray(its, o);
     }
     if (s->eng->options & ENGINE_OPT_RECOVERS) json_gemini(root, s);
+    json_profile(root, s);
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON_AddNumberToObject(sum, "iterations_run", s->done - s->first);
     if (s->first > 0) cJSON_AddNumberToObject(sum, "resumed_after", s->first);
@@ -1119,6 +1198,13 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
             s->step_failed = 1;
             break;
         }
+        /* --profile: the step's ops timed once it is over (the wait is after t1) */
+        if (s->prof && gpt_profile_step_end(s->prof) != GPT_OK) {
+            s->status = EXIT_RUN_ERROR;
+            snprintf(s->message, sizeof s->message, "--profile: iteration %d's op times could not be read (backend "
+                     "error, see stderr)", it);
+            break;
+        }
         s->iters[it - 1] = (iter_record){.r = r, .ms = t1 - t0};
         s->done = it;
         if (s->resume.iteration > 0 && it == s->back_iteration && s->back_s == 0) recovery_back(s);
@@ -1305,7 +1391,12 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         return EXIT_RUN_ERROR;
     }
     if (open_disk_budget(&s) == 0) check_plan(&s);
-    if (ranks_agree(&s)) train(&s, be, data, comm);
+    if (rc->profile && gpt_profile_create(&s.prof, be) != GPT_OK) {
+        s.status = EXIT_RUN_ERROR;
+        snprintf(s.message, sizeof s.message, "--profile: out of memory");
+    }
+    if (s.status == EXIT_RUN_OK && ranks_agree(&s)) train(&s, s.prof ? gpt_profile_backend(s.prof) : be, data, comm);
+    if (s.status == EXIT_RUN_OK) report_profile(&s);
     if (s.world > 1 && s.status == EXIT_RUN_OK) {
         /* every rank's peaks for the JSON (each rank reaches here after its last step) */
         double mine[2] = {(double)s.gpu.budget.peak, (double)s.host.peak};
@@ -1367,6 +1458,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     s.dog = NULL;
     if (s.rank == 0) remove_heartbeat_dir(&s);
     print_summary(&s);
+    gpt_profile_destroy(s.prof);
     free(s.iters);
     free(s.rank_peaks);
     return s.status;

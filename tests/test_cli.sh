@@ -192,6 +192,52 @@ else
     failc "setup phases" "$(grep '^setup' "$log")"
 fi
 
+# --profile: every op of every step timed through a wrapping backend (kernels/profile.h): the
+# same losses bit for bit as without it; the op counts and model FLOPs per step as the
+# schedule has them (attention: one forward per layer, a second with checkpointing's recompute,
+# one backward; 4 B T^2 C and 8 B T^2 C FLOPs), copies counted in bytes (stronghold's
+# streamed layer), the table on stdout and in the log; no timing asserted
+P="$WORK/profile"
+mkdir -p "$P"
+prc=""
+for v in "megatron-lm" "megatron-lm --no-ckpt" "stronghold -w 1"; do
+    read -r -a va <<<"$v"
+    tag=$(tr -c 'a-z0-9' '_' <<<"$v")
+    (cd "$P" && "$BIN" -m "${va[@]}" "${TINY[@]}" -l 3 --iters 4 --profile --results "p_$tag" >"p_$tag.out" 2>&1)
+    prc="$prc$?"
+    (cd "$P" && "$BIN" -m "${va[@]}" "${TINY[@]}" -l 3 --iters 4 --results "n_$tag" >"n_$tag.out" 2>&1)
+    prc="$prc$?"
+done
+check=$(python3 - "$P" <<'EOF'
+import glob, json, sys
+bad = []
+for tag, ckpt, streamed in (("megatron_lm_", True, False), ("megatron_lm___no_ckpt_", False, False), ("stronghold__w_1_", True, True)):
+    p = json.load(open(glob.glob(f"{sys.argv[1]}/p_{tag}/*.json")[0]))
+    n = json.load(open(glob.glob(f"{sys.argv[1]}/n_{tag}/*.json")[0]))
+    if [i["loss"] for i in p["iterations"]] != [i["loss"] for i in n["iterations"]]: bad.append(f"{tag}: losses differ")
+    if "profile" in n: bad.append(f"{tag}: a profile without --profile")
+    c, pr = p["config"], p.get("profile", {})
+    L, B, T, C = c["layers"], c["batch"], c["seq"], c["hidden"]
+    ops = {o["op"]: o for o in pr.get("ops", [])}
+    if pr.get("steps") != 3 or pr.get("untimed_ops") != 0: bad.append(f"{tag}: steps {pr.get('steps')}, untimed {pr.get('untimed_ops')}")
+    af, ab = ops.get("attention_forward"), ops.get("attention_backward")
+    want_f = 2 * L if ckpt else L
+    if not af or not ab or af["calls_per_step"] != want_f or ab["calls_per_step"] != L:
+        bad.append(f"{tag}: attention calls {af and af['calls_per_step']} / {ab and ab['calls_per_step']}, want {want_f} / {L}")
+    elif af["flops_per_step"] != want_f * 4 * B * T * T * C or ab["flops_per_step"] != L * 8 * B * T * T * C:
+        bad.append(f"{tag}: attention FLOPs")
+    if any(o["ms_per_step"] < 0 for o in ops.values()): bad.append(f"{tag}: a negative time")
+    if streamed and not (ops.get("copy_h2d", {}).get("bytes_per_step", 0) > 0): bad.append(f"{tag}: no copies in")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+if [ "$prc" = "000000" ] && [ "$check" = ok ] && grep -qE '^    attention_forward +6\.0 ' "$P/p_megatron_lm_.out" &&
+    grep -q "^profile op | attention_backward | calls/step: 3.0 |" "$P"/p_megatron_lm_/log_*.txt; then
+    pass "--profile: the same losses as without it; each op family's calls and model FLOPs per step as the schedule has them (recompute counted), copies in bytes; the table on stdout, in the log and JSON"
+else
+    failc "--profile" "exits $prc: $check $(grep -m2 -E 'profile|rror' "$P/p_megatron_lm_.out")"
+fi
+
 # the setup line on stdout too; the clip and the bounds (bound.h) beside the measured time:
 # each iteration's roofline the largest busy time, its schedule's bound: stronghold's clipped
 # schedule max(roofline, compute + the host Adam the forward's quarter of the compute does not

@@ -21,7 +21,8 @@
  *    final parameters equal to megatron-lm's on the GPU bit for bit;
  *  - repeatability: two identical GPU runs equal bit for bit in fp32, TF32 and bf16;
  *  - an absurd allocation is GPT_ERR_OOM and leaves the backend usable;
- *  - the per-op profiler (AEBENCH_PROFILE_OPS=1) prints its table.
+ *  - --profile's wrapping backend computes on the GPU what the CUDA backend does, and times
+ *    and counts every op.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +32,7 @@
 
 #include "engine_harness.h"
 #include "../kernels/model.h"
+#include "../kernels/profile.h"
 #include "../kernels/rng.h"
 
 #include <math.h>
@@ -1040,19 +1042,39 @@ static void test_checksum_gpu_vs_cpu(void **state)
     checksum_case(large, (4 << 20) + 3);
 }
 
-/* ---- the profiler ------------------------------------------------------------------------ */
+/* ---- --profile's wrapper on the GPU ---------------------------------------------------------- */
 
-static void test_profiler_table(void **state)
+/* The ops issued through the profiling backend (kernels/profile.h) on the GPU: they compute
+ * what the CUDA backend computes (the same checks against the CPU as unwrapped), and every
+ * one of them is timed and counted in its family with its model FLOPs. */
+static void test_profile_wrapper(void **state)
 {
     (void)state;
     if (!have_gpu()) skip();
-    setenv("AEBENCH_PROFILE_OPS", "1", 1);
     pair p;
     pair_open(&p, MATH_TF32);
-    unsetenv("AEBENCH_PROFILE_OPS");
+    gpt_profile *prof = NULL;
+    assert_int_equal(gpt_profile_create(&prof, p.gpu), 0);
+    gpt_backend *wrapped = gpt_profile_backend(prof);
+    gpt_stream *plain = p.gs, *ws = NULL;
+    assert_int_equal(wrapped->ops->stream_create(wrapped, &ws), 0);
+    p.gs = ws;
     check_elementwise(&p, 64);
     check_matmul_case(&p, 64, C_, 3 * C_, 1, 0, 1);
-    pair_close(&p); /* prints the table */
+    assert_int_equal(gpt_profile_step_end(prof), 0);
+    assert_int_equal(gpt_profile_untimed(prof), 0);
+    assert_int_equal(gpt_profile_steps(prof), 1);
+    gpt_profile_family f;
+    gpt_profile_family_of(prof, PROF_MATMUL_FORWARD, &f);
+    assert_true(f.calls >= 1);
+    assert_true(f.ms >= 0);
+    assert_true(f.flops == f.calls * 2.0 * B_ * 64 * C_ * 3 * C_);
+    gpt_profile_family_of(prof, PROF_COPY_H2D, &f);
+    assert_true(f.calls >= 1 && f.bytes > 0);
+    p.gs = plain;
+    wrapped->ops->stream_destroy(ws);
+    gpt_profile_destroy(prof);
+    pair_close(&p);
 }
 
 int main(void)
@@ -1068,7 +1090,7 @@ int main(void)
         cmocka_unit_test(test_repeatable_runs),
         cmocka_unit_test(test_checksum_gpu_vs_cpu),
         cmocka_unit_test(test_oom_then_usable),
-        cmocka_unit_test(test_profiler_table),
+        cmocka_unit_test(test_profile_wrapper),
     };
     /* AEBENCH_CUDA_TESTS=pattern runs only the tests whose names match (cmocka's filter) */
     const char *only = getenv("AEBENCH_CUDA_TESTS");

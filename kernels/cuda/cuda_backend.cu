@@ -1,6 +1,5 @@
 /*
- * cuda_backend.cu — the CUDA backend: device memory, streams, the op table, and the
- * opt-in per-op profiler.
+ * cuda_backend.cu — the CUDA backend: device memory, streams and the op table.
  *
  * A gpt_stream is a cudaStream_t with its own cuBLASLt and cuBLAS handles, a cuBLAS
  * workspace and the norm's partials (cuda_common.cuh lists that memory: it is outside the
@@ -12,11 +11,8 @@
  * usable, so the CLI can probe and fall back to the CPU backend; every other failing CUDA
  * or cuBLAS call is reported on stderr with file:line and the library's message.
  *
- * Profiler: with AEBENCH_PROFILE_OPS=1 in the environment when the backend is created,
- * each op is bracketed by two events on its stream and waits for the second, adding
- * (calls, ms) to the op's row; the table is printed to stdout by destroy.  This serialises
- * host and device per op (the timings are then of the op alone, and the pipeline stalls:
- * totals are larger than in a normal run).  Off, the only cost is one branch per op.
+ * Per-op times: `aebench --profile` (kernels/profile.h) wraps any backend's op table with
+ * events; this backend has no profiler of its own.
  *
  * GELU epilogues: which of the MLP's GELU passes run inside cuBLASLt's epilogue
  * (matmul_forward_gelu: GELU_AUX_BIAS; matmul_backward_gelu: DGELU) rather than as kernels
@@ -32,16 +28,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const op_names[OP_COUNT] = {
-    "encoder_forward",      "encoder_backward",      "layernorm_forward",
-    "layernorm_backward",   "matmul_forward",        "matmul_backward",
-    "attention_forward",    "attention_backward",    "gelu_forward",
-    "gelu_backward",        "residual_forward",      "residual_backward",
-    "residual_layernorm_forward", "crossentropy",    "adamw_update",
-    "norm_squared",         "params_to_act",         "checksum_chunks",
-    "add_f32",
-};
 
 /* ---- memory -------------------------------------------------------------------------- */
 
@@ -106,10 +92,6 @@ static void cuda_stream_destroy(gpt_stream *s)
     if (st != NULL) {
         if (st->stream)
             CUDA_FAILED(cudaStreamSynchronize(st->stream));
-        if (st->prof_start)
-            CUDA_FAILED(cudaEventDestroy(st->prof_start));
-        if (st->prof_end)
-            CUDA_FAILED(cudaEventDestroy(st->prof_end));
         cu_lt_plans_destroy(st);
         if (st->lt)
             CUBLAS_FAILED(cublasLtDestroy(st->lt));
@@ -154,9 +136,6 @@ static int cuda_stream_create(const gpt_backend *be, gpt_stream **out)
             goto fail;
     }
     if (CUBLAS_FAILED(cublasLtCreate(&st->lt)))
-        goto fail;
-    if (impl->profile && (CUDA_FAILED(cudaEventCreate(&st->prof_start)) ||
-                          CUDA_FAILED(cudaEventCreate(&st->prof_end))))
         goto fail;
     *out = s;
     return GPT_OK;
@@ -362,136 +341,6 @@ static int cuda_stream_host_task(gpt_stream *s, int (*fn)(void *arg), const void
     return GPT_OK;
 }
 
-/* ---- the profiler ------------------------------------------------------------------------ */
-
-static inline int prof_begin(gpt_stream *s)
-{
-    if (!cu_backend(s)->profile)
-        return 0;
-    OP_CHECK_CUDA(s, cudaEventRecord(cu_stream(s)->prof_start, cu_stream(s)->stream));
-    return 1;
-}
-
-static void prof_end(gpt_stream *s, int id)
-{
-    cuda_stream_impl *st = cu_stream(s);
-    cuda_backend_impl *impl = (cuda_backend_impl *)s->be->impl;
-    float ms = 0.0f;
-    if (CUDA_FAILED(cudaEventRecord(st->prof_end, st->stream)) ||
-        CUDA_FAILED(cudaEventSynchronize(st->prof_end)) ||
-        CUDA_FAILED(cudaEventElapsedTime(&ms, st->prof_start, st->prof_end))) {
-        st->failed = 1;
-        return;
-    }
-    pthread_mutex_lock(&impl->prof_lock);
-    impl->prof_calls[id]++;
-    impl->prof_ms[id] += ms;
-    pthread_mutex_unlock(&impl->prof_lock);
-}
-
-static void prof_print(const cuda_backend_impl *impl)
-{
-    double total = 0.0;
-    for (int i = 0; i < OP_COUNT; i++)
-        total += impl->prof_ms[i];
-    printf("per-op GPU time (AEBENCH_PROFILE_OPS=1; each op timed alone, host waits per op)\n");
-    printf("%-22s %10s %12s %12s %8s\n", "op", "calls", "total ms", "ms/call", "%");
-    for (int i = 0; i < OP_COUNT; i++) {
-        if (impl->prof_calls[i] == 0)
-            continue;
-        printf("%-22s %10lld %12.3f %12.4f %7.2f%%\n", op_names[i], impl->prof_calls[i],
-               impl->prof_ms[i], impl->prof_ms[i] / (double)impl->prof_calls[i],
-               total > 0 ? 100.0 * impl->prof_ms[i] / total : 0.0);
-    }
-    printf("%-22s %10s %12.3f\n", "total", "", total);
-    fflush(stdout);
-}
-
-/* Each table entry: the op, bracketed by the profiler when it is on. */
-#define PROFILED(name, id, params, args)                                                   \
-    static void prof_##name params                                                         \
-    {                                                                                      \
-        const int on = prof_begin(s);                                                      \
-        cu_##name args;                                                                    \
-        if (on)                                                                            \
-            prof_end(s, id);                                                               \
-    }
-
-PROFILED(encoder_forward, OP_ENCODER_FWD,
-         (gpt_stream * s, void *out, const int32_t *tokens, const void *wte, const void *wpe,
-          int B, int T, int C),
-         (s, out, tokens, wte, wpe, B, T, C))
-PROFILED(encoder_backward, OP_ENCODER_BWD,
-         (gpt_stream * s, float *dwte, float *dwpe, const void *dout, const int32_t *tokens,
-          int B, int T, int C),
-         (s, dwte, dwpe, dout, tokens, B, T, C))
-PROFILED(layernorm_forward, OP_LAYERNORM_FWD,
-         (gpt_stream * s, void *out, float *mean, float *rstd, const void *inp, const void *w,
-          const void *b, int N, int C),
-         (s, out, mean, rstd, inp, w, b, N, C))
-PROFILED(layernorm_backward, OP_LAYERNORM_BWD,
-         (gpt_stream * s, void *dinp, float *dw, float *db, const void *dout, const void *inp,
-          const void *w, const float *mean, const float *rstd, int N, int C),
-         (s, dinp, dw, db, dout, inp, w, mean, rstd, N, C))
-PROFILED(matmul_forward, OP_MATMUL_FWD,
-         (gpt_stream * s, void *out, const void *inp, const void *w, const void *bias, int N,
-          int C, int OC),
-         (s, out, inp, w, bias, N, C, OC))
-PROFILED(matmul_backward, OP_MATMUL_BWD,
-         (gpt_stream * s, void *dinp, float *dw, float *dbias, const void *dout,
-          const void *inp, const void *w, int N, int C, int OC),
-         (s, dinp, dw, dbias, dout, inp, w, N, C, OC))
-/* the fused GELU variants count as matmuls: the GELU has no pass of its own any more */
-PROFILED(matmul_forward_gelu, OP_MATMUL_FWD,
-         (gpt_stream * s, void *out, void *pre, const void *inp, const void *w, const void *bias,
-          int N, int C, int OC),
-         (s, out, pre, inp, w, bias, N, C, OC))
-PROFILED(matmul_backward_gelu, OP_MATMUL_BWD,
-         (gpt_stream * s, void *dinp, float *dw, float *dbias, const void *dout,
-          const void *inp, const void *w, const void *pre, int N, int C, int OC),
-         (s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC))
-PROFILED(attention_forward, OP_ATTENTION_FWD,
-         (gpt_stream * s, void *out, float *lse, const void *qkv, int B, int T, int C, int NH),
-         (s, out, lse, qkv, B, T, C, NH))
-PROFILED(attention_backward, OP_ATTENTION_BWD,
-         (gpt_stream * s, void *dqkv, float *delta, const void *dout, const void *qkv,
-          const void *out, const float *lse, int B, int T, int C, int NH),
-         (s, dqkv, delta, dout, qkv, out, lse, B, T, C, NH))
-PROFILED(gelu_forward, OP_GELU_FWD, (gpt_stream * s, void *out, const void *inp, size_t n),
-         (s, out, inp, n))
-PROFILED(gelu_backward, OP_GELU_BWD,
-         (gpt_stream * s, void *dinp, const void *inp, const void *dout, size_t n),
-         (s, dinp, inp, dout, n))
-PROFILED(residual_forward, OP_RESIDUAL_FWD,
-         (gpt_stream * s, void *out, const void *a, const void *b, size_t n), (s, out, a, b, n))
-PROFILED(residual_backward, OP_RESIDUAL_BWD,
-         (gpt_stream * s, void *da, void *db, const void *dout, size_t n), (s, da, db, dout, n))
-PROFILED(residual_layernorm_forward, OP_RESIDUAL_LAYERNORM_FWD,
-         (gpt_stream * s, void *res, void *out, float *mean, float *rstd, const void *a,
-          const void *res_b, const void *w, const void *b, int N, int C),
-         (s, res, out, mean, rstd, a, res_b, w, b, N, C))
-PROFILED(crossentropy_forward_backward, OP_CROSSENTROPY,
-         (gpt_stream * s, float *losses, void *logits, const int32_t *targets, float dloss,
-          int N, int V, int Vp),
-         (s, losses, logits, targets, dloss, N, V, Vp))
-PROFILED(adamw_update, OP_ADAMW,
-         (gpt_stream * s, float *param, void *param_act, const float *grad, float *m, float *v,
-          size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t,
-          float grad_scale),
-         (s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t,
-          grad_scale))
-PROFILED(norm_squared, OP_NORM_SQUARED, (gpt_stream * s, float *out, const float *x, size_t n),
-         (s, out, x, n))
-PROFILED(checksum_chunks, OP_CHECKSUM,
-         (gpt_stream * s, uint64_t *sums, const gpt_float_span *parts, int nparts, size_t chunk_floats),
-         (s, sums, parts, nparts, chunk_floats))
-PROFILED(add_f32, OP_ADD_F32, (gpt_stream * s, float *out, const float *a, const float *b, size_t n),
-         (s, out, a, b, n))
-PROFILED(params_to_act, OP_PARAMS_TO_ACT,
-         (gpt_stream * s, void *dst, const float *src, size_t n), (s, dst, src, n))
-
-/* ---- the backend ------------------------------------------------------------------------ */
-
 static const gpt_backend_ops cuda_ops = {
     /* .dev_alloc = */ cuda_dev_alloc,
     /* .dev_free = */ cuda_dev_free,
@@ -517,27 +366,27 @@ static const gpt_backend_ops cuda_ops = {
     /* .host_register = */ cuda_host_register,
     /* .host_unregister = */ cuda_host_unregister,
 
-    /* .encoder_forward = */ prof_encoder_forward,
-    /* .encoder_backward = */ prof_encoder_backward,
-    /* .layernorm_forward = */ prof_layernorm_forward,
-    /* .layernorm_backward = */ prof_layernorm_backward,
-    /* .matmul_forward = */ prof_matmul_forward,
-    /* .matmul_backward = */ prof_matmul_backward,
-    /* .matmul_forward_gelu = */ prof_matmul_forward_gelu,
-    /* .matmul_backward_gelu = */ prof_matmul_backward_gelu,
-    /* .attention_forward = */ prof_attention_forward,
-    /* .attention_backward = */ prof_attention_backward,
-    /* .gelu_forward = */ prof_gelu_forward,
-    /* .gelu_backward = */ prof_gelu_backward,
-    /* .residual_forward = */ prof_residual_forward,
-    /* .residual_backward = */ prof_residual_backward,
-    /* .residual_layernorm_forward = */ prof_residual_layernorm_forward,
-    /* .crossentropy_forward_backward = */ prof_crossentropy_forward_backward,
-    /* .adamw_update = */ prof_adamw_update,
-    /* .norm_squared = */ prof_norm_squared,
-    /* .params_to_act = */ prof_params_to_act,
-    /* .checksum_chunks = */ prof_checksum_chunks,
-    /* .add_f32 = */ prof_add_f32,
+    /* .encoder_forward = */ cu_encoder_forward,
+    /* .encoder_backward = */ cu_encoder_backward,
+    /* .layernorm_forward = */ cu_layernorm_forward,
+    /* .layernorm_backward = */ cu_layernorm_backward,
+    /* .matmul_forward = */ cu_matmul_forward,
+    /* .matmul_backward = */ cu_matmul_backward,
+    /* .matmul_forward_gelu = */ cu_matmul_forward_gelu,
+    /* .matmul_backward_gelu = */ cu_matmul_backward_gelu,
+    /* .attention_forward = */ cu_attention_forward,
+    /* .attention_backward = */ cu_attention_backward,
+    /* .gelu_forward = */ cu_gelu_forward,
+    /* .gelu_backward = */ cu_gelu_backward,
+    /* .residual_forward = */ cu_residual_forward,
+    /* .residual_backward = */ cu_residual_backward,
+    /* .residual_layernorm_forward = */ cu_residual_layernorm_forward,
+    /* .crossentropy_forward_backward = */ cu_crossentropy_forward_backward,
+    /* .adamw_update = */ cu_adamw_update,
+    /* .norm_squared = */ cu_norm_squared,
+    /* .params_to_act = */ cu_params_to_act,
+    /* .checksum_chunks = */ cu_checksum_chunks,
+    /* .add_f32 = */ cu_add_f32,
 };
 
 extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32)
@@ -594,8 +443,6 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
     impl->smem_per_block_optin = (int)prop.sharedMemPerBlockOptin;
     snprintf(impl->desc, sizeof impl->desc, "%s (sm_%d%d, %d SMs)", prop.name, prop.major,
              prop.minor, prop.multiProcessorCount);
-    const char *env = getenv("AEBENCH_PROFILE_OPS");
-    impl->profile = env != NULL && strcmp(env, "1") == 0;
     const char *gelu = getenv("AEBENCH_GELU_EPILOGUE");
     if (gelu == NULL) {
         impl->gelu_fwd_epilogue = impl->gelu_bwd_epilogue = dtype == GPT_BF16;
@@ -607,7 +454,6 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
         impl->gelu_bwd_epilogue = strcmp(gelu, "both") == 0 &&
                                   (dtype == GPT_BF16 || impl->allow_tf32);
     }
-    pthread_mutex_init(&impl->prof_lock, NULL);
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->impl = impl;
@@ -622,9 +468,6 @@ extern "C" void gpt_cuda_backend_destroy(gpt_backend *be)
         return;
     cuda_backend_impl *impl = (cuda_backend_impl *)be->impl;
     if (impl != NULL) {
-        if (impl->profile)
-            prof_print(impl);
-        pthread_mutex_destroy(&impl->prof_lock);
         free(impl);
     }
     free(be);

@@ -6,8 +6,7 @@
  * signature of its gpt_backend_ops entry (see ../gpt.h for shapes and semantics) and
  * launches its work on the op's stream only.
  *
- * No global mutable state: handles, workspaces and scratch live in the stream impl, the
- * profiler's table in the backend impl.
+ * No global mutable state: handles, workspaces and scratch live in the stream impl.
  *
  * Element types: every void * argument of an op holds the backend's activation type
  * (be->dtype: fp32 or bf16; see ../gpt.h).  Kernels are templates over that type T and read
@@ -78,14 +77,6 @@ typedef struct lt_plan {
     int valid;
 } lt_plan;
 
-/* The op indices of the profiler's table (same order as the names in cuda_backend.cu). */
-enum cuda_op_id {
-    OP_ENCODER_FWD, OP_ENCODER_BWD, OP_LAYERNORM_FWD, OP_LAYERNORM_BWD, OP_MATMUL_FWD,
-    OP_MATMUL_BWD, OP_ATTENTION_FWD, OP_ATTENTION_BWD, OP_GELU_FWD, OP_GELU_BWD,
-    OP_RESIDUAL_FWD, OP_RESIDUAL_BWD, OP_RESIDUAL_LAYERNORM_FWD, OP_CROSSENTROPY, OP_ADAMW,
-    OP_NORM_SQUARED, OP_PARAMS_TO_ACT, OP_CHECKSUM, OP_ADD_F32, OP_COUNT
-};
-
 typedef struct cuda_backend_impl {
     int device;
     int allow_tf32;
@@ -93,11 +84,6 @@ typedef struct cuda_backend_impl {
     /* run the MLP's GELU / GELU-derivative in the GEMM epilogue (AEBENCH_GELU_EPILOGUE) */
     int gelu_fwd_epilogue, gelu_bwd_epilogue;
     char desc[320];
-    /* opt-in per-op profiler (AEBENCH_PROFILE_OPS=1 at creation) */
-    int profile;
-    pthread_mutex_t prof_lock; /* streams may be driven from several host threads */
-    long long prof_calls[OP_COUNT];
-    double prof_ms[OP_COUNT];
 } cuda_backend_impl;
 
 typedef struct cuda_stream_impl {
@@ -107,7 +93,6 @@ typedef struct cuda_stream_impl {
     double *norm_partials;      /* NORM_BLOCKS */
     lt_plan plans[LT_PLAN_CACHE]; /* cuBLASLt descriptors + heuristic choice per shape */
     int next_plan;              /* round-robin slot to refill when the cache is full */
-    cudaEvent_t prof_start, prof_end; /* created only when profiling */
     int failed;                 /* an op failed since the last stream_sync: report it there */
 } cuda_stream_impl;
 

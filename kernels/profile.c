@@ -1,0 +1,402 @@
+/*
+ * profile.c — --profile's timing backend (profile.h).  Why a wrapper and not timers in the
+ * engines: every engine issues the same kernel set through one op table, so one table of
+ * wrappers times every op of every engine, and the engines stay free of profiling code.
+ */
+#include "profile.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const family_names[PROF_OPS] = {
+    "encoder_forward", "encoder_backward", "layernorm_forward", "layernorm_backward",
+    "matmul_forward", "matmul_backward", "matmul_gelu_forward", "matmul_gelu_backward",
+    "attention_forward", "attention_backward", "gelu_forward", "gelu_backward",
+    "residual_forward", "residual_backward", "residual_layernorm_forward", "crossentropy",
+    "adamw", "norm_squared", "params_to_act", "checksum", "add_f32",
+    "copy_h2d", "copy_d2h", "copy_d2d", "memset",
+};
+
+/* One timed op of this step: its events are pool[2 i] and pool[2 i + 1]. */
+typedef struct mark {
+    int family;
+    double flops, bytes;
+} mark;
+
+typedef struct totals {
+    long long calls[PROF_OPS];
+    double ms[PROF_OPS], flops[PROF_OPS], bytes[PROF_OPS];
+} totals;
+
+struct gpt_profile {
+    gpt_backend be;        /* the engines' backend: inner's impl, name, dtype; ops below */
+    gpt_backend_ops ops;   /* inner's table, the ops and copies wrapped */
+    const gpt_backend *inner;
+    pthread_mutex_t lock;  /* (marks are added by whichever thread issues an op) */
+    mark *marks;
+    gpt_event **pool;      /* 2 per mark, kept from step to step */
+    int nmarks, cap, npool;
+    long long untimed;
+    int steps;
+    totals all, first;     /* every step's, and the first step's (left out after it) */
+};
+
+static gpt_profile *profile_of(const gpt_stream *s)
+{
+    return (gpt_profile *)((char *)s->be - offsetof(gpt_profile, be));
+}
+
+/* Record the start of an op of `family` on s; the mark's index, or -1 (not timed). */
+static int mark_begin(gpt_profile *p, gpt_stream *s, int family, double flops, double bytes)
+{
+    if (pthread_mutex_lock(&p->lock)) return -1;
+    int m = -1;
+    if (p->nmarks == p->cap) {
+        const int cap = p->cap ? 2 * p->cap : 1024;
+        mark *marks = realloc(p->marks, (size_t)cap * sizeof *marks);
+        gpt_event **pool = marks ? realloc(p->pool, 2 * (size_t)cap * sizeof *pool) : NULL;
+        if (marks) p->marks = marks;
+        if (pool) p->pool = pool, p->cap = cap;
+    }
+    if (p->nmarks < p->cap) {
+        m = p->nmarks;
+        while (p->npool < 2 * (m + 1) && p->inner->ops->event_create(&p->be, &p->pool[p->npool]) == 0) p->npool++;
+        if (p->npool < 2 * (m + 1) || p->inner->ops->event_record(p->pool[2 * m], s) != 0) m = -1;
+    }
+    if (m >= 0) {
+        p->marks[m] = (mark){.family = family, .flops = flops, .bytes = bytes};
+        p->nmarks++;
+    } else {
+        p->untimed++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return m;
+}
+
+/* Record the end of mark m on s (after the op was issued). */
+static void mark_end(gpt_profile *p, gpt_stream *s, int m)
+{
+    if (m < 0) return;
+    if (p->inner->ops->event_record(p->pool[2 * m + 1], s) != 0) {
+        pthread_mutex_lock(&p->lock);
+        p->marks[m].family = -1; /* (its end was never recorded: not counted) */
+        p->untimed++;
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
+/* ---- the wrappers: one per op and copy of gpt_backend_ops ---------------------------------- */
+
+static void wrap_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_ENCODER_FORWARD, 0, 0);
+    p->inner->ops->encoder_forward(s, out, tokens, wte, wpe, B, T, C);
+    mark_end(p, s, mk);
+}
+
+static void wrap_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout, const int32_t *tokens, int B, int T, int C)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_ENCODER_BACKWARD, 0, 0);
+    p->inner->ops->encoder_backward(s, dwte, dwpe, dout, tokens, B, T, C);
+    mark_end(p, s, mk);
+}
+
+static void wrap_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_LAYERNORM_FORWARD, 0, 0);
+    p->inner->ops->layernorm_forward(s, out, mean, rstd, inp, w, b, N, C);
+    mark_end(p, s, mk);
+}
+
+static void wrap_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean, const float *rstd, int N, int C)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_LAYERNORM_BACKWARD, 0, 0);
+    p->inner->ops->layernorm_backward(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    mark_end(p, s, mk);
+}
+
+static void wrap_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_MATMUL_FORWARD, 2.0 * N * C * OC, 0);
+    p->inner->ops->matmul_forward(s, out, inp, w, bias, N, C, OC);
+    mark_end(p, s, mk);
+}
+
+static void wrap_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N, int C, int OC)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_MATMUL_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 0);
+    p->inner->ops->matmul_backward(s, dinp, dw, dbias, dout, inp, w, N, C, OC);
+    mark_end(p, s, mk);
+}
+
+static void wrap_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_MATMUL_GELU_FORWARD, 2.0 * N * C * OC, 0);
+    p->inner->ops->matmul_forward_gelu(s, out, pre, inp, w, bias, N, C, OC);
+    mark_end(p, s, mk);
+}
+
+static void wrap_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, const void *pre, int N, int C, int OC)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_MATMUL_GELU_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 0);
+    p->inner->ops->matmul_backward_gelu(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC);
+    mark_end(p, s, mk);
+}
+
+static void wrap_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B, int T, int C, int NH)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_ATTENTION_FORWARD, 4.0 * B * T * T * C, 0);
+    p->inner->ops->attention_forward(s, out, lse, qkv, B, T, C, NH);
+    mark_end(p, s, mk);
+}
+
+static void wrap_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *dout, const void *qkv, const void *out, const float *lse, int B, int T, int C, int NH)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_ATTENTION_BACKWARD, 8.0 * B * T * T * C, 0);
+    p->inner->ops->attention_backward(s, dqkv, delta, dout, qkv, out, lse, B, T, C, NH);
+    mark_end(p, s, mk);
+}
+
+static void wrap_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_GELU_FORWARD, 0, 0);
+    p->inner->ops->gelu_forward(s, out, inp, n);
+    mark_end(p, s, mk);
+}
+
+static void wrap_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout, size_t n)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_GELU_BACKWARD, 0, 0);
+    p->inner->ops->gelu_backward(s, dinp, inp, dout, n);
+    mark_end(p, s, mk);
+}
+
+static void wrap_residual_forward(gpt_stream *s, void *out, const void *a, const void *b, size_t n)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_RESIDUAL_FORWARD, 0, 0);
+    p->inner->ops->residual_forward(s, out, a, b, n);
+    mark_end(p, s, mk);
+}
+
+static void wrap_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_RESIDUAL_BACKWARD, 0, 0);
+    p->inner->ops->residual_backward(s, da, db, dout, n);
+    mark_end(p, s, mk);
+}
+
+static void wrap_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float *mean, float *rstd, const void *a, const void *res_b, const void *w, const void *b, int N, int C)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_RESIDUAL_LAYERNORM_FORWARD, 0, 0);
+    p->inner->ops->residual_layernorm_forward(s, res, out, mean, rstd, a, res_b, w, b, N, C);
+    mark_end(p, s, mk);
+}
+
+static void wrap_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits, const int32_t *targets, float dloss, int N, int V, int Vp)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_CROSSENTROPY, 0, 0);
+    p->inner->ops->crossentropy_forward_backward(s, losses, logits, targets, dloss, N, V, Vp);
+    mark_end(p, s, mk);
+}
+
+static void wrap_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t, float grad_scale)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_ADAMW, 0, 0);
+    p->inner->ops->adamw_update(s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
+    mark_end(p, s, mk);
+}
+
+static void wrap_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_NORM_SQUARED, 0, 0);
+    p->inner->ops->norm_squared(s, out, x, n);
+    mark_end(p, s, mk);
+}
+
+static void wrap_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_PARAMS_TO_ACT, 0, 0);
+    p->inner->ops->params_to_act(s, dst, src, n);
+    mark_end(p, s, mk);
+}
+
+static void wrap_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts, size_t chunk_floats)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_CHECKSUM, 0, 0);
+    p->inner->ops->checksum_chunks(s, sums, parts, nparts, chunk_floats);
+    mark_end(p, s, mk);
+}
+
+static void wrap_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_ADD_F32, 0, 0);
+    p->inner->ops->add_f32(s, out, a, b, n);
+    mark_end(p, s, mk);
+}
+
+static int wrap_memcpy_h2d(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_COPY_H2D, 0, (double)bytes);
+    const int rc = p->inner->ops->memcpy_h2d(s, dst, src, bytes);
+    mark_end(p, s, mk);
+    return rc;
+}
+
+static int wrap_memcpy_d2h(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_COPY_D2H, 0, (double)bytes);
+    const int rc = p->inner->ops->memcpy_d2h(s, dst, src, bytes);
+    mark_end(p, s, mk);
+    return rc;
+}
+
+static int wrap_memcpy_d2d(gpt_stream *s, void *dst, const void *src, size_t bytes)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_COPY_D2D, 0, (double)bytes);
+    const int rc = p->inner->ops->memcpy_d2d(s, dst, src, bytes);
+    mark_end(p, s, mk);
+    return rc;
+}
+
+static int wrap_memset_zero(gpt_stream *s, void *dst, size_t bytes)
+{
+    gpt_profile *p = profile_of(s);
+    const int mk = mark_begin(p, s, PROF_MEMSET, 0, (double)bytes);
+    const int rc = p->inner->ops->memset_zero(s, dst, bytes);
+    mark_end(p, s, mk);
+    return rc;
+}
+
+static void wrap_ops(gpt_backend_ops *ops)
+{
+    ops->encoder_forward = wrap_encoder_forward;
+    ops->encoder_backward = wrap_encoder_backward;
+    ops->layernorm_forward = wrap_layernorm_forward;
+    ops->layernorm_backward = wrap_layernorm_backward;
+    ops->matmul_forward = wrap_matmul_forward;
+    ops->matmul_backward = wrap_matmul_backward;
+    ops->matmul_forward_gelu = wrap_matmul_forward_gelu;
+    ops->matmul_backward_gelu = wrap_matmul_backward_gelu;
+    ops->attention_forward = wrap_attention_forward;
+    ops->attention_backward = wrap_attention_backward;
+    ops->gelu_forward = wrap_gelu_forward;
+    ops->gelu_backward = wrap_gelu_backward;
+    ops->residual_forward = wrap_residual_forward;
+    ops->residual_backward = wrap_residual_backward;
+    ops->residual_layernorm_forward = wrap_residual_layernorm_forward;
+    ops->crossentropy_forward_backward = wrap_crossentropy_forward_backward;
+    ops->adamw_update = wrap_adamw_update;
+    ops->norm_squared = wrap_norm_squared;
+    ops->params_to_act = wrap_params_to_act;
+    ops->checksum_chunks = wrap_checksum_chunks;
+    ops->add_f32 = wrap_add_f32;
+    ops->memcpy_h2d = wrap_memcpy_h2d;
+    ops->memcpy_d2h = wrap_memcpy_d2h;
+    ops->memcpy_d2d = wrap_memcpy_d2d;
+    ops->memset_zero = wrap_memset_zero;
+}
+
+/* ---- the profiler ---------------------------------------------------------------------------- */
+
+int gpt_profile_create(gpt_profile **out, const gpt_backend *inner)
+{
+    *out = NULL;
+    gpt_profile *p = calloc(1, sizeof *p);
+    if (!p) return GPT_ERR_OOM;
+    if (pthread_mutex_init(&p->lock, NULL)) {
+        free(p);
+        return GPT_ERR_BACKEND;
+    }
+    p->inner = inner;
+    p->ops = *inner->ops;
+    wrap_ops(&p->ops);
+    p->be = *inner;
+    p->be.ops = &p->ops;
+    *out = p;
+    return GPT_OK;
+}
+
+gpt_backend *gpt_profile_backend(gpt_profile *p) { return &p->be; }
+
+int gpt_profile_step_end(gpt_profile *p)
+{
+    if (pthread_mutex_lock(&p->lock)) return GPT_ERR_BACKEND;
+    totals step;
+    memset(&step, 0, sizeof step);
+    int rc = GPT_OK;
+    for (int m = 0; m < p->nmarks && rc == GPT_OK; m++) {
+        const mark *k = &p->marks[m];
+        if (k->family < 0) continue;
+        float ms = 0;
+        if ((rc = p->inner->ops->event_sync(p->pool[2 * m + 1])) ||
+            (rc = p->inner->ops->event_elapsed_ms(&ms, p->pool[2 * m], p->pool[2 * m + 1])))
+            break;
+        step.calls[k->family]++;
+        step.ms[k->family] += ms;
+        step.flops[k->family] += k->flops;
+        step.bytes[k->family] += k->bytes;
+    }
+    p->nmarks = 0;
+    if (rc == GPT_OK) {
+        for (int f = 0; f < PROF_OPS; f++) {
+            p->all.calls[f] += step.calls[f];
+            p->all.ms[f] += step.ms[f];
+            p->all.flops[f] += step.flops[f];
+            p->all.bytes[f] += step.bytes[f];
+        }
+        if (p->steps == 0) p->first = step;
+        p->steps++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+int gpt_profile_steps(const gpt_profile *p) { return p->steps > 1 ? p->steps - 1 : p->steps; }
+
+void gpt_profile_family_of(const gpt_profile *p, gpt_profile_op f, gpt_profile_family *out)
+{
+    const int drop = p->steps > 1; /* the first step's one-time costs left out */
+    out->name = family_names[f];
+    out->calls = p->all.calls[f] - (drop ? p->first.calls[f] : 0);
+    out->ms = p->all.ms[f] - (drop ? p->first.ms[f] : 0);
+    out->flops = p->all.flops[f] - (drop ? p->first.flops[f] : 0);
+    out->bytes = p->all.bytes[f] - (drop ? p->first.bytes[f] : 0);
+}
+
+long long gpt_profile_untimed(const gpt_profile *p) { return p->untimed; }
+
+void gpt_profile_destroy(gpt_profile *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->npool; i++) p->inner->ops->event_destroy(p->pool[i]);
+    free(p->pool);
+    free(p->marks);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
