@@ -14,3 +14,12 @@ machine_info() {
     free -g | head -2
     date -u +%Y-%m-%dT%H:%MZ
 }
+
+# bench_workdir NAME: the call's work folder ($out, /tmp/aebench-NAME.*) and $dest made; when
+# the script exits, the folder packed into $dest/bench.tgz (the raw logs and JSON: not for
+# git) and its table.md copied beside it.  Expects $dest.
+bench_workdir() {
+    out=$(mktemp -d "/tmp/aebench-$1.XXXXXX")
+    mkdir -p "$dest"
+    trap 'tar czf "$dest/bench.tgz" -C "$out" --exclude="*.bin" . 2>/dev/null; cp "$out"/table.md "$dest"/ 2>/dev/null' EXIT
+}

@@ -10,14 +10,8 @@
 # ENGINES (default "megatron-lm l2l zero-offload zero-infinity stronghold"), LAYERS (32).
 set -uo pipefail
 dest=${1:-bench/results/latest}
-out=$(mktemp -d /tmp/aebench-profile.XXXXXX)
-mkdir -p "$dest"
 source bench/deps_env.sh
-finish() {
-    tar czf "$dest/bench.tgz" -C "$out" . 2>/dev/null
-    cp "$out"/table.md "$dest"/ 2>/dev/null
-}
-trap finish EXIT
+bench_workdir profile
 machine_info | tee "$out/device.txt"
 t0=$(date +%s)
 make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }

@@ -8,14 +8,8 @@
 #   bash bench/startup_gpu.sh "$OUT"            # on the device machine, .deps carried
 set -uo pipefail
 dest=${1:-bench/results/latest}
-out=$(mktemp -d /tmp/aebench-startup.XXXXXX)
-mkdir -p "$dest"
 source bench/deps_env.sh
-finish() {
-    tar czf "$dest/bench.tgz" -C "$out" . 2>/dev/null
-    cp "$out"/table.md "$dest"/ 2>/dev/null
-}
-trap finish EXIT
+bench_workdir startup
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null | sed 's/^/transparent huge pages: /'
 t0=$(date +%s)

@@ -158,5 +158,23 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
         else
             dp_fail "--find-max --ranks 4 --hosts FILE" "hosts: ${fmh[*]}; one machine: ${fm1[*]}; found log: ${found:-none}"
         fi
+        # --search's budgets likewise (a machine file of this shape; what it predicts at 4
+        # ranks does not matter here: its budgets are in the JSON whatever it finds)
+        sr="$DP_WORK/machines_search"
+        mkdir -p "$sr"
+        (cd "$sr" && timeout 300 "$DP_BIN" --calibrate "${DP_SHAPE[@]}" -b 2 --results res >cal.out 2>&1)
+        sb=""
+        for v in hosts one; do
+            hv=()
+            [ "$v" = hosts ] && hv=(--hosts "$DP_WORK/machines_hosts2")
+            (cd "$sr" && "$DP_BIN" --search "${DP_SHAPE[@]}" -b 2 --ranks 4 "${hv[@]}" --cpu-mem-limit 8M --results res >"s_$v.out" 2>&1)
+            j=$(awk '/^search: wrote / {print $3}' "$sr/s_$v.out" | tail -n 1)
+            sb="$sb $(cd "$sr" && python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["search"]["budgets"]["host_bytes"])' "${j:-none}" 2>/dev/null)"
+        done
+        if [ "$sb" = " 4194304 2097152" ]; then
+            dp_pass "--search --ranks 4 --hosts FILE: each rank's host budget half a machine's --cpu-mem-limit (one machine: a quarter)"
+        else
+            dp_fail "--search --ranks 4 --hosts FILE" "host budgets (hosts, one machine):$sb, want 4194304 2097152; $(tail -n 1 "$sr/s_hosts.out")"
+        fi
     fi
 fi
