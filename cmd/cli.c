@@ -1054,6 +1054,11 @@ static int validate(run_config *rc, char *err, size_t errlen)
     if (rc->min_samples_per_s > 0 && !rc->search_largest)
         return cli_fail(err, errlen, "--min-samples-per-s goes with --search --largest (the largest model that "
                         "trains that fast)");
+    /* (with --dry-run it is only carried: a sweep's and --find-max's checks of a run are dry
+     * runs of its own arguments) */
+    if (rc->profile && (rc->predict || rc->calibrate || rc->search))
+        return cli_fail(err, errlen, "--profile times the steps a run trains: not with --%s",
+                        rc->predict ? "predict" : rc->calibrate ? "calibrate" : "search");
     if (rc->search && (rc->predict || rc->calibrate || rc->find_max || rc->dry_run || rc->resume))
         return cli_fail(err, errlen, "--search plans and predicts by itself: not with --%s",
                         rc->predict ? "predict" : rc->calibrate ? "calibrate" : rc->find_max ? "find-max"

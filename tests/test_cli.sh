@@ -50,6 +50,7 @@ bad_input "vocab whose padding would wrap" "vocab: 2147483521 is out of range: a
 bad_input "vocab beyond an int" "vocab: 4000000000 is out of range: an integer from 1 to 2147483520" --vocab 4000000000
 bad_input "layers beyond 64 bits" "layers: 99999999999999999999 is out of range: an integer from 1 to 1048576" -l 99999999999999999999
 bad_input "threads beyond any host" "threads: 100000 is out of range: an integer from 0 to 1024 (CPU threads; 0: all cores)" --threads 100000
+bad_input "--profile with --predict" "--profile times the steps a run trains: not with --predict" --profile --predict
 # --hosts FILE (mpiexec's hostfile for --ranks N): read and checked before anything starts
 HF="$WORK/hostfiles"
 mkdir -p "$HF"
