@@ -47,19 +47,20 @@ out = sys.argv[1]
 def load(tag):
     f = sorted(glob.glob(os.path.join(out, "res_" + tag, "log_*.json")))
     return json.load(open(f[-1])) if f else None
-print("| run | step ms (unprofiled) | step ms (profiled) | ops' device ms | top families (ms/step, TFLOP/s) |")
-print("|---|---|---|---|---|")
+print("| run | step ms (unprofiled) | step ms (profiled) | ops' device ms | stream 1 gaps ms | top families (ms/step, TFLOP/s) |")
+print("|---|---|---|---|---|---|")
 for f in sorted(glob.glob(os.path.join(out, "res_*_profile"))):
     tag = os.path.basename(f)[4:-8]
     p, n = load(tag + "_profile"), load(tag)
     if not p or "profile" not in p:
-        print(f"| {tag} | failed | | | |"); continue
+        print(f"| {tag} | failed | | | | |"); continue
     pr = p["profile"]
     ops = sorted(pr["ops"], key=lambda o: -o["ms_per_step"])
     busy = sum(o["ms_per_step"] for o in ops)
     top = "; ".join(f"{o['op']} {o['ms_per_step']:.1f}" + (f" ({o['flops_per_step'] / o['ms_per_step'] / 1e9:.0f})" if o["flops_per_step"] else "")
                     for o in ops[:6])
-    print(f"| {tag} | {n['summary']['median_ms'] if n else float('nan'):.1f} | {pr['step_ms']:.1f} | {busy:.1f} | {top} |")
+    gaps = pr["streams"][0]["gaps_ms_per_step"] if pr.get("streams") else float("nan")
+    print(f"| {tag} | {n['summary']['median_ms'] if n else float('nan'):.1f} | {pr['step_ms']:.1f} | {busy:.1f} | {gaps:.1f} | {top} |")
 print()
 for f in sorted(glob.glob(os.path.join(out, "res_*_profile"))):
     tag = os.path.basename(f)[4:-8]

@@ -527,6 +527,18 @@ static void report_profile(run_state *s)
             printf("    %-28s %10.1f %10.3f %7.1f%% %10.2f %8.2f\n", r->name, (double)r->calls / steps, per,
                    step > 0 ? 100 * per / step : 0, tflops, gbps);
     }
+    /* each stream: its ops' time and the gaps between them (launches, waits) */
+    for (int k = 0; k < gpt_profile_nstreams(s->prof); k++) {
+        gpt_profile_stream st;
+        gpt_profile_stream_of(s->prof, k, &st);
+        if (st.ops == 0) continue;
+        const double busy = st.busy_ms / steps, span = st.span_ms / steps;
+        logline(s, "profile stream | %d | ops/step: %.1f | busy ms/step: %.3f | gaps ms/step: %.3f | span ms/step: %.3f",
+                k + 1, (double)st.ops / steps, busy, span - busy, span);
+        if (s->rank == 0)
+            printf("    stream %d: %.1f ops/step, busy %.3f ms, gaps %.3f ms between them (span %.3f ms)\n", k + 1,
+                   (double)st.ops / steps, busy, span - busy, span);
+    }
 }
 
 static void json_profile(cJSON *root, const run_state *s)
@@ -547,6 +559,17 @@ static void json_profile(cJSON *root, const run_state *s)
         cJSON_AddNumberToObject(o, "flops_per_step", rows[i].flops / steps);
         cJSON_AddNumberToObject(o, "bytes_per_step", rows[i].bytes / steps);
         cJSON_AddItemToArray(ops, o);
+    }
+    cJSON *streams = cJSON_AddArrayToObject(p, "streams");
+    for (int k = 0; k < gpt_profile_nstreams(s->prof); k++) {
+        gpt_profile_stream st;
+        gpt_profile_stream_of(s->prof, k, &st);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "stream", k + 1);
+        cJSON_AddNumberToObject(o, "ops_per_step", (double)st.ops / steps);
+        cJSON_AddNumberToObject(o, "busy_ms_per_step", st.busy_ms / steps);
+        cJSON_AddNumberToObject(o, "gaps_ms_per_step", (st.span_ms - st.busy_ms) / steps);
+        cJSON_AddItemToArray(streams, o);
     }
 }
 

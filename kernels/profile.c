@@ -22,12 +22,15 @@ static const char *const family_names[PROF_OPS] = {
 /* One timed op of this step: its events are pool[2 i] and pool[2 i + 1]. */
 typedef struct mark {
     int family;
+    int stream; /* index into gpt_profile.streams, or -1 beyond PROFILE_MAX_STREAMS */
     double flops, bytes;
 } mark;
 
 typedef struct totals {
     long long calls[PROF_OPS];
     double ms[PROF_OPS], flops[PROF_OPS], bytes[PROF_OPS];
+    long long stream_ops[PROFILE_MAX_STREAMS];
+    double stream_busy[PROFILE_MAX_STREAMS], stream_span[PROFILE_MAX_STREAMS];
 } totals;
 
 struct gpt_profile {
@@ -37,6 +40,8 @@ struct gpt_profile {
     pthread_mutex_t lock;  /* (marks are added by whichever thread issues an op) */
     mark *marks;
     gpt_event **pool;      /* 2 per mark, kept from step to step */
+    const gpt_stream *streams[PROFILE_MAX_STREAMS]; /* in the order their first op came */
+    int nstreams;
     int nmarks, cap, npool;
     long long untimed;
     int steps;
@@ -66,7 +71,10 @@ static int mark_begin(gpt_profile *p, gpt_stream *s, int family, double flops, d
         if (p->npool < 2 * (m + 1) || p->inner->ops->event_record(p->pool[2 * m], s) != 0) m = -1;
     }
     if (m >= 0) {
-        p->marks[m] = (mark){.family = family, .flops = flops, .bytes = bytes};
+        int k = 0;
+        while (k < p->nstreams && p->streams[k] != s) k++;
+        if (k == p->nstreams && k < PROFILE_MAX_STREAMS) p->streams[p->nstreams++] = s;
+        p->marks[m] = (mark){.family = family, .stream = k < PROFILE_MAX_STREAMS ? k : -1, .flops = flops, .bytes = bytes};
         p->nmarks++;
     } else {
         p->untimed++;
@@ -349,19 +357,38 @@ int gpt_profile_step_end(gpt_profile *p)
     if (pthread_mutex_lock(&p->lock)) return GPT_ERR_BACKEND;
     totals step;
     memset(&step, 0, sizeof step);
-    int rc = GPT_OK;
+    int rc = GPT_OK, ref = -1;
+    /* each stream's first op start and last op end, from the step's first timed op's start
+     * (the ops of one stream run in issue order: its busy time is the sum of theirs, its
+     * gaps the rest of its span) */
+    double first[PROFILE_MAX_STREAMS], last[PROFILE_MAX_STREAMS];
+    int seen[PROFILE_MAX_STREAMS] = {0};
     for (int m = 0; m < p->nmarks && rc == GPT_OK; m++) {
         const mark *k = &p->marks[m];
         if (k->family < 0) continue;
-        float ms = 0;
+        float ms = 0, t0 = 0, t1 = 0;
         if ((rc = p->inner->ops->event_sync(p->pool[2 * m + 1])) ||
             (rc = p->inner->ops->event_elapsed_ms(&ms, p->pool[2 * m], p->pool[2 * m + 1])))
+            break;
+        if (ref < 0) ref = m;
+        if (k->stream >= 0 &&
+            ((rc = p->inner->ops->event_elapsed_ms(&t0, p->pool[2 * ref], p->pool[2 * m])) ||
+             (rc = p->inner->ops->event_elapsed_ms(&t1, p->pool[2 * ref], p->pool[2 * m + 1]))))
             break;
         step.calls[k->family]++;
         step.ms[k->family] += ms;
         step.flops[k->family] += k->flops;
         step.bytes[k->family] += k->bytes;
+        if (k->stream >= 0) {
+            step.stream_ops[k->stream]++;
+            step.stream_busy[k->stream] += ms;
+            if (!seen[k->stream] || t0 < first[k->stream]) first[k->stream] = t0;
+            if (!seen[k->stream] || t1 > last[k->stream]) last[k->stream] = t1;
+            seen[k->stream] = 1;
+        }
     }
+    for (int k = 0; k < PROFILE_MAX_STREAMS; k++)
+        if (seen[k]) step.stream_span[k] = last[k] - first[k];
     p->nmarks = 0;
     if (rc == GPT_OK) {
         for (int f = 0; f < PROF_OPS; f++) {
@@ -369,6 +396,11 @@ int gpt_profile_step_end(gpt_profile *p)
             p->all.ms[f] += step.ms[f];
             p->all.flops[f] += step.flops[f];
             p->all.bytes[f] += step.bytes[f];
+        }
+        for (int k = 0; k < PROFILE_MAX_STREAMS; k++) {
+            p->all.stream_ops[k] += step.stream_ops[k];
+            p->all.stream_busy[k] += step.stream_busy[k];
+            p->all.stream_span[k] += step.stream_span[k];
         }
         if (p->steps == 0) p->first = step;
         p->steps++;
@@ -387,6 +419,16 @@ void gpt_profile_family_of(const gpt_profile *p, gpt_profile_op f, gpt_profile_f
     out->ms = p->all.ms[f] - (drop ? p->first.ms[f] : 0);
     out->flops = p->all.flops[f] - (drop ? p->first.flops[f] : 0);
     out->bytes = p->all.bytes[f] - (drop ? p->first.bytes[f] : 0);
+}
+
+int gpt_profile_nstreams(const gpt_profile *p) { return p->nstreams; }
+
+void gpt_profile_stream_of(const gpt_profile *p, int k, gpt_profile_stream *out)
+{
+    const int drop = p->steps > 1;
+    out->ops = p->all.stream_ops[k] - (drop ? p->first.stream_ops[k] : 0);
+    out->busy_ms = p->all.stream_busy[k] - (drop ? p->first.stream_busy[k] : 0);
+    out->span_ms = p->all.stream_span[k] - (drop ? p->first.stream_span[k] : 0);
 }
 
 long long gpt_profile_untimed(const gpt_profile *p) { return p->untimed; }

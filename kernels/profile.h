@@ -44,6 +44,15 @@ typedef struct gpt_profile_family {
     double bytes;       /* bytes moved (copies, memset; 0 for the others) */
 } gpt_profile_family;
 
+/* One stream's totals over the profiled steps: its ops, their time, and the span from its
+ * first op's start to its last op's end in each step; span - busy is the stream's gaps (no
+ * op of it running: launch overhead, waits on other streams or the host). */
+typedef struct gpt_profile_stream {
+    long long ops;
+    double busy_ms, span_ms;
+} gpt_profile_stream;
+enum { PROFILE_MAX_STREAMS = 16 };
+
 typedef struct gpt_profile gpt_profile;
 
 /* A profiler around inner (which must outlive it); 0 or a negative gpt_status. */
@@ -56,6 +65,10 @@ int gpt_profile_step_end(gpt_profile *p);
 /* Steps counted, and family f's totals over them. */
 int gpt_profile_steps(const gpt_profile *p);
 void gpt_profile_family_of(const gpt_profile *p, gpt_profile_op f, gpt_profile_family *out);
+/* Streams seen (in the order of their first op; at most PROFILE_MAX_STREAMS), and stream k's
+ * totals. */
+int gpt_profile_nstreams(const gpt_profile *p);
+void gpt_profile_stream_of(const gpt_profile *p, int k, gpt_profile_stream *out);
 /* Ops issued that could not be timed (no event could be made): 0 in a whole profile. */
 long long gpt_profile_untimed(const gpt_profile *p);
 void gpt_profile_destroy(gpt_profile *p);

@@ -197,7 +197,8 @@ fi
 # same losses bit for bit as without it; the op counts and model FLOPs per step as the
 # schedule has them (attention: one forward per layer, a second with checkpointing's recompute,
 # one backward; 4 B T^2 C and 8 B T^2 C FLOPs), copies counted in bytes (stronghold's
-# streamed layer), the table on stdout and in the log; no timing asserted
+# streamed layer), each stream's ops and gaps (megatron-lm: one stream; stronghold: its copy
+# streams too), the table on stdout and in the log; no timing asserted
 P="$WORK/profile"
 mkdir -p "$P"
 prc=""
@@ -229,6 +230,13 @@ for tag, ckpt, streamed in (("megatron_lm_", True, False), ("megatron_lm___no_ck
         bad.append(f"{tag}: attention FLOPs")
     if any(o["ms_per_step"] < 0 for o in ops.values()): bad.append(f"{tag}: a negative time")
     if streamed and not (ops.get("copy_h2d", {}).get("bytes_per_step", 0) > 0): bad.append(f"{tag}: no copies in")
+    # each stream's ops add up to every op counted; a stream's ops never overlap (in order):
+    # its busy time fits its span, the rest being its gaps
+    st = pr.get("streams", [])
+    if not st or abs(sum(x["ops_per_step"] for x in st) - sum(o["calls_per_step"] for o in ops.values())) > 1e-9:
+        bad.append(f"{tag}: streams' ops {[x['ops_per_step'] for x in st]}")
+    if any(x["gaps_ms_per_step"] < -0.01 for x in st): bad.append(f"{tag}: a stream busier than its span")
+    if (len(st) > 1) != streamed: bad.append(f"{tag}: {len(st)} streams")
 print("ok" if not bad else "; ".join(bad))
 EOF
 )
