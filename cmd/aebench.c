@@ -171,6 +171,11 @@ int main(int argc, char **argv)
         return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
     }
 
+    if (comm.world == 1 && cli_resolve_hosts(&rc, err, sizeof err) != 0) {
+        fprintf(stderr, "aebench: %s\n", err);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
     if (rc.ranks > 1 && !comm_has_mpi() && !rc.predict && !rc.dry_run) {
         /* (--predict and --dry-run only say what N ranks would take: they start none) */
         fprintf(stderr, "aebench: --ranks %d needs MPI, and this aebench was built without it (make deps "

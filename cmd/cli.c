@@ -1003,8 +1003,7 @@ int cli_shape_addressable(const gpt_shape *sh, double *params, double *rows)
     return !(R * 4.0 * sh->hidden > 2147483647.0 || R * sh->vocab_padded > 1.0e15 || P * 16.0 > 1.0e18);
 }
 
-/* --hosts: read now (bad input writes nothing), kept as the ranks each machine takes. */
-static int resolve_hosts(run_config *rc, char *err, size_t errlen)
+int cli_resolve_hosts(run_config *rc, char *err, size_t errlen)
 {
     if (!rc->hosts_path[0]) return 0;
     if (rc->ranks < 2)
@@ -1029,7 +1028,6 @@ int cli_ranks_per_machine(const run_config *rc)
 
 static int validate(run_config *rc, char *err, size_t errlen)
 {
-    if (resolve_hosts(rc, err, errlen)) return -1;
     gpt_shape *sh = &rc->eng.shape;
     if (sh->hidden % sh->heads != 0)
         return cli_fail(err, errlen, "hidden size %d is not divisible by the number of heads %d",

@@ -124,6 +124,10 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((form
 /* Fill in the ranks (world, and those on this machine) and the micro-batches per rank that
  * --global-batch asks for; -1 with the reason when it is not a multiple of batch x world. */
 int cli_resolve_ranks(run_config *rc, int world, int local_world, char *err, size_t errlen);
+/* --hosts FILE, read and checked (bad input: -1 and err, before anything is written) into
+ * the ranks each machine takes.  Only where this process starts the ranks (not under
+ * mpirun: there each rank learns its machine from MPI, and FILE may not be on its machine). */
+int cli_resolve_hosts(run_config *rc, char *err, size_t errlen);
 /* The ranks of --ranks N that share one machine: N, or fewer with --hosts. */
 int cli_ranks_per_machine(const run_config *rc);
 
