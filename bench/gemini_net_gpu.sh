@@ -8,9 +8,9 @@
 #     the network busy;
 #  2. interleave --gemini-every auto (30 iterations): the interval it chooses from the idle
 #     time and the transfer rate it measured, and the lost work per failure it reports;
-#  3. interleave at that interval, fixed, over two whole intervals from iteration 13: the
+#  3. the same auto run long enough for two whole intervals after its measuring steps: the
 #     overhead per step a job checkpointing that often pays (target <= 1.02x of none);
-#  4. case 6's CSVs and figure inputs for none, naive and the interval run (extracted here,
+#  4. case 6's CSVs and figure inputs for none, naive and the long auto run (extracted here,
 #     drawn at home);
 #  5. Open MPI with a hostfile (this machine as its one host, 2 slots): the documented launch
 #     line, and what the ranks take for their machine.
@@ -40,18 +40,20 @@ K=$(python3 -c 'import glob,json,sys; print(json.load(open(sorted(glob.glob(sys.
 K=${K:-0}
 echo "auto chose every $K"
 if [ "$K" -gt 0 ]; then
-    [ "$K" -gt 90 ] && { echo "(two intervals of $K would outlast this call: 90)"; K=90; }
-    iters=$((12 + 2 * K + 4))
-    echo "== 3. interleave every $K, fixed, $iters iterations"
+    # the same auto run, long enough for its measuring steps (at every iteration, from 13) and
+    # then two whole intervals at the K it chooses: the overhead per step at that interval
+    [ "$K" -gt 60 ] && { echo "(two intervals of $K would outlast this call: 60)"; K=60; }
+    iters=$((12 + 4 + 2 * K + 2))
+    echo "== 3. interleave --gemini-every auto over two intervals, $iters iterations"
     SECONDS=0
-    run "every$K" 2 "${model[@]}" --iters "$iters" --gemini-ckpt-from 13 --gemini-mode interleave --gemini-every "$K"
+    run "auto_long" 2 "${model[@]}" --iters "$iters" --gemini-ckpt-from 13 --gemini-mode interleave --gemini-every auto
     echo "   ($SECONDS s)"
 fi
 
-echo "== 4. case 6's CSVs: none and naive every iteration, interleave at the interval"
+echo "== 4. case 6's CSVs: none and naive every iteration, interleave at auto's interval"
 mkdir -p "$out/case6net"
 cp "$out"/res_k1_none/log_gemini_* "$out"/res_k1_naive/log_gemini_* "$out/case6net/" 2>/dev/null
-cp "$out"/res_every"$K"/log_gemini_* "$out/case6net/" 2>/dev/null || cp "$out"/res_k1_interleave/log_gemini_* "$out/case6net/"
+cp "$out"/res_auto_long/log_gemini_* "$out/case6net/" 2>/dev/null || cp "$out"/res_k1_interleave/log_gemini_* "$out/case6net/"
 bash scripts/case6_extract.sh -r "$out/case6net" && cp "$out"/case6net/case6*.csv "$dest/" && cat "$out/case6net/case6.csv"
 
 echo "== 5. Open MPI with a hostfile"
@@ -69,7 +71,7 @@ out = sys.argv[1]
 def last(d):
     f = sorted(glob.glob(os.path.join(out, d, "log_gemini_*.json")))
     return json.load(open(f[-1])) if f else None
-tags = ["k1_none", "k1_naive", "k1_interleave", "auto"] + sorted(os.path.basename(p)[4:] for p in glob.glob(os.path.join(out, "res_every*")))
+tags = ["k1_none", "k1_naive", "k1_interleave", "auto", "auto_long"]
 print("| run | mode | every | steps without ms | with ms (per step, checkpoints every K) | x of without | ckpt GB/rank | ckpt traffic ms | exposed ms | collectives' idle ms | expected iterations lost | losses == none |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 ref = last("res_k1_none")
@@ -84,7 +86,8 @@ for t in tags:
     print(f"| {t} | {g['mode']} | {g['every']} ({g['every_asked']}) | {g.get('no_checkpoint_ms', 0):.1f} | "
           f"{g.get('checkpoint_ms', 0):.1f} ± {g.get('checkpoint_sd_ms', 0):.1f} ({g.get('checkpoint_steps', 0)} steps) | "
           f"{g.get('slowdown', 0):.3f} | {g.get('checkpoint_size', 0) / 1e9:.2f} | {1e3 * g.get('checkpoint_time', 0):.0f} | "
-          f"{1e3 * g.get('exposed_time', 0):.0f} | {1e3 * g.get('idle_time', 0):.0f} | {g['expected_lost_iterations']:.1f} | {same}/{common} |")
+          f"{1e3 * g.get('exposed_time', 0):.0f} | {1e3 * g.get('idle_time', 0):.0f} | "
+          f"{'-' if g['expected_lost_iterations'] is None else '%.1f' % g['expected_lost_iterations']} | {same}/{common} |")
 PY
 for t in k1_none k1_interleave auto; do
     echo "-- $t: collectives and the step"

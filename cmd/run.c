@@ -430,8 +430,14 @@ static void json_gemini(cJSON *root, const run_state *s)
      * interleaved one a step later) */
     const int every = s->done > s->first && s->iters[s->done - 1].r.ckpt_every > 0 ? s->iters[s->done - 1].r.ckpt_every : 1;
     cJSON_AddStringToObject(g, "every_asked", s->ec.gemini_every < 0 ? "auto" : "fixed");
-    cJSON_AddNumberToObject(g, "every", every);
-    cJSON_AddNumberToObject(g, "expected_lost_iterations", gemini_lost_iterations(every, s->ec.gemini_mode));
+    if (s->ec.gemini_mode == GEMINI_NONE) {
+        /* (no checkpoint: no interval, and a failure loses the whole job) */
+        cJSON_AddNumberToObject(g, "every", 0);
+        cJSON_AddNullToObject(g, "expected_lost_iterations");
+    } else {
+        cJSON_AddNumberToObject(g, "every", every);
+        cJSON_AddNumberToObject(g, "expected_lost_iterations", gemini_lost_iterations(every, s->ec.gemini_mode));
+    }
     cJSON *times = cJSON_AddArrayToObject(g, "step_times");
     for (int i = s->first; i < s->done; i++) cJSON_AddItemToArray(times, cJSON_CreateNumber(s->iters[i].ms / 1e3));
     /* the steady checkpoints: sizes and times are medians over them */
