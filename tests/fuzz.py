@@ -60,13 +60,14 @@ FLAGS = {
     "--gemini-recover": None, "--ckpt-dir": "outpath", "--clip-speculate": "window", "--placement": "str",
     "--gemini-ckpt-from": "int", "--ckpt-every": "int", "--gemini-every": "window", "--find-max": None, "--resume": None,
     "--hang-timeout": "num", "--machine": "path", "--predict": None, "--bogus": None, "-z": "int",
+    "--profile": None, "--hosts": "path",
 }
 # never fuzzed: --ranks (starts mpiexec: the rank tests cover it), --calibrate (measures for
 # seconds), --help/--version (no input)
 SAFE_REAL = ["--lr", "--min-lr", "--lr-decay-iters", "--lr-warmup-fraction", "--weight-decay", "--clip-grad",
              "--seed", "--log-interval", "--dtype", "--math", "--no-ckpt", "--dpu", "--clip-speculate",
              "--placement", "--fail-phase", "--fail-kind", "--hang-timeout", "--gpu-mem-limit", "-m", "--save-params",
-             "--results", "--data", "--resume"]
+             "--results", "--data", "--resume", "--profile"]
 
 
 class Campaign:

@@ -7,6 +7,8 @@
  *   FUZZ_CKPT     a persistent checkpoint file's bytes (ckpt_file_header / ckpt_file_read):
  *                 whatever the bytes, a version is restored only when its header and data
  *                 are whole; here, that it never reads out of bounds or trusts a wild size
+ *   FUZZ_HOSTS    a --hosts hostfile (host_list_read, then the ranks per machine it maps):
+ *                 every answer a machine count and slots in range, or an error
  *
  * Each input is written to a file (the parsers take paths, as the binary does) in a private
  * directory made once per process.  Built by `make fuzz-targets` (clang -fsanitize=fuzzer with
@@ -14,6 +16,7 @@
  * or a sanitizer report fails it.
  */
 #include "../cmd/cli.h"
+#include "../cmd/hostfile.h"
 #include "../cmd/machine.h"
 #include "../engines/runtime/ckpt_store.h"
 #include "../engines/runtime/private_dir.h"
@@ -97,8 +100,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)ckpt_file_header(&d, 0, v, 42, 64, 16, &step);
         (void)ckpt_file_read(&d, 0, v, 42, buf, 64, 16, &step);
     }
+#elif defined(FUZZ_HOSTS)
+    snprintf(path, sizeof path, "%s/hosts", work_dir());
+    write_input(path, data, size);
+    static host_list h; /* (256 KiB: not on the stack) */
+    if (host_list_read(path, &h, err, sizeof err) == 0) {
+        if (h.n < 1 || h.n > HOSTFILE_MAX_HOSTS) abort();
+        for (int i = 0; i < h.n; i++)
+            if (h.slots[i] < 1 || !h.name[i][0]) abort();
+        int used = 0;
+        const int most = host_list_ranks_per_machine(&h, 1 + (int)(size % 64), &used);
+        if (most < 1 || used < 1 || used > h.n) abort();
+    }
 #else
-#error "build with one of FUZZ_CONFIG, FUZZ_MACHINE, FUZZ_CKPT"
+#error "build with one of FUZZ_CONFIG, FUZZ_MACHINE, FUZZ_CKPT, FUZZ_HOSTS"
 #endif
     (void)err;
     return 0;

@@ -130,14 +130,17 @@ else
     echo "FAIL fuzz campaign: $FUZZ_BIN was not built (make test builds it)"
 fi
 # the coverage-guided targets of the file parsers (make fuzz-targets: clang's libFuzzer), each
-# for FUZZ_TARGET_S seconds from a seed corpus: the case configs, a machine file just measured
+# for FUZZ_TARGET_S seconds from a seed corpus: the case configs, a machine file just measured,
+# a hostfile of each MPI
 if [ -z "${SKIP_FUZZ_TARGETS:-}" ]; then
     ft_corpus=$(mktemp -d "${TMPDIR:-/tmp}/aebench-fuzz-corpus.XXXXXX")
-    mkdir -p "$ft_corpus/config" "$ft_corpus/machine" "$ft_corpus/ckpt"
+    mkdir -p "$ft_corpus/config" "$ft_corpus/machine" "$ft_corpus/ckpt" "$ft_corpus/hosts"
     cp configs/*.json configs/small/*.json "$ft_corpus/config/" 2>/dev/null
+    printf 'node1:8\nnode2:8 # a comment\n' >"$ft_corpus/hosts/mpich"
+    printf 'node1 slots=8 max_slots=8\nnode2 slots=4\n\nnode1 slots=2\n' >"$ft_corpus/hosts/openmpi"
     "$AEBENCH" --calibrate --device cpu -l 1 -h 32 --heads 2 --seq 8 --vocab 64 -b 1 --threads 1 \
         --results "$ft_corpus/machine" >/dev/null 2>&1
-    for t in config machine ckpt; do
+    for t in config machine ckpt hosts; do
         if [ ! -x "build-fuzz/fuzz_$t" ]; then
             FAILED=$((FAILED + 1)); FAILURES+=("fuzz target $t (not built)")
             echo "FAIL fuzz target $t: build-fuzz/fuzz_$t was not built (make fuzz-targets needs clang, which make deps installs)"
