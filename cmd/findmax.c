@@ -238,7 +238,7 @@ static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
         cJSON_AddItemToArray(tries, t);
     }
     cJSON_AddStringToObject(root, "log", r->log);
-    char *text = cJSON_Print(root);
+    char *text = report_json_text(root);
     cJSON_Delete(root);
     if (!text) return -1;
     const int rc_ = report_write_text(r->json, text);

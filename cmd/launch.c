@@ -438,7 +438,7 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
     }
     cJSON_AddStringToObject(root, "status", "error");
     cJSON_AddStringToObject(root, "message", msg);
-    char *text = cJSON_Print(root);
+    char *text = report_json_text(root);
     cJSON_Delete(root);
     if (!text) return;
     if (report_write_text(json_path, text) != 0) fprintf(stderr, "aebench: cannot update %s\n", json_path);

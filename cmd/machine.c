@@ -306,7 +306,7 @@ out:
 /* Write root to path (through a temporary file: report_write_text). */
 static int write_file(cJSON *root, const char *path)
 {
-    char *text = cJSON_Print(root);
+    char *text = report_json_text(root);
     if (!text || report_write_text(path, text) != 0) {
         fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, text ? strerror(errno) : "out of memory");
         cJSON_free(text);

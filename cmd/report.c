@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -327,4 +329,37 @@ void report_to_parent(const char *fmt, ...)
     ssize_t w = write((int)fd, line, (size_t)n);
     if (w != n) fprintf(stderr, "aebench: cannot report to the sweep (fd %ld): %s\n", fd,
                         w < 0 ? strerror(errno) : "short write");
+}
+
+/* Every number of the list from item on (and below) whose shortest form cJSON would print
+ * inexactly, made a raw item holding the shortest form that reads back exactly. */
+static int exact_numbers(cJSON *item)
+{
+    for (; item; item = item->next) {
+        if (cJSON_IsNumber(item) && isfinite(item->valuedouble)) {
+            const double d = item->valuedouble;
+            char buf[40];
+            snprintf(buf, sizeof buf, "%.15g", d);
+            if (strtod(buf, NULL) != d) {
+                snprintf(buf, sizeof buf, "%.16g", d);
+                if (strtod(buf, NULL) != d) snprintf(buf, sizeof buf, "%.17g", d);
+                char *text = malloc(strlen(buf) + 1);
+                if (!text) return -1;
+                strcpy(text, buf);
+                item->type = cJSON_Raw;
+                item->valuestring = text;
+            }
+        }
+        if (item->child && exact_numbers(item->child)) return -1;
+    }
+    return 0;
+}
+
+char *report_json_text(const cJSON *root)
+{
+    cJSON *copy = cJSON_Duplicate(root, 1);
+    if (!copy) return NULL;
+    char *text = exact_numbers(copy) == 0 ? cJSON_Print(copy) : NULL;
+    cJSON_Delete(copy);
+    return text;
 }

@@ -42,6 +42,13 @@ char *report_read_text(const char *path);
  * half a file.  0, or -1 with errno set (the .tmp removed). */
 int report_write_text(const char *path, const char *text);
 
+/* The JSON text of root (cJSON_Print's, to cJSON_free) with every finite number written so
+ * that it reads back to the same double: cJSON prints 15 digits and keeps them when they read
+ * back within an ulp, so a loss or a time could come back one ulp off; here such a number gets
+ * the 16 or 17 digits it needs (on a copy: root is untouched).  NULL: out of memory. */
+typedef struct cJSON cJSON;
+char *report_json_text(const cJSON *root);
+
 /* mkdir -p dir; err says why not. */
 int report_make_dirs(const char *dir, char *err, size_t errlen);
 

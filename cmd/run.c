@@ -810,7 +810,7 @@ static int write_json(run_state *s)
     }
     cJSON_AddStringToObject(root, "log", s->log_path);
 
-    char *text = cJSON_Print(root);
+    char *text = report_json_text(root);
     cJSON_Delete(root);
     if (!text) return -1;
     const int rc_ = report_write_text(s->json_path, text);

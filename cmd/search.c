@@ -721,7 +721,7 @@ static int write_json(const search *s, const cJSON *root, int layers, char *path
 {
     char err[PATH_MAX + 200], name[128];
     snprintf(name, sizeof name, "search_l-%d_h-%d_gb-%d", layers, s->shape.hidden, s->global_batch);
-    char *text = cJSON_Print(root);
+    char *text = report_json_text(root);
     FILE *f = text ? report_create_unique(s->rc->results_dir, name, ".json", path, len, err, sizeof err) : NULL;
     if (!text) snprintf(err, sizeof err, "out of memory");
     int ok = f != NULL;
@@ -747,7 +747,7 @@ static int write_winner(const search *s, const candidate *c, int largest)
     if (command_of(s, c, largest, &args, &n)) return -1;
     cJSON *cfg = cli_args_config(args, n, err, sizeof err);
     strv_free(&args, &n);
-    char *text = cfg ? cJSON_Print(cfg) : NULL;
+    char *text = cfg ? report_json_text(cfg) : NULL;
     cJSON_Delete(cfg);
     if (!text) {
         fprintf(stderr, "aebench: --out: %s\n", err);
