@@ -34,7 +34,7 @@ dp_run() {
 }
 
 # The per-iteration losses of a run, one per line, exactly as the JSON holds them (cJSON
-# prints doubles so that they read back to the same bits).
+# writes every number so that it reads back to the same bits: report_json_text).
 dp_losses() { grep -h '"loss"' "$DP_WORK/$1"/results/*.json | sed 's/.*:[[:space:]]*//; s/,$//'; }
 
 # dp_same WHAT A B: losses and final parameters of runs A and B equal bit for bit.

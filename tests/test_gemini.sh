@@ -24,7 +24,7 @@ gm_run() {
         --save-params "$GM_WORK/$name.params" "$@" >out 2>err)
     GM_RC=$?
 }
-# the losses of iterations FROM.. of a run's newest JSON (cJSON prints doubles exactly)
+# the losses of iterations FROM.. of a run's newest JSON (aebench writes JSON numbers exactly: report_json_text)
 gm_losses() {
     python3 - "$1" "${2:-1}" <<'EOF'
 import glob, json, os, sys
