@@ -33,8 +33,8 @@ dp_run() {
     fi
 }
 
-# The per-iteration losses of a run, one per line, exactly as the JSON holds them (cJSON
-# writes every number so that it reads back to the same bits: report_json_text).
+# The per-iteration losses of a run, one per line, exactly as the JSON holds them
+# (aebench writes every number so that it reads back to the same bits: report_json_text).
 dp_losses() { grep -h '"loss"' "$DP_WORK/$1"/results/*.json | sed 's/.*:[[:space:]]*//; s/,$//'; }
 
 # dp_same WHAT A B: losses and final parameters of runs A and B equal bit for bit.
