@@ -161,6 +161,8 @@ int main(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     if (comm_rc != 0) return EXIT_RUN_ERROR;
+    /* (a supervised job's ranks found each other: its start-up deadline is met) */
+    if (comm.world > 1) launch_note_started();
 
     run_config rc;
     char err[1024];

@@ -108,7 +108,7 @@ static const opt_spec specs[] = {
     {OPT_TOP, "top", 0, ARG_INT, "K", "--search: how many configurations to print (default 5)"},
     {OPT_OUT, "out", 0, ARG_TEXT, "FILE", "--search: write the fastest as a config that --config FILE runs"},
     {OPT_VERIFY, "verify", 0, ARG_INT, "K", "--search: train the top K and K random feasible configurations and print predicted against measured"},
-    {OPT_HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", "every rank ends the job (exit 4) after S seconds without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); 0: never (default auto)"},
+    {OPT_HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", "every rank ends the job (exit 4) after S seconds without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); the --ranks supervisor ends a job none of whose ranks gets past MPI's start-up in S (auto: 120 s); 0: never (default auto)"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
     {OPT_VERSION, "version", 0, ARG_NONE, NULL, "print the version"},
 };

@@ -32,6 +32,17 @@ extern char **environ;
 
 /* ---- the ranks' side ------------------------------------------------------------------- */
 
+void launch_note_started(void)
+{
+    const char *dir = getenv("AEBENCH_JOB_NOTES");
+    if (!dir || !*dir) return;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/started", dir) >= (int)sizeof path) return;
+    /* (on a machine other than the supervisor's the directory is not there: nothing to do) */
+    const int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+}
+
 void fault_note(int rank, const char *fmt, ...)
 {
     const char *dir = getenv("AEBENCH_JOB_NOTES");
@@ -145,6 +156,8 @@ void job_dir_remove(const char *dir)
     snprintf(path, sizeof path, "%s/pid", dir);
     unlink(path);
     snprintf(path, sizeof path, "%s/hosts", dir); /* (--hosts, in the launcher's syntax) */
+    unlink(path);
+    snprintf(path, sizeof path, "%s/started", dir); /* (launch_note_started) */
     unlink(path);
     if (rmdir(dir) != 0 && errno != ENOENT) fprintf(stderr, "aebench: cannot remove %s: %s\n", dir, strerror(errno));
 }
@@ -470,6 +483,10 @@ static int write_hostfile(const char *file, int open_mpi, const char *dir, char 
     return bad ? -1 : 0;
 }
 
+/* The start-up deadline (--hang-timeout auto) and the grace mpiexec gets to end its ranks
+ * after a SIGTERM before a SIGKILL. */
+enum { START_DEADLINE_S = 120, START_GRACE_S = 10 };
+
 /* One job: mpiexec -n N over this binary with argv[1..], supervised (see launch.h). */
 static int launch_job(int argc, char **argv, const run_config *rc, char *why_out, size_t why_len,
                       int *interrupted, double *failed_at_s, int *init_refused)
@@ -579,11 +596,34 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         return EXIT_RUN_ERROR;
     }
 
-    /* Forward signals until everything holding the pipe has exited. */
+    /* Forward signals until everything holding the pipe has exited.  Start-up deadline: a
+     * job whose ranks never get past MPI's start-up (a machine of --hosts unreachable: its
+     * ranks never come, and the others wait in MPI_Init for them; mpiexec may wait too)
+     * would hang forever, so unless a rank says it started (launch_note_started) within
+     * --hang-timeout (auto: START_DEADLINE_S; 0: never), the job is ended, saying why. */
     char log_path[PATH_MAX] = "", json_path[PATH_MAX] = "", drain[512];
     exit_order order;
     exit_order_init(&order, rc->ranks);
+    const double deadline_s = rc->hang_timeout_s > 0 ? rc->hang_timeout_s : rc->hang_timeout_s < 0 ? START_DEADLINE_S : 0;
+    const double t_launch = wall_ms() / 1e3;
+    double ended_at = 0; /* (when the deadline sent SIGTERM: SIGKILL after START_GRACE_S) */
+    int started = 0, start_timeout = 0;
+    char started_path[PATH_MAX + 16];
+    snprintf(started_path, sizeof started_path, "%s/started", notes);
     for (;;) {
+        if (!started && deadline_s > 0) {
+            struct stat sst;
+            started = lstat(started_path, &sst) == 0;
+            const double now = wall_ms() / 1e3;
+            if (!started && !start_timeout && now - t_launch > deadline_s) {
+                start_timeout = 1;
+                ended_at = now;
+                kill(pid, SIGTERM);
+            } else if (start_timeout && ended_at > 0 && now - ended_at > START_GRACE_S) {
+                ended_at = 0;
+                kill(pid, SIGKILL);
+            }
+        }
         struct pollfd p[2 + EXIT_WATCH_MAX] = {{.fd = fds[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
         int which[2 + EXIT_WATCH_MAX];
         exit_order_scan(&order, notes);
@@ -654,12 +694,24 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     /* the failure counts from the lost rank's last heartbeat when no note says sooner (a hung
      * rank's peer notes the hang only when its watchdog fires, --hang-timeout later) */
     if (lost.hb.beat > 0 && code != 0 && (*failed_at_s == 0 || lost.hb.beat < *failed_at_s)) *failed_at_s = lost.hb.beat;
+    if (start_timeout) {
+        /* no rank got past MPI's start-up: not a failure of a rank, of the launch */
+        if (rc->hosts_path[0])
+            snprintf(why, sizeof why, "no rank got past MPI's start-up within %.0f s (--hang-timeout%s): a machine of "
+                     "--hosts %.300s may be unreachable, or mpiexec could not start ranks there (its message is above); "
+                     "the job was ended", deadline_s, rc->hang_timeout_s < 0 ? " auto" : "", rc->hosts_path);
+        else
+            snprintf(why, sizeof why, "no rank got past MPI's start-up within %.0f s (--hang-timeout%s): mpiexec "
+                     "could not start the job (its message is above); the job was ended", deadline_s,
+                     rc->hang_timeout_s < 0 ? " auto" : "");
+        code = EXIT_RUN_ERROR;
+    }
     /* Told to stop: the job ended because we passed the signal on (mpiexec may say 0). */
     if (*interrupted) {
         char sig[32];
         child_signal_name(*interrupted, sig, sizeof sig);
         snprintf(why, sizeof why, "interrupted (%s): the job was stopped", sig);
-    } else if (code == 0 || (code == EXIT_BAD_INPUT && !log_path[0])) {
+    } else if (!start_timeout && (code == 0 || (code == EXIT_BAD_INPUT && !log_path[0]))) {
         /* 0: fine; 2: the ranks refused the configuration and said why (nothing was written) */
         return code;
     }

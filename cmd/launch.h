@@ -21,6 +21,9 @@ int launch_ranks(int argc, char **argv, const run_config *rc);
 /* A rank's note for the supervisor (one line: why this rank ends the job); nothing when the
  * job has no supervisor. */
 void fault_note(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A rank of a supervised job is past MPI's start-up (the ranks found each other): the
+ * supervisor's start-up deadline is met.  Best effort; nothing outside a supervised job. */
+void launch_note_started(void);
 
 /* A private temporary directory of a job (TMPDIR or /tmp, PREFIX.XXXXXX by mkdtemp: 0700, a
  * name nobody had), holding a file "pid" with ours; first, every such directory of ours (the

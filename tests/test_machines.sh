@@ -158,6 +158,24 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
         else
             dp_fail "--find-max --ranks 4 --hosts FILE" "hosts: ${fmh[*]}; one machine: ${fm1[*]}; found log: ${found:-none}"
         fi
+        # a machine of --hosts that is not there: its ranks never come, the others wait in
+        # MPI_Init for them (and Hydra waits too), so the supervisor's start-up deadline
+        # (--hang-timeout, here 5 s) ends the job, naming the hostfile; nothing is left running
+        printf 'localhost:2\nno-such-host.invalid:2\n' >"$DP_WORK/machines_hosts_gone"
+        mkdir -p "$DP_WORK/machines_gone"
+        SECONDS=0
+        (cd "$DP_WORK/machines_gone" && timeout 90 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --iters 2 --ranks 4 --hang-timeout 5 \
+            --hosts "$DP_WORK/machines_hosts_gone" --results "$DP_WORK/machines_gone/res" >out 2>err)
+        rc=$? took=$SECONDS
+        sleep 1
+        left=$(pgrep -f "$DP_WORK/machines_gone/res" | wc -l)
+        if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$took" -lt 40 ] && [ "$left" = 0 ] &&
+            grep -qE "aebench: --ranks 4: (no rank got past MPI's start-up within 5 s .*--hosts .*machines_hosts_gone may be unreachable|.*mpiexec exit)" \
+                "$DP_WORK/machines_gone/err"; then
+            dp_pass "--hosts with a machine that is not there: the job ends in $took s (exit $rc), saying why, nothing left running"
+        else
+            dp_fail "--hosts with a machine that is not there" "exit $rc in $took s, $left processes left: $(grep 'aebench:' "$DP_WORK/machines_gone/err" | tail -n 1)"
+        fi
         # --search's budgets likewise (a machine file of this shape; what it predicts at 4
         # ranks does not matter here: its budgets are in the JSON whatever it finds)
         sr="$DP_WORK/machines_search"
