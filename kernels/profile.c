@@ -97,209 +97,94 @@ static void mark_end(gpt_profile *p, gpt_stream *s, int m)
 
 /* ---- the wrappers: one per op and copy of gpt_backend_ops ---------------------------------- */
 
-static void wrap_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_ENCODER_FORWARD, 0, 0);
-    p->inner->ops->encoder_forward(s, out, tokens, wte, wpe, B, T, C);
-    mark_end(p, s, mk);
-}
+/* One wrapper per op of gpt_backend_ops: mark, call the inner op, mark.  PARAMS is the op's
+ * parameter list (the stream first), ARGS its names; FLOPS and BYTES (expressions over
+ * them) what the call does. */
+#define WRAP_OP(name, family, flops, bytes, params, args)                                       \
+    static void wrap_##name params                                                             \
+    {                                                                                          \
+        gpt_profile *p = profile_of(s);                                                        \
+        const int mk = mark_begin(p, s, family, flops, bytes);                                 \
+        p->inner->ops->name args;                                                              \
+        mark_end(p, s, mk);                                                                    \
+    }
+#define WRAP_COPY(name, family, params, args)                                                  \
+    static int wrap_##name params                                                              \
+    {                                                                                          \
+        gpt_profile *p = profile_of(s);                                                        \
+        const int mk = mark_begin(p, s, family, 0, (double)bytes);                             \
+        const int rc = p->inner->ops->name args;                                               \
+        mark_end(p, s, mk);                                                                    \
+        return rc;                                                                             \
+    }
 
-static void wrap_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout, const int32_t *tokens, int B, int T, int C)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_ENCODER_BACKWARD, 0, 0);
-    p->inner->ops->encoder_backward(s, dwte, dwpe, dout, tokens, B, T, C);
-    mark_end(p, s, mk);
-}
-
-static void wrap_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_LAYERNORM_FORWARD, 0, 0);
-    p->inner->ops->layernorm_forward(s, out, mean, rstd, inp, w, b, N, C);
-    mark_end(p, s, mk);
-}
-
-static void wrap_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean, const float *rstd, int N, int C)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_LAYERNORM_BACKWARD, 0, 0);
-    p->inner->ops->layernorm_backward(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
-    mark_end(p, s, mk);
-}
-
-static void wrap_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_MATMUL_FORWARD, 2.0 * N * C * OC, 0);
-    p->inner->ops->matmul_forward(s, out, inp, w, bias, N, C, OC);
-    mark_end(p, s, mk);
-}
-
-static void wrap_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N, int C, int OC)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_MATMUL_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 0);
-    p->inner->ops->matmul_backward(s, dinp, dw, dbias, dout, inp, w, N, C, OC);
-    mark_end(p, s, mk);
-}
-
-static void wrap_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_MATMUL_GELU_FORWARD, 2.0 * N * C * OC, 0);
-    p->inner->ops->matmul_forward_gelu(s, out, pre, inp, w, bias, N, C, OC);
-    mark_end(p, s, mk);
-}
-
-static void wrap_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, const void *pre, int N, int C, int OC)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_MATMUL_GELU_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 0);
-    p->inner->ops->matmul_backward_gelu(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC);
-    mark_end(p, s, mk);
-}
-
-static void wrap_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B, int T, int C, int NH)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_ATTENTION_FORWARD, 4.0 * B * T * T * C, 0);
-    p->inner->ops->attention_forward(s, out, lse, qkv, B, T, C, NH);
-    mark_end(p, s, mk);
-}
-
-static void wrap_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *dout, const void *qkv, const void *out, const float *lse, int B, int T, int C, int NH)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_ATTENTION_BACKWARD, 8.0 * B * T * T * C, 0);
-    p->inner->ops->attention_backward(s, dqkv, delta, dout, qkv, out, lse, B, T, C, NH);
-    mark_end(p, s, mk);
-}
-
-static void wrap_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_GELU_FORWARD, 0, 0);
-    p->inner->ops->gelu_forward(s, out, inp, n);
-    mark_end(p, s, mk);
-}
-
-static void wrap_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout, size_t n)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_GELU_BACKWARD, 0, 0);
-    p->inner->ops->gelu_backward(s, dinp, inp, dout, n);
-    mark_end(p, s, mk);
-}
-
-static void wrap_residual_forward(gpt_stream *s, void *out, const void *a, const void *b, size_t n)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_RESIDUAL_FORWARD, 0, 0);
-    p->inner->ops->residual_forward(s, out, a, b, n);
-    mark_end(p, s, mk);
-}
-
-static void wrap_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_RESIDUAL_BACKWARD, 0, 0);
-    p->inner->ops->residual_backward(s, da, db, dout, n);
-    mark_end(p, s, mk);
-}
-
-static void wrap_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float *mean, float *rstd, const void *a, const void *res_b, const void *w, const void *b, int N, int C)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_RESIDUAL_LAYERNORM_FORWARD, 0, 0);
-    p->inner->ops->residual_layernorm_forward(s, res, out, mean, rstd, a, res_b, w, b, N, C);
-    mark_end(p, s, mk);
-}
-
-static void wrap_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits, const int32_t *targets, float dloss, int N, int V, int Vp)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_CROSSENTROPY, 0, 0);
-    p->inner->ops->crossentropy_forward_backward(s, losses, logits, targets, dloss, N, V, Vp);
-    mark_end(p, s, mk);
-}
-
-static void wrap_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t, float grad_scale)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_ADAMW, 0, 0);
-    p->inner->ops->adamw_update(s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
-    mark_end(p, s, mk);
-}
-
-static void wrap_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_NORM_SQUARED, 0, 0);
-    p->inner->ops->norm_squared(s, out, x, n);
-    mark_end(p, s, mk);
-}
-
-static void wrap_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_PARAMS_TO_ACT, 0, 0);
-    p->inner->ops->params_to_act(s, dst, src, n);
-    mark_end(p, s, mk);
-}
-
-static void wrap_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts, size_t chunk_floats)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_CHECKSUM, 0, 0);
-    p->inner->ops->checksum_chunks(s, sums, parts, nparts, chunk_floats);
-    mark_end(p, s, mk);
-}
-
-static void wrap_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_ADD_F32, 0, 0);
-    p->inner->ops->add_f32(s, out, a, b, n);
-    mark_end(p, s, mk);
-}
-
-static int wrap_memcpy_h2d(gpt_stream *s, void *dst, const void *src, size_t bytes)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_COPY_H2D, 0, (double)bytes);
-    const int rc = p->inner->ops->memcpy_h2d(s, dst, src, bytes);
-    mark_end(p, s, mk);
-    return rc;
-}
-
-static int wrap_memcpy_d2h(gpt_stream *s, void *dst, const void *src, size_t bytes)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_COPY_D2H, 0, (double)bytes);
-    const int rc = p->inner->ops->memcpy_d2h(s, dst, src, bytes);
-    mark_end(p, s, mk);
-    return rc;
-}
-
-static int wrap_memcpy_d2d(gpt_stream *s, void *dst, const void *src, size_t bytes)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_COPY_D2D, 0, (double)bytes);
-    const int rc = p->inner->ops->memcpy_d2d(s, dst, src, bytes);
-    mark_end(p, s, mk);
-    return rc;
-}
-
-static int wrap_memset_zero(gpt_stream *s, void *dst, size_t bytes)
-{
-    gpt_profile *p = profile_of(s);
-    const int mk = mark_begin(p, s, PROF_MEMSET, 0, (double)bytes);
-    const int rc = p->inner->ops->memset_zero(s, dst, bytes);
-    mark_end(p, s, mk);
-    return rc;
-}
+WRAP_OP(encoder_forward, PROF_ENCODER_FORWARD, 0, 0,
+        (gpt_stream *s, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C),
+        (s, out, tokens, wte, wpe, B, T, C))
+WRAP_OP(encoder_backward, PROF_ENCODER_BACKWARD, 0, 0,
+        (gpt_stream *s, float *dwte, float *dwpe, const void *dout, const int32_t *tokens, int B, int T, int C),
+        (s, dwte, dwpe, dout, tokens, B, T, C))
+WRAP_OP(layernorm_forward, PROF_LAYERNORM_FORWARD, 0, 0,
+        (gpt_stream *s, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C),
+        (s, out, mean, rstd, inp, w, b, N, C))
+WRAP_OP(layernorm_backward, PROF_LAYERNORM_BACKWARD, 0, 0,
+        (gpt_stream *s, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean, const float *rstd, int N, int C),
+        (s, dinp, dw, db, dout, inp, w, mean, rstd, N, C))
+WRAP_OP(matmul_forward, PROF_MATMUL_FORWARD, 2.0 * N * C * OC, 0,
+        (gpt_stream *s, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC),
+        (s, out, inp, w, bias, N, C, OC))
+WRAP_OP(matmul_backward, PROF_MATMUL_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 0,
+        (gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N, int C, int OC),
+        (s, dinp, dw, dbias, dout, inp, w, N, C, OC))
+WRAP_OP(matmul_forward_gelu, PROF_MATMUL_GELU_FORWARD, 2.0 * N * C * OC, 0,
+        (gpt_stream *s, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC),
+        (s, out, pre, inp, w, bias, N, C, OC))
+WRAP_OP(matmul_backward_gelu, PROF_MATMUL_GELU_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 0,
+        (gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, const void *pre, int N, int C, int OC),
+        (s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC))
+WRAP_OP(attention_forward, PROF_ATTENTION_FORWARD, 4.0 * B * T * T * C, 0,
+        (gpt_stream *s, void *out, float *lse, const void *qkv, int B, int T, int C, int NH),
+        (s, out, lse, qkv, B, T, C, NH))
+WRAP_OP(attention_backward, PROF_ATTENTION_BACKWARD, 8.0 * B * T * T * C, 0,
+        (gpt_stream *s, void *dqkv, float *delta, const void *dout, const void *qkv, const void *out, const float *lse, int B, int T, int C, int NH),
+        (s, dqkv, delta, dout, qkv, out, lse, B, T, C, NH))
+WRAP_OP(gelu_forward, PROF_GELU_FORWARD, 0, 0,
+        (gpt_stream *s, void *out, const void *inp, size_t n),
+        (s, out, inp, n))
+WRAP_OP(gelu_backward, PROF_GELU_BACKWARD, 0, 0,
+        (gpt_stream *s, void *dinp, const void *inp, const void *dout, size_t n),
+        (s, dinp, inp, dout, n))
+WRAP_OP(residual_forward, PROF_RESIDUAL_FORWARD, 0, 0,
+        (gpt_stream *s, void *out, const void *a, const void *b, size_t n),
+        (s, out, a, b, n))
+WRAP_OP(residual_backward, PROF_RESIDUAL_BACKWARD, 0, 0,
+        (gpt_stream *s, void *da, void *db, const void *dout, size_t n),
+        (s, da, db, dout, n))
+WRAP_OP(residual_layernorm_forward, PROF_RESIDUAL_LAYERNORM_FORWARD, 0, 0,
+        (gpt_stream *s, void *res, void *out, float *mean, float *rstd, const void *a, const void *res_b, const void *w, const void *b, int N, int C),
+        (s, res, out, mean, rstd, a, res_b, w, b, N, C))
+WRAP_OP(crossentropy_forward_backward, PROF_CROSSENTROPY, 0, 0,
+        (gpt_stream *s, float *losses, void *logits, const int32_t *targets, float dloss, int N, int V, int Vp),
+        (s, losses, logits, targets, dloss, N, V, Vp))
+WRAP_OP(adamw_update, PROF_ADAMW, 0, 0,
+        (gpt_stream *s, float *param, void *param_act, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t, float grad_scale),
+        (s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale))
+WRAP_OP(norm_squared, PROF_NORM_SQUARED, 0, 0,
+        (gpt_stream *s, float *out, const float *x, size_t n),
+        (s, out, x, n))
+WRAP_OP(params_to_act, PROF_PARAMS_TO_ACT, 0, 0,
+        (gpt_stream *s, void *dst, const float *src, size_t n),
+        (s, dst, src, n))
+WRAP_OP(checksum_chunks, PROF_CHECKSUM, 0, 0,
+        (gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts, size_t chunk_floats),
+        (s, sums, parts, nparts, chunk_floats))
+WRAP_OP(add_f32, PROF_ADD_F32, 0, 0,
+        (gpt_stream *s, float *out, const float *a, const float *b, size_t n),
+        (s, out, a, b, n))
+WRAP_COPY(memcpy_h2d, PROF_COPY_H2D, (gpt_stream *s, void *dst, const void *src, size_t bytes), (s, dst, src, bytes))
+WRAP_COPY(memcpy_d2h, PROF_COPY_D2H, (gpt_stream *s, void *dst, const void *src, size_t bytes), (s, dst, src, bytes))
+WRAP_COPY(memcpy_d2d, PROF_COPY_D2D, (gpt_stream *s, void *dst, const void *src, size_t bytes), (s, dst, src, bytes))
+WRAP_COPY(memset_zero, PROF_MEMSET, (gpt_stream *s, void *dst, size_t bytes), (s, dst, bytes))
 
 static void wrap_ops(gpt_backend_ops *ops)
 {
@@ -329,6 +214,7 @@ static void wrap_ops(gpt_backend_ops *ops)
     ops->memcpy_d2d = wrap_memcpy_d2d;
     ops->memset_zero = wrap_memset_zero;
 }
+
 
 /* ---- the profiler ---------------------------------------------------------------------------- */
 
