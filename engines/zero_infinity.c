@@ -51,8 +51,9 @@
  *   d2h       each layer's bucket once its backward is done; the embed grads after the
  *             embedding's backward (cpu: into the pinned grads; nvme: into a staging block,
  *             then nvme_adam writes them to disk once the copy is done)
- *   host Adam after the backward, once the global norm is known: blocks embed, 0, ..., L-1
- *             (ascending, so the next forward waits least), each gated on its grads being
+ *   host Adam after the backward, once the global norm is known: blocks 0, embed, 1, ..., L-1
+ *             (the forward's order, but layer 0's update first, covering the embed grads'
+ *             trip home: post_norm_block), each gated on its grads being
  *             home; cpu: cpu_adam jobs; nvme: nvme_adam jobs, which read m, v (and grads)
  *             from disk, update, write m, v back, pipelined.  With --clip-grad 0 each block's
  *             update is queued as soon as its grads are on their way home and runs under the
@@ -586,6 +587,19 @@ static int release_fetch(zi_state *st, int i, step_result *out)
     return i + st->z.F < 2 * st->z.L ? issue_fetch(st, i + st->z.F, out) : GPT_OK;
 }
 
+/* The host Adam's order after the global norm (with clipping): block b of the j-th update.
+ * Layer 0 first, then the embed block, then layers 1 .. L-1.  The next forward needs the embed
+ * block first, but its grads are the last to come home (after the embedding's backward, the
+ * step's last compute): taken first, its update would keep the pool idle for their copy (the
+ * whole embedding, ~7 ms at h2048 on PCIe 5) while layer 0's grads have long been home.  So
+ * layer 0's update covers that copy, and the embed block's is done by the time the forward
+ * starts all the same.  (The model walks the same order: zero_infinity_predict.) */
+static int post_norm_block(int j, int L)
+{
+    if (L < 1) return j;
+    return j == 0 ? 1 : j == 1 ? 0 : j;
+}
+
 /* Queue block b's host update, to start once its grads are home: in place, or (ahead,
  * --clip-speculate) from the current copy of its state into the other.  It uses the Adam step
  * the coming optimizer phase will count (st->adam_step + 1). */
@@ -783,9 +797,10 @@ static int zero_infinity_step(void *state, int iteration, const int32_t *tokens,
         (rc = layer_work_outcome(&st->work, &st->sh, out)))
         return rc;
     if (!out->skipped && cfg->optim.clip > 0) {
-        /* Ascending, so that the next forward, which needs the embed block first, waits least. */
+        /* In the order the next forward needs them (post_norm_block) */
         const float scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
-        for (int b = 0; b <= z->L; b++) {
+        for (int j = 0; j <= z->L; j++) {
+            const int b = post_norm_block(j, z->L);
             /* (--clip-speculate: the top K were updated ahead; again from their current copy
              * when the norm clipped; then their copies swap) */
             const int ahead = update_ahead_now(&st->ahead, b);
@@ -898,12 +913,14 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
         home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
         if (nvme) home[0] = pred_run(&t, BUSY_DISK, pred_disk_write_ms(m, (double)z.Se), home[0]);
         host = pred_max(host, pred_max(c, embed_reduced)); /* the norms read back (the shards' after their reductions) */
-        for (int b = 0; b <= L; b++)
+        for (int j = 0; j <= L; j++) {
+            const int b = clip ? post_norm_block(j, L) : j;
             if (clip || b == 0) {
                 const double n = b == 0 ? (double)z.Se : (double)z.Sl;
                 adam_done[b] = pred_host_update(&t, m, share * pred_host_adam_ms(m, n), nvme ? 3 * n : 0, nvme ? 2 * n : 0,
                                                 pred_max(clip ? host : start, home[b]));
             }
+        }
         end = pred_max(c, home[0]);
     }
     pred_done(out, &t, start, end);
