@@ -9,6 +9,8 @@
 #   l32      stronghold l32 -w 15 with clip 1.0 / 0 / 1000 (never binds), 8 iterations
 #   l64      stronghold l64 -w auto under the V100 budgets (32G GPU, 90G host): clip 1.0 / 0
 #   others   l2l and zero-infinity l32, clip 1.0 / 0
+#   case2    (not in the default) case 2's sizes under the V100 budgets, clip 1.0: l2l l119,
+#            zero-infinity l116, stronghold l119 and its own largest (CASE2_LARGEST, 144)
 #   largest  --search --largest --offload cpu under the V100 budgets (calibrated here at
 #            b 1, 2, 4) and its pick trained 3 iterations: the size it answers trains
 # AB=1: the l32, l64 and others parts with OLD_TREE's binary too (tags old_*), one after the
@@ -69,6 +71,18 @@ for ((b = 0; b < ${#bins[@]}; b += 2)); do
     if has others; then
         for e in l2l zero-infinity; do
             for c in 1.0 0; do run "${p}${e}_clip$c" "$bin" -m $e -l 32 --iters 6 --clip-grad $c; done
+        done
+    fi
+    if has case2; then
+        # case 2's sizes under the V100 budgets with the artifact's clip: the baselines' largest
+        # (l2l l119, where the paper compares) and stronghold there and at its own largest
+        # (CASE2_LARGEST, default 144: --predict --find-max's answer on the H100s)
+        for e in "l2l 119" "zero-infinity 116" "stronghold 119" "stronghold ${CASE2_LARGEST:-144}"; do
+            read -r en el <<<"$e"
+            w=()
+            [ "$en" = stronghold ] && w=(-w auto)
+            run "${p}case2_${en}_l$el" "$bin" -m "$en" -l "$el" "${w[@]}" --gpu-mem-limit 32G --cpu-mem-limit 90G --iters 4 \
+                --clip-grad 1.0
         done
     fi
 done
