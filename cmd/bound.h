@@ -30,6 +30,8 @@
 
 #include "../engines/engine.h"
 
+#include <stdio.h>
+
 static inline double bound_roofline_ms(const double busy[BUSY_KINDS])
 {
     double b = 0;
@@ -60,12 +62,30 @@ static inline double bound_schedule_ms(const engine_vtbl *eng, const engine_conf
     return b > roof ? b : roof;
 }
 
+/* Whether the engine's schedule has a bound of its own above the roofline under cfg. */
+static inline int bound_has_schedule(const engine_vtbl *eng, const engine_config *cfg)
+{
+    return bound_waits_for_norm(eng, cfg) || (eng->options & ENGINE_OPT_ONE_SLOT) != 0;
+}
+
 /* What bound_schedule_ms's bound is called in the log, stdout and --predict. */
 static inline const char *bound_schedule_name(const engine_vtbl *eng, const engine_config *cfg)
 {
-    return bound_waits_for_norm(eng, cfg)            ? "clipped schedule"
-           : (eng->options & ENGINE_OPT_ONE_SLOT) != 0 ? "one slot"
-                                                      : "roofline";
+    return bound_waits_for_norm(eng, cfg) ? "clipped schedule" : bound_has_schedule(eng, cfg) ? "one slot" : "roofline";
+}
+
+/* Why the schedule's bound is what it is, in a sentence for stdout (roof: the roofline). */
+static inline void bound_schedule_why(const engine_vtbl *eng, const engine_config *cfg, double roof, char *buf,
+                                      size_t len)
+{
+    const char *one_slot = "one slot: each layer's copy in, then its compute";
+    if (bound_waits_for_norm(eng, cfg))
+        snprintf(buf, len, "the clipped schedule: the host Adam waits for the norm%s%s; roofline %.1f",
+                 eng->options & ENGINE_OPT_ONE_SLOT ? ", " : "", eng->options & ENGINE_OPT_ONE_SLOT ? one_slot : "", roof);
+    else if (bound_has_schedule(eng, cfg))
+        snprintf(buf, len, "%s; roofline %.1f", one_slot, roof);
+    else
+        snprintf(buf, len, "roofline: every resource busy at once");
 }
 
 #endif

@@ -1015,7 +1015,7 @@ int cli_resolve_hosts(run_config *rc, char *err, size_t errlen)
     if (!rc_ && !host_is_this_machine(h->name[0]))
         rc_ = cli_fail(err, errlen, "--hosts %s: its first machine, %s, is where mpiexec starts rank 0, whose results "
                        "and reports this process reads here: list this machine first", rc->hosts_path, h->name[0]);
-    if (!rc_) rc->ranks_per_machine = host_list_ranks_per_machine(h, rc->ranks, &rc->hosts_machines);
+    if (!rc_) rc->ranks_per_machine = host_list_ranks_per_machine(h, rc->ranks, NULL);
     free(h);
     return rc_;
 }

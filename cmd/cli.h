@@ -48,7 +48,6 @@ typedef struct run_config {
     int profile;           /* --profile: every op of every step timed (kernels/profile.h) */
     char hosts_path[PATH_MAX]; /* --hosts FILE: mpiexec's hostfile for those ranks ("": this machine) */
     int ranks_per_machine;     /* from --hosts: the most of the N ranks on one machine (0: all N) */
-    int hosts_machines;        /* from --hosts: the machines the N ranks go to */
     double hang_timeout_s;   /* --hang-timeout: > 0 seconds, 0 never, < 0 auto (watchdog.h) */
     char save_params[PATH_MAX]; /* --save-params FILE: the final parameters ("" none) */
     int fail_at;             /* --fail-at I --fail-rank R[,R...]: those ranks SIGKILL themselves */

@@ -1,8 +1,8 @@
 /* hostfile.c — mpiexec's hostfile, read for the supervisor's plan (see hostfile.h). */
 #include "hostfile.h"
+#include "report.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,32 +87,13 @@ static int parse_line(char *line, char name[HOSTFILE_NAME_MAX], int *slots, cons
 int host_list_read(const char *path, host_list *h, char *err, size_t errlen)
 {
     memset(h, 0, sizeof *h);
-    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return fail(err, errlen, path, 0, errno == ELOOP ? "is a symbolic link (give the file itself)" : strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > HOSTFILE_MAX_BYTES) {
-        close(fd);
+    if (lstat(path, &st) != 0) return fail(err, errlen, path, 0, strerror(errno));
+    if (S_ISLNK(st.st_mode)) return fail(err, errlen, path, 0, "is a symbolic link (give the file itself)");
+    if (!S_ISREG(st.st_mode) || st.st_size > HOSTFILE_MAX_BYTES)
         return fail(err, errlen, path, 0, "not a regular file of at most 1 MiB");
-    }
-    char *text = malloc((size_t)st.st_size + 1);
-    if (!text) {
-        close(fd);
-        return fail(err, errlen, path, 0, "out of memory");
-    }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        const ssize_t r = read(fd, text + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    text[got] = '\0';
-    if (strlen(text) != got) {
-        free(text);
-        return fail(err, errlen, path, 0, "has a NUL byte: not a text file");
-    }
+    char *text = report_read_text(path);
+    if (!text) return fail(err, errlen, path, 0, errno == EINVAL ? "not a regular file of at most 1 MiB" : strerror(errno));
     int line_no = 0, rc = 0;
     for (char *line = text, *next; line && !rc; line = next) {
         next = strchr(line, '\n');

@@ -534,14 +534,13 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     if (!bad && rc->hosts_path[0])
         bad = strv_push(&jargv, &jn, open_mpi ? "-hostfile" : "-f") || strv_push(&jargv, &jn, hosts);
     if (!bad) bad = strv_push(&jargv, &jn, exe);
-    for (int i = 1; i < argc && !bad; i++) {
-        if (strcmp(argv[i], "--ranks") == 0 || strcmp(argv[i], "--hosts") == 0) {
-            i++; /* and its value */
-            continue;
-        }
-        if (strncmp(argv[i], "--ranks=", 8) == 0 || strncmp(argv[i], "--hosts=", 8) == 0) continue;
-        bad = strv_push(&jargv, &jn, argv[i]);
-    }
+    /* the ranks get every option but these: they are the job (--ranks) and its machines */
+    static const char *const not_for_ranks[] = {"ranks", "hosts", NULL};
+    char **kept = NULL;
+    int nk = 0;
+    if (!bad) bad = cli_args_without(argv + 1, argc - 1, not_for_ranks, &kept, &nk) != 0;
+    for (int i = 0; i < nk && !bad; i++) bad = strv_push(&jargv, &jn, kept[i]);
+    strv_free(&kept, &nk);
     if (bad) {
         fprintf(stderr, "aebench: --ranks: out of memory\n");
         strv_free(&jargv, &jn);
@@ -760,24 +759,9 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
 
 enum { GEMINI_RELAUNCHES = 3 };
 
-/* Is an option (by its name) one of those a relaunch drops?  Returns how many argv entries
- * it takes (1 for --opt=value, 2 for --opt value), 0 when it is not one. */
-static int dropped_option(char **argv, int i, int argc)
-{
-    static const struct { const char *name; int takes_value; } dropped[] = {
-        {"--fail-at", 1}, {"--fail-rank", 1}, {"--fail-kind", 1}, {"--fail-phase", 1},
-        {"--gemini-recover", 0},
-    };
-    for (size_t k = 0; k < sizeof dropped / sizeof dropped[0]; k++) {
-        const size_t n = strlen(dropped[k].name);
-        if (strncmp(argv[i], dropped[k].name, n) != 0) continue;
-        if (argv[i][n] == '=') return 1;
-        if (argv[i][n] != '\0') continue;
-        return dropped[k].takes_value && i + 1 < argc ? 2 : 1;
-    }
-    return 0;
-}
-
+/* What a relaunch does not pass on: the injected fault (it happened) and a recover flag (the
+ * relaunch adds its own). */
+static const char *const not_relaunched[] = {"fail-at", "fail-rank", "fail-kind", "fail-phase", "gemini-recover", NULL};
 
 /* The job's store directories: one, or with "%m" in --gemini-store (a store per machine)
  * one per machine, machines 0 .. ranks - 1 (no more machines than ranks). */
@@ -904,15 +888,11 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
                         "in-memory checkpoints in %s%s\n", rc->ranks, id, relaunch, GEMINI_RELAUNCHES, store,
                 rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 ? " (rank's own copies deleted: hardware failure)" : "");
         strv_free(&again, &m);
-        int bad = 0;
-        for (int i = 0; i < n && !bad; i++) {
-            const int skip = i > 0 ? dropped_option(args, i, n) : 0;
-            if (skip) {
-                i += skip - 1;
-                continue;
-            }
-            bad = strv_push(&again, &m, args[i]);
-        }
+        char **kept = NULL;
+        int nk = 0;
+        int bad = strv_push(&again, &m, args[0]) || cli_args_without(args + 1, n - 1, not_relaunched, &kept, &nk) != 0;
+        for (int i = 0; i < nk && !bad; i++) bad = strv_push(&again, &m, kept[i]);
+        strv_free(&kept, &nk);
         if (bad || strv_push(&again, &m, "--gemini-recover")) {
             fprintf(stderr, "aebench: --ranks: out of memory\n");
             break;

@@ -1334,7 +1334,7 @@ int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_bud
             if (p.busy_ms[k] > 0) printf(" %s %.1f", BUSY_NAMES[k], p.busy_ms[k]);
         /* the step's bounds from those busy times (bound.h), as a run prints them */
         printf(" | roofline %.1f", bound_roofline_ms(p.busy_ms));
-        if (bound_waits_for_norm(eng, &cfg) || (eng->options & ENGINE_OPT_ONE_SLOT))
+        if (bound_has_schedule(eng, &cfg))
             printf(" | %s %.1f", bound_schedule_name(eng, &cfg), bound_schedule_ms(eng, &cfg, p.busy_ms));
         printf(" | plan GPU %s, host %s: %s\n", g, h, fits ? "fits" : "does not fit");
     }

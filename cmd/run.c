@@ -391,6 +391,12 @@ static int gemini_warmup_steps(const engine_config *ec)
     return before / 2 < 8 ? before / 2 : 8;
 }
 
+/* The checkpoint interval in effect at the last step (--gemini-every K, or auto's choice). */
+static int gemini_every_at_end(const run_state *s)
+{
+    return s->done > s->first && s->iters[s->done - 1].r.ckpt_every > 0 ? s->iters[s->done - 1].r.ckpt_every : 1;
+}
+
 /* A step's phase in the artifact's comparison.  With --gemini-every K > 1 the steps between
  * two checkpoints are "checkpoint" steps too: the overhead is the interval's, shared by its K
  * steps (what a job checkpointing every K iterations pays per step), not one sending step's. */
@@ -428,7 +434,7 @@ static void json_gemini(cJSON *root, const run_state *s)
     /* --gemini-every: the interval at the end (auto's choice), and the iterations of work a
      * failure loses on average with it (a naive checkpoint is whole at its step's end, an
      * interleaved one a step later) */
-    const int every = s->done > s->first && s->iters[s->done - 1].r.ckpt_every > 0 ? s->iters[s->done - 1].r.ckpt_every : 1;
+    const int every = gemini_every_at_end(s);
     cJSON_AddStringToObject(g, "every_asked", s->ec.gemini_every < 0 ? "auto" : "fixed");
     if (s->ec.gemini_mode == GEMINI_NONE) {
         /* (no checkpoint: no interval, and a failure loses the whole job) */
@@ -884,7 +890,7 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
                 cur->r.bytes_disk_write / 1e9);
     }
     if (cur->r.has_busy) {
-        if (bound_waits_for_norm(s->eng, ec) || (s->eng->options & ENGINE_OPT_ONE_SLOT))
+        if (bound_has_schedule(s->eng, ec))
             logline(s, "bound (ms, last iteration) | roofline: %.1f | %s: %.1f | measured: %.1f",
                     bound_roofline_ms(cur->r.busy_ms), bound_schedule_name(s->eng, ec),
                     bound_schedule_ms(s->eng, ec, cur->r.busy_ms), cur->ms);
@@ -930,16 +936,11 @@ static void print_summary(run_state *s)
             printf("  clip-grad %g: %d of %d steps clipped\n", s->ec.optim.clip, clipped_steps(s), s->done - s->first);
         }
         const double roof = median_over_steps(s, STEP_ROOFLINE);
-        const double sched = median_over_steps(s, STEP_SCHEDULE_BOUND);
-        const char *one_slot = s->eng->options & ENGINE_OPT_ONE_SLOT ? ", one slot: each layer's copy in, then its compute" : "";
-        if (roof > 0 && bound_waits_for_norm(s->eng, &s->ec)) {
-            printf("  bound: %.1f ms/it (the clipped schedule: the host Adam waits for the norm%s; roofline %.1f) | "
-                   "measured %.2fx of it\n", sched, one_slot, roof, med / sched);
-        } else if (roof > 0 && one_slot[0]) {
-            printf("  bound: %.1f ms/it (one slot: each layer's copy in, then its compute; roofline %.1f) | "
-                   "measured %.2fx of it\n", sched, roof, med / sched);
-        } else if (roof > 0) {
-            printf("  bound: %.1f ms/it (roofline: every resource busy at once) | measured %.2fx of it\n", roof, med / roof);
+        if (roof > 0) {
+            const double sched = median_over_steps(s, STEP_SCHEDULE_BOUND);
+            char why[200];
+            bound_schedule_why(s->eng, &s->ec, roof, why, sizeof why);
+            printf("  bound: %.1f ms/it (%s) | measured %.2fx of it\n", sched, why, med / sched);
         }
     } else {
         printf("  %s: %s\n", s->status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "FAILED", s->message);
@@ -1264,7 +1265,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         /* the interval in effect at the end (auto's choice) and what a failure then costs,
          * as the JSON's gemini.every and expected_lost_iterations */
         if (s->ec.gemini_mode != GEMINI_NONE && s->done > s->first) {
-            const int every = s->iters[s->done - 1].r.ckpt_every > 0 ? s->iters[s->done - 1].r.ckpt_every : 1;
+            const int every = gemini_every_at_end(s);
             logline(s, "gemini: a checkpoint every %d iteration%s (%s) | iterations a failure loses, expected: %.1f",
                     every, every == 1 ? "" : "s", s->ec.gemini_every < 0 ? "auto" : "fixed",
                     gemini_lost_iterations(every, s->ec.gemini_mode));

@@ -1097,15 +1097,13 @@ static cJSON *header_json(const search *s, int layers)
 /* ---- main ------------------------------------------------------------------------------------ */
 
 /* Whether the best prediction at `layers` trains at --min-samples-per-s or more (ctx: the
- * search; bisect_largest's test).  Within a relative 1e-12: the JSON's numbers are printed
- * by cJSON, whose 15 digits may be an ulp off the double, and a threshold read from a
- * search's JSON must name the size it came from. */
+ * search; bisect_largest's test).  (A threshold copied from a search's JSON is that size's
+ * samples/s exactly: report_json_text writes numbers that read back to the same double.) */
 static int fast_enough_at(int layers, void *ctx)
 {
     search *s = ctx;
     s->keep = 0;
-    return enumerate(s, layers) == 0 && s->have_best &&
-           samples_per_s(s, &s->best) >= s->rc->min_samples_per_s * (1 - 1e-12);
+    return enumerate(s, layers) == 0 && s->have_best && samples_per_s(s, &s->best) >= s->rc->min_samples_per_s;
 }
 
 int search_main(int argc, char **argv, const run_config *rc)

@@ -33,6 +33,22 @@ typedef struct totals {
     double stream_busy[PROFILE_MAX_STREAMS], stream_span[PROFILE_MAX_STREAMS];
 } totals;
 
+/* to += sign * t, every count and time */
+static void totals_add(totals *to, const totals *t, int sign)
+{
+    for (int f = 0; f < PROF_OPS; f++) {
+        to->calls[f] += sign * t->calls[f];
+        to->ms[f] += sign * t->ms[f];
+        to->flops[f] += sign * t->flops[f];
+        to->bytes[f] += sign * t->bytes[f];
+    }
+    for (int k = 0; k < PROFILE_MAX_STREAMS; k++) {
+        to->stream_ops[k] += sign * t->stream_ops[k];
+        to->stream_busy[k] += sign * t->stream_busy[k];
+        to->stream_span[k] += sign * t->stream_span[k];
+    }
+}
+
 struct gpt_profile {
     gpt_backend be;        /* the engines' backend: inner's impl, name, dtype; ops below */
     gpt_backend_ops ops;   /* inner's table, the ops and copies wrapped */
@@ -277,17 +293,7 @@ int gpt_profile_step_end(gpt_profile *p)
         if (seen[k]) step.stream_span[k] = last[k] - first[k];
     p->nmarks = 0;
     if (rc == GPT_OK) {
-        for (int f = 0; f < PROF_OPS; f++) {
-            p->all.calls[f] += step.calls[f];
-            p->all.ms[f] += step.ms[f];
-            p->all.flops[f] += step.flops[f];
-            p->all.bytes[f] += step.bytes[f];
-        }
-        for (int k = 0; k < PROFILE_MAX_STREAMS; k++) {
-            p->all.stream_ops[k] += step.stream_ops[k];
-            p->all.stream_busy[k] += step.stream_busy[k];
-            p->all.stream_span[k] += step.stream_span[k];
-        }
+        totals_add(&p->all, &step, 1);
         if (p->steps == 0) p->first = step;
         p->steps++;
     }
@@ -297,24 +303,28 @@ int gpt_profile_step_end(gpt_profile *p)
 
 int gpt_profile_steps(const gpt_profile *p) { return p->steps > 1 ? p->steps - 1 : p->steps; }
 
+/* What the profile counts: every step's totals, less the first step's (one-time costs) when
+ * there is more than one. */
+static totals counted(const gpt_profile *p)
+{
+    totals c = p->all;
+    if (p->steps > 1) totals_add(&c, &p->first, -1);
+    return c;
+}
+
 void gpt_profile_family_of(const gpt_profile *p, gpt_profile_op f, gpt_profile_family *out)
 {
-    const int drop = p->steps > 1; /* the first step's one-time costs left out */
+    const totals c = counted(p);
     out->name = family_names[f];
-    out->calls = p->all.calls[f] - (drop ? p->first.calls[f] : 0);
-    out->ms = p->all.ms[f] - (drop ? p->first.ms[f] : 0);
-    out->flops = p->all.flops[f] - (drop ? p->first.flops[f] : 0);
-    out->bytes = p->all.bytes[f] - (drop ? p->first.bytes[f] : 0);
+    out->calls = c.calls[f], out->ms = c.ms[f], out->flops = c.flops[f], out->bytes = c.bytes[f];
 }
 
 int gpt_profile_nstreams(const gpt_profile *p) { return p->nstreams; }
 
 void gpt_profile_stream_of(const gpt_profile *p, int k, gpt_profile_stream *out)
 {
-    const int drop = p->steps > 1;
-    out->ops = p->all.stream_ops[k] - (drop ? p->first.stream_ops[k] : 0);
-    out->busy_ms = p->all.stream_busy[k] - (drop ? p->first.stream_busy[k] : 0);
-    out->span_ms = p->all.stream_span[k] - (drop ? p->first.stream_span[k] : 0);
+    const totals c = counted(p);
+    out->ops = c.stream_ops[k], out->busy_ms = c.stream_busy[k], out->span_ms = c.stream_span[k];
 }
 
 long long gpt_profile_untimed(const gpt_profile *p) { return p->untimed; }
