@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -245,14 +247,24 @@ typedef struct lost_rank {
 
 /* Which rank of this machine exited first: the supervisor holds a pidfd of each rank (from
  * its heartbeat's pid) and polls them with the job's pipe.  A rank killed from outside exits
- * microseconds before mpiexec ends the others; its heartbeat, rewritten every 250 ms, cannot
- * tell that order, its exit can. */
-enum { EXIT_WATCH_MAX = 64 };
+ * before mpiexec ends the others; its heartbeat, rewritten every 250 ms, cannot tell that
+ * order, its exit can, mostly.  Not always: a peer in a collective with it sees it gone as soon
+ * as its memory is (UCX reads a peer's memory directly), aborts, and may finish exiting while
+ * the killed rank's kernel still tears down the rest of it (seen once in CI: the peer's SIGABRT
+ * first, the victim's SIGKILL a moment later).  So exits within EXIT_TIE_MS of the first are
+ * one event, and within it a rank that was killed by a signal is taken before one that ended
+ * itself (an exit code, or the abort of an MPI transport that lost its peer); the kernel keeps
+ * that status for a pidfd after the rank is reaped (PIDFD_GET_INFO, Linux 6.15; before it, the
+ * order alone decides). */
+enum { EXIT_WATCH_MAX = 64, EXIT_TIE_MS = 1000 };
 typedef struct exit_order {
-    int fd[EXIT_WATCH_MAX]; /* 0: not yet watched, > 0: its pidfd, -1: exited or not watchable */
+    int fd[EXIT_WATCH_MAX]; /* 0: not yet watched, > 0: its pidfd (kept to the end for its exit
+                               status), -1: not watchable */
+    double seen_ms[EXIT_WATCH_MAX]; /* when poll first found it exited (0: not yet) */
+    int round[EXIT_WATCH_MAX]; /* which poll found it (ranks of one poll: the supervisor woke
+                                  after both, their order is unknown) */
+    int rounds;
     int ranks;
-    unsigned long long first; /* the ranks seen to exit in the first poll that saw any (one, or a
-                                 tie: the supervisor woke after both) */
     char host[128];
 } exit_order;
 
@@ -284,27 +296,78 @@ static void exit_order_scan(exit_order *x, const char *notes)
     }
 }
 
-/* Poll entries for the watched ranks after p[0..base); their ranks into which[]. */
+/* Poll entries for the watched ranks not yet seen to exit after p[0..base); their ranks into
+ * which[]. */
 static int exit_order_fill(const exit_order *x, struct pollfd *p, int base, int *which)
 {
     int n = base;
     for (int r = 0; r < x->ranks; r++)
-        if (x->fd[r] > 0) {
+        if (x->fd[r] > 0 && x->seen_ms[r] == 0) {
             p[n] = (struct pollfd){.fd = x->fd[r], .events = POLLIN};
             which[n++] = r;
         }
     return n;
 }
 
-/* The ranks whose pidfds poll found readable, in one round (mask). */
+/* The ranks whose pidfds one poll found readable (mask). */
 static void exit_order_seen(exit_order *x, unsigned long long exited)
 {
-    if (!x->first) x->first = exited;
+    const double now = wall_ms();
+    x->rounds++;
     for (int r = 0; r < x->ranks; r++)
         if ((exited >> r) & 1) {
-            close(x->fd[r]);
-            x->fd[r] = -1;
+            x->seen_ms[r] = now > 0 ? now : 1;
+            x->round[r] = x->rounds;
         }
+}
+
+/* PIDFD_GET_INFO's argument as far as the exit status (its first version, 64 bytes; the
+ * kernel's headers here may predate it) */
+typedef struct pidfd_exit_info {
+    uint64_t mask, cgroupid;
+    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+    int32_t exit_code; /* as wait(2) gives it */
+} pidfd_exit_info;
+#define PIDFD_GET_INFO_IOCTL _IOWR(0xFF, 11, pidfd_exit_info)
+#define PIDFD_INFO_EXIT_BIT 8u
+
+/* 1 when the kernel says rank r was killed by a signal other than SIGABRT, 0 when it ended
+ * itself (exit code, abort), -1 when it cannot say (an older kernel, not reaped yet). */
+static int exit_order_killed(const exit_order *x, int r)
+{
+    if (x->fd[r] <= 0) return -1;
+    pidfd_exit_info info;
+    memset(&info, 0, sizeof info);
+    info.mask = PIDFD_INFO_EXIT_BIT;
+    if (ioctl(x->fd[r], PIDFD_GET_INFO_IOCTL, &info) != 0 || !(info.mask & PIDFD_INFO_EXIT_BIT)) return -1;
+    return WIFSIGNALED(info.exit_code) && WTERMSIG(info.exit_code) != SIGABRT;
+}
+
+/* The ranks that exited first (mask; one, or several the order cannot tell apart): of those
+ * seen within EXIT_TIE_MS of the first exit, the ones killed by a signal if some ended
+ * themselves, and of these the ones the earliest poll found. */
+static unsigned long long exit_order_first(const exit_order *x)
+{
+    double t0 = 0;
+    for (int r = 0; r < x->ranks; r++)
+        if (x->seen_ms[r] > 0 && (t0 == 0 || x->seen_ms[r] < t0)) t0 = x->seen_ms[r];
+    if (t0 == 0) return 0;
+    unsigned long long window = 0, killed = 0, ended_itself = 0;
+    for (int r = 0; r < x->ranks; r++) {
+        if (x->seen_ms[r] == 0 || x->seen_ms[r] > t0 + EXIT_TIE_MS) continue;
+        window |= 1ull << r;
+        const int k = exit_order_killed(x, r);
+        if (k == 1) killed |= 1ull << r;
+        if (k == 0) ended_itself |= 1ull << r;
+    }
+    const unsigned long long set = killed && ended_itself ? killed : window;
+    int first_round = 0;
+    for (int r = 0; r < x->ranks; r++)
+        if (((set >> r) & 1) && (first_round == 0 || x->round[r] < first_round)) first_round = x->round[r];
+    unsigned long long first = 0;
+    for (int r = 0; r < x->ranks; r++)
+        if (((set >> r) & 1) && x->round[r] == first_round) first |= 1ull << r;
+    return first;
 }
 
 static void exit_order_close(exit_order *x)
@@ -651,11 +714,13 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         if (n <= 0) break;
     }
     close(fds[0]);
-    exit_order_close(&order);
     int status = 0;
     pid_t w;
     while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
+    /* (after mpiexec: it has reaped the ranks, so the kernel has their exit statuses) */
+    const unsigned long long first_exits = exit_order_first(&order);
+    exit_order_close(&order);
     if (sfd >= 0) close(sfd);
     sigprocmask(SIG_SETMASK, &old, NULL);
 
@@ -665,7 +730,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     *init_refused = strcmp(failed_in, "initialisation") == 0;
     char why[700];
     lost_rank lost;
-    collect_notes(notes, why, sizeof why, failed_at_s, &lost, order.first);
+    collect_notes(notes, why, sizeof why, failed_at_s, &lost, first_exits);
     if (why[0] && lost.hb.beat > 0 && !lost.noted) {
         /* The rank lost left no note of its own: the notes are what the others saw next (an
          * error in a collective, a watchdog's line). */

@@ -146,10 +146,13 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
         rk_fail "a hung rank 0 under mpiexec" "exit $RK_RC: $(tail -c 400 "$RK_DIR/err") / left: $(ls -A "$RK_WORK/tmp_hangmpi") $(rk_left "$RK_DIR") processes"
     fi
     # a rank paused (SIGSTOP) for 3 s, well under --hang-timeout 10, then let go: no alarm; and a
-    # rank killed from outside (kill -9): exit 4, the supervisor names it from its heartbeat
-    for what in pause kill; do
+    # rank killed from outside (kill -9): exit 4, the supervisor names it from its heartbeat; and
+    # the same kill where the peer ends first (as UCX's abort did once in CI, seeing the victim's
+    # memory gone while the victim's exit was not yet done; here SIGABRT to rank 0, then SIGKILL
+    # to rank 1): the rank killed is named, not the one that aborted
+    for what in pause kill abortfirst; do
         mkdir -p "$RK_WORK/$what"
-        (cd "$RK_WORK/$what" && timeout 300 "$RK_BIN" "${RK_TINY[@]}" --iters 1500 --log-interval 500 --ranks 2 \
+        (cd "$RK_WORK/$what" && ulimit -c 0 && timeout 300 "$RK_BIN" "${RK_TINY[@]}" --iters 1500 --log-interval 500 --ranks 2 \
             --hang-timeout 10 --results results >out 2>err) &
         job=$!
         victim=""
@@ -157,6 +160,9 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
         sleep 1
         if [ "$what" = pause ]; then
             kill -STOP "$victim"; sleep 3; kill -CONT "$victim"
+        elif [ "$what" = abortfirst ]; then
+            peer=$(rk_rank_pid "$RK_WORK/$what" 0)
+            kill -ABRT "$peer"; sleep 0.05; kill -KILL "$victim" 2>/dev/null
         else
             kill -KILL "$victim"
         fi
@@ -175,6 +181,10 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
             # On a loaded machine both may have ended before the supervisor woke: then the line
             # says so, naming both)
             rk_pass "rank 1 killed from outside: exit 4, rank 1 named (pid, host, phase, iteration): the first rank to exit"
+        elif [ "$what" = abortfirst ] && [ -n "$victim" ] && [ "$rc" -eq 4 ] &&
+            grep -q "rank 1 (pid $victim on [^ ]*) was lost in the .* of iteration [0-9]* (its last heartbeat)" "$RK_WORK/$what/err" &&
+            ! grep -q "rank 0 (pid [0-9]* on [^ ]*) was lost" "$RK_WORK/$what/err" && [ "$(rk_left "$RK_WORK/$what")" -eq 0 ]; then
+            rk_pass "rank 0 aborted 50 ms before rank 1 was killed: rank 1 named (killed by a signal; an abort is a peer's reaction)"
         else
             rk_fail "rank 1 $what from outside" "exit $rc (victim ${victim:-not found}): $(tail -c 400 "$RK_WORK/$what/err")"
         fi
