@@ -56,7 +56,10 @@ static inline double bound_schedule_ms(const engine_vtbl *eng, const engine_conf
     const double copies = one_slot ? busy[BUSY_H2D] * (1 - 1 / (2 * L)) : 0;
     double b = compute + copies;
     if (clipped) {
-        const double forward = compute / (cfg->ckpt ? 4.0 : 3.0) + copies / 2, uncovered = busy[BUSY_HOST_ADAM] - forward;
+        /* (the forward: a quarter of the compute with a full recompute, a third without; selective's
+         * recompute is small beside a layer) */
+        const double fwd_share = cfg->recompute == GPT_RECOMPUTE_FULL ? 4.0 : 3.0;
+        const double forward = compute / fwd_share + copies / 2, uncovered = busy[BUSY_HOST_ADAM] - forward;
         b += uncovered > 0 ? uncovered : 0;
     }
     return b > roof ? b : roof;

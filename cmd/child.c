@@ -186,7 +186,11 @@ int run_outcome_read(const char *json_path, run_outcome *o)
     o->batch = (int)num(cfg, "batch");
     o->vocab = (int)num(cfg, "vocab");
     o->iters = (int)num(cfg, "iters");
-    o->ckpt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "ckpt"));
+    char recompute[16] = "";
+    str(cfg, "recompute", recompute, sizeof recompute);
+    if (gpt_recompute_parse(recompute, &o->recompute) != 0)
+        o->recompute = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cfg, "ckpt")) ? GPT_RECOMPUTE_NONE
+                                                                                  : GPT_RECOMPUTE_FULL;
     str(cfg, "window", o->window, sizeof o->window);
     str(cfg, "backend", o->backend, sizeof o->backend);
     str(cfg, "dtype", o->dtype, sizeof o->dtype);

@@ -57,7 +57,8 @@ typedef struct run_outcome {
     char message[512];
     char method[64];
     char log[PATH_MAX];
-    int layers, hidden, heads, seq, batch, vocab, iters, ckpt;
+    int layers, hidden, heads, seq, batch, vocab, iters;
+    gpt_recompute recompute; /* its "recompute" (JSON from before it: "ckpt" false is none) */
     char window[16], backend[8], dtype[8];
     char fingerprint[24]; /* cli_fingerprint of its options, hex ("" in JSON from before it) */
     int world;

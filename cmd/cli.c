@@ -20,7 +20,7 @@
 typedef enum opt_id {
     OPT_METHOD, OPT_LAYERS, OPT_HIDDEN, OPT_BATCH, OPT_WINDOW, OPT_HEADS, OPT_SEQ, OPT_VOCAB,
     OPT_ITERS, OPT_LOG_INTERVAL, OPT_SEED, OPT_RESULTS, OPT_DEVICE, OPT_CONFIG, OPT_DTYPE,
-    OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_LR, OPT_MIN_LR,
+    OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_RECOMPUTE, OPT_LR, OPT_MIN_LR,
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_TRANSPORT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
@@ -63,7 +63,10 @@ static const opt_spec specs[] = {
     {OPT_CPU_MEM, "cpu-mem-limit", 0, ARG_TEXT, "SIZE", "host memory budget, e.g. 90G (default: 90% of available memory)"},
     {OPT_DRY_RUN, "dry-run", 0, ARG_NONE, NULL, "print the memory plan and parameter count, allocate nothing"},
     {OPT_DATA, "data", 0, ARG_TEXT, "FILE", "train on little-endian uint16 tokens (default: synthetic corpus)"},
-    {OPT_NO_CKPT, "no-ckpt", 0, ARG_NONE, NULL, "keep every layer's activations (no checkpointing)"},
+    {OPT_RECOMPUTE, "recompute", 0, ARG_TEXT, "full|selective|none",
+     "what the backward recomputes (default full: each layer from its input, the artifact's; selective: the "
+     "LayerNorms, attention and GELU, keeping the GEMM outputs; none: keeps every activation)"},
+    {OPT_NO_CKPT, "no-ckpt", 0, ARG_NONE, NULL, "--recompute none (the older name)"},
     {OPT_LR, "lr", 0, ARG_NUM, "X", "peak learning rate (default 1.5e-4)"},
     {OPT_MIN_LR, "min-lr", 0, ARG_NUM, "X", "final learning rate of the cosine decay (default 1e-5)"},
     {OPT_DECAY_ITERS, "lr-decay-iters", 0, ARG_INT, "N", "cosine decay length (default 320000)"},
@@ -244,7 +247,7 @@ static void set_defaults(run_config *rc)
         .layers = 16, .hidden = 2048, .heads = 16, .seq = 1024, .batch = 4, .vocab = 50257,
     };
     rc->eng.window = 0;
-    rc->eng.ckpt = 1;
+    rc->eng.recompute = GPT_RECOMPUTE_FULL;
     rc->eng.optim = gpt_optim_default();
     rc->eng.seed = 1234;
     rc->eng.device = DEVICE_CPU;
@@ -461,7 +464,11 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_HOSTS:
         if (set_path(rc->hosts_path, sizeof rc->hosts_path, value, "file", opt, err, errlen)) return -1;
         break;
-    case OPT_NO_CKPT: e->ckpt = !flag_value; break;
+    case OPT_NO_CKPT: e->recompute = flag_value ? GPT_RECOMPUTE_NONE : GPT_RECOMPUTE_FULL; break;
+    case OPT_RECOMPUTE:
+        CHOOSE(e->recompute, {"full", GPT_RECOMPUTE_FULL}, {"selective", GPT_RECOMPUTE_SELECTIVE},
+               {"none", GPT_RECOMPUTE_NONE});
+        break;
     case OPT_LR:
         if (dv <= 0) return cli_fail(err, errlen, "%s: must be positive", opt);
         e->optim.lr = dv;
@@ -1329,7 +1336,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"batch", &e->shape.batch, sizeof e->shape.batch},
         {"vocab", &e->shape.vocab, sizeof e->shape.vocab},
         {"window", &e->window, sizeof e->window},
-        {"no-ckpt", &e->ckpt, sizeof e->ckpt},
+        {"recompute", &e->recompute, sizeof e->recompute},
         {"lr", &e->optim.lr, sizeof e->optim.lr},
         {"min-lr", &e->optim.min_lr, sizeof e->optim.min_lr},
         {"lr-decay-iters", &e->optim.decay_iters, sizeof e->optim.decay_iters},

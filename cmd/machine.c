@@ -35,7 +35,8 @@
  *              "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam", "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
- *                  "gpu_adam_ms_per_mparam" }, ... ],
+ *                  "gpu_adam_ms_per_mparam", "layer_recompute_selective_ms" (optional: files
+ *                  from before --recompute selective) }, ... ],
  *   "disks": [ { "dir", "read_gbs", "write_gbs", "measured" }, ... ] (--offload nvme's tier),
  *   "checkpoint_dirs": [ { "dir", "home_gbs", "write_ms", "write_gbs", "measured" }, ... ]
  *                      (gemini's --ckpt-dir: the state's checksums and copy home, then its file),
@@ -234,6 +235,10 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     }
     for (int i = 0; i < NCOMPUTE_FIELDS; i++)
         if (field(entry, "compute[]", COMPUTE_FIELDS[i], path, &w[i], err, errlen)) goto out;
+    if (cJSON_GetObjectItemCaseSensitive(entry, "layer_recompute_selective_ms") &&
+        field(entry, "compute[]", "layer_recompute_selective_ms", path, &out->layer_recompute_selective_ms, err,
+              errlen))
+        goto out;
     /* gemini's persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
      * one rank's here; on N ranks the world's entry below, measured with every rank writing */
     const cJSON *cdirs = cJSON_GetObjectItemCaseSensitive(root, "checkpoint_dirs"), *cd;
@@ -434,9 +439,17 @@ static void run_layer_bwd(void *p)
     for (int k = 0; k < LAYER_COPIES; k++) {
         float *g = c->lg + (size_t)k * c->PL;
         gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
-        gpt_layer_backward(c->s, c->sh, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch, 1);
+        gpt_layer_backward(c->s, c->sh, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch,
+                           GPT_RECOMPUTE_FULL);
         gpt_norm_squared(c->s, c->norm_out, g, c->PL);
     }
+}
+/* --recompute selective's recompute of a layer, alone (what its backward adds to none's). */
+static void run_layer_recompute_selective(void *p)
+{
+    compute_ctx *c = p;
+    for (int k = 0; k < LAYER_COPIES; k++)
+        gpt_layer_recompute(c->s, c->sh, layer_params(c, k), c->x_in, &c->acts, GPT_RECOMPUTE_SELECTIVE);
 }
 static void run_head(void *p)
 {
@@ -524,9 +537,11 @@ static int measure_compute(const run_config *rc, gpt_backend *be, cJSON *entry)
         const struct { const char *name; issue_fn fn; } parts[] = {
             {"embed_fwd_ms", run_embed_fwd}, {"layer_fwd_ms", run_layer_fwd}, {"layer_bwd_ms", run_layer_bwd},
             {"head_ms", run_head}, {"embed_bwd_ms", run_embed_bwd},
+            {"layer_recompute_selective_ms", run_layer_recompute_selective},
         };
         for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-            const int per_layer = parts[i].fn == run_layer_fwd || parts[i].fn == run_layer_bwd;
+            const int per_layer = parts[i].fn == run_layer_fwd || parts[i].fn == run_layer_bwd ||
+                                  parts[i].fn == run_layer_recompute_selective;
             cJSON_AddNumberToObject(entry, parts[i].name,
                                     time_ms(c->s, parts[i].fn, c, &bad) / (per_layer ? LAYER_COPIES : 1));
         }

@@ -298,8 +298,8 @@ void run_dry(const run_config *rc, const engine_vtbl *eng)
     format_bytes((double)plan.disk_bytes, d, sizeof d);
     fmt_params_line(line, sizeof line, P);
     printf("%s\n", line);
-    printf("%s | %s | %.3f B parameters (%llu) | checkpointing %s\n", eng->name, shape,
-           (double)P / 1e9, (unsigned long long)P, rc->eng.ckpt ? "on" : "off");
+    printf("%s | %s | %.3f B parameters (%llu) | recompute %s\n", eng->name, shape,
+           (double)P / 1e9, (unsigned long long)P, gpt_recompute_name(rc->eng.recompute));
     printf("plan: GPU %s (%llu bytes) | host %s (%llu bytes) | disk %s (%llu bytes)\n", g,
            (unsigned long long)plan.gpu_bytes, h, (unsigned long long)plan.host_bytes, d,
            (unsigned long long)plan.disk_bytes);
@@ -618,7 +618,9 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(cfg, "iters", rc->iters);
     cJSON_AddNumberToObject(cfg, "log_interval", rc->log_interval);
     cJSON_AddNumberToObject(cfg, "seed", (double)ec->seed);
-    cJSON_AddBoolToObject(cfg, "ckpt", ec->ckpt);
+    /* ("ckpt": whether layers are recomputed at all, as before --recompute) */
+    cJSON_AddBoolToObject(cfg, "ckpt", ec->recompute != GPT_RECOMPUTE_NONE);
+    cJSON_AddStringToObject(cfg, "recompute", gpt_recompute_name(ec->recompute));
     char fingerprint[24];
     snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(rc));
     cJSON_AddStringToObject(cfg, "fingerprint", fingerprint);
@@ -1381,15 +1383,15 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     format_bytes((double)s.plan.host_bytes, h, sizeof h);
     format_bytes((double)s.plan.disk_bytes, d, sizeof d);
     if (s.rank == 0) {
-        printf("aebench %s | %s | %s | %.6g M parameters | checkpointing %s%s\n", eng->name,
-               s.device_desc, shape, (double)s.params / 1e6, s.ec.ckpt ? "on" : "off",
+        printf("aebench %s | %s | %s | %.6g M parameters | recompute %s%s\n", eng->name,
+               s.device_desc, shape, (double)s.params / 1e6, gpt_recompute_name(s.ec.recompute),
                rc->cpu_preset ? " | CPU preset" : "");
         printf("  plan%s: GPU %s | host %s | disk %s\n", s.world > 1 ? " per rank" : "", g, h, d);
         fflush(stdout);
     }
-    logline(&s, "aebench %s: method %s, %s, %s, window %s, dtype %s, checkpointing %s, data %s",
+    logline(&s, "aebench %s: method %s, %s, %s, window %s, dtype %s, recompute %s, data %s",
             AEBENCH_VERSION, eng->name, s.device_desc, shape, s.window, s.ec.bf16 ? "bf16" : "fp32",
-            s.ec.ckpt ? "on" : "off", rc->data_path[0] ? rc->data_path : "synthetic");
+            gpt_recompute_name(s.ec.recompute), rc->data_path[0] ? rc->data_path : "synthetic");
     fmt_params_line(line, sizeof line, s.params);
     logline(&s, "%s", line);
     char gl[32], hl[32];

@@ -28,7 +28,8 @@
  *   --offload        cpu/nvme, zero-infinity and stronghold (nvme where --nvme-dir, or the
  *                    results directory, is writable)
  *   --clip-speculate auto/0, the engines that update ahead of the norm, when clipping is on
- *   --no-ckpt        on/off, megatron-lm and zero-offload
+ *   --recompute      full/selective/none, every engine (what each layer keeps for its
+ *                    backward against what the backward redoes)
  *   -w, --placement  stronghold: every window 1..L and auto (resident layers and three
  *                    slots sized to the GPU budget, which no -w W gives), its resident
  *                    layers at the bottom or spread (one placement at W = L: nothing streams)
@@ -84,7 +85,7 @@ typedef struct knobs {
     int dpu;
     int offload;        /* OFFLOAD_* */
     int clip_speculate; /* -1 auto, 0 none */
-    int ckpt;
+    gpt_recompute recompute;
     int window;         /* stronghold: 1..L; 0 auto (--largest's bound only) */
     int placement;      /* PLACE_* */
 } knobs;
@@ -211,7 +212,7 @@ static void config_of(const search *s, const knobs *k, int layers, engine_config
     cfg->dpu = k->dpu;
     cfg->offload = k->offload;
     cfg->clip_speculate = k->clip_speculate;
-    cfg->ckpt = k->ckpt;
+    cfg->recompute = k->recompute;
     cfg->window = k->window;
     cfg->placement = k->placement;
     if (k->offload == OFFLOAD_NVME) snprintf(cfg->nvme_dir, sizeof cfg->nvme_dir, "%s", s->nvme_dir);
@@ -314,7 +315,9 @@ static int consider(search *s, const engine_vtbl *eng, const knobs *k, int layer
 /* ---- the knobs ------------------------------------------------------------------------------- */
 
 typedef struct knob_lists {
-    int stage[4], nstage, dpu[2], ndpu, offload[2], noffload, clip[2], nclip, ckpt[2], nckpt, place[2], nplace;
+    int stage[4], nstage, dpu[2], ndpu, offload[2], noffload, clip[2], nclip, place[2], nplace;
+    gpt_recompute recompute[3];
+    int nrecompute;
 } knob_lists;
 
 static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
@@ -333,8 +336,12 @@ static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
     kl->clip[kl->nclip++] = ec->clip_speculate;
     if (!cli_given(rc, "clip-speculate") && (e->options & ENGINE_OPT_CLIP_SPECULATE) && ec->optim.clip > 0)
         kl->clip[kl->nclip++] = ec->clip_speculate == 0 ? -1 : 0;
-    kl->ckpt[kl->nckpt++] = ec->ckpt;
-    if (!cli_given(rc, "no-ckpt") && (e->options & ENGINE_OPT_NO_CKPT)) kl->ckpt[kl->nckpt++] = !ec->ckpt;
+    kl->recompute[kl->nrecompute++] = ec->recompute;
+    if (!cli_given(rc, "recompute") && !cli_given(rc, "no-ckpt")) {
+        static const gpt_recompute modes[] = {GPT_RECOMPUTE_FULL, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_NONE};
+        for (int i = 0; i < 3; i++)
+            if (modes[i] != ec->recompute) kl->recompute[kl->nrecompute++] = modes[i];
+    }
     if (e->uses_window && !cli_given(rc, "placement")) {
         kl->place[kl->nplace++] = PLACE_BOTTOM;
         kl->place[kl->nplace++] = PLACE_SPREAD;
@@ -350,7 +357,7 @@ static int knob_settings(const search *s, const engine_vtbl *e, knobs **out)
 {
     knob_lists kl;
     knob_lists_of(s, e, &kl);
-    const int n = s->nbatches * kl.nstage * kl.ndpu * kl.noffload * kl.nclip * kl.nckpt * kl.nplace;
+    const int n = s->nbatches * kl.nstage * kl.ndpu * kl.noffload * kl.nclip * kl.nrecompute * kl.nplace;
     knobs *k = malloc(sizeof *k * (size_t)n);
     if (!k) return -1;
     int i = 0;
@@ -359,10 +366,10 @@ static int knob_settings(const search *s, const engine_vtbl *e, knobs **out)
             for (int d = 0; d < kl.ndpu; d++)
                 for (int o = 0; o < kl.noffload; o++)
                     for (int cs = 0; cs < kl.nclip; cs++)
-                        for (int ck = 0; ck < kl.nckpt; ck++)
+                        for (int ck = 0; ck < kl.nrecompute; ck++)
                             for (int p = 0; p < kl.nplace; p++)
                                 k[i++] = (knobs){s->rates[bi].batch, kl.stage[a], kl.dpu[d], kl.offload[o], kl.clip[cs],
-                                                 kl.ckpt[ck], s->rc->eng.window, kl.place[p]};
+                                                 kl.recompute[ck], s->rc->eng.window, kl.place[p]};
     *out = k;
     return n;
 }
@@ -566,7 +573,8 @@ static int command_of(const search *s, const candidate *c, int largest, char ***
         if (c->k.clip_speculate < 0) bad = bad || push2(out, nout, "--clip-speculate", "auto");
         else bad = bad || push_int(out, nout, "--clip-speculate", c->k.clip_speculate);
     }
-    if (!c->k.ckpt && !cli_given(rc, "no-ckpt")) bad = bad || strv_push(out, nout, "--no-ckpt");
+    if (c->k.recompute != GPT_RECOMPUTE_FULL && !cli_given(rc, "recompute") && !cli_given(rc, "no-ckpt"))
+        bad = bad || push2(out, nout, "--recompute", gpt_recompute_name(c->k.recompute));
     if (e->uses_window && !cli_given(rc, "window"))
         bad = bad || (c->k.window ? push_int(out, nout, "-w", c->k.window) : push2(out, nout, "-w", "auto"));
     if (e->uses_window && !cli_given(rc, "placement"))
@@ -696,7 +704,8 @@ static cJSON *candidate_json(const search *s, const candidate *c, int rank, int 
     cJSON_AddStringToObject(o, "offload", c->k.offload == OFFLOAD_NVME ? "nvme" : "cpu");
     if (c->k.clip_speculate < 0) cJSON_AddStringToObject(o, "clip_speculate", "auto");
     else cJSON_AddNumberToObject(o, "clip_speculate", c->k.clip_speculate);
-    cJSON_AddBoolToObject(o, "ckpt", c->k.ckpt);
+    cJSON_AddBoolToObject(o, "ckpt", c->k.recompute != GPT_RECOMPUTE_NONE);
+    cJSON_AddStringToObject(o, "recompute", gpt_recompute_name(c->k.recompute));
     if (c->eng->uses_window) {
         cJSON_AddNumberToObject(o, "window", c->k.window);
         cJSON_AddStringToObject(o, "placement", placement_name(c->k.placement));

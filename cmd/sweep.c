@@ -205,7 +205,7 @@ static int find_done(const item *it, const child_result *pr, run_outcome *found)
                     o.layers == pr->shape[0] && o.hidden == pr->shape[1] && o.heads == pr->shape[2] &&
                     o.seq == pr->shape[3] && o.batch == pr->shape[4] && o.vocab == pr->shape[5] &&
                     strcmp(o.window, w) == 0 && o.iters == it->rc.iters &&
-                    strcmp(o.backend, pr->backend) == 0 && o.ckpt == it->rc.eng.ckpt &&
+                    strcmp(o.backend, pr->backend) == 0 && o.recompute == it->rc.eng.recompute &&
                     strcmp(o.dtype, it->rc.eng.bf16 ? "bf16" : "fp32") == 0 &&
                     (o.world ? o.world : 1) == (it->rc.ranks > 1 ? it->rc.ranks : 1) &&
                     (!o.fingerprint[0] || strcmp(o.fingerprint, fingerprint) == 0);

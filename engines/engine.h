@@ -31,8 +31,6 @@ typedef enum offload_target { OFFLOAD_CPU = 0, OFFLOAD_NVME = 1 } offload_target
 enum {
     ENGINE_OPT_DPU = 1u << 0,          /* --dpu */
     ENGINE_OPT_OFFLOAD_NVME = 1u << 1, /* --offload nvme */
-    ENGINE_OPT_NO_CKPT = 1u << 2,      /* --no-ckpt (the others recompute each layer from its
-                                          checkpointed input) */
     ENGINE_OPT_RANKS = 1u << 3,        /* runs on N ranks (data parallel) */
     ENGINE_OPT_ACCUM = 1u << 4,        /* accumulates several micro-batches per step */
     ENGINE_OPT_ZERO_STAGES = 1u << 5,  /* --zero-stage 1-3 */
@@ -59,7 +57,9 @@ typedef struct engine_config {
     int clip_speculate;
     /* stronghold: where its resident layers sit among the streamed ones (PLACE_*) */
     int placement;
-    int ckpt;      /* activation checkpointing of every layer */
+    /* --recompute: what each layer keeps of its forward for its backward (full: activation
+     * checkpointing, the artifact's; selective: the GEMM outputs; none: everything) */
+    gpt_recompute recompute;
     gpt_optim optim;
     uint64_t seed;
     device_kind device;
@@ -240,6 +240,8 @@ typedef struct machine_rates {
     /* compute, one micro-batch of the shape (ms) */
     double embed_fwd_ms, layer_fwd_ms, layer_bwd_ms /* with recompute */, head_ms /* fwd + bwd */;
     double embed_bwd_ms;
+    double layer_recompute_selective_ms; /* --recompute selective's recompute alone (0: the file
+                                            predates it) */
     double gpu_adam_ms_per_mparam; /* the device AdamW, ms per million parameters */
     /* megatron-lm's step against the sum of those pieces: per layer (its gradient zeroing,
      * norm and clipping go with each layer's Adam) and for the rest.  Only megatron-lm's
@@ -343,7 +345,7 @@ typedef struct engine_resume {
 
 /* The registry (engines/registry.c). */
 const engine_vtbl *engine_find(const char *name);
-/* Whether eng can run cfg: --dtype bf16, --dpu, --offload nvme, --no-ckpt against what it
+/* Whether eng can run cfg: --dtype bf16, --dpu, --offload nvme against what it
  * implements,
  * then its own check.  0 when fine; else one line in err (the driver exits 2, nothing is
  * written). */

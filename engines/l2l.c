@@ -93,11 +93,13 @@ typedef struct l2l_layout {
     size_t Sl, SP; /* a layer's shard, and the slot's floats (W Sl: the layer padded) */
     gpt_dtype dt;  /* what the ops read (--dtype): fp32, or bf16 with fp32 master weights */
     size_t act;    /* ... its bytes per element */
+    gpt_recompute rec; /* --recompute: what each layer's activations keep on the GPU */
 } l2l_layout;
 
-static l2l_layout layout_for(const gpt_shape *sh, int bf16)
+static l2l_layout layout_for(const gpt_shape *sh, int bf16, gpt_recompute rec)
 {
     l2l_layout z;
+    z.rec = rec;
     z.dt = bf16 ? GPT_BF16 : GPT_F32;
     z.act = gpt_dtype_size(z.dt);
     z.L = sh->layers;
@@ -141,7 +143,7 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
     b.embed_work = bf16 ? gpt_act_bytes(z->PE, z->dt) : 0;
     b.slot_work = gpt_act_bytes(z->SP, z->dt);    /* the slot's params, as the ops read them */
     b.host_work = bf16 ? gpt_act_bytes((size_t)z->L * z->Sl, z->dt) : 0;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, z->dt);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->W, z->M, z->dt);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     /* (N ranks: also each layer whole, before its shard is kept) */
     b.staging = (z->W > 1 && z->PL > z->PE ? z->PL : z->PE) * f;
@@ -176,7 +178,7 @@ static int ahead_layers(const engine_config *cfg, const l2l_layout *z, const gpt
 
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
 {
-    l2l_layout z = layout_for(&cfg->shape, cfg->bf16);
+    l2l_layout z = layout_for(&cfg->shape, cfg->bf16, cfg->recompute);
     set_ranks(&z, engine_world(cfg), 0, engine_micro_batches(cfg));
     z.K = ahead_layers(cfg, &z, &cfg->shape);
     plan_of(&z, &cfg->shape, out);
@@ -320,7 +322,7 @@ static int l2l_init(const engine_env *env, void **state)
     st->env = *env;
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
-    st->z = layout_for(&st->sh, env->cfg->bf16);
+    st->z = layout_for(&st->sh, env->cfg->bf16, env->cfg->recompute);
     set_ranks(&st->z, engine_world(env->cfg), env->rank, engine_micro_batches(env->cfg));
     st->z.K = ahead_layers(env->cfg, &st->z, &st->sh);
     *state = st;
@@ -340,7 +342,7 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, &st->slot_p, b.slot_work, MEM_GPU, "layer slot parameters")) ||
         (rc = alloc_in(st, (void **)&st->slot_g, b.slot, MEM_GPU, "layer slot gradients")) ||
         (rc = alloc_in(st, &st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, st->z.W, st->z.M, st->z.dt)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, st->z.rec, st->z.W, st->z.M, st->z.dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         /* (bf16: the copies up read the working copy, so the fp32 params need no pinning) */
         (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, b.host_work ? MEM_HOST : MEM_PINNED,
@@ -436,7 +438,8 @@ static int forward(l2l_state *st, step_result *out)
         if ((rc = copy_in(st, k, out)) || (rc = gpt_stream_wait_event(c, st->params_in)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
-        gpt_layer_forward(c, sh, st->slot_p, input_of(st, k), input_of(st, k + 1), &st->work.acts);
+        gpt_layer_acts acts = layer_work_acts(&st->work, sh, k);
+        gpt_layer_forward(c, sh, st->slot_p, input_of(st, k), input_of(st, k + 1), &acts);
         if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->slot_done, c)))
             return rc;
     }
@@ -465,8 +468,9 @@ static int backward(l2l_state *st, step_result *out)
             (rc = gpt_stream_wait_event(c, st->grads_zeroed)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
-        gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->work.dres, &st->work.acts,
-                           &st->work.scratch, 1);
+        gpt_layer_acts acts = layer_work_acts(&st->work, sh, j);
+        gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->work.dres, &acts,
+                           &st->work.scratch, z->rec);
         /* N ranks: the slot's grads are reduce-scattered before they go home; micro-batches
          * after the first add the earlier ones' sum (fin: the stream that did it). */
         gpt_stream *fin;
@@ -622,7 +626,7 @@ static void l2l_chosen_plan(void *state, engine_plan *out)
 static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     memset(out, 0, sizeof *out);
-    l2l_layout z = layout_for(&cfg->shape, cfg->bf16);
+    l2l_layout z = layout_for(&cfg->shape, cfg->bf16, cfg->recompute);
     const int W = engine_world(cfg), M = engine_micro_batches(cfg);
     set_ranks(&z, W, 0, M);
     if (pred_no_collectives(cfg, m, out)) return;

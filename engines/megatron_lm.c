@@ -178,7 +178,7 @@ static megatron_sizes sizes_of(const engine_config *cfg)
     z.grads_tmp = stage >= 2 && z.M > 1 ? z.shard_max * f : 0;
     z.adam = (stage == 0 ? z.padded_total : z.shard_total) * f;
     z.inputs = gpt_act_bytes((L + 1) * N * C, dt);
-    z.layer_acts = (cfg->ckpt ? 1 : L) * gpt_layer_acts_bytes(sh, dt);
+    z.layer_acts = gpt_layers_acts_bytes(sh, dt, cfg->recompute, (int)L);
     z.scratch = gpt_layer_scratch_bytes(sh, dt);
     z.head = gpt_head_acts_bytes(sh, dt);
     z.dres = gpt_act_bytes(N * C, dt);
@@ -402,7 +402,7 @@ static int megatron_init(const engine_env *env, void **state)
         st->gslot[0] = gslots;
         st->gslot[1] = (float *)gslots + z->padded_layer;
     }
-    m->ckpt = env->cfg->ckpt;
+    m->recompute = env->cfg->recompute;
     m->tokens = st->ids;
     m->targets = st->ids + (size_t)st->sh.batch * st->sh.seq;
     gpt_layer_scratch_carve_as(&m->scratch, scratch_mem, &st->sh, be->dtype);
@@ -497,14 +497,11 @@ static void *layer_input(megatron_state *st, int l)
     return (char *)st->act.layer_inputs + (size_t)l * NC * act_size(st);
 }
 
-/* The activations layer l's forward fills (one set with checkpointing, L without). */
+/* The activations layer l's forward fills (gpt_layers_acts_carve: what --recompute keeps). */
 static gpt_layer_acts layer_acts(megatron_state *st, int l)
 {
-    const gpt_dtype dt = st->env.be->dtype;
     gpt_layer_acts a;
-    gpt_layer_acts_carve_as(&a, (char *)st->act.layer_acts +
-                                    (st->act.ckpt ? 0 : (size_t)l) * gpt_layer_acts_bytes(&st->sh, dt),
-                            &st->sh, dt);
+    gpt_layers_acts_carve(&a, st->act.layer_acts, &st->sh, st->env.be->dtype, st->act.recompute, l);
     return a;
 }
 
@@ -552,7 +549,7 @@ static int backward_micro(megatron_state *st, int last_micro)
         }
         gpt_layer_acts a = layer_acts(st, l);
         gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf, layer_input(st, l), m->dres, &a,
-                           &m->scratch, m->ckpt);
+                           &m->scratch, m->recompute);
         if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;
     }
     gpt_embed_backward(s, sh, grad_buffer(st, 0), m->dres, m->tokens);
@@ -803,7 +800,7 @@ const engine_vtbl engine_megatron_lm = {
     .description = "no offload: everything on the GPU (the baseline); N ranks: DDP or ZeRO-1/2/3",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_ZERO_STAGES |
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_ZERO_STAGES |
                ENGINE_OPT_FAULT_BACKWARD,
     .plan = megatron_plan,
     .init = megatron_init,

@@ -63,11 +63,6 @@ int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, 
                  eng->name);
         return -1;
     }
-    if (!cfg->ckpt && !(eng->options & ENGINE_OPT_NO_CKPT)) {
-        snprintf(err, errlen, "%s recomputes every layer from its checkpointed input; --no-ckpt is "
-                 "not supported", eng->name);
-        return -1;
-    }
     if (engine_world(cfg) > 1 && !(eng->options & ENGINE_OPT_RANKS)) {
         snprintf(err, errlen, "%s runs on one rank so far (got %d ranks)", eng->name, cfg->world);
         return -1;

@@ -135,11 +135,13 @@ typedef struct sh_layout {
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
     gpt_dtype dt;    /* what the ops read (--dtype): fp32, or bf16 with fp32 master weights */
     size_t act;      /* ... its bytes per element */
+    gpt_recompute rec; /* --recompute: what each layer's activations keep on the GPU */
 } sh_layout;
 
-static sh_layout layout_for(const gpt_shape *sh, int R, int S, int bf16)
+static sh_layout layout_for(const gpt_shape *sh, int R, int S, int bf16, gpt_recompute rec)
 {
     sh_layout z;
+    z.rec = rec;
     z.dt = bf16 ? GPT_BF16 : GPT_F32;
     z.act = gpt_dtype_size(z.dt);
     z.L = sh->layers;
@@ -223,7 +225,7 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     const int bf16 = z->dt == GPT_BF16;
     b.embed_work = bf16 ? gpt_act_bytes(z->PE, z->dt) : 0;
     b.host_work = bf16 ? gpt_act_bytes((size_t)z->Ls * z->Sl, z->dt) : 0;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, z->dt);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->W, z->M, z->dt);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.res_fresh = z->M > 1 ? z->PL * f : 0;
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->Sl * f;
@@ -284,7 +286,7 @@ static int ahead_layers(const engine_config *cfg, const sh_layout *z, const gpt_
  * its disk tier, micro-batches, shards and updates ahead; the placement is the caller's. */
 static sh_layout run_layout(const engine_config *cfg, int R, int S, int rank)
 {
-    sh_layout z = layout_for(&cfg->shape, R, S, cfg->bf16);
+    sh_layout z = layout_for(&cfg->shape, R, S, cfg->bf16, cfg->recompute);
     z.nvme = cfg->offload == OFFLOAD_NVME;
     z.M = engine_micro_batches(cfg);
     set_ranks(&z, engine_world(cfg), rank);
@@ -311,7 +313,7 @@ static void fixed_window(const gpt_shape *sh, int W, int *R, int *S)
 static int auto_layout(const gpt_shape *sh, int bf16, uint64_t left, int S, int *R_out, int *S_out)
 {
     const int L = sh->layers;
-    sh_layout z = layout_for(sh, 0, 0, bf16);
+    sh_layout z = layout_for(sh, 0, 0, bf16, GPT_RECOMPUTE_FULL); /* (the per-layer sizes only) */
     const uint64_t headroom = left / 20 < (512ull << 20) ? left / 20 : (512ull << 20);
     const uint64_t usable = left - headroom;
     const uint64_t per_res = gpu_per_resident(&z), per_slot = gpu_per_slot(&z);
@@ -338,7 +340,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     } else if (cfg->gpu_budget) {
         /* -w auto: the layout its memory rule gives under this budget, with the three slots
          * that hide the copies at the paper's shapes (init measures the real number). */
-        sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16);
+        sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16, cfg->recompute);
         z0.M = engine_micro_batches(cfg);
         sh_bytes b0 = bytes_for(&z0, sh);
         const uint64_t common = gpu_common(&b0);
@@ -692,7 +694,7 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out, int *spre
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
     const int bf16 = st->env.cfg->bf16;
-    sh_layout z = layout_for(sh, 0, 0, bf16);
+    sh_layout z = layout_for(sh, 0, 0, bf16, st->env.cfg->recompute);
     const mem_budget *gb = &st->env.gpu->budget;
     const uint64_t left = gb->limit > gb->in_use ? gb->limit - gb->in_use : 0;
     const uint64_t per_res = gpu_per_resident(&z);
@@ -737,8 +739,10 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out, int *spre
             (rc = gpt_stream_memset_zero(st->io.compute, st->work.dres, z.NC * act)) ||
             (rc = gpt_event_record(e0, st->io.compute)))
             break;
-        gpt_layer_forward(st->io.compute, sh, pp, px, st->x_out, &st->work.acts);
-        gpt_layer_backward(st->io.compute, sh, pp, pg, px, st->work.dres, &st->work.acts, &st->work.scratch, 1);
+        gpt_layer_acts acts = layer_work_acts(&st->work, sh, 0);
+        gpt_layer_forward(st->io.compute, sh, pp, px, st->x_out, &acts);
+        gpt_layer_backward(st->io.compute, sh, pp, pg, px, st->work.dres, &acts, &st->work.scratch,
+                           st->work.recompute);
         if ((rc = timed(st->io.compute, e0, e1, &ms_layer))) break;
         if ((rc = gpt_event_record(e0, st->io.d2h)) ||
             (rc = gpt_memcpy_d2h(st->io.d2h, st->staging, pg, z.PL * sizeof(float))) ||
@@ -874,7 +878,7 @@ static int stronghold_init(const engine_env *env, void **state)
     if ((rc = offload_streams_open(&st->io, env->be, env->cfg, 7 * L + 18))) return rc;
 
     /* What every placement needs, then the window, then the rest. */
-    sh_layout z0 = layout_for(sh, 0, 0, env->cfg->bf16);
+    sh_layout z0 = layout_for(sh, 0, 0, env->cfg->bf16, env->cfg->recompute);
     z0.M = engine_micro_batches(env->cfg);
     sh_bytes b0 = bytes_for(&z0, sh);
     if ((b0.res_fresh && (rc = alloc_in(st, (void **)&st->res_fresh, b0.res_fresh, MEM_GPU,
@@ -885,7 +889,7 @@ static int stronghold_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_v, b0.embed, MEM_GPU, "embedding Adam v")) ||
         (b0.embed_work && (rc = alloc_in(st, &st->embed_w, b0.embed_work, MEM_GPU, "embedding working copy (bf16)"))) ||
         (rc = alloc_in(st, &st->x_out, b0.x_out, MEM_GPU, "last layer output")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, engine_world(env->cfg), z0.M, z0.dt)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z0.rec, engine_world(env->cfg), z0.M, z0.dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         (rc = alloc_in(st, (void **)&st->staging, b0.staging, MEM_PINNED, "staging block")))
         return rc;
@@ -1104,7 +1108,8 @@ static int forward(stronghold_state *st, step_result *out)
             (rc = gpt_stream_wait_event(c, st->slot_ev[slot_of(st, next)].x_off)))
             return rc;
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-        gpt_layer_forward(c, sh, params_of(st, k), input_of(st, k), input_of(st, next), &st->work.acts);
+        gpt_layer_acts acts = layer_work_acts(&st->work, sh, k);
+        gpt_layer_forward(c, sh, params_of(st, k), input_of(st, k), input_of(st, next), &acts);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         if (!ev) {
             if ((rc = issue_prefetches(st, -1, out))) return rc;
@@ -1160,8 +1165,9 @@ static int backward(stronghold_state *st, step_result *out)
             return rc;
         }
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-        gpt_layer_backward(c, sh, params_of(st, j), grads, input_of(st, j), st->work.dres,
-                           &st->work.acts, &st->work.scratch, 1);
+        gpt_layer_acts acts = layer_work_acts(&st->work, sh, j);
+        gpt_layer_backward(c, sh, params_of(st, j), grads, input_of(st, j), st->work.dres, &acts,
+                           &st->work.scratch, st->work.recompute);
         /* N ranks: a resident layer's grads are all-reduced (every rank runs its GPU Adam); a
          * streamed layer's are reduce-scattered and only this rank's shard goes home (fin:
          * the stream on which they are final).  Micro-batches after the first add the
@@ -1357,7 +1363,7 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
         *spread = spread_rule(cfg, *R, *S);
         return;
     }
-    sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16);
+    sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16, cfg->recompute);
     const double per_float = (double)z0.act / sizeof(float); /* (bf16: the copies up move half) */
     const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL) + pred_h2d_ms(m, per_float * ((double)z0.PL + z0.NC)),
                                      m->layer_fwd_ms + m->layer_bwd_ms);
@@ -1417,7 +1423,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
 {
     memset(out, 0, sizeof *out);
     const machine_rates scaled = pred_scaled(measured), *m = &scaled; /* (its GPU does megatron-lm's per-layer work) */
-    sh_layout z = layout_for(&cfg->shape, R, S, cfg->bf16);
+    sh_layout z = layout_for(&cfg->shape, R, S, cfg->bf16, cfg->recompute);
     const int W = engine_world(cfg), M = engine_micro_batches(cfg);
     set_ranks(&z, W, 0);
     z.spread = spread;

@@ -129,6 +129,7 @@ typedef struct zi_layout {
     int W, rank;
     size_t Se, Sl, Pshard;
     gpt_dtype dt;       /* what the ops read (--dtype): fp32, or bf16 with fp32 master weights */
+    gpt_recompute rec;  /* --recompute: what each layer's activations keep on the GPU */
     size_t act;         /* ... its bytes per element */
     int M;              /* micro-batches per step */
     int K;              /* --clip-speculate: the top K layers are updated ahead of the norm */
@@ -164,6 +165,7 @@ static zi_layout layout_for(const engine_config *cfg)
     z.M = engine_micro_batches(cfg);
     z.K = 0;
     z.dt = cfg->bf16 ? GPT_BF16 : GPT_F32;
+    z.rec = cfg->recompute;
     z.act = gpt_dtype_size(z.dt);
     return z;
 }
@@ -207,7 +209,7 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     b.buckets = (size_t)ZI_BUCKETS * z->W * z->Sl * f;
     b.inputs = gpt_act_bytes((size_t)(z->L + 1) * z->NC, z->dt);
     b.host_work = z->dt == GPT_BF16 ? gpt_act_bytes(z->Pshard, z->dt) : 0;
-    b.work_gpu = layer_work_gpu_bytes(sh, 1, z->W, z->M, z->dt);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->W, z->M, z->dt);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.host_params = z->Pshard * f;
     /* nvme: the grads go to disk, but with micro-batches their sum is kept in pinned memory
@@ -420,7 +422,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = alloc_in(st, &st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, &st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, 1, z->W, z->M, z->dt)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->rec, z->W, z->M, z->dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         /* (bf16: the fetches read the working copy, so the fp32 params need no pinning) */
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, b.host_work ? MEM_HOST : MEM_PINNED,
@@ -706,8 +708,8 @@ layers:
     for (int k = 0; k < z->L; k++) {
         if ((rc = wait_fetch(st, k)) || (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
-        gpt_layer_forward(c, sh, buffer_of_fetch(st, k), input_of(st, k), input_of(st, k + 1),
-                          &st->work.acts);
+        gpt_layer_acts acts = layer_work_acts(&st->work, sh, k);
+        gpt_layer_forward(c, sh, buffer_of_fetch(st, k), input_of(st, k), input_of(st, k + 1), &acts);
         if ((rc = span_end(&st->io.spans, c, span)) || (rc = release_fetch(st, k, out))) return rc;
     }
     return layer_work_head_forward(&st->work, &st->io.spans, c, sh, st->embed_p, st->embed_g,
@@ -737,8 +739,9 @@ static int backward(zi_state *st, step_result *out)
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)) ||
             (rc = gpt_stream_memset_zero(c, bucket, z->W * z->Sl * sizeof(float))))
             return rc;
+        gpt_layer_acts acts = layer_work_acts(&st->work, sh, j);
         gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->work.dres,
-                           &st->work.acts, &st->work.scratch, 1);
+                           &acts, &st->work.scratch, z->rec);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         /* one rank: the earlier micro-batches' sum added here, then the norm after the last */
         if (z->W == 1 &&

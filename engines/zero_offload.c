@@ -119,7 +119,8 @@ typedef struct zo_layout {
     int BL;      /* layers per bucket */
     int groups;  /* buckets filled per backward: ceil(L / BL) */
     int nbuf;    /* bucket buffers on the GPU: min(2, groups) */
-    int ckpt, dpu;
+    int dpu;
+    gpt_recompute rec; /* --recompute: what each layer's activations keep on the GPU */
     int M;            /* micro-batches per step */
     size_t PL, PE, P; /* floats of a layer block, the embed block, the model */
     size_t N, NC;     /* tokens per step; floats of one (N, C) activation */
@@ -154,7 +155,7 @@ static zo_layout layout_for(const engine_config *cfg)
     z.P = (size_t)gpt_param_count(sh);
     z.N = (size_t)sh->batch * sh->seq;
     z.NC = z.N * (size_t)sh->hidden;
-    z.ckpt = cfg->ckpt;
+    z.rec = cfg->recompute;
     z.dpu = cfg->dpu;
     z.M = engine_micro_batches(cfg);
     uint64_t bl = (bucket_elems() + z.PL - 1) / z.PL;
@@ -193,7 +194,7 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
     b.buckets = (size_t)z->nbuf * z->BL * z->W * z->Sl * f;
     b.inputs = gpt_act_bytes((size_t)(z->L + 1) * z->NC, z->dt);
     b.host_work = z->dt == GPT_BF16 ? gpt_act_bytes(z->Pshard, z->dt) : 0;
-    b.work_gpu = layer_work_gpu_bytes(sh, z->ckpt ? 1 : z->L, z->W, z->M, z->dt);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->W, z->M, z->dt);
     b.work_host = layer_work_host_bytes(sh, z->W, z->M);
     b.host_params = b.host_grads = b.host_mv = z->Pshard * f;
     b.staging = z->W > 1 ? (z->PE > z->PL ? z->PE : z->PL) * f : 0;
@@ -304,7 +305,7 @@ static const void *copy_back_source(const zo_state *st, int k)
 }
 static gpt_layer_acts acts_of(zo_state *st, int l)
 {
-    return layer_work_acts(&st->work, &st->sh, st->z.ckpt ? 0 : l);
+    return layer_work_acts(&st->work, &st->sh, l);
 }
 
 static int alloc_in(zo_state *st, void **ptr, size_t bytes, mem_where where, const char *what)
@@ -399,7 +400,7 @@ static int zero_offload_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed_grads, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, &st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->ckpt ? 1 : z->L, z->W, z->M, z->dt)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->rec, z->W, z->M, z->dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         /* (bf16: the copy-back reads the working copy, so the masters need no pinning) */
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, b.host_work ? MEM_HOST : MEM_PINNED,
@@ -641,7 +642,7 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
         gpt_layer_acts a = acts_of(st, j);
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, gpu_block(st, 1 + j), grads, input_of(st, j),
-                           st->work.dres, &a, &st->work.scratch, z->ckpt);
+                           st->work.dres, &a, &st->work.scratch, z->rec);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         /* (N ranks: each shard's norm once it is reduced, in bucket_home; one rank: here, after
          * the earlier micro-batches' sum is added) */
@@ -869,7 +870,7 @@ const engine_vtbl engine_zero_offload = {
     .description = "ZeRO-2 Offload: params on the GPU, grads and Adam on the host (--dpu)",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_DPU | ENGINE_OPT_NO_CKPT | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
+    .options = ENGINE_OPT_DPU | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = zero_offload_plan,
     .init = zero_offload_init,
     .chosen_plan = zero_offload_chosen_plan,

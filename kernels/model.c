@@ -7,6 +7,7 @@
 #include "rng.h"
 
 #include <math.h>
+#include <string.h>
 
 int gpt_pad_vocab(int vocab)
 {
@@ -156,23 +157,43 @@ static void *take(carver *c, size_t bytes)
     return p;
 }
 
-static size_t layer_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dt)
+/* A layer's activations from two carvers: the ones a layer keeps under selective
+ * recompute (the GEMM outputs) from kept, the others from work; one carver for both gives
+ * the whole struct in one block (the order of the members within each part is fixed). */
+static void layer_acts_carve_split(gpt_layer_acts *a, carver *kept, carver *work,
+                                   const gpt_shape *sh, gpt_dtype dt)
 {
     const size_t N = rows(sh), C = (size_t)sh->hidden, e = gpt_dtype_size(dt);
+    a->ln1 = take(work, N * C * e);
+    a->ln1_mean = take(work, N * sizeof(float));
+    a->ln1_rstd = take(work, N * sizeof(float));
+    a->qkv = take(kept, 3 * N * C * e);
+    a->att_lse = take(work, att_rows(sh) * sizeof(float));
+    a->atty = take(work, N * C * e);
+    a->res2 = take(kept, N * C * e);
+    a->ln2 = take(work, N * C * e);
+    a->ln2_mean = take(work, N * sizeof(float));
+    a->ln2_rstd = take(work, N * sizeof(float));
+    a->fch = take(kept, 4 * N * C * e);
+    a->fch_gelu = take(work, 4 * N * C * e);
+    a->gelu_apart = 0;
+}
+
+static size_t layer_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dt)
+{
     carver c = {base, 0};
-    a->ln1 = take(&c, N * C * e);
-    a->ln1_mean = take(&c, N * sizeof(float));
-    a->ln1_rstd = take(&c, N * sizeof(float));
-    a->qkv = take(&c, 3 * N * C * e);
-    a->att_lse = take(&c, att_rows(sh) * sizeof(float));
-    a->atty = take(&c, N * C * e);
-    a->res2 = take(&c, N * C * e);
-    a->ln2 = take(&c, N * C * e);
-    a->ln2_mean = take(&c, N * sizeof(float));
-    a->ln2_rstd = take(&c, N * sizeof(float));
-    a->fch = take(&c, 4 * N * C * e);
-    a->fch_gelu = take(&c, 4 * N * C * e);
+    layer_acts_carve_split(a, &c, &c, sh, dt);
     return c.used;
+}
+
+/* Bytes of the selective split: *kept (a layer's own), *work (the working set). */
+static void selective_bytes(const gpt_shape *sh, gpt_dtype dt, size_t *kept, size_t *work)
+{
+    gpt_layer_acts a;
+    carver k = {NULL, 0}, w = {NULL, 0};
+    layer_acts_carve_split(&a, &k, &w, sh, dt);
+    *kept = k.used;
+    *work = w.used;
 }
 
 /* fp32 whatever the element type: dt is for the callers' uniformity. */
@@ -215,6 +236,60 @@ size_t gpt_layer_acts_bytes(const gpt_shape *sh, gpt_dtype dtype)
     gpt_layer_acts a;
     return layer_acts_carve(&a, NULL, sh, dtype);
 }
+const char *gpt_recompute_name(gpt_recompute r)
+{
+    return r == GPT_RECOMPUTE_NONE ? "none" : r == GPT_RECOMPUTE_SELECTIVE ? "selective" : "full";
+}
+
+int gpt_recompute_parse(const char *text, gpt_recompute *out)
+{
+    static const gpt_recompute all[] = {GPT_RECOMPUTE_NONE, GPT_RECOMPUTE_FULL, GPT_RECOMPUTE_SELECTIVE};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (text && strcmp(text, gpt_recompute_name(all[i])) == 0) {
+            *out = all[i];
+            return 0;
+        }
+    return -1;
+}
+
+size_t gpt_layer_kept_bytes(const gpt_shape *sh, gpt_dtype dtype, gpt_recompute mode)
+{
+    size_t kept, work;
+    if (mode == GPT_RECOMPUTE_FULL) return 0;
+    if (mode == GPT_RECOMPUTE_NONE) return gpt_layer_acts_bytes(sh, dtype);
+    selective_bytes(sh, dtype, &kept, &work);
+    return kept;
+}
+
+/* The working set's bytes under mode (0 with none). */
+static size_t layers_work_bytes(const gpt_shape *sh, gpt_dtype dtype, gpt_recompute mode)
+{
+    size_t kept, work;
+    if (mode == GPT_RECOMPUTE_NONE) return 0;
+    if (mode == GPT_RECOMPUTE_FULL) return gpt_layer_acts_bytes(sh, dtype);
+    selective_bytes(sh, dtype, &kept, &work);
+    return work;
+}
+
+size_t gpt_layers_acts_bytes(const gpt_shape *sh, gpt_dtype dtype, gpt_recompute mode, int layers)
+{
+    return layers_work_bytes(sh, dtype, mode) + (size_t)layers * gpt_layer_kept_bytes(sh, dtype, mode);
+}
+
+void gpt_layers_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype,
+                           gpt_recompute mode, int layer)
+{
+    char *own = (char *)base + layers_work_bytes(sh, dtype, mode) +
+                (size_t)layer * gpt_layer_kept_bytes(sh, dtype, mode);
+    if (mode != GPT_RECOMPUTE_SELECTIVE) {
+        layer_acts_carve(a, mode == GPT_RECOMPUTE_FULL ? base : own, sh, dtype);
+        return;
+    }
+    carver kept = {own, 0}, work = {base, 0};
+    layer_acts_carve_split(a, &kept, &work, sh, dtype);
+    a->gelu_apart = 1;
+}
+
 size_t gpt_layer_scratch_bytes(const gpt_shape *sh, gpt_dtype dtype)
 {
     gpt_layer_scratch a;
@@ -319,8 +394,13 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const 
     gpt_matmul_forward(s, a->res2, a->atty, cel(s, p, l.proj_w), cel(s, p, l.proj_b), N, C, C);
     gpt_residual_layernorm_forward(s, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x_in, a->res2,
                                    cel(s, p, l.ln2_w), cel(s, p, l.ln2_b), N, C);
-    gpt_matmul_forward_gelu(s, a->fch_gelu, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b),
-                            N, C, 4 * C);
+    if (a->gelu_apart) {
+        gpt_matmul_forward(s, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b), N, C, 4 * C);
+        gpt_gelu_forward(s, a->fch_gelu, a->fch, (size_t)N * 4 * C);
+    } else {
+        gpt_matmul_forward_gelu(s, a->fch_gelu, a->fch, a->ln2, cel(s, p, l.fc_w),
+                                cel(s, p, l.fc_b), N, C, 4 * C);
+    }
     /* A recompute needs the activations only: the output projection (a third of the
      * layer's matmul FLOPs) would be thrown away. */
     if (x_out == NULL) return;
@@ -329,15 +409,38 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const 
     gpt_residual_forward(s, x_out, a->res2, x_out, NC);
 }
 
+/* Selective recompute: what the forward computed from x_in and the kept GEMM outputs, by
+ * the same ops on the same inputs (ln2 from res2 as the fused residual + LayerNorm made it:
+ * that op normalises the sum it stored, gpt.h), so the same bits. */
+static void layer_recompute_selective(gpt_stream *s, const gpt_shape *sh, const void *p,
+                                      const void *x_in, gpt_layer_acts *a)
+{
+    const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
+    gpt_layer_layout l = gpt_layer_layout_of(sh);
+    gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, cel(s, p, l.ln1_w),
+                          cel(s, p, l.ln1_b), N, C);
+    gpt_attention_forward(s, a->atty, a->att_lse, a->qkv, B, T, C, NH);
+    gpt_layernorm_forward(s, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, cel(s, p, l.ln2_w),
+                          cel(s, p, l.ln2_b), N, C);
+    gpt_gelu_forward(s, a->fch_gelu, a->fch, (size_t)N * 4 * C);
+}
+
+void gpt_layer_recompute(gpt_stream *s, const gpt_shape *sh, const void *p, const void *x_in,
+                         gpt_layer_acts *a, gpt_recompute mode)
+{
+    /* (full: the recomputed output is not needed, so it is not computed) */
+    if (mode == GPT_RECOMPUTE_FULL) gpt_layer_forward(s, sh, p, x_in, NULL, a);
+    if (mode == GPT_RECOMPUTE_SELECTIVE) layer_recompute_selective(s, sh, p, x_in, a);
+}
+
 void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float *g,
                         const void *x_in, void *dres, gpt_layer_acts *a,
-                        const gpt_layer_scratch *sc, int recompute)
+                        const gpt_layer_scratch *sc, gpt_recompute recompute)
 {
     const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
     gpt_layer_layout l = gpt_layer_layout_of(sh);
 
-    /* The recomputed output is not needed, so it is not computed. */
-    if (recompute) gpt_layer_forward(s, sh, p, x_in, NULL, a);
+    gpt_layer_recompute(s, sh, p, x_in, a, recompute);
 
     /* The activation gradients live in activations that are dead when they are written
      * (each is read for the last time by the op before, or, for fch_gelu, by the dw of the
@@ -472,10 +575,7 @@ static gpt_layer_acts resident_acts(gpt_stream *s, const gpt_shape *sh, gpt_resi
                                     int layer)
 {
     gpt_layer_acts a;
-    const gpt_dtype dt = gpt_stream_dtype(s);
-    const size_t slot = r->ckpt ? 0 : (size_t)layer;
-    gpt_layer_acts_carve_as(&a, (char *)r->layer_acts + slot * gpt_layer_acts_bytes(sh, dt), sh,
-                            dt);
+    gpt_layers_acts_carve(&a, r->layer_acts, sh, gpt_stream_dtype(s), r->recompute, layer);
     return a;
 }
 
@@ -513,7 +613,7 @@ void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
         gpt_layer_backward(s, sh, cel(s, wp, etotal + (size_t)l * lsize),
                            r->grads + etotal + (size_t)l * lsize,
                            el(s, r->layer_inputs, (size_t)l * NC), r->dres, &a, &r->scratch,
-                           r->ckpt);
+                           r->recompute);
     }
     gpt_embed_backward(s, sh, r->grads, r->dres, r->tokens);
 }

@@ -66,7 +66,28 @@ void gpt_init_layer(float *layer_block, const gpt_shape *sh, int layer, uint64_t
  * bf16); float * members are fp32 in every type.  Sizes come from the *_bytes functions,
  * which know the type; each tensor of a carve starts on a 256-byte boundary. */
 
-/* What one layer's forward keeps for its backward (N = B T rows). */
+/* What a layer keeps from its forward for its backward (--recompute, Megatron's names).
+ * Every mode keeps each layer's input x[l]; the backward of every mode computes the same
+ * bits (what it recomputes, it recomputes with the same ops on the same inputs). */
+typedef enum gpt_recompute {
+    GPT_RECOMPUTE_FULL = 0,      /* nothing: the backward reruns the layer's forward (less its
+                                    output projection), into one layer's working set (the
+                                    artifact's activation checkpointing; the default, and what
+                                    a zeroed configuration says) */
+    GPT_RECOMPUTE_NONE = 1,      /* every activation, every layer: 15 N C + stats each */
+    GPT_RECOMPUTE_SELECTIVE = 2, /* the GEMM outputs (qkv, res2, fch: 8 N C each layer); the
+                                    backward recomputes the LayerNorms, the attention core and
+                                    the GELU (cheap ops, no GEMM) into one working set */
+} gpt_recompute;
+/* "none", "full", "selective" */
+const char *gpt_recompute_name(gpt_recompute r);
+/* 0 and the mode named, or -1 when text names none. */
+int gpt_recompute_parse(const char *text, gpt_recompute *out);
+
+/* What one layer's forward keeps for its backward (N = B T rows): with --recompute full the
+ * whole struct is one working set that every layer's recompute refills; with selective,
+ * qkv, res2 and fch are the layer's own and the rest the shared working set; with none all
+ * of it is the layer's own. */
 typedef struct gpt_layer_acts {
     void *ln1;                        /* (N,C) */
     float *ln1_mean, *ln1_rstd;       /* (N), (N) */
@@ -77,6 +98,10 @@ typedef struct gpt_layer_acts {
     void *ln2;                        /* (N,C) */
     float *ln2_mean, *ln2_rstd;       /* (N), (N) */
     void *fch, *fch_gelu;             /* (N,4C) each */
+    /* the forward's GELU as an op of its own rather than the GEMM's epilogue (selective:
+     * the backward's recompute of fch_gelu from fch must give the forward's bits, and a
+     * GPU GEMM epilogue's GELU cannot be rerun without its GEMM) */
+    int gelu_apart;
 } gpt_layer_acts;
 
 /* Scratch for a layer's backward; shared by all layers.  The backward's activation
@@ -114,6 +139,15 @@ size_t gpt_head_acts_bytes(const gpt_shape *sh, gpt_dtype dtype);
 size_t gpt_head_acts_bytes_rows(const gpt_shape *sh, gpt_dtype dtype, int chunk_rows);
 /* Bytes of n activation elements (a layer's input (N,C), the residual gradient, ...). */
 static inline size_t gpt_act_bytes(size_t n, gpt_dtype dtype) { return n * gpt_dtype_size(dtype); }
+/* The activations of a model's layers under a recompute mode, in one block:
+ * [ the working set the recompute refills | layer 0's own | layer 1's own | ... ]
+ * (full: only the working set; none: only the layers' own; selective: both). */
+size_t gpt_layers_acts_bytes(const gpt_shape *sh, gpt_dtype dtype, gpt_recompute mode, int layers);
+/* Bytes each layer keeps of its own under mode (0 with full). */
+size_t gpt_layer_kept_bytes(const gpt_shape *sh, gpt_dtype dtype, gpt_recompute mode);
+/* Layer l's activations inside such a block (base: gpt_layers_acts_bytes of them). */
+void gpt_layers_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype,
+                           gpt_recompute mode, int layer);
 /* Point the struct's members into base (which must hold the matching number of bytes). */
 void gpt_layer_acts_carve_as(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype);
 void gpt_layer_scratch_carve_as(gpt_layer_scratch *a, void *base, const gpt_shape *sh,
@@ -147,13 +181,20 @@ void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *embed_grads,
  * recompute of a checkpointed layer). */
 void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
                        const void *x_in, void *x_out, gpt_layer_acts *acts);
+/* What the backward of mode recomputes before it runs (full: the forward less its output
+ * projection; selective: the LayerNorms, the attention core and the GELU; none: nothing), into
+ * acts; gpt_layer_backward does it first.  --calibrate times it alone. */
+void gpt_layer_recompute(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
+                         const void *x_in, gpt_layer_acts *acts, gpt_recompute mode);
 /* One layer's backward.  dres (N,C) holds dL/dx_out on entry and dL/dx_in on return;
- * layer_grads accumulate.  acts must hold this layer's forward of x_in: with activation
- * checkpointing, pass recompute = 1 and it is recomputed here into acts first.  The
- * backward consumes acts: its activation gradients are written over them. */
+ * layer_grads accumulate.  acts must hold what the recompute mode kept of this layer's
+ * forward of x_in (carved for that mode): full reruns the forward into acts first,
+ * selective recomputes the LayerNorms, the attention and the GELU from the kept GEMM
+ * outputs, none recomputes nothing.  The backward consumes acts: its activation gradients
+ * are written over them. */
 void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
                         float *layer_grads, const void *x_in, void *dres, gpt_layer_acts *acts,
-                        const gpt_layer_scratch *scratch, int recompute);
+                        const gpt_layer_scratch *scratch, gpt_recompute recompute);
 
 /* Head forward, and the part of its backward that needs the logits, chunk by chunk of
  * rows: final LayerNorm of xL; per chunk, logits = lnf wte^T, the per-token losses and the
@@ -215,8 +256,8 @@ typedef struct gpt_resident {
                                     * (gpt_params_to_act of params); NULL: params itself
                                     * (fp32 backends) */
     void *layer_inputs;            /* (L+1, N, C): x[l] is layer l's input, x[L] the output */
-    void *layer_acts;              /* one layer's acts (ckpt) or L layers' (no ckpt) */
-    int ckpt;
+    void *layer_acts;              /* gpt_layers_acts_bytes(.., recompute, L) */
+    gpt_recompute recompute;
     gpt_layer_scratch scratch;
     gpt_head_acts head;
     void *dres;                    /* (N, C) */
@@ -225,7 +266,7 @@ typedef struct gpt_resident {
 
 /* Embedding, layers 0..L-1, head: per-token losses land in r->head.losses. */
 void gpt_resident_forward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r);
-/* Head, layers L-1..0 (recomputed when r->ckpt), embedding; grads accumulate. */
+/* Head, layers L-1..0 (recomputed as r->recompute says), embedding; grads accumulate. */
 void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r);
 /* Squared norm of each block's gradient into block_norms[0..L] (embed first). */
 void gpt_resident_block_norms(gpt_stream *s, const gpt_shape *sh, const float *grads,

@@ -92,7 +92,7 @@ static inline engine_config small_config(int layers)
     memset(&c, 0, sizeof c);
     c.shape = (gpt_shape){.layers = layers, .hidden = 32, .heads = 2, .seq = 16, .batch = 2,
                           .vocab = 200, .vocab_padded = gpt_pad_vocab(200)};
-    c.ckpt = 1;
+    c.recompute = GPT_RECOMPUTE_FULL;
     c.optim = gpt_optim_default();
     /* A learning rate that moves the parameters visibly within 20 steps, and a clip that
      * binds (norms are ~1-5 here), so clipping is exercised on every layer. */

@@ -644,7 +644,7 @@ static engine_config small_engine_config(int layers, uint64_t seed, device_kind 
     cfg.shape = (gpt_shape){.layers = layers, .hidden = 128, .heads = 4, .seq = 64, .batch = 2,
                             .vocab = 1000};
     cfg.shape.vocab_padded = gpt_pad_vocab(cfg.shape.vocab);
-    cfg.ckpt = 1;
+    cfg.recompute = GPT_RECOMPUTE_FULL;
     cfg.optim = gpt_optim_default();
     cfg.optim.lr = 1e-3;
     cfg.optim.decay_iters = 200;

@@ -311,16 +311,6 @@ static void test_stronghold_oom(void **state)
     harness_close(&h);
 }
 
-static void test_stronghold_rejects_no_ckpt(void **state)
-{
-    (void)state;
-    engine_config c = small_config(4);
-    c.ckpt = 0;
-    char err[256] = "";
-    assert_int_not_equal(engine_refuses(&engine_stronghold, &c, err, sizeof err), 0);
-    assert_non_null(strstr(err, "--no-ckpt"));
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -331,7 +321,6 @@ int main(void)
         cmocka_unit_test(test_stronghold_auto_under_budget),
         cmocka_unit_test(test_stronghold_gpu_memory_independent_of_layers),
         cmocka_unit_test(test_stronghold_oom),
-        cmocka_unit_test(test_stronghold_rejects_no_ckpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

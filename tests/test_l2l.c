@@ -170,16 +170,12 @@ static void test_l2l_oom(void **state)
     harness_close(&h);
 }
 
-static void test_l2l_rejects_no_ckpt(void **state)
+static void test_l2l_refuses(void **state)
 {
     (void)state;
     engine_config c = small_config(4);
     char err[256] = "";
     assert_int_equal(engine_refuses(&engine_l2l, &c, err, sizeof err), 0);
-    c.ckpt = 0;
-    assert_int_not_equal(engine_refuses(&engine_l2l, &c, err, sizeof err), 0);
-    assert_non_null(strstr(err, "--no-ckpt"));
-    c.ckpt = 1;
     c.bf16 = 1; /* bf16, with micro-batches too */
     assert_int_equal(engine_refuses(&engine_l2l, &c, err, sizeof err), 0);
     c.micro_batches = 2;
@@ -199,7 +195,7 @@ int main(void)
         cmocka_unit_test(test_l2l_unclipped_equals_baseline),
         cmocka_unit_test(test_l2l_memory_and_traffic),
         cmocka_unit_test(test_l2l_oom),
-        cmocka_unit_test(test_l2l_rejects_no_ckpt),
+        cmocka_unit_test(test_l2l_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

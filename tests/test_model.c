@@ -148,7 +148,8 @@ static void cpu_model_open_rows(cpu_model *m, const gpt_shape *sh, int ckpt, con
     assert_int_equal(gpt_cpu_backend_create(&m->be, 2), 0);
     assert_int_equal(m->be->ops->stream_create(m->be, &m->s), 0);
     const size_t P = (size_t)gpt_param_count(sh), N = (size_t)sh->batch * sh->seq;
-    const size_t acts = (ckpt ? 1 : (size_t)sh->layers) * gpt_layer_acts_floats(sh);
+    const gpt_recompute mode = ckpt ? GPT_RECOMPUTE_FULL : GPT_RECOMPUTE_NONE;
+    const size_t acts = gpt_layers_acts_bytes(sh, GPT_F32, mode, sh->layers) / sizeof(float);
     const size_t total = 2 * P + (sh->layers + 1) * N * sh->hidden + acts +
                          gpt_layer_scratch_floats(sh) + head_floats + N * sh->hidden +
                          (size_t)sh->layers + 1;
@@ -164,7 +165,7 @@ static void cpu_model_open_rows(cpu_model *m, const gpt_shape *sh, int ckpt, con
     m->r.dres = p;            p += N * sh->hidden;
     m->norms = p;
     m->r.wparams = NULL; /* fp32: the ops read the params themselves */
-    m->r.ckpt = ckpt;
+    m->r.recompute = mode;
     m->r.tokens = m->ids;
     m->r.targets = m->ids + N;
     memcpy(m->r.params, params, P * sizeof(float));
@@ -437,7 +438,7 @@ static engine_config model_test_config(void)
     engine_config c = {0};
     c.shape = (gpt_shape){.layers = 2, .hidden = 64, .heads = 4, .seq = 32, .batch = 4, .vocab = 512};
     c.shape.vocab_padded = gpt_pad_vocab(c.shape.vocab);
-    c.ckpt = 1;
+    c.recompute = GPT_RECOMPUTE_FULL;
     c.optim = gpt_optim_default();
     c.optim.lr = 2e-3;
     c.optim.min_lr = 1e-4;
@@ -489,9 +490,10 @@ static void test_engine_oom_is_recorded(void **state)
 static void test_engine_plan_matches_allocation(void **state)
 {
     (void)state;
-    for (int ckpt = 0; ckpt <= 1; ckpt++) {
+    static const gpt_recompute modes[] = {GPT_RECOMPUTE_FULL, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_NONE};
+    for (int i = 0; i < 3; i++) {
         engine_config cfg = model_test_config();
-        cfg.ckpt = ckpt;
+        cfg.recompute = modes[i];
         engine_plan plan;
         engine_megatron_lm.plan(&cfg, &plan);
         engine_harness r;

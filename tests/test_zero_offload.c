@@ -83,12 +83,12 @@ static void test_zo_equals_baseline_unclipped(void **state)
     check_equals_baseline(0);
 }
 
-/* --no-ckpt keeps every layer's activations: still the baseline's trajectory. */
+/* --recompute none keeps every layer's activations: still the baseline's trajectory. */
 static void test_zo_no_ckpt_equals_baseline(void **state)
 {
     (void)state;
     engine_config cfg = small_config(2);
-    cfg.ckpt = 0;
+    cfg.recompute = GPT_RECOMPUTE_NONE;
     trajectory base, t;
     run_baseline(&cfg, &base);
     set_bucket_elems(1);
@@ -160,7 +160,7 @@ static void dpu_reference(const engine_config *cfg, trajectory *out)
     r.grads = grads;
     r.layer_inputs = inputs;
     r.layer_acts = acts;
-    r.ckpt = 1;
+    r.recompute = GPT_RECOMPUTE_FULL;
     gpt_layer_scratch_carve(&r.scratch, scratch, sh);
     gpt_head_acts_carve(&r.head, head, sh);
     r.dres = dres;

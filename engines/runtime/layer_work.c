@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static size_t acts_bytes(const gpt_shape *sh, int acts_layers, gpt_dtype dt)
+static size_t acts_bytes(const gpt_shape *sh, gpt_recompute recompute, gpt_dtype dt)
 {
-    return (size_t)acts_layers * gpt_layer_acts_bytes(sh, dt);
+    return gpt_layers_acts_bytes(sh, dt, recompute, sh->layers);
 }
 /* (block, shard) squared norms: (L+1) x world (runtime/dp.h) */
 static size_t norms_bytes(const gpt_shape *sh, int world)
@@ -25,10 +25,10 @@ static size_t landing_bytes(const gpt_shape *sh, int world, int micro_batches)
     return dp_shard_len(gpt_layer_layout_of(sh).total, world > 1 ? world : 1) * sizeof(float);
 }
 
-uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world, int micro_batches,
-                              gpt_dtype dt)
+uint64_t layer_work_gpu_bytes(const gpt_shape *sh, gpt_recompute recompute, int world,
+                              int micro_batches, gpt_dtype dt)
 {
-    return (uint64_t)acts_bytes(sh, acts_layers, dt) + gpt_layer_scratch_bytes(sh, dt) +
+    return (uint64_t)acts_bytes(sh, recompute, dt) + gpt_layer_scratch_bytes(sh, dt) +
            gpt_head_acts_bytes(sh, dt) + gpt_act_bytes(tokens(sh) * (size_t)sh->hidden, dt) +
            2 * tokens(sh) * sizeof(int32_t) + norms_bytes(sh, world) +
            landing_bytes(sh, world, micro_batches);
@@ -49,10 +49,11 @@ uint64_t layer_work_host_bytes(const gpt_shape *sh, int world, int micro_batches
            norms_bytes(sh, world) + gathered_bytes(sh, world);
 }
 
-int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers,
-                     int world, int micro_batches, gpt_dtype dt)
+int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh,
+                     gpt_recompute recompute, int world, int micro_batches, gpt_dtype dt)
 {
     w->dtype = dt;
+    w->recompute = recompute;
     w->world = world > 1 ? world : 1;
     w->micro_batches = micro_count(micro_batches);
     w->micro = 0;
@@ -60,7 +61,7 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
     const size_t f = sizeof(float), N = tokens(sh);
     void *scratch = NULL, *head = NULL;
     int rc;
-    if ((rc = engine_alloc(mem, MEM_GPU, &w->acts_mem, acts_bytes(sh, acts_layers, dt), "layer activations")) ||
+    if ((rc = engine_alloc(mem, MEM_GPU, &w->acts_mem, acts_bytes(sh, recompute, dt), "layer activations")) ||
         (rc = engine_alloc(mem, MEM_GPU, &scratch, gpt_layer_scratch_bytes(sh, dt), "backward scratch")) ||
         (rc = engine_alloc(mem, MEM_GPU, &head, gpt_head_acts_bytes(sh, dt), "logits and head activations")) ||
         (rc = engine_alloc(mem, MEM_GPU, &w->dres, gpt_act_bytes(N * (size_t)sh->hidden, dt), "residual gradient")) ||
@@ -76,7 +77,6 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int
         (w->world > 1 && (rc = engine_alloc(mem, MEM_HOST, (void **)&w->norms_gathered,
                                             gathered_bytes(sh, world), "every rank's norms"))))
         return rc;
-    gpt_layer_acts_carve_as(&w->acts, w->acts_mem, sh, dt);
     gpt_layer_scratch_carve_as(&w->scratch, scratch, sh, dt);
     gpt_head_acts_carve_as(&w->head, head, sh, dt);
     /* each token's loss weighs 1/(B T M N): the sum over micro-batches and ranks is the mean */
@@ -279,10 +279,10 @@ int layer_work_outcome(layer_work *w, const gpt_shape *sh, step_result *out)
     return dp_global_loss(w->comm, local, M, &out->loss);
 }
 
-gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int i)
+gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int layer)
 {
     gpt_layer_acts a;
-    gpt_layer_acts_carve_as(&a, (char *)w->acts_mem + (size_t)i * gpt_layer_acts_bytes(sh, w->dtype), sh, w->dtype);
+    gpt_layers_acts_carve(&a, w->acts_mem, sh, w->dtype, w->recompute, layer);
     return a;
 }
 

@@ -3,8 +3,11 @@
  * besides its placement of the parameters (fp32):
  *
  *   GPU     (activations, the residual gradient and the head's of the activation type: fp32,
- *           or bf16 with --dtype bf16) the activations of acts_layers layers (1 with checkpointing: the layer being
- *           computed or recomputed; the backward writes its gradients over them), the
+ *           or bf16 with --dtype bf16) the layers' activations as --recompute keeps them
+ *           (gpt_layers_acts_bytes: full, one layer's working set, refilled by each layer's
+ *           forward and recompute; selective, that working set less the GEMM outputs, which
+ *           every layer keeps; none, every layer's all; the backward writes its gradients
+ *           over them), the
  *           attention's backward scratch, the head's activations (one chunk of rows' logits
  *           at a time), the residual gradient (N, C), the token and target ids (2, N), the
  *           L+1 squared block norms
@@ -36,8 +39,8 @@ struct step_result;
 
 typedef struct layer_work {
     gpt_dtype dtype;           /* the activation type (gpt.h): fp32, or bf16 (--dtype bf16) */
-    void *acts_mem;            /* acts_layers layers' activations */
-    gpt_layer_acts acts;       /* the first of them */
+    gpt_recompute recompute;   /* what each layer keeps (--recompute) */
+    void *acts_mem;            /* the layers' activations (layer_work_acts) */
     gpt_layer_scratch scratch;
     gpt_head_acts head;
     void *dres;                /* (N, C), of the activation type */
@@ -58,12 +61,12 @@ typedef struct layer_work {
     float *landing;            /* M > 1: one layer's shard, the earlier micro-batches' sum */
 } layer_work;
 
-uint64_t layer_work_gpu_bytes(const gpt_shape *sh, int acts_layers, int world, int micro_batches,
-                              gpt_dtype dtype);
+uint64_t layer_work_gpu_bytes(const gpt_shape *sh, gpt_recompute recompute, int world,
+                              int micro_batches, gpt_dtype dtype);
 uint64_t layer_work_host_bytes(const gpt_shape *sh, int world, int micro_batches);
 /* Allocate (GPU and pinned, through the engine's list) and carve.  0 or a gpt_status. */
-int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh, int acts_layers,
-                     int world, int micro_batches, gpt_dtype dtype);
+int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh,
+                     gpt_recompute recompute, int world, int micro_batches, gpt_dtype dtype);
 /* Micro-batch k of the step begins: its token and target ids are copied in on c (micro-batch
  * 0's are the step's first, offload_streams_begin_step), its losses will be read back into
  * their place. */
@@ -127,9 +130,9 @@ int layer_work_read_norms(layer_work *w, gpt_stream *c, const gpt_shape *sh);
 int layer_work_gather_shard_norms(layer_work *w, const gpt_shape *sh);
 /* After c is synchronised: the step's loss (global over ranks), grad norm and skip. */
 int layer_work_outcome(layer_work *w, const gpt_shape *sh, struct step_result *out);
-/* The activations of layer slot i (< acts_layers): without checkpointing each layer keeps
- * its own. */
-gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int i);
+/* Layer l's activations as --recompute keeps them (gpt_layers_acts_carve): its forward fills
+ * them, its backward (with the same mode) reads and consumes them. */
+gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int layer);
 
 /* The head on stream c, each as one compute span.  Forward: the head's forward from the last
  * layer's output xL (with its gradient into embed_grads, chunk by chunk: model.h), then the

@@ -79,11 +79,16 @@ static inline double pred_coll_ms(double lat_ms, double gbs, double floats)
     return lat_ms + floats * 4.0 / (gbs * 1e6);
 }
 
-/* A layer's backward: calibrated with the recompute of a checkpointed layer; without
- * checkpointing (--no-ckpt) that recompute (about a forward) is not done. */
+/* A layer's backward: calibrated with the recompute of --recompute full (about a forward);
+ * none does no recompute, selective only its own (timed alone by --calibrate; a machine file
+ * from before that has no time for it, and a full recompute's bounds it). */
 static inline double pred_layer_bwd_ms(const machine_rates *m, const engine_config *cfg)
 {
-    return cfg->ckpt ? m->layer_bwd_ms : pred_max(m->layer_bwd_ms - m->layer_fwd_ms, 0.0);
+    const double bare = pred_max(m->layer_bwd_ms - m->layer_fwd_ms, 0.0);
+    if (cfg->recompute == GPT_RECOMPUTE_NONE) return bare;
+    if (cfg->recompute == GPT_RECOMPUTE_SELECTIVE)
+        return bare + (m->layer_recompute_selective_ms > 0 ? m->layer_recompute_selective_ms : m->layer_fwd_ms);
+    return m->layer_bwd_ms;
 }
 
 /* The resource with the most busy time: what the step is bound by when its pieces overlap. */
