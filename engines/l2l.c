@@ -8,8 +8,9 @@
  * them; so the copies up move half the bytes and the grads go home in fp32):
  *   GPU   embed block: params, grads, Adam m, v (it updates on the GPU; bf16: and its working
  *         copy); ONE layer slot: params (bf16: the working copy) and grads; the checkpointed
- *         inputs x[0..L] of every layer (x[L] is the head's input); one layer's activations
- *         (recomputed in backward), the backward scratch, the head's activations (one chunk
+ *         inputs x[0..L] of every layer (x[L] is the head's input); the layers' activations
+ *         as --recompute keeps them (full: one layer's, recomputed in backward; selective:
+ *         also each layer's GEMM outputs; none: every layer's), the backward scratch, the head's activations (one chunk
  *         of rows' logits at a time), the residual gradient, the token and target ids, the
  *         L+1 squared block norms
  *   host  pinned: every layer's params (bf16: its bf16 working copy, which the host Adam
@@ -128,7 +129,7 @@ static void set_ranks(l2l_layout *z, int W, int rank, int M)
 typedef struct l2l_bytes {
     size_t embed, slot, inputs, host_layers, staging;
     size_t embed_work, slot_work, host_work; /* the ops' copies: bf16 (0 in fp32: the params) */
-    uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
+    uint64_t work_gpu, work_host; /* layer_work: activations (--recompute), ids, norms, ... */
 } l2l_bytes;
 
 static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)

@@ -19,8 +19,10 @@
  *   stage 3        as 2, and the params too are this rank's shards (fp32 master; bf16 also
  *                  the shards of the working copy); the working weights are gathered into a
  *                  whole embedding slot (kept for the step) and two layer slots
- *   every stage    the checkpointed layer inputs x[0..L], one layer's activations (L layers'
- *                  with --no-ckpt), the backward scratch, the head's activations (one chunk
+ *   every stage    the checkpointed layer inputs x[0..L], the layers' activations as
+ *                  --recompute keeps them (full: one layer's working set; selective: that
+ *                  set less the GEMM outputs, which every layer keeps; none: every layer's
+ *                  all), the backward scratch, the head's activations (one chunk
  *                  of logits at a time), ids, (L+1)·N shard norms
  *   host           the ids of this rank's micro-batches (the driver's), losses and norms read
  *                  back, a staging block for initialisation

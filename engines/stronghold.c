@@ -27,7 +27,9 @@
  * --dtype bf16 keeps them; the micro-batches' gradient sums are fp32 adds (gpt_add_f32)):
  *   GPU   embed block: params, grads, Adam m, v; resident layers: params, grads, m, v and
  *         their checkpointed inputs; S slots, each: one layer's params, grads and input;
- *         the head input x[L]; one layer's activations (recomputed), backward scratch, head
+ *         the head input x[L]; the layers' activations as --recompute keeps them (full:
+ *         one layer's, recomputed; selective and none keep every layer's GEMM outputs or
+ *         all on the GPU too, streamed layers included: their memory grows with L), backward scratch, head
  *         activations (one chunk of rows' logits at a time), residual gradient, ids, the L+1
  *         squared block norms
  *   host  pinned: streamed layers' params and grads, the checkpointed inputs of streamed
@@ -202,7 +204,7 @@ static size_t layout_shard_real(const sh_layout *z)
 /* Bytes of every allocation; plan, init and the -w auto choice share them. */
 typedef struct sh_bytes {
     size_t embed, resident, slots, res_inputs, slot_inputs, x_out;
-    uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
+    uint64_t work_gpu, work_host; /* layer_work: activations (--recompute), ids, norms, ... */
     size_t host_params, host_grads, host_mv, host_ckpt, staging;
     size_t host_ahead; /* --clip-speculate: the second copies of params (pinned), m and v
                           of the K layers updated ahead, in all */

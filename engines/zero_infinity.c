@@ -29,7 +29,8 @@
  * micro-batches' gradient sums are fp32 adds (gpt_add_f32)):
  *   GPU   embed block: params and grads; F fetch buffers (one layer's params each); 2 gradient
  *         buckets (one layer's grads each); the checkpointed inputs x[0..L] (x[L] the head's);
- *         one layer's activations (recomputed), backward scratch, head activations (one
+ *         the layers' activations as --recompute keeps them (full: one layer's, recomputed;
+ *         selective: also each layer's GEMM outputs; none: every layer's), backward scratch, head activations (one
  *         chunk of rows' logits at a time), residual gradient, ids, the L+1 squared block norms
  *   host  --offload cpu (default): pinned: all parameters [embed | layer 0 | ...] (the fp32
  *         masters, and what the fetches copy), all gradients, the losses and norms read back;
@@ -191,7 +192,7 @@ typedef struct zi_bytes {
     size_t host_work;     /* bf16: the working copy of every block (0 in fp32) */
     size_t host_params, host_grads, host_mv;
     size_t staging;       /* N ranks: one whole block, for initialisation (given back) */
-    uint64_t work_gpu, work_host; /* layer_work: one layer's activations, ids, norms, ... */
+    uint64_t work_gpu, work_host; /* layer_work: activations (--recompute), ids, norms, ... */
     /* --offload nvme */
     size_t grad_stage;    /* one staging block, rounded for O_DIRECT */
     size_t grad_stages;   /* ZI_GRAD_STAGES of them */

@@ -13,7 +13,7 @@
  *         from the head (its forward, chunk by chunk while the logits exist) and from the
  *         embedding backward at the end of backward, so they stay on the GPU throughout); nbuf = min(2, G) gradient
  *         buckets of BL whole layer blocks each; the checkpointed inputs x[0..L]; one layer's
- *         activations (L layers' with --no-ckpt); backward scratch, head activations,
+ *         activations as --recompute keeps them (layer_work.h); backward scratch, head activations,
  *         residual gradient, ids, the L+1 squared block norms
  *   host  pinned: fp32 master parameters, gradients (two copies with --dpu, see below), the
  *         losses and norms read back; ordinary: Adam m and v
@@ -179,7 +179,7 @@ static zo_layout layout_for(const engine_config *cfg)
 typedef struct zo_bytes {
     size_t params, embed_grads, buckets, inputs;
     size_t host_work; /* bf16: this rank's shard's working copy (0 in fp32) */
-    uint64_t work_gpu, work_host; /* layer_work: activations (L layers with --no-ckpt), ... */
+    uint64_t work_gpu, work_host; /* layer_work: activations (--recompute), ... */
     size_t host_params, host_grads, host_mv;
     size_t staging; /* N ranks: one whole block, for initialisation (given back after) */
     int host_grad_copies;

@@ -41,7 +41,7 @@ NUM_EDGES = ["0", "1", "-1", "1e-300", "1e300", "1e400", "-1e400", "nan", "inf",
              "3.4e38", "2.2e-308", "abc", "", "1,5", "0x1p3"]
 SIZE_EDGES = ["0", "1", "1K", "1M", "512M", "1G", "32G", "16E", "17E", "9999999999G", "-1G", "1.5G", "G",
               "1Z", "", "100%", "1g", "18446744073709551615", "18446744073709551616"]
-STRINGS = ["", "x", "auto", "none", "all", "cpu", "cuda", "fp32", "bf16", "tf32", "nvme", "sendrecv",
+STRINGS = ["", "x", "auto", "none", "full", "selective", "all", "cpu", "cuda", "fp32", "bf16", "tf32", "nvme", "sendrecv",
            "read", "ring", "group", "spread", "bottom", "stop", "hardware", "software", "checkpoint",
            "backward", "forward", "\u00e9\u00e8", "a" * 5000, "../../etc", "-", "--", "-l", "%s%n%x",
            "0,1,2", "0,,1", "63", "64", "1,64", "-1"]
@@ -51,7 +51,7 @@ FLAGS = {
     "-m": "method", "-l": "int", "-h": "int", "-b": "int", "-w": "window", "--heads": "int", "--seq": "int",
     "--vocab": "int", "--iters": "int", "--log-interval": "int", "--seed": "int", "--results": "outpath",
     "--device": "str", "--config": "path", "--dtype": "str", "--math": "str", "--gpu-mem-limit": "size",
-    "--cpu-mem-limit": "size", "--data": "path", "--no-ckpt": None, "--lr": "num", "--min-lr": "num",
+    "--cpu-mem-limit": "size", "--data": "path", "--no-ckpt": None, "--recompute": "str", "--lr": "num", "--min-lr": "num",
     "--lr-decay-iters": "int", "--lr-warmup-fraction": "num", "--weight-decay": "num", "--clip-grad": "num",
     "--dpu": None, "--offload": "str", "--nvme-dir": "outpath", "--threads": "int", "--global-batch": "int",
     "--save-params": "outpath", "--fail-at": "int", "--fail-rank": "str", "--fail-phase": "str",
@@ -65,7 +65,7 @@ FLAGS = {
 # never fuzzed: --ranks (starts mpiexec: the rank tests cover it), --calibrate (measures for
 # seconds), --help/--version (no input)
 SAFE_REAL = ["--lr", "--min-lr", "--lr-decay-iters", "--lr-warmup-fraction", "--weight-decay", "--clip-grad",
-             "--seed", "--log-interval", "--dtype", "--math", "--no-ckpt", "--dpu", "--clip-speculate",
+             "--seed", "--log-interval", "--dtype", "--math", "--no-ckpt", "--recompute", "--dpu", "--clip-speculate",
              "--placement", "--fail-phase", "--fail-kind", "--hang-timeout", "--gpu-mem-limit", "-m", "--save-params",
              "--results", "--data", "--resume", "--profile"]
 

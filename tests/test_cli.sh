@@ -247,6 +247,52 @@ else
     failc "--profile" "exits $prc: $check $(grep -m2 -E 'profile|rror' "$P/p_megatron_lm_.out")"
 fi
 
+# --recompute full|selective|none (every engine bit for bit: test_recompute): the same losses
+# here through the JSON; the mode on stdout, in the log's first line and the JSON (--no-ckpt is
+# none); the profile as each mode's schedule has it: selective recomputes the attention (2L
+# forwards, as full) but no GEMM (as none: 4L layer GEMMs, full 7L) and runs its GELU as an
+# op of its own (L, and L more in the recompute; the others' GELU rides on the fc GEMM)
+bad_input "--recompute of an unknown mode" "--recompute: 'partial' is not full, selective or none" --recompute partial
+RC="$WORK/recompute"
+mkdir -p "$RC"
+rrc=""
+for m in full selective none; do
+    (cd "$RC" && "$BIN" -m megatron-lm "${TINY[@]}" -l 3 --iters 4 --recompute "$m" --profile --results "r_$m" >"$m.out" 2>&1)
+    rrc="$rrc$?"
+done
+(cd "$RC" && "$BIN" -m megatron-lm "${TINY[@]}" -l 3 --iters 4 --no-ckpt --results r_noc >noc.out 2>&1)
+rrc="$rrc$?"
+check=$(python3 - "$RC" <<'EOF'
+import glob, json, sys
+bad, losses, extra = [], {}, {}
+L = 3
+for m in ("full", "selective", "none", "noc"):
+    d = json.load(open(glob.glob(f"{sys.argv[1]}/r_{m}/*.json")[0]))
+    losses[m] = tuple(i["loss"] for i in d["iterations"])
+    want = "none" if m == "noc" else m
+    if d["config"].get("recompute") != want or d["config"].get("ckpt") != (want != "none"):
+        bad.append(f"{m}: config says {d['config'].get('recompute')}, ckpt {d['config'].get('ckpt')}")
+    if m == "noc": continue
+    ops = {o["op"]: o["calls_per_step"] for o in d["profile"]["ops"]}
+    gemms = ops.get("matmul_forward", 0) + ops.get("matmul_gelu_forward", 0)
+    want_att, want_gemm, want_gelu = {"full": (2 * L, 7 * L, 0), "selective": (2 * L, 4 * L, 2 * L), "none": (L, 4 * L, 0)}[m]
+    if ops.get("attention_forward") != want_att or ops.get("gelu_forward", 0) != want_gelu:
+        bad.append(f"{m}: attention forwards {ops.get('attention_forward')} (want {want_att}), GELU ops {ops.get('gelu_forward', 0)} (want {want_gelu})")
+    # (the head's GEMMs are the same in every mode: what is left over must agree)
+    extra[m] = gemms - want_gemm
+if len(set(losses.values())) != 1: bad.append(f"losses differ: {losses}")
+if len(set(extra.values())) != 1: bad.append(f"layer GEMMs per step not 7L / 4L / 4L: {extra}")
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+if [ "$rrc" = "0000" ] && [ "$check" = ok ] && grep -q "| recompute selective" "$RC/selective.out" &&
+    grep -q "^aebench .*, recompute selective, data synthetic" "$RC"/r_selective/log_*.txt &&
+    grep -q "^aebench .*, recompute none, data synthetic" "$RC"/r_noc/log_*.txt; then
+    pass "--recompute full, selective, none, --no-ckpt: the same losses; the mode on stdout, in the log and JSON; the profile's attention, GEMM and GELU counts as each schedule has them"
+else
+    failc "--recompute" "exits $rrc: $check $(grep -m2 -i 'rror' "$RC/selective.out")"
+fi
+
 # the setup line on stdout too; the clip and the bounds (bound.h) beside the measured time:
 # each iteration's roofline the largest busy time, its schedule's bound: stronghold's clipped
 # schedule max(roofline, compute + the host Adam the forward's quarter of the compute does not

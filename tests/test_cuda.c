@@ -926,6 +926,66 @@ static void test_offload_engines_bf16(void **state)
     record_free(&ref);
 }
 
+/* --recompute on the GPU.  With the GELU epilogues off (full's forward then computes the GELU
+ * by the op selective's forward and recompute use), full, selective and none give the same
+ * losses and parameters bit for bit, in TF32 and bf16: what selective recomputes (the
+ * LayerNorms, the attention, the GELU) it recomputes exactly.  With the default epilogues,
+ * every engine under selective equals megatron-lm under selective bit for bit. */
+static void test_recompute_modes_on_gpu(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    enum { ITERS = 8 };
+    static const gpt_recompute modes[] = {GPT_RECOMPUTE_FULL, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_NONE};
+    for (int m = 0; m < 2; m++) {
+        engine_config g = small_engine_config(3, 31337, DEVICE_CUDA);
+        g.optim.clip = 0.5;
+        g.tf32 = m == 0;
+        g.bf16 = m == 1;
+        const size_t P = (size_t)gpt_param_count(&g.shape);
+        assert_int_equal(setenv("AEBENCH_GELU_EPILOGUE", "off", 1), 0);
+        run_record ref = record_new(&g, ITERS);
+        run_trajectory(&engine_megatron_lm, &g, SIZE_MAX, ITERS, &ref);
+        for (int k = 1; k < 3; k++) {
+            engine_config c = g;
+            c.recompute = modes[k];
+            run_record t = record_new(&c, ITERS);
+            run_trajectory(&engine_megatron_lm, &c, SIZE_MAX, ITERS, &t);
+            int loss_differ;
+            size_t params_differ;
+            record_compare(&t, &ref, ITERS, P, &loss_differ, &params_differ);
+            printf("cuda recompute %s vs full (%s, GELU epilogues off): losses differing %d, params differing %zu of "
+                   "%zu\n", gpt_recompute_name(modes[k]), m ? "bf16" : "tf32", loss_differ, params_differ, P);
+            assert_int_equal(loss_differ, 0);
+            assert_int_equal(params_differ, 0);
+            record_free(&t);
+        }
+        record_free(&ref);
+        assert_int_equal(unsetenv("AEBENCH_GELU_EPILOGUE"), 0);
+        engine_config c = g;
+        c.recompute = GPT_RECOMPUTE_SELECTIVE;
+        run_record sel = record_new(&c, ITERS);
+        run_trajectory(&engine_megatron_lm, &c, SIZE_MAX, ITERS, &sel);
+        static const char *const offload[] = {"l2l", "zero-offload", "zero-infinity", "stronghold"};
+        for (int e = 0; e < 4; e++) {
+            const engine_vtbl *eng = engine_find(offload[e]);
+            if (!eng) fail_msg("engine %s is not registered", offload[e]);
+            c.window = e == 3 ? 1 : 0;
+            run_record t = record_new(&c, ITERS);
+            run_trajectory(eng, &c, SIZE_MAX, ITERS, &t);
+            int loss_differ;
+            size_t params_differ;
+            record_compare(&t, &sel, ITERS, P, &loss_differ, &params_differ);
+            printf("cuda %s --recompute selective vs megatron-lm selective (%s): losses differing %d, params "
+                   "differing %zu of %zu\n", offload[e], m ? "bf16" : "tf32", loss_differ, params_differ, P);
+            assert_int_equal(loss_differ, 0);
+            assert_int_equal(params_differ, 0);
+            record_free(&t);
+        }
+        record_free(&sel);
+    }
+}
+
 /* Two identical GPU runs give the same losses and parameters bit for bit, in every math
  * mode.  Batch 8 of 64 tokens over a vocabulary of 1000 repeats many tokens three and more
  * times, where a float-atomic embedding gradient would add in a varying order. */
@@ -1088,6 +1148,7 @@ int main(void)
         cmocka_unit_test(test_offload_engines_cuda_vs_cpu),
         cmocka_unit_test(test_offload_engines_bf16),
         cmocka_unit_test(test_repeatable_runs),
+        cmocka_unit_test(test_recompute_modes_on_gpu),
         cmocka_unit_test(test_checksum_gpu_vs_cpu),
         cmocka_unit_test(test_oom_then_usable),
         cmocka_unit_test(test_profile_wrapper),

@@ -110,6 +110,31 @@ else
     failc "--find-max" "exit $rc, max '$maxl', plans '$g0' '${g1:-}'; $(tail -n 4 "$SW/fm.out")"
 fi
 
+# --find-max under each --recompute: what keeping activations costs in size.  Under 9M the
+# plans give full l10, selective l9 (each layer keeps its GEMM outputs), none l8; each answer's
+# plan fits and the next layer's does not, and the find-max JSON says the mode
+FR=("${FM[@]/6M/9M}")
+frs=""
+for m in full selective none; do
+    (cd "$SW" && "$BIN" --find-max -m megatron-lm "${FR[@]}" --recompute "$m" --results "$SW/fr_$m" >"$SW/fr_$m.out" 2>&1)
+    rc=$?
+    j=$(ls "$SW"/fr_$m/findmax_megatron-lm_*.json 2>/dev/null | head -n 1)
+    l=$(grep -o '"max_layers":[[:space:]]*[0-9]*' "$j" 2>/dev/null | grep -o '[0-9]*$')
+    fits=$( (cd "$SW" && "$BIN" -m megatron-lm "${FR[@]}" --recompute "$m" -l "${l:-1}" --dry-run) |
+        sed -n 's/^plan: GPU .* (\([0-9]*\) bytes) | host.*/\1/p')
+    next=$( (cd "$SW" && "$BIN" -m megatron-lm "${FR[@]}" --recompute "$m" -l $((${l:-1} + 1)) --dry-run) |
+        sed -n 's/^plan: GPU .* (\([0-9]*\) bytes) | host.*/\1/p')
+    ok=0
+    [ $rc -eq 0 ] && [ -n "$l" ] && [ "$fits" -le 9437184 ] && [ "$next" -gt 9437184 ] &&
+        grep -q "\"recompute\":[[:space:]]*\"$m\"" "$j" && ok=1
+    frs="$frs $m:l${l:-?}:$ok"
+done
+if [ "$frs" = " full:l10:1 selective:l9:1 none:l8:1" ]; then
+    pass "--find-max under 9M by --recompute: full l10 > selective l9 > none l8, each the largest whose plan fits"
+else
+    failc "--find-max --recompute" "got$frs (mode:layers:plan-checked), want full:l10:1 selective:l9:1 none:l8:1"
+fi
+
 # ---- a case scaled down: small case 1 then case 3 (layers from case 1), overrides on top ----
 SMALL=(--hidden 64 --heads 2 --seq 32 --vocab 256 --threads 1 --gpu-mem-limit 6M --cpu-mem-limit 16M --iters 4)
 (cd "$SW" && "$BIN" --config "$ROOT/configs/small/case1.json" "${SMALL[@]}" --results "$SW/ae" >"$SW/c1.out" 2>&1)
