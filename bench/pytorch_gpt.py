@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """The PyTorch eager reference for aebench's megatron-lm engine: the same Megatron GPT
 (learned positions, pre-LayerNorm, fused QKV, causal softmax attention, 4h GELU-tanh MLP,
-final LayerNorm, head tied to the token embedding), every layer checkpointed, fused AdamW with
-the artifact's hyper-parameters and global-norm clipping at 1.0.
+final LayerNorm, head tied to the token embedding), every layer checkpointed (--recompute full,
+the default; selective: torch.utils.checkpoint's selective policy saving every GEMM's output
+and recomputing the rest, attention and GELU included, as aebench's --recompute selective;
+none: no checkpointing), fused AdamW with the artifact's hyper-parameters and global-norm
+clipping at 1.0; --compile: the model under torch.compile.
 
 Prints one JSON line per configuration:
-  {"impl": "pytorch", "layers": .., "math": "tf32|fp32|bf16", "ms": median ms/iteration,
-   "samples_per_s": .., "peak_bytes": ..}
+  {"impl": "pytorch" | "pytorch-compile", "layers": .., "math": "tf32|fp32|bf16",
+   "recompute": .., "ms": median ms/iteration, "samples_per_s": .., "peak_bytes": ..}
 
 Usage: pytorch_gpt.py --layers 16 --hidden 2048 --heads 16 --seq 1024 --batch 4 \
                       --math tf32 --iters 12
@@ -15,6 +18,7 @@ per process, --batch per GPU (its bucketed all-reduce overlaps the backward, as 
 would run it); rank 0 prints the line, with "world" and samples/s over all GPUs.
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -54,9 +58,20 @@ class Block(nn.Module):
         return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
+# --recompute selective: save what the GEMMs produce, recompute everything else (LayerNorms,
+# attention, GELU, casts) in the backward
+GEMM_OPS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
+
+
+def selective_policy(ctx, op, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy
+    return CheckpointPolicy.MUST_SAVE if op in GEMM_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
 class GPT(nn.Module):
-    def __init__(self, layers, h, heads, seq, vocab):
+    def __init__(self, layers, h, heads, seq, vocab, recompute="full"):
         super().__init__()
+        self.recompute = recompute
         self.wte = nn.Embedding(vocab, h)
         self.wpe = nn.Embedding(seq, h)
         nn.init.normal_(self.wte.weight, 0.0, 0.02)
@@ -68,7 +83,14 @@ class GPT(nn.Module):
         T = idx.shape[1]
         x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for b in self.blocks:
-            x = checkpoint(b, x, use_reentrant=False)
+            if self.recompute == "none":
+                x = b(x)
+            elif self.recompute == "selective":
+                from torch.utils.checkpoint import create_selective_checkpoint_contexts
+                x = checkpoint(b, x, use_reentrant=False,
+                               context_fn=functools.partial(create_selective_checkpoint_contexts, selective_policy))
+            else:
+                x = checkpoint(b, x, use_reentrant=False)
         logits = F.linear(self.lnf(x), self.wte.weight)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
 
@@ -83,6 +105,8 @@ def main():
     ap.add_argument("--vocab", type=int, default=50304)
     ap.add_argument("--math", choices=["tf32", "fp32", "bf16"], default="tf32")
     ap.add_argument("--iters", type=int, default=12)
+    ap.add_argument("--recompute", choices=["full", "selective", "none"], default="full")
+    ap.add_argument("--compile", action="store_true")
     a = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = a.math in ("tf32", "bf16")
@@ -94,9 +118,10 @@ def main():
         torch.distributed.init_process_group("nccl")
     torch.manual_seed(1234)
     dev = torch.device("cuda")
-    model = GPT(a.layers, a.hidden, a.heads, a.seq, a.vocab).to(dev)
+    model = GPT(a.layers, a.hidden, a.heads, a.seq, a.vocab, a.recompute).to(dev)
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
+    step_model = torch.compile(model) if a.compile else model
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
@@ -113,7 +138,7 @@ def main():
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.math == "bf16"):
-            loss = model(x, y)
+            loss = step_model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -122,7 +147,8 @@ def main():
     steady = sorted(times[2:]) if len(times) > 3 else sorted(times)
     ms = steady[len(steady) // 2]
     if rank == 0:
-        print(json.dumps({"impl": "pytorch" if world == 1 else "pytorch-ddp",
+        impl = ("pytorch" if world == 1 else "pytorch-ddp") + ("-compile" if a.compile else "")
+        print(json.dumps({"impl": impl, "recompute": a.recompute,
                           "torch": torch.__version__, "layers": a.layers, "world": world,
                           "hidden": a.hidden, "batch": a.batch, "seq": a.seq, "math": a.math,
                           "ms": round(ms, 2),
