@@ -94,7 +94,7 @@ rates = ["h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per
          "host_copy_gbs", "gpu_bytes", "host_bytes", "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam",
          "measured"]
 comp = ["embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms", "gpu_adam_ms_per_mparam",
-        "step_l2_ms", "step_l4_ms", "layer_scale", "rest_scale", "measured"]
+        "step_l2_ms", "step_l4_ms", "layer_scale", "rest_scale", "measured", "layer_recompute_selective_ms"]
 bad = [k for k in rates if not d.get("rates", {}).get(k, 0) > 0]
 e = d.get("compute", [])
 if len(e) != 1:
@@ -105,6 +105,9 @@ if (e["hidden"], e["heads"], e["seq"], e["batch"], e["vocab"], e["math"], e["dty
     bad.append("shape")
 if not e["step_l4_ms"] > e["step_l2_ms"] or not e["layer_bwd_ms"] > e["layer_fwd_ms"]:
     bad.append("step or layer times out of order")
+# selective's recompute has no GEMM: less than the forward it replaces
+if not e["layer_recompute_selective_ms"] < e["layer_fwd_ms"]:
+    bad.append("selective recompute not below a forward")
 print("ok" if not bad else f"bad: {bad}")
 EOF
 )
@@ -135,7 +138,25 @@ else
     pr_fail "--predict -m all" "exit $rc: $(cat "$PR_WORK/all.out")"
 fi
 PR_RECALIBRATE=1 pr_accuracy "predicted/measured ms on the CPU backend" 5 res PR_SHAPE \
-    "-m megatron-lm" "-m zero-offload" "-m l2l" "-m zero-infinity" "-m stronghold -w 2"
+    "-m megatron-lm" "-m zero-offload" "-m l2l" "-m zero-infinity" "-m stronghold -w 2" \
+    "-m megatron-lm --recompute selective" "-m stronghold -w 2 --recompute none"
+# the recompute modes in the model: none below selective below full, every engine
+order=$(for m in full selective none; do
+    (cd "$PR_WORK" && "$PR_BIN" --predict -m all "${PR_SHAPE[@]}" -l 8 --recompute "$m" --results res 2>/dev/null) |
+        sed -n "s/^predict \([a-z0-9-]*\) *\([0-9.]*\) ms\/it.*/$m \1 \2/p"
+done | python3 -c '
+import sys
+t = {}
+for line in sys.stdin:
+    m, e, ms = line.split()
+    t.setdefault(e, {})[m] = float(ms)
+bad = [f"{e} {v}" for e, v in t.items() if len(v) != 3 or not v["none"] < v["selective"] < v["full"]]
+print("ok" if len(t) == 5 and not bad else f"{len(t)} engines; out of order: {bad}")')
+if [ "$order" = ok ]; then
+    pr_pass "--predict: every engine at l8 predicted fastest with --recompute none, then selective, then full"
+else
+    pr_fail "--predict by --recompute" "$order"
+fi
 # micro-batches (l2l, zero-infinity, stronghold): three take about three times one, and from the second on
 # each layer's sum so far comes up before its grads go home (more than three times the copies
 # up); measured on this machine: 2.92x, 3.00x and 2.95x the step, predicted 2.98x, 2.99x and 2.88x
