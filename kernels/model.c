@@ -236,6 +236,7 @@ size_t gpt_layer_acts_bytes(const gpt_shape *sh, gpt_dtype dtype)
     gpt_layer_acts a;
     return layer_acts_carve(&a, NULL, sh, dtype);
 }
+
 const char *gpt_recompute_name(gpt_recompute r)
 {
     return r == GPT_RECOMPUTE_NONE ? "none" : r == GPT_RECOMPUTE_SELECTIVE ? "selective" : "full";

@@ -77,6 +77,23 @@ else
 fi
 rm -rf "${GM_STORE:?}"/*
 
+# ---- --recompute selective and none under gemini (megatron-lm ZeRO-3 beneath it): the same
+# parameters and losses as full, each killed at iteration 5 and recovered by hand ---------------
+gm_rc_ok=""
+for m in selective none; do
+    gm_run "rc_${m}1" -m gemini --recompute "$m" --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job "rc$m" --fail-at 5
+    gm_run "rc_${m}2" -m gemini --recompute "$m" --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job "rc$m" --gemini-recover
+    [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/one1.params" "$GM_WORK/rc_${m}2.params" &&
+        [ "$(gm_losses "$GM_WORK/rc_${m}2" 5)" = "$(gm_losses "$GM_WORK/one1" 5)" ] &&
+        grep -q '"recompute":[[:space:]]*"'"$m"'"' "$GM_WORK/rc_${m}2"/results/*.json && gm_rc_ok="$gm_rc_ok $m"
+done
+if [ "$gm_rc_ok" = " selective none" ]; then
+    gm_pass "gemini --recompute selective and none: killed at iteration 5, recovered, = ZeRO-3 under full bit for bit"
+else
+    gm_fail "gemini --recompute" "passed:$gm_rc_ok; exit $GM_RC: $(tail -c 300 "$GM_WORK/rc_none2/err")"
+fi
+rm -rf "${GM_STORE:?}"/*
+
 # ---- one rank, its store lost and the newest persistent version damaged on disk: the
 # recovery reads only the version the headers name, finds its checksums wrong, and takes the
 # one before (iteration 4 of --ckpt-every 2), = no failure -----------------------------------
