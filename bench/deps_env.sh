@@ -15,6 +15,15 @@ machine_info() {
     date -u +%Y-%m-%dT%H:%MZ
 }
 
+# bench_run TAG ARGS...: ./aebench with the script's ${shape[@]} and ARGS, its results in
+# $out/res_TAG and its output in $out/TAG.txt; prints the run's done line (or its error).
+bench_run() {
+    local tag=$1
+    shift
+    timeout 300 ./aebench "${shape[@]}" "$@" --results "$out/res_$tag" >"$out/$tag.txt" 2>&1
+    echo "$tag: $(grep -E 'done:|ERROR|OUT OF' "$out/$tag.txt" | head -n 1)"
+}
+
 # bench_workdir NAME: the call's work folder ($out, /tmp/aebench-NAME.*) and $dest made; when
 # the script exits, the folder packed into $dest/bench.tgz (the raw logs and JSON: not for
 # git) and its table.md copied beside it.  Expects $dest.

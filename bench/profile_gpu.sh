@@ -21,24 +21,18 @@ echo "builds and lt_probe: $(($(date +%s) - t0)) s"
 
 L=${LAYERS:-32}
 shape=(--device cuda -l "$L" -h 2048 --heads 16 --seq 1024 -b 4 --iters 6 --log-interval 6)
-run() { # tag args...
-    local tag=$1
-    shift
-    timeout 300 ./aebench "${shape[@]}" "$@" --results "$out/res_$tag" >"$out/$tag.txt" 2>&1
-    echo "$tag: $(grep -E 'done:|ERROR|OUT OF' "$out/$tag.txt" | head -n 1)"
-}
 for dt in bf16 tf32; do
     args=(--math tf32)
     [ "$dt" = bf16 ] && args=(--dtype bf16)
-    run "megatron_${dt}" -m megatron-lm "${args[@]}"
-    run "megatron_${dt}_profile" -m megatron-lm "${args[@]}" --profile
+    bench_run "megatron_${dt}" -m megatron-lm "${args[@]}"
+    bench_run "megatron_${dt}_profile" -m megatron-lm "${args[@]}" --profile
 done
 for e in ${ENGINES:-l2l zero-offload zero-infinity stronghold}; do
     [ "$e" = megatron-lm ] && continue
     w=()
     [ "$e" = stronghold ] && w=(-w 15)
-    run "$e" -m "$e" "${w[@]}"
-    run "${e}_profile" -m "$e" "${w[@]}" --profile
+    bench_run "$e" -m "$e" "${w[@]}"
+    bench_run "${e}_profile" -m "$e" "${w[@]}" --profile
 done
 
 python3 - "$out" <<'PY' | tee "$out/table.md"

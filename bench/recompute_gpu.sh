@@ -25,19 +25,13 @@ echo "build: $(($(date +%s) - t0)) s"
 
 L=${LAYERS:-32}
 read -r -a shape <<<"--device ${DEVICE:-cuda} ${SHAPE:--l $L -h 2048 --heads 16 --seq 1024 -b 4} --iters 8 --log-interval 8"
-run() { # tag args...
-    local tag=$1
-    shift
-    timeout 300 ./aebench "${shape[@]}" "$@" --results "$out/res_$tag" >"$out/$tag.txt" 2>&1
-    echo "$tag: $(grep -E 'done:|ERROR|OUT OF' "$out/$tag.txt" | head -n 1)"
-}
 for dt in bf16 tf32; do
     args=(--math tf32)
     [ "$dt" = bf16 ] && args=(--dtype bf16)
     for m in full selective none; do
-        run "megatron_${dt}_${m}" -m megatron-lm "${args[@]}" --recompute "$m"
-        [ "$m" = full ] || AEBENCH_GELU_EPILOGUE=off run "megatron_${dt}_${m}_epioff" -m megatron-lm "${args[@]}" --recompute "$m" --iters 4
-        [ "$m" = full ] && AEBENCH_GELU_EPILOGUE=off run "megatron_${dt}_full_epioff" -m megatron-lm "${args[@]}" --iters 4
+        bench_run "megatron_${dt}_${m}" -m megatron-lm "${args[@]}" --recompute "$m"
+        [ "$m" = full ] || AEBENCH_GELU_EPILOGUE=off bench_run "megatron_${dt}_${m}_epioff" -m megatron-lm "${args[@]}" --recompute "$m" --iters 4
+        [ "$m" = full ] && AEBENCH_GELU_EPILOGUE=off bench_run "megatron_${dt}_full_epioff" -m megatron-lm "${args[@]}" --iters 4
         if [ "${TORCH:-1}" = 1 ]; then
             for c in "" --compile; do
                 timeout 400 python3 bench/pytorch_gpt.py --layers "$L" --math "$dt" --recompute "$m" $c --iters 12 \
@@ -49,7 +43,7 @@ done
 for e in ${ENGINES:-l2l zero-offload zero-infinity stronghold}; do
     w=()
     [ "$e" = stronghold ] && w=(-w "${WINDOW:-15}")
-    for m in full selective; do run "${e}_${m}" -m "$e" "${w[@]}" --recompute "$m"; done
+    for m in full selective; do bench_run "${e}_${m}" -m "$e" "${w[@]}" --recompute "$m"; done
 done
 
 python3 - "$out" <<'PY' | tee "$out/table.md"
