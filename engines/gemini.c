@@ -6,7 +6,9 @@
  *
  * Where things live, per rank (besides megatron-lm ZeRO-3's own, engines/megatron_lm.c):
  *   GPU   two staging chunks (min(64 MiB, the shard) each): what a peer's shard arrives in;
- *         m rows of chunk checksums (this rank's, and each round's peer's); m tokens (read);
+ *         m rows of chunk checksums (this rank's, and each round's peer's), a row of the
+ *         shard padding's terms (where the optimizer's sums start) and one for checking
+ *         them; m tokens (read);
  *         with --gemini-transport read, this rank's three arrays are also windows its peers
  *         map (CUDA IPC: no copy, their copy engines read them in place)
  *   host  the store (runtime/ckpt_store.h): a file on a memory file system (--gemini-store,
@@ -33,8 +35,10 @@
  * One checkpoint, stream by stream (the training itself is megatron-lm ZeRO-3's, on compute
  * and its two collective streams):
  *   own-d2h   after the step's optimizer (an event on compute): the chunk checksums of this
- *             rank's arrays, computed there (the backend's checksum_chunks), then the arrays
- *             and the checksums into its slot's version (it mod 2); a stream of its own, so
+ *             rank's arrays, which that optimizer summed as it wrote them (megatron_arm_sums:
+ *             no pass of their own over the state; checked against one at the first
+ *             checkpoint), or computed here (checksum_chunks) where its update was skipped;
+ *             then the arrays and the checksums into its slot's version (it mod 2); a stream of its own, so
  *             that the peers' chunks below never queue behind these gigabytes
  *   ckpt-comm per round d, per chunk of the shard's three arrays: one sendrecv, this rank's
  *             chunk straight from the GPU arrays to to_d and from_d's into staging[k mod 2],
@@ -90,6 +94,7 @@
 #include "runtime/collectives.h"
 #include "runtime/predict.h"
 #include "runtime/timer.h"
+#include "../kernels/checksum_element.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -290,7 +295,15 @@ typedef struct gemini_state {
     float *staging[2];
     size_t chunk;            /* floats of a staging chunk */
     uint64_t *dev_sums;      /* GPU: m x nchunks chunk checksums: [0] this rank's shard's, [d]
-                                the one received from round d's peer with its shard */
+                                the one received from round d's peer with its shard; then a
+                                row of the padding's terms (sums_init) and one for the check */
+    uint64_t *sums_init;     /* GPU: the raw sums of the words no update writes (the shards'
+                                padding, zeros), where the optimizer's sums start */
+    /* This rank's checksums ride on the optimizer (megatron_arm_sums) of a due step: the
+     * iteration whose sums it made (0: none), and whether they are trusted (checked once
+     * against a pass of their own at the first checkpoint; a disagreement goes back to the
+     * pass for good) */
+    int fused_it, fused_checked, fused_off;
     gpt_event *ev_sums;      /* this rank's checksums are computed */
     /* --gemini-transport read: this rank's arrays (master, m, v) as windows its peers read,
      * NULL where the peers' chunks are sent (sendrecv); the tokens of the checkpoint's end */
@@ -639,6 +652,32 @@ static int hook_before_optimizer(void *ctx, gpt_stream *compute);
 
 /* ---- init ----------------------------------------------------------------------------------- */
 
+/* The raw chunk sums of the words of [master | m | v] that no update writes (the padding of
+ * the blocks' shards, always zero), on the host once, up to the row of dev_sums the
+ * optimizer's sums start from (megatron_arm_sums). */
+static int padding_sums(gemini_state *st)
+{
+    const size_t n = st->shard.n, chunk = ckpt_store_chunk_floats(st->store);
+    const size_t nchunks = (size_t)ckpt_store_nchunks(st->store);
+    const size_t nranges = megatron_shard_padding(st->mega, NULL, 0);
+    size_t *ranges = malloc((2 * nranges + 1) * sizeof *ranges);
+    uint64_t *sums = calloc(nchunks, sizeof *sums);
+    int rc = ranges && sums ? GPT_OK : GPT_ERR_OOM;
+    if (!rc) {
+        megatron_shard_padding(st->mega, ranges, nranges);
+        for (size_t r = 0; r < nranges; r++)
+            for (int a = 0; a < 3; a++)
+                for (size_t w = a * n + ranges[2 * r]; w < a * n + ranges[2 * r + 1]; w++)
+                    sums[w / chunk] += gpt_checksum_term(0, w % chunk);
+        st->sums_init = st->dev_sums + ((size_t)st->p.m) * nchunks;
+        gpt_stream *s = st->shard.compute;
+        if (!(rc = gpt_memcpy_h2d(s, st->sums_init, sums, nchunks * sizeof *sums))) rc = gpt_stream_sync(s);
+    }
+    free(ranges);
+    free(sums);
+    return rc;
+}
+
 /* --gemini-transport: this rank's three arrays as windows its peers read (all ranks decide
  * together, coll_window_open), or none: the chunks are sent.  auto reads where it can. */
 static int open_windows(gemini_state *st)
@@ -745,6 +784,10 @@ static int gemini_init(const engine_env *env, void **state)
     const char *ctas = getenv("AEBENCH_GEMINI_CTAS"), *fill = getenv("AEBENCH_GEMINI_FILL");
     const char *share = getenv("AEBENCH_GEMINI_EVERY_SHARE");
     st->fill = fill && atof(fill) > 0 && atof(fill) <= 1 ? atof(fill) : 0.9;
+    /* AEBENCH_GEMINI_SUMS=pass: the checksums by a pass of their own, not the optimizer
+     * (own_sums; for measuring the one against the other in one build) */
+    const char *sums_way = getenv("AEBENCH_GEMINI_SUMS");
+    st->fused_off = sums_way && strcmp(sums_way, "pass") == 0;
     st->every_share = share && atof(share) > 0 && atof(share) <= 1 ? atof(share) : 0.01;
     if ((rc = coll_open_capped(&st->comm, env->be, env->rank, env->world, ctas ? atoi(ctas) : 4))) return rc;
     if (coll_watch(st->comm, env->dog, "checkpoint")) return GPT_ERR_INVALID;
@@ -801,11 +844,11 @@ static int gemini_init(const engine_env *env, void **state)
     if (env->cfg->ckpt_dir[0] && ckpt_dir_open(&st->ckpt, env->cfg->ckpt_dir, st->job, env->rank, why, sizeof why))
         return engine_refuse(env, GPT_ERR_INVALID, "--ckpt-dir: %s", why);
     /* the chunk checksums on the GPU, and the event that says this rank's are ready */
+    const size_t nchunks = (size_t)ckpt_store_nchunks(st->store);
     if ((rc = engine_alloc(&st->mem, MEM_GPU, (void **)&st->dev_sums,
-                           (size_t)st->p.m * (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t),
-                           "gemini checksums")) ||
+                           ((size_t)st->p.m + 2) * nchunks * sizeof(uint64_t), "gemini checksums")) ||
         (rc = gpt_event_create(env->be, &st->ev_sums)) || (rc = gpt_event_create(env->be, &st->ev_ready)) ||
-        (rc = open_windows(st)))
+        (rc = open_windows(st)) || (rc = padding_sums(st)))
         return rc;
     char where[1100];
     ckpt_store_dir(where, sizeof where, env->cfg->gemini_store, st->job);
@@ -859,6 +902,51 @@ static int copy_own_home(gemini_state *st, int v, gpt_stream *s)
     return GPT_OK;
 }
 
+/* This rank's chunk checksums of iteration it's state into dev_sums' row 0, ready on
+ * own_d2h (which waits for the step): the ones the optimizer summed as it wrote the state
+ * (megatron_arm_sums), or a pass over the arrays of their own (a step whose update was
+ * skipped, or the optimizer's sums were found wrong).  The first time the optimizer's are
+ * used they are checked against a pass, the host waiting (once, in the first checkpoint). */
+static int own_sums(gemini_state *st, int it)
+{
+    const gpt_float_span parts[3] = {{st->shard.master, st->shard.n}, {st->shard.adam_m, st->shard.n},
+                                     {st->shard.adam_v, st->shard.n}};
+    const size_t chunk = ckpt_store_chunk_floats(st->store), nchunks = (size_t)ckpt_store_nchunks(st->store);
+    const int fused = st->fused_it == it && !st->fused_off;
+    st->fused_it = 0;
+    if (!fused) {
+        gpt_checksum_chunks(st->own_d2h, st->dev_sums, parts, 3, chunk);
+        return GPT_OK;
+    }
+    if (st->fused_checked) return GPT_OK;
+    uint64_t *check = st->dev_sums + ((size_t)st->p.m + 1) * nchunks;
+    gpt_checksum_chunks(st->own_d2h, check, parts, 3, chunk);
+    uint64_t *host = malloc(2 * nchunks * sizeof *host);
+    if (!host) return GPT_ERR_OOM;
+    int rc;
+    /* (every rank checks at the same checkpoint: a skipped step is every rank's, so the
+     * ranks agree here, and each one's verdict is counted for the log, which rank 0 writes) */
+    double differ = 0;
+    if (!(rc = gpt_memcpy_d2h(st->own_d2h, host, st->dev_sums, nchunks * sizeof *host)) &&
+        !(rc = gpt_memcpy_d2h(st->own_d2h, host + nchunks, check, nchunks * sizeof *host)) &&
+        !(rc = gpt_stream_sync(st->own_d2h))) {
+        differ = memcmp(host, host + nchunks, nchunks * sizeof *host) != 0;
+        rc = coll_host_sum_doubles(st->comm, &differ, 1);
+    }
+    free(host);
+    if (rc) return rc;
+    st->fused_checked = 1;
+    if (differ == 0) {
+        engine_note(&st->env, "gemini: the checkpoint checksums ride on the optimizer (summed as it writes the "
+                    "state, no pass of their own): equal to a pass on every rank at the first checkpoint");
+        return GPT_OK;
+    }
+    st->fused_off = 1;
+    engine_note(&st->env, "gemini: the optimizer's checksums differ from a pass over the state on %.0f rank%s at the "
+                "first checkpoint: a pass of their own from now on", differ, differ == 1 ? "" : "s");
+    return gpt_memcpy_d2d(st->own_d2h, st->dev_sums, check, nchunks * sizeof(uint64_t));
+}
+
 /* Begin the checkpoint of iteration it (into version it mod 2 of every slot): after what
  * compute has issued (that iteration's optimizer), this rank's arrays go home on d2h, and
  * the peers' rounds are set up for ckpt_chunks. */
@@ -878,9 +966,7 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
     /* this rank's chunk checksums, computed on the GPU from the arrays themselves (a pass at
      * memory speed there, instead of one over the host copy beside training), go home with
      * the data and to the peers with its last piece (ckpt_chunks) */
-    const gpt_float_span parts[3] = {{st->shard.master, st->shard.n}, {st->shard.adam_m, st->shard.n},
-                                     {st->shard.adam_v, st->shard.n}};
-    gpt_checksum_chunks(st->own_d2h, st->dev_sums, parts, 3, ckpt_store_chunk_floats(st->store));
+    if ((rc = own_sums(st, it))) return rc;
     if ((rc = gpt_event_record(st->ev_sums, st->own_d2h)) ||
         (rc = gpt_event_record(st->ev_own_start, st->own_d2h)) || (rc = copy_own_home(st, v, st->own_d2h)) ||
         (rc = gpt_memcpy_d2h(st->own_d2h, ckpt_store_sums(st->store, 0, v), st->dev_sums,
@@ -1272,6 +1358,9 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
     /* (--gemini-every: this step's state is checkpointed; every rank decides alike) */
     const int due = iteration >= st->next_due;
     if (due) st->next_due = iteration + st->every;
+    /* its checksums summed by its optimizer as it writes the state (own_sums) */
+    if (due && !st->fused_off)
+        megatron_arm_sums(st->mega, st->dev_sums, st->sums_init, ckpt_store_chunk_floats(st->store));
     out->ckpt_every = st->every;
     st->interleaving = mode == GEMINI_INTERLEAVE && st->planned;
     if (st->interleaving) {
@@ -1279,6 +1368,7 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
         if (st->pending && (rc = ckpt_begin(st, st->pending, out))) return rc;
         if (!st->pending) st->round = st->p.m; /* nothing to send this step */
         if ((rc = engine_megatron_lm.step(st->mega, iteration, tokens, targets, out))) return rc;
+        st->fused_it = megatron_sums_done(st->mega) ? iteration : 0;
         float exposed = 0;
         if (st->pending) {
             float a = 0, b = 0, c = 0;
@@ -1306,6 +1396,7 @@ static int gemini_step_memory(void *state, int iteration, const int32_t *tokens,
      * training waits (a step not due: the training alone) */
     const double s0 = wall_ms();
     if ((rc = engine_megatron_lm.step(st->mega, iteration, tokens, targets, out))) return rc;
+    st->fused_it = megatron_sums_done(st->mega) ? iteration : 0;
     st->step_wall_ms = wall_ms() - s0;
     if (!due) {
         out->has_ckpt = 0;

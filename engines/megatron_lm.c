@@ -111,6 +111,12 @@ typedef struct megatron_state {
     gpt_event *ev_gathered[2], *ev_slot_done[2], *ev_gslot_free[2];
     stream_spans spans;
     megatron_hooks hooks;    /* an engine built on this one (gemini); zeros: none */
+    /* megatron_arm_sums: the next step's optimizer sums the shard state's checksums into
+     * sums_dev (from sums_init's padding terms); sums_done: the last step did */
+    uint64_t *sums_dev;
+    const uint64_t *sums_init;
+    size_t sums_chunk;
+    int sums_done;
 } megatron_state;
 
 /* Every collective of a step is issued between these two (its busy span; the hooks). */
@@ -606,9 +612,17 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
      * Megatron's loss scaler does, and counted in the log's "number of nan iterations". */
     out->skipped = !isfinite(out->grad_norm);
     out->lr = gpt_lr_at(&cfg->optim, iteration);
+    /* (armed sums are for this step only, and only an update makes them) */
+    uint64_t *sums = st->sums_dev;
+    st->sums_dev = NULL;
+    st->sums_done = 0;
     if (out->skipped) return GPT_OK;
     const float lr = (float)out->lr, scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
     if (st->hooks.before_optimizer && (rc = st->hooks.before_optimizer(st->hooks.ctx, s))) return rc;
+    const size_t n_shard = st->z.shard_total;
+    const size_t nchunks = sums ? (3 * n_shard + st->sums_chunk - 1) / st->sums_chunk : 0;
+    /* (after the hook: the sums may still be read by what it made compute wait for) */
+    if (sums && (rc = gpt_memcpy_d2d(s, sums, st->sums_init, nchunks * sizeof(uint64_t)))) return rc;
     const int t = ++st->adam_step;
     for (int b = 0; b <= L; b++) {
         const block_geom *g = &st->blocks[b];
@@ -618,10 +632,15 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
                                 st->adam_m + g->off, st->adam_v + g->off, g->n, g->n_decay,
                                 &cfg->optim, lr, t, scale);
         } else {
+            const gpt_checksum_acc acc = {sums, st->sums_chunk, {g->soff, n_shard + g->soff, 2 * n_shard + g->soff}};
             dp_shard_adamw(s, master_shard(st, b), work_shard(st, b), grad_shard(st, b),
                            st->adam_m + g->soff, st->adam_v + g->soff, g->n, g->n_decay, st->W,
-                           st->rank, &cfg->optim, lr, t, scale);
+                           st->rank, &cfg->optim, lr, t, scale, sums ? &acc : NULL);
         }
+    }
+    if (sums) {
+        gpt_checksum_fold_chunks(s, sums, 3 * n_shard, st->sums_chunk);
+        st->sums_done = 1;
     }
     if (st->stage == 1 || st->stage == 2) {
         /* every rank's updated shards to everyone: the whole working weights again */
@@ -830,6 +849,33 @@ int megatron_shard_state_of(void *state, megatron_shard_state *out)
 void megatron_set_hooks(void *state, const megatron_hooks *hooks)
 {
     ((megatron_state *)state)->hooks = *hooks;
+}
+
+void megatron_arm_sums(void *state, uint64_t *sums, const uint64_t *init, size_t chunk_floats)
+{
+    megatron_state *st = state;
+    st->sums_dev = st->stage == 3 && st->params_shard && !st->wparams_shard ? sums : NULL;
+    st->sums_init = init;
+    st->sums_chunk = chunk_floats;
+}
+
+int megatron_sums_done(const void *state) { return ((const megatron_state *)state)->sums_done; }
+
+size_t megatron_shard_padding(const void *state, size_t *ranges, size_t max_ranges)
+{
+    const megatron_state *st = state;
+    size_t count = 0;
+    for (int b = 0; b <= st->sh.layers; b++) {
+        const block_geom *g = &st->blocks[b];
+        const size_t real = dp_shard_real(g->n, g->S, st->rank);
+        if (real >= g->S) continue;
+        if (count < max_ranges) {
+            ranges[2 * count] = g->soff + real;
+            ranges[2 * count + 1] = g->soff + g->S;
+        }
+        count++;
+    }
+    return count;
 }
 
 size_t megatron_shard_floats(const engine_config *cfg)

@@ -7,6 +7,8 @@
 
 #include "engine.h"
 
+#include <stdint.h>
+
 /* This rank's part of the model state at --zero-stage >= 1 (fp32): its shards of the master
  * parameters and of Adam's m and v (device, n floats each, the blocks' shards one after the
  * other), and the Adam step.  The optimizer writes them on `compute` at the end of a step;
@@ -39,5 +41,19 @@ typedef struct megatron_hooks {
     int (*before_optimizer)(void *ctx, gpt_stream *compute);
 } megatron_hooks;
 void megatron_set_hooks(void *state, const megatron_hooks *hooks);
+
+/* Checksums riding on the optimizer (gemini's checkpoint of the step's state): the next
+ * step's optimizer, unless the step is skipped, sets sums (device, one per chunk) to init's
+ * (device: the terms of the words it does not write, the shards' padding), adds the terms of
+ * every master, m and v word it writes, and folds them: the chunk checksums of [master | m |
+ * v] (3 n words in chunks of chunk_floats), as gpt_checksum_chunks over the three would be,
+ * without a pass of their own over the state.  Stage 3 fp32 only (else nothing is armed).
+ * megatron_sums_done: whether the last step made them. */
+void megatron_arm_sums(void *state, uint64_t *sums, const uint64_t *init, size_t chunk_floats);
+int megatron_sums_done(const void *state);
+/* The ranges [lo, hi) of this rank's n shard floats that no update writes (the padding of
+ * blocks that do not divide by the ranks), 2 words a range into ranges (at most max_ranges
+ * of them); their count. */
+size_t megatron_shard_padding(const void *state, size_t *ranges, size_t max_ranges);
 
 #endif

@@ -83,6 +83,18 @@ typedef struct gpt_float_span {
 } gpt_float_span;
 enum { GPT_CHECKSUM_PARTS = 4 };
 
+/* What an AdamW update adds to a sequence's checksums (checksum_element.h) as it writes:
+ * the terms of the param, m and v words it stores, element e of its call sitting at word
+ * first[0] + e, first[1] + e, first[2] + e of the sequence, added into sums[] (device
+ * memory, one per chunk of chunk_floats words, not yet folded: gpt_checksum_fold_chunks does
+ * that once every word is in).  So a checkpoint's checksums ride on the optimizer's own pass over
+ * the state instead of a pass of their own. */
+typedef struct gpt_checksum_acc {
+    uint64_t *sums;
+    size_t chunk_floats;
+    size_t first[3];
+} gpt_checksum_acc;
+
 /* A backend instance: its op table and private state (device id, library handles). */
 struct gpt_backend {
     const gpt_backend_ops *ops;
@@ -191,7 +203,8 @@ struct gpt_backend_ops {
                                           int Vp);
     void (*adamw_update)(gpt_stream *s, float *param, void *param_act, const float *grad,
                          float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                         float eps, float weight_decay, int t, float grad_scale);
+                         float eps, float weight_decay, int t, float grad_scale,
+                         const gpt_checksum_acc *acc);
     void (*norm_squared)(gpt_stream *s, float *out, const float *x, size_t n);
     void (*params_to_act)(gpt_stream *s, void *dst, const float *src, size_t n);
     /* Checksums (checksum_element.h) of the chunks of chunk_floats words of the arrays
@@ -199,6 +212,9 @@ struct gpt_backend_ops {
      * chunk may be shorter): sums[c] (device memory, nchunks entries) for each chunk. */
     void (*checksum_chunks)(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
                             size_t chunk_floats);
+    /* sums[c] = fold(sums[c], chunk c's length) for the chunks of a sequence of total words:
+     * the checksums from the raw sums an update with a gpt_checksum_acc left */
+    void (*checksum_fold)(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats);
     /* out = a + b on n fp32 elements whatever be->dtype (gradient sums) */
     void (*add_f32)(gpt_stream *s, float *out, const float *a, const float *b, size_t n);
 };
@@ -369,7 +385,7 @@ static inline void gpt_adamw_update(gpt_stream *s, float *param, const float *gr
                                     float *v, size_t n, float lr, float beta1, float beta2,
                                     float eps, float weight_decay, int t, float grad_scale)
 { s->be->ops->adamw_update(s, param, NULL, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
-                           t, grad_scale); }
+                           t, grad_scale, NULL); }
 
 /* The same update, which also writes the updated params into param_act (n elements of
  * be->dtype) exactly as gpt_params_to_act(param_act, param, n) would: the bf16 working copy
@@ -379,7 +395,16 @@ static inline void gpt_adamw_update_act(gpt_stream *s, float *param, void *param
                                         float lr, float beta1, float beta2, float eps,
                                         float weight_decay, int t, float grad_scale)
 { s->be->ops->adamw_update(s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps,
-                           weight_decay, t, grad_scale); }
+                           weight_decay, t, grad_scale, NULL); }
+
+/* The same update adding the checksum terms of what it writes (acc NULL: none). */
+static inline void gpt_adamw_update_sums(gpt_stream *s, float *param, void *param_act,
+                                         const float *grad, float *m, float *v, size_t n,
+                                         float lr, float beta1, float beta2, float eps,
+                                         float weight_decay, int t, float grad_scale,
+                                         const gpt_checksum_acc *acc)
+{ s->be->ops->adamw_update(s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps,
+                           weight_decay, t, grad_scale, acc); }
 
 /* *out (one float in device memory) = sum of x[i]^2, reduced in at least fp32 with a
  * fixed order (the same result on every call with the same input). */
@@ -388,6 +413,8 @@ static inline void gpt_norm_squared(gpt_stream *s, float *out, const float *x, s
 static inline void gpt_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts,
                                        int nparts, size_t chunk_floats)
 { s->be->ops->checksum_chunks(s, sums, parts, nparts, chunk_floats); }
+static inline void gpt_checksum_fold_chunks(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats)
+{ s->be->ops->checksum_fold(s, sums, total, chunk_floats); }
 
 /* out = a + b, n fp32 elements, on a backend of any activation type (out may alias either): the
  * sum of gradients of micro-batches, which stay fp32 in bf16 training.  The same bits as

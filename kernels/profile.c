@@ -183,8 +183,8 @@ WRAP_OP(crossentropy_forward_backward, PROF_CROSSENTROPY, 0, 0,
         (gpt_stream *s, float *losses, void *logits, const int32_t *targets, float dloss, int N, int V, int Vp),
         (s, losses, logits, targets, dloss, N, V, Vp))
 WRAP_OP(adamw_update, PROF_ADAMW, 0, 0,
-        (gpt_stream *s, float *param, void *param_act, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t, float grad_scale),
-        (s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale))
+        (gpt_stream *s, float *param, void *param_act, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t, float grad_scale, const gpt_checksum_acc *acc),
+        (s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale, acc))
 WRAP_OP(norm_squared, PROF_NORM_SQUARED, 0, 0,
         (gpt_stream *s, float *out, const float *x, size_t n),
         (s, out, x, n))
@@ -194,6 +194,9 @@ WRAP_OP(params_to_act, PROF_PARAMS_TO_ACT, 0, 0,
 WRAP_OP(checksum_chunks, PROF_CHECKSUM, 0, 0,
         (gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts, size_t chunk_floats),
         (s, sums, parts, nparts, chunk_floats))
+WRAP_OP(checksum_fold, PROF_CHECKSUM, 0, 0,
+        (gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats),
+        (s, sums, total, chunk_floats))
 WRAP_OP(add_f32, PROF_ADD_F32, 0, 0,
         (gpt_stream *s, float *out, const float *a, const float *b, size_t n),
         (s, out, a, b, n))
@@ -224,6 +227,7 @@ static void wrap_ops(gpt_backend_ops *ops)
     ops->norm_squared = wrap_norm_squared;
     ops->params_to_act = wrap_params_to_act;
     ops->checksum_chunks = wrap_checksum_chunks;
+    ops->checksum_fold = wrap_checksum_fold;
     ops->add_f32 = wrap_add_f32;
     ops->memcpy_h2d = wrap_memcpy_h2d;
     ops->memcpy_d2h = wrap_memcpy_d2h;

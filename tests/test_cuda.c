@@ -32,6 +32,7 @@
 
 #include "engine_harness.h"
 #include "../kernels/model.h"
+#include "../kernels/checksum_element.h"
 #include "../kernels/profile.h"
 #include "../kernels/rng.h"
 
@@ -1102,6 +1103,88 @@ static void test_checksum_gpu_vs_cpu(void **state)
     checksum_case(large, (4 << 20) + 3);
 }
 
+/* AdamW with its checksum terms (gpt_checksum_acc: gemini's sums riding on the optimizer) on
+ * the GPU: a shard [param | m | v] of three blocks updated in calls that start at odd
+ * elements (the float4 body and the scalar tail both), chunks that end inside them and a
+ * chunk size not a multiple of a warp, the raw sums started from the padding's terms: the
+ * folded sums equal the CPU's pass over the state the GPU wrote, and that state equals a
+ * plain GPU update's bit for bit. */
+static void test_adamw_sums_gpu_vs_cpu(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    pair p;
+    pair_open(&p, MATH_FP32);
+    const size_t S[3] = {1000003, 77, 2400011}, pad[3] = {0, 5, 3}, chunk = 65536 + 17;
+    const size_t n = S[0] + S[1] + S[2], total = 3 * n, nchunks = (total + chunk - 1) / chunk;
+    float *host = malloc(total * sizeof *host), *grad = malloc(n * sizeof *grad);
+    float *back = malloc(total * sizeof *back), *plain_back = malloc(total * sizeof *plain_back);
+    uint64_t *init = calloc(nchunks, sizeof *init), *got = calloc(nchunks, sizeof *got);
+    uint64_t *want = calloc(nchunks, sizeof *want);
+    assert_true(host && grad && back && plain_back && init && got && want);
+    uint64_t seed = 99;
+    for (size_t i = 0; i < total; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        const float u = (float)((seed >> 40) & 0xffffff) / 16777216.0f;
+        host[i] = i >= 2 * n ? u * 0.01f : u - 0.5f; /* v >= 0 */
+    }
+    for (size_t i = 0; i < n; i++) grad[i] = host[(i * 7) % n] * 2.0f;
+    size_t off = 0;
+    for (int b = 0; b < 3; b++) {
+        for (int a = 0; a < 3; a++)
+            for (size_t w = a * n + off + S[b] - pad[b]; w < a * n + off + S[b]; w++) {
+                host[w] = 0.0f;
+                init[w / chunk] += gpt_checksum_term(0, w % chunk);
+            }
+        off += S[b];
+    }
+    float *state_d = NULL, *plain_d = NULL, *grad_d = NULL;
+    uint64_t *sums_d = NULL;
+    assert_int_equal(p.gpu->ops->dev_alloc(p.gpu, (void **)&state_d, total * sizeof(float)), 0);
+    assert_int_equal(p.gpu->ops->dev_alloc(p.gpu, (void **)&plain_d, total * sizeof(float)), 0);
+    assert_int_equal(p.gpu->ops->dev_alloc(p.gpu, (void **)&grad_d, n * sizeof(float)), 0);
+    assert_int_equal(p.gpu->ops->dev_alloc(p.gpu, (void **)&sums_d, nchunks * sizeof(uint64_t)), 0);
+    assert_int_equal(gpt_memcpy_h2d(p.gs, state_d, host, total * sizeof(float)), 0);
+    assert_int_equal(gpt_memcpy_h2d(p.gs, plain_d, host, total * sizeof(float)), 0);
+    assert_int_equal(gpt_memcpy_h2d(p.gs, grad_d, grad, n * sizeof(float)), 0);
+    assert_int_equal(gpt_memcpy_h2d(p.gs, sums_d, init, nchunks * sizeof(uint64_t)), 0);
+    off = 0;
+    for (int b = 0; b < 3; b++) {
+        const size_t real = S[b] - pad[b], split = real / 3 + 1; /* (the second call starts at an odd element) */
+        for (int part = 0; part < 2; part++) {
+            const size_t lo = off + (part ? split : 0), len = part ? real - split : split;
+            const float wd = part ? 0.0f : 0.1f;
+            const gpt_checksum_acc acc = {sums_d, chunk, {lo, n + lo, 2 * n + lo}};
+            gpt_adamw_update(p.gs, plain_d + lo, grad_d + lo, plain_d + n + lo, plain_d + 2 * n + lo, len, 1e-2f,
+                             0.9f, 0.95f, 1e-8f, wd, 2, 0.5f);
+            gpt_adamw_update_sums(p.gs, state_d + lo, NULL, grad_d + lo, state_d + n + lo, state_d + 2 * n + lo, len,
+                                  1e-2f, 0.9f, 0.95f, 1e-8f, wd, 2, 0.5f, &acc);
+        }
+        off += S[b];
+    }
+    gpt_checksum_fold_chunks(p.gs, sums_d, total, chunk);
+    assert_int_equal(gpt_memcpy_d2h(p.gs, back, state_d, total * sizeof(float)), 0);
+    assert_int_equal(gpt_memcpy_d2h(p.gs, plain_back, plain_d, total * sizeof(float)), 0);
+    assert_int_equal(gpt_memcpy_d2h(p.gs, got, sums_d, nchunks * sizeof(uint64_t)), 0);
+    assert_int_equal(gpt_stream_sync(p.gs), 0);
+    const gpt_float_span parts[3] = {{back, n}, {back + n, n}, {back + 2 * n, n}};
+    gpt_checksum_chunks(p.cs, want, parts, 3, chunk);
+    assert_int_equal(gpt_stream_sync(p.cs), 0);
+    size_t differ = 0, state_differ = 0;
+    for (size_t c = 0; c < nchunks; c++) differ += got[c] != want[c];
+    for (size_t i = 0; i < total; i++) state_differ += memcmp(&back[i], &plain_back[i], sizeof(float)) != 0;
+    printf("cuda adamw with checksum sums: %zu of %zu chunk sums differ from the CPU's pass, %zu of %zu state words "
+           "differ from a plain update\n", differ, nchunks, state_differ, total);
+    assert_int_equal(differ, 0);
+    assert_int_equal(state_differ, 0);
+    p.gpu->ops->dev_free(p.gpu, sums_d);
+    p.gpu->ops->dev_free(p.gpu, grad_d);
+    p.gpu->ops->dev_free(p.gpu, plain_d);
+    p.gpu->ops->dev_free(p.gpu, state_d);
+    free(host); free(grad); free(back); free(plain_back); free(init); free(got); free(want);
+    pair_close(&p);
+}
+
 /* ---- --profile's wrapper on the GPU ---------------------------------------------------------- */
 
 /* The ops issued through the profiling backend (kernels/profile.h) on the GPU: they compute
@@ -1150,6 +1233,7 @@ int main(void)
         cmocka_unit_test(test_repeatable_runs),
         cmocka_unit_test(test_recompute_modes_on_gpu),
         cmocka_unit_test(test_checksum_gpu_vs_cpu),
+        cmocka_unit_test(test_adamw_sums_gpu_vs_cpu),
         cmocka_unit_test(test_oom_then_usable),
         cmocka_unit_test(test_profile_wrapper),
     };

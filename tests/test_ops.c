@@ -1130,6 +1130,72 @@ static void test_checksum_chunks(void **state)
     free(after);
 }
 
+/* AdamW with the checksum terms of what it writes (gpt_checksum_acc), as megatron-lm's
+ * ZeRO-3 optimizer makes them for gemini: a shard of three blocks, each updated in two calls
+ * (the weight-decay split), each block's shard with padding that no update writes; the raw
+ * sums started from the padding's terms and folded afterwards equal checksum_chunks over
+ * [param | m | v] after the update, on 1 and 3 threads, with chunks that end inside the
+ * calls; and the updated state is the same bits as without the sums. */
+static void test_adamw_checksum_sums(void **state)
+{
+    fixture *f = *state;
+    rng r = {5150};
+    const size_t S[3] = {700, 333, 1201}, real[3] = {690, 333, 1190}, chunk = 128;
+    const size_t n = S[0] + S[1] + S[2], total = 3 * n, nchunks = (total + chunk - 1) / chunk;
+    float *state0 = rand_floats(&r, 3 * n, 0.5f, 0.0f); /* [param | m | v] */
+    for (size_t i = 2 * n; i < 3 * n; i++) state0[i] = fabsf(state0[i]);
+    size_t off = 0;
+    for (int b = 0; b < 3; b++, off += S[b - 1])
+        for (int a = 0; a < 3; a++)
+            for (size_t i = real[b]; i < S[b]; i++) state0[a * n + off + i] = 0.0f; /* padding */
+    float *grad = rand_floats(&r, n, 1.0f, 0.0f);
+    uint64_t *want = calloc(nchunks, sizeof *want), *init = calloc(nchunks, sizeof *init);
+    uint64_t *got = calloc(nchunks, sizeof *got);
+    float *plain = copy_floats(state0, 3 * n), *summed = copy_floats(state0, 3 * n);
+    assert_non_null(want); assert_non_null(init); assert_non_null(got);
+    /* the padding's terms, as gemini starts the sums */
+    off = 0;
+    for (int b = 0; b < 3; b++, off += S[b - 1])
+        for (int a = 0; a < 3; a++)
+            for (size_t w = a * n + off + real[b]; w < a * n + off + S[b]; w++)
+                init[w / chunk] += gpt_checksum_term(0, w % chunk);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        gpt_stream *s = threads == 1 ? f->s1 : f->s3;
+        memcpy(plain, state0, 3 * n * sizeof(float));
+        memcpy(summed, state0, 3 * n * sizeof(float));
+        memcpy(got, init, nchunks * sizeof *got);
+        off = 0;
+        for (int b = 0; b < 3; b++, off += S[b - 1]) {
+            const size_t split = real[b] / 3; /* weight decay on the first third */
+            for (int part = 0; part < 2; part++) {
+                const size_t lo = part ? split : 0, len = part ? real[b] - split : split;
+                const float wd = part ? 0.0f : 0.1f;
+                const gpt_checksum_acc acc = {got, chunk, {off + lo, n + off + lo, 2 * n + off + lo}};
+                gpt_adamw_update(s, plain + off + lo, grad + off + lo, plain + n + off + lo, plain + 2 * n + off + lo,
+                                 len, 1e-2f, 0.9f, 0.95f, 1e-8f, wd, 3, 0.5f);
+                gpt_adamw_update_sums(s, summed + off + lo, NULL, grad + off + lo, summed + n + off + lo,
+                                      summed + 2 * n + off + lo, len, 1e-2f, 0.9f, 0.95f, 1e-8f, wd, 3, 0.5f, &acc);
+            }
+        }
+        gpt_checksum_fold_chunks(s, got, total, chunk);
+        const gpt_float_span parts[3] = {{summed, n}, {summed + n, n}, {summed + 2 * n, n}};
+        gpt_checksum_chunks(s, want, parts, 3, chunk);
+        sync_ok(s);
+        check_bitwise("adamw_sums", "state", summed, plain, 3 * n);
+        for (size_t c = 0; c < nchunks; c++)
+            if (got[c] != want[c]) fail_msg("%d threads: chunk %zu of %zu: %016llx, a pass says %016llx", threads, c,
+                                            nchunks, (unsigned long long)got[c], (unsigned long long)want[c]);
+    }
+    /* and they are not the sums of the state before the update */
+    const gpt_float_span before[3] = {{state0, n}, {state0 + n, n}, {state0 + 2 * n, n}};
+    gpt_checksum_chunks(f->s1, want, before, 3, chunk);
+    sync_ok(f->s1);
+    assert_true(memcmp(want, got, nchunks * sizeof *got) != 0);
+    printf("adamw sums: %zu chunks of [param | m | v] summed by the update = a pass after it (1 and 3 threads)\n",
+           nchunks);
+    free(state0); free(grad); free(want); free(init); free(got); free(plain); free(summed);
+}
+
 /* ======================================================================================
  * determinism: 1 thread vs 3 threads, and call to call
  * ==================================================================================== */
@@ -1425,6 +1491,7 @@ int main(void)
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_norm_squared),
         cmocka_unit_test(test_checksum_chunks),
+        cmocka_unit_test(test_adamw_checksum_sums),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_bf16_emulation),
     };

@@ -19,7 +19,8 @@ void dp_shard_norm(gpt_stream *s, const float *grad_shard, size_t n, int world, 
 
 void dp_shard_adamw(gpt_stream *s, float *params, void *params_act, const float *grads,
                     float *m, float *v, size_t n, size_t n_decay, int world, int rank,
-                    const gpt_optim *o, float lr, int t, float grad_scale)
+                    const gpt_optim *o, float lr, int t, float grad_scale,
+                    const gpt_checksum_acc *acc)
 {
     const size_t S = dp_shard_len(n, world);
     const size_t lo = (size_t)rank * S, real = dp_shard_real(n, S, rank);
@@ -28,14 +29,17 @@ void dp_shard_adamw(gpt_stream *s, float *params, void *params_act, const float 
     const size_t esz = gpt_dtype_size(gpt_stream_dtype(s));
     /* [lo, hi) against the decay range [0, n_decay) */
     const size_t split = n_decay <= lo ? 0 : n_decay >= hi ? real : n_decay - lo;
+    /* (the second call's first element is the split's) */
+    gpt_checksum_acc rest = acc ? *acc : (gpt_checksum_acc){0};
+    for (int k = 0; k < 3; k++) rest.first[k] += split;
     if (split > 0)
-        gpt_adamw_update_act(s, params, params_act, grads, m, v, split, lr, (float)o->beta1,
-                             (float)o->beta2, (float)o->eps, (float)o->weight_decay, t, grad_scale);
+        gpt_adamw_update_sums(s, params, params_act, grads, m, v, split, lr, (float)o->beta1,
+                              (float)o->beta2, (float)o->eps, (float)o->weight_decay, t, grad_scale, acc);
     if (split < real)
-        gpt_adamw_update_act(s, params + split,
-                             params_act ? (char *)params_act + split * esz : NULL, grads + split,
-                             m + split, v + split, real - split, lr, (float)o->beta1,
-                             (float)o->beta2, (float)o->eps, 0.0f, t, grad_scale);
+        gpt_adamw_update_sums(s, params + split,
+                              params_act ? (char *)params_act + split * esz : NULL, grads + split,
+                              m + split, v + split, real - split, lr, (float)o->beta1,
+                              (float)o->beta2, (float)o->eps, 0.0f, t, grad_scale, acc ? &rest : NULL);
 }
 
 int dp_global_loss(const coll_group *g, double local_sum, int micro_batches, double *loss)

@@ -47,10 +47,13 @@ void dp_shard_norm(gpt_stream *s, const float *grad_shard, size_t n, int world, 
 
 /* AdamW on rank's shard of one block: params, params_act (NULL: none), grads, m, v point at
  * the shard's first element; weight decay on the block's [0, n_decay) only, as
- * gpt_block_adamw_act does for the whole block (AdamW is elementwise: the same bits). */
+ * gpt_block_adamw_act does for the whole block (AdamW is elementwise: the same bits).  acc
+ * (NULL: none): the checksum terms of the shard's real elements (its padding is not
+ * written), acc->first[] the words of its first element. */
 void dp_shard_adamw(gpt_stream *s, float *params, void *params_act, const float *grads,
                     float *m, float *v, size_t n, size_t n_decay, int world, int rank,
-                    const gpt_optim *o, float lr, int t, float grad_scale);
+                    const gpt_optim *o, float lr, int t, float grad_scale,
+                    const gpt_checksum_acc *acc);
 
 /* The canonical layout [embed | layer 0 | ...] of every parameter (out: the model's count)
  * from every rank's shards: `shards` holds this rank's, block after block (the embed

@@ -171,6 +171,7 @@ static const gpt_backend_ops cpu_ops = {
     .norm_squared = cpu_q_norm_squared,
     .params_to_act = cpu_q_params_to_act,
     .checksum_chunks = cpu_q_checksum_chunks,
+    .checksum_fold = cpu_q_checksum_fold,
     .add_f32 = cpu_q_add_f32,
 };
 

@@ -9,7 +9,9 @@
  */
 #include <assert.h>
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "cpu_ops.h"
 #include "../checksum_element.h"
@@ -290,17 +292,75 @@ void cpu_crossentropy_forward_backward(gpt_stream *s, float *losses, float *logi
 /* One AdamW step (t >= 1) on n elements, exactly the formula in gpt.h:
  *   g = grad * grad_scale;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
  *   param -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + weight_decay * param ) */
+/* One stream of words (param, m or v) a thread adds to the raw chunk sums: the chunk being
+ * summed and its sum so far, added to sums[] when the words cross into the next chunk. */
+typedef struct sum_run {
+    size_t chunk, next; /* chunk index; the word where the next one starts */
+    uint64_t acc;
+} sum_run;
+
+static void sum_run_add(sum_run *r, uint64_t *sums, size_t chunk_floats, size_t word, float value)
+{
+    if (word >= r->next || r->next == 0) {
+        if (r->acc) {
+#pragma omp atomic
+            sums[r->chunk] += r->acc;
+        }
+        r->chunk = word / chunk_floats;
+        r->next = (r->chunk + 1) * chunk_floats;
+        r->acc = 0;
+    }
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    r->acc += gpt_checksum_term(bits, word - r->chunk * chunk_floats);
+}
+
 void cpu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                       size_t n, float lr, float beta1, float beta2, float eps,
-                      float weight_decay, int t, float grad_scale)
+                      float weight_decay, int t, float grad_scale, const gpt_checksum_acc *acc)
 {
     const int nt = cpu_nthreads(s);
     const float bias_corr1 = 1.0f - powf(beta1, (float)t);
     const float bias_corr2 = 1.0f - powf(beta2, (float)t);
+    if (acc == NULL) {
 #pragma omp parallel for schedule(static) num_threads(nt)
-    for (size_t i = 0; i < n; i++)
-        gpt_adamw_element(&param[i], grad[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay,
-                          bias_corr1, bias_corr2, grad_scale);
+        for (size_t i = 0; i < n; i++)
+            gpt_adamw_element(&param[i], grad[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay,
+                              bias_corr1, bias_corr2, grad_scale);
+        return;
+    }
+    /* with the checksum terms of the words written, in the same pass: each thread a
+     * contiguous range, its three runs of words added to their chunks' sums as they end
+     * (integer sums: the order they arrive in does not change the bits) */
+#pragma omp parallel num_threads(nt)
+    {
+        const size_t nth = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
+        const size_t lo = n * me / nth, hi = n * (me + 1) / nth;
+        sum_run run[3];
+        memset(run, 0, sizeof run);
+        for (size_t i = lo; i < hi; i++) {
+            gpt_adamw_element(&param[i], grad[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay,
+                              bias_corr1, bias_corr2, grad_scale);
+            sum_run_add(&run[0], acc->sums, acc->chunk_floats, acc->first[0] + i, param[i]);
+            sum_run_add(&run[1], acc->sums, acc->chunk_floats, acc->first[1] + i, m[i]);
+            sum_run_add(&run[2], acc->sums, acc->chunk_floats, acc->first[2] + i, v[i]);
+        }
+        for (int k = 0; k < 3; k++)
+            if (run[k].acc) {
+#pragma omp atomic
+                acc->sums[run[k].chunk] += run[k].acc;
+            }
+    }
+}
+
+void cpu_checksum_fold(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats)
+{
+    (void)s;
+    const size_t nchunks = (total + chunk_floats - 1) / chunk_floats;
+    for (size_t c = 0; c < nchunks; c++) {
+        const size_t n = total - c * chunk_floats < chunk_floats ? total - c * chunk_floats : chunk_floats;
+        sums[c] = gpt_checksum_fold(sums[c], n);
+    }
 }
 
 /* ---- squared L2 norm -------------------------------------------------------------------------- */

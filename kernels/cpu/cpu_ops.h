@@ -61,7 +61,8 @@ void cpu_crossentropy_forward_backward(gpt_stream *s, float *losses, float *logi
                                        const int32_t *targets, float dloss, int N, int V, int Vp);
 void cpu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                       size_t n, float lr, float beta1, float beta2, float eps,
-                      float weight_decay, int t, float grad_scale);
+                      float weight_decay, int t, float grad_scale, const gpt_checksum_acc *acc);
+void cpu_checksum_fold(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats);
 void cpu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n);
 void cpu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
                          size_t chunk_floats);

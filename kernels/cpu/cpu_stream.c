@@ -277,6 +277,7 @@ typedef enum cpu_task_kind {
     TASK_ADAMW_UPDATE,
     TASK_NORM_SQUARED,
     TASK_CHECKSUM_CHUNKS,
+    TASK_CHECKSUM_FOLD,
     TASK_PARAMS_TO_ACT,
     TASK_ADD_F32,
     TASK_HOST_FN,
@@ -335,7 +336,10 @@ typedef struct cpu_task {
             size_t n;
             float lr, beta1, beta2, eps, weight_decay, grad_scale;
             int t;
+            int has_acc;
+            gpt_checksum_acc acc; /* has_acc: the checksum terms of what it writes */
         } adamw;
+        struct { uint64_t *sums; size_t total, chunk_floats; } checksum_fold;
         struct { float *out; const float *x; size_t n; } norm_squared;
         struct {
             uint64_t *sums;
@@ -597,7 +601,7 @@ static int task_run(gpt_stream *s, const cpu_task *t)
     case TASK_ADAMW_UPDATE: {
         const __typeof__(t->a.adamw) *x = &t->a.adamw;
         cpu_adamw_update(s, x->param, x->grad, x->m, x->v, x->n, x->lr, x->beta1, x->beta2,
-                         x->eps, x->weight_decay, x->t, x->grad_scale);
+                         x->eps, x->weight_decay, x->t, x->grad_scale, x->has_acc ? &x->acc : NULL);
         /* the working copy: the updated params in the activation type (a copy on fp32) */
         float *act = act_out(&a, x->param_act, x->n);
         if (act_ready(&a) && act != NULL && act != x->param && x->n > 0)
@@ -610,6 +614,9 @@ static int task_run(gpt_stream *s, const cpu_task *t)
     case TASK_CHECKSUM_CHUNKS:
         cpu_checksum_chunks(s, t->a.checksum.sums, t->a.checksum.parts, t->a.checksum.nparts,
                             t->a.checksum.chunk_floats);
+        return GPT_OK;
+    case TASK_CHECKSUM_FOLD:
+        cpu_checksum_fold(s, t->a.checksum_fold.sums, t->a.checksum_fold.total, t->a.checksum_fold.chunk_floats);
         return GPT_OK;
     case TASK_PARAMS_TO_ACT: {
         /* fp32 to the activation type (a copy on fp32; memmove: callers may pass one array) */
@@ -1139,7 +1146,8 @@ void cpu_q_crossentropy_forward_backward(gpt_stream *s, float *losses, void *log
 
 void cpu_q_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad,
                         float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                        float eps, float weight_decay, int t_step, float grad_scale)
+                        float eps, float weight_decay, int t_step, float grad_scale,
+                        const gpt_checksum_acc *acc)
 {
     cpu_task t = {.kind = TASK_ADAMW_UPDATE};
     t.a.adamw.param = param;
@@ -1155,6 +1163,18 @@ void cpu_q_adamw_update(gpt_stream *s, float *param, void *param_act, const floa
     t.a.adamw.weight_decay = weight_decay;
     t.a.adamw.t = t_step;
     t.a.adamw.grad_scale = grad_scale;
+    t.a.adamw.has_acc = acc != NULL;
+    if (acc) t.a.adamw.acc = *acc;
+    stream_push_op(s, &t);
+}
+
+void cpu_q_checksum_fold(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats)
+{
+    cpu_task t = {.kind = TASK_CHECKSUM_FOLD};
+    assert(chunk_floats > 0);
+    t.a.checksum_fold.sums = sums;
+    t.a.checksum_fold.total = total;
+    t.a.checksum_fold.chunk_floats = chunk_floats;
     stream_push_op(s, &t);
 }
 

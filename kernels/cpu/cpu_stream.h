@@ -71,10 +71,12 @@ void cpu_q_crossentropy_forward_backward(gpt_stream *s, float *losses, void *log
                                          int Vp);
 void cpu_q_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad,
                         float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                        float eps, float weight_decay, int t, float grad_scale);
+                        float eps, float weight_decay, int t, float grad_scale,
+                        const gpt_checksum_acc *acc);
 void cpu_q_norm_squared(gpt_stream *s, float *out, const float *x, size_t n);
 void cpu_q_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
                            size_t chunk_floats);
+void cpu_q_checksum_fold(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats);
 void cpu_q_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n);
 
 #endif

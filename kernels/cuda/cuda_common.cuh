@@ -209,10 +209,11 @@ void cu_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits
                                       const int32_t *targets, float dloss, int N, int V, int Vp);
 void cu_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad, float *m,
                      float *v, size_t n, float lr, float beta1, float beta2, float eps,
-                     float weight_decay, int t, float grad_scale);
+                     float weight_decay, int t, float grad_scale, const gpt_checksum_acc *acc);
 void cu_norm_squared(gpt_stream *s, float *out, const float *x, size_t n);
 void cu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
                         size_t chunk_floats);
+void cu_checksum_fold(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats);
 void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n);
 
 /* Column sums (deterministic): out[o] += sum_n in[n][o] over in (N,OC) of the activation

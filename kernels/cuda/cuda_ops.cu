@@ -1010,9 +1010,14 @@ __global__ static void adamw_kernel(float *param, bf16 *act, const float *grad, 
     }
 }
 
+static void adamw_sums_launch(gpt_stream *s, int vec, float *param, bf16 *act, const float *grad,
+                              float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                              float eps, float weight_decay, float bias_corr1, float bias_corr2,
+                              float grad_scale, const gpt_checksum_acc *acc, size_t at);
+
 void cu_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad, float *m,
                      float *v, size_t n, float lr, float beta1, float beta2, float eps,
-                     float weight_decay, int t, float grad_scale)
+                     float weight_decay, int t, float grad_scale, const gpt_checksum_acc *acc)
 {
     if (n == 0)
         return;
@@ -1025,16 +1030,27 @@ void cu_adamw_update(gpt_stream *s, float *param, void *param_act, const float *
     if (aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v) &&
         ((uintptr_t)act & 7u) == 0 && n >= 4) {
         head = n / 4 * 4;
-        adamw_kernel<4><<<grid_for(head / 4, EW_THREADS), EW_THREADS, 0, st>>>(
-            param, act, grad, m, v, head, lr, beta1, beta2, eps, weight_decay, bias_corr1,
-            bias_corr2, grad_scale);
-        OP_CHECK_LAUNCH(s);
+        if (acc) {
+            adamw_sums_launch(s, 4, param, act, grad, m, v, head, lr, beta1, beta2, eps, weight_decay,
+                              bias_corr1, bias_corr2, grad_scale, acc, 0);
+        } else {
+            adamw_kernel<4><<<grid_for(head / 4, EW_THREADS), EW_THREADS, 0, st>>>(
+                param, act, grad, m, v, head, lr, beta1, beta2, eps, weight_decay, bias_corr1,
+                bias_corr2, grad_scale);
+            OP_CHECK_LAUNCH(s);
+        }
     }
     if (head < n) {
-        adamw_kernel<1><<<grid_for(n - head, EW_THREADS), EW_THREADS, 0, st>>>(
-            param + head, act ? act + head : NULL, grad + head, m + head, v + head, n - head, lr,
-            beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale);
-        OP_CHECK_LAUNCH(s);
+        if (acc) {
+            adamw_sums_launch(s, 1, param + head, act ? act + head : NULL, grad + head, m + head, v + head,
+                              n - head, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2,
+                              grad_scale, acc, head);
+        } else {
+            adamw_kernel<1><<<grid_for(n - head, EW_THREADS), EW_THREADS, 0, st>>>(
+                param + head, act ? act + head : NULL, grad + head, m + head, v + head, n - head, lr,
+                beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale);
+            OP_CHECK_LAUNCH(s);
+        }
     }
     if (!cu_is_bf16(s) && param_act != NULL && param_act != (void *)param)
         OP_CHECK_CUDA(s, cudaMemcpyAsync(param_act, param, n * sizeof(float),
@@ -1162,6 +1178,142 @@ __global__ static void checksum_fold_kernel(unsigned long long *sums, size_t nch
     if (c >= nchunks) return;
     const size_t n = total - c * chunk_floats < chunk_floats ? total - c * chunk_floats : chunk_floats;
     sums[c] = gpt_checksum_fold(sums[c], n);
+}
+
+void cu_checksum_fold(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats)
+{
+    const size_t nchunks = chunk_floats ? (total + chunk_floats - 1) / chunk_floats : 0;
+    if (nchunks == 0) return;
+    checksum_fold_kernel<<<(unsigned)((nchunks + 255) / 256), 256, 0, cu_stream(s)->stream>>>(
+        (unsigned long long *)sums, nchunks, total, chunk_floats);
+    OP_CHECK_LAUNCH(s);
+}
+
+/* AdamW adding the checksum terms of the words it writes (gpt_checksum_acc): the blocks take
+ * contiguous runs of the elements (not a grid stride), so that a block's words of each array
+ * lie in one chunk, or two where a chunk ends inside the run.  A thread adds its terms in
+ * registers, a run per array (added out with an atomic when its words cross into the next
+ * chunk, which a block's run does at most once or twice); at the end the warps add theirs
+ * (lanes of another chunk add theirs out alone), and one thread per array adds the block's
+ * warps' sums, one atomic per chunk they span: a few per block, as the checksum kernels
+ * below do (one per warp costs ~20 ms per 5 GB, serialised in L2).  The Adam arithmetic is
+ * adamw_kernel's, so the parameters are the same bits with or without the sums. */
+struct sum_run {
+    size_t chunk, next; /* the chunk being summed (SIZE_MAX: none yet); where the next starts */
+    unsigned long long acc;
+};
+
+static __device__ __forceinline__ void sum_run_add(sum_run *r, unsigned long long *sums, size_t chunk_floats,
+                                                   size_t word, float value)
+{
+    if (word >= r->next) {
+        if (r->chunk != SIZE_MAX && r->acc) atomicAdd(&sums[r->chunk], r->acc);
+        r->chunk = word / chunk_floats;
+        r->next = (r->chunk + 1) * chunk_floats;
+        r->acc = 0;
+    }
+    r->acc += gpt_checksum_term(__float_as_uint(value), word - r->chunk * chunk_floats);
+}
+
+template <int VEC>
+__global__ static void __launch_bounds__(CHECKSUM_THREADS)
+adamw_sums_kernel(float *param, bf16 *act, const float *grad, float *m, float *v, size_t nvec, size_t per_block,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, float bias_corr1,
+                  float bias_corr2, float grad_scale, unsigned long long *sums, size_t chunk_floats, size_t first0,
+                  size_t first1, size_t first2)
+{
+    typedef vec_t<float, VEC> V;
+    typedef vec_t<bf16, VEC> VB;
+    __shared__ unsigned long long warp_acc[3][CHECKSUM_THREADS / 32];
+    __shared__ size_t warp_chunk[3][CHECKSUM_THREADS / 32];
+    const size_t from = blockIdx.x * per_block, to = from + per_block < nvec ? from + per_block : nvec;
+    const size_t first[3] = {first0, first1, first2};
+    sum_run run[3];
+#pragma unroll
+    for (int k = 0; k < 3; k++) run[k] = sum_run{SIZE_MAX, 0, 0};
+    for (size_t i = from + threadIdx.x; i < to; i += CHECKSUM_THREADS) {
+        V p = ((V *)param)[i], mm = ((V *)m)[i], vv = ((V *)v)[i];
+        const V g = ((const V *)grad)[i];
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            gpt_adamw_element(&p.v[j], g.v[j], &mm.v[j], &vv.v[j], lr, beta1, beta2, eps,
+                              weight_decay, bias_corr1, bias_corr2, grad_scale);
+        ((V *)param)[i] = p;
+        ((V *)m)[i] = mm;
+        ((V *)v)[i] = vv;
+        if (act != NULL) {
+            VB o;
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                st_f32(&o.v[j], p.v[j]);
+            ((VB *)act)[i] = o;
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const size_t e = i * VEC + j;
+            sum_run_add(&run[0], sums, chunk_floats, first[0] + e, p.v[j]);
+            sum_run_add(&run[1], sums, chunk_floats, first[1] + e, mm.v[j]);
+            sum_run_add(&run[2], sums, chunk_floats, first[2] + e, vv.v[j]);
+        }
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        /* lanes in another chunk than lane 0's (a chunk boundary inside the warp's last
+         * stride) add theirs out alone; the rest are summed over the warp */
+        const size_t lead = __shfl_sync(0xffffffffu, run[k].chunk, 0);
+        unsigned long long a = run[k].acc;
+        if (run[k].chunk != lead && run[k].chunk != SIZE_MAX && a) {
+            atomicAdd(&sums[run[k].chunk], a);
+            a = 0;
+        }
+        for (int off = 16; off > 0; off /= 2) a += __shfl_xor_sync(0xffffffffu, a, off);
+        if (lane == 0) {
+            warp_acc[k][warp] = a;
+            warp_chunk[k][warp] = lead;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < 3) {
+        const int k = threadIdx.x;
+        size_t chunk = SIZE_MAX;
+        unsigned long long a = 0;
+        for (int w = 0; w < CHECKSUM_THREADS / 32; w++) {
+            if (warp_chunk[k][w] == SIZE_MAX) continue;
+            if (warp_chunk[k][w] != chunk) {
+                if (chunk != SIZE_MAX && a) atomicAdd(&sums[chunk], a);
+                chunk = warp_chunk[k][w];
+                a = 0;
+            }
+            a += warp_acc[k][w];
+        }
+        if (chunk != SIZE_MAX && a) atomicAdd(&sums[chunk], a);
+    }
+}
+
+/* n elements (VEC each a vector) from element `at` of the update's call: about two blocks per
+ * SM, each a contiguous run of at least 16 vectors per thread. */
+static void adamw_sums_launch(gpt_stream *s, int vec, float *param, bf16 *act, const float *grad,
+                              float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                              float eps, float weight_decay, float bias_corr1, float bias_corr2,
+                              float grad_scale, const gpt_checksum_acc *acc, size_t at)
+{
+    const size_t nvec = n / (size_t)vec;
+    size_t blocks = (nvec + 16 * CHECKSUM_THREADS - 1) / (16 * CHECKSUM_THREADS);
+    if (blocks > 2 * 132) blocks = 2 * 132;
+    if (blocks < 1) blocks = 1;
+    const size_t per_block = (nvec + blocks - 1) / blocks;
+    cudaStream_t st = cu_stream(s)->stream;
+    unsigned long long *sums = (unsigned long long *)acc->sums;
+    if (vec == 4)
+        adamw_sums_kernel<4><<<(unsigned)blocks, CHECKSUM_THREADS, 0, st>>>(
+            param, act, grad, m, v, nvec, per_block, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2,
+            grad_scale, sums, acc->chunk_floats, acc->first[0] + at, acc->first[1] + at, acc->first[2] + at);
+    else
+        adamw_sums_kernel<1><<<(unsigned)blocks, CHECKSUM_THREADS, 0, st>>>(
+            param, act, grad, m, v, nvec, per_block, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2,
+            grad_scale, sums, acc->chunk_floats, acc->first[0] + at, acc->first[1] + at, acc->first[2] + at);
+    OP_CHECK_LAUNCH(s);
 }
 
 void cu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *parts, int nparts,
