@@ -118,6 +118,13 @@ def main():
         torch.distributed.init_process_group("nccl")
     torch.manual_seed(1234)
     dev = torch.device("cuda")
+    if a.recompute == "selective":
+        try:  # (PyTorch >= 2.4)
+            from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts  # noqa: F401
+        except ImportError as e:
+            print(json.dumps({"impl": "pytorch", "recompute": "selective", "layers": a.layers, "math": a.math,
+                              "torch": torch.__version__, "error": f"no selective checkpointing here: {e}"}), flush=True)
+            return
     model = GPT(a.layers, a.hidden, a.heads, a.seq, a.vocab, a.recompute).to(dev)
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)

@@ -56,7 +56,7 @@ def load(tag):
 torch = [json.loads(l) for l in open(os.path.join(out, "pytorch.jsonl"))] if os.path.exists(os.path.join(out, "pytorch.jsonl")) else []
 def torch_ms(dt, m, impl):
     r = [t for t in torch if t["math"] == dt and t.get("recompute") == m and t["impl"] == impl]
-    return r[-1]["ms"] if r else float("nan")
+    return r[-1]["ms"] if r and "ms" in r[-1] else float("nan")
 print(open(os.path.join(out, "device.txt")).read().splitlines()[0])
 print()
 print("| dtype | recompute | aebench ms | model TFLOP/s | MFU | GPU peak GiB | PyTorch eager ms | torch.compile ms | vs eager | vs compile |")
