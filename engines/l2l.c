@@ -633,8 +633,9 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
     if (pred_no_collectives(cfg, m, out)) return;
     const int L = z.L, clip = cfg->optim.clip > 0;
     const double host_share = pred_host_share(cfg, m);
-    double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
+    double *adam_done = pred_arrays(out, (size_t)L + 1, 2);
     if (!adam_done) return;
+    double *home = adam_done + L + 1;
     /* (bf16: the working copy moves up in half the bytes; grads come home in fp32) */
     const double per_float = (double)z.act / sizeof(float);
     const double in_ms = pred_h2d_ms(m, per_float * z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);

@@ -1435,8 +1435,9 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
     const int L = z.L, clip = cfg->optim.clip > 0;
     /* --offload nvme: each streamed layer's m and v read from disk and written back */
     const double mv = cfg->offload == OFFLOAD_NVME ? 2.0 * z.Sl : 0;
-    double *adam_done = pred_arrays(out, (size_t)L, 4), *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;
+    double *adam_done = pred_arrays(out, (size_t)L, 4);
     if (!adam_done) return;
+    double *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;
     const double per_float = (double)z.act / sizeof(float); /* (bf16: params and inputs move in half the bytes) */
     const double layer_h2d = pred_h2d_ms(m, per_float * z.Sl), input_h2d = pred_h2d_ms(m, per_float * z.NC);
     const double grads_d2h = pred_d2h_ms(m, (double)z.Sl), input_d2h = pred_d2h_ms(m, per_float * z.NC);

@@ -869,8 +869,9 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
     const int L = z.L, F = z.F, clip = cfg->optim.clip > 0;
     /* adam_done/home: block b = 0 the embedding, 1 + k layer k; used: fetch i's layer done
      * (2L of them: four arrays of L + 1) */
-    double *adam_done = pred_arrays(out, (size_t)L + 1, 4), *home = adam_done + L + 1, *used = home + L + 1;
+    double *adam_done = pred_arrays(out, (size_t)L + 1, 4);
     if (!adam_done) return;
+    double *home = adam_done + L + 1, *used = home + L + 1;
     const double in_ms = pred_h2d_ms(m, per_float * z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);
     const double landing_ms = pred_h2d_ms(m, (double)z.Sl); /* (micro-batches: the sum so far, up) */
     pred_timeline t = {0};

@@ -800,8 +800,9 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
     const int L = z.L, clip = cfg->optim.clip > 0, W = z.W, dpu = z.dpu;
     if (pred_no_collectives(cfg, m, out)) return;
     const double host_share = pred_host_share(cfg, m);
-    double *adam_done = pred_arrays(out, (size_t)L + 1, 2), *home = adam_done + L + 1;
+    double *adam_done = pred_arrays(out, (size_t)L + 1, 2);
     if (!adam_done) return;
+    double *home = adam_done + L + 1;
     pred_timeline t = {0};
     double start = 0, end = 0;
     for (int s = 0; s < 3; s++) {
