@@ -775,10 +775,10 @@ out:
                     spread ? "spread" : "bottom", S, rule_ms);
     format_bytes((double)per_res, b, sizeof b);
     engine_note(&st->env,
-                "stronghold -w auto: one layer: compute %.2f ms (fwd, recompute, bwd), params in "
+                "stronghold -w auto: one layer: compute %.2f ms (fwd, recompute %s, bwd), params in "
                 "%.2f ms, input in %.2f ms, grads out %.2f ms -> %d slots hide the copies; %s of GPU "
                 "memory left holds %d resident layers (%s each) -> window %d resident + %d slots of %d layers",
-                ms_layer, ms_h2d, ms_x, ms_d2h, S, a, R, b, R, S, L);
+                ms_layer, gpt_recompute_name(st->work.recompute), ms_h2d, ms_x, ms_d2h, S, a, R, b, R, S, L);
     *R_out = R;
     *S_out = S;
     *spread_out = spread;
@@ -1368,7 +1368,7 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
     sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16, cfg->recompute);
     const double per_float = (double)z0.act / sizeof(float); /* (bf16: the copies up move half) */
     const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL) + pred_h2d_ms(m, per_float * ((double)z0.PL + z0.NC)),
-                                     m->layer_fwd_ms + m->layer_bwd_ms);
+                                     m->layer_fwd_ms + pred_layer_bwd_ms(m, cfg));
     sh_bytes b0 = bytes_for(&z0, sh);
     const uint64_t common = gpu_common(&b0);
     if (!cfg->gpu_budget || cfg->gpu_budget <= common ||
