@@ -148,8 +148,8 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
     # a rank paused (SIGSTOP) for 3 s, well under --hang-timeout 10, then let go: no alarm; and a
     # rank killed from outside (kill -9): exit 4, the supervisor names it from its heartbeat; and
     # the same kill where the peer ends first (as UCX's abort did once in CI, seeing the victim's
-    # memory gone while the victim's exit was not yet done; here SIGABRT to rank 0, then SIGKILL
-    # to rank 1): the rank killed is named, not the one that aborted
+    # memory gone while the victim's exit was not yet done; here rank 1 stopped, SIGABRT to rank
+    # 0, then SIGKILL to rank 1): the rank killed is named, not the one that aborted
     for what in pause kill abortfirst; do
         mkdir -p "$RK_WORK/$what"
         (cd "$RK_WORK/$what" && ulimit -c 0 && timeout 300 "$RK_BIN" "${RK_TINY[@]}" --iters 1500 --log-interval 500 --ranks 2 \
@@ -161,8 +161,10 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
         if [ "$what" = pause ]; then
             kill -STOP "$victim"; sleep 3; kill -CONT "$victim"
         elif [ "$what" = abortfirst ]; then
+            # (rank 1 stopped first, so that it cannot see rank 0 gone and abort itself: its
+            # end is the SIGKILL, ours or mpiexec's)
             peer=$(rk_rank_pid "$RK_WORK/$what" 0)
-            kill -ABRT "$peer"; sleep 0.05; kill -KILL "$victim" 2>/dev/null
+            kill -STOP "$victim"; kill -ABRT "$peer"; sleep 0.05; kill -KILL "$victim" 2>/dev/null
         else
             kill -KILL "$victim"
         fi
