@@ -981,33 +981,46 @@ void cu_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits
  * bytes per parameter at HBM speed; scalar accesses reached ~70% of it), for the n / 4
  * leading vectors; VEC = 1 for the tail or unaligned arrays.  act (bf16, may be NULL)
  * receives the updated params rounded as params_to_act rounds them: 2 more bytes per
- * parameter here instead of a separate 6-byte pass. */
+ * parameter here instead of a separate 6-byte pass.  adamw_vector: vector i of it, loaded,
+ * updated and stored, the stored param, m and v into *p, *mm, *vv (what adamw_sums_kernel
+ * checksums as well). */
+template <int VEC>
+static __device__ __forceinline__ void adamw_vector(float *param, bf16 *act, const float *grad, float *m,
+                                                    float *v, size_t i, float lr, float beta1, float beta2,
+                                                    float eps, float weight_decay, float bias_corr1,
+                                                    float bias_corr2, float grad_scale, vec_t<float, VEC> *p,
+                                                    vec_t<float, VEC> *mm, vec_t<float, VEC> *vv)
+{
+    typedef vec_t<float, VEC> V;
+    typedef vec_t<bf16, VEC> VB;
+    *p = ((V *)param)[i], *mm = ((V *)m)[i], *vv = ((V *)v)[i];
+    const V g = ((const V *)grad)[i];
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        gpt_adamw_element(&p->v[j], g.v[j], &mm->v[j], &vv->v[j], lr, beta1, beta2, eps, weight_decay,
+                          bias_corr1, bias_corr2, grad_scale);
+    ((V *)param)[i] = *p;
+    ((V *)m)[i] = *mm;
+    ((V *)v)[i] = *vv;
+    if (act != NULL) {
+        VB o;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&o.v[j], p->v[j]);
+        ((VB *)act)[i] = o;
+    }
+}
+
 template <int VEC>
 __global__ static void adamw_kernel(float *param, bf16 *act, const float *grad, float *m,
                                     float *v, size_t n, float lr, float beta1, float beta2,
                                     float eps, float weight_decay, float bias_corr1,
                                     float bias_corr2, float grad_scale)
 {
-    typedef vec_t<float, VEC> V;
-    typedef vec_t<bf16, VEC> VB;
-    GRID_STRIDE(i, n / VEC) {
-        V p = ((V *)param)[i], mm = ((V *)m)[i], vv = ((V *)v)[i];
-        const V g = ((const V *)grad)[i];
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-            gpt_adamw_element(&p.v[j], g.v[j], &mm.v[j], &vv.v[j], lr, beta1, beta2, eps,
-                              weight_decay, bias_corr1, bias_corr2, grad_scale);
-        ((V *)param)[i] = p;
-        ((V *)m)[i] = mm;
-        ((V *)v)[i] = vv;
-        if (act != NULL) {
-            VB o;
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                st_f32(&o.v[j], p.v[j]);
-            ((VB *)act)[i] = o;
-        }
-    }
+    vec_t<float, VEC> p, mm, vv;
+    GRID_STRIDE(i, n / VEC)
+        adamw_vector<VEC>(param, act, grad, m, v, i, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2,
+                          grad_scale, &p, &mm, &vv);
 }
 
 static void adamw_sums_launch(gpt_stream *s, int vec, float *param, bf16 *act, const float *grad,
@@ -1223,7 +1236,6 @@ adamw_sums_kernel(float *param, bf16 *act, const float *grad, float *m, float *v
                   size_t first1, size_t first2)
 {
     typedef vec_t<float, VEC> V;
-    typedef vec_t<bf16, VEC> VB;
     __shared__ unsigned long long warp_acc[3][CHECKSUM_THREADS / 32];
     __shared__ size_t warp_chunk[3][CHECKSUM_THREADS / 32];
     const size_t from = blockIdx.x * per_block, to = from + per_block < nvec ? from + per_block : nvec;
@@ -1232,22 +1244,9 @@ adamw_sums_kernel(float *param, bf16 *act, const float *grad, float *m, float *v
 #pragma unroll
     for (int k = 0; k < 3; k++) run[k] = sum_run{SIZE_MAX, 0, 0};
     for (size_t i = from + threadIdx.x; i < to; i += CHECKSUM_THREADS) {
-        V p = ((V *)param)[i], mm = ((V *)m)[i], vv = ((V *)v)[i];
-        const V g = ((const V *)grad)[i];
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-            gpt_adamw_element(&p.v[j], g.v[j], &mm.v[j], &vv.v[j], lr, beta1, beta2, eps,
-                              weight_decay, bias_corr1, bias_corr2, grad_scale);
-        ((V *)param)[i] = p;
-        ((V *)m)[i] = mm;
-        ((V *)v)[i] = vv;
-        if (act != NULL) {
-            VB o;
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                st_f32(&o.v[j], p.v[j]);
-            ((VB *)act)[i] = o;
-        }
+        V p, mm, vv;
+        adamw_vector<VEC>(param, act, grad, m, v, i, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2,
+                          grad_scale, &p, &mm, &vv);
 #pragma unroll
         for (int j = 0; j < VEC; j++) {
             const size_t e = i * VEC + j;
