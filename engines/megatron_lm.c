@@ -557,7 +557,7 @@ static int backward_micro(megatron_state *st, int last_micro)
         }
         gpt_layer_acts a = layer_acts(st, l);
         gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf, layer_input(st, l), m->dres, &a,
-                           &m->scratch, m->recompute);
+                           &m->scratch);
         if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;
     }
     gpt_embed_backward(s, sh, grad_buffer(st, 0), m->dres, m->tokens);

@@ -303,10 +303,6 @@ static const void *copy_back_source(const zo_state *st, int k)
 {
     return st->host_w ? (const void *)(st->host_w + host_off(st, k)) : (const void *)(st->host_p + host_off(st, k));
 }
-static gpt_layer_acts acts_of(zo_state *st, int l)
-{
-    return layer_work_acts(&st->work, &st->sh, l);
-}
 
 static int alloc_in(zo_state *st, void **ptr, size_t bytes, mem_where where, const char *what)
 {
@@ -544,7 +540,7 @@ static int forward(zo_state *st, step_result *out)
         if ((rc = bring_in(st, 1 + l, out)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
-        gpt_layer_acts a = acts_of(st, l);
+        gpt_layer_acts a = layer_work_acts(&st->work, sh, l);
         gpt_layer_forward(c, sh, gpu_block(st, 1 + l), input_of(st, l),
                           input_of(st, l + 1), &a);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
@@ -639,10 +635,10 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
              (rc = gpt_stream_memset_zero(c, bucket, group_bytes))))
             return rc;
         float *grads = bucket + (size_t)(j - lo) * z->W * z->Sl;
-        gpt_layer_acts a = acts_of(st, j);
+        gpt_layer_acts a = layer_work_acts(&st->work, sh, j);
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, gpu_block(st, 1 + j), grads, input_of(st, j),
-                           st->work.dres, &a, &st->work.scratch, z->rec);
+                           st->work.dres, &a, &st->work.scratch);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         /* (N ranks: each shard's norm once it is reduced, in bucket_home; one rank: here, after
          * the earlier micro-batches' sum is added) */

@@ -176,7 +176,7 @@ static void layer_acts_carve_split(gpt_layer_acts *a, carver *kept, carver *work
     a->ln2_rstd = take(work, N * sizeof(float));
     a->fch = take(kept, 4 * N * C * e);
     a->fch_gelu = take(work, 4 * N * C * e);
-    a->gelu_apart = 0;
+    a->recompute = GPT_RECOMPUTE_FULL;
 }
 
 static size_t layer_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dt)
@@ -284,11 +284,11 @@ void gpt_layers_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, g
                 (size_t)layer * gpt_layer_kept_bytes(sh, dtype, mode);
     if (mode != GPT_RECOMPUTE_SELECTIVE) {
         layer_acts_carve(a, mode == GPT_RECOMPUTE_FULL ? base : own, sh, dtype);
-        return;
+    } else {
+        carver kept = {own, 0}, work = {base, 0};
+        layer_acts_carve_split(a, &kept, &work, sh, dtype);
     }
-    carver kept = {own, 0}, work = {base, 0};
-    layer_acts_carve_split(a, &kept, &work, sh, dtype);
-    a->gelu_apart = 1;
+    a->recompute = mode;
 }
 
 size_t gpt_layer_scratch_bytes(const gpt_shape *sh, gpt_dtype dtype)
@@ -395,7 +395,7 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const 
     gpt_matmul_forward(s, a->res2, a->atty, cel(s, p, l.proj_w), cel(s, p, l.proj_b), N, C, C);
     gpt_residual_layernorm_forward(s, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x_in, a->res2,
                                    cel(s, p, l.ln2_w), cel(s, p, l.ln2_b), N, C);
-    if (a->gelu_apart) {
+    if (a->recompute == GPT_RECOMPUTE_SELECTIVE) {
         gpt_matmul_forward(s, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b), N, C, 4 * C);
         gpt_gelu_forward(s, a->fch_gelu, a->fch, (size_t)N * 4 * C);
     } else {
@@ -436,12 +436,12 @@ void gpt_layer_recompute(gpt_stream *s, const gpt_shape *sh, const void *p, cons
 
 void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float *g,
                         const void *x_in, void *dres, gpt_layer_acts *a,
-                        const gpt_layer_scratch *sc, gpt_recompute recompute)
+                        const gpt_layer_scratch *sc)
 {
     const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
     gpt_layer_layout l = gpt_layer_layout_of(sh);
 
-    gpt_layer_recompute(s, sh, p, x_in, a, recompute);
+    gpt_layer_recompute(s, sh, p, x_in, a, a->recompute);
 
     /* The activation gradients live in activations that are dead when they are written
      * (each is read for the last time by the op before, or, for fch_gelu, by the dw of the
@@ -613,8 +613,7 @@ void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
         gpt_layer_acts a = resident_acts(s, sh, r, l);
         gpt_layer_backward(s, sh, cel(s, wp, etotal + (size_t)l * lsize),
                            r->grads + etotal + (size_t)l * lsize,
-                           el(s, r->layer_inputs, (size_t)l * NC), r->dres, &a, &r->scratch,
-                           r->recompute);
+                           el(s, r->layer_inputs, (size_t)l * NC), r->dres, &a, &r->scratch);
     }
     gpt_embed_backward(s, sh, r->grads, r->dres, r->tokens);
 }

@@ -98,10 +98,12 @@ typedef struct gpt_layer_acts {
     void *ln2;                        /* (N,C) */
     float *ln2_mean, *ln2_rstd;       /* (N), (N) */
     void *fch, *fch_gelu;             /* (N,4C) each */
-    /* the forward's GELU as an op of its own rather than the GEMM's epilogue (selective:
-     * the backward's recompute of fch_gelu from fch must give the forward's bits, and a
-     * GPU GEMM epilogue's GELU cannot be rerun without its GEMM) */
-    int gelu_apart;
+    /* the mode the carve was for (gpt_layers_acts_carve; full for gpt_layer_acts_carve_as):
+     * what the backward recomputes; under selective the forward's GELU is also an op of its
+     * own rather than the GEMM's epilogue (the backward's recompute of fch_gelu from fch must
+     * give the forward's bits, and a GPU GEMM epilogue's GELU cannot be rerun without its
+     * GEMM) */
+    gpt_recompute recompute;
 } gpt_layer_acts;
 
 /* Scratch for a layer's backward; shared by all layers.  The backward's activation
@@ -145,7 +147,8 @@ static inline size_t gpt_act_bytes(size_t n, gpt_dtype dtype) { return n * gpt_d
 size_t gpt_layers_acts_bytes(const gpt_shape *sh, gpt_dtype dtype, gpt_recompute mode, int layers);
 /* Bytes each layer keeps of its own under mode (0 with full). */
 size_t gpt_layer_kept_bytes(const gpt_shape *sh, gpt_dtype dtype, gpt_recompute mode);
-/* Layer l's activations inside such a block (base: gpt_layers_acts_bytes of them). */
+/* Layer l's activations inside such a block (base: gpt_layers_acts_bytes of them), carved
+ * for mode (acts->recompute: what their backward recomputes). */
 void gpt_layers_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype,
                            gpt_recompute mode, int layer);
 /* Point the struct's members into base (which must hold the matching number of bytes). */
@@ -187,14 +190,13 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *layer_par
 void gpt_layer_recompute(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
                          const void *x_in, gpt_layer_acts *acts, gpt_recompute mode);
 /* One layer's backward.  dres (N,C) holds dL/dx_out on entry and dL/dx_in on return;
- * layer_grads accumulate.  acts must hold what the recompute mode kept of this layer's
- * forward of x_in (carved for that mode): full reruns the forward into acts first,
- * selective recomputes the LayerNorms, the attention and the GELU from the kept GEMM
- * outputs, none recomputes nothing.  The backward consumes acts: its activation gradients
- * are written over them. */
+ * layer_grads accumulate.  acts must hold what acts->recompute kept of this layer's forward
+ * of x_in: full reruns the forward into acts first, selective recomputes the LayerNorms, the
+ * attention and the GELU from the kept GEMM outputs, none recomputes nothing.  The backward
+ * consumes acts: its activation gradients are written over them. */
 void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
                         float *layer_grads, const void *x_in, void *dres, gpt_layer_acts *acts,
-                        const gpt_layer_scratch *scratch, gpt_recompute recompute);
+                        const gpt_layer_scratch *scratch);
 
 /* Head forward, and the part of its backward that needs the logits, chunk by chunk of
  * rows: final LayerNorm of xL; per chunk, logits = lnf wte^T, the per-token losses and the

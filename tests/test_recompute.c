@@ -50,7 +50,7 @@ static void test_layer_sizes(void **state)
         gpt_layer_acts a[3];
         for (int l = 0; l < 3; l++) {
             gpt_layers_acts_carve(&a[l], base, &sh, dt, GPT_RECOMPUTE_SELECTIVE, l);
-            assert_true(a[l].gelu_apart);
+            assert_int_equal(a[l].recompute, GPT_RECOMPUTE_SELECTIVE);
             assert_true((char *)a[l].fch + 4 * NC * e <= base + total);
             if (l > 0) {
                 assert_ptr_equal(a[l].ln1, a[0].ln1);
@@ -60,7 +60,7 @@ static void test_layer_sizes(void **state)
         }
         gpt_layer_acts f;
         gpt_layers_acts_carve(&f, base, &sh, dt, GPT_RECOMPUTE_FULL, 2);
-        assert_false(f.gelu_apart);
+        assert_int_equal(f.recompute, GPT_RECOMPUTE_FULL);
         assert_ptr_equal(f.ln1, base);
     }
     gpt_recompute r;
