@@ -902,6 +902,14 @@ static int copy_own_home(gemini_state *st, int v, gpt_stream *s)
     return GPT_OK;
 }
 
+/* The chunk checksums of this rank's state [master | m | v] by a pass over it on s, into sums. */
+static void sums_pass(gemini_state *st, gpt_stream *s, uint64_t *sums)
+{
+    const gpt_float_span parts[3] = {{st->shard.master, st->shard.n}, {st->shard.adam_m, st->shard.n},
+                                     {st->shard.adam_v, st->shard.n}};
+    gpt_checksum_chunks(s, sums, parts, 3, ckpt_store_chunk_floats(st->store));
+}
+
 /* This rank's chunk checksums of iteration it's state into dev_sums' row 0, ready on
  * own_d2h (which waits for the step): the ones the optimizer summed as it wrote the state
  * (megatron_arm_sums), or a pass over the arrays of their own (a step whose update was
@@ -909,18 +917,16 @@ static int copy_own_home(gemini_state *st, int v, gpt_stream *s)
  * used they are checked against a pass, the host waiting (once, in the first checkpoint). */
 static int own_sums(gemini_state *st, int it)
 {
-    const gpt_float_span parts[3] = {{st->shard.master, st->shard.n}, {st->shard.adam_m, st->shard.n},
-                                     {st->shard.adam_v, st->shard.n}};
-    const size_t chunk = ckpt_store_chunk_floats(st->store), nchunks = (size_t)ckpt_store_nchunks(st->store);
+    const size_t nchunks = (size_t)ckpt_store_nchunks(st->store);
     const int fused = st->fused_it == it && !st->fused_off;
     st->fused_it = 0;
     if (!fused) {
-        gpt_checksum_chunks(st->own_d2h, st->dev_sums, parts, 3, chunk);
+        sums_pass(st, st->own_d2h, st->dev_sums);
         return GPT_OK;
     }
     if (st->fused_checked) return GPT_OK;
     uint64_t *check = st->dev_sums + ((size_t)st->p.m + 1) * nchunks;
-    gpt_checksum_chunks(st->own_d2h, check, parts, 3, chunk);
+    sums_pass(st, st->own_d2h, check);
     uint64_t *host = malloc(2 * nchunks * sizeof *host);
     if (!host) return GPT_ERR_OOM;
     int rc;
@@ -963,9 +969,9 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
         (rc = gpt_stream_wait_event(st->d2h, st->ev_step)) || (rc = gpt_stream_wait_event(st->own_d2h, st->ev_step)))
         return rc;
     for (int d = 0; d < st->p.m; d++) ckpt_store_begin(st->store, d, v, it, step);
-    /* this rank's chunk checksums, computed on the GPU from the arrays themselves (a pass at
-     * memory speed there, instead of one over the host copy beside training), go home with
-     * the data and to the peers with its last piece (ckpt_chunks) */
+    /* this rank's chunk checksums, on the GPU (the optimizer's, or a pass at memory speed
+     * there: own_sums), go home with the data and to the peers with its last piece
+     * (ckpt_chunks) */
     if ((rc = own_sums(st, it))) return rc;
     if ((rc = gpt_event_record(st->ev_sums, st->own_d2h)) ||
         (rc = gpt_event_record(st->ev_own_start, st->own_d2h)) || (rc = copy_own_home(st, v, st->own_d2h)) ||
@@ -1311,9 +1317,7 @@ static int persist(gemini_state *st, int it, step_result *out)
             (rc = gpt_stream_wait_event(st->d2h, st->ev_step)))
             return rc;
         ckpt_store_begin(st->store, 0, v, it, step);
-        const gpt_float_span parts[3] = {{st->shard.master, st->shard.n}, {st->shard.adam_m, st->shard.n},
-                                         {st->shard.adam_v, st->shard.n}};
-        gpt_checksum_chunks(st->d2h, st->dev_sums, parts, 3, ckpt_store_chunk_floats(st->store));
+        sums_pass(st, st->d2h, st->dev_sums);
         if ((rc = copy_own_home(st, v, st->d2h)) ||
             (rc = gpt_memcpy_d2h(st->d2h, ckpt_store_sums(st->store, 0, v), st->dev_sums,
                                  (size_t)ckpt_store_nchunks(st->store) * sizeof(uint64_t))) ||
