@@ -301,7 +301,7 @@ typedef struct sum_run {
 
 static void sum_run_add(sum_run *r, uint64_t *sums, size_t chunk_floats, size_t word, float value)
 {
-    if (word >= r->next || r->next == 0) {
+    if (word >= r->next) { /* (next 0: the run's first word) */
         if (r->acc) {
 #pragma omp atomic
             sums[r->chunk] += r->acc;
@@ -322,14 +322,7 @@ void cpu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, 
     const int nt = cpu_nthreads(s);
     const float bias_corr1 = 1.0f - powf(beta1, (float)t);
     const float bias_corr2 = 1.0f - powf(beta2, (float)t);
-    if (acc == NULL) {
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (size_t i = 0; i < n; i++)
-            gpt_adamw_element(&param[i], grad[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay,
-                              bias_corr1, bias_corr2, grad_scale);
-        return;
-    }
-    /* with the checksum terms of the words written, in the same pass: each thread a
+    /* acc: the checksum terms of the words written, in the same pass; each thread takes a
      * contiguous range, its three runs of words added to their chunks' sums as they end
      * (integer sums: the order they arrive in does not change the bits) */
 #pragma omp parallel num_threads(nt)
@@ -341,11 +334,12 @@ void cpu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, 
         for (size_t i = lo; i < hi; i++) {
             gpt_adamw_element(&param[i], grad[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay,
                               bias_corr1, bias_corr2, grad_scale);
+            if (!acc) continue;
             sum_run_add(&run[0], acc->sums, acc->chunk_floats, acc->first[0] + i, param[i]);
             sum_run_add(&run[1], acc->sums, acc->chunk_floats, acc->first[1] + i, m[i]);
             sum_run_add(&run[2], acc->sums, acc->chunk_floats, acc->first[2] + i, v[i]);
         }
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; acc && k < 3; k++)
             if (run[k].acc) {
 #pragma omp atomic
                 acc->sums[run[k].chunk] += run[k].acc;
