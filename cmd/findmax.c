@@ -203,8 +203,7 @@ static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
     cJSON_AddNumberToObject(cfg, "vocab", sh->vocab);
     cJSON_AddNumberToObject(cfg, "window", c->rc.eng.window);
     cJSON_AddStringToObject(cfg, "backend", c->backend);
-    cJSON_AddBoolToObject(cfg, "ckpt", c->rc.eng.recompute != GPT_RECOMPUTE_NONE);
-    cJSON_AddStringToObject(cfg, "recompute", gpt_recompute_name(c->rc.eng.recompute));
+    report_json_recompute(cfg, c->rc.eng.recompute);
     cJSON_AddStringToObject(cfg, "dtype", c->rc.eng.bf16 ? "bf16" : "fp32");
     /* The options as given (0: not given, the free memory), to match later lookups. */
     cJSON_AddNumberToObject(cfg, "gpu_mem_limit_option", (double)c->rc.gpu_mem_limit);

@@ -355,6 +355,12 @@ static int exact_numbers(cJSON *item)
     return 0;
 }
 
+void report_json_recompute(cJSON *obj, gpt_recompute mode)
+{
+    cJSON_AddBoolToObject(obj, "ckpt", mode != GPT_RECOMPUTE_NONE);
+    cJSON_AddStringToObject(obj, "recompute", gpt_recompute_name(mode));
+}
+
 char *report_json_text(const cJSON *root)
 {
     cJSON *copy = cJSON_Duplicate(root, 1);

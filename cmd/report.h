@@ -9,6 +9,8 @@
 #ifndef AEBENCH_REPORT_H
 #define AEBENCH_REPORT_H
 
+#include "../kernels/model.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +50,9 @@ int report_write_text(const char *path, const char *text);
  * the 16 or 17 digits it needs (on a copy: root is untouched).  NULL: out of memory. */
 typedef struct cJSON cJSON;
 char *report_json_text(const cJSON *root);
+/* A run's --recompute into obj: "recompute" (its name) and "ckpt" (whether layers are
+ * recomputed at all, as the JSON said before --recompute; what sweeps match older runs by). */
+void report_json_recompute(cJSON *obj, gpt_recompute mode);
 
 /* mkdir -p dir; err says why not. */
 int report_make_dirs(const char *dir, char *err, size_t errlen);

@@ -618,9 +618,7 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(cfg, "iters", rc->iters);
     cJSON_AddNumberToObject(cfg, "log_interval", rc->log_interval);
     cJSON_AddNumberToObject(cfg, "seed", (double)ec->seed);
-    /* ("ckpt": whether layers are recomputed at all, as before --recompute) */
-    cJSON_AddBoolToObject(cfg, "ckpt", ec->recompute != GPT_RECOMPUTE_NONE);
-    cJSON_AddStringToObject(cfg, "recompute", gpt_recompute_name(ec->recompute));
+    report_json_recompute(cfg, ec->recompute);
     char fingerprint[24];
     snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(rc));
     cJSON_AddStringToObject(cfg, "fingerprint", fingerprint);

@@ -316,7 +316,7 @@ static int consider(search *s, const engine_vtbl *eng, const knobs *k, int layer
 
 typedef struct knob_lists {
     int stage[4], nstage, dpu[2], ndpu, offload[2], noffload, clip[2], nclip, place[2], nplace;
-    gpt_recompute recompute[3];
+    gpt_recompute recompute[GPT_RECOMPUTE_MODES];
     int nrecompute;
 } knob_lists;
 
@@ -338,9 +338,8 @@ static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
         kl->clip[kl->nclip++] = ec->clip_speculate == 0 ? -1 : 0;
     kl->recompute[kl->nrecompute++] = ec->recompute;
     if (!cli_given(rc, "recompute") && !cli_given(rc, "no-ckpt")) {
-        static const gpt_recompute modes[] = {GPT_RECOMPUTE_FULL, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_NONE};
-        for (int i = 0; i < 3; i++)
-            if (modes[i] != ec->recompute) kl->recompute[kl->nrecompute++] = modes[i];
+        for (int m = 0; m < GPT_RECOMPUTE_MODES; m++)
+            if ((gpt_recompute)m != ec->recompute) kl->recompute[kl->nrecompute++] = (gpt_recompute)m;
     }
     if (e->uses_window && !cli_given(rc, "placement")) {
         kl->place[kl->nplace++] = PLACE_BOTTOM;
@@ -704,8 +703,7 @@ static cJSON *candidate_json(const search *s, const candidate *c, int rank, int 
     cJSON_AddStringToObject(o, "offload", c->k.offload == OFFLOAD_NVME ? "nvme" : "cpu");
     if (c->k.clip_speculate < 0) cJSON_AddStringToObject(o, "clip_speculate", "auto");
     else cJSON_AddNumberToObject(o, "clip_speculate", c->k.clip_speculate);
-    cJSON_AddBoolToObject(o, "ckpt", c->k.recompute != GPT_RECOMPUTE_NONE);
-    cJSON_AddStringToObject(o, "recompute", gpt_recompute_name(c->k.recompute));
+    report_json_recompute(o, c->k.recompute);
     if (c->eng->uses_window) {
         cJSON_AddNumberToObject(o, "window", c->k.window);
         cJSON_AddStringToObject(o, "placement", placement_name(c->k.placement));

@@ -244,10 +244,9 @@ const char *gpt_recompute_name(gpt_recompute r)
 
 int gpt_recompute_parse(const char *text, gpt_recompute *out)
 {
-    static const gpt_recompute all[] = {GPT_RECOMPUTE_NONE, GPT_RECOMPUTE_FULL, GPT_RECOMPUTE_SELECTIVE};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (text && strcmp(text, gpt_recompute_name(all[i])) == 0) {
-            *out = all[i];
+    for (int m = 0; m < GPT_RECOMPUTE_MODES; m++)
+        if (text && strcmp(text, gpt_recompute_name((gpt_recompute)m)) == 0) {
+            *out = (gpt_recompute)m;
             return 0;
         }
     return -1;

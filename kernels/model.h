@@ -78,6 +78,7 @@ typedef enum gpt_recompute {
     GPT_RECOMPUTE_SELECTIVE = 2, /* the GEMM outputs (qkv, res2, fch: 8 N C each layer); the
                                     backward recomputes the LayerNorms, the attention core and
                                     the GELU (cheap ops, no GEMM) into one working set */
+    GPT_RECOMPUTE_MODES
 } gpt_recompute;
 /* "none", "full", "selective" */
 const char *gpt_recompute_name(gpt_recompute r);
