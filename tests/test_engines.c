@@ -233,7 +233,9 @@ static void test_clip_speculate_auto_follows_clipping(void **state)
 }
 
 /* -w auto under a GPU budget too small for every layer: it streams some layers (its
- * chosen plan has fewer resident layers than L) and still equals the baseline. */
+ * chosen plan has fewer resident layers than L) and still equals the baseline; under
+ * --recompute selective too, whose kept activations come out of the budget before the
+ * window is sized (so fewer layers stay resident and more host memory is used). */
 static void test_stronghold_auto_under_budget(void **state)
 {
     (void)state;
@@ -243,27 +245,31 @@ static void test_stronghold_auto_under_budget(void **state)
     run_baseline(&cfg, &base);
 
     engine_config c = cfg;
-    c.window = 0;
-    engine_plan all, some;
+    engine_plan all, some[2];
     c.window = L;
     engine_stronghold.plan(&c, &all);
     c.window = 0;
     /* Room for about half the layers resident. */
     const size_t limit = (size_t)(all.gpu_bytes * 0.6);
-    engine_harness h;
-    assert_int_equal(harness_open(&h, &engine_stronghold, &c, limit), 0);
-    engine_stronghold.chosen_plan(h.state, &some);
-    assert_true(some.gpu_bytes < all.gpu_bytes);
-    assert_true(some.host_bytes > 0);
-    /* The arena holds exactly what the plan says (no hidden allocations). */
-    assert_true(h.gpu.budget.peak <= limit);
-    assert_int_equal(h.gpu.budget.in_use, some.gpu_bytes);
-    harness_close(&h);
+    for (int m = 0; m < 2; m++) {
+        c.recompute = m ? GPT_RECOMPUTE_SELECTIVE : GPT_RECOMPUTE_FULL;
+        engine_harness h;
+        assert_int_equal(harness_open(&h, &engine_stronghold, &c, limit), 0);
+        engine_stronghold.chosen_plan(h.state, &some[m]);
+        assert_true(some[m].gpu_bytes < all.gpu_bytes);
+        assert_true(some[m].host_bytes > 0);
+        /* The arena holds exactly what the plan says (no hidden allocations). */
+        assert_true(h.gpu.budget.peak <= limit);
+        assert_int_equal(h.gpu.budget.in_use, some[m].gpu_bytes);
+        harness_close(&h);
 
-    trajectory t;
-    run_engine(&engine_stronghold, &c, limit, &t);
-    assert_same_trajectory(&base, &t, "stronghold -w auto under a budget");
-    free_trajectory(&t);
+        trajectory t;
+        run_engine(&engine_stronghold, &c, limit, &t);
+        assert_same_trajectory(&base, &t, m ? "stronghold -w auto --recompute selective under a budget"
+                                            : "stronghold -w auto under a budget");
+        free_trajectory(&t);
+    }
+    assert_true(some[1].host_bytes > some[0].host_bytes);
     free_trajectory(&base);
 }
 

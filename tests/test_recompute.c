@@ -9,7 +9,7 @@
  * wrote its gradients into, or a forward that stores the GELU by another path than the
  * recompute takes would all show as a difference here.  And each mode's memory is what its
  * plan says: the GPU peak equals the plan, and the plans differ by exactly the activations
- * the mode keeps.
+ * the mode keeps.  (stronghold -w auto under a budget with selective: test_engines.c.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -113,42 +113,6 @@ static void test_every_engine_every_mode(void **state)
     free_trajectory(&base);
 }
 
-/* stronghold -w auto under a GPU budget that makes it stream, with selective: the layers'
- * kept activations come out of the budget before the window is sized (fewer resident layers
- * than under full at the same budget), the arena holds what its chosen plan says, and it
- * equals the baseline. */
-static void test_stronghold_auto_selective(void **state)
-{
-    (void)state;
-    const int L = 8;
-    engine_config cfg = small_config(L);
-    trajectory base;
-    run_baseline(&cfg, &base);
-    engine_config c = cfg;
-    engine_plan all;
-    c.window = L;
-    engine_stronghold.plan(&c, &all);
-    const size_t limit = (size_t)(all.gpu_bytes * 0.6);
-    c.window = 0;
-    engine_plan chosen[2];
-    for (int m = 0; m < 2; m++) {
-        c.recompute = m ? GPT_RECOMPUTE_SELECTIVE : GPT_RECOMPUTE_FULL;
-        engine_harness h;
-        assert_int_equal(harness_open(&h, &engine_stronghold, &c, limit), 0);
-        engine_stronghold.chosen_plan(h.state, &chosen[m]);
-        assert_true(h.gpu.budget.peak <= limit);
-        assert_int_equal(h.gpu.budget.in_use, chosen[m].gpu_bytes);
-        harness_close(&h);
-    }
-    /* selective's kept activations leave less room: more layers streamed, so more host */
-    assert_true(chosen[1].host_bytes > chosen[0].host_bytes);
-    trajectory t;
-    run_engine(&engine_stronghold, &c, limit, &t);
-    assert_same_trajectory(&base, &t, "stronghold -w auto --recompute selective under a budget");
-    free_trajectory(&t);
-    free_trajectory(&base);
-}
-
 /* bf16 activations (the CPU backend rounds as the GPU does): selective and none = full. */
 static void test_bf16_modes(void **state)
 {
@@ -205,7 +169,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_sizes),
         cmocka_unit_test(test_every_engine_every_mode),
-        cmocka_unit_test(test_stronghold_auto_selective),
         cmocka_unit_test(test_bf16_modes),
         cmocka_unit_test(test_plans_differ_by_the_kept),
     };
