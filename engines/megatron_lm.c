@@ -33,17 +33,7 @@
  *              each from x[l]); embedding backward.  Gradients accumulate over micro-
  *              batches; each token's loss weighs 1/(B·T·M·N), so the sum is the mean.
  *              Then: shard norms, the global norm (dp.h: the same bits at every stage),
- *              clip, lr, AdamW on this rank's shards (all of it at stage 1-3).
- *   update     stage 0 (one rank, DDP): once the norm is known, AdamW block by block (the
- *              embedding block, then layers 0..L-1), each block's gradients zeroed after
- *              its update, an event per block; the step returns without waiting, and the
- *              next step's forward waits for each block's event just before it uses the
- *              block.  AdamW reads and writes ~30 bytes per parameter and leaves the tensor
- *              cores idle (13.8% of a bf16 l32 step on an H100, bench/results/2026-11-27-h100-
- *              kernels): beside the next forward it costs what the two contend for.  The same
- *              ops on the same data in the same order: the same bits.  The last step's update
- *              is drained when the parameters are read or the engine is freed.
- *              (AEBENCH_OVERLAP_UPDATE=off: on the compute stream after the norm, as before.)
+ *              clip, lr, AdamW on this rank's shards (all of it at stage 0).
  *   grad-comm  stage 0/1: each layer's gradient block all-reduced as soon as its backward
  *              of the last micro-batch is done (one bucket per layer, overlapped with the
  *              backward of the layers below it), the embedding block at the end;
@@ -100,12 +90,6 @@ typedef struct megatron_state {
     megatron_sizes z;
     int W, rank, stage, M;
     gpt_stream *compute;
-    /* stage 0: the update stream, an event per block when its update (and its gradients'
-     * zeroing) is done; updates_in_flight: the next forward waits for them; grads_zeroed:
-     * the update stream zeroed every block's gradients, the step need not */
-    gpt_stream *update;
-    gpt_event **ev_block_updated;
-    int overlap_update, updates_in_flight, grads_zeroed;
     coll_group *grad_comm, *param_comm;
     engine_allocs mem;
     block_geom *blocks; /* L+1 */
@@ -299,10 +283,6 @@ static void megatron_free(void *state)
     coll_close(st->grad_comm);
     coll_close(st->param_comm);
     if (st->compute) st->env.be->ops->stream_destroy(st->compute);
-    if (st->update) st->env.be->ops->stream_destroy(st->update);
-    if (st->ev_block_updated)
-        for (int b = 0; b <= st->sh.layers; b++) gpt_event_destroy(st->ev_block_updated[b]);
-    free(st->ev_block_updated);
     gpt_event *evs[] = {st->ev_grad_ready, st->ev_comm_done, st->ev_updated, st->ev_params_ready,
                         st->ev_egathered, st->ev_gathered[0], st->ev_gathered[1],
                         st->ev_slot_done[0], st->ev_slot_done[1], st->ev_gslot_free[0],
@@ -393,15 +373,6 @@ static int megatron_init(const engine_env *env, void **state)
                          &st->ev_gslot_free[0], &st->ev_gslot_free[1]};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if ((rc = gpt_event_create(be, evs[i]))) return rc;
-    const char *overlap = getenv("AEBENCH_OVERLAP_UPDATE");
-    st->overlap_update = st->stage == 0 && !(overlap && strcmp(overlap, "off") == 0);
-    if (st->overlap_update) {
-        st->ev_block_updated = calloc((size_t)L + 1, sizeof *st->ev_block_updated);
-        if (!st->ev_block_updated) return GPT_ERR_OOM;
-        if ((rc = be->ops->stream_create(be, &st->update))) return rc;
-        for (int b = 0; b <= L; b++)
-            if ((rc = gpt_event_create(be, &st->ev_block_updated[b]))) return rc;
-    }
 
     gpt_resident *m = &st->act;
     void *scratch_mem = NULL, *head_mem = NULL, *staging = NULL, *wslots = NULL, *gslots = NULL;
@@ -542,14 +513,6 @@ static gpt_layer_acts layer_acts(megatron_state *st, int l)
     return a;
 }
 
-/* Before the compute stream reads block b's weights (or writes its gradients): the last
- * step's update of it done (stage 0's update stream). */
-static int await_update(megatron_state *st, int b)
-{
-    if (!st->updates_in_flight) return GPT_OK;
-    return gpt_stream_wait_event(st->compute, st->ev_block_updated[b]);
-}
-
 static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_t *targets)
 {
     const gpt_shape *sh = &st->sh;
@@ -559,12 +522,11 @@ static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_
     int rc;
     if ((rc = gpt_memcpy_h2d(s, st->ids, tokens, (size_t)N * sizeof(int32_t))) ||
         (rc = gpt_memcpy_h2d(s, st->ids + N, targets, (size_t)N * sizeof(int32_t))) ||
-        (rc = gather_layer(st, 0)) || (rc = await_update(st, 0)))
+        (rc = gather_layer(st, 0)))
         return rc;
     gpt_embed_forward(s, sh, work_params(st, 0), m->tokens, m->layer_inputs);
     for (int l = 0; l < L; l++) {
-        if ((rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l)) || (rc = await_update(st, 1 + l)))
-            return rc;
+        if ((rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l))) return rc;
         gpt_layer_acts a = layer_acts(st, l);
         gpt_layer_forward(s, sh, work_params(st, 1 + l), layer_input(st, l), layer_input(st, l + 1), &a);
         if ((rc = done_with_layer(st, l))) return rc;
@@ -662,23 +624,13 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
     /* (after the hook: the sums may still be read by what it made compute wait for) */
     if (sums && (rc = gpt_memcpy_d2d(s, sums, st->sums_init, nchunks * sizeof(uint64_t)))) return rc;
     const int t = ++st->adam_step;
-    /* stage 0: on the update stream, beside the next step's forward (the top comment), unless
-     * an engine built on this one hooks the optimizer */
-    const int overlap = st->overlap_update && !st->hooks.before_optimizer && !sums;
-    gpt_stream *u = overlap ? st->update : s;
-    if (overlap && ((rc = gpt_event_record(st->ev_grad_ready, s)) || (rc = gpt_stream_wait_event(u, st->ev_grad_ready))))
-        return rc;
     for (int b = 0; b <= L; b++) {
         const block_geom *g = &st->blocks[b];
         if (st->stage == 0) {
             void *act = st->wparams_full ? (char *)st->wparams_full + g->off * act_size(st) : NULL;
-            gpt_block_adamw_act(u, st->params_full + g->off, act, grad_buffer(st, b),
+            gpt_block_adamw_act(s, st->params_full + g->off, act, grad_buffer(st, b),
                                 st->adam_m + g->off, st->adam_v + g->off, g->n, g->n_decay,
                                 &cfg->optim, lr, t, scale);
-            /* the next step's gradients start from zero: this block's, now that it is read */
-            if (overlap && ((rc = gpt_stream_memset_zero(u, grad_buffer(st, b), g->S * (size_t)st->W * sizeof(float))) ||
-                            (rc = gpt_event_record(st->ev_block_updated[b], u))))
-                return rc;
         } else {
             const gpt_checksum_acc acc = {sums, st->sums_chunk, {g->soff, n_shard + g->soff, 2 * n_shard + g->soff}};
             dp_shard_adamw(s, master_shard(st, b), work_shard(st, b), grad_shard(st, b),
@@ -686,7 +638,6 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
                            st->rank, &cfg->optim, lr, t, scale, sums ? &acc : NULL);
         }
     }
-    if (overlap) st->updates_in_flight = st->grads_zeroed = 1;
     if (sums) {
         gpt_checksum_fold_chunks(s, sums, 3 * n_shard, st->sums_chunk);
         st->sums_done = 1;
@@ -729,9 +680,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     coll_take_bytes(st->param_comm);
 
     double fwd_ms = 0, bwd_ms = 0;
-    /* (after an overlapped update the update stream zeroed them, block by block) */
-    if (st->grads_full && !st->grads_zeroed) rc = gpt_stream_memset_zero(s, st->grads_full, st->z.grads_full);
-    st->grads_zeroed = 0;
+    if (st->grads_full) rc = gpt_stream_memset_zero(s, st->grads_full, st->z.grads_full);
     if (!rc && st->grads_embed) rc = gpt_stream_memset_zero(s, st->grads_embed, st->z.grads_embed);
     if (!rc && st->grads_shard && st->M > 1) rc = gpt_stream_memset_zero(s, st->grads_shard, st->z.grads_shard);
     if (!rc && st->stage == 3) {
@@ -755,7 +704,6 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
         st->act.head.losses = st->losses + (size_t)k * N;
         if ((rc = forward_micro(st, tokens + (size_t)k * N, targets + (size_t)k * N)) || (rc = gpt_stream_sync(s)))
             return rc;
-        st->updates_in_flight = 0; /* the forward has waited for every block */
         double f1 = wall_ms();
         if (k == 0) engine_fault_point(&st->env, iteration, FAULT_BACKWARD);
         if ((rc = backward_micro(st, k == st->M - 1)) || (rc = gpt_stream_sync(s))) return rc;
@@ -784,7 +732,6 @@ static int megatron_read_params(void *state, float *host_params)
     megatron_state *st = state;
     gpt_stream *s = st->compute;
     int rc = gpt_stream_sync(coll_stream(st->param_comm));
-    if (!rc && st->update) rc = gpt_stream_sync(st->update); /* the last step's update */
     size_t at = 0;
     for (int b = 0; rc == 0 && b <= st->sh.layers; b++) {
         const block_geom *g = &st->blocks[b];
@@ -819,17 +766,8 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     if (pred_no_collectives(cfg, m, out)) return;
     const double PL = (double)gpt_layer_layout_of(&cfg->shape).total, PE = (double)gpt_embed_layout_of(&cfg->shape).total;
     const double P = PE + L * PL;
-    /* stage 0: the last step's update on its own stream, block by block from the step's
-     * start (its norm ended the last step), each layer's forward after its block's update;
-     * modelled as if the two did not slow each other (they share the GPU's memory) */
-    const char *overlap_env = getenv("AEBENCH_OVERLAP_UPDATE");
-    const int overlap = stage == 0 && !(overlap_env && strcmp(overlap_env, "off") == 0);
-    double *slot_free = pred_arrays(out, 2 * ((size_t)L + 2), 1);
+    double *slot_free = pred_arrays(out, (size_t)L + 2, 1);
     if (!slot_free) return;
-    double *updated = slot_free + L + 2;
-    pred_timeline update = {0};
-    for (int b = 0; overlap && b <= L; b++)
-        updated[b] = pred_run(&update, BUSY_COMPUTE, pred_gpu_adam_ms(m, b == 0 ? PE : PL), 0);
     /* t: compute and grad-comm; pcomm: the param-comm stream (its busy time counts as
      * collectives too) */
     pred_timeline t = {0}, pcomm = {0};
@@ -838,9 +776,9 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     if (stage == 3) pc = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE), 0);
     for (int i = 0; i < M; i++) {
         const int last = i == M - 1;
-        c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(pred_max(c, stage == 3 ? pc : 0), updated[0]));
+        c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, stage == 3 ? pc : 0));
         for (int k = 0; k < L; k++) {
-            double ready = pred_max(c, updated[1 + k]);
+            double ready = c;
             if (stage == 3) { /* into slot k mod 2, once layer k - 2 is done with it */
                 pc = pred_run(&pcomm, BUSY_COMM, gather_layer, k >= 2 ? slot_free[k - 2] : c);
                 ready = pred_max(c, pc);
@@ -868,8 +806,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     }
     if (W > 1)
         gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PE) : pred_coll_ms(m->ar_ms, m->ar_gbs, PE), c);
-    if (!overlap) c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / W), pred_max(c, gc));
-    else c = pred_max(pred_max(c, gc), update.free_at[BUSY_COMPUTE]); /* the next update starts here */
+    c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / W), pred_max(c, gc));
     double end = c;
     if (stage == 1 || stage == 2) /* every block gathered after the update */
         end = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE) + L * gather_layer, c);
