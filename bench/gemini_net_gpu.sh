@@ -72,20 +72,22 @@ def last(d):
     f = sorted(glob.glob(os.path.join(out, d, "log_gemini_*.json")))
     return json.load(open(f[-1])) if f else None
 tags = ["k1_none", "k1_naive", "k1_interleave", "auto", "auto_long"]
-print("| run | mode | every | steps without ms | with ms (per step, checkpoints every K) | x of without | ckpt GB/rank | ckpt traffic ms | exposed ms | collectives' idle ms | expected iterations lost | losses == none |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| run | mode | every | steps without ms | with ms (per step, checkpoints every K) | x of without | paired: a checkpoint's ms, x at K | ckpt GB/rank | ckpt traffic ms | exposed ms | collectives' idle ms | expected iterations lost | losses == none |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 ref = last("res_k1_none")
 ref_loss = {i["iteration"]: i["loss"] for i in ref["iterations"]} if ref else {}
 for t in tags:
     r = last("res_" + t)
     if not r:
-        print(f"| {t} | failed | | | | | | | | | | |"); continue
+        print(f"| {t} | failed | | | | | | | | | | | |"); continue
     g = r["gemini"]
     same = sum(1 for i in r["iterations"] if ref_loss.get(i["iteration"]) == i["loss"])
     common = sum(1 for i in r["iterations"] if i["iteration"] in ref_loss)
     print(f"| {t} | {g['mode']} | {g['every']} ({g['every_asked']}) | {g.get('no_checkpoint_ms', 0):.1f} | "
           f"{g.get('checkpoint_ms', 0):.1f} ± {g.get('checkpoint_sd_ms', 0):.1f} ({g.get('checkpoint_steps', 0)} steps) | "
-          f"{g.get('slowdown', 0):.3f} | {g.get('checkpoint_size', 0) / 1e9:.2f} | {1e3 * g.get('checkpoint_time', 0):.0f} | "
+          f"{g.get('slowdown', 0):.3f} | " +
+          (f"{g['paired']['extra_ms']:.1f} ({g['paired']['checkpoints']} {g['paired']['of']}), {g['paired']['overhead_at_every']:.4f} | " if "paired" in g else "- | ") +
+          f"{g.get('checkpoint_size', 0) / 1e9:.2f} | {1e3 * g.get('checkpoint_time', 0):.0f} | "
           f"{1e3 * g.get('exposed_time', 0):.0f} | {1e3 * g.get('idle_time', 0):.0f} | "
           f"{'-' if g['expected_lost_iterations'] is None else '%.1f' % g['expected_lost_iterations']} | {same}/{common} |")
 PY

@@ -423,6 +423,60 @@ static int phase_stats(const run_state *s, const char *phase, double *mean, doub
     return n;
 }
 
+/* What a checkpoint costs, paired with the steps beside it: the "with / without" means compare
+ * steps minutes apart, and where the step drifts by more than a checkpoint costs per step
+ * (NCCL on sockets: 430 -> 525 ms over minutes with no checkpoint in flight, bench/results/
+ * 2026-11-27-h200x2-gemini-net) they cannot resolve an interval's 1%.  A step is clean when it
+ * is past the warm-up and neither it nor the step before it took a checkpoint (an interleaved
+ * checkpoint may spill into the next step).  Each checkpoint's cost is its step's time, and the
+ * next step's when that one is not a checkpoint, less as many times the median of the clean
+ * steps within PAIR_REACH of it (or, where there are none, as every step checkpoints, the
+ * mean of the steps before --gemini-ckpt-from).  The steady checkpoints are taken if there
+ * are any, else interleave's measuring ones.  *extra: the mean cost; *base: the clean steps'
+ * median (or that mean); *measuring: the measuring checkpoints were used.  Returns how many
+ * checkpoints were paired (0: none could be). */
+enum { PAIR_REACH = 4 };
+static int gemini_paired_extra(const run_state *s, double *extra, double *base, int *measuring)
+{
+    const int warm = gemini_warmup_steps(&s->ec), n = s->done - s->first;
+    *extra = *base = 0;
+    *measuring = 0;
+    if (n <= 0) return 0;
+    double *v = malloc(2 * (size_t)n * sizeof *v);
+    if (!v) return 0;
+    double *near = v, *all = v + n;
+#define CKPT(i) (s->iters[i].r.has_ckpt)
+#define CLEAN(i) ((i) + 1 > warm && !CKPT(i) && ((i) == s->first || !CKPT((i) - 1)))
+    int nclean = 0;
+    for (int i = s->first; i < s->done; i++)
+        if (CLEAN(i)) all[nclean++] = s->iters[i].ms;
+    double before, before_sd;
+    const int nbefore = phase_stats(s, "no_checkpoint", &before, &before_sd);
+    *base = nclean > 0 ? median_of(all, nclean) : before;
+    int steady = 0;
+    for (int i = s->first; i < s->done; i++)
+        if (CKPT(i) && i + 1 >= s->ec.gemini_ckpt_from && i + 1 > warm && !s->iters[i].r.ckpt_warmup) steady++;
+    *measuring = steady == 0;
+    int paired = 0;
+    double sum = 0;
+    for (int i = s->first; i < s->done; i++) {
+        if (!CKPT(i) || i + 1 < s->ec.gemini_ckpt_from || i + 1 <= warm || s->iters[i].r.ckpt_warmup != *measuring) continue;
+        const int spill = i + 1 < s->done && !CKPT(i + 1), last = i + spill;
+        int k = 0;
+        for (int j = i - PAIR_REACH; j <= last + PAIR_REACH; j++)
+            if (j >= s->first && j < s->done && (j < i || j > last) && CLEAN(j)) near[k++] = s->iters[j].ms;
+        const double ref = k > 0 ? median_of(near, k) : before;
+        if (k == 0 && nbefore == 0) continue;
+        sum += s->iters[i].ms + (spill ? s->iters[i + 1].ms : 0) - (1 + spill) * ref;
+        paired++;
+    }
+#undef CLEAN
+#undef CKPT
+    free(v);
+    *extra = paired ? sum / paired : 0;
+    return *base > 0 ? paired : 0;
+}
+
 /* The artifact's results.json for this job, and our comparison: the JSON's "gemini". */
 static void json_gemini(cJSON *root, const run_state *s)
 {
@@ -483,6 +537,18 @@ static void json_gemini(cJSON *root, const run_state *s)
         cJSON_AddNumberToObject(g, "checkpoint_ms", mean);
         cJSON_AddNumberToObject(g, "checkpoint_sd_ms", sd);
         if (base > 0) cJSON_AddNumberToObject(g, "slowdown", mean / base);
+    }
+    /* the paired cost of a checkpoint, and what it makes of a step at the interval in effect */
+    double extra, clean;
+    int measuring;
+    const int paired = s->ec.gemini_mode == GEMINI_NONE ? 0 : gemini_paired_extra(s, &extra, &clean, &measuring);
+    if (paired > 0) {
+        cJSON *pc = cJSON_AddObjectToObject(g, "paired");
+        cJSON_AddNumberToObject(pc, "checkpoints", paired);
+        cJSON_AddStringToObject(pc, "of", measuring ? "measuring" : "steady");
+        cJSON_AddNumberToObject(pc, "extra_ms", extra);
+        cJSON_AddNumberToObject(pc, "clean_step_ms", clean);
+        cJSON_AddNumberToObject(pc, "overhead_at_every", 1 + extra / (every * clean));
     }
 }
 
@@ -1269,6 +1335,14 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
             logline(s, "gemini: a checkpoint every %d iteration%s (%s) | iterations a failure loses, expected: %.1f",
                     every, every == 1 ? "" : "s", s->ec.gemini_every < 0 ? "auto" : "fixed",
                     gemini_lost_iterations(every, s->ec.gemini_mode));
+            double extra, clean;
+            int measuring;
+            const int paired = gemini_paired_extra(s, &extra, &clean, &measuring);
+            if (paired > 0)
+                logline(s, "gemini: a checkpoint adds %.1f ms to its step and the next, paired with the clean steps "
+                        "beside it (%d %s checkpoint%s; clean steps %.1f ms) | at one every %d: %.4fx",
+                        extra, paired, measuring ? "measuring" : "steady", paired == 1 ? "" : "s", clean, every,
+                        1 + extra / (every * clean));
         }
     }
     if (s->status == EXIT_RUN_OK && rc->save_params[0]) save_params(s, state);

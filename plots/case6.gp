@@ -16,7 +16,8 @@ set grid ytics
 set border 3
 set tics nomirror
 # columns: mode,no_ckpt_ms,no_ckpt_sd,ckpt_ms,ckpt_sd,slowdown,ckpt_gb,ckpt_time_ms,exposed_ms,idle_ms,
-# every,lost_iterations (the label: the slowdown, the interval and the iterations a failure loses)
+# every,lost_iterations,paired_x (the label: the slowdown, the interval, the iterations a failure
+# loses and, where the checkpoints could be paired with the steps beside them, the overhead so)
 set title "Iteration time (Fig. 7): steps without, then with checkpoints" . (clip ne "" ? "  [" . clip . "]" : "")
 set ylabel "time per iteration (ms)"
 set style data histograms
@@ -28,7 +29,8 @@ set key below
 plot infile every ::1 using 2:3:xticlabels(strcol(1)) title "without checkpoints" lc rgb "#4477aa", \
      '' every ::1 using 4:5 title "with (from --gemini-ckpt-from on)" lc rgb "#ee6677", \
      '' every ::1 using ($0 + 0.1):($4 + $5):(strcol(1) eq "none" ? sprintf("%.3fx", $6) : \
-        sprintf("%.3fx\nevery %d it.\nloses ~%.1f", $6, $11, $12)) with labels offset 0,2 notitle
+        sprintf("%.3fx\nevery %d it.\nloses ~%.1f", $6, $11, $12) . ($13 > 0 ? sprintf("\npaired %.3fx", $13) : "")) \
+        with labels offset 0,2 notitle
 # columns: mode,iteration,phase,iter_ms,ckpt_gb,ckpt_ms,exposed_ms,idle_ms
 set title "interleave, per iteration (Fig. 8): idle time vs checkpoint time" . (clip ne "" ? "  [" . clip . "]" : "")
 set style data linespoints

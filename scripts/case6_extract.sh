@@ -4,13 +4,16 @@
 #   scripts/case6_extract.sh [-r RESULTS_DIR] [-o OUT_DIR]
 #     -> OUT_DIR/case6.csv           one row per mode (the newest gemini run of each):
 #        mode,no_ckpt_ms,no_ckpt_sd,ckpt_ms,ckpt_sd,slowdown,ckpt_gb,ckpt_time_ms,exposed_ms,idle_ms,
-#        every,lost_iterations
+#        every,lost_iterations,paired_x
 #        no_ckpt_*: the steps after the warm-up and before --gemini-ckpt-from; ckpt_*: the
 #        steps from it on, less interleave's measuring steps (the artifact skips two there
 #        too), with --gemini-every K those between checkpoints too (the interval's overhead
 #        per step); ckpt_gb, ckpt_time_ms, exposed_ms, idle_ms: medians over the checkpoints;
 #        every: the interval at the end (auto's choice; 0 for none), lost_iterations: the
-#        iterations a failure loses, expected, with it
+#        iterations a failure loses, expected, with it; paired_x: the step's overhead at that
+#        interval from each checkpoint's cost against the clean steps beside it (the run's
+#        "a checkpoint adds" line: robust where the step drifts between the two phases; 0:
+#        none could be paired)
 #     -> OUT_DIR/case6_steps.csv     every step (the artifact's results.json step_times):
 #        mode,iteration,phase,iter_ms,ckpt_gb,ckpt_ms,exposed_ms,idle_ms
 #     -> OUT_DIR/case6_recovery.csv  the probability that every shard survives k of N
@@ -78,22 +81,24 @@ tmp=$(mktemp "$STEPS.XXXXXX")
 { echo "mode,iteration,phase,iter_ms,ckpt_gb,ckpt_ms,exposed_ms,idle_ms"; echo "$steps"; } >"$tmp" && mv "$tmp" "$STEPS"
 echo "$0: wrote $STEPS ($(echo "$steps" | wc -l) rows)"
 
-# Each mode's interval at the end of its newest run (auto's choice) and the iterations a
-# failure then loses, from the run's closing gemini line: "mode,epoch,every,lost"
+# Each mode's interval at the end of its newest run (auto's choice), the iterations a failure
+# then loses, and the overhead at that interval from a checkpoint's cost paired with the clean
+# steps beside it (0: not paired), from the run's closing gemini lines: "mode,epoch,every,lost,x"
 intervals=$(
     for f in "$RESULTS"/log_gemini_*.txt; do
         [ -e "$f" ] || continue
         awk '
-            FNR == 1 { ep = FILENAME; sub(/\.txt$/, "", ep); sub(/^.*\./, "", ep) }
+            FNR == 1 { ep = FILENAME; sub(/\.txt$/, "", ep); sub(/^.*\./, "", ep); paired = 0 }
             /^gemini \| mode: / { split($0, a, " [|] "); mode = a[2]; sub(/^mode: /, "", mode) }
             /^gemini: a checkpoint every / { every = $5; lost = $NF }
-            END { if (mode != "" && every != "") printf "%s,%s,%s,%s\n", mode, ep, every, lost }
+            /^gemini: a checkpoint adds / { paired = $NF; sub(/x$/, "", paired) }
+            END { if (mode != "" && every != "") printf "%s,%s,%s,%s,%s\n", mode, ep, every, lost, paired }
         ' "$f"
     done
 )
 
 {
-    echo "mode,no_ckpt_ms,no_ckpt_sd,ckpt_ms,ckpt_sd,slowdown,ckpt_gb,ckpt_time_ms,exposed_ms,idle_ms,every,lost_iterations"
+    echo "mode,no_ckpt_ms,no_ckpt_sd,ckpt_ms,ckpt_sd,slowdown,ckpt_gb,ckpt_time_ms,exposed_ms,idle_ms,every,lost_iterations,paired_x"
     awk -F, -v intervals="$intervals" '
         function median(list,    v, k, i, j, t) {
             k = split(list, v, " ")
@@ -101,8 +106,8 @@ intervals=$(
             return k == 0 ? "" : (k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2)
         }
         BEGIN { n = split(intervals, line, "\n")
-                for (i = 1; i <= n; i++) if (split(line[i], f, ",") == 4 && f[2] + 0 >= iep[f[1]] + 0) {
-                    iep[f[1]] = f[2]; every[f[1]] = f[3]; lost[f[1]] = f[4] } }
+                for (i = 1; i <= n; i++) if (split(line[i], f, ",") == 5 && f[2] + 0 >= iep[f[1]] + 0) {
+                    iep[f[1]] = f[2]; every[f[1]] = f[3]; lost[f[1]] = f[4]; px[f[1]] = f[5] } }
         { m = $1; if (!(m in seen)) { seen[m] = 1; order[++nm] = m } }
         $3 == "no_checkpoint" { n0[m]++; s0[m] += $4; q0[m] += $4 * $4 }
         $3 == "checkpoint" { n1[m]++; s1[m] += $4; q1[m] += $4 * $4
@@ -114,10 +119,10 @@ intervals=$(
                 a = s0[m] / n0[m]; b = s1[m] / n1[m]
                 sa = n0[m] > 1 ? sqrt((q0[m] - s0[m] * s0[m] / n0[m]) / (n0[m] - 1)) : 0
                 sb = n1[m] > 1 ? sqrt((q1[m] - s1[m] * s1[m] / n1[m]) / (n1[m] - 1)) : 0
-                printf "%s,%.2f,%.2f,%.2f,%.2f,%.4f,%s,%s,%s,%s,%s,%s\n", m, a, sa, b, sb, b / a,
+                printf "%s,%.2f,%.2f,%.2f,%.2f,%.4f,%s,%s,%s,%s,%s,%s,%s\n", m, a, sa, b, sb, b / a,
                        gb[m] == "" ? 0 : median(gb[m]), ck[m] == "" ? 0 : median(ck[m]),
                        ex[m] == "" ? 0 : median(ex[m]), id[m] == "" ? 0 : median(id[m]),
-                       m in every ? every[m] : (m == "none" ? 0 : 1), m in lost ? lost[m] : 0
+                       m in every ? every[m] : (m == "none" ? 0 : 1), m in lost ? lost[m] : 0, m in px ? px[m] : 0
             }
         }' <<<"$steps"
 } | ae_write_csv

@@ -583,13 +583,32 @@ if g["checkpoint_size"] != its[6]["checkpoint"]["bytes"]:
 r = {x["mode"]: x for x in csv.DictReader(open(os.path.join(res, "case6.csv")))}["naive"]
 if r["every"] != "3" or float(r["lost_iterations"]) != g["expected_lost_iterations"] or abs(float(r["ckpt_ms"]) - with_ms) > 0.06:
     sys.exit(f"CSV {r}")
+# the paired cost: each checkpoint's step and the next (not a checkpoint) less twice the median of
+# the clean steps (past the warm-up, neither they nor the step before them checkpointed) within 4
+# of them; the overhead at every 3 against the clean steps' median
+import statistics
+ck = {i["iteration"]: "checkpoint" in i for i in its}
+ms = {i["iteration"]: i["ms"] for i in its}
+clean = lambda t: t > g["warmup_steps"] and not ck[t] and (t == 1 or not ck[t - 1])
+extras = []
+for t in took:
+    win = [t] + ([t + 1] if t + 1 in ck and not ck[t + 1] else [])
+    near = [ms[u] for u in range(t - 4, win[-1] + 5) if u in ck and u not in win and clean(u)]
+    extras.append(sum(ms[u] for u in win) - len(win) * statistics.median(near))
+base = statistics.median(ms[t] for t in ms if clean(t))
+p, want = g.get("paired", {}), statistics.mean(extras)
+if p.get("checkpoints") != 4 or p.get("of") != "steady" or abs(p.get("extra_ms", 1e9) - want) > 1e-6 * max(1, abs(want)) or \
+   abs(p.get("overhead_at_every", 0) - (1 + want / (3 * base))) > 1e-9 or abs(float(r["paired_x"]) - p["overhead_at_every"]) > 6e-5:
+    sys.exit(f"paired {p}, want extra {want} over {base}; CSV {r['paired_x']}")
 print("ok")
 EOF
 )
     fi
     if [ "$e3_check" = ok ] && grep -q "^gemini: a checkpoint every 3 iterations (fixed) | iterations a failure loses, expected: 1.5" \
-        "$c6"/every3/log_gemini_*.txt; then
-        gm_pass "case 6 with --gemini-every 3: the steps between checkpoints share the interval's cost (JSON, CSV), the interval and the expected loss in the log and CSV"
+        "$c6"/every3/log_gemini_*.txt &&
+        grep -q "^gemini: a checkpoint adds .* ms to its step and the next, paired with the clean steps beside it (4 steady checkpoints; .* | at one every 3: " \
+            "$c6"/every3/log_gemini_*.txt; then
+        gm_pass "case 6 with --gemini-every 3: the steps between checkpoints share the interval's cost (JSON, CSV), the interval and the expected loss in the log and CSV; each checkpoint's cost paired with the clean steps beside it (JSON, log, CSV)"
     else
         gm_fail "case 6 with --gemini-every 3" "exit $GM_RC: $e3_check $(tail -c 300 "$c6/err3")"
     fi
