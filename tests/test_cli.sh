@@ -247,6 +247,35 @@ else
     failc "--profile" "exits $prc: $check $(grep -m2 -E 'profile|rror' "$P/p_megatron_lm_.out")"
 fi
 
+# bench/step_floor.py on that profile: each GEMM at a probe table's best time on the run's shapes
+# (here a made-up table for TINY's shapes: qkv 1 ms, proj 2, fc 3, fcproj 4 forward, x10 backward
+# dinp, x100 dW, the logits 0.5 each way): with checkpointing L x (2 x 10 + 110 x 10) + 1.5 ms;
+# a table of other shapes is refused
+fl="$WORK/floor"
+mkdir -p "$fl"
+{
+    echo "| math | product | m n k | heuristic #0 ms | best ms (rank) | gain |"
+    C=64 N=64 V=512
+    for d in fwd dinp dw; do
+        f=1; [ $d = dinp ] && f=10; [ $d = dw ] && f=100
+        echo "| tf32 | $d qkv | $((3 * C)) $N $C | 9 | $((1 * f)) (#0 of 1) | 0% |"
+        echo "| tf32 | $d proj | $C $N $C | 9 | $((2 * f)) (#0 of 1) | 0% |"
+        echo "| tf32 | $d fc | $((4 * C)) $N $C | 9 | $((3 * f)) (#0 of 1) | 0% |"
+        echo "| tf32 | $d fcproj | $C $N $((4 * C)) | 9 | $((4 * f)) (#0 of 1) | 0% |"
+        echo "| tf32 | $d logits x4 | $V $N $C | 9 | 0.5 (#0 of 1) | 0% |"
+    done
+} >"$fl/probe.txt"
+sed 's/| 192 64 64 |/| 192 64 128 |/' "$fl/probe.txt" >"$fl/other.txt"
+floor=$(python3 bench/step_floor.py "$P"/p_megatron_lm_/log_*.json "$fl/probe.txt" 2>&1 | grep -m1 "^| layer and head GEMMs")
+python3 bench/step_floor.py "$P"/p_megatron_lm_/log_*.json "$fl/other.txt" >"$fl/other.out" 2>&1
+orc=$?
+if [[ "$floor" == "| layer and head GEMMs | "*" | $(python3 -c 'print(f"{3 * (2 * 10 + 110 * 10) + 1.5:.1f}")') | "* ]] && [ "$orc" -ne 0 ] &&
+    grep -q "probed other shapes than the run's: fwd qkv (192, 64, 128)" "$fl/other.out"; then
+    pass "bench/step_floor.py: each GEMM at the probe's best time on the run's shapes (forward twice with checkpointing); a probe of other shapes refused"
+else
+    failc "bench/step_floor.py" "'$floor'; other shapes: exit $orc $(cat "$fl/other.out")"
+fi
+
 # --recompute full|selective|none (every engine bit for bit: test_recompute): the same losses
 # here through the JSON; the mode on stdout, in the log's first line and the JSON (--no-ckpt is
 # none); the profile as each mode's schedule has it: selective recomputes the attention (2L
