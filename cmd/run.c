@@ -430,10 +430,10 @@ static int phase_stats(const run_state *s, const char *phase, double *mean, doub
  * is past the warm-up and neither it nor the step before it took a checkpoint (an interleaved
  * checkpoint may spill into the next step).  Each checkpoint's cost is its step's time, and the
  * next step's when that one is not a checkpoint, less as many times the median of the clean
- * steps within PAIR_REACH of it (or, where there are none, as every step checkpoints, the
- * mean of the steps before --gemini-ckpt-from).  The steady checkpoints are taken if there
- * are any, else interleave's measuring ones.  *extra: the mean cost; *base: the clean steps'
- * median (or that mean); *measuring: the measuring checkpoints were used.  Returns how many
+ * steps within PAIR_REACH of it; a checkpoint with none beside it (every step checkpoints:
+ * then the with / without means are all there is) is not paired.  The steady checkpoints are
+ * taken if there are any, else interleave's measuring ones.  *extra: the mean cost; *base:
+ * the clean steps' median; *measuring: the measuring checkpoints were used.  Returns how many
  * checkpoints were paired (0: none could be). */
 enum { PAIR_REACH = 4 };
 static int gemini_paired_extra(const run_state *s, double *extra, double *base, int *measuring)
@@ -450,9 +450,7 @@ static int gemini_paired_extra(const run_state *s, double *extra, double *base, 
     int nclean = 0;
     for (int i = s->first; i < s->done; i++)
         if (CLEAN(i)) all[nclean++] = s->iters[i].ms;
-    double before, before_sd;
-    const int nbefore = phase_stats(s, "no_checkpoint", &before, &before_sd);
-    *base = nclean > 0 ? median_of(all, nclean) : before;
+    *base = nclean > 0 ? median_of(all, nclean) : 0;
     int steady = 0;
     for (int i = s->first; i < s->done; i++)
         if (CKPT(i) && i + 1 >= s->ec.gemini_ckpt_from && i + 1 > warm && !s->iters[i].r.ckpt_warmup) steady++;
@@ -460,14 +458,13 @@ static int gemini_paired_extra(const run_state *s, double *extra, double *base, 
     int paired = 0;
     double sum = 0;
     for (int i = s->first; i < s->done; i++) {
-        if (!CKPT(i) || i + 1 < s->ec.gemini_ckpt_from || i + 1 <= warm || s->iters[i].r.ckpt_warmup != *measuring) continue;
+        if (!CKPT(i) || i + 1 < s->ec.gemini_ckpt_from || i + 1 <= warm || !s->iters[i].r.ckpt_warmup != !*measuring) continue;
         const int spill = i + 1 < s->done && !CKPT(i + 1), last = i + spill;
         int k = 0;
         for (int j = i - PAIR_REACH; j <= last + PAIR_REACH; j++)
             if (j >= s->first && j < s->done && (j < i || j > last) && CLEAN(j)) near[k++] = s->iters[j].ms;
-        const double ref = k > 0 ? median_of(near, k) : before;
-        if (k == 0 && nbefore == 0) continue;
-        sum += s->iters[i].ms + (spill ? s->iters[i + 1].ms : 0) - (1 + spill) * ref;
+        if (k == 0) continue;
+        sum += s->iters[i].ms + (spill ? s->iters[i + 1].ms : 0) - (1 + spill) * median_of(near, k);
         paired++;
     }
 #undef CLEAN
