@@ -432,46 +432,53 @@ static int phase_stats(const run_state *s, const char *phase, double *mean, doub
  * next step's when that one is not a checkpoint, less as many times the median of the clean
  * steps within PAIR_REACH of it; a checkpoint with none beside it (every step checkpoints:
  * then the with / without means are all there is) is not paired.  The steady checkpoints are
- * taken if there are any, else interleave's measuring ones.  *extra: the mean cost; *base:
- * the clean steps' median; *measuring: the measuring checkpoints were used.  Returns how many
- * checkpoints were paired (0: none could be). */
+ * taken if there are any, else interleave's measuring ones.  The log's line and the JSON's
+ * gemini.paired both come from here. */
+typedef struct gemini_paired {
+    int checkpoints;   /* how many were paired (0: none could be) */
+    int measuring;     /* they were interleave's measuring checkpoints */
+    double extra_ms;   /* the mean cost of one */
+    double clean_ms;   /* the clean steps' median */
+    double overhead;   /* a step's time at one checkpoint every `every`, over a clean step's */
+} gemini_paired;
 enum { PAIR_REACH = 4 };
-static int gemini_paired_extra(const run_state *s, double *extra, double *base, int *measuring)
+static gemini_paired gemini_paired_cost(const run_state *s, int every)
 {
+    gemini_paired p = {0};
     const int warm = gemini_warmup_steps(&s->ec), n = s->done - s->first;
-    *extra = *base = 0;
-    *measuring = 0;
-    if (n <= 0) return 0;
-    double *v = malloc(2 * (size_t)n * sizeof *v);
-    if (!v) return 0;
+    double *v = n > 0 ? malloc(2 * (size_t)n * sizeof *v) : NULL;
+    if (!v) return p;
     double *near = v, *all = v + n;
 #define CKPT(i) (s->iters[i].r.has_ckpt)
+#define COUNTED(i) (CKPT(i) && (i) + 1 >= s->ec.gemini_ckpt_from && (i) + 1 > warm)
 #define CLEAN(i) ((i) + 1 > warm && !CKPT(i) && ((i) == s->first || !CKPT((i) - 1)))
     int nclean = 0;
-    for (int i = s->first; i < s->done; i++)
-        if (CLEAN(i)) all[nclean++] = s->iters[i].ms;
-    *base = nclean > 0 ? median_of(all, nclean) : 0;
-    int steady = 0;
-    for (int i = s->first; i < s->done; i++)
-        if (CKPT(i) && i + 1 >= s->ec.gemini_ckpt_from && i + 1 > warm && !s->iters[i].r.ckpt_warmup) steady++;
-    *measuring = steady == 0;
-    int paired = 0;
-    double sum = 0;
+    p.measuring = 1;
     for (int i = s->first; i < s->done; i++) {
-        if (!CKPT(i) || i + 1 < s->ec.gemini_ckpt_from || i + 1 <= warm || !s->iters[i].r.ckpt_warmup != !*measuring) continue;
+        if (CLEAN(i)) all[nclean++] = s->iters[i].ms;
+        if (COUNTED(i) && !s->iters[i].r.ckpt_warmup) p.measuring = 0;
+    }
+    double sum = 0;
+    for (int i = s->first; i < s->done && nclean > 0; i++) {
+        if (!COUNTED(i) || !s->iters[i].r.ckpt_warmup != !p.measuring) continue;
         const int spill = i + 1 < s->done && !CKPT(i + 1), last = i + spill;
         int k = 0;
         for (int j = i - PAIR_REACH; j <= last + PAIR_REACH; j++)
             if (j >= s->first && j < s->done && (j < i || j > last) && CLEAN(j)) near[k++] = s->iters[j].ms;
         if (k == 0) continue;
         sum += s->iters[i].ms + (spill ? s->iters[i + 1].ms : 0) - (1 + spill) * median_of(near, k);
-        paired++;
+        p.checkpoints++;
     }
 #undef CLEAN
+#undef COUNTED
 #undef CKPT
+    if (p.checkpoints > 0) {
+        p.clean_ms = median_of(all, nclean);
+        p.extra_ms = sum / p.checkpoints;
+        p.overhead = 1 + p.extra_ms / (every * p.clean_ms);
+    }
     free(v);
-    *extra = paired ? sum / paired : 0;
-    return *base > 0 ? paired : 0;
+    return p;
 }
 
 /* The artifact's results.json for this job, and our comparison: the JSON's "gemini". */
@@ -536,16 +543,14 @@ static void json_gemini(cJSON *root, const run_state *s)
         if (base > 0) cJSON_AddNumberToObject(g, "slowdown", mean / base);
     }
     /* the paired cost of a checkpoint, and what it makes of a step at the interval in effect */
-    double extra, clean;
-    int measuring;
-    const int paired = s->ec.gemini_mode == GEMINI_NONE ? 0 : gemini_paired_extra(s, &extra, &clean, &measuring);
-    if (paired > 0) {
+    const gemini_paired p = gemini_paired_cost(s, every);
+    if (p.checkpoints > 0) {
         cJSON *pc = cJSON_AddObjectToObject(g, "paired");
-        cJSON_AddNumberToObject(pc, "checkpoints", paired);
-        cJSON_AddStringToObject(pc, "of", measuring ? "measuring" : "steady");
-        cJSON_AddNumberToObject(pc, "extra_ms", extra);
-        cJSON_AddNumberToObject(pc, "clean_step_ms", clean);
-        cJSON_AddNumberToObject(pc, "overhead_at_every", 1 + extra / (every * clean));
+        cJSON_AddNumberToObject(pc, "checkpoints", p.checkpoints);
+        cJSON_AddStringToObject(pc, "of", p.measuring ? "measuring" : "steady");
+        cJSON_AddNumberToObject(pc, "extra_ms", p.extra_ms);
+        cJSON_AddNumberToObject(pc, "clean_step_ms", p.clean_ms);
+        cJSON_AddNumberToObject(pc, "overhead_at_every", p.overhead);
     }
 }
 
@@ -1332,14 +1337,12 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
             logline(s, "gemini: a checkpoint every %d iteration%s (%s) | iterations a failure loses, expected: %.1f",
                     every, every == 1 ? "" : "s", s->ec.gemini_every < 0 ? "auto" : "fixed",
                     gemini_lost_iterations(every, s->ec.gemini_mode));
-            double extra, clean;
-            int measuring;
-            const int paired = gemini_paired_extra(s, &extra, &clean, &measuring);
-            if (paired > 0)
+            const gemini_paired p = gemini_paired_cost(s, every);
+            if (p.checkpoints > 0)
                 logline(s, "gemini: a checkpoint adds %.1f ms to its step and the next, paired with the clean steps "
                         "beside it (%d %s checkpoint%s; clean steps %.1f ms) | at one every %d: %.4fx",
-                        extra, paired, measuring ? "measuring" : "steady", paired == 1 ? "" : "s", clean, every,
-                        1 + extra / (every * clean));
+                        p.extra_ms, p.checkpoints, p.measuring ? "measuring" : "steady", p.checkpoints == 1 ? "" : "s",
+                        p.clean_ms, every, p.overhead);
         }
     }
     if (s->status == EXIT_RUN_OK && rc->save_params[0]) save_params(s, state);
