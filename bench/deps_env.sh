@@ -32,3 +32,11 @@ bench_workdir() {
     mkdir -p "$dest"
     trap 'tar czf "$dest/bench.tgz" -C "$out" --exclude="*.bin" . 2>/dev/null; cp "$out"/table.md "$dest"/ 2>/dev/null' EXIT
 }
+
+# bench_begin NAME: bench_workdir NAME, the machine into $out/device.txt (and on stdout), and
+# $t0, the call's start, for the scripts' "N s" lines.
+bench_begin() {
+    bench_workdir "$1"
+    machine_info | tee "$out/device.txt"
+    t0=$(date +%s)
+}

@@ -74,8 +74,7 @@ def main():
     rate = memset["bytes_per_step"] / (memset["ms_per_step"] * 1e-3) if memset.get("ms_per_step") else 0
     adam_floor = d["parameters"] * per_param / rate * 1e3 if rate else ms("adamw")
     rest = {f: ms(f) for f in ops if f not in GEMM_FAMILIES and f != "adamw"}
-    busy = sum(o["ms_per_step"] for o in pr["ops"])
-    gaps = max(0.0, pr["step_ms"] - busy)
+    gaps = pr["streams"][0]["gaps_ms_per_step"]  # the compute stream's, as the profile measured them
     step = d["summary"]["median_ms"]
     flop_step = d["summary"]["model_tflops"] * step * 1e-3  # model TFLOP per step
     floor = gemm_floor + adam_floor + sum(rest.values()) + gaps
