@@ -434,6 +434,7 @@ static void check_attention(pair *p, int T)
     check_attention_shape(p, T, C_, 2);       /* hs 64 */
     check_attention_shape(p, T, 2 * C_, 2);   /* hs 128, the real model's */
     check_attention_shape(p, T + 37, 2 * C_, 2); /* T not a multiple of any tile */
+    check_attention_shape(p, 4 * T + 5, 2 * C_, 2); /* several key / query tiles in flight */
     check_attention_shape(p, T - 5, 96, 4);   /* hs 24: no tensor-core instantiation */
 }
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue 30, part 2 on one GPU: the tensor-core attention's tile configurations timed one by
+# one on the l32 model's shape (bench/attn_sweep.cu: every kernel of
+# kernels/cuda/cuda_attention_tc.cuh, checked against the first configuration and against
+# itself), test_cuda's attention checks against the CPU, and megatron-lm l32 bf16 / TF32
+# steps with the configuration the backend uses.
+#   bash bench/attn_gpu.sh "$OUT"
+# PARTS (default "sweep test step"; "ncu" adds Nsight Compute on the sweep's first configurations), SHAPE (attn_sweep's B T C NH, default the model's).
+set -uo pipefail
+dest=${1:-bench/results/latest}
+parts=" ${PARTS:-sweep test step} "
+source bench/deps_env.sh
+bench_begin attn
+if [[ $parts == *" sweep "* ]]; then
+    nvcc -O3 -std=c++17 -arch=sm_90 -Ikernels bench/attn_sweep.cu -o "$out/attn_sweep" \
+        >"$out/sweep_build.txt" 2>&1 || { tail -n 30 "$out/sweep_build.txt"; exit 1; }
+    # shellcheck disable=SC2086
+    timeout 300 "$out/attn_sweep" ${SHAPE:-} | tee "$out/table.md"
+    echo "sweep: $(($(date +%s) - t0)) s"
+fi
+if [[ $parts == *" ncu "* ]]; then
+    # where each kernel's time goes: the first launch of each (the sweep's first configuration)
+    [ -x "$out/attn_sweep" ] || nvcc -O3 -std=c++17 -arch=sm_90 -Ikernels -lineinfo \
+        bench/attn_sweep.cu -o "$out/attn_sweep" >"$out/sweep_build.txt" 2>&1
+    ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+    if [ -z "$ncu_bin" ]; then
+        echo "ncu: not on this machine"
+    else
+        for k in ${NCU_KERNELS:-flash_forward_tc flash_backward_dq_tc flash_backward_dkv_tc}; do
+            timeout 240 "$ncu_bin" --kernel-name "$k" --launch-skip 0 --launch-count 1 \
+                --section SpeedOfLight --section ComputeWorkloadAnalysis \
+                --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+                --section LaunchStats --section InstructionStats "$out/attn_sweep" \
+                >"$out/ncu_$k.txt" 2>&1
+            echo "ncu $k: exit $?"
+            grep -E "Duration|Throughput|Pipe|Stall|Issue|Warp Cycles|Achieved Occupancy|Registers|Executed Ipc|Bank" \
+                "$out/ncu_$k.txt" | head -n 60
+            cp "$out/ncu_$k.txt" "$dest/"
+        done
+    fi
+    echo "ncu: $(($(date +%s) - t0)) s"
+fi
+if [[ $parts == *" test "* || $parts == *" step "* ]]; then
+    make -j16 CUDA=1 MPI=0 aebench build/tests/test_cuda >"$out/build.txt" 2>&1 ||
+        { tail -n 30 "$out/build.txt"; exit 1; }
+fi
+if [[ $parts == *" test "* ]]; then
+    timeout 420 ./build/tests/test_cuda >"$out/test_cuda.txt" 2>&1
+    echo "test_cuda exit $? at $(($(date +%s) - t0)) s"
+    grep -E '^\[  (PASSED|FAILED)|FAILED|differ' "$out/test_cuda.txt" | head -n 20
+    cp "$out/test_cuda.txt" "$dest/"
+fi
+if [[ $parts == *" step "* ]]; then
+    shape=(--device cuda -l 32 -h 2048 --heads 16 --seq 1024 -b 4 --iters 6 --log-interval 6)
+    bench_run megatron_bf16 -m megatron-lm --dtype bf16
+    bench_run megatron_bf16_profile -m megatron-lm --dtype bf16 --profile
+    bench_run megatron_tf32 -m megatron-lm --math tf32
+    bench_run megatron_tf32_profile -m megatron-lm --math tf32 --profile
+    grep -hE "attention|step" "$out"/megatron_*_profile.txt | head -n 30
+    echo "steps: $(($(date +%s) - t0)) s"
+fi

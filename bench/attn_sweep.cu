@@ -1,0 +1,315 @@
+/*
+ * attn_sweep.cu — times every tile configuration of the tensor-core attention kernels
+ * (kernels/cuda/cuda_attention_tc.cuh, the same code the CUDA backend runs) on one shape,
+ * and checks each against the first configuration of its kind and against itself.
+ *
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -Ikernels bench/attn_sweep.cu -o attn_sweep
+ *   ./attn_sweep [B T C NH]          (default 4 1024 2048 16: the l32 h2048 model, b4 s1024)
+ *
+ * Prints, per element type (bf16, then fp32 storage with TF32 products), one markdown row
+ * per configuration of each kernel: median ms of 30 launches, the causal TFLOP/s (products
+ * over the key/query pairs that are not masked: forward 2, dq 3, dk/dv 4 products of
+ * 2 hs flops per pair), the largest difference from the first configuration relative to its
+ * largest magnitude (tile sizes change summation orders, so this is small, not 0), and
+ * whether two launches gave the same bits.  The configuration the backend uses is marked.
+ */
+#include "cuda/cuda_attention_tc.cuh"
+
+#include <algorithm>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#define CK(call)                                                                             \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "attn_sweep: %s: %s\n", #call, cudaGetErrorString(e_));          \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+struct shape {
+    int B, T, C, NH;
+    float scale, scale_log2;
+    double pairs; /* unmasked (query, key) pairs over all heads */
+};
+
+template <typename E> struct buffers {
+    E *qkv, *out, *dout, *dqkv;
+    float *lse, *delta;
+    size_t n_tok, n_qkv, n_stat;
+};
+
+static float host_uniform(unsigned long long *state)
+{
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*state >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+}
+static void to_device(float *d, const std::vector<float> &h)
+{
+    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+static void to_device(bf16 *d, const std::vector<float> &h)
+{
+    std::vector<bf16> b(h.size());
+    for (size_t i = 0; i < h.size(); i++)
+        b[i] = __float2bfloat16(h[i]);
+    CK(cudaMemcpy(d, b.data(), b.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+}
+static float host_f32(float x) { return x; }
+static float host_f32(bf16 x) { return __bfloat162float(x); }
+
+template <typename E> static std::vector<E> fetch(const E *d, size_t n)
+{
+    std::vector<E> h(n);
+    CK(cudaMemcpy(h.data(), d, n * sizeof(E), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* max |a - ref| / max |ref| */
+template <typename E> static double rel_diff(const std::vector<E> &a, const std::vector<E> &ref)
+{
+    double md = 0.0, mr = 0.0;
+    for (size_t i = 0; i < a.size(); i++) {
+        const double x = host_f32(a[i]), r = host_f32(ref[i]);
+        md = std::max(md, fabs(x - r));
+        mr = std::max(mr, fabs(r));
+    }
+    return mr > 0.0 ? md / mr : md;
+}
+
+/* median ms of `reps` launches of fn, each timed by its own events */
+template <typename F> static double median_ms(cudaStream_t st, int reps, F fn)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++)
+        CK(fn());
+    std::vector<float> ms(reps);
+    for (int i = 0; i < reps; i++) {
+        CK(cudaEventRecord(a, st));
+        CK(fn());
+        CK(cudaEventRecord(b, st));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    std::sort(ms.begin(), ms.end());
+    return ms[reps / 2];
+}
+
+struct row_state {
+    bool have_ref;
+    std::vector<unsigned char> ref; /* the first configuration's result bytes */
+};
+
+static void print_row(const char *kind, const char *cfg, bool chosen, size_t smem, double ms,
+                      double flops, double rel, bool repeat)
+{
+    printf("| %s | %s%s | %zu | %.4f | %.1f | %.2e | %s |\n", kind, cfg, chosen ? " (used)" : "",
+           smem / 1024, ms, flops / (ms * 1e-3) / 1e12, rel, repeat ? "yes" : "NO");
+}
+
+template <typename E, int HS, typename F>
+static void sweep_forward(const shape &sh, buffers<E> &bu, cudaStream_t st, row_state &rs,
+                          const char *name)
+{
+    const size_t smem = attn_forward_smem<E, HS, F>();
+    auto run = [&]() {
+        return attn_forward_launch<E, HS, F>(st, bu.out, bu.lse, bu.qkv, sh.B, sh.T, sh.C, sh.NH,
+                                             sh.scale_log2);
+    };
+    if (smem > 227 * 1024) {
+        printf("| forward | %s | %zu | - | - | - | over the 227 KiB of shared memory |\n", name,
+               smem / 1024);
+        return;
+    }
+    CK(run());
+    CK(cudaStreamSynchronize(st));
+    std::vector<E> o1 = fetch(bu.out, bu.n_tok);
+    CK(run());
+    CK(cudaStreamSynchronize(st));
+    std::vector<E> o2 = fetch(bu.out, bu.n_tok);
+    const bool repeat = memcmp(o1.data(), o2.data(), o1.size() * sizeof(E)) == 0;
+    if (!rs.have_ref) {
+        rs.ref.assign((unsigned char *)o1.data(), (unsigned char *)(o1.data() + o1.size()));
+        rs.have_ref = true;
+    }
+    std::vector<E> ref(o1.size());
+    memcpy(ref.data(), rs.ref.data(), rs.ref.size());
+    const double ms = median_ms(st, 30, run);
+    const bool chosen = std::is_same<F, typename attn_tiles<E>::fwd>::value;
+    print_row("forward", name, chosen, smem, ms, sh.pairs * 2 * 2 * (HS), rel_diff(o1, ref),
+              repeat);
+}
+
+/* dq needs lse from the forward (done once before); dk/dv needs delta from dq */
+template <typename E, int HS, typename D>
+static void sweep_dq(const shape &sh, buffers<E> &bu, cudaStream_t st, row_state &rs,
+                     const char *name)
+{
+    const size_t smem = attn_dq_smem<E, HS, D>();
+    auto run = [&]() {
+        return attn_dq_launch<E, HS, D>(st, bu.dqkv, bu.delta, bu.dout, bu.qkv, bu.out, bu.lse,
+                                        sh.B, sh.T, sh.C, sh.NH, sh.scale, sh.scale_log2);
+    };
+    if (smem > 227 * 1024) {
+        printf("| dq | %s | %zu | - | - | - | over the 227 KiB of shared memory |\n", name,
+               smem / 1024);
+        return;
+    }
+    CK(cudaMemsetAsync(bu.dqkv, 0, bu.n_qkv * sizeof(E), st));
+    CK(run());
+    CK(cudaStreamSynchronize(st));
+    std::vector<E> d1 = fetch(bu.dqkv, bu.n_qkv);
+    CK(run());
+    CK(cudaStreamSynchronize(st));
+    std::vector<E> d2 = fetch(bu.dqkv, bu.n_qkv);
+    const bool repeat = memcmp(d1.data(), d2.data(), d1.size() * sizeof(E)) == 0;
+    if (!rs.have_ref) {
+        rs.ref.assign((unsigned char *)d1.data(), (unsigned char *)(d1.data() + d1.size()));
+        rs.have_ref = true;
+    }
+    std::vector<E> ref(d1.size());
+    memcpy(ref.data(), rs.ref.data(), rs.ref.size());
+    const double ms = median_ms(st, 30, run);
+    const bool chosen = std::is_same<D, typename attn_tiles<E>::dq>::value;
+    print_row("dq", name, chosen, smem, ms, sh.pairs * 3 * 2 * (HS), rel_diff(d1, ref), repeat);
+}
+
+template <typename E, int HS, typename K>
+static void sweep_dkv(const shape &sh, buffers<E> &bu, cudaStream_t st, row_state &rs,
+                      const char *name)
+{
+    const size_t smem = attn_dkv_smem<E, HS, K>();
+    auto run = [&]() {
+        return attn_dkv_launch<E, HS, K>(st, bu.dqkv, bu.delta, bu.dout, bu.qkv, bu.lse, sh.B,
+                                         sh.T, sh.C, sh.NH, sh.scale, sh.scale_log2);
+    };
+    if (smem > 227 * 1024) {
+        printf("| dk, dv | %s | %zu | - | - | - | over the 227 KiB of shared memory |\n", name,
+               smem / 1024);
+        return;
+    }
+    CK(cudaMemsetAsync(bu.dqkv, 0, bu.n_qkv * sizeof(E), st));
+    CK(run());
+    CK(cudaStreamSynchronize(st));
+    std::vector<E> d1 = fetch(bu.dqkv, bu.n_qkv);
+    CK(run());
+    CK(cudaStreamSynchronize(st));
+    std::vector<E> d2 = fetch(bu.dqkv, bu.n_qkv);
+    const bool repeat = memcmp(d1.data(), d2.data(), d1.size() * sizeof(E)) == 0;
+    if (!rs.have_ref) {
+        rs.ref.assign((unsigned char *)d1.data(), (unsigned char *)(d1.data() + d1.size()));
+        rs.have_ref = true;
+    }
+    std::vector<E> ref(d1.size());
+    memcpy(ref.data(), rs.ref.data(), rs.ref.size());
+    const double ms = median_ms(st, 30, run);
+    const bool chosen = std::is_same<K, typename attn_tiles<E>::dkv>::value;
+    print_row("dk, dv", name, chosen, smem, ms, sh.pairs * 4 * 2 * (HS), rel_diff(d1, ref),
+              repeat);
+}
+
+template <typename E> static void sweep_type(const shape &sh, const char *type_name)
+{
+    constexpr int HS = 128;
+    if (sh.C / sh.NH != HS) {
+        fprintf(stderr, "attn_sweep: head size %d; this sweep is built for %d\n", sh.C / sh.NH,
+                HS);
+        exit(2);
+    }
+    buffers<E> bu;
+    bu.n_tok = (size_t)sh.B * sh.T * sh.C;
+    bu.n_qkv = 3 * bu.n_tok;
+    bu.n_stat = (size_t)sh.B * sh.NH * sh.T;
+    CK(cudaMalloc(&bu.qkv, bu.n_qkv * sizeof(E)));
+    CK(cudaMalloc(&bu.dqkv, bu.n_qkv * sizeof(E)));
+    CK(cudaMalloc(&bu.out, bu.n_tok * sizeof(E)));
+    CK(cudaMalloc(&bu.dout, bu.n_tok * sizeof(E)));
+    CK(cudaMalloc(&bu.lse, bu.n_stat * sizeof(float)));
+    CK(cudaMalloc(&bu.delta, bu.n_stat * sizeof(float)));
+    unsigned long long seed = 12345;
+    std::vector<float> h(bu.n_qkv);
+    for (auto &x : h)
+        x = host_uniform(&seed);
+    to_device(bu.qkv, h);
+    h.resize(bu.n_tok);
+    for (auto &x : h)
+        x = host_uniform(&seed) * 0.1f;
+    to_device(bu.dout, h);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+
+    printf("\n%s, B %d T %d C %d heads %d (hs %d)\n\n", type_name, sh.B, sh.T, sh.C, sh.NH, HS);
+    printf("| kernel | tiles | smem KiB | ms | causal TFLOP/s | rel. diff from first | "
+           "repeatable |\n|---|---|---|---|---|---|---|\n");
+    row_state rs = {false, {}};
+    sweep_forward<E, HS, fwd_tiles<1, 64, 0>>(sh, bu, st, rs, "MT 1 BK 64 copies first");
+    sweep_forward<E, HS, fwd_tiles<1, 64, 1>>(sh, bu, st, rs, "MT 1 BK 64 pipelined");
+    sweep_forward<E, HS, fwd_tiles<1, 32, 0>>(sh, bu, st, rs, "MT 1 BK 32 copies first");
+    sweep_forward<E, HS, fwd_tiles<2, 32, 0>>(sh, bu, st, rs, "MT 2 BK 32 copies first");
+    sweep_forward<E, HS, fwd_tiles<2, 32, 1>>(sh, bu, st, rs, "MT 2 BK 32 pipelined");
+    sweep_forward<E, HS, fwd_tiles<2, 64, 0>>(sh, bu, st, rs, "MT 2 BK 64 copies first");
+    /* the backward reads the chosen forward's out and lse */
+    CK((attn_forward_launch<E, HS, typename attn_tiles<E>::fwd>(
+        st, bu.out, bu.lse, bu.qkv, sh.B, sh.T, sh.C, sh.NH, sh.scale_log2)));
+    rs = {false, {}};
+    sweep_dq<E, HS, dq_tiles<1, 32, 1>>(sh, bu, st, rs, "MT 1 BK 32 stages 1");
+    sweep_dq<E, HS, dq_tiles<1, 32, 2>>(sh, bu, st, rs, "MT 1 BK 32 stages 2");
+    sweep_dq<E, HS, dq_tiles<1, 64, 2>>(sh, bu, st, rs, "MT 1 BK 64 stages 2");
+    sweep_dq<E, HS, dq_tiles<2, 16, 2>>(sh, bu, st, rs, "MT 2 BK 16 stages 2");
+    sweep_dq<E, HS, dq_tiles<2, 32, 1>>(sh, bu, st, rs, "MT 2 BK 32 stages 1");
+    sweep_dq<E, HS, dq_tiles<2, 32, 2>>(sh, bu, st, rs, "MT 2 BK 32 stages 2");
+    /* dk/dv reads the chosen dq's delta */
+    CK((attn_dq_launch<E, HS, typename attn_tiles<E>::dq>(st, bu.dqkv, bu.delta, bu.dout, bu.qkv,
+                                                          bu.out, bu.lse, sh.B, sh.T, sh.C,
+                                                          sh.NH, sh.scale, sh.scale_log2)));
+    rs = {false, {}};
+    sweep_dkv<E, HS, dkv_tiles<4, 32, 1>>(sh, bu, st, rs, "warps 4 BQ 32 stages 1");
+    sweep_dkv<E, HS, dkv_tiles<4, 32, 2>>(sh, bu, st, rs, "warps 4 BQ 32 stages 2");
+    sweep_dkv<E, HS, dkv_tiles<4, 16, 2>>(sh, bu, st, rs, "warps 4 BQ 16 stages 2");
+    sweep_dkv<E, HS, dkv_tiles<8, 32, 1>>(sh, bu, st, rs, "warps 8 BQ 32 stages 1");
+    sweep_dkv<E, HS, dkv_tiles<8, 32, 2>>(sh, bu, st, rs, "warps 8 BQ 32 stages 2");
+    sweep_dkv<E, HS, dkv_tiles<8, 64, 2>>(sh, bu, st, rs, "warps 8 BQ 64 stages 2");
+
+    CK(cudaStreamDestroy(st));
+    CK(cudaFree(bu.qkv));
+    CK(cudaFree(bu.dqkv));
+    CK(cudaFree(bu.out));
+    CK(cudaFree(bu.dout));
+    CK(cudaFree(bu.lse));
+    CK(cudaFree(bu.delta));
+}
+
+int main(int argc, char **argv)
+{
+    shape sh = {4, 1024, 2048, 16, 0, 0, 0};
+    if (argc == 5) {
+        sh.B = atoi(argv[1]);
+        sh.T = atoi(argv[2]);
+        sh.C = atoi(argv[3]);
+        sh.NH = atoi(argv[4]);
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: attn_sweep [B T C NH]\n");
+        return 2;
+    }
+    if (sh.B < 1 || sh.T < 1 || sh.NH < 1 || sh.C % sh.NH != 0) {
+        fprintf(stderr, "attn_sweep: bad shape\n");
+        return 2;
+    }
+    const int hs = sh.C / sh.NH;
+    sh.scale = 1.0f / sqrtf((float)hs);
+    sh.scale_log2 = sh.scale * LOG2E_F;
+    sh.pairs = (double)sh.B * sh.NH * sh.T * (sh.T + 1) / 2.0;
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("# attention tile sweep on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+    sweep_type<bf16>(sh, "bf16");
+    sweep_type<float>(sh, "fp32 storage, TF32 products");
+    return 0;
+}
