@@ -254,6 +254,105 @@ __global__ static void layernorm_forward_kernel(T_ *out, float *mean, float *rst
     }
 }
 
+/* The same op with the row in registers, for C = 32 NPL VEC (NPL vectors per lane): x (and
+ * res_b) read once, the three passes over registers; every sum in the order of the kernel
+ * above (so the same bits), and no read back of the stored residual. */
+template <typename T_, int VEC, bool RES, int NPL>
+__global__ static void layernorm_forward_regs_kernel(T_ *out, float *mean, float *rstd,
+                                                     const T_ *inp, const T_ *w, const T_ *b,
+                                                     int N, int C, T_ *res, const T_ *res_b)
+{
+    typedef vec_t<T_, VEC> V;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= N)
+        return;
+    const size_t off = (size_t)row * C;
+    /* every load before the first store: res may alias inp or res_b, so a load after a
+     * store could not be moved above it, and the row would cost NPL memory latencies */
+    V xv[NPL], bv[RES ? NPL : 1];
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        xv[k] = ((const V *)(inp + off))[lane + 32 * k];
+        if constexpr (RES)
+            bv[k] = ((const V *)(res_b + off))[lane + 32 * k];
+    }
+    if constexpr (RES)
+#pragma unroll
+        for (int k = 0; k < NPL; k++) {
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                st_f32(&xv[k].v[j], ld_f32(xv[k].v[j]) + ld_f32(bv[k].v[j]));
+            ((V *)(res + off))[lane + 32 * k] = xv[k];
+        }
+    float m = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPL; k++)
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            m += ld_f32(xv[k].v[j]);
+    m = warp_sum(m) / (float)C;
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPL; k++)
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float d = ld_f32(xv[k].v[j]) - m;
+            v += d * d;
+        }
+    v = warp_sum(v) / (float)C;
+    const float r = 1.0f / sqrtf(v + LN_EPS);
+    V *o = (V *)(out + off);
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        const V wv = ((const V *)w)[lane + 32 * k], bv = ((const V *)b)[lane + 32 * k];
+        V ov;
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            st_f32(&ov.v[j], (ld_f32(xv[k].v[j]) - m) * r * ld_f32(wv.v[j]) + ld_f32(bv.v[j]));
+        o[lane + 32 * k] = ov;
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+/* The register kernel for C = 32 NPL VEC with NPL a power of two up to 16; false if none. */
+template <typename T_, int VEC, bool RES>
+static bool layernorm_forward_regs(cudaStream_t st, T_ *out, float *mean, float *rstd,
+                                   const T_ *inp, const T_ *w, const T_ *b, int N, int C,
+                                   T_ *res, const T_ *res_b)
+{
+    if (C % (32 * VEC) != 0)
+        return false;
+    const unsigned grid = row_blocks(N);
+    switch (C / (32 * VEC)) {
+    case 1:
+        layernorm_forward_regs_kernel<T_, VEC, RES, 1><<<grid, ROW_THREADS, 0, st>>>(
+            out, mean, rstd, inp, w, b, N, C, res, res_b);
+        return true;
+    case 2:
+        layernorm_forward_regs_kernel<T_, VEC, RES, 2><<<grid, ROW_THREADS, 0, st>>>(
+            out, mean, rstd, inp, w, b, N, C, res, res_b);
+        return true;
+    case 4:
+        layernorm_forward_regs_kernel<T_, VEC, RES, 4><<<grid, ROW_THREADS, 0, st>>>(
+            out, mean, rstd, inp, w, b, N, C, res, res_b);
+        return true;
+    case 8:
+        layernorm_forward_regs_kernel<T_, VEC, RES, 8><<<grid, ROW_THREADS, 0, st>>>(
+            out, mean, rstd, inp, w, b, N, C, res, res_b);
+        return true;
+    case 16:
+        layernorm_forward_regs_kernel<T_, VEC, RES, 16><<<grid, ROW_THREADS, 0, st>>>(
+            out, mean, rstd, inp, w, b, N, C, res, res_b);
+        return true;
+    default:
+        return false;
+    }
+}
+
 template <bool RES>
 static void layernorm_forward_launch(gpt_stream *s, void *out, float *mean, float *rstd,
                                      const void *inp, const void *w, const void *b, int N,
@@ -263,19 +362,33 @@ static void layernorm_forward_launch(gpt_stream *s, void *out, float *mean, floa
     int vec = ln_vec(s, C, out, inp, w, b);
     if (RES && ln_vec(s, C, res, res_b, out, out) == 1)
         vec = 1;
+    /* the row in registers where C allows, else the three-pass kernel */
+    bool done = false;
     if (vec == 8)
-        layernorm_forward_kernel<bf16, 8, RES><<<row_blocks(N), ROW_THREADS, 0, st>>>(
-            (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C,
-            (bf16 *)res, (const bf16 *)res_b);
+        done = layernorm_forward_regs<bf16, 8, RES>(st, (bf16 *)out, mean, rstd,
+                                                    (const bf16 *)inp, (const bf16 *)w,
+                                                    (const bf16 *)b, N, C, (bf16 *)res,
+                                                    (const bf16 *)res_b);
     else if (vec == 4)
-        layernorm_forward_kernel<float, 4, RES><<<row_blocks(N), ROW_THREADS, 0, st>>>(
-            (float *)out, mean, rstd, (const float *)inp, (const float *)w, (const float *)b, N,
-            C, (float *)res, (const float *)res_b);
-    else
-        CU_DISPATCH(s, E,
-                    layernorm_forward_kernel<E, 1, RES><<<row_blocks(N), ROW_THREADS, 0, st>>>(
-                        (E *)out, mean, rstd, (const E *)inp, (const E *)w, (const E *)b, N, C,
-                        (E *)res, (const E *)res_b));
+        done = layernorm_forward_regs<float, 4, RES>(st, (float *)out, mean, rstd,
+                                                     (const float *)inp, (const float *)w,
+                                                     (const float *)b, N, C, (float *)res,
+                                                     (const float *)res_b);
+    if (!done) {
+        if (vec == 8)
+            layernorm_forward_kernel<bf16, 8, RES><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+                (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)w, (const bf16 *)b, N, C,
+                (bf16 *)res, (const bf16 *)res_b);
+        else if (vec == 4)
+            layernorm_forward_kernel<float, 4, RES><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+                (float *)out, mean, rstd, (const float *)inp, (const float *)w, (const float *)b, N,
+                C, (float *)res, (const float *)res_b);
+        else
+            CU_DISPATCH(s, E,
+                        layernorm_forward_kernel<E, 1, RES><<<row_blocks(N), ROW_THREADS, 0, st>>>(
+                            (E *)out, mean, rstd, (const E *)inp, (const E *)w, (const E *)b, N, C,
+                            (E *)res, (const E *)res_b));
+    }
     OP_CHECK_LAUNCH(s);
 }
 
@@ -437,17 +550,38 @@ __global__ static void __launch_bounds__(LNB_MAX_THREADS)
             acc_w[k][j] = acc_b[k][j] = 0.0f;
         }
     }
+    /* Row n + 1's x and dout are loaded while row n is reduced and written, and row n's
+     * dinp before its barrier: each row costs one memory latency, not two, per block. */
+    V xn[KPT], dn[KPT];
+    if (r0 < r1)
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            xn[k] = ((const V *)(inp + (size_t)r0 * C))[k * blockDim.x + threadIdx.x];
+            dn[k] = ((const V *)(dout + (size_t)r0 * C))[k * blockDim.x + threadIdx.x];
+        }
     for (int n = r0; n < r1; n++) {
-        const V *x = (const V *)(inp + (size_t)n * C), *d = (const V *)(dout + (size_t)n * C);
+        V xv[KPT], dv[KPT], acc[KPT];
+        V *di = (V *)(dinp + (size_t)n * C);
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            xv[k] = xn[k];
+            dv[k] = dn[k];
+            acc[k] = di[k * blockDim.x + threadIdx.x];
+        }
+        if (n + 1 < r1)
+#pragma unroll
+            for (int k = 0; k < KPT; k++) {
+                xn[k] = ((const V *)(inp + (size_t)(n + 1) * C))[k * blockDim.x + threadIdx.x];
+                dn[k] = ((const V *)(dout + (size_t)(n + 1) * C))[k * blockDim.x + threadIdx.x];
+            }
         const float m = mean[n], r = rstd[n];
         float norm[KPT][VEC], dy[KPT][VEC], s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
         for (int k = 0; k < KPT; k++) {
-            const V xv = x[k * blockDim.x + threadIdx.x], dv = d[k * blockDim.x + threadIdx.x];
 #pragma unroll
             for (int j = 0; j < VEC; j++) {
-                norm[k][j] = (ld_f32(xv.v[j]) - m) * r;
-                dy[k][j] = ld_f32(dv.v[j]);
+                norm[k][j] = (ld_f32(xv[k].v[j]) - m) * r;
+                dy[k][j] = ld_f32(dv[k].v[j]);
                 const float dnorm = wf[k][j] * dy[k][j];
                 s1 += dnorm;
                 s2 += dnorm * norm[k][j];
@@ -467,19 +601,17 @@ __global__ static void __launch_bounds__(LNB_MAX_THREADS)
             t2 += red[half][1][i];
         }
         const float dnorm_mean = t1 / (float)C, dnorm_norm_mean = t2 / (float)C;
-        V *di = (V *)(dinp + (size_t)n * C);
 #pragma unroll
         for (int k = 0; k < KPT; k++) {
-            V acc = di[k * blockDim.x + threadIdx.x];
 #pragma unroll
             for (int j = 0; j < VEC; j++) {
                 const float dnorm = wf[k][j] * dy[k][j];
-                st_f32(&acc.v[j], ld_f32(acc.v[j]) +
-                                      (dnorm - dnorm_mean - norm[k][j] * dnorm_norm_mean) * r);
+                st_f32(&acc[k].v[j], ld_f32(acc[k].v[j]) +
+                                         (dnorm - dnorm_mean - norm[k][j] * dnorm_norm_mean) * r);
                 acc_w[k][j] += dy[k][j] * norm[k][j];
                 acc_b[k][j] += dy[k][j];
             }
-            di[k * blockDim.x + threadIdx.x] = acc;
+            di[k * blockDim.x + threadIdx.x] = acc[k];
         }
     }
 #pragma unroll
