@@ -440,7 +440,8 @@ static void run_layer_bwd(void *p)
         float *g = c->lg + (size_t)k * c->PL;
         gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
         /* (c->acts carved whole: their backward recomputes in full) */
-        gpt_layer_backward(c->s, c->sh, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch);
+        gpt_layer_backward(c->s, c->sh, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch,
+                           GPT_GRAD_ACCUMULATE);
         gpt_norm_squared(c->s, c->norm_out, g, c->PL);
     }
 }

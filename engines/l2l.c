@@ -471,7 +471,7 @@ static int backward(l2l_state *st, step_result *out)
             return rc;
         gpt_layer_acts acts = layer_work_acts(&st->work, sh, j);
         gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->work.dres, &acts,
-                           &st->work.scratch);
+                           &st->work.scratch, GPT_GRAD_ACCUMULATE);
         /* N ranks: the slot's grads are reduce-scattered before they go home; micro-batches
          * after the first add the earlier ones' sum (fin: the stream that did it). */
         gpt_stream *fin;

@@ -310,6 +310,10 @@ static int init_params(megatron_state *st, float *staging)
     if (!rc && st->wparams_shard) rc = gpt_stream_memset_zero(s, st->wparams_shard, z->wparams_shard);
     if (!rc) rc = gpt_stream_memset_zero(s, st->adam_m, z->adam);
     if (!rc) rc = gpt_stream_memset_zero(s, st->adam_v, z->adam);
+    /* The layers' gradients are overwritten by each step's first backward, never zeroed
+     * again: their padding (past a block's own floats, reduced with them) is zeroed here. */
+    if (!rc && st->grads_full) rc = gpt_stream_memset_zero(s, st->grads_full, z->grads_full);
+    if (!rc && st->gslot[0]) rc = gpt_stream_memset_zero(s, st->gslot[0], z->grads_slots);
     for (int b = 0; rc == 0 && b <= sh->layers; b++) {
         const block_geom *g = &st->blocks[b];
         if (b == 0) engine_init_embed(&st->env, staging, sh, seed);
@@ -536,7 +540,9 @@ static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_
     return GPT_OK;
 }
 
-static int backward_micro(megatron_state *st, int last_micro)
+/* first_micro: the step's first backward, which overwrites the layers' gradients instead of
+ * adding to zeros (no pass zeroing 4 bytes a parameter; the same values) */
+static int backward_micro(megatron_state *st, int first_micro, int last_micro)
 {
     const gpt_shape *sh = &st->sh;
     gpt_stream *s = st->compute;
@@ -549,15 +555,15 @@ static int backward_micro(megatron_state *st, int last_micro)
         if ((rc = gather_layer(st, l)) || (rc = gather_layer(st, l - 1)) || (rc = use_layer(st, l)))
             return rc;
         float *gbuf = grad_buffer(st, 1 + l);
+        /* a slot (ZeRO-2, 3) holds one micro-batch's layer: always overwritten */
+        gpt_grad_write gw = first_micro || st->stage >= 2 ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE;
         if (st->stage >= 2) {
             /* the slot is free once the reduce-scatter of the layer two above has read it */
-            if ((rc = gpt_stream_wait_event(s, st->ev_gslot_free[l % 2])) ||
-                (rc = gpt_stream_memset_zero(s, gbuf, st->z.padded_layer * sizeof(float))))
-                return rc;
+            if ((rc = gpt_stream_wait_event(s, st->ev_gslot_free[l % 2]))) return rc;
         }
         gpt_layer_acts a = layer_acts(st, l);
         gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf, layer_input(st, l), m->dres, &a,
-                           &m->scratch);
+                           &m->scratch, gw);
         if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;
     }
     gpt_embed_backward(s, sh, grad_buffer(st, 0), m->dres, m->tokens);
@@ -680,7 +686,8 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     coll_take_bytes(st->param_comm);
 
     double fwd_ms = 0, bwd_ms = 0;
-    if (st->grads_full) rc = gpt_stream_memset_zero(s, st->grads_full, st->z.grads_full);
+    /* the embedding block only: the layers' blocks are overwritten (backward_micro) */
+    if (st->grads_full) rc = gpt_stream_memset_zero(s, grad_buffer(st, 0), st->z.padded_embed * sizeof(float));
     if (!rc && st->grads_embed) rc = gpt_stream_memset_zero(s, st->grads_embed, st->z.grads_embed);
     if (!rc && st->grads_shard && st->M > 1) rc = gpt_stream_memset_zero(s, st->grads_shard, st->z.grads_shard);
     if (!rc && st->stage == 3) {
@@ -706,7 +713,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
             return rc;
         double f1 = wall_ms();
         if (k == 0) engine_fault_point(&st->env, iteration, FAULT_BACKWARD);
-        if ((rc = backward_micro(st, k == st->M - 1)) || (rc = gpt_stream_sync(s))) return rc;
+        if ((rc = backward_micro(st, k == 0, k == st->M - 1)) || (rc = gpt_stream_sync(s))) return rc;
         fwd_ms += f1 - f0;
         bwd_ms += wall_ms() - f1;
     }

@@ -743,7 +743,8 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out, int *spre
             break;
         gpt_layer_acts acts = layer_work_acts(&st->work, sh, 0);
         gpt_layer_forward(st->io.compute, sh, pp, px, st->x_out, &acts);
-        gpt_layer_backward(st->io.compute, sh, pp, pg, px, st->work.dres, &acts, &st->work.scratch);
+        gpt_layer_backward(st->io.compute, sh, pp, pg, px, st->work.dres, &acts, &st->work.scratch,
+                           GPT_GRAD_ACCUMULATE);
         if ((rc = timed(st->io.compute, e0, e1, &ms_layer))) break;
         if ((rc = gpt_event_record(e0, st->io.d2h)) ||
             (rc = gpt_memcpy_d2h(st->io.d2h, st->staging, pg, z.PL * sizeof(float))) ||
@@ -1168,7 +1169,7 @@ static int backward(stronghold_state *st, step_result *out)
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_acts acts = layer_work_acts(&st->work, sh, j);
         gpt_layer_backward(c, sh, params_of(st, j), grads, input_of(st, j), st->work.dres, &acts,
-                           &st->work.scratch);
+                           &st->work.scratch, GPT_GRAD_ACCUMULATE);
         /* N ranks: a resident layer's grads are all-reduced (every rank runs its GPU Adam); a
          * streamed layer's are reduce-scattered and only this rank's shard goes home (fin:
          * the stream on which they are final).  Micro-batches after the first add the

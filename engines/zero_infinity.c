@@ -742,7 +742,7 @@ static int backward(zi_state *st, step_result *out)
             return rc;
         gpt_layer_acts acts = layer_work_acts(&st->work, sh, j);
         gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->work.dres,
-                           &acts, &st->work.scratch);
+                           &acts, &st->work.scratch, GPT_GRAD_ACCUMULATE);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         /* one rank: the earlier micro-batches' sum added here, then the norm after the last */
         if (z->W == 1 &&

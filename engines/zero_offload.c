@@ -638,7 +638,7 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
         gpt_layer_acts a = layer_work_acts(&st->work, sh, j);
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, gpu_block(st, 1 + j), grads, input_of(st, j),
-                           st->work.dres, &a, &st->work.scratch);
+                           st->work.dres, &a, &st->work.scratch, GPT_GRAD_ACCUMULATE);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         /* (N ranks: each shard's norm once it is reduced, in bucket_home; one rank: here, after
          * the earlier micro-batches' sum is added) */

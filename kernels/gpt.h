@@ -21,8 +21,12 @@
  *   - Pointers are the backend's "device" pointers (for the CPU backend: host memory).
  *   - forward ops overwrite their outputs.
  *   - backward ops ACCUMULATE (+=) into parameter gradients (dw, db, dwte, ...) so that a
- *     tied weight or a gradient-accumulation step simply adds; what they do to activation
- *     gradients is stated per op: "overwrites" or "accumulates".
+ *     tied weight or a gradient-accumulation step simply adds; the linear layer's and the
+ *     LayerNorm's backward OVERWRITE them instead when passed GPT_GRAD_OVERWRITE, which an
+ *     engine whose gradient is written once per step uses in place of zeroing it first (the
+ *     same values: 0 + x = x; a gradient of -0 may come out +0 one way and -0 the other,
+ *     which no update can tell apart).  What they do to activation gradients is stated per
+ *     op: "overwrites" or "accumulates".
  *   - Linear layers follow PyTorch's nn.Linear: weight is (OC, C), out = inp @ w^T + bias.
  *
  * Error handling: ops cannot fail on valid shapes (their buffers are allocated up front);
@@ -51,6 +55,9 @@ typedef enum gpt_dtype {
     GPT_F32 = 0,  /* IEEE binary32 */
     GPT_BF16 = 1, /* bfloat16: the high 16 bits of a binary32, rounded to nearest even */
 } gpt_dtype;
+
+/* How a backward op writes a parameter gradient (see the conventions above). */
+typedef enum { GPT_GRAD_ACCUMULATE = 0, GPT_GRAD_OVERWRITE = 1 } gpt_grad_write;
 
 /* Bytes per element of a dtype. */
 static inline size_t gpt_dtype_size(gpt_dtype t) { return t == GPT_BF16 ? 2 : 4; }
@@ -174,17 +181,18 @@ struct gpt_backend_ops {
                               const void *inp, const void *w, const void *b, int N, int C);
     void (*layernorm_backward)(gpt_stream *s, void *dinp, float *dw, float *db,
                                const void *dout, const void *inp, const void *w,
-                               const float *mean, const float *rstd, int N, int C);
+                               const float *mean, const float *rstd, int N, int C,
+                               gpt_grad_write gw);
     void (*matmul_forward)(gpt_stream *s, void *out, const void *inp, const void *w,
                            const void *bias, int N, int C, int OC);
     void (*matmul_backward)(gpt_stream *s, void *dinp, float *dw, float *dbias,
                             const void *dout, const void *inp, const void *w, int N, int C,
-                            int OC);
+                            int OC, gpt_grad_write gw);
     void (*matmul_forward_gelu)(gpt_stream *s, void *out, void *pre, const void *inp,
                                 const void *w, const void *bias, int N, int C, int OC);
     void (*matmul_backward_gelu)(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                  const void *dout, const void *inp, const void *w,
-                                 const void *pre, int N, int C, int OC);
+                                 const void *pre, int N, int C, int OC, gpt_grad_write gw);
     void (*attention_forward)(gpt_stream *s, void *out, float *lse, const void *qkv, int B,
                               int T, int C, int NH);
     void (*attention_backward)(gpt_stream *s, void *dqkv, float *delta, const void *dout,
@@ -286,11 +294,13 @@ static inline void gpt_layernorm_forward(gpt_stream *s, void *out, float *mean, 
                                          int N, int C)
 { s->be->ops->layernorm_forward(s, out, mean, rstd, inp, w, b, N, C); }
 
-/* dinp (N,C) accumulates (it is the residual stream's gradient); dw, db (C) accumulate. */
+/* dinp (N,C) accumulates (it is the residual stream's gradient); dw, db (C) accumulate
+ * (gw GPT_GRAD_ACCUMULATE) or are overwritten (GPT_GRAD_OVERWRITE). */
 static inline void gpt_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
                                           const void *dout, const void *inp, const void *w,
-                                          const float *mean, const float *rstd, int N, int C)
-{ s->be->ops->layernorm_backward(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C); }
+                                          const float *mean, const float *rstd, int N, int C,
+                                          gpt_grad_write gw)
+{ s->be->ops->layernorm_backward(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C, gw); }
 
 /* out (N,OC) = inp (N,C) @ w^T (w is (OC,C)) + bias (OC, may be NULL). */
 static inline void gpt_matmul_forward(gpt_stream *s, void *out, const void *inp,
@@ -298,12 +308,13 @@ static inline void gpt_matmul_forward(gpt_stream *s, void *out, const void *inp,
 { s->be->ops->matmul_forward(s, out, inp, w, bias, N, C, OC); }
 
 /* dinp (N,C) = dout @ w (overwrites; skipped if NULL); dw (OC,C) += dout^T @ inp;
- * dbias (OC) += column sums of dout (skipped if NULL).  dinp may alias inp (same shape): dw
- * is taken first, so a layer's backward can put dinp where its dead input was. */
+ * dbias (OC) += column sums of dout (skipped if NULL); with gw GPT_GRAD_OVERWRITE, dw and
+ * dbias are = instead of +=.  dinp may alias inp (same shape): dw is taken first, so a
+ * layer's backward can put dinp where its dead input was. */
 static inline void gpt_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                        const void *dout, const void *inp, const void *w,
-                                       int N, int C, int OC)
-{ s->be->ops->matmul_backward(s, dinp, dw, dbias, dout, inp, w, N, C, OC); }
+                                       int N, int C, int OC, gpt_grad_write gw)
+{ s->be->ops->matmul_backward(s, dinp, dw, dbias, dout, inp, w, N, C, OC, gw); }
 
 /* The MLP's first linear layer and its GELU in one op: pre (N,OC) = inp @ w^T + bias,
  * out (N,OC) = gelu(pre) (pre is what the backward's GELU derivative reads).  On the GPU the
@@ -320,8 +331,9 @@ static inline void gpt_matmul_forward_gelu(gpt_stream *s, void *out, void *pre,
  * computes exactly matmul_backward then gelu_backward(dinp, pre, dinp). */
 static inline void gpt_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                             const void *dout, const void *inp, const void *w,
-                                            const void *pre, int N, int C, int OC)
-{ s->be->ops->matmul_backward_gelu(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC); }
+                                            const void *pre, int N, int C, int OC,
+                                            gpt_grad_write gw)
+{ s->be->ops->matmul_backward_gelu(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC, gw); }
 
 /* Causal multi-head self-attention, fused: the (T, T) probabilities are never stored.
  * qkv (B,T,3C) holds q | k | v, each split into NH heads of hs = C/NH; with the scores

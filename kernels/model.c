@@ -435,7 +435,7 @@ void gpt_layer_recompute(gpt_stream *s, const gpt_shape *sh, const void *p, cons
 
 void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float *g,
                         const void *x_in, void *dres, gpt_layer_acts *a,
-                        const gpt_layer_scratch *sc)
+                        const gpt_layer_scratch *sc, gpt_grad_write gw)
 {
     const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
     gpt_layer_layout l = gpt_layer_layout_of(sh);
@@ -454,19 +454,19 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float
 
     /* dres flows unchanged through both residual connections; each branch adds to it. */
     gpt_matmul_backward_gelu(s, d_fch, g + l.fcproj_w, g + l.fcproj_b, dres, a->fch_gelu,
-                             cel(s, p, l.fcproj_w), a->fch, N, 4 * C, C);
+                             cel(s, p, l.fcproj_w), a->fch, N, 4 * C, C, gw);
     gpt_matmul_backward(s, d_c, g + l.fc_w, g + l.fc_b, d_fch, a->ln2, cel(s, p, l.fc_w), N, C,
-                        4 * C);
+                        4 * C, gw);
     gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, d_c, a->res2, cel(s, p, l.ln2_w),
-                           a->ln2_mean, a->ln2_rstd, N, C);
+                           a->ln2_mean, a->ln2_rstd, N, C, gw);
     gpt_matmul_backward(s, d_c, g + l.proj_w, g + l.proj_b, dres, a->atty, cel(s, p, l.proj_w),
-                        N, C, C);
+                        N, C, C, gw);
     gpt_attention_backward(s, d_qkv, sc->att_delta, d_c, a->qkv, a->atty, a->att_lse, B, T, C,
                            NH);
     gpt_matmul_backward(s, d_c, g + l.qkv_w, g + l.qkv_b, d_qkv, a->ln1, cel(s, p, l.qkv_w), N,
-                        C, 3 * C);
+                        C, 3 * C, gw);
     gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, d_c, x_in, cel(s, p, l.ln1_w),
-                           a->ln1_mean, a->ln1_rstd, N, C);
+                           a->ln1_mean, a->ln1_rstd, N, C, gw);
 }
 
 void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *ep, float *eg,
@@ -489,7 +489,8 @@ void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *ep, float 
                                           rows_here, sh->vocab, Vp);
         /* dlnf over lnf's rows: the op reads them for wte's gradient before writing */
         gpt_matmul_backward(s, el(s, h->lnf, at), eg + e.wte, NULL, h->logits,
-                            cel(s, h->lnf, at), cel(s, ep, e.wte), rows_here, C, Vp);
+                            cel(s, h->lnf, at), cel(s, ep, e.wte), rows_here, C, Vp,
+                            GPT_GRAD_ACCUMULATE);
     }
 }
 
@@ -500,7 +501,7 @@ void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *ep, float
     gpt_embed_layout e = gpt_embed_layout_of(sh);
     gpt_stream_memset_zero(s, dres, gpt_act_bytes((size_t)N * C, gpt_stream_dtype(s)));
     gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, h->lnf, xL, cel(s, ep, e.lnf_w),
-                           h->lnf_mean, h->lnf_rstd, N, C);
+                           h->lnf_mean, h->lnf_rstd, N, C, GPT_GRAD_ACCUMULATE);
 }
 
 /* ---- optimizer ----------------------------------------------------------------------- */
@@ -612,7 +613,8 @@ void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
         gpt_layer_acts a = resident_acts(s, sh, r, l);
         gpt_layer_backward(s, sh, cel(s, wp, etotal + (size_t)l * lsize),
                            r->grads + etotal + (size_t)l * lsize,
-                           el(s, r->layer_inputs, (size_t)l * NC), r->dres, &a, &r->scratch);
+                           el(s, r->layer_inputs, (size_t)l * NC), r->dres, &a, &r->scratch,
+                           GPT_GRAD_ACCUMULATE);
     }
     gpt_embed_backward(s, sh, r->grads, r->dres, r->tokens);
 }

@@ -191,13 +191,15 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *layer_par
 void gpt_layer_recompute(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
                          const void *x_in, gpt_layer_acts *acts, gpt_recompute mode);
 /* One layer's backward.  dres (N,C) holds dL/dx_out on entry and dL/dx_in on return;
- * layer_grads accumulate.  acts must hold what acts->recompute kept of this layer's forward
+ * layer_grads accumulate (gw GPT_GRAD_ACCUMULATE) or are overwritten, every one of them
+ * (GPT_GRAD_OVERWRITE: the first micro-batch of an engine that would otherwise zero them
+ * first; the padding past the layer's own floats is not touched).  acts must hold what acts->recompute kept of this layer's forward
  * of x_in: full reruns the forward into acts first, selective recomputes the LayerNorms, the
  * attention and the GELU from the kept GEMM outputs, none recomputes nothing.  The backward
  * consumes acts: its activation gradients are written over them. */
 void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
                         float *layer_grads, const void *x_in, void *dres, gpt_layer_acts *acts,
-                        const gpt_layer_scratch *scratch);
+                        const gpt_layer_scratch *scratch, gpt_grad_write gw);
 
 /* Head forward, and the part of its backward that needs the logits, chunk by chunk of
  * rows: final LayerNorm of xL; per chunk, logits = lnf wte^T, the per-token losses and the

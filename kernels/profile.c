@@ -144,20 +144,20 @@ WRAP_OP(layernorm_forward, PROF_LAYERNORM_FORWARD, 0, 0,
         (gpt_stream *s, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C),
         (s, out, mean, rstd, inp, w, b, N, C))
 WRAP_OP(layernorm_backward, PROF_LAYERNORM_BACKWARD, 0, 0,
-        (gpt_stream *s, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean, const float *rstd, int N, int C),
-        (s, dinp, dw, db, dout, inp, w, mean, rstd, N, C))
+        (gpt_stream *s, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean, const float *rstd, int N, int C, gpt_grad_write gw),
+        (s, dinp, dw, db, dout, inp, w, mean, rstd, N, C, gw))
 WRAP_OP(matmul_forward, PROF_MATMUL_FORWARD, 2.0 * N * C * OC, 0,
         (gpt_stream *s, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC),
         (s, out, inp, w, bias, N, C, OC))
 WRAP_OP(matmul_backward, PROF_MATMUL_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 0,
-        (gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N, int C, int OC),
-        (s, dinp, dw, dbias, dout, inp, w, N, C, OC))
+        (gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N, int C, int OC, gpt_grad_write gw),
+        (s, dinp, dw, dbias, dout, inp, w, N, C, OC, gw))
 WRAP_OP(matmul_forward_gelu, PROF_MATMUL_GELU_FORWARD, 2.0 * N * C * OC, 0,
         (gpt_stream *s, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC),
         (s, out, pre, inp, w, bias, N, C, OC))
 WRAP_OP(matmul_backward_gelu, PROF_MATMUL_GELU_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 0,
-        (gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, const void *pre, int N, int C, int OC),
-        (s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC))
+        (gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, const void *pre, int N, int C, int OC, gpt_grad_write gw),
+        (s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC, gw))
 WRAP_OP(attention_forward, PROF_ATTENTION_FORWARD, 4.0 * B * T * T * C, 0,
         (gpt_stream *s, void *out, float *lse, const void *qkv, int B, int T, int C, int NH),
         (s, out, lse, qkv, B, T, C, NH))

@@ -298,11 +298,22 @@ static void check_layernorm_case(pair *p, int N, int C, int T)
     buf dout = buf_rand(p, NC, 0, 1), dinp = buf_rand(p, NC, 0, 1);
     buf dw = buf_randf(p, C, 0, 1), db = buf_randf(p, C, 0, 1);
     gpt_layernorm_backward(p->cs, dinp.cpu, dw.cpu, db.cpu, dout.cpu, inp.cpu, w.cpu, mean.cpu,
-                           rstd.cpu, N, C);
-    gpt_layernorm_backward(p->gs, dinp.d, dw.d, db.d, dout.d, inp.d, w.d, mean.d, rstd.d, N, C);
+                           rstd.cpu, N, C, GPT_GRAD_ACCUMULATE);
+    gpt_layernorm_backward(p->gs, dinp.d, dw.d, db.d, dout.d, inp.d, w.d, mean.d, rstd.d, N, C,
+                           GPT_GRAD_ACCUMULATE);
     check(p, "layernorm_backward", "dinp", &dinp, T);
     check(p, "layernorm_backward", "dw", &dw, T);
     check(p, "layernorm_backward", "db", &db, T);
+    /* overwriting dw, db that hold garbage (the CPU zeroes, then accumulates) */
+    buf dw_o = buf_randf(p, C, 5, 1), db_o = buf_randf(p, C, 5, 1);
+    gpt_layernorm_backward(p->cs, dinp.cpu, dw_o.cpu, db_o.cpu, dout.cpu, inp.cpu, w.cpu,
+                           mean.cpu, rstd.cpu, N, C, GPT_GRAD_OVERWRITE);
+    gpt_layernorm_backward(p->gs, dinp.d, dw_o.d, db_o.d, dout.d, inp.d, w.d, mean.d, rstd.d, N,
+                           C, GPT_GRAD_OVERWRITE);
+    check(p, "layernorm_backward[overwrite]", "dw", &dw_o, T);
+    check(p, "layernorm_backward[overwrite]", "db", &db_o, T);
+    buf_free(p, &dw_o);
+    buf_free(p, &db_o);
 
     buf *all[] = {&inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
@@ -339,12 +350,24 @@ static void check_matmul_case(pair *p, int T, int C, int OC, int with_bias, int 
     buf dout = buf_rand(p, (size_t)N * OC, 0, 1), dinp = buf_rand(p, (size_t)N * C, 5, 1);
     buf dw = buf_randf(p, (size_t)OC * C, 0, 1), dbias = buf_randf(p, (size_t)OC, 0, 1);
     gpt_matmul_backward(p->cs, with_dinp ? dinp.cpu : NULL, dw.cpu, with_bias ? dbias.cpu : NULL,
-                        dout.cpu, inp.cpu, w.cpu, N, C, OC);
+                        dout.cpu, inp.cpu, w.cpu, N, C, OC, GPT_GRAD_ACCUMULATE);
     gpt_matmul_backward(p->gs, with_dinp ? dinp.d : NULL, dw.d, with_bias ? dbias.d : NULL,
-                        dout.d, inp.d, w.d, N, C, OC);
+                        dout.d, inp.d, w.d, N, C, OC, GPT_GRAD_ACCUMULATE);
     if (with_dinp) check(p, op, "dinp", &dinp, T);
     check(p, op, "dw", &dw, T);
     if (with_bias) check(p, op, "dbias", &dbias, T);
+    /* overwriting dw, dbias that hold garbage (beta 0; the CPU zeroes, then accumulates) */
+    snprintf(op, sizeof op, "matmul_backward[C=%d,OC=%d%s,overwrite]", C, OC,
+             with_bias ? ",dbias" : "");
+    buf dw_o = buf_randf(p, (size_t)OC * C, 5, 1), dbias_o = buf_randf(p, (size_t)OC, 5, 1);
+    gpt_matmul_backward(p->cs, NULL, dw_o.cpu, with_bias ? dbias_o.cpu : NULL, dout.cpu, inp.cpu,
+                        w.cpu, N, C, OC, GPT_GRAD_OVERWRITE);
+    gpt_matmul_backward(p->gs, NULL, dw_o.d, with_bias ? dbias_o.d : NULL, dout.d, inp.d, w.d, N,
+                        C, OC, GPT_GRAD_OVERWRITE);
+    check(p, op, "dw", &dw_o, T);
+    if (with_bias) check(p, op, "dbias", &dbias_o, T);
+    buf_free(p, &dw_o);
+    buf_free(p, &dbias_o);
 
     buf *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &dbias};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
@@ -376,8 +399,9 @@ static void check_matmul_gelu(pair *p, int T, int bias_offset)
     buf dinp = buf_rand(p, (size_t)N * OC, 5, 1);
     buf dw = buf_randf(p, (size_t)C * OC, 0, 1), dbias = buf_randf(p, (size_t)C, 0, 1);
     gpt_matmul_backward_gelu(p->cs, dinp.cpu, dw.cpu, dbias.cpu, dout.cpu, out.cpu, w2.cpu,
-                             pre.cpu, N, OC, C);
-    gpt_matmul_backward_gelu(p->gs, dinp.d, dw.d, dbias.d, dout.d, out.d, w2.d, pre.d, N, OC, C);
+                             pre.cpu, N, OC, C, GPT_GRAD_ACCUMULATE);
+    gpt_matmul_backward_gelu(p->gs, dinp.d, dw.d, dbias.d, dout.d, out.d, w2.d, pre.d, N, OC, C,
+                             GPT_GRAD_ACCUMULATE);
     check(p, op, "dinp", &dinp, T);
     check(p, op, "dw", &dw, T);
     check(p, op, "dbias", &dbias, T);

@@ -506,7 +506,7 @@ static void test_layernorm(void **state)
 
     /* backward vs finite differences */
     float *dinp = zero_floats(N * C), *dw = zero_floats(C), *db = zero_floats(C);
-    gpt_layernorm_backward(f->s, dinp, dw, db, Rf, inp, w, mean, rstd, N, C);
+    gpt_layernorm_backward(f->s, dinp, dw, db, Rf, inp, w, mean, rstd, N, C, GPT_GRAD_ACCUMULATE);
     sync_ok(f->s);
     layernorm_ctx ctx = {inp_d, w_d, b_d, out_d, R};
     double *g_inp = zero_doubles(N * C), *g_w = zero_doubles(C), *g_b = zero_doubles(C);
@@ -521,16 +521,25 @@ static void test_layernorm(void **state)
     float *dinp0 = rand_floats(&r, N * C, 1.0f, 0.0f);
     float *dw0 = rand_floats(&r, C, 1.0f, 0.0f), *db0 = rand_floats(&r, C, 1.0f, 0.0f);
     float *dinp1 = copy_floats(dinp0, N * C), *dw1 = copy_floats(dw0, C), *db1 = copy_floats(db0, C);
-    gpt_layernorm_backward(f->s, dinp1, dw1, db1, Rf, inp, w, mean, rstd, N, C);
+    gpt_layernorm_backward(f->s, dinp1, dw1, db1, Rf, inp, w, mean, rstd, N, C, GPT_GRAD_ACCUMULATE);
     sync_ok(f->s);
     check_accumulated("layernorm", "dinp", dinp0, dinp, dinp1, N * C);
     check_accumulated("layernorm", "dw", dw0, dw, dw1, C);
     check_accumulated("layernorm", "db", db0, db, db1, C);
 
+    /* GPT_GRAD_OVERWRITE: dw, db come out as from zeros whatever they held (NaN here: a
+     * read of them would show); dinp still accumulates */
+    float *dinp2 = copy_floats(dinp0, N * C), *dw2 = nan_floats(C), *db2 = nan_floats(C);
+    gpt_layernorm_backward(f->s, dinp2, dw2, db2, Rf, inp, w, mean, rstd, N, C, GPT_GRAD_OVERWRITE);
+    sync_ok(f->s);
+    check_bitwise("layernorm", "dw_overwrite", dw2, dw, C);
+    check_bitwise("layernorm", "db_overwrite", db2, db, C);
+    check_bitwise("layernorm", "dinp_with_overwrite", dinp2, dinp1, N * C);
+
     free(inp); free(w); free(b); free(Rf); free(out); free(mean); free(rstd); free(inp_d);
     free(w_d); free(b_d); free(R); free(out_d); free(mean_d); free(rstd_d); free(dinp);
     free(dw); free(db); free(g_inp); free(g_w); free(g_b); free(dinp0); free(dw0); free(db0);
-    free(dinp1); free(dw1); free(db1);
+    free(dinp1); free(dw1); free(db1); free(dinp2); free(dw2); free(db2);
 }
 
 /* ======================================================================================
@@ -593,8 +602,8 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
         float *dinp1 = nan_floats((size_t)n * oc), *dinp2 = nan_floats((size_t)n * oc);
         float *dw1 = zero_floats((size_t)c * oc), *dw2 = zero_floats((size_t)c * oc);
         float *db1 = zero_floats(c), *db2 = zero_floats(c);
-        gpt_matmul_backward_gelu(s, dinp1, dw1, db1, dout2, act, w, pre, n, oc, c);
-        gpt_matmul_backward(s, dinp2, dw2, db2, dout2, act, w, n, oc, c);
+        gpt_matmul_backward_gelu(s, dinp1, dw1, db1, dout2, act, w, pre, n, oc, c, GPT_GRAD_ACCUMULATE);
+        gpt_matmul_backward(s, dinp2, dw2, db2, dout2, act, w, n, oc, c, GPT_GRAD_ACCUMULATE);
         gpt_gelu_backward(s, dinp2, pre, dinp2, (size_t)n * oc);
         sync_ok(s);
         check_bitwise(name, "gelu_dinp", dinp1, dinp2, (size_t)n * oc);
@@ -607,7 +616,7 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
     /* backward vs finite differences */
     float *dinp = zero_floats((size_t)n * c), *dw = zero_floats((size_t)oc * c);
     float *dbias = zero_floats(oc);
-    gpt_matmul_backward(s, dinp, dw, dbias, Rf, inp, w, n, c, oc);
+    gpt_matmul_backward(s, dinp, dw, dbias, Rf, inp, w, n, c, oc, GPT_GRAD_ACCUMULATE);
     sync_ok(s);
     matmul_ctx ctx = {inp_d, w_d, bias_d, out_d, R, n, c, oc};
     double *g_inp = zero_doubles((size_t)n * c), *g_w = zero_doubles((size_t)oc * c);
@@ -623,7 +632,7 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
     float *dinp1 = nan_floats((size_t)n * c);
     float *dw0 = rand_floats(&r, (size_t)oc * c, 1.0f, 0.0f), *dbias0 = rand_floats(&r, oc, 1.0f, 0.0f);
     float *dw1 = copy_floats(dw0, (size_t)oc * c), *dbias1 = copy_floats(dbias0, oc);
-    gpt_matmul_backward(s, dinp1, dw1, dbias1, Rf, inp, w, n, c, oc);
+    gpt_matmul_backward(s, dinp1, dw1, dbias1, Rf, inp, w, n, c, oc, GPT_GRAD_ACCUMULATE);
     sync_ok(s);
     check_overwritten(name, "dinp", dinp1, dinp, (size_t)n * c);
     check_accumulated(name, "dw", dw0, dw, dw1, (size_t)oc * c);
@@ -631,9 +640,18 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
 
     /* NULL dinp and dbias are skipped; dw is unaffected by their absence */
     float *dw2 = zero_floats((size_t)oc * c);
-    gpt_matmul_backward(s, NULL, dw2, NULL, Rf, inp, w, n, c, oc);
+    gpt_matmul_backward(s, NULL, dw2, NULL, Rf, inp, w, n, c, oc, GPT_GRAD_ACCUMULATE);
     sync_ok(s);
     check_bitwise(name, "dw_without_dinp_dbias", dw2, dw, (size_t)oc * c);
+
+    /* GPT_GRAD_OVERWRITE: dw, dbias come out as from zeros whatever they held (NaN: a read
+     * of them would show) */
+    float *dw3 = nan_floats((size_t)oc * c), *dbias3 = nan_floats(oc);
+    gpt_matmul_backward(s, NULL, dw3, dbias3, Rf, inp, w, n, c, oc, GPT_GRAD_OVERWRITE);
+    sync_ok(s);
+    check_bitwise(name, "dw_overwrite", dw3, dw, (size_t)oc * c);
+    check_bitwise(name, "dbias_overwrite", dbias3, dbias, oc);
+    free(dw3); free(dbias3);
 
     free(inp); free(w); free(bias); free(Rf); free(inp_d); free(w_d); free(bias_d); free(R);
     free(out_d); free(out); free(dinp); free(dw); free(dbias); free(g_inp); free(g_w);
@@ -675,7 +693,7 @@ static void test_matmul_large(void **state)
 
     float *dinp = nan_floats((size_t)n * c), *dw = zero_floats((size_t)oc * c);
     float *dbias = zero_floats(oc);
-    gpt_matmul_backward(f->s, dinp, dw, dbias, dout, inp, w, n, c, oc);
+    gpt_matmul_backward(f->s, dinp, dw, dbias, dout, inp, w, n, c, oc, GPT_GRAD_ACCUMULATE);
     sync_ok(f->s);
     double *dinp_d = zero_doubles((size_t)n * c), *dw_d = zero_doubles((size_t)oc * c);
     double *dbias_d = zero_doubles(oc);
@@ -1222,9 +1240,9 @@ static void test_determinism(void **state)
         sync_ok(s1);
         gpt_matmul_forward(s3, out3, inp, w, bias, n, c, oc);
         sync_ok(s3);
-        gpt_matmul_backward(s1, dinp1, dw1, db1, dout, inp, w, n, c, oc);
+        gpt_matmul_backward(s1, dinp1, dw1, db1, dout, inp, w, n, c, oc, GPT_GRAD_ACCUMULATE);
         sync_ok(s1);
-        gpt_matmul_backward(s3, dinp3, dw3, db3, dout, inp, w, n, c, oc);
+        gpt_matmul_backward(s3, dinp3, dw3, db3, dout, inp, w, n, c, oc, GPT_GRAD_ACCUMULATE);
         sync_ok(s3);
         check_bitwise("matmul_forward", "out_1vs3threads", out1, out3, (size_t)n * oc);
         check_bitwise("matmul_backward", "dinp_1vs3threads", dinp1, dinp3, (size_t)n * c);
@@ -1250,9 +1268,9 @@ static void test_determinism(void **state)
         float *di1 = copy_floats(di0, (size_t)n * c), *di3 = copy_floats(di0, (size_t)n * c);
         float *dw1 = zero_floats(c), *dw3 = zero_floats(c);
         float *db1 = zero_floats(c), *db3 = zero_floats(c);
-        gpt_layernorm_backward(s1, di1, dw1, db1, dout, inp, w, mean, rstd, n, c);
+        gpt_layernorm_backward(s1, di1, dw1, db1, dout, inp, w, mean, rstd, n, c, GPT_GRAD_ACCUMULATE);
         sync_ok(s1);
-        gpt_layernorm_backward(s3, di3, dw3, db3, dout, inp, w, mean, rstd, n, c);
+        gpt_layernorm_backward(s3, di3, dw3, db3, dout, inp, w, mean, rstd, n, c, GPT_GRAD_ACCUMULATE);
         sync_ok(s3);
         check_bitwise("layernorm_backward", "dinp_1vs3threads", di1, di3, (size_t)n * c);
         check_bitwise("layernorm_backward", "dw_1vs3threads", dw1, dw3, c);
@@ -1438,10 +1456,10 @@ static void test_bf16_emulation(void **state)
     uint16_t *ln = xmalloc((size_t)n * c * sizeof *ln);
     float *ln32 = nan_floats((size_t)n * c);
     gpt_layernorm_forward(s, ln, mean, rstd, inp, lw, bias, n, c);
-    gpt_layernorm_backward(s, dinp, dw, db, g, inp, lw, mean, rstd, n, c);
+    gpt_layernorm_backward(s, dinp, dw, db, g, inp, lw, mean, rstd, n, c, GPT_GRAD_ACCUMULATE);
     sync_ok(s);
     gpt_layernorm_forward(f->s, ln32, mean32, rstd32, inp_w, lw_w, bias_w, n, c);
-    gpt_layernorm_backward(f->s, d0_w, dw32, db32, g_w, inp_w, lw_w, mean32, rstd32, n, c);
+    gpt_layernorm_backward(f->s, d0_w, dw32, db32, g_w, inp_w, lw_w, mean32, rstd32, n, c, GPT_GRAD_ACCUMULATE);
     sync_ok(f->s);
     assert_int_equal(bf16_differ(ln, ln32, (size_t)n * c), 0);
     assert_int_equal(bf16_differ(dinp, d0_w, (size_t)n * c), 0);

@@ -304,6 +304,7 @@ typedef struct cpu_task {
             float *dinp, *dw, *db;
             const float *dout, *inp, *w, *mean, *rstd;
             int N, C;
+            gpt_grad_write gw;
         } layernorm_bwd;
         /* gelu_out: the gelu variant (out is then the pre-activation) */
         struct { float *out, *gelu_out; const float *inp, *w, *bias; int N, C, OC; } matmul_fwd;
@@ -312,6 +313,7 @@ typedef struct cpu_task {
             float *dinp, *dw, *dbias;
             const float *dout, *inp, *w, *gelu_pre;
             int N, C, OC;
+            gpt_grad_write gw;
         } matmul_bwd;
         struct { float *out, *lse; const float *qkv; int B, T, C, NH; } attention_fwd;
         struct {
@@ -511,7 +513,14 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         const size_t NC = (size_t)x->N * x->C;
         float *dinp = act_inout(&a, x->dinp, NC);
         const float *dout = act_in(&a, x->dout, NC), *inp = act_in(&a, x->inp, NC), *w = act_in(&a, x->w, (size_t)x->C);
-        if (act_ready(&a)) cpu_layernorm_backward(s, dinp, x->dw, x->db, dout, inp, w, x->mean, x->rstd, x->N, x->C);
+        if (act_ready(&a)) {
+            /* overwrite = zero, then the one accumulating kernel: the same bits */
+            if (x->gw == GPT_GRAD_OVERWRITE) {
+                memset(x->dw, 0, (size_t)x->C * sizeof(float));
+                memset(x->db, 0, (size_t)x->C * sizeof(float));
+            }
+            cpu_layernorm_backward(s, dinp, x->dw, x->db, dout, inp, w, x->mean, x->rstd, x->N, x->C);
+        }
         return act_end(&a);
     }
     case TASK_MATMUL_FORWARD: {
@@ -536,7 +545,13 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         float *dinp = act_out(&a, x->dinp, NC);
         const float *dout = act_in(&a, x->dout, (size_t)x->N * x->OC), *inp = act_in(&a, x->inp, NC);
         const float *w = act_in(&a, x->w, (size_t)x->OC * x->C);
-        if (act_ready(&a)) cpu_matmul_backward(s, dinp, x->dw, x->dbias, dout, inp, w, x->N, x->C, x->OC);
+        if (act_ready(&a)) {
+            if (x->gw == GPT_GRAD_OVERWRITE) {
+                if (x->dw) memset(x->dw, 0, (size_t)x->OC * x->C * sizeof(float));
+                if (x->dbias) memset(x->dbias, 0, (size_t)x->OC * sizeof(float));
+            }
+            cpu_matmul_backward(s, dinp, x->dw, x->dbias, dout, inp, w, x->N, x->C, x->OC);
+        }
         int rc = act_end(&a);
         if (rc || x->gelu_pre == NULL || x->dinp == NULL) return rc;
         a = act_begin(s);
@@ -979,9 +994,11 @@ void cpu_q_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float
 
 void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
                               const void *dout, const void *inp, const void *w,
-                              const float *mean, const float *rstd, int N, int C)
+                              const float *mean, const float *rstd, int N, int C,
+                              gpt_grad_write gw)
 {
     cpu_task t = {.kind = TASK_LAYERNORM_BACKWARD};
+    t.a.layernorm_bwd.gw = gw;
     t.a.layernorm_bwd.dinp = dinp;
     t.a.layernorm_bwd.dw = dw;
     t.a.layernorm_bwd.db = db;
@@ -1013,9 +1030,10 @@ static void push_matmul_forward(gpt_stream *s, void *out, void *gelu_out, const 
 
 static void push_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                  const void *dout, const void *inp, const void *w,
-                                 const void *gelu_pre, int N, int C, int OC)
+                                 const void *gelu_pre, int N, int C, int OC, gpt_grad_write gw)
 {
     cpu_task t = {.kind = TASK_MATMUL_BACKWARD};
+    t.a.matmul_bwd.gw = gw;
     t.a.matmul_bwd.dinp = dinp;
     t.a.matmul_bwd.dw = dw;
     t.a.matmul_bwd.dbias = dbias;
@@ -1044,16 +1062,16 @@ void cpu_q_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *
 
 void cpu_q_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                 const void *dout, const void *inp, const void *w,
-                                const void *pre, int N, int C, int OC)
+                                const void *pre, int N, int C, int OC, gpt_grad_write gw)
 {
-    push_matmul_backward(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC);
+    push_matmul_backward(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC, gw);
 }
 
 void cpu_q_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                            const void *dout, const void *inp, const void *w, int N, int C,
-                           int OC)
+                           int OC, gpt_grad_write gw)
 {
-    push_matmul_backward(s, dinp, dw, dbias, dout, inp, w, NULL, N, C, OC);
+    push_matmul_backward(s, dinp, dw, dbias, dout, inp, w, NULL, N, C, OC, gw);
 }
 
 void cpu_q_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B,

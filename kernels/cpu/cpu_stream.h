@@ -40,17 +40,18 @@ void cpu_q_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
                              const void *inp, const void *w, const void *b, int N, int C);
 void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
                               const void *dout, const void *inp, const void *w,
-                              const float *mean, const float *rstd, int N, int C);
+                              const float *mean, const float *rstd, int N, int C,
+                              gpt_grad_write gw);
 void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
                           const void *bias, int N, int C, int OC);
 void cpu_q_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp,
                                const void *w, const void *bias, int N, int C, int OC);
 void cpu_q_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                 const void *dout, const void *inp, const void *w,
-                                const void *pre, int N, int C, int OC);
+                                const void *pre, int N, int C, int OC, gpt_grad_write gw);
 void cpu_q_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                            const void *dout, const void *inp, const void *w, int N, int C,
-                           int OC);
+                           int OC, gpt_grad_write gw);
 void cpu_q_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B,
                              int T, int C, int NH);
 void cpu_q_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *dout,

@@ -172,12 +172,13 @@ static inline unsigned grid_for(size_t n, unsigned threads)
 void cu_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
                        const void *bias, int N, int C, int OC);
 void cu_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout,
-                        const void *inp, const void *w, int N, int C, int OC);
+                        const void *inp, const void *w, int N, int C, int OC,
+                        gpt_grad_write gw);
 void cu_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp, const void *w,
                             const void *bias, int N, int C, int OC);
 void cu_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
                              const void *dout, const void *inp, const void *w, const void *pre,
-                             int N, int C, int OC);
+                             int N, int C, int OC, gpt_grad_write gw);
 void cu_lt_plans_destroy(cuda_stream_impl *st);
 
 /* cuda_attention.cu */
@@ -196,7 +197,8 @@ void cu_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
                           const void *inp, const void *w, const void *b, int N, int C);
 void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
                            const void *dout, const void *inp, const void *w,
-                           const float *mean, const float *rstd, int N, int C);
+                           const float *mean, const float *rstd, int N, int C,
+                           gpt_grad_write gw);
 void cu_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n);
 void cu_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout, size_t n);
 void cu_residual_forward(gpt_stream *s, void *out, const void *a, const void *b, size_t n);
@@ -218,6 +220,7 @@ void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n);
 
 /* Column sums (deterministic): out[o] += sum_n in[n][o] over in (N,OC) of the activation
  * type.  Shared by the matmul's dbias. */
-void cu_column_sum_acc(gpt_stream *s, float *out, const void *in, int N, int OC);
+/* out (OC) += (or, overwrite, =) the column sums of in (N,OC) */
+void cu_column_sum(gpt_stream *s, float *out, const void *in, int N, int OC, int overwrite);
 
 #endif

@@ -12,8 +12,9 @@
  *
  * The bias rides in the forward's BIAS epilogue (added per row of the column-major output,
  * i.e. per output channel); dbias is a deterministic column-sum kernel (the BGRADB
- * epilogue would overwrite, and dbias must accumulate).  dw accumulates through beta = 1,
- * dinp is overwritten with beta = 0.
+ * epilogue's order is not the CPU's, and it cannot accumulate).  dw accumulates through
+ * beta = 1 (or, GPT_GRAD_OVERWRITE, is overwritten with beta = 0), dinp is overwritten
+ * with beta = 0.
  *
  * Types: fp32 backends use fp32 everywhere with CUBLAS_COMPUTE_32F_FAST_TF32 when the
  * backend allows TF32, else CUBLAS_COMPUTE_32F (strict fp32: what the CPU reference is
@@ -268,17 +269,17 @@ __global__ static void column_sum_partials(float *part, const T *in, int N, int 
         part[(size_t)blockIdx.y * OC + o] = acc[0][threadIdx.x];
 }
 
-__global__ static void column_sum_finish(float *out, const float *part, int OC)
+__global__ static void column_sum_finish(float *out, const float *part, int OC, int overwrite)
 {
     for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < OC; o += gridDim.x * blockDim.x) {
         float sum = 0.0f;
         for (int k = 0; k < CS_ROW_CHUNKS; k++)
             sum += part[(size_t)k * OC + o];
-        out[o] += sum;
+        out[o] = overwrite ? sum : out[o] + sum;
     }
 }
 
-void cu_column_sum_acc(gpt_stream *s, float *out, const void *in, int N, int OC)
+void cu_column_sum(gpt_stream *s, float *out, const void *in, int N, int OC, int overwrite)
 {
     cuda_stream_impl *st = cu_stream(s);
     /* The partials live in the stream's cuBLASLt workspace: work on one stream runs in
@@ -293,22 +294,25 @@ void cu_column_sum_acc(gpt_stream *s, float *out, const void *in, int N, int OC)
                 column_sum_partials<T><<<dim3((OC + 31) / 32, CS_ROW_CHUNKS), dim3(32, 32), 0,
                                          st->stream>>>(part, (const T *)in, N, OC));
     OP_CHECK_LAUNCH(s);
-    column_sum_finish<<<(OC + 255) / 256, 256, 0, st->stream>>>(out, part, OC);
+    column_sum_finish<<<(OC + 255) / 256, 256, 0, st->stream>>>(out, part, OC, overwrite);
     OP_CHECK_LAUNCH(s);
 }
 
 /* dinp (N,C) = dout @ w [* gelu'(pre) when pre is given] (overwrites; skipped if NULL);
- * dw (OC,C) += dout^T @ inp (fp32); dbias (OC) += column sums of dout (skipped if NULL).
- * dinp is written last (one stream runs in issue order), so that it may alias inp. */
+ * dw (OC,C) += dout^T @ inp (fp32); dbias (OC) += column sums of dout (skipped if NULL);
+ * = for both with GPT_GRAD_OVERWRITE (beta 0: the old dw is not read, and the step needs no
+ * pass zeroing it).  dinp is written last (one stream runs in issue order), so that it may
+ * alias inp. */
 static void matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                             const void *dout, const void *inp, const void *w, const void *pre,
-                            int N, int C, int OC)
+                            int N, int C, int OC, gpt_grad_write gw)
 {
+    const int overwrite = gw == GPT_GRAD_OVERWRITE;
     if (dw != NULL)
         lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, CUDA_R_32F, NULL, LT_EPI_NONE, NULL,
-                1.0f, 1.0f);
+                1.0f, overwrite ? 0.0f : 1.0f);
     if (dbias != NULL)
-        cu_column_sum_acc(s, dbias, dout, N, OC);
+        cu_column_sum(s, dbias, dout, N, OC, overwrite);
     if (dinp != NULL) {
         /* the DGELU epilogue reads pre laid out as dinp: 16-byte aligned, ld % 8 == 0 */
         const int fused = pre != NULL && cu_backend(s)->gelu_bwd_epilogue &&
@@ -321,16 +325,17 @@ static void matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
 }
 
 void cu_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout,
-                        const void *inp, const void *w, int N, int C, int OC)
+                        const void *inp, const void *w, int N, int C, int OC,
+                        gpt_grad_write gw)
 {
-    matmul_backward(s, dinp, dw, dbias, dout, inp, w, NULL, N, C, OC);
+    matmul_backward(s, dinp, dw, dbias, dout, inp, w, NULL, N, C, OC, gw);
 }
 
 void cu_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
                              const void *dout, const void *inp, const void *w, const void *pre,
-                             int N, int C, int OC)
+                             int N, int C, int OC, gpt_grad_write gw)
 {
-    matmul_backward(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC);
+    matmul_backward(s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC, gw);
 }
 
 /* pre (N,OC) = inp @ w^T + bias, out = gelu(pre): one GEMM whose epilogue applies the bias

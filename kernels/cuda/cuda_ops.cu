@@ -502,7 +502,7 @@ __global__ static void layernorm_backward_params_kernel(float *part_w, float *pa
 }
 
 __global__ static void layernorm_backward_params_sum(float *dw, float *db, const float *part_w,
-                                                     const float *part_b, int C)
+                                                     const float *part_b, int C, int overwrite)
 {
     GRID_STRIDE(c, (size_t)C) {
         float sw = 0.0f, sb = 0.0f;
@@ -510,8 +510,8 @@ __global__ static void layernorm_backward_params_sum(float *dw, float *db, const
             sw += part_w[(size_t)k * C + c];
             sb += part_b[(size_t)k * C + c];
         }
-        dw[c] += sw;
-        db[c] += sb;
+        dw[c] = overwrite ? sw : dw[c] + sw;
+        db[c] = overwrite ? sb : db[c] + sb;
     }
 }
 
@@ -627,7 +627,8 @@ __global__ static void __launch_bounds__(LNB_MAX_THREADS)
 /* dw (C) += sum_g part_w[g], db likewise: block x owns 32 channels; its 32 rows of threads
  * take the partials g = y, y + 32, ... in order, then a fixed shared-memory tree. */
 __global__ static void layernorm_backward_rows_finish(float *dw, float *db, const float *part_w,
-                                                      const float *part_b, int G, int C)
+                                                      const float *part_b, int G, int C,
+                                                      int overwrite)
 {
     __shared__ float pw[32][33], pb[32][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
@@ -639,15 +640,16 @@ __global__ static void layernorm_backward_rows_finish(float *dw, float *db, cons
         }
     column_pair_tree(pw, pb, sw, sb);
     if (threadIdx.y == 0 && c < C) {
-        dw[c] += pw[0][threadIdx.x];
-        db[c] += pb[0][threadIdx.x];
+        dw[c] = overwrite ? pw[0][threadIdx.x] : dw[c] + pw[0][threadIdx.x];
+        db[c] = overwrite ? pb[0][threadIdx.x] : db[c] + pb[0][threadIdx.x];
     }
 }
 
 template <typename E, int VEC, int KPT>
 static void layernorm_backward_rows(gpt_stream *s, void *dinp, float *dw, float *db,
                                     const void *dout, const void *inp, const void *w,
-                                    const float *mean, const float *rstd, int N, int C)
+                                    const float *mean, const float *rstd, int N, int C,
+                                    int overwrite)
 {
     cuda_stream_impl *cs = cu_stream(s);
     const int threads = C / VEC / KPT;
@@ -664,7 +666,7 @@ static void layernorm_backward_rows(gpt_stream *s, void *dinp, float *dw, float 
         C, rows);
     OP_CHECK_LAUNCH(s);
     layernorm_backward_rows_finish<<<(C + 31) / 32, dim3(32, 32), 0, cs->stream>>>(
-        dw, db, part_w, part_b, G, C);
+        dw, db, part_w, part_b, G, C, overwrite);
     OP_CHECK_LAUNCH(s);
 }
 
@@ -672,16 +674,21 @@ static void layernorm_backward_rows(gpt_stream *s, void *dinp, float *dw, float 
 template <typename E, int VEC>
 static void layernorm_backward_rows_kpt(gpt_stream *s, int kpt, void *dinp, float *dw, float *db,
                                         const void *dout, const void *inp, const void *w,
-                                        const float *mean, const float *rstd, int N, int C)
+                                        const float *mean, const float *rstd, int N, int C,
+                                        int overwrite)
 {
     if (kpt == 1)
-        layernorm_backward_rows<E, VEC, 1>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+        layernorm_backward_rows<E, VEC, 1>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C,
+                                         overwrite);
     else if (kpt == 2)
-        layernorm_backward_rows<E, VEC, 2>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+        layernorm_backward_rows<E, VEC, 2>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C,
+                                         overwrite);
     else if (kpt == 4)
-        layernorm_backward_rows<E, VEC, 4>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+        layernorm_backward_rows<E, VEC, 4>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C,
+                                         overwrite);
     else
-        layernorm_backward_rows<E, VEC, 8>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+        layernorm_backward_rows<E, VEC, 8>(s, dinp, dw, db, dout, inp, w, mean, rstd, N, C,
+                                         overwrite);
 }
 
 /* The fused path's threads per row, KPT: the fewest vectors per thread that give whole
@@ -697,20 +704,27 @@ static int ln_rows_kpt(int C, int vec)
 
 void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db, const void *dout,
                            const void *inp, const void *w, const float *mean,
-                           const float *rstd, int N, int C)
+                           const float *rstd, int N, int C, gpt_grad_write gw)
 {
+    const int overwrite = gw == GPT_GRAD_OVERWRITE;
     cuda_stream_impl *cs = cu_stream(s);
     cudaStream_t st = cs->stream;
     const int vec = ln_vec(s, C, dinp, dout, inp, w);
-    if (N <= 0) return;
+    if (N <= 0) { /* no rows: the sums are 0 */
+        if (overwrite) {
+            OP_CHECK_CUDA(s, cudaMemsetAsync(dw, 0, (size_t)C * sizeof(float), st));
+            OP_CHECK_CUDA(s, cudaMemsetAsync(db, 0, (size_t)C * sizeof(float), st));
+        }
+        return;
+    }
     const int kpt = vec == 1 ? 0 : ln_rows_kpt(C, vec);
     if (kpt != 0) {
         if (vec == 8)
             layernorm_backward_rows_kpt<bf16, 8>(s, kpt, dinp, dw, db, dout, inp, w, mean, rstd,
-                                                 N, C);
+                                                 N, C, overwrite);
         else
             layernorm_backward_rows_kpt<float, 4>(s, kpt, dinp, dw, db, dout, inp, w, mean, rstd,
-                                                  N, C);
+                                                  N, C, overwrite);
         return;
     }
     /* other widths: two kernels */
@@ -742,7 +756,7 @@ void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db, cons
                     part_w, part_b, (const E *)dout, (const E *)inp, mean, rstd, N, C));
     OP_CHECK_LAUNCH(s);
     layernorm_backward_params_sum<<<grid_for((size_t)C, EW_THREADS), EW_THREADS, 0, st>>>(
-        dw, db, part_w, part_b, C);
+        dw, db, part_w, part_b, C, overwrite);
     OP_CHECK_LAUNCH(s);
 }
 
