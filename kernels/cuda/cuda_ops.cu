@@ -362,14 +362,11 @@ static void layernorm_forward_launch(gpt_stream *s, void *out, float *mean, floa
     int vec = ln_vec(s, C, out, inp, w, b);
     if (RES && ln_vec(s, C, res, res_b, out, out) == 1)
         vec = 1;
-    /* the row in registers where C allows, else the three-pass kernel */
+    /* fp32: the row in registers where C allows, else the three-pass kernel.  (bf16 keeps
+     * the three-pass kernel: its row in registers measured 0.15 ms a step slower at l32 on an
+     * H100, TF32's 0.36 faster; bench/results/2026-11-27-h100-attention/NOTES.md) */
     bool done = false;
-    if (vec == 8)
-        done = layernorm_forward_regs<bf16, 8, RES>(st, (bf16 *)out, mean, rstd,
-                                                    (const bf16 *)inp, (const bf16 *)w,
-                                                    (const bf16 *)b, N, C, (bf16 *)res,
-                                                    (const bf16 *)res_b);
-    else if (vec == 4)
+    if (vec == 4)
         done = layernorm_forward_regs<float, 4, RES>(st, (float *)out, mean, rstd,
                                                      (const float *)inp, (const float *)w,
                                                      (const float *)b, N, C, (float *)res,
