@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The floor of a megatron-lm step, from what the same GPU measured: every layer GEMM at the time
 cuBLASLt's best algorithm takes on its shape alone (bench/lt_probe.cu's table), AdamW at the
-memory rate the step's own gradient zeroing reached (bytes per parameter over it), and every
+memory rate the step's own gradient zeroing reached (or --hbm-gbs: a rate measured elsewhere on
+the same GPU, for steps that zero too little to measure it; never above AdamW's own time), and every
 other op family as --profile measured it.  Says how far each part is from its floor and what
 the step, its MFU and its ratio to a reference (torch.compile) would be at the floor: what the
 kernel set can gain by GEMMs and the update alone, and what must come from the rest.
 
-  python3 bench/step_floor.py PROFILE_JSON LT_PROBE_TXT [--compile-ms MS] [--peak TFLOPS]
+  python3 bench/step_floor.py PROFILE_JSON LT_PROBE_TXT [--compile-ms MS] [--peak TFLOPS] [--hbm-gbs GBS]
 
 PROFILE_JSON: an `aebench -m megatron-lm --profile` run's JSON (its config gives the shape,
 the dtype and --recompute); LT_PROBE_TXT: bench/lt_probe's table from the same machine.
@@ -41,6 +42,7 @@ def main():
     ap.add_argument("lt_probe")
     ap.add_argument("--compile-ms", type=float, default=0, help="the reference's step (ms), e.g. torch.compile's")
     ap.add_argument("--peak", type=float, default=0, help="dense TFLOP/s of the card (default: 989 bf16, 494 TF32)")
+    ap.add_argument("--hbm-gbs", type=float, default=0, help="GPU memory rate (GB/s) for AdamW's floor, measured elsewhere on the same card")
     a = ap.parse_args()
     d = json.load(open(a.profile_json))
     c, pr = d["config"], d.get("profile")
@@ -72,7 +74,10 @@ def main():
     per_param = 4 + 3 * 8 + (2 if math == "bf16" else 0)
     memset = ops.get("memset", {})
     rate = memset["bytes_per_step"] / (memset["ms_per_step"] * 1e-3) if memset.get("ms_per_step") else 0
-    adam_floor = d["parameters"] * per_param / rate * 1e3 if rate else ms("adamw")
+    basis = "the zeroing's"
+    if a.hbm_gbs:
+        rate, basis = a.hbm_gbs * 1e9, "the given"
+    adam_floor = min(ms("adamw"), d["parameters"] * per_param / rate * 1e3) if rate else ms("adamw")
     rest = {f: ms(f) for f in ops if f not in GEMM_FAMILIES and f != "adamw"}
     gaps = pr["streams"][0]["gaps_ms_per_step"]  # the compute stream's, as the profile measured them
     step = d["summary"]["median_ms"]
@@ -86,8 +91,8 @@ def main():
     print("|---|---|---|---|")
     print(f"| layer and head GEMMs | {gemm_measured:.1f} | {gemm_floor:.1f} | cuBLASLt's best on each shape alone "
           f"({forwards} forward{'s' if forwards > 1 else ''} a layer), {gemm_floor / gemm_measured:.0%} of measured |")
-    print(f"| adamw | {ms('adamw'):.1f} | {adam_floor:.1f} | {per_param} B per parameter at the zeroing's "
-          f"{rate / 1e9:.0f} GB/s |")
+    print(f"| adamw | {ms('adamw'):.1f} | {adam_floor:.1f} | {per_param} B per parameter at {basis} "
+          f"{rate / 1e9:.0f} GB/s (at most as measured) |")
     for f, v in sorted(rest.items(), key=lambda kv: -kv[1]):
         if v >= 0.05:
             print(f"| {f} | {v:.1f} | {v:.1f} | as measured |")

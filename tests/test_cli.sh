@@ -275,6 +275,15 @@ if [[ "$floor" == "| layer and head GEMMs | "*" | $(python3 -c 'print(f"{3 * (2 
 else
     failc "bench/step_floor.py" "'$floor'; other shapes: exit $orc $(cat "$fl/other.out")"
 fi
+# AdamW's floor: bytes over --hbm-gbs, never above AdamW's measured time (a rate of 1 GB/s
+# would put it far above)
+adam=$(python3 bench/step_floor.py "$P"/p_megatron_lm_/log_*.json "$fl/probe.txt" --hbm-gbs 1 2>&1 | grep -m1 "^| adamw ")
+if [[ "$adam" =~ ^\|\ adamw\ \|\ ([0-9.]+)\ \|\ ([0-9.]+)\ \|.*at\ the\ given\ 1\ GB/s ]] &&
+    [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]; then
+    pass "bench/step_floor.py --hbm-gbs: AdamW's floor at the given rate, never above its measured time"
+else
+    failc "bench/step_floor.py --hbm-gbs" "'$adam'"
+fi
 
 # --recompute full|selective|none (every engine bit for bit: test_recompute): the same losses
 # here through the JSON; the mode on stdout, in the log's first line and the JSON (--no-ckpt is
