@@ -31,7 +31,9 @@
  *   compute    per micro-batch: ids in; embed; layers 0..L-1; head (losses and, chunk by
  *              chunk, the wte and dlnf gradients); head backward; layers L-1..0 (recompute
  *              each from x[l]); embedding backward.  Gradients accumulate over micro-
- *              batches; each token's loss weighs 1/(B·T·M·N), so the sum is the mean.
+ *              batches; each token's loss weighs 1/(B·T·M·N), so the sum is the mean.  The
+ *              first micro-batch overwrites the layers' gradients (GPT_GRAD_OVERWRITE; a
+ *              ZeRO-2/3 slot every time), so only the embedding block is zeroed a step.
  *              Then: shard norms, the global norm (dp.h: the same bits at every stage),
  *              clip, lr, AdamW on this rank's shards (all of it at stage 0).
  *   grad-comm  stage 0/1: each layer's gradient block all-reduced as soon as its backward
