@@ -114,37 +114,47 @@ static void print_row(const char *kind, const char *cfg, bool chosen, size_t sme
            smem / 1024, ms, flops / (ms * 1e-3) / 1e12, rel, repeat ? "yes" : "NO");
 }
 
+/* One row: the configuration run twice (its result must repeat bit for bit), compared with
+ * the first configuration of its kind (rs), then timed.  run launches it; result / n: what it
+ * writes (zeroed first); flops: its products' causal flops. */
+template <typename E, typename F>
+static void sweep_one(const char *kind, const char *name, bool chosen, size_t smem,
+                      double flops, cudaStream_t st, row_state &rs, E *result, size_t n, F run)
+{
+    if (smem > 227 * 1024) {
+        printf("| %s | %s | %zu | - | - | - | over the 227 KiB of shared memory |\n", kind, name,
+               smem / 1024);
+        return;
+    }
+    CK(cudaMemsetAsync(result, 0, n * sizeof(E), st));
+    CK(run());
+    CK(cudaStreamSynchronize(st));
+    std::vector<E> r1 = fetch(result, n);
+    CK(run());
+    CK(cudaStreamSynchronize(st));
+    std::vector<E> r2 = fetch(result, n);
+    const bool repeat = memcmp(r1.data(), r2.data(), n * sizeof(E)) == 0;
+    if (!rs.have_ref) {
+        rs.ref.assign((unsigned char *)r1.data(), (unsigned char *)(r1.data() + n));
+        rs.have_ref = true;
+    }
+    std::vector<E> ref(n);
+    memcpy(ref.data(), rs.ref.data(), rs.ref.size());
+    const double ms = median_ms(st, 30, run);
+    print_row(kind, name, chosen, smem, ms, flops, rel_diff(r1, ref), repeat);
+}
+
+/* products of 2 hs flops per unmasked (query, key) pair: forward 2, dq 3, dk/dv 4 */
 template <typename E, int HS, typename F>
 static void sweep_forward(const shape &sh, buffers<E> &bu, cudaStream_t st, row_state &rs,
                           const char *name)
 {
-    const size_t smem = attn_forward_smem<E, HS, F>();
-    auto run = [&]() {
-        return attn_forward_launch<E, HS, F>(st, bu.out, bu.lse, bu.qkv, sh.B, sh.T, sh.C, sh.NH,
-                                             sh.scale_log2);
-    };
-    if (smem > 227 * 1024) {
-        printf("| forward | %s | %zu | - | - | - | over the 227 KiB of shared memory |\n", name,
-               smem / 1024);
-        return;
-    }
-    CK(run());
-    CK(cudaStreamSynchronize(st));
-    std::vector<E> o1 = fetch(bu.out, bu.n_tok);
-    CK(run());
-    CK(cudaStreamSynchronize(st));
-    std::vector<E> o2 = fetch(bu.out, bu.n_tok);
-    const bool repeat = memcmp(o1.data(), o2.data(), o1.size() * sizeof(E)) == 0;
-    if (!rs.have_ref) {
-        rs.ref.assign((unsigned char *)o1.data(), (unsigned char *)(o1.data() + o1.size()));
-        rs.have_ref = true;
-    }
-    std::vector<E> ref(o1.size());
-    memcpy(ref.data(), rs.ref.data(), rs.ref.size());
-    const double ms = median_ms(st, 30, run);
-    const bool chosen = std::is_same<F, typename attn_tiles<E>::fwd>::value;
-    print_row("forward", name, chosen, smem, ms, sh.pairs * 2 * 2 * (HS), rel_diff(o1, ref),
-              repeat);
+    sweep_one("forward", name, std::is_same<F, typename attn_tiles<E>::fwd>::value,
+              attn_forward_smem<E, HS, F>(), sh.pairs * 2 * 2 * HS, st, rs, bu.out, bu.n_tok,
+              [&]() {
+                  return attn_forward_launch<E, HS, F>(st, bu.out, bu.lse, bu.qkv, sh.B, sh.T,
+                                                       sh.C, sh.NH, sh.scale_log2);
+              });
 }
 
 /* dq needs lse from the forward (done once before); dk/dv needs delta from dq */
@@ -152,67 +162,24 @@ template <typename E, int HS, typename D>
 static void sweep_dq(const shape &sh, buffers<E> &bu, cudaStream_t st, row_state &rs,
                      const char *name)
 {
-    const size_t smem = attn_dq_smem<E, HS, D>();
-    auto run = [&]() {
-        return attn_dq_launch<E, HS, D>(st, bu.dqkv, bu.delta, bu.dout, bu.qkv, bu.out, bu.lse,
-                                        sh.B, sh.T, sh.C, sh.NH, sh.scale, sh.scale_log2);
-    };
-    if (smem > 227 * 1024) {
-        printf("| dq | %s | %zu | - | - | - | over the 227 KiB of shared memory |\n", name,
-               smem / 1024);
-        return;
-    }
-    CK(cudaMemsetAsync(bu.dqkv, 0, bu.n_qkv * sizeof(E), st));
-    CK(run());
-    CK(cudaStreamSynchronize(st));
-    std::vector<E> d1 = fetch(bu.dqkv, bu.n_qkv);
-    CK(run());
-    CK(cudaStreamSynchronize(st));
-    std::vector<E> d2 = fetch(bu.dqkv, bu.n_qkv);
-    const bool repeat = memcmp(d1.data(), d2.data(), d1.size() * sizeof(E)) == 0;
-    if (!rs.have_ref) {
-        rs.ref.assign((unsigned char *)d1.data(), (unsigned char *)(d1.data() + d1.size()));
-        rs.have_ref = true;
-    }
-    std::vector<E> ref(d1.size());
-    memcpy(ref.data(), rs.ref.data(), rs.ref.size());
-    const double ms = median_ms(st, 30, run);
-    const bool chosen = std::is_same<D, typename attn_tiles<E>::dq>::value;
-    print_row("dq", name, chosen, smem, ms, sh.pairs * 3 * 2 * (HS), rel_diff(d1, ref), repeat);
+    sweep_one("dq", name, std::is_same<D, typename attn_tiles<E>::dq>::value,
+              attn_dq_smem<E, HS, D>(), sh.pairs * 3 * 2 * HS, st, rs, bu.dqkv, bu.n_qkv, [&]() {
+                  return attn_dq_launch<E, HS, D>(st, bu.dqkv, bu.delta, bu.dout, bu.qkv, bu.out,
+                                                  bu.lse, sh.B, sh.T, sh.C, sh.NH, sh.scale,
+                                                  sh.scale_log2);
+              });
 }
 
 template <typename E, int HS, typename K>
 static void sweep_dkv(const shape &sh, buffers<E> &bu, cudaStream_t st, row_state &rs,
                       const char *name)
 {
-    const size_t smem = attn_dkv_smem<E, HS, K>();
-    auto run = [&]() {
-        return attn_dkv_launch<E, HS, K>(st, bu.dqkv, bu.delta, bu.dout, bu.qkv, bu.lse, sh.B,
-                                         sh.T, sh.C, sh.NH, sh.scale, sh.scale_log2);
-    };
-    if (smem > 227 * 1024) {
-        printf("| dk, dv | %s | %zu | - | - | - | over the 227 KiB of shared memory |\n", name,
-               smem / 1024);
-        return;
-    }
-    CK(cudaMemsetAsync(bu.dqkv, 0, bu.n_qkv * sizeof(E), st));
-    CK(run());
-    CK(cudaStreamSynchronize(st));
-    std::vector<E> d1 = fetch(bu.dqkv, bu.n_qkv);
-    CK(run());
-    CK(cudaStreamSynchronize(st));
-    std::vector<E> d2 = fetch(bu.dqkv, bu.n_qkv);
-    const bool repeat = memcmp(d1.data(), d2.data(), d1.size() * sizeof(E)) == 0;
-    if (!rs.have_ref) {
-        rs.ref.assign((unsigned char *)d1.data(), (unsigned char *)(d1.data() + d1.size()));
-        rs.have_ref = true;
-    }
-    std::vector<E> ref(d1.size());
-    memcpy(ref.data(), rs.ref.data(), rs.ref.size());
-    const double ms = median_ms(st, 30, run);
-    const bool chosen = std::is_same<K, typename attn_tiles<E>::dkv>::value;
-    print_row("dk, dv", name, chosen, smem, ms, sh.pairs * 4 * 2 * (HS), rel_diff(d1, ref),
-              repeat);
+    sweep_one("dk, dv", name, std::is_same<K, typename attn_tiles<E>::dkv>::value,
+              attn_dkv_smem<E, HS, K>(), sh.pairs * 4 * 2 * HS, st, rs, bu.dqkv, bu.n_qkv, [&]() {
+                  return attn_dkv_launch<E, HS, K>(st, bu.dqkv, bu.delta, bu.dout, bu.qkv, bu.lse,
+                                                   sh.B, sh.T, sh.C, sh.NH, sh.scale,
+                                                   sh.scale_log2);
+              });
 }
 
 template <typename E> static void sweep_type(const shape &sh, const char *type_name)

@@ -318,39 +318,22 @@ __global__ static void layernorm_forward_regs_kernel(T_ *out, float *mean, float
     }
 }
 
-/* The register kernel for C = 32 NPL VEC with NPL a power of two up to 16; false if none. */
-template <typename T_, int VEC, bool RES>
+/* The register kernel for C = 32 npl VEC, npl a power of two up to NPL (the first call's
+ * 16); false if none fits. */
+template <typename T_, int VEC, bool RES, int NPL = 16>
 static bool layernorm_forward_regs(cudaStream_t st, T_ *out, float *mean, float *rstd,
                                    const T_ *inp, const T_ *w, const T_ *b, int N, int C,
                                    T_ *res, const T_ *res_b)
 {
-    if (C % (32 * VEC) != 0)
-        return false;
-    const unsigned grid = row_blocks(N);
-    switch (C / (32 * VEC)) {
-    case 1:
-        layernorm_forward_regs_kernel<T_, VEC, RES, 1><<<grid, ROW_THREADS, 0, st>>>(
+    if (C == 32 * NPL * VEC) {
+        layernorm_forward_regs_kernel<T_, VEC, RES, NPL><<<row_blocks(N), ROW_THREADS, 0, st>>>(
             out, mean, rstd, inp, w, b, N, C, res, res_b);
         return true;
-    case 2:
-        layernorm_forward_regs_kernel<T_, VEC, RES, 2><<<grid, ROW_THREADS, 0, st>>>(
-            out, mean, rstd, inp, w, b, N, C, res, res_b);
-        return true;
-    case 4:
-        layernorm_forward_regs_kernel<T_, VEC, RES, 4><<<grid, ROW_THREADS, 0, st>>>(
-            out, mean, rstd, inp, w, b, N, C, res, res_b);
-        return true;
-    case 8:
-        layernorm_forward_regs_kernel<T_, VEC, RES, 8><<<grid, ROW_THREADS, 0, st>>>(
-            out, mean, rstd, inp, w, b, N, C, res, res_b);
-        return true;
-    case 16:
-        layernorm_forward_regs_kernel<T_, VEC, RES, 16><<<grid, ROW_THREADS, 0, st>>>(
-            out, mean, rstd, inp, w, b, N, C, res, res_b);
-        return true;
-    default:
-        return false;
     }
+    if constexpr (NPL > 1)
+        return layernorm_forward_regs<T_, VEC, RES, NPL / 2>(st, out, mean, rstd, inp, w, b, N, C,
+                                                             res, res_b);
+    return false;
 }
 
 template <bool RES>
