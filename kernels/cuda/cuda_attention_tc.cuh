@@ -9,8 +9,9 @@
  * so the fragments are registers).  A block of the forward and of dq is 4 warps, each owning
  * MT tiles of 16 rows (so a K or V fragment loaded from shared memory feeds MT products); a
  * block of dk/dv is WARPS warps of 16 keys sharing each streamed query tile.  The streamed
- * tiles are copied with cp.async while the previous one is used.  In bf16 the probabilities
- * (and dS) are rounded to bf16 before their products, as FlashAttention does.
+ * tiles are copied with cp.async, either before each tile is used or (PIPE, STAGES 2) while
+ * the previous one is.  In bf16 the probabilities (and dS) are rounded to bf16 before their
+ * products, as FlashAttention does.
  *
  * Every configuration is deterministic (no atomics, fixed reduction orders); the tile sizes
  * change the summation order of the online softmax and of dq (key tiles) and dk, dv (query
@@ -548,8 +549,10 @@ static __device__ __forceinline__ void head_products(float (&x)[MT][NC / 8][4],
  * dP = dO V^T (registers), P = exp2(S' - lse'), dS = P (dP - delta), dQ += dS K.
  * dq = scale * dQ.
  */
+/* (MT 1: at least three blocks an SM, i.e. <= 170 registers; left to itself the compiler
+ * takes 196 and the SM holds two) */
 template <typename E, int HS, int MT, int BK, int STAGES>
-__global__ static void __launch_bounds__(TC_THREADS, MT == 1 ? 3 : 1) /* 3: <= 170 registers */
+__global__ static void __launch_bounds__(TC_THREADS, MT == 1 ? 3 : 1)
 flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E *out,
                      const float *lse, int T, int C, int NH, float scale, float scale_log2)
 {
