@@ -5,7 +5,8 @@
 # itself), test_cuda's attention checks against the CPU, and megatron-lm l32 bf16 / TF32
 # steps with the configuration the backend uses.
 #   bash bench/attn_gpu.sh "$OUT"
-# PARTS (default "sweep test step"; "ncu" adds Nsight Compute on the sweep's first configurations), SHAPE (attn_sweep's B T C NH, default the model's).
+# PARTS (default "sweep test step"; "ncu" adds Nsight Compute on the sweep's first configurations,
+# "wgmma" the Hopper forward experiment of bench/attn_wgmma.cu against the backend's), SHAPE (attn_sweep's B T C NH, default the model's).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 parts=" ${PARTS:-sweep test step} "
@@ -17,6 +18,15 @@ if [[ $parts == *" sweep "* ]]; then
     # shellcheck disable=SC2086
     timeout 300 "$out/attn_sweep" ${SHAPE:-} | tee "$out/table.md"
     echo "sweep: $(($(date +%s) - t0)) s"
+fi
+if [[ $parts == *" wgmma "* ]]; then
+    # the wgmma forward experiment against the backend's forward (bench/attn_wgmma.cu)
+    nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels bench/attn_wgmma.cu \
+        -o "$out/attn_wgmma" >"$out/wgmma_build.txt" 2>&1 || { tail -n 30 "$out/wgmma_build.txt"; exit 1; }
+    # shellcheck disable=SC2086
+    timeout 120 "$out/attn_wgmma" ${SHAPE:-} | tee "$out/wgmma.md"
+    echo "wgmma: exit ${PIPESTATUS[0]} at $(($(date +%s) - t0)) s"
+    cp "$out/wgmma.md" "$dest/" 2>/dev/null
 fi
 if [[ $parts == *" ncu "* ]]; then
     # where each kernel's time goes: the first launch of each (the sweep's first configuration)
