@@ -13,22 +13,9 @@
  * largest magnitude (tile sizes change summation orders, so this is small, not 0), and
  * whether two launches gave the same bits.  The configuration the backend uses is marked.
  */
-#include "cuda/cuda_attention_tc.cuh"
+#include "attn_bench.cuh"
 
-#include <algorithm>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <vector>
-
-#define CK(call)                                                                             \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "attn_sweep: %s: %s\n", #call, cudaGetErrorString(e_));          \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
 
 struct shape {
     int B, T, C, NH;
@@ -42,11 +29,6 @@ template <typename E> struct buffers {
     size_t n_tok, n_qkv, n_stat;
 };
 
-static float host_uniform(unsigned long long *state)
-{
-    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((*state >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
-}
 static void to_device(float *d, const std::vector<float> &h)
 {
     CK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
@@ -58,50 +40,6 @@ static void to_device(bf16 *d, const std::vector<float> &h)
         b[i] = __float2bfloat16(h[i]);
     CK(cudaMemcpy(d, b.data(), b.size() * sizeof(bf16), cudaMemcpyHostToDevice));
 }
-static float host_f32(float x) { return x; }
-static float host_f32(bf16 x) { return __bfloat162float(x); }
-
-template <typename E> static std::vector<E> fetch(const E *d, size_t n)
-{
-    std::vector<E> h(n);
-    CK(cudaMemcpy(h.data(), d, n * sizeof(E), cudaMemcpyDeviceToHost));
-    return h;
-}
-
-/* max |a - ref| / max |ref| */
-template <typename E> static double rel_diff(const std::vector<E> &a, const std::vector<E> &ref)
-{
-    double md = 0.0, mr = 0.0;
-    for (size_t i = 0; i < a.size(); i++) {
-        const double x = host_f32(a[i]), r = host_f32(ref[i]);
-        md = std::max(md, fabs(x - r));
-        mr = std::max(mr, fabs(r));
-    }
-    return mr > 0.0 ? md / mr : md;
-}
-
-/* median ms of `reps` launches of fn, each timed by its own events */
-template <typename F> static double median_ms(cudaStream_t st, int reps, F fn)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++)
-        CK(fn());
-    std::vector<float> ms(reps);
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(a, st));
-        CK(fn());
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    std::sort(ms.begin(), ms.end());
-    return ms[reps / 2];
-}
-
 struct row_state {
     bool have_ref;
     std::vector<unsigned char> ref; /* the first configuration's result bytes */

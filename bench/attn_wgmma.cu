@@ -24,22 +24,9 @@
  * layout) and V from shared memory, MN-major (transposed).  cp.async writes shared memory
  * through the generic proxy, wgmma reads it through the async proxy: a proxy fence between.
  */
-#include "cuda/cuda_attention_tc.cuh"
+#include "attn_bench.cuh"
 
-#include <algorithm>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <vector>
-
-#define CK(call)                                                                             \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "attn_wgmma: %s: %s\n", #call, cudaGetErrorString(e_));          \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
 
 #define WG_HS 128
 #define WG_ROWS 64           /* queries a block, keys a tile */
@@ -257,44 +244,6 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
 
 /* ---- the harness ---------------------------------------------------------------------- */
 
-static float host_uniform(unsigned long long *state)
-{
-    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((*state >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
-}
-
-template <typename F> static double median_ms(cudaStream_t st, F fn)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++)
-        CK(fn());
-    std::vector<float> ms(30);
-    for (float &x : ms) {
-        CK(cudaEventRecord(a, st));
-        CK(fn());
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&x, a, b));
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-}
-
-template <typename E> static double rel_diff(const std::vector<E> &a, const std::vector<E> &ref)
-{
-    double md = 0.0, mr = 0.0;
-    for (size_t i = 0; i < a.size(); i++) {
-        const double x = (double)(float)a[i], r = (double)(float)ref[i];
-        md = std::max(md, fabs(x - r));
-        mr = std::max(mr, fabs(r));
-    }
-    return mr > 0.0 ? md / mr : md;
-}
-
 int main(int argc, char **argv)
 {
     int B = 4, T = 1024, C = 2048, NH = 16;
@@ -356,7 +305,7 @@ int main(int argc, char **argv)
     CK(cudaMemcpy(o_again.data(), out_wg, n_tok * sizeof(bf16), cudaMemcpyDeviceToHost));
     const bool repeat = memcmp(o_again.data(), o_wg.data(), n_tok * sizeof(bf16)) == 0;
 
-    const double ms_ref = median_ms(st, run_ref), ms_wg = median_ms(st, run_wg);
+    const double ms_ref = median_ms(st, 30, run_ref), ms_wg = median_ms(st, 30, run_wg);
     const double flops = (double)B * NH * T * (T + 1) / 2.0 * 2 * 2 * WG_HS;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));

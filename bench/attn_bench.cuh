@@ -1,0 +1,75 @@
+/*
+ * attn_bench.cuh — what the attention bench programs (attn_sweep.cu, attn_wgmma.cu) share: a
+ * failing CUDA call ends the program with its name, the inputs' generator, reading results
+ * back, comparing them, and timing a launch.
+ */
+#ifndef AEBENCH_ATTN_BENCH_CUH
+#define AEBENCH_ATTN_BENCH_CUH
+
+#include "cuda/cuda_attention_tc.cuh"
+
+#include <algorithm>
+#include <stdio.h>
+#include <stdlib.h>
+#include <vector>
+
+#define CK(call)                                                                             \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s: %s: %s\n", __FILE__, #call, cudaGetErrorString(e_));        \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+/* uniform in [-1, 1), a fixed LCG: the same inputs on every machine */
+static float host_uniform(unsigned long long *state)
+{
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*state >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+}
+static float host_f32(float x) { return x; }
+static float host_f32(bf16 x) { return __bfloat162float(x); }
+
+template <typename E> static std::vector<E> fetch(const E *d, size_t n)
+{
+    std::vector<E> h(n);
+    CK(cudaMemcpy(h.data(), d, n * sizeof(E), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* max |a - ref| / max |ref| */
+template <typename E> static double rel_diff(const std::vector<E> &a, const std::vector<E> &ref)
+{
+    double md = 0.0, mr = 0.0;
+    for (size_t i = 0; i < a.size(); i++) {
+        const double x = host_f32(a[i]), r = host_f32(ref[i]);
+        md = std::max(md, fabs(x - r));
+        mr = std::max(mr, fabs(r));
+    }
+    return mr > 0.0 ? md / mr : md;
+}
+
+/* median ms of `reps` launches of fn (after 3 untimed), each timed by its own events */
+template <typename F> static double median_ms(cudaStream_t st, int reps, F fn)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++)
+        CK(fn());
+    std::vector<float> ms(reps);
+    for (int i = 0; i < reps; i++) {
+        CK(cudaEventRecord(a, st));
+        CK(fn());
+        CK(cudaEventRecord(b, st));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    std::sort(ms.begin(), ms.end());
+    return ms[reps / 2];
+}
+
+#endif
