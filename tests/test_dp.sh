@@ -34,8 +34,19 @@ dp_run() {
 }
 
 # The per-iteration losses of a run, one per line, exactly as the JSON holds them
-# (aebench writes every number so that it reads back to the same bits: report_json_text).
-dp_losses() { grep -h '"loss"' "$DP_WORK/$1"/results/*.json | sed 's/.*:[[:space:]]*//; s/,$//'; }
+# (aebench writes every number so that it reads back to the same bits: report_json_text), in
+# the order of the iterations: a job relaunched by --ranks leaves one JSON per launch, and
+# their names need not sort in launch order (two launches in one second: the second is
+# NAME.EPOCH-1.json, which sorts before NAME.EPOCH.json), so the files go by their first
+# iteration.
+dp_losses() {
+    local f
+    for f in "$DP_WORK/$1"/results/*.json; do
+        printf '%s %s\n' "$(grep -m1 -o '"iteration":[[:space:]]*[0-9]*' "$f" | grep -o '[0-9]*$')" "$f"
+    done | sort -n -k1,1 | while read -r _ f; do
+        grep -h '"loss"' "$f" | sed 's/.*:[[:space:]]*//; s/,$//'
+    done
+}
 
 # dp_same WHAT A B: losses and final parameters of runs A and B equal bit for bit.
 dp_same() {
