@@ -278,16 +278,13 @@ int main(int argc, char **argv)
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
     const size_t smem = 3 * WG_TILE_BYTES + 1024;
-    CK(cudaFuncSetAttribute(flash_forward_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            (int)smem));
-    const dim3 grid((unsigned)((T + WG_ROWS - 1) / WG_ROWS), (unsigned)(B * NH));
     auto run_ref = [&]() {
         return attn_forward_launch<bf16, WG_HS, attn_tiles<bf16>::fwd>(
             st, out_ref, lse_ref, qkv, B, T, C, NH, scale_log2);
     };
     auto run_wg = [&]() {
-        flash_forward_wgmma<<<grid, 128, smem, st>>>(out_wg, lse_wg, qkv, T, C, NH, scale_log2);
-        return cudaGetLastError();
+        return launch_with_smem(flash_forward_wgmma, attn_grid(B, T, NH, WG_ROWS), 128, smem, st,
+                                out_wg, lse_wg, qkv, T, C, NH, scale_log2);
     };
     CK(run_ref());
     CK(run_wg());

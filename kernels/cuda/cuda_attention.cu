@@ -304,15 +304,6 @@ static bool use_tensor_cores(const gpt_stream *s, int hs, int C, const void *qkv
     return aligned16(qkv) && (dout == NULL || aligned16(dout)) && (C * esize) % 16 == 0;
 }
 
-/* Dynamic shared memory above 48 KiB needs an opt-in per kernel; set it before launch. */
-template <typename K>
-static void allow_smem(gpt_stream *s, K kernel, size_t bytes)
-{
-    if (bytes > 48 * 1024)
-        OP_CHECK_CUDA(s, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              (int)bytes));
-}
-
 template <typename E, int HS>
 static void forward_tc(gpt_stream *s, E *out, float *lse, const E *qkv, int B, int T, int C,
                        int NH, float scale_log2)
@@ -338,11 +329,9 @@ static void forward_simt(gpt_stream *s, E *out, float *lse, const E *qkv, int B,
                          int NH, float scale_log2)
 {
     const size_t smem = 2 * (size_t)SIMT_TILE * simt_row<DPT>::RS * sizeof(float);
-    allow_smem(s, flash_forward_simt<E, DPT>, smem);
-    const dim3 grid((unsigned)((T + SIMT_ROWS - 1) / SIMT_ROWS), (unsigned)(B * NH));
-    flash_forward_simt<E, DPT><<<grid, 128, smem, cu_stream(s)->stream>>>(out, lse, qkv, T, C,
-                                                                          NH, scale_log2);
-    OP_CHECK_LAUNCH(s);
+    OP_CHECK_CUDA(s, launch_with_smem(flash_forward_simt<E, DPT>, attn_grid(B, T, NH, SIMT_ROWS),
+                                      128, smem, cu_stream(s)->stream, out, lse, qkv, T, C, NH,
+                                      scale_log2));
 }
 
 template <typename E, int DPT>
@@ -350,17 +339,14 @@ static void backward_simt(gpt_stream *s, E *dqkv, float *delta, const E *dout, c
                           const E *out, const float *lse, int B, int T, int C, int NH,
                           float scale, float scale_log2)
 {
-    const dim3 grid((unsigned)((T + SIMT_ROWS - 1) / SIMT_ROWS), (unsigned)(B * NH));
+    cudaStream_t st = cu_stream(s)->stream;
+    const dim3 grid = attn_grid(B, T, NH, SIMT_ROWS);
     const size_t smem_dq = 2 * (size_t)SIMT_TILE * simt_row<DPT>::RS * sizeof(float);
-    allow_smem(s, flash_backward_dq_simt<E, DPT>, smem_dq);
-    flash_backward_dq_simt<E, DPT><<<grid, 128, smem_dq, cu_stream(s)->stream>>>(
-        dqkv, delta, dout, qkv, out, lse, T, C, NH, scale, scale_log2);
-    OP_CHECK_LAUNCH(s);
+    OP_CHECK_CUDA(s, launch_with_smem(flash_backward_dq_simt<E, DPT>, grid, 128, smem_dq, st, dqkv,
+                                      delta, dout, qkv, out, lse, T, C, NH, scale, scale_log2));
     const size_t smem_dkv = smem_dq + 2 * SIMT_TILE * sizeof(float);
-    allow_smem(s, flash_backward_dkv_simt<E, DPT>, smem_dkv);
-    flash_backward_dkv_simt<E, DPT><<<grid, 128, smem_dkv, cu_stream(s)->stream>>>(
-        dqkv, delta, dout, qkv, lse, T, C, NH, scale, scale_log2);
-    OP_CHECK_LAUNCH(s);
+    OP_CHECK_CUDA(s, launch_with_smem(flash_backward_dkv_simt<E, DPT>, grid, 128, smem_dkv, st,
+                                      dqkv, delta, dout, qkv, lse, T, C, NH, scale, scale_log2));
 }
 
 /* Picks the smallest SIMT instantiation that holds hs in registers. */

@@ -831,12 +831,21 @@ template <int WARPS_, int BQ_, int STAGES_> struct dkv_tiles {
     static constexpr int WARPS = WARPS_, BQ = BQ_, STAGES = STAGES_;
 };
 
-/* Dynamic shared memory above 48 KiB needs an opt-in per kernel. */
-template <typename K> static cudaError_t smem_opt_in(K kernel, size_t bytes)
+/* Launches kernel with `smem` bytes of dynamic shared memory (above 48 KiB a kernel must opt
+ * in first) and returns the launch's error.  Every attention launcher goes through it, the
+ * SIMT ones of cuda_attention.cu too. */
+template <typename... Params, typename... Args>
+static cudaError_t launch_with_smem(void (*kernel)(Params...), dim3 grid, int threads,
+                                    size_t smem, cudaStream_t st, Args... args)
 {
-    if (bytes <= 48 * 1024)
-        return cudaSuccess;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (smem > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return e;
+    }
+    kernel<<<grid, threads, smem, st>>>(args...);
+    return cudaGetLastError();
 }
 
 template <typename E, int HS, typename F> static size_t attn_forward_smem()
@@ -854,19 +863,20 @@ template <typename E, int HS, typename K> static size_t attn_dkv_smem()
            (size_t)K::STAGES * 2 * K::BQ * sizeof(float);
 }
 
+/* Grid (ceil(T / rows a block), B NH) for blocks of `rows` queries or keys. */
+static inline dim3 attn_grid(int B, int T, int NH, int rows)
+{
+    return dim3((unsigned)((T + rows - 1) / rows), (unsigned)(B * NH));
+}
+
 template <typename E, int HS, typename F>
 static cudaError_t attn_forward_launch(cudaStream_t st, E *out, float *lse, const E *qkv, int B,
                                        int T, int C, int NH, float scale_log2)
 {
-    const size_t smem = attn_forward_smem<E, HS, F>();
-    cudaError_t e = smem_opt_in(flash_forward_tc<E, HS, F::MT, F::BK, F::PIPE>, smem);
-    if (e != cudaSuccess)
-        return e;
-    const int BQ = 64 * F::MT;
-    const dim3 grid((unsigned)((T + BQ - 1) / BQ), (unsigned)(B * NH));
-    flash_forward_tc<E, HS, F::MT, F::BK, F::PIPE><<<grid, TC_THREADS, smem, st>>>(out, lse, qkv, T, C, NH,
-                                                                         scale_log2);
-    return cudaGetLastError();
+    return launch_with_smem(flash_forward_tc<E, HS, F::MT, F::BK, F::PIPE>,
+                            attn_grid(B, T, NH, 64 * F::MT), TC_THREADS,
+                            attn_forward_smem<E, HS, F>(), st, out, lse, qkv, T, C, NH,
+                            scale_log2);
 }
 
 /* dq (which also stores delta) first, then dk, dv (which read delta) */
@@ -875,30 +885,20 @@ static cudaError_t attn_dq_launch(cudaStream_t st, E *dqkv, float *delta, const 
                                   const E *qkv, const E *out, const float *lse, int B, int T,
                                   int C, int NH, float scale, float scale_log2)
 {
-    const size_t smem = attn_dq_smem<E, HS, D>();
-    cudaError_t e = smem_opt_in(flash_backward_dq_tc<E, HS, D::MT, D::BK, D::STAGES>, smem);
-    if (e != cudaSuccess)
-        return e;
-    const int BQ = 64 * D::MT;
-    const dim3 grid((unsigned)((T + BQ - 1) / BQ), (unsigned)(B * NH));
-    flash_backward_dq_tc<E, HS, D::MT, D::BK, D::STAGES><<<grid, TC_THREADS, smem, st>>>(
-        dqkv, delta, dout, qkv, out, lse, T, C, NH, scale, scale_log2);
-    return cudaGetLastError();
+    return launch_with_smem(flash_backward_dq_tc<E, HS, D::MT, D::BK, D::STAGES>,
+                            attn_grid(B, T, NH, 64 * D::MT), TC_THREADS,
+                            attn_dq_smem<E, HS, D>(), st, dqkv, delta, dout, qkv, out, lse, T, C,
+                            NH, scale, scale_log2);
 }
 template <typename E, int HS, typename K>
 static cudaError_t attn_dkv_launch(cudaStream_t st, E *dqkv, const float *delta, const E *dout,
                                    const E *qkv, const float *lse, int B, int T, int C, int NH,
                                    float scale, float scale_log2)
 {
-    const size_t smem = attn_dkv_smem<E, HS, K>();
-    cudaError_t e = smem_opt_in(flash_backward_dkv_tc<E, HS, K::WARPS, K::BQ, K::STAGES>, smem);
-    if (e != cudaSuccess)
-        return e;
-    const int BK = 16 * K::WARPS;
-    const dim3 grid((unsigned)((T + BK - 1) / BK), (unsigned)(B * NH));
-    flash_backward_dkv_tc<E, HS, K::WARPS, K::BQ, K::STAGES><<<grid, 32 * K::WARPS, smem, st>>>(
-        dqkv, delta, dout, qkv, lse, T, C, NH, scale, scale_log2);
-    return cudaGetLastError();
+    return launch_with_smem(flash_backward_dkv_tc<E, HS, K::WARPS, K::BQ, K::STAGES>,
+                            attn_grid(B, T, NH, 16 * K::WARPS), 32 * K::WARPS,
+                            attn_dkv_smem<E, HS, K>(), st, dqkv, delta, dout, qkv, lse, T, C, NH,
+                            scale, scale_log2);
 }
 
 /* The configuration the op entry points use, per element type: the fastest of
