@@ -60,7 +60,7 @@ CMD_LIB_SRCS := cmd/cli.c cmd/hostfile.c cmd/data.c cmd/report.c cmd/run.c cmd/c
 ifeq ($(CUDA),1)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
   NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -Wall,-Wextra \
-               -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 \
+               -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
                -gencode arch=compute_90,code=compute_90
   CUDA_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.o)
   LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart \

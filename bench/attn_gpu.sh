@@ -6,7 +6,7 @@
 # steps with the configuration the backend uses.
 #   bash bench/attn_gpu.sh "$OUT"
 # PARTS (default "sweep test step"; "ncu" adds Nsight Compute on the sweep's first configurations,
-# "wgmma" the Hopper forward experiment of bench/attn_wgmma.cu against the backend's), SHAPE (attn_sweep's B T C NH, default the model's).
+# "wgmma" bench/attn_wgmma.cu: the wgmma kernels against the mma.sync ones), SHAPE (attn_sweep's B T C NH, default the model's).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 parts=" ${PARTS:-sweep test step} "
@@ -20,7 +20,7 @@ if [[ $parts == *" sweep "* ]]; then
     echo "sweep: $(($(date +%s) - t0)) s"
 fi
 if [[ $parts == *" wgmma "* ]]; then
-    # the wgmma forward experiment against the backend's forward (bench/attn_wgmma.cu)
+    # the wgmma kernels against the backend's mma.sync ones (bench/attn_wgmma.cu)
     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels bench/attn_wgmma.cu \
         -o "$out/attn_wgmma" >"$out/wgmma_build.txt" 2>&1 || { tail -n 30 "$out/wgmma_build.txt"; exit 1; }
     # shellcheck disable=SC2086
@@ -63,6 +63,8 @@ fi
 if [[ $parts == *" step "* ]]; then
     shape=(--device cuda -l 32 -h 2048 --heads 16 --seq 1024 -b 4 --iters 6 --log-interval 6)
     bench_run megatron_bf16 -m megatron-lm --dtype bf16
+    # the same with the mma.sync attention kernels (where the device has wgmma)
+    AEBENCH_ATTENTION=mma bench_run megatron_bf16_mma -m megatron-lm --dtype bf16
     bench_run megatron_bf16_profile -m megatron-lm --dtype bf16 --profile
     bench_run megatron_tf32 -m megatron-lm --math tf32
     bench_run megatron_tf32_profile -m megatron-lm --math tf32 --profile

@@ -12,6 +12,8 @@
  *    activation-typed tensors (gpt.h: every void * argument) are bf16 on the GPU, and the
  *    CPU reference runs on the same values (each input rounded to bf16 once, on the host,
  *    before both backends see it); fp32-typed tensors (gradients, statistics) stay fp32.
+ *  - the attention's wgmma kernels (Hopper, bf16, head size 128) equal to its mma.sync ones
+ *    bit for bit;
  *  - the encoder's backward equal to the CPU's bit for bit (no atomics: the same additions
  *    in the same order);
  *  - the megatron-lm engine for 20 iterations on CPU and on CUDA in strict fp32: the
@@ -460,6 +462,133 @@ static void check_attention(pair *p, int T)
     check_attention_shape(p, T + 37, 2 * C_, 2); /* T not a multiple of any tile */
     check_attention_shape(p, 4 * T + 5, 2 * C_, 2); /* several key / query tiles in flight */
     check_attention_shape(p, T - 5, 96, 4);   /* hs 24: no tensor-core instantiation */
+}
+
+/* ---- the attention's two tensor-core implementations ------------------------------------ */
+
+/* n random bf16 values (normal, std 1) */
+static uint16_t *bf16_random(uint64_t seed, size_t n)
+{
+    uint16_t *h = malloc(n * sizeof *h);
+    assert_non_null(h);
+    rng r = rng_for(seed, 23, 29);
+    for (size_t i = 0; i < n; i++) h[i] = gpt_f32_to_bf16((float)rng_normal(&r));
+    return h;
+}
+
+/* bytes of device memory set to 0xff (NaN as bf16 and as fp32) */
+static void dev_poison(gpt_stream *s, void *d, size_t bytes)
+{
+    unsigned char *h = malloc(bytes);
+    assert_non_null(h);
+    memset(h, 0xff, bytes);
+    assert_int_equal(gpt_memcpy_h2d(s, d, h, bytes), 0);
+    assert_int_equal(gpt_stream_sync(s), 0); /* before h goes */
+    free(h);
+}
+
+/* One backend's attention, forward then backward on its own forward's out and lse; every
+ * output starts as NaN bits (0xff), so an element left unwritten shows. */
+typedef struct attn_run {
+    void *qkv, *dout, *out, *dqkv;
+    float *lse, *delta;
+} attn_run;
+
+static void attn_run_once(gpt_backend *be, gpt_stream *s, attn_run *r, const uint16_t *qkv,
+                          const uint16_t *dout, int T, int C, int NH)
+{
+    const size_t N = (size_t)B_ * T, rows = (size_t)B_ * NH * T;
+    assert_int_equal(be->ops->dev_alloc(be, &r->qkv, N * 3 * C * 2), 0);
+    assert_int_equal(be->ops->dev_alloc(be, &r->dout, N * C * 2), 0);
+    assert_int_equal(be->ops->dev_alloc(be, &r->out, N * C * 2), 0);
+    assert_int_equal(be->ops->dev_alloc(be, &r->dqkv, N * 3 * C * 2), 0);
+    assert_int_equal(be->ops->dev_alloc(be, (void **)&r->lse, rows * sizeof(float)), 0);
+    assert_int_equal(be->ops->dev_alloc(be, (void **)&r->delta, rows * sizeof(float)), 0);
+    assert_int_equal(gpt_memcpy_h2d(s, r->qkv, qkv, N * 3 * C * 2), 0);
+    assert_int_equal(gpt_memcpy_h2d(s, r->dout, dout, N * C * 2), 0);
+    dev_poison(s, r->out, N * C * 2);
+    dev_poison(s, r->dqkv, N * 3 * C * 2);
+    dev_poison(s, r->lse, rows * sizeof(float));
+    dev_poison(s, r->delta, rows * sizeof(float));
+    gpt_attention_forward(s, r->out, r->lse, r->qkv, B_, T, C, NH);
+    gpt_attention_backward(s, r->dqkv, r->delta, r->dout, r->qkv, r->out, r->lse, B_, T, C, NH);
+    assert_int_equal(gpt_stream_sync(s), 0);
+}
+
+static void attn_run_free(gpt_backend *be, attn_run *r)
+{
+    void *all[] = {r->qkv, r->dout, r->out, r->dqkv, r->lse, r->delta};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->ops->dev_free(be, all[i]);
+}
+
+/* bytes of a and b (device) that differ, as elements of esize bytes */
+static size_t elements_differing(gpt_stream *sa, const void *a, gpt_stream *sb, const void *b,
+                                 size_t n, size_t esize)
+{
+    unsigned char *ha = malloc(n * esize), *hb = malloc(n * esize);
+    assert_non_null(ha);
+    assert_non_null(hb);
+    assert_int_equal(gpt_memcpy_d2h(sa, ha, a, n * esize), 0);
+    assert_int_equal(gpt_memcpy_d2h(sb, hb, b, n * esize), 0);
+    assert_int_equal(gpt_stream_sync(sa), 0);
+    assert_int_equal(gpt_stream_sync(sb), 0);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += memcmp(ha + i * esize, hb + i * esize, esize) != 0;
+    free(ha);
+    free(hb);
+    return differ;
+}
+
+/* The wgmma kernels (bf16, head size 128, a device running the sm_90a build: the default
+ * backend's description says "attention on wgmma") against the mma.sync kernels
+ * (AEBENCH_ATTENTION=mma) on the same inputs: out, lse, dqkv and delta equal bit for bit
+ * (cuda_attention_wgmma.cuh says why they must be), on shapes of one tile, of partial tiles
+ * and of many.  Where the device has no wgmma both backends run mma.sync: the line says so. */
+static void test_attention_wgmma_vs_mma(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    gpt_backend *be[2];
+    gpt_stream *st[2];
+    assert_int_equal(gpt_cuda_backend_create_dtype(&be[0], 0, 0, GPT_BF16), 0);
+    assert_int_equal(setenv("AEBENCH_ATTENTION", "mma", 1), 0);
+    const int made = gpt_cuda_backend_create_dtype(&be[1], 0, 0, GPT_BF16);
+    assert_int_equal(unsetenv("AEBENCH_ATTENTION"), 0);
+    assert_int_equal(made, 0);
+    char desc[2][400];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(be[k]->ops->stream_create(be[k], &st[k]), 0);
+        be[k]->ops->describe(be[k], desc[k], sizeof desc[k]);
+    }
+    const int wgmma = strstr(desc[0], "attention on wgmma") != NULL;
+    assert_null(strstr(desc[1], "wgmma")); /* AEBENCH_ATTENTION=mma is obeyed */
+    const int C = 2 * C_, NH = 2; /* head size 128 */
+    static const int Ts[] = {64, 101, 261, 1029};
+    for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) {
+        const int T = Ts[i];
+        const size_t N = (size_t)B_ * T, rows = (size_t)B_ * NH * T;
+        uint16_t *qkv = bf16_random(4000 + i, N * 3 * C), *dout = bf16_random(5000 + i, N * C);
+        attn_run r[2];
+        for (int k = 0; k < 2; k++) attn_run_once(be[k], st[k], &r[k], qkv, dout, T, C, NH);
+        const size_t d_out = elements_differing(st[0], r[0].out, st[1], r[1].out, N * C, 2);
+        const size_t d_lse = elements_differing(st[0], r[0].lse, st[1], r[1].lse, rows, 4);
+        const size_t d_dqkv = elements_differing(st[0], r[0].dqkv, st[1], r[1].dqkv, N * 3 * C, 2);
+        const size_t d_delta = elements_differing(st[0], r[0].delta, st[1], r[1].delta, rows, 4);
+        printf("attention %s vs mma.sync bf16 hs=128 T=%d: differing out %zu, lse %zu, dqkv %zu, "
+               "delta %zu\n", wgmma ? "wgmma" : "mma.sync (no wgmma on this device)", T, d_out,
+               d_lse, d_dqkv, d_delta);
+        assert_int_equal(d_out, 0);
+        assert_int_equal(d_lse, 0);
+        assert_int_equal(d_dqkv, 0);
+        assert_int_equal(d_delta, 0);
+        for (int k = 0; k < 2; k++) attn_run_free(be[k], &r[k]);
+        free(qkv);
+        free(dout);
+    }
+    for (int k = 0; k < 2; k++) {
+        be[k]->ops->stream_destroy(st[k]);
+        gpt_cuda_backend_destroy(be[k]);
+    }
 }
 
 static void check_elementwise(pair *p, int T)
@@ -1251,6 +1380,7 @@ int main(void)
         cmocka_unit_test(test_ops_fp32),
         cmocka_unit_test(test_ops_tf32),
         cmocka_unit_test(test_ops_bf16),
+        cmocka_unit_test(test_attention_wgmma_vs_mma),
         cmocka_unit_test(test_engine_cpu_vs_cuda),
         cmocka_unit_test(test_engine_bf16_vs_cpu),
         cmocka_unit_test(test_offload_engines_cuda_vs_cpu),

@@ -9,8 +9,11 @@
  * [ q | k | v ], head h owning columns h*hs .. (h+1)*hs-1 of each, hs = C/NH; out and
  * dout are (B,T,C), lse and delta (B,NH,T).
  *
- * Two implementations of the same three kernels (forward; backward dq; backward dk, dv):
+ * Three implementations of the same three kernels (forward; backward dq; backward dk, dv):
  *
+ *  - Hopper warpgroup MMA (wgmma, sm_90a; cuda_attention_wgmma.cuh): bf16, head size 128, on a
+ *    device that runs the sm_90a build (cu_attention_wgmma_available); the operands stay in
+ *    shared memory.  The same results as the mma.sync kernels, bit for bit.
  *  - tensor cores (mma.sync, sm_80+; cuda_attention_tc.cuh): TF32 for fp32 storage when TF32
  *    is allowed, bf16 for the bf16 backend; head sizes 32, 64, 128.  Blocks of 4 warps owning
  *    16 or 32 rows each (the forward, dq) or of 4-8 warps of 16 keys (dk, dv); the other
@@ -27,7 +30,7 @@
  * Causality: tiles entirely above the diagonal are never visited; a block of queries only
  * walks keys up to its last query, and query blocks are scheduled longest first.
  */
-#include "cuda_attention_tc.cuh"
+#include "cuda_attention_wgmma.cuh"
 
 /* ======================================================================================
  * SIMT fp32 kernels (strict fp32, and head sizes without a tensor-core instantiation).
@@ -324,6 +327,26 @@ static void backward_tc(gpt_stream *s, E *dqkv, float *delta, const E *dout, con
                          st, dqkv, delta, dout, qkv, lse, B, T, C, NH, scale, scale_log2)));
 }
 
+/* The wgmma kernels: chosen at the backend's creation (cuda_backend.cu), bf16, their head
+ * size, and the same alignment as the mma.sync kernels. */
+static bool use_wgmma(const gpt_stream *s, int hs, int C, const void *qkv, const void *dout)
+{
+    return cu_backend(s)->attn_wgmma && cu_is_bf16(s) && hs == WG_HS &&
+           use_tensor_cores(s, hs, C, qkv, dout);
+}
+
+int cu_attention_wgmma_available(void)
+{
+    int *has_d = NULL, has = 0;
+    if (CUDA_FAILED(cudaMalloc(&has_d, sizeof(int))))
+        return 0;
+    wgmma_probe<<<1, 1>>>(has_d);
+    const bool ok = !CUDA_FAILED(cudaGetLastError()) &&
+                    !CUDA_FAILED(cudaMemcpy(&has, has_d, sizeof(int), cudaMemcpyDeviceToHost));
+    (void)CUDA_FAILED(cudaFree(has_d));
+    return ok && has == 1;
+}
+
 template <typename E, int DPT>
 static void forward_simt(gpt_stream *s, E *out, float *lse, const E *qkv, int B, int T, int C,
                          int NH, float scale_log2)
@@ -398,7 +421,10 @@ void cu_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv,
     if (!head_size_ok(s, hs))
         return;
     const float scale_log2 = LOG2E_F / sqrtf((float)hs);
-    if (use_tensor_cores(s, hs, C, qkv, NULL))
+    if (use_wgmma(s, hs, C, qkv, NULL))
+        OP_CHECK_CUDA(s, attn_wgmma_forward_launch(cu_stream(s)->stream, (bf16 *)out, lse,
+                                                   (const bf16 *)qkv, B, T, C, NH, scale_log2));
+    else if (use_tensor_cores(s, hs, C, qkv, NULL))
         CU_DISPATCH(s, E, HS_DISPATCH(hs, HS,
                                       forward_tc<E, HS>(s, (E *)out, lse, (const E *)qkv, B, T,
                                                         C, NH, scale_log2)));
@@ -416,7 +442,15 @@ void cu_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *
     if (!head_size_ok(s, hs))
         return;
     const float scale = 1.0f / sqrtf((float)hs), scale_log2 = scale * LOG2E_F;
-    if (use_tensor_cores(s, hs, C, qkv, dout))
+    if (use_wgmma(s, hs, C, qkv, dout)) {
+        cudaStream_t st = cu_stream(s)->stream;
+        OP_CHECK_CUDA(s, attn_wgmma_dq_launch(st, (bf16 *)dqkv, delta, (const bf16 *)dout,
+                                              (const bf16 *)qkv, (const bf16 *)out, lse, B, T, C,
+                                              NH, scale, scale_log2));
+        OP_CHECK_CUDA(s, attn_wgmma_dkv_launch(st, (bf16 *)dqkv, delta, (const bf16 *)dout,
+                                               (const bf16 *)qkv, lse, B, T, C, NH, scale,
+                                               scale_log2));
+    } else if (use_tensor_cores(s, hs, C, qkv, dout))
         CU_DISPATCH(s, E, HS_DISPATCH(hs, HS,
                                       backward_tc<E, HS>(s, (E *)dqkv, delta, (const E *)dout,
                                                          (const E *)qkv, (const E *)out, lse, B,

@@ -22,6 +22,11 @@
  * slower than the GEMM plus a GELU pass.  AEBENCH_GELU_EPILOGUE = off | fwd | both overrides
  * it for such measurements; DGELU is never used in strict fp32 (its derivative is 1.2e-5 off
  * the reference's, above the strict tolerance).
+ *
+ * Attention kernels: on a device that runs the sm_90a build (Hopper), bf16 with head size 128
+ * uses the wgmma kernels (cuda_attention_wgmma.cuh), bit for bit the mma.sync kernels'
+ * results and faster (bench/results/2026-11-27b-h100-wgmma); AEBENCH_ATTENTION=mma keeps the
+ * mma.sync kernels, for comparing the two (test_cuda does).
  */
 #include "cuda_common.cuh"
 #include "../host_pages.h"
@@ -442,8 +447,6 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
     impl->device = device;
     impl->allow_tf32 = allow_tf32 != 0;
     impl->smem_per_block_optin = (int)prop.sharedMemPerBlockOptin;
-    snprintf(impl->desc, sizeof impl->desc, "%s (sm_%d%d, %d SMs)", prop.name, prop.major,
-             prop.minor, prop.multiProcessorCount);
     const char *gelu = getenv("AEBENCH_GELU_EPILOGUE");
     if (gelu == NULL) {
         impl->gelu_fwd_epilogue = impl->gelu_bwd_epilogue = dtype == GPT_BF16;
@@ -455,6 +458,14 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
         impl->gelu_bwd_epilogue = strcmp(gelu, "both") == 0 &&
                                   (dtype == GPT_BF16 || impl->allow_tf32);
     }
+    const char *attn = getenv("AEBENCH_ATTENTION");
+    if (attn != NULL && strcmp(attn, "mma") != 0 && strcmp(attn, "auto") != 0)
+        fprintf(stderr, "aebench: AEBENCH_ATTENTION=%s is not auto or mma: auto\n", attn);
+    impl->attn_wgmma = (attn == NULL || strcmp(attn, "mma") != 0) && prop.major == 9 &&
+                       cu_attention_wgmma_available();
+    snprintf(impl->desc, sizeof impl->desc, "%s (sm_%d%d, %d SMs%s)", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount,
+             impl->attn_wgmma && dtype == GPT_BF16 ? ", attention on wgmma" : "");
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->impl = impl;

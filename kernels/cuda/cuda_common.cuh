@@ -83,6 +83,9 @@ typedef struct cuda_backend_impl {
     int smem_per_block_optin; /* the most dynamic shared memory one block may opt in to */
     /* run the MLP's GELU / GELU-derivative in the GEMM epilogue (AEBENCH_GELU_EPILOGUE) */
     int gelu_fwd_epilogue, gelu_bwd_epilogue;
+    /* the attention's bf16 head-size-128 kernels on wgmma (cuda_attention_wgmma.cuh): the
+     * device runs the sm_90a build, and AEBENCH_ATTENTION is not "mma" */
+    int attn_wgmma;
     char desc[320];
 } cuda_backend_impl;
 
@@ -182,6 +185,8 @@ void cu_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
 void cu_lt_plans_destroy(cuda_stream_impl *st);
 
 /* cuda_attention.cu */
+/* 1 when the current device runs this build's sm_90a code (wgmma) */
+int cu_attention_wgmma_available(void);
 void cu_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B,
                           int T, int C, int NH);
 void cu_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *dout,

@@ -1,0 +1,552 @@
+/*
+ * cuda_attention_wgmma.cuh — the causal attention's three kernels (forward; backward dq;
+ * backward dk, dv) on Hopper's warpgroup MMA (wgmma, sm_90a), bf16 with head size 128: the
+ * l32 model's shape.  Same algorithm, layout and results as the mma.sync kernels of
+ * cuda_attention_tc.cuh (cuda_attention.cu says what they compute); what changes is where the
+ * products read their operands.  mma.sync needs every operand in registers, loaded from shared
+ * memory by ldmatrix, and Nsight Compute found those loads and their latency binding the
+ * mma.sync kernels (bench/results/2026-11-27-h100-attention).  wgmma reads the shared-memory
+ * operands itself, through descriptors, for a whole warpgroup (4 warps) at once.
+ *
+ * Why the results are the mma.sync kernels' bit for bit: both accumulate every product in k
+ * steps of 16 into fp32 registers, in the same order (the head dimension from 0; keys, or
+ * queries, tile after tile from the first), and round P and dS to bf16 the same way; the
+ * mma.sync kernels' smaller tiles only cut the same sequence of k steps elsewhere.
+ * bench/attn_wgmma.cu and test_cuda check it.
+ *
+ * A block is one warpgroup (128 threads) and 64 rows (queries: forward, dq; keys: dk/dv);
+ * warp w owns rows 16w..16w+15, and an accumulator of m64nN is, per warp, mma.sync's m16n8
+ * layout repeated over N / 8 columns: acc[4j + e] is (row g + 8 (e / 2), column 8j + 2t + e % 2),
+ * g = lane / 4, t = lane % 4.  That is also the layout of an A operand in registers, so P and
+ * dS go from accumulator to operand without shared memory (as in the mma.sync kernels).
+ *
+ * Shared memory: 64 x 128 bf16 tiles (16 KiB), each two 64 x 64 halves (the head dimension
+ * split at 64) in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)),
+ * 1024-byte aligned, copied by cp.async (generic proxy) and read by wgmma (async proxy): a
+ * proxy fence between.  The products, all bf16 in, fp32 accumulation:
+ *   X Y^T   (S = Q K^T; dP = dO V^T; S^T = K Q^T; dP^T = V dO^T): m64n64k16, both operands
+ *           K-major from shared memory (8 steps over the head dimension);
+ *   P Y     (O += P V; dQ += dS K; dV += P^T dO; dK += dS^T Q): m64n128k16, P from registers,
+ *           Y from shared memory MN-major (its rows are the k dimension: transposed; 4 steps
+ *           over the 64 keys or queries).
+ * Each block copies its tiles, waits, multiplies, waits: no copy runs under the arithmetic.
+ * Up to three blocks an SM (shared memory, registers) overlap one another's copies instead.
+ *
+ * Compiled only for sm_90a (the `a` features: wgmma): every other device pass compiles the
+ * kernels to a trap, and cu_attention_wgmma_available() (cuda_attention.cu) asks the device
+ * which build it runs before the backend chooses them.
+ */
+#ifndef AEBENCH_CUDA_ATTENTION_WGMMA_CUH
+#define AEBENCH_CUDA_ATTENTION_WGMMA_CUH
+
+#include "cuda_attention_tc.cuh"
+
+/* 1 where wgmma exists: sm_90a device passes, and the host pass (which sees the kernels'
+ * signatures only) */
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_HAVE_WGMMA 0
+#else
+#define WG_HAVE_WGMMA 1
+#endif
+
+#define WG_HS 128            /* head size */
+#define WG_ROWS 64           /* rows a block, rows a streamed tile */
+#define WG_THREADS 128       /* one warpgroup */
+#define WG_HALF_BYTES 8192   /* one 64 x 64 bf16 half tile */
+#define WG_TILE_BYTES 16384  /* a 64 x 128 tile */
+#define WG_STEP_BYTES 2048   /* 16 rows of a half: one k step of an MN-major operand */
+
+/* dynamic shared memory of each kernel: its tiles and the slack to align them to 1024 */
+#define WG_FWD_SMEM (3 * WG_TILE_BYTES + 1024)
+#define WG_BWD_SMEM (4 * WG_TILE_BYTES + 1024)
+
+#if WG_HAVE_WGMMA
+
+/* ---- shared memory: the swizzled tiles ---------------------------------------------------- */
+
+/* Byte offset of (row, 16-byte chunk ch of 16) in a tile: half ch / 8, then the row's 128
+ * bytes with its chunk index XORed by row % 8 (the 128-byte swizzle, which the hardware
+ * applies on address bits 4-6 ^ 7-9: hence the 1024-byte alignment of each half). */
+static __device__ __forceinline__ unsigned wg_offset(int row, int ch)
+{
+    return (unsigned)((ch >> 3) * WG_HALF_BYTES + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
+}
+
+/* rows [row0, row0 + 64) of a (T, 128) bf16 view (row stride `stride` elements) into a tile;
+ * rows at or past T become zeros.  16-byte cp.async copies, 8 per thread, joining the
+ * thread's open group. */
+static __device__ __forceinline__ void wg_tile_load(unsigned tile, const bf16 *src, size_t stride,
+                                                    int row0, int T)
+{
+#pragma unroll
+    for (int i = 0; i < WG_ROWS * 16 / WG_THREADS; i++) {
+        const int c = threadIdx.x + WG_THREADS * i, r = c >> 4, ch = c & 15;
+        const bool in = row0 + r < T;
+        const bf16 *from = src + (size_t)(in ? row0 + r : 0) * stride + ch * 8;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tile + wg_offset(r, ch)),
+                     "l"(from), "r"(in ? 16 : 0));
+    }
+}
+
+/* Closes the copy group, waits for this thread's copies, makes them visible to the async
+ * proxy (wgmma), then waits for every thread of the block (and so for their copies and
+ * plain shared stores). */
+static __device__ __forceinline__ void wg_tiles_ready()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+}
+
+/* The block's dynamic shared memory as a 1024-byte aligned shared-window address. */
+static __device__ __forceinline__ unsigned wg_smem_base()
+{
+    extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
+    return ((unsigned)__cvta_generic_to_shared(wg_smem_raw) + 1023u) & ~1023u;
+}
+
+/* ---- wgmma ------------------------------------------------------------------------------ */
+
+/* A shared-memory matrix descriptor: start address >> 4 (bits 0-13), leading-dimension byte
+ * offset >> 4 (16-29), stride-dimension byte offset >> 4 (32-45), base offset 0 (the halves
+ * are 1024-byte aligned), swizzle mode 1 = 128 bytes (62-63). */
+static __device__ __forceinline__ uint64_t wg_desc(unsigned addr, unsigned lbo, unsigned sbo)
+{
+    return (uint64_t)((addr >> 4) & 0x3fff) | (uint64_t)((lbo >> 4) & 0x3fff) << 16 |
+           (uint64_t)((sbo >> 4) & 0x3fff) << 32 | (uint64_t)1 << 62;
+}
+/* K-major (X, Y of X Y^T), k step kk of 16 over the head dimension: half kk / 4, 32 bytes a
+ * step within the row; rows of 128 bytes, 8-row groups 1024 bytes apart (the leading offset
+ * is unused inside a 128-byte swizzle atom). */
+static __device__ __forceinline__ uint64_t wg_desc_kmajor(unsigned tile, int kk)
+{
+    return wg_desc(tile + (kk >> 2) * WG_HALF_BYTES + (kk & 3) * 32, 16, 1024);
+}
+/* MN-major (Y of P Y: the head dimension contiguous, N = 128), k step kk of 16 rows: the
+ * leading offset steps between the two 64-column halves, the stride between 8-row groups. */
+static __device__ __forceinline__ uint64_t wg_desc_mnmajor(unsigned tile, int kk)
+{
+    return wg_desc(tile + kk * WG_STEP_BYTES, WG_HALF_BYTES, 1024);
+}
+
+static __device__ __forceinline__ void wg_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void wg_commit_and_wait()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+/* The 32 accumulator operands of m64n64 and the 64 of m64n128, as asm operand lists. */
+#define WG_F8(a, i)                                                                         \
+    "+f"(a[i]), "+f"(a[i + 1]), "+f"(a[i + 2]), "+f"(a[i + 3]), "+f"(a[i + 4]),             \
+        "+f"(a[i + 5]), "+f"(a[i + 6]), "+f"(a[i + 7])
+#define WG_F32(a) WG_F8(a, 0), WG_F8(a, 8), WG_F8(a, 16), WG_F8(a, 24)
+#define WG_F64(a) WG_F32(a), WG_F8(a, 32), WG_F8(a, 40), WG_F8(a, 48), WG_F8(a, 56)
+
+/* s (64 x 64) += X (64 x 16, K-major) Y^T (Y 64 x 16, K-major); scale_d 0 starts from zero */
+static __device__ __forceinline__ void wg_m64n64k16_ss(float (&s)[32], uint64_t dx, uint64_t dy,
+                                                       int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : WG_F32(s)
+                 : "l"(dx), "l"(dy), "r"(scale_d));
+}
+
+/* acc (64 x 128) += P (64 x 16, registers: the accumulator layout, bf16 pairs) Y (16 x 128,
+ * MN-major, transposed) */
+static __device__ __forceinline__ void wg_m64n128k16_rs(float (&acc)[64], const uint32_t (&p)[4],
+                                                        uint64_t dy)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "{%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+                 : WG_F64(acc)
+                 : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(dy));
+}
+
+/* s (64 x 64) = X Y^T over the head dimension (tiles X, Y), committed, not waited for */
+static __device__ __forceinline__ void wg_product_xyt(float (&s)[32], unsigned x, unsigned y)
+{
+#pragma unroll
+    for (int kk = 0; kk < WG_HS / 16; kk++)
+        wg_m64n64k16_ss(s, wg_desc_kmajor(x, kk), wg_desc_kmajor(y, kk), kk > 0);
+}
+
+/* acc (64 x 128) += P Y over the tile's 64 rows: p[kk] the A operand of rows 16 kk.. */
+static __device__ __forceinline__ void wg_product_py(float (&acc)[64], const uint32_t (&p)[4][4],
+                                                     unsigned y)
+{
+#pragma unroll
+    for (int kk = 0; kk < WG_ROWS / 16; kk++)
+        wg_m64n128k16_rs(acc, p[kk], wg_desc_mnmajor(y, kk));
+}
+
+/* Values v (4 a chunk: the accumulator's e order) of column chunk j (8 columns) into the A
+ * operand of k step j / 2: chunk j is its low (j even) or high (j odd) 8 columns. */
+static __device__ __forceinline__ void wg_pack_chunk(uint32_t (&p)[4][4], int j, const float (&v)[4])
+{
+    p[j >> 1][2 * (j & 1)] = mma_op<bf16>::pack(v[0], v[1]);
+    p[j >> 1][2 * (j & 1) + 1] = mma_op<bf16>::pack(v[2], v[3]);
+}
+
+/* (row g + 8 r of the warp, columns 8j + 2t, +1 for j < 16) of a 64 x 128 accumulator, times
+ * `mult`, to the row at `dst` */
+static __device__ __forceinline__ void wg_store_row(bf16 *dst, const float (&acc)[64], int r,
+                                                    int t, float mult)
+{
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        store_pair(dst + 8 * j + 2 * t, acc[4 * j + 2 * r] * mult, acc[4 * j + 2 * r + 1] * mult);
+}
+
+#endif /* WG_HAVE_WGMMA */
+
+/* ---- forward ----------------------------------------------------------------------------- */
+
+/*
+ * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 queries of one (b, h), the longest first.
+ * Shared: Q, one K and one V tile.  Per key tile up to the diagonal: S = Q K^T; the online
+ * softmax on S in registers (log2 domain, running max in raw units, O rescaled only when a
+ * row's max moves: as flash_forward_tc); O += P V.
+ */
+__global__ static void __launch_bounds__(WG_THREADS)
+flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH, float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    const unsigned Qs = wg_smem_base(), Ks = Qs + WG_TILE_BYTES, Vs = Ks + WG_TILE_BYTES;
+    const head_rows hr = head_of_block(T, C, NH, WG_HS);
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * WG_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int wrow0 = q0 + warp * 16;
+    const size_t C3 = hr.C3;
+    const bf16 *qbase = qkv + hr.qkv_off;
+
+    wg_tile_load(Qs, qbase, C3, q0, T); /* completes with the first key tile's copies */
+
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in raw score units */
+
+    const int kend = min(T, q0 + WG_ROWS);
+    for (int k0 = 0; k0 < kend; k0 += WG_ROWS) {
+        __syncthreads(); /* every thread has waited for the previous tile's products */
+        wg_tile_load(Ks, qbase + C, C3, k0, T);
+        wg_tile_load(Vs, qbase + 2 * C, C3, k0, T);
+        wg_tiles_ready();
+
+        float s[32];
+        wg_fence();
+        wg_product_xyt(s, Qs, Ks);
+        wg_commit_and_wait();
+
+        const bool diag = k0 + WG_ROWS - 1 > wrow0; /* some key of the tile follows some row */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int row = wrow0 + g + 8 * (e >> 1), key = k0 + 8 * j + 2 * t + (e & 1);
+                if (diag && key > row)
+                    s[4 * j + e] = -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const float mnew = fmaxf(m[r], quad_max(mx[r]));
+            alpha[r] = mnew != m[r] ? exp2_fast((m[r] - mnew) * scale_log2) : 1.0f;
+            m[r] = mnew;
+            l[r] *= alpha[r];
+        }
+        const float mc[2] = {m[0] * scale_log2, m[1] * scale_log2};
+#pragma unroll
+        for (int i = 0; i < 64; i++) /* o[4j + e]: row g + 8 (e / 2) */
+            o[i] *= alpha[(i >> 1) & 1];
+        uint32_t p[4][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float pv[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                pv[e] = exp2_fast(fmaf(s[4 * j + e], scale_log2, -mc[e >> 1]));
+                l[e >> 1] += pv[e];
+            }
+            wg_pack_chunk(p, j, pv);
+        }
+
+        wg_fence();
+        wg_product_py(o, p, Vs);
+        wg_commit_and_wait();
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        const float sum = quad_sum(l[r]);
+        if (row >= T)
+            continue;
+        wg_store_row(out + hr.tok_off + (size_t)row * C, o, r, t, 1.0f / sum);
+        if (t == 0)
+            lse[hr.stat_off + row] = (m[r] * scale_log2 + log2f(sum)) * LN2_F;
+    }
+#else
+    __trap();
+#endif
+}
+
+/* ---- backward: dq (and delta) ------------------------------------------------------------ */
+
+/*
+ * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 queries, the longest first, walking key
+ * tiles up to the diagonal.  Shared: Q, dO, one K and one V tile.  First delta = dO . O per
+ * row (two threads a row, from global while the tiles arrive; stored for the dk/dv kernel);
+ * then per key tile S = Q K^T and dP = dO V^T, P = exp2(S' - lse'), dS = P (dP - delta) (0
+ * above the diagonal), dQ += dS K.  dq = scale * dQ.
+ */
+__global__ static void __launch_bounds__(WG_THREADS)
+flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *qkv,
+                        const bf16 *out, const float *lse, int T, int C, int NH, float scale,
+                        float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    const unsigned Qs = wg_smem_base(), dOs = Qs + WG_TILE_BYTES, Ks = dOs + WG_TILE_BYTES,
+                   Vs = Ks + WG_TILE_BYTES;
+    __shared__ float Dsh[WG_ROWS];
+    const head_rows hr = head_of_block(T, C, NH, WG_HS);
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * WG_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int wrow0 = q0 + warp * 16;
+    const size_t C3 = hr.C3;
+    const bf16 *qbase = qkv + hr.qkv_off;
+
+    wg_tile_load(Qs, qbase, C3, q0, T); /* complete with the first key tile's copies */
+    wg_tile_load(dOs, dout + hr.tok_off, C, q0, T);
+
+    /* delta = dO . O per row: threads 2r, 2r + 1 each half of row r's head slice */
+    {
+        const int r = threadIdx.x >> 1, part = threadIdx.x & 1, qr = q0 + r;
+        float acc = 0.0f;
+        if (qr < T) {
+            const size_t off = hr.tok_off + (size_t)qr * C + part * (WG_HS / 2);
+#pragma unroll 8
+            for (int i = 0; i < WG_HS / 2; i++)
+                acc += ld_f32(dout[off + i]) * ld_f32(out[off + i]);
+        }
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+        if (part == 0) {
+            Dsh[r] = acc;
+            if (qr < T)
+                delta[hr.stat_off + qr] = acc;
+        }
+    }
+    __syncthreads();
+    float dl[2], ls[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        dl[r] = Dsh[warp * 16 + g + 8 * r];
+        /* rows past T: probability 0 (exp2(-inf)) */
+        ls[r] = row < T ? lse[hr.stat_off + row] * LOG2E_F : INFINITY;
+    }
+
+    float dq[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        dq[i] = 0.0f;
+
+    const int kend = min(T, q0 + WG_ROWS); /* keys past the block's last query: all masked */
+    for (int k0 = 0; k0 < kend; k0 += WG_ROWS) {
+        __syncthreads(); /* every thread has waited for the previous tile's products */
+        wg_tile_load(Ks, qbase + C, C3, k0, T);
+        wg_tile_load(Vs, qbase + 2 * C, C3, k0, T);
+        wg_tiles_ready();
+
+        float s[32], dp[32];
+        wg_fence();
+        wg_product_xyt(s, Qs, Ks);
+        wg_product_xyt(dp, dOs, Vs);
+        wg_commit_and_wait();
+
+        const bool diag = k0 + WG_ROWS - 1 > wrow0;
+        uint32_t ds[4][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1, row = wrow0 + g + 8 * r, key = k0 + 8 * j + 2 * t + (e & 1);
+                float p = exp2_fast(fmaf(s[4 * j + e], scale_log2, -ls[r]));
+                if (diag && key > row)
+                    p = 0.0f;
+                v[e] = p * (dp[4 * j + e] - dl[r]);
+            }
+            wg_pack_chunk(ds, j, v);
+        }
+        wg_fence();
+        wg_product_py(dq, ds, Ks);
+        wg_commit_and_wait();
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        if (row < T)
+            wg_store_row(dqkv + hr.qkv_off + (size_t)row * C3, dq, r, t, scale);
+    }
+#else
+    __trap();
+#endif
+}
+
+/* ---- backward: dk, dv -------------------------------------------------------------------- */
+
+/*
+ * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 keys (the first keys, which see the most
+ * queries, first), walking query tiles from the diagonal to T.  Shared: K, V, one Q and one
+ * dO tile, the tile's lse' and delta.  Per query tile, transposed: S^T = K Q^T and
+ * dP^T = V dO^T, P^T, dS^T (0 where the query precedes the key); dV += P^T dO, dK += dS^T Q.
+ * dk = scale * dK.  The dV products are issued before dS^T is formed (they read P^T's
+ * registers, not dS^T's), so they run under that arithmetic.
+ */
+__global__ static void __launch_bounds__(WG_THREADS)
+flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const bf16 *qkv,
+                         const float *lse, int T, int C, int NH, float scale, float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    const unsigned Ks = wg_smem_base(), Vs = Ks + WG_TILE_BYTES, Qs = Vs + WG_TILE_BYTES,
+                   dOs = Qs + WG_TILE_BYTES;
+    __shared__ float Ls[WG_ROWS], Ds[WG_ROWS]; /* the query tile's lse' (log2 units), delta */
+    const head_rows hr = head_of_block(T, C, NH, WG_HS);
+    const int k0 = blockIdx.x * WG_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int wkey0 = k0 + warp * 16;
+    const size_t C3 = hr.C3;
+    const bf16 *qbase = qkv + hr.qkv_off;
+    const bf16 *dobase = dout + hr.tok_off;
+
+    wg_tile_load(Ks, qbase + C, C3, k0, T); /* complete with the first query tile's copies */
+    wg_tile_load(Vs, qbase + 2 * C, C3, k0, T);
+
+    float dk[64], dv[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        dk[i] = dv[i] = 0.0f;
+    const int key[2] = {wkey0 + g, wkey0 + g + 8};
+
+    for (int q0 = k0; q0 < T; q0 += WG_ROWS) {
+        __syncthreads(); /* every thread has waited for the previous tile's products */
+        wg_tile_load(Qs, qbase, C3, q0, T);
+        wg_tile_load(dOs, dobase, C, q0, T);
+        if (threadIdx.x < WG_ROWS) {
+            const int q = q0 + threadIdx.x;
+            /* queries past T: probability 0 (exp2(-inf)), and no delta */
+            Ls[threadIdx.x] = q < T ? lse[hr.stat_off + q] * LOG2E_F : INFINITY;
+            Ds[threadIdx.x] = q < T ? delta[hr.stat_off + q] : 0.0f;
+        }
+        wg_tiles_ready();
+
+        float st[32], dpt[32]; /* S^T, dP^T */
+        wg_fence();
+        wg_product_xyt(st, Ks, Qs);
+        wg_product_xyt(dpt, Vs, dOs);
+        wg_commit_and_wait();
+
+        const bool diag = q0 < wkey0 + 15; /* some query of the tile precedes some key */
+        uint32_t pt[4][4], dst[4][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) { /* P^T, kept in st for dS^T */
+            const int qi = 8 * j + 2 * t; /* this thread's two adjacent queries */
+            const float2 ls2 = *reinterpret_cast<const float2 *>(Ls + qi);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = exp2_fast(fmaf(st[4 * j + e], scale_log2, e & 1 ? -ls2.y : -ls2.x));
+                if (diag && q0 + qi + (e & 1) < key[e >> 1])
+                    p = 0.0f;
+                st[4 * j + e] = p;
+            }
+            const float v[4] = {st[4 * j], st[4 * j + 1], st[4 * j + 2], st[4 * j + 3]};
+            wg_pack_chunk(pt, j, v);
+        }
+        wg_fence();
+        wg_product_py(dv, pt, dOs); /* runs while dS^T is formed */
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float2 ds2 = *reinterpret_cast<const float2 *>(Ds + 8 * j + 2 * t);
+            float d[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                d[e] = st[4 * j + e] * (dpt[4 * j + e] - (e & 1 ? ds2.y : ds2.x));
+            wg_pack_chunk(dst, j, d);
+        }
+        wg_fence();
+        wg_product_py(dk, dst, Qs);
+        wg_commit_and_wait();
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (key[r] >= T)
+            continue;
+        bf16 *krow = dqkv + hr.qkv_off + (size_t)key[r] * C3 + C;
+        wg_store_row(krow, dk, r, t, scale);
+        wg_store_row(krow + C, dv, r, t, 1.0f);
+    }
+#else
+    __trap();
+#endif
+}
+
+/* ---- availability and launchers ------------------------------------------------------------ */
+
+/* *has = 1 in an sm_90a build running on its device, 0 in any other device pass */
+__global__ static void wgmma_probe(int *has)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    *has = 1;
+#else
+    *has = 0;
+#endif
+}
+
+static inline cudaError_t attn_wgmma_forward_launch(cudaStream_t st, bf16 *out, float *lse,
+                                                    const bf16 *qkv, int B, int T, int C, int NH,
+                                                    float scale_log2)
+{
+    return launch_with_smem(flash_forward_wgmma, attn_grid(B, T, NH, WG_ROWS), WG_THREADS,
+                            WG_FWD_SMEM, st, out, lse, qkv, T, C, NH, scale_log2);
+}
+
+/* dq (which also stores delta) first, then dk, dv (which read delta) */
+static inline cudaError_t attn_wgmma_dq_launch(cudaStream_t st, bf16 *dqkv, float *delta,
+                                               const bf16 *dout, const bf16 *qkv, const bf16 *out,
+                                               const float *lse, int B, int T, int C, int NH,
+                                               float scale, float scale_log2)
+{
+    return launch_with_smem(flash_backward_dq_wgmma, attn_grid(B, T, NH, WG_ROWS), WG_THREADS,
+                            WG_BWD_SMEM, st, dqkv, delta, dout, qkv, out, lse, T, C, NH, scale,
+                            scale_log2);
+}
+static inline cudaError_t attn_wgmma_dkv_launch(cudaStream_t st, bf16 *dqkv, const float *delta,
+                                                const bf16 *dout, const bf16 *qkv,
+                                                const float *lse, int B, int T, int C, int NH,
+                                                float scale, float scale_log2)
+{
+    return launch_with_smem(flash_backward_dkv_wgmma, attn_grid(B, T, NH, WG_ROWS), WG_THREADS,
+                            WG_BWD_SMEM, st, dqkv, delta, dout, qkv, lse, T, C, NH, scale,
+                            scale_log2);
+}
+
+#endif
