@@ -30,8 +30,10 @@ if [[ $parts == *" wgmma "* ]]; then
 fi
 if [[ $parts == *" ncu "* ]]; then
     # where each kernel's time goes: the first launch of each (the sweep's first configuration)
-    [ -x "$out/attn_sweep" ] || nvcc -O3 -std=c++17 -arch=sm_90 -Ikernels -lineinfo \
-        bench/attn_sweep.cu -o "$out/attn_sweep" >"$out/sweep_build.txt" 2>&1
+    # NCU_PROGRAM=attn_wgmma profiles the wgmma kernels (its first configuration) instead
+    prog=${NCU_PROGRAM:-attn_sweep}
+    [ -x "$out/$prog" ] || nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels \
+        -lineinfo "bench/$prog.cu" -o "$out/$prog" >"$out/ncu_build.txt" 2>&1
     ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
     if [ -z "$ncu_bin" ]; then
         echo "ncu: not on this machine"
@@ -40,7 +42,7 @@ if [[ $parts == *" ncu "* ]]; then
             timeout 240 "$ncu_bin" --kernel-name "$k" --launch-skip 0 --launch-count 1 \
                 --section SpeedOfLight --section ComputeWorkloadAnalysis \
                 --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-                --section LaunchStats --section InstructionStats "$out/attn_sweep" \
+                --section LaunchStats --section InstructionStats "$out/$prog" \
                 >"$out/ncu_$k.txt" 2>&1
             echo "ncu $k: exit $?"
             grep -E "Duration|Throughput|Pipe|Stall|Issue|Warp Cycles|Achieved Occupancy|Registers|Executed Ipc|Bank" \

@@ -422,7 +422,7 @@ void cu_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv,
         return;
     const float scale_log2 = LOG2E_F / sqrtf((float)hs);
     if (use_wgmma(s, hs, C, qkv, NULL))
-        OP_CHECK_CUDA(s, attn_wgmma_forward_launch(cu_stream(s)->stream, (bf16 *)out, lse,
+        OP_CHECK_CUDA(s, attn_wgmma_forward_launch<wg_chosen>(cu_stream(s)->stream, (bf16 *)out, lse,
                                                    (const bf16 *)qkv, B, T, C, NH, scale_log2));
     else if (use_tensor_cores(s, hs, C, qkv, NULL))
         CU_DISPATCH(s, E, HS_DISPATCH(hs, HS,
@@ -444,10 +444,10 @@ void cu_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *
     const float scale = 1.0f / sqrtf((float)hs), scale_log2 = scale * LOG2E_F;
     if (use_wgmma(s, hs, C, qkv, dout)) {
         cudaStream_t st = cu_stream(s)->stream;
-        OP_CHECK_CUDA(s, attn_wgmma_dq_launch(st, (bf16 *)dqkv, delta, (const bf16 *)dout,
+        OP_CHECK_CUDA(s, attn_wgmma_dq_launch<wg_chosen>(st, (bf16 *)dqkv, delta, (const bf16 *)dout,
                                               (const bf16 *)qkv, (const bf16 *)out, lse, B, T, C,
                                               NH, scale, scale_log2));
-        OP_CHECK_CUDA(s, attn_wgmma_dkv_launch(st, (bf16 *)dqkv, delta, (const bf16 *)dout,
+        OP_CHECK_CUDA(s, attn_wgmma_dkv_launch<wg_chosen>(st, (bf16 *)dqkv, delta, (const bf16 *)dout,
                                                (const bf16 *)qkv, lse, B, T, C, NH, scale,
                                                scale_log2));
     } else if (use_tensor_cores(s, hs, C, qkv, dout))

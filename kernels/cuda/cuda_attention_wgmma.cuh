@@ -56,9 +56,6 @@
 #define WG_TILE_BYTES 16384  /* a 64 x 128 tile */
 #define WG_STEP_BYTES 2048   /* 16 rows of a half: one k step of an MN-major operand */
 
-/* dynamic shared memory of each kernel: its tiles and the slack to align them to 1024 */
-#define WG_FWD_SMEM (3 * WG_TILE_BYTES + 1024)
-#define WG_BWD_SMEM (4 * WG_TILE_BYTES + 1024)
 
 #if WG_HAVE_WGMMA
 
@@ -88,13 +85,14 @@ static __device__ __forceinline__ void wg_tile_load(unsigned tile, const bf16 *s
     }
 }
 
-/* Closes the copy group, waits for this thread's copies, makes them visible to the async
- * proxy (wgmma), then waits for every thread of the block (and so for their copies and
- * plain shared stores). */
-static __device__ __forceinline__ void wg_tiles_ready()
+/* Closes the copy group, waits until at most PENDING of this thread's groups are in flight
+ * (0: all done; 1: all but the one just closed, the next tile's), makes the copies visible to
+ * the async proxy (wgmma), then waits for every thread of the block (and so for their copies
+ * and plain shared stores). */
+template <int PENDING> static __device__ __forceinline__ void wg_copies_ready()
 {
     asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
 }
@@ -216,23 +214,33 @@ static __device__ __forceinline__ void wg_store_row(bf16 *dst, const float (&acc
 
 /*
  * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 queries of one (b, h), the longest first.
- * Shared: Q, one K and one V tile.  Per key tile up to the diagonal: S = Q K^T; the online
- * softmax on S in registers (log2 domain, running max in raw units, O rescaled only when a
- * row's max moves: as flash_forward_tc); O += P V.
+ * Shared: Q, and 1 + PIPE K and V tiles: with PIPE, tile j+1 is copied while tile j is used.
+ * Per key tile up to the diagonal: S = Q K^T; the online softmax on S in registers (log2
+ * domain, running max in raw units, O rescaled only when a row of the warp has a new max:
+ * as flash_forward_tc); O += P V.
  */
+template <int PIPE>
 __global__ static void __launch_bounds__(WG_THREADS)
 flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH, float scale_log2)
 {
 #if WG_HAVE_WGMMA
-    const unsigned Qs = wg_smem_base(), Ks = Qs + WG_TILE_BYTES, Vs = Ks + WG_TILE_BYTES;
+    const unsigned Qs = wg_smem_base(), KVs = Qs + WG_TILE_BYTES; /* K, V of buffer b at 2b */
     const head_rows hr = head_of_block(T, C, NH, WG_HS);
     const int q0 = (gridDim.x - 1 - blockIdx.x) * WG_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int wrow0 = q0 + warp * 16;
     const size_t C3 = hr.C3;
     const bf16 *qbase = qkv + hr.qkv_off;
+    auto load_keys = [&](int b, int k0) {
+        wg_tile_load(KVs + 2 * b * WG_TILE_BYTES, qbase + C, C3, k0, T);
+        wg_tile_load(KVs + (2 * b + 1) * WG_TILE_BYTES, qbase + 2 * C, C3, k0, T);
+    };
 
-    wg_tile_load(Qs, qbase, C3, q0, T); /* completes with the first key tile's copies */
+    wg_tile_load(Qs, qbase, C3, q0, T); /* joins the first key tile's copies */
+    if (PIPE) { /* a group of their own, so that waiting for all but the newest waits for them */
+        load_keys(0, 0);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
 
     float o[64];
 #pragma unroll
@@ -241,11 +249,19 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in raw score units */
 
     const int kend = min(T, q0 + WG_ROWS);
-    for (int k0 = 0; k0 < kend; k0 += WG_ROWS) {
-        __syncthreads(); /* every thread has waited for the previous tile's products */
-        wg_tile_load(Ks, qbase + C, C3, k0, T);
-        wg_tile_load(Vs, qbase + 2 * C, C3, k0, T);
-        wg_tiles_ready();
+    for (int k0 = 0, it = 0; k0 < kend; k0 += WG_ROWS, it++) {
+        const int b = PIPE ? it & 1 : 0;
+        if (!PIPE) {
+            __syncthreads(); /* every thread has waited for the previous tile's products */
+            load_keys(0, k0);
+            wg_copies_ready<0>();
+        } else if (k0 + WG_ROWS < kend) {
+            load_keys(b ^ 1, k0 + WG_ROWS); /* its readers passed the last iteration's barrier */
+            wg_copies_ready<1>();
+        } else {
+            wg_copies_ready<0>();
+        }
+        const unsigned Ks = KVs + 2 * b * WG_TILE_BYTES, Vs = Ks + WG_TILE_BYTES;
 
         float s[32];
         wg_fence();
@@ -290,6 +306,8 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
         wg_fence();
         wg_product_py(o, p, Vs);
         wg_commit_and_wait();
+        if (PIPE)
+            __syncthreads(); /* done with buffer b: the iteration after next refills it */
     }
 
 #pragma unroll
@@ -310,20 +328,22 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
 /* ---- backward: dq (and delta) ------------------------------------------------------------ */
 
 /*
- * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 queries, the longest first, walking key
- * tiles up to the diagonal.  Shared: Q, dO, one K and one V tile.  First delta = dO . O per
- * row (two threads a row, from global while the tiles arrive; stored for the dk/dv kernel);
- * then per key tile S = Q K^T and dP = dO V^T, P = exp2(S' - lse'), dS = P (dP - delta) (0
- * above the diagonal), dQ += dS K.  dq = scale * dQ.
+ * Grid (ceil(T/64), B*NH), 128 threads, at least MINB blocks an SM (registers).  Block: 64
+ * queries, the longest first, walking key tiles up to the diagonal.  Shared: Q, dO, and
+ * 1 + PIPE K and V tiles (with PIPE, tile j+1 copied while tile j is used).  First
+ * delta = dO . O per row (two threads a row, from global while the tiles arrive; stored for the
+ * dk/dv kernel); then per key tile S = Q K^T and dP = dO V^T, P = exp2(S' - lse'),
+ * dS = P (dP - delta) (0 above the diagonal), dQ += dS K.  dq = scale * dQ.
  */
-__global__ static void __launch_bounds__(WG_THREADS)
+template <int PIPE, int MINB>
+__global__ static void __launch_bounds__(WG_THREADS, MINB)
 flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *qkv,
                         const bf16 *out, const float *lse, int T, int C, int NH, float scale,
                         float scale_log2)
 {
 #if WG_HAVE_WGMMA
-    const unsigned Qs = wg_smem_base(), dOs = Qs + WG_TILE_BYTES, Ks = dOs + WG_TILE_BYTES,
-                   Vs = Ks + WG_TILE_BYTES;
+    const unsigned Qs = wg_smem_base(), dOs = Qs + WG_TILE_BYTES,
+                   KVs = dOs + WG_TILE_BYTES; /* K, V of buffer b at 2b */
     __shared__ float Dsh[WG_ROWS];
     const head_rows hr = head_of_block(T, C, NH, WG_HS);
     const int q0 = (gridDim.x - 1 - blockIdx.x) * WG_ROWS;
@@ -331,19 +351,41 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
     const int wrow0 = q0 + warp * 16;
     const size_t C3 = hr.C3;
     const bf16 *qbase = qkv + hr.qkv_off;
+    auto load_keys = [&](int b, int k0) {
+        wg_tile_load(KVs + 2 * b * WG_TILE_BYTES, qbase + C, C3, k0, T);
+        wg_tile_load(KVs + (2 * b + 1) * WG_TILE_BYTES, qbase + 2 * C, C3, k0, T);
+    };
 
-    wg_tile_load(Qs, qbase, C3, q0, T); /* complete with the first key tile's copies */
+    wg_tile_load(Qs, qbase, C3, q0, T); /* join the first key tile's copies */
     wg_tile_load(dOs, dout + hr.tok_off, C, q0, T);
+    if (PIPE) { /* a group of their own, so that waiting for all but the newest waits for them */
+        load_keys(0, 0);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
 
-    /* delta = dO . O per row: threads 2r, 2r + 1 each half of row r's head slice */
+    /* delta = dO . O per row: threads 2r, 2r + 1 each half of row r's head slice, read 8
+     * elements (16 bytes) at a time and summed in order */
     {
         const int r = threadIdx.x >> 1, part = threadIdx.x & 1, qr = q0 + r;
         float acc = 0.0f;
         if (qr < T) {
             const size_t off = hr.tok_off + (size_t)qr * C + part * (WG_HS / 2);
-#pragma unroll 8
-            for (int i = 0; i < WG_HS / 2; i++)
-                acc += ld_f32(dout[off + i]) * ld_f32(out[off + i]);
+            const uint4 *d4 = reinterpret_cast<const uint4 *>(dout + off),
+                        *o4 = reinterpret_cast<const uint4 *>(out + off);
+            uint4 dv[WG_HS / 16], ov[WG_HS / 16];
+#pragma unroll
+            for (int i = 0; i < WG_HS / 16; i++) {
+                dv[i] = d4[i];
+                ov[i] = o4[i];
+            }
+#pragma unroll
+            for (int i = 0; i < WG_HS / 16; i++) {
+                const bf16 *de = reinterpret_cast<const bf16 *>(&dv[i]),
+                           *oe = reinterpret_cast<const bf16 *>(&ov[i]);
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    acc += ld_f32(de[k]) * ld_f32(oe[k]);
+            }
         }
         acc += __shfl_xor_sync(0xffffffffu, acc, 1);
         if (part == 0) {
@@ -368,11 +410,19 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
         dq[i] = 0.0f;
 
     const int kend = min(T, q0 + WG_ROWS); /* keys past the block's last query: all masked */
-    for (int k0 = 0; k0 < kend; k0 += WG_ROWS) {
-        __syncthreads(); /* every thread has waited for the previous tile's products */
-        wg_tile_load(Ks, qbase + C, C3, k0, T);
-        wg_tile_load(Vs, qbase + 2 * C, C3, k0, T);
-        wg_tiles_ready();
+    for (int k0 = 0, it = 0; k0 < kend; k0 += WG_ROWS, it++) {
+        const int b = PIPE ? it & 1 : 0;
+        if (!PIPE) {
+            __syncthreads(); /* every thread has waited for the previous tile's products */
+            load_keys(0, k0);
+            wg_copies_ready<0>();
+        } else if (k0 + WG_ROWS < kend) {
+            load_keys(b ^ 1, k0 + WG_ROWS); /* its readers passed the last iteration's barrier */
+            wg_copies_ready<1>();
+        } else {
+            wg_copies_ready<0>();
+        }
+        const unsigned Ks = KVs + 2 * b * WG_TILE_BYTES, Vs = Ks + WG_TILE_BYTES;
 
         float s[32], dp[32];
         wg_fence();
@@ -398,6 +448,8 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
         wg_fence();
         wg_product_py(dq, ds, Ks);
         wg_commit_and_wait();
+        if (PIPE)
+            __syncthreads(); /* done with buffer b: the iteration after next refills it */
     }
 
 #pragma unroll
@@ -415,20 +467,23 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
 
 /*
  * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 keys (the first keys, which see the most
- * queries, first), walking query tiles from the diagonal to T.  Shared: K, V, one Q and one
- * dO tile, the tile's lse' and delta.  Per query tile, transposed: S^T = K Q^T and
- * dP^T = V dO^T, P^T, dS^T (0 where the query precedes the key); dV += P^T dO, dK += dS^T Q.
- * dk = scale * dK.  The dV products are issued before dS^T is formed (they read P^T's
- * registers, not dS^T's), so they run under that arithmetic.
+ * queries, first), walking query tiles from the diagonal to T.  Shared: K, V, and 1 + PIPE
+ * sets of a Q and a dO tile and the tile's lse' and delta (with PIPE, tile j+1 copied while
+ * tile j is used).  Per query tile, transposed: S^T = K Q^T and dP^T = V dO^T, P^T, dS^T (0
+ * where the query precedes the key); dV += P^T dO, dK += dS^T Q.  dk = scale * dK.  The dV
+ * products are issued before dS^T is formed (they read P^T's registers, not dS^T's), so
+ * they run under that arithmetic.
  */
+template <int PIPE>
 __global__ static void __launch_bounds__(WG_THREADS)
 flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const bf16 *qkv,
                          const float *lse, int T, int C, int NH, float scale, float scale_log2)
 {
 #if WG_HAVE_WGMMA
-    const unsigned Ks = wg_smem_base(), Vs = Ks + WG_TILE_BYTES, Qs = Vs + WG_TILE_BYTES,
-                   dOs = Qs + WG_TILE_BYTES;
-    __shared__ float Ls[WG_ROWS], Ds[WG_ROWS]; /* the query tile's lse' (log2 units), delta */
+    const unsigned Ks = wg_smem_base(), Vs = Ks + WG_TILE_BYTES,
+                   QdOs = Vs + WG_TILE_BYTES; /* Q, dO of buffer b at 2b */
+    /* per buffer, the query tile's lse' (log2 units) and delta */
+    __shared__ float Ls[1 + PIPE][WG_ROWS], Ds[1 + PIPE][WG_ROWS];
     const head_rows hr = head_of_block(T, C, NH, WG_HS);
     const int k0 = blockIdx.x * WG_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
@@ -436,9 +491,24 @@ flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const
     const size_t C3 = hr.C3;
     const bf16 *qbase = qkv + hr.qkv_off;
     const bf16 *dobase = dout + hr.tok_off;
+    /* copies joining the open group; the stats as plain stores, seen after the next barrier */
+    auto load_queries = [&](int b, int q0) {
+        wg_tile_load(QdOs + 2 * b * WG_TILE_BYTES, qbase, C3, q0, T);
+        wg_tile_load(QdOs + (2 * b + 1) * WG_TILE_BYTES, dobase, C, q0, T);
+        if (threadIdx.x < WG_ROWS) {
+            const int q = q0 + threadIdx.x;
+            /* queries past T: probability 0 (exp2(-inf)), and no delta */
+            Ls[b][threadIdx.x] = q < T ? lse[hr.stat_off + q] * LOG2E_F : INFINITY;
+            Ds[b][threadIdx.x] = q < T ? delta[hr.stat_off + q] : 0.0f;
+        }
+    };
 
-    wg_tile_load(Ks, qbase + C, C3, k0, T); /* complete with the first query tile's copies */
+    wg_tile_load(Ks, qbase + C, C3, k0, T); /* join the first query tile's copies */
     wg_tile_load(Vs, qbase + 2 * C, C3, k0, T);
+    if (PIPE) { /* a group of their own, so that waiting for all but the newest waits for them */
+        load_queries(0, k0);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
 
     float dk[64], dv[64];
 #pragma unroll
@@ -446,17 +516,19 @@ flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const
         dk[i] = dv[i] = 0.0f;
     const int key[2] = {wkey0 + g, wkey0 + g + 8};
 
-    for (int q0 = k0; q0 < T; q0 += WG_ROWS) {
-        __syncthreads(); /* every thread has waited for the previous tile's products */
-        wg_tile_load(Qs, qbase, C3, q0, T);
-        wg_tile_load(dOs, dobase, C, q0, T);
-        if (threadIdx.x < WG_ROWS) {
-            const int q = q0 + threadIdx.x;
-            /* queries past T: probability 0 (exp2(-inf)), and no delta */
-            Ls[threadIdx.x] = q < T ? lse[hr.stat_off + q] * LOG2E_F : INFINITY;
-            Ds[threadIdx.x] = q < T ? delta[hr.stat_off + q] : 0.0f;
+    for (int q0 = k0, it = 0; q0 < T; q0 += WG_ROWS, it++) {
+        const int b = PIPE ? it & 1 : 0;
+        if (!PIPE) {
+            __syncthreads(); /* every thread has waited for the previous tile's products */
+            load_queries(0, q0);
+            wg_copies_ready<0>();
+        } else if (q0 + WG_ROWS < T) {
+            load_queries(b ^ 1, q0 + WG_ROWS); /* its readers passed the last barrier */
+            wg_copies_ready<1>();
+        } else {
+            wg_copies_ready<0>();
         }
-        wg_tiles_ready();
+        const unsigned Qs = QdOs + 2 * b * WG_TILE_BYTES, dOs = Qs + WG_TILE_BYTES;
 
         float st[32], dpt[32]; /* S^T, dP^T */
         wg_fence();
@@ -469,7 +541,7 @@ flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const
 #pragma unroll
         for (int j = 0; j < 8; j++) { /* P^T, kept in st for dS^T */
             const int qi = 8 * j + 2 * t; /* this thread's two adjacent queries */
-            const float2 ls2 = *reinterpret_cast<const float2 *>(Ls + qi);
+            const float2 ls2 = *reinterpret_cast<const float2 *>(&Ls[b][qi]);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 float p = exp2_fast(fmaf(st[4 * j + e], scale_log2, e & 1 ? -ls2.y : -ls2.x));
@@ -484,7 +556,7 @@ flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const
         wg_product_py(dv, pt, dOs); /* runs while dS^T is formed */
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const float2 ds2 = *reinterpret_cast<const float2 *>(Ds + 8 * j + 2 * t);
+            const float2 ds2 = *reinterpret_cast<const float2 *>(&Ds[b][8 * j + 2 * t]);
             float d[4];
 #pragma unroll
             for (int e = 0; e < 4; e++)
@@ -494,6 +566,8 @@ flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const
         wg_fence();
         wg_product_py(dk, dst, Qs);
         wg_commit_and_wait();
+        if (PIPE)
+            __syncthreads(); /* done with buffer b: the iteration after next refills it */
     }
 
 #pragma unroll
@@ -509,7 +583,7 @@ flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const
 #endif
 }
 
-/* ---- availability and launchers ------------------------------------------------------------ */
+/* ---- availability, configurations and launchers ------------------------------------------ */
 
 /* *has = 1 in an sm_90a build running on its device, 0 in any other device pass */
 __global__ static void wgmma_probe(int *has)
@@ -521,32 +595,53 @@ __global__ static void wgmma_probe(int *has)
 #endif
 }
 
-static inline cudaError_t attn_wgmma_forward_launch(cudaStream_t st, bf16 *out, float *lse,
-                                                    const bf16 *qkv, int B, int T, int C, int NH,
-                                                    float scale_log2)
+/* A configuration of the three kernels: copies under the arithmetic (PIPE) in each, and the
+ * blocks an SM dq's registers must allow.  None changes a result (the tiles are the same). */
+template <int FWD_PIPE_, int DQ_PIPE_, int DQ_MINB_, int DKV_PIPE_> struct wg_config {
+    static constexpr int FWD_PIPE = FWD_PIPE_, DQ_PIPE = DQ_PIPE_, DQ_MINB = DQ_MINB_,
+                         DKV_PIPE = DKV_PIPE_;
+};
+
+/* dynamic shared memory: the tiles, and the slack that aligns them to 1024 bytes */
+static constexpr size_t wg_smem_bytes(int fixed_tiles, int pipe)
 {
-    return launch_with_smem(flash_forward_wgmma, attn_grid(B, T, NH, WG_ROWS), WG_THREADS,
-                            WG_FWD_SMEM, st, out, lse, qkv, T, C, NH, scale_log2);
+    return (size_t)(fixed_tiles + 2 * (1 + pipe)) * WG_TILE_BYTES + 1024;
+}
+
+template <typename W>
+static cudaError_t attn_wgmma_forward_launch(cudaStream_t st, bf16 *out, float *lse,
+                                             const bf16 *qkv, int B, int T, int C, int NH,
+                                             float scale_log2)
+{
+    return launch_with_smem(flash_forward_wgmma<W::FWD_PIPE>, attn_grid(B, T, NH, WG_ROWS),
+                     WG_THREADS, wg_smem_bytes(1, W::FWD_PIPE), st, out, lse, qkv, T, C, NH, scale_log2);
 }
 
 /* dq (which also stores delta) first, then dk, dv (which read delta) */
-static inline cudaError_t attn_wgmma_dq_launch(cudaStream_t st, bf16 *dqkv, float *delta,
-                                               const bf16 *dout, const bf16 *qkv, const bf16 *out,
-                                               const float *lse, int B, int T, int C, int NH,
-                                               float scale, float scale_log2)
+template <typename W>
+static cudaError_t attn_wgmma_dq_launch(cudaStream_t st, bf16 *dqkv, float *delta,
+                                        const bf16 *dout, const bf16 *qkv, const bf16 *out,
+                                        const float *lse, int B, int T, int C, int NH,
+                                        float scale, float scale_log2)
 {
-    return launch_with_smem(flash_backward_dq_wgmma, attn_grid(B, T, NH, WG_ROWS), WG_THREADS,
-                            WG_BWD_SMEM, st, dqkv, delta, dout, qkv, out, lse, T, C, NH, scale,
-                            scale_log2);
+    return launch_with_smem(flash_backward_dq_wgmma<W::DQ_PIPE, W::DQ_MINB>,
+                     attn_grid(B, T, NH, WG_ROWS), WG_THREADS, wg_smem_bytes(2, W::DQ_PIPE), st, dqkv, delta,
+                     dout, qkv, out, lse, T, C, NH, scale, scale_log2);
 }
-static inline cudaError_t attn_wgmma_dkv_launch(cudaStream_t st, bf16 *dqkv, const float *delta,
-                                                const bf16 *dout, const bf16 *qkv,
-                                                const float *lse, int B, int T, int C, int NH,
-                                                float scale, float scale_log2)
+template <typename W>
+static cudaError_t attn_wgmma_dkv_launch(cudaStream_t st, bf16 *dqkv, const float *delta,
+                                         const bf16 *dout, const bf16 *qkv, const float *lse,
+                                         int B, int T, int C, int NH, float scale,
+                                         float scale_log2)
 {
-    return launch_with_smem(flash_backward_dkv_wgmma, attn_grid(B, T, NH, WG_ROWS), WG_THREADS,
-                            WG_BWD_SMEM, st, dqkv, delta, dout, qkv, lse, T, C, NH, scale,
-                            scale_log2);
+    return launch_with_smem(flash_backward_dkv_wgmma<W::DKV_PIPE>, attn_grid(B, T, NH, WG_ROWS),
+                     WG_THREADS, wg_smem_bytes(2, W::DKV_PIPE), st, dqkv, delta, dout, qkv, lse, T, C, NH,
+                     scale, scale_log2);
 }
+
+/* The configuration the backend uses: the fastest of bench/attn_wgmma.cu's table on an H100
+ * (bench/results/2026-11-27b-h100-wgmma: dq allowed 168 registers, 0.107 -> 0.102 ms; the
+ * copies under the arithmetic within 3%, either way, of copies before it). */
+typedef wg_config<0, 0, 3, 0> wg_chosen;
 
 #endif
