@@ -583,15 +583,33 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
     }
 
     /* delta = dO . O per row, from global (while the tiles arrive): TPR threads per row, each
-     * a contiguous part of the head dimension */
+     * a contiguous part of the head dimension, read 16 bytes at a time, BATCH vectors of each
+     * in flight (one load latency per batch, not per element), summed in element order */
     {
         const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, qr = q0 + r;
+        constexpr int VEC = 16 / (int)sizeof(E), NV = HS / TPR / VEC, BATCH = NV < 4 ? NV : 4;
         float acc = 0.0f;
         if (qr < T) {
             const size_t off = hr.tok_off + (size_t)qr * C + part * (HS / TPR);
-#pragma unroll 8
-            for (int i = 0; i < HS / TPR; i++)
-                acc += ld_f32(dout[off + i]) * ld_f32(out[off + i]);
+            const uint4 *d4 = reinterpret_cast<const uint4 *>(dout + off),
+                        *o4 = reinterpret_cast<const uint4 *>(out + off);
+#pragma unroll
+            for (int v0 = 0; v0 < NV; v0 += BATCH) {
+                uint4 dv[BATCH], ov[BATCH];
+#pragma unroll
+                for (int v = 0; v < BATCH; v++) {
+                    dv[v] = d4[v0 + v];
+                    ov[v] = o4[v0 + v];
+                }
+#pragma unroll
+                for (int v = 0; v < BATCH; v++) {
+                    const E *de = reinterpret_cast<const E *>(&dv[v]),
+                            *oe = reinterpret_cast<const E *>(&ov[v]);
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        acc += ld_f32(de[k]) * ld_f32(oe[k]);
+                }
+            }
         }
         if (TPR == 2)
             acc += __shfl_xor_sync(0xffffffffu, acc, 1);

@@ -29,8 +29,9 @@
  *   P Y     (O += P V; dQ += dS K; dV += P^T dO; dK += dS^T Q): m64n128k16, P from registers,
  *           Y from shared memory MN-major (its rows are the k dimension: transposed; 4 steps
  *           over the 64 keys or queries).
- * Each block copies its tiles, waits, multiplies, waits: no copy runs under the arithmetic.
- * Up to three blocks an SM (shared memory, registers) overlap one another's copies instead.
+ * A block copies its tiles, waits, multiplies, waits; with PIPE the next tile's copies run
+ * under this one's arithmetic (a second buffer).  Two or three blocks an SM (shared memory,
+ * registers) overlap one another's copies and arithmetic besides.
  *
  * Compiled only for sm_90a (the `a` features: wgmma): every other device pass compiles the
  * kernels to a trap, and cu_attention_wgmma_available() (cuda_attention.cu) asks the device
@@ -212,12 +213,81 @@ static __device__ __forceinline__ void wg_store_row(bf16 *dst, const float (&acc
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
+#if WG_HAVE_WGMMA
+/* The online softmax of key tile k0 on its scores s (the accumulator of S = Q K^T, raw units):
+ * keys past a row masked where the tile reaches past the warp's first row; the running max m
+ * (raw units) and sum l updated; alpha[r], the factor row g + 8r's O must be scaled by before
+ * this tile's P V is added; P = exp2(s c - m c) (c = scale_log2) as the A operands of P V.
+ * O is rescaled by the caller: the same factor, whenever O is not in flight. */
+static __device__ __forceinline__ void wg_softmax_tile(float (&s)[32], uint32_t (&p)[4][4],
+                                                       float (&m)[2], float (&l)[2],
+                                                       float (&alpha)[2], int k0, int wrow0,
+                                                       int g, int t, float scale_log2)
+{
+    const bool diag = k0 + WG_ROWS - 1 > wrow0; /* some key of the tile follows some row */
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = wrow0 + g + 8 * (e >> 1), key = k0 + 8 * j + 2 * t + (e & 1);
+            if (diag && key > row)
+                s[4 * j + e] = -INFINITY;
+            mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
+        }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const float mnew = fmaxf(m[r], quad_max(mx[r]));
+        alpha[r] = mnew != m[r] ? exp2_fast((m[r] - mnew) * scale_log2) : 1.0f;
+        m[r] = mnew;
+        l[r] *= alpha[r];
+    }
+    const float mc[2] = {m[0] * scale_log2, m[1] * scale_log2};
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        float pv[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            pv[e] = exp2_fast(fmaf(s[4 * j + e], scale_log2, -mc[e >> 1]));
+            l[e >> 1] += pv[e];
+        }
+        wg_pack_chunk(p, j, pv);
+    }
+}
+
+/* o[4j + e] (row g + 8 (e / 2)) *= alpha of its row */
+static __device__ __forceinline__ void wg_rescale(float (&o)[64], const float (&alpha)[2])
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] *= alpha[(i >> 1) & 1];
+}
+
+/* The block's rows of out (O / l) and lse */
+static __device__ __forceinline__ void wg_forward_store(bf16 *out, float *lse, const head_rows &hr,
+                                                        const float (&o)[64], const float (&m)[2],
+                                                        const float (&l)[2], int wrow0, int g,
+                                                        int t, int T, int C, float scale_log2)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        const float sum = quad_sum(l[r]);
+        if (row >= T)
+            continue;
+        wg_store_row(out + hr.tok_off + (size_t)row * C, o, r, t, 1.0f / sum);
+        if (t == 0)
+            lse[hr.stat_off + row] = (m[r] * scale_log2 + log2f(sum)) * LN2_F;
+    }
+}
+#endif
+
 /*
  * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 queries of one (b, h), the longest first.
  * Shared: Q, and 1 + PIPE K and V tiles: with PIPE, tile j+1 is copied while tile j is used.
  * Per key tile up to the diagonal: S = Q K^T; the online softmax on S in registers (log2
- * domain, running max in raw units, O rescaled only when a row of the warp has a new max:
- * as flash_forward_tc); O += P V.
+ * domain, running max in raw units, O rescaled only when a row's max moves: as
+ * flash_forward_tc); O += P V.
  */
 template <int PIPE>
 __global__ static void __launch_bounds__(WG_THREADS)
@@ -268,40 +338,10 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
         wg_product_xyt(s, Qs, Ks);
         wg_commit_and_wait();
 
-        const bool diag = k0 + WG_ROWS - 1 > wrow0; /* some key of the tile follows some row */
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int row = wrow0 + g + 8 * (e >> 1), key = k0 + 8 * j + 2 * t + (e & 1);
-                if (diag && key > row)
-                    s[4 * j + e] = -INFINITY;
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
-            }
         float alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const float mnew = fmaxf(m[r], quad_max(mx[r]));
-            alpha[r] = mnew != m[r] ? exp2_fast((m[r] - mnew) * scale_log2) : 1.0f;
-            m[r] = mnew;
-            l[r] *= alpha[r];
-        }
-        const float mc[2] = {m[0] * scale_log2, m[1] * scale_log2};
-#pragma unroll
-        for (int i = 0; i < 64; i++) /* o[4j + e]: row g + 8 (e / 2) */
-            o[i] *= alpha[(i >> 1) & 1];
         uint32_t p[4][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            float pv[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                pv[e] = exp2_fast(fmaf(s[4 * j + e], scale_log2, -mc[e >> 1]));
-                l[e >> 1] += pv[e];
-            }
-            wg_pack_chunk(p, j, pv);
-        }
+        wg_softmax_tile(s, p, m, l, alpha, k0, wrow0, g, t, scale_log2);
+        wg_rescale(o, alpha);
 
         wg_fence();
         wg_product_py(o, p, Vs);
@@ -309,17 +349,7 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
         if (PIPE)
             __syncthreads(); /* done with buffer b: the iteration after next refills it */
     }
-
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = wrow0 + g + 8 * r;
-        const float sum = quad_sum(l[r]);
-        if (row >= T)
-            continue;
-        wg_store_row(out + hr.tok_off + (size_t)row * C, o, r, t, 1.0f / sum);
-        if (t == 0)
-            lse[hr.stat_off + row] = (m[r] * scale_log2 + log2f(sum)) * LN2_F;
-    }
+    wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
 #else
     __trap();
 #endif
@@ -596,7 +626,10 @@ __global__ static void wgmma_probe(int *has)
 }
 
 /* A configuration of the three kernels: copies under the arithmetic (PIPE) in each, and the
- * blocks an SM dq's registers must allow.  None changes a result (the tiles are the same). */
+ * blocks an SM dq's registers must allow.  None changes a result (the tiles are the same).
+ * (A forward with its softmax under the products as well -- S_{j+1} and P_{j-1} V_{j-1} issued
+ * before P_j is formed, FlashAttention-3's overlap within a warpgroup, 214 registers -- ran no
+ * faster than PIPE 1 on an H100, 0.0759 against 0.0728 ms, and was not kept.) */
 template <int FWD_PIPE_, int DQ_PIPE_, int DQ_MINB_, int DKV_PIPE_> struct wg_config {
     static constexpr int FWD_PIPE = FWD_PIPE_, DQ_PIPE = DQ_PIPE_, DQ_MINB = DQ_MINB_,
                          DKV_PIPE = DKV_PIPE_;
@@ -614,7 +647,8 @@ static cudaError_t attn_wgmma_forward_launch(cudaStream_t st, bf16 *out, float *
                                              float scale_log2)
 {
     return launch_with_smem(flash_forward_wgmma<W::FWD_PIPE>, attn_grid(B, T, NH, WG_ROWS),
-                     WG_THREADS, wg_smem_bytes(1, W::FWD_PIPE), st, out, lse, qkv, T, C, NH, scale_log2);
+                            WG_THREADS, wg_smem_bytes(1, W::FWD_PIPE), st, out, lse, qkv, T, C,
+                            NH, scale_log2);
 }
 
 /* dq (which also stores delta) first, then dk, dv (which read delta) */
@@ -639,9 +673,10 @@ static cudaError_t attn_wgmma_dkv_launch(cudaStream_t st, bf16 *dqkv, const floa
                      scale, scale_log2);
 }
 
-/* The configuration the backend uses: the fastest of bench/attn_wgmma.cu's table on an H100
- * (bench/results/2026-11-27b-h100-wgmma: dq allowed 168 registers, 0.107 -> 0.102 ms; the
- * copies under the arithmetic within 3%, either way, of copies before it). */
-typedef wg_config<0, 0, 3, 0> wg_chosen;
+/* The configuration the backend uses: the fastest of bench/attn_wgmma.cu's tables on an H100
+ * (bench/results/2026-11-27b-h100-wgmma): the forward's copies under its arithmetic (0.0768 ->
+ * 0.0726 ms and 0.0755 -> 0.0728 in two calls), dq allowed 168 registers (0.107 -> 0.102 ms);
+ * copies under the arithmetic in dq and dk/dv bought nothing (within 1%, either way). */
+typedef wg_config<1, 0, 3, 0> wg_chosen;
 
 #endif
