@@ -541,6 +541,52 @@ static __device__ __forceinline__ void head_products(float (&x)[MT][NC / 8][4],
 
 /* ---- backward: dq (and delta) ---------------------------------------------------------- */
 
+/* delta = dO . O for the block's rows q0 .. q0 + blockDim.x / TPR - 1 of its head: TPR (1 or 2)
+ * threads a row, each a contiguous part of the head dimension, read 16 bytes at a time with
+ * BATCH vectors of each in flight (one memory latency a batch, not one an element), summed in
+ * element order (so the batch changes no bit).  Into Dsh[row - q0], and delta for rows < T;
+ * the caller's barrier makes Dsh visible.  Shared by the mma.sync and the wgmma dq kernels. */
+template <typename E, int HS, int TPR, int BATCH>
+static __device__ __forceinline__ void rows_delta(float *Dsh, float *delta, const E *dout,
+                                                  const E *out, const head_rows &hr, int q0,
+                                                  int T, int C)
+{
+    constexpr int VEC = 16 / (int)sizeof(E), NV = HS / TPR / VEC;
+    static_assert(TPR == 1 || TPR == 2, "one or two threads per row of delta");
+    static_assert(NV % BATCH == 0, "whole batches of vectors");
+    const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, qr = q0 + r;
+    float acc = 0.0f;
+    if (qr < T) {
+        const size_t off = hr.tok_off + (size_t)qr * C + part * (HS / TPR);
+        const uint4 *d4 = reinterpret_cast<const uint4 *>(dout + off),
+                    *o4 = reinterpret_cast<const uint4 *>(out + off);
+#pragma unroll
+        for (int v0 = 0; v0 < NV; v0 += BATCH) {
+            uint4 dv[BATCH], ov[BATCH];
+#pragma unroll
+            for (int v = 0; v < BATCH; v++) {
+                dv[v] = d4[v0 + v];
+                ov[v] = o4[v0 + v];
+            }
+#pragma unroll
+            for (int v = 0; v < BATCH; v++) {
+                const E *de = reinterpret_cast<const E *>(&dv[v]),
+                        *oe = reinterpret_cast<const E *>(&ov[v]);
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    acc += ld_f32(de[k]) * ld_f32(oe[k]);
+            }
+        }
+    }
+    if (TPR == 2)
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    if (part == 0) {
+        Dsh[r] = acc;
+        if (qr < T)
+            delta[hr.stat_off + qr] = acc;
+    }
+}
+
 /*
  * Grid (ceil(T/BQ), B*NH), 128 threads, BQ = 64 MT (warp w: MT row tiles at w*16*MT).  Block:
  * BQ queries, walking key tiles of BK up to the diagonal.  Shared: Q, dO (BQ x HS), STAGES
@@ -559,7 +605,6 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
     typedef mma_op<E> M;
     constexpr int WR = 16 * MT, BQ = 4 * WR, LD = HS + M::PAD, TPR = TC_THREADS / BQ;
     static_assert(STAGES == 1 || STAGES == 2, "one or two K, V buffers");
-    static_assert(TPR == 1 || TPR == 2, "one or two threads per row of delta");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     E *Qs = reinterpret_cast<E *>(smem_raw), *dOs = Qs + BQ * LD, *KVs = dOs + BQ * LD;
     __shared__ float Dsh[BQ];
@@ -582,43 +627,9 @@ flash_backward_dq_tc(E *dqkv, float *delta, const E *dout, const E *qkv, const E
         cp_async_commit();
     }
 
-    /* delta = dO . O per row, from global (while the tiles arrive): TPR threads per row, each
-     * a contiguous part of the head dimension, read 16 bytes at a time, BATCH vectors of each
-     * in flight (one load latency per batch, not per element), summed in element order */
-    {
-        const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, qr = q0 + r;
-        constexpr int VEC = 16 / (int)sizeof(E), NV = HS / TPR / VEC, BATCH = NV < 4 ? NV : 4;
-        float acc = 0.0f;
-        if (qr < T) {
-            const size_t off = hr.tok_off + (size_t)qr * C + part * (HS / TPR);
-            const uint4 *d4 = reinterpret_cast<const uint4 *>(dout + off),
-                        *o4 = reinterpret_cast<const uint4 *>(out + off);
-#pragma unroll
-            for (int v0 = 0; v0 < NV; v0 += BATCH) {
-                uint4 dv[BATCH], ov[BATCH];
-#pragma unroll
-                for (int v = 0; v < BATCH; v++) {
-                    dv[v] = d4[v0 + v];
-                    ov[v] = o4[v0 + v];
-                }
-#pragma unroll
-                for (int v = 0; v < BATCH; v++) {
-                    const E *de = reinterpret_cast<const E *>(&dv[v]),
-                            *oe = reinterpret_cast<const E *>(&ov[v]);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        acc += ld_f32(de[k]) * ld_f32(oe[k]);
-                }
-            }
-        }
-        if (TPR == 2)
-            acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-        if (part == 0) {
-            Dsh[r] = acc;
-            if (qr < T)
-                delta[hr.stat_off + qr] = acc;
-        }
-    }
+    /* delta from global, while the tiles arrive: up to 4 vectors of each operand in flight */
+    constexpr int DELTA_VECS = HS / TPR / (16 / (int)sizeof(E));
+    rows_delta<E, HS, TPR, DELTA_VECS < 4 ? DELTA_VECS : 4>(Dsh, delta, dout, out, hr, q0, T, C);
     __syncthreads();
     float dl[MT][2], ls[MT][2];
 #pragma unroll

@@ -105,6 +105,38 @@ static __device__ __forceinline__ unsigned wg_smem_base()
     return ((unsigned)__cvta_generic_to_shared(wg_smem_raw) + 1023u) & ~1023u;
 }
 
+/* ---- the streamed tiles ---------------------------------------------------------------- */
+
+/* Iteration `it` of a walk over tiles of 64 rows (this one at row j0, the walk ending at jend):
+ * makes this tile's operands ready in shared memory and returns their buffer.  Without PIPE,
+ * one buffer: wait for every thread to finish with it, copy, wait.  With PIPE, two: the next
+ * tile's copies (into the other buffer, whose readers passed wg_tile_done's barrier) start
+ * before this one's are waited for; the walk's first tile was copied by the caller, in a group of
+ * its own.  load(b, row0) copies a tile's operands into buffer b (joining the open group). */
+template <int PIPE, typename Load>
+static __device__ __forceinline__ int wg_tile_next(int it, int j0, int jend, Load load)
+{
+    const int b = PIPE ? it & 1 : 0;
+    if (!PIPE) {
+        __syncthreads(); /* every thread has waited for the previous tile's products */
+        load(0, j0);
+        wg_copies_ready<0>();
+    } else if (j0 + WG_ROWS < jend) {
+        load(b ^ 1, j0 + WG_ROWS);
+        wg_copies_ready<1>();
+    } else {
+        wg_copies_ready<0>();
+    }
+    return b;
+}
+/* The end of an iteration: with PIPE, every thread is done with this buffer before the
+ * iteration after next refills it. */
+template <int PIPE> static __device__ __forceinline__ void wg_tile_done()
+{
+    if (PIPE)
+        __syncthreads();
+}
+
 /* ---- wgmma ------------------------------------------------------------------------------ */
 
 /* A shared-memory matrix descriptor: start address >> 4 (bits 0-13), leading-dimension byte
@@ -320,17 +352,7 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
 
     const int kend = min(T, q0 + WG_ROWS);
     for (int k0 = 0, it = 0; k0 < kend; k0 += WG_ROWS, it++) {
-        const int b = PIPE ? it & 1 : 0;
-        if (!PIPE) {
-            __syncthreads(); /* every thread has waited for the previous tile's products */
-            load_keys(0, k0);
-            wg_copies_ready<0>();
-        } else if (k0 + WG_ROWS < kend) {
-            load_keys(b ^ 1, k0 + WG_ROWS); /* its readers passed the last iteration's barrier */
-            wg_copies_ready<1>();
-        } else {
-            wg_copies_ready<0>();
-        }
+        const int b = wg_tile_next<PIPE>(it, k0, kend, load_keys);
         const unsigned Ks = KVs + 2 * b * WG_TILE_BYTES, Vs = Ks + WG_TILE_BYTES;
 
         float s[32];
@@ -346,8 +368,7 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
         wg_fence();
         wg_product_py(o, p, Vs);
         wg_commit_and_wait();
-        if (PIPE)
-            __syncthreads(); /* done with buffer b: the iteration after next refills it */
+        wg_tile_done<PIPE>();
     }
     wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
 #else
@@ -393,37 +414,8 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
 
-    /* delta = dO . O per row: threads 2r, 2r + 1 each half of row r's head slice, read 8
-     * elements (16 bytes) at a time and summed in order */
-    {
-        const int r = threadIdx.x >> 1, part = threadIdx.x & 1, qr = q0 + r;
-        float acc = 0.0f;
-        if (qr < T) {
-            const size_t off = hr.tok_off + (size_t)qr * C + part * (WG_HS / 2);
-            const uint4 *d4 = reinterpret_cast<const uint4 *>(dout + off),
-                        *o4 = reinterpret_cast<const uint4 *>(out + off);
-            uint4 dv[WG_HS / 16], ov[WG_HS / 16];
-#pragma unroll
-            for (int i = 0; i < WG_HS / 16; i++) {
-                dv[i] = d4[i];
-                ov[i] = o4[i];
-            }
-#pragma unroll
-            for (int i = 0; i < WG_HS / 16; i++) {
-                const bf16 *de = reinterpret_cast<const bf16 *>(&dv[i]),
-                           *oe = reinterpret_cast<const bf16 *>(&ov[i]);
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    acc += ld_f32(de[k]) * ld_f32(oe[k]);
-            }
-        }
-        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-        if (part == 0) {
-            Dsh[r] = acc;
-            if (qr < T)
-                delta[hr.stat_off + qr] = acc;
-        }
-    }
+    /* delta: two threads a row, every 16-byte vector of each in flight at once */
+    rows_delta<bf16, WG_HS, 2, WG_HS / 2 / 8>(Dsh, delta, dout, out, hr, q0, T, C);
     __syncthreads();
     float dl[2], ls[2];
 #pragma unroll
@@ -441,17 +433,7 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
 
     const int kend = min(T, q0 + WG_ROWS); /* keys past the block's last query: all masked */
     for (int k0 = 0, it = 0; k0 < kend; k0 += WG_ROWS, it++) {
-        const int b = PIPE ? it & 1 : 0;
-        if (!PIPE) {
-            __syncthreads(); /* every thread has waited for the previous tile's products */
-            load_keys(0, k0);
-            wg_copies_ready<0>();
-        } else if (k0 + WG_ROWS < kend) {
-            load_keys(b ^ 1, k0 + WG_ROWS); /* its readers passed the last iteration's barrier */
-            wg_copies_ready<1>();
-        } else {
-            wg_copies_ready<0>();
-        }
+        const int b = wg_tile_next<PIPE>(it, k0, kend, load_keys);
         const unsigned Ks = KVs + 2 * b * WG_TILE_BYTES, Vs = Ks + WG_TILE_BYTES;
 
         float s[32], dp[32];
@@ -478,8 +460,7 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
         wg_fence();
         wg_product_py(dq, ds, Ks);
         wg_commit_and_wait();
-        if (PIPE)
-            __syncthreads(); /* done with buffer b: the iteration after next refills it */
+        wg_tile_done<PIPE>();
     }
 
 #pragma unroll
@@ -547,17 +528,7 @@ flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const
     const int key[2] = {wkey0 + g, wkey0 + g + 8};
 
     for (int q0 = k0, it = 0; q0 < T; q0 += WG_ROWS, it++) {
-        const int b = PIPE ? it & 1 : 0;
-        if (!PIPE) {
-            __syncthreads(); /* every thread has waited for the previous tile's products */
-            load_queries(0, q0);
-            wg_copies_ready<0>();
-        } else if (q0 + WG_ROWS < T) {
-            load_queries(b ^ 1, q0 + WG_ROWS); /* its readers passed the last barrier */
-            wg_copies_ready<1>();
-        } else {
-            wg_copies_ready<0>();
-        }
+        const int b = wg_tile_next<PIPE>(it, q0, T, load_queries);
         const unsigned Qs = QdOs + 2 * b * WG_TILE_BYTES, dOs = Qs + WG_TILE_BYTES;
 
         float st[32], dpt[32]; /* S^T, dP^T */
@@ -596,8 +567,7 @@ flash_backward_dkv_wgmma(bf16 *dqkv, const float *delta, const bf16 *dout, const
         wg_fence();
         wg_product_py(dk, dst, Qs);
         wg_commit_and_wait();
-        if (PIPE)
-            __syncthreads(); /* done with buffer b: the iteration after next refills it */
+        wg_tile_done<PIPE>();
     }
 
 #pragma unroll
