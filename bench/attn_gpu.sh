@@ -6,7 +6,8 @@
 # steps with the configuration the backend uses.
 #   bash bench/attn_gpu.sh "$OUT"
 # PARTS (default "sweep test step"; "ncu" adds Nsight Compute on the sweep's first configurations,
-# "wgmma" bench/attn_wgmma.cu: the wgmma kernels against the mma.sync ones), SHAPE (attn_sweep's B T C NH, default the model's).
+# "wgmma" bench/attn_wgmma.cu: the wgmma kernels against the mma.sync ones, "tf32"
+# bench/attn_wgmma_tf32.cu: the TF32 wgmma forward experiment), SHAPE (attn_sweep's B T C NH, default the model's).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 parts=" ${PARTS:-sweep test step} "
@@ -27,6 +28,15 @@ if [[ $parts == *" wgmma "* ]]; then
     timeout 120 "$out/attn_wgmma" ${SHAPE:-} | tee "$out/wgmma.md"
     echo "wgmma: exit ${PIPESTATUS[0]} at $(($(date +%s) - t0)) s"
     cp "$out/wgmma.md" "$dest/" 2>/dev/null
+fi
+if [[ $parts == *" tf32 "* ]]; then
+    # the TF32 wgmma forward experiment against the backend's mma.sync TF32 forward
+    nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels bench/attn_wgmma_tf32.cu \
+        -o "$out/attn_wgmma_tf32" >"$out/tf32_build.txt" 2>&1 || { tail -n 30 "$out/tf32_build.txt"; exit 1; }
+    # shellcheck disable=SC2086
+    timeout 120 "$out/attn_wgmma_tf32" ${SHAPE:-} | tee "$out/wgmma_tf32.md"
+    echo "tf32: exit ${PIPESTATUS[0]} at $(($(date +%s) - t0)) s"
+    cp "$out/wgmma_tf32.md" "$dest/" 2>/dev/null
 fi
 if [[ $parts == *" ncu "* ]]; then
     # where each kernel's time goes: the first launch of each (the sweep's first configuration)
