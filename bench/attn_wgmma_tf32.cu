@@ -1,15 +1,18 @@
 /*
  * attn_wgmma_tf32.cu — an experiment toward issue 30 part 2 in TF32 (the artifact's math):
- * the causal attention forward on wgmma with fp32 storage and TF32 products, head size 128,
- * against the backend's mma.sync TF32 forward (cuda_attention_tc.cuh, attn_tiles<float>: key
- * tiles of 32).  Not part of the product yet: it checks itself bit for bit against that forward
- * (out and lse, and its own repeatability) and times both.
+ * the causal attention (forward, dq, dk/dv) on wgmma with fp32 storage and TF32 products, head
+ * size 128, against the backend's mma.sync TF32 kernels (cuda_attention_tc.cuh,
+ * attn_tiles<float>).  Not part of the product yet: it checks every output bit for bit against
+ * theirs (out, lse, dq, dk, dv, delta, and its own repeatability) and times each kernel.
  *
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels \
  *       bench/attn_wgmma_tf32.cu -o attn_wgmma_tf32   (or PARTS=tf32 bash bench/attn_gpu.sh "$OUT")
  *   ./attn_wgmma_tf32 [B T C NH]       (default the l32 model's 4 1024 2048 16; C = 128 NH)
  *
- * Status: written and compiled without a GPU (2026-11-27); not yet run.
+ * Status: written and compiled without a GPU (2026-11-27: 159 / 170 / 249 registers, no
+ * spills); not yet run.  The backward too: dq (Q, dO, K, V and K^T in shared memory, 113 KiB)
+ * and dk/dv (K, V, Q, dO, Q^T, dO^T: 129 KiB, one block an SM), with the tiles of
+ * attn_tiles<float> (dq: 64 queries, key tiles of 32; dk/dv: 64 keys, query tiles of 32).
  *
  * What TF32 changes against the bf16 kernels (cuda_attention_wgmma.cuh):
  *  - wgmma takes TF32 operands K-major only (no transposed B): Q and K are K-major as they
@@ -20,7 +23,8 @@
  *    key k at position k / 2 + 4 (k % 2) (a0 = c0, a1 = c2, a2 = c1, a3 = c3: mma_op<float>'s
  *    a_from_c), so V^T's columns hold the keys in that order within each group of 8.
  *  - wgmma reads fp32 words and uses their TF32 part; the mma.sync kernels round every operand
- *    to TF32 (cvt.rna) first.  So every tile is rounded in shared memory before the fence (Q and
+ *    to TF32 (cvt.rna) first (whether wgmma truncates or rounds an fp32 word, this makes it
+ *    moot).  So every tile is rounded in shared memory before the fence (Q and
  *    K in place by the thread that copied each chunk, V^T on its way through registers), and P
  *    as it is packed: the same products as the mma.sync kernels.
  *  - Key tiles of 32, as attn_tiles<float>::fwd, so the online softmax sees the same tiles:
@@ -58,30 +62,32 @@ static __device__ __forceinline__ float t32_round(float x)
     return __uint_as_float(mma_op<float>::tf32(x));
 }
 
-/* ROWS rows of a (T, 128) fp32 view into a tile of quarters (cp.async; zeros past T), then, once
- * this thread's copies have landed, each of its chunks rounded to TF32 in place.  The caller's
- * fence and barrier make them visible to wgmma and to the other threads. */
+/* ROWS rows of a (T, 128) fp32 view into a tile of quarters: cp.async copies joining this
+ * thread's open group; zeros past T. */
 template <int ROWS>
-static __device__ __forceinline__ void t32_tile_load_rounded(unsigned tile, const float *src,
-                                                             size_t stride, int row0, int T)
+static __device__ __forceinline__ void t32_tile_copy(unsigned tile, const float *src,
+                                                     size_t stride, int row0, int T)
 {
-    constexpr unsigned QB = ROWS * 128;
-    constexpr int PER_THREAD = ROWS * 32 / WG_THREADS;
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; i++) {
+    for (int i = 0; i < ROWS * 32 / WG_THREADS; i++) {
         const int c = threadIdx.x + WG_THREADS * i, r = c >> 5, ch = c & 31;
         const bool in = row0 + r < T;
         const float *from = src + (size_t)(in ? row0 + r : 0) * stride + ch * 4;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
-                         tile + t32_offset(r, ch, QB)),
+                         tile + t32_offset(r, ch, ROWS * 128)),
                      "l"(from), "r"(in ? 16 : 0));
     }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+/* After this thread's copies of t32_tile_copy<ROWS> have landed: each chunk it copied rounded
+ * to TF32 in place (its own copies are visible to it without a barrier).  The caller's proxy
+ * fence and barrier make them visible to wgmma and to the other threads. */
+template <int ROWS> static __device__ __forceinline__ void t32_tile_round(unsigned tile)
+{
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; i++) {
+    for (int i = 0; i < ROWS * 32 / WG_THREADS; i++) {
         const int c = threadIdx.x + WG_THREADS * i, r = c >> 5, ch = c & 31;
-        const unsigned a = tile + t32_offset(r, ch, QB);
+        const unsigned a = tile + t32_offset(r, ch, ROWS * 128);
         float4 v;
         asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
@@ -92,11 +98,26 @@ static __device__ __forceinline__ void t32_tile_load_rounded(unsigned tile, cons
     }
 }
 
-/* The 32 keys' V rows [k0, k0 + 32) into V^T (128 rows of the head dimension, 32 key columns,
- * one 128-byte swizzle row each), rounded, key k of a group of 8 at column k / 2 + 4 (k % 2)
- * of the group.  Warp w, lane = key: float4 columns w, w + 4, ... of the key's row. */
-static __device__ __forceinline__ void t32_vt_load(unsigned vt, const float *vbase, size_t stride,
-                                                   int k0, int T)
+static __device__ __forceinline__ void t32_copies_wait()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+/* Rounded tiles (and the plain stores before it) visible to wgmma and to every thread */
+static __device__ __forceinline__ void t32_tiles_ready()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+}
+
+/* 32 rows [k0, k0 + 32) of a (T, 128) view (keys of V or K, queries of dO or Q) into its
+ * transpose (128 rows of the head dimension, 32 columns, one 128-byte swizzle row each),
+ * rounded, row k of a group of 8 at column k / 2 + 4 (k % 2) of the group: the order in which
+ * the A operand built from an accumulator holds them (the P Y products' k dimension).  Warp w,
+ * lane = source row: float4 columns w, w + 4, ... of that row; rows past T are zeros. */
+static __device__ __forceinline__ void t32_transposed_load(unsigned vt, const float *vbase,
+                                                           size_t stride, int k0, int T)
 {
     const int warp = threadIdx.x / 32, key = threadIdx.x % 32;
     const bool in = k0 + key < T;
@@ -147,6 +168,48 @@ static __device__ __forceinline__ void t32_m64n128k8_rs(float (&o)[64], const ui
                  : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(dv));
 }
 
+/* s (64 x 32) = X Y^T over the head dimension: X a tile of 64-row quarters, Y of 32-row
+ * quarters, both rounded; committed, not waited for */
+static __device__ __forceinline__ void t32_product_xyt(float (&s)[16], unsigned x, unsigned y)
+{
+#pragma unroll
+    for (int kk = 0; kk < T32_HS / 8; kk++) {
+        const unsigned off = (kk & 3) * 32; /* 8 elements of 4 bytes a step */
+        t32_m64n32k8_ss(s, wg_desc(x + (kk >> 2) * T32_Q_QUARTER + off, 16, 1024),
+                        wg_desc(y + (kk >> 2) * T32_K_QUARTER + off, 16, 1024), kk > 0);
+    }
+}
+
+/* acc (64 x 128) += P Y over 32 rows of Y, Y given as its transpose yt (t32_transposed_load) */
+static __device__ __forceinline__ void t32_product_py(float (&acc)[64],
+                                                      const uint32_t (&p)[T32_KEYS / 8][4],
+                                                      unsigned yt)
+{
+#pragma unroll
+    for (int j = 0; j < T32_KEYS / 8; j++)
+        t32_m64n128k8_rs(acc, p[j], wg_desc(yt + j * 32, 16, 1024));
+}
+
+/* Chunk j (8 columns, the accumulator's order) of values v into the A operand of k step j:
+ * a0 = c0, a1 = c2, a2 = c1, a3 = c3 (mma_op<float>::a_from_c), rounded to TF32 */
+static __device__ __forceinline__ void t32_pack_chunk(uint32_t (&p)[T32_KEYS / 8][4], int j,
+                                                      const float (&v)[4])
+{
+    p[j][0] = mma_op<float>::tf32(v[0]);
+    p[j][1] = mma_op<float>::tf32(v[2]);
+    p[j][2] = mma_op<float>::tf32(v[1]);
+    p[j][3] = mma_op<float>::tf32(v[3]);
+}
+
+/* a 64 x 128 accumulator's rows (g + 8 r of the warp) times mult to the row at dst */
+static __device__ __forceinline__ void t32_store_row(float *dst, const float (&acc)[64], int r,
+                                                     int t, float mult)
+{
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        store_pair(dst + 8 * j + 2 * t, acc[4 * j + 2 * r] * mult, acc[4 * j + 2 * r + 1] * mult);
+}
+
 #endif /* WG_HAVE_WGMMA */
 
 /*
@@ -168,7 +231,9 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
     const size_t C3 = hr.C3;
     const float *qbase = qkv + hr.qkv_off;
 
-    t32_tile_load_rounded<T32_ROWS>(Qs, qbase, C3, q0, T);
+    t32_tile_copy<T32_ROWS>(Qs, qbase, C3, q0, T);
+    t32_copies_wait();
+    t32_tile_round<T32_ROWS>(Qs); /* made visible with the first key tile */
 
     float o[64];
 #pragma unroll
@@ -179,19 +244,15 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
     const int kend = min(T, q0 + T32_ROWS);
     for (int k0 = 0; k0 < kend; k0 += T32_KEYS) {
         __syncthreads(); /* every thread has waited for the previous tile's products */
-        t32_tile_load_rounded<T32_KEYS>(Ks, qbase + C, C3, k0, T);
-        t32_vt_load(Vt, qbase + 2 * C, C3, k0, T);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads();
+        t32_tile_copy<T32_KEYS>(Ks, qbase + C, C3, k0, T);
+        t32_transposed_load(Vt, qbase + 2 * C, C3, k0, T); /* while K's copies fly */
+        t32_copies_wait();
+        t32_tile_round<T32_KEYS>(Ks);
+        t32_tiles_ready();
 
         float s[16];
         wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < T32_HS / 8; kk++) {
-            const unsigned off = (kk & 3) * 32; /* 8 elements of 4 bytes a step */
-            t32_m64n32k8_ss(s, wg_desc(Qs + (kk >> 2) * T32_Q_QUARTER + off, 16, 1024),
-                            wg_desc(Ks + (kk >> 2) * T32_K_QUARTER + off, 16, 1024), kk > 0);
-        }
+        t32_product_xyt(s, Qs, Ks);
         wg_commit_and_wait();
 
         /* the online softmax: s[4j + e] is (row g + 8 (e / 2), key k0 + 8j + 2t + e % 2) */
@@ -224,18 +285,12 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
                 pv[e] = exp2_fast(fmaf(s[4 * j + e], scale_log2, -mc[e >> 1]));
                 l[e >> 1] += pv[e];
             }
-            /* the A operand of k step j: a0 = c0, a1 = c2, a2 = c1, a3 = c3 */
-            p[j][0] = mma_op<float>::tf32(pv[0]);
-            p[j][1] = mma_op<float>::tf32(pv[2]);
-            p[j][2] = mma_op<float>::tf32(pv[1]);
-            p[j][3] = mma_op<float>::tf32(pv[3]);
+            t32_pack_chunk(p, j, pv);
         }
         wg_rescale(o, alpha);
 
         wg_fence();
-#pragma unroll
-        for (int j = 0; j < T32_KEYS / 8; j++)
-            t32_m64n128k8_rs(o, p[j], wg_desc(Vt + j * 32, 16, 1024));
+        t32_product_py(o, p, Vt);
         wg_commit_and_wait();
     }
 
@@ -245,17 +300,206 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
         const float sum = quad_sum(l[r]);
         if (row >= T)
             continue;
-        const float inv = 1.0f / sum;
-        float *orow = out + hr.tok_off + (size_t)row * C;
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-            store_pair(orow + 8 * j + 2 * t, o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+        t32_store_row(out + hr.tok_off + (size_t)row * C, o, r, t, 1.0f / sum);
         if (t == 0)
             lse[hr.stat_off + row] = (m[r] * scale_log2 + log2f(sum)) * LN2_F;
     }
 #else
     __trap();
 #endif
+}
+
+/*
+ * dq (and delta), as flash_backward_dq_tc<float, 128, 1, 32, 1>: 64 queries, key tiles of 32.
+ * Shared: Q, dO (64-row quarters), K, V (32-row quarters) and K^T (for dQ += dS K), all
+ * rounded: 112 KiB.  Per key tile: S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K.
+ */
+#define T32_DQ_SMEM (2 * T32_Q_BYTES + 3 * T32_K_BYTES + 1024)
+__global__ static void __launch_bounds__(WG_THREADS)
+flash_backward_dq_wgmma_tf32(float *dqkv, float *delta, const float *dout, const float *qkv,
+                             const float *out, const float *lse, int T, int C, int NH,
+                             float scale, float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    const unsigned Qs = wg_smem_base(), dOs = Qs + T32_Q_BYTES, Ks = dOs + T32_Q_BYTES,
+                   Vs = Ks + T32_K_BYTES, Kt = Vs + T32_K_BYTES;
+    __shared__ float Dsh[T32_ROWS];
+    const head_rows hr = head_of_block(T, C, NH, T32_HS);
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * T32_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int wrow0 = q0 + warp * 16;
+    const size_t C3 = hr.C3;
+    const float *qbase = qkv + hr.qkv_off;
+
+    t32_tile_copy<T32_ROWS>(Qs, qbase, C3, q0, T);
+    t32_tile_copy<T32_ROWS>(dOs, dout + hr.tok_off, C, q0, T);
+    rows_delta<float, T32_HS, 2, 4>(Dsh, delta, dout, out, hr, q0, T, C); /* while they fly */
+    t32_copies_wait();
+    t32_tile_round<T32_ROWS>(Qs); /* made visible with the first key tile */
+    t32_tile_round<T32_ROWS>(dOs);
+    __syncthreads();
+    float dl[2], ls[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        dl[r] = Dsh[warp * 16 + g + 8 * r];
+        ls[r] = row < T ? lse[hr.stat_off + row] * LOG2E_F : INFINITY;
+    }
+    float dq[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        dq[i] = 0.0f;
+
+    const int kend = min(T, q0 + T32_ROWS);
+    for (int k0 = 0; k0 < kend; k0 += T32_KEYS) {
+        __syncthreads(); /* every thread has waited for the previous tile's products */
+        t32_tile_copy<T32_KEYS>(Ks, qbase + C, C3, k0, T);
+        t32_tile_copy<T32_KEYS>(Vs, qbase + 2 * C, C3, k0, T);
+        t32_transposed_load(Kt, qbase + C, C3, k0, T); /* while K's and V's copies fly */
+        t32_copies_wait();
+        t32_tile_round<T32_KEYS>(Ks);
+        t32_tile_round<T32_KEYS>(Vs);
+        t32_tiles_ready();
+
+        float s[16], dp[16];
+        wg_fence();
+        t32_product_xyt(s, Qs, Ks);
+        t32_product_xyt(dp, dOs, Vs);
+        wg_commit_and_wait();
+
+        const bool diag = k0 + T32_KEYS - 1 > wrow0;
+        uint32_t ds[T32_KEYS / 8][4];
+#pragma unroll
+        for (int j = 0; j < T32_KEYS / 8; j++) {
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1, row = wrow0 + g + 8 * r, key = k0 + 8 * j + 2 * t + (e & 1);
+                float p = exp2_fast(fmaf(s[4 * j + e], scale_log2, -ls[r]));
+                if (diag && key > row)
+                    p = 0.0f;
+                v[e] = p * (dp[4 * j + e] - dl[r]);
+            }
+            t32_pack_chunk(ds, j, v);
+        }
+        wg_fence();
+        t32_product_py(dq, ds, Kt);
+        wg_commit_and_wait();
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        if (row < T)
+            t32_store_row(dqkv + hr.qkv_off + (size_t)row * C3, dq, r, t, scale);
+    }
+#else
+    __trap();
+#endif
+}
+
+/*
+ * dk, dv, as flash_backward_dkv_tc<float, 128, 4, 32, 1>: 64 keys, query tiles of 32 from the
+ * block's first key.  Shared: K, V (64-row quarters), Q, dO (32-row quarters), Q^T and dO^T
+ * (for dK += dS^T Q, dV += P^T dO), all rounded: 128 KiB (one block an SM).  Per query tile:
+ * S^T = K Q^T, dP^T = V dO^T, P^T, dS^T; dV += P^T dO, dK += dS^T Q.
+ */
+#define T32_DKV_SMEM (2 * T32_Q_BYTES + 4 * T32_K_BYTES + 1024)
+__global__ static void __launch_bounds__(WG_THREADS)
+flash_backward_dkv_wgmma_tf32(float *dqkv, const float *delta, const float *dout,
+                              const float *qkv, const float *lse, int T, int C, int NH,
+                              float scale, float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    const unsigned Ks = wg_smem_base(), Vs = Ks + T32_Q_BYTES, Qs = Vs + T32_Q_BYTES,
+                   dOs = Qs + T32_K_BYTES, Qt = dOs + T32_K_BYTES, dOt = Qt + T32_K_BYTES;
+    __shared__ float Ls[T32_KEYS], Ds[T32_KEYS]; /* the query tile's lse' and delta */
+    const head_rows hr = head_of_block(T, C, NH, T32_HS);
+    const int k0 = blockIdx.x * T32_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int wkey0 = k0 + warp * 16;
+    const size_t C3 = hr.C3;
+    const float *qbase = qkv + hr.qkv_off, *dobase = dout + hr.tok_off;
+
+    t32_tile_copy<T32_ROWS>(Ks, qbase + C, C3, k0, T);
+    t32_tile_copy<T32_ROWS>(Vs, qbase + 2 * C, C3, k0, T);
+    t32_copies_wait();
+    t32_tile_round<T32_ROWS>(Ks); /* made visible with the first query tile */
+    t32_tile_round<T32_ROWS>(Vs);
+    float dk[64], dv[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        dk[i] = dv[i] = 0.0f;
+    const int key[2] = {wkey0 + g, wkey0 + g + 8};
+
+    for (int q0 = k0; q0 < T; q0 += T32_KEYS) {
+        __syncthreads(); /* every thread has waited for the previous tile's products */
+        t32_tile_copy<T32_KEYS>(Qs, qbase, C3, q0, T);
+        t32_tile_copy<T32_KEYS>(dOs, dobase, C, q0, T);
+        t32_transposed_load(Qt, qbase, C3, q0, T); /* while Q's and dO's copies fly */
+        t32_transposed_load(dOt, dobase, C, q0, T);
+        if (threadIdx.x < T32_KEYS) {
+            const int q = q0 + threadIdx.x;
+            /* queries past T: probability 0 (exp2(-inf)), and no delta */
+            Ls[threadIdx.x] = q < T ? lse[hr.stat_off + q] * LOG2E_F : INFINITY;
+            Ds[threadIdx.x] = q < T ? delta[hr.stat_off + q] : 0.0f;
+        }
+        t32_copies_wait();
+        t32_tile_round<T32_KEYS>(Qs);
+        t32_tile_round<T32_KEYS>(dOs);
+        t32_tiles_ready();
+
+        float st[16], dpt[16]; /* S^T, dP^T: rows the warp's keys, columns the tile's queries */
+        wg_fence();
+        t32_product_xyt(st, Ks, Qs);
+        t32_product_xyt(dpt, Vs, dOs);
+        wg_commit_and_wait();
+
+        const bool diag = q0 < wkey0 + 15; /* some query of the tile precedes some key */
+        uint32_t pt[T32_KEYS / 8][4], dst[T32_KEYS / 8][4];
+#pragma unroll
+        for (int j = 0; j < T32_KEYS / 8; j++) {
+            const int qi = 8 * j + 2 * t;
+            float p[4], d[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float lq = Ls[qi + (e & 1)], dq = Ds[qi + (e & 1)];
+                p[e] = exp2_fast(fmaf(st[4 * j + e], scale_log2, -lq));
+                if (diag && q0 + qi + (e & 1) < key[e >> 1])
+                    p[e] = 0.0f;
+                d[e] = p[e] * (dpt[4 * j + e] - dq);
+            }
+            t32_pack_chunk(pt, j, p);
+            t32_pack_chunk(dst, j, d);
+        }
+        wg_fence();
+        t32_product_py(dv, pt, dOt);
+        t32_product_py(dk, dst, Qt);
+        wg_commit_and_wait();
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (key[r] >= T)
+            continue;
+        float *krow = dqkv + hr.qkv_off + (size_t)key[r] * C3 + C;
+        t32_store_row(krow, dk, r, t, scale);
+        t32_store_row(krow + C, dv, r, t, 1.0f);
+    }
+#else
+    __trap();
+#endif
+}
+
+/* elements whose bits differ, and those of a that are not finite */
+static void count_differing(const std::vector<float> &a, const std::vector<float> &ref,
+                            size_t first, size_t count, size_t step, size_t *differ,
+                            size_t *not_finite)
+{
+    *differ = *not_finite = 0;
+    for (size_t i = first; i < a.size(); i += step)
+        for (size_t k = i; k < i + count && k < a.size(); k++) {
+            *differ += memcmp(&a[k], &ref[k], sizeof(float)) != 0;
+            *not_finite += !std::isfinite(a[k]);
+        }
 }
 
 int main(int argc, char **argv)
@@ -275,75 +519,132 @@ int main(int argc, char **argv)
         return 2;
     }
     const size_t n_tok = (size_t)B * T * C, n_qkv = 3 * n_tok, n_stat = (size_t)B * NH * T;
-    const float scale_log2 = LOG2E_F / sqrtf((float)T32_HS);
-    float *qkv, *out[2], *lse[2]; /* [0] the backend's mma.sync, [1] wgmma */
+    const float scale = 1.0f / sqrtf((float)T32_HS), scale_log2 = LOG2E_F * scale;
+    typedef attn_tiles<float> tiles;
+    /* [0] the backend's mma.sync kernels, [1] wgmma */
+    float *qkv, *dout, *out[2], *lse[2], *dqkv[2], *delta[2];
     CK(cudaMalloc(&qkv, n_qkv * sizeof(float)));
+    CK(cudaMalloc(&dout, n_tok * sizeof(float)));
     for (int k = 0; k < 2; k++) {
         CK(cudaMalloc(&out[k], n_tok * sizeof(float)));
         CK(cudaMalloc(&lse[k], n_stat * sizeof(float)));
-        CK(cudaMemset(out[k], 0xff, n_tok * sizeof(float)));
-        CK(cudaMemset(lse[k], 0xff, n_stat * sizeof(float)));
+        CK(cudaMalloc(&dqkv[k], n_qkv * sizeof(float)));
+        CK(cudaMalloc(&delta[k], n_stat * sizeof(float)));
     }
     std::vector<float> h(n_qkv);
     unsigned long long seed = 12345;
     for (float &x : h)
         x = host_uniform(&seed);
     CK(cudaMemcpy(qkv, h.data(), n_qkv * sizeof(float), cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < n_tok; i++)
+        h[i] = host_uniform(&seed);
+    CK(cudaMemcpy(dout, h.data(), n_tok * sizeof(float), cudaMemcpyHostToDevice));
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    /* outputs poisoned (0xff: NaN) first, so an element a kernel leaves unwritten shows */
+    auto poison = [&](int k) {
+        CK(cudaMemset(out[k], 0xff, n_tok * sizeof(float)));
+        CK(cudaMemset(lse[k], 0xff, n_stat * sizeof(float)));
+        CK(cudaMemset(dqkv[k], 0xff, n_qkv * sizeof(float)));
+        CK(cudaMemset(delta[k], 0xff, n_stat * sizeof(float)));
+    };
 
-    auto run_ref = [&]() {
-        return attn_forward_launch<float, T32_HS, attn_tiles<float>::fwd>(
-            st, out[0], lse[0], qkv, B, T, C, NH, scale_log2);
+    /* both backwards read the reference forward's out and lse */
+    auto fwd = [&](int k) {
+        return k == 0 ? attn_forward_launch<float, T32_HS, tiles::fwd>(st, out[0], lse[0], qkv, B,
+                                                                        T, C, NH, scale_log2)
+                      : launch_with_smem(flash_forward_wgmma_tf32, attn_grid(B, T, NH, T32_ROWS),
+                                         WG_THREADS, (size_t)T32_SMEM, st, out[1], lse[1], qkv,
+                                         T, C, NH, scale_log2);
     };
-    auto run_wg = [&]() {
-        return launch_with_smem(flash_forward_wgmma_tf32, attn_grid(B, T, NH, T32_ROWS),
-                                WG_THREADS, (size_t)T32_SMEM, st, out[1], lse[1], qkv, T, C, NH,
-                                scale_log2);
+    auto dq = [&](int k) {
+        return k == 0 ? attn_dq_launch<float, T32_HS, tiles::dq>(st, dqkv[0], delta[0], dout, qkv,
+                                                                 out[0], lse[0], B, T, C, NH,
+                                                                 scale, scale_log2)
+                      : launch_with_smem(flash_backward_dq_wgmma_tf32,
+                                         attn_grid(B, T, NH, T32_ROWS), WG_THREADS,
+                                         (size_t)T32_DQ_SMEM, st, dqkv[1], delta[1], dout, qkv,
+                                         out[0], lse[0], T, C, NH, scale, scale_log2);
     };
-    CK(run_ref());
-    CK(run_wg());
-    CK(cudaStreamSynchronize(st));
+    auto dkv = [&](int k) {
+        return k == 0 ? attn_dkv_launch<float, T32_HS, tiles::dkv>(st, dqkv[0], delta[0], dout,
+                                                                   qkv, lse[0], B, T, C, NH,
+                                                                   scale, scale_log2)
+                      : launch_with_smem(flash_backward_dkv_wgmma_tf32,
+                                         attn_grid(B, T, NH, T32_ROWS), WG_THREADS,
+                                         (size_t)T32_DKV_SMEM, st, dqkv[1], delta[1], dout, qkv,
+                                         lse[0], T, C, NH, scale, scale_log2);
+    };
+    auto all = [&](int k) {
+        CK(fwd(k));
+        CK(dq(k));
+        CK(dkv(k));
+        CK(cudaStreamSynchronize(st));
+    };
+    for (int k = 0; k < 2; k++) {
+        poison(k);
+        all(k);
+    }
     const std::vector<float> o0 = fetch(out[0], n_tok), o1 = fetch(out[1], n_tok);
     const std::vector<float> l0 = fetch(lse[0], n_stat), l1 = fetch(lse[1], n_stat);
-    size_t d_out = 0, d_lse = 0;
-    for (size_t i = 0; i < n_tok; i++)
-        d_out += memcmp(&o0[i], &o1[i], sizeof(float)) != 0;
-    for (size_t i = 0; i < n_stat; i++)
-        d_lse += memcmp(&l0[i], &l1[i], sizeof(float)) != 0;
-    const double r_out = rel_diff(o1, o0), r_lse = rel_diff(l1, l0);
-    size_t not_finite = 0; /* NaN (an element never written) escapes rel_diff's max */
-    for (float x : o1)
-        not_finite += !std::isfinite(x);
-    for (float x : l1)
-        not_finite += !std::isfinite(x);
-    CK(cudaMemset(out[1], 0xff, n_tok * sizeof(float)));
-    CK(run_wg());
-    CK(cudaStreamSynchronize(st));
-    const bool repeat = fetch(out[1], n_tok) == o1;
+    const std::vector<float> g0 = fetch(dqkv[0], n_qkv), g1 = fetch(dqkv[1], n_qkv);
+    const std::vector<float> d0 = fetch(delta[0], n_stat), d1 = fetch(delta[1], n_stat);
+    poison(1);
+    all(1);
+    const bool repeat = fetch(out[1], n_tok) == o1 && fetch(lse[1], n_stat) == l1 &&
+                        fetch(dqkv[1], n_qkv) == g1 && fetch(delta[1], n_stat) == d1;
 
-    const double ms_ref = median_ms(st, 30, run_ref), ms_wg = median_ms(st, 30, run_wg);
-    const double flops = (double)B * NH * T * (T + 1) / 2.0 * 2 * 2 * T32_HS;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("# attention forward in TF32, wgmma against the backend's mma.sync, %s, B %d T %d C %d "
-           "heads %d\n\n", prop.name, B, T, C, NH);
-    printf("| kernel | ms | causal TFLOP/s | out: bits differing | lse: bits differing | max rel. "
-           "diff out, lse | repeatable |\n|---|---|---|---|---|---|---|\n");
-    printf("| mma.sync (backend) | %.4f | %.1f | - | - | - | - |\n", ms_ref, flops / ms_ref / 1e9);
-    printf("| wgmma | %.4f | %.1f | %zu of %zu | %zu of %zu | %.2e, %.2e | %s |\n", ms_wg,
-           flops / ms_wg / 1e9, d_out, n_tok, d_lse, n_stat, r_out, r_lse, repeat ? "yes" : "NO");
-    if (not_finite)
-        printf("\n%zu outputs of the wgmma forward are not finite\n", not_finite);
-    const bool ok = r_out < 2e-3 && r_lse < 1e-4 && repeat && not_finite == 0;
+    printf("# attention in TF32, wgmma (bench/attn_wgmma_tf32.cu) against the backend's mma.sync, "
+           "%s, B %d T %d C %d heads %d\n\n", prop.name, B, T, C, NH);
+    printf("| output | elements | bits differing | not finite | max rel. diff |\n"
+           "|---|---|---|---|---|\n");
+    struct row {
+        const char *name;
+        const std::vector<float> *a, *ref;
+        size_t first, count, step;
+    } rows[] = {{"out", &o1, &o0, 0, n_tok, n_tok},
+                {"lse", &l1, &l0, 0, n_stat, n_stat},
+                {"dq", &g1, &g0, 0, (size_t)C, 3 * (size_t)C},
+                {"dk", &g1, &g0, (size_t)C, (size_t)C, 3 * (size_t)C},
+                {"dv", &g1, &g0, 2 * (size_t)C, (size_t)C, 3 * (size_t)C},
+                {"delta", &d1, &d0, 0, n_stat, n_stat}};
+    bool close = true, identical = true;
+    for (const row &r : rows) {
+        size_t differ, not_finite;
+        count_differing(*r.a, *r.ref, r.first, r.count, r.step, &differ, &not_finite);
+        const double rel = rel_diff(*r.a, *r.ref);
+        const size_t n = r.a->size() / r.step * r.count;
+        printf("| %s | %zu | %zu | %zu | %.2e |\n", r.name, n, differ, not_finite, rel);
+        close = close && not_finite == 0 && rel < 2e-3;
+        identical = identical && differ == 0;
+    }
+    printf("\nwgmma repeatable (a second run, bit for bit): %s\n\n", repeat ? "yes" : "NO");
+
+    const double pair = (double)B * NH * T * (T + 1) / 2.0 * 2 * T32_HS;
+    const double kflops[3] = {2 * pair, 3 * pair, 4 * pair};
+    const char *kname[3] = {"forward", "dq (+delta)", "dk, dv"};
+    printf("| kernel | mma.sync ms | wgmma ms | speedup | wgmma TFLOP/s |\n|---|---|---|---|---|\n");
+    for (int i = 0; i < 3; i++) {
+        double ms[2];
+        for (int k = 0; k < 2; k++)
+            ms[k] = median_ms(st, 30, [&]() { return i == 0 ? fwd(k) : i == 1 ? dq(k) : dkv(k); });
+        printf("| %s | %.4f | %.4f | %.2fx | %.1f |\n", kname[i], ms[0], ms[1], ms[0] / ms[1],
+               kflops[i] / ms[1] / 1e9);
+    }
+    const bool ok = close && repeat;
     printf("\n%s\n", !ok ? "DISAGREES with the backend, or does not repeat"
-                     : d_out == 0 && d_lse == 0 ? "bit-identical to the backend's mma.sync forward"
-                                                : "agrees to the TF32 bound, not bit for bit");
+                     : identical ? "bit-identical to the backend's mma.sync kernels"
+                                 : "agrees to the TF32 bound, not bit for bit");
     CK(cudaStreamDestroy(st));
     CK(cudaFree(qkv));
+    CK(cudaFree(dout));
     for (int k = 0; k < 2; k++) {
         CK(cudaFree(out[k]));
         CK(cudaFree(lse[k]));
+        CK(cudaFree(dqkv[k]));
+        CK(cudaFree(delta[k]));
     }
     return ok ? 0 : 1;
 }
