@@ -59,6 +59,8 @@ CMD_LIB_SRCS := cmd/cli.c cmd/hostfile.c cmd/data.c cmd/report.c cmd/run.c cmd/c
                 cmd/launch.c cmd/machine.c cmd/search.c
 ifeq ($(CUDA),1)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+  # sm_90a (Hopper with its `a` features: the wgmma attention of cuda_attention_wgmma.cuh),
+  # sm_80, and compute_90 PTX for what comes after (there the attention runs on mma.sync)
   NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -Wall,-Wextra \
                -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
                -gencode arch=compute_90,code=compute_90
