@@ -50,6 +50,28 @@ template <typename E> static double rel_diff(const std::vector<E> &a, const std:
     return mr > 0.0 ? md / mr : md;
 }
 
+/* The shape from the command line ([B T C NH], default the l32 model's 4 1024 2048 16) for a
+ * program whose kernels need head size hs; false (after saying why) when it is not one. */
+static bool attn_bench_shape(int argc, char **argv, const char *prog, int hs, int *B, int *T,
+                             int *C, int *NH)
+{
+    *B = 4, *T = 1024, *C = 2048, *NH = 16;
+    if (argc == 5) {
+        *B = atoi(argv[1]);
+        *T = atoi(argv[2]);
+        *C = atoi(argv[3]);
+        *NH = atoi(argv[4]);
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: %s [B T C NH]\n", prog);
+        return false;
+    }
+    if (*B < 1 || *T < 1 || *NH < 1 || *C != *NH * hs) {
+        fprintf(stderr, "%s: needs head size %d (C = NH x %d)\n", prog, hs, hs);
+        return false;
+    }
+    return true;
+}
+
 /* median ms of `reps` launches of fn (after 3 untimed), each timed by its own events */
 template <typename F> static double median_ms(cudaStream_t st, int reps, F fn)
 {

@@ -20,24 +20,19 @@ if [[ $parts == *" sweep "* ]]; then
     timeout 300 "$out/attn_sweep" ${SHAPE:-} | tee "$out/table.md"
     echo "sweep: $(($(date +%s) - t0)) s"
 fi
-if [[ $parts == *" wgmma "* ]]; then
-    # the wgmma kernels against the backend's mma.sync ones (bench/attn_wgmma.cu)
-    nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels bench/attn_wgmma.cu \
-        -o "$out/attn_wgmma" >"$out/wgmma_build.txt" 2>&1 || { tail -n 30 "$out/wgmma_build.txt"; exit 1; }
+# run_hopper NAME TABLE: bench/NAME.cu built for sm_90a and run on SHAPE, its table kept
+run_hopper() {
+    nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels "bench/$1.cu" \
+        -o "$out/$1" >"$out/$1_build.txt" 2>&1 || { tail -n 30 "$out/$1_build.txt"; return 1; }
     # shellcheck disable=SC2086
-    timeout 120 "$out/attn_wgmma" ${SHAPE:-} | tee "$out/wgmma.md"
-    echo "wgmma: exit ${PIPESTATUS[0]} at $(($(date +%s) - t0)) s"
-    cp "$out/wgmma.md" "$dest/" 2>/dev/null
-fi
-if [[ $parts == *" tf32 "* ]]; then
-    # the TF32 wgmma forward experiment against the backend's mma.sync TF32 forward
-    nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels bench/attn_wgmma_tf32.cu \
-        -o "$out/attn_wgmma_tf32" >"$out/tf32_build.txt" 2>&1 || { tail -n 30 "$out/tf32_build.txt"; exit 1; }
-    # shellcheck disable=SC2086
-    timeout 120 "$out/attn_wgmma_tf32" ${SHAPE:-} | tee "$out/wgmma_tf32.md"
-    echo "tf32: exit ${PIPESTATUS[0]} at $(($(date +%s) - t0)) s"
-    cp "$out/wgmma_tf32.md" "$dest/" 2>/dev/null
-fi
+    timeout 120 "$out/$1" ${SHAPE:-} | tee "$out/$2"
+    echo "$1: exit ${PIPESTATUS[0]} at $(($(date +%s) - t0)) s"
+    cp "$out/$2" "$dest/" 2>/dev/null
+}
+# the wgmma kernels against the backend's mma.sync ones
+[[ $parts == *" wgmma "* ]] && run_hopper attn_wgmma wgmma.md
+# the TF32 wgmma experiment against the backend's mma.sync TF32 kernels
+[[ $parts == *" tf32 "* ]] && run_hopper attn_wgmma_tf32 wgmma_tf32.md
 if [[ $parts == *" ncu "* ]]; then
     # where each kernel's time goes: the first launch of each (the sweep's first configuration)
     # NCU_PROGRAM=attn_wgmma profiles the wgmma kernels (its first configuration) instead

@@ -38,20 +38,9 @@ static void compare(const std::vector<E> &a, const std::vector<E> &ref, K keep, 
 
 int main(int argc, char **argv)
 {
-    int B = 4, T = 1024, C = 2048, NH = 16;
-    if (argc == 5) {
-        B = atoi(argv[1]);
-        T = atoi(argv[2]);
-        C = atoi(argv[3]);
-        NH = atoi(argv[4]);
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: attn_wgmma [B T C NH]\n");
+    int B, T, C, NH;
+    if (!attn_bench_shape(argc, argv, "attn_wgmma", WG_HS, &B, &T, &C, &NH))
         return 2;
-    }
-    if (B < 1 || T < 1 || NH < 1 || C != NH * WG_HS) {
-        fprintf(stderr, "attn_wgmma: needs head size %d (C = NH x %d)\n", WG_HS, WG_HS);
-        return 2;
-    }
     int has = 0, *has_d;
     CK(cudaMalloc(&has_d, sizeof(int)));
     wgmma_probe<<<1, 1>>>(has_d);

@@ -158,11 +158,7 @@ static __device__ __forceinline__ void t32_m64n32k8_ss(float (&s)[16], uint64_t 
 static __device__ __forceinline__ void t32_m64n128k8_rs(float (&o)[64], const uint32_t (&p)[4],
                                                         uint64_t dv)
 {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " WG_D64 ", "
                  "{%64, %65, %66, %67}, %68, 1, 1, 1;\n"
                  : WG_F64(o)
                  : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(dv));
@@ -504,20 +500,9 @@ static void count_differing(const std::vector<float> &a, const std::vector<float
 
 int main(int argc, char **argv)
 {
-    int B = 4, T = 1024, C = 2048, NH = 16;
-    if (argc == 5) {
-        B = atoi(argv[1]);
-        T = atoi(argv[2]);
-        C = atoi(argv[3]);
-        NH = atoi(argv[4]);
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: attn_wgmma_tf32 [B T C NH]\n");
+    int B, T, C, NH;
+    if (!attn_bench_shape(argc, argv, "attn_wgmma_tf32", T32_HS, &B, &T, &C, &NH))
         return 2;
-    }
-    if (B < 1 || T < 1 || NH < 1 || C != NH * T32_HS) {
-        fprintf(stderr, "attn_wgmma_tf32: needs head size %d (C = NH x %d)\n", T32_HS, T32_HS);
-        return 2;
-    }
     const size_t n_tok = (size_t)B * T * C, n_qkv = 3 * n_tok, n_stat = (size_t)B * NH * T;
     const float scale = 1.0f / sqrtf((float)T32_HS), scale_log2 = LOG2E_F * scale;
     typedef attn_tiles<float> tiles;

@@ -177,15 +177,22 @@ static __device__ __forceinline__ void wg_commit_and_wait()
         "+f"(a[i + 5]), "+f"(a[i + 6]), "+f"(a[i + 7])
 #define WG_F32(a) WG_F8(a, 0), WG_F8(a, 8), WG_F8(a, 16), WG_F8(a, 24)
 #define WG_F64(a) WG_F32(a), WG_F8(a, 32), WG_F8(a, 40), WG_F8(a, 48), WG_F8(a, 56)
+/* ... and their places in the instruction's text: %0 .. %31, %0 .. %63 */
+#define WG_D32                                                                              \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "               \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define WG_D64                                                                              \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "               \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "      \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "      \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
 /* s (64 x 64) += X (64 x 16, K-major) Y^T (Y 64 x 16, K-major); scale_d 0 starts from zero */
 static __device__ __forceinline__ void wg_m64n64k16_ss(float (&s)[32], uint64_t dx, uint64_t dy,
                                                        int scale_d)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32 ", "
                  "%32, %33, p, 1, 1, 0, 0;\n}\n"
                  : WG_F32(s)
                  : "l"(dx), "l"(dy), "r"(scale_d));
@@ -196,11 +203,7 @@ static __device__ __forceinline__ void wg_m64n64k16_ss(float (&s)[32], uint64_t 
 static __device__ __forceinline__ void wg_m64n128k16_rs(float (&acc)[64], const uint32_t (&p)[4],
                                                         uint64_t dy)
 {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WG_D64 ", "
                  "{%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
                  : WG_F64(acc)
                  : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(dy));
