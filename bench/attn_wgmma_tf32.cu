@@ -197,22 +197,13 @@ static __device__ __forceinline__ void t32_pack_chunk(uint32_t (&p)[T32_KEYS / 8
     p[j][3] = mma_op<float>::tf32(v[3]);
 }
 
-/* a 64 x 128 accumulator's rows (g + 8 r of the warp) times mult to the row at dst */
-static __device__ __forceinline__ void t32_store_row(float *dst, const float (&acc)[64], int r,
-                                                     int t, float mult)
-{
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-        store_pair(dst + 8 * j + 2 * t, acc[4 * j + 2 * r] * mult, acc[4 * j + 2 * r + 1] * mult);
-}
-
 #endif /* WG_HAVE_WGMMA */
 
 /*
  * Grid (ceil(T/64), B*NH), 128 threads.  Block: 64 queries, the longest first; per key tile of
  * 32 up to the diagonal: K copied and rounded, V transposed and rounded, S = Q K^T (16 k steps
- * of 8 over the head dimension), the online softmax (flash_forward_tc's, the same tiles),
- * O += P V (4 k steps of 8 keys).
+ * of 8 over the head dimension), the online softmax (the bf16 kernels' wg_softmax_tile, on
+ * flash_forward_tc's tiles), O += P V (4 k steps of 8 keys).
  */
 __global__ static void __launch_bounds__(WG_THREADS)
 flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C, int NH,
@@ -251,38 +242,10 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
         t32_product_xyt(s, Qs, Ks);
         wg_commit_and_wait();
 
-        /* the online softmax: s[4j + e] is (row g + 8 (e / 2), key k0 + 8j + 2t + e % 2) */
-        const bool diag = k0 + T32_KEYS - 1 > wrow0;
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < T32_KEYS / 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int row = wrow0 + g + 8 * (e >> 1), key = k0 + 8 * j + 2 * t + (e & 1);
-                if (diag && key > row)
-                    s[4 * j + e] = -INFINITY;
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
-            }
         float alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const float mnew = fmaxf(m[r], quad_max(mx[r]));
-            alpha[r] = mnew != m[r] ? exp2_fast((m[r] - mnew) * scale_log2) : 1.0f;
-            m[r] = mnew;
-            l[r] *= alpha[r];
-        }
-        const float mc[2] = {m[0] * scale_log2, m[1] * scale_log2};
         uint32_t p[T32_KEYS / 8][4];
-#pragma unroll
-        for (int j = 0; j < T32_KEYS / 8; j++) {
-            float pv[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                pv[e] = exp2_fast(fmaf(s[4 * j + e], scale_log2, -mc[e >> 1]));
-                l[e >> 1] += pv[e];
-            }
-            t32_pack_chunk(p, j, pv);
-        }
+        wg_softmax_tile<T32_KEYS>(s, m, l, alpha, k0, wrow0, g, t, scale_log2,
+                                  [&](int j, const float(&pv)[4]) { t32_pack_chunk(p, j, pv); });
         wg_rescale(o, alpha);
 
         wg_fence();
@@ -290,16 +253,7 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
         wg_commit_and_wait();
     }
 
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = wrow0 + g + 8 * r;
-        const float sum = quad_sum(l[r]);
-        if (row >= T)
-            continue;
-        t32_store_row(out + hr.tok_off + (size_t)row * C, o, r, t, 1.0f / sum);
-        if (t == 0)
-            lse[hr.stat_off + row] = (m[r] * scale_log2 + log2f(sum)) * LN2_F;
-    }
+    wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
 #else
     __trap();
 #endif
@@ -386,7 +340,7 @@ flash_backward_dq_wgmma_tf32(float *dqkv, float *delta, const float *dout, const
     for (int r = 0; r < 2; r++) {
         const int row = wrow0 + g + 8 * r;
         if (row < T)
-            t32_store_row(dqkv + hr.qkv_off + (size_t)row * C3, dq, r, t, scale);
+            wg_store_row(dqkv + hr.qkv_off + (size_t)row * C3, dq, r, t, scale);
     }
 #else
     __trap();
@@ -477,8 +431,8 @@ flash_backward_dkv_wgmma_tf32(float *dqkv, const float *delta, const float *dout
         if (key[r] >= T)
             continue;
         float *krow = dqkv + hr.qkv_off + (size_t)key[r] * C3 + C;
-        t32_store_row(krow, dk, r, t, scale);
-        t32_store_row(krow + C, dv, r, t, 1.0f);
+        wg_store_row(krow, dk, r, t, scale);
+        wg_store_row(krow + C, dv, r, t, 1.0f);
     }
 #else
     __trap();

@@ -137,6 +137,22 @@ template <int PIPE> static __device__ __forceinline__ void wg_tile_done()
         __syncthreads();
 }
 
+/* The K and V tiles of a walk over a head's keys (the forward, dq): buffer b's K at tile 2b of
+ * kv, its V at 2b + 1.  keys(b, k0) copies key rows k0.. into buffer b (wg_tile_next's load). */
+struct wg_key_tiles {
+    unsigned kv;
+    const bf16 *qbase; /* the head's q of token 0 in qkv: k at + C, v at + 2C */
+    size_t C3;
+    int C, T;
+    __device__ unsigned k(int b) const { return kv + 2 * b * WG_TILE_BYTES; }
+    __device__ unsigned v(int b) const { return k(b) + WG_TILE_BYTES; }
+    __device__ void operator()(int b, int k0) const
+    {
+        wg_tile_load(k(b), qbase + C, C3, k0, T);
+        wg_tile_load(v(b), qbase + 2 * C, C3, k0, T);
+    }
+};
+
 /* ---- wgmma ------------------------------------------------------------------------------ */
 
 /* A shared-memory matrix descriptor: start address >> 4 (bits 0-13), leading-dimension byte
@@ -236,8 +252,9 @@ static __device__ __forceinline__ void wg_pack_chunk(uint32_t (&p)[4][4], int j,
 
 /* (row g + 8 r of the warp, columns 8j + 2t, +1 for j < 16) of a 64 x 128 accumulator, times
  * `mult`, to the row at `dst` */
-static __device__ __forceinline__ void wg_store_row(bf16 *dst, const float (&acc)[64], int r,
-                                                    int t, float mult)
+template <typename E>
+static __device__ __forceinline__ void wg_store_row(E *dst, const float (&acc)[64], int r, int t,
+                                                    float mult)
 {
 #pragma unroll
     for (int j = 0; j < 16; j++)
@@ -249,20 +266,23 @@ static __device__ __forceinline__ void wg_store_row(bf16 *dst, const float (&acc
 /* ---- forward ----------------------------------------------------------------------------- */
 
 #if WG_HAVE_WGMMA
-/* The online softmax of key tile k0 on its scores s (the accumulator of S = Q K^T, raw units):
- * keys past a row masked where the tile reaches past the warp's first row; the running max m
- * (raw units) and sum l updated; alpha[r], the factor row g + 8r's O must be scaled by before
- * this tile's P V is added; P = exp2(s c - m c) (c = scale_log2) as the A operands of P V.
- * O is rescaled by the caller: the same factor, whenever O is not in flight. */
-static __device__ __forceinline__ void wg_softmax_tile(float (&s)[32], uint32_t (&p)[4][4],
-                                                       float (&m)[2], float (&l)[2],
-                                                       float (&alpha)[2], int k0, int wrow0,
-                                                       int g, int t, float scale_log2)
+/* The online softmax of key tile k0 (KEYS keys) on its scores s (the accumulator of S = Q K^T,
+ * raw units): keys past a row masked where the tile reaches past the warp's first row; the
+ * running max m (raw units) and sum l updated; alpha[r], the factor row g + 8r's O must be
+ * scaled by before this tile's P V is added; P = exp2(s c - m c) (c = scale_log2), handed a
+ * chunk of 8 keys at a time to pack(j, p[4]), which makes the A operands of P V (bf16 pairs,
+ * or TF32 in the experiment of bench/attn_wgmma_tf32.cu).  O is rescaled by the caller: the
+ * same factor, whenever O is not in flight. */
+template <int KEYS, typename Pack>
+static __device__ __forceinline__ void wg_softmax_tile(float (&s)[KEYS / 2], float (&m)[2],
+                                                       float (&l)[2], float (&alpha)[2], int k0,
+                                                       int wrow0, int g, int t, float scale_log2,
+                                                       Pack pack)
 {
-    const bool diag = k0 + WG_ROWS - 1 > wrow0; /* some key of the tile follows some row */
+    const bool diag = k0 + KEYS - 1 > wrow0; /* some key of the tile follows some row */
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < KEYS / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int row = wrow0 + g + 8 * (e >> 1), key = k0 + 8 * j + 2 * t + (e & 1);
@@ -279,14 +299,14 @@ static __device__ __forceinline__ void wg_softmax_tile(float (&s)[32], uint32_t 
     }
     const float mc[2] = {m[0] * scale_log2, m[1] * scale_log2};
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < KEYS / 8; j++) {
         float pv[4];
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             pv[e] = exp2_fast(fmaf(s[4 * j + e], scale_log2, -mc[e >> 1]));
             l[e >> 1] += pv[e];
         }
-        wg_pack_chunk(p, j, pv);
+        pack(j, pv);
     }
 }
 
@@ -299,7 +319,8 @@ static __device__ __forceinline__ void wg_rescale(float (&o)[64], const float (&
 }
 
 /* The block's rows of out (O / l) and lse */
-static __device__ __forceinline__ void wg_forward_store(bf16 *out, float *lse, const head_rows &hr,
+template <typename E>
+static __device__ __forceinline__ void wg_forward_store(E *out, float *lse, const head_rows &hr,
                                                         const float (&o)[64], const float (&m)[2],
                                                         const float (&l)[2], int wrow0, int g,
                                                         int t, int T, int C, float scale_log2)
@@ -336,14 +357,11 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
     const int wrow0 = q0 + warp * 16;
     const size_t C3 = hr.C3;
     const bf16 *qbase = qkv + hr.qkv_off;
-    auto load_keys = [&](int b, int k0) {
-        wg_tile_load(KVs + 2 * b * WG_TILE_BYTES, qbase + C, C3, k0, T);
-        wg_tile_load(KVs + (2 * b + 1) * WG_TILE_BYTES, qbase + 2 * C, C3, k0, T);
-    };
+    const wg_key_tiles keys = {KVs, qbase, C3, C, T};
 
     wg_tile_load(Qs, qbase, C3, q0, T); /* joins the first key tile's copies */
     if (PIPE) { /* a group of their own, so that waiting for all but the newest waits for them */
-        load_keys(0, 0);
+        keys(0, 0);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
 
@@ -355,8 +373,8 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
 
     const int kend = min(T, q0 + WG_ROWS);
     for (int k0 = 0, it = 0; k0 < kend; k0 += WG_ROWS, it++) {
-        const int b = wg_tile_next<PIPE>(it, k0, kend, load_keys);
-        const unsigned Ks = KVs + 2 * b * WG_TILE_BYTES, Vs = Ks + WG_TILE_BYTES;
+        const int b = wg_tile_next<PIPE>(it, k0, kend, keys);
+        const unsigned Ks = keys.k(b), Vs = keys.v(b);
 
         float s[32];
         wg_fence();
@@ -365,7 +383,8 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
 
         float alpha[2];
         uint32_t p[4][4];
-        wg_softmax_tile(s, p, m, l, alpha, k0, wrow0, g, t, scale_log2);
+        wg_softmax_tile<WG_ROWS>(s, m, l, alpha, k0, wrow0, g, t, scale_log2,
+                                 [&](int j, const float(&pv)[4]) { wg_pack_chunk(p, j, pv); });
         wg_rescale(o, alpha);
 
         wg_fence();
@@ -405,15 +424,12 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
     const int wrow0 = q0 + warp * 16;
     const size_t C3 = hr.C3;
     const bf16 *qbase = qkv + hr.qkv_off;
-    auto load_keys = [&](int b, int k0) {
-        wg_tile_load(KVs + 2 * b * WG_TILE_BYTES, qbase + C, C3, k0, T);
-        wg_tile_load(KVs + (2 * b + 1) * WG_TILE_BYTES, qbase + 2 * C, C3, k0, T);
-    };
+    const wg_key_tiles keys = {KVs, qbase, C3, C, T};
 
     wg_tile_load(Qs, qbase, C3, q0, T); /* join the first key tile's copies */
     wg_tile_load(dOs, dout + hr.tok_off, C, q0, T);
     if (PIPE) { /* a group of their own, so that waiting for all but the newest waits for them */
-        load_keys(0, 0);
+        keys(0, 0);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
 
@@ -436,8 +452,8 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
 
     const int kend = min(T, q0 + WG_ROWS); /* keys past the block's last query: all masked */
     for (int k0 = 0, it = 0; k0 < kend; k0 += WG_ROWS, it++) {
-        const int b = wg_tile_next<PIPE>(it, k0, kend, load_keys);
-        const unsigned Ks = KVs + 2 * b * WG_TILE_BYTES, Vs = Ks + WG_TILE_BYTES;
+        const int b = wg_tile_next<PIPE>(it, k0, kend, keys);
+        const unsigned Ks = keys.k(b), Vs = keys.v(b);
 
         float s[32], dp[32];
         wg_fence();
