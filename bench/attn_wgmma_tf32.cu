@@ -46,7 +46,6 @@
 #define T32_Q_BYTES (4 * T32_Q_QUARTER)
 #define T32_K_BYTES (4 * T32_K_QUARTER)
 #define T32_VT_BYTES (128 * 128)
-#define T32_SMEM (T32_Q_BYTES + T32_K_BYTES + T32_VT_BYTES + 1024)
 
 #if WG_HAVE_WGMMA
 
@@ -115,29 +114,44 @@ static __device__ __forceinline__ void t32_tiles_ready()
  * transpose (128 rows of the head dimension, 32 columns, one 128-byte swizzle row each),
  * rounded, row k of a group of 8 at column k / 2 + 4 (k % 2) of the group: the order in which
  * the A operand built from an accumulator holds them (the P Y products' k dimension).  Warp w,
- * lane = source row: float4 columns w, w + 4, ... of that row; rows past T are zeros. */
-static __device__ __forceinline__ void t32_transposed_load(unsigned vt, const float *vbase,
-                                                           size_t stride, int k0, int T)
+ * lane = source row: float4 columns w, w + 4, ... of that row; rows past T are zeros.
+ * In two halves, so that a pipelined kernel can fetch the next tile's rows into registers before
+ * this tile's arithmetic and store them after it. */
+struct t32_rows {
+    float4 v[T32_HS / 16];
+};
+static __device__ __forceinline__ void t32_transposed_fetch(t32_rows &x, const float *vbase,
+                                                            size_t stride, int k0, int T)
 {
     const int warp = threadIdx.x / 32, key = threadIdx.x % 32;
     const bool in = k0 + key < T;
     const float4 *row = reinterpret_cast<const float4 *>(vbase + (size_t)(in ? k0 + key : 0) * stride);
-    const int pos = (key & ~7) | ((key >> 1) & 3) | ((key & 1) << 2);
-    float4 v[T32_HS / 4 / 4];
 #pragma unroll
     for (int i = 0; i < T32_HS / 16; i++) /* every load in flight before the first store */
-        v[i] = in ? row[warp + 4 * i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        x.v[i] = in ? row[warp + 4 * i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+static __device__ __forceinline__ void t32_transposed_store(unsigned vt, const t32_rows &x)
+{
+    const int warp = threadIdx.x / 32, key = threadIdx.x % 32;
+    const int pos = (key & ~7) | ((key >> 1) & 3) | ((key & 1) << 2);
 #pragma unroll
     for (int i = 0; i < T32_HS / 16; i++) {
         const int d0 = 4 * (warp + 4 * i);
-        const float x[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+        const float e4[4] = {x.v[i].x, x.v[i].y, x.v[i].z, x.v[i].w};
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int d = d0 + e;
             const unsigned a = vt + d * 128 + ((((pos >> 2) ^ (d & 7)) << 4) | ((pos & 3) << 2));
-            asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(t32_round(x[e])) : "memory");
+            asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(t32_round(e4[e])) : "memory");
         }
     }
+}
+static __device__ __forceinline__ void t32_transposed_load(unsigned vt, const float *vbase,
+                                                           size_t stride, int k0, int T)
+{
+    t32_rows x;
+    t32_transposed_fetch(x, vbase, stride, k0, T);
+    t32_transposed_store(vt, x);
 }
 
 #define WG_F16(a) WG_F8(a, 0), WG_F8(a, 8)
@@ -162,6 +176,76 @@ static __device__ __forceinline__ void t32_m64n128k8_rs(float (&o)[64], const ui
                  "{%64, %65, %66, %67}, %68, 1, 1, 1;\n"
                  : WG_F64(o)
                  : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(dv));
+}
+
+/* s (64 x 32) += Q (64 x 8, registers: a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+ * of the warp's 16 rows) K^T (K 32 x 8, K-major), TF32; scale_d 0 starts from 0 */
+static __device__ __forceinline__ void t32_m64n32k8_rs(float (&s)[16], const uint32_t (&a)[4],
+                                                       uint64_t dk, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+                 "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+                 : WG_F16(s)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(dk), "r"(scale_d));
+}
+
+/* The warp's 16 rows [row0, row0 + 16) of a (T, 128) view as the A operands of the 16 k steps
+ * over the head dimension, rounded to TF32; rows past T zeros */
+static __device__ __forceinline__ void t32_rows_to_a(uint32_t (&a)[T32_HS / 8][4], const float *src,
+                                                     size_t stride, int row0, int T)
+{
+    const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = row0 + g + 8 * r;
+        const float *p = src + (size_t)(row < T ? row : 0) * stride;
+#pragma unroll
+        for (int kk = 0; kk < T32_HS / 8; kk++) {
+            a[kk][r] = row < T ? mma_op<float>::tf32(p[8 * kk + t]) : 0u;
+            a[kk][2 + r] = row < T ? mma_op<float>::tf32(p[8 * kk + t + 4]) : 0u;
+        }
+    }
+}
+
+/* s (64 x 32) = Q K^T over the head dimension, Q in registers (t32_rows_to_a), K a tile of
+ * 32-row quarters; committed, not waited for */
+static __device__ __forceinline__ void t32_product_rkt(float (&s)[16],
+                                                       const uint32_t (&a)[T32_HS / 8][4],
+                                                       unsigned y)
+{
+#pragma unroll
+    for (int kk = 0; kk < T32_HS / 8; kk++)
+        t32_m64n32k8_rs(s, a[kk], wg_desc(y + (kk >> 2) * T32_K_QUARTER + (kk & 3) * 32, 16, 1024),
+                        kk > 0);
+}
+
+/* 32 rows of a (T, 128) view through registers into a tile of 32-row quarters, rounded (no
+ * read-back pass): fetch, then store */
+struct t32_krows {
+    float4 v[T32_KEYS * 32 / WG_THREADS];
+};
+static __device__ __forceinline__ void t32_krows_fetch(t32_krows &x, const float *src,
+                                                       size_t stride, int row0, int T)
+{
+#pragma unroll
+    for (int i = 0; i < T32_KEYS * 32 / WG_THREADS; i++) {
+        const int c = threadIdx.x + WG_THREADS * i, r = c >> 5, ch = c & 31;
+        x.v[i] = row0 + r < T ? *reinterpret_cast<const float4 *>(src + (size_t)(row0 + r) * stride + ch * 4)
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+static __device__ __forceinline__ void t32_krows_store(unsigned tile, const t32_krows &x)
+{
+#pragma unroll
+    for (int i = 0; i < T32_KEYS * 32 / WG_THREADS; i++) {
+        const int c = threadIdx.x + WG_THREADS * i, r = c >> 5, ch = c & 31;
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tile + t32_offset(r, ch, T32_K_QUARTER)),
+                     "f"(t32_round(x.v[i].x)), "f"(t32_round(x.v[i].y)), "f"(t32_round(x.v[i].z)),
+                     "f"(t32_round(x.v[i].w))
+                     : "memory");
+    }
 }
 
 /* s (64 x 32) = X Y^T over the head dimension: X a tile of 64-row quarters, Y of 32-row
@@ -204,23 +288,39 @@ static __device__ __forceinline__ void t32_pack_chunk(uint32_t (&p)[T32_KEYS / 8
  * 32 up to the diagonal: K copied and rounded, V transposed and rounded, S = Q K^T (16 k steps
  * of 8 over the head dimension), the online softmax (the bf16 kernels' wg_softmax_tile, on
  * flash_forward_tc's tiles), O += P V (4 k steps of 8 keys).
+ * PIPE: two K and two V^T buffers (96 KiB, two blocks an SM); the next tile's K copies and V
+ * rows (into registers) are issued before this tile's products, and rounded / stored after
+ * them, so that their latency hides under the arithmetic.
  */
-__global__ static void __launch_bounds__(WG_THREADS)
+#define T32_FWD_SMEM(PIPE) (T32_Q_BYTES + (1 + (PIPE)) * (T32_K_BYTES + T32_VT_BYTES) + 1024)
+template <int PIPE>
+__global__ static void __launch_bounds__(WG_THREADS, 1 + PIPE)
 flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C, int NH,
                          float scale_log2)
 {
 #if WG_HAVE_WGMMA
-    const unsigned Qs = wg_smem_base(), Ks = Qs + T32_Q_BYTES, Vt = Ks + T32_K_BYTES;
+    /* buffer b: K at Ks0 + b K_BYTES, V^T at Vt0 + b VT_BYTES */
+    const unsigned Qs = wg_smem_base(), Ks0 = Qs + T32_Q_BYTES,
+                   Vt0 = Ks0 + (1 + PIPE) * T32_K_BYTES;
     const head_rows hr = head_of_block(T, C, NH, T32_HS);
     const int q0 = (gridDim.x - 1 - blockIdx.x) * T32_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int wrow0 = q0 + warp * 16;
     const size_t C3 = hr.C3;
     const float *qbase = qkv + hr.qkv_off;
+    const int kend = min(T, q0 + T32_ROWS);
 
     t32_tile_copy<T32_ROWS>(Qs, qbase, C3, q0, T);
+    if (PIPE) { /* the first key tile with Q */
+        t32_tile_copy<T32_KEYS>(Ks0, qbase + C, C3, 0, T);
+        t32_transposed_load(Vt0, qbase + 2 * C, C3, 0, T);
+    }
     t32_copies_wait();
     t32_tile_round<T32_ROWS>(Qs); /* made visible with the first key tile */
+    if (PIPE) {
+        t32_tile_round<T32_KEYS>(Ks0);
+        t32_tiles_ready();
+    }
 
     float o[64];
 #pragma unroll
@@ -228,18 +328,100 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
         o[i] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in raw score units */
 
-    const int kend = min(T, q0 + T32_ROWS);
-    for (int k0 = 0; k0 < kend; k0 += T32_KEYS) {
-        __syncthreads(); /* every thread has waited for the previous tile's products */
-        t32_tile_copy<T32_KEYS>(Ks, qbase + C, C3, k0, T);
-        t32_transposed_load(Vt, qbase + 2 * C, C3, k0, T); /* while K's copies fly */
-        t32_copies_wait();
-        t32_tile_round<T32_KEYS>(Ks);
-        t32_tiles_ready();
+    for (int k0 = 0, it = 0; k0 < kend; k0 += T32_KEYS, it++) {
+        const int b = PIPE ? it & 1 : 0;
+        const unsigned Ks = Ks0 + b * T32_K_BYTES, Vt = Vt0 + b * T32_VT_BYTES;
+        const bool next = PIPE && k0 + T32_KEYS < kend;
+        t32_rows vnext;
+        if (!PIPE) {
+            __syncthreads(); /* every thread has waited for the previous tile's products */
+            t32_tile_copy<T32_KEYS>(Ks, qbase + C, C3, k0, T);
+            t32_transposed_load(Vt, qbase + 2 * C, C3, k0, T); /* while K's copies fly */
+            t32_copies_wait();
+            t32_tile_round<T32_KEYS>(Ks);
+            t32_tiles_ready();
+        } else if (next) {
+            /* the other buffer's readers (the previous tile's products) have all waited for
+             * them before the barrier that ended that iteration */
+            t32_tile_copy<T32_KEYS>(Ks0 + (b ^ 1) * T32_K_BYTES, qbase + C, C3, k0 + T32_KEYS, T);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+            t32_transposed_fetch(vnext, qbase + 2 * C, C3, k0 + T32_KEYS, T);
+        }
 
         float s[16];
         wg_fence();
         t32_product_xyt(s, Qs, Ks);
+        wg_commit_and_wait();
+
+        float alpha[2];
+        uint32_t p[T32_KEYS / 8][4];
+        wg_softmax_tile<T32_KEYS>(s, m, l, alpha, k0, wrow0, g, t, scale_log2,
+                                  [&](int j, const float(&pv)[4]) { t32_pack_chunk(p, j, pv); });
+        wg_rescale(o, alpha);
+
+        wg_fence();
+        t32_product_py(o, p, Vt);
+        wg_commit_and_wait();
+
+        if (next) {
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+            t32_tile_round<T32_KEYS>(Ks0 + (b ^ 1) * T32_K_BYTES);
+            t32_transposed_store(Vt0 + (b ^ 1) * T32_VT_BYTES, vnext);
+            t32_tiles_ready();
+        }
+    }
+
+    wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
+#else
+    __trap();
+#endif
+}
+
+/*
+ * The forward with Q in registers (the A operand of S = Q K^T: no shared-memory reads of Q,
+ * which the SS form re-reads for every key tile) and K, V through registers into shared memory
+ * rounded on the way (no cp.async and no read-back pass): Nsight Compute found the SS kernel
+ * bound by the shared-memory pipe.  Shared memory: K and V^T, 32 KiB.
+ */
+#define T32_FWD_RQ_SMEM (T32_K_BYTES + T32_VT_BYTES + 1024)
+__global__ static void __launch_bounds__(WG_THREADS, 2)
+flash_forward_wgmma_tf32_rq(float *out, float *lse, const float *qkv, int T, int C, int NH,
+                            float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    const unsigned Ks = wg_smem_base(), Vt = Ks + T32_K_BYTES;
+    const head_rows hr = head_of_block(T, C, NH, T32_HS);
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * T32_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int wrow0 = q0 + warp * 16;
+    const size_t C3 = hr.C3;
+    const float *qbase = qkv + hr.qkv_off;
+    const int kend = min(T, q0 + T32_ROWS);
+
+    uint32_t qa[T32_HS / 8][4];
+    t32_rows_to_a(qa, qbase, C3, wrow0, T);
+
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in raw score units */
+
+    for (int k0 = 0; k0 < kend; k0 += T32_KEYS) {
+        {
+            t32_krows kx;
+            t32_rows vx;
+            t32_krows_fetch(kx, qbase + C, C3, k0, T);
+            t32_transposed_fetch(vx, qbase + 2 * C, C3, k0, T);
+            __syncthreads(); /* every thread has waited for the previous tile's products */
+            t32_krows_store(Ks, kx);
+            t32_transposed_store(Vt, vx);
+            t32_tiles_ready();
+        }
+
+        float s[16];
+        wg_fence();
+        t32_product_rkt(s, qa, Ks);
         wg_commit_and_wait();
 
         float alpha[2];
@@ -489,12 +671,22 @@ int main(int argc, char **argv)
     };
 
     /* both backwards read the reference forward's out and lse */
+    /* k 0: mma.sync; 1: wgmma; 2: wgmma pipelined; 3: Q in registers (2, 3 into out[1], lse[1]) */
     auto fwd = [&](int k) {
         return k == 0 ? attn_forward_launch<float, T32_HS, tiles::fwd>(st, out[0], lse[0], qkv, B,
                                                                         T, C, NH, scale_log2)
-                      : launch_with_smem(flash_forward_wgmma_tf32, attn_grid(B, T, NH, T32_ROWS),
-                                         WG_THREADS, (size_t)T32_SMEM, st, out[1], lse[1], qkv,
-                                         T, C, NH, scale_log2);
+               : k == 1 ? launch_with_smem(flash_forward_wgmma_tf32<0>,
+                                           attn_grid(B, T, NH, T32_ROWS), WG_THREADS,
+                                           (size_t)T32_FWD_SMEM(0), st, out[1], lse[1], qkv, T, C,
+                                           NH, scale_log2)
+               : k == 2 ? launch_with_smem(flash_forward_wgmma_tf32<1>,
+                                           attn_grid(B, T, NH, T32_ROWS), WG_THREADS,
+                                           (size_t)T32_FWD_SMEM(1), st, out[1], lse[1], qkv, T, C,
+                                           NH, scale_log2)
+                        : launch_with_smem(flash_forward_wgmma_tf32_rq,
+                                           attn_grid(B, T, NH, T32_ROWS), WG_THREADS,
+                                           (size_t)T32_FWD_RQ_SMEM, st, out[1], lse[1], qkv, T, C,
+                                           NH, scale_log2);
     };
     auto dq = [&](int k) {
         return k == 0 ? attn_dq_launch<float, T32_HS, tiles::dq>(st, dqkv[0], delta[0], dout, qkv,
@@ -532,6 +724,15 @@ int main(int argc, char **argv)
     all(1);
     const bool repeat = fetch(out[1], n_tok) == o1 && fetch(lse[1], n_stat) == l1 &&
                         fetch(dqkv[1], n_qkv) == g1 && fetch(delta[1], n_stat) == d1;
+    /* the pipelined forward */
+    poison(1);
+    CK(fwd(2));
+    CK(cudaStreamSynchronize(st));
+    const std::vector<float> op = fetch(out[1], n_tok), lp = fetch(lse[1], n_stat);
+    poison(1);
+    CK(fwd(3));
+    CK(cudaStreamSynchronize(st));
+    const std::vector<float> orq = fetch(out[1], n_tok), lrq = fetch(lse[1], n_stat);
 
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -545,6 +746,10 @@ int main(int argc, char **argv)
         size_t first, count, step;
     } rows[] = {{"out", &o1, &o0, 0, n_tok, n_tok},
                 {"lse", &l1, &l0, 0, n_stat, n_stat},
+                {"out (pipelined)", &op, &o0, 0, n_tok, n_tok},
+                {"lse (pipelined)", &lp, &l0, 0, n_stat, n_stat},
+                {"out (Q in registers)", &orq, &o0, 0, n_tok, n_tok},
+                {"lse (Q in registers)", &lrq, &l0, 0, n_stat, n_stat},
                 {"dq", &g1, &g0, 0, (size_t)C, 3 * (size_t)C},
                 {"dk", &g1, &g0, (size_t)C, (size_t)C, 3 * (size_t)C},
                 {"dv", &g1, &g0, 2 * (size_t)C, (size_t)C, 3 * (size_t)C},
@@ -562,13 +767,16 @@ int main(int argc, char **argv)
     printf("\nwgmma repeatable (a second run, bit for bit): %s\n\n", repeat ? "yes" : "NO");
 
     const double pair = (double)B * NH * T * (T + 1) / 2.0 * 2 * T32_HS;
-    const double kflops[3] = {2 * pair, 3 * pair, 4 * pair};
-    const char *kname[3] = {"forward", "dq (+delta)", "dk, dv"};
+    const double kflops[5] = {2 * pair, 2 * pair, 2 * pair, 3 * pair, 4 * pair};
+    const char *kname[5] = {"forward", "forward (pipelined)", "forward (Q in registers)",
+                            "dq (+delta)", "dk, dv"};
     printf("| kernel | mma.sync ms | wgmma ms | speedup | wgmma TFLOP/s |\n|---|---|---|---|---|\n");
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         double ms[2];
         for (int k = 0; k < 2; k++)
-            ms[k] = median_ms(st, 30, [&]() { return i == 0 ? fwd(k) : i == 1 ? dq(k) : dkv(k); });
+            ms[k] = median_ms(st, 30, [&]() {
+                return i <= 2 ? fwd(k ? i + 1 : 0) : i == 3 ? dq(k) : dkv(k);
+            });
         printf("| %s | %.4f | %.4f | %.2fx | %.1f |\n", kname[i], ms[0], ms[1], ms[0] / ms[1],
                kflops[i] / ms[1] / 1e9);
     }
