@@ -9,9 +9,13 @@
  *       bench/attn_wgmma_tf32.cu -o attn_wgmma_tf32   (or PARTS=tf32 bash bench/attn_gpu.sh "$OUT")
  *   ./attn_wgmma_tf32 [B T C NH]       (default the l32 model's 4 1024 2048 16; C = 128 NH)
  *
- * Status: written and compiled without a GPU (2026-11-27: 159 / 170 / 249 registers, no
- * spills); not yet run.  The backward too: dq (Q, dO, K, V and K^T in shared memory, 113 KiB)
- * and dk/dv (K, V, Q, dO, Q^T, dO^T: 129 KiB, one block an SM), with the tiles of
+ * Status (2026-11-27, one H100: bench/results/2026-11-27c-h100-tf32-wgmma): every output bit
+ * for bit the mma.sync kernels', repeatable; not faster (forward 0.248-0.261 ms against 0.241,
+ * dq 0.52 against 0.36, dk/dv 0.63 against 0.42), so the backend keeps mma.sync for TF32.  The
+ * forward has two more variants, both as exact and no faster: the next tile fetched under this
+ * one's products (PIPE), and Q in registers with K and V rounded on their way into shared
+ * memory (flash_forward_wgmma_tf32_rq).  dq holds Q, dO, K, V and K^T in shared memory
+ * (113 KiB), dk/dv K, V, Q, dO, Q^T, dO^T (129 KiB, one block an SM), with the tiles of
  * attn_tiles<float> (dq: 64 queries, key tiles of 32; dk/dv: 64 keys, query tiles of 32).
  *
  * What TF32 changes against the bf16 kernels (cuda_attention_wgmma.cuh):
