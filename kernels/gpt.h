@@ -190,6 +190,8 @@ struct gpt_backend_ops {
                             int OC, gpt_grad_write gw);
     void (*matmul_forward_gelu)(gpt_stream *s, void *out, void *pre, const void *inp,
                                 const void *w, const void *bias, int N, int C, int OC);
+    void (*matmul_forward_residual)(gpt_stream *s, void *out, const void *inp, const void *w,
+                                    const void *bias, const void *res, int N, int C, int OC);
     void (*matmul_backward_gelu)(gpt_stream *s, void *dinp, float *dw, float *dbias,
                                  const void *dout, const void *inp, const void *w,
                                  const void *pre, int N, int C, int OC, gpt_grad_write gw);
@@ -324,6 +326,17 @@ static inline void gpt_matmul_forward_gelu(gpt_stream *s, void *out, void *pre,
                                            const void *inp, const void *w, const void *bias,
                                            int N, int C, int OC)
 { s->be->ops->matmul_forward_gelu(s, out, pre, inp, w, bias, N, C, OC); }
+
+/* A linear layer and the residual connection after it in one op: out (N,OC) = res (N,OC) +
+ * (inp @ w^T + bias).  On the GPU the residual is added in the GEMM's epilogue (beta 1 with res
+ * as C: no separate pass over the (N, OC) activations; one rounding of the sum instead of two,
+ * so within a rounding of the two ops); the CPU backend computes exactly matmul_forward into
+ * out, then residual_forward(out, res, out).  out must alias neither inp nor res (the CPU
+ * backend's product would overwrite res before it is added). */
+static inline void gpt_matmul_forward_residual(gpt_stream *s, void *out, const void *inp,
+                                               const void *w, const void *bias, const void *res,
+                                               int N, int C, int OC)
+{ s->be->ops->matmul_forward_residual(s, out, inp, w, bias, res, N, C, OC); }
 
 /* The backward of a linear layer whose input was gelu(pre): as matmul_backward, with dinp
  * (N,C) = gelu'(pre) * (dout @ w) (overwrites; pre (N,C)), i.e. the gradient already carried

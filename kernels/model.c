@@ -382,7 +382,6 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const 
                        void *x_out, gpt_layer_acts *a)
 {
     const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
-    const size_t NC = (size_t)N * C;
     gpt_layer_layout l = gpt_layer_layout_of(sh);
 
     gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, cel(s, p, l.ln1_w),
@@ -404,9 +403,8 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const 
     /* A recompute needs the activations only: the output projection (a third of the
      * layer's matmul FLOPs) would be thrown away. */
     if (x_out == NULL) return;
-    gpt_matmul_forward(s, x_out, a->fch_gelu, cel(s, p, l.fcproj_w), cel(s, p, l.fcproj_b), N,
-                       4 * C, C);
-    gpt_residual_forward(s, x_out, a->res2, x_out, NC);
+    gpt_matmul_forward_residual(s, x_out, a->fch_gelu, cel(s, p, l.fcproj_w),
+                                cel(s, p, l.fcproj_b), a->res2, N, 4 * C, C);
 }
 
 /* Selective recompute: what the forward computed from x_in and the kept GEMM outputs, by

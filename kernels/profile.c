@@ -13,6 +13,7 @@
 static const char *const family_names[PROF_OPS] = {
     "encoder_forward", "encoder_backward", "layernorm_forward", "layernorm_backward",
     "matmul_forward", "matmul_backward", "matmul_gelu_forward", "matmul_gelu_backward",
+    "matmul_residual_forward",
     "attention_forward", "attention_backward", "gelu_forward", "gelu_backward",
     "residual_forward", "residual_backward", "residual_layernorm_forward", "crossentropy",
     "adamw", "norm_squared", "params_to_act", "checksum", "add_f32",
@@ -155,6 +156,9 @@ WRAP_OP(matmul_backward, PROF_MATMUL_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 
 WRAP_OP(matmul_forward_gelu, PROF_MATMUL_GELU_FORWARD, 2.0 * N * C * OC, 0,
         (gpt_stream *s, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC),
         (s, out, pre, inp, w, bias, N, C, OC))
+WRAP_OP(matmul_forward_residual, PROF_MATMUL_RESIDUAL_FORWARD, 2.0 * N * C * OC, 0,
+        (gpt_stream *s, void *out, const void *inp, const void *w, const void *bias, const void *res, int N, int C, int OC),
+        (s, out, inp, w, bias, res, N, C, OC))
 WRAP_OP(matmul_backward_gelu, PROF_MATMUL_GELU_BACKWARD, (dinp ? 4.0 : 2.0) * N * C * OC, 0,
         (gpt_stream *s, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, const void *pre, int N, int C, int OC, gpt_grad_write gw),
         (s, dinp, dw, dbias, dout, inp, w, pre, N, C, OC, gw))
@@ -214,6 +218,7 @@ static void wrap_ops(gpt_backend_ops *ops)
     ops->matmul_forward = wrap_matmul_forward;
     ops->matmul_backward = wrap_matmul_backward;
     ops->matmul_forward_gelu = wrap_matmul_forward_gelu;
+    ops->matmul_forward_residual = wrap_matmul_forward_residual;
     ops->matmul_backward_gelu = wrap_matmul_backward_gelu;
     ops->attention_forward = wrap_attention_forward;
     ops->attention_backward = wrap_attention_backward;

@@ -412,10 +412,34 @@ static void check_matmul_gelu(pair *p, int T, int bias_offset)
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
 }
 
+/* A linear layer C -> C with the residual added (the MLP's output projection shape, 4C -> C):
+ * bias_offset 1: an unaligned bias takes the two-op path; with_bias 0: no bias at all. */
+static void check_matmul_residual(pair *p, int T, int bias_offset, int with_bias)
+{
+    const int N = B_ * T, C = 4 * C_, OC = C_;
+    char op[80];
+    snprintf(op, sizeof op, "matmul_forward_residual[C=%d,OC=%d%s]", C, OC,
+             !with_bias ? ",nobias" : bias_offset ? ",bias+1" : "");
+    buf inp = buf_rand(p, (size_t)N * C, 0, 1), w = buf_rand(p, (size_t)OC * C, 0, 0.1);
+    buf bias = buf_rand(p, (size_t)OC + 1, 0, 1), res = buf_rand(p, (size_t)N * OC, 0, 2);
+    buf out = buf_rand(p, (size_t)N * OC, 5, 1);
+    gpt_matmul_forward_residual(p->cs, out.cpu, inp.cpu, w.cpu,
+                                with_bias ? bias.cpu + bias_offset : NULL, res.cpu, N, C, OC);
+    gpt_matmul_forward_residual(p->gs, out.d, inp.d, w.d,
+                                with_bias ? dat(&bias, (size_t)bias_offset) : NULL, res.d, N, C,
+                                OC);
+    check(p, op, "out", &out, T);
+    buf *all[] = {&inp, &w, &bias, &res, &out};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+}
+
 static void check_matmul(pair *p, int T)
 {
     check_matmul_gelu(p, T, 0);
     check_matmul_gelu(p, T, 1);
+    check_matmul_residual(p, T, 0, 1);
+    check_matmul_residual(p, T, 1, 1);
+    check_matmul_residual(p, T, 0, 0);
     check_matmul_case(p, T, C_, 3 * C_, 1, 0, 1);  /* qkv */
     check_matmul_case(p, T, C_, 3 * C_, 1, 1, 1);  /* unaligned bias */
     check_matmul_case(p, T, 4 * C_, C_, 1, 0, 1);  /* fcproj */

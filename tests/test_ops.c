@@ -613,6 +613,23 @@ static void matmul_gradcheck(gpt_stream *s, int n, int c, int oc, uint64_t seed,
         free(dw1); free(dw2); free(db1); free(db2);
     }
 
+    /* the fused residual: exactly the separate ops, in order */
+    {
+        float *res = rand_floats(&r, (size_t)n * oc, 2.0f, -1.0f);
+        float *sum = nan_floats((size_t)n * oc), *sum2 = nan_floats((size_t)n * oc);
+        gpt_matmul_forward_residual(s, sum, inp, w, bias, res, n, c, oc);
+        gpt_matmul_forward(s, sum2, inp, w, bias, n, c, oc);
+        gpt_residual_forward(s, sum2, res, sum2, (size_t)n * oc);
+        sync_ok(s);
+        check_bitwise(name, "residual_out", sum, sum2, (size_t)n * oc);
+        /* and it is the sum: res + the product, against the double reference */
+        double *sum_d = zero_doubles((size_t)n * oc);
+        ref_matmul(sum_d, inp_d, w_d, bias_d, n, c, oc);
+        for (size_t i = 0; i < (size_t)n * oc; i++) sum_d[i] += res[i];
+        check_forward(name, "residual_ref", sum, sum_d, (size_t)n * oc, FWD_TOL);
+        free(res); free(sum); free(sum2); free(sum_d);
+    }
+
     /* backward vs finite differences */
     float *dinp = zero_floats((size_t)n * c), *dw = zero_floats((size_t)oc * c);
     float *dbias = zero_floats(oc);
@@ -1446,6 +1463,21 @@ static void test_bf16_emulation(void **state)
     sync_ok(f->s);
     assert_int_equal(bf16_differ(pre, pre32, (size_t)n * oc), 0);
     assert_int_equal(bf16_differ(act, act32, (size_t)n * oc), 0);
+
+    /* matmul + residual: the product rounded when stored, then the sum of the stored values */
+    {
+        float *res_f = rand_floats(&r, (size_t)n * oc, 2.0f, -1.0f), *res_w;
+        uint16_t *res = to_bf16(res_f, (size_t)n * oc, &res_w);
+        uint16_t *sum = xmalloc((size_t)n * oc * sizeof *sum);
+        float *prod_w = nan_floats((size_t)n * oc), *sum32 = nan_floats((size_t)n * oc);
+        gpt_matmul_forward_residual(s, sum, inp, w, bias, res, n, c, oc);
+        sync_ok(s);
+        for (int i = 0; i < n * oc; i++) prod_w[i] = gpt_bf16_to_f32(pre[i]); /* the stored product */
+        gpt_residual_forward(f->s, sum32, res_w, prod_w, (size_t)n * oc);
+        sync_ok(f->s);
+        assert_int_equal(bf16_differ(sum, sum32, (size_t)n * oc), 0);
+        free(res_f); free(res_w); free(res); free(sum); free(prod_w); free(sum32);
+    }
 
     /* LayerNorm backward: dinp accumulates into the stored bf16 values */
     float *g_f = rand_floats(&r, (size_t)n * c, 1.0f, -0.5f), *d0_f = rand_floats(&r, (size_t)n * c, 1.0f, -0.5f);

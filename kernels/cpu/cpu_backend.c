@@ -157,6 +157,7 @@ static const gpt_backend_ops cpu_ops = {
     .layernorm_backward = cpu_q_layernorm_backward,
     .matmul_forward = cpu_q_matmul_forward,
     .matmul_forward_gelu = cpu_q_matmul_forward_gelu,
+    .matmul_forward_residual = cpu_q_matmul_forward_residual,
     .matmul_backward_gelu = cpu_q_matmul_backward_gelu,
     .matmul_backward = cpu_q_matmul_backward,
     .attention_forward = cpu_q_attention_forward,

@@ -306,8 +306,9 @@ typedef struct cpu_task {
             int N, C;
             gpt_grad_write gw;
         } layernorm_bwd;
-        /* gelu_out: the gelu variant (out is then the pre-activation) */
-        struct { float *out, *gelu_out; const float *inp, *w, *bias; int N, C, OC; } matmul_fwd;
+        /* gelu_out: the gelu variant (out is then the pre-activation); res: the residual
+         * variant (res added to out after the product) */
+        struct { float *out, *gelu_out; const float *inp, *w, *bias, *res; int N, C, OC; } matmul_fwd;
         /* gelu_pre: the gelu variant (dinp is carried through gelu'(gelu_pre)) */
         struct {
             float *dinp, *dw, *dbias;
@@ -531,6 +532,14 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         const float *bias = act_in(&a, x->bias, (size_t)x->OC);
         if (act_ready(&a)) cpu_matmul_forward(s, out, inp, w, bias, x->N, x->C, x->OC);
         int rc = act_end(&a);
+        if (!rc && x->res != NULL) {
+            /* the two ops, in order: the same bits (the product stored, then read) */
+            a = act_begin(s);
+            float *sum = act_inout(&a, x->out, NOC);
+            const float *res = act_in(&a, x->res, NOC);
+            if (act_ready(&a)) cpu_residual_forward(s, sum, res, sum, NOC);
+            return act_end(&a);
+        }
         if (rc || x->gelu_out == NULL) return rc;
         /* the two ops, in order: the same bits (the pre-activation stored, then read) */
         a = act_begin(s);
@@ -1013,12 +1022,14 @@ void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
 }
 
 /* The matmul tasks; gelu_out / gelu_pre select the fused GELU variants (NULL: plain). */
-static void push_matmul_forward(gpt_stream *s, void *out, void *gelu_out, const void *inp,
-                                const void *w, const void *bias, int N, int C, int OC)
+static void push_matmul_forward(gpt_stream *s, void *out, void *gelu_out, const void *res,
+                                const void *inp, const void *w, const void *bias, int N, int C,
+                                int OC)
 {
     cpu_task t = {.kind = TASK_MATMUL_FORWARD};
     t.a.matmul_fwd.out = out;
     t.a.matmul_fwd.gelu_out = gelu_out;
+    t.a.matmul_fwd.res = res;
     t.a.matmul_fwd.inp = inp;
     t.a.matmul_fwd.w = w;
     t.a.matmul_fwd.bias = bias;
@@ -1050,14 +1061,21 @@ static void push_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *db
 void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
                           const void *bias, int N, int C, int OC)
 {
-    push_matmul_forward(s, out, NULL, inp, w, bias, N, C, OC);
+    push_matmul_forward(s, out, NULL, NULL, inp, w, bias, N, C, OC);
+}
+
+/* out gets the product, then res + it */
+void cpu_q_matmul_forward_residual(gpt_stream *s, void *out, const void *inp, const void *w,
+                                   const void *bias, const void *res, int N, int C, int OC)
+{
+    push_matmul_forward(s, out, NULL, res, inp, w, bias, N, C, OC);
 }
 
 /* pre gets the product, out its GELU */
 void cpu_q_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp,
                                const void *w, const void *bias, int N, int C, int OC)
 {
-    push_matmul_forward(s, pre, out, inp, w, bias, N, C, OC);
+    push_matmul_forward(s, pre, out, NULL, inp, w, bias, N, C, OC);
 }
 
 void cpu_q_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,

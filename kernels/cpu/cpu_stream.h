@@ -44,6 +44,8 @@ void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
                               gpt_grad_write gw);
 void cpu_q_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
                           const void *bias, int N, int C, int OC);
+void cpu_q_matmul_forward_residual(gpt_stream *s, void *out, const void *inp, const void *w,
+                                   const void *bias, const void *res, int N, int C, int OC);
 void cpu_q_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp,
                                const void *w, const void *bias, int N, int C, int OC);
 void cpu_q_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,

@@ -378,6 +378,7 @@ static const gpt_backend_ops cuda_ops = {
     /* .matmul_forward = */ cu_matmul_forward,
     /* .matmul_backward = */ cu_matmul_backward,
     /* .matmul_forward_gelu = */ cu_matmul_forward_gelu,
+    /* .matmul_forward_residual = */ cu_matmul_forward_residual,
     /* .matmul_backward_gelu = */ cu_matmul_backward_gelu,
     /* .attention_forward = */ cu_attention_forward,
     /* .attention_backward = */ cu_attention_backward,
@@ -458,6 +459,10 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
         impl->gelu_bwd_epilogue = strcmp(gelu, "both") == 0 &&
                                   (dtype == GPT_BF16 || impl->allow_tf32);
     }
+    const char *resid = getenv("AEBENCH_RESIDUAL_EPILOGUE");
+    if (resid != NULL && strcmp(resid, "on") != 0 && strcmp(resid, "off") != 0)
+        fprintf(stderr, "aebench: AEBENCH_RESIDUAL_EPILOGUE=%s is not on or off: on\n", resid);
+    impl->residual_epilogue = resid == NULL || strcmp(resid, "off") != 0;
     const char *attn = getenv("AEBENCH_ATTENTION");
     if (attn != NULL && strcmp(attn, "mma") != 0 && strcmp(attn, "auto") != 0)
         fprintf(stderr, "aebench: AEBENCH_ATTENTION=%s is not auto or mma: auto\n", attn);

@@ -66,7 +66,7 @@ typedef struct lt_plan_key {
     int transa, transb, m, n, k, lda, ldb, ldc;
     int ab_type, cd_type, compute, bias; /* cudaDataType / cublasComputeType_t values */
     int epi;                             /* lt_epilogue (cuda_matmul.cu) */
-    unsigned al_a, al_b, al_d;
+    unsigned al_a, al_b, al_c, al_d; /* al_c: C's, where C is not D */
 } lt_plan_key;
 
 typedef struct lt_plan {
@@ -83,6 +83,8 @@ typedef struct cuda_backend_impl {
     int smem_per_block_optin; /* the most dynamic shared memory one block may opt in to */
     /* run the MLP's GELU / GELU-derivative in the GEMM epilogue (AEBENCH_GELU_EPILOGUE) */
     int gelu_fwd_epilogue, gelu_bwd_epilogue;
+    /* add the residual after a linear layer in its GEMM's epilogue (AEBENCH_RESIDUAL_EPILOGUE) */
+    int residual_epilogue;
     /* the attention's bf16 head-size-128 kernels on wgmma (cuda_attention_wgmma.cuh): the
      * device runs the sm_90a build, and AEBENCH_ATTENTION is not "mma" */
     int attn_wgmma;
@@ -179,6 +181,8 @@ void cu_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias, cons
                         gpt_grad_write gw);
 void cu_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp, const void *w,
                             const void *bias, int N, int C, int OC);
+void cu_matmul_forward_residual(gpt_stream *s, void *out, const void *inp, const void *w,
+                                const void *bias, const void *res, int N, int C, int OC);
 void cu_matmul_backward_gelu(gpt_stream *s, void *dinp, float *dw, float *dbias,
                              const void *dout, const void *inp, const void *w, const void *pre,
                              int N, int C, int OC, gpt_grad_write gw);

@@ -119,7 +119,7 @@ static int plan_build(cuda_stream_impl *st, lt_plan *p, const lt_plan_key *key)
         CUBLAS_FAILED(cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->al_b, sizeof key->al_b)) ||
         CUBLAS_FAILED(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_d, sizeof key->al_d)) ||
+            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_c, sizeof key->al_c)) ||
         CUBLAS_FAILED(cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_d, sizeof key->al_d)))
         goto out;
@@ -157,15 +157,17 @@ static lt_plan *plan_get(cuda_stream_impl *st, const lt_plan_key *key)
     return plan_build(st, p, key) == 0 ? p : NULL;
 }
 
-/* D (m,n col-major, ldc) = alpha op(A) op(B) + beta D  (+ bias[m] per row when given).
- * A is stored (transa ? k x m : m x k) with lda, B (transb ? n x k : k x n) with ldb; A and
- * B are of the stream's activation type, D of cd_type (the activation type, or fp32 for the
- * weight gradients). */
+/* D (m,n col-major, ldc) = alpha op(A) op(B) + beta C  (+ bias[m] per row when given), C
+ * laid out as D: D itself where C is NULL.  A is stored (transa ? k x m : m x k) with lda, B
+ * (transb ? n x k : k x n) with ldb; A and B are of the stream's activation type, C and D of
+ * cd_type (the activation type, or fp32 for the weight gradients). */
 static void lt_gemm(gpt_stream *s, int transa, int transb, int m, int n, int k,
-                    const void *A, int lda, const void *B, int ldb, void *D, int ldc,
-                    cudaDataType_t cd_type, const void *bias, int epi, const void *aux,
+                    const void *A, int lda, const void *B, int ldb, const void *C, void *D,
+                    int ldc, cudaDataType_t cd_type, const void *bias, int epi, const void *aux,
                     float alpha, float beta)
 {
+    if (C == NULL)
+        C = D;
     cuda_stream_impl *st = cu_stream(s);
     lt_plan_key key;
     memset(&key, 0, sizeof key); /* compared with memcmp: no stray padding bytes */
@@ -184,6 +186,7 @@ static void lt_gemm(gpt_stream *s, int transa, int transb, int m, int n, int k,
     key.epi = epi;
     key.al_a = alignment_of(A);
     key.al_b = alignment_of(B);
+    key.al_c = alignment_of(C);
     key.al_d = alignment_of(D);
     lt_plan *p = plan_get(st, &key);
     if (p == NULL) {
@@ -202,7 +205,7 @@ static void lt_gemm(gpt_stream *s, int transa, int transb, int m, int n, int k,
         st->failed = 1;
         return;
     }
-    if (CUBLAS_FAILED(cublasLtMatmul(st->lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, D, p->ld,
+    if (CUBLAS_FAILED(cublasLtMatmul(st->lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C, p->ld,
                                      D, p->ld, &p->algo, st->workspace, CUDA_WORKSPACE_BYTES,
                                      st->stream)))
         st->failed = 1;
@@ -225,7 +228,7 @@ void cu_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
                        const void *bias, int N, int C, int OC)
 {
     const int fused = bias != NULL && alignment_of(bias) == 16;
-    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, out, OC, cu_act_type(s), fused ? bias : NULL,
+    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, NULL, out, OC, cu_act_type(s), fused ? bias : NULL,
             LT_EPI_NONE, NULL, 1.0f, 0.0f);
     if (bias != NULL && !fused) {
         const size_t total = (size_t)N * OC;
@@ -234,6 +237,23 @@ void cu_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
                         (T *)out, (const T *)bias, (size_t)N, OC));
         OP_CHECK_LAUNCH(s);
     }
+}
+
+/* out (N,OC) = res + (inp @ w^T + bias), out aliasing neither: res as the product's C with
+ * beta 1, so the epilogue adds it (one pass over out instead of the product's write and the
+ * residual kernel's three).
+ * Without the epilogue (AEBENCH_RESIDUAL_EPILOGUE=off, or a bias the BIAS epilogue cannot read)
+ * the two ops, as the CPU backend runs them. */
+void cu_matmul_forward_residual(gpt_stream *s, void *out, const void *inp, const void *w,
+                                const void *bias, const void *res, int N, int C, int OC)
+{
+    if (!cu_backend(s)->residual_epilogue || (bias != NULL && alignment_of(bias) != 16)) {
+        cu_matmul_forward(s, out, inp, w, bias, N, C, OC);
+        cu_residual_forward(s, out, res, out, (size_t)N * OC);
+        return;
+    }
+    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, res, out, OC, cu_act_type(s), bias, LT_EPI_NONE, NULL,
+            1.0f, 1.0f);
 }
 
 /*
@@ -309,15 +329,15 @@ static void matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
 {
     const int overwrite = gw == GPT_GRAD_OVERWRITE;
     if (dw != NULL)
-        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, CUDA_R_32F, NULL, LT_EPI_NONE, NULL,
-                1.0f, overwrite ? 0.0f : 1.0f);
+        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, NULL, dw, C, CUDA_R_32F, NULL, LT_EPI_NONE,
+                NULL, 1.0f, overwrite ? 0.0f : 1.0f);
     if (dbias != NULL)
         cu_column_sum(s, dbias, dout, N, OC, overwrite);
     if (dinp != NULL) {
         /* the DGELU epilogue reads pre laid out as dinp: 16-byte aligned, ld % 8 == 0 */
         const int fused = pre != NULL && cu_backend(s)->gelu_bwd_epilogue &&
                           alignment_of(pre) == 16 && C % 8 == 0;
-        lt_gemm(s, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, cu_act_type(s), NULL,
+        lt_gemm(s, 0, 0, C, N, OC, w, C, dout, OC, NULL, dinp, C, cu_act_type(s), NULL,
                 fused ? LT_EPI_DGELU : LT_EPI_NONE, fused ? pre : NULL, 1.0f, 0.0f);
         if (pre != NULL && !fused)
             cu_gelu_backward(s, dinp, pre, dinp, (size_t)N * C);
@@ -352,6 +372,6 @@ void cu_matmul_forward_gelu(gpt_stream *s, void *out, void *pre, const void *inp
         cu_gelu_forward(s, out, pre, (size_t)N * OC);
         return;
     }
-    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, out, OC, cu_act_type(s), bias, LT_EPI_GELU_AUX, pre,
-            1.0f, 0.0f);
+    lt_gemm(s, 1, 0, OC, N, C, w, C, inp, C, NULL, out, OC, cu_act_type(s), bias, LT_EPI_GELU_AUX,
+            pre, 1.0f, 0.0f);
 }
