@@ -69,11 +69,12 @@ static __device__ __forceinline__ float t32_round(float x)
  * thread's open group; zeros past T. */
 template <int ROWS>
 static __device__ __forceinline__ void t32_tile_copy(unsigned tile, const float *src,
-                                                     size_t stride, int row0, int T)
+                                                     size_t stride, int row0, int T,
+                                                     int tid = threadIdx.x)
 {
 #pragma unroll
     for (int i = 0; i < ROWS * 32 / WG_THREADS; i++) {
-        const int c = threadIdx.x + WG_THREADS * i, r = c >> 5, ch = c & 31;
+        const int c = tid + WG_THREADS * i, r = c >> 5, ch = c & 31;
         const bool in = row0 + r < T;
         const float *from = src + (size_t)(in ? row0 + r : 0) * stride + ch * 4;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
@@ -85,11 +86,12 @@ static __device__ __forceinline__ void t32_tile_copy(unsigned tile, const float 
 /* After this thread's copies of t32_tile_copy<ROWS> have landed: each chunk it copied rounded
  * to TF32 in place (its own copies are visible to it without a barrier).  The caller's proxy
  * fence and barrier make them visible to wgmma and to the other threads. */
-template <int ROWS> static __device__ __forceinline__ void t32_tile_round(unsigned tile)
+template <int ROWS>
+static __device__ __forceinline__ void t32_tile_round(unsigned tile, int tid = threadIdx.x)
 {
 #pragma unroll
     for (int i = 0; i < ROWS * 32 / WG_THREADS; i++) {
-        const int c = threadIdx.x + WG_THREADS * i, r = c >> 5, ch = c & 31;
+        const int c = tid + WG_THREADS * i, r = c >> 5, ch = c & 31;
         const unsigned a = tile + t32_offset(r, ch, ROWS * 128);
         float4 v;
         asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
@@ -446,6 +448,138 @@ flash_forward_wgmma_tf32_rq(float *out, float *lse, const float *qkv, int T, int
 }
 
 /*
+ * The forward, warp-specialized (FlashAttention-3's shape without TMA): 384 threads, 128
+ * queries a block.  Warpgroup 0 is the producer: it copies each key tile's K and V (cp.async,
+ * NS tiles ahead, into the stage's raw buffers), rounds K in place and writes V^T rounded, and
+ * hands the stage over; warpgroups 1 and 2 are consumers, 64 queries each (Q rounded in shared
+ * memory), that multiply and run the online softmax exactly as the other forwards do, so that
+ * one's softmax runs under the other's products and neither waits for memory.  (Q in registers
+ * does not fit: ptxas gives every thread the launch's 168 registers whatever setmaxnreg says.)
+ * Named barriers hand the stages over: full[s] (1 + s: the producer arrives, the consumers
+ * wait) and empty[s] (1 + NS + s: the consumers arrive, the producer waits); 1 + 2 NS is the
+ * producer's own, 2 + 2 NS + c consumer c's.
+ * Shared memory: per stage K (raw, then rounded in place), V raw, V^T: 48 KiB; each consumer's
+ * Q 32 KiB.
+ */
+#define T32_WS_NS 3
+#define T32_WS_STAGE (2 * T32_K_BYTES + T32_VT_BYTES)
+#define T32_WS_SMEM (T32_WS_NS * T32_WS_STAGE + 2 * T32_Q_BYTES + 1024)
+#define T32_WS_THREADS 384
+
+static __device__ __forceinline__ void named_sync(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void named_arrive(int id, int count)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+__global__ static void __launch_bounds__(T32_WS_THREADS, 1)
+flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int C, int NH,
+                            float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    const unsigned base = wg_smem_base();
+    /* stage s: K at + 0, V raw at + K_BYTES, V^T at + 2 K_BYTES */
+    const head_rows hr = head_of_block(T, C, NH, T32_HS);
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * 2 * T32_ROWS;
+    const size_t C3 = hr.C3;
+    const float *qbase = qkv + hr.qkv_off;
+    const int ntiles = (min(T, q0 + 2 * T32_ROWS) + T32_KEYS - 1) / T32_KEYS;
+    const int wg = threadIdx.x / WG_THREADS;
+    const int all = T32_WS_THREADS;
+
+    if (wg == 0) { /* the producer */
+        for (int j = 0; j < T32_WS_NS; j++) { /* a group per stage, empty past the last tile */
+            if (j < ntiles) {
+                const unsigned st = base + j * T32_WS_STAGE;
+                t32_tile_copy<T32_KEYS>(st, qbase + C, C3, j * T32_KEYS, T);
+                t32_tile_copy<T32_KEYS>(st + T32_K_BYTES, qbase + 2 * C, C3, j * T32_KEYS, T);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        for (int it = 0; it < ntiles; it++) {
+            const int s = it % T32_WS_NS;
+            const unsigned st = base + s * T32_WS_STAGE;
+            asm volatile("cp.async.wait_group %0;" ::"n"(T32_WS_NS - 1) : "memory");
+            named_sync(1 + 2 * T32_WS_NS, WG_THREADS); /* every producer thread's copies in */
+            t32_tile_round<T32_KEYS>(st);
+            {
+                const int warp = threadIdx.x / 32, key = threadIdx.x % 32;
+                t32_rows x;
+#pragma unroll
+                for (int i = 0; i < T32_HS / 16; i++)
+                    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                                 : "=f"(x.v[i].x), "=f"(x.v[i].y), "=f"(x.v[i].z), "=f"(x.v[i].w)
+                                 : "r"(st + T32_K_BYTES + t32_offset(key, warp + 4 * i, T32_K_QUARTER)));
+                t32_transposed_store(st + 2 * T32_K_BYTES, x);
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            named_arrive(1 + s, all);
+            /* Then the previous tile's stage, once the consumers are done with it, takes the
+             * copies of the tile NS after it: tile it was made ready while they worked on
+             * it - 1 (waiting for tile it itself here would leave them idle while the next one
+             * is rounded and transposed). */
+            const int prev = it - 1, next = prev + T32_WS_NS;
+            if (prev >= 0 && next < ntiles) {
+                const int ps = prev % T32_WS_NS;
+                const unsigned pst = base + ps * T32_WS_STAGE;
+                named_sync(1 + T32_WS_NS + ps, all);
+                t32_tile_copy<T32_KEYS>(pst, qbase + C, C3, next * T32_KEYS, T);
+                t32_tile_copy<T32_KEYS>(pst + T32_K_BYTES, qbase + 2 * C, C3, next * T32_KEYS, T);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        return;
+    }
+
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int crow0 = q0 + (wg - 1) * T32_ROWS, wrow0 = crow0 + warp * 16;
+    const int kend = min(T, crow0 + T32_ROWS);
+    const unsigned Qs = base + T32_WS_NS * T32_WS_STAGE + (wg - 1) * T32_Q_BYTES;
+    t32_tile_copy<T32_ROWS>(Qs, qbase, C3, crow0, T, threadIdx.x % WG_THREADS);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    t32_tile_round<T32_ROWS>(Qs, threadIdx.x % WG_THREADS);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    named_sync(2 + 2 * T32_WS_NS + wg, WG_THREADS);
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in raw score units */
+
+    for (int it = 0; it < ntiles; it++) {
+        const int s = it % T32_WS_NS, k0 = it * T32_KEYS;
+        const unsigned st = base + s * T32_WS_STAGE;
+        named_sync(1 + s, all);
+        if (k0 < kend) {
+            float sc[16];
+            wg_fence();
+            t32_product_xyt(sc, Qs, st);
+            wg_commit_and_wait();
+
+            float alpha[2];
+            uint32_t p[T32_KEYS / 8][4];
+            wg_softmax_tile<T32_KEYS>(sc, m, l, alpha, k0, wrow0, g, t, scale_log2,
+                                      [&](int j, const float(&pv)[4]) { t32_pack_chunk(p, j, pv); });
+            wg_rescale(o, alpha);
+
+            wg_fence();
+            t32_product_py(o, p, st + 2 * T32_K_BYTES);
+            wg_commit_and_wait();
+        }
+        if (it + T32_WS_NS < ntiles)
+            named_arrive(1 + T32_WS_NS + s, all);
+    }
+    wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
+#else
+    __trap();
+#endif
+}
+
+/*
  * dq (and delta), as flash_backward_dq_tc<float, 128, 1, 32, 1>: 64 queries, key tiles of 32.
  * Shared: Q, dO (64-row quarters), K, V (32-row quarters) and K^T (for dQ += dS K), all
  * rounded: 112 KiB.  Per key tile: S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K.
@@ -675,7 +809,8 @@ int main(int argc, char **argv)
     };
 
     /* both backwards read the reference forward's out and lse */
-    /* k 0: mma.sync; 1: wgmma; 2: wgmma pipelined; 3: Q in registers (2, 3 into out[1], lse[1]) */
+    /* k 0: mma.sync; 1: wgmma; 2: wgmma pipelined; 3: Q in registers; 4: warp-specialized
+     * (2-4 into out[1], lse[1]) */
     auto fwd = [&](int k) {
         return k == 0 ? attn_forward_launch<float, T32_HS, tiles::fwd>(st, out[0], lse[0], qkv, B,
                                                                         T, C, NH, scale_log2)
@@ -683,6 +818,10 @@ int main(int argc, char **argv)
                                            attn_grid(B, T, NH, T32_ROWS), WG_THREADS,
                                            (size_t)T32_FWD_SMEM(0), st, out[1], lse[1], qkv, T, C,
                                            NH, scale_log2)
+               : k == 4 ? launch_with_smem(flash_forward_wgmma_tf32_ws,
+                                           attn_grid(B, T, NH, 2 * T32_ROWS), T32_WS_THREADS,
+                                           (size_t)T32_WS_SMEM, st, out[1], lse[1], qkv, T, C, NH,
+                                           scale_log2)
                : k == 2 ? launch_with_smem(flash_forward_wgmma_tf32<1>,
                                            attn_grid(B, T, NH, T32_ROWS), WG_THREADS,
                                            (size_t)T32_FWD_SMEM(1), st, out[1], lse[1], qkv, T, C,
@@ -737,6 +876,10 @@ int main(int argc, char **argv)
     CK(fwd(3));
     CK(cudaStreamSynchronize(st));
     const std::vector<float> orq = fetch(out[1], n_tok), lrq = fetch(lse[1], n_stat);
+    poison(1);
+    CK(fwd(4));
+    CK(cudaStreamSynchronize(st));
+    const std::vector<float> ows = fetch(out[1], n_tok), lws = fetch(lse[1], n_stat);
 
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -754,6 +897,8 @@ int main(int argc, char **argv)
                 {"lse (pipelined)", &lp, &l0, 0, n_stat, n_stat},
                 {"out (Q in registers)", &orq, &o0, 0, n_tok, n_tok},
                 {"lse (Q in registers)", &lrq, &l0, 0, n_stat, n_stat},
+                {"out (warp-specialized)", &ows, &o0, 0, n_tok, n_tok},
+                {"lse (warp-specialized)", &lws, &l0, 0, n_stat, n_stat},
                 {"dq", &g1, &g0, 0, (size_t)C, 3 * (size_t)C},
                 {"dk", &g1, &g0, (size_t)C, (size_t)C, 3 * (size_t)C},
                 {"dv", &g1, &g0, 2 * (size_t)C, (size_t)C, 3 * (size_t)C},
@@ -771,15 +916,15 @@ int main(int argc, char **argv)
     printf("\nwgmma repeatable (a second run, bit for bit): %s\n\n", repeat ? "yes" : "NO");
 
     const double pair = (double)B * NH * T * (T + 1) / 2.0 * 2 * T32_HS;
-    const double kflops[5] = {2 * pair, 2 * pair, 2 * pair, 3 * pair, 4 * pair};
-    const char *kname[5] = {"forward", "forward (pipelined)", "forward (Q in registers)",
-                            "dq (+delta)", "dk, dv"};
+    const double kflops[6] = {2 * pair, 2 * pair, 2 * pair, 2 * pair, 3 * pair, 4 * pair};
+    const char *kname[6] = {"forward", "forward (pipelined)", "forward (Q in registers)",
+                            "forward (warp-specialized)", "dq (+delta)", "dk, dv"};
     printf("| kernel | mma.sync ms | wgmma ms | speedup | wgmma TFLOP/s |\n|---|---|---|---|---|\n");
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         double ms[2];
         for (int k = 0; k < 2; k++)
             ms[k] = median_ms(st, 30, [&]() {
-                return i <= 2 ? fwd(k ? i + 1 : 0) : i == 3 ? dq(k) : dkv(k);
+                return i <= 3 ? fwd(k ? i + 1 : 0) : i == 4 ? dq(k) : dkv(k);
             });
         printf("| %s | %.4f | %.4f | %.2fx | %.1f |\n", kname[i], ms[0], ms[1], ms[0] / ms[1],
                kflops[i] / ms[1] / 1e9);
