@@ -7,7 +7,7 @@
 #   bash bench/attn_gpu.sh "$OUT"
 # PARTS (default "sweep test step"; "ncu" adds Nsight Compute on the sweep's first configurations,
 # "wgmma" bench/attn_wgmma.cu: the wgmma kernels against the mma.sync ones, "tf32"
-# bench/attn_wgmma_tf32.cu: the TF32 wgmma forward experiment), SHAPE (attn_sweep's B T C NH, default the model's).
+# bench/attn_wgmma_tf32.cu: the TF32 wgmma kernels and their variants against mma.sync), SHAPE (attn_sweep's B T C NH, default the model's).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 parts=" ${PARTS:-sweep test step} "
@@ -74,6 +74,7 @@ if [[ $parts == *" step "* ]]; then
     AEBENCH_ATTENTION=mma bench_run megatron_bf16_mma -m megatron-lm --dtype bf16
     bench_run megatron_bf16_profile -m megatron-lm --dtype bf16 --profile
     bench_run megatron_tf32 -m megatron-lm --math tf32
+    AEBENCH_ATTENTION=mma bench_run megatron_tf32_mma -m megatron-lm --math tf32
     bench_run megatron_tf32_profile -m megatron-lm --math tf32 --profile
     grep -hE "attention|step" "$out"/megatron_*_profile.txt | head -n 30
     echo "steps: $(($(date +%s) - t0)) s"

@@ -1,107 +1,36 @@
 /*
- * attn_wgmma_tf32.cu — an experiment toward issue 30 part 2 in TF32 (the artifact's math):
- * the causal attention (forward, dq, dk/dv) on wgmma with fp32 storage and TF32 products, head
- * size 128, against the backend's mma.sync TF32 kernels (cuda_attention_tc.cuh,
- * attn_tiles<float>).  Not part of the product yet: it checks every output bit for bit against
- * theirs (out, lse, dq, dk, dv, delta, and its own repeatability) and times each kernel.
+ * attn_wgmma_tf32.cu — issue 30 part 2 in TF32 (the artifact's math): the causal attention
+ * (forward, dq, dk/dv) on wgmma with fp32 storage and TF32 products, head size 128, against the
+ * backend's mma.sync TF32 kernels (cuda_attention_tc.cuh, attn_tiles<float>): every output bit
+ * for bit against theirs (out, lse, dq, dk, dv, delta), repeatability, and each kernel's time.
  *
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels \
  *       bench/attn_wgmma_tf32.cu -o attn_wgmma_tf32   (or PARTS=tf32 bash bench/attn_gpu.sh "$OUT")
  *   ./attn_wgmma_tf32 [B T C NH]       (default the l32 model's 4 1024 2048 16; C = 128 NH)
  *
- * Status (2026-11-27, one H100: bench/results/2026-11-27c-h100-tf32-wgmma): every output bit
- * for bit the mma.sync kernels', repeatable; not faster (forward 0.248-0.261 ms against 0.241,
- * dq 0.52 against 0.36, dk/dv 0.63 against 0.42), so the backend keeps mma.sync for TF32.  The
- * forward has two more variants, both as exact and no faster: the next tile fetched under this
- * one's products (PIPE), and Q in registers with K and V rounded on their way into shared
- * memory (flash_forward_wgmma_tf32_rq).  dq holds Q, dO, K, V and K^T in shared memory
- * (113 KiB), dk/dv K, V, Q, dO, Q^T, dO^T (129 KiB, one block an SM), with the tiles of
+ * Status (2026-11-27, one H100: bench/results/2026-11-27c-h100-tf32-wgmma): every variant is
+ * the mma.sync kernels' bit for bit.  The warp-specialized forward (a producer warpgroup, two
+ * consumers: kernels/cuda/cuda_attention_wgmma_tf32.cuh, which the backend now runs) is 1.58x
+ * the mma.sync one (0.151 against 0.239 ms; with two producer warpgroups no faster).  The
+ * single-warpgroup forms here are not faster than mma.sync (forward 0.248-0.261 ms: a serial
+ * chain per tile, load, store, barrier, S, softmax, P V, with two warps a scheduler to hide it),
+ * whether the next tile is fetched under this one's products (PIPE) or Q is held in registers
+ * with K and V rounded on their way into shared memory (flash_forward_wgmma_tf32_rq); nor are
+ * dq (Q, dO, K, V and K^T in shared memory, 113 KiB: 0.52 against 0.36 ms) and dk/dv (K, V, Q,
+ * dO, Q^T, dO^T: 129 KiB, one block an SM: 0.63 against 0.42 ms), with the tiles of
  * attn_tiles<float> (dq: 64 queries, key tiles of 32; dk/dv: 64 keys, query tiles of 32).
- *
- * What TF32 changes against the bf16 kernels (cuda_attention_wgmma.cuh):
- *  - wgmma takes TF32 operands K-major only (no transposed B): Q and K are K-major as they
- *    are (S = Q K^T), but P V needs V^T, the head dimension as rows and the keys contiguous.
- *    V is read through registers and written transposed (a warp's 32 lanes are the tile's 32
- *    keys, so each row's 32 words land in 32 banks).
- *  - P goes from the accumulator into the A operand: for a k step of 8 keys, the A layout holds
- *    key k at position k / 2 + 4 (k % 2) (a0 = c0, a1 = c2, a2 = c1, a3 = c3: mma_op<float>'s
- *    a_from_c), so V^T's columns hold the keys in that order within each group of 8.
- *  - wgmma reads fp32 words and uses their TF32 part; the mma.sync kernels round every operand
- *    to TF32 (cvt.rna) first (whether wgmma truncates or rounds an fp32 word, this makes it
- *    moot).  So every tile is rounded in shared memory before the fence (Q and
- *    K in place by the thread that copied each chunk, V^T on its way through registers), and P
- *    as it is packed: the same products as the mma.sync kernels.
- *  - Key tiles of 32, as attn_tiles<float>::fwd, so the online softmax sees the same tiles:
- *    S is m64n32 (16 registers), P V four m64n128k8 steps.
- * Shared memory: Q 64 x 128 fp32 as four 64 x 32 quarters (the head dimension split at 32: a
- * row of a quarter is one 128-byte swizzle row), K 32 x 128 the same way, V^T 128 x 32: 64 KiB.
+ * Their transposed operands (K^T, Q^T, dO^T, and V^T in the single-warpgroup forwards) go
+ * through registers: a warp's 32 lanes are the tile's 32 rows, so each row's 32 words land in
+ * 32 banks.  The header says what TF32 changes against the bf16 kernels.
  */
 #include "attn_bench.cuh"
-#include "cuda/cuda_attention_wgmma.cuh"
+#include "cuda/cuda_attention_wgmma_tf32.cuh"
 
 #include <cmath>
 #include <string.h>
 
-#define T32_HS 128
-#define T32_ROWS 64                 /* queries a block */
-#define T32_KEYS 32                 /* keys a tile */
-#define T32_Q_QUARTER (64 * 128)    /* bytes of a 64-row quarter */
-#define T32_K_QUARTER (32 * 128)    /* bytes of a 32-row quarter */
-#define T32_Q_BYTES (4 * T32_Q_QUARTER)
-#define T32_K_BYTES (4 * T32_K_QUARTER)
-#define T32_VT_BYTES (128 * 128)
-
+/* the experiment's own helpers (the product's are in the header) */
 #if WG_HAVE_WGMMA
-
-/* Byte offset of (row, 16-byte chunk ch of a row's 32) in a tile of quarters of quarter_bytes:
- * quarter ch / 8, the row's 128 bytes, chunk index XORed by row % 8 (128-byte swizzle). */
-static __device__ __forceinline__ unsigned t32_offset(int row, int ch, unsigned quarter_bytes)
-{
-    return (unsigned)((ch >> 3) * quarter_bytes + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
-}
-
-static __device__ __forceinline__ float t32_round(float x)
-{
-    return __uint_as_float(mma_op<float>::tf32(x));
-}
-
-/* ROWS rows of a (T, 128) fp32 view into a tile of quarters: cp.async copies joining this
- * thread's open group; zeros past T. */
-template <int ROWS>
-static __device__ __forceinline__ void t32_tile_copy(unsigned tile, const float *src,
-                                                     size_t stride, int row0, int T,
-                                                     int tid = threadIdx.x)
-{
-#pragma unroll
-    for (int i = 0; i < ROWS * 32 / WG_THREADS; i++) {
-        const int c = tid + WG_THREADS * i, r = c >> 5, ch = c & 31;
-        const bool in = row0 + r < T;
-        const float *from = src + (size_t)(in ? row0 + r : 0) * stride + ch * 4;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
-                         tile + t32_offset(r, ch, ROWS * 128)),
-                     "l"(from), "r"(in ? 16 : 0));
-    }
-}
-
-/* After this thread's copies of t32_tile_copy<ROWS> have landed: each chunk it copied rounded
- * to TF32 in place (its own copies are visible to it without a barrier).  The caller's proxy
- * fence and barrier make them visible to wgmma and to the other threads. */
-template <int ROWS>
-static __device__ __forceinline__ void t32_tile_round(unsigned tile, int tid = threadIdx.x)
-{
-#pragma unroll
-    for (int i = 0; i < ROWS * 32 / WG_THREADS; i++) {
-        const int c = tid + WG_THREADS * i, r = c >> 5, ch = c & 31;
-        const unsigned a = tile + t32_offset(r, ch, ROWS * 128);
-        float4 v;
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                     : "r"(a));
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(t32_round(v.x)),
-                     "f"(t32_round(v.y)), "f"(t32_round(v.z)), "f"(t32_round(v.w))
-                     : "memory");
-    }
-}
 
 static __device__ __forceinline__ void t32_copies_wait()
 {
@@ -160,29 +89,6 @@ static __device__ __forceinline__ void t32_transposed_load(unsigned vt, const fl
     t32_transposed_store(vt, x);
 }
 
-#define WG_F16(a) WG_F8(a, 0), WG_F8(a, 8)
-
-/* s (64 x 32) += Q (64 x 8, K-major) K^T (K 32 x 8, K-major), TF32; scale_d 0 starts from 0 */
-static __device__ __forceinline__ void t32_m64n32k8_ss(float (&s)[16], uint64_t dq, uint64_t dk,
-                                                       int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-                 "%16, %17, p, 1, 1;\n}\n"
-                 : WG_F16(s)
-                 : "l"(dq), "l"(dk), "r"(scale_d));
-}
-
-/* o (64 x 128) += P (64 x 8, registers) V (8 x 128, as V^T: K-major), TF32 */
-static __device__ __forceinline__ void t32_m64n128k8_rs(float (&o)[64], const uint32_t (&p)[4],
-                                                        uint64_t dv)
-{
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " WG_D64 ", "
-                 "{%64, %65, %66, %67}, %68, 1, 1, 1;\n"
-                 : WG_F64(o)
-                 : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(dv));
-}
 
 /* s (64 x 32) += Q (64 x 8, registers: a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
  * of the warp's 16 rows) K^T (K 32 x 8, K-major), TF32; scale_d 0 starts from 0 */
@@ -252,39 +158,6 @@ static __device__ __forceinline__ void t32_krows_store(unsigned tile, const t32_
                      "f"(t32_round(x.v[i].w))
                      : "memory");
     }
-}
-
-/* s (64 x 32) = X Y^T over the head dimension: X a tile of 64-row quarters, Y of 32-row
- * quarters, both rounded; committed, not waited for */
-static __device__ __forceinline__ void t32_product_xyt(float (&s)[16], unsigned x, unsigned y)
-{
-#pragma unroll
-    for (int kk = 0; kk < T32_HS / 8; kk++) {
-        const unsigned off = (kk & 3) * 32; /* 8 elements of 4 bytes a step */
-        t32_m64n32k8_ss(s, wg_desc(x + (kk >> 2) * T32_Q_QUARTER + off, 16, 1024),
-                        wg_desc(y + (kk >> 2) * T32_K_QUARTER + off, 16, 1024), kk > 0);
-    }
-}
-
-/* acc (64 x 128) += P Y over 32 rows of Y, Y given as its transpose yt (t32_transposed_load) */
-static __device__ __forceinline__ void t32_product_py(float (&acc)[64],
-                                                      const uint32_t (&p)[T32_KEYS / 8][4],
-                                                      unsigned yt)
-{
-#pragma unroll
-    for (int j = 0; j < T32_KEYS / 8; j++)
-        t32_m64n128k8_rs(acc, p[j], wg_desc(yt + j * 32, 16, 1024));
-}
-
-/* Chunk j (8 columns, the accumulator's order) of values v into the A operand of k step j:
- * a0 = c0, a1 = c2, a2 = c1, a3 = c3 (mma_op<float>::a_from_c), rounded to TF32 */
-static __device__ __forceinline__ void t32_pack_chunk(uint32_t (&p)[T32_KEYS / 8][4], int j,
-                                                      const float (&v)[4])
-{
-    p[j][0] = mma_op<float>::tf32(v[0]);
-    p[j][1] = mma_op<float>::tf32(v[2]);
-    p[j][2] = mma_op<float>::tf32(v[1]);
-    p[j][3] = mma_op<float>::tf32(v[3]);
 }
 
 #endif /* WG_HAVE_WGMMA */
@@ -447,190 +320,6 @@ flash_forward_wgmma_tf32_rq(float *out, float *lse, const float *qkv, int T, int
 #endif
 }
 
-/*
- * The forward, warp-specialized (FlashAttention-3's shape without TMA): 384 threads, 128
- * queries a block.  Warpgroup 0 is the producer: it copies each key tile's K and V (cp.async,
- * NS tiles ahead, into the stage's raw buffers), rounds K in place and writes V^T rounded, and
- * hands the stage over; warpgroups 1 and 2 are consumers, 64 queries each (Q rounded in shared
- * memory), that multiply and run the online softmax exactly as the other forwards do, so that
- * one's softmax runs under the other's products and neither waits for memory.  (Q in registers
- * does not fit: ptxas gives every thread the launch's 168 registers whatever setmaxnreg says.)
- * Named barriers hand the stages over: full[s] (1 + s: the producer arrives, the consumers
- * wait) and empty[s] (1 + NS + s: the consumers arrive, the producer waits); 1 + 2 NS is the
- * producer's own, 2 + 2 NS + c consumer c's.
- * Shared memory: per stage K (raw, then rounded in place), V raw, V^T: 48 KiB; each consumer's
- * Q 32 KiB.
- */
-#define T32_WS_NS 3
-#define T32_WS_STAGE (2 * T32_K_BYTES + T32_VT_BYTES)
-#define T32_WS_SMEM (T32_WS_NS * T32_WS_STAGE + 2 * T32_Q_BYTES + 1024)
-
-static __device__ __forceinline__ void named_sync(int id, int count)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-static __device__ __forceinline__ void named_arrive(int id, int count)
-{
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-
-/* The producer's PT threads (thread p): a key tile's K and V rows into a stage's K and raw-V
- * buffers (cp.async, joining the open group; zeros past T) */
-template <int PT>
-static __device__ __forceinline__ void t32_ws_copy(unsigned st, const float *qbase, size_t C3,
-                                                   int C, int k0, int T, int p)
-{
-#pragma unroll
-    for (int i = 0; i < T32_KEYS * 32 / PT; i++) {
-        const int c = p + PT * i, r = c >> 5, ch = c & 31;
-        const bool in = k0 + r < T;
-        const float *row = qbase + (size_t)(in ? k0 + r : 0) * C3 + ch * 4;
-        const unsigned off = t32_offset(r, ch, T32_K_QUARTER);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(st + off),
-                     "l"(row + C), "r"(in ? 16 : 0));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(st + T32_K_BYTES + off),
-                     "l"(row + 2 * C), "r"(in ? 16 : 0));
-    }
-}
-/* ... and, once every producer thread's copies are in, K rounded in place and V^T written
- * rounded (warp w of the producer: lane = key, 16-byte chunks w, w + PT / 32, ...) */
-template <int PT>
-static __device__ __forceinline__ void t32_ws_prepare(unsigned st, int p)
-{
-#pragma unroll
-    for (int i = 0; i < T32_KEYS * 32 / PT; i++) {
-        const int c = p + PT * i, r = c >> 5, ch = c & 31;
-        const unsigned a = st + t32_offset(r, ch, T32_K_QUARTER);
-        float4 v;
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                     : "r"(a));
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(t32_round(v.x)),
-                     "f"(t32_round(v.y)), "f"(t32_round(v.z)), "f"(t32_round(v.w))
-                     : "memory");
-    }
-    constexpr int W = PT / 32;
-    const int warp = p / 32, key = p % 32;
-    const int pos = (key & ~7) | ((key >> 1) & 3) | ((key & 1) << 2);
-    float4 x[T32_HS / 4 / W];
-#pragma unroll
-    for (int i = 0; i < T32_HS / 4 / W; i++)
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(x[i].x), "=f"(x[i].y), "=f"(x[i].z), "=f"(x[i].w)
-                     : "r"(st + T32_K_BYTES + t32_offset(key, warp + W * i, T32_K_QUARTER)));
-#pragma unroll
-    for (int i = 0; i < T32_HS / 4 / W; i++) {
-        const int d0 = 4 * (warp + W * i);
-        const float e4[4] = {x[i].x, x[i].y, x[i].z, x[i].w};
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int d = d0 + e;
-            const unsigned a = st + 2 * T32_K_BYTES + d * 128 +
-                               ((((pos >> 2) ^ (d & 7)) << 4) | ((pos & 3) << 2));
-            asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(t32_round(e4[e])) : "memory");
-        }
-    }
-}
-
-/* PW producer warpgroups, then two consumers */
-template <int PW>
-__global__ static void __launch_bounds__((PW + 2) * WG_THREADS, 1)
-flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int C, int NH,
-                            float scale_log2)
-{
-#if WG_HAVE_WGMMA
-    constexpr int PT = PW * WG_THREADS, ALL = (PW + 2) * WG_THREADS;
-    const unsigned base = wg_smem_base();
-    /* stage s: K at + 0, V raw at + K_BYTES, V^T at + 2 K_BYTES */
-    const head_rows hr = head_of_block(T, C, NH, T32_HS);
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * 2 * T32_ROWS;
-    const size_t C3 = hr.C3;
-    const float *qbase = qkv + hr.qkv_off;
-    const int ntiles = (min(T, q0 + 2 * T32_ROWS) + T32_KEYS - 1) / T32_KEYS;
-
-    if ((int)threadIdx.x < PT) { /* the producer */
-        const int p = threadIdx.x;
-        for (int j = 0; j < T32_WS_NS; j++) { /* a group per stage, empty past the last tile */
-            if (j < ntiles)
-                t32_ws_copy<PT>(base + j * T32_WS_STAGE, qbase, C3, C, j * T32_KEYS, T, p);
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-        for (int it = 0; it < ntiles; it++) {
-            const int s = it % T32_WS_NS;
-            /* Groups: the prologue's NS (tiles 0 .. NS-1), then one an iteration (iteration i:
-             * tile i + NS - 1, or none): tile it is in group it (it < NS) or it + 1, so all but
-             * the newest NS - 2 groups must be complete */
-            asm volatile("cp.async.wait_group %0;" ::"n"(T32_WS_NS - 2) : "memory");
-            named_sync(1 + 2 * T32_WS_NS, PT); /* every producer thread's copies in */
-            t32_ws_prepare<PT>(base + s * T32_WS_STAGE, p);
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            named_arrive(1 + s, ALL);
-            /* Then the previous tile's stage, once the consumers are done with it, takes the
-             * copies of the tile NS after it: tile it was made ready while they worked on
-             * it - 1 (waiting for tile it itself here would leave them idle while the next one
-             * is rounded and transposed). */
-            const int prev = it - 1, next = prev + T32_WS_NS;
-            if (prev >= 0 && next < ntiles) {
-                const int ps = prev % T32_WS_NS;
-                named_sync(1 + T32_WS_NS + ps, ALL);
-                t32_ws_copy<PT>(base + ps * T32_WS_STAGE, qbase, C3, C, next * T32_KEYS, T, p);
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-        return;
-    }
-
-    /* consumer 0 or 1, through a shuffle so that the compiler knows it is the same in the whole
-     * warp: the tiles' addresses and so the wgmma descriptors stay in uniform registers (no
-     * R2UR per wgmma: 8% of the instructions and 12% of the stall samples before) */
-    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / WG_THREADS, 0) - PW;
-    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-    const int crow0 = q0 + wg * T32_ROWS, wrow0 = crow0 + warp * 16;
-    const int kend = min(T, crow0 + T32_ROWS);
-    const unsigned Qs = base + T32_WS_NS * T32_WS_STAGE + wg * T32_Q_BYTES;
-    t32_tile_copy<T32_ROWS>(Qs, qbase, C3, crow0, T, threadIdx.x % WG_THREADS);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    t32_tile_round<T32_ROWS>(Qs, threadIdx.x % WG_THREADS);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    named_sync(2 + 2 * T32_WS_NS + wg, WG_THREADS);
-
-    float o[64];
-#pragma unroll
-    for (int i = 0; i < 64; i++)
-        o[i] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in raw score units */
-
-    for (int it = 0; it < ntiles; it++) {
-        const int s = it % T32_WS_NS, k0 = it * T32_KEYS;
-        const unsigned st = base + s * T32_WS_STAGE;
-        named_sync(1 + s, ALL);
-        if (k0 < kend) {
-            float sc[16];
-            wg_fence();
-            t32_product_xyt(sc, Qs, st);
-            wg_commit_and_wait();
-
-            float alpha[2];
-            uint32_t p[T32_KEYS / 8][4];
-            wg_softmax_tile<T32_KEYS>(sc, m, l, alpha, k0, wrow0, g, t, scale_log2,
-                                      [&](int j, const float(&pv)[4]) { t32_pack_chunk(p, j, pv); });
-            /* x 1 is exact: only where some row of the warp has a new max */
-            if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
-                wg_rescale(o, alpha);
-
-            wg_fence();
-            t32_product_py(o, p, st + 2 * T32_K_BYTES);
-            wg_commit_and_wait();
-        }
-        if (it + T32_WS_NS < ntiles)
-            named_arrive(1 + T32_WS_NS + s, ALL);
-    }
-    wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
-#else
-    __trap();
-#endif
-}
 
 /*
  * dq (and delta), as flash_backward_dq_tc<float, 128, 1, 32, 1>: 64 queries, key tiles of 32.

@@ -500,6 +500,15 @@ static uint16_t *bf16_random(uint64_t seed, size_t n)
     return h;
 }
 
+static float *rand_normal_floats(uint64_t seed, size_t n)
+{
+    float *h = malloc(n * sizeof *h);
+    assert_non_null(h);
+    rng r = rng_for(seed, 23, 29);
+    for (size_t i = 0; i < n; i++) h[i] = (float)rng_normal(&r);
+    return h;
+}
+
 /* bytes of device memory set to 0xff (NaN as bf16 and as fp32) */
 static void dev_poison(gpt_stream *s, void *d, size_t bytes)
 {
@@ -518,20 +527,21 @@ typedef struct attn_run {
     float *lse, *delta;
 } attn_run;
 
-static void attn_run_once(gpt_backend *be, gpt_stream *s, attn_run *r, const uint16_t *qkv,
-                          const uint16_t *dout, int T, int C, int NH)
+/* host qkv and dout in the backend's activation type (es bytes an element) */
+static void attn_run_once(gpt_backend *be, gpt_stream *s, attn_run *r, const void *qkv,
+                          const void *dout, int T, int C, int NH)
 {
-    const size_t N = (size_t)B_ * T, rows = (size_t)B_ * NH * T;
-    assert_int_equal(be->ops->dev_alloc(be, &r->qkv, N * 3 * C * 2), 0);
-    assert_int_equal(be->ops->dev_alloc(be, &r->dout, N * C * 2), 0);
-    assert_int_equal(be->ops->dev_alloc(be, &r->out, N * C * 2), 0);
-    assert_int_equal(be->ops->dev_alloc(be, &r->dqkv, N * 3 * C * 2), 0);
+    const size_t N = (size_t)B_ * T, rows = (size_t)B_ * NH * T, es = gpt_dtype_size(be->dtype);
+    assert_int_equal(be->ops->dev_alloc(be, &r->qkv, N * 3 * C * es), 0);
+    assert_int_equal(be->ops->dev_alloc(be, &r->dout, N * C * es), 0);
+    assert_int_equal(be->ops->dev_alloc(be, &r->out, N * C * es), 0);
+    assert_int_equal(be->ops->dev_alloc(be, &r->dqkv, N * 3 * C * es), 0);
     assert_int_equal(be->ops->dev_alloc(be, (void **)&r->lse, rows * sizeof(float)), 0);
     assert_int_equal(be->ops->dev_alloc(be, (void **)&r->delta, rows * sizeof(float)), 0);
-    assert_int_equal(gpt_memcpy_h2d(s, r->qkv, qkv, N * 3 * C * 2), 0);
-    assert_int_equal(gpt_memcpy_h2d(s, r->dout, dout, N * C * 2), 0);
-    dev_poison(s, r->out, N * C * 2);
-    dev_poison(s, r->dqkv, N * 3 * C * 2);
+    assert_int_equal(gpt_memcpy_h2d(s, r->qkv, qkv, N * 3 * C * es), 0);
+    assert_int_equal(gpt_memcpy_h2d(s, r->dout, dout, N * C * es), 0);
+    dev_poison(s, r->out, N * C * es);
+    dev_poison(s, r->dqkv, N * 3 * C * es);
     dev_poison(s, r->lse, rows * sizeof(float));
     dev_poison(s, r->delta, rows * sizeof(float));
     gpt_attention_forward(s, r->out, r->lse, r->qkv, B_, T, C, NH);
@@ -568,15 +578,16 @@ static size_t elements_differing(gpt_stream *sa, const void *a, gpt_stream *sb, 
  * (AEBENCH_ATTENTION=mma) on the same inputs: out, lse, dqkv and delta equal bit for bit
  * (cuda_attention_wgmma.cuh says why they must be), on shapes of one tile, of partial tiles
  * and of many.  Where the device has no wgmma both backends run mma.sync: the line says so. */
-static void test_attention_wgmma_vs_mma(void **state)
+/* The wgmma attention (bf16: forward and backward; TF32: the warp-specialized forward) against
+ * the mma.sync kernels (AEBENCH_ATTENTION=mma) on four shapes: the same bits in every output.
+ * On a device without wgmma both run mma.sync (and the check still runs). */
+static void wgmma_vs_mma(gpt_dtype dtype, int allow_tf32, const char *wgmma_desc)
 {
-    (void)state;
-    if (!have_gpu()) skip();
     gpt_backend *be[2];
     gpt_stream *st[2];
-    assert_int_equal(gpt_cuda_backend_create_dtype(&be[0], 0, 0, GPT_BF16), 0);
+    assert_int_equal(gpt_cuda_backend_create_dtype(&be[0], 0, allow_tf32, dtype), 0);
     assert_int_equal(setenv("AEBENCH_ATTENTION", "mma", 1), 0);
-    const int made = gpt_cuda_backend_create_dtype(&be[1], 0, 0, GPT_BF16);
+    const int made = gpt_cuda_backend_create_dtype(&be[1], 0, allow_tf32, dtype);
     assert_int_equal(unsetenv("AEBENCH_ATTENTION"), 0);
     assert_int_equal(made, 0);
     char desc[2][400];
@@ -584,23 +595,32 @@ static void test_attention_wgmma_vs_mma(void **state)
         assert_int_equal(be[k]->ops->stream_create(be[k], &st[k]), 0);
         be[k]->ops->describe(be[k], desc[k], sizeof desc[k]);
     }
-    const int wgmma = strstr(desc[0], "attention on wgmma") != NULL;
+    const int wgmma = strstr(desc[0], wgmma_desc) != NULL;
     assert_null(strstr(desc[1], "wgmma")); /* AEBENCH_ATTENTION=mma is obeyed */
+    const int bf16 = dtype == GPT_BF16;
+    const size_t es = gpt_dtype_size(dtype);
     const int C = 2 * C_, NH = 2; /* head size 128 */
     static const int Ts[] = {64, 101, 261, 1029};
     for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) {
         const int T = Ts[i];
         const size_t N = (size_t)B_ * T, rows = (size_t)B_ * NH * T;
-        uint16_t *qkv = bf16_random(4000 + i, N * 3 * C), *dout = bf16_random(5000 + i, N * C);
+        void *qkv, *dout;
+        if (bf16) {
+            qkv = bf16_random(4000 + i, N * 3 * C);
+            dout = bf16_random(5000 + i, N * C);
+        } else {
+            qkv = rand_normal_floats(4000 + i, N * 3 * C);
+            dout = rand_normal_floats(5000 + i, N * C);
+        }
         attn_run r[2];
         for (int k = 0; k < 2; k++) attn_run_once(be[k], st[k], &r[k], qkv, dout, T, C, NH);
-        const size_t d_out = elements_differing(st[0], r[0].out, st[1], r[1].out, N * C, 2);
+        const size_t d_out = elements_differing(st[0], r[0].out, st[1], r[1].out, N * C, es);
         const size_t d_lse = elements_differing(st[0], r[0].lse, st[1], r[1].lse, rows, 4);
-        const size_t d_dqkv = elements_differing(st[0], r[0].dqkv, st[1], r[1].dqkv, N * 3 * C, 2);
+        const size_t d_dqkv = elements_differing(st[0], r[0].dqkv, st[1], r[1].dqkv, N * 3 * C, es);
         const size_t d_delta = elements_differing(st[0], r[0].delta, st[1], r[1].delta, rows, 4);
-        printf("attention %s vs mma.sync bf16 hs=128 T=%d: differing out %zu, lse %zu, dqkv %zu, "
-               "delta %zu\n", wgmma ? "wgmma" : "mma.sync (no wgmma on this device)", T, d_out,
-               d_lse, d_dqkv, d_delta);
+        printf("attention %s vs mma.sync %s hs=128 T=%d: differing out %zu, lse %zu, dqkv %zu, "
+               "delta %zu\n", wgmma ? "wgmma" : "mma.sync (no wgmma on this device)",
+               bf16 ? "bf16" : "tf32", T, d_out, d_lse, d_dqkv, d_delta);
         assert_int_equal(d_out, 0);
         assert_int_equal(d_lse, 0);
         assert_int_equal(d_dqkv, 0);
@@ -613,6 +633,14 @@ static void test_attention_wgmma_vs_mma(void **state)
         be[k]->ops->stream_destroy(st[k]);
         gpt_cuda_backend_destroy(be[k]);
     }
+}
+
+static void test_attention_wgmma_vs_mma(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    wgmma_vs_mma(GPT_BF16, 0, "attention on wgmma");
+    wgmma_vs_mma(GPT_F32, 1, "attention forward on wgmma");
 }
 
 static void check_elementwise(pair *p, int T)

@@ -13,7 +13,9 @@
  *
  *  - Hopper warpgroup MMA (wgmma, sm_90a; cuda_attention_wgmma.cuh): bf16, head size 128, on a
  *    device that runs the sm_90a build (cu_attention_wgmma_available); the operands stay in
- *    shared memory.  The same results as the mma.sync kernels, bit for bit.
+ *    shared memory.  TF32 with head size 128: the forward only, warp-specialized
+ *    (cuda_attention_wgmma_tf32.cuh; its backward stays on mma.sync).  The same results as the
+ *    mma.sync kernels, bit for bit.
  *  - tensor cores (mma.sync, sm_80+; cuda_attention_tc.cuh): TF32 for fp32 storage when TF32
  *    is allowed, bf16 for the bf16 backend; head sizes 32, 64, 128.  Blocks of 4 warps owning
  *    16 or 32 rows each (the forward, dq) or of 4-8 warps of 16 keys (dk, dv); the other
@@ -30,7 +32,7 @@
  * Causality: tiles entirely above the diagonal are never visited; a block of queries only
  * walks keys up to its last query, and query blocks are scheduled longest first.
  */
-#include "cuda_attention_wgmma.cuh"
+#include "cuda_attention_wgmma_tf32.cuh"
 
 /* ======================================================================================
  * SIMT fp32 kernels (strict fp32, and head sizes without a tensor-core instantiation).
@@ -335,6 +337,15 @@ static bool use_wgmma(const gpt_stream *s, int hs, int C, const void *qkv, const
            use_tensor_cores(s, hs, C, qkv, dout);
 }
 
+/* The TF32 wgmma forward: fp32 storage with TF32 allowed, head size 128, the same alignment, and
+ * a device that lets a block have its shared memory */
+static bool use_wgmma_tf32(const gpt_stream *s, int hs, int C, const void *qkv)
+{
+    return cu_backend(s)->attn_wgmma && !cu_is_bf16(s) && cu_backend(s)->allow_tf32 &&
+           hs == WG_HS && cu_backend(s)->smem_per_block_optin >= (int)T32_WS_SMEM &&
+           use_tensor_cores(s, hs, C, qkv, NULL);
+}
+
 int cu_attention_wgmma_available(void)
 {
     int *has_d = NULL, has = 0;
@@ -424,6 +435,10 @@ void cu_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv,
     if (use_wgmma(s, hs, C, qkv, NULL))
         OP_CHECK_CUDA(s, attn_wgmma_forward_launch<wg_chosen>(cu_stream(s)->stream, (bf16 *)out, lse,
                                                    (const bf16 *)qkv, B, T, C, NH, scale_log2));
+    else if (use_wgmma_tf32(s, hs, C, qkv))
+        OP_CHECK_CUDA(s, attn_wgmma_tf32_forward_launch(cu_stream(s)->stream, (float *)out, lse,
+                                                        (const float *)qkv, B, T, C, NH,
+                                                        scale_log2));
     else if (use_tensor_cores(s, hs, C, qkv, NULL))
         CU_DISPATCH(s, E, HS_DISPATCH(hs, HS,
                                       forward_tc<E, HS>(s, (E *)out, lse, (const E *)qkv, B, T,

@@ -470,7 +470,9 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
                        cu_attention_wgmma_available();
     snprintf(impl->desc, sizeof impl->desc, "%s (sm_%d%d, %d SMs%s)", prop.name, prop.major,
              prop.minor, prop.multiProcessorCount,
-             impl->attn_wgmma && dtype == GPT_BF16 ? ", attention on wgmma" : "");
+             !impl->attn_wgmma ? ""
+             : dtype == GPT_BF16 ? ", attention on wgmma"
+             : impl->allow_tf32 ? ", attention forward on wgmma" : "");
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->impl = impl;
