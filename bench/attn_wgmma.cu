@@ -76,12 +76,14 @@ int main(int argc, char **argv)
     CK(cudaMemcpy(dout, h.data(), n_tok * sizeof(bf16), cudaMemcpyHostToDevice));
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    /* outputs poisoned first (0xff: NaN), so an element a kernel fails to write shows */
+    /* outputs poisoned first (0xff: NaN), so an element a kernel fails to write shows; on the
+     * kernels' stream (a non-blocking stream does not wait for the legacy stream's memset: a
+     * kernel that writes early, as dq writes delta, could be overwritten by its own poison) */
     auto poison = [&](int k) {
-        CK(cudaMemset(out[k], 0xff, n_tok * sizeof(bf16)));
-        CK(cudaMemset(dqkv[k], 0xff, n_qkv * sizeof(bf16)));
-        CK(cudaMemset(lse[k], 0xff, n_stat * sizeof(float)));
-        CK(cudaMemset(delta[k], 0xff, n_stat * sizeof(float)));
+        CK(cudaMemsetAsync(out[k], 0xff, n_tok * sizeof(bf16), st));
+        CK(cudaMemsetAsync(dqkv[k], 0xff, n_qkv * sizeof(bf16), st));
+        CK(cudaMemsetAsync(lse[k], 0xff, n_stat * sizeof(float), st));
+        CK(cudaMemsetAsync(delta[k], 0xff, n_stat * sizeof(float), st));
     };
 
     /* every backward reads the reference forward's out and lse, so that the backwards are

@@ -326,7 +326,7 @@ flash_forward_wgmma_tf32_rq(float *out, float *lse, const float *qkv, int T, int
  * Shared: Q, dO (64-row quarters), K, V (32-row quarters) and K^T (for dQ += dS K), all
  * rounded: 112 KiB.  Per key tile: S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K.
  */
-#define T32_DQ_SMEM (2 * T32_Q_BYTES + 3 * T32_K_BYTES + 1024)
+#define T32_DQ1_SMEM (2 * T32_Q_BYTES + 3 * T32_K_BYTES + 1024)
 __global__ static void __launch_bounds__(WG_THREADS)
 flash_backward_dq_wgmma_tf32(float *dqkv, float *delta, const float *dout, const float *qkv,
                              const float *out, const float *lse, int T, int C, int NH,
@@ -542,12 +542,14 @@ int main(int argc, char **argv)
     CK(cudaMemcpy(dout, h.data(), n_tok * sizeof(float), cudaMemcpyHostToDevice));
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    /* outputs poisoned (0xff: NaN) first, so an element a kernel leaves unwritten shows */
+    /* outputs poisoned (0xff: NaN) first, so an element a kernel leaves unwritten shows; on the
+     * kernels' stream (a non-blocking stream does not wait for the legacy stream's memset: a
+     * kernel that writes early, as dq writes delta, could be overwritten by its own poison) */
     auto poison = [&](int k) {
-        CK(cudaMemset(out[k], 0xff, n_tok * sizeof(float)));
-        CK(cudaMemset(lse[k], 0xff, n_stat * sizeof(float)));
-        CK(cudaMemset(dqkv[k], 0xff, n_qkv * sizeof(float)));
-        CK(cudaMemset(delta[k], 0xff, n_stat * sizeof(float)));
+        CK(cudaMemsetAsync(out[k], 0xff, n_tok * sizeof(float), st));
+        CK(cudaMemsetAsync(lse[k], 0xff, n_stat * sizeof(float), st));
+        CK(cudaMemsetAsync(dqkv[k], 0xff, n_qkv * sizeof(float), st));
+        CK(cudaMemsetAsync(delta[k], 0xff, n_stat * sizeof(float), st));
     };
 
     /* both backwards read the reference forward's out and lse */
@@ -577,13 +579,16 @@ int main(int argc, char **argv)
                                            (size_t)T32_FWD_RQ_SMEM, st, out[1], lse[1], qkv, T, C,
                                            NH, scale_log2);
     };
+    /* k 0: mma.sync; 1: wgmma; 2: warp-specialized (into dqkv[1], delta[1]) */
     auto dq = [&](int k) {
         return k == 0 ? attn_dq_launch<float, T32_HS, tiles::dq>(st, dqkv[0], delta[0], dout, qkv,
                                                                  out[0], lse[0], B, T, C, NH,
                                                                  scale, scale_log2)
+               : k == 2 ? attn_wgmma_tf32_dq_launch(st, dqkv[1], delta[1], dout, qkv, out[0],
+                                                    lse[0], B, T, C, NH, scale, scale_log2)
                       : launch_with_smem(flash_backward_dq_wgmma_tf32,
                                          attn_grid(B, T, NH, T32_ROWS), WG_THREADS,
-                                         (size_t)T32_DQ_SMEM, st, dqkv[1], delta[1], dout, qkv,
+                                         (size_t)T32_DQ1_SMEM, st, dqkv[1], delta[1], dout, qkv,
                                          out[0], lse[0], T, C, NH, scale, scale_log2);
     };
     auto dkv = [&](int k) {
@@ -641,6 +646,34 @@ int main(int argc, char **argv)
     };
     std::vector<float> ows, lws, ows2, lws2;
     const int ws_same = ws_runs(4, ows, lws), ws2_same = ws_runs(5, ows2, lws2);
+    /* the warp-specialized dq, 10 times, each run against the first */
+    std::vector<float> gws, dws;
+    int dq_same = 0;
+    for (int rep = 0; rep < 10; rep++) {
+        poison(1);
+        CK(dq(2));
+        CK(cudaStreamSynchronize(st));
+        std::vector<float> gq = fetch(dqkv[1], n_qkv), dd = fetch(delta[1], n_stat);
+        if (rep == 0) {
+            gws = gq;
+            dws = dd;
+        }
+        /* bit for bit (memcmp: the k and v columns are the poison's NaNs, which == never equals) */
+        const bool same = memcmp(gq.data(), gws.data(), gq.size() * sizeof(float)) == 0 &&
+                          memcmp(dd.data(), dws.data(), dd.size() * sizeof(float)) == 0;
+        dq_same += same;
+        if (!same) { /* where: elements of dq and delta against the mma.sync kernel's */
+            size_t dg, dn, dd2, dn2, first = (size_t)-1;
+            count_differing(gq, g0, 0, (size_t)C, 3 * (size_t)C, &dg, &dn);
+            count_differing(dd, d0, 0, n_stat, n_stat, &dd2, &dn2);
+            for (size_t i = 0; i < gq.size() && first == (size_t)-1; i += 3 * (size_t)C)
+                for (size_t k = i; k < i + (size_t)C; k++)
+                    if (memcmp(&gq[k], &g0[k], 4) != 0) { first = k; break; }
+            printf("dq run %d: %zu dq elements differ (%zu not finite), %zu delta; first at token %zu "
+                   "column %zu\n", rep, dg, dn, dd2, first == (size_t)-1 ? 0 : first / (3 * (size_t)C),
+                   first == (size_t)-1 ? 0 : first % (3 * (size_t)C));
+        }
+    }
 
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -663,6 +696,8 @@ int main(int argc, char **argv)
                 {"out (two producers)", &ows2, &o0, 0, n_tok, n_tok},
                 {"lse (two producers)", &lws2, &l0, 0, n_stat, n_stat},
                 {"dq", &g1, &g0, 0, (size_t)C, 3 * (size_t)C},
+                {"dq (warp-specialized)", &gws, &g0, 0, (size_t)C, 3 * (size_t)C},
+                {"delta (warp-specialized)", &dws, &d0, 0, n_stat, n_stat},
                 {"dk", &g1, &g0, (size_t)C, (size_t)C, 3 * (size_t)C},
                 {"dv", &g1, &g0, 2 * (size_t)C, (size_t)C, 3 * (size_t)C},
                 {"delta", &d1, &d0, 0, n_stat, n_stat}};
@@ -677,24 +712,25 @@ int main(int argc, char **argv)
         identical = identical && differ == 0;
     }
     printf("\nwgmma repeatable (a second run, bit for bit): %s; warp-specialized: %d of 10 runs as "
-           "the first, two producers: %d of 10\n\n", repeat ? "yes" : "NO", ws_same, ws2_same);
+           "the first, two producers: %d of 10, warp-specialized dq: %d of 10\n\n",
+           repeat ? "yes" : "NO", ws_same, ws2_same, dq_same);
 
     const double pair = (double)B * NH * T * (T + 1) / 2.0 * 2 * T32_HS;
-    const double kflops[7] = {2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 3 * pair, 4 * pair};
-    const char *kname[7] = {"forward", "forward (pipelined)", "forward (Q in registers)",
+    const double kflops[8] = {2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 3 * pair, 3 * pair, 4 * pair};
+    const char *kname[8] = {"forward", "forward (pipelined)", "forward (Q in registers)",
                             "forward (warp-specialized)", "forward (two producers)",
-                            "dq (+delta)", "dk, dv"};
+                            "dq (+delta)", "dq (+delta, warp-specialized)", "dk, dv"};
     printf("| kernel | mma.sync ms | wgmma ms | speedup | wgmma TFLOP/s |\n|---|---|---|---|---|\n");
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         double ms[2];
         for (int k = 0; k < 2; k++)
             ms[k] = median_ms(st, 30, [&]() {
-                return i <= 4 ? fwd(k ? i + 1 : 0) : i == 5 ? dq(k) : dkv(k);
+                return i <= 4 ? fwd(k ? i + 1 : 0) : i == 5 ? dq(k) : i == 6 ? dq(2 * k) : dkv(k);
             });
         printf("| %s | %.4f | %.4f | %.2fx | %.1f |\n", kname[i], ms[0], ms[1], ms[0] / ms[1],
                kflops[i] / ms[1] / 1e9);
     }
-    const bool ok = close && repeat && ws_same == 10 && ws2_same == 10;
+    const bool ok = close && repeat && ws_same == 10 && ws2_same == 10 && dq_same == 10;
     printf("\n%s\n", !ok ? "DISAGREES with the backend, or does not repeat"
                      : identical ? "bit-identical to the backend's mma.sync kernels"
                                  : "agrees to the TF32 bound, not bit for bit");

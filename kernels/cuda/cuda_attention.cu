@@ -13,8 +13,8 @@
  *
  *  - Hopper warpgroup MMA (wgmma, sm_90a; cuda_attention_wgmma.cuh): bf16, head size 128, on a
  *    device that runs the sm_90a build (cu_attention_wgmma_available); the operands stay in
- *    shared memory.  TF32 with head size 128: the forward only, warp-specialized
- *    (cuda_attention_wgmma_tf32.cuh; its backward stays on mma.sync).  The same results as the
+ *    shared memory.  TF32 with head size 128: the forward and dq, warp-specialized
+ *    (cuda_attention_wgmma_tf32.cuh; dk, dv stay on mma.sync).  The same results as the
  *    mma.sync kernels, bit for bit.
  *  - tensor cores (mma.sync, sm_80+; cuda_attention_tc.cuh): TF32 for fp32 storage when TF32
  *    is allowed, bf16 for the bf16 backend; head sizes 32, 64, 128.  Blocks of 4 warps owning
@@ -337,13 +337,14 @@ static bool use_wgmma(const gpt_stream *s, int hs, int C, const void *qkv, const
            use_tensor_cores(s, hs, C, qkv, dout);
 }
 
-/* The TF32 wgmma forward: fp32 storage with TF32 allowed, head size 128, the same alignment, and
- * a device that lets a block have its shared memory */
-static bool use_wgmma_tf32(const gpt_stream *s, int hs, int C, const void *qkv)
+/* The TF32 wgmma forward and dq: fp32 storage with TF32 allowed, head size 128, the same
+ * alignment, and a device that lets a block have their shared memory (dq's: 225 KiB dynamic,
+ * 1 KiB static) */
+static bool use_wgmma_tf32(const gpt_stream *s, int hs, int C, const void *qkv, const void *dout)
 {
     return cu_backend(s)->attn_wgmma && !cu_is_bf16(s) && cu_backend(s)->allow_tf32 &&
-           hs == WG_HS && cu_backend(s)->smem_per_block_optin >= (int)T32_WS_SMEM &&
-           use_tensor_cores(s, hs, C, qkv, NULL);
+           hs == WG_HS && cu_backend(s)->smem_per_block_optin >= (int)T32_DQ_SMEM + 1024 &&
+           use_tensor_cores(s, hs, C, qkv, dout);
 }
 
 int cu_attention_wgmma_available(void)
@@ -435,7 +436,7 @@ void cu_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv,
     if (use_wgmma(s, hs, C, qkv, NULL))
         OP_CHECK_CUDA(s, attn_wgmma_forward_launch<wg_chosen>(cu_stream(s)->stream, (bf16 *)out, lse,
                                                    (const bf16 *)qkv, B, T, C, NH, scale_log2));
-    else if (use_wgmma_tf32(s, hs, C, qkv))
+    else if (use_wgmma_tf32(s, hs, C, qkv, NULL))
         OP_CHECK_CUDA(s, attn_wgmma_tf32_forward_launch(cu_stream(s)->stream, (float *)out, lse,
                                                         (const float *)qkv, B, T, C, NH,
                                                         scale_log2));
@@ -465,6 +466,15 @@ void cu_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *
         OP_CHECK_CUDA(s, attn_wgmma_dkv_launch<wg_chosen>(st, (bf16 *)dqkv, delta, (const bf16 *)dout,
                                                (const bf16 *)qkv, lse, B, T, C, NH, scale,
                                                scale_log2));
+    } else if (use_wgmma_tf32(s, hs, C, qkv, dout)) {
+        /* dq (and delta) warp-specialized on wgmma, then dk, dv on mma.sync */
+        cudaStream_t st = cu_stream(s)->stream;
+        OP_CHECK_CUDA(s, attn_wgmma_tf32_dq_launch(st, (float *)dqkv, delta, (const float *)dout,
+                                                   (const float *)qkv, (const float *)out, lse, B,
+                                                   T, C, NH, scale, scale_log2));
+        OP_CHECK_CUDA(s, (attn_dkv_launch<float, 128, attn_tiles<float>::dkv>(
+                             st, (float *)dqkv, delta, (const float *)dout, (const float *)qkv,
+                             lse, B, T, C, NH, scale, scale_log2)));
     } else if (use_tensor_cores(s, hs, C, qkv, dout))
         CU_DISPATCH(s, E, HS_DISPATCH(hs, HS,
                                       backward_tc<E, HS>(s, (E *)dqkv, delta, (const E *)dout,

@@ -545,16 +545,18 @@ static __device__ __forceinline__ void head_products(float (&x)[MT][NC / 8][4],
  * threads a row, each a contiguous part of the head dimension, read 16 bytes at a time with
  * BATCH vectors of each in flight (one memory latency a batch, not one an element), summed in
  * element order (so the batch changes no bit).  Into Dsh[row - q0], and delta for rows < T;
- * the caller's barrier makes Dsh visible.  Shared by the mma.sync and the wgmma dq kernels. */
+ * the caller's barrier makes Dsh visible.  Shared by the mma.sync and the wgmma dq kernels.
+ * tid: the thread's index among those that share the rows (a warp-specialized kernel's
+ * consumer warpgroup counts from its own first thread). */
 template <typename E, int HS, int TPR, int BATCH>
 static __device__ __forceinline__ void rows_delta(float *Dsh, float *delta, const E *dout,
                                                   const E *out, const head_rows &hr, int q0,
-                                                  int T, int C)
+                                                  int T, int C, int tid = threadIdx.x)
 {
     constexpr int VEC = 16 / (int)sizeof(E), NV = HS / TPR / VEC;
     static_assert(TPR == 1 || TPR == 2, "one or two threads per row of delta");
     static_assert(NV % BATCH == 0, "whole batches of vectors");
-    const int r = threadIdx.x / TPR, part = threadIdx.x % TPR, qr = q0 + r;
+    const int r = tid / TPR, part = tid % TPR, qr = q0 + r;
     float acc = 0.0f;
     if (qr < T) {
         const size_t off = hr.tok_off + (size_t)qr * C + part * (HS / TPR);

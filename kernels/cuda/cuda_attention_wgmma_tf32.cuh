@@ -1,12 +1,15 @@
 /*
  * cuda_attention_wgmma_tf32.cuh -- the causal attention's forward in TF32 (fp32 storage, TF32
- * products) on Hopper's warpgroup MMA, head size 128, warp-specialized: FlashAttention-3's
- * shape without TMA.  The backward stays on the mma.sync kernels (cuda_attention_tc.cuh): the
- * TF32 dq and dk/dv on wgmma were slower (bench/attn_wgmma_tf32.cu, bench/results/
+ * products) and its backward's dq on Hopper's warpgroup MMA, head size 128, warp-specialized:
+ * FlashAttention-3's shape without TMA (a producer warpgroup that copies and prepares the
+ * streamed tiles, two consumer warpgroups that multiply).  dk, dv stay on the mma.sync kernels
+ * (cuda_attention_tc.cuh): their operands (K, V for the block, and per query tile Q, dO and
+ * both transposed) leave no room in shared memory for two consumers and two stages.  The
+ * single-warpgroup forms were slower than mma.sync (bench/attn_wgmma_tf32.cu, bench/results/
  * 2026-11-27c-h100-tf32-wgmma).
  *
- * Same results as flash_forward_tc<float, 128, ...> (attn_tiles<float>::fwd) bit for bit: key
- * tiles of 32, the same online softmax (wg_softmax_tile), every operand rounded to TF32 with
+ * Same results as flash_forward_tc and flash_backward_dq_tc <float, 128, ...> (attn_tiles<float>)
+ * bit for bit: key tiles of 32, the same online softmax (wg_softmax_tile), every operand rounded to TF32 with
  * cvt.rna before the products as the mma.sync kernels round theirs, the products cut in the
  * same k steps of 8.  bench/attn_wgmma_tf32.cu and test_cuda check it.
  *
@@ -194,15 +197,14 @@ static __device__ __forceinline__ void t32_ws_copy(unsigned st, const float *qba
                      "l"(row + 2 * C), "r"(in ? 16 : 0));
     }
 }
-/* ... and, once every producer thread's copies are in, K rounded in place and V^T written
- * rounded (warp w of the producer: lane = key, 16-byte chunks w, w + PT / 32, ...) */
-template <int PT>
-static __device__ __forceinline__ void t32_ws_prepare(unsigned st, int p)
+/* A 32-row tile (quarters) rounded to TF32 in place by the producer's PT threads (chunks
+ * p, p + PT, ...) */
+template <int PT> static __device__ __forceinline__ void t32_round_in_place(unsigned tile, int p)
 {
 #pragma unroll
     for (int i = 0; i < T32_KEYS * 32 / PT; i++) {
         const int c = p + PT * i, r = c >> 5, ch = c & 31;
-        const unsigned a = st + t32_offset(r, ch, T32_K_QUARTER);
+        const unsigned a = tile + t32_offset(r, ch, T32_K_QUARTER);
         float4 v;
         asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
@@ -211,15 +213,33 @@ static __device__ __forceinline__ void t32_ws_prepare(unsigned st, int p)
                      "f"(t32_round(v.y)), "f"(t32_round(v.z)), "f"(t32_round(v.w))
                      : "memory");
     }
+}
+
+/* A 32-row tile (quarters, raw) into its transpose dst (128 rows of 32 columns, rounded, row k
+ * of each group of 8 at column k / 2 + 4 (k % 2): the A operand's order, as in the P Y products),
+ * by the producer's PT threads: warp w, lane = row, 16-byte chunks w, w + PT / 32, ... (each
+ * transposed row's 32 words land in 32 banks).  WRITE_BACK: the rounded chunks also back into
+ * src, by the thread that read them (so src is rounded too, with no barrier between). */
+template <int PT, bool WRITE_BACK>
+static __device__ __forceinline__ void t32_transpose(unsigned src, unsigned dst, int p)
+{
     constexpr int W = PT / 32;
     const int warp = p / 32, key = p % 32;
     const int pos = (key & ~7) | ((key >> 1) & 3) | ((key & 1) << 2);
     float4 x[T32_HS / 4 / W];
 #pragma unroll
-    for (int i = 0; i < T32_HS / 4 / W; i++)
+    for (int i = 0; i < T32_HS / 4 / W; i++) {
+        const unsigned a = src + t32_offset(key, warp + W * i, T32_K_QUARTER);
         asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                      : "=f"(x[i].x), "=f"(x[i].y), "=f"(x[i].z), "=f"(x[i].w)
-                     : "r"(st + T32_K_BYTES + t32_offset(key, warp + W * i, T32_K_QUARTER)));
+                     : "r"(a));
+        x[i] = make_float4(t32_round(x[i].x), t32_round(x[i].y), t32_round(x[i].z),
+                           t32_round(x[i].w));
+        if (WRITE_BACK)
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(x[i].x),
+                         "f"(x[i].y), "f"(x[i].z), "f"(x[i].w)
+                         : "memory");
+    }
 #pragma unroll
     for (int i = 0; i < T32_HS / 4 / W; i++) {
         const int d0 = 4 * (warp + W * i);
@@ -227,11 +247,18 @@ static __device__ __forceinline__ void t32_ws_prepare(unsigned st, int p)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int d = d0 + e;
-            const unsigned a = st + 2 * T32_K_BYTES + d * 128 +
-                               ((((pos >> 2) ^ (d & 7)) << 4) | ((pos & 3) << 2));
-            asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(t32_round(e4[e])) : "memory");
+            const unsigned a = dst + d * 128 + ((((pos >> 2) ^ (d & 7)) << 4) | ((pos & 3) << 2));
+            asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(e4[e]) : "memory");
         }
     }
+}
+
+/* ... and, once every producer thread's copies are in: K rounded in place, V^T written rounded */
+template <int PT>
+static __device__ __forceinline__ void t32_ws_prepare(unsigned st, int p)
+{
+    t32_round_in_place<PT>(st, p);
+    t32_transpose<PT, false>(st + T32_K_BYTES, st + 2 * T32_K_BYTES, p);
 }
 
 #endif /* WG_HAVE_WGMMA */
@@ -334,6 +361,153 @@ flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int
 #else
     __trap();
 #endif
+}
+
+/*
+ * dq (and delta), warp-specialized as the forward: 384 threads, 128 queries a block, key tiles
+ * of 32 (attn_tiles<float>::dq's, so the same sums as flash_backward_dq_tc<float, ...>).  The
+ * producer copies each tile's K and V (cp.async, DQ_NS stages), rounds V in place and K both in
+ * place and into K^T (the B operand of dQ += dS K: TF32 wgmma takes K-major operands only).
+ * Consumer c (64 queries) holds its Q and dO rounded in shared memory and its rows' delta
+ * (dO . O, stored for the dk/dv kernel) and lse; per tile S = Q K^T, dP = dO V^T,
+ * dS = P (dP - delta) (0 above the diagonal), dQ += dS K.  dq = scale dQ.
+ * Barriers as the forward's: full[s] 1 + s, empty[s] 1 + NS + s, the producer's 1 + 2 NS,
+ * consumer c's 2 + 2 NS + c.  Shared memory: per stage K, V, K^T (48 KiB), per consumer Q and
+ * dO (64 KiB): 224 KiB with two stages.
+ */
+#define T32_DQ_NS 2
+#define T32_DQ_STAGE (3 * T32_K_BYTES)
+#define T32_DQ_SMEM (T32_DQ_NS * T32_DQ_STAGE + 4 * T32_Q_BYTES + 1024)
+
+__global__ static void __launch_bounds__(3 * WG_THREADS, 1)
+flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, const float *qkv,
+                                const float *out, const float *lse, int T, int C, int NH,
+                                float scale, float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    constexpr int NS = T32_DQ_NS, PT = WG_THREADS, ALL = 3 * WG_THREADS;
+    __shared__ float Dsh[2][T32_ROWS];
+    const unsigned base = wg_smem_base();
+    /* stage s: K at + 0, V at + K_BYTES, K^T at + 2 K_BYTES */
+    const head_rows hr = head_of_block(T, C, NH, T32_HS);
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * 2 * T32_ROWS;
+    const size_t C3 = hr.C3;
+    const float *qbase = qkv + hr.qkv_off;
+    const int ntiles = (min(T, q0 + 2 * T32_ROWS) + T32_KEYS - 1) / T32_KEYS;
+
+    if ((int)threadIdx.x < PT) { /* the producer */
+        const int p = threadIdx.x;
+        for (int j = 0; j < NS; j++) { /* a group per stage, empty past the last tile */
+            if (j < ntiles)
+                t32_ws_copy<PT>(base + j * T32_DQ_STAGE, qbase, C3, C, j * T32_KEYS, T, p);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        for (int it = 0; it < ntiles; it++) {
+            const int s = it % NS;
+            const unsigned st = base + s * T32_DQ_STAGE;
+            /* tile it is in group it (it < NS) or it + 1: all but the newest NS - 2 complete */
+            asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
+            named_sync(1 + 2 * NS, PT); /* every producer thread's copies in */
+            t32_round_in_place<PT>(st + T32_K_BYTES, p);
+            t32_transpose<PT, true>(st, st + 2 * T32_K_BYTES, p);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            named_arrive(1 + s, ALL);
+            /* the previous tile's stage, once the consumers are done with it, takes tile
+             * it - 1 + NS */
+            const int prev = it - 1, next = prev + NS;
+            if (prev >= 0 && next < ntiles) {
+                const int ps = prev % NS;
+                named_sync(1 + NS + ps, ALL);
+                t32_ws_copy<PT>(base + ps * T32_DQ_STAGE, qbase, C3, C, next * T32_KEYS, T, p);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        return;
+    }
+
+    /* consumer 0 or 1, warp-uniform (a shuffle: the compiler then keeps the tiles' addresses,
+     * and so the wgmma descriptors, in uniform registers) */
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / WG_THREADS, 0) - 1;
+    const int tid = threadIdx.x % WG_THREADS;
+    const int warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
+    const int crow0 = q0 + wg * T32_ROWS, wrow0 = crow0 + warp * 16;
+    const int kend = min(T, crow0 + T32_ROWS); /* keys past the last query: all masked */
+    const unsigned Qs = base + NS * T32_DQ_STAGE + wg * 2 * T32_Q_BYTES, dOs = Qs + T32_Q_BYTES;
+    t32_tile_copy<T32_ROWS>(Qs, qbase, C3, crow0, T, tid);
+    t32_tile_copy<T32_ROWS>(dOs, dout + hr.tok_off, C, crow0, T, tid);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    rows_delta<float, T32_HS, 2, 4>(Dsh[wg], delta, dout, out, hr, crow0, T, C, tid); /* meanwhile */
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    t32_tile_round<T32_ROWS>(Qs, tid);
+    t32_tile_round<T32_ROWS>(dOs, tid);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    named_sync(2 + 2 * NS + wg, WG_THREADS);
+    float dl[2], ls[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        dl[r] = Dsh[wg][warp * 16 + g + 8 * r];
+        /* rows past T: probability 0 (exp2(-inf)) */
+        ls[r] = row < T ? lse[hr.stat_off + row] * LOG2E_F : INFINITY;
+    }
+    float dq[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        dq[i] = 0.0f;
+
+    for (int it = 0; it < ntiles; it++) {
+        const int s = it % NS, k0 = it * T32_KEYS;
+        const unsigned st = base + s * T32_DQ_STAGE;
+        named_sync(1 + s, ALL);
+        if (k0 < kend) {
+            float sc[16], dp[16];
+            wg_fence();
+            t32_product_xyt(sc, Qs, st);
+            t32_product_xyt(dp, dOs, st + T32_K_BYTES);
+            wg_commit_and_wait();
+
+            const bool diag = k0 + T32_KEYS - 1 > wrow0;
+            uint32_t ds[T32_KEYS / 8][4];
+#pragma unroll
+            for (int j = 0; j < T32_KEYS / 8; j++) {
+                float v[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = e >> 1, row = wrow0 + g + 8 * r, key = k0 + 8 * j + 2 * t + (e & 1);
+                    float pr = exp2_fast(fmaf(sc[4 * j + e], scale_log2, -ls[r]));
+                    if (diag && key > row)
+                        pr = 0.0f;
+                    v[e] = pr * (dp[4 * j + e] - dl[r]);
+                }
+                t32_pack_chunk(ds, j, v);
+            }
+            wg_fence();
+            t32_product_py(dq, ds, st + 2 * T32_K_BYTES);
+            wg_commit_and_wait();
+        }
+        if (it + NS < ntiles)
+            named_arrive(1 + NS + s, ALL);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        if (row < T)
+            wg_store_row(dqkv + hr.qkv_off + (size_t)row * C3, dq, r, t, scale);
+    }
+#else
+    __trap();
+#endif
+}
+
+/* Grid (ceil(T / 128), B NH), three warpgroups; dq, then (it stores delta) the mma.sync dk/dv */
+static cudaError_t attn_wgmma_tf32_dq_launch(cudaStream_t st, float *dqkv, float *delta,
+                                             const float *dout, const float *qkv,
+                                             const float *out, const float *lse, int B, int T,
+                                             int C, int NH, float scale, float scale_log2)
+{
+    return launch_with_smem(flash_backward_dq_wgmma_tf32_ws, attn_grid(B, T, NH, 2 * T32_ROWS),
+                            3 * WG_THREADS, (size_t)T32_DQ_SMEM, st, dqkv, delta, dout, qkv, out,
+                            lse, T, C, NH, scale, scale_log2);
 }
 
 /* Grid (ceil(T / 128), B NH), three warpgroups; T32_WS_SMEM bytes of dynamic shared memory
