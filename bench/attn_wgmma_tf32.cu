@@ -415,7 +415,7 @@ flash_backward_dq_wgmma_tf32(float *dqkv, float *delta, const float *dout, const
  * (for dK += dS^T Q, dV += P^T dO), all rounded: 128 KiB (one block an SM).  Per query tile:
  * S^T = K Q^T, dP^T = V dO^T, P^T, dS^T; dV += P^T dO, dK += dS^T Q.
  */
-#define T32_DKV_SMEM (2 * T32_Q_BYTES + 4 * T32_K_BYTES + 1024)
+#define T32_DKV1_SMEM (2 * T32_Q_BYTES + 4 * T32_K_BYTES + 1024)
 __global__ static void __launch_bounds__(WG_THREADS)
 flash_backward_dkv_wgmma_tf32(float *dqkv, const float *delta, const float *dout,
                               const float *qkv, const float *lse, int T, int C, int NH,
@@ -591,13 +591,16 @@ int main(int argc, char **argv)
                                          (size_t)T32_DQ1_SMEM, st, dqkv[1], delta[1], dout, qkv,
                                          out[0], lse[0], T, C, NH, scale, scale_log2);
     };
+    /* k 0: mma.sync; 1: wgmma; 2: warp-specialized (into dqkv[1]; both read delta[0]) */
     auto dkv = [&](int k) {
         return k == 0 ? attn_dkv_launch<float, T32_HS, tiles::dkv>(st, dqkv[0], delta[0], dout,
                                                                    qkv, lse[0], B, T, C, NH,
                                                                    scale, scale_log2)
+               : k == 2 ? attn_wgmma_tf32_dkv_launch(st, dqkv[1], delta[0], dout, qkv, lse[0], B,
+                                                     T, C, NH, scale, scale_log2)
                       : launch_with_smem(flash_backward_dkv_wgmma_tf32,
                                          attn_grid(B, T, NH, T32_ROWS), WG_THREADS,
-                                         (size_t)T32_DKV_SMEM, st, dqkv[1], delta[1], dout, qkv,
+                                         (size_t)T32_DKV1_SMEM, st, dqkv[1], delta[1], dout, qkv,
                                          lse[0], T, C, NH, scale, scale_log2);
     };
     auto all = [&](int k) {
@@ -675,6 +678,19 @@ int main(int argc, char **argv)
         }
     }
 
+    /* the warp-specialized dk/dv, 10 times, each run against the first */
+    std::vector<float> gkv;
+    int dkv_same = 0;
+    for (int rep = 0; rep < 10; rep++) {
+        poison(1);
+        CK(dkv(2));
+        CK(cudaStreamSynchronize(st));
+        std::vector<float> g = fetch(dqkv[1], n_qkv);
+        if (rep == 0)
+            gkv = g;
+        dkv_same += memcmp(g.data(), gkv.data(), g.size() * sizeof(float)) == 0;
+    }
+
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("# attention in TF32, wgmma (bench/attn_wgmma_tf32.cu) against the backend's mma.sync, "
@@ -700,6 +716,8 @@ int main(int argc, char **argv)
                 {"delta (warp-specialized)", &dws, &d0, 0, n_stat, n_stat},
                 {"dk", &g1, &g0, (size_t)C, (size_t)C, 3 * (size_t)C},
                 {"dv", &g1, &g0, 2 * (size_t)C, (size_t)C, 3 * (size_t)C},
+                {"dk (warp-specialized)", &gkv, &g0, (size_t)C, (size_t)C, 3 * (size_t)C},
+                {"dv (warp-specialized)", &gkv, &g0, 2 * (size_t)C, (size_t)C, 3 * (size_t)C},
                 {"delta", &d1, &d0, 0, n_stat, n_stat}};
     bool close = true, identical = true;
     for (const row &r : rows) {
@@ -712,25 +730,32 @@ int main(int argc, char **argv)
         identical = identical && differ == 0;
     }
     printf("\nwgmma repeatable (a second run, bit for bit): %s; warp-specialized: %d of 10 runs as "
-           "the first, two producers: %d of 10, warp-specialized dq: %d of 10\n\n",
-           repeat ? "yes" : "NO", ws_same, ws2_same, dq_same);
+           "the first, two producers: %d of 10, warp-specialized dq: %d of 10, dk/dv: %d of 10\n\n",
+           repeat ? "yes" : "NO", ws_same, ws2_same, dq_same, dkv_same);
 
     const double pair = (double)B * NH * T * (T + 1) / 2.0 * 2 * T32_HS;
-    const double kflops[8] = {2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 3 * pair, 3 * pair, 4 * pair};
-    const char *kname[8] = {"forward", "forward (pipelined)", "forward (Q in registers)",
+    const double kflops[9] = {2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair,
+                              3 * pair, 3 * pair, 4 * pair, 4 * pair};
+    const char *kname[9] = {"forward", "forward (pipelined)", "forward (Q in registers)",
                             "forward (warp-specialized)", "forward (two producers)",
-                            "dq (+delta)", "dq (+delta, warp-specialized)", "dk, dv"};
+                            "dq (+delta)", "dq (+delta, warp-specialized)", "dk, dv",
+                            "dk, dv (warp-specialized)"};
     printf("| kernel | mma.sync ms | wgmma ms | speedup | wgmma TFLOP/s |\n|---|---|---|---|---|\n");
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         double ms[2];
         for (int k = 0; k < 2; k++)
             ms[k] = median_ms(st, 30, [&]() {
-                return i <= 4 ? fwd(k ? i + 1 : 0) : i == 5 ? dq(k) : i == 6 ? dq(2 * k) : dkv(k);
+                return i <= 4 ? fwd(k ? i + 1 : 0)
+                       : i == 5 ? dq(k)
+                       : i == 6 ? dq(2 * k)
+                       : i == 7 ? dkv(k)
+                                : dkv(2 * k);
             });
         printf("| %s | %.4f | %.4f | %.2fx | %.1f |\n", kname[i], ms[0], ms[1], ms[0] / ms[1],
                kflops[i] / ms[1] / 1e9);
     }
-    const bool ok = close && repeat && ws_same == 10 && ws2_same == 10 && dq_same == 10;
+    const bool ok = close && repeat && ws_same == 10 && ws2_same == 10 && dq_same == 10 &&
+                    dkv_same == 10;
     printf("\n%s\n", !ok ? "DISAGREES with the backend, or does not repeat"
                      : identical ? "bit-identical to the backend's mma.sync kernels"
                                  : "agrees to the TF32 bound, not bit for bit");

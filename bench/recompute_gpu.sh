@@ -10,7 +10,8 @@
 #     off; with the default bf16 epilogues full's forward GELU is cuBLASLt's, selective's its
 #     own op, so there the losses agree to the bf16 bound, not the bit), from the JSON.
 #   bash bench/recompute_gpu.sh "$OUT"
-# LAYERS (32), TORCH (1: also PyTorch; 0: aebench only), ENGINES (the offload engines);
+# LAYERS (32), TORCH (1: also PyTorch; 0: aebench only), TORCH_EAGER (1; 0: torch.compile only),
+# ENGINES (the offload engines);
 # WINDOW (stronghold's, 15); DEVICE=cpu SHAPE="..." runs the same on the CPU backend (how the script itself is tested).
 set -uo pipefail
 dest=${1:-bench/results/latest}
@@ -31,7 +32,9 @@ for dt in bf16 tf32; do
         [ "$m" = full ] || AEBENCH_GELU_EPILOGUE=off bench_run "megatron_${dt}_${m}_epioff" -m megatron-lm "${args[@]}" --recompute "$m" --iters 4
         [ "$m" = full ] && AEBENCH_GELU_EPILOGUE=off bench_run "megatron_${dt}_full_epioff" -m megatron-lm "${args[@]}" --iters 4
         if [ "${TORCH:-1}" = 1 ]; then
-            for c in "" --compile; do
+            impls=("" --compile)
+            [ "${TORCH_EAGER:-1}" = 0 ] && impls=(--compile)
+            for c in "${impls[@]}"; do
                 timeout 400 python3 bench/pytorch_gpt.py --layers "$L" --math "$dt" --recompute "$m" $c --iters 12 \
                     >>"$out/pytorch.jsonl" 2>>"$out/pytorch_err.txt" || echo "pytorch $dt $m $c failed: $(tail -n 2 "$out/pytorch_err.txt")"
             done

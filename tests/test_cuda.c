@@ -640,7 +640,7 @@ static void test_attention_wgmma_vs_mma(void **state)
     (void)state;
     if (!have_gpu()) skip();
     wgmma_vs_mma(GPT_BF16, 0, "attention on wgmma");
-    wgmma_vs_mma(GPT_F32, 1, "attention forward and dq on wgmma");
+    wgmma_vs_mma(GPT_F32, 1, "TF32 attention on wgmma");
 }
 
 static void check_elementwise(pair *p, int T)

@@ -13,9 +13,9 @@
  *
  *  - Hopper warpgroup MMA (wgmma, sm_90a; cuda_attention_wgmma.cuh): bf16, head size 128, on a
  *    device that runs the sm_90a build (cu_attention_wgmma_available); the operands stay in
- *    shared memory.  TF32 with head size 128: the forward and dq, warp-specialized
- *    (cuda_attention_wgmma_tf32.cuh; dk, dv stay on mma.sync).  The same results as the
- *    mma.sync kernels, bit for bit.
+ *    shared memory.  TF32 with head size 128: warp-specialized kernels (a producer warpgroup,
+ *    two consumers; cuda_attention_wgmma_tf32.cuh).  The same results as the mma.sync
+ *    kernels, bit for bit.
  *  - tensor cores (mma.sync, sm_80+; cuda_attention_tc.cuh): TF32 for fp32 storage when TF32
  *    is allowed, bf16 for the bf16 backend; head sizes 32, 64, 128.  Blocks of 4 warps owning
  *    16 or 32 rows each (the forward, dq) or of 4-8 warps of 16 keys (dk, dv); the other
@@ -337,8 +337,8 @@ static bool use_wgmma(const gpt_stream *s, int hs, int C, const void *qkv, const
            use_tensor_cores(s, hs, C, qkv, dout);
 }
 
-/* The TF32 wgmma forward and dq: fp32 storage with TF32 allowed, head size 128, the same
- * alignment, and a device that lets a block have their shared memory (dq's: 225 KiB dynamic,
+/* The TF32 wgmma kernels: fp32 storage with TF32 allowed, head size 128, the same alignment,
+ * and a device that lets a block have their shared memory (the most, dq's: 225 KiB dynamic,
  * 1 KiB static) */
 static bool use_wgmma_tf32(const gpt_stream *s, int hs, int C, const void *qkv, const void *dout)
 {
@@ -467,14 +467,14 @@ void cu_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *
                                                (const bf16 *)qkv, lse, B, T, C, NH, scale,
                                                scale_log2));
     } else if (use_wgmma_tf32(s, hs, C, qkv, dout)) {
-        /* dq (and delta) warp-specialized on wgmma, then dk, dv on mma.sync */
+        /* dq (which stores delta), then dk, dv: both warp-specialized on wgmma */
         cudaStream_t st = cu_stream(s)->stream;
         OP_CHECK_CUDA(s, attn_wgmma_tf32_dq_launch(st, (float *)dqkv, delta, (const float *)dout,
                                                    (const float *)qkv, (const float *)out, lse, B,
                                                    T, C, NH, scale, scale_log2));
-        OP_CHECK_CUDA(s, (attn_dkv_launch<float, 128, attn_tiles<float>::dkv>(
-                             st, (float *)dqkv, delta, (const float *)dout, (const float *)qkv,
-                             lse, B, T, C, NH, scale, scale_log2)));
+        OP_CHECK_CUDA(s, attn_wgmma_tf32_dkv_launch(st, (float *)dqkv, delta, (const float *)dout,
+                                                    (const float *)qkv, lse, B, T, C, NH, scale,
+                                                    scale_log2));
     } else if (use_tensor_cores(s, hs, C, qkv, dout))
         CU_DISPATCH(s, E, HS_DISPATCH(hs, HS,
                                       backward_tc<E, HS>(s, (E *)dqkv, delta, (const E *)dout,

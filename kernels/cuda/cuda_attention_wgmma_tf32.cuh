@@ -1,17 +1,15 @@
 /*
- * cuda_attention_wgmma_tf32.cuh -- the causal attention's forward in TF32 (fp32 storage, TF32
- * products) and its backward's dq on Hopper's warpgroup MMA, head size 128, warp-specialized:
- * FlashAttention-3's shape without TMA (a producer warpgroup that copies and prepares the
- * streamed tiles, two consumer warpgroups that multiply).  dk, dv stay on the mma.sync kernels
- * (cuda_attention_tc.cuh): their operands (K, V for the block, and per query tile Q, dO and
- * both transposed) leave no room in shared memory for two consumers and two stages.  The
- * single-warpgroup forms were slower than mma.sync (bench/attn_wgmma_tf32.cu, bench/results/
- * 2026-11-27c-h100-tf32-wgmma).
+ * cuda_attention_wgmma_tf32.cuh -- the causal attention in TF32 (fp32 storage, TF32 products)
+ * on Hopper's warpgroup MMA, head size 128: forward, dq and dk/dv, warp-specialized
+ * (FlashAttention-3's shape without TMA: a producer warpgroup that copies and prepares the
+ * streamed tiles, two consumer warpgroups that multiply).  Single-warpgroup forms were slower
+ * than the mma.sync kernels (bench/attn_wgmma_tf32.cu, bench/results/2026-11-27c-h100-tf32-wgmma):
+ * the chain of each tile (copy, round, barrier, products, softmax) stays exposed there.
  *
- * Same results as flash_forward_tc and flash_backward_dq_tc <float, 128, ...> (attn_tiles<float>)
- * bit for bit: key tiles of 32, the same online softmax (wg_softmax_tile), every operand rounded to TF32 with
- * cvt.rna before the products as the mma.sync kernels round theirs, the products cut in the
- * same k steps of 8.  bench/attn_wgmma_tf32.cu and test_cuda check it.
+ * The same results as the mma.sync kernels of attn_tiles<float> bit for bit: key (query) tiles of
+ * 32, the same online softmax (wg_softmax_tile), every operand rounded to TF32 with cvt.rna
+ * before the products as the mma.sync kernels round theirs, the products cut in the same k
+ * steps of 8 in the same order.  bench/attn_wgmma_tf32.cu and test_cuda check it.
  *
  * What TF32 changes against the bf16 kernels (cuda_attention_wgmma.cuh):
  *  - wgmma takes TF32 operands K-major only (no transposed B): Q and K are K-major as they
@@ -508,6 +506,209 @@ static cudaError_t attn_wgmma_tf32_dq_launch(cudaStream_t st, float *dqkv, float
     return launch_with_smem(flash_backward_dq_wgmma_tf32_ws, attn_grid(B, T, NH, 2 * T32_ROWS),
                             3 * WG_THREADS, (size_t)T32_DQ_SMEM, st, dqkv, delta, dout, qkv, out,
                             lse, T, C, NH, scale, scale_log2);
+}
+
+/*
+ * dk, dv, warp-specialized: 384 threads, 64 keys a block (the first keys, which see the most
+ * queries, first), query tiles of 32 from the block's first key (attn_tiles<float>::dkv's, so
+ * the same sums as flash_backward_dkv_tc<float, ...>).  The producer copies K and V once and
+ * then each query tile's Q and dO (cp.async, DKV_NS stages), rounds Q and dO both in place and
+ * into Q^T and dO^T (the B operands of dK += dS^T Q and dV += P^T dO), and puts the tile's lse'
+ * (log2 units) and delta beside them.  The two consumers share the block's keys and split the
+ * gradients (so that neither holds both accumulators: 128 registers, with the launch's 168 a
+ * thread): consumer 0 forms S^T = K Q^T and P^T, hands P^T (fp32) to consumer 1 through shared
+ * memory, and adds dV += P^T dO; consumer 1 forms dP^T = V dO^T, takes P^T, and adds
+ * dK += dS^T Q, dS^T = P^T (dP^T - delta).  (Both forming S^T, five products a tile instead of
+ * four, measured 1.09x the mma.sync kernel.)  Barriers as the forward's, and P^T's hand-over
+ * per stage 2 + 2 NS + s (consumer 0 arrives, consumer 1 waits).  Shared memory: K, V
+ * (64 KiB), per stage Q, dO, Q^T, dO^T (64 KiB), P^T (8 KiB), lse' and delta: 208 KiB with two
+ * stages.
+ */
+#define T32_DKV_NS 2
+#define T32_DKV_STAGE (4 * T32_K_BYTES)
+#define T32_DKV_P_BYTES (WG_THREADS * 16 * 4) /* 16 floats a consumer thread */
+#define T32_DKV_SMEM                                                                        \
+    (2 * T32_Q_BYTES + T32_DKV_NS * (T32_DKV_STAGE + T32_DKV_P_BYTES) + 1024)
+
+#if WG_HAVE_WGMMA
+/* ROWS rows of a (T, 128) view into a tile of quarters by the producer's PT threads (cp.async,
+ * joining the open group; zeros past T) */
+template <int ROWS, int PT>
+static __device__ __forceinline__ void t32_rows_copy(unsigned tile, const float *src,
+                                                     size_t stride, int row0, int T, int p)
+{
+#pragma unroll
+    for (int i = 0; i < ROWS * 32 / PT; i++) {
+        const int c = p + PT * i, r = c >> 5, ch = c & 31;
+        const bool in = row0 + r < T;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
+                         tile + t32_offset(r, ch, ROWS * 128)),
+                     "l"(src + (size_t)(in ? row0 + r : 0) * stride + ch * 4), "r"(in ? 16 : 0));
+    }
+}
+#endif
+
+__global__ static void __launch_bounds__(3 * WG_THREADS, 1)
+flash_backward_dkv_wgmma_tf32_ws(float *dqkv, const float *delta, const float *dout,
+                                 const float *qkv, const float *lse, int T, int C, int NH,
+                                 float scale, float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    constexpr int NS = T32_DKV_NS, PT = WG_THREADS, ALL = 3 * WG_THREADS;
+    __shared__ float Ls[NS][T32_KEYS], Ds[NS][T32_KEYS]; /* each stage's lse' and delta */
+    const unsigned Ks = wg_smem_base(), Vs = Ks + T32_Q_BYTES, stages = Vs + T32_Q_BYTES,
+                   pbufs = stages + NS * T32_DKV_STAGE;
+    /* stage s: Q at + 0, dO at + K_BYTES, Q^T at + 2 K_BYTES, dO^T at + 3 K_BYTES; its P^T at
+     * pbufs + s P_BYTES, float4 c of consumer thread i at (c WG_THREADS + i) 16 */
+    const head_rows hr = head_of_block(T, C, NH, T32_HS);
+    const int k0 = blockIdx.x * T32_ROWS;
+    const size_t C3 = hr.C3;
+    const float *qbase = qkv + hr.qkv_off, *dobase = dout + hr.tok_off;
+    const int ntiles = (T - k0 + T32_KEYS - 1) / T32_KEYS;
+
+    if ((int)threadIdx.x < PT) { /* the producer */
+        const int p = threadIdx.x;
+        t32_rows_copy<T32_ROWS, PT>(Ks, qbase + C, C3, k0, T, p); /* with tile 0's group */
+        t32_rows_copy<T32_ROWS, PT>(Vs, qbase + 2 * C, C3, k0, T, p);
+        for (int j = 0; j < NS; j++) { /* a group per stage, empty past the last tile */
+            if (j < ntiles) {
+                const unsigned st = stages + j * T32_DKV_STAGE;
+                t32_rows_copy<T32_KEYS, PT>(st, qbase, C3, k0 + j * T32_KEYS, T, p);
+                t32_rows_copy<T32_KEYS, PT>(st + T32_K_BYTES, dobase, C, k0 + j * T32_KEYS, T, p);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        for (int it = 0; it < ntiles; it++) {
+            const int s = it % NS, q0 = k0 + it * T32_KEYS;
+            const unsigned st = stages + s * T32_DKV_STAGE;
+            /* tile it is in group it (it < NS) or it + 1: all but the newest NS - 2 complete */
+            asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
+            named_sync(1 + 2 * NS, PT); /* every producer thread's copies in */
+            if (it == 0) { /* K and V, once */
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    t32_round_in_place<PT>(Ks + h * T32_K_BYTES, p);
+                    t32_round_in_place<PT>(Ks + 2 * T32_K_BYTES + h * T32_K_BYTES, p);
+                }
+            }
+            t32_transpose<PT, true>(st, st + 2 * T32_K_BYTES, p);
+            t32_transpose<PT, true>(st + T32_K_BYTES, st + 3 * T32_K_BYTES, p);
+            if (p < T32_KEYS) {
+                const int q = q0 + p;
+                /* queries past T: probability 0 (exp2(-inf)), and no delta */
+                Ls[s][p] = q < T ? lse[hr.stat_off + q] * LOG2E_F : INFINITY;
+                Ds[s][p] = q < T ? delta[hr.stat_off + q] : 0.0f;
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            named_arrive(1 + s, ALL);
+            /* the previous tile's stage, once the consumers are done with it, takes tile
+             * it - 1 + NS */
+            const int prev = it - 1, next = prev + NS;
+            if (prev >= 0 && next < ntiles) {
+                const int ps = prev % NS;
+                const unsigned pst = stages + ps * T32_DKV_STAGE;
+                named_sync(1 + NS + ps, ALL);
+                t32_rows_copy<T32_KEYS, PT>(pst, qbase, C3, k0 + next * T32_KEYS, T, p);
+                t32_rows_copy<T32_KEYS, PT>(pst + T32_K_BYTES, dobase, C, k0 + next * T32_KEYS, T, p);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        return;
+    }
+
+    /* consumer 0 (dV) or 1 (dK), warp-uniform (a shuffle: descriptors in uniform registers) */
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / WG_THREADS, 0) - 1;
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int wkey0 = k0 + warp * 16;
+    const int key[2] = {wkey0 + g, wkey0 + g + 8};
+    float acc[64]; /* dV (consumer 0) or dK (consumer 1) */
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        acc[i] = 0.0f;
+
+    for (int it = 0; it < ntiles; it++) {
+        const int s = it % NS, q0 = k0 + it * T32_KEYS;
+        const unsigned st = stages + s * T32_DKV_STAGE;
+        named_sync(1 + s, ALL);
+        const bool diag = q0 < wkey0 + 15; /* some query of the tile precedes some key */
+        const unsigned pbuf = pbufs + s * T32_DKV_P_BYTES + (threadIdx.x % WG_THREADS) * 16;
+        if (wg == 0) {
+            float sct[16]; /* S^T: rows the warp's keys, columns the tile's queries */
+            wg_fence();
+            t32_product_xyt(sct, Ks, st);
+            wg_commit_and_wait();
+            uint32_t pt[T32_KEYS / 8][4];
+#pragma unroll
+            for (int j = 0; j < T32_KEYS / 8; j++) {
+                const int qi = 8 * j + 2 * t;
+                float pr[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    pr[e] = exp2_fast(fmaf(sct[4 * j + e], scale_log2, -Ls[s][qi + (e & 1)]));
+                    if (diag && q0 + qi + (e & 1) < key[e >> 1])
+                        pr[e] = 0.0f;
+                }
+                /* to consumer 1, which holds the same accumulator positions */
+                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(
+                                 pbuf + j * WG_THREADS * 16),
+                             "f"(pr[0]), "f"(pr[1]), "f"(pr[2]), "f"(pr[3])
+                             : "memory");
+                t32_pack_chunk(pt, j, pr);
+            }
+            named_arrive(2 + 2 * NS + s, 2 * WG_THREADS);
+            wg_fence();
+            t32_product_py(acc, pt, st + 3 * T32_K_BYTES); /* dV += P^T dO */
+            wg_commit_and_wait();
+        } else {
+            float dpt[16];
+            wg_fence();
+            t32_product_xyt(dpt, Vs, st + T32_K_BYTES);
+            wg_commit_and_wait();
+            named_sync(2 + 2 * NS + s, 2 * WG_THREADS); /* consumer 0's P^T */
+            uint32_t dst[T32_KEYS / 8][4];
+#pragma unroll
+            for (int j = 0; j < T32_KEYS / 8; j++) {
+                const int qi = 8 * j + 2 * t;
+                float pr[4], d[4];
+                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                             : "=f"(pr[0]), "=f"(pr[1]), "=f"(pr[2]), "=f"(pr[3])
+                             : "r"(pbuf + j * WG_THREADS * 16));
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    d[e] = pr[e] * (dpt[4 * j + e] - Ds[s][qi + (e & 1)]);
+                t32_pack_chunk(dst, j, d);
+            }
+            wg_fence();
+            t32_product_py(acc, dst, st + 2 * T32_K_BYTES); /* dK += dS^T Q */
+            wg_commit_and_wait();
+        }
+        if (it + NS < ntiles)
+            named_arrive(1 + NS + s, ALL);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (key[r] >= T)
+            continue;
+        float *krow = dqkv + hr.qkv_off + (size_t)key[r] * C3 + C;
+        if (wg == 0)
+            wg_store_row(krow + C, acc, r, t, 1.0f);
+        else
+            wg_store_row(krow, acc, r, t, scale);
+    }
+#else
+    __trap();
+#endif
+}
+
+/* Grid (ceil(T / 64), B NH), three warpgroups; after dq (which stores delta) */
+static cudaError_t attn_wgmma_tf32_dkv_launch(cudaStream_t st, float *dqkv, const float *delta,
+                                              const float *dout, const float *qkv,
+                                              const float *lse, int B, int T, int C, int NH,
+                                              float scale, float scale_log2)
+{
+    return launch_with_smem(flash_backward_dkv_wgmma_tf32_ws, attn_grid(B, T, NH, T32_ROWS),
+                            3 * WG_THREADS, (size_t)T32_DKV_SMEM, st, dqkv, delta, dout, qkv, lse,
+                            T, C, NH, scale, scale_log2);
 }
 
 /* Grid (ceil(T / 128), B NH), three warpgroups; T32_WS_SMEM bytes of dynamic shared memory

@@ -472,7 +472,7 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
              prop.minor, prop.multiProcessorCount,
              !impl->attn_wgmma ? ""
              : dtype == GPT_BF16 ? ", attention on wgmma"
-             : impl->allow_tf32 ? ", attention forward and dq on wgmma" : "");
+             : impl->allow_tf32 ? ", TF32 attention on wgmma" : "");
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->impl = impl;
