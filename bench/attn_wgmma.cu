@@ -36,6 +36,108 @@ static void compare(const std::vector<E> &a, const std::vector<E> &ref, K keep, 
     *rel = mr > 0.0 ? md / mr : md;
 }
 
+/*
+ * An experiment: the bf16 forward warp-specialized (as cuda_attention_wgmma_tf32.cuh's TF32
+ * kernels, which it shares its helpers with): bit for bit the others, but 0.084 against the
+ * one-warpgroup kernel's 0.074 ms on an H100 (bench/results/2026-11-27c-h100-tf32-wgmma): in
+ * bf16 there is no rounding or transposing to take off the consumers, and two or three
+ * one-warpgroup blocks an SM already overlap one another.  384 threads, 128 queries
+ * a block.  Warpgroup 0 copies each key tile's K and V (cp.async, WS_NS stages, the tile after
+ * the stage's last reader is done) and hands the stage over; warpgroups 1 and 2 (64 queries
+ * each, Q in shared memory) multiply and run the online softmax as flash_forward_wgmma does, so
+ * that one's softmax runs under the other's products.  Named barriers: full[s] 1 + s (the
+ * producer arrives, the consumers wait), empty[s] 1 + NS + s (the reverse), 1 + 2 NS + c
+ * consumer c's.  Shared memory: per stage K, V (32 KiB); per consumer Q (16 KiB).
+ */
+#define WG_WS_NS 3
+#define WG_WS_SMEM ((size_t)(2 * WG_WS_NS + 2) * WG_TILE_BYTES + 1024)
+__global__ static void __launch_bounds__(3 * WG_THREADS, 1)
+flash_forward_wgmma_ws(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH,
+                       float scale_log2)
+{
+#if WG_HAVE_WGMMA
+    constexpr int NS = WG_WS_NS, ALL = 3 * WG_THREADS;
+    const unsigned base = wg_smem_base(); /* stage s: K at 2s tiles, V at 2s + 1 */
+    const head_rows hr = head_of_block(T, C, NH, WG_HS);
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * 2 * WG_ROWS;
+    const size_t C3 = hr.C3;
+    const bf16 *qbase = qkv + hr.qkv_off;
+    const int ntiles = (min(T, q0 + 2 * WG_ROWS) + WG_ROWS - 1) / WG_ROWS;
+    const wg_key_tiles keys = {base, qbase, C3, C, T};
+
+    if (threadIdx.x < WG_THREADS) { /* the producer */
+        for (int j = 0; j < NS; j++) { /* a group per stage, empty past the last tile */
+            if (j < ntiles)
+                keys(j, j * WG_ROWS);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        for (int it = 0; it < ntiles; it++) {
+            /* tile it is in group it (it < NS) or it + 1: all but the newest NS - 2 complete;
+             * each thread's copies then visible to wgmma, and the consumers wait for all */
+            asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            named_arrive(1 + it % NS, ALL);
+            /* the previous tile's stage, once the consumers are done with it, takes tile
+             * it - 1 + NS */
+            const int prev = it - 1, next = prev + NS;
+            if (prev >= 0 && next < ntiles) {
+                named_sync(1 + NS + prev % NS, ALL);
+                keys(prev % NS, next * WG_ROWS);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        return;
+    }
+
+    /* consumer 0 or 1, warp-uniform (a shuffle: the descriptors stay in uniform registers) */
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / WG_THREADS, 0) - 1;
+    const int tid = threadIdx.x % WG_THREADS;
+    const int warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
+    const int crow0 = q0 + wg * WG_ROWS, wrow0 = crow0 + warp * 16;
+    const int kend = min(T, crow0 + WG_ROWS);
+    const unsigned Qs = base + (2 * NS + wg) * WG_TILE_BYTES;
+    wg_tile_load(Qs, qbase, C3, crow0, T, tid);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    named_sync(1 + 2 * NS + wg, WG_THREADS);
+
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in raw score units */
+
+    for (int it = 0; it < ntiles; it++) {
+        const int s = it % NS, k0 = it * WG_ROWS;
+        named_sync(1 + s, ALL);
+        if (k0 < kend) {
+            float sc[32];
+            wg_fence();
+            wg_product_xyt(sc, Qs, keys.k(s));
+            wg_commit_and_wait();
+
+            float alpha[2];
+            uint32_t p[4][4];
+            wg_softmax_tile<WG_ROWS>(sc, m, l, alpha, k0, wrow0, g, t, scale_log2,
+                                     [&](int j, const float(&pv)[4]) { wg_pack_chunk(p, j, pv); });
+            /* x 1 is exact: only where some row of the warp has a new max */
+            if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
+                wg_rescale(o, alpha);
+
+            wg_fence();
+            wg_product_py(o, p, keys.v(s));
+            wg_commit_and_wait();
+        }
+        if (it + NS < ntiles)
+            named_arrive(1 + NS + s, ALL);
+    }
+    wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
+#else
+    __trap();
+#endif
+}
+
 int main(int argc, char **argv)
 {
     int B, T, C, NH;
@@ -182,6 +284,39 @@ int main(int argc, char **argv)
     measure(wg_chosen(), "(the backend's)");
     measure(wg_config<0, 0, 1, 0>(), "PIPE 0, 0, 0");
     measure(wg_config<1, 1, 1, 1>(), "PIPE 1, 1, 1");
+    /* the warp-specialized forward (a producer warpgroup, two consumers): ten runs against
+     * mma.sync's, bit for bit, and its time beside the backend's wgmma forward's */
+    {
+        auto ws = [&]() {
+            return launch_with_smem(flash_forward_wgmma_ws, attn_grid(B, T, NH, 2 * WG_ROWS),
+                                    3 * WG_THREADS, WG_WS_SMEM, st, out[1], lse[1], qkv, T, C, NH,
+                                    scale_log2);
+        };
+        auto one = [&]() {
+            return attn_wgmma_forward_launch<wg_chosen>(st, out[1], lse[1], qkv, B, T, C, NH,
+                                                        scale_log2);
+        };
+        int same = 0;
+        size_t worst_differ = 0;
+        for (int rep = 0; rep < 10; rep++) {
+            poison(1);
+            CK(ws());
+            CK(cudaStreamSynchronize(st));
+            size_t dout_, dlse;
+            double r0, r1;
+            auto every = [](size_t) { return true; };
+            compare(fetch(out[1], n_tok), o0, every, &dout_, &r0);
+            compare(fetch(lse[1], n_stat), l0, every, &dlse, &r1);
+            same += dout_ == 0 && dlse == 0;
+            worst_differ = std::max(worst_differ, dout_ + dlse);
+        }
+        const double ms_ws = median_ms(st, 30, ws), ms_one = median_ms(st, 30, one);
+        printf("\nThe warp-specialized forward (flash_forward_wgmma_ws): %d of 10 runs bit for bit "
+               "mma.sync's (at most %zu elements differing); %.4f ms against the backend's wgmma "
+               "forward's %.4f (%.2fx), %.1f TFLOP/s\n", same, worst_differ, ms_ws, ms_one,
+               ms_one / ms_ws, 2 * pair / ms_ws / 1e9);
+        all_ok = all_ok && same == 10;
+    }
     printf("\n%s\n", all_ok ? "every configuration bit-identical to the backend's mma.sync kernels, and repeatable"
                             : "SOME CONFIGURATION DIFFERS from the backend's mma.sync kernels, or does not repeat");
     CK(cudaStreamDestroy(st));

@@ -72,13 +72,13 @@ static __device__ __forceinline__ unsigned wg_offset(int row, int ch)
 
 /* rows [row0, row0 + 64) of a (T, 128) bf16 view (row stride `stride` elements) into a tile;
  * rows at or past T become zeros.  16-byte cp.async copies, 8 per thread, joining the
- * thread's open group. */
+ * thread's open group (tid: the thread's index in the warpgroup that copies). */
 static __device__ __forceinline__ void wg_tile_load(unsigned tile, const bf16 *src, size_t stride,
-                                                    int row0, int T)
+                                                    int row0, int T, int tid = threadIdx.x)
 {
 #pragma unroll
     for (int i = 0; i < WG_ROWS * 16 / WG_THREADS; i++) {
-        const int c = threadIdx.x + WG_THREADS * i, r = c >> 4, ch = c & 15;
+        const int c = tid + WG_THREADS * i, r = c >> 4, ch = c & 15;
         const bool in = row0 + r < T;
         const bf16 *from = src + (size_t)(in ? row0 + r : 0) * stride + ch * 8;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tile + wg_offset(r, ch)),
@@ -96,6 +96,18 @@ template <int PENDING> static __device__ __forceinline__ void wg_copies_ready()
     asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
+}
+
+/* Named barriers (1..15; 0 is __syncthreads): bar.sync waits until `count` threads (a multiple
+ * of 32) have arrived, bar.arrive arrives without waiting; the writes before either are seen by
+ * the threads that wait.  The warp-specialized kernels hand their stages over with them. */
+static __device__ __forceinline__ void named_sync(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void named_arrive(int id, int count)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
 /* The block's dynamic shared memory as a 1024-byte aligned shared-window address. */

@@ -168,14 +168,6 @@ static __device__ __forceinline__ void t32_pack_chunk(uint32_t (&p)[T32_KEYS / 8
 #define T32_WS_SMEM (T32_WS_NS * T32_WS_STAGE + 2 * T32_Q_BYTES + 1024)
 
 #if WG_HAVE_WGMMA
-static __device__ __forceinline__ void named_sync(int id, int count)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-static __device__ __forceinline__ void named_arrive(int id, int count)
-{
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
 
 /* The producer's PT threads (thread p): a key tile's K and V rows into a stage's K and raw-V
  * buffers (cp.async, joining the open group; zeros past T) */
