@@ -354,8 +354,10 @@ flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int
 }
 
 /*
- * dq (and delta), warp-specialized as the forward: 384 threads, 128 queries a block, key tiles
- * of 32 (attn_tiles<float>::dq's, so the same sums as flash_backward_dq_tc<float, ...>).  The
+ * dq (and delta), warp-specialized as the forward, with PW producer warpgroups (the backend's:
+ * two, 1.56x the mma.sync kernel against one's 1.40x: the producer is what binds), 128 queries
+ * a block, key tiles of 32 (attn_tiles<float>::dq's, so the same sums as
+ * flash_backward_dq_tc<float, ...>).  The
  * producer copies each tile's K and V (cp.async, DQ_NS stages), rounds V in place and K both in
  * place and into K^T (the B operand of dQ += dS K: TF32 wgmma takes K-major operands only).
  * Consumer c (64 queries) holds its Q and dO rounded in shared memory and its rows' delta
@@ -369,13 +371,14 @@ flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int
 #define T32_DQ_STAGE (3 * T32_K_BYTES)
 #define T32_DQ_SMEM (T32_DQ_NS * T32_DQ_STAGE + 4 * T32_Q_BYTES + 1024)
 
-__global__ static void __launch_bounds__(3 * WG_THREADS, 1)
+template <int PW> /* producer warpgroups */
+__global__ static void __launch_bounds__((PW + 2) * WG_THREADS, 1)
 flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, const float *qkv,
                                 const float *out, const float *lse, int T, int C, int NH,
                                 float scale, float scale_log2)
 {
 #if WG_HAVE_WGMMA
-    constexpr int NS = T32_DQ_NS, PT = WG_THREADS, ALL = 3 * WG_THREADS;
+    constexpr int NS = T32_DQ_NS, PT = PW * WG_THREADS, ALL = (PW + 2) * WG_THREADS;
     __shared__ float Dsh[2][T32_ROWS];
     const unsigned base = wg_smem_base();
     /* stage s: K at + 0, V at + K_BYTES, K^T at + 2 K_BYTES */
@@ -417,7 +420,7 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
 
     /* consumer 0 or 1, warp-uniform (a shuffle: the compiler then keeps the tiles' addresses,
      * and so the wgmma descriptors, in uniform registers) */
-    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / WG_THREADS, 0) - 1;
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / WG_THREADS, 0) - PW;
     const int tid = threadIdx.x % WG_THREADS;
     const int warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
     const int crow0 = q0 + wg * T32_ROWS, wrow0 = crow0 + warp * 16;
@@ -489,26 +492,28 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
 #endif
 }
 
-/* Grid (ceil(T / 128), B NH), three warpgroups; dq, then (it stores delta) the mma.sync dk/dv */
+/* Grid (ceil(T / 128), B NH), two producer warpgroups and two consumers; before dk/dv (dq
+ * stores delta, which they read) */
 static cudaError_t attn_wgmma_tf32_dq_launch(cudaStream_t st, float *dqkv, float *delta,
                                              const float *dout, const float *qkv,
                                              const float *out, const float *lse, int B, int T,
                                              int C, int NH, float scale, float scale_log2)
 {
-    return launch_with_smem(flash_backward_dq_wgmma_tf32_ws, attn_grid(B, T, NH, 2 * T32_ROWS),
-                            3 * WG_THREADS, (size_t)T32_DQ_SMEM, st, dqkv, delta, dout, qkv, out,
+    return launch_with_smem(flash_backward_dq_wgmma_tf32_ws<2>, attn_grid(B, T, NH, 2 * T32_ROWS),
+                            4 * WG_THREADS, (size_t)T32_DQ_SMEM, st, dqkv, delta, dout, qkv, out,
                             lse, T, C, NH, scale, scale_log2);
 }
 
 /*
- * dk, dv, warp-specialized: 384 threads, 64 keys a block (the first keys, which see the most
- * queries, first), query tiles of 32 from the block's first key (attn_tiles<float>::dkv's, so
+ * dk, dv, warp-specialized with PW producer warpgroups (the backend's: two, 1.40x the mma.sync
+ * kernel against one's 1.11x: the producer's rounding and two transposes a tile bind), 64 keys
+ * a block (the first keys, which see the most queries, first), query tiles of 32 from the block's first key (attn_tiles<float>::dkv's, so
  * the same sums as flash_backward_dkv_tc<float, ...>).  The producer copies K and V once and
  * then each query tile's Q and dO (cp.async, DKV_NS stages), rounds Q and dO both in place and
  * into Q^T and dO^T (the B operands of dK += dS^T Q and dV += P^T dO), and puts the tile's lse'
  * (log2 units) and delta beside them.  The two consumers share the block's keys and split the
- * gradients (so that neither holds both accumulators: 128 registers, with the launch's 168 a
- * thread): consumer 0 forms S^T = K Q^T and P^T, hands P^T (fp32) to consumer 1 through shared
+ * gradients (so that neither holds both accumulators: with two producers the launch gives every
+ * thread 128 registers): consumer 0 forms S^T = K Q^T and P^T, hands P^T (fp32) to consumer 1 through shared
  * memory, and adds dV += P^T dO; consumer 1 forms dP^T = V dO^T, takes P^T, and adds
  * dK += dS^T Q, dS^T = P^T (dP^T - delta).  (Both forming S^T, five products a tile instead of
  * four, measured 1.09x the mma.sync kernel.)  Barriers as the forward's, and P^T's hand-over
@@ -540,13 +545,14 @@ static __device__ __forceinline__ void t32_rows_copy(unsigned tile, const float 
 }
 #endif
 
-__global__ static void __launch_bounds__(3 * WG_THREADS, 1)
+template <int PW> /* producer warpgroups */
+__global__ static void __launch_bounds__((PW + 2) * WG_THREADS, 1)
 flash_backward_dkv_wgmma_tf32_ws(float *dqkv, const float *delta, const float *dout,
                                  const float *qkv, const float *lse, int T, int C, int NH,
                                  float scale, float scale_log2)
 {
 #if WG_HAVE_WGMMA
-    constexpr int NS = T32_DKV_NS, PT = WG_THREADS, ALL = 3 * WG_THREADS;
+    constexpr int NS = T32_DKV_NS, PT = PW * WG_THREADS, ALL = (PW + 2) * WG_THREADS;
     __shared__ float Ls[NS][T32_KEYS], Ds[NS][T32_KEYS]; /* each stage's lse' and delta */
     const unsigned Ks = wg_smem_base(), Vs = Ks + T32_Q_BYTES, stages = Vs + T32_Q_BYTES,
                    pbufs = stages + NS * T32_DKV_STAGE;
@@ -609,7 +615,7 @@ flash_backward_dkv_wgmma_tf32_ws(float *dqkv, const float *delta, const float *d
     }
 
     /* consumer 0 (dV) or 1 (dK), warp-uniform (a shuffle: descriptors in uniform registers) */
-    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / WG_THREADS, 0) - 1;
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / WG_THREADS, 0) - PW;
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int wkey0 = k0 + warp * 16;
     const int key[2] = {wkey0 + g, wkey0 + g + 8};
@@ -692,14 +698,15 @@ flash_backward_dkv_wgmma_tf32_ws(float *dqkv, const float *delta, const float *d
 #endif
 }
 
-/* Grid (ceil(T / 64), B NH), three warpgroups; after dq (which stores delta) */
+/* Grid (ceil(T / 64), B NH), two producer warpgroups and two consumers; after dq (which stores
+ * delta) */
 static cudaError_t attn_wgmma_tf32_dkv_launch(cudaStream_t st, float *dqkv, const float *delta,
                                               const float *dout, const float *qkv,
                                               const float *lse, int B, int T, int C, int NH,
                                               float scale, float scale_log2)
 {
-    return launch_with_smem(flash_backward_dkv_wgmma_tf32_ws, attn_grid(B, T, NH, T32_ROWS),
-                            3 * WG_THREADS, (size_t)T32_DKV_SMEM, st, dqkv, delta, dout, qkv, lse,
+    return launch_with_smem(flash_backward_dkv_wgmma_tf32_ws<2>, attn_grid(B, T, NH, T32_ROWS),
+                            4 * WG_THREADS, (size_t)T32_DKV_SMEM, st, dqkv, delta, dout, qkv, lse,
                             T, C, NH, scale, scale_log2);
 }
 
