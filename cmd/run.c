@@ -1317,6 +1317,16 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
                 if (s->status == EXIT_RUN_OK && write_json(s) != 0) record_failed(s, s->json_path, errno ? errno : EIO);
                 s->running = 0;
             }
+            /* ... and no rank starts the next iteration before that record is on disk: a rank
+             * lost at the next iteration's start (the step's last collective is behind it) had
+             * the launcher kill rank 0 in the middle of writing it, and the job's record kept
+             * none of its iterations (seen once in CI on a busy machine) */
+            if (it < rc->iters && comm->world > 1) watchdog_at(s->dog, it, "the barrier after its record");
+            if (it < rc->iters && comm_barrier(comm) != 0 && s->status == EXIT_RUN_OK) {
+                s->status = EXIT_RUN_ERROR;
+                snprintf(s->message, sizeof s->message, "iteration %d: the ranks' barrier after its record "
+                         "failed (see stderr)", it);
+            }
         }
     }
     free(tokens);
