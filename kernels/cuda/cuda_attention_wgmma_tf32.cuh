@@ -251,6 +251,59 @@ static __device__ __forceinline__ void t32_ws_prepare(unsigned st, int p)
     t32_transpose<PT, false>(st + T32_K_BYTES, st + 2 * T32_K_BYTES, p);
 }
 
+/*
+ * The stage hand-over of every warp-specialized kernel here, in one place.  NS stages; named
+ * barriers full[s] = 1 + s (the producer arrives, the consumers wait), empty[s] = 1 + NS + s
+ * (the reverse), the producer's own 1 + 2 NS; PT producer threads, ALL threads in the block.
+ *
+ * The producer: the prologue copies tiles 0 .. NS-1 (a cp.async group each, empty past the
+ * last); per tile it: wait for its copies (groups: the prologue's NS, then one an iteration,
+ * iteration i copying tile i + NS - 1 or nothing: tile it is in group it (it < NS) or it + 1,
+ * so all but the newest NS - 2 must be complete), the producer's barrier (every thread's copies
+ * in), prepare(s, it) (rounding, transposes: plain stores), the proxy fence (for wgmma), arrive
+ * on full[s]; then the previous tile's stage, once the consumers are done with it, takes tile
+ * it - 1 + NS: tile it was made ready while they worked on it - 1 (waiting for tile it itself
+ * there would leave them idle while the next one is prepared).  copy(s, tile) issues one tile's
+ * copies into stage s, joining the open group.
+ */
+template <int NS, int PT, int ALL, typename Copy, typename Prepare>
+static __device__ __forceinline__ void t32_ws_produce(int ntiles, Copy copy, Prepare prepare)
+{
+    for (int j = 0; j < NS; j++) {
+        if (j < ntiles)
+            copy(j, j);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    for (int it = 0; it < ntiles; it++) {
+        const int s = it % NS;
+        asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
+        named_sync(1 + 2 * NS, PT);
+        prepare(s, it);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        named_arrive(1 + s, ALL);
+        const int prev = it - 1, next = prev + NS;
+        if (prev >= 0 && next < ntiles) {
+            named_sync(1 + NS + prev % NS, ALL);
+            copy(prev % NS, next);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+}
+
+/* The consumers' side: per tile, wait for its stage, body(s, it), then hand the stage back
+ * unless no tile is left to take it (the producer waits for exactly those) */
+template <int NS, int ALL, typename Body>
+static __device__ __forceinline__ void t32_ws_consume(int ntiles, Body body)
+{
+    for (int it = 0; it < ntiles; it++) {
+        const int s = it % NS;
+        named_sync(1 + s, ALL);
+        body(s, it);
+        if (it + NS < ntiles)
+            named_arrive(1 + NS + s, ALL);
+    }
+}
+
 #endif /* WG_HAVE_WGMMA */
 
 /* PW producer warpgroups, then two consumers */
@@ -271,33 +324,12 @@ flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int
 
     if ((int)threadIdx.x < PT) { /* the producer */
         const int p = threadIdx.x;
-        for (int j = 0; j < T32_WS_NS; j++) { /* a group per stage, empty past the last tile */
-            if (j < ntiles)
-                t32_ws_copy<PT>(base + j * T32_WS_STAGE, qbase, C3, C, j * T32_KEYS, T, p);
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-        for (int it = 0; it < ntiles; it++) {
-            const int s = it % T32_WS_NS;
-            /* Groups: the prologue's NS (tiles 0 .. NS-1), then one an iteration (iteration i:
-             * tile i + NS - 1, or none): tile it is in group it (it < NS) or it + 1, so all but
-             * the newest NS - 2 groups must be complete */
-            asm volatile("cp.async.wait_group %0;" ::"n"(T32_WS_NS - 2) : "memory");
-            named_sync(1 + 2 * T32_WS_NS, PT); /* every producer thread's copies in */
-            t32_ws_prepare<PT>(base + s * T32_WS_STAGE, p);
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            named_arrive(1 + s, ALL);
-            /* Then the previous tile's stage, once the consumers are done with it, takes the
-             * copies of the tile NS after it: tile it was made ready while they worked on
-             * it - 1 (waiting for tile it itself here would leave them idle while the next one
-             * is rounded and transposed). */
-            const int prev = it - 1, next = prev + T32_WS_NS;
-            if (prev >= 0 && next < ntiles) {
-                const int ps = prev % T32_WS_NS;
-                named_sync(1 + T32_WS_NS + ps, ALL);
-                t32_ws_copy<PT>(base + ps * T32_WS_STAGE, qbase, C3, C, next * T32_KEYS, T, p);
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
+        t32_ws_produce<T32_WS_NS, PT, ALL>(
+            ntiles,
+            [&](int s, int tile) {
+                t32_ws_copy<PT>(base + s * T32_WS_STAGE, qbase, C3, C, tile * T32_KEYS, T, p);
+            },
+            [&](int s, int) { t32_ws_prepare<PT>(base + s * T32_WS_STAGE, p); });
         return;
     }
 
@@ -322,10 +354,9 @@ flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int
         o[i] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in raw score units */
 
-    for (int it = 0; it < ntiles; it++) {
-        const int s = it % T32_WS_NS, k0 = it * T32_KEYS;
+    t32_ws_consume<T32_WS_NS, ALL>(ntiles, [&](int s, int it) {
+        const int k0 = it * T32_KEYS;
         const unsigned st = base + s * T32_WS_STAGE;
-        named_sync(1 + s, ALL);
         if (k0 < kend) {
             float sc[16];
             wg_fence();
@@ -344,9 +375,7 @@ flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int
             t32_product_py(o, p, st + 2 * T32_K_BYTES);
             wg_commit_and_wait();
         }
-        if (it + T32_WS_NS < ntiles)
-            named_arrive(1 + T32_WS_NS + s, ALL);
-    }
+    });
     wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
 #else
     __trap();
@@ -390,31 +419,16 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
 
     if ((int)threadIdx.x < PT) { /* the producer */
         const int p = threadIdx.x;
-        for (int j = 0; j < NS; j++) { /* a group per stage, empty past the last tile */
-            if (j < ntiles)
-                t32_ws_copy<PT>(base + j * T32_DQ_STAGE, qbase, C3, C, j * T32_KEYS, T, p);
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-        for (int it = 0; it < ntiles; it++) {
-            const int s = it % NS;
-            const unsigned st = base + s * T32_DQ_STAGE;
-            /* tile it is in group it (it < NS) or it + 1: all but the newest NS - 2 complete */
-            asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
-            named_sync(1 + 2 * NS, PT); /* every producer thread's copies in */
-            t32_round_in_place<PT>(st + T32_K_BYTES, p);
-            t32_transpose<PT, true>(st, st + 2 * T32_K_BYTES, p);
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            named_arrive(1 + s, ALL);
-            /* the previous tile's stage, once the consumers are done with it, takes tile
-             * it - 1 + NS */
-            const int prev = it - 1, next = prev + NS;
-            if (prev >= 0 && next < ntiles) {
-                const int ps = prev % NS;
-                named_sync(1 + NS + ps, ALL);
-                t32_ws_copy<PT>(base + ps * T32_DQ_STAGE, qbase, C3, C, next * T32_KEYS, T, p);
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
+        t32_ws_produce<NS, PT, ALL>(
+            ntiles,
+            [&](int s, int tile) {
+                t32_ws_copy<PT>(base + s * T32_DQ_STAGE, qbase, C3, C, tile * T32_KEYS, T, p);
+            },
+            [&](int s, int) {
+                const unsigned st = base + s * T32_DQ_STAGE;
+                t32_round_in_place<PT>(st + T32_K_BYTES, p);
+                t32_transpose<PT, true>(st, st + 2 * T32_K_BYTES, p);
+            });
         return;
     }
 
@@ -448,10 +462,9 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
     for (int i = 0; i < 64; i++)
         dq[i] = 0.0f;
 
-    for (int it = 0; it < ntiles; it++) {
-        const int s = it % NS, k0 = it * T32_KEYS;
+    t32_ws_consume<NS, ALL>(ntiles, [&](int s, int it) {
+        const int k0 = it * T32_KEYS;
         const unsigned st = base + s * T32_DQ_STAGE;
-        named_sync(1 + s, ALL);
         if (k0 < kend) {
             float sc[16], dp[16];
             wg_fence();
@@ -478,9 +491,7 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
             t32_product_py(dq, ds, st + 2 * T32_K_BYTES);
             wg_commit_and_wait();
         }
-        if (it + NS < ntiles)
-            named_arrive(1 + NS + s, ALL);
-    }
+    });
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int row = wrow0 + g + 8 * r;
@@ -568,49 +579,31 @@ flash_backward_dkv_wgmma_tf32_ws(float *dqkv, const float *delta, const float *d
         const int p = threadIdx.x;
         t32_rows_copy<T32_ROWS, PT>(Ks, qbase + C, C3, k0, T, p); /* with tile 0's group */
         t32_rows_copy<T32_ROWS, PT>(Vs, qbase + 2 * C, C3, k0, T, p);
-        for (int j = 0; j < NS; j++) { /* a group per stage, empty past the last tile */
-            if (j < ntiles) {
-                const unsigned st = stages + j * T32_DKV_STAGE;
-                t32_rows_copy<T32_KEYS, PT>(st, qbase, C3, k0 + j * T32_KEYS, T, p);
-                t32_rows_copy<T32_KEYS, PT>(st + T32_K_BYTES, dobase, C, k0 + j * T32_KEYS, T, p);
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-        for (int it = 0; it < ntiles; it++) {
-            const int s = it % NS, q0 = k0 + it * T32_KEYS;
-            const unsigned st = stages + s * T32_DKV_STAGE;
-            /* tile it is in group it (it < NS) or it + 1: all but the newest NS - 2 complete */
-            asm volatile("cp.async.wait_group %0;" ::"n"(NS - 2) : "memory");
-            named_sync(1 + 2 * NS, PT); /* every producer thread's copies in */
-            if (it == 0) { /* K and V, once */
+        t32_ws_produce<NS, PT, ALL>(
+            ntiles,
+            [&](int s, int tile) {
+                const unsigned st = stages + s * T32_DKV_STAGE;
+                t32_rows_copy<T32_KEYS, PT>(st, qbase, C3, k0 + tile * T32_KEYS, T, p);
+                t32_rows_copy<T32_KEYS, PT>(st + T32_K_BYTES, dobase, C, k0 + tile * T32_KEYS, T, p);
+            },
+            [&](int s, int it) {
+                const unsigned st = stages + s * T32_DKV_STAGE;
+                if (it == 0) { /* K and V, once */
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    t32_round_in_place<PT>(Ks + h * T32_K_BYTES, p);
-                    t32_round_in_place<PT>(Ks + 2 * T32_K_BYTES + h * T32_K_BYTES, p);
+                    for (int h = 0; h < 2; h++) {
+                        t32_round_in_place<PT>(Ks + h * T32_K_BYTES, p);
+                        t32_round_in_place<PT>(Ks + 2 * T32_K_BYTES + h * T32_K_BYTES, p);
+                    }
                 }
-            }
-            t32_transpose<PT, true>(st, st + 2 * T32_K_BYTES, p);
-            t32_transpose<PT, true>(st + T32_K_BYTES, st + 3 * T32_K_BYTES, p);
-            if (p < T32_KEYS) {
-                const int q = q0 + p;
-                /* queries past T: probability 0 (exp2(-inf)), and no delta */
-                Ls[s][p] = q < T ? lse[hr.stat_off + q] * LOG2E_F : INFINITY;
-                Ds[s][p] = q < T ? delta[hr.stat_off + q] : 0.0f;
-            }
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            named_arrive(1 + s, ALL);
-            /* the previous tile's stage, once the consumers are done with it, takes tile
-             * it - 1 + NS */
-            const int prev = it - 1, next = prev + NS;
-            if (prev >= 0 && next < ntiles) {
-                const int ps = prev % NS;
-                const unsigned pst = stages + ps * T32_DKV_STAGE;
-                named_sync(1 + NS + ps, ALL);
-                t32_rows_copy<T32_KEYS, PT>(pst, qbase, C3, k0 + next * T32_KEYS, T, p);
-                t32_rows_copy<T32_KEYS, PT>(pst + T32_K_BYTES, dobase, C, k0 + next * T32_KEYS, T, p);
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
+                t32_transpose<PT, true>(st, st + 2 * T32_K_BYTES, p);
+                t32_transpose<PT, true>(st + T32_K_BYTES, st + 3 * T32_K_BYTES, p);
+                if (p < T32_KEYS) {
+                    const int q = k0 + it * T32_KEYS + p;
+                    /* queries past T: probability 0 (exp2(-inf)), and no delta */
+                    Ls[s][p] = q < T ? lse[hr.stat_off + q] * LOG2E_F : INFINITY;
+                    Ds[s][p] = q < T ? delta[hr.stat_off + q] : 0.0f;
+                }
+            });
         return;
     }
 
@@ -624,10 +617,9 @@ flash_backward_dkv_wgmma_tf32_ws(float *dqkv, const float *delta, const float *d
     for (int i = 0; i < 64; i++)
         acc[i] = 0.0f;
 
-    for (int it = 0; it < ntiles; it++) {
-        const int s = it % NS, q0 = k0 + it * T32_KEYS;
+    t32_ws_consume<NS, ALL>(ntiles, [&](int s, int it) {
+        const int q0 = k0 + it * T32_KEYS;
         const unsigned st = stages + s * T32_DKV_STAGE;
-        named_sync(1 + s, ALL);
         const bool diag = q0 < wkey0 + 15; /* some query of the tile precedes some key */
         const unsigned pbuf = pbufs + s * T32_DKV_P_BYTES + (threadIdx.x % WG_THREADS) * 16;
         if (wg == 0) {
@@ -680,9 +672,7 @@ flash_backward_dkv_wgmma_tf32_ws(float *dqkv, const float *delta, const float *d
             t32_product_py(acc, dst, st + 2 * T32_K_BYTES); /* dK += dS^T Q */
             wg_commit_and_wait();
         }
-        if (it + NS < ntiles)
-            named_arrive(1 + NS + s, ALL);
-    }
+    });
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         if (key[r] >= T)
