@@ -153,7 +153,7 @@ static __device__ __forceinline__ void t32_krows_store(unsigned tile, const t32_
 #pragma unroll
     for (int i = 0; i < T32_KEYS * 32 / WG_THREADS; i++) {
         const int c = threadIdx.x + WG_THREADS * i, r = c >> 5, ch = c & 31;
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tile + t32_offset(r, ch, T32_K_QUARTER)),
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tile + wg_offset(r, ch, T32_K_QUARTER)),
                      "f"(t32_round(x.v[i].x)), "f"(t32_round(x.v[i].y)), "f"(t32_round(x.v[i].z)),
                      "f"(t32_round(x.v[i].w))
                      : "memory");
@@ -189,15 +189,15 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
     const float *qbase = qkv + hr.qkv_off;
     const int kend = min(T, q0 + T32_ROWS);
 
-    t32_tile_copy<T32_ROWS>(Qs, qbase, C3, q0, T);
+    wg_tile_load<T32_ROWS>(Qs, qbase, C3, q0, T);
     if (PIPE) { /* the first key tile with Q */
-        t32_tile_copy<T32_KEYS>(Ks0, qbase + C, C3, 0, T);
+        wg_tile_load<T32_KEYS>(Ks0, qbase + C, C3, 0, T);
         t32_transposed_load(Vt0, qbase + 2 * C, C3, 0, T);
     }
     t32_copies_wait();
-    t32_tile_round<T32_ROWS>(Qs); /* made visible with the first key tile */
+    t32_round_in_place<T32_ROWS>(Qs); /* made visible with the first key tile */
     if (PIPE) {
-        t32_tile_round<T32_KEYS>(Ks0);
+        t32_round_in_place<T32_KEYS>(Ks0);
         t32_tiles_ready();
     }
 
@@ -214,15 +214,15 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
         t32_rows vnext;
         if (!PIPE) {
             __syncthreads(); /* every thread has waited for the previous tile's products */
-            t32_tile_copy<T32_KEYS>(Ks, qbase + C, C3, k0, T);
+            wg_tile_load<T32_KEYS>(Ks, qbase + C, C3, k0, T);
             t32_transposed_load(Vt, qbase + 2 * C, C3, k0, T); /* while K's copies fly */
             t32_copies_wait();
-            t32_tile_round<T32_KEYS>(Ks);
+            t32_round_in_place<T32_KEYS>(Ks);
             t32_tiles_ready();
         } else if (next) {
             /* the other buffer's readers (the previous tile's products) have all waited for
              * them before the barrier that ended that iteration */
-            t32_tile_copy<T32_KEYS>(Ks0 + (b ^ 1) * T32_K_BYTES, qbase + C, C3, k0 + T32_KEYS, T);
+            wg_tile_load<T32_KEYS>(Ks0 + (b ^ 1) * T32_K_BYTES, qbase + C, C3, k0 + T32_KEYS, T);
             asm volatile("cp.async.commit_group;" ::: "memory");
             t32_transposed_fetch(vnext, qbase + 2 * C, C3, k0 + T32_KEYS, T);
         }
@@ -244,7 +244,7 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
 
         if (next) {
             asm volatile("cp.async.wait_group 0;" ::: "memory");
-            t32_tile_round<T32_KEYS>(Ks0 + (b ^ 1) * T32_K_BYTES);
+            t32_round_in_place<T32_KEYS>(Ks0 + (b ^ 1) * T32_K_BYTES);
             t32_transposed_store(Vt0 + (b ^ 1) * T32_VT_BYTES, vnext);
             t32_tiles_ready();
         }
@@ -343,12 +343,12 @@ flash_backward_dq_wgmma_tf32(float *dqkv, float *delta, const float *dout, const
     const size_t C3 = hr.C3;
     const float *qbase = qkv + hr.qkv_off;
 
-    t32_tile_copy<T32_ROWS>(Qs, qbase, C3, q0, T);
-    t32_tile_copy<T32_ROWS>(dOs, dout + hr.tok_off, C, q0, T);
+    wg_tile_load<T32_ROWS>(Qs, qbase, C3, q0, T);
+    wg_tile_load<T32_ROWS>(dOs, dout + hr.tok_off, C, q0, T);
     rows_delta<float, T32_HS, 2, 4>(Dsh, delta, dout, out, hr, q0, T, C); /* while they fly */
     t32_copies_wait();
-    t32_tile_round<T32_ROWS>(Qs); /* made visible with the first key tile */
-    t32_tile_round<T32_ROWS>(dOs);
+    t32_round_in_place<T32_ROWS>(Qs); /* made visible with the first key tile */
+    t32_round_in_place<T32_ROWS>(dOs);
     __syncthreads();
     float dl[2], ls[2];
 #pragma unroll
@@ -365,12 +365,12 @@ flash_backward_dq_wgmma_tf32(float *dqkv, float *delta, const float *dout, const
     const int kend = min(T, q0 + T32_ROWS);
     for (int k0 = 0; k0 < kend; k0 += T32_KEYS) {
         __syncthreads(); /* every thread has waited for the previous tile's products */
-        t32_tile_copy<T32_KEYS>(Ks, qbase + C, C3, k0, T);
-        t32_tile_copy<T32_KEYS>(Vs, qbase + 2 * C, C3, k0, T);
+        wg_tile_load<T32_KEYS>(Ks, qbase + C, C3, k0, T);
+        wg_tile_load<T32_KEYS>(Vs, qbase + 2 * C, C3, k0, T);
         t32_transposed_load(Kt, qbase + C, C3, k0, T); /* while K's and V's copies fly */
         t32_copies_wait();
-        t32_tile_round<T32_KEYS>(Ks);
-        t32_tile_round<T32_KEYS>(Vs);
+        t32_round_in_place<T32_KEYS>(Ks);
+        t32_round_in_place<T32_KEYS>(Vs);
         t32_tiles_ready();
 
         float s[16], dp[16];
@@ -384,14 +384,7 @@ flash_backward_dq_wgmma_tf32(float *dqkv, float *delta, const float *dout, const
 #pragma unroll
         for (int j = 0; j < T32_KEYS / 8; j++) {
             float v[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int r = e >> 1, row = wrow0 + g + 8 * r, key = k0 + 8 * j + 2 * t + (e & 1);
-                float p = exp2_fast(fmaf(s[4 * j + e], scale_log2, -ls[r]));
-                if (diag && key > row)
-                    p = 0.0f;
-                v[e] = p * (dp[4 * j + e] - dl[r]);
-            }
+            wg_ds_chunk(v, s, dp, j, k0, wrow0, g, t, diag, ls, dl, scale_log2);
             t32_pack_chunk(ds, j, v);
         }
         wg_fence();
@@ -432,11 +425,11 @@ flash_backward_dkv_wgmma_tf32(float *dqkv, const float *delta, const float *dout
     const size_t C3 = hr.C3;
     const float *qbase = qkv + hr.qkv_off, *dobase = dout + hr.tok_off;
 
-    t32_tile_copy<T32_ROWS>(Ks, qbase + C, C3, k0, T);
-    t32_tile_copy<T32_ROWS>(Vs, qbase + 2 * C, C3, k0, T);
+    wg_tile_load<T32_ROWS>(Ks, qbase + C, C3, k0, T);
+    wg_tile_load<T32_ROWS>(Vs, qbase + 2 * C, C3, k0, T);
     t32_copies_wait();
-    t32_tile_round<T32_ROWS>(Ks); /* made visible with the first query tile */
-    t32_tile_round<T32_ROWS>(Vs);
+    t32_round_in_place<T32_ROWS>(Ks); /* made visible with the first query tile */
+    t32_round_in_place<T32_ROWS>(Vs);
     float dk[64], dv[64];
 #pragma unroll
     for (int i = 0; i < 64; i++)
@@ -445,8 +438,8 @@ flash_backward_dkv_wgmma_tf32(float *dqkv, const float *delta, const float *dout
 
     for (int q0 = k0; q0 < T; q0 += T32_KEYS) {
         __syncthreads(); /* every thread has waited for the previous tile's products */
-        t32_tile_copy<T32_KEYS>(Qs, qbase, C3, q0, T);
-        t32_tile_copy<T32_KEYS>(dOs, dobase, C, q0, T);
+        wg_tile_load<T32_KEYS>(Qs, qbase, C3, q0, T);
+        wg_tile_load<T32_KEYS>(dOs, dobase, C, q0, T);
         t32_transposed_load(Qt, qbase, C3, q0, T); /* while Q's and dO's copies fly */
         t32_transposed_load(dOt, dobase, C, q0, T);
         if (threadIdx.x < T32_KEYS) {
@@ -456,8 +449,8 @@ flash_backward_dkv_wgmma_tf32(float *dqkv, const float *delta, const float *dout
             Ds[threadIdx.x] = q < T ? delta[hr.stat_off + q] : 0.0f;
         }
         t32_copies_wait();
-        t32_tile_round<T32_KEYS>(Qs);
-        t32_tile_round<T32_KEYS>(dOs);
+        t32_round_in_place<T32_KEYS>(Qs);
+        t32_round_in_place<T32_KEYS>(dOs);
         t32_tiles_ready();
 
         float st[16], dpt[16]; /* S^T, dP^T: rows the warp's keys, columns the tile's queries */

@@ -62,26 +62,33 @@
 
 /* ---- shared memory: the swizzled tiles ---------------------------------------------------- */
 
-/* Byte offset of (row, 16-byte chunk ch of 16) in a tile: half ch / 8, then the row's 128
- * bytes with its chunk index XORed by row % 8 (the 128-byte swizzle, which the hardware
- * applies on address bits 4-6 ^ 7-9: hence the 1024-byte alignment of each half). */
-static __device__ __forceinline__ unsigned wg_offset(int row, int ch)
+/* Byte offset of (row, 16-byte chunk ch) in a tile whose head dimension is cut into parts of
+ * 128 bytes a row (64 bf16 or 32 fp32 elements; a part is part_bytes = rows x 128): part ch / 8,
+ * then the row's 128 bytes with its chunk index XORed by row % 8 (the 128-byte swizzle, which
+ * the hardware applies on address bits 4-6 ^ 7-9: hence the 1024-byte alignment of each
+ * part).  bf16 tiles of 64 rows: two halves of WG_HALF_BYTES. */
+static __device__ __forceinline__ unsigned wg_offset(int row, int ch,
+                                                     unsigned part_bytes = WG_HALF_BYTES)
 {
-    return (unsigned)((ch >> 3) * WG_HALF_BYTES + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
+    return (unsigned)((ch >> 3) * part_bytes + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
 }
 
-/* rows [row0, row0 + 64) of a (T, 128) bf16 view (row stride `stride` elements) into a tile;
- * rows at or past T become zeros.  16-byte cp.async copies, 8 per thread, joining the
- * thread's open group (tid: the thread's index in the warpgroup that copies). */
-static __device__ __forceinline__ void wg_tile_load(unsigned tile, const bf16 *src, size_t stride,
+/* Rows [row0, row0 + ROWS) of a (T, 128) view of E (row stride `stride` elements) into a tile
+ * (wg_offset's parts of ROWS x 128 bytes); rows at or past T become zeros.  16-byte cp.async
+ * copies by NT threads (tid: this thread's index among them), joining each one's open group. */
+template <int ROWS = WG_ROWS, int NT = WG_THREADS, typename E>
+static __device__ __forceinline__ void wg_tile_load(unsigned tile, const E *src, size_t stride,
                                                     int row0, int T, int tid = threadIdx.x)
 {
+    constexpr int CPR = WG_HS * (int)sizeof(E) / 16, CPR_LOG2 = CPR == 16 ? 4 : 5; /* chunks a row */
+    static_assert(CPR == 1 << CPR_LOG2, "16 (bf16) or 32 (fp32) chunks a row");
 #pragma unroll
-    for (int i = 0; i < WG_ROWS * 16 / WG_THREADS; i++) {
-        const int c = tid + WG_THREADS * i, r = c >> 4, ch = c & 15;
+    for (int i = 0; i < ROWS * CPR / NT; i++) {
+        const int c = tid + NT * i, r = c >> CPR_LOG2, ch = c & (CPR - 1);
         const bool in = row0 + r < T;
-        const bf16 *from = src + (size_t)(in ? row0 + r : 0) * stride + ch * 8;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tile + wg_offset(r, ch)),
+        const E *from = src + (size_t)(in ? row0 + r : 0) * stride + ch * (16 / (int)sizeof(E));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
+                         tile + wg_offset(r, ch, ROWS * 128)),
                      "l"(from), "r"(in ? 16 : 0));
     }
 }
@@ -412,6 +419,27 @@ flash_forward_wgmma(bf16 *out, float *lse, const bf16 *qkv, int T, int C, int NH
 
 /* ---- backward: dq (and delta) ------------------------------------------------------------ */
 
+#if WG_HAVE_WGMMA
+/* dS of column chunk j (keys k0 + 8j ..) of the warp's rows from S and dP (accumulators of N):
+ * P = exp2(S c - lse'), 0 where the key follows the row (tested only where the tile crosses
+ * the diagonal), dS = P (dP - delta); ls, dl: lse' (log2 units) and delta of rows g, g + 8 */
+template <int N>
+static __device__ __forceinline__ void wg_ds_chunk(float (&v)[4], const float (&s)[N],
+                                                   const float (&dp)[N], int j, int k0, int wrow0,
+                                                   int g, int t, bool diag, const float (&ls)[2],
+                                                   const float (&dl)[2], float scale_log2)
+{
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const int r = e >> 1, row = wrow0 + g + 8 * r, key = k0 + 8 * j + 2 * t + (e & 1);
+        float p = exp2_fast(fmaf(s[4 * j + e], scale_log2, -ls[r]));
+        if (diag && key > row)
+            p = 0.0f;
+        v[e] = p * (dp[4 * j + e] - dl[r]);
+    }
+}
+#endif
+
 /*
  * Grid (ceil(T/64), B*NH), 128 threads, at least MINB blocks an SM (registers).  Block: 64
  * queries, the longest first, walking key tiles up to the diagonal.  Shared: Q, dO, and
@@ -478,14 +506,7 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             float v[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int r = e >> 1, row = wrow0 + g + 8 * r, key = k0 + 8 * j + 2 * t + (e & 1);
-                float p = exp2_fast(fmaf(s[4 * j + e], scale_log2, -ls[r]));
-                if (diag && key > row)
-                    p = 0.0f;
-                v[e] = p * (dp[4 * j + e] - dl[r]);
-            }
+            wg_ds_chunk(v, s, dp, j, k0, wrow0, g, t, diag, ls, dl, scale_log2);
             wg_pack_chunk(ds, j, v);
         }
         wg_fence();

@@ -40,46 +40,23 @@
 
 #if WG_HAVE_WGMMA
 
-/* Byte offset of (row, 16-byte chunk ch of a row's 32) in a tile of quarters of quarter_bytes:
- * quarter ch / 8, the row's 128 bytes, chunk index XORed by row % 8 (128-byte swizzle). */
-static __device__ __forceinline__ unsigned t32_offset(int row, int ch, unsigned quarter_bytes)
-{
-    return (unsigned)((ch >> 3) * quarter_bytes + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
-}
-
 static __device__ __forceinline__ float t32_round(float x)
 {
     return __uint_as_float(mma_op<float>::tf32(x));
 }
 
-/* ROWS rows of a (T, 128) fp32 view into a tile of quarters: cp.async copies joining this
- * thread's open group; zeros past T. */
-template <int ROWS>
-static __device__ __forceinline__ void t32_tile_copy(unsigned tile, const float *src,
-                                                     size_t stride, int row0, int T,
-                                                     int tid = threadIdx.x)
+/* A tile of ROWS fp32 rows (wg_offset's parts of ROWS x 128 bytes) rounded to TF32 in place by
+ * NT threads, each the chunks tid, tid + NT, ...: wg_tile_load's, so that a thread rounds what
+ * it copied (its own copies are visible to it without a barrier; where they are not its own,
+ * the caller waits for every copier first).  The caller's proxy fence and barrier make them
+ * visible to wgmma and to the other threads. */
+template <int ROWS, int NT = WG_THREADS>
+static __device__ __forceinline__ void t32_round_in_place(unsigned tile, int tid = threadIdx.x)
 {
 #pragma unroll
-    for (int i = 0; i < ROWS * 32 / WG_THREADS; i++) {
-        const int c = tid + WG_THREADS * i, r = c >> 5, ch = c & 31;
-        const bool in = row0 + r < T;
-        const float *from = src + (size_t)(in ? row0 + r : 0) * stride + ch * 4;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
-                         tile + t32_offset(r, ch, ROWS * 128)),
-                     "l"(from), "r"(in ? 16 : 0));
-    }
-}
-
-/* After this thread's copies of t32_tile_copy<ROWS> have landed: each chunk it copied rounded
- * to TF32 in place (its own copies are visible to it without a barrier).  The caller's proxy
- * fence and barrier make them visible to wgmma and to the other threads. */
-template <int ROWS>
-static __device__ __forceinline__ void t32_tile_round(unsigned tile, int tid = threadIdx.x)
-{
-#pragma unroll
-    for (int i = 0; i < ROWS * 32 / WG_THREADS; i++) {
-        const int c = tid + WG_THREADS * i, r = c >> 5, ch = c & 31;
-        const unsigned a = tile + t32_offset(r, ch, ROWS * 128);
+    for (int i = 0; i < ROWS * 32 / NT; i++) {
+        const int c = tid + NT * i, r = c >> 5, ch = c & 31;
+        const unsigned a = tile + wg_offset(r, ch, ROWS * 128);
         float4 v;
         asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
@@ -175,34 +152,8 @@ template <int PT>
 static __device__ __forceinline__ void t32_ws_copy(unsigned st, const float *qbase, size_t C3,
                                                    int C, int k0, int T, int p)
 {
-#pragma unroll
-    for (int i = 0; i < T32_KEYS * 32 / PT; i++) {
-        const int c = p + PT * i, r = c >> 5, ch = c & 31;
-        const bool in = k0 + r < T;
-        const float *row = qbase + (size_t)(in ? k0 + r : 0) * C3 + ch * 4;
-        const unsigned off = t32_offset(r, ch, T32_K_QUARTER);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(st + off),
-                     "l"(row + C), "r"(in ? 16 : 0));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(st + T32_K_BYTES + off),
-                     "l"(row + 2 * C), "r"(in ? 16 : 0));
-    }
-}
-/* A 32-row tile (quarters) rounded to TF32 in place by the producer's PT threads (chunks
- * p, p + PT, ...) */
-template <int PT> static __device__ __forceinline__ void t32_round_in_place(unsigned tile, int p)
-{
-#pragma unroll
-    for (int i = 0; i < T32_KEYS * 32 / PT; i++) {
-        const int c = p + PT * i, r = c >> 5, ch = c & 31;
-        const unsigned a = tile + t32_offset(r, ch, T32_K_QUARTER);
-        float4 v;
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                     : "r"(a));
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(t32_round(v.x)),
-                     "f"(t32_round(v.y)), "f"(t32_round(v.z)), "f"(t32_round(v.w))
-                     : "memory");
-    }
+    wg_tile_load<T32_KEYS, PT>(st, qbase + C, C3, k0, T, p);
+    wg_tile_load<T32_KEYS, PT>(st + T32_K_BYTES, qbase + 2 * C, C3, k0, T, p);
 }
 
 /* A 32-row tile (quarters, raw) into its transpose dst (128 rows of 32 columns, rounded, row k
@@ -219,7 +170,7 @@ static __device__ __forceinline__ void t32_transpose(unsigned src, unsigned dst,
     float4 x[T32_HS / 4 / W];
 #pragma unroll
     for (int i = 0; i < T32_HS / 4 / W; i++) {
-        const unsigned a = src + t32_offset(key, warp + W * i, T32_K_QUARTER);
+        const unsigned a = src + wg_offset(key, warp + W * i, T32_K_QUARTER);
         asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                      : "=f"(x[i].x), "=f"(x[i].y), "=f"(x[i].z), "=f"(x[i].w)
                      : "r"(a));
@@ -247,7 +198,7 @@ static __device__ __forceinline__ void t32_transpose(unsigned src, unsigned dst,
 template <int PT>
 static __device__ __forceinline__ void t32_ws_prepare(unsigned st, int p)
 {
-    t32_round_in_place<PT>(st, p);
+    t32_round_in_place<T32_KEYS, PT>(st, p);
     t32_transpose<PT, false>(st + T32_K_BYTES, st + 2 * T32_K_BYTES, p);
 }
 
@@ -341,10 +292,10 @@ flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int
     const int crow0 = q0 + wg * T32_ROWS, wrow0 = crow0 + warp * 16;
     const int kend = min(T, crow0 + T32_ROWS);
     const unsigned Qs = base + T32_WS_NS * T32_WS_STAGE + wg * T32_Q_BYTES;
-    t32_tile_copy<T32_ROWS>(Qs, qbase, C3, crow0, T, threadIdx.x % WG_THREADS);
+    wg_tile_load<T32_ROWS>(Qs, qbase, C3, crow0, T, threadIdx.x % WG_THREADS);
     asm volatile("cp.async.commit_group;" ::: "memory");
     asm volatile("cp.async.wait_group 0;" ::: "memory");
-    t32_tile_round<T32_ROWS>(Qs, threadIdx.x % WG_THREADS);
+    t32_round_in_place<T32_ROWS>(Qs, threadIdx.x % WG_THREADS);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     named_sync(2 + 2 * T32_WS_NS + wg, WG_THREADS);
 
@@ -426,7 +377,7 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
             },
             [&](int s, int) {
                 const unsigned st = base + s * T32_DQ_STAGE;
-                t32_round_in_place<PT>(st + T32_K_BYTES, p);
+                t32_round_in_place<T32_KEYS, PT>(st + T32_K_BYTES, p);
                 t32_transpose<PT, true>(st, st + 2 * T32_K_BYTES, p);
             });
         return;
@@ -440,13 +391,13 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
     const int crow0 = q0 + wg * T32_ROWS, wrow0 = crow0 + warp * 16;
     const int kend = min(T, crow0 + T32_ROWS); /* keys past the last query: all masked */
     const unsigned Qs = base + NS * T32_DQ_STAGE + wg * 2 * T32_Q_BYTES, dOs = Qs + T32_Q_BYTES;
-    t32_tile_copy<T32_ROWS>(Qs, qbase, C3, crow0, T, tid);
-    t32_tile_copy<T32_ROWS>(dOs, dout + hr.tok_off, C, crow0, T, tid);
+    wg_tile_load<T32_ROWS>(Qs, qbase, C3, crow0, T, tid);
+    wg_tile_load<T32_ROWS>(dOs, dout + hr.tok_off, C, crow0, T, tid);
     asm volatile("cp.async.commit_group;" ::: "memory");
     rows_delta<float, T32_HS, 2, 4>(Dsh[wg], delta, dout, out, hr, crow0, T, C, tid); /* meanwhile */
     asm volatile("cp.async.wait_group 0;" ::: "memory");
-    t32_tile_round<T32_ROWS>(Qs, tid);
-    t32_tile_round<T32_ROWS>(dOs, tid);
+    t32_round_in_place<T32_ROWS>(Qs, tid);
+    t32_round_in_place<T32_ROWS>(dOs, tid);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     named_sync(2 + 2 * NS + wg, WG_THREADS);
     float dl[2], ls[2];
@@ -477,14 +428,7 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
 #pragma unroll
             for (int j = 0; j < T32_KEYS / 8; j++) {
                 float v[4];
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int r = e >> 1, row = wrow0 + g + 8 * r, key = k0 + 8 * j + 2 * t + (e & 1);
-                    float pr = exp2_fast(fmaf(sc[4 * j + e], scale_log2, -ls[r]));
-                    if (diag && key > row)
-                        pr = 0.0f;
-                    v[e] = pr * (dp[4 * j + e] - dl[r]);
-                }
+                wg_ds_chunk(v, sc, dp, j, k0, wrow0, g, t, diag, ls, dl, scale_log2);
                 t32_pack_chunk(ds, j, v);
             }
             wg_fence();
@@ -538,23 +482,6 @@ static cudaError_t attn_wgmma_tf32_dq_launch(cudaStream_t st, float *dqkv, float
 #define T32_DKV_SMEM                                                                        \
     (2 * T32_Q_BYTES + T32_DKV_NS * (T32_DKV_STAGE + T32_DKV_P_BYTES) + 1024)
 
-#if WG_HAVE_WGMMA
-/* ROWS rows of a (T, 128) view into a tile of quarters by the producer's PT threads (cp.async,
- * joining the open group; zeros past T) */
-template <int ROWS, int PT>
-static __device__ __forceinline__ void t32_rows_copy(unsigned tile, const float *src,
-                                                     size_t stride, int row0, int T, int p)
-{
-#pragma unroll
-    for (int i = 0; i < ROWS * 32 / PT; i++) {
-        const int c = p + PT * i, r = c >> 5, ch = c & 31;
-        const bool in = row0 + r < T;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
-                         tile + t32_offset(r, ch, ROWS * 128)),
-                     "l"(src + (size_t)(in ? row0 + r : 0) * stride + ch * 4), "r"(in ? 16 : 0));
-    }
-}
-#endif
 
 template <int PW> /* producer warpgroups */
 __global__ static void __launch_bounds__((PW + 2) * WG_THREADS, 1)
@@ -577,22 +504,22 @@ flash_backward_dkv_wgmma_tf32_ws(float *dqkv, const float *delta, const float *d
 
     if ((int)threadIdx.x < PT) { /* the producer */
         const int p = threadIdx.x;
-        t32_rows_copy<T32_ROWS, PT>(Ks, qbase + C, C3, k0, T, p); /* with tile 0's group */
-        t32_rows_copy<T32_ROWS, PT>(Vs, qbase + 2 * C, C3, k0, T, p);
+        wg_tile_load<T32_ROWS, PT>(Ks, qbase + C, C3, k0, T, p); /* with tile 0's group */
+        wg_tile_load<T32_ROWS, PT>(Vs, qbase + 2 * C, C3, k0, T, p);
         t32_ws_produce<NS, PT, ALL>(
             ntiles,
             [&](int s, int tile) {
                 const unsigned st = stages + s * T32_DKV_STAGE;
-                t32_rows_copy<T32_KEYS, PT>(st, qbase, C3, k0 + tile * T32_KEYS, T, p);
-                t32_rows_copy<T32_KEYS, PT>(st + T32_K_BYTES, dobase, C, k0 + tile * T32_KEYS, T, p);
+                wg_tile_load<T32_KEYS, PT>(st, qbase, C3, k0 + tile * T32_KEYS, T, p);
+                wg_tile_load<T32_KEYS, PT>(st + T32_K_BYTES, dobase, C, k0 + tile * T32_KEYS, T, p);
             },
             [&](int s, int it) {
                 const unsigned st = stages + s * T32_DKV_STAGE;
                 if (it == 0) { /* K and V, once */
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        t32_round_in_place<PT>(Ks + h * T32_K_BYTES, p);
-                        t32_round_in_place<PT>(Ks + 2 * T32_K_BYTES + h * T32_K_BYTES, p);
+                        t32_round_in_place<T32_KEYS, PT>(Ks + h * T32_K_BYTES, p);
+                        t32_round_in_place<T32_KEYS, PT>(Ks + 2 * T32_K_BYTES + h * T32_K_BYTES, p);
                     }
                 }
                 t32_transpose<PT, true>(st, st + 2 * T32_K_BYTES, p);
