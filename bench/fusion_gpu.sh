@@ -36,9 +36,10 @@ if [[ $parts == *" step "* ]]; then
     python3 - "$out" <<'PY' | tee "$out/table.md"
 import glob, json, os, sys
 out = sys.argv[1]
+sys.path.insert(0, "bench")
+from bench_json import load_run
 def load(tag):
-    f = sorted(glob.glob(os.path.join(out, "res_" + tag, "log_*.json")))
-    return json.load(open(f[-1])) if f else None
+    return load_run(out, tag)
 print("| dtype | residual epilogue | step ms (each run) | loss at the last step | profiled: matmul_residual_forward + residual_forward ms | matmul_forward ms |")
 print("|---|---|---|---|---|---|")
 for dt in ("bf16", "tf32"):

@@ -36,9 +36,10 @@ done
 python3 - "$out" <<'PY' | tee "$out/table.md"
 import glob, json, os, sys
 out = sys.argv[1]
+sys.path.insert(0, "bench")
+from bench_json import load_run
 def load(tag):
-    f = sorted(glob.glob(os.path.join(out, "res_" + tag, "log_*.json")))
-    return json.load(open(f[-1])) if f else None
+    return load_run(out, tag)
 print("| run | step ms (unprofiled) | step ms (profiled) | ops' device ms | stream 1 gaps ms | top families (ms/step, TFLOP/s) |")
 print("|---|---|---|---|---|---|")
 for f in sorted(glob.glob(os.path.join(out, "res_*_profile"))):

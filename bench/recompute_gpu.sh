@@ -51,9 +51,10 @@ python3 - "$out" <<'PY' | tee "$out/table.md"
 import glob, json, os, sys
 out = sys.argv[1]
 PEAK = {"bf16": 989.0, "tf32": 494.0}
+sys.path.insert(0, "bench")
+from bench_json import load_run
 def load(tag):
-    f = sorted(glob.glob(os.path.join(out, "res_" + tag, "log_*.json")))
-    return json.load(open(f[-1])) if f else None
+    return load_run(out, tag)
 torch = [json.loads(l) for l in open(os.path.join(out, "pytorch.jsonl"))] if os.path.exists(os.path.join(out, "pytorch.jsonl")) else []
 def torch_ms(dt, m, impl):
     r = [t for t in torch if t["math"] == dt and t.get("recompute") == m and t["impl"] == impl]
