@@ -866,12 +866,28 @@ static int job_stores_in_use(const job_stores *js, long *holder)
     return 0;
 }
 
-/* Whether some machine's store has a complete checkpoint (the ranks decide what is enough). */
-static int job_stores_have_complete(const job_stores *js, const char *id)
+/* The iteration a relaunch would recover (as gemini's restore() chooses: the newest that every
+ * rank's shard is held complete at in the machines' stores, else in --ckpt-dir), by the
+ * headers alone (the ranks check the data); *on_disk says where.  -1: none, and then *newest
+ * the newest iteration any shard is held at (-1 none) and *missing a rank it lacks; -2: out of
+ * memory (the ranks decide). */
+static int job_recoverable(const job_stores *js, const char *id, const char *ckpt_dir, int ranks, int *on_disk,
+                           int *newest, int *missing)
 {
-    for (int i = 0; i < js->n; i++)
-        if (ckpt_job_has_complete(js->root[i], id, 0)) return 1;
-    return 0;
+    ckpt_holdings h = {0};
+    int it = -1, disk_newest = -1, disk_missing = -1;
+    *on_disk = 0;
+    for (int i = 0; i < js->n && it != -2; i++)
+        if (ckpt_job_holdings(js->root[i], id, 0, &h)) it = -2;
+    if (it != -2) it = ckpt_holdings_newest_whole(&h, ranks, newest, missing);
+    if (it == -1 && ckpt_dir[0]) {
+        ckpt_holdings_free(&h);
+        if (ckpt_job_holdings(ckpt_dir, id, 1, &h)) it = -2;
+        else if ((it = ckpt_holdings_newest_whole(&h, ranks, &disk_newest, &disk_missing)) >= 0) *on_disk = 1;
+        else if (disk_newest > *newest) *newest = disk_newest, *missing = disk_missing;
+    }
+    ckpt_holdings_free(&h);
+    return it;
 }
 
 int launch_ranks(int argc, char **argv, const run_config *rc)
@@ -930,13 +946,6 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
                     init_refused ? "its ranks refused to start (see above)" : "its store is in use by another job");
             break;
         }
-        if (!job_stores_have_complete(&js, id) &&
-            !(e->ckpt_dir[0] && ckpt_job_has_complete(e->ckpt_dir, id, 1))) {
-            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: it ended before its first complete "
-                            "checkpoint (%s%s%s holds none), so there is nothing to recover\n", rc->ranks, id, store,
-                    e->ckpt_dir[0] ? ", nor does " : "", e->ckpt_dir[0] ? e->ckpt_dir : "");
-            break;
-        }
         if (rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0) {
             /* its machine was replaced: its copies are gone, a peer's must serve */
             char path[PATH_MAX + 32];
@@ -949,8 +958,31 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
                 }
             }
         }
-        fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from its "
-                        "in-memory checkpoints in %s%s\n", rc->ranks, id, relaunch, GEMINI_RELAUNCHES, store,
+        /* (a relaunch that could find nothing to restore would only refuse to start: a rank
+         * lost in the middle of the first checkpoint leaves its peers' shards complete and its
+         * own nowhere) */
+        int on_disk = 0, newest = -1, missing = -1;
+        const int from = job_recoverable(&js, id, e->ckpt_dir, rc->ranks, &on_disk, &newest, &missing);
+        if (from == -1) {
+            if (newest < 0)
+                fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: it ended before its first complete "
+                                "checkpoint (%s%s%s holds none), so there is nothing to recover\n", rc->ranks, id,
+                        store, e->ckpt_dir[0] ? ", nor does " : "", e->ckpt_dir[0] ? e->ckpt_dir : "");
+            else
+                fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: no checkpoint holds every rank's shard "
+                                "(the newest, of iteration %d, lacks rank %d's, and none before it holds them "
+                                "all%s), so there is nothing to recover\n", rc->ranks, id, newest, missing,
+                        rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 && missing < 64 &&
+                                ((rc->fail_ranks ? rc->fail_ranks : 1ull) >> missing & 1)
+                            ? ": every copy of it was on a lost machine"
+                            : "");
+            break;
+        }
+        char what[64] = "";
+        if (from >= 0) snprintf(what, sizeof what, " (iteration %d)", from);
+        fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from its %s%s in %s%s\n",
+                rc->ranks, id, relaunch, GEMINI_RELAUNCHES, on_disk ? "persistent checkpoint" : "in-memory checkpoints",
+                what, on_disk ? e->ckpt_dir : store,
                 rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 ? " (rank's own copies deleted: hardware failure)" : "");
         strv_free(&again, &m);
         char **kept = NULL;
@@ -981,7 +1013,11 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
             setenv("AEBENCH_RECOVERY_FAILED_AT", num, 1);
         }
         t0 = t1;
+        const int lost = code;
         code = launch_job(m, again, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
+        /* (a relaunch its ranks refuse, e.g. a copy the headers called complete but whose data
+         * no longer matches its checksums, ends the job for the reason it was relaunched) */
+        if (init_refused) code = lost;
     }
     unsetenv("AEBENCH_RECOVERY");
     unsetenv("AEBENCH_RECOVERY_LOST_S");

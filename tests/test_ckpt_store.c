@@ -6,7 +6,9 @@
  *   - a version written by another job's shape (its identity) is not restored;
  *   - private_dir: a link, a directory open to others or a file that is a link or has another
  *     link is refused, named, and left as it was; a second lock on a store is refused with
- *     the holder's pid, and free again once released.
+ *     the holder's pid, and free again once released;
+ *   - what the --ranks supervisor reads before a relaunch: the newest iteration every rank's
+ *     shard is complete at, in anyone's file, or none (a rank lost within the first checkpoint).
  * Everything goes under a fresh directory beside the test binary, removed at the end.
  */
 #include <setjmp.h>
@@ -172,6 +174,17 @@ static void test_file_header_flips(void **state)
     /* another job's shape, or version 0 (never written): nothing */
     assert_int_equal(ckpt_file_header(&d, 1, 1, identity + 1, floats, chunk, &step), -1);
     assert_int_equal(ckpt_file_header(&d, 1, 0, identity, floats, chunk, &step), -1);
+    /* what the supervisor reads before a relaunch finds version 1 behind the never written 0
+     * (--ckpt-every 2 writes 1 first): rank 1's shard at iteration 12 */
+    ckpt_holdings held = {0};
+    int newest = -1, missing = -1;
+    assert_int_equal(ckpt_job_holdings(ctx->root, "pflips", 1, &held), 0);
+    assert_int_equal(held.n, 1);
+    assert_int_equal(held.held[0].owner, 1);
+    assert_int_equal(held.held[0].iteration, 12);
+    assert_int_equal(ckpt_holdings_newest_whole(&held, 2, &newest, &missing), -1);
+    assert_int_equal(missing, 0);
+    ckpt_holdings_free(&held);
     ckpt_file_remove(&d, 1);
     struct stat st;
     assert_int_equal(lstat(path, &st), -1);
@@ -275,6 +288,73 @@ static void test_store_lock(void **state)
     assert_int_equal(lstat(path, &st), -1); /* the last rank's close removed the directory */
 }
 
+/* One version of slot `slot` of s written whole (complete) or begun only, for iteration it. */
+static void put_version(ckpt_store *s, int slot, int version, int it, int complete)
+{
+    const size_t floats = 512, chunk = 128;
+    ckpt_store_begin(s, slot, version, it, it);
+    float *data = ckpt_store_data(s, slot, version);
+    fill(data, floats, (float)(it + slot));
+    if (!complete) return;
+    sums_for(ckpt_store_sums(s, slot, version), data, floats, chunk, ckpt_store_nchunks(s));
+    ckpt_store_mark_complete(s, slot, version);
+}
+
+/* What the --ranks supervisor asks before it relaunches: is there an iteration whose shard is
+ * complete for every rank, in anyone's file?  Three ranks in a ring of 2 (rank r holds r and
+ * r - 1).  Rank 2 dies in the middle of the first checkpoint (iteration 1): the two others'
+ * shards are whole, its own nowhere (what the fault campaign hit): none.  Once iteration 2 is
+ * whole everywhere and 3 is again missing rank 2's: 2.  A store with nothing: none at all. */
+static void test_holdings(void **state)
+{
+    store_ctx *ctx = *state;
+    const size_t floats = 512, chunk = 128;
+    ckpt_store *r[3] = {NULL, NULL, NULL};
+    char why[1200];
+    for (int k = 0; k < 3; k++) {
+        const int owners[2] = {k, (k + 2) % 3};
+        assert_int_equal(ckpt_store_open(&r[k], ctx->be, ctx->root, "held", k, 2, owners, floats, chunk, 5, 0, why,
+                                         sizeof why), 0);
+    }
+    ckpt_holdings h = {0};
+    int newest = 0, missing = 0;
+    assert_int_equal(ckpt_job_holdings(ctx->root, "held", 0, &h), 0);
+    assert_int_equal(ckpt_holdings_newest_whole(&h, 3, &newest, &missing), -1);
+    assert_int_equal(newest, -1);
+    ckpt_holdings_free(&h);
+    /* iteration 1: ranks 0 and 1 have their own shards whole, and rank 1 its copy of rank 0's;
+     * rank 2 (dead) began its own, and rank 0's copy of it was begun, never finished */
+    put_version(r[0], 0, 0, 1, 1);
+    put_version(r[1], 0, 0, 1, 1);
+    put_version(r[1], 1, 0, 1, 1); /* (rank 1's copy of rank 0's shard) */
+    put_version(r[0], 1, 0, 1, 0); /* (rank 0's copy of rank 2's: begun only) */
+    put_version(r[2], 0, 0, 1, 0);
+    assert_int_equal(ckpt_job_holdings(ctx->root, "held", 0, &h), 0);
+    assert_int_equal(h.n, 3);
+    assert_int_equal(ckpt_holdings_newest_whole(&h, 3, &newest, &missing), -1);
+    assert_int_equal(newest, 1);
+    assert_int_equal(missing, 2);
+    /* two ranks' jobs would find it whole (the ranks count matters) */
+    assert_int_equal(ckpt_holdings_newest_whole(&h, 2, &newest, &missing), 1);
+    assert_int_equal(missing, -1);
+    ckpt_holdings_free(&h);
+    /* iteration 2 whole: rank 2's shard only in rank 0's copy; 3 begun, rank 2's again not */
+    put_version(r[0], 1, 1, 2, 1);
+    put_version(r[1], 0, 1, 2, 1);
+    put_version(r[0], 0, 1, 2, 1);
+    put_version(r[0], 0, 0, 3, 1);
+    put_version(r[1], 0, 0, 3, 1);
+    assert_int_equal(ckpt_job_holdings(ctx->root, "held", 0, &h), 0);
+    assert_int_equal(ckpt_holdings_newest_whole(&h, 3, &newest, &missing), 2);
+    assert_int_equal(newest, 2);
+    assert_int_equal(missing, -1);
+    ckpt_holdings_free(&h);
+    /* a job id with no directory holds nothing */
+    assert_int_equal(ckpt_job_holdings(ctx->root, "none", 0, &h), 0);
+    assert_int_equal(h.n, 0);
+    for (int k = 0; k < 3; k++) ckpt_store_close(r[k], 1);
+}
+
 static int setup(void **state)
 {
     store_ctx *ctx = *state;
@@ -309,6 +389,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_prestate_setup_teardown(test_file_header_flips, setup, teardown, &ctx),
         cmocka_unit_test_prestate_setup_teardown(test_private_dir_refusals, setup, teardown, &ctx),
         cmocka_unit_test_prestate_setup_teardown(test_store_lock, setup, teardown, &ctx),
+        cmocka_unit_test_prestate_setup_teardown(test_holdings, setup, teardown, &ctx),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[PATH_MAX + 32];

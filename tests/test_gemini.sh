@@ -254,6 +254,19 @@ PYEOF
         gm_fail "gemini ring of 3" "exit $GM_RC: $(tail -c 300 "$GM_WORK/ring3/err")"
     fi
 
+    # ---- the same ring, ranks 1 and 2 lose their machines at once: rank 1's shard was on both
+    # (its own and rank 2's copy), rank 0 holds only its own and rank 2's: nothing to recover,
+    # so not relaunched (a relaunch would only be refused by its ranks), exit 4, said once ----
+    gm_run ring3both --ranks 3 -b 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-placement ring \
+        --fail-at 4 --fail-rank 1,2 --fail-kind hardware
+    if [ "$GM_RC" -eq 4 ] &&
+        grep -q "not relaunched: no checkpoint holds every rank's shard (the newest, of iteration 3, lacks rank 1's, and none before it holds them all: every copy of it was on a lost machine)" "$GM_WORK/ring3both/err" &&
+        ! grep -q "relaunching job\|refused to start" "$GM_WORK/ring3both/err" && [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini on 3 ranks, ring: ranks 1 and 2 lost (every copy of rank 1's shard): not relaunched, named, exit 4, store removed"
+    else
+        gm_fail "gemini ring of 3, both holders lost" "exit $GM_RC: $(tail -c 400 "$GM_WORK/ring3both/err")"
+    fi
+
     # ---- four ranks in groups of two ({0,1}, {2,3}): ranks 1 and 2 lose their machines at once
     # (each group keeps a copy of each of its shards); then both of group {2,3}: only the
     # persistent checkpoint has their shards ------------------------------------------------

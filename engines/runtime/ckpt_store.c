@@ -274,6 +274,14 @@ int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, co
         ckpt_store_close(s, 0);
         return rc;
     }
+    if (fresh)
+        /* every version's header says whose it is and its sizes, empty: what reads the file
+         * without knowing the job's shape (ckpt_job_holdings) steps over versions never written */
+        for (int slot = 0; slot < slots; slot++)
+            for (int v = 0; v < CKPT_VERSIONS; v++) {
+                ckpt_store_begin(s, slot, v, -1, 0);
+                atomic_store(&header(s, slot, v)->state, STATE_EMPTY);
+            }
     if (gpt_host_register(be, s->map, s->bytes) != GPT_OK) {
         snprintf(why, whylen, "gemini store %s: cannot page-lock its %zu bytes", s->dir.path, s->bytes);
         ckpt_store_close(s, 0);
@@ -485,26 +493,45 @@ void ckpt_file_remove(private_dir *d, int rank)
 }
 
 /* One file: [header page | data] versions one after the other (the store's slots, or the
- * persistent file's two); any header that is ours and says complete? */
-static int file_has_complete(int dirfd, const char *name)
+ * persistent file's two); each header that is whole and says complete goes into h. */
+static int file_holdings(int dirfd, const char *name, int persistent, ckpt_holdings *h)
 {
     const int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return 0;
     struct stat st;
-    int found = 0;
+    int rc = 0;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        version_header h;
-        for (off_t at = 0; !found && at + (off_t)sizeof h <= st.st_size;) {
-            if (pread(fd, &h, sizeof h, at) != (ssize_t)sizeof h || h.magic != CKPT_MAGIC || h.floats == 0 ||
-                h.floats > (uint64_t)st.st_size)
+        version_header v;
+        off_t stride = 0; /* (a version's bytes, from the last header read; all are alike) */
+        for (off_t at = 0; !rc && at + (off_t)sizeof v <= st.st_size; at += stride) {
+            if (pread(fd, &v, sizeof v, at) != (ssize_t)sizeof v) break;
+            if (v.magic != CKPT_MAGIC || v.floats == 0 || v.floats > (uint64_t)st.st_size) {
+                /* (never begun: the next.  The store's headers are all written when it is made;
+                 * the persistent file's version 1 may come first, --ckpt-every 2 writes it at
+                 * iteration 2, and then it ends the file: half of it) */
+                if (!stride && persistent && st.st_size % (CKPT_VERSIONS * PAGE) == 0)
+                    stride = st.st_size / CKPT_VERSIONS;
+                if (stride) continue;
                 break;
-            found = atomic_load(&h.state) == STATE_COMPLETE && h.nchunks >= 0 && h.nchunks <= MAX_CHUNKS &&
-                    h.header_sum == header_sum_of(&h);
-            at += (off_t)(PAGE + round_page((size_t)h.floats * sizeof(float)));
+            }
+            stride = (off_t)(PAGE + round_page((size_t)v.floats * sizeof(float)));
+            if (atomic_load(&v.state) == STATE_COMPLETE && v.nchunks >= 0 && v.nchunks <= MAX_CHUNKS &&
+                v.header_sum == header_sum_of(&v) && v.owner >= 0 && v.iteration >= 0) {
+                if (h->n == h->cap) {
+                    const int cap = h->cap ? 2 * h->cap : 16;
+                    ckpt_held *grown = realloc(h->held, (size_t)cap * sizeof *grown);
+                    if (!grown) {
+                        rc = -1;
+                        break;
+                    }
+                    h->held = grown, h->cap = cap;
+                }
+                h->held[h->n++] = (ckpt_held){v.owner, v.iteration};
+            }
         }
     }
     close(fd);
-    return found;
+    return rc;
 }
 
 /* What a job directory holds: rank-<r>.ckpt (its files) and rank-<r>.lock (their locks).
@@ -529,13 +556,18 @@ static int each_rank_file(const private_dir *pd, rank_file_fn fn, void *ctx)
     return rc;
 }
 
-static int complete_file(const private_dir *pd, const char *name, int is_lock, void *ctx)
+typedef struct ckpt_holdings_ctx {
+    int persistent;
+    ckpt_holdings *h;
+} ckpt_holdings_ctx;
+
+static int file_holdings_of(const private_dir *pd, const char *name, int is_lock, void *ctx)
 {
-    (void)ctx;
-    return !is_lock && file_has_complete(pd->fd, name);
+    const ckpt_holdings_ctx *c = ctx;
+    return is_lock ? 0 : file_holdings(pd->fd, name, c->persistent, c->h);
 }
 
-int ckpt_job_has_complete(const char *dir, const char *job, int persistent)
+int ckpt_job_holdings(const char *dir, const char *job, int persistent, ckpt_holdings *h)
 {
     char path[1200];
     const int n = persistent ? snprintf(path, sizeof path, "%s/aebench-ckpt-%u-%s", dir, (unsigned)getuid(), job)
@@ -544,9 +576,36 @@ int ckpt_job_has_complete(const char *dir, const char *job, int persistent)
     private_dir pd;
     char why[64];
     if (private_dir_open(&pd, path, 0, why, sizeof why) != 0) return 0; /* (not ours and private: nothing of ours) */
-    const int found = each_rank_file(&pd, complete_file, NULL);
+    ckpt_holdings_ctx c = {persistent, h};
+    const int rc = each_rank_file(&pd, file_holdings_of, &c);
     private_dir_close(&pd, 0);
-    return found;
+    return rc;
+}
+
+int ckpt_holdings_newest_whole(const ckpt_holdings *h, int ranks, int *newest, int *missing)
+{
+    int best = -1;
+    *newest = -1, *missing = -1;
+    for (int i = 0; i < h->n; i++) {
+        const int it = h->held[i].iteration;
+        if (it <= best) continue;
+        int lacking = -1;
+        for (int o = 0; o < ranks && lacking < 0; o++) {
+            int found = 0;
+            for (int j = 0; j < h->n && !found; j++) found = h->held[j].owner == o && h->held[j].iteration == it;
+            if (!found) lacking = o;
+        }
+        if (lacking < 0) best = it;
+        else if (it > *newest) *newest = it, *missing = lacking;
+    }
+    if (best >= 0) *newest = best, *missing = -1;
+    return best;
+}
+
+void ckpt_holdings_free(ckpt_holdings *h)
+{
+    free(h->held);
+    *h = (ckpt_holdings){0};
 }
 
 static int held_lock(const private_dir *pd, const char *name, int is_lock, void *holder)

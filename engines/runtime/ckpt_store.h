@@ -108,10 +108,24 @@ int ckpt_file_read(const private_dir *d, int rank, int version, uint64_t identit
  * chooses. */
 int ckpt_file_header(const private_dir *d, int rank, int version, uint64_t identity, size_t floats,
                      size_t chunk_floats, int *adam_step);
-/* Does any rank's file of the job under dir (the store's directory, `store`; or the
- * persistent checkpoint's, `persistent`) hold a version that says complete?  Headers only
- * (recovery checks the data): whether a relaunch has anything to recover from. */
-int ckpt_job_has_complete(const char *dir, const char *job, int persistent);
+/* What a relaunch could recover from, headers only (recovery checks the data): each version
+ * that is whole and says complete, as (whose shard, which iteration), of every rank's file of
+ * the job under dir (the store's directory; or, with persistent, the checkpoint's) added to h
+ * (zeroed at first; several directories, e.g. one store per machine, may add to one).  0, or
+ * -1 out of memory. */
+typedef struct ckpt_held {
+    int owner, iteration;
+} ckpt_held;
+typedef struct ckpt_holdings {
+    ckpt_held *held;
+    int n, cap;
+} ckpt_holdings;
+int ckpt_job_holdings(const char *dir, const char *job, int persistent, ckpt_holdings *h);
+/* The newest iteration whose shard h holds for every owner 0..ranks-1 (what recovery restores:
+ * gemini's restore() asks the same of its ranks), else -1, and then *newest the newest
+ * iteration any shard is held at (-1: none) and *missing a rank whose shard it lacks. */
+int ckpt_holdings_newest_whole(const ckpt_holdings *h, int ranks, int *newest, int *missing);
+void ckpt_holdings_free(ckpt_holdings *h);
 /* Whether a job's store or checkpoint directory (its path) is in use: 1 when a rank's lock in
  * it is held (*holder that rank's pid), 0 when none is (a stale one: its job is gone), -1 when
  * it is not a private directory of ours. */
