@@ -267,6 +267,19 @@ PYEOF
         gm_fail "gemini ring of 3, both holders lost" "exit $GM_RC: $(tail -c 400 "$GM_WORK/ring3both/err")"
     fi
 
+    # ---- the same ring, rank 2 killed in the middle of the job's first checkpoint: its peers'
+    # shards of iteration 1 may be whole and its own nowhere (no relaunch, exit 4, said), or its
+    # copy went through (recovered = no failure); never a relaunch its ranks refuse ------------
+    gm_run ring3first --ranks 3 -b 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-placement ring \
+        --fail-at 1 --fail-phase checkpoint --fail-rank 2
+    if { { [ "$GM_RC" -eq 4 ] && grep -q "not relaunched: no checkpoint holds every rank's shard (the newest, of iteration 1, lacks rank [0-2]'s" "$GM_WORK/ring3first/err"; } ||
+        { [ "$GM_RC" -eq 0 ] && cmp -s "$GM_WORK/zero3n3.params" "$GM_WORK/ring3first.params"; }; } &&
+        ! grep -q "refused to start" "$GM_WORK/ring3first/err" && [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini on 3 ranks, ring: rank 2 lost within the first checkpoint: $([ "$GM_RC" -eq 0 ] && echo "recovered, = no failure" || echo "not relaunched (its shard nowhere whole), exit 4")"
+    else
+        gm_fail "gemini ring of 3, lost within the first checkpoint" "exit $GM_RC: $(tail -c 400 "$GM_WORK/ring3first/err")"
+    fi
+
     # ---- four ranks in groups of two ({0,1}, {2,3}): ranks 1 and 2 lose their machines at once
     # (each group keeps a copy of each of its shards); then both of group {2,3}: only the
     # persistent checkpoint has their shards ------------------------------------------------
