@@ -34,14 +34,16 @@
  *              batches; each token's loss weighs 1/(B·T·M·N), so the sum is the mean.  The
  *              first micro-batch overwrites the layers' gradients (GPT_GRAD_OVERWRITE; a
  *              ZeRO-2/3 slot every time), so only the embedding block is zeroed a step.
- *              Then: shard norms, the global norm (dp.h: the same bits at every stage),
- *              clip, lr, AdamW on this rank's shards (all of it at stage 0).
+ *              Then: the global norm (dp.h: the same bits at every stage) of the shard
+ *              norms, clip, lr, AdamW on this rank's shards (all of it at stage 0).
  *   grad-comm  stage 0/1: each layer's gradient block all-reduced as soon as its backward
  *              of the last micro-batch is done (one bucket per layer, overlapped with the
  *              backward of the layers below it), the embedding block at the end;
  *              stage 2/3: each layer's gradient slot reduce-scattered into this rank's
  *              shard after every micro-batch's backward of it (the slot is then free for the
  *              layer two below); the embedding block's once, after the last micro-batch.
+ *              Behind each block's last reduction: its shard norms (one rank: no reduction,
+ *              the norms alone, under the backward of the layers below).
  *   param-comm stage 1/2: after AdamW, every block all-gathered in place (the working
  *              weights: fp32 params, or the bf16 copy); stage 3: the embedding block
  *              gathered at the start of the step, each layer gathered into a slot before
@@ -105,6 +107,9 @@ typedef struct megatron_state {
     gpt_resident act;                  /* activations, checkpoints, head, dres, ids */
     int32_t *ids;
     float *block_norms;
+    /* the shard norms behind each block's reduction (default), or, AEBENCH_NORMS=after,
+     * all of them after the backward on the compute stream (the A/B of bench/norms_ab_gpu.sh) */
+    int norms_after;
     float *losses;                     /* M x N: each micro-batch's per-token losses */
     float *host_losses, *host_norms, *norm_table;
     int adam_step;
@@ -364,6 +369,10 @@ static int megatron_init(const engine_env *env, void **state)
     if (!st->blocks) return GPT_ERR_OOM;
     geometry(&st->sh, st->W, st->blocks);
     st->lslot_holds[0] = st->lslot_holds[1] = -1;
+    const char *norms = getenv("AEBENCH_NORMS");
+    st->norms_after = norms && strcmp(norms, "after") == 0;
+    if (norms && !st->norms_after && strcmp(norms, "overlap") != 0)
+        fprintf(stderr, "aebench: AEBENCH_NORMS=%s is not overlap or after: overlap\n", norms);
 
     gpt_backend *be = env->be;
     if ((rc = be->ops->stream_create(be, &st->compute)) ||
@@ -500,7 +509,15 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
         if (!rc) gpt_add_f32(cs, grad_shard(st, b), grad_shard(st, b), st->grads_tmp, g->S);
     }
     if (rc || (rc = comm_end(st, cs, span))) return rc;
-    if (st->stage >= 2 && b > 0) return gpt_event_record(st->ev_gslot_free[(b - 1) % 2], cs);
+    if (st->stage >= 2 && b > 0 && (rc = gpt_event_record(st->ev_gslot_free[(b - 1) % 2], cs))) return rc;
+    /* The block's squared norms as soon as its gradient is final, behind its reduction on this
+     * stream, under the backward of the blocks below: a pass over every gradient (2.7 ms of a
+     * bf16 l32 step on an H100) that the optimizer no longer waits for.  The same kernel on the
+     * same floats as after the backward: the same bits. */
+    if (last_micro && !st->norms_after) {
+        if (st->stage <= 1) dp_block_shard_norms(cs, grad_buffer(st, b), g->n, st->W, st->block_norms + (size_t)b * st->W);
+        else dp_shard_norm(cs, grad_shard(st, b), g->n, st->W, st->rank, st->block_norms + b);
+    }
     return GPT_OK;
 }
 
@@ -572,21 +589,23 @@ static int backward_micro(megatron_state *st, int first_micro, int last_micro)
     return reduce_block(st, 0, last_micro);
 }
 
-/* The (block, shard) squared norms in canonical order into st->norm_table. */
+/* The (block, shard) squared norms (reduce_block made them on the gradient stream, which the
+ * compute stream has waited for; AEBENCH_NORMS=after: made here) in canonical order into
+ * st->norm_table. */
 static int shard_norms(megatron_state *st)
 {
     const int L = st->sh.layers, W = st->W, nb = L + 1;
     gpt_stream *s = st->compute;
     int rc;
     if (st->stage <= 1) {
-        for (int b = 0; b < nb; b++)
+        for (int b = 0; b < nb && st->norms_after; b++)
             dp_block_shard_norms(s, grad_buffer(st, b), st->blocks[b].n, W, st->block_norms + (size_t)b * W);
         if ((rc = gpt_memcpy_d2h(s, st->norm_table, st->block_norms, (size_t)nb * W * sizeof(float))) ||
             (rc = gpt_stream_sync(s)))
             return rc;
         return GPT_OK;
     }
-    for (int b = 0; b < nb; b++)
+    for (int b = 0; b < nb && st->norms_after; b++)
         dp_shard_norm(s, grad_shard(st, b), st->blocks[b].n, W, st->rank, st->block_norms + b);
     if ((rc = gpt_memcpy_d2h(s, st->host_norms, st->block_norms, (size_t)nb * sizeof(float))) ||
         (rc = gpt_stream_sync(s)))
