@@ -57,16 +57,8 @@ if [[ $parts == *" ncu "* ]]; then
     fi
     echo "ncu: $(($(date +%s) - t0)) s"
 fi
-if [[ $parts == *" test "* || $parts == *" step "* ]]; then
-    make -j16 CUDA=1 MPI=0 aebench build/tests/test_cuda >"$out/build.txt" 2>&1 ||
-        { tail -n 30 "$out/build.txt"; exit 1; }
-fi
-if [[ $parts == *" test "* ]]; then
-    timeout 420 ./build/tests/test_cuda >"$out/test_cuda.txt" 2>&1
-    echo "test_cuda exit $? at $(($(date +%s) - t0)) s"
-    grep -E '^\[  (PASSED|FAILED)|FAILED|differ' "$out/test_cuda.txt" | head -n 20
-    cp "$out/test_cuda.txt" "$dest/"
-fi
+[[ $parts == *" test "* || $parts == *" step "* ]] && bench_cuda_build
+[[ $parts == *" test "* ]] && bench_test_cuda
 if [[ $parts == *" step "* ]]; then
     shape=(--device cuda -l 32 -h 2048 --heads 16 --seq 1024 -b 4 --iters 6 --log-interval 6)
     bench_run megatron_bf16 -m megatron-lm --dtype bf16

@@ -40,3 +40,19 @@ bench_begin() {
     machine_info | tee "$out/device.txt"
     t0=$(date +%s)
 }
+
+# bench_cuda_build: aebench and test_cuda built with the CUDA backend (the output in
+# $out/build.txt; on failure its tail, and the script ends).
+bench_cuda_build() {
+    make -j16 CUDA=1 MPI=0 aebench build/tests/test_cuda >"$out/build.txt" 2>&1 ||
+        { tail -n 30 "$out/build.txt"; exit 1; }
+}
+
+# bench_test_cuda: test_cuda (every kernel and engine against the CPU backend), its verdict
+# lines, and its output copied into $dest.
+bench_test_cuda() {
+    timeout 420 ./build/tests/test_cuda >"$out/test_cuda.txt" 2>&1
+    echo "test_cuda exit $? at $(($(date +%s) - t0)) s"
+    grep -E '^\[  (PASSED|FAILED)|FAILED|differ' "$out/test_cuda.txt" | head -n 20
+    cp "$out/test_cuda.txt" "$dest/"
+}

@@ -14,14 +14,8 @@ var=${AB_VAR:?the environment variable to switch}
 values=(${AB_VALUES:?its values, the first the default})
 source bench/deps_env.sh
 bench_begin "${AB_NAME:-ab}"
-make -j16 CUDA=1 MPI=0 aebench build/tests/test_cuda >"$out/build.txt" 2>&1 ||
-    { tail -n 30 "$out/build.txt"; exit 1; }
-if [[ $parts == *" test "* ]]; then
-    timeout 420 ./build/tests/test_cuda >"$out/test_cuda.txt" 2>&1
-    echo "test_cuda exit $? at $(($(date +%s) - t0)) s"
-    grep -E '^\[  (PASSED|FAILED)|FAILED' "$out/test_cuda.txt" | head -n 20
-    cp "$out/test_cuda.txt" "$dest/"
-fi
+bench_cuda_build
+[[ $parts == *" test "* ]] && bench_test_cuda
 if [[ $parts == *" step "* ]]; then
     shape=(--device cuda -l 32 -h 2048 --heads 16 --seq 1024 -b 4 --iters 6 --log-interval 6)
     for dt in bf16 tf32; do
