@@ -869,21 +869,26 @@ static int job_stores_in_use(const job_stores *js, long *holder)
 /* The iteration a relaunch would recover (as gemini's restore() chooses: the newest that every
  * rank's shard is held complete at in the machines' stores, else in --ckpt-dir), by the
  * headers alone (the ranks check the data); *on_disk says where.  -1: none, and then *newest
- * the newest iteration any shard is held at (-1 none) and *missing a rank it lacks; -2: out of
- * memory (the ranks decide). */
-static int job_recoverable(const job_stores *js, const char *id, const char *ckpt_dir, int ranks, int *on_disk,
-                           int *newest, int *missing)
+ * the newest iteration any shard is held at (-1 none) and *missing a rank it lacks; -2: the
+ * ranks must decide (out of memory; or, with --hosts, `seen` 0: the other machines' stores
+ * are not here, and this one's holds something). */
+static int job_recoverable(const job_stores *js, const char *id, const char *ckpt_dir, int ranks, int seen,
+                           int *on_disk, int *newest, int *missing)
 {
     ckpt_holdings h = {0};
     int it = -1, disk_newest = -1, disk_missing = -1;
-    *on_disk = 0;
+    *on_disk = 0, *newest = *missing = -1;
     for (int i = 0; i < js->n && it != -2; i++)
         if (ckpt_job_holdings(js->root[i], id, 0, &h)) it = -2;
-    if (it != -2) it = ckpt_holdings_newest_whole(&h, ranks, newest, missing);
+    if (it != -2) {
+        it = ckpt_holdings_newest_whole(&h, ranks, newest, missing);
+        if (!seen && h.n > 0) it = -2;
+    }
     if (it == -1 && ckpt_dir[0]) {
         ckpt_holdings_free(&h);
         if (ckpt_job_holdings(ckpt_dir, id, 1, &h)) it = -2;
         else if ((it = ckpt_holdings_newest_whole(&h, ranks, &disk_newest, &disk_missing)) >= 0) *on_disk = 1;
+        else if (!seen && h.n > 0) it = -2;
         else if (disk_newest > *newest) *newest = disk_newest, *missing = disk_missing;
     }
     ckpt_holdings_free(&h);
@@ -962,7 +967,8 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
          * lost in the middle of the first checkpoint leaves its peers' shards complete and its
          * own nowhere) */
         int on_disk = 0, newest = -1, missing = -1;
-        const int from = job_recoverable(&js, id, e->ckpt_dir, rc->ranks, &on_disk, &newest, &missing);
+        const int from =
+            job_recoverable(&js, id, e->ckpt_dir, rc->ranks, !rc->hosts_path[0], &on_disk, &newest, &missing);
         if (from == -1) {
             if (newest < 0)
                 fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: it ended before its first complete "
