@@ -267,6 +267,20 @@ PYEOF
         gm_fail "gemini ring of 3, both holders lost" "exit $GM_RC: $(tail -c 400 "$GM_WORK/ring3both/err")"
     fi
 
+    # ---- the same under --hosts (this machine only): the supervisor cannot read the other
+    # machines' stores, so it relaunches on what its own holds; the ranks refuse (nothing to
+    # restore), and the job ends with the code of the loss it was relaunched for, 4 -----------
+    printf 'localhost:3\n' >"$GM_WORK/hosts3"
+    gm_run ring3hosts --ranks 3 --hosts "$GM_WORK/hosts3" -b 2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" \
+        --gemini-placement ring --fail-at 4 --fail-rank 1,2 --fail-kind hardware
+    if [ "$GM_RC" -eq 4 ] && grep -q "relaunching job" "$GM_WORK/ring3hosts/err" &&
+        grep -q "no checkpoint version that every rank's shard has" "$GM_WORK/ring3hosts/err" &&
+        grep -q "not relaunched: its ranks refused to start" "$GM_WORK/ring3hosts/err" && [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini on 3 ranks of --hosts, both holders of a shard lost: relaunched on the local store's word, refused by its ranks (named), exit 4 (the loss's), store removed"
+    else
+        gm_fail "gemini ring of 3 under --hosts, both holders lost" "exit $GM_RC: $(tail -c 400 "$GM_WORK/ring3hosts/err")"
+    fi
+
     # ---- the same ring, rank 2 killed in the middle of the job's first checkpoint: its peers'
     # shards of iteration 1 may be whole and its own nowhere (no relaunch, exit 4, said), or its
     # copy went through (recovered = no failure); never a relaunch its ranks refuse ------------
