@@ -942,28 +942,16 @@ int cpu_stream_wait_event(gpt_stream *s, gpt_event *e)
 void cpu_q_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
                            const void *wpe, int B, int T, int C)
 {
-    cpu_task t = {.kind = TASK_ENCODER_FORWARD};
-    t.a.encoder_fwd.out = out;
-    t.a.encoder_fwd.tokens = tokens;
-    t.a.encoder_fwd.wte = wte;
-    t.a.encoder_fwd.wpe = wpe;
-    t.a.encoder_fwd.B = B;
-    t.a.encoder_fwd.T = T;
-    t.a.encoder_fwd.C = C;
+    cpu_task t = {.kind = TASK_ENCODER_FORWARD, .a.encoder_fwd = {.out = out, .tokens = tokens,
+        .wte = wte, .wpe = wpe, .B = B, .T = T, .C = C}};
     stream_push_op(s, &t);
 }
 
 void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
                             const int32_t *tokens, int B, int T, int C)
 {
-    cpu_task t = {.kind = TASK_ENCODER_BACKWARD};
-    t.a.encoder_bwd.dwte = dwte;
-    t.a.encoder_bwd.dwpe = dwpe;
-    t.a.encoder_bwd.dout = dout;
-    t.a.encoder_bwd.tokens = tokens;
-    t.a.encoder_bwd.B = B;
-    t.a.encoder_bwd.T = T;
-    t.a.encoder_bwd.C = C;
+    cpu_task t = {.kind = TASK_ENCODER_BACKWARD, .a.encoder_bwd = {.dwte = dwte, .dwpe = dwpe,
+        .dout = dout, .tokens = tokens, .B = B, .T = T, .C = C}};
     stream_push_op(s, &t);
 }
 
@@ -972,18 +960,9 @@ static void push_layernorm_forward(gpt_stream *s, void *out, float *mean, float 
                                    const void *inp, const void *w, const void *b, int N, int C,
                                    void *res, const void *res_a, const void *res_b)
 {
-    cpu_task t = {.kind = TASK_LAYERNORM_FORWARD};
-    t.a.layernorm_fwd.out = out;
-    t.a.layernorm_fwd.mean = mean;
-    t.a.layernorm_fwd.rstd = rstd;
-    t.a.layernorm_fwd.inp = inp;
-    t.a.layernorm_fwd.w = w;
-    t.a.layernorm_fwd.b = b;
-    t.a.layernorm_fwd.N = N;
-    t.a.layernorm_fwd.C = C;
-    t.a.layernorm_fwd.res = res;
-    t.a.layernorm_fwd.res_a = res_a;
-    t.a.layernorm_fwd.res_b = res_b;
+    cpu_task t = {.kind = TASK_LAYERNORM_FORWARD, .a.layernorm_fwd = {.out = out, .mean = mean,
+        .rstd = rstd, .inp = inp, .w = w, .b = b, .N = N, .C = C, .res = res, .res_a = res_a,
+        .res_b = res_b}};
     stream_push_op(s, &t);
 }
 
@@ -1006,18 +985,9 @@ void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
                               const float *mean, const float *rstd, int N, int C,
                               gpt_grad_write gw)
 {
-    cpu_task t = {.kind = TASK_LAYERNORM_BACKWARD};
-    t.a.layernorm_bwd.gw = gw;
-    t.a.layernorm_bwd.dinp = dinp;
-    t.a.layernorm_bwd.dw = dw;
-    t.a.layernorm_bwd.db = db;
-    t.a.layernorm_bwd.dout = dout;
-    t.a.layernorm_bwd.inp = inp;
-    t.a.layernorm_bwd.w = w;
-    t.a.layernorm_bwd.mean = mean;
-    t.a.layernorm_bwd.rstd = rstd;
-    t.a.layernorm_bwd.N = N;
-    t.a.layernorm_bwd.C = C;
+    cpu_task t = {.kind = TASK_LAYERNORM_BACKWARD, .a.layernorm_bwd = {.gw = gw, .dinp = dinp,
+        .dw = dw, .db = db, .dout = dout, .inp = inp, .w = w, .mean = mean, .rstd = rstd, .N = N,
+        .C = C}};
     stream_push_op(s, &t);
 }
 
@@ -1026,16 +996,8 @@ static void push_matmul_forward(gpt_stream *s, void *out, void *gelu_out, const 
                                 const void *inp, const void *w, const void *bias, int N, int C,
                                 int OC)
 {
-    cpu_task t = {.kind = TASK_MATMUL_FORWARD};
-    t.a.matmul_fwd.out = out;
-    t.a.matmul_fwd.gelu_out = gelu_out;
-    t.a.matmul_fwd.res = res;
-    t.a.matmul_fwd.inp = inp;
-    t.a.matmul_fwd.w = w;
-    t.a.matmul_fwd.bias = bias;
-    t.a.matmul_fwd.N = N;
-    t.a.matmul_fwd.C = C;
-    t.a.matmul_fwd.OC = OC;
+    cpu_task t = {.kind = TASK_MATMUL_FORWARD, .a.matmul_fwd = {.out = out, .gelu_out = gelu_out,
+        .res = res, .inp = inp, .w = w, .bias = bias, .N = N, .C = C, .OC = OC}};
     stream_push_op(s, &t);
 }
 
@@ -1043,18 +1005,9 @@ static void push_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *db
                                  const void *dout, const void *inp, const void *w,
                                  const void *gelu_pre, int N, int C, int OC, gpt_grad_write gw)
 {
-    cpu_task t = {.kind = TASK_MATMUL_BACKWARD};
-    t.a.matmul_bwd.gw = gw;
-    t.a.matmul_bwd.dinp = dinp;
-    t.a.matmul_bwd.dw = dw;
-    t.a.matmul_bwd.dbias = dbias;
-    t.a.matmul_bwd.dout = dout;
-    t.a.matmul_bwd.inp = inp;
-    t.a.matmul_bwd.w = w;
-    t.a.matmul_bwd.gelu_pre = gelu_pre;
-    t.a.matmul_bwd.N = N;
-    t.a.matmul_bwd.C = C;
-    t.a.matmul_bwd.OC = OC;
+    cpu_task t = {.kind = TASK_MATMUL_BACKWARD, .a.matmul_bwd = {.gw = gw, .dinp = dinp, .dw = dw,
+        .dbias = dbias, .dout = dout, .inp = inp, .w = w, .gelu_pre = gelu_pre, .N = N, .C = C,
+        .OC = OC}};
     stream_push_op(s, &t);
 }
 
@@ -1095,14 +1048,8 @@ void cpu_q_matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
 void cpu_q_attention_forward(gpt_stream *s, void *out, float *lse, const void *qkv, int B,
                              int T, int C, int NH)
 {
-    cpu_task t = {.kind = TASK_ATTENTION_FORWARD};
-    t.a.attention_fwd.out = out;
-    t.a.attention_fwd.lse = lse;
-    t.a.attention_fwd.qkv = qkv;
-    t.a.attention_fwd.B = B;
-    t.a.attention_fwd.T = T;
-    t.a.attention_fwd.C = C;
-    t.a.attention_fwd.NH = NH;
+    cpu_task t = {.kind = TASK_ATTENTION_FORWARD, .a.attention_fwd = {.out = out, .lse = lse,
+        .qkv = qkv, .B = B, .T = T, .C = C, .NH = NH}};
     stream_push_op(s, &t);
 }
 
@@ -1110,58 +1057,37 @@ void cpu_q_attention_backward(gpt_stream *s, void *dqkv, float *delta, const voi
                               const void *qkv, const void *out, const float *lse, int B, int T,
                               int C, int NH)
 {
-    cpu_task t = {.kind = TASK_ATTENTION_BACKWARD};
-    t.a.attention_bwd.dqkv = dqkv;
-    t.a.attention_bwd.delta = delta;
-    t.a.attention_bwd.dout = dout;
-    t.a.attention_bwd.qkv = qkv;
-    t.a.attention_bwd.out = out;
-    t.a.attention_bwd.lse = lse;
-    t.a.attention_bwd.B = B;
-    t.a.attention_bwd.T = T;
-    t.a.attention_bwd.C = C;
-    t.a.attention_bwd.NH = NH;
+    cpu_task t = {.kind = TASK_ATTENTION_BACKWARD, .a.attention_bwd = {.dqkv = dqkv, .delta = delta,
+        .dout = dout, .qkv = qkv, .out = out, .lse = lse, .B = B, .T = T, .C = C, .NH = NH}};
     stream_push_op(s, &t);
 }
 
 void cpu_q_gelu_forward(gpt_stream *s, void *out, const void *inp, size_t n)
 {
-    cpu_task t = {.kind = TASK_GELU_FORWARD};
-    t.a.gelu_fwd.out = out;
-    t.a.gelu_fwd.inp = inp;
-    t.a.gelu_fwd.n = n;
+    cpu_task t = {.kind = TASK_GELU_FORWARD, .a.gelu_fwd = {.out = out, .inp = inp, .n = n}};
     stream_push_op(s, &t);
 }
 
 void cpu_q_gelu_backward(gpt_stream *s, void *dinp, const void *inp, const void *dout,
                          size_t n)
 {
-    cpu_task t = {.kind = TASK_GELU_BACKWARD};
-    t.a.gelu_bwd.dinp = dinp;
-    t.a.gelu_bwd.inp = inp;
-    t.a.gelu_bwd.dout = dout;
-    t.a.gelu_bwd.n = n;
+    cpu_task t = {.kind = TASK_GELU_BACKWARD, .a.gelu_bwd = {.dinp = dinp, .inp = inp, .dout = dout,
+        .n = n}};
     stream_push_op(s, &t);
 }
 
 void cpu_q_residual_forward(gpt_stream *s, void *out, const void *a, const void *b,
                             size_t n)
 {
-    cpu_task t = {.kind = TASK_RESIDUAL_FORWARD};
-    t.a.residual_fwd.out = out;
-    t.a.residual_fwd.a = a;
-    t.a.residual_fwd.b = b;
-    t.a.residual_fwd.n = n;
+    cpu_task t = {.kind = TASK_RESIDUAL_FORWARD, .a.residual_fwd = {.out = out, .a = a, .b = b,
+        .n = n}};
     stream_push_op(s, &t);
 }
 
 void cpu_q_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n)
 {
-    cpu_task t = {.kind = TASK_RESIDUAL_BACKWARD};
-    t.a.residual_bwd.da = da;
-    t.a.residual_bwd.db = db;
-    t.a.residual_bwd.dout = dout;
-    t.a.residual_bwd.n = n;
+    cpu_task t = {.kind = TASK_RESIDUAL_BACKWARD, .a.residual_bwd = {.da = da, .db = db,
+        .dout = dout, .n = n}};
     stream_push_op(s, &t);
 }
 
@@ -1169,14 +1095,8 @@ void cpu_q_crossentropy_forward_backward(gpt_stream *s, float *losses, void *log
                                          const int32_t *targets, float dloss, int N, int V,
                                          int Vp)
 {
-    cpu_task t = {.kind = TASK_CROSSENTROPY};
-    t.a.crossentropy.losses = losses;
-    t.a.crossentropy.logits = logits;
-    t.a.crossentropy.targets = targets;
-    t.a.crossentropy.dloss = dloss;
-    t.a.crossentropy.N = N;
-    t.a.crossentropy.V = V;
-    t.a.crossentropy.Vp = Vp;
+    cpu_task t = {.kind = TASK_CROSSENTROPY, .a.crossentropy = {.losses = losses, .logits = logits,
+        .targets = targets, .dloss = dloss, .N = N, .V = V, .Vp = Vp}};
     stream_push_op(s, &t);
 }
 
@@ -1216,10 +1136,7 @@ void cpu_q_checksum_fold(gpt_stream *s, uint64_t *sums, size_t total, size_t chu
 
 void cpu_q_norm_squared(gpt_stream *s, float *out, const float *x, size_t n)
 {
-    cpu_task t = {.kind = TASK_NORM_SQUARED};
-    t.a.norm_squared.out = out;
-    t.a.norm_squared.x = x;
-    t.a.norm_squared.n = n;
+    cpu_task t = {.kind = TASK_NORM_SQUARED, .a.norm_squared = {.out = out, .x = x, .n = n}};
     stream_push_op(s, &t);
 }
 
@@ -1237,19 +1154,12 @@ void cpu_q_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *
 
 void cpu_q_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n)
 {
-    cpu_task t = {.kind = TASK_ADD_F32};
-    t.a.residual_fwd.out = out;
-    t.a.residual_fwd.a = a;
-    t.a.residual_fwd.b = b;
-    t.a.residual_fwd.n = n;
+    cpu_task t = {.kind = TASK_ADD_F32, .a.residual_fwd = {.out = out, .a = a, .b = b, .n = n}};
     stream_push_op(s, &t);
 }
 
 void cpu_q_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
 {
-    cpu_task t = {.kind = TASK_PARAMS_TO_ACT};
-    t.a.params_to_act.dst = dst;
-    t.a.params_to_act.src = src;
-    t.a.params_to_act.n = n;
+    cpu_task t = {.kind = TASK_PARAMS_TO_ACT, .a.params_to_act = {.dst = dst, .src = src, .n = n}};
     stream_push_op(s, &t);
 }
