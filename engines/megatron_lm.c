@@ -30,7 +30,8 @@
  * One step, stream by stream (M micro-batches per rank; the global batch is M·B·N):
  *   compute    per micro-batch: ids in; embed; layers 0..L-1; head (losses and, chunk by
  *              chunk, the wte and dlnf gradients); head backward; layers L-1..0 (recompute
- *              each from x[l]); embedding backward.  Gradients accumulate over micro-
+ *              each from x[l], but L-1, whose forward's activations are still there);
+ *              embedding backward.  Gradients accumulate over micro-
  *              batches; each token's loss weighs 1/(B·T·M·N), so the sum is the mean.  The
  *              first micro-batch overwrites the layers' gradients (GPT_GRAD_OVERWRITE; a
  *              ZeRO-2/3 slot every time), so only the embedding block is zeroed a step.
@@ -581,6 +582,9 @@ static int backward_micro(megatron_state *st, int first_micro, int last_micro)
             if ((rc = gpt_stream_wait_event(s, st->ev_gslot_free[l % 2]))) return rc;
         }
         gpt_layer_acts a = layer_acts(st, l);
+        /* The last layer's working set still holds what its forward made (the head has its
+         * own buffers): a recompute would make the same bits again. */
+        if (l == L - 1) a.recompute = GPT_RECOMPUTE_NONE;
         gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf, layer_input(st, l), m->dres, &a,
                            &m->scratch, gw);
         if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;
@@ -822,7 +826,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
                 ready = pred_max(c, pc);
             }
             if (stage >= 2 && j < L - 2) ready = pred_max(ready, slot_free[j + 2]); /* its grad slot */
-            c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), ready);
+            c = pred_run(&t, BUSY_COMPUTE, j == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg), ready);
             slot_free[j] = c;
             if (W > 1 && (stage >= 2 || last)) {
                 gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PL)

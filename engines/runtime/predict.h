@@ -81,10 +81,13 @@ static inline double pred_coll_ms(double lat_ms, double gbs, double floats)
 
 /* A layer's backward: calibrated with the recompute of --recompute full (about a forward);
  * none does no recompute, selective only its own (timed alone by --calibrate; a machine file
- * from before that has no time for it, and a full recompute's bounds it). */
+ * from before that has no time for it, and a full recompute's bounds it).  Bare: without any
+ * (the last layer's backward, right after its forward and the head, in the engines that keep
+ * its activations there). */
+static inline double pred_layer_bwd_bare_ms(const machine_rates *m) { return pred_max(m->layer_bwd_ms - m->layer_fwd_ms, 0.0); }
 static inline double pred_layer_bwd_ms(const machine_rates *m, const engine_config *cfg)
 {
-    const double bare = pred_max(m->layer_bwd_ms - m->layer_fwd_ms, 0.0);
+    const double bare = pred_layer_bwd_bare_ms(m);
     if (cfg->recompute == GPT_RECOMPUTE_NONE) return bare;
     if (cfg->recompute == GPT_RECOMPUTE_SELECTIVE)
         return bare + (m->layer_recompute_selective_ms > 0 ? m->layer_recompute_selective_ms : m->layer_fwd_ms);
