@@ -22,8 +22,8 @@
  * layer's compute waits for its copy: no prefetch, which is what sets l2l apart from
  * stronghold):
  *   compute   ids; embed; fwd 0..L-1, each once its params are in; head; bwd head;
- *             bwd L-1..0 with recompute, each once its params are in and the slot's grads are
- *             zeroed, each followed by its squared grad norm; embed bwd and norm; read back;
+ *             bwd L-1..0 with recompute (not L-1: its forward's activations are still there),
+ *             each once its params are in and the slot's grads are zeroed, each followed by its squared grad norm; embed bwd and norm; read back;
  *             GPU Adam of the embed block
  *   h2d       fwd: layer k's params into the slot once layer k-1's forward is done (and once
  *             k's host update from the previous step is done); bwd: layer j's params into the
@@ -469,7 +469,7 @@ static int backward(l2l_state *st, step_result *out)
             (rc = gpt_stream_wait_event(c, st->grads_zeroed)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)))
             return rc;
-        gpt_layer_acts acts = layer_work_acts(&st->work, sh, j);
+        gpt_layer_acts acts = layer_work_backward_acts(&st->work, sh, j);
         gpt_layer_backward(c, sh, st->slot_p, st->slot_g, input_of(st, j), st->work.dres, &acts,
                            &st->work.scratch, GPT_GRAD_ACCUMULATE);
         /* N ranks: the slot's grads are reduce-scattered before they go home; micro-batches
@@ -663,7 +663,8 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
             home[L] = start;
             for (int j = L - 1; j >= 0; j--) {
-                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, home[j + 1])));
+                c = pred_run(&t, BUSY_COMPUTE, j == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg),
+                             pred_max(c, pred_max(in, home[j + 1])));
                 double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
                 /* micro-batches after the first: the earlier ones' sum comes up and is added */
                 if (i > 0) reduced = pred_max(reduced, pred_run(&t, BUSY_H2D, landing_ms, home[j]));

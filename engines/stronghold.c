@@ -41,7 +41,8 @@
  *
  * Slot of streamed layer k: (its streamed index) mod S.  One iteration, stream by stream:
  *   compute   ids; embed; fwd 0..L-1 (a streamed layer waits for its params); head;
- *             bwd head, L-1..0 with recompute (a streamed layer below the top S waits for
+ *             bwd head, L-1..0 with recompute (not L-1: its forward's activations are
+ *             still there; a streamed layer below the top S waits for
  *             its params and input), each streamed layer's squared grad norm right after
  *             its backward; embed bwd; norms of embed and resident blocks; read back;
  *             GPU Adam of embed and resident layers
@@ -1167,7 +1168,7 @@ static int backward(stronghold_state *st, step_result *out)
             return rc;
         }
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-        gpt_layer_acts acts = layer_work_acts(&st->work, sh, j);
+        gpt_layer_acts acts = layer_work_backward_acts(&st->work, sh, j);
         gpt_layer_backward(c, sh, params_of(st, j), grads, input_of(st, j), st->work.dres, &acts,
                            &st->work.scratch, GPT_GRAD_ACCUMULATE);
         /* N ranks: a resident layer's grads are all-reduced (every rank runs its GPU Adam); a
@@ -1482,7 +1483,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
             for (int j = L - 1; j >= 0; j--) {
                 const int streamed = is_streamed(&z, j), i = streamed_index(&z, j);
-                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg),
+                c = pred_run(&t, BUSY_COMPUTE, j == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg),
                              streamed && i < z.Ls - S ? pred_max(c, ready[j]) : c);
                 if (!streamed) {
                     if (W > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);

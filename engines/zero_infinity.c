@@ -47,7 +47,8 @@
  *             layer i's host update from the previous step is done
  *   compute   ids; zero embed grads; embed; fwd 0..L-1, each after its fetch; head; losses
  *             read back; bwd head; for j = L-1..0: zero bucket (L-1-j) mod 2 once its
- *             previous layer's grads have left, recompute and backward of j into it, its
+ *             previous layer's grads have left, recompute (not L-1's: its forward's
+ *             activations are still there) and backward of j into it, its
  *             squared norm; embed bwd and its norm; norms read back
  *   d2h       each layer's bucket once its backward is done; the embed grads after the
  *             embedding's backward (cpu: into the pinned grads; nvme: into a staging block,
@@ -740,7 +741,7 @@ static int backward(zi_state *st, step_result *out)
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)) ||
             (rc = gpt_stream_memset_zero(c, bucket, z->W * z->Sl * sizeof(float))))
             return rc;
-        gpt_layer_acts acts = layer_work_acts(&st->work, sh, j);
+        gpt_layer_acts acts = layer_work_backward_acts(&st->work, sh, j);
         gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->work.dres,
                            &acts, &st->work.scratch, GPT_GRAD_ACCUMULATE);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
@@ -897,7 +898,8 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
                     c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
                 } else {
                     const int b = (L - 1 - layer) % 2;
-                    c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), pred_max(c, pred_max(in, bucket_free[b])));
+                    c = pred_run(&t, BUSY_COMPUTE, layer == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg),
+                                 pred_max(c, pred_max(in, bucket_free[b])));
                     double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
                     /* micro-batches after the first: the layer's sum so far comes up to be added */
                     if (k > 0) reduced = pred_max(reduced, pred_run(&t, BUSY_H2D, landing_ms, home[1 + layer]));

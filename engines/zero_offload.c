@@ -28,7 +28,8 @@
  * stream:
  *   compute   ids; zero the embed grads (once their last copy home is done); embed fwd,
  *             layers 0..L-1, head, each block first waiting for its updated params (below);
- *             read back the losses; head bwd; layers L-1..0 bwd with recompute, each into
+ *             read back the losses; head bwd; layers L-1..0 bwd with recompute (not L-1:
+ *             its forward's activations are still there), each into
  *             its bucket (zeroed before the group's top layer, once the bucket's previous
  *             copy has left) and its squared norm right after; embed bwd and its norm; read
  *             back the norms
@@ -635,7 +636,7 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
              (rc = gpt_stream_memset_zero(c, bucket, group_bytes))))
             return rc;
         float *grads = bucket + (size_t)(j - lo) * z->W * z->Sl;
-        gpt_layer_acts a = layer_work_acts(&st->work, sh, j);
+        gpt_layer_acts a = layer_work_backward_acts(&st->work, sh, j);
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, gpu_block(st, 1 + j), grads, input_of(st, j),
                            st->work.dres, &a, &st->work.scratch, GPT_GRAD_ACCUMULATE);
@@ -822,7 +823,7 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
             if (i > 0) c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms + L * m->layer_fwd_ms, c);
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
             for (int l = L - 1; l >= 0; l--) {
-                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg), c);
+                c = pred_run(&t, BUSY_COMPUTE, l == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg), c);
                 /* micro-batches after the first add the earlier ones' sum, brought up from the
                  * host once the micro-batch before sent it home (layer_work_add_earlier): on one
                  * rank on the compute stream itself, which waits for it.  Queued behind the

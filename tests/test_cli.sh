@@ -213,9 +213,9 @@ done
 check=$(python3 - "$P" <<'EOF'
 import glob, json, sys
 bad = []
-# (megatron-lm does not recompute its last layer, whose forward's activations are still there
-# at its backward, and takes its gradient norms on a second stream, the gradients'; stronghold
-# recomputes every layer and runs its copies on streams of their own)
+# (no engine recomputes its last layer, whose forward's activations are still there at its
+# backward; megatron-lm takes its gradient norms on a second stream, the gradients'; stronghold
+# runs its copies on streams of their own)
 for tag, ckpt, streamed in (("megatron_lm_", True, False), ("megatron_lm___no_ckpt_", False, False), ("stronghold__w_1_", True, True)):
     p = json.load(open(glob.glob(f"{sys.argv[1]}/p_{tag}/*.json")[0]))
     n = json.load(open(glob.glob(f"{sys.argv[1]}/n_{tag}/*.json")[0]))
@@ -226,7 +226,7 @@ for tag, ckpt, streamed in (("megatron_lm_", True, False), ("megatron_lm___no_ck
     ops = {o["op"]: o for o in pr.get("ops", [])}
     if pr.get("steps") != 3 or pr.get("untimed_ops") != 0: bad.append(f"{tag}: steps {pr.get('steps')}, untimed {pr.get('untimed_ops')}")
     af, ab = ops.get("attention_forward"), ops.get("attention_backward")
-    want_f = (2 * L if streamed else 2 * L - 1) if ckpt else L
+    want_f = 2 * L - 1 if ckpt else L
     if not af or not ab or af["calls_per_step"] != want_f or ab["calls_per_step"] != L:
         bad.append(f"{tag}: attention calls {af and af['calls_per_step']} / {ab and ab['calls_per_step']}, want {want_f} / {L}")
     elif af["flops_per_step"] != want_f * 4 * B * T * T * C or ab["flops_per_step"] != L * 8 * B * T * T * C:

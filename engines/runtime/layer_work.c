@@ -286,6 +286,13 @@ gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int lay
     return a;
 }
 
+gpt_layer_acts layer_work_backward_acts(const layer_work *w, const gpt_shape *sh, int layer)
+{
+    gpt_layer_acts a = layer_work_acts(w, sh, layer);
+    if (layer == sh->layers - 1) a.recompute = GPT_RECOMPUTE_NONE;
+    return a;
+}
+
 int layer_work_head_forward(layer_work *w, stream_spans *spans, gpt_stream *c,
                             const gpt_shape *sh, const void *embed_params, float *embed_grads,
                             const void *xL)
