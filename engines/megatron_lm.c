@@ -109,7 +109,7 @@ typedef struct megatron_state {
     int32_t *ids;
     float *block_norms;
     /* the shard norms behind each block's reduction (default), or, AEBENCH_NORMS=after,
-     * all of them after the backward on the compute stream (the A/B of bench/norms_ab_gpu.sh) */
+     * all of them after the backward on the compute stream (an A/B: bench/env_ab_gpu.sh) */
     int norms_after;
     float *losses;                     /* M x N: each micro-batch's per-token losses */
     float *host_losses, *host_norms, *norm_table;
