@@ -140,9 +140,10 @@ ae_draw() {
 # method, shape, window, dtype and math), from the machine file in RESULTS_DIR of the run's
 # backend (AE_MACHINE: another one); empty when there is none or the engine does not model it.
 ae_predicted() {
-    local dir=$1 json=$2 root backend machine f
+    local dir=$1 json=$2 root bin backend machine f
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-    [ -x "$root/aebench" ] && [ -f "$json" ] || return 0
+    bin=${AEBENCH:-$root/aebench} # (the tests' binary where they name one: make check-asan's)
+    [ -x "$bin" ] && [ -f "$json" ] || return 0
     backend=$(ae_json_str "$json" backend)
     machine=${AE_MACHINE:-}
     if [ -z "$machine" ]; then
@@ -155,7 +156,7 @@ ae_predicted() {
     # (the window is stronghold's: aebench refuses -w for an engine without one)
     local win=()
     [ "$(ae_json_str "$json" method)" = stronghold ] && win=(-w "$(ae_json_str "$json" window)")
-    "$root/aebench" --predict -m "$(ae_json_str "$json" method)" -l "$(ae_json_num "$json" layers)" \
+    "$bin" --predict -m "$(ae_json_str "$json" method)" -l "$(ae_json_num "$json" layers)" \
         -h "$(ae_json_num "$json" hidden)" --heads "$(ae_json_num "$json" heads)" --seq "$(ae_json_num "$json" seq)" \
         -b "$(ae_json_num "$json" batch)" --vocab "$(ae_json_num "$json" vocab)" "${win[@]}" \
         --dtype "$(ae_json_str "$json" dtype)" --math "$(ae_json_str "$json" math)" --device cpu \
