@@ -31,7 +31,7 @@ finish() {
 trap finish EXIT
 machine_info | tee "$out/device.txt"
 t0=$(date +%s)
-make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
+bench_cuda_build aebench
 OLD_TREE=${OLD_TREE:-.deps/old_tree.tar}
 old=/tmp/aebench-old-tree
 if { has startup || [ -n "${AB:-}" ]; } && [ -f "$OLD_TREE" ] && [ ! -x "$old/aebench" ]; then

@@ -41,11 +41,11 @@ bench_begin() {
     t0=$(date +%s)
 }
 
-# bench_cuda_build: aebench and test_cuda built with the CUDA backend (the output in
-# $out/build.txt; on failure its tail, and the script ends).
+# bench_cuda_build [TARGETS...]: the targets (default aebench and test_cuda) built with the
+# CUDA backend (the output in $out/build.txt; on failure its tail, and the script ends).
 bench_cuda_build() {
-    make -j16 CUDA=1 MPI=0 aebench build/tests/test_cuda >"$out/build.txt" 2>&1 ||
-        { tail -n 30 "$out/build.txt"; exit 1; }
+    [ $# -gt 0 ] || set -- aebench build/tests/test_cuda
+    make -j16 CUDA=1 MPI=0 "$@" >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
 }
 
 # bench_test_cuda: test_cuda (every kernel and engine against the CPU backend), its verdict

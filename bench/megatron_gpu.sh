@@ -27,7 +27,7 @@ trap finish EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 date -u +%Y-%m-%dT%H:%MZ >>"$out/device.txt"
 t0=$(date +%s)
-make -j16 CUDA=1 MPI=0 aebench build/tests/test_cuda >"$out/build.txt" 2>&1 || { tail -n 40 "$out/build.txt"; exit 1; }
+bench_cuda_build aebench build/tests/test_cuda
 grep -E "warning" "$out/build.txt" | head -n 20
 echo "build: $(( $(date +%s) - t0 )) s"
 

@@ -12,9 +12,7 @@ set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/deps_env.sh
 bench_begin offload_ab
-if [ "${DEVICE:-cuda}" = cuda ]; then
-    make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
-fi
+[ "${DEVICE:-cuda}" = cuda ] && bench_cuda_build aebench
 read -r -a shape <<<"--device ${DEVICE:-cuda} ${SHAPE:--l 32 -h 2048 --heads 16 --seq 1024 -b 4} --iters 6 --log-interval 6"
 for dt in ${DTYPES:-bf16 tf32}; do
     args=(--math tf32)
@@ -27,19 +25,17 @@ for dt in ${DTYPES:-bf16 tf32}; do
     done
 done
 python3 - "$out" <<'PY' | tee "$out/table.md"
-import glob, json, os, sys
+import os, sys
 out = sys.argv[1]
 sys.path.insert(0, "bench")
 from bench_json import load_run
-def load(tag):
-    return load_run(out, tag)
 print(open(os.path.join(out, "device.txt")).read().splitlines()[0])
 print()
 print("| dtype | engine | before ms | after ms | after / before | losses |")
 print("|---|---|---|---|---|---|")
 for dt in ("bf16", "tf32"):
     for e in ("megatron-lm", "l2l", "zero-offload", "zero-infinity", "stronghold"):
-        b, a = load(f"{e}_{dt}_before"), load(f"{e}_{dt}_after")
+        b, a = load_run(out, f"{e}_{dt}_before"), load_run(out, f"{e}_{dt}_after")
         if not b or not a or b.get("status") != "ok" or a.get("status") != "ok":
             if b or a:
                 print(f"| {dt} | {e} | {b and b.get('status')} | {a and a.get('status')} | | |")

@@ -20,7 +20,7 @@ mkdir -p "$out"
 source bench/deps_env.sh
 machine_info | tee "$out/device.txt"
 t0=$(date +%s)
-make -j16 CUDA=1 MPI=0 aebench bench-tools build/tests/test_cuda >"$out/build.txt" 2>&1 || { tail -n 40 "$out/build.txt"; exit 1; }
+bench_cuda_build aebench bench-tools build/tests/test_cuda
 echo "build: $(( $(date +%s) - t0 )) s"
 if [ -z "${SKIP_TEST_CUDA:-}" ]; then
     AEBENCH_CUDA_TESTS="*offload*" ./build/tests/test_cuda >"$out/test_cuda.txt" 2>&1

@@ -12,7 +12,7 @@ set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/deps_env.sh
 bench_begin profile
-make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
+bench_cuda_build aebench
 nvcc -O2 -arch=sm_90 bench/lt_probe.cu -lcublasLt -o "$out/lt_probe" >"$out/lt_build.txt" 2>&1 &&
     (timeout 120 "$out/lt_probe" >"$out/lt_probe.txt" 2>&1 || echo "lt_probe failed: $(tail -n 2 "$out/lt_probe.txt")")
 echo "builds and lt_probe: $(($(date +%s) - t0)) s"

@@ -17,9 +17,7 @@ set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/deps_env.sh
 bench_begin recompute
-if [ "${DEVICE:-cuda}" = cuda ]; then
-    make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
-fi
+[ "${DEVICE:-cuda}" = cuda ] && bench_cuda_build aebench
 echo "build: $(($(date +%s) - t0)) s"
 
 L=${LAYERS:-32}

@@ -13,7 +13,7 @@ bench_workdir startup
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null | sed 's/^/transparent huge pages: /'
 t0=$(date +%s)
-make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
+bench_cuda_build aebench
 OLD_TREE=${OLD_TREE:-.deps/old_tree.tar}
 old=$out/old_tree
 bins=(new ./aebench)
