@@ -232,15 +232,7 @@ flash_forward_wgmma_tf32(float *out, float *lse, const float *qkv, int T, int C,
         t32_product_xyt(s, Qs, Ks);
         wg_commit_and_wait();
 
-        float alpha[2];
-        uint32_t p[T32_KEYS / 8][4];
-        wg_softmax_tile<T32_KEYS>(s, m, l, alpha, k0, wrow0, g, t, scale_log2,
-                                  [&](int j, const float(&pv)[4]) { t32_pack_chunk(p, j, pv); });
-        wg_rescale(o, alpha);
-
-        wg_fence();
-        t32_product_py(o, p, Vt);
-        wg_commit_and_wait();
+        t32_forward_tile<false>(o, m, l, s, Vt, k0, wrow0, g, t, scale_log2);
 
         if (next) {
             asm volatile("cp.async.wait_group 0;" ::: "memory");
@@ -303,15 +295,7 @@ flash_forward_wgmma_tf32_rq(float *out, float *lse, const float *qkv, int T, int
         t32_product_rkt(s, qa, Ks);
         wg_commit_and_wait();
 
-        float alpha[2];
-        uint32_t p[T32_KEYS / 8][4];
-        wg_softmax_tile<T32_KEYS>(s, m, l, alpha, k0, wrow0, g, t, scale_log2,
-                                  [&](int j, const float(&pv)[4]) { t32_pack_chunk(p, j, pv); });
-        wg_rescale(o, alpha);
-
-        wg_fence();
-        t32_product_py(o, p, Vt);
-        wg_commit_and_wait();
+        t32_forward_tile<false>(o, m, l, s, Vt, k0, wrow0, g, t, scale_log2);
     }
 
     wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
@@ -351,12 +335,7 @@ flash_backward_dq_wgmma_tf32(float *dqkv, float *delta, const float *dout, const
     t32_round_in_place<T32_ROWS>(dOs);
     __syncthreads();
     float dl[2], ls[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = wrow0 + g + 8 * r;
-        dl[r] = Dsh[warp * 16 + g + 8 * r];
-        ls[r] = row < T ? lse[hr.stat_off + row] * LOG2E_F : INFINITY;
-    }
+    wg_row_stats(dl, ls, Dsh + warp * 16, lse, hr, wrow0, g, T);
     float dq[64];
 #pragma unroll
     for (int i = 0; i < 64; i++)
@@ -379,24 +358,9 @@ flash_backward_dq_wgmma_tf32(float *dqkv, float *delta, const float *dout, const
         t32_product_xyt(dp, dOs, Vs);
         wg_commit_and_wait();
 
-        const bool diag = k0 + T32_KEYS - 1 > wrow0;
-        uint32_t ds[T32_KEYS / 8][4];
-#pragma unroll
-        for (int j = 0; j < T32_KEYS / 8; j++) {
-            float v[4];
-            wg_ds_chunk(v, s, dp, j, k0, wrow0, g, t, diag, ls, dl, scale_log2);
-            t32_pack_chunk(ds, j, v);
-        }
-        wg_fence();
-        t32_product_py(dq, ds, Kt);
-        wg_commit_and_wait();
+        t32_dq_tile(dq, s, dp, Kt, k0, wrow0, g, t, ls, dl, scale_log2);
     }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = wrow0 + g + 8 * r;
-        if (row < T)
-            wg_store_row(dqkv + hr.qkv_off + (size_t)row * C3, dq, r, t, scale);
-    }
+    wg_store_dq(dqkv, hr, dq, wrow0, g, t, T, scale);
 #else
     __trap();
 #endif

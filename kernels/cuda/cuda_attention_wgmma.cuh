@@ -438,6 +438,34 @@ static __device__ __forceinline__ void wg_ds_chunk(float (&v)[4], const float (&
         v[e] = p * (dp[4 * j + e] - dl[r]);
     }
 }
+
+/* The dq kernels' per-row statistics of the warp's rows g, g + 8: delta from drows (the block's
+ * delta in shared memory, from the warp's first row) and lse' (log2 units; rows past T:
+ * probability 0, exp2(-inf)) */
+static __device__ __forceinline__ void wg_row_stats(float (&dl)[2], float (&ls)[2], const float *drows,
+                                                    const float *lse, const head_rows &hr, int wrow0,
+                                                    int g, int T)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        dl[r] = drows[g + 8 * r];
+        ls[r] = row < T ? lse[hr.stat_off + row] * LOG2E_F : INFINITY;
+    }
+}
+
+/* The warp's rows of dq (scale dQ) into dqkv */
+template <typename E>
+static __device__ __forceinline__ void wg_store_dq(E *dqkv, const head_rows &hr, const float (&dq)[64],
+                                                   int wrow0, int g, int t, int T, float scale)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = wrow0 + g + 8 * r;
+        if (row < T)
+            wg_store_row(dqkv + hr.qkv_off + (size_t)row * hr.C3, dq, r, t, scale);
+    }
+}
 #endif
 
 /*
@@ -477,13 +505,7 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
     rows_delta<bf16, WG_HS, 2, WG_HS / 2 / 8>(Dsh, delta, dout, out, hr, q0, T, C);
     __syncthreads();
     float dl[2], ls[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = wrow0 + g + 8 * r;
-        dl[r] = Dsh[warp * 16 + g + 8 * r];
-        /* rows past T: probability 0 (exp2(-inf)) */
-        ls[r] = row < T ? lse[hr.stat_off + row] * LOG2E_F : INFINITY;
-    }
+    wg_row_stats(dl, ls, Dsh + warp * 16, lse, hr, wrow0, g, T);
 
     float dq[64];
 #pragma unroll
@@ -515,12 +537,7 @@ flash_backward_dq_wgmma(bf16 *dqkv, float *delta, const bf16 *dout, const bf16 *
         wg_tile_done<PIPE>();
     }
 
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = wrow0 + g + 8 * r;
-        if (row < T)
-            wg_store_row(dqkv + hr.qkv_off + (size_t)row * C3, dq, r, t, scale);
-    }
+    wg_store_dq(dqkv, hr, dq, wrow0, g, t, T, scale);
 #else
     __trap();
 #endif

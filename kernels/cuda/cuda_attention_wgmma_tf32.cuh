@@ -124,6 +124,44 @@ static __device__ __forceinline__ void t32_pack_chunk(uint32_t (&p)[T32_KEYS / 8
     p[j][3] = mma_op<float>::tf32(v[3]);
 }
 
+/* The forward's step after S = Q K^T of key tile k0: the online softmax of s, O rescaled
+ * (SKIP_UNIT: not where no row of the warp has a new max, x 1 being exact), O += P V over the
+ * tile (vt: V^T); waited for */
+template <bool SKIP_UNIT>
+static __device__ __forceinline__ void t32_forward_tile(float (&o)[64], float (&m)[2], float (&l)[2],
+                                                        float (&s)[16], unsigned vt, int k0, int wrow0,
+                                                        int g, int t, float scale_log2)
+{
+    float alpha[2];
+    uint32_t p[T32_KEYS / 8][4];
+    wg_softmax_tile<T32_KEYS>(s, m, l, alpha, k0, wrow0, g, t, scale_log2,
+                              [&](int j, const float(&pv)[4]) { t32_pack_chunk(p, j, pv); });
+    if (!SKIP_UNIT || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
+        wg_rescale(o, alpha);
+    wg_fence();
+    t32_product_py(o, p, vt);
+    wg_commit_and_wait();
+}
+
+/* dq's step after S = Q K^T and dP = dO V^T of key tile k0: dS = P (dP - delta), rounded
+ * into the A operand, and dQ += dS K over the tile (kt: K^T); waited for */
+static __device__ __forceinline__ void t32_dq_tile(float (&dq)[64], const float (&s)[16], const float (&dp)[16],
+                                                   unsigned kt, int k0, int wrow0, int g, int t,
+                                                   const float (&ls)[2], const float (&dl)[2], float scale_log2)
+{
+    const bool diag = k0 + T32_KEYS - 1 > wrow0;
+    uint32_t ds[T32_KEYS / 8][4];
+#pragma unroll
+    for (int j = 0; j < T32_KEYS / 8; j++) {
+        float v[4];
+        wg_ds_chunk(v, s, dp, j, k0, wrow0, g, t, diag, ls, dl, scale_log2);
+        t32_pack_chunk(ds, j, v);
+    }
+    wg_fence();
+    t32_product_py(dq, ds, kt);
+    wg_commit_and_wait();
+}
+
 #endif /* WG_HAVE_WGMMA */
 
 /*
@@ -313,18 +351,7 @@ flash_forward_wgmma_tf32_ws(float *out, float *lse, const float *qkv, int T, int
             wg_fence();
             t32_product_xyt(sc, Qs, st);
             wg_commit_and_wait();
-
-            float alpha[2];
-            uint32_t p[T32_KEYS / 8][4];
-            wg_softmax_tile<T32_KEYS>(sc, m, l, alpha, k0, wrow0, g, t, scale_log2,
-                                      [&](int j, const float(&pv)[4]) { t32_pack_chunk(p, j, pv); });
-            /* x 1 is exact: only where some row of the warp has a new max */
-            if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
-                wg_rescale(o, alpha);
-
-            wg_fence();
-            t32_product_py(o, p, st + 2 * T32_K_BYTES);
-            wg_commit_and_wait();
+            t32_forward_tile<true>(o, m, l, sc, st + 2 * T32_K_BYTES, k0, wrow0, g, t, scale_log2);
         }
     });
     wg_forward_store(out, lse, hr, o, m, l, wrow0, g, t, T, C, scale_log2);
@@ -401,13 +428,7 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     named_sync(2 + 2 * NS + wg, WG_THREADS);
     float dl[2], ls[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = wrow0 + g + 8 * r;
-        dl[r] = Dsh[wg][warp * 16 + g + 8 * r];
-        /* rows past T: probability 0 (exp2(-inf)) */
-        ls[r] = row < T ? lse[hr.stat_off + row] * LOG2E_F : INFINITY;
-    }
+    wg_row_stats(dl, ls, Dsh[wg] + warp * 16, lse, hr, wrow0, g, T);
     float dq[64];
 #pragma unroll
     for (int i = 0; i < 64; i++)
@@ -423,25 +444,10 @@ flash_backward_dq_wgmma_tf32_ws(float *dqkv, float *delta, const float *dout, co
             t32_product_xyt(dp, dOs, st + T32_K_BYTES);
             wg_commit_and_wait();
 
-            const bool diag = k0 + T32_KEYS - 1 > wrow0;
-            uint32_t ds[T32_KEYS / 8][4];
-#pragma unroll
-            for (int j = 0; j < T32_KEYS / 8; j++) {
-                float v[4];
-                wg_ds_chunk(v, sc, dp, j, k0, wrow0, g, t, diag, ls, dl, scale_log2);
-                t32_pack_chunk(ds, j, v);
-            }
-            wg_fence();
-            t32_product_py(dq, ds, st + 2 * T32_K_BYTES);
-            wg_commit_and_wait();
+            t32_dq_tile(dq, sc, dp, st + 2 * T32_K_BYTES, k0, wrow0, g, t, ls, dl, scale_log2);
         }
     });
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = wrow0 + g + 8 * r;
-        if (row < T)
-            wg_store_row(dqkv + hr.qkv_off + (size_t)row * C3, dq, r, t, scale);
-    }
+    wg_store_dq(dqkv, hr, dq, wrow0, g, t, T, scale);
 #else
     __trap();
 #endif
