@@ -581,10 +581,8 @@ static int backward_micro(megatron_state *st, int first_micro, int last_micro)
             /* the slot is free once the reduce-scatter of the layer two above has read it */
             if ((rc = gpt_stream_wait_event(s, st->ev_gslot_free[l % 2]))) return rc;
         }
-        gpt_layer_acts a = layer_acts(st, l);
-        /* The last layer's working set still holds what its forward made (the head has its
-         * own buffers): a recompute would make the same bits again. */
-        if (l == L - 1) a.recompute = GPT_RECOMPUTE_NONE;
+        gpt_layer_acts a;
+        gpt_layers_acts_carve_backward(&a, st->act.layer_acts, sh, st->env.be->dtype, st->act.recompute, l);
         gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf, layer_input(st, l), m->dres, &a,
                            &m->scratch, gw);
         if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;

@@ -290,6 +290,13 @@ void gpt_layers_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, g
     a->recompute = mode;
 }
 
+void gpt_layers_acts_carve_backward(gpt_layer_acts *a, void *base, const gpt_shape *sh,
+                                    gpt_dtype dtype, gpt_recompute mode, int layer)
+{
+    gpt_layers_acts_carve(a, base, sh, dtype, mode, layer);
+    if (layer == sh->layers - 1) a->recompute = GPT_RECOMPUTE_NONE;
+}
+
 size_t gpt_layer_scratch_bytes(const gpt_shape *sh, gpt_dtype dtype)
 {
     gpt_layer_scratch a;

@@ -152,6 +152,12 @@ size_t gpt_layer_kept_bytes(const gpt_shape *sh, gpt_dtype dtype, gpt_recompute 
  * for mode (acts->recompute: what their backward recomputes). */
 void gpt_layers_acts_carve(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype,
                            gpt_recompute mode, int layer);
+/* The same for layer l's backward: the last layer's are taken as its forward left them, its
+ * backward recomputing nothing (the same bits).  Every engine runs that backward right after
+ * the layer's forward and the head, whose buffers are its own, so the working set still holds
+ * what the forward made. */
+void gpt_layers_acts_carve_backward(gpt_layer_acts *a, void *base, const gpt_shape *sh,
+                                    gpt_dtype dtype, gpt_recompute mode, int layer);
 /* Point the struct's members into base (which must hold the matching number of bytes). */
 void gpt_layer_acts_carve_as(gpt_layer_acts *a, void *base, const gpt_shape *sh, gpt_dtype dtype);
 void gpt_layer_scratch_carve_as(gpt_layer_scratch *a, void *base, const gpt_shape *sh,

@@ -62,6 +62,16 @@ static void test_layer_sizes(void **state)
         gpt_layers_acts_carve(&f, base, &sh, dt, GPT_RECOMPUTE_FULL, 2);
         assert_int_equal(f.recompute, GPT_RECOMPUTE_FULL);
         assert_ptr_equal(f.ln1, base);
+        /* for the backward: the same tensors; the last layer recomputes nothing, the others
+         * what the mode says */
+        for (int l = 0; l < sh.layers; l++) {
+            gpt_layer_acts b;
+            gpt_layers_acts_carve(&f, base, &sh, dt, GPT_RECOMPUTE_FULL, l);
+            gpt_layers_acts_carve_backward(&b, base, &sh, dt, GPT_RECOMPUTE_FULL, l);
+            assert_ptr_equal(b.ln1, f.ln1);
+            assert_ptr_equal(b.fch_gelu, f.fch_gelu);
+            assert_int_equal(b.recompute, l == sh.layers - 1 ? GPT_RECOMPUTE_NONE : GPT_RECOMPUTE_FULL);
+        }
     }
     gpt_recompute r;
     assert_int_equal(gpt_recompute_parse("selective", &r), 0);

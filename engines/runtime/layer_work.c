@@ -288,8 +288,8 @@ gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int lay
 
 gpt_layer_acts layer_work_backward_acts(const layer_work *w, const gpt_shape *sh, int layer)
 {
-    gpt_layer_acts a = layer_work_acts(w, sh, layer);
-    if (layer == sh->layers - 1) a.recompute = GPT_RECOMPUTE_NONE;
+    gpt_layer_acts a;
+    gpt_layers_acts_carve_backward(&a, w->acts_mem, sh, w->dtype, w->recompute, layer);
     return a;
 }
 

@@ -133,10 +133,8 @@ int layer_work_outcome(layer_work *w, const gpt_shape *sh, struct step_result *o
 /* Layer l's activations as --recompute keeps them (gpt_layers_acts_carve): its forward fills
  * them, its backward (with the same mode) reads and consumes them. */
 gpt_layer_acts layer_work_acts(const layer_work *w, const gpt_shape *sh, int layer);
-/* The activations of layer `layer` for its backward: as layer_work_acts, but the last layer's
- * are taken as they are, its backward recomputing nothing (the same bits): the engines run
- * its backward right after its forward and the head, which has buffers of its own, so its
- * working set still holds what its forward made. */
+/* The activations of layer `layer` for its backward (gpt_layers_acts_carve_backward: the last
+ * layer's recompute nothing). */
 gpt_layer_acts layer_work_backward_acts(const layer_work *w, const gpt_shape *sh, int layer);
 
 /* The head on stream c, each as one compute span.  Forward: the head's forward from the last
