@@ -881,13 +881,13 @@ static int job_recoverable(const job_stores *js, const char *id, const char *ckp
     for (int i = 0; i < js->n && it != -2; i++)
         if (ckpt_job_holdings(js->root[i], id, 0, &h)) it = -2;
     if (it != -2) {
-        it = ckpt_holdings_newest_whole(&h, ranks, newest, missing);
+        it = ckpt_newest_whole(h.held, h.n, ranks, newest, missing);
         if (!seen && h.n > 0) it = -2;
     }
     if (it == -1 && ckpt_dir[0]) {
         ckpt_holdings_free(&h);
         if (ckpt_job_holdings(ckpt_dir, id, 1, &h)) it = -2;
-        else if ((it = ckpt_holdings_newest_whole(&h, ranks, &disk_newest, &disk_missing)) >= 0) *on_disk = 1;
+        else if ((it = ckpt_newest_whole(h.held, h.n, ranks, &disk_newest, &disk_missing)) >= 0) *on_disk = 1;
         else if (!seen && h.n > 0) it = -2;
         else if (disk_newest > *newest) *newest = disk_newest, *missing = disk_missing;
     }

@@ -454,23 +454,26 @@ static int restore_persistent(gemini_state *st, int *best, int *best_step)
     float *buf = ckpt_store_data(st->store, 0, 0); /* (page aligned; invalid anyway now) */
     const size_t floats = 3 * st->shard.n;
     int mine[2 * CKPT_VERSIONS], *all = calloc((size_t)W * 2 * CKPT_VERSIONS, sizeof *all), rc = GPT_OK;
-    if (!all) return GPT_ERR_OOM;
+    ckpt_held *held = calloc((size_t)W * CKPT_VERSIONS, sizeof *held);
+    if (!all || !held) {
+        free(all);
+        free(held);
+        return GPT_ERR_OOM;
+    }
     for (int v = 0; v < CKPT_VERSIONS; v++)
         mine[2 * v] = ckpt_file_header(&st->ckpt, st->p.rank, v, st->identity, floats, st->chunk, &mine[2 * v + 1]);
     for (int attempt = 0; !rc && attempt < CKPT_VERSIONS; attempt++) {
         *best = -1;
         if ((rc = coll_host_all_gather(st->comm, all, mine, sizeof mine))) break;
-        for (int i = 0; i < W * CKPT_VERSIONS; i++) {
-            const int it = all[2 * i];
-            if (it <= *best) continue;
-            int everyone = 1;
-            for (int r = 0; r < W && everyone; r++) {
-                int found = 0;
-                for (int v = 0; v < CKPT_VERSIONS; v++) found |= all[(r * CKPT_VERSIONS + v) * 2] == it;
-                everyone = found;
+        /* (rank r's file holds versions r CKPT_VERSIONS .. of its own shard) */
+        int newest, missing;
+        for (int i = 0; i < W * CKPT_VERSIONS; i++) held[i] = (ckpt_held){i / CKPT_VERSIONS, all[2 * i]};
+        *best = ckpt_newest_whole(held, W * CKPT_VERSIONS, W, &newest, &missing);
+        for (int i = 0; *best >= 0 && i < W * CKPT_VERSIONS; i++)
+            if (all[2 * i] == *best) {
+                *best_step = all[2 * i + 1];
+                break;
             }
-            if (everyone) *best = it, *best_step = all[2 * i + 1];
-        }
         if (*best < 0) break;
         int v = 0, step = 0;
         while (v + 1 < CKPT_VERSIONS && mine[2 * v] != *best) v++;
@@ -481,6 +484,7 @@ static int restore_persistent(gemini_state *st, int *best, int *best_step)
         *best = -1; /* (a rank's copy of it was damaged: the next newest) */
     }
     free(all);
+    free(held);
     if (rc || *best < 0) return rc;
     gpt_stream *cs = coll_stream(st->comm);
     size_t at = 0;
@@ -505,7 +509,8 @@ static int restore(gemini_state *st)
     const double t0 = wall_ms();
     held_version *mine = calloc((size_t)per, sizeof *mine);
     held_version *all = calloc((size_t)per * (size_t)W, sizeof *all);
-    int rc = (!mine || !all) ? GPT_ERR_OOM : GPT_OK;
+    ckpt_held *held = calloc((size_t)per * (size_t)W, sizeof *held);
+    int rc = (!mine || !all || !held) ? GPT_ERR_OOM : GPT_OK;
     for (int s = 0; !rc && s < p->m; s++)
         for (int v = 0; v < CKPT_VERSIONS; v++) {
             held_version *h = &mine[s * CKPT_VERSIONS + v];
@@ -517,17 +522,15 @@ static int restore(gemini_state *st)
     const double t_agreed = wall_ms();
     /* the newest iteration every owner's shard has somewhere */
     int best = -1, best_step = 0;
-    for (int i = 0; !rc && i < per * W; i++) {
-        const int it = all[i].iteration;
-        if (it <= best) continue;
-        int everyone = 1;
-        for (int o = 0; o < W && everyone; o++) {
-            int found = 0;
-            for (int j = 0; j < per * W && !found; j++)
-                found = all[j].owner == o && all[j].iteration == it;
-            everyone = found;
-        }
-        if (everyone) best = it, best_step = all[i].adam_step;
+    if (!rc) {
+        int newest, missing;
+        for (int i = 0; i < per * W; i++) held[i] = (ckpt_held){all[i].owner, all[i].iteration};
+        best = ckpt_newest_whole(held, per * W, W, &newest, &missing);
+        for (int i = 0; best >= 0 && i < per * W; i++)
+            if (all[i].iteration == best) {
+                best_step = all[i].adam_step;
+                break;
+            }
     }
     int from_disk = 0;
     if (!rc && best < 0 && st->env.cfg->ckpt_dir[0]) {
@@ -616,6 +619,7 @@ static int restore(gemini_state *st)
     }
     free(mine);
     free(all);
+    free(held);
     return rc;
 }
 

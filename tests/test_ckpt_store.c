@@ -182,7 +182,7 @@ static void test_file_header_flips(void **state)
     assert_int_equal(held.n, 1);
     assert_int_equal(held.held[0].owner, 1);
     assert_int_equal(held.held[0].iteration, 12);
-    assert_int_equal(ckpt_holdings_newest_whole(&held, 2, &newest, &missing), -1);
+    assert_int_equal(ckpt_newest_whole(held.held, held.n, 2, &newest, &missing), -1);
     assert_int_equal(missing, 0);
     ckpt_holdings_free(&held);
     ckpt_file_remove(&d, 1);
@@ -319,7 +319,7 @@ static void test_holdings(void **state)
     ckpt_holdings h = {0};
     int newest = 0, missing = 0;
     assert_int_equal(ckpt_job_holdings(ctx->root, "held", 0, &h), 0);
-    assert_int_equal(ckpt_holdings_newest_whole(&h, 3, &newest, &missing), -1);
+    assert_int_equal(ckpt_newest_whole(h.held, h.n, 3, &newest, &missing), -1);
     assert_int_equal(newest, -1);
     ckpt_holdings_free(&h);
     /* iteration 1: ranks 0 and 1 have their own shards whole, and rank 1 its copy of rank 0's;
@@ -331,11 +331,11 @@ static void test_holdings(void **state)
     put_version(r[2], 0, 0, 1, 0);
     assert_int_equal(ckpt_job_holdings(ctx->root, "held", 0, &h), 0);
     assert_int_equal(h.n, 3);
-    assert_int_equal(ckpt_holdings_newest_whole(&h, 3, &newest, &missing), -1);
+    assert_int_equal(ckpt_newest_whole(h.held, h.n, 3, &newest, &missing), -1);
     assert_int_equal(newest, 1);
     assert_int_equal(missing, 2);
     /* two ranks' jobs would find it whole (the ranks count matters) */
-    assert_int_equal(ckpt_holdings_newest_whole(&h, 2, &newest, &missing), 1);
+    assert_int_equal(ckpt_newest_whole(h.held, h.n, 2, &newest, &missing), 1);
     assert_int_equal(missing, -1);
     ckpt_holdings_free(&h);
     /* iteration 2 whole: rank 2's shard only in rank 0's copy; 3 begun, rank 2's again not */
@@ -345,7 +345,7 @@ static void test_holdings(void **state)
     put_version(r[0], 0, 0, 3, 1);
     put_version(r[1], 0, 0, 3, 1);
     assert_int_equal(ckpt_job_holdings(ctx->root, "held", 0, &h), 0);
-    assert_int_equal(ckpt_holdings_newest_whole(&h, 3, &newest, &missing), 2);
+    assert_int_equal(ckpt_newest_whole(h.held, h.n, 3, &newest, &missing), 2);
     assert_int_equal(newest, 2);
     assert_int_equal(missing, -1);
     ckpt_holdings_free(&h);

@@ -582,17 +582,17 @@ int ckpt_job_holdings(const char *dir, const char *job, int persistent, ckpt_hol
     return rc;
 }
 
-int ckpt_holdings_newest_whole(const ckpt_holdings *h, int ranks, int *newest, int *missing)
+int ckpt_newest_whole(const ckpt_held *held, int n, int ranks, int *newest, int *missing)
 {
     int best = -1;
     *newest = -1, *missing = -1;
-    for (int i = 0; i < h->n; i++) {
-        const int it = h->held[i].iteration;
+    for (int i = 0; i < n; i++) {
+        const int it = held[i].iteration;
         if (it <= best) continue;
         int lacking = -1;
         for (int o = 0; o < ranks && lacking < 0; o++) {
             int found = 0;
-            for (int j = 0; j < h->n && !found; j++) found = h->held[j].owner == o && h->held[j].iteration == it;
+            for (int j = 0; j < n && !found; j++) found = held[j].owner == o && held[j].iteration == it;
             if (!found) lacking = o;
         }
         if (lacking < 0) best = it;

@@ -121,10 +121,12 @@ typedef struct ckpt_holdings {
     int n, cap;
 } ckpt_holdings;
 int ckpt_job_holdings(const char *dir, const char *job, int persistent, ckpt_holdings *h);
-/* The newest iteration whose shard h holds for every owner 0..ranks-1 (what recovery restores:
- * gemini's restore() asks the same of its ranks), else -1, and then *newest the newest
- * iteration any shard is held at (-1: none) and *missing a rank whose shard it lacks. */
-int ckpt_holdings_newest_whole(const ckpt_holdings *h, int ranks, int *newest, int *missing);
+/* The newest iteration at which the n versions of held (whose shard, which iteration; one
+ * below 0 holds nothing) hold every owner 0..ranks-1's shard: what a recovery restores (gemini's
+ * restore() from the stores and from --ckpt-dir, and the --ranks supervisor deciding whether to
+ * relaunch, all ask it here), else -1, and then *newest the newest iteration any shard is held
+ * at (-1: none) and *missing a rank whose shard it lacks. */
+int ckpt_newest_whole(const ckpt_held *held, int n, int ranks, int *newest, int *missing);
 void ckpt_holdings_free(ckpt_holdings *h);
 /* Whether a job's store or checkpoint directory (its path) is in use: 1 when a rank's lock in
  * it is held (*holder that rank's pid), 0 when none is (a stale one: its job is gone), -1 when
