@@ -88,6 +88,9 @@ typedef struct cuda_backend_impl {
     /* the attention's bf16 head-size-128 kernels on wgmma (cuda_attention_wgmma.cuh): the
      * device runs the sm_90a build, and AEBENCH_ATTENTION is not "mma" */
     int attn_wgmma;
+    /* rows each block of the one-pass layernorm backward takes (AEBENCH_LN_ROWS, default 16):
+     * fewer rows, more blocks in flight, more dw/db partials to add */
+    int ln_backward_rows;
     char desc[320];
 } cuda_backend_impl;
 

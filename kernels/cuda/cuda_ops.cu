@@ -505,7 +505,6 @@ __global__ static void layernorm_backward_params_sum(float *dw, float *db, const
  * the blocks' partials in a fixed order.  No atomics: the result depends only on the shape.
  */
 #define LNB_MAX_THREADS 256
-#define LNB_ROWS 16 /* rows per block (more when the partials would not fit the workspace) */
 
 template <typename T_, int VEC, int KPT>
 __global__ static void __launch_bounds__(LNB_MAX_THREADS)
@@ -636,7 +635,7 @@ static void layernorm_backward_rows(gpt_stream *s, void *dinp, float *dw, float 
     /* Enough rows per block that the partials (two floats per channel per block) fit the
      * stream's workspace; nothing else on this stream uses it until the finish has run. */
     const size_t max_blocks = CUDA_WORKSPACE_BYTES / (2 * (size_t)C * sizeof(float));
-    int rows = LNB_ROWS;
+    int rows = cu_backend(s)->ln_backward_rows; /* (more when the partials would not fit) */
     if ((size_t)(N + rows - 1) / rows > max_blocks)
         rows = (int)((N + max_blocks - 1) / max_blocks);
     const int G = (N + rows - 1) / rows;
