@@ -1411,7 +1411,6 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     s.rc = rc;
     s.eng = eng;
     s.ec = rc->eng;
-    s.ec.last_iteration = rc->iters;
     s.world = comm->world;
     s.comm = comm;
     s.rank = comm->rank;

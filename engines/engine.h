@@ -112,10 +112,6 @@ typedef struct engine_config {
      * what recovery falls back to when every in-memory copy of some shard is lost */
     char ckpt_dir[ENGINE_PATH_MAX];
     int ckpt_every;
-    /* The run's last iteration (the driver's --iters; 0: not known): an engine that lets a
-     * step's work run on into the next step (megatron-lm's update under the next forward)
-     * finishes it within this step, so that every step's work is in some step's time. */
-    int last_iteration;
 } engine_config;
 
 enum { GEMINI_NONE = 0, GEMINI_NAIVE = 1, GEMINI_INTERLEAVE = 2 };

@@ -36,12 +36,7 @@
  *              first micro-batch overwrites the layers' gradients (GPT_GRAD_OVERWRITE; a
  *              ZeRO-2/3 slot every time), so only the embedding block is zeroed a step.
  *              Then: the global norm (dp.h: the same bits at every stage) of the shard
- *              norms, clip, lr, AdamW on this rank's shards (stages 1-3).  The next step's
- *              forward of each block first waits for that block's update (stage 0).
- *   update     stage 0: AdamW block by block (embedding, layers 0..L-1: the forward's order),
- *              an event after each, issued after the norms; it runs under the next step's
- *              forward, which waits for each block's event alone (AdamW is HBM-bound, the
- *              forward's GEMMs are not).  The run's last step, and read_params, wait for it.
+ *              norms, clip, lr, AdamW on this rank's shards (all of it at stage 0).
  *   grad-comm  stage 0/1: each layer's gradient block all-reduced as soon as its backward
  *              of the last micro-batch is done (one bucket per layer, overlapped with the
  *              backward of the layers below it), the embedding block at the end;
@@ -116,15 +111,6 @@ typedef struct megatron_state {
     /* the shard norms behind each block's reduction (default), or, AEBENCH_NORMS=after,
      * all of them after the backward on the compute stream (an A/B: bench/env_ab_gpu.sh) */
     int norms_after;
-    /* Stage 0: the update of block b runs on its own stream (update) and the next step's
-     * forward of block b waits for it alone (ev_block_updated[b]), so the update of the
-     * blocks above runs under that forward: AdamW is HBM-bound and the forward's GEMMs are
-     * not (18.5 ms of a 117 ms bf16 l32 step on an H100 ran alone after the backward).
-     * update_pending: the last step's update may still be running.  AEBENCH_UPDATE=inline:
-     * the update on the compute stream at the step's end (an A/B: bench/env_ab_gpu.sh). */
-    int update_overlap, update_pending;
-    gpt_stream *update;
-    gpt_event **ev_block_updated; /* L+1 */
     float *losses;                     /* M x N: each micro-batch's per-token losses */
     float *host_losses, *host_norms, *norm_table;
     int adam_step;
@@ -305,9 +291,6 @@ static void megatron_free(void *state)
     coll_close(st->grad_comm);
     coll_close(st->param_comm);
     if (st->compute) st->env.be->ops->stream_destroy(st->compute);
-    if (st->update) st->env.be->ops->stream_destroy(st->update);
-    for (int b = 0; st->ev_block_updated && b <= st->sh.layers; b++) gpt_event_destroy(st->ev_block_updated[b]);
-    free(st->ev_block_updated);
     gpt_event *evs[] = {st->ev_grad_ready, st->ev_comm_done, st->ev_updated, st->ev_params_ready,
                         st->ev_egathered, st->ev_gathered[0], st->ev_gathered[1],
                         st->ev_slot_done[0], st->ev_slot_done[1], st->ev_gslot_free[0],
@@ -365,15 +348,6 @@ static int init_params(megatron_state *st, float *staging)
     return rc;
 }
 
-/* Whether the update runs under the next step's forward (st->update_overlap): stage 0 unless
- * AEBENCH_UPDATE=inline.  Stages 1-3 gather or checkpoint what the update wrote right after
- * it, so there it stays on the compute stream. */
-static int update_overlapped(int stage)
-{
-    const char *update = getenv("AEBENCH_UPDATE");
-    return stage == 0 && !(update && strcmp(update, "inline") == 0);
-}
-
 static int megatron_init(const engine_env *env, void **state)
 {
     *state = NULL;
@@ -400,10 +374,6 @@ static int megatron_init(const engine_env *env, void **state)
     st->norms_after = norms && strcmp(norms, "after") == 0;
     if (norms && !st->norms_after && strcmp(norms, "overlap") != 0)
         fprintf(stderr, "aebench: AEBENCH_NORMS=%s is not overlap or after: overlap\n", norms);
-    const char *update = getenv("AEBENCH_UPDATE");
-    if (update && strcmp(update, "inline") != 0 && strcmp(update, "overlap") != 0)
-        fprintf(stderr, "aebench: AEBENCH_UPDATE=%s is not overlap or inline: overlap\n", update);
-    st->update_overlap = update_overlapped(st->stage);
 
     gpt_backend *be = env->be;
     if ((rc = be->ops->stream_create(be, &st->compute)) ||
@@ -419,12 +389,6 @@ static int megatron_init(const engine_env *env, void **state)
                          &st->ev_gslot_free[0], &st->ev_gslot_free[1]};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if ((rc = gpt_event_create(be, evs[i]))) return rc;
-    if (st->update_overlap) {
-        if ((rc = be->ops->stream_create(be, &st->update))) return rc;
-        if (!(st->ev_block_updated = calloc((size_t)L + 1, sizeof *st->ev_block_updated))) return GPT_ERR_OOM;
-        for (int b = 0; b <= L; b++)
-            if ((rc = gpt_event_create(be, &st->ev_block_updated[b]))) return rc;
-    }
 
     gpt_resident *m = &st->act;
     void *scratch_mem = NULL, *head_mem = NULL, *staging = NULL, *wslots = NULL, *gslots = NULL;
@@ -573,14 +537,6 @@ static gpt_layer_acts layer_acts(megatron_state *st, int l)
     return a;
 }
 
-/* Before the compute stream reads block b's weights (or, block 0, writes its gradients):
- * wait for the last step's update of it, where that may still be running (update_overlap). */
-static int updated_block(megatron_state *st, int b)
-{
-    if (!st->update_pending) return GPT_OK;
-    return gpt_stream_wait_event(st->compute, st->ev_block_updated[b]);
-}
-
 static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_t *targets)
 {
     const gpt_shape *sh = &st->sh;
@@ -594,8 +550,7 @@ static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_
         return rc;
     gpt_embed_forward(s, sh, work_params(st, 0), m->tokens, m->layer_inputs);
     for (int l = 0; l < L; l++) {
-        if ((rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l)) || (rc = updated_block(st, 1 + l)))
-            return rc;
+        if ((rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l))) return rc;
         gpt_layer_acts a = layer_acts(st, l);
         gpt_layer_forward(s, sh, work_params(st, 1 + l), layer_input(st, l), layer_input(st, l + 1), &a);
         if ((rc = done_with_layer(st, l))) return rc;
@@ -698,20 +653,13 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
     /* (after the hook: the sums may still be read by what it made compute wait for) */
     if (sums && (rc = gpt_memcpy_d2d(s, sums, st->sums_init, nchunks * sizeof(uint64_t)))) return rc;
     const int t = ++st->adam_step;
-    /* stage 0, overlapped: after the gradients and norms (compute waited for both), block by
-     * block in the next forward's order on the update stream */
-    gpt_stream *us = st->update_overlap ? st->update : s;
-    if (st->update_overlap &&
-        ((rc = gpt_event_record(st->ev_updated, s)) || (rc = gpt_stream_wait_event(us, st->ev_updated))))
-        return rc;
     for (int b = 0; b <= L; b++) {
         const block_geom *g = &st->blocks[b];
         if (st->stage == 0) {
             void *act = st->wparams_full ? (char *)st->wparams_full + g->off * act_size(st) : NULL;
-            gpt_block_adamw_act(us, st->params_full + g->off, act, grad_buffer(st, b),
+            gpt_block_adamw_act(s, st->params_full + g->off, act, grad_buffer(st, b),
                                 st->adam_m + g->off, st->adam_v + g->off, g->n, g->n_decay,
                                 &cfg->optim, lr, t, scale);
-            if (st->update_overlap && (rc = gpt_event_record(st->ev_block_updated[b], us))) return rc;
         } else {
             const gpt_checksum_acc acc = {sums, st->sums_chunk, {g->soff, n_shard + g->soff, 2 * n_shard + g->soff}};
             dp_shard_adamw(s, master_shard(st, b), work_shard(st, b), grad_shard(st, b),
@@ -719,7 +667,6 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
                            st->rank, &cfg->optim, lr, t, scale, sums ? &acc : NULL);
         }
     }
-    st->update_pending = st->update_overlap;
     if (sums) {
         gpt_checksum_fold_chunks(s, sums, 3 * n_shard, st->sums_chunk);
         st->sums_done = 1;
@@ -749,15 +696,6 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
     return GPT_OK;
 }
 
-/* Wait for the last step's update, if it may still be running. */
-static int finish_update(megatron_state *st)
-{
-    if (!st->update_pending) return GPT_OK;
-    int rc = gpt_stream_sync(st->update);
-    if (!rc) st->update_pending = 0;
-    return rc;
-}
-
 static int megatron_step(void *state, int iteration, const int32_t *tokens,
                          const int32_t *targets, step_result *out)
 {
@@ -771,8 +709,6 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     coll_take_bytes(st->param_comm);
 
     double fwd_ms = 0, bwd_ms = 0;
-    /* the last step's update of the embedding block reads its gradients */
-    if ((rc = updated_block(st, 0))) return rc;
     /* the embedding block only: the layers' blocks are overwritten (backward_micro) */
     if (st->grads_full) rc = gpt_stream_memset_zero(s, grad_buffer(st, 0), st->z.padded_embed * sizeof(float));
     if (!rc && st->grads_embed) rc = gpt_stream_memset_zero(s, st->grads_embed, st->z.grads_embed);
@@ -798,7 +734,6 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
         st->act.head.losses = st->losses + (size_t)k * N;
         if ((rc = forward_micro(st, tokens + (size_t)k * N, targets + (size_t)k * N)) || (rc = gpt_stream_sync(s)))
             return rc;
-        st->update_pending = 0; /* the forward has waited for every block's */
         double f1 = wall_ms();
         if (k == 0) engine_fault_point(&st->env, iteration, FAULT_BACKWARD);
         if ((rc = backward_micro(st, k == 0, k == st->M - 1)) || (rc = gpt_stream_sync(s))) return rc;
@@ -809,8 +744,6 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     if ((rc = optimizer(st, iteration, out)) || (rc = gpt_stream_sync(s)) || (rc = gpt_stream_sync(coll_stream(st->grad_comm))) ||
         (rc = gpt_stream_sync(coll_stream(st->param_comm))))
         return rc;
-    /* the run's last update is this step's time (no next forward hides it) */
-    if (st->update_pending && iteration >= st->env.cfg->last_iteration && (rc = finish_update(st))) return rc;
     double t3 = wall_ms();
     out->ms_forward = fwd_ms;
     out->ms_backward = bwd_ms;
@@ -829,7 +762,6 @@ static int megatron_read_params(void *state, float *host_params)
     megatron_state *st = state;
     gpt_stream *s = st->compute;
     int rc = gpt_stream_sync(coll_stream(st->param_comm));
-    if (!rc) rc = finish_update(st);
     size_t at = 0;
     for (int b = 0; rc == 0 && b <= st->sh.layers; b++) {
         const block_geom *g = &st->blocks[b];
@@ -864,15 +796,8 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     if (pred_no_collectives(cfg, m, out)) return;
     const double PL = (double)gpt_layer_layout_of(&cfg->shape).total, PE = (double)gpt_embed_layout_of(&cfg->shape).total;
     const double P = PE + L * PL;
-    double *slot_free = pred_arrays(out, (size_t)L + 2, 2);
+    double *slot_free = pred_arrays(out, (size_t)L + 2, 1);
     if (!slot_free) return;
-    /* Stage 0: the last step's update of block b ends at updated[b] (from the step's start, on
-     * its own stream: its sharing of the GPU with the forward is not modelled), and the first
-     * micro-batch's forward of b waits for it; without the overlap, all 0. */
-    double *updated = slot_free + L + 2;
-    const int overlap = update_overlapped(stage);
-    double u = 0;
-    for (int b = 0; overlap && b <= L; b++) updated[b] = u += pred_gpu_adam_ms(m, b == 0 ? PE : PL);
     /* t: compute and grad-comm; pcomm: the param-comm stream (its busy time counts as
      * collectives too) */
     pred_timeline t = {0}, pcomm = {0};
@@ -881,9 +806,9 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     if (stage == 3) pc = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE), 0);
     for (int i = 0; i < M; i++) {
         const int last = i == M - 1;
-        c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, stage == 3 ? pc : updated[0]));
+        c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, stage == 3 ? pc : 0));
         for (int k = 0; k < L; k++) {
-            double ready = i == 0 ? pred_max(c, updated[1 + k]) : c;
+            double ready = c;
             if (stage == 3) { /* into slot k mod 2, once layer k - 2 is done with it */
                 pc = pred_run(&pcomm, BUSY_COMM, gather_layer, k >= 2 ? slot_free[k - 2] : c);
                 ready = pred_max(c, pc);
@@ -911,8 +836,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     }
     if (W > 1)
         gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PE) : pred_coll_ms(m->ar_ms, m->ar_gbs, PE), c);
-    if (!overlap) c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / W), pred_max(c, gc));
-    else c = pred_max(c, gc); /* the update: under the next step's forward (updated[]) */
+    c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / W), pred_max(c, gc));
     double end = c;
     if (stage == 1 || stage == 2) /* every block gathered after the update */
         end = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE) + L * gather_layer, c);

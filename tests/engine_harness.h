@@ -120,9 +120,6 @@ static inline void run_engine_copies(const engine_vtbl *eng, const engine_config
 {
     engine_config c = *cfg;
     c.micro_batches = copies;
-    /* as the driver sets it: megatron-lm's update of step i then runs under step i+1's
-     * forward (the baseline every engine is compared with runs that schedule) */
-    c.last_iteration = ITERS;
     engine_harness h;
     assert_int_equal(harness_open(&h, eng, &c, gpu_limit), 0);
     const size_t N = (size_t)cfg->shape.batch * cfg->shape.seq;

@@ -92,13 +92,6 @@ if needs_mpi "data parallel (mpirun)" "$DP_BIN"; then
     # (block, shard) pieces at every stage (runtime/dp.h): so nothing may differ.
     for st in 0 1 2 3; do dp_run "s$st" 2 -b 4 --iters 8 --log-interval 4 --zero-stage "$st"; done
     for st in 1 2 3; do dp_same "ZeRO-$st = DDP at 2 ranks (losses, final params)" s0 "s$st"; done
-    # The schedule switches kept for GPU A/Bs change no bit: DDP's update of each block under
-    # the next step's forward (default) or after the backward (AEBENCH_UPDATE=inline), the
-    # norms behind each block's all-reduce (default) or after the backward (AEBENCH_NORMS=after)
-    DP_ENV=(AEBENCH_UPDATE=inline AEBENCH_NORMS=after)
-    dp_run s0inline 2 -b 4 --iters 8 --log-interval 4 --zero-stage 0
-    DP_ENV=()
-    dp_same "DDP: update under the next forward, norms behind the reductions = both after the backward" s0 s0inline
     # bf16 on the CPU backend (the GPU's mixed precision, emulated: activations and working
     # weights rounded to bf16 where they are stored): the stages still the same bits, which
     # differ from fp32's, though not by much
@@ -115,10 +108,6 @@ if needs_mpi "data parallel (mpirun)" "$DP_BIN"; then
     dp_run lb 2 -m l2l -b 4 --iters 8 --log-interval 4 --dtype bf16
     dp_same "l2l bf16 = DDP bf16 at 2 ranks" b0 lb
     dp_run bfm1 1 -b 4 --iters 6 --log-interval 3 --dtype bf16
-    DP_ENV=(AEBENCH_UPDATE=inline)
-    dp_run bfm1inline 1 -b 4 --iters 6 --log-interval 3 --dtype bf16
-    DP_ENV=()
-    dp_same "megatron-lm bf16 on one rank: update under the next forward = after the backward" bfm1 bfm1inline
     dp_run lb1 1 -m l2l -b 4 --iters 6 --log-interval 3 --dtype bf16
     dp_same "l2l bf16 = megatron-lm bf16 on one rank" bfm1 lb1
     dp_run bfm1nc 1 -b 4 --iters 6 --log-interval 3 --dtype bf16 --clip-grad 0
