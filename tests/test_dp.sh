@@ -92,6 +92,12 @@ if needs_mpi "data parallel (mpirun)" "$DP_BIN"; then
     # (block, shard) pieces at every stage (runtime/dp.h): so nothing may differ.
     for st in 0 1 2 3; do dp_run "s$st" 2 -b 4 --iters 8 --log-interval 4 --zero-stage "$st"; done
     for st in 1 2 3; do dp_same "ZeRO-$st = DDP at 2 ranks (losses, final params)" s0 "s$st"; done
+    # The norms behind each block's all-reduce (default) or all after the backward
+    # (AEBENCH_NORMS=after, kept for GPU A/Bs): the same kernel on the same floats, no bit moves
+    DP_ENV=(AEBENCH_NORMS=after)
+    dp_run s0after 2 -b 4 --iters 8 --log-interval 4 --zero-stage 0
+    DP_ENV=()
+    dp_same "DDP: norms behind each block's all-reduce = after the backward" s0 s0after
     # bf16 on the CPU backend (the GPU's mixed precision, emulated: activations and working
     # weights rounded to bf16 where they are stored): the stages still the same bits, which
     # differ from fp32's, though not by much
