@@ -2,6 +2,9 @@
 # carried .deps/*.deb (cJSON, cmocka: the machine has no registry) into .deps/root and point
 # the compiler, linker and loader at them.
 mkdir -p .deps/root
+# (test_cuda needs cmocka: a batch whose .deps lacked it lost its first step, 2026-11-27)
+ls .deps/libcmocka-dev_*.deb >/dev/null 2>&1 ||
+    echo "deps_env: .deps has no libcmocka-dev: test_cuda will not build (here: ../shared/tools/device-deps.sh libcmocka0 libcmocka-dev)" >&2
 for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
 export CPATH=$PWD/.deps/root/usr/include
 export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu

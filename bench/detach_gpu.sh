@@ -10,6 +10,9 @@
 # Each step runs as `bash -c COMMAND` from the repository root with $dest=/tmp/aebench-batch/NAME
 # (bench scripts take it as their first argument) and its output in NAME.txt; progress.txt says
 # which step ran when and how it ended. A step's failure does not stop the ones after it.
+# The machine goes back about 30 s after a call ends (status: idle_release_s), and the batch with
+# it: issue the next `wait` at once, and read what came back while that call runs (a call
+# made a minute late found a fresh machine and waited 540 s for nothing, 2026-11-27).
 set -uo pipefail
 batch=/tmp/aebench-batch
 case "${1:-}" in
