@@ -469,6 +469,12 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
         fprintf(stderr, "aebench: AEBENCH_LN_ROWS=%s is not 1 to 256: 16\n", ln_rows);
         impl->ln_backward_rows = 16;
     }
+    const char *ln_group = getenv("AEBENCH_LN_GROUP");
+    impl->ln_backward_group = ln_group ? atoi(ln_group) : 1;
+    if (impl->ln_backward_group != 1 && impl->ln_backward_group != 2 && impl->ln_backward_group != 4) {
+        fprintf(stderr, "aebench: AEBENCH_LN_GROUP=%s is not 1, 2 or 4: 1\n", ln_group);
+        impl->ln_backward_group = 1;
+    }
     const char *attn = getenv("AEBENCH_ATTENTION");
     if (attn != NULL && strcmp(attn, "mma") != 0 && strcmp(attn, "auto") != 0)
         fprintf(stderr, "aebench: AEBENCH_ATTENTION=%s is not auto or mma: auto\n", attn);

@@ -91,6 +91,9 @@ typedef struct cuda_backend_impl {
     /* rows each block of the one-pass layernorm backward takes (AEBENCH_LN_ROWS, default 16):
      * fewer rows, more blocks in flight, more dw/db partials to add */
     int ln_backward_rows;
+    /* rows it loads and reduces together (AEBENCH_LN_GROUP: 1, 2 or 4, default 1): the same
+     * bits at each */
+    int ln_backward_group;
     char desc[320];
 } cuda_backend_impl;
 
