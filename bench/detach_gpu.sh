@@ -38,6 +38,9 @@ start)
     ;;
 wait)
     secs=${2:?seconds} dst=${3:?an output folder}
+    # no batch here: this call found a fresh machine (the one with the batch went back), and
+    # waiting would only spend device time
+    [ -e "$batch/steps.txt" ] || { echo "no batch on this machine: it is a fresh one (the batch's went back)" >&2; exit 3; }
     SECONDS=0
     while [ ! -e "$batch/DONE" ] && [ "$SECONDS" -lt "$secs" ]; do sleep 5; done
     cat "$batch/progress.txt" 2>/dev/null
