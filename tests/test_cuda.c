@@ -747,6 +747,66 @@ static void test_layernorm_backward_groups(void **state)
     }
 }
 
+/* The bias gradient's column sums with 16-byte loads (AEBENCH_COLUMN_SUM=vec) against one
+ * element a thread (the default): the same bits, accumulating and overwriting, on widths of
+ * whole 32-lane groups and not (OC 8192, 2048, 200 bf16 / 100 fp32: a partial last group),
+ * row counts short of a chunk's multiple, and a dout 16-byte aligned or not (then the default
+ * kernel runs on both sides). */
+static void test_column_sum_vec(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    static const gpt_dtype dtypes[] = {GPT_BF16, GPT_F32};
+    for (size_t t = 0; t < 2; t++) {
+        const int bf16 = dtypes[t] == GPT_BF16;
+        const size_t es = gpt_dtype_size(dtypes[t]);
+        gpt_backend *be[2];
+        gpt_stream *st[2];
+        assert_int_equal(gpt_cuda_backend_create_dtype(&be[0], 0, 0, dtypes[t]), 0);
+        assert_int_equal(setenv("AEBENCH_COLUMN_SUM", "vec", 1), 0);
+        const int made = gpt_cuda_backend_create_dtype(&be[1], 0, 0, dtypes[t]);
+        assert_int_equal(unsetenv("AEBENCH_COLUMN_SUM"), 0);
+        assert_int_equal(made, 0);
+        for (int k = 0; k < 2; k++) assert_int_equal(be[k]->ops->stream_create(be[k], &st[k]), 0);
+        static const int shapes[][2] = {{4096, 8192}, {1000, 2048}, {77, 200}, {333, 100}};
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+            const int N = shapes[i][0], OC = shapes[i][1];
+            const size_t n = (size_t)N * OC;
+            void *h_dout = bf16 ? (void *)bf16_random(8000 + i, n + 1) : (void *)rand_normal_floats(8000 + i, n + 1);
+            float *h_db = rand_normal_floats(8100 + i, OC);
+            for (int offset = 0; offset < 2; offset++)
+                for (int gw = 0; gw < 2; gw++) {
+                    void *dout[2];
+                    float *db[2];
+                    for (int k = 0; k < 2; k++) {
+                        assert_int_equal(be[k]->ops->dev_alloc(be[k], &dout[k], (n + 1) * es), 0);
+                        assert_int_equal(be[k]->ops->dev_alloc(be[k], (void **)&db[k], OC * sizeof(float)), 0);
+                        assert_int_equal(gpt_memcpy_h2d(st[k], dout[k], h_dout, (n + 1) * es), 0);
+                        assert_int_equal(gpt_memcpy_h2d(st[k], db[k], h_db, OC * sizeof(float)), 0);
+                        gpt_matmul_backward(st[k], NULL, NULL, db[k], (char *)dout[k] + offset * es, NULL, NULL, N,
+                                            0, OC, gw ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE);
+                        assert_int_equal(gpt_stream_sync(st[k]), 0);
+                    }
+                    const size_t differ = elements_differing(st[0], db[0], st[1], db[1], OC, 4);
+                    printf("column sums %s N=%d OC=%d%s%s: vec vs scalar differing %zu of %d\n",
+                           bf16 ? "bf16" : "fp32", N, OC, offset ? ", unaligned" : "",
+                           gw ? ", overwrite" : "", differ, OC);
+                    assert_int_equal(differ, 0);
+                    for (int k = 0; k < 2; k++) {
+                        be[k]->ops->dev_free(be[k], dout[k]);
+                        be[k]->ops->dev_free(be[k], db[k]);
+                    }
+                }
+            free(h_dout);
+            free(h_db);
+        }
+        for (int k = 0; k < 2; k++) {
+            be[k]->ops->stream_destroy(st[k]);
+            gpt_cuda_backend_destroy(be[k]);
+        }
+    }
+}
+
 static void check_elementwise(pair *p, int T)
 {
     const size_t n = (size_t)B_ * T * 4 * C_ + 3; /* odd: no vector-width assumptions */
@@ -1538,6 +1598,7 @@ int main(void)
         cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_attention_wgmma_vs_mma),
         cmocka_unit_test(test_layernorm_backward_groups),
+        cmocka_unit_test(test_column_sum_vec),
         cmocka_unit_test(test_engine_cpu_vs_cuda),
         cmocka_unit_test(test_engine_bf16_vs_cpu),
         cmocka_unit_test(test_offload_engines_cuda_vs_cpu),

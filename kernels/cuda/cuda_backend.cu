@@ -475,6 +475,10 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
         fprintf(stderr, "aebench: AEBENCH_LN_GROUP=%s is not 1, 2 or 4: 1\n", ln_group);
         impl->ln_backward_group = 1;
     }
+    const char *colsum = getenv("AEBENCH_COLUMN_SUM");
+    if (colsum != NULL && strcmp(colsum, "vec") != 0 && strcmp(colsum, "scalar") != 0)
+        fprintf(stderr, "aebench: AEBENCH_COLUMN_SUM=%s is not vec or scalar: scalar\n", colsum);
+    impl->column_sum_vec = colsum != NULL && strcmp(colsum, "vec") == 0;
     const char *attn = getenv("AEBENCH_ATTENTION");
     if (attn != NULL && strcmp(attn, "mma") != 0 && strcmp(attn, "auto") != 0)
         fprintf(stderr, "aebench: AEBENCH_ATTENTION=%s is not auto or mma: auto\n", attn);

@@ -94,6 +94,9 @@ typedef struct cuda_backend_impl {
     /* rows it loads and reduces together (AEBENCH_LN_GROUP: 1, 2 or 4, default 1): the same
      * bits at each */
     int ln_backward_group;
+    /* the bias gradients' column sums with 16-byte loads (AEBENCH_COLUMN_SUM=vec): the same
+     * bits */
+    int column_sum_vec;
     char desc[320];
 } cuda_backend_impl;
 
@@ -136,6 +139,11 @@ static inline cublasComputeType_t cu_compute_type(const gpt_stream *s)
 /* ---- element types in kernels ---------------------------------------------------------- */
 
 typedef __nv_bfloat16 bf16;
+
+/* VEC elements moved as one access (16 bytes for the full vector width). */
+template <typename T_, int VEC> struct alignas(sizeof(T_) * VEC) vec_t {
+    T_ v[VEC];
+};
 
 static __device__ __forceinline__ float ld_f32(float x) { return x; }
 static __device__ __forceinline__ float ld_f32(bf16 x) { return __bfloat162float(x); }

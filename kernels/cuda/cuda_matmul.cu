@@ -289,6 +289,46 @@ __global__ static void column_sum_partials(float *part, const T *in, int N, int 
         part[(size_t)blockIdx.y * OC + o] = acc[0][threadIdx.x];
 }
 
+/*
+ * The same partials with VEC columns a thread (16-byte loads: a warp reads 512 contiguous
+ * bytes of a row instead of 64, and the grid is VEC times smaller; AEBENCH_COLUMN_SUM=vec, an
+ * A/B until measured).  Each column's sum runs in the order above (row y: n0 + y, n0 + y + 32,
+ * ..., then the same tree over y), so the partials are the same bits (test_cuda,
+ * test_column_sum_vec).  The tree is [j][y][x]: lane x's VEC columns in VEC planes, so a warp's
+ * shared accesses stay conflict-free.
+ */
+template <typename T, int VEC>
+__global__ static void column_sum_partials_vec(float *part, const T *in, int N, int OC)
+{
+    typedef vec_t<T, VEC> V;
+    __shared__ float acc[VEC][32][33];
+    const int o = (blockIdx.x * 32 + threadIdx.x) * VEC; /* the first of this thread's VEC */
+    const int per = (N + CS_ROW_CHUNKS - 1) / CS_ROW_CHUNKS;
+    const int n0 = blockIdx.y * per, n1 = min(N, n0 + per);
+    float sum[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; j++) sum[j] = 0.0f;
+    if (o < OC)
+        for (int n = n0 + threadIdx.y; n < n1; n += 32) {
+            const V v = *(const V *)(in + (size_t)n * OC + o);
+#pragma unroll
+            for (int j = 0; j < VEC; j++) sum[j] += ld_f32(v.v[j]);
+        }
+#pragma unroll
+    for (int j = 0; j < VEC; j++) acc[j][threadIdx.y][threadIdx.x] = sum[j];
+    __syncthreads();
+    for (int stride = 16; stride > 0; stride /= 2) {
+        if (threadIdx.y < stride)
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                acc[j][threadIdx.y][threadIdx.x] += acc[j][threadIdx.y + stride][threadIdx.x];
+        __syncthreads();
+    }
+    if (threadIdx.y == 0 && o < OC)
+#pragma unroll
+        for (int j = 0; j < VEC; j++) part[(size_t)blockIdx.y * OC + o + j] = acc[j][0][threadIdx.x];
+}
+
 __global__ static void column_sum_finish(float *out, const float *part, int OC, int overwrite)
 {
     for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < OC; o += gridDim.x * blockDim.x) {
@@ -310,9 +350,20 @@ void cu_column_sum(gpt_stream *s, float *out, const void *in, int N, int OC, int
         return;
     }
     float *part = (float *)st->workspace;
-    CU_DISPATCH(s, T,
-                column_sum_partials<T><<<dim3((OC + 31) / 32, CS_ROW_CHUNKS), dim3(32, 32), 0,
-                                         st->stream>>>(part, (const T *)in, N, OC));
+    const int vec = cu_is_bf16(s) ? 8 : 4; /* 16 bytes */
+    if (cu_backend(s)->column_sum_vec && OC % vec == 0 && alignment_of(in) == 16) {
+        const unsigned groups = (unsigned)((OC / vec + 31) / 32);
+        if (vec == 8)
+            column_sum_partials_vec<bf16, 8><<<dim3(groups, CS_ROW_CHUNKS), dim3(32, 32), 0, st->stream>>>(
+                part, (const bf16 *)in, N, OC);
+        else
+            column_sum_partials_vec<float, 4><<<dim3(groups, CS_ROW_CHUNKS), dim3(32, 32), 0, st->stream>>>(
+                part, (const float *)in, N, OC);
+    } else {
+        CU_DISPATCH(s, T,
+                    column_sum_partials<T><<<dim3((OC + 31) / 32, CS_ROW_CHUNKS), dim3(32, 32), 0,
+                                             st->stream>>>(part, (const T *)in, N, OC));
+    }
     OP_CHECK_LAUNCH(s);
     column_sum_finish<<<(OC + 255) / 256, 256, 0, st->stream>>>(out, part, OC, overwrite);
     OP_CHECK_LAUNCH(s);

@@ -167,11 +167,6 @@ void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *do
  * is 16-byte aligned, and element by element otherwise and for the tail: one kernel
  * template does both, with VEC = 16 / sizeof(T) or 1. */
 
-/* VEC elements moved as one access (16 bytes for the full vector width). */
-template <typename T_, int VEC> struct alignas(sizeof(T_) * VEC) vec_t {
-    T_ v[VEC];
-};
-
 static inline int aligned16(const void *p)
 {
     return ((uintptr_t)p & 15u) == 0;
