@@ -2,7 +2,7 @@
 # The session's last device call (600 s left): test_cuda on the tree, the update A/B
 # (AEBENCH_UPDATE overlap | inline, bf16 and TF32, one run each and one profiled), then
 # torch.compile at bf16 full recompute beside it, each under a deadline so that what is done
-# comes back.   bash bench/batches/2026-11-28-h100-last.sh "$OUT"
+# comes back.   bash bench/batches/2026-11-27d-h100-last.sh "$OUT"
 # (AEBENCH_UPDATE is gone: the update overlap it measured was reverted after, 6000465.)
 set -uo pipefail
 dest=${1:?an output folder}
