@@ -23,7 +23,8 @@
  * stronghold):
  *   compute   ids; embed; fwd 0..L-1, each once its params are in; head; bwd head;
  *             bwd L-1..0 with recompute (not L-1: its forward's activations are still there),
- *             each once its params are in and the slot's grads are zeroed, each followed by its squared grad norm; embed bwd and norm; read back;
+ *             each once its params are in and the slot's grads are zeroed, each followed by
+ *             its squared grad norm; embed bwd and norm; read back;
  *             GPU Adam of the embed block
  *   h2d       fwd: layer k's params into the slot once layer k-1's forward is done (and once
  *             k's host update from the previous step is done); bwd: layer j's params into the
@@ -663,7 +664,7 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
             home[L] = start;
             for (int j = L - 1; j >= 0; j--) {
-                c = pred_run(&t, BUSY_COMPUTE, j == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg),
+                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j),
                              pred_max(c, pred_max(in, home[j + 1])));
                 double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
                 /* micro-batches after the first: the earlier ones' sum comes up and is added */

@@ -537,6 +537,15 @@ static gpt_layer_acts layer_acts(megatron_state *st, int l)
     return a;
 }
 
+/* The same for layer l's backward (gpt_layers_acts_carve_backward: the last layer's recompute
+ * nothing). */
+static gpt_layer_acts layer_acts_backward(megatron_state *st, int l)
+{
+    gpt_layer_acts a;
+    gpt_layers_acts_carve_backward(&a, st->act.layer_acts, &st->sh, st->env.be->dtype, st->act.recompute, l);
+    return a;
+}
+
 static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_t *targets)
 {
     const gpt_shape *sh = &st->sh;
@@ -581,8 +590,7 @@ static int backward_micro(megatron_state *st, int first_micro, int last_micro)
             /* the slot is free once the reduce-scatter of the layer two above has read it */
             if ((rc = gpt_stream_wait_event(s, st->ev_gslot_free[l % 2]))) return rc;
         }
-        gpt_layer_acts a;
-        gpt_layers_acts_carve_backward(&a, st->act.layer_acts, sh, st->env.be->dtype, st->act.recompute, l);
+        gpt_layer_acts a = layer_acts_backward(st, l);
         gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf, layer_input(st, l), m->dres, &a,
                            &m->scratch, gw);
         if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;
@@ -824,7 +832,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
                 ready = pred_max(c, pc);
             }
             if (stage >= 2 && j < L - 2) ready = pred_max(ready, slot_free[j + 2]); /* its grad slot */
-            c = pred_run(&t, BUSY_COMPUTE, j == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg), ready);
+            c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j), ready);
             slot_free[j] = c;
             if (W > 1 && (stage >= 2 || last)) {
                 gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PL)

@@ -1369,7 +1369,7 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
     sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16, cfg->recompute);
     const double per_float = (double)z0.act / sizeof(float); /* (bf16: the copies up move half) */
     const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL) + pred_h2d_ms(m, per_float * ((double)z0.PL + z0.NC)),
-                                     m->layer_fwd_ms + pred_layer_bwd_ms(m, cfg));
+                                     m->layer_fwd_ms + pred_layer_bwd_ms(m, cfg, 0)); /* (a streamed layer) */
     sh_bytes b0 = bytes_for(&z0, sh);
     const uint64_t common = gpu_common(&b0);
     if (!cfg->gpu_budget || cfg->gpu_budget <= common ||
@@ -1483,7 +1483,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
             for (int j = L - 1; j >= 0; j--) {
                 const int streamed = is_streamed(&z, j), i = streamed_index(&z, j);
-                c = pred_run(&t, BUSY_COMPUTE, j == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg),
+                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j),
                              streamed && i < z.Ls - S ? pred_max(c, ready[j]) : c);
                 if (!streamed) {
                     if (W > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);

@@ -898,7 +898,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
                     c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
                 } else {
                     const int b = (L - 1 - layer) % 2;
-                    c = pred_run(&t, BUSY_COMPUTE, layer == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg),
+                    c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, layer),
                                  pred_max(c, pred_max(in, bucket_free[b])));
                     double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
                     /* micro-batches after the first: the layer's sum so far comes up to be added */

@@ -823,7 +823,7 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
             if (i > 0) c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms + L * m->layer_fwd_ms, c);
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
             for (int l = L - 1; l >= 0; l--) {
-                c = pred_run(&t, BUSY_COMPUTE, l == L - 1 ? pred_layer_bwd_bare_ms(m) : pred_layer_bwd_ms(m, cfg), c);
+                c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, l), c);
                 /* micro-batches after the first add the earlier ones' sum, brought up from the
                  * host once the micro-batch before sent it home (layer_work_add_earlier): on one
                  * rank on the compute stream itself, which waits for it.  Queued behind the

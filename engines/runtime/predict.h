@@ -79,16 +79,15 @@ static inline double pred_coll_ms(double lat_ms, double gbs, double floats)
     return lat_ms + floats * 4.0 / (gbs * 1e6);
 }
 
-/* A layer's backward: calibrated with the recompute of --recompute full (about a forward);
- * none does no recompute, selective only its own (timed alone by --calibrate; a machine file
- * from before that has no time for it, and a full recompute's bounds it).  Bare: without any
- * (the last layer's backward, right after its forward and the head, in the engines that keep
- * its activations there). */
-static inline double pred_layer_bwd_bare_ms(const machine_rates *m) { return pred_max(m->layer_bwd_ms - m->layer_fwd_ms, 0.0); }
-static inline double pred_layer_bwd_ms(const machine_rates *m, const engine_config *cfg)
+/* Layer `layer`'s backward: calibrated with the recompute of --recompute full (about a
+ * forward); none does no recompute, selective only its own (timed alone by --calibrate; a
+ * machine file from before that has no time for it, and a full recompute's bounds it).  The
+ * last layer recomputes nothing in any mode (gpt_layers_acts_carve_backward: every engine runs
+ * its backward right after its forward and the head). */
+static inline double pred_layer_bwd_ms(const machine_rates *m, const engine_config *cfg, int layer)
 {
-    const double bare = pred_layer_bwd_bare_ms(m);
-    if (cfg->recompute == GPT_RECOMPUTE_NONE) return bare;
+    const double bare = pred_max(m->layer_bwd_ms - m->layer_fwd_ms, 0.0);
+    if (cfg->recompute == GPT_RECOMPUTE_NONE || layer == cfg->shape.layers - 1) return bare;
     if (cfg->recompute == GPT_RECOMPUTE_SELECTIVE)
         return bare + (m->layer_recompute_selective_ms > 0 ? m->layer_recompute_selective_ms : m->layer_fwd_ms);
     return m->layer_bwd_ms;
