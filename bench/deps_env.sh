@@ -52,10 +52,12 @@ bench_cuda_build() {
 }
 
 # bench_test_cuda: test_cuda (every kernel and engine against the CPU backend), its verdict
-# lines, and its output copied into $dest.
+# and failure lines, and its output copied into $dest.
 bench_test_cuda() {
     timeout 420 ./build/tests/test_cuda >"$out/test_cuda.txt" 2>&1
     echo "test_cuda exit $? at $(($(date +%s) - t0)) s"
-    grep -E '^\[  (PASSED|FAILED)|FAILED|differ' "$out/test_cuda.txt" | head -n 20
+    # the verdicts and each failure's place first (2026-11-27e: twenty "differing=0" lines hid
+    # the one failed test)
+    grep -E '^\[ +(PASSED|FAILED|ERROR|LINE) ' "$out/test_cuda.txt" | head -n 20
     cp "$out/test_cuda.txt" "$dest/"
 }

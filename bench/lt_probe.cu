@@ -9,12 +9,23 @@
  * rows (what the model runs, four times per iteration) and on all 4096 rows at once.  A measurement tool for deciding whether aebench should
  * tune its plans; it is not part of aebench.
  *
- *   nvcc -O2 -arch=sm_90 bench/lt_probe.cu -lcublasLt -o lt_probe && ./lt_probe
+ * Those timings are short bursts on constant operands (every byte 0x3c).  `--sustain S` asks
+ * what a GEMM keeps up for S seconds, as in a training step: the bf16 fc product (the model's
+ * largest, m 8192 n 4096 k 2048, heuristic #0) back to back, first on the constant operands,
+ * then on random ones (bits that toggle draw more power), one line per batch of 40 products
+ * (`sustain DATA T_S TFLOPS`, T_S from the start of that data's run, whose wall-clock time
+ * `sustain_start DATA EPOCH_S` gives); bench/clocks_gpu.sh samples the clock and the power
+ * beside it.
+ *
+ *   nvcc -O2 -arch=sm_90 bench/lt_probe.cu -lcublasLt -o lt_probe && ./lt_probe [--sustain S]
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
+#include <ctime>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -74,8 +85,88 @@ static float time_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtM
     return ms[ms.size() / 2];
 }
 
-int main()
+/* Random bf16 in [-1, 1) (a hash of the index: no state, the same values every run). */
+__global__ static void fill_random_bf16(unsigned short *x, size_t n)
 {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ (unsigned)(i >> 32) * 40503u;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+        const float f = (float)(h >> 8) / 8388608.0f - 1.0f;
+        x[i] = (unsigned short)(__float_as_uint(f) >> 16);
+    }
+}
+
+/* The bf16 fc product for `seconds` on A, B as they are: one line per batch of 40. */
+static void sustain_run(cublasLtHandle_t lt, const char *data, double seconds, const void *A,
+                        const void *B, void *D, const void *bias, void *ws, cudaStream_t st)
+{
+    const int m = 8192, n = 4096, k = 2048;
+    const cublasOperation_t opa = CUBLAS_OP_T, opb = CUBLAS_OP_N;
+    cublasLtMatmulDesc_t desc;
+    CHECK_LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    cublasLtMatrixLayout_t la, lb, ld;
+    CHECK_LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, k));
+    CHECK_LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
+    CHECK_LT(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m));
+    cublasLtMatmulPreference_t pref;
+    CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
+    CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &heur, &found));
+    if (found == 0) {
+        fprintf(stderr, "no algorithm for the fc product\n");
+        exit(1);
+    }
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    const float alpha = 1.0f, beta = 0.0f;
+    const double flop = 2.0 * m * n * k * 40;
+    double elapsed = 0.0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now); /* for the clock samples beside it (clocks_gpu.sh) */
+    printf("sustain_start %s %.3f\n", data, (double)now.tv_sec + now.tv_nsec * 1e-9);
+    while (elapsed < seconds) {
+        CHECK_CUDA(cudaEventRecord(e0, st));
+        for (int r = 0; r < 40; r++)
+            CHECK_LT(cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo,
+                                    ws, WS, st));
+        CHECK_CUDA(cudaEventRecord(e1, st));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        float ms;
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        printf("sustain %s %.3f %.1f\n", data, elapsed, flop / (ms * 1e-3) / 1e12);
+        elapsed += ms * 1e-3;
+    }
+    fflush(stdout);
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(desc);
+}
+
+int main(int argc, char **argv)
+{
+    double sustain = 0.0;
+    if (argc == 3 && std::string(argv[1]) == "--sustain") {
+        sustain = atof(argv[2]);
+        if (!(sustain > 0.0 && sustain <= 120.0)) {
+            fprintf(stderr, "--sustain: seconds from 0 to 120, not %s\n", argv[2]);
+            return 2;
+        }
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: %s [--sustain SECONDS]\n", argv[0]);
+        return 2;
+    }
     const int N = 4096, C = 2048, Vp = 50304, rows = 1024;
     const product prods[] = {
         /* forward: out^T (OC,N) = w^T-as-stored . inp^T */
@@ -117,6 +208,18 @@ int main()
     CHECK_CUDA(cudaMemset(B, 0x3c, most));
     CHECK_CUDA(cudaMemset(D, 0, most));
     CHECK_CUDA(cudaMemset(bias, 0, (size_t)Vp * 4));
+    if (sustain > 0.0) {
+        /* one second between the two, so that the power reading of the first decays */
+        sustain_run(lt, "constant", sustain, A, B, D, bias, ws, st);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        fill_random_bf16<<<1024, 256, 0, st>>>((unsigned short *)A, most / 2);
+        fill_random_bf16<<<1024, 256, 0, st>>>((unsigned short *)B, most / 2);
+        CHECK_CUDA(cudaGetLastError());
+        CHECK_CUDA(cudaStreamSynchronize(st));
+        sleep(1);
+        sustain_run(lt, "random", sustain, A, B, D, bias, ws, st);
+        return 0;
+    }
 
     printf("| math | product | m n k | heuristic #0 ms | best ms (rank) | gain |\n");
     printf("|---|---|---|---|---|---|\n");

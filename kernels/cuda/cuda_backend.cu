@@ -463,22 +463,6 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
     if (resid != NULL && strcmp(resid, "on") != 0 && strcmp(resid, "off") != 0)
         fprintf(stderr, "aebench: AEBENCH_RESIDUAL_EPILOGUE=%s is not on or off: on\n", resid);
     impl->residual_epilogue = resid == NULL || strcmp(resid, "off") != 0;
-    const char *ln_rows = getenv("AEBENCH_LN_ROWS");
-    impl->ln_backward_rows = ln_rows ? atoi(ln_rows) : 16;
-    if (impl->ln_backward_rows < 1 || impl->ln_backward_rows > 256) {
-        fprintf(stderr, "aebench: AEBENCH_LN_ROWS=%s is not 1 to 256: 16\n", ln_rows);
-        impl->ln_backward_rows = 16;
-    }
-    const char *ln_group = getenv("AEBENCH_LN_GROUP");
-    impl->ln_backward_group = ln_group ? atoi(ln_group) : 1;
-    if (impl->ln_backward_group != 1 && impl->ln_backward_group != 2 && impl->ln_backward_group != 4) {
-        fprintf(stderr, "aebench: AEBENCH_LN_GROUP=%s is not 1, 2 or 4: 1\n", ln_group);
-        impl->ln_backward_group = 1;
-    }
-    const char *colsum = getenv("AEBENCH_COLUMN_SUM");
-    if (colsum != NULL && strcmp(colsum, "vec") != 0 && strcmp(colsum, "scalar") != 0)
-        fprintf(stderr, "aebench: AEBENCH_COLUMN_SUM=%s is not vec or scalar: scalar\n", colsum);
-    impl->column_sum_vec = colsum != NULL && strcmp(colsum, "vec") == 0;
     const char *attn = getenv("AEBENCH_ATTENTION");
     if (attn != NULL && strcmp(attn, "mma") != 0 && strcmp(attn, "auto") != 0)
         fprintf(stderr, "aebench: AEBENCH_ATTENTION=%s is not auto or mma: auto\n", attn);

@@ -88,15 +88,6 @@ typedef struct cuda_backend_impl {
     /* the attention's bf16 head-size-128 kernels on wgmma (cuda_attention_wgmma.cuh): the
      * device runs the sm_90a build, and AEBENCH_ATTENTION is not "mma" */
     int attn_wgmma;
-    /* rows each block of the one-pass layernorm backward takes (AEBENCH_LN_ROWS, default 16):
-     * fewer rows, more blocks in flight, more dw/db partials to add */
-    int ln_backward_rows;
-    /* rows it loads and reduces together (AEBENCH_LN_GROUP: 1, 2 or 4, default 1): the same
-     * bits at each */
-    int ln_backward_group;
-    /* the bias gradients' column sums with 16-byte loads (AEBENCH_COLUMN_SUM=vec): the same
-     * bits */
-    int column_sum_vec;
     char desc[320];
 } cuda_backend_impl;
 

@@ -500,8 +500,12 @@ __global__ static void layernorm_backward_params_sum(float *dw, float *db, const
  * the blocks' partials in a fixed order.  No atomics: the result depends only on the shape.
  */
 #define LNB_MAX_THREADS 256
+/* Rows a block takes.  Measured on an H100 (bf16 l32 step, bench/results/2026-11-27d and
+ * 2026-11-27e): 4 rows 4.79 ms a step, 16 rows 2.82-2.86, 32 rows 3.40 (more partials to add
+ * against fewer blocks in flight); loading 2 or 4 rows at once was slower too (3.18, 4.22). */
+#define LN_BACKWARD_ROWS 16
 
-/* A thread's channels of w into registers, its dw, db sums zeroed (both kernels below). */
+/* A thread's channels of w into registers, its dw, db sums zeroed. */
 template <typename T_, int VEC, int KPT>
 static __device__ __forceinline__ void ln_backward_thread_begin(const T_ *w, float (&wf)[KPT][VEC],
                                                                 float (&acc_w)[KPT][VEC],
@@ -617,111 +621,6 @@ __global__ static void __launch_bounds__(LNB_MAX_THREADS)
     ln_backward_thread_end<VEC, KPT>(part_w, part_b, C, acc_w, acc_b);
 }
 
-/*
- * The same pass with GROUP rows together (AEBENCH_LN_GROUP 2 or 4, an A/B until measured: if
- * it wins it replaces the kernel above, else it goes): their x, dout and dinp loaded at once,
- * the next group's x and dout while this group is reduced, one barrier for the group's
- * 2 x GROUP sums, so GROUP times the bytes are in flight per thread.  Each row's arithmetic and
- * the order dw, db add the rows are the kernel above's: the same bits (test_cuda,
- * test_layernorm_backward_groups).
- */
-template <typename T_, int VEC, int KPT, int GROUP>
-__global__ static void __launch_bounds__(LNB_MAX_THREADS)
-    layernorm_backward_groups_kernel(T_ *dinp, float *part_w, float *part_b, const T_ *dout,
-                                     const T_ *inp, const T_ *w, const float *mean,
-                                     const float *rstd, int N, int C, int rows_per_block)
-{
-    typedef vec_t<T_, VEC> V;
-    /* [group parity][row of the group][sum][warp]: alternate groups use alternate halves,
-     * so one barrier per group suffices (a group's writes come after every thread has
-     * passed the previous barrier, hence after the reads of the group that used the same
-     * half). */
-    __shared__ float red[2][GROUP][2][LNB_MAX_THREADS / 32];
-    const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r0 = blockIdx.x * rows_per_block, r1 = min(N, r0 + rows_per_block);
-    float wf[KPT][VEC], acc_w[KPT][VEC], acc_b[KPT][VEC];
-    ln_backward_thread_begin<T_, VEC, KPT>(w, wf, acc_w, acc_b);
-    /* the next group's x and dout (rows past r1 are not loaded, nor used) */
-    V xn[GROUP][KPT], dn[GROUP][KPT];
-#pragma unroll
-    for (int q = 0; q < GROUP; q++)
-        if (r0 + q < r1)
-#pragma unroll
-            for (int k = 0; k < KPT; k++) {
-                xn[q][k] = ((const V *)(inp + (size_t)(r0 + q) * C))[k * blockDim.x + threadIdx.x];
-                dn[q][k] = ((const V *)(dout + (size_t)(r0 + q) * C))[k * blockDim.x + threadIdx.x];
-            }
-    for (int n = r0, half = 0; n < r1; n += GROUP, half ^= 1) {
-        V xv[GROUP][KPT], dv[GROUP][KPT], acc[GROUP][KPT];
-#pragma unroll
-        for (int q = 0; q < GROUP; q++)
-            if (n + q < r1)
-#pragma unroll
-                for (int k = 0; k < KPT; k++) {
-                    xv[q][k] = xn[q][k];
-                    dv[q][k] = dn[q][k];
-                    acc[q][k] = ((const V *)(dinp + (size_t)(n + q) * C))[k * blockDim.x + threadIdx.x];
-                }
-#pragma unroll
-        for (int q = 0; q < GROUP; q++)
-            if (n + GROUP + q < r1)
-#pragma unroll
-                for (int k = 0; k < KPT; k++) {
-                    const size_t row = (size_t)(n + GROUP + q) * C;
-                    xn[q][k] = ((const V *)(inp + row))[k * blockDim.x + threadIdx.x];
-                    dn[q][k] = ((const V *)(dout + row))[k * blockDim.x + threadIdx.x];
-                }
-#pragma unroll
-        for (int q = 0; q < GROUP; q++) {
-            if (n + q >= r1) break;
-            const float m = mean[n + q], r = rstd[n + q];
-            float s1 = 0.0f, s2 = 0.0f;
-#pragma unroll
-            for (int k = 0; k < KPT; k++)
-#pragma unroll
-                for (int j = 0; j < VEC; j++) {
-                    const float dnorm = wf[k][j] * ld_f32(dv[q][k].v[j]);
-                    s1 += dnorm;
-                    s2 += dnorm * ((ld_f32(xv[q][k].v[j]) - m) * r);
-                }
-            s1 = warp_sum(s1);
-            s2 = warp_sum(s2);
-            if (lane == 0) {
-                red[half][q][0][warp] = s1;
-                red[half][q][1][warp] = s2;
-            }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int q = 0; q < GROUP; q++) {
-            if (n + q >= r1) break;
-            const float m = mean[n + q], r = rstd[n + q];
-            float t1 = 0.0f, t2 = 0.0f;
-            for (int i = 0; i < nwarps; i++) {
-                t1 += red[half][q][0][i];
-                t2 += red[half][q][1][i];
-            }
-            const float dnorm_mean = t1 / (float)C, dnorm_norm_mean = t2 / (float)C;
-            V *di = (V *)(dinp + (size_t)(n + q) * C);
-#pragma unroll
-            for (int k = 0; k < KPT; k++) {
-#pragma unroll
-                for (int j = 0; j < VEC; j++) {
-                    const float dy = ld_f32(dv[q][k].v[j]);
-                    const float norm = (ld_f32(xv[q][k].v[j]) - m) * r;
-                    const float dnorm = wf[k][j] * dy;
-                    st_f32(&acc[q][k].v[j], ld_f32(acc[q][k].v[j]) +
-                                                (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r);
-                    acc_w[k][j] += dy * norm;
-                    acc_b[k][j] += dy;
-                }
-                di[k * blockDim.x + threadIdx.x] = acc[q][k];
-            }
-        }
-    }
-    ln_backward_thread_end<VEC, KPT>(part_w, part_b, C, acc_w, acc_b);
-}
-
 /* dw (C) += sum_g part_w[g], db likewise: block x owns 32 channels; its 32 rows of threads
  * take the partials g = y, y + 32, ... in order, then a fixed shared-memory tree. */
 __global__ static void layernorm_backward_rows_finish(float *dw, float *db, const float *part_w,
@@ -754,34 +653,14 @@ static void layernorm_backward_rows(gpt_stream *s, void *dinp, float *dw, float 
     /* Enough rows per block that the partials (two floats per channel per block) fit the
      * stream's workspace; nothing else on this stream uses it until the finish has run. */
     const size_t max_blocks = CUDA_WORKSPACE_BYTES / (2 * (size_t)C * sizeof(float));
-    int rows = cu_backend(s)->ln_backward_rows; /* (more when the partials would not fit) */
+    int rows = LN_BACKWARD_ROWS; /* (more when the partials would not fit) */
     if ((size_t)(N + rows - 1) / rows > max_blocks)
         rows = (int)((N + max_blocks - 1) / max_blocks);
     const int G = (N + rows - 1) / rows;
     float *part_w = (float *)cs->workspace, *part_b = part_w + (size_t)G * C;
-    /* groups of at most 4 vectors of each array per thread (more spill: ptxas, sm_90a) */
-    const int group = cu_backend(s)->ln_backward_group;
-    bool launched = false;
-    if constexpr (KPT == 1) {
-        if (group == 4) {
-            layernorm_backward_groups_kernel<E, VEC, KPT, 4><<<G, threads, 0, cs->stream>>>(
-                (E *)dinp, part_w, part_b, (const E *)dout, (const E *)inp, (const E *)w, mean,
-                rstd, N, C, rows);
-            launched = true;
-        }
-    }
-    if constexpr (KPT <= 2) {
-        if (!launched && group >= 2) {
-            layernorm_backward_groups_kernel<E, VEC, KPT, 2><<<G, threads, 0, cs->stream>>>(
-                (E *)dinp, part_w, part_b, (const E *)dout, (const E *)inp, (const E *)w, mean,
-                rstd, N, C, rows);
-            launched = true;
-        }
-    }
-    if (!launched)
-        layernorm_backward_rows_kernel<E, VEC, KPT><<<G, threads, 0, cs->stream>>>(
-            (E *)dinp, part_w, part_b, (const E *)dout, (const E *)inp, (const E *)w, mean, rstd,
-            N, C, rows);
+    layernorm_backward_rows_kernel<E, VEC, KPT><<<G, threads, 0, cs->stream>>>(
+        (E *)dinp, part_w, part_b, (const E *)dout, (const E *)inp, (const E *)w, mean, rstd, N,
+        C, rows);
     OP_CHECK_LAUNCH(s);
     layernorm_backward_rows_finish<<<(C + 31) / 32, dim3(32, 32), 0, cs->stream>>>(
         dw, db, part_w, part_b, G, C, overwrite);
