@@ -6,9 +6,10 @@
 #   probe_constant, probe_random: lt_probe --sustain (the bf16 fc product back to back, on
 #     constant operands, then on random ones);
 #   step_bf16, step_tf32: megatron-lm l32 h2048 b4 (30 and 15 iterations).
-# Then one row a phase: the samples from 1 s after it began (nvidia-smi's power reading trails
-# by about a second) to its end, their SM clock (median, min), power, the share of them with
-# the software power cap among the clock-event reasons (bit 0x4), and the phase's own rate.
+# Then one row a phase: its busy samples (above 200 W, from 1 s after it began: nvidia-smi's
+# power reading trails by about a second; a step's setup reads 100-130 W), their SM clock
+# (median, min), power, the share of them with the software power cap among the clock-event
+# reasons (bit 0x4), and the phase's own rate.
 #   bash bench/clocks_gpu.sh "$OUT"
 set -uo pipefail
 dest=${1:-bench/results/latest}
@@ -75,10 +76,11 @@ for name in ("step_bf16", "step_tf32"):
         rates[name] = f"{m.group(1)} ms a step" if m else "(no done line)"
 print(f"samples: {len(rows)} (every 100 ms); power limit {rows[0][3] if rows else 0:.0f} W; the SM clock's maximum is samples.csv's third column")
 print()
-print("| phase | samples | SM MHz median | SM MHz min | power W median | software power cap in | rate |")
+print("| phase | busy samples | SM MHz median | SM MHz min | power W median | software power cap in | rate |")
 print("|---|---|---|---|---|---|---|")
 for name, a, b in spans:
-    s = [r for r in rows if a + 1.0 <= r[0] <= b]
+    # busy: above 200 W (a step's setup, with the GPU waiting on the host, reads 100-130 W)
+    s = [r for r in rows if a + 1.0 <= r[0] <= b and r[2] > 200.0]
     if not s:
         print(f"| {name} | 0 | | | | | {rates.get(name, '')} |")
         continue

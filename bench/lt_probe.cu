@@ -17,6 +17,9 @@
  * `sustain_start DATA EPOCH_S` gives); bench/clocks_gpu.sh samples the clock and the power
  * beside it.
  *
+ * `--sustain-algos S`: on random operands, each of the heuristic's first 8 candidates for a
+ * few products, S seconds each: whether another than #0 is faster under the power cap.
+ *
  *   nvcc -O2 -arch=sm_90 bench/lt_probe.cu -lcublasLt -o lt_probe && ./lt_probe [--sustain S]
  */
 #include <cublasLt.h>
@@ -53,6 +56,31 @@ struct product {
     int bias;    /* BIAS epilogue */
     int d_fp32;  /* D in fp32 whatever the inputs (weight gradients) */
     float beta;
+};
+
+static const int N = 4096, C = 2048, Vp = 50304, rows = 1024;
+static const product prods[] = {
+    /* forward: out^T (OC,N) = w^T-as-stored . inp^T */
+    {"fwd qkv", 1, 0, 3 * C, N, C, C, C, 3 * C, 1, 0, 0.0f},
+    {"fwd proj", 1, 0, C, N, C, C, C, C, 1, 0, 0.0f},
+    {"fwd fc", 1, 0, 4 * C, N, C, C, C, 4 * C, 1, 0, 0.0f},
+    {"fwd fcproj", 1, 0, C, N, 4 * C, 4 * C, 4 * C, C, 1, 0, 0.0f},
+    {"fwd logits", 1, 0, Vp, rows, C, C, C, Vp, 0, 0, 0.0f},
+    {"fwd logits x4", 1, 0, Vp, N, C, C, C, Vp, 0, 0, 0.0f},
+    /* dinp^T (C,N) = w . dout^T */
+    {"dinp qkv", 0, 0, C, N, 3 * C, C, 3 * C, C, 0, 0, 0.0f},
+    {"dinp proj", 0, 0, C, N, C, C, C, C, 0, 0, 0.0f},
+    {"dinp fc", 0, 0, C, N, 4 * C, C, 4 * C, C, 0, 0, 0.0f},
+    {"dinp fcproj", 0, 0, 4 * C, N, C, 4 * C, C, 4 * C, 0, 0, 0.0f},
+    {"dinp logits", 0, 0, C, rows, Vp, C, Vp, C, 0, 0, 0.0f},
+    {"dinp logits x4", 0, 0, C, N, Vp, C, Vp, C, 0, 0, 0.0f},
+    /* dw^T (C,OC) += inp^T . dout */
+    {"dw qkv", 0, 1, C, 3 * C, N, C, 3 * C, C, 0, 1, 1.0f},
+    {"dw proj", 0, 1, C, C, N, C, C, C, 0, 1, 1.0f},
+    {"dw fc", 0, 1, C, 4 * C, N, C, 4 * C, C, 0, 1, 1.0f},
+    {"dw fcproj", 0, 1, 4 * C, C, N, 4 * C, C, 4 * C, 0, 1, 1.0f},
+    {"dw logits", 0, 1, C, Vp, rows, C, Vp, C, 0, 1, 1.0f},
+    {"dw logits x4", 0, 1, C, Vp, N, C, Vp, C, 0, 1, 1.0f},
 };
 
 static const size_t WS = (size_t)32 << 20;
@@ -96,101 +124,105 @@ __global__ static void fill_random_bf16(unsigned short *x, size_t n)
     }
 }
 
-/* The bf16 fc product for `seconds` on A, B as they are: one line per batch of 40. */
-static void sustain_run(cublasLtHandle_t lt, const char *data, double seconds, const void *A,
-                        const void *B, void *D, const void *bias, void *ws, cudaStream_t st)
+/* Product p in bf16 with the heuristic's candidate `rank` (of up to 8), back to back for
+ * `seconds` on A, B as they are: one line per batch of 40 (`sustain LABEL T_S TFLOPS`) when
+ * `lines`; returns the median TFLOP/s of the batches in the last half (0 when the heuristic
+ * has no such candidate or it fails to run). */
+static double sustain_run(cublasLtHandle_t lt, const product &p, int rank, const char *label,
+                          double seconds, int lines, const void *A, const void *B, void *D,
+                          const void *bias, void *ws, cudaStream_t st)
 {
-    const int m = 8192, n = 4096, k = 2048;
-    const cublasOperation_t opa = CUBLAS_OP_T, opb = CUBLAS_OP_N;
+    const cudaDataType_t ab = CUDA_R_16BF, cd = p.d_fp32 ? CUDA_R_32F : CUDA_R_16BF;
+    const cublasOperation_t opa = p.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opb = p.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDesc_t desc;
     CHECK_LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (p.bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof bias));
+    }
     cublasLtMatrixLayout_t la, lb, ld;
-    CHECK_LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, k));
-    CHECK_LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
-    CHECK_LT(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m));
+    CHECK_LT(cublasLtMatrixLayoutCreate(&la, ab, p.transa ? p.k : p.m, p.transa ? p.m : p.k, p.lda));
+    CHECK_LT(cublasLtMatrixLayoutCreate(&lb, ab, p.transb ? p.n : p.k, p.transb ? p.k : p.n, p.ldb));
+    CHECK_LT(cublasLtMatrixLayoutCreate(&ld, cd, p.m, p.n, p.ldc));
     cublasLtMatmulPreference_t pref;
     CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
     CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
-    cublasLtMatmulHeuristicResult_t heur;
+    cublasLtMatmulHeuristicResult_t heur[8];
     int found = 0;
-    CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &heur, &found));
-    if (found == 0) {
-        fprintf(stderr, "no algorithm for the fc product\n");
-        exit(1);
-    }
-    cudaEvent_t e0, e1;
-    CHECK_CUDA(cudaEventCreate(&e0));
-    CHECK_CUDA(cudaEventCreate(&e1));
-    const float alpha = 1.0f, beta = 0.0f;
-    const double flop = 2.0 * m * n * k * 40;
-    double elapsed = 0.0;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now); /* for the clock samples beside it (clocks_gpu.sh) */
-    printf("sustain_start %s %.3f\n", data, (double)now.tv_sec + now.tv_nsec * 1e-9);
-    while (elapsed < seconds) {
-        CHECK_CUDA(cudaEventRecord(e0, st));
-        for (int r = 0; r < 40; r++)
-            CHECK_LT(cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo,
-                                    ws, WS, st));
-        CHECK_CUDA(cudaEventRecord(e1, st));
-        CHECK_CUDA(cudaEventSynchronize(e1));
-        float ms;
-        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-        printf("sustain %s %.3f %.1f\n", data, elapsed, flop / (ms * 1e-3) / 1e12);
-        elapsed += ms * 1e-3;
+    CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 8, heur, &found));
+    std::vector<double> late;
+    if (rank < found) {
+        cudaEvent_t e0, e1;
+        CHECK_CUDA(cudaEventCreate(&e0));
+        CHECK_CUDA(cudaEventCreate(&e1));
+        const float alpha = 1.0f;
+        const double flop = 2.0 * p.m * p.n * p.k * 40;
+        double elapsed = 0.0;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now); /* for the clock samples beside it (clocks_gpu.sh) */
+        if (lines) printf("sustain_start %s %.3f\n", label, (double)now.tv_sec + now.tv_nsec * 1e-9);
+        while (elapsed < seconds) {
+            CHECK_CUDA(cudaEventRecord(e0, st));
+            bool ran = true;
+            for (int r = 0; r < 40 && ran; r++)
+                ran = cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &p.beta, D, ld, D, ld,
+                                     &heur[rank].algo, ws, WS, st) == CUBLAS_STATUS_SUCCESS;
+            CHECK_CUDA(cudaEventRecord(e1, st));
+            CHECK_CUDA(cudaEventSynchronize(e1));
+            if (!ran) {
+                late.clear();
+                break;
+            }
+            float ms;
+            CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+            const double tflops = flop / (ms * 1e-3) / 1e12;
+            if (lines) printf("sustain %s %.3f %.1f\n", label, elapsed, tflops);
+            if (elapsed >= seconds / 2) late.push_back(tflops);
+            elapsed += ms * 1e-3;
+        }
+        CHECK_CUDA(cudaEventDestroy(e0));
+        CHECK_CUDA(cudaEventDestroy(e1));
     }
     fflush(stdout);
-    CHECK_CUDA(cudaEventDestroy(e0));
-    CHECK_CUDA(cudaEventDestroy(e1));
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
     cublasLtMatrixLayoutDestroy(ld);
     cublasLtMatmulDescDestroy(desc);
+    if (late.empty()) return 0.0;
+    std::sort(late.begin(), late.end());
+    return late[late.size() / 2];
+}
+
+/* The product named `name` (of prods). */
+static const product &product_named(const char *name)
+{
+    for (const product &p : prods)
+        if (std::string(p.name) == name) return p;
+    fprintf(stderr, "no product %s\n", name);
+    exit(1);
 }
 
 int main(int argc, char **argv)
 {
     double sustain = 0.0;
-    if (argc == 3 && std::string(argv[1]) == "--sustain") {
+    int algos = 0; /* --sustain-algos: each candidate of a few products, sustained */
+    if (argc == 3 && (std::string(argv[1]) == "--sustain" || std::string(argv[1]) == "--sustain-algos")) {
         sustain = atof(argv[2]);
+        algos = std::string(argv[1]) == "--sustain-algos";
         if (!(sustain > 0.0 && sustain <= 120.0)) {
-            fprintf(stderr, "--sustain: seconds from 0 to 120, not %s\n", argv[2]);
+            fprintf(stderr, "%s: seconds from 0 to 120, not %s\n", argv[1], argv[2]);
             return 2;
         }
     } else if (argc != 1) {
-        fprintf(stderr, "usage: %s [--sustain SECONDS]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--sustain SECONDS | --sustain-algos SECONDS]\n", argv[0]);
         return 2;
     }
-    const int N = 4096, C = 2048, Vp = 50304, rows = 1024;
-    const product prods[] = {
-        /* forward: out^T (OC,N) = w^T-as-stored . inp^T */
-        {"fwd qkv", 1, 0, 3 * C, N, C, C, C, 3 * C, 1, 0, 0.0f},
-        {"fwd proj", 1, 0, C, N, C, C, C, C, 1, 0, 0.0f},
-        {"fwd fc", 1, 0, 4 * C, N, C, C, C, 4 * C, 1, 0, 0.0f},
-        {"fwd fcproj", 1, 0, C, N, 4 * C, 4 * C, 4 * C, C, 1, 0, 0.0f},
-        {"fwd logits", 1, 0, Vp, rows, C, C, C, Vp, 0, 0, 0.0f},
-        {"fwd logits x4", 1, 0, Vp, N, C, C, C, Vp, 0, 0, 0.0f},
-        /* dinp^T (C,N) = w . dout^T */
-        {"dinp qkv", 0, 0, C, N, 3 * C, C, 3 * C, C, 0, 0, 0.0f},
-        {"dinp proj", 0, 0, C, N, C, C, C, C, 0, 0, 0.0f},
-        {"dinp fc", 0, 0, C, N, 4 * C, C, 4 * C, C, 0, 0, 0.0f},
-        {"dinp fcproj", 0, 0, 4 * C, N, C, 4 * C, C, 4 * C, 0, 0, 0.0f},
-        {"dinp logits", 0, 0, C, rows, Vp, C, Vp, C, 0, 0, 0.0f},
-        {"dinp logits x4", 0, 0, C, N, Vp, C, Vp, C, 0, 0, 0.0f},
-        /* dw^T (C,OC) += inp^T . dout */
-        {"dw qkv", 0, 1, C, 3 * C, N, C, 3 * C, C, 0, 1, 1.0f},
-        {"dw proj", 0, 1, C, C, N, C, C, C, 0, 1, 1.0f},
-        {"dw fc", 0, 1, C, 4 * C, N, C, 4 * C, C, 0, 1, 1.0f},
-        {"dw fcproj", 0, 1, 4 * C, C, N, 4 * C, C, 4 * C, 0, 1, 1.0f},
-        {"dw logits", 0, 1, C, Vp, rows, C, Vp, C, 0, 1, 1.0f},
-        {"dw logits x4", 0, 1, C, Vp, N, C, Vp, C, 0, 1, 1.0f},
-    };
     cublasLtHandle_t lt;
     CHECK_LT(cublasLtCreate(&lt));
     cudaStream_t st;
@@ -209,18 +241,36 @@ int main(int argc, char **argv)
     CHECK_CUDA(cudaMemset(D, 0, most));
     CHECK_CUDA(cudaMemset(bias, 0, (size_t)Vp * 4));
     if (sustain > 0.0) {
-        /* one second between the two, so that the power reading of the first decays */
-        sustain_run(lt, "constant", sustain, A, B, D, bias, ws, st);
+        const product &fc = product_named("fwd fc");
+        if (!algos) /* constant operands first, as the table below times them */
+            sustain_run(lt, fc, 0, "constant", sustain, 1, A, B, D, bias, ws, st);
         CHECK_CUDA(cudaDeviceSynchronize());
         fill_random_bf16<<<1024, 256, 0, st>>>((unsigned short *)A, most / 2);
         fill_random_bf16<<<1024, 256, 0, st>>>((unsigned short *)B, most / 2);
         CHECK_CUDA(cudaGetLastError());
         CHECK_CUDA(cudaStreamSynchronize(st));
-        sleep(1);
-        sustain_run(lt, "random", sustain, A, B, D, bias, ws, st);
+        if (!algos) {
+            sleep(1); /* so that the power reading of the first run decays */
+            sustain_run(lt, fc, 0, "random", sustain, 1, A, B, D, bias, ws, st);
+            return 0;
+        }
+        /* Under the power cap the heuristic's first choice (ranked for an unthrottled clock)
+         * need not be the fastest: each of up to 8 candidates for `sustain` seconds on random
+         * operands, and the first again at the end (how far the GPU's state drifted). */
+        printf("| product | m n k | sustained TFLOP/s of candidates #0..#7, then #0 again |\n|---|---|---|\n");
+        static const char *const names[] = {"fwd fc", "fwd qkv", "dinp fc", "dw fc", "fwd fcproj"};
+        for (const char *name : names) {
+            const product &p = product_named(name);
+            printf("| %s | %d %d %d |", name, p.m, p.n, p.k);
+            for (int r = 0; r <= 8; r++) {
+                const double t = sustain_run(lt, p, r % 8, name, sustain, 0, A, B, D, bias, ws, st);
+                printf(" %.0f", t);
+                fflush(stdout);
+            }
+            printf(" |\n");
+        }
         return 0;
     }
-
     printf("| math | product | m n k | heuristic #0 ms | best ms (rank) | gain |\n");
     printf("|---|---|---|---|---|---|\n");
     const char *const mode_name[3] = {"tf32", "bf16", "fp32"};
