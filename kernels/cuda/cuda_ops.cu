@@ -500,9 +500,10 @@ __global__ static void layernorm_backward_params_sum(float *dw, float *db, const
  * the blocks' partials in a fixed order.  No atomics: the result depends only on the shape.
  */
 #define LNB_MAX_THREADS 256
-/* Rows a block takes.  Measured on an H100 (bf16 l32 step, bench/results/2026-11-27d and
- * 2026-11-27e): 4 rows 4.79 ms a step, 16 rows 2.82-2.86, 32 rows 3.40 (more partials to add
- * against fewer blocks in flight); loading 2 or 4 rows at once was slower too (3.18, 4.22). */
+/* Rows a block takes.  Measured on an H100, the kernel's time in a bf16 l32 step
+ * (bench/results/2026-11-27d-h100-update, 2026-11-27e-h100-batch): 4 rows 4.79 ms (four times
+ * the partials to write and add), 16 rows 2.80-2.86, 32 rows 3.40 (half the blocks in flight);
+ * loading 2 or 4 rows of a block at once was slower too (3.18, 4.22). */
 #define LN_BACKWARD_ROWS 16
 
 /* A thread's channels of w into registers, its dw, db sums zeroed. */
