@@ -463,10 +463,6 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
     if (resid != NULL && strcmp(resid, "on") != 0 && strcmp(resid, "off") != 0)
         fprintf(stderr, "aebench: AEBENCH_RESIDUAL_EPILOGUE=%s is not on or off: on\n", resid);
     impl->residual_epilogue = resid == NULL || strcmp(resid, "off") != 0;
-    const char *adamw = getenv("AEBENCH_ADAMW");
-    if (adamw != NULL && strcmp(adamw, "x2") != 0 && strcmp(adamw, "one") != 0)
-        fprintf(stderr, "aebench: AEBENCH_ADAMW=%s is not one or x2: one\n", adamw);
-    impl->adamw_x2 = adamw != NULL && strcmp(adamw, "x2") == 0;
     const char *attn = getenv("AEBENCH_ATTENTION");
     if (attn != NULL && strcmp(attn, "mma") != 0 && strcmp(attn, "auto") != 0)
         fprintf(stderr, "aebench: AEBENCH_ATTENTION=%s is not auto or mma: auto\n", attn);

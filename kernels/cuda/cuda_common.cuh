@@ -88,9 +88,6 @@ typedef struct cuda_backend_impl {
     /* the attention's bf16 head-size-128 kernels on wgmma (cuda_attention_wgmma.cuh): the
      * device runs the sm_90a build, and AEBENCH_ATTENTION is not "mma" */
     int attn_wgmma;
-    /* AdamW with two float4 a thread in flight and streaming hints (AEBENCH_ADAMW=x2): the same
-     * bits; an A/B until measured */
-    int adamw_x2;
     char desc[320];
 } cuda_backend_impl;
 

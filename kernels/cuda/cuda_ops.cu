@@ -1172,58 +1172,6 @@ static void adamw_sums_launch(gpt_stream *s, int vec, float *param, bf16 *act, c
                               float eps, float weight_decay, float bias_corr1, float bias_corr2,
                               float grad_scale, const gpt_checksum_acc *acc, size_t at);
 
-/* One float4 of AdamW in registers (the formula of adamw_element.h, element by element). */
-static __device__ __forceinline__ void adamw_float4(float4 &p, const float4 g, float4 &m, float4 &v,
-                                                    float lr, float beta1, float beta2, float eps,
-                                                    float weight_decay, float bias_corr1,
-                                                    float bias_corr2, float grad_scale)
-{
-    gpt_adamw_element(&p.x, g.x, &m.x, &v.x, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale);
-    gpt_adamw_element(&p.y, g.y, &m.y, &v.y, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale);
-    gpt_adamw_element(&p.z, g.z, &m.z, &v.z, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale);
-    gpt_adamw_element(&p.w, g.w, &m.w, &v.w, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale);
-}
-
-static __device__ __forceinline__ void store_act4(bf16 *act, size_t i, const float4 p)
-{
-    vec_t<bf16, 4> o;
-    st_f32(&o.v[0], p.x), st_f32(&o.v[1], p.y), st_f32(&o.v[2], p.z), st_f32(&o.v[3], p.w);
-    ((vec_t<bf16, 4> *)act)[i] = o;
-}
-
-/* AdamW on float4 vectors with two vectors a thread in flight and streaming cache hints (every
- * word is read and written once a step: evict-first); AEBENCH_ADAMW=x2, an A/B against
- * adamw_kernel<4> until measured.  The same formula on the same words: the same bits. */
-__global__ static void adamw_x2_kernel(float *__restrict__ param, bf16 *__restrict__ act,
-                                       const float *__restrict__ grad, float *__restrict__ m,
-                                       float *__restrict__ v, size_t nvec, float lr, float beta1,
-                                       float beta2, float eps, float weight_decay, float bias_corr1,
-                                       float bias_corr2, float grad_scale)
-{
-    float4 *p4 = (float4 *)param, *m4 = (float4 *)m, *v4 = (float4 *)v;
-    const float4 *g4 = (const float4 *)grad;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nvec; i += 2 * stride) {
-        const size_t j = i + stride;
-        const bool two = j < nvec;
-        float4 pa = __ldcs(p4 + i), ma = __ldcs(m4 + i), va = __ldcs(v4 + i);
-        const float4 ga = __ldcs(g4 + i);
-        float4 pb = pa, mb = ma, vb = va, gb = ga;
-        if (two) {
-            pb = __ldcs(p4 + j), mb = __ldcs(m4 + j), vb = __ldcs(v4 + j);
-            gb = __ldcs(g4 + j);
-        }
-        adamw_float4(pa, ga, ma, va, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale);
-        __stcs(p4 + i, pa), __stcs(m4 + i, ma), __stcs(v4 + i, va);
-        if (act != NULL) store_act4(act, i, pa);
-        if (two) {
-            adamw_float4(pb, gb, mb, vb, lr, beta1, beta2, eps, weight_decay, bias_corr1, bias_corr2, grad_scale);
-            __stcs(p4 + j, pb), __stcs(m4 + j, mb), __stcs(v4 + j, vb);
-            if (act != NULL) store_act4(act, j, pb);
-        }
-    }
-}
-
 void cu_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad, float *m,
                      float *v, size_t n, float lr, float beta1, float beta2, float eps,
                      float weight_decay, int t, float grad_scale, const gpt_checksum_acc *acc)
@@ -1242,11 +1190,6 @@ void cu_adamw_update(gpt_stream *s, float *param, void *param_act, const float *
         if (acc) {
             adamw_sums_launch(s, 4, param, act, grad, m, v, head, lr, beta1, beta2, eps, weight_decay,
                               bias_corr1, bias_corr2, grad_scale, acc, 0);
-        } else if (cu_backend(s)->adamw_x2) {
-            adamw_x2_kernel<<<grid_for(head / 8, EW_THREADS), EW_THREADS, 0, st>>>(
-                param, act, grad, m, v, head / 4, lr, beta1, beta2, eps, weight_decay, bias_corr1,
-                bias_corr2, grad_scale);
-            OP_CHECK_LAUNCH(s);
         } else {
             adamw_kernel<4><<<grid_for(head / 4, EW_THREADS), EW_THREADS, 0, st>>>(
                 param, act, grad, m, v, head, lr, beta1, beta2, eps, weight_decay, bias_corr1,
