@@ -40,7 +40,7 @@ OPT     ?= -O3 -march=native
 CFLAGS  ?=
 SANITIZE ?=
 CFLAGS  += $(CSTD) $(OPT) $(WARN) -fopenmp -g $(MPI_DEFS) $(SANITIZE)
-LDLIBS  := -lcjson -lm
+LDLIBS  := -lcjson -lm -ldl -pthread
 LDFLAGS += -fopenmp $(SANITIZE)
 
 # ---- the build's configuration -------------------------------------------------------------

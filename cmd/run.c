@@ -1,3 +1,9 @@
+/*
+ * run.c — one training run of one engine, from its plan to its record.  One file past 1,000
+ * lines because every section of it (setup, iterations, the watchdog's hooks, the gemini and
+ * profile reports, the log, the JSON) reads and writes the one run_state below.  Splitting
+ * it would export that state to every part.
+ */
 #include "run.h"
 
 #include "bound.h"
@@ -6,6 +12,7 @@
 #include "machine.h"
 #include "report.h"
 
+#include "../engines/runtime/gpu_clock.h"
 #include "../engines/runtime/timer.h"
 #include "../engines/runtime/watchdog.h"
 
@@ -25,6 +32,9 @@
 #ifndef AEBENCH_VERSION
 #define AEBENCH_VERSION "0.1.0"
 #endif
+
+/* The GPU clock's sampling period: 20 samples a second, a few microseconds of NVML each. */
+enum { RUN_CLOCK_PERIOD_MS = 50 };
 
 /* Samples per optimizer step over all ranks, and per rank. */
 static int global_batch_of(const engine_config *ec)
@@ -91,6 +101,9 @@ typedef struct run_state {
     int running;              /* the JSON being written is the record so far ("running") */
     char heartbeat_dir[4200]; /* the ranks' heartbeats, when this process made it ("" else) */
     gpt_profile *prof;        /* --profile: the timing backend the engine runs on (NULL: none) */
+    gpu_clock *clock;         /* rank 0's GPU clock and power beside the steps (NULL: none) */
+    char clock_why[300];      /* why there is none, on a CUDA backend */
+    int clock_done;           /* sampled from the second iteration to the last, and stopped */
 } run_state;
 
 /* A write of the run's record failed (a full disk): the run ends at once, saying which file
@@ -653,6 +666,76 @@ static void json_profile(cJSON *root, const run_state *s)
     }
 }
 
+/* ---- the GPU's clock and power beside the steps (engines/runtime/gpu_clock.h) ------------------- */
+
+/* Rank 0 of a CUDA run samples its GPU through NVML; elsewhere, or without NVML, the log says
+ * why not. */
+static void open_gpu_clock(run_state *s, gpt_backend *be)
+{
+    if (s->rank != 0 || strcmp(be->name, "cuda") != 0) return;
+    char bus[64];
+    if (gpt_cuda_backend_pci_bus_id(be, bus, (int)sizeof bus) != GPT_OK) {
+        snprintf(s->clock_why, sizeof s->clock_why, "the GPU's PCI bus id is unknown");
+        return;
+    }
+    if (gpu_clock_open_nvml(&s->clock, "libnvidia-ml.so.1", bus, RUN_CLOCK_PERIOD_MS, s->clock_why,
+                            sizeof s->clock_why) != 0)
+        s->clock = NULL;
+}
+
+static void report_gpu_clock(run_state *s)
+{
+    if (s->clock == NULL) {
+        if (s->clock_why[0]) logline(s, "gpu clock | not sampled: %s", s->clock_why);
+        return;
+    }
+    gpu_clock_summary c;
+    gpu_clock_summarize(s->clock, &c);
+    if (c.busy == 0) {
+        logline(s, "gpu clock | no busy samples (%d samples, %d failed reads: too few iterations?)", c.samples,
+                c.read_errors);
+        return;
+    }
+    logline(s, "gpu clock | iterations %d-%d, every %d ms: %d samples, %d busy | SM MHz median %u, min %u, max %u "
+            "(highest allowed %u) | power W median %.0f of %.0f (limit) | of the busy samples: power cap %.0f%%, "
+            "thermal slowdown %.0f%%, hardware slowdown %.0f%%",
+            s->first + 2, s->done, c.period_ms, c.samples, c.busy, c.sm_mhz_median, c.sm_mhz_min, c.sm_mhz_max,
+            c.sm_mhz_allowed, c.power_w_median, c.power_limit_w, 100 * c.power_cap_share, 100 * c.thermal_share,
+            100 * c.hw_slowdown_share);
+    printf("  gpu clock: SM %u MHz median (highest allowed %u) | power %.0f W of %.0f | power-capped %.0f%% of the "
+           "busy samples\n", c.sm_mhz_median, c.sm_mhz_allowed, c.power_w_median, c.power_limit_w,
+           100 * c.power_cap_share);
+}
+
+static void json_gpu_clock(cJSON *root, const run_state *s)
+{
+    if (s->clock == NULL && !s->clock_why[0]) return; /* (not a CUDA run) */
+    cJSON *o = cJSON_AddObjectToObject(root, "gpu_clock");
+    if (o == NULL) return;
+    if (s->clock == NULL) {
+        cJSON_AddBoolToObject(o, "sampled", 0);
+        cJSON_AddStringToObject(o, "why", s->clock_why);
+        return;
+    }
+    if (!s->clock_done) return; /* (a record written while the steps run) */
+    gpu_clock_summary c;
+    gpu_clock_summarize(s->clock, &c);
+    cJSON_AddBoolToObject(o, "sampled", c.busy > 0);
+    cJSON_AddNumberToObject(o, "period_ms", c.period_ms);
+    cJSON_AddNumberToObject(o, "samples", c.samples);
+    cJSON_AddNumberToObject(o, "busy_samples", c.busy);
+    cJSON_AddNumberToObject(o, "failed_reads", c.read_errors);
+    cJSON_AddNumberToObject(o, "sm_mhz_median", c.sm_mhz_median);
+    cJSON_AddNumberToObject(o, "sm_mhz_min", c.sm_mhz_min);
+    cJSON_AddNumberToObject(o, "sm_mhz_max", c.sm_mhz_max);
+    cJSON_AddNumberToObject(o, "sm_mhz_allowed", c.sm_mhz_allowed);
+    cJSON_AddNumberToObject(o, "power_w_median", c.power_w_median);
+    cJSON_AddNumberToObject(o, "power_limit_w", c.power_limit_w);
+    cJSON_AddNumberToObject(o, "power_cap_share", c.power_cap_share);
+    cJSON_AddNumberToObject(o, "thermal_share", c.thermal_share);
+    cJSON_AddNumberToObject(o, "hw_slowdown_share", c.hw_slowdown_share);
+}
+
 static int write_json(run_state *s)
 {
     const run_config *rc = s->rc;
@@ -846,6 +929,7 @@ static int write_json(run_state *s)
     }
     if (s->eng->options & ENGINE_OPT_RECOVERS) json_gemini(root, s);
     json_profile(root, s);
+    json_gpu_clock(root, s);
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON_AddNumberToObject(sum, "iterations_run", s->done - s->first);
     if (s->first > 0) cJSON_AddNumberToObject(sum, "resumed_after", s->first);
@@ -1305,6 +1389,12 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         }
         s->iters[it - 1] = (iter_record){.r = r, .ms = t1 - t0};
         s->done = it;
+        /* the clock beside the steps the medians count (all but the first) */
+        if (s->clock && it == s->first + 1 && it < rc->iters && gpu_clock_start(s->clock) != 0) {
+            snprintf(s->clock_why, sizeof s->clock_why, "its sampling thread could not start");
+            gpu_clock_close(s->clock);
+            s->clock = NULL;
+        }
         if (s->resume.iteration > 0 && it == s->back_iteration && s->back_s == 0) recovery_back(s);
         if (it % rc->log_interval == 0 || it == rc->iters) {
             log_interval(s, last_logged, it, &memory_reported);
@@ -1331,6 +1421,10 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     }
     free(tokens);
     free(targets);
+    if (s->clock) {
+        gpu_clock_stop(s->clock);
+        s->clock_done = 1;
+    }
     watchdog_at(s->dog, s->done, "end of training");
     if (s->eng->options & ENGINE_OPT_RECOVERS) {
         /* the artifact's Figure 7 comparison, when this job has both kinds of steps */
@@ -1509,8 +1603,10 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         s.status = EXIT_RUN_ERROR;
         snprintf(s.message, sizeof s.message, "--profile: out of memory");
     }
+    open_gpu_clock(&s, be);
     if (s.status == EXIT_RUN_OK && ranks_agree(&s)) train(&s, s.prof ? gpt_profile_backend(s.prof) : be, data, comm);
     if (s.status == EXIT_RUN_OK) report_profile(&s);
+    if (s.status == EXIT_RUN_OK) report_gpu_clock(&s);
     if (s.world > 1 && s.status == EXIT_RUN_OK) {
         /* every rank's peaks for the JSON (each rank reaches here after its last step) */
         double mine[2] = {(double)s.gpu.budget.peak, (double)s.host.peak};
@@ -1573,6 +1669,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     if (s.rank == 0) remove_heartbeat_dir(&s);
     print_summary(&s);
     gpt_profile_destroy(s.prof);
+    gpu_clock_close(s.clock);
     free(s.iters);
     free(s.rank_peaks);
     return s.status;

@@ -490,6 +490,9 @@ int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int allow_tf32,
 void gpt_cuda_backend_destroy(gpt_backend *be);
 /* CUDA devices this process can use (0 without CUDA, a driver or a device). */
 int gpt_cuda_device_count(void);
+/* The PCI bus id of a CUDA backend's device ("0000:1b:00.0", as NVML takes it) into buf;
+ * GPT_ERR_BACKEND without CUDA. */
+int gpt_cuda_backend_pci_bus_id(const gpt_backend *be, char *buf, int len);
 
 #ifdef __cplusplus
 }

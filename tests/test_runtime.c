@@ -17,6 +17,9 @@
  * The watchdog: its auto limit; it fires once naming where; progress keeps it quiet; it
  * names a rank whose heartbeat stopped, and kills a stopped rank of this machine only where
  * the launcher would wait on it (Open MPI's, not Hydra's).
+ * The GPU clock monitor (engines/runtime/gpu_clock.h), on a scripted source: its counts,
+ * medians and reason shares; one sample even when stopped at once; no second start; without
+ * NVML it says so.
  *
  * A test that would otherwise hang (a stream blocked on a gate the code never opens) is
  * turned into a failure by a watchdog that opens the gate after a few seconds.
@@ -29,6 +32,7 @@
 
 #include "../engines/runtime/comm.h"
 #include "../engines/runtime/cpu_adam.h"
+#include "../engines/runtime/gpu_clock.h"
 #include "../engines/runtime/timer.h"
 #include "../engines/runtime/watchdog.h" /* (tested at the end; the gate_guard above is this file's own) */
 #include "../kernels/gpt.h"
@@ -39,6 +43,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1080,6 +1085,99 @@ static void test_launcher_waits_on_stopped(void **state)
     }
 }
 
+/* ---- the GPU clock monitor ----------------------------------------------------------------- */
+
+/* A scripted source: the samples of the script in order, then failed reads. */
+typedef struct clock_script {
+    const gpu_clock_sample *samples;
+    int n;
+    atomic_int calls;
+} clock_script;
+
+static int scripted_read(void *ctx, gpu_clock_sample *out)
+{
+    clock_script *c = ctx;
+    const int i = atomic_fetch_add(&c->calls, 1);
+    if (i >= c->n) return -1;
+    *out = c->samples[i];
+    return 0;
+}
+
+static void test_gpu_clock_summary(void **state)
+{
+    (void)state;
+    /* two idle samples at the top clock (left out of the clock and power figures), eight busy:
+     * clocks 1365 1620 1700 1710 1710 1725 1845 1980 sorted (lower median 1710), power 600-695 W
+     * (median 686), the power cap in six, a thermal reason in one, a hardware slowdown in one */
+    static const gpu_clock_sample script[] = {
+        {1980, 120.0, GPU_CLOCK_IDLE},
+        {1710, 686.2, GPU_CLOCK_SW_POWER_CAP},
+        {1725, 690.0, GPU_CLOCK_SW_POWER_CAP},
+        {1365, 695.0, GPU_CLOCK_SW_POWER_CAP | GPU_CLOCK_HW_SLOWDOWN},
+        {1980, 110.0, GPU_CLOCK_IDLE | GPU_CLOCK_SW_POWER_CAP},
+        {1845, 600.0, 0},
+        {1710, 686.4, GPU_CLOCK_SW_POWER_CAP},
+        {1620, 689.0, GPU_CLOCK_SW_POWER_CAP | GPU_CLOCK_SW_THERMAL},
+        {1980, 650.0, 0},
+        {1700, 680.0, GPU_CLOCK_SW_POWER_CAP},
+    };
+    clock_script c = {script, 10, 0};
+    gpu_clock *g = NULL;
+    assert_int_equal(gpu_clock_open_source(&g, scripted_read, &c, 1, 1980, 700.0), 0);
+    assert_int_equal(gpu_clock_start(g), 0);
+    assert_int_equal(gpu_clock_start(g), -1); /* one thread at a time */
+    /* every scripted sample read, and a failed read after them (a wait, not a timing) */
+    for (int waited = 0; atomic_load(&c.calls) < 12 && waited < 60000; waited += 5) sleep_ms(5);
+    gpu_clock_stop(g);
+    assert_true(atomic_load(&c.calls) >= 12);
+    gpu_clock_summary sum;
+    gpu_clock_summarize(g, &sum);
+    assert_int_equal(sum.samples, 10);
+    assert_int_equal(sum.busy, 8);
+    assert_true(sum.read_errors >= 2);
+    assert_int_equal(sum.period_ms, 1);
+    assert_int_equal(sum.sm_mhz_median, 1710);
+    assert_int_equal(sum.sm_mhz_min, 1365);
+    assert_int_equal(sum.sm_mhz_max, 1980);
+    assert_int_equal(sum.sm_mhz_allowed, 1980);
+    assert_true(sum.power_w_median == 686.0);
+    assert_true(sum.power_limit_w == 700.0);
+    assert_true(fabs(sum.power_cap_share - 6.0 / 8) < 1e-12);
+    assert_true(fabs(sum.thermal_share - 1.0 / 8) < 1e-12);
+    assert_true(fabs(sum.hw_slowdown_share - 1.0 / 8) < 1e-12);
+    gpu_clock_close(g);
+}
+
+static void test_gpu_clock_stopped_at_once_and_without_nvml(void **state)
+{
+    (void)state;
+    static const gpu_clock_sample one[] = {{1500, 300.0, 0}};
+    clock_script c = {one, 1, 0};
+    gpu_clock *g = NULL;
+    /* a period longer than the test: the one sample is the one taken at start */
+    assert_int_equal(gpu_clock_open_source(&g, scripted_read, &c, 60000, 0, 0.0), 0);
+    gpu_clock_summary sum;
+    gpu_clock_summarize(g, &sum);
+    assert_int_equal(sum.samples, 0); /* never started */
+    assert_int_equal(gpu_clock_start(g), 0);
+    gpu_clock_stop(g); /* (ends the minute's wait at once) */
+    gpu_clock_summarize(g, &sum);
+    assert_int_equal(sum.samples, 1);
+    assert_int_equal(sum.sm_mhz_median, 1500);
+    assert_true(sum.power_w_median == 300.0);
+    gpu_clock_close(g);
+    /* bad arguments */
+    assert_int_equal(gpu_clock_open_source(&g, NULL, NULL, 50, 0, 0.0), -1);
+    assert_int_equal(gpu_clock_open_source(&g, scripted_read, &c, 0, 0, 0.0), -1);
+    /* no NVML library: an error that says so, and no monitor */
+    char why[300] = "";
+    g = (gpu_clock *)&c; /* (must come back NULL) */
+    assert_int_equal(gpu_clock_open_nvml(&g, "libaebench-no-such-nvml.so.1", "0000:00:00.0", 50, why, sizeof why), -1);
+    assert_null(g);
+    printf("gpu_clock without NVML: %s\n", why);
+    assert_non_null(strstr(why, "no NVML"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1102,6 +1200,8 @@ int main(void)
         cmocka_unit_test(test_watchdog_names_the_stopped_rank),
         cmocka_unit_test(test_watchdog_kills_a_stopped_rank_only_when_asked),
         cmocka_unit_test(test_launcher_waits_on_stopped),
+        cmocka_unit_test(test_gpu_clock_summary),
+        cmocka_unit_test(test_gpu_clock_stopped_at_once_and_without_nvml),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

@@ -26,6 +26,13 @@ int gpt_cuda_device_count(void)
     return 0;
 }
 
+int gpt_cuda_backend_pci_bus_id(const gpt_backend *be, char *buf, int len)
+{
+    (void)be;
+    if (len > 0) buf[0] = '\0';
+    return GPT_ERR_BACKEND;
+}
+
 void gpt_cuda_backend_destroy(gpt_backend *be)
 {
     (void)be;

@@ -401,6 +401,12 @@ extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_
     return gpt_cuda_backend_create_dtype(out, device, allow_tf32, GPT_F32);
 }
 
+extern "C" int gpt_cuda_backend_pci_bus_id(const gpt_backend *be, char *buf, int len)
+{
+    const cuda_backend_impl *impl = (const cuda_backend_impl *)be->impl;
+    return CUDA_FAILED(cudaDeviceGetPCIBusId(buf, len, impl->device)) ? GPT_ERR_BACKEND : GPT_OK;
+}
+
 extern "C" int gpt_cuda_device_count(void)
 {
     int count = 0;
