@@ -12,3 +12,13 @@ def load_run(out, tag):
     """The record of run TAG under OUT (a dict), or None where it wrote none."""
     files = sorted(glob.glob(os.path.join(out, "res_" + tag, "log_*.json")))
     return json.load(open(files[-1])) if files else None
+
+
+def clock_of(run):
+    """The run's SM clock beside its steps, "1740 MHz @ 686 W" (rank 0's GPU, the JSON's
+    gpu_clock: medians of the busy samples), or "-" where it has none (not a CUDA run, no NVML,
+    an older record)."""
+    c = (run or {}).get("gpu_clock") or {}
+    if not c.get("sampled"):
+        return "-"
+    return f"{c['sm_mhz_median']:.0f} MHz @ {c['power_w_median']:.0f} W"
