@@ -721,19 +721,20 @@ static void json_gpu_clock(cJSON *root, const run_state *s)
     gpu_clock_summary c;
     gpu_clock_summarize(s->clock, &c);
     cJSON_AddBoolToObject(o, "sampled", c.busy > 0);
-    cJSON_AddNumberToObject(o, "period_ms", c.period_ms);
-    cJSON_AddNumberToObject(o, "samples", c.samples);
-    cJSON_AddNumberToObject(o, "busy_samples", c.busy);
-    cJSON_AddNumberToObject(o, "failed_reads", c.read_errors);
-    cJSON_AddNumberToObject(o, "sm_mhz_median", c.sm_mhz_median);
-    cJSON_AddNumberToObject(o, "sm_mhz_min", c.sm_mhz_min);
-    cJSON_AddNumberToObject(o, "sm_mhz_max", c.sm_mhz_max);
-    cJSON_AddNumberToObject(o, "sm_mhz_allowed", c.sm_mhz_allowed);
-    cJSON_AddNumberToObject(o, "power_w_median", c.power_w_median);
-    cJSON_AddNumberToObject(o, "power_limit_w", c.power_limit_w);
-    cJSON_AddNumberToObject(o, "power_cap_share", c.power_cap_share);
-    cJSON_AddNumberToObject(o, "thermal_share", c.thermal_share);
-    cJSON_AddNumberToObject(o, "hw_slowdown_share", c.hw_slowdown_share);
+    const struct {
+        const char *key;
+        double value;
+    } fields[] = {
+        {"period_ms", c.period_ms},           {"samples", c.samples},
+        {"busy_samples", c.busy},             {"failed_reads", c.read_errors},
+        {"sm_mhz_median", c.sm_mhz_median},   {"sm_mhz_min", c.sm_mhz_min},
+        {"sm_mhz_max", c.sm_mhz_max},         {"sm_mhz_allowed", c.sm_mhz_allowed},
+        {"power_w_median", c.power_w_median}, {"power_limit_w", c.power_limit_w},
+        {"power_cap_share", c.power_cap_share}, {"thermal_share", c.thermal_share},
+        {"hw_slowdown_share", c.hw_slowdown_share},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
+        cJSON_AddNumberToObject(o, fields[i].key, fields[i].value);
 }
 
 static int write_json(run_state *s)
