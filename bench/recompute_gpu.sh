@@ -50,7 +50,7 @@ import glob, json, os, sys
 out = sys.argv[1]
 PEAK = {"bf16": 989.0, "tf32": 494.0}
 sys.path.insert(0, "bench")
-from bench_json import load_run
+from bench_json import clock_of, load_run
 def load(tag):
     return load_run(out, tag)
 torch = [json.loads(l) for l in open(os.path.join(out, "pytorch.jsonl"))] if os.path.exists(os.path.join(out, "pytorch.jsonl")) else []
@@ -59,18 +59,18 @@ def torch_ms(dt, m, impl):
     return r[-1]["ms"] if r and "ms" in r[-1] else float("nan")
 print(open(os.path.join(out, "device.txt")).read().splitlines()[0])
 print()
-print("| dtype | recompute | aebench ms | model TFLOP/s | MFU | GPU peak GiB | PyTorch eager ms | torch.compile ms | vs eager | vs compile |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| dtype | recompute | aebench ms | SM clock | model TFLOP/s | MFU | GPU peak GiB | PyTorch eager ms | torch.compile ms | vs eager | vs compile |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for dt in ("bf16", "tf32"):
     for m in ("full", "selective", "none"):
         d = load(f"megatron_{dt}_{m}")
         if not d or d.get("status") != "ok":
-            print(f"| {dt} | {m} | {d and d.get('status')} | | | | | | | |"); continue
+            print(f"| {dt} | {m} | {d and d.get('status')} | | | | | | | | |"); continue
         s = d["summary"]
         ms, tf = s["median_ms"], s["model_tflops"]
         peak = d["memory"]["gpu"]["peak_bytes"]
         e, c = torch_ms(dt, m, "pytorch"), torch_ms(dt, m, "pytorch-compile")
-        print(f"| {dt} | {m} | {ms:.1f} | {tf:.1f} | {100 * tf / PEAK[dt]:.1f}% | {peak / 2**30:.1f} | {e:.1f} | {c:.1f} | {e / ms:.2f}x | {c / ms:.2f}x |")
+        print(f"| {dt} | {m} | {ms:.1f} | {clock_of(d)} | {tf:.1f} | {100 * tf / PEAK[dt]:.1f}% | {peak / 2**30:.1f} | {e:.1f} | {c:.1f} | {e / ms:.2f}x | {c / ms:.2f}x |")
 print()
 print("Losses against full's (first iterations): bit for bit with the GELU epilogues off; with the default, the largest relative difference")
 print()
