@@ -710,6 +710,7 @@ static void report_gpu_clock(run_state *s)
 static void json_gpu_clock(cJSON *root, const run_state *s)
 {
     if (s->clock == NULL && !s->clock_why[0]) return; /* (not a CUDA run) */
+    if (s->clock != NULL && !s->clock_done) return;   /* (a record written while the steps run) */
     cJSON *o = cJSON_AddObjectToObject(root, "gpu_clock");
     if (o == NULL) return;
     if (s->clock == NULL) {
@@ -717,7 +718,6 @@ static void json_gpu_clock(cJSON *root, const run_state *s)
         cJSON_AddStringToObject(o, "why", s->clock_why);
         return;
     }
-    if (!s->clock_done) return; /* (a record written while the steps run) */
     gpu_clock_summary c;
     gpu_clock_summarize(s->clock, &c);
     cJSON_AddBoolToObject(o, "sampled", c.busy > 0);
