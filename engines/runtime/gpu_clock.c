@@ -86,8 +86,9 @@ static void *sampling_thread(void *arg)
         until.tv_nsec += (long)(g->period_ms % 1000) * 1000000L;
         if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
         pthread_mutex_lock(&g->lock);
-        while (!g->stopping && pthread_cond_timedwait(&g->wake, &g->lock, &until) != ETIMEDOUT) {
-        }
+        /* 0: signalled or woken early, wait on; ETIMEDOUT (or an error, taken as one): sample */
+        for (int w = 0; !g->stopping && w == 0;)
+            w = pthread_cond_timedwait(&g->wake, &g->lock, &until);
         const int stop = g->stopping;
         pthread_mutex_unlock(&g->lock);
         if (stop) return NULL;
