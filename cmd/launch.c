@@ -256,10 +256,11 @@ typedef struct lost_rank {
  * itself (an exit code, or the abort of an MPI transport that lost its peer); the kernel keeps
  * that status for a pidfd after the rank is reaped (PIDFD_GET_INFO, Linux 6.15; before it, the
  * order alone decides). */
-enum { EXIT_WATCH_MAX = 64, EXIT_TIE_MS = 1000 };
+enum { EXIT_WATCH_MAX = 64, EXIT_TIE_MS = 1000, EXIT_SETTLE_MS = 2000 };
 typedef struct exit_order {
     int fd[EXIT_WATCH_MAX]; /* 0: not yet watched, > 0: its pidfd (kept to the end for its exit
                                status), -1: not watchable */
+    pid_t pid[EXIT_WATCH_MAX]; /* its pid (from its heartbeat), where watched */
     double seen_ms[EXIT_WATCH_MAX]; /* when poll first found it exited (0: not yet) */
     int round[EXIT_WATCH_MAX]; /* which poll found it (ranks of one poll: the supervisor woke
                                   after both, their order is unknown) */
@@ -286,6 +287,7 @@ static void exit_order_scan(exit_order *x, const char *notes)
             x->fd[r] = -1;
             continue;
         }
+        x->pid[r] = (pid_t)hb.pid;
         const long fd = syscall(SYS_pidfd_open, (pid_t)hb.pid, 0);
         /* (a kernel before 5.3, or the rank already gone: its exit is not ordered) */
         x->fd[r] = fd > 0 ? (int)fd : -1;
@@ -341,6 +343,49 @@ static int exit_order_killed(const exit_order *x, int r)
     info.mask = PIDFD_INFO_EXIT_BIT;
     if (ioctl(x->fd[r], PIDFD_GET_INFO_IOCTL, &info) != 0 || !(info.mask & PIDFD_INFO_EXIT_BIT)) return -1;
     return WIFSIGNALED(info.exit_code) && WTERMSIG(info.exit_code) != SIGABRT;
+}
+
+/* 1 while the kernel has rank r's pidfd but not yet its exit status (not reaped yet). */
+static int exit_order_pending(const exit_order *x, int r)
+{
+    if (x->fd[r] <= 0) return 0;
+    pidfd_exit_info info;
+    memset(&info, 0, sizeof info);
+    info.mask = PIDFD_INFO_EXIT_BIT;
+    return ioctl(x->fd[r], PIDFD_GET_INFO_IOCTL, &info) == 0 && !(info.mask & PIDFD_INFO_EXIT_BIT);
+}
+
+/* After mpiexec is reaped: the watched ranks whose exit the loop did not see (it ends when the
+ * job's pipe closes, and a rank's exit closes its end before its pidfd turns readable), or
+ * whose exit status the kernel does not have yet, for up to ms more.  The status is there once
+ * the rank is reaped.  A rank that outlived its MPI proxy is an orphan, and an init that reaps
+ * orphans every two seconds (this machine's does) left it unreaped.  Its status was then
+ * unknown, the order alone decided, and the peer whose abort came first was named (seen once in
+ * CI).  The supervisor is the job's subreaper, so such a rank is its child and is reaped here. */
+static void exit_order_settle(exit_order *x, int ms)
+{
+    const double until = wall_ms() + ms;
+    for (;;) {
+        struct pollfd p[EXIT_WATCH_MAX];
+        int which[EXIT_WATCH_MAX], pending = 0;
+        const int n = exit_order_fill(x, p, 0, which);
+        for (int r = 0; r < x->ranks; r++) {
+            if (x->seen_ms[r] == 0 || !exit_order_pending(x, r)) continue;
+            /* An exited rank nobody reaped: its MPI proxy ended first, so it became this
+             * supervisor's (the job's subreaper: launch_job); reaping it gives the kernel its
+             * status.  (ECHILD: it is another's, which will reap it.) */
+            int status;
+            if (waitpid(x->pid[r], &status, WNOHANG) != x->pid[r]) pending = 1;
+        }
+        const double left = until - wall_ms();
+        if ((n == 0 && !pending) || left <= 0) return;
+        const int ready = poll(p, (nfds_t)n, left < 20 ? (int)left + 1 : 20);
+        if (ready < 0 && errno != EINTR) return;
+        unsigned long long exited = 0;
+        for (int i = 0; i < n && ready > 0; i++)
+            if (p[i].revents) exited |= 1ull << which[i];
+        if (exited) exit_order_seen(x, exited);
+    }
 }
 
 /* The ranks that exited first (mask; one, or several the order cannot tell apart): of those
@@ -634,6 +679,12 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     fflush(stdout);
     fflush(stderr);
     const pid_t supervisor = getpid();
+    /* Ranks that outlive their MPI proxy become this process's children, not init's: their
+     * exit statuses are then ours to collect (exit_order_settle).  Best effort: without it, the
+     * order of the exits alone names the rank lost. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        fprintf(stderr, "aebench: note: cannot be the job's subreaper (%s): ranks' exit statuses may be unknown\n",
+                strerror(errno));
     pid_t pid = fork();
     if (pid == 0) {
         /* mpiexec ends its ranks on SIGTERM: it gets one when we die, however we die */
@@ -718,7 +769,9 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     pid_t w;
     while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
-    /* (after mpiexec: it has reaped the ranks, so the kernel has their exit statuses) */
+    /* (after mpiexec: it has reaped the ranks, so the kernel has their exit statuses; those
+     * it has not yet, and exits not yet seen, get a moment more) */
+    exit_order_settle(&order, EXIT_SETTLE_MS);
     const unsigned long long first_exits = exit_order_first(&order);
     exit_order_close(&order);
     if (sfd >= 0) close(sfd);
