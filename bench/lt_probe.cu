@@ -124,6 +124,49 @@ __global__ static void fill_random_bf16(unsigned short *x, size_t n)
     }
 }
 
+/* Product p as cuda_matmul.cu writes it, in A/B type ab with compute type ct: its descriptor,
+ * layouts and the heuristic's first `want` candidates (at most 16) into heur/found. */
+struct plan {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulHeuristicResult_t heur[16];
+    int found;
+};
+
+static void plan_make(plan &q, cublasLtHandle_t lt, const product &p, cudaDataType_t ab,
+                      cublasComputeType_t ct, const void *bias, int want)
+{
+    const cudaDataType_t cd = p.d_fp32 ? CUDA_R_32F : ab;
+    const cublasOperation_t opa = p.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opb = p.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CHECK_LT(cublasLtMatmulDescCreate(&q.desc, ct, CUDA_R_32F));
+    CHECK_LT(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CHECK_LT(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (p.bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        CHECK_LT(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        CHECK_LT(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    CHECK_LT(cublasLtMatrixLayoutCreate(&q.la, ab, p.transa ? p.k : p.m, p.transa ? p.m : p.k, p.lda));
+    CHECK_LT(cublasLtMatrixLayoutCreate(&q.lb, ab, p.transb ? p.n : p.k, p.transb ? p.k : p.n, p.ldb));
+    CHECK_LT(cublasLtMatrixLayoutCreate(&q.ld, cd, p.m, p.n, p.ldc));
+    cublasLtMatmulPreference_t pref;
+    CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
+    CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
+    q.found = 0;
+    CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, q.desc, q.la, q.lb, q.ld, q.ld, pref, want < 16 ? want : 16,
+                                            q.heur, &q.found));
+    cublasLtMatmulPreferenceDestroy(pref);
+}
+
+static void plan_free(plan &q)
+{
+    cublasLtMatrixLayoutDestroy(q.la);
+    cublasLtMatrixLayoutDestroy(q.lb);
+    cublasLtMatrixLayoutDestroy(q.ld);
+    cublasLtMatmulDescDestroy(q.desc);
+}
+
 /* Product p in bf16 with the heuristic's candidate `rank` (of up to 8), back to back for
  * `seconds` on A, B as they are: one line per batch of 40 (`sustain LABEL T_S TFLOPS`) when
  * `lines`; returns the median TFLOP/s of the batches in the last half (0 when the heuristic
@@ -132,31 +175,10 @@ static double sustain_run(cublasLtHandle_t lt, const product &p, int rank, const
                           double seconds, int lines, const void *A, const void *B, void *D,
                           const void *bias, void *ws, cudaStream_t st)
 {
-    const cudaDataType_t ab = CUDA_R_16BF, cd = p.d_fp32 ? CUDA_R_32F : CUDA_R_16BF;
-    const cublasOperation_t opa = p.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t opb = p.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtMatmulDesc_t desc;
-    CHECK_LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    if (p.bias) {
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                sizeof bias));
-    }
-    cublasLtMatrixLayout_t la, lb, ld;
-    CHECK_LT(cublasLtMatrixLayoutCreate(&la, ab, p.transa ? p.k : p.m, p.transa ? p.m : p.k, p.lda));
-    CHECK_LT(cublasLtMatrixLayoutCreate(&lb, ab, p.transb ? p.n : p.k, p.transb ? p.k : p.n, p.ldb));
-    CHECK_LT(cublasLtMatrixLayoutCreate(&ld, cd, p.m, p.n, p.ldc));
-    cublasLtMatmulPreference_t pref;
-    CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
-    CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
-    cublasLtMatmulHeuristicResult_t heur[8];
-    int found = 0;
-    CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 8, heur, &found));
+    plan q;
+    plan_make(q, lt, p, CUDA_R_16BF, CUBLAS_COMPUTE_32F, bias, 8);
     std::vector<double> late;
-    if (rank < found) {
+    if (rank < q.found) {
         cudaEvent_t e0, e1;
         CHECK_CUDA(cudaEventCreate(&e0));
         CHECK_CUDA(cudaEventCreate(&e1));
@@ -170,8 +192,8 @@ static double sustain_run(cublasLtHandle_t lt, const product &p, int rank, const
             CHECK_CUDA(cudaEventRecord(e0, st));
             bool ran = true;
             for (int r = 0; r < 40 && ran; r++)
-                ran = cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &p.beta, D, ld, D, ld,
-                                     &heur[rank].algo, ws, WS, st) == CUBLAS_STATUS_SUCCESS;
+                ran = cublasLtMatmul(lt, q.desc, &alpha, A, q.la, B, q.lb, &p.beta, D, q.ld, D, q.ld,
+                                     &q.heur[rank].algo, ws, WS, st) == CUBLAS_STATUS_SUCCESS;
             CHECK_CUDA(cudaEventRecord(e1, st));
             CHECK_CUDA(cudaEventSynchronize(e1));
             if (!ran) {
@@ -189,11 +211,7 @@ static double sustain_run(cublasLtHandle_t lt, const product &p, int rank, const
         CHECK_CUDA(cudaEventDestroy(e1));
     }
     fflush(stdout);
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(ld);
-    cublasLtMatmulDescDestroy(desc);
+    plan_free(q);
     if (late.empty()) return 0.0;
     std::sort(late.begin(), late.end());
     return late[late.size() / 2];
@@ -278,52 +296,21 @@ int main(int argc, char **argv)
         const cudaDataType_t ab = mode == 1 ? CUDA_R_16BF : CUDA_R_32F;
         const cublasComputeType_t ct = mode == 0 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
         for (const product &p : prods) {
-            const cudaDataType_t cd = p.d_fp32 ? CUDA_R_32F : ab;
-            const cublasOperation_t opa = p.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
-            const cublasOperation_t opb = p.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-            cublasLtMatmulDesc_t desc;
-            CHECK_LT(cublasLtMatmulDescCreate(&desc, ct, CUDA_R_32F));
-            CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
-                                                    sizeof opa));
-            CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
-                                                    sizeof opb));
-            if (p.bias) {
-                cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-                CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                        &epi, sizeof epi));
-                CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                        &bias, sizeof bias));
-            }
-            cublasLtMatrixLayout_t la, lb, ld;
-            CHECK_LT(cublasLtMatrixLayoutCreate(&la, ab, p.transa ? p.k : p.m,
-                                                p.transa ? p.m : p.k, p.lda));
-            CHECK_LT(cublasLtMatrixLayoutCreate(&lb, ab, p.transb ? p.n : p.k,
-                                                p.transb ? p.k : p.n, p.ldb));
-            CHECK_LT(cublasLtMatrixLayoutCreate(&ld, cd, p.m, p.n, p.ldc));
-            cublasLtMatmulPreference_t pref;
-            CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
-            CHECK_LT(cublasLtMatmulPreferenceSetAttribute(
-                pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
-            cublasLtMatmulHeuristicResult_t heur[16];
-            int found = 0;
-            CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 16, heur,
-                                                    &found));
+            plan q;
+            plan_make(q, lt, p, ab, ct, bias, 16);
+            const int found = q.found;
             float first = -1, best = 1e30f;
             int best_rank = -1;
             for (int i = 0; i < found; i++) {
-                const float t = time_algo(lt, desc, la, lb, ld, &heur[i].algo, A, B, D, p.beta,
-                                          ws, st);
+                const float t = time_algo(lt, q.desc, q.la, q.lb, q.ld, &q.heur[i].algo, A, B, D,
+                                          p.beta, ws, st);
                 if (i == 0) first = t;
                 if (t > 0 && t < best) best = t, best_rank = i;
             }
             printf("| %s | %s | %d %d %d | %.4f | %.4f (#%d of %d) | %.1f%% |\n",
                    mode_name[mode], p.name, p.m, p.n, p.k, first, best, best_rank, found,
                    100.0 * (first - best) / first);
-            cublasLtMatmulPreferenceDestroy(pref);
-            cublasLtMatrixLayoutDestroy(la);
-            cublasLtMatrixLayoutDestroy(lb);
-            cublasLtMatrixLayoutDestroy(ld);
-            cublasLtMatmulDescDestroy(desc);
+            plan_free(q);
         }
     }
     return 0;

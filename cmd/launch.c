@@ -333,26 +333,28 @@ typedef struct pidfd_exit_info {
 #define PIDFD_GET_INFO_IOCTL _IOWR(0xFF, 11, pidfd_exit_info)
 #define PIDFD_INFO_EXIT_BIT 8u
 
-/* 1 when the kernel says rank r was killed by a signal other than SIGABRT, 0 when it ended
- * itself (exit code, abort), -1 when it cannot say (an older kernel, not reaped yet). */
-static int exit_order_killed(const exit_order *x, int r)
+/* What the kernel says of rank r's exit: 1 with its wait(2) status in *code once the rank is
+ * reaped, 0 while it is not (still running, or a zombie), -1 when it cannot say (no pidfd, or a
+ * kernel before PIDFD_GET_INFO). */
+static int exit_order_status(const exit_order *x, int r, int *code)
 {
     if (x->fd[r] <= 0) return -1;
     pidfd_exit_info info;
     memset(&info, 0, sizeof info);
     info.mask = PIDFD_INFO_EXIT_BIT;
-    if (ioctl(x->fd[r], PIDFD_GET_INFO_IOCTL, &info) != 0 || !(info.mask & PIDFD_INFO_EXIT_BIT)) return -1;
-    return WIFSIGNALED(info.exit_code) && WTERMSIG(info.exit_code) != SIGABRT;
+    if (ioctl(x->fd[r], PIDFD_GET_INFO_IOCTL, &info) != 0) return -1;
+    if (!(info.mask & PIDFD_INFO_EXIT_BIT)) return 0;
+    *code = info.exit_code;
+    return 1;
 }
 
-/* 1 while the kernel has rank r's pidfd but not yet its exit status (not reaped yet). */
-static int exit_order_pending(const exit_order *x, int r)
+/* 1 when the kernel says rank r was killed by a signal other than SIGABRT, 0 when it ended
+ * itself (exit code, abort), -1 when it cannot say (an older kernel, not reaped yet). */
+static int exit_order_killed(const exit_order *x, int r)
 {
-    if (x->fd[r] <= 0) return 0;
-    pidfd_exit_info info;
-    memset(&info, 0, sizeof info);
-    info.mask = PIDFD_INFO_EXIT_BIT;
-    return ioctl(x->fd[r], PIDFD_GET_INFO_IOCTL, &info) == 0 && !(info.mask & PIDFD_INFO_EXIT_BIT);
+    int code = 0;
+    if (exit_order_status(x, r, &code) != 1) return -1;
+    return WIFSIGNALED(code) && WTERMSIG(code) != SIGABRT;
 }
 
 /* After mpiexec is reaped: the watched ranks whose exit the loop did not see (it ends when the
@@ -370,7 +372,8 @@ static void exit_order_settle(exit_order *x, int ms)
         int which[EXIT_WATCH_MAX], pending = 0;
         const int n = exit_order_fill(x, p, 0, which);
         for (int r = 0; r < x->ranks; r++) {
-            if (x->seen_ms[r] == 0 || !exit_order_pending(x, r)) continue;
+            int code;
+            if (x->seen_ms[r] == 0 || exit_order_status(x, r, &code) != 0) continue;
             /* An exited rank nobody reaped: its MPI proxy ended first, so it became this
              * supervisor's (the job's subreaper: launch_job); reaping it gives the kernel its
              * status.  (ECHILD: it is another's, which will reap it.) */

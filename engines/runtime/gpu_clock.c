@@ -35,39 +35,37 @@ struct gpu_clock {
     gpu_clock_read_fn read;
     void *ctx;
     nvml_source *nvml; /* (owned: closed with the monitor) */
-    int period_ms;
-    unsigned allowed_mhz;
-    double limit_w;
     pthread_t thread;
     int started;
     pthread_mutex_t lock; /* guards stopping; wake ends the thread's wait at once */
     pthread_cond_t wake;
     int stopping;
-    /* written by the sampling thread only, read after it is joined */
-    int samples, busy, read_errors;
+    /* the summary's counts, clock range and fixed fields (period, allowed clock, limit);
+     * written by the sampling thread only, read after it is joined */
+    gpu_clock_summary sum;
     int power_capped, thermal, hw_slowdown; /* busy samples with each reason */
-    unsigned min_mhz, max_mhz;
     uint32_t mhz_hist[GPU_CLOCK_MAX_MHZ];
     uint32_t watt_hist[GPU_CLOCK_MAX_W];
 };
 
 static void take_sample(gpu_clock *g)
 {
+    gpu_clock_summary *c = &g->sum;
     gpu_clock_sample s = {0};
     if (g->read(g->ctx, &s) != 0) {
-        g->read_errors++;
+        c->read_errors++;
         return;
     }
-    g->samples++;
+    c->samples++;
     if (s.reasons & GPU_CLOCK_IDLE) return;
-    g->busy++;
+    c->busy++;
     const unsigned mhz = s.sm_mhz < GPU_CLOCK_MAX_MHZ ? s.sm_mhz : GPU_CLOCK_MAX_MHZ - 1;
     const double w = s.power_w < 0 ? 0 : s.power_w + 0.5;
     const unsigned watt = w < GPU_CLOCK_MAX_W ? (unsigned)w : GPU_CLOCK_MAX_W - 1;
     g->mhz_hist[mhz]++;
     g->watt_hist[watt]++;
-    if (g->busy == 1 || mhz < g->min_mhz) g->min_mhz = mhz;
-    if (mhz > g->max_mhz) g->max_mhz = mhz;
+    if (c->busy == 1 || mhz < c->sm_mhz_min) c->sm_mhz_min = mhz;
+    if (mhz > c->sm_mhz_max) c->sm_mhz_max = mhz;
     if (s.reasons & GPU_CLOCK_SW_POWER_CAP) g->power_capped++;
     if (s.reasons & (GPU_CLOCK_SW_THERMAL | GPU_CLOCK_HW_THERMAL)) g->thermal++;
     if (s.reasons & (GPU_CLOCK_HW_SLOWDOWN | GPU_CLOCK_HW_POWER_BRAKE)) g->hw_slowdown++;
@@ -82,8 +80,8 @@ static void *sampling_thread(void *arg)
         take_sample(g);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += g->period_ms / 1000;
-        until.tv_nsec += (long)(g->period_ms % 1000) * 1000000L;
+        until.tv_sec += g->sum.period_ms / 1000;
+        until.tv_nsec += (long)(g->sum.period_ms % 1000) * 1000000L;
         if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
         pthread_mutex_lock(&g->lock);
         /* 0: signalled or woken early, wait on; ETIMEDOUT (or an error, taken as one): sample */
@@ -104,9 +102,9 @@ int gpu_clock_open_source(gpu_clock **out, gpu_clock_read_fn read, void *ctx, in
     if (g == NULL) return -1;
     g->read = read;
     g->ctx = ctx;
-    g->period_ms = period_ms;
-    g->allowed_mhz = allowed_mhz;
-    g->limit_w = limit_w;
+    g->sum.period_ms = period_ms;
+    g->sum.sm_mhz_allowed = allowed_mhz;
+    g->sum.power_limit_w = limit_w;
     pthread_condattr_t ca;
     if (pthread_mutex_init(&g->lock, NULL) != 0) {
         free(g);
@@ -244,20 +242,14 @@ void gpu_clock_summarize(const gpu_clock *g, gpu_clock_summary *out)
 {
     memset(out, 0, sizeof *out);
     if (g == NULL || g->started) return; /* (only once the thread is joined) */
-    out->samples = g->samples;
-    out->busy = g->busy;
-    out->read_errors = g->read_errors;
-    out->period_ms = g->period_ms;
-    out->sm_mhz_allowed = g->allowed_mhz;
-    out->power_limit_w = g->limit_w;
-    if (g->busy == 0) return;
-    out->sm_mhz_median = hist_median(g->mhz_hist, GPU_CLOCK_MAX_MHZ, g->busy);
-    out->sm_mhz_min = g->min_mhz;
-    out->sm_mhz_max = g->max_mhz;
-    out->power_w_median = hist_median(g->watt_hist, GPU_CLOCK_MAX_W, g->busy);
-    out->power_cap_share = (double)g->power_capped / g->busy;
-    out->thermal_share = (double)g->thermal / g->busy;
-    out->hw_slowdown_share = (double)g->hw_slowdown / g->busy;
+    *out = g->sum;
+    const int busy = g->sum.busy;
+    if (busy == 0) return;
+    out->sm_mhz_median = hist_median(g->mhz_hist, GPU_CLOCK_MAX_MHZ, busy);
+    out->power_w_median = hist_median(g->watt_hist, GPU_CLOCK_MAX_W, busy);
+    out->power_cap_share = (double)g->power_capped / busy;
+    out->thermal_share = (double)g->thermal / busy;
+    out->hw_slowdown_share = (double)g->hw_slowdown / busy;
 }
 
 void gpu_clock_close(gpu_clock *g)

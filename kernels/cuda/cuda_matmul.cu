@@ -259,49 +259,26 @@ void cu_matmul_forward_residual(gpt_stream *s, void *out, const void *inp, const
 /*
  * Column sums, deterministic: out[o] += sum_n in[n][o],  in (N,OC).  Two stages, so that
  * the grid fills the GPU (OC/32 blocks alone are 64 at OC = 2048): stage 1, block (x, chunk)
- * owns 32 columns (lane x, coalesced row reads) and the chunk-th of CS_ROW_CHUNKS row
+ * owns 32 lanes' columns (lane x's VEC, coalesced row reads) and the chunk-th of CS_ROW_CHUNKS row
  * ranges; row y of its 32 x 32 threads walks that range with stride 32 in order, and the 32
  * partials are added in a fixed tree in shared memory into part[chunk][o].  Stage 2 adds the
  * chunks in order.  The result depends only on the shape, never on scheduling; no atomics;
- * fp32 sums whatever the input type.  This one-column-a-thread kernel serves a dout that is
- * not 16-byte aligned or a width that the vectors below do not divide.
+ * fp32 sums whatever the input type.
  */
 #define CS_ROW_CHUNKS 16
 
-template <typename T>
-__global__ static void column_sum_partials(float *part, const T *in, int N, int OC)
-{
-    __shared__ float acc[32][33]; /* +1: no bank conflicts reading a column */
-    const int o = blockIdx.x * 32 + threadIdx.x;
-    const int per = (N + CS_ROW_CHUNKS - 1) / CS_ROW_CHUNKS;
-    const int n0 = blockIdx.y * per, n1 = min(N, n0 + per);
-    float sum = 0.0f;
-    if (o < OC)
-        for (int n = n0 + threadIdx.y; n < n1; n += 32)
-            sum += ld_f32(in[(size_t)n * OC + o]);
-    acc[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    for (int stride = 16; stride > 0; stride /= 2) {
-        if (threadIdx.y < stride)
-            acc[threadIdx.y][threadIdx.x] += acc[threadIdx.y + stride][threadIdx.x];
-        __syncthreads();
-    }
-    if (threadIdx.y == 0 && o < OC)
-        part[(size_t)blockIdx.y * OC + o] = acc[0][threadIdx.x];
-}
-
 /*
- * The same partials with VEC columns a thread, what runs whenever dout is 16-byte aligned and
- * OC a multiple of VEC (every layer of the model): 16-byte loads, so a warp reads 512
- * contiguous bytes of a row instead of 64, and the grid is VEC times smaller.  On an H100 the
- * bf16 l32 step's matmul_backward went 30.4 -> 29.3 ms and the step 118.2 -> 117.1 ms
- * (bench/results/2026-11-27e-h100-batch).  Each column's sum runs in the order above (row y:
- * n0 + y, n0 + y + 32, ..., then the same tree over y), so the partials are the same bits
- * (test_cuda, test_column_sum_vec).  The tree is [j][y][x]: lane x's VEC columns in VEC
- * planes, so a warp's shared accesses stay conflict-free.
+ * VEC columns a thread: 16-byte loads (VEC = 8 bf16 / 4 fp32) whenever dout is 16-byte aligned
+ * and OC a multiple of VEC (every layer of the model), so a warp reads 512 contiguous bytes of
+ * a row instead of 64 and the grid is VEC times smaller; VEC = 1 for any other dout.  On an
+ * H100 the bf16 l32 step's matmul_backward went 30.4 -> 29.3 ms and the step 118.2 -> 117.1 ms
+ * against VEC = 1 everywhere (bench/results/2026-11-27e-h100-batch).  Each column's sum runs in
+ * the same order at every VEC (row y: n0 + y, n0 + y + 32, ..., then the same tree over y), so
+ * the partials are the same bits (test_cuda, test_column_sum_vec).  The tree is [j][y][x]: lane
+ * x's VEC columns in VEC planes, so a warp's shared accesses stay conflict-free.
  */
 template <typename T, int VEC>
-__global__ static void column_sum_partials_vec(float *part, const T *in, int N, int OC)
+__global__ static void column_sum_partials(float *part, const T *in, int N, int OC)
 {
     typedef vec_t<T, VEC> V;
     __shared__ float acc[VEC][32][33];
@@ -354,19 +331,14 @@ void cu_column_sum(gpt_stream *s, float *out, const void *in, int N, int OC, int
     }
     float *part = (float *)st->workspace;
     const int vec = cu_is_bf16(s) ? 8 : 4; /* 16 bytes */
-    if (OC % vec == 0 && alignment_of(in) == 16) {
-        const unsigned groups = (unsigned)((OC / vec + 31) / 32);
-        if (vec == 8)
-            column_sum_partials_vec<bf16, 8><<<dim3(groups, CS_ROW_CHUNKS), dim3(32, 32), 0, st->stream>>>(
-                part, (const bf16 *)in, N, OC);
-        else
-            column_sum_partials_vec<float, 4><<<dim3(groups, CS_ROW_CHUNKS), dim3(32, 32), 0, st->stream>>>(
-                part, (const float *)in, N, OC);
-    } else {
-        CU_DISPATCH(s, T,
-                    column_sum_partials<T><<<dim3((OC + 31) / 32, CS_ROW_CHUNKS), dim3(32, 32), 0,
-                                             st->stream>>>(part, (const T *)in, N, OC));
-    }
+    const int wide = OC % vec == 0 && alignment_of(in) == 16;
+    const dim3 grid((unsigned)((OC / (wide ? vec : 1) + 31) / 32), CS_ROW_CHUNKS), block(32, 32);
+    if (wide && vec == 8)
+        column_sum_partials<bf16, 8><<<grid, block, 0, st->stream>>>(part, (const bf16 *)in, N, OC);
+    else if (wide)
+        column_sum_partials<float, 4><<<grid, block, 0, st->stream>>>(part, (const float *)in, N, OC);
+    else
+        CU_DISPATCH(s, T, column_sum_partials<T, 1><<<grid, block, 0, st->stream>>>(part, (const T *)in, N, OC));
     OP_CHECK_LAUNCH(s);
     column_sum_finish<<<(OC + 255) / 256, 256, 0, st->stream>>>(out, part, OC, overwrite);
     OP_CHECK_LAUNCH(s);

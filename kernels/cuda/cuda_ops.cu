@@ -506,40 +506,6 @@ __global__ static void layernorm_backward_params_sum(float *dw, float *db, const
  * loading 2 or 4 rows of a block at once was slower too (3.18, 4.22). */
 #define LN_BACKWARD_ROWS 16
 
-/* A thread's channels of w into registers, its dw, db sums zeroed. */
-template <typename T_, int VEC, int KPT>
-static __device__ __forceinline__ void ln_backward_thread_begin(const T_ *w, float (&wf)[KPT][VEC],
-                                                                float (&acc_w)[KPT][VEC],
-                                                                float (&acc_b)[KPT][VEC])
-{
-    typedef vec_t<T_, VEC> V;
-#pragma unroll
-    for (int k = 0; k < KPT; k++) {
-        const V wv = ((const V *)w)[k * blockDim.x + threadIdx.x];
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            wf[k][j] = ld_f32(wv.v[j]);
-            acc_w[k][j] = acc_b[k][j] = 0.0f;
-        }
-    }
-}
-
-/* A thread's dw, db sums over its block's rows into the block's partials. */
-template <int VEC, int KPT>
-static __device__ __forceinline__ void ln_backward_thread_end(float *part_w, float *part_b, int C,
-                                                              const float (&acc_w)[KPT][VEC],
-                                                              const float (&acc_b)[KPT][VEC])
-{
-#pragma unroll
-    for (int k = 0; k < KPT; k++)
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            const size_t c = (size_t)(k * blockDim.x + threadIdx.x) * VEC + j;
-            part_w[(size_t)blockIdx.x * C + c] = acc_w[k][j];
-            part_b[(size_t)blockIdx.x * C + c] = acc_b[k][j];
-        }
-}
-
 template <typename T_, int VEC, int KPT>
 __global__ static void __launch_bounds__(LNB_MAX_THREADS)
     layernorm_backward_rows_kernel(T_ *dinp, float *part_w, float *part_b, const T_ *dout,
@@ -554,7 +520,15 @@ __global__ static void __launch_bounds__(LNB_MAX_THREADS)
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int r0 = blockIdx.x * rows_per_block, r1 = min(N, r0 + rows_per_block);
     float wf[KPT][VEC], acc_w[KPT][VEC], acc_b[KPT][VEC];
-    ln_backward_thread_begin<T_, VEC, KPT>(w, wf, acc_w, acc_b);
+#pragma unroll
+    for (int k = 0; k < KPT; k++) {
+        const V wv = ((const V *)w)[k * blockDim.x + threadIdx.x];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            wf[k][j] = ld_f32(wv.v[j]);
+            acc_w[k][j] = acc_b[k][j] = 0.0f;
+        }
+    }
     /* Row n + 1's x and dout are loaded while row n is reduced and written, and row n's
      * dinp before its barrier: each row costs one memory latency, not two, per block. */
     V xn[KPT], dn[KPT];
@@ -619,7 +593,14 @@ __global__ static void __launch_bounds__(LNB_MAX_THREADS)
             di[k * blockDim.x + threadIdx.x] = acc[k];
         }
     }
-    ln_backward_thread_end<VEC, KPT>(part_w, part_b, C, acc_w, acc_b);
+#pragma unroll
+    for (int k = 0; k < KPT; k++)
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const size_t c = (size_t)(k * blockDim.x + threadIdx.x) * VEC + j;
+            part_w[(size_t)blockIdx.x * C + c] = acc_w[k][j];
+            part_b[(size_t)blockIdx.x * C + c] = acc_b[k][j];
+        }
 }
 
 /* dw (C) += sum_g part_w[g], db likewise: block x owns 32 channels; its 32 rows of threads
