@@ -2,8 +2,9 @@
 # Issue 30 part 4 on one GPU: how much of a step the launches cost, from GPT-2 small down to a
 # toy, and what CUDA graphs win there.  megatron-lm in bf16 (full recompute, one rank) at each
 # SHAPES entry, each VARIANTS entry (a label and aebench flags, ";"-separated) interleaved REPS
-# times unprofiled, then once profiled: the step time, the profiled ops' device time and the
-# compute stream's gaps (what graphs can remove), and the loss (the same at every variant).
+# times unprofiled, then the first variant once profiled (--profile runs no graphs): the step
+# time, the profiled ops' device time and the compute stream's gaps (what graphs can remove),
+# and the loss at the last step (the same at every variant).
 #   bash bench/launch_gpu.sh "$OUT"
 #   VARIANTS="eager=--graphs off;graphs=--graphs on" bash bench/launch_gpu.sh "$OUT"
 set -uo pipefail
@@ -26,12 +27,11 @@ while IFS=: read -r sname sargs; do
             bench_run "${sname}_${vname}_$rep" -m megatron-lm $vargs
         done
     done
-    for v in "${variants[@]}"; do
-        vname=${v%%=*} vargs=${v#*=}
-        shape=(--device cuda $sargs --dtype bf16 --iters ${ITERS:-20} --log-interval 10)
-        bench_run "${sname}_${vname}_profile" -m megatron-lm $vargs --profile
-        labels+=("$sname $vname")
-    done
+    v=${variants[0]}
+    vname=${v%%=*}
+    shape=(--device cuda $sargs --dtype bf16 --iters ${ITERS:-20} --log-interval 10)
+    bench_run "${sname}_${vname}_profile" -m megatron-lm --graphs off --profile
+    for v in "${variants[@]}"; do labels+=("$sname ${v%%=*}"); done
 done <<<"$shapes"
 python3 - "$out" "${REPS:-2}" "${labels[@]}" <<'PY' | tee "$out/table.md"
 import sys

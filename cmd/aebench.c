@@ -96,6 +96,11 @@ static int option_unused(const run_config *rc, const engine_vtbl *eng, int world
                  "stronghold's and zero-infinity's option)", eng->name);
         return -1;
     }
+    if (rc->eng.graphs == GRAPHS_ON && !(eng->options & ENGINE_OPT_GRAPHS)) {
+        snprintf(err, errlen, "--graphs on: %s has no CUDA graphs (megatron-lm's option: the offload engines' "
+                 "steps wait on host work between their layers)", eng->name);
+        return -1;
+    }
     static const char *const gemini_opts[] = {"gemini-mode", "gemini-replicas", "gemini-placement",
                                               "gemini-transport", "gemini-store", "gemini-job", "gemini-recover",
                                               "gemini-ckpt-from", "gemini-every", "ckpt-dir", "ckpt-every"};

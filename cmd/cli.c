@@ -20,7 +20,7 @@
 typedef enum opt_id {
     OPT_METHOD, OPT_LAYERS, OPT_HIDDEN, OPT_BATCH, OPT_WINDOW, OPT_HEADS, OPT_SEQ, OPT_VOCAB,
     OPT_ITERS, OPT_LOG_INTERVAL, OPT_SEED, OPT_RESULTS, OPT_DEVICE, OPT_CONFIG, OPT_DTYPE,
-    OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_RECOMPUTE, OPT_LR, OPT_MIN_LR,
+    OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_RECOMPUTE, OPT_GRAPHS, OPT_LR, OPT_MIN_LR,
     OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
     OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
     OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_TRANSPORT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
@@ -67,6 +67,9 @@ static const opt_spec specs[] = {
      "what the backward recomputes (default full: each layer from its input, the artifact's; selective: the "
      "LayerNorms, attention and GELU, keeping the GEMM outputs; none: keeps every activation)"},
     {OPT_NO_CKPT, "no-ckpt", 0, ARG_NONE, NULL, "--recompute none (the older name)"},
+    {OPT_GRAPHS, "graphs", 0, ARG_TEXT, "auto|on|off",
+     "replay each step's forward and backward as CUDA graphs, captured at the second step (default auto: "
+     "on for megatron-lm on one rank on the GPU, unless --profile; on: an error where it cannot)"},
     {OPT_LR, "lr", 0, ARG_NUM, "X", "peak learning rate (default 1.5e-4)"},
     {OPT_MIN_LR, "min-lr", 0, ARG_NUM, "X", "final learning rate of the cosine decay (default 1e-5)"},
     {OPT_DECAY_ITERS, "lr-decay-iters", 0, ARG_INT, "N", "cosine decay length (default 320000)"},
@@ -465,6 +468,9 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
         if (set_path(rc->hosts_path, sizeof rc->hosts_path, value, "file", opt, err, errlen)) return -1;
         break;
     case OPT_NO_CKPT: e->recompute = flag_value ? GPT_RECOMPUTE_NONE : GPT_RECOMPUTE_FULL; break;
+    case OPT_GRAPHS:
+        CHOOSE(e->graphs, {"auto", GRAPHS_AUTO}, {"on", GRAPHS_ON}, {"off", GRAPHS_OFF});
+        break;
     case OPT_RECOMPUTE:
         CHOOSE(e->recompute, {"full", GPT_RECOMPUTE_FULL}, {"selective", GPT_RECOMPUTE_SELECTIVE},
                {"none", GPT_RECOMPUTE_NONE});
@@ -1064,6 +1070,9 @@ static int validate(run_config *rc, char *err, size_t errlen)
     if (rc->profile && (rc->predict || rc->calibrate || rc->search))
         return cli_fail(err, errlen, "--profile times the steps a run trains: not with --%s",
                         rc->predict ? "predict" : rc->calibrate ? "calibrate" : "search");
+    if (rc->profile && rc->eng.graphs == GRAPHS_ON)
+        return cli_fail(err, errlen, "--graphs on: --profile times each op with events of its own, which a graph's "
+                        "replay would not record (--graphs auto turns them off under --profile)");
     if (rc->search && (rc->predict || rc->calibrate || rc->find_max || rc->dry_run || rc->resume))
         return cli_fail(err, errlen, "--search plans and predicts by itself: not with --%s",
                         rc->predict ? "predict" : rc->calibrate ? "calibrate" : rc->find_max ? "find-max"
@@ -1337,6 +1346,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
         {"vocab", &e->shape.vocab, sizeof e->shape.vocab},
         {"window", &e->window, sizeof e->window},
         {"recompute", &e->recompute, sizeof e->recompute},
+        {"graphs", &e->graphs, sizeof e->graphs},
         {"lr", &e->optim.lr, sizeof e->optim.lr},
         {"min-lr", &e->optim.min_lr, sizeof e->optim.min_lr},
         {"lr-decay-iters", &e->optim.decay_iters, sizeof e->optim.decay_iters},

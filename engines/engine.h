@@ -43,7 +43,11 @@ enum {
     ENGINE_OPT_ONE_SLOT = 1u << 10,    /* one layer slot: each layer's copy in waits for the
                                           compute before it, its compute for the copy (l2l),
                                           so copies and compute add up (bound.h) */
+    ENGINE_OPT_GRAPHS = 1u << 11,      /* replays its steps' work as CUDA graphs (--graphs) */
 };
+/* --graphs: auto (on where the engine, the backend and the run allow it), on (an error where
+ * they do not), off */
+enum { GRAPHS_AUTO = 0, GRAPHS_ON = 1, GRAPHS_OFF = 2 };
 
 enum { ENGINE_PATH_MAX = 1024 };
 
@@ -60,6 +64,9 @@ typedef struct engine_config {
     /* --recompute: what each layer keeps of its forward for its backward (full: activation
      * checkpointing, the artifact's; selective: the GEMM outputs; none: everything) */
     gpt_recompute recompute;
+    /* --graphs (GRAPHS_*): each step's forward and backward issued once into a CUDA graph and
+     * replayed after (megatron-lm on one rank) */
+    int graphs;
     gpt_optim optim;
     uint64_t seed;
     device_kind device;

@@ -52,6 +52,12 @@
  *              slots still holding the top two layers after the forward are reused).
  * Events order every hand-off between the streams; the host waits at the end of each phase
  * (that is what the phase timers measure; it reads the losses and norms back anyway).
+ * --graphs (one rank, stage 0, a backend with graphs; auto unless --profile): each micro-
+ * batch's forward (after its ids' copy) and backward are issued once more at the second step
+ * into a CUDA graph each, the backward's with the gradient stream's norm branch taken back
+ * into compute at its end, and replayed as one launch a phase from then on: the same kernels
+ * on the same pointers in the same order, so the same bits; the optimizer stays eager (its
+ * learning rate and clip scale change every step).
  * Summation order: ranks change only the order of the reductions over ranks; at two ranks a
  * sum of two is the same either way, so every stage gives the same bits as DDP there
  * (multi-micro-batch stage 2/3 add per-micro-batch reductions: another order).
@@ -117,6 +123,12 @@ typedef struct megatron_state {
 
     gpt_event *ev_grad_ready, *ev_comm_done, *ev_updated, *ev_params_ready, *ev_egathered;
     gpt_event *ev_gathered[2], *ev_slot_done[2], *ev_gslot_free[2];
+    /* --graphs: replay (graphs 1) micro-batch k's forward and backward (M each, NULL until
+     * captured at the second step); the backward's capture joins the gradient stream back
+     * into compute through ev_graph_join */
+    int graphs, steps_done;
+    gpt_graph **fwd_graph, **bwd_graph;
+    gpt_event *ev_graph_join;
     stream_spans spans;
     megatron_hooks hooks;    /* an engine built on this one (gemini); zeros: none */
     /* megatron_arm_sums: the next step's optimizer sums the shard state's checksums into
@@ -287,15 +299,19 @@ static void megatron_free(void *state)
     megatron_state *st = state;
     if (!st) return;
     /* Destroying the streams drains them: after a failed step, queued work may still use
-     * the buffers freed below. */
+     * the buffers freed below (a replayed graph is the compute stream's work). */
     coll_close(st->grad_comm);
     coll_close(st->param_comm);
     if (st->compute) st->env.be->ops->stream_destroy(st->compute);
     gpt_event *evs[] = {st->ev_grad_ready, st->ev_comm_done, st->ev_updated, st->ev_params_ready,
                         st->ev_egathered, st->ev_gathered[0], st->ev_gathered[1],
                         st->ev_slot_done[0], st->ev_slot_done[1], st->ev_gslot_free[0],
-                        st->ev_gslot_free[1]};
+                        st->ev_gslot_free[1], st->ev_graph_join};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) gpt_event_destroy(evs[i]);
+    for (int k = 0; k < st->M && st->fwd_graph; k++) gpt_graph_destroy(st->fwd_graph[k]);
+    for (int k = 0; k < st->M && st->bwd_graph; k++) gpt_graph_destroy(st->bwd_graph[k]);
+    free(st->fwd_graph);
+    free(st->bwd_graph);
     spans_free(&st->spans);
     engine_free_all(&st->mem);
     free(st->blocks);
@@ -348,6 +364,49 @@ static int init_params(megatron_state *st, float *staging)
     return rc;
 }
 
+/* --graphs: whether this run replays its phases, said in the log either way.  The step must
+ * be the same work on the same pointers every time: one rank (no collectives, whose spans
+ * the step times on the host), stage 0 (stage 3's gathers follow host-side slot state), and
+ * no hooks (gemini's, at stage 3 anyway). */
+static int graphs_choose(megatron_state *st)
+{
+    const engine_env *env = &st->env;
+    const int want = env->cfg->graphs;
+    const char *why = NULL;
+    if (want == GRAPHS_OFF) why = "--graphs off";
+    else if (!gpt_backend_has_graphs(env->be))
+        why = strcmp(env->be->name, "cpu") == 0 ? "the cpu backend has none" : "--profile times each op";
+    else if (st->W > 1) why = "collectives between ranks";
+    else if (st->stage != 0) why = "ZeRO stage gathers";
+    if (why) {
+        if (want == GRAPHS_ON) return engine_refuse(env, GPT_ERR_INVALID, "--graphs on: not here (%s)", why);
+        /* (said where a run could have had them: not on the cpu backend, every CI run) */
+        if (gpt_backend_has_graphs(env->be) || strcmp(env->be->name, "cpu") != 0) engine_note(env, "graphs: off (%s)", why);
+        return GPT_OK;
+    }
+    st->fwd_graph = calloc((size_t)st->M, sizeof *st->fwd_graph);
+    st->bwd_graph = calloc((size_t)st->M, sizeof *st->bwd_graph);
+    if (!st->fwd_graph || !st->bwd_graph) return GPT_ERR_OOM;
+    st->graphs = 1;
+    engine_note(env, "graphs: on (each micro-batch's forward and backward captured at the second step, then "
+                "replayed: one launch a phase)");
+    return GPT_OK;
+}
+
+/* What --graphs on cannot have (graphs_choose's reasons that a configuration alone shows):
+ * refused before the run writes anything. */
+static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->graphs != GRAPHS_ON) return 0;
+    const char *why = cfg->device != DEVICE_CUDA ? "CUDA graphs need --device cuda"
+                      : engine_world(cfg) > 1 ? "one rank only: a step on several times its collectives on the host"
+                      : cfg->zero_stage != 0 ? "stage 0 only: the ZeRO stages gather weights by host-side state"
+                      : NULL;
+    if (!why) return 0;
+    snprintf(err, errlen, "--graphs on: %s", why);
+    return -1;
+}
+
 static int megatron_init(const engine_env *env, void **state)
 {
     *state = NULL;
@@ -386,9 +445,10 @@ static int megatron_init(const engine_env *env, void **state)
     gpt_event **evs[] = {&st->ev_grad_ready, &st->ev_comm_done, &st->ev_updated,
                          &st->ev_params_ready, &st->ev_egathered, &st->ev_gathered[0],
                          &st->ev_gathered[1], &st->ev_slot_done[0], &st->ev_slot_done[1],
-                         &st->ev_gslot_free[0], &st->ev_gslot_free[1]};
+                         &st->ev_gslot_free[0], &st->ev_gslot_free[1], &st->ev_graph_join};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if ((rc = gpt_event_create(be, evs[i]))) return rc;
+    if ((rc = graphs_choose(st))) return rc;
 
     gpt_resident *m = &st->act;
     void *scratch_mem = NULL, *head_mem = NULL, *staging = NULL, *wslots = NULL, *gslots = NULL;
@@ -546,17 +606,23 @@ static gpt_layer_acts layer_acts_backward(megatron_state *st, int l)
     return a;
 }
 
-static int forward_micro(megatron_state *st, const int32_t *tokens, const int32_t *targets)
+/* The micro-batch's ids in (before its forward: the host arrays change every step, so they
+ * stay out of a graph). */
+static int ids_in(megatron_state *st, const int32_t *tokens, const int32_t *targets)
+{
+    const size_t N = (size_t)st->sh.batch * st->sh.seq;
+    int rc = gpt_memcpy_h2d(st->compute, st->ids, tokens, N * sizeof(int32_t));
+    return rc ? rc : gpt_memcpy_h2d(st->compute, st->ids + N, targets, N * sizeof(int32_t));
+}
+
+static int forward_micro(megatron_state *st)
 {
     const gpt_shape *sh = &st->sh;
     gpt_stream *s = st->compute;
     gpt_resident *m = &st->act;
-    const int N = sh->batch * sh->seq, L = sh->layers;
+    const int L = sh->layers;
     int rc;
-    if ((rc = gpt_memcpy_h2d(s, st->ids, tokens, (size_t)N * sizeof(int32_t))) ||
-        (rc = gpt_memcpy_h2d(s, st->ids + N, targets, (size_t)N * sizeof(int32_t))) ||
-        (rc = gather_layer(st, 0)))
-        return rc;
+    if ((rc = gather_layer(st, 0))) return rc;
     gpt_embed_forward(s, sh, work_params(st, 0), m->tokens, m->layer_inputs);
     for (int l = 0; l < L; l++) {
         if ((rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l))) return rc;
@@ -597,6 +663,35 @@ static int backward_micro(megatron_state *st, int first_micro, int last_micro)
     }
     gpt_embed_backward(s, sh, grad_buffer(st, 0), m->dres, m->tokens);
     return reduce_block(st, 0, last_micro);
+}
+
+/* Micro-batch k's forward (phase 0) or backward (1) issued on the compute stream: as ops, or,
+ * with graphs, captured at the second step and replayed from then on.  A capture that fails
+ * (a call it does not allow) ends the replays: --graphs on stops the run, auto says why in the
+ * log and goes on as ops, issuing the phase again. */
+static int issue_phase(megatron_state *st, int phase, int k)
+{
+    gpt_stream *s = st->compute;
+    gpt_graph **g = phase == 0 ? &st->fwd_graph[k] : &st->bwd_graph[k];
+    if (st->graphs && *g) return gpt_graph_launch(*g, s);
+    if (!st->graphs || st->steps_done == 0)
+        return phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
+    int rc = gpt_graph_capture_begin(s);
+    if (rc) return rc;
+    int issued = phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
+    /* the norms' branch on the gradient stream must end inside the graph */
+    if (!issued && phase == 1 &&
+        !(issued = gpt_event_record(st->ev_graph_join, coll_stream(st->grad_comm))))
+        issued = gpt_stream_wait_event(s, st->ev_graph_join);
+    rc = gpt_graph_capture_end(s, g);
+    if (!issued && !rc) return gpt_graph_launch(*g, s);
+    if (st->env.cfg->graphs == GRAPHS_ON)
+        return engine_refuse(&st->env, issued ? issued : rc, "--graphs on: micro-batch %d's %s could not be captured",
+                             k, phase == 0 ? "forward" : "backward");
+    st->graphs = 0;
+    engine_note(&st->env, "graphs: off from step %d (micro-batch %d's %s could not be captured: error %d)",
+                st->steps_done + 1, k, phase == 0 ? "forward" : "backward", issued ? issued : rc);
+    return phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
 }
 
 /* The (block, shard) squared norms (reduce_block made them on the gradient stream, which the
@@ -740,11 +835,12 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
          * (gemini's checkpoint: +88 ms per step on two H100s, bench/results/
          * 2026-11-25-h100x2-gemini), and the host, waiting, would issue nothing. */
         st->act.head.losses = st->losses + (size_t)k * N;
-        if ((rc = forward_micro(st, tokens + (size_t)k * N, targets + (size_t)k * N)) || (rc = gpt_stream_sync(s)))
+        if ((rc = ids_in(st, tokens + (size_t)k * N, targets + (size_t)k * N)) || (rc = issue_phase(st, 0, k)) ||
+            (rc = gpt_stream_sync(s)))
             return rc;
         double f1 = wall_ms();
         if (k == 0) engine_fault_point(&st->env, iteration, FAULT_BACKWARD);
-        if ((rc = backward_micro(st, k == 0, k == st->M - 1)) || (rc = gpt_stream_sync(s))) return rc;
+        if ((rc = issue_phase(st, 1, k)) || (rc = gpt_stream_sync(s))) return rc;
         fwd_ms += f1 - f0;
         bwd_ms += wall_ms() - f1;
     }
@@ -753,6 +849,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
         (rc = gpt_stream_sync(coll_stream(st->param_comm))))
         return rc;
     double t3 = wall_ms();
+    st->steps_done++;
     out->ms_forward = fwd_ms;
     out->ms_backward = bwd_ms;
     out->ms_optimizer = t3 - t2;
@@ -860,8 +957,9 @@ const engine_vtbl engine_megatron_lm = {
     .uses_window = 0,
     .supports_bf16 = 1,
     .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_ZERO_STAGES |
-               ENGINE_OPT_FAULT_BACKWARD,
+               ENGINE_OPT_FAULT_BACKWARD | ENGINE_OPT_GRAPHS,
     .plan = megatron_plan,
+    .check = megatron_check,
     .init = megatron_init,
     .step = megatron_step,
     .free = megatron_free,

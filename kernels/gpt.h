@@ -81,6 +81,7 @@ static inline float gpt_bf16_to_f32(uint16_t h)
 typedef struct gpt_backend gpt_backend;
 typedef struct gpt_stream gpt_stream;
 typedef struct gpt_event gpt_event;
+typedef struct gpt_graph gpt_graph;
 typedef struct gpt_backend_ops gpt_backend_ops;
 
 /* A float array and its length: a piece of the sequence checksum_chunks covers. */
@@ -123,6 +124,14 @@ struct gpt_stream {
  * device orders the two without the host) or by the host.  An event that was never recorded
  * counts as complete; recording it again moves the marker (as cudaEventRecord does). */
 struct gpt_event {
+    const gpt_backend *be;
+    void *impl;
+};
+
+/* Work captured from a stream once and replayed as one launch (a CUDA graph): what a stream
+ * was given between gpt_graph_capture_begin and _end, with the same pointers and arguments
+ * every replay.  Only backends that have them (gpt_backend_has_graphs). */
+struct gpt_graph {
     const gpt_backend *be;
     void *impl;
 };
@@ -227,6 +236,17 @@ struct gpt_backend_ops {
     void (*checksum_fold)(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats);
     /* out = a + b on n fp32 elements whatever be->dtype (gradient sums) */
     void (*add_f32)(gpt_stream *s, float *out, const float *a, const float *b, size_t n);
+
+    /* ---- graphs (NULL where the backend has none: the CPU backend, --profile's) ----------- */
+    /* From capture_begin on, what is issued on s (and on streams that wait on an event it
+     * records) is recorded, not run; capture_end ends it (every stream drawn in must have
+     * been waited on by s again) and makes the graph.  A capture that a call inside it broke
+     * (one that is not allowed while capturing) ends with GPT_ERR_BACKEND and no graph. */
+    int (*graph_capture_begin)(gpt_stream *s);
+    int (*graph_capture_end)(gpt_stream *s, gpt_graph **out);
+    /* The captured work, run on s in its order (asynchronously, as the ops). */
+    int (*graph_launch)(gpt_graph *g, gpt_stream *s);
+    void (*graph_destroy)(gpt_graph *g);
 };
 
 /* ---- memory and ordering on a stream (return 0 or a negative gpt_status) ------------ */
@@ -273,6 +293,18 @@ static inline int gpt_stream_host_task(gpt_stream *s, int (*fn)(void *arg), cons
 { return s->be->ops->stream_host_task(s, fn, arg, arg_bytes); }
 static inline void *gpt_stream_handle(gpt_stream *s)
 { return s->be->ops->stream_handle(s); }
+
+/* Graphs (see gpt_backend_ops.graph_capture_begin); GPT_ERR_INVALID on a backend without. */
+static inline int gpt_backend_has_graphs(const gpt_backend *be)
+{ return be->ops->graph_capture_begin != NULL; }
+static inline int gpt_graph_capture_begin(gpt_stream *s)
+{ return s->be->ops->graph_capture_begin ? s->be->ops->graph_capture_begin(s) : GPT_ERR_INVALID; }
+static inline int gpt_graph_capture_end(gpt_stream *s, gpt_graph **out)
+{ *out = NULL; return s->be->ops->graph_capture_end ? s->be->ops->graph_capture_end(s, out) : GPT_ERR_INVALID; }
+static inline int gpt_graph_launch(gpt_graph *g, gpt_stream *s)
+{ return s->be->ops->graph_launch(g, s); }
+static inline void gpt_graph_destroy(gpt_graph *g)
+{ if (g) g->be->ops->graph_destroy(g); }
 
 /* ======================================================================================
  * The ops.  B batch, T sequence, C channels (hidden), NH heads, V vocab, Vp padded vocab,

@@ -255,6 +255,11 @@ int gpt_profile_create(gpt_profile **out, const gpt_backend *inner)
     p->inner = inner;
     p->ops = *inner->ops;
     wrap_ops(&p->ops);
+    /* no graphs: a replay would run the ops without their events, and time nothing */
+    p->ops.graph_capture_begin = NULL;
+    p->ops.graph_capture_end = NULL;
+    p->ops.graph_launch = NULL;
+    p->ops.graph_destroy = NULL;
     p->be = *inner;
     p->be.ops = &p->ops;
     *out = p;

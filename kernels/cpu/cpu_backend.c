@@ -174,6 +174,11 @@ static const gpt_backend_ops cpu_ops = {
     .checksum_chunks = cpu_q_checksum_chunks,
     .checksum_fold = cpu_q_checksum_fold,
     .add_f32 = cpu_q_add_f32,
+    /* no graphs: a worker thread per stream has no launch cost to save */
+    .graph_capture_begin = NULL,
+    .graph_capture_end = NULL,
+    .graph_launch = NULL,
+    .graph_destroy = NULL,
 };
 
 int gpt_cpu_backend_create(gpt_backend **out, int nthreads)

@@ -346,6 +346,67 @@ static int cuda_stream_host_task(gpt_stream *s, int (*fn)(void *arg), const void
     return GPT_OK;
 }
 
+/* ---- graphs: a stream's work captured once, replayed as one launch ----------------------- */
+
+/* Thread-local capture: the rank's other threads (the clock sampler, the watchdog, a host
+ * task's MPI) are not this capture's; a call this thread makes that a capture does not allow
+ * (a synchronisation, a copy from pageable memory) breaks it, and capture_end says so. */
+static int cuda_graph_capture_begin(gpt_stream *s)
+{
+    cuda_stream_impl *st = cu_stream(s);
+    if (CUDA_FAILED(cudaStreamBeginCapture(st->stream, cudaStreamCaptureModeThreadLocal)))
+        return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+
+static int cuda_graph_capture_end(gpt_stream *s, gpt_graph **out)
+{
+    cuda_stream_impl *st = cu_stream(s);
+    *out = NULL;
+    cudaGraph_t graph = NULL;
+    const cudaError_t e = cudaStreamEndCapture(st->stream, &graph);
+    /* an op that failed while capturing latched the stream: its launch is not in the graph */
+    const int op_failed = st->failed;
+    st->failed = 0;
+    if (e != cudaSuccess || graph == NULL || op_failed) {
+        if (e != cudaSuccess) {
+            fprintf(stderr, "aebench: cuda backend: the capture did not make a graph: %s\n", cudaGetErrorString(e));
+            (void)cudaGetLastError();
+        } else if (op_failed) {
+            fprintf(stderr, "aebench: cuda backend: an op failed while its stream was captured\n");
+        }
+        if (graph) (void)CUDA_FAILED(cudaGraphDestroy(graph));
+        return GPT_ERR_BACKEND;
+    }
+    cudaGraphExec_t exec = NULL;
+    const int bad = CUDA_FAILED(cudaGraphInstantiate(&exec, graph, 0));
+    (void)CUDA_FAILED(cudaGraphDestroy(graph)); /* the executable keeps what it needs */
+    if (bad) return GPT_ERR_BACKEND;
+    gpt_graph *g = (gpt_graph *)calloc(1, sizeof *g);
+    if (g == NULL) {
+        (void)CUDA_FAILED(cudaGraphExecDestroy(exec));
+        return GPT_ERR_OOM;
+    }
+    g->be = s->be;
+    g->impl = (void *)exec;
+    *out = g;
+    return GPT_OK;
+}
+
+static int cuda_graph_launch(gpt_graph *g, gpt_stream *s)
+{
+    if (CUDA_FAILED(cudaGraphLaunch((cudaGraphExec_t)g->impl, cu_stream(s)->stream)))
+        return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+
+static void cuda_graph_destroy(gpt_graph *g)
+{
+    if (g == NULL) return;
+    (void)CUDA_FAILED(cudaGraphExecDestroy((cudaGraphExec_t)g->impl));
+    free(g);
+}
+
 static const gpt_backend_ops cuda_ops = {
     /* .dev_alloc = */ cuda_dev_alloc,
     /* .dev_free = */ cuda_dev_free,
@@ -394,6 +455,11 @@ static const gpt_backend_ops cuda_ops = {
     /* .checksum_chunks = */ cu_checksum_chunks,
     /* .checksum_fold = */ cu_checksum_fold,
     /* .add_f32 = */ cu_add_f32,
+
+    /* .graph_capture_begin = */ cuda_graph_capture_begin,
+    /* .graph_capture_end = */ cuda_graph_capture_end,
+    /* .graph_launch = */ cuda_graph_launch,
+    /* .graph_destroy = */ cuda_graph_destroy,
 };
 
 extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32)
