@@ -54,7 +54,7 @@
  * (that is what the phase timers measure; it reads the losses and norms back anyway).
  * --graphs (one rank, stage 0, a backend with graphs; auto unless --profile): each micro-
  * batch's forward (after its ids' copy) and backward are issued once more at the second step
- * into a CUDA graph each, the backward's with the gradient stream's norm branch taken back
+ * into a CUDA graph each, the last backward's with the gradient stream's norm branch taken back
  * into compute at its end, and replayed as one launch a phase from then on: the same kernels
  * on the same pointers in the same order, so the same bits; the optimizer stays eager (its
  * learning rate and clip scale change every step).
@@ -679,8 +679,10 @@ static int issue_phase(megatron_state *st, int phase, int k)
     int rc = gpt_graph_capture_begin(s);
     if (rc) return rc;
     int issued = phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
-    /* the norms' branch on the gradient stream must end inside the graph */
-    if (!issued && phase == 1 &&
+    /* the gradient stream's branch (the last micro-batch's: stage 0 reduces once, after it)
+     * must end inside the graph; an earlier micro-batch's backward has drawn no other stream
+     * in, and waiting on one not captured would break the capture */
+    if (!issued && phase == 1 && k == st->M - 1 &&
         !(issued = gpt_event_record(st->ev_graph_join, coll_stream(st->grad_comm))))
         issued = gpt_stream_wait_event(s, st->ev_graph_join);
     rc = gpt_graph_capture_end(s, g);
