@@ -1324,6 +1324,8 @@ uint64_t cli_fingerprint(const run_config *rc)
     for (int i = 0; i < n; i++) {
         int skip = 0;
         for (size_t k = 0; k < sizeof ignored / sizeof ignored[0]; k++) skip |= strcmp(names[i], ignored[k]) == 0;
+        /* (--graphs at its default leaves the fingerprints of results made before it as they were) */
+        skip |= strcmp(names[i], "graphs") == 0 && rc->eng.graphs == GRAPHS_AUTO;
         if (skip) continue;
         h = fnv1a(h, names[i], strlen(names[i]));
         h = fnv1a(h, &hashes[i], sizeof hashes[i]);

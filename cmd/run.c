@@ -771,6 +771,8 @@ static int write_json(run_state *s)
     cJSON_AddNumberToObject(cfg, "log_interval", rc->log_interval);
     cJSON_AddNumberToObject(cfg, "seed", (double)ec->seed);
     report_json_recompute(cfg, ec->recompute);
+    /* as asked: what the engine made of it is its note ("graphs: on ...", engine_notes) */
+    cJSON_AddStringToObject(cfg, "graphs", ec->graphs == GRAPHS_ON ? "on" : ec->graphs == GRAPHS_OFF ? "off" : "auto");
     char fingerprint[24];
     snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(rc));
     cJSON_AddStringToObject(cfg, "fingerprint", fingerprint);

@@ -293,6 +293,20 @@ fi
 # none); the profile as each mode's schedule has it: selective recomputes the attention (2L
 # forwards, as full) but no GEMM (as none: 4L layer GEMMs, full 7L) and runs its GELU as an
 # op of its own (L, and L more in the recompute; the others' GELU rides on the fc GEMM)
+# --graphs (megatron-lm on one GPU: test_cuda checks the same bits on and off): refused where
+# it cannot be, before anything is written
+bad_input "--graphs of an unknown mode" "--graphs: 'maybe' is not auto, on or off" --graphs maybe
+bad_input "--graphs on on the cpu backend" "--graphs on: CUDA graphs need --device cuda" "${TINY[@]}" --graphs on
+bad_input "--graphs on for an engine without graphs" "--graphs on: l2l has no CUDA graphs" -m l2l "${TINY[@]}" --graphs on
+bad_input "--graphs on with --profile" "--graphs on: --profile times each op" "${TINY[@]}" --graphs on --profile
+GR="$WORK/graphs"
+mkdir -p "$GR"
+if (cd "$GR" && "$BIN" -m megatron-lm "${TINY[@]}" --iters 2 --graphs off --results r >out 2>&1) &&
+    python3 -c 'import glob, json, sys; d = json.load(open(glob.glob(sys.argv[1] + "/r/log_*.json")[0])); sys.exit(d["config"]["graphs"] != "off" or any("graphs" in n for n in d.get("engine_notes", [])))' "$GR"; then
+    pass "--graphs off: the JSON's config says so; the cpu backend's run notes nothing about graphs"
+else
+    failc "--graphs off" "$(tail -n 3 "$GR/out")"
+fi
 bad_input "--recompute of an unknown mode" "--recompute: 'partial' is not full, selective or none" --recompute partial
 RC="$WORK/recompute"
 mkdir -p "$RC"
