@@ -20,7 +20,7 @@
  * `--sustain-algos S`: on random operands, each of the heuristic's first 8 candidates for a
  * few products, S seconds each: whether another than #0 is faster under the power cap.
  *
- *   nvcc -O2 -arch=sm_90 bench/lt_probe.cu -lcublasLt -o lt_probe && ./lt_probe [--sustain S]
+ *   nvcc -O2 -arch=sm_90 bench/lt_probe.cu -lcublasLt -o lt_probe && ./lt_probe [--mode M | --sustain S]
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -81,6 +81,18 @@ static const product prods[] = {
     {"dw fcproj", 0, 1, 4 * C, C, N, 4 * C, C, 4 * C, 0, 1, 1.0f},
     {"dw logits", 0, 1, C, Vp, rows, C, Vp, C, 0, 1, 1.0f},
     {"dw logits x4", 0, 1, C, Vp, N, C, Vp, C, 0, 1, 1.0f},
+    /* the same weight gradients with one operand transposed first (row-major (C, N) or (OC, N):
+     * its K, the tokens, contiguous): TF32 tensor cores take only K-major operands, and the
+     * products above have both operands MN-major */
+    {"dw qkv inT", 1, 1, C, 3 * C, N, N, 3 * C, C, 0, 1, 1.0f},
+    {"dw qkv doutT", 0, 0, C, 3 * C, N, C, N, C, 0, 1, 1.0f},
+    {"dw proj inT", 1, 1, C, C, N, N, C, C, 0, 1, 1.0f},
+    {"dw proj doutT", 0, 0, C, C, N, C, N, C, 0, 1, 1.0f},
+    {"dw fc inT", 1, 1, C, 4 * C, N, N, 4 * C, C, 0, 1, 1.0f},
+    {"dw fc doutT", 0, 0, C, 4 * C, N, C, N, C, 0, 1, 1.0f},
+    {"dw fcproj inT", 1, 1, 4 * C, C, N, N, C, 4 * C, 0, 1, 1.0f},
+    {"dw fcproj doutT", 0, 0, 4 * C, C, N, 4 * C, N, 4 * C, 0, 1, 1.0f},
+    {"dw logits inT", 1, 1, C, Vp, rows, rows, Vp, C, 0, 1, 1.0f},
 };
 
 static const size_t WS = (size_t)32 << 20;
@@ -230,7 +242,15 @@ int main(int argc, char **argv)
 {
     double sustain = 0.0;
     int algos = 0; /* --sustain-algos: each candidate of a few products, sustained */
-    if (argc == 3 && (std::string(argv[1]) == "--sustain" || std::string(argv[1]) == "--sustain-algos")) {
+    int only_mode = -1; /* --mode tf32|bf16|fp32: that math mode's table only */
+    if (argc == 3 && std::string(argv[1]) == "--mode") {
+        const std::string m = argv[2];
+        only_mode = m == "tf32" ? 0 : m == "bf16" ? 1 : m == "fp32" ? 2 : -2;
+        if (only_mode < 0) {
+            fprintf(stderr, "--mode: tf32, bf16 or fp32, not %s\n", argv[2]);
+            return 2;
+        }
+    } else if (argc == 3 && (std::string(argv[1]) == "--sustain" || std::string(argv[1]) == "--sustain-algos")) {
         sustain = atof(argv[2]);
         algos = std::string(argv[1]) == "--sustain-algos";
         if (!(sustain > 0.0 && sustain <= 120.0)) {
@@ -238,7 +258,7 @@ int main(int argc, char **argv)
             return 2;
         }
     } else if (argc != 1) {
-        fprintf(stderr, "usage: %s [--sustain SECONDS | --sustain-algos SECONDS]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--mode tf32|bf16|fp32 | --sustain SECONDS | --sustain-algos SECONDS]\n", argv[0]);
         return 2;
     }
     cublasLtHandle_t lt;
@@ -293,6 +313,7 @@ int main(int argc, char **argv)
     printf("|---|---|---|---|---|---|\n");
     const char *const mode_name[3] = {"tf32", "bf16", "fp32"};
     for (int mode = 0; mode < 3; mode++) { /* TF32, bf16, strict fp32 */
+        if (only_mode >= 0 && mode != only_mode) continue;
         const cudaDataType_t ab = mode == 1 ? CUDA_R_16BF : CUDA_R_32F;
         const cublasComputeType_t ct = mode == 0 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
         for (const product &p : prods) {

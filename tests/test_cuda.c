@@ -698,6 +698,81 @@ static void test_column_sum_vec(void **state)
     }
 }
 
+/* TF32 weight gradients (cuda_matmul.cu: the input transposed first, in column chunks of at
+ * most 64 MiB) against a double-precision reference, and the one product on the operands as
+ * they are (AEBENCH_TF32_DW=direct) against the same: every element within TF32's bound
+ * (2^-9 of the sum of |dout| |inp| over its products), accumulating onto a gradient and
+ * overwriting it; shapes of one chunk, of two with a partial last (C = 4160 at N = 4096: 4096
+ * columns and 64), and an input one element off its alignment. */
+static void test_tf32_weight_gradient(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    static const int shapes[][3] = {{4096, 4160, 96}, {300, 200, 130}, {129, 64, 40}};
+    for (int direct = 0; direct < 2; direct++) {
+        if (direct) assert_int_equal(setenv("AEBENCH_TF32_DW", "direct", 1), 0);
+        gpt_backend *be;
+        gpt_stream *st;
+        assert_int_equal(gpt_cuda_backend_create_dtype(&be, 0, 1, GPT_F32), 0);
+        assert_int_equal(be->ops->stream_create(be, &st), 0);
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+            const int N = shapes[i][0], C = shapes[i][1], OC = shapes[i][2], off = i == 2;
+            float *h_inp = rand_normal_floats(9000 + i, (size_t)N * C), *h_dout = rand_normal_floats(9100 + i, (size_t)N * OC);
+            float *h_dw0 = rand_normal_floats(9200 + i, (size_t)OC * C), *h_dw = malloc((size_t)OC * C * sizeof(float));
+            assert_non_null(h_dw);
+            void *inp, *dout, *dw;
+            assert_int_equal(be->ops->dev_alloc(be, &inp, ((size_t)N * C + 1) * sizeof(float)), 0);
+            assert_int_equal(be->ops->dev_alloc(be, &dout, (size_t)N * OC * sizeof(float)), 0);
+            assert_int_equal(be->ops->dev_alloc(be, &dw, (size_t)OC * C * sizeof(float)), 0);
+            /* the reference: sums and magnitudes in double, row by row (cache-friendly) */
+            double *ref = calloc((size_t)OC * C, sizeof(double)), *mag = calloc((size_t)OC * C, sizeof(double));
+            assert_non_null(ref);
+            assert_non_null(mag);
+            for (int n = 0; n < N; n++)
+                for (int o = 0; o < OC; o++) {
+                    const double d = h_dout[(size_t)n * OC + o];
+                    const float *x = h_inp + (size_t)n * C;
+                    double *r = ref + (size_t)o * C, *m = mag + (size_t)o * C;
+                    for (int c = 0; c < C; c++) r[c] += d * x[c], m[c] += fabs(d * x[c]);
+                }
+            float *inp_at = (float *)inp + off;
+            assert_int_equal(gpt_memcpy_h2d(st, inp_at, h_inp, (size_t)N * C * sizeof(float)), 0);
+            assert_int_equal(gpt_memcpy_h2d(st, dout, h_dout, (size_t)N * OC * sizeof(float)), 0);
+            for (int gw = 0; gw < 2; gw++) {
+                assert_int_equal(gpt_memcpy_h2d(st, dw, h_dw0, (size_t)OC * C * sizeof(float)), 0);
+                gpt_matmul_backward(st, NULL, dw, NULL, dout, inp_at, NULL, N, C, OC,
+                                    gw ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE);
+                assert_int_equal(gpt_memcpy_d2h(st, h_dw, dw, (size_t)OC * C * sizeof(float)), 0);
+                assert_int_equal(gpt_stream_sync(st), 0);
+                size_t bad = 0;
+                double worst = 0;
+                for (size_t e = 0; e < (size_t)OC * C; e++) {
+                    const double want = ref[e] + (gw ? 0.0 : h_dw0[e]);
+                    const double err = fabs(h_dw[e] - want), tol = mag[e] / 512.0 + 1e-5;
+                    if (err > tol) bad++;
+                    if (err / tol > worst) worst = err / tol;
+                }
+                printf("tf32 weight gradient (%s) N=%d C=%d OC=%d%s%s: %zu of %d outside TF32's bound (worst at "
+                       "%.3f of it)\n", direct ? "direct" : "transposed", N, C, OC, gw ? ", overwrite" : "",
+                       off ? ", input unaligned" : "", bad, OC * C, worst);
+                assert_int_equal(bad, 0);
+            }
+            be->ops->dev_free(be, inp);
+            be->ops->dev_free(be, dout);
+            be->ops->dev_free(be, dw);
+            free(h_inp);
+            free(h_dout);
+            free(h_dw0);
+            free(h_dw);
+            free(ref);
+            free(mag);
+        }
+        be->ops->stream_destroy(st);
+        gpt_cuda_backend_destroy(be);
+        if (direct) assert_int_equal(unsetenv("AEBENCH_TF32_DW"), 0);
+    }
+}
+
 static void check_elementwise(pair *p, int T)
 {
     const size_t n = (size_t)B_ * T * 4 * C_ + 3; /* odd: no vector-width assumptions */
@@ -1549,6 +1624,7 @@ int main(void)
         cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_attention_wgmma_vs_mma),
         cmocka_unit_test(test_column_sum_vec),
+        cmocka_unit_test(test_tf32_weight_gradient),
         cmocka_unit_test(test_engine_cpu_vs_cuda),
         cmocka_unit_test(test_engine_bf16_vs_cpu),
         cmocka_unit_test(test_offload_engines_cuda_vs_cpu),

@@ -104,6 +104,8 @@ static void cuda_stream_destroy(gpt_stream *s)
             CUDA_FAILED(cudaFree(st->norm_partials));
         if (st->workspace)
             CUDA_FAILED(cudaFree(st->workspace));
+        if (st->transposed)
+            CUDA_FAILED(cudaFree(st->transposed));
         if (st->stream)
             CUDA_FAILED(cudaStreamDestroy(st->stream));
         free(st);
@@ -535,6 +537,10 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
     if (resid != NULL && strcmp(resid, "on") != 0 && strcmp(resid, "off") != 0)
         fprintf(stderr, "aebench: AEBENCH_RESIDUAL_EPILOGUE=%s is not on or off: on\n", resid);
     impl->residual_epilogue = resid == NULL || strcmp(resid, "off") != 0;
+    const char *dw = getenv("AEBENCH_TF32_DW");
+    if (dw != NULL && strcmp(dw, "transpose") != 0 && strcmp(dw, "direct") != 0)
+        fprintf(stderr, "aebench: AEBENCH_TF32_DW=%s is not transpose or direct: transpose\n", dw);
+    impl->tf32_dw_transpose = dw == NULL || strcmp(dw, "direct") != 0;
     const char *attn = getenv("AEBENCH_ATTENTION");
     if (attn != NULL && strcmp(attn, "mma") != 0 && strcmp(attn, "auto") != 0)
         fprintf(stderr, "aebench: AEBENCH_ATTENTION=%s is not auto or mma: auto\n", attn);

@@ -16,7 +16,10 @@
  * Memory outside the engines' dev_arena budget (stated here so it can be counted):
  *   per stream   the cuBLASLt workspace (CUDA_WORKSPACE_BYTES, 32 MiB; also the partial
  *                sums of the layernorm and bias-gradient reductions) and the
- *                norm_squared partials (NORM_BLOCKS doubles, 4 KiB);
+ *                norm_squared partials (NORM_BLOCKS doubles, 4 KiB); on a stream that forms
+ *                a TF32 weight gradient, from its first one: the transposed input
+ *                (N x the layer's input width floats, at most CUDA_TRANSPOSE_BYTES, 64 MiB:
+ *                cuda_matmul.cu);
  *   per backend  nothing beyond the CUDA context and the library handles.
  */
 #ifndef AEBENCH_CUDA_COMMON_CUH
@@ -34,6 +37,9 @@
 /* cuBLASLt workspace per stream: large enough for the split-K and stream-K algorithms
  * the heuristic likes for the tall-skinny weight-gradient products. */
 #define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+/* The most a stream's transposed TF32 weight-gradient operand takes (cuda_matmul.cu): a
+ * wider input is transposed and multiplied in column chunks of at most this. */
+#define CUDA_TRANSPOSE_BYTES ((size_t)64 << 20)
 /* norm_squared's first stage: a fixed grid, so that the reduction order depends only on
  * n (the same result on every call), and one double partial per block. */
 #define NORM_BLOCKS 512
@@ -85,6 +91,9 @@ typedef struct cuda_backend_impl {
     int gelu_fwd_epilogue, gelu_bwd_epilogue;
     /* add the residual after a linear layer in its GEMM's epilogue (AEBENCH_RESIDUAL_EPILOGUE) */
     int residual_epilogue;
+    /* TF32 weight gradients with the input transposed first (AEBENCH_TF32_DW: transpose, the
+     * default, or direct) */
+    int tf32_dw_transpose;
     /* the attention's bf16 head-size-128 kernels on wgmma (cuda_attention_wgmma.cuh): the
      * device runs the sm_90a build, and AEBENCH_ATTENTION is not "mma" */
     int attn_wgmma;
@@ -99,6 +108,8 @@ typedef struct cuda_stream_impl {
     lt_plan plans[LT_PLAN_CACHE]; /* cuBLASLt descriptors + heuristic choice per shape */
     int next_plan;              /* round-robin slot to refill when the cache is full */
     int failed;                 /* an op failed since the last stream_sync: report it there */
+    float *transposed;          /* a TF32 weight gradient's input, transposed (lazily made) */
+    size_t transposed_floats;
 } cuda_stream_impl;
 
 static inline cuda_stream_impl *cu_stream(const gpt_stream *s)

@@ -23,6 +23,17 @@
  * accumulated straight into the fp32 gradient (C/D fp32 with bf16 A/B), so that
  * gradients never pass through bf16.
  *
+ * TF32 weight gradients: in dw^T above both operands have the tokens (K) as their slow
+ * dimension, and TF32 tensor-core products on Hopper read only K-major operands: cuBLASLt then
+ * runs them at ~245 TFLOP/s where the forward's run at 375 (bench/lt_probe.cu on the l32 layer,
+ * one H100).  With the input transposed first into a stream scratch (rows: its columns; K
+ * contiguous), the same product is TN-like and runs at 375-385: dw qkv 0.426 -> 0.273 ms, fc
+ * 0.560 -> 0.355, fcproj 0.584 -> 0.372, for a transpose of N x C floats (~25 us at C = 2048).
+ * A wide input goes in column chunks of at most CUDA_TRANSPOSE_BYTES (rows of dw^T: separate
+ * products).  The chunking depends only on N and C, so every engine forms the same bits.
+ * AEBENCH_TF32_DW=direct keeps the one product (an A/B; other bits).  bf16 products read
+ * either layout on wgmma and are left as they are.
+ *
  * Plans: the descriptors, layouts and the heuristic's algorithm depend only on the shape,
  * the types and the pointers' alignments, and a training step asks for the same dozen
  * shapes hundreds of times; each stream caches them (LT_PLAN_CACHE entries, refilled
@@ -344,6 +355,84 @@ void cu_column_sum(gpt_stream *s, float *out, const void *in, int N, int OC, int
     OP_CHECK_LAUNCH(s);
 }
 
+/* out (cols, N) = in[:, c0 .. c0 + cols)^T, in (N, C) fp32 row-major: 32 x 32 tiles through
+ * shared memory (padded a column against bank conflicts), read along a row of in and written
+ * along a row of out, each a warp's 128 contiguous bytes.  Block (32, 8): each thread moves 4
+ * elements of the tile. */
+__global__ static void transpose_columns(float *out, const float *in, int N, int C, int c0, int cols)
+{
+    __shared__ float tile[32][33];
+    const int n0 = blockIdx.x * 32, k0 = blockIdx.y * 32;
+#pragma unroll
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        const int n = n0 + j, k = k0 + threadIdx.x;
+        if (n < N && k < cols) tile[j][threadIdx.x] = in[(size_t)n * C + c0 + k];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        const int k = k0 + j, n = n0 + threadIdx.x;
+        if (k < cols && n < N) out[(size_t)k * N + n] = tile[threadIdx.x][j];
+    }
+}
+
+/* The stream's transposed-input scratch, at least `floats` (made, or made larger, on first
+ * need: a training step's first iteration runs every shape it has, before any capture); NULL,
+ * the stream failed and said why, when it does not fit. */
+static float *transposed_scratch(gpt_stream *s, size_t floats)
+{
+    cuda_stream_impl *st = cu_stream(s);
+    if (st->transposed_floats >= floats) return st->transposed;
+    if (st->transposed) {
+        if (CUDA_FAILED(cudaStreamSynchronize(st->stream)) || CUDA_FAILED(cudaFree(st->transposed))) {
+            st->failed = 1;
+            return NULL;
+        }
+        st->transposed = NULL;
+        st->transposed_floats = 0;
+    }
+    const cudaError_t e = cudaMalloc((void **)&st->transposed, floats * sizeof(float));
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "aebench: out of GPU memory: the TF32 weight gradients' transposed input (%zu MiB a "
+                        "stream, outside --gpu-mem-limit): %s\n", (floats * sizeof(float)) >> 20, cudaGetErrorString(e));
+        st->transposed = NULL;
+        st->failed = 1;
+        return NULL;
+    }
+    st->transposed_floats = floats;
+    return st->transposed;
+}
+
+/* dw (OC,C) += dout^T @ inp (fp32; = with beta 0): as one product on the operands as they are,
+ * or, TF32, with inp transposed first, column chunk by column chunk (see the top). */
+static void weight_gradient(gpt_stream *s, float *dw, const void *dout, const void *inp, int N, int C,
+                            int OC, float beta)
+{
+    const int transpose = !cu_is_bf16(s) && cu_backend(s)->allow_tf32 && cu_backend(s)->tf32_dw_transpose;
+    /* columns a chunk: all of them, or as many multiples of 64 as the scratch holds */
+    const size_t most = CUDA_TRANSPOSE_BYTES / sizeof(float) / (size_t)N / 64 * 64;
+    if (!transpose || most == 0) {
+        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, NULL, dw, C, CUDA_R_32F, NULL, LT_EPI_NONE, NULL, 1.0f,
+                beta);
+        return;
+    }
+    const int chunk = (size_t)C <= most ? C : (int)most;
+    float *t = transposed_scratch(s, (size_t)chunk * N);
+    if (t == NULL) return;
+    cuda_stream_impl *st = cu_stream(s);
+    for (int c0 = 0; c0 < C; c0 += chunk) {
+        const int cols = C - c0 < chunk ? C - c0 : chunk;
+        const dim3 grid((unsigned)((N + 31) / 32), (unsigned)((cols + 31) / 32)), block(32, 8);
+        transpose_columns<<<grid, block, 0, st->stream>>>(t, (const float *)inp, N, C, c0, cols);
+        OP_CHECK_LAUNCH(s);
+        /* dw^T rows c0 .. c0 + cols (C x OC col-major, ld C) = t^T (cols x N: t is (N x cols)
+         * col-major, ld N, op T) . dout (N x OC: (OC x N) col-major, ld OC, op T) */
+        lt_gemm(s, 1, 1, cols, OC, N, t, N, dout, OC, NULL, dw + c0, C, CUDA_R_32F, NULL, LT_EPI_NONE, NULL,
+                1.0f, beta);
+    }
+}
+
 /* dinp (N,C) = dout @ w [* gelu'(pre) when pre is given] (overwrites; skipped if NULL);
  * dw (OC,C) += dout^T @ inp (fp32); dbias (OC) += column sums of dout (skipped if NULL);
  * = for both with GPT_GRAD_OVERWRITE (beta 0: the old dw is not read, and the step needs no
@@ -354,9 +443,7 @@ static void matmul_backward(gpt_stream *s, void *dinp, float *dw, float *dbias,
                             int N, int C, int OC, gpt_grad_write gw)
 {
     const int overwrite = gw == GPT_GRAD_OVERWRITE;
-    if (dw != NULL)
-        lt_gemm(s, 0, 1, C, OC, N, inp, C, dout, OC, NULL, dw, C, CUDA_R_32F, NULL, LT_EPI_NONE,
-                NULL, 1.0f, overwrite ? 0.0f : 1.0f);
+    if (dw != NULL) weight_gradient(s, dw, dout, inp, N, C, OC, overwrite ? 0.0f : 1.0f);
     if (dbias != NULL)
         cu_column_sum(s, dbias, dout, N, OC, overwrite);
     if (dinp != NULL) {
