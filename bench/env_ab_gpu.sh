@@ -7,7 +7,7 @@
 # switch changes no result), and the profiled device time of the op families the switch moves.
 #   AB_VAR=AEBENCH_NORMS AB_VALUES="overlap after" AB_OPS="norm_squared" bash bench/env_ab_gpu.sh "$OUT"
 # AB_OPS: columns, each a family or families joined by "+" (summed); AB_NAME: the work folder's
-# name; PARTS (default "test step"), REPS (2).
+# name; PARTS (default "test step"), REPS (2), DTYPES ("bf16 tf32").
 set -uo pipefail
 dest=${1:-bench/results/latest}
 parts=" ${PARTS:-test step} "
@@ -19,7 +19,7 @@ bench_cuda_build
 [[ $parts == *" test "* ]] && bench_test_cuda
 if [[ $parts == *" step "* ]]; then
     shape=(--device cuda -l 32 -h 2048 --heads 16 --seq 1024 -b 4 --iters 6 --log-interval 6)
-    for dt in bf16 tf32; do
+    for dt in ${DTYPES:-bf16 tf32}; do
         args=(--math tf32)
         [ "$dt" = bf16 ] && args=(--dtype bf16)
         for rep in $(seq "${REPS:-2}"); do

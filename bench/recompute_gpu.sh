@@ -10,7 +10,7 @@
 #     off; with the default bf16 epilogues full's forward GELU is cuBLASLt's, selective's its
 #     own op, so there the losses agree to the bf16 bound, not the bit), from the JSON.
 #   bash bench/recompute_gpu.sh "$OUT"
-# LAYERS (32), TORCH (1: also PyTorch; 0: aebench only), TORCH_EAGER (1; 0: torch.compile only),
+# LAYERS (32), DTYPES ("bf16 tf32"), TORCH (1: also PyTorch; 0: aebench only), TORCH_EAGER (1; 0: torch.compile only),
 # ENGINES (the offload engines);
 # WINDOW (stronghold's, 15); DEVICE=cpu SHAPE="..." runs the same on the CPU backend (how the script itself is tested).
 set -uo pipefail
@@ -22,7 +22,7 @@ echo "build: $(($(date +%s) - t0)) s"
 
 L=${LAYERS:-32}
 read -r -a shape <<<"--device ${DEVICE:-cuda} ${SHAPE:--l $L -h 2048 --heads 16 --seq 1024 -b 4} --iters 8 --log-interval 8"
-for dt in bf16 tf32; do
+for dt in ${DTYPES:-bf16 tf32}; do
     args=(--math tf32)
     [ "$dt" = bf16 ] && args=(--dtype bf16)
     for m in full selective none; do
