@@ -1,6 +1,8 @@
 /*
  * megatron-lm — no offload: the baseline every other engine must reproduce; on N ranks,
  * data parallel with the ZeRO stages of DeepSpeed (--zero-stage 0-3).
+ * (One file of ~1,000 lines: the four stages, the micro-batches and the graphs are one step
+ * over one state, each a few branches of it; apart, each would repeat the schedule.)
  *
  * Blocks (kernels/model.h): block 0 is the embedding block, block 1+l is layer l.  On N ranks
  * each block of n floats is cut into N shards of S floats and padded to N·S (runtime/dp.h),

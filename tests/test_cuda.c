@@ -22,6 +22,10 @@
  *  - every offloading engine on the GPU: losses within 1e-5 of the CPU's, and losses and
  *    final parameters equal to megatron-lm's on the GPU bit for bit;
  *  - repeatability: two identical GPU runs equal bit for bit in fp32, TF32 and bf16;
+ *  - --graphs: megatron-lm's phases replayed as CUDA graphs equal to its ops issued one by
+ *    one, bit for bit, in every math mode, with one and two micro-batches;
+ *  - TF32 weight gradients, the input transposed first (and AEBENCH_TF32_DW=direct), within
+ *    TF32's bound of a double reference, chunked and unaligned;
  *  - an absurd allocation is GPT_ERR_OOM and leaves the backend usable;
  *  - --profile's wrapping backend computes on the GPU what the CUDA backend does, and times
  *    and counts every op.
