@@ -194,8 +194,8 @@ static int cuda_stream_sync(gpt_stream *s)
     if (CUDA_FAILED(cudaStreamSynchronize(st->stream)))
         rc = GPT_ERR_BACKEND;
     if (st->failed) {
+        rc = st->failed == CU_FAILED_OOM && rc == GPT_OK ? GPT_ERR_OOM : GPT_ERR_BACKEND;
         st->failed = 0;
-        rc = GPT_ERR_BACKEND;
     }
     return rc;
 }

@@ -100,6 +100,10 @@ typedef struct cuda_backend_impl {
     char desc[320];
 } cuda_backend_impl;
 
+/* cuda_stream_impl.failed: an op's failure, and one for want of device memory (the next
+ * stream_sync says GPT_ERR_OOM, which a run reports as out of memory, not as an error) */
+enum { CU_FAILED = 1, CU_FAILED_OOM = 2 };
+
 typedef struct cuda_stream_impl {
     cudaStream_t stream;
     cublasLtHandle_t lt;
@@ -107,7 +111,8 @@ typedef struct cuda_stream_impl {
     double *norm_partials;      /* NORM_BLOCKS */
     lt_plan plans[LT_PLAN_CACHE]; /* cuBLASLt descriptors + heuristic choice per shape */
     int next_plan;              /* round-robin slot to refill when the cache is full */
-    int failed;                 /* an op failed since the last stream_sync: report it there */
+    int failed;                 /* an op failed since the last stream_sync: report it there
+                                   (CU_FAILED_OOM: for want of memory) */
     float *transposed;          /* a TF32 weight gradient's input, transposed (lazily made) */
     size_t transposed_floats;
 } cuda_stream_impl;

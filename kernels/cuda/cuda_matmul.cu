@@ -397,7 +397,7 @@ static float *transposed_scratch(gpt_stream *s, size_t floats)
         fprintf(stderr, "aebench: out of GPU memory: the TF32 weight gradients' transposed input (%zu MiB a "
                         "stream, outside --gpu-mem-limit): %s\n", (floats * sizeof(float)) >> 20, cudaGetErrorString(e));
         st->transposed = NULL;
-        st->failed = 1;
+        st->failed = e == cudaErrorMemoryAllocation ? CU_FAILED_OOM : CU_FAILED;
         return NULL;
     }
     st->transposed_floats = floats;
