@@ -385,7 +385,7 @@ static float *transposed_scratch(gpt_stream *s, size_t floats)
     if (st->transposed_floats >= floats) return st->transposed;
     if (st->transposed) {
         if (CUDA_FAILED(cudaStreamSynchronize(st->stream)) || CUDA_FAILED(cudaFree(st->transposed))) {
-            st->failed = 1;
+            st->failed = CU_FAILED;
             return NULL;
         }
         st->transposed = NULL;
