@@ -366,24 +366,41 @@ static int init_params(megatron_state *st, float *staging)
     return rc;
 }
 
-/* --graphs: whether this run replays its phases, said in the log either way.  The step must
- * be the same work on the same pointers every time: one rank (no collectives, whose spans
- * the step times on the host), stage 0 (stage 3's gathers follow host-side slot state), and
- * no hooks (gemini's, at stage 3 anyway). */
+/* Why the configuration allows no graphs (NULL: it does).  The step must be the same work on
+ * the same pointers every time: one rank (no collectives, whose spans the step times on the
+ * host), stage 0 (stage 3's gathers follow host-side slot state; gemini, built on stage 3, with
+ * its hooks, is thereby out too). */
+static const char *graphs_unavailable(const engine_config *cfg)
+{
+    return cfg->device != DEVICE_CUDA ? "CUDA graphs need --device cuda"
+           : engine_world(cfg) > 1    ? "one rank only: a step on several times its collectives on the host"
+           : cfg->zero_stage != 0     ? "stage 0 only: the ZeRO stages gather weights by host-side state"
+                                      : NULL;
+}
+
+/* --graphs on where the configuration allows none: refused before the run writes anything. */
+static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    const char *why = cfg->graphs == GRAPHS_ON ? graphs_unavailable(cfg) : NULL;
+    if (!why) return 0;
+    snprintf(err, errlen, "--graphs on: %s", why);
+    return -1;
+}
+
+/* --graphs: whether this run replays its phases; said in the log where a run could have had
+ * them (not on the cpu backend: every CI run). */
 static int graphs_choose(megatron_state *st)
 {
     const engine_env *env = &st->env;
     const int want = env->cfg->graphs;
-    const char *why = NULL;
-    if (want == GRAPHS_OFF) why = "--graphs off";
-    else if (!gpt_backend_has_graphs(env->be))
-        why = strcmp(env->be->name, "cpu") == 0 ? "the cpu backend has none" : "--profile times each op";
-    else if (st->W > 1) why = "collectives between ranks";
-    else if (st->stage != 0) why = "ZeRO stage gathers";
+    const int cpu = strcmp(env->be->name, "cpu") == 0;
+    const char *why = want == GRAPHS_OFF                   ? "--graphs off"
+                      : cpu                                ? "the cpu backend has none"
+                      : !gpt_backend_has_graphs(env->be)   ? "--profile times each op"
+                                                           : graphs_unavailable(env->cfg);
     if (why) {
         if (want == GRAPHS_ON) return engine_refuse(env, GPT_ERR_INVALID, "--graphs on: not here (%s)", why);
-        /* (said where a run could have had them: not on the cpu backend, every CI run) */
-        if (gpt_backend_has_graphs(env->be) || strcmp(env->be->name, "cpu") != 0) engine_note(env, "graphs: off (%s)", why);
+        if (!cpu) engine_note(env, "graphs: off (%s)", why);
         return GPT_OK;
     }
     st->fwd_graph = calloc((size_t)st->M, sizeof *st->fwd_graph);
@@ -393,20 +410,6 @@ static int graphs_choose(megatron_state *st)
     engine_note(env, "graphs: on (each micro-batch's forward and backward captured at the second step, then "
                 "replayed: one launch a phase)");
     return GPT_OK;
-}
-
-/* What --graphs on cannot have (graphs_choose's reasons that a configuration alone shows):
- * refused before the run writes anything. */
-static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
-{
-    if (cfg->graphs != GRAPHS_ON) return 0;
-    const char *why = cfg->device != DEVICE_CUDA ? "CUDA graphs need --device cuda"
-                      : engine_world(cfg) > 1 ? "one rank only: a step on several times its collectives on the host"
-                      : cfg->zero_stage != 0 ? "stage 0 only: the ZeRO stages gather weights by host-side state"
-                      : NULL;
-    if (!why) return 0;
-    snprintf(err, errlen, "--graphs on: %s", why);
-    return -1;
 }
 
 static int megatron_init(const engine_env *env, void **state)
@@ -667,20 +670,26 @@ static int backward_micro(megatron_state *st, int first_micro, int last_micro)
     return reduce_block(st, 0, last_micro);
 }
 
-/* Micro-batch k's forward (phase 0) or backward (1) issued on the compute stream: as ops, or,
- * with graphs, captured at the second step and replayed from then on.  A capture that fails
- * (a call it does not allow) ends the replays: --graphs on stops the run, auto says why in the
- * log and goes on as ops, issuing the phase again. */
+/* Micro-batch k's forward (phase 0) or backward (1), op by op. */
+static int phase_ops(megatron_state *st, int phase, int k)
+{
+    return phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
+}
+
+/* The same issued on the compute stream: as ops, or, with graphs, captured at the second step
+ * and replayed from then on.  A capture that fails (a call it does not allow) ends the replays:
+ * --graphs on stops the run, auto says why in the log and goes on as ops, issuing the phase
+ * again. */
+
 static int issue_phase(megatron_state *st, int phase, int k)
 {
     gpt_stream *s = st->compute;
     gpt_graph **g = phase == 0 ? &st->fwd_graph[k] : &st->bwd_graph[k];
     if (st->graphs && *g) return gpt_graph_launch(*g, s);
-    if (!st->graphs || st->steps_done == 0)
-        return phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
+    if (!st->graphs || st->steps_done == 0) return phase_ops(st, phase, k);
     int rc = gpt_graph_capture_begin(s);
     if (rc) return rc;
-    int issued = phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
+    int issued = phase_ops(st, phase, k);
     /* the gradient stream's branch (the last micro-batch's: stage 0 reduces once, after it)
      * must end inside the graph; an earlier micro-batch's backward has drawn no other stream
      * in, and waiting on one not captured would break the capture */
@@ -695,7 +704,7 @@ static int issue_phase(megatron_state *st, int phase, int k)
     st->graphs = 0;
     engine_note(&st->env, "graphs: off from step %d (micro-batch %d's %s could not be captured: error %d)",
                 st->steps_done + 1, k, phase == 0 ? "forward" : "backward", issued ? issued : rc);
-    return phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
+    return phase_ops(st, phase, k);
 }
 
 /* The (block, shard) squared norms (reduce_block made them on the gradient stream, which the

@@ -16,6 +16,9 @@
 
 typedef struct engine_harness {
     const engine_vtbl *eng;
+    /* where the engine's notes go (engine_env.note; NULL: silent): set by harness_open_noted */
+    void (*note)(void *ctx, const char *line);
+    void *note_ctx;
     engine_config cfg;
     gpt_backend *be;
     dev_arena gpu;
@@ -26,11 +29,15 @@ typedef struct engine_harness {
     void *state;
 } engine_harness;
 
-/* Returns what the engine's init returned (the harness itself asserts on its own needs). */
-static inline int harness_open_disk(engine_harness *h, const engine_vtbl *eng,
-                                    const engine_config *cfg, size_t gpu_limit, size_t disk_limit)
+/* Returns what the engine's init returned (the harness itself asserts on its own needs); the
+ * engine's notes go to note(note_ctx, line) (NULL: nowhere). */
+static inline int harness_open_noted(engine_harness *h, const engine_vtbl *eng, const engine_config *cfg,
+                                     size_t gpu_limit, size_t disk_limit,
+                                     void (*note)(void *ctx, const char *line), void *note_ctx)
 {
     memset(h, 0, sizeof *h);
+    h->note = note;
+    h->note_ctx = note_ctx;
     h->eng = eng;
     h->cfg = *cfg;
     if (cfg->device == DEVICE_CUDA)
@@ -50,8 +57,14 @@ static inline int harness_open_disk(engine_harness *h, const engine_vtbl *eng,
     assert_non_null(h->tokens);
     assert_non_null(h->targets);
     engine_env env = {.cfg = &h->cfg, .be = h->be, .gpu = &h->gpu, .host = &h->host,
-                      .disk = &h->disk, .rank = 0, .world = 1};
+                      .disk = &h->disk, .rank = 0, .world = 1, .note = h->note, .note_ctx = h->note_ctx};
     return eng->init(&env, &h->state);
+}
+
+static inline int harness_open_disk(engine_harness *h, const engine_vtbl *eng,
+                                    const engine_config *cfg, size_t gpu_limit, size_t disk_limit)
+{
+    return harness_open_noted(h, eng, cfg, gpu_limit, disk_limit, NULL, NULL);
 }
 
 static inline int harness_open(engine_harness *h, const engine_vtbl *eng,

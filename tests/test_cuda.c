@@ -1403,20 +1403,10 @@ static void test_graphs_same_bits(void **state)
     engine_config c = small_engine_config(2, 1, DEVICE_CUDA);
     c.graphs = GRAPHS_ON;
     engine_harness h;
-    memset(&h, 0, sizeof h);
     int said_on = 0;
-    assert_int_equal(gpt_cuda_backend_create_dtype(&h.be, 0, 0, GPT_F32), 0);
-    dev_arena arena;
-    mem_budget host;
-    dev_arena_init(&arena, h.be, SIZE_MAX);
-    mem_budget_init(&host, "host", SIZE_MAX);
-    engine_env env = {.cfg = &c, .be = h.be, .gpu = &arena, .host = &host, .rank = 0, .world = 1,
-                      .note = graphs_note, .note_ctx = &said_on};
-    void *st = NULL;
-    assert_int_equal(engine_megatron_lm.init(&env, &st), 0);
+    assert_int_equal(harness_open_noted(&h, &engine_megatron_lm, &c, SIZE_MAX, SIZE_MAX, graphs_note, &said_on), 0);
     assert_true(said_on);
-    engine_megatron_lm.free(st);
-    gpt_cuda_backend_destroy(h.be);
+    harness_close(&h);
 }
 
 /* ---- memory ---------------------------------------------------------------------------- */
