@@ -16,7 +16,8 @@
 # On the device machine, from the repository root, with .deps carried:
 #   bash bench/gemini_gpu.sh "$OUT"
 # STORE (default /dev/shm when it has room for both ranks' stores, else /tmp); ONLY_RECOVERY=1:
-# the hardware failure and both ranks lost alone (no case 6, software failure or disk run).
+# the hardware failure and both ranks lost alone (no case 6, software failure or disk run),
+# against a run without failure made for them.
 set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/dp_env.sh
@@ -49,6 +50,11 @@ fail() { # tag iters timeout extra-args...
     grep -h "relaunching\|recovered at\|recovery on rank\|^recovery:\|persistent" "$out/$tag.txt" \
         "$out"/res_"$tag"/*.txt 2>/dev/null | sort -u | head -n 8
 }
+# ONLY_RECOVERY=1 has no case 6 to compare with: the run without failure is made here
+if [ "${ONLY_RECOVERY:-0}" = 1 ]; then
+    echo "== the run without failure (none mode, 18 iterations)"
+    fail ref 18 150 --gemini-mode none
+fi
 echo "== recovery (failure at iteration 14 of 18)"
 fail hw 18 150 --fail-at 14 --fail-rank 1 --fail-kind hardware
 [ "${ONLY_RECOVERY:-0}" = 1 ] || fail sw 18 150 --fail-at 14 --fail-rank 0 --fail-kind software
@@ -67,7 +73,7 @@ out = sys.argv[1]
 def runs(d):
     return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, d, "log_*.json")))]
 case6 = {r["gemini"]["mode"]: r for r in runs("case6") if "gemini" in r}
-ref = case6.get("none")
+ref = case6.get("none") or next(iter(runs("res_ref")), None)
 ref_loss = {i["iteration"]: i["loss"] for i in ref["iterations"]} if ref else {}
 print("| mode | without ckpt ms | with ckpt ms | slowdown | ckpt GB/rank | ckpt ms | exposed ms | idle ms | losses == none |")
 print("|---|---|---|---|---|---|---|---|---|")
