@@ -75,9 +75,10 @@ def runs(d):
 case6 = {r["gemini"]["mode"]: r for r in runs("case6") if "gemini" in r}
 ref = case6.get("none") or next(iter(runs("res_ref")), None)
 ref_loss = {i["iteration"]: i["loss"] for i in ref["iterations"]} if ref else {}
-print("| mode | without ckpt ms | with ckpt ms | slowdown | ckpt GB/rank | ckpt ms | exposed ms | idle ms | losses == none |")
-print("|---|---|---|---|---|---|---|---|---|")
-for mode in ("none", "naive", "interleave"):
+if case6:
+    print("| mode | without ckpt ms | with ckpt ms | slowdown | ckpt GB/rank | ckpt ms | exposed ms | idle ms | losses == none |")
+    print("|---|---|---|---|---|---|---|---|---|")
+for mode in ("none", "naive", "interleave") if case6 else ():
     r = case6.get(mode)
     if not r:
         print(f"| {mode} | failed | | | | | | | |"); continue

@@ -5,8 +5,7 @@
  * adds is the checkpoint and the recovery.
  *
  * Where things live, per rank (besides megatron-lm ZeRO-3's own, engines/megatron_lm.c):
- *   GPU   two staging chunks (min(64 MiB, the shard) each): what a peer's shard arrives in
- *         (sendrecv; a read goes straight to the host store);
+ *   GPU   two staging chunks (min(64 MiB, the shard) each): what a peer's shard arrives in;
  *         m rows of chunk checksums (this rank's, and each round's peer's), a row of the
  *         shard padding's terms (where the optimizer's sums start) and one for checking
  *         them; m tokens (read);
@@ -46,15 +45,13 @@
  *             each waiting until d2h has emptied that staging chunk; after a round's last
  *             chunk, the checksums (this rank's to to_d, from_d's into their GPU row).
  *             read: first (after this rank's checksums) "ready": the checksums each round's
- *             way; then per chunk a read of from_d's arrays straight into from_d's slot in the
- *             store: one copy, from_d's GPU to this rank's host memory, by this GPU's copy
- *             engine, with nothing written to or read from this GPU's memory (through
- *             staging[k mod 2] and d2h, as sendrecv, it moved each byte through this GPU's
- *             memory twice more: 2x H100, l16, 10.8 GB a step; AEBENCH_GEMINI_READ=staged
- *             keeps that way, for A/Bs); after the last, "done": a token to each from_d, one
- *             from each to_d
- *   d2h       each peer chunk received (sendrecv), once it is in, into that peer's slot; its
- *             checksums
+ *             way; then per chunk a read of from_d's arrays into staging[k mod 2] (the same
+ *             waits); after the last, "done": a token to each from_d, one from each to_d.
+ *             (A read straight from from_d's GPU into the page-locked store, no staging, was
+ *             measured slower: 2x H100, l16, 1.033-1.035x of none against 1.026-1.032x; 2x
+ *             H200 505.8 against 491.0 ms: the read then holds NVLink at PCIe's pace.
+ *             bench/results/2026-11-28-h100x2-gemini-read.)
+ *   d2h       each peer chunk received, once it is in, into that peer's slot; its checksums
  *   verify    after a slot's last copy (an event): a host task marks its version complete
  *             (recovery checks the data against the checksums before it trusts a version);
  *             a version is rewritten only after that mark (the host waits on its event,
@@ -315,7 +312,6 @@ typedef struct gemini_state {
     /* --gemini-transport read: this rank's arrays (master, m, v) as windows its peers read,
      * NULL where the peers' chunks are sent (sendrecv); the tokens of the checkpoint's end */
     coll_window *window[3];
-    int read_staged;         /* AEBENCH_GEMINI_READ=staged: reads land in staging, then d2h */
     uint64_t *dev_tokens;    /* GPU: [0] what this rank sends, [d] what round d's peer sent */
     int reading;             /* a checkpoint read from the peers is under way (its end owed) */
     gpt_event *ev_ready;     /* the peers' checksums are in (read: their arrays may be read) */
@@ -800,8 +796,6 @@ static int gemini_init(const engine_env *env, void **state)
      * (own_sums; for measuring the one against the other in one build) */
     const char *sums_way = getenv("AEBENCH_GEMINI_SUMS");
     st->fused_off = sums_way && strcmp(sums_way, "pass") == 0;
-    const char *read_way = getenv("AEBENCH_GEMINI_READ");
-    st->read_staged = read_way && strcmp(read_way, "staged") == 0;
     st->every_share = share && atof(share) > 0 && atof(share) <= 1 ? atof(share) : 0.01;
     if ((rc = coll_open_capped(&st->comm, env->be, env->rank, env->world, ctas ? atoi(ctas) : 4))) return rc;
     if (coll_watch(st->comm, env->dog, "checkpoint")) return GPT_ERR_INVALID;
@@ -1038,11 +1032,8 @@ static int ckpt_chunks(gemini_state *st, size_t budget, step_result *out)
     while (st->round < p->m && budget > 0) {
         const int d = st->round;
         if (st->round_at >= 3 * st->shard.n && st->window[0]) {
-            /* read: the round's shard is all read (its checksums came first, ckpt_begin, on
-             * d2h; the reads are on cs): the slot is complete after both */
-            if ((rc = gpt_event_record(st->ev_recv[0], cs)) || (rc = gpt_stream_wait_event(st->d2h, st->ev_recv[0])) ||
-                (rc = complete_slot(st, d, st->version, st->d2h)))
-                return rc;
+            /* read: the round's shard is all read (its checksums came first, ckpt_begin) */
+            if ((rc = complete_slot(st, d, st->version, st->d2h))) return rc;
             st->round++;
             st->round_at = 0;
             continue;
@@ -1072,20 +1063,14 @@ static int ckpt_chunks(gemini_state *st, size_t budget, step_result *out)
         const size_t bytes = pc.len * sizeof(float);
         float *theirs = ckpt_store_data(st->store, d, st->version);
         const size_t array = pc.at / st->shard.n;
-        const size_t window_at = (pc.at - array * st->shard.n) * sizeof(float);
-        if (st->window[0] && !st->read_staged) {
-            /* read: from_d's GPU straight into its slot (the store is page-locked) */
-            if ((rc = coll_window_get(st->window[array], cs, theirs + pc.at, p->from[d], window_at, bytes)))
-                return rc;
-        } else if ((st->chunk_no >= 2 && (rc = gpt_stream_wait_event(cs, st->ev_free[b]))) ||
-                   (rc = st->window[0] ? coll_window_get(st->window[array], cs, st->staging[b], p->from[d], window_at,
-                                                         bytes)
-                                       : coll_sendrecv(st->comm, state_at(&st->shard, pc.at), p->to[d],
-                                                       st->staging[b], p->from[d], bytes)) ||
-                   (rc = gpt_event_record(st->ev_recv[b], cs)) ||
-                   (rc = gpt_stream_wait_event(st->d2h, st->ev_recv[b])) ||
-                   (rc = gpt_memcpy_d2h(st->d2h, theirs + pc.at, st->staging[b], bytes)) ||
-                   (rc = gpt_event_record(st->ev_free[b], st->d2h)))
+        if ((st->chunk_no >= 2 && (rc = gpt_stream_wait_event(cs, st->ev_free[b]))) ||
+            (rc = st->window[0] ? coll_window_get(st->window[array], cs, st->staging[b], p->from[d],
+                                                  (pc.at - array * st->shard.n) * sizeof(float), bytes)
+                                : coll_sendrecv(st->comm, state_at(&st->shard, pc.at), p->to[d], st->staging[b],
+                                                p->from[d], bytes)) ||
+            (rc = gpt_event_record(st->ev_recv[b], cs)) || (rc = gpt_stream_wait_event(st->d2h, st->ev_recv[b])) ||
+            (rc = gpt_memcpy_d2h(st->d2h, theirs + pc.at, st->staging[b], bytes)) ||
+            (rc = gpt_event_record(st->ev_free[b], st->d2h)))
             return rc;
         out->ckpt_bytes += (double)bytes;
         st->chunk_no++;

@@ -805,9 +805,8 @@ int coll_window_get(coll_window *w, gpt_stream *s, void *dst, int peer, size_t o
     w->g->bytes += (double)bytes;
 #ifdef COLL_HAVE_NCCL
     if (w->peer_base)
-        /* Default: dst may be page-locked host memory (unified addressing tells which) */
         return cuda_failed(cudaMemcpyAsync(dst, (const char *)w->peer_base[peer] + offset, bytes,
-                                           cudaMemcpyDefault, (cudaStream_t)gpt_stream_handle(s)),
+                                           cudaMemcpyDeviceToDevice, (cudaStream_t)gpt_stream_handle(s)),
                            "cudaMemcpyAsync (peer read)") ? GPT_ERR_BACKEND : GPT_OK;
 #endif
 #ifdef AEBENCH_HAVE_MPI

@@ -92,10 +92,8 @@ int coll_sendrecv(coll_group *g, const void *sendbuf, int to, void *recvbuf, int
  * caller uses send/recv instead.  Every rank gets the same answer. */
 typedef struct coll_window coll_window;
 int coll_window_open(coll_window **out, coll_group *g, void *base, size_t bytes, char *why, size_t whylen);
-/* Queued on stream s: dst (bytes) = peer's window [offset, offset + bytes).  dst is this
- * rank's device memory or host memory page-locked with its backend (gpt_host_register): a
- * read into the host goes there in one copy, peer GPU to host, with no hop through this GPU's
- * memory.  Returns at once, like a copy. */
+/* Queued on stream s: dst (bytes, this rank's device memory) = peer's window [offset, offset +
+ * bytes).  Returns at once, like a copy. */
 int coll_window_get(coll_window *w, gpt_stream *s, void *dst, int peer, size_t offset, size_t bytes);
 /* Queued on stream s: what this rank wrote into its window before it (on s's order) is what
  * the peers' later reads see (MPI_Win_sync; nothing on CUDA, where a kernel's writes are
