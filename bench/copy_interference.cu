@@ -89,7 +89,10 @@ static float timed(ctx *x, int kind, int reps, void *dst, const void *src, size_
     CK(cudaEventElapsedTime(&ms, e0, e1));
     CK(cudaEventElapsedTime(&cms, c0, c1));
     if (copy_ms) *copy_ms = cms;
-    cudaEventDestroy(e0), cudaEventDestroy(e1), cudaEventDestroy(c0), cudaEventDestroy(c1);
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaEventDestroy(c0));
+    CK(cudaEventDestroy(c1));
     return ms;
 }
 
@@ -99,7 +102,10 @@ static void *map_anon(size_t bytes, int huge)
     char *p = (char *)mmap(NULL, bytes + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     char *q = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
-    madvise(q, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    // (advice: a kernel without transparent huge pages refuses it, and the table's
+    // AnonHugePages line says what came)
+    if (madvise(q, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE))
+        fprintf(stderr, "madvise(%s): refused\n", huge ? "HUGEPAGE" : "NOHUGEPAGE");
     memset(q, 0, bytes);
     return q;
 }
@@ -110,10 +116,16 @@ static void *map_shm(size_t bytes)
     snprintf(name, sizeof name, "/dev/shm/copy_interference.%d", (int)getpid());
     int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     if (fd < 0) return NULL;
-    unlink(name);
-    if (ftruncate(fd, (off_t)bytes)) return NULL;
+    if (unlink(name)) { // (the file lives on in its mapping alone)
+        close(fd);
+        return NULL;
+    }
+    if (ftruncate(fd, (off_t)bytes)) {
+        close(fd);
+        return NULL;
+    }
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    if (close(fd)) return NULL;
     if (p == MAP_FAILED) return NULL;
     memset(p, 0, bytes);
     return p;
