@@ -20,22 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define CK(x)                                                                                              \
-    do {                                                                                                   \
-        cudaError_t e_ = (x);                                                                              \
-        if (e_ != cudaSuccess) {                                                                           \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));             \
-            exit(1);                                                                                       \
-        }                                                                                                  \
-    } while (0)
-#define CB(x)                                                                                              \
-    do {                                                                                                   \
-        cublasStatus_t s_ = (x);                                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                 \
-            fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #x, (int)s_);                            \
-            exit(1);                                                                                       \
-        }                                                                                                  \
-    } while (0)
+#include "bench_check.cuh"
 
 __global__ void stream_kernel(float4 *dst, const float4 *src, size_t n)
 {
@@ -61,38 +46,38 @@ static void workload(ctx *x, int kind, int reps)
     const float one = 1.0f, zero = 0.0f;
     for (int r = 0; r < reps; r++) {
         if (kind == 0)
-            CB(cublasGemmEx(x->h, CUBLAS_OP_N, CUBLAS_OP_N, x->n, x->n, x->n, &one, x->a, CUDA_R_32F, x->n, x->b,
+            CHECK_CUBLAS(cublasGemmEx(x->h, CUBLAS_OP_N, CUBLAS_OP_N, x->n, x->n, x->n, &one, x->a, CUDA_R_32F, x->n, x->b,
                             CUDA_R_32F, x->n, &zero, x->c, CUDA_R_32F, x->n, CUBLAS_COMPUTE_32F_FAST_TF32,
                             CUBLAS_GEMM_DEFAULT));
         else
             stream_kernel<<<132 * 8, 256, 0, x->work>>>(x->s_dst, x->s_src, x->s_n);
     }
-    CK(cudaGetLastError());
+    CHECK_CUDA(cudaGetLastError());
 }
 
 static float timed(ctx *x, int kind, int reps, void *dst, const void *src, size_t bytes, int copies, float *copy_ms)
 {
     cudaEvent_t e0, e1, c0, c1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventCreate(&c0));
-    CK(cudaEventCreate(&c1));
-    CK(cudaDeviceSynchronize());
-    CK(cudaEventRecord(c0, x->copy));
-    for (int i = 0; i < copies; i++) CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, x->copy));
-    CK(cudaEventRecord(c1, x->copy));
-    CK(cudaEventRecord(e0, x->work));
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    CHECK_CUDA(cudaEventCreate(&c0));
+    CHECK_CUDA(cudaEventCreate(&c1));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaEventRecord(c0, x->copy));
+    for (int i = 0; i < copies; i++) CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, x->copy));
+    CHECK_CUDA(cudaEventRecord(c1, x->copy));
+    CHECK_CUDA(cudaEventRecord(e0, x->work));
     workload(x, kind, reps);
-    CK(cudaEventRecord(e1, x->work));
-    CK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaEventRecord(e1, x->work));
+    CHECK_CUDA(cudaDeviceSynchronize());
     float ms = 0, cms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    CK(cudaEventElapsedTime(&cms, c0, c1));
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    CHECK_CUDA(cudaEventElapsedTime(&cms, c0, c1));
     if (copy_ms) *copy_ms = cms;
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    CK(cudaEventDestroy(c0));
-    CK(cudaEventDestroy(c1));
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    CHECK_CUDA(cudaEventDestroy(c0));
+    CHECK_CUDA(cudaEventDestroy(c1));
     return ms;
 }
 
@@ -147,41 +132,41 @@ int main(int argc, char **argv)
     const double copy_gb = argc > 1 ? atof(argv[1]) : 1.0;
     const size_t bytes = (size_t)(copy_gb * 1e9) & ~(size_t)((2u << 20) - 1);
     int ngpu = 0;
-    CK(cudaGetDeviceCount(&ngpu));
+    CHECK_CUDA(cudaGetDeviceCount(&ngpu));
     ctx x;
     memset(&x, 0, sizeof x);
-    CK(cudaSetDevice(0));
+    CHECK_CUDA(cudaSetDevice(0));
     x.n = 4096;
-    CK(cudaMalloc(&x.a, (size_t)x.n * x.n * 4));
-    CK(cudaMalloc(&x.b, (size_t)x.n * x.n * 4));
-    CK(cudaMalloc(&x.c, (size_t)x.n * x.n * 4));
-    CK(cudaMemset(x.a, 0, (size_t)x.n * x.n * 4));
-    CK(cudaMemset(x.b, 0, (size_t)x.n * x.n * 4));
+    CHECK_CUDA(cudaMalloc(&x.a, (size_t)x.n * x.n * 4));
+    CHECK_CUDA(cudaMalloc(&x.b, (size_t)x.n * x.n * 4));
+    CHECK_CUDA(cudaMalloc(&x.c, (size_t)x.n * x.n * 4));
+    CHECK_CUDA(cudaMemset(x.a, 0, (size_t)x.n * x.n * 4));
+    CHECK_CUDA(cudaMemset(x.b, 0, (size_t)x.n * x.n * 4));
     x.s_n = (512u << 20) / 16;
-    CK(cudaMalloc(&x.s_src, x.s_n * 16));
-    CK(cudaMalloc(&x.s_dst, x.s_n * 16));
-    CK(cudaMemset(x.s_src, 0, x.s_n * 16));
-    CK(cudaStreamCreateWithFlags(&x.work, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&x.copy, cudaStreamNonBlocking));
-    CB(cublasCreate(&x.h));
-    CB(cublasSetStream(x.h, x.work));
+    CHECK_CUDA(cudaMalloc(&x.s_src, x.s_n * 16));
+    CHECK_CUDA(cudaMalloc(&x.s_dst, x.s_n * 16));
+    CHECK_CUDA(cudaMemset(x.s_src, 0, x.s_n * 16));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&x.work, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&x.copy, cudaStreamNonBlocking));
+    CHECK_CUBLAS(cublasCreate(&x.h));
+    CHECK_CUBLAS(cublasSetStream(x.h, x.work));
     void *src0 = NULL, *dev_dst = NULL, *src1 = NULL;
-    CK(cudaMalloc(&src0, bytes));
-    CK(cudaMemset(src0, 1, bytes));
-    CK(cudaMalloc(&dev_dst, bytes));
+    CHECK_CUDA(cudaMalloc(&src0, bytes));
+    CHECK_CUDA(cudaMemset(src0, 1, bytes));
+    CHECK_CUDA(cudaMalloc(&dev_dst, bytes));
     if (ngpu > 1) {
         int can = 0;
-        CK(cudaDeviceCanAccessPeer(&can, 0, 1));
+        CHECK_CUDA(cudaDeviceCanAccessPeer(&can, 0, 1));
         if (can) {
-            CK(cudaDeviceEnablePeerAccess(1, 0));
-            CK(cudaSetDevice(1));
-            CK(cudaMalloc(&src1, bytes));
-            CK(cudaMemset(src1, 2, bytes));
-            CK(cudaSetDevice(0));
+            CHECK_CUDA(cudaDeviceEnablePeerAccess(1, 0));
+            CHECK_CUDA(cudaSetDevice(1));
+            CHECK_CUDA(cudaMalloc(&src1, bytes));
+            CHECK_CUDA(cudaMemset(src1, 2, bytes));
+            CHECK_CUDA(cudaSetDevice(0));
         }
     }
     void *pinned = NULL;
-    CK(cudaMallocHost(&pinned, bytes));
+    CHECK_CUDA(cudaMallocHost(&pinned, bytes));
     void *reg4k = map_anon(bytes, 0);
     long before = anon_huge_kb();
     void *reg2m = map_anon(bytes, 1);
@@ -191,12 +176,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "host memory: mmap failed\n");
         return 1;
     }
-    CK(cudaHostRegister(reg4k, bytes, cudaHostRegisterDefault));
-    CK(cudaHostRegister(reg2m, bytes, cudaHostRegisterDefault));
-    CK(cudaHostRegister(shm, bytes, cudaHostRegisterDefault));
+    CHECK_CUDA(cudaHostRegister(reg4k, bytes, cudaHostRegisterDefault));
+    CHECK_CUDA(cudaHostRegister(reg2m, bytes, cudaHostRegisterDefault));
+    CHECK_CUDA(cudaHostRegister(shm, bytes, cudaHostRegisterDefault));
     void *shm2 = map_shm(bytes); // peer reads land here (gemini's store is a shm file)
     if (!shm2) return 1;
-    CK(cudaHostRegister(shm2, bytes, cudaHostRegisterDefault));
+    CHECK_CUDA(cudaHostRegister(shm2, bytes, cudaHostRegisterDefault));
     printf("GPUs %d; copy %.2f GB a pass; AnonHugePages %ld -> %ld kB after the 2 MiB mapping\n\n", ngpu,
            bytes / 1e9, before, after);
 

@@ -33,22 +33,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                      \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-#define CHECK_LT(x)                                                                        \
-    do {                                                                                   \
-        cublasStatus_t s_ = (x);                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
-            fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);     \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "bench_check.cuh"
 
 struct product {
     const char *name;
@@ -151,22 +136,22 @@ static void plan_make(plan &q, cublasLtHandle_t lt, const product &p, cudaDataTy
     const cudaDataType_t cd = p.d_fp32 ? CUDA_R_32F : ab;
     const cublasOperation_t opa = p.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t opb = p.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CHECK_LT(cublasLtMatmulDescCreate(&q.desc, ct, CUDA_R_32F));
-    CHECK_LT(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    CHECK_LT(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    CHECK_CUBLAS(cublasLtMatmulDescCreate(&q.desc, ct, CUDA_R_32F));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     if (p.bias) {
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        CHECK_LT(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        CHECK_LT(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(q.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
-    CHECK_LT(cublasLtMatrixLayoutCreate(&q.la, ab, p.transa ? p.k : p.m, p.transa ? p.m : p.k, p.lda));
-    CHECK_LT(cublasLtMatrixLayoutCreate(&q.lb, ab, p.transb ? p.n : p.k, p.transb ? p.k : p.n, p.ldb));
-    CHECK_LT(cublasLtMatrixLayoutCreate(&q.ld, cd, p.m, p.n, p.ldc));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&q.la, ab, p.transa ? p.k : p.m, p.transa ? p.m : p.k, p.lda));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&q.lb, ab, p.transb ? p.n : p.k, p.transb ? p.k : p.n, p.ldb));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&q.ld, cd, p.m, p.n, p.ldc));
     cublasLtMatmulPreference_t pref;
-    CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
-    CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
     q.found = 0;
-    CHECK_LT(cublasLtMatmulAlgoGetHeuristic(lt, q.desc, q.la, q.lb, q.ld, q.ld, pref, want < 16 ? want : 16,
+    CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(lt, q.desc, q.la, q.lb, q.ld, q.ld, pref, want < 16 ? want : 16,
                                             q.heur, &q.found));
     cublasLtMatmulPreferenceDestroy(pref);
 }
@@ -262,7 +247,7 @@ int main(int argc, char **argv)
         return 2;
     }
     cublasLtHandle_t lt;
-    CHECK_LT(cublasLtCreate(&lt));
+    CHECK_CUBLAS(cublasLtCreate(&lt));
     cudaStream_t st;
     CHECK_CUDA(cudaStreamCreate(&st));
     void *ws;
