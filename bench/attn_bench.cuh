@@ -6,21 +6,13 @@
 #ifndef AEBENCH_ATTN_BENCH_CUH
 #define AEBENCH_ATTN_BENCH_CUH
 
+#include "bench_check.cuh"
 #include "cuda/cuda_attention_tc.cuh"
 
 #include <algorithm>
 #include <stdio.h>
 #include <stdlib.h>
 #include <vector>
-
-#define CK(call)                                                                             \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s: %s: %s\n", __FILE__, #call, cudaGetErrorString(e_));        \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
 
 /* uniform in [-1, 1), a fixed LCG: the same inputs on every machine */
 static float host_uniform(unsigned long long *state)
@@ -34,7 +26,7 @@ static float host_f32(bf16 x) { return __bfloat162float(x); }
 template <typename E> static std::vector<E> fetch(const E *d, size_t n)
 {
     std::vector<E> h(n);
-    CK(cudaMemcpy(h.data(), d, n * sizeof(E), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(h.data(), d, n * sizeof(E), cudaMemcpyDeviceToHost));
     return h;
 }
 
@@ -76,20 +68,20 @@ static bool attn_bench_shape(int argc, char **argv, const char *prog, int hs, in
 template <typename F> static double median_ms(cudaStream_t st, int reps, F fn)
 {
     cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
+    CHECK_CUDA(cudaEventCreate(&a));
+    CHECK_CUDA(cudaEventCreate(&b));
     for (int i = 0; i < 3; i++)
-        CK(fn());
+        CHECK_CUDA(fn());
     std::vector<float> ms(reps);
     for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(a, st));
-        CK(fn());
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms[i], a, b));
+        CHECK_CUDA(cudaEventRecord(a, st));
+        CHECK_CUDA(fn());
+        CHECK_CUDA(cudaEventRecord(b, st));
+        CHECK_CUDA(cudaEventSynchronize(b));
+        CHECK_CUDA(cudaEventElapsedTime(&ms[i], a, b));
     }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
+    CHECK_CUDA(cudaEventDestroy(a));
+    CHECK_CUDA(cudaEventDestroy(b));
     std::sort(ms.begin(), ms.end());
     return ms[reps / 2];
 }

@@ -31,14 +31,14 @@ template <typename E> struct buffers {
 
 static void to_device(float *d, const std::vector<float> &h)
 {
-    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
 }
 static void to_device(bf16 *d, const std::vector<float> &h)
 {
     std::vector<bf16> b(h.size());
     for (size_t i = 0; i < h.size(); i++)
         b[i] = __float2bfloat16(h[i]);
-    CK(cudaMemcpy(d, b.data(), b.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(d, b.data(), b.size() * sizeof(bf16), cudaMemcpyHostToDevice));
 }
 struct row_state {
     bool have_ref;
@@ -64,12 +64,12 @@ static void sweep_one(const char *kind, const char *name, bool chosen, size_t sm
                smem / 1024);
         return;
     }
-    CK(cudaMemsetAsync(result, 0, n * sizeof(E), st));
-    CK(run());
-    CK(cudaStreamSynchronize(st));
+    CHECK_CUDA(cudaMemsetAsync(result, 0, n * sizeof(E), st));
+    CHECK_CUDA(run());
+    CHECK_CUDA(cudaStreamSynchronize(st));
     std::vector<E> r1 = fetch(result, n);
-    CK(run());
-    CK(cudaStreamSynchronize(st));
+    CHECK_CUDA(run());
+    CHECK_CUDA(cudaStreamSynchronize(st));
     std::vector<E> r2 = fetch(result, n);
     const bool repeat = memcmp(r1.data(), r2.data(), n * sizeof(E)) == 0;
     if (!rs.have_ref) {
@@ -132,12 +132,12 @@ template <typename E> static void sweep_type(const shape &sh, const char *type_n
     bu.n_tok = (size_t)sh.B * sh.T * sh.C;
     bu.n_qkv = 3 * bu.n_tok;
     bu.n_stat = (size_t)sh.B * sh.NH * sh.T;
-    CK(cudaMalloc(&bu.qkv, bu.n_qkv * sizeof(E)));
-    CK(cudaMalloc(&bu.dqkv, bu.n_qkv * sizeof(E)));
-    CK(cudaMalloc(&bu.out, bu.n_tok * sizeof(E)));
-    CK(cudaMalloc(&bu.dout, bu.n_tok * sizeof(E)));
-    CK(cudaMalloc(&bu.lse, bu.n_stat * sizeof(float)));
-    CK(cudaMalloc(&bu.delta, bu.n_stat * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&bu.qkv, bu.n_qkv * sizeof(E)));
+    CHECK_CUDA(cudaMalloc(&bu.dqkv, bu.n_qkv * sizeof(E)));
+    CHECK_CUDA(cudaMalloc(&bu.out, bu.n_tok * sizeof(E)));
+    CHECK_CUDA(cudaMalloc(&bu.dout, bu.n_tok * sizeof(E)));
+    CHECK_CUDA(cudaMalloc(&bu.lse, bu.n_stat * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&bu.delta, bu.n_stat * sizeof(float)));
     unsigned long long seed = 12345;
     std::vector<float> h(bu.n_qkv);
     for (auto &x : h)
@@ -148,7 +148,7 @@ template <typename E> static void sweep_type(const shape &sh, const char *type_n
         x = host_uniform(&seed) * 0.1f;
     to_device(bu.dout, h);
     cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
     printf("\n%s, B %d T %d C %d heads %d (hs %d)\n\n", type_name, sh.B, sh.T, sh.C, sh.NH, HS);
     printf("| kernel | tiles | smem KiB | ms | causal TFLOP/s | rel. diff from first | "
@@ -161,7 +161,7 @@ template <typename E> static void sweep_type(const shape &sh, const char *type_n
     sweep_forward<E, HS, fwd_tiles<2, 32, 1>>(sh, bu, st, rs, "MT 2 BK 32 pipelined");
     sweep_forward<E, HS, fwd_tiles<2, 64, 0>>(sh, bu, st, rs, "MT 2 BK 64 copies first");
     /* the backward reads the chosen forward's out and lse */
-    CK((attn_forward_launch<E, HS, typename attn_tiles<E>::fwd>(
+    CHECK_CUDA((attn_forward_launch<E, HS, typename attn_tiles<E>::fwd>(
         st, bu.out, bu.lse, bu.qkv, sh.B, sh.T, sh.C, sh.NH, sh.scale_log2)));
     rs = {false, {}};
     sweep_dq<E, HS, dq_tiles<1, 32, 1>>(sh, bu, st, rs, "MT 1 BK 32 stages 1");
@@ -171,7 +171,7 @@ template <typename E> static void sweep_type(const shape &sh, const char *type_n
     sweep_dq<E, HS, dq_tiles<2, 32, 1>>(sh, bu, st, rs, "MT 2 BK 32 stages 1");
     sweep_dq<E, HS, dq_tiles<2, 32, 2>>(sh, bu, st, rs, "MT 2 BK 32 stages 2");
     /* dk/dv reads the chosen dq's delta */
-    CK((attn_dq_launch<E, HS, typename attn_tiles<E>::dq>(st, bu.dqkv, bu.delta, bu.dout, bu.qkv,
+    CHECK_CUDA((attn_dq_launch<E, HS, typename attn_tiles<E>::dq>(st, bu.dqkv, bu.delta, bu.dout, bu.qkv,
                                                           bu.out, bu.lse, sh.B, sh.T, sh.C,
                                                           sh.NH, sh.scale, sh.scale_log2)));
     rs = {false, {}};
@@ -182,13 +182,13 @@ template <typename E> static void sweep_type(const shape &sh, const char *type_n
     sweep_dkv<E, HS, dkv_tiles<8, 32, 2>>(sh, bu, st, rs, "warps 8 BQ 32 stages 2");
     sweep_dkv<E, HS, dkv_tiles<8, 64, 2>>(sh, bu, st, rs, "warps 8 BQ 64 stages 2");
 
-    CK(cudaStreamDestroy(st));
-    CK(cudaFree(bu.qkv));
-    CK(cudaFree(bu.dqkv));
-    CK(cudaFree(bu.out));
-    CK(cudaFree(bu.dout));
-    CK(cudaFree(bu.lse));
-    CK(cudaFree(bu.delta));
+    CHECK_CUDA(cudaStreamDestroy(st));
+    CHECK_CUDA(cudaFree(bu.qkv));
+    CHECK_CUDA(cudaFree(bu.dqkv));
+    CHECK_CUDA(cudaFree(bu.out));
+    CHECK_CUDA(cudaFree(bu.dout));
+    CHECK_CUDA(cudaFree(bu.lse));
+    CHECK_CUDA(cudaFree(bu.delta));
 }
 
 int main(int argc, char **argv)
@@ -212,7 +212,7 @@ int main(int argc, char **argv)
     sh.scale_log2 = sh.scale * LOG2E_F;
     sh.pairs = (double)sh.B * sh.NH * sh.T * (sh.T + 1) / 2.0;
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     printf("# attention tile sweep on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
     sweep_type<bf16>(sh, "bf16");
     sweep_type<float>(sh, "fp32 storage, TF32 products");

@@ -144,11 +144,11 @@ int main(int argc, char **argv)
     if (!attn_bench_shape(argc, argv, "attn_wgmma", WG_HS, &B, &T, &C, &NH))
         return 2;
     int has = 0, *has_d;
-    CK(cudaMalloc(&has_d, sizeof(int)));
+    CHECK_CUDA(cudaMalloc(&has_d, sizeof(int)));
     wgmma_probe<<<1, 1>>>(has_d);
-    CK(cudaGetLastError());
-    CK(cudaMemcpy(&has, has_d, sizeof(int), cudaMemcpyDeviceToHost));
-    CK(cudaFree(has_d));
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaMemcpy(&has, has_d, sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaFree(has_d));
     if (!has) {
         fprintf(stderr, "attn_wgmma: this device does not run the sm_90a build\n");
         return 2;
@@ -160,32 +160,32 @@ int main(int argc, char **argv)
     /* the reference: the backend's mma.sync kernels */
     bf16 *qkv, *dout, *out[2], *dqkv[2];
     float *lse[2], *delta[2]; /* [0] mma.sync, [1] the wgmma configuration under test */
-    CK(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
-    CK(cudaMalloc(&dout, n_tok * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&dout, n_tok * sizeof(bf16)));
     for (int k = 0; k < 2; k++) {
-        CK(cudaMalloc(&out[k], n_tok * sizeof(bf16)));
-        CK(cudaMalloc(&dqkv[k], n_qkv * sizeof(bf16)));
-        CK(cudaMalloc(&lse[k], n_stat * sizeof(float)));
-        CK(cudaMalloc(&delta[k], n_stat * sizeof(float)));
+        CHECK_CUDA(cudaMalloc(&out[k], n_tok * sizeof(bf16)));
+        CHECK_CUDA(cudaMalloc(&dqkv[k], n_qkv * sizeof(bf16)));
+        CHECK_CUDA(cudaMalloc(&lse[k], n_stat * sizeof(float)));
+        CHECK_CUDA(cudaMalloc(&delta[k], n_stat * sizeof(float)));
     }
     unsigned long long seed = 12345;
     std::vector<bf16> h(n_qkv);
     for (bf16 &x : h)
         x = __float2bfloat16(host_uniform(&seed));
-    CK(cudaMemcpy(qkv, h.data(), n_qkv * sizeof(bf16), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(qkv, h.data(), n_qkv * sizeof(bf16), cudaMemcpyHostToDevice));
     for (size_t i = 0; i < n_tok; i++)
         h[i] = __float2bfloat16(host_uniform(&seed));
-    CK(cudaMemcpy(dout, h.data(), n_tok * sizeof(bf16), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dout, h.data(), n_tok * sizeof(bf16), cudaMemcpyHostToDevice));
     cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     /* outputs poisoned first (0xff: NaN), so an element a kernel fails to write shows; on the
      * kernels' stream (a non-blocking stream does not wait for the legacy stream's memset: a
      * kernel that writes early, as dq writes delta, could be overwritten by its own poison) */
     auto poison = [&](int k) {
-        CK(cudaMemsetAsync(out[k], 0xff, n_tok * sizeof(bf16), st));
-        CK(cudaMemsetAsync(dqkv[k], 0xff, n_qkv * sizeof(bf16), st));
-        CK(cudaMemsetAsync(lse[k], 0xff, n_stat * sizeof(float), st));
-        CK(cudaMemsetAsync(delta[k], 0xff, n_stat * sizeof(float), st));
+        CHECK_CUDA(cudaMemsetAsync(out[k], 0xff, n_tok * sizeof(bf16), st));
+        CHECK_CUDA(cudaMemsetAsync(dqkv[k], 0xff, n_qkv * sizeof(bf16), st));
+        CHECK_CUDA(cudaMemsetAsync(lse[k], 0xff, n_stat * sizeof(float), st));
+        CHECK_CUDA(cudaMemsetAsync(delta[k], 0xff, n_stat * sizeof(float), st));
     };
 
     /* every backward reads the reference forward's out and lse, so that the backwards are
@@ -203,17 +203,17 @@ int main(int argc, char **argv)
                                                         B, T, C, NH, scale, scale_log2);
     };
     poison(0);
-    CK(ref_fwd());
-    CK(ref_dq());
-    CK(ref_dkv());
-    CK(cudaStreamSynchronize(st));
+    CHECK_CUDA(ref_fwd());
+    CHECK_CUDA(ref_dq());
+    CHECK_CUDA(ref_dkv());
+    CHECK_CUDA(cudaStreamSynchronize(st));
     const std::vector<bf16> o0 = fetch(out[0], n_tok), g0 = fetch(dqkv[0], n_qkv);
     const std::vector<float> l0 = fetch(lse[0], n_stat), d0 = fetch(delta[0], n_stat);
     const double ref_ms[3] = {median_ms(st, 30, ref_fwd), median_ms(st, 30, ref_dq),
                               median_ms(st, 30, ref_dkv)};
 
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     printf("# attention, wgmma (cuda_attention_wgmma.cuh) against the backend's mma.sync, %s, "
            "bf16 B %d T %d C %d heads %d\n\n", prop.name, B, T, C, NH);
     printf("Each configuration's outputs against mma.sync's (elements whose bits differ; max "
@@ -247,10 +247,10 @@ int main(int argc, char **argv)
                                             scale, scale_log2);
         };
         auto all = [&]() {
-            CK(fwd());
-            CK(dq());
-            CK(dkv());
-            CK(cudaStreamSynchronize(st));
+            CHECK_CUDA(fwd());
+            CHECK_CUDA(dq());
+            CHECK_CUDA(dkv());
+            CHECK_CUDA(cudaStreamSynchronize(st));
         };
         poison(1);
         all();
@@ -300,8 +300,8 @@ int main(int argc, char **argv)
         size_t worst_differ = 0;
         for (int rep = 0; rep < 10; rep++) {
             poison(1);
-            CK(ws());
-            CK(cudaStreamSynchronize(st));
+            CHECK_CUDA(ws());
+            CHECK_CUDA(cudaStreamSynchronize(st));
             size_t dout_, dlse;
             double r0, r1;
             auto every = [](size_t) { return true; };
@@ -319,14 +319,14 @@ int main(int argc, char **argv)
     }
     printf("\n%s\n", all_ok ? "every configuration bit-identical to the backend's mma.sync kernels, and repeatable"
                             : "SOME CONFIGURATION DIFFERS from the backend's mma.sync kernels, or does not repeat");
-    CK(cudaStreamDestroy(st));
-    CK(cudaFree(qkv));
-    CK(cudaFree(dout));
+    CHECK_CUDA(cudaStreamDestroy(st));
+    CHECK_CUDA(cudaFree(qkv));
+    CHECK_CUDA(cudaFree(dout));
     for (int k = 0; k < 2; k++) {
-        CK(cudaFree(out[k]));
-        CK(cudaFree(dqkv[k]));
-        CK(cudaFree(lse[k]));
-        CK(cudaFree(delta[k]));
+        CHECK_CUDA(cudaFree(out[k]));
+        CHECK_CUDA(cudaFree(dqkv[k]));
+        CHECK_CUDA(cudaFree(lse[k]));
+        CHECK_CUDA(cudaFree(delta[k]));
     }
     return all_ok ? 0 : 1;
 }

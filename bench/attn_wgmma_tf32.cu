@@ -481,32 +481,32 @@ int main(int argc, char **argv)
     typedef attn_tiles<float> tiles;
     /* [0] the backend's mma.sync kernels, [1] wgmma */
     float *qkv, *dout, *out[2], *lse[2], *dqkv[2], *delta[2];
-    CK(cudaMalloc(&qkv, n_qkv * sizeof(float)));
-    CK(cudaMalloc(&dout, n_tok * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&dout, n_tok * sizeof(float)));
     for (int k = 0; k < 2; k++) {
-        CK(cudaMalloc(&out[k], n_tok * sizeof(float)));
-        CK(cudaMalloc(&lse[k], n_stat * sizeof(float)));
-        CK(cudaMalloc(&dqkv[k], n_qkv * sizeof(float)));
-        CK(cudaMalloc(&delta[k], n_stat * sizeof(float)));
+        CHECK_CUDA(cudaMalloc(&out[k], n_tok * sizeof(float)));
+        CHECK_CUDA(cudaMalloc(&lse[k], n_stat * sizeof(float)));
+        CHECK_CUDA(cudaMalloc(&dqkv[k], n_qkv * sizeof(float)));
+        CHECK_CUDA(cudaMalloc(&delta[k], n_stat * sizeof(float)));
     }
     std::vector<float> h(n_qkv);
     unsigned long long seed = 12345;
     for (float &x : h)
         x = host_uniform(&seed);
-    CK(cudaMemcpy(qkv, h.data(), n_qkv * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(qkv, h.data(), n_qkv * sizeof(float), cudaMemcpyHostToDevice));
     for (size_t i = 0; i < n_tok; i++)
         h[i] = host_uniform(&seed);
-    CK(cudaMemcpy(dout, h.data(), n_tok * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dout, h.data(), n_tok * sizeof(float), cudaMemcpyHostToDevice));
     cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     /* outputs poisoned (0xff: NaN) first, so an element a kernel leaves unwritten shows; on the
      * kernels' stream (a non-blocking stream does not wait for the legacy stream's memset: a
      * kernel that writes early, as dq writes delta, could be overwritten by its own poison) */
     auto poison = [&](int k) {
-        CK(cudaMemsetAsync(out[k], 0xff, n_tok * sizeof(float), st));
-        CK(cudaMemsetAsync(lse[k], 0xff, n_stat * sizeof(float), st));
-        CK(cudaMemsetAsync(dqkv[k], 0xff, n_qkv * sizeof(float), st));
-        CK(cudaMemsetAsync(delta[k], 0xff, n_stat * sizeof(float), st));
+        CHECK_CUDA(cudaMemsetAsync(out[k], 0xff, n_tok * sizeof(float), st));
+        CHECK_CUDA(cudaMemsetAsync(lse[k], 0xff, n_stat * sizeof(float), st));
+        CHECK_CUDA(cudaMemsetAsync(dqkv[k], 0xff, n_qkv * sizeof(float), st));
+        CHECK_CUDA(cudaMemsetAsync(delta[k], 0xff, n_stat * sizeof(float), st));
     };
 
     /* both backwards read the reference forward's out and lse */
@@ -571,10 +571,10 @@ int main(int argc, char **argv)
                                          lse[0], T, C, NH, scale, scale_log2);
     };
     auto all = [&](int k) {
-        CK(fwd(k));
-        CK(dq(k));
-        CK(dkv(k));
-        CK(cudaStreamSynchronize(st));
+        CHECK_CUDA(fwd(k));
+        CHECK_CUDA(dq(k));
+        CHECK_CUDA(dkv(k));
+        CHECK_CUDA(cudaStreamSynchronize(st));
     };
     for (int k = 0; k < 2; k++) {
         poison(k);
@@ -590,12 +590,12 @@ int main(int argc, char **argv)
                         fetch(dqkv[1], n_qkv) == g1 && fetch(delta[1], n_stat) == d1;
     /* the pipelined forward */
     poison(1);
-    CK(fwd(2));
-    CK(cudaStreamSynchronize(st));
+    CHECK_CUDA(fwd(2));
+    CHECK_CUDA(cudaStreamSynchronize(st));
     const std::vector<float> op = fetch(out[1], n_tok), lp = fetch(lse[1], n_stat);
     poison(1);
-    CK(fwd(3));
-    CK(cudaStreamSynchronize(st));
+    CHECK_CUDA(fwd(3));
+    CHECK_CUDA(cudaStreamSynchronize(st));
     const std::vector<float> orq = fetch(out[1], n_tok), lrq = fetch(lse[1], n_stat);
     /* the warp-specialized forwards, whose stages are handed over by barriers: run 10 times
      * each, every run compared with the first (a race shows as a run that differs) */
@@ -603,8 +603,8 @@ int main(int argc, char **argv)
         int same = 0;
         for (int rep = 0; rep < 10; rep++) {
             poison(1);
-            CK(fwd(k));
-            CK(cudaStreamSynchronize(st));
+            CHECK_CUDA(fwd(k));
+            CHECK_CUDA(cudaStreamSynchronize(st));
             std::vector<float> o = fetch(out[1], n_tok), l = fetch(lse[1], n_stat);
             if (rep == 0) {
                 o_first = o;
@@ -622,8 +622,8 @@ int main(int argc, char **argv)
     std::vector<float> gws2;
     for (int rep = 0; rep < 20; rep++) { /* 10 runs each of k 2 and 3, against k 2's first */
         poison(1);
-        CK(dq(2 + rep % 2));
-        CK(cudaStreamSynchronize(st));
+        CHECK_CUDA(dq(2 + rep % 2));
+        CHECK_CUDA(cudaStreamSynchronize(st));
         std::vector<float> gq = fetch(dqkv[1], n_qkv), dd = fetch(delta[1], n_stat);
         if (rep == 0) {
             gws = gq;
@@ -653,8 +653,8 @@ int main(int argc, char **argv)
     int dkv_same = 0;
     for (int rep = 0; rep < 20; rep++) { /* 10 runs each of k 2 and 3, against k 2's first */
         poison(1);
-        CK(dkv(2 + rep % 2));
-        CK(cudaStreamSynchronize(st));
+        CHECK_CUDA(dkv(2 + rep % 2));
+        CHECK_CUDA(cudaStreamSynchronize(st));
         std::vector<float> g = fetch(dqkv[1], n_qkv);
         if (rep == 0)
             gkv = g;
@@ -664,7 +664,7 @@ int main(int argc, char **argv)
     }
 
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     printf("# attention in TF32, wgmma (bench/attn_wgmma_tf32.cu) against the backend's mma.sync, "
            "%s, B %d T %d C %d heads %d\n\n", prop.name, B, T, C, NH);
     printf("| output | elements | bits differing | not finite | max rel. diff |\n"
@@ -737,14 +737,14 @@ int main(int argc, char **argv)
     printf("\n%s\n", !ok ? "DISAGREES with the backend, or does not repeat"
                      : identical ? "bit-identical to the backend's mma.sync kernels"
                                  : "agrees to the TF32 bound, not bit for bit");
-    CK(cudaStreamDestroy(st));
-    CK(cudaFree(qkv));
-    CK(cudaFree(dout));
+    CHECK_CUDA(cudaStreamDestroy(st));
+    CHECK_CUDA(cudaFree(qkv));
+    CHECK_CUDA(cudaFree(dout));
     for (int k = 0; k < 2; k++) {
-        CK(cudaFree(out[k]));
-        CK(cudaFree(lse[k]));
-        CK(cudaFree(dqkv[k]));
-        CK(cudaFree(delta[k]));
+        CHECK_CUDA(cudaFree(out[k]));
+        CHECK_CUDA(cudaFree(lse[k]));
+        CHECK_CUDA(cudaFree(dqkv[k]));
+        CHECK_CUDA(cudaFree(delta[k]));
     }
     return ok ? 0 : 1;
 }
