@@ -49,7 +49,7 @@
  *             waits); after the last, "done": a token to each from_d, one from each to_d.
  *             (A read straight from from_d's GPU into the page-locked store, no staging, was
  *             measured slower: 2x H100, l16, 1.033-1.035x of none against 1.026-1.032x; 2x
- *             H200 505.8 against 491.0 ms: the read then holds NVLink at PCIe's pace.
+ *             H200 505.8 against 491.0 ms under --profile: the read holds NVLink at PCIe's pace.
  *             bench/results/2026-11-28-h100x2-gemini-read.)
  *   d2h       each peer chunk received, once it is in, into that peer's slot; its checksums
  *   verify    after a slot's last copy (an event): a host task marks its version complete
