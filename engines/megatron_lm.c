@@ -388,19 +388,19 @@ static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
 }
 
 /* --graphs: whether this run replays its phases; said in the log where a run could have had
- * them (not on the cpu backend: every CI run). */
+ * them (on the GPU: not in every CI run).  A GPU backend without graphs is --profile's. */
 static int graphs_choose(megatron_state *st)
 {
     const engine_env *env = &st->env;
     const int want = env->cfg->graphs;
-    const int cpu = strcmp(env->be->name, "cpu") == 0;
-    const char *why = want == GRAPHS_OFF                   ? "--graphs off"
-                      : cpu                                ? "the cpu backend has none"
-                      : !gpt_backend_has_graphs(env->be)   ? "--profile times each op"
-                                                           : graphs_unavailable(env->cfg);
+    const char *unavailable = graphs_unavailable(env->cfg);
+    const char *why = want == GRAPHS_OFF                 ? "--graphs off"
+                      : unavailable                      ? unavailable
+                      : !gpt_backend_has_graphs(env->be) ? "--profile times each op"
+                                                         : NULL;
     if (why) {
         if (want == GRAPHS_ON) return engine_refuse(env, GPT_ERR_INVALID, "--graphs on: not here (%s)", why);
-        if (!cpu) engine_note(env, "graphs: off (%s)", why);
+        if (env->cfg->device == DEVICE_CUDA) engine_note(env, "graphs: off (%s)", why);
         return GPT_OK;
     }
     st->fwd_graph = calloc((size_t)st->M, sizeof *st->fwd_graph);
@@ -680,7 +680,6 @@ static int phase_ops(megatron_state *st, int phase, int k)
  * and replayed from then on.  A capture that fails (a call it does not allow) ends the replays:
  * --graphs on stops the run, auto says why in the log and goes on as ops, issuing the phase
  * again. */
-
 static int issue_phase(megatron_state *st, int phase, int k)
 {
     gpt_stream *s = st->compute;

@@ -16,9 +16,6 @@
 
 typedef struct engine_harness {
     const engine_vtbl *eng;
-    /* where the engine's notes go (engine_env.note; NULL: silent): set by harness_open_noted */
-    void (*note)(void *ctx, const char *line);
-    void *note_ctx;
     engine_config cfg;
     gpt_backend *be;
     dev_arena gpu;
@@ -36,8 +33,6 @@ static inline int harness_open_noted(engine_harness *h, const engine_vtbl *eng, 
                                      void (*note)(void *ctx, const char *line), void *note_ctx)
 {
     memset(h, 0, sizeof *h);
-    h->note = note;
-    h->note_ctx = note_ctx;
     h->eng = eng;
     h->cfg = *cfg;
     if (cfg->device == DEVICE_CUDA)
@@ -57,7 +52,7 @@ static inline int harness_open_noted(engine_harness *h, const engine_vtbl *eng, 
     assert_non_null(h->tokens);
     assert_non_null(h->targets);
     engine_env env = {.cfg = &h->cfg, .be = h->be, .gpu = &h->gpu, .host = &h->host,
-                      .disk = &h->disk, .rank = 0, .world = 1, .note = h->note, .note_ctx = h->note_ctx};
+                      .disk = &h->disk, .rank = 0, .world = 1, .note = note, .note_ctx = note_ctx};
     return eng->init(&env, &h->state);
 }
 
