@@ -1,2 +1,0 @@
-#!/bin/sh
-CUDA_VISIBLE_DEVICES=${OMPI_COMM_WORLD_LOCAL_RANK:-0} exec "$@"
