@@ -10,7 +10,7 @@
  *   2. the CPU Adam pool (engines/runtime/cpu_adam.h) per ISA and thread count: G params/s
  *      and GB/s at 28 B/param (reads p, g, m, v; writes p, m, v — in place, so there is no
  *      write-allocate traffic to leave out), and that GB/s as a fraction of the triad's
- *      (PERFORMANCE.md's target: >= 90%).
+ *      (the target of the shared design doc PERFORMANCE.md, not in this repository: >= 90%).
  *   3. a bit-exactness check of every SIMD path against the scalar one (the unit test does
  *      this in CI; here it covers the ISAs of the machine the bench runs on).
  *   4. with CUDA (AEBENCH_HAVE_CUDA): pinned host<->GPU copies through the backend's

@@ -18,8 +18,9 @@ set boxwidth 0.7
 set yrange [0:*]
 set offsets 0, 0, graph 0.08, 0
 set key top left
-# The paper's published largest models (one V100 32 GB, 90 GB host; ../shared/docs/ENGINES.md),
-# marked on each engine's bar where the run's shape is the paper's (h2048, b4).
+# The paper's published largest models (one V100 32 GB, 90 GB host; as the project's shared
+# design doc ENGINES.md, outside this repository, records them), marked on each engine's bar
+# where the run's shape is the paper's (h2048, b4).
 paper(m) = m eq "megatron-lm" ? 1.717 : m eq "l2l" ? 4.033 : m eq "zero-offload" ? 2.522 : \
            m eq "zero-infinity" ? 2.522 : m eq "stronghold" ? 5.141 : NaN
 # columns: method,max_layers,parameters,parameters_b,next_layers,stopped_by,short_bytes,hidden,batch

@@ -17,7 +17,7 @@ set style fill solid 0.85 border -1
 set yrange [0:*]
 set offsets 0, 0, graph 0.08, 0
 set key top right
-# The paper's published samples/s (one V100; ../shared/docs/ENGINES.md) at each baseline's
+# The paper's published samples/s (one V100; the shared design doc ENGINES.md, not in this repository) at each baseline's
 # largest size there (megatron-lm l32, l2l l78, zero-offload and zero-infinity l48), on the
 # right axis (a V100 is an order of magnitude slower): marked over the bars they compare with.
 set y2label "paper (V100) samples / s"

@@ -18,7 +18,7 @@ set yrange [0:*]
 set offsets 0, 0, graph 0.08, 0
 set key top right
 # The paper's published samples/s (one V100, every engine at l32, its megatron-lm's largest;
-# ../shared/docs/ENGINES.md) on the right axis.
+# the shared design doc ENGINES.md, not in this repository) on the right axis.
 set y2label "paper (V100, l32) samples / s"
 set y2tics nomirror
 set y2range [0:*]

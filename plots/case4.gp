@@ -16,7 +16,7 @@ set yrange [0:*]
 set offsets 0, 0, graph 0.08, 0
 set key top left
 # The paper's published line (one V100, -w 15: "about 2.6 s at l16 to 21 s at l92",
-# ../shared/docs/ENGINES.md) on the right axis, in seconds.
+# the shared design doc ENGINES.md, not in this repository) on the right axis, in seconds.
 set y2label "paper (V100) time per iteration (s)"
 set y2tics nomirror
 set y2range [0:*]

@@ -16,7 +16,8 @@ set yrange [0:*]
 set offsets 0, 0, graph 0.08, 0
 set key top right
 # The paper's published ends (one V100, l32: "about 7.9 s at window 2 to 6.2 s at 14,
-# flattening", ../shared/docs/ENGINES.md) on the right axis, in seconds.
+# flattening", the shared design doc ENGINES.md, not in this repository) on the right axis,
+# in seconds.
 set y2label "paper (V100) time per iteration (s)"
 set y2tics nomirror
 set y2range [0:*]
