@@ -11,9 +11,11 @@
 #   make bench-tools  build/bench/host_adam: host bandwidth vs CPU Adam (and PCIe with CUDA);
 #                     build/bench/disk_bw DIR [GiB]: O_DIRECT write/read GB/s through the disk
 #                     tier; needs only a compiler (and nvcc for the PCIe part), not cJSON or cmocka
-#   make ae           deps + build + the artifact's five cases (paper shapes on a GPU, CPU-sized
-#                     otherwise), their CSVs and figures (scripts/run_ae.sh; AE_FLAGS, AE_RESULTS)
-#   make figures      the five CSVs and plots/caseN.png from what results/ holds
+#   make ae           deps + build + the six cases (the StrongHold artifact's 1-5, the Gemini
+#                     artifact's 6; paper shapes on a GPU, CPU-sized otherwise), their CSVs and
+#                     figures (scripts/run_ae.sh; AE_FLAGS, AE_RESULTS, AE_CASES)
+#   make figures      the six cases' CSVs and plots/case1-6.png (and case6_recovery.png) from
+#                     what results/ holds
 
 SHELL := /bin/bash
 comma := ,
