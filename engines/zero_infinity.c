@@ -1,6 +1,7 @@
 /*
- * zero-infinity — ZeRO-3 with parameter and optimizer offload (Rajbhandari et al., SC'21), on
- * one rank, done exactly.
+ * zero-infinity — ZeRO-3 with parameter and optimizer offload (Rajbhandari et al., SC'21), done
+ * exactly, on one rank or on N (each rank's host keeps 1/N of every block: "N ranks" below),
+ * with one micro-batch per step or several (their gradients summed).
  *
  * The GPU holds only what is being computed.  Every parameter's home is the host: a layer's
  * parameters are copied in just before it runs (forward, and again for its backward) into a
