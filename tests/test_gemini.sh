@@ -77,6 +77,39 @@ else
 fi
 rm -rf "${GM_STORE:?}"/*
 
+# ---- a recovery past --iters (issue 47): the store of job "past" is at iteration 6 (killed at
+# 7); recovering it with --iters 4 would train nothing and save iteration 6's parameters as
+# 4's, and delete the store.  Refused before anything is written: exit 2, one line naming the
+# iteration and --iters, no results directory, no parameters, the store kept, and recoverable
+# afterwards (= no failure).  At --iters 6 (its last checkpoint is its last iteration) there is
+# nothing left to train: done, said so, never "FAILED: " without a reason ---------------------
+gm_run past1 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job past --fail-at 7
+gm_run past2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job past --gemini-recover --iters 4
+if [ "$GM_RC" -eq 2 ] && [ "$(wc -l <"$GM_WORK/past2/err")" -eq 1 ] &&
+    grep -q "^aebench: --gemini-recover: job past would recover iteration 6 (its newest whole checkpoint), past --iters 4; nothing was written and the store is kept" "$GM_WORK/past2/err" &&
+    [ ! -e "$GM_WORK/past2/results" ] && [ ! -e "$GM_WORK/past2.params" ] && [ ! -s "$GM_WORK/past2/out" ] &&
+    [ -s "$GM_STORE/aebench-gemini-$(id -u)-past/rank-0.ckpt" ]; then
+    gm_run past3 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job past --gemini-recover
+    if [ "$GM_RC" -eq 0 ] && grep -q "recovered at iteration 6 " "$GM_WORK/past3/out" &&
+        cmp -s "$GM_WORK/one1.params" "$GM_WORK/past3.params" && [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini --gemini-recover past --iters: refused (exit 2, one line, nothing written, store kept), then recovered = no failure"
+    else
+        gm_fail "gemini recovery after a refused one" "exit $GM_RC: $(tail -c 300 "$GM_WORK/past3/err")"
+    fi
+else
+    gm_fail "gemini --gemini-recover past --iters" "exit $GM_RC: $(cat "$GM_WORK/past2/err") | out: $(tail -n 2 "$GM_WORK/past2/out") | results: $(ls "$GM_WORK/past2" | tr '\n' ' ') | store: $(ls -A "$GM_STORE")"
+fi
+gm_run past4 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job pastend --fail-at 7
+gm_run past5 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job pastend --gemini-recover --iters 6
+if [ "$GM_RC" -eq 0 ] && grep -q "^  done: nothing left to train: iterations 1-6 were trained by the job this one recovers" "$GM_WORK/past5/out" &&
+    ! grep -q "FAILED" "$GM_WORK/past5/out" && [ -s "$GM_WORK/past5.params" ] &&
+    python3 -c 'import glob, json, sys; j = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0])); sys.exit(not (j["status"] == "ok" and j["recovery"]["restored_iteration"] == 6))' "$GM_WORK/past5"; then
+    gm_pass "gemini --gemini-recover at --iters: nothing left to train, said so (exit 0, JSON ok, parameters saved)"
+else
+    gm_fail "gemini --gemini-recover at --iters" "exit $GM_RC: $(tail -n 3 "$GM_WORK/past5/out") $(tail -c 300 "$GM_WORK/past5/err")"
+fi
+rm -rf "${GM_STORE:?}"/*
+
 # ---- --recompute selective and none under gemini (megatron-lm ZeRO-3 beneath it): the same
 # parameters and losses as full, each killed at iteration 5 and recovered by hand ---------------
 gm_rc_ok=""

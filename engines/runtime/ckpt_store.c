@@ -345,6 +345,41 @@ int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step)
     return h->iteration;
 }
 
+/* The chunk size a store of `floats` uses for the one asked (ckpt_store_open's rule: no more
+ * chunks than a header page holds sums of). */
+static size_t store_chunk_floats(size_t floats, size_t chunk_floats)
+{
+    return chunks_of(floats, chunk_floats) > MAX_CHUNKS ? (floats + MAX_CHUNKS - 1) / MAX_CHUNKS : chunk_floats;
+}
+
+int ckpt_store_peek(const char *dir, const char *job, int rank, int slots, const int *owners, size_t floats,
+                    size_t chunk_floats, uint64_t identity, int *iterations)
+{
+    for (int i = 0; i < slots * CKPT_VERSIONS; i++) iterations[i] = -1;
+    chunk_floats = store_chunk_floats(floats, chunk_floats);
+    char path[PRIVATE_DIR_PATH], name[64], why[64];
+    if (ckpt_store_dir(path, sizeof path, dir, job) ||
+        snprintf(name, sizeof name, "rank-%d.ckpt", rank) >= (int)sizeof name)
+        return 0;
+    private_dir pd;
+    if (private_dir_open(&pd, path, 0, why, sizeof why) != 0) return 0; /* (none, or not ours: nothing held) */
+    const int fd = private_dir_openat(&pd, name, O_RDONLY, why, sizeof why);
+    version_header *h = fd >= 0 ? malloc(sizeof *h) : NULL;
+    const int oom = fd >= 0 && !h;
+    const size_t version_bytes = PAGE + round_page(floats * sizeof(float));
+    for (int slot = 0; h && slot < slots; slot++)
+        for (int v = 0; v < CKPT_VERSIONS; v++) {
+            const off_t at = (off_t)(((size_t)slot * CKPT_VERSIONS + (size_t)v) * version_bytes);
+            if (pread(fd, h, sizeof *h, at) == (ssize_t)sizeof *h &&
+                header_ok(h, owners[slot], v, identity, floats, chunk_floats, (int)chunks_of(floats, chunk_floats)))
+                iterations[slot * CKPT_VERSIONS + v] = h->iteration;
+        }
+    free(h);
+    if (fd >= 0) close(fd);
+    private_dir_close(&pd, 0);
+    return oom ? -1 : 0;
+}
+
 /* ---- the persistent checkpoint -------------------------------------------------------------- */
 
 int ckpt_dir_open(private_dir *d, const char *dir, const char *job, int rank, char *why, size_t whylen)
@@ -465,6 +500,21 @@ int ckpt_file_header(const private_dir *d, int rank, int version, uint64_t ident
     }
     free(h);
     return it;
+}
+
+int ckpt_file_peek(const char *dir, const char *job, int rank, uint64_t identity, size_t floats,
+                   size_t chunk_floats, int *iterations)
+{
+    for (int v = 0; v < CKPT_VERSIONS; v++) iterations[v] = -1;
+    char path[PRIVATE_DIR_PATH], why[64];
+    const int n = snprintf(path, sizeof path, "%s/aebench-ckpt-%u-%s", dir, (unsigned)getuid(), job);
+    private_dir pd;
+    if (n < 0 || (size_t)n >= sizeof path || private_dir_open(&pd, path, 0, why, sizeof why) != 0) return 0;
+    int step = 0;
+    for (int v = 0; v < CKPT_VERSIONS; v++)
+        iterations[v] = ckpt_file_header(&pd, rank, v, identity, floats, chunk_floats, &step);
+    private_dir_close(&pd, 0);
+    return 0;
 }
 
 int ckpt_file_read(const private_dir *d, int rank, int version, uint64_t identity, float *data,
