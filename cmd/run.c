@@ -1383,6 +1383,10 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         if (rc_) {
             if (rc_ == GPT_ERR_OOM) {
                 set_oom(s, oom_budget(s));
+            } else if (rc_ == GPT_ERR_IO && init_why[0]) {
+                /* (what the engine said, engine_refuse: gemini's --ckpt-dir disk full) */
+                s->status = EXIT_RUN_ERROR;
+                snprintf(s->message, sizeof s->message, "%s: iteration %d: %.440s", s->eng->name, it, init_why);
             } else if (rc_ == GPT_ERR_IO) {
                 s->status = EXIT_RUN_ERROR;
                 snprintf(s->message, sizeof s->message, "%s: iteration %d: disk I/O under %.400s failed "

@@ -252,9 +252,27 @@ static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
     }
     /* The store's file system: there, writable, and room for every rank of this machine. */
     struct statvfs fs;
-    if (cfg->ckpt_dir[0] && (access(cfg->ckpt_dir, W_OK | X_OK) != 0)) {
+    if (cfg->ckpt_dir[0] && (access(cfg->ckpt_dir, W_OK | X_OK) != 0 || statvfs(cfg->ckpt_dir, &fs) != 0)) {
         snprintf(err, errlen, "--ckpt-dir %.400s: %s", cfg->ckpt_dir, strerror(errno));
         return -1;
+    }
+    if (cfg->ckpt_dir[0]) {
+        /* The persistent checkpoints too (both versions of each of this machine's ranks' files,
+         * less what the job's files there already take: a recovery's), as the store below: a
+         * disk that cannot hold them is said now, not at the first write after minutes of
+         * training; a bad input (exit 2, nothing written), as the store's. */
+        const double need = (double)ckpt_file_bytes(state_floats(cfg)) * engine_local_world(cfg) -
+                            (cfg->gemini_job[0] ? (double)ckpt_job_file_bytes(cfg->ckpt_dir, cfg->gemini_job) : 0);
+        const double have = (double)fs.f_bavail * (double)fs.f_frsize;
+        if (have < need) {
+            char h[32], n[32];
+            format_bytes(have, h, sizeof h);
+            format_bytes(need, n, sizeof n);
+            snprintf(err, errlen, "--ckpt-dir %.400s: the persistent checkpoints do not fit: they need %s (two "
+                     "versions of the shard of each of this machine's %d rank%s), %s free", cfg->ckpt_dir, n,
+                     engine_local_world(cfg), engine_local_world(cfg) == 1 ? "" : "s", h);
+            return -1;
+        }
     }
     if (cfg->gemini_mode != GEMINI_NONE || cfg->gemini_recover || cfg->ckpt_dir[0]) {
         if (statvfs(cfg->gemini_store, &fs) != 0 || access(cfg->gemini_store, W_OK | X_OK) != 0) {
@@ -1378,9 +1396,15 @@ static int persist(gemini_state *st, int it, step_result *out)
         ckpt_store_mark_complete(st->store, 0, v);
     }
     const int fv = (it / cfg->ckpt_every) % CKPT_VERSIONS;
-    if ((rc = ckpt_file_write(&st->ckpt, st->p.rank, fv, st->identity, it, step, ckpt_store_data(st->store, 0, v),
-                              3 * st->shard.n, st->chunk)))
-        return rc;
+    char why[1200];
+    if ((rc = ckpt_file_write_why(&st->ckpt, st->p.rank, fv, st->identity, it, step, ckpt_store_data(st->store, 0, v),
+                                  3 * st->shard.n, st->chunk, why, sizeof why))) {
+        /* (the disk filled after gemini_check found room: another process took it.  Not out
+         * of memory: a run error, said; what this rank made there goes, the lock file and the
+         * directory with a file it could not fill, never what was there before) */
+        private_dir_close_made(&st->ckpt);
+        return engine_refuse(&st->env, GPT_ERR_IO, "--ckpt-dir: %s", why);
+    }
     const double ms = wall_ms() - t0;
     out->has_ckpt = 1;
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);

@@ -104,9 +104,19 @@ int ckpt_store_peek(const char *dir, const char *job, int rank, int slots, const
  * lock; -1 (why says what, in either case). */
 int ckpt_dir_open(private_dir *d, const char *dir, const char *job, int rank, char *why, size_t whylen);
 /* Write floats floats at data (page aligned, as the store's data is) as version v of the
- * rank's file in d.  0, GPT_ERR_OOM (no room), or GPT_ERR_IO (the reason on stderr). */
+ * rank's file in d.  0, GPT_ERR_OOM (no room: "disk full writing FILE"), or GPT_ERR_IO; the
+ * reason in why (ckpt_file_write: on stderr).  A file this call made and could not write is
+ * removed; one that was there is left (its other version is still whole). */
+int ckpt_file_write_why(const private_dir *d, int rank, int version, uint64_t identity, int iteration,
+                        int adam_step, const float *data, size_t floats, size_t chunk_floats, char *why,
+                        size_t whylen);
 int ckpt_file_write(const private_dir *d, int rank, int version, uint64_t identity, int iteration,
                     int adam_step, const float *data, size_t floats, size_t chunk_floats);
+/* Bytes of a rank's persistent file of a shard of `floats` floats (its versions). */
+size_t ckpt_file_bytes(size_t floats);
+/* Bytes the files of job `job`'s persistent checkpoint under dir take on its disk now (what a
+ * check of the room they need counts as theirs already). */
+uint64_t ckpt_job_file_bytes(const char *dir, const char *job);
 /* The same for the persistent checkpoint: iterations[v] what ckpt_file_header says of version
  * v of rank's file of job `job` under dir (the --ckpt-dir), -1 where none; nothing is created
  * or locked.  0. */
