@@ -124,10 +124,12 @@ tests: $(TEST_PROGS)
 # Coverage-guided fuzz targets of the file parsers (tests/fuzz_targets.c): clang's libFuzzer with
 # ASan and UBSan, in build-fuzz/ (make fuzz-targets; make test runs each for a few seconds when
 # clang is installed).
-FUZZ_TARGETS := config machine ckpt hosts
+FUZZ_TARGETS := config machine ckpt store data hosts
 FUZZ_DEF_config := FUZZ_CONFIG
 FUZZ_DEF_machine := FUZZ_MACHINE
 FUZZ_DEF_ckpt := FUZZ_CKPT
+FUZZ_DEF_store := FUZZ_STORE
+FUZZ_DEF_data := FUZZ_DATA
 FUZZ_DEF_hosts := FUZZ_HOSTS
 fuzz-targets:
 	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 \

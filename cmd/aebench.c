@@ -395,6 +395,14 @@ int main(int argc, char **argv)
                             rc.eng.seed);
     }
 
+    /* (a recovery past --iters: refused before the results directory is made) */
+    const int recovery_code = run_recovery_refused(&rc, only, &comm);
+    if (recovery_code) {
+        data_close(&data);
+        close_backend(be, rc.eng.device);
+        comm_finalize(&comm);
+        return recovery_code;
+    }
     /* (after the data, which writes nothing when it is refused; rank 0 writes the results: it
      * decides, and every rank ends alike) */
     int refused = comm.rank == 0 && run_outputs_refused(&rc, err, sizeof err) != 0, any = refused;

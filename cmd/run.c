@@ -12,6 +12,7 @@
 #include "machine.h"
 #include "report.h"
 
+#include "../engines/gemini.h"
 #include "../engines/runtime/gpu_clock.h"
 #include "../engines/runtime/timer.h"
 #include "../engines/runtime/watchdog.h"
@@ -1097,8 +1098,13 @@ static void print_summary(run_state *s)
             bound_schedule_why(s->eng, &s->ec, roof, why, sizeof why);
             printf("  bound: %.1f ms/it (%s) | measured %.2fx of it\n", sched, why, med / sched);
         }
+    } else if (s->status == EXIT_RUN_OK) {
+        /* (a recovered job whose checkpoint is its last iteration: done before it started) */
+        printf("  done: nothing left to train: iterations 1-%d were trained by the job this one recovers\n",
+               s->first);
     } else {
-        printf("  %s: %s\n", s->status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "FAILED", s->message);
+        printf("  %s: %s\n", s->status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "FAILED",
+               s->message[0] ? s->message : "(no reason was recorded: a bug, please report it)");
     }
     if (s->has_log) printf("  log:  %s\n  json: %s\n", s->log_path, s->json_path);
     fflush(stdout);
@@ -1343,8 +1349,14 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     engine_resume rs = {0};
     const int resumed = s->status == EXIT_RUN_OK && s->eng->resumed ? s->eng->resumed(state, &rs) : 0;
     s->resume = rs;
-    if (resumed > 0) {
-        s->first = s->done = resumed < rc->iters ? resumed : rc->iters;
+    if (resumed > rc->iters) {
+        /* (recovery_refused read the headers; the data of the version they named failed its
+         * checksums and restore fell back to --ckpt-dir's, which is newer: its file stays) */
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "%s: the recovery restored iteration %d, past --iters %d: nothing "
+                 "trained or saved", s->eng->name, resumed, rc->iters);
+    } else if (resumed > 0) {
+        s->first = s->done = resumed;
         logline(s, "resumed: iterations 1-%d were trained by the job this one recovers", s->first);
         /* the supervisor's account of the failure (--ranks relaunches set it) */
         const char *why = getenv("AEBENCH_RECOVERY");
@@ -1371,6 +1383,10 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         if (rc_) {
             if (rc_ == GPT_ERR_OOM) {
                 set_oom(s, oom_budget(s));
+            } else if (rc_ == GPT_ERR_IO && init_why[0]) {
+                /* (what the engine said, engine_refuse: gemini's --ckpt-dir disk full) */
+                s->status = EXIT_RUN_ERROR;
+                snprintf(s->message, sizeof s->message, "%s: iteration %d: %.440s", s->eng->name, it, init_why);
             } else if (rc_ == GPT_ERR_IO) {
                 s->status = EXIT_RUN_ERROR;
                 snprintf(s->message, sizeof s->message, "%s: iteration %d: disk I/O under %.400s failed "
@@ -1498,6 +1514,30 @@ void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, siz
     }
     *gpu = gpu_limit ? gpu_limit : SIZE_MAX;
     *host = host_limit ? host_limit : SIZE_MAX;
+}
+
+/* gemini --gemini-recover of a job whose checkpoint is past --iters would train nothing and
+ * save that later state under this run's name, and its orderly end would delete the store:
+ * refused (exit 2, every rank alike: the answer is a collective's) while the store is whole.
+ * One at --iters is a job done (its last checkpoint made, the failure after it): nothing left
+ * to train, and the parameters saved are the ones it ended with. */
+int run_recovery_refused(const run_config *rc, const engine_vtbl *eng, const comm_world *comm)
+{
+    if (!eng || !(eng->options & ENGINE_OPT_RECOVERS) || !rc->eng.gemini_recover) return 0;
+    int from_disk = 0;
+    const int at = gemini_recovery_point(&rc->eng, comm, &from_disk);
+    if (at == -2) {
+        fprintf(stderr, "aebench: rank %d: --gemini-recover: the ranks could not compare what they hold of job "
+                "%s (out of memory, or see above)\n", comm->rank, rc->eng.gemini_job);
+        return EXIT_RUN_ERROR;
+    }
+    if (at <= rc->iters) return 0;
+    if (comm->rank == 0)
+        fprintf(stderr, "aebench: --gemini-recover: job %s would recover iteration %d (its %s), past --iters "
+                "%d; nothing was written and the store is kept (give --iters %d or more to go on from it)\n",
+                rc->eng.gemini_job, at, from_disk ? "persistent checkpoint under --ckpt-dir" : "newest whole checkpoint",
+                rc->iters, at);
+    return EXIT_BAD_INPUT;
 }
 
 int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,

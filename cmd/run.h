@@ -41,4 +41,9 @@ void run_dry(const run_config *rc, const engine_vtbl *eng);
  * directory, made last).  Rank 0's check, or the --ranks supervisor's. */
 int run_outputs_refused(const run_config *rc, char *err, size_t errlen);
 
+/* gemini --gemini-recover: the recovery it asks for is one this run can make (its iteration
+ * not past --iters), found before anything is written or the store touched.  Every rank calls
+ * it (a collective); 0, or the exit code (2: said on stderr by rank 0, nothing written). */
+int run_recovery_refused(const run_config *rc, const engine_vtbl *eng, const comm_world *comm);
+
 #endif

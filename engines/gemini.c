@@ -91,7 +91,7 @@
  * that every shard has (every holder of a shard lost): the persistent checkpoint's newest
  * version that every rank's file has, else exit 1, saying so.
  */
-#include "engine.h"
+#include "gemini.h"
 #include "megatron_lm.h"
 
 #include "runtime/ckpt_store.h"
@@ -252,9 +252,27 @@ static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
     }
     /* The store's file system: there, writable, and room for every rank of this machine. */
     struct statvfs fs;
-    if (cfg->ckpt_dir[0] && (access(cfg->ckpt_dir, W_OK | X_OK) != 0)) {
+    if (cfg->ckpt_dir[0] && (access(cfg->ckpt_dir, W_OK | X_OK) != 0 || statvfs(cfg->ckpt_dir, &fs) != 0)) {
         snprintf(err, errlen, "--ckpt-dir %.400s: %s", cfg->ckpt_dir, strerror(errno));
         return -1;
+    }
+    if (cfg->ckpt_dir[0]) {
+        /* The persistent checkpoints too (both versions of each of this machine's ranks' files,
+         * less what the job's files there already take: a recovery's), as the store below: a
+         * disk that cannot hold them is said now, not at the first write after minutes of
+         * training; a bad input (exit 2, nothing written), as the store's. */
+        const double need = (double)ckpt_file_bytes(state_floats(cfg)) * engine_local_world(cfg) -
+                            (cfg->gemini_job[0] ? (double)ckpt_job_file_bytes(cfg->ckpt_dir, cfg->gemini_job) : 0);
+        const double have = (double)fs.f_bavail * (double)fs.f_frsize;
+        if (have < need) {
+            char h[32], n[32];
+            format_bytes(have, h, sizeof h);
+            format_bytes(need, n, sizeof n);
+            snprintf(err, errlen, "--ckpt-dir %.400s: the persistent checkpoints do not fit: they need %s (two "
+                     "versions of the shard of each of this machine's %d rank%s), %s free", cfg->ckpt_dir, n,
+                     engine_local_world(cfg), engine_local_world(cfg) == 1 ? "" : "s", h);
+            return -1;
+        }
     }
     if (cfg->gemini_mode != GEMINI_NONE || cfg->gemini_recover || cfg->ckpt_dir[0]) {
         if (statvfs(cfg->gemini_store, &fs) != 0 || access(cfg->gemini_store, W_OK | X_OK) != 0) {
@@ -277,6 +295,56 @@ static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
     }
     const engine_config zero3 = megatron_config(cfg);
     return engine_megatron_lm.check ? engine_megatron_lm.check(&zero3, err, errlen) : 0;
+}
+
+/* What a version must have been written by to be restored: the shape, the dtype, the ranks
+ * and how they keep each other's copies, the shard's size. */
+static uint64_t identity_of(const engine_config *cfg, const gemini_placement *p, size_t floats)
+{
+    const gpt_shape *sh = &cfg->shape;
+    const uint64_t ident[] = {(uint64_t)sh->layers, (uint64_t)sh->hidden, (uint64_t)sh->heads, (uint64_t)sh->seq,
+                              (uint64_t)sh->vocab, (uint64_t)cfg->bf16, (uint64_t)p->W, (uint64_t)p->m,
+                              (uint64_t)cfg->gemini_placement, (uint64_t)floats};
+    return ckpt_identity(ident, (int)(sizeof ident / sizeof ident[0]));
+}
+
+int gemini_recovery_point(const engine_config *cfg, const comm_world *comm, int *from_disk)
+{
+    *from_disk = 0;
+    if (!cfg->gemini_recover || !cfg->gemini_job[0]) return -1; /* (a job id made now names no store) */
+    const gemini_placement p = placement_of(cfg, comm->rank);
+    const size_t floats = state_floats(cfg), chunk = chunk_floats_of(floats / 3);
+    const uint64_t identity = identity_of(cfg, &p, floats);
+    /* per rank: its store file's slots and versions, then its persistent file's versions (what
+     * restore() gathers, and restore_persistent() after it) */
+    const int per = p.m * CKPT_VERSIONS, row = per + CKPT_VERSIONS, W = p.W;
+    int *mine = calloc((size_t)row, sizeof *mine), *all = calloc((size_t)row * (size_t)W, sizeof *all);
+    ckpt_held *held = calloc((size_t)per * (size_t)W, sizeof *held);
+    int best = -2, newest, missing;
+    if (mine && all && held &&
+        ckpt_store_peek(cfg->gemini_store, cfg->gemini_job, p.rank, p.m, p.owners, floats, chunk, identity, mine) == 0 &&
+        (!cfg->ckpt_dir[0] || ckpt_file_peek(cfg->ckpt_dir, cfg->gemini_job, p.rank, identity, floats, chunk,
+                                             mine + per) == 0) &&
+        comm_all_gather(comm, mine, all, (size_t)row * sizeof *mine) == 0) {
+        if (!cfg->ckpt_dir[0])
+            for (int r = 0; r < W; r++)
+                for (int v = 0; v < CKPT_VERSIONS; v++) all[r * row + per + v] = -1;
+        for (int r = 0; r < W; r++) {
+            const gemini_placement q = placement_of(cfg, r);
+            for (int i = 0; i < per; i++) held[r * per + i] = (ckpt_held){q.owners[i / CKPT_VERSIONS], all[r * row + i]};
+        }
+        best = ckpt_newest_whole(held, per * W, W, &newest, &missing);
+        if (best < 0) {
+            for (int r = 0; r < W; r++)
+                for (int v = 0; v < CKPT_VERSIONS; v++) held[r * CKPT_VERSIONS + v] = (ckpt_held){r, all[r * row + per + v]};
+            best = ckpt_newest_whole(held, W * CKPT_VERSIONS, W, &newest, &missing);
+            *from_disk = best >= 0;
+        }
+    }
+    free(mine);
+    free(all);
+    free(held);
+    return best;
 }
 
 /* ---- state --------------------------------------------------------------------------------- */
@@ -837,13 +905,7 @@ static int gemini_init(const engine_env *env, void **state)
     for (int i = 0; i < 2; i++)
         if ((rc = gpt_event_create(env->be, &st->ev_recv[i])) || (rc = gpt_event_create(env->be, &st->ev_free[i])))
             return rc;
-    /* What a version must have been written by to be restored: the shape, the dtype, the
-     * ranks and how they keep each other's copies, the shard's size. */
-    const gpt_shape *sh = &env->cfg->shape;
-    const uint64_t ident[] = {(uint64_t)sh->layers, (uint64_t)sh->hidden, (uint64_t)sh->heads, (uint64_t)sh->seq,
-                              (uint64_t)sh->vocab, (uint64_t)env->cfg->bf16, (uint64_t)st->p.W, (uint64_t)st->p.m,
-                              (uint64_t)env->cfg->gemini_placement, (uint64_t)floats};
-    st->identity = ckpt_identity(ident, (int)(sizeof ident / sizeof ident[0]));
+    st->identity = identity_of(env->cfg, &st->p, floats);
     char why[1200];
     if ((rc = ckpt_store_open(&st->store, env->be, env->cfg->gemini_store, st->job, env->rank, st->p.m,
                               st->p.owners, floats, st->chunk, st->identity, env->cfg->gemini_recover, why,
@@ -1334,9 +1396,15 @@ static int persist(gemini_state *st, int it, step_result *out)
         ckpt_store_mark_complete(st->store, 0, v);
     }
     const int fv = (it / cfg->ckpt_every) % CKPT_VERSIONS;
-    if ((rc = ckpt_file_write(&st->ckpt, st->p.rank, fv, st->identity, it, step, ckpt_store_data(st->store, 0, v),
-                              3 * st->shard.n, st->chunk)))
-        return rc;
+    char why[1200];
+    if ((rc = ckpt_file_write_why(&st->ckpt, st->p.rank, fv, st->identity, it, step, ckpt_store_data(st->store, 0, v),
+                                  3 * st->shard.n, st->chunk, why, sizeof why))) {
+        /* (the disk filled after gemini_check found room: another process took it.  Not out
+         * of memory: a run error, said; what this rank made there goes, the lock file and the
+         * directory with a file it could not fill, never what was there before) */
+        private_dir_close_made(&st->ckpt);
+        return engine_refuse(&st->env, GPT_ERR_IO, "--ckpt-dir: %s", why);
+    }
     const double ms = wall_ms() - t0;
     out->has_ckpt = 1;
     out->ckpt_bytes += 3.0 * (double)st->shard.n * sizeof(float);

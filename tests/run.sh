@@ -131,27 +131,62 @@ else
 fi
 # the coverage-guided targets of the file parsers (make fuzz-targets: clang's libFuzzer), each
 # for FUZZ_TARGET_S seconds from a seed corpus: the case configs, a machine file just measured,
-# a hostfile of each MPI
+# real checkpoint files (a tiny gemini run's --ckpt-dir, both versions and the half file that
+# --ckpt-every 2 leaves at first) and a real store (a gemini run killed at its third iteration
+# leaves it), token files for --data, a hostfile of each MPI
 if [ -z "${SKIP_FUZZ_TARGETS:-}" ]; then
     ft_corpus=$(mktemp -d "${TMPDIR:-/tmp}/aebench-fuzz-corpus.XXXXXX")
-    mkdir -p "$ft_corpus/config" "$ft_corpus/machine" "$ft_corpus/ckpt" "$ft_corpus/hosts"
+    ft_runs=$(mktemp -d "${TMPDIR:-/tmp}/aebench-fuzz-seeds.XXXXXX")
+    mkdir -p "$ft_corpus/config" "$ft_corpus/machine" "$ft_corpus/ckpt" "$ft_corpus/store" "$ft_corpus/data" \
+        "$ft_corpus/hosts"
     cp configs/*.json configs/small/*.json "$ft_corpus/config/" 2>/dev/null
     printf 'node1:8\nnode2:8 # a comment\n' >"$ft_corpus/hosts/mpich"
     printf 'node1 slots=8 max_slots=8\nnode2 slots=4\n\nnode1 slots=2\n' >"$ft_corpus/hosts/openmpi"
-    "$AEBENCH" --calibrate --device cpu -l 1 -h 32 --heads 2 --seq 8 --vocab 64 -b 1 --threads 1 \
-        --results "$ft_corpus/machine" >/dev/null 2>&1
-    for t in config machine ckpt hosts; do
+    ft_tiny=(--device cpu -l 1 -h 32 --heads 2 --seq 8 --vocab 64 -b 1 --threads 1)
+    "$AEBENCH" --calibrate "${ft_tiny[@]}" --results "$ft_corpus/machine" >/dev/null 2>&1
+    mkdir -p "$ft_runs/shm" "$ft_runs/disk1" "$ft_runs/disk2"
+    ft_bin=$(realpath "$AEBENCH")
+    (cd "$ft_runs" && "$ft_bin" "${ft_tiny[@]}" -m gemini --gemini-mode naive --gemini-store shm --iters 3 \
+        --ckpt-dir disk1 --ckpt-every 1 --results r1 &&
+        "$ft_bin" "${ft_tiny[@]}" -m gemini --gemini-mode naive --gemini-store shm --iters 3 \
+            --ckpt-dir disk2 --ckpt-every 2 --results r2) >/dev/null 2>&1
+    # (killed at 3 by its own --fail-at: the shell's notice of it hidden with its output)
+    { (cd "$ft_runs" && "$ft_bin" "${ft_tiny[@]}" -m gemini --gemini-mode naive --gemini-store shm --iters 5 \
+        --gemini-job seed --fail-at 3 --results r3) >/dev/null 2>&1; } 2>/dev/null
+    ft_i=0
+    for f in "$ft_runs"/disk*/aebench-ckpt-*/rank-*.ckpt; do
+        [ -f "$f" ] && cp "$f" "$ft_corpus/ckpt/seed-$((ft_i += 1))"
+    done
+    for f in "$ft_runs"/shm/aebench-gemini-*-seed/rank-*.ckpt; do
+        [ -f "$f" ] && cp "$f" "$ft_corpus/store/seed-$((ft_i += 1))"
+    done
+    python3 -c 'import struct, sys
+d = sys.argv[1]
+open(d + "/tokens", "wb").write(struct.pack("<64H", *[(7 * i) % 512 for i in range(64)]))
+open(d + "/short", "wb").write(struct.pack("<5H", 1, 2, 3, 4, 5))
+open(d + "/big-id", "wb").write(struct.pack("<20H", *([3] * 19 + [600])))' "$ft_corpus/data"
+    rm -rf "$ft_runs"
+    # (no seed where a run made none: the target then starts empty, and its line says so)
+    for t in ckpt store; do
+        if [ -z "$(ls -A "$ft_corpus/$t")" ]; then
+            FAILED=$((FAILED + 1)); FAILURES+=("fuzz target $t seeds")
+            echo "FAIL fuzz target $t: no seed file was made (the gemini runs that make them failed)"
+        fi
+    done
+    for t in config machine ckpt store data hosts; do
         if [ ! -x "build-fuzz/fuzz_$t" ]; then
             FAILED=$((FAILED + 1)); FAILURES+=("fuzz target $t (not built)")
             echo "FAIL fuzz target $t: build-fuzz/fuzz_$t was not built (make fuzz-targets needs clang, which make deps installs)"
             continue
         fi
+        ft_seeds=$(ls "$ft_corpus/$t" | wc -l)
         ft_out=$(TMPDIR="$ft_corpus" "build-fuzz/fuzz_$t" -max_total_time="${FUZZ_TARGET_S:-10}" -timeout=20 -artifact_prefix=build-fuzz/ \
             -rss_limit_mb=2048 "$ft_corpus/$t" 2>&1)
         ft_rc=$?
         ft_done=$(printf '%s\n' "$ft_out" | grep -o 'Done [0-9]* runs' | tail -n 1)
+        ft_cov=$(printf '%s\n' "$ft_out" | grep -o 'cov: [0-9]*' | tail -n 1)
         if [ "$ft_rc" -eq 0 ] && [ -n "$ft_done" ]; then
-            PASSED=$((PASSED + 1)); echo "ok   fuzz target $t (libFuzzer, ASan/UBSan): $ft_done in ${FUZZ_TARGET_S:-10} s, no crash"
+            PASSED=$((PASSED + 1)); echo "ok   fuzz target $t (libFuzzer, ASan/UBSan): $ft_done in ${FUZZ_TARGET_S:-10} s, ${ft_cov:-cov: ?} from $ft_seeds seed inputs, no crash"
         else
             FAILED=$((FAILED + 1)); FAILURES+=("fuzz target $t")
             echo "FAIL fuzz target $t: exit $ft_rc: $(printf '%s\n' "$ft_out" | grep -E 'ERROR|SUMMARY|runtime error' | head -n 3)"

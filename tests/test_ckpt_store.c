@@ -28,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -368,6 +370,94 @@ static int teardown(void **state)
     return 0;
 }
 
+/* What gemini --gemini-recover reads before anything is written (issue 47): a store's and a
+ * persistent file's versions by their headers, for the job's shape and owners, making, locking
+ * and changing nothing; and a persistent write that cannot finish removes only a file it made,
+ * as the failure's cleanup removes only the lock file and directory this process made. */
+static void test_peek_and_cleanup(void **state)
+{
+    store_ctx *ctx = *state;
+    const size_t floats = 512, chunk = 128;
+    const int owners[2] = {1, 0};
+    char why[1200], path[PATH_MAX + 64];
+    int its[2 * CKPT_VERSIONS], file_its[CKPT_VERSIONS];
+    /* no store, no checkpoint directory: nothing held, nothing made */
+    assert_int_equal(ckpt_store_peek(ctx->root, "peek", 1, 2, owners, floats, chunk, 9, its), 0);
+    for (int i = 0; i < 2 * CKPT_VERSIONS; i++) assert_int_equal(its[i], -1);
+    assert_int_equal(ckpt_file_peek(ctx->root, "peek", 1, 9, floats, chunk, file_its), 0);
+    assert_int_equal(file_its[0], -1);
+    assert_int_equal(ckpt_store_dir(path, sizeof path, ctx->root, "peek"), 0);
+    struct stat st;
+    assert_int_not_equal(lstat(path, &st), 0);
+    /* rank 1's store: slot 1 (rank 0's copy) version 1 whole at iteration 7, slot 0 begun only */
+    ckpt_store *s = NULL;
+    assert_int_equal(ckpt_store_open(&s, ctx->be, ctx->root, "peek", 1, 2, owners, floats, chunk, 9, 0, why, sizeof why),
+                     0);
+    put_version(s, 1, 1, 7, 1);
+    put_version(s, 0, 0, 8, 0);
+    assert_int_equal(ckpt_store_peek(ctx->root, "peek", 1, 2, owners, floats, chunk, 9, its), 0);
+    const int want[2 * CKPT_VERSIONS] = {-1, -1, -1, 7};
+    for (int i = 0; i < 2 * CKPT_VERSIONS; i++) assert_int_equal(its[i], want[i]);
+    /* another job's shape (identity) or other owners: not what a recovery would restore */
+    assert_int_equal(ckpt_store_peek(ctx->root, "peek", 1, 2, owners, floats, chunk, 10, its), 0);
+    assert_int_equal(its[3], -1);
+    const int swapped[2] = {0, 1};
+    assert_int_equal(ckpt_store_peek(ctx->root, "peek", 1, 2, swapped, floats, chunk, 9, its), 0);
+    assert_int_equal(its[3], -1);
+    ckpt_store_close(s, 1);
+    /* the persistent file: its written version's iteration; no lock taken by the peek */
+    private_dir d;
+    assert_int_equal(ckpt_dir_open(&d, ctx->root, "peek", 1, why, sizeof why), 0);
+    assert_true(d.made && d.lock_made);
+    float *data = NULL;
+    assert_int_equal(posix_memalign((void **)&data, PAGE, floats * sizeof(float)), 0);
+    fill(data, floats, 3);
+    assert_int_equal(ckpt_file_write_why(&d, 1, 1, 9, 12, 12, data, floats, chunk, why, sizeof why), 0);
+    assert_int_equal(ckpt_file_peek(ctx->root, "peek", 1, 9, floats, chunk, file_its), 0);
+    assert_int_equal(file_its[0], -1);
+    assert_int_equal(file_its[1], 12);
+    /* a write that cannot finish (a file size limit: its header goes in, its data not): a file
+     * it made goes; one that was there stays, its other version whole */
+    snprintf(path, sizeof path, "%s/rank-1.ckpt", d.path);
+    char made_path[PATH_MAX + 64];
+    snprintf(made_path, sizeof made_path, "%s/rank-2.ckpt", d.path);
+    struct rlimit was, small = {6000, 6000};
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &was), 0);
+    small.rlim_max = was.rlim_max;
+    void (*was_xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    const int made_rc = ckpt_file_write_why(&d, 2, 0, 9, 14, 14, data, floats, chunk, why, sizeof why);
+    const int there_rc = ckpt_file_write_why(&d, 1, 0, 9, 14, 14, data, floats, chunk, why, sizeof why);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &was), 0);
+    signal(SIGXFSZ, was_xfsz);
+    assert_int_equal(made_rc, GPT_ERR_IO);
+    assert_int_equal(there_rc, GPT_ERR_IO);
+    assert_non_null(strstr(why, "cannot write "));
+    assert_int_not_equal(lstat(made_path, &st), 0);
+    assert_int_equal(ckpt_file_peek(ctx->root, "peek", 1, 9, floats, chunk, file_its), 0);
+    assert_int_equal(file_its[0], -1);
+    assert_int_equal(file_its[1], 12);
+    /* the failure's cleanup: the lock file and directory this process made, not the file left */
+    char lock[PATH_MAX + 64], dir[PATH_MAX + 64];
+    snprintf(lock, sizeof lock, "%s/rank-1.lock", d.path);
+    snprintf(dir, sizeof dir, "%s", d.path);
+    private_dir_close_made(&d);
+    assert_int_not_equal(lstat(lock, &st), 0);
+    assert_int_equal(lstat(dir, &st), 0); /* (its file keeps it) */
+    /* opened again: made by no one now, and its lock file then there already is kept */
+    assert_int_equal(ckpt_dir_open(&d, ctx->root, "peek", 1, why, sizeof why), 0);
+    assert_true(!d.made && d.lock_made);
+    private_dir_close(&d, 0);
+    assert_int_equal(ckpt_dir_open(&d, ctx->root, "peek", 1, why, sizeof why), 0);
+    assert_true(!d.made && !d.lock_made);
+    private_dir_close_made(&d);
+    assert_int_equal(lstat(lock, &st), 0);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(unlink(lock), 0);
+    assert_int_equal(rmdir(dir), 0);
+    free(data);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -390,6 +480,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_prestate_setup_teardown(test_private_dir_refusals, setup, teardown, &ctx),
         cmocka_unit_test_prestate_setup_teardown(test_store_lock, setup, teardown, &ctx),
         cmocka_unit_test_prestate_setup_teardown(test_holdings, setup, teardown, &ctx),
+        cmocka_unit_test_prestate_setup_teardown(test_peek_and_cleanup, setup, teardown, &ctx),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[PATH_MAX + 32];

@@ -77,6 +77,128 @@ else
 fi
 rm -rf "${GM_STORE:?}"/*
 
+# ---- a recovery past --iters (issue 47): the store of job "past" is at iteration 6 (killed at
+# 7); recovering it with --iters 4 would train nothing and save iteration 6's parameters as
+# 4's, and delete the store.  Refused before anything is written: exit 2, one line naming the
+# iteration and --iters, no results directory, no parameters, the store kept, and recoverable
+# afterwards (= no failure).  At --iters 6 (its last checkpoint is its last iteration) there is
+# nothing left to train: done, said so, never "FAILED: " without a reason ---------------------
+gm_run past1 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job past --fail-at 7
+gm_run past2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job past --gemini-recover --iters 4
+if [ "$GM_RC" -eq 2 ] && [ "$(wc -l <"$GM_WORK/past2/err")" -eq 1 ] &&
+    grep -q "^aebench: --gemini-recover: job past would recover iteration 6 (its newest whole checkpoint), past --iters 4; nothing was written and the store is kept" "$GM_WORK/past2/err" &&
+    [ ! -e "$GM_WORK/past2/results" ] && [ ! -e "$GM_WORK/past2.params" ] && [ ! -s "$GM_WORK/past2/out" ] &&
+    [ -s "$GM_STORE/aebench-gemini-$(id -u)-past/rank-0.ckpt" ]; then
+    gm_run past3 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job past --gemini-recover
+    if [ "$GM_RC" -eq 0 ] && grep -q "recovered at iteration 6 " "$GM_WORK/past3/out" &&
+        cmp -s "$GM_WORK/one1.params" "$GM_WORK/past3.params" && [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini --gemini-recover past --iters: refused (exit 2, one line, nothing written, store kept), then recovered = no failure"
+    else
+        gm_fail "gemini recovery after a refused one" "exit $GM_RC: $(tail -c 300 "$GM_WORK/past3/err")"
+    fi
+else
+    gm_fail "gemini --gemini-recover past --iters" "exit $GM_RC: $(cat "$GM_WORK/past2/err") | out: $(tail -n 2 "$GM_WORK/past2/out") | results: $(ls "$GM_WORK/past2" | tr '\n' ' ') | store: $(ls -A "$GM_STORE")"
+fi
+gm_run past4 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job pastend --fail-at 7
+gm_run past5 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --gemini-job pastend --gemini-recover --iters 6
+if [ "$GM_RC" -eq 0 ] && grep -q "^  done: nothing left to train: iterations 1-6 were trained by the job this one recovers" "$GM_WORK/past5/out" &&
+    ! grep -q "FAILED" "$GM_WORK/past5/out" && [ -s "$GM_WORK/past5.params" ] &&
+    python3 -c 'import glob, json, sys; j = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0])); sys.exit(not (j["status"] == "ok" and j["recovery"]["restored_iteration"] == 6))' "$GM_WORK/past5"; then
+    gm_pass "gemini --gemini-recover at --iters: nothing left to train, said so (exit 0, JSON ok, parameters saved)"
+else
+    gm_fail "gemini --gemini-recover at --iters" "exit $GM_RC: $(tail -n 3 "$GM_WORK/past5/out") $(tail -c 300 "$GM_WORK/past5/err")"
+fi
+rm -rf "${GM_STORE:?}"/*
+
+# ---- --ckpt-dir on a full disk (issue 47; a 2 MiB tmpfs: root mounts one, as CI runs): the
+# persistent checkpoints that cannot fit are refused before training (exit 2, one line, nothing
+# made there or in the results); where the disk fills after that check (another process took
+# the room: a preloaded pwrite that fills the file system just before the checkpoint's data is
+# written), "disk full writing FILE" (exit 1, in the log and JSON), and what the run made there
+# goes (its partial file, lock file and directory), never what it did not make -------------
+gm_full="$GM_WORK/full"
+mkdir -p "$gm_full"
+if ! gm_mount_err=$(mount -t tmpfs -o size=2M tmpfs "$gm_full" 2>&1); then
+    gm_fail "gemini --ckpt-dir on a full disk" "cannot mount a 2 MiB tmpfs on $gm_full (the test needs root): $gm_mount_err"
+else
+    # (the umount rides on whatever EXIT trap the suites before set, which is put back after)
+    gm_prev_exit=$(trap -p EXIT)
+    gm_prev_cmd=""
+    if [ -n "$gm_prev_exit" ]; then eval "gm_prev_args=($gm_prev_exit)" && gm_prev_cmd=${gm_prev_args[2]}; fi
+    trap "umount '$gm_full' 2>/dev/null; $gm_prev_cmd" EXIT
+    gm_run full1 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --ckpt-dir "$gm_full" --ckpt-every 2 --iters 4
+    if [ "$GM_RC" -eq 2 ] && [ "$(wc -l <"$GM_WORK/full1/err")" -eq 1 ] &&
+        grep -q "^aebench: --ckpt-dir $gm_full: the persistent checkpoints do not fit: they need 4.24 MiB (two versions of the shard of each of this machine's 1 rank), 2.00 MiB free$" "$GM_WORK/full1/err" &&
+        [ -z "$(ls -A "$gm_full")" ] && [ ! -e "$GM_WORK/full1/results" ] && [ -z "$(ls -A "$GM_STORE")" ]; then
+        gm_pass "gemini --ckpt-dir on a 2 MiB disk: refused before training (exit 2, one line: needs 4.24 MiB, 2.00 MiB free), nothing made"
+    else
+        gm_fail "gemini --ckpt-dir on a full disk, up front" "exit $GM_RC: $(cat "$GM_WORK/full1/err") | on it: $(find "$gm_full" | tr '\n' ' ')"
+    fi
+    # (the disk filled after the check: 16 MiB, then the hook takes all of it at the first write
+    # of a checkpoint's data; a file there before the run stays)
+    umount "$gm_full" && mount -t tmpfs -o size=16M tmpfs "$gm_full" && echo "not the run's" >"$gm_full/theirs" &&
+        mkdir -m 700 "$gm_full/aebench-ckpt-$(id -u)-other" && echo x >"$gm_full/aebench-ckpt-$(id -u)-other/rank-0.ckpt"
+    cat >"$GM_WORK/fill.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+/* Before the first write of a checkpoint's data (more than its header page) to a rank-*.ckpt
+ * file, AEBENCH_TEST_FILL (a file on the same disk) takes every free byte. */
+static void fill_once(int fd, size_t n)
+{
+    static int done;
+    char link[64], path[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    const ssize_t k = readlink(link, path, sizeof path - 1);
+    const char *to = getenv("AEBENCH_TEST_FILL");
+    if (done || k < 0 || n <= 4096 || !to) return;
+    path[k] = '\0';
+    if (!strstr(path, "/aebench-ckpt-") || !strstr(path, ".ckpt")) return;
+    done = 1;
+    const int f = open(to, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    static char zeros[65536];
+    while (f >= 0 && write(f, zeros, sizeof zeros) > 0) {}
+    if (f >= 0) close(f);
+}
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t at)
+{
+    fill_once(fd, n);
+    ssize_t (*real)(int, const void *, size_t, off_t) = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+    return real(fd, buf, n, at);
+}
+ssize_t pwrite64(int fd, const void *buf, size_t n, off_t at)
+{
+    fill_once(fd, n);
+    ssize_t (*real)(int, const void *, size_t, off_t) = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite64");
+    return real(fd, buf, n, at);
+}
+C
+    if cc -shared -fPIC -O1 -o "$GM_WORK/fill.so" "$GM_WORK/fill.c" -ldl; then
+        AEBENCH_TEST_FILL="$gm_full/filler" LD_PRELOAD="$GM_WORK/fill.so" \
+            gm_run full2 -m gemini --gemini-mode naive --gemini-store "$GM_STORE" --ckpt-dir "$gm_full" --ckpt-every 2 \
+            --iters 4 --gemini-job full
+        gm_left=$(cd "$gm_full" && find . | sort | tr '\n' ' ')
+        if [ "$GM_RC" -eq 1 ] && [ -s "$gm_full/filler" ] &&
+            grep -q "^aebench: gemini: iteration 2: --ckpt-dir: disk full writing $gm_full/aebench-ckpt-$(id -u)-full/rank-0.ckpt$" "$GM_WORK/full2/err" &&
+            grep -q "^ERROR: gemini: iteration 2: --ckpt-dir: disk full writing $gm_full/aebench-ckpt-$(id -u)-full/rank-0.ckpt" "$GM_WORK"/full2/results/*.txt &&
+            python3 -c 'import glob, json, sys; j = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0])); sys.exit(not (j["status"] == "error" and "disk full writing " in j["message"]))' "$GM_WORK/full2" &&
+            [ "$gm_left" = ". ./aebench-ckpt-$(id -u)-other ./aebench-ckpt-$(id -u)-other/rank-0.ckpt ./filler ./theirs " ]; then
+            gm_pass "gemini --ckpt-dir filled after its check: disk full writing FILE (exit 1, log, JSON); its partial file, lock and directory removed, nothing else"
+        else
+            gm_fail "gemini --ckpt-dir filled mid-run" "exit $GM_RC: $(tail -c 400 "$GM_WORK/full2/err") | left: $gm_left"
+        fi
+    else
+        gm_fail "gemini --ckpt-dir filled mid-run" "cannot build the test's preload (cc)"
+    fi
+    umount "$gm_full"
+    if [ -n "$gm_prev_exit" ]; then eval "$gm_prev_exit"; else trap - EXIT; fi
+fi
+rm -rf "${GM_STORE:?}"/*
+
 # ---- --recompute selective and none under gemini (megatron-lm ZeRO-3 beneath it): the same
 # parameters and losses as full, each killed at iteration 5 and recovered by hand ---------------
 gm_rc_ok=""

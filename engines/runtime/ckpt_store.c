@@ -184,15 +184,6 @@ static int tell(char *why, size_t whylen, const char *path, const char *what, in
     return err == ENOSPC || err == ENOMEM ? GPT_ERR_OOM : GPT_ERR_IO;
 }
 
-/* The same, said on stderr (the persistent checkpoint's writes). */
-static int say(const char *path, const char *what, int err)
-{
-    char why[600];
-    const int rc = tell(why, sizeof why, path, what, err);
-    fprintf(stderr, "aebench: %s\n", why);
-    return rc;
-}
-
 int ckpt_store_open(ckpt_store **out, const gpt_backend *be, const char *dir, const char *job,
                     int rank, int slots, const int *owners, size_t floats, size_t chunk_floats,
                     uint64_t identity, int reuse, char *why, size_t whylen)
@@ -345,6 +336,41 @@ int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step)
     return h->iteration;
 }
 
+/* The chunk size a store of `floats` uses for the one asked (ckpt_store_open's rule: no more
+ * chunks than a header page holds sums of). */
+static size_t store_chunk_floats(size_t floats, size_t chunk_floats)
+{
+    return chunks_of(floats, chunk_floats) > MAX_CHUNKS ? (floats + MAX_CHUNKS - 1) / MAX_CHUNKS : chunk_floats;
+}
+
+int ckpt_store_peek(const char *dir, const char *job, int rank, int slots, const int *owners, size_t floats,
+                    size_t chunk_floats, uint64_t identity, int *iterations)
+{
+    for (int i = 0; i < slots * CKPT_VERSIONS; i++) iterations[i] = -1;
+    chunk_floats = store_chunk_floats(floats, chunk_floats);
+    char path[PRIVATE_DIR_PATH], name[64], why[64];
+    if (ckpt_store_dir(path, sizeof path, dir, job) ||
+        snprintf(name, sizeof name, "rank-%d.ckpt", rank) >= (int)sizeof name)
+        return 0;
+    private_dir pd;
+    if (private_dir_open(&pd, path, 0, why, sizeof why) != 0) return 0; /* (none, or not ours: nothing held) */
+    const int fd = private_dir_openat(&pd, name, O_RDONLY, why, sizeof why);
+    version_header *h = fd >= 0 ? malloc(sizeof *h) : NULL;
+    const int oom = fd >= 0 && !h;
+    const size_t version_bytes = PAGE + round_page(floats * sizeof(float));
+    for (int slot = 0; h && slot < slots; slot++)
+        for (int v = 0; v < CKPT_VERSIONS; v++) {
+            const off_t at = (off_t)(((size_t)slot * CKPT_VERSIONS + (size_t)v) * version_bytes);
+            if (pread(fd, h, sizeof *h, at) == (ssize_t)sizeof *h &&
+                header_ok(h, owners[slot], v, identity, floats, chunk_floats, (int)chunks_of(floats, chunk_floats)))
+                iterations[slot * CKPT_VERSIONS + v] = h->iteration;
+        }
+    free(h);
+    if (fd >= 0) close(fd);
+    private_dir_close(&pd, 0);
+    return oom ? -1 : 0;
+}
+
 /* ---- the persistent checkpoint -------------------------------------------------------------- */
 
 int ckpt_dir_open(private_dir *d, const char *dir, const char *job, int rank, char *why, size_t whylen)
@@ -391,23 +417,67 @@ static int full_io(int fd, void *buf, size_t bytes, off_t at, int write_it)
 
 static void rank_file(char *out, size_t len, int rank) { snprintf(out, len, "rank-%d.ckpt", rank); }
 
-int ckpt_file_write(const private_dir *d, int rank, int version, uint64_t identity, int iteration,
-                    int adam_step, const float *data, size_t floats, size_t chunk_floats)
+size_t ckpt_file_bytes(size_t floats)
 {
-    char name[64], why[1200];
+    return CKPT_VERSIONS * (PAGE + round_page(floats * sizeof(float)));
+}
+
+uint64_t ckpt_job_file_bytes(const char *dir, const char *job)
+{
+    char path[PRIVATE_DIR_PATH], why[64];
+    const int n = snprintf(path, sizeof path, "%s/aebench-ckpt-%u-%s", dir, (unsigned)getuid(), job);
+    private_dir pd;
+    if (n < 0 || (size_t)n >= sizeof path || private_dir_open(&pd, path, 0, why, sizeof why) != 0) return 0;
+    const int list_fd = dup(pd.fd); /* (closedir closes it) */
+    DIR *d = list_fd >= 0 ? fdopendir(list_fd) : NULL;
+    uint64_t bytes = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int r;
+        char tail[8] = "";
+        struct stat st;
+        if (sscanf(e->d_name, "rank-%d.%7s", &r, tail) == 2 && strcmp(tail, "ckpt") == 0 &&
+            fstatat(pd.fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            bytes += (uint64_t)st.st_blocks * 512;
+    }
+    if (d) closedir(d);
+    else if (list_fd >= 0) close(list_fd);
+    private_dir_close(&pd, 0);
+    return bytes;
+}
+
+/* A failed write of the persistent checkpoint: GPT_ERR_OOM when the disk is full, else
+ * GPT_ERR_IO, and the reason in why. */
+static int write_failed(char *why, size_t whylen, const private_dir *d, const char *name, int err)
+{
+    if (err == ENOSPC || err == EDQUOT) {
+        snprintf(why, whylen, "disk full writing %.900s/%s", d->path, name);
+        return GPT_ERR_OOM;
+    }
+    snprintf(why, whylen, "cannot write %.900s/%s: %s", d->path, name, strerror(err));
+    return GPT_ERR_IO;
+}
+
+int ckpt_file_write_why(const private_dir *d, int rank, int version, uint64_t identity, int iteration,
+                        int adam_step, const float *data, size_t floats, size_t chunk_floats, char *why,
+                        size_t whylen)
+{
+    char name[64];
     if (chunks_of(floats, chunk_floats) > MAX_CHUNKS) chunk_floats = (floats + MAX_CHUNKS - 1) / MAX_CHUNKS;
     rank_file(name, sizeof name, rank);
     version_header *h = NULL;
-    if (posix_memalign((void **)&h, PAGE, PAGE) != 0) return GPT_ERR_OOM;
+    if (posix_memalign((void **)&h, PAGE, PAGE) != 0) {
+        snprintf(why, whylen, "out of host memory for a checkpoint header");
+        return GPT_ERR_OOM;
+    }
     memset(h, 0, PAGE);
     const size_t data_bytes = round_page(floats * sizeof(float));
     const off_t at = (off_t)version * (off_t)(PAGE + data_bytes);
     int rc = GPT_OK;
-    int fd = open_direct(d, name, O_RDWR | O_CREAT, why, sizeof why);
-    if (fd < 0) {
-        fprintf(stderr, "aebench: %s\n", why);
-        rc = errno == ENOSPC ? GPT_ERR_OOM : GPT_ERR_IO;
-    }
+    /* (made here, or an earlier checkpoint's: a file this write made and could not fill holds
+     * nothing, and goes; one that was there keeps its other version, what recovery reads) */
+    int fd = open_direct(d, name, O_RDWR, why, whylen), made = 0;
+    if (fd < 0 && errno == ENOENT) made = (fd = open_direct(d, name, O_RDWR | O_CREAT | O_EXCL, why, whylen)) >= 0;
+    if (fd < 0) rc = errno == ENOSPC || errno == EDQUOT ? write_failed(why, whylen, d, name, errno) : GPT_ERR_IO;
     h->magic = CKPT_MAGIC;
     h->owner = rank;
     h->iteration = iteration;
@@ -420,15 +490,26 @@ int ckpt_file_write(const private_dir *d, int rank, int version, uint64_t identi
     atomic_store(&h->state, STATE_WRITING);
     if (!rc && (full_io(fd, h, PAGE, at, 1) || fdatasync(fd) ||
                 full_io(fd, (void *)data, data_bytes, at + PAGE, 1) || fdatasync(fd)))
-        rc = say(d->path, "cannot write", errno);
+        rc = write_failed(why, whylen, d, name, errno);
     if (!rc) {
         sums_of(h, data);
         h->header_sum = header_sum_of(h);
         atomic_store(&h->state, STATE_COMPLETE);
-        if (full_io(fd, h, PAGE, at, 1) || fdatasync(fd)) rc = say(d->path, "cannot write", errno);
+        if (full_io(fd, h, PAGE, at, 1) || fdatasync(fd)) rc = write_failed(why, whylen, d, name, errno);
     }
     if (fd >= 0) close(fd);
+    if (rc && made) (void)private_dir_unlink(d, name);
     free(h);
+    return rc;
+}
+
+int ckpt_file_write(const private_dir *d, int rank, int version, uint64_t identity, int iteration,
+                    int adam_step, const float *data, size_t floats, size_t chunk_floats)
+{
+    char why[1200];
+    const int rc = ckpt_file_write_why(d, rank, version, identity, iteration, adam_step, data, floats, chunk_floats,
+                                       why, sizeof why);
+    if (rc) fprintf(stderr, "aebench: %s\n", why);
     return rc;
 }
 
@@ -465,6 +546,21 @@ int ckpt_file_header(const private_dir *d, int rank, int version, uint64_t ident
     }
     free(h);
     return it;
+}
+
+int ckpt_file_peek(const char *dir, const char *job, int rank, uint64_t identity, size_t floats,
+                   size_t chunk_floats, int *iterations)
+{
+    for (int v = 0; v < CKPT_VERSIONS; v++) iterations[v] = -1;
+    char path[PRIVATE_DIR_PATH], why[64];
+    const int n = snprintf(path, sizeof path, "%s/aebench-ckpt-%u-%s", dir, (unsigned)getuid(), job);
+    private_dir pd;
+    if (n < 0 || (size_t)n >= sizeof path || private_dir_open(&pd, path, 0, why, sizeof why) != 0) return 0;
+    int step = 0;
+    for (int v = 0; v < CKPT_VERSIONS; v++)
+        iterations[v] = ckpt_file_header(&pd, rank, v, identity, floats, chunk_floats, &step);
+    private_dir_close(&pd, 0);
+    return 0;
 }
 
 int ckpt_file_read(const private_dir *d, int rank, int version, uint64_t identity, float *data,

@@ -84,6 +84,15 @@ void ckpt_store_mark_complete(ckpt_store *s, int slot, int version);
  * the data's checksums match), else -1; *adam_step from its header. */
 int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step);
 
+/* What rank's file of job `job`'s store under dir holds, by its headers alone, without
+ * creating, locking or changing anything (gemini --gemini-recover checks what it would restore
+ * before it writes anything): iterations[s * CKPT_VERSIONS + v] is the iteration version v of
+ * slot s says when its header is whole, complete and ours (owners[s], identity, sizes: what
+ * ckpt_store_valid checks before the data), else -1.  0 (a missing store or file holds
+ * nothing), -1 out of memory. */
+int ckpt_store_peek(const char *dir, const char *job, int rank, int slots, const int *owners, size_t floats,
+                    size_t chunk_floats, uint64_t identity, int *iterations);
+
 /* ---- the persistent checkpoint (gemini --ckpt-dir): a version of this rank's shard in a
  * file on disk, DIR/aebench-ckpt-<uid>-<job>/rank-<r>.ckpt (0700 / 0600), two versions that
  * alternate, each a header page (as the store's) and the data; written with O_DIRECT (plain
@@ -95,9 +104,24 @@ int ckpt_store_valid(ckpt_store *s, int slot, int version, int *adam_step);
  * lock; -1 (why says what, in either case). */
 int ckpt_dir_open(private_dir *d, const char *dir, const char *job, int rank, char *why, size_t whylen);
 /* Write floats floats at data (page aligned, as the store's data is) as version v of the
- * rank's file in d.  0, GPT_ERR_OOM (no room), or GPT_ERR_IO (the reason on stderr). */
+ * rank's file in d.  0, GPT_ERR_OOM (no room: "disk full writing FILE"), or GPT_ERR_IO; the
+ * reason in why (ckpt_file_write: on stderr).  A file this call made and could not write is
+ * removed; one that was there is left (its other version is still whole). */
+int ckpt_file_write_why(const private_dir *d, int rank, int version, uint64_t identity, int iteration,
+                        int adam_step, const float *data, size_t floats, size_t chunk_floats, char *why,
+                        size_t whylen);
 int ckpt_file_write(const private_dir *d, int rank, int version, uint64_t identity, int iteration,
                     int adam_step, const float *data, size_t floats, size_t chunk_floats);
+/* Bytes of a rank's persistent file of a shard of `floats` floats (its versions). */
+size_t ckpt_file_bytes(size_t floats);
+/* Bytes the files of job `job`'s persistent checkpoint under dir take on its disk now (what a
+ * check of the room they need counts as theirs already). */
+uint64_t ckpt_job_file_bytes(const char *dir, const char *job);
+/* The same for the persistent checkpoint: iterations[v] what ckpt_file_header says of version
+ * v of rank's file of job `job` under dir (the --ckpt-dir), -1 where none; nothing is created
+ * or locked.  0. */
+int ckpt_file_peek(const char *dir, const char *job, int rank, uint64_t identity, size_t floats,
+                   size_t chunk_floats, int *iterations);
 /* Read version v of the rank's file into data (page aligned, room for floats rounded up to
  * a page); its iteration when it is complete, its header whole and ours (identity) and every
  * checksum matches, else -1. */

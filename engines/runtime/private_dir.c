@@ -37,7 +37,8 @@ int private_dir_open(private_dir *d, const char *path, int create, char *why, si
         return -1;
     }
     snprintf(d->path, sizeof d->path, "%s", path);
-    if (create && mkdir(path, 0700) != 0 && errno != EEXIST) {
+    const int made = create && mkdir(path, 0700) == 0;
+    if (create && !made && errno != EEXIST) {
         const int e = errno;
         snprintf(why, whylen, "%s: cannot make the directory: %s", path, strerror(e));
         errno = e;
@@ -75,6 +76,7 @@ int private_dir_open(private_dir *d, const char *path, int create, char *why, si
         return -1;
     }
     d->fd = fd;
+    d->made = made;
     return 0;
 }
 
@@ -118,7 +120,10 @@ int private_dir_lock(private_dir *d, const char *name, long *holder, char *why, 
         snprintf(why, whylen, "%s: already holds the lock %s", d->path, d->lock_name);
         return -1;
     }
-    const int fd = private_dir_openat(d, name, O_RDWR | O_CREAT, why, whylen);
+    /* (made here, or there already: a lock file is removed only by whoever made it) */
+    int fd = private_dir_openat(d, name, O_RDWR | O_CREAT | O_EXCL, why, whylen);
+    const int made = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = private_dir_openat(d, name, O_RDWR, why, whylen);
     if (fd < 0) return -1;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int e = errno;
@@ -141,6 +146,7 @@ int private_dir_lock(private_dir *d, const char *name, long *holder, char *why, 
         return -1;
     }
     d->lock_fd = fd;
+    d->lock_made = made;
     snprintf(d->lock_name, sizeof d->lock_name, "%s", name);
     return 0;
 }
@@ -183,4 +189,12 @@ void private_dir_close(private_dir *d, int remove)
         d->fd = -1;
         if (remove) (void)rmdir(d->path); /* (fails, as it should, while other ranks' files are there) */
     }
+}
+
+void private_dir_close_made(private_dir *d)
+{
+    if (d->lock_fd >= 0 && d->lock_made) (void)unlinkat(d->fd, d->lock_name, 0);
+    const int made = d->made;
+    private_dir_close(d, 0);
+    if (made) (void)rmdir(d->path); /* (fails, as it should, while files are left in it) */
 }

@@ -25,6 +25,8 @@ enum { PRIVATE_DIR_PATH = 1024 };
 typedef struct private_dir {
     int fd;       /* the directory (-1: none) */
     int lock_fd;  /* the lock file this process holds (-1: none) */
+    int made;     /* this open made the directory */
+    int lock_made; /* ... and this process the lock file */
     char lock_name[64];
     char path[PRIVATE_DIR_PATH];
 } private_dir;
@@ -54,6 +56,10 @@ int private_dir_unlink(const private_dir *d, const char *name);
 /* Releases the lock (its file removed with remove) and closes d; with remove, the directory is
  * removed too when it is empty (other ranks' files keep it).  Safe on a closed d. */
 void private_dir_close(private_dir *d, int remove);
+
+/* After a failure: releases the lock and closes d as private_dir_close does, removing only
+ * what this process made: the lock file, and the directory once it is empty. */
+void private_dir_close_made(private_dir *d);
 
 /* A private_dir that holds nothing (fd -1), for structures set up before the open. */
 void private_dir_init(private_dir *d);
