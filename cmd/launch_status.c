@@ -109,18 +109,20 @@ launch_ending launch_ending_of(const launch_outcome *o)
     if (o->start_timeout)
         return ending(CODE_ERROR, 0, "no rank got past MPI's start-up in time: the job was ended");
     if (!o->reaped) return ending(CODE_RANK_LOST, 0, "the job's launcher (mpiexec) could not be waited for");
-    if (WIFSIGNALED(o->status)) {
-        signal_name(WTERMSIG(o->status), sig, sizeof sig);
-        return ending(CODE_RANK_LOST, 0, "the job (mpiexec) was killed by %s", sig);
-    }
-    const int x = WIFEXITED(o->status) ? WEXITSTATUS(o->status) : 255;
-    const char *launcher = o->launcher == LAUNCHER_OPEN_MPI ? "Open MPI's mpiexec" : "mpiexec";
     const int killed = killed_rank(o);
     char named[200] = "";
     if (killed >= 0) {
         signal_name(WTERMSIG(o->rank_status[killed]), sig, sizeof sig);
         snprintf(named, sizeof named, "rank %d was killed by %s", killed, sig);
     }
+    if (WIFSIGNALED(o->status)) {
+        /* (Hydra may die of SIGPIPE when a rank is lost while it starts the job) */
+        signal_name(WTERMSIG(o->status), sig, sizeof sig);
+        return ending(CODE_RANK_LOST, 0, "%s%sthe job (mpiexec) was killed by %s", named, killed >= 0 ? "; then " : "",
+                      sig);
+    }
+    const int x = WIFEXITED(o->status) ? WEXITSTATUS(o->status) : 255;
+    const char *launcher = o->launcher == LAUNCHER_OPEN_MPI ? "Open MPI's mpiexec" : "mpiexec";
     if (x == 0) {
         if (o->rank0 == RANK0_OK || (o->calibrate && o->rank0 == RANK0_NONE)) return ending(CODE_OK, 0, "%s", "");
         if (killed >= 0) return ending(CODE_RANK_LOST, 0, "%s (%s exit 0)", named, launcher);
@@ -157,6 +159,11 @@ launch_ending launch_ending_of(const launch_outcome *o)
                       launcher, x, x);
     if (x == CODE_BAD_INPUT)
         return ending(CODE_RANK_LOST, 0, "%s exit 2 and no rank refused its configuration: %s", launcher, decoded);
+    if (x == 255)
+        /* Hydra's own failure (its main returns -1), not its ranks' statuses: seen when a rank
+         * is lost before MPI's start-up */
+        return ending(CODE_RANK_LOST, 0, "%s failed itself (exit 255, its message is above): a rank may have been "
+                      "lost before MPI's start-up", launcher);
     return ending(CODE_RANK_LOST, 0, "%s exit %d: %s%s", launcher, x, decoded,
                   x & 0x80 ? "" : " (or the ranks' exit codes ORed)");
 }

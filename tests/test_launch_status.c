@@ -152,6 +152,17 @@ static void test_mpich_signals(void **state)
     expect(&o, 4, "the job (mpiexec) was killed by SIGKILL");
     o.reaped = 0;
     expect(&o, 4, "could not be waited for");
+    /* Hydra dead of SIGPIPE (a rank lost while it started the job): the rank, where known */
+    o = mpich(exited(0), exited(0));
+    o.status = killed(SIGPIPE);
+    expect(&o, 4, "the job (mpiexec) was killed by SIGPIPE");
+    o.known = 2;
+    o.rank_status[1] = killed(SIGINT);
+    expect(&o, 4, "rank 1 was killed by SIGINT; then the job (mpiexec) was killed by SIGPIPE");
+    /* Hydra's own failure: -1 from its main, exit 255, not a status of its ranks */
+    o = mpich(exited(0), exited(0));
+    o.status = exited(255);
+    expect(&o, 4, "mpiexec failed itself (exit 255");
 }
 
 static void test_forwarded_and_timeout(void **state)
