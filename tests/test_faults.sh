@@ -93,6 +93,7 @@ for trial in $(seq "$FT_TRIALS"); do
                cmd=("$FT_BIN" "${FT_SHAPE[@]}" -m "$engine" --iters "$(ft_iters "$world")" --log-interval 20 --ranks "$world")
            fi ;;
     esac
+    hit_at=""
     what="$victim $sig${inject:+ at ${inject[5]} of iteration ${inject[1]}} ($engine, $world ranks)"
     [[ $victim == sweep || $victim == findmax ]] && what="$victim $sig"
     start=$(date +%s.%N)
@@ -106,11 +107,14 @@ for trial in $(seq "$FT_TRIALS"); do
             supervisor | sweep | findmax) pid=$(ft_find "$dir" parent) ;;
             mpiexec) pid=$(ft_find "$dir" mpiexec) ;;
         esac
+        # (when it was hit, and whether it was there to be hit: a process gone in the meantime
+        # was not, and the job must then end as if untouched)
+        hit_at=$(date +%s.%N)
         if [ -n "$pid" ]; then
             if [ "$sig" = STOP ] && [ "$victim" != rank ]; then
                 kill -STOP "$pid" 2>/dev/null; sleep 2; kill -CONT "$pid" 2>/dev/null
             else
-                kill -"$sig" "$pid" 2>/dev/null
+                kill -"$sig" "$pid" 2>/dev/null || pid=""
             fi
         fi
     fi
@@ -127,6 +131,17 @@ for trial in $(seq "$FT_TRIALS"); do
     ft_kinds["$victim $sig"]=$((${ft_kinds["$victim $sig"]:-0} + 1))
     # what the table says this ends with
     sigcode=$(( 128 + $(kill -l "$sig") ))
+    # A hit that came after the job's record was final (rank 0's JSON says ok and was written
+    # before the hit: the rank or launcher hit was on its way out) may legitimately end ok; one
+    # before it may not.  Said by the JSON's own time, not by how fast the machine was.
+    late=no
+    if [ -n "$hit_at" ] && [ -n "$pid" ]; then
+        for j in "$dir"/results/*.json; do
+            [ -f "$j" ] || continue
+            python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1])).get("status") != "ok")' "$j" 2>/dev/null &&
+                awk -v a="$(date -r "$j" +%s.%N)" -v b="$hit_at" 'BEGIN { exit !(a <= b) }' && late=yes
+        done
+    fi
     bad=""
     if [ "$rc" -eq 124 ]; then
         bad="did not end within --hang-timeout + 60 s"
@@ -142,8 +157,12 @@ for trial in $(seq "$FT_TRIALS"); do
                     else bad="recovered, but its final parameters differ from an uninterrupted run's"; fi
                 elif [ "$engine" = gemini ] && [ "$rc" -eq 4 ]; then
                     grep -q "not relaunched\|relaunching job" "$dir/err" || bad="exit 4 without a relaunch or its reason"
+                elif [ "$rc" -eq 0 ] && [ "$late" = yes ]; then
+                    what="$what (after the job's record was final)"
                 elif [ "$rc" -ne 4 ]; then
-                    bad="exit $rc (want 4)"
+                    bad="exit $rc (want 4${late:+; the record final before the hit: $late})"
+                elif ! grep -q "^aebench: --ranks $world: " "$dir/err"; then
+                    bad="exit 4 without the supervisor's reason"
                 fi ;;
             supervisor | sweep | findmax)
                 # the killed process's own status is the signal's; TERM and INT are passed on
