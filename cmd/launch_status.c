@@ -162,8 +162,8 @@ launch_ending launch_ending_of(const launch_outcome *o)
     if (x == 255)
         /* Hydra's own failure (its main returns -1), not its ranks' statuses: seen when a rank
          * is lost before MPI's start-up */
-        return ending(CODE_RANK_LOST, 0, "%s failed itself (exit 255, its message is above): a rank may have been "
-                      "lost before MPI's start-up", launcher);
+        return ending(CODE_RANK_LOST, 0, "%s exit 255: it failed itself (its message is above), a rank may have "
+                      "been lost before MPI's start-up", launcher);
     return ending(CODE_RANK_LOST, 0, "%s exit %d: %s%s", launcher, x, decoded,
                   x & 0x80 ? "" : " (or the ranks' exit codes ORed)");
 }

@@ -162,7 +162,7 @@ static void test_mpich_signals(void **state)
     /* Hydra's own failure: -1 from its main, exit 255, not a status of its ranks */
     o = mpich(exited(0), exited(0));
     o.status = exited(255);
-    expect(&o, 4, "mpiexec failed itself (exit 255");
+    expect(&o, 4, "mpiexec exit 255: it failed itself");
 }
 
 static void test_forwarded_and_timeout(void **state)

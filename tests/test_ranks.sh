@@ -269,7 +269,7 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
         # (the line names SIGINT; or, when rank 1 was lost before MPI's start-up and Hydra failed
         # itself — exit 255, or killed by SIGPIPE — before any status of it was known, it says so)
         if [ -z "$victim" ] || [ "$rc" -ne 4 ] ||
-            ! grep -Eq "^aebench: --ranks 2: (.*SIGINT|mpiexec failed itself \(exit 255|the job \(mpiexec\) was killed by SIGPIPE$)" "$d/err"; then
+            ! grep -Eq "^aebench: --ranks 2: (.*SIGINT|mpiexec exit 255: it failed itself|the job \(mpiexec\) was killed by SIGPIPE$)" "$d/err"; then
             bad="$bad trial $trial: exit $rc (rank 1 ${victim:-not found}): $(grep '^aebench: --ranks' "$d/err" | tail -c 300);"
         fi
     done
