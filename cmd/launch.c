@@ -1,5 +1,6 @@
 #include "launch.h"
 #include "hostfile.h"
+#include "launch_status.h"
 
 #include "child.h"
 #include "../engines/runtime/ckpt_store.h"
@@ -34,15 +35,32 @@ extern char **environ;
 
 /* ---- the ranks' side ------------------------------------------------------------------- */
 
-void launch_note_started(void)
+/* An empty note NAME in the supervisor's notes directory (best effort). */
+static void note_mark(const char *name)
 {
     const char *dir = getenv("AEBENCH_JOB_NOTES");
     if (!dir || !*dir) return;
     char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/started", dir) >= (int)sizeof path) return;
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return;
     /* (on a machine other than the supervisor's the directory is not there: nothing to do) */
     const int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) close(fd);
+}
+
+/* on_exit: a rank that leaves with exit 2 refused its configuration (rank 0 said why in one
+ * line): the note that tells the supervisor so, since MPICH's mpiexec also exits 2 when a rank
+ * is killed by SIGINT. */
+static void note_refusal_at_exit(int status, void *unused)
+{
+    (void)unused;
+    if (status == EXIT_BAD_INPUT) note_mark(LAUNCH_NOTE_REFUSED);
+}
+
+void launch_note_started(void)
+{
+    note_mark("started");
+    if (getenv("AEBENCH_JOB_NOTES") && on_exit(note_refusal_at_exit, NULL) != 0)
+        fprintf(stderr, "aebench: note: a refusal of this rank would not be told to the supervisor\n");
 }
 
 void fault_note(int rank, const char *fmt, ...)
@@ -126,10 +144,39 @@ static void name_stale(const char *tmp, const char *prefix)
     closedir(d);
 }
 
-int job_dir_make(char *out, size_t len, const char *prefix)
+/* Where a job's temporary directories go: TMPDIR, or /tmp without it. */
+static const char *job_tmp(void)
 {
     const char *tmpdir = getenv("TMPDIR");
-    const char *tmp = tmpdir && *tmpdir ? tmpdir : "/tmp";
+    return tmpdir && *tmpdir ? tmpdir : "/tmp";
+}
+
+int job_tmp_refused(char *err, size_t errlen)
+{
+    const char *tmp = job_tmp();
+    const char *whence = tmp == getenv("TMPDIR") ? "TMPDIR" : "TMPDIR is unset: the default";
+    struct stat st;
+    if (stat(tmp, &st) != 0) {
+        snprintf(err, errlen, "--ranks: the job's private directory goes in %.300s (%s), which %s", tmp, whence,
+                 errno == ENOENT ? "does not exist" : strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--ranks: the job's private directory goes in %.300s (%s), which is not a directory",
+                 tmp, whence);
+        return -1;
+    }
+    if (access(tmp, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "--ranks: the job's private directory goes in %.300s (%s), which is not writable "
+                 "here: %s", tmp, whence, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int job_dir_make(char *out, size_t len, const char *prefix)
+{
+    const char *tmp = job_tmp();
     name_stale(tmp, prefix);
     if ((size_t)snprintf(out, len, "%s/%s.XXXXXX", tmp, prefix) >= len) {
         errno = ENAMETOOLONG;
@@ -160,6 +207,8 @@ void job_dir_remove(const char *dir)
     snprintf(path, sizeof path, "%s/hosts", dir); /* (--hosts, in the launcher's syntax) */
     unlink(path);
     snprintf(path, sizeof path, "%s/started", dir); /* (launch_note_started) */
+    unlink(path);
+    snprintf(path, sizeof path, "%s/" LAUNCH_NOTE_REFUSED, dir); /* (note_refusal_at_exit) */
     unlink(path);
     if (rmdir(dir) != 0 && errno != ENOENT) fprintf(stderr, "aebench: cannot remove %s: %s\n", dir, strerror(errno));
 }
@@ -215,11 +264,19 @@ static char **job_environment(char *notes_var, size_t notes_len, char *report_va
     return env;
 }
 
+/* The identity of the log rank 0 created (its "log-id DEV INO" report line); have 0: not
+ * reported (then what the file is must do: ours, regular, one link). */
+typedef struct file_id {
+    int have;
+    unsigned long long dev, ino;
+} file_id;
+
 /* The job's report lines (the file its rank 0 appended them to), relayed to our parent in
  * order, the log and JSON paths kept; the file is removed. */
-static void relay_report(const char *notes, char *log_path, size_t log_len, char *json_path,
+static void relay_report(const char *notes, char *log_path, size_t log_len, file_id *log_id, char *json_path,
                          size_t json_len)
 {
+    memset(log_id, 0, sizeof *log_id);
     char path[PATH_MAX + 16], line[8192];
     snprintf(path, sizeof path, "%s/report", notes);
     FILE *f = fopen(path, "r");
@@ -229,6 +286,7 @@ static void relay_report(const char *notes, char *log_path, size_t log_len, char
         report_to_parent("%s", line);
         if (strncmp(line, "log ", 4) == 0) snprintf(log_path, log_len, "%.4000s", line + 4);
         if (strncmp(line, "json ", 5) == 0) snprintf(json_path, json_len, "%.4000s", line + 5);
+        if (sscanf(line, "log-id %llu %llu", &log_id->dev, &log_id->ino) == 2) log_id->have = 1;
     }
     fclose(f);
     unlink(path);
@@ -513,13 +571,73 @@ static int describe_lost(const lost_rank *l, char *out, size_t len)
     return n < 0 ? 0 : (size_t)n >= len ? (int)len - 1 : n;
 }
 
+/* The results directory may be writable by others: a file of the run found there is ours only
+ * if it is a regular file of our user with one link (a link planted in its place — symbolic,
+ * or hard to someone else's file — is not), and, where known, the very file rank 0 made.
+ * 0, or -1 with why. */
+static int own_file(int fd, const file_id *id, const char **why)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) return *why = "it cannot be examined", -1;
+    if (!S_ISREG(st.st_mode)) return *why = "it is no longer a regular file", -1;
+    if (st.st_uid != geteuid()) return *why = "it belongs to another user now", -1;
+    if (st.st_nlink != 1) return *why = "it has another link (a hard link to it, or it is one)", -1;
+    if (id && id->have && ((unsigned long long)st.st_dev != id->dev || (unsigned long long)st.st_ino != id->ino))
+        return *why = "it is not the file rank 0 created", -1;
+    return 0;
+}
+
+/* The text of a file of the run (own_file), read without following a link; NULL if it is not
+ * one, or cannot be read (a JSON up to 64 MiB). */
+static char *read_own_text(const char *path)
+{
+    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    const char *why;
+    struct stat st;
+    char *text = NULL;
+    if (own_file(fd, NULL, &why) == 0 && fstat(fd, &st) == 0 && st.st_size < (64 << 20) &&
+        (text = malloc((size_t)st.st_size + 1))) {
+        size_t got = 0;
+        ssize_t n;
+        while (got < (size_t)st.st_size && ((n = read(fd, text + got, (size_t)st.st_size - got)) > 0 ||
+                                            (n < 0 && errno == EINTR)))
+            if (n > 0) got += (size_t)n;
+        text[got] = '\0';
+    }
+    close(fd);
+    return text;
+}
+
+/* "ERROR: why" appended to rank 0's log, through no link: a log replaced since (a link to
+ * another file, or another file) is not written, and stderr says so.  0 when written. */
+static int append_error_line(const char *log_path, const file_id *id, const char *why)
+{
+    /* (O_NONBLOCK: a FIFO planted there cannot block the open; no O_CREAT: a log that is gone
+     * is not made anew) */
+    const int fd = open(log_path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    const char *refused = NULL;
+    if (fd < 0) refused = errno == ELOOP ? "it is a symbolic link now" : strerror(errno);
+    if (fd < 0 || own_file(fd, id, &refused) != 0) {
+        fprintf(stderr, "aebench: %s was replaced since rank 0 wrote it (%s): not written\n", log_path, refused);
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    char line[1024];
+    const int n = snprintf(line, sizeof line, "ERROR: %.1000s\n", why);
+    const int bad = write(fd, line, (size_t)n) != n;
+    if (bad) fprintf(stderr, "aebench: cannot append to %s: %s\n", log_path, strerror(errno ? errno : EIO));
+    if (close(fd) != 0 && !bad) fprintf(stderr, "aebench: cannot append to %s: %s\n", log_path, strerror(errno));
+    return bad ? -1 : 0;
+}
+
 /* The field `key` ("status", "message") the JSON at path says into out ("" when there is
- * none). */
+ * none, or the file is not the run's own: read_own_text). */
 static void json_field(const char *path, const char *key, char *out, size_t len)
 {
     out[0] = '\0';
     if (!path[0]) return;
-    char *text = report_read_text(path);
+    char *text = read_own_text(path);
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     free(text);
     const cJSON *st = root ? cJSON_GetObjectItemCaseSensitive(root, key) : NULL;
@@ -528,14 +646,6 @@ static void json_field(const char *path, const char *key, char *out, size_t len)
 }
 
 static void json_status(const char *path, char *out, size_t len) { json_field(path, "status", out, len); }
-
-/* Does the JSON at path say status `what`? */
-static int json_says(const char *path, const char *what)
-{
-    char st[32];
-    json_status(path, st, sizeof st);
-    return strcmp(st, what) == 0;
-}
 
 /* Does the JSON at path say the run failed (its rank 0 wrote why; "running" is the record so
  * far of a job that did not get to say)? */
@@ -550,7 +660,9 @@ static int json_says_failed(const char *path)
 static void mark_json(const char *json_path, const char *log_path, const char *msg)
 {
     if (json_says_failed(json_path)) return; /* rank 0 said what went wrong itself */
-    char *old = report_read_text(json_path);
+    /* (what is there is taken only if it is the run's own file; the new one replaces whatever
+     * is there, a link included, by a rename: report_write_text) */
+    char *old = read_own_text(json_path);
     cJSON *root = old ? cJSON_Parse(old) : NULL;
     free(old);
     if (root) {
@@ -618,7 +730,10 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     }
     char notes[PATH_MAX], hosts[PATH_MAX + 16];
     if (job_dir_make(notes, sizeof notes, "aebench-job") != 0) {
-        fprintf(stderr, "aebench: --ranks: %s\n", strerror(errno));
+        /* (launch_ranks found the directory there and writable: this is a failure of the run,
+         * a full disk, or it was taken away since) */
+        fprintf(stderr, "aebench: --ranks: cannot make the job's private directory in %s (%s): %s\n", job_tmp(),
+                job_tmp() == getenv("TMPDIR") ? "TMPDIR" : "TMPDIR unset: the default", strerror(errno));
         return EXIT_RUN_ERROR;
     }
     const int open_mpi = is_open_mpi(mpiexec);
@@ -776,14 +891,31 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
      * it has not yet, and exits not yet seen, get a moment more) */
     exit_order_settle(&order, EXIT_SETTLE_MS);
     const unsigned long long first_exits = exit_order_first(&order);
+    /* what the launcher, the kernel and the ranks say of the ending (launch_status.h) */
+    launch_outcome outcome = {.launcher = open_mpi ? LAUNCHER_OPEN_MPI : LAUNCHER_MPICH, .reaped = w == pid,
+                              .status = status, .forwarded_signal = *interrupted, .start_timeout = start_timeout,
+                              .calibrate = rc->calibrate, .ranks = order.ranks, .first = first_exits};
+    for (int r = 0; r < order.ranks && r < LAUNCH_RANKS_MAX; r++)
+        if (exit_order_status(&order, r, &outcome.rank_status[r]) == 1) outcome.known |= 1ull << r;
     exit_order_close(&order);
     if (sfd >= 0) close(sfd);
     sigprocmask(SIG_SETMASK, &old, NULL);
 
-    relay_report(notes, log_path, sizeof log_path, json_path, sizeof json_path);
-    char failed_in[32];
+    file_id log_id;
+    relay_report(notes, log_path, sizeof log_path, &log_id, json_path, sizeof json_path);
+    char failed_in[32], rank0_status[32];
     json_field(json_path, "failed_in", failed_in, sizeof failed_in);
     *init_refused = strcmp(failed_in, "initialisation") == 0;
+    json_status(json_path, rank0_status, sizeof rank0_status);
+    outcome.rank0 = !rank0_status[0]                          ? RANK0_NONE
+                    : strcmp(rank0_status, "ok") == 0      ? RANK0_OK
+                    : strcmp(rank0_status, "running") == 0 ? RANK0_RUNNING
+                    : strcmp(rank0_status, "oom") == 0     ? RANK0_OOM
+                                                           : RANK0_FAILED;
+    char refusal[PATH_MAX + 16];
+    struct stat rst;
+    snprintf(refusal, sizeof refusal, "%s/" LAUNCH_NOTE_REFUSED, notes);
+    outcome.refusal_noted = lstat(refusal, &rst) == 0;
     char why[700];
     lost_rank lost;
     collect_notes(notes, why, sizeof why, failed_at_s, &lost, first_exits);
@@ -795,25 +927,15 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         const int n = describe_lost(&lost, why, sizeof why);
         snprintf(why + n, sizeof why - (size_t)n, "; then %.200s", seen);
     }
-    int code;
-    /* mpiexec itself killed: the job lost its launcher, and with it its ranks */
-    if (w == pid && WIFEXITED(status)) code = WEXITSTATUS(status);
-    else code = EXIT_RANK_LOST;
-    if (!*interrupted) {
-        /* mpiexec's own codes are not ours: MPICH's is a rank's signal number or exit code, or
-         * its own 0 or 2 when it was told to stop from outside.  A training job succeeded only
-         * when rank 0 reported its JSON and the JSON says ok; ranks that refused the
-         * configuration wrote no log. */
-        const int told_to_stop = (code == 0 && !rc->calibrate && !json_says(json_path, "ok")) ||
-                                 (code == EXIT_BAD_INPUT && log_path[0]);
-        if (told_to_stop && !why[0])
-            snprintf(why, sizeof why, "mpiexec ended the job's ranks and exited %d without rank 0's result: it was "
-                     "stopped from outside", code);
-        if (told_to_stop || code > EXIT_RANK_LOST) code = EXIT_RANK_LOST;
-    }
+    const launch_ending ending = launch_ending_of(&outcome);
+    const int code = ending.code;
     /* the failure counts from the lost rank's last heartbeat when no note says sooner (a hung
      * rank's peer notes the hang only when its watchdog fires, --hang-timeout later) */
     if (lost.hb.beat > 0 && code != 0 && (*failed_at_s == 0 || lost.hb.beat < *failed_at_s)) *failed_at_s = lost.hb.beat;
+    /* 0: fine; 2: the ranks refused the configuration, and rank 0 said why in one line (nothing
+     * was written) */
+    if (code == 0 || code == EXIT_BAD_INPUT) return code;
+    const int mpiexec_exit = w == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     if (start_timeout) {
         /* no rank got past MPI's start-up: not a failure of a rank, of the launch */
         if (rc->hosts_path[0])
@@ -824,45 +946,32 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
             snprintf(why, sizeof why, "no rank got past MPI's start-up within %.0f s (--hang-timeout%s): mpiexec "
                      "could not start the job (its message is above); the job was ended", deadline_s,
                      rc->hang_timeout_s < 0 ? " auto" : "");
-        code = EXIT_RUN_ERROR;
-    }
-    /* Told to stop: the job ended because we passed the signal on (mpiexec may say 0). */
-    if (*interrupted) {
-        char sig[32];
-        child_signal_name(*interrupted, sig, sizeof sig);
-        snprintf(why, sizeof why, "interrupted (%s): the job was stopped", sig);
-    } else if (!start_timeout && (code == 0 || (code == EXIT_BAD_INPUT && !log_path[0]))) {
-        /* 0: fine; 2: the ranks refused the configuration and said why (nothing was written) */
-        return code;
-    }
-    if (!why[0]) {
-        if (w == pid && WIFSIGNALED(status)) {
-            char sig[32];
-            child_signal_name(WTERMSIG(status), sig, sizeof sig);
-            snprintf(why, sizeof why, "the job (mpiexec) was killed by %s", sig);
-        } else if (lost.hb.beat > 0) {
-            const int n = describe_lost(&lost, why, sizeof why);
-            snprintf(why + n, sizeof why - (size_t)n, " (mpiexec exit %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        } else if (json_says_failed(json_path)) {
-            /* rank 0 said why in its record (an engine that refused what it found) */
-            char said[480];
-            json_field(json_path, "message", said, sizeof said);
-            snprintf(why, sizeof why, "rank 0 ended the job: %s (mpiexec exit %d)", said[0] ? said : "see its log",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        } else {
-            snprintf(why, sizeof why, "a rank ended the job (mpiexec exit %d; its output above names the rank)",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        }
+    } else if (*interrupted) {
+        /* told to stop: the job ended because we passed the signal on */
+        snprintf(why, sizeof why, "%s", ending.reason);
+    } else if (!why[0] && lost.hb.beat > 0 && !ending.said) {
+        /* the rank lost, from the heartbeats, and what the launcher's status says */
+        const int n = describe_lost(&lost, why, sizeof why);
+        snprintf(why + n, sizeof why - (size_t)n, "; %.400s", ending.reason);
+    } else if (!why[0] && outcome.rank0 == RANK0_FAILED && ending.said) {
+        /* rank 0 said why in its record (an engine that refused what it found) */
+        char said[480];
+        json_field(json_path, "message", said, sizeof said);
+        snprintf(why, sizeof why, "rank 0 ended the job: %s (mpiexec exit %d)", said[0] ? said : "see its log",
+                 mpiexec_exit);
+    } else if (!why[0]) {
+        snprintf(why, sizeof why, "%s", ending.reason);
+    } else if (!ending.said && code == EXIT_RANK_LOST && !lost.noted) {
+        /* the notes say what the ranks saw; the launcher's status and the kernel's, which rank
+         * was killed by which signal */
+        const size_t n = strlen(why);
+        if (n + 2 < sizeof why) snprintf(why + n, sizeof why - n, "; %.300s", ending.reason);
     }
     fprintf(stderr, "aebench: --ranks %d: %s\n", rc->ranks, why);
     if (why_len) snprintf(why_out, why_len, "%s", why);
     if (log_path[0]) {
         /* (rank 0 may have said it in the log and JSON itself: its watchdog fired) */
-        FILE *lf = json_says_failed(json_path) ? NULL : fopen(log_path, "a");
-        if (lf) {
-            fprintf(lf, "ERROR: %s\n", why);
-            fclose(lf);
-        }
+        if (!json_says_failed(json_path)) append_error_line(log_path, &log_id, why);
         if (!json_path[0]) {
             /* rank 0 never got to its JSON: it goes beside the log */
             snprintf(json_path, sizeof json_path, "%s", log_path);
@@ -872,8 +981,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         }
         if (json_path[0]) mark_json(json_path, log_path, why);
     }
-    if (*interrupted) return 128 + *interrupted;
-    return code ? code : EXIT_RUN_ERROR;
+    return code;
 }
 
 /* ---- gemini: relaunch a job that lost a rank, to recover from its in-memory checkpoints ---- */
@@ -961,7 +1069,9 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
                         "start the ranks with mpirun yourself)\n", rc->ranks);
         return EXIT_BAD_INPUT;
     }
-    if (run_outputs_refused(rc, oerr, sizeof oerr) != 0) {
+    /* (the job's private directory goes under TMPDIR: one the environment names wrongly is bad
+     * input, said before anything is written) */
+    if (job_tmp_refused(oerr, sizeof oerr) != 0 || run_outputs_refused(rc, oerr, sizeof oerr) != 0) {
         fprintf(stderr, "aebench: %s\n", oerr);
         return EXIT_BAD_INPUT;
     }

@@ -22,8 +22,19 @@ int launch_ranks(int argc, char **argv, const run_config *rc);
  * job has no supervisor. */
 void fault_note(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A rank of a supervised job is past MPI's start-up (the ranks found each other): the
- * supervisor's start-up deadline is met.  Best effort; nothing outside a supervised job. */
+ * supervisor's start-up deadline is met; and should the rank then exit 2 (it refused its
+ * configuration), it leaves the note LAUNCH_NOTE_REFUSED.  Best effort; nothing outside a
+ * supervised job. */
 void launch_note_started(void);
+
+/* The note a rank leaves in the supervisor's notes directory when it exits 2 (it refused its
+ * configuration): only then is the launcher's exit 2 a refusal (launch_status.h). */
+#define LAUNCH_NOTE_REFUSED "refused"
+
+/* The directory job_dir_make makes its directories in (TMPDIR, else /tmp) is there and
+ * writable: 0, or -1 with one line naming it and TMPDIR (bad input, before anything is
+ * written). */
+int job_tmp_refused(char *err, size_t errlen);
 
 /* A private temporary directory of a job (TMPDIR or /tmp, PREFIX.XXXXXX by mkdtemp: 0700, a
  * name nobody had), holding a file "pid" with ours; first, every such directory of ours (the

@@ -1594,6 +1594,11 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         }
         s.has_log = 1;
         report_to_parent("log %s", s.log_path);
+        /* (which file it is: a --ranks supervisor appends to this one only, not to a link or
+         * another file planted under its name since) */
+        struct stat log_st;
+        if (fstat(fileno(s.log), &log_st) == 0)
+            report_to_parent("log-id %llu %llu", (unsigned long long)log_st.st_dev, (unsigned long long)log_st.st_ino);
     }
 
     char shape[128], line[512], g[32], h[32], d[32];

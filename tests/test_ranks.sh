@@ -206,6 +206,89 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
             rk_fail "rank 1 $what from outside" "exit $rc (victim ${victim:-not found}): $(tail -c 400 "$RK_WORK/$what/err")"
         fi
     done
+    # ---- a log or JSON replaced by a link in a results directory another user can write ------
+    # (issue 47: the supervisor appended its ERROR line through a symbolic link planted in the
+    # log's place, and read the JSON through one.)  The results directory is the other user's
+    # (nobody); once rank 0 has written its log and JSON, both ranks are stopped, that user
+    # replaces them by links to files outside (a symbolic link, or root's hard link: a file
+    # with two links), then rank 1 is killed: the supervisor must write through neither, say so,
+    # and end with exit 4.
+    for how in symlink hardlink; do
+        d="$RK_WORK/planted_$how"
+        mkdir -p "$d/results"
+        chmod 755 "$RK_WORK" "$d"
+        chown 65534:65534 "$d/results"
+        printf 'root only\n' >"$d/secret.txt"
+        printf '{"status": "running", "secret": "root only"}\n' >"$d/secret.json"
+        chmod 600 "$d/secret.txt" "$d/secret.json"
+        (cd "$d" && ulimit -c 0 && timeout 300 "$RK_BIN" "${RK_TINY[@]}" --iters 3000 --log-interval 2 --ranks 2 \
+            --results results >out 2>err) &
+        job=$!
+        r0="" r1=""
+        for _ in $(seq 600); do
+            r0=$(rk_rank_pid "$d" 0) r1=$(rk_rank_pid "$d" 1)
+            [ -n "$r0" ] && [ -n "$r1" ] && ls "$d"/results/*.json >/dev/null 2>&1 && break
+            sleep 0.1
+        done
+        kill -STOP "$r0" "$r1" 2>/dev/null
+        log=$(ls "$d"/results/*.txt 2>/dev/null | head -n 1) json=$(ls "$d"/results/*.json 2>/dev/null | head -n 1)
+        if [ "$how" = symlink ]; then
+            setpriv --reuid=65534 --regid=65534 --clear-groups ln -sfn "$d/secret.txt" "$log"
+            setpriv --reuid=65534 --regid=65534 --clear-groups ln -sfn "$d/secret.json" "$json"
+        else
+            ln -f "$d/secret.txt" "$log"
+            ln -f "$d/secret.json" "$json"
+        fi
+        kill -KILL "$r1" 2>/dev/null; sleep 0.2; kill -KILL "$r0" 2>/dev/null
+        wait "$job"
+        rc=$?
+        if [ -n "$r1" ] && [ -n "$log" ] && [ "$rc" -eq 4 ] && [ "$(cat "$d/secret.txt")" = "root only" ] &&
+            [ "$(cat "$d/secret.json")" = '{"status": "running", "secret": "root only"}' ] &&
+            grep -q "^aebench: results/${log##*/} was replaced since rank 0 wrote it (.*): not written$" "$d/err" &&
+            ! grep -q "root only" "$d"/results/*.json && grep -q '"status":[[:space:]]*"error"' "$json"; then
+            rk_pass "the log and JSON replaced by $how""s to files outside while the job ran: exit 4, neither written through, the log's replacement said"
+        else
+            rk_fail "the log and JSON replaced by $how""s" "exit $rc (ranks ${r0:-?} ${r1:-?}, log ${log:-none}): secret.txt '$(cat "$d/secret.txt")', secret.json '$(cat "$d/secret.json")'; $(tail -c 400 "$d/err")"
+        fi
+    done
+
+    # ---- a rank interrupted in its first moments is a rank lost, never bad input ------------
+    # (issue 47: MPICH's mpiexec exits with its ranks' statuses ORed, so a rank's SIGINT read as
+    # exit 2, the code of a refused configuration.)  SIGINT to rank 1 as soon as it is seen.
+    bad=""
+    for trial in 1 2 3; do
+        d="$RK_WORK/early_int_$trial"
+        mkdir -p "$d"
+        (cd "$d" && timeout 120 "$RK_BIN" "${RK_TINY[@]}" --iters 2000 --ranks 2 --results results >out 2>err) &
+        job=$!
+        victim=""
+        for _ in $(seq 3000); do victim=$(rk_rank_pid "$d" 1); [ -n "$victim" ] && break; sleep 0.01; done
+        kill -INT "$victim" 2>/dev/null
+        wait "$job"
+        rc=$?
+        # (the line names SIGINT; or, when rank 1 was lost before MPI's start-up and Hydra failed
+        # itself — exit 255, or killed by SIGPIPE — before any status of it was known, it says so)
+        if [ -z "$victim" ] || [ "$rc" -ne 4 ] ||
+            ! grep -Eq "^aebench: --ranks 2: (.*SIGINT|mpiexec exit 255: it failed itself|the job \(mpiexec\) was killed by SIGPIPE$)" "$d/err"; then
+            bad="$bad trial $trial: exit $rc (rank 1 ${victim:-not found}): $(grep '^aebench: --ranks' "$d/err" | tail -c 300);"
+        fi
+    done
+    if [ -z "$bad" ]; then
+        rk_pass "SIGINT to rank 1 as it starts (3 trials): exit 4, the supervisor's line names SIGINT (never exit 2)"
+    else
+        rk_fail "SIGINT to a rank as it starts" "$bad"
+    fi
+
+    # ---- TMPDIR, where the job's private directory goes, missing -------------------------------
+    rk_in tmpdir env TMPDIR="$RK_WORK/no-such-dir" "$RK_BIN" "${RK_TINY[@]}" --ranks 2 --results results
+    if [ "$RK_RC" -eq 2 ] && [ "$(wc -l <"$RK_DIR/err")" -eq 1 ] &&
+        grep -q "^aebench: --ranks: the job's private directory goes in $RK_WORK/no-such-dir (TMPDIR), which does not exist$" "$RK_DIR/err" &&
+        [ ! -e "$RK_DIR/results" ]; then
+        rk_pass "--ranks 2 with TMPDIR naming a missing directory: exit 2, one line naming it and TMPDIR, nothing written"
+    else
+        rk_fail "--ranks 2 with TMPDIR missing" "exit $RK_RC: $(cat "$RK_DIR/err"); results: $(ls "$RK_DIR/results" 2>&1 | head -2)"
+    fi
+
     rk_in oom "$RK_BIN" "${RK_TINY[@]}" --ranks 2 --gpu-mem-limit 1M --results results
     if [ "$RK_RC" -eq 3 ] && grep -q '"status":[[:space:]]*"oom"' "$RK_DIR"/results/*.json; then
         rk_pass "out of memory on 2 ranks: reported (exit 3), no rank left waiting"
