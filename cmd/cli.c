@@ -11,7 +11,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef AEBENCH_VERSION
 #define AEBENCH_VERSION "0.1.0"
@@ -201,7 +203,7 @@ static int parse_int(const char *text, long long lo, long long hi, long long *ou
  * blocks, heads x head size, ...) can wrap, and the byte counts are 64-bit; a vocabulary's
  * padding to a multiple of 128 still fits an int; CPU threads beyond what any host has only
  * make the OpenMP runtime fail; iterations leave room for one more. */
-enum { MAX_THREADS = 1024, MAX_VOCAB = 2147483647 - 127, MAX_DIM = 1 << 20, MAX_SEQ = 1 << 24,
+enum { MAX_THREADS = 1024, MIN_VOCAB = 2, MAX_VOCAB = 2147483647 - 127, MAX_DIM = 1 << 20, MAX_SEQ = 1 << 24,
        MAX_ITERS = 1000000000 };
 
 static long long int_max_of(int id)
@@ -270,6 +272,35 @@ static void set_defaults(run_config *rc)
     snprintf(rc->results_dir, sizeof rc->results_dir, "results");
 }
 
+/* --recompute M and --no-ckpt (the older name of --recompute none) given in one place (the
+ * command line, or one object of a config): whichever came last would win, so two that
+ * disagree are refused.  (A config's value overridden by the command line is not a clash.) */
+typedef struct recompute_seen {
+    int recompute, no_ckpt; /* given here */
+    int none;               /* --recompute's value is none */
+    int no_ckpt_flag;       /* --no-ckpt's value (false in a config: --recompute full) */
+    char value[16];
+} recompute_seen;
+
+static void note_recompute(recompute_seen *seen, const opt_spec *sp, const char *value, int flag)
+{
+    if (sp->id == OPT_RECOMPUTE) {
+        seen->recompute = 1;
+        seen->none = strcmp(value, "none") == 0;
+        snprintf(seen->value, sizeof seen->value, "%.15s", value);
+    } else if (sp->id == OPT_NO_CKPT) {
+        seen->no_ckpt = 1;
+        seen->no_ckpt_flag = flag;
+    }
+}
+
+static int recompute_clash(const recompute_seen *seen, const char *where, char *err, size_t errlen)
+{
+    if (!seen->recompute || !seen->no_ckpt || seen->none == seen->no_ckpt_flag) return 0;
+    return cli_fail(err, errlen, "%s%s--recompute %s and --no-ckpt%s contradict each other (--no-ckpt is --recompute "
+                    "none): give one", where, where[0] ? ": " : "", seen->value, seen->no_ckpt_flag ? "" : " false");
+}
+
 /* Apply one option whose value is text (from argv, or converted from JSON).
  * flag_value: for ARG_NONE options, 1 to set and 0 to clear.  label names the option in
  * messages: NULL for the command line ("--layers"), else where it came from in a config
@@ -286,12 +317,15 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     if (sp->kind == ARG_INT) {
         long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS || sp->id == OPT_ZERO_STAGE ||
                         sp->id == OPT_FAIL_RANK) ? 0 : 1;
+        /* (a vocabulary of one token has nothing to predict: its loss is 0 whatever the weights) */
+        if (sp->id == OPT_VOCAB) lo = MIN_VOCAB;
         const long long hi = int_max_of(sp->id);
         const int bad = parse_int(value, lo, hi, &iv);
         if (bad == -2)
             return cli_fail(err, errlen, "%s: %s is out of range: an integer from %lld to %lld%s", opt, value, lo, hi,
                             sp->id == OPT_THREADS ? " (CPU threads; 0: all cores)"
-                            : sp->id == OPT_VOCAB ? " (so that its padding to a multiple of 128 fits an int)" : "");
+                            : sp->id == OPT_VOCAB ? " (two tokens or more to predict; at most what its padding to a "
+                                                    "multiple of 128 leaves in an int)" : "");
         if (bad)
             return cli_fail(err, errlen, "%s: '%s' is not %s integer", opt,
                         value ? value : "", lo ? "a positive" : "a non-negative");
@@ -320,10 +354,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_BATCH: e->shape.batch = (int)iv; break;
     case OPT_HEADS: e->shape.heads = (int)iv; break;
     case OPT_SEQ: e->shape.seq = (int)iv; break;
-    case OPT_VOCAB:
-        if (iv < 2) return cli_fail(err, errlen, "%s: must be at least 2", opt);
-        e->shape.vocab = (int)iv;
-        break;
+    case OPT_VOCAB: e->shape.vocab = (int)iv; break;
     case OPT_WINDOW:
         if (parse_int_or_auto(value, 1, 1000000, 0, &e->window))
             return cli_fail(err, errlen, "%s: '%s' is neither a positive integer nor 'auto'", opt, value);
@@ -445,6 +476,10 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_HANG_TIMEOUT:
         if (watchdog_parse_timeout(value, &rc->hang_timeout_s))
             return cli_fail(err, errlen, "%s: '%s' is neither seconds (0 or more, 0: never) nor 'auto'", opt, value);
+        /* The watchdog looks once per tick and gives a lower rank a grace of seconds, so a
+         * limit under a second would not be kept; and the messages print whole seconds */
+        if (rc->hang_timeout_s > 0 && rc->hang_timeout_s < 1)
+            return cli_fail(err, errlen, "%s: %s s is below 1 s, the least the watchdogs keep (0: never)", opt, value);
         break;
     case OPT_PREDICT: rc->predict = flag_value; break;
     case OPT_SEARCH: rc->search = flag_value; break;
@@ -530,7 +565,11 @@ static cJSON *read_json(const char *path, char *err, size_t errlen)
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return cli_fail(err, errlen, "config %s: not a regular file (a JSON file was expected)", path), NULL;
-    char *text = report_read_text(path);
+    long long size = 0;
+    char *text = report_read_text_max(path, CLI_JSON_MAX_BYTES, &size);
+    if (!text && errno == EFBIG)
+        return cli_fail(err, errlen, "config %s: %lld bytes, above the limit of %d (1 MiB) for a config", path, size,
+                        CLI_JSON_MAX_BYTES), NULL;
     if (!text) return cli_fail(err, errlen, "cannot read config %s: %s", path, strerror(errno)), NULL;
     const char *where_err = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &where_err, 1);
@@ -632,6 +671,7 @@ static int json_value(const cJSON *item, const opt_spec *sp, const char *label, 
 static int load_options(run_config *rc, const cJSON *root, const char *path, char *err,
                         size_t errlen)
 {
+    recompute_seen seen = {0};
     for (const cJSON *item = root->child; item; item = item->next) {
         char label[PATH_MAX + 128];
         snprintf(label, sizeof label, "config %s: %s", path, item->string);
@@ -645,8 +685,11 @@ static int load_options(run_config *rc, const cJSON *root, const char *path, cha
         int flag;
         if (json_value(item, sp, label, value, sizeof value, &flag, err, errlen)) return -1;
         if (apply(rc, sp, value, flag, label, err, errlen)) return -1;
+        note_recompute(&seen, sp, value, flag);
     }
-    return 0;
+    char where[PATH_MAX + 16];
+    snprintf(where, sizeof where, "config %s", path);
+    return recompute_clash(&seen, where, err, errlen);
 }
 
 /* A config with "runs" (or "defaults") is a run list, run by the sweep driver. */
@@ -699,6 +742,7 @@ static int check_run_object(const cJSON *obj, const char *path, const char *pref
                     path, prefix, json_type_name(obj));
     run_config scratch;
     set_defaults(&scratch);
+    recompute_seen seen = {0};
     for (const cJSON *item = obj->child; item; item = item->next) {
         char label[PATH_MAX + 256];
         snprintf(label, sizeof label, "config %s: %s.%s", path, prefix, item->string);
@@ -728,9 +772,13 @@ static int check_run_object(const cJSON *obj, const char *path, const char *pref
             int flag;
             if (json_value(one, sp, elabel, value, sizeof value, &flag, err, errlen)) return -1;
             if (apply(&scratch, sp, value, flag, elabel, err, errlen)) return -1;
+            /* (a list's elements become runs of their own, whose command lines are checked whole) */
+            if (!cJSON_IsArray(item)) note_recompute(&seen, sp, value, flag);
         }
     }
-    return 0;
+    char where[PATH_MAX + 64];
+    snprintf(where, sizeof where, "config %s: %s", path, prefix);
+    return recompute_clash(&seen, where, err, errlen);
 }
 
 /* One fully expanded run (no arrays, method not "all") into a cli_run. */
@@ -1073,6 +1121,36 @@ static int validate(run_config *rc, char *err, size_t errlen)
     if (rc->profile && rc->eng.graphs == GRAPHS_ON)
         return cli_fail(err, errlen, "--graphs on: --profile times each op with events of its own, which a graph's "
                         "replay would not record (--graphs auto turns them off under --profile)");
+    /* Options that would be taken and then do nothing (issue 47): refused, not a label or a no-op. */
+    if (strcmp(rc->method, "all") == 0 && cli_given(rc, "window") && rc->eng.window > 0)
+        return cli_fail(err, errlen, "-w/--window %d with -m all: only stronghold has a window of layers, and the other "
+                        "engines' files would be named ws-%d (run -m stronghold -w %d, or -m all without -w)",
+                        rc->eng.window, rc->eng.window, rc->eng.window);
+    static const char *const fail_opts[] = {"fail-rank", "fail-phase", "fail-kind"};
+    for (size_t i = 0; i < sizeof fail_opts / sizeof fail_opts[0]; i++)
+        if (cli_given(rc, fail_opts[i]) && rc->fail_at <= 0)
+            return cli_fail(err, errlen, "--%s goes with --fail-at I (the iteration at which the fault happens)",
+                            fail_opts[i]);
+    if (cli_given(rc, "ckpt-every") && !rc->eng.ckpt_dir[0])
+        return cli_fail(err, errlen, "--ckpt-every %d goes with --ckpt-dir DIR (where the persistent checkpoints go)",
+                        rc->eng.ckpt_every);
+    if (cli_given(rc, "gemini-ckpt-from") && rc->eng.gemini_ckpt_from > rc->iters)
+        return cli_fail(err, errlen, "--gemini-ckpt-from %d: the run has only %d iterations (--iters)",
+                        rc->eng.gemini_ckpt_from, rc->iters);
+    if (cli_given(rc, "gemini-every") && rc->eng.gemini_every > rc->iters)
+        return cli_fail(err, errlen, "--gemini-every %d: the run has only %d iterations (--iters)",
+                        rc->eng.gemini_every, rc->iters);
+    if (rc->machine_path[0] && !rc->calibrate) {
+        /* (read by --predict, --search, and a training run's -w auto; --calibrate makes it) */
+        struct stat st;
+        const int fd = open(rc->machine_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        const int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : EISDIR;
+        if (fd >= 0) close(fd);
+        if (e == EISDIR)
+            return cli_fail(err, errlen, "machine file %s: not a regular file (the JSON file --calibrate writes was "
+                            "expected)", rc->machine_path);
+        if (e) return cli_fail(err, errlen, "machine file %s: %s (make one with --calibrate)", rc->machine_path, strerror(e));
+    }
     if (rc->search && (rc->predict || rc->calibrate || rc->find_max || rc->dry_run || rc->resume))
         return cli_fail(err, errlen, "--search plans and predicts by itself: not with --%s",
                         rc->predict ? "predict" : rc->calibrate ? "calibrate" : rc->find_max ? "find-max"
@@ -1193,6 +1271,7 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
     if (rc->config_path[0] && load_config(rc, rc->config_path, err, errlen)) return CLI_ERROR;
 
     /* Pass 2: every other option, overriding the config. */
+    recompute_seen seen = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         const opt_spec *sp = NULL;
@@ -1204,7 +1283,9 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
         }
         if (!sp || sp->id == OPT_CONFIG) continue;
         if (apply(rc, sp, optarg, 1, NULL, err, errlen)) return CLI_ERROR;
+        note_recompute(&seen, sp, optarg, 1);
     }
+    if (recompute_clash(&seen, "", err, errlen)) return CLI_ERROR;
     /* A run list's runs are checked one by one by the sweep driver (with their own shapes). */
     if (rc->config_runs) {
         rc->eng.shape.vocab_padded = gpt_pad_vocab(rc->eng.shape.vocab);

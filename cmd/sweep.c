@@ -272,6 +272,8 @@ static void run_training(const sweep *s, item *it, char *err, size_t errlen)
     }
     it->exit_code = cr.exited ? cr.exit_code : -1;
     snprintf(it->log, sizeof it->log, "%s", cr.log);
+    /* (a run whose record a full disk cut removes its log: the summary names no missing file) */
+    if (it->log[0] && access(it->log, F_OK) != 0) it->log[0] = '\0';
     if (cr.json[0]) run_outcome_read(cr.json, &it->o);
     if (!cr.exited) {
         it->st = ST_CRASHED;
@@ -520,6 +522,13 @@ int sweep_main(int argc, char **argv, const run_config *rc)
         if (!it->find_max || probe_item(&s, it, &pr, err, sizeof err) == 0) continue;
         if (pr.exited && pr.exit_code == EXIT_BAD_INPUT) goto done; /* (the child said why) */
         code = item_error(&s, it, err);
+        goto done;
+    }
+    /* A results directory that cannot be made or take files is bad input, as it is to one run
+     * (run_outputs_refused): said in one line before any run starts. */
+    if (!rc->dry_run && run_outputs_refused(rc, err, sizeof err) != 0) {
+        fprintf(stderr, "aebench: %s\n", err);
+        code = EXIT_BAD_INPUT;
         goto done;
     }
     if (!rc->dry_run && (lock_fd = lock_results(rc->results_dir, err, sizeof err)) < 0) {
