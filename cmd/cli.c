@@ -49,10 +49,10 @@ static const opt_spec specs[] = {
     {OPT_LAYERS, "layers", 'l', ARG_INT, "L", "transformer layers (default 16)"},
     {OPT_HIDDEN, "hidden", 'h', ARG_INT, "H", "hidden size (default 2048)"},
     {OPT_BATCH, "batch", 'b', ARG_INT, "B", "micro-batch size per rank (default 4)"},
-    {OPT_WINDOW, "window", 'w', ARG_TEXT, "W|auto", "GPU window of windowed engines (default auto)"},
+    {OPT_WINDOW, "window", 'w', ARG_TEXT, "W|auto", "GPU window of windowed engines (default auto; not with -m all)"},
     {OPT_HEADS, "heads", 0, ARG_INT, "N", "attention heads (default 16)"},
     {OPT_SEQ, "seq", 0, ARG_INT, "T", "sequence length (default 1024)"},
-    {OPT_VOCAB, "vocab", 0, ARG_INT, "V", "vocabulary size, padded to a multiple of 128 (default 50257)"},
+    {OPT_VOCAB, "vocab", 0, ARG_INT, "V", "vocabulary size, 2 or more, padded to a multiple of 128 (default 50257)"},
     {OPT_ITERS, "iters", 0, ARG_INT, "N", "training iterations (default 50)"},
     {OPT_LOG_INTERVAL, "log-interval", 0, ARG_INT, "N", "iterations per log line (default 10)"},
     {OPT_SEED, "seed", 0, ARG_INT, "S", "seed of initialisation and synthetic data (default 1234)"},
@@ -89,8 +89,8 @@ static const opt_spec specs[] = {
     {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
     {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
     {OPT_FAIL_RANK, "fail-rank", 0, ARG_TEXT, "R[,R...]", "the rank(s) that --fail-at kills, at once (default 0)"},
-    {OPT_FAIL_PHASE, "fail-phase", 0, ARG_TEXT, "forward|backward|checkpoint", "where in iteration --fail-at the rank dies: its start, its backward's (megatron-lm, gemini), its checkpoint's middle (gemini) (default forward)"},
-    {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware|stop", "what --fail-at does: kill the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching, or (stop) stop it (SIGSTOP: a hung rank, for the watchdogs) (default software)"},
+    {OPT_FAIL_PHASE, "fail-phase", 0, ARG_TEXT, "forward|backward|checkpoint", "with --fail-at: where in iteration I the rank dies: its start, its backward's (megatron-lm, gemini), its checkpoint's middle (gemini) (default forward)"},
+    {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware|stop", "with --fail-at: what it does: kill the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching, or (stop) stop it (SIGSTOP: a hung rank, for the watchdogs) (default software)"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
     {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive|interleave", "gemini: no checkpoint; every iteration's right after its step; or sent during the next step in the idle spans of its collectives (default interleave)"},
     {OPT_GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, or 1 on one rank)"},
@@ -103,7 +103,7 @@ static const opt_spec specs[] = {
     {OPT_CLIP_SPECULATE, "clip-speculate", 0, ARG_TEXT, "N|auto", "stronghold with clipping: the top N streamed layers updated as their grads arrive, redone exactly when the norm clips (auto: as many as host memory holds the undo copies of; 0: wait for the norm)"},
     {OPT_PLACEMENT, "placement", 0, ARG_TEXT, "bottom|spread|auto", "stronghold: its resident layers at the bottom of the model (the paper's window) or spread between the streamed ones, which hides the forward's copies (default auto: -w auto takes the faster, -w W bottom)"},
     {OPT_GEMINI_CKPT_FROM, "gemini-ckpt-from", 0, ARG_INT, "I", "gemini: checkpoint from iteration I on, train the ones before without (the artifact's comparison; default 1)"},
-    {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10)"},
+    {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10; only with --ckpt-dir)"},
     {OPT_GEMINI_EVERY, "gemini-every", 0, ARG_TEXT, "K|auto", "gemini: an in-memory checkpoint every K iterations (auto: the fewest that keep the checkpoints' exposed time under 1% of the step, chosen from interleave's measurements; default 1)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
@@ -116,7 +116,7 @@ static const opt_spec specs[] = {
     {OPT_TOP, "top", 0, ARG_INT, "K", "--search: how many configurations to print (default 5)"},
     {OPT_OUT, "out", 0, ARG_TEXT, "FILE", "--search: write the fastest as a config that --config FILE runs"},
     {OPT_VERIFY, "verify", 0, ARG_INT, "K", "--search: train the top K and K random feasible configurations and print predicted against measured"},
-    {OPT_HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", "every rank ends the job (exit 4) after S seconds without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); the --ranks supervisor ends a job none of whose ranks gets past MPI's start-up in S (auto: 120 s); 0: never (default auto)"},
+    {OPT_HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", "every rank ends the job (exit 4) after S seconds (1 or more) without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); the --ranks supervisor ends a job none of whose ranks gets past MPI's start-up in S (auto: 120 s); 0: never (default auto)"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
     {OPT_VERSION, "version", 0, ARG_NONE, NULL, "print the version"},
 };
@@ -1121,8 +1121,12 @@ static int validate(run_config *rc, char *err, size_t errlen)
     if (rc->profile && rc->eng.graphs == GRAPHS_ON)
         return cli_fail(err, errlen, "--graphs on: --profile times each op with events of its own, which a graph's "
                         "replay would not record (--graphs auto turns them off under --profile)");
-    /* Options that would be taken and then do nothing (issue 47): refused, not a label or a no-op. */
-    if (strcmp(rc->method, "all") == 0 && cli_given(rc, "window") && rc->eng.window > 0)
+    /* Options that would be taken and then do nothing (issue 47): refused, not a label or a no-op.
+     * (-m all -w W: but for a dry run, which names no file and plans each engine as it would
+     * run, and --search, which leaves the engines without a window out, saying so; --search's
+     * own probe is such a dry run) */
+    if (strcmp(rc->method, "all") == 0 && cli_given(rc, "window") && rc->eng.window > 0 && !rc->dry_run &&
+        !rc->search)
         return cli_fail(err, errlen, "-w/--window %d with -m all: only stronghold has a window of layers, and the other "
                         "engines' files would be named ws-%d (run -m stronghold -w %d, or -m all without -w)",
                         rc->eng.window, rc->eng.window, rc->eng.window);
@@ -1134,10 +1138,13 @@ static int validate(run_config *rc, char *err, size_t errlen)
     if (cli_given(rc, "ckpt-every") && !rc->eng.ckpt_dir[0])
         return cli_fail(err, errlen, "--ckpt-every %d goes with --ckpt-dir DIR (where the persistent checkpoints go)",
                         rc->eng.ckpt_every);
-    if (cli_given(rc, "gemini-ckpt-from") && rc->eng.gemini_ckpt_from > rc->iters)
+    /* (not in a child run of a sweep or --find-max, which report to it: --find-max's probes train
+     * 2 iterations of the run's options, whose --iters the find-max itself was checked with) */
+    const int reporting_child = getenv("AEBENCH_REPORT_FD") != NULL;
+    if (cli_given(rc, "gemini-ckpt-from") && rc->eng.gemini_ckpt_from > rc->iters && !reporting_child)
         return cli_fail(err, errlen, "--gemini-ckpt-from %d: the run has only %d iterations (--iters)",
                         rc->eng.gemini_ckpt_from, rc->iters);
-    if (cli_given(rc, "gemini-every") && rc->eng.gemini_every > rc->iters)
+    if (cli_given(rc, "gemini-every") && rc->eng.gemini_every > rc->iters && !reporting_child)
         return cli_fail(err, errlen, "--gemini-every %d: the run has only %d iterations (--iters)",
                         rc->eng.gemini_every, rc->iters);
     if (rc->machine_path[0] && !rc->calibrate) {
