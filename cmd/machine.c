@@ -345,7 +345,8 @@ static int write_file(cJSON *root, const char *path)
 {
     char *text = report_json_text(root);
     if (!text || report_write_text(path, text) != 0) {
-        fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, text ? strerror(errno) : "out of memory");
+        if (text && errno == ENOSPC) fprintf(stderr, "aebench: --calibrate: disk full writing %s\n", path);
+        else fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, text ? strerror(errno) : "out of memory");
         cJSON_free(text);
         return EXIT_RUN_ERROR;
     }

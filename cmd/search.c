@@ -733,10 +733,13 @@ static int write_json(const search *s, const cJSON *root, int layers, char *path
     if (!text) snprintf(err, sizeof err, "out of memory");
     int ok = f != NULL;
     if (f) {
-        ok = fputs(text, f) >= 0;
+        ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+        const int e = ok ? 0 : errno;
         ok = fclose(f) == 0 && ok;
         if (!ok) {
-            snprintf(err, sizeof err, "cannot write %s: %s", path, strerror(errno));
+            if (e) errno = e;
+            if (errno == ENOSPC) snprintf(err, sizeof err, "disk full writing %s", path);
+            else snprintf(err, sizeof err, "cannot write %s: %s", path, strerror(errno));
             unlink(path);
         }
     }

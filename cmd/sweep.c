@@ -474,8 +474,16 @@ static int lock_results(const char *dir, char *err, size_t errlen)
     }
     char pid[32];
     const int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        if (errno == ENOSPC) {
+            /* a full disk: every run's record would fail, one after the other; said once, before
+             * any starts (the lock file stays, as after every sweep: a waiter may hold it open) */
+            snprintf(err, errlen, "disk full writing %.1000s", path);
+            close(fd);
+            return -1;
+        }
         fprintf(stderr, "aebench: cannot write %s: %s\n", path, strerror(errno));
+    }
     return fd;
 }
 

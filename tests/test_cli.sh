@@ -732,3 +732,22 @@ for free_k in 0 4; do
     fi
     umount "$d/mnt"
 done
+# -m all on a full disk: said once, before any run starts (each would fail in turn); the sweep's
+# lock file stays, as after every sweep
+d="$DF/all"
+mkdir -p "$d/mnt" "$d/run"
+if ! mount -t tmpfs -o size=16K tmpfs "$d/mnt" 2>"$d/mount.err"; then
+    failc "-m all on a full disk" "cannot mount a 16 KiB tmpfs: $(cat "$d/mount.err")"
+else
+    dd if=/dev/zero of="$d/mnt/fill" bs=1k count=16 2>/dev/null
+    if exact_ending "-m all on a full disk" 1 "^aebench: disk full writing $d/mnt/.aebench-sweep.lock$" \
+        "$d/run" "$BIN" -m all "${TINY[@]}" --iters 2 --results "$d/mnt"; then
+        left=$(ls -A "$d/mnt" | grep -v '^fill$' | grep -v '^.aebench-sweep.lock$')
+        if [ -n "$left" ] || grep -q '^\[1/' "$d/run.out"; then
+            failc "-m all on a full disk" "a run started, or left: $left"
+        else
+            pass "-m all on a full disk: exit 1, one line 'disk full writing' its lock, no run started, nothing left"
+        fi
+    fi
+    umount "$d/mnt"
+fi
