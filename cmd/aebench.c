@@ -20,10 +20,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -136,6 +138,79 @@ static int fault_phase_refused(const run_config *rc, const engine_vtbl *eng, cha
     return 0;
 }
 
+/* Threads held at once by the probe below, each waiting until it is let go. */
+typedef struct thread_probe {
+    pthread_mutex_t lock;
+    pthread_cond_t go;
+    int released;
+} thread_probe;
+
+static void *probe_thread(void *arg)
+{
+    thread_probe *p = arg;
+    pthread_mutex_lock(&p->lock);
+    while (!p->released) pthread_cond_wait(&p->go, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+/* How many of `want` threads can run at once now (started, held, then ended); -1 when the
+ * probe itself cannot be set up. */
+static int threads_startable(int want)
+{
+    thread_probe p = {.released = 0};
+    pthread_t *t = calloc((size_t)want, sizeof *t);
+    pthread_attr_t attr;
+    if (!t || pthread_mutex_init(&p.lock, NULL) != 0) {
+        free(t);
+        return -1;
+    }
+    int n = -1;
+    if (pthread_cond_init(&p.go, NULL) == 0) {
+        if (pthread_attr_init(&attr) == 0) {
+            /* (small stacks: the probe asks for threads, not for memory) */
+            (void)pthread_attr_setstacksize(&attr, 64 * 1024);
+            n = 0;
+            while (n < want && pthread_create(&t[n], &attr, probe_thread, &p) == 0) n++;
+            pthread_attr_destroy(&attr);
+            pthread_mutex_lock(&p.lock);
+            p.released = 1;
+            pthread_cond_broadcast(&p.go);
+            pthread_mutex_unlock(&p.lock);
+            for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+        }
+        pthread_cond_destroy(&p.go);
+    }
+    pthread_mutex_destroy(&p.lock);
+    free(t);
+    return n;
+}
+
+/* Threads a run starts beside its --threads team: the backend's stream workers, the
+ * watchdog, the GPU clock's sampler, the host Adam pool's leader. */
+enum { THREADS_BESIDE_TEAM = 8 };
+
+/* --threads N under a limit on this user's processes (ulimit -u, RLIMIT_NPROC, which counts
+ * threads too): the OpenMP runtime aborts the process when it cannot start its team, which left
+ * a log without its JSON; so the threads are tried first, before anything is written, and a
+ * request the limit cannot honour is bad input.  (Root is not held to the limit.)  0, or -1 with
+ * the reason in err. */
+static int threads_refused(const run_config *rc, char *err, size_t errlen)
+{
+    struct rlimit lim;
+    if (geteuid() == 0 || getrlimit(RLIMIT_NPROC, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 0;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = rc->eng.threads > 0 ? rc->eng.threads : cores > 0 ? (int)cores : 1;
+    const int want = threads - 1 + THREADS_BESIDE_TEAM; /* (this thread is one of the team) */
+    const int could = threads_startable(want);
+    if (could < 0 || could >= want) return 0;
+    snprintf(err, errlen, "--threads %d%s: only %d more threads can start under this user's process limit (ulimit -u "
+             "%llu), and a run needs %d (its threads and %d of its own): lower --threads or raise the limit", threads,
+             rc->eng.threads > 0 ? "" : " (0: every core)", could, (unsigned long long)lim.rlim_cur, want,
+             THREADS_BESIDE_TEAM - 1);
+    return -1;
+}
+
 /* --gemini-store's "%m" (a store per machine) made machine's, in place. */
 static int store_of_machine(engine_config *e, int machine, char *err, size_t errlen)
 {
@@ -178,6 +253,12 @@ int main(int argc, char **argv)
         return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
     }
 
+    if (threads_refused(&rc, err, sizeof err) != 0) {
+        if (comm.world > 1) fprintf(stderr, "aebench: rank %d: %s\n", comm.rank, err);
+        else fprintf(stderr, "aebench: %s\n", err);
+        comm_finalize(&comm);
+        return EXIT_BAD_INPUT;
+    }
     if (comm.world == 1 && cli_resolve_hosts(&rc, err, sizeof err) != 0) {
         fprintf(stderr, "aebench: %s\n", err);
         comm_finalize(&comm);
@@ -310,6 +391,17 @@ int main(int argc, char **argv)
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
+    }
+    /* --machine FILE on a training run: what -w auto sizes stronghold's window by; a file that
+     * cannot be read, or has no entry for this shape, would be passed over in silence */
+    if (rc.machine_path[0] && !rc.calibrate && !rc.predict && !rc.dry_run) {
+        machine_rates m;
+        if (machine_load(rc.machine_path, &rc.eng, &m, err, sizeof err) != 0) {
+            if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
+            close_backend(be, rc.eng.device);
+            comm_finalize(&comm);
+            return EXIT_BAD_INPUT;
+        }
     }
     if (rc.calibrate || rc.predict) {
         char path[PATH_MAX + 256];

@@ -11,7 +11,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef AEBENCH_VERSION
 #define AEBENCH_VERSION "0.1.0"
@@ -47,10 +49,10 @@ static const opt_spec specs[] = {
     {OPT_LAYERS, "layers", 'l', ARG_INT, "L", "transformer layers (default 16)"},
     {OPT_HIDDEN, "hidden", 'h', ARG_INT, "H", "hidden size (default 2048)"},
     {OPT_BATCH, "batch", 'b', ARG_INT, "B", "micro-batch size per rank (default 4)"},
-    {OPT_WINDOW, "window", 'w', ARG_TEXT, "W|auto", "GPU window of windowed engines (default auto)"},
+    {OPT_WINDOW, "window", 'w', ARG_TEXT, "W|auto", "GPU window of windowed engines (default auto; not with -m all)"},
     {OPT_HEADS, "heads", 0, ARG_INT, "N", "attention heads (default 16)"},
     {OPT_SEQ, "seq", 0, ARG_INT, "T", "sequence length (default 1024)"},
-    {OPT_VOCAB, "vocab", 0, ARG_INT, "V", "vocabulary size, padded to a multiple of 128 (default 50257)"},
+    {OPT_VOCAB, "vocab", 0, ARG_INT, "V", "vocabulary size, 2 or more, padded to a multiple of 128 (default 50257)"},
     {OPT_ITERS, "iters", 0, ARG_INT, "N", "training iterations (default 50)"},
     {OPT_LOG_INTERVAL, "log-interval", 0, ARG_INT, "N", "iterations per log line (default 10)"},
     {OPT_SEED, "seed", 0, ARG_INT, "S", "seed of initialisation and synthetic data (default 1234)"},
@@ -87,8 +89,8 @@ static const opt_spec specs[] = {
     {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
     {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
     {OPT_FAIL_RANK, "fail-rank", 0, ARG_TEXT, "R[,R...]", "the rank(s) that --fail-at kills, at once (default 0)"},
-    {OPT_FAIL_PHASE, "fail-phase", 0, ARG_TEXT, "forward|backward|checkpoint", "where in iteration --fail-at the rank dies: its start, its backward's (megatron-lm, gemini), its checkpoint's middle (gemini) (default forward)"},
-    {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware|stop", "what --fail-at does: kill the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching, or (stop) stop it (SIGSTOP: a hung rank, for the watchdogs) (default software)"},
+    {OPT_FAIL_PHASE, "fail-phase", 0, ARG_TEXT, "forward|backward|checkpoint", "with --fail-at: where in iteration I the rank dies: its start, its backward's (megatron-lm, gemini), its checkpoint's middle (gemini) (default forward)"},
+    {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware|stop", "with --fail-at: what it does: kill the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching, or (stop) stop it (SIGSTOP: a hung rank, for the watchdogs) (default software)"},
     {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
     {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive|interleave", "gemini: no checkpoint; every iteration's right after its step; or sent during the next step in the idle spans of its collectives (default interleave)"},
     {OPT_GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, or 1 on one rank)"},
@@ -101,7 +103,7 @@ static const opt_spec specs[] = {
     {OPT_CLIP_SPECULATE, "clip-speculate", 0, ARG_TEXT, "N|auto", "stronghold with clipping: the top N streamed layers updated as their grads arrive, redone exactly when the norm clips (auto: as many as host memory holds the undo copies of; 0: wait for the norm)"},
     {OPT_PLACEMENT, "placement", 0, ARG_TEXT, "bottom|spread|auto", "stronghold: its resident layers at the bottom of the model (the paper's window) or spread between the streamed ones, which hides the forward's copies (default auto: -w auto takes the faster, -w W bottom)"},
     {OPT_GEMINI_CKPT_FROM, "gemini-ckpt-from", 0, ARG_INT, "I", "gemini: checkpoint from iteration I on, train the ones before without (the artifact's comparison; default 1)"},
-    {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10)"},
+    {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10; only with --ckpt-dir)"},
     {OPT_GEMINI_EVERY, "gemini-every", 0, ARG_TEXT, "K|auto", "gemini: an in-memory checkpoint every K iterations (auto: the fewest that keep the checkpoints' exposed time under 1% of the step, chosen from interleave's measurements; default 1)"},
     {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
     {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
@@ -114,7 +116,7 @@ static const opt_spec specs[] = {
     {OPT_TOP, "top", 0, ARG_INT, "K", "--search: how many configurations to print (default 5)"},
     {OPT_OUT, "out", 0, ARG_TEXT, "FILE", "--search: write the fastest as a config that --config FILE runs"},
     {OPT_VERIFY, "verify", 0, ARG_INT, "K", "--search: train the top K and K random feasible configurations and print predicted against measured"},
-    {OPT_HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", "every rank ends the job (exit 4) after S seconds without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); the --ranks supervisor ends a job none of whose ranks gets past MPI's start-up in S (auto: 120 s); 0: never (default auto)"},
+    {OPT_HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", "every rank ends the job (exit 4) after S seconds (1 or more) without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); the --ranks supervisor ends a job none of whose ranks gets past MPI's start-up in S (auto: 120 s); 0: never (default auto)"},
     {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
     {OPT_VERSION, "version", 0, ARG_NONE, NULL, "print the version"},
 };
@@ -201,7 +203,7 @@ static int parse_int(const char *text, long long lo, long long hi, long long *ou
  * blocks, heads x head size, ...) can wrap, and the byte counts are 64-bit; a vocabulary's
  * padding to a multiple of 128 still fits an int; CPU threads beyond what any host has only
  * make the OpenMP runtime fail; iterations leave room for one more. */
-enum { MAX_THREADS = 1024, MAX_VOCAB = 2147483647 - 127, MAX_DIM = 1 << 20, MAX_SEQ = 1 << 24,
+enum { MAX_THREADS = 1024, MIN_VOCAB = 2, MAX_VOCAB = 2147483647 - 127, MAX_DIM = 1 << 20, MAX_SEQ = 1 << 24,
        MAX_ITERS = 1000000000 };
 
 static long long int_max_of(int id)
@@ -270,6 +272,35 @@ static void set_defaults(run_config *rc)
     snprintf(rc->results_dir, sizeof rc->results_dir, "results");
 }
 
+/* --recompute M and --no-ckpt (the older name of --recompute none) given in one place (the
+ * command line, or one object of a config): whichever came last would win, so two that
+ * disagree are refused.  (A config's value overridden by the command line is not a clash.) */
+typedef struct recompute_seen {
+    int recompute, no_ckpt; /* given here */
+    int none;               /* --recompute's value is none */
+    int no_ckpt_flag;       /* --no-ckpt's value (false in a config: --recompute full) */
+    char value[16];
+} recompute_seen;
+
+static void note_recompute(recompute_seen *seen, const opt_spec *sp, const char *value, int flag)
+{
+    if (sp->id == OPT_RECOMPUTE) {
+        seen->recompute = 1;
+        seen->none = strcmp(value, "none") == 0;
+        snprintf(seen->value, sizeof seen->value, "%.15s", value);
+    } else if (sp->id == OPT_NO_CKPT) {
+        seen->no_ckpt = 1;
+        seen->no_ckpt_flag = flag;
+    }
+}
+
+static int recompute_clash(const recompute_seen *seen, const char *where, char *err, size_t errlen)
+{
+    if (!seen->recompute || !seen->no_ckpt || seen->none == seen->no_ckpt_flag) return 0;
+    return cli_fail(err, errlen, "%s%s--recompute %s and --no-ckpt%s contradict each other (--no-ckpt is --recompute "
+                    "none): give one", where, where[0] ? ": " : "", seen->value, seen->no_ckpt_flag ? "" : " false");
+}
+
 /* Apply one option whose value is text (from argv, or converted from JSON).
  * flag_value: for ARG_NONE options, 1 to set and 0 to clear.  label names the option in
  * messages: NULL for the command line ("--layers"), else where it came from in a config
@@ -286,12 +317,15 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     if (sp->kind == ARG_INT) {
         long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS || sp->id == OPT_ZERO_STAGE ||
                         sp->id == OPT_FAIL_RANK) ? 0 : 1;
+        /* (a vocabulary of one token has nothing to predict: its loss is 0 whatever the weights) */
+        if (sp->id == OPT_VOCAB) lo = MIN_VOCAB;
         const long long hi = int_max_of(sp->id);
         const int bad = parse_int(value, lo, hi, &iv);
         if (bad == -2)
             return cli_fail(err, errlen, "%s: %s is out of range: an integer from %lld to %lld%s", opt, value, lo, hi,
                             sp->id == OPT_THREADS ? " (CPU threads; 0: all cores)"
-                            : sp->id == OPT_VOCAB ? " (so that its padding to a multiple of 128 fits an int)" : "");
+                            : sp->id == OPT_VOCAB ? " (two tokens or more to predict; at most what its padding to a "
+                                                    "multiple of 128 leaves in an int)" : "");
         if (bad)
             return cli_fail(err, errlen, "%s: '%s' is not %s integer", opt,
                         value ? value : "", lo ? "a positive" : "a non-negative");
@@ -320,10 +354,7 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_BATCH: e->shape.batch = (int)iv; break;
     case OPT_HEADS: e->shape.heads = (int)iv; break;
     case OPT_SEQ: e->shape.seq = (int)iv; break;
-    case OPT_VOCAB:
-        if (iv < 2) return cli_fail(err, errlen, "%s: must be at least 2", opt);
-        e->shape.vocab = (int)iv;
-        break;
+    case OPT_VOCAB: e->shape.vocab = (int)iv; break;
     case OPT_WINDOW:
         if (parse_int_or_auto(value, 1, 1000000, 0, &e->window))
             return cli_fail(err, errlen, "%s: '%s' is neither a positive integer nor 'auto'", opt, value);
@@ -445,6 +476,10 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
     case OPT_HANG_TIMEOUT:
         if (watchdog_parse_timeout(value, &rc->hang_timeout_s))
             return cli_fail(err, errlen, "%s: '%s' is neither seconds (0 or more, 0: never) nor 'auto'", opt, value);
+        /* The watchdog looks once per tick and gives a lower rank a grace of seconds, so a
+         * limit under a second would not be kept; and the messages print whole seconds */
+        if (rc->hang_timeout_s > 0 && rc->hang_timeout_s < 1)
+            return cli_fail(err, errlen, "%s: %s s is below 1 s, the least the watchdogs keep (0: never)", opt, value);
         break;
     case OPT_PREDICT: rc->predict = flag_value; break;
     case OPT_SEARCH: rc->search = flag_value; break;
@@ -530,7 +565,11 @@ static cJSON *read_json(const char *path, char *err, size_t errlen)
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return cli_fail(err, errlen, "config %s: not a regular file (a JSON file was expected)", path), NULL;
-    char *text = report_read_text(path);
+    long long size = 0;
+    char *text = report_read_text_max(path, CLI_JSON_MAX_BYTES, &size);
+    if (!text && errno == EFBIG)
+        return cli_fail(err, errlen, "config %s: %lld bytes, above the limit of %d (1 MiB) for a config", path, size,
+                        CLI_JSON_MAX_BYTES), NULL;
     if (!text) return cli_fail(err, errlen, "cannot read config %s: %s", path, strerror(errno)), NULL;
     const char *where_err = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &where_err, 1);
@@ -632,6 +671,7 @@ static int json_value(const cJSON *item, const opt_spec *sp, const char *label, 
 static int load_options(run_config *rc, const cJSON *root, const char *path, char *err,
                         size_t errlen)
 {
+    recompute_seen seen = {0};
     for (const cJSON *item = root->child; item; item = item->next) {
         char label[PATH_MAX + 128];
         snprintf(label, sizeof label, "config %s: %s", path, item->string);
@@ -645,8 +685,11 @@ static int load_options(run_config *rc, const cJSON *root, const char *path, cha
         int flag;
         if (json_value(item, sp, label, value, sizeof value, &flag, err, errlen)) return -1;
         if (apply(rc, sp, value, flag, label, err, errlen)) return -1;
+        note_recompute(&seen, sp, value, flag);
     }
-    return 0;
+    char where[PATH_MAX + 16];
+    snprintf(where, sizeof where, "config %s", path);
+    return recompute_clash(&seen, where, err, errlen);
 }
 
 /* A config with "runs" (or "defaults") is a run list, run by the sweep driver. */
@@ -699,6 +742,7 @@ static int check_run_object(const cJSON *obj, const char *path, const char *pref
                     path, prefix, json_type_name(obj));
     run_config scratch;
     set_defaults(&scratch);
+    recompute_seen seen = {0};
     for (const cJSON *item = obj->child; item; item = item->next) {
         char label[PATH_MAX + 256];
         snprintf(label, sizeof label, "config %s: %s.%s", path, prefix, item->string);
@@ -728,9 +772,13 @@ static int check_run_object(const cJSON *obj, const char *path, const char *pref
             int flag;
             if (json_value(one, sp, elabel, value, sizeof value, &flag, err, errlen)) return -1;
             if (apply(&scratch, sp, value, flag, elabel, err, errlen)) return -1;
+            /* (a list's elements become runs of their own, whose command lines are checked whole) */
+            if (!cJSON_IsArray(item)) note_recompute(&seen, sp, value, flag);
         }
     }
-    return 0;
+    char where[PATH_MAX + 64];
+    snprintf(where, sizeof where, "config %s: %s", path, prefix);
+    return recompute_clash(&seen, where, err, errlen);
 }
 
 /* One fully expanded run (no arrays, method not "all") into a cli_run. */
@@ -1073,6 +1121,43 @@ static int validate(run_config *rc, char *err, size_t errlen)
     if (rc->profile && rc->eng.graphs == GRAPHS_ON)
         return cli_fail(err, errlen, "--graphs on: --profile times each op with events of its own, which a graph's "
                         "replay would not record (--graphs auto turns them off under --profile)");
+    /* Options that would be taken and then do nothing (issue 47): refused, not a label or a no-op.
+     * (-m all -w W: but for a dry run, which names no file and plans each engine as it would
+     * run, and --search, which leaves the engines without a window out, saying so; --search's
+     * own probe is such a dry run) */
+    if (strcmp(rc->method, "all") == 0 && cli_given(rc, "window") && rc->eng.window > 0 && !rc->dry_run &&
+        !rc->search)
+        return cli_fail(err, errlen, "-w/--window %d with -m all: only stronghold has a window of layers, and the other "
+                        "engines' files would be named ws-%d (run -m stronghold -w %d, or -m all without -w)",
+                        rc->eng.window, rc->eng.window, rc->eng.window);
+    static const char *const fail_opts[] = {"fail-rank", "fail-phase", "fail-kind"};
+    for (size_t i = 0; i < sizeof fail_opts / sizeof fail_opts[0]; i++)
+        if (cli_given(rc, fail_opts[i]) && rc->fail_at <= 0)
+            return cli_fail(err, errlen, "--%s goes with --fail-at I (the iteration at which the fault happens)",
+                            fail_opts[i]);
+    if (cli_given(rc, "ckpt-every") && !rc->eng.ckpt_dir[0])
+        return cli_fail(err, errlen, "--ckpt-every %d goes with --ckpt-dir DIR (where the persistent checkpoints go)",
+                        rc->eng.ckpt_every);
+    /* (not in a child run of a sweep or --find-max, which report to it: --find-max's probes train
+     * 2 iterations of the run's options, whose --iters the find-max itself was checked with) */
+    const int reporting_child = getenv("AEBENCH_REPORT_FD") != NULL;
+    if (cli_given(rc, "gemini-ckpt-from") && rc->eng.gemini_ckpt_from > rc->iters && !reporting_child)
+        return cli_fail(err, errlen, "--gemini-ckpt-from %d: the run has only %d iterations (--iters)",
+                        rc->eng.gemini_ckpt_from, rc->iters);
+    if (cli_given(rc, "gemini-every") && rc->eng.gemini_every > rc->iters && !reporting_child)
+        return cli_fail(err, errlen, "--gemini-every %d: the run has only %d iterations (--iters)",
+                        rc->eng.gemini_every, rc->iters);
+    if (rc->machine_path[0] && !rc->calibrate) {
+        /* (read by --predict, --search, and a training run's -w auto; --calibrate makes it) */
+        struct stat st;
+        const int fd = open(rc->machine_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        const int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : EISDIR;
+        if (fd >= 0) close(fd);
+        if (e == EISDIR)
+            return cli_fail(err, errlen, "machine file %s: not a regular file (the JSON file --calibrate writes was "
+                            "expected)", rc->machine_path);
+        if (e) return cli_fail(err, errlen, "machine file %s: %s (make one with --calibrate)", rc->machine_path, strerror(e));
+    }
     if (rc->search && (rc->predict || rc->calibrate || rc->find_max || rc->dry_run || rc->resume))
         return cli_fail(err, errlen, "--search plans and predicts by itself: not with --%s",
                         rc->predict ? "predict" : rc->calibrate ? "calibrate" : rc->find_max ? "find-max"
@@ -1193,6 +1278,7 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
     if (rc->config_path[0] && load_config(rc, rc->config_path, err, errlen)) return CLI_ERROR;
 
     /* Pass 2: every other option, overriding the config. */
+    recompute_seen seen = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         const opt_spec *sp = NULL;
@@ -1204,7 +1290,9 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
         }
         if (!sp || sp->id == OPT_CONFIG) continue;
         if (apply(rc, sp, optarg, 1, NULL, err, errlen)) return CLI_ERROR;
+        note_recompute(&seen, sp, optarg, 1);
     }
+    if (recompute_clash(&seen, "", err, errlen)) return CLI_ERROR;
     /* A run list's runs are checked one by one by the sweep driver (with their own shapes). */
     if (rc->config_runs) {
         rc->eng.shape.vocab_padded = gpt_pad_vocab(rc->eng.shape.vocab);

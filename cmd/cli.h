@@ -24,6 +24,11 @@
 
 enum { FAIL_SOFTWARE = 0, FAIL_HARDWARE = 1, FAIL_STOP = 2 };
 
+/* The largest JSON input read (a config, a run list, a machine file): each is read whole and
+ * parsed in memory, several times its size, so a larger file is refused before it is read.
+ * The largest of ours (a machine file of many shapes) is tens of KiB. */
+enum { CLI_JSON_MAX_BYTES = 1 << 20 };
+
 typedef struct run_config {
     char method[64];       /* an engine name, an alias, or "all" */
     engine_config eng;

@@ -242,8 +242,9 @@ static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
     cJSON_Delete(root);
     if (!text) return -1;
     const int rc_ = report_write_text(r->json, text);
-    if (rc_) fprintf(stderr, "aebench: cannot write %s: %s\n", r->json, strerror(errno));
+    const int e = errno;
     cJSON_free(text);
+    errno = e;
     return rc_;
 }
 
@@ -411,11 +412,23 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
            c.eng->name, max, out->params, out->params / 1e9, out->next_layers,
            out->next_memory[0] ? out->next_memory : "error", out->next_short, sb);
     fm_log(&c, "next size: %s", out->reason);
-    int closed = fclose(c.log);
+    /* (a write the stream kept shows at its close: the log is checked whole there) */
+    const int log_bad = ferror(c.log), closed = fclose(c.log);
+    const int log_errno = errno;
     c.log = NULL;
-    if (closed != 0) fprintf(stderr, "aebench: error closing %s\n", out->log);
-    if (write_findmax_json(&c, out) || closed != 0) out->status = EXIT_RUN_ERROR;
-    printf("  find-max log:  %s\n  find-max json: %s\n", out->log, out->json);
+    const int json_bad = log_bad || closed != 0 ? 0 : write_findmax_json(&c, out);
+    if (log_bad || closed != 0 || json_bad) {
+        /* a full disk: the record is whole or not there, and nothing names what is not */
+        const int e = json_bad ? (errno ? errno : EIO) : closed != 0 && log_errno ? log_errno : EIO;
+        fprintf(stderr, "aebench: %s writing %s (the find-max's log and JSON are not kept)\n",
+                e == ENOSPC ? "disk full" : strerror(e), json_bad ? out->json : out->log);
+        unlink(out->log);
+        unlink(out->json);
+        out->log[0] = out->json[0] = '\0';
+        out->status = EXIT_RUN_ERROR;
+    } else {
+        printf("  find-max log:  %s\n  find-max json: %s\n", out->log, out->json);
+    }
     free(c.tried);
     return 0;
 fail_out:

@@ -60,6 +60,10 @@ static int parse_line(char *line, char name[HOSTFILE_NAME_MAX], int *slots, cons
             return -1;
         }
     }
+    if (strlen(tok) > HOSTFILE_NAME_LONGEST) {
+        *why = "the host name is longer than 253 characters, the most a DNS name has";
+        return -1;
+    }
     if (!name_ok(tok, strlen(tok))) {
         *why = "not a host name (letters, digits, '.', '-', '_')";
         return -1;

@@ -15,7 +15,8 @@
 
 #include <stddef.h>
 
-enum { HOSTFILE_MAX_HOSTS = 1024, HOSTFILE_NAME_MAX = 256, HOSTFILE_MAX_BYTES = 1 << 20 };
+/* (a name's longest: a DNS name's 253 characters, RFC 1035 and 2181; NAME_MAX holds it and its NUL) */
+enum { HOSTFILE_MAX_HOSTS = 1024, HOSTFILE_NAME_LONGEST = 253, HOSTFILE_NAME_MAX = 256, HOSTFILE_MAX_BYTES = 1 << 20 };
 
 typedef struct host_list {
     int n;                                         /* machines */

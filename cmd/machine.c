@@ -108,7 +108,13 @@ static cJSON *read_json(const char *path, char *err, size_t errlen)
                  path);
         return NULL;
     }
-    char *text = report_read_text(path);
+    long long size = 0;
+    char *text = report_read_text_max(path, CLI_JSON_MAX_BYTES, &size);
+    if (!text && errno == EFBIG) {
+        snprintf(err, errlen, "machine file %s: %lld bytes, above the limit of %d (1 MiB) for a machine file", path,
+                 size, CLI_JSON_MAX_BYTES);
+        return NULL;
+    }
     if (!text) {
         snprintf(err, errlen, "machine file %s: %s (make one with --calibrate)", path, strerror(errno));
         return NULL;
@@ -123,7 +129,13 @@ static cJSON *read_json(const char *path, char *err, size_t errlen)
     return root;
 }
 
-/* A positive number field, or -1 with err set. */
+/* The bounds of every measured value (ms, GB/s, bytes, ratios, threads): far beyond any machine
+ * either way, and near enough that no prediction's sums and products of them overflow (a
+ * value of 1e308 made one "inf ms/it"). */
+#define FIELD_MIN 1e-9
+#define FIELD_MAX 1e18
+
+/* A positive number field within the bounds above, or -1 with err set. */
 static int field(const cJSON *o, const char *where, const char *name, const char *path, double *out,
                  char *err, size_t errlen)
 {
@@ -131,6 +143,11 @@ static int field(const cJSON *o, const char *where, const char *name, const char
     if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble)) {
         snprintf(err, errlen, "machine file %s: %s.%s is %s", path, where, name,
                  v ? "not a positive number" : "missing");
+        return -1;
+    }
+    if (v->valuedouble < FIELD_MIN || v->valuedouble > FIELD_MAX) {
+        snprintf(err, errlen, "machine file %s: %s.%s is %g, outside what any machine measures (%g to %g)", path,
+                 where, name, v->valuedouble, FIELD_MIN, FIELD_MAX);
         return -1;
     }
     *out = v->valuedouble;
@@ -211,6 +228,20 @@ static int ckpt_dir_from(const cJSON *e, const char *where, const char *path, ma
                : 0;
 }
 
+/* The file's format version is this aebench's: another format's fields could mean other things,
+ * and read as this one's they would predict nonsense without a word.  0, or -1 with err set. */
+static int version_refused(const cJSON *root, const char *path, char *err, size_t errlen)
+{
+    const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "aebench_machine");
+    if (cJSON_IsNumber(version) && version->valuedouble == MACHINE_FORMAT) return 0;
+    char found[64] = "missing";
+    if (cJSON_IsNumber(version)) snprintf(found, sizeof found, "%g", version->valuedouble);
+    else if (version) snprintf(found, sizeof found, "not a number");
+    snprintf(err, errlen, "machine file %s: format version (aebench_machine) %s, but this aebench reads version %d",
+             path, found, MACHINE_FORMAT);
+    return -1;
+}
+
 int machine_load(const char *path, const engine_config *cfg, machine_rates *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -220,6 +251,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     const cJSON *rates = cJSON_GetObjectItemCaseSensitive(root, "rates");
     const cJSON *entry = find_entry(root, cfg);
     double w[NCOMPUTE_FIELDS];
+    if (version_refused(root, path, err, errlen)) goto out;
     if (!cJSON_IsObject(rates)) {
         snprintf(err, errlen, "machine file %s: rates is missing", path);
         goto out;
@@ -313,7 +345,8 @@ static int write_file(cJSON *root, const char *path)
 {
     char *text = report_json_text(root);
     if (!text || report_write_text(path, text) != 0) {
-        fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, text ? strerror(errno) : "out of memory");
+        if (text && errno == ENOSPC) fprintf(stderr, "aebench: --calibrate: disk full writing %s\n", path);
+        else fprintf(stderr, "aebench: --calibrate: cannot write %s: %s\n", path, text ? strerror(errno) : "out of memory");
         cJSON_free(text);
         return EXIT_RUN_ERROR;
     }
@@ -1005,6 +1038,10 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
     cJSON *root = NULL;
     if (access(path, F_OK) == 0) {
         root = read_json(path, err, sizeof err);
+        if (root && version_refused(root, path, err, sizeof err)) {
+            cJSON_Delete(root);
+            root = NULL;
+        }
         if (!root) {
             fprintf(stderr, "aebench: %s (move it away to calibrate anew)\n", err);
             return EXIT_BAD_INPUT;
@@ -1017,7 +1054,7 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
     if (gethostname(host, sizeof host) != 0) host[0] = '\0';
     host[sizeof host - 1] = '\0';
     cJSON_DeleteItemFromObjectCaseSensitive(root, "aebench_machine");
-    cJSON_AddNumberToObject(root, "aebench_machine", 1);
+    cJSON_AddNumberToObject(root, "aebench_machine", MACHINE_FORMAT);
     cJSON_DeleteItemFromObjectCaseSensitive(root, "host");
     cJSON_AddStringToObject(root, "host", host);
     cJSON_DeleteItemFromObjectCaseSensitive(root, "device");
@@ -1214,7 +1251,13 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
         return 0;
     }
     char err[600] = "";
-    cJSON *root = access(path, F_OK) == 0 ? read_json(path, err, sizeof err) : cJSON_CreateObject();
+    const int existed = access(path, F_OK) == 0;
+    cJSON *root = existed ? read_json(path, err, sizeof err) : cJSON_CreateObject();
+    if (root && existed && version_refused(root, path, err, sizeof err)) {
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    if (root && !existed) cJSON_AddNumberToObject(root, "aebench_machine", MACHINE_FORMAT);
     if (!root) {
         fprintf(stderr, "aebench: %s\n", err);
         cJSON_Delete(shared);
@@ -1341,6 +1384,12 @@ int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_bud
             printf("predict %-14s not modelled yet%s%s | plan GPU %s, host %s: %s\n", eng->name, p.why[0] ? ": " : "",
                    p.why, g, h, fits ? "fits" : "does not fit");
             continue;
+        }
+        if (!isfinite(p.ms) || !(p.ms > 0)) {
+            /* (the fields' bounds keep this from happening; a prediction is never printed as inf) */
+            fprintf(stderr, "aebench: machine file: %s's prediction from its values is %g ms/it, not a time\n",
+                    eng->name, p.ms);
+            return EXIT_BAD_INPUT;
         }
         any = 1;
         const int B = rc->eng.shape.batch * engine_micro_batches(&rc->eng) * engine_world(&rc->eng);

@@ -20,6 +20,8 @@
 #include "../engines/runtime/comm.h"
 
 enum { MACHINE_FRESH_DAYS = 7 };
+/* The file's format ("aebench_machine"): what machine_load reads, what --calibrate writes. */
+enum { MACHINE_FORMAT = 1 };
 
 /* The default machine file of this host and backend into out (results_dir/machine_H_D.json). */
 int machine_default_path(char *out, size_t len, const char *results_dir, const gpt_backend *be);

@@ -128,6 +128,11 @@ double median_of(const double *v, int n)
 
 char *report_read_text(const char *path)
 {
+    return report_read_text_max(path, SIZE_MAX, NULL);
+}
+
+char *report_read_text_max(const char *path, size_t max_bytes, long long *size)
+{
     /* (a regular file only: O_NONBLOCK so that a FIFO named here cannot block the open) */
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return NULL;
@@ -135,6 +140,12 @@ char *report_read_text(const char *path)
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         errno = EINVAL;
+        return NULL;
+    }
+    if (size) *size = (long long)st.st_size;
+    if ((unsigned long long)st.st_size > max_bytes) {
+        close(fd);
+        errno = EFBIG;
         return NULL;
     }
     FILE *f = fdopen(fd, "rb");
@@ -158,6 +169,11 @@ char *report_read_text(const char *path)
         const size_t got = fread(text + len, 1, 4096, f);
         len += got;
         if (got < 4096) break;
+        if (len > max_bytes) { /* (it grew after the fstat) */
+            bad = EFBIG;
+            if (size) *size = (long long)len;
+            break;
+        }
     }
     if (!bad && ferror(f)) bad = EIO;
     fclose(f);
@@ -186,8 +202,12 @@ int report_write_text(const char *path, const char *text)
         if (fd >= 0) close(fd);
         return -1;
     }
-    int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    ok = (fclose(f) == 0) && ok;
+    /* (every step checked: on a full disk the write, the flush or the sync is the one that
+     * says so, and the file is then not renamed into place) */
+    const int written = fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0 && fsync(fd) == 0;
+    const int e_write = written ? 0 : errno;
+    int ok = (fclose(f) == 0) && written;
+    if (e_write) errno = e_write;
     if (ok && rename(tmp, path) == 0) return 0;
     const int e = errno;
     unlink(tmp);
@@ -243,7 +263,8 @@ FILE *report_create_unique(const char *dir, const char *name, const char *ext, c
         const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0 && errno == EEXIST) continue;
         if (fd < 0) {
-            snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+            if (errno == ENOSPC) snprintf(err, errlen, "disk full writing %s", path);
+            else snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
             return NULL;
         }
         FILE *f = fdopen(fd, "w");

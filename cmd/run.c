@@ -105,6 +105,7 @@ typedef struct run_state {
     gpu_clock *clock;         /* rank 0's GPU clock and power beside the steps (NULL: none) */
     char clock_why[300];      /* why there is none, on a CUDA backend */
     int clock_done;           /* sampled from the second iteration to the last, and stopped */
+    int record_discarded;     /* the log and JSON were removed: the JSON could not be written */
 } run_state;
 
 /* A write of the run's record failed (a full disk): the run ends at once, saying which file
@@ -976,9 +977,24 @@ static int write_json(run_state *s)
     cJSON_Delete(root);
     if (!text) return -1;
     const int rc_ = report_write_text(s->json_path, text);
-    if (rc_) fprintf(stderr, "aebench: cannot write %s: %s\n", s->json_path, strerror(errno));
+    const int e = errno;
     cJSON_free(text);
+    errno = e;
     return rc_;
+}
+
+/* The run's JSON could not be written (a full disk): the record is whole or not there, so the
+ * log (cut short, or empty) and any earlier JSON (a "running" one) go too, and nothing names
+ * them; the reason, the first write that failed, is the run's message. */
+static void discard_record(run_state *s, int err)
+{
+    record_failed(s, s->json_path, err);
+    if (unlink(s->log_path) != 0 && errno != ENOENT)
+        fprintf(stderr, "aebench: cannot remove %s: %s\n", s->log_path, strerror(errno));
+    if (unlink(s->json_path) != 0 && errno != ENOENT)
+        fprintf(stderr, "aebench: cannot remove %s: %s\n", s->json_path, strerror(errno));
+    s->has_log = 0;
+    s->record_discarded = 1;
 }
 
 /* The artifact's lines for the interval (first, last] of iterations. */
@@ -1098,6 +1114,10 @@ static void print_summary(run_state *s)
             bound_schedule_why(s->eng, &s->ec, roof, why, sizeof why);
             printf("  bound: %.1f ms/it (%s) | measured %.2fx of it\n", sched, why, med / sched);
         }
+    } else if (s->record_discarded) {
+        /* (stdout names no file that is not there: the message, on stderr, names the one) */
+        printf("  FAILED: the run's log and JSON could not be written in %s, and neither is kept (see stderr)\n",
+               s->rc->results_dir);
     } else if (s->status == EXIT_RUN_OK) {
         /* (a recovered job whose checkpoint is its last iteration: done before it started) */
         printf("  done: nothing left to train: iterations 1-%d were trained by the job this one recovers\n",
@@ -1219,6 +1239,7 @@ static void run_hung(void *ctx, const char *why)
         if (fclose(s->log) != 0) fprintf(stderr, "aebench: error closing %s\n", s->log_path);
         s->log = NULL;
         if (write_json(s) == 0) report_to_parent("json %s", s->json_path);
+        else fprintf(stderr, "aebench: cannot write %s: %s\n", s->json_path, strerror(errno));
     }
     remove_heartbeat_dir(s);
     fflush(stdout);
@@ -1690,10 +1711,11 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         logline(&s, "%s: %s", s.status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "ERROR", s.message);
     }
     if (s.has_log) {
-        if (fclose(s.log) != 0) fprintf(stderr, "aebench: error closing %s\n", s.log_path);
+        /* (the log's last lines reach the disk at its close: a full disk can say so there) */
+        if (fclose(s.log) != 0) record_failed(&s, s.log_path, errno ? errno : EIO);
         s.log = NULL;
         if (write_json(&s) == 0) report_to_parent("json %s", s.json_path);
-        else if (s.status == EXIT_RUN_OK) s.status = EXIT_RUN_ERROR;
+        else discard_record(&s, errno ? errno : EIO);
     }
     if (s.rank == 0 && s.status != EXIT_RUN_OK)
         fprintf(stderr, "aebench: %s\n", s.message);

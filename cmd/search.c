@@ -733,10 +733,13 @@ static int write_json(const search *s, const cJSON *root, int layers, char *path
     if (!text) snprintf(err, sizeof err, "out of memory");
     int ok = f != NULL;
     if (f) {
-        ok = fputs(text, f) >= 0;
+        ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+        const int e = ok ? 0 : errno;
         ok = fclose(f) == 0 && ok;
         if (!ok) {
-            snprintf(err, sizeof err, "cannot write %s: %s", path, strerror(errno));
+            if (e) errno = e;
+            if (errno == ENOSPC) snprintf(err, sizeof err, "disk full writing %s", path);
+            else snprintf(err, sizeof err, "cannot write %s: %s", path, strerror(errno));
             unlink(path);
         }
     }
@@ -1136,6 +1139,23 @@ int search_main(int argc, char **argv, const run_config *rc)
             fprintf(stderr, "aebench: --out %s: its directory %s is not a writable directory\n", rc->search_out, dir);
             return EXIT_BAD_INPUT;
         }
+        /* (access() says yes to root where the file system says no, /proc: a file is made
+         * there and removed at once, as the winner's will be made) */
+        char probe_path[PATH_MAX + 64];
+        int e = ENAMETOOLONG;
+        if (snprintf(probe_path, sizeof probe_path, "%s/.aebench-probe-%ld", dir, (long)getpid()) < (int)sizeof probe_path) {
+            const int fd = open(probe_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+            e = fd < 0 ? errno : 0;
+            if (fd >= 0) {
+                close(fd);
+                unlink(probe_path);
+            }
+        }
+        if (e) {
+            fprintf(stderr, "aebench: --out %s: its directory %s is not a writable directory (%s)\n", rc->search_out,
+                    dir, strerror(e));
+            return EXIT_BAD_INPUT;
+        }
         if (lstat(rc->search_out, &st) == 0 && !S_ISREG(st.st_mode)) {
             fprintf(stderr, "aebench: --out %s: exists and is not a regular file\n", rc->search_out);
             return EXIT_BAD_INPUT;
@@ -1236,7 +1256,10 @@ int search_main(int argc, char **argv, const run_config *rc)
     int status = 0;
     if (s.n == 0) {
         printf("search: no configuration is predicted%s\n", layers > 0 ? " (see the counts above)" : "");
-        status = EXIT_RUN_ERROR;
+        /* out of memory when the budgets are what stopped them, as --find-max says it */
+        long over = 0;
+        for (int t = 0; t < TIERS; t++) over += s.t.over[t];
+        status = layers == 0 || over > 0 ? EXIT_RUN_OOM : EXIT_RUN_ERROR;
     } else if (print_top(&s, rc->search_largest) != 0) {
         goto oom_json;
     }

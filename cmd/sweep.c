@@ -272,6 +272,8 @@ static void run_training(const sweep *s, item *it, char *err, size_t errlen)
     }
     it->exit_code = cr.exited ? cr.exit_code : -1;
     snprintf(it->log, sizeof it->log, "%s", cr.log);
+    /* (a run whose record a full disk cut removes its log: the summary names no missing file) */
+    if (it->log[0] && access(it->log, F_OK) != 0) it->log[0] = '\0';
     if (cr.json[0]) run_outcome_read(cr.json, &it->o);
     if (!cr.exited) {
         it->st = ST_CRASHED;
@@ -472,8 +474,16 @@ static int lock_results(const char *dir, char *err, size_t errlen)
     }
     char pid[32];
     const int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        if (errno == ENOSPC) {
+            /* a full disk: every run's record would fail, one after the other; said once, before
+             * any starts (the lock file stays, as after every sweep: a waiter may hold it open) */
+            snprintf(err, errlen, "disk full writing %.1000s", path);
+            close(fd);
+            return -1;
+        }
         fprintf(stderr, "aebench: cannot write %s: %s\n", path, strerror(errno));
+    }
     return fd;
 }
 
@@ -520,6 +530,13 @@ int sweep_main(int argc, char **argv, const run_config *rc)
         if (!it->find_max || probe_item(&s, it, &pr, err, sizeof err) == 0) continue;
         if (pr.exited && pr.exit_code == EXIT_BAD_INPUT) goto done; /* (the child said why) */
         code = item_error(&s, it, err);
+        goto done;
+    }
+    /* A results directory that cannot be made or take files is bad input, as it is to one run
+     * (run_outputs_refused): said in one line before any run starts. */
+    if (!rc->dry_run && run_outputs_refused(rc, err, sizeof err) != 0) {
+        fprintf(stderr, "aebench: %s\n", err);
+        code = EXIT_BAD_INPUT;
         goto done;
     }
     if (!rc->dry_run && (lock_fd = lock_results(rc->results_dir, err, sizeof err)) < 0) {

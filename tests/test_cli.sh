@@ -46,8 +46,10 @@ bad_input "non-numeric hidden" "hidden: 'big' is not a positive integer" -h big
 bad_input "non-numeric iters" "iters: '5x' is not a positive integer" --iters 5x
 # (issue 29: a vocabulary whose padding wrapped a signed int, and numbers beyond an int, were
 # accepted or called "not a positive integer")
-bad_input "vocab whose padding would wrap" "vocab: 2147483521 is out of range: an integer from 1 to 2147483520" --dry-run --vocab 2147483521
-bad_input "vocab beyond an int" "vocab: 4000000000 is out of range: an integer from 1 to 2147483520" --vocab 4000000000
+bad_input "vocab whose padding would wrap" "vocab: 2147483521 is out of range: an integer from 2 to 2147483520" --dry-run --vocab 2147483521
+bad_input "vocab beyond an int" "vocab: 4000000000 is out of range: an integer from 2 to 2147483520" --vocab 4000000000
+# (issue 47: the range said "from 1", and 1 was refused with another message)
+bad_input "vocab of one token" "vocab: 1 is out of range: an integer from 2 to 2147483520" --vocab 1
 bad_input "layers beyond 64 bits" "layers: 99999999999999999999 is out of range: an integer from 1 to 1048576" -l 99999999999999999999
 bad_input "threads beyond any host" "threads: 100000 is out of range: an integer from 0 to 1024 (CPU threads; 0: all cores)" --threads 100000
 bad_input "--profile with --predict" "--profile times the steps a run trains: not with --predict" --profile --predict
@@ -70,6 +72,10 @@ bad_input "--hosts with slots=x" "line 1: slots= is not a count" --ranks 2 --hos
 bad_input "--hosts with two hosts on a line" "line 1: more than one host on the line" --ranks 2 --hosts "$HF/two" --dry-run
 bad_input "--hosts listing nothing" "lists no machine" --ranks 2 --hosts "$HF/empty" --dry-run
 bad_input "--hosts with a bad name" "line 1: not a host name" --ranks 2 --hosts "$HF/name" --dry-run
+# (issue 47: a name too long was "not a host name")
+printf '%s:2\n' "$(head -c 300 /dev/zero | tr '\0' a)" >"$HF/long"
+bad_input "--hosts with a 300-character name" "line 1: the host name is longer than 253 characters, the most a DNS name has" \
+    --ranks 2 --hosts "$HF/long" --dry-run
 bad_input "--hosts whose first machine is another" "its first machine, node-that-is-not-here.example, is where mpiexec starts rank 0" \
     --ranks 2 --hosts "$HF/remote" --dry-run
 # the largest vocabulary: an exact parameter count (no wrapped number), the plan in 64 bits
@@ -142,6 +148,109 @@ bad_input "missing data file" "cannot open data file" "${TINY[@]}" --data "$WORK
 if ! nm "$BIN" 2>/dev/null | grep -q cublas; then
     bad_input "cuda without a CUDA build" "device cuda is not usable" --device cuda
 fi
+
+# ---- options taken without effect, refused (issue 47), on the command line and in configs ---
+bad_input "-m all -w 1 (a window only stronghold has)" "-w/--window 1 with -m all: only stronghold has a window of layers" \
+    -m all "${TINY[@]}" -w 1
+printf '{"method": "all", "window": 1}' >"$WORK/allw.json"
+bad_input "a config's method all with a window" "-w/--window 1 with -m all" --config "$WORK/allw.json" "${TINY[@]}"
+bad_input "--fail-kind without --fail-at" "--fail-kind goes with --fail-at I" "${TINY[@]}" --fail-kind stop
+bad_input "--fail-phase without --fail-at" "--fail-phase goes with --fail-at I" "${TINY[@]}" --fail-phase backward
+bad_input "--fail-rank without --fail-at" "--fail-rank goes with --fail-at I" "${TINY[@]}" --fail-rank 1
+printf '{"fail-kind": "hardware"}' >"$WORK/failkind.json"
+bad_input "a config's fail-kind without fail-at" "--fail-kind goes with --fail-at I" --config "$WORK/failkind.json" "${TINY[@]}"
+bad_input "--machine missing on a training run" "machine file $WORK/none.json: No such file or directory" \
+    "${TINY[@]}" --iters 1 --machine "$WORK/none.json"
+bad_input "-m all --machine missing" "machine file $WORK/none.json: No such file or directory" \
+    -m all "${TINY[@]}" --iters 1 --machine "$WORK/none.json"
+bad_input "--gemini-every beyond --iters" "--gemini-every 60: the run has only 50 iterations (--iters)" \
+    -m gemini "${TINY[@]}" --iters 50 --gemini-every 60
+bad_input "--gemini-ckpt-from beyond --iters" "--gemini-ckpt-from 6: the run has only 5 iterations (--iters)" \
+    -m gemini "${TINY[@]}" --iters 5 --gemini-ckpt-from 6
+printf '{"runs": [{"method": "gemini", "iters": 5, "gemini-every": "9"}]}' >"$WORK/every.json"
+bad_input "a run list's gemini-every beyond its iters" "runs\[0\]: --gemini-every 9: the run has only 5 iterations" \
+    --config "$WORK/every.json" "${TINY[@]}"
+bad_input "--ckpt-every without --ckpt-dir" "--ckpt-every 3 goes with --ckpt-dir DIR" -m gemini "${TINY[@]}" --ckpt-every 3
+bad_input "--recompute full --no-ckpt" "--recompute full and --no-ckpt contradict each other" "${TINY[@]}" --recompute full --no-ckpt
+bad_input "--no-ckpt --recompute selective" "--recompute selective and --no-ckpt contradict each other" \
+    "${TINY[@]}" --no-ckpt --recompute selective
+printf '{"recompute": "full", "no-ckpt": true}' >"$WORK/recompute.json"
+bad_input "a config's recompute full and no-ckpt" "config $WORK/recompute.json: --recompute full and --no-ckpt contradict" \
+    --config "$WORK/recompute.json" "${TINY[@]}"
+# (a config's value, overridden on the command line, is no clash)
+printf '{"recompute": "full"}' >"$WORK/recompute2.json"
+out=$(cd "$WORK" && "$BIN" --config "$WORK/recompute2.json" "${TINY[@]}" --no-ckpt --dry-run 2>&1)
+if [ $? -eq 0 ] && grep -q "recompute none" <<<"$out"; then
+    pass "a config's --recompute full overridden by --no-ckpt on the command line: recompute none"
+else
+    failc "config recompute overridden by --no-ckpt" "$(tail -c 300 <<<"$out")"
+fi
+# (issue 47: a limit under a second was taken, and the messages then said "0 s", which is never)
+bad_input "--hang-timeout below a second" "--hang-timeout: 0.5 s is below 1 s, the least the watchdogs keep" \
+    "${TINY[@]}" --hang-timeout 0.5
+# (issue 47: a 200 MB config was read whole, 562 MB of memory; a sparse file costs nothing here)
+truncate -s 200M "$WORK/huge.json"
+bad_input "a 200 MB config" "config $WORK/huge.json: 209715200 bytes, above the limit of 1048576 (1 MiB) for a config" \
+    --config "$WORK/huge.json"
+rm -f "$WORK/huge.json"
+
+# exact_ending NAME RC PATTERN DIR CMD...: CMD run in DIR exits RC with one line on stderr
+# matching PATTERN (stdout and stderr kept in DIR.out, DIR.err)
+exact_ending() {
+    local name=$1 want=$2 pattern=$3 dir=$4
+    shift 4
+    (cd "$dir" && "$@" >"$dir.out" 2>"$dir.err")
+    local rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        failc "$name" "exit $rc, want $want ($(head -c 300 "$dir.err"))"
+    elif [ "$(wc -l <"$dir.err")" -ne 1 ]; then
+        failc "$name" "stderr has $(wc -l <"$dir.err") lines, want 1: $(head -c 400 "$dir.err")"
+    elif ! grep -q -- "$pattern" "$dir.err"; then
+        failc "$name" "stderr '$(cat "$dir.err")' does not match '$pattern'"
+    else
+        return 0
+    fi
+    return 1
+}
+
+# ---- a results directory that cannot be written: bad input to -m all as to one run (issue 47)
+RO="$WORK/ro"
+mkdir -p "$RO/mnt" "$RO/one" "$RO/all"
+if ! mount -t tmpfs -o ro,size=1M tmpfs "$RO/mnt" 2>"$RO/mount.err"; then
+    failc "a read-only results directory" "cannot mount a read-only tmpfs: $(cat "$RO/mount.err")"
+else
+    if exact_ending "a read-only results directory (one run)" 2 "no file can be made there: Read-only file system" \
+        "$RO/one" "$BIN" "${TINY[@]}" --iters 1 --results "$RO/mnt" &&
+        exact_ending "a read-only results directory (-m all)" 2 "no file can be made there: Read-only file system" \
+            "$RO/all" "$BIN" -m all "${TINY[@]}" --iters 1 --results "$RO/mnt"; then
+        pass "a read-only results directory: exit 2 and one line, for one run and for -m all alike"
+    fi
+    umount "$RO/mnt"
+fi
+
+# ---- --threads beyond this user's process limit (ulimit -u): libgomp aborted and left the log
+# without its JSON (issue 47); now refused before anything is written.  As nobody: root is not
+# held to RLIMIT_NPROC.
+# (a directory of its own that nobody can reach: $WORK is its creator's alone)
+TH=$(mktemp -d "${TMPDIR:-/tmp}/aebench-threads.XXXXXX")
+mkdir -p "$TH/big" "$TH/small"
+chmod 755 "$TH"
+chmod 777 "$TH/big" "$TH/small"
+if ! setpriv --reuid=65534 --regid=65534 --clear-groups true 2>"$TH/setpriv.err"; then
+    failc "--threads under ulimit -u" "cannot run as nobody: $(cat "$TH/setpriv.err")"
+elif exact_ending "--threads 1024 under ulimit -u 80" 2 "--threads 1024: only [0-9]* more threads can start under this user's process limit (ulimit -u 80)" \
+    "$TH/big" setpriv --reuid=65534 --regid=65534 --clear-groups bash -c 'ulimit -u 80 && exec "$@"' - \
+    "$BIN" "${TINY[@]}" --threads 1024 --iters 2 --results "$TH/big/res"; then
+    if [ -e "$TH/big/res" ]; then
+        failc "--threads 1024 under ulimit -u 80" "results written: $(ls "$TH/big/res")"
+    elif ! (cd "$TH/small" && setpriv --reuid=65534 --regid=65534 --clear-groups bash -c 'ulimit -u 80 && exec "$@"' - \
+        "$BIN" "${TINY[@]}" --threads 2 --iters 2 --results "$TH/small/res" >"$TH/small.out" 2>&1); then
+        failc "--threads 2 under ulimit -u 80" "$(tail -c 300 "$TH/small.out")"
+    else
+        pass "--threads 1024 under ulimit -u 80 (as nobody): exit 2, one line naming --threads and the limit, nothing written; --threads 2 under it runs"
+    fi
+fi
+rm -rf "$TH"
 
 # ---- dry run: instant, exact, writes nothing -------------------------------------------
 out=$(cd "$WORK" && timeout 10 "$BIN" -m megatron-lm -l 100 -h 2048 --dry-run 2>&1)
@@ -594,4 +703,51 @@ if [ -x "$NOMPI" ]; then
     fi
 else
     failc "a log that cannot be written" "no build without MPI at ${AEBENCH_NOMPI:-./aebench-nompi} (make test builds it)"
+fi
+
+# ---- a full disk (issue 47): 0 and 4 KiB free in the results directory: exit 1, one line
+# "disk full writing FILE", and no record at all (no empty log, no half JSON), and stdout names
+# no file that is not there ------------------------------------------------------------------
+DF="$WORK/diskfull"
+mkdir -p "$DF"
+for free_k in 0 4; do
+    d="$DF/k$free_k"
+    mkdir -p "$d/mnt" "$d/run"
+    if ! mount -t tmpfs -o size=16K tmpfs "$d/mnt" 2>"$d/mount.err"; then
+        failc "a full disk ($free_k KiB free)" "cannot mount a 16 KiB tmpfs: $(cat "$d/mount.err")"
+        continue
+    fi
+    dd if=/dev/zero of="$d/mnt/fill" bs=1k count=$((16 - free_k)) 2>/dev/null
+    if exact_ending "a full disk ($free_k KiB free)" 1 "^aebench: disk full writing $d/mnt/log_megatron-lm_.*\.\(txt\|json\)$" \
+        "$d/run" "$BIN" "${TINY[@]}" --iters 3 --results "$d/mnt"; then
+        left=$(ls -A "$d/mnt" | grep -v '^fill$')
+        named=$(grep -o "$d/mnt/[^ ]*" "$d/run.out" | while read -r f; do [ -e "$f" ] || echo "$f"; done)
+        if [ -n "$left" ]; then
+            failc "a full disk ($free_k KiB free)" "left behind: $left"
+        elif [ -n "$named" ]; then
+            failc "a full disk ($free_k KiB free)" "stdout names files that are not there: $named"
+        else
+            pass "a full disk ($free_k KiB free): exit 1, 'disk full writing FILE', no log or JSON left, stdout names none"
+        fi
+    fi
+    umount "$d/mnt"
+done
+# -m all on a full disk: said once, before any run starts (each would fail in turn); the sweep's
+# lock file stays, as after every sweep
+d="$DF/all"
+mkdir -p "$d/mnt" "$d/run"
+if ! mount -t tmpfs -o size=16K tmpfs "$d/mnt" 2>"$d/mount.err"; then
+    failc "-m all on a full disk" "cannot mount a 16 KiB tmpfs: $(cat "$d/mount.err")"
+else
+    dd if=/dev/zero of="$d/mnt/fill" bs=1k count=16 2>/dev/null
+    if exact_ending "-m all on a full disk" 1 "^aebench: disk full writing $d/mnt/.aebench-sweep.lock$" \
+        "$d/run" "$BIN" -m all "${TINY[@]}" --iters 2 --results "$d/mnt"; then
+        left=$(ls -A "$d/mnt" | grep -v '^fill$' | grep -v '^.aebench-sweep.lock$')
+        if [ -n "$left" ] || grep -q '^\[1/' "$d/run.out"; then
+            failc "-m all on a full disk" "a run started, or left: $left"
+        else
+            pass "-m all on a full disk: exit 1, one line 'disk full writing' its lock, no run started, nothing left"
+        fi
+    fi
+    umount "$d/mnt"
 fi

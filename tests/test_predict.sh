@@ -525,6 +525,27 @@ pr_bad "--machine with a field missing" "rates.d2h_gbs is missing" "$PR_WORK/mis
 pr_bad "--machine with a field that is not a number" "compute\[\].layer_fwd_ms is not a positive number" "$PR_WORK/malformed.json"
 pr_bad "--machine that is not JSON" "not a JSON object" "$PR_WORK/cut.json"
 pr_bad "--machine that is not there" "No such file or directory" "$PR_WORK/none.json"
+# (issue 47: a value that overflowed a prediction printed "inf ms/it", exit 0; another format
+# version loaded silently; a file of any size was read whole)
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['compute'][0]['layer_fwd_ms'] = 1e308; json.dump(d, open(sys.argv[2], 'w'))" \
+    "$PR_FILE" "$PR_WORK/huge_value.json"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['aebench_machine'] = 99; json.dump(d, open(sys.argv[2], 'w'))" \
+    "$PR_FILE" "$PR_WORK/v99.json"
+truncate -s 200M "$PR_WORK/huge.json"
+pr_bad "--machine with a value that overflows a prediction" "compute\[\].layer_fwd_ms is 1e+308, outside what any machine measures (1e-09 to 1e+18)" "$PR_WORK/huge_value.json"
+pr_bad "--machine of another format version" "format version (aebench_machine) 99, but this aebench reads version 1" "$PR_WORK/v99.json"
+pr_bad "--machine of 200 MB" "209715200 bytes, above the limit of 1048576 (1 MiB) for a machine file" "$PR_WORK/huge.json"
+rm -f "$PR_WORK/huge.json"
+# --machine on a training run: read there (stronghold -w auto sizes its window by it), so one
+# with no entry for the run's shape is refused as --predict refuses it, before anything is written
+out=$(cd "$PR_WORK" && "$PR_BIN" "${PR_SHAPE[@]}" -h 256 --iters 1 --machine "$PR_FILE" --results "$PR_WORK/notrun" 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "has no entry for h256 heads4 s64 b2 vocab1000 fp32 fp32" <<<"$out" &&
+    [ ! -e "$PR_WORK/notrun" ]; then
+    pr_pass "--machine on a training run without an entry for its shape: exit 2, one line, nothing written"
+else
+    pr_fail "--machine on a training run without an entry" "exit $rc: $out"
+fi
 out=$(cd "$PR_WORK" && "$PR_BIN" --predict "${PR_SHAPE[@]}" -h 256 --machine "$PR_FILE" 2>&1)
 rc=$?
 if [ $rc -eq 2 ] && grep -q "has no entry for h256 heads4 s64 b2 vocab1000 fp32 fp32" <<<"$out"; then

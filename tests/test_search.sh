@@ -380,5 +380,16 @@ bad_input "--search -m megatron-lm -w 3 (no engine takes it)" "no engine takes t
     --search "${SS[@]}" -l 4 -m megatron-lm -w 3 --machine "$SR/res/$(basename "$(ls "$SR"/res/machine_*.json | head -n 1)")"
 bad_input "--search without a machine file" "machine file" --search "${SS[@]}" -l 4 --machine "$SR/none.json"
 bad_input "--search --out into a missing directory" "not a writable directory" --search "${SS[@]}" -l 4 --out "$SR/no/dir/x.json"
+# (issue 47: access() says yes to root in /proc, and the search ran whole before --out failed)
+bad_input "--search --out into /proc" "--out /proc/x.json: its directory /proc is not a writable directory" \
+    --search "${SS[@]}" -l 4 --out /proc/x.json --machine "$SR/res/$(basename "$(ls "$SR"/res/machine_*.json | head -n 1)")"
+# (issue 47: nothing fitting the budgets exited 1; out of memory is 3, as --find-max says it)
+(cd "$SR" && "$BIN" --search "${SS[@]}" -l 4 --gpu-mem-limit 1M --cpu-mem-limit 1M --results res >s11.out 2>s11.err)
+rc=$?
+if [ $rc -eq 3 ] && grep -q "^search: no configuration is predicted" "$SR/s11.out"; then
+    pass "--search where nothing fits the budgets: exit 3 (out of memory)"
+else
+    failc "--search where nothing fits" "exit $rc, want 3: $(tail -n 3 "$SR/s11.out") $(head -c 300 "$SR/s11.err")"
+fi
 printf '{"runs": [{"method": "l2l"}]}' >"$SR/runlist.json"
 bad_input "--search with a run list" "not a run list" --search "${SS[@]}" -l 4 --config "$SR/runlist.json"
