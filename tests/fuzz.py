@@ -406,7 +406,7 @@ class Campaign:
 
     # ---- one fault ---------------------------------------------------------------------------
     def fault_input(self, rnd, workdir):
-        costly = rnd.random() < 0.35  # (a real run's or a search's fault, or a dry run's)
+        costly = rnd.random() < 0.3  # (a real run's or a search's fault, or a dry run's)
         name, base, fn, expect = rnd.choice([f for f in FAULTS if (f[1] in ("real", "search")) == costly])
         c = Ctx(self, rnd, workdir, base)
         args = fn(self, c)
