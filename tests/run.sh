@@ -112,11 +112,17 @@ if needs_mpi "fault campaign" "$AEBENCH"; then
     # shellcheck source=tests/test_faults.sh
     source tests/test_faults.sh
 fi
-echo "=== fuzz (a seeded campaign of inputs, under ASan and UBSan)"
-# (the sanitizer build: make test and make check-asan make ./aebench-asan)
+echo "=== fuzz (a seeded campaign of inputs, under ASan and UBSan, each with its exact ending)"
+# shellcheck source=tests/test_fuzz_grammar.sh
+source tests/test_fuzz_grammar.sh
+# (the sanitizer build: make test and make check-asan make ./aebench-asan; the --ranks inputs
+# run AEBENCH, which has MPI but where check-asan says it has not)
 FUZZ_BIN=${AEBENCH_FUZZ:-./aebench-asan}
 if [ -x "$FUZZ_BIN" ]; then
-    fuzz_out=$(python3 tests/fuzz.py "$FUZZ_BIN" --inputs "${FUZZ_INPUTS:-3000}" --seed "${FUZZ_SEED:-20261126}" 2>&1)
+    fuzz_mpi=()
+    if [ -n "${TESTS_WITHOUT_MPI:-}" ]; then fuzz_mpi=(--without-mpi "$TESTS_WITHOUT_MPI"); fi
+    fuzz_out=$(python3 tests/fuzz.py "$FUZZ_BIN" --mpi-bin "$AEBENCH" "${fuzz_mpi[@]}" --inputs "${FUZZ_INPUTS:-3000}" \
+        --seed "${FUZZ_SEED:-20261126}" 2>&1)
     fuzz_rc=$?
     printf '%s\n' "$fuzz_out" | grep -v '^fuzz campaign' | head -n 60
     fuzz_line=$(printf '%s\n' "$fuzz_out" | grep '^fuzz campaign' | tail -n 1)
