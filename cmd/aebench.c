@@ -497,7 +497,7 @@ int main(int argc, char **argv)
     }
     /* (after the data, which writes nothing when it is refused; rank 0 writes the results: it
      * decides, and every rank ends alike) */
-    int refused = comm.rank == 0 && run_outputs_refused(&rc, err, sizeof err) != 0, any = refused;
+    int refused = comm.rank == 0 && run_outputs_refused(&rc, 1, err, sizeof err) != 0, any = refused;
     if (comm.world > 1 && comm_max_int(&comm, refused, &any) != 0) any = 1;
     if (any) {
         if (refused) fprintf(stderr, "aebench: %s\n", err);

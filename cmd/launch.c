@@ -1071,7 +1071,7 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     }
     /* (the job's private directory goes under TMPDIR: one the environment names wrongly is bad
      * input, said before anything is written) */
-    if (job_tmp_refused(oerr, sizeof oerr) != 0 || run_outputs_refused(rc, oerr, sizeof oerr) != 0) {
+    if (job_tmp_refused(oerr, sizeof oerr) != 0 || run_outputs_refused(rc, 0, oerr, sizeof oerr) != 0) {
         fprintf(stderr, "aebench: %s\n", oerr);
         return EXIT_BAD_INPUT;
     }

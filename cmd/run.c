@@ -246,8 +246,8 @@ static int can_create_in(const char *dir, int extra_flags)
 /* The run's outputs can be written: said now, before any training, not after it (issue 29).
  * --save-params's file must be a regular file we can write, or one we can create (made and
  * removed here); then the results directory is made (where the run writes first) and must
- * take files. */
-int run_outputs_refused(const run_config *rc, char *err, size_t errlen)
+ * take files — or, without make_results_dir, the deepest existing part of its path must. */
+int run_outputs_refused(const run_config *rc, int make_results_dir, char *err, size_t errlen)
 {
     if (rc->save_params[0]) {
         const char *p = rc->save_params;
@@ -292,10 +292,46 @@ int run_outputs_refused(const run_config *rc, char *err, size_t errlen)
             snprintf(err, errlen, "--nvme-dir %.500s: no file can be made there (%s)", d, strerror(e));
         if (e) return -1;
     }
-    if (report_make_dirs(rc->results_dir, err, errlen) != 0) return -1;
-    const int e = can_create_in(rc->results_dir, 0);
+    if (make_results_dir) {
+        if (report_make_dirs(rc->results_dir, err, errlen) != 0) return -1;
+        const int e = can_create_in(rc->results_dir, 0);
+        if (e) {
+            snprintf(err, errlen, "--results %.500s: no file can be made there: %s", rc->results_dir, strerror(e));
+            return -1;
+        }
+        return 0;
+    }
+    /* Not made yet (the --ranks supervisor: its ranks may still refuse the run, which must then
+     * leave nothing, not an empty directory): the deepest part of the path that exists must be
+     * a directory that takes files, so that rank 0 can make the rest. */
+    char existing[PATH_MAX];
+    if (snprintf(existing, sizeof existing, "%s", rc->results_dir) >= (int)sizeof existing) {
+        snprintf(err, errlen, "--results: the path is too long");
+        return -1;
+    }
+    struct stat st;
+    while (stat(existing, &st) != 0) {
+        if (errno != ENOENT) {
+            snprintf(err, errlen, "--results %.500s: %s", existing, strerror(errno));
+            return -1;
+        }
+        char *slash = strrchr(existing, '/');
+        while (slash && slash > existing && slash[1] == '\0') { /* (a trailing '/') */
+            *slash = '\0';
+            slash = strrchr(existing, '/');
+        }
+        if (!slash) snprintf(existing, sizeof existing, ".");
+        else if (slash == existing) existing[1] = '\0'; /* ("/") */
+        else *slash = '\0';
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--results %.500s: %.500s is not a directory", rc->results_dir, existing);
+        return -1;
+    }
+    const int e = can_create_in(existing, 0);
     if (e) {
-        snprintf(err, errlen, "--results %.500s: no file can be made there: %s", rc->results_dir, strerror(e));
+        snprintf(err, errlen, "--results %.500s: no file can be made in %.500s: %s", rc->results_dir, existing,
+                 strerror(e));
         return -1;
     }
     return 0;
@@ -1600,8 +1636,11 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
 
     s.iters = calloc((size_t)rc->iters, sizeof *s.iters);
     if (!s.iters) {
-        fprintf(stderr, "aebench: out of host memory for %d iteration records\n", rc->iters);
-        return EXIT_RUN_ERROR;
+        /* (before the log is made: nothing is written; out of memory, as a budget short would be) */
+        char need[32];
+        format_bytes((double)rc->iters * (double)sizeof *s.iters, need, sizeof need);
+        fprintf(stderr, "aebench: out of host memory: %d iteration records (--iters) need %s\n", rc->iters, need);
+        return EXIT_RUN_OOM;
     }
     if (comm->rank == 0) {
         char err[512];

@@ -38,8 +38,9 @@ void run_dry(const run_config *rc, const engine_vtbl *eng);
 
 /* The run's outputs can be written (--save-params, --results, --nvme-dir), found before any
  * training: 0, or -1 with the reason (bad input: nothing is written but the results
- * directory, made last).  Rank 0's check, or the --ranks supervisor's. */
-int run_outputs_refused(const run_config *rc, char *err, size_t errlen);
+ * directory, made last).  Rank 0's check (make_results_dir 1), or the --ranks supervisor's (0:
+ * its ranks may still refuse the run, and a refused run leaves no directory). */
+int run_outputs_refused(const run_config *rc, int make_results_dir, char *err, size_t errlen);
 
 /* gemini --gemini-recover: the recovery it asks for is one this run can make (its iteration
  * not past --iters), found before anything is written or the store touched.  Every rank calls

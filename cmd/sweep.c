@@ -534,7 +534,7 @@ int sweep_main(int argc, char **argv, const run_config *rc)
     }
     /* A results directory that cannot be made or take files is bad input, as it is to one run
      * (run_outputs_refused): said in one line before any run starts. */
-    if (!rc->dry_run && run_outputs_refused(rc, err, sizeof err) != 0) {
+    if (!rc->dry_run && run_outputs_refused(rc, 1, err, sizeof err) != 0) {
         fprintf(stderr, "aebench: %s\n", err);
         code = EXIT_BAD_INPUT;
         goto done;

@@ -50,6 +50,17 @@ bad_input "vocab whose padding would wrap" "vocab: 2147483521 is out of range: a
 bad_input "vocab beyond an int" "vocab: 4000000000 is out of range: an integer from 2 to 2147483520" --vocab 4000000000
 # (issue 47: the range said "from 1", and 1 was refused with another message)
 bad_input "vocab of one token" "vocab: 1 is out of range: an integer from 2 to 2147483520" --vocab 1
+# (the fuzz campaign: a billion iterations' records do not fit in host memory; that is out of
+# memory, exit 3, said before the log is made — it was exit 1)
+(cd "$WORK" && mkdir -p iters-oom && cd iters-oom && "$BIN" "${TINY[@]}" --iters 1000000000 --results r >out 2>err)
+rc=$?
+if [ "$rc" -eq 3 ] && [ "$(wc -l <"$WORK/iters-oom/err")" -eq 1 ] &&
+    grep -q 'out of host memory: 1000000000 iteration records (--iters) need' "$WORK/iters-oom/err" &&
+    [ -z "$(ls -A "$WORK/iters-oom/r" 2>/dev/null)" ]; then
+    pass "--iters 1000000000: out of host memory for its records (exit 3, one line), no log or JSON"
+else
+    failc "--iters 1000000000" "exit $rc: $(head -c 300 "$WORK/iters-oom/err")"
+fi
 bad_input "layers beyond 64 bits" "layers: 99999999999999999999 is out of range: an integer from 1 to 1048576" -l 99999999999999999999
 bad_input "threads beyond any host" "threads: 100000 is out of range: an integer from 0 to 1024 (CPU threads; 0: all cores)" --threads 100000
 bad_input "--profile with --predict" "--profile times the steps a run trains: not with --predict" --profile --predict

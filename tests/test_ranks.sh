@@ -289,6 +289,18 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
         rk_fail "--ranks 2 with TMPDIR missing" "exit $RK_RC: $(cat "$RK_DIR/err"); results: $(ls "$RK_DIR/results" 2>&1 | head -2)"
     fi
 
+    # ---- a configuration the ranks refuse leaves nothing: not even the results directory -----
+    # (the supervisor checks that the results directory can be made, but leaves making it to
+    # rank 0: the fuzz campaign found an empty directory left by a refused --data)
+    rk_in data-refused bash -c 'printf abc >odd.bin && exec "$@"' _ "$RK_BIN" "${RK_TINY[@]}" --ranks 2 --data odd.bin \
+        --results results/deeper
+    if [ "$RK_RC" -eq 2 ] && [ "$(wc -l <"$RK_DIR/err")" -eq 1 ] && grep -q 'odd size (3 bytes)' "$RK_DIR/err" &&
+        [ ! -e "$RK_DIR/results" ]; then
+        rk_pass "--ranks 2 with a --data file the ranks refuse: exit 2, one line, no results directory made"
+    else
+        rk_fail "--ranks 2 with a refused --data" "exit $RK_RC: $(head -c 300 "$RK_DIR/err"); results: $(ls -R "$RK_DIR/results" 2>&1 | head -3)"
+    fi
+
     rk_in oom "$RK_BIN" "${RK_TINY[@]}" --ranks 2 --gpu-mem-limit 1M --results results
     if [ "$RK_RC" -eq 3 ] && grep -q '"status":[[:space:]]*"oom"' "$RK_DIR"/results/*.json; then
         rk_pass "out of memory on 2 ranks: reported (exit 3), no rank left waiting"
