@@ -1256,10 +1256,16 @@ int search_main(int argc, char **argv, const run_config *rc)
     int status = 0;
     if (s.n == 0) {
         printf("search: no configuration is predicted%s\n", layers > 0 ? " (see the counts above)" : "");
-        /* out of memory when the budgets are what stopped them, as --find-max says it */
+        /* out of memory when the budgets are what stopped them, as --find-max says it; not when
+         * some fit and only their prediction is missing (an engine not calibrated, or with no
+         * model of it): that is for the user to mend, not a size that does not fit */
         long over = 0;
         for (int t = 0; t < TIERS; t++) over += s.t.over[t];
-        status = layers == 0 || over > 0 ? EXIT_RUN_OOM : EXIT_RUN_ERROR;
+        const long fit_unpredicted = s.t.not_modelled + s.t.not_calibrated;
+        if (fit_unpredicted > 0)
+            printf("search: %ld configuration%s fit the budgets but could not be predicted (the reasons above): "
+                   "calibrate what they need, or leave them out (-m)\n", fit_unpredicted, fit_unpredicted == 1 ? "" : "s");
+        status = layers == 0 || (over > 0 && fit_unpredicted == 0) ? EXIT_RUN_OOM : EXIT_RUN_ERROR;
     } else if (print_top(&s, rc->search_largest) != 0) {
         goto oom_json;
     }
