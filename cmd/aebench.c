@@ -232,7 +232,9 @@ static int machines_of(run_config *rc, const comm_world *comm, char *err, size_t
     return store_of_machine(&rc->eng, comm->machine, err, errlen);
 }
 
-int main(int argc, char **argv)
+/* main's work; *sig is the signal watcher (run.h), stopped and NULL before what handles
+ * signals its own way or starts other programs. */
+static int aebench_main(int argc, char **argv, run_signals **sig)
 {
     comm_world comm;
     const int comm_rc = comm_init(&comm, &argc, &argv);
@@ -309,6 +311,9 @@ int main(int argc, char **argv)
                         rc.search ? "--search" : "-m all, run-list configs and --find-max", rc.search ? "s its" : " their",
                         rc.search ? "it" : "them");
         } else {
+            /* (a sweep's child ends with its parent, and records it; --search's children too) */
+            run_signals_stop(*sig);
+            *sig = NULL;
             code = rc.search ? search_main(argc, argv, &rc) : sweep_main(argc, argv, &rc);
         }
         comm_finalize(&comm);
@@ -334,6 +339,9 @@ int main(int argc, char **argv)
             return EXIT_BAD_INPUT;
         }
         comm_finalize(&comm);
+        /* (the supervisor reads SIGINT and SIGTERM itself, and passes them on to the job) */
+        run_signals_stop(*sig);
+        *sig = NULL;
         return launch_ranks(argc, argv, &rc);
     }
 
@@ -506,9 +514,21 @@ int main(int argc, char **argv)
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
-    int code = run_engine(&rc, only, be, &data, &comm);
+    int code = run_engine(&rc, only, be, &data, &comm, *sig);
     data_close(&data);
     close_backend(be, rc.eng.device);
     comm_finalize(&comm);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    /* SIGINT and SIGTERM blocked before any thread exists (MPI's, the OpenMP pool, the CPU
+     * backend's, the watchdog): a run stopped by one writes its record first (run.h).
+     * Without the watcher, a signal ends the process at once, as it would anyway. */
+    run_signals *sig = NULL;
+    if (run_signals_start(&sig) != 0) sig = NULL;
+    const int code = aebench_main(argc, argv, &sig);
+    run_signals_stop(sig);
     return code;
 }

@@ -656,8 +656,9 @@ static int json_says_failed(const char *path)
     return st[0] && strcmp(st, "ok") != 0 && strcmp(st, "running") != 0;
 }
 
-/* Rank 0's JSON says "error" with msg unless it already says why the run failed. */
-static void mark_json(const char *json_path, const char *log_path, const char *msg)
+/* Rank 0's JSON says status (error, or interrupted: the job was stopped by a signal passed on
+ * to it) with msg unless it already says why the run failed. */
+static void mark_json(const char *json_path, const char *log_path, const char *status, const char *msg)
 {
     if (json_says_failed(json_path)) return; /* rank 0 said what went wrong itself */
     /* (what is there is taken only if it is the run's own file; the new one replaces whatever
@@ -672,7 +673,7 @@ static void mark_json(const char *json_path, const char *log_path, const char *m
         root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "log", log_path);
     }
-    cJSON_AddStringToObject(root, "status", "error");
+    cJSON_AddStringToObject(root, "status", status);
     cJSON_AddStringToObject(root, "message", msg);
     char *text = report_json_text(root);
     cJSON_Delete(root);
@@ -979,7 +980,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
             if (dot && strcmp(dot, ".txt") == 0) strcpy(dot, ".json");
             else json_path[0] = '\0';
         }
-        if (json_path[0]) mark_json(json_path, log_path, why);
+        if (json_path[0]) mark_json(json_path, log_path, *interrupted ? "interrupted" : "error", why);
     }
     return code;
 }

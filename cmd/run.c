@@ -21,12 +21,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -106,6 +113,15 @@ typedef struct run_state {
     char clock_why[300];      /* why there is none, on a CUDA backend */
     int clock_done;           /* sampled from the second iteration to the last, and stopped */
     int record_discarded;     /* the log and JSON were removed: the JSON could not be written */
+    /* The record's writers (the log's lines, the JSON, the iterations and notes they read) take
+     * record_lock: the signal watcher's record of an interruption, or the watchdog's of a hang,
+     * is never written into the middle of another (recursive: a writer calls the others). */
+    pthread_mutex_t record_lock;
+    int record_final;         /* the last record is written: an interruption changes it no more */
+    int interrupted_by;       /* the signal that stopped the run (its record says "interrupted") */
+    char interrupted_why[160];
+    int log_lock_fd;          /* holds a shared flock on the log while the run may still write
+                                 it: a sweep's --resume removes no record of a run still going */
 } run_state;
 
 /* A write of the run's record failed (a full disk): the run ends at once, saying which file
@@ -118,23 +134,40 @@ static void record_failed(run_state *s, const char *path, int err)
     snprintf(s->message, sizeof s->message, "%s writing %.400s", err == ENOSPC ? "disk full" : strerror(err), path);
 }
 
+/* record_lock, taken and given back (a failure is a bug: said, and the record written anyway) */
+static void record_lock(run_state *s)
+{
+    const int e = pthread_mutex_lock(&s->record_lock);
+    if (e) fprintf(stderr, "aebench: the run's record lock: %s\n", strerror(e));
+}
+static void record_unlock(run_state *s)
+{
+    const int e = pthread_mutex_unlock(&s->record_lock);
+    if (e) fprintf(stderr, "aebench: the run's record lock: %s\n", strerror(e));
+}
+
 static void logline(run_state *s, const char *fmt, ...)
 {
-    if (!s->log) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(s->log, fmt, ap);
-    va_end(ap);
-    if (fputc('\n', s->log) == EOF || ferror(s->log)) record_failed(s, s->log_path, errno ? errno : EIO);
+    record_lock(s);
+    if (s->log) {
+        va_list ap;
+        va_start(ap, fmt);
+        vfprintf(s->log, fmt, ap);
+        va_end(ap);
+        if (fputc('\n', s->log) == EOF || ferror(s->log)) record_failed(s, s->log_path, errno ? errno : EIO);
+    }
+    record_unlock(s);
 }
 
 /* engine_env.note: an engine's decision goes to the log and, on rank 0, to stdout. */
 static void engine_said(void *ctx, const char *line)
 {
     run_state *s = ctx;
+    record_lock(s);
     logline(s, "%s", line);
     if (s->nnotes < (int)(sizeof s->notes / sizeof s->notes[0]))
         snprintf(s->notes[s->nnotes++], sizeof s->notes[0], "%s", line);
+    record_unlock(s);
     if (s->rank == 0) {
         printf("  %s\n", line);
         fflush(stdout);
@@ -775,17 +808,30 @@ static void json_gpu_clock(cJSON *root, const run_state *s)
         cJSON_AddNumberToObject(o, fields[i].key, fields[i].value);
 }
 
+static int write_json_locked(run_state *s);
+
+/* The JSON: the record so far ("running"), the final one, or an interruption's. */
 static int write_json(run_state *s)
+{
+    record_lock(s);
+    const int rc = write_json_locked(s);
+    record_unlock(s);
+    return rc;
+}
+
+static int write_json_locked(run_state *s)
 {
     const run_config *rc = s->rc;
     const engine_config *ec = &s->ec;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "aebench_version", AEBENCH_VERSION);
-    cJSON_AddStringToObject(root, "status", s->running                  ? "running"
+    cJSON_AddStringToObject(root, "status", s->interrupted_by            ? "interrupted"
+                                            : s->running                 ? "running"
                                             : s->status == EXIT_RUN_OK  ? "ok"
                                             : s->status == EXIT_RUN_OOM ? "oom"
                                                                         : "error");
-    if (s->status != EXIT_RUN_OK) cJSON_AddStringToObject(root, "message", s->message);
+    if (s->interrupted_by) cJSON_AddStringToObject(root, "message", s->interrupted_why);
+    else if (s->status != EXIT_RUN_OK) cJSON_AddStringToObject(root, "message", s->message);
     /* (the supervisor relaunches no job whose engine refused to start: it would again) */
     if (s->status != EXIT_RUN_OK && s->init_refused) cJSON_AddStringToObject(root, "failed_in", "initialisation");
     cJSON_AddStringToObject(root, "method", s->eng->name);
@@ -969,7 +1015,8 @@ static int write_json(run_state *s)
         cJSON_AddItemToArray(its, o);
     }
     if (s->eng->options & ENGINE_OPT_RECOVERS) json_gemini(root, s);
-    json_profile(root, s);
+    /* (the profile is the main thread's, in the middle of a step when a signal comes) */
+    if (!s->interrupted_by) json_profile(root, s);
     json_gpu_clock(root, s);
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON_AddNumberToObject(sum, "iterations_run", s->done - s->first);
@@ -1268,7 +1315,8 @@ static void run_hung(void *ctx, const char *why)
     const char *rest = why;
     if (strncmp(why, "rank ", 5) == 0 && strchr(why + 5, ' ')) rest = strchr(why + 5, ' ') + 1;
     fault_note(s->rank, "%s", rest);
-    if (s->has_log && s->log) {
+    record_lock(s);
+    if (s->has_log && s->log && !s->record_final) {
         s->status = EXIT_RANK_LOST;
         snprintf(s->message, sizeof s->message, "%.500s", why);
         logline(s, "ERROR: %s", why);
@@ -1276,7 +1324,9 @@ static void run_hung(void *ctx, const char *why)
         s->log = NULL;
         if (write_json(s) == 0) report_to_parent("json %s", s->json_path);
         else fprintf(stderr, "aebench: cannot write %s: %s\n", s->json_path, strerror(errno));
+        s->record_final = 1;
     }
+    record_unlock(s);
     remove_heartbeat_dir(s);
     fflush(stdout);
     fflush(stderr);
@@ -1463,8 +1513,10 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
                      "error, see stderr)", it);
             break;
         }
+        record_lock(s);
         s->iters[it - 1] = (iter_record){.r = r, .ms = t1 - t0};
         s->done = it;
+        record_unlock(s);
         /* the clock beside the steps the medians count (all but the first) */
         if (s->clock && it == s->first + 1 && it < rc->iters && gpu_clock_start(s->clock) != 0) {
             snprintf(s->clock_why, sizeof s->clock_why, "its sampling thread could not start");
@@ -1478,10 +1530,13 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
             if (s->has_log && it < rc->iters) {
                 /* the record so far, "running": a job that loses a rank keeps the iterations it
                  * completed (the supervisor marks it failed); the final one replaces it */
-                if (fflush(s->log) != 0 || ferror(s->log)) record_failed(s, s->log_path, errno ? errno : EIO);
+                record_lock(s);
+                if (s->log && (fflush(s->log) != 0 || ferror(s->log)))
+                    record_failed(s, s->log_path, errno ? errno : EIO);
                 s->running = 1;
                 if (s->status == EXIT_RUN_OK && write_json(s) != 0) record_failed(s, s->json_path, errno ? errno : EIO);
                 s->running = 0;
+                record_unlock(s);
             }
             /* ... and no rank starts the next iteration before that record is on disk: a rank
              * lost at the next iteration's start (the step's last collective is behind it) had
@@ -1597,11 +1652,182 @@ int run_recovery_refused(const run_config *rc, const engine_vtbl *eng, const com
     return EXIT_BAD_INPUT;
 }
 
+/* ---- SIGINT and SIGTERM: a run stopped by one ends with its record saying so ---------------- */
+
+struct run_signals {
+    sigset_t old_mask;   /* the calling thread's mask before: run_signals_stop restores it */
+    sigset_t watched;    /* SIGINT and SIGTERM, less any that the process was started ignoring */
+    int signal_fd;       /* reads the watched signals (every thread blocks them) */
+    int stop_fd;         /* an eventfd: run_signals_stop's word to the watcher */
+    pthread_t watcher;
+    pthread_mutex_t lock; /* over on_signal: set, cleared and called under it */
+    void (*on_signal)(void *ctx, int sig); /* the run's record of the interruption (NULL: none) */
+    void *ctx;
+};
+
+/* The process ends by sig, as it would have without the watcher (a shell sees 128 + sig):
+ * its default action, unblocked in this thread only, and raised here. */
+static void die_by(int sig)
+{
+    fflush(stdout);
+    fflush(stderr);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigset_t just;
+    if (sigemptyset(&dfl.sa_mask) != 0 || sigaction(sig, &dfl, NULL) != 0 || sigemptyset(&just) != 0 ||
+        sigaddset(&just, sig) != 0 || pthread_sigmask(SIG_UNBLOCK, &just, NULL) != 0 || raise(sig) != 0)
+        fprintf(stderr, "aebench: cannot end by signal %d: %s\n", sig, strerror(errno));
+    _exit(128 + sig); /* (only when the signal did not end the process) */
+}
+
+static void *watch_signals(void *arg)
+{
+    run_signals *g = arg;
+    struct pollfd p[2] = {{.fd = g->signal_fd, .events = POLLIN}, {.fd = g->stop_fd, .events = POLLIN}};
+    struct signalfd_siginfo si;
+    for (;;) {
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            fprintf(stderr, "aebench: waiting for SIGINT and SIGTERM: %s (they are not handled now)\n", strerror(errno));
+            return NULL;
+        }
+        if (p[1].revents) return NULL; /* (run_signals_stop) */
+        if (!(p[0].revents & POLLIN)) continue;
+        const ssize_t n = read(g->signal_fd, &si, sizeof si);
+        if (n == (ssize_t)sizeof si) break;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        fprintf(stderr, "aebench: reading a signal: %s\n", n < 0 ? strerror(errno) : "short read");
+        return NULL;
+    }
+    const int sig = (int)si.ssi_signo;
+    /* (the lock is kept: the run attached cannot go away, nor another attach, while it writes;
+     * a second signal meanwhile stays pending, blocked, and ends nothing half-written) */
+    const int e = pthread_mutex_lock(&g->lock);
+    if (e) fprintf(stderr, "aebench: the signal watcher's lock: %s\n", strerror(e));
+    else if (g->on_signal) g->on_signal(g->ctx, sig);
+    die_by(sig);
+    return NULL;
+}
+
+int run_signals_start(run_signals **out)
+{
+    *out = NULL;
+    run_signals *g = calloc(1, sizeof *g);
+    if (!g) {
+        fprintf(stderr, "aebench: out of host memory for the signal watcher\n");
+        return -1;
+    }
+    g->signal_fd = g->stop_fd = -1;
+    /* (a signal the process was started ignoring, SIGINT of a shell's background job, stays
+     * ignored: blocked, it would be queued and read) */
+    static const int sigs[] = {SIGINT, SIGTERM};
+    int e = sigemptyset(&g->watched) != 0 ? errno : 0;
+    for (size_t i = 0; !e && i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction now;
+        if (sigaction(sigs[i], NULL, &now) != 0 || (now.sa_handler != SIG_IGN && sigaddset(&g->watched, sigs[i]) != 0))
+            e = errno;
+    }
+    if (!e) e = pthread_sigmask(SIG_BLOCK, &g->watched, &g->old_mask);
+    if (e) {
+        fprintf(stderr, "aebench: cannot block SIGINT and SIGTERM: %s\n", strerror(e));
+        free(g);
+        return -1;
+    }
+    if ((g->signal_fd = signalfd(-1, &g->watched, SFD_CLOEXEC)) < 0 ||
+        (g->stop_fd = eventfd(0, EFD_CLOEXEC)) < 0) {
+        e = errno;
+    } else if ((e = pthread_mutex_init(&g->lock, NULL)) == 0 &&
+               (e = pthread_create(&g->watcher, NULL, watch_signals, g)) != 0) {
+        pthread_mutex_destroy(&g->lock);
+    }
+    if (e) {
+        fprintf(stderr, "aebench: cannot watch for SIGINT and SIGTERM: %s\n", strerror(e));
+        if (g->signal_fd >= 0) close(g->signal_fd);
+        if (g->stop_fd >= 0) close(g->stop_fd);
+        if (pthread_sigmask(SIG_SETMASK, &g->old_mask, NULL) != 0)
+            fprintf(stderr, "aebench: cannot unblock SIGINT and SIGTERM\n");
+        free(g);
+        return -1;
+    }
+    *out = g;
+    return 0;
+}
+
+void run_signals_stop(run_signals *g)
+{
+    if (!g) return;
+    const uint64_t one = 1;
+    if (write(g->stop_fd, &one, sizeof one) != (ssize_t)sizeof one)
+        fprintf(stderr, "aebench: cannot stop the signal watcher: %s\n", strerror(errno));
+    else if ((errno = pthread_join(g->watcher, NULL)) != 0)
+        fprintf(stderr, "aebench: the signal watcher: %s\n", strerror(errno));
+    if (close(g->signal_fd) != 0 || close(g->stop_fd) != 0)
+        fprintf(stderr, "aebench: closing the signal watcher: %s\n", strerror(errno));
+    pthread_mutex_destroy(&g->lock);
+    /* (a signal that came since is delivered now: the process ends by it) */
+    if (pthread_sigmask(SIG_SETMASK, &g->old_mask, NULL) != 0)
+        fprintf(stderr, "aebench: cannot unblock SIGINT and SIGTERM\n");
+    free(g);
+}
+
+/* What the watcher calls on a signal (NULL fn: nothing, the process just ends by it). */
+static void run_signals_attach(run_signals *g, void (*fn)(void *ctx, int sig), void *ctx)
+{
+    if (!g) return;
+    const int e = pthread_mutex_lock(&g->lock);
+    if (e) {
+        fprintf(stderr, "aebench: the signal watcher's lock: %s\n", strerror(e));
+        return;
+    }
+    g->on_signal = fn;
+    g->ctx = ctx;
+    if (pthread_mutex_unlock(&g->lock) != 0) fprintf(stderr, "aebench: the signal watcher's lock\n");
+}
+
+/* The watcher's record of a run stopped by sig (rank 0, which writes the log and JSON; the
+ * other ranks end by it at once): the log's ERROR line, the JSON the record so far with status
+ * "interrupted", and its path to a parent sweep.  Unless the run's last record is written
+ * already (it is then what the run did). */
+static void run_interrupted(void *ctx, int sig)
+{
+    run_state *s = ctx;
+    record_lock(s); /* (kept: the process ends by sig, and nothing is written after) */
+    if (!s->has_log || s->record_final) return;
+    s->interrupted_by = sig;
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+    if (s->done > s->first)
+        snprintf(s->interrupted_why, sizeof s->interrupted_why, "interrupted (%s): the run was stopped at iteration "
+                 "%d of %d, after %d completed", name, s->done + 1 <= s->rc->iters ? s->done + 1 : s->done,
+                 s->rc->iters, s->done);
+    else
+        snprintf(s->interrupted_why, sizeof s->interrupted_why, "interrupted (%s): the run was stopped before its "
+                 "first iteration completed", name);
+    logline(s, "ERROR: %s", s->interrupted_why);
+    if (s->log && fclose(s->log) != 0) fprintf(stderr, "aebench: error closing %s\n", s->log_path);
+    s->log = NULL;
+    if (write_json(s) == 0) report_to_parent("json %s", s->json_path);
+    s->record_final = 1;
+    fprintf(stderr, "aebench: %s\n", s->interrupted_why);
+}
+
 int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
-               const data_source *data, const comm_world *comm)
+               const data_source *data, const comm_world *comm, run_signals *sig)
 {
     run_state s;
     memset(&s, 0, sizeof s);
+    s.log_lock_fd = -1;
+    {
+        pthread_mutexattr_t recursive;
+        int e = pthread_mutexattr_init(&recursive);
+        if (!e && (e = pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE)) == 0)
+            e = pthread_mutex_init(&s.record_lock, &recursive);
+        if (e) {
+            fprintf(stderr, "aebench: the run's record lock: %s\n", strerror(e));
+            return EXIT_RUN_ERROR;
+        }
+        pthread_mutexattr_destroy(&recursive);
+    }
     s.rc = rc;
     s.eng = eng;
     s.ec = rc->eng;
@@ -1642,17 +1868,26 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         fprintf(stderr, "aebench: out of host memory: %d iteration records (--iters) need %s\n", rc->iters, need);
         return EXIT_RUN_OOM;
     }
+    /* SIGINT or SIGTERM from here on: the record says so (rank 0's), and the run ends by it */
+    run_signals_attach(sig, run_interrupted, &s);
     if (comm->rank == 0) {
         char err[512];
+        record_lock(&s);
         s.log = report_create_log(rc->results_dir, eng->name, s.ec.shape.layers, s.ec.shape.hidden,
                                   s.ec.shape.batch, s.window, s.log_path, sizeof s.log_path,
                                   s.json_path, sizeof s.json_path, err, sizeof err);
+        s.has_log = s.log != NULL;
+        record_unlock(&s);
         if (!s.log) {
             fprintf(stderr, "aebench: %s\n", err);
+            run_signals_attach(sig, NULL, NULL);
             free(s.iters);
             return EXIT_RUN_ERROR;
         }
-        s.has_log = 1;
+        /* (a shared lock while the run may write its record: a sweep's --resume takes a record
+         * that says "running" or "interrupted" for one to replace only when no run holds it) */
+        if ((s.log_lock_fd = fcntl(fileno(s.log), F_DUPFD_CLOEXEC, 0)) < 0 || flock(s.log_lock_fd, LOCK_SH) != 0)
+            fprintf(stderr, "aebench: cannot lock %s: %s\n", s.log_path, strerror(errno));
         report_to_parent("log %s", s.log_path);
         /* (which file it is: a --ranks supervisor appends to this one only, not to a link or
          * another file planted under its name since) */
@@ -1702,7 +1937,9 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
                                 .heartbeat_dir = beats, .kill_stopped = comm_launcher_waits_on_stopped(),
                                 .fire = run_hung, .fire_ctx = &s};
     if (watchdog_start(&s.dog, &wc) != 0) {
+        run_signals_attach(sig, NULL, NULL);
         if (s.has_log) fclose(s.log);
+        if (s.log_lock_fd >= 0) close(s.log_lock_fd);
         free(s.iters);
         return EXIT_RUN_ERROR;
     }
@@ -1750,11 +1987,17 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         logline(&s, "%s: %s", s.status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "ERROR", s.message);
     }
     if (s.has_log) {
-        /* (the log's last lines reach the disk at its close: a full disk can say so there) */
+        /* (one piece: an interruption sees the log open and no final JSON, or both done; the
+         * log's last lines reach the disk at its close: a full disk can say so there) */
+        record_lock(&s);
         if (fclose(s.log) != 0) record_failed(&s, s.log_path, errno ? errno : EIO);
         s.log = NULL;
         if (write_json(&s) == 0) report_to_parent("json %s", s.json_path);
         else discard_record(&s, errno ? errno : EIO);
+        s.record_final = 1;
+        record_unlock(&s);
+        if (s.log_lock_fd >= 0 && close(s.log_lock_fd) != 0) fprintf(stderr, "aebench: closing %s\n", s.log_path);
+        s.log_lock_fd = -1;
     }
     if (s.rank == 0 && s.status != EXIT_RUN_OK)
         fprintf(stderr, "aebench: %s\n", s.message);
@@ -1779,7 +2022,10 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     print_summary(&s);
     gpt_profile_destroy(s.prof);
     gpu_clock_close(s.clock);
+    /* (the run's state goes with this function: the watcher no longer writes its record) */
+    run_signals_attach(sig, NULL, NULL);
     free(s.iters);
     free(s.rank_peaks);
+    pthread_mutex_destroy(&s.record_lock);
     return s.status;
 }

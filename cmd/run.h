@@ -19,10 +19,27 @@ enum {
     /* 128 + n: aebench (a sweep, the supervisor) was ended by signal n */
 };
 
+/* SIGINT and SIGTERM, watched from the start of main: blocked in the calling thread, so in
+ * every thread started after it (the OpenMP pool, the CPU backend's and MPI's threads, the
+ * watchdog: a thread that did not block them would take one and the process would die with no
+ * record), and read by a thread of their own (a signalfd).  On one, the run attached by
+ * run_engine writes its record of the interruption; then the process ends by that signal
+ * (exit status 128 + n, as without).  A signal the process was started ignoring stays ignored.
+ * run_signals_stop before anything that handles them its own way or starts other programs
+ * (they would inherit the mask): a sweep, --search, the --ranks supervisor. */
+typedef struct run_signals run_signals;
+/* 0, or -1 (said on stderr; then nothing is blocked) */
+int run_signals_start(run_signals **out);
+/* Stops the watcher and restores the mask (NULL: nothing): a signal that came since ends the
+ * process now. */
+void run_signals_stop(run_signals *sig);
+
 /* Runs eng with rc on backend be; returns an exit code above.  Writes the log and JSON
- * under rc->results_dir (rank 0 only) and a short summary on stdout. */
+ * under rc->results_dir (rank 0 only) and a short summary on stdout.  sig (may be NULL): a
+ * SIGINT or SIGTERM meanwhile ends the run with an "ERROR: interrupted (SIG...)" line in its
+ * log and a JSON with status "interrupted", the record so far, then the process by it. */
 int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
-               const data_source *data, const comm_world *comm);
+               const data_source *data, const comm_world *comm, run_signals *sig);
 
 /* The budgets a run gets: --gpu-mem-limit / --cpu-mem-limit, or the device's free memory
  * and the host's available memory (SIZE_MAX when unknown). */

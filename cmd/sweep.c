@@ -52,6 +52,9 @@ typedef struct item {
     findmax_result fm;
     char log[PATH_MAX];
     double seconds;
+    char **stale;           /* --resume: an earlier try's files of this run that did not finish
+                               (its JSON, then its log), removed as the run starts again */
+    int nstale;
 } item;
 
 typedef struct sweep {
@@ -64,7 +67,10 @@ typedef struct sweep {
 
 static void sweep_free(sweep *s)
 {
-    for (int i = 0; i < s->n; i++) strv_free(&s->items[i].argv, &s->items[i].argc);
+    for (int i = 0; i < s->n; i++) {
+        strv_free(&s->items[i].argv, &s->items[i].argc);
+        strv_free(&s->items[i].stale, &s->items[i].nstale);
+    }
     free(s->items);
 }
 
@@ -179,9 +185,49 @@ static int resolve_layers_from(const sweep *s, item *it, char *err, size_t errle
     return check_item(it, err, errlen);
 }
 
+/* A file of an earlier try of a run, to remove: a regular file of ours (not a link, nor
+ * another user's), taken by path. */
+static int own_regular_file(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+}
+
+/* --resume: the record at json_path says this run did not finish ("interrupted": stopped by a
+ * signal; "running": killed outright).  Its JSON and its log (the JSON's own "log", beside it)
+ * go on it->stale, to be removed when the run starts again: one run, one record.  Only files
+ * of ours and no link, and not while a run still writes them (it holds a lock on its log). */
+static void note_stale(item *it, const char *json_path, const run_outcome *o)
+{
+    char log[PATH_MAX];
+    const size_t n = strlen(json_path);
+    if (n < 5 || n >= sizeof log || strcmp(o->log, json_path) == 0) return;
+    memcpy(log, json_path, n - 5);
+    snprintf(log + n - 5, sizeof log - (n - 5), ".txt");
+    if (strcmp(o->log, log) != 0 || !own_regular_file(json_path) || !own_regular_file(log)) return;
+    const int fd = open(log, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    const int free_now = flock(fd, LOCK_EX | LOCK_NB) == 0; /* (no run holds it: LOCK_SH while it runs) */
+    if (close(fd) != 0 || !free_now) return;
+    if (strv_push(&it->stale, &it->nstale, json_path) || strv_push(&it->stale, &it->nstale, log))
+        fprintf(stderr, "aebench: out of memory: %s stays\n", json_path);
+}
+
+/* As the run starts again: its unfinished earlier try's files go (a link is not followed:
+ * a name that is one now is removed itself, its target untouched). */
+static void remove_stale(item *it)
+{
+    for (int i = 0; i < it->nstale; i++)
+        if (own_regular_file(it->stale[i]) && unlink(it->stale[i]) != 0 && errno != ENOENT)
+            fprintf(stderr, "aebench: cannot remove %s (an earlier try of this run): %s\n", it->stale[i],
+                    strerror(errno));
+    strv_free(&it->stale, &it->nstale);
+}
+
 /* --resume: the newest JSON in the results directory that says ok for this method, shape,
- * window, iterations, backend, dtype and checkpointing. */
-static int find_done(const item *it, const child_result *pr, run_outcome *found)
+ * window, iterations, backend, dtype and checkpointing; the records of this run's tries
+ * that did not finish (the same, and its options' fingerprint) go on it->stale. */
+static int find_done(item *it, const child_result *pr, run_outcome *found)
 {
     DIR *d = opendir(it->rc.results_dir);
     if (!d) return -1;
@@ -201,7 +247,7 @@ static int find_done(const item *it, const child_result *pr, run_outcome *found)
         run_outcome o;
         struct stat st;
         if (stat(path, &st) != 0 || run_outcome_read(path, &o) != 0) continue;
-        int match = strcmp(o.status, "ok") == 0 && strcmp(o.method, eng->name) == 0 &&
+        const int same_run = strcmp(o.method, eng->name) == 0 &&
                     o.layers == pr->shape[0] && o.hidden == pr->shape[1] && o.heads == pr->shape[2] &&
                     o.seq == pr->shape[3] && o.batch == pr->shape[4] && o.vocab == pr->shape[5] &&
                     strcmp(o.window, w) == 0 && o.iters == it->rc.iters &&
@@ -209,6 +255,9 @@ static int find_done(const item *it, const child_result *pr, run_outcome *found)
                     strcmp(o.dtype, it->rc.eng.bf16 ? "bf16" : "fp32") == 0 &&
                     (o.world ? o.world : 1) == (it->rc.ranks > 1 ? it->rc.ranks : 1) &&
                     (!o.fingerprint[0] || strcmp(o.fingerprint, fingerprint) == 0);
+        const int match = same_run && strcmp(o.status, "ok") == 0;
+        if (same_run && o.fingerprint[0] && (strcmp(o.status, "interrupted") == 0 || strcmp(o.status, "running") == 0))
+            note_stale(it, path, &o);
         if (match && (!have || st.st_mtim.tv_sec > newest.tv_sec ||
                       (st.st_mtim.tv_sec == newest.tv_sec && st.st_mtim.tv_nsec > newest.tv_nsec))) {
             have = 1;
@@ -235,6 +284,8 @@ static int resolve_resume(const sweep *s, item *it, char *err, size_t errlen)
         return 0;
     }
     if (find_done(it, &pr, &it->o) == 0) {
+        /* (done: a try that did not finish before the one that did is the record's history) */
+        strv_free(&it->stale, &it->nstale);
         it->st = ST_SKIPPED;
         snprintf(it->log, sizeof it->log, "%s", it->o.log);
     }
@@ -265,6 +316,7 @@ static const char *status_text(const item *it, char *buf, size_t len)
 static void run_training(const sweep *s, item *it, char *err, size_t errlen)
 {
     child_result cr;
+    remove_stale(it);
     if (child_run(s->exe, it->argv, CHILD_SHOW, &cr, err, errlen)) {
         it->st = ST_ERROR;
         fprintf(stderr, "aebench: %s\n", err);

@@ -104,6 +104,9 @@ source tests/test_predict.sh
 echo "=== sweeps"
 # shellcheck source=tests/test_sweep.sh
 source tests/test_sweep.sh
+echo "=== interrupted runs (SIGINT, SIGTERM; a sweep's --resume after)"
+# shellcheck source=tests/test_interrupt.sh
+source tests/test_interrupt.sh
 echo "=== search"
 # shellcheck source=tests/test_search.sh
 source tests/test_search.sh
