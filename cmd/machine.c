@@ -1163,8 +1163,8 @@ typedef struct coll_ctx {
 static int run_collective(void *p)
 {
     const coll_ctx *c = p;
-    const int W = coll_world(c->g), r = coll_rank(c->g);
-    const size_t part = c->n / W;
+    const int world = coll_world(c->g), r = coll_rank(c->g);
+    const size_t part = c->n / world;
     const int rc = c->kind == 0   ? coll_all_reduce_sum(c->g, c->buf, c->n)
                    : c->kind == 1 ? coll_reduce_scatter_sum(c->g, c->buf + (size_t)r * part, c->buf, part)
                                   : coll_all_gather(c->g, c->buf, c->buf + (size_t)r * part, part * sizeof(float));

@@ -116,7 +116,7 @@ enum { GEMINI_CHUNK_BYTES = 64 << 20, GEMINI_MAX_REPLICAS = 16 };
 enum { GEMINI_WARMUP = 3 };
 
 typedef struct gemini_placement {
-    int W, rank, m;
+    int world, rank, m;
     int to[GEMINI_MAX_REPLICAS], from[GEMINI_MAX_REPLICAS]; /* rounds 1 .. m-1 */
     int owners[GEMINI_MAX_REPLICAS];                        /* slot s holds owners[s]'s shard */
     int across;  /* the copies are placed by machine: every peer on another machine */
@@ -134,12 +134,12 @@ static int replicas_of(const engine_config *cfg)
  * numbers of them. */
 static int machine_grid(const engine_config *cfg, int r, int *host, int *local)
 {
-    const int W = engine_world(cfg), H = cfg->hosts;
-    if (!cfg->rank_host || H < 2 || W % H != 0) return 0;
+    const int world = engine_world(cfg), H = cfg->hosts;
+    if (!cfg->rank_host || H < 2 || world % H != 0) return 0;
     for (int h = 0; h < H; h++) {
         int n = 0;
-        for (int q = 0; q < W; q++) n += cfg->rank_host[q] == h;
-        if (n != W / H) return 0;
+        for (int q = 0; q < world; q++) n += cfg->rank_host[q] == h;
+        if (n != world / H) return 0;
     }
     *local = 0;
     for (int q = 0; q < r; q++) *local += cfg->rank_host[q] == cfg->rank_host[r];
@@ -166,7 +166,7 @@ static gemini_placement placement_of(const engine_config *cfg, int rank)
 {
     gemini_placement p;
     memset(&p, 0, sizeof p);
-    p.W = engine_world(cfg);
+    p.world = engine_world(cfg);
     p.rank = rank;
     p.m = replicas_of(cfg);
     p.owners[0] = rank;
@@ -183,8 +183,8 @@ static gemini_placement placement_of(const engine_config *cfg, int rank)
             p.to[d] = rank_on(cfg, base + (pos + d) % p.m, local);
             p.from[d] = rank_on(cfg, base + (pos - d + p.m) % p.m, local);
         } else if (ring) {
-            p.to[d] = (rank + d) % p.W;
-            p.from[d] = (rank - d + p.W) % p.W;
+            p.to[d] = (rank + d) % p.world;
+            p.from[d] = (rank - d + p.world) % p.world;
         } else {
             const int base = rank / p.m * p.m, pos = rank % p.m;
             p.to[d] = base + (pos + d) % p.m;
@@ -230,14 +230,14 @@ static void gemini_plan(const engine_config *cfg, engine_plan *out)
 
 static int gemini_check(const engine_config *cfg, char *err, size_t errlen)
 {
-    const int W = engine_world(cfg), m = replicas_of(cfg);
-    if (m < 1 || m > W || m > GEMINI_MAX_REPLICAS) {
-        snprintf(err, errlen, "--gemini-replicas %d: must be between 1 and the ranks (%d)", m, W);
+    const int world = engine_world(cfg), m = replicas_of(cfg);
+    if (m < 1 || m > world || m > GEMINI_MAX_REPLICAS) {
+        snprintf(err, errlen, "--gemini-replicas %d: must be between 1 and the ranks (%d)", m, world);
         return -1;
     }
-    if (cfg->gemini_placement == GEMINI_GROUP && W % m != 0) {
+    if (cfg->gemini_placement == GEMINI_GROUP && world % m != 0) {
         snprintf(err, errlen, "--gemini-placement group: %d ranks do not make groups of %d "
-                 "(--gemini-replicas); use a divisor or --gemini-placement ring", W, m);
+                 "(--gemini-replicas); use a divisor or --gemini-placement ring", world, m);
         return -1;
     }
     if (cfg->gemini_every < 0 && cfg->gemini_mode != GEMINI_INTERLEAVE) {
@@ -303,7 +303,7 @@ static uint64_t identity_of(const engine_config *cfg, const gemini_placement *p,
 {
     const gpt_shape *sh = &cfg->shape;
     const uint64_t ident[] = {(uint64_t)sh->layers, (uint64_t)sh->hidden, (uint64_t)sh->heads, (uint64_t)sh->seq,
-                              (uint64_t)sh->vocab, (uint64_t)cfg->bf16, (uint64_t)p->W, (uint64_t)p->m,
+                              (uint64_t)sh->vocab, (uint64_t)cfg->bf16, (uint64_t)p->world, (uint64_t)p->m,
                               (uint64_t)cfg->gemini_placement, (uint64_t)floats};
     return ckpt_identity(ident, (int)(sizeof ident / sizeof ident[0]));
 }
@@ -317,9 +317,9 @@ int gemini_recovery_point(const engine_config *cfg, const comm_world *comm, int 
     const uint64_t identity = identity_of(cfg, &p, floats);
     /* per rank: its store file's slots and versions, then its persistent file's versions (what
      * restore() gathers, and restore_persistent() after it) */
-    const int per = p.m * CKPT_VERSIONS, row = per + CKPT_VERSIONS, W = p.W;
-    int *mine = calloc((size_t)row, sizeof *mine), *all = calloc((size_t)row * (size_t)W, sizeof *all);
-    ckpt_held *held = calloc((size_t)per * (size_t)W, sizeof *held);
+    const int per = p.m * CKPT_VERSIONS, row = per + CKPT_VERSIONS, world = p.world;
+    int *mine = calloc((size_t)row, sizeof *mine), *all = calloc((size_t)row * (size_t)world, sizeof *all);
+    ckpt_held *held = calloc((size_t)per * (size_t)world, sizeof *held);
     int best = -2, newest, missing;
     if (mine && all && held &&
         ckpt_store_peek(cfg->gemini_store, cfg->gemini_job, p.rank, p.m, p.owners, floats, chunk, identity, mine) == 0 &&
@@ -327,17 +327,17 @@ int gemini_recovery_point(const engine_config *cfg, const comm_world *comm, int 
                                              mine + per) == 0) &&
         comm_all_gather(comm, mine, all, (size_t)row * sizeof *mine) == 0) {
         if (!cfg->ckpt_dir[0])
-            for (int r = 0; r < W; r++)
+            for (int r = 0; r < world; r++)
                 for (int v = 0; v < CKPT_VERSIONS; v++) all[r * row + per + v] = -1;
-        for (int r = 0; r < W; r++) {
+        for (int r = 0; r < world; r++) {
             const gemini_placement q = placement_of(cfg, r);
             for (int i = 0; i < per; i++) held[r * per + i] = (ckpt_held){q.owners[i / CKPT_VERSIONS], all[r * row + i]};
         }
-        best = ckpt_newest_whole(held, per * W, W, &newest, &missing);
+        best = ckpt_newest_whole(held, per * world, world, &newest, &missing);
         if (best < 0) {
-            for (int r = 0; r < W; r++)
+            for (int r = 0; r < world; r++)
                 for (int v = 0; v < CKPT_VERSIONS; v++) held[r * CKPT_VERSIONS + v] = (ckpt_held){r, all[r * row + per + v]};
-            best = ckpt_newest_whole(held, W * CKPT_VERSIONS, W, &newest, &missing);
+            best = ckpt_newest_whole(held, world * CKPT_VERSIONS, world, &newest, &missing);
             *from_disk = best >= 0;
         }
     }
@@ -522,11 +522,11 @@ static int complete_slot(gemini_state *st, int slot, int version, gpt_stream *co
  * not one per version); a rank whose data fails its checksums drops it and they agree again. */
 static int restore_persistent(gemini_state *st, int *best, int *best_step)
 {
-    const int W = st->p.W;
+    const int world = st->p.world;
     float *buf = ckpt_store_data(st->store, 0, 0); /* (page aligned; invalid anyway now) */
     const size_t floats = 3 * st->shard.n;
-    int mine[2 * CKPT_VERSIONS], *all = calloc((size_t)W * 2 * CKPT_VERSIONS, sizeof *all), rc = GPT_OK;
-    ckpt_held *held = calloc((size_t)W * CKPT_VERSIONS, sizeof *held);
+    int mine[2 * CKPT_VERSIONS], *all = calloc((size_t)world * 2 * CKPT_VERSIONS, sizeof *all), rc = GPT_OK;
+    ckpt_held *held = calloc((size_t)world * CKPT_VERSIONS, sizeof *held);
     if (!all || !held) {
         free(all);
         free(held);
@@ -539,9 +539,9 @@ static int restore_persistent(gemini_state *st, int *best, int *best_step)
         if ((rc = coll_host_all_gather(st->comm, all, mine, sizeof mine))) break;
         /* (rank r's file holds versions r CKPT_VERSIONS .. of its own shard) */
         int newest, missing;
-        for (int i = 0; i < W * CKPT_VERSIONS; i++) held[i] = (ckpt_held){i / CKPT_VERSIONS, all[2 * i]};
-        *best = ckpt_newest_whole(held, W * CKPT_VERSIONS, W, &newest, &missing);
-        for (int i = 0; *best >= 0 && i < W * CKPT_VERSIONS; i++)
+        for (int i = 0; i < world * CKPT_VERSIONS; i++) held[i] = (ckpt_held){i / CKPT_VERSIONS, all[2 * i]};
+        *best = ckpt_newest_whole(held, world * CKPT_VERSIONS, world, &newest, &missing);
+        for (int i = 0; *best >= 0 && i < world * CKPT_VERSIONS; i++)
             if (all[2 * i] == *best) {
                 *best_step = all[2 * i + 1];
                 break;
@@ -552,7 +552,7 @@ static int restore_persistent(gemini_state *st, int *best, int *best_step)
         const int ok = ckpt_file_read(&st->ckpt, st->p.rank, v, st->identity, buf, floats, st->chunk, &step) == *best;
         if (!ok) mine[2 * v] = -1;
         double oks = ok; /* (how many ranks read it whole) */
-        if ((rc = coll_host_sum_doubles(st->comm, &oks, 1)) || oks == W) break;
+        if ((rc = coll_host_sum_doubles(st->comm, &oks, 1)) || oks == world) break;
         *best = -1; /* (a rank's copy of it was damaged: the next newest) */
     }
     free(all);
@@ -577,11 +577,11 @@ typedef struct held_version {
 static int restore(gemini_state *st)
 {
     const gemini_placement *p = &st->p;
-    const int W = p->W, per = p->m * CKPT_VERSIONS;
+    const int world = p->world, per = p->m * CKPT_VERSIONS;
     const double t0 = wall_ms();
     held_version *mine = calloc((size_t)per, sizeof *mine);
-    held_version *all = calloc((size_t)per * (size_t)W, sizeof *all);
-    ckpt_held *held = calloc((size_t)per * (size_t)W, sizeof *held);
+    held_version *all = calloc((size_t)per * (size_t)world, sizeof *all);
+    ckpt_held *held = calloc((size_t)per * (size_t)world, sizeof *held);
     int rc = (!mine || !all || !held) ? GPT_ERR_OOM : GPT_OK;
     for (int s = 0; !rc && s < p->m; s++)
         for (int v = 0; v < CKPT_VERSIONS; v++) {
@@ -596,9 +596,9 @@ static int restore(gemini_state *st)
     int best = -1, best_step = 0;
     if (!rc) {
         int newest, missing;
-        for (int i = 0; i < per * W; i++) held[i] = (ckpt_held){all[i].owner, all[i].iteration};
-        best = ckpt_newest_whole(held, per * W, W, &newest, &missing);
-        for (int i = 0; best >= 0 && i < per * W; i++)
+        for (int i = 0; i < per * world; i++) held[i] = (ckpt_held){all[i].owner, all[i].iteration};
+        best = ckpt_newest_whole(held, per * world, world, &newest, &missing);
+        for (int i = 0; best >= 0 && i < per * world; i++)
             if (all[i].iteration == best) {
                 best_step = all[i].adam_step;
                 break;
@@ -621,10 +621,10 @@ static int restore(gemini_state *st)
         else rc = GPT_ERR_INVALID;
     }
     gpt_stream *cs = rc ? NULL : coll_stream(st->comm);
-    for (int o = 0; !rc && !from_disk && o < W; o++) {
+    for (int o = 0; !rc && !from_disk && o < world; o++) {
         /* o's own copy if it is valid, else the lowest rank that holds one */
         int holder = -1, hslot = -1, hversion = -1;
-        for (int r = 0; r < W && holder != o; r++)
+        for (int r = 0; r < world && holder != o; r++)
             for (int i = 0; i < per; i++) {
                 const held_version *h = &all[(size_t)r * per + i];
                 if (h->owner == o && h->iteration == best && (holder < 0 || r == o)) {
@@ -673,8 +673,8 @@ static int restore(gemini_state *st)
         const double mine_ms[3] = {t_valid - t0, t_agreed - t_valid, wall_ms() - t_agreed};
         enum { NOTED_RANKS = 8 }; /* (the log names the first few ranks' breakdowns) */
         double every[64 * 3];
-        if (W <= 64 && !(rc = coll_host_all_gather(st->comm, every, mine_ms, sizeof mine_ms)))
-            for (int r = 0; r < W && r < NOTED_RANKS; r++)
+        if (world <= 64 && !(rc = coll_host_all_gather(st->comm, every, mine_ms, sizeof mine_ms)))
+            for (int r = 0; r < world && r < NOTED_RANKS; r++)
                 engine_note(&st->env, "gemini: recovery on rank %d: its versions checked in %.1f ms, the version "
                             "agreed in %.1f ms, the state loaded or fetched in %.1f ms", r, every[3 * r],
                             every[3 * r + 1], every[3 * r + 2]);
@@ -1301,11 +1301,11 @@ static int choose_interval(gemini_state *st, double before_optimizer_ms, double 
     const double exposed = before_optimizer_ms > home_over ? before_optimizer_ms : home_over;
     const double k = ceil(exposed / (st->every_share * step));
     int mine = k < 1 ? 1 : k > GEMINI_AUTO_MAX_EVERY ? GEMINI_AUTO_MAX_EVERY : (int)k;
-    int *all = calloc((size_t)st->p.W, sizeof *all);
+    int *all = calloc((size_t)st->p.world, sizeof *all);
     if (!all) return GPT_ERR_OOM;
     int rc = coll_host_all_gather(st->comm, all, &mine, sizeof mine);
     int every = 1;
-    for (int r = 0; !rc && r < st->p.W; r++)
+    for (int r = 0; !rc && r < st->p.world; r++)
         if (all[r] > every) every = all[r];
     free(all);
     if (rc) return rc;
@@ -1338,7 +1338,7 @@ static int make_plan(gemini_state *st)
         left -= f;
         spans += f > 0;
     }
-    size_t *all = calloc((size_t)st->p.W * (size_t)n, sizeof *all);
+    size_t *all = calloc((size_t)st->p.world * (size_t)n, sizeof *all);
     if (!all) return GPT_ERR_OOM;
     int rc = coll_host_all_gather(st->comm, all, st->floats_after, (size_t)n * sizeof *all);
     if (!rc) memcpy(st->floats_after, all, (size_t)n * sizeof *all);
@@ -1530,10 +1530,10 @@ static int gemini_read_params(void *state, float *host_params)
 static void in_memory_checkpoint(const engine_config *cfg, const machine_rates *m, double shard,
                                  engine_prediction *out)
 {
-    const int W = engine_world(cfg), reps = replicas_of(cfg);
+    const int world = engine_world(cfg), reps = replicas_of(cfg);
     const double home_ms = pred_d2h_ms(m, shard * reps);
     /* a sendrecv of `shard` floats each way: an all-gather in which each rank sends as much */
-    const double net_ms = W > 1 ? (reps - 1) * pred_coll_ms(m->ag_ms, m->ag_gbs, shard * W / (W - 1)) : 0;
+    const double net_ms = world > 1 ? (reps - 1) * pred_coll_ms(m->ag_ms, m->ag_gbs, shard * world / (world - 1)) : 0;
     const double step_ms = out->ms; /* (the training step, without the persistent checkpoint) */
     const double each = cfg->gemini_mode == GEMINI_NAIVE ? (home_ms > net_ms ? home_ms : net_ms)
                                                          : (home_ms > step_ms ? home_ms - step_ms : 0);

@@ -89,10 +89,10 @@ typedef struct l2l_layout {
     int L;
     size_t PL, PE; /* one layer block, the embed block */
     size_t N, NC;  /* tokens per step; one (N, C) activation */
-    int W, rank;   /* ranks: every layer's host state is sharded (runtime/dp.h) */
+    int world, rank;   /* ranks: every layer's host state is sharded (runtime/dp.h) */
     int M;         /* micro-batches per step */
     int K;         /* --clip-speculate: the top K layers are updated ahead of the norm */
-    size_t Sl, SP; /* a layer's shard, and the slot's floats (W Sl: the layer padded) */
+    size_t Sl, SP; /* a layer's shard, and the slot's floats (world·Sl: the layer padded) */
     gpt_dtype dt;  /* what the ops read (--dtype): fp32, or bf16 with fp32 master weights */
     size_t act;    /* ... its bytes per element */
     gpt_recompute rec; /* --recompute: what each layer's activations keep on the GPU */
@@ -109,7 +109,7 @@ static l2l_layout layout_for(const gpt_shape *sh, int bf16, gpt_recompute rec)
     z.PE = gpt_embed_layout_of(sh).total;
     z.N = (size_t)sh->batch * sh->seq;
     z.NC = z.N * (size_t)sh->hidden;
-    z.W = 1;
+    z.world = 1;
     z.rank = 0;
     z.M = 1;
     z.K = 0;
@@ -117,13 +117,13 @@ static l2l_layout layout_for(const gpt_shape *sh, int bf16, gpt_recompute rec)
     return z;
 }
 
-static void set_ranks(l2l_layout *z, int W, int rank, int M)
+static void set_ranks(l2l_layout *z, int world, int rank, int M)
 {
     z->M = M;
-    z->W = W;
+    z->world = world;
     z->rank = rank;
-    z->Sl = dp_shard_len(z->PL, W);
-    z->SP = (size_t)W * z->Sl;
+    z->Sl = dp_shard_len(z->PL, world);
+    z->SP = (size_t)world * z->Sl;
 }
 
 /* Bytes of every allocation; plan and init share them. */
@@ -145,10 +145,10 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
     b.embed_work = bf16 ? gpt_act_bytes(z->PE, z->dt) : 0;
     b.slot_work = gpt_act_bytes(z->SP, z->dt);    /* the slot's params, as the ops read them */
     b.host_work = bf16 ? gpt_act_bytes((size_t)z->L * z->Sl, z->dt) : 0;
-    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->W, z->M, z->dt);
-    b.work_host = layer_work_host_bytes(sh, z->W, z->M);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->world, z->M, z->dt);
+    b.work_host = layer_work_host_bytes(sh, z->world, z->M);
     /* (N ranks: also each layer whole, before its shard is kept) */
-    b.staging = (z->W > 1 && z->PL > z->PE ? z->PL : z->PE) * f;
+    b.staging = (z->world > 1 && z->PL > z->PE ? z->PL : z->PE) * f;
     return b;
 }
 
@@ -175,7 +175,7 @@ static int ahead_layers(const engine_config *cfg, const l2l_layout *z, const gpt
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, z->W == 1 && z->M == 1, 1, z->L, p.host_bytes, z->Sl);
+    return update_ahead_blocks(cfg, z->world == 1 && z->M == 1, 1, z->L, p.host_bytes, z->Sl);
 }
 
 static void l2l_plan(const engine_config *cfg, engine_plan *out)
@@ -292,7 +292,7 @@ static int init_params(l2l_state *st, float *staging)
     gpt_stream *s = st->io.compute;
     int rc;
     for (int k = 0; k < z->L; k++) {
-        if (z->W == 1) {
+        if (z->world == 1) {
             engine_init_layer(&st->env, st->host_p + host_block(st, k), sh, k, seed);
             continue;
         }
@@ -344,7 +344,7 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = alloc_in(st, &st->slot_p, b.slot_work, MEM_GPU, "layer slot parameters")) ||
         (rc = alloc_in(st, (void **)&st->slot_g, b.slot, MEM_GPU, "layer slot gradients")) ||
         (rc = alloc_in(st, &st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, st->z.rec, st->z.W, st->z.M, st->z.dt)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, st->z.rec, st->z.world, st->z.M, st->z.dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         /* (bf16: the copies up read the working copy, so the fp32 params need no pinning) */
         (rc = alloc_in(st, (void **)&st->host_p, b.host_layers, b.host_work ? MEM_HOST : MEM_PINNED,
@@ -365,7 +365,7 @@ static int l2l_init(const engine_env *env, void **state)
         (rc = gpt_event_create(env->be, &st->slot_done)) ||
         (rc = gpt_event_create(env->be, &st->grads_zeroed)) ||
         (rc = event_array_create(env->be, &st->grads_home, L)) ||
-        (st->z.W > 1 && (rc = gpt_event_create(env->be, &st->shard_up))))
+        (st->z.world > 1 && (rc = gpt_event_create(env->be, &st->shard_up))))
         return rc;
 
     engine_plan p;
@@ -397,7 +397,7 @@ static int copy_in(l2l_state *st, int k, step_result *out)
         (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
     out->bytes_h2d += (double)bytes;
-    if (st->z.W == 1) return gpt_event_record(st->params_in, st->io.h2d);
+    if (st->z.world == 1) return gpt_event_record(st->params_in, st->io.h2d);
     /* N ranks: every rank's shard of the layer, gathered into the slot in place */
     gpt_stream *cs = coll_stream(st->work.comm);
     if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) || (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
@@ -600,7 +600,7 @@ static int l2l_read_params(void *state, float *host_params)
         (rc = gpt_memcpy_d2h(st->io.compute, host_params, st->embed_p, z->PE * sizeof(float))) ||
         (rc = gpt_stream_sync(st->io.compute)))
         return rc;
-    if (z->W > 1) return dp_gather_layers(st->work.comm, st->host_p, z->PL, z->L, host_params + z->PE);
+    if (z->world > 1) return dp_gather_layers(st->work.comm, st->host_p, z->PL, z->L, host_params + z->PE);
     for (int k = 0; k < z->L; k++)
         memcpy(host_params + z->PE + (size_t)k * z->PL, state_of(st, k, 0).p, z->PL * sizeof(float));
     return GPT_OK;
@@ -629,8 +629,8 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
 {
     memset(out, 0, sizeof *out);
     l2l_layout z = layout_for(&cfg->shape, cfg->bf16, cfg->recompute);
-    const int W = engine_world(cfg), M = engine_micro_batches(cfg);
-    set_ranks(&z, W, 0, M);
+    const int world = engine_world(cfg), M = engine_micro_batches(cfg);
+    set_ranks(&z, world, 0, M);
     if (pred_no_collectives(cfg, m, out)) return;
     const int L = z.L, clip = cfg->optim.clip > 0;
     const double host_share = pred_host_share(cfg, m);
@@ -640,8 +640,8 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
     /* (bf16: the working copy moves up in half the bytes; grads come home in fp32) */
     const double per_float = (double)z.act / sizeof(float);
     const double in_ms = pred_h2d_ms(m, per_float * z.Sl), out_ms = pred_d2h_ms(m, (double)z.Sl);
-    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * z.SP) : 0;
-    const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
+    const double gather_ms = world > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * z.SP) : 0;
+    const double reduce_ms = world > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
     const double adam_ms = host_share * pred_host_adam_ms(m, (double)z.Sl);
     const double landing_ms = pred_h2d_ms(m, (double)z.Sl); /* (micro-batches: the sum so far, up) */
     pred_timeline t = {0};
@@ -656,29 +656,29 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
             for (int k = 0; k < L; k++) {
                 if (i == 0) host = pred_max(host, adam_done[k]);
                 in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, c)); /* (c: the layer before is done) */
-                if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
+                if (world > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
                 c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
             }
             in = pred_run(&t, BUSY_H2D, in_ms, c); /* layer L-1 again, under the head */
-            if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
+            if (world > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
             home[L] = start;
             for (int j = L - 1; j >= 0; j--) {
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j),
                              pred_max(c, pred_max(in, home[j + 1])));
-                double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
+                double reduced = world > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
                 /* micro-batches after the first: the earlier ones' sum comes up and is added */
                 if (i > 0) reduced = pred_max(reduced, pred_run(&t, BUSY_H2D, landing_ms, home[j]));
                 home[j] = pred_run(&t, BUSY_D2H, out_ms, reduced);
                 if (!clip && last) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
                 if (j > 0) {
                     in = pred_run(&t, BUSY_H2D, in_ms, c);
-                    if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, pred_max(in, reduced));
+                    if (world > 1) in = pred_run(&t, BUSY_COMM, gather_ms, pred_max(in, reduced));
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         }
-        if (W > 1) c = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE), c);
+        if (world > 1) c = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE), c);
         host = pred_max(host, c); /* the norms read back */
         c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE), c);
         if (clip)

@@ -101,7 +101,7 @@ typedef struct megatron_state {
     engine_env env;
     gpt_shape sh;
     megatron_sizes z;
-    int W, rank, stage, M;
+    int world, rank, stage, M;
     gpt_stream *compute;
     coll_group *grad_comm, *param_comm;
     engine_allocs mem;
@@ -177,20 +177,20 @@ static megatron_sizes sizes_of(const engine_config *cfg)
     const size_t N = (size_t)sh->batch * sh->seq, C = (size_t)sh->hidden, L = (size_t)sh->layers;
     const size_t f = sizeof(float);
     const gpt_dtype dt = cfg->bf16 ? GPT_BF16 : GPT_F32;
-    const int W = engine_world(cfg), stage = cfg->zero_stage;
+    const int world = engine_world(cfg), stage = cfg->zero_stage;
     megatron_sizes z;
     memset(&z, 0, sizeof z);
-    z.world = W;
+    z.world = world;
     z.stage = stage;
     z.M = engine_micro_batches(cfg);
     z.bf16 = cfg->bf16;
     block_geom *b = malloc((L + 1) * sizeof *b);
     if (!b) return z; /* all zero: the plan says nothing, init reports the OOM */
-    geometry(sh, W, b);
-    z.padded_total = b[L].off + b[L].S * (size_t)W;
+    geometry(sh, world, b);
+    z.padded_total = b[L].off + b[L].S * (size_t)world;
     z.shard_total = b[L].soff + b[L].S;
-    z.padded_embed = b[0].S * (size_t)W;
-    z.padded_layer = L > 0 ? b[1].S * (size_t)W : 0;
+    z.padded_embed = b[0].S * (size_t)world;
+    z.padded_layer = L > 0 ? b[1].S * (size_t)world : 0;
     z.shard_max = b[0].S > (L > 0 ? b[1].S : 0) ? b[0].S : b[1].S;
     free(b);
 
@@ -213,11 +213,11 @@ static megatron_sizes sizes_of(const engine_config *cfg)
     z.head = gpt_head_acts_bytes(sh, dt);
     z.dres = gpt_act_bytes(N * C, dt);
     z.ids = 2 * N * sizeof(int32_t);
-    z.norms = (L + 1) * (size_t)W * f;
+    z.norms = (L + 1) * (size_t)world * f;
     z.losses = (size_t)z.M * N * f;
     z.host_losses = (size_t)z.M * N * f;
     /* this rank's read-back, every rank's (gathered), the (block, shard) table */
-    z.host_norms = (1 + 2 * (size_t)W) * (L + 1) * f;
+    z.host_norms = (1 + 2 * (size_t)world) * (L + 1) * f;
     const size_t block_max = z.padded_embed > z.padded_layer ? z.padded_embed : z.padded_layer;
     z.host_staging = block_max * f;
     return z;
@@ -425,14 +425,14 @@ static int megatron_init(const engine_env *env, void **state)
     *state = st;
     st->z = sizes_of(env->cfg);
     const megatron_sizes *z = &st->z;
-    st->W = env->world;
+    st->world = env->world;
     st->rank = env->rank;
     st->stage = env->cfg->zero_stage;
     st->M = z->M;
     const int L = st->sh.layers;
     st->blocks = malloc((size_t)(L + 1) * sizeof *st->blocks);
     if (!st->blocks) return GPT_ERR_OOM;
-    geometry(&st->sh, st->W, st->blocks);
+    geometry(&st->sh, st->world, st->blocks);
     st->lslot_holds[0] = st->lslot_holds[1] = -1;
     const char *norms = getenv("AEBENCH_NORMS");
     st->norms_after = norms && strcmp(norms, "after") == 0;
@@ -481,7 +481,7 @@ static int megatron_init(const engine_env *env, void **state)
         (rc = alloc_host(st, (void **)&st->host_norms, z->host_norms, "norms read-back")) ||
         (rc = alloc_host(st, &staging, z->host_staging, "initialisation staging")))
         return rc;
-    st->norm_table = st->host_norms + (size_t)(L + 1) * (1 + st->W);
+    st->norm_table = st->host_norms + (size_t)(L + 1) * (1 + st->world);
     if (wslots) {
         st->eslot = wslots;
         st->lslot[0] = (char *)wslots + z->padded_embed * act_size(st);
@@ -496,19 +496,19 @@ static int megatron_init(const engine_env *env, void **state)
     m->targets = st->ids + (size_t)st->sh.batch * st->sh.seq;
     gpt_layer_scratch_carve_as(&m->scratch, scratch_mem, &st->sh, be->dtype);
     gpt_head_acts_carve_as(&m->head, head_mem, &st->sh, be->dtype);
-    m->head.grad_divisor = st->M * st->W;
+    m->head.grad_divisor = st->M * st->world;
 
     rc = init_params(st, staging);
     /* The staging block is only needed here: give it back (it is the last allocation). */
     engine_free_last(&st->mem);
-    if (rc == 0 && st->W > 1) {
+    if (rc == 0 && st->world > 1) {
         static const char *const what[] = {
             "DDP: everything replicated, gradients all-reduced per layer during the backward",
             "ZeRO-1: Adam state sharded, gradients all-reduced, params all-gathered after the step",
             "ZeRO-2: Adam state and gradients sharded (reduce-scattered per layer), params all-gathered after the step",
             "ZeRO-3: params, gradients and Adam state sharded; each layer all-gathered before its forward and its backward",
         };
-        engine_note(env, "megatron-lm on %d ranks, %d micro-batch%s each: %s", st->W, st->M,
+        engine_note(env, "megatron-lm on %d ranks, %d micro-batch%s each: %s", st->world, st->M,
                     st->M > 1 ? "es" : "", what[st->stage]);
     }
     return rc;
@@ -565,7 +565,7 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
         (rc = comm_begin(st, cs, &span)))
         return rc;
     if (st->stage <= 1) {
-        rc = coll_all_reduce_sum(st->grad_comm, grad_buffer(st, b), g->S * (size_t)st->W);
+        rc = coll_all_reduce_sum(st->grad_comm, grad_buffer(st, b), g->S * (size_t)st->world);
     } else if (st->M == 1 || b == 0) {
         rc = coll_reduce_scatter_sum(st->grad_comm, grad_shard(st, b), grad_buffer(st, b), g->S);
     } else {
@@ -581,8 +581,9 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
      * bf16 l32 step on an H100) that the optimizer no longer waits for.  The same kernel on the
      * same floats as after the backward: the same bits. */
     if (last_micro && !st->norms_after) {
-        if (st->stage <= 1) dp_block_shard_norms(cs, grad_buffer(st, b), g->n, st->W, st->block_norms + (size_t)b * st->W);
-        else dp_shard_norm(cs, grad_shard(st, b), g->n, st->W, st->rank, st->block_norms + b);
+        if (st->stage <= 1)
+            dp_block_shard_norms(cs, grad_buffer(st, b), g->n, st->world, st->block_norms + (size_t)b * st->world);
+        else dp_shard_norm(cs, grad_shard(st, b), g->n, st->world, st->rank, st->block_norms + b);
     }
     return GPT_OK;
 }
@@ -711,28 +712,28 @@ static int issue_phase(megatron_state *st, int phase, int k)
  * st->norm_table. */
 static int shard_norms(megatron_state *st)
 {
-    const int L = st->sh.layers, W = st->W, nb = L + 1;
+    const int L = st->sh.layers, world = st->world, nb = L + 1;
     gpt_stream *s = st->compute;
     int rc;
     if (st->stage <= 1) {
         for (int b = 0; b < nb && st->norms_after; b++)
-            dp_block_shard_norms(s, grad_buffer(st, b), st->blocks[b].n, W, st->block_norms + (size_t)b * W);
-        if ((rc = gpt_memcpy_d2h(s, st->norm_table, st->block_norms, (size_t)nb * W * sizeof(float))) ||
+            dp_block_shard_norms(s, grad_buffer(st, b), st->blocks[b].n, world, st->block_norms + (size_t)b * world);
+        if ((rc = gpt_memcpy_d2h(s, st->norm_table, st->block_norms, (size_t)nb * world * sizeof(float))) ||
             (rc = gpt_stream_sync(s)))
             return rc;
         return GPT_OK;
     }
     for (int b = 0; b < nb && st->norms_after; b++)
-        dp_shard_norm(s, grad_shard(st, b), st->blocks[b].n, W, st->rank, st->block_norms + b);
+        dp_shard_norm(s, grad_shard(st, b), st->blocks[b].n, world, st->rank, st->block_norms + b);
     if ((rc = gpt_memcpy_d2h(s, st->host_norms, st->block_norms, (size_t)nb * sizeof(float))) ||
         (rc = gpt_stream_sync(s)))
         return rc;
     /* gathered rank-major: [rank][block]; the canonical table is [block][rank] */
-    float *gathered = st->host_norms + (size_t)nb; /* nb·W floats after this rank's nb */
+    float *gathered = st->host_norms + (size_t)nb; /* nb·world floats after this rank's nb */
     if ((rc = coll_host_all_gather(st->grad_comm, gathered, st->host_norms, (size_t)nb * sizeof(float))))
         return rc;
-    for (int r = 0; r < W; r++)
-        for (int b = 0; b < nb; b++) st->norm_table[(size_t)b * W + r] = gathered[(size_t)r * nb + b];
+    for (int r = 0; r < world; r++)
+        for (int b = 0; b < nb; b++) st->norm_table[(size_t)b * world + r] = gathered[(size_t)r * nb + b];
     return GPT_OK;
 }
 
@@ -751,7 +752,7 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
     double local = 0;
     for (int k = 0; k < st->M; k++) local += gpt_mean_loss(st->host_losses + (size_t)k * N, N);
     if ((rc = dp_global_loss(st->grad_comm, local, st->M, &out->loss))) return rc;
-    out->grad_norm = gpt_combine_norms(st->norm_table, (L + 1) * st->W);
+    out->grad_norm = gpt_combine_norms(st->norm_table, (L + 1) * st->world);
     /* Non-finite gradients would poison m and v for good: the update is skipped, as
      * Megatron's loss scaler does, and counted in the log's "number of nan iterations". */
     out->skipped = !isfinite(out->grad_norm);
@@ -778,7 +779,7 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
         } else {
             const gpt_checksum_acc acc = {sums, st->sums_chunk, {g->soff, n_shard + g->soff, 2 * n_shard + g->soff}};
             dp_shard_adamw(s, master_shard(st, b), work_shard(st, b), grad_shard(st, b),
-                           st->adam_m + g->soff, st->adam_v + g->soff, g->n, g->n_decay, st->W,
+                           st->adam_m + g->soff, st->adam_v + g->soff, g->n, g->n_decay, st->world,
                            st->rank, &cfg->optim, lr, t, scale, sums ? &acc : NULL);
         }
     }
@@ -865,7 +866,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     out->ms_forward = fwd_ms;
     out->ms_backward = bwd_ms;
     out->ms_optimizer = t3 - t2;
-    if (st->W > 1) {
+    if (st->world > 1) {
         for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
         if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
         out->has_comm = 1;
@@ -908,7 +909,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
 {
     memset(out, 0, sizeof *out);
     const machine_rates scaled = pred_scaled(measured), *m = &scaled;
-    const int W = engine_world(cfg), stage = W > 1 ? cfg->zero_stage : 0, L = cfg->shape.layers;
+    const int world = engine_world(cfg), stage = world > 1 ? cfg->zero_stage : 0, L = cfg->shape.layers;
     const int M = engine_micro_batches(cfg);
     if (pred_no_collectives(cfg, m, out)) return;
     const double PL = (double)gpt_layer_layout_of(&cfg->shape).total, PE = (double)gpt_embed_layout_of(&cfg->shape).total;
@@ -919,7 +920,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
      * collectives too) */
     pred_timeline t = {0}, pcomm = {0};
     double pc = 0, c = 0, gc = 0;
-    const double gather_layer = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, PL) : 0;
+    const double gather_layer = world > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, PL) : 0;
     if (stage == 3) pc = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE), 0);
     for (int i = 0; i < M; i++) {
         const int last = i == M - 1;
@@ -943,7 +944,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
             if (stage >= 2 && j < L - 2) ready = pred_max(ready, slot_free[j + 2]); /* its grad slot */
             c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j), ready);
             slot_free[j] = c;
-            if (W > 1 && (stage >= 2 || last)) {
+            if (world > 1 && (stage >= 2 || last)) {
                 gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PL)
                                                         : pred_coll_ms(m->ar_ms, m->ar_gbs, PL), c);
                 if (stage >= 2) slot_free[j] = gc;
@@ -951,9 +952,9 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
     }
-    if (W > 1)
+    if (world > 1)
         gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PE) : pred_coll_ms(m->ar_ms, m->ar_gbs, PE), c);
-    c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / W), pred_max(c, gc));
+    c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / world), pred_max(c, gc));
     double end = c;
     if (stage == 1 || stage == 2) /* every block gathered after the update */
         end = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE) + L * gather_layer, c);

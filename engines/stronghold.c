@@ -128,12 +128,12 @@ typedef struct sh_layout {
     int L, R, S, Ls;
     int nvme;        /* --offload nvme: the streamed layers' m, v on disk */
     int n_ckpt;      /* streamed layers whose input goes to the host: max(0, Ls - S) */
-    int W, rank;     /* ranks: the streamed layers' host state is sharded (runtime/dp.h) */
+    int world, rank;     /* ranks: the streamed layers' host state is sharded (runtime/dp.h) */
     int M;           /* micro-batches per step */
     int K;           /* --clip-speculate: the top K streamed layers are updated ahead of the
                         norm (ahead_layers) */
     int spread;      /* the resident layers spread between the streamed ones (else 0..R-1) */
-    size_t Sl, SP;   /* a layer's shard, and a slot's floats (W Sl: the layer padded) */
+    size_t Sl, SP;   /* a layer's shard, and a slot's floats (world·Sl: the layer padded) */
     size_t PL, PE;   /* floats of one layer block and of the embed block */
     size_t NC, N;    /* floats of one (N, C) activation; tokens per step */
     gpt_dtype dt;    /* what the ops read (--dtype): fp32, or bf16 with fp32 master weights */
@@ -155,7 +155,7 @@ static sh_layout layout_for(const gpt_shape *sh, int R, int S, int bf16, gpt_rec
     z.M = 1;
     z.K = 0;
     z.spread = 0;
-    z.W = 1;
+    z.world = 1;
     z.rank = 0;
     z.Sl = z.SP = gpt_layer_layout_of(sh).total;
     z.n_ckpt = z.Ls > S ? z.Ls - S : 0;
@@ -187,13 +187,13 @@ static int streamed_layer(const sh_layout *z, int i)
 }
 
 /* N ranks: each streamed layer's host state is this rank's shard of it, and a slot holds
- * the layer padded to W shards (so that a gather fills it in place). */
-static void set_ranks(sh_layout *z, int W, int rank)
+ * the layer padded to one shard per rank (so that a gather fills it in place). */
+static void set_ranks(sh_layout *z, int world, int rank)
 {
-    z->W = W;
+    z->world = world;
     z->rank = rank;
-    z->Sl = dp_shard_len(z->PL, W);
-    z->SP = (size_t)W * z->Sl;
+    z->Sl = dp_shard_len(z->PL, world);
+    z->SP = (size_t)world * z->Sl;
 }
 
 /* The real floats of this rank's shard of a layer (all of it on one rank). */
@@ -228,8 +228,8 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     const int bf16 = z->dt == GPT_BF16;
     b.embed_work = bf16 ? gpt_act_bytes(z->PE, z->dt) : 0;
     b.host_work = bf16 ? gpt_act_bytes((size_t)z->Ls * z->Sl, z->dt) : 0;
-    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->W, z->M, z->dt);
-    b.work_host = layer_work_host_bytes(sh, z->W, z->M);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->world, z->M, z->dt);
+    b.work_host = layer_work_host_bytes(sh, z->world, z->M);
     b.res_fresh = z->M > 1 ? z->PL * f : 0;
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->Sl * f;
     b.nvme_staging = b.disk_mv = 0;
@@ -282,7 +282,7 @@ static int ahead_layers(const engine_config *cfg, const sh_layout *z, const gpt_
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1, 1, z->Ls, p.host_bytes, z->Sl);
+    return update_ahead_blocks(cfg, !z->nvme && z->world == 1 && z->M == 1, 1, z->Ls, p.host_bytes, z->Sl);
 }
 
 /* The layout a run of cfg has with R resident layers and S slots, as `rank` (0 for plans):
@@ -809,7 +809,7 @@ static int init_params(stronghold_state *st)
     }
     for (int k = 0; k < z->L; k++) {
         if (!streamed(st, k)) continue;
-        if (z->W == 1) {
+        if (z->world == 1) {
             engine_init_layer(&st->env, st->host_p + host_block(st, k), sh, k, seed);
             continue;
         }
@@ -945,7 +945,7 @@ static int stronghold_init(const engine_env *env, void **state)
     st->grads_home = calloc((size_t)L, sizeof *st->grads_home);
     st->adam_ticket = calloc((size_t)L, sizeof *st->adam_ticket);
     if (!st->slot_ev || !st->grads_home || !st->adam_ticket) return GPT_ERR_OOM;
-    if (st->z.W > 1) {
+    if (st->z.world > 1) {
         if ((rc = gpt_event_create(env->be, &st->shard_up))) return rc;
     }
     if (st->res_fresh && (rc = gpt_event_create(env->be, &st->res_fresh_free))) return rc;
@@ -985,7 +985,7 @@ static void stronghold_chosen_plan(void *state, engine_plan *out)
 static int slot_filled(stronghold_state *st, int k)
 {
     slot_events *ev = &st->slot_ev[slot_of(st, k)];
-    if (st->z.W == 1) return gpt_event_record(ev->ready, st->io.h2d);
+    if (st->z.world == 1) return gpt_event_record(ev->ready, st->io.h2d);
     gpt_stream *cs = coll_stream(st->work.comm);
     int rc, span;
     if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) || (rc = gpt_stream_wait_event(cs, st->shard_up)) ||
@@ -1344,7 +1344,7 @@ static int stronghold_read_params(void *state, float *host_params)
         if (!streamed(st, k)) {
             if ((rc = gpt_memcpy_d2h(st->io.compute, dst, st->res_p + resident_off(st, k), z->PL * sizeof(float))))
                 return rc;
-        } else if (z->W == 1) {
+        } else if (z->world == 1) {
             memcpy(dst, state_of(st, k, 0).p, z->PL * sizeof(float));
         } else if ((rc = dp_gather_layers(st->work.comm, st->host_p + host_block(st, k), z->PL, 1, dst))) {
             /* N ranks: every rank's shards of the layer */
@@ -1386,7 +1386,7 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
 typedef struct pred_prefetches {
     const sh_layout *z;
     pred_timeline *t;
-    int S, W, first_mb, next, want;
+    int S, world, first_mb, next, want;
     const double *adam_done, *fwd_done;
     double *ready, layer_h2d, gather_ms;
 } pred_prefetches;
@@ -1401,7 +1401,7 @@ static void pred_issue_prefetches(pred_prefetches *pf, int need, double *host)
         /* (the slot's layer before, S streamed layers below, must have run forward) */
         const double slot_free = i >= pf->S ? pf->fwd_done[streamed_layer(pf->z, i - pf->S)] : 0;
         pf->ready[k] = pred_run(pf->t, BUSY_H2D, pf->layer_h2d, pred_max(*host, slot_free));
-        if (pf->W > 1) pf->ready[k] = pred_run(pf->t, BUSY_COMM, pf->gather_ms, pf->ready[k]);
+        if (pf->world > 1) pf->ready[k] = pred_run(pf->t, BUSY_COMM, pf->gather_ms, pf->ready[k]);
         pf->next++;
     }
 }
@@ -1427,8 +1427,8 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
     memset(out, 0, sizeof *out);
     const machine_rates scaled = pred_scaled(measured), *m = &scaled; /* (its GPU does megatron-lm's per-layer work) */
     sh_layout z = layout_for(&cfg->shape, R, S, cfg->bf16, cfg->recompute);
-    const int W = engine_world(cfg), M = engine_micro_batches(cfg);
-    set_ranks(&z, W, 0);
+    const int world = engine_world(cfg), M = engine_micro_batches(cfg);
+    set_ranks(&z, world, 0);
     z.spread = spread;
     /* (with clipping every step is taken to clip, as at --clip-grad 1.0 on the synthetic
      * corpus: --clip-speculate's updates ahead are redone and the next step waits for the
@@ -1443,10 +1443,10 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
     const double layer_h2d = pred_h2d_ms(m, per_float * z.Sl), input_h2d = pred_h2d_ms(m, per_float * z.NC);
     const double grads_d2h = pred_d2h_ms(m, (double)z.Sl), input_d2h = pred_d2h_ms(m, per_float * z.NC);
     const double adam_ms = pred_host_share(cfg, m) * pred_host_adam_ms(m, (double)z.Sl);
-    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * z.SP) : 0;
-    const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
-    const double layer_ar_ms = W > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PL) : 0;
-    const double embed_ar_ms = W > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE) : 0;
+    const double gather_ms = world > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * z.SP) : 0;
+    const double reduce_ms = world > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)z.SP) : 0;
+    const double layer_ar_ms = world > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PL) : 0;
+    const double embed_ar_ms = world > 1 ? pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE) : 0;
     const double landing_ms = pred_h2d_ms(m, (double)z.Sl); /* (micro-batches: the sum so far, up) */
     pred_timeline t = {0};
     double start = 0, end = 0;
@@ -1461,7 +1461,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
              * (the backward before brought them); the prefetches as issue_prefetches issues
              * them: in streamed order, each once its update is done by the host's clock, and
              * a layer's own before its forward, the host waiting for its update there */
-            pred_prefetches pf = {.z = &z, .t = &t, .S = S, .W = W, .first_mb = mb == 0, .adam_done = adam_done,
+            pred_prefetches pf = {.z = &z, .t = &t, .S = S, .world = world, .first_mb = mb == 0, .adam_done = adam_done,
                                   .fwd_done = fwd_done, .ready = ready, .layer_h2d = layer_h2d, .gather_ms = gather_ms};
             pf.next = mb == 0 ? 0 : (S < z.Ls ? S : z.Ls);
             pf.want = S < z.Ls ? S : z.Ls;
@@ -1486,16 +1486,16 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j),
                              streamed && i < z.Ls - S ? pred_max(c, ready[j]) : c);
                 if (!streamed) {
-                    if (W > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);
+                    if (world > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);
                     continue;
                 }
-                double grads_final = W > 1 ? (reduced = pred_run(&t, BUSY_COMM, reduce_ms, c)) : c;
+                double grads_final = world > 1 ? (reduced = pred_run(&t, BUSY_COMM, reduce_ms, c)) : c;
                 /* micro-batches after the first: the layer's sum so far comes up to be added,
                  * on the stream the grads are final on (layer_work_add_earlier): on one rank
                  * the compute stream itself, not queued behind the h2d stream's prefetches (b 1-2
                  * at l80/l96 on the H100: -11..+4% of measured so, +11..+27% queued; zero-offload
                  * is the other way round, see there); on N ranks the collectives' */
-                if (mb > 0 && W == 1) {
+                if (mb > 0 && world == 1) {
                     grads_final = c = pred_copy_on_compute(&t, BUSY_H2D, landing_ms, c, home[j]);
                 } else if (mb > 0) {
                     grads_final = pred_max(grads_final, pred_run(&t, BUSY_H2D, landing_ms, home[j]));
@@ -1505,13 +1505,13 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 if (i - S >= 0) {
                     const int down = streamed_layer(&z, i - S);
                     ready[down] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
-                    if (W > 1) ready[down] = pred_run(&t, BUSY_COMM, gather_ms, ready[down]);
+                    if (world > 1) ready[down] = pred_run(&t, BUSY_COMM, gather_ms, ready[down]);
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         }
         /* the embedding's grads accumulate in place: reduced once, after the last */
-        if (W > 1) c = pred_max(c, pred_run(&t, BUSY_COMM, embed_ar_ms, c));
+        if (world > 1) c = pred_max(c, pred_run(&t, BUSY_COMM, embed_ar_ms, c));
         c = pred_max(c, reduced);
         /* the norms are read back (the host waits for compute), then the GPU Adam of the
          * embedding and the resident layers, and the host Adam of the streamed ones */

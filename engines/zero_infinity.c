@@ -126,10 +126,10 @@ typedef struct zi_layout {
     int nvme;           /* --offload nvme */
     size_t PL, PE, P;   /* floats of one layer block, of the embed block, of the model */
     size_t NC, N;       /* floats of one (N, C) activation; tokens per step */
-    /* N ranks (runtime/dp.h): shards of Se / Sl floats; GPU buffers hold a block padded to W
-     * shards, the host this rank's shard of every block (Pshard floats).  One rank: Se = PE,
-     * Sl = PL, Pshard = P. */
-    int W, rank;
+    /* N ranks (runtime/dp.h): shards of Se / Sl floats; GPU buffers hold a block padded to one
+     * shard per rank, the host this rank's shard of every block (Pshard floats).  One rank:
+     * Se = PE, Sl = PL, Pshard = P. */
+    int world, rank;
     size_t Se, Sl, Pshard;
     gpt_dtype dt;       /* what the ops read (--dtype): fp32, or bf16 with fp32 master weights */
     gpt_recompute rec;  /* --recompute: what each layer's activations keep on the GPU */
@@ -160,10 +160,10 @@ static zi_layout layout_for(const engine_config *cfg)
     z.F = fetch_buffers(z.PL);
     z.N = (size_t)sh->batch * sh->seq;
     z.NC = z.N * (size_t)sh->hidden;
-    z.W = engine_world(cfg);
+    z.world = engine_world(cfg);
     z.rank = 0;
-    z.Se = dp_shard_len(z.PE, z.W);
-    z.Sl = dp_shard_len(z.PL, z.W);
+    z.Se = dp_shard_len(z.PE, z.world);
+    z.Sl = dp_shard_len(z.PL, z.world);
     z.Pshard = z.Se + (size_t)z.L * z.Sl;
     z.M = engine_micro_batches(cfg);
     z.K = 0;
@@ -206,21 +206,21 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
 {
     const size_t f = sizeof(float);
     zi_bytes b;
-    b.embed = (size_t)z->W * z->Se * f;            /* grads */
-    b.embed_params = gpt_act_bytes((size_t)z->W * z->Se, z->dt);
-    b.fetch = gpt_act_bytes((size_t)z->F * z->W * z->Sl, z->dt);
-    b.buckets = (size_t)ZI_BUCKETS * z->W * z->Sl * f;
+    b.embed = (size_t)z->world * z->Se * f;            /* grads */
+    b.embed_params = gpt_act_bytes((size_t)z->world * z->Se, z->dt);
+    b.fetch = gpt_act_bytes((size_t)z->F * z->world * z->Sl, z->dt);
+    b.buckets = (size_t)ZI_BUCKETS * z->world * z->Sl * f;
     b.inputs = gpt_act_bytes((size_t)(z->L + 1) * z->NC, z->dt);
     b.host_work = z->dt == GPT_BF16 ? gpt_act_bytes(z->Pshard, z->dt) : 0;
-    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->W, z->M, z->dt);
-    b.work_host = layer_work_host_bytes(sh, z->W, z->M);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->world, z->M, z->dt);
+    b.work_host = layer_work_host_bytes(sh, z->world, z->M);
     b.host_params = z->Pshard * f;
     /* nvme: the grads go to disk, but with micro-batches their sum is kept in pinned memory
      * until the last one (its sum is what is written) */
     b.host_grads = z->nvme && z->M == 1 ? 0 : z->Pshard * f;
     b.host_mv = z->nvme ? 0 : z->Pshard * f;       /* each of m, v */
     const size_t max_block = z->PE > z->PL ? z->PE : z->PL;
-    b.staging = z->W > 1 ? max_block * f : 0;
+    b.staging = z->world > 1 ? max_block * f : 0;
     b.grad_stage = b.grad_stages = b.nvme_staging = b.disk = 0;
     if (z->nvme) {
         /* this rank's shard of every block on its disk (N ranks of one machine: N tiers,
@@ -256,7 +256,7 @@ static int ahead_layers(const engine_config *cfg, const zi_layout *z, const gpt_
     base.K = 0;
     engine_plan p;
     plan_of(&base, sh, &p);
-    return update_ahead_blocks(cfg, !z->nvme && z->W == 1 && z->M == 1 && z->dt == GPT_F32, 0, z->L, p.host_bytes,
+    return update_ahead_blocks(cfg, !z->nvme && z->world == 1 && z->M == 1 && z->dt == GPT_F32, 0, z->L, p.host_bytes,
                                z->Sl);
 }
 
@@ -425,7 +425,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = alloc_in(st, &st->fetch, b.fetch, MEM_GPU, "layer fetch buffers")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, &st->x, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->rec, z->W, z->M, z->dt)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->rec, z->world, z->M, z->dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         /* (bf16: the fetches read the working copy, so the fp32 params need no pinning) */
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, b.host_work ? MEM_HOST : MEM_PINNED,
@@ -453,13 +453,13 @@ static int zero_infinity_init(const engine_env *env, void **state)
         (rc = event_array_create(env->be, &st->grads_home, L + 1)) ||
         (rc = gpt_event_create(env->be, &st->embed_ready)) ||
         (rc = gpt_event_create(env->be, &st->embed_bwd_done)) ||
-        (z->W > 1 && (rc = gpt_event_create(env->be, &st->shard_up))))
+        (z->world > 1 && (rc = gpt_event_create(env->be, &st->shard_up))))
         return rc;
 
     /* The masters start on the host (this rank's shards of them); m, v and the shards'
      * padding are the allocations' zeros. */
     const uint64_t seed = env->cfg->seed;
-    if (z->W == 1) {
+    if (z->world == 1) {
         engine_init_embed(env, st->host_p, sh, seed);
         for (int k = 0; k < L; k++) engine_init_layer(env, st->host_p + block_offset(z, 1 + k), sh, k, seed);
     } else {
@@ -487,11 +487,11 @@ static int zero_infinity_init(const engine_env *env, void **state)
                      "layer), host %s, disk %s (offload %s%s); host Adam: %s",
                 g, z->F, ZI_BUCKETS, h, d, z->nvme ? "nvme in " : "cpu",
                 z->nvme ? disk_tier_path(st->tier) : "", cpu_adam_isa(st->io.host_adam));
-    if (z->W > 1)
+    if (z->world > 1)
         engine_note(env, "zero-infinity on %d ranks (ZeRO-3): each rank keeps 1/%d of every block on the "
                          "host; a fetch copies this rank's shard up and all-gathers the layer; gradients "
                          "reduce-scattered, this rank's shard home; host Adam on 1/%d",
-                    z->W, z->W, z->W);
+                    z->world, z->world, z->world);
     return GPT_OK;
 }
 
@@ -507,7 +507,7 @@ static void zero_infinity_chosen_plan(void *state, engine_plan *out)
 static int layer_of_fetch(const zi_layout *z, int i) { return i < z->L ? i : 2 * z->L - 1 - i; }
 static void *buffer_of_fetch(zi_state *st, int i)
 {
-    return (char *)st->fetch + (size_t)(i % st->z.F) * st->z.W * st->z.Sl * st->z.act;
+    return (char *)st->fetch + (size_t)(i % st->z.F) * st->z.world * st->z.Sl * st->z.act;
 }
 /* This rank's shard's place in a whole block (of shards of S elements) as the ops read it. */
 static void *shard_in(const zi_state *st, void *whole, size_t S)
@@ -555,7 +555,7 @@ static int reduce_block(zi_state *st, int b, float *grads, gpt_event *done, step
                                               shard_real(&st->z, b), st->grads_home[b], out)))
         return rc;
     if (layer_work_last_micro(&st->work))
-        dp_shard_norm(cs, mine, block_floats(&st->z, b), st->z.W, st->z.rank, st->work.dev_norms + b);
+        dp_shard_norm(cs, mine, block_floats(&st->z, b), st->z.world, st->z.rank, st->work.dev_norms + b);
     return gpt_event_record(done, cs);
 }
 
@@ -574,7 +574,7 @@ static int issue_fetch(zi_state *st, int i, step_result *out)
         (rc = span_end(&st->io.spans, st->io.h2d, span)))
         return rc;
     out->bytes_h2d += (double)bytes;
-    if (z->W > 1) return gather_block(st, buffer_of_fetch(st, i), z->Sl, st->fetched[buf]);
+    if (z->world > 1) return gather_block(st, buffer_of_fetch(st, i), z->Sl, st->fetched[buf]);
     return gpt_event_record(st->fetched[buf], st->io.h2d);
 }
 
@@ -695,7 +695,7 @@ static int forward(zi_state *st, step_result *out)
         (rc = span_begin(&st->io.spans, st->io.h2d, BUSY_H2D, &span)) ||
         (rc = gpt_memcpy_h2d(st->io.h2d, shard_in(st, st->embed_p, z->Se), fetch_source(st, 0), embed_bytes)) ||
         (rc = span_end(&st->io.spans, st->io.h2d, span)) ||
-        (rc = z->W > 1 ? gather_block(st, st->embed_p, z->Se, st->embed_ready)
+        (rc = z->world > 1 ? gather_block(st, st->embed_p, z->Se, st->embed_ready)
                        : gpt_event_record(st->embed_ready, st->io.h2d)))
         return rc;
     out->bytes_h2d += (double)embed_bytes;
@@ -731,7 +731,7 @@ static int backward(zi_state *st, step_result *out)
         return rc;
     for (int j = z->L - 1; j >= 0; j--) {
         const int i = 2 * z->L - 1 - j, seq = z->L - 1 - j, bk = seq % ZI_BUCKETS;
-        float *bucket = st->buckets + (size_t)bk * z->W * z->Sl;
+        float *bucket = st->buckets + (size_t)bk * z->world * z->Sl;
         /* The bucket's previous layer (j + ZI_BUCKETS, or in the micro-batch before, the
          * lowest layer that used it) must have left before it is zeroed. */
         const int prev = seq >= ZI_BUCKETS ? j + ZI_BUCKETS
@@ -740,23 +740,23 @@ static int backward(zi_state *st, step_result *out)
             return rc;
         if ((rc = wait_fetch(st, i)) ||
             (rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span)) ||
-            (rc = gpt_stream_memset_zero(c, bucket, z->W * z->Sl * sizeof(float))))
+            (rc = gpt_stream_memset_zero(c, bucket, z->world * z->Sl * sizeof(float))))
             return rc;
         gpt_layer_acts acts = layer_work_backward_acts(&st->work, sh, j);
         gpt_layer_backward(c, sh, buffer_of_fetch(st, i), bucket, input_of(st, j), st->work.dres,
                            &acts, &st->work.scratch, GPT_GRAD_ACCUMULATE);
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         /* one rank: the earlier micro-batches' sum added here, then the norm after the last */
-        if (z->W == 1 &&
+        if (z->world == 1 &&
             (rc = layer_work_add_earlier(&st->work, &st->io.spans, c, bucket,
                                          st->host_g + block_offset(z, 1 + j), z->PL,
                                          st->grads_home[1 + j], out)))
             return rc;
-        if (z->W == 1 && layer_work_last_micro(&st->work))
+        if (z->world == 1 && layer_work_last_micro(&st->work))
             gpt_norm_squared(c, st->work.dev_norms + 1 + j, bucket, z->PL);
         if ((rc = gpt_event_record(st->bucket_full[bk], c)) ||
             (rc = release_fetch(st, i, out)) ||
-            (z->W > 1 && (rc = reduce_block(st, 1 + j, bucket, st->bucket_full[bk], out))) ||
+            (z->world > 1 && (rc = reduce_block(st, 1 + j, bucket, st->bucket_full[bk], out))) ||
             (rc = send_grads_home(st, 1 + j, bucket + (size_t)z->rank * z->Sl, st->bucket_full[bk], out)))
             return rc;
     }
@@ -765,9 +765,9 @@ static int backward(zi_state *st, step_result *out)
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* the embedding's grads accumulate in place over the micro-batches: they go once */
     if (!layer_work_last_micro(&st->work)) return GPT_OK;
-    if (z->W == 1) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
+    if (z->world == 1) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
     if ((rc = gpt_event_record(st->embed_bwd_done, c)) ||
-        (z->W > 1 && ((rc = reduce_block(st, 0, st->embed_g, st->embed_bwd_done, out)) ||
+        (z->world > 1 && ((rc = reduce_block(st, 0, st->embed_g, st->embed_bwd_done, out)) ||
                       /* the norms read back below come from the collectives' stream */
                       (rc = gpt_stream_wait_event(c, st->embed_bwd_done)))) ||
         (rc = send_grads_home(st, 0, st->embed_g + (size_t)z->rank * z->Se, st->embed_bwd_done, out)))
@@ -834,7 +834,7 @@ static int zero_infinity_read_params(void *state, float *host_params)
     zi_state *st = state;
     int rc = wait_all_adam(st);
     if (rc) return rc;
-    if (st->z.W > 1) return dp_gather_blocks(st->work.comm, st->host_p, st->z.PE, st->z.PL, st->z.L, host_params);
+    if (st->z.world > 1) return dp_gather_blocks(st->work.comm, st->host_p, st->z.PE, st->z.PL, st->z.L, host_params);
     memcpy(host_params, st->host_p, st->z.PE * sizeof(float));
     for (int b = 1; b <= st->z.L; b++)
         memcpy(host_params + block_offset(&st->z, b), state_of(st, b, 0).p, st->z.PL * sizeof(float));
@@ -861,13 +861,13 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
     memset(out, 0, sizeof *out);
     if (pred_no_disk(cfg, m, out) || pred_no_collectives(cfg, m, out)) return;
     const zi_layout z = layout_for(cfg);
-    const int W = z.W, M = z.M, nvme = z.nvme;
+    const int world = z.world, M = z.M, nvme = z.nvme;
     const double share = pred_host_share(cfg, m);
     /* (bf16: the working copies move up in half the bytes; grads come home in fp32) */
     const double per_float = (double)z.act / sizeof(float);
     /* (one rank: the shards are the blocks, and no collective runs) */
-    const double gather_ms = W > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * W * z.Sl) : 0;
-    const double reduce_ms = W > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Sl) : 0;
+    const double gather_ms = world > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * world * z.Sl) : 0;
+    const double reduce_ms = world > 1 ? pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Sl) : 0;
     const int L = z.L, F = z.F, clip = cfg->optim.clip > 0;
     /* adam_done/home: block b = 0 the embedding, 1 + k layer k; used: fetch i's layer done
      * (2L of them: four arrays of L + 1) */
@@ -883,7 +883,8 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
         pred_step(&t, start);
         double host = pred_max(start, adam_done[0]);
         double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, per_float * z.Se), host);
-        if (W > 1) embed_in = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * W * z.Se), embed_in);
+        if (world > 1)
+            embed_in = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * world * z.Se), embed_in);
         double c = start, prev = start; /* prev: the micro-batch before's last layer (fetch buffers) */
         for (int k = 0; k < M; k++) {
             const int last = k == M - 1;
@@ -893,7 +894,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
                 const int fwd = i < L, layer = fwd ? i : 2 * L - 1 - i;
                 if (fwd && k == 0) host = pred_max(host, adam_done[1 + layer]);
                 double in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, i >= F ? used[i - F] : prev));
-                if (W > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
+                if (world > 1) in = pred_run(&t, BUSY_COMM, gather_ms, in);
                 if (i == L) c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
                 if (fwd) {
                     c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
@@ -901,7 +902,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
                     const int b = (L - 1 - layer) % 2;
                     c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, layer),
                                  pred_max(c, pred_max(in, bucket_free[b])));
-                    double reduced = W > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
+                    double reduced = world > 1 ? pred_run(&t, BUSY_COMM, reduce_ms, c) : c;
                     /* micro-batches after the first: the layer's sum so far comes up to be added */
                     if (k > 0) reduced = pred_max(reduced, pred_run(&t, BUSY_H2D, landing_ms, home[1 + layer]));
                     bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, reduced);
@@ -917,7 +918,8 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
             prev = c;
         }
         /* the embedding's grads accumulate in place: reduced and sent home after the last */
-        const double embed_reduced = W > 1 ? pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Se), c) : c;
+        const double embed_reduced =
+            world > 1 ? pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Se), c) : c;
         home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
         if (nvme) home[0] = pred_run(&t, BUSY_DISK, pred_disk_write_ms(m, (double)z.Se), home[0]);
         host = pred_max(host, pred_max(c, embed_reduced)); /* the norms read back (the shards' after their reductions) */

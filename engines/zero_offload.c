@@ -48,13 +48,13 @@
  * The host waits for the compute stream after forward and backward (phase timers, losses
  * and norms) and for the d2h stream at the end of the step (its busy spans).
  *
- * --dpu (delayed parameter update, the paper's section 5).  The first ZO_DPU_WARMUP (5)
- * steps run as above.  From step W + 1 on, step i's update is not submitted after its
+ * --dpu (delayed parameter update, the paper's section 5).  The first D = ZO_DPU_WARMUP
+ * (5) steps run as above.  From step D + 1 on, step i's update is not submitted after its
  * backward: step i + 1's forward submits it block by block, right after it has copied the
  * previous update of that block back to the GPU, so the host Adam of step i overlaps step
  * i + 1's forward and backward and step i + 1 computes its gradients on the parameters
- * before step i's update (one step of lag: step i >= W + 2 uses theta_{i-2}, steps up to
- * W + 1 equal the baseline).  Why it is race-free:
+ * before step i's update (one step of lag: step i >= D + 2 uses theta_{i-2}, steps up to
+ * D + 1 equal the baseline).  Why it is race-free:
  *   - GPU params: they are only written by the copy-back, issued in the next forward after
  *     the previous backward is done with them (h2d waits for that event), block k before
  *     block k's forward reads it; there is no second GPU copy.
@@ -126,9 +126,9 @@ typedef struct zo_layout {
     size_t PL, PE, P; /* floats of a layer block, the embed block, the model */
     size_t N, NC;     /* tokens per step; floats of one (N, C) activation */
     /* N ranks (runtime/dp.h): shards of Se / Sl floats of the embed / a layer block; the GPU
-     * keeps each block padded to W shards (Ppad floats in all), the host this rank's shards
-     * (Pshard).  One rank: Se = PE, Sl = PL, Ppad = Pshard = P. */
-    int W, rank;
+     * keeps each block padded to one shard per rank (Ppad floats in all), the host this
+     * rank's shards (Pshard).  One rank: Se = PE, Sl = PL, Ppad = Pshard = P. */
+    int world, rank;
     size_t Se, Sl, Ppad, Pshard;
     gpt_dtype dt;     /* what the ops read (--dtype): fp32, or bf16 with fp32 masters */
     size_t act;       /* ... its bytes per element */
@@ -165,11 +165,11 @@ static zo_layout layout_for(const engine_config *cfg)
     z.BL = (int)bl;
     z.groups = (z.L + z.BL - 1) / z.BL;
     z.nbuf = z.groups < 2 ? z.groups : 2;
-    z.W = engine_world(cfg);
+    z.world = engine_world(cfg);
     z.rank = 0;
-    z.Se = dp_shard_len(z.PE, z.W);
-    z.Sl = dp_shard_len(z.PL, z.W);
-    z.Ppad = (size_t)z.W * (z.Se + (size_t)z.L * z.Sl);
+    z.Se = dp_shard_len(z.PE, z.world);
+    z.Sl = dp_shard_len(z.PL, z.world);
+    z.Ppad = (size_t)z.world * (z.Se + (size_t)z.L * z.Sl);
     z.Pshard = z.Se + (size_t)z.L * z.Sl;
     z.dt = cfg->bf16 ? GPT_BF16 : GPT_F32;
     z.act = gpt_dtype_size(z.dt);
@@ -191,14 +191,14 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
     const size_t f = sizeof(float);
     zo_bytes b;
     b.params = gpt_act_bytes(z->Ppad, z->dt);
-    b.embed_grads = (size_t)z->W * z->Se * f;
-    b.buckets = (size_t)z->nbuf * z->BL * z->W * z->Sl * f;
+    b.embed_grads = (size_t)z->world * z->Se * f;
+    b.buckets = (size_t)z->nbuf * z->BL * z->world * z->Sl * f;
     b.inputs = gpt_act_bytes((size_t)(z->L + 1) * z->NC, z->dt);
     b.host_work = z->dt == GPT_BF16 ? gpt_act_bytes(z->Pshard, z->dt) : 0;
-    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->W, z->M, z->dt);
-    b.work_host = layer_work_host_bytes(sh, z->W, z->M);
+    b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->world, z->M, z->dt);
+    b.work_host = layer_work_host_bytes(sh, z->world, z->M);
     b.host_params = b.host_grads = b.host_mv = z->Pshard * f;
-    b.staging = z->W > 1 ? (z->PE > z->PL ? z->PE : z->PL) * f : 0;
+    b.staging = z->world > 1 ? (z->PE > z->PL ? z->PE : z->PL) * f : 0;
     b.host_grad_copies = z->dpu ? 2 : 1;
     return b;
 }
@@ -259,10 +259,10 @@ typedef struct zo_state {
     int adam_step, steps;
 } zo_state;
 
-/* Block k on the GPU (padded to W shards), and this rank's shard of it on the host. */
+/* Block k on the GPU (padded to one shard per rank), and this rank's shard of it on the host. */
 static size_t block_off(const zo_state *st, int k)
 {
-    return k == 0 ? 0 : (size_t)st->z.W * (st->z.Se + (size_t)(k - 1) * st->z.Sl);
+    return k == 0 ? 0 : (size_t)st->z.world * (st->z.Se + (size_t)(k - 1) * st->z.Sl);
 }
 static size_t host_off(const zo_state *st, int k)
 {
@@ -289,7 +289,7 @@ static int group_lo(const zo_state *st, int g)
 }
 static float *bucket_of(zo_state *st, int g)
 {
-    return st->buckets + (size_t)(g % st->z.nbuf) * st->z.BL * st->z.W * st->z.Sl;
+    return st->buckets + (size_t)(g % st->z.nbuf) * st->z.BL * st->z.world * st->z.Sl;
 }
 static void *input_of(zo_state *st, int l) { return (char *)st->inputs + (size_t)l * st->z.NC * st->z.act; }
 /* Block k on the GPU, and this rank's shard's place in it. */
@@ -348,7 +348,7 @@ static int init_params(zo_state *st, float *staging)
     const gpt_shape *sh = &st->sh;
     const zo_layout *z = &st->z;
     const uint64_t seed = st->env.cfg->seed;
-    if (z->W > 1) {
+    if (z->world > 1) {
         /* Each block whole on the GPU (padding zero), this rank's shard of it on the host
          * (whose padding, m and v are the allocation's zeros). */
         int rc = gpt_stream_memset_zero(st->io.compute, st->params, gpt_act_bytes(z->Ppad, z->dt));
@@ -397,7 +397,7 @@ static int zero_offload_init(const engine_env *env, void **state)
         (rc = alloc_in(st, (void **)&st->embed_g, b.embed_grads, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->buckets, b.buckets, MEM_GPU, "gradient buckets")) ||
         (rc = alloc_in(st, &st->inputs, b.inputs, MEM_GPU, "checkpointed layer inputs")) ||
-        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->rec, z->W, z->M, z->dt)) ||
+        (rc = layer_work_alloc(&st->work, &st->mem, sh, z->rec, z->world, z->M, z->dt)) ||
         (rc = layer_work_open_comm(&st->work, env->be, env->rank, env->world, env->dog)) ||
         /* (bf16: the copy-back reads the working copy, so the masters need no pinning) */
         (rc = alloc_in(st, (void **)&st->host_p, b.host_params, b.host_work ? MEM_HOST : MEM_PINNED,
@@ -414,7 +414,7 @@ static int zero_offload_init(const engine_env *env, void **state)
 
     st->ticket = calloc((size_t)z->L + 1, sizeof *st->ticket);
     if (!st->ticket) return GPT_ERR_OOM;
-    if (z->W > 1 && (rc = gpt_event_create(env->be, &st->shard_up))) return rc;
+    if (z->world > 1 && (rc = gpt_event_create(env->be, &st->shard_up))) return rc;
     if ((rc = event_array_create(env->be, &st->params_in, z->L + 1)) ||
         (rc = event_array_create(env->be, &st->group_home, z->groups)) ||
         (rc = event_array_create(env->be, &st->bucket_full, z->nbuf)) ||
@@ -434,10 +434,10 @@ static int zero_offload_init(const engine_env *env, void **state)
                 g, z->nbuf, z->nbuf > 1 ? "s" : "", z->BL, z->BL > 1 ? "s" : "", z->groups, h,
                 cpu_adam_isa(st->io.host_adam),
                 z->dpu ? "; --dpu: updates lag one step after 5 warm-up steps" : "");
-    if (z->W > 1)
+    if (z->world > 1)
         engine_note(env, "zero-offload on %d ranks (ZeRO-2): each bucket's gradients reduce-scattered on the "
                          "GPU, this rank's shard home, its host Adam on 1/%d of the model, the shard "
-                         "copied up and all-gathered", z->W, z->W);
+                         "copied up and all-gathered", z->world, z->world);
     void *staging = NULL;
     if (b.staging && (rc = alloc_in(st, &staging, b.staging, MEM_HOST, "initialisation staging")))
         return rc;
@@ -503,7 +503,7 @@ static int bring_in(zo_state *st, int k, step_result *out)
             (rc = span_end(&st->io.spans, st->io.h2d, span)))
             return rc;
         out->bytes_h2d += (double)bytes;
-        if (st->z.W > 1) {
+        if (st->z.world > 1) {
             /* ... and every rank's updated shard to everyone, in place */
             gpt_stream *cs = coll_stream(st->work.comm);
             if ((rc = gpt_event_record(st->shard_up, st->io.h2d)) ||
@@ -566,7 +566,7 @@ static int bucket_home_sharded(zo_state *st, int g, int grad_copy, step_result *
         (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)))
         return rc;
     for (int l = lo; l <= hi; l++) {
-        float *slice = bucket_of(st, g) + (size_t)(l - lo) * z->W * z->Sl;
+        float *slice = bucket_of(st, g) + (size_t)(l - lo) * z->world * z->Sl;
         float *mine = slice + (size_t)z->rank * z->Sl;
         /* micro-batches after the first add the earlier ones' sum (runtime/layer_work.h) */
         if ((rc = coll_reduce_scatter_sum(st->work.comm, mine, slice, z->Sl)) ||
@@ -575,14 +575,14 @@ static int bucket_home_sharded(zo_state *st, int g, int grad_copy, step_result *
                                          shard_real(st, 1 + l), st->group_home[g], out)))
             return rc;
         if (layer_work_last_micro(&st->work))
-            dp_shard_norm(cs, mine, z->PL, z->W, z->rank, st->work.dev_norms + 1 + l);
+            dp_shard_norm(cs, mine, z->PL, z->world, z->rank, st->work.dev_norms + 1 + l);
     }
     if ((rc = span_end(&st->io.spans, cs, span)) || (rc = gpt_event_record(st->bucket_full[b], cs)) ||
         (rc = gpt_stream_wait_event(st->io.d2h, st->bucket_full[b])) ||
         (rc = span_begin(&st->io.spans, st->io.d2h, BUSY_D2H, &span)))
         return rc;
     for (int l = lo; l <= hi; l++) {
-        const float *mine = bucket_of(st, g) + (size_t)(l - lo) * z->W * z->Sl + (size_t)z->rank * z->Sl;
+        const float *mine = bucket_of(st, g) + (size_t)(l - lo) * z->world * z->Sl + (size_t)z->rank * z->Sl;
         const size_t bytes = shard_real(st, 1 + l) * sizeof(float);
         if ((rc = gpt_memcpy_d2h(st->io.d2h, st->host_g[grad_copy] + host_off(st, 1 + l), mine, bytes)))
             return rc;
@@ -598,7 +598,7 @@ static int bucket_home_sharded(zo_state *st, int g, int grad_copy, step_result *
 /* Send group g's bucket home once its lowest layer's backward is done. */
 static int bucket_home(zo_state *st, int g, int grad_copy, step_result *out)
 {
-    if (st->z.W > 1) return bucket_home_sharded(st, g, grad_copy, out);
+    if (st->z.world > 1) return bucket_home_sharded(st, g, grad_copy, out);
     const int lo = group_lo(st, g), b = g % st->z.nbuf;
     const size_t bytes = (size_t)(group_hi(st, g) - lo + 1) * st->z.PL * sizeof(float);
     int rc, span;
@@ -630,12 +630,12 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     for (int j = z->L - 1; j >= 0; j--) {
         const int g = group_of(st, j), lo = group_lo(st, g);
         float *bucket = bucket_of(st, g);
-        const size_t group_bytes = (size_t)(j - lo + 1) * z->W * z->Sl * sizeof(float);
+        const size_t group_bytes = (size_t)(j - lo + 1) * z->world * z->Sl * sizeof(float);
         if (j == group_hi(st, g) &&
             ((rc = gpt_stream_wait_event(c, st->bucket_free[g % z->nbuf])) ||
              (rc = gpt_stream_memset_zero(c, bucket, group_bytes))))
             return rc;
-        float *grads = bucket + (size_t)(j - lo) * z->W * z->Sl;
+        float *grads = bucket + (size_t)(j - lo) * z->world * z->Sl;
         gpt_layer_acts a = layer_work_backward_acts(&st->work, sh, j);
         if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
         gpt_layer_backward(c, sh, gpu_block(st, 1 + j), grads, input_of(st, j),
@@ -643,12 +643,12 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
         if ((rc = span_end(&st->io.spans, c, span))) return rc;
         /* (N ranks: each shard's norm once it is reduced, in bucket_home; one rank: here, after
          * the earlier micro-batches' sum is added) */
-        if (z->W == 1 &&
+        if (z->world == 1 &&
             (rc = layer_work_add_earlier(&st->work, &st->io.spans, c, grads,
                                          st->host_g[grad_copy] + host_off(st, 1 + j), z->PL,
                                          st->group_home[g], out)))
             return rc;
-        if (z->W == 1 && last) gpt_norm_squared(c, st->work.dev_norms + 1 + j, grads, z->PL);
+        if (z->world == 1 && last) gpt_norm_squared(c, st->work.dev_norms + 1 + j, grads, z->PL);
         if (j != lo) continue;
         if ((rc = bucket_home(st, g, grad_copy, out))) return rc;
         for (int l = lo; early && last && l <= group_hi(st, g); l++)
@@ -656,21 +656,21 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
     gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
-    if (z->W == 1 && last) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
+    if (z->world == 1 && last) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
     if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->bwd_done, c)) ||
         (rc = gpt_event_record(st->embed_ready, c)))
         return rc;
     /* the embedding's grads accumulate in place over the micro-batches: they go once */
     if (!last) return GPT_OK;
     float *embed_mine = st->embed_g + (size_t)z->rank * z->Se;
-    if (z->W > 1) {
+    if (z->world > 1) {
         /* the embedding's gradient reduce-scattered in place, its shard norm */
         gpt_stream *cs = coll_stream(st->work.comm);
         if ((rc = gpt_stream_wait_event(cs, st->embed_ready)) ||
             (rc = span_begin(&st->io.spans, cs, BUSY_COMM, &span)) ||
             (rc = coll_reduce_scatter_sum(st->work.comm, embed_mine, st->embed_g, z->Se)))
             return rc;
-        dp_shard_norm(cs, embed_mine, z->PE, z->W, z->rank, st->work.dev_norms);
+        dp_shard_norm(cs, embed_mine, z->PE, z->world, z->rank, st->work.dev_norms);
         if ((rc = span_end(&st->io.spans, cs, span)) || (rc = gpt_event_record(st->embed_ready, cs)) ||
             (rc = gpt_stream_wait_event(c, st->embed_ready)))
             return rc;
@@ -770,7 +770,7 @@ static int zero_offload_read_params(void *state, float *host_params)
         st->pending.active = 0;
         if ((rc = wait_all_adam(st))) return rc;
     }
-    if (z->W == 1) {
+    if (z->world == 1) {
         memcpy(host_params, st->host_p, z->P * sizeof(float));
         return GPT_OK;
     }
@@ -794,7 +794,7 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
 {
     memset(out, 0, sizeof *out);
     const zo_layout z = layout_for(cfg);
-    const int L = z.L, clip = cfg->optim.clip > 0, W = z.W, dpu = z.dpu;
+    const int L = z.L, clip = cfg->optim.clip > 0, world = z.world, dpu = z.dpu;
     if (pred_no_collectives(cfg, m, out)) return;
     const double host_share = pred_host_share(cfg, m);
     double *adam_done = pred_arrays(out, (size_t)L + 1, 2);
@@ -810,7 +810,8 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
             /* (bf16: the working copy moves up in half the bytes) */
             const double shard = k == 0 ? (double)z.Se : (double)z.Sl, up = shard * z.act / sizeof(float);
             double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, up), adam_done[k]);
-            if (W > 1 && s > 0) copied = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, W * up), copied);
+            if (world > 1 && s > 0)
+                copied = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, world * up), copied);
             /* --dpu (after its warm-up): the step before's update of block k, queued once its copy
              * of the update before has left, runs under this step */
             if (dpu && s > 0)
@@ -830,13 +831,15 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
                  * h2d stream's copy-backs here (they share the way up), unlike stronghold's
                  * (pred_copy_on_compute): so each came out nearest its measured steps on the
                  * H100 (l80 b 2 --dpu: 1391 ms queued, 1086 not, 1427-1654 measured) */
-                if (W == 1 && i > 0) c = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.Sl), pred_max(c, home[l + 1]));
+                if (world == 1 && i > 0)
+                    c = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.Sl), pred_max(c, home[l + 1]));
                 /* a group of BL layers goes home after its lowest layer, every micro-batch */
                 const int hi = L - 1 - ((L - 1 - l) / z.BL) * z.BL, lo = hi - z.BL + 1 > 0 ? hi - z.BL + 1 : 0;
                 if (l == lo) {
                     double reduced = c;
-                    for (int j = lo; W > 1 && j <= hi; j++) {
-                        reduced = pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Sl), reduced);
+                    for (int j = lo; world > 1 && j <= hi; j++) {
+                        reduced =
+                            pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Sl), reduced);
                         /* (N ranks: the earlier sum of the shard comes up on the collectives' stream) */
                         if (i > 0) reduced = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.Sl), pred_max(reduced, home[j + 1]));
                     }
@@ -847,7 +850,8 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         }
         double embed_reduced = c;
-        if (W > 1) embed_reduced = pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)W * z.Se), c);
+        if (world > 1)
+            embed_reduced = pred_run(&t, BUSY_COMM, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Se), c);
         home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
         double norm = c; /* the norms are read back with the backward */
         for (int k = 0; k <= L; k++) norm = pred_max(norm, home[k]);

@@ -166,16 +166,18 @@ static int exchange_and_sum(coll_group *g, float *out, const float *send, float 
 /* in: world blocks of n floats; out: this rank's block summed (out may be in's own block). */
 static int ordered_reduce_scatter(coll_group *g, float *out, const float *in, size_t n)
 {
-    const int W = g->world;
-    const size_t c = n < ORDERED_ROUND / (size_t)W ? n : ORDERED_ROUND / (size_t)W;
-    float *send = malloc(sizeof(float) * (size_t)W * (c ? c : 1)), *recv = malloc(sizeof(float) * (size_t)W * (c ? c : 1));
+    const int world = g->world;
+    const size_t c = n < ORDERED_ROUND / (size_t)world ? n : ORDERED_ROUND / (size_t)world;
+    float *send = malloc(sizeof(float) * (size_t)world * (c ? c : 1)),
+          *recv = malloc(sizeof(float) * (size_t)world * (c ? c : 1));
     int rc = send && recv ? 0 : -1;
-    if (rc) fprintf(stderr, "aebench: a reduce-scatter's scratch (%zu floats): out of host memory\n", 2 * (size_t)W * c);
+    if (rc)
+        fprintf(stderr, "aebench: a reduce-scatter's scratch (%zu floats): out of host memory\n", 2 * (size_t)world * c);
     for (size_t done = 0; !rc && done < n;) {
         const size_t now = n - done < c ? n - done : c;
         /* (every block's part of this round is copied before this rank's part of out is
          * written: out may be in's block of this rank, read in this round only) */
-        for (int r = 0; r < W; r++) memcpy(send + (size_t)r * now, in + (size_t)r * n + done, now * sizeof(float));
+        for (int r = 0; r < world; r++) memcpy(send + (size_t)r * now, in + (size_t)r * n + done, now * sizeof(float));
         rc = exchange_and_sum(g, out + done, send, recv, now);
         done += now;
     }
@@ -188,17 +190,17 @@ static int ordered_reduce_scatter(coll_group *g, float *out, const float *in, si
  * floats; the last ones short, their padding never written back), everyone gathers. */
 static int ordered_all_reduce(coll_group *g, float *buf, size_t n)
 {
-    const int W = g->world;
-    const size_t per = (n + (size_t)W - 1) / (size_t)W;
-    const size_t c = per < ORDERED_ROUND / (size_t)W ? per : ORDERED_ROUND / (size_t)W;
-    const size_t scratch = (size_t)W * (c ? c : 1);
+    const int world = g->world;
+    const size_t per = (n + (size_t)world - 1) / (size_t)world;
+    const size_t c = per < ORDERED_ROUND / (size_t)world ? per : ORDERED_ROUND / (size_t)world;
+    const size_t scratch = (size_t)world * (c ? c : 1);
     float *send = malloc(sizeof(float) * scratch), *recv = malloc(sizeof(float) * scratch),
           *mine = malloc(sizeof(float) * (c ? c : 1));
     int rc = send && recv && mine ? 0 : -1;
     if (rc) fprintf(stderr, "aebench: an all-reduce's scratch (%zu floats): out of host memory\n", 2 * scratch + c);
     for (size_t done = 0; !rc && done < per;) {
         const size_t now = per - done < c ? per - done : c;
-        for (int r = 0; r < W; r++) {
+        for (int r = 0; r < world; r++) {
             const size_t at = (size_t)r * per + done;
             const size_t have = at >= n ? 0 : (n - at < now ? n - at : now);
             if (have) memcpy(send + (size_t)r * now, buf + at, have * sizeof(float));
@@ -209,7 +211,7 @@ static int ordered_all_reduce(coll_group *g, float *buf, size_t n)
             rc = -1;
             break;
         }
-        for (int r = 0; r < W; r++) {
+        for (int r = 0; r < world; r++) {
             const size_t at = (size_t)r * per + done;
             const size_t have = at >= n ? 0 : (n - at < now ? n - at : now);
             if (have) memcpy(buf + at, recv + (size_t)r * now, have * sizeof(float));

@@ -56,16 +56,16 @@ int dp_global_loss(const coll_group *g, double local_sum, int micro_batches, dou
 int dp_gather_blocks(const coll_group *g, const float *shards, size_t PE, size_t PL, int L,
                      float *out)
 {
-    const int W = coll_world(g);
-    const size_t Se = dp_shard_len(PE, W), Sl = dp_shard_len(PL, W);
+    const int world = coll_world(g);
+    const size_t Se = dp_shard_len(PE, world), Sl = dp_shard_len(PL, world);
     const size_t per_rank = Se + (size_t)L * Sl;
-    float *all = malloc((size_t)W * per_rank * sizeof(float));
+    float *all = malloc((size_t)world * per_rank * sizeof(float));
     if (!all) return GPT_ERR_OOM;
     int rc = coll_host_all_gather(g, all, shards, per_rank * sizeof(float));
     size_t at = 0, soff = 0;
     for (int b = 0; rc == 0 && b <= L; b++) {
         const size_t n = b == 0 ? PE : PL, S = b == 0 ? Se : Sl;
-        for (int r = 0; r < W; r++)
+        for (int r = 0; r < world; r++)
             memcpy(out + at + (size_t)r * S, all + (size_t)r * per_rank + soff,
                    dp_shard_real(n, S, r) * sizeof(float));
         at += n;
@@ -77,13 +77,13 @@ int dp_gather_blocks(const coll_group *g, const float *shards, size_t PE, size_t
 
 int dp_gather_layers(const coll_group *g, const float *shards, size_t PL, int n, float *out)
 {
-    const int W = coll_world(g);
-    const size_t Sl = dp_shard_len(PL, W), per_rank = (size_t)n * Sl;
-    float *all = malloc((size_t)W * per_rank * sizeof(float));
+    const int world = coll_world(g);
+    const size_t Sl = dp_shard_len(PL, world), per_rank = (size_t)n * Sl;
+    float *all = malloc((size_t)world * per_rank * sizeof(float));
     if (!all) return GPT_ERR_OOM;
     int rc = coll_host_all_gather(g, all, shards, per_rank * sizeof(float));
     for (int l = 0; rc == 0 && l < n; l++)
-        for (int r = 0; r < W; r++)
+        for (int r = 0; r < world; r++)
             memcpy(out + (size_t)l * PL + (size_t)r * Sl, all + (size_t)r * per_rank + (size_t)l * Sl,
                    dp_shard_real(PL, Sl, r) * sizeof(float));
     free(all);

@@ -228,12 +228,12 @@ int layer_work_reduce_add(layer_work *w, stream_spans *spans, gpt_stream *c, int
 int layer_work_gather_norm_tables(layer_work *w, const gpt_shape *sh)
 {
     if (!w->comm) return GPT_OK;
-    const int W = w->world;
-    const size_t n = (size_t)(sh->layers + 1) * W;
+    const int world = w->world;
+    const size_t n = (size_t)(sh->layers + 1) * world;
     int rc = coll_host_all_gather(w->comm, w->norms_gathered, w->host_norms, n * sizeof(float));
     if (rc) return rc;
     for (size_t b = 0; b <= (size_t)sh->layers; b++)
-        for (int r = 0; r < W; r++) w->host_norms[b * W + r] = w->norms_gathered[(size_t)r * n + b * W + r];
+        for (int r = 0; r < world; r++) w->host_norms[b * world + r] = w->norms_gathered[(size_t)r * n + b * world + r];
     return GPT_OK;
 }
 
@@ -252,14 +252,14 @@ int layer_work_read_norms(layer_work *w, gpt_stream *c, const gpt_shape *sh)
 int layer_work_gather_shard_norms(layer_work *w, const gpt_shape *sh)
 {
     if (!w->comm) return GPT_OK;
-    const int nb = sh->layers + 1, W = w->world;
+    const int nb = sh->layers + 1, world = w->world;
     float *all = w->norms_gathered + nb;
     memcpy(w->norms_gathered, w->host_norms, (size_t)nb * sizeof(float));
     int rc = coll_host_all_gather(w->comm, all, w->norms_gathered, (size_t)nb * sizeof(float));
     if (rc) return rc;
     /* rank-major as gathered; the table is block-major */
-    for (int r = 0; r < W; r++)
-        for (int b = 0; b < nb; b++) w->host_norms[(size_t)b * W + r] = all[(size_t)r * nb + b];
+    for (int r = 0; r < world; r++)
+        for (int b = 0; b < nb; b++) w->host_norms[(size_t)b * world + r] = all[(size_t)r * nb + b];
     return GPT_OK;
 }
 

@@ -113,9 +113,10 @@ static inline void pred_step(pred_timeline *t, double at)
 /* N ranks need the collectives calibrated at that world: 1 and out->why set when they are not. */
 static inline int pred_no_collectives(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
-    const int W = engine_world(cfg);
-    if (W <= 1 || m->coll_world == W) return 0;
-    snprintf(out->why, sizeof out->why, "no collectives calibrated at %d ranks (aebench --calibrate --ranks %d)", W, W);
+    const int world = engine_world(cfg);
+    if (world <= 1 || m->coll_world == world) return 0;
+    snprintf(out->why, sizeof out->why, "no collectives calibrated at %d ranks (aebench --calibrate --ranks %d)", world,
+             world);
     return 1;
 }
 
@@ -150,8 +151,8 @@ static inline double pred_host_update(pred_timeline *t, const machine_rates *m, 
  * then takes local_world times its rate alone). */
 static inline double pred_host_share(const engine_config *cfg, const machine_rates *m)
 {
-    const int W = engine_world(cfg);
-    return W > 1 && cfg->threads <= 0 && m->rates_world != W ? engine_local_world(cfg) : 1;
+    const int world = engine_world(cfg);
+    return world > 1 && cfg->threads <= 0 && m->rates_world != world ? engine_local_world(cfg) : 1;
 }
 
 /* n doubles per array, `count` arrays in one zeroed block (free the first); NULL and out->why
