@@ -329,7 +329,7 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         /* (a store per machine: the probe checks the first machine's, here) */
         if (store_of_machine(&probe.eng, 0, err, sizeof err) == 0 &&
             cli_resolve_ranks(&probe, rc.ranks, cli_ranks_per_machine(&rc), err, sizeof err) == 0 && eng &&
-            engine_refuses(eng, &probe.eng, err, sizeof err) == 0 &&
+            engine_config_refused(eng, &probe.eng, err, sizeof err) == 0 &&
             fault_phase_refused(&rc, eng, err, sizeof err) == 0 &&
             option_unused(&rc, eng, rc.ranks, err, sizeof err) == 0)
             err[0] = '\0';
@@ -393,8 +393,8 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
     /* bf16, --dpu and --offload nvme only for engines that implement them (refuse rather
      * than silently run something else under that label), then the engine's own checks:
      * nothing is written.  A sweep's child for such an engine ends here too. */
-    if (only && (engine_refuses(only, &rc.eng, err, sizeof err) || fault_phase_refused(&rc, only, err, sizeof err) ||
-                 option_unused(&rc, only, world, err, sizeof err))) {
+    if (only && (engine_config_refused(only, &rc.eng, err, sizeof err) ||
+                 fault_phase_refused(&rc, only, err, sizeof err) || option_unused(&rc, only, world, err, sizeof err))) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);
@@ -474,7 +474,7 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         rc.eng.host_budget = host_budget;
         for (int i = 0; i < engine_count(); i++)
             if ((only ? engine_at(i) == only : engine_in_all(engine_at(i))) &&
-                !engine_refuses(engine_at(i), &rc.eng, err, sizeof err))
+                !engine_config_refused(engine_at(i), &rc.eng, err, sizeof err))
                 run_dry(&rc, engine_at(i));
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);

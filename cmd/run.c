@@ -1396,7 +1396,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
 {
     s->train_start_s = epoch_s();
     const run_config *rc = s->rc;
-    char init_why[600] = ""; /* what the engine said when it refused (engine_refuse) */
+    char init_why[600] = ""; /* what the engine said when it refused (engine_fail) */
     engine_env env = {
         .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host,
         .disk = s->has_disk ? &s->disk : NULL, .rank = comm->rank,
@@ -1491,7 +1491,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
             if (rc_ == GPT_ERR_OOM) {
                 set_oom(s, oom_budget(s));
             } else if (rc_ == GPT_ERR_IO && init_why[0]) {
-                /* (what the engine said, engine_refuse: gemini's --ckpt-dir disk full) */
+                /* (what the engine said, engine_fail: gemini's --ckpt-dir disk full) */
                 s->status = EXIT_RUN_ERROR;
                 snprintf(s->message, sizeof s->message, "%s: iteration %d: %.440s", s->eng->name, it, init_why);
             } else if (rc_ == GPT_ERR_IO) {

@@ -7,8 +7,8 @@
  * 2. The budgets per rank: --gpu-mem-limit / --cpu-mem-limit, else the smaller of what the
  *    machine file recorded and what is free now; host memory (and the disk under --nvme-dir)
  *    shared by the ranks of the machine, as run.c shares them.
- * 3. Every configuration (knobs below) is checked by the engine (engine_refuses), planned
- *    against the three budgets, and, when it fits and its micro-batch is calibrated,
+ * 3. Every configuration (knobs below) is checked by the engine (engine_config_refused),
+ *    planned against the three budgets, and, when it fits and its micro-batch is calibrated,
  *    predicted (pred_settle over the engine's walk, as --predict does).  Each configuration
  *    lands in exactly one bucket of the tally: refused, over one tier, not calibrated, not
  *    modelled, or predicted.
@@ -233,7 +233,7 @@ static int fits(const search *s, const engine_vtbl *eng, const knobs *k, int lay
         snprintf(why, whylen, "l%d is too large to address", layers);
         return 0;
     }
-    if (engine_refuses(eng, cfg, why, whylen)) return 0;
+    if (engine_config_refused(eng, cfg, why, whylen)) return 0;
     memset(plan, 0, sizeof *plan);
     eng->plan(cfg, plan);
     if (plan->gpu_bytes > s->budget[TIER_GPU]) *tier = TIER_GPU;

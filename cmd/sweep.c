@@ -115,7 +115,7 @@ static int check_item(item *it, char *err, size_t errlen)
         return -1;
     }
     char eerr[512];
-    if (engine_refuses(eng, &it->rc.eng, eerr, sizeof eerr)) {
+    if (engine_config_refused(eng, &it->rc.eng, eerr, sizeof eerr)) {
         /* Refused before anything runs, like any other bad option of the list. */
         snprintf(err, errlen, "%s%s%s", it->where, it->where[0] ? ": " : "", eerr);
         return -1;
@@ -453,7 +453,7 @@ static int build_items(sweep *s, int argc, char **argv, char *err, size_t errlen
             if (!all && engine_find(rc->method) != eng) continue;
             if (all && !engine_in_all(eng)) continue;
             char why[512];
-            if (all && engine_refuses(eng, &rc->eng, why, sizeof why)) {
+            if (all && engine_config_refused(eng, &rc->eng, why, sizeof why)) {
                 /* -m all with an option only some engines have (--dpu, --offload nvme,
                  * --dtype bf16): the others are left out, and said so. */
                 printf("aebench: -m all: leaving out %s: %s\n", eng->name, why);

@@ -180,8 +180,8 @@ typedef struct engine_env {
     /* The rank's watchdog (NULL: none): every collective group an engine opens is named to it
      * (coll_watch), so that a hang says which operation it is stuck in. */
     struct watchdog *dog;
-    /* Where engine_refuse writes why init failed (one line; the first reason stays), for the
-     * log's and the JSON's message.  NULL: stderr only. */
+    /* Where engine_fail writes why init (or a step) failed (one line; the first reason
+     * stays), for the log's and the JSON's message.  NULL: stderr only. */
     char *why;
     size_t why_len;
 } engine_env;
@@ -202,9 +202,10 @@ void engine_init_layer(const engine_env *env, float *p, const gpt_shape *sh, int
 void engine_note(const engine_env *env, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* An engine cannot run as configured: says why (printf-style, one line) on stderr and into
- * env->why, and returns rc (the gpt_status init returns). */
-int engine_refuse(const engine_env *env, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* An engine cannot go on (it cannot run as configured, or a step failed: gemini's
+ * --ckpt-dir full, a --graphs on capture): says why (printf-style, one line) on stderr and
+ * into env->why, and returns rc (the gpt_status init or step returns). */
+int engine_fail(const engine_env *env, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Streams whose busy time an engine reports per iteration (to show the bottleneck). */
 enum { BUSY_COMPUTE, BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_DISK, BUSY_COMM, BUSY_KINDS };
@@ -352,13 +353,12 @@ typedef struct engine_resume {
 
 /* The registry (engines/registry.c). */
 const engine_vtbl *engine_find(const char *name);
-/* Whether eng can run cfg: --dtype bf16, --dpu, --offload nvme against what it
- * implements,
- * then its own check.  0 when fine; else one line in err (the driver exits 2, nothing is
- * written). */
-int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen);
-/* The checks every single-rank engine's init starts with: engine_refuses, one rank, and a
- * backend of the configured type (fp32, or bf16 for --dtype bf16).  GPT_OK, or
+/* Whether eng refuses cfg: --dtype bf16, --dpu, --placement, --offload nvme, ranks,
+ * micro-batches and --zero-stage against what it implements, then its own check.  0 when
+ * it can run cfg; else one line in err (the driver exits 2, nothing is written). */
+int engine_config_refused(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen);
+/* The checks every single-rank engine's init starts with: engine_config_refused, one rank,
+ * and a backend of the configured type (fp32, or bf16 for --dtype bf16).  GPT_OK, or
  * GPT_ERR_INVALID with the reason on stderr (tests call init without the driver). */
 int engine_init_check(const engine_vtbl *eng, const engine_env *env);
 /* After the backward: the step's mean loss (N per-token losses read back), its global grad

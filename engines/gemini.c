@@ -615,7 +615,7 @@ static int restore(gemini_state *st)
         snprintf(whyn, sizeof whyn, "gemini: job %s: no checkpoint version that every rank's shard has (every "
                  "holder of some shard was lost)%s; nothing to recover", st->job,
                  st->env.cfg->ckpt_dir[0] ? ", in memory or under --ckpt-dir" : " and no --ckpt-dir");
-        if (p->rank == 0) rc = engine_refuse(&st->env, GPT_ERR_INVALID, "%s", whyn);
+        if (p->rank == 0) rc = engine_fail(&st->env, GPT_ERR_INVALID, "%s", whyn);
         else if (st->env.why && st->env.why_len && !st->env.why[0])
             snprintf(st->env.why, st->env.why_len, "%s", whyn), rc = GPT_ERR_INVALID;
         else rc = GPT_ERR_INVALID;
@@ -785,7 +785,7 @@ static int open_windows(gemini_state *st)
             st->window[a] = NULL;
         }
         if (cfg->gemini_transport == GEMINI_PEER_READ) {
-            return engine_refuse(&st->env, GPT_ERR_INVALID, "--gemini-transport read: %s; use sendrecv (or auto)", why);
+            return engine_fail(&st->env, GPT_ERR_INVALID, "--gemini-transport read: %s; use sendrecv (or auto)", why);
         }
         engine_note(&st->env, "gemini: the peers' chunks are sent (NCCL / MPI send-recv): %s", why);
         return GPT_OK;
@@ -910,9 +910,9 @@ static int gemini_init(const engine_env *env, void **state)
     if ((rc = ckpt_store_open(&st->store, env->be, env->cfg->gemini_store, st->job, env->rank, st->p.m,
                               st->p.owners, floats, st->chunk, st->identity, env->cfg->gemini_recover, why,
                               sizeof why)))
-        return engine_refuse(env, rc == GPT_ERR_IO ? GPT_ERR_INVALID : rc, "%s", why);
+        return engine_fail(env, rc == GPT_ERR_IO ? GPT_ERR_INVALID : rc, "%s", why);
     if (env->cfg->ckpt_dir[0] && ckpt_dir_open(&st->ckpt, env->cfg->ckpt_dir, st->job, env->rank, why, sizeof why))
-        return engine_refuse(env, GPT_ERR_INVALID, "--ckpt-dir: %s", why);
+        return engine_fail(env, GPT_ERR_INVALID, "--ckpt-dir: %s", why);
     /* the chunk checksums on the GPU, and the event that says this rank's are ready */
     const size_t nchunks = (size_t)ckpt_store_nchunks(st->store);
     if ((rc = engine_alloc(&st->mem, MEM_GPU, (void **)&st->dev_sums,
@@ -1403,7 +1403,7 @@ static int persist(gemini_state *st, int it, step_result *out)
          * of memory: a run error, said; what this rank made there goes, the lock file and the
          * directory with a file it could not fill, never what was there before) */
         private_dir_close_made(&st->ckpt);
-        return engine_refuse(&st->env, GPT_ERR_IO, "--ckpt-dir: %s", why);
+        return engine_fail(&st->env, GPT_ERR_IO, "--ckpt-dir: %s", why);
     }
     const double ms = wall_ms() - t0;
     out->has_ckpt = 1;

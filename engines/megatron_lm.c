@@ -399,7 +399,7 @@ static int graphs_choose(megatron_state *st)
                       : !gpt_backend_has_graphs(env->be) ? "--profile times each op"
                                                          : NULL;
     if (why) {
-        if (want == GRAPHS_ON) return engine_refuse(env, GPT_ERR_INVALID, "--graphs on: not here (%s)", why);
+        if (want == GRAPHS_ON) return engine_fail(env, GPT_ERR_INVALID, "--graphs on: not here (%s)", why);
         if (env->cfg->device == DEVICE_CUDA) engine_note(env, "graphs: off (%s)", why);
         return GPT_OK;
     }
@@ -699,8 +699,8 @@ static int issue_phase(megatron_state *st, int phase, int k)
     rc = gpt_graph_capture_end(s, g);
     if (!issued && !rc) return gpt_graph_launch(*g, s);
     if (st->env.cfg->graphs == GRAPHS_ON)
-        return engine_refuse(&st->env, issued ? issued : rc, "--graphs on: micro-batch %d's %s could not be captured",
-                             k, phase == 0 ? "forward" : "backward");
+        return engine_fail(&st->env, issued ? issued : rc, "--graphs on: micro-batch %d's %s could not be captured",
+                           k, phase == 0 ? "forward" : "backward");
     st->graphs = 0;
     engine_note(&st->env, "graphs: off from step %d (micro-batch %d's %s could not be captured: error %d)",
                 st->steps_done + 1, k, phase == 0 ? "forward" : "backward", issued ? issued : rc);

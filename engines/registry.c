@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int engine_refuse(const engine_env *env, int rc, const char *fmt, ...)
+int engine_fail(const engine_env *env, int rc, const char *fmt, ...)
 {
     char line[512];
     va_list ap;
@@ -44,7 +44,7 @@ void engine_init_layer(const engine_env *env, float *p, const gpt_shape *sh, int
     if (env->init_ms) *env->init_ms += wall_ms() - t0;
 }
 
-int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen)
+int engine_config_refused(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen)
 {
     if (cfg->bf16 && !eng->supports_bf16) {
         snprintf(err, errlen, "%s does not implement --dtype bf16 (use --dtype fp32)", eng->name);
@@ -82,7 +82,7 @@ int engine_refuses(const engine_vtbl *eng, const engine_config *cfg, char *err, 
 int engine_init_check(const engine_vtbl *eng, const engine_env *env)
 {
     char err[512];
-    if (engine_refuses(eng, env->cfg, err, sizeof err)) {
+    if (engine_config_refused(eng, env->cfg, err, sizeof err)) {
         fprintf(stderr, "aebench: %s\n", err);
         return GPT_ERR_INVALID;
     }

@@ -383,7 +383,7 @@ static int init_disk(zi_state *st, const zi_bytes *b)
         return rc;
     /* Pinned blocks of a page or more are page aligned (membudget.h), as O_DIRECT needs. */
     if ((uintptr_t)stages % DISK_TIER_ALIGN) {
-        return engine_refuse(&st->env, GPT_ERR_INVALID, "zero-infinity: pinned staging not aligned for O_DIRECT");
+        return engine_fail(&st->env, GPT_ERR_INVALID, "zero-infinity: pinned staging not aligned for O_DIRECT");
     }
     for (int s = 0; s < ZI_GRAD_STAGES; s++)
         st->grad_stage[s] = (float *)(stages + (size_t)s * b->grad_stage);

@@ -175,15 +175,15 @@ static void test_l2l_refuses(void **state)
     (void)state;
     engine_config c = small_config(4);
     char err[256] = "";
-    assert_int_equal(engine_refuses(&engine_l2l, &c, err, sizeof err), 0);
+    assert_int_equal(engine_config_refused(&engine_l2l, &c, err, sizeof err), 0);
     c.bf16 = 1; /* bf16, with micro-batches too */
-    assert_int_equal(engine_refuses(&engine_l2l, &c, err, sizeof err), 0);
+    assert_int_equal(engine_config_refused(&engine_l2l, &c, err, sizeof err), 0);
     c.micro_batches = 2;
-    assert_int_equal(engine_refuses(&engine_l2l, &c, err, sizeof err), 0);
+    assert_int_equal(engine_config_refused(&engine_l2l, &c, err, sizeof err), 0);
     c.micro_batches = 1;
     c.bf16 = 0;
     c.dpu = 1;
-    assert_int_not_equal(engine_refuses(&engine_l2l, &c, err, sizeof err), 0);
+    assert_int_not_equal(engine_config_refused(&engine_l2l, &c, err, sizeof err), 0);
     assert_ptr_equal(engine_find("l2l"), &engine_l2l);
 }
 

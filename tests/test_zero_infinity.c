@@ -242,12 +242,12 @@ static void test_takes_bf16(void **state)
     engine_config c = small_config(2);
     char err[256] = "";
     c.bf16 = 1; /* bf16, on disk and with micro-batches too */
-    assert_int_equal(engine_refuses(&engine_zero_infinity, &c, err, sizeof err), 0);
+    assert_int_equal(engine_config_refused(&engine_zero_infinity, &c, err, sizeof err), 0);
     c.offload = OFFLOAD_NVME;
     c.micro_batches = 2;
-    assert_int_equal(engine_refuses(&engine_zero_infinity, &c, err, sizeof err), 0);
+    assert_int_equal(engine_config_refused(&engine_zero_infinity, &c, err, sizeof err), 0);
     c = small_config(2);
-    assert_int_equal(engine_refuses(&engine_zero_infinity, &c, err, sizeof err), 0);
+    assert_int_equal(engine_config_refused(&engine_zero_infinity, &c, err, sizeof err), 0);
     assert_int_equal(engine_zero_infinity.uses_window, 0);
 }
 

@@ -368,15 +368,15 @@ static void test_zo_registry(void **state)
     engine_config c = small_config(2);
     char err[256] = "";
     c.dpu = 1;
-    assert_int_equal(engine_refuses(&engine_zero_offload, &c, err, sizeof err), 0);
+    assert_int_equal(engine_config_refused(&engine_zero_offload, &c, err, sizeof err), 0);
     c.bf16 = 1;
-    assert_int_equal(engine_refuses(&engine_zero_offload, &c, err, sizeof err), 0);
+    assert_int_equal(engine_config_refused(&engine_zero_offload, &c, err, sizeof err), 0);
     c.micro_batches = 2;
-    assert_int_equal(engine_refuses(&engine_zero_offload, &c, err, sizeof err), 0);
+    assert_int_equal(engine_config_refused(&engine_zero_offload, &c, err, sizeof err), 0);
     c.micro_batches = 1;
     c.bf16 = 0;
     c.offload = OFFLOAD_NVME;
-    assert_int_not_equal(engine_refuses(&engine_zero_offload, &c, err, sizeof err), 0);
+    assert_int_not_equal(engine_config_refused(&engine_zero_offload, &c, err, sizeof err), 0);
 }
 
 int main(void)
