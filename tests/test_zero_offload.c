@@ -129,7 +129,7 @@ static void test_zo_bucket_layout_in_plan(void **state)
 /* ---- --dpu -------------------------------------------------------------------------------- */
 
 /* The delayed-update trajectory from the model's functions on the CPU backend: step i
- * computes its gradients on theta_{i-1} up to step W + 1 and on theta_{i-2} after, and
+ * computes its gradients on theta_{i-1} up to step D + 1 (D = ZO_DPU_WARMUP) and on theta_{i-2} after, and
  * theta_i = AdamW(theta_{i-1}, g_i) with step i's lr and clip scale. */
 static void dpu_reference(const engine_config *cfg, trajectory *out)
 {
@@ -275,7 +275,7 @@ static void check_peaks_and_bytes(int dpu)
         assert_true(r.busy_ms[BUSY_D2H] > 0);
         assert_true(r.bytes_d2h == P4);
         assert_true(r.bytes_disk_read == 0 && r.bytes_disk_write == 0);
-        /* Step W + 1's update is deferred to step W + 2's forward. */
+        /* Step D + 1's update is deferred to step D + 2's forward. */
         const int lagged = dpu && it == DPU_WARMUP + 1;
         assert_true(r.host_adam_params == (lagged ? 0 : P));
         /* Copy-backs: every step's forward brings the previous update in, except the first
