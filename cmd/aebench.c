@@ -155,7 +155,7 @@ static void *probe_thread(void *arg)
 }
 
 /* How many of `want` threads can run at once now (started, held, then ended); -1 when the
- * probe itself cannot be set up. */
+ * probe itself cannot be set up, or a thread was refused for another reason than the limit. */
 static int threads_startable(int want)
 {
     thread_probe p = {.released = 0};
@@ -165,13 +165,14 @@ static int threads_startable(int want)
         free(t);
         return -1;
     }
-    int n = -1;
+    int n = -1, refused = 0;
     if (pthread_cond_init(&p.go, NULL) == 0) {
         if (pthread_attr_init(&attr) == 0) {
-            /* (small stacks: the probe asks for threads, not for memory) */
-            (void)pthread_attr_setstacksize(&attr, 64 * 1024);
+            /* (the default stack: a small one can be refused for a reason of its own — a build
+             * with CUDA's libraries has more thread-local storage than 64 KiB holds, EINVAL —
+             * and the stacks are address space, not memory, until touched) */
             n = 0;
-            while (n < want && pthread_create(&t[n], &attr, probe_thread, &p) == 0) n++;
+            while (n < want && (refused = pthread_create(&t[n], &attr, probe_thread, &p)) == 0) n++;
             pthread_attr_destroy(&attr);
             pthread_mutex_lock(&p.lock);
             p.released = 1;
@@ -183,7 +184,8 @@ static int threads_startable(int want)
     }
     pthread_mutex_destroy(&p.lock);
     free(t);
-    return n;
+    /* only the limit's refusal (EAGAIN) says how many can start; any other is the probe's own */
+    return refused && refused != EAGAIN ? -1 : n;
 }
 
 /* Threads a run starts beside its --threads team: the backend's stream workers, the
