@@ -609,10 +609,31 @@ static char *read_own_text(const char *path)
     return text;
 }
 
-/* "ERROR: why" appended to rank 0's log, through no link: a log replaced since (a link to
- * another file, or another file) is not written, and stderr says so.  0 when written. */
-static int append_error_line(const char *log_path, const file_id *id, const char *why)
+/* The last line of the log open at fd (size bytes) into out when it is rank 0's own ERROR line
+ * ("" otherwise): rank 0 may have said why itself and then been killed before its JSON did. */
+static void log_error_tail(int fd, off_t size, char *out, size_t len)
 {
+    out[0] = '\0';
+    char tail[1100];
+    const off_t from = size > (off_t)sizeof tail - 1 ? size - (off_t)(sizeof tail - 1) : 0;
+    ssize_t got;
+    while ((got = pread(fd, tail, (size_t)(size - from), from)) < 0 && errno == EINTR) {
+    }
+    if (got <= 0) return;
+    tail[got] = '\0';
+    if (tail[got - 1] == '\n') tail[--got] = '\0';
+    const char *nl = strrchr(tail, '\n');
+    const char *last = nl ? nl + 1 : from == 0 ? tail : NULL;
+    if (last && strncmp(last, "ERROR: ", 7) == 0) snprintf(out, len, "%s", last + 7);
+}
+
+/* "ERROR: why" appended to rank 0's log, through no link: a log replaced since (a link to
+ * another file, or another file) is not written, and stderr says so.  A log whose last line is
+ * already rank 0's own ERROR line gets no second one: its text goes into said (else "").  0
+ * when the log says why (written, or already). */
+static int append_error_line(const char *log_path, const file_id *id, const char *why, char *said, size_t said_len)
+{
+    said[0] = '\0';
     /* (O_NONBLOCK: a FIFO planted there cannot block the open; no O_CREAT: a log that is gone
      * is not made anew) */
     const int fd = open(log_path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -622,6 +643,12 @@ static int append_error_line(const char *log_path, const file_id *id, const char
         fprintf(stderr, "aebench: %s was replaced since rank 0 wrote it (%s): not written\n", log_path, refused);
         if (fd >= 0) close(fd);
         return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0) log_error_tail(fd, st.st_size, said, said_len);
+    if (said[0]) {
+        close(fd);
+        return 0;
     }
     char line[1024];
     const int n = snprintf(line, sizeof line, "ERROR: %.1000s\n", why);
@@ -972,7 +999,8 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     if (why_len) snprintf(why_out, why_len, "%s", why);
     if (log_path[0]) {
         /* (rank 0 may have said it in the log and JSON itself: its watchdog fired) */
-        if (!json_says_failed(json_path)) append_error_line(log_path, &log_id, why);
+        char said[1024] = "";
+        if (!json_says_failed(json_path)) append_error_line(log_path, &log_id, why, said, sizeof said);
         if (!json_path[0]) {
             /* rank 0 never got to its JSON: it goes beside the log */
             snprintf(json_path, sizeof json_path, "%s", log_path);
@@ -980,7 +1008,8 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
             if (dot && strcmp(dot, ".txt") == 0) strcpy(dot, ".json");
             else json_path[0] = '\0';
         }
-        if (json_path[0]) mark_json(json_path, log_path, *interrupted ? "interrupted" : "error", why);
+        /* (the JSON says what the log's last line says: rank 0's own words when it wrote them) */
+        if (json_path[0]) mark_json(json_path, log_path, *interrupted ? "interrupted" : "error", said[0] ? said : why);
     }
     return code;
 }
