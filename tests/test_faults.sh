@@ -101,7 +101,7 @@ for trial in $(seq "$FT_TRIALS"); do
     start=$(date +%s.%N)
     (cd "$dir" && TMPDIR="$dir/tmp" exec timeout $((FT_HANG + 295)) "${cmd[@]}" "${inject[@]}" --results results >out 2>err) &
     job=$!
-    pid=""
+    pid="" notes=""
     if [ -n "$delay" ]; then
         sleep "$delay"
         case $victim in
@@ -112,6 +112,12 @@ for trial in $(seq "$FT_TRIALS"); do
         # (when it was hit, and whether it was there to be hit: a process gone in the meantime
         # was not, and the job must then end as if untouched)
         hit_at=$(date +%s.%N)
+        # (a rank hit before the job's start-up was over — its ranks still in MPI's start-up,
+        # none has noted "started" in the job's directory — ends by the start-up deadline,
+        # exit 1, not as a rank lost: which it was is read from that directory after the hit)
+        notes=""
+        [ "$victim" = rank ] && [ -n "$pid" ] &&
+            notes=$({ tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | sed -n 's/^AEBENCH_JOB_NOTES=//p')
         if [ -n "$pid" ]; then
             if [ "$sig" = STOP ] && [ "$victim" != rank ]; then
                 kill -STOP "$pid" 2>/dev/null; sleep 2; kill -CONT "$pid" 2>/dev/null
@@ -120,6 +126,8 @@ for trial in $(seq "$FT_TRIALS"); do
             fi
         fi
     fi
+    early=no
+    [ -n "$notes" ] && [ -n "$pid" ] && [ ! -e "$notes/started" ] && early=yes
     { wait "$job"; } 2>/dev/null
     rc=$?
     took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -161,6 +169,8 @@ for trial in $(seq "$FT_TRIALS"); do
                     grep -q "not relaunched\|relaunching job" "$dir/err" || bad="exit 4 without a relaunch or its reason"
                 elif [ "$rc" -eq 0 ] && [ "$late" = yes ]; then
                     what="$what (after the job's record was final)"
+                elif [ "$rc" -eq 1 ] && [ "$early" = yes ] && grep -q "no rank got past MPI's start-up" "$dir/err"; then
+                    what="$what (before the job's start-up was over)"
                 elif [ "$rc" -ne 4 ]; then
                     bad="exit $rc (want 4${late:+; the record final before the hit: $late})"
                 elif ! grep -q "^aebench: --ranks $world: " "$dir/err"; then
