@@ -627,6 +627,29 @@ def _with(base, method=None, *extra):
     return make
 
 
+def _strip(argv, *flags):
+    """argv without the given flags, each with its value (every flag here takes one)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in flags:
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
+def _with_none_of(base, method, drop, *extra):
+    """_with, the base's own drop flags (and their values) taken out first: a fault that is one
+    only without them (the valid grammar may have drawn one)."""
+    def make(camp, c):
+        c.method = method
+        c.no_largest = True
+        return _strip(camp.valid_argv(c, base), *drop) + list(extra)
+    return make
+
+
 def _fn(base, method, f):
     """A fault whose args depend on the input: f(camp, c) gives them after the base's."""
     def make(camp, c):
@@ -755,7 +778,7 @@ FAULTS = [
     ("gemini-ckpt-from-over-iters", "real", _fn("real", "gemini", lambda camp, c: [
         "--gemini-ckpt-from", str(c.iters + c.rnd.randint(1, 1000))]),
      Expect(2, token="gemini-ckpt-from", issue47=True)),  # issue 47
-    ("ckpt-every-without-ckpt-dir", "real", _with("real", "gemini", "--ckpt-every", "1"),
+    ("ckpt-every-without-ckpt-dir", "real", _with_none_of("real", "gemini", ("--ckpt-dir", "--ckpt-every"), "--ckpt-every", "1"),
      Expect(2, token="ckpt-every", issue47=True)),  # issue 47
     ("recompute-full-no-ckpt", "real", _with("real", None, "--recompute", "full", "--no-ckpt"),
      Expect(2, token=("no-ckpt", "recompute"), issue47=True)),  # issue 47
