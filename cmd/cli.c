@@ -172,7 +172,9 @@ static int table_checked(void)
         }
         if (stores_int(sp) && sp->size != sizeof(int) && sp->size != sizeof(uint64_t))
             table_broken(sp->name, "an integer setter on a field that is no integer");
-        if ((sp->set == set_num && sp->size != sizeof(double)) || (sp->set == set_bytes && sp->size != sizeof(size_t)))
+        if (((sp->set == set_num || sp->set == set_hang_timeout) && sp->size != sizeof(double)) ||
+            (sp->set == set_bytes && sp->size != sizeof(size_t)) ||
+            (sp->set == set_fail_ranks && sp->size != sizeof(unsigned long long)))
             table_broken(sp->name, "a setter on a field of another type");
         if ((sp->set == set_path_value || sp->set == set_method || sp->set == set_gemini_job) && !sp->text)
             table_broken(sp->name, "a text setter on a field that is no string");
@@ -390,7 +392,6 @@ static int set_flag(run_config *rc, const opt_spec *sp, const opt_value *v, char
 /* -m: a registered engine, an alias, or all. */
 static int set_method(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
-    (void)sp;
     if (strcmp(v->text, "all") != 0 && !engine_find(v->text)) {
         char names[256] = "";
         for (int i = 0; i < engine_count(); i++) {
@@ -400,7 +401,7 @@ static int set_method(run_config *rc, const opt_spec *sp, const opt_value *v, ch
         return cli_fail(err, errlen, "%s%sunknown method '%s' (known: %sall)", v->label ? v->label : "",
                         v->label ? ": " : "", v->text, names);
     }
-    snprintf(rc->method, sizeof rc->method, "%s", v->text);
+    snprintf(field_of(rc, sp), sp->size, "%s", v->text);
     return 0;
 }
 
@@ -418,15 +419,14 @@ static int set_device(run_config *rc, const opt_spec *sp, const opt_value *v, ch
 /* --no-ckpt: --recompute none (false in a config: full). */
 static int set_no_ckpt(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
-    (void)sp, (void)err, (void)errlen;
-    rc->eng.recompute = v->flag ? GPT_RECOMPUTE_NONE : GPT_RECOMPUTE_FULL;
+    (void)err, (void)errlen;
+    store_int(rc, sp, v->flag ? GPT_RECOMPUTE_NONE : GPT_RECOMPUTE_FULL);
     return 0;
 }
 
 /* --fail-rank R[,R...]: a bit per rank, and the text for messages. */
 static int set_fail_ranks(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
-    (void)sp;
     unsigned long long mask = 0;
     const char *q = v->text;
     for (;;) {
@@ -439,7 +439,7 @@ static int set_fail_ranks(run_config *rc, const opt_spec *sp, const opt_value *v
         if (*end == '\0') break;
         q = end + 1;
     }
-    rc->fail_ranks = mask;
+    memcpy(field_of(rc, sp), &mask, sizeof mask);
     snprintf(rc->fail_ranks_text, sizeof rc->fail_ranks_text, "%.63s", v->text);
     return 0;
 }
@@ -476,13 +476,14 @@ static int set_gemini_job(run_config *rc, const opt_spec *sp, const opt_value *v
 
 static int set_hang_timeout(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
-    (void)sp;
-    if (watchdog_parse_timeout(v->text, &rc->hang_timeout_s))
+    double seconds = 0;
+    if (watchdog_parse_timeout(v->text, &seconds))
         return cli_fail(err, errlen, "%s: '%s' is neither seconds (0 or more, 0: never) nor 'auto'", v->opt, v->text);
     /* The watchdog looks once per tick and gives a lower rank a grace of seconds, so a
      * limit under a second would not be kept; and the messages print whole seconds */
-    if (rc->hang_timeout_s > 0 && rc->hang_timeout_s < 1)
+    if (seconds > 0 && seconds < 1)
         return cli_fail(err, errlen, "%s: %s s is below 1 s, the least the watchdogs keep (0: never)", v->opt, v->text);
+    memcpy(field_of(rc, sp), &seconds, sizeof seconds);
     return 0;
 }
 
