@@ -59,11 +59,10 @@ static void close_backend(gpt_backend *be, device_kind kind)
  * with rank 0's); 0, or -1 after rank 0 named the first option that differs. */
 static int same_options_everywhere(const comm_world *comm, const run_config *rc)
 {
-    enum { MAX_OPTS = 64 };
-    uint64_t mine[MAX_OPTS];
-    const char *names[MAX_OPTS];
-    const int n = cli_option_hashes(rc, mine, names, MAX_OPTS);
-    uint64_t *all = calloc((size_t)comm->world * MAX_OPTS, sizeof *all);
+    uint64_t mine[CLI_OPTION_COUNT] = {0};
+    const char *names[CLI_OPTION_COUNT];
+    const int n = cli_option_hashes(rc, mine, names, CLI_OPTION_COUNT);
+    uint64_t *all = n < 0 ? NULL : calloc((size_t)comm->world * CLI_OPTION_COUNT, sizeof *all);
     if (!all || comm_all_gather(comm, mine, all, sizeof mine) != 0) {
         free(all);
         if (comm->rank == 0) fprintf(stderr, "aebench: cannot compare the ranks' options\n");
@@ -72,7 +71,7 @@ static int same_options_everywhere(const comm_world *comm, const run_config *rc)
     int bad_rank = -1, bad_opt = -1;
     for (int r = 1; r < comm->world && bad_rank < 0; r++)
         for (int i = 0; i < n && bad_rank < 0; i++)
-            if (all[(size_t)r * MAX_OPTS + i] != all[i]) bad_rank = r, bad_opt = i;
+            if (all[(size_t)r * CLI_OPTION_COUNT + i] != all[i]) bad_rank = r, bad_opt = i;
     free(all);
     if (bad_rank < 0) return 0;
     if (comm->rank == 0)

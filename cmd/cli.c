@@ -19,117 +19,175 @@
 #define AEBENCH_VERSION "0.1.0"
 #endif
 
-typedef enum opt_id {
-    OPT_METHOD, OPT_LAYERS, OPT_HIDDEN, OPT_BATCH, OPT_WINDOW, OPT_HEADS, OPT_SEQ, OPT_VOCAB,
-    OPT_ITERS, OPT_LOG_INTERVAL, OPT_SEED, OPT_RESULTS, OPT_DEVICE, OPT_CONFIG, OPT_DTYPE,
-    OPT_GPU_MEM, OPT_CPU_MEM, OPT_DRY_RUN, OPT_DATA, OPT_NO_CKPT, OPT_RECOMPUTE, OPT_GRAPHS, OPT_LR, OPT_MIN_LR,
-    OPT_DECAY_ITERS, OPT_WARMUP, OPT_WEIGHT_DECAY, OPT_CLIP, OPT_THREADS, OPT_MATH, OPT_FIND_MAX,
-    OPT_RESUME, OPT_DPU, OPT_OFFLOAD, OPT_NVME_DIR, OPT_RANKS, OPT_GLOBAL_BATCH, OPT_ZERO_STAGE, OPT_SAVE_PARAMS, OPT_FAIL_AT, OPT_FAIL_RANK,
-    OPT_GEMINI_MODE, OPT_GEMINI_REPLICAS, OPT_GEMINI_PLACEMENT, OPT_GEMINI_TRANSPORT, OPT_GEMINI_STORE, OPT_GEMINI_JOB,
-    OPT_GEMINI_RECOVER, OPT_FAIL_KIND, OPT_FAIL_PHASE, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_GEMINI_CKPT_FROM, OPT_GEMINI_EVERY,
-    OPT_CLIP_SPECULATE, OPT_PLACEMENT, OPT_CALIBRATE, OPT_PREDICT, OPT_MACHINE, OPT_HANG_TIMEOUT,
-    OPT_SEARCH, OPT_LARGEST, OPT_MIN_SAMPLES, OPT_TOP, OPT_OUT, OPT_VERIFY, OPT_HOSTS, OPT_PROFILE,
-    OPT_HELP, OPT_VERSION,
-    OPT_COUNT
-} opt_id;
+/* ---- the options: the table (options.h) expanded ------------------------------------------ */
 
-typedef enum arg_kind { ARG_NONE, ARG_INT, ARG_NUM, ARG_TEXT } arg_kind;
+#define OPT_ID(id_, ...) OPT_##id_,
+typedef enum opt_id { AEBENCH_OPTIONS(OPT_ID) OPT_COUNT } opt_id;
+#undef OPT_ID
+_Static_assert((int)OPT_COUNT == (int)CLI_OPTION_COUNT, "cli.h counts the options of the same table");
 
-typedef struct opt_spec {
+typedef enum arg_kind { ARG_NONE, ARG_INT, ARG_NUM, ARG_TEXT, ARG_TEXT_OR_INT } arg_kind;
+/* Where an option may be given (the table's use column). */
+enum { CFG = 1u << 0, KID = 1u << 1, SRCH = 1u << 2 };
+/* What an option changes (the scope column): see options.h. */
+typedef enum opt_scope { SCOPE_LOCAL, SCOPE_AGREE, SCOPE_RESULT, SCOPE_RESULT_SET } opt_scope;
+/* What a number option must be. */
+typedef enum num_rule { NUM_POSITIVE = 1, NUM_NON_NEGATIVE, NUM_FRACTION } num_rule;
+
+typedef struct choice {
+    const char *word;
+    int value;
+} choice;
+
+typedef struct opt_spec opt_spec;
+/* One value given to an option, as its setter sees it. */
+typedef struct opt_value {
+    const char *text;  /* the value (a switch: NULL) */
+    int flag;          /* a switch's value: 1 set, 0 cleared (false in a config) */
+    const char *opt;   /* how messages name the option: "--layers", or "config F: runs[3].layers" */
+    const char *label; /* NULL on the command line, else where in a config (as opt) */
+} opt_value;
+/* Checks one value and sets the option's field: 0, or what cli_fail returns. */
+typedef int opt_setter(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen);
+
+struct opt_spec {
     opt_id id;
     const char *name;
     char short_name; /* 0: long only */
-    arg_kind kind;   /* ARG_NONE: a flag (true/false in a config) */
-    const char *arg; /* for --help */
+    arg_kind kind;
+    const char *arg; /* for --help (NULL: a switch) */
+    opt_setter *set; /* NULL: acts in cli_parse itself (--config, --help, ...) */
+    size_t offset, size; /* the run_config field it sets */
+    int text;            /* the field is a string: hashed by its text */
+    long long lo, hi;    /* an integer's range */
+    const char *note;    /* said after a range's or a number's error */
+    num_rule rule;       /* a number's */
+    int auto_value;      /* what "auto" sets (INT_OR_AUTO) */
+    const char *what;    /* what else an INT_OR_AUTO takes; what a PATH names (NULL: may be empty) */
+    const choice *words; /* WORDS: the words it takes, in --help's and the messages' order */
+    int nwords;
+    const char *dflt;    /* the default, as text the setter takes (NULL: the field's zero) */
+    const char *owner;
+    opt_scope scope;
+    int slot;            /* its place in the hashes (-1: LOCAL) */
+    unsigned use;
     const char *help;
-} opt_spec;
-
-static const opt_spec specs[] = {
-    {OPT_METHOD, "method", 'm', ARG_TEXT, "NAME", "engine to run, or 'all' (default megatron-lm)"},
-    {OPT_LAYERS, "layers", 'l', ARG_INT, "L", "transformer layers (default 16)"},
-    {OPT_HIDDEN, "hidden", 'h', ARG_INT, "H", "hidden size (default 2048)"},
-    {OPT_BATCH, "batch", 'b', ARG_INT, "B", "micro-batch size per rank (default 4)"},
-    {OPT_WINDOW, "window", 'w', ARG_TEXT, "W|auto", "GPU window of windowed engines (default auto; not with -m all)"},
-    {OPT_HEADS, "heads", 0, ARG_INT, "N", "attention heads (default 16)"},
-    {OPT_SEQ, "seq", 0, ARG_INT, "T", "sequence length (default 1024)"},
-    {OPT_VOCAB, "vocab", 0, ARG_INT, "V", "vocabulary size, 2 or more, padded to a multiple of 128 (default 50257)"},
-    {OPT_ITERS, "iters", 0, ARG_INT, "N", "training iterations (default 50)"},
-    {OPT_LOG_INTERVAL, "log-interval", 0, ARG_INT, "N", "iterations per log line (default 10)"},
-    {OPT_SEED, "seed", 0, ARG_INT, "S", "seed of initialisation and synthetic data (default 1234)"},
-    {OPT_RESULTS, "results", 0, ARG_TEXT, "DIR", "where logs and JSON go (default results)"},
-    {OPT_DEVICE, "device", 0, ARG_TEXT, "cpu|cuda", "compute backend (default cuda if usable)"},
-    {OPT_CONFIG, "config", 0, ARG_TEXT, "FILE.json", "read options, or a run list (a case), from JSON"},
-    {OPT_DTYPE, "dtype", 0, ARG_TEXT, "fp32|bf16", "activations and working weights (default fp32; bf16 emulated on the CPU backend)"},
-    {OPT_MATH, "math", 0, ARG_TEXT, "tf32|fp32", "GPU matmuls on TF32 tensor cores, or strict fp32 (default tf32)"},
-    {OPT_GPU_MEM, "gpu-mem-limit", 0, ARG_TEXT, "SIZE", "GPU memory budget, e.g. 32G (default: free memory)"},
-    {OPT_CPU_MEM, "cpu-mem-limit", 0, ARG_TEXT, "SIZE", "host memory budget, e.g. 90G (default: 90% of available memory)"},
-    {OPT_DRY_RUN, "dry-run", 0, ARG_NONE, NULL, "print the memory plan and parameter count, allocate nothing"},
-    {OPT_DATA, "data", 0, ARG_TEXT, "FILE", "train on little-endian uint16 tokens (default: synthetic corpus)"},
-    {OPT_RECOMPUTE, "recompute", 0, ARG_TEXT, "full|selective|none",
-     "what the backward recomputes (default full: each layer from its input, the artifact's; selective: the "
-     "LayerNorms, attention and GELU, keeping the GEMM outputs; none: keeps every activation)"},
-    {OPT_NO_CKPT, "no-ckpt", 0, ARG_NONE, NULL, "--recompute none (the older name)"},
-    {OPT_GRAPHS, "graphs", 0, ARG_TEXT, "auto|on|off",
-     "replay each step's forward and backward as CUDA graphs, captured at the second step (default auto: "
-     "on for megatron-lm on one rank on the GPU, unless --profile; on: an error where it cannot)"},
-    {OPT_LR, "lr", 0, ARG_NUM, "X", "peak learning rate (default 1.5e-4)"},
-    {OPT_MIN_LR, "min-lr", 0, ARG_NUM, "X", "final learning rate of the cosine decay (default 1e-5)"},
-    {OPT_DECAY_ITERS, "lr-decay-iters", 0, ARG_INT, "N", "cosine decay length (default 320000)"},
-    {OPT_WARMUP, "lr-warmup-fraction", 0, ARG_NUM, "F", "warm-up fraction of the decay (default 0.01)"},
-    {OPT_WEIGHT_DECAY, "weight-decay", 0, ARG_NUM, "X", "AdamW weight decay (default 0.01)"},
-    {OPT_CLIP, "clip-grad", 0, ARG_NUM, "X", "global-norm clipping, 0 disables (default 1.0)"},
-    {OPT_DPU, "dpu", 0, ARG_NONE, NULL, "zero-offload: delayed parameter update (step i's CPU Adam overlaps step i+1)"},
-    {OPT_OFFLOAD, "offload", 0, ARG_TEXT, "cpu|nvme", "zero-infinity, stronghold: optimizer state in host memory or on disk (default cpu)"},
-    {OPT_NVME_DIR, "nvme-dir", 0, ARG_TEXT, "DIR", "--offload nvme: where the private swap directory goes (default: the results directory)"},
-    {OPT_THREADS, "threads", 0, ARG_INT, "N", "CPU threads, 0 = all cores (default 0)"},
-    {OPT_RANKS, "ranks", 0, ARG_INT, "N", "data-parallel ranks on this machine: starts mpiexec -n N itself (default 1; under mpirun: the world size)"},
-    {OPT_PROFILE, "profile", 0, ARG_NONE, NULL, "time every kernel-set op of every step (an event pair around each; the host waits at each step's end): where the step goes, op family by family, with TFLOP/s and GB/s, in the log, stdout and JSON"},
-    {OPT_HOSTS, "hosts", 0, ARG_TEXT, "FILE", "--ranks N on the machines mpiexec's hostfile FILE lists (MPICH host:S, Open MPI host slots=S; the first must be this one, where rank 0 runs): passed to mpiexec, and -m all, --find-max, --search and the plans split each machine's memory by its ranks"},
-    {OPT_GLOBAL_BATCH, "global-batch", 0, ARG_INT, "G", "samples per optimizer step over all ranks, as Megatron's (default B x ranks); G/(B x ranks) micro-batches each"},
-    {OPT_SAVE_PARAMS, "save-params", 0, ARG_TEXT, "FILE", "after training, write every parameter (fp32, little-endian, the canonical [embed | layer 0 | ...] layout) to FILE"},
-    {OPT_FAIL_AT, "fail-at", 0, ARG_INT, "I", "fault injection: rank --fail-rank kills itself (SIGKILL) at the start of iteration I"},
-    {OPT_FAIL_RANK, "fail-rank", 0, ARG_TEXT, "R[,R...]", "the rank(s) that --fail-at kills, at once (default 0)"},
-    {OPT_FAIL_PHASE, "fail-phase", 0, ARG_TEXT, "forward|backward|checkpoint", "with --fail-at: where in iteration I the rank dies: its start, its backward's (megatron-lm, gemini), its checkpoint's middle (gemini) (default forward)"},
-    {OPT_FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware|stop", "with --fail-at: what it does: kill the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching, or (stop) stop it (SIGSTOP: a hung rank, for the watchdogs) (default software)"},
-    {OPT_ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
-    {OPT_GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive|interleave", "gemini: no checkpoint; every iteration's right after its step; or sent during the next step in the idle spans of its collectives (default interleave)"},
-    {OPT_GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, or 1 on one rank)"},
-    {OPT_GEMINI_PLACEMENT, "gemini-placement", 0, ARG_TEXT, "group|ring", "gemini: ranks in groups of M holding the group's checkpoints, or rank r holding r-1 ... r-M+1 (default group)"},
-    {OPT_GEMINI_TRANSPORT, "gemini-transport", 0, ARG_TEXT, "auto|sendrecv|read", "gemini: how a peer's shard reaches the rank that keeps it: read by that rank's copy engines (CUDA IPC; MPI one-sided on the CPU backend), sent by NCCL kernels (MPI send/recv), or read where every rank is on one machine and can (default auto)"},
-    {OPT_GEMINI_STORE, "gemini-store", 0, ARG_TEXT, "DIR", "gemini: the memory file system the checkpoints live in (default /dev/shm)"},
-    {OPT_GEMINI_JOB, "gemini-job", 0, ARG_TEXT, "ID", "gemini: the job's id, which names its store (default: made at start)"},
-    {OPT_GEMINI_RECOVER, "gemini-recover", 0, ARG_NONE, NULL, "gemini: restore job --gemini-job from its store (the newest version every rank has) and go on"},
-    {OPT_CKPT_DIR, "ckpt-dir", 0, ARG_TEXT, "DIR", "gemini: also a persistent checkpoint on disk there (O_DIRECT), what recovery falls back to when every copy of a shard is lost"},
-    {OPT_CLIP_SPECULATE, "clip-speculate", 0, ARG_TEXT, "N|auto", "stronghold with clipping: the top N streamed layers updated as their grads arrive, redone exactly when the norm clips (auto: as many as host memory holds the undo copies of; 0: wait for the norm)"},
-    {OPT_PLACEMENT, "placement", 0, ARG_TEXT, "bottom|spread|auto", "stronghold: its resident layers at the bottom of the model (the paper's window) or spread between the streamed ones, which hides the forward's copies (default auto: -w auto takes the faster, -w W bottom)"},
-    {OPT_GEMINI_CKPT_FROM, "gemini-ckpt-from", 0, ARG_INT, "I", "gemini: checkpoint from iteration I on, train the ones before without (the artifact's comparison; default 1)"},
-    {OPT_CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", "gemini --ckpt-dir: every K iterations (default 10; only with --ckpt-dir)"},
-    {OPT_GEMINI_EVERY, "gemini-every", 0, ARG_TEXT, "K|auto", "gemini: an in-memory checkpoint every K iterations (auto: the fewest that keep the checkpoints' exposed time under 1% of the step, chosen from interleave's measurements; default 1)"},
-    {OPT_FIND_MAX, "find-max", 0, ARG_NONE, NULL, "find the largest layer count that trains (bisection over child runs)"},
-    {OPT_RESUME, "resume", 0, ARG_NONE, NULL, "sweeps: skip runs whose JSON in the results directory says ok"},
-    {OPT_CALIBRATE, "calibrate", 0, ARG_NONE, NULL, "measure this machine for --predict at the given shape, math and dtype into results/machine_HOST_DEVICE.json (or --machine FILE)"},
-    {OPT_PREDICT, "predict", 0, ARG_NONE, NULL, "print each engine's predicted ms/iteration, its breakdown and plan from the machine file, train nothing"},
-    {OPT_MACHINE, "machine", 0, ARG_TEXT, "FILE", "the machine file --calibrate writes and --predict reads (default results/machine_HOST_DEVICE.json)"},
-    {OPT_SEARCH, "search", 0, ARG_NONE, NULL, "every configuration of every engine (window, placement, ZeRO stage, --dpu, --offload, --clip-speculate, micro-batch, checkpointing) planned against the budgets and predicted from the machine file; prints the fastest with the command that runs each (what you give is fixed, the rest searched)"},
-    {OPT_LARGEST, "largest", 0, ARG_NONE, NULL, "--search: the largest -l that any configuration trains in the budgets, and the fastest there"},
-    {OPT_MIN_SAMPLES, "min-samples-per-s", 0, ARG_NUM, "X", "--search --largest: the largest -l that still trains at X samples/s (predicted)"},
-    {OPT_TOP, "top", 0, ARG_INT, "K", "--search: how many configurations to print (default 5)"},
-    {OPT_OUT, "out", 0, ARG_TEXT, "FILE", "--search: write the fastest as a config that --config FILE runs"},
-    {OPT_VERIFY, "verify", 0, ARG_INT, "K", "--search: train the top K and K random feasible configurations and print predicted against measured"},
-    {OPT_HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", "every rank ends the job (exit 4) after S seconds (1 or more) without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); the --ranks supervisor ends a job none of whose ranks gets past MPI's start-up in S (auto: 120 s); 0: never (default auto)"},
-    {OPT_HELP, "help", 0, ARG_NONE, NULL, "this text"},
-    {OPT_VERSION, "version", 0, ARG_NONE, NULL, "print the version"},
 };
 
+static opt_setter set_int, set_int_or_auto, set_num, set_word, set_path_value, set_bytes, set_flag;
+static opt_setter set_method, set_device, set_no_ckpt, set_fail_ranks, set_zero_stage, set_gemini_job;
+static opt_setter set_hang_timeout, set_verify;
+
+/* The largest value an integer option takes.  The model's dimensions are bounded far above any
+ * model (2^20 layers, a hidden size of 2^20, ...) so that no int arithmetic on them (layers + 1
+ * blocks, heads x head size, ...) can wrap, and the byte counts are 64-bit; a vocabulary's
+ * padding to a multiple of 128 still fits an int; CPU threads beyond what any host has only
+ * make the OpenMP runtime fail; iterations leave room for one more. */
+enum { MAX_THREADS = 1024, MIN_VOCAB = 2, MAX_VOCAB = 2147483647 - 127, MAX_DIM = 1 << 20, MAX_SEQ = 1 << 24,
+       MAX_ITERS = 1000000000 };
+
+/* The table's set, scope and use columns, as initializers of an opt_spec. */
+#define FIELD_OF(f) (((run_config *)0)->f)
+#define FIELD(f) .offset = offsetof(run_config, f), .size = sizeof FIELD_OF(f), \
+                 .text = _Generic(FIELD_OF(f), char *: 1, default: 0)
+#define INT(f, lo_, hi_) .set = set_int, FIELD(f), .lo = (lo_), .hi = (hi_)
+#define INT_NOTE(f, lo_, hi_, note_) INT(f, lo_, hi_), .note = (note_)
+#define SPECIAL_INT(f, lo_, hi_, fn) .set = fn, FIELD(f), .lo = (lo_), .hi = (hi_)
+#define INT_OR_AUTO(f, lo_, hi_, auto_, what_) \
+    .set = set_int_or_auto, FIELD(f), .lo = (lo_), .hi = (hi_), .auto_value = (auto_), .what = (what_)
+#define NUM(f, rule_, note_) .set = set_num, FIELD(f), .rule = (rule_), .note = (note_)
+#define WORDS(f, ...) .set = set_word, FIELD(f), .words = (const choice[]){__VA_ARGS__}, \
+                      .nwords = (int)(sizeof((const choice[]){__VA_ARGS__}) / sizeof(choice))
+#define PATH(f, what_) .set = set_path_value, FIELD(f), .what = (what_)
+#define BYTES(f) .set = set_bytes, FIELD(f)
+#define FLAG(f) .set = set_flag, FIELD(f)
+#define SPECIAL(f, fn) .set = fn, FIELD(f)
+#define NO_FIELD .set = NULL
+#define FP(slot_) .scope = SCOPE_RESULT, .slot = (slot_)
+#define FP_SET(slot_) .scope = SCOPE_RESULT_SET, .slot = (slot_)
+#define AGREE(slot_) .scope = SCOPE_AGREE, .slot = (slot_)
+#define LOCAL .scope = SCOPE_LOCAL, .slot = -1
+#define OPT_SPEC(id_, name_, short_, kind_, arg_, set_, dflt_, owner_, scope_, use_, help_)                       \
+    {.id = OPT_##id_, .name = (name_), .short_name = (short_), .kind = (kind_), .arg = (arg_), set_,               \
+     .dflt = (dflt_), .owner = (owner_), scope_, .use = (use_), .help = (help_)},
+
+static const opt_spec specs[] = {AEBENCH_OPTIONS(OPT_SPEC)};
+
+#undef OPT_SPEC
+#undef LOCAL
+#undef AGREE
+#undef FP_SET
+#undef FP
+#undef NO_FIELD
+#undef SPECIAL
+#undef FLAG
+#undef BYTES
+#undef PATH
+#undef WORDS
+#undef NUM
+#undef INT_OR_AUTO
+#undef SPECIAL_INT
+#undef INT_NOTE
+#undef INT
+#undef FIELD
+#undef FIELD_OF
+
 enum { NSPECS = (int)(sizeof specs / sizeof specs[0]) };
-/* (run_config.given holds a bit per option) */
-_Static_assert(OPT_COUNT <= 128, "run_config.given has 128 bits");
+_Static_assert((int)NSPECS == (int)OPT_COUNT, "one spec per option");
 
 static const opt_spec *spec_by_name(const char *name)
 {
     for (int i = 0; i < NSPECS; i++)
         if (strcmp(specs[i].name, name) == 0) return &specs[i];
     return NULL;
+}
+
+/* A table that contradicts itself (a name or letter twice, a hash slot twice or skipped, a
+ * setter of ints on a field of another size) is a bug of this build, not of the input: said
+ * and aborted at once, before it can drop an option from the hashes or parse into the wrong
+ * bytes. */
+static void table_broken(const char *name, const char *why)
+{
+    fprintf(stderr, "aebench: the option table (cmd/options.h) is broken: %s: %s\n", name, why);
+    abort();
+}
+
+static int stores_int(const opt_spec *sp)
+{
+    return sp->set == set_int || sp->set == set_int_or_auto || sp->set == set_word || sp->set == set_flag ||
+           sp->set == set_device || sp->set == set_no_ckpt || sp->set == set_zero_stage || sp->set == set_verify;
+}
+
+/* The hashed options (scope not LOCAL): how many; every check above passed. */
+static int table_checked(void)
+{
+    int hashed = 0;
+    unsigned char slot_taken[OPT_COUNT] = {0};
+    for (int i = 0; i < NSPECS; i++) {
+        const opt_spec *sp = &specs[i];
+        if (sp->id != (opt_id)i) table_broken(sp->name, "out of the enum's order");
+        for (int k = 0; k < i; k++) {
+            if (strcmp(specs[k].name, sp->name) == 0) table_broken(sp->name, "declared twice");
+            if (sp->short_name && specs[k].short_name == sp->short_name) table_broken(sp->name, "its letter is taken");
+        }
+        if (stores_int(sp) && sp->size != sizeof(int) && sp->size != sizeof(uint64_t))
+            table_broken(sp->name, "an integer setter on a field that is no integer");
+        if (((sp->set == set_num || sp->set == set_hang_timeout) && sp->size != sizeof(double)) ||
+            (sp->set == set_bytes && sp->size != sizeof(size_t)) ||
+            (sp->set == set_fail_ranks && sp->size != sizeof(unsigned long long)))
+            table_broken(sp->name, "a setter on a field of another type");
+        if ((sp->set == set_path_value || sp->set == set_method || sp->set == set_gemini_job) && !sp->text)
+            table_broken(sp->name, "a text setter on a field that is no string");
+        if (sp->dflt && !sp->set) table_broken(sp->name, "a default, but no field");
+        if (sp->scope == SCOPE_LOCAL) continue;
+        if (!sp->set) table_broken(sp->name, "hashed, but no field");
+        if (sp->slot < 0 || sp->slot >= OPT_COUNT || slot_taken[sp->slot]) table_broken(sp->name, "its hash slot is taken");
+        slot_taken[sp->slot] = 1;
+        hashed++;
+    }
+    for (int s = 0; s < hashed; s++)
+        if (!slot_taken[s]) table_broken("the hash slots", "one is skipped");
+    return hashed;
 }
 
 int cli_fail(char *err, size_t errlen, const char *fmt, ...)
@@ -144,12 +202,9 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
+
 /* An option that takes one of some words: the value of the word given into *out; else
  * "OPT: 'x' is not a, b or c" (the words in the table's order).  0, or what cli_fail returns. */
-typedef struct choice {
-    const char *word;
-    int value;
-} choice;
 static int choose(const char *opt, const char *value, const choice *words, int n, int *out, char *err, size_t errlen)
 {
     for (int i = 0; i < n; i++)
@@ -163,15 +218,6 @@ static int choose(const char *opt, const char *value, const choice *words, int n
                  words[i].word);
     return cli_fail(err, errlen, "%s: '%s' is not %s", opt, value, list);
 }
-/* In apply(): out_ = the value of the word `value` names among the {word, value} pairs given,
- * or return -1 from apply with the error set. */
-#define CHOOSE(out_, ...)                                                                                           \
-    do {                                                                                                           \
-        static const choice words_[] = {__VA_ARGS__};                                                              \
-        int v_ = 0;                                                                                                \
-        if (choose(opt, value, words_, (int)(sizeof words_ / sizeof words_[0]), &v_, err, errlen)) return -1;      \
-        (out_) = v_;                                                                                               \
-    } while (0)
 
 /* A path option's value into dst: "empty <what> name" when it is empty (what NULL: empty is
  * allowed), "path too long" when it does not fit.  0, or what cli_fail returns. */
@@ -198,27 +244,6 @@ static int parse_int(const char *text, long long lo, long long hi, long long *ou
     return 0;
 }
 
-/* The largest value an integer option takes.  The model's dimensions are bounded far above any
- * model (2^20 layers, a hidden size of 2^20, ...) so that no int arithmetic on them (layers + 1
- * blocks, heads x head size, ...) can wrap, and the byte counts are 64-bit; a vocabulary's
- * padding to a multiple of 128 still fits an int; CPU threads beyond what any host has only
- * make the OpenMP runtime fail; iterations leave room for one more. */
-enum { MAX_THREADS = 1024, MIN_VOCAB = 2, MAX_VOCAB = 2147483647 - 127, MAX_DIM = 1 << 20, MAX_SEQ = 1 << 24,
-       MAX_ITERS = 1000000000 };
-
-static long long int_max_of(int id)
-{
-    switch (id) {
-    case OPT_THREADS: return MAX_THREADS;
-    case OPT_VOCAB: return MAX_VOCAB;
-    case OPT_LAYERS: case OPT_HIDDEN: case OPT_HEADS: case OPT_BATCH: return MAX_DIM;
-    case OPT_SEQ: return MAX_SEQ;
-    case OPT_ITERS: case OPT_LOG_INTERVAL: case OPT_DECAY_ITERS: case OPT_FAIL_AT: case OPT_CKPT_EVERY:
-    case OPT_GEMINI_CKPT_FROM: return MAX_ITERS;
-    default: return 2147483647LL;
-    }
-}
-
 /* A whole number in [lo, hi], or "auto" (*out = auto_value); -1 when it is neither. */
 static int parse_int_or_auto(const char *text, long long lo, long long hi, int auto_value, int *out)
 {
@@ -241,35 +266,6 @@ static int parse_num(const char *text, double *out)
     if (errno || *end != '\0' || !isfinite(v)) return -1;
     *out = v;
     return 0;
-}
-
-static void set_defaults(run_config *rc)
-{
-    memset(rc, 0, sizeof *rc);
-    snprintf(rc->method, sizeof rc->method, "megatron-lm");
-    /* The artifact's defaults (ENGINES.md). */
-    rc->eng.shape = (gpt_shape){
-        .layers = 16, .hidden = 2048, .heads = 16, .seq = 1024, .batch = 4, .vocab = 50257,
-    };
-    rc->eng.window = 0;
-    rc->eng.recompute = GPT_RECOMPUTE_FULL;
-    rc->eng.optim = gpt_optim_default();
-    rc->eng.seed = 1234;
-    rc->eng.device = DEVICE_CPU;
-    rc->eng.tf32 = 1;
-    rc->eng.gemini_mode = GEMINI_INTERLEAVE;
-    rc->eng.gemini_replicas = 0; /* min(2, ranks) */
-    rc->eng.gemini_placement = GEMINI_GROUP;
-    snprintf(rc->eng.gemini_store, sizeof rc->eng.gemini_store, "/dev/shm");
-    rc->eng.ckpt_every = 10;
-    rc->eng.gemini_every = 1;
-    rc->eng.gemini_ckpt_from = 1;
-    rc->eng.clip_speculate = -1;
-    rc->iters = 50;
-    rc->hang_timeout_s = -1; /* auto */
-    rc->log_interval = 10;
-    rc->search_top = 5;
-    snprintf(rc->results_dir, sizeof rc->results_dir, "results");
 }
 
 /* --recompute M and --no-ckpt (the older name of --recompute none) given in one place (the
@@ -301,6 +297,211 @@ static int recompute_clash(const recompute_seen *seen, const char *where, char *
                     "none): give one", where, where[0] ? ": " : "", seen->value, seen->no_ckpt_flag ? "" : " false");
 }
 
+
+/* ---- the setters: each option's value checked and stored (the table's set column) ---------- */
+
+static void *field_of(run_config *rc, const opt_spec *sp)
+{
+    return (char *)rc + sp->offset;
+}
+
+/* An integer into the option's field, an int or a uint64_t (table_checked knows which). */
+static void store_int(run_config *rc, const opt_spec *sp, long long v)
+{
+    if (sp->size == sizeof(int)) {
+        const int i = (int)v;
+        memcpy(field_of(rc, sp), &i, sizeof i);
+    } else {
+        const uint64_t u = (uint64_t)v;
+        memcpy(field_of(rc, sp), &u, sizeof u);
+    }
+}
+
+/* The value as an integer in the option's range: 0, or what cli_fail returns. */
+static int int_value(const opt_spec *sp, const opt_value *v, long long *out, char *err, size_t errlen)
+{
+    const int bad = parse_int(v->text, sp->lo, sp->hi, out);
+    if (bad == -2)
+        return cli_fail(err, errlen, "%s: %s is out of range: an integer from %lld to %lld%s", v->opt, v->text, sp->lo,
+                        sp->hi, sp->note ? sp->note : "");
+    if (bad)
+        return cli_fail(err, errlen, "%s: '%s' is not %s integer", v->opt, v->text ? v->text : "",
+                        sp->lo ? "a positive" : "a non-negative");
+    return 0;
+}
+
+static int set_int(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    long long iv = 0;
+    if (int_value(sp, v, &iv, err, errlen)) return -1;
+    store_int(rc, sp, iv);
+    return 0;
+}
+
+static int set_int_or_auto(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    int iv = 0;
+    if (parse_int_or_auto(v->text, sp->lo, sp->hi, sp->auto_value, &iv))
+        return cli_fail(err, errlen, "%s: '%s' is neither %s nor 'auto'", v->opt, v->text, sp->what);
+    store_int(rc, sp, iv);
+    return 0;
+}
+
+static int set_num(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    double dv = 0;
+    if (parse_num(v->text, &dv)) return cli_fail(err, errlen, "%s: '%s' is not a number", v->opt, v->text ? v->text : "");
+    const char *must = sp->rule == NUM_POSITIVE && dv <= 0                 ? "must be positive"
+                       : sp->rule == NUM_NON_NEGATIVE && dv < 0            ? "must not be negative"
+                       : sp->rule == NUM_FRACTION && (dv < 0 || dv > 1) ? "must be in [0, 1]"
+                                                                           : NULL;
+    if (must) return cli_fail(err, errlen, "%s: %s%s", v->opt, must, sp->note ? sp->note : "");
+    memcpy(field_of(rc, sp), &dv, sizeof dv);
+    return 0;
+}
+
+static int set_word(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    int value = 0;
+    if (choose(v->opt, v->text, sp->words, sp->nwords, &value, err, errlen)) return -1;
+    store_int(rc, sp, value);
+    return 0;
+}
+
+static int set_path_value(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    return set_path(field_of(rc, sp), sp->size, v->text, sp->what, v->opt, err, errlen);
+}
+
+static int set_bytes(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    size_t bytes = 0;
+    if (parse_bytes(v->text, &bytes))
+        return cli_fail(err, errlen, "%s: '%s' is not a size (e.g. 32G, 512M, 1073741824)", v->opt, v->text);
+    memcpy(field_of(rc, sp), &bytes, sizeof bytes);
+    return 0;
+}
+
+static int set_flag(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    store_int(rc, sp, v->flag);
+    return 0;
+}
+
+/* -m: a registered engine, an alias, or all. */
+static int set_method(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    if (strcmp(v->text, "all") != 0 && !engine_find(v->text)) {
+        char names[256] = "";
+        for (int i = 0; i < engine_count(); i++) {
+            strncat(names, engine_at(i)->name, sizeof names - strlen(names) - 1);
+            strncat(names, ", ", sizeof names - strlen(names) - 1);
+        }
+        return cli_fail(err, errlen, "%s%sunknown method '%s' (known: %sall)", v->label ? v->label : "",
+                        v->label ? ": " : "", v->text, names);
+    }
+    snprintf(field_of(rc, sp), sp->size, "%s", v->text);
+    return 0;
+}
+
+/* --device: and that it was chosen (else CUDA where usable, the CPU otherwise). */
+static int set_device(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    static const choice devices[] = {{"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA}};
+    int value = 0;
+    if (choose(v->opt, v->text, devices, (int)(sizeof devices / sizeof devices[0]), &value, err, errlen)) return -1;
+    store_int(rc, sp, value);
+    rc->device_given = 1;
+    return 0;
+}
+
+/* --no-ckpt: --recompute none (false in a config: full). */
+static int set_no_ckpt(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    store_int(rc, sp, v->flag ? GPT_RECOMPUTE_NONE : GPT_RECOMPUTE_FULL);
+    return 0;
+}
+
+/* --fail-rank R[,R...]: a bit per rank, and the text for messages. */
+static int set_fail_ranks(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    unsigned long long mask = 0;
+    const char *q = v->text;
+    for (;;) {
+        char *end = NULL;
+        errno = 0;
+        long r = strtol(q, &end, 10);
+        if (end == q || errno || r < 0 || r > 63 || (*end != ',' && *end != '\0'))
+            return cli_fail(err, errlen, "%s: '%s' is not a rank or a list of ranks (0-63, e.g. 1,2)", v->opt, v->text);
+        mask |= 1ull << r;
+        if (*end == '\0') break;
+        q = end + 1;
+    }
+    memcpy(field_of(rc, sp), &mask, sizeof mask);
+    snprintf(rc->fail_ranks_text, sizeof rc->fail_ranks_text, "%.63s", v->text);
+    return 0;
+}
+
+static int set_zero_stage(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    long long iv = 0;
+    if (int_value(sp, v, &iv, err, errlen)) return -1;
+    if (iv > 3) return cli_fail(err, errlen, "%s: '%s' is not a ZeRO stage (0, 1, 2 or 3)", v->opt, v->text);
+    store_int(rc, sp, iv);
+    return 0;
+}
+
+static int set_verify(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    long long iv = 0;
+    if (int_value(sp, v, &iv, err, errlen)) return -1;
+    if (iv > 1000) return cli_fail(err, errlen, "%s: %lld is out of range: at most 1000 trained", v->opt, iv);
+    store_int(rc, sp, iv);
+    return 0;
+}
+
+/* --gemini-job: it names the job's store, so letters, digits, _ and - only. */
+static int set_gemini_job(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    const char *value = v->text;
+    if (!*value || strlen(value) >= sp->size ||
+        strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != strlen(value))
+        return cli_fail(err, errlen, "%s: '%s' is not a job id (letters, digits, _ and -, at most %zu)", v->opt, value,
+                        sp->size - 1);
+    snprintf(field_of(rc, sp), sp->size, "%s", value);
+    return 0;
+}
+
+static int set_hang_timeout(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    double seconds = 0;
+    if (watchdog_parse_timeout(v->text, &seconds))
+        return cli_fail(err, errlen, "%s: '%s' is neither seconds (0 or more, 0: never) nor 'auto'", v->opt, v->text);
+    /* The watchdog looks once per tick and gives a lower rank a grace of seconds, so a
+     * limit under a second would not be kept; and the messages print whole seconds */
+    if (seconds > 0 && seconds < 1)
+        return cli_fail(err, errlen, "%s: %s s is below 1 s, the least the watchdogs keep (0: never)", v->opt, v->text);
+    memcpy(field_of(rc, sp), &seconds, sizeof seconds);
+    return 0;
+}
+
+/* The table's defaults, through the setters (so a default is a value the option takes). */
+static void set_defaults(run_config *rc)
+{
+    memset(rc, 0, sizeof *rc);
+    /* (Adam's betas and epsilon, which no option sets: the artifact's) */
+    rc->eng.optim = gpt_optim_default();
+    for (int i = 0; i < NSPECS; i++) {
+        if (!specs[i].dflt) continue;
+        char err[512];
+        const opt_value v = {specs[i].dflt, 1, specs[i].name, NULL};
+        if (specs[i].set(rc, &specs[i], &v, err, sizeof err)) table_broken(specs[i].name, err);
+    }
+}
+
+
 /* Apply one option whose value is text (from argv, or converted from JSON).
  * flag_value: for ARG_NONE options, 1 to set and 0 to clear.  label names the option in
  * messages: NULL for the command line ("--layers"), else where it came from in a config
@@ -308,236 +509,12 @@ static int recompute_clash(const recompute_seen *seen, const char *where, char *
 static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag_value,
                  const char *label, char *err, size_t errlen)
 {
-    char opt[PATH_MAX + 128];
-    if (label) snprintf(opt, sizeof opt, "%s", label);
-    else snprintf(opt, sizeof opt, "--%s", sp->name);
-    long long iv = 0;
-    double dv = 0;
-    size_t bytes = 0;
-    if (sp->kind == ARG_INT) {
-        long long lo = (sp->id == OPT_SEED || sp->id == OPT_THREADS || sp->id == OPT_ZERO_STAGE ||
-                        sp->id == OPT_FAIL_RANK) ? 0 : 1;
-        /* (a vocabulary of one token has nothing to predict: its loss is 0 whatever the weights) */
-        if (sp->id == OPT_VOCAB) lo = MIN_VOCAB;
-        const long long hi = int_max_of(sp->id);
-        const int bad = parse_int(value, lo, hi, &iv);
-        if (bad == -2)
-            return cli_fail(err, errlen, "%s: %s is out of range: an integer from %lld to %lld%s", opt, value, lo, hi,
-                            sp->id == OPT_THREADS ? " (CPU threads; 0: all cores)"
-                            : sp->id == OPT_VOCAB ? " (two tokens or more to predict; at most what its padding to a "
-                                                    "multiple of 128 leaves in an int)" : "");
-        if (bad)
-            return cli_fail(err, errlen, "%s: '%s' is not %s integer", opt,
-                        value ? value : "", lo ? "a positive" : "a non-negative");
-    } else if (sp->kind == ARG_NUM) {
-        if (parse_num(value, &dv))
-            return cli_fail(err, errlen, "%s: '%s' is not a number", opt,
-                        value ? value : "");
-    }
+    char dashed[64];
+    snprintf(dashed, sizeof dashed, "--%s", sp->name);
     rc->given[sp->id / 64] |= 1ULL << (sp->id % 64);
-    engine_config *e = &rc->eng;
-    switch (sp->id) {
-    case OPT_METHOD:
-        if (strcmp(value, "all") != 0 && !engine_find(value)) {
-            char names[256] = "";
-            for (int i = 0; i < engine_count(); i++) {
-                strncat(names, engine_at(i)->name, sizeof names - strlen(names) - 1);
-                strncat(names, ", ", sizeof names - strlen(names) - 1);
-            }
-            return cli_fail(err, errlen, "%s%sunknown method '%s' (known: %sall)", label ? label : "",
-                        label ? ": " : "", value, names);
-        }
-        snprintf(rc->method, sizeof rc->method, "%s", value);
-        break;
-    case OPT_LAYERS: e->shape.layers = (int)iv; break;
-    case OPT_HIDDEN: e->shape.hidden = (int)iv; break;
-    case OPT_BATCH: e->shape.batch = (int)iv; break;
-    case OPT_HEADS: e->shape.heads = (int)iv; break;
-    case OPT_SEQ: e->shape.seq = (int)iv; break;
-    case OPT_VOCAB: e->shape.vocab = (int)iv; break;
-    case OPT_WINDOW:
-        if (parse_int_or_auto(value, 1, 1000000, 0, &e->window))
-            return cli_fail(err, errlen, "%s: '%s' is neither a positive integer nor 'auto'", opt, value);
-        break;
-    case OPT_ITERS: rc->iters = (int)iv; break;
-    case OPT_LOG_INTERVAL: rc->log_interval = (int)iv; break;
-    case OPT_SEED: e->seed = (uint64_t)iv; break;
-    case OPT_THREADS: e->threads = (int)iv; break;
-    case OPT_RANKS: rc->ranks = (int)iv; break;
-    case OPT_GLOBAL_BATCH: e->global_batch = (int)iv; break;
-    case OPT_FAIL_AT: rc->fail_at = (int)iv; break;
-    case OPT_FAIL_RANK: {
-        unsigned long long mask = 0;
-        const char *q = value;
-        for (;;) {
-            char *end = NULL;
-            errno = 0;
-            long r = strtol(q, &end, 10);
-            if (end == q || errno || r < 0 || r > 63 || (*end != ',' && *end != '\0'))
-                return cli_fail(err, errlen, "%s: '%s' is not a rank or a list of ranks (0-63, e.g. 1,2)", opt, value);
-            mask |= 1ull << r;
-            if (*end == '\0') break;
-            q = end + 1;
-        }
-        rc->fail_ranks = mask;
-        snprintf(rc->fail_ranks_text, sizeof rc->fail_ranks_text, "%.63s", value);
-        break;
-    }
-    case OPT_FAIL_PHASE:
-        CHOOSE(rc->fail_phase, {"forward", FAULT_FORWARD}, {"backward", FAULT_BACKWARD}, {"checkpoint", FAULT_CHECKPOINT});
-        break;
-    case OPT_FAIL_KIND:
-        CHOOSE(rc->fail_kind, {"software", FAIL_SOFTWARE}, {"hardware", FAIL_HARDWARE}, {"stop", FAIL_STOP});
-        break;
-    case OPT_SAVE_PARAMS:
-        if (set_path(rc->save_params, sizeof rc->save_params, value, "file", opt, err, errlen)) return -1;
-        break;
-    case OPT_GEMINI_MODE:
-        CHOOSE(e->gemini_mode, {"none", GEMINI_NONE}, {"naive", GEMINI_NAIVE}, {"interleave", GEMINI_INTERLEAVE});
-        break;
-    case OPT_GEMINI_REPLICAS: e->gemini_replicas = (int)iv; break;
-    case OPT_GEMINI_PLACEMENT:
-        CHOOSE(e->gemini_placement, {"group", GEMINI_GROUP}, {"ring", GEMINI_RING});
-        break;
-    case OPT_GEMINI_TRANSPORT:
-        CHOOSE(e->gemini_transport, {"auto", GEMINI_PEER_AUTO}, {"sendrecv", GEMINI_PEER_SENDRECV},
-               {"read", GEMINI_PEER_READ});
-        break;
-    case OPT_GEMINI_STORE:
-        if (set_path(e->gemini_store, sizeof e->gemini_store, value, "directory", opt, err, errlen)) return -1;
-        break;
-    case OPT_GEMINI_JOB:
-        if (!*value || strlen(value) >= sizeof e->gemini_job || strspn(value,
-                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != strlen(value))
-            return cli_fail(err, errlen, "%s: '%s' is not a job id (letters, digits, _ and -, at most %zu)",
-                            opt, value, sizeof e->gemini_job - 1);
-        snprintf(e->gemini_job, sizeof e->gemini_job, "%s", value);
-        break;
-    case OPT_GEMINI_RECOVER: e->gemini_recover = flag_value; break;
-    case OPT_CKPT_DIR:
-        if (set_path(e->ckpt_dir, sizeof e->ckpt_dir, value, "directory", opt, err, errlen)) return -1;
-        break;
-    case OPT_CKPT_EVERY: e->ckpt_every = (int)iv; break;
-    case OPT_GEMINI_EVERY:
-        if (parse_int_or_auto(value, 1, MAX_ITERS, -1, &e->gemini_every))
-            return cli_fail(err, errlen, "%s: '%s' is neither an interval (1 or more iterations) nor 'auto'", opt, value);
-        break;
-    case OPT_CLIP_SPECULATE:
-        if (parse_int_or_auto(value, 0, 1000000, -1, &e->clip_speculate))
-            return cli_fail(err, errlen, "%s: '%s' is neither a layer count (0 or more) nor 'auto'", opt, value);
-        break;
-    case OPT_PLACEMENT:
-        CHOOSE(e->placement, {"bottom", PLACE_BOTTOM}, {"spread", PLACE_SPREAD}, {"auto", PLACE_AUTO});
-        break;
-    case OPT_GEMINI_CKPT_FROM:
-        if (iv < 1) return cli_fail(err, errlen, "%s: '%s' is not an iteration (1 or more)", opt, value);
-        e->gemini_ckpt_from = (int)iv;
-        break;
-    case OPT_ZERO_STAGE:
-        if (iv > 3) return cli_fail(err, errlen, "%s: '%s' is not a ZeRO stage (0, 1, 2 or 3)", opt, value);
-        e->zero_stage = (int)iv;
-        break;
-    case OPT_RESULTS:
-        if (set_path(rc->results_dir, sizeof rc->results_dir, value, "directory", opt, err, errlen)) return -1;
-        break;
-    case OPT_DATA:
-        if (set_path(rc->data_path, sizeof rc->data_path, value, NULL, opt, err, errlen)) return -1;
-        break;
-    case OPT_DEVICE:
-        CHOOSE(e->device, {"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA});
-        rc->device_given = 1;
-        break;
-    case OPT_DTYPE:
-        CHOOSE(e->bf16, {"fp32", 0}, {"bf16", 1});
-        break;
-    case OPT_MATH:
-        CHOOSE(e->tf32, {"tf32", 1}, {"fp32", 0});
-        break;
-    case OPT_GPU_MEM:
-    case OPT_CPU_MEM:
-        if (parse_bytes(value, &bytes))
-            return cli_fail(err, errlen, "%s: '%s' is not a size (e.g. 32G, 512M, 1073741824)",
-                        opt, value);
-        if (sp->id == OPT_GPU_MEM) rc->gpu_mem_limit = bytes;
-        else rc->cpu_mem_limit = bytes;
-        break;
-    case OPT_DPU: e->dpu = flag_value; break;
-    case OPT_OFFLOAD:
-        CHOOSE(e->offload, {"cpu", OFFLOAD_CPU}, {"nvme", OFFLOAD_NVME});
-        break;
-    case OPT_NVME_DIR:
-        if (set_path(e->nvme_dir, sizeof e->nvme_dir, value, "directory", opt, err, errlen)) return -1;
-        break;
-    case OPT_DRY_RUN: rc->dry_run = flag_value; break;
-    case OPT_FIND_MAX: rc->find_max = flag_value; break;
-    case OPT_RESUME: rc->resume = flag_value; break;
-    case OPT_CALIBRATE: rc->calibrate = flag_value; break;
-    case OPT_PROFILE: rc->profile = flag_value; break;
-    case OPT_HANG_TIMEOUT:
-        if (watchdog_parse_timeout(value, &rc->hang_timeout_s))
-            return cli_fail(err, errlen, "%s: '%s' is neither seconds (0 or more, 0: never) nor 'auto'", opt, value);
-        /* The watchdog looks once per tick and gives a lower rank a grace of seconds, so a
-         * limit under a second would not be kept; and the messages print whole seconds */
-        if (rc->hang_timeout_s > 0 && rc->hang_timeout_s < 1)
-            return cli_fail(err, errlen, "%s: %s s is below 1 s, the least the watchdogs keep (0: never)", opt, value);
-        break;
-    case OPT_PREDICT: rc->predict = flag_value; break;
-    case OPT_SEARCH: rc->search = flag_value; break;
-    case OPT_LARGEST: rc->search_largest = flag_value; break;
-    case OPT_MIN_SAMPLES:
-        if (dv <= 0) return cli_fail(err, errlen, "%s: must be positive (samples per second)", opt);
-        rc->min_samples_per_s = dv;
-        break;
-    case OPT_TOP: rc->search_top = (int)iv; break;
-    case OPT_VERIFY:
-        if (iv > 1000) return cli_fail(err, errlen, "%s: %lld is out of range: at most 1000 trained", opt, iv);
-        rc->search_verify = (int)iv;
-        break;
-    case OPT_OUT:
-        if (set_path(rc->search_out, sizeof rc->search_out, value, "file", opt, err, errlen)) return -1;
-        break;
-    case OPT_MACHINE:
-        if (set_path(rc->machine_path, sizeof rc->machine_path, value, "file", opt, err, errlen)) return -1;
-        break;
-    case OPT_HOSTS:
-        if (set_path(rc->hosts_path, sizeof rc->hosts_path, value, "file", opt, err, errlen)) return -1;
-        break;
-    case OPT_NO_CKPT: e->recompute = flag_value ? GPT_RECOMPUTE_NONE : GPT_RECOMPUTE_FULL; break;
-    case OPT_GRAPHS:
-        CHOOSE(e->graphs, {"auto", GRAPHS_AUTO}, {"on", GRAPHS_ON}, {"off", GRAPHS_OFF});
-        break;
-    case OPT_RECOMPUTE:
-        CHOOSE(e->recompute, {"full", GPT_RECOMPUTE_FULL}, {"selective", GPT_RECOMPUTE_SELECTIVE},
-               {"none", GPT_RECOMPUTE_NONE});
-        break;
-    case OPT_LR:
-        if (dv <= 0) return cli_fail(err, errlen, "%s: must be positive", opt);
-        e->optim.lr = dv;
-        break;
-    case OPT_MIN_LR:
-        if (dv < 0) return cli_fail(err, errlen, "%s: must not be negative", opt);
-        e->optim.min_lr = dv;
-        break;
-    case OPT_DECAY_ITERS: e->optim.decay_iters = (int)iv; break;
-    case OPT_WARMUP:
-        if (dv < 0 || dv > 1) return cli_fail(err, errlen, "%s: must be in [0, 1]", opt);
-        e->optim.warmup_fraction = dv;
-        break;
-    case OPT_WEIGHT_DECAY:
-        if (dv < 0) return cli_fail(err, errlen, "%s: must not be negative", opt);
-        e->optim.weight_decay = dv;
-        break;
-    case OPT_CLIP:
-        if (dv < 0) return cli_fail(err, errlen, "%s: must not be negative", opt);
-        e->optim.clip = dv;
-        break;
-    case OPT_CONFIG:
-    case OPT_HELP:
-    case OPT_VERSION:
-    case OPT_COUNT:
-        break;
-    }
-    return 0;
+    if (!sp->set) return 0;
+    const opt_value v = {value, flag_value, label ? label : dashed, label};
+    return sp->set(rc, sp, &v, err, errlen);
 }
 
 /* The whole file parsed as JSON; NULL with err set. */
@@ -598,32 +575,21 @@ static const char *json_type_name(const cJSON *item)
     return "an invalid value";
 }
 
-/* The options of --search itself (typed by hand; never handed on to a run). */
-static int search_only(opt_id id)
-{
-    return id == OPT_SEARCH || id == OPT_LARGEST || id == OPT_MIN_SAMPLES || id == OPT_TOP || id == OPT_OUT ||
-           id == OPT_VERIFY;
-}
-
 /* Options a config may set: every option but those that only make sense typed by hand. */
 static const opt_spec *config_spec(const char *key)
 {
     const opt_spec *sp = spec_by_name(key);
-    if (!sp || sp->id == OPT_CONFIG || sp->id == OPT_HELP || sp->id == OPT_VERSION ||
-        sp->id == OPT_RESUME || sp->id == OPT_CALIBRATE || sp->id == OPT_PREDICT || search_only(sp->id))
-        return NULL;
-    return sp;
+    return sp && (sp->use & CFG) ? sp : NULL;
 }
 
 /* Check one scalar JSON value against the type of option sp and turn it into the text that
  * apply() takes.  Types are strict (a layer count is a JSON integer, not "32"); the only
- * options that take a number or a string are the window (15 or "auto"), --clip-speculate
- * (4 or "auto") and the memory limits (bytes or "32G"). */
+ * options that take a number or a string are those of kind ARG_TEXT_OR_INT: the window (15
+ * or "auto"), --clip-speculate (4 or "auto") and the memory limits (bytes or "32G"). */
 static int json_value(const cJSON *item, const opt_spec *sp, const char *label, char *value,
                       size_t vlen, int *flag, char *err, size_t errlen)
 {
-    const int text_or_number = sp->id == OPT_WINDOW || sp->id == OPT_CLIP_SPECULATE || sp->id == OPT_GPU_MEM ||
-                               sp->id == OPT_CPU_MEM;
+    const int text_or_number = sp->kind == ARG_TEXT_OR_INT;
     *flag = 1;
     value[0] = '\0';
     const char *want = NULL;
@@ -651,6 +617,7 @@ static int json_value(const cJSON *item, const opt_spec *sp, const char *label, 
         want = "a number";
         break;
     case ARG_TEXT:
+    case ARG_TEXT_OR_INT:
         if (cJSON_IsString(item)) {
             if (snprintf(value, vlen, "%s", item->valuestring) >= (int)vlen)
                 return cli_fail(err, errlen, "%s: value too long", label);
@@ -1025,8 +992,7 @@ typedef struct child_drop {
 static int drop_for_child(const opt_spec *sp, const void *ctx)
 {
     const child_drop *d = ctx;
-    return (d->config && sp->id == OPT_CONFIG) || sp->id == OPT_RESUME || sp->id == OPT_FIND_MAX ||
-           search_only(sp->id) || (d->method && sp->id == OPT_METHOD);
+    return !(sp->use & KID) || (d->config && sp->id == OPT_CONFIG) || (d->method && sp->id == OPT_METHOD);
 }
 
 int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout)
@@ -1108,7 +1074,7 @@ static int validate(run_config *rc, char *err, size_t errlen)
     if (rc->eng.nvme_dir[0] && rc->eng.offload != OFFLOAD_NVME && !rc->search)
         return cli_fail(err, errlen, "--nvme-dir is only used with --offload nvme (or --search, which tries it)");
     for (int i = 0; !rc->search && i < NSPECS; i++)
-        if (search_only(specs[i].id) && specs[i].id != OPT_SEARCH && cli_given(rc, specs[i].name))
+        if ((specs[i].use & SRCH) && specs[i].id != OPT_SEARCH && cli_given(rc, specs[i].name))
             return cli_fail(err, errlen, "--%s goes with --search", specs[i].name);
     if (rc->min_samples_per_s > 0 && !rc->search_largest)
         return cli_fail(err, errlen, "--min-samples-per-s goes with --search --largest (the largest model that "
@@ -1236,6 +1202,7 @@ struct cJSON *cli_args_config(char *const *args, int nargs, char *err, size_t er
 
 cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t errlen)
 {
+    table_checked();
     set_defaults(rc);
     struct option longopts[NSPECS + 1];
     char shortopts[2 * NSPECS + 2];
@@ -1253,6 +1220,11 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
         if (c == ':') return cli_fail(err, errlen, "option '%s' needs a value", argv[optind - 1]), CLI_ERROR;
         if (c == 1000 + OPT_HELP) {
             cli_usage(stdout);
+            return CLI_DONE;
+        }
+        if (c == 1000 + OPT_LIST_ENGINES) {
+            /* (the registry's names, what -m takes besides all; not the aliases) */
+            for (int i = 0; i < engine_count(); i++) printf("%s\n", engine_at(i)->name);
             return CLI_DONE;
         }
         if (c == 1000 + OPT_VERSION) {
@@ -1401,20 +1373,25 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
+/* Whether the option's field holds what set_defaults gives it. */
+static int at_default(const run_config *rc, const run_config *defaults, const opt_spec *sp)
+{
+    const char *mine = (const char *)rc + sp->offset, *dflt = (const char *)defaults + sp->offset;
+    return sp->text ? strncmp(mine, dflt, sp->size) == 0 : memcmp(mine, dflt, sp->size) == 0;
+}
+
 uint64_t cli_fingerprint(const run_config *rc)
 {
-    enum { MAX_OPTS = 64 };
-    static const char *const ignored[] = {"results", "log-interval", "dry-run", "save-params", "threads",
-                                          "gemini-job", "gemini-recover", "gemini-store", "hang-timeout"};
-    uint64_t hashes[MAX_OPTS], h = 0xcbf29ce484222325ULL;
-    const char *names[MAX_OPTS];
-    const int n = cli_option_hashes(rc, hashes, names, MAX_OPTS);
+    uint64_t hashes[CLI_OPTION_COUNT], h = 0xcbf29ce484222325ULL;
+    const char *names[CLI_OPTION_COUNT];
+    const int n = cli_option_hashes(rc, hashes, names, CLI_OPTION_COUNT); /* (room for every option) */
+    run_config defaults;
+    set_defaults(&defaults);
     for (int i = 0; i < n; i++) {
-        int skip = 0;
-        for (size_t k = 0; k < sizeof ignored / sizeof ignored[0]; k++) skip |= strcmp(names[i], ignored[k]) == 0;
+        const opt_spec *sp = spec_by_name(names[i]);
+        if (sp->scope == SCOPE_AGREE) continue;
         /* (--graphs at its default leaves the fingerprints of results made before it as they were) */
-        skip |= strcmp(names[i], "graphs") == 0 && rc->eng.graphs == GRAPHS_AUTO;
-        if (skip) continue;
+        if (sp->scope == SCOPE_RESULT_SET && at_default(rc, &defaults, sp)) continue;
         h = fnv1a(h, names[i], strlen(names[i]));
         h = fnv1a(h, &hashes[i], sizeof hashes[i]);
     }
@@ -1423,68 +1400,16 @@ uint64_t cli_fingerprint(const run_config *rc)
 
 int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max)
 {
-    const engine_config *e = &rc->eng;
+    const int n = table_checked();
+    if (n > max) return -1;
     /* Every parsed value that a rank acts on, under the name of the option that sets it
-     * (strings by their text, numbers by their bytes). */
-    const struct { const char *name; const void *p; size_t n; } fields[] = {
-        {"method", rc->method, strlen(rc->method)},
-        {"layers", &e->shape.layers, sizeof e->shape.layers},
-        {"hidden", &e->shape.hidden, sizeof e->shape.hidden},
-        {"heads", &e->shape.heads, sizeof e->shape.heads},
-        {"seq", &e->shape.seq, sizeof e->shape.seq},
-        {"batch", &e->shape.batch, sizeof e->shape.batch},
-        {"vocab", &e->shape.vocab, sizeof e->shape.vocab},
-        {"window", &e->window, sizeof e->window},
-        {"recompute", &e->recompute, sizeof e->recompute},
-        {"graphs", &e->graphs, sizeof e->graphs},
-        {"lr", &e->optim.lr, sizeof e->optim.lr},
-        {"min-lr", &e->optim.min_lr, sizeof e->optim.min_lr},
-        {"lr-decay-iters", &e->optim.decay_iters, sizeof e->optim.decay_iters},
-        {"lr-warmup-fraction", &e->optim.warmup_fraction, sizeof e->optim.warmup_fraction},
-        {"weight-decay", &e->optim.weight_decay, sizeof e->optim.weight_decay},
-        {"clip-grad", &e->optim.clip, sizeof e->optim.clip},
-        {"seed", &e->seed, sizeof e->seed},
-        {"device", &e->device, sizeof e->device},
-        {"dtype", &e->bf16, sizeof e->bf16},
-        {"math", &e->tf32, sizeof e->tf32},
-        {"threads", &e->threads, sizeof e->threads},
-        {"dpu", &e->dpu, sizeof e->dpu},
-        {"offload", &e->offload, sizeof e->offload},
-        {"nvme-dir", e->nvme_dir, strlen(e->nvme_dir)},
-        {"global-batch", &e->global_batch, sizeof e->global_batch},
-        {"zero-stage", &e->zero_stage, sizeof e->zero_stage},
-        {"iters", &rc->iters, sizeof rc->iters},
-        {"log-interval", &rc->log_interval, sizeof rc->log_interval},
-        {"results", rc->results_dir, strlen(rc->results_dir)},
-        {"data", rc->data_path, strlen(rc->data_path)},
-        {"gpu-mem-limit", &rc->gpu_mem_limit, sizeof rc->gpu_mem_limit},
-        {"cpu-mem-limit", &rc->cpu_mem_limit, sizeof rc->cpu_mem_limit},
-        {"dry-run", &rc->dry_run, sizeof rc->dry_run},
-        {"save-params", rc->save_params, strlen(rc->save_params)},
-        {"fail-at", &rc->fail_at, sizeof rc->fail_at},
-        {"fail-rank", &rc->fail_ranks, sizeof rc->fail_ranks},
-        {"fail-kind", &rc->fail_kind, sizeof rc->fail_kind},
-        {"fail-phase", &rc->fail_phase, sizeof rc->fail_phase},
-        {"hang-timeout", &rc->hang_timeout_s, sizeof rc->hang_timeout_s},
-        {"gemini-mode", &e->gemini_mode, sizeof e->gemini_mode},
-        {"gemini-replicas", &e->gemini_replicas, sizeof e->gemini_replicas},
-        {"gemini-placement", &e->gemini_placement, sizeof e->gemini_placement},
-        {"gemini-transport", &e->gemini_transport, sizeof e->gemini_transport},
-        {"gemini-store", e->gemini_store, strlen(e->gemini_store)},
-        {"gemini-job", e->gemini_job, strlen(e->gemini_job)},
-        {"gemini-recover", &e->gemini_recover, sizeof e->gemini_recover},
-        {"ckpt-dir", e->ckpt_dir, strlen(e->ckpt_dir)},
-        {"ckpt-every", &e->ckpt_every, sizeof e->ckpt_every},
-        {"gemini-ckpt-from", &e->gemini_ckpt_from, sizeof e->gemini_ckpt_from},
-        {"gemini-every", &e->gemini_every, sizeof e->gemini_every},
-        {"clip-speculate", &e->clip_speculate, sizeof e->clip_speculate},
-        {"placement", &e->placement, sizeof e->placement},
-    };
-    int n = (int)(sizeof fields / sizeof fields[0]);
-    if (n > max) n = max;
-    for (int i = 0; i < n; i++) {
-        hashes[i] = fnv1a(0xcbf29ce484222325ULL, fields[i].p, fields[i].n);
-        names[i] = fields[i].name;
+     * (strings by their text, numbers by their bytes), in the order of their slots. */
+    for (int i = 0; i < NSPECS; i++) {
+        const opt_spec *sp = &specs[i];
+        if (sp->scope == SCOPE_LOCAL) continue;
+        const char *field = (const char *)rc + sp->offset;
+        hashes[sp->slot] = fnv1a(0xcbf29ce484222325ULL, field, sp->text ? strnlen(field, sp->size) : sp->size);
+        names[sp->slot] = sp->name;
     }
     return n;
 }

@@ -12,6 +12,7 @@
 #define AEBENCH_CLI_H
 
 #include "../engines/engine.h"
+#include "options.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -23,6 +24,11 @@
 #endif
 
 enum { FAIL_SOFTWARE = 0, FAIL_HARDWARE = 1, FAIL_STOP = 2 };
+
+/* How many options the table (options.h) declares: arrays of one entry per option (the
+ * per-option hashes the ranks compare) are this long. */
+#define CLI_COUNT_ONE(...) +1
+enum { CLI_OPTION_COUNT = 0 AEBENCH_OPTIONS(CLI_COUNT_ONE) };
 
 /* The largest JSON input read (a config, a run list, a machine file): each is read whole and
  * parsed in memory, several times its size, so a larger file is refused before it is read.
@@ -41,7 +47,7 @@ typedef struct run_config {
     size_t cpu_mem_limit;  /* bytes; 0: the host's available memory */
     int dry_run;
     int device_given;      /* --device was set (else: CUDA when usable, CPU otherwise) */
-    uint64_t given[2];     /* bit per option: set by the config or the command line */
+    uint64_t given[(CLI_OPTION_COUNT + 63) / 64]; /* bit per option: set by the config or the command line */
     int cpu_preset;        /* the small CPU preset was applied */
     int find_max;          /* --find-max: bisect for the largest layer count that trains */
     int resume;            /* --resume: sweeps skip runs already done */
@@ -136,7 +142,8 @@ int cli_resolve_hosts(run_config *rc, char *err, size_t errlen);
 int cli_ranks_per_machine(const run_config *rc);
 
 /* A hash of every parsed value a run acts on, per option (names[i] its long name), so that
- * ranks can check they were all given the same configuration; returns how many (<= max). */
+ * ranks can check they were all given the same configuration; returns how many, at most
+ * CLI_OPTION_COUNT (-1, and nothing written, when max is less than that many). */
 int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max);
 /* One hash of every option that changes what a run computes or measures (not where it
  * writes, how often it logs, its threads, or a job id): --resume takes a finished JSON with

@@ -215,6 +215,7 @@ GRAMMAR = {
     "verify": (None, BAD_INTS + ["0", "-1", "1001"]),
     "hang-timeout": (lambda c: c.rnd.choice(["auto", "0", edge_num(c.rnd, 1.0, 604800.0)]),
                      ["", "x", "-1", "nan", "inf", "604801", "1e9"]),
+    "list-engines": (None, []),  # (a valid misc input)
     "help": (None, []),
     "version": (None, []),
 }
@@ -222,7 +223,7 @@ GRAMMAR = {
 # given to a dry run (a dry run carries --profile; --resume and -m all sweep)
 SHORT = {"-m": "method", "-l": "layers", "-h": "hidden", "-b": "batch", "-w": "window"}
 # options a run-list or plain config may not hold (typed by hand)
-NOT_IN_CONFIG = {"config", "help", "version", "resume", "calibrate", "predict", "search", "largest",
+NOT_IN_CONFIG = {"config", "help", "version", "list-engines", "resume", "calibrate", "predict", "search", "largest",
                  "min-samples-per-s", "top", "out", "verify"}
 
 
@@ -374,7 +375,7 @@ class Campaign:
         mode = "dry" if r < 0.64 else "predict" if r < 0.80 else "real" if r < 0.90 else "search" if r < 0.94 else "misc"
         c = Ctx(self, rnd, workdir, mode)
         if mode == "misc":
-            return rnd.choice([["--help"], ["--version"], ["--help"], ["--version"],
+            return rnd.choice([["--help"], ["--version"], ["--list-engines"], ["--version"],
                                TINY + ["--predict", "--find-max", "--machine", self.machine_path],
                                TINY + ["--dry-run", "--find-max"]]), "valid/misc", Expect(0, outputs="none")
         if mode == "search":

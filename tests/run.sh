@@ -110,6 +110,10 @@ source tests/test_interrupt.sh
 echo "=== search"
 # shellcheck source=tests/test_search.sh
 source tests/test_search.sh
+echo "=== docs (the README's flag table against --help)"
+# shellcheck source=tests/test_docs.sh
+source tests/test_docs.sh
+
 echo "=== faults (a seeded campaign)"
 if needs_mpi "fault campaign" "$AEBENCH"; then
     # shellcheck source=tests/test_faults.sh

@@ -701,6 +701,31 @@ else
     failc "--help/--version" "missing text"
 fi
 
+# --list-engines (issue 48: tests take the engine list from the registry): the names -m takes,
+# one a line, exit 0, nothing on stderr and nothing written; the same set as the engines the
+# refusal of an unknown -m names and --help's methods (those -m all runs and the others),
+# without the alias and without all;
+# each of them a method a dry run takes.
+mkdir -p "$WORK/list-engines"
+(cd "$WORK/list-engines" && "$BIN" --list-engines >out 2>err)
+rc=$?
+listed=$(sort "$WORK/list-engines/out")
+known=$("$BIN" -m no-such-engine 2>&1 | sed -n "s/.*(known: \(.*\), all)$/\1/p" | tr -d ' ' | tr ',' '\n' | sort)
+helped=$("$BIN" --help | awk '/^methods:/ {m = 1; next} m && !NF {exit} m && $1 != "all" {print $1}' | sort)
+not_dry=""
+while read -r e; do
+    [ -n "$e" ] || continue
+    (cd "$WORK" && "$BIN" "${TINY[@]}" -m "$e" --dry-run --results "$WORK/list-engines-dry" >/dev/null 2>&1) ||
+        not_dry="$not_dry $e"
+done <<<"$listed"
+if [ $rc -eq 0 ] && [ ! -s "$WORK/list-engines/err" ] && [ -n "$listed" ] && [ "$listed" = "$known" ] &&
+    [ "$listed" = "$helped" ] && ! grep -qxE 'baseline|all' <<<"$listed" && [ -z "$not_dry" ] &&
+    [ "$(ls "$WORK/list-engines")" = "$(printf 'err\nout')" ]; then
+    pass "--list-engines: the $(wc -l <<<"$listed") engines -m takes (those its refusal and --help name), each a dry run's method; nothing written"
+else
+    failc "--list-engines" "exit $rc, listed '$(paste -sd' ' <<<"$listed")', -m's refusal knows '$(paste -sd' ' <<<"$known")', --help '$(paste -sd' ' <<<"$helped")', not a dry run's method:${not_dry:- none}; stderr $(head -c 200 "$WORK/list-engines/err"); $(ls "$WORK/list-engines")"
+fi
+
 # ---- a record that cannot be written (a full disk; here the file-size limit, EFBIG): the run
 # ends at once, naming the file, instead of training on with a broken log (issue 29) --------
 # (the build without MPI: MPI's own start-up files would hit the limit first)

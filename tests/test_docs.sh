@@ -1,0 +1,23 @@
+# Sourced by tests/run.sh: README.md's flag table names every option `aebench --help` lists,
+# and no option --help does not (issue 48: an option is declared once, in cmd/options.h, and
+# --help comes from that table; the README's table is written by hand, so a new option, or
+# one renamed or removed, fails this until the README says so).  Options are read from the
+# first cell of each row of the table under "| flag | meaning | default |" (a row may name
+# several: "`--lr X`, `--min-lr X`").
+docs_help=$("$AEBENCH" --help 2>&1 | grep -oE '^ +(-[A-Za-z], )?--[a-z0-9][a-z0-9-]*' | sed 's/.*--//' | sort -u)
+docs_readme=$(awk '/^\| flag \| meaning \| default \|$/ { table = 1; next }
+                   table && !/^\|/ { exit }
+                   table && !/^\|---/ { row = substr($0, 3); print substr(row, 1, index(row, " | ")) }' README.md |
+              grep -oE -- '--[a-z0-9][a-z0-9-]*' | sed 's/^--//' | sort -u)
+docs_missing=$(comm -23 <(printf '%s\n' "$docs_help") <(printf '%s\n' "$docs_readme") | sed 's/^/--/' | paste -sd' ')
+docs_stale=$(comm -13 <(printf '%s\n' "$docs_help") <(printf '%s\n' "$docs_readme") | sed 's/^/--/' | paste -sd' ')
+if [ "$(printf '%s\n' "$docs_help" | grep -c .)" -lt 10 ]; then
+    FAILED=$((FAILED + 1)); FAILURES+=("README flag table")
+    echo "FAIL README flag table: aebench --help listed $(printf '%s\n' "$docs_help" | grep -c .) options"
+elif [ -n "$docs_missing" ] || [ -n "$docs_stale" ]; then
+    FAILED=$((FAILED + 1)); FAILURES+=("README flag table")
+    echo "FAIL README flag table: misses ${docs_missing:-nothing}; names options --help does not list: ${docs_stale:-none}"
+else
+    PASSED=$((PASSED + 1))
+    echo "ok   README's flag table names the $(printf '%s\n' "$docs_help" | grep -c .) options aebench --help lists, and no other"
+fi
