@@ -21,3 +21,13 @@ else
     PASSED=$((PASSED + 1))
     echo "ok   README's flag table names the $(printf '%s\n' "$docs_help" | grep -c .) options aebench --help lists, and no other"
 fi
+# Every bench/results path the README, docs, code comments and scripts cite exists (issue 48:
+# bench/results keeps only what is cited; bench/check_citations.sh names any citation left
+# pointing at a file that went, one FILE:LINE: PATH line each).
+if docs_cites=$(bash bench/check_citations.sh 2>&1); then
+    PASSED=$((PASSED + 1))
+    echo "ok   every bench/results path the README, docs and code cite exists"
+else
+    FAILED=$((FAILED + 1)); FAILURES+=("bench/results citations")
+    echo "FAIL bench/results citations: $(printf '%s\n' "$docs_cites" | head -n 5 | paste -sd' ')"
+fi
