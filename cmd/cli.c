@@ -1008,6 +1008,16 @@ static int drop_named(const opt_spec *sp, const void *ctx)
     return 0;
 }
 
+const char *const cli_iteration_options[] = {"gemini-ckpt-from", "gemini-every", NULL};
+
+/* The value of cli_iteration_options[i] in rc (an iteration of the run). */
+static int iteration_option_value(const run_config *rc, int i)
+{
+    return i == 0 ? rc->eng.gemini_ckpt_from : rc->eng.gemini_every;
+}
+_Static_assert(sizeof cli_iteration_options / sizeof cli_iteration_options[0] == 3,
+               "iteration_option_value reads one field per name of cli_iteration_options");
+
 int cli_args_without(char *const *args, int nargs, const char *const *names, char ***out, int *nout)
 {
     char **argv = calloc((size_t)nargs + 2, sizeof *argv);
@@ -1104,15 +1114,13 @@ static int validate(run_config *rc, char *err, size_t errlen)
     if (cli_given(rc, "ckpt-every") && !rc->eng.ckpt_dir[0])
         return cli_fail(err, errlen, "--ckpt-every %d goes with --ckpt-dir DIR (where the persistent checkpoints go)",
                         rc->eng.ckpt_every);
-    /* (not in a child run of a sweep or --find-max, which report to it: --find-max's probes train
-     * 2 iterations of the run's options, whose --iters the find-max itself was checked with) */
-    const int reporting_child = getenv("AEBENCH_REPORT_FD") != NULL;
-    if (cli_given(rc, "gemini-ckpt-from") && rc->eng.gemini_ckpt_from > rc->iters && !reporting_child)
-        return cli_fail(err, errlen, "--gemini-ckpt-from %d: the run has only %d iterations (--iters)",
-                        rc->eng.gemini_ckpt_from, rc->iters);
-    if (cli_given(rc, "gemini-every") && rc->eng.gemini_every > rc->iters && !reporting_child)
-        return cli_fail(err, errlen, "--gemini-every %d: the run has only %d iterations (--iters)",
-                        rc->eng.gemini_every, rc->iters);
+    /* (--find-max's probes, which train 2 iterations, are given none of these: cli_iteration_options) */
+    for (int i = 0; cli_iteration_options[i]; i++) {
+        const int at = iteration_option_value(rc, i);
+        if (cli_given(rc, cli_iteration_options[i]) && at > rc->iters)
+            return cli_fail(err, errlen, "--%s %d: the run has only %d iterations (--iters)", cli_iteration_options[i],
+                            at, rc->iters);
+    }
     if (rc->machine_path[0] && !rc->calibrate) {
         /* (read by --predict, --search, and a training run's -w auto; --calibrate makes it) */
         struct stat st;

@@ -123,6 +123,10 @@ void cli_runlist_free(cli_runlist *l);
  * NULL-terminated (strv.h). */
 int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout);
 
+/* The options whose value is an iteration of the run (NULL-terminated): refused beyond --iters,
+ * and not handed to --find-max's probes, which train 2 iterations whatever --iters says. */
+extern const char *const cli_iteration_options[];
+
 /* args (options that cli_parse accepted, without argv[0]) without the options of those long
  * names (a NULL-terminated list), in whatever form they were typed (-l 8, --layers=8).  *out
  * NULL-terminated (strv.h); 0, or -1 out of memory. */

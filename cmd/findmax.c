@@ -126,7 +126,13 @@ static int try_layers(fm_ctx *c, int layers, char *err, size_t errlen)
     snprintf(h, sizeof h, "%zu", c->budget_host > SIZE_MAX / ranks ? c->budget_host : c->budget_host * ranks);
     /* Later options win: the run's own, then the probe's size, 2 iterations, budgets fixed
      * to what the plan bound used (not re-measured by each child), logs aside. */
-    int bad = strv_push_all(&argv, &n, c->argv, c->argc) || strv_push(&argv, &n, "--layers") ||
+    char **own = NULL;
+    int nown = 0;
+    /* (the run's options but those that name an iteration: the probe has 2) */
+    int bad = c->argc < 1 || cli_args_without(c->argv + 1, c->argc - 1, cli_iteration_options, &own, &nown) != 0;
+    bad = bad || strv_push(&argv, &n, c->argv[0]) || strv_push_all(&argv, &n, own, nown);
+    strv_free(&own, &nown);
+    bad = bad || strv_push(&argv, &n, "--layers") ||
               strv_push(&argv, &n, L) || strv_push(&argv, &n, "--iters") || strv_push(&argv, &n, "2") ||
               strv_push(&argv, &n, "--log-interval") || strv_push(&argv, &n, "1") ||
               strv_push(&argv, &n, "--results") || strv_push(&argv, &n, c->probes_dir);

@@ -176,6 +176,18 @@ bad_input "-m all --machine missing" "machine file $WORK/none.json: No such file
     -m all "${TINY[@]}" --iters 1 --machine "$WORK/none.json"
 bad_input "--gemini-every beyond --iters" "--gemini-every 60: the run has only 50 iterations (--iters)" \
     -m gemini "${TINY[@]}" --iters 50 --gemini-every 60
+# (--find-max's probes train 2 iterations: they are not given the run's iteration options, which
+# fit its --iters; they were exempted by an environment variable before)
+mkdir -p "$WORK/fm-every/shm"
+(cd "$WORK/fm-every" && timeout 300 "$BIN" --find-max -m gemini --device cpu -h 32 --heads 2 --seq 8 --vocab 64 -b 1 \
+    --threads 1 --iters 20 --gemini-every 10 --gemini-store shm --gpu-mem-limit 16M --cpu-mem-limit 64M \
+    --results r >out 2>err)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q "find-max: largest l[0-9]" "$WORK/fm-every/out"; then
+    pass "--find-max with --gemini-every beyond its probes' 2 iterations: the probes train, the largest found"
+else
+    failc "--find-max with --gemini-every 10" "exit $rc: $(tail -n 2 "$WORK/fm-every/out") $(head -c 300 "$WORK/fm-every/err")"
+fi
 bad_input "--gemini-ckpt-from beyond --iters" "--gemini-ckpt-from 6: the run has only 5 iterations (--iters)" \
     -m gemini "${TINY[@]}" --iters 5 --gemini-ckpt-from 6
 printf '{"runs": [{"method": "gemini", "iters": 5, "gemini-every": "9"}]}' >"$WORK/every.json"
