@@ -496,13 +496,14 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
                             rc.eng.seed);
     }
 
-    /* (a recovery past --iters: refused before the results directory is made) */
-    const int recovery_code = run_recovery_refused(&rc, only, &comm);
-    if (recovery_code) {
+    /* (what the engine finds says the run cannot be made — gemini: a recovery past --iters —
+     * refused before the results directory is made) */
+    const int engine_code = only && only->refused_before_writing ? only->refused_before_writing(&rc.eng, rc.iters, &comm) : 0;
+    if (engine_code) {
         data_close(&data);
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);
-        return recovery_code;
+        return engine_code;
     }
     /* (after the data, which writes nothing when it is refused; rank 0 writes the results: it
      * decides, and every rank ends alike) */

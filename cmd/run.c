@@ -12,7 +12,6 @@
 #include "machine.h"
 #include "report.h"
 
-#include "../engines/gemini.h"
 #include "../engines/runtime/gpu_clock.h"
 #include "../engines/runtime/timer.h"
 #include "../engines/runtime/watchdog.h"
@@ -1626,30 +1625,6 @@ void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, siz
     }
     *gpu = gpu_limit ? gpu_limit : SIZE_MAX;
     *host = host_limit ? host_limit : SIZE_MAX;
-}
-
-/* gemini --gemini-recover of a job whose checkpoint is past --iters would train nothing and
- * save that later state under this run's name, and its orderly end would delete the store:
- * refused (exit 2, every rank alike: the answer is a collective's) while the store is whole.
- * One at --iters is a job done (its last checkpoint made, the failure after it): nothing left
- * to train, and the parameters saved are the ones it ended with. */
-int run_recovery_refused(const run_config *rc, const engine_vtbl *eng, const comm_world *comm)
-{
-    if (!eng || !(eng->options & ENGINE_OPT_RECOVERS) || !rc->eng.gemini_recover) return 0;
-    int from_disk = 0;
-    const int at = gemini_recovery_point(&rc->eng, comm, &from_disk);
-    if (at == -2) {
-        fprintf(stderr, "aebench: rank %d: --gemini-recover: the ranks could not compare what they hold of job "
-                "%s (out of memory, or see above)\n", comm->rank, rc->eng.gemini_job);
-        return EXIT_RUN_ERROR;
-    }
-    if (at <= rc->iters) return 0;
-    if (comm->rank == 0)
-        fprintf(stderr, "aebench: --gemini-recover: job %s would recover iteration %d (its %s), past --iters "
-                "%d; nothing was written and the store is kept (give --iters %d or more to go on from it)\n",
-                rc->eng.gemini_job, at, from_disk ? "persistent checkpoint under --ckpt-dir" : "newest whole checkpoint",
-                rc->iters, at);
-    return EXIT_BAD_INPUT;
 }
 
 /* ---- SIGINT and SIGTERM: a run stopped by one ends with its record saying so ---------------- */

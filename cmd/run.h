@@ -59,9 +59,4 @@ void run_dry(const run_config *rc, const engine_vtbl *eng);
  * its ranks may still refuse the run, and a refused run leaves no directory). */
 int run_outputs_refused(const run_config *rc, int make_results_dir, char *err, size_t errlen);
 
-/* gemini --gemini-recover: the recovery it asks for is one this run can make (its iteration
- * not past --iters), found before anything is written or the store touched.  Every rank calls
- * it (a collective); 0, or the exit code (2: said on stderr by rank 0, nothing written). */
-int run_recovery_refused(const run_config *rc, const engine_vtbl *eng, const comm_world *comm);
-
 #endif

@@ -306,6 +306,8 @@ typedef struct engine_prediction {
     char why[160];              /* when not modelled: why */
 } engine_prediction;
 
+struct comm_world; /* (runtime/comm.h: the ranks, for refused_before_writing's collective) */
+
 typedef struct engine_vtbl {
     const char *name;
     const char *alias;       /* another accepted name, or NULL */
@@ -341,6 +343,11 @@ typedef struct engine_vtbl {
     /* Optional: the step's time on machine m, from the engine's own schedule (the same
      * dependency order as step); absent or out->modelled 0: not modelled. */
     void (*predict)(const engine_config *cfg, const machine_rates *m, engine_prediction *out);
+    /* Optional, a collective (every rank of comm calls it, after check and before the driver
+     * writes anything): what the engine finds outside the configuration says a run of `iters`
+     * iterations cannot be made (gemini: a recovery whose checkpoint is past them).  0 fine;
+     * else the exit code, the reason said on stderr (by rank 0 when every rank agrees). */
+    int (*refused_before_writing)(const engine_config *cfg, int iters, const struct comm_world *comm);
 } engine_vtbl;
 
 /* A recovery, as the engine that made it tells the driver. */

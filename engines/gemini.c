@@ -91,11 +91,11 @@
  * that every shard has (every holder of a shard lost): the persistent checkpoint's newest
  * version that every rank's file has, else exit 1, saying so.
  */
-#include "gemini.h"
 #include "megatron_lm.h"
 
 #include "runtime/ckpt_store.h"
 #include "runtime/collectives.h"
+#include "runtime/comm.h"
 #include "runtime/predict.h"
 #include "runtime/timer.h"
 #include "../kernels/checksum_element.h"
@@ -308,7 +308,13 @@ static uint64_t identity_of(const engine_config *cfg, const gemini_placement *p,
     return ckpt_identity(ident, (int)(sizeof ident / sizeof ident[0]));
 }
 
-int gemini_recovery_point(const engine_config *cfg, const comm_world *comm, int *from_disk)
+/* The iteration a recovery of job cfg->gemini_job would restore, as restore() chooses it (the
+ * newest iteration every rank's shard has in the stores, else in --ckpt-dir: *from_disk), but
+ * from the versions' headers alone and before anything is made, locked or changed.  restore()
+ * then checks the data, which can only make the iteration older.  A collective: every rank
+ * gets the same answer.  -1: nothing to recover (or no --gemini-recover, or no --gemini-job: a
+ * new id names no store); -2: out of memory, or the ranks could not exchange what they hold. */
+static int gemini_recovery_point(const engine_config *cfg, const comm_world *comm, int *from_disk)
 {
     *from_disk = 0;
     if (!cfg->gemini_recover || !cfg->gemini_job[0]) return -1; /* (a job id made now names no store) */
@@ -1591,6 +1597,29 @@ static void gemini_predict(const engine_config *cfg, const machine_rates *m, eng
     }
 }
 
+/* --gemini-recover of a job whose checkpoint is past --iters would train nothing and save that
+ * later state under this run's name, and its orderly end would delete the store: refused (exit
+ * 2, every rank alike: the answer is a collective's) while the store is whole.  One at --iters
+ * is a job done (its last checkpoint made, the failure after it): nothing left to train. */
+static int gemini_refused_before_writing(const engine_config *cfg, int iters, const comm_world *comm)
+{
+    if (!cfg->gemini_recover) return 0;
+    int from_disk = 0;
+    const int at = gemini_recovery_point(cfg, comm, &from_disk);
+    if (at == -2) {
+        fprintf(stderr, "aebench: rank %d: --gemini-recover: the ranks could not compare what they hold of job "
+                "%s (out of memory, or see above)\n", comm->rank, cfg->gemini_job);
+        return 1;
+    }
+    if (at <= iters) return 0;
+    if (comm->rank == 0)
+        fprintf(stderr, "aebench: --gemini-recover: job %s would recover iteration %d (its %s), past --iters "
+                "%d; nothing was written and the store is kept (give --iters %d or more to go on from it)\n",
+                cfg->gemini_job, at, from_disk ? "persistent checkpoint under --ckpt-dir" : "newest whole checkpoint",
+                iters, at);
+    return 2;
+}
+
 const engine_vtbl engine_gemini = {
     .name = "gemini",
     .alias = NULL,
@@ -1609,4 +1638,5 @@ const engine_vtbl engine_gemini = {
     .read_params = gemini_read_params,
     .resumed = gemini_resumed,
     .predict = gemini_predict,
+    .refused_before_writing = gemini_refused_before_writing,
 };
