@@ -594,19 +594,11 @@ static char *read_own_text(const char *path)
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return NULL;
     const char *why;
-    struct stat st;
-    char *text = NULL;
-    if (own_file(fd, NULL, &why) == 0 && fstat(fd, &st) == 0 && st.st_size < (64 << 20) &&
-        (text = malloc((size_t)st.st_size + 1))) {
-        size_t got = 0;
-        ssize_t n;
-        while (got < (size_t)st.st_size && ((n = read(fd, text + got, (size_t)st.st_size - got)) > 0 ||
-                                            (n < 0 && errno == EINTR)))
-            if (n > 0) got += (size_t)n;
-        text[got] = '\0';
+    if (own_file(fd, NULL, &why) != 0) {
+        close(fd);
+        return NULL;
     }
-    close(fd);
-    return text;
+    return report_read_fd_max(fd, 64u << 20, NULL);
 }
 
 /* The last line of the log open at fd (size bytes) into out when it is rank 0's own ERROR line

@@ -135,7 +135,11 @@ char *report_read_text_max(const char *path, size_t max_bytes, long long *size)
 {
     /* (a regular file only: O_NONBLOCK so that a FIFO named here cannot block the open) */
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return NULL;
+    return fd < 0 ? NULL : report_read_fd_max(fd, max_bytes, size);
+}
+
+char *report_read_fd_max(int fd, size_t max_bytes, long long *size)
+{
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);

@@ -43,6 +43,9 @@ char *report_read_text(const char *path);
 /* The same, for a file of at most max_bytes (an input, read whole): a larger one is not read,
  * NULL with errno EFBIG.  size (may be NULL) gets the file's size. */
 char *report_read_text_max(const char *path, size_t max_bytes, long long *size);
+/* The same from an open descriptor, which it closes (the caller opened it its own way: without
+ * following a link, say). */
+char *report_read_fd_max(int fd, size_t max_bytes, long long *size);
 /* Write text and a newline to path through path.tmp and a rename, so that a reader never sees
  * half a file.  0, or -1 with errno set (the .tmp removed). */
 int report_write_text(const char *path, const char *text);
