@@ -167,7 +167,10 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
     # 0, then SIGKILL to rank 1): the rank killed is named, not the one that aborted
     for what in pause kill abortfirst; do
         mkdir -p "$RK_WORK/$what"
-        (cd "$RK_WORK/$what" && ulimit -c 0 && timeout 300 "$RK_BIN" "${RK_TINY[@]}" --iters 1500 --log-interval 500 --ranks 2 \
+        # (1500 iterations: long enough that the pause falls inside the run on a fast machine;
+        # the limit is far above their time because under a load of 20 on 2 cores, several
+        # helpers' builds beside two test suites, they took over 300 s and the run was cut)
+        (cd "$RK_WORK/$what" && ulimit -c 0 && timeout 1200 "$RK_BIN" "${RK_TINY[@]}" --iters 1500 --log-interval 500 --ranks 2 \
             --hang-timeout 10 --results results >out 2>err) &
         job=$!
         victim=""
