@@ -2,11 +2,13 @@
 # What slows the forward of an interleaved gemini step (l16 h2048, global batch 32, 2 GPUs):
 # one run per variant, 30 iterations (checkpoints from 15), the step's forward and backward
 # with and without checkpoints.  A variant is "tag;VAR=value VAR=value;extra aebench args":
-# environment (AEBENCH_GEMINI_CTAS: NCCL thread blocks of the checkpoint's communicator,
-# AEBENCH_GEMINI_FILL: share of each idle span the plan fills, CUDA_DEVICE_MAX_CONNECTIONS:
-# the driver's hardware work queues)
-# and arguments (--gemini-replicas 1: the own copy alone, no peer traffic; --gemini-transport
-# read|sendrecv: the peers' chunks read by copy engines or sent by NCCL kernels).
+# the libraries' environment (CUDA_DEVICE_MAX_CONNECTIONS: the driver's hardware work queues;
+# NCCL_* variables; aebench itself reads none that change a run: docs/environment.md) and
+# arguments (--gemini-replicas 1: the own copy alone, no peer traffic; --gemini-transport
+# read|sendrecv: the peers' chunks read by copy engines or sent by NCCL kernels).  (The NCCL
+# thread blocks of the checkpoint's communicator and the share of each idle span the plan
+# fills were environment switches here until issue 48: 4 and 90%, as the A/Bs cited in
+# engines/gemini.c chose.)
 #   bash bench/gemini_ab_gpu.sh "$OUT"      VARIANTS=$'tag;ENV;args\n...' to choose, TEST_CUDA=pattern
 # (bench/results/2026-11-24-h200x2-gemini/ab: the first version's CTAs x fill table.)
 set -uo pipefail

@@ -21,9 +21,10 @@ dest=${1:-bench/results/latest}
 NET=${NET:-sockets}
 source bench/dp_env.sh
 store=/dev/shm
-if [ -n "${AEBENCH_GEMINI_EVERY_SHARE:-}" ]; then export AEBENCH_GEMINI_EVERY_SHARE; MPI+=(-x AEBENCH_GEMINI_EVERY_SHARE); fi
 model=(-m gemini -l 4 -h 2048 --heads 16 --seq 1024 -b 4 --global-batch 8 --log-interval 1
        --gemini-transport sendrecv --gemini-store "$store")
+# EVERY_SHARE: the share of the step a checkpoint may expose under --gemini-every auto (default 0.01)
+if [ -n "${EVERY_SHARE:-}" ]; then model+=(--gemini-every-share "$EVERY_SHARE"); fi
 
 echo "== 1. every iteration: none, naive, interleave"
 for m in none naive interleave; do

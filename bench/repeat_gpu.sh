@@ -53,6 +53,8 @@ for v in new old; do
     one "${v}_zi" "$bin" -m zero-infinity
     one "${v}_meg_bf16" "$bin" -m megatron-lm --dtype bf16 --iters 20
     one "${v}_meg_fp32" "$bin" -m megatron-lm --math fp32 --iters 12
+    # (AEBENCH_PROFILE_OPS: the old code's per-op profiler; today's aebench reads no such
+    # variable, --profile replaced it)
     AEBENCH_PROFILE_OPS=1 one "${v}_prof" "$bin" -m megatron-lm --iters 3
 done
 python3 - "$out" <<'PY' | tee "$out/table.md"

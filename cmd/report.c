@@ -316,6 +316,12 @@ FILE *report_create_log(const char *dir, const char *method, int layers, int hid
     return f;
 }
 
+/* The driver's channel to the process that started this run, from the environment: a sweep
+ * (-m all, a run list, --find-max) sets AEBENCH_REPORT_FD for each child it starts (child.c: a
+ * pipe's descriptor), and the --ranks supervisor AEBENCH_REPORT_FILE for its ranks (launch.c: a
+ * file in the job's private directory).  Neither says anything about the run: the child runs the
+ * options on its command line, and what goes up the channel are its result lines, which its log
+ * and JSON hold as well (docs/environment.md).  Without either, nothing is sent. */
 void report_to_parent(const char *fmt, ...)
 {
     /* A rank of a --ranks job reports into a file of the job's (launch.c): Open MPI closes

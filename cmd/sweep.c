@@ -543,7 +543,9 @@ int sweep_main(int argc, char **argv, const run_config *rc)
 {
     char err[2048];
     if (getenv("AEBENCH_REPORT_FD")) {
-        /* A child of a sweep is one run; a sweep inside it would fork without end. */
+        /* A child of a sweep is one run; a sweep inside it would fork without end.  (child.c
+         * sets AEBENCH_REPORT_FD for every child: the pipe its result lines come back through,
+         * report_to_parent; it sets nothing about the run, docs/environment.md.) */
         fprintf(stderr, "aebench: a child run of a sweep cannot start a sweep (-m all, a run list, --find-max)\n");
         return EXIT_BAD_INPUT;
     }

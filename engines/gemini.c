@@ -411,7 +411,7 @@ typedef struct gemini_state {
     gpt_event *ev_opt, *ev_ck_start, *ev_ck_done, *ev_d2h_done;
     gpt_event *ev_own_start, *ev_own_done; /* around this rank's own copy home */
     double ms_per_d2h_float;               /* its rate (warm-up: the PCIe bound) */
-    double fill;             /* the share of a span the plan fills (AEBENCH_GEMINI_FILL, 0.9) */
+    double fill;             /* the share of a span the plan fills (engine_config.gemini_fill: 0.9) */
     /* --gemini-every: the interval (auto: 1 until the plan chooses it), the next iteration
      * due, the version the last checkpoint began (versions alternate by checkpoint, not by
      * iteration: with an even interval they would not) and the training step's own time
@@ -859,19 +859,15 @@ static int gemini_init(const engine_env *env, void **state)
     /* The checkpoint's sendrecvs run beside the training's kernels, and NCCL's default takes
      * many SMs for them: 4 thread blocks carry a chunk faster than the PCIe copy that follows
      * it, and cost the training less (bench/results/2026-11-24-h200x2-gemini: 1.123-1.138x of
-     * the step without checkpoints against 1.144-1.156x).  AEBENCH_GEMINI_CTAS overrides (0:
-     * NCCL's choice); AEBENCH_GEMINI_FILL is the share of each idle span the plan fills, and
-     * AEBENCH_GEMINI_EVERY_SHARE the share of the step --gemini-every auto lets a checkpoint
-     * expose per iteration (1%). */
-    const char *ctas = getenv("AEBENCH_GEMINI_CTAS"), *fill = getenv("AEBENCH_GEMINI_FILL");
-    const char *share = getenv("AEBENCH_GEMINI_EVERY_SHARE");
-    st->fill = fill && atof(fill) > 0 && atof(fill) <= 1 ? atof(fill) : 0.9;
-    /* AEBENCH_GEMINI_SUMS=pass: the checksums by a pass of their own, not the optimizer
-     * (own_sums; for measuring the one against the other in one build) */
-    const char *sums_way = getenv("AEBENCH_GEMINI_SUMS");
-    st->fused_off = sums_way && strcmp(sums_way, "pass") == 0;
-    st->every_share = share && atof(share) > 0 && atof(share) <= 1 ? atof(share) : 0.01;
-    if ((rc = coll_open_capped(&st->comm, env->be, env->rank, env->world, ctas ? atoi(ctas) : 4))) return rc;
+     * the step without checkpoints against 1.144-1.156x; bench/results/2026-11-25-h100x2-gemini/ab
+     * call 5: 1 block too few, 2 and 8 within the noise of 4).  The plan fills 90% of each idle span and
+     * --gemini-every auto lets a checkpoint expose 1% of the step, unless the config says
+     * otherwise (engine_config: gemini_fill, gemini_every_share). */
+    const int nccl_ctas = 4;
+    const double fill = env->cfg->gemini_fill, share = env->cfg->gemini_every_share;
+    st->fill = fill > 0 && fill <= 1 ? fill : 0.9;
+    st->every_share = share > 0 && share <= 1 ? share : 0.01;
+    if ((rc = coll_open_capped(&st->comm, env->be, env->rank, env->world, nccl_ctas))) return rc;
     if (coll_watch(st->comm, env->dog, "checkpoint")) return GPT_ERR_INVALID;
 
     /* The job's id: given, or rank 0's (pid and time), the same on every rank. */

@@ -115,10 +115,7 @@ typedef struct megatron_state {
     float *adam_m, *adam_v;
     gpt_resident act;                  /* activations, checkpoints, head, dres, ids */
     int32_t *ids;
-    float *block_norms;
-    /* the shard norms behind each block's reduction (default), or, AEBENCH_NORMS=after,
-     * all of them after the backward on the compute stream (an A/B: bench/env_ab_gpu.sh) */
-    int norms_after;
+    float *block_norms; /* the shard norms, made behind each block's reduction (reduce_block) */
     float *losses;                     /* M x N: each micro-batch's per-token losses */
     float *host_losses, *host_norms, *norm_table;
     int adam_step;
@@ -434,10 +431,6 @@ static int megatron_init(const engine_env *env, void **state)
     if (!st->blocks) return GPT_ERR_OOM;
     geometry(&st->sh, st->world, st->blocks);
     st->lslot_holds[0] = st->lslot_holds[1] = -1;
-    const char *norms = getenv("AEBENCH_NORMS");
-    st->norms_after = norms && strcmp(norms, "after") == 0;
-    if (norms && !st->norms_after && strcmp(norms, "overlap") != 0)
-        fprintf(stderr, "aebench: AEBENCH_NORMS=%s is not overlap or after: overlap\n", norms);
 
     gpt_backend *be = env->be;
     if ((rc = be->ops->stream_create(be, &st->compute)) ||
@@ -579,8 +572,9 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
     /* The block's squared norms as soon as its gradient is final, behind its reduction on this
      * stream, under the backward of the blocks below: a pass over every gradient (2.7 ms of a
      * bf16 l32 step on an H100) that the optimizer no longer waits for.  The same kernel on the
-     * same floats as after the backward: the same bits. */
-    if (last_micro && !st->norms_after) {
+     * same floats as after the backward: the same bits (bench/results/2026-11-27d-h100-update:
+     * no slower than one pass after the backward, which this replaced). */
+    if (last_micro) {
         if (st->stage <= 1)
             dp_block_shard_norms(cs, grad_buffer(st, b), g->n, st->world, st->block_norms + (size_t)b * st->world);
         else dp_shard_norm(cs, grad_shard(st, b), g->n, st->world, st->rank, st->block_norms + b);
@@ -708,23 +702,18 @@ static int issue_phase(megatron_state *st, int phase, int k)
 }
 
 /* The (block, shard) squared norms (reduce_block made them on the gradient stream, which the
- * compute stream has waited for; AEBENCH_NORMS=after: made here) in canonical order into
- * st->norm_table. */
+ * compute stream has waited for) in canonical order into st->norm_table. */
 static int shard_norms(megatron_state *st)
 {
     const int L = st->sh.layers, world = st->world, nb = L + 1;
     gpt_stream *s = st->compute;
     int rc;
     if (st->stage <= 1) {
-        for (int b = 0; b < nb && st->norms_after; b++)
-            dp_block_shard_norms(s, grad_buffer(st, b), st->blocks[b].n, world, st->block_norms + (size_t)b * world);
         if ((rc = gpt_memcpy_d2h(s, st->norm_table, st->block_norms, (size_t)nb * world * sizeof(float))) ||
             (rc = gpt_stream_sync(s)))
             return rc;
         return GPT_OK;
     }
-    for (int b = 0; b < nb && st->norms_after; b++)
-        dp_shard_norm(s, grad_shard(st, b), st->blocks[b].n, world, st->rank, st->block_norms + b);
     if ((rc = gpt_memcpy_d2h(s, st->host_norms, st->block_norms, (size_t)nb * sizeof(float))) ||
         (rc = gpt_stream_sync(s)))
         return rc;

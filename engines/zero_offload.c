@@ -19,8 +19,8 @@
  *         losses and norms read back; ordinary: Adam m and v
  *
  * Buckets: BL = min(L, max(1, ceil(E / P_L))) layers per bucket, E = 5e7 elements (the
- * artifact's reduce_bucket_size) or the decimal integer in AEBENCH_ZO_BUCKET_ELEMS (read by
- * plan and init alike, so tests can force one layer per bucket at small shapes).  Group g
+ * artifact's reduce_bucket_size) unless engine_config.reduce_bucket_size says otherwise (read
+ * by plan and init alike; tests force one layer per bucket at small shapes).  Group g
  * holds layers [max(0, hi - BL + 1), hi], hi = L - 1 - g BL (backward fills them from the
  * top), G = ceil(L / BL) groups per backward, group g in bucket g mod nbuf.
  *
@@ -103,8 +103,6 @@
 #include "runtime/spans.h"
 #include "runtime/timer.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,7 +110,7 @@
 
 /* Steps that update before the next forward, before --dpu starts lagging. */
 enum { ZO_DPU_WARMUP = 5 };
-/* Elements per gradient bucket unless AEBENCH_ZO_BUCKET_ELEMS says otherwise. */
+/* Elements per gradient bucket unless engine_config.reduce_bucket_size says otherwise. */
 static const uint64_t ZO_BUCKET_ELEMS = 50000000ull;
 
 typedef struct zo_layout {
@@ -134,16 +132,10 @@ typedef struct zo_layout {
     size_t act;       /* ... its bytes per element */
 } zo_layout;
 
-/* The bucket size the environment asks for, else the default. */
-static uint64_t bucket_elems(void)
+/* The bucket size the config asks for, else the default. */
+static uint64_t bucket_elems(const engine_config *cfg)
 {
-    const char *s = getenv("AEBENCH_ZO_BUCKET_ELEMS");
-    if (!s || !isdigit((unsigned char)s[0])) return ZO_BUCKET_ELEMS;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end != '\0' || v == 0) return ZO_BUCKET_ELEMS;
-    return (uint64_t)v;
+    return cfg->reduce_bucket_size > 0 ? cfg->reduce_bucket_size : ZO_BUCKET_ELEMS;
 }
 
 static zo_layout layout_for(const engine_config *cfg)
@@ -159,7 +151,7 @@ static zo_layout layout_for(const engine_config *cfg)
     z.rec = cfg->recompute;
     z.dpu = cfg->dpu;
     z.M = engine_micro_batches(cfg);
-    uint64_t bl = (bucket_elems() + z.PL - 1) / z.PL;
+    uint64_t bl = (bucket_elems(cfg) + z.PL - 1) / z.PL;
     if (bl < 1) bl = 1;
     if (bl > (uint64_t)z.L) bl = (uint64_t)z.L;
     z.BL = (int)bl;

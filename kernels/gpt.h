@@ -519,6 +519,26 @@ int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32);
  * working weights, fp32 accumulation, fp32 gradients and optimizer). */
 int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int allow_tf32,
                                   gpt_dtype dtype);
+/* The CUDA backend's kernel choices that tests (test_cuda) compare with the defaults: all
+ * zeros is the default, the only choice aebench itself makes (no option or environment
+ * variable changes it; issue 48).  cuda_backend.cu says what each default is and why. */
+typedef enum gpt_gelu_epilogue {
+    GPT_GELU_EPILOGUE_DEFAULT = 0, /* both in bf16, neither with fp32 storage */
+    GPT_GELU_EPILOGUE_OFF = 1,     /* the MLP's GELU and its derivative as kernels of their own */
+    GPT_GELU_EPILOGUE_BOTH = 2,    /* both in cuBLASLt's epilogues (the derivative not in strict fp32) */
+} gpt_gelu_epilogue;
+typedef struct gpt_cuda_kernels {
+    gpt_gelu_epilogue gelu_epilogue;
+    /* 1: the mma.sync attention where the wgmma kernels would run (the same bits) */
+    int attention_mma;
+    /* 1: TF32 weight gradients as one product on the operands as they are, not with the input
+     * transposed first (as an input of more tokens than the transpose's scratch holds takes
+     * them anyway: other bits, within TF32's bound) */
+    int tf32_weight_grad_direct;
+} gpt_cuda_kernels;
+/* gpt_cuda_backend_create_dtype with those choices (NULL: the defaults). */
+int gpt_cuda_backend_create_kernels(gpt_backend **out, int device, int allow_tf32, gpt_dtype dtype,
+                                    const gpt_cuda_kernels *kernels);
 void gpt_cuda_backend_destroy(gpt_backend *be);
 /* CUDA devices this process can use (0 without CUDA, a driver or a device). */
 int gpt_cuda_device_count(void);

@@ -27,17 +27,19 @@ typedef struct engine_harness {
 } engine_harness;
 
 /* Returns what the engine's init returned (the harness itself asserts on its own needs); the
- * engine's notes go to note(note_ctx, line) (NULL: nowhere). */
-static inline int harness_open_noted(engine_harness *h, const engine_vtbl *eng, const engine_config *cfg,
-                                     size_t gpu_limit, size_t disk_limit,
-                                     void (*note)(void *ctx, const char *line), void *note_ctx)
+ * engine's notes go to note(note_ctx, line) (NULL: nowhere); on the GPU the backend makes the
+ * kernel choices kernels says (NULL: the defaults, aebench's). */
+static inline int harness_open_kernels(engine_harness *h, const engine_vtbl *eng, const engine_config *cfg,
+                                       size_t gpu_limit, size_t disk_limit,
+                                       void (*note)(void *ctx, const char *line), void *note_ctx,
+                                       const gpt_cuda_kernels *kernels)
 {
     memset(h, 0, sizeof *h);
     h->eng = eng;
     h->cfg = *cfg;
     if (cfg->device == DEVICE_CUDA)
-        assert_int_equal(gpt_cuda_backend_create_dtype(&h->be, 0, cfg->tf32,
-                                                       cfg->bf16 ? GPT_BF16 : GPT_F32),
+        assert_int_equal(gpt_cuda_backend_create_kernels(&h->be, 0, cfg->tf32,
+                                                         cfg->bf16 ? GPT_BF16 : GPT_F32, kernels),
                          0);
     else
         assert_int_equal(gpt_cpu_backend_create_dtype(&h->be, cfg->threads, cfg->bf16 ? GPT_BF16 : GPT_F32), 0);
@@ -54,6 +56,13 @@ static inline int harness_open_noted(engine_harness *h, const engine_vtbl *eng, 
     engine_env env = {.cfg = &h->cfg, .be = h->be, .gpu = &h->gpu, .host = &h->host,
                       .disk = &h->disk, .rank = 0, .world = 1, .note = note, .note_ctx = note_ctx};
     return eng->init(&env, &h->state);
+}
+
+static inline int harness_open_noted(engine_harness *h, const engine_vtbl *eng, const engine_config *cfg,
+                                     size_t gpu_limit, size_t disk_limit,
+                                     void (*note)(void *ctx, const char *line), void *note_ctx)
+{
+    return harness_open_kernels(h, eng, cfg, gpu_limit, disk_limit, note, note_ctx, NULL);
 }
 
 static inline int harness_open_disk(engine_harness *h, const engine_vtbl *eng,

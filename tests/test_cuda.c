@@ -24,7 +24,7 @@
  *  - repeatability: two identical GPU runs equal bit for bit in fp32, TF32 and bf16;
  *  - --graphs: megatron-lm's phases replayed as CUDA graphs equal to its ops issued one by
  *    one, bit for bit, in every math mode, with one and two micro-batches;
- *  - TF32 weight gradients, the input transposed first (and AEBENCH_TF32_DW=direct), within
+ *  - TF32 weight gradients, the input transposed first (and, tf32_weight_grad_direct, not), within
  *    TF32's bound of a double reference, chunked and unaligned;
  *  - an absurd allocation is GPT_ERR_OOM and leaves the backend usable;
  *  - --profile's wrapping backend computes on the GPU what the CUDA backend does, and times
@@ -71,19 +71,26 @@ static int have_gpu(void)
 
 enum { MATH_FP32 = 0, MATH_TF32 = 1, MATH_BF16 = 2 };
 
-static void pair_open(pair *p, int math)
+/* The pair in a math mode, the GPU backend making the kernel choices kernels says (NULL: the
+ * defaults). */
+static void pair_open_kernels(pair *p, int math, const gpt_cuda_kernels *kernels)
 {
     memset(p, 0, sizeof *p);
     p->tf32 = math == MATH_TF32;
     p->bf16 = math == MATH_BF16;
     assert_int_equal(gpt_cpu_backend_create(&p->cpu, 0), 0);
     assert_int_equal(p->cpu->ops->stream_create(p->cpu, &p->cs), 0);
-    assert_int_equal(gpt_cuda_backend_create_dtype(&p->gpu, 0, p->tf32,
-                                                   p->bf16 ? GPT_BF16 : GPT_F32),
+    assert_int_equal(gpt_cuda_backend_create_kernels(&p->gpu, 0, p->tf32,
+                                                     p->bf16 ? GPT_BF16 : GPT_F32, kernels),
                      0);
     assert_int_equal(p->gpu->ops->stream_create(p->gpu, &p->gs), 0);
     p->math = p->bf16 ? "bf16" : p->tf32 ? "tf32" : "fp32";
     p->seed = 1000 + (uint64_t)math;
+}
+
+static void pair_open(pair *p, int math)
+{
+    pair_open_kernels(p, math, NULL);
 }
 
 static void pair_close(pair *p)
@@ -579,28 +586,26 @@ static size_t elements_differing(gpt_stream *sa, const void *a, gpt_stream *sb, 
 
 /* The wgmma kernels (bf16, head size 128, a device running the sm_90a build: the default
  * backend's description says "attention on wgmma") against the mma.sync kernels
- * (AEBENCH_ATTENTION=mma) on the same inputs: out, lse, dqkv and delta equal bit for bit
+ * (gpt_cuda_kernels.attention_mma) on the same inputs: out, lse, dqkv and delta equal bit for bit
  * (cuda_attention_wgmma.cuh says why they must be), on shapes of one tile, of partial tiles
  * and of many.  Where the device has no wgmma both backends run mma.sync: the line says so. */
 /* The wgmma attention (bf16: forward and backward; TF32: the warp-specialized forward) against
- * the mma.sync kernels (AEBENCH_ATTENTION=mma) on four shapes: the same bits in every output.
+ * the mma.sync kernels (gpt_cuda_kernels.attention_mma) on four shapes: the same bits in every output.
  * On a device without wgmma both run mma.sync (and the check still runs). */
 static void wgmma_vs_mma(gpt_dtype dtype, int allow_tf32, const char *wgmma_desc)
 {
     gpt_backend *be[2];
     gpt_stream *st[2];
+    const gpt_cuda_kernels mma = {.attention_mma = 1};
     assert_int_equal(gpt_cuda_backend_create_dtype(&be[0], 0, allow_tf32, dtype), 0);
-    assert_int_equal(setenv("AEBENCH_ATTENTION", "mma", 1), 0);
-    const int made = gpt_cuda_backend_create_dtype(&be[1], 0, allow_tf32, dtype);
-    assert_int_equal(unsetenv("AEBENCH_ATTENTION"), 0);
-    assert_int_equal(made, 0);
+    assert_int_equal(gpt_cuda_backend_create_kernels(&be[1], 0, allow_tf32, dtype, &mma), 0);
     char desc[2][400];
     for (int k = 0; k < 2; k++) {
         assert_int_equal(be[k]->ops->stream_create(be[k], &st[k]), 0);
         be[k]->ops->describe(be[k], desc[k], sizeof desc[k]);
     }
     const int wgmma = strstr(desc[0], wgmma_desc) != NULL;
-    assert_null(strstr(desc[1], "wgmma")); /* AEBENCH_ATTENTION=mma is obeyed */
+    assert_null(strstr(desc[1], "wgmma")); /* attention_mma is obeyed */
     const int bf16 = dtype == GPT_BF16;
     const size_t es = gpt_dtype_size(dtype);
     const int C = 2 * C_, NH = 2; /* head size 128 */
@@ -704,7 +709,7 @@ static void test_column_sum_vec(void **state)
 
 /* TF32 weight gradients (cuda_matmul.cu: the input transposed first, in column chunks of at
  * most 64 MiB) against a double-precision reference, and the one product on the operands as
- * they are (AEBENCH_TF32_DW=direct) against the same: every element within TF32's bound
+ * they are (gpt_cuda_kernels.tf32_weight_grad_direct) against the same: every element within TF32's bound
  * (2^-9 of the sum of |dout| |inp| over its products), accumulating onto a gradient and
  * overwriting it; shapes of one chunk, of two with a partial last (C = 4160 at N = 4096: 4096
  * columns and 64), and an input one element off its alignment. */
@@ -714,10 +719,10 @@ static void test_tf32_weight_gradient(void **state)
     if (!have_gpu()) skip();
     static const int shapes[][3] = {{4096, 4160, 96}, {300, 200, 130}, {129, 64, 40}};
     for (int direct = 0; direct < 2; direct++) {
-        if (direct) assert_int_equal(setenv("AEBENCH_TF32_DW", "direct", 1), 0);
+        const gpt_cuda_kernels kernels = {.tf32_weight_grad_direct = direct};
         gpt_backend *be;
         gpt_stream *st;
-        assert_int_equal(gpt_cuda_backend_create_dtype(&be, 0, 1, GPT_F32), 0);
+        assert_int_equal(gpt_cuda_backend_create_kernels(&be, 0, 1, GPT_F32, &kernels), 0);
         assert_int_equal(be->ops->stream_create(be, &st), 0);
         for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
             const int N = shapes[i][0], C = shapes[i][1], OC = shapes[i][2], off = i == 2;
@@ -773,7 +778,6 @@ static void test_tf32_weight_gradient(void **state)
         }
         be->ops->stream_destroy(st);
         gpt_cuda_backend_destroy(be);
-        if (direct) assert_int_equal(unsetenv("AEBENCH_TF32_DW"), 0);
     }
 }
 
@@ -937,9 +941,8 @@ static void run_all_ops(int math)
     pair p;
     /* both GELU epilogues where the backend allows them (TF32, bf16): the fused paths are
      * the ones checked; strict fp32 keeps the backward's GELU a kernel of its own */
-    assert_int_equal(setenv("AEBENCH_GELU_EPILOGUE", "both", 1), 0);
-    pair_open(&p, math);
-    assert_int_equal(unsetenv("AEBENCH_GELU_EPILOGUE"), 0);
+    const gpt_cuda_kernels both = {.gelu_epilogue = GPT_GELU_EPILOGUE_BOTH};
+    pair_open_kernels(&p, math, &both);
     char desc[256];
     p.gpu->ops->describe(p.gpu, desc, sizeof desc);
     printf("device: %s, math=%s\n", desc, p.math);
@@ -1091,12 +1094,13 @@ static void record_free(run_record *t)
     free(t->params);
 }
 
-/* Runs eng for iters iterations into t. */
-static void run_trajectory(const engine_vtbl *eng, const engine_config *cfg, size_t gpu_limit,
-                           int iters, run_record *t)
+/* Runs eng for iters iterations into t, the backend making the kernel choices kernels says
+ * (NULL: the defaults). */
+static void run_trajectory_kernels(const engine_vtbl *eng, const engine_config *cfg, size_t gpu_limit,
+                                   int iters, run_record *t, const gpt_cuda_kernels *kernels)
 {
     engine_harness h;
-    assert_int_equal(harness_open(&h, eng, cfg, gpu_limit), 0);
+    assert_int_equal(harness_open_kernels(&h, eng, cfg, gpu_limit, SIZE_MAX, NULL, NULL, kernels), 0);
     for (int it = 1; it <= iters; it++) {
         step_result r = {0};
         harness_step(&h, it, &r);
@@ -1104,6 +1108,13 @@ static void run_trajectory(const engine_vtbl *eng, const engine_config *cfg, siz
     }
     assert_int_equal(eng->read_params(h.state, t->params), 0);
     harness_close(&h);
+}
+
+/* Runs eng for iters iterations into t (the default kernels). */
+static void run_trajectory(const engine_vtbl *eng, const engine_config *cfg, size_t gpu_limit,
+                           int iters, run_record *t)
+{
+    run_trajectory_kernels(eng, cfg, gpu_limit, iters, t, NULL);
 }
 
 /* Iterations whose losses differ bitwise, and parameters that do. */
@@ -1284,14 +1295,14 @@ static void test_recompute_modes_on_gpu(void **state)
         g.tf32 = m == 0;
         g.bf16 = m == 1;
         const size_t P = (size_t)gpt_param_count(&g.shape);
-        assert_int_equal(setenv("AEBENCH_GELU_EPILOGUE", "off", 1), 0);
+        const gpt_cuda_kernels epilogues_off = {.gelu_epilogue = GPT_GELU_EPILOGUE_OFF};
         run_record ref = record_new(&g, ITERS);
-        run_trajectory(&engine_megatron_lm, &g, SIZE_MAX, ITERS, &ref);
+        run_trajectory_kernels(&engine_megatron_lm, &g, SIZE_MAX, ITERS, &ref, &epilogues_off);
         for (int k = 1; k < 3; k++) {
             engine_config c = g;
             c.recompute = modes[k];
             run_record t = record_new(&c, ITERS);
-            run_trajectory(&engine_megatron_lm, &c, SIZE_MAX, ITERS, &t);
+            run_trajectory_kernels(&engine_megatron_lm, &c, SIZE_MAX, ITERS, &t, &epilogues_off);
             int loss_differ;
             size_t params_differ;
             record_compare(&t, &ref, ITERS, P, &loss_differ, &params_differ);
@@ -1302,7 +1313,6 @@ static void test_recompute_modes_on_gpu(void **state)
             record_free(&t);
         }
         record_free(&ref);
-        assert_int_equal(unsetenv("AEBENCH_GELU_EPILOGUE"), 0);
         engine_config c = g;
         c.recompute = GPT_RECOMPUTE_SELECTIVE;
         run_record sel = record_new(&c, ITERS);

@@ -169,16 +169,14 @@ static void test_disk_round_trip(void **state)
     parent_done(dir);
 }
 
-/* With the names kept (the debug switch) the directory is 0700 and the file 0600; close
- * removes both.  Without it nothing is visible even while the tier is open. */
+/* With the names kept (disk_tier_open_keeping_names) the directory is 0700 and the file 0600;
+ * close removes both.  Without it nothing is visible even while the tier is open. */
 static void test_disk_private_dir(void **state)
 {
     char dir[PATH_MAX];
     parent_dir(state, "private", dir, sizeof dir);
-    assert_int_equal(setenv("AEBENCH_DISK_KEEP_NAMES", "1", 1), 0);
     disk_tier *t;
-    assert_int_equal(disk_tier_open(&t, dir, NULL, 2), GPT_OK);
-    assert_int_equal(unsetenv("AEBENCH_DISK_KEEP_NAMES"), 0);
+    assert_int_equal(disk_tier_open_keeping_names(&t, dir, NULL, 2), GPT_OK);
     const char *path = disk_tier_path(t);
     assert_non_null(strstr(path, "/aebench-swap-"));
     assert_true(strncmp(path, dir, strlen(dir)) == 0);

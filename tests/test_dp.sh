@@ -92,12 +92,6 @@ if needs_mpi "data parallel (mpirun)" "$DP_BIN"; then
     # (block, shard) pieces at every stage (runtime/dp.h): so nothing may differ.
     for st in 0 1 2 3; do dp_run "s$st" 2 -b 4 --iters 8 --log-interval 4 --zero-stage "$st"; done
     for st in 1 2 3; do dp_same "ZeRO-$st = DDP at 2 ranks (losses, final params)" s0 "s$st"; done
-    # The norms behind each block's all-reduce (default) or all after the backward
-    # (AEBENCH_NORMS=after, kept for GPU A/Bs): the same kernel on the same floats, no bit moves
-    DP_ENV=(AEBENCH_NORMS=after)
-    dp_run s0after 2 -b 4 --iters 8 --log-interval 4 --zero-stage 0
-    DP_ENV=()
-    dp_same "DDP: norms behind each block's all-reduce = after the backward" s0 s0after
     # bf16 on the CPU backend (the GPU's mixed precision, emulated: activations and working
     # weights rounded to bf16 where they are stored): the stages still the same bits, which
     # differ from fp32's, though not by much
@@ -204,8 +198,9 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     dp_same "stronghold -w 2 = DDP at 2 ranks" s0 sh2
     # zero-offload (ZeRO-2): gradients reduce-scattered per bucket, host Adam on 1/N, the
     # updated shard copied up and all-gathered; one and several layers per bucket
+    # (--reduce-bucket-size: zero-offload's bucket in elements, DeepSpeed's reduce_bucket_size)
     dp_run zo 2 -m zero-offload -b 4 --iters 8 --log-interval 4
-    AEBENCH_ZO_BUCKET_ELEMS=100000 dp_run zo2 2 -m zero-offload -b 4 --iters 8 --log-interval 4
+    dp_run zo2 2 -m zero-offload -b 4 --iters 8 --log-interval 4 --reduce-bucket-size 100000
     dp_same "zero-offload (ZeRO-2) = DDP at 2 ranks" s0 zo
     dp_same "zero-offload, 2 layers per bucket, = DDP at 2 ranks" s0 zo2
     dp_run zonc 2 -m zero-offload -b 4 --iters 8 --log-interval 4 --clip-grad 0
@@ -267,7 +262,7 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     dp_run mb1 1 -l 6 -b 2 --global-batch 6 --iters 6 --log-interval 3 --zero-stage 2
     dp_run mbl2l 2 -l 6 -m l2l -b 2 --global-batch 12 --iters 6 --log-interval 3
     dp_run mbzo 2 -l 6 -m zero-offload -b 2 --global-batch 12 --iters 6 --log-interval 3
-    AEBENCH_ZO_BUCKET_ELEMS=100000 dp_run mbzo2 2 -l 6 -m zero-offload -b 2 --global-batch 12 --iters 6 --log-interval 3
+    dp_run mbzo2 2 -l 6 -m zero-offload -b 2 --global-batch 12 --iters 6 --log-interval 3 --reduce-bucket-size 100000
     dp_run mbzi 2 -l 6 -m zero-infinity -b 2 --global-batch 12 --iters 6 --log-interval 3
     dp_run mbzin 2 -l 6 -m zero-infinity --offload nvme --nvme-dir "$DP_WORK/nvme" -b 2 --global-batch 12 --iters 6 --log-interval 3
     dp_run mbsh1 2 -l 6 -m stronghold -w 1 -b 2 --global-batch 12 --iters 6 --log-interval 3

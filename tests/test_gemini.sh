@@ -640,12 +640,11 @@ PYEOF
     # interval K >= 2 follows, checkpoints at 3 + K, 3 + 2K, ...; rank 0 lost at 12 recovers
     # the newest complete one (interleave: one step after its iteration) = no failure
     gm_run zero3x14 --ranks 2 --zero-stage 3 --iters 14
-    # (and a checkpoint allowed 0.01% of the step: what it exposes here, ~1% of a 10 ms step,
-    # must then be spread, whatever this machine's speed)
-    export AEBENCH_GEMINI_FILL=0.001 AEBENCH_GEMINI_EVERY_SHARE=0.0001
-    gm_run everyauto --ranks 2 -m gemini --gemini-every auto --iters 14 \
+    # (--gemini-fill 0.001: the plan fills 0.1% of each idle span; and a checkpoint allowed
+    # 0.01% of the step, --gemini-every-share 0.0001: what it exposes here, ~1% of a 10 ms
+    # step, must then be spread, whatever this machine's speed)
+    gm_run everyauto --ranks 2 -m gemini --gemini-every auto --iters 14 --gemini-fill 0.001 --gemini-every-share 0.0001 \
         --gemini-store "$GM_STORE" --fail-at 12 --fail-rank 0 --fail-kind hardware
-    unset AEBENCH_GEMINI_FILL AEBENCH_GEMINI_EVERY_SHARE
     k=$(grep -m 1 -oE "a checkpoint every [0-9]+ iteration" "$GM_WORK/everyauto/out" | grep -oE "[0-9]+")
     r=$(grep -m 1 -oE "recovered at iteration [0-9]+" "$GM_WORK/everyauto/out" | grep -oE "[0-9]+$")
     want=""

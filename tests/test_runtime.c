@@ -600,9 +600,8 @@ static void test_cpu_adam_bf16_rounding(void **state)
     for (size_t k = 0; k < sizeof isas / sizeof *isas; k++) {
         if (!isa_supported(isas[k]))
             continue;
-        assert_int_equal(setenv("AEBENCH_CPU_ADAM_ISA", isas[k], 1), 0);
         cpu_adam *pool;
-        assert_int_equal(cpu_adam_create(&pool, 2), GPT_OK);
+        assert_int_equal(cpu_adam_create_isa(&pool, 2, isas[k]), GPT_OK);
         adam_block b = adam_block_new(n, 0, 7);
         for (size_t i = 0; i < n; i++) {
             const uint32_t bits = specials[(i + i / nspec) % nspec]; /* (shifts lane every round) */
@@ -632,7 +631,6 @@ static void test_cpu_adam_bf16_rounding(void **state)
         cpu_adam_destroy(pool);
         tested++;
     }
-    assert_int_equal(unsetenv("AEBENCH_CPU_ADAM_ISA"), 0);
     assert_true(tested >= 2);
 }
 
@@ -655,10 +653,9 @@ static void test_cpu_adam_bit_identical(void **state)
             printf("cpu_adam: %s not supported here, skipped\n", isas[k]);
             continue;
         }
-        assert_int_equal(setenv("AEBENCH_CPU_ADAM_ISA", isas[k], 1), 0);
         for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
             cpu_adam *pool;
-            assert_int_equal(cpu_adam_create(&pool, threads[ti]), GPT_OK);
+            assert_int_equal(cpu_adam_create_isa(&pool, threads[ti], isas[k]), GPT_OK);
             assert_string_equal(cpu_adam_isa(pool), isas[k]);
             for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
                 adam_block b = adam_block_new(sizes[z][0], sizes[z][1], 100 + z);
@@ -712,7 +709,6 @@ static void test_cpu_adam_bit_identical(void **state)
             cpu_adam_destroy(pool);
         }
     }
-    assert_int_equal(unsetenv("AEBENCH_CPU_ADAM_ISA"), 0);
     assert_true(tested >= 2 * 3 * 8); /* at least scalar and one SIMD path everywhere */
     be->ops->stream_destroy(s);
     gpt_cpu_backend_destroy(be);
@@ -722,9 +718,12 @@ static void test_cpu_adam_bit_identical(void **state)
 static void test_cpu_adam_picks_widest_isa(void **state)
 {
     (void)state;
-    assert_int_equal(unsetenv("AEBENCH_CPU_ADAM_ISA"), 0);
+    /* (whatever the environment says: the variable that once chose the path is not read,
+     * issue 48) */
+    assert_int_equal(setenv("AEBENCH_CPU_ADAM_ISA", "scalar", 1), 0);
     cpu_adam *pool;
     assert_int_equal(cpu_adam_create(&pool, 0), GPT_OK);
+    assert_int_equal(unsetenv("AEBENCH_CPU_ADAM_ISA"), 0);
     const char *want = isa_supported("avx512") ? "avx512"
                        : isa_supported("avx2") ? "avx2" : "scalar";
     assert_string_equal(cpu_adam_isa(pool), want);

@@ -25,20 +25,6 @@
 /* The engine's warm-up (engines/zero_offload.c: ZO_DPU_WARMUP). */
 enum { DPU_WARMUP = 5 };
 
-static const char *const BUCKET_ENV = "AEBENCH_ZO_BUCKET_ELEMS";
-
-/* Bucket size for the runs that follow (0: the default, 5e7 elements). */
-static void set_bucket_elems(size_t elems)
-{
-    if (!elems) {
-        assert_int_equal(unsetenv(BUCKET_ENV), 0);
-        return;
-    }
-    char v[32];
-    snprintf(v, sizeof v, "%zu", elems);
-    assert_int_equal(setenv(BUCKET_ENV, v, 1), 0);
-}
-
 static size_t layer_floats(const engine_config *c) { return gpt_layer_layout_of(&c->shape).total; }
 
 /* Without --dpu: the baseline's trajectory for L = 1 and 3, clipped and unclipped, with all
@@ -57,7 +43,7 @@ static void check_equals_baseline(double clip)
         const size_t buckets[] = {0, 1, layer_floats(&cfg) + 1};
         for (int bi = 0; bi < 3; bi++) {
             if (bi == 2 && layers[li] < 3) continue;
-            set_bucket_elems(buckets[bi]);
+            cfg.reduce_bucket_size = buckets[bi];
             trajectory t;
             run_engine(&engine_zero_offload, &cfg, SIZE_MAX, &t);
             char what[96];
@@ -66,7 +52,6 @@ static void check_equals_baseline(double clip)
             assert_same_trajectory(&base, &t, what);
             free_trajectory(&t);
         }
-        set_bucket_elems(0);
         free_trajectory(&base);
     }
 }
@@ -91,9 +76,8 @@ static void test_zo_no_ckpt_equals_baseline(void **state)
     cfg.recompute = GPT_RECOMPUTE_NONE;
     trajectory base, t;
     run_baseline(&cfg, &base);
-    set_bucket_elems(1);
+    cfg.reduce_bucket_size = 1;
     run_engine(&engine_zero_offload, &cfg, SIZE_MAX, &t);
-    set_bucket_elems(0);
     assert_same_trajectory(&base, &t, "zero-offload --no-ckpt");
     free_trajectory(&t);
     free_trajectory(&base);
@@ -106,13 +90,12 @@ static void test_zo_bucket_layout_in_plan(void **state)
     engine_config cfg = small_config(3);
     const uint64_t PLb = layer_floats(&cfg) * sizeof(float);
     engine_plan all, one, two;
-    set_bucket_elems(0);
-    engine_zero_offload.plan(&cfg, &all);  /* one buffer of 3 layers */
-    set_bucket_elems(1);
-    engine_zero_offload.plan(&cfg, &one);  /* two buffers of 1 layer */
-    set_bucket_elems(layer_floats(&cfg) + 1);
-    engine_zero_offload.plan(&cfg, &two);  /* two buffers of 2 layers */
-    set_bucket_elems(0);
+    engine_config one_cfg = cfg, two_cfg = cfg;
+    one_cfg.reduce_bucket_size = 1;
+    two_cfg.reduce_bucket_size = layer_floats(&cfg) + 1;
+    engine_zero_offload.plan(&cfg, &all);      /* one buffer of 3 layers (the default) */
+    engine_zero_offload.plan(&one_cfg, &one);  /* two buffers of 1 layer */
+    engine_zero_offload.plan(&two_cfg, &two);  /* two buffers of 2 layers */
     assert_true(all.gpu_bytes - one.gpu_bytes == PLb);
     assert_true(two.gpu_bytes - one.gpu_bytes == 2 * PLb);
     assert_true(all.host_bytes == one.host_bytes);
@@ -219,9 +202,8 @@ static void check_dpu(int layers, double clip, size_t bucket)
     trajectory base, ref, t;
     run_baseline(&cfg, &base);
     cfg.dpu = 1;
-    set_bucket_elems(bucket);
+    cfg.reduce_bucket_size = bucket;
     run_engine(&engine_zero_offload, &cfg, SIZE_MAX, &t);
-    set_bucket_elems(0);
     dpu_reference(&cfg, &ref);
     /* The warm-up steps and the first lagged one (computed on theta_W) are the baseline's. */
     for (int i = 0; i <= DPU_WARMUP; i++) {
@@ -259,7 +241,7 @@ static void check_peaks_and_bytes(int dpu)
 {
     engine_config cfg = small_config(3);
     cfg.dpu = dpu;
-    set_bucket_elems(1);
+    cfg.reduce_bucket_size = 1;
     engine_plan p;
     engine_zero_offload.plan(&cfg, &p);
     engine_harness h;
@@ -290,7 +272,6 @@ static void check_peaks_and_bytes(int dpu)
     engine_zero_offload.chosen_plan(h.state, &chosen);
     assert_true(chosen.gpu_bytes == p.gpu_bytes && chosen.host_bytes == p.host_bytes);
     harness_close(&h);
-    set_bucket_elems(0);
 }
 
 static void test_zo_peaks_and_bytes(void **state)

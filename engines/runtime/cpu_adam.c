@@ -457,7 +457,7 @@ static int isa_supported(adam_isa isa)
 
 int cpu_adam_create(cpu_adam **out, int nthreads)
 {
-    return cpu_adam_create_isa(out, nthreads, getenv("AEBENCH_CPU_ADAM_ISA"));
+    return cpu_adam_create_isa(out, nthreads, NULL);
 }
 
 int cpu_adam_create_isa(cpu_adam **out, int nthreads, const char *isa_name)

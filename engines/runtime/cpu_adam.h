@@ -63,8 +63,9 @@ double cpu_adam_take_busy_ms(cpu_adam *pool);
 const char *cpu_adam_isa(const cpu_adam *pool);
 
 /* As cpu_adam_create, with the code path named ("scalar", "avx2", "avx512"; NULL or "":
- * the widest the CPU has).  cpu_adam_create takes the name from the environment variable
- * AEBENCH_CPU_ADAM_ISA.  GPT_ERR_INVALID for an unknown name or one the CPU lacks. */
+ * the widest the CPU has, which is what cpu_adam_create takes).  Every path gives the same
+ * bits (test_runtime); naming one is for tests and bench/host_adam.c, which compare them.
+ * GPT_ERR_INVALID for an unknown name or one the CPU lacks. */
 int cpu_adam_create_isa(cpu_adam **out, int nthreads, const char *isa);
 /* dst[i] = src[i] rounded to bf16 (nearest even, as the backends' params_to_act), on every core
  * (OpenMP): an engine's bf16 working copy of its host params, made at start-up (billions of

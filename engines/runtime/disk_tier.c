@@ -7,9 +7,9 @@
  * once unlinks the file and removes the directory.  The open descriptor keeps the file's
  * space until it is closed, and the kernel closes it however the process ends — normal
  * exit, SIGINT, SIGTERM, SIGKILL or a crash — so no signal handler and no registry of files
- * to clean is needed, and nobody else can open the file by name meanwhile.  (For debugging,
- * AEBENCH_DISK_KEEP_NAMES=1 leaves the names in place until disk_tier_close; then a killed
- * process does leave them behind.)
+ * to clean is needed, and nobody else can open the file by name meanwhile.  (For a test of
+ * the names' modes, disk_tier_open_keeping_names leaves them in place until disk_tier_close;
+ * then a killed process does leave them behind.)
  *
  * Requests: a growable ring indexed by ticket.  Workers take requests in ticket order (the
  * head of the queue), so they start in order and finish in any order; "wait for t" returns
@@ -54,7 +54,7 @@ typedef struct disk_request {
 
 struct disk_tier {
     int fd;
-    int keep_names; /* AEBENCH_DISK_KEEP_NAMES: names removed at close, not at open */
+    int keep_names; /* disk_tier_open_keeping_names: names removed at close, not at open */
     char dir[PATH_MAX];
     char file[PATH_MAX];
     mem_budget *budget;
@@ -299,7 +299,8 @@ static int make_file(disk_tier *t, const char *dir)
     return GPT_OK;
 }
 
-int disk_tier_open(disk_tier **out, const char *dir, mem_budget *budget, int inflight)
+/* disk_tier_open, the names kept until close or not. */
+static int tier_open(disk_tier **out, const char *dir, mem_budget *budget, int inflight, int keep_names)
 {
     *out = NULL;
     if (!dir || !dir[0]) return GPT_ERR_INVALID;
@@ -307,8 +308,7 @@ int disk_tier_open(disk_tier **out, const char *dir, mem_budget *budget, int inf
     if (!t) return GPT_ERR_OOM;
     t->fd = -1;
     t->budget = budget;
-    const char *keep = getenv("AEBENCH_DISK_KEEP_NAMES");
-    t->keep_names = keep && keep[0] == '1';
+    t->keep_names = keep_names;
     t->nworkers = inflight <= 0 ? DEFAULT_INFLIGHT : inflight > MAX_INFLIGHT ? MAX_INFLIGHT : inflight;
     t->cap = 64;
     t->ring = calloc(t->cap, sizeof *t->ring);
@@ -350,6 +350,16 @@ int disk_tier_open(disk_tier **out, const char *dir, mem_budget *budget, int inf
     }
     *out = t;
     return GPT_OK;
+}
+
+int disk_tier_open(disk_tier **out, const char *dir, mem_budget *budget, int inflight)
+{
+    return tier_open(out, dir, budget, inflight, 0);
+}
+
+int disk_tier_open_keeping_names(disk_tier **out, const char *dir, mem_budget *budget, int inflight)
+{
+    return tier_open(out, dir, budget, inflight, 1);
 }
 
 void disk_tier_close(disk_tier *t)

@@ -42,11 +42,14 @@ static inline size_t disk_tier_round(size_t bytes)
 /* Open the tier under dir with `inflight` I/O workers (<= 0: a default); budget is the run's
  * disk budget (may be NULL in tests: no limit).  0, GPT_ERR_IO or GPT_ERR_OOM. */
 int disk_tier_open(disk_tier **out, const char *dir, mem_budget *budget, int inflight);
+/* The same, for tests: the directory's and the file's names are left in place until
+ * disk_tier_close (so a test can check their modes; a killed process leaves them behind). */
+int disk_tier_open_keeping_names(disk_tier **out, const char *dir, mem_budget *budget, int inflight);
 /* Close: wait for every request, remove the file and the directory, give the bytes back to
  * the budget.  Safe on NULL. */
 void disk_tier_close(disk_tier *t);
-/* The private directory (for messages and tests); its name is already removed unless
- * AEBENCH_DISK_KEEP_NAMES=1 (see disk_tier.c). */
+/* The private directory (for messages and tests); its name is already removed unless the
+ * tier was opened with disk_tier_open_keeping_names. */
 const char *disk_tier_path(const disk_tier *t);
 
 /* Reserve `bytes` (rounded up) of the file for `what`; *offset is where it starts. */

@@ -19,14 +19,18 @@
  * of their own.  Default: both in bf16, none with fp32 storage — measured on an H200 at l16
  * h2048 b4 (bench/results/2026-11-21-h200-flash): bf16 66.2 -> 65.0 ms with both, TF32
  * 129.9 -> 130.8 (fwd) and 133.7 (both), cuBLASLt's epilogue kernels for fp32 outputs being
- * slower than the GEMM plus a GELU pass.  AEBENCH_GELU_EPILOGUE = off | fwd | both overrides
- * it for such measurements; DGELU is never used in strict fp32 (its derivative is 1.2e-5 off
- * the reference's, above the strict tolerance).
+ * slower than the GEMM plus a GELU pass.  A test may ask for off or both
+ * (gpt_cuda_kernels.gelu_epilogue: test_cuda checks the fused paths in TF32, and --recompute's
+ * modes bit for bit with them off); DGELU is never used in strict fp32 (its derivative is
+ * 1.2e-5 off the reference's, above the strict tolerance).
  *
  * Attention kernels: on a device that runs the sm_90a build (Hopper), bf16 with head size 128
  * uses the wgmma kernels (cuda_attention_wgmma.cuh), bit for bit the mma.sync kernels'
- * results and faster (bench/results/2026-11-27b-h100-wgmma); AEBENCH_ATTENTION=mma keeps the
- * mma.sync kernels, for comparing the two (test_cuda does).
+ * results and faster (bench/results/2026-11-27b-h100-wgmma); gpt_cuda_kernels.attention_mma
+ * keeps the mma.sync kernels, for comparing the two (test_cuda does).
+ *
+ * Nothing here reads the environment (issue 48): aebench creates the backend with the
+ * defaults, and only tests ask for another choice, through gpt_cuda_backend_create_kernels.
  */
 #include "cuda_common.cuh"
 #include "../host_pages.h"
@@ -488,6 +492,14 @@ extern "C" int gpt_cuda_device_count(void)
 extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int allow_tf32,
                                              gpt_dtype dtype)
 {
+    return gpt_cuda_backend_create_kernels(out, device, allow_tf32, dtype, NULL);
+}
+
+extern "C" int gpt_cuda_backend_create_kernels(gpt_backend **out, int device, int allow_tf32,
+                                               gpt_dtype dtype, const gpt_cuda_kernels *kernels)
+{
+    const gpt_cuda_kernels defaults = {GPT_GELU_EPILOGUE_DEFAULT, 0, 0};
+    const gpt_cuda_kernels *k = kernels != NULL ? kernels : &defaults;
     *out = NULL;
     /* The probe: no driver, no device, or a driver too old are all "no CUDA here", said
      * quietly; clear the error so it does not linger in the runtime. */
@@ -522,30 +534,15 @@ extern "C" int gpt_cuda_backend_create_dtype(gpt_backend **out, int device, int 
     impl->device = device;
     impl->allow_tf32 = allow_tf32 != 0;
     impl->smem_per_block_optin = (int)prop.sharedMemPerBlockOptin;
-    const char *gelu = getenv("AEBENCH_GELU_EPILOGUE");
-    if (gelu == NULL) {
+    if (k->gelu_epilogue == GPT_GELU_EPILOGUE_DEFAULT) {
         impl->gelu_fwd_epilogue = impl->gelu_bwd_epilogue = dtype == GPT_BF16;
     } else {
-        if (strcmp(gelu, "off") != 0 && strcmp(gelu, "fwd") != 0 && strcmp(gelu, "both") != 0)
-            fprintf(stderr, "aebench: AEBENCH_GELU_EPILOGUE=%s is not off, fwd or both: off\n",
-                    gelu);
-        impl->gelu_fwd_epilogue = strcmp(gelu, "fwd") == 0 || strcmp(gelu, "both") == 0;
-        impl->gelu_bwd_epilogue = strcmp(gelu, "both") == 0 &&
-                                  (dtype == GPT_BF16 || impl->allow_tf32);
+        const int both = k->gelu_epilogue == GPT_GELU_EPILOGUE_BOTH;
+        impl->gelu_fwd_epilogue = both;
+        impl->gelu_bwd_epilogue = both && (dtype == GPT_BF16 || impl->allow_tf32);
     }
-    const char *resid = getenv("AEBENCH_RESIDUAL_EPILOGUE");
-    if (resid != NULL && strcmp(resid, "on") != 0 && strcmp(resid, "off") != 0)
-        fprintf(stderr, "aebench: AEBENCH_RESIDUAL_EPILOGUE=%s is not on or off: on\n", resid);
-    impl->residual_epilogue = resid == NULL || strcmp(resid, "off") != 0;
-    const char *dw = getenv("AEBENCH_TF32_DW");
-    if (dw != NULL && strcmp(dw, "transpose") != 0 && strcmp(dw, "direct") != 0)
-        fprintf(stderr, "aebench: AEBENCH_TF32_DW=%s is not transpose or direct: transpose\n", dw);
-    impl->tf32_dw_transpose = dw == NULL || strcmp(dw, "direct") != 0;
-    const char *attn = getenv("AEBENCH_ATTENTION");
-    if (attn != NULL && strcmp(attn, "mma") != 0 && strcmp(attn, "auto") != 0)
-        fprintf(stderr, "aebench: AEBENCH_ATTENTION=%s is not auto or mma: auto\n", attn);
-    impl->attn_wgmma = (attn == NULL || strcmp(attn, "mma") != 0) && prop.major == 9 &&
-                       cu_attention_wgmma_available();
+    impl->tf32_dw_transpose = !k->tf32_weight_grad_direct;
+    impl->attn_wgmma = !k->attention_mma && prop.major == 9 && cu_attention_wgmma_available();
     snprintf(impl->desc, sizeof impl->desc, "%s (sm_%d%d, %d SMs%s)", prop.name, prop.major,
              prop.minor, prop.multiProcessorCount,
              !impl->attn_wgmma ? ""

@@ -87,15 +87,13 @@ typedef struct cuda_backend_impl {
     int device;
     int allow_tf32;
     int smem_per_block_optin; /* the most dynamic shared memory one block may opt in to */
-    /* run the MLP's GELU / GELU-derivative in the GEMM epilogue (AEBENCH_GELU_EPILOGUE) */
+    /* run the MLP's GELU / GELU-derivative in the GEMM epilogue (gpt_cuda_kernels.gelu_epilogue) */
     int gelu_fwd_epilogue, gelu_bwd_epilogue;
-    /* add the residual after a linear layer in its GEMM's epilogue (AEBENCH_RESIDUAL_EPILOGUE) */
-    int residual_epilogue;
-    /* TF32 weight gradients with the input transposed first (AEBENCH_TF32_DW: transpose, the
-     * default, or direct) */
+    /* TF32 weight gradients with the input transposed first (the default; not with
+     * gpt_cuda_kernels.tf32_weight_grad_direct) */
     int tf32_dw_transpose;
     /* the attention's bf16 head-size-128 kernels on wgmma (cuda_attention_wgmma.cuh): the
-     * device runs the sm_90a build, and AEBENCH_ATTENTION is not "mma" */
+     * device runs the sm_90a build, and gpt_cuda_kernels.attention_mma is not set */
     int attn_wgmma;
     char desc[320];
 } cuda_backend_impl;

@@ -31,8 +31,10 @@
  * 0.560 -> 0.355, fcproj 0.584 -> 0.372, for a transpose of N x C floats (~25 us at C = 2048).
  * A wide input goes in column chunks of at most CUDA_TRANSPOSE_BYTES (rows of dw^T: separate
  * products).  The chunking depends only on N and C, so every engine forms the same bits.
- * AEBENCH_TF32_DW=direct keeps the one product (an A/B; other bits).  bf16 products read
- * either layout on wgmma and are left as they are.
+ * An input of more rows (tokens) than the scratch holds 64 columns of, and a backend made with
+ * gpt_cuda_kernels.tf32_weight_grad_direct (test_cuda checks that path), keep the one product
+ * (other bits, within TF32's bound).  bf16 products read either layout on wgmma and are left
+ * as they are.
  *
  * Plans: the descriptors, layouts and the heuristic's algorithm depend only on the shape,
  * the types and the pointers' alignments, and a training step asks for the same dozen
@@ -253,12 +255,12 @@ void cu_matmul_forward(gpt_stream *s, void *out, const void *inp, const void *w,
 /* out (N,OC) = res + (inp @ w^T + bias), out aliasing neither: res as the product's C with
  * beta 1, so the epilogue adds it (one pass over out instead of the product's write and the
  * residual kernel's three).
- * Without the epilogue (AEBENCH_RESIDUAL_EPILOGUE=off, or a bias the BIAS epilogue cannot read)
- * the two ops, as the CPU backend runs them. */
+ * With a bias the BIAS epilogue cannot read, the two ops, as the CPU backend runs them (within
+ * a rounding of the fused add: bench/results/2026-11-27c-h100-tf32-wgmma measured both). */
 void cu_matmul_forward_residual(gpt_stream *s, void *out, const void *inp, const void *w,
                                 const void *bias, const void *res, int N, int C, int OC)
 {
-    if (!cu_backend(s)->residual_epilogue || (bias != NULL && alignment_of(bias) != 16)) {
+    if (bias != NULL && alignment_of(bias) != 16) {
         cu_matmul_forward(s, out, inp, w, bias, N, C, OC);
         cu_residual_forward(s, out, res, out, (size_t)N * OC);
         return;
