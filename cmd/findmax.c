@@ -54,6 +54,9 @@ typedef struct fm_ctx {
         char log[PATH_MAX];
     } *tried;
     int ntried;
+    /* the log's first lines (the run, the plan bound), said before the log exists */
+    char first_lines[4][512];
+    int nfirst;
 } fm_ctx;
 
 static void fm_log(fm_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -254,6 +257,184 @@ static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
     return rc_;
 }
 
+/* 1. How a child resolves this run: a --dry-run child's shape, budgets and backend into c
+ * (rc: the run as given).  0, or -1 with err set. */
+static int resolve_as_child(fm_ctx *c, const run_config *rc, char *err, size_t errlen)
+{
+    char **pargv = NULL;
+    int pn = 0;
+    if (strv_push_all(&pargv, &pn, c->argv, c->argc) || strv_push(&pargv, &pn, "--dry-run")) {
+        strv_free(&pargv, &pn);
+        return cli_fail(err, errlen, "out of memory");
+    }
+    child_result probe;
+    int rc_ = child_run(c->exe, pargv, CHILD_QUIET_OUT, &probe, err, errlen);
+    strv_free(&pargv, &pn);
+    if (rc_) return -1;
+    if (!probe.exited || probe.exit_code != 0 || !probe.probed)
+        return cli_fail(err, errlen, "find-max: the dry run of %s failed (see above)", c->eng->name);
+    gpt_shape *sh = &c->rc.eng.shape;
+    sh->hidden = probe.shape[1];
+    sh->heads = probe.shape[2];
+    sh->seq = probe.shape[3];
+    sh->batch = probe.shape[4];
+    sh->vocab = probe.shape[5];
+    sh->vocab_padded = gpt_pad_vocab(sh->vocab);
+    /* The plan of one rank of the job (--ranks N: the probe's budgets are per rank, and a
+     * sharded engine's plan shrinks with the world). */
+    const int world = rc->ranks > 1 ? rc->ranks : 1;
+    if (cli_resolve_ranks(&c->rc, world, cli_ranks_per_machine(rc), err, errlen)) return -1;
+    c->budget_gpu = probe.budget_gpu;
+    c->budget_host = probe.budget_host;
+    c->budget_disk = probe.budget_disk;
+    snprintf(c->backend, sizeof c->backend, "%s", probe.backend);
+    if (snprintf(c->probes_dir, sizeof c->probes_dir, "%s/probes", rc->results_dir) >= (int)sizeof c->probes_dir)
+        return cli_fail(err, errlen, "results path too long");
+    return 0;
+}
+
+/* The run and its budgets, said now on stdout and kept as the log's first line (the log is
+ * named by the answer, so it is written last). */
+static void announce(fm_ctx *c, int plan_max)
+{
+    const gpt_shape *sh = &c->rc.eng.shape;
+    char gb[32], hb[32];
+    format_bytes((double)c->budget_gpu, gb, sizeof gb);
+    format_bytes((double)c->budget_host, hb, sizeof hb);
+    printf("find-max %s | h%d heads%d s%d b%d vocab%d | %s backend | budgets: GPU %s, host %s\n",
+           c->eng->name, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, c->backend, gb, hb);
+    if (plan_max) printf("  the plan fits up to l%d\n", plan_max);
+    snprintf(c->first_lines[c->nfirst++], sizeof c->first_lines[0],
+             "aebench find-max: method %s, h%d heads%d s%d b%d vocab%d, window %d, %s backend, "
+             "budgets GPU %s (%zu bytes) | host %s (%zu bytes)",
+             c->eng->name, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, c->rc.eng.window,
+             c->backend, gb, c->budget_gpu, hb, c->budget_host);
+}
+
+/* 3. Child runs: the bound, then bisection below it, over [lmin, plan_max].  The largest that
+ * trained into *max (0: none) and, when the bound did not train, the smallest that failed into
+ * *failed_at.  0, or -1 with err set (a child could not be run). */
+static int try_children(fm_ctx *c, int lmin, int plan_max, int *max, int *failed_at, char *err, size_t errlen)
+{
+    const char *mem = NULL;
+    double short_by = 0;
+    if (plan_max) {
+        plan_fits(c, plan_max + 1, &mem, &short_by);
+        snprintf(c->first_lines[c->nfirst++], sizeof c->first_lines[0],
+                 "plan bound: l%d fits; l%d does not (%s short by %.0f bytes)", plan_max,
+                 plan_max + 1, mem, short_by);
+        const int trained = try_layers(c, plan_max, err, errlen);
+        if (trained < 0) return -1;
+        if (trained) {
+            *max = plan_max;
+        } else {
+            int lo = lmin - 1, hi = plan_max;
+            while (hi - lo > 1) {
+                int mid = lo + (hi - lo) / 2;
+                int ok = try_layers(c, mid, err, errlen);
+                if (ok < 0) return -1;
+                if (ok) lo = mid;
+                else hi = mid;
+            }
+            *max = lo >= lmin ? lo : 0;
+            *failed_at = hi;
+        }
+    } else {
+        plan_fits(c, lmin, &mem, &short_by);
+        snprintf(c->first_lines[c->nfirst++], sizeof c->first_lines[0],
+                 "plan bound: not even l%d fits (%s short by %.0f bytes)", lmin, mem, short_by);
+    }
+    return 0;
+}
+
+/* The answer into out: the largest size, what stopped the next one (its plan, or the failed
+ * child's OOM record), the largest run's figures, and the status. */
+static void explain_next(const fm_ctx *c, int lmin, int max, int failed_at, findmax_result *out)
+{
+    const char *mem = NULL;
+    double short_by = 0;
+    out->max_layers = max;
+    out->next_layers = max ? max + 1 : lmin;
+    if (!failed_at) {
+        plan_fits(c, out->next_layers, &mem, &short_by);
+        snprintf(out->next_memory, sizeof out->next_memory, "%s", mem);
+        out->next_short = short_by;
+        char s[32];
+        format_bytes(short_by, s, sizeof s);
+        snprintf(out->reason, sizeof out->reason, "l%d: its plan needs %s more %s memory than the budget",
+                 out->next_layers, s, mem);
+    } else {
+        const struct tried *t = NULL;
+        for (int i = 0; i < c->ntried; i++)
+            if (c->tried[i].layers == failed_at) t = &c->tried[i];
+        if (t && t->o.have && strcmp(t->o.status, "oom") == 0) {
+            snprintf(out->next_memory, sizeof out->next_memory, "%s", t->o.oom_memory);
+            out->next_short = t->o.oom_in_use + t->o.oom_requested - t->o.oom_limit;
+            snprintf(out->reason, sizeof out->reason, "l%d: %.480s", failed_at, t->o.message);
+        } else {
+            snprintf(out->reason, sizeof out->reason, "l%d: %s%s%.440s", failed_at, t ? t->status : "failed",
+                     t && t->o.have ? ": " : "", t && t->o.have ? t->o.message : "");
+        }
+    }
+    for (int i = 0; i < c->ntried; i++)
+        if (c->tried[i].layers == max && strcmp(c->tried[i].status, "ok") == 0) out->best = c->tried[i].o;
+    if (max) {
+        gpt_shape at = c->rc.eng.shape;
+        at.layers = max;
+        out->params = (double)gpt_param_count(&at);
+    }
+    out->status = max ? EXIT_RUN_OK : (out->next_memory[0] ? EXIT_RUN_OOM : EXIT_RUN_ERROR);
+}
+
+/* The log and JSON, once the answer (and so the file name) is known: both whole, or neither
+ * (out->status EXIT_RUN_ERROR then).  0, or -1 with err set when the log cannot be created. */
+static int write_record(fm_ctx *c, int max, findmax_result *out, char *err, size_t errlen)
+{
+    char lerr[512];
+    c->log = create_findmax_log(c, max, out, lerr, sizeof lerr);
+    if (!c->log) {
+        fprintf(stderr, "aebench: %s\n", lerr);
+        return cli_fail(err, errlen, "%s", lerr);
+    }
+    for (int i = 0; i < c->nfirst; i++) fprintf(c->log, "%s\n", c->first_lines[i]);
+    for (int i = 0; i < c->ntried; i++)
+        fprintf(c->log, "try l%d: %s | log %s\n", c->tried[i].layers, c->tried[i].status,
+                c->tried[i].log[0] ? c->tried[i].log : "-");
+    char line[512];
+    if (max) {
+        fmt_params_line(line, sizeof line, (uint64_t)out->params);
+        fprintf(c->log, "%s\n", line);
+        fmt_tflops_line(line, sizeof line, out->best.effective_tflops, (uint64_t)out->params);
+        fprintf(c->log, "%s\n", line);
+    }
+    char sb[32];
+    format_bytes(out->next_short, sb, sizeof sb);
+    /* One line with every answer, " | "-separated, for scripts/case1_extract.sh. */
+    fm_log(c, "find-max result: method %s | layers %d | parameters %.0f | %.3f B | next l%d | "
+              "stopped by %s | short by %.0f bytes (%s)",
+           c->eng->name, max, out->params, out->params / 1e9, out->next_layers,
+           out->next_memory[0] ? out->next_memory : "error", out->next_short, sb);
+    fm_log(c, "next size: %s", out->reason);
+    /* (a write the stream kept shows at its close: the log is checked whole there) */
+    const int log_bad = ferror(c->log), closed = fclose(c->log);
+    const int log_errno = errno;
+    c->log = NULL;
+    const int json_bad = log_bad || closed != 0 ? 0 : write_findmax_json(c, out);
+    if (log_bad || closed != 0 || json_bad) {
+        /* a full disk: the record is whole or not there, and nothing names what is not */
+        const int e = json_bad ? (errno ? errno : EIO) : closed != 0 && log_errno ? log_errno : EIO;
+        fprintf(stderr, "aebench: %s writing %s (the find-max's log and JSON are not kept)\n",
+                e == ENOSPC ? "disk full" : strerror(e), json_bad ? out->json : out->log);
+        unlink(out->log);
+        unlink(out->json);
+        out->log[0] = out->json[0] = '\0';
+        out->status = EXIT_RUN_ERROR;
+    } else {
+        printf("  find-max log:  %s\n  find-max json: %s\n", out->log, out->json);
+    }
+    return 0;
+}
+
 int findmax_run(const char *exe, char *const argv[], int argc, const run_config *rc,
                 findmax_result *out, char *err, size_t errlen)
 {
@@ -268,51 +449,17 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
     if (!c.eng) return cli_fail(err, errlen, "find-max needs one method (-m NAME)");
 
     /* 1. How a child resolves this run. */
-    char **pargv = NULL;
-    int pn = 0;
-    if (strv_push_all(&pargv, &pn, argv, argc) || strv_push(&pargv, &pn, "--dry-run")) {
-        strv_free(&pargv, &pn);
-        return cli_fail(err, errlen, "out of memory");
-    }
-    child_result probe;
-    int rc_ = child_run(exe, pargv, CHILD_QUIET_OUT, &probe, err, errlen);
-    strv_free(&pargv, &pn);
-    if (rc_) return -1;
-    if (!probe.exited || probe.exit_code != 0 || !probe.probed)
-        return cli_fail(err, errlen, "find-max: the dry run of %s failed (see above)", c.eng->name);
-    gpt_shape *sh = &c.rc.eng.shape;
-    sh->hidden = probe.shape[1];
-    sh->heads = probe.shape[2];
-    sh->seq = probe.shape[3];
-    sh->batch = probe.shape[4];
-    sh->vocab = probe.shape[5];
-    sh->vocab_padded = gpt_pad_vocab(sh->vocab);
-    /* The plan of one rank of the job (--ranks N: the probe's budgets are per rank, and a
-     * sharded engine's plan shrinks with the world). */
-    const int world = rc->ranks > 1 ? rc->ranks : 1;
-    if (cli_resolve_ranks(&c.rc, world, cli_ranks_per_machine(rc), err, errlen)) return -1;
-    c.budget_gpu = probe.budget_gpu;
-    c.budget_host = probe.budget_host;
-    c.budget_disk = probe.budget_disk;
-    snprintf(c.backend, sizeof c.backend, "%s", probe.backend);
-    if (snprintf(c.probes_dir, sizeof c.probes_dir, "%s/probes", rc->results_dir) >= (int)sizeof c.probes_dir)
-        return cli_fail(err, errlen, "results path too long");
+    if (resolve_as_child(&c, rc, err, errlen)) return -1;
 
     /* 2. The plan bound, over [lmin, cap]: a windowed run needs at least its window. */
     const int lmin = rc->eng.window > 1 ? rc->eng.window : 1;
     const int plan_max = bisect_largest(lmin, FINDMAX_LAYERS_CAP, plan_fits_at, &c);
-    const char *mem = NULL; /* (what stops the size after it, said below) */
-    double short_by = 0;
     out->plan_max = plan_max;
-
-    char gb[32], hb[32];
-    format_bytes((double)c.budget_gpu, gb, sizeof gb);
-    format_bytes((double)c.budget_host, hb, sizeof hb);
-    printf("find-max %s | h%d heads%d s%d b%d vocab%d | %s backend | budgets: GPU %s, host %s\n",
-           c.eng->name, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, c.backend, gb, hb);
-    if (plan_max) printf("  the plan fits up to l%d\n", plan_max);
+    announce(&c, plan_max);
     if (rc->dry_run) {
         if (!plan_max) {
+            const char *mem = NULL;
+            double short_by = 0;
             plan_fits(&c, lmin, &mem, &short_by);
             printf("  not even l%d fits the plan: %s short by %.0f bytes\n", lmin, mem, short_by);
         }
@@ -322,124 +469,17 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
     }
 
     /* 3. Child runs: the bound, then bisection below it. */
-    char lerr[512];
     int max = 0, failed_at = 0;
-    int trained = 0;
-    char first_lines[4][512];
-    int nfirst = 0;
-    snprintf(first_lines[nfirst++], sizeof first_lines[0],
-             "aebench find-max: method %s, h%d heads%d s%d b%d vocab%d, window %d, %s backend, "
-             "budgets GPU %s (%zu bytes) | host %s (%zu bytes)",
-             c.eng->name, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, rc->eng.window,
-             c.backend, gb, c.budget_gpu, hb, c.budget_host);
-    if (plan_max) {
-        plan_fits(&c, plan_max + 1, &mem, &short_by);
-        snprintf(first_lines[nfirst++], sizeof first_lines[0],
-                 "plan bound: l%d fits; l%d does not (%s short by %.0f bytes)", plan_max,
-                 plan_max + 1, mem, short_by);
-        trained = try_layers(&c, plan_max, err, errlen);
-        if (trained < 0) goto fail_out;
-        if (trained) {
-            max = plan_max;
-        } else {
-            int lo = lmin - 1, hi = plan_max;
-            while (hi - lo > 1) {
-                int mid = lo + (hi - lo) / 2;
-                int ok = try_layers(&c, mid, err, errlen);
-                if (ok < 0) goto fail_out;
-                if (ok) lo = mid;
-                else hi = mid;
-            }
-            max = lo >= lmin ? lo : 0;
-            failed_at = hi;
-        }
-    } else {
-        plan_fits(&c, lmin, &mem, &short_by);
-        snprintf(first_lines[nfirst++], sizeof first_lines[0],
-                 "plan bound: not even l%d fits (%s short by %.0f bytes)", lmin, mem, short_by);
-    }
-
-    /* What stopped the next size. */
-    out->max_layers = max;
-    out->next_layers = max ? max + 1 : lmin;
-    if (!failed_at) {
-        plan_fits(&c, out->next_layers, &mem, &short_by);
-        snprintf(out->next_memory, sizeof out->next_memory, "%s", mem);
-        out->next_short = short_by;
-        char s[32];
-        format_bytes(short_by, s, sizeof s);
-        snprintf(out->reason, sizeof out->reason, "l%d: its plan needs %s more %s memory than the budget",
-                 out->next_layers, s, mem);
-    } else {
-        const struct tried *t = NULL;
-        for (int i = 0; i < c.ntried; i++)
-            if (c.tried[i].layers == failed_at) t = &c.tried[i];
-        if (t && t->o.have && strcmp(t->o.status, "oom") == 0) {
-            snprintf(out->next_memory, sizeof out->next_memory, "%s", t->o.oom_memory);
-            out->next_short = t->o.oom_in_use + t->o.oom_requested - t->o.oom_limit;
-            snprintf(out->reason, sizeof out->reason, "l%d: %.480s", failed_at, t->o.message);
-        } else {
-            snprintf(out->reason, sizeof out->reason, "l%d: %s%s%.440s", failed_at, t ? t->status : "failed",
-                     t && t->o.have ? ": " : "", t && t->o.have ? t->o.message : "");
-        }
-    }
-    for (int i = 0; i < c.ntried; i++)
-        if (c.tried[i].layers == max && strcmp(c.tried[i].status, "ok") == 0) out->best = c.tried[i].o;
-    if (max) {
-        gpt_shape at = *sh;
-        at.layers = max;
-        out->params = (double)gpt_param_count(&at);
-    }
-    out->status = max ? EXIT_RUN_OK : (out->next_memory[0] ? EXIT_RUN_OOM : EXIT_RUN_ERROR);
-
-    /* The log and JSON, once the answer (and so the file name) is known. */
-    c.log = create_findmax_log(&c, max, out, lerr, sizeof lerr);
-    if (!c.log) {
-        fprintf(stderr, "aebench: %s\n", lerr);
+    if (try_children(&c, lmin, plan_max, &max, &failed_at, err, errlen)) {
         free(c.tried);
-        return cli_fail(err, errlen, "%s", lerr);
+        return -1;
     }
-    for (int i = 0; i < nfirst; i++) fprintf(c.log, "%s\n", first_lines[i]);
-    for (int i = 0; i < c.ntried; i++)
-        fprintf(c.log, "try l%d: %s | log %s\n", c.tried[i].layers, c.tried[i].status,
-                c.tried[i].log[0] ? c.tried[i].log : "-");
-    char line[512];
-    if (max) {
-        fmt_params_line(line, sizeof line, (uint64_t)out->params);
-        fprintf(c.log, "%s\n", line);
-        fmt_tflops_line(line, sizeof line, out->best.effective_tflops, (uint64_t)out->params);
-        fprintf(c.log, "%s\n", line);
-    }
-    char sb[32];
-    format_bytes(out->next_short, sb, sizeof sb);
-    /* One line with every answer, " | "-separated, for scripts/case1_extract.sh. */
-    fm_log(&c, "find-max result: method %s | layers %d | parameters %.0f | %.3f B | next l%d | "
-               "stopped by %s | short by %.0f bytes (%s)",
-           c.eng->name, max, out->params, out->params / 1e9, out->next_layers,
-           out->next_memory[0] ? out->next_memory : "error", out->next_short, sb);
-    fm_log(&c, "next size: %s", out->reason);
-    /* (a write the stream kept shows at its close: the log is checked whole there) */
-    const int log_bad = ferror(c.log), closed = fclose(c.log);
-    const int log_errno = errno;
-    c.log = NULL;
-    const int json_bad = log_bad || closed != 0 ? 0 : write_findmax_json(&c, out);
-    if (log_bad || closed != 0 || json_bad) {
-        /* a full disk: the record is whole or not there, and nothing names what is not */
-        const int e = json_bad ? (errno ? errno : EIO) : closed != 0 && log_errno ? log_errno : EIO;
-        fprintf(stderr, "aebench: %s writing %s (the find-max's log and JSON are not kept)\n",
-                e == ENOSPC ? "disk full" : strerror(e), json_bad ? out->json : out->log);
-        unlink(out->log);
-        unlink(out->json);
-        out->log[0] = out->json[0] = '\0';
-        out->status = EXIT_RUN_ERROR;
-    } else {
-        printf("  find-max log:  %s\n  find-max json: %s\n", out->log, out->json);
-    }
+    /* What stopped the next size. */
+    explain_next(&c, lmin, max, failed_at, out);
+    /* The log and JSON. */
+    const int rc_ = write_record(&c, max, out, err, errlen);
     free(c.tried);
-    return 0;
-fail_out:
-    free(c.tried);
-    return -1;
+    return rc_;
 }
 
 int findmax_lookup(const char *dir, const char *method, const int shape5[5], int window, const char *backend,

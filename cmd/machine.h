@@ -11,6 +11,10 @@
  *
  * --predict reads it (or --machine FILE: another machine's, no GPU needed) and asks each
  * engine's predict function (engine.h), which walks its own schedule over these rates.
+ *
+ * The file's reading and writing is machine_file.c's, the measuring calibrate.c's (its disks
+ * calibrate_disk.c's, its collectives calibrate_collectives.c's, with calibrate.h between
+ * them), the predicting machine.c's.
  */
 #ifndef AEBENCH_MACHINE_H
 #define AEBENCH_MACHINE_H

@@ -45,7 +45,7 @@ static inline double pred_copy_on_compute(pred_timeline *t, int r, double ms, do
 /* ms of a pinned copy of n floats each way, and of the host Adam on n parameters.  The two
  * copy directions and the host Adam share host memory's bandwidth: each piece is costed
  * between its rate alone and its rate with the other two running (measure_busy in
- * cmd/machine.c), by how loaded host memory is while it runs (m->load, from pred_settle).
+ * cmd/calibrate.c), by how loaded host memory is while it runs (m->load, from pred_settle).
  * On the H100 machine the rates alone predicted the offload runs 15-21% short, the rates
  * under full load 10-21% long. */
 static inline double pred_loaded_ms(double alone_ms, double busy_ms, double load)

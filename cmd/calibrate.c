@@ -1,0 +1,630 @@
+/*
+ * calibrate.c — --calibrate (machine.h): the timing every measurement shares, one
+ * micro-batch's pieces and the engine's step at a shape, the copies and the host Adam alone
+ * and all at once, and machine_calibrate, which measures what the machine file lacks or has
+ * stale and writes it.  The disk's measurements (calibrate_disk.c) and the collectives'
+ * (calibrate_collectives.c) are their own files: each needs only the timing here
+ * (calibrate.h), and this one would pass 700 lines with them.
+ */
+#include "machine.h"
+#include "calibrate.h"
+#include "machine_file.h"
+
+#include "data.h"
+#include "report.h"
+#include "run.h"
+#include "../engines/runtime/cpu_adam.h"
+#include "../engines/runtime/membudget.h"
+#include "../engines/runtime/timer.h"
+#include "../kernels/host_pages.h"
+#include "../kernels/model.h"
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- measuring ----------------------------------------------------------------------------- */
+
+/* REPS calls of run(ctx) (after one untimed warm-up) into t; *bad set when a call fails. */
+static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS])
+{
+    *bad |= run(ctx) != 0;
+    for (int r = 0; r < REPS && !*bad; r++) {
+        const double t0 = wall_ms();
+        *bad |= run(ctx) != 0;
+        t[r] = wall_ms() - t0;
+    }
+}
+
+/* The median ms of REPS calls: the GPU's pieces, which repeat to the microsecond. */
+double calibrate_median_ms(timed_fn run, void *ctx, int *bad)
+{
+    double t[REPS];
+    timed_reps(run, ctx, bad, t);
+    return *bad ? 0 : median_of(t, REPS);
+}
+
+/* t = latency + bytes / rate from two timed sizes (ms for small and large bytes): the rate
+ * (GB/s) from the slope, the latency (ms, at least 1 us) from the small one; without a
+ * positive slope, the large size's rate and no latency to speak of. */
+void calibrate_fit_latency_rate(double small, double large, double small_ms, double large_ms, double *lat_ms,
+                                double *gbs)
+{
+    const double slope = (large_ms - small_ms) / (large - small); /* ms per byte */
+    *gbs = slope > 0 ? 1.0 / (slope * 1e6) : large / (large_ms * 1e6);
+    *lat_ms = small_ms - small / (*gbs * 1e6);
+    if (*lat_ms < 1e-3) *lat_ms = 1e-3;
+}
+
+static double min_of(const double *t, int n)
+{
+    double m = t[0];
+    for (int i = 1; i < n; i++) m = t[i] < m ? t[i] : m;
+    return m;
+}
+
+/* The host's rates (copies, host Adam) on a GPU machine: the fastest of REPS calls, as the
+ * noise of a shared machine only ever slows a call (two calibrations of one H200 gave the host
+ * Adam 0.178 and 0.216 ms per million parameters by their medians, while the runs after both
+ * ran at the first).  On the CPU backend the median: there compute, copies and the host Adam
+ * share the same few cores in a run, and their typical rate describes it (its predictions
+ * came out 13-23% short with the fastest). */
+static double host_rate_of(const double *t, int gpu) { return gpu ? min_of(t, REPS) : median_of(t, REPS); }
+double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu)
+{
+    double t[REPS];
+    timed_reps(run, ctx, bad, t);
+    return *bad ? 0 : host_rate_of(t, gpu);
+}
+
+/* What `issue` puts on stream s, until s has done it. */
+typedef struct on_stream {
+    gpt_stream *s;
+    issue_fn issue;
+    void *ctx;
+} on_stream;
+static int run_on_stream(void *p)
+{
+    const on_stream *o = p;
+    o->issue(o->ctx);
+    return gpt_stream_sync(o->s);
+}
+double calibrate_time_ms(gpt_stream *s, issue_fn issue, void *ctx, int *bad)
+{
+    on_stream o = {s, issue, ctx};
+    return calibrate_median_ms(run_on_stream, &o, bad);
+}
+
+/* Layers timed in turn, each with its own weights and gradients, so that a layer's time
+ * includes fetching its weights from memory as in a model of many layers (on the CPU backend
+ * one layer timed alone stays in cache). */
+enum { LAYER_COPIES = 4 };
+
+static void run_embed_fwd(void *p)
+{
+    compute_ctx *c = p;
+    gpt_embed_forward(c->s, c->sh, c->ep, c->tokens, c->x_in);
+}
+static const void *layer_params(const compute_ctx *c, int k)
+{
+    return (const char *)c->lp + (size_t)k * gpt_act_bytes(c->PL, gpt_stream_dtype(c->s));
+}
+static void run_layer_fwd(void *p)
+{
+    compute_ctx *c = p;
+    for (int k = 0; k < LAYER_COPIES; k++)
+        gpt_layer_forward(c->s, c->sh, layer_params(c, k), c->x_in, c->x_out, &c->acts);
+}
+/* A layer's backward with recompute, and what a step does per layer besides: its gradients
+ * zeroed and their squared norm taken. */
+void calibrate_run_layer_bwd(void *p)
+{
+    compute_ctx *c = p;
+    for (int k = 0; k < LAYER_COPIES; k++) {
+        float *g = c->lg + (size_t)k * c->PL;
+        gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
+        /* (c->acts carved whole: their backward recomputes in full) */
+        gpt_layer_backward(c->s, c->sh, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch,
+                           GPT_GRAD_ACCUMULATE);
+        gpt_norm_squared(c->s, c->norm_out, g, c->PL);
+    }
+}
+/* --recompute selective's recompute of a layer, alone (what its backward adds to none's). */
+static void run_layer_recompute_selective(void *p)
+{
+    compute_ctx *c = p;
+    for (int k = 0; k < LAYER_COPIES; k++)
+        gpt_layer_recompute(c->s, c->sh, layer_params(c, k), c->x_in, &c->acts, GPT_RECOMPUTE_SELECTIVE);
+}
+static void run_head(void *p)
+{
+    compute_ctx *c = p;
+    gpt_stream_memset_zero(c->s, c->eg, gpt_embed_layout_of(c->sh).total * sizeof(float));
+    gpt_head_forward(c->s, c->sh, c->ep, c->eg, c->x_out, c->targets, &c->head);
+    gpt_head_backward(c->s, c->sh, c->ep, c->eg, c->x_out, &c->head, c->dres);
+}
+static void run_embed_bwd(void *p)
+{
+    compute_ctx *c = p;
+    gpt_embed_backward(c->s, c->sh, c->eg, c->dres, c->tokens);
+    gpt_norm_squared(c->s, c->norm_out, c->eg, gpt_embed_layout_of(c->sh).total);
+}
+static void run_adam(void *p)
+{
+    compute_ctx *c = p;
+    gpt_block_adamw(c->s, c->master, c->lg, c->lm, c->lv, c->PL, c->PL / 2, &c->optim, 1e-4f, 1, 1.0f);
+}
+
+/* The buffers of one micro-batch's pieces at rc's shape, on the backend (zeros everywhere:
+ * the times do not depend on the values, and zeros keep the CPU free of denormals), and a
+ * stream to time them on.  0, or EXIT_RUN_ERROR said on stderr (calibrate_compute_ctx_close
+ * either way). */
+int calibrate_compute_ctx_open(const run_config *rc, gpt_backend *be, compute_bufs *b)
+{
+    const gpt_shape *sh = &rc->eng.shape;
+    const gpt_dtype dt = rc->eng.bf16 ? GPT_BF16 : GPT_F32;
+    const size_t N = (size_t)sh->batch * sh->seq, C = (size_t)sh->hidden;
+    memset(b, 0, sizeof *b);
+    compute_ctx *c = &b->c;
+    c->sh = sh;
+    c->PL = gpt_layer_layout_of(sh).total;
+    c->optim = gpt_optim_default();
+    const size_t PE = gpt_embed_layout_of(sh).total;
+    const struct { void **p; size_t bytes; } bufs[COMPUTE_BUFS] = {
+        {&c->lp, LAYER_COPIES * gpt_act_bytes(c->PL, dt)}, {&c->ep, gpt_act_bytes(PE, dt)}, {&c->x_in, gpt_act_bytes(N * C, dt)},
+        {&c->x_out, gpt_act_bytes(N * C, dt)}, {&c->dres, gpt_act_bytes(N * C, dt)},
+        {&c->acts_base, gpt_layer_acts_bytes(sh, dt)}, {&c->scratch_base, gpt_layer_scratch_bytes(sh, dt)},
+        {&c->head_base, gpt_head_acts_bytes(sh, dt)}, {(void **)&c->lg, LAYER_COPIES * c->PL * sizeof(float)},
+        {(void **)&c->norm_out, sizeof(float)},
+        {(void **)&c->eg, PE * sizeof(float)}, {(void **)&c->lm, c->PL * sizeof(float)},
+        {(void **)&c->lv, c->PL * sizeof(float)}, {(void **)&c->master, c->PL * sizeof(float)},
+        {(void **)&c->tokens, N * sizeof(int32_t)}, {(void **)&c->targets, N * sizeof(int32_t)},
+    };
+    if (be->ops->stream_create(be, &c->s)) {
+        fprintf(stderr, "aebench: --calibrate: cannot create a stream\n");
+        return EXIT_RUN_ERROR;
+    }
+    int rc_ = 0;
+    for (b->n = 0; b->n < COMPUTE_BUFS && !rc_; b->n++) {
+        b->ptr[b->n] = bufs[b->n].p;
+        rc_ = be->ops->dev_alloc(be, bufs[b->n].p, bufs[b->n].bytes);
+        if (!rc_) rc_ = gpt_stream_memset_zero(c->s, *bufs[b->n].p, bufs[b->n].bytes);
+    }
+    if (rc_) {
+        fprintf(stderr, "aebench: --calibrate: the shape's buffers do not fit on the device (%s)\n",
+                rc_ == GPT_ERR_OOM ? "out of memory" : "backend error");
+        return EXIT_RUN_ERROR;
+    }
+    gpt_layer_acts_carve_as(&c->acts, c->acts_base, sh, dt);
+    gpt_layer_scratch_carve_as(&c->scratch, c->scratch_base, sh, dt);
+    gpt_head_acts_carve_as(&c->head, c->head_base, sh, dt);
+    return 0;
+}
+void calibrate_compute_ctx_close(gpt_backend *be, compute_bufs *b)
+{
+    for (int i = b->n - 1; i >= 0; i--)
+        if (*b->ptr[i]) be->ops->dev_free(be, *b->ptr[i]);
+    if (b->c.s) be->ops->stream_destroy(b->c.s);
+}
+
+/* One micro-batch's pieces at rc's shape. */
+static int measure_compute(const run_config *rc, gpt_backend *be, cJSON *entry)
+{
+    compute_bufs b;
+    int bad = 0;
+    if (calibrate_compute_ctx_open(rc, be, &b) == 0) {
+        compute_ctx *c = &b.c;
+        const struct { const char *name; issue_fn fn; } parts[] = {
+            {"embed_fwd_ms", run_embed_fwd}, {"layer_fwd_ms", run_layer_fwd}, {"layer_bwd_ms", calibrate_run_layer_bwd},
+            {"head_ms", run_head}, {"embed_bwd_ms", run_embed_bwd},
+            {"layer_recompute_selective_ms", run_layer_recompute_selective},
+        };
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            const int per_layer = parts[i].fn == run_layer_fwd || parts[i].fn == calibrate_run_layer_bwd ||
+                                  parts[i].fn == run_layer_recompute_selective;
+            cJSON_AddNumberToObject(entry, parts[i].name,
+                                    calibrate_time_ms(c->s, parts[i].fn, c, &bad) / (per_layer ? LAYER_COPIES : 1));
+        }
+        cJSON_AddNumberToObject(entry, "gpu_adam_ms_per_mparam",
+                                calibrate_time_ms(c->s, run_adam, c, &bad) / (c->PL / 1e6));
+        if (bad) fprintf(stderr, "aebench: --calibrate: a timed op failed on the backend\n");
+    } else {
+        bad = 1;
+    }
+    calibrate_compute_ctx_close(be, &b);
+    return bad ? EXIT_RUN_ERROR : 0;
+}
+
+/* The median step (ms, the first left out) of megatron-lm with `layers` layers at rc's shape,
+ * through the engine itself: what the pieces above miss (the step's own ops and waits). */
+static int measure_step(const run_config *rc, gpt_backend *be, int layers, double *ms)
+{
+    enum { STEPS = 9 };
+    engine_config cfg = rc->eng;
+    cfg.shape.layers = layers;
+    cfg.micro_batches = 1;
+    cfg.world = cfg.local_world = 1;
+    cfg.zero_stage = 0;
+    dev_arena gpu;
+    mem_budget host;
+    size_t free_b = 0, total_b = 0;
+    if (be->ops->dev_mem_info(be, &free_b, &total_b) != 0) return EXIT_RUN_ERROR;
+    dev_arena_init(&gpu, be, free_b);
+    mem_budget_init(&host, "host", SIZE_MAX);
+    data_source data;
+    const gpt_shape *sh = &cfg.shape;
+    data_open_synthetic(&data, sh->vocab, sh->batch, sh->seq, cfg.seed);
+    const size_t N = (size_t)sh->batch * sh->seq;
+    int32_t *tokens = malloc(N * sizeof *tokens), *targets = malloc(N * sizeof *targets);
+    engine_env env = {.cfg = &cfg, .be = be, .gpu = &gpu, .host = &host, .rank = 0, .world = 1};
+    void *state = NULL;
+    int rc_ = !tokens || !targets ? GPT_ERR_OOM : engine_megatron_lm.init(&env, &state);
+    double t[STEPS];
+    for (int it = 1; !rc_ && it <= STEPS; it++) {
+        data_batch(&data, it, tokens, targets);
+        step_result r;
+        memset(&r, 0, sizeof r);
+        const double t0 = wall_ms();
+        rc_ = engine_megatron_lm.step(state, it, tokens, targets, &r);
+        t[it - 1] = wall_ms() - t0;
+    }
+    if (state) engine_megatron_lm.free(state);
+    free(tokens);
+    free(targets);
+    data_close(&data);
+    if (rc_) {
+        fprintf(stderr, "aebench: --calibrate: megatron-lm at l%d %s\n", layers,
+                rc_ == GPT_ERR_OOM ? "does not fit" : "failed");
+        return EXIT_RUN_ERROR;
+    }
+    *ms = median_of(t + 1, STEPS - 1); /* (the first step carries one-time costs) */
+    return 0;
+}
+
+/* One direction of pinned copies on its stream, or both at once (the streams NULL where not). */
+typedef struct copy_ctx {
+    gpt_stream *h2d, *d2h;
+    void *d_in, *h_in, *h_out, *d_out;
+    size_t bytes;
+} copy_ctx;
+static int run_copies(void *p)
+{
+    const copy_ctx *c = p;
+    return (c->h2d && gpt_memcpy_h2d(c->h2d, c->d_in, c->h_in, c->bytes)) ||
+           (c->d2h && gpt_memcpy_d2h(c->d2h, c->h_out, c->d_out, c->bytes)) || (c->h2d && gpt_stream_sync(c->h2d)) ||
+           (c->d2h && gpt_stream_sync(c->d2h));
+}
+
+/* The host Adam pool on one block, and a host copy of its size. */
+typedef struct host_ctx {
+    cpu_adam *pool;
+    cpu_adam_job job;
+} host_ctx;
+static int run_host_adam(void *p)
+{
+    const host_ctx *h = p;
+    return cpu_adam_run(h->pool, &h->job);
+}
+static int run_host_copy(void *p)
+{
+    const host_ctx *h = p;
+    memcpy((void *)h->job.grads, h->job.params, h->job.n * sizeof(float));
+    return 0;
+}
+
+/* The offload engines' steady state: both copy directions and the host Adam at once, all
+ * three drawing on host memory's bandwidth (on the H100 machine each is about 1.4x slower
+ * than alone, which is what predictions from the separate rates missed).  `copies` goes
+ * in flight on its two streams, `reps` host Adam runs meanwhile; the Adam's wall time and
+ * each direction's (events) give the rates under load (of REPS rounds, as calibrate_host_ms). */
+static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, int copies, int reps, int gpu,
+                        double *h2d_gbs, double *d2h_gbs, double *adam_ms_per_mparam)
+{
+    gpt_event *ev[4] = {NULL, NULL, NULL, NULL};
+    int bad = 0;
+    for (int i = 0; i < 4; i++) bad |= gpt_event_create(be, &ev[i]) != 0;
+    double in[REPS], out[REPS], adam[REPS];
+    for (int r = 0; r < REPS && !bad; r++) {
+        bad |= gpt_event_record(ev[0], c->h2d) || gpt_event_record(ev[1], c->d2h);
+        for (int k = 0; k < copies && !bad; k++)
+            bad |= gpt_memcpy_h2d(c->h2d, c->d_in, c->h_in, c->bytes) || gpt_memcpy_d2h(c->d2h, c->h_out, c->d_out, c->bytes);
+        bad |= gpt_event_record(ev[2], c->h2d) || gpt_event_record(ev[3], c->d2h);
+        const double t0 = wall_ms();
+        for (int k = 0; k < reps && !bad; k++) bad |= run_host_adam((void *)h) != 0;
+        adam[r] = (wall_ms() - t0) / reps;
+        float ms_in = 0, ms_out = 0;
+        bad |= gpt_stream_sync(c->h2d) || gpt_stream_sync(c->d2h) || gpt_event_elapsed_ms(&ms_in, ev[0], ev[2]) ||
+               gpt_event_elapsed_ms(&ms_out, ev[1], ev[3]);
+        in[r] = ms_in, out[r] = ms_out;
+    }
+    for (int i = 0; i < 4; i++) gpt_event_destroy(ev[i]);
+    if (bad) return -1;
+    *h2d_gbs = (double)copies * c->bytes / (host_rate_of(in, gpu) * 1e6);
+    *d2h_gbs = (double)copies * c->bytes / (host_rate_of(out, gpu) * 1e6);
+    *adam_ms_per_mparam = host_rate_of(adam, gpu) / (h->job.n / 1e6);
+    return 0;
+}
+
+/* Every rank of the job here before the next measurement (none: nothing to wait for); 1 if
+ * the barrier failed. */
+int calibrate_in_step(const comm_world *ranks)
+{
+    return ranks && comm_barrier(ranks) != 0;
+}
+
+/* Whether any rank of the job failed so far (`bad`: this one): every rank calls it at the
+ * same point, so that either all go on to the barriers and collectives that follow or none
+ * does (one rank out of memory would otherwise leave the others waiting for it). */
+int calibrate_any_failed(const comm_world *ranks, int bad)
+{
+    if (!ranks) return bad;
+    int any = 1;
+    return comm_max_int(ranks, bad != 0, &any) != 0 || any;
+}
+
+/* Pinned copies each way, and both ways at once on two streams; the host Adam pool with the
+ * run's threads; host copies; and all of them at once (measure_busy).  With `ranks` (not
+ * NULL), every rank of the job measures at once, each its own GPU's copies and its own pool,
+ * in step (a barrier before each measurement): the rates one rank gets while the others
+ * share the machine's host memory and cores. */
+int calibrate_measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, const comm_world *ranks)
+{
+    const int gpu = rc->eng.device == DEVICE_CUDA;
+    const size_t bytes = (size_t)(gpu ? 256 : 32) << 20;
+    /* the host Adam on a block of a layer's size (64 M parameters, 1 GiB of p, g, m, v: out of
+     * every cache, as a streamed layer is); 16 M on the CPU backend */
+    const size_t n = (size_t)(gpu ? 64 : 16) << 20;
+    void *h1 = NULL, *h2 = NULL, *d1 = NULL, *d2 = NULL;
+    float *p = NULL, *g = NULL, *m = NULL, *v = NULL;
+    uint16_t *w = NULL;
+    gpt_stream *s1 = NULL, *s2 = NULL;
+    cpu_adam *pool = NULL;
+    int bad = be->ops->stream_create(be, &s1) || be->ops->stream_create(be, &s2) ||
+              gpt_host_alloc_pinned(be, &h1, bytes) || gpt_host_alloc_pinned(be, &h2, bytes) ||
+              be->ops->dev_alloc(be, &d1, bytes) || be->ops->dev_alloc(be, &d2, bytes) ||
+              host_pages_alloc_zeroed((void **)&p, n * sizeof *p) || host_pages_alloc_zeroed((void **)&g, n * sizeof *g) ||
+              host_pages_alloc_zeroed((void **)&m, n * sizeof *m) || host_pages_alloc_zeroed((void **)&v, n * sizeof *v) ||
+              host_pages_alloc_zeroed((void **)&w, n * sizeof *w) ||
+              cpu_adam_create(&pool, rc->eng.threads);
+    bad = calibrate_any_failed(ranks, bad);
+    double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
+    if (!bad) {
+        copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
+        copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
+        /* each way moves `bytes` in its time; both ways at once, each way moves `bytes` too */
+        bad |= calibrate_in_step(ranks);
+        const double both_ms = calibrate_host_ms(run_copies, &both_ways, &bad, gpu);
+        bad |= calibrate_in_step(ranks);
+        h2d = bytes / (calibrate_host_ms(run_copies, &in, &bad, gpu) * 1e6);
+        bad |= calibrate_in_step(ranks);
+        d2h = bytes / (calibrate_host_ms(run_copies, &out, &bad, gpu) * 1e6);
+        both = bytes / (both_ms * 1e6);
+        host_ctx h = {pool, {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
+                             .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f}};
+        bad |= calibrate_in_step(ranks);
+        const double adam_ms = calibrate_host_ms(run_host_adam, &h, &bad, gpu);
+        adam = adam_ms / (n / 1e6);
+        /* the bf16 engines' update: the same, writing the bf16 working copy too (30 B per
+         * parameter, not 28) */
+        if (w) {
+            host_ctx hw = h;
+            hw.job.params_bf16 = w;
+            bad |= calibrate_in_step(ranks);
+            adam_bf16 = calibrate_host_ms(run_host_adam, &hw, &bad, gpu) / (n / 1e6);
+        }
+        bad |= calibrate_in_step(ranks);
+        copy = n * sizeof *p / (calibrate_host_ms(run_host_copy, &h, &bad, gpu) * 1e6);
+        /* as many copies each way as three Adam runs take alone, so the two overlap */
+        enum { BUSY_ADAM_RUNS = 3 };
+        const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam_ms / both_ms + 0.5) : 1;
+        bad |= calibrate_in_step(ranks);
+        if (!bad)
+            bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &busy_h2d,
+                                &busy_d2h, &busy_adam) != 0;
+    }
+    const int threads = pool ? cpu_adam_threads(pool) : 0;
+    if (pool) cpu_adam_destroy(pool);
+    free(p);
+    free(g);
+    free(m);
+    free(v);
+    free(w);
+    if (d2) be->ops->dev_free(be, d2);
+    if (d1) be->ops->dev_free(be, d1);
+    if (h2) gpt_host_free_pinned(be, h2);
+    if (h1) gpt_host_free_pinned(be, h1);
+    if (s2) be->ops->stream_destroy(s2);
+    if (s1) be->ops->stream_destroy(s1);
+    if (bad) {
+        fprintf(stderr, "aebench: --calibrate: the copy and host Adam measurement failed\n");
+        return EXIT_RUN_ERROR;
+    }
+    cJSON_AddNumberToObject(rates, "h2d_gbs", h2d);
+    cJSON_AddNumberToObject(rates, "d2h_gbs", d2h);
+    cJSON_AddNumberToObject(rates, "both_h2d_gbs", both);
+    cJSON_AddNumberToObject(rates, "both_d2h_gbs", both);
+    cJSON_AddNumberToObject(rates, "host_adam_ms_per_mparam", adam);
+    cJSON_AddNumberToObject(rates, "host_adam_bf16_ms_per_mparam", adam_bf16);
+    cJSON_AddNumberToObject(rates, "host_threads", threads);
+    cJSON_AddNumberToObject(rates, "busy_h2d_gbs", busy_h2d);
+    cJSON_AddNumberToObject(rates, "busy_d2h_gbs", busy_d2h);
+    cJSON_AddNumberToObject(rates, "busy_host_adam_ms_per_mparam", busy_adam);
+    cJSON_AddNumberToObject(rates, "host_copy_gbs", copy);
+    /* the memory a run could plan with: the device's free memory and 90% of the host's
+     * available memory (the run's defaults, run_resolve_budgets) */
+    size_t gfree = 0, gtotal = 0, havail = 0;
+    if (be->ops->dev_mem_info(be, &gfree, &gtotal) != 0 || gpt_host_mem_info(&havail, NULL) != 0) {
+        fprintf(stderr, "aebench: --calibrate: cannot read the free memory\n");
+        return EXIT_RUN_ERROR;
+    }
+    cJSON_AddNumberToObject(rates, "gpu_bytes", (double)gfree);
+    cJSON_AddNumberToObject(rates, "host_bytes", (double)(havail / 10 * 9));
+    return 0;
+}
+
+/* ---- the calibration: an entry kept while fresh, else measured anew ---------------------- */
+
+static int fresh(const cJSON *o, time_t now)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "measured");
+    return cJSON_IsNumber(t) && now - (time_t)t->valuedouble < (time_t)MACHINE_FRESH_DAYS * 86400;
+}
+
+/* The entry for directory `dir` in root's array `list`: kept when fresh, else measured
+ * (`measure` fills a new entry, which replaces the old one; *measured set). */
+typedef int (*dir_measure_fn)(const run_config *rc, gpt_backend *be, cJSON *entry);
+static int calibrate_dir(cJSON *root, const char *list, const char *what, const char *dir, dir_measure_fn measure,
+                         const run_config *rc, gpt_backend *be, time_t now, int *measured)
+{
+    cJSON *entries = machine_file_array_in(root, list);
+    int where = -1, i = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, entries) {
+        if (machine_file_entry_of_dir(d, dir)) where = i;
+        i++;
+    }
+    if (where >= 0 && fresh(cJSON_GetArrayItem(entries, where), now)) {
+        printf("calibrate: %s at %s is fresh: kept\n", what, dir);
+        return 0;
+    }
+    printf("calibrate: %s at %s ...\n", what, dir);
+    fflush(stdout);
+    cJSON *entry = cJSON_CreateObject();
+    if (!entry) return EXIT_RUN_ERROR;
+    cJSON_AddNumberToObject(entry, "measured", (double)now);
+    const int code = measure(rc, be, entry);
+    if (code) {
+        cJSON_Delete(entry);
+        return code;
+    }
+    if (where >= 0) cJSON_DeleteItemFromArray(entries, where);
+    cJSON_AddItemToArray(entries, entry);
+    *measured = 1;
+    return 0;
+}
+
+int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
+{
+    const time_t now = time(NULL);
+    char err[600] = "";
+    cJSON *root = NULL;
+    if (access(path, F_OK) == 0) {
+        root = machine_file_read_json(path, err, sizeof err);
+        if (root && machine_file_version_refused(root, path, err, sizeof err)) {
+            cJSON_Delete(root);
+            root = NULL;
+        }
+        if (!root) {
+            fprintf(stderr, "aebench: %s (move it away to calibrate anew)\n", err);
+            return EXIT_BAD_INPUT;
+        }
+    } else {
+        root = cJSON_CreateObject();
+    }
+    char desc[320] = "", host[64] = "";
+    be->ops->describe(be, desc, sizeof desc);
+    if (gethostname(host, sizeof host) != 0) host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "aebench_machine");
+    cJSON_AddNumberToObject(root, "aebench_machine", MACHINE_FORMAT);
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "host");
+    cJSON_AddStringToObject(root, "host", host);
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "device");
+    cJSON_AddStringToObject(root, "device", desc);
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "backend");
+    cJSON_AddStringToObject(root, "backend", rc->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+    int code = 0, measured = 0;
+    const cJSON *rates_old = cJSON_GetObjectItemCaseSensitive(root, "rates");
+    if (rates_old && fresh(rates_old, now) && machine_file_has_every_rate(rates_old)) {
+        printf("calibrate: the machine's rates in %s are fresh (under %d days): kept\n", path, MACHINE_FRESH_DAYS);
+    } else {
+        cJSON *rates = cJSON_CreateObject();
+        printf("calibrate: copies, host Adam, host memory ...\n");
+        fflush(stdout);
+        code = calibrate_measure_rates(rc, be, rates, NULL);
+        measured = 1;
+        cJSON_AddNumberToObject(rates, "measured", (double)now);
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "rates");
+        cJSON_AddItemToObject(root, "rates", rates);
+    }
+    cJSON *list = machine_file_array_in(root, "compute");
+    const gpt_shape *sh = &rc->eng.shape;
+    int at = 0, found = -1;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        if (machine_file_same_entry(e, &rc->eng, rc->eng.device == DEVICE_CPU ? "cpu" : "cuda")) found = at;
+        at++;
+    }
+    if (!code && found >= 0 && fresh(cJSON_GetArrayItem(list, found), now)) {
+        printf("calibrate: the entry for h%d heads%d s%d b%d vocab%d %s %s is fresh: kept\n", sh->hidden,
+               sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&rc->eng),
+               machine_file_dtype_of(&rc->eng));
+    } else if (!code) {
+        printf("calibrate: one layer, the embedding, the head and AdamW at h%d heads%d s%d b%d vocab%d %s %s ...\n",
+               sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&rc->eng),
+               machine_file_dtype_of(&rc->eng));
+        fflush(stdout);
+        cJSON *entry = cJSON_CreateObject();
+        cJSON_AddNumberToObject(entry, "hidden", sh->hidden);
+        cJSON_AddNumberToObject(entry, "heads", sh->heads);
+        cJSON_AddNumberToObject(entry, "seq", sh->seq);
+        cJSON_AddNumberToObject(entry, "batch", sh->batch);
+        cJSON_AddNumberToObject(entry, "vocab", sh->vocab);
+        cJSON_AddStringToObject(entry, "math", machine_file_math_of(&rc->eng));
+        cJSON_AddStringToObject(entry, "dtype", machine_file_dtype_of(&rc->eng));
+        cJSON_AddNumberToObject(entry, "measured", (double)now);
+        code = measure_compute(rc, be, entry);
+        measured = 1;
+        /* l2 and l4 in turn, twice, the faster of each kept: a drift of the machine between
+         * the two would otherwise go into the per-layer slope */
+        double t2 = 0, t4 = 0;
+        for (int rep = 0; rep < 2 && !code; rep++) {
+            double a = 0, b = 0;
+            if (!code) code = measure_step(rc, be, 2, &a);
+            if (!code) code = measure_step(rc, be, 4, &b);
+            if (!code) {
+                t2 = rep == 0 || a < t2 ? a : t2;
+                t4 = rep == 0 || b < t4 ? b : t4;
+            }
+        }
+        if (!code) {
+            /* the pieces against the engine's step, per layer (t4 - t2 over two layers) and for
+             * the rest: the scales --predict applies to the pieces */
+            const double num = cJSON_GetObjectItemCaseSensitive(entry, "layer_fwd_ms")->valuedouble +
+                               cJSON_GetObjectItemCaseSensitive(entry, "layer_bwd_ms")->valuedouble,
+                         adam = cJSON_GetObjectItemCaseSensitive(entry, "gpu_adam_ms_per_mparam")->valuedouble;
+            const double PL = (double)gpt_layer_layout_of(sh).total, PE = (double)gpt_embed_layout_of(sh).total;
+            const double per_layer = num + adam * PL / 1e6;
+            const double rest = cJSON_GetObjectItemCaseSensitive(entry, "embed_fwd_ms")->valuedouble +
+                                cJSON_GetObjectItemCaseSensitive(entry, "head_ms")->valuedouble +
+                                cJSON_GetObjectItemCaseSensitive(entry, "embed_bwd_ms")->valuedouble + adam * PE / 1e6;
+            const double layer_step = (t4 - t2) / 2, rest_step = t2 - 2 * layer_step;
+            cJSON_AddNumberToObject(entry, "step_l2_ms", t2);
+            cJSON_AddNumberToObject(entry, "step_l4_ms", t4);
+            cJSON_AddNumberToObject(entry, "layer_scale", layer_step > 0 ? layer_step / per_layer : 1.0);
+            cJSON_AddNumberToObject(entry, "rest_scale", rest_step > 0 ? rest_step / rest : 1.0);
+        }
+        if (!code) {
+            if (found >= 0) cJSON_DeleteItemFromArray(list, found);
+            cJSON_AddItemToArray(list, entry);
+        } else {
+            cJSON_Delete(entry);
+        }
+    }
+    /* --offload nvme: the disk tier at --nvme-dir; gemini --ckpt-dir: its persistent
+     * checkpoint there (an entry per directory) */
+    if (!code && rc->eng.offload == OFFLOAD_NVME)
+        code = calibrate_dir(root, "disks", "the disk tier", rc->eng.nvme_dir, calibrate_measure_disk, rc, be, now,
+                             &measured);
+    if (!code && rc->eng.ckpt_dir[0] && strcmp(rc->method, "gemini") == 0)
+        code = calibrate_dir(root, "checkpoint_dirs", "the persistent checkpoint", rc->eng.ckpt_dir,
+                             calibrate_measure_ckpt_dir, rc, be, now, &measured);
+    if (!code && !measured) printf("calibrate: nothing to measure: %s kept as it is\n", path);
+    if (!code && measured) code = machine_file_write(root, path);
+    cJSON_Delete(root);
+    return code;
+}

@@ -1,0 +1,180 @@
+/*
+ * calibrate_collectives.c — --calibrate under mpirun (machine_calibrate_collectives): the
+ * collectives among the job's ranks, what they slow the compute beside them by, and the rates
+ * each rank gets while every rank works at once, merged by rank 0 into the machine file.  Its
+ * own file because it is the one measurement every rank of a job takes part in, in step.
+ */
+#include "machine.h"
+#include "calibrate.h"
+#include "machine_file.h"
+
+#include "report.h"
+#include "run.h"
+#include "../engines/runtime/collectives.h"
+#include "../engines/runtime/timer.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the collectives (under mpirun) --------------------------------------------------------- */
+
+/* One collective of n floats (kind 0 all-reduce, 1 reduce-scatter, 2 all-gather) on g's
+ * stream, until it is done; every rank calls it the same way. */
+typedef struct coll_ctx {
+    coll_group *g;
+    float *buf;
+    size_t n;
+    int kind;
+} coll_ctx;
+static int run_collective(void *p)
+{
+    const coll_ctx *c = p;
+    const int world = coll_world(c->g), r = coll_rank(c->g);
+    const size_t part = c->n / world;
+    const int rc = c->kind == 0   ? coll_all_reduce_sum(c->g, c->buf, c->n)
+                   : c->kind == 1 ? coll_reduce_scatter_sum(c->g, c->buf + (size_t)r * part, c->buf, part)
+                                  : coll_all_gather(c->g, c->buf, c->buf + (size_t)r * part, part * sizeof(float));
+    return rc ? rc : gpt_stream_sync(coll_stream(c->g));
+}
+
+/* A layer's backward (LAYER_COPIES of them, as measure_compute times it) with all-reduces of
+ * `coll->n` floats running beside it on the collectives' stream the whole time, against the
+ * same backward alone: how much the collectives' kernels (SMs and memory bandwidth taken
+ * from the compute) slow a data-parallel step's compute.  Every rank runs it in step.  The
+ * ratio, at least 1; 0 on failure. */
+static double measure_compute_under_coll(const run_config *rc, gpt_backend *be, const coll_ctx *coll,
+                                         double ar_ms_each, const comm_world *comm)
+{
+    compute_bufs b;
+    int bad = calibrate_compute_ctx_open(rc, be, &b) != 0;
+    double alone = 0, t[REPS];
+    if (!bad) alone = calibrate_time_ms(b.c.s, calibrate_run_layer_bwd, &b.c, &bad);
+    /* enough all-reduces queued to outlast the backward, slowed as it is (twice its time);
+     * every rank must queue as many (the most any rank wants), or none if one cannot */
+    bad = calibrate_any_failed(comm, bad);
+    const int want = ar_ms_each > 0 ? (int)(2 * alone / ar_ms_each) + 2 : 2;
+    int k_coll = want;
+    if (!bad && comm_max_int(comm, want, &k_coll) != 0) bad = 1;
+    for (int r = 0; r < REPS && !bad; r++) {
+        bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
+        for (int k = 0; k < k_coll && !bad; k++)
+            bad |= coll_all_reduce_sum(coll->g, coll->buf, coll->n) != 0;
+        const double t0 = wall_ms();
+        calibrate_run_layer_bwd(&b.c);
+        bad |= gpt_stream_sync(b.c.s) != 0;
+        t[r] = wall_ms() - t0;
+        bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
+    }
+    calibrate_compute_ctx_close(be, &b);
+    if (bad || alone <= 0) return 0;
+    const double with = median_of(t, REPS);
+    return with > alone ? with / alone : 1.0;
+}
+
+int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, const comm_world *comm)
+{
+    const int rank = comm->rank, world = comm->world;
+    /* two sizes, so that latency and rate come apart: t = latency + bytes / rate */
+    const size_t small = (size_t)world << 18, large = (size_t)world << (rc->eng.device == DEVICE_CPU ? 21 : 24);
+    coll_group *g = NULL;
+    float *buf = NULL;
+    int bad = coll_open(&g, be, rank, world) || be->ops->dev_alloc(be, (void **)&buf, large * sizeof(float));
+    if (!bad) bad = gpt_stream_memset_zero(coll_stream(g), buf, large * sizeof(float)) != 0;
+    bad = calibrate_any_failed(comm, bad);
+    double lat[3] = {0}, gbs[3] = {0}, ar_large_ms = 0;
+    for (int k = 0; k < 3 && !bad; k++) {
+        coll_ctx cs = {g, buf, small, k}, cl = {g, buf, large, k};
+        const double a = calibrate_median_ms(run_collective, &cs, &bad),
+                     b = calibrate_median_ms(run_collective, &cl, &bad);
+        calibrate_fit_latency_rate((double)small * sizeof(float), (double)large * sizeof(float), a, b, &lat[k],
+                                   &gbs[k]);
+        if (k == 0) ar_large_ms = b;
+    }
+    /* what the collectives cost the compute beside them, and the copy and host Adam rates
+     * with every rank of the job at work at once */
+    const coll_ctx all_reduce = {g, buf, large, 0};
+    const double under =
+        calibrate_any_failed(comm, bad) ? 0 : measure_compute_under_coll(rc, be, &all_reduce, ar_large_ms, comm);
+    if (buf) be->ops->dev_free(be, buf);
+    coll_close(g);
+    cJSON *shared = cJSON_CreateObject();
+    if (calibrate_any_failed(comm, !shared || under <= 0) || calibrate_measure_rates(rc, be, shared, comm) != 0) {
+        if (rank == 0) fprintf(stderr, "aebench: --calibrate: the collectives failed\n");
+        cJSON_Delete(shared);
+        return EXIT_RUN_ERROR;
+    }
+    /* gemini --ckpt-dir: its persistent checkpoint with every rank writing at once (two H100s
+     * writing to one disk got 0.94 GB/s each where one alone got 2.8) */
+    cJSON *ckpt = NULL;
+    if (rc->eng.ckpt_dir[0] && strcmp(rc->method, "gemini") == 0) {
+        ckpt = cJSON_CreateObject();
+        if (calibrate_any_failed(comm, !ckpt) || calibrate_measure_ckpt_dir_ranks(rc, be, ckpt, comm) != 0) {
+            cJSON_Delete(shared);
+            cJSON_Delete(ckpt);
+            return EXIT_RUN_ERROR;
+        }
+    }
+    if (rank != 0) {
+        cJSON_Delete(shared);
+        cJSON_Delete(ckpt);
+        return 0;
+    }
+    char err[600] = "";
+    const int existed = access(path, F_OK) == 0;
+    cJSON *root = existed ? machine_file_read_json(path, err, sizeof err) : cJSON_CreateObject();
+    if (root && existed && machine_file_version_refused(root, path, err, sizeof err)) {
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    if (root && !existed) cJSON_AddNumberToObject(root, "aebench_machine", MACHINE_FORMAT);
+    if (!root) {
+        fprintf(stderr, "aebench: %s\n", err);
+        cJSON_Delete(shared);
+        cJSON_Delete(ckpt);
+        return EXIT_BAD_INPUT;
+    }
+    cJSON *list = machine_file_array_in(root, "collectives");
+    int at = 0, found = -1;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        const cJSON *w_ = cJSON_GetObjectItemCaseSensitive(e, "world");
+        if (cJSON_IsNumber(w_) && w_->valueint == world) found = at;
+        at++;
+    }
+    if (found >= 0) cJSON_DeleteItemFromArray(list, found);
+    cJSON *entry = cJSON_CreateObject();
+    cJSON_AddNumberToObject(entry, "world", world);
+    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather"};
+    for (int k = 0; k < 3; k++) {
+        char key[40];
+        snprintf(key, sizeof key, "%s_ms", names[k]);
+        cJSON_AddNumberToObject(entry, key, lat[k]);
+        snprintf(key, sizeof key, "%s_gbs", names[k]);
+        cJSON_AddNumberToObject(entry, key, gbs[k]);
+        printf("calibrate: %s among %d ranks: %.3f ms + %.2f GB/s\n", names[k], world, lat[k], gbs[k]);
+    }
+    cJSON_AddNumberToObject(entry, "compute_under_collectives", under);
+    printf("calibrate: a layer's backward with all-reduces beside it: %.3fx its time alone\n", under);
+    /* (the memory a run could plan with is the single-rank entry's) */
+    cJSON_DeleteItemFromObject(shared, "gpu_bytes");
+    cJSON_DeleteItemFromObject(shared, "host_bytes");
+    cJSON_AddItemToObject(entry, "rates", shared);
+    if (ckpt) {
+        /* (one directory per world entry: the one calibrated last) */
+        cJSON_AddNumberToObject(ckpt, "measured", (double)time(NULL));
+        cJSON_AddItemToObject(entry, "checkpoint_dir", ckpt);
+    }
+    printf("calibrate: every rank at once, each: host->gpu %.1f GB/s, gpu->host %.1f GB/s, host Adam %.3f ms per M "
+           "params (%d threads)\n", cJSON_GetObjectItem(shared, "h2d_gbs")->valuedouble,
+           cJSON_GetObjectItem(shared, "d2h_gbs")->valuedouble,
+           cJSON_GetObjectItem(shared, "host_adam_ms_per_mparam")->valuedouble,
+           cJSON_GetObjectItem(shared, "host_threads")->valueint);
+    cJSON_AddNumberToObject(entry, "measured", (double)time(NULL));
+    cJSON_AddItemToArray(list, entry);
+    const int code = machine_file_write(root, path);
+    cJSON_Delete(root);
+    return code;
+}
