@@ -39,7 +39,8 @@
  *                  from before --recompute selective) }, ... ],
  *   "disks": [ { "dir", "read_gbs", "write_gbs", "measured" }, ... ] (--offload nvme's tier),
  *   "checkpoint_dirs": [ { "dir", "home_gbs", "write_ms", "write_gbs", "measured" }, ... ]
- *                      (gemini's --ckpt-dir: the state's checksums and copy home, then its file),
+ *                      (--ckpt-dir's persistent checkpoint: the state's checksums and copy
+ *                      home, then its file),
  *   "collectives": [ { "world", "all_reduce_ms", "all_reduce_gbs", "reduce_scatter_ms",
  *                      "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs",
  *                      "compute_under_collectives", "rates": { as above, one rank's with
@@ -271,7 +272,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         field(entry, "compute[]", "layer_recompute_selective_ms", path, &out->layer_recompute_selective_ms, err,
               errlen))
         goto out;
-    /* gemini's persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
+    /* the persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
      * one rank's here; on N ranks the world's entry below, measured with every rank writing */
     const cJSON *cdirs = cJSON_GetObjectItemCaseSensitive(root, "checkpoint_dirs"), *cd;
     cJSON_ArrayForEach(cd, cdirs)
@@ -868,7 +869,7 @@ static int measure_disk(const run_config *rc, gpt_backend *be, cJSON *entry)
     return 0;
 }
 
-/* gemini's persistent checkpoint (--ckpt-dir) as it writes it: ckpt_file_write of a state
+/* The persistent checkpoint (--ckpt-dir) as an engine writes it: ckpt_file_write of a state
  * block (header, data, checksums, each synced: O_DIRECT), timed, then the file removed. */
 typedef struct ckpt_write_ctx {
     const private_dir *dir;
@@ -973,6 +974,14 @@ static int measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSON *
 static int measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry)
 {
     return measure_ckpt_dir_ranks(rc, be, entry, NULL);
+}
+
+/* Whether --calibrate measures the persistent checkpoint at --ckpt-dir: given, and the run's
+ * engine writes one there (engine_vtbl.persistent_ckpt; -m all: none). */
+static int calibrates_ckpt_dir(const run_config *rc)
+{
+    const engine_vtbl *eng = rc->eng.ckpt_dir[0] ? engine_find(rc->method) : NULL;
+    return eng && eng->persistent_ckpt;
 }
 
 /* root's array `name`, made (in place of anything else there) when it is not one. */
@@ -1137,11 +1146,11 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
             cJSON_Delete(entry);
         }
     }
-    /* --offload nvme: the disk tier at --nvme-dir; gemini --ckpt-dir: its persistent
-     * checkpoint there (an entry per directory) */
+    /* --offload nvme: the disk tier at --nvme-dir; --ckpt-dir of an engine that writes its
+     * persistent checkpoint there (an entry per directory) */
     if (!code && rc->eng.offload == OFFLOAD_NVME)
         code = calibrate_dir(root, "disks", "the disk tier", rc->eng.nvme_dir, measure_disk, rc, be, now, &measured);
-    if (!code && rc->eng.ckpt_dir[0] && strcmp(rc->method, "gemini") == 0)
+    if (!code && calibrates_ckpt_dir(rc))
         code = calibrate_dir(root, "checkpoint_dirs", "the persistent checkpoint", rc->eng.ckpt_dir, measure_ckpt_dir,
                              rc, be, now, &measured);
     if (!code && !measured) printf("calibrate: nothing to measure: %s kept as it is\n", path);
@@ -1234,10 +1243,10 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
         cJSON_Delete(shared);
         return EXIT_RUN_ERROR;
     }
-    /* gemini --ckpt-dir: its persistent checkpoint with every rank writing at once (two H100s
-     * writing to one disk got 0.94 GB/s each where one alone got 2.8) */
+    /* --ckpt-dir: the persistent checkpoint with every rank writing at once (two H100s writing
+     * to one disk got 0.94 GB/s each where one alone got 2.8) */
     cJSON *ckpt = NULL;
-    if (rc->eng.ckpt_dir[0] && strcmp(rc->method, "gemini") == 0) {
+    if (calibrates_ckpt_dir(rc)) {
         ckpt = cJSON_CreateObject();
         if (any_failed(comm, !ckpt) || measure_ckpt_dir_ranks(rc, be, ckpt, comm) != 0) {
             cJSON_Delete(shared);
