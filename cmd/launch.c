@@ -1097,7 +1097,8 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
     char **args = NULL, **again = NULL;
     int n = 0, m = 0, code = EXIT_RUN_ERROR, bad = strv_push_all(&args, &n, argv, argc);
-    for (int i = 0; !bad && i < 2 && plan.first_args[i]; i++) bad = strv_push(&args, &n, plan.first_args[i]);
+    const int nfirst = (int)(sizeof plan.first_args / sizeof plan.first_args[0]);
+    for (int i = 0; !bad && i < nfirst && plan.first_args[i]; i++) bad = strv_push(&args, &n, plan.first_args[i]);
     if (bad) {
         fprintf(stderr, "aebench: --ranks: out of memory\n");
         strv_free(&args, &n);
