@@ -1925,7 +1925,8 @@ static int gemini_job_in_use(void *state, char *why, size_t len)
     return 0;
 }
 
-/* Their machines were replaced: their copies are gone, a peer's must serve. */
+/* Their machines were replaced: their copies are gone, a peer's must serve.  (Best effort, as
+ * the loss it stands for: a copy that cannot be removed is one the ranks still check.) */
 static void gemini_job_machines_lost(void *state, unsigned long long ranks)
 {
     const gemini_job *j = state;
@@ -1934,7 +1935,7 @@ static void gemini_job_machines_lost(void *state, unsigned long long ranks)
         if (!((ranks >> r) & 1)) continue;
         for (int i = 0; i < j->n; i++) {
             snprintf(path, sizeof path, "%s/rank-%d.ckpt", j->dir[i], r);
-            unlink(path);
+            (void)unlink(path);
         }
     }
 }
