@@ -5,12 +5,13 @@
  *
  *   roofline         max(compute, h2d, d2h, host Adam, disk, collectives): every resource
  *                    at once, nothing waiting on anything;
- *   one slot         (l2l, ENGINE_OPT_ONE_SLOT) each layer's copy in starts once the layer
- *                    before it has run and its compute waits for it, so the copies do not
- *                    overlap the compute: compute + h2d, less the one copy per pass and
- *                    micro-batch that runs under the head (a fraction 1/(2L) of them);
- *   clipped schedule (the engines whose host Adam otherwise runs as grads arrive: stronghold,
- *                    l2l, zero-infinity, with --clip-grad > 0) the update waits for the
+ *   one slot         (an engine whose pipeline is ENGINE_PIPELINE_ONE_SLOT, engine.h) each
+ *                    layer's copy in starts once the layer before it has run and its
+ *                    compute waits for it, so the copies do not overlap the compute:
+ *                    compute + h2d, less the one copy per pass and micro-batch that runs
+ *                    under the head (a fraction 1/(2L) of them);
+ *   clipped schedule (the engines whose host Adam otherwise runs as grads arrive, those of
+ *                    ENGINE_OPT_CLIP_SPECULATE, with --clip-grad > 0) the update waits for the
  *                    global norm, known when the backward ends, so the host Adam of the
  *                    step overlaps only the next step's forward: the step's schedule (the
  *                    compute, or one slot's compute + copies) + max(0, host Adam - what the
@@ -46,11 +47,14 @@ static inline int bound_waits_for_norm(const engine_vtbl *eng, const engine_conf
     return cfg->optim.clip > 0 && (eng->options & ENGINE_OPT_CLIP_SPECULATE);
 }
 
+/* Whether the engine has one layer slot (its pipeline, as it says). */
+static inline int bound_one_slot(const engine_vtbl *eng) { return eng->pipeline == ENGINE_PIPELINE_ONE_SLOT; }
+
 /* The bound of the engine's own schedule under cfg (see the top of this file). */
 static inline double bound_schedule_ms(const engine_vtbl *eng, const engine_config *cfg, const double busy[BUSY_KINDS])
 {
     const double roof = bound_roofline_ms(busy), compute = busy[BUSY_COMPUTE];
-    const int one_slot = (eng->options & ENGINE_OPT_ONE_SLOT) != 0, clipped = bound_waits_for_norm(eng, cfg);
+    const int one_slot = bound_one_slot(eng), clipped = bound_waits_for_norm(eng, cfg);
     if (!one_slot && !clipped) return roof;
     const double L = cfg->shape.layers > 0 ? cfg->shape.layers : 1;
     const double copies = one_slot ? busy[BUSY_H2D] * (1 - 1 / (2 * L)) : 0;
@@ -68,7 +72,7 @@ static inline double bound_schedule_ms(const engine_vtbl *eng, const engine_conf
 /* Whether the engine's schedule has a bound of its own above the roofline under cfg. */
 static inline int bound_has_schedule(const engine_vtbl *eng, const engine_config *cfg)
 {
-    return bound_waits_for_norm(eng, cfg) || (eng->options & ENGINE_OPT_ONE_SLOT) != 0;
+    return bound_waits_for_norm(eng, cfg) || bound_one_slot(eng);
 }
 
 /* What bound_schedule_ms's bound is called in the log, stdout and --predict. */
@@ -84,7 +88,7 @@ static inline void bound_schedule_why(const engine_vtbl *eng, const engine_confi
     const char *one_slot = "one slot: each layer's copy in, then its compute";
     if (bound_waits_for_norm(eng, cfg))
         snprintf(buf, len, "the clipped schedule: the host Adam waits for the norm%s%s; roofline %.1f",
-                 eng->options & ENGINE_OPT_ONE_SLOT ? ", " : "", eng->options & ENGINE_OPT_ONE_SLOT ? one_slot : "", roof);
+                 bound_one_slot(eng) ? ", " : "", bound_one_slot(eng) ? one_slot : "", roof);
     else if (bound_has_schedule(eng, cfg))
         snprintf(buf, len, "%s; roofline %.1f", one_slot, roof);
     else

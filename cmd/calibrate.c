@@ -615,12 +615,12 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
             cJSON_Delete(entry);
         }
     }
-    /* --offload nvme: the disk tier at --nvme-dir; gemini --ckpt-dir: its persistent
+    /* --offload nvme: the disk tier at --nvme-dir; --ckpt-dir of an engine that writes its persistent
      * checkpoint there (an entry per directory) */
     if (!code && rc->eng.offload == OFFLOAD_NVME)
         code = calibrate_dir(root, "disks", "the disk tier", rc->eng.nvme_dir, calibrate_measure_disk, rc, be, now,
                              &measured);
-    if (!code && rc->eng.ckpt_dir[0] && strcmp(rc->method, "gemini") == 0)
+    if (!code && calibrate_ckpt_dir_asked(rc))
         code = calibrate_dir(root, "checkpoint_dirs", "the persistent checkpoint", rc->eng.ckpt_dir,
                              calibrate_measure_ckpt_dir, rc, be, now, &measured);
     if (!code && !measured) printf("calibrate: nothing to measure: %s kept as it is\n", path);

@@ -1,7 +1,7 @@
 /*
  * calibrate.h — what --calibrate's files share: calibrate.c (the timing, the compute, the
  * copies and the host Adam, and machine_calibrate, which runs them all), calibrate_disk.c (the
- * disk tier, gemini's persistent checkpoint) and calibrate_collectives.c (under mpirun).
+ * disk tier, an engine's persistent checkpoint) and calibrate_collectives.c (under mpirun).
  * Internal to those files: the rest of cmd/ calibrates through machine.h.
  */
 #ifndef AEBENCH_CALIBRATE_H
@@ -74,10 +74,13 @@ int calibrate_any_failed(const comm_world *ranks, int bad);
 int calibrate_measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, const comm_world *ranks);
 /* The disk tier at rc's --nvme-dir into entry.  calibrate_disk.c.  0, or EXIT_RUN_ERROR. */
 int calibrate_measure_disk(const run_config *rc, gpt_backend *be, cJSON *entry);
-/* gemini's persistent checkpoint at rc's --ckpt-dir into entry, by this process alone, or
+/* the persistent checkpoint at rc's --ckpt-dir into entry, by this process alone, or
  * (_ranks, not NULL) by every rank of the job at once.  calibrate_disk.c.  0, or
  * EXIT_RUN_ERROR. */
 int calibrate_measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry);
 int calibrate_measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSON *entry, const comm_world *ranks);
+/* Whether --calibrate measures the persistent checkpoint at --ckpt-dir: given, and the run's
+ * engine writes one there (engine_vtbl.persistent_ckpt; -m all: none).  calibrate_disk.c. */
+int calibrate_ckpt_dir_asked(const run_config *rc);
 
 #endif

@@ -106,10 +106,10 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
         cJSON_Delete(shared);
         return EXIT_RUN_ERROR;
     }
-    /* gemini --ckpt-dir: its persistent checkpoint with every rank writing at once (two H100s
+    /* --ckpt-dir: the persistent checkpoint with every rank writing at once (two H100s
      * writing to one disk got 0.94 GB/s each where one alone got 2.8) */
     cJSON *ckpt = NULL;
-    if (rc->eng.ckpt_dir[0] && strcmp(rc->method, "gemini") == 0) {
+    if (calibrate_ckpt_dir_asked(rc)) {
         ckpt = cJSON_CreateObject();
         if (calibrate_any_failed(comm, !ckpt) || calibrate_measure_ckpt_dir_ranks(rc, be, ckpt, comm) != 0) {
             cJSON_Delete(shared);

@@ -1,6 +1,6 @@
 /*
  * calibrate_disk.c — --calibrate's disks: the disk tier at --nvme-dir (--offload nvme) and
- * gemini's persistent checkpoint at --ckpt-dir, alone or with every rank of a job writing at
+ * the persistent checkpoint at --ckpt-dir (an engine's with persistent_ckpt), alone or with every rank of a job writing at
  * once.  Its own file because these measure files and a directory's disk, not the GPU and host
  * memory of calibrate.c, and share nothing with it but the timing (calibrate.h).
  */
@@ -69,7 +69,7 @@ int calibrate_measure_disk(const run_config *rc, gpt_backend *be, cJSON *entry)
     return 0;
 }
 
-/* gemini's persistent checkpoint (--ckpt-dir) as it writes it: ckpt_file_write of a state
+/* The persistent checkpoint (--ckpt-dir) as an engine writes it: ckpt_file_write of a state
  * block (header, data, checksums, each synced: O_DIRECT), timed, then the file removed. */
 typedef struct ckpt_write_ctx {
     const private_dir *dir;
@@ -174,4 +174,10 @@ int calibrate_measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSO
 int calibrate_measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry)
 {
     return calibrate_measure_ckpt_dir_ranks(rc, be, entry, NULL);
+}
+
+int calibrate_ckpt_dir_asked(const run_config *rc)
+{
+    const engine_vtbl *eng = rc->eng.ckpt_dir[0] ? engine_find(rc->method) : NULL;
+    return eng && eng->persistent_ckpt;
 }

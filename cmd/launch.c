@@ -3,7 +3,6 @@
 #include "launch_status.h"
 
 #include "child.h"
-#include "../engines/runtime/ckpt_store.h"
 #include "report.h"
 #include "../engines/runtime/timer.h"
 #include "../engines/runtime/watchdog.h"
@@ -1006,79 +1005,69 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     return code;
 }
 
-/* ---- gemini: relaunch a job that lost a rank, to recover from its in-memory checkpoints ---- */
+/* ---- a job that lost ranks: relaunched to recover, as its engine says ------------------------
+ * An engine with the recovery hook (engine_vtbl.recovery) names its job, the arguments its
+ * first launch and its relaunches add, and what a lost machine takes with it; this supervisor
+ * relaunches the job while the engine finds something to recover from.
+ *
+ * The supervisor tells a relaunched job's ranks about the failure through their environment
+ * (driver-internal: set for the relaunch only, never by hand; cmd/run.c reads them and the
+ * recovered job's log and JSON "recovery" say what they held):
+ *   AEBENCH_RECOVERY            one line: the job before, its time, how it ended, the relaunch
+ *                               (the log's note; JSON recovery.previous_job)
+ *   AEBENCH_RECOVERY_LOST_S     seconds the job before ran (recovery.previous_job_seconds)
+ *   AEBENCH_RECOVERY_FAILED_S   when it failed, CLOCK_REALTIME seconds (a rank's note, else when
+ *                               the supervisor saw it end): where recovery.time_lost_s counts from
+ *   AEBENCH_RECOVERY_FAILED_AT  the iteration an injected fault (--fail-at) struck, when one did
+ *                               (recovery.failed_at_iteration, iterations_redone, back_at_iteration) */
 
-enum { GEMINI_RELAUNCHES = 3 };
+/* What a relaunch does not pass on of its own accord: the injected fault (it happened). */
+static const char *const FAULT_OPTIONS[] = {"fail-at", "fail-rank", "fail-kind", "fail-phase"};
+enum { NFAULT_OPTIONS = sizeof FAULT_OPTIONS / sizeof FAULT_OPTIONS[0], NOT_PASSED_MAX = NFAULT_OPTIONS + 8 };
 
-/* What a relaunch does not pass on: the injected fault (it happened) and a recover flag (the
- * relaunch adds its own). */
-static const char *const not_relaunched[] = {"fail-at", "fail-rank", "fail-kind", "fail-phase", "gemini-recover", NULL};
-
-/* The job's store directories: one, or with "%m" in --gemini-store (a store per machine)
- * one per machine, machines 0 .. ranks - 1 (no more machines than ranks). */
-typedef struct job_stores {
-    char (*dir)[PATH_MAX];
-    char (*root)[PATH_MAX];
-    int n;
-} job_stores;
-
-static void job_stores_free(job_stores *js)
+/* The arguments of a relaunch: args without the fault's options and those the engine says, then
+ * its relaunch argument, into *again (NULL-terminated, strv.h).  0, or -1 out of memory. */
+static int relaunch_args(char **args, int n, const engine_recovery *plan, char ***again, int *m)
 {
-    free(js->dir);
-    free(js->root);
-    js->dir = js->root = NULL;
-    js->n = 0;
+    const char *names[NOT_PASSED_MAX + 1];
+    int k = 0;
+    for (int i = 0; i < NFAULT_OPTIONS; i++) names[k++] = FAULT_OPTIONS[i];
+    for (int i = 0; plan->not_passed_on && plan->not_passed_on[i] && k < NOT_PASSED_MAX; i++)
+        names[k++] = plan->not_passed_on[i];
+    names[k] = NULL;
+    strv_free(again, m);
+    char **kept = NULL;
+    int nk = 0;
+    int bad = strv_push(again, m, args[0]) || cli_args_without(args + 1, n - 1, names, &kept, &nk) != 0;
+    for (int i = 0; i < nk && !bad; i++) bad = strv_push(again, m, kept[i]);
+    strv_free(&kept, &nk);
+    return bad || (plan->relaunch_arg && strv_push(again, m, plan->relaunch_arg)) ? -1 : 0;
 }
 
-static int job_stores_of(job_stores *js, const char *pattern, const char *id, int ranks)
+/* What the recovered job's log and JSON say of the failure (run.c; see the top of this part):
+ * the job ran since `since` (now becomes the next job's start), and ended as `why` says. */
+static void tell_relaunch(const engine_recovery *plan, const char *why, int relaunch, int lost, double failed_at_s,
+                          int fail_at, struct timespec *since)
 {
-    const int n = ckpt_store_per_machine(pattern) ? ranks : 1;
-    js->n = 0;
-    js->dir = calloc((size_t)n, sizeof *js->dir);
-    js->root = calloc((size_t)n, sizeof *js->root);
-    if (!js->dir || !js->root) return -1;
-    for (int i = 0; i < n; i++)
-        if (ckpt_store_for_machine(js->root[i], sizeof js->root[i], pattern, i) ||
-            ckpt_store_dir(js->dir[i], sizeof js->dir[i], js->root[i], id))
-            return -1;
-    js->n = n;
-    return 0;
-}
-
-static int job_stores_in_use(const job_stores *js, long *holder)
-{
-    for (int i = 0; i < js->n; i++)
-        if (ckpt_dir_in_use(js->dir[i], holder) == 1) return 1;
-    return 0;
-}
-
-/* The iteration a relaunch would recover (as gemini's restore() chooses: the newest that every
- * rank's shard is held complete at in the machines' stores, else in --ckpt-dir), by the
- * headers alone (the ranks check the data); *on_disk says where.  -1: none, and then *newest
- * the newest iteration any shard is held at (-1 none) and *missing a rank it lacks; -2: the
- * ranks must decide (out of memory; or, with --hosts, `seen` 0: the other machines' stores
- * are not here, and this one's holds something). */
-static int job_recoverable(const job_stores *js, const char *id, const char *ckpt_dir, int ranks, int seen,
-                           int *on_disk, int *newest, int *missing)
-{
-    ckpt_holdings h = {0};
-    int it = -1, disk_newest = -1, disk_missing = -1;
-    *on_disk = 0, *newest = *missing = -1;
-    for (int i = 0; i < js->n && it != -2; i++)
-        if (ckpt_job_holdings(js->root[i], id, 0, &h)) it = -2;
-    if (it != -2) {
-        it = ckpt_newest_whole(h.held, h.n, ranks, newest, missing);
-        if (!seen && h.n > 0) it = -2;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const double ran = (double)(now.tv_sec - since->tv_sec) + 1e-9 * (double)(now.tv_nsec - since->tv_nsec);
+    char note[1024];
+    snprintf(note, sizeof note, "job %s ran %.1f s, then %.700s; relaunch %d%s", plan->job, ran, why, relaunch,
+             lost && plan->lost_noted ? plan->lost_noted : "");
+    setenv("AEBENCH_RECOVERY", note, 1);
+    char num[32];
+    snprintf(num, sizeof num, "%.3f", ran);
+    setenv("AEBENCH_RECOVERY_LOST_S", num, 1);
+    /* when the failure happened (a rank's note), else when we saw the job end: the recovered
+     * job counts the time lost from there */
+    snprintf(num, sizeof num, "%.6f", failed_at_s > 0 ? failed_at_s : epoch_s());
+    setenv("AEBENCH_RECOVERY_FAILED_S", num, 1);
+    if (fail_at > 0) { /* (an injected fault says where; a real crash does not) */
+        snprintf(num, sizeof num, "%d", fail_at);
+        setenv("AEBENCH_RECOVERY_FAILED_AT", num, 1);
     }
-    if (it == -1 && ckpt_dir[0]) {
-        ckpt_holdings_free(&h);
-        if (ckpt_job_holdings(ckpt_dir, id, 1, &h)) it = -2;
-        else if ((it = ckpt_newest_whole(h.held, h.n, ranks, &disk_newest, &disk_missing)) >= 0) *on_disk = 1;
-        else if (!seen && h.n > 0) it = -2;
-        else if (disk_newest > *newest) *newest = disk_newest, *missing = disk_missing;
-    }
-    ckpt_holdings_free(&h);
-    return it;
+    *since = now;
 }
 
 int launch_ranks(int argc, char **argv, const run_config *rc)
@@ -1097,121 +1086,61 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         fprintf(stderr, "aebench: %s\n", oerr);
         return EXIT_BAD_INPUT;
     }
-    const engine_config *e = &rc->eng;
     char why[800];
     int interrupted = 0, init_refused = 0;
     double failed_at_s = 0; /* when a rank of the job said it failed (CLOCK_REALTIME s) */
-    /* An engine that checkpoints (in memory, or to --ckpt-dir) gets its job relaunched. */
+    /* An engine that can go on from what the job kept (its recovery hook says so) gets its job
+     * relaunched; any other job is launched once. */
     const engine_vtbl *eng = engine_find(rc->method);
-    if (!eng || !(eng->options & ENGINE_OPT_RECOVERS) || (e->gemini_mode == GEMINI_NONE && !e->ckpt_dir[0]))
+    engine_recovery plan = {0};
+    if (!eng || !eng->recovery || eng->recovery(&rc->eng, rc->ranks, &plan) != 0)
         return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
-    /* The job gets an id (its store's name) that its relaunches use too. */
-    char id[64], store[PATH_MAX];
-    if (e->gemini_job[0]) snprintf(id, sizeof id, "%s", e->gemini_job);
-    else ckpt_job_id(id, sizeof id, 's');
-    /* (a store per machine, "%m": each machine's, of as many machines as there are ranks at
-     * most; the messages name the pattern) */
-    job_stores js;
-    if (job_stores_of(&js, e->gemini_store, id, rc->ranks) || ckpt_store_dir(store, sizeof store, e->gemini_store, id)) {
-        job_stores_free(&js);
-        return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
-    }
     char **args = NULL, **again = NULL;
-    int n = 0, m = 0, code = EXIT_RUN_ERROR;
-    if (strv_push_all(&args, &n, argv, argc) ||
-        (!e->gemini_job[0] && (strv_push(&args, &n, "--gemini-job") || strv_push(&args, &n, id)))) {
+    int n = 0, m = 0, code = EXIT_RUN_ERROR, bad = strv_push_all(&args, &n, argv, argc);
+    const int nfirst = (int)(sizeof plan.first_args / sizeof plan.first_args[0]);
+    for (int i = 0; !bad && i < nfirst && plan.first_args[i]; i++) bad = strv_push(&args, &n, plan.first_args[i]);
+    if (bad) {
         fprintf(stderr, "aebench: --ranks: out of memory\n");
         strv_free(&args, &n);
+        plan.close(plan.state, 0);
         return EXIT_RUN_ERROR;
     }
-    struct timespec t0, t1;
+    /* the ranks whose machines the injected fault replaced (--fail-kind hardware) */
+    const unsigned long long lost =
+        rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 ? (rc->fail_ranks ? rc->fail_ranks : 1ull) : 0;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     code = launch_job(n, args, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
-    /* (a job we were told to stop is not relaunched: its store goes, as at a normal end; nor
-     * one that never completed a checkpoint, in memory or on disk: nothing to recover from —
-     * a configuration the ranks refused, a store that was not ours, a failure in the warm-up) */
+    /* (a job we were told to stop is not relaunched: what it kept goes, as at a normal end; nor
+     * one whose engine finds nothing to recover from — a configuration the ranks refused, a
+     * store that was not ours, a failure before the first checkpoint) */
     for (int relaunch = 1; code != 0 && !interrupted && code != EXIT_BAD_INPUT && code != EXIT_RUN_OOM &&
-                           relaunch <= GEMINI_RELAUNCHES; relaunch++) {
-        long holder = 0;
-        if (init_refused || job_stores_in_use(&js, &holder)) {
+                           relaunch <= plan.relaunches; relaunch++) {
+        char said[1024] = "";
+        if (init_refused || plan.in_use(plan.state, said, sizeof said)) {
             /* (what refused the job would refuse its relaunch: the reason is said above) */
-            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: %s\n", rc->ranks, id,
-                    init_refused ? "its ranks refused to start (see above)" : "its store is in use by another job");
+            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: %s\n", rc->ranks, plan.job,
+                    init_refused ? "its ranks refused to start (see above)" : said);
             break;
         }
-        if (rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0) {
-            /* its machine was replaced: its copies are gone, a peer's must serve */
-            char path[PATH_MAX + 32];
-            const unsigned long long ranks = rc->fail_ranks ? rc->fail_ranks : 1ull;
-            for (int r = 0; r < 64; r++) {
-                if (!((ranks >> r) & 1)) continue;
-                for (int i = 0; i < js.n; i++) {
-                    snprintf(path, sizeof path, "%s/rank-%d.ckpt", js.dir[i], r);
-                    unlink(path);
-                }
-            }
-        }
-        /* (a relaunch that could find nothing to restore would only refuse to start: a rank
-         * lost in the middle of the first checkpoint leaves its peers' shards complete and its
-         * own nowhere) */
-        int on_disk = 0, newest = -1, missing = -1;
-        const int from =
-            job_recoverable(&js, id, e->ckpt_dir, rc->ranks, !rc->hosts_path[0], &on_disk, &newest, &missing);
-        if (from == -1) {
-            if (newest < 0)
-                fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: it ended before its first complete "
-                                "checkpoint (%s%s%s holds none), so there is nothing to recover\n", rc->ranks, id,
-                        store, e->ckpt_dir[0] ? ", nor does " : "", e->ckpt_dir[0] ? e->ckpt_dir : "");
-            else
-                fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: no checkpoint holds every rank's shard "
-                                "(the newest, of iteration %d, lacks rank %d's, and none before it holds them "
-                                "all%s), so there is nothing to recover\n", rc->ranks, id, newest, missing,
-                        rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 && missing < 64 &&
-                                ((rc->fail_ranks ? rc->fail_ranks : 1ull) >> missing & 1)
-                            ? ": every copy of it was on a lost machine"
-                            : "");
+        if (lost) plan.machines_lost(plan.state, lost);
+        /* (with --hosts the other machines' parts of the job are not visible here) */
+        if (!plan.recoverable(plan.state, !rc->hosts_path[0], lost, said, sizeof said)) {
+            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: %s\n", rc->ranks, plan.job, said);
             break;
         }
-        char what[64] = "";
-        if (from >= 0) snprintf(what, sizeof what, " (iteration %d)", from);
-        fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from its %s%s in %s%s\n",
-                rc->ranks, id, relaunch, GEMINI_RELAUNCHES, on_disk ? "persistent checkpoint" : "in-memory checkpoints",
-                what, on_disk ? e->ckpt_dir : store,
-                rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 ? " (rank's own copies deleted: hardware failure)" : "");
-        strv_free(&again, &m);
-        char **kept = NULL;
-        int nk = 0;
-        int bad = strv_push(&again, &m, args[0]) || cli_args_without(args + 1, n - 1, not_relaunched, &kept, &nk) != 0;
-        for (int i = 0; i < nk && !bad; i++) bad = strv_push(&again, &m, kept[i]);
-        strv_free(&kept, &nk);
-        if (bad || strv_push(&again, &m, "--gemini-recover")) {
+        fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from %s%s\n", rc->ranks,
+                plan.job, relaunch, plan.relaunches, said, lost && plan.lost_said ? plan.lost_said : "");
+        if (relaunch_args(args, n, &plan, &again, &m) != 0) {
             fprintf(stderr, "aebench: --ranks: out of memory\n");
             break;
         }
-        /* what the recovered job's log and JSON say of the failure (run.c) */
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        char note[1024];
-        snprintf(note, sizeof note, "job %s ran %.1f s, then %.700s; relaunch %d%s", id,
-                 (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), why, relaunch,
-                 rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 ? ", the lost rank's in-memory copies deleted" : "");
-        setenv("AEBENCH_RECOVERY", note, 1);
-        char num[32];
-        snprintf(num, sizeof num, "%.3f", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-        setenv("AEBENCH_RECOVERY_LOST_S", num, 1);
-        /* when the failure happened (a rank's note), else when we saw the job end: the
-         * recovered job counts the time lost from there */
-        snprintf(num, sizeof num, "%.6f", failed_at_s > 0 ? failed_at_s : epoch_s());
-        setenv("AEBENCH_RECOVERY_FAILED_S", num, 1);
-        if (rc->fail_at > 0) { /* (an injected fault says where; a real crash does not) */
-            snprintf(num, sizeof num, "%d", rc->fail_at);
-            setenv("AEBENCH_RECOVERY_FAILED_AT", num, 1);
-        }
-        t0 = t1;
-        const int lost = code;
+        tell_relaunch(&plan, why, relaunch, lost != 0, failed_at_s, rc->fail_at, &t0);
+        const int lost_code = code;
         code = launch_job(m, again, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
         /* (a relaunch its ranks refuse, e.g. a copy the headers called complete but whose data
          * no longer matches its checksums, ends the job for the reason it was relaunched) */
-        if (init_refused) code = lost;
+        if (init_refused) code = lost_code;
     }
     unsetenv("AEBENCH_RECOVERY");
     unsetenv("AEBENCH_RECOVERY_LOST_S");
@@ -1219,7 +1148,6 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     unsetenv("AEBENCH_RECOVERY_FAILED_S");
     strv_free(&again, &m);
     strv_free(&args, &n);
-    for (int i = 0; i < js.n; i++) ckpt_dir_remove(js.dir[i]); /* (what a job that was interrupted or failed for good left) */
-    job_stores_free(&js);
+    plan.close(plan.state, 1);
     return code;
 }

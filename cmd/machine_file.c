@@ -32,7 +32,8 @@
  *                  from before --recompute selective) }, ... ],
  *   "disks": [ { "dir", "read_gbs", "write_gbs", "measured" }, ... ] (--offload nvme's tier),
  *   "checkpoint_dirs": [ { "dir", "home_gbs", "write_ms", "write_gbs", "measured" }, ... ]
- *                      (gemini's --ckpt-dir: the state's checksums and copy home, then its file),
+ *                      (--ckpt-dir's persistent checkpoint: the state's checksums and copy home,
+ *                      then its file),
  *   "collectives": [ { "world", "all_reduce_ms", "all_reduce_gbs", "reduce_scatter_ms",
  *                      "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs",
  *                      "compute_under_collectives", "rates": { as above, one rank's with
@@ -264,7 +265,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         field(entry, "compute[]", "layer_recompute_selective_ms", path, &out->layer_recompute_selective_ms, err,
               errlen))
         goto out;
-    /* gemini's persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
+    /* the persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
      * one rank's here; on N ranks the world's entry below, measured with every rank writing */
     const cJSON *cdirs = cJSON_GetObjectItemCaseSensitive(root, "checkpoint_dirs"), *cd;
     cJSON_ArrayForEach(cd, cdirs)

@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "../engines/engine.h"
+
 #include <cjson/cJSON.h>
 
 #include <errno.h>
@@ -109,22 +111,8 @@ double effective_tflops(uint64_t params, int batch, int seq, double iter_seconds
     return (double)params / 1e9 * batch * seq * 8.0 / (iter_seconds * 1000.0);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double median_of(const double *v, int n)
-{
-    double *c = malloc((size_t)n * sizeof *c);
-    if (!c) return v[n / 2];
-    memcpy(c, v, (size_t)n * sizeof *c);
-    qsort(c, (size_t)n, sizeof *c, cmp_double);
-    double m = (n % 2) ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
-    free(c);
-    return m;
-}
+/* (the engines' median, which their reports take too: one definition of it) */
+double median_of(const double *v, int n) { return engine_median(v, n); }
 
 char *report_read_text(const char *path)
 {

@@ -1,7 +1,7 @@
 /*
  * run.c — one training run of one engine, from its plan to its record.  One file past 1,000
- * lines because every section of it (setup, iterations, the watchdog's hooks, the gemini and
- * profile reports, the log, the JSON) reads and writes the one run_state below.  Splitting
+ * lines because every section of it (setup, iterations, the watchdog's hooks, the profile
+ * report, the log, the JSON) reads and writes the one run_state below.  Splitting
  * it would export that state to every part.
  */
 #include "run.h"
@@ -53,11 +53,8 @@ static int rank_batch_of(const engine_config *ec)
     return ec->shape.batch * engine_micro_batches(ec);
 }
 
-/* Per-iteration record kept for the JSON. */
-typedef struct iter_record {
-    step_result r;
-    double ms;
-} iter_record;
+/* Per-iteration record kept for the JSON (and the engine's report hooks). */
+typedef engine_iteration iter_record;
 
 /* Everything one run produces, gathered for the log, the JSON and stdout. */
 typedef struct run_state {
@@ -235,9 +232,9 @@ static void report_setup(run_state *s)
     }
 }
 
-/* A set-up of many GiB takes seconds (9 s for stronghold l100 on the H100 machine): say on
- * stdout what is coming before it starts, from the engine's plan.  The threshold is 8 GiB of
- * GPU and host memory together, or AEBENCH_SETUP_NOTICE_MIB. */
+/* A set-up of many GiB takes seconds (9 s for an offload engine at l100 on the H100 machine):
+ * say on stdout what is coming before it starts, from the engine's plan.  The threshold is
+ * 8 GiB of GPU and host memory together, or AEBENCH_SETUP_NOTICE_MIB. */
 static void announce_setup(const run_state *s, int rank)
 {
     const char *env = getenv("AEBENCH_SETUP_NOTICE_MIB");
@@ -463,178 +460,12 @@ static double median_over_steps(const run_state *s, int what)
 
 static double median_iteration_ms(const run_state *s) { return median_over_steps(s, STEP_MS); }
 
-/* ---- gemini: the Gemini artifact's comparison in one job (--gemini-ckpt-from) -------------
- * Its runs train some warm-up steps, then 10 without checkpoints, then the rest with, and keep
- * every step time (results.json).  Ours: the iterations before --gemini-ckpt-from are without;
- * the first min(8, half of them) are the warm-up; interleave's first checkpointed steps are
- * its measuring warm-up (checkpointed naively). */
-static int gemini_warmup_steps(const engine_config *ec)
+/* The run so far, for the engine's report hooks (engine.h): its lines go to this run's log. */
+static void report_line(void *ctx, const char *text) { logline(ctx, "%s", text); }
+static engine_report report_of(run_state *s)
 {
-    const int before = ec->gemini_ckpt_from - 1;
-    return before / 2 < 8 ? before / 2 : 8;
-}
-
-/* The checkpoint interval in effect at the last step (--gemini-every K, or auto's choice). */
-static int gemini_every_at_end(const run_state *s)
-{
-    return s->done > s->first && s->iters[s->done - 1].r.ckpt_every > 0 ? s->iters[s->done - 1].r.ckpt_every : 1;
-}
-
-/* A step's phase in the artifact's comparison.  With --gemini-every K > 1 the steps between
- * two checkpoints are "checkpoint" steps too: the overhead is the interval's, shared by its K
- * steps (what a job checkpointing every K iterations pays per step), not one sending step's. */
-static const char *gemini_phase(const engine_config *ec, int iteration, const step_result *r)
-{
-    if (iteration <= gemini_warmup_steps(ec)) return "warmup";
-    if (iteration < ec->gemini_ckpt_from || (!r->has_ckpt && r->ckpt_every <= 1)) return "no_checkpoint";
-    return r->ckpt_warmup ? "checkpoint_warmup" : "checkpoint";
-}
-
-/* Mean and standard deviation of the step times (ms) of one phase; how many. */
-static int phase_stats(const run_state *s, const char *phase, double *mean, double *sd)
-{
-    double sum = 0, sq = 0;
-    int n = 0;
-    for (int i = s->first; i < s->done; i++) {
-        if (strcmp(gemini_phase(&s->ec, i + 1, &s->iters[i].r), phase) != 0) continue;
-        sum += s->iters[i].ms;
-        sq += s->iters[i].ms * s->iters[i].ms;
-        n++;
-    }
-    *mean = n ? sum / n : 0;
-    *sd = n > 1 ? sqrt((sq - sum * sum / n) / (n - 1) > 0 ? (sq - sum * sum / n) / (n - 1) : 0) : 0;
-    return n;
-}
-
-/* What a checkpoint costs, paired with the steps beside it: the "with / without" means compare
- * steps minutes apart, and where the step drifts by more than a checkpoint costs per step
- * (NCCL on sockets: 430 -> 525 ms over minutes with no checkpoint in flight, bench/results/
- * 2026-11-27-h200x2-gemini-net) they cannot resolve an interval's 1%.  A step is clean when it
- * is past the warm-up and neither it nor the step before it took a checkpoint (an interleaved
- * checkpoint may spill into the next step).  Each checkpoint's cost is its step's time, and the
- * next step's when that one is not a checkpoint, less as many times the median of the clean
- * steps within PAIR_REACH of it; a checkpoint with none beside it (every step checkpoints:
- * then the with / without means are all there is) is not paired.  The steady checkpoints are
- * taken if there are any, else interleave's measuring ones.  The log's line and the JSON's
- * gemini.paired both come from here. */
-typedef struct gemini_paired {
-    int checkpoints;   /* how many were paired (0: none could be) */
-    int measuring;     /* they were interleave's measuring checkpoints */
-    double extra_ms;   /* the mean cost of one */
-    double clean_ms;   /* the clean steps' median */
-    double overhead;   /* a step's time at one checkpoint every `every`, over a clean step's */
-} gemini_paired;
-enum { PAIR_REACH = 4 };
-static gemini_paired gemini_paired_cost(const run_state *s, int every)
-{
-    gemini_paired p = {0};
-    const int warm = gemini_warmup_steps(&s->ec), n = s->done - s->first;
-    double *v = n > 0 ? malloc(2 * (size_t)n * sizeof *v) : NULL;
-    if (!v) return p;
-    double *near = v, *all = v + n;
-#define CKPT(i) (s->iters[i].r.has_ckpt)
-#define COUNTED(i) (CKPT(i) && (i) + 1 >= s->ec.gemini_ckpt_from && (i) + 1 > warm)
-#define CLEAN(i) ((i) + 1 > warm && !CKPT(i) && ((i) == s->first || !CKPT((i) - 1)))
-    int nclean = 0;
-    p.measuring = 1;
-    for (int i = s->first; i < s->done; i++) {
-        if (CLEAN(i)) all[nclean++] = s->iters[i].ms;
-        if (COUNTED(i) && !s->iters[i].r.ckpt_warmup) p.measuring = 0;
-    }
-    double sum = 0;
-    for (int i = s->first; i < s->done && nclean > 0; i++) {
-        if (!COUNTED(i) || !s->iters[i].r.ckpt_warmup != !p.measuring) continue;
-        const int spill = i + 1 < s->done && !CKPT(i + 1), last = i + spill;
-        int k = 0;
-        for (int j = i - PAIR_REACH; j <= last + PAIR_REACH; j++)
-            if (j >= s->first && j < s->done && (j < i || j > last) && CLEAN(j)) near[k++] = s->iters[j].ms;
-        if (k == 0) continue;
-        sum += s->iters[i].ms + (spill ? s->iters[i + 1].ms : 0) - (1 + spill) * median_of(near, k);
-        p.checkpoints++;
-    }
-#undef CLEAN
-#undef COUNTED
-#undef CKPT
-    if (p.checkpoints > 0) {
-        p.clean_ms = median_of(all, nclean);
-        p.extra_ms = sum / p.checkpoints;
-        p.overhead = 1 + p.extra_ms / (every * p.clean_ms);
-    }
-    free(v);
-    return p;
-}
-
-/* The artifact's results.json for this job, and our comparison: the JSON's "gemini". */
-static void json_gemini(cJSON *root, const run_state *s)
-{
-    cJSON *g = cJSON_AddObjectToObject(root, "gemini");
-    static const char *const modes[] = {"none", "naive", "interleave"};
-    cJSON_AddStringToObject(g, "mode", modes[s->ec.gemini_mode]);
-    cJSON_AddNumberToObject(g, "checkpoint_from", s->ec.gemini_ckpt_from);
-    cJSON_AddNumberToObject(g, "warmup_steps", gemini_warmup_steps(&s->ec));
-    /* --gemini-every: the interval at the end (auto's choice), and the iterations of work a
-     * failure loses on average with it (a naive checkpoint is whole at its step's end, an
-     * interleaved one a step later) */
-    const int every = gemini_every_at_end(s);
-    cJSON_AddStringToObject(g, "every_asked", s->ec.gemini_every < 0 ? "auto" : "fixed");
-    if (s->ec.gemini_mode == GEMINI_NONE) {
-        /* (no checkpoint: no interval, and a failure loses the whole job) */
-        cJSON_AddNumberToObject(g, "every", 0);
-        cJSON_AddNullToObject(g, "expected_lost_iterations");
-    } else {
-        cJSON_AddNumberToObject(g, "every", every);
-        cJSON_AddNumberToObject(g, "expected_lost_iterations", gemini_lost_iterations(every, s->ec.gemini_mode));
-    }
-    cJSON *times = cJSON_AddArrayToObject(g, "step_times");
-    for (int i = s->first; i < s->done; i++) cJSON_AddItemToArray(times, cJSON_CreateNumber(s->iters[i].ms / 1e3));
-    /* the steady checkpoints: sizes and times are medians over them */
-    double *v = malloc(3 * (size_t)(s->done > 0 ? s->done : 1) * sizeof *v);
-    if (!v) return;
-    double *bytes = v, *ms = v + s->done, *exposed = v + 2 * s->done, idle = 0;
-    int n = 0;
-    for (int i = s->first; i < s->done; i++) {
-        const step_result *r = &s->iters[i].r;
-        if (!r->has_ckpt || strcmp(gemini_phase(&s->ec, i + 1, r), "checkpoint") != 0) continue;
-        bytes[n] = r->ckpt_bytes;
-        ms[n] = r->ckpt_ms;
-        exposed[n] = r->ckpt_exposed_ms;
-        idle = r->ckpt_idle_ms;
-        n++;
-    }
-    if (n > 0) {
-        const double ck = median_of(ms, n) / 1e3;
-        cJSON_AddNumberToObject(g, "checkpoint_size", median_of(bytes, n));
-        cJSON_AddNumberToObject(g, "idle_time", idle / 1e3);
-        cJSON_AddNumberToObject(g, "checkpoint_time", ck);
-        cJSON_AddNumberToObject(g, "exposed_time", median_of(exposed, n) / 1e3);
-        cJSON_AddNumberToObject(g, "gemini_idle_time", idle / 1e3 - ck);
-    }
-    free(v);
-    double mean, sd;
-    int k = phase_stats(s, "no_checkpoint", &mean, &sd);
-    if (k > 0) {
-        cJSON_AddNumberToObject(g, "no_checkpoint_steps", k);
-        cJSON_AddNumberToObject(g, "no_checkpoint_ms", mean);
-        cJSON_AddNumberToObject(g, "no_checkpoint_sd_ms", sd);
-    }
-    const double base = mean;
-    k = phase_stats(s, "checkpoint", &mean, &sd);
-    if (k > 0) {
-        cJSON_AddNumberToObject(g, "checkpoint_steps", k);
-        cJSON_AddNumberToObject(g, "checkpoint_ms", mean);
-        cJSON_AddNumberToObject(g, "checkpoint_sd_ms", sd);
-        if (base > 0) cJSON_AddNumberToObject(g, "slowdown", mean / base);
-    }
-    /* the paired cost of a checkpoint, and what it makes of a step at the interval in effect */
-    const gemini_paired p = gemini_paired_cost(s, every);
-    if (p.checkpoints > 0) {
-        cJSON *pc = cJSON_AddObjectToObject(g, "paired");
-        cJSON_AddNumberToObject(pc, "checkpoints", p.checkpoints);
-        cJSON_AddStringToObject(pc, "of", p.measuring ? "measuring" : "steady");
-        cJSON_AddNumberToObject(pc, "extra_ms", p.extra_ms);
-        cJSON_AddNumberToObject(pc, "clean_step_ms", p.clean_ms);
-        cJSON_AddNumberToObject(pc, "overhead_at_every", p.overhead);
-    }
+    return (engine_report){.cfg = &s->ec, .iters = s->iters, .first = s->first, .done = s->done,
+                           .line = report_line, .line_ctx = s};
 }
 
 /* ---- --profile: where a step goes, op family by family (kernels/profile.h) -------------------- */
@@ -965,6 +796,7 @@ static int write_json_locked(run_state *s)
     cJSON *notes = cJSON_AddArrayToObject(root, "engine_notes");
     for (int i = 0; notes && i < s->nnotes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(s->notes[i]));
     cJSON *its = cJSON_AddArrayToObject(root, "iterations");
+    const engine_report rep = report_of(s);
     for (int i = s->first; i < s->done; i++) {
         const iter_record *r = &s->iters[i];
         cJSON *o = cJSON_CreateObject();
@@ -1002,18 +834,10 @@ static int write_json_locked(run_state *s)
             cJSON_AddNumberToObject(o, "collectives_busy_ms", r->r.busy_ms[BUSY_COMM]);
             cJSON_AddNumberToObject(o, "bytes_collectives", r->r.bytes_comm);
         }
-        if (r->r.has_ckpt) {
-            cJSON *c = cJSON_AddObjectToObject(o, "checkpoint");
-            cJSON_AddNumberToObject(c, "bytes", r->r.ckpt_bytes);
-            cJSON_AddNumberToObject(c, "ms", r->r.ckpt_ms);
-            cJSON_AddNumberToObject(c, "exposed_ms", r->r.ckpt_exposed_ms);
-            cJSON_AddNumberToObject(c, "idle_ms", r->r.ckpt_idle_ms);
-        }
-        if (s->eng->options & ENGINE_OPT_RECOVERS)
-            cJSON_AddStringToObject(o, "phase", gemini_phase(ec, i + 1, &r->r));
+        if (s->eng->report_iteration_json) s->eng->report_iteration_json(&rep, i + 1, o);
         cJSON_AddItemToArray(its, o);
     }
-    if (s->eng->options & ENGINE_OPT_RECOVERS) json_gemini(root, s);
+    if (s->eng->report_json) s->eng->report_json(&rep, root);
     /* (the profile is the main thread's, in the middle of a step when a signal comes) */
     if (!s->interrupted_by) json_profile(root, s);
     json_gpu_clock(root, s);
@@ -1155,11 +979,10 @@ static void log_interval(run_state *s, int first, int last, int *memory_reported
     if (cur->r.has_comm)
         logline(s, "collectives (rank 0, last iteration) | busy ms: %.1f | GB handed to them: %.3f",
                 cur->r.busy_ms[BUSY_COMM], cur->r.bytes_comm / 1e9);
-    if (cur->r.has_ckpt)
-        logline(s, "checkpoint (rank 0, last iteration) | GB: %.3f | ms: %.1f | exposed ms: %.1f | "
-                   "hidden ms: %.1f | collectives' idle ms: %.1f | phase: %s", cur->r.ckpt_bytes / 1e9, cur->r.ckpt_ms,
-                cur->r.ckpt_exposed_ms, cur->r.ckpt_ms - cur->r.ckpt_exposed_ms, cur->r.ckpt_idle_ms,
-                gemini_phase(ec, last, &cur->r));
+    if (s->eng->report_interval) {
+        const engine_report rep = report_of(s);
+        s->eng->report_interval(&rep, last);
+    }
     if (s->rank == 0) {
         printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->rc->iters,
                loss, cur->r.grad_norm, ms);
@@ -1409,14 +1232,9 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     int rc_ = s->eng->init(&env, &state);
     s->setup_ms = wall_ms() - setup0;
     if (rc_ == GPT_OK) report_setup(s);
-    if (rc_ == GPT_OK && (s->eng->options & ENGINE_OPT_RECOVERS)) {
-        /* what scripts/case6_extract.sh reads the phases of the step lines from */
-        static const char *const modes[] = {"none", "naive", "interleave"};
-        char every[16];
-        if (s->ec.gemini_every < 0) snprintf(every, sizeof every, "auto");
-        else snprintf(every, sizeof every, "%d", s->ec.gemini_every > 0 ? s->ec.gemini_every : 1);
-        logline(s, "gemini | mode: %s | checkpoint from iteration: %d | warm-up steps: %d | every: %s",
-                modes[s->ec.gemini_mode], s->ec.gemini_ckpt_from, gemini_warmup_steps(&s->ec), every);
+    if (rc_ == GPT_OK && s->eng->report_header) {
+        const engine_report rep = report_of(s);
+        s->eng->report_header(&rep);
     }
     if (rc_ == GPT_ERR_OOM) {
         set_oom(s, oom_budget(s));
@@ -1490,7 +1308,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
             if (rc_ == GPT_ERR_OOM) {
                 set_oom(s, oom_budget(s));
             } else if (rc_ == GPT_ERR_IO && init_why[0]) {
-                /* (what the engine said, engine_fail: gemini's --ckpt-dir disk full) */
+                /* (what the engine said, engine_fail: a checkpoint's disk full) */
                 s->status = EXIT_RUN_ERROR;
                 snprintf(s->message, sizeof s->message, "%s: iteration %d: %.440s", s->eng->name, it, init_why);
             } else if (rc_ == GPT_ERR_IO) {
@@ -1556,28 +1374,9 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         s->clock_done = 1;
     }
     watchdog_at(s->dog, s->done, "end of training");
-    if (s->eng->options & ENGINE_OPT_RECOVERS) {
-        /* the artifact's Figure 7 comparison, when this job has both kinds of steps */
-        double base, base_sd, with, with_sd;
-        const int nb = phase_stats(s, "no_checkpoint", &base, &base_sd),
-                  nw = phase_stats(s, "checkpoint", &with, &with_sd);
-        if (nb > 0 && nw > 0)
-            logline(s, "gemini: steps without checkpoints %.1f ms (sd %.1f, %d steps), with %.1f ms (sd %.1f, %d "
-                    "steps): %.3fx", base, base_sd, nb, with, with_sd, nw, with / base);
-        /* the interval in effect at the end (auto's choice) and what a failure then costs,
-         * as the JSON's gemini.every and expected_lost_iterations */
-        if (s->ec.gemini_mode != GEMINI_NONE && s->done > s->first) {
-            const int every = gemini_every_at_end(s);
-            logline(s, "gemini: a checkpoint every %d iteration%s (%s) | iterations a failure loses, expected: %.1f",
-                    every, every == 1 ? "" : "s", s->ec.gemini_every < 0 ? "auto" : "fixed",
-                    gemini_lost_iterations(every, s->ec.gemini_mode));
-            const gemini_paired p = gemini_paired_cost(s, every);
-            if (p.checkpoints > 0)
-                logline(s, "gemini: a checkpoint adds %.1f ms to its step and the next, paired with the clean steps "
-                        "beside it (%d %s checkpoint%s; clean steps %.1f ms) | at one every %d: %.4fx",
-                        p.extra_ms, p.checkpoints, p.measuring ? "measuring" : "steady", p.checkpoints == 1 ? "" : "s",
-                        p.clean_ms, every, p.overhead);
-        }
+    if (s->eng->report_summary) {
+        const engine_report rep = report_of(s);
+        s->eng->report_summary(&rep);
     }
     if (s->status == EXIT_RUN_OK && rc->save_params[0]) save_params(s, state);
     s->eng->free(state);

@@ -40,9 +40,6 @@ enum {
                                           --gemini-recover to go on from its checkpoints */
     ENGINE_OPT_CLIP_SPECULATE = 1u << 9, /* updates layers before the step's norm is known
                                             (update_ahead.h: --clip-speculate) */
-    ENGINE_OPT_ONE_SLOT = 1u << 10,    /* one layer slot: each layer's copy in waits for the
-                                          compute before it, its compute for the copy (l2l),
-                                          so copies and compute add up (bound.h) */
     ENGINE_OPT_GRAPHS = 1u << 11,      /* replays its steps' work as CUDA graphs (--graphs) */
 };
 /* --graphs: auto (on where the engine, the backend and the run allow it), on (an error where
@@ -321,6 +318,70 @@ typedef struct engine_prediction {
 
 struct comm_world; /* (runtime/comm.h: the ranks, for refused_before_writing's collective) */
 
+/* ---- What engine_vtbl's hooks of issue 48 get and give (see the block at its end) ------------- */
+
+struct cJSON; /* (<cjson/cJSON.h>: the run's JSON, which an engine's report hooks add to) */
+
+/* One iteration as the driver recorded it: what step returned, and the step's wall time. */
+typedef struct engine_iteration {
+    step_result r;
+    double ms;
+} engine_iteration;
+
+/* The run so far, for an engine's sections of the log and JSON. */
+typedef struct engine_report {
+    const engine_config *cfg;
+    /* iters[i] is iteration i + 1; this run trained iters[first .. done - 1] (first > 0: it
+     * went on from a checkpoint of the job it recovers) */
+    const engine_iteration *iters;
+    int first, done;
+    /* one line into the run's log (no newline; rank 0's log: nothing on the other ranks) */
+    void (*line)(void *ctx, const char *text);
+    void *line_ctx;
+} engine_report;
+
+/* printf-style engine_report.line. */
+void engine_report_line(const engine_report *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The median of n >= 1 values (v is left as it is). */
+double engine_median(const double *v, int n);
+
+/* How the --ranks supervisor goes on with a job that lost ranks, as the engine says
+ * (engine_vtbl.recovery fills it, every function; cmd/launch.c follows it without knowing the
+ * engine).  The strings and `state` are the engine's until close. */
+typedef struct engine_recovery {
+    const char *job;          /* the job's id (its relaunches' too), for the supervisor's messages */
+    int relaunches;           /* relaunches at most, one after another */
+    const char *first_args[3]; /* added to the first launch's arguments (NULL-terminated) */
+    const char *relaunch_arg; /* added to every relaunch's: what makes it recover */
+    /* options (names without "--") a relaunch does not pass on besides the injected fault's:
+     * the engine's own recover flag, which relaunch_arg adds (NULL-terminated) */
+    const char *const *not_passed_on;
+    /* what the relaunch message and the recovered job's note add when machines were lost
+     * (machines_lost was called) */
+    const char *lost_said, *lost_noted;
+    void *state;
+    /* 1 when what the job would recover from is another job's now (why: one phrase) */
+    int (*in_use)(void *state, char *why, size_t len);
+    /* the machines of the ranks in `ranks` (a bit per rank, ranks 0-63) were replaced: what
+     * they held is gone (the engine deletes it, as a replaced machine would have lost it) */
+    void (*machines_lost)(void *state, unsigned long long ranks);
+    /* Whether a relaunch would find something to recover: 1 and what it would recover from
+     * into `said` ("its ... in ..."; a relaunch is tried too where only the ranks can tell),
+     * or 0 and why not (a sentence) into `said`.  seen_all: every machine's part of the job is
+     * visible here; lost: the ranks whose machines were replaced. */
+    int (*recoverable)(void *state, int seen_all, unsigned long long lost, char *said, size_t len);
+    /* `state` goes; with `remove`, what the job kept too (it is over: done, or not relaunched
+     * again; 0: it never started) */
+    void (*close)(void *state, int remove);
+} engine_recovery;
+
+/* engine_vtbl.pipeline: how an offload engine's copies meet its compute (cmd/bound.h) */
+enum {
+    ENGINE_PIPELINE_OVERLAPPED = 0, /* copies run beside the compute (the roofline bounds it) */
+    ENGINE_PIPELINE_ONE_SLOT = 1,   /* one layer slot: each layer's copy in waits for the compute
+                                       before it, its compute for the copy, so the two add up */
+};
+
 typedef struct engine_vtbl {
     const char *name;
     const char *alias;       /* another accepted name, or NULL */
@@ -361,6 +422,31 @@ typedef struct engine_vtbl {
      * iterations cannot be made (gemini: a recovery whose checkpoint is past them).  0 fine;
      * else the exit code, the reason said on stderr (by rank 0 when every rank agrees). */
     int (*refused_before_writing)(const engine_config *cfg, int iters, const struct comm_world *comm);
+
+    /* ---- Issue 48: what the engine owns of the run's record, of a job's recovery and of its
+     * bound.  Every member is optional (0 / NULL: the engine adds nothing, recovers no job,
+     * overlaps its copies, writes no persistent checkpoint); the driver calls them where
+     * present and names no engine. ---- */
+    /* The engine's lines in the log after the set-up line, once init succeeded (no iterations
+     * yet: rep->done == rep->first == 0). */
+    void (*report_header)(const engine_report *rep);
+    /* Its lines of a logged interval, after the driver's, of the interval's last iteration
+     * (1-based; done == last). */
+    void (*report_interval)(const engine_report *rep, int last);
+    /* What it adds at the end of iteration `iteration`'s object in the JSON's "iterations". */
+    void (*report_iteration_json)(const engine_report *rep, int iteration, struct cJSON *obj);
+    /* Its lines in the log when training ends (every rank calls it, whatever the outcome). */
+    void (*report_summary)(const engine_report *rep);
+    /* Its own part of the JSON (after "iterations"), in every record the driver writes: while
+     * running, interrupted, failed or done. */
+    void (*report_json)(const engine_report *rep, struct cJSON *root);
+    /* A --ranks job of cfg on `ranks` ranks that loses ranks is relaunched to go on as *out
+     * says: 0.  Anything else: it is not (a plain launch, as an engine without the hook). */
+    int (*recovery)(const engine_config *cfg, int ranks, engine_recovery *out);
+    int pipeline; /* ENGINE_PIPELINE_*: how its copies meet its compute, for its bound */
+    /* 1: it writes a persistent checkpoint (runtime/ckpt_store.h's files) under cfg->ckpt_dir,
+     * whose cost --calibrate measures there */
+    int persistent_ckpt;
 } engine_vtbl;
 
 /* A recovery, as the engine that made it tells the driver. */

@@ -100,9 +100,11 @@
 #include "runtime/timer.h"
 #include "../kernels/checksum_element.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1616,6 +1618,412 @@ static int gemini_refused_before_writing(const engine_config *cfg, int iters, co
     return 2;
 }
 
+/* ---- gemini's part of the run's record (engine_vtbl's report hooks) ---------------------------
+ * The Gemini artifact's comparison in one job (--gemini-ckpt-from): its runs train some warm-up
+ * steps, then 10 without checkpoints, then the rest with, and keep every step time
+ * (results.json).  Ours: the iterations before --gemini-ckpt-from are without; the first
+ * min(8, half of them) are the warm-up; interleave's first checkpointed steps are its measuring
+ * warm-up (checkpointed naively).  scripts/case6_extract.sh reads the lines and keys below. */
+
+static const char *const MODE_NAMES[] = {"none", "naive", "interleave"};
+
+static int warmup_steps(const engine_config *cfg)
+{
+    const int before = cfg->gemini_ckpt_from - 1;
+    return before / 2 < 8 ? before / 2 : 8;
+}
+
+/* The checkpoint interval in effect at the last step (--gemini-every K, or auto's choice). */
+static int every_at_end(const engine_report *rep)
+{
+    if (rep->done <= rep->first) return 1;
+    const int every = rep->iters[rep->done - 1].r.ckpt_every;
+    return every > 0 ? every : 1;
+}
+
+/* A step's phase in the artifact's comparison.  With --gemini-every K > 1 the steps between
+ * two checkpoints are "checkpoint" steps too: the overhead is the interval's, shared by its K
+ * steps (what a job checkpointing every K iterations pays per step), not one sending step's. */
+static const char *step_phase(const engine_config *cfg, int iteration, const step_result *r)
+{
+    if (iteration <= warmup_steps(cfg)) return "warmup";
+    if (iteration < cfg->gemini_ckpt_from || (!r->has_ckpt && r->ckpt_every <= 1)) return "no_checkpoint";
+    return r->ckpt_warmup ? "checkpoint_warmup" : "checkpoint";
+}
+
+/* Mean and standard deviation of the step times (ms) of one phase; how many. */
+static int phase_stats(const engine_report *rep, const char *phase, double *mean, double *sd)
+{
+    double sum = 0, sq = 0;
+    int n = 0;
+    for (int i = rep->first; i < rep->done; i++) {
+        if (strcmp(step_phase(rep->cfg, i + 1, &rep->iters[i].r), phase) != 0) continue;
+        sum += rep->iters[i].ms;
+        sq += rep->iters[i].ms * rep->iters[i].ms;
+        n++;
+    }
+    *mean = n ? sum / n : 0;
+    *sd = n > 1 ? sqrt((sq - sum * sum / n) / (n - 1) > 0 ? (sq - sum * sum / n) / (n - 1) : 0) : 0;
+    return n;
+}
+
+/* What a checkpoint costs, paired with the steps beside it: the "with / without" means compare
+ * steps minutes apart, and where the step drifts by more than a checkpoint costs per step
+ * (NCCL on sockets: 430 -> 525 ms over minutes with no checkpoint in flight, bench/results/
+ * 2026-11-27-h200x2-gemini-net) they cannot resolve an interval's 1%.  A step is clean when it
+ * is past the warm-up and neither it nor the step before it took a checkpoint (an interleaved
+ * checkpoint may spill into the next step).  Each checkpoint's cost is its step's time, and the
+ * next step's when that one is not a checkpoint, less as many times the median of the clean
+ * steps within PAIR_REACH of it; a checkpoint with none beside it (every step checkpoints:
+ * then the with / without means are all there is) is not paired.  The steady checkpoints are
+ * taken if there are any, else interleave's measuring ones.  The log's line and the JSON's
+ * gemini.paired both come from here. */
+typedef struct paired_cost {
+    int checkpoints;   /* how many were paired (0: none could be) */
+    int measuring;     /* they were interleave's measuring checkpoints */
+    double extra_ms;   /* the mean cost of one */
+    double clean_ms;   /* the clean steps' median */
+    double overhead;   /* a step's time at one checkpoint every `every`, over a clean step's */
+} paired_cost;
+enum { PAIR_REACH = 4 };
+static paired_cost paired_cost_of(const engine_report *rep, int every)
+{
+    paired_cost p = {0};
+    const engine_iteration *it = rep->iters;
+    const int warm = warmup_steps(rep->cfg), first = rep->first, done = rep->done, n = done - first;
+    double *v = n > 0 ? malloc(2 * (size_t)n * sizeof *v) : NULL;
+    if (!v) return p;
+    double *near = v, *all = v + n;
+#define CKPT(i) (it[i].r.has_ckpt)
+#define COUNTED(i) (CKPT(i) && (i) + 1 >= rep->cfg->gemini_ckpt_from && (i) + 1 > warm)
+#define CLEAN(i) ((i) + 1 > warm && !CKPT(i) && ((i) == first || !CKPT((i) - 1)))
+    int nclean = 0;
+    p.measuring = 1;
+    for (int i = first; i < done; i++) {
+        if (CLEAN(i)) all[nclean++] = it[i].ms;
+        if (COUNTED(i) && !it[i].r.ckpt_warmup) p.measuring = 0;
+    }
+    double sum = 0;
+    for (int i = first; i < done && nclean > 0; i++) {
+        if (!COUNTED(i) || !it[i].r.ckpt_warmup != !p.measuring) continue;
+        const int spill = i + 1 < done && !CKPT(i + 1), last = i + spill;
+        int k = 0;
+        for (int j = i - PAIR_REACH; j <= last + PAIR_REACH; j++)
+            if (j >= first && j < done && (j < i || j > last) && CLEAN(j)) near[k++] = it[j].ms;
+        if (k == 0) continue;
+        sum += it[i].ms + (spill ? it[i + 1].ms : 0) - (1 + spill) * engine_median(near, k);
+        p.checkpoints++;
+    }
+#undef CLEAN
+#undef COUNTED
+#undef CKPT
+    if (p.checkpoints > 0) {
+        p.clean_ms = engine_median(all, nclean);
+        p.extra_ms = sum / p.checkpoints;
+        p.overhead = 1 + p.extra_ms / (every * p.clean_ms);
+    }
+    free(v);
+    return p;
+}
+
+/* The log's header line: what case 6's extract reads the phases of the step lines from. */
+static void gemini_report_header(const engine_report *rep)
+{
+    const engine_config *cfg = rep->cfg;
+    char every[16];
+    if (cfg->gemini_every < 0) snprintf(every, sizeof every, "auto");
+    else snprintf(every, sizeof every, "%d", cfg->gemini_every > 0 ? cfg->gemini_every : 1);
+    engine_report_line(rep, "gemini | mode: %s | checkpoint from iteration: %d | warm-up steps: %d | every: %s",
+                       MODE_NAMES[cfg->gemini_mode], cfg->gemini_ckpt_from, warmup_steps(cfg), every);
+}
+
+/* A logged interval: the checkpoint of its last step, when it took one. */
+static void gemini_report_interval(const engine_report *rep, int last)
+{
+    const step_result *r = &rep->iters[last - 1].r;
+    if (!r->has_ckpt) return;
+    engine_report_line(rep, "checkpoint (rank 0, last iteration) | GB: %.3f | ms: %.1f | exposed ms: %.1f | "
+                            "hidden ms: %.1f | collectives' idle ms: %.1f | phase: %s", r->ckpt_bytes / 1e9,
+                       r->ckpt_ms, r->ckpt_exposed_ms, r->ckpt_ms - r->ckpt_exposed_ms, r->ckpt_idle_ms,
+                       step_phase(rep->cfg, last, r));
+}
+
+/* An iteration's checkpoint, when it took one, and its phase. */
+static void gemini_report_iteration_json(const engine_report *rep, int iteration, cJSON *o)
+{
+    const step_result *r = &rep->iters[iteration - 1].r;
+    if (r->has_ckpt) {
+        cJSON *c = cJSON_AddObjectToObject(o, "checkpoint");
+        cJSON_AddNumberToObject(c, "bytes", r->ckpt_bytes);
+        cJSON_AddNumberToObject(c, "ms", r->ckpt_ms);
+        cJSON_AddNumberToObject(c, "exposed_ms", r->ckpt_exposed_ms);
+        cJSON_AddNumberToObject(c, "idle_ms", r->ckpt_idle_ms);
+    }
+    cJSON_AddStringToObject(o, "phase", step_phase(rep->cfg, iteration, r));
+}
+
+/* The end of training: the artifact's Figure 7 comparison, when this job has both kinds of
+ * steps; the interval in effect at the end (auto's choice) and what a failure then costs, as
+ * the JSON's gemini.every and expected_lost_iterations; a checkpoint's paired cost. */
+static void gemini_report_summary(const engine_report *rep)
+{
+    const engine_config *cfg = rep->cfg;
+    double base, base_sd, with, with_sd;
+    const int nb = phase_stats(rep, "no_checkpoint", &base, &base_sd), nw = phase_stats(rep, "checkpoint", &with, &with_sd);
+    if (nb > 0 && nw > 0)
+        engine_report_line(rep, "gemini: steps without checkpoints %.1f ms (sd %.1f, %d steps), with %.1f ms (sd %.1f, "
+                                "%d steps): %.3fx", base, base_sd, nb, with, with_sd, nw, with / base);
+    if (cfg->gemini_mode == GEMINI_NONE || rep->done <= rep->first) return;
+    const int every = every_at_end(rep);
+    engine_report_line(rep, "gemini: a checkpoint every %d iteration%s (%s) | iterations a failure loses, expected: %.1f",
+                       every, every == 1 ? "" : "s", cfg->gemini_every < 0 ? "auto" : "fixed",
+                       gemini_lost_iterations(every, cfg->gemini_mode));
+    const paired_cost p = paired_cost_of(rep, every);
+    if (p.checkpoints > 0)
+        engine_report_line(rep, "gemini: a checkpoint adds %.1f ms to its step and the next, paired with the clean "
+                                "steps beside it (%d %s checkpoint%s; clean steps %.1f ms) | at one every %d: %.4fx",
+                           p.extra_ms, p.checkpoints, p.measuring ? "measuring" : "steady",
+                           p.checkpoints == 1 ? "" : "s", p.clean_ms, every, p.overhead);
+}
+
+/* The steady checkpoints' medians (size, times) and idle time, into g; -1 out of memory. */
+static int json_checkpoint_medians(const engine_report *rep, cJSON *g)
+{
+    const int done = rep->done;
+    double *v = malloc(3 * (size_t)(done > 0 ? done : 1) * sizeof *v);
+    if (!v) return -1;
+    double *bytes = v, *ms = v + done, *exposed = v + 2 * done, idle = 0;
+    int n = 0;
+    for (int i = rep->first; i < done; i++) {
+        const step_result *r = &rep->iters[i].r;
+        if (!r->has_ckpt || strcmp(step_phase(rep->cfg, i + 1, r), "checkpoint") != 0) continue;
+        bytes[n] = r->ckpt_bytes;
+        ms[n] = r->ckpt_ms;
+        exposed[n] = r->ckpt_exposed_ms;
+        idle = r->ckpt_idle_ms;
+        n++;
+    }
+    if (n > 0) {
+        const double ck = engine_median(ms, n) / 1e3;
+        cJSON_AddNumberToObject(g, "checkpoint_size", engine_median(bytes, n));
+        cJSON_AddNumberToObject(g, "idle_time", idle / 1e3);
+        cJSON_AddNumberToObject(g, "checkpoint_time", ck);
+        cJSON_AddNumberToObject(g, "exposed_time", engine_median(exposed, n) / 1e3);
+        cJSON_AddNumberToObject(g, "gemini_idle_time", idle / 1e3 - ck);
+    }
+    free(v);
+    return 0;
+}
+
+/* The artifact's results.json for this job, and our comparison: the JSON's "gemini". */
+static void gemini_report_json(const engine_report *rep, cJSON *root)
+{
+    const engine_config *cfg = rep->cfg;
+    cJSON *g = cJSON_AddObjectToObject(root, "gemini");
+    cJSON_AddStringToObject(g, "mode", MODE_NAMES[cfg->gemini_mode]);
+    cJSON_AddNumberToObject(g, "checkpoint_from", cfg->gemini_ckpt_from);
+    cJSON_AddNumberToObject(g, "warmup_steps", warmup_steps(cfg));
+    /* --gemini-every: the interval at the end (auto's choice), and the iterations of work a
+     * failure loses on average with it (a naive checkpoint is whole at its step's end, an
+     * interleaved one a step later) */
+    const int every = every_at_end(rep);
+    cJSON_AddStringToObject(g, "every_asked", cfg->gemini_every < 0 ? "auto" : "fixed");
+    if (cfg->gemini_mode == GEMINI_NONE) {
+        /* (no checkpoint: no interval, and a failure loses the whole job) */
+        cJSON_AddNumberToObject(g, "every", 0);
+        cJSON_AddNullToObject(g, "expected_lost_iterations");
+    } else {
+        cJSON_AddNumberToObject(g, "every", every);
+        cJSON_AddNumberToObject(g, "expected_lost_iterations", gemini_lost_iterations(every, cfg->gemini_mode));
+    }
+    cJSON *times = cJSON_AddArrayToObject(g, "step_times");
+    for (int i = rep->first; i < rep->done; i++) cJSON_AddItemToArray(times, cJSON_CreateNumber(rep->iters[i].ms / 1e3));
+    if (json_checkpoint_medians(rep, g) != 0) return;
+    double mean, sd;
+    int k = phase_stats(rep, "no_checkpoint", &mean, &sd);
+    if (k > 0) {
+        cJSON_AddNumberToObject(g, "no_checkpoint_steps", k);
+        cJSON_AddNumberToObject(g, "no_checkpoint_ms", mean);
+        cJSON_AddNumberToObject(g, "no_checkpoint_sd_ms", sd);
+    }
+    const double base = mean;
+    k = phase_stats(rep, "checkpoint", &mean, &sd);
+    if (k > 0) {
+        cJSON_AddNumberToObject(g, "checkpoint_steps", k);
+        cJSON_AddNumberToObject(g, "checkpoint_ms", mean);
+        cJSON_AddNumberToObject(g, "checkpoint_sd_ms", sd);
+        if (base > 0) cJSON_AddNumberToObject(g, "slowdown", mean / base);
+    }
+    /* the paired cost of a checkpoint, and what it makes of a step at the interval in effect */
+    const paired_cost p = paired_cost_of(rep, every);
+    if (p.checkpoints > 0) {
+        cJSON *pc = cJSON_AddObjectToObject(g, "paired");
+        cJSON_AddNumberToObject(pc, "checkpoints", p.checkpoints);
+        cJSON_AddStringToObject(pc, "of", p.measuring ? "measuring" : "steady");
+        cJSON_AddNumberToObject(pc, "extra_ms", p.extra_ms);
+        cJSON_AddNumberToObject(pc, "clean_step_ms", p.clean_ms);
+        cJSON_AddNumberToObject(pc, "overhead_at_every", p.overhead);
+    }
+}
+
+/* ---- a --ranks job that loses ranks: relaunched to recover (engine_vtbl.recovery) -------------
+ * The job gets an id (its store's name: --gemini-job, or one made here and added to its first
+ * launch) that its relaunches use too; each relaunch adds --gemini-recover.  It is relaunched
+ * while its stores (one, or with "%m" in --gemini-store one per machine) or --ckpt-dir hold a
+ * checkpoint of every rank's shard, at most GEMINI_RELAUNCHES times. */
+enum { GEMINI_RELAUNCHES = 3 };
+
+/* What a relaunch does not pass on: a recover flag (the relaunch adds its own). */
+static const char *const GEMINI_NOT_PASSED_ON[] = {"gemini-recover", NULL};
+
+/* The supervisor's view of a job's checkpoints: its store directories, machines 0 .. n - 1
+ * (no more machines than ranks), and --ckpt-dir. */
+typedef struct gemini_job {
+    char id[64];
+    char store[PATH_MAX]; /* (as the messages name it: the pattern's) */
+    char ckpt_dir[ENGINE_PATH_MAX];
+    int ranks;
+    int n;
+    char (*dir)[PATH_MAX];
+    char (*root)[PATH_MAX];
+} gemini_job;
+
+static void gemini_job_free(gemini_job *j)
+{
+    free(j->dir);
+    free(j->root);
+    free(j);
+}
+
+static int gemini_job_stores(gemini_job *j, const char *pattern)
+{
+    const int n = ckpt_store_per_machine(pattern) ? j->ranks : 1;
+    j->dir = calloc((size_t)n, sizeof *j->dir);
+    j->root = calloc((size_t)n, sizeof *j->root);
+    if (!j->dir || !j->root) return -1;
+    for (int i = 0; i < n; i++)
+        if (ckpt_store_for_machine(j->root[i], sizeof j->root[i], pattern, i) ||
+            ckpt_store_dir(j->dir[i], sizeof j->dir[i], j->root[i], j->id))
+            return -1;
+    j->n = n;
+    return 0;
+}
+
+static int gemini_job_in_use(void *state, char *why, size_t len)
+{
+    const gemini_job *j = state;
+    long holder = 0;
+    for (int i = 0; i < j->n; i++)
+        if (ckpt_dir_in_use(j->dir[i], &holder) == 1) {
+            snprintf(why, len, "its store is in use by another job");
+            return 1;
+        }
+    return 0;
+}
+
+/* Their machines were replaced: their copies are gone, a peer's must serve.  (Best effort, as
+ * the loss it stands for: a copy that cannot be removed is one the ranks still check.) */
+static void gemini_job_machines_lost(void *state, unsigned long long ranks)
+{
+    const gemini_job *j = state;
+    char path[PATH_MAX + 32];
+    for (int r = 0; r < 64; r++) {
+        if (!((ranks >> r) & 1)) continue;
+        for (int i = 0; i < j->n; i++) {
+            snprintf(path, sizeof path, "%s/rank-%d.ckpt", j->dir[i], r);
+            (void)unlink(path);
+        }
+    }
+}
+
+/* The iteration a relaunch would recover (as restore() chooses: the newest that every rank's
+ * shard is held complete at in the machines' stores, else in --ckpt-dir), by the headers alone
+ * (the ranks check the data); *on_disk says where.  -1: none, and then *newest the newest
+ * iteration any shard is held at (-1 none) and *missing a rank it lacks; -2: the ranks must
+ * decide (out of memory; or, `seen_all` 0, the other machines' stores are not here, and this
+ * one's holds something). */
+static int gemini_job_newest(const gemini_job *j, int seen_all, int *on_disk, int *newest, int *missing)
+{
+    ckpt_holdings h = {0};
+    int it = -1, disk_newest = -1, disk_missing = -1;
+    *on_disk = 0, *newest = *missing = -1;
+    for (int i = 0; i < j->n && it != -2; i++)
+        if (ckpt_job_holdings(j->root[i], j->id, 0, &h)) it = -2;
+    if (it != -2) {
+        it = ckpt_newest_whole(h.held, h.n, j->ranks, newest, missing);
+        if (!seen_all && h.n > 0) it = -2;
+    }
+    if (it == -1 && j->ckpt_dir[0]) {
+        ckpt_holdings_free(&h);
+        if (ckpt_job_holdings(j->ckpt_dir, j->id, 1, &h)) it = -2;
+        else if ((it = ckpt_newest_whole(h.held, h.n, j->ranks, &disk_newest, &disk_missing)) >= 0) *on_disk = 1;
+        else if (!seen_all && h.n > 0) it = -2;
+        else if (disk_newest > *newest) *newest = disk_newest, *missing = disk_missing;
+    }
+    ckpt_holdings_free(&h);
+    return it;
+}
+
+/* (a relaunch that could find nothing to restore would only refuse to start: a rank lost in
+ * the middle of the first checkpoint leaves its peers' shards complete and its own nowhere) */
+static int gemini_job_recoverable(void *state, int seen_all, unsigned long long lost, char *said, size_t len)
+{
+    const gemini_job *j = state;
+    int on_disk = 0, newest = -1, missing = -1;
+    const int from = gemini_job_newest(j, seen_all, &on_disk, &newest, &missing);
+    if (from == -1) {
+        if (newest < 0)
+            snprintf(said, len, "it ended before its first complete checkpoint (%s%s%s holds none), so there is "
+                     "nothing to recover", j->store, j->ckpt_dir[0] ? ", nor does " : "", j->ckpt_dir);
+        else
+            snprintf(said, len, "no checkpoint holds every rank's shard (the newest, of iteration %d, lacks rank %d's, "
+                     "and none before it holds them all%s), so there is nothing to recover", newest, missing,
+                     missing >= 0 && missing < 64 && (lost >> missing & 1) ? ": every copy of it was on a lost machine"
+                                                                           : "");
+        return 0;
+    }
+    char what[64] = "";
+    if (from >= 0) snprintf(what, sizeof what, " (iteration %d)", from);
+    snprintf(said, len, "its %s%s in %s", on_disk ? "persistent checkpoint" : "in-memory checkpoints", what,
+             on_disk ? j->ckpt_dir : j->store);
+    return 1;
+}
+
+/* (what a job that ended, was interrupted or failed for good left in its stores goes) */
+static void gemini_job_close(void *state, int remove)
+{
+    gemini_job *j = state;
+    for (int i = 0; remove && i < j->n; i++) ckpt_dir_remove(j->dir[i]);
+    gemini_job_free(j);
+}
+
+/* A job with checkpoints (in memory, or --ckpt-dir's) to recover from is relaunched. */
+static int gemini_recovery(const engine_config *cfg, int ranks, engine_recovery *out)
+{
+    if (cfg->gemini_mode == GEMINI_NONE && !cfg->ckpt_dir[0]) return -1;
+    gemini_job *j = calloc(1, sizeof *j);
+    if (!j) return -1;
+    j->ranks = ranks;
+    snprintf(j->ckpt_dir, sizeof j->ckpt_dir, "%s", cfg->ckpt_dir);
+    if (cfg->gemini_job[0]) snprintf(j->id, sizeof j->id, "%s", cfg->gemini_job);
+    else ckpt_job_id(j->id, sizeof j->id, 's');
+    if (gemini_job_stores(j, cfg->gemini_store) || ckpt_store_dir(j->store, sizeof j->store, cfg->gemini_store, j->id)) {
+        gemini_job_free(j);
+        return -1;
+    }
+    *out = (engine_recovery){
+        .job = j->id, .relaunches = GEMINI_RELAUNCHES, .relaunch_arg = "--gemini-recover",
+        .not_passed_on = GEMINI_NOT_PASSED_ON, .lost_said = " (rank's own copies deleted: hardware failure)",
+        .lost_noted = ", the lost rank's in-memory copies deleted", .state = j, .in_use = gemini_job_in_use,
+        .machines_lost = gemini_job_machines_lost, .recoverable = gemini_job_recoverable, .close = gemini_job_close,
+    };
+    if (!cfg->gemini_job[0]) {
+        out->first_args[0] = "--gemini-job";
+        out->first_args[1] = j->id;
+    }
+    return 0;
+}
+
 const engine_vtbl engine_gemini = {
     .name = "gemini",
     .alias = NULL,
@@ -1635,4 +2043,12 @@ const engine_vtbl engine_gemini = {
     .resumed = gemini_resumed,
     .predict = gemini_predict,
     .refused_before_writing = gemini_refused_before_writing,
+    /* (issue 48's hooks: its record, its jobs' recovery, its persistent checkpoint) */
+    .report_header = gemini_report_header,
+    .report_interval = gemini_report_interval,
+    .report_iteration_json = gemini_report_iteration_json,
+    .report_summary = gemini_report_summary,
+    .report_json = gemini_report_json,
+    .recovery = gemini_recovery,
+    .persistent_ckpt = 1,
 };

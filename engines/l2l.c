@@ -696,7 +696,7 @@ const engine_vtbl engine_l2l = {
     .description = "layer to layer: one layer on the GPU at a time, weights and Adam on the host",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_CLIP_SPECULATE | ENGINE_OPT_ONE_SLOT,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_CLIP_SPECULATE,
     .plan = l2l_plan,
     .init = l2l_init,
     .chosen_plan = l2l_chosen_plan,
@@ -704,4 +704,6 @@ const engine_vtbl engine_l2l = {
     .free = l2l_free,
     .read_params = l2l_read_params,
     .predict = l2l_predict,
+    /* (issue 48's hooks: its one layer slot, for its bound) */
+    .pipeline = ENGINE_PIPELINE_ONE_SLOT,
 };

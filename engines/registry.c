@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int engine_fail(const engine_env *env, int rc, const char *fmt, ...)
@@ -28,6 +29,34 @@ void engine_note(const engine_env *env, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     env->note(env->note_ctx, line);
+}
+
+void engine_report_line(const engine_report *rep, const char *fmt, ...)
+{
+    if (!rep->line) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    rep->line(rep->line_ctx, line);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double engine_median(const double *v, int n)
+{
+    double *sorted = malloc((size_t)n * sizeof *sorted);
+    if (!sorted) return v[n / 2]; /* (out of memory: a value from the middle, unsorted) */
+    memcpy(sorted, v, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+    const double m = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    free(sorted);
+    return m;
 }
 
 void engine_init_embed(const engine_env *env, float *p, const gpt_shape *sh, uint64_t seed)
