@@ -199,4 +199,24 @@ static inline void assert_same_trajectory(const trajectory *a, const trajectory 
 
 static inline void free_trajectory(trajectory *t) { free(t->params); }
 
+/* ---- the registry's engines: what the cross-engine tests loop over (issue 48) -------------
+ * A test that says "every engine" takes engine_count() / engine_at() (engines/registry.c), so
+ * that an engine added there is in it without the test naming it.  HARNESS_MIN_ENGINES: the
+ * registry holds at least the six engines of the artifacts, so a loop over a registry that
+ * lost its entries fails instead of checking nothing. */
+enum { HARNESS_MIN_ENGINES = 6 };
+
+static inline void assert_registry_populated(void)
+{
+    if (engine_count() < HARNESS_MIN_ENGINES)
+        fail_msg("the registry holds %d engines, want at least %d", engine_count(), HARNESS_MIN_ENGINES);
+}
+
+/* The offloading engines: those -m all compares with the baseline (every engine it runs but
+ * megatron-lm, which keeps everything on the GPU and is what they are checked against). */
+static inline int harness_offload_engine(const engine_vtbl *eng)
+{
+    return engine_in_all(eng) && eng != &engine_megatron_lm;
+}
+
 #endif

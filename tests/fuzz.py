@@ -54,7 +54,10 @@ TIMEOUT_S = 60
 SHAPE = {"-l": "1", "-h": "32", "--heads": "2", "--seq": "8", "--vocab": "64", "-b": "1"}
 TINY = ["--device", "cpu", "-l", "1", "-h", "32", "--heads", "2", "--seq", "8", "--vocab", "64", "-b", "1",
         "--threads", "1"]
-ENGINES = ["megatron-lm", "l2l", "zero-offload", "zero-infinity", "stronghold", "gemini"]
+# The engines the inputs draw a method from are the registry's (aebench --list-engines, in its
+# order: Campaign.engines), so that a new engine is fuzzed without being named here; fewer than
+# MIN_ENGINES (the engines there are now) is a failure (drift), not a campaign over nothing.
+MIN_ENGINES = 6
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 # Values of each class that stay in it: odd but valid text for integers and numbers
@@ -244,6 +247,7 @@ class Campaign:
     def __init__(self, binary, mpi_bin, seed, root, drift_only=False):
         self.bin = binary
         self.help_options = self._help_options()
+        self.engines = self._engines()
         if drift_only:
             return
         self.mpi_bin = mpi_bin
@@ -268,6 +272,13 @@ class Campaign:
             raise SystemExit("fuzz: --calibrate wrote no machine file to start from")
         with open(files[0]) as f:
             return files[0], json.load(f)
+
+    def _engines(self):
+        """The engines -m takes, as the registry lists them (aebench --list-engines); [] when it
+        fails (drift says so)."""
+        p = subprocess.run([self.bin, "--list-engines"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                           check=False)
+        return p.stdout.decode("utf-8", "replace").split() if p.returncode == 0 else []
 
     def _help_options(self):
         p = subprocess.run([self.bin, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
@@ -341,7 +352,7 @@ class Campaign:
         mode = mode or c.mode
         c.mode, c.real = mode, mode == "real"
         if c.method is None:
-            c.method = rnd.choice(ENGINES + (["all"] if mode == "dry" else []))
+            c.method = rnd.choice(self.engines + (["all"] if mode == "dry" else []))
         args = self.shape(c)
         c.iters = rnd.randint(1, 3) if mode == "real" else int(edge_int(rnd, 1, 1000000000))
         args += ["-m", c.method, "--iters", str(c.iters)]
@@ -392,7 +403,7 @@ class Campaign:
         c.mode = "search"
         args = self.shape(c) + ["--search", "--machine", self.machine_path, "--results", "r"]
         if rnd.random() < 0.5:
-            args += ["-m", rnd.choice(ENGINES)]
+            args += ["-m", rnd.choice(self.engines)]
         if rnd.random() < 0.5:
             args += ["--top", edge_int(rnd, 1, 50)]
         if rnd.random() < 0.3:
@@ -423,7 +434,7 @@ class Campaign:
     # ---- configs, run lists, machine files -----------------------------------------------------
     def config_doc(self, c):
         """A valid plain config (tiny, dry): the options of a valid command line as JSON."""
-        c.method = c.rnd.choice(ENGINES)
+        c.method = c.rnd.choice(self.engines)
         doc = {"method": c.method, "layers": 2, "hidden": 64, "heads": 4, "seq": 16, "batch": 2, "vocab": 128,
                "device": "cpu", "iters": 1}
         c.layers, c.iters = 2, 1
@@ -497,7 +508,7 @@ class Campaign:
         return args, "config/" + how, Expect(2, token=token)
 
     def runlist_input(self, rnd, workdir):
-        method = rnd.choice(ENGINES)
+        method = rnd.choice(self.engines)
         doc = {"description": rnd.choice(["x", "\u00e9 %s%n", ""]),
                "defaults": {"method": method, "layers": 1, "hidden": 32, "heads": 2, "seq": 8, "batch": 1,
                             "vocab": 64, "iters": 1, "device": "cpu", "threads": 1},
@@ -577,7 +588,7 @@ class Campaign:
         with open(os.path.join(workdir, "machine.json"), "w", encoding="utf-8") as f:
             f.write(text)
         c = Ctx(self, rnd, workdir, "predict")
-        args = self.shape(c) + ["--predict", "--machine", "machine.json", "-m", rnd.choice(ENGINES + ["all"])]
+        args = self.shape(c) + ["--predict", "--machine", "machine.json", "-m", rnd.choice(self.engines + ["all"])]
         return args, "machine/" + how, Expect(2, token=token, issue47=how == "version")
 
     # ---- one input -------------------------------------------------------------------------
@@ -1191,7 +1202,11 @@ def disk_input(binary, workdir, free):
 
 
 def drift(camp):
-    """The grammar covers every option aebench --help lists, and no other."""
+    """The grammar covers every option aebench --help lists, and no other; and the engines it
+    draws from (--list-engines) are at least MIN_ENGINES."""
+    if len(camp.engines) < MIN_ENGINES:
+        return "aebench --list-engines listed %d engines (%s), want at least %d" % (
+            len(camp.engines), " ".join(camp.engines), MIN_ENGINES)
     helped = set(camp.help_options)
     if not helped:
         return "aebench --help listed no options"

@@ -563,9 +563,14 @@ fi
 # room for all its spans (a step that ran out of room would report none rather than a part,
 # and its bound would be a quarter of the truth: l155 -b 1 of a global batch 4 was "4.15x its
 # bound" on the H100)
+# (every offloading engine, from the registry: tests/engine_list.sh; stronghold with -w 2)
+# shellcheck source=tests/engine_list.sh
+source "$(dirname "${BASH_SOURCE[0]}")/engine_list.sh"
+registry_engines "$BIN" || failc "the registry's engines (micro-batch busy times)" "$REG_WHY"
 bad=""
-for e in "stronghold -w 2" l2l zero-offload zero-infinity; do
-    read -r -a ea <<<"$e"
+for e in "${REG_OFFLOAD[@]}"; do
+    ea=("$e")
+    [ "$e" = stronghold ] && ea+=(-w 2)
     rm -rf "$B/mb"
     (cd "$B" && "$BIN" -m "${ea[@]}" "${TINY[@]}" -l 6 -b 1 --global-batch 8 --iters 2 --results mb >mb.out 2>&1) || bad="$bad ${ea[0]}: exit $?;"
     python3 -c 'import glob, json, sys

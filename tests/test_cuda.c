@@ -1157,15 +1157,47 @@ static void check_engine_on_gpu(const engine_vtbl *eng, const engine_config *g, 
     record_free(&t);
 }
 
-/* Every offloading engine on the GPU against megatron-lm (losses: on the CPU; final
- * parameters: on the GPU): stronghold for W in
- * {1, 2, 3, L} and -w auto under a budget that makes it stream; l2l; zero-offload;
- * zero-infinity; the disk tier (--offload nvme) of zero-infinity and stronghold; each with
- * clipping, and the engines whose schedule changes without it also with --clip-grad 0. */
+/* A windowed engine (stronghold) on the GPU, as check_engine_on_gpu: -w W for W in {1, 2, 3, L}
+ * and -w auto under a budget that makes it stream (room for about 60% of the layers), -w 2
+ * without clipping, and -w 2 --placement spread with and without. */
+static void check_windowed_engine_on_gpu(const engine_vtbl *eng, const engine_config *clip,
+                                         const engine_config *noclip, const run_record *cpu,
+                                         const run_record *cpu_noclip, const run_record *ref,
+                                         const run_record *ref_noclip, int iters)
+{
+    engine_config g = *clip, gn = *noclip;
+    const int L = g.shape.layers;
+    engine_plan all;
+    g.window = L;
+    eng->plan(&g, &all);
+    const int windows[] = {1, 2, 3, L, 0};
+    for (int w = 0; w < 5; w++) {
+        char label[32];
+        snprintf(label, sizeof label, "-w %d", windows[w]);
+        g.window = windows[w];
+        /* -w auto: room for about half the layers, so it streams. */
+        const size_t limit = windows[w] == 0 ? (size_t)(all.gpu_bytes * 0.6) : SIZE_MAX;
+        check_engine_on_gpu(eng, &g, limit, label, cpu->loss, ref, iters);
+    }
+    g.window = gn.window = 2;
+    check_engine_on_gpu(eng, &gn, SIZE_MAX, "-w 2 --clip-grad 0", cpu_noclip->loss, ref_noclip, iters);
+    /* --placement spread: at l6 -w 2 layers 0 and 3 resident, 1, 2, 4, 5 streamed */
+    g.placement = gn.placement = PLACE_SPREAD;
+    check_engine_on_gpu(eng, &g, SIZE_MAX, "-w 2 --placement spread", cpu->loss, ref, iters);
+    check_engine_on_gpu(eng, &gn, SIZE_MAX, "-w 2 --placement spread --clip-grad 0", cpu_noclip->loss,
+                        ref_noclip, iters);
+}
+
+/* Every offloading engine of the registry (harness_offload_engine: -m all's but megatron-lm)
+ * on the GPU against megatron-lm (losses: on the CPU; final parameters: on the GPU): a windowed
+ * one (stronghold) as check_windowed_engine_on_gpu, the others (l2l, zero-offload,
+ * zero-infinity) clipped and with --clip-grad 0; then the disk tier (--offload nvme) of each
+ * that has it (zero-infinity; stronghold -w 2). */
 static void test_offload_engines_cuda_vs_cpu(void **state)
 {
     (void)state;
     if (!have_gpu()) skip();
+    assert_registry_populated();
     enum { ITERS = 20 };
     engine_config cfg = small_engine_config(6, 99, DEVICE_CPU);
     cfg.optim.clip = 0.5;
@@ -1180,45 +1212,26 @@ static void test_offload_engines_cuda_vs_cpu(void **state)
     g.device = gn.device = DEVICE_CUDA;
     run_trajectory(&engine_megatron_lm, &g, SIZE_MAX, ITERS, &ref);
     run_trajectory(&engine_megatron_lm, &gn, SIZE_MAX, ITERS, &ref_noclip);
-    engine_plan all;
-    g.window = 6;
-    engine_stronghold.plan(&g, &all);
-    const int windows[] = {1, 2, 3, 6, 0};
-    for (int w = 0; w < 5; w++) {
-        char label[32];
-        snprintf(label, sizeof label, "-w %d", windows[w]);
-        g.window = windows[w];
-        /* -w auto: room for about half the layers, so it streams. */
-        const size_t limit = windows[w] == 0 ? (size_t)(all.gpu_bytes * 0.6) : SIZE_MAX;
-        check_engine_on_gpu(&engine_stronghold, &g, limit, label, cpu.loss, &ref, ITERS);
-    }
-    g.window = gn.window = 2;
-    check_engine_on_gpu(&engine_stronghold, &gn, SIZE_MAX, "-w 2 --clip-grad 0", cpu_noclip.loss,
-                        &ref_noclip, ITERS);
-    /* --placement spread: at l6 -w 2 layers 0 and 3 resident, 1, 2, 4, 5 streamed */
-    g.placement = gn.placement = PLACE_SPREAD;
-    check_engine_on_gpu(&engine_stronghold, &g, SIZE_MAX, "-w 2 --placement spread", cpu.loss, &ref, ITERS);
-    check_engine_on_gpu(&engine_stronghold, &gn, SIZE_MAX, "-w 2 --placement spread --clip-grad 0",
-                        cpu_noclip.loss, &ref_noclip, ITERS);
-    g.placement = gn.placement = PLACE_AUTO;
-    g.window = gn.window = 0;
-
-    const char *const offload_engines[] = {"l2l", "zero-offload", "zero-infinity"};
-    for (int e = 0; e < 3; e++) {
-        const engine_vtbl *eng = engine_find(offload_engines[e]);
-        if (!eng) fail_msg("engine %s is not registered", offload_engines[e]);
+    for (int e = 0; e < engine_count(); e++) {
+        const engine_vtbl *eng = engine_at(e);
+        if (!harness_offload_engine(eng)) continue;
+        if (eng->uses_window) {
+            check_windowed_engine_on_gpu(eng, &g, &gn, &cpu, &cpu_noclip, &ref, &ref_noclip, ITERS);
+            continue;
+        }
         check_engine_on_gpu(eng, &g, SIZE_MAX, "clip 0.5", cpu.loss, &ref, ITERS);
-        check_engine_on_gpu(eng, &gn, SIZE_MAX, "--clip-grad 0", cpu_noclip.loss, &ref_noclip,
-                            ITERS);
+        check_engine_on_gpu(eng, &gn, SIZE_MAX, "--clip-grad 0", cpu_noclip.loss, &ref_noclip, ITERS);
     }
     /* The disk tier: swap files in the working directory (the machine's disk). */
     g.offload = OFFLOAD_NVME;
     snprintf(g.nvme_dir, sizeof g.nvme_dir, ".");
-    const engine_vtbl *zi = engine_find("zero-infinity");
-    check_engine_on_gpu(zi, &g, SIZE_MAX, "--offload nvme", cpu.loss, &ref, ITERS);
-    g.window = 2;
-    check_engine_on_gpu(&engine_stronghold, &g, SIZE_MAX, "-w 2 --offload nvme", cpu.loss, &ref,
-                        ITERS);
+    for (int e = 0; e < engine_count(); e++) {
+        const engine_vtbl *eng = engine_at(e);
+        if (!harness_offload_engine(eng) || !(eng->options & ENGINE_OPT_OFFLOAD_NVME)) continue;
+        g.window = eng->uses_window ? 2 : 0;
+        check_engine_on_gpu(eng, &g, SIZE_MAX, eng->uses_window ? "-w 2 --offload nvme" : "--offload nvme", cpu.loss,
+                            &ref, ITERS);
+    }
     record_free(&cpu);
     record_free(&cpu_noclip);
     record_free(&ref);
@@ -1233,6 +1246,7 @@ static void test_offload_engines_bf16(void **state)
 {
     (void)state;
     if (!have_gpu()) skip();
+    assert_registry_populated();
     enum { ITERS = 12 };
     engine_config cfg = small_engine_config(6, 4242, DEVICE_CPU);
     cfg.bf16 = 1;
@@ -1251,28 +1265,34 @@ static void test_offload_engines_bf16(void **state)
            max_rel);
     assert_true(max_rel <= 1e-2);
     const size_t P = (size_t)gpt_param_count(&g.shape);
-    engine_plan all;
-    g.window = 6;
-    engine_stronghold.plan(&g, &all);
-    struct { const char *engine; int window; double budget; int placement; } runs[] = {
-        {"l2l", 0, 0, 0}, {"zero-offload", 0, 0, 0}, {"zero-infinity", 0, 0, 0}, {"stronghold", 1, 0, 0},
-        {"stronghold", 2, 0, 0}, {"stronghold", 0, 0.6, 0}, {"stronghold", 2, 0, PLACE_SPREAD}};
-    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-        const engine_vtbl *eng = engine_find(runs[r].engine);
-        if (!eng) fail_msg("engine %s is not registered", runs[r].engine);
-        g.window = runs[r].window;
-        g.placement = runs[r].placement;
-        run_record t = record_new(&g, ITERS);
-        run_trajectory(eng, &g, runs[r].budget > 0 ? (size_t)(all.gpu_bytes * runs[r].budget) : SIZE_MAX, ITERS, &t);
-        int loss_differ;
-        size_t params_differ;
-        record_compare(&t, &ref, ITERS, P, &loss_differ, &params_differ);
-        printf("cuda engine %s -w %d%s bf16 vs megatron-lm bf16 on the GPU: losses differing %d, params differing %zu "
-               "of %zu\n", runs[r].engine, runs[r].window, runs[r].placement ? " --placement spread" : "", loss_differ,
-               params_differ, P);
-        assert_int_equal(loss_differ, 0);
-        assert_int_equal(params_differ, 0);
-        record_free(&t);
+    /* every offloading engine of the registry (harness_offload_engine); a windowed one
+     * (stronghold) in each of these, the others as they come */
+    static const struct { int window; double budget; int placement; } windowed[] = {
+        {1, 0, 0}, {2, 0, 0}, {0, 0.6, 0}, {2, 0, PLACE_SPREAD}};
+    for (int e = 0; e < engine_count(); e++) {
+        const engine_vtbl *eng = engine_at(e);
+        if (!harness_offload_engine(eng)) continue;
+        engine_plan all;
+        g.window = g.shape.layers;
+        g.placement = PLACE_AUTO;
+        eng->plan(&g, &all);
+        const size_t nruns = eng->uses_window ? sizeof windowed / sizeof windowed[0] : 1;
+        for (size_t r = 0; r < nruns; r++) {
+            g.window = eng->uses_window ? windowed[r].window : 0;
+            g.placement = eng->uses_window ? windowed[r].placement : PLACE_AUTO;
+            const double budget = eng->uses_window ? windowed[r].budget : 0;
+            run_record t = record_new(&g, ITERS);
+            run_trajectory(eng, &g, budget > 0 ? (size_t)(all.gpu_bytes * budget) : SIZE_MAX, ITERS, &t);
+            int loss_differ;
+            size_t params_differ;
+            record_compare(&t, &ref, ITERS, P, &loss_differ, &params_differ);
+            printf("cuda engine %s -w %d%s bf16 vs megatron-lm bf16 on the GPU: losses differing %d, params differing "
+                   "%zu of %zu\n", eng->name, g.window, g.placement ? " --placement spread" : "", loss_differ,
+                   params_differ, P);
+            assert_int_equal(loss_differ, 0);
+            assert_int_equal(params_differ, 0);
+            record_free(&t);
+        }
     }
     record_free(&cpu);
     record_free(&ref);
@@ -1287,6 +1307,7 @@ static void test_recompute_modes_on_gpu(void **state)
 {
     (void)state;
     if (!have_gpu()) skip();
+    assert_registry_populated();
     enum { ITERS = 8 };
     static const gpt_recompute modes[] = {GPT_RECOMPUTE_FULL, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_NONE};
     for (int m = 0; m < 2; m++) {
@@ -1317,18 +1338,18 @@ static void test_recompute_modes_on_gpu(void **state)
         c.recompute = GPT_RECOMPUTE_SELECTIVE;
         run_record sel = record_new(&c, ITERS);
         run_trajectory(&engine_megatron_lm, &c, SIZE_MAX, ITERS, &sel);
-        static const char *const offload[] = {"l2l", "zero-offload", "zero-infinity", "stronghold"};
-        for (int e = 0; e < 4; e++) {
-            const engine_vtbl *eng = engine_find(offload[e]);
-            if (!eng) fail_msg("engine %s is not registered", offload[e]);
-            c.window = e == 3 ? 1 : 0;
+        /* every offloading engine of the registry; a windowed one (stronghold) with -w 1 */
+        for (int e = 0; e < engine_count(); e++) {
+            const engine_vtbl *eng = engine_at(e);
+            if (!harness_offload_engine(eng)) continue;
+            c.window = eng->uses_window ? 1 : 0;
             run_record t = record_new(&c, ITERS);
             run_trajectory(eng, &c, SIZE_MAX, ITERS, &t);
             int loss_differ;
             size_t params_differ;
             record_compare(&t, &sel, ITERS, P, &loss_differ, &params_differ);
             printf("cuda %s --recompute selective vs megatron-lm selective (%s): losses differing %d, params "
-                   "differing %zu of %zu\n", offload[e], m ? "bf16" : "tf32", loss_differ, params_differ, P);
+                   "differing %zu of %zu\n", eng->name, m ? "bf16" : "tf32", loss_differ, params_differ, P);
             assert_int_equal(loss_differ, 0);
             assert_int_equal(params_differ, 0);
             record_free(&t);

@@ -21,6 +21,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every engine of the registry gives the baseline's trajectory bit for bit: clipped
+ * (small_config's clip binds) and unclipped (where an engine's host updates then run during
+ * the backward), on eight layers; an engine with a window of resident layers (stronghold)
+ * with -w 3, so that it streams the rest (its other windows and placements: below).  It loops
+ * over engine_count() / engine_at(), so an engine added to the registry is checked here
+ * without this test naming it. */
+static void test_every_engine_equals_baseline(void **state)
+{
+    (void)state;
+    assert_registry_populated();
+    const int L = 8;
+    for (int clipped = 1; clipped >= 0; clipped--) {
+        engine_config cfg = small_config(L);
+        if (!clipped) {
+            cfg.optim.clip = 0;
+            cfg.optim.lr = 1e-3;
+        }
+        trajectory base;
+        run_baseline(&cfg, &base);
+        assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3); /* (it trained: equality means something) */
+        for (int i = 0; i < engine_count(); i++) {
+            const engine_vtbl *eng = engine_at(i);
+            engine_config c = cfg;
+            if (eng->uses_window) c.window = 3;
+            trajectory t;
+            run_engine(eng, &c, SIZE_MAX, &t);
+            char what[96];
+            snprintf(what, sizeof what, "%s%s%s", eng->name, eng->uses_window ? " -w 3" : "",
+                     clipped ? "" : " --clip-grad 0");
+            assert_same_trajectory(&base, &t, what);
+            free_trajectory(&t);
+        }
+        free_trajectory(&base);
+    }
+}
+
 /* stronghold with -w W for W in {1, 2, 3, L} and -w auto (everything fits) equals the
  * baseline exactly, its resident layers at the bottom and (W < L) spread between the
  * streamed ones; the training actually moved (so equality is not of two no-ops). */
@@ -90,6 +126,30 @@ static int by_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* eng with cfg and -w window --clip-speculate speculate --placement placement: the second
+ * copies are in its plan (so updates go ahead), and its trajectory is base's. */
+static void check_speculating_run(const engine_vtbl *eng, const engine_config *cfg, int window, int speculate,
+                                  int placement, const trajectory *base)
+{
+    engine_config c = *cfg;
+    c.window = window;
+    c.clip_speculate = speculate;
+    c.placement = placement;
+    engine_config off = c;
+    off.clip_speculate = 0;
+    engine_plan with, without;
+    eng->plan(&c, &with);
+    eng->plan(&off, &without);
+    assert_true(with.host_bytes > without.host_bytes);
+    trajectory t;
+    run_engine(eng, &c, SIZE_MAX, &t);
+    char what[96];
+    snprintf(what, sizeof what, "%s -w %d --clip-speculate %d%s", eng->name, window, speculate,
+             placement == PLACE_SPREAD ? " --placement spread" : "");
+    assert_same_trajectory(base, &t, what);
+    free_trajectory(&t);
+}
+
 static void test_clip_speculate_equals_baseline(void **state)
 {
     (void)state;
@@ -112,33 +172,32 @@ static void test_clip_speculate_equals_baseline(void **state)
     }
     assert_true(kept >= 1 && redone >= 1);
 
-    /* every engine whose host updates otherwise wait for the norm */
+    /* every engine whose host updates otherwise wait for the norm: each engine of the registry
+     * with --clip-speculate (ENGINE_OPT_CLIP_SPECULATE), in the runs this table gives it, or
+     * (an engine the table does not name) -w 3 if it has a window, --clip-speculate 2 */
     /* (stronghold --placement spread -w 3 --clip-speculate 2: the streamed layers updated
-     * ahead are 6 and 7, below them 4 and 1 wait for the norm) */
-    const struct { const engine_vtbl *eng; int window, speculate, placement; } runs[] = {
-        {&engine_stronghold, 1, -1, 0}, {&engine_stronghold, 3, -1, 0}, {&engine_stronghold, 1, 2, 0},
-        {&engine_stronghold, 3, -1, PLACE_SPREAD}, {&engine_stronghold, 3, 2, PLACE_SPREAD},
-        {&engine_l2l, 0, -1, 0}, {&engine_l2l, 0, 3, 0}, {&engine_zero_infinity, 0, 8, 0}, {&engine_zero_infinity, 0, 1, 0}};
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        engine_config c = cfg;
-        c.window = runs[i].window;
-        c.clip_speculate = runs[i].speculate;
-        c.placement = runs[i].placement;
-        /* the second copies are in the plan: the updates go ahead */
-        engine_config off = c;
-        off.clip_speculate = 0;
-        engine_plan with, without;
-        runs[i].eng->plan(&c, &with);
-        runs[i].eng->plan(&off, &without);
-        assert_true(with.host_bytes > without.host_bytes);
-        trajectory t;
-        run_engine(runs[i].eng, &c, SIZE_MAX, &t);
-        char what[96];
-        snprintf(what, sizeof what, "%s -w %d --clip-speculate %d%s", runs[i].eng->name, runs[i].window, runs[i].speculate,
-                 runs[i].placement == PLACE_SPREAD ? " --placement spread" : "");
-        assert_same_trajectory(&base, &t, what);
-        free_trajectory(&t);
+     * ahead are 6 and 7, below them 4 and 1 wait for the norm; zero-infinity's auto is none,
+     * so its runs give the count) */
+    static const struct { const char *engine; int window, speculate, placement; } runs[] = {
+        {"stronghold", 1, -1, 0}, {"stronghold", 3, -1, 0}, {"stronghold", 1, 2, 0},
+        {"stronghold", 3, -1, PLACE_SPREAD}, {"stronghold", 3, 2, PLACE_SPREAD},
+        {"l2l", 0, -1, 0}, {"l2l", 0, 3, 0}, {"zero-infinity", 0, 8, 0}, {"zero-infinity", 0, 1, 0}};
+    const size_t nruns = sizeof runs / sizeof runs[0];
+    size_t table_runs = 0;
+    for (int e = 0; e < engine_count(); e++) {
+        const engine_vtbl *eng = engine_at(e);
+        if (!(eng->options & ENGINE_OPT_CLIP_SPECULATE)) continue;
+        int named = 0;
+        for (size_t i = 0; i < nruns; i++) {
+            if (strcmp(runs[i].engine, eng->name) != 0) continue;
+            named = 1;
+            table_runs++;
+            check_speculating_run(eng, &cfg, runs[i].window, runs[i].speculate, runs[i].placement, &base);
+        }
+        if (!named) check_speculating_run(eng, &cfg, eng->uses_window ? 3 : 0, 2, PLACE_AUTO, &base);
     }
+    /* (every run of the table ran: none of its engines lost the option or its registry entry) */
+    assert_int_equal(table_runs, nruns);
     free_trajectory(&base);
 }
 
@@ -320,6 +379,7 @@ static void test_stronghold_oom(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_engine_equals_baseline),
         cmocka_unit_test(test_stronghold_equals_baseline),
         cmocka_unit_test(test_stronghold_unclipped_equals_baseline),
         cmocka_unit_test(test_clip_speculate_equals_baseline),

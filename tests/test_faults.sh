@@ -57,7 +57,13 @@ for world in 2 3; do
 done
 
 RANDOM=$FT_SEED
-ft_engines=(megatron-lm zero-offload l2l zero-infinity stronghold)
+# (the engines drawn from: every one -m all runs, from the registry (tests/engine_list.sh), and
+# gemini every third trial)
+# shellcheck source=tests/engine_list.sh
+source "$(dirname "${BASH_SOURCE[0]}")/engine_list.sh"
+registry_engines "$FT_BIN" || ft_fail "the registry's engines (fault campaign)" "$REG_WHY"
+ft_engines=("${REG_IN_ALL[@]}")
+[ "${#ft_engines[@]}" -gt 0 ] || FT_TRIALS=0  # (no engine to draw: the failure above says why)
 ft_victims=(rank rank supervisor mpiexec sweep findmax)
 ft_signals=(KILL STOP TERM INT)
 ft_phases=(forward backward checkpoint)

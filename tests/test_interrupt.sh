@@ -70,7 +70,11 @@ done
 # then the sweep gets SIGTERM (and passes it on: the child's parent-death signal), and the child
 # is let go on to read it.  A child that got to its end before it was stopped (a legitimate
 # ending on a machine busy enough to run 200 iterations before the next command) is tried again.
-mapfile -t IT_ENGINES < <("$BIN" --help | awk '/^methods:/ {m = 1; next} m && /^  all / {exit} m && NF {print $1}')
+# (the engines -m all runs, from the registry: tests/engine_list.sh)
+# shellcheck source=tests/engine_list.sh
+source "$(dirname "${BASH_SOURCE[0]}")/engine_list.sh"
+registry_engines "$BIN" || failc "the registry's engines (interrupted sweep)" "$REG_WHY"
+IT_ENGINES=("${REG_IN_ALL[@]}")
 IT_NE=${#IT_ENGINES[@]}
 IT_SWEEP=("$BIN" -m all "${IT_TINY[@]}" --threads 1 --iters 200 --results r)
 why=""

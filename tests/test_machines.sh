@@ -41,7 +41,16 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
         mc_same "2 machines x 2 ranks = 1 machine x 4 ranks (megatron-lm)" z0 one
         mc_run z1 2 --zero-stage 1 && mc_same "2 machines x 2 ranks: ZeRO-1 = ZeRO-0" z0 z1
         for st in 2 3; do mc_run "z$st" 2 --zero-stage "$st" && mc_same "2 machines x 2 ranks: ZeRO-$st = ZeRO-0" z0 "z$st"; done
-        for e in "l2l" "zero-offload" "zero-infinity" "stronghold -w 1" "stronghold -w 2"; do
+        # (every offloading engine, from the registry: tests/engine_list.sh; stronghold with -w 1
+        # and -w 2)
+        # shellcheck source=tests/engine_list.sh
+        source "$(dirname "${BASH_SOURCE[0]}")/engine_list.sh"
+        registry_engines "$MC_BIN" || dp_fail "the registry's engines (2 machines x 2 ranks)" "$REG_WHY"
+        mc_offload=()
+        for e in "${REG_OFFLOAD[@]}"; do
+            if [ "$e" = stronghold ]; then mc_offload+=("stronghold -w 1" "stronghold -w 2"); else mc_offload+=("$e"); fi
+        done
+        for e in "${mc_offload[@]}"; do
             read -r -a ea <<<"$e"
             tag=$(tr -c 'a-z0-9' '_' <<<"$e")
             mc_run "$tag" 2 -m "${ea[@]}" && mc_same "2 machines x 2 ranks: $e = megatron-lm ZeRO-0" z0 "$tag"

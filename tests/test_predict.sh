@@ -127,18 +127,29 @@ else
     pr_fail "--calibrate again" "exit $rc: $(cat "$PR_WORK/cal2.out")"
 fi
 
-# every engine that -m all runs (how long it took is said, not judged: the machine may be busy)
+# every engine that -m all runs (how long it took is said, not judged: the machine may be busy):
+# as many as the registry has (tests/engine_list.sh), each once
+# shellcheck source=tests/engine_list.sh
+source "$(dirname "${BASH_SOURCE[0]}")/engine_list.sh"
+registry_engines "$PR_BIN" || pr_fail "the registry's engines (predict)" "$REG_WHY"
+PR_NE=${#REG_IN_ALL[@]}
 (cd "$PR_WORK" && timeout 60 "$PR_BIN" --predict -m all "${PR_SHAPE[@]}" --results res >all.out 2>&1)
 rc=$?
 took=$(sed -n 's/^predicted in \([0-9.]*\) ms$/\1/p' "$PR_WORK/all.out")
-if [ $rc -eq 0 ] && [ "$(grep -c '^predict ' "$PR_WORK/all.out")" -eq 5 ] && [ -n "$took" ] &&
+predicted=$(sed -n 's/^predict \([a-z0-9-]*\) .*/\1/p' "$PR_WORK/all.out" | sort)
+if [ $rc -eq 0 ] && [ "$PR_NE" -ge "$REG_MIN_IN_ALL" ] && [ "$(grep -c '^predict ' "$PR_WORK/all.out")" -eq "$PR_NE" ] &&
+    [ "$predicted" = "$(printf '%s\n' "${REG_IN_ALL[@]}" | sort)" ] && [ -n "$took" ] &&
     ! grep -q "not modelled" "$PR_WORK/all.out"; then
-    pr_pass "--predict -m all: 5 engines modelled, each with its breakdown and plan, in $took ms"
+    pr_pass "--predict -m all: $PR_NE engines modelled, each with its breakdown and plan, in $took ms"
 else
-    pr_fail "--predict -m all" "exit $rc: $(cat "$PR_WORK/all.out")"
+    pr_fail "--predict -m all" "exit $rc, want -m all's $PR_NE (${REG_IN_ALL[*]}): $(cat "$PR_WORK/all.out")"
 fi
-PR_RECALIBRATE=1 pr_accuracy "predicted/measured ms on the CPU backend" 5 res PR_SHAPE \
-    "-m megatron-lm" "-m zero-offload" "-m l2l" "-m zero-infinity" "-m stronghold -w 2" \
+# (each engine -m all runs, stronghold with -w 2, then two other recompute modes)
+pr_runs=()
+for e in "${REG_IN_ALL[@]}"; do
+    if [ "$e" = stronghold ]; then pr_runs+=("-m stronghold -w 2"); else pr_runs+=("-m $e"); fi
+done
+PR_RECALIBRATE=1 pr_accuracy "predicted/measured ms on the CPU backend" 5 res PR_SHAPE "${pr_runs[@]}" \
     "-m megatron-lm --recompute selective" "-m stronghold -w 2 --recompute none"
 # the recompute modes in the model: none below selective below full, every engine
 order=$(for m in full selective none; do
@@ -151,7 +162,7 @@ for line in sys.stdin:
     m, e, ms = line.split()
     t.setdefault(e, {})[m] = float(ms)
 bad = [f"{e} {v}" for e, v in t.items() if len(v) != 3 or not v["none"] < v["selective"] < v["full"]]
-print("ok" if len(t) == 5 and not bad else f"{len(t)} engines; out of order: {bad}")')
+print("ok" if len(t) == int(sys.argv[1]) >= int(sys.argv[2]) and not bad else f"{len(t)} engines of {sys.argv[1]}; out of order: {bad}")' "$PR_NE" "$REG_MIN_IN_ALL")
 if [ "$order" = ok ]; then
     pr_pass "--predict: every engine at l8 predicted fastest with --recompute none, then selective, then full"
 else
@@ -184,8 +195,8 @@ for line in sys.stdin:
     ms = float(m.group(2)); busy = [float(x) for x in re.findall(r"([0-9.]+)", m.group(3))]
     if busy and ms + 1e-6 < max(busy): ok = False
     by.setdefault(m.group(1), []).append(ms)
-ok = ok and len(by) == 5 and all(len(v) == 4 and all(a < b for a, b in zip(v, v[1:])) for v in by.values())
-print("ok" if ok else f"bad {by}")')
+ok = ok and len(by) == int(sys.argv[1]) >= int(sys.argv[2]) and all(len(v) == 4 and all(a < b for a, b in zip(v, v[1:])) for v in by.values())
+print("ok" if ok else f"bad (want {sys.argv[1]} engines) {by}")' "$PR_NE" "$REG_MIN_IN_ALL")
 if [ "$mono" = ok ]; then
     pr_pass "predictions grow with the layers (l2, 4, 8, 16) and are never below the busiest resource"
 else
@@ -325,7 +336,12 @@ print(e["compute_under_collectives"] >= 1, e["rates"]["host_threads"], e["rates"
     # -w 2 keeps 2 layers resident and streams the rest)
     r21=$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); e = [e for e in d["collectives"] if e["world"] == 2][0]
 print(e["rates"]["host_adam_ms_per_mparam"] / d["rates"]["host_adam_ms_per_mparam"])' "$F1")
-    for e in zero-offload l2l zero-infinity "stronghold -w 2 --clip-speculate 0"; do
+    # (every offloading engine, from the registry: tests/engine_list.sh)
+    pr_offload=()
+    for e in "${REG_OFFLOAD[@]}"; do
+        if [ "$e" = stronghold ]; then pr_offload+=("stronghold -w 2 --clip-speculate 0"); else pr_offload+=("$e"); fi
+    done
+    for e in "${pr_offload[@]}"; do
         zo=$( (pr_rows res1old PR1 "-m $e -l 400" "-m $e --ranks 2 -l 400"; pr_rows res1 PR1 "-m $e --ranks 2 -l 400") |
              R21=$r21 python3 -c "$PR_PY"'
 import os

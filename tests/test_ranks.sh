@@ -73,7 +73,11 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
     # ---- sweeps run each child under mpiexec ---------------------------------------------------
     rk_in sweep "$RK_BIN" "${RK_TINY[@]}" -m all --ranks 2 --iters 2 --results results
     ok=1
-    for m in megatron-lm l2l zero-offload zero-infinity stronghold; do
+    # (every engine -m all runs, from the registry: tests/engine_list.sh)
+    # shellcheck source=tests/engine_list.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/engine_list.sh"
+    registry_engines "$RK_BIN" || rk_fail "the registry's engines (-m all --ranks 2)" "$REG_WHY"
+    for m in "${REG_IN_ALL[@]}"; do
         grep -q '"world":[[:space:]]*2' "$RK_DIR"/results/log_"$m"_*.json 2>/dev/null || ok=0
     done
     if [ "$ok" = 1 ] && [ "$RK_RC" -eq 0 ]; then

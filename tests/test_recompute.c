@@ -99,26 +99,34 @@ static void check_engine(const engine_vtbl *eng, const engine_config *cfg, const
     harness_close(&h);
 }
 
-/* Every engine, selective and none, against megatron-lm full; clipped (small_config's clip
- * binds), on four layers. */
+/* Every engine of the registry, selective and none, against megatron-lm full; clipped
+ * (small_config's clip binds), on four layers.  An engine with a window of resident layers
+ * (stronghold) runs -w 2, those two at the bottom and spread between the streamed ones. */
 static void test_every_engine_every_mode(void **state)
 {
     (void)state;
+    assert_registry_populated();
     engine_config cfg = small_config(4);
     trajectory base;
     run_baseline(&cfg, &base);
     assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3); /* (it trained: equality means something) */
     for (size_t m = 0; m < sizeof KEPT_MODES / sizeof KEPT_MODES[0]; m++) {
-        engine_config c = cfg;
-        c.recompute = KEPT_MODES[m];
-        check_engine(&engine_megatron_lm, &c, &base, "megatron-lm");
-        check_engine(&engine_l2l, &c, &base, "l2l");
-        check_engine(&engine_zero_offload, &c, &base, "zero-offload");
-        check_engine(&engine_zero_infinity, &c, &base, "zero-infinity");
-        c.window = 2;
-        check_engine(&engine_stronghold, &c, &base, "stronghold -w 2");
-        c.placement = PLACE_SPREAD;
-        check_engine(&engine_stronghold, &c, &base, "stronghold -w 2 --placement spread");
+        for (int i = 0; i < engine_count(); i++) {
+            const engine_vtbl *eng = engine_at(i);
+            engine_config c = cfg;
+            c.recompute = KEPT_MODES[m];
+            char what[96];
+            if (!eng->uses_window) {
+                check_engine(eng, &c, &base, eng->name);
+                continue;
+            }
+            c.window = 2;
+            snprintf(what, sizeof what, "%s -w 2", eng->name);
+            check_engine(eng, &c, &base, what);
+            c.placement = PLACE_SPREAD;
+            snprintf(what, sizeof what, "%s -w 2 --placement spread", eng->name);
+            check_engine(eng, &c, &base, what);
+        }
     }
     free_trajectory(&base);
 }
@@ -143,30 +151,30 @@ static void test_bf16_modes(void **state)
 
 /* The plans differ by the activations each mode keeps: selective adds L - 1 layers' GEMM
  * outputs to full's one working set (engines that keep the layer inputs anyway), none all
- * of L - 1 more layers' activations; the same on every engine. */
+ * of L - 1 more layers' activations; the same on every engine of the registry. */
 static void test_plans_differ_by_the_kept(void **state)
 {
     (void)state;
+    assert_registry_populated();
     const int L = 6;
     engine_config cfg = small_config(L);
     const gpt_shape *sh = &cfg.shape;
     const uint64_t kept = gpt_layer_kept_bytes(sh, GPT_F32, GPT_RECOMPUTE_SELECTIVE);
     const uint64_t whole = gpt_layer_acts_bytes(sh, GPT_F32);
-    const engine_vtbl *engines[] = {&engine_megatron_lm, &engine_l2l, &engine_zero_offload, &engine_zero_infinity,
-                                    &engine_stronghold};
     cfg.window = 2;
-    for (size_t i = 0; i < sizeof engines / sizeof engines[0]; i++) {
+    for (int i = 0; i < engine_count(); i++) {
+        const engine_vtbl *eng = engine_at(i);
         engine_plan full, sel, none;
         engine_config c = cfg;
-        engines[i]->plan(&c, &full);
+        eng->plan(&c, &full);
         c.recompute = GPT_RECOMPUTE_SELECTIVE;
-        engines[i]->plan(&c, &sel);
+        eng->plan(&c, &sel);
         c.recompute = GPT_RECOMPUTE_NONE;
-        engines[i]->plan(&c, &none);
+        eng->plan(&c, &none);
         if (sel.gpu_bytes - full.gpu_bytes != (uint64_t)(L - 1) * kept ||
             none.gpu_bytes - full.gpu_bytes != (uint64_t)(L - 1) * whole)
             fail_msg("%s: plans full %llu, selective %llu (+%llu, expected +%llu), none %llu (+%llu, expected +%llu)",
-                     engines[i]->name, (unsigned long long)full.gpu_bytes, (unsigned long long)sel.gpu_bytes,
+                     eng->name, (unsigned long long)full.gpu_bytes, (unsigned long long)sel.gpu_bytes,
                      (unsigned long long)(sel.gpu_bytes - full.gpu_bytes), (unsigned long long)((L - 1) * kept),
                      (unsigned long long)none.gpu_bytes, (unsigned long long)(none.gpu_bytes - full.gpu_bytes),
                      (unsigned long long)((L - 1) * whole));

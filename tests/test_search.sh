@@ -7,6 +7,10 @@
 
 SR="$WORK/search"
 mkdir -p "$SR"
+# (the engines -m all runs, from the registry: tests/engine_list.sh)
+# shellcheck source=tests/engine_list.sh
+source "$(dirname "${BASH_SOURCE[0]}")/engine_list.sh"
+registry_engines "$BIN" || failc "the registry's engines (search)" "$REG_WHY"
 SS=(--device cpu -h 64 --heads 4 --seq 32 --vocab 512 --threads 1)
 for b in 1 2 4; do
     (cd "$SR" && timeout 300 "$BIN" --calibrate "${SS[@]}" -l 4 -b "$b" --results res >>cal.out 2>&1)
@@ -22,13 +26,14 @@ sr_verdict() {
 (cd "$SR" && "$BIN" --search "${SS[@]}" -l 4 --results res >s1.out 2>s1.err)
 rc=$?
 j=$(search_json "$SR/s1.out")
-check=$(python3 - "$SR/${j:-none}" "$SR/s1.out" <<'EOF'
+check=$(python3 - "$SR/${j:-none}" "$SR/s1.out" "${REG_IN_ALL[*]}" <<'EOF'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
 except Exception as e:
     sys.exit(f"no JSON: {e}")
 out = open(sys.argv[2]).read().splitlines()
+in_all = set(sys.argv[3].split())  # (the engines -m all runs: the registry's)
 c, cf, bad = d["counts"], d["configs"], []
 buckets = c["predicted"] + c["over_gpu"] + c["over_host"] + c["over_disk"] + c["refused"] + c["not_modelled"] + c["not_calibrated"]
 if buckets != c["considered"] or c["considered"] == 0:
@@ -38,8 +43,8 @@ if len(cf) != c["predicted"] or c["predicted"] == 0:
 ms = [x["ms"] for x in cf]
 if ms != sorted(ms) or [x["rank"] for x in cf] != list(range(1, len(cf) + 1)):
     bad.append("not ranked by ms")
-if set(d["search"]["engines"]) != {"megatron-lm", "l2l", "zero-offload", "zero-infinity", "stronghold"}:
-    bad.append(f"engines {d['search']['engines']}")
+if not in_all or set(d["search"]["engines"]) != in_all:
+    bad.append(f"engines {d['search']['engines']}, want -m all's {sorted(in_all)}")
 if sorted({x["batch"] for x in cf}) != [1, 2, 4]:
     bad.append("micro-batches 1, 2, 4 not all there")
 sh = {x["window"] for x in cf if x["engine"] == "stronghold"}
@@ -134,9 +139,12 @@ fi
 LB=(--gpu-mem-limit 3M --cpu-mem-limit 40M)
 bad=""
 fm_max=0
-for e in "megatron-lm" "l2l --clip-speculate auto" "zero-offload" "zero-infinity --offload cpu --clip-speculate auto" \
-    "stronghold -w auto --placement auto --offload cpu --clip-speculate auto"; do
-    read -r -a ea <<<"$e"
+# (every engine -m all runs, from the registry, each with the knobs --find-max fixes for it: an
+# engine not named here has none)
+declare -A sr_knobs=([l2l]="--clip-speculate auto" [zero-infinity]="--offload cpu --clip-speculate auto"
+                     [stronghold]="-w auto --placement auto --offload cpu --clip-speculate auto")
+for e in "${REG_IN_ALL[@]}"; do
+    read -r -a ea <<<"$e ${sr_knobs[$e]:-}"
     fm=$(cd "$SR" && "$BIN" --predict --find-max -m "${ea[0]}" "${SS[@]}" -b 4 "${LB[@]}" --results res 2>&1 |
         awk '/^find-max/ {print substr($3, 2)}')
     sl=$(cd "$SR" && "$BIN" --search --largest -m "${ea[@]}" "${SS[@]}" -b 4 "${LB[@]}" --results res 2>&1 |
@@ -339,14 +347,23 @@ sr_verdict "$rc" "$check" "stronghold -w auto at its host plan" "stronghold -w a
 (cd "$SR" && timeout 300 "$BIN" --calibrate --offload nvme -m stronghold "${SS[@]}" -l 4 -b 4 --results res >cal3.out 2>&1)
 (cd "$SR" && "$BIN" --search "${SS[@]}" -l 4 -b 4 --results res >s9.out 2>&1)
 rc=$?
-check=$(cd "$SR" && python3 - "$SR/$(search_json "$SR/s9.out")" <<'EOF'
+# (the engines -m all runs that take --offload nvme, from the registry: each one's dry run with it
+# is accepted, the others refused)
+sr_nvme=()
+for e in "${REG_IN_ALL[@]}"; do
+    (cd "$SR" && "$BIN" --dry-run "${SS[@]}" -l 4 -b 4 -m "$e" --offload nvme --results res >/dev/null 2>&1) && sr_nvme+=("$e")
+done
+check=$(cd "$SR" && python3 - "$SR/$(search_json "$SR/s9.out")" "${sr_nvme[*]}" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 nv = [x for x in d["configs"] if x["offload"] == "nvme"]
+takes_nvme = set(sys.argv[2].split())
 bad = []
 if d["counts"]["not_modelled"]: bad.append(f"{d['counts']['not_modelled']} not modelled")
-# (stronghold with every layer resident streams nothing: no disk bytes even with nvme)
-if {x["engine"] for x in nv if x["plan"]["disk_bytes"] > 0} != {"zero-infinity", "stronghold"}: bad.append("nvme configs")
+# (every engine that takes --offload nvme, zero-infinity and stronghold among them; stronghold
+# with every layer resident streams nothing: no disk bytes even with nvme)
+if not {"zero-infinity", "stronghold"} <= takes_nvme: bad.append(f"--offload nvme taken by {sorted(takes_nvme)}")
+if {x["engine"] for x in nv if x["plan"]["disk_bytes"] > 0} != takes_nvme: bad.append("nvme configs")
 if any(x["plan"]["disk_bytes"] > 0 and x["offload"] != "nvme" for x in d["configs"]): bad.append("disk without nvme")
 if any("--offload nvme" not in x["command"] for x in nv): bad.append("command")
 print("ok" if not bad else "; ".join(bad))

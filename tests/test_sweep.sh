@@ -6,8 +6,12 @@ SW="$WORK/sweep"
 ROOT=$(pwd)
 mkdir -p "$SW"
 T=(--device cpu -l 2 -h 64 --heads 2 --seq 32 -b 2 --vocab 256 --iters 2 --threads 1)
-# The registered engines, as --help lists them (the sweep must cover each, whatever exists).
-mapfile -t ENGINES < <("$BIN" --help | awk '/^methods:/ {m = 1; next} m && /^  all / {exit} m && NF {print $1}')
+# The engines -m all runs, from the registry (tests/engine_list.sh; the sweep must cover each,
+# whatever exists).
+# shellcheck source=tests/engine_list.sh
+source "$(dirname "${BASH_SOURCE[0]}")/engine_list.sh"
+registry_engines "$BIN" || failc "the registry's engines (sweeps)" "$REG_WHY"
+ENGINES=("${REG_IN_ALL[@]}")
 NE=${#ENGINES[@]}
 has_engine() { printf '%s\n' "${ENGINES[@]}" | grep -qx "$1"; }
 count() { find "$1" -maxdepth 1 -name "$2" 2>/dev/null | wc -l; }
