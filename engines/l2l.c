@@ -704,4 +704,5 @@ const engine_vtbl engine_l2l = {
     .free = l2l_free,
     .read_params = l2l_read_params,
     .predict = l2l_predict,
+    .takes = (const char *const[]){"clip-speculate", NULL},
 };
