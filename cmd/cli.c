@@ -240,13 +240,19 @@ static int slots_broken(const opt_spec *all, int n, char *err, size_t errlen)
             return cli_fail(err, errlen, "--%s: hash slot %d is out of range (the next free one is %d)", all[i].d->name,
                             s, next);
         if (taken[s] >= 0)
-            return cli_fail(err, errlen, "--%s: its hash slot %d is --%s's (the next free one is %d)", all[i].d->name,
-                            s, all[taken[s]].d->name, next);
+            return cli_fail(err, errlen, "--%s and --%s both take hash slot %d (the next free one is %d)",
+                            all[taken[s]].d->name, all[i].d->name, s, next);
         taken[s] = i;
     }
     for (int s = 0; s < hashed; s++)
         if (taken[s] < 0) return cli_fail(err, errlen, "hash slot %d is skipped (the slots go 0, 1, 2, ... with no gap)", s);
     return 0;
+}
+
+/* Where option sp is declared, for messages. */
+static const char *table_of(const opt_spec *sp)
+{
+    return sp->owner ? sp->owner->name : sp->of_engines ? "engines/registry.c" : "cmd/options.h";
 }
 
 int cli_check_options(const engine_vtbl *const *engines, int n, char *err, size_t errlen)
@@ -260,16 +266,16 @@ int cli_check_options(const engine_vtbl *const *engines, int n, char *err, size_
         if (why) return cli_fail(err, errlen, "--%s: %s", d->name, why);
         for (int k = 0; k < i; k++) {
             if (strcmp(all[k].d->name, d->name) == 0)
-                return cli_fail(err, errlen, "--%s is declared twice (%s, and %s)", d->name,
-                                all[k].owner ? all[k].owner->name : all[k].of_engines ? "the engines'" : "the driver's",
-                                all[i].owner ? all[i].owner->name : all[i].of_engines ? "the engines'" : "the driver's");
+                return cli_fail(err, errlen, "--%s is declared twice (%s, and %s)", d->name, table_of(&all[k]),
+                                table_of(&all[i]));
             if (d->short_name && all[k].d->short_name == d->short_name)
-                return cli_fail(err, errlen, "--%s: its letter -%c is --%s's", d->name, d->short_name, all[k].d->name);
+                return cli_fail(err, errlen, "--%s and --%s both take the letter -%c", all[k].d->name, d->name,
+                                d->short_name);
         }
         for (int k = 0; all[i].owner && k < count; k++)
             if (k != i && fields_overlap(&all[i], &all[k]))
-                return cli_fail(err, errlen, "--%s (%s's) sets the field --%s sets", d->name, all[i].owner->name,
-                                all[k].d->name);
+                return cli_fail(err, errlen, "--%s (%s) and --%s (%s) set the same field", d->name, table_of(&all[i]),
+                                all[k].d->name, table_of(&all[k]));
         int with = !d->goes_with;
         for (int k = 0; !with && k < count; k++) with = strcmp(all[k].d->name, d->goes_with) == 0;
         if (!with) return cli_fail(err, errlen, "--%s goes with --%s, which no table declares", d->name, d->goes_with);
