@@ -404,7 +404,7 @@ int engine_takes_option(const engine_vtbl *eng, const char *name);
 /* The engines that take it, in registry order: "a", "a and b", "a, b and c"; possessive:
  * "a's, b's and c's".  "" when none. */
 void engine_option_takers(const char *name, int possessive, char *buf, size_t len);
-/* The engines whose options have capability bit (ENGINE_OPT_*), as engine_option_takers. */
+/* The engines that have capability bit (ENGINE_OPT_*), as engine_option_takers says them. */
 void engine_names_with(unsigned bit, char *buf, size_t len);
 /* An integer option's value in cfg (SET_INT, SET_INT_OR_AUTO, SET_WORDS, SET_FLAG; 0 for the
  * others), and v stored into cfg. */
