@@ -384,8 +384,8 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
-    /* --machine FILE on a training run: what -w auto sizes stronghold's window by; a file that
-     * cannot be read, or has no entry for this shape, would be passed over in silence */
+    /* --machine FILE on a training run: what -w auto sizes a windowed engine's window by; a
+     * file that cannot be read, or has no entry for this shape, would be passed over in silence */
     if (rc.machine_path[0] && !rc.calibrate && !rc.predict && !rc.dry_run) {
         machine_rates m;
         if (machine_load(rc.machine_path, &rc.eng, &m, err, sizeof err) != 0) {
@@ -479,7 +479,7 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
                             rc.eng.seed);
     }
 
-    /* (what the engine finds says the run cannot be made — gemini: a recovery past --iters —
+    /* (what the engine finds says the run cannot be made — a recovery past --iters, say —
      * refused before the results directory is made) */
     const int engine_code = only && only->refused_before_writing ? only->refused_before_writing(&rc.eng, rc.iters, &comm) : 0;
     if (engine_code) {

@@ -29,9 +29,9 @@
  *   --recompute      full/selective/none, every engine (what each layer keeps for its
  *                    backward against what the backward redoes)
  *   -w, --placement  the windowed engines (uses_window): every window 1..L and auto (resident
- *                    layers and three slots sized to the GPU budget, which no -w W gives),
- *                    the resident layers at the bottom or spread (one placement at W = L:
- *                    nothing streams)
+ *                    layers and three slots sized to the GPU budget, which no -w W gives);
+ *                    those that take --placement, the resident layers at the bottom or
+ *                    spread (one placement at W = L: nothing streams)
  * An engine that -m all leaves out is searched only when -m names it (it answers another
  * question).
  *
@@ -189,7 +189,16 @@ static double tflops_of(const search *s, const candidate *c)
     return gpt_model_flops(&sh) * micro_batches_of(s, c->k.batch) / (c->pred.ms * 1e-3) / 1e12;
 }
 
-static const char *placement_name(int p) { return p == PLACE_SPREAD ? "spread" : p == PLACE_BOTTOM ? "bottom" : "auto"; }
+/* --placement's word for p (its declaration's). */
+static void placement_name(int p, char *buf, size_t len)
+{
+    const option_decl *d = engine_option_named("placement");
+    if (d) engine_option_value_text(d, p, buf, len);
+    else snprintf(buf, len, "%d", p);
+}
+
+/* Whether the window walk places e's resident layers (it takes --placement). */
+static int places(const engine_vtbl *e) { return e->uses_window && engine_takes_option(e, "placement"); }
 
 /* Whether the search tries option d's values for engine e: e takes it, it was not given, and
  * the run can use them (option_decl.search_when). */
@@ -348,7 +357,7 @@ static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
         for (int m = 0; m < GPT_RECOMPUTE_MODES; m++)
             if ((gpt_recompute)m != ec->recompute) kl->recompute[kl->nrecompute++] = (gpt_recompute)m;
     }
-    if (e->uses_window && !cli_given(rc, "placement")) {
+    if (places(e) && !cli_given(rc, "placement")) {
         kl->place[kl->nplace++] = PLACE_BOTTOM;
         kl->place[kl->nplace++] = PLACE_SPREAD;
     } else {
@@ -582,8 +591,9 @@ static int command_of(const search *s, const candidate *c, int largest, char ***
         bad = bad || push2(out, nout, "--recompute", gpt_recompute_name(c->k.recompute));
     if (e->uses_window && !cli_given(rc, "window"))
         bad = bad || (c->k.window ? push_int(out, nout, "-w", c->k.window) : push2(out, nout, "-w", "auto"));
-    if (e->uses_window && !cli_given(rc, "placement"))
-        bad = bad || push2(out, nout, "--placement", placement_name(c->k.placement));
+    char place[32];
+    placement_name(c->k.placement, place, sizeof place);
+    if (places(e) && !cli_given(rc, "placement")) bad = bad || push2(out, nout, "--placement", place);
     if (bad) strv_free(out, nout);
     return bad ? -1 : 0;
 }
@@ -718,9 +728,11 @@ static cJSON *candidate_json(const search *s, const candidate *c, int rank, int 
         else cJSON_AddNumberToObject(o, key, (double)c->k.value[j]);
     }
     report_json_recompute(o, c->k.recompute);
-    if (c->eng->uses_window) {
-        cJSON_AddNumberToObject(o, "window", c->k.window);
-        cJSON_AddStringToObject(o, "placement", placement_name(c->k.placement));
+    if (c->eng->uses_window) cJSON_AddNumberToObject(o, "window", c->k.window);
+    if (places(c->eng)) {
+        char place[32];
+        placement_name(c->k.placement, place, sizeof place);
+        cJSON_AddStringToObject(o, "placement", place);
     }
     cJSON_AddNumberToObject(o, "ms", c->pred.ms);
     cJSON_AddNumberToObject(o, "samples_per_s", samples_per_s(s, c));

@@ -399,6 +399,8 @@ const option_decl *engine_shared_options(int *n);
  * past the end. */
 int engine_option_count(void);
 const option_decl *engine_option_at(int i, const engine_vtbl **owner);
+/* The engine option of this long name (the first that declares it), or NULL. */
+const option_decl *engine_option_named(const char *name);
 /* Whether eng takes the option of this long name: its own, or a shared one its takes lists. */
 int engine_takes_option(const engine_vtbl *eng, const char *name);
 /* The engines that take it, in registry order: "a", "a and b", "a, b and c"; possessive:

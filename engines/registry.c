@@ -177,6 +177,15 @@ const option_decl *engine_option_at(int i, const engine_vtbl **owner)
     return i < (int)(sizeof shared_options / sizeof shared_options[0]) ? &shared_options[i] : NULL;
 }
 
+const option_decl *engine_option_named(const char *name)
+{
+    for (int i = 0; i < engine_option_count(); i++) {
+        const option_decl *d = engine_option_at(i, NULL);
+        if (strcmp(d->name, name) == 0) return d;
+    }
+    return NULL;
+}
+
 int engine_takes_option(const engine_vtbl *eng, const char *name)
 {
     for (int i = 0; i < eng->n_own_options; i++)
