@@ -1106,12 +1106,12 @@ typedef struct getopt_table {
 
 static void getopt_tables(getopt_table *t)
 {
-    options_checked(); /* (at most CLI_OPTIONS_MAX of them) */
     size_t sl = 0;
     int n = 0;
     opt_spec sp;
     t->shortopts[sl++] = ':';
-    for (; spec_at(n, &sp) == 0; n++) {
+    /* (cli_parse's start-up check says there are no more than CLI_OPTIONS_MAX) */
+    for (; n < CLI_OPTIONS_MAX && spec_at(n, &sp) == 0; n++) {
         t->longopts[n] = (struct option){sp.d->name, sp.d->kind == ARG_NONE ? no_argument : required_argument, NULL,
                                          1000 + n};
         if (sp.d->short_name) {
