@@ -8,7 +8,6 @@
  * Bad input exits 2 before anything is written.
  */
 #include "cli.h"
-#include "../engines/runtime/ckpt_store.h"
 #include "data.h"
 #include "launch.h"
 #include "machine.h"
@@ -59,10 +58,10 @@ static void close_backend(gpt_backend *be, device_kind kind)
  * with rank 0's); 0, or -1 after rank 0 named the first option that differs. */
 static int same_options_everywhere(const comm_world *comm, const run_config *rc)
 {
-    uint64_t mine[CLI_OPTION_COUNT] = {0};
-    const char *names[CLI_OPTION_COUNT];
-    const int n = cli_option_hashes(rc, mine, names, CLI_OPTION_COUNT);
-    uint64_t *all = n < 0 ? NULL : calloc((size_t)comm->world * CLI_OPTION_COUNT, sizeof *all);
+    uint64_t mine[CLI_OPTIONS_MAX] = {0};
+    const char *names[CLI_OPTIONS_MAX];
+    const int n = cli_option_hashes(rc, mine, names, CLI_OPTIONS_MAX);
+    uint64_t *all = n < 0 ? NULL : calloc((size_t)comm->world * CLI_OPTIONS_MAX, sizeof *all);
     if (!all || comm_all_gather(comm, mine, all, sizeof mine) != 0) {
         free(all);
         if (comm->rank == 0) fprintf(stderr, "aebench: cannot compare the ranks' options\n");
@@ -71,7 +70,7 @@ static int same_options_everywhere(const comm_world *comm, const run_config *rc)
     int bad_rank = -1, bad_opt = -1;
     for (int r = 1; r < comm->world && bad_rank < 0; r++)
         for (int i = 0; i < n && bad_rank < 0; i++)
-            if (all[(size_t)r * CLI_OPTION_COUNT + i] != all[i]) bad_rank = r, bad_opt = i;
+            if (all[(size_t)r * CLI_OPTIONS_MAX + i] != all[i]) bad_rank = r, bad_opt = i;
     free(all);
     if (bad_rank < 0) return 0;
     if (comm->rank == 0)
@@ -80,36 +79,21 @@ static int same_options_everywhere(const comm_world *comm, const run_config *rc)
     return -1;
 }
 
+/* Whether the option of this long name was given (ctx: the run_config), for the registry. */
+static int option_given(const void *ctx, const char *name)
+{
+    return cli_given(ctx, name);
+}
+
 /* An option given for one engine that the engine does not use is an error, not a silent
- * no-op (and not a label: -w would name the log ws-W).  A sweep's children are exempt (the
- * sweep's options are for whichever of its engines use them: -m all -w 4 is stronghold's
- * window): a child of a sweep or of --find-max is one they report to (AEBENCH_REPORT_FD). */
+ * no-op (and not a label: -w would name the log ws-W): the engines' option tables say which
+ * (engine_option_refused).  A sweep's children are exempt (the sweep's options are for
+ * whichever of its engines use them: -m all -w 4 is the windowed engines' window): a child of
+ * a sweep or of --find-max is one they report to (AEBENCH_REPORT_FD). */
 static int option_unused(const run_config *rc, const engine_vtbl *eng, int world, char *err, size_t errlen)
 {
     if (!eng || getenv("AEBENCH_REPORT_FD")) return 0;
-    if (cli_given(rc, "window") && rc->eng.window > 0 && !eng->uses_window) {
-        snprintf(err, errlen, "-w/--window %d: %s has no window of layers (stronghold's option)", rc->eng.window,
-                 eng->name);
-        return -1;
-    }
-    if (cli_given(rc, "clip-speculate") && !(eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
-        snprintf(err, errlen, "--clip-speculate: %s updates no layer before the step's norm is known (l2l's, "
-                 "stronghold's and zero-infinity's option)", eng->name);
-        return -1;
-    }
-    if (rc->eng.graphs == GRAPHS_ON && !(eng->options & ENGINE_OPT_GRAPHS)) {
-        snprintf(err, errlen, "--graphs on: %s has no CUDA graphs (megatron-lm's option: the offload engines' "
-                 "steps wait on host work between their layers)", eng->name);
-        return -1;
-    }
-    static const char *const gemini_opts[] = {"gemini-mode", "gemini-replicas", "gemini-placement",
-                                              "gemini-transport", "gemini-store", "gemini-job", "gemini-recover",
-                                              "gemini-ckpt-from", "gemini-every", "ckpt-dir", "ckpt-every"};
-    for (size_t i = 0; i < sizeof gemini_opts / sizeof gemini_opts[0]; i++)
-        if (cli_given(rc, gemini_opts[i]) && !(eng->options & ENGINE_OPT_RECOVERS)) {
-            snprintf(err, errlen, "--%s: %s takes no checkpoints (gemini's option)", gemini_opts[i], eng->name);
-            return -1;
-        }
+    if (engine_option_refused(eng, &rc->eng, option_given, rc, err, errlen)) return -1;
     if (rc->fail_at > 0 && rc->fail_at > rc->iters) {
         snprintf(err, errlen, "--fail-at %d: the run has only %d iterations (--iters)", rc->fail_at, rc->iters);
         return -1;
@@ -125,13 +109,17 @@ static int option_unused(const run_config *rc, const engine_vtbl *eng, int world
 static int fault_phase_refused(const run_config *rc, const engine_vtbl *eng, char *err, size_t errlen)
 {
     if (!eng || rc->fail_at <= 0) return 0;
+    char who[256];
     if (rc->fail_phase == FAULT_BACKWARD && !(eng->options & ENGINE_OPT_FAULT_BACKWARD)) {
-        snprintf(err, errlen, "--fail-phase backward: %s has no backward fault point (megatron-lm and "
-                 "gemini have)", eng->name);
+        engine_names_with(ENGINE_OPT_FAULT_BACKWARD, who, sizeof who);
+        snprintf(err, errlen, "--fail-phase backward: %s has no backward fault point (%s ha%s)", eng->name, who,
+                 strchr(who, ' ') ? "ve" : "s");
         return -1;
     }
     if (rc->fail_phase == FAULT_CHECKPOINT && !(eng->options & ENGINE_OPT_FAULT_CHECKPOINT)) {
-        snprintf(err, errlen, "--fail-phase checkpoint: %s takes no checkpoint (gemini does)", eng->name);
+        engine_names_with(ENGINE_OPT_FAULT_CHECKPOINT, who, sizeof who);
+        snprintf(err, errlen, "--fail-phase checkpoint: %s takes no checkpoint (%s do%s)", eng->name, who,
+                 strchr(who, ' ') ? "" : "es");
         return -1;
     }
     return 0;
@@ -212,25 +200,20 @@ static int threads_refused(const run_config *rc, char *err, size_t errlen)
     return -1;
 }
 
-/* --gemini-store's "%m" (a store per machine) made machine's, in place. */
-static int store_of_machine(engine_config *e, int machine, char *err, size_t errlen)
+/* What eng's options become on machine `machine` of the job (engine_vtbl.for_machine): 0, or
+ * -1 with err. */
+static int options_for_machine(const engine_vtbl *eng, engine_config *e, int machine, char *err, size_t errlen)
 {
-    char store[sizeof e->gemini_store];
-    if (ckpt_store_for_machine(store, sizeof store, e->gemini_store, machine)) {
-        snprintf(err, errlen, "--gemini-store %.200s: too long with its machine", e->gemini_store);
-        return -1;
-    }
-    memcpy(e->gemini_store, store, sizeof store);
-    return 0;
+    return eng && eng->for_machine ? eng->for_machine(e, machine, err, errlen) : 0;
 }
 
-/* The machines the ranks are on (comm.h), for the engines; and the store this rank's. */
-static int machines_of(run_config *rc, const comm_world *comm, char *err, size_t errlen)
+/* The machines the ranks are on (comm.h), for the engines; and eng's options this machine's. */
+static int machines_of(run_config *rc, const engine_vtbl *eng, const comm_world *comm, char *err, size_t errlen)
 {
     rc->eng.hosts = comm->machines;
     rc->eng.host_index = comm->machine;
     rc->eng.rank_host = comm->world > 1 ? comm->rank_machine : NULL;
-    return store_of_machine(&rc->eng, comm->machine, err, errlen);
+    return options_for_machine(eng, &rc->eng, comm->machine, err, errlen);
 }
 
 /* main's work; *sig is the signal watcher (run.h), stopped and NULL before what handles
@@ -327,8 +310,8 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         const engine_vtbl *eng = engine_find(rc.method);
         run_config probe = rc;
         err[0] = '\0';
-        /* (a store per machine: the probe checks the first machine's, here) */
-        if (store_of_machine(&probe.eng, 0, err, sizeof err) == 0 &&
+        /* (an engine's options per machine: the probe checks the first machine's, here) */
+        if (options_for_machine(eng, &probe.eng, 0, err, sizeof err) == 0 &&
             cli_resolve_ranks(&probe, rc.ranks, cli_ranks_per_machine(&rc), err, sizeof err) == 0 && eng &&
             engine_config_refused(eng, &probe.eng, err, sizeof err) == 0 &&
             fault_phase_refused(&rc, eng, err, sizeof err) == 0 &&
@@ -382,15 +365,15 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
 
     /* (a --ranks dry run resolves the global batch for the ranks it would start) */
     const int world = comm.world == 1 && rc.ranks > 1 ? rc.ranks : comm.world;
+    const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
     if (cli_resolve_ranks(&rc, world, comm.world == 1 ? cli_ranks_per_machine(&rc) : comm.local_world, err, sizeof err) ||
-        machines_of(&rc, &comm, err, sizeof err)) {
+        machines_of(&rc, only, &comm, err, sizeof err)) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         close_backend(be, rc.eng.device);
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
 
-    const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
     /* bf16, --dpu and --offload nvme only for engines that implement them (refuse rather
      * than silently run something else under that label), then the engine's own checks:
      * nothing is written.  A sweep's child for such an engine ends here too. */
@@ -401,8 +384,8 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
-    /* --machine FILE on a training run: what -w auto sizes stronghold's window by; a file that
-     * cannot be read, or has no entry for this shape, would be passed over in silence */
+    /* --machine FILE on a training run: what -w auto sizes a windowed engine's window by; a
+     * file that cannot be read, or has no entry for this shape, would be passed over in silence */
     if (rc.machine_path[0] && !rc.calibrate && !rc.predict && !rc.dry_run) {
         machine_rates m;
         if (machine_load(rc.machine_path, &rc.eng, &m, err, sizeof err) != 0) {
@@ -496,7 +479,7 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
                             rc.eng.seed);
     }
 
-    /* (what the engine finds says the run cannot be made — gemini: a recovery past --iters —
+    /* (what the engine finds says the run cannot be made — a recovery past --iters, say —
      * refused before the results directory is made) */
     const int engine_code = only && only->refused_before_writing ? only->refused_before_writing(&rc.eng, rc.iters, &comm) : 0;
     if (engine_code) {

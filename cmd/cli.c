@@ -1,5 +1,6 @@
 #include "cli.h"
 #include "hostfile.h"
+#include "options.h"
 #include "report.h"
 #include "strv.h"
 #include "../engines/runtime/watchdog.h"
@@ -19,25 +20,14 @@
 #define AEBENCH_VERSION "0.1.0"
 #endif
 
-/* ---- the options: the table (options.h) expanded ------------------------------------------ */
+/* ---- the options: the driver's table (options.h) and the engines' (option_decl.h) ----------- */
 
 #define OPT_ID(id_, ...) OPT_##id_,
-typedef enum opt_id { AEBENCH_OPTIONS(OPT_ID) OPT_COUNT } opt_id;
+typedef enum opt_id { AEBENCH_OPTIONS(OPT_ID) OPT_DRIVER_COUNT } opt_id;
 #undef OPT_ID
-_Static_assert((int)OPT_COUNT == (int)CLI_OPTION_COUNT, "cli.h counts the options of the same table");
 
-typedef enum arg_kind { ARG_NONE, ARG_INT, ARG_NUM, ARG_TEXT, ARG_TEXT_OR_INT } arg_kind;
 /* Where an option may be given (the table's use column). */
-enum { CFG = 1u << 0, KID = 1u << 1, SRCH = 1u << 2 };
-/* What an option changes (the scope column): see options.h. */
-typedef enum opt_scope { SCOPE_LOCAL, SCOPE_AGREE, SCOPE_RESULT, SCOPE_RESULT_SET } opt_scope;
-/* What a number option must be. */
-typedef enum num_rule { NUM_POSITIVE = 1, NUM_NON_NEGATIVE, NUM_FRACTION } num_rule;
-
-typedef struct choice {
-    const char *word;
-    int value;
-} choice;
+enum { CFG = OPTION_CFG, KID = OPTION_KID, SRCH = OPTION_SRCH };
 
 typedef struct opt_spec opt_spec;
 /* One value given to an option, as its setter sees it. */
@@ -50,33 +40,25 @@ typedef struct opt_value {
 /* Checks one value and sets the option's field: 0, or what cli_fail returns. */
 typedef int opt_setter(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen);
 
-struct opt_spec {
-    opt_id id;
-    const char *name;
-    char short_name; /* 0: long only */
-    arg_kind kind;
-    const char *arg; /* for --help (NULL: a switch) */
-    opt_setter *set; /* NULL: acts in cli_parse itself (--config, --help, ...) */
-    size_t offset, size; /* the run_config field it sets */
-    int text;            /* the field is a string: hashed by its text */
-    long long lo, hi;    /* an integer's range */
-    const char *note;    /* said after a range's or a number's error */
-    num_rule rule;       /* a number's */
-    int auto_value;      /* what "auto" sets (INT_OR_AUTO) */
-    const char *what;    /* what else an INT_OR_AUTO takes; what a PATH names (NULL: may be empty) */
-    const choice *words; /* WORDS: the words it takes, in --help's and the messages' order */
-    int nwords;
-    const char *dflt;    /* the default, as text the setter takes (NULL: the field's zero) */
+/* One of the driver's options (a row of options.h): its declaration (field offsets within
+ * run_config), the setter of its own where it has one (SET_SPECIAL), and whose it is. */
+typedef struct driver_option {
+    option_decl d;
+    opt_setter *special;
     const char *owner;
-    opt_scope scope;
-    int slot;            /* its place in the hashes (-1: LOCAL) */
-    unsigned use;
-    const char *help;
+} driver_option;
+
+/* One option as the parser sees it: the driver's, or an engine's (own or shared). */
+struct opt_spec {
+    int id;                   /* 0 ..: its bit in run_config.given; getopt gives 1000 + id */
+    const option_decl *d;
+    opt_setter *special;      /* d->set == SET_SPECIAL: the driver's setter */
+    size_t base;              /* where d's field offsets count from in run_config */
+    const engine_vtbl *owner; /* the engine whose own option it is (NULL: the driver's or shared) */
+    int of_engines;           /* 1: an option of the engines (own or shared) */
 };
 
-static opt_setter set_int, set_int_or_auto, set_num, set_word, set_path_value, set_bytes, set_flag;
-static opt_setter set_method, set_device, set_no_ckpt, set_fail_ranks, set_zero_stage, set_gemini_job;
-static opt_setter set_hang_timeout, set_verify;
+static opt_setter set_method, set_device, set_no_ckpt, set_fail_ranks, set_hang_timeout, set_verify;
 
 /* The largest value an integer option takes.  The model's dimensions are bounded far above any
  * model (2^20 layers, a hidden size of 2^20, ...) so that no int arithmetic on them (layers + 1
@@ -84,39 +66,35 @@ static opt_setter set_hang_timeout, set_verify;
  * padding to a multiple of 128 still fits an int; CPU threads beyond what any host has only
  * make the OpenMP runtime fail; iterations leave room for one more. */
 enum { MAX_THREADS = 1024, MIN_VOCAB = 2, MAX_VOCAB = 2147483647 - 127, MAX_DIM = 1 << 20, MAX_SEQ = 1 << 24,
-       MAX_ITERS = 1000000000 };
+       MAX_ITERS = OPTION_MAX_ITERS };
 
-/* The table's set, scope and use columns, as initializers of an opt_spec. */
+/* The table's set, scope and use columns, as initializers of a driver_option. */
 #define FIELD_OF(f) (((run_config *)0)->f)
-#define FIELD(f) .offset = offsetof(run_config, f), .size = sizeof FIELD_OF(f), \
-                 .text = _Generic(FIELD_OF(f), char *: 1, default: 0)
-#define INT(f, lo_, hi_) .set = set_int, FIELD(f), .lo = (lo_), .hi = (hi_)
-#define INT_NOTE(f, lo_, hi_, note_) INT(f, lo_, hi_), .note = (note_)
-#define SPECIAL_INT(f, lo_, hi_, fn) .set = fn, FIELD(f), .lo = (lo_), .hi = (hi_)
-#define INT_OR_AUTO(f, lo_, hi_, auto_, what_) \
-    .set = set_int_or_auto, FIELD(f), .lo = (lo_), .hi = (hi_), .auto_value = (auto_), .what = (what_)
-#define NUM(f, rule_, note_) .set = set_num, FIELD(f), .rule = (rule_), .note = (note_)
-#define WORDS(f, ...) .set = set_word, FIELD(f), .words = (const choice[]){__VA_ARGS__}, \
-                      .nwords = (int)(sizeof((const choice[]){__VA_ARGS__}) / sizeof(choice))
-#define PATH(f, what_) .set = set_path_value, FIELD(f), .what = (what_)
-#define BYTES(f) .set = set_bytes, FIELD(f)
-#define FLAG(f) .set = set_flag, FIELD(f)
-#define SPECIAL(f, fn) .set = fn, FIELD(f)
-#define NO_FIELD .set = NULL
-#define FP(slot_) .scope = SCOPE_RESULT, .slot = (slot_)
-#define FP_SET(slot_) .scope = SCOPE_RESULT_SET, .slot = (slot_)
-#define AGREE(slot_) .scope = SCOPE_AGREE, .slot = (slot_)
-#define LOCAL .scope = SCOPE_LOCAL, .slot = -1
+#define FIELD(f) .d.offset = offsetof(run_config, f), .d.size = sizeof FIELD_OF(f), \
+                 .d.text = _Generic(FIELD_OF(f), char *: 1, default: 0)
+#define INT(f, lo_, hi_) .d.set = SET_INT, FIELD(f), .d.lo = (lo_), .d.hi = (hi_)
+#define INT_NOTE(f, lo_, hi_, note_) INT(f, lo_, hi_), .d.note = (note_)
+#define SPECIAL_INT(f, lo_, hi_, fn) .d.set = SET_SPECIAL, .special = fn, FIELD(f), .d.lo = (lo_), .d.hi = (hi_)
+#define NUM(f, rule_, note_) .d.set = SET_NUM, FIELD(f), .d.rule = (rule_), .d.note = (note_)
+#define WORDS(f, ...) .d.set = SET_WORDS, FIELD(f), .d.words = (const option_choice[]){__VA_ARGS__}, \
+                      .d.nwords = (int)(sizeof((const option_choice[]){__VA_ARGS__}) / sizeof(option_choice))
+#define PATH(f, what_) .d.set = SET_PATH, FIELD(f), .d.what = (what_)
+#define BYTES(f) .d.set = SET_BYTES, FIELD(f)
+#define FLAG(f) .d.set = SET_FLAG, FIELD(f)
+#define SPECIAL(f, fn) .d.set = SET_SPECIAL, .special = fn, FIELD(f)
+#define NO_FIELD .d.set = SET_NONE
+#define FP(slot_) .d.scope = SCOPE_RESULT, .d.slot = (slot_)
+#define AGREE(slot_) .d.scope = SCOPE_AGREE, .d.slot = (slot_)
+#define LOCAL .d.scope = SCOPE_LOCAL, .d.slot = -1
 #define OPT_SPEC(id_, name_, short_, kind_, arg_, set_, dflt_, owner_, scope_, use_, help_)                       \
-    {.id = OPT_##id_, .name = (name_), .short_name = (short_), .kind = (kind_), .arg = (arg_), set_,               \
-     .dflt = (dflt_), .owner = (owner_), scope_, .use = (use_), .help = (help_)},
+    [OPT_##id_] = {.d.name = (name_), .d.short_name = (short_), .d.kind = (kind_), .d.arg = (arg_), set_,          \
+                   .d.dflt = (dflt_), .owner = (owner_), scope_, .d.use = (use_), .d.help = (help_)},
 
-static const opt_spec specs[] = {AEBENCH_OPTIONS(OPT_SPEC)};
+static const driver_option driver_options[] = {AEBENCH_OPTIONS(OPT_SPEC)};
 
 #undef OPT_SPEC
 #undef LOCAL
 #undef AGREE
-#undef FP_SET
 #undef FP
 #undef NO_FIELD
 #undef SPECIAL
@@ -125,69 +103,216 @@ static const opt_spec specs[] = {AEBENCH_OPTIONS(OPT_SPEC)};
 #undef PATH
 #undef WORDS
 #undef NUM
-#undef INT_OR_AUTO
 #undef SPECIAL_INT
 #undef INT_NOTE
 #undef INT
 #undef FIELD
 #undef FIELD_OF
 
-enum { NSPECS = (int)(sizeof specs / sizeof specs[0]) };
-_Static_assert((int)NSPECS == (int)OPT_COUNT, "one spec per option");
+_Static_assert(sizeof driver_options / sizeof driver_options[0] == (size_t)OPT_DRIVER_COUNT,
+               "one driver_option per row of options.h");
+_Static_assert((int)OPT_DRIVER_COUNT <= (int)CLI_OPTIONS_MAX, "run_config.given has a bit for every option");
 
-static const opt_spec *spec_by_name(const char *name)
+/* The driver's option `id` into *sp. */
+static void driver_spec(int id, opt_spec *sp)
 {
-    for (int i = 0; i < NSPECS; i++)
-        if (strcmp(specs[i].name, name) == 0) return &specs[i];
+    *sp = (opt_spec){.id = id, .d = &driver_options[id].d, .special = driver_options[id].special};
+}
+
+/* An engine's option (d; owner: the engine whose own it is, NULL: shared) as the parser's
+ * option `id`: its field is in run_config.eng. */
+static void engine_spec(int id, const option_decl *d, const engine_vtbl *owner, opt_spec *sp)
+{
+    *sp = (opt_spec){.id = id, .d = d, .base = offsetof(run_config, eng), .owner = owner, .of_engines = 1};
+}
+
+/* Option `id` into *sp: 0, or -1 past the last.  The driver's first (options.h's order), then
+ * the engines' (engine_option_at's). */
+static int spec_at(int id, opt_spec *sp)
+{
+    if (id < 0) return -1;
+    if (id < (int)OPT_DRIVER_COUNT) {
+        driver_spec(id, sp);
+        return 0;
+    }
+    const engine_vtbl *owner;
+    const option_decl *d = engine_option_at(id - (int)OPT_DRIVER_COUNT, &owner);
+    if (!d) return -1;
+    engine_spec(id, d, owner, sp);
+    return 0;
+}
+
+/* The option of this long name into *sp: 0, or -1 none. */
+static int spec_by_name(const char *name, opt_spec *sp)
+{
+    for (int id = 0; spec_at(id, sp) == 0; id++)
+        if (strcmp(sp->d->name, name) == 0) return 0;
+    return -1;
+}
+
+/* The option getopt_long returned c for (1000 + id, or a letter): 0, or -1 none. */
+static int spec_of_getopt(int c, opt_spec *sp)
+{
+    if (c >= 1000) return spec_at(c - 1000, sp);
+    for (int id = 0; spec_at(id, sp) == 0; id++)
+        if (sp->d->short_name && sp->d->short_name == c) return 0;
+    return -1;
+}
+
+static int is_given(const run_config *rc, const opt_spec *sp)
+{
+    return (rc->given[sp->id / 64] >> (sp->id % 64) & 1ULL) != 0;
+}
+
+/* ---- the tables' check: what contradicts itself is this build's bug, found at start-up ------ */
+
+/* A setter that stores an integer (an int or a 64-bit field). */
+static int stores_int(const opt_spec *sp)
+{
+    const option_set s = sp->d->set;
+    return s == SET_INT || s == SET_INT_OR_AUTO || s == SET_WORDS || s == SET_FLAG ||
+           sp->special == set_device || sp->special == set_no_ckpt || sp->special == set_verify;
+}
+
+/* What is wrong with option sp alone (its setter against its field, its refusal), or NULL. */
+static const char *spec_broken(const opt_spec *sp)
+{
+    const option_decl *d = sp->d;
+    if (!d->name || !d->name[0] || !d->help) return "no name or no help";
+    if (stores_int(sp) && d->size != sizeof(int) && d->size != sizeof(uint64_t))
+        return "an integer setter on a field that is no integer";
+    if ((d->set == SET_NUM || sp->special == set_hang_timeout) && d->size != sizeof(double))
+        return "a number setter on a field that is no double";
+    if ((d->set == SET_BYTES && d->size != sizeof(size_t)) ||
+        (sp->special == set_fail_ranks && d->size != sizeof(unsigned long long)))
+        return "a setter on a field of another type";
+    if ((d->set == SET_PATH || d->set == SET_TEXT || sp->special == set_method) && !d->text)
+        return "a text setter on a field that is no string";
+    if (d->set == SET_SPECIAL && !sp->special) return "SET_SPECIAL without a setter";
+    if (sp->of_engines && (d->set == SET_SPECIAL || d->set == SET_BYTES || d->set == SET_NONE))
+        return "an engine's option takes one of the generic setters (option_decl.h)";
+    if (d->dflt && d->set == SET_NONE) return "a default, but no field";
+    if (d->set == SET_WORDS && d->nwords < 1) return "SET_WORDS without words";
+    if (sp->of_engines && d->refusal == REFUSED_ALWAYS && d->ninert < 1)
+        return "REFUSED_ALWAYS without the values that ask nothing (inert): every other engine would refuse it";
+    if ((d->ninert || d->nsearch) && !stores_int(sp)) return "inert or search values on an option of no integer";
+    if (d->scope != SCOPE_LOCAL && d->set == SET_NONE) return "hashed, but no field";
     return NULL;
 }
 
-/* A table that contradicts itself (a name or letter twice, a hash slot twice or skipped, a
+/* Whether the own option sp's field shares a byte with option o's (both have fields). */
+static int fields_overlap(const opt_spec *sp, const opt_spec *o)
+{
+    const size_t a = sp->base + sp->d->offset, b = o->base + o->d->offset;
+    return sp->d->set != SET_NONE && o->d->set != SET_NONE && a < b + o->d->size && b < a + sp->d->size;
+}
+
+/* The driver's table, the shared options and engines[0..n)'s own into all[] (at most max):
+ * how many, or -1 when they are more. */
+static int specs_of(const engine_vtbl *const *engines, int n, opt_spec *all, int max)
+{
+    int k = 0, nshared;
+    const option_decl *shared = engine_shared_options(&nshared);
+    for (int id = 0; id < (int)OPT_DRIVER_COUNT; id++, k++)
+        if (k < max) driver_spec(id, &all[k]);
+    for (int e = 0; e < n; e++)
+        for (int i = 0; i < engines[e]->n_own_options; i++, k++)
+            if (k < max) engine_spec(k, &engines[e]->own_options[i], engines[e], &all[k]);
+    for (int i = 0; i < nshared; i++, k++)
+        if (k < max) engine_spec(k, &shared[i], NULL, &all[k]);
+    return k <= max ? k : -1;
+}
+
+/* What makes the hash slots of all[0..n) other than 0, 1, 2, ... with no gap, into err; 0 fine. */
+static int slots_broken(const opt_spec *all, int n, char *err, size_t errlen)
+{
+    int hashed = 0, next = 0, taken[CLI_OPTIONS_MAX];
+    for (int s = 0; s < CLI_OPTIONS_MAX; s++) taken[s] = -1;
+    for (int i = 0; i < n; i++) {
+        if (all[i].d->scope == SCOPE_LOCAL) continue;
+        hashed++;
+        if (all[i].d->slot >= next) next = all[i].d->slot + 1;
+    }
+    for (int i = 0; i < n; i++) {
+        const int s = all[i].d->slot;
+        if (all[i].d->scope == SCOPE_LOCAL) continue;
+        if (s < 0 || s >= CLI_OPTIONS_MAX)
+            return cli_fail(err, errlen, "--%s: hash slot %d is out of range (the next free one is %d)", all[i].d->name,
+                            s, next);
+        if (taken[s] >= 0)
+            return cli_fail(err, errlen, "--%s and --%s both take hash slot %d (the next free one is %d)",
+                            all[taken[s]].d->name, all[i].d->name, s, next);
+        taken[s] = i;
+    }
+    for (int s = 0; s < hashed; s++)
+        if (taken[s] < 0) return cli_fail(err, errlen, "hash slot %d is skipped (the slots go 0, 1, 2, ... with no gap)", s);
+    return 0;
+}
+
+/* Where option sp is declared, for messages. */
+static const char *table_of(const opt_spec *sp)
+{
+    return sp->owner ? sp->owner->name : sp->of_engines ? "engines/registry.c" : "cmd/options.h";
+}
+
+int cli_check_options(const engine_vtbl *const *engines, int n, char *err, size_t errlen)
+{
+    opt_spec all[CLI_OPTIONS_MAX];
+    const int count = specs_of(engines, n, all, CLI_OPTIONS_MAX);
+    if (count < 0) return cli_fail(err, errlen, "more than %d options (CLI_OPTIONS_MAX)", CLI_OPTIONS_MAX);
+    for (int i = 0; i < count; i++) {
+        const option_decl *d = all[i].d;
+        const char *why = spec_broken(&all[i]);
+        if (why) return cli_fail(err, errlen, "--%s: %s", d->name, why);
+        for (int k = 0; k < i; k++) {
+            if (strcmp(all[k].d->name, d->name) == 0)
+                return cli_fail(err, errlen, "--%s is declared twice (%s, and %s)", d->name, table_of(&all[k]),
+                                table_of(&all[i]));
+            if (d->short_name && all[k].d->short_name == d->short_name)
+                return cli_fail(err, errlen, "--%s and --%s both take the letter -%c", all[k].d->name, d->name,
+                                d->short_name);
+        }
+        for (int k = 0; all[i].owner && k < count; k++)
+            if (k != i && fields_overlap(&all[i], &all[k]))
+                return cli_fail(err, errlen, "--%s (%s) and --%s (%s) set the same field", d->name, table_of(&all[i]),
+                                all[k].d->name, table_of(&all[k]));
+        int with = !d->goes_with;
+        for (int k = 0; !with && k < count; k++) with = strcmp(all[k].d->name, d->goes_with) == 0;
+        if (!with) return cli_fail(err, errlen, "--%s goes with --%s, which no table declares", d->name, d->goes_with);
+    }
+    int nshared;
+    const option_decl *shared = engine_shared_options(&nshared);
+    for (int e = 0; e < n; e++)
+        for (const char *const *t = engines[e]->takes; t && *t; t++) {
+            int known = 0;
+            for (int i = 0; i < nshared && !known; i++) known = strcmp(shared[i].name, *t) == 0;
+            if (!known)
+                return cli_fail(err, errlen, "%s takes --%s, which is not one of the options several engines take "
+                                "(engines/registry.c)", engines[e]->name, *t);
+        }
+    return slots_broken(all, count, err, errlen);
+}
+
+/* The tables checked (cli_check_options over the registry): how many options are hashed.  A
+ * table that contradicts itself (a name or letter twice, a hash slot twice or skipped, a
  * setter of ints on a field of another size) is a bug of this build, not of the input: said
  * and aborted at once, before it can drop an option from the hashes or parse into the wrong
  * bytes. */
-static void table_broken(const char *name, const char *why)
+static int options_checked(void)
 {
-    fprintf(stderr, "aebench: the option table (cmd/options.h) is broken: %s: %s\n", name, why);
-    abort();
-}
-
-static int stores_int(const opt_spec *sp)
-{
-    return sp->set == set_int || sp->set == set_int_or_auto || sp->set == set_word || sp->set == set_flag ||
-           sp->set == set_device || sp->set == set_no_ckpt || sp->set == set_zero_stage || sp->set == set_verify;
-}
-
-/* The hashed options (scope not LOCAL): how many; every check above passed. */
-static int table_checked(void)
-{
-    int hashed = 0;
-    unsigned char slot_taken[OPT_COUNT] = {0};
-    for (int i = 0; i < NSPECS; i++) {
-        const opt_spec *sp = &specs[i];
-        if (sp->id != (opt_id)i) table_broken(sp->name, "out of the enum's order");
-        for (int k = 0; k < i; k++) {
-            if (strcmp(specs[k].name, sp->name) == 0) table_broken(sp->name, "declared twice");
-            if (sp->short_name && specs[k].short_name == sp->short_name) table_broken(sp->name, "its letter is taken");
-        }
-        if (stores_int(sp) && sp->size != sizeof(int) && sp->size != sizeof(uint64_t))
-            table_broken(sp->name, "an integer setter on a field that is no integer");
-        if (((sp->set == set_num || sp->set == set_hang_timeout) && sp->size != sizeof(double)) ||
-            (sp->set == set_bytes && sp->size != sizeof(size_t)) ||
-            (sp->set == set_fail_ranks && sp->size != sizeof(unsigned long long)))
-            table_broken(sp->name, "a setter on a field of another type");
-        if ((sp->set == set_path_value || sp->set == set_method || sp->set == set_gemini_job) && !sp->text)
-            table_broken(sp->name, "a text setter on a field that is no string");
-        if (sp->dflt && !sp->set) table_broken(sp->name, "a default, but no field");
-        if (sp->scope == SCOPE_LOCAL) continue;
-        if (!sp->set) table_broken(sp->name, "hashed, but no field");
-        if (sp->slot < 0 || sp->slot >= OPT_COUNT || slot_taken[sp->slot]) table_broken(sp->name, "its hash slot is taken");
-        slot_taken[sp->slot] = 1;
-        hashed++;
+    const engine_vtbl *engines[64];
+    const int n = engine_count() < 64 ? engine_count() : 64;
+    for (int i = 0; i < n; i++) engines[i] = engine_at(i);
+    char err[512];
+    if (n < engine_count()) snprintf(err, sizeof err, "more than 64 engines");
+    else if (cli_check_options(engines, n, err, sizeof err) == 0) {
+        int hashed = 0;
+        opt_spec sp;
+        for (int id = 0; spec_at(id, &sp) == 0; id++) hashed += sp.d->scope != SCOPE_LOCAL;
+        return hashed;
     }
-    for (int s = 0; s < hashed; s++)
-        if (!slot_taken[s]) table_broken("the hash slots", "one is skipped");
-    return hashed;
+    fprintf(stderr, "aebench: the option tables (cmd/options.h, the engines') are broken: %s\n", err);
+    abort();
 }
 
 int cli_fail(char *err, size_t errlen, const char *fmt, ...)
@@ -205,7 +330,8 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...)
 
 /* An option that takes one of some words: the value of the word given into *out; else
  * "OPT: 'x' is not a, b or c" (the words in the table's order).  0, or what cli_fail returns. */
-static int choose(const char *opt, const char *value, const choice *words, int n, int *out, char *err, size_t errlen)
+static int choose(const char *opt, const char *value, const option_choice *words, int n, int *out, char *err,
+                  size_t errlen)
 {
     for (int i = 0; i < n; i++)
         if (strcmp(value, words[i].word) == 0) {
@@ -298,17 +424,18 @@ static int recompute_clash(const recompute_seen *seen, const char *where, char *
 }
 
 
-/* ---- the setters: each option's value checked and stored (the table's set column) ---------- */
+
+/* ---- the setters: each option's value checked and stored (its declaration's set) ------------ */
 
 static void *field_of(run_config *rc, const opt_spec *sp)
 {
-    return (char *)rc + sp->offset;
+    return (char *)rc + sp->base + sp->d->offset;
 }
 
-/* An integer into the option's field, an int or a uint64_t (table_checked knows which). */
+/* An integer into the option's field, an int or a uint64_t (cli_check_options knows which). */
 static void store_int(run_config *rc, const opt_spec *sp, long long v)
 {
-    if (sp->size == sizeof(int)) {
+    if (sp->d->size == sizeof(int)) {
         const int i = (int)v;
         memcpy(field_of(rc, sp), &i, sizeof i);
     } else {
@@ -317,23 +444,41 @@ static void store_int(run_config *rc, const opt_spec *sp, long long v)
     }
 }
 
+/* err made one line (a check's own message may quote a config's newline). */
+static void one_line(char *err, size_t errlen)
+{
+    for (char *c = err; errlen && *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+}
+
+/* The declaration's own check of a value that passed its kind's (option_decl.check): 0, or -1
+ * with its message in err. */
+static int own_check(const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    if (!sp->d->check) return 0;
+    const char *text = v->text ? v->text : v->flag ? "true" : "false";
+    if (sp->d->check(v->opt, text, err, errlen) == 0) return 0;
+    one_line(err, errlen);
+    return -1;
+}
+
 /* The value as an integer in the option's range: 0, or what cli_fail returns. */
 static int int_value(const opt_spec *sp, const opt_value *v, long long *out, char *err, size_t errlen)
 {
-    const int bad = parse_int(v->text, sp->lo, sp->hi, out);
+    const int bad = parse_int(v->text, sp->d->lo, sp->d->hi, out);
     if (bad == -2)
-        return cli_fail(err, errlen, "%s: %s is out of range: an integer from %lld to %lld%s", v->opt, v->text, sp->lo,
-                        sp->hi, sp->note ? sp->note : "");
+        return cli_fail(err, errlen, "%s: %s is out of range: an integer from %lld to %lld%s", v->opt, v->text,
+                        sp->d->lo, sp->d->hi, sp->d->note ? sp->d->note : "");
     if (bad)
         return cli_fail(err, errlen, "%s: '%s' is not %s integer", v->opt, v->text ? v->text : "",
-                        sp->lo ? "a positive" : "a non-negative");
+                        sp->d->lo ? "a positive" : "a non-negative");
     return 0;
 }
 
 static int set_int(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     long long iv = 0;
-    if (int_value(sp, v, &iv, err, errlen)) return -1;
+    if (int_value(sp, v, &iv, err, errlen) || own_check(sp, v, err, errlen)) return -1;
     store_int(rc, sp, iv);
     return 0;
 }
@@ -341,8 +486,9 @@ static int set_int(run_config *rc, const opt_spec *sp, const opt_value *v, char 
 static int set_int_or_auto(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     int iv = 0;
-    if (parse_int_or_auto(v->text, sp->lo, sp->hi, sp->auto_value, &iv))
-        return cli_fail(err, errlen, "%s: '%s' is neither %s nor 'auto'", v->opt, v->text, sp->what);
+    if (parse_int_or_auto(v->text, sp->d->lo, sp->d->hi, sp->d->auto_value, &iv))
+        return cli_fail(err, errlen, "%s: '%s' is neither %s nor 'auto'", v->opt, v->text, sp->d->what);
+    if (own_check(sp, v, err, errlen)) return -1;
     store_int(rc, sp, iv);
     return 0;
 }
@@ -350,12 +496,14 @@ static int set_int_or_auto(run_config *rc, const opt_spec *sp, const opt_value *
 static int set_num(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     double dv = 0;
+    const num_rule rule = sp->d->rule;
     if (parse_num(v->text, &dv)) return cli_fail(err, errlen, "%s: '%s' is not a number", v->opt, v->text ? v->text : "");
-    const char *must = sp->rule == NUM_POSITIVE && dv <= 0                 ? "must be positive"
-                       : sp->rule == NUM_NON_NEGATIVE && dv < 0            ? "must not be negative"
-                       : sp->rule == NUM_FRACTION && (dv < 0 || dv > 1) ? "must be in [0, 1]"
-                                                                           : NULL;
-    if (must) return cli_fail(err, errlen, "%s: %s%s", v->opt, must, sp->note ? sp->note : "");
+    const char *must = rule == NUM_POSITIVE && dv <= 0                 ? "must be positive"
+                       : rule == NUM_NON_NEGATIVE && dv < 0            ? "must not be negative"
+                       : rule == NUM_FRACTION && (dv < 0 || dv > 1) ? "must be in [0, 1]"
+                                                                    : NULL;
+    if (must) return cli_fail(err, errlen, "%s: %s%s", v->opt, must, sp->d->note ? sp->d->note : "");
+    if (own_check(sp, v, err, errlen)) return -1;
     memcpy(field_of(rc, sp), &dv, sizeof dv);
     return 0;
 }
@@ -363,14 +511,26 @@ static int set_num(run_config *rc, const opt_spec *sp, const opt_value *v, char 
 static int set_word(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     int value = 0;
-    if (choose(v->opt, v->text, sp->words, sp->nwords, &value, err, errlen)) return -1;
+    if (choose(v->opt, v->text, sp->d->words, sp->d->nwords, &value, err, errlen) || own_check(sp, v, err, errlen))
+        return -1;
     store_int(rc, sp, value);
     return 0;
 }
 
 static int set_path_value(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
-    return set_path(field_of(rc, sp), sp->size, v->text, sp->what, v->opt, err, errlen);
+    if (own_check(sp, v, err, errlen)) return -1;
+    return set_path(field_of(rc, sp), sp->d->size, v->text, sp->d->what, v->opt, err, errlen);
+}
+
+/* Text that fits the field (the declaration's check says what else it must be). */
+static int set_text(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    if (own_check(sp, v, err, errlen)) return -1;
+    if (strlen(v->text) >= sp->d->size)
+        return cli_fail(err, errlen, "%s: '%s' is too long (at most %zu characters)", v->opt, v->text, sp->d->size - 1);
+    snprintf(field_of(rc, sp), sp->d->size, "%s", v->text);
+    return 0;
 }
 
 static int set_bytes(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
@@ -384,8 +544,26 @@ static int set_bytes(run_config *rc, const opt_spec *sp, const opt_value *v, cha
 
 static int set_flag(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
-    (void)err, (void)errlen;
+    if (own_check(sp, v, err, errlen)) return -1;
     store_int(rc, sp, v->flag);
+    return 0;
+}
+
+/* Option sp's value checked and stored by its declaration's setter: 0, or what cli_fail returns. */
+static int set_value(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    switch (sp->d->set) {
+    case SET_INT: return set_int(rc, sp, v, err, errlen);
+    case SET_INT_OR_AUTO: return set_int_or_auto(rc, sp, v, err, errlen);
+    case SET_NUM: return set_num(rc, sp, v, err, errlen);
+    case SET_WORDS: return set_word(rc, sp, v, err, errlen);
+    case SET_PATH: return set_path_value(rc, sp, v, err, errlen);
+    case SET_FLAG: return set_flag(rc, sp, v, err, errlen);
+    case SET_TEXT: return set_text(rc, sp, v, err, errlen);
+    case SET_BYTES: return set_bytes(rc, sp, v, err, errlen);
+    case SET_SPECIAL: return sp->special(rc, sp, v, err, errlen);
+    case SET_NONE: break;
+    }
     return 0;
 }
 
@@ -401,14 +579,14 @@ static int set_method(run_config *rc, const opt_spec *sp, const opt_value *v, ch
         return cli_fail(err, errlen, "%s%sunknown method '%s' (known: %sall)", v->label ? v->label : "",
                         v->label ? ": " : "", v->text, names);
     }
-    snprintf(field_of(rc, sp), sp->size, "%s", v->text);
+    snprintf(field_of(rc, sp), sp->d->size, "%s", v->text);
     return 0;
 }
 
 /* --device: and that it was chosen (else CUDA where usable, the CPU otherwise). */
 static int set_device(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
-    static const choice devices[] = {{"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA}};
+    static const option_choice devices[] = {{"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA}};
     int value = 0;
     if (choose(v->opt, v->text, devices, (int)(sizeof devices / sizeof devices[0]), &value, err, errlen)) return -1;
     store_int(rc, sp, value);
@@ -444,33 +622,12 @@ static int set_fail_ranks(run_config *rc, const opt_spec *sp, const opt_value *v
     return 0;
 }
 
-static int set_zero_stage(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
-{
-    long long iv = 0;
-    if (int_value(sp, v, &iv, err, errlen)) return -1;
-    if (iv > 3) return cli_fail(err, errlen, "%s: '%s' is not a ZeRO stage (0, 1, 2 or 3)", v->opt, v->text);
-    store_int(rc, sp, iv);
-    return 0;
-}
-
 static int set_verify(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     long long iv = 0;
     if (int_value(sp, v, &iv, err, errlen)) return -1;
     if (iv > 1000) return cli_fail(err, errlen, "%s: %lld is out of range: at most 1000 trained", v->opt, iv);
     store_int(rc, sp, iv);
-    return 0;
-}
-
-/* --gemini-job: it names the job's store, so letters, digits, _ and - only. */
-static int set_gemini_job(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
-{
-    const char *value = v->text;
-    if (!*value || strlen(value) >= sp->size ||
-        strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != strlen(value))
-        return cli_fail(err, errlen, "%s: '%s' is not a job id (letters, digits, _ and -, at most %zu)", v->opt, value,
-                        sp->size - 1);
-    snprintf(field_of(rc, sp), sp->size, "%s", value);
     return 0;
 }
 
@@ -487,18 +644,24 @@ static int set_hang_timeout(run_config *rc, const opt_spec *sp, const opt_value 
     return 0;
 }
 
-/* The table's defaults, through the setters (so a default is a value the option takes). */
+/* The tables' defaults, through the setters (so a default is a value the option takes); the
+ * method's is the registry's first engine (the baseline). */
 static void set_defaults(run_config *rc)
 {
     memset(rc, 0, sizeof *rc);
     /* (Adam's betas and epsilon, which no option sets: the artifact's) */
     rc->eng.optim = gpt_optim_default();
-    for (int i = 0; i < NSPECS; i++) {
-        if (!specs[i].dflt) continue;
+    opt_spec sp;
+    for (int id = 0; spec_at(id, &sp) == 0; id++) {
+        if (!sp.d->dflt) continue;
         char err[512];
-        const opt_value v = {specs[i].dflt, 1, specs[i].name, NULL};
-        if (specs[i].set(rc, &specs[i], &v, err, sizeof err)) table_broken(specs[i].name, err);
+        const opt_value v = {sp.d->dflt, 1, sp.d->name, NULL};
+        if (set_value(rc, &sp, &v, err, sizeof err)) {
+            fprintf(stderr, "aebench: the option tables are broken: --%s's default: %s\n", sp.d->name, err);
+            abort();
+        }
     }
+    snprintf(rc->method, sizeof rc->method, "%s", engine_at(0)->name);
 }
 
 
@@ -510,11 +673,10 @@ static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag
                  const char *label, char *err, size_t errlen)
 {
     char dashed[64];
-    snprintf(dashed, sizeof dashed, "--%s", sp->name);
+    snprintf(dashed, sizeof dashed, "--%s", sp->d->name);
     rc->given[sp->id / 64] |= 1ULL << (sp->id % 64);
-    if (!sp->set) return 0;
     const opt_value v = {value, flag_value, label ? label : dashed, label};
-    return sp->set(rc, sp, &v, err, errlen);
+    return set_value(rc, sp, &v, err, errlen);
 }
 
 /* The whole file parsed as JSON; NULL with err set. */
@@ -576,10 +738,9 @@ static const char *json_type_name(const cJSON *item)
 }
 
 /* Options a config may set: every option but those that only make sense typed by hand. */
-static const opt_spec *config_spec(const char *key)
+static int config_spec(const char *key, opt_spec *sp)
 {
-    const opt_spec *sp = spec_by_name(key);
-    return sp && (sp->use & CFG) ? sp : NULL;
+    return spec_by_name(key, sp) == 0 && (sp->d->use & CFG) ? 0 : -1;
 }
 
 /* Check one scalar JSON value against the type of option sp and turn it into the text that
@@ -589,11 +750,11 @@ static const opt_spec *config_spec(const char *key)
 static int json_value(const cJSON *item, const opt_spec *sp, const char *label, char *value,
                       size_t vlen, int *flag, char *err, size_t errlen)
 {
-    const int text_or_number = sp->kind == ARG_TEXT_OR_INT;
+    const int text_or_number = sp->d->kind == ARG_TEXT_OR_INT;
     *flag = 1;
     value[0] = '\0';
     const char *want = NULL;
-    switch (sp->kind) {
+    switch (sp->d->kind) {
     case ARG_NONE:
         if (cJSON_IsBool(item)) {
             *flag = cJSON_IsTrue(item);
@@ -642,17 +803,17 @@ static int load_options(run_config *rc, const cJSON *root, const char *path, cha
     for (const cJSON *item = root->child; item; item = item->next) {
         char label[PATH_MAX + 128];
         snprintf(label, sizeof label, "config %s: %s", path, item->string);
-        const opt_spec *sp = config_spec(item->string);
-        if (!sp) return cli_fail(err, errlen, "%s: unknown key (see aebench --help)", label);
+        opt_spec sp;
+        if (config_spec(item->string, &sp)) return cli_fail(err, errlen, "%s: unknown key (see aebench --help)", label);
         /* A child run gets the plain config too; --find-max in it would make every child a
          * sweep again.  In a run list the sweep driver takes it out of the children's options. */
-        if (sp->id == OPT_FIND_MAX)
+        if (sp.id == OPT_FIND_MAX)
             return cli_fail(err, errlen, "%s: only in a run list's defaults or runs", label);
         char value[PATH_MAX];
         int flag;
-        if (json_value(item, sp, label, value, sizeof value, &flag, err, errlen)) return -1;
-        if (apply(rc, sp, value, flag, label, err, errlen)) return -1;
-        note_recompute(&seen, sp, value, flag);
+        if (json_value(item, &sp, label, value, sizeof value, &flag, err, errlen)) return -1;
+        if (apply(rc, &sp, value, flag, label, err, errlen)) return -1;
+        note_recompute(&seen, &sp, value, flag);
     }
     char where[PATH_MAX + 16];
     snprintf(where, sizeof where, "config %s", path);
@@ -714,8 +875,8 @@ static int check_run_object(const cJSON *obj, const char *path, const char *pref
         char label[PATH_MAX + 256];
         snprintf(label, sizeof label, "config %s: %s.%s", path, prefix, item->string);
         const int from = strcmp(item->string, "layers-from") == 0;
-        const opt_spec *sp = from ? NULL : config_spec(item->string);
-        if (!from && !sp)
+        opt_spec sp;
+        if (!from && config_spec(item->string, &sp))
             return cli_fail(err, errlen, "%s: unknown key (see aebench --help)", label);
         if (from && cJSON_GetObjectItemCaseSensitive(obj, "layers"))
             return cli_fail(err, errlen, "%s: give layers or layers-from, not both", label);
@@ -737,10 +898,10 @@ static int check_run_object(const cJSON *obj, const char *path, const char *pref
             }
             char value[PATH_MAX];
             int flag;
-            if (json_value(one, sp, elabel, value, sizeof value, &flag, err, errlen)) return -1;
-            if (apply(&scratch, sp, value, flag, elabel, err, errlen)) return -1;
+            if (json_value(one, &sp, elabel, value, sizeof value, &flag, err, errlen)) return -1;
+            if (apply(&scratch, &sp, value, flag, elabel, err, errlen)) return -1;
             /* (a list's elements become runs of their own, whose command lines are checked whole) */
-            if (!cJSON_IsArray(item)) note_recompute(&seen, sp, value, flag);
+            if (!cJSON_IsArray(item)) note_recompute(&seen, &sp, value, flag);
         }
     }
     char where[PATH_MAX + 64];
@@ -765,21 +926,22 @@ static int emit_run(cli_runlist *out, const cJSON *obj, const char *where, char 
             snprintf(r->layers_from, sizeof r->layers_from, "%s", item->valuestring);
             continue;
         }
-        const opt_spec *sp = config_spec(item->string);
+        opt_spec sp;
         char value[PATH_MAX], opt[80];
         int flag;
-        if (!sp || json_value(item, sp, where, value, sizeof value, &flag, err, errlen)) return -1;
-        if (sp->id == OPT_FIND_MAX) {
+        if (config_spec(item->string, &sp) || json_value(item, &sp, where, value, sizeof value, &flag, err, errlen))
+            return -1;
+        if (sp.id == OPT_FIND_MAX) {
             r->find_max = flag;
             continue;
         }
         /* Method names were checked against the registry, so they fit. */
-        if (sp->id == OPT_METHOD) snprintf(r->method, sizeof r->method, "%.63s", value);
+        if (sp.id == OPT_METHOD) snprintf(r->method, sizeof r->method, "%.63s", value);
         /* Defaults and run are merged already, so a false flag is simply left out. */
-        if (sp->kind == ARG_NONE && !flag) continue;
-        snprintf(opt, sizeof opt, "--%s", sp->name);
+        if (sp.d->kind == ARG_NONE && !flag) continue;
+        snprintf(opt, sizeof opt, "--%s", sp.d->name);
         if (strv_push(&r->args, &r->nargs, opt)) return cli_fail(err, errlen, "out of memory");
-        if (sp->kind != ARG_NONE && strv_push(&r->args, &r->nargs, value))
+        if (sp.d->kind != ARG_NONE && strv_push(&r->args, &r->nargs, value))
             return cli_fail(err, errlen, "out of memory");
     }
     return 0;
@@ -934,24 +1096,31 @@ out:
     return rc_;
 }
 
-/* getopt_long's tables from the option specs: long option i returns 1000 + i; a short
- * option returns its letter and always takes a value.  The leading ':' of shortopts makes a
- * missing argument come back as ':'.  shortopts must hold 2 * NSPECS + 2 chars. */
-static void getopt_tables(struct option longopts[NSPECS + 1], char *shortopts)
+/* getopt_long's tables from every option: long option id returns 1000 + id; a short option
+ * returns its letter and always takes a value.  The leading ':' of shortopts makes a missing
+ * argument come back as ':'. */
+typedef struct getopt_table {
+    struct option longopts[CLI_OPTIONS_MAX + 1];
+    char shortopts[2 * CLI_OPTIONS_MAX + 2];
+} getopt_table;
+
+static void getopt_tables(getopt_table *t)
 {
     size_t sl = 0;
-    shortopts[sl++] = ':';
-    for (int i = 0; i < NSPECS; i++) {
-        longopts[i] = (struct option){specs[i].name,
-                                      specs[i].kind == ARG_NONE ? no_argument : required_argument,
-                                      NULL, 1000 + i};
-        if (specs[i].short_name) {
-            shortopts[sl++] = specs[i].short_name;
-            shortopts[sl++] = ':';
+    int n = 0;
+    opt_spec sp;
+    t->shortopts[sl++] = ':';
+    /* (cli_parse's start-up check says there are no more than CLI_OPTIONS_MAX) */
+    for (; n < CLI_OPTIONS_MAX && spec_at(n, &sp) == 0; n++) {
+        t->longopts[n] = (struct option){sp.d->name, sp.d->kind == ARG_NONE ? no_argument : required_argument, NULL,
+                                         1000 + n};
+        if (sp.d->short_name) {
+            t->shortopts[sl++] = sp.d->short_name;
+            t->shortopts[sl++] = ':';
         }
     }
-    longopts[NSPECS] = (struct option){0, 0, 0, 0};
-    shortopts[sl] = '\0';
+    t->longopts[n] = (struct option){0, 0, 0, 0};
+    t->shortopts[sl] = '\0';
 }
 
 /* argv[1..]'s options into *out, but those `drop` says (by spec, with ctx). */
@@ -960,21 +1129,16 @@ static int args_kept(int argc, char **argv, int (*drop)(const opt_spec *sp, cons
 {
     *out = NULL;
     *nout = 0;
-    struct option longopts[NSPECS + 1];
-    char shortopts[2 * NSPECS + 2];
-    getopt_tables(longopts, shortopts);
+    getopt_table t;
+    getopt_tables(&t);
     opterr = 0;
     optind = 1;
     int c, start = 1;
     /* cli_parse accepted argv, so every token belongs to an option (no permutation), and
      * every short option takes a value: tokens [start, optind) are one option. */
-    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-        const opt_spec *sp = NULL;
-        if (c >= 1000 && c < 1000 + NSPECS) sp = &specs[c - 1000];
-        else
-            for (int i = 0; i < NSPECS; i++)
-                if (specs[i].short_name && specs[i].short_name == c) sp = &specs[i];
-        const int dropped = !sp || drop(sp, ctx);
+    while ((c = getopt_long(argc, argv, t.shortopts, t.longopts, NULL)) != -1) {
+        opt_spec sp;
+        const int dropped = spec_of_getopt(c, &sp) || drop(&sp, ctx);
         for (int t = start; !dropped && t < optind; t++)
             if (strv_push(out, nout, argv[t])) {
                 optind = 1;
@@ -992,7 +1156,7 @@ typedef struct child_drop {
 static int drop_for_child(const opt_spec *sp, const void *ctx)
 {
     const child_drop *d = ctx;
-    return !(sp->use & KID) || (d->config && sp->id == OPT_CONFIG) || (d->method && sp->id == OPT_METHOD);
+    return !(sp->d->use & KID) || (d->config && sp->id == OPT_CONFIG) || (d->method && sp->id == OPT_METHOD);
 }
 
 int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout)
@@ -1004,19 +1168,19 @@ int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char
 static int drop_named(const opt_spec *sp, const void *ctx)
 {
     for (const char *const *n = ctx; *n; n++)
-        if (strcmp(sp->name, *n) == 0) return 1;
+        if (strcmp(sp->d->name, *n) == 0) return 1;
     return 0;
 }
 
-const char *const cli_iteration_options[] = {"gemini-ckpt-from", "gemini-every", NULL};
-
-/* The value of cli_iteration_options[i] in rc (an iteration of the run). */
-static int iteration_option_value(const run_config *rc, int i)
+int cli_iteration_options(const char **names, int max)
 {
-    return i == 0 ? rc->eng.gemini_ckpt_from : rc->eng.gemini_every;
+    int n = 0;
+    opt_spec sp;
+    for (int id = 0; spec_at(id, &sp) == 0; id++)
+        if ((sp.d->flags & OPTION_ITERATION) && n < max - 1) names[n++] = sp.d->name;
+    if (max > 0) names[n] = NULL;
+    return n;
 }
-_Static_assert(sizeof cli_iteration_options / sizeof cli_iteration_options[0] == 3,
-               "iteration_option_value reads one field per name of cli_iteration_options");
 
 int cli_args_without(char *const *args, int nargs, const char *const *names, char ***out, int *nout)
 {
@@ -1063,6 +1227,41 @@ int cli_ranks_per_machine(const run_config *rc)
     return rc->ranks > 1 ? rc->ranks : 1;
 }
 
+/* -m all -w W: W is a window only the windowed engines take. */
+static int window_with_all(int window, char *err, size_t errlen)
+{
+    char who[256];
+    const char *first = NULL;
+    engine_option_takers("window", 0, who, sizeof who);
+    for (int i = 0; !first && i < engine_count(); i++)
+        if (engine_takes_option(engine_at(i), "window")) first = engine_at(i)->name;
+    return cli_fail(err, errlen, "-w/--window %d with -m all: only %s %s a window of layers, and the other engines' "
+                    "files would be named ws-%d (run -m %s -w %d, or -m all without -w)", window, who,
+                    strchr(who, ' ') ? "have" : "has", window, first ? first : "?", window);
+}
+
+/* What the declarations say an option goes with: --X given without the option it goes with
+ * (option_decl.goes_with), or an iteration (OPTION_ITERATION) beyond --iters.  (--find-max's
+ * probes, which train 2 iterations, are given none of the latter: cli_iteration_options.) */
+static int options_unpaired(const run_config *rc, char *err, size_t errlen)
+{
+    opt_spec sp, with;
+    for (int id = 0; spec_at(id, &sp) == 0; id++) {
+        if (!is_given(rc, &sp)) continue;
+        const engine_config *e = &rc->eng;
+        char value[64] = "";
+        if (sp.of_engines && (sp.d->set == SET_INT || sp.d->set == SET_INT_OR_AUTO))
+            engine_option_value_text(sp.d, engine_option_value(sp.d, e), value, sizeof value);
+        if (sp.d->goes_with && spec_by_name(sp.d->goes_with, &with) == 0 && !is_given(rc, &with))
+            return cli_fail(err, errlen, "--%s%s%s goes with --%s%s%s", sp.d->name, value[0] ? " " : "", value,
+                            with.d->name, with.d->arg ? " " : "", with.d->arg ? with.d->arg : "");
+        if ((sp.d->flags & OPTION_ITERATION) && sp.of_engines && engine_option_value(sp.d, e) > rc->iters)
+            return cli_fail(err, errlen, "--%s %s: the run has only %d iterations (--iters)", sp.d->name, value,
+                            rc->iters);
+    }
+    return 0;
+}
+
 static int validate(run_config *rc, char *err, size_t errlen)
 {
     gpt_shape *sh = &rc->eng.shape;
@@ -1083,9 +1282,10 @@ static int validate(run_config *rc, char *err, size_t errlen)
                     P, rows);
     if (rc->eng.nvme_dir[0] && rc->eng.offload != OFFLOAD_NVME && !rc->search)
         return cli_fail(err, errlen, "--nvme-dir is only used with --offload nvme (or --search, which tries it)");
-    for (int i = 0; !rc->search && i < NSPECS; i++)
-        if ((specs[i].use & SRCH) && specs[i].id != OPT_SEARCH && cli_given(rc, specs[i].name))
-            return cli_fail(err, errlen, "--%s goes with --search", specs[i].name);
+    opt_spec sp;
+    for (int id = 0; !rc->search && spec_at(id, &sp) == 0; id++)
+        if ((sp.d->use & SRCH) && sp.id != OPT_SEARCH && is_given(rc, &sp))
+            return cli_fail(err, errlen, "--%s goes with --search", sp.d->name);
     if (rc->min_samples_per_s > 0 && !rc->search_largest)
         return cli_fail(err, errlen, "--min-samples-per-s goes with --search --largest (the largest model that "
                         "trains that fast)");
@@ -1103,24 +1303,13 @@ static int validate(run_config *rc, char *err, size_t errlen)
      * own probe is such a dry run) */
     if (strcmp(rc->method, "all") == 0 && cli_given(rc, "window") && rc->eng.window > 0 && !rc->dry_run &&
         !rc->search)
-        return cli_fail(err, errlen, "-w/--window %d with -m all: only stronghold has a window of layers, and the other "
-                        "engines' files would be named ws-%d (run -m stronghold -w %d, or -m all without -w)",
-                        rc->eng.window, rc->eng.window, rc->eng.window);
+        return window_with_all(rc->eng.window, err, errlen);
     static const char *const fail_opts[] = {"fail-rank", "fail-phase", "fail-kind"};
     for (size_t i = 0; i < sizeof fail_opts / sizeof fail_opts[0]; i++)
         if (cli_given(rc, fail_opts[i]) && rc->fail_at <= 0)
             return cli_fail(err, errlen, "--%s goes with --fail-at I (the iteration at which the fault happens)",
                             fail_opts[i]);
-    if (cli_given(rc, "ckpt-every") && !rc->eng.ckpt_dir[0])
-        return cli_fail(err, errlen, "--ckpt-every %d goes with --ckpt-dir DIR (where the persistent checkpoints go)",
-                        rc->eng.ckpt_every);
-    /* (--find-max's probes, which train 2 iterations, are given none of these: cli_iteration_options) */
-    for (int i = 0; cli_iteration_options[i]; i++) {
-        const int at = iteration_option_value(rc, i);
-        if (cli_given(rc, cli_iteration_options[i]) && at > rc->iters)
-            return cli_fail(err, errlen, "--%s %d: the run has only %d iterations (--iters)", cli_iteration_options[i],
-                            at, rc->iters);
-    }
+    if (options_unpaired(rc, err, errlen)) return -1;
     if (rc->machine_path[0] && !rc->calibrate) {
         /* (read by --predict, --search, and a training run's -w auto; --calibrate makes it) */
         struct stat st;
@@ -1150,27 +1339,22 @@ struct cJSON *cli_args_config(char *const *args, int nargs, char *err, size_t er
     }
     argv[0] = "aebench";
     for (int i = 0; i < nargs; i++) argv[i + 1] = args[i];
-    struct option longopts[NSPECS + 1];
-    char shortopts[2 * NSPECS + 2];
-    getopt_tables(longopts, shortopts);
+    getopt_table t;
+    getopt_tables(&t);
     opterr = 0;
     optind = 1;
     int c, failed = 0;
     /* Two passes, as cli_parse: a config first, then the command line over it. */
     for (int pass = 0; pass < 2 && !failed; pass++) {
         optind = 1;
-        while (!failed && (c = getopt_long(nargs + 1, argv, shortopts, longopts, NULL)) != -1) {
-            const opt_spec *sp = NULL;
-            if (c >= 1000 && c < 1000 + NSPECS) sp = &specs[c - 1000];
-            else
-                for (int i = 0; i < NSPECS; i++)
-                    if (specs[i].short_name && specs[i].short_name == c) sp = &specs[i];
-            if (!sp) {
+        while (!failed && (c = getopt_long(nargs + 1, argv, t.shortopts, t.longopts, NULL)) != -1) {
+            opt_spec sp, kept;
+            if (spec_of_getopt(c, &sp)) {
                 failed = cli_fail(err, errlen, "option '%s' is not one a config can hold", argv[optind - 1]);
                 break;
             }
-            if ((pass == 0) != (sp->id == OPT_CONFIG)) continue;
-            if (sp->id == OPT_CONFIG) {
+            if ((pass == 0) != (sp.id == OPT_CONFIG)) continue;
+            if (sp.id == OPT_CONFIG) {
                 cJSON *cfg = read_json(optarg, err, errlen);
                 if (!cfg) {
                     failed = -1;
@@ -1182,21 +1366,21 @@ struct cJSON *cli_args_config(char *const *args, int nargs, char *err, size_t er
                     break;
                 }
                 for (cJSON *item = cfg->child; item; item = item->next)
-                    if (item->string && config_spec(item->string))
+                    if (item->string && config_spec(item->string, &kept) == 0)
                         cJSON_AddItemToObject(out, item->string, cJSON_Duplicate(item, 1));
                 cJSON_Delete(cfg);
                 continue;
             }
-            if (!config_spec(sp->name)) {
-                failed = cli_fail(err, errlen, "--%s is typed by hand, not kept in a config", sp->name);
+            if (config_spec(sp.d->name, &kept)) {
+                failed = cli_fail(err, errlen, "--%s is typed by hand, not kept in a config", sp.d->name);
                 break;
             }
             cJSON *v = NULL;
-            if (sp->kind == ARG_NONE) v = cJSON_CreateTrue();
-            else if (sp->kind == ARG_INT || sp->kind == ARG_NUM) v = cJSON_CreateNumber(strtod(optarg, NULL));
+            if (sp.d->kind == ARG_NONE) v = cJSON_CreateTrue();
+            else if (sp.d->kind == ARG_INT || sp.d->kind == ARG_NUM) v = cJSON_CreateNumber(strtod(optarg, NULL));
             else v = cJSON_CreateString(optarg);
-            cJSON_DeleteItemFromObjectCaseSensitive(out, sp->name);
-            if (!v || !cJSON_AddItemToObject(out, sp->name, v)) failed = cli_fail(err, errlen, "out of memory");
+            cJSON_DeleteItemFromObjectCaseSensitive(out, sp.d->name);
+            if (!v || !cJSON_AddItemToObject(out, sp.d->name, v)) failed = cli_fail(err, errlen, "out of memory");
         }
     }
     free(argv);
@@ -1210,17 +1394,16 @@ struct cJSON *cli_args_config(char *const *args, int nargs, char *err, size_t er
 
 cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t errlen)
 {
-    table_checked();
+    options_checked();
     set_defaults(rc);
-    struct option longopts[NSPECS + 1];
-    char shortopts[2 * NSPECS + 2];
-    getopt_tables(longopts, shortopts);
+    getopt_table t;
+    getopt_tables(&t);
 
     /* Pass 1: --help, --version, --config (the config applies before other flags). */
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, t.shortopts, t.longopts, NULL)) != -1) {
         if (c == '?') {
             if (optopt) return cli_fail(err, errlen, "unknown option '-%c'", optopt), CLI_ERROR;
             return cli_fail(err, errlen, "unknown option '%s'", argv[optind - 1]), CLI_ERROR;
@@ -1260,17 +1443,11 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
     /* Pass 2: every other option, overriding the config. */
     recompute_seen seen = {0};
     optind = 1;
-    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-        const opt_spec *sp = NULL;
-        if (c >= 1000) {
-            sp = &specs[c - 1000];
-        } else {
-            for (int i = 0; i < NSPECS; i++)
-                if (specs[i].short_name == c) sp = &specs[i];
-        }
-        if (!sp || sp->id == OPT_CONFIG) continue;
-        if (apply(rc, sp, optarg, 1, NULL, err, errlen)) return CLI_ERROR;
-        note_recompute(&seen, sp, optarg, 1);
+    while ((c = getopt_long(argc, argv, t.shortopts, t.longopts, NULL)) != -1) {
+        opt_spec sp;
+        if (spec_of_getopt(c, &sp) || sp.id == OPT_CONFIG) continue;
+        if (apply(rc, &sp, optarg, 1, NULL, err, errlen)) return CLI_ERROR;
+        note_recompute(&seen, &sp, optarg, 1);
     }
     if (recompute_clash(&seen, "", err, errlen)) return CLI_ERROR;
     /* A run list's runs are checked one by one by the sweep driver (with their own shapes). */
@@ -1283,8 +1460,8 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
 
 int cli_given(const run_config *rc, const char *long_name)
 {
-    const opt_spec *sp = spec_by_name(long_name);
-    return sp && (rc->given[sp->id / 64] >> (sp->id % 64) & 1ULL);
+    opt_spec sp;
+    return spec_by_name(long_name, &sp) == 0 && is_given(rc, &sp);
 }
 
 const char *cli_cpu_preset_text(void)
@@ -1311,6 +1488,23 @@ int cli_apply_cpu_preset(run_config *rc)
     return 1;
 }
 
+/* Option sp's line in --help: its names and value, then its help (an engine's option: after
+ * the engines that take it, from the registry). */
+static void usage_line(FILE *out, const opt_spec *sp)
+{
+    char lhs[64], who[256] = "";
+    const option_decl *d = sp->d;
+    if (d->short_name)
+        snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", d->short_name, d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+    else
+        snprintf(lhs, sizeof lhs, "    --%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+    if (sp->of_engines) {
+        engine_option_takers(d->name, 0, who, sizeof who - 2);
+        strcat(who, ": ");
+    }
+    fprintf(out, "  %-34s %s%s\n", lhs, who, d->help);
+}
+
 void cli_usage(FILE *out)
 {
     fprintf(out,
@@ -1331,16 +1525,14 @@ void cli_usage(FILE *out)
         if (pass == 0) fprintf(out, "  %-14s %s\n", "all", "every method above, each run in its own child process");
     }
     fprintf(out, "\noptions:\n");
-    for (int i = 0; i < NSPECS; i++) {
-        char lhs[64];
-        if (specs[i].short_name)
-            snprintf(lhs, sizeof lhs, "-%c, --%s%s%s", specs[i].short_name, specs[i].name,
-                     specs[i].arg ? " " : "", specs[i].arg ? specs[i].arg : "");
-        else
-            snprintf(lhs, sizeof lhs, "    --%s%s%s", specs[i].name, specs[i].arg ? " " : "",
-                     specs[i].arg ? specs[i].arg : "");
-        fprintf(out, "  %-34s %s\n", lhs, specs[i].help);
-    }
+    opt_spec sp;
+    for (int id = 0; spec_at(id, &sp) == 0; id++)
+        if (!sp.of_engines) usage_line(out, &sp);
+    /* (the engines' options: those several take, then each engine's own, in registry order) */
+    fprintf(out, "\noptions of the engines (each after the engines that take it):\n");
+    for (int pass = 0; pass < 2; pass++)
+        for (int id = 0; spec_at(id, &sp) == 0; id++)
+            if (sp.of_engines && (sp.owner == NULL) == (pass == 0)) usage_line(out, &sp);
     fprintf(out,
             "\nWithout a GPU, and with no model shape given, the CPU backend uses a small preset:\n"
             "  %s\n"
@@ -1384,22 +1576,24 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 /* Whether the option's field holds what set_defaults gives it. */
 static int at_default(const run_config *rc, const run_config *defaults, const opt_spec *sp)
 {
-    const char *mine = (const char *)rc + sp->offset, *dflt = (const char *)defaults + sp->offset;
-    return sp->text ? strncmp(mine, dflt, sp->size) == 0 : memcmp(mine, dflt, sp->size) == 0;
+    const size_t at = sp->base + sp->d->offset;
+    const char *mine = (const char *)rc + at, *dflt = (const char *)defaults + at;
+    return sp->d->text ? strncmp(mine, dflt, sp->d->size) == 0 : memcmp(mine, dflt, sp->d->size) == 0;
 }
 
 uint64_t cli_fingerprint(const run_config *rc)
 {
-    uint64_t hashes[CLI_OPTION_COUNT], h = 0xcbf29ce484222325ULL;
-    const char *names[CLI_OPTION_COUNT];
-    const int n = cli_option_hashes(rc, hashes, names, CLI_OPTION_COUNT); /* (room for every option) */
+    uint64_t hashes[CLI_OPTIONS_MAX], h = 0xcbf29ce484222325ULL;
+    const char *names[CLI_OPTIONS_MAX];
+    const int n = cli_option_hashes(rc, hashes, names, CLI_OPTIONS_MAX); /* (room for every option) */
     run_config defaults;
     set_defaults(&defaults);
     for (int i = 0; i < n; i++) {
-        const opt_spec *sp = spec_by_name(names[i]);
-        if (sp->scope == SCOPE_AGREE) continue;
-        /* (--graphs at its default leaves the fingerprints of results made before it as they were) */
-        if (sp->scope == SCOPE_RESULT_SET && at_default(rc, &defaults, sp)) continue;
+        opt_spec sp;
+        if (spec_by_name(names[i], &sp) || sp.d->scope == SCOPE_AGREE) continue;
+        /* (an option added after results were made, at its default, leaves their fingerprints
+         * as they were) */
+        if (sp.d->scope == SCOPE_RESULT_SET && at_default(rc, &defaults, &sp)) continue;
         h = fnv1a(h, names[i], strlen(names[i]));
         h = fnv1a(h, &hashes[i], sizeof hashes[i]);
     }
@@ -1408,16 +1602,17 @@ uint64_t cli_fingerprint(const run_config *rc)
 
 int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max)
 {
-    const int n = table_checked();
+    const int n = options_checked();
     if (n > max) return -1;
     /* Every parsed value that a rank acts on, under the name of the option that sets it
      * (strings by their text, numbers by their bytes), in the order of their slots. */
-    for (int i = 0; i < NSPECS; i++) {
-        const opt_spec *sp = &specs[i];
-        if (sp->scope == SCOPE_LOCAL) continue;
-        const char *field = (const char *)rc + sp->offset;
-        hashes[sp->slot] = fnv1a(0xcbf29ce484222325ULL, field, sp->text ? strnlen(field, sp->size) : sp->size);
-        names[sp->slot] = sp->name;
+    opt_spec sp;
+    for (int id = 0; spec_at(id, &sp) == 0; id++) {
+        const option_decl *d = sp.d;
+        if (d->scope == SCOPE_LOCAL) continue;
+        const char *field = (const char *)rc + sp.base + d->offset;
+        hashes[d->slot] = fnv1a(0xcbf29ce484222325ULL, field, d->text ? strnlen(field, d->size) : d->size);
+        names[d->slot] = d->name;
     }
     return n;
 }

@@ -12,7 +12,6 @@
 #define AEBENCH_CLI_H
 
 #include "../engines/engine.h"
-#include "options.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -25,10 +24,10 @@
 
 enum { FAIL_SOFTWARE = 0, FAIL_HARDWARE = 1, FAIL_STOP = 2 };
 
-/* How many options the table (options.h) declares: arrays of one entry per option (the
- * per-option hashes the ranks compare) are this long. */
-#define CLI_COUNT_ONE(...) +1
-enum { CLI_OPTION_COUNT = 0 AEBENCH_OPTIONS(CLI_COUNT_ONE) };
+/* The most options there may be: the driver's (options.h) and the engines' (their tables, put
+ * together at start-up; cli_check_options refuses more).  Arrays of one entry per option (the
+ * per-option hashes the ranks compare, run_config.given's bits) are this long. */
+enum { CLI_OPTIONS_MAX = 128 };
 
 /* The largest JSON input read (a config, a run list, a machine file): each is read whole and
  * parsed in memory, several times its size, so a larger file is refused before it is read.
@@ -47,7 +46,7 @@ typedef struct run_config {
     size_t cpu_mem_limit;  /* bytes; 0: the host's available memory */
     int dry_run;
     int device_given;      /* --device was set (else: CUDA when usable, CPU otherwise) */
-    uint64_t given[(CLI_OPTION_COUNT + 63) / 64]; /* bit per option: set by the config or the command line */
+    uint64_t given[CLI_OPTIONS_MAX / 64]; /* bit per option: set by the config or the command line */
     int cpu_preset;        /* the small CPU preset was applied */
     int find_max;          /* --find-max: bisect for the largest layer count that trains */
     int resume;            /* --resume: sweeps skip runs already done */
@@ -80,7 +79,7 @@ typedef struct run_config {
 
 /* One run of a run-list config after expansion: the options it gives its child process. */
 typedef struct cli_run {
-    char **args;           /* "--method", "stronghold", "--window", "15", ...; NULL-terminated */
+    char **args;           /* "--method", NAME, "--layers", "15", ...; NULL-terminated */
     int nargs;
     char where[32];        /* "runs[3]": where it came from, for messages */
     char method[64];
@@ -123,9 +122,17 @@ void cli_runlist_free(cli_runlist *l);
  * NULL-terminated (strv.h). */
 int cli_child_args(int argc, char **argv, int drop_config, int drop_method, char ***out, int *nout);
 
-/* The options whose value is an iteration of the run (NULL-terminated): refused beyond --iters,
- * and not handed to --find-max's probes, which train 2 iterations whatever --iters says. */
-extern const char *const cli_iteration_options[];
+/* The long names of the options whose value is an iteration of the run (OPTION_ITERATION) into
+ * names, NULL-terminated (at most max - 1 of them): refused beyond --iters, and not handed to
+ * --find-max's probes, which train 2 iterations whatever --iters says.  Returns how many. */
+int cli_iteration_options(const char **names, int max);
+
+/* The option tables checked together: the driver's (options.h), the ones several engines take
+ * (registry.c) and engines[0..n)'s own: no name or letter twice, the hash slots 0, 1, 2, ...
+ * with no gap, each setter on a field of its type, an engine's own field set by no other
+ * option, every name an engine takes a shared option.  0, or -1 with the first contradiction
+ * in err.  (cli_parse checks the registry's and aborts on one: a bug of the build.) */
+int cli_check_options(const engine_vtbl *const *engines, int n, char *err, size_t errlen);
 
 /* args (options that cli_parse accepted, without argv[0]) without the options of those long
  * names (a NULL-terminated list), in whatever form they were typed (-l 8, --layers=8).  *out
@@ -147,7 +154,7 @@ int cli_ranks_per_machine(const run_config *rc);
 
 /* A hash of every parsed value a run acts on, per option (names[i] its long name), so that
  * ranks can check they were all given the same configuration; returns how many, at most
- * CLI_OPTION_COUNT (-1, and nothing written, when max is less than that many). */
+ * CLI_OPTIONS_MAX (-1, and nothing written, when max is less than that many). */
 int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max);
 /* One hash of every option that changes what a run computes or measures (not where it
  * writes, how often it logs, its threads, or a job id): --resume takes a finished JSON with

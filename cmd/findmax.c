@@ -132,7 +132,9 @@ static int try_layers(fm_ctx *c, int layers, char *err, size_t errlen)
     char **own = NULL;
     int nown = 0;
     /* (the run's options but those that name an iteration: the probe has 2) */
-    int bad = c->argc < 1 || cli_args_without(c->argv + 1, c->argc - 1, cli_iteration_options, &own, &nown) != 0;
+    const char *iteration_options[CLI_OPTIONS_MAX + 1];
+    cli_iteration_options(iteration_options, CLI_OPTIONS_MAX + 1);
+    int bad = c->argc < 1 || cli_args_without(c->argv + 1, c->argc - 1, iteration_options, &own, &nown) != 0;
     bad = bad || strv_push(&argv, &n, c->argv[0]) || strv_push_all(&argv, &n, own, nown);
     strv_free(&own, &nown);
     bad = bad || strv_push(&argv, &n, "--layers") ||

@@ -1,10 +1,14 @@
 /*
- * options.h — the option table: every option of aebench is declared here, once.
+ * options.h — the driver's option table: every option of aebench's own (the model, the
+ * optimizer, the budgets, the faults, the sweeps, --search) is declared here, once.  The
+ * engines' options are declared by the engines (engines/option_decl.h): each engine's own in
+ * its file (engine_vtbl.own_options), those several take in engines/registry.c.
  *
- * Everything else about the options comes from this list (cmd/cli.c expands it): the option
- * ids, getopt's tables, the parser's dispatch, the keys a config may hold, --help, the
- * defaults, and the per-option hashes that the ranks compare and the results fingerprint
- * holds.  tests/test_docs.sh checks the README's flag table against --help, and
+ * Everything else about the options comes from these tables (cmd/cli.c puts them together at
+ * start-up, and says at once where they contradict each other: a name, a letter or a hash slot
+ * twice): the option ids, getopt's tables, the parser's dispatch, the keys a config may hold,
+ * --help, the defaults, and the per-option hashes that the ranks compare and the results
+ * fingerprint holds.  tests/test_docs.sh checks the README's flag table against --help, and
  * tests/test_fuzz_grammar.sh the fuzzer's grammar: a new option fails both until they say
  * what it is.
  *
@@ -16,20 +20,21 @@
  *            ARG_TEXT, or ARG_TEXT_OR_INT (text, which a config may give as a whole number)
  *   arg      the value's name in --help (NULL: a switch)
  *   set      the run_config field it sets and how its value is checked (cli.c's setters):
- *            INT(field, lo, hi), INT_NOTE(field, lo, hi, note), INT_OR_AUTO(field, lo, hi,
- *            auto_value, what), NUM(field, rule, note), WORDS(field, {word, value}, ...),
- *            PATH(field, what), BYTES(field), FLAG(field), SPECIAL(field, setter),
- *            SPECIAL_INT(field, lo, hi, setter), or NO_FIELD (it acts in cli_parse itself)
+ *            INT(field, lo, hi), INT_NOTE(field, lo, hi, note), NUM(field, rule, note),
+ *            WORDS(field, {word, value}, ...), PATH(field, what), BYTES(field), FLAG(field),
+ *            SPECIAL(field, setter), SPECIAL_INT(field, lo, hi, setter), or NO_FIELD (it acts
+ *            in cli_parse itself)
  *   default  the value set_defaults gives, as the text the option takes (NULL: the field's
- *            zero, which the run resolves: "free memory", "min(2, ranks)", ...)
- *   owner    whose option it is: "driver", "search", or the engines that take it
+ *            zero, which the run resolves: "free memory", "min(2, ranks)", ...; --method's is
+ *            the registry's first engine)
+ *   owner    whose option it is: "driver" or "search"
  *   scope    what it changes: FP(slot): the results (the fingerprint, and all ranks must
- *            agree); FP_SET(slot): the same, but only where it differs from its default;
- *            AGREE(slot): what every rank does, so all ranks must agree, but not the results
- *            (where it writes, how often it logs, threads, job ids); LOCAL: neither.  slot is
- *            the option's place in the hashes (0, 1, 2, ... with no gaps): the order they
- *            had before this table, so that results made before it keep their fingerprints
- *            (--resume finds them); a new option takes the next one.
+ *            agree); AGREE(slot): what every rank does, so all ranks must agree, but not the
+ *            results (where it writes, how often it logs, threads); LOCAL: neither.  slot is
+ *            the option's place in the hashes (0, 1, 2, ... with no gaps over this table and
+ *            the engines'): the order they had before these tables, so that results made
+ *            before them keep their fingerprints (--resume finds them); a new option takes the
+ *            next free one (the start-up check names it).
  *   use      where it may be given: CFG (a config may hold it), KID (handed on to the child
  *            runs of a sweep), SRCH (one of --search's own: only with --search, typed by
  *            hand); 0: typed by hand and kept by this process
@@ -41,8 +46,8 @@
 /* clang-format off */
 #define AEBENCH_OPTIONS(X) \
     X(METHOD, "method", 'm', ARG_TEXT, "NAME", SPECIAL(method, set_method), \
-      "megatron-lm", "driver", FP(0), CFG | KID, \
-      "engine to run, or 'all' (default megatron-lm)") \
+      NULL, "driver", FP(0), CFG | KID, \
+      "engine to run, or 'all' (default: the first method above)") \
     X(LAYERS, "layers", 'l', ARG_INT, "L", INT(eng.shape.layers, 1, MAX_DIM), \
       "16", "driver", FP(1), CFG | KID, \
       "transformer layers (default 16)") \
@@ -52,9 +57,6 @@
     X(BATCH, "batch", 'b', ARG_INT, "B", INT(eng.shape.batch, 1, MAX_DIM), \
       "4", "driver", FP(5), CFG | KID, \
       "micro-batch size per rank (default 4)") \
-    X(WINDOW, "window", 'w', ARG_TEXT_OR_INT, "W|auto", INT_OR_AUTO(eng.window, 1, 1000000, 0, "a positive integer"), \
-      "auto", "stronghold", FP(7), CFG | KID, \
-      "GPU window of windowed engines (default auto; not with -m all)") \
     X(HEADS, "heads", 0, ARG_INT, "N", INT(eng.shape.heads, 1, MAX_DIM), \
       "16", "driver", FP(3), CFG | KID, \
       "attention heads (default 16)") \
@@ -106,9 +108,6 @@
     X(NO_CKPT, "no-ckpt", 0, ARG_NONE, NULL, SPECIAL(eng.recompute, set_no_ckpt), \
       NULL, "driver", LOCAL, CFG | KID, \
       "--recompute none (the older name)") \
-    X(GRAPHS, "graphs", 0, ARG_TEXT, "auto|on|off", WORDS(eng.graphs, {"auto", GRAPHS_AUTO}, {"on", GRAPHS_ON}, {"off", GRAPHS_OFF}), \
-      "auto", "megatron-lm", FP_SET(9), CFG | KID, \
-      "replay each step's forward and backward as CUDA graphs, captured at the second step (default auto: on for megatron-lm on one rank on the GPU, unless --profile; on: an error where it cannot)") \
     X(LR, "lr", 0, ARG_NUM, "X", NUM(eng.optim.lr, NUM_POSITIVE, ""), \
       "1.5e-4", "driver", FP(10), CFG | KID, \
       "peak learning rate (default 1.5e-4)") \
@@ -127,15 +126,6 @@
     X(CLIP, "clip-grad", 0, ARG_NUM, "X", NUM(eng.optim.clip, NUM_NON_NEGATIVE, ""), \
       "1.0", "driver", FP(15), CFG | KID, \
       "global-norm clipping, 0 disables (default 1.0)") \
-    X(DPU, "dpu", 0, ARG_NONE, NULL, FLAG(eng.dpu), \
-      NULL, "zero-offload", FP(21), CFG | KID, \
-      "zero-offload: delayed parameter update (step i's CPU Adam overlaps step i+1)") \
-    X(OFFLOAD, "offload", 0, ARG_TEXT, "cpu|nvme", WORDS(eng.offload, {"cpu", OFFLOAD_CPU}, {"nvme", OFFLOAD_NVME}), \
-      "cpu", "zero-infinity stronghold", FP(22), CFG | KID, \
-      "zero-infinity, stronghold: optimizer state in host memory or on disk (default cpu)") \
-    X(NVME_DIR, "nvme-dir", 0, ARG_TEXT, "DIR", PATH(eng.nvme_dir, "directory"), \
-      NULL, "zero-infinity stronghold", FP(23), CFG | KID, \
-      "--offload nvme: where the private swap directory goes (default: the results directory)") \
     X(THREADS, "threads", 0, ARG_INT, "N", INT_NOTE(eng.threads, 0, MAX_THREADS, " (CPU threads; 0: all cores)"), \
       "0", "driver", AGREE(20), CFG | KID, \
       "CPU threads, 0 = all cores (default 0)") \
@@ -162,52 +152,10 @@
       "the rank(s) that --fail-at kills, at once (default 0)") \
     X(FAIL_PHASE, "fail-phase", 0, ARG_TEXT, "forward|backward|checkpoint", WORDS(fail_phase, {"forward", FAULT_FORWARD}, {"backward", FAULT_BACKWARD}, {"checkpoint", FAULT_CHECKPOINT}), \
       "forward", "driver", FP(37), CFG | KID, \
-      "with --fail-at: where in iteration I the rank dies: its start, its backward's (megatron-lm, gemini), its checkpoint's middle (gemini) (default forward)") \
+      "with --fail-at: where in iteration I the rank dies: its start, its backward's, or its checkpoint's middle (these two where the engine has such a point; the others refuse them) (default forward)") \
     X(FAIL_KIND, "fail-kind", 0, ARG_TEXT, "software|hardware|stop", WORDS(fail_kind, {"software", FAIL_SOFTWARE}, {"hardware", FAIL_HARDWARE}, {"stop", FAIL_STOP}), \
       "software", "driver", FP(36), CFG | KID, \
       "with --fail-at: what it does: kill the process, or (hardware) its machine too: --ranks deletes its in-memory checkpoints before relaunching, or (stop) stop it (SIGSTOP: a hung rank, for the watchdogs) (default software)") \
-    X(ZERO_STAGE, "zero-stage", 0, ARG_INT, "0-3", SPECIAL_INT(eng.zero_stage, 0, INT_MAX, set_zero_stage), \
-      "0", "megatron-lm", FP(25), CFG | KID, \
-      "megatron-lm on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)") \
-    X(GEMINI_MODE, "gemini-mode", 0, ARG_TEXT, "none|naive|interleave", WORDS(eng.gemini_mode, {"none", GEMINI_NONE}, {"naive", GEMINI_NAIVE}, {"interleave", GEMINI_INTERLEAVE}), \
-      "interleave", "gemini", FP(39), CFG | KID, \
-      "gemini: no checkpoint; every iteration's right after its step; or sent during the next step in the idle spans of its collectives (default interleave)") \
-    X(GEMINI_REPLICAS, "gemini-replicas", 0, ARG_INT, "M", INT(eng.gemini_replicas, 1, INT_MAX), \
-      NULL, "gemini", FP(40), CFG | KID, \
-      "gemini: copies of each rank's checkpoint, its own and M-1 peers' (default 2, or 1 on one rank)") \
-    X(GEMINI_PLACEMENT, "gemini-placement", 0, ARG_TEXT, "group|ring", WORDS(eng.gemini_placement, {"group", GEMINI_GROUP}, {"ring", GEMINI_RING}), \
-      "group", "gemini", FP(41), CFG | KID, \
-      "gemini: ranks in groups of M holding the group's checkpoints, or rank r holding r-1 ... r-M+1 (default group)") \
-    X(GEMINI_TRANSPORT, "gemini-transport", 0, ARG_TEXT, "auto|sendrecv|read", WORDS(eng.gemini_transport, {"auto", GEMINI_PEER_AUTO}, {"sendrecv", GEMINI_PEER_SENDRECV}, {"read", GEMINI_PEER_READ}), \
-      "auto", "gemini", FP(42), CFG | KID, \
-      "gemini: how a peer's shard reaches the rank that keeps it: read by that rank's copy engines (CUDA IPC; MPI one-sided on the CPU backend), sent by NCCL kernels (MPI send/recv), or read where every rank is on one machine and can (default auto)") \
-    X(GEMINI_STORE, "gemini-store", 0, ARG_TEXT, "DIR", PATH(eng.gemini_store, "directory"), \
-      "/dev/shm", "gemini", AGREE(43), CFG | KID, \
-      "gemini: the memory file system the checkpoints live in (default /dev/shm)") \
-    X(GEMINI_JOB, "gemini-job", 0, ARG_TEXT, "ID", SPECIAL(eng.gemini_job, set_gemini_job), \
-      NULL, "gemini", AGREE(44), CFG | KID, \
-      "gemini: the job's id, which names its store (default: made at start)") \
-    X(GEMINI_RECOVER, "gemini-recover", 0, ARG_NONE, NULL, FLAG(eng.gemini_recover), \
-      NULL, "gemini", AGREE(45), CFG | KID, \
-      "gemini: restore job --gemini-job from its store (the newest version every rank has) and go on") \
-    X(CKPT_DIR, "ckpt-dir", 0, ARG_TEXT, "DIR", PATH(eng.ckpt_dir, "directory"), \
-      NULL, "gemini", FP(46), CFG | KID, \
-      "gemini: also a persistent checkpoint on disk there (O_DIRECT), what recovery falls back to when every copy of a shard is lost") \
-    X(CLIP_SPECULATE, "clip-speculate", 0, ARG_TEXT_OR_INT, "N|auto", INT_OR_AUTO(eng.clip_speculate, 0, 1000000, -1, "a layer count (0 or more)"), \
-      "auto", "l2l stronghold zero-infinity", FP(50), CFG | KID, \
-      "stronghold with clipping: the top N streamed layers updated as their grads arrive, redone exactly when the norm clips (auto: as many as host memory holds the undo copies of; 0: wait for the norm)") \
-    X(PLACEMENT, "placement", 0, ARG_TEXT, "bottom|spread|auto", WORDS(eng.placement, {"bottom", PLACE_BOTTOM}, {"spread", PLACE_SPREAD}, {"auto", PLACE_AUTO}), \
-      "auto", "stronghold", FP(51), CFG | KID, \
-      "stronghold: its resident layers at the bottom of the model (the paper's window) or spread between the streamed ones, which hides the forward's copies (default auto: -w auto takes the faster, -w W bottom)") \
-    X(GEMINI_CKPT_FROM, "gemini-ckpt-from", 0, ARG_INT, "I", INT(eng.gemini_ckpt_from, 1, MAX_ITERS), \
-      "1", "gemini", FP(48), CFG | KID, \
-      "gemini: checkpoint from iteration I on, train the ones before without (the artifact's comparison; default 1)") \
-    X(CKPT_EVERY, "ckpt-every", 0, ARG_INT, "K", INT(eng.ckpt_every, 1, MAX_ITERS), \
-      "10", "gemini", FP(47), CFG | KID, \
-      "gemini --ckpt-dir: every K iterations (default 10; only with --ckpt-dir)") \
-    X(GEMINI_EVERY, "gemini-every", 0, ARG_TEXT, "K|auto", INT_OR_AUTO(eng.gemini_every, 1, MAX_ITERS, -1, "an interval (1 or more iterations)"), \
-      "1", "gemini", FP(49), CFG | KID, \
-      "gemini: an in-memory checkpoint every K iterations (auto: the fewest that keep the checkpoints' exposed time under 1% of the step, chosen from interleave's measurements; default 1)") \
     X(FIND_MAX, "find-max", 0, ARG_NONE, NULL, FLAG(find_max), \
       NULL, "driver", LOCAL, CFG, \
       "find the largest layer count that trains (bisection over child runs)") \

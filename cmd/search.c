@@ -13,28 +13,27 @@
  *    lands in exactly one bucket of the tally: refused, over one tier, not calibrated, not
  *    modelled, or predicted.
  * 4. --largest: for every engine and knob setting, the largest -l whose plan fits (plans
- *    grow with the layers: doubling, then bisection; stronghold at its smallest window and at
- *    -w auto, the largest the GPU holds), then the full search at the largest of all.  With
+ *    grow with the layers: doubling, then bisection; a windowed engine at its smallest window
+ *    and at -w auto, the largest the GPU holds), then the full search at the largest of all.  With
  *    --min-samples-per-s X, a bisection on the layers for the largest whose best predicted
  *    throughput is at least X.
  * 5. The top K printed with the exact command of each; the JSON (results/search_*.json) keeps
  *    every predicted configuration; --out writes the winner as a config; --verify trains.
  *
- * What the user gave is fixed; what they did not is searched.  The knobs, per engine, from
- * what it implements (engine_vtbl.options):
+ * What the user gave is fixed; what they did not is searched.  The knobs, per engine:
  *   micro-batch      every divisor of global batch / ranks (-b fixes it)
- *   --zero-stage     0-3, megatron-lm on N > 1 ranks
- *   --dpu            off/on, zero-offload
- *   --offload        cpu/nvme, zero-infinity and stronghold (nvme where --nvme-dir, or the
- *                    results directory, is writable)
- *   --clip-speculate auto/0, the engines that update ahead of the norm, when clipping is on
+ *   its options      each option the engine takes that declares search values
+ *                    (option_decl.search: a ZeRO stage on N > 1 ranks, --dpu off/on, --offload
+ *                    cpu/nvme where the disk tier is known, --clip-speculate auto/0 with
+ *                    clipping on, ...), in the order of the engines' option tables
  *   --recompute      full/selective/none, every engine (what each layer keeps for its
  *                    backward against what the backward redoes)
- *   -w, --placement  stronghold: every window 1..L and auto (resident layers and three
- *                    slots sized to the GPU budget, which no -w W gives), its resident
- *                    layers at the bottom or spread (one placement at W = L: nothing streams)
- * gemini is searched only under -m gemini (it answers another question: the cost of its
- * checkpoints).
+ *   -w, --placement  the windowed engines (uses_window): every window 1..L and auto (resident
+ *                    layers and three slots sized to the GPU budget, which no -w W gives);
+ *                    those that take --placement, the resident layers at the bottom or
+ *                    spread (one placement at W = L: nothing streams)
+ * An engine that -m all leaves out is searched only when -m names it (it answers another
+ * question).
  *
  * One file of ~1,200 lines: the enumeration, --largest, the commands, the output and --verify
  * all work on the one search state and its knob lists; split, each part would need them all.
@@ -67,7 +66,10 @@
 
 enum { TIER_GPU, TIER_HOST, TIER_DISK, TIERS };
 enum { MAX_BATCHES = 64, MAX_REASONS = 8, MAX_ENGINES = 16, LAYERS_CAP = 1 << 20 };
-/* stronghold's windows: every one up to WINDOWS_ALL layers; beyond, a grid of WINDOW_GRID over
+/* The engines' options that declare search values (option_decl.search), and the most values
+ * one declares. */
+enum { MAX_KNOB_OPTIONS = 16, MAX_KNOB_VALUES = 8 };
+/* the windowed engines' windows: every one up to WINDOWS_ALL layers; beyond, a grid of WINDOW_GRID over
  * [1, L] refined around the fastest (try_windows) */
 enum { WINDOWS_ALL = 96, WINDOW_GRID = 33 };
 /* The most layers one search's predictions walk in all (a prediction at L layers counts L;
@@ -81,13 +83,10 @@ static const char *const BOUND_NAMES[BUSY_KINDS] = {"compute", "h2d", "d2h", "ho
 /* One configuration's settings beside the engine and the layers. */
 typedef struct knobs {
     int batch;          /* micro-batch per rank */
-    int zero_stage;
-    int dpu;
-    int offload;        /* OFFLOAD_* */
-    int clip_speculate; /* -1 auto, 0 none */
     gpt_recompute recompute;
-    int window;         /* stronghold: 1..L; 0 auto (--largest's bound only) */
+    int window;         /* the windowed engines': 1..L; 0 auto (--largest's bound only) */
     int placement;      /* PLACE_* */
+    long long value[MAX_KNOB_OPTIONS]; /* each of search.knob_opt's (searched or the run's) */
 } knobs;
 
 typedef struct candidate {
@@ -138,6 +137,9 @@ typedef struct search {
     char nvme_dir[ENGINE_PATH_MAX];
     const engine_vtbl *engines[MAX_ENGINES];
     int nengines;
+    /* the engines' options that declare search values, in engine_option_at's order */
+    const option_decl *knob_opt[MAX_KNOB_OPTIONS];
+    int nknob_opts;
     /* the enumeration in progress */
     int keep;         /* keep every predicted configuration in c (else only the best) */
     candidate *c;
@@ -187,7 +189,26 @@ static double tflops_of(const search *s, const candidate *c)
     return gpt_model_flops(&sh) * micro_batches_of(s, c->k.batch) / (c->pred.ms * 1e-3) / 1e12;
 }
 
-static const char *placement_name(int p) { return p == PLACE_SPREAD ? "spread" : p == PLACE_BOTTOM ? "bottom" : "auto"; }
+/* --placement's word for p (its declaration's). */
+static void placement_name(int p, char *buf, size_t len)
+{
+    const option_decl *d = engine_option_named("placement");
+    if (d) engine_option_value_text(d, p, buf, len);
+    else snprintf(buf, len, "%d", p);
+}
+
+/* Whether the window walk places e's resident layers (it takes --placement). */
+static int places(const engine_vtbl *e) { return e->uses_window && engine_takes_option(e, "placement"); }
+
+/* Whether the search tries option d's values for engine e: e takes it, it was not given, and
+ * the run can use them (option_decl.search_when). */
+static int searched(const search *s, const engine_vtbl *e, const option_decl *d)
+{
+    const unsigned when = d->search_when;
+    return d->nsearch > 0 && engine_takes_option(e, d->name) && !cli_given(s->rc, d->name) &&
+           (!(when & SEARCH_WITH_RANKS) || s->world > 1) && (!(when & SEARCH_WITH_CLIPPING) || s->rc->eng.optim.clip > 0) &&
+           (!(when & SEARCH_WITH_DISK) || s->disk_known);
+}
 
 static batch_rates *rates_at(search *s, int batch)
 {
@@ -208,14 +229,11 @@ static void config_of(const search *s, const knobs *k, int layers, engine_config
     cfg->world = s->world;
     cfg->local_world = s->local;
     cfg->micro_batches = micro_batches_of(s, k->batch);
-    cfg->zero_stage = k->zero_stage;
-    cfg->dpu = k->dpu;
-    cfg->offload = k->offload;
-    cfg->clip_speculate = k->clip_speculate;
+    for (int j = 0; j < s->nknob_opts; j++) engine_option_store(s->knob_opt[j], cfg, k->value[j]);
     cfg->recompute = k->recompute;
     cfg->window = k->window;
     cfg->placement = k->placement;
-    if (k->offload == OFFLOAD_NVME) snprintf(cfg->nvme_dir, sizeof cfg->nvme_dir, "%s", s->nvme_dir);
+    if (cfg->offload == OFFLOAD_NVME) snprintf(cfg->nvme_dir, sizeof cfg->nvme_dir, "%s", s->nvme_dir);
     cfg->gpu_budget = s->budget[TIER_GPU];
     cfg->host_budget = s->budget[TIER_HOST];
 }
@@ -315,7 +333,9 @@ static int consider(search *s, const engine_vtbl *eng, const knobs *k, int layer
 /* ---- the knobs ------------------------------------------------------------------------------- */
 
 typedef struct knob_lists {
-    int stage[4], nstage, dpu[2], ndpu, offload[2], noffload, clip[2], nclip, place[2], nplace;
+    long long value[MAX_KNOB_OPTIONS][MAX_KNOB_VALUES]; /* each of search.knob_opt's */
+    int nvalue[MAX_KNOB_OPTIONS];
+    int place[2], nplace;
     gpt_recompute recompute[GPT_RECOMPUTE_MODES];
     int nrecompute;
 } knob_lists;
@@ -325,23 +345,19 @@ static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
     const run_config *rc = s->rc;
     const engine_config *ec = &rc->eng;
     memset(kl, 0, sizeof *kl);
-    if (!cli_given(rc, "zero-stage") && (e->options & ENGINE_OPT_ZERO_STAGES) && s->world > 1)
-        for (int st = 0; st <= 3; st++) kl->stage[kl->nstage++] = st;
-    else kl->stage[kl->nstage++] = ec->zero_stage;
-    kl->dpu[kl->ndpu++] = ec->dpu;
-    if (!cli_given(rc, "dpu") && (e->options & ENGINE_OPT_DPU)) kl->dpu[kl->ndpu++] = !ec->dpu;
-    kl->offload[kl->noffload++] = ec->offload;
-    if (!cli_given(rc, "offload") && (e->options & ENGINE_OPT_OFFLOAD_NVME) && s->disk_known)
-        kl->offload[kl->noffload++] = OFFLOAD_NVME;
-    kl->clip[kl->nclip++] = ec->clip_speculate;
-    if (!cli_given(rc, "clip-speculate") && (e->options & ENGINE_OPT_CLIP_SPECULATE) && ec->optim.clip > 0)
-        kl->clip[kl->nclip++] = ec->clip_speculate == 0 ? -1 : 0;
+    for (int j = 0; j < s->nknob_opts; j++) {
+        const option_decl *d = s->knob_opt[j];
+        if (searched(s, e, d))
+            for (int i = 0; i < d->nsearch; i++) kl->value[j][kl->nvalue[j]++] = d->search[i];
+        else
+            kl->value[j][kl->nvalue[j]++] = engine_option_value(d, ec);
+    }
     kl->recompute[kl->nrecompute++] = ec->recompute;
     if (!cli_given(rc, "recompute") && !cli_given(rc, "no-ckpt")) {
         for (int m = 0; m < GPT_RECOMPUTE_MODES; m++)
             if ((gpt_recompute)m != ec->recompute) kl->recompute[kl->nrecompute++] = (gpt_recompute)m;
     }
-    if (e->uses_window && !cli_given(rc, "placement")) {
+    if (places(e) && !cli_given(rc, "placement")) {
         kl->place[kl->nplace++] = PLACE_BOTTOM;
         kl->place[kl->nplace++] = PLACE_SPREAD;
     } else {
@@ -350,49 +366,45 @@ static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
 }
 
 /* Every setting of e's knobs but the window (each knobs.window is the user's), in the order
- * the search walks them (the placement innermost), into *out (malloc'd): their count, or -1
- * out of memory. */
+ * the search walks them (the micro-batch outermost, then the options in search.knob_opt's
+ * order, the recomputation, the placement innermost), into *out (malloc'd): their count, or
+ * -1 out of memory. */
 static int knob_settings(const search *s, const engine_vtbl *e, knobs **out)
 {
     knob_lists kl;
     knob_lists_of(s, e, &kl);
-    const int n = s->nbatches * kl.nstage * kl.ndpu * kl.noffload * kl.nclip * kl.nrecompute * kl.nplace;
+    int n = s->nbatches * kl.nrecompute * kl.nplace;
+    for (int j = 0; j < s->nknob_opts; j++) n *= kl.nvalue[j];
     knobs *k = malloc(sizeof *k * (size_t)n);
     if (!k) return -1;
-    int i = 0;
-    for (int bi = 0; bi < s->nbatches; bi++)
-        for (int a = 0; a < kl.nstage; a++)
-            for (int d = 0; d < kl.ndpu; d++)
-                for (int o = 0; o < kl.noffload; o++)
-                    for (int cs = 0; cs < kl.nclip; cs++)
-                        for (int ck = 0; ck < kl.nrecompute; ck++)
-                            for (int p = 0; p < kl.nplace; p++)
-                                k[i++] = (knobs){s->rates[bi].batch, kl.stage[a], kl.dpu[d], kl.offload[o], kl.clip[cs],
-                                                 kl.recompute[ck], s->rc->eng.window, kl.place[p]};
+    for (int i = 0; i < n; i++) {
+        /* (i in mixed radix, the placement its fastest digit) */
+        int r = i;
+        memset(&k[i], 0, sizeof k[i]);
+        k[i].window = s->rc->eng.window;
+        k[i].placement = kl.place[r % kl.nplace], r /= kl.nplace;
+        k[i].recompute = kl.recompute[r % kl.nrecompute], r /= kl.nrecompute;
+        for (int j = s->nknob_opts - 1; j >= 0; j--) k[i].value[j] = kl.value[j][r % kl.nvalue[j]], r /= kl.nvalue[j];
+        k[i].batch = s->rates[r].batch;
+    }
     *out = k;
     return n;
 }
 
-/* Why eng is left out of this search, or NULL: an engine-specific option the user gave that
- * it does not have (what is given is fixed, so those engines cannot take part). */
-static const char *left_out(const search *s, const engine_vtbl *e)
+/* Whether the option of this long name was given (ctx: the run_config), for the registry. */
+static int option_given(const void *ctx, const char *name)
 {
-    const run_config *rc = s->rc;
-    if ((cli_given(rc, "window") || cli_given(rc, "placement")) && !e->uses_window)
-        return "-w/--placement are stronghold's";
-    if (cli_given(rc, "clip-speculate") && !(e->options & ENGINE_OPT_CLIP_SPECULATE))
-        return "--clip-speculate is l2l's, zero-infinity's and stronghold's";
-    if (cli_given(rc, "zero-stage") && !(e->options & ENGINE_OPT_ZERO_STAGES)) return "--zero-stage is megatron-lm's";
-    if (cli_given(rc, "dpu") && rc->eng.dpu && !(e->options & ENGINE_OPT_DPU)) return "--dpu is zero-offload's";
-    static const char *const gemini_opts[] = {"gemini-mode", "gemini-replicas", "gemini-placement", "gemini-transport",
-                                              "gemini-store", "gemini-job", "ckpt-dir", "ckpt-every", "gemini-ckpt-from",
-                                              "gemini-every"};
-    for (size_t i = 0; i < sizeof gemini_opts / sizeof gemini_opts[0]; i++)
-        if (cli_given(rc, gemini_opts[i]) && !(e->options & ENGINE_OPT_RECOVERS)) return "gemini's options were given";
-    return NULL;
+    return cli_given(ctx, name);
 }
 
-/* stronghold's windows at knobs k: -w auto (0) — its layout (resident layers and three slots
+/* Why eng is left out of this search (into why; 1), or 0: an option the user gave that it
+ * does not take (what is given is fixed, so it cannot take part): engine_option_refused. */
+static int left_out(const search *s, const engine_vtbl *e, char *why, size_t len)
+{
+    return engine_option_refused(e, &s->rc->eng, option_given, s->rc, why, len) != 0;
+}
+
+/* A windowed engine's windows at knobs k: -w auto (0) — its layout (resident layers and three slots
  * sized to the GPU budget) is no -w W's, where W is both; at the largest sizes only it fits —
  * and every W in 1..L (1..L-1 for a second placement: at W = L nothing streams).  Beyond
  * WINDOWS_ALL layers, a grid of WINDOW_GRID windows, then the same grid between the fastest
@@ -496,7 +508,7 @@ typedef struct engine_largest {
     knobs k;
 } engine_largest;
 
-/* Each engine's largest layer count over its knob settings (stronghold: at W = 1 and at
+/* Each engine's largest layer count over its knob settings (a windowed one: at W = 1 and at
  * -w auto; with -w given, at that window), into per[]; returns the largest of all, -1 out of
  * memory. */
 static int largest_of_all(const search *s, engine_largest *per)
@@ -545,8 +557,10 @@ static int command_of(const search *s, const candidate *c, int largest, char ***
     /* (-l is the search's under --largest; --nvme-dir only goes with --offload nvme) */
     const char *drop[3];
     int ndrop = 0;
+    engine_config cfg;
+    config_of(s, &c->k, c->layers, &cfg);
     if (largest) drop[ndrop++] = "layers";
-    if (c->k.offload != OFFLOAD_NVME) drop[ndrop++] = "nvme-dir";
+    if (cfg.offload != OFFLOAD_NVME) drop[ndrop++] = "nvme-dir";
     drop[ndrop] = NULL;
     *out = NULL, *nout = 0;
     int bad = cli_args_without(s->base, s->nbase, drop, out, nout);
@@ -564,20 +578,22 @@ static int command_of(const search *s, const candidate *c, int largest, char ***
     /* (a smaller micro-batch keeps the global batch: the step accumulates several) */
     if (!cli_given(rc, "global-batch") && micro_batches_of(s, c->k.batch) > 1)
         bad = bad || push_int(out, nout, "--global-batch", s->global_batch);
-    if ((e->options & ENGINE_OPT_ZERO_STAGES) && s->world > 1 && !cli_given(rc, "zero-stage"))
-        bad = bad || push_int(out, nout, "--zero-stage", c->k.zero_stage);
-    if (c->k.dpu && !cli_given(rc, "dpu")) bad = bad || strv_push(out, nout, "--dpu");
-    if (c->k.offload == OFFLOAD_NVME && !cli_given(rc, "offload")) bad = bad || push2(out, nout, "--offload", "nvme");
-    if ((e->options & ENGINE_OPT_CLIP_SPECULATE) && rc->eng.optim.clip > 0 && !cli_given(rc, "clip-speculate")) {
-        if (c->k.clip_speculate < 0) bad = bad || push2(out, nout, "--clip-speculate", "auto");
-        else bad = bad || push_int(out, nout, "--clip-speculate", c->k.clip_speculate);
+    /* (each option searched for e, as it chose: a switch where on, the others' values) */
+    for (int j = 0; j < s->nknob_opts; j++) {
+        const option_decl *d = s->knob_opt[j];
+        char opt[80], value[64];
+        if (!searched(s, e, d) || (d->set == SET_FLAG && !c->k.value[j])) continue;
+        snprintf(opt, sizeof opt, "--%s", d->name);
+        engine_option_value_text(d, c->k.value[j], value, sizeof value);
+        bad = bad || (d->set == SET_FLAG ? strv_push(out, nout, opt) : push2(out, nout, opt, value));
     }
     if (c->k.recompute != GPT_RECOMPUTE_FULL && !cli_given(rc, "recompute") && !cli_given(rc, "no-ckpt"))
         bad = bad || push2(out, nout, "--recompute", gpt_recompute_name(c->k.recompute));
     if (e->uses_window && !cli_given(rc, "window"))
         bad = bad || (c->k.window ? push_int(out, nout, "-w", c->k.window) : push2(out, nout, "-w", "auto"));
-    if (e->uses_window && !cli_given(rc, "placement"))
-        bad = bad || push2(out, nout, "--placement", placement_name(c->k.placement));
+    char place[32];
+    placement_name(c->k.placement, place, sizeof place);
+    if (places(e) && !cli_given(rc, "placement")) bad = bad || push2(out, nout, "--placement", place);
     if (bad) strv_free(out, nout);
     return bad ? -1 : 0;
 }
@@ -698,15 +714,25 @@ static cJSON *candidate_json(const search *s, const candidate *c, int rank, int 
     cJSON_AddNumberToObject(o, "layers", c->layers);
     cJSON_AddNumberToObject(o, "batch", c->k.batch);
     cJSON_AddNumberToObject(o, "micro_batches", micro_batches_of(s, c->k.batch));
-    cJSON_AddNumberToObject(o, "zero_stage", c->k.zero_stage);
-    cJSON_AddBoolToObject(o, "dpu", c->k.dpu);
-    cJSON_AddStringToObject(o, "offload", c->k.offload == OFFLOAD_NVME ? "nvme" : "cpu");
-    if (c->k.clip_speculate < 0) cJSON_AddStringToObject(o, "clip_speculate", "auto");
-    else cJSON_AddNumberToObject(o, "clip_speculate", c->k.clip_speculate);
+    for (int j = 0; j < s->nknob_opts; j++) {
+        /* (every searched option's value, under its name with _ for -: a switch true or false,
+         * a word or auto as text, a number as one) */
+        const option_decl *d = s->knob_opt[j];
+        char key[80], value[64];
+        snprintf(key, sizeof key, "%s", d->name);
+        for (char *p = key; *p; p++)
+            if (*p == '-') *p = '_';
+        engine_option_value_text(d, c->k.value[j], value, sizeof value);
+        if (d->set == SET_FLAG) cJSON_AddBoolToObject(o, key, c->k.value[j] != 0);
+        else if (d->set == SET_WORDS || strcmp(value, "auto") == 0) cJSON_AddStringToObject(o, key, value);
+        else cJSON_AddNumberToObject(o, key, (double)c->k.value[j]);
+    }
     report_json_recompute(o, c->k.recompute);
-    if (c->eng->uses_window) {
-        cJSON_AddNumberToObject(o, "window", c->k.window);
-        cJSON_AddStringToObject(o, "placement", placement_name(c->k.placement));
+    if (c->eng->uses_window) cJSON_AddNumberToObject(o, "window", c->k.window);
+    if (places(c->eng)) {
+        char place[32];
+        placement_name(c->k.placement, place, sizeof place);
+        cJSON_AddStringToObject(o, "placement", place);
     }
     cJSON_AddNumberToObject(o, "ms", c->pred.ms);
     cJSON_AddNumberToObject(o, "samples_per_s", samples_per_s(s, c));
@@ -960,12 +986,23 @@ static int setup(search *s, const child_result *pr)
     for (int i = 0; i < engine_count() && s->nengines < MAX_ENGINES; i++) {
         const engine_vtbl *e = engine_at(i);
         if (method_given ? e != engine_find(rc->method) : !engine_in_all(e)) continue;
-        const char *why = left_out(s, e);
-        if (why) {
+        char why[512];
+        if (left_out(s, e, why, sizeof why)) {
             printf("search: %s left out: %s\n", e->name, why);
             continue;
         }
         s->engines[s->nengines++] = e;
+    }
+    /* the options searched (option_decl.search) */
+    for (int i = 0; i < engine_option_count(); i++) {
+        const option_decl *d = engine_option_at(i, NULL);
+        if (d->nsearch == 0) continue;
+        if (s->nknob_opts == MAX_KNOB_OPTIONS || d->nsearch > MAX_KNOB_VALUES) {
+            fprintf(stderr, "aebench: --search: --%s: more searched options or values than the search holds\n",
+                    d->name);
+            return EXIT_RUN_ERROR;
+        }
+        s->knob_opt[s->nknob_opts++] = d;
     }
     if (!s->nengines) {
         fprintf(stderr, "aebench: --search: no engine takes the options given\n");

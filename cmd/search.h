@@ -2,12 +2,12 @@
  * search.h — aebench --search: which engine, with which settings, trains this model fastest
  * on this machine, and how large a model can it train.
  *
- * Every configuration the engines accept (engine; stronghold's window and placement;
- * megatron-lm's ZeRO stage on N ranks; zero-offload's --dpu; --offload cpu|nvme;
- * --clip-speculate; the micro-batch, each divisor of global batch / ranks; activation
- * checkpointing where an engine may go without) is planned exactly against the budgets and,
- * where it fits, predicted from the calibrated machine file (cmd/machine.h) by the engine's
- * own schedule walk.  Nothing is allocated or trained, unless --verify asks for it: then the
+ * Every configuration the engines accept (engine; a windowed engine's window and placement;
+ * the values each engine's options declare for the search, as a ZeRO stage on N ranks, --dpu,
+ * --offload cpu|nvme, --clip-speculate; the micro-batch, each divisor of global batch / ranks;
+ * activation checkpointing where an engine may go without) is planned exactly against the
+ * budgets and, where it fits, predicted from the calibrated machine file (cmd/machine.h) by
+ * the engine's own schedule walk.  Nothing is allocated or trained, unless --verify asks for it: then the
  * top K and K random feasible configurations train as child processes (as sweeps run theirs)
  * and the prediction is set against what they measured.
  */

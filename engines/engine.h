@@ -16,6 +16,7 @@
 #define AEBENCH_ENGINE_H
 
 #include "../kernels/model.h"
+#include "option_decl.h"
 #include "runtime/membudget.h"
 
 #include <stddef.h>
@@ -27,20 +28,19 @@ typedef enum device_kind { DEVICE_CPU = 0, DEVICE_CUDA = 1 } device_kind;
  * optimizer state (and what else the engine says) in files under --nvme-dir. */
 typedef enum offload_target { OFFLOAD_CPU = 0, OFFLOAD_NVME = 1 } offload_target;
 
-/* Options only some engines implement (engine_vtbl.options); the driver refuses the others. */
+/* What only some engines do (engine_vtbl.options); the driver refuses a run that asks one of
+ * the others for it.  (The options only some engines take are their option tables:
+ * engine_vtbl.own_options and .takes.) */
 enum {
-    ENGINE_OPT_DPU = 1u << 0,          /* --dpu */
-    ENGINE_OPT_OFFLOAD_NVME = 1u << 1, /* --offload nvme */
     ENGINE_OPT_RANKS = 1u << 3,        /* runs on N ranks (data parallel) */
     ENGINE_OPT_ACCUM = 1u << 4,        /* accumulates several micro-batches per step */
-    ENGINE_OPT_ZERO_STAGES = 1u << 5,  /* --zero-stage 1-3 */
     ENGINE_OPT_FAULT_BACKWARD = 1u << 6,   /* marks FAULT_BACKWARD (--fail-phase backward) */
     ENGINE_OPT_FAULT_CHECKPOINT = 1u << 7, /* marks FAULT_CHECKPOINT (--fail-phase checkpoint) */
     ENGINE_OPT_RECOVERS = 1u << 8,     /* a job that lost ranks can be relaunched with
                                           --gemini-recover to go on from its checkpoints */
-    ENGINE_OPT_CLIP_SPECULATE = 1u << 9, /* updates layers before the step's norm is known
-                                            (update_ahead.h: --clip-speculate) */
-    ENGINE_OPT_GRAPHS = 1u << 11,      /* replays its steps' work as CUDA graphs (--graphs) */
+    /* updates layers before the step's norm is known (update_ahead.h): the driver's report
+     * and bound read it; exactly the engines that take --clip-speculate (test_options) */
+    ENGINE_OPT_CLIP_SPECULATE = 1u << 9,
 };
 /* --graphs: auto (on where the engine, the backend and the run allow it), on (an error where
  * they do not), off */
@@ -129,6 +129,9 @@ typedef struct engine_config {
      * what recovery falls back to when every in-memory copy of some shard is lost */
     char ckpt_dir[ENGINE_PATH_MAX];
     int ckpt_every;
+    /* Values of an engine's own options that need no named field (OPTION_FIELD(own_values[i])
+     * in its table; no two options share one: the option tables' check says so at start-up). */
+    long long own_values[8];
 } engine_config;
 
 enum { GEMINI_NONE = 0, GEMINI_NAIVE = 1, GEMINI_INTERLEAVE = 2 };
@@ -447,6 +450,19 @@ typedef struct engine_vtbl {
     /* 1: it writes a persistent checkpoint (runtime/ckpt_store.h's files) under cfg->ckpt_dir,
      * whose cost --calibrate measures there */
     int persistent_ckpt;
+
+    /* ---- options (issue 48: an engine declares the options only it takes) ---------------
+     * own_options: declared in its file (OWN_OPTIONS(table)); takes: the names of the options
+     * several engines take (registry.c) that it takes, NULL-terminated (NULL: none).  The
+     * driver parses, documents, hashes and refuses from these (engine_option_refused). */
+    const option_decl *own_options;
+    int n_own_options;
+    const char *const *takes;
+    /* Optional: what its options become on machine `machine` (0 ..) of the job, before its
+     * checks (gemini: --gemini-store's %m, a store per machine).  0, or -1 with one line in
+     * err (bad input). */
+    int (*for_machine)(engine_config *cfg, int machine, char *err, size_t errlen);
+    /* ---- (end of the options) ---------------------------------------------------------- */
 } engine_vtbl;
 
 /* A recovery, as the engine that made it tells the driver. */
@@ -459,9 +475,10 @@ typedef struct engine_resume {
 
 /* The registry (engines/registry.c). */
 const engine_vtbl *engine_find(const char *name);
-/* Whether eng refuses cfg: --dtype bf16, --dpu, --placement, --offload nvme, ranks,
- * micro-batches and --zero-stage against what it implements, then its own check.  0 when
- * it can run cfg; else one line in err (the driver exits 2, nothing is written). */
+/* Whether eng refuses cfg: --dtype bf16, the options it does not take whose value asks it for
+ * something whatever was given (REFUSED_ALWAYS), ranks and micro-batches against what it
+ * implements, then its own check.  0 when it can run cfg; else one line in err (the driver
+ * exits 2, nothing is written). */
 int engine_config_refused(const engine_vtbl *eng, const engine_config *cfg, char *err, size_t errlen);
 /* The checks every single-rank engine's init starts with: engine_config_refused, one rank,
  * and a backend of the configured type (fp32, or bf16 for --dtype bf16).  GPT_OK, or
@@ -474,6 +491,36 @@ void engine_step_outcome(step_result *out, const float *host_losses, int N,
                          const float *host_norms, int nblocks);
 int engine_count(void);
 const engine_vtbl *engine_at(int i);
+/* ---- the engines' options (option_decl.h) ---------------------------------------------- */
+/* The options several engines take (window, offload, ...), declared in registry.c: *n of them. */
+const option_decl *engine_shared_options(int *n);
+/* Every engine option: each engine's own (registry order), then the shared ones; the i-th
+ * (0 ..) and in *owner (may be NULL) the engine whose own it is (NULL: a shared one).  NULL
+ * past the end. */
+int engine_option_count(void);
+const option_decl *engine_option_at(int i, const engine_vtbl **owner);
+/* The engine option of this long name (the first that declares it), or NULL. */
+const option_decl *engine_option_named(const char *name);
+/* Whether eng takes the option of this long name: its own, or a shared one its takes lists. */
+int engine_takes_option(const engine_vtbl *eng, const char *name);
+/* The engines that take it, in registry order: "a", "a and b", "a, b and c"; possessive:
+ * "a's, b's and c's".  "" when none. */
+void engine_option_takers(const char *name, int possessive, char *buf, size_t len);
+/* The engines that have capability bit (ENGINE_OPT_*), as engine_option_takers says them. */
+void engine_names_with(unsigned bit, char *buf, size_t len);
+/* An integer option's value in cfg (SET_INT, SET_INT_OR_AUTO, SET_WORDS, SET_FLAG; 0 for the
+ * others), and v stored into cfg. */
+long long engine_option_value(const option_decl *d, const engine_config *cfg);
+void engine_option_store(const option_decl *d, engine_config *cfg, long long v);
+/* Value v of an integer option as the option takes it: its word, "auto", or the number. */
+void engine_option_value_text(const option_decl *d, long long v, char *buf, size_t len);
+/* Whether eng refuses an option it does not take (option_decl.refusal): one of REFUSED_ALWAYS
+ * whose value in cfg is not inert; with given (whether the option of that name was given;
+ * ctx its argument), also one of REFUSED_GIVEN given with a value not inert.  0, or -1 with
+ * one line in err naming the option, what eng lacks, and the engines whose option it is. */
+int engine_option_refused(const engine_vtbl *eng, const engine_config *cfg,
+                          int (*given)(const void *ctx, const char *name), const void *ctx, char *err,
+                          size_t errlen);
 /* Whether -m all (a sweep of every engine) runs it. */
 static inline int engine_in_all(const engine_vtbl *e) { return !e->not_in_all; }
 

@@ -2024,6 +2024,83 @@ static int gemini_recovery(const engine_config *cfg, int ranks, engine_recovery 
     return 0;
 }
 
+/* --gemini-job: it names the job's store (a directory), so letters, digits, _ and - only. */
+static int gemini_job_check(const char *opt, const char *value, char *err, size_t errlen)
+{
+    const size_t most = sizeof(((engine_config *)0)->gemini_job) - 1;
+    if (*value && strlen(value) <= most &&
+        strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == strlen(value))
+        return 0;
+    snprintf(err, errlen, "%s: '%s' is not a job id (letters, digits, _ and -, at most %zu)", opt, value, most);
+    return -1;
+}
+
+/* --gemini-store's "%m" (a store per machine) made this machine's, in place. */
+static int gemini_for_machine(engine_config *cfg, int machine, char *err, size_t errlen)
+{
+    char store[sizeof cfg->gemini_store];
+    if (ckpt_store_for_machine(store, sizeof store, cfg->gemini_store, machine)) {
+        snprintf(err, errlen, "--gemini-store %.200s: too long with its machine", cfg->gemini_store);
+        return -1;
+    }
+    memcpy(cfg->gemini_store, store, sizeof store);
+    return 0;
+}
+
+/* The options only gemini takes (engines/option_decl.h); given to another engine, each is
+ * refused: that engine takes no checkpoints. */
+#define GEMINI_OPTION .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN, .lacks = "takes no checkpoints"
+static const option_decl gemini_options[] = {
+    {.name = "gemini-mode", .kind = ARG_TEXT, .arg = "none|naive|interleave", .set = SET_WORDS,
+     OPTION_FIELD(gemini_mode),
+     OPTION_WORDS({"none", GEMINI_NONE}, {"naive", GEMINI_NAIVE}, {"interleave", GEMINI_INTERLEAVE}),
+     .dflt = "interleave", .scope = SCOPE_RESULT, .slot = 39, GEMINI_OPTION,
+     .help = "no checkpoint; every iteration's right after its step; or sent during the next step in the idle "
+             "spans of its collectives (default interleave)"},
+    {.name = "gemini-replicas", .kind = ARG_INT, .arg = "M", .set = SET_INT, OPTION_FIELD(gemini_replicas), .lo = 1,
+     .hi = 2147483647, .scope = SCOPE_RESULT, .slot = 40, GEMINI_OPTION,
+     .help = "copies of each rank's checkpoint, its own and M-1 peers' (default 2, or 1 on one rank)"},
+    {.name = "gemini-placement", .kind = ARG_TEXT, .arg = "group|ring", .set = SET_WORDS,
+     OPTION_FIELD(gemini_placement), OPTION_WORDS({"group", GEMINI_GROUP}, {"ring", GEMINI_RING}), .dflt = "group",
+     .scope = SCOPE_RESULT, .slot = 41, GEMINI_OPTION,
+     .help = "ranks in groups of M holding the group's checkpoints, or rank r holding r-1 ... r-M+1 (default "
+             "group)"},
+    {.name = "gemini-transport", .kind = ARG_TEXT, .arg = "auto|sendrecv|read", .set = SET_WORDS,
+     OPTION_FIELD(gemini_transport),
+     OPTION_WORDS({"auto", GEMINI_PEER_AUTO}, {"sendrecv", GEMINI_PEER_SENDRECV}, {"read", GEMINI_PEER_READ}),
+     .dflt = "auto", .scope = SCOPE_RESULT, .slot = 42, GEMINI_OPTION,
+     .help = "how a peer's shard reaches the rank that keeps it: read by that rank's copy engines (CUDA IPC; MPI "
+             "one-sided on the CPU backend), sent by NCCL kernels (MPI send/recv), or read where every rank is on "
+             "one machine and can (default auto)"},
+    {.name = "gemini-store", .kind = ARG_TEXT, .arg = "DIR", .set = SET_PATH, OPTION_FIELD(gemini_store),
+     .what = "directory", .dflt = "/dev/shm", .scope = SCOPE_AGREE, .slot = 43, GEMINI_OPTION,
+     .help = "the memory file system the checkpoints live in (default /dev/shm)"},
+    {.name = "gemini-job", .kind = ARG_TEXT, .arg = "ID", .set = SET_TEXT, OPTION_FIELD(gemini_job),
+     .check = gemini_job_check, .scope = SCOPE_AGREE, .slot = 44, GEMINI_OPTION,
+     .help = "the job's id, which names its store (default: made at start)"},
+    {.name = "gemini-recover", .kind = ARG_NONE, .set = SET_FLAG, OPTION_FIELD(gemini_recover),
+     .scope = SCOPE_AGREE, .slot = 45, GEMINI_OPTION,
+     .help = "restore job --gemini-job from its store (the newest version every rank has) and go on"},
+    {.name = "ckpt-dir", .kind = ARG_TEXT, .arg = "DIR", .set = SET_PATH, OPTION_FIELD(ckpt_dir),
+     .what = "directory", .scope = SCOPE_RESULT, .slot = 46, GEMINI_OPTION,
+     .help = "also a persistent checkpoint on disk there (O_DIRECT), what recovery falls back to when every copy "
+             "of a shard is lost"},
+    {.name = "gemini-ckpt-from", .kind = ARG_INT, .arg = "I", .set = SET_INT, OPTION_FIELD(gemini_ckpt_from),
+     .lo = 1, .hi = OPTION_MAX_ITERS, .dflt = "1", .scope = SCOPE_RESULT, .slot = 48, .flags = OPTION_ITERATION,
+     GEMINI_OPTION,
+     .help = "checkpoint from iteration I on, train the ones before without (the artifact's comparison; default "
+             "1)"},
+    {.name = "ckpt-every", .kind = ARG_INT, .arg = "K", .set = SET_INT, OPTION_FIELD(ckpt_every), .lo = 1,
+     .hi = OPTION_MAX_ITERS, .dflt = "10", .scope = SCOPE_RESULT, .slot = 47, .goes_with = "ckpt-dir",
+     GEMINI_OPTION, .help = "a persistent checkpoint every K iterations (default 10; only with --ckpt-dir)"},
+    {.name = "gemini-every", .kind = ARG_TEXT, .arg = "K|auto", .set = SET_INT_OR_AUTO, OPTION_FIELD(gemini_every),
+     .lo = 1, .hi = OPTION_MAX_ITERS, .auto_value = -1, .what = "an interval (1 or more iterations)", .dflt = "1",
+     .scope = SCOPE_RESULT, .slot = 49, .flags = OPTION_ITERATION, GEMINI_OPTION,
+     .help = "an in-memory checkpoint every K iterations (auto: the fewest that keep the checkpoints' exposed "
+             "time under 1% of the step, chosen from interleave's measurements; default 1)"},
+};
+#undef GEMINI_OPTION
+
 const engine_vtbl engine_gemini = {
     .name = "gemini",
     .alias = NULL,
@@ -2051,4 +2128,6 @@ const engine_vtbl engine_gemini = {
     .report_json = gemini_report_json,
     .recovery = gemini_recovery,
     .persistent_ckpt = 1,
+    OWN_OPTIONS(gemini_options),
+    .for_machine = gemini_for_machine,
 };

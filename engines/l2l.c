@@ -706,4 +706,5 @@ const engine_vtbl engine_l2l = {
     .predict = l2l_predict,
     /* (issue 48's hooks: its one layer slot, for its bound) */
     .pipeline = ENGINE_PIPELINE_ONE_SLOT,
+    .takes = (const char *const[]){"clip-speculate", NULL},
 };

@@ -952,14 +952,36 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     free(slot_free);
 }
 
+/* --zero-stage: an integer option's checks, then a stage there is. */
+static int zero_stage_check(const char *opt, const char *value, char *err, size_t errlen)
+{
+    if (strtol(value, NULL, 10) <= 3) return 0;
+    snprintf(err, errlen, "%s: '%s' is not a ZeRO stage (0, 1, 2 or 3)", opt, value);
+    return -1;
+}
+
+/* The options only megatron-lm takes (engines/option_decl.h). */
+static const option_decl megatron_options[] = {
+    {.name = "zero-stage", .kind = ARG_INT, .arg = "0-3", .set = SET_INT, OPTION_FIELD(zero_stage), .lo = 0,
+     .hi = 2147483647, .check = zero_stage_check, .dflt = "0", .scope = SCOPE_RESULT, .slot = 25,
+     .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS, .lacks = "shards as its own system does",
+     OPTION_INERT(0), OPTION_SEARCH(0, 1, 2, 3), .search_when = SEARCH_WITH_RANKS,
+     .help = "on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
+    {.name = "graphs", .kind = ARG_TEXT, .arg = "auto|on|off", .set = SET_WORDS, OPTION_FIELD(graphs),
+     OPTION_WORDS({"auto", GRAPHS_AUTO}, {"on", GRAPHS_ON}, {"off", GRAPHS_OFF}), .dflt = "auto",
+     .scope = SCOPE_RESULT_SET, .slot = 9, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN,
+     .lacks = "has no CUDA graphs", OPTION_INERT(GRAPHS_AUTO, GRAPHS_OFF),
+     .help = "replay each step's forward and backward as CUDA graphs, captured at the second step (default auto: "
+             "on for one rank on the GPU, unless --profile; on: an error where it cannot)"},
+};
+
 const engine_vtbl engine_megatron_lm = {
     .name = "megatron-lm",
     .alias = "baseline",
     .description = "no offload: everything on the GPU (the baseline); N ranks: DDP or ZeRO-1/2/3",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_ZERO_STAGES |
-               ENGINE_OPT_FAULT_BACKWARD | ENGINE_OPT_GRAPHS,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_FAULT_BACKWARD,
     .plan = megatron_plan,
     .check = megatron_check,
     .init = megatron_init,
@@ -967,6 +989,7 @@ const engine_vtbl engine_megatron_lm = {
     .free = megatron_free,
     .read_params = megatron_read_params,
     .predict = megatron_predict,
+    OWN_OPTIONS(megatron_options),
 };
 
 int megatron_shard_state_of(void *state, megatron_shard_state *out)

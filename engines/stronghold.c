@@ -1537,13 +1537,23 @@ static void stronghold_predict(const engine_config *cfg, const machine_rates *m,
     predict_layout(cfg, m, R, S, spread, out);
 }
 
+/* The option only stronghold takes (engines/option_decl.h). */
+static const option_decl stronghold_options[] = {
+    {.name = "placement", .kind = ARG_TEXT, .arg = "bottom|spread|auto", .set = SET_WORDS, OPTION_FIELD(placement),
+     OPTION_WORDS({"bottom", PLACE_BOTTOM}, {"spread", PLACE_SPREAD}, {"auto", PLACE_AUTO}), .dflt = "auto",
+     .scope = SCOPE_RESULT, .slot = 51, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS,
+     .lacks = "has no resident layers to place", OPTION_INERT(PLACE_AUTO),
+     .help = "its resident layers at the bottom of the model (the paper's window) or spread between the streamed "
+             "ones, which hides the forward's copies (default auto: -w auto takes the faster, -w W bottom)"},
+};
+
 const engine_vtbl engine_stronghold = {
     .name = "stronghold",
     .alias = NULL,
     .description = "a window of layers on the GPU, the rest streamed with host Adam (-w W|auto)",
     .uses_window = 1,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_CLIP_SPECULATE,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_CLIP_SPECULATE,
     .plan = stronghold_plan,
     .init = stronghold_init,
     .chosen_plan = stronghold_chosen_plan,
@@ -1551,4 +1561,6 @@ const engine_vtbl engine_stronghold = {
     .free = stronghold_free,
     .read_params = stronghold_read_params,
     .predict = stronghold_predict,
+    OWN_OPTIONS(stronghold_options),
+    .takes = (const char *const[]){"window", "offload", "nvme-dir", "clip-speculate", NULL},
 };

@@ -944,7 +944,7 @@ const engine_vtbl engine_zero_infinity = {
                    "(--offload cpu|nvme)",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_OFFLOAD_NVME | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_CLIP_SPECULATE,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_CLIP_SPECULATE,
     .plan = zero_infinity_plan,
     .init = zero_infinity_init,
     .chosen_plan = zero_infinity_chosen_plan,
@@ -952,4 +952,5 @@ const engine_vtbl engine_zero_infinity = {
     .free = zero_infinity_free,
     .read_params = zero_infinity_read_params,
     .predict = zero_infinity_predict,
+    .takes = (const char *const[]){"offload", "nvme-dir", "clip-speculate", NULL},
 };

@@ -858,13 +858,21 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
     free(adam_done);
 }
 
+/* The option only zero-offload takes (engines/option_decl.h). */
+static const option_decl zero_offload_options[] = {
+    {.name = "dpu", .kind = ARG_NONE, .set = SET_FLAG, OPTION_FIELD(dpu), .scope = SCOPE_RESULT, .slot = 21,
+     .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS, .lacks = "has no delayed parameter update",
+     OPTION_INERT(0), OPTION_SEARCH(0, 1),
+     .help = "delayed parameter update (step i's CPU Adam overlaps step i+1)"},
+};
+
 const engine_vtbl engine_zero_offload = {
     .name = "zero-offload",
     .alias = NULL,
     .description = "ZeRO-2 Offload: params on the GPU, grads and Adam on the host (--dpu)",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_DPU | ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
     .plan = zero_offload_plan,
     .init = zero_offload_init,
     .chosen_plan = zero_offload_chosen_plan,
@@ -872,4 +880,5 @@ const engine_vtbl engine_zero_offload = {
     .free = zero_offload_free,
     .read_params = zero_offload_read_params,
     .predict = zero_offload_predict,
+    OWN_OPTIONS(zero_offload_options),
 };

@@ -1227,7 +1227,7 @@ static void test_offload_engines_cuda_vs_cpu(void **state)
     snprintf(g.nvme_dir, sizeof g.nvme_dir, ".");
     for (int e = 0; e < engine_count(); e++) {
         const engine_vtbl *eng = engine_at(e);
-        if (!harness_offload_engine(eng) || !(eng->options & ENGINE_OPT_OFFLOAD_NVME)) continue;
+        if (!harness_offload_engine(eng) || !engine_takes_option(eng, "offload")) continue;
         g.window = eng->uses_window ? 2 : 0;
         check_engine_on_gpu(eng, &g, SIZE_MAX, eng->uses_window ? "-w 2 --offload nvme" : "--offload nvme", cpu.loss,
                             &ref, ITERS);

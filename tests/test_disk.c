@@ -558,7 +558,7 @@ static void test_stronghold_nvme_equals_baseline(void **state)
     parent_dir(state, "stronghold_equal", dir, sizeof dir);
     const int L = 8;
     engine_config cfg = nvme_config(L, dir);
-    assert_true(engine_stronghold.options & ENGINE_OPT_OFFLOAD_NVME);
+    assert_true(engine_takes_option(&engine_stronghold, "offload"));
     trajectory base;
     run_baseline(&cfg, &base);
     assert_true(base.loss[ITERS - 1] < base.loss[0] - 0.3);

@@ -1,9 +1,9 @@
 # Sourced by tests/run.sh: README.md's flag table names every option `aebench --help` lists,
-# and no option --help does not (issue 48: an option is declared once, in cmd/options.h, and
-# --help comes from that table; the README's table is written by hand, so a new option, or
-# one renamed or removed, fails this until the README says so).  Options are read from the
-# first cell of each row of the table under "| flag | meaning | default |" (a row may name
-# several: "`--lr X`, `--min-lr X`").
+# and no option --help does not (issue 48: an option is declared once, in cmd/options.h or an
+# engine's option table, and --help comes from those; the README's table is written by hand,
+# so a new option, or one renamed or removed, fails this until the README says so).  Options
+# are read from the first cell of each row of the table under "| flag | meaning | default |"
+# (a row may name several: "`--lr X`, `--min-lr X`").
 docs_help=$("$AEBENCH" --help 2>&1 | grep -oE '^ +(-[A-Za-z], )?--[a-z0-9][a-z0-9-]*' | sed 's/.*--//' | sort -u)
 docs_readme=$(awk '/^\| flag \| meaning \| default \|$/ { table = 1; next }
                    table && !/^\|/ { exit }

@@ -48,6 +48,15 @@ if needs_mpi "ranks (launch, options, faults)" "$RK_BIN"; then
     else
         rk_fail "ranks with different options" "exit $RK_RC: $(cat "$RK_DIR/err")"
     fi
+    # (an engine's own option, declared in its file, is compared as the driver's are)
+    rk_in mismatch-own "$RK_MPI" -n 1 "$RK_BIN" "${RK_TINY[@]}" -m zero-offload --results results : \
+        -n 1 "$RK_BIN" "${RK_TINY[@]}" -m zero-offload --dpu --results results
+    if [ "$RK_RC" -eq 2 ] && grep -q "rank 1 was given a different --dpu than rank 0" "$RK_DIR/err" &&
+        [ ! -e "$RK_DIR/results" ]; then
+        rk_pass "ranks with different engine options: exit 2 naming zero-offload's --dpu, nothing written"
+    else
+        rk_fail "ranks with different engine options" "exit $RK_RC: $(cat "$RK_DIR/err")"
+    fi
     rk_in worldmismatch "$RK_MPI" -n 2 "$RK_BIN" "${RK_TINY[@]}" --ranks 3 --results results
     if [ "$RK_RC" -eq 2 ] && grep -q -- "--ranks 3, but mpirun started 2 ranks" "$RK_DIR/err"; then
         rk_pass "--ranks under mpirun of another size: exit 2"
