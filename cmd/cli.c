@@ -1287,6 +1287,12 @@ int cli_given(const run_config *rc, const char *long_name)
     return sp && (rc->given[sp->id / 64] >> (sp->id % 64) & 1ULL);
 }
 
+const char *cli_option_owner(const char *long_name)
+{
+    const opt_spec *sp = spec_by_name(long_name);
+    return sp ? sp->owner : NULL;
+}
+
 const char *cli_cpu_preset_text(void)
 {
     return "-l 4 -h 128 --heads 4 --seq 128 -b 4 --vocab 4096, lr 1e-3 warming up over 10 iterations";
