@@ -212,13 +212,26 @@ static void words_missing(const char *a, const char *b, char *out, size_t len)
     }
 }
 
-/* This machine's device for the run (the backend rc names). */
+/* This machine's device for the run (the backend rc names; rank 0's GPU). */
 static void device_here(const run_config *rc, char *buf, size_t len)
 {
     char name[256];
     if (rc->eng.device == DEVICE_CPU) snprintf(buf, len, "cpu");
     else if (gpt_cuda_device_name(0, name, (int)sizeof name) == GPT_OK) snprintf(buf, len, "%s", name);
-    else snprintf(buf, len, "no CUDA device (%s)", gpt_cuda_device_count() > 0 ? "not usable" : "none here, or this build has no CUDA");
+    else snprintf(buf, len, "no CUDA device (%s; --device cpu beside --rerun runs it on the CPU backend)",
+                  gpt_cuda_device_count() > 0 ? "none usable" : "none here, or this build has no CUDA");
+}
+
+/* A --ranks job of the record spread over several machines (--hosts): its plan says how many
+ * of its ranks one machine had.  1 when said, else 0. */
+static int say_machines(const record *rec, const run_config *rc)
+{
+    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rec->root, "plan"), "per_machine");
+    const cJSON *local = cJSON_GetObjectItemCaseSensitive(pm, "ranks");
+    if (!cJSON_IsNumber(local) || local->valueint <= 0 || local->valueint >= rec->world) return 0;
+    printf("  differs: machines: the record's job had %d of its %d ranks on a machine | here %s\n", local->valueint,
+           rec->world, rc->hosts_path[0] ? "the machines of --hosts" : "all on this one (--hosts FILE spreads them)");
+    return 1;
 }
 
 /* What differs between the record and this machine, build and parse of its settings. */
@@ -262,6 +275,7 @@ static void say_differences(const record *rec, const run_config *rc, const char 
                    : "the defaults changed between the two builds (the same settings make another run here)");
         n++;
     }
+    n += say_machines(rec, rc);
     if (left_out && left_out[0])
         printf("  left out: %s (not %s's options: its sweep gave them to every run, and they did nothing in this one)\n",
                left_out, rec->eng->name);
@@ -326,7 +340,8 @@ int rerun_prepare(int argc, char **argv, rerun_plan *plan)
                  "--device and --hosts)", others[0]);
     } else if (read_record(rc->rerun_path, &rec, err, sizeof err) == 0 &&
                split_settings(&rec, rc, &run, &left_out, err, sizeof err) == 0 &&
-               rerun_argv(&rec, argc, argv, cli_given(rc, "device"), run, left_out, &plan->argv, &plan->argc, &fp, &nfp, err, sizeof err) == 0 &&
+               rerun_argv(&rec, argc, argv, cli_given(rc, "device"), run, left_out, &plan->argv, &plan->argc, &fp,
+                          &nfp, err, sizeof err) == 0 &&
                parse_settings(&rec, fp, nfp, &rc[1], err, sizeof err) == 0 &&
                world_refused(&rec, &rc[1], launched, err, sizeof err) == 0 &&
                (left_line = provenance_config_line(left_out, err, sizeof err)) != NULL) {
