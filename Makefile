@@ -89,8 +89,9 @@ LIB_SRCS := $(KERNEL_SRCS) $(ENGINE_SRCS) $(CMD_LIB_SRCS)
 # ---- provenance: the commit and the configuration a result was built from -------------------
 # Only cmd/provenance.o is given them (-D), and only it depends on the commit's stamp: a new
 # commit recompiles one file and relinks, not everything.  $(BUILD)/commit holds HEAD, with
-# "-dirty" when tracked files differ from it, or "unknown" where this directory is not the top
-# of a git checkout (a tarball); rewritten only when that changes.  The configuration is
+# "-dirty" when the tree has changes (git status: files changed, or new ones not ignored), or
+# "unknown" where this directory is not the top of a git checkout (a tarball); rewritten only
+# when that changes.  The configuration is
 # $(BUILD_CONFIG) as a C string (its backslashes and double quotes escaped).
 COMMIT_STAMP := $(BUILD)/commit
 BUILD_CONFIG_C = $(subst ",\",$(subst \,\\,$(BUILD_CONFIG)))
@@ -117,7 +118,7 @@ $(COMMIT_STAMP): FORCE
 	@mkdir -p $(dir $@)
 	@c=unknown; \
 	if top=$$(git rev-parse --show-prefix 2>/dev/null) && [ -z "$$top" ] && h=$$(git rev-parse HEAD 2>/dev/null); then \
-	  c=$$h; git diff --quiet HEAD -- 2>/dev/null || c="$$c-dirty"; \
+	  c=$$h; [ -z "$$(git status --porcelain 2>/dev/null)" ] || c="$$c-dirty"; \
 	fi; \
 	printf '%s\n' "$$c" | cmp -s - $@ 2>/dev/null || printf '%s\n' "$$c" >$@
 

@@ -179,6 +179,12 @@ static int parse_settings(const record *rec, char **fp, int nfp, run_config *rc,
     cJSON_Delete(check);
     if (cli_parse(nfp, fp, rc, why, sizeof why) != CLI_RUN)
         return cli_fail(err, errlen, "--rerun %s: its settings do not make a run here: %s", rec->path, why);
+    /* (a record is one training run of its engine: settings edited into a sweep, a search or
+     * a prediction are not what it records) */
+    if (engine_find(rc->method) != rec->eng || rc->find_max || rc->config_runs || rc->dry_run || rc->calibrate ||
+        rc->predict || rc->search)
+        return cli_fail(err, errlen, "--rerun %s: its settings are not one training run of its engine %s", rec->path,
+                        rec->eng->name);
     if (rc->eng.device == DEVICE_CPU) cli_apply_cpu_preset(rc);
     return 0;
 }
