@@ -59,7 +59,8 @@ KERNEL_SRCS  := kernels/model.c kernels/host_pages.c kernels/profile.c $(wildcar
 ENGINE_SRCS  := $(wildcard engines/*.c) $(wildcard engines/runtime/*.c)
 CMD_LIB_SRCS := cmd/cli.c cmd/hostfile.c cmd/data.c cmd/report.c cmd/run.c cmd/child.c cmd/sweep.c cmd/findmax.c \
                 cmd/launch.c cmd/launch_status.c cmd/machine_file.c cmd/calibrate.c cmd/calibrate_disk.c \
-                cmd/calibrate_collectives.c cmd/machine.c cmd/search.c
+                cmd/calibrate_collectives.c cmd/machine.c cmd/search.c \
+                cmd/provenance.c cmd/rerun.c
 ifeq ($(CUDA),1)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
   # sm_90a (Hopper with its `a` features: the wgmma attention of cuda_attention_wgmma.cuh),
@@ -86,6 +87,16 @@ else
   CUDA_TEST_PROGS :=
 endif
 LIB_SRCS := $(KERNEL_SRCS) $(ENGINE_SRCS) $(CMD_LIB_SRCS)
+
+# ---- provenance: the commit and the configuration a result was built from -------------------
+# Only cmd/provenance.o is given them (-D), and only it depends on the commit's stamp: a new
+# commit recompiles one file and relinks, not everything.  $(BUILD)/commit holds HEAD, with
+# "-dirty" when the tree has changes (git status: files changed, or new ones not ignored), or
+# "unknown" where this directory is not the top of a git checkout (a tarball); rewritten only
+# when that changes.  The configuration is
+# $(BUILD_CONFIG) as a C string (its backslashes and double quotes escaped).
+COMMIT_STAMP := $(BUILD)/commit
+BUILD_CONFIG_C = $(subst ",\",$(subst \,\\,$(BUILD_CONFIG)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 
 # Every tests/test_*.c but the GPU one is a CPU test program (tests/run.sh runs them all).
@@ -104,6 +115,20 @@ $(CONFIG_STAMP): FORCE
 	    printf '%s\n' '$(BUILD_CONFIG)' >$@; }
 config:
 	@printf '%s\n' '$(BUILD_CONFIG)'
+
+$(COMMIT_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@c=unknown; \
+	if top=$$(git rev-parse --show-prefix 2>/dev/null) && [ -z "$$top" ] && h=$$(git rev-parse HEAD 2>/dev/null); then \
+	  c=$$h; [ -z "$$(git status --porcelain 2>/dev/null)" ] || c="$$c-dirty"; \
+	fi; \
+	printf '%s\n' "$$c" | cmp -s - $@ 2>/dev/null || printf '%s\n' "$$c" >$@
+
+$(BUILD)/cmd/provenance.o: cmd/provenance.c $(wildcard kernels/*.h engines/*.h engines/runtime/*.h cmd/*.h) \
+                           $(CONFIG_STAMP) $(COMMIT_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DAEBENCH_COMMIT="\"$$(cat $(COMMIT_STAMP))\"" -DAEBENCH_BUILD_CONFIG='"$(BUILD_CONFIG_C)"' \
+	  -c $< -o $@
 
 aebench: $(LIB_OBJS) $(BUILD)/cmd/aebench.o $(CONFIG_STAMP)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)

@@ -11,7 +11,9 @@
 #include "data.h"
 #include "launch.h"
 #include "machine.h"
+#include "provenance.h"
 #include "report.h"
+#include "rerun.h"
 #include "run.h"
 #include "search.h"
 #include "sweep.h"
@@ -499,7 +501,12 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
+    /* (how the run was made, for its record: its build and its own command line's settings) */
+    run_provenance prov;
+    provenance_of_run(&prov, argc, argv, comm.world);
+    rc.provenance = &prov;
     int code = run_engine(&rc, only, be, &data, &comm, *sig);
+    provenance_free(&prov);
     data_close(&data);
     close_backend(be, rc.eng.device);
     comm_finalize(&comm);
@@ -513,7 +520,12 @@ int main(int argc, char **argv)
      * Without the watcher, a signal ends the process at once, as it would anyway. */
     run_signals *sig = NULL;
     if (run_signals_start(&sig) != 0) sig = NULL;
-    const int code = aebench_main(argc, argv, &sig);
+    /* --rerun FILE.json: the command line that record's settings make runs instead (rerun.h) */
+    rerun_plan rerun;
+    int code = rerun_prepare(argc, argv, &rerun);
+    if (code == RERUN_NONE) code = aebench_main(argc, argv, &sig);
+    else if (code == RERUN_READY) code = aebench_main(rerun.argc, rerun.argv, &sig);
+    rerun_plan_free(&rerun);
     run_signals_stop(sig);
     return code;
 }

@@ -1464,6 +1464,19 @@ int cli_given(const run_config *rc, const char *long_name)
     return spec_by_name(long_name, &sp) == 0 && is_given(rc, &sp);
 }
 
+int cli_option_taken_by(const char *long_name, const engine_vtbl *eng)
+{
+    opt_spec sp;
+    if (spec_by_name(long_name, &sp) != 0) return 0;
+    return !sp.of_engines || engine_takes_option(eng, long_name);
+}
+
+int cli_option_one_job(const char *long_name)
+{
+    opt_spec sp;
+    return spec_by_name(long_name, &sp) == 0 && (sp.d->flags & OPTION_ONE_JOB) != 0;
+}
+
 const char *cli_cpu_preset_text(void)
 {
     return "-l 4 -h 128 --heads 4 --seq 128 -b 4 --vocab 4096, lr 1e-3 warming up over 10 iterations";

@@ -75,6 +75,10 @@ typedef struct run_config {
     int search_top;            /* --top K: how many to print (default 5) */
     char search_out[PATH_MAX]; /* --out FILE: the winner as a config ("" none) */
     int search_verify;         /* --verify K: train the top K and K random ones (0: none) */
+    char rerun_path[PATH_MAX]; /* --rerun FILE.json: run what that record says (cmd/rerun.h) */
+    /* How the run was made (its settings; provenance.h), for its log and JSON: set by main
+     * before a run trains; NULL elsewhere */
+    const struct run_provenance *provenance;
 } run_config;
 
 /* One run of a run-list config after expansion: the options it gives its child process. */
@@ -168,6 +172,11 @@ int cli_shape_addressable(const gpt_shape *sh, double *params, double *rows);
 
 /* Was the option with this long name given? */
 int cli_given(const run_config *rc, const char *long_name);
+/* Whether engine eng takes the option of this long name (every driver option; an engine's
+ * option where eng declares or takes it): 0 for a name that is no option. */
+int cli_option_taken_by(const char *long_name, const engine_vtbl *eng);
+/* Whether the option names one job's state (OPTION_ONE_JOB): a rerun leaves it out. */
+int cli_option_one_job(const char *long_name);
 
 /* The options of args (a command line's tokens after argv[0], as cli_child_args gives them,
  * without the options only typed by hand) as a config object that --config reads back to

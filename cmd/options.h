@@ -201,6 +201,9 @@
     X(VERSION, "version", 0, ARG_NONE, NULL, NO_FIELD, \
       NULL, "driver", LOCAL, KID, \
       "print the version") \
+    X(RERUN, "rerun", 0, ARG_TEXT, "FILE.json", PATH(rerun_path, "file"), \
+      NULL, "driver", LOCAL, 0, \
+      "run again the run a result's JSON records: its engine, options, seed, shape and ranks, after saying what differs here (commit, build, device, libraries); beside it only --results, --device and --hosts") \
     /* (end of the table) */
 
 /* clang-format on */

@@ -10,6 +10,7 @@
 #include "../kernels/profile.h"
 #include "launch.h"
 #include "machine.h"
+#include "provenance.h"
 #include "report.h"
 
 #include "../engines/runtime/gpu_clock.h"
@@ -708,6 +709,7 @@ static int write_json_locked(run_state *s)
     cJSON_AddStringToObject(cfg, "offload", ec->offload == OFFLOAD_NVME ? "nvme" : "cpu");
     if (ec->offload == OFFLOAD_NVME) cJSON_AddStringToObject(cfg, "nvme_dir", ec->nvme_dir);
     cJSON_AddBoolToObject(cfg, "cpu_preset", rc->cpu_preset);
+    if (rc->provenance) provenance_add_json(root, rc->provenance);
 
     cJSON_AddNumberToObject(root, "parameters", (double)s->params);
     watchdog_margin wm;
@@ -1699,6 +1701,12 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         format_bytes((double)local * (double)s.plan.disk_bytes, md, sizeof md);
         logline(&s, "memory plan per machine (%d ranks) | host: %s | disk: %s", local, mh, md);
         if (s.rank == 0) printf("  plan per machine (%d ranks): host %s | disk %s\n", local, mh, md);
+    }
+    if (rc->provenance) {
+        /* how it was made: the build, the settings, the record it reruns (provenance.h) */
+        char *made = provenance_log_lines(rc->provenance);
+        if (made) logline(&s, "%s", made);
+        free(made);
     }
 
     /* From here on every rank watches its own progress (watchdog.h): a job always ends. */

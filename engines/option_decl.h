@@ -76,7 +76,10 @@ enum { OPTION_MAX_ITERS = 1000000000 };
 
 /* flags: its value is an iteration of the run (refused beyond --iters; --find-max's probes,
  * which train 2 iterations, go without it). */
-enum { OPTION_ITERATION = 1u << 0 };
+enum { OPTION_ITERATION = 1u << 0,
+       /* it names one job's state (a checkpoint store's id, a recovery of it): --rerun, which
+        * runs the whole job again as a new one, leaves it out */
+       OPTION_ONE_JOB = 1u << 1 };
 
 typedef struct option_decl {
     const char *name;     /* --name, and its key in a config */
@@ -102,7 +105,7 @@ typedef struct option_decl {
     int slot;             /* its place in the per-option hashes (not LOCAL): 0, 1, 2, ... with
                              no gaps over every table; a new option takes the next free one */
     unsigned use;         /* OPTION_CFG, OPTION_KID, OPTION_SRCH */
-    unsigned flags;       /* OPTION_ITERATION */
+    unsigned flags;       /* OPTION_ITERATION, OPTION_ONE_JOB */
     const char *goes_with; /* given, it needs this option given too (NULL: none) */
     /* The engines' options: when one that does not take it refuses it, what such an engine
      * lacks ("has no window of layers"; NULL: "does not take it"), and the values that ask

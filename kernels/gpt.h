@@ -545,6 +545,13 @@ int gpt_cuda_device_count(void);
 /* The PCI bus id of a CUDA backend's device ("0000:1b:00.0", as NVML takes it) into buf;
  * GPT_ERR_BACKEND without CUDA. */
 int gpt_cuda_backend_pci_bus_id(const gpt_backend *be, char *buf, int len);
+/* What a result's record says it ran on (cmd/provenance.c), asked without making a context:
+ * the CUDA runtime this build links and the newest the installed driver supports, as CUDA
+ * numbers them (1000 x major + 10 x minor; driver 0: none installed); GPT_ERR_BACKEND in a
+ * build without CUDA. */
+int gpt_cuda_versions(int *runtime, int *driver);
+/* Device `device`'s name ("NVIDIA H200") into buf; GPT_ERR_BACKEND without CUDA or that device. */
+int gpt_cuda_device_name(int device, char *buf, int len);
 
 #ifdef __cplusplus
 }

@@ -221,13 +221,14 @@ GRAMMAR = {
     "list-engines": (None, []),  # (a valid misc input)
     "help": (None, []),
     "version": (None, []),
+    "rerun": (None, ["", "missing.json"]),  # (a record's rerun: tests/test_rerun.sh)
 }
 # options whose valid values only make sense in a real or a --ranks run, or that sweep: not
 # given to a dry run (a dry run carries --profile; --resume and -m all sweep)
 SHORT = {"-m": "method", "-l": "layers", "-h": "hidden", "-b": "batch", "-w": "window"}
 # options a run-list or plain config may not hold (typed by hand)
 NOT_IN_CONFIG = {"config", "help", "version", "list-engines", "resume", "calibrate", "predict", "search", "largest",
-                 "min-samples-per-s", "top", "out", "verify"}
+                 "min-samples-per-s", "top", "out", "verify", "rerun"}
 
 
 class Expect:

@@ -104,6 +104,9 @@ source tests/test_predict.sh
 echo "=== sweeps"
 # shellcheck source=tests/test_sweep.sh
 source tests/test_sweep.sh
+echo "=== rerun (every result says how it was made; --rerun repeats it)"
+# shellcheck source=tests/test_rerun.sh
+source tests/test_rerun.sh
 echo "=== interrupted runs (SIGINT, SIGTERM; a sweep's --resume after)"
 # shellcheck source=tests/test_interrupt.sh
 source tests/test_interrupt.sh

@@ -44,3 +44,17 @@ void gpt_cuda_backend_destroy(gpt_backend *be)
 {
     (void)be;
 }
+
+int gpt_cuda_versions(int *runtime, int *driver)
+{
+    *runtime = 0;
+    *driver = 0;
+    return GPT_ERR_BACKEND;
+}
+
+int gpt_cuda_device_name(int device, char *buf, int len)
+{
+    (void)device;
+    if (len > 0) buf[0] = '\0';
+    return GPT_ERR_BACKEND;
+}

@@ -479,6 +479,30 @@ extern "C" int gpt_cuda_backend_pci_bus_id(const gpt_backend *be, char *buf, int
     return CUDA_FAILED(cudaDeviceGetPCIBusId(buf, len, impl->device)) ? GPT_ERR_BACKEND : GPT_OK;
 }
 
+extern "C" int gpt_cuda_versions(int *runtime, int *driver)
+{
+    *runtime = 0;
+    *driver = 0;
+    /* (neither call makes a context; with no driver installed the driver's is 0) */
+    if (cudaRuntimeGetVersion(runtime) != cudaSuccess || cudaDriverGetVersion(driver) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return GPT_ERR_BACKEND;
+    }
+    return GPT_OK;
+}
+
+extern "C" int gpt_cuda_device_name(int device, char *buf, int len)
+{
+    cudaDeviceProp prop;
+    if (len > 0) buf[0] = '\0';
+    if (len <= 0 || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no driver or no such device: quietly */
+        return GPT_ERR_BACKEND;
+    }
+    snprintf(buf, (size_t)len, "%s", prop.name);
+    return GPT_OK;
+}
+
 extern "C" int gpt_cuda_device_count(void)
 {
     int count = 0;
