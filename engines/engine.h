@@ -74,9 +74,9 @@ typedef struct engine_config {
      * (stronghold -w auto keeps as many layers resident as the GPU holds). */
     size_t gpu_budget, host_budget;
     int dpu;                 /* --dpu: delayed parameter update (zero-offload) */
-    /* zero-offload: elements per gradient bucket, DeepSpeed's reduce_bucket_size (0: 5e7, the
-     * artifact's).  No option sets it yet (issue 48: it was the environment's
-     * AEBENCH_ZO_BUCKET_ELEMS); tests force one or two layers per bucket at small shapes. */
+    /* zero-offload: elements per gradient bucket, DeepSpeed's reduce_bucket_size (--reduce-bucket-size;
+     * 0: 5e7, the artifact's).  It was the environment's AEBENCH_ZO_BUCKET_ELEMS; tests force
+     * one or two layers per bucket at small shapes. */
     uint64_t reduce_bucket_size;
     offload_target offload;  /* --offload cpu|nvme */
     /* --nvme-dir: where the disk tier makes its private directory (the driver fills in the
@@ -114,12 +114,12 @@ typedef struct engine_config {
      * -1 auto: chosen once interleave has measured the step, see gemini.c) */
     int gemini_every;
     /* gemini --gemini-every auto: the share of the step's time a checkpoint may expose per
-     * iteration, which sets the interval (0: 0.01).  No option sets it yet (issue 48: it was
-     * the environment's AEBENCH_GEMINI_EVERY_SHARE); tests/test_gemini.sh needs a small one. */
+     * iteration, which sets the interval (--gemini-every-share; 0: 0.01).  It was the
+     * environment's AEBENCH_GEMINI_EVERY_SHARE; tests/test_gemini.sh needs a small one. */
     double gemini_every_share;
     /* gemini interleave: the share of each idle span between the training's collectives the
      * plan fills with the checkpoint's transfer, at the measured rate (0: 0.9; half changed
-     * nothing in bench/results/2026-11-24-h200x2-gemini/ab).  No option sets it yet (it was
+     * nothing in bench/results/2026-11-24-h200x2-gemini/ab).  --gemini-fill (it was
      * AEBENCH_GEMINI_FILL); tests/test_gemini.sh needs a tiny one, so a checkpoint cannot hide. */
     double gemini_fill;
     /* The calibrated machine of this run's shape (cmd/machine.h), when the results directory

@@ -2047,6 +2047,16 @@ static int gemini_for_machine(engine_config *cfg, int machine, char *err, size_t
     return 0;
 }
 
+/* --gemini-fill, --gemini-every-share: a share above 0 (0 would read as the default). */
+static int gemini_share_check(const char *opt, const char *value, char *err, size_t errlen)
+{
+    char *end = NULL;
+    const double v = strtod(value, &end);
+    if (end != value && v > 0 && v <= 1) return 0;
+    snprintf(err, errlen, "%s: '%s' is not a share in (0, 1]", opt, value);
+    return -1;
+}
+
 /* The options only gemini takes (engines/option_decl.h); given to another engine, each is
  * refused: that engine takes no checkpoints. */
 #define GEMINI_OPTION .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN, .lacks = "takes no checkpoints"
@@ -2098,6 +2108,18 @@ static const option_decl gemini_options[] = {
      .scope = SCOPE_RESULT, .slot = 49, .flags = OPTION_ITERATION, GEMINI_OPTION,
      .help = "an in-memory checkpoint every K iterations (auto: the fewest that keep the checkpoints' exposed "
              "time under 1% of the step, chosen from interleave's measurements; default 1)"},
+    /* (slots 53, 54: they were the environment's AEBENCH_GEMINI_EVERY_SHARE and _FILL, issue 48;
+     * a fingerprint holds them only where they differ from the default) */
+    {.name = "gemini-every-share", .kind = ARG_NUM, .arg = "F", .set = SET_NUM, OPTION_FIELD(gemini_every_share),
+     .rule = NUM_POSITIVE, .check = gemini_share_check, .dflt = "0.01", .scope = SCOPE_RESULT_SET, .slot = 53,
+     GEMINI_OPTION,
+     .help = "--gemini-every auto: the share of the step a checkpoint may expose, which sets the interval "
+             "(default 0.01)"},
+    {.name = "gemini-fill", .kind = ARG_NUM, .arg = "F", .set = SET_NUM, OPTION_FIELD(gemini_fill),
+     .rule = NUM_POSITIVE, .check = gemini_share_check, .dflt = "0.9", .scope = SCOPE_RESULT_SET, .slot = 54,
+     GEMINI_OPTION,
+     .help = "interleave: the share of each idle span between the training's collectives its plan fills with "
+             "the checkpoint's transfer (default 0.9)"},
 };
 #undef GEMINI_OPTION
 

@@ -864,6 +864,12 @@ static const option_decl zero_offload_options[] = {
      .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS, .lacks = "has no delayed parameter update",
      OPTION_INERT(0), OPTION_SEARCH(0, 1),
      .help = "delayed parameter update (step i's CPU Adam overlaps step i+1)"},
+    /* (slot 52: it was the environment's AEBENCH_ZO_BUCKET_ELEMS, issue 48; it changes the
+     * buckets, so the memory plan and the copies' overlap, not the result's bits) */
+    {.name = "reduce-bucket-size", .kind = ARG_INT, .arg = "N", .set = SET_INT, OPTION_FIELD(reduce_bucket_size),
+     .lo = 1, .hi = 1LL << 40, .dflt = "50000000", .scope = SCOPE_RESULT_SET, .slot = 52,
+     .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN, .lacks = "has no gradient buckets",
+     .help = "elements per gradient bucket, DeepSpeed's reduce_bucket_size (default 50000000)"},
 };
 
 const engine_vtbl engine_zero_offload = {

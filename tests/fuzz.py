@@ -205,6 +205,11 @@ GRAMMAR = {
     "gemini-ckpt-from": (_v_gemini(lambda c: edge_int(c.rnd, 1, c.iters)), BAD_INTS + ["0", "-1"]),
     "ckpt-every": (None, BAD_INTS + ["0", "-1"]),  # (_extra: with --ckpt-dir)
     "gemini-every": (_v_gemini_every, ["0", "-1", "", "x", "1.5"]),
+    "gemini-every-share": (_v_gemini(lambda c: c.rnd.choice(["0.01", "0.5", "1"])), BAD_NUMS + ["0", "-1", "1.5"]),
+    "gemini-fill": (_v_gemini(lambda c: c.rnd.choice(["0.001", "0.9", "1"])), BAD_NUMS + ["0", "-1", "1.5"]),
+    # (not below 10^4 elements: a bucket per few elements makes a real run crawl)
+    "reduce-bucket-size": (lambda c: str(c.rnd.choice([10000, 100000, 50000000, c.rnd.randint(10000, 10 ** 8)]))
+                           if c.method == "zero-offload" else None, BAD_INTS + ["0", "-1", "1099511627777"]),
     "find-max": (None, []),  # (with --predict: the predict inputs)
     "resume": (lambda c: True if c.real else None, []),
     "calibrate": (None, []),  # (the campaign's start calibrates; a fault: with --predict)
