@@ -776,6 +776,22 @@ else
     failc "--list-engines" "exit $rc, listed '$(paste -sd' ' <<<"$listed")', -m's refusal knows '$(paste -sd' ' <<<"$known")', --help '$(paste -sd' ' <<<"$helped")', not a dry run's method:${not_dry:- none}; stderr $(head -c 200 "$WORK/list-engines/err"); $(ls "$WORK/list-engines")"
 fi
 
+# The test-only engines (tests/engine_*.c, named test-*) are in the test build's registry alone:
+# the shipped program (AEBENCH_SHIPPED, as tests/run.sh sets it; else ./aebench) lists none of
+# them, and every engine it lists is the test build's too, in the same order before them.
+shipped_bin=$(realpath "${AEBENCH_SHIPPED:-./aebench}")
+shipped_list=$("$shipped_bin" --list-engines 2>&1)
+shipped_rc=$?
+test_list=$("$BIN" --list-engines 2>&1)
+test_extra=$(tail -n +"$(($(wc -l <<<"$shipped_list") + 1))" <<<"$test_list")
+if [ $shipped_rc -eq 0 ] && ! grep -q '^test-' <<<"$shipped_list" &&
+    [ "$(head -n "$(wc -l <<<"$shipped_list")" <<<"$test_list")" = "$shipped_list" ] &&
+    { [ -z "$test_extra" ] || ! grep -qv '^test-' <<<"$test_extra"; }; then
+    pass "the shipped program lists no test engine ($(wc -l <<<"$shipped_list") engines); this build adds:$(paste -sd' ' <<<"$test_extra" | sed 's/^./ &/;s/^$/ none/')"
+else
+    failc "test engines" "the shipped $shipped_bin (exit $shipped_rc) lists '$(paste -sd' ' <<<"$shipped_list")', the test build $BIN '$(paste -sd' ' <<<"$test_list")'"
+fi
+
 # ---- a record that cannot be written (a full disk; here the file-size limit, EFBIG): the run
 # ends at once, naming the file, instead of training on with a broken log (issue 29) --------
 # (the build without MPI: MPI's own start-up files would hit the limit first)
