@@ -129,6 +129,7 @@ void engine_step_outcome(step_result *out, const float *host_losses, int N,
  * after the shipped ones, so that adding one touches its file and that line. */
 #ifdef AEBENCH_TEST_ENGINES
 #define AEBENCH_TEST_ENGINES_LIST(X) \
+    X(engine_test_twin) \
     /* (end of the test engines) */
 #else
 #define AEBENCH_TEST_ENGINES_LIST(X)
