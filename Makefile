@@ -5,6 +5,8 @@
 #   make CUDA=0       CPU-only build
 #   make deps         install missing Debian packages (cJSON, MPICH, gnuplot, cmocka)
 #   make test         deps + build + every test (unit, integration, CLI, multi-rank)
+#   make tests        the test programs and build/tests/aebench: the program with the test-only
+#                     engines (tests/engine_*.c), which the shell suites run (tests/run.sh)
 #   make check-asan   the CPU tests under AddressSanitizer + UBSan
 #   make run          deps + build + `aebench -m all` on the defaults (CPU preset without GPU)
 #   make config       print the build's configuration (what $(BUILD)/config records)
@@ -102,6 +104,13 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 # Every tests/test_*.c but the GPU one is a CPU test program (tests/run.sh runs them all).
 CPU_TESTS  := $(filter-out test_cuda,$(patsubst tests/%.c,%,$(wildcard tests/test_*.c)))
 TEST_PROGS := $(CPU_TESTS:%=$(BUILD)/tests/%) $(CUDA_TEST_PROGS)
+# The test build: the library with the test-only engines (tests/engine_*.c) in its registry
+# (engines/registry.c compiled with -DAEBENCH_TEST_ENGINES), linked into the test programs and
+# into $(BUILD)/tests/aebench, the program the shell suites run (tests/run.sh).  The shipped
+# ./aebench links LIB_OBJS, without them.
+TEST_ENGINE_OBJS := $(patsubst tests/%.c,$(BUILD)/tests/%.o,$(wildcard tests/engine_*.c))
+TEST_LIB_OBJS := $(filter-out $(BUILD)/engines/registry.o,$(LIB_OBJS)) $(BUILD)/tests/registry.o $(TEST_ENGINE_OBJS)
+TEST_AEBENCH := $(BUILD)/tests/aebench
 
 .PHONY: all deps test check-asan run clean tests ae figures bench-tools config fuzz-targets FORCE
 all: aebench
@@ -141,11 +150,19 @@ $(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh) $
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB_OBJS) $(CONFIG_STAMP)
+$(BUILD)/tests/registry.o: engines/registry.c $(wildcard kernels/*.h engines/*.h engines/runtime/*.h) $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -DAEBENCH_TEST_ENGINES -c $< -o $@
 
-tests: $(TEST_PROGS)
+$(TEST_AEBENCH): $(TEST_LIB_OBJS) $(BUILD)/cmd/aebench.o $(CONFIG_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_LIB_OBJS) $(CONFIG_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(TEST_LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
+
+tests: $(TEST_PROGS) $(TEST_AEBENCH)
 
 # Coverage-guided fuzz targets of the file parsers (tests/fuzz_targets.c): clang's libFuzzer with
 # ASan and UBSan, in build-fuzz/ (make fuzz-targets; make test runs each for a few seconds when
@@ -214,7 +231,7 @@ test: deps
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 check-asan: deps
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" CUDA=0 MPI=0 \
-	        SANITIZE="$(ASAN_FLAGS)" aebench-asan \
+	        SANITIZE="$(ASAN_FLAGS)" aebench-asan build-asan/tests/aebench \
 	        $(CPU_TESTS:%=build-asan/tests/%)
 	AEBENCH=./aebench-asan AEBENCH_NOMPI=./aebench-asan TEST_BUILD=build-asan \
 	  TESTS_WITHOUT_MPI="make check-asan builds without MPI" SKIP_FUZZ_TARGETS=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 bash tests/run.sh

@@ -1,4 +1,5 @@
-/* The list of engines that `-m` accepts, in the order `-m all` runs them. */
+/* The list of engines that `-m` accepts, in the order `-m all` runs them (and, in the test
+ * binaries, the test engines after them). */
 #include "engine.h"
 #include "runtime/timer.h"
 
@@ -122,6 +123,21 @@ void engine_step_outcome(step_result *out, const float *host_losses, int N,
     out->skipped = !isfinite(out->grad_norm);
 }
 
+/* The test-only engines (tests/engine_*.c): compiled into the test binaries alone (the Makefile
+ * builds this file with -DAEBENCH_TEST_ENGINES for them), never into the shipped ./aebench.  One
+ * line each, X(its engine_vtbl), above the list's end: it declares the engine and registers it
+ * after the shipped ones, so that adding one touches its file and that line. */
+#ifdef AEBENCH_TEST_ENGINES
+#define AEBENCH_TEST_ENGINES_LIST(X) \
+    X(engine_test_twin) \
+    /* (end of the test engines) */
+#else
+#define AEBENCH_TEST_ENGINES_LIST(X)
+#endif
+#define TEST_ENGINE_DECLARED(e) extern const engine_vtbl e;
+#define TEST_ENGINE_ENTRY(e) &e,
+AEBENCH_TEST_ENGINES_LIST(TEST_ENGINE_DECLARED)
+
 static const engine_vtbl *const engines[] = {
     &engine_megatron_lm,
     &engine_l2l,
@@ -129,6 +145,7 @@ static const engine_vtbl *const engines[] = {
     &engine_zero_infinity,
     &engine_stronghold,
     &engine_gemini,
+    AEBENCH_TEST_ENGINES_LIST(TEST_ENGINE_ENTRY)
 };
 
 int engine_count(void)

@@ -3,7 +3,13 @@
 # Ends with the line "N passed, F failed, K not run (why)" and exits non-zero if anything
 # failed.  Only what needs hardware this machine lacks (a GPU) is "not run"; a part that
 # cannot run for want of something `make deps` provides (MPICH) is a failure.
-#   AEBENCH            the binary under test (default ./aebench)
+#   AEBENCH            the binary under test (default ./aebench): the shipped program, which the
+#                      docs and fuzz-grammar suites and the fuzz campaign check (its --help, README
+#                      and grammar hold no test engine)
+#   AEBENCH_TEST       its test build (default TEST_BUILD/tests/aebench, make tests): the same
+#                      program with the test-only engines (tests/engine_*.c) in its registry, which
+#                      every other shell suite runs as AEBENCH (their engine loops take its
+#                      --list-engines); the suites see the shipped one as AEBENCH_SHIPPED
 #   AEBENCH_NOMPI      a build without MPI, for its refusals (default ./aebench-nompi)
 #   TEST_BUILD         where the test programs are (default build)
 #   TESTS_WITHOUT_MPI  why AEBENCH was built without MPI on purpose (make check-asan): then
@@ -13,6 +19,8 @@ cd "$(dirname "$0")/.."
 export AEBENCH=${AEBENCH:-./aebench}
 export AEBENCH_NOMPI=${AEBENCH_NOMPI:-./aebench-nompi}
 TEST_BUILD=${TEST_BUILD:-build}
+export AEBENCH_SHIPPED=$AEBENCH
+AEBENCH_TEST=${AEBENCH_TEST:-$TEST_BUILD/tests/aebench}
 PASSED=0
 FAILED=0
 FAILURES=()
@@ -83,6 +91,17 @@ for prog in "${PROGS[@]}"; do
     fi
 done
 
+# The shell suites run the test build (the test engines among the engines they loop over), but
+# for those that check the shipped program (below).  Without it they run the shipped one, and
+# that is a failure: the test engines went untested.
+SUITES_BIN=$AEBENCH_SHIPPED
+if [ -x "$AEBENCH_TEST" ]; then
+    SUITES_BIN=$AEBENCH_TEST
+else
+    FAILED=$((FAILED + 1)); FAILURES+=("test build (no $AEBENCH_TEST)")
+    echo "FAIL test build: $AEBENCH_TEST was not built (make tests builds it); the suites run $AEBENCH_SHIPPED"
+fi
+AEBENCH=$SUITES_BIN
 echo "=== command line"
 # shellcheck source=tests/test_cli.sh
 source tests/test_cli.sh
@@ -114,8 +133,11 @@ echo "=== search"
 # shellcheck source=tests/test_search.sh
 source tests/test_search.sh
 echo "=== docs (the README's flag table against --help)"
+# (the shipped program's --help: the README documents it, not the test engines' options)
+AEBENCH=$AEBENCH_SHIPPED
 # shellcheck source=tests/test_docs.sh
 source tests/test_docs.sh
+AEBENCH=$SUITES_BIN
 
 echo "=== faults (a seeded campaign)"
 if needs_mpi "fault campaign" "$AEBENCH"; then
@@ -123,6 +145,8 @@ if needs_mpi "fault campaign" "$AEBENCH"; then
     source tests/test_faults.sh
 fi
 echo "=== fuzz (a seeded campaign of inputs, under ASan and UBSan, each with its exact ending)"
+# (from here on the shipped program: the grammar is its --help's, and the campaign's)
+AEBENCH=$AEBENCH_SHIPPED
 # shellcheck source=tests/test_fuzz_grammar.sh
 source tests/test_fuzz_grammar.sh
 # (the sanitizer build: make test and make check-asan make ./aebench-asan; the --ranks inputs

@@ -776,6 +776,59 @@ else
     failc "--list-engines" "exit $rc, listed '$(paste -sd' ' <<<"$listed")', -m's refusal knows '$(paste -sd' ' <<<"$known")', --help '$(paste -sd' ' <<<"$helped")', not a dry run's method:${not_dry:- none}; stderr $(head -c 200 "$WORK/list-engines/err"); $(ls "$WORK/list-engines")"
 fi
 
+# The test-only engines (tests/engine_*.c, named test-*) are in the test build's registry alone:
+# the shipped program (AEBENCH_SHIPPED, as tests/run.sh sets it; else ./aebench) lists none of
+# them, and every engine it lists is the test build's too, in the same order before them.
+shipped_bin=$(realpath "${AEBENCH_SHIPPED:-./aebench}")
+shipped_list=$("$shipped_bin" --list-engines 2>&1)
+shipped_rc=$?
+test_list=$("$BIN" --list-engines 2>&1)
+test_extra=$(tail -n +"$(($(wc -l <<<"$shipped_list") + 1))" <<<"$test_list")
+if [ $shipped_rc -eq 0 ] && ! grep -q '^test-' <<<"$shipped_list" &&
+    [ "$(head -n "$(wc -l <<<"$shipped_list")" <<<"$test_list")" = "$shipped_list" ] &&
+    { [ -z "$test_extra" ] || ! grep -qv '^test-' <<<"$test_extra"; }; then
+    pass "the shipped program lists no test engine ($(wc -l <<<"$shipped_list") engines); this build adds:$(paste -sd' ' <<<"$test_extra" | sed 's/^./ &/;s/^$/ none/')"
+else
+    failc "test engines" "the shipped $shipped_bin (exit $shipped_rc) lists '$(paste -sd' ' <<<"$shipped_list")', the test build $BIN '$(paste -sd' ' <<<"$test_list")'"
+fi
+
+# test-twin (tests/engine_twin.c, issue 48: a new engine is its file and one registry line), in
+# the test build only: its option --twin-report-every is refused for megatron-lm naming test-twin
+# as its owner; with it, a run lists every 2nd iteration's loss in its log section and in the
+# JSON's "twin", and its losses are megatron-lm's bit for bit.
+if grep -qx test-twin <<<"$test_list"; then
+    tw_tiny=("${TINY[@]}" --iters 4)
+    tw_refused=$(cd "$WORK" && "$BIN" "${tw_tiny[@]}" -m megatron-lm --twin-report-every 2 --results "$WORK/tw-refused" 2>&1)
+    tw_refused_rc=$?
+    (cd "$WORK" && "$BIN" "${tw_tiny[@]}" -m test-twin --twin-report-every 2 --results "$WORK/tw-twin" >/dev/null 2>&1 &&
+        "$BIN" "${tw_tiny[@]}" -m megatron-lm --results "$WORK/tw-base" >/dev/null 2>&1)
+    tw_rc=$?
+    tw_check=$(python3 - "$WORK/tw-twin" "$WORK/tw-base" <<'PY' 2>&1
+import glob, json, sys
+twin = json.load(open(glob.glob(sys.argv[1] + "/*.json")[0]))
+base = json.load(open(glob.glob(sys.argv[2] + "/*.json")[0]))
+tl, bl = [i["loss"] for i in twin["iterations"]], [i["loss"] for i in base["iterations"]]
+assert len(tl) == 4 and tl == bl, f"losses {tl} against megatron-lm's {bl}"
+t = twin.get("twin")
+assert t and t["report_every"] == 2 and t["iterations"] == 4, f"twin {t}"
+assert [(x["iteration"], x["loss"]) for x in t["losses"]] == [(2, tl[1]), (4, tl[3])], f"twin {t}"
+assert "twin" not in base, "megatron-lm's record has a twin section"
+log = open(glob.glob(sys.argv[1] + "/*.txt")[0]).read().splitlines()
+lines = [l for l in log if l.startswith("test-twin: iteration ")]
+assert lines == [f"test-twin: iteration 2 loss {tl[1]:.6f}", f"test-twin: iteration 4 loss {tl[3]:.6f}"], lines
+print("ok")
+PY
+)
+    if [ $tw_refused_rc -eq 2 ] && grep -q "^aebench: --twin-report-every: megatron-lm .*(test-twin's option)$" <<<"$tw_refused" &&
+        [ ! -e "$WORK/tw-refused" ] && [ $tw_rc -eq 0 ] && [ "$tw_check" = ok ]; then
+        pass "test-twin: --twin-report-every refused for megatron-lm as test-twin's; its log lines and JSON \"twin\" list every 2nd loss; its losses are megatron-lm's bit for bit"
+    else
+        failc "test-twin" "refusal (exit $tw_refused_rc): $(head -c 200 <<<"$tw_refused"); runs exit $tw_rc; $(tail -c 400 <<<"$tw_check")"
+    fi
+elif [ "$BIN" != "$shipped_bin" ]; then
+    failc "test-twin" "the test build $BIN does not list test-twin: '$(paste -sd' ' <<<"$test_list")'"
+fi
+
 # ---- a record that cannot be written (a full disk; here the file-size limit, EFBIG): the run
 # ends at once, naming the file, instead of training on with a broken log (issue 29) --------
 # (the build without MPI: MPI's own start-up files would hit the limit first)
