@@ -58,8 +58,8 @@ CONFIG_STAMP := $(BUILD)/config
 KERNEL_SRCS  := kernels/model.c kernels/host_pages.c kernels/profile.c $(wildcard kernels/cpu/*.c)
 ENGINE_SRCS  := $(wildcard engines/*.c) $(wildcard engines/runtime/*.c)
 CMD_LIB_SRCS := cmd/cli.c cmd/hostfile.c cmd/data.c cmd/report.c cmd/run.c cmd/child.c cmd/sweep.c cmd/findmax.c \
-                cmd/launch.c cmd/launch_status.c cmd/machine_file.c cmd/calibrate.c cmd/calibrate_disk.c \
-                cmd/calibrate_collectives.c cmd/machine.c cmd/search.c
+                cmd/launch.c cmd/job_dir.c cmd/launch_status.c cmd/machine_file.c cmd/calibrate.c \
+                cmd/calibrate_disk.c cmd/calibrate_collectives.c cmd/machine.c cmd/search.c
 ifeq ($(CUDA),1)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
   # sm_90a (Hopper with its `a` features: the wgmma attention of cuda_attention_wgmma.cuh),

@@ -8,7 +8,7 @@
 
 #include "bound.h"
 #include "../kernels/profile.h"
-#include "launch.h"
+#include "job_dir.h"
 #include "machine.h"
 #include "report.h"
 
