@@ -873,8 +873,8 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
  * relaunches the job while the engine finds something to recover from.
  *
  * The supervisor tells a relaunched job's ranks about the failure through their environment
- * (driver-internal: set for the relaunch only, never by hand; cmd/run.c reads them and the
- * recovered job's log and JSON "recovery" say what they held):
+ * (driver-internal: set for the relaunch only, never by hand; cmd/run.c and run_json.c read
+ * them and the recovered job's log and JSON "recovery" say what they held):
  *   AEBENCH_RECOVERY            one line: the job before, its time, how it ended, the relaunch
  *                               (the log's note; JSON recovery.previous_job)
  *   AEBENCH_RECOVERY_LOST_S     seconds the job before ran (recovery.previous_job_seconds)
