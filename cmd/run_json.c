@@ -35,27 +35,11 @@ int run_write_json(run_state *s)
     return rc;
 }
 
-static int write_json_locked(run_state *s)
+/* The JSON's "config": the run as it was asked for. */
+static void json_config(cJSON *root, const run_state *s)
 {
     const run_config *rc = s->rc;
     const engine_config *ec = &s->ec;
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "aebench_version", AEBENCH_VERSION);
-    cJSON_AddStringToObject(root, "status", s->interrupted_by            ? "interrupted"
-                                            : s->running                 ? "running"
-                                            : s->status == EXIT_RUN_OK  ? "ok"
-                                            : s->status == EXIT_RUN_OOM ? "oom"
-                                                                        : "error");
-    if (s->interrupted_by) cJSON_AddStringToObject(root, "message", s->interrupted_why);
-    else if (s->status != EXIT_RUN_OK) cJSON_AddStringToObject(root, "message", s->message);
-    /* (the supervisor relaunches no job whose engine refused to start: it would again) */
-    if (s->status != EXIT_RUN_OK && s->init_refused) cJSON_AddStringToObject(root, "failed_in", "initialisation");
-    cJSON_AddStringToObject(root, "method", s->eng->name);
-    cJSON_AddStringToObject(root, "device", s->device_desc);
-    cJSON_AddNumberToObject(root, "world", s->world);
-    cJSON_AddNumberToObject(root, "global_batch", run_global_batch(ec));
-    cJSON_AddNumberToObject(root, "micro_batches", engine_micro_batches(ec));
-
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddNumberToObject(cfg, "layers", ec->shape.layers);
     cJSON_AddNumberToObject(cfg, "hidden", ec->shape.hidden);
@@ -94,8 +78,12 @@ static int write_json_locked(run_state *s)
     cJSON_AddStringToObject(cfg, "offload", ec->offload == OFFLOAD_NVME ? "nvme" : "cpu");
     if (ec->offload == OFFLOAD_NVME) cJSON_AddStringToObject(cfg, "nvme_dir", ec->nvme_dir);
     cJSON_AddBoolToObject(cfg, "cpu_preset", rc->cpu_preset);
+}
 
-    cJSON_AddNumberToObject(root, "parameters", (double)s->params);
+/* The watchdog's margin (nothing without a watchdog: --hang-timeout 0). */
+static void json_watchdog(cJSON *root, const run_state *s)
+{
+    const run_config *rc = s->rc;
     watchdog_margin wm;
     if (watchdog_get_margin(s->dog, &wm) == 0) {
         /* (this rank's: how near its watchdog came to a false alarm) */
@@ -107,6 +95,12 @@ static int write_json_locked(run_state *s)
         cJSON_AddStringToObject(wd, "closest_phase", wm.closest_phase);
         cJSON_AddNumberToObject(wd, "closest_iteration", wm.closest_iteration);
     }
+}
+
+/* The plan (and a machine's, of N ranks), the memory the budgets saw, and what ran out. */
+static void json_memory(cJSON *root, const run_state *s)
+{
+    const engine_config *ec = &s->ec;
     cJSON *plan = cJSON_AddObjectToObject(root, "plan");
     cJSON_AddNumberToObject(plan, "gpu_bytes", (double)s->plan.gpu_bytes);
     cJSON_AddNumberToObject(plan, "host_bytes", (double)s->plan.host_bytes);
@@ -144,7 +138,11 @@ static int write_json_locked(run_state *s)
         cJSON_AddNumberToObject(oom, "in_use_bytes", (double)s->oom_budget->oom_in_use);
         cJSON_AddNumberToObject(oom, "limit_bytes", (double)s->oom_budget->limit);
     }
+}
 
+/* Where the set-up went, and a recovered job's recovery. */
+static void json_setup(cJSON *root, const run_state *s)
+{
     cJSON *setup = cJSON_AddObjectToObject(root, "setup");
     cJSON_AddNumberToObject(setup, "total_ms", s->setup_ms);
     cJSON_AddNumberToObject(setup, "pinned_host_bytes", (double)s->host_at_setup.pinned_bytes);
@@ -179,54 +177,65 @@ static int write_json_locked(run_state *s)
             cJSON_AddNumberToObject(rec, "redo_s", s->back_s - s->train_start_s - s->setup_ms / 1e3);
         }
     }
+}
+
+/* Iteration i (0-based) of the record. */
+static cJSON *json_iteration(const run_state *s, const engine_report *rep, int i)
+{
+    const engine_config *ec = &s->ec;
+    const iter_record *r = &s->iters[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "iteration", i + 1);
+    cJSON_AddNumberToObject(o, "loss", r->r.loss);
+    cJSON_AddNumberToObject(o, "grad_norm", r->r.grad_norm);
+    cJSON_AddNumberToObject(o, "lr", r->r.lr);
+    cJSON_AddNumberToObject(o, "ms", r->ms);
+    cJSON_AddNumberToObject(o, "forward_ms", r->r.ms_forward);
+    cJSON_AddNumberToObject(o, "backward_ms", r->r.ms_backward);
+    cJSON_AddNumberToObject(o, "optimizer_ms", r->r.ms_optimizer);
+    cJSON_AddBoolToObject(o, "skipped", r->r.skipped);
+    if (s->ec.optim.clip > 0 && (s->eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
+        cJSON_AddNumberToObject(o, "ahead_blocks", r->r.ahead_blocks);
+        cJSON_AddBoolToObject(o, "ahead_redone", r->r.ahead_redone);
+    }
+    if (r->r.has_busy) {
+        cJSON *b = cJSON_AddObjectToObject(o, "busy_ms");
+        cJSON_AddNumberToObject(b, "compute", r->r.busy_ms[BUSY_COMPUTE]);
+        cJSON_AddNumberToObject(b, "h2d", r->r.busy_ms[BUSY_H2D]);
+        cJSON_AddNumberToObject(b, "d2h", r->r.busy_ms[BUSY_D2H]);
+        cJSON_AddNumberToObject(b, "host_adam", r->r.busy_ms[BUSY_HOST_ADAM]);
+        cJSON_AddNumberToObject(b, "disk", r->r.busy_ms[BUSY_DISK]);
+        cJSON_AddNumberToObject(o, "roofline_ms", bound_roofline_ms(r->r.busy_ms));
+        const double sched = bound_schedule_ms(s->eng, ec, r->r.busy_ms);
+        if (bound_waits_for_norm(s->eng, ec)) cJSON_AddNumberToObject(o, "clipped_bound_ms", sched);
+        cJSON_AddNumberToObject(o, "schedule_bound_ms", sched);
+        cJSON_AddNumberToObject(o, "bytes_h2d", r->r.bytes_h2d);
+        cJSON_AddNumberToObject(o, "bytes_d2h", r->r.bytes_d2h);
+        cJSON_AddNumberToObject(o, "host_adam_params", r->r.host_adam_params);
+        cJSON_AddNumberToObject(o, "bytes_disk_read", r->r.bytes_disk_read);
+        cJSON_AddNumberToObject(o, "bytes_disk_write", r->r.bytes_disk_write);
+    }
+    if (r->r.has_comm) {
+        cJSON_AddNumberToObject(o, "collectives_busy_ms", r->r.busy_ms[BUSY_COMM]);
+        cJSON_AddNumberToObject(o, "bytes_collectives", r->r.bytes_comm);
+    }
+    if (s->eng->report_iteration_json) s->eng->report_iteration_json(rep, i + 1, o);
+    return o;
+}
+
+/* The engine's notes and the iterations this run trained. */
+static void json_iterations(cJSON *root, const run_state *s, const engine_report *rep)
+{
     cJSON *notes = cJSON_AddArrayToObject(root, "engine_notes");
     for (int i = 0; notes && i < s->nnotes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(s->notes[i]));
     cJSON *its = cJSON_AddArrayToObject(root, "iterations");
-    const engine_report rep = run_report_of(s);
-    for (int i = s->first; i < s->done; i++) {
-        const iter_record *r = &s->iters[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "iteration", i + 1);
-        cJSON_AddNumberToObject(o, "loss", r->r.loss);
-        cJSON_AddNumberToObject(o, "grad_norm", r->r.grad_norm);
-        cJSON_AddNumberToObject(o, "lr", r->r.lr);
-        cJSON_AddNumberToObject(o, "ms", r->ms);
-        cJSON_AddNumberToObject(o, "forward_ms", r->r.ms_forward);
-        cJSON_AddNumberToObject(o, "backward_ms", r->r.ms_backward);
-        cJSON_AddNumberToObject(o, "optimizer_ms", r->r.ms_optimizer);
-        cJSON_AddBoolToObject(o, "skipped", r->r.skipped);
-        if (s->ec.optim.clip > 0 && (s->eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
-            cJSON_AddNumberToObject(o, "ahead_blocks", r->r.ahead_blocks);
-            cJSON_AddBoolToObject(o, "ahead_redone", r->r.ahead_redone);
-        }
-        if (r->r.has_busy) {
-            cJSON *b = cJSON_AddObjectToObject(o, "busy_ms");
-            cJSON_AddNumberToObject(b, "compute", r->r.busy_ms[BUSY_COMPUTE]);
-            cJSON_AddNumberToObject(b, "h2d", r->r.busy_ms[BUSY_H2D]);
-            cJSON_AddNumberToObject(b, "d2h", r->r.busy_ms[BUSY_D2H]);
-            cJSON_AddNumberToObject(b, "host_adam", r->r.busy_ms[BUSY_HOST_ADAM]);
-            cJSON_AddNumberToObject(b, "disk", r->r.busy_ms[BUSY_DISK]);
-            cJSON_AddNumberToObject(o, "roofline_ms", bound_roofline_ms(r->r.busy_ms));
-            const double sched = bound_schedule_ms(s->eng, ec, r->r.busy_ms);
-            if (bound_waits_for_norm(s->eng, ec)) cJSON_AddNumberToObject(o, "clipped_bound_ms", sched);
-            cJSON_AddNumberToObject(o, "schedule_bound_ms", sched);
-            cJSON_AddNumberToObject(o, "bytes_h2d", r->r.bytes_h2d);
-            cJSON_AddNumberToObject(o, "bytes_d2h", r->r.bytes_d2h);
-            cJSON_AddNumberToObject(o, "host_adam_params", r->r.host_adam_params);
-            cJSON_AddNumberToObject(o, "bytes_disk_read", r->r.bytes_disk_read);
-            cJSON_AddNumberToObject(o, "bytes_disk_write", r->r.bytes_disk_write);
-        }
-        if (r->r.has_comm) {
-            cJSON_AddNumberToObject(o, "collectives_busy_ms", r->r.busy_ms[BUSY_COMM]);
-            cJSON_AddNumberToObject(o, "bytes_collectives", r->r.bytes_comm);
-        }
-        if (s->eng->report_iteration_json) s->eng->report_iteration_json(&rep, i + 1, o);
-        cJSON_AddItemToArray(its, o);
-    }
-    if (s->eng->report_json) s->eng->report_json(&rep, root);
-    /* (the profile is the main thread's, in the middle of a step when a signal comes) */
-    if (!s->interrupted_by) run_json_profile(root, s);
-    run_json_gpu_clock(root, s);
+    for (int i = s->first; i < s->done; i++) cJSON_AddItemToArray(its, json_iteration(s, rep, i));
+}
+
+/* The summary: the median step, its rates and bounds, the losses, the clip's count. */
+static void json_summary(cJSON *root, const run_state *s)
+{
+    const engine_config *ec = &s->ec;
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
     cJSON_AddNumberToObject(sum, "iterations_run", s->done - s->first);
     if (s->first > 0) cJSON_AddNumberToObject(sum, "resumed_after", s->first);
@@ -263,6 +272,39 @@ static int write_json_locked(run_state *s)
         cJSON_AddNumberToObject(sum, "steps_updated_ahead", ahead);
         cJSON_AddNumberToObject(sum, "steps_redone", redone);
     }
+}
+
+static int write_json_locked(run_state *s)
+{
+    const engine_config *ec = &s->ec;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "aebench_version", AEBENCH_VERSION);
+    cJSON_AddStringToObject(root, "status", s->interrupted_by            ? "interrupted"
+                                            : s->running                 ? "running"
+                                            : s->status == EXIT_RUN_OK  ? "ok"
+                                            : s->status == EXIT_RUN_OOM ? "oom"
+                                                                        : "error");
+    if (s->interrupted_by) cJSON_AddStringToObject(root, "message", s->interrupted_why);
+    else if (s->status != EXIT_RUN_OK) cJSON_AddStringToObject(root, "message", s->message);
+    /* (the supervisor relaunches no job whose engine refused to start: it would again) */
+    if (s->status != EXIT_RUN_OK && s->init_refused) cJSON_AddStringToObject(root, "failed_in", "initialisation");
+    cJSON_AddStringToObject(root, "method", s->eng->name);
+    cJSON_AddStringToObject(root, "device", s->device_desc);
+    cJSON_AddNumberToObject(root, "world", s->world);
+    cJSON_AddNumberToObject(root, "global_batch", run_global_batch(ec));
+    cJSON_AddNumberToObject(root, "micro_batches", engine_micro_batches(ec));
+    json_config(root, s);
+    cJSON_AddNumberToObject(root, "parameters", (double)s->params);
+    json_watchdog(root, s);
+    json_memory(root, s);
+    json_setup(root, s);
+    const engine_report rep = run_report_of(s);
+    json_iterations(root, s, &rep);
+    if (s->eng->report_json) s->eng->report_json(&rep, root);
+    /* (the profile is the main thread's, in the middle of a step when a signal comes) */
+    if (!s->interrupted_by) run_json_profile(root, s);
+    run_json_gpu_clock(root, s);
+    json_summary(root, s);
     cJSON_AddStringToObject(root, "log", s->log_path);
 
     char *text = report_json_text(root);
