@@ -398,22 +398,22 @@ static void remove_heartbeat_dir(run_state *s)
     s->heartbeat_dir[0] = '\0';
 }
 
-static void train(run_state *s, gpt_backend *be, const data_source *data, const comm_world *comm)
+/* The engine's init, timed (its set-up: into the log by run_report_setup), its state into
+ * *state; a refusal into s's status and message (init_why: what the engine said, why_len its
+ * size, kept for the steps). */
+static void init_engine(run_state *s, gpt_backend *be, const comm_world *comm, char *init_why, size_t why_len,
+                        void **state)
 {
-    s->train_start_s = epoch_s();
-    const run_config *rc = s->rc;
-    char init_why[600] = ""; /* what the engine said when it refused (engine_fail) */
     engine_env env = {
         .cfg = &s->ec, .be = be, .gpu = &s->gpu, .host = &s->host,
         .disk = s->has_disk ? &s->disk : NULL, .rank = comm->rank,
         .world = comm->world, .note = engine_said, .note_ctx = s,
         .fault_point = engine_fault, .fault_ctx = s,
-        .init_ms = &s->init_ms, .dog = s->dog, .why = init_why, .why_len = sizeof init_why,
+        .init_ms = &s->init_ms, .dog = s->dog, .why = init_why, .why_len = why_len,
     };
-    void *state = NULL;
     announce_setup(s, comm->rank);
     const double setup0 = wall_ms();
-    int rc_ = s->eng->init(&env, &state);
+    const int rc_ = s->eng->init(&env, state);
     s->setup_ms = wall_ms() - setup0;
     if (rc_ == GPT_OK) run_report_setup(s);
     if (rc_ == GPT_OK && s->eng->report_header) {
@@ -434,26 +434,13 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         else snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
                       rc_ == GPT_ERR_INVALID ? "invalid configuration, see stderr" : "backend error, see stderr");
     }
-    /* every rank initialised, or none trains */
-    (void)ranks_agree(s);
-    if (s->status == EXIT_RUN_OK && s->eng->chosen_plan) {
-        /* What the engine chose (e.g. -w auto) replaces the pre-check's plan, so the memory
-         * lines compare the peak with the plan of what actually ran. */
-        s->eng->chosen_plan(state, &s->plan);
-    }
-    /* This rank's rows of the global batch: its micro-batches, one after the other. */
-    const int M = engine_micro_batches(&s->ec), rank_rows = run_rank_batch(&s->ec);
-    const size_t N = (size_t)M * s->ec.shape.batch * s->ec.shape.seq;
-    int32_t *tokens = NULL, *targets = NULL;
-    if (s->status == EXIT_RUN_OK) {
-        tokens = malloc(N * sizeof *tokens);
-        targets = malloc(N * sizeof *targets);
-        if (!tokens || !targets) {
-            s->status = EXIT_RUN_ERROR;
-            snprintf(s->message, sizeof s->message, "out of host memory for the batch ids");
-        }
-    }
-    /* An engine that recovered a checkpoint goes on from the iteration after it. */
+}
+
+/* An engine that recovered a checkpoint goes on from the iteration after it: where the run
+ * starts, and (from --ranks) what the failure before it was. */
+static void resume_after(run_state *s, void *state)
+{
+    const run_config *rc = s->rc;
     engine_resume rs = {0};
     const int resumed = s->status == EXIT_RUN_OK && s->eng->resumed ? s->eng->resumed(state, &rs) : 0;
     s->resume = rs;
@@ -477,6 +464,86 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         if (s->back_iteration > rc->iters) s->back_iteration = rc->iters;
         if (s->back_iteration <= s->first) run_recovery_back(s);
     }
+}
+
+/* Step it failed with rc_: the run's status and message (init_why: what the engine said). */
+static void fail_step(run_state *s, int it, int rc_, const char *init_why)
+{
+    if (rc_ == GPT_ERR_OOM) {
+        set_oom(s, oom_budget(s));
+    } else if (rc_ == GPT_ERR_IO && init_why[0]) {
+        /* (what the engine said, engine_fail: a checkpoint's disk full) */
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "%s: iteration %d: %.440s", s->eng->name, it, init_why);
+    } else if (rc_ == GPT_ERR_IO) {
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "%s: iteration %d: disk I/O under %.400s failed "
+                 "(see stderr)", s->eng->name, it, s->ec.nvme_dir);
+    } else {
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "%s: iteration %d failed (backend error, see stderr)",
+                 s->eng->name, it);
+    }
+    s->step_failed = 1;
+}
+
+/* Iteration it ends a logged interval (after last_logged): its lines, the record so far, and
+ * the ranks' barrier after it. */
+static void end_interval(run_state *s, int it, int *last_logged, int *memory_reported, const comm_world *comm)
+{
+    const run_config *rc = s->rc;
+    run_log_interval(s, *last_logged, it, memory_reported);
+    *last_logged = it;
+    if (s->has_log && it < rc->iters) {
+        /* the record so far, "running": a job that loses a rank keeps the iterations it
+         * completed (the supervisor marks it failed); the final one replaces it */
+        run_record_lock(s);
+        if (s->log && (fflush(s->log) != 0 || ferror(s->log)))
+            run_record_failed(s, s->log_path, errno ? errno : EIO);
+        s->running = 1;
+        if (s->status == EXIT_RUN_OK && run_write_json(s) != 0) run_record_failed(s, s->json_path, errno ? errno : EIO);
+        s->running = 0;
+        run_record_unlock(s);
+    }
+    /* ... and no rank starts the next iteration before that record is on disk: a rank
+     * lost at the next iteration's start (the step's last collective is behind it) had
+     * the launcher kill rank 0 in the middle of writing it, and the job's record kept
+     * none of its iterations (seen once in CI on a busy machine) */
+    if (it < rc->iters && comm->world > 1) watchdog_at(s->dog, it, "the barrier after its record");
+    if (it < rc->iters && comm_barrier(comm) != 0 && s->status == EXIT_RUN_OK) {
+        s->status = EXIT_RUN_ERROR;
+        snprintf(s->message, sizeof s->message, "iteration %d: the ranks' barrier after its record "
+                 "failed (see stderr)", it);
+    }
+}
+
+static void train(run_state *s, gpt_backend *be, const data_source *data, const comm_world *comm)
+{
+    s->train_start_s = epoch_s();
+    const run_config *rc = s->rc;
+    char init_why[600] = ""; /* what the engine said when it refused (engine_fail) */
+    void *state = NULL;
+    init_engine(s, be, comm, init_why, sizeof init_why, &state);
+    /* every rank initialised, or none trains */
+    (void)ranks_agree(s);
+    if (s->status == EXIT_RUN_OK && s->eng->chosen_plan) {
+        /* What the engine chose (e.g. -w auto) replaces the pre-check's plan, so the memory
+         * lines compare the peak with the plan of what actually ran. */
+        s->eng->chosen_plan(state, &s->plan);
+    }
+    /* This rank's rows of the global batch: its micro-batches, one after the other. */
+    const int M = engine_micro_batches(&s->ec), rank_rows = run_rank_batch(&s->ec);
+    const size_t N = (size_t)M * s->ec.shape.batch * s->ec.shape.seq;
+    int32_t *tokens = NULL, *targets = NULL;
+    if (s->status == EXIT_RUN_OK) {
+        tokens = malloc(N * sizeof *tokens);
+        targets = malloc(N * sizeof *targets);
+        if (!tokens || !targets) {
+            s->status = EXIT_RUN_ERROR;
+            snprintf(s->message, sizeof s->message, "out of host memory for the batch ids");
+        }
+    }
+    resume_after(s, state);
     int memory_reported = 0, last_logged = s->first;
     for (int it = s->first + 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
         data_rows(data, it, run_global_batch(&s->ec), comm->rank * rank_rows, rank_rows, tokens,
@@ -485,26 +552,11 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         fault_maybe_die(rc, comm->rank, it, FAULT_FORWARD);
         step_result r = {0};
         double t0 = wall_ms();
-        rc_ = s->eng->step(state, it, tokens, targets, &r);
+        const int rc_ = s->eng->step(state, it, tokens, targets, &r);
         double t1 = wall_ms();
         watchdog_step(s->dog, it, t1 - t0);
         if (rc_) {
-            if (rc_ == GPT_ERR_OOM) {
-                set_oom(s, oom_budget(s));
-            } else if (rc_ == GPT_ERR_IO && init_why[0]) {
-                /* (what the engine said, engine_fail: a checkpoint's disk full) */
-                s->status = EXIT_RUN_ERROR;
-                snprintf(s->message, sizeof s->message, "%s: iteration %d: %.440s", s->eng->name, it, init_why);
-            } else if (rc_ == GPT_ERR_IO) {
-                s->status = EXIT_RUN_ERROR;
-                snprintf(s->message, sizeof s->message, "%s: iteration %d: disk I/O under %.400s failed "
-                         "(see stderr)", s->eng->name, it, s->ec.nvme_dir);
-            } else {
-                s->status = EXIT_RUN_ERROR;
-                snprintf(s->message, sizeof s->message, "%s: iteration %d failed (backend error, see stderr)",
-                         s->eng->name, it);
-            }
-            s->step_failed = 1;
+            fail_step(s, it, rc_, init_why);
             break;
         }
         /* --profile: the step's ops timed once it is over (the wait is after t1) */
@@ -525,31 +577,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
             s->clock = NULL;
         }
         if (s->resume.iteration > 0 && it == s->back_iteration && s->back_s == 0) run_recovery_back(s);
-        if (it % rc->log_interval == 0 || it == rc->iters) {
-            run_log_interval(s, last_logged, it, &memory_reported);
-            last_logged = it;
-            if (s->has_log && it < rc->iters) {
-                /* the record so far, "running": a job that loses a rank keeps the iterations it
-                 * completed (the supervisor marks it failed); the final one replaces it */
-                run_record_lock(s);
-                if (s->log && (fflush(s->log) != 0 || ferror(s->log)))
-                    run_record_failed(s, s->log_path, errno ? errno : EIO);
-                s->running = 1;
-                if (s->status == EXIT_RUN_OK && run_write_json(s) != 0) run_record_failed(s, s->json_path, errno ? errno : EIO);
-                s->running = 0;
-                run_record_unlock(s);
-            }
-            /* ... and no rank starts the next iteration before that record is on disk: a rank
-             * lost at the next iteration's start (the step's last collective is behind it) had
-             * the launcher kill rank 0 in the middle of writing it, and the job's record kept
-             * none of its iterations (seen once in CI on a busy machine) */
-            if (it < rc->iters && comm->world > 1) watchdog_at(s->dog, it, "the barrier after its record");
-            if (it < rc->iters && comm_barrier(comm) != 0 && s->status == EXIT_RUN_OK) {
-                s->status = EXIT_RUN_ERROR;
-                snprintf(s->message, sizeof s->message, "iteration %d: the ranks' barrier after its record "
-                         "failed (see stderr)", it);
-            }
-        }
+        if (it % rc->log_interval == 0 || it == rc->iters) end_interval(s, it, &last_logged, &memory_reported, comm);
     }
     free(tokens);
     free(targets);
