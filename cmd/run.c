@@ -638,122 +638,139 @@ void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, siz
     *host = host_limit ? host_limit : SIZE_MAX;
 }
 
-int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
-               const data_source *data, const comm_world *comm, run_signals *sig)
+/* The run's state from its configuration: the record's lock, the budgets (and a machine file
+ * of this shape), the plan, the iterations' records.  0, or the exit code (said on stderr;
+ * nothing is written). */
+static int run_state_init(run_state *s, const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
+                          const comm_world *comm)
 {
-    run_state s;
-    memset(&s, 0, sizeof s);
-    s.log_lock_fd = -1;
+    memset(s, 0, sizeof *s);
+    s->log_lock_fd = -1;
     {
         pthread_mutexattr_t recursive;
         int e = pthread_mutexattr_init(&recursive);
         if (!e && (e = pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE)) == 0)
-            e = pthread_mutex_init(&s.record_lock, &recursive);
+            e = pthread_mutex_init(&s->record_lock, &recursive);
         if (e) {
             fprintf(stderr, "aebench: the run's record lock: %s\n", strerror(e));
             return EXIT_RUN_ERROR;
         }
         pthread_mutexattr_destroy(&recursive);
     }
-    s.rc = rc;
-    s.eng = eng;
-    s.ec = rc->eng;
-    s.world = comm->world;
-    s.comm = comm;
-    s.rank = comm->rank;
-    s.params = gpt_param_count(&s.ec.shape);
-    if (s.ec.window) snprintf(s.window, sizeof s.window, "%d", s.ec.window);
-    else snprintf(s.window, sizeof s.window, "auto");
-    be->ops->describe(be, s.device_desc, sizeof s.device_desc);
+    s->rc = rc;
+    s->eng = eng;
+    s->ec = rc->eng;
+    s->world = comm->world;
+    s->comm = comm;
+    s->rank = comm->rank;
+    s->params = gpt_param_count(&s->ec.shape);
+    if (s->ec.window) snprintf(s->window, sizeof s->window, "%d", s->ec.window);
+    else snprintf(s->window, sizeof s->window, "auto");
+    be->ops->describe(be, s->device_desc, sizeof s->device_desc);
 
     size_t gpu_limit, host_limit;
     run_resolve_budgets(rc, be, &gpu_limit, &host_limit);
-    s.ec.gpu_budget = gpu_limit;
-    s.ec.host_budget = host_limit;
+    s->ec.gpu_budget = gpu_limit;
+    s->ec.host_budget = host_limit;
     /* A machine file of this shape (--machine, or the results directory's for this host and
      * device) lets -w auto size its window with the engine's prediction (machine.h). */
     {
         char err[600];
-        if (rc->machine_path[0]) snprintf(s.machine_path, sizeof s.machine_path, "%s", rc->machine_path);
-        else if (machine_default_path(s.machine_path, sizeof s.machine_path, rc->results_dir, be) != 0)
-            s.machine_path[0] = '\0';
-        if (s.machine_path[0] && access(s.machine_path, R_OK) == 0 &&
-            machine_load(s.machine_path, &s.ec, &s.machine, err, sizeof err) == 0)
-            s.ec.machine = &s.machine;
+        if (rc->machine_path[0]) snprintf(s->machine_path, sizeof s->machine_path, "%s", rc->machine_path);
+        else if (machine_default_path(s->machine_path, sizeof s->machine_path, rc->results_dir, be) != 0)
+            s->machine_path[0] = '\0';
+        if (s->machine_path[0] && access(s->machine_path, R_OK) == 0 &&
+            machine_load(s->machine_path, &s->ec, &s->machine, err, sizeof err) == 0)
+            s->ec.machine = &s->machine;
         else
-            s.machine_path[0] = '\0';
+            s->machine_path[0] = '\0';
     }
-    eng->plan(&s.ec, &s.plan);
-    dev_arena_init(&s.gpu, be, gpu_limit);
-    mem_budget_init(&s.host, "host", host_limit);
+    eng->plan(&s->ec, &s->plan);
+    dev_arena_init(&s->gpu, be, gpu_limit);
+    mem_budget_init(&s->host, "host", host_limit);
 
-    s.iters = calloc((size_t)rc->iters, sizeof *s.iters);
-    if (!s.iters) {
+    s->iters = calloc((size_t)rc->iters, sizeof *s->iters);
+    if (!s->iters) {
         /* (before the log is made: nothing is written; out of memory, as a budget short would be) */
         char need[32];
-        format_bytes((double)rc->iters * (double)sizeof *s.iters, need, sizeof need);
+        format_bytes((double)rc->iters * (double)sizeof *s->iters, need, sizeof need);
         fprintf(stderr, "aebench: out of host memory: %d iteration records (--iters) need %s\n", rc->iters, need);
         return EXIT_RUN_OOM;
     }
+    return 0;
+}
+
+/* Rank 0's log, made (its JSON's path beside it), share-locked, and named to a parent; 0, or -1
+ * said on stderr. */
+static int open_record(run_state *s)
+{
+    const run_config *rc = s->rc;
+    char err[512];
+    run_record_lock(s);
+    s->log = report_create_log(rc->results_dir, s->eng->name, s->ec.shape.layers, s->ec.shape.hidden,
+                               s->ec.shape.batch, s->window, s->log_path, sizeof s->log_path,
+                               s->json_path, sizeof s->json_path, err, sizeof err);
+    s->has_log = s->log != NULL;
+    run_record_unlock(s);
+    if (!s->log) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return -1;
+    }
+    /* (a shared lock while the run may write its record: a sweep's --resume takes a record
+     * that says "running" or "interrupted" for one to replace only when no run holds it) */
+    if ((s->log_lock_fd = fcntl(fileno(s->log), F_DUPFD_CLOEXEC, 0)) < 0 || flock(s->log_lock_fd, LOCK_SH) != 0)
+        fprintf(stderr, "aebench: cannot lock %s: %s\n", s->log_path, strerror(errno));
+    report_to_parent("log %s", s->log_path);
+    /* (which file it is: a --ranks supervisor appends to this one only, not to a link or
+     * another file planted under its name since) */
+    struct stat log_st;
+    if (fstat(fileno(s->log), &log_st) == 0)
+        report_to_parent("log-id %llu %llu", (unsigned long long)log_st.st_dev, (unsigned long long)log_st.st_ino);
+    return 0;
+}
+
+/* N ranks: every rank's peaks for the JSON (each rank reaches here after its last step). */
+static void gather_peaks(run_state *s)
+{
+    double mine[2] = {(double)s->gpu.budget.peak, (double)s->host.peak};
+    s->rank_peaks = calloc((size_t)s->world, sizeof *s->rank_peaks);
+    if (s->rank_peaks && comm_all_gather(s->comm, mine, s->rank_peaks, sizeof mine) != 0) {
+        free(s->rank_peaks);
+        s->rank_peaks = NULL;
+    }
+}
+
+/* The record's end (rank 0): the log closed and the final JSON written, in one piece under the
+ * record's lock; the log's share lock given back. */
+static void close_record(run_state *s)
+{
+    /* (one piece: an interruption sees the log open and no final JSON, or both done; the
+     * log's last lines reach the disk at its close: a full disk can say so there) */
+    run_record_lock(s);
+    if (fclose(s->log) != 0) run_record_failed(s, s->log_path, errno ? errno : EIO);
+    s->log = NULL;
+    if (run_write_json(s) == 0) report_to_parent("json %s", s->json_path);
+    else run_discard_record(s, errno ? errno : EIO);
+    s->record_final = 1;
+    run_record_unlock(s);
+    if (s->log_lock_fd >= 0 && close(s->log_lock_fd) != 0) fprintf(stderr, "aebench: closing %s\n", s->log_path);
+    s->log_lock_fd = -1;
+}
+
+int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
+               const data_source *data, const comm_world *comm, run_signals *sig)
+{
+    run_state s;
+    const int refused = run_state_init(&s, rc, eng, be, comm);
+    if (refused) return refused;
     /* SIGINT or SIGTERM from here on: the record says so (rank 0's), and the run ends by it */
     run_signals_attach(sig, run_interrupted, &s);
-    if (comm->rank == 0) {
-        char err[512];
-        run_record_lock(&s);
-        s.log = report_create_log(rc->results_dir, eng->name, s.ec.shape.layers, s.ec.shape.hidden,
-                                  s.ec.shape.batch, s.window, s.log_path, sizeof s.log_path,
-                                  s.json_path, sizeof s.json_path, err, sizeof err);
-        s.has_log = s.log != NULL;
-        run_record_unlock(&s);
-        if (!s.log) {
-            fprintf(stderr, "aebench: %s\n", err);
-            run_signals_attach(sig, NULL, NULL);
-            free(s.iters);
-            return EXIT_RUN_ERROR;
-        }
-        /* (a shared lock while the run may write its record: a sweep's --resume takes a record
-         * that says "running" or "interrupted" for one to replace only when no run holds it) */
-        if ((s.log_lock_fd = fcntl(fileno(s.log), F_DUPFD_CLOEXEC, 0)) < 0 || flock(s.log_lock_fd, LOCK_SH) != 0)
-            fprintf(stderr, "aebench: cannot lock %s: %s\n", s.log_path, strerror(errno));
-        report_to_parent("log %s", s.log_path);
-        /* (which file it is: a --ranks supervisor appends to this one only, not to a link or
-         * another file planted under its name since) */
-        struct stat log_st;
-        if (fstat(fileno(s.log), &log_st) == 0)
-            report_to_parent("log-id %llu %llu", (unsigned long long)log_st.st_dev, (unsigned long long)log_st.st_ino);
+    if (comm->rank == 0 && open_record(&s) != 0) {
+        run_signals_attach(sig, NULL, NULL);
+        free(s.iters);
+        return EXIT_RUN_ERROR;
     }
-
-    char shape[128], line[512], g[32], h[32], d[32];
-    run_describe_shape(&s.ec, shape, sizeof shape);
-    format_bytes((double)s.plan.gpu_bytes, g, sizeof g);
-    format_bytes((double)s.plan.host_bytes, h, sizeof h);
-    format_bytes((double)s.plan.disk_bytes, d, sizeof d);
-    if (s.rank == 0) {
-        printf("aebench %s | %s | %s | %.6g M parameters | recompute %s%s\n", eng->name,
-               s.device_desc, shape, (double)s.params / 1e6, gpt_recompute_name(s.ec.recompute),
-               rc->cpu_preset ? " | CPU preset" : "");
-        printf("  plan%s: GPU %s | host %s | disk %s\n", s.world > 1 ? " per rank" : "", g, h, d);
-        fflush(stdout);
-    }
-    run_logline(&s, "aebench %s: method %s, %s, %s, window %s, dtype %s, recompute %s, data %s",
-            AEBENCH_VERSION, eng->name, s.device_desc, shape, s.window, s.ec.bf16 ? "bf16" : "fp32",
-            gpt_recompute_name(s.ec.recompute), rc->data_path[0] ? rc->data_path : "synthetic");
-    fmt_params_line(line, sizeof line, s.params);
-    run_logline(&s, "%s", line);
-    char gl[32], hl[32];
-    format_bytes((double)s.gpu.budget.limit, gl, sizeof gl);
-    format_bytes((double)s.host.limit, hl, sizeof hl);
-    run_logline(&s, "memory plan%s | GPU: %s of %s | host: %s of %s | disk: %s", s.world > 1 ? " per rank" : "",
-            g, gl, h, hl, d);
-    if (s.world > 1) {
-        const int local = engine_local_world(&s.ec);
-        char mh[32], md[32];
-        format_bytes((double)local * (double)s.plan.host_bytes, mh, sizeof mh);
-        format_bytes((double)local * (double)s.plan.disk_bytes, md, sizeof md);
-        run_logline(&s, "memory plan per machine (%d ranks) | host: %s | disk: %s", local, mh, md);
-        if (s.rank == 0) printf("  plan per machine (%d ranks): host %s | disk %s\n", local, mh, md);
-    }
-
+    run_log_header(&s);
     /* From here on every rank watches its own progress (watchdog.h): a job always ends. */
     char beats[4200];
     if (heartbeat_dir(&s, beats, sizeof beats) != 0) {
@@ -779,53 +796,9 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
     if (s.status == EXIT_RUN_OK && ranks_agree(&s)) train(&s, s.prof ? gpt_profile_backend(s.prof) : be, data, comm);
     if (s.status == EXIT_RUN_OK) run_report_profile(&s);
     if (s.status == EXIT_RUN_OK) run_report_gpu_clock(&s);
-    if (s.world > 1 && s.status == EXIT_RUN_OK) {
-        /* every rank's peaks for the JSON (each rank reaches here after its last step) */
-        double mine[2] = {(double)s.gpu.budget.peak, (double)s.host.peak};
-        s.rank_peaks = calloc((size_t)s.world, sizeof *s.rank_peaks);
-        if (s.rank_peaks && comm_all_gather(comm, mine, s.rank_peaks, sizeof mine) != 0) {
-            free(s.rank_peaks);
-            s.rank_peaks = NULL;
-        }
-    }
-
-    if (s.status == EXIT_RUN_OK) {
-        char pg[32], ph[32], pd[32];
-        format_bytes((double)s.gpu.budget.peak, pg, sizeof pg);
-        format_bytes((double)s.host.peak, ph, sizeof ph);
-        format_bytes((double)s.disk.peak, pd, sizeof pd);
-        format_bytes((double)s.plan.gpu_bytes, g, sizeof g);
-        format_bytes((double)s.plan.host_bytes, h, sizeof h);
-        format_bytes((double)s.plan.disk_bytes, d, sizeof d);
-        run_logline(&s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s) | disk: %s (plan %s)", pg, g,
-                ph, h, pd, d);
-        if (s.plan.host_while_ahead) {
-            char wa[32];
-            format_bytes((double)s.plan.host_while_ahead, wa, sizeof wa);
-            run_logline(&s, "memory peak | of the host plan, %s held only while steps do not clip (--clip-speculate auto)", wa);
-        }
-        watchdog_margin wm;
-        if (watchdog_get_margin(s.dog, &wm) == 0 && wm.closest_limit_s > 0)
-            run_logline(&s, "watchdog | limit at the end: %.0f s (%s) | closest call: %.1f s idle of %.0f s (%.0f%%), in "
-                    "the %s of iteration %d", wm.limit_s, rc->hang_timeout_s > 0 ? "fixed" : "auto", wm.closest_idle_s,
-                    wm.closest_limit_s, 100 * wm.closest_idle_s / wm.closest_limit_s, wm.closest_phase,
-                    wm.closest_iteration);
-    } else {
-        run_logline(&s, "%s: %s", s.status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "ERROR", s.message);
-    }
-    if (s.has_log) {
-        /* (one piece: an interruption sees the log open and no final JSON, or both done; the
-         * log's last lines reach the disk at its close: a full disk can say so there) */
-        run_record_lock(&s);
-        if (fclose(s.log) != 0) run_record_failed(&s, s.log_path, errno ? errno : EIO);
-        s.log = NULL;
-        if (run_write_json(&s) == 0) report_to_parent("json %s", s.json_path);
-        else run_discard_record(&s, errno ? errno : EIO);
-        s.record_final = 1;
-        run_record_unlock(&s);
-        if (s.log_lock_fd >= 0 && close(s.log_lock_fd) != 0) fprintf(stderr, "aebench: closing %s\n", s.log_path);
-        s.log_lock_fd = -1;
-    }
+    if (s.world > 1 && s.status == EXIT_RUN_OK) gather_peaks(&s);
+    run_log_end(&s);
+    if (s.has_log) close_record(&s);
     if (s.rank == 0 && s.status != EXIT_RUN_OK)
         fprintf(stderr, "aebench: %s\n", s.message);
     if (s.world > 1 && s.step_failed) {

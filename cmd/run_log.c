@@ -200,25 +200,25 @@ void run_log_interval(run_state *s, int first, int last, int *memory_reported)
     if (cur->r.has_busy) {
         /* The last iteration's busy time per stream and bytes moved: the bottleneck. */
         run_logline(s, "stream busy (ms) | compute: %.1f | h2d: %.1f | d2h: %.1f | host-adam: %.1f | "
-                   "disk: %.1f | h2d GB: %.3f | d2h GB: %.3f | host-adam M params: %.1f | "
-                   "disk read GB: %.3f | disk write GB: %.3f",
-                cur->r.busy_ms[BUSY_COMPUTE], cur->r.busy_ms[BUSY_H2D], cur->r.busy_ms[BUSY_D2H],
-                cur->r.busy_ms[BUSY_HOST_ADAM], cur->r.busy_ms[BUSY_DISK], cur->r.bytes_h2d / 1e9,
-                cur->r.bytes_d2h / 1e9, cur->r.host_adam_params / 1e6, cur->r.bytes_disk_read / 1e9,
-                cur->r.bytes_disk_write / 1e9);
+                       "disk: %.1f | h2d GB: %.3f | d2h GB: %.3f | host-adam M params: %.1f | "
+                       "disk read GB: %.3f | disk write GB: %.3f",
+                    cur->r.busy_ms[BUSY_COMPUTE], cur->r.busy_ms[BUSY_H2D], cur->r.busy_ms[BUSY_D2H],
+                    cur->r.busy_ms[BUSY_HOST_ADAM], cur->r.busy_ms[BUSY_DISK], cur->r.bytes_h2d / 1e9,
+                    cur->r.bytes_d2h / 1e9, cur->r.host_adam_params / 1e6, cur->r.bytes_disk_read / 1e9,
+                    cur->r.bytes_disk_write / 1e9);
     }
     if (cur->r.has_busy) {
         if (bound_has_schedule(s->eng, ec))
             run_logline(s, "bound (ms, last iteration) | roofline: %.1f | %s: %.1f | measured: %.1f",
-                    bound_roofline_ms(cur->r.busy_ms), bound_schedule_name(s->eng, ec),
-                    bound_schedule_ms(s->eng, ec, cur->r.busy_ms), cur->ms);
+                        bound_roofline_ms(cur->r.busy_ms), bound_schedule_name(s->eng, ec),
+                        bound_schedule_ms(s->eng, ec, cur->r.busy_ms), cur->ms);
         else
             run_logline(s, "bound (ms, last iteration) | roofline: %.1f | measured: %.1f", bound_roofline_ms(cur->r.busy_ms),
-                    cur->ms);
+                        cur->ms);
     }
     if (cur->r.has_comm)
         run_logline(s, "collectives (rank 0, last iteration) | busy ms: %.1f | GB handed to them: %.3f",
-                cur->r.busy_ms[BUSY_COMM], cur->r.bytes_comm / 1e9);
+                    cur->r.busy_ms[BUSY_COMM], cur->r.bytes_comm / 1e9);
     if (s->eng->report_interval) {
         const engine_report rep = run_report_of(s);
         s->eng->report_interval(&rep, last);
@@ -282,7 +282,75 @@ void run_recovery_back(run_state *s)
     if (s->failed_s <= 0) return;
     const int redone = s->back_iteration - s->resume.iteration;
     run_logline(s, "recovery: back at iteration %d %.2f s after the failure | relaunch %.2f s | setup and restore "
-            "%.2f s (restore %.2f s) | %d iteration%s redone in %.2f s", s->back_iteration,
-            s->back_s - s->failed_s, s->train_start_s - s->failed_s, s->setup_ms / 1e3, s->resume.ms / 1e3,
-            redone, redone == 1 ? "" : "s", s->back_s - s->train_start_s - s->setup_ms / 1e3);
+                "%.2f s (restore %.2f s) | %d iteration%s redone in %.2f s", s->back_iteration,
+                s->back_s - s->failed_s, s->train_start_s - s->failed_s, s->setup_ms / 1e3, s->resume.ms / 1e3,
+                redone, redone == 1 ? "" : "s", s->back_s - s->train_start_s - s->setup_ms / 1e3);
+}
+
+/* The run's header: on stdout (rank 0) and in the log, the method, device, shape and plan. */
+void run_log_header(run_state *s)
+{
+    const run_config *rc = s->rc;
+    const engine_vtbl *eng = s->eng;
+    char shape[128], line[512], g[32], h[32], d[32];
+    run_describe_shape(&s->ec, shape, sizeof shape);
+    format_bytes((double)s->plan.gpu_bytes, g, sizeof g);
+    format_bytes((double)s->plan.host_bytes, h, sizeof h);
+    format_bytes((double)s->plan.disk_bytes, d, sizeof d);
+    if (s->rank == 0) {
+        printf("aebench %s | %s | %s | %.6g M parameters | recompute %s%s\n", eng->name,
+               s->device_desc, shape, (double)s->params / 1e6, gpt_recompute_name(s->ec.recompute),
+               rc->cpu_preset ? " | CPU preset" : "");
+        printf("  plan%s: GPU %s | host %s | disk %s\n", s->world > 1 ? " per rank" : "", g, h, d);
+        fflush(stdout);
+    }
+    run_logline(s, "aebench %s: method %s, %s, %s, window %s, dtype %s, recompute %s, data %s",
+                AEBENCH_VERSION, eng->name, s->device_desc, shape, s->window, s->ec.bf16 ? "bf16" : "fp32",
+                gpt_recompute_name(s->ec.recompute), rc->data_path[0] ? rc->data_path : "synthetic");
+    fmt_params_line(line, sizeof line, s->params);
+    run_logline(s, "%s", line);
+    char gl[32], hl[32];
+    format_bytes((double)s->gpu.budget.limit, gl, sizeof gl);
+    format_bytes((double)s->host.limit, hl, sizeof hl);
+    run_logline(s, "memory plan%s | GPU: %s of %s | host: %s of %s | disk: %s", s->world > 1 ? " per rank" : "",
+                g, gl, h, hl, d);
+    if (s->world > 1) {
+        const int local = engine_local_world(&s->ec);
+        char mh[32], md[32];
+        format_bytes((double)local * (double)s->plan.host_bytes, mh, sizeof mh);
+        format_bytes((double)local * (double)s->plan.disk_bytes, md, sizeof md);
+        run_logline(s, "memory plan per machine (%d ranks) | host: %s | disk: %s", local, mh, md);
+        if (s->rank == 0) printf("  plan per machine (%d ranks): host %s | disk %s\n", local, mh, md);
+    }
+}
+
+/* The log's lines at the end of the run: the peaks beside the plan and the watchdog's margin,
+ * or why the run failed. */
+void run_log_end(run_state *s)
+{
+    const run_config *rc = s->rc;
+    if (s->status == EXIT_RUN_OK) {
+        char pg[32], ph[32], pd[32], g[32], h[32], d[32];
+        format_bytes((double)s->gpu.budget.peak, pg, sizeof pg);
+        format_bytes((double)s->host.peak, ph, sizeof ph);
+        format_bytes((double)s->disk.peak, pd, sizeof pd);
+        format_bytes((double)s->plan.gpu_bytes, g, sizeof g);
+        format_bytes((double)s->plan.host_bytes, h, sizeof h);
+        format_bytes((double)s->plan.disk_bytes, d, sizeof d);
+        run_logline(s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s) | disk: %s (plan %s)", pg, g,
+                    ph, h, pd, d);
+        if (s->plan.host_while_ahead) {
+            char wa[32];
+            format_bytes((double)s->plan.host_while_ahead, wa, sizeof wa);
+            run_logline(s, "memory peak | of the host plan, %s held only while steps do not clip (--clip-speculate auto)", wa);
+        }
+        watchdog_margin wm;
+        if (watchdog_get_margin(s->dog, &wm) == 0 && wm.closest_limit_s > 0)
+            run_logline(s, "watchdog | limit at the end: %.0f s (%s) | closest call: %.1f s idle of %.0f s (%.0f%%), in "
+                        "the %s of iteration %d", wm.limit_s, rc->hang_timeout_s > 0 ? "fixed" : "auto", wm.closest_idle_s,
+                        wm.closest_limit_s, 100 * wm.closest_idle_s / wm.closest_limit_s, wm.closest_phase,
+                        wm.closest_iteration);
+    } else {
+        run_logline(s, "%s: %s", s->status == EXIT_RUN_OOM ? "OUT OF MEMORY" : "ERROR", s->message);
+    }
 }

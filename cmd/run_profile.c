@@ -48,7 +48,7 @@ void run_report_profile(run_state *s)
     for (int i = 0; i < n; i++) ops += rows[i].ms;
     ops /= steps > 0 ? steps : 1;
     run_logline(s, "profile | %d step%s | step %.2f ms | ops' device time %.2f ms/step (every stream) | untimed ops: %lld",
-            steps, steps == 1 ? "" : "s", step, ops, gpt_profile_untimed(s->prof));
+                steps, steps == 1 ? "" : "s", step, ops, gpt_profile_untimed(s->prof));
     if (s->rank == 0)
         printf("  profile (%d step%s, %.2f ms each; ops' device time on every stream %.2f ms):\n"
                "    %-28s %10s %10s %8s %10s %8s\n", steps, steps == 1 ? "" : "s", step, ops, "op", "calls/step",
@@ -58,7 +58,7 @@ void run_report_profile(run_state *s)
         const double per = r->ms / steps, tflops = r->ms > 0 && r->flops > 0 ? r->flops / (r->ms * 1e-3) / 1e12 : 0,
                      gbps = r->ms > 0 && r->bytes > 0 ? r->bytes / (r->ms * 1e-3) / 1e9 : 0;
         run_logline(s, "profile op | %s | calls/step: %.1f | ms/step: %.3f | of step: %.1f%% | TFLOP/s: %.2f | GB/s: %.2f",
-                r->name, (double)r->calls / steps, per, step > 0 ? 100 * per / step : 0, tflops, gbps);
+                    r->name, (double)r->calls / steps, per, step > 0 ? 100 * per / step : 0, tflops, gbps);
         if (s->rank == 0)
             printf("    %-28s %10.1f %10.3f %7.1f%% %10.2f %8.2f\n", r->name, (double)r->calls / steps, per,
                    step > 0 ? 100 * per / step : 0, tflops, gbps);
@@ -70,7 +70,7 @@ void run_report_profile(run_state *s)
         if (st.ops == 0) continue;
         const double busy = st.busy_ms / steps, span = st.span_ms / steps;
         run_logline(s, "profile stream | %d | ops/step: %.1f | busy ms/step: %.3f | gaps ms/step: %.3f | span ms/step: %.3f",
-                k + 1, (double)st.ops / steps, busy, span - busy, span);
+                    k + 1, (double)st.ops / steps, busy, span - busy, span);
         if (s->rank == 0)
             printf("    stream %d: %.1f ops/step, busy %.3f ms, gaps %.3f ms between them (span %.3f ms)\n", k + 1,
                    (double)st.ops / steps, busy, span - busy, span);
@@ -136,15 +136,15 @@ void run_report_gpu_clock(run_state *s)
     gpu_clock_summarize(s->clock, &c);
     if (c.busy == 0) {
         run_logline(s, "gpu clock | no busy samples (%d samples, %d failed reads: too few iterations?)", c.samples,
-                c.read_errors);
+                    c.read_errors);
         return;
     }
     run_logline(s, "gpu clock | iterations %d-%d, every %d ms: %d samples, %d busy | SM MHz median %u, min %u, max %u "
-            "(highest allowed %u) | power W median %.0f of %.0f (limit) | of the busy samples: power cap %.0f%%, "
-            "thermal slowdown %.0f%%, hardware slowdown %.0f%%",
-            s->first + 2, s->done, c.period_ms, c.samples, c.busy, c.sm_mhz_median, c.sm_mhz_min, c.sm_mhz_max,
-            c.sm_mhz_allowed, c.power_w_median, c.power_limit_w, 100 * c.power_cap_share, 100 * c.thermal_share,
-            100 * c.hw_slowdown_share);
+                "(highest allowed %u) | power W median %.0f of %.0f (limit) | of the busy samples: power cap %.0f%%, "
+                "thermal slowdown %.0f%%, hardware slowdown %.0f%%",
+                s->first + 2, s->done, c.period_ms, c.samples, c.busy, c.sm_mhz_median, c.sm_mhz_min, c.sm_mhz_max,
+                c.sm_mhz_allowed, c.power_w_median, c.power_limit_w, 100 * c.power_cap_share, 100 * c.thermal_share,
+                100 * c.hw_slowdown_share);
     printf("  gpu clock: SM %u MHz median (highest allowed %u) | power %.0f W of %.0f | power-capped %.0f%% of the "
            "busy samples\n", c.sm_mhz_median, c.sm_mhz_allowed, c.power_w_median, c.power_limit_w,
            100 * c.power_cap_share);

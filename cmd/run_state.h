@@ -141,6 +141,11 @@ engine_report run_report_of(run_state *s);
 void run_log_interval(run_state *s, int first, int last, int *memory_reported);
 /* A recovered job is back where the failed one was: the log says what the failure cost. */
 void run_recovery_back(run_state *s);
+/* The run's header: on stdout (rank 0) and in the log, the method, device, shape and plan. */
+void run_log_header(run_state *s);
+/* The log's lines at the end of the run: the peaks beside the plan and the watchdog's margin,
+ * or why the run failed. */
+void run_log_end(run_state *s);
 /* The run's summary on stdout (rank 0). */
 void run_print_summary(run_state *s);
 
