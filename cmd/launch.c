@@ -906,8 +906,9 @@ static int relaunch_args(char **args, int n, const engine_recovery *plan, char *
     return bad || (plan->relaunch_arg && strv_push(again, m, plan->relaunch_arg)) ? -1 : 0;
 }
 
-/* What the recovered job's log and JSON say of the failure (run.c; see the top of this part):
- * the job ran since `since` (now becomes the next job's start), and ended as `why` says. */
+/* What the recovered job's log and JSON say of the failure (run.c, run_json.c; see the top of
+ * this part): the job ran since `since` (now becomes the next job's start), and ended as `why`
+ * says. */
 static void tell_relaunch(const engine_recovery *plan, const char *why, int relaunch, int lost, double failed_at_s,
                           int fail_at, struct timespec *since)
 {
