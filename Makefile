@@ -59,9 +59,10 @@ CONFIG_STAMP := $(BUILD)/config
 # ---- sources -----------------------------------------------------------------------------
 KERNEL_SRCS  := kernels/model.c kernels/host_pages.c kernels/profile.c $(wildcard kernels/cpu/*.c)
 ENGINE_SRCS  := $(wildcard engines/*.c) $(wildcard engines/runtime/*.c)
-CMD_LIB_SRCS := cmd/cli.c cmd/hostfile.c cmd/data.c cmd/report.c cmd/run.c cmd/child.c cmd/sweep.c cmd/findmax.c \
-                cmd/launch.c cmd/launch_status.c cmd/machine_file.c cmd/calibrate.c cmd/calibrate_disk.c \
-                cmd/calibrate_collectives.c cmd/machine.c cmd/search.c \
+CMD_LIB_SRCS := cmd/cli.c cmd/hostfile.c cmd/data.c cmd/report.c cmd/run.c cmd/run_log.c cmd/run_json.c \
+                cmd/run_profile.c cmd/run_signals.c cmd/child.c cmd/sweep.c cmd/findmax.c \
+                cmd/launch.c cmd/job_dir.c cmd/launch_status.c cmd/machine_file.c cmd/calibrate.c \
+                cmd/calibrate_disk.c cmd/calibrate_collectives.c cmd/machine.c cmd/search.c \
                 cmd/provenance.c cmd/rerun.c
 ifeq ($(CUDA),1)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))

@@ -11,8 +11,8 @@
 #include "machine_file.h"
 
 #include "data.h"
+#include "exit_codes.h"
 #include "report.h"
-#include "run.h"
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/membudget.h"
 #include "../engines/runtime/timer.h"

@@ -8,8 +8,8 @@
 #include "calibrate.h"
 #include "machine_file.h"
 
+#include "exit_codes.h"
 #include "report.h"
-#include "run.h"
 #include "../engines/runtime/collectives.h"
 #include "../engines/runtime/timer.h"
 

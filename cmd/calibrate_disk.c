@@ -6,7 +6,7 @@
  */
 #include "calibrate.h"
 
-#include "run.h"
+#include "exit_codes.h"
 #include "../engines/runtime/ckpt_store.h"
 #include "../engines/runtime/disk_tier.h"
 #include "../kernels/host_pages.h"

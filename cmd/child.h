@@ -50,7 +50,7 @@ int child_self_exe(char *buf, size_t len, char *err, size_t errlen);
 /* "SIGSEGV" for SIGSEGV, "signal 77" for an unnamed one. */
 void child_signal_name(int sig, char *buf, size_t len);
 
-/* What a run's JSON (written by run.c) says, for summaries and --resume. */
+/* What a run's JSON (written by run_json.c) says, for summaries and --resume. */
 typedef struct run_outcome {
     int have;             /* the JSON was read */
     char status[16];      /* "ok", "oom", "error" */

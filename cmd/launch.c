@@ -1,3 +1,7 @@
+/*
+ * launch.c — aebench --ranks N (launch.h): the supervisor of one job, and the relaunches of a
+ * job that lost ranks.  The ranks' side, and the job's private directory, are job_dir.c's.
+ */
 #include "launch.h"
 #include "hostfile.h"
 #include "launch_status.h"
@@ -16,7 +20,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,186 +34,6 @@
 #include <unistd.h>
 
 extern char **environ;
-
-/* ---- the ranks' side ------------------------------------------------------------------- */
-
-/* An empty note NAME in the supervisor's notes directory (best effort). */
-static void note_mark(const char *name)
-{
-    const char *dir = getenv("AEBENCH_JOB_NOTES");
-    if (!dir || !*dir) return;
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return;
-    /* (on a machine other than the supervisor's the directory is not there: nothing to do) */
-    const int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0) close(fd);
-}
-
-/* on_exit: a rank that leaves with exit 2 refused its configuration (rank 0 said why in one
- * line): the note that tells the supervisor so, since MPICH's mpiexec also exits 2 when a rank
- * is killed by SIGINT. */
-static void note_refusal_at_exit(int status, void *unused)
-{
-    (void)unused;
-    if (status == EXIT_BAD_INPUT) note_mark(LAUNCH_NOTE_REFUSED);
-}
-
-void launch_note_started(void)
-{
-    note_mark("started");
-    if (getenv("AEBENCH_JOB_NOTES") && on_exit(note_refusal_at_exit, NULL) != 0)
-        fprintf(stderr, "aebench: note: a refusal of this rank would not be told to the supervisor\n");
-}
-
-void fault_note(int rank, const char *fmt, ...)
-{
-    const char *dir = getenv("AEBENCH_JOB_NOTES");
-    if (!dir || !*dir) return;
-    char path[PATH_MAX], line[1024];
-    snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(line, sizeof line - 40, fmt, ap);
-    va_end(ap);
-    if (len < 0) return;
-    if ((size_t)len > sizeof line - 41) len = (int)sizeof line - 41;
-    /* second line: when (CLOCK_REALTIME, seconds), for the recovered job's time lost */
-    len += snprintf(line + len, 40, "\n%.6f\n", epoch_s());
-    /* Best effort: the rank is about to end the job either way. */
-    /* (the notes directory is the supervisor's private one; still, never follow a link) */
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return;
-    ssize_t w = write(fd, line, (size_t)len);
-    (void)w;
-    close(fd);
-}
-
-void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase)
-{
-    const unsigned long long ranks = rc->fail_ranks ? rc->fail_ranks : 1ull; /* default rank 0 */
-    if (rc->fail_at != iteration || rank > 63 || !((ranks >> rank) & 1) || rc->fail_phase != phase) return;
-    static const char *const where[] = {"at the start of", "in the backward of", "in the checkpoint of"};
-    if (rc->fail_kind == FAIL_STOP) {
-        /* A hang, not a death: no note (a hung rank leaves none); the others' watchdogs must
-         * find it from its heartbeat, which stops with it. */
-        fprintf(stderr, "aebench: rank %d: --fail-at %d --fail-kind stop: SIGSTOP now, %s iteration %d\n", rank,
-                iteration, where[phase], iteration);
-        fflush(stdout);
-        fflush(stderr);
-        raise(SIGSTOP);
-        return;
-    }
-    fault_note(rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %s)", where[phase],
-               iteration, rc->fail_at, rc->fail_ranks_text[0] ? rc->fail_ranks_text : "0");
-    fprintf(stderr, "aebench: rank %d: --fail-at %d: SIGKILL now\n", rank, iteration);
-    fflush(stdout);
-    fflush(stderr);
-    raise(SIGKILL);
-}
-
-/* ---- a job's temporary directories -------------------------------------------------------- */
-
-/* Name every directory of ours under tmp called prefix.* whose maker (its "pid") is gone. */
-static void name_stale(const char *tmp, const char *prefix)
-{
-    const int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (tfd < 0) return;
-    DIR *d = fdopendir(tfd);
-    if (!d) {
-        close(tfd);
-        return;
-    }
-    const size_t plen = strlen(prefix);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, prefix, plen) != 0 || e->d_name[plen] != '.') continue;
-        struct stat st;
-        /* ours, a real directory (not a link someone planted), private */
-        if (fstatat(tfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-            continue;
-        char pidpath[PATH_MAX], text[32] = "";
-        snprintf(pidpath, sizeof pidpath, "%s/pid", e->d_name);
-        const int fd = openat(tfd, pidpath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) continue; /* being made, or not one of ours */
-        const ssize_t n = read(fd, text, sizeof text - 1);
-        close(fd);
-        text[n > 0 ? n : 0] = '\0';
-        const long pid = atol(text);
-        if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        fprintf(stderr, "aebench: %s/%s is a stale directory of a job that is gone (pid %ld); remove it with: "
-                        "rm -rf %s/%s\n", tmp, e->d_name, pid, tmp, e->d_name);
-    }
-    closedir(d);
-}
-
-/* Where a job's temporary directories go: TMPDIR, or /tmp without it. */
-static const char *job_tmp(void)
-{
-    const char *tmpdir = getenv("TMPDIR");
-    return tmpdir && *tmpdir ? tmpdir : "/tmp";
-}
-
-int job_tmp_refused(char *err, size_t errlen)
-{
-    const char *tmp = job_tmp();
-    const char *whence = tmp == getenv("TMPDIR") ? "TMPDIR" : "TMPDIR is unset: the default";
-    struct stat st;
-    if (stat(tmp, &st) != 0) {
-        snprintf(err, errlen, "--ranks: the job's private directory goes in %.300s (%s), which %s", tmp, whence,
-                 errno == ENOENT ? "does not exist" : strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "--ranks: the job's private directory goes in %.300s (%s), which is not a directory",
-                 tmp, whence);
-        return -1;
-    }
-    if (access(tmp, W_OK | X_OK) != 0) {
-        snprintf(err, errlen, "--ranks: the job's private directory goes in %.300s (%s), which is not writable "
-                 "here: %s", tmp, whence, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-int job_dir_make(char *out, size_t len, const char *prefix)
-{
-    const char *tmp = job_tmp();
-    name_stale(tmp, prefix);
-    if ((size_t)snprintf(out, len, "%s/%s.XXXXXX", tmp, prefix) >= len) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    if (!mkdtemp(out)) return -1;
-    char path[PATH_MAX + 8], pid[32];
-    snprintf(path, sizeof path, "%s/pid", out);
-    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    const int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (fd < 0 || write(fd, pid, (size_t)n) != n) {
-        const int e = errno;
-        if (fd >= 0) close(fd);
-        unlink(path);
-        rmdir(out);
-        errno = e;
-        return -1;
-    }
-    close(fd);
-    return 0;
-}
-
-void job_dir_remove(const char *dir)
-{
-    char path[PATH_MAX + 8];
-    snprintf(path, sizeof path, "%s/pid", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/hosts", dir); /* (--hosts, in the launcher's syntax) */
-    unlink(path);
-    snprintf(path, sizeof path, "%s/started", dir); /* (launch_note_started) */
-    unlink(path);
-    snprintf(path, sizeof path, "%s/" LAUNCH_NOTE_REFUSED, dir); /* (note_refusal_at_exit) */
-    unlink(path);
-    if (rmdir(dir) != 0 && errno != ENOENT) fprintf(stderr, "aebench: cannot remove %s: %s\n", dir, strerror(errno));
-}
 
 /* ---- the supervisor ------------------------------------------------------------------------ */
 
@@ -729,6 +552,221 @@ static int write_hostfile(const char *file, int open_mpi, const char *dir, char 
  * after a SIGTERM before a SIGKILL. */
 enum { START_DEADLINE_S = 120, START_GRACE_S = 10 };
 
+/* The job's command line into *jargv (strv.h): mpiexec -n N, its own options, this binary and
+ * argv[1..] without --ranks and --hosts.  0, or -1 out of memory (*jargv is the caller's to free
+ * either way). */
+static int job_command(int argc, char **argv, const run_config *rc, const char *mpiexec, const char *exe,
+                       int open_mpi, const char *hosts, char ***jargv_out, int *jn_out)
+{
+    char **jargv = NULL, nbuf[16];
+    int jn = 0;
+    snprintf(nbuf, sizeof nbuf, "%d", rc->ranks);
+    int bad = strv_push(&jargv, &jn, mpiexec) || strv_push(&jargv, &jn, "-n") || strv_push(&jargv, &jn, nbuf);
+    if (!bad && open_mpi) {
+        /* Open MPI binds each of a few ranks to one core by default: a rank's host Adam pool
+         * and CPU stream threads would then share that core.  MPICH's hydra binds nothing. */
+        bad = strv_push(&jargv, &jn, "--oversubscribe") || strv_push(&jargv, &jn, "--bind-to") ||
+              strv_push(&jargv, &jn, "none");
+        if (!bad && geteuid() == 0) bad = strv_push(&jargv, &jn, "--allow-run-as-root");
+    }
+    /* --hosts: mpiexec's own hostfile option (Hydra's -f, Open MPI's -hostfile); the ranks do
+     * not see it (they learn their machines from MPI) */
+    if (!bad && rc->hosts_path[0])
+        bad = strv_push(&jargv, &jn, open_mpi ? "-hostfile" : "-f") || strv_push(&jargv, &jn, hosts);
+    if (!bad) bad = strv_push(&jargv, &jn, exe);
+    /* the ranks get every option but these: they are the job (--ranks) and its machines */
+    static const char *const not_for_ranks[] = {"ranks", "hosts", NULL};
+    char **kept = NULL;
+    int nk = 0;
+    if (!bad) bad = cli_args_without(argv + 1, argc - 1, not_for_ranks, &kept, &nk) != 0;
+    for (int i = 0; i < nk && !bad; i++) bad = strv_push(&jargv, &jn, kept[i]);
+    strv_free(&kept, &nk);
+    *jargv_out = jargv;
+    *jn_out = jn;
+    return bad ? -1 : 0;
+}
+
+/* mpiexec started with jargv and env, its stdout and stderr ours, holding the pipe's write end
+ * write_fd (made inheritable in it) and the signal mask old: its pid, or -1 with errno. */
+static pid_t fork_mpiexec(const char *mpiexec, char **jargv, char **env, int write_fd, const sigset_t *old)
+{
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t supervisor = getpid();
+    /* Ranks that outlive their MPI proxy become this process's children, not init's: their
+     * exit statuses are then ours to collect (exit_order_settle).  Best effort: without it, the
+     * order of the exits alone names the rank lost. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        fprintf(stderr, "aebench: note: cannot be the job's subreaper (%s): ranks' exit statuses may be unknown\n",
+                strerror(errno));
+    const pid_t pid = fork();
+    if (pid == 0) {
+        /* mpiexec ends its ranks on SIGTERM: it gets one when we die, however we die */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != supervisor) _exit(127);
+        sigprocmask(SIG_SETMASK, old, NULL);
+        if (fcntl(write_fd, F_SETFD, 0) != 0) _exit(127);
+        execve(mpiexec, jargv, env);
+        static const char msg[] = "aebench: cannot start mpiexec\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Forward signals (from sfd to mpiexec, pid; the last one into *interrupted) until everything
+ * holding the pipe (read_fd its read end) has exited, watching the ranks' exits meanwhile
+ * (order).  Start-up deadline: a job whose ranks never get past MPI's start-up (a machine of
+ * --hosts unreachable: its ranks never come, and the others wait in MPI_Init for them;
+ * mpiexec may wait too) would hang forever, so unless a rank says it started
+ * (launch_note_started) within --hang-timeout (auto: START_DEADLINE_S; 0: never), the job is
+ * ended, saying why.  1 when the deadline ended it. */
+static int watch_job(pid_t pid, int read_fd, int sfd, const char *notes, double deadline_s, exit_order *order,
+                     int *interrupted)
+{
+    char drain[512];
+    const double t_launch = wall_ms() / 1e3;
+    double ended_at = 0; /* (when the deadline sent SIGTERM: SIGKILL after START_GRACE_S) */
+    int started = 0, start_timeout = 0;
+    char started_path[PATH_MAX + 16];
+    snprintf(started_path, sizeof started_path, "%s/started", notes);
+    for (;;) {
+        if (!started && deadline_s > 0) {
+            struct stat sst;
+            started = lstat(started_path, &sst) == 0;
+            const double now = wall_ms() / 1e3;
+            if (!started && !start_timeout && now - t_launch > deadline_s) {
+                start_timeout = 1;
+                ended_at = now;
+                kill(pid, SIGTERM);
+            } else if (start_timeout && ended_at > 0 && now - ended_at > START_GRACE_S) {
+                ended_at = 0;
+                kill(pid, SIGKILL);
+            }
+        }
+        struct pollfd p[2 + EXIT_WATCH_MAX] = {{.fd = read_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        int which[2 + EXIT_WATCH_MAX];
+        exit_order_scan(order, notes);
+        const int np = exit_order_fill(order, p, 2, which);
+        if (sfd < 0) p[1].fd = -1; /* (poll skips it) */
+        /* (a quarter second: ranks whose heartbeats appear later get watched too) */
+        const int ready = poll(p, (nfds_t)np, WATCHDOG_TICK_MS);
+        if (ready < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        unsigned long long exited = 0;
+        for (int i = 2; i < np; i++)
+            if (p[i].revents) exited |= 1ull << which[i];
+        if (exited) exit_order_seen(order, exited);
+        if (p[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                kill(pid, (int)si.ssi_signo);
+                *interrupted = (int)si.ssi_signo;
+            }
+        }
+        if (!(p[0].revents & (POLLIN | POLLHUP))) continue;
+        ssize_t n = read(read_fd, drain, sizeof drain);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+    }
+    return start_timeout;
+}
+
+/* What the job's end says (outcome, as far as the launcher and the kernel told it), read from
+ * what its ranks left in notes (the report lines, relayed; rank 0's JSON; the notes and
+ * heartbeats, then removed with the directory): the exit code, one line on stderr and into
+ * why_out saying why when it is not 0 or 2, and that line in rank 0's log and JSON. */
+static int job_ended(const run_config *rc, const char *notes, launch_outcome *outcome, double deadline_s,
+                     int interrupted, char *why_out, size_t why_len, double *failed_at_s, int *init_refused)
+{
+    char log_path[PATH_MAX] = "", json_path[PATH_MAX] = "";
+    file_id log_id;
+    relay_report(notes, log_path, sizeof log_path, &log_id, json_path, sizeof json_path);
+    char failed_in[32], rank0_status[32];
+    json_field(json_path, "failed_in", failed_in, sizeof failed_in);
+    *init_refused = strcmp(failed_in, "initialisation") == 0;
+    json_status(json_path, rank0_status, sizeof rank0_status);
+    outcome->rank0 = !rank0_status[0]                       ? RANK0_NONE
+                     : strcmp(rank0_status, "ok") == 0      ? RANK0_OK
+                     : strcmp(rank0_status, "running") == 0 ? RANK0_RUNNING
+                     : strcmp(rank0_status, "oom") == 0     ? RANK0_OOM
+                                                            : RANK0_FAILED;
+    char refusal[PATH_MAX + 16];
+    struct stat rst;
+    snprintf(refusal, sizeof refusal, "%s/" LAUNCH_NOTE_REFUSED, notes);
+    outcome->refusal_noted = lstat(refusal, &rst) == 0;
+    char why[700];
+    lost_rank lost;
+    collect_notes(notes, why, sizeof why, failed_at_s, &lost, outcome->first);
+    if (why[0] && lost.hb.beat > 0 && !lost.noted) {
+        /* The rank lost left no note of its own: the notes are what the others saw next (an
+         * error in a collective, a watchdog's line). */
+        char seen[700];
+        snprintf(seen, sizeof seen, "%s", why);
+        const int n = describe_lost(&lost, why, sizeof why);
+        snprintf(why + n, sizeof why - (size_t)n, "; then %.200s", seen);
+    }
+    const launch_ending ending = launch_ending_of(outcome);
+    const int code = ending.code;
+    /* the failure counts from the lost rank's last heartbeat when no note says sooner (a hung
+     * rank's peer notes the hang only when its watchdog fires, --hang-timeout later) */
+    if (lost.hb.beat > 0 && code != 0 && (*failed_at_s == 0 || lost.hb.beat < *failed_at_s)) *failed_at_s = lost.hb.beat;
+    /* 0: fine; 2: the ranks refused the configuration, and rank 0 said why in one line (nothing
+     * was written) */
+    if (code == 0 || code == EXIT_BAD_INPUT) return code;
+    const int mpiexec_exit = outcome->reaped && WIFEXITED(outcome->status) ? WEXITSTATUS(outcome->status) : -1;
+    if (outcome->start_timeout) {
+        /* no rank got past MPI's start-up: not a failure of a rank, of the launch */
+        if (rc->hosts_path[0])
+            snprintf(why, sizeof why, "no rank got past MPI's start-up within %.0f s (--hang-timeout%s): a machine of "
+                     "--hosts %.300s may be unreachable, or mpiexec could not start ranks there (its message is above); "
+                     "the job was ended", deadline_s, rc->hang_timeout_s < 0 ? " auto" : "", rc->hosts_path);
+        else
+            snprintf(why, sizeof why, "no rank got past MPI's start-up within %.0f s (--hang-timeout%s): mpiexec "
+                     "could not start the job (its message is above); the job was ended", deadline_s,
+                     rc->hang_timeout_s < 0 ? " auto" : "");
+    } else if (interrupted) {
+        /* told to stop: the job ended because we passed the signal on */
+        snprintf(why, sizeof why, "%s", ending.reason);
+    } else if (!why[0] && lost.hb.beat > 0 && !ending.said) {
+        /* the rank lost, from the heartbeats, and what the launcher's status says */
+        const int n = describe_lost(&lost, why, sizeof why);
+        snprintf(why + n, sizeof why - (size_t)n, "; %.400s", ending.reason);
+    } else if (!why[0] && outcome->rank0 == RANK0_FAILED && ending.said) {
+        /* rank 0 said why in its record (an engine that refused what it found) */
+        char said[480];
+        json_field(json_path, "message", said, sizeof said);
+        snprintf(why, sizeof why, "rank 0 ended the job: %s (mpiexec exit %d)", said[0] ? said : "see its log",
+                 mpiexec_exit);
+    } else if (!why[0]) {
+        snprintf(why, sizeof why, "%s", ending.reason);
+    } else if (!ending.said && code == EXIT_RANK_LOST && !lost.noted) {
+        /* the notes say what the ranks saw; the launcher's status and the kernel's, which rank
+         * was killed by which signal */
+        const size_t n = strlen(why);
+        if (n + 2 < sizeof why) snprintf(why + n, sizeof why - n, "; %.300s", ending.reason);
+    }
+    fprintf(stderr, "aebench: --ranks %d: %s\n", rc->ranks, why);
+    if (why_len) snprintf(why_out, why_len, "%s", why);
+    if (log_path[0]) {
+        /* (rank 0 may have said it in the log and JSON itself: its watchdog fired) */
+        char said[1024] = "";
+        if (!json_says_failed(json_path)) append_error_line(log_path, &log_id, why, said, sizeof said);
+        if (!json_path[0]) {
+            /* rank 0 never got to its JSON: it goes beside the log */
+            snprintf(json_path, sizeof json_path, "%s", log_path);
+            char *dot = strrchr(json_path, '.');
+            if (dot && strcmp(dot, ".txt") == 0) strcpy(dot, ".json");
+            else json_path[0] = '\0';
+        }
+        /* (the JSON says what the log's last line says: rank 0's own words when it wrote them) */
+        if (json_path[0]) mark_json(json_path, log_path, interrupted ? "interrupted" : "error", said[0] ? said : why);
+    }
+    return code;
+}
+
 /* One job: mpiexec -n N over this binary with argv[1..], supervised (see launch.h). */
 static int launch_job(int argc, char **argv, const run_config *rc, char *why_out, size_t why_len,
                       int *interrupted, double *failed_at_s, int *init_refused)
@@ -763,30 +801,9 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         job_dir_remove(notes);
         return EXIT_BAD_INPUT;
     }
-    char **jargv = NULL, nbuf[16];
+    char **jargv = NULL;
     int jn = 0;
-    snprintf(nbuf, sizeof nbuf, "%d", rc->ranks);
-    int bad = strv_push(&jargv, &jn, mpiexec) || strv_push(&jargv, &jn, "-n") || strv_push(&jargv, &jn, nbuf);
-    if (!bad && open_mpi) {
-        /* Open MPI binds each of a few ranks to one core by default: a rank's host Adam pool
-         * and CPU stream threads would then share that core.  MPICH's hydra binds nothing. */
-        bad = strv_push(&jargv, &jn, "--oversubscribe") || strv_push(&jargv, &jn, "--bind-to") ||
-              strv_push(&jargv, &jn, "none");
-        if (!bad && geteuid() == 0) bad = strv_push(&jargv, &jn, "--allow-run-as-root");
-    }
-    /* --hosts: mpiexec's own hostfile option (Hydra's -f, Open MPI's -hostfile); the ranks do
-     * not see it (they learn their machines from MPI) */
-    if (!bad && rc->hosts_path[0])
-        bad = strv_push(&jargv, &jn, open_mpi ? "-hostfile" : "-f") || strv_push(&jargv, &jn, hosts);
-    if (!bad) bad = strv_push(&jargv, &jn, exe);
-    /* the ranks get every option but these: they are the job (--ranks) and its machines */
-    static const char *const not_for_ranks[] = {"ranks", "hosts", NULL};
-    char **kept = NULL;
-    int nk = 0;
-    if (!bad) bad = cli_args_without(argv + 1, argc - 1, not_for_ranks, &kept, &nk) != 0;
-    for (int i = 0; i < nk && !bad; i++) bad = strv_push(&jargv, &jn, kept[i]);
-    strv_free(&kept, &nk);
-    if (bad) {
+    if (job_command(argc, argv, rc, mpiexec, exe, open_mpi, hosts, &jargv, &jn) != 0) {
         fprintf(stderr, "aebench: --ranks: out of memory\n");
         strv_free(&jargv, &jn);
         job_dir_remove(notes);
@@ -813,27 +830,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     int sfd = -1;
     if (sigprocmask(SIG_BLOCK, &mask, &old) != 0 || (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0)
         fprintf(stderr, "aebench: --ranks: signals will not be forwarded: %s\n", strerror(errno));
-    fflush(stdout);
-    fflush(stderr);
-    const pid_t supervisor = getpid();
-    /* Ranks that outlive their MPI proxy become this process's children, not init's: their
-     * exit statuses are then ours to collect (exit_order_settle).  Best effort: without it, the
-     * order of the exits alone names the rank lost. */
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-        fprintf(stderr, "aebench: note: cannot be the job's subreaper (%s): ranks' exit statuses may be unknown\n",
-                strerror(errno));
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* mpiexec ends its ranks on SIGTERM: it gets one when we die, however we die */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != supervisor) _exit(127);
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        if (fcntl(fds[1], F_SETFD, 0) != 0) _exit(127);
-        execve(mpiexec, jargv, env);
-        static const char msg[] = "aebench: cannot start mpiexec\n";
-        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-        (void)w;
-        _exit(127);
-    }
+    const pid_t pid = fork_mpiexec(mpiexec, jargv, env, fds[1], &old);
     free(env);
     strv_free(&jargv, &jn);
     close(fds[1]);
@@ -845,62 +842,10 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         job_dir_remove(notes);
         return EXIT_RUN_ERROR;
     }
-
-    /* Forward signals until everything holding the pipe has exited.  Start-up deadline: a
-     * job whose ranks never get past MPI's start-up (a machine of --hosts unreachable: its
-     * ranks never come, and the others wait in MPI_Init for them; mpiexec may wait too)
-     * would hang forever, so unless a rank says it started (launch_note_started) within
-     * --hang-timeout (auto: START_DEADLINE_S; 0: never), the job is ended, saying why. */
-    char log_path[PATH_MAX] = "", json_path[PATH_MAX] = "", drain[512];
     exit_order order;
     exit_order_init(&order, rc->ranks);
     const double deadline_s = rc->hang_timeout_s > 0 ? rc->hang_timeout_s : rc->hang_timeout_s < 0 ? START_DEADLINE_S : 0;
-    const double t_launch = wall_ms() / 1e3;
-    double ended_at = 0; /* (when the deadline sent SIGTERM: SIGKILL after START_GRACE_S) */
-    int started = 0, start_timeout = 0;
-    char started_path[PATH_MAX + 16];
-    snprintf(started_path, sizeof started_path, "%s/started", notes);
-    for (;;) {
-        if (!started && deadline_s > 0) {
-            struct stat sst;
-            started = lstat(started_path, &sst) == 0;
-            const double now = wall_ms() / 1e3;
-            if (!started && !start_timeout && now - t_launch > deadline_s) {
-                start_timeout = 1;
-                ended_at = now;
-                kill(pid, SIGTERM);
-            } else if (start_timeout && ended_at > 0 && now - ended_at > START_GRACE_S) {
-                ended_at = 0;
-                kill(pid, SIGKILL);
-            }
-        }
-        struct pollfd p[2 + EXIT_WATCH_MAX] = {{.fd = fds[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-        int which[2 + EXIT_WATCH_MAX];
-        exit_order_scan(&order, notes);
-        const int np = exit_order_fill(&order, p, 2, which);
-        if (sfd < 0) p[1].fd = -1; /* (poll skips it) */
-        /* (a quarter second: ranks whose heartbeats appear later get watched too) */
-        const int ready = poll(p, (nfds_t)np, WATCHDOG_TICK_MS);
-        if (ready < 0) {
-            if (errno == EINTR) continue;
-            break;
-        }
-        unsigned long long exited = 0;
-        for (int i = 2; i < np; i++)
-            if (p[i].revents) exited |= 1ull << which[i];
-        if (exited) exit_order_seen(&order, exited);
-        if (p[1].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                kill(pid, (int)si.ssi_signo);
-                *interrupted = (int)si.ssi_signo;
-            }
-        }
-        if (!(p[0].revents & (POLLIN | POLLHUP))) continue;
-        ssize_t n = read(fds[0], drain, sizeof drain);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-    }
+    const int start_timeout = watch_job(pid, fds[0], sfd, notes, deadline_s, &order, interrupted);
     close(fds[0]);
     int status = 0;
     pid_t w;
@@ -919,90 +864,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     exit_order_close(&order);
     if (sfd >= 0) close(sfd);
     sigprocmask(SIG_SETMASK, &old, NULL);
-
-    file_id log_id;
-    relay_report(notes, log_path, sizeof log_path, &log_id, json_path, sizeof json_path);
-    char failed_in[32], rank0_status[32];
-    json_field(json_path, "failed_in", failed_in, sizeof failed_in);
-    *init_refused = strcmp(failed_in, "initialisation") == 0;
-    json_status(json_path, rank0_status, sizeof rank0_status);
-    outcome.rank0 = !rank0_status[0]                          ? RANK0_NONE
-                    : strcmp(rank0_status, "ok") == 0      ? RANK0_OK
-                    : strcmp(rank0_status, "running") == 0 ? RANK0_RUNNING
-                    : strcmp(rank0_status, "oom") == 0     ? RANK0_OOM
-                                                           : RANK0_FAILED;
-    char refusal[PATH_MAX + 16];
-    struct stat rst;
-    snprintf(refusal, sizeof refusal, "%s/" LAUNCH_NOTE_REFUSED, notes);
-    outcome.refusal_noted = lstat(refusal, &rst) == 0;
-    char why[700];
-    lost_rank lost;
-    collect_notes(notes, why, sizeof why, failed_at_s, &lost, first_exits);
-    if (why[0] && lost.hb.beat > 0 && !lost.noted) {
-        /* The rank lost left no note of its own: the notes are what the others saw next (an
-         * error in a collective, a watchdog's line). */
-        char seen[700];
-        snprintf(seen, sizeof seen, "%s", why);
-        const int n = describe_lost(&lost, why, sizeof why);
-        snprintf(why + n, sizeof why - (size_t)n, "; then %.200s", seen);
-    }
-    const launch_ending ending = launch_ending_of(&outcome);
-    const int code = ending.code;
-    /* the failure counts from the lost rank's last heartbeat when no note says sooner (a hung
-     * rank's peer notes the hang only when its watchdog fires, --hang-timeout later) */
-    if (lost.hb.beat > 0 && code != 0 && (*failed_at_s == 0 || lost.hb.beat < *failed_at_s)) *failed_at_s = lost.hb.beat;
-    /* 0: fine; 2: the ranks refused the configuration, and rank 0 said why in one line (nothing
-     * was written) */
-    if (code == 0 || code == EXIT_BAD_INPUT) return code;
-    const int mpiexec_exit = w == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (start_timeout) {
-        /* no rank got past MPI's start-up: not a failure of a rank, of the launch */
-        if (rc->hosts_path[0])
-            snprintf(why, sizeof why, "no rank got past MPI's start-up within %.0f s (--hang-timeout%s): a machine of "
-                     "--hosts %.300s may be unreachable, or mpiexec could not start ranks there (its message is above); "
-                     "the job was ended", deadline_s, rc->hang_timeout_s < 0 ? " auto" : "", rc->hosts_path);
-        else
-            snprintf(why, sizeof why, "no rank got past MPI's start-up within %.0f s (--hang-timeout%s): mpiexec "
-                     "could not start the job (its message is above); the job was ended", deadline_s,
-                     rc->hang_timeout_s < 0 ? " auto" : "");
-    } else if (*interrupted) {
-        /* told to stop: the job ended because we passed the signal on */
-        snprintf(why, sizeof why, "%s", ending.reason);
-    } else if (!why[0] && lost.hb.beat > 0 && !ending.said) {
-        /* the rank lost, from the heartbeats, and what the launcher's status says */
-        const int n = describe_lost(&lost, why, sizeof why);
-        snprintf(why + n, sizeof why - (size_t)n, "; %.400s", ending.reason);
-    } else if (!why[0] && outcome.rank0 == RANK0_FAILED && ending.said) {
-        /* rank 0 said why in its record (an engine that refused what it found) */
-        char said[480];
-        json_field(json_path, "message", said, sizeof said);
-        snprintf(why, sizeof why, "rank 0 ended the job: %s (mpiexec exit %d)", said[0] ? said : "see its log",
-                 mpiexec_exit);
-    } else if (!why[0]) {
-        snprintf(why, sizeof why, "%s", ending.reason);
-    } else if (!ending.said && code == EXIT_RANK_LOST && !lost.noted) {
-        /* the notes say what the ranks saw; the launcher's status and the kernel's, which rank
-         * was killed by which signal */
-        const size_t n = strlen(why);
-        if (n + 2 < sizeof why) snprintf(why + n, sizeof why - n, "; %.300s", ending.reason);
-    }
-    fprintf(stderr, "aebench: --ranks %d: %s\n", rc->ranks, why);
-    if (why_len) snprintf(why_out, why_len, "%s", why);
-    if (log_path[0]) {
-        /* (rank 0 may have said it in the log and JSON itself: its watchdog fired) */
-        char said[1024] = "";
-        if (!json_says_failed(json_path)) append_error_line(log_path, &log_id, why, said, sizeof said);
-        if (!json_path[0]) {
-            /* rank 0 never got to its JSON: it goes beside the log */
-            snprintf(json_path, sizeof json_path, "%s", log_path);
-            char *dot = strrchr(json_path, '.');
-            if (dot && strcmp(dot, ".txt") == 0) strcpy(dot, ".json");
-            else json_path[0] = '\0';
-        }
-        /* (the JSON says what the log's last line says: rank 0's own words when it wrote them) */
-        if (json_path[0]) mark_json(json_path, log_path, *interrupted ? "interrupted" : "error", said[0] ? said : why);
-    }
-    return code;
+    return job_ended(rc, notes, &outcome, deadline_s, *interrupted, why_out, why_len, failed_at_s, init_refused);
 }
 
 /* ---- a job that lost ranks: relaunched to recover, as its engine says ------------------------
@@ -1011,8 +873,8 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
  * relaunches the job while the engine finds something to recover from.
  *
  * The supervisor tells a relaunched job's ranks about the failure through their environment
- * (driver-internal: set for the relaunch only, never by hand; cmd/run.c reads them and the
- * recovered job's log and JSON "recovery" say what they held):
+ * (driver-internal: set for the relaunch only, never by hand; cmd/run.c and run_json.c read
+ * them and the recovered job's log and JSON "recovery" say what they held):
  *   AEBENCH_RECOVERY            one line: the job before, its time, how it ended, the relaunch
  *                               (the log's note; JSON recovery.previous_job)
  *   AEBENCH_RECOVERY_LOST_S     seconds the job before ran (recovery.previous_job_seconds)
@@ -1044,8 +906,9 @@ static int relaunch_args(char **args, int n, const engine_recovery *plan, char *
     return bad || (plan->relaunch_arg && strv_push(again, m, plan->relaunch_arg)) ? -1 : 0;
 }
 
-/* What the recovered job's log and JSON say of the failure (run.c; see the top of this part):
- * the job ran since `since` (now becomes the next job's start), and ended as `why` says. */
+/* What the recovered job's log and JSON say of the failure (run.c, run_json.c; see the top of
+ * this part): the job ran since `since` (now becomes the next job's start), and ended as `why`
+ * says. */
 static void tell_relaunch(const engine_recovery *plan, const char *why, int relaunch, int lost, double failed_at_s,
                           int fail_at, struct timespec *since)
 {

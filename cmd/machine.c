@@ -9,7 +9,7 @@
 #include "bisect.h"
 #include "bound.h"
 
-#include "run.h"
+#include "exit_codes.h"
 #include "../engines/runtime/membudget.h"
 #include "../engines/runtime/predict.h"
 #include "../engines/runtime/timer.h"

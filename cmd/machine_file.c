@@ -8,8 +8,8 @@
 #include "machine.h"
 #include "machine_file.h"
 
+#include "exit_codes.h"
 #include "report.h"
-#include "run.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

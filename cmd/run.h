@@ -6,18 +6,9 @@
 
 #include "cli.h"
 #include "data.h"
+#include "exit_codes.h" /* (aebench's exit codes, and run_engine's) */
 
 #include "../engines/runtime/comm.h"
-
-/* Exit codes of aebench (and of run_engine). */
-enum {
-    EXIT_RUN_OK = 0,
-    EXIT_RUN_ERROR = 1,
-    EXIT_BAD_INPUT = 2,
-    EXIT_RUN_OOM = 3,
-    EXIT_RANK_LOST = 4, /* a rank died or hung (its watchdog, or the supervisor, ended the job) */
-    /* 128 + n: aebench (a sweep, the supervisor) was ended by signal n */
-};
 
 /* SIGINT and SIGTERM, watched from the start of main: blocked in the calling thread, so in
  * every thread started after it (the OpenMP pool, the CPU backend's and MPI's threads, the
