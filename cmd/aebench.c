@@ -218,6 +218,262 @@ static int machines_of(run_config *rc, const engine_vtbl *eng, const comm_world 
     return options_for_machine(eng, &rc->eng, comm->machine, err, errlen);
 }
 
+/* The checks every invocation passes before it runs anything, in the order they are made:
+ * the threads the limit allows, the hosts, MPI for --ranks, the ranks' options alike and
+ * their number, and what --calibrate and --predict combine with.  0, or -1 after saying why. */
+static int command_refused(run_config *rc, const comm_world *comm, char *err, size_t errlen)
+{
+    if (threads_refused(rc, err, errlen) != 0) {
+        if (comm->world > 1) fprintf(stderr, "aebench: rank %d: %s\n", comm->rank, err);
+        else fprintf(stderr, "aebench: %s\n", err);
+        return -1;
+    }
+    if (comm->world == 1 && cli_resolve_hosts(rc, err, errlen) != 0) {
+        fprintf(stderr, "aebench: %s\n", err);
+        return -1;
+    }
+    if (rc->ranks > 1 && !comm_has_mpi() && !rc->predict && !rc->dry_run) {
+        /* (--predict and --dry-run only say what N ranks would take: they start none) */
+        fprintf(stderr, "aebench: --ranks %d needs MPI, and this aebench was built without it (make deps "
+                        "installs MPICH; then make)\n", rc->ranks);
+        return -1;
+    }
+    if (comm->world > 1 && same_options_everywhere(comm, rc) != 0) return -1;
+    if (comm->world > 1 && rc->ranks > 0 && rc->ranks != comm->world) {
+        if (comm->rank == 0)
+            fprintf(stderr, "aebench: --ranks %d, but mpirun started %d ranks\n", rc->ranks, comm->world);
+        return -1;
+    }
+    if ((rc->calibrate || rc->predict) && (rc->config_runs || (rc->find_max && !rc->predict) ||
+                                           (rc->calibrate && rc->predict) || (rc->predict && comm->world > 1))) {
+        if (comm->rank == 0)
+            fprintf(stderr, "aebench: --calibrate and --predict take one configuration, not a run list, and one "
+                            "at a time; --predict runs on one process (--ranks N says the world it predicts), "
+                            "--calibrate under mpirun or --ranks N measures the collectives; --find-max only "
+                            "with --predict\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether this is a sweep: -m all (but for its dry run), a run-list config or --find-max. */
+static int is_sweep(const run_config *rc)
+{
+    return !rc->calibrate && !rc->predict &&
+           (rc->config_runs || rc->find_max || (strcmp(rc->method, "all") == 0 && !rc->dry_run));
+}
+
+/* --search, -m all, run-list configs and --find-max run their runs as child processes
+ * (--search: --verify's), on one process of their own that opens no backend: a CUDA context
+ * here would take GPU memory from every child it starts.  Their exit code. */
+static int run_as_children(int argc, char **argv, const run_config *rc, const comm_world *comm, run_signals **sig)
+{
+    if (rc->search && rc->config_runs) {
+        fprintf(stderr, "aebench: --search takes one model and its budgets, not a run list (--config with "
+                        "\"runs\")\n");
+        return EXIT_BAD_INPUT;
+    }
+    if (comm->world > 1) {
+        if (comm->rank == 0)
+            fprintf(stderr, "aebench: %s start%s runs as child processes: run %s without mpirun (--ranks N "
+                            "says the world)\n",
+                    rc->search ? "--search" : "-m all, run-list configs and --find-max", rc->search ? "s its" : " their",
+                    rc->search ? "it" : "them");
+        return EXIT_BAD_INPUT;
+    }
+    /* (a sweep's child ends with its parent, and records it; --search's children too) */
+    run_signals_stop(*sig);
+    *sig = NULL;
+    return rc->search ? search_main(argc, argv, rc) : sweep_main(argc, argv, rc);
+}
+
+/* --ranks N started from here: what the ranks would refuse, refused before anything starts
+ * (an engine's options per machine: the first machine's are checked).  0, or -1 with err. */
+static int job_refused(const run_config *rc, char *err, size_t errlen)
+{
+    const engine_vtbl *eng = engine_find(rc->method);
+    run_config probe = *rc;
+    err[0] = '\0';
+    if (options_for_machine(eng, &probe.eng, 0, err, errlen) == 0 &&
+        cli_resolve_ranks(&probe, rc->ranks, cli_ranks_per_machine(rc), err, errlen) == 0 && eng &&
+        engine_config_refused(eng, &probe.eng, err, errlen) == 0 && fault_phase_refused(rc, eng, err, errlen) == 0 &&
+        option_unused(rc, eng, rc->ranks, err, errlen) == 0)
+        err[0] = '\0';
+    return err[0] ? -1 : 0;
+}
+
+/* This rank's backend: one rank per GPU (the local rank picks it), each with its share of the
+ * machine's cores, and the CPU preset when it runs on the CPU.  NULL after saying why. */
+static gpt_backend *rank_backend(run_config *rc, const comm_world *comm)
+{
+    if (comm->world > 1 && rc->eng.device != DEVICE_CPU) {
+        const int gpus = gpt_cuda_device_count();
+        if (gpus > 0 && comm->local_world > gpus) {
+            if (comm->local_rank == 0)
+                fprintf(stderr, "aebench: %d ranks on this machine but %d GPU%s (one rank per GPU; "
+                                "--device cpu runs them on the CPU backend)\n", comm->local_world, gpus,
+                        gpus == 1 ? "" : "s");
+            return NULL;
+        }
+    }
+    /* The ranks of one machine share its cores: by default each takes its share for its CPU
+     * threads (host Adam pool, CPU backend), not all of them each.  (After the options were
+     * compared: machines with other core counts give other shares.) */
+    if (rc->eng.threads == 0 && comm->local_world > 1) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        rc->eng.threads = cores > comm->local_world ? (int)(cores / comm->local_world) : 1;
+    }
+    gpt_backend *be = open_backend(rc, comm->local_rank);
+    if (!be) {
+        if (comm->rank == 0)
+            fprintf(stderr, "aebench: --device %s is not usable here (see above)\n",
+                    rc->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+        return NULL;
+    }
+    if (rc->eng.device == DEVICE_CPU) {
+        /* (--predict with another machine's file predicts that machine: no CPU preset) */
+        if (!(rc->predict && rc->machine_path[0]) && cli_apply_cpu_preset(rc) && comm->rank == 0)
+            printf("aebench: no GPU in use and no model shape given: CPU preset %s\n",
+                   cli_cpu_preset_text());
+    }
+    return be;
+}
+
+/* What this process's run is refused for once its backend is known: the ranks' batch and
+ * machines, the engine's own checks, the --machine file.  0, or -1 with err. */
+static int run_refused(run_config *rc, const engine_vtbl *only, int world, const comm_world *comm, char *err,
+                       size_t errlen)
+{
+    if (cli_resolve_ranks(rc, world, comm->world == 1 ? cli_ranks_per_machine(rc) : comm->local_world, err, errlen) ||
+        machines_of(rc, only, comm, err, errlen))
+        return -1;
+    /* bf16, --dpu and --offload nvme only for engines that implement them (refuse rather
+     * than silently run something else under that label), then the engine's own checks:
+     * nothing is written.  A sweep's child for such an engine ends here too. */
+    if (only && (engine_config_refused(only, &rc->eng, err, errlen) || fault_phase_refused(rc, only, err, errlen) ||
+                 option_unused(rc, only, world, err, errlen)))
+        return -1;
+    /* --machine FILE on a training run: what -w auto sizes a windowed engine's window by; a
+     * file that cannot be read, or has no entry for this shape, would be passed over in silence */
+    if (rc->machine_path[0] && !rc->calibrate && !rc->predict && !rc->dry_run) {
+        machine_rates m;
+        if (machine_load(rc->machine_path, &rc->eng, &m, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
+/* --calibrate (measure this machine into its machine file) or --predict (read one and say what
+ * the run would take).  Their exit code. */
+static int calibrate_or_predict(run_config *rc, gpt_backend *be, const comm_world *comm, char *err, size_t errlen)
+{
+    char path[PATH_MAX + 256];
+    int code = 0;
+    /* --offload nvme without --nvme-dir: the disk tier a run would use, the results
+     * directory (run_resolve_disk_budget), is the one measured and looked up */
+    if (rc->eng.offload == OFFLOAD_NVME && !rc->eng.nvme_dir[0] && strlen(rc->results_dir) < sizeof rc->eng.nvme_dir)
+        memcpy(rc->eng.nvme_dir, rc->results_dir, strlen(rc->results_dir) + 1);
+    /* (--predict reads: it makes no directory; --calibrate writes there) */
+    if (rc->machine_path[0]) snprintf(path, sizeof path, "%s", rc->machine_path);
+    else if ((rc->calibrate && report_make_dirs(rc->results_dir, err, errlen) != 0) ||
+             machine_default_path(path, sizeof path, rc->results_dir, be) != 0) {
+        fprintf(stderr, "aebench: %s\n", err[0] ? err : "results directory path too long");
+        code = EXIT_BAD_INPUT;
+    }
+    if (!code && rc->calibrate)
+        code = comm->world > 1 ? machine_calibrate_collectives(rc, be, path, comm) : machine_calibrate(rc, be, path);
+    if (!code && rc->predict) {
+        machine_rates m;
+        if (machine_load(path, &rc->eng, &m, err, errlen) != 0) {
+            fprintf(stderr, "aebench: %s\n", err);
+            code = EXIT_BAD_INPUT;
+        } else {
+            /* fits: under the budgets per rank a run would have there (with --machine,
+             * perhaps another machine's file: its device is not this CPU's stand-in) */
+            size_t g, h;
+            machine_budgets(rc, &m, engine_local_world(&rc->eng), rc->eng.device == DEVICE_CPU && !rc->machine_path[0],
+                            &g, &h);
+            code = machine_predict(rc, &m, g, h);
+        }
+    }
+    return code;
+}
+
+/* --dry-run: what a sweep needs to know before it runs this configuration — the backend, the
+ * shape after the CPU preset, and the budgets (free memory as a child sees it) — then each
+ * engine's plan (only's, or -m all's).  Exit code 0. */
+static int dry_run(run_config *rc, const engine_vtbl *only, gpt_backend *be, const comm_world *comm, char *err,
+                   size_t errlen)
+{
+    size_t gpu_budget, host_budget;
+    run_resolve_budgets(rc, be, &gpu_budget, &host_budget);
+    const gpt_shape *sh = &rc->eng.shape;
+    report_to_parent("backend %s", rc->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+    report_to_parent("preset %d", rc->cpu_preset);
+    report_to_parent("shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab);
+    report_to_parent("budget-gpu %zu", gpu_budget);
+    report_to_parent("budget-host %zu", host_budget);
+    char machine[PATH_MAX + 256];
+    if (rc->machine_path[0]) report_to_parent("machine %s", rc->machine_path);
+    else if (machine_default_path(machine, sizeof machine, rc->results_dir, be) == 0)
+        report_to_parent("machine %s", machine);
+    if (rc->eng.offload == OFFLOAD_NVME) {
+        /* The disk budget bounds --find-max too; the directory must exist by now. */
+        size_t disk_budget = 0;
+        if (run_resolve_disk_budget(&rc->eng, rc->results_dir, &disk_budget, err, errlen) == 0)
+            report_to_parent("budget-disk %zu", disk_budget);
+        else if (comm->rank == 0)
+            printf("aebench: %s (no disk budget known)\n", err);
+    }
+    rc->eng.gpu_budget = gpu_budget;
+    rc->eng.host_budget = host_budget;
+    for (int i = 0; i < engine_count(); i++)
+        if ((only ? engine_at(i) == only : engine_in_all(engine_at(i))) &&
+            !engine_config_refused(engine_at(i), &rc->eng, err, errlen))
+            run_dry(rc, engine_at(i));
+    return 0;
+}
+
+/* The training run itself: open its data, let the engine and the results directory refuse it
+ * before anything is written, then train with its provenance.  Its exit code. */
+static int train(int argc, char **argv, run_config *rc, const engine_vtbl *only, gpt_backend *be,
+                 const comm_world *comm, run_signals *sig, char *err, size_t errlen)
+{
+    data_source data;
+    if (rc->data_path[0]) {
+        if (data_open_file(&data, rc->data_path, rc->eng.shape.vocab, rc->eng.shape.batch, rc->eng.shape.seq, err,
+                           errlen) != 0) {
+            if (comm->rank == 0) fprintf(stderr, "aebench: %s\n", err);
+            return EXIT_BAD_INPUT;
+        }
+    } else {
+        data_open_synthetic(&data, rc->eng.shape.vocab, rc->eng.shape.batch, rc->eng.shape.seq, rc->eng.seed);
+    }
+    /* (what the engine finds says the run cannot be made — a recovery past --iters, say —
+     * refused before the results directory is made) */
+    const int engine_code = only && only->refused_before_writing ? only->refused_before_writing(&rc->eng, rc->iters, comm) : 0;
+    if (engine_code) {
+        data_close(&data);
+        return engine_code;
+    }
+    /* (after the data, which writes nothing when it is refused; rank 0 writes the results: it
+     * decides, and every rank ends alike) */
+    int refused = comm->rank == 0 && run_outputs_refused(rc, 1, err, errlen) != 0, any = refused;
+    if (comm->world > 1 && comm_max_int(comm, refused, &any) != 0) any = 1;
+    if (any) {
+        if (refused) fprintf(stderr, "aebench: %s\n", err);
+        data_close(&data);
+        return EXIT_BAD_INPUT;
+    }
+    /* (how the run was made, for its record: its build and its own command line's settings) */
+    run_provenance prov;
+    provenance_of_run(&prov, argc, argv, comm->world);
+    rc->provenance = &prov;
+    const int code = run_engine(rc, only, be, &data, comm, sig);
+    provenance_free(&prov);
+    data_close(&data);
+    return code;
+}
+
 /* main's work; *sig is the signal watcher (run.h), stopped and NULL before what handles
  * signals its own way or starts other programs. */
 static int aebench_main(int argc, char **argv, run_signals **sig)
@@ -240,86 +496,18 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         comm_finalize(&comm);
         return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
     }
-
-    if (threads_refused(&rc, err, sizeof err) != 0) {
-        if (comm.world > 1) fprintf(stderr, "aebench: rank %d: %s\n", comm.rank, err);
-        else fprintf(stderr, "aebench: %s\n", err);
+    if (command_refused(&rc, &comm, err, sizeof err) != 0) {
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
-    if (comm.world == 1 && cli_resolve_hosts(&rc, err, sizeof err) != 0) {
-        fprintf(stderr, "aebench: %s\n", err);
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-    if (rc.ranks > 1 && !comm_has_mpi() && !rc.predict && !rc.dry_run) {
-        /* (--predict and --dry-run only say what N ranks would take: they start none) */
-        fprintf(stderr, "aebench: --ranks %d needs MPI, and this aebench was built without it (make deps "
-                        "installs MPICH; then make)\n", rc.ranks);
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-    if (comm.world > 1 && same_options_everywhere(&comm, &rc) != 0) {
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-    if (comm.world > 1 && rc.ranks > 0 && rc.ranks != comm.world) {
-        if (comm.rank == 0)
-            fprintf(stderr, "aebench: --ranks %d, but mpirun started %d ranks\n", rc.ranks, comm.world);
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-
-    if ((rc.calibrate || rc.predict) && (rc.config_runs || (rc.find_max && !rc.predict) ||
-                                         (rc.calibrate && rc.predict) || (rc.predict && comm.world > 1))) {
-        if (comm.rank == 0)
-            fprintf(stderr, "aebench: --calibrate and --predict take one configuration, not a run list, and one "
-                            "at a time; --predict runs on one process (--ranks N says the world it predicts), "
-                            "--calibrate under mpirun or --ranks N measures the collectives; --find-max only "
-                            "with --predict\n");
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-    const int sweep = !rc.calibrate && !rc.predict &&
-                      (rc.config_runs || rc.find_max || (strcmp(rc.method, "all") == 0 && !rc.dry_run));
-    if (rc.search || sweep) {
-        /* --search, -m all, run-list configs and --find-max run their runs as child processes
-         * (--search: --verify's), on one process of their own that opens no backend: a CUDA
-         * context here would take GPU memory from every child it starts. */
-        int code = EXIT_BAD_INPUT;
-        if (rc.search && rc.config_runs) {
-            fprintf(stderr, "aebench: --search takes one model and its budgets, not a run list (--config with "
-                            "\"runs\")\n");
-        } else if (comm.world > 1) {
-            if (comm.rank == 0)
-                fprintf(stderr, "aebench: %s start%s runs as child processes: run %s without mpirun (--ranks N "
-                                "says the world)\n",
-                        rc.search ? "--search" : "-m all, run-list configs and --find-max", rc.search ? "s its" : " their",
-                        rc.search ? "it" : "them");
-        } else {
-            /* (a sweep's child ends with its parent, and records it; --search's children too) */
-            run_signals_stop(*sig);
-            *sig = NULL;
-            code = rc.search ? search_main(argc, argv, &rc) : sweep_main(argc, argv, &rc);
-        }
+    if (rc.search || is_sweep(&rc)) {
+        const int code = run_as_children(argc, argv, &rc, &comm, sig);
         comm_finalize(&comm);
         return code;
     }
-
     if (rc.ranks > 1 && comm.world == 1 && !rc.dry_run && !rc.predict) {
-        /* --ranks N: this process starts the job (mpiexec) and supervises it; what the ranks
-         * would refuse is refused here, before anything starts. */
-        const engine_vtbl *eng = engine_find(rc.method);
-        run_config probe = rc;
-        err[0] = '\0';
-        /* (an engine's options per machine: the probe checks the first machine's, here) */
-        if (options_for_machine(eng, &probe.eng, 0, err, sizeof err) == 0 &&
-            cli_resolve_ranks(&probe, rc.ranks, cli_ranks_per_machine(&rc), err, sizeof err) == 0 && eng &&
-            engine_config_refused(eng, &probe.eng, err, sizeof err) == 0 &&
-            fault_phase_refused(&rc, eng, err, sizeof err) == 0 &&
-            option_unused(&rc, eng, rc.ranks, err, sizeof err) == 0)
-            err[0] = '\0';
-        if (err[0]) {
+        /* --ranks N: this process starts the job (mpiexec) and supervises it */
+        if (job_refused(&rc, err, sizeof err) != 0) {
             fprintf(stderr, "aebench: %s\n", err);
             comm_finalize(&comm);
             return EXIT_BAD_INPUT;
@@ -331,183 +519,25 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         return launch_ranks(argc, argv, &rc);
     }
 
-    /* One rank per GPU: the local rank picks it. */
-    if (comm.world > 1 && rc.eng.device != DEVICE_CPU) {
-        const int gpus = gpt_cuda_device_count();
-        if (gpus > 0 && comm.local_world > gpus) {
-            if (comm.local_rank == 0)
-                fprintf(stderr, "aebench: %d ranks on this machine but %d GPU%s (one rank per GPU; "
-                                "--device cpu runs them on the CPU backend)\n", comm.local_world, gpus,
-                        gpus == 1 ? "" : "s");
-            comm_finalize(&comm);
-            return EXIT_BAD_INPUT;
-        }
-    }
-    /* The ranks of one machine share its cores: by default each takes its share for its CPU
-     * threads (host Adam pool, CPU backend), not all of them each.  (After the options were
-     * compared: machines with other core counts give other shares.) */
-    if (rc.eng.threads == 0 && comm.local_world > 1) {
-        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        rc.eng.threads = cores > comm.local_world ? (int)(cores / comm.local_world) : 1;
-    }
-    gpt_backend *be = open_backend(&rc, comm.local_rank);
+    gpt_backend *be = rank_backend(&rc, &comm);
     if (!be) {
-        if (comm.rank == 0)
-            fprintf(stderr, "aebench: --device %s is not usable here (see above)\n",
-                    rc.eng.device == DEVICE_CUDA ? "cuda" : "cpu");
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
-    if (rc.eng.device == DEVICE_CPU) {
-        /* (--predict with another machine's file predicts that machine: no CPU preset) */
-        if (!(rc.predict && rc.machine_path[0]) && cli_apply_cpu_preset(&rc) && comm.rank == 0)
-            printf("aebench: no GPU in use and no model shape given: CPU preset %s\n",
-                   cli_cpu_preset_text());
-    }
-
     /* (a --ranks dry run resolves the global batch for the ranks it would start) */
     const int world = comm.world == 1 && rc.ranks > 1 ? rc.ranks : comm.world;
     const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
-    if (cli_resolve_ranks(&rc, world, comm.world == 1 ? cli_ranks_per_machine(&rc) : comm.local_world, err, sizeof err) ||
-        machines_of(&rc, only, &comm, err, sizeof err)) {
+    int code;
+    if (run_refused(&rc, only, world, &comm, err, sizeof err) != 0) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
-        close_backend(be, rc.eng.device);
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-
-    /* bf16, --dpu and --offload nvme only for engines that implement them (refuse rather
-     * than silently run something else under that label), then the engine's own checks:
-     * nothing is written.  A sweep's child for such an engine ends here too. */
-    if (only && (engine_config_refused(only, &rc.eng, err, sizeof err) ||
-                 fault_phase_refused(&rc, only, err, sizeof err) || option_unused(&rc, only, world, err, sizeof err))) {
-        if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
-        close_backend(be, rc.eng.device);
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-    /* --machine FILE on a training run: what -w auto sizes a windowed engine's window by; a
-     * file that cannot be read, or has no entry for this shape, would be passed over in silence */
-    if (rc.machine_path[0] && !rc.calibrate && !rc.predict && !rc.dry_run) {
-        machine_rates m;
-        if (machine_load(rc.machine_path, &rc.eng, &m, err, sizeof err) != 0) {
-            if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
-            close_backend(be, rc.eng.device);
-            comm_finalize(&comm);
-            return EXIT_BAD_INPUT;
-        }
-    }
-    if (rc.calibrate || rc.predict) {
-        char path[PATH_MAX + 256];
-        int code = 0;
-        /* --offload nvme without --nvme-dir: the disk tier a run would use, the results
-         * directory (run_resolve_disk_budget), is the one measured and looked up */
-        if (rc.eng.offload == OFFLOAD_NVME && !rc.eng.nvme_dir[0] && strlen(rc.results_dir) < sizeof rc.eng.nvme_dir)
-            memcpy(rc.eng.nvme_dir, rc.results_dir, strlen(rc.results_dir) + 1);
-        /* (--predict reads: it makes no directory; --calibrate writes there) */
-        if (rc.machine_path[0]) snprintf(path, sizeof path, "%s", rc.machine_path);
-        else if ((rc.calibrate && report_make_dirs(rc.results_dir, err, sizeof err) != 0) ||
-                 machine_default_path(path, sizeof path, rc.results_dir, be) != 0) {
-            fprintf(stderr, "aebench: %s\n", err[0] ? err : "results directory path too long");
-            code = EXIT_BAD_INPUT;
-        }
-        if (!code && rc.calibrate)
-            code = comm.world > 1 ? machine_calibrate_collectives(&rc, be, path, &comm)
-                                  : machine_calibrate(&rc, be, path);
-        if (!code && rc.predict) {
-            machine_rates m;
-            if (machine_load(path, &rc.eng, &m, err, sizeof err) != 0) {
-                fprintf(stderr, "aebench: %s\n", err);
-                code = EXIT_BAD_INPUT;
-            } else {
-                /* fits: under the budgets per rank a run would have there (with --machine,
-                 * perhaps another machine's file: its device is not this CPU's stand-in) */
-                size_t g, h;
-                machine_budgets(&rc, &m, engine_local_world(&rc.eng), rc.eng.device == DEVICE_CPU && !rc.machine_path[0],
-                                &g, &h);
-                code = machine_predict(&rc, &m, g, h);
-            }
-        }
-        close_backend(be, rc.eng.device);
-        comm_finalize(&comm);
-        return code;
-    }
-    if (rc.dry_run) {
-        /* What a sweep needs to know before it runs this configuration: the backend, the
-         * shape after the CPU preset, and the budgets (free memory as a child sees it). */
-        size_t gpu_budget, host_budget;
-        run_resolve_budgets(&rc, be, &gpu_budget, &host_budget);
-        const gpt_shape *sh = &rc.eng.shape;
-        report_to_parent("backend %s", rc.eng.device == DEVICE_CUDA ? "cuda" : "cpu");
-        report_to_parent("preset %d", rc.cpu_preset);
-        report_to_parent("shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq,
-                         sh->batch, sh->vocab);
-        report_to_parent("budget-gpu %zu", gpu_budget);
-        report_to_parent("budget-host %zu", host_budget);
-        char machine[PATH_MAX + 256];
-        if (rc.machine_path[0]) report_to_parent("machine %s", rc.machine_path);
-        else if (machine_default_path(machine, sizeof machine, rc.results_dir, be) == 0)
-            report_to_parent("machine %s", machine);
-        if (rc.eng.offload == OFFLOAD_NVME) {
-            /* The disk budget bounds --find-max too; the directory must exist by now. */
-            size_t disk_budget = 0;
-            if (run_resolve_disk_budget(&rc.eng, rc.results_dir, &disk_budget, err, sizeof err) == 0)
-                report_to_parent("budget-disk %zu", disk_budget);
-            else if (comm.rank == 0)
-                printf("aebench: %s (no disk budget known)\n", err);
-        }
-        rc.eng.gpu_budget = gpu_budget;
-        rc.eng.host_budget = host_budget;
-        for (int i = 0; i < engine_count(); i++)
-            if ((only ? engine_at(i) == only : engine_in_all(engine_at(i))) &&
-                !engine_config_refused(engine_at(i), &rc.eng, err, sizeof err))
-                run_dry(&rc, engine_at(i));
-        close_backend(be, rc.eng.device);
-        comm_finalize(&comm);
-        return 0;
-    }
-
-    data_source data;
-    if (rc.data_path[0]) {
-        if (data_open_file(&data, rc.data_path, rc.eng.shape.vocab, rc.eng.shape.batch,
-                           rc.eng.shape.seq, err, sizeof err) != 0) {
-            if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
-            close_backend(be, rc.eng.device);
-            comm_finalize(&comm);
-            return EXIT_BAD_INPUT;
-        }
+        code = EXIT_BAD_INPUT;
+    } else if (rc.calibrate || rc.predict) {
+        code = calibrate_or_predict(&rc, be, &comm, err, sizeof err);
+    } else if (rc.dry_run) {
+        code = dry_run(&rc, only, be, &comm, err, sizeof err);
     } else {
-        data_open_synthetic(&data, rc.eng.shape.vocab, rc.eng.shape.batch, rc.eng.shape.seq,
-                            rc.eng.seed);
+        code = train(argc, argv, &rc, only, be, &comm, *sig, err, sizeof err);
     }
-
-    /* (what the engine finds says the run cannot be made — a recovery past --iters, say —
-     * refused before the results directory is made) */
-    const int engine_code = only && only->refused_before_writing ? only->refused_before_writing(&rc.eng, rc.iters, &comm) : 0;
-    if (engine_code) {
-        data_close(&data);
-        close_backend(be, rc.eng.device);
-        comm_finalize(&comm);
-        return engine_code;
-    }
-    /* (after the data, which writes nothing when it is refused; rank 0 writes the results: it
-     * decides, and every rank ends alike) */
-    int refused = comm.rank == 0 && run_outputs_refused(&rc, 1, err, sizeof err) != 0, any = refused;
-    if (comm.world > 1 && comm_max_int(&comm, refused, &any) != 0) any = 1;
-    if (any) {
-        if (refused) fprintf(stderr, "aebench: %s\n", err);
-        data_close(&data);
-        close_backend(be, rc.eng.device);
-        comm_finalize(&comm);
-        return EXIT_BAD_INPUT;
-    }
-    /* (how the run was made, for its record: its build and its own command line's settings) */
-    run_provenance prov;
-    provenance_of_run(&prov, argc, argv, comm.world);
-    rc.provenance = &prov;
-    int code = run_engine(&rc, only, be, &data, &comm, *sig);
-    provenance_free(&prov);
-    data_close(&data);
     close_backend(be, rc.eng.device);
     comm_finalize(&comm);
     return code;

@@ -1153,6 +1153,184 @@ static int fast_enough_at(int layers, void *ctx)
     return enumerate(s, layers) == 0 && s->have_best && samples_per_s(s, &s->best) >= s->rc->min_samples_per_s;
 }
 
+/* --out FILE: its directory writable (tried with a file made there and removed at once) and
+ * FILE, if it exists, a regular file; found now, not after the search: bad input writes
+ * nothing.  0, or -1 after saying why. */
+static int out_refused(const char *out)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", out);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "aebench: --out %s: its directory %s is not a writable directory\n", out, dir);
+        return -1;
+    }
+    /* (access() says yes to root where the file system says no, /proc: a file is made
+     * there and removed at once, as the winner's will be made) */
+    char probe_path[PATH_MAX + 64];
+    int e = ENAMETOOLONG;
+    if (snprintf(probe_path, sizeof probe_path, "%s/.aebench-probe-%ld", dir, (long)getpid()) < (int)sizeof probe_path) {
+        const int fd = open(probe_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        e = fd < 0 ? errno : 0;
+        if (fd >= 0) {
+            close(fd);
+            unlink(probe_path);
+        }
+    }
+    if (e) {
+        fprintf(stderr, "aebench: --out %s: its directory %s is not a writable directory (%s)\n", out, dir,
+                strerror(e));
+        return -1;
+    }
+    if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "aebench: --out %s: exists and is not a regular file\n", out);
+        return -1;
+    }
+    return 0;
+}
+
+/* The size a search ranks the configurations of, and with --largest how it was found. */
+typedef struct sizes_found {
+    int layers;                      /* the size ranked (0: not even one layer fits) */
+    int largest;                     /* --largest: the most layers any engine's plan fits */
+    int threshold;                   /* --min-samples-per-s: the largest predicted that fast */
+    engine_largest per[MAX_ENGINES]; /* --largest: each engine's own largest */
+    tally next;                      /* --largest: why largest + 1 trains with none of them */
+    double ms;                       /* the search's wall time */
+} sizes_found;
+
+/* The search itself: the size asked for, or with --largest the largest any engine fits (and
+ * under --min-samples-per-s the largest fast enough); then that size's configurations kept in
+ * s.  0, or -1 when out of memory. */
+static int find_sizes(search *s, sizes_found *f)
+{
+    const double t0 = wall_ms();
+    memset(f, 0, sizeof *f);
+    f->layers = s->shape.layers;
+    if (s->rc->search_largest) {
+        if ((f->largest = largest_of_all(s, f->per)) < 0) return -1;
+        f->layers = f->largest;
+        if (f->layers > 0 && f->layers < LAYERS_CAP) {
+            /* why the next size trains with none of them */
+            s->keep = 0;
+            if (enumerate(s, f->layers + 1)) return -1;
+            f->next = s->t;
+        }
+        if (f->layers > 0 && s->rc->min_samples_per_s > 0) {
+            /* the largest whose best throughput is at least X (throughput falls as layers grow) */
+            f->threshold = bisect_largest(1, f->layers, fast_enough_at, s);
+            f->layers = f->threshold;
+        }
+    }
+    s->keep = 1;
+    if (f->layers > 0 && enumerate(s, f->layers)) return -1;
+    f->ms = wall_ms() - t0;
+    return 0;
+}
+
+/* --largest's lines and its "largest" object in root: each engine's largest, the largest of
+ * all and why the next size fits none, and the largest at --min-samples-per-s. */
+static void report_largest(const search *s, const sizes_found *f, cJSON *root)
+{
+    const run_config *rc = s->rc;
+    cJSON *lj = cJSON_AddObjectToObject(root, "largest");
+    cJSON *pe = cJSON_AddArrayToObject(lj, "per_engine");
+    printf("search: the largest -l each engine's plan fits in the budgets:");
+    for (int i = 0; i < s->nengines; i++) {
+        printf("%s %s l%d", i ? "," : "", f->per[i].eng->name, f->per[i].layers);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "engine", f->per[i].eng->name);
+        cJSON_AddNumberToObject(o, "layers", f->per[i].layers);
+        cJSON_AddItemToArray(pe, o);
+    }
+    printf("\n");
+    cJSON_AddNumberToObject(lj, "layers", f->largest);
+    if (f->largest > 0) {
+        gpt_shape sh = s->shape;
+        sh.layers = f->largest;
+        sh.vocab_padded = gpt_pad_vocab(sh.vocab);
+        const double params = (double)gpt_param_count(&sh);
+        cJSON_AddNumberToObject(lj, "params", params);
+        if (f->largest >= LAYERS_CAP)
+            printf("search: largest: l%d (%.3f B parameters) trains, and the search goes no further\n", f->largest,
+                   params / 1e9);
+        else
+            printf("search: largest: l%d (%.3f B parameters) trains; l%d fits no configuration (%ld over GPU "
+                   "memory, %ld over host memory, %ld over disk, %ld refused)\n", f->largest, params / 1e9,
+                   f->largest + 1, f->next.over[TIER_GPU], f->next.over[TIER_HOST], f->next.over[TIER_DISK],
+                   f->next.refused);
+        cJSON_AddItemToObject(lj, "next", tally_json(s, &f->next));
+    } else {
+        printf("search: largest: not even one layer fits any configuration\n");
+    }
+    if (rc->min_samples_per_s > 0) {
+        cJSON_AddNumberToObject(lj, "min_samples_per_s", rc->min_samples_per_s);
+        cJSON_AddNumberToObject(lj, "layers_at_min_samples_per_s", f->threshold);
+        if (s->truncated)
+            printf("search: the largest that trains at %.3g samples/s or more is not known: the work bound was "
+                   "reached first\n", rc->min_samples_per_s);
+        else if (f->threshold > 0)
+            printf("search: the largest predicted to train at %.3g samples/s or more: l%d\n", rc->min_samples_per_s,
+                   f->threshold);
+        else
+            printf("search: no size is predicted to train at %.3g samples/s\n", rc->min_samples_per_s);
+    }
+}
+
+/* No configuration predicted at `layers`: say why, and the exit code. */
+static int report_none_predicted(const search *s, int layers)
+{
+    printf("search: no configuration is predicted%s\n", layers > 0 ? " (see the counts above)" : "");
+    /* out of memory when the budgets are what stopped them, as --find-max says it; not when
+     * some fit and only their prediction is missing (an engine not calibrated, or with no
+     * model of it): that is for the user to mend, not a size that does not fit */
+    long over = 0;
+    for (int t = 0; t < TIERS; t++) over += s->t.over[t];
+    const long fit_unpredicted = s->t.not_modelled + s->t.not_calibrated;
+    if (fit_unpredicted > 0)
+        printf("search: %ld configuration%s fit the budgets but could not be predicted (the reasons above): "
+               "calibrate what they need, or leave them out (-m)\n", fit_unpredicted, fit_unpredicted == 1 ? "" : "s");
+    return layers == 0 || (over > 0 && fit_unpredicted == 0) ? EXIT_RUN_OOM : EXIT_RUN_ERROR;
+}
+
+/* What the search found, printed and written: the header, --largest's findings, the counts,
+ * the top configurations, --out's winner, --verify's runs and the JSON.  The exit code, or -1
+ * when out of memory. */
+static int report_search(const search *s, const sizes_found *f)
+{
+    const run_config *rc = s->rc;
+    print_header(s, f->layers);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemToObject(root, "search", header_json(s, f->layers));
+    cJSON_AddNumberToObject(root, "seconds", f->ms / 1000);
+    if (rc->search_largest) report_largest(s, f, root);
+    if (f->layers > 0) print_tally(s, &s->t, f->ms);
+    if (s->truncated)
+        printf("search: stopped at the work bound (%.0f layer walks): what is above was predicted before it, the "
+               "rest not; fix some of the knobs (-b, -w, -m) or the size to search them\n", SEARCH_WORK_MAX);
+    cJSON_AddItemToObject(root, "counts", tally_json(s, &s->t));
+    cJSON_AddBoolToObject(root, "truncated", s->truncated);
+    int status = 0;
+    if (s->n == 0) {
+        status = report_none_predicted(s, f->layers);
+    } else if (print_top(s, rc->search_largest) != 0) {
+        cJSON_Delete(root);
+        return -1;
+    }
+    cJSON *all = cJSON_AddArrayToObject(root, "configs");
+    for (size_t i = 0; i < s->n; i++) cJSON_AddItemToArray(all, candidate_json(s, &s->c[i], (int)i + 1, rc->search_largest));
+    if (s->n && rc->search_out[0] && write_winner(s, &s->c[0], rc->search_largest)) status = EXIT_RUN_ERROR;
+    if (s->n && rc->search_verify > 0 && verify(s, rc->search_largest, root)) status = EXIT_RUN_ERROR;
+    char path[PATH_MAX];
+    if (write_json(s, root, f->layers, path, sizeof path) == 0) printf("search: wrote %s\n", path);
+    else status = EXIT_RUN_ERROR;
+    cJSON_Delete(root);
+    return status;
+}
+
 int search_main(int argc, char **argv, const run_config *rc)
 {
     search s;
@@ -1164,40 +1342,7 @@ int search_main(int argc, char **argv, const run_config *rc)
                         "built without it\n", rc->ranks, rc->ranks);
         return EXIT_BAD_INPUT;
     }
-    if (rc->search_out[0]) {
-        /* (found now, not after the search: bad input writes nothing) */
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof dir, "%s", rc->search_out);
-        char *slash = strrchr(dir, '/');
-        if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
-        else snprintf(dir, sizeof dir, ".");
-        struct stat st;
-        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
-            fprintf(stderr, "aebench: --out %s: its directory %s is not a writable directory\n", rc->search_out, dir);
-            return EXIT_BAD_INPUT;
-        }
-        /* (access() says yes to root where the file system says no, /proc: a file is made
-         * there and removed at once, as the winner's will be made) */
-        char probe_path[PATH_MAX + 64];
-        int e = ENAMETOOLONG;
-        if (snprintf(probe_path, sizeof probe_path, "%s/.aebench-probe-%ld", dir, (long)getpid()) < (int)sizeof probe_path) {
-            const int fd = open(probe_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-            e = fd < 0 ? errno : 0;
-            if (fd >= 0) {
-                close(fd);
-                unlink(probe_path);
-            }
-        }
-        if (e) {
-            fprintf(stderr, "aebench: --out %s: its directory %s is not a writable directory (%s)\n", rc->search_out,
-                    dir, strerror(e));
-            return EXIT_BAD_INPUT;
-        }
-        if (lstat(rc->search_out, &st) == 0 && !S_ISREG(st.st_mode)) {
-            fprintf(stderr, "aebench: --out %s: exists and is not a regular file\n", rc->search_out);
-            return EXIT_BAD_INPUT;
-        }
-    }
+    if (rc->search_out[0] && out_refused(rc->search_out) != 0) return EXIT_BAD_INPUT;
     if (child_self_exe(s.exe, sizeof s.exe, err, sizeof err)) {
         fprintf(stderr, "aebench: %s\n", err);
         return EXIT_RUN_ERROR;
@@ -1210,118 +1355,13 @@ int search_main(int argc, char **argv, const run_config *rc)
         fprintf(stderr, "aebench: out of memory\n");
         return EXIT_RUN_ERROR;
     }
-
-    const double t0 = wall_ms();
-    int layers = s.shape.layers;
-    engine_largest per[MAX_ENGINES];
-    tally next_tally;
-    int largest_layers_found = 0, threshold_layers = 0;
-    memset(&next_tally, 0, sizeof next_tally);
-    if (rc->search_largest) {
-        if ((largest_layers_found = largest_of_all(&s, per)) < 0) goto oom;
-        layers = largest_layers_found;
-        if (layers > 0 && layers < LAYERS_CAP) {
-            /* why the next size trains with none of them */
-            s.keep = 0;
-            if (enumerate(&s, layers + 1)) goto oom;
-            next_tally = s.t;
-        }
-        if (layers > 0 && rc->min_samples_per_s > 0) {
-            /* the largest whose best throughput is at least X (throughput falls as layers grow) */
-            threshold_layers = bisect_largest(1, layers, fast_enough_at, &s);
-            layers = threshold_layers;
-        }
+    sizes_found found;
+    int status = find_sizes(&s, &found) == 0 ? report_search(&s, &found) : -1;
+    if (status < 0) {
+        fprintf(stderr, "aebench: --search: out of memory\n");
+        status = EXIT_RUN_ERROR;
     }
-    s.keep = 1;
-    if (layers > 0 && enumerate(&s, layers)) goto oom;
-    const double ms = wall_ms() - t0;
-
-    print_header(&s, layers);
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddItemToObject(root, "search", header_json(&s, layers));
-    cJSON_AddNumberToObject(root, "seconds", ms / 1000);
-    if (rc->search_largest) {
-        cJSON *lj = cJSON_AddObjectToObject(root, "largest");
-        cJSON *pe = cJSON_AddArrayToObject(lj, "per_engine");
-        printf("search: the largest -l each engine's plan fits in the budgets:");
-        for (int i = 0; i < s.nengines; i++) {
-            printf("%s %s l%d", i ? "," : "", per[i].eng->name, per[i].layers);
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "engine", per[i].eng->name);
-            cJSON_AddNumberToObject(o, "layers", per[i].layers);
-            cJSON_AddItemToArray(pe, o);
-        }
-        printf("\n");
-        cJSON_AddNumberToObject(lj, "layers", largest_layers_found);
-        if (largest_layers_found > 0) {
-            gpt_shape sh = s.shape;
-            sh.layers = largest_layers_found;
-            sh.vocab_padded = gpt_pad_vocab(sh.vocab);
-            const double params = (double)gpt_param_count(&sh);
-            cJSON_AddNumberToObject(lj, "params", params);
-            if (largest_layers_found >= LAYERS_CAP)
-                printf("search: largest: l%d (%.3f B parameters) trains, and the search goes no further\n",
-                       largest_layers_found, params / 1e9);
-            else
-                printf("search: largest: l%d (%.3f B parameters) trains; l%d fits no configuration (%ld over GPU "
-                       "memory, %ld over host memory, %ld over disk, %ld refused)\n", largest_layers_found,
-                       params / 1e9, largest_layers_found + 1, next_tally.over[TIER_GPU], next_tally.over[TIER_HOST],
-                       next_tally.over[TIER_DISK], next_tally.refused);
-            cJSON_AddItemToObject(lj, "next", tally_json(&s, &next_tally));
-        } else {
-            printf("search: largest: not even one layer fits any configuration\n");
-        }
-        if (rc->min_samples_per_s > 0) {
-            cJSON_AddNumberToObject(lj, "min_samples_per_s", rc->min_samples_per_s);
-            cJSON_AddNumberToObject(lj, "layers_at_min_samples_per_s", threshold_layers);
-            if (s.truncated)
-                printf("search: the largest that trains at %.3g samples/s or more is not known: the work bound was "
-                       "reached first\n", rc->min_samples_per_s);
-            else if (threshold_layers > 0)
-                printf("search: the largest predicted to train at %.3g samples/s or more: l%d\n", rc->min_samples_per_s,
-                       threshold_layers);
-            else
-                printf("search: no size is predicted to train at %.3g samples/s\n", rc->min_samples_per_s);
-        }
-    }
-    if (layers > 0) print_tally(&s, &s.t, ms);
-    if (s.truncated)
-        printf("search: stopped at the work bound (%.0f layer walks): what is above was predicted before it, the "
-               "rest not; fix some of the knobs (-b, -w, -m) or the size to search them\n", SEARCH_WORK_MAX);
-    cJSON_AddItemToObject(root, "counts", tally_json(&s, &s.t));
-    cJSON_AddBoolToObject(root, "truncated", s.truncated);
-    int status = 0;
-    if (s.n == 0) {
-        printf("search: no configuration is predicted%s\n", layers > 0 ? " (see the counts above)" : "");
-        /* out of memory when the budgets are what stopped them, as --find-max says it; not when
-         * some fit and only their prediction is missing (an engine not calibrated, or with no
-         * model of it): that is for the user to mend, not a size that does not fit */
-        long over = 0;
-        for (int t = 0; t < TIERS; t++) over += s.t.over[t];
-        const long fit_unpredicted = s.t.not_modelled + s.t.not_calibrated;
-        if (fit_unpredicted > 0)
-            printf("search: %ld configuration%s fit the budgets but could not be predicted (the reasons above): "
-                   "calibrate what they need, or leave them out (-m)\n", fit_unpredicted, fit_unpredicted == 1 ? "" : "s");
-        status = layers == 0 || (over > 0 && fit_unpredicted == 0) ? EXIT_RUN_OOM : EXIT_RUN_ERROR;
-    } else if (print_top(&s, rc->search_largest) != 0) {
-        goto oom_json;
-    }
-    cJSON *all = cJSON_AddArrayToObject(root, "configs");
-    for (size_t i = 0; i < s.n; i++) cJSON_AddItemToArray(all, candidate_json(&s, &s.c[i], (int)i + 1, rc->search_largest));
-    if (s.n && rc->search_out[0] && write_winner(&s, &s.c[0], rc->search_largest)) status = EXIT_RUN_ERROR;
-    if (s.n && rc->search_verify > 0 && verify(&s, rc->search_largest, root)) status = EXIT_RUN_ERROR;
-    char path[PATH_MAX];
-    if (write_json(&s, root, layers, path, sizeof path) == 0) printf("search: wrote %s\n", path);
-    else status = EXIT_RUN_ERROR;
-    cJSON_Delete(root);
     strv_free(&s.base, &s.nbase);
     free(s.c);
     return status;
-oom_json:
-    cJSON_Delete(root);
-oom:
-    fprintf(stderr, "aebench: --search: out of memory\n");
-    strv_free(&s.base, &s.nbase);
-    free(s.c);
-    return EXIT_RUN_ERROR;
 }
