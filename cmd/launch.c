@@ -298,6 +298,44 @@ static unsigned long long exit_order_first(const exit_order *x)
     return first;
 }
 
+/* 1 once the process of pidfd fd has exited (its pidfd readable), 0 if it has not within ms. */
+static int pidfd_exited_within(int fd, int ms)
+{
+    const double until = wall_ms() + ms;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        const double left = until - wall_ms();
+        const int ready = poll(&p, 1, left <= 0 ? 0 : (int)left + 1);
+        if (ready > 0) return 1;
+        if (ready < 0 && errno != EINTR) return 0;
+        if (ready == 0 && left <= 0) return 0;
+    }
+}
+
+/* Rank 0 writes the run's log and JSON, and on a forwarded SIGINT or SIGTERM its own ERROR line
+ * and "interrupted" record (run_interrupted).  mpiexec may end before it does (seen under load:
+ * MPICH's proxy gone, rank 0 still writing), and the supervisor's "read the log's tail, append
+ * why" (append_error_line) then raced rank 0's line: two ERROR lines, either order.  So before
+ * the supervisor reads or writes the record, rank 0 (of this machine: it holds its pidfd) has
+ * ended: RANK0_END_WAIT_MS for it to finish what it writes, then, as the orphan of a job that is
+ * over, SIGKILL and RANK0_KILL_WAIT_MS more.  An exited process writes nothing more: the
+ * supervisor's check and append see rank 0's last word, whatever the interleaving. */
+enum { RANK0_END_WAIT_MS = 20000, RANK0_KILL_WAIT_MS = 5000 };
+static void exit_order_await_rank0(exit_order *x, const char *notes)
+{
+    if (x->ranks <= 0) return;
+    if (x->fd[0] == 0) exit_order_scan(x, notes); /* (stopped before it was watched) */
+    const int fd = x->fd[0];
+    if (fd <= 0 || pidfd_exited_within(fd, RANK0_END_WAIT_MS)) return; /* (another machine's: not ours to wait on) */
+    fprintf(stderr, "aebench: --ranks: rank 0 (pid %ld) outlived the job by %d s: ended (SIGKILL) before its "
+            "record is completed\n", (long)x->pid[0], RANK0_END_WAIT_MS / 1000);
+    if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) != 0)
+        fprintf(stderr, "aebench: --ranks: cannot end rank 0: %s\n", strerror(errno));
+    else if (!pidfd_exited_within(fd, RANK0_KILL_WAIT_MS))
+        fprintf(stderr, "aebench: --ranks: rank 0 did not end within %d s of SIGKILL: its log may get a second "
+                "ERROR line\n", RANK0_KILL_WAIT_MS / 1000);
+}
+
 static void exit_order_close(exit_order *x)
 {
     for (int r = 0; r < x->ranks; r++)
@@ -449,8 +487,10 @@ static int append_error_line(const char *log_path, const file_id *id, const char
 {
     said[0] = '\0';
     /* (O_NONBLOCK: a FIFO planted there cannot block the open; no O_CREAT: a log that is gone
-     * is not made anew) */
-    const int fd = open(log_path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+     * is not made anew; O_RDWR, not O_WRONLY: log_error_tail reads the tail through this fd, and
+     * a pread on a write-only fd fails (EBADF), which left the tail unread and let a second
+     * ERROR line follow rank 0's own whenever rank 0 had not yet relayed its JSON's path) */
+    const int fd = open(log_path, O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     const char *refused = NULL;
     if (fd < 0) refused = errno == ELOOP ? "it is a symbolic link now" : strerror(errno);
     if (fd < 0 || own_file(fd, id, &refused) != 0) {
@@ -861,6 +901,8 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
                               .calibrate = rc->calibrate, .ranks = order.ranks, .first = first_exits};
     for (int r = 0; r < order.ranks && r < LAUNCH_RANKS_MAX; r++)
         if (exit_order_status(&order, r, &outcome.rank_status[r]) == 1) outcome.known |= 1ull << r;
+    /* (after the outcome: rank 0's end, however late, changes nothing of what it says) */
+    exit_order_await_rank0(&order, notes);
     exit_order_close(&order);
     if (sfd >= 0) close(sfd);
     sigprocmask(SIG_SETMASK, &old, NULL);
