@@ -21,26 +21,29 @@ int engine_fail(const engine_env *env, int rc, const char *fmt, ...)
     return rc;
 }
 
+/* One printf-style line handed to a sink (an engine's note, a report line); none: nothing. */
+static void line_to(void (*sink)(void *ctx, const char *line), void *ctx, const char *fmt, va_list ap)
+{
+    if (!sink) return;
+    char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    sink(ctx, line);
+}
+
 void engine_note(const engine_env *env, const char *fmt, ...)
 {
-    if (!env->note) return;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    line_to(env->note, env->note_ctx, fmt, ap);
     va_end(ap);
-    env->note(env->note_ctx, line);
 }
 
 void engine_report_line(const engine_report *rep, const char *fmt, ...)
 {
-    if (!rep->line) return;
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    line_to(rep->line, rep->line_ctx, fmt, ap);
     va_end(ap);
-    rep->line(rep->line_ctx, line);
 }
 
 static int cmp_double(const void *a, const void *b)
