@@ -32,20 +32,20 @@
 
 /* The backend the run asked for; without --device, CUDA if this build and machine have
  * it, else the CPU.  Returns NULL (with a message) only when --device cuda cannot be had. */
-static gpt_backend *open_backend(run_config *rc, int device)
+static gpt_backend *open_backend(run_config *run_cfg, int device)
 {
     gpt_backend *be = NULL;
-    if (rc->eng.device == DEVICE_CUDA || !rc->device_given) {
+    if (run_cfg->eng.device == DEVICE_CUDA || !run_cfg->device_given) {
         /* --dtype bf16 makes a backend whose activations are bf16 (kernels/gpt.h). */
-        if (gpt_cuda_backend_create_dtype(&be, device, rc->eng.tf32,
-                                          rc->eng.bf16 ? GPT_BF16 : GPT_F32) == 0) {
-            rc->eng.device = DEVICE_CUDA;
+        if (gpt_cuda_backend_create_dtype(&be, device, run_cfg->eng.tf32,
+                                          run_cfg->eng.bf16 ? GPT_BF16 : GPT_F32) == 0) {
+            run_cfg->eng.device = DEVICE_CUDA;
             return be;
         }
-        if (rc->device_given) return NULL;
+        if (run_cfg->device_given) return NULL;
     }
-    rc->eng.device = DEVICE_CPU;
-    if (gpt_cpu_backend_create_dtype(&be, rc->eng.threads, rc->eng.bf16 ? GPT_BF16 : GPT_F32) != 0) return NULL;
+    run_cfg->eng.device = DEVICE_CPU;
+    if (gpt_cpu_backend_create_dtype(&be, run_cfg->eng.threads, run_cfg->eng.bf16 ? GPT_BF16 : GPT_F32) != 0) return NULL;
     return be;
 }
 
@@ -58,11 +58,11 @@ static void close_backend(gpt_backend *be, device_kind kind)
 
 /* N ranks: every rank was given the same options (a hash of each parsed value, compared
  * with rank 0's); 0, or -1 after rank 0 named the first option that differs. */
-static int same_options_everywhere(const comm_world *comm, const run_config *rc)
+static int same_options_everywhere(const comm_world *comm, const run_config *run_cfg)
 {
     uint64_t mine[CLI_OPTIONS_MAX] = {0};
     const char *names[CLI_OPTIONS_MAX];
-    const int n = cli_option_hashes(rc, mine, names, CLI_OPTIONS_MAX);
+    const int n = cli_option_hashes(run_cfg, mine, names, CLI_OPTIONS_MAX);
     uint64_t *all = n < 0 ? NULL : calloc((size_t)comm->world * CLI_OPTIONS_MAX, sizeof *all);
     if (!all || comm_all_gather(comm, mine, all, sizeof mine) != 0) {
         free(all);
@@ -92,33 +92,33 @@ static int option_given(const void *ctx, const char *name)
  * (engine_option_refused).  A sweep's children are exempt (the sweep's options are for
  * whichever of its engines use them: -m all -w 4 is the windowed engines' window): a child of
  * a sweep or of --find-max is one they report to (AEBENCH_REPORT_FD). */
-static int option_unused(const run_config *rc, const engine_vtbl *eng, int world, char *err, size_t errlen)
+static int option_unused(const run_config *run_cfg, const engine_vtbl *eng, int world, char *err, size_t errlen)
 {
     if (!eng || getenv("AEBENCH_REPORT_FD")) return 0;
-    if (engine_option_refused(eng, &rc->eng, option_given, rc, err, errlen)) return -1;
-    if (rc->fail_at > 0 && rc->fail_at > rc->iters) {
-        snprintf(err, errlen, "--fail-at %d: the run has only %d iterations (--iters)", rc->fail_at, rc->iters);
+    if (engine_option_refused(eng, &run_cfg->eng, option_given, run_cfg, err, errlen)) return -1;
+    if (run_cfg->fail_at > 0 && run_cfg->fail_at > run_cfg->iters) {
+        snprintf(err, errlen, "--fail-at %d: the run has only %d iterations (--iters)", run_cfg->fail_at, run_cfg->iters);
         return -1;
     }
-    if (rc->fail_ranks && world < 64 && (rc->fail_ranks >> world) != 0) {
-        snprintf(err, errlen, "--fail-rank %s: the job has ranks 0 to %d", rc->fail_ranks_text, world - 1);
+    if (run_cfg->fail_ranks && world < 64 && (run_cfg->fail_ranks >> world) != 0) {
+        snprintf(err, errlen, "--fail-rank %s: the job has ranks 0 to %d", run_cfg->fail_ranks_text, world - 1);
         return -1;
     }
     return 0;
 }
 
 /* --fail-phase backward / checkpoint only where the engine marks that phase. */
-static int fault_phase_refused(const run_config *rc, const engine_vtbl *eng, char *err, size_t errlen)
+static int fault_phase_refused(const run_config *run_cfg, const engine_vtbl *eng, char *err, size_t errlen)
 {
-    if (!eng || rc->fail_at <= 0) return 0;
+    if (!eng || run_cfg->fail_at <= 0) return 0;
     char who[256];
-    if (rc->fail_phase == FAULT_BACKWARD && !(eng->options & ENGINE_OPT_FAULT_BACKWARD)) {
+    if (run_cfg->fail_phase == FAULT_BACKWARD && !(eng->options & ENGINE_OPT_FAULT_BACKWARD)) {
         engine_names_with(ENGINE_OPT_FAULT_BACKWARD, who, sizeof who);
         snprintf(err, errlen, "--fail-phase backward: %s has no backward fault point (%s ha%s)", eng->name, who,
                  strchr(who, ' ') ? "ve" : "s");
         return -1;
     }
-    if (rc->fail_phase == FAULT_CHECKPOINT && !(eng->options & ENGINE_OPT_FAULT_CHECKPOINT)) {
+    if (run_cfg->fail_phase == FAULT_CHECKPOINT && !(eng->options & ENGINE_OPT_FAULT_CHECKPOINT)) {
         engine_names_with(ENGINE_OPT_FAULT_CHECKPOINT, who, sizeof who);
         snprintf(err, errlen, "--fail-phase checkpoint: %s takes no checkpoint (%s do%s)", eng->name, who,
                  strchr(who, ' ') ? "" : "es");
@@ -186,18 +186,18 @@ enum { THREADS_BESIDE_TEAM = 8 };
  * a log without its JSON; so the threads are tried first, before anything is written, and a
  * request the limit cannot honour is bad input.  (Root is not held to the limit.)  0, or -1 with
  * the reason in err. */
-static int threads_refused(const run_config *rc, char *err, size_t errlen)
+static int threads_refused(const run_config *run_cfg, char *err, size_t errlen)
 {
     struct rlimit lim;
     if (geteuid() == 0 || getrlimit(RLIMIT_NPROC, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 0;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const int threads = rc->eng.threads > 0 ? rc->eng.threads : cores > 0 ? (int)cores : 1;
+    const int threads = run_cfg->eng.threads > 0 ? run_cfg->eng.threads : cores > 0 ? (int)cores : 1;
     const int want = threads - 1 + THREADS_BESIDE_TEAM; /* (this thread is one of the team) */
     const int could = threads_startable(want);
     if (could < 0 || could >= want) return 0;
     snprintf(err, errlen, "--threads %d%s: only %d more threads can start under this user's process limit (ulimit -u "
              "%llu), and a run needs %d (its threads and %d of its own): lower --threads or raise the limit", threads,
-             rc->eng.threads > 0 ? "" : " (0: every core)", could, (unsigned long long)lim.rlim_cur, want,
+             run_cfg->eng.threads > 0 ? "" : " (0: every core)", could, (unsigned long long)lim.rlim_cur, want,
              THREADS_BESIDE_TEAM - 1);
     return -1;
 }
@@ -210,42 +210,42 @@ static int options_for_machine(const engine_vtbl *eng, engine_config *e, int mac
 }
 
 /* The machines the ranks are on (comm.h), for the engines; and eng's options this machine's. */
-static int machines_of(run_config *rc, const engine_vtbl *eng, const comm_world *comm, char *err, size_t errlen)
+static int machines_of(run_config *run_cfg, const engine_vtbl *eng, const comm_world *comm, char *err, size_t errlen)
 {
-    rc->eng.hosts = comm->machines;
-    rc->eng.host_index = comm->machine;
-    rc->eng.rank_host = comm->world > 1 ? comm->rank_machine : NULL;
-    return options_for_machine(eng, &rc->eng, comm->machine, err, errlen);
+    run_cfg->eng.hosts = comm->machines;
+    run_cfg->eng.host_index = comm->machine;
+    run_cfg->eng.rank_host = comm->world > 1 ? comm->rank_machine : NULL;
+    return options_for_machine(eng, &run_cfg->eng, comm->machine, err, errlen);
 }
 
 /* The checks every invocation passes before it runs anything, in the order they are made:
  * the threads the limit allows, the hosts, MPI for --ranks, the ranks' options alike and
  * their number, and what --calibrate and --predict combine with.  0, or -1 after saying why. */
-static int command_refused(run_config *rc, const comm_world *comm, char *err, size_t errlen)
+static int command_refused(run_config *run_cfg, const comm_world *comm, char *err, size_t errlen)
 {
-    if (threads_refused(rc, err, errlen) != 0) {
+    if (threads_refused(run_cfg, err, errlen) != 0) {
         if (comm->world > 1) fprintf(stderr, "aebench: rank %d: %s\n", comm->rank, err);
         else fprintf(stderr, "aebench: %s\n", err);
         return -1;
     }
-    if (comm->world == 1 && cli_resolve_hosts(rc, err, errlen) != 0) {
+    if (comm->world == 1 && cli_resolve_hosts(run_cfg, err, errlen) != 0) {
         fprintf(stderr, "aebench: %s\n", err);
         return -1;
     }
-    if (rc->ranks > 1 && !comm_has_mpi() && !rc->predict && !rc->dry_run) {
+    if (run_cfg->ranks > 1 && !comm_has_mpi() && !run_cfg->predict && !run_cfg->dry_run) {
         /* (--predict and --dry-run only say what N ranks would take: they start none) */
         fprintf(stderr, "aebench: --ranks %d needs MPI, and this aebench was built without it (make deps "
-                        "installs MPICH; then make)\n", rc->ranks);
+                        "installs MPICH; then make)\n", run_cfg->ranks);
         return -1;
     }
-    if (comm->world > 1 && same_options_everywhere(comm, rc) != 0) return -1;
-    if (comm->world > 1 && rc->ranks > 0 && rc->ranks != comm->world) {
+    if (comm->world > 1 && same_options_everywhere(comm, run_cfg) != 0) return -1;
+    if (comm->world > 1 && run_cfg->ranks > 0 && run_cfg->ranks != comm->world) {
         if (comm->rank == 0)
-            fprintf(stderr, "aebench: --ranks %d, but mpirun started %d ranks\n", rc->ranks, comm->world);
+            fprintf(stderr, "aebench: --ranks %d, but mpirun started %d ranks\n", run_cfg->ranks, comm->world);
         return -1;
     }
-    if ((rc->calibrate || rc->predict) && (rc->config_runs || (rc->find_max && !rc->predict) ||
-                                           (rc->calibrate && rc->predict) || (rc->predict && comm->world > 1))) {
+    if ((run_cfg->calibrate || run_cfg->predict) && (run_cfg->config_runs || (run_cfg->find_max && !run_cfg->predict) ||
+                                           (run_cfg->calibrate && run_cfg->predict) || (run_cfg->predict && comm->world > 1))) {
         if (comm->rank == 0)
             fprintf(stderr, "aebench: --calibrate and --predict take one configuration, not a run list, and one "
                             "at a time; --predict runs on one process (--ranks N says the world it predicts), "
@@ -257,18 +257,18 @@ static int command_refused(run_config *rc, const comm_world *comm, char *err, si
 }
 
 /* Whether this is a sweep: -m all (but for its dry run), a run-list config or --find-max. */
-static int is_sweep(const run_config *rc)
+static int is_sweep(const run_config *run_cfg)
 {
-    return !rc->calibrate && !rc->predict &&
-           (rc->config_runs || rc->find_max || (strcmp(rc->method, "all") == 0 && !rc->dry_run));
+    return !run_cfg->calibrate && !run_cfg->predict &&
+           (run_cfg->config_runs || run_cfg->find_max || (strcmp(run_cfg->method, "all") == 0 && !run_cfg->dry_run));
 }
 
 /* --search, -m all, run-list configs and --find-max run their runs as child processes
  * (--search: --verify's), on one process of their own that opens no backend: a CUDA context
  * here would take GPU memory from every child it starts.  Their exit code. */
-static int run_as_children(int argc, char **argv, const run_config *rc, const comm_world *comm, run_signals **sig)
+static int run_as_children(int argc, char **argv, const run_config *run_cfg, const comm_world *comm, run_signals **sig)
 {
-    if (rc->search && rc->config_runs) {
+    if (run_cfg->search && run_cfg->config_runs) {
         fprintf(stderr, "aebench: --search takes one model and its budgets, not a run list (--config with "
                         "\"runs\")\n");
         return EXIT_BAD_INPUT;
@@ -277,36 +277,36 @@ static int run_as_children(int argc, char **argv, const run_config *rc, const co
         if (comm->rank == 0)
             fprintf(stderr, "aebench: %s start%s runs as child processes: run %s without mpirun (--ranks N "
                             "says the world)\n",
-                    rc->search ? "--search" : "-m all, run-list configs and --find-max", rc->search ? "s its" : " their",
-                    rc->search ? "it" : "them");
+                    run_cfg->search ? "--search" : "-m all, run-list configs and --find-max", run_cfg->search ? "s its" : " their",
+                    run_cfg->search ? "it" : "them");
         return EXIT_BAD_INPUT;
     }
     /* (a sweep's child ends with its parent, and records it; --search's children too) */
     run_signals_stop(*sig);
     *sig = NULL;
-    return rc->search ? search_main(argc, argv, rc) : sweep_main(argc, argv, rc);
+    return run_cfg->search ? search_main(argc, argv, run_cfg) : sweep_main(argc, argv, run_cfg);
 }
 
 /* --ranks N started from here: what the ranks would refuse, refused before anything starts
  * (an engine's options per machine: the first machine's are checked).  0, or -1 with err. */
-static int job_refused(const run_config *rc, char *err, size_t errlen)
+static int job_refused(const run_config *run_cfg, char *err, size_t errlen)
 {
-    const engine_vtbl *eng = engine_find(rc->method);
-    run_config probe = *rc;
+    const engine_vtbl *eng = engine_find(run_cfg->method);
+    run_config probe = *run_cfg;
     err[0] = '\0';
     if (options_for_machine(eng, &probe.eng, 0, err, errlen) == 0 &&
-        cli_resolve_ranks(&probe, rc->ranks, cli_ranks_per_machine(rc), err, errlen) == 0 && eng &&
-        engine_config_refused(eng, &probe.eng, err, errlen) == 0 && fault_phase_refused(rc, eng, err, errlen) == 0 &&
-        option_unused(rc, eng, rc->ranks, err, errlen) == 0)
+        cli_resolve_ranks(&probe, run_cfg->ranks, cli_ranks_per_machine(run_cfg), err, errlen) == 0 && eng &&
+        engine_config_refused(eng, &probe.eng, err, errlen) == 0 && fault_phase_refused(run_cfg, eng, err, errlen) == 0 &&
+        option_unused(run_cfg, eng, run_cfg->ranks, err, errlen) == 0)
         err[0] = '\0';
     return err[0] ? -1 : 0;
 }
 
 /* This rank's backend: one rank per GPU (the local rank picks it), each with its share of the
  * machine's cores, and the CPU preset when it runs on the CPU.  NULL after saying why. */
-static gpt_backend *rank_backend(run_config *rc, const comm_world *comm)
+static gpt_backend *rank_backend(run_config *run_cfg, const comm_world *comm)
 {
-    if (comm->world > 1 && rc->eng.device != DEVICE_CPU) {
+    if (comm->world > 1 && run_cfg->eng.device != DEVICE_CPU) {
         const int gpus = gpt_cuda_device_count();
         if (gpus > 0 && comm->local_world > gpus) {
             if (comm->local_rank == 0)
@@ -319,20 +319,20 @@ static gpt_backend *rank_backend(run_config *rc, const comm_world *comm)
     /* The ranks of one machine share its cores: by default each takes its share for its CPU
      * threads (host Adam pool, CPU backend), not all of them each.  (After the options were
      * compared: machines with other core counts give other shares.) */
-    if (rc->eng.threads == 0 && comm->local_world > 1) {
+    if (run_cfg->eng.threads == 0 && comm->local_world > 1) {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        rc->eng.threads = cores > comm->local_world ? (int)(cores / comm->local_world) : 1;
+        run_cfg->eng.threads = cores > comm->local_world ? (int)(cores / comm->local_world) : 1;
     }
-    gpt_backend *be = open_backend(rc, comm->local_rank);
+    gpt_backend *be = open_backend(run_cfg, comm->local_rank);
     if (!be) {
         if (comm->rank == 0)
             fprintf(stderr, "aebench: --device %s is not usable here (see above)\n",
-                    rc->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+                    run_cfg->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
         return NULL;
     }
-    if (rc->eng.device == DEVICE_CPU) {
+    if (run_cfg->eng.device == DEVICE_CPU) {
         /* (--predict with another machine's file predicts that machine: no CPU preset) */
-        if (!(rc->predict && rc->machine_path[0]) && cli_apply_cpu_preset(rc) && comm->rank == 0)
+        if (!(run_cfg->predict && run_cfg->machine_path[0]) && cli_apply_cpu_preset(run_cfg) && comm->rank == 0)
             printf("aebench: no GPU in use and no model shape given: CPU preset %s\n",
                    cli_cpu_preset_text());
     }
@@ -341,58 +341,58 @@ static gpt_backend *rank_backend(run_config *rc, const comm_world *comm)
 
 /* What this process's run is refused for once its backend is known: the ranks' batch and
  * machines, the engine's own checks, the --machine file.  0, or -1 with err. */
-static int run_refused(run_config *rc, const engine_vtbl *only, int world, const comm_world *comm, char *err,
+static int run_refused(run_config *run_cfg, const engine_vtbl *only, int world, const comm_world *comm, char *err,
                        size_t errlen)
 {
-    if (cli_resolve_ranks(rc, world, comm->world == 1 ? cli_ranks_per_machine(rc) : comm->local_world, err, errlen) ||
-        machines_of(rc, only, comm, err, errlen))
+    if (cli_resolve_ranks(run_cfg, world, comm->world == 1 ? cli_ranks_per_machine(run_cfg) : comm->local_world, err, errlen) ||
+        machines_of(run_cfg, only, comm, err, errlen))
         return -1;
     /* bf16, --dpu and --offload nvme only for engines that implement them (refuse rather
      * than silently run something else under that label), then the engine's own checks:
      * nothing is written.  A sweep's child for such an engine ends here too. */
-    if (only && (engine_config_refused(only, &rc->eng, err, errlen) || fault_phase_refused(rc, only, err, errlen) ||
-                 option_unused(rc, only, world, err, errlen)))
+    if (only && (engine_config_refused(only, &run_cfg->eng, err, errlen) || fault_phase_refused(run_cfg, only, err, errlen) ||
+                 option_unused(run_cfg, only, world, err, errlen)))
         return -1;
     /* --machine FILE on a training run: what -w auto sizes a windowed engine's window by; a
      * file that cannot be read, or has no entry for this shape, would be passed over in silence */
-    if (rc->machine_path[0] && !rc->calibrate && !rc->predict && !rc->dry_run) {
+    if (run_cfg->machine_path[0] && !run_cfg->calibrate && !run_cfg->predict && !run_cfg->dry_run) {
         machine_rates m;
-        if (machine_load(rc->machine_path, &rc->eng, &m, err, errlen) != 0) return -1;
+        if (machine_load(run_cfg->machine_path, &run_cfg->eng, &m, err, errlen) != 0) return -1;
     }
     return 0;
 }
 
 /* --calibrate (measure this machine into its machine file) or --predict (read one and say what
  * the run would take).  Their exit code. */
-static int calibrate_or_predict(run_config *rc, gpt_backend *be, const comm_world *comm, char *err, size_t errlen)
+static int calibrate_or_predict(run_config *run_cfg, gpt_backend *be, const comm_world *comm, char *err, size_t errlen)
 {
     char path[PATH_MAX + 256];
     int code = 0;
     /* --offload nvme without --nvme-dir: the disk tier a run would use, the results
      * directory (run_resolve_disk_budget), is the one measured and looked up */
-    if (rc->eng.offload == OFFLOAD_NVME && !rc->eng.nvme_dir[0] && strlen(rc->results_dir) < sizeof rc->eng.nvme_dir)
-        memcpy(rc->eng.nvme_dir, rc->results_dir, strlen(rc->results_dir) + 1);
+    if (run_cfg->eng.offload == OFFLOAD_NVME && !run_cfg->eng.nvme_dir[0] && strlen(run_cfg->results_dir) < sizeof run_cfg->eng.nvme_dir)
+        memcpy(run_cfg->eng.nvme_dir, run_cfg->results_dir, strlen(run_cfg->results_dir) + 1);
     /* (--predict reads: it makes no directory; --calibrate writes there) */
-    if (rc->machine_path[0]) snprintf(path, sizeof path, "%s", rc->machine_path);
-    else if ((rc->calibrate && report_make_dirs(rc->results_dir, err, errlen) != 0) ||
-             machine_default_path(path, sizeof path, rc->results_dir, be) != 0) {
+    if (run_cfg->machine_path[0]) snprintf(path, sizeof path, "%s", run_cfg->machine_path);
+    else if ((run_cfg->calibrate && report_make_dirs(run_cfg->results_dir, err, errlen) != 0) ||
+             machine_default_path(path, sizeof path, run_cfg->results_dir, be) != 0) {
         fprintf(stderr, "aebench: %s\n", err[0] ? err : "results directory path too long");
         code = EXIT_BAD_INPUT;
     }
-    if (!code && rc->calibrate)
-        code = comm->world > 1 ? machine_calibrate_collectives(rc, be, path, comm) : machine_calibrate(rc, be, path);
-    if (!code && rc->predict) {
+    if (!code && run_cfg->calibrate)
+        code = comm->world > 1 ? machine_calibrate_collectives(run_cfg, be, path, comm) : machine_calibrate(run_cfg, be, path);
+    if (!code && run_cfg->predict) {
         machine_rates m;
-        if (machine_load(path, &rc->eng, &m, err, errlen) != 0) {
+        if (machine_load(path, &run_cfg->eng, &m, err, errlen) != 0) {
             fprintf(stderr, "aebench: %s\n", err);
             code = EXIT_BAD_INPUT;
         } else {
             /* fits: under the budgets per rank a run would have there (with --machine,
              * perhaps another machine's file: its device is not this CPU's stand-in) */
             size_t g, h;
-            machine_budgets(rc, &m, engine_local_world(&rc->eng), rc->eng.device == DEVICE_CPU && !rc->machine_path[0],
+            machine_budgets(run_cfg, &m, engine_local_world(&run_cfg->eng), run_cfg->eng.device == DEVICE_CPU && !run_cfg->machine_path[0],
                             &g, &h);
-            code = machine_predict(rc, &m, g, h);
+            code = machine_predict(run_cfg, &m, g, h);
         }
     }
     return code;
@@ -401,63 +401,63 @@ static int calibrate_or_predict(run_config *rc, gpt_backend *be, const comm_worl
 /* --dry-run: what a sweep needs to know before it runs this configuration — the backend, the
  * shape after the CPU preset, and the budgets (free memory as a child sees it) — then each
  * engine's plan (only's, or -m all's).  Exit code 0. */
-static int dry_run(run_config *rc, const engine_vtbl *only, gpt_backend *be, const comm_world *comm, char *err,
+static int dry_run(run_config *run_cfg, const engine_vtbl *only, gpt_backend *be, const comm_world *comm, char *err,
                    size_t errlen)
 {
     size_t gpu_budget, host_budget;
-    run_resolve_budgets(rc, be, &gpu_budget, &host_budget);
-    const gpt_shape *sh = &rc->eng.shape;
-    report_to_parent("backend %s", rc->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
-    report_to_parent("preset %d", rc->cpu_preset);
+    run_resolve_budgets(run_cfg, be, &gpu_budget, &host_budget);
+    const gpt_shape *sh = &run_cfg->eng.shape;
+    report_to_parent("backend %s", run_cfg->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+    report_to_parent("preset %d", run_cfg->cpu_preset);
     report_to_parent("shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab);
     report_to_parent("budget-gpu %zu", gpu_budget);
     report_to_parent("budget-host %zu", host_budget);
     char machine[PATH_MAX + 256];
-    if (rc->machine_path[0]) report_to_parent("machine %s", rc->machine_path);
-    else if (machine_default_path(machine, sizeof machine, rc->results_dir, be) == 0)
+    if (run_cfg->machine_path[0]) report_to_parent("machine %s", run_cfg->machine_path);
+    else if (machine_default_path(machine, sizeof machine, run_cfg->results_dir, be) == 0)
         report_to_parent("machine %s", machine);
-    if (rc->eng.offload == OFFLOAD_NVME) {
+    if (run_cfg->eng.offload == OFFLOAD_NVME) {
         /* The disk budget bounds --find-max too; the directory must exist by now. */
         size_t disk_budget = 0;
-        if (run_resolve_disk_budget(&rc->eng, rc->results_dir, &disk_budget, err, errlen) == 0)
+        if (run_resolve_disk_budget(&run_cfg->eng, run_cfg->results_dir, &disk_budget, err, errlen) == 0)
             report_to_parent("budget-disk %zu", disk_budget);
         else if (comm->rank == 0)
             printf("aebench: %s (no disk budget known)\n", err);
     }
-    rc->eng.gpu_budget = gpu_budget;
-    rc->eng.host_budget = host_budget;
+    run_cfg->eng.gpu_budget = gpu_budget;
+    run_cfg->eng.host_budget = host_budget;
     for (int i = 0; i < engine_count(); i++)
         if ((only ? engine_at(i) == only : engine_in_all(engine_at(i))) &&
-            !engine_config_refused(engine_at(i), &rc->eng, err, errlen))
-            run_dry(rc, engine_at(i));
+            !engine_config_refused(engine_at(i), &run_cfg->eng, err, errlen))
+            run_dry(run_cfg, engine_at(i));
     return 0;
 }
 
 /* The training run itself: open its data, let the engine and the results directory refuse it
  * before anything is written, then train with its provenance.  Its exit code. */
-static int train(int argc, char **argv, run_config *rc, const engine_vtbl *only, gpt_backend *be,
+static int train(int argc, char **argv, run_config *run_cfg, const engine_vtbl *only, gpt_backend *be,
                  const comm_world *comm, run_signals *sig, char *err, size_t errlen)
 {
     data_source data;
-    if (rc->data_path[0]) {
-        if (data_open_file(&data, rc->data_path, rc->eng.shape.vocab, rc->eng.shape.batch, rc->eng.shape.seq, err,
+    if (run_cfg->data_path[0]) {
+        if (data_open_file(&data, run_cfg->data_path, run_cfg->eng.shape.vocab, run_cfg->eng.shape.batch, run_cfg->eng.shape.seq, err,
                            errlen) != 0) {
             if (comm->rank == 0) fprintf(stderr, "aebench: %s\n", err);
             return EXIT_BAD_INPUT;
         }
     } else {
-        data_open_synthetic(&data, rc->eng.shape.vocab, rc->eng.shape.batch, rc->eng.shape.seq, rc->eng.seed);
+        data_open_synthetic(&data, run_cfg->eng.shape.vocab, run_cfg->eng.shape.batch, run_cfg->eng.shape.seq, run_cfg->eng.seed);
     }
     /* (what the engine finds says the run cannot be made — a recovery past --iters, say —
      * refused before the results directory is made) */
-    const int engine_code = only && only->refused_before_writing ? only->refused_before_writing(&rc->eng, rc->iters, comm) : 0;
+    const int engine_code = only && only->refused_before_writing ? only->refused_before_writing(&run_cfg->eng, run_cfg->iters, comm) : 0;
     if (engine_code) {
         data_close(&data);
         return engine_code;
     }
     /* (after the data, which writes nothing when it is refused; rank 0 writes the results: it
      * decides, and every rank ends alike) */
-    int refused = comm->rank == 0 && run_outputs_refused(rc, 1, err, errlen) != 0, any = refused;
+    int refused = comm->rank == 0 && run_outputs_refused(run_cfg, 1, err, errlen) != 0, any = refused;
     if (comm->world > 1 && comm_max_int(comm, refused, &any) != 0) any = 1;
     if (any) {
         if (refused) fprintf(stderr, "aebench: %s\n", err);
@@ -467,8 +467,8 @@ static int train(int argc, char **argv, run_config *rc, const engine_vtbl *only,
     /* (how the run was made, for its record: its build and its own command line's settings) */
     run_provenance prov;
     provenance_of_run(&prov, argc, argv, comm->world);
-    rc->provenance = &prov;
-    const int code = run_engine(rc, only, be, &data, comm, sig);
+    run_cfg->provenance = &prov;
+    const int code = run_engine(run_cfg, only, be, &data, comm, sig);
     provenance_free(&prov);
     data_close(&data);
     return code;
@@ -488,26 +488,26 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
     /* (a supervised job's ranks found each other: its start-up deadline is met) */
     if (comm.world > 1) launch_note_started();
 
-    run_config rc;
+    run_config run_cfg;
     char err[1024];
-    cli_outcome outcome = cli_parse(argc, argv, &rc, err, sizeof err);
+    cli_outcome outcome = cli_parse(argc, argv, &run_cfg, err, sizeof err);
     if (outcome != CLI_RUN) {
         if (outcome == CLI_ERROR && comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         comm_finalize(&comm);
         return outcome == CLI_DONE ? 0 : EXIT_BAD_INPUT;
     }
-    if (command_refused(&rc, &comm, err, sizeof err) != 0) {
+    if (command_refused(&run_cfg, &comm, err, sizeof err) != 0) {
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
-    if (rc.search || is_sweep(&rc)) {
-        const int code = run_as_children(argc, argv, &rc, &comm, sig);
+    if (run_cfg.search || is_sweep(&run_cfg)) {
+        const int code = run_as_children(argc, argv, &run_cfg, &comm, sig);
         comm_finalize(&comm);
         return code;
     }
-    if (rc.ranks > 1 && comm.world == 1 && !rc.dry_run && !rc.predict) {
+    if (run_cfg.ranks > 1 && comm.world == 1 && !run_cfg.dry_run && !run_cfg.predict) {
         /* --ranks N: this process starts the job (mpiexec) and supervises it */
-        if (job_refused(&rc, err, sizeof err) != 0) {
+        if (job_refused(&run_cfg, err, sizeof err) != 0) {
             fprintf(stderr, "aebench: %s\n", err);
             comm_finalize(&comm);
             return EXIT_BAD_INPUT;
@@ -516,29 +516,29 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         /* (the supervisor reads SIGINT and SIGTERM itself, and passes them on to the job) */
         run_signals_stop(*sig);
         *sig = NULL;
-        return launch_ranks(argc, argv, &rc);
+        return launch_ranks(argc, argv, &run_cfg);
     }
 
-    gpt_backend *be = rank_backend(&rc, &comm);
+    gpt_backend *be = rank_backend(&run_cfg, &comm);
     if (!be) {
         comm_finalize(&comm);
         return EXIT_BAD_INPUT;
     }
     /* (a --ranks dry run resolves the global batch for the ranks it would start) */
-    const int world = comm.world == 1 && rc.ranks > 1 ? rc.ranks : comm.world;
-    const engine_vtbl *only = strcmp(rc.method, "all") == 0 ? NULL : engine_find(rc.method);
+    const int world = comm.world == 1 && run_cfg.ranks > 1 ? run_cfg.ranks : comm.world;
+    const engine_vtbl *only = strcmp(run_cfg.method, "all") == 0 ? NULL : engine_find(run_cfg.method);
     int code;
-    if (run_refused(&rc, only, world, &comm, err, sizeof err) != 0) {
+    if (run_refused(&run_cfg, only, world, &comm, err, sizeof err) != 0) {
         if (comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         code = EXIT_BAD_INPUT;
-    } else if (rc.calibrate || rc.predict) {
-        code = calibrate_or_predict(&rc, be, &comm, err, sizeof err);
-    } else if (rc.dry_run) {
-        code = dry_run(&rc, only, be, &comm, err, sizeof err);
+    } else if (run_cfg.calibrate || run_cfg.predict) {
+        code = calibrate_or_predict(&run_cfg, be, &comm, err, sizeof err);
+    } else if (run_cfg.dry_run) {
+        code = dry_run(&run_cfg, only, be, &comm, err, sizeof err);
     } else {
-        code = train(argc, argv, &rc, only, be, &comm, *sig, err, sizeof err);
+        code = train(argc, argv, &run_cfg, only, be, &comm, *sig, err, sizeof err);
     }
-    close_backend(be, rc.eng.device);
+    close_backend(be, run_cfg.eng.device);
     comm_finalize(&comm);
     return code;
 }

@@ -159,14 +159,14 @@ static void run_adam(void *p)
     gpt_block_adamw(c->s, c->master, c->lg, c->lm, c->lv, c->PL, c->PL / 2, &c->optim, 1e-4f, 1, 1.0f);
 }
 
-/* The buffers of one micro-batch's pieces at rc's shape, on the backend (zeros everywhere:
+/* The buffers of one micro-batch's pieces at run_cfg's shape, on the backend (zeros everywhere:
  * the times do not depend on the values, and zeros keep the CPU free of denormals), and a
  * stream to time them on.  0, or EXIT_RUN_ERROR said on stderr (calibrate_compute_ctx_close
  * either way). */
-int calibrate_compute_ctx_open(const run_config *rc, gpt_backend *be, compute_bufs *b)
+int calibrate_compute_ctx_open(const run_config *run_cfg, gpt_backend *be, compute_bufs *b)
 {
-    const gpt_shape *sh = &rc->eng.shape;
-    const gpt_dtype dt = rc->eng.bf16 ? GPT_BF16 : GPT_F32;
+    const gpt_shape *sh = &run_cfg->eng.shape;
+    const gpt_dtype dt = run_cfg->eng.bf16 ? GPT_BF16 : GPT_F32;
     const size_t N = (size_t)sh->batch * sh->seq, C = (size_t)sh->hidden;
     memset(b, 0, sizeof *b);
     compute_ctx *c = &b->c;
@@ -188,15 +188,15 @@ int calibrate_compute_ctx_open(const run_config *rc, gpt_backend *be, compute_bu
         fprintf(stderr, "aebench: --calibrate: cannot create a stream\n");
         return EXIT_RUN_ERROR;
     }
-    int rc_ = 0;
-    for (b->n = 0; b->n < COMPUTE_BUFS && !rc_; b->n++) {
+    int status = 0;
+    for (b->n = 0; b->n < COMPUTE_BUFS && !status; b->n++) {
         b->ptr[b->n] = bufs[b->n].p;
-        rc_ = be->ops->dev_alloc(be, bufs[b->n].p, bufs[b->n].bytes);
-        if (!rc_) rc_ = gpt_stream_memset_zero(c->s, *bufs[b->n].p, bufs[b->n].bytes);
+        status = be->ops->dev_alloc(be, bufs[b->n].p, bufs[b->n].bytes);
+        if (!status) status = gpt_stream_memset_zero(c->s, *bufs[b->n].p, bufs[b->n].bytes);
     }
-    if (rc_) {
+    if (status) {
         fprintf(stderr, "aebench: --calibrate: the shape's buffers do not fit on the device (%s)\n",
-                rc_ == GPT_ERR_OOM ? "out of memory" : "backend error");
+                status == GPT_ERR_OOM ? "out of memory" : "backend error");
         return EXIT_RUN_ERROR;
     }
     gpt_layer_acts_carve_as(&c->acts, c->acts_base, sh, dt);
@@ -211,12 +211,12 @@ void calibrate_compute_ctx_close(gpt_backend *be, compute_bufs *b)
     if (b->c.s) be->ops->stream_destroy(b->c.s);
 }
 
-/* One micro-batch's pieces at rc's shape. */
-static int measure_compute(const run_config *rc, gpt_backend *be, cJSON *entry)
+/* One micro-batch's pieces at run_cfg's shape. */
+static int measure_compute(const run_config *run_cfg, gpt_backend *be, cJSON *entry)
 {
     compute_bufs b;
     int bad = 0;
-    if (calibrate_compute_ctx_open(rc, be, &b) == 0) {
+    if (calibrate_compute_ctx_open(run_cfg, be, &b) == 0) {
         compute_ctx *c = &b.c;
         const struct { const char *name; issue_fn fn; } parts[] = {
             {"embed_fwd_ms", run_embed_fwd}, {"layer_fwd_ms", run_layer_fwd}, {"layer_bwd_ms", calibrate_run_layer_bwd},
@@ -239,12 +239,12 @@ static int measure_compute(const run_config *rc, gpt_backend *be, cJSON *entry)
     return bad ? EXIT_RUN_ERROR : 0;
 }
 
-/* The median step (ms, the first left out) of megatron-lm with `layers` layers at rc's shape,
+/* The median step (ms, the first left out) of megatron-lm with `layers` layers at run_cfg's shape,
  * through the engine itself: what the pieces above miss (the step's own ops and waits). */
-static int measure_step(const run_config *rc, gpt_backend *be, int layers, double *ms)
+static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, double *ms)
 {
     enum { STEPS = 9 };
-    engine_config cfg = rc->eng;
+    engine_config cfg = run_cfg->eng;
     cfg.shape.layers = layers;
     cfg.micro_batches = 1;
     cfg.world = cfg.local_world = 1;
@@ -262,23 +262,23 @@ static int measure_step(const run_config *rc, gpt_backend *be, int layers, doubl
     int32_t *tokens = malloc(N * sizeof *tokens), *targets = malloc(N * sizeof *targets);
     engine_env env = {.cfg = &cfg, .be = be, .gpu = &gpu, .host = &host, .rank = 0, .world = 1};
     void *state = NULL;
-    int rc_ = !tokens || !targets ? GPT_ERR_OOM : engine_megatron_lm.init(&env, &state);
+    int status = !tokens || !targets ? GPT_ERR_OOM : engine_megatron_lm.init(&env, &state);
     double t[STEPS];
-    for (int it = 1; !rc_ && it <= STEPS; it++) {
+    for (int it = 1; !status && it <= STEPS; it++) {
         data_batch(&data, it, tokens, targets);
         step_result r;
         memset(&r, 0, sizeof r);
         const double t0 = wall_ms();
-        rc_ = engine_megatron_lm.step(state, it, tokens, targets, &r);
+        status = engine_megatron_lm.step(state, it, tokens, targets, &r);
         t[it - 1] = wall_ms() - t0;
     }
     if (state) engine_megatron_lm.free(state);
     free(tokens);
     free(targets);
     data_close(&data);
-    if (rc_) {
+    if (status) {
         fprintf(stderr, "aebench: --calibrate: megatron-lm at l%d %s\n", layers,
-                rc_ == GPT_ERR_OOM ? "does not fit" : "failed");
+                status == GPT_ERR_OOM ? "does not fit" : "failed");
         return EXIT_RUN_ERROR;
     }
     *ms = median_of(t + 1, STEPS - 1); /* (the first step carries one-time costs) */
@@ -371,9 +371,9 @@ int calibrate_any_failed(const comm_world *ranks, int bad)
  * NULL), every rank of the job measures at once, each its own GPU's copies and its own pool,
  * in step (a barrier before each measurement): the rates one rank gets while the others
  * share the machine's host memory and cores. */
-int calibrate_measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, const comm_world *ranks)
+int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *rates, const comm_world *ranks)
 {
-    const int gpu = rc->eng.device == DEVICE_CUDA;
+    const int gpu = run_cfg->eng.device == DEVICE_CUDA;
     const size_t bytes = (size_t)(gpu ? 256 : 32) << 20;
     /* the host Adam on a block of a layer's size (64 M parameters, 1 GiB of p, g, m, v: out of
      * every cache, as a streamed layer is); 16 M on the CPU backend */
@@ -389,7 +389,7 @@ int calibrate_measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates,
               host_pages_alloc_zeroed((void **)&p, n * sizeof *p) || host_pages_alloc_zeroed((void **)&g, n * sizeof *g) ||
               host_pages_alloc_zeroed((void **)&m, n * sizeof *m) || host_pages_alloc_zeroed((void **)&v, n * sizeof *v) ||
               host_pages_alloc_zeroed((void **)&w, n * sizeof *w) ||
-              cpu_adam_create(&pool, rc->eng.threads);
+              cpu_adam_create(&pool, run_cfg->eng.threads);
     bad = calibrate_any_failed(ranks, bad);
     double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
     if (!bad) {
@@ -476,9 +476,9 @@ static int fresh(const cJSON *o, time_t now)
 
 /* The entry for directory `dir` in root's array `list`: kept when fresh, else measured
  * (`measure` fills a new entry, which replaces the old one; *measured set). */
-typedef int (*dir_measure_fn)(const run_config *rc, gpt_backend *be, cJSON *entry);
+typedef int (*dir_measure_fn)(const run_config *run_cfg, gpt_backend *be, cJSON *entry);
 static int calibrate_dir(cJSON *root, const char *list, const char *what, const char *dir, dir_measure_fn measure,
-                         const run_config *rc, gpt_backend *be, time_t now, int *measured)
+                         const run_config *run_cfg, gpt_backend *be, time_t now, int *measured)
 {
     cJSON *entries = machine_file_array_in(root, list);
     int where = -1, i = 0;
@@ -496,7 +496,7 @@ static int calibrate_dir(cJSON *root, const char *list, const char *what, const 
     cJSON *entry = cJSON_CreateObject();
     if (!entry) return EXIT_RUN_ERROR;
     cJSON_AddNumberToObject(entry, "measured", (double)now);
-    const int code = measure(rc, be, entry);
+    const int code = measure(run_cfg, be, entry);
     if (code) {
         cJSON_Delete(entry);
         return code;
@@ -507,7 +507,7 @@ static int calibrate_dir(cJSON *root, const char *list, const char *what, const 
     return 0;
 }
 
-int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
+int machine_calibrate(const run_config *run_cfg, gpt_backend *be, const char *path)
 {
     const time_t now = time(NULL);
     char err[600] = "";
@@ -536,7 +536,7 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
     cJSON_DeleteItemFromObjectCaseSensitive(root, "device");
     cJSON_AddStringToObject(root, "device", desc);
     cJSON_DeleteItemFromObjectCaseSensitive(root, "backend");
-    cJSON_AddStringToObject(root, "backend", rc->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+    cJSON_AddStringToObject(root, "backend", run_cfg->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
     int code = 0, measured = 0;
     const cJSON *rates_old = cJSON_GetObjectItemCaseSensitive(root, "rates");
     if (rates_old && fresh(rates_old, now) && machine_file_has_every_rate(rates_old)) {
@@ -545,28 +545,28 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
         cJSON *rates = cJSON_CreateObject();
         printf("calibrate: copies, host Adam, host memory ...\n");
         fflush(stdout);
-        code = calibrate_measure_rates(rc, be, rates, NULL);
+        code = calibrate_measure_rates(run_cfg, be, rates, NULL);
         measured = 1;
         cJSON_AddNumberToObject(rates, "measured", (double)now);
         cJSON_DeleteItemFromObjectCaseSensitive(root, "rates");
         cJSON_AddItemToObject(root, "rates", rates);
     }
     cJSON *list = machine_file_array_in(root, "compute");
-    const gpt_shape *sh = &rc->eng.shape;
+    const gpt_shape *sh = &run_cfg->eng.shape;
     int at = 0, found = -1;
     const cJSON *e;
     cJSON_ArrayForEach(e, list) {
-        if (machine_file_same_entry(e, &rc->eng, rc->eng.device == DEVICE_CPU ? "cpu" : "cuda")) found = at;
+        if (machine_file_same_entry(e, &run_cfg->eng, run_cfg->eng.device == DEVICE_CPU ? "cpu" : "cuda")) found = at;
         at++;
     }
     if (!code && found >= 0 && fresh(cJSON_GetArrayItem(list, found), now)) {
         printf("calibrate: the entry for h%d heads%d s%d b%d vocab%d %s %s is fresh: kept\n", sh->hidden,
-               sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&rc->eng),
-               machine_file_dtype_of(&rc->eng));
+               sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&run_cfg->eng),
+               machine_file_dtype_of(&run_cfg->eng));
     } else if (!code) {
         printf("calibrate: one layer, the embedding, the head and AdamW at h%d heads%d s%d b%d vocab%d %s %s ...\n",
-               sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&rc->eng),
-               machine_file_dtype_of(&rc->eng));
+               sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&run_cfg->eng),
+               machine_file_dtype_of(&run_cfg->eng));
         fflush(stdout);
         cJSON *entry = cJSON_CreateObject();
         cJSON_AddNumberToObject(entry, "hidden", sh->hidden);
@@ -574,18 +574,18 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
         cJSON_AddNumberToObject(entry, "seq", sh->seq);
         cJSON_AddNumberToObject(entry, "batch", sh->batch);
         cJSON_AddNumberToObject(entry, "vocab", sh->vocab);
-        cJSON_AddStringToObject(entry, "math", machine_file_math_of(&rc->eng));
-        cJSON_AddStringToObject(entry, "dtype", machine_file_dtype_of(&rc->eng));
+        cJSON_AddStringToObject(entry, "math", machine_file_math_of(&run_cfg->eng));
+        cJSON_AddStringToObject(entry, "dtype", machine_file_dtype_of(&run_cfg->eng));
         cJSON_AddNumberToObject(entry, "measured", (double)now);
-        code = measure_compute(rc, be, entry);
+        code = measure_compute(run_cfg, be, entry);
         measured = 1;
         /* l2 and l4 in turn, twice, the faster of each kept: a drift of the machine between
          * the two would otherwise go into the per-layer slope */
         double t2 = 0, t4 = 0;
         for (int rep = 0; rep < 2 && !code; rep++) {
             double a = 0, b = 0;
-            if (!code) code = measure_step(rc, be, 2, &a);
-            if (!code) code = measure_step(rc, be, 4, &b);
+            if (!code) code = measure_step(run_cfg, be, 2, &a);
+            if (!code) code = measure_step(run_cfg, be, 4, &b);
             if (!code) {
                 t2 = rep == 0 || a < t2 ? a : t2;
                 t4 = rep == 0 || b < t4 ? b : t4;
@@ -617,12 +617,12 @@ int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path)
     }
     /* --offload nvme: the disk tier at --nvme-dir; --ckpt-dir of an engine that writes its persistent
      * checkpoint there (an entry per directory) */
-    if (!code && rc->eng.offload == OFFLOAD_NVME)
-        code = calibrate_dir(root, "disks", "the disk tier", rc->eng.nvme_dir, calibrate_measure_disk, rc, be, now,
+    if (!code && run_cfg->eng.offload == OFFLOAD_NVME)
+        code = calibrate_dir(root, "disks", "the disk tier", run_cfg->eng.nvme_dir, calibrate_measure_disk, run_cfg, be, now,
                              &measured);
-    if (!code && calibrate_ckpt_dir_asked(rc))
-        code = calibrate_dir(root, "checkpoint_dirs", "the persistent checkpoint", rc->eng.ckpt_dir,
-                             calibrate_measure_ckpt_dir, rc, be, now, &measured);
+    if (!code && calibrate_ckpt_dir_asked(run_cfg))
+        code = calibrate_dir(root, "checkpoint_dirs", "the persistent checkpoint", run_cfg->eng.ckpt_dir,
+                             calibrate_measure_ckpt_dir, run_cfg, be, now, &measured);
     if (!code && !measured) printf("calibrate: nothing to measure: %s kept as it is\n", path);
     if (!code && measured) code = machine_file_write(root, path);
     cJSON_Delete(root);

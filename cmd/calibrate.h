@@ -53,9 +53,9 @@ typedef struct compute_bufs {
     void **ptr[COMPUTE_BUFS]; /* where each allocation's pointer is (in c) */
     int n;                    /* how many were tried */
 } compute_bufs;
-/* Open b at rc's shape on the backend: 0, or EXIT_RUN_ERROR said on stderr; close it either
+/* Open b at run_cfg's shape on the backend: 0, or EXIT_RUN_ERROR said on stderr; close it either
  * way. */
-int calibrate_compute_ctx_open(const run_config *rc, gpt_backend *be, compute_bufs *b);
+int calibrate_compute_ctx_open(const run_config *run_cfg, gpt_backend *be, compute_bufs *b);
 void calibrate_compute_ctx_close(gpt_backend *be, compute_bufs *b);
 /* A layer's backward with recompute as a step does it (p: a compute_ctx, as an issue_fn's ctx). */
 void calibrate_run_layer_bwd(void *p);
@@ -71,16 +71,16 @@ int calibrate_any_failed(const comm_world *ranks, int bad);
 
 /* The copies, the host Adam and host memory into rates (ranks: every rank of the job at
  * once, in step; NULL: this process alone).  calibrate.c.  0, or EXIT_RUN_ERROR. */
-int calibrate_measure_rates(const run_config *rc, gpt_backend *be, cJSON *rates, const comm_world *ranks);
-/* The disk tier at rc's --nvme-dir into entry.  calibrate_disk.c.  0, or EXIT_RUN_ERROR. */
-int calibrate_measure_disk(const run_config *rc, gpt_backend *be, cJSON *entry);
-/* the persistent checkpoint at rc's --ckpt-dir into entry, by this process alone, or
+int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *rates, const comm_world *ranks);
+/* The disk tier at run_cfg's --nvme-dir into entry.  calibrate_disk.c.  0, or EXIT_RUN_ERROR. */
+int calibrate_measure_disk(const run_config *run_cfg, gpt_backend *be, cJSON *entry);
+/* the persistent checkpoint at run_cfg's --ckpt-dir into entry, by this process alone, or
  * (_ranks, not NULL) by every rank of the job at once.  calibrate_disk.c.  0, or
  * EXIT_RUN_ERROR. */
-int calibrate_measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry);
-int calibrate_measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSON *entry, const comm_world *ranks);
+int calibrate_measure_ckpt_dir(const run_config *run_cfg, gpt_backend *be, cJSON *entry);
+int calibrate_measure_ckpt_dir_ranks(const run_config *run_cfg, gpt_backend *be, cJSON *entry, const comm_world *ranks);
 /* Whether --calibrate measures the persistent checkpoint at --ckpt-dir: given, and the run's
  * engine writes one there (engine_vtbl.persistent_ckpt; -m all: none).  calibrate_disk.c. */
-int calibrate_ckpt_dir_asked(const run_config *rc);
+int calibrate_ckpt_dir_asked(const run_config *run_cfg);
 
 #endif

@@ -34,10 +34,10 @@ static int run_collective(void *p)
     const coll_ctx *c = p;
     const int world = coll_world(c->g), r = coll_rank(c->g);
     const size_t part = c->n / world;
-    const int rc = c->kind == 0   ? coll_all_reduce_sum(c->g, c->buf, c->n)
+    const int status = c->kind == 0   ? coll_all_reduce_sum(c->g, c->buf, c->n)
                    : c->kind == 1 ? coll_reduce_scatter_sum(c->g, c->buf + (size_t)r * part, c->buf, part)
                                   : coll_all_gather(c->g, c->buf, c->buf + (size_t)r * part, part * sizeof(float));
-    return rc ? rc : gpt_stream_sync(coll_stream(c->g));
+    return status ? status : gpt_stream_sync(coll_stream(c->g));
 }
 
 /* A layer's backward (LAYER_COPIES of them, as measure_compute times it) with all-reduces of
@@ -45,11 +45,11 @@ static int run_collective(void *p)
  * same backward alone: how much the collectives' kernels (SMs and memory bandwidth taken
  * from the compute) slow a data-parallel step's compute.  Every rank runs it in step.  The
  * ratio, at least 1; 0 on failure. */
-static double measure_compute_under_coll(const run_config *rc, gpt_backend *be, const coll_ctx *coll,
+static double measure_compute_under_coll(const run_config *run_cfg, gpt_backend *be, const coll_ctx *coll,
                                          double ar_ms_each, const comm_world *comm)
 {
     compute_bufs b;
-    int bad = calibrate_compute_ctx_open(rc, be, &b) != 0;
+    int bad = calibrate_compute_ctx_open(run_cfg, be, &b) != 0;
     double alone = 0, t[REPS];
     if (!bad) alone = calibrate_time_ms(b.c.s, calibrate_run_layer_bwd, &b.c, &bad);
     /* enough all-reduces queued to outlast the backward, slowed as it is (twice its time);
@@ -74,11 +74,11 @@ static double measure_compute_under_coll(const run_config *rc, gpt_backend *be, 
     return with > alone ? with / alone : 1.0;
 }
 
-int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, const comm_world *comm)
+int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, const char *path, const comm_world *comm)
 {
     const int rank = comm->rank, world = comm->world;
     /* two sizes, so that latency and rate come apart: t = latency + bytes / rate */
-    const size_t small = (size_t)world << 18, large = (size_t)world << (rc->eng.device == DEVICE_CPU ? 21 : 24);
+    const size_t small = (size_t)world << 18, large = (size_t)world << (run_cfg->eng.device == DEVICE_CPU ? 21 : 24);
     coll_group *g = NULL;
     float *buf = NULL;
     int bad = coll_open(&g, be, rank, world) || be->ops->dev_alloc(be, (void **)&buf, large * sizeof(float));
@@ -97,11 +97,11 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
      * with every rank of the job at work at once */
     const coll_ctx all_reduce = {g, buf, large, 0};
     const double under =
-        calibrate_any_failed(comm, bad) ? 0 : measure_compute_under_coll(rc, be, &all_reduce, ar_large_ms, comm);
+        calibrate_any_failed(comm, bad) ? 0 : measure_compute_under_coll(run_cfg, be, &all_reduce, ar_large_ms, comm);
     if (buf) be->ops->dev_free(be, buf);
     coll_close(g);
     cJSON *shared = cJSON_CreateObject();
-    if (calibrate_any_failed(comm, !shared || under <= 0) || calibrate_measure_rates(rc, be, shared, comm) != 0) {
+    if (calibrate_any_failed(comm, !shared || under <= 0) || calibrate_measure_rates(run_cfg, be, shared, comm) != 0) {
         if (rank == 0) fprintf(stderr, "aebench: --calibrate: the collectives failed\n");
         cJSON_Delete(shared);
         return EXIT_RUN_ERROR;
@@ -109,9 +109,9 @@ int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const c
     /* --ckpt-dir: the persistent checkpoint with every rank writing at once (two H100s
      * writing to one disk got 0.94 GB/s each where one alone got 2.8) */
     cJSON *ckpt = NULL;
-    if (calibrate_ckpt_dir_asked(rc)) {
+    if (calibrate_ckpt_dir_asked(run_cfg)) {
         ckpt = cJSON_CreateObject();
-        if (calibrate_any_failed(comm, !ckpt) || calibrate_measure_ckpt_dir_ranks(rc, be, ckpt, comm) != 0) {
+        if (calibrate_any_failed(comm, !ckpt) || calibrate_measure_ckpt_dir_ranks(run_cfg, be, ckpt, comm) != 0) {
             cJSON_Delete(shared);
             cJSON_Delete(ckpt);
             return EXIT_RUN_ERROR;

@@ -31,24 +31,24 @@ static int run_disk(void *p)
 {
     const disk_ctx *d = p;
     uint64_t ticket = 0;
-    int rc = GPT_OK;
-    for (size_t at = 0; !rc && at < d->bytes; at += d->piece)
-        rc = d->write ? disk_tier_write(d->t, d->off + at, d->buf + at, d->piece, NULL, &ticket)
+    int status = GPT_OK;
+    for (size_t at = 0; !status && at < d->bytes; at += d->piece)
+        status = d->write ? disk_tier_write(d->t, d->off + at, d->buf + at, d->piece, NULL, &ticket)
                       : disk_tier_read(d->t, d->off + at, d->buf + at, d->piece, &ticket);
-    return rc ? rc : disk_tier_wait(d->t, ticket);
+    return status ? status : disk_tier_wait(d->t, ticket);
 }
 
 /* The disk tier at --nvme-dir, each way: a block the size of a large layer's m and v (1 GiB;
  * 64 MiB on the CPU backend) in 8 MiB requests, into entry. */
-int calibrate_measure_disk(const run_config *rc, gpt_backend *be, cJSON *entry)
+int calibrate_measure_disk(const run_config *run_cfg, gpt_backend *be, cJSON *entry)
 {
     (void)be; /* (the tier's I/O threads read and write host memory) */
-    const int gpu = rc->eng.device == DEVICE_CUDA;
+    const int gpu = run_cfg->eng.device == DEVICE_CUDA;
     const size_t bytes = (size_t)(gpu ? 1024 : 64) << 20, piece = (size_t)8 << 20;
     disk_tier *t = NULL;
     char *buf = NULL;
     uint64_t off = 0;
-    int bad = disk_tier_open(&t, rc->eng.nvme_dir, NULL, 0) != 0 ||
+    int bad = disk_tier_open(&t, run_cfg->eng.nvme_dir, NULL, 0) != 0 ||
               disk_tier_reserve(t, bytes, "--calibrate's disk block", &off) != 0 ||
               host_pages_alloc_zeroed((void **)&buf, bytes) != 0;
     double wr = 0, rd = 0;
@@ -60,10 +60,10 @@ int calibrate_measure_disk(const run_config *rc, gpt_backend *be, cJSON *entry)
     free(buf);
     disk_tier_close(t);
     if (bad) {
-        fprintf(stderr, "aebench: --calibrate: the disk tier at --nvme-dir %s could not be measured\n", rc->eng.nvme_dir);
+        fprintf(stderr, "aebench: --calibrate: the disk tier at --nvme-dir %s could not be measured\n", run_cfg->eng.nvme_dir);
         return EXIT_RUN_ERROR;
     }
-    cJSON_AddStringToObject(entry, "dir", rc->eng.nvme_dir);
+    cJSON_AddStringToObject(entry, "dir", run_cfg->eng.nvme_dir);
     cJSON_AddNumberToObject(entry, "read_gbs", rd);
     cJSON_AddNumberToObject(entry, "write_gbs", wr);
     return 0;
@@ -97,9 +97,9 @@ static int run_ckpt_home(void *p)
     gpt_checksum_chunks(c->s, c->sums, &part, 1, c->chunk);
     return gpt_memcpy_d2h(c->s, c->host, c->dev, c->floats * sizeof(float)) || gpt_stream_sync(c->s);
 }
-static int measure_ckpt_home(const run_config *rc, gpt_backend *be, size_t bytes, size_t chunk, double *gbs)
+static int measure_ckpt_home(const run_config *run_cfg, gpt_backend *be, size_t bytes, size_t chunk, double *gbs)
 {
-    const int gpu = rc->eng.device == DEVICE_CUDA;
+    const int gpu = run_cfg->eng.device == DEVICE_CUDA;
     gpt_stream *s = NULL;
     float *dev = NULL;
     uint64_t *sums = NULL;
@@ -121,14 +121,14 @@ static int measure_ckpt_home(const run_config *rc, gpt_backend *be, size_t bytes
 
 /* With `ranks` (not NULL), every rank of the job measures at once, in step, each writing its
  * own file: what one rank gets while the others write to the machine's disk too. */
-int calibrate_measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSON *entry, const comm_world *ranks)
+int calibrate_measure_ckpt_dir_ranks(const run_config *run_cfg, gpt_backend *be, cJSON *entry, const comm_world *ranks)
 {
     /* two sizes, so that the fixed cost (open, three syncs) and the rate come apart:
      * t = latency + bytes / rate.  The large one 4 GiB on a GPU machine and the median of
      * the writes after a first: the rate a checkpoint of several GB sustains.  (1 GiB and
      * the fastest of five measured 3.1-3.7 GB/s per rank on the H100 machines' virtual disk,
      * whose cache takes such bursts, while the run's 5.5 GB per rank went at 1.2: 2026-11-25.) */
-    const int gpu = rc->eng.device == DEVICE_CUDA;
+    const int gpu = run_cfg->eng.device == DEVICE_CUDA;
     const size_t large = (size_t)(gpu ? 4096 : 64) << 20, small = large / 16;
     char job[64];
     ckpt_job_id(job, sizeof job, 'c');
@@ -137,7 +137,7 @@ int calibrate_measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSO
     private_dir_init(&dir);
     char why[1200] = "";
     int bad = calibrate_any_failed(ranks, host_pages_alloc_zeroed((void **)&data, large) != 0 ||
-                                              ckpt_dir_open(&dir, rc->eng.ckpt_dir, job, 0, why, sizeof why) != 0);
+                                              ckpt_dir_open(&dir, run_cfg->eng.ckpt_dir, job, 0, why, sizeof why) != 0);
     if (why[0]) fprintf(stderr, "aebench: --calibrate: --ckpt-dir: %s\n", why);
     double wr = 0, lat = 0, home = 0;
     if (!bad) {
@@ -152,32 +152,32 @@ int calibrate_measure_ckpt_dir_ranks(const run_config *rc, gpt_backend *be, cJSO
         calibrate_fit_latency_rate((double)small, (double)large, a, b, &lat, &wr);
         ckpt_file_remove(&dir, 0);
         bad |= calibrate_in_step(ranks);
-        bad |= measure_ckpt_home(rc, be, large, chunk, &home);
+        bad |= measure_ckpt_home(run_cfg, be, large, chunk, &home);
     }
     if (dir.fd >= 0) ckpt_file_remove(&dir, 0); /* (a rank that failed before its writes) */
     free(data);
     if (bad) {
         fprintf(stderr, "aebench: --calibrate: the persistent checkpoint at --ckpt-dir %s could not be measured\n",
-                rc->eng.ckpt_dir);
+                run_cfg->eng.ckpt_dir);
         return EXIT_RUN_ERROR;
     }
-    cJSON_AddStringToObject(entry, "dir", rc->eng.ckpt_dir);
+    cJSON_AddStringToObject(entry, "dir", run_cfg->eng.ckpt_dir);
     cJSON_AddNumberToObject(entry, "write_ms", lat);
     cJSON_AddNumberToObject(entry, "write_gbs", wr);
     cJSON_AddNumberToObject(entry, "home_gbs", home);
     if (!ranks || ranks->rank == 0)
         printf("calibrate: the persistent checkpoint at %s%s: the state home (checksums, copy) at %.2f GB/s, then "
-               "written in %.2f ms + %.2f GB/s\n", rc->eng.ckpt_dir, ranks ? ", every rank at once, each" : "", home,
+               "written in %.2f ms + %.2f GB/s\n", run_cfg->eng.ckpt_dir, ranks ? ", every rank at once, each" : "", home,
                lat, wr);
     return 0;
 }
-int calibrate_measure_ckpt_dir(const run_config *rc, gpt_backend *be, cJSON *entry)
+int calibrate_measure_ckpt_dir(const run_config *run_cfg, gpt_backend *be, cJSON *entry)
 {
-    return calibrate_measure_ckpt_dir_ranks(rc, be, entry, NULL);
+    return calibrate_measure_ckpt_dir_ranks(run_cfg, be, entry, NULL);
 }
 
-int calibrate_ckpt_dir_asked(const run_config *rc)
+int calibrate_ckpt_dir_asked(const run_config *run_cfg)
 {
-    const engine_vtbl *eng = rc->eng.ckpt_dir[0] ? engine_find(rc->method) : NULL;
+    const engine_vtbl *eng = run_cfg->eng.ckpt_dir[0] ? engine_find(run_cfg->method) : NULL;
     return eng && eng->persistent_ckpt;
 }

@@ -38,7 +38,7 @@ typedef struct opt_value {
     const char *label; /* NULL on the command line, else where in a config (as opt) */
 } opt_value;
 /* Checks one value and sets the option's field: 0, or what cli_fail returns. */
-typedef int opt_setter(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen);
+typedef int opt_setter(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen);
 
 /* One of the driver's options (a row of options.h): its declaration (field offsets within
  * run_config), the setter of its own where it has one (SET_SPECIAL), and whose it is. */
@@ -159,9 +159,9 @@ static int spec_of_getopt(int c, opt_spec *sp)
     return -1;
 }
 
-static int is_given(const run_config *rc, const opt_spec *sp)
+static int is_given(const run_config *run_cfg, const opt_spec *sp)
 {
-    return (rc->given[sp->id / 64] >> (sp->id % 64) & 1ULL) != 0;
+    return (run_cfg->given[sp->id / 64] >> (sp->id % 64) & 1ULL) != 0;
 }
 
 /* ---- the tables' check: what contradicts itself is this build's bug, found at start-up ------ */
@@ -427,20 +427,20 @@ static int recompute_clash(const recompute_seen *seen, const char *where, char *
 
 /* ---- the setters: each option's value checked and stored (its declaration's set) ------------ */
 
-static void *field_of(run_config *rc, const opt_spec *sp)
+static void *field_of(run_config *run_cfg, const opt_spec *sp)
 {
-    return (char *)rc + sp->base + sp->d->offset;
+    return (char *)run_cfg + sp->base + sp->d->offset;
 }
 
 /* An integer into the option's field, an int or a uint64_t (cli_check_options knows which). */
-static void store_int(run_config *rc, const opt_spec *sp, long long v)
+static void store_int(run_config *run_cfg, const opt_spec *sp, long long v)
 {
     if (sp->d->size == sizeof(int)) {
         const int i = (int)v;
-        memcpy(field_of(rc, sp), &i, sizeof i);
+        memcpy(field_of(run_cfg, sp), &i, sizeof i);
     } else {
         const uint64_t u = (uint64_t)v;
-        memcpy(field_of(rc, sp), &u, sizeof u);
+        memcpy(field_of(run_cfg, sp), &u, sizeof u);
     }
 }
 
@@ -475,25 +475,25 @@ static int int_value(const opt_spec *sp, const opt_value *v, long long *out, cha
     return 0;
 }
 
-static int set_int(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_int(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     long long iv = 0;
     if (int_value(sp, v, &iv, err, errlen) || own_check(sp, v, err, errlen)) return -1;
-    store_int(rc, sp, iv);
+    store_int(run_cfg, sp, iv);
     return 0;
 }
 
-static int set_int_or_auto(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_int_or_auto(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     int iv = 0;
     if (parse_int_or_auto(v->text, sp->d->lo, sp->d->hi, sp->d->auto_value, &iv))
         return cli_fail(err, errlen, "%s: '%s' is neither %s nor 'auto'", v->opt, v->text, sp->d->what);
     if (own_check(sp, v, err, errlen)) return -1;
-    store_int(rc, sp, iv);
+    store_int(run_cfg, sp, iv);
     return 0;
 }
 
-static int set_num(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_num(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     double dv = 0;
     const num_rule rule = sp->d->rule;
@@ -504,71 +504,71 @@ static int set_num(run_config *rc, const opt_spec *sp, const opt_value *v, char 
                                                                     : NULL;
     if (must) return cli_fail(err, errlen, "%s: %s%s", v->opt, must, sp->d->note ? sp->d->note : "");
     if (own_check(sp, v, err, errlen)) return -1;
-    memcpy(field_of(rc, sp), &dv, sizeof dv);
+    memcpy(field_of(run_cfg, sp), &dv, sizeof dv);
     return 0;
 }
 
-static int set_word(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_word(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     int value = 0;
     if (choose(v->opt, v->text, sp->d->words, sp->d->nwords, &value, err, errlen) || own_check(sp, v, err, errlen))
         return -1;
-    store_int(rc, sp, value);
+    store_int(run_cfg, sp, value);
     return 0;
 }
 
-static int set_path_value(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_path_value(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     if (own_check(sp, v, err, errlen)) return -1;
-    return set_path(field_of(rc, sp), sp->d->size, v->text, sp->d->what, v->opt, err, errlen);
+    return set_path(field_of(run_cfg, sp), sp->d->size, v->text, sp->d->what, v->opt, err, errlen);
 }
 
 /* Text that fits the field (the declaration's check says what else it must be). */
-static int set_text(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_text(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     if (own_check(sp, v, err, errlen)) return -1;
     if (strlen(v->text) >= sp->d->size)
         return cli_fail(err, errlen, "%s: '%s' is too long (at most %zu characters)", v->opt, v->text, sp->d->size - 1);
-    snprintf(field_of(rc, sp), sp->d->size, "%s", v->text);
+    snprintf(field_of(run_cfg, sp), sp->d->size, "%s", v->text);
     return 0;
 }
 
-static int set_bytes(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_bytes(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     size_t bytes = 0;
     if (parse_bytes(v->text, &bytes))
         return cli_fail(err, errlen, "%s: '%s' is not a size (e.g. 32G, 512M, 1073741824)", v->opt, v->text);
-    memcpy(field_of(rc, sp), &bytes, sizeof bytes);
+    memcpy(field_of(run_cfg, sp), &bytes, sizeof bytes);
     return 0;
 }
 
-static int set_flag(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_flag(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     if (own_check(sp, v, err, errlen)) return -1;
-    store_int(rc, sp, v->flag);
+    store_int(run_cfg, sp, v->flag);
     return 0;
 }
 
 /* Option sp's value checked and stored by its declaration's setter: 0, or what cli_fail returns. */
-static int set_value(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_value(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     switch (sp->d->set) {
-    case SET_INT: return set_int(rc, sp, v, err, errlen);
-    case SET_INT_OR_AUTO: return set_int_or_auto(rc, sp, v, err, errlen);
-    case SET_NUM: return set_num(rc, sp, v, err, errlen);
-    case SET_WORDS: return set_word(rc, sp, v, err, errlen);
-    case SET_PATH: return set_path_value(rc, sp, v, err, errlen);
-    case SET_FLAG: return set_flag(rc, sp, v, err, errlen);
-    case SET_TEXT: return set_text(rc, sp, v, err, errlen);
-    case SET_BYTES: return set_bytes(rc, sp, v, err, errlen);
-    case SET_SPECIAL: return sp->special(rc, sp, v, err, errlen);
+    case SET_INT: return set_int(run_cfg, sp, v, err, errlen);
+    case SET_INT_OR_AUTO: return set_int_or_auto(run_cfg, sp, v, err, errlen);
+    case SET_NUM: return set_num(run_cfg, sp, v, err, errlen);
+    case SET_WORDS: return set_word(run_cfg, sp, v, err, errlen);
+    case SET_PATH: return set_path_value(run_cfg, sp, v, err, errlen);
+    case SET_FLAG: return set_flag(run_cfg, sp, v, err, errlen);
+    case SET_TEXT: return set_text(run_cfg, sp, v, err, errlen);
+    case SET_BYTES: return set_bytes(run_cfg, sp, v, err, errlen);
+    case SET_SPECIAL: return sp->special(run_cfg, sp, v, err, errlen);
     case SET_NONE: break;
     }
     return 0;
 }
 
 /* -m: a registered engine, an alias, or all. */
-static int set_method(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_method(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     if (strcmp(v->text, "all") != 0 && !engine_find(v->text)) {
         char names[256] = "";
@@ -579,31 +579,31 @@ static int set_method(run_config *rc, const opt_spec *sp, const opt_value *v, ch
         return cli_fail(err, errlen, "%s%sunknown method '%s' (known: %sall)", v->label ? v->label : "",
                         v->label ? ": " : "", v->text, names);
     }
-    snprintf(field_of(rc, sp), sp->d->size, "%s", v->text);
+    snprintf(field_of(run_cfg, sp), sp->d->size, "%s", v->text);
     return 0;
 }
 
 /* --device: and that it was chosen (else CUDA where usable, the CPU otherwise). */
-static int set_device(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_device(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     static const option_choice devices[] = {{"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA}};
     int value = 0;
     if (choose(v->opt, v->text, devices, (int)(sizeof devices / sizeof devices[0]), &value, err, errlen)) return -1;
-    store_int(rc, sp, value);
-    rc->device_given = 1;
+    store_int(run_cfg, sp, value);
+    run_cfg->device_given = 1;
     return 0;
 }
 
 /* --no-ckpt: --recompute none (false in a config: full). */
-static int set_no_ckpt(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_no_ckpt(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     (void)err, (void)errlen;
-    store_int(rc, sp, v->flag ? GPT_RECOMPUTE_NONE : GPT_RECOMPUTE_FULL);
+    store_int(run_cfg, sp, v->flag ? GPT_RECOMPUTE_NONE : GPT_RECOMPUTE_FULL);
     return 0;
 }
 
 /* --fail-rank R[,R...]: a bit per rank, and the text for messages. */
-static int set_fail_ranks(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_fail_ranks(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     unsigned long long mask = 0;
     const char *q = v->text;
@@ -617,21 +617,21 @@ static int set_fail_ranks(run_config *rc, const opt_spec *sp, const opt_value *v
         if (*end == '\0') break;
         q = end + 1;
     }
-    memcpy(field_of(rc, sp), &mask, sizeof mask);
-    snprintf(rc->fail_ranks_text, sizeof rc->fail_ranks_text, "%.63s", v->text);
+    memcpy(field_of(run_cfg, sp), &mask, sizeof mask);
+    snprintf(run_cfg->fail_ranks_text, sizeof run_cfg->fail_ranks_text, "%.63s", v->text);
     return 0;
 }
 
-static int set_verify(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_verify(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     long long iv = 0;
     if (int_value(sp, v, &iv, err, errlen)) return -1;
     if (iv > 1000) return cli_fail(err, errlen, "%s: %lld is out of range: at most 1000 trained", v->opt, iv);
-    store_int(rc, sp, iv);
+    store_int(run_cfg, sp, iv);
     return 0;
 }
 
-static int set_hang_timeout(run_config *rc, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+static int set_hang_timeout(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
     double seconds = 0;
     if (watchdog_parse_timeout(v->text, &seconds))
@@ -640,28 +640,28 @@ static int set_hang_timeout(run_config *rc, const opt_spec *sp, const opt_value 
      * limit under a second would not be kept; and the messages print whole seconds */
     if (seconds > 0 && seconds < 1)
         return cli_fail(err, errlen, "%s: %s s is below 1 s, the least the watchdogs keep (0: never)", v->opt, v->text);
-    memcpy(field_of(rc, sp), &seconds, sizeof seconds);
+    memcpy(field_of(run_cfg, sp), &seconds, sizeof seconds);
     return 0;
 }
 
 /* The tables' defaults, through the setters (so a default is a value the option takes); the
  * method's is the registry's first engine (the baseline). */
-static void set_defaults(run_config *rc)
+static void set_defaults(run_config *run_cfg)
 {
-    memset(rc, 0, sizeof *rc);
+    memset(run_cfg, 0, sizeof *run_cfg);
     /* (Adam's betas and epsilon, which no option sets: the artifact's) */
-    rc->eng.optim = gpt_optim_default();
+    run_cfg->eng.optim = gpt_optim_default();
     opt_spec sp;
     for (int id = 0; spec_at(id, &sp) == 0; id++) {
         if (!sp.d->dflt) continue;
         char err[512];
         const opt_value v = {sp.d->dflt, 1, sp.d->name, NULL};
-        if (set_value(rc, &sp, &v, err, sizeof err)) {
+        if (set_value(run_cfg, &sp, &v, err, sizeof err)) {
             fprintf(stderr, "aebench: the option tables are broken: --%s's default: %s\n", sp.d->name, err);
             abort();
         }
     }
-    snprintf(rc->method, sizeof rc->method, "%s", engine_at(0)->name);
+    snprintf(run_cfg->method, sizeof run_cfg->method, "%s", engine_at(0)->name);
 }
 
 
@@ -669,14 +669,14 @@ static void set_defaults(run_config *rc)
  * flag_value: for ARG_NONE options, 1 to set and 0 to clear.  label names the option in
  * messages: NULL for the command line ("--layers"), else where it came from in a config
  * ("config F: runs[3].layers"). */
-static int apply(run_config *rc, const opt_spec *sp, const char *value, int flag_value,
+static int apply(run_config *run_cfg, const opt_spec *sp, const char *value, int flag_value,
                  const char *label, char *err, size_t errlen)
 {
     char dashed[64];
     snprintf(dashed, sizeof dashed, "--%s", sp->d->name);
-    rc->given[sp->id / 64] |= 1ULL << (sp->id % 64);
+    run_cfg->given[sp->id / 64] |= 1ULL << (sp->id % 64);
     const opt_value v = {value, flag_value, label ? label : dashed, label};
-    return set_value(rc, sp, &v, err, errlen);
+    return set_value(run_cfg, sp, &v, err, errlen);
 }
 
 /* The whole file parsed as JSON; NULL with err set. */
@@ -795,8 +795,8 @@ static int json_value(const cJSON *item, const opt_spec *sp, const char *label, 
     return cli_fail(err, errlen, "%s: wrong type (want %s, got %s)", label, want, json_type_name(item));
 }
 
-/* A plain config: an object of options, applied to rc. */
-static int load_options(run_config *rc, const cJSON *root, const char *path, char *err,
+/* A plain config: an object of options, applied to run_cfg. */
+static int load_options(run_config *run_cfg, const cJSON *root, const char *path, char *err,
                         size_t errlen)
 {
     recompute_seen seen = {0};
@@ -812,7 +812,7 @@ static int load_options(run_config *rc, const cJSON *root, const char *path, cha
         char value[PATH_MAX];
         int flag;
         if (json_value(item, &sp, label, value, sizeof value, &flag, err, errlen)) return -1;
-        if (apply(rc, &sp, value, flag, label, err, errlen)) return -1;
+        if (apply(run_cfg, &sp, value, flag, label, err, errlen)) return -1;
         note_recompute(&seen, &sp, value, flag);
     }
     char where[PATH_MAX + 16];
@@ -827,20 +827,20 @@ static int is_runlist(const cJSON *root)
            cJSON_GetObjectItemCaseSensitive(root, "defaults");
 }
 
-static int load_config(run_config *rc, const char *path, char *err, size_t errlen)
+static int load_config(run_config *run_cfg, const char *path, char *err, size_t errlen)
 {
     cJSON *root = read_json(path, err, errlen);
     if (!root) return -1;
-    int rc_ = 0;
+    int status = 0;
     if (!cJSON_IsObject(root))
-        rc_ = cli_fail(err, errlen, "config %s: the top level must be a JSON object (of options, or a "
+        status = cli_fail(err, errlen, "config %s: the top level must be a JSON object (of options, or a "
                                 "run list with \"defaults\" and \"runs\")", path);
     else if (is_runlist(root))
-        rc->config_runs = 1; /* checked in full by cli_load_runlist before anything runs */
+        run_cfg->config_runs = 1; /* checked in full by cli_load_runlist before anything runs */
     else
-        rc_ = load_options(rc, root, path, err, errlen);
+        status = load_options(run_cfg, root, path, err, errlen);
     cJSON_Delete(root);
-    return rc_;
+    return status;
 }
 
 /* ---- run lists -------------------------------------------------------------------------- */
@@ -989,9 +989,9 @@ static int expand_run(cli_runlist *out, cJSON *obj, const char *path, const char
         cJSON_ReplaceItemInObjectCaseSensitive(
             obj, "layers-from", cJSON_CreateString(cJSON_GetObjectItemCaseSensitive(obj, "method")->valuestring));
     if (!list) {
-        int rc_ = emit_run(out, obj, where, err, errlen);
+        int status = emit_run(out, obj, where, err, errlen);
         cJSON_Delete(obj);
-        return rc_;
+        return status;
     }
     const char *key = list->string;
     for (const cJSON *el = list->child; el; el = el->next) {
@@ -1024,7 +1024,7 @@ int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errle
     memset(out, 0, sizeof *out);
     cJSON *root = read_json(path, err, errlen);
     if (!root) return -1;
-    int rc_ = -1;
+    int status = -1;
     const cJSON *defaults = NULL, *runs = NULL;
     if (!cJSON_IsObject(root)) {
         cli_fail(err, errlen, "config %s: the top level must be a JSON object", path);
@@ -1089,11 +1089,11 @@ int cli_load_runlist(const char *path, cli_runlist *out, char *err, size_t errle
         }
         if (expand_run(out, merged, path, where, err, errlen)) goto out;
     }
-    rc_ = 0;
+    status = 0;
 out:
     cJSON_Delete(root);
-    if (rc_) cli_runlist_free(out);
-    return rc_;
+    if (status) cli_runlist_free(out);
+    return status;
 }
 
 /* getopt_long's tables from every option: long option id returns 1000 + id; a short option
@@ -1188,9 +1188,9 @@ int cli_args_without(char *const *args, int nargs, const char *const *names, cha
     if (!argv) return -1;
     argv[0] = "aebench";
     for (int i = 0; i < nargs; i++) argv[i + 1] = args[i];
-    const int rc = args_kept(nargs + 1, argv, drop_named, names, out, nout);
+    const int status = args_kept(nargs + 1, argv, drop_named, names, out, nout);
     free(argv);
-    return rc;
+    return status;
 }
 
 int cli_shape_addressable(const gpt_shape *sh, double *params, double *rows)
@@ -1204,27 +1204,27 @@ int cli_shape_addressable(const gpt_shape *sh, double *params, double *rows)
     return !(R * 4.0 * sh->hidden > 2147483647.0 || R * sh->vocab_padded > 1.0e15 || P * 16.0 > 1.0e18);
 }
 
-int cli_resolve_hosts(run_config *rc, char *err, size_t errlen)
+int cli_resolve_hosts(run_config *run_cfg, char *err, size_t errlen)
 {
-    if (!rc->hosts_path[0]) return 0;
-    if (rc->ranks < 2)
+    if (!run_cfg->hosts_path[0]) return 0;
+    if (run_cfg->ranks < 2)
         return cli_fail(err, errlen, "--hosts %s goes with --ranks N (N > 1): the ranks it starts on those machines",
-                        rc->hosts_path);
+                        run_cfg->hosts_path);
     host_list *h = malloc(sizeof *h);
     if (!h) return cli_fail(err, errlen, "out of memory");
-    int rc_ = host_list_read(rc->hosts_path, h, err, errlen);
-    if (!rc_ && !host_is_this_machine(h->name[0]))
-        rc_ = cli_fail(err, errlen, "--hosts %s: its first machine, %s, is where mpiexec starts rank 0, whose results "
-                       "and reports this process reads here: list this machine first", rc->hosts_path, h->name[0]);
-    if (!rc_) rc->ranks_per_machine = host_list_ranks_per_machine(h, rc->ranks, NULL);
+    int status = host_list_read(run_cfg->hosts_path, h, err, errlen);
+    if (!status && !host_is_this_machine(h->name[0]))
+        status = cli_fail(err, errlen, "--hosts %s: its first machine, %s, is where mpiexec starts rank 0, whose results "
+                       "and reports this process reads here: list this machine first", run_cfg->hosts_path, h->name[0]);
+    if (!status) run_cfg->ranks_per_machine = host_list_ranks_per_machine(h, run_cfg->ranks, NULL);
     free(h);
-    return rc_;
+    return status;
 }
 
-int cli_ranks_per_machine(const run_config *rc)
+int cli_ranks_per_machine(const run_config *run_cfg)
 {
-    if (rc->ranks_per_machine > 0) return rc->ranks_per_machine;
-    return rc->ranks > 1 ? rc->ranks : 1;
+    if (run_cfg->ranks_per_machine > 0) return run_cfg->ranks_per_machine;
+    return run_cfg->ranks > 1 ? run_cfg->ranks : 1;
 }
 
 /* -m all -w W: W is a window only the windowed engines take. */
@@ -1243,88 +1243,88 @@ static int window_with_all(int window, char *err, size_t errlen)
 /* What the declarations say an option goes with: --X given without the option it goes with
  * (option_decl.goes_with), or an iteration (OPTION_ITERATION) beyond --iters.  (--find-max's
  * probes, which train 2 iterations, are given none of the latter: cli_iteration_options.) */
-static int options_unpaired(const run_config *rc, char *err, size_t errlen)
+static int options_unpaired(const run_config *run_cfg, char *err, size_t errlen)
 {
     opt_spec sp, with;
     for (int id = 0; spec_at(id, &sp) == 0; id++) {
-        if (!is_given(rc, &sp)) continue;
-        const engine_config *e = &rc->eng;
+        if (!is_given(run_cfg, &sp)) continue;
+        const engine_config *e = &run_cfg->eng;
         char value[64] = "";
         if (sp.of_engines && (sp.d->set == SET_INT || sp.d->set == SET_INT_OR_AUTO))
             engine_option_value_text(sp.d, engine_option_value(sp.d, e), value, sizeof value);
-        if (sp.d->goes_with && spec_by_name(sp.d->goes_with, &with) == 0 && !is_given(rc, &with))
+        if (sp.d->goes_with && spec_by_name(sp.d->goes_with, &with) == 0 && !is_given(run_cfg, &with))
             return cli_fail(err, errlen, "--%s%s%s goes with --%s%s%s", sp.d->name, value[0] ? " " : "", value,
                             with.d->name, with.d->arg ? " " : "", with.d->arg ? with.d->arg : "");
-        if ((sp.d->flags & OPTION_ITERATION) && sp.of_engines && engine_option_value(sp.d, e) > rc->iters)
+        if ((sp.d->flags & OPTION_ITERATION) && sp.of_engines && engine_option_value(sp.d, e) > run_cfg->iters)
             return cli_fail(err, errlen, "--%s %s: the run has only %d iterations (--iters)", sp.d->name, value,
-                            rc->iters);
+                            run_cfg->iters);
     }
     return 0;
 }
 
-static int validate(run_config *rc, char *err, size_t errlen)
+static int validate(run_config *run_cfg, char *err, size_t errlen)
 {
-    gpt_shape *sh = &rc->eng.shape;
+    gpt_shape *sh = &run_cfg->eng.shape;
     if (sh->hidden % sh->heads != 0)
         return cli_fail(err, errlen, "hidden size %d is not divisible by the number of heads %d",
                     sh->hidden, sh->heads);
-    if (rc->log_interval > rc->iters) rc->log_interval = rc->iters;
-    if (rc->eng.window > sh->layers)
+    if (run_cfg->log_interval > run_cfg->iters) run_cfg->log_interval = run_cfg->iters;
+    if (run_cfg->eng.window > sh->layers)
         return cli_fail(err, errlen, "window %d is larger than the number of layers %d",
-                    rc->eng.window, sh->layers);
-    if (rc->eng.optim.min_lr > rc->eng.optim.lr)
-        return cli_fail(err, errlen, "min-lr %g is above lr %g", rc->eng.optim.min_lr,
-                    rc->eng.optim.lr);
+                    run_cfg->eng.window, sh->layers);
+    if (run_cfg->eng.optim.min_lr > run_cfg->eng.optim.lr)
+        return cli_fail(err, errlen, "min-lr %g is above lr %g", run_cfg->eng.optim.min_lr,
+                    run_cfg->eng.optim.lr);
     sh->vocab_padded = gpt_pad_vocab(sh->vocab);
     double P, rows;
     if (!cli_shape_addressable(sh, &P, &rows))
         return cli_fail(err, errlen, "model or batch too large to address (%.3g parameters, %.3g rows)",
                     P, rows);
-    if (rc->eng.nvme_dir[0] && rc->eng.offload != OFFLOAD_NVME && !rc->search)
+    if (run_cfg->eng.nvme_dir[0] && run_cfg->eng.offload != OFFLOAD_NVME && !run_cfg->search)
         return cli_fail(err, errlen, "--nvme-dir is only used with --offload nvme (or --search, which tries it)");
     opt_spec sp;
-    for (int id = 0; !rc->search && spec_at(id, &sp) == 0; id++)
-        if ((sp.d->use & SRCH) && sp.id != OPT_SEARCH && is_given(rc, &sp))
+    for (int id = 0; !run_cfg->search && spec_at(id, &sp) == 0; id++)
+        if ((sp.d->use & SRCH) && sp.id != OPT_SEARCH && is_given(run_cfg, &sp))
             return cli_fail(err, errlen, "--%s goes with --search", sp.d->name);
-    if (rc->min_samples_per_s > 0 && !rc->search_largest)
+    if (run_cfg->min_samples_per_s > 0 && !run_cfg->search_largest)
         return cli_fail(err, errlen, "--min-samples-per-s goes with --search --largest (the largest model that "
                         "trains that fast)");
     /* (with --dry-run it is only carried: a sweep's and --find-max's checks of a run are dry
      * runs of its own arguments) */
-    if (rc->profile && (rc->predict || rc->calibrate || rc->search))
+    if (run_cfg->profile && (run_cfg->predict || run_cfg->calibrate || run_cfg->search))
         return cli_fail(err, errlen, "--profile times the steps a run trains: not with --%s",
-                        rc->predict ? "predict" : rc->calibrate ? "calibrate" : "search");
-    if (rc->profile && rc->eng.graphs == GRAPHS_ON)
+                        run_cfg->predict ? "predict" : run_cfg->calibrate ? "calibrate" : "search");
+    if (run_cfg->profile && run_cfg->eng.graphs == GRAPHS_ON)
         return cli_fail(err, errlen, "--graphs on: --profile times each op with events of its own, which a graph's "
                         "replay would not record (--graphs auto turns them off under --profile)");
     /* Options that would be taken and then do nothing (issue 47): refused, not a label or a no-op.
      * (-m all -w W: but for a dry run, which names no file and plans each engine as it would
      * run, and --search, which leaves the engines without a window out, saying so; --search's
      * own probe is such a dry run) */
-    if (strcmp(rc->method, "all") == 0 && cli_given(rc, "window") && rc->eng.window > 0 && !rc->dry_run &&
-        !rc->search)
-        return window_with_all(rc->eng.window, err, errlen);
+    if (strcmp(run_cfg->method, "all") == 0 && cli_given(run_cfg, "window") && run_cfg->eng.window > 0 && !run_cfg->dry_run &&
+        !run_cfg->search)
+        return window_with_all(run_cfg->eng.window, err, errlen);
     static const char *const fail_opts[] = {"fail-rank", "fail-phase", "fail-kind"};
     for (size_t i = 0; i < sizeof fail_opts / sizeof fail_opts[0]; i++)
-        if (cli_given(rc, fail_opts[i]) && rc->fail_at <= 0)
+        if (cli_given(run_cfg, fail_opts[i]) && run_cfg->fail_at <= 0)
             return cli_fail(err, errlen, "--%s goes with --fail-at I (the iteration at which the fault happens)",
                             fail_opts[i]);
-    if (options_unpaired(rc, err, errlen)) return -1;
-    if (rc->machine_path[0] && !rc->calibrate) {
+    if (options_unpaired(run_cfg, err, errlen)) return -1;
+    if (run_cfg->machine_path[0] && !run_cfg->calibrate) {
         /* (read by --predict, --search, and a training run's -w auto; --calibrate makes it) */
         struct stat st;
-        const int fd = open(rc->machine_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        const int fd = open(run_cfg->machine_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
         const int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : EISDIR;
         if (fd >= 0) close(fd);
         if (e == EISDIR)
             return cli_fail(err, errlen, "machine file %s: not a regular file (the JSON file --calibrate writes was "
-                            "expected)", rc->machine_path);
-        if (e) return cli_fail(err, errlen, "machine file %s: %s (make one with --calibrate)", rc->machine_path, strerror(e));
+                            "expected)", run_cfg->machine_path);
+        if (e) return cli_fail(err, errlen, "machine file %s: %s (make one with --calibrate)", run_cfg->machine_path, strerror(e));
     }
-    if (rc->search && (rc->predict || rc->calibrate || rc->find_max || rc->dry_run || rc->resume))
+    if (run_cfg->search && (run_cfg->predict || run_cfg->calibrate || run_cfg->find_max || run_cfg->dry_run || run_cfg->resume))
         return cli_fail(err, errlen, "--search plans and predicts by itself: not with --%s",
-                        rc->predict ? "predict" : rc->calibrate ? "calibrate" : rc->find_max ? "find-max"
-                        : rc->dry_run ? "dry-run" : "resume");
+                        run_cfg->predict ? "predict" : run_cfg->calibrate ? "calibrate" : run_cfg->find_max ? "find-max"
+                        : run_cfg->dry_run ? "dry-run" : "resume");
     return 0;
 }
 
@@ -1392,10 +1392,10 @@ struct cJSON *cli_args_config(char *const *args, int nargs, char *err, size_t er
     return out;
 }
 
-cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t errlen)
+cli_outcome cli_parse(int argc, char **argv, run_config *run_cfg, char *err, size_t errlen)
 {
     options_checked();
-    set_defaults(rc);
+    set_defaults(run_cfg);
     getopt_table t;
     getopt_tables(&t);
 
@@ -1435,10 +1435,10 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
             return CLI_DONE;
         }
         if (c == 1000 + OPT_CONFIG)
-            snprintf(rc->config_path, sizeof rc->config_path, "%s", optarg);
+            snprintf(run_cfg->config_path, sizeof run_cfg->config_path, "%s", optarg);
     }
     if (optind < argc) return cli_fail(err, errlen, "unexpected argument '%s'", argv[optind]), CLI_ERROR;
-    if (rc->config_path[0] && load_config(rc, rc->config_path, err, errlen)) return CLI_ERROR;
+    if (run_cfg->config_path[0] && load_config(run_cfg, run_cfg->config_path, err, errlen)) return CLI_ERROR;
 
     /* Pass 2: every other option, overriding the config. */
     recompute_seen seen = {0};
@@ -1446,22 +1446,22 @@ cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t e
     while ((c = getopt_long(argc, argv, t.shortopts, t.longopts, NULL)) != -1) {
         opt_spec sp;
         if (spec_of_getopt(c, &sp) || sp.id == OPT_CONFIG) continue;
-        if (apply(rc, &sp, optarg, 1, NULL, err, errlen)) return CLI_ERROR;
+        if (apply(run_cfg, &sp, optarg, 1, NULL, err, errlen)) return CLI_ERROR;
         note_recompute(&seen, &sp, optarg, 1);
     }
     if (recompute_clash(&seen, "", err, errlen)) return CLI_ERROR;
     /* A run list's runs are checked one by one by the sweep driver (with their own shapes). */
-    if (rc->config_runs) {
-        rc->eng.shape.vocab_padded = gpt_pad_vocab(rc->eng.shape.vocab);
+    if (run_cfg->config_runs) {
+        run_cfg->eng.shape.vocab_padded = gpt_pad_vocab(run_cfg->eng.shape.vocab);
         return CLI_RUN;
     }
-    return validate(rc, err, errlen) ? CLI_ERROR : CLI_RUN;
+    return validate(run_cfg, err, errlen) ? CLI_ERROR : CLI_RUN;
 }
 
-int cli_given(const run_config *rc, const char *long_name)
+int cli_given(const run_config *run_cfg, const char *long_name)
 {
     opt_spec sp;
-    return spec_by_name(long_name, &sp) == 0 && is_given(rc, &sp);
+    return spec_by_name(long_name, &sp) == 0 && is_given(run_cfg, &sp);
 }
 
 int cli_option_taken_by(const char *long_name, const engine_vtbl *eng)
@@ -1482,22 +1482,22 @@ const char *cli_cpu_preset_text(void)
     return "-l 4 -h 128 --heads 4 --seq 128 -b 4 --vocab 4096, lr 1e-3 warming up over 10 iterations";
 }
 
-int cli_apply_cpu_preset(run_config *rc)
+int cli_apply_cpu_preset(run_config *run_cfg)
 {
     static const char *const shape_opts[] = {"layers", "hidden", "heads", "seq", "batch", "vocab"};
     for (size_t i = 0; i < sizeof shape_opts / sizeof shape_opts[0]; i++)
-        if (cli_given(rc, shape_opts[i])) return 0;
-    gpt_shape *sh = &rc->eng.shape;
+        if (cli_given(run_cfg, shape_opts[i])) return 0;
+    gpt_shape *sh = &run_cfg->eng.shape;
     *sh = (gpt_shape){.layers = 4, .hidden = 128, .heads = 4, .seq = 128, .batch = 4, .vocab = 4096};
     sh->vocab_padded = gpt_pad_vocab(sh->vocab);
     /* The artifact's schedule warms up over 3200 iterations, so a 50-iteration run would
      * barely move; the preset trains quickly enough for the loss to fall visibly. */
-    gpt_optim *o = &rc->eng.optim;
-    if (!cli_given(rc, "lr")) o->lr = 1e-3;
-    if (!cli_given(rc, "min-lr")) o->min_lr = 1e-4;
-    if (!cli_given(rc, "lr-decay-iters")) o->decay_iters = 1000;
-    if (rc->eng.window > sh->layers) rc->eng.window = sh->layers;
-    rc->cpu_preset = 1;
+    gpt_optim *o = &run_cfg->eng.optim;
+    if (!cli_given(run_cfg, "lr")) o->lr = 1e-3;
+    if (!cli_given(run_cfg, "min-lr")) o->min_lr = 1e-4;
+    if (!cli_given(run_cfg, "lr-decay-iters")) o->decay_iters = 1000;
+    if (run_cfg->eng.window > sh->layers) run_cfg->eng.window = sh->layers;
+    run_cfg->cpu_preset = 1;
     return 1;
 }
 
@@ -1564,9 +1564,9 @@ void cli_usage(FILE *out)
             cli_cpu_preset_text());
 }
 
-int cli_resolve_ranks(run_config *rc, int world, int local_world, char *err, size_t errlen)
+int cli_resolve_ranks(run_config *run_cfg, int world, int local_world, char *err, size_t errlen)
 {
-    engine_config *e = &rc->eng;
+    engine_config *e = &run_cfg->eng;
     e->world = world;
     e->local_world = local_world;
     const int per_step = e->shape.batch * world;
@@ -1587,18 +1587,18 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 }
 
 /* Whether the option's field holds what set_defaults gives it. */
-static int at_default(const run_config *rc, const run_config *defaults, const opt_spec *sp)
+static int at_default(const run_config *run_cfg, const run_config *defaults, const opt_spec *sp)
 {
     const size_t at = sp->base + sp->d->offset;
-    const char *mine = (const char *)rc + at, *dflt = (const char *)defaults + at;
+    const char *mine = (const char *)run_cfg + at, *dflt = (const char *)defaults + at;
     return sp->d->text ? strncmp(mine, dflt, sp->d->size) == 0 : memcmp(mine, dflt, sp->d->size) == 0;
 }
 
-uint64_t cli_fingerprint(const run_config *rc)
+uint64_t cli_fingerprint(const run_config *run_cfg)
 {
     uint64_t hashes[CLI_OPTIONS_MAX], h = 0xcbf29ce484222325ULL;
     const char *names[CLI_OPTIONS_MAX];
-    const int n = cli_option_hashes(rc, hashes, names, CLI_OPTIONS_MAX); /* (room for every option) */
+    const int n = cli_option_hashes(run_cfg, hashes, names, CLI_OPTIONS_MAX); /* (room for every option) */
     run_config defaults;
     set_defaults(&defaults);
     for (int i = 0; i < n; i++) {
@@ -1606,14 +1606,14 @@ uint64_t cli_fingerprint(const run_config *rc)
         if (spec_by_name(names[i], &sp) || sp.d->scope == SCOPE_AGREE) continue;
         /* (an option added after results were made, at its default, leaves their fingerprints
          * as they were) */
-        if (sp.d->scope == SCOPE_RESULT_SET && at_default(rc, &defaults, &sp)) continue;
+        if (sp.d->scope == SCOPE_RESULT_SET && at_default(run_cfg, &defaults, &sp)) continue;
         h = fnv1a(h, names[i], strlen(names[i]));
         h = fnv1a(h, &hashes[i], sizeof hashes[i]);
     }
     return h;
 }
 
-int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max)
+int cli_option_hashes(const run_config *run_cfg, uint64_t *hashes, const char **names, int max)
 {
     const int n = options_checked();
     if (n > max) return -1;
@@ -1623,7 +1623,7 @@ int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names
     for (int id = 0; spec_at(id, &sp) == 0; id++) {
         const option_decl *d = sp.d;
         if (d->scope == SCOPE_LOCAL) continue;
-        const char *field = (const char *)rc + sp.base + d->offset;
+        const char *field = (const char *)run_cfg + sp.base + d->offset;
         hashes[d->slot] = fnv1a(0xcbf29ce484222325ULL, field, d->text ? strnlen(field, d->size) : d->size);
         names[d->slot] = d->name;
     }

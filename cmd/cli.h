@@ -105,9 +105,9 @@ typedef enum cli_outcome {
 } cli_outcome;
 
 /* Defaults, then --config, then the command line. */
-cli_outcome cli_parse(int argc, char **argv, run_config *rc, char *err, size_t errlen);
+cli_outcome cli_parse(int argc, char **argv, run_config *run_cfg, char *err, size_t errlen);
 /* With no model shape given, the CPU backend uses a small preset (returns 1 if applied). */
-int cli_apply_cpu_preset(run_config *rc);
+int cli_apply_cpu_preset(run_config *run_cfg);
 /* The one-line description of the CPU preset (for the notice and --help). */
 const char *cli_cpu_preset_text(void);
 void cli_usage(FILE *out);
@@ -148,22 +148,22 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((form
 
 /* Fill in the ranks (world, and those on this machine) and the micro-batches per rank that
  * --global-batch asks for; -1 with the reason when it is not a multiple of batch x world. */
-int cli_resolve_ranks(run_config *rc, int world, int local_world, char *err, size_t errlen);
+int cli_resolve_ranks(run_config *run_cfg, int world, int local_world, char *err, size_t errlen);
 /* --hosts FILE, read and checked (bad input: -1 and err, before anything is written) into
  * the ranks each machine takes.  Only where this process starts the ranks (not under
  * mpirun: there each rank learns its machine from MPI, and FILE may not be on its machine). */
-int cli_resolve_hosts(run_config *rc, char *err, size_t errlen);
+int cli_resolve_hosts(run_config *run_cfg, char *err, size_t errlen);
 /* The ranks of --ranks N that share one machine: N, or fewer with --hosts. */
-int cli_ranks_per_machine(const run_config *rc);
+int cli_ranks_per_machine(const run_config *run_cfg);
 
 /* A hash of every parsed value a run acts on, per option (names[i] its long name), so that
  * ranks can check they were all given the same configuration; returns how many, at most
  * CLI_OPTIONS_MAX (-1, and nothing written, when max is less than that many). */
-int cli_option_hashes(const run_config *rc, uint64_t *hashes, const char **names, int max);
+int cli_option_hashes(const run_config *run_cfg, uint64_t *hashes, const char **names, int max);
 /* One hash of every option that changes what a run computes or measures (not where it
  * writes, how often it logs, its threads, or a job id): --resume takes a finished JSON with
  * the same fingerprint as this run's. */
-uint64_t cli_fingerprint(const run_config *rc);
+uint64_t cli_fingerprint(const run_config *run_cfg);
 
 /* Whether a run of this shape (vocab_padded set) stays within what the index arithmetic can
  * address; validate() refuses the others, and the size searches stop below them.  Its
@@ -171,7 +171,7 @@ uint64_t cli_fingerprint(const run_config *rc);
 int cli_shape_addressable(const gpt_shape *sh, double *params, double *rows);
 
 /* Was the option with this long name given? */
-int cli_given(const run_config *rc, const char *long_name);
+int cli_given(const run_config *run_cfg, const char *long_name);
 /* Whether engine eng takes the option of this long name (every driver option; an engine's
  * option where eng declares or takes it): 0 for a name that is no option. */
 int cli_option_taken_by(const char *long_name, const engine_vtbl *eng);

@@ -39,7 +39,7 @@ typedef struct fm_ctx {
     const char *exe;
     char *const *argv;
     int argc;
-    run_config rc;           /* the run, with the shape the probe resolved */
+    run_config run_cfg;           /* the run, with the shape the probe resolved */
     const engine_vtbl *eng;
     size_t budget_gpu, budget_host;
     size_t budget_disk;      /* --offload nvme: free bytes under --nvme-dir; 0: no disk tier */
@@ -78,7 +78,7 @@ static void fm_log(fm_ctx *c, const char *fmt, ...)
 /* Does the plan at L layers fit?  If not, which memory is short and by how much. */
 static int plan_fits(const fm_ctx *c, int layers, const char **memory, double *short_by)
 {
-    engine_config ec = c->rc.eng;
+    engine_config ec = c->run_cfg.eng;
     ec.shape.layers = layers;
     if (!cli_shape_addressable(&ec.shape, NULL, NULL)) { /* beyond what validate() lets a run address */
         *memory = "GPU";
@@ -125,7 +125,7 @@ static int try_layers(fm_ctx *c, int layers, char *err, size_t errlen)
     snprintf(g, sizeof g, "%zu", c->budget_gpu);
     /* --cpu-mem-limit is the machine's, which a job of N ranks splits among them (run.c):
      * the probe's per-rank host budget times N gives each rank that budget again. */
-    const size_t ranks = c->rc.ranks > 1 ? (size_t)c->rc.ranks : 1;
+    const size_t ranks = c->run_cfg.ranks > 1 ? (size_t)c->run_cfg.ranks : 1;
     snprintf(h, sizeof h, "%zu", c->budget_host > SIZE_MAX / ranks ? c->budget_host : c->budget_host * ranks);
     /* Later options win: the run's own, then the probe's size, 2 iterations, budgets fixed
      * to what the plan bound used (not re-measured by each child), logs aside. */
@@ -159,9 +159,9 @@ static int try_layers(fm_ctx *c, int layers, char *err, size_t errlen)
     memset(t, 0, sizeof *t);
     t->layers = layers;
     child_result cr;
-    int rc_ = child_run(c->exe, argv, CHILD_QUIET, &cr, err, errlen);
+    int status = child_run(c->exe, argv, CHILD_QUIET, &cr, err, errlen);
     strv_free(&argv, &n);
-    if (rc_) return -1;
+    if (status) return -1;
     snprintf(t->log, sizeof t->log, "%s", cr.log);
     if (cr.json[0]) run_outcome_read(cr.json, &t->o);
     if (!cr.exited) {
@@ -190,18 +190,18 @@ static int try_layers(fm_ctx *c, int layers, char *err, size_t errlen)
 static FILE *create_findmax_log(fm_ctx *c, int layers, findmax_result *out, char *err, size_t errlen)
 {
     char window[16], name[512];
-    if (c->rc.eng.window) snprintf(window, sizeof window, "%d", c->rc.eng.window);
+    if (c->run_cfg.eng.window) snprintf(window, sizeof window, "%d", c->run_cfg.eng.window);
     else snprintf(window, sizeof window, "auto");
-    const gpt_shape *sh = &c->rc.eng.shape;
+    const gpt_shape *sh = &c->run_cfg.eng.shape;
     snprintf(name, sizeof name, "findmax_%s_l-%d_h-%d_bs-%d_ws-%s", c->eng->name, layers, sh->hidden, sh->batch,
              window);
-    return report_create_log_named(c->rc.results_dir, name, out->log, sizeof out->log, out->json,
+    return report_create_log_named(c->run_cfg.results_dir, name, out->log, sizeof out->log, out->json,
                                    sizeof out->json, err, errlen);
 }
 
 static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
 {
-    const gpt_shape *sh = &c->rc.eng.shape;
+    const gpt_shape *sh = &c->run_cfg.eng.shape;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "kind", "find-max");
     cJSON_AddStringToObject(root, "status", r->status == EXIT_RUN_OK ? "ok" : r->status == EXIT_RUN_OOM ? "oom" : "error");
@@ -212,13 +212,13 @@ static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
     cJSON_AddNumberToObject(cfg, "seq", sh->seq);
     cJSON_AddNumberToObject(cfg, "batch", sh->batch);
     cJSON_AddNumberToObject(cfg, "vocab", sh->vocab);
-    cJSON_AddNumberToObject(cfg, "window", c->rc.eng.window);
+    cJSON_AddNumberToObject(cfg, "window", c->run_cfg.eng.window);
     cJSON_AddStringToObject(cfg, "backend", c->backend);
-    report_json_recompute(cfg, c->rc.eng.recompute);
-    cJSON_AddStringToObject(cfg, "dtype", c->rc.eng.bf16 ? "bf16" : "fp32");
+    report_json_recompute(cfg, c->run_cfg.eng.recompute);
+    cJSON_AddStringToObject(cfg, "dtype", c->run_cfg.eng.bf16 ? "bf16" : "fp32");
     /* The options as given (0: not given, the free memory), to match later lookups. */
-    cJSON_AddNumberToObject(cfg, "gpu_mem_limit_option", (double)c->rc.gpu_mem_limit);
-    cJSON_AddNumberToObject(cfg, "cpu_mem_limit_option", (double)c->rc.cpu_mem_limit);
+    cJSON_AddNumberToObject(cfg, "gpu_mem_limit_option", (double)c->run_cfg.gpu_mem_limit);
+    cJSON_AddNumberToObject(cfg, "cpu_mem_limit_option", (double)c->run_cfg.cpu_mem_limit);
     cJSON *b = cJSON_AddObjectToObject(root, "budgets");
     cJSON_AddNumberToObject(b, "gpu_bytes", (double)c->budget_gpu);
     cJSON_AddNumberToObject(b, "host_bytes", (double)c->budget_host);
@@ -252,16 +252,16 @@ static int write_findmax_json(const fm_ctx *c, const findmax_result *r)
     char *text = report_json_text(root);
     cJSON_Delete(root);
     if (!text) return -1;
-    const int rc_ = report_write_text(r->json, text);
+    const int status = report_write_text(r->json, text);
     const int e = errno;
     cJSON_free(text);
     errno = e;
-    return rc_;
+    return status;
 }
 
 /* 1. How a child resolves this run: a --dry-run child's shape, budgets and backend into c
- * (rc: the run as given).  0, or -1 with err set. */
-static int resolve_as_child(fm_ctx *c, const run_config *rc, char *err, size_t errlen)
+ * (run_cfg: the run as given).  0, or -1 with err set. */
+static int resolve_as_child(fm_ctx *c, const run_config *run_cfg, char *err, size_t errlen)
 {
     char **pargv = NULL;
     int pn = 0;
@@ -270,12 +270,12 @@ static int resolve_as_child(fm_ctx *c, const run_config *rc, char *err, size_t e
         return cli_fail(err, errlen, "out of memory");
     }
     child_result probe;
-    int rc_ = child_run(c->exe, pargv, CHILD_QUIET_OUT, &probe, err, errlen);
+    int status = child_run(c->exe, pargv, CHILD_QUIET_OUT, &probe, err, errlen);
     strv_free(&pargv, &pn);
-    if (rc_) return -1;
+    if (status) return -1;
     if (!probe.exited || probe.exit_code != 0 || !probe.probed)
         return cli_fail(err, errlen, "find-max: the dry run of %s failed (see above)", c->eng->name);
-    gpt_shape *sh = &c->rc.eng.shape;
+    gpt_shape *sh = &c->run_cfg.eng.shape;
     sh->hidden = probe.shape[1];
     sh->heads = probe.shape[2];
     sh->seq = probe.shape[3];
@@ -284,13 +284,13 @@ static int resolve_as_child(fm_ctx *c, const run_config *rc, char *err, size_t e
     sh->vocab_padded = gpt_pad_vocab(sh->vocab);
     /* The plan of one rank of the job (--ranks N: the probe's budgets are per rank, and a
      * sharded engine's plan shrinks with the world). */
-    const int world = rc->ranks > 1 ? rc->ranks : 1;
-    if (cli_resolve_ranks(&c->rc, world, cli_ranks_per_machine(rc), err, errlen)) return -1;
+    const int world = run_cfg->ranks > 1 ? run_cfg->ranks : 1;
+    if (cli_resolve_ranks(&c->run_cfg, world, cli_ranks_per_machine(run_cfg), err, errlen)) return -1;
     c->budget_gpu = probe.budget_gpu;
     c->budget_host = probe.budget_host;
     c->budget_disk = probe.budget_disk;
     snprintf(c->backend, sizeof c->backend, "%s", probe.backend);
-    if (snprintf(c->probes_dir, sizeof c->probes_dir, "%s/probes", rc->results_dir) >= (int)sizeof c->probes_dir)
+    if (snprintf(c->probes_dir, sizeof c->probes_dir, "%s/probes", run_cfg->results_dir) >= (int)sizeof c->probes_dir)
         return cli_fail(err, errlen, "results path too long");
     return 0;
 }
@@ -299,7 +299,7 @@ static int resolve_as_child(fm_ctx *c, const run_config *rc, char *err, size_t e
  * named by the answer, so it is written last). */
 static void announce(fm_ctx *c, int plan_max)
 {
-    const gpt_shape *sh = &c->rc.eng.shape;
+    const gpt_shape *sh = &c->run_cfg.eng.shape;
     char gb[32], hb[32];
     format_bytes((double)c->budget_gpu, gb, sizeof gb);
     format_bytes((double)c->budget_host, hb, sizeof hb);
@@ -309,7 +309,7 @@ static void announce(fm_ctx *c, int plan_max)
     snprintf(c->first_lines[c->nfirst++], sizeof c->first_lines[0],
              "aebench find-max: method %s, h%d heads%d s%d b%d vocab%d, window %d, %s backend, "
              "budgets GPU %s (%zu bytes) | host %s (%zu bytes)",
-             c->eng->name, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, c->rc.eng.window,
+             c->eng->name, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, c->run_cfg.eng.window,
              c->backend, gb, c->budget_gpu, hb, c->budget_host);
 }
 
@@ -381,7 +381,7 @@ static void explain_next(const fm_ctx *c, int lmin, int max, int failed_at, find
     for (int i = 0; i < c->ntried; i++)
         if (c->tried[i].layers == max && strcmp(c->tried[i].status, "ok") == 0) out->best = c->tried[i].o;
     if (max) {
-        gpt_shape at = c->rc.eng.shape;
+        gpt_shape at = c->run_cfg.eng.shape;
         at.layers = max;
         out->params = (double)gpt_param_count(&at);
     }
@@ -437,7 +437,7 @@ static int write_record(fm_ctx *c, int max, findmax_result *out, char *err, size
     return 0;
 }
 
-int findmax_run(const char *exe, char *const argv[], int argc, const run_config *rc,
+int findmax_run(const char *exe, char *const argv[], int argc, const run_config *run_cfg,
                 findmax_result *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -446,19 +446,19 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
     c.exe = exe;
     c.argv = argv;
     c.argc = argc;
-    c.rc = *rc;
-    c.eng = engine_find(rc->method);
+    c.run_cfg = *run_cfg;
+    c.eng = engine_find(run_cfg->method);
     if (!c.eng) return cli_fail(err, errlen, "find-max needs one method (-m NAME)");
 
     /* 1. How a child resolves this run. */
-    if (resolve_as_child(&c, rc, err, errlen)) return -1;
+    if (resolve_as_child(&c, run_cfg, err, errlen)) return -1;
 
     /* 2. The plan bound, over [lmin, cap]: a windowed run needs at least its window. */
-    const int lmin = rc->eng.window > 1 ? rc->eng.window : 1;
+    const int lmin = run_cfg->eng.window > 1 ? run_cfg->eng.window : 1;
     const int plan_max = bisect_largest(lmin, FINDMAX_LAYERS_CAP, plan_fits_at, &c);
     out->plan_max = plan_max;
     announce(&c, plan_max);
-    if (rc->dry_run) {
+    if (run_cfg->dry_run) {
         if (!plan_max) {
             const char *mem = NULL;
             double short_by = 0;
@@ -479,9 +479,9 @@ int findmax_run(const char *exe, char *const argv[], int argc, const run_config 
     /* What stopped the next size. */
     explain_next(&c, lmin, max, failed_at, out);
     /* The log and JSON. */
-    const int rc_ = write_record(&c, max, out, err, errlen);
+    const int status = write_record(&c, max, out, err, errlen);
     free(c.tried);
-    return rc_;
+    return status;
 }
 
 int findmax_lookup(const char *dir, const char *method, const int shape5[5], int window, const char *backend,

@@ -98,8 +98,8 @@ int host_list_read(const char *path, host_list *h, char *err, size_t errlen)
         return fail(err, errlen, path, 0, "not a regular file of at most 1 MiB");
     char *text = report_read_text(path);
     if (!text) return fail(err, errlen, path, 0, errno == EINVAL ? "not a regular file of at most 1 MiB" : strerror(errno));
-    int line_no = 0, rc = 0;
-    for (char *line = text, *next; line && !rc; line = next) {
+    int line_no = 0, status = 0;
+    for (char *line = text, *next; line && !status; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = '\0';
         line_no++;
@@ -108,7 +108,7 @@ int host_list_read(const char *path, host_list *h, char *err, size_t errlen)
         const char *why = NULL;
         const int k = parse_line(line, name, &slots, &why);
         if (k < 0) {
-            rc = fail(err, errlen, path, line_no, why);
+            status = fail(err, errlen, path, line_no, why);
             break;
         }
         if (k == 0) continue;
@@ -116,21 +116,21 @@ int host_list_read(const char *path, host_list *h, char *err, size_t errlen)
         while (i < h->n && strcmp(h->name[i], name) != 0) i++;
         if (i == h->n) {
             if (h->n == HOSTFILE_MAX_HOSTS) {
-                rc = fail(err, errlen, path, line_no, "more than 1024 machines");
+                status = fail(err, errlen, path, line_no, "more than 1024 machines");
                 break;
             }
             snprintf(h->name[h->n], HOSTFILE_NAME_MAX, "%s", name);
             h->n++;
         }
         if (h->slots[i] > 65536 * 16 - slots) {
-            rc = fail(err, errlen, path, line_no, "too many slots on one machine");
+            status = fail(err, errlen, path, line_no, "too many slots on one machine");
             break;
         }
         h->slots[i] += slots;
     }
     free(text);
-    if (!rc && h->n == 0) rc = fail(err, errlen, path, 0, "lists no machine");
-    return rc;
+    if (!status && h->n == 0) status = fail(err, errlen, path, 0, "lists no machine");
+    return status;
 }
 
 int host_list_ranks_per_machine(const host_list *h, int ranks, int *machines_used)

@@ -72,12 +72,12 @@ void fault_note(int rank, const char *fmt, ...)
     close(fd);
 }
 
-void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase)
+void fault_maybe_die(const run_config *run_cfg, int rank, int iteration, int phase)
 {
-    const unsigned long long ranks = rc->fail_ranks ? rc->fail_ranks : 1ull; /* default rank 0 */
-    if (rc->fail_at != iteration || rank > 63 || !((ranks >> rank) & 1) || rc->fail_phase != phase) return;
+    const unsigned long long ranks = run_cfg->fail_ranks ? run_cfg->fail_ranks : 1ull; /* default rank 0 */
+    if (run_cfg->fail_at != iteration || rank > 63 || !((ranks >> rank) & 1) || run_cfg->fail_phase != phase) return;
     static const char *const where[] = {"at the start of", "in the backward of", "in the checkpoint of"};
-    if (rc->fail_kind == FAIL_STOP) {
+    if (run_cfg->fail_kind == FAIL_STOP) {
         /* A hang, not a death: no note (a hung rank leaves none); the others' watchdogs must
          * find it from its heartbeat, which stops with it. */
         fprintf(stderr, "aebench: rank %d: --fail-at %d --fail-kind stop: SIGSTOP now, %s iteration %d\n", rank,
@@ -88,7 +88,7 @@ void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase)
         return;
     }
     fault_note(rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %s)", where[phase],
-               iteration, rc->fail_at, rc->fail_ranks_text[0] ? rc->fail_ranks_text : "0");
+               iteration, run_cfg->fail_at, run_cfg->fail_ranks_text[0] ? run_cfg->fail_ranks_text : "0");
     fprintf(stderr, "aebench: rank %d: --fail-at %d: SIGKILL now\n", rank, iteration);
     fflush(stdout);
     fflush(stderr);

@@ -29,7 +29,7 @@ void launch_note_started(void);
 #define LAUNCH_NOTE_REFUSED "refused"
 
 /* --fail-at: rank --fail-rank leaves a note and SIGKILLs itself at iteration `iteration`. */
-void fault_maybe_die(const run_config *rc, int rank, int iteration, int phase);
+void fault_maybe_die(const run_config *run_cfg, int rank, int iteration, int phase);
 
 /* Where a job's temporary directories go: TMPDIR, or /tmp without it (the very string
  * getenv("TMPDIR") returned when it is TMPDIR). */

@@ -595,12 +595,12 @@ enum { START_DEADLINE_S = 120, START_GRACE_S = 10 };
 /* The job's command line into *jargv (strv.h): mpiexec -n N, its own options, this binary and
  * argv[1..] without --ranks and --hosts.  0, or -1 out of memory (*jargv is the caller's to free
  * either way). */
-static int job_command(int argc, char **argv, const run_config *rc, const char *mpiexec, const char *exe,
+static int job_command(int argc, char **argv, const run_config *run_cfg, const char *mpiexec, const char *exe,
                        int open_mpi, const char *hosts, char ***jargv_out, int *jn_out)
 {
     char **jargv = NULL, nbuf[16];
     int jn = 0;
-    snprintf(nbuf, sizeof nbuf, "%d", rc->ranks);
+    snprintf(nbuf, sizeof nbuf, "%d", run_cfg->ranks);
     int bad = strv_push(&jargv, &jn, mpiexec) || strv_push(&jargv, &jn, "-n") || strv_push(&jargv, &jn, nbuf);
     if (!bad && open_mpi) {
         /* Open MPI binds each of a few ranks to one core by default: a rank's host Adam pool
@@ -611,7 +611,7 @@ static int job_command(int argc, char **argv, const run_config *rc, const char *
     }
     /* --hosts: mpiexec's own hostfile option (Hydra's -f, Open MPI's -hostfile); the ranks do
      * not see it (they learn their machines from MPI) */
-    if (!bad && rc->hosts_path[0])
+    if (!bad && run_cfg->hosts_path[0])
         bad = strv_push(&jargv, &jn, open_mpi ? "-hostfile" : "-f") || strv_push(&jargv, &jn, hosts);
     if (!bad) bad = strv_push(&jargv, &jn, exe);
     /* the ranks get every option but these: they are the job (--ranks) and its machines */
@@ -718,7 +718,7 @@ static int watch_job(pid_t pid, int read_fd, int sfd, const char *notes, double 
  * what its ranks left in notes (the report lines, relayed; rank 0's JSON; the notes and
  * heartbeats, then removed with the directory): the exit code, one line on stderr and into
  * why_out saying why when it is not 0 or 2, and that line in rank 0's log and JSON. */
-static int job_ended(const run_config *rc, const char *notes, launch_outcome *outcome, double deadline_s,
+static int job_ended(const run_config *run_cfg, const char *notes, launch_outcome *outcome, double deadline_s,
                      int interrupted, char *why_out, size_t why_len, double *failed_at_s, int *init_refused)
 {
     char log_path[PATH_MAX] = "", json_path[PATH_MAX] = "";
@@ -759,14 +759,14 @@ static int job_ended(const run_config *rc, const char *notes, launch_outcome *ou
     const int mpiexec_exit = outcome->reaped && WIFEXITED(outcome->status) ? WEXITSTATUS(outcome->status) : -1;
     if (outcome->start_timeout) {
         /* no rank got past MPI's start-up: not a failure of a rank, of the launch */
-        if (rc->hosts_path[0])
+        if (run_cfg->hosts_path[0])
             snprintf(why, sizeof why, "no rank got past MPI's start-up within %.0f s (--hang-timeout%s): a machine of "
                      "--hosts %.300s may be unreachable, or mpiexec could not start ranks there (its message is above); "
-                     "the job was ended", deadline_s, rc->hang_timeout_s < 0 ? " auto" : "", rc->hosts_path);
+                     "the job was ended", deadline_s, run_cfg->hang_timeout_s < 0 ? " auto" : "", run_cfg->hosts_path);
         else
             snprintf(why, sizeof why, "no rank got past MPI's start-up within %.0f s (--hang-timeout%s): mpiexec "
                      "could not start the job (its message is above); the job was ended", deadline_s,
-                     rc->hang_timeout_s < 0 ? " auto" : "");
+                     run_cfg->hang_timeout_s < 0 ? " auto" : "");
     } else if (interrupted) {
         /* told to stop: the job ended because we passed the signal on */
         snprintf(why, sizeof why, "%s", ending.reason);
@@ -788,7 +788,7 @@ static int job_ended(const run_config *rc, const char *notes, launch_outcome *ou
         const size_t n = strlen(why);
         if (n + 2 < sizeof why) snprintf(why + n, sizeof why - n, "; %.300s", ending.reason);
     }
-    fprintf(stderr, "aebench: --ranks %d: %s\n", rc->ranks, why);
+    fprintf(stderr, "aebench: --ranks %d: %s\n", run_cfg->ranks, why);
     if (why_len) snprintf(why_out, why_len, "%s", why);
     if (log_path[0]) {
         /* (rank 0 may have said it in the log and JSON itself: its watchdog fired) */
@@ -808,7 +808,7 @@ static int job_ended(const run_config *rc, const char *notes, launch_outcome *ou
 }
 
 /* One job: mpiexec -n N over this binary with argv[1..], supervised (see launch.h). */
-static int launch_job(int argc, char **argv, const run_config *rc, char *why_out, size_t why_len,
+static int launch_job(int argc, char **argv, const run_config *run_cfg, char *why_out, size_t why_len,
                       int *interrupted, double *failed_at_s, int *init_refused)
 {
     *init_refused = 0;
@@ -818,7 +818,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     char mpiexec[PATH_MAX], exe[PATH_MAX], err[512];
     if (find_on_path("mpiexec", mpiexec, sizeof mpiexec) != 0) {
         fprintf(stderr, "aebench: --ranks %d needs mpiexec on the PATH (make deps installs MPICH; or "
-                        "start the ranks with mpirun yourself)\n", rc->ranks);
+                        "start the ranks with mpirun yourself)\n", run_cfg->ranks);
         return EXIT_BAD_INPUT;
     }
     if (child_self_exe(exe, sizeof exe, err, sizeof err)) {
@@ -836,14 +836,14 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     const int open_mpi = is_open_mpi(mpiexec);
     /* --hosts: the machines, in the launcher's own hostfile syntax (a FILE in the other MPI's
      * would not parse: Hydra refuses "slots=") in the job's private directory */
-    if (rc->hosts_path[0] && write_hostfile(rc->hosts_path, open_mpi, notes, hosts, sizeof hosts, err, sizeof err)) {
+    if (run_cfg->hosts_path[0] && write_hostfile(run_cfg->hosts_path, open_mpi, notes, hosts, sizeof hosts, err, sizeof err)) {
         fprintf(stderr, "aebench: %s\n", err);
         job_dir_remove(notes);
         return EXIT_BAD_INPUT;
     }
     char **jargv = NULL;
     int jn = 0;
-    if (job_command(argc, argv, rc, mpiexec, exe, open_mpi, hosts, &jargv, &jn) != 0) {
+    if (job_command(argc, argv, run_cfg, mpiexec, exe, open_mpi, hosts, &jargv, &jn) != 0) {
         fprintf(stderr, "aebench: --ranks: out of memory\n");
         strv_free(&jargv, &jn);
         job_dir_remove(notes);
@@ -883,8 +883,8 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
         return EXIT_RUN_ERROR;
     }
     exit_order order;
-    exit_order_init(&order, rc->ranks);
-    const double deadline_s = rc->hang_timeout_s > 0 ? rc->hang_timeout_s : rc->hang_timeout_s < 0 ? START_DEADLINE_S : 0;
+    exit_order_init(&order, run_cfg->ranks);
+    const double deadline_s = run_cfg->hang_timeout_s > 0 ? run_cfg->hang_timeout_s : run_cfg->hang_timeout_s < 0 ? START_DEADLINE_S : 0;
     const int start_timeout = watch_job(pid, fds[0], sfd, notes, deadline_s, &order, interrupted);
     close(fds[0]);
     int status = 0;
@@ -898,7 +898,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     /* what the launcher, the kernel and the ranks say of the ending (launch_status.h) */
     launch_outcome outcome = {.launcher = open_mpi ? LAUNCHER_OPEN_MPI : LAUNCHER_MPICH, .reaped = w == pid,
                               .status = status, .forwarded_signal = *interrupted, .start_timeout = start_timeout,
-                              .calibrate = rc->calibrate, .ranks = order.ranks, .first = first_exits};
+                              .calibrate = run_cfg->calibrate, .ranks = order.ranks, .first = first_exits};
     for (int r = 0; r < order.ranks && r < LAUNCH_RANKS_MAX; r++)
         if (exit_order_status(&order, r, &outcome.rank_status[r]) == 1) outcome.known |= 1ull << r;
     /* (after the outcome: rank 0's end, however late, changes nothing of what it says) */
@@ -906,7 +906,7 @@ static int launch_job(int argc, char **argv, const run_config *rc, char *why_out
     exit_order_close(&order);
     if (sfd >= 0) close(sfd);
     sigprocmask(SIG_SETMASK, &old, NULL);
-    return job_ended(rc, notes, &outcome, deadline_s, *interrupted, why_out, why_len, failed_at_s, init_refused);
+    return job_ended(run_cfg, notes, &outcome, deadline_s, *interrupted, why_out, why_len, failed_at_s, init_refused);
 }
 
 /* ---- a job that lost ranks: relaunched to recover, as its engine says ------------------------
@@ -975,19 +975,19 @@ static void tell_relaunch(const engine_recovery *plan, const char *why, int rela
     *since = now;
 }
 
-int launch_ranks(int argc, char **argv, const run_config *rc)
+int launch_ranks(int argc, char **argv, const run_config *run_cfg)
 {
     /* (a launcher first: without one nothing runs, and nothing may be written; then what the
      * job will write, checked before it starts) */
     char mpiexec[PATH_MAX], oerr[1024];
     if (find_on_path("mpiexec", mpiexec, sizeof mpiexec) != 0) {
         fprintf(stderr, "aebench: --ranks %d needs mpiexec on the PATH (make deps installs MPICH; or "
-                        "start the ranks with mpirun yourself)\n", rc->ranks);
+                        "start the ranks with mpirun yourself)\n", run_cfg->ranks);
         return EXIT_BAD_INPUT;
     }
     /* (the job's private directory goes under TMPDIR: one the environment names wrongly is bad
      * input, said before anything is written) */
-    if (job_tmp_refused(oerr, sizeof oerr) != 0 || run_outputs_refused(rc, 0, oerr, sizeof oerr) != 0) {
+    if (job_tmp_refused(oerr, sizeof oerr) != 0 || run_outputs_refused(run_cfg, 0, oerr, sizeof oerr) != 0) {
         fprintf(stderr, "aebench: %s\n", oerr);
         return EXIT_BAD_INPUT;
     }
@@ -996,10 +996,10 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     double failed_at_s = 0; /* when a rank of the job said it failed (CLOCK_REALTIME s) */
     /* An engine that can go on from what the job kept (its recovery hook says so) gets its job
      * relaunched; any other job is launched once. */
-    const engine_vtbl *eng = engine_find(rc->method);
+    const engine_vtbl *eng = engine_find(run_cfg->method);
     engine_recovery plan = {0};
-    if (!eng || !eng->recovery || eng->recovery(&rc->eng, rc->ranks, &plan) != 0)
-        return launch_job(argc, argv, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
+    if (!eng || !eng->recovery || eng->recovery(&run_cfg->eng, run_cfg->ranks, &plan) != 0)
+        return launch_job(argc, argv, run_cfg, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
     char **args = NULL, **again = NULL;
     int n = 0, m = 0, code = EXIT_RUN_ERROR, bad = strv_push_all(&args, &n, argv, argc);
     const int nfirst = (int)(sizeof plan.first_args / sizeof plan.first_args[0]);
@@ -1012,10 +1012,10 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
     }
     /* the ranks whose machines the injected fault replaced (--fail-kind hardware) */
     const unsigned long long lost =
-        rc->fail_kind == FAIL_HARDWARE && rc->fail_at > 0 ? (rc->fail_ranks ? rc->fail_ranks : 1ull) : 0;
+        run_cfg->fail_kind == FAIL_HARDWARE && run_cfg->fail_at > 0 ? (run_cfg->fail_ranks ? run_cfg->fail_ranks : 1ull) : 0;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    code = launch_job(n, args, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
+    code = launch_job(n, args, run_cfg, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
     /* (a job we were told to stop is not relaunched: what it kept goes, as at a normal end; nor
      * one whose engine finds nothing to recover from — a configuration the ranks refused, a
      * store that was not ours, a failure before the first checkpoint) */
@@ -1024,25 +1024,25 @@ int launch_ranks(int argc, char **argv, const run_config *rc)
         char said[1024] = "";
         if (init_refused || plan.in_use(plan.state, said, sizeof said)) {
             /* (what refused the job would refuse its relaunch: the reason is said above) */
-            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: %s\n", rc->ranks, plan.job,
+            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: %s\n", run_cfg->ranks, plan.job,
                     init_refused ? "its ranks refused to start (see above)" : said);
             break;
         }
         if (lost) plan.machines_lost(plan.state, lost);
         /* (with --hosts the other machines' parts of the job are not visible here) */
-        if (!plan.recoverable(plan.state, !rc->hosts_path[0], lost, said, sizeof said)) {
-            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: %s\n", rc->ranks, plan.job, said);
+        if (!plan.recoverable(plan.state, !run_cfg->hosts_path[0], lost, said, sizeof said)) {
+            fprintf(stderr, "aebench: --ranks %d: job %s not relaunched: %s\n", run_cfg->ranks, plan.job, said);
             break;
         }
-        fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from %s%s\n", rc->ranks,
+        fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from %s%s\n", run_cfg->ranks,
                 plan.job, relaunch, plan.relaunches, said, lost && plan.lost_said ? plan.lost_said : "");
         if (relaunch_args(args, n, &plan, &again, &m) != 0) {
             fprintf(stderr, "aebench: --ranks: out of memory\n");
             break;
         }
-        tell_relaunch(&plan, why, relaunch, lost != 0, failed_at_s, rc->fail_at, &t0);
+        tell_relaunch(&plan, why, relaunch, lost != 0, failed_at_s, run_cfg->fail_at, &t0);
         const int lost_code = code;
-        code = launch_job(m, again, rc, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
+        code = launch_job(m, again, run_cfg, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
         /* (a relaunch its ranks refuse, e.g. a copy the headers called complete but whose data
          * no longer matches its checksums, ends the job for the reason it was relaunched) */
         if (init_refused) code = lost_code;

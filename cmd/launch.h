@@ -18,6 +18,6 @@
 #include "job_dir.h"
 
 /* Runs the job and returns the exit code to leave with (2: no mpiexec on the PATH). */
-int launch_ranks(int argc, char **argv, const run_config *rc);
+int launch_ranks(int argc, char **argv, const run_config *run_cfg);
 
 #endif

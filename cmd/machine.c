@@ -53,17 +53,17 @@ static void walk_engine(const engine_config *cfg, const machine_rates *m, const 
     ((const engine_vtbl *)ctx)->predict(cfg, m, out);
 }
 
-void machine_budgets(const run_config *rc, const machine_rates *m, int local, int shared_device, size_t *gpu,
+void machine_budgets(const run_config *run_cfg, const machine_rates *m, int local, int shared_device, size_t *gpu,
                      size_t *host)
 {
     const size_t n = local > 1 ? (size_t)local : 1;
-    *gpu = rc->gpu_mem_limit ? rc->gpu_mem_limit : (size_t)m->gpu_bytes / (shared_device ? n : 1);
-    *host = (rc->cpu_mem_limit ? rc->cpu_mem_limit : (size_t)m->host_bytes) / n;
+    *gpu = run_cfg->gpu_mem_limit ? run_cfg->gpu_mem_limit : (size_t)m->gpu_bytes / (shared_device ? n : 1);
+    *host = (run_cfg->cpu_mem_limit ? run_cfg->cpu_mem_limit : (size_t)m->host_bytes) / n;
 }
 
-int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_budget, size_t host_budget)
+int machine_predict(const run_config *run_cfg, const machine_rates *m, size_t gpu_budget, size_t host_budget)
 {
-    const engine_vtbl *only = strcmp(rc->method, "all") == 0 ? NULL : engine_find(rc->method);
+    const engine_vtbl *only = strcmp(run_cfg->method, "all") == 0 ? NULL : engine_find(run_cfg->method);
     const double t0 = wall_ms();
     int any = 0;
     for (int i = 0; i < engine_count(); i++) {
@@ -71,11 +71,11 @@ int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_bud
         if (only ? eng != only : eng->not_in_all) continue;
         /* (the budgets the engines' plans see, as a run's do: -w auto sizes its window under
          * the GPU's, --clip-speculate auto its second copies under the host's) */
-        engine_config cfg = rc->eng;
+        engine_config cfg = run_cfg->eng;
         cfg.gpu_budget = gpu_budget;
         cfg.host_budget = host_budget;
-        if (rc->find_max) {
-            cfg.shape.layers = largest_fitting(eng, &rc->eng, gpu_budget, host_budget);
+        if (run_cfg->find_max) {
+            cfg.shape.layers = largest_fitting(eng, &run_cfg->eng, gpu_budget, host_budget);
             if (cfg.shape.layers == 0) {
                 printf("predict %-14s not even one layer fits\n", eng->name);
                 continue;
@@ -104,7 +104,7 @@ int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_bud
             return EXIT_BAD_INPUT;
         }
         any = 1;
-        const int B = rc->eng.shape.batch * engine_micro_batches(&rc->eng) * engine_world(&rc->eng);
+        const int B = run_cfg->eng.shape.batch * engine_micro_batches(&run_cfg->eng) * engine_world(&run_cfg->eng);
         printf("predict %-14s %8.1f ms/it | %7.2f samples/s | bound: %s |", eng->name, p.ms, B * 1000.0 / p.ms,
                BUSY_NAMES[p.bound]);
         for (int k = 0; k < BUSY_KINDS; k++)

@@ -29,26 +29,26 @@ enum { MACHINE_FORMAT = 1 };
 
 /* The default machine file of this host and backend into out (results_dir/machine_H_D.json). */
 int machine_default_path(char *out, size_t len, const char *results_dir, const gpt_backend *be);
-/* --calibrate: measure the entry of rc's shape (unless the file has a fresh one) and the
+/* --calibrate: measure the entry of run_cfg's shape (unless the file has a fresh one) and the
  * machine-wide rates, and write the file.  0, or an EXIT_* code (the reason on stderr). */
-int machine_calibrate(const run_config *rc, gpt_backend *be, const char *path);
+int machine_calibrate(const run_config *run_cfg, gpt_backend *be, const char *path);
 /* Under mpirun: the collectives among the world's ranks (every rank calls it), what they
  * slow the compute beside them by, and the copy and host Adam rates each rank gets while every
  * rank works at once; merged into the file by rank 0.  0, or an EXIT_* code. */
-int machine_calibrate_collectives(const run_config *rc, gpt_backend *be, const char *path, const comm_world *comm);
+int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, const char *path, const comm_world *comm);
 /* Read `path` and take the compute entry of cfg's shape, math and dtype into out.  0, or
  * with one line in err: MACHINE_NO_ENTRY when the file is sound but has no entry for the
  * shape, EXIT_BAD_INPUT otherwise (a missing file, a missing or malformed field).  Both are
  * bad input to a run. */
 enum { MACHINE_NO_ENTRY = 100 };
 int machine_load(const char *path, const engine_config *cfg, machine_rates *out, char *err, size_t errlen);
-/* The budgets per rank that a run of rc plans with on machine m: --gpu-mem-limit /
+/* The budgets per rank that a run of run_cfg plans with on machine m: --gpu-mem-limit /
  * --cpu-mem-limit, else what the file recorded; the `local` ranks of one machine share its
  * host memory (a --cpu-mem-limit is the machine's) and, with shared_device (the CPU backend's
  * stand-in for a device, on this machine), its device memory too. */
-void machine_budgets(const run_config *rc, const machine_rates *m, int local, int shared_device, size_t *gpu,
+void machine_budgets(const run_config *run_cfg, const machine_rates *m, int local, int shared_device, size_t *gpu,
                      size_t *host);
-/* --predict: every engine asked (or rc's one), its prediction and plan printed.  Exit code. */
-int machine_predict(const run_config *rc, const machine_rates *m, size_t gpu_budget, size_t host_budget);
+/* --predict: every engine asked (or run_cfg's one), its prediction and plan printed.  Exit code. */
+int machine_predict(const run_config *run_cfg, const machine_rates *m, size_t gpu_budget, size_t host_budget);
 
 #endif

@@ -241,7 +241,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     memset(out, 0, sizeof *out);
     cJSON *root = machine_file_read_json(path, err, errlen);
     if (!root) return EXIT_BAD_INPUT;
-    int rc = EXIT_BAD_INPUT;
+    int status = EXIT_BAD_INPUT;
     const cJSON *rates = cJSON_GetObjectItemCaseSensitive(root, "rates");
     const cJSON *entry = find_entry(root, cfg);
     double w[NCOMPUTE_FIELDS];
@@ -256,7 +256,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
                  "that shape: aebench --calibrate with the same options)", path, cfg->shape.hidden, cfg->shape.heads,
                  cfg->shape.seq, cfg->shape.batch, cfg->shape.vocab, math_of_backend(cfg, backend_of(root)),
                  machine_file_dtype_of(cfg));
-        rc = MACHINE_NO_ENTRY;
+        status = MACHINE_NO_ENTRY;
         goto out;
     }
     for (int i = 0; i < NCOMPUTE_FIELDS; i++)
@@ -330,10 +330,10 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     out->embed_fwd_ms = w[0], out->layer_fwd_ms = w[1], out->layer_bwd_ms = w[2];
     out->head_ms = w[3], out->embed_bwd_ms = w[4], out->gpu_adam_ms_per_mparam = w[5];
     out->layer_scale = w[6], out->rest_scale = w[7];
-    rc = 0;
+    status = 0;
 out:
     cJSON_Delete(root);
-    return rc;
+    return status;
 }
 
 /* Write root to path (through a temporary file: report_write_text). */

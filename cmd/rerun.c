@@ -157,9 +157,9 @@ static int rerun_argv(const record *rec, int argc, char **argv, int device_given
     return bad ? -1 : 0;
 }
 
-/* The settings as this build parses them, into rc (what the record's run had, its CPU
+/* The settings as this build parses them, into run_cfg (what the record's run had, its CPU
  * preset included): 0, or -1 with err. */
-static int parse_settings(const record *rec, char **fp, int nfp, run_config *rc, char *err, size_t errlen)
+static int parse_settings(const record *rec, char **fp, int nfp, run_config *run_cfg, char *err, size_t errlen)
 {
     /* (only what a config holds: a record whose settings name --help or an unknown option is
      * refused here, not acted on) */
@@ -167,15 +167,15 @@ static int parse_settings(const record *rec, char **fp, int nfp, run_config *rc,
     cJSON *check = cli_args_config(fp + 1, nfp - 1, why, sizeof why);
     if (!check) return cli_fail(err, errlen, "--rerun %s: its settings: %s", rec->path, why);
     cJSON_Delete(check);
-    if (cli_parse(nfp, fp, rc, why, sizeof why) != CLI_RUN)
+    if (cli_parse(nfp, fp, run_cfg, why, sizeof why) != CLI_RUN)
         return cli_fail(err, errlen, "--rerun %s: its settings do not make a run here: %s", rec->path, why);
     /* (a record is one training run of its engine: settings edited into a sweep, a search or
      * a prediction are not what it records) */
-    if (engine_find(rc->method) != rec->eng || rc->find_max || rc->config_runs || rc->dry_run || rc->calibrate ||
-        rc->predict || rc->search)
+    if (engine_find(run_cfg->method) != rec->eng || run_cfg->find_max || run_cfg->config_runs || run_cfg->dry_run || run_cfg->calibrate ||
+        run_cfg->predict || run_cfg->search)
         return cli_fail(err, errlen, "--rerun %s: its settings are not one training run of its engine %s", rec->path,
                         rec->eng->name);
-    if (rc->eng.device == DEVICE_CPU) cli_apply_cpu_preset(rc);
+    if (run_cfg->eng.device == DEVICE_CPU) cli_apply_cpu_preset(run_cfg);
     return 0;
 }
 
@@ -208,11 +208,11 @@ static void words_missing(const char *a, const char *b, char *out, size_t len)
     }
 }
 
-/* This machine's device for the run (the backend rc names; rank 0's GPU). */
-static void device_here(const run_config *rc, char *buf, size_t len)
+/* This machine's device for the run (the backend run_cfg names; rank 0's GPU). */
+static void device_here(const run_config *run_cfg, char *buf, size_t len)
 {
     char name[256];
-    if (rc->eng.device == DEVICE_CPU) snprintf(buf, len, "cpu");
+    if (run_cfg->eng.device == DEVICE_CPU) snprintf(buf, len, "cpu");
     else if (gpt_cuda_device_name(0, name, (int)sizeof name) == GPT_OK) snprintf(buf, len, "%s", name);
     else snprintf(buf, len, "no CUDA device (%s; --device cpu beside --rerun runs it on the CPU backend)",
                   gpt_cuda_device_count() > 0 ? "none usable" : "none here, or this build has no CUDA");
@@ -220,18 +220,18 @@ static void device_here(const run_config *rc, char *buf, size_t len)
 
 /* A --ranks job of the record spread over several machines (--hosts): its plan says how many
  * of its ranks one machine had.  1 when said, else 0. */
-static int say_machines(const record *rec, const run_config *rc)
+static int say_machines(const record *rec, const run_config *run_cfg)
 {
     const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rec->root, "plan"), "per_machine");
     const cJSON *local = cJSON_GetObjectItemCaseSensitive(pm, "ranks");
     if (!cJSON_IsNumber(local) || local->valueint <= 0 || local->valueint >= rec->world) return 0;
     printf("  differs: machines: the record's job had %d of its %d ranks on a machine | here %s\n", local->valueint,
-           rec->world, rc->hosts_path[0] ? "the machines of --hosts" : "all on this one (--hosts FILE spreads them)");
+           rec->world, run_cfg->hosts_path[0] ? "the machines of --hosts" : "all on this one (--hosts FILE spreads them)");
     return 1;
 }
 
 /* What differs between the record and this machine, build and parse of its settings. */
-static void say_differences(const record *rec, const run_config *rc, const char *fingerprint, const char *left_out)
+static void say_differences(const record *rec, const run_config *run_cfg, const char *fingerprint, const char *left_out)
 {
     build_info here;
     provenance_build(&here);
@@ -251,7 +251,7 @@ static void say_differences(const record *rec, const run_config *rc, const char 
     /* the device by its name: the record's description adds what the backend chose ("(sm_90,
      * 132 SMs, ...)", "(2 threads)") */
     char dev[300], theirs[300];
-    device_here(rc, dev, sizeof dev);
+    device_here(run_cfg, dev, sizeof dev);
     snprintf(theirs, sizeof theirs, "%s", rec->device);
     theirs[strcspn(theirs, "(")] = '\0';
     for (size_t k = strlen(theirs); k > 0 && theirs[k - 1] == ' '; k--) theirs[k - 1] = '\0';
@@ -266,12 +266,12 @@ static void say_differences(const record *rec, const run_config *rc, const char 
     n += differs("CPU", text_of(rec->build, "cpu"), here.cpu);
     if (strcmp(rec->fingerprint, fingerprint) != 0) {
         printf("  differs: fingerprint: the record's %s | its settings here %s: %s\n", rec->fingerprint, fingerprint,
-               cli_given(rc, "device") && strcmp(rc->eng.device == DEVICE_CPU ? "cpu" : "cuda", rec->backend) != 0
+               cli_given(run_cfg, "device") && strcmp(run_cfg->eng.device == DEVICE_CPU ? "cpu" : "cuda", rec->backend) != 0
                    ? "another --device"
                    : "the defaults changed between the two builds (the same settings make another run here)");
         n++;
     }
-    n += say_machines(rec, rc);
+    n += say_machines(rec, run_cfg);
     if (left_out && left_out[0])
         printf("  left out: %s (not %s's options: its sweep gave them to every run, and they did nothing in this one)\n",
                left_out, rec->eng->name);
@@ -280,9 +280,9 @@ static void say_differences(const record *rec, const run_config *rc, const char 
 
 /* A record of N ranks reruns on N ranks: a --ranks N record starts its own job (or runs under
  * an mpirun of N); one of plain mpirun only under the same mpirun.  0, or -1 with err. */
-static int world_refused(const record *rec, const run_config *rc, int launched, char *err, size_t errlen)
+static int world_refused(const record *rec, const run_config *run_cfg, int launched, char *err, size_t errlen)
 {
-    const int ranks = rc->ranks > 0 ? rc->ranks : 1;
+    const int ranks = run_cfg->ranks > 0 ? run_cfg->ranks : 1;
     if (rec->world > 1 && ranks == 1 && launched != rec->world)
         return cli_fail(err, errlen, "--rerun %s: a job of %d ranks started by mpirun: rerun it the same way (mpirun -n %d "
                         "aebench --rerun %s)", rec->path, rec->world, rec->world, rec->path);
@@ -309,15 +309,15 @@ int rerun_prepare(int argc, char **argv, rerun_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
     if (!may_ask_rerun(argc, argv)) return RERUN_NONE;
-    run_config *rc = calloc(2, sizeof *rc);
-    if (!rc) return RERUN_NONE; /* (main's own parse, in less memory, then says what it can) */
+    run_config *run_cfg = calloc(2, sizeof *run_cfg);
+    if (!run_cfg) return RERUN_NONE; /* (main's own parse, in less memory, then says what it can) */
     char err[2048];
     int code = RERUN_NONE;
     /* (a bad command line is main's to name, once, on rank 0: as if --rerun were not there) */
-    const cli_outcome asked = cli_parse(argc, argv, rc, err, sizeof err);
+    const cli_outcome asked = cli_parse(argc, argv, run_cfg, err, sizeof err);
     if (asked == CLI_DONE) code = 0;
-    if (asked != CLI_RUN || !rc->rerun_path[0]) {
-        free(rc);
+    if (asked != CLI_RUN || !run_cfg->rerun_path[0]) {
+        free(run_cfg);
         return code;
     }
     int rank = 0;
@@ -334,15 +334,15 @@ int rerun_prepare(int argc, char **argv, rerun_plan *plan)
     } else if (nothers > 0) {
         cli_fail(err, sizeof err, "--rerun runs what its record says: %s cannot be given beside it (only --results, "
                  "--device and --hosts)", others[0]);
-    } else if (read_record(rc->rerun_path, &rec, err, sizeof err) == 0 &&
-               split_settings(&rec, rc, &run, &left_out, err, sizeof err) == 0 &&
-               rerun_argv(&rec, argc, argv, cli_given(rc, "device"), run, left_out, &plan->argv, &plan->argc, &fp,
+    } else if (read_record(run_cfg->rerun_path, &rec, err, sizeof err) == 0 &&
+               split_settings(&rec, run_cfg, &run, &left_out, err, sizeof err) == 0 &&
+               rerun_argv(&rec, argc, argv, cli_given(run_cfg, "device"), run, left_out, &plan->argv, &plan->argc, &fp,
                           &nfp, err, sizeof err) == 0 &&
-               parse_settings(&rec, fp, nfp, &rc[1], err, sizeof err) == 0 &&
-               world_refused(&rec, &rc[1], launched, err, sizeof err) == 0 &&
+               parse_settings(&rec, fp, nfp, &run_cfg[1], err, sizeof err) == 0 &&
+               world_refused(&rec, &run_cfg[1], launched, err, sizeof err) == 0 &&
                (left_line = provenance_config_line(left_out, err, sizeof err)) != NULL) {
         char fingerprint[24], *path = realpath(rec.path, NULL), *line = provenance_args_line(plan->argv + 1, plan->argc - 1);
-        snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(&rc[1]));
+        snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(&run_cfg[1]));
         char *env = malloc(strlen(rec.fingerprint) + strlen(path ? path : rec.path) + 2);
         if (!line || !env) {
             cli_fail(err, sizeof err, "out of memory");
@@ -353,7 +353,7 @@ int rerun_prepare(int argc, char **argv, rerun_plan *plan)
                 cli_fail(err, sizeof err, "--rerun: cannot set %s: %s", PROVENANCE_RERUN_ENV, strerror(errno));
             } else {
                 if (rank == 0) {
-                    say_differences(&rec, &rc[1], fingerprint, left_line);
+                    say_differences(&rec, &run_cfg[1], fingerprint, left_line);
                     printf("aebench: rerunning: aebench %s\n", line);
                     fflush(stdout);
                 }
@@ -374,7 +374,7 @@ int rerun_prepare(int argc, char **argv, rerun_plan *plan)
     cJSON_Delete(run);
     cJSON_Delete(left_out);
     cJSON_Delete(rec.root);
-    free(rc);
+    free(run_cfg);
     return code;
 }
 

@@ -46,7 +46,7 @@ static void engine_fault(void *ctx, int iteration, int phase)
     const run_state *s = ctx;
     static const char *const names[] = {"forward", "backward", "checkpoint"};
     watchdog_at(s->dog, iteration, phase >= 0 && phase <= FAULT_CHECKPOINT ? names[phase] : "step");
-    if (s->rc->fail_at > 0) fault_maybe_die(s->rc, s->rank, iteration, phase);
+    if (s->run_cfg->fail_at > 0) fault_maybe_die(s->run_cfg, s->rank, iteration, phase);
 }
 
 /* A set-up of many GiB takes seconds (9 s for an offload engine at l100 on the H100 machine):
@@ -86,12 +86,12 @@ static int can_create_in(const char *dir, int extra_flags)
  * --save-params's file must be a regular file we can write, or one we can create (made and
  * removed here); then the results directory is made (where the run writes first) and must
  * take files — or, without make_results_dir, the deepest existing part of its path must. */
-int run_outputs_refused(const run_config *rc, int make_results_dir, char *err, size_t errlen)
+int run_outputs_refused(const run_config *run_cfg, int make_results_dir, char *err, size_t errlen)
 {
-    if (rc->save_params[0]) {
-        const char *p = rc->save_params;
+    if (run_cfg->save_params[0]) {
+        const char *p = run_cfg->save_params;
         struct stat st;
-        if (strcmp(p, rc->results_dir) == 0) {
+        if (strcmp(p, run_cfg->results_dir) == 0) {
             snprintf(err, errlen, "--save-params %.500s: that is the results directory", p);
             return -1;
         }
@@ -114,10 +114,10 @@ int run_outputs_refused(const run_config *rc, int make_results_dir, char *err, s
             return -1;
         }
     }
-    if (rc->eng.offload == OFFLOAD_NVME && rc->eng.nvme_dir[0]) {
+    if (run_cfg->eng.offload == OFFLOAD_NVME && run_cfg->eng.nvme_dir[0]) {
         /* the disk tier's directory: a directory that takes files opened with O_DIRECT */
         struct stat st;
-        const char *d = rc->eng.nvme_dir;
+        const char *d = run_cfg->eng.nvme_dir;
         if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) {
             snprintf(err, errlen, "--nvme-dir %.500s: %s (a directory on the disk to swap to was expected)", d,
                      stat(d, &st) != 0 ? strerror(errno) : "not a directory");
@@ -132,10 +132,10 @@ int run_outputs_refused(const run_config *rc, int make_results_dir, char *err, s
         if (e) return -1;
     }
     if (make_results_dir) {
-        if (report_make_dirs(rc->results_dir, err, errlen) != 0) return -1;
-        const int e = can_create_in(rc->results_dir, 0);
+        if (report_make_dirs(run_cfg->results_dir, err, errlen) != 0) return -1;
+        const int e = can_create_in(run_cfg->results_dir, 0);
         if (e) {
-            snprintf(err, errlen, "--results %.500s: no file can be made there: %s", rc->results_dir, strerror(e));
+            snprintf(err, errlen, "--results %.500s: no file can be made there: %s", run_cfg->results_dir, strerror(e));
             return -1;
         }
         return 0;
@@ -144,7 +144,7 @@ int run_outputs_refused(const run_config *rc, int make_results_dir, char *err, s
      * leave nothing, not an empty directory): the deepest part of the path that exists must be
      * a directory that takes files, so that rank 0 can make the rest. */
     char existing[PATH_MAX];
-    if (snprintf(existing, sizeof existing, "%s", rc->results_dir) >= (int)sizeof existing) {
+    if (snprintf(existing, sizeof existing, "%s", run_cfg->results_dir) >= (int)sizeof existing) {
         snprintf(err, errlen, "--results: the path is too long");
         return -1;
     }
@@ -164,32 +164,32 @@ int run_outputs_refused(const run_config *rc, int make_results_dir, char *err, s
         else *slash = '\0';
     }
     if (!S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "--results %.500s: %.500s is not a directory", rc->results_dir, existing);
+        snprintf(err, errlen, "--results %.500s: %.500s is not a directory", run_cfg->results_dir, existing);
         return -1;
     }
     const int e = can_create_in(existing, 0);
     if (e) {
-        snprintf(err, errlen, "--results %.500s: no file can be made in %.500s: %s", rc->results_dir, existing,
+        snprintf(err, errlen, "--results %.500s: no file can be made in %.500s: %s", run_cfg->results_dir, existing,
                  strerror(e));
         return -1;
     }
     return 0;
 }
 
-void run_dry(const run_config *rc, const engine_vtbl *eng)
+void run_dry(const run_config *run_cfg, const engine_vtbl *eng)
 {
     engine_plan plan;
-    eng->plan(&rc->eng, &plan);
-    uint64_t P = gpt_param_count(&rc->eng.shape);
+    eng->plan(&run_cfg->eng, &plan);
+    uint64_t P = gpt_param_count(&run_cfg->eng.shape);
     char shape[128], g[32], h[32], d[32], line[256];
-    run_describe_shape(&rc->eng, shape, sizeof shape);
+    run_describe_shape(&run_cfg->eng, shape, sizeof shape);
     format_bytes((double)plan.gpu_bytes, g, sizeof g);
     format_bytes((double)plan.host_bytes, h, sizeof h);
     format_bytes((double)plan.disk_bytes, d, sizeof d);
     fmt_params_line(line, sizeof line, P);
     printf("%s\n", line);
     printf("%s | %s | %.3f B parameters (%llu) | recompute %s\n", eng->name, shape,
-           (double)P / 1e9, (unsigned long long)P, gpt_recompute_name(rc->eng.recompute));
+           (double)P / 1e9, (unsigned long long)P, gpt_recompute_name(run_cfg->eng.recompute));
     printf("plan: GPU %s (%llu bytes) | host %s (%llu bytes) | disk %s (%llu bytes)\n", g,
            (unsigned long long)plan.gpu_bytes, h, (unsigned long long)plan.host_bytes, d,
            (unsigned long long)plan.disk_bytes);
@@ -244,7 +244,7 @@ static int open_disk_budget(run_state *s)
 {
     if (s->ec.offload != OFFLOAD_NVME) return 0;
     size_t free_bytes = 0;
-    if (run_resolve_disk_budget(&s->ec, s->rc->results_dir, &free_bytes, s->message,
+    if (run_resolve_disk_budget(&s->ec, s->run_cfg->results_dir, &free_bytes, s->message,
                                 sizeof s->message)) {
         s->status = EXIT_RUN_ERROR;
         return -1;
@@ -263,26 +263,26 @@ static void save_params(run_state *s, void *state)
 {
     const size_t P = (size_t)gpt_param_count(&s->ec.shape);
     float *params = malloc(P * sizeof *params);
-    int rc_ = params ? s->eng->read_params(state, params) : GPT_ERR_OOM, save_errno = 0;
-    if (rc_ == 0 && s->rank == 0) {
+    int status = params ? s->eng->read_params(state, params) : GPT_ERR_OOM, save_errno = 0;
+    if (status == 0 && s->rank == 0) {
         char tmp[PATH_MAX + 8];
-        snprintf(tmp, sizeof tmp, "%s.tmp", s->rc->save_params);
+        snprintf(tmp, sizeof tmp, "%s.tmp", s->run_cfg->save_params);
         unlink(tmp); /* (a link planted under its name goes, not its target) */
         const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
         if (!f && fd >= 0) close(fd);
         int ok = f && fwrite(params, sizeof *params, P, f) == P;
         if (f) ok = (fclose(f) == 0) && ok;
-        if (!ok || rename(tmp, s->rc->save_params) != 0) {
+        if (!ok || rename(tmp, s->run_cfg->save_params) != 0) {
             save_errno = errno ? errno : EIO;
             unlink(tmp);
-            rc_ = GPT_ERR_IO;
+            status = GPT_ERR_IO;
         }
     }
     free(params);
-    if (rc_) {
+    if (status) {
         s->status = EXIT_RUN_ERROR;
-        snprintf(s->message, sizeof s->message, "cannot save the parameters to %.400s%s%s", s->rc->save_params,
+        snprintf(s->message, sizeof s->message, "cannot save the parameters to %.400s%s%s", s->run_cfg->save_params,
                  save_errno ? ": " : "", save_errno == ENOSPC ? "disk full" : save_errno ? strerror(save_errno) : "");
     }
 }
@@ -413,26 +413,26 @@ static void init_engine(run_state *s, gpt_backend *be, const comm_world *comm, c
     };
     announce_setup(s, comm->rank);
     const double setup0 = wall_ms();
-    const int rc_ = s->eng->init(&env, state);
+    const int status = s->eng->init(&env, state);
     s->setup_ms = wall_ms() - setup0;
-    if (rc_ == GPT_OK) run_report_setup(s);
-    if (rc_ == GPT_OK && s->eng->report_header) {
+    if (status == GPT_OK) run_report_setup(s);
+    if (status == GPT_OK && s->eng->report_header) {
         const engine_report rep = run_report_of(s);
         s->eng->report_header(&rep);
     }
-    if (rc_ == GPT_ERR_OOM) {
+    if (status == GPT_ERR_OOM) {
         set_oom(s, oom_budget(s));
-    } else if (rc_ == GPT_ERR_IO) {
+    } else if (status == GPT_ERR_IO) {
         s->status = EXIT_RUN_ERROR;
         if (init_why[0]) snprintf(s->message, sizeof s->message, "%s: %.440s", s->eng->name, init_why);
         else snprintf(s->message, sizeof s->message, "%s: disk tier under %.400s failed (see stderr)",
                       s->eng->name, s->ec.nvme_dir);
-    } else if (rc_) {
+    } else if (status) {
         s->status = EXIT_RUN_ERROR;
         s->init_refused = 1;
         if (init_why[0]) snprintf(s->message, sizeof s->message, "%s: initialisation failed: %.420s", s->eng->name, init_why);
         else snprintf(s->message, sizeof s->message, "%s: initialisation failed (%s)", s->eng->name,
-                      rc_ == GPT_ERR_INVALID ? "invalid configuration, see stderr" : "backend error, see stderr");
+                      status == GPT_ERR_INVALID ? "invalid configuration, see stderr" : "backend error, see stderr");
     }
 }
 
@@ -440,16 +440,16 @@ static void init_engine(run_state *s, gpt_backend *be, const comm_world *comm, c
  * starts, and (from --ranks) what the failure before it was. */
 static void resume_after(run_state *s, void *state)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     engine_resume rs = {0};
     const int resumed = s->status == EXIT_RUN_OK && s->eng->resumed ? s->eng->resumed(state, &rs) : 0;
     s->resume = rs;
-    if (resumed > rc->iters) {
+    if (resumed > run_cfg->iters) {
         /* (recovery_refused read the headers; the data of the version they named failed its
          * checksums and restore fell back to --ckpt-dir's, which is newer: its file stays) */
         s->status = EXIT_RUN_ERROR;
         snprintf(s->message, sizeof s->message, "%s: the recovery restored iteration %d, past --iters %d: nothing "
-                 "trained or saved", s->eng->name, resumed, rc->iters);
+                 "trained or saved", s->eng->name, resumed, run_cfg->iters);
     } else if (resumed > 0) {
         s->first = s->done = resumed;
         run_logline(s, "resumed: iterations 1-%d were trained by the job this one recovers", s->first);
@@ -461,21 +461,21 @@ static void resume_after(run_state *s, void *state)
         /* back where the failed job was: the end of the iteration before the failed one (a
          * crash that names no iteration: where this job resumes) */
         s->back_iteration = at && *at && atoi(at) - 1 > s->first ? atoi(at) - 1 : s->first;
-        if (s->back_iteration > rc->iters) s->back_iteration = rc->iters;
+        if (s->back_iteration > run_cfg->iters) s->back_iteration = run_cfg->iters;
         if (s->back_iteration <= s->first) run_recovery_back(s);
     }
 }
 
-/* Step it failed with rc_: the run's status and message (init_why: what the engine said). */
-static void fail_step(run_state *s, int it, int rc_, const char *init_why)
+/* Step it failed with status: the run's status and message (init_why: what the engine said). */
+static void fail_step(run_state *s, int it, int status, const char *init_why)
 {
-    if (rc_ == GPT_ERR_OOM) {
+    if (status == GPT_ERR_OOM) {
         set_oom(s, oom_budget(s));
-    } else if (rc_ == GPT_ERR_IO && init_why[0]) {
+    } else if (status == GPT_ERR_IO && init_why[0]) {
         /* (what the engine said, engine_fail: a checkpoint's disk full) */
         s->status = EXIT_RUN_ERROR;
         snprintf(s->message, sizeof s->message, "%s: iteration %d: %.440s", s->eng->name, it, init_why);
-    } else if (rc_ == GPT_ERR_IO) {
+    } else if (status == GPT_ERR_IO) {
         s->status = EXIT_RUN_ERROR;
         snprintf(s->message, sizeof s->message, "%s: iteration %d: disk I/O under %.400s failed "
                  "(see stderr)", s->eng->name, it, s->ec.nvme_dir);
@@ -491,10 +491,10 @@ static void fail_step(run_state *s, int it, int rc_, const char *init_why)
  * the ranks' barrier after it. */
 static void end_interval(run_state *s, int it, int *last_logged, int *memory_reported, const comm_world *comm)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     run_log_interval(s, *last_logged, it, memory_reported);
     *last_logged = it;
-    if (s->has_log && it < rc->iters) {
+    if (s->has_log && it < run_cfg->iters) {
         /* the record so far, "running": a job that loses a rank keeps the iterations it
          * completed (the supervisor marks it failed); the final one replaces it */
         run_record_lock(s);
@@ -509,8 +509,8 @@ static void end_interval(run_state *s, int it, int *last_logged, int *memory_rep
      * lost at the next iteration's start (the step's last collective is behind it) had
      * the launcher kill rank 0 in the middle of writing it, and the job's record kept
      * none of its iterations (seen once in CI on a busy machine) */
-    if (it < rc->iters && comm->world > 1) watchdog_at(s->dog, it, "the barrier after its record");
-    if (it < rc->iters && comm_barrier(comm) != 0 && s->status == EXIT_RUN_OK) {
+    if (it < run_cfg->iters && comm->world > 1) watchdog_at(s->dog, it, "the barrier after its record");
+    if (it < run_cfg->iters && comm_barrier(comm) != 0 && s->status == EXIT_RUN_OK) {
         s->status = EXIT_RUN_ERROR;
         snprintf(s->message, sizeof s->message, "iteration %d: the ranks' barrier after its record "
                  "failed (see stderr)", it);
@@ -520,7 +520,7 @@ static void end_interval(run_state *s, int it, int *last_logged, int *memory_rep
 static void train(run_state *s, gpt_backend *be, const data_source *data, const comm_world *comm)
 {
     s->train_start_s = epoch_s();
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     char init_why[600] = ""; /* what the engine said when it refused (engine_fail) */
     void *state = NULL;
     init_engine(s, be, comm, init_why, sizeof init_why, &state);
@@ -545,18 +545,18 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     }
     resume_after(s, state);
     int memory_reported = 0, last_logged = s->first;
-    for (int it = s->first + 1; s->status == EXIT_RUN_OK && it <= rc->iters; it++) {
+    for (int it = s->first + 1; s->status == EXIT_RUN_OK && it <= run_cfg->iters; it++) {
         data_rows(data, it, run_global_batch(&s->ec), comm->rank * rank_rows, rank_rows, tokens,
                   targets);
         watchdog_at(s->dog, it, "forward");
-        fault_maybe_die(rc, comm->rank, it, FAULT_FORWARD);
+        fault_maybe_die(run_cfg, comm->rank, it, FAULT_FORWARD);
         step_result r = {0};
         double t0 = wall_ms();
-        const int rc_ = s->eng->step(state, it, tokens, targets, &r);
+        const int status = s->eng->step(state, it, tokens, targets, &r);
         double t1 = wall_ms();
         watchdog_step(s->dog, it, t1 - t0);
-        if (rc_) {
-            fail_step(s, it, rc_, init_why);
+        if (status) {
+            fail_step(s, it, status, init_why);
             break;
         }
         /* --profile: the step's ops timed once it is over (the wait is after t1) */
@@ -571,13 +571,13 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         s->done = it;
         run_record_unlock(s);
         /* the clock beside the steps the medians count (all but the first) */
-        if (s->clock && it == s->first + 1 && it < rc->iters && gpu_clock_start(s->clock) != 0) {
+        if (s->clock && it == s->first + 1 && it < run_cfg->iters && gpu_clock_start(s->clock) != 0) {
             snprintf(s->clock_why, sizeof s->clock_why, "its sampling thread could not start");
             gpu_clock_close(s->clock);
             s->clock = NULL;
         }
         if (s->resume.iteration > 0 && it == s->back_iteration && s->back_s == 0) run_recovery_back(s);
-        if (it % rc->log_interval == 0 || it == rc->iters) end_interval(s, it, &last_logged, &memory_reported, comm);
+        if (it % run_cfg->log_interval == 0 || it == run_cfg->iters) end_interval(s, it, &last_logged, &memory_reported, comm);
     }
     free(tokens);
     free(targets);
@@ -590,7 +590,7 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
         const engine_report rep = run_report_of(s);
         s->eng->report_summary(&rep);
     }
-    if (s->status == EXIT_RUN_OK && rc->save_params[0]) save_params(s, state);
+    if (s->status == EXIT_RUN_OK && run_cfg->save_params[0]) save_params(s, state);
     s->eng->free(state);
 }
 
@@ -613,9 +613,9 @@ int run_resolve_disk_budget(engine_config *ec, const char *results_dir, size_t *
     return 0;
 }
 
-void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, size_t *host)
+void run_resolve_budgets(const run_config *run_cfg, gpt_backend *be, size_t *gpu, size_t *host)
 {
-    size_t gpu_limit = rc->gpu_mem_limit, host_limit = rc->cpu_mem_limit;
+    size_t gpu_limit = run_cfg->gpu_mem_limit, host_limit = run_cfg->cpu_mem_limit;
     if (!gpu_limit) {
         size_t free_b = 0, total_b = 0;
         if (be->ops->dev_mem_info(be, &free_b, &total_b) == 0) gpu_limit = free_b;
@@ -629,10 +629,10 @@ void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, siz
     /* The ranks of one machine share its host memory (and, on the CPU backend, the free
      * memory that stands for a device's): each takes its share of the machine's budget.  A
      * --gpu-mem-limit is per rank (each has its own GPU); a --cpu-mem-limit is the machine's. */
-    const size_t local = (size_t)engine_local_world(&rc->eng);
+    const size_t local = (size_t)engine_local_world(&run_cfg->eng);
     if (local > 1) {
         host_limit /= local;
-        if (!rc->gpu_mem_limit && strcmp(be->name, "cpu") == 0) gpu_limit /= local;
+        if (!run_cfg->gpu_mem_limit && strcmp(be->name, "cpu") == 0) gpu_limit /= local;
     }
     *gpu = gpu_limit ? gpu_limit : SIZE_MAX;
     *host = host_limit ? host_limit : SIZE_MAX;
@@ -641,7 +641,7 @@ void run_resolve_budgets(const run_config *rc, gpt_backend *be, size_t *gpu, siz
 /* The run's state from its configuration: the record's lock, the budgets (and a machine file
  * of this shape), the plan, the iterations' records.  0, or the exit code (said on stderr;
  * nothing is written). */
-static int run_state_init(run_state *s, const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
+static int run_state_init(run_state *s, const run_config *run_cfg, const engine_vtbl *eng, gpt_backend *be,
                           const comm_world *comm)
 {
     memset(s, 0, sizeof *s);
@@ -657,9 +657,9 @@ static int run_state_init(run_state *s, const run_config *rc, const engine_vtbl 
         }
         pthread_mutexattr_destroy(&recursive);
     }
-    s->rc = rc;
+    s->run_cfg = run_cfg;
     s->eng = eng;
-    s->ec = rc->eng;
+    s->ec = run_cfg->eng;
     s->world = comm->world;
     s->comm = comm;
     s->rank = comm->rank;
@@ -669,15 +669,15 @@ static int run_state_init(run_state *s, const run_config *rc, const engine_vtbl 
     be->ops->describe(be, s->device_desc, sizeof s->device_desc);
 
     size_t gpu_limit, host_limit;
-    run_resolve_budgets(rc, be, &gpu_limit, &host_limit);
+    run_resolve_budgets(run_cfg, be, &gpu_limit, &host_limit);
     s->ec.gpu_budget = gpu_limit;
     s->ec.host_budget = host_limit;
     /* A machine file of this shape (--machine, or the results directory's for this host and
      * device) lets -w auto size its window with the engine's prediction (machine.h). */
     {
         char err[600];
-        if (rc->machine_path[0]) snprintf(s->machine_path, sizeof s->machine_path, "%s", rc->machine_path);
-        else if (machine_default_path(s->machine_path, sizeof s->machine_path, rc->results_dir, be) != 0)
+        if (run_cfg->machine_path[0]) snprintf(s->machine_path, sizeof s->machine_path, "%s", run_cfg->machine_path);
+        else if (machine_default_path(s->machine_path, sizeof s->machine_path, run_cfg->results_dir, be) != 0)
             s->machine_path[0] = '\0';
         if (s->machine_path[0] && access(s->machine_path, R_OK) == 0 &&
             machine_load(s->machine_path, &s->ec, &s->machine, err, sizeof err) == 0)
@@ -689,12 +689,12 @@ static int run_state_init(run_state *s, const run_config *rc, const engine_vtbl 
     dev_arena_init(&s->gpu, be, gpu_limit);
     mem_budget_init(&s->host, "host", host_limit);
 
-    s->iters = calloc((size_t)rc->iters, sizeof *s->iters);
+    s->iters = calloc((size_t)run_cfg->iters, sizeof *s->iters);
     if (!s->iters) {
         /* (before the log is made: nothing is written; out of memory, as a budget short would be) */
         char need[32];
-        format_bytes((double)rc->iters * (double)sizeof *s->iters, need, sizeof need);
-        fprintf(stderr, "aebench: out of host memory: %d iteration records (--iters) need %s\n", rc->iters, need);
+        format_bytes((double)run_cfg->iters * (double)sizeof *s->iters, need, sizeof need);
+        fprintf(stderr, "aebench: out of host memory: %d iteration records (--iters) need %s\n", run_cfg->iters, need);
         return EXIT_RUN_OOM;
     }
     return 0;
@@ -704,10 +704,10 @@ static int run_state_init(run_state *s, const run_config *rc, const engine_vtbl 
  * said on stderr. */
 static int open_record(run_state *s)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     char err[512];
     run_record_lock(s);
-    s->log = report_create_log(rc->results_dir, s->eng->name, s->ec.shape.layers, s->ec.shape.hidden,
+    s->log = report_create_log(run_cfg->results_dir, s->eng->name, s->ec.shape.layers, s->ec.shape.hidden,
                                s->ec.shape.batch, s->window, s->log_path, sizeof s->log_path,
                                s->json_path, sizeof s->json_path, err, sizeof err);
     s->has_log = s->log != NULL;
@@ -757,11 +757,11 @@ static void close_record(run_state *s)
     s->log_lock_fd = -1;
 }
 
-int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
+int run_engine(const run_config *run_cfg, const engine_vtbl *eng, gpt_backend *be,
                const data_source *data, const comm_world *comm, run_signals *sig)
 {
     run_state s;
-    const int refused = run_state_init(&s, rc, eng, be, comm);
+    const int refused = run_state_init(&s, run_cfg, eng, be, comm);
     if (refused) return refused;
     /* SIGINT or SIGTERM from here on: the record says so (rank 0's), and the run ends by it */
     run_signals_attach(sig, run_interrupted, &s);
@@ -777,7 +777,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         fprintf(stderr, "aebench: rank %d: cannot share the heartbeat directory with the other ranks\n", s.rank);
         comm_abort(comm, EXIT_RUN_ERROR);
     }
-    const watchdog_config wc = {.timeout_s = rc->hang_timeout_s, .rank = s.rank, .world = s.world,
+    const watchdog_config wc = {.timeout_s = run_cfg->hang_timeout_s, .rank = s.rank, .world = s.world,
                                 .heartbeat_dir = beats, .kill_stopped = comm_launcher_waits_on_stopped(),
                                 .fire = run_hung, .fire_ctx = &s};
     if (watchdog_start(&s.dog, &wc) != 0) {
@@ -788,7 +788,7 @@ int run_engine(const run_config *rc, const engine_vtbl *eng, gpt_backend *be,
         return EXIT_RUN_ERROR;
     }
     if (open_disk_budget(&s) == 0) check_plan(&s);
-    if (rc->profile && gpt_profile_create(&s.prof, be) != GPT_OK) {
+    if (run_cfg->profile && gpt_profile_create(&s.prof, be) != GPT_OK) {
         s.status = EXIT_RUN_ERROR;
         snprintf(s.message, sizeof s.message, "--profile: out of memory");
     }

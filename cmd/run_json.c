@@ -31,15 +31,15 @@ static int write_json_locked(run_state *s);
 int run_write_json(run_state *s)
 {
     run_record_lock(s);
-    const int rc = write_json_locked(s);
+    const int status = write_json_locked(s);
     run_record_unlock(s);
-    return rc;
+    return status;
 }
 
 /* The JSON's "config": the run as it was asked for. */
 static void json_config(cJSON *root, const run_state *s)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     const engine_config *ec = &s->ec;
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddNumberToObject(cfg, "layers", ec->shape.layers);
@@ -52,20 +52,20 @@ static void json_config(cJSON *root, const run_state *s)
     cJSON_AddNumberToObject(cfg, "vocab", ec->shape.vocab);
     cJSON_AddNumberToObject(cfg, "vocab_padded", ec->shape.vocab_padded);
     cJSON_AddStringToObject(cfg, "window", s->window);
-    cJSON_AddNumberToObject(cfg, "iters", rc->iters);
-    cJSON_AddNumberToObject(cfg, "log_interval", rc->log_interval);
+    cJSON_AddNumberToObject(cfg, "iters", run_cfg->iters);
+    cJSON_AddNumberToObject(cfg, "log_interval", run_cfg->log_interval);
     cJSON_AddNumberToObject(cfg, "seed", (double)ec->seed);
     report_json_recompute(cfg, ec->recompute);
     /* as asked: what the engine made of it is its note ("graphs: on ...", engine_notes) */
     cJSON_AddStringToObject(cfg, "graphs", ec->graphs == GRAPHS_ON ? "on" : ec->graphs == GRAPHS_OFF ? "off" : "auto");
     char fingerprint[24];
-    snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(rc));
+    snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(run_cfg));
     cJSON_AddStringToObject(cfg, "fingerprint", fingerprint);
     if (s->ec.machine) cJSON_AddStringToObject(cfg, "machine_file", s->machine_path);
     cJSON_AddStringToObject(cfg, "dtype", ec->bf16 ? "bf16" : "fp32");
     cJSON_AddStringToObject(cfg, "math", ec->device == DEVICE_CPU ? "fp32" : ec->tf32 ? "tf32" : "fp32");
     cJSON_AddStringToObject(cfg, "backend", ec->device == DEVICE_CUDA ? "cuda" : "cpu");
-    cJSON_AddStringToObject(cfg, "data", rc->data_path[0] ? rc->data_path : "synthetic");
+    cJSON_AddStringToObject(cfg, "data", run_cfg->data_path[0] ? run_cfg->data_path : "synthetic");
     cJSON_AddNumberToObject(cfg, "lr", ec->optim.lr);
     cJSON_AddNumberToObject(cfg, "min_lr", ec->optim.min_lr);
     cJSON_AddNumberToObject(cfg, "lr_decay_iters", ec->optim.decay_iters);
@@ -78,19 +78,19 @@ static void json_config(cJSON *root, const run_state *s)
     cJSON_AddBoolToObject(cfg, "dpu", ec->dpu);
     cJSON_AddStringToObject(cfg, "offload", ec->offload == OFFLOAD_NVME ? "nvme" : "cpu");
     if (ec->offload == OFFLOAD_NVME) cJSON_AddStringToObject(cfg, "nvme_dir", ec->nvme_dir);
-    cJSON_AddBoolToObject(cfg, "cpu_preset", rc->cpu_preset);
-    if (rc->provenance) provenance_add_json(root, rc->provenance);
+    cJSON_AddBoolToObject(cfg, "cpu_preset", run_cfg->cpu_preset);
+    if (run_cfg->provenance) provenance_add_json(root, run_cfg->provenance);
 }
 
 /* The watchdog's margin (nothing without a watchdog: --hang-timeout 0). */
 static void json_watchdog(cJSON *root, const run_state *s)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     watchdog_margin wm;
     if (watchdog_get_margin(s->dog, &wm) == 0) {
         /* (this rank's: how near its watchdog came to a false alarm) */
         cJSON *wd = cJSON_AddObjectToObject(root, "watchdog");
-        cJSON_AddStringToObject(wd, "hang_timeout", rc->hang_timeout_s > 0 ? "fixed" : "auto");
+        cJSON_AddStringToObject(wd, "hang_timeout", run_cfg->hang_timeout_s > 0 ? "fixed" : "auto");
         cJSON_AddNumberToObject(wd, "limit_s", wm.limit_s);
         cJSON_AddNumberToObject(wd, "closest_idle_s", wm.closest_idle_s);
         cJSON_AddNumberToObject(wd, "closest_limit_s", wm.closest_limit_s);
@@ -312,11 +312,11 @@ static int write_json_locked(run_state *s)
     char *text = report_json_text(root);
     cJSON_Delete(root);
     if (!text) return -1;
-    const int rc_ = report_write_text(s->json_path, text);
+    const int status = report_write_text(s->json_path, text);
     const int e = errno;
     cJSON_free(text);
     errno = e;
-    return rc_;
+    return status;
 }
 
 /* The run's JSON could not be written (a full disk): the record is whole or not there, so the

@@ -165,7 +165,7 @@ void run_log_interval(run_state *s, int first, int last, int *memory_reported)
     const iter_record *cur = &s->iters[last - 1];
     const int global_batch = run_global_batch(ec);
     char line[1024];
-    fmt_iteration_line(line, sizeof line, last, s->rc->iters, ms, cur->r.lr, global_batch, loss,
+    fmt_iteration_line(line, sizeof line, last, s->run_cfg->iters, ms, cur->r.lr, global_batch, loss,
                        cur->r.grad_norm, skipped, nans);
     run_logline(s, "%s", line);
     fmt_tflops_line(line, sizeof line, effective_tflops(s->params, run_rank_batch(ec), ec->shape.seq, ms * 1e-3),
@@ -225,7 +225,7 @@ void run_log_interval(run_state *s, int first, int last, int *memory_reported)
         s->eng->report_interval(&rep, last);
     }
     if (s->rank == 0) {
-        printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->rc->iters,
+        printf("  iter %6d/%d | loss %.4f | grad norm %.3f | %.1f ms/it\n", last, s->run_cfg->iters,
                loss, cur->r.grad_norm, ms);
         fflush(stdout);
     }
@@ -263,7 +263,7 @@ void run_print_summary(run_state *s)
     } else if (s->record_discarded) {
         /* (stdout names no file that is not there: the message, on stderr, names the one) */
         printf("  FAILED: the run's log and JSON could not be written in %s, and neither is kept (see stderr)\n",
-               s->rc->results_dir);
+               s->run_cfg->results_dir);
     } else if (s->status == EXIT_RUN_OK) {
         /* (a recovered job whose checkpoint is its last iteration: done before it started) */
         printf("  done: nothing left to train: iterations 1-%d were trained by the job this one recovers\n",
@@ -291,7 +291,7 @@ void run_recovery_back(run_state *s)
 /* The run's header: on stdout (rank 0) and in the log, the method, device, shape and plan. */
 void run_log_header(run_state *s)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     const engine_vtbl *eng = s->eng;
     char shape[128], line[512], g[32], h[32], d[32];
     run_describe_shape(&s->ec, shape, sizeof shape);
@@ -301,13 +301,13 @@ void run_log_header(run_state *s)
     if (s->rank == 0) {
         printf("aebench %s | %s | %s | %.6g M parameters | recompute %s%s\n", eng->name,
                s->device_desc, shape, (double)s->params / 1e6, gpt_recompute_name(s->ec.recompute),
-               rc->cpu_preset ? " | CPU preset" : "");
+               run_cfg->cpu_preset ? " | CPU preset" : "");
         printf("  plan%s: GPU %s | host %s | disk %s\n", s->world > 1 ? " per rank" : "", g, h, d);
         fflush(stdout);
     }
     run_logline(s, "aebench %s: method %s, %s, %s, window %s, dtype %s, recompute %s, data %s",
                 AEBENCH_VERSION, eng->name, s->device_desc, shape, s->window, s->ec.bf16 ? "bf16" : "fp32",
-                gpt_recompute_name(s->ec.recompute), rc->data_path[0] ? rc->data_path : "synthetic");
+                gpt_recompute_name(s->ec.recompute), run_cfg->data_path[0] ? run_cfg->data_path : "synthetic");
     fmt_params_line(line, sizeof line, s->params);
     run_logline(s, "%s", line);
     char gl[32], hl[32];
@@ -323,9 +323,9 @@ void run_log_header(run_state *s)
         run_logline(s, "memory plan per machine (%d ranks) | host: %s | disk: %s", local, mh, md);
         if (s->rank == 0) printf("  plan per machine (%d ranks): host %s | disk %s\n", local, mh, md);
     }
-    if (s->rc->provenance) {
+    if (s->run_cfg->provenance) {
         /* how it was made: the build, the settings, the record it reruns (provenance.h) */
-        char *made = provenance_log_lines(s->rc->provenance);
+        char *made = provenance_log_lines(s->run_cfg->provenance);
         if (made) run_logline(s, "%s", made);
         free(made);
     }
@@ -335,7 +335,7 @@ void run_log_header(run_state *s)
  * or why the run failed. */
 void run_log_end(run_state *s)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     if (s->status == EXIT_RUN_OK) {
         char pg[32], ph[32], pd[32], g[32], h[32], d[32];
         format_bytes((double)s->gpu.budget.peak, pg, sizeof pg);
@@ -354,7 +354,7 @@ void run_log_end(run_state *s)
         watchdog_margin wm;
         if (watchdog_get_margin(s->dog, &wm) == 0 && wm.closest_limit_s > 0)
             run_logline(s, "watchdog | limit at the end: %.0f s (%s) | closest call: %.1f s idle of %.0f s (%.0f%%), in "
-                        "the %s of iteration %d", wm.limit_s, rc->hang_timeout_s > 0 ? "fixed" : "auto", wm.closest_idle_s,
+                        "the %s of iteration %d", wm.limit_s, run_cfg->hang_timeout_s > 0 ? "fixed" : "auto", wm.closest_idle_s,
                         wm.closest_limit_s, 100 * wm.closest_idle_s / wm.closest_limit_s, wm.closest_phase,
                         wm.closest_iteration);
     } else {

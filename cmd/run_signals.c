@@ -164,8 +164,8 @@ void run_interrupted(void *ctx, int sig)
     const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
     if (s->done > s->first)
         snprintf(s->interrupted_why, sizeof s->interrupted_why, "interrupted (%s): the run was stopped at iteration "
-                 "%d of %d, after %d completed", name, s->done + 1 <= s->rc->iters ? s->done + 1 : s->done,
-                 s->rc->iters, s->done);
+                 "%d of %d, after %d completed", name, s->done + 1 <= s->run_cfg->iters ? s->done + 1 : s->done,
+                 s->run_cfg->iters, s->done);
     else
         snprintf(s->interrupted_why, sizeof s->interrupted_why, "interrupted (%s): the run was stopped before its "
                  "first iteration completed", name);

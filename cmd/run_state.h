@@ -41,7 +41,7 @@ typedef engine_iteration iter_record;
 
 /* Everything one run produces, gathered for the log, the JSON and stdout. */
 typedef struct run_state {
-    const run_config *rc;
+    const run_config *run_cfg;
     const engine_vtbl *eng;
     engine_config ec;
     engine_plan plan;

@@ -117,7 +117,7 @@ typedef struct batch_rates {
 } batch_rates;
 
 typedef struct search {
-    const run_config *rc;
+    const run_config *run_cfg;
     int argc;
     char **argv;
     char exe[PATH_MAX];
@@ -205,8 +205,8 @@ static int places(const engine_vtbl *e) { return e->uses_window && engine_takes_
 static int searched(const search *s, const engine_vtbl *e, const option_decl *d)
 {
     const unsigned when = d->search_when;
-    return d->nsearch > 0 && engine_takes_option(e, d->name) && !cli_given(s->rc, d->name) &&
-           (!(when & SEARCH_WITH_RANKS) || s->world > 1) && (!(when & SEARCH_WITH_CLIPPING) || s->rc->eng.optim.clip > 0) &&
+    return d->nsearch > 0 && engine_takes_option(e, d->name) && !cli_given(s->run_cfg, d->name) &&
+           (!(when & SEARCH_WITH_RANKS) || s->world > 1) && (!(when & SEARCH_WITH_CLIPPING) || s->run_cfg->eng.optim.clip > 0) &&
            (!(when & SEARCH_WITH_DISK) || s->disk_known);
 }
 
@@ -221,7 +221,7 @@ static batch_rates *rates_at(search *s, int batch)
 
 static void config_of(const search *s, const knobs *k, int layers, engine_config *cfg)
 {
-    *cfg = s->rc->eng;
+    *cfg = s->run_cfg->eng;
     cfg->shape = s->shape;
     cfg->shape.layers = layers;
     cfg->shape.batch = k->batch;
@@ -342,8 +342,8 @@ typedef struct knob_lists {
 
 static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
 {
-    const run_config *rc = s->rc;
-    const engine_config *ec = &rc->eng;
+    const run_config *run_cfg = s->run_cfg;
+    const engine_config *ec = &run_cfg->eng;
     memset(kl, 0, sizeof *kl);
     for (int j = 0; j < s->nknob_opts; j++) {
         const option_decl *d = s->knob_opt[j];
@@ -353,11 +353,11 @@ static void knob_lists_of(const search *s, const engine_vtbl *e, knob_lists *kl)
             kl->value[j][kl->nvalue[j]++] = engine_option_value(d, ec);
     }
     kl->recompute[kl->nrecompute++] = ec->recompute;
-    if (!cli_given(rc, "recompute") && !cli_given(rc, "no-ckpt")) {
+    if (!cli_given(run_cfg, "recompute") && !cli_given(run_cfg, "no-ckpt")) {
         for (int m = 0; m < GPT_RECOMPUTE_MODES; m++)
             if ((gpt_recompute)m != ec->recompute) kl->recompute[kl->nrecompute++] = (gpt_recompute)m;
     }
-    if (places(e) && !cli_given(rc, "placement")) {
+    if (places(e) && !cli_given(run_cfg, "placement")) {
         kl->place[kl->nplace++] = PLACE_BOTTOM;
         kl->place[kl->nplace++] = PLACE_SPREAD;
     } else {
@@ -381,7 +381,7 @@ static int knob_settings(const search *s, const engine_vtbl *e, knobs **out)
         /* (i in mixed radix, the placement its fastest digit) */
         int r = i;
         memset(&k[i], 0, sizeof k[i]);
-        k[i].window = s->rc->eng.window;
+        k[i].window = s->run_cfg->eng.window;
         k[i].placement = kl.place[r % kl.nplace], r /= kl.nplace;
         k[i].recompute = kl.recompute[r % kl.nrecompute], r /= kl.nrecompute;
         for (int j = s->nknob_opts - 1; j >= 0; j--) k[i].value[j] = kl.value[j][r % kl.nvalue[j]], r /= kl.nvalue[j];
@@ -401,7 +401,7 @@ static int option_given(const void *ctx, const char *name)
  * does not take (what is given is fixed, so it cannot take part): engine_option_refused. */
 static int left_out(const search *s, const engine_vtbl *e, char *why, size_t len)
 {
-    return engine_option_refused(e, &s->rc->eng, option_given, s->rc, why, len) != 0;
+    return engine_option_refused(e, &s->run_cfg->eng, option_given, s->run_cfg, why, len) != 0;
 }
 
 /* A windowed engine's windows at knobs k: -w auto (0) — its layout (resident layers and three slots
@@ -458,19 +458,19 @@ static int enumerate(search *s, int layers)
     memset(&s->t, 0, sizeof s->t);
     s->n = 0;
     s->have_best = 0;
-    const int window_given = cli_given(s->rc, "window");
+    const int window_given = cli_given(s->run_cfg, "window");
     for (int ei = 0; ei < s->nengines; ei++) {
         const engine_vtbl *e = s->engines[ei];
         knobs *settings;
         const int n = knob_settings(s, e, &settings);
-        int rc = n < 0 ? -1 : 0;
-        for (int i = 0; !rc && i < n; i++) {
+        int status = n < 0 ? -1 : 0;
+        for (int i = 0; !status && i < n; i++) {
             double ms;
-            if (!e->uses_window || window_given) rc = consider(s, e, &settings[i], layers, &ms);
-            else rc = try_windows(s, e, settings[i], layers, settings[i].placement != settings[0].placement);
+            if (!e->uses_window || window_given) status = consider(s, e, &settings[i], layers, &ms);
+            else status = try_windows(s, e, settings[i], layers, settings[i].placement != settings[0].placement);
         }
         free(settings);
-        if (rc) return -1;
+        if (status) return -1;
     }
     if (s->keep && s->n > 1) qsort(s->c, s->n, sizeof *s->c, candidate_cmp);
     return 0;
@@ -514,7 +514,7 @@ typedef struct engine_largest {
 static int largest_of_all(const search *s, engine_largest *per)
 {
     int best = 0;
-    const int given = cli_given(s->rc, "window");
+    const int given = cli_given(s->run_cfg, "window");
     for (int ei = 0; ei < s->nengines; ei++) {
         const engine_vtbl *e = s->engines[ei];
         per[ei] = (engine_largest){e, 0, {0}};
@@ -522,7 +522,7 @@ static int largest_of_all(const search *s, engine_largest *per)
         const int n = knob_settings(s, e, &settings);
         if (n < 0) return -1;
         /* (the placement moves no byte: the first one's) */
-        const int windows[2] = {given ? s->rc->eng.window : 1, 0};
+        const int windows[2] = {given ? s->run_cfg->eng.window : 1, 0};
         const int nwindows = e->uses_window && !given ? 2 : 1;
         for (int i = 0; i < n; i++)
             for (int w = 0; settings[i].placement == settings[0].placement && w < nwindows; w++) {
@@ -552,7 +552,7 @@ static int push_int(char ***v, int *n, const char *opt, long long x)
  * of what they did not give. */
 static int command_of(const search *s, const candidate *c, int largest, char ***out, int *nout)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     const engine_vtbl *e = c->eng;
     /* (-l is the search's under --largest; --nvme-dir only goes with --offload nvme) */
     const char *drop[3];
@@ -569,14 +569,14 @@ static int command_of(const search *s, const candidate *c, int largest, char ***
         /* (the CPU preset applies only when no shape option is given: its shape, in full) */
         bad = bad || push_int(out, nout, "-h", s->shape.hidden) || push_int(out, nout, "--heads", s->shape.heads) ||
               push_int(out, nout, "--seq", s->shape.seq) || push_int(out, nout, "--vocab", s->shape.vocab);
-        if (!cli_given(rc, "lr")) bad = bad || push2(out, nout, "--lr", "0.001");
-        if (!cli_given(rc, "min-lr")) bad = bad || push2(out, nout, "--min-lr", "0.0001");
-        if (!cli_given(rc, "lr-decay-iters")) bad = bad || push2(out, nout, "--lr-decay-iters", "1000");
+        if (!cli_given(run_cfg, "lr")) bad = bad || push2(out, nout, "--lr", "0.001");
+        if (!cli_given(run_cfg, "min-lr")) bad = bad || push2(out, nout, "--min-lr", "0.0001");
+        if (!cli_given(run_cfg, "lr-decay-iters")) bad = bad || push2(out, nout, "--lr-decay-iters", "1000");
     }
-    if (largest || (s->preset && !cli_given(rc, "layers"))) bad = bad || push_int(out, nout, "-l", c->layers);
-    if (!cli_given(rc, "batch")) bad = bad || push_int(out, nout, "-b", c->k.batch);
+    if (largest || (s->preset && !cli_given(run_cfg, "layers"))) bad = bad || push_int(out, nout, "-l", c->layers);
+    if (!cli_given(run_cfg, "batch")) bad = bad || push_int(out, nout, "-b", c->k.batch);
     /* (a smaller micro-batch keeps the global batch: the step accumulates several) */
-    if (!cli_given(rc, "global-batch") && micro_batches_of(s, c->k.batch) > 1)
+    if (!cli_given(run_cfg, "global-batch") && micro_batches_of(s, c->k.batch) > 1)
         bad = bad || push_int(out, nout, "--global-batch", s->global_batch);
     /* (each option searched for e, as it chose: a switch where on, the others' values) */
     for (int j = 0; j < s->nknob_opts; j++) {
@@ -587,13 +587,13 @@ static int command_of(const search *s, const candidate *c, int largest, char ***
         engine_option_value_text(d, c->k.value[j], value, sizeof value);
         bad = bad || (d->set == SET_FLAG ? strv_push(out, nout, opt) : push2(out, nout, opt, value));
     }
-    if (c->k.recompute != GPT_RECOMPUTE_FULL && !cli_given(rc, "recompute") && !cli_given(rc, "no-ckpt"))
+    if (c->k.recompute != GPT_RECOMPUTE_FULL && !cli_given(run_cfg, "recompute") && !cli_given(run_cfg, "no-ckpt"))
         bad = bad || push2(out, nout, "--recompute", gpt_recompute_name(c->k.recompute));
-    if (e->uses_window && !cli_given(rc, "window"))
+    if (e->uses_window && !cli_given(run_cfg, "window"))
         bad = bad || (c->k.window ? push_int(out, nout, "-w", c->k.window) : push2(out, nout, "-w", "auto"));
     char place[32];
     placement_name(c->k.placement, place, sizeof place);
-    if (places(e) && !cli_given(rc, "placement")) bad = bad || push2(out, nout, "--placement", place);
+    if (places(e) && !cli_given(run_cfg, "placement")) bad = bad || push2(out, nout, "--placement", place);
     if (bad) strv_free(out, nout);
     return bad ? -1 : 0;
 }
@@ -645,7 +645,7 @@ static void print_tally(const search *s, const tally *t, double ms)
             const batch_rates *br = &s->rates[i];
             printf("  not calibrated (%ld): micro-batch %d has no entry in %s (aebench --calibrate -b %d with this "
                    "shape%s)\n", t->not_calibrated_at[i], br->batch, s->machine, br->batch,
-                   s->rc->machine_path[0] ? " and --machine" : "");
+                   s->run_cfg->machine_path[0] ? " and --machine" : "");
         }
 }
 
@@ -659,7 +659,7 @@ static void format_plan(const candidate *c, char *g, char *h, char *d, size_t le
 
 static int print_top(const search *s, int largest)
 {
-    const int k = (int)s->n < s->rc->search_top ? (int)s->n : s->rc->search_top;
+    const int k = (int)s->n < s->run_cfg->search_top ? (int)s->n : s->run_cfg->search_top;
     if (k == 0) return 0;
     printf("  %-3s %10s %10s %8s %10s %10s %10s  %-11s %s\n", "#", "ms/it", "samples/s", "TFLOP/s", "GPU", "host", "disk",
            "bound", "command");
@@ -755,7 +755,7 @@ static int write_json(const search *s, const cJSON *root, int layers, char *path
     char err[PATH_MAX + 200], name[128];
     snprintf(name, sizeof name, "search_l-%d_h-%d_gb-%d", layers, s->shape.hidden, s->global_batch);
     char *text = report_json_text(root);
-    FILE *f = text ? report_create_unique(s->rc->results_dir, name, ".json", path, len, err, sizeof err) : NULL;
+    FILE *f = text ? report_create_unique(s->run_cfg->results_dir, name, ".json", path, len, err, sizeof err) : NULL;
     if (!text) snprintf(err, sizeof err, "out of memory");
     int ok = f != NULL;
     if (f) {
@@ -789,12 +789,12 @@ static int write_winner(const search *s, const candidate *c, int largest)
         fprintf(stderr, "aebench: --out: %s\n", err);
         return -1;
     }
-    const int rc = report_write_text(s->rc->search_out, text);
-    if (rc) fprintf(stderr, "aebench: --out %s: %s\n", s->rc->search_out, strerror(errno));
-    else printf("search: the fastest written to %s (aebench --config %s runs it)\n", s->rc->search_out,
-                s->rc->search_out);
+    const int status = report_write_text(s->run_cfg->search_out, text);
+    if (status) fprintf(stderr, "aebench: --out %s: %s\n", s->run_cfg->search_out, strerror(errno));
+    else printf("search: the fastest written to %s (aebench --config %s runs it)\n", s->run_cfg->search_out,
+                s->run_cfg->search_out);
     free(text);
-    return rc;
+    return status;
 }
 
 /* ---- --verify -------------------------------------------------------------------------------- */
@@ -828,7 +828,7 @@ typedef struct verified {
  * to root.  Returns 0 when every run trained, 1 otherwise. */
 static int verify(const search *s, int largest, cJSON *root)
 {
-    const int K = s->rc->search_verify, n = (int)s->n;
+    const int K = s->run_cfg->search_verify, n = (int)s->n;
     const int top = K < n ? K : n;
     const int nrandom = n - top < K ? n - top : K;
     verified *v = calloc((size_t)(top + nrandom), sizeof *v);
@@ -842,7 +842,7 @@ static int verify(const search *s, int largest, cJSON *root)
         return 1;
     }
     for (int i = top; i < n; i++) rest[i - top] = i + 1;
-    rng pick = rng_for(s->rc->eng.seed, 0x5EA2C4u, 0); /* (a stream of its own of the run's seed) */
+    rng pick = rng_for(s->run_cfg->eng.seed, 0x5EA2C4u, 0); /* (a stream of its own of the run's seed) */
     for (int i = 0; i < nrandom; i++) {
         const int j = i + (int)rng_below(&pick, (uint32_t)(n - top - i));
         const int t = rest[i];
@@ -865,7 +865,7 @@ static int verify(const search *s, int largest, cJSON *root)
         }
         /* (12 unless given: the median of iterations 2-12 is a steady one even for --dpu,
          * whose first 5 steps update without delay) */
-        if (!cli_given(s->rc, "iters") && push2(&args, &na, "--iters", "12")) {
+        if (!cli_given(s->run_cfg, "iters") && push2(&args, &na, "--iters", "12")) {
             strv_free(&args, &na);
             free(v);
             return 1;
@@ -964,9 +964,9 @@ static int probe(search *s, child_result *pr)
         fprintf(stderr, "aebench: out of memory\n");
         return EXIT_RUN_ERROR;
     }
-    const int rc = child_run(s->exe, probe_argv, CHILD_QUIET_OUT, pr, err, sizeof err);
+    const int status = child_run(s->exe, probe_argv, CHILD_QUIET_OUT, pr, err, sizeof err);
     strv_free(&probe_argv, &np);
-    if (rc) {
+    if (status) {
         fprintf(stderr, "aebench: %s\n", err);
         return EXIT_RUN_ERROR;
     }
@@ -980,12 +980,12 @@ static int probe(search *s, child_result *pr)
 
 static int setup(search *s, const child_result *pr)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     /* the engines */
-    const int method_given = cli_given(rc, "method") && strcmp(rc->method, "all") != 0;
+    const int method_given = cli_given(run_cfg, "method") && strcmp(run_cfg->method, "all") != 0;
     for (int i = 0; i < engine_count() && s->nengines < MAX_ENGINES; i++) {
         const engine_vtbl *e = engine_at(i);
-        if (method_given ? e != engine_find(rc->method) : !engine_in_all(e)) continue;
+        if (method_given ? e != engine_find(run_cfg->method) : !engine_in_all(e)) continue;
         char why[512];
         if (left_out(s, e, why, sizeof why)) {
             printf("search: %s left out: %s\n", e->name, why);
@@ -1008,16 +1008,16 @@ static int setup(search *s, const child_result *pr)
         fprintf(stderr, "aebench: --search: no engine takes the options given\n");
         return EXIT_BAD_INPUT;
     }
-    s->shape = rc->eng.shape;
+    s->shape = run_cfg->eng.shape;
     s->preset = pr->preset;
     s->shape.layers = pr->shape[0], s->shape.hidden = pr->shape[1], s->shape.heads = pr->shape[2];
     s->shape.seq = pr->shape[3], s->shape.batch = pr->shape[4], s->shape.vocab = pr->shape[5];
     s->shape.vocab_padded = gpt_pad_vocab(s->shape.vocab);
     snprintf(s->backend, sizeof s->backend, "%s", pr->backend);
     snprintf(s->machine, sizeof s->machine, "%s", pr->machine);
-    s->world = rc->ranks > 1 ? rc->ranks : 1;
-    s->local = cli_ranks_per_machine(rc); /* (--hosts: each machine's memory is split by its ranks) */
-    s->global_batch = rc->eng.global_batch ? rc->eng.global_batch : s->shape.batch * s->world;
+    s->world = run_cfg->ranks > 1 ? run_cfg->ranks : 1;
+    s->local = cli_ranks_per_machine(run_cfg); /* (--hosts: each machine's memory is split by its ranks) */
+    s->global_batch = run_cfg->eng.global_batch ? run_cfg->eng.global_batch : s->shape.batch * s->world;
     /* the micro-batches: -b fixes it; else every divisor of global batch / ranks */
     const int per_rank = s->global_batch / s->world;
     if (s->global_batch % s->world != 0 || per_rank < 1) {
@@ -1025,7 +1025,7 @@ static int setup(search *s, const child_result *pr)
         return EXIT_BAD_INPUT;
     }
     s->nbatches = 0;
-    if (cli_given(rc, "batch")) {
+    if (cli_given(run_cfg, "batch")) {
         if (per_rank % s->shape.batch != 0) {
             fprintf(stderr, "aebench: --global-batch %d is not a multiple of batch x ranks = %d x %d\n", s->global_batch,
                     s->shape.batch, s->world);
@@ -1037,7 +1037,7 @@ static int setup(search *s, const child_result *pr)
             if (per_rank % b == 0) s->rates[s->nbatches++].batch = b;
     }
     /* the disk tier's directory: --nvme-dir, else the results directory */
-    const char *disk_dir = rc->eng.nvme_dir[0] ? rc->eng.nvme_dir : rc->results_dir;
+    const char *disk_dir = run_cfg->eng.nvme_dir[0] ? run_cfg->eng.nvme_dir : run_cfg->results_dir;
     if (strlen(disk_dir) >= sizeof s->nvme_dir) {
         fprintf(stderr, "aebench: --search: the results directory's path is too long for the disk tier's; give "
                         "--nvme-dir\n");
@@ -1047,7 +1047,7 @@ static int setup(search *s, const child_result *pr)
     /* the machine file, at each micro-batch (at the disk directory: its rates there) */
     const machine_rates *file = NULL; /* (its machine-wide rates: any entry's) */
     for (int i = 0; i < s->nbatches; i++) {
-        engine_config c = rc->eng;
+        engine_config c = run_cfg->eng;
         c.shape = s->shape;
         c.shape.batch = s->rates[i].batch;
         c.world = s->world, c.local_world = s->local;
@@ -1074,15 +1074,15 @@ static int setup(search *s, const child_result *pr)
     /* the disk budget there (the results directory made now, after every check of the
      * input: the JSON goes there too) */
     char err[600];
-    engine_config probe_cfg = rc->eng;
-    if (!rc->eng.nvme_dir[0] && report_make_dirs(rc->results_dir, err, sizeof err)) {
+    engine_config probe_cfg = run_cfg->eng;
+    if (!run_cfg->eng.nvme_dir[0] && report_make_dirs(run_cfg->results_dir, err, sizeof err)) {
         fprintf(stderr, "aebench: %s\n", err);
         return EXIT_RUN_ERROR;
     }
     size_t disk_free = 0;
-    s->disk_known = run_resolve_disk_budget(&probe_cfg, rc->results_dir, &disk_free, s->disk_why,
+    s->disk_known = run_resolve_disk_budget(&probe_cfg, run_cfg->results_dir, &disk_free, s->disk_why,
                                             sizeof s->disk_why) == 0;
-    if (!s->disk_known && rc->eng.nvme_dir[0]) {
+    if (!s->disk_known && run_cfg->eng.nvme_dir[0]) {
         fprintf(stderr, "aebench: %s\n", s->disk_why);
         return EXIT_BAD_INPUT;
     }
@@ -1090,8 +1090,8 @@ static int setup(search *s, const child_result *pr)
     /* the budgets per rank (machine_budgets), or what is free now if less; --machine FILE may
      * be another machine's, as with --predict: its budgets, not what is free here */
     size_t g, h;
-    machine_budgets(rc, file, s->local, strcmp(s->backend, "cpu") == 0 && !rc->machine_path[0], &g, &h);
-    if (!rc->machine_path[0]) {
+    machine_budgets(run_cfg, file, s->local, strcmp(s->backend, "cpu") == 0 && !run_cfg->machine_path[0], &g, &h);
+    if (!run_cfg->machine_path[0]) {
         if (pr->budget_gpu < g) g = pr->budget_gpu;
         if (pr->budget_host < h) h = pr->budget_host;
     }
@@ -1106,7 +1106,7 @@ static void print_header(const search *s, int layers)
     format_bytes((double)s->budget[TIER_HOST], h, sizeof h);
     if (s->disk_known) format_bytes((double)s->budget[TIER_DISK], d, sizeof d);
     printf("search: l%d h%d heads %d seq %d vocab %d %s, global batch %d on %d rank%s (micro-batch", layers,
-           s->shape.hidden, s->shape.heads, s->shape.seq, s->shape.vocab, s->rc->eng.bf16 ? "bf16" : "fp32",
+           s->shape.hidden, s->shape.heads, s->shape.seq, s->shape.vocab, s->run_cfg->eng.bf16 ? "bf16" : "fp32",
            s->global_batch, s->world, s->world == 1 ? "" : "s");
     for (int i = 0; i < s->nbatches; i++) printf("%s%d", i ? ", " : " ", s->rates[i].batch);
     printf("); engines:");
@@ -1123,7 +1123,7 @@ static cJSON *header_json(const search *s, int layers)
     cJSON_AddNumberToObject(o, "heads", s->shape.heads);
     cJSON_AddNumberToObject(o, "seq", s->shape.seq);
     cJSON_AddNumberToObject(o, "vocab", s->shape.vocab);
-    cJSON_AddStringToObject(o, "dtype", s->rc->eng.bf16 ? "bf16" : "fp32");
+    cJSON_AddStringToObject(o, "dtype", s->run_cfg->eng.bf16 ? "bf16" : "fp32");
     cJSON_AddStringToObject(o, "backend", s->backend);
     cJSON_AddNumberToObject(o, "world", s->world);
     cJSON_AddNumberToObject(o, "global_batch", s->global_batch);
@@ -1150,7 +1150,7 @@ static int fast_enough_at(int layers, void *ctx)
 {
     search *s = ctx;
     s->keep = 0;
-    return enumerate(s, layers) == 0 && s->have_best && samples_per_s(s, &s->best) >= s->rc->min_samples_per_s;
+    return enumerate(s, layers) == 0 && s->have_best && samples_per_s(s, &s->best) >= s->run_cfg->min_samples_per_s;
 }
 
 /* --out FILE: its directory writable (tried with a file made there and removed at once) and
@@ -1210,7 +1210,7 @@ static int find_sizes(search *s, sizes_found *f)
     const double t0 = wall_ms();
     memset(f, 0, sizeof *f);
     f->layers = s->shape.layers;
-    if (s->rc->search_largest) {
+    if (s->run_cfg->search_largest) {
         if ((f->largest = largest_of_all(s, f->per)) < 0) return -1;
         f->layers = f->largest;
         if (f->layers > 0 && f->layers < LAYERS_CAP) {
@@ -1219,7 +1219,7 @@ static int find_sizes(search *s, sizes_found *f)
             if (enumerate(s, f->layers + 1)) return -1;
             f->next = s->t;
         }
-        if (f->layers > 0 && s->rc->min_samples_per_s > 0) {
+        if (f->layers > 0 && s->run_cfg->min_samples_per_s > 0) {
             /* the largest whose best throughput is at least X (throughput falls as layers grow) */
             f->threshold = bisect_largest(1, f->layers, fast_enough_at, s);
             f->layers = f->threshold;
@@ -1235,7 +1235,7 @@ static int find_sizes(search *s, sizes_found *f)
  * all and why the next size fits none, and the largest at --min-samples-per-s. */
 static void report_largest(const search *s, const sizes_found *f, cJSON *root)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     cJSON *lj = cJSON_AddObjectToObject(root, "largest");
     cJSON *pe = cJSON_AddArrayToObject(lj, "per_engine");
     printf("search: the largest -l each engine's plan fits in the budgets:");
@@ -1266,17 +1266,17 @@ static void report_largest(const search *s, const sizes_found *f, cJSON *root)
     } else {
         printf("search: largest: not even one layer fits any configuration\n");
     }
-    if (rc->min_samples_per_s > 0) {
-        cJSON_AddNumberToObject(lj, "min_samples_per_s", rc->min_samples_per_s);
+    if (run_cfg->min_samples_per_s > 0) {
+        cJSON_AddNumberToObject(lj, "min_samples_per_s", run_cfg->min_samples_per_s);
         cJSON_AddNumberToObject(lj, "layers_at_min_samples_per_s", f->threshold);
         if (s->truncated)
             printf("search: the largest that trains at %.3g samples/s or more is not known: the work bound was "
-                   "reached first\n", rc->min_samples_per_s);
+                   "reached first\n", run_cfg->min_samples_per_s);
         else if (f->threshold > 0)
-            printf("search: the largest predicted to train at %.3g samples/s or more: l%d\n", rc->min_samples_per_s,
+            printf("search: the largest predicted to train at %.3g samples/s or more: l%d\n", run_cfg->min_samples_per_s,
                    f->threshold);
         else
-            printf("search: no size is predicted to train at %.3g samples/s\n", rc->min_samples_per_s);
+            printf("search: no size is predicted to train at %.3g samples/s\n", run_cfg->min_samples_per_s);
     }
 }
 
@@ -1301,12 +1301,12 @@ static int report_none_predicted(const search *s, int layers)
  * when out of memory. */
 static int report_search(const search *s, const sizes_found *f)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     print_header(s, f->layers);
     cJSON *root = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "search", header_json(s, f->layers));
     cJSON_AddNumberToObject(root, "seconds", f->ms / 1000);
-    if (rc->search_largest) report_largest(s, f, root);
+    if (run_cfg->search_largest) report_largest(s, f, root);
     if (f->layers > 0) print_tally(s, &s->t, f->ms);
     if (s->truncated)
         printf("search: stopped at the work bound (%.0f layer walks): what is above was predicted before it, the "
@@ -1316,14 +1316,14 @@ static int report_search(const search *s, const sizes_found *f)
     int status = 0;
     if (s->n == 0) {
         status = report_none_predicted(s, f->layers);
-    } else if (print_top(s, rc->search_largest) != 0) {
+    } else if (print_top(s, run_cfg->search_largest) != 0) {
         cJSON_Delete(root);
         return -1;
     }
     cJSON *all = cJSON_AddArrayToObject(root, "configs");
-    for (size_t i = 0; i < s->n; i++) cJSON_AddItemToArray(all, candidate_json(s, &s->c[i], (int)i + 1, rc->search_largest));
-    if (s->n && rc->search_out[0] && write_winner(s, &s->c[0], rc->search_largest)) status = EXIT_RUN_ERROR;
-    if (s->n && rc->search_verify > 0 && verify(s, rc->search_largest, root)) status = EXIT_RUN_ERROR;
+    for (size_t i = 0; i < s->n; i++) cJSON_AddItemToArray(all, candidate_json(s, &s->c[i], (int)i + 1, run_cfg->search_largest));
+    if (s->n && run_cfg->search_out[0] && write_winner(s, &s->c[0], run_cfg->search_largest)) status = EXIT_RUN_ERROR;
+    if (s->n && run_cfg->search_verify > 0 && verify(s, run_cfg->search_largest, root)) status = EXIT_RUN_ERROR;
     char path[PATH_MAX];
     if (write_json(s, root, f->layers, path, sizeof path) == 0) printf("search: wrote %s\n", path);
     else status = EXIT_RUN_ERROR;
@@ -1331,18 +1331,18 @@ static int report_search(const search *s, const sizes_found *f)
     return status;
 }
 
-int search_main(int argc, char **argv, const run_config *rc)
+int search_main(int argc, char **argv, const run_config *run_cfg)
 {
     search s;
     memset(&s, 0, sizeof s);
-    s.rc = rc, s.argc = argc, s.argv = argv;
+    s.run_cfg = run_cfg, s.argc = argc, s.argv = argv;
     char err[600];
-    if (rc->search_verify > 0 && rc->ranks > 1 && !comm_has_mpi()) {
+    if (run_cfg->search_verify > 0 && run_cfg->ranks > 1 && !comm_has_mpi()) {
         fprintf(stderr, "aebench: --verify with --ranks %d trains on %d ranks, which needs MPI, and this aebench was "
-                        "built without it\n", rc->ranks, rc->ranks);
+                        "built without it\n", run_cfg->ranks, run_cfg->ranks);
         return EXIT_BAD_INPUT;
     }
-    if (rc->search_out[0] && out_refused(rc->search_out) != 0) return EXIT_BAD_INPUT;
+    if (run_cfg->search_out[0] && out_refused(run_cfg->search_out) != 0) return EXIT_BAD_INPUT;
     if (child_self_exe(s.exe, sizeof s.exe, err, sizeof err)) {
         fprintf(stderr, "aebench: %s\n", err);
         return EXIT_RUN_ERROR;

@@ -16,10 +16,10 @@
 
 #include "cli.h"
 
-/* Runs the search rc describes (parsed from argc/argv), in a process with no backend of its
+/* Runs the search run_cfg describes (parsed from argc/argv), in a process with no backend of its
  * own (a --dry-run child says how a run resolves here).  Returns the exit code: 0, 1 when
  * --verify's runs failed or none is predicted, 2 for bad input (nothing written). */
-int search_main(int argc, char **argv, const run_config *rc);
+int search_main(int argc, char **argv, const run_config *run_cfg);
 
 /* Kendall's tau-b of n pairs (ties in either list counted as neither concordant nor
  * discordant, and taken out of the denominator).  0 when n < 2 or either list is constant. */

@@ -39,7 +39,7 @@ typedef struct item {
     char **argv;            /* argv[0] = "aebench", then options; NULL-terminated */
     int argc;
     char where[48];         /* "config F: runs[3]" for messages, "" for -m all */
-    run_config rc;          /* argv parsed */
+    run_config run_cfg;          /* argv parsed */
     int find_max;
     char layers_from[64];
     char desc[160];
@@ -58,7 +58,7 @@ typedef struct item {
 } item;
 
 typedef struct sweep {
-    const run_config *rc;
+    const run_config *run_cfg;
     char exe[PATH_MAX];
     char title[PATH_MAX + 64];
     item *items;
@@ -84,54 +84,54 @@ static item *add_item(sweep *s)
     return it;
 }
 
-static int shape_given(const run_config *rc)
+static int shape_given(const run_config *run_cfg)
 {
     static const char *const keys[] = {"layers", "hidden", "heads", "seq", "batch", "vocab"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (cli_given(rc, keys[i])) return 1;
+        if (cli_given(run_cfg, keys[i])) return 1;
     return 0;
 }
 
-static void window_text(const run_config *rc, char *buf, size_t len)
+static void window_text(const run_config *run_cfg, char *buf, size_t len)
 {
-    if (rc->eng.window) snprintf(buf, len, "%d", rc->eng.window);
+    if (run_cfg->eng.window) snprintf(buf, len, "%d", run_cfg->eng.window);
     else snprintf(buf, len, "auto");
 }
 
-/* Parse the item's command line as its child will; fill rc, desc and cost. */
+/* Parse the item's command line as its child will; fill run_cfg, desc and cost. */
 static int check_item(item *it, char *err, size_t errlen)
 {
     char perr[1024];
-    cli_outcome out = cli_parse(it->argc, it->argv, &it->rc, perr, sizeof perr);
+    cli_outcome out = cli_parse(it->argc, it->argv, &it->run_cfg, perr, sizeof perr);
     if (out != CLI_RUN) {
         snprintf(err, errlen, "%s%s%s", it->where, it->where[0] ? ": " : "",
                  out == CLI_DONE ? "--help and --version are not run options" : perr);
         return -1;
     }
-    const engine_vtbl *eng = engine_find(it->rc.method);
+    const engine_vtbl *eng = engine_find(it->run_cfg.method);
     if (!eng) {
         snprintf(err, errlen, "%s%sone method per run, not '%s'", it->where, it->where[0] ? ": " : "",
-                 it->rc.method);
+                 it->run_cfg.method);
         return -1;
     }
     char eerr[512];
-    if (engine_config_refused(eng, &it->rc.eng, eerr, sizeof eerr)) {
+    if (engine_config_refused(eng, &it->run_cfg.eng, eerr, sizeof eerr)) {
         /* Refused before anything runs, like any other bad option of the list. */
         snprintf(err, errlen, "%s%s%s", it->where, it->where[0] ? ": " : "", eerr);
         return -1;
     }
-    const gpt_shape *sh = &it->rc.eng.shape;
+    const gpt_shape *sh = &it->run_cfg.eng.shape;
     char w[16];
-    window_text(&it->rc, w, sizeof w);
-    if (it->find_max && (shape_given(&it->rc) || it->rc.eng.device == DEVICE_CUDA))
+    window_text(&it->run_cfg, w, sizeof w);
+    if (it->find_max && (shape_given(&it->run_cfg) || it->run_cfg.eng.device == DEVICE_CUDA))
         snprintf(it->desc, sizeof it->desc, "%s find-max h%d b%d w%s", eng->name, sh->hidden, sh->batch, w);
-    else if (shape_given(&it->rc) || it->rc.eng.device == DEVICE_CUDA)
+    else if (shape_given(&it->run_cfg) || it->run_cfg.eng.device == DEVICE_CUDA)
         snprintf(it->desc, sizeof it->desc, "%s l%d h%d b%d w%s", eng->name, sh->layers, sh->hidden,
                  sh->batch, w);
     else /* the child picks its backend, and on the CPU the preset shape */
         snprintf(it->desc, sizeof it->desc, "%s default shape w%s%s", eng->name, w,
                  it->find_max ? " find-max" : "");
-    it->cost = gpt_model_flops(sh) * (it->find_max ? 8 : it->rc.iters);
+    it->cost = gpt_model_flops(sh) * (it->find_max ? 8 : it->run_cfg.iters);
     return 0;
 }
 
@@ -145,9 +145,9 @@ static int probe_item(const sweep *s, const item *it, child_result *pr, char *er
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int rc_ = child_run(s->exe, argv, CHILD_QUIET_OUT, pr, err, errlen);
+    int status = child_run(s->exe, argv, CHILD_QUIET_OUT, pr, err, errlen);
     strv_free(&argv, &n);
-    if (rc_) return -1;
+    if (status) return -1;
     if (!pr->exited || pr->exit_code != 0 || !pr->probed) {
         snprintf(err, errlen, "%s%sits dry run failed (exit %d)", it->where, it->where[0] ? ": " : "",
                  pr->exited ? pr->exit_code : 128 + pr->signal);
@@ -164,12 +164,12 @@ static int resolve_layers_from(const sweep *s, item *it, char *err, size_t errle
     const engine_vtbl *from = engine_find(it->layers_from);
     const int shape5[5] = {pr.shape[1], pr.shape[2], pr.shape[3], pr.shape[4], pr.shape[5]};
     findmax_result fm;
-    if (findmax_lookup(it->rc.results_dir, from->name, shape5, -1, pr.backend, it->rc.gpu_mem_limit,
-                       it->rc.cpu_mem_limit, &fm) != 0) {
+    if (findmax_lookup(it->run_cfg.results_dir, from->name, shape5, -1, pr.backend, it->run_cfg.gpu_mem_limit,
+                       it->run_cfg.cpu_mem_limit, &fm) != 0) {
         snprintf(err, errlen, "%s.layers-from: no --find-max result for %s at h%d heads%d s%d b%d vocab%d "
                               "(%s, these memory limits) in %.1000s: run case 1 (or --find-max -m %s) first",
                  it->where, from->name, shape5[0], shape5[1], shape5[2], shape5[3], shape5[4],
-                 pr.backend, it->rc.results_dir, from->name);
+                 pr.backend, it->run_cfg.results_dir, from->name);
         return -1;
     }
     if (fm.max_layers < 1) {
@@ -229,12 +229,12 @@ static void remove_stale(item *it)
  * that did not finish (the same, and its options' fingerprint) go on it->stale. */
 static int find_done(item *it, const child_result *pr, run_outcome *found)
 {
-    DIR *d = opendir(it->rc.results_dir);
+    DIR *d = opendir(it->run_cfg.results_dir);
     if (!d) return -1;
-    const engine_vtbl *eng = engine_find(it->rc.method);
+    const engine_vtbl *eng = engine_find(it->run_cfg.method);
     char w[16], fingerprint[24];
-    window_text(&it->rc, w, sizeof w);
-    snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(&it->rc));
+    window_text(&it->run_cfg, w, sizeof w);
+    snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(&it->run_cfg));
     struct dirent *de;
     struct timespec newest = {0, 0};
     int have = 0;
@@ -243,17 +243,17 @@ static int find_done(item *it, const child_result *pr, run_outcome *found)
         if (strncmp(de->d_name, "log_", 4) != 0 || len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
             continue;
         char path[PATH_MAX];
-        if (snprintf(path, sizeof path, "%s/%s", it->rc.results_dir, de->d_name) >= (int)sizeof path) continue;
+        if (snprintf(path, sizeof path, "%s/%s", it->run_cfg.results_dir, de->d_name) >= (int)sizeof path) continue;
         run_outcome o;
         struct stat st;
         if (stat(path, &st) != 0 || run_outcome_read(path, &o) != 0) continue;
         const int same_run = strcmp(o.method, eng->name) == 0 &&
                     o.layers == pr->shape[0] && o.hidden == pr->shape[1] && o.heads == pr->shape[2] &&
                     o.seq == pr->shape[3] && o.batch == pr->shape[4] && o.vocab == pr->shape[5] &&
-                    strcmp(o.window, w) == 0 && o.iters == it->rc.iters &&
-                    strcmp(o.backend, pr->backend) == 0 && o.recompute == it->rc.eng.recompute &&
-                    strcmp(o.dtype, it->rc.eng.bf16 ? "bf16" : "fp32") == 0 &&
-                    (o.world ? o.world : 1) == (it->rc.ranks > 1 ? it->rc.ranks : 1) &&
+                    strcmp(o.window, w) == 0 && o.iters == it->run_cfg.iters &&
+                    strcmp(o.backend, pr->backend) == 0 && o.recompute == it->run_cfg.eng.recompute &&
+                    strcmp(o.dtype, it->run_cfg.eng.bf16 ? "bf16" : "fp32") == 0 &&
+                    (o.world ? o.world : 1) == (it->run_cfg.ranks > 1 ? it->run_cfg.ranks : 1) &&
                     (!o.fingerprint[0] || strcmp(o.fingerprint, fingerprint) == 0);
         const int match = same_run && strcmp(o.status, "ok") == 0;
         if (same_run && o.fingerprint[0] && (strcmp(o.status, "interrupted") == 0 || strcmp(o.status, "running") == 0))
@@ -275,8 +275,8 @@ static int resolve_resume(const sweep *s, item *it, char *err, size_t errlen)
     if (probe_item(s, it, &pr, err, errlen)) return -1;
     if (it->find_max) {
         const int shape5[5] = {pr.shape[1], pr.shape[2], pr.shape[3], pr.shape[4], pr.shape[5]};
-        if (findmax_lookup(it->rc.results_dir, engine_find(it->rc.method)->name, shape5, it->rc.eng.window,
-                           pr.backend, it->rc.gpu_mem_limit, it->rc.cpu_mem_limit, &it->fm) == 0) {
+        if (findmax_lookup(it->run_cfg.results_dir, engine_find(it->run_cfg.method)->name, shape5, it->run_cfg.eng.window,
+                           pr.backend, it->run_cfg.gpu_mem_limit, it->run_cfg.cpu_mem_limit, &it->fm) == 0) {
             it->st = ST_SKIPPED;
             it->o = it->fm.best;
             snprintf(it->log, sizeof it->log, "%s", it->fm.log);
@@ -330,7 +330,7 @@ static void run_training(const sweep *s, item *it, char *err, size_t errlen)
     if (!cr.exited) {
         it->st = ST_CRASHED;
         child_signal_name(cr.signal, it->signal, sizeof it->signal);
-    } else if (s->rc->dry_run) {
+    } else if (s->run_cfg->dry_run) {
         it->st = cr.exit_code == 0 ? ST_DRY : ST_ERROR;
     } else if (it->o.have) {
         /* The JSON is the record; the exit code agrees with it unless writing it failed. */
@@ -343,12 +343,12 @@ static void run_training(const sweep *s, item *it, char *err, size_t errlen)
 
 static void run_findmax(const sweep *s, item *it, char *err, size_t errlen)
 {
-    if (findmax_run(s->exe, it->argv, it->argc, &it->rc, &it->fm, err, errlen)) {
+    if (findmax_run(s->exe, it->argv, it->argc, &it->run_cfg, &it->fm, err, errlen)) {
         fprintf(stderr, "aebench: %s%s%s\n", it->where, it->where[0] ? ": " : "", err);
         it->st = ST_ERROR;
         return;
     }
-    if (s->rc->dry_run) {
+    if (s->run_cfg->dry_run) {
         it->st = ST_DRY;
         return;
     }
@@ -370,10 +370,10 @@ static void print_summary(const sweep *s, double seconds)
         const run_outcome *o = &src->o;
         char stbuf[48], run[64], ms[24] = "-", sps[24] = "-", tf[24] = "-", g[24] = "-", h[24] = "-";
         const char *st = status_text(it, stbuf, sizeof stbuf);
-        const engine_vtbl *eng = engine_find(it->rc.method);
+        const engine_vtbl *eng = engine_find(it->run_cfg.method);
         if (it->find_max && (src->st == ST_OK || src->st == ST_SKIPPED || src->st == ST_OOM))
-            snprintf(run, sizeof run, "max l%d h%d b%d", src->fm.max_layers, it->rc.eng.shape.hidden,
-                     it->rc.eng.shape.batch);
+            snprintf(run, sizeof run, "max l%d h%d b%d", src->fm.max_layers, it->run_cfg.eng.shape.hidden,
+                     it->run_cfg.eng.shape.batch);
         else if (o->have)
             snprintf(run, sizeof run, "l%d h%d b%d w%s", o->layers, o->hidden, o->batch, o->window);
         else
@@ -406,23 +406,23 @@ static void print_summary(const sweep *s, double seconds)
 
 static int build_items(sweep *s, int argc, char **argv, char *err, size_t errlen)
 {
-    const run_config *rc = s->rc;
+    const run_config *run_cfg = s->run_cfg;
     char **base = NULL;
     int nbase = 0;
-    int rc_ = -1;
-    if (rc->config_runs) {
-        if (cli_given(rc, "method") && strcmp(rc->method, "all") == 0) {
+    int status = -1;
+    if (run_cfg->config_runs) {
+        if (cli_given(run_cfg, "method") && strcmp(run_cfg->method, "all") == 0) {
             snprintf(err, errlen, "-m all with a run list: the runs name their methods (\"method\": \"all\")");
             return -1;
         }
         cli_runlist list;
-        if (cli_load_runlist(rc->config_path, &list, err, errlen)) return -1;
+        if (cli_load_runlist(run_cfg->config_path, &list, err, errlen)) return -1;
         if (cli_child_args(argc, argv, 1, 0, &base, &nbase)) {
             cli_runlist_free(&list);
             snprintf(err, errlen, "out of memory");
             return -1;
         }
-        snprintf(s->title, sizeof s->title, "config %.3800s%s%s", rc->config_path,
+        snprintf(s->title, sizeof s->title, "config %.3800s%s%s", run_cfg->config_path,
                  list.description[0] ? ": " : "", list.description);
         for (int i = 0; i < list.n; i++) {
             const cli_run *r = &list.runs[i];
@@ -436,24 +436,24 @@ static int build_items(sweep *s, int argc, char **argv, char *err, size_t errlen
             }
             /* The file name is added when a message is printed (item_error). */
             snprintf(it->where, sizeof it->where, "%s", r->where);
-            it->find_max = r->find_max || rc->find_max;
+            it->find_max = r->find_max || run_cfg->find_max;
             /* A layer count on the command line overrides layers-from like any other key. */
-            if (!cli_given(rc, "layers")) snprintf(it->layers_from, sizeof it->layers_from, "%s", r->layers_from);
+            if (!cli_given(run_cfg, "layers")) snprintf(it->layers_from, sizeof it->layers_from, "%s", r->layers_from);
         }
         cli_runlist_free(&list);
     } else {
-        const int all = strcmp(rc->method, "all") == 0;
+        const int all = strcmp(run_cfg->method, "all") == 0;
         if (cli_child_args(argc, argv, 0, all, &base, &nbase)) {
             snprintf(err, errlen, "out of memory");
             return -1;
         }
-        snprintf(s->title, sizeof s->title, "%s%s", all ? "-m all" : rc->method, rc->find_max ? " --find-max" : "");
+        snprintf(s->title, sizeof s->title, "%s%s", all ? "-m all" : run_cfg->method, run_cfg->find_max ? " --find-max" : "");
         for (int i = 0; i < engine_count(); i++) {
             const engine_vtbl *eng = engine_at(i);
-            if (!all && engine_find(rc->method) != eng) continue;
+            if (!all && engine_find(run_cfg->method) != eng) continue;
             if (all && !engine_in_all(eng)) continue;
             char why[512];
-            if (all && engine_config_refused(eng, &rc->eng, why, sizeof why)) {
+            if (all && engine_config_refused(eng, &run_cfg->eng, why, sizeof why)) {
                 /* -m all with an option only some engines have (--dpu, --offload nvme,
                  * --dtype bf16): the others are left out, and said so. */
                 printf("aebench: -m all: leaving out %s: %s\n", eng->name, why);
@@ -467,20 +467,20 @@ static int build_items(sweep *s, int argc, char **argv, char *err, size_t errlen
                 snprintf(err, errlen, "out of memory");
                 goto out;
             }
-            it->find_max = rc->find_max;
+            it->find_max = run_cfg->find_max;
         }
     }
-    rc_ = 0;
+    status = 0;
 out:
     strv_free(&base, &nbase);
-    return rc_;
+    return status;
 }
 
 /* The error prefix of an item: "config F: runs[3]". */
 static int item_error(const sweep *s, const item *it, const char *msg)
 {
-    if (s->rc->config_runs && strncmp(msg, "config ", 7) != 0)
-        fprintf(stderr, "aebench: config %s: %s\n", s->rc->config_path, msg);
+    if (s->run_cfg->config_runs && strncmp(msg, "config ", 7) != 0)
+        fprintf(stderr, "aebench: config %s: %s\n", s->run_cfg->config_path, msg);
     else
         fprintf(stderr, "aebench: %s\n", msg);
     (void)it;
@@ -539,7 +539,7 @@ static int lock_results(const char *dir, char *err, size_t errlen)
     return fd;
 }
 
-int sweep_main(int argc, char **argv, const run_config *rc)
+int sweep_main(int argc, char **argv, const run_config *run_cfg)
 {
     char err[2048];
     if (getenv("AEBENCH_REPORT_FD")) {
@@ -551,7 +551,7 @@ int sweep_main(int argc, char **argv, const run_config *rc)
     }
     sweep s;
     memset(&s, 0, sizeof s);
-    s.rc = rc;
+    s.run_cfg = run_cfg;
     if (child_self_exe(s.exe, sizeof s.exe, err, sizeof err)) {
         fprintf(stderr, "aebench: %s\n", err);
         return EXIT_RUN_ERROR;
@@ -588,12 +588,12 @@ int sweep_main(int argc, char **argv, const run_config *rc)
     }
     /* A results directory that cannot be made or take files is bad input, as it is to one run
      * (run_outputs_refused): said in one line before any run starts. */
-    if (!rc->dry_run && run_outputs_refused(rc, 1, err, sizeof err) != 0) {
+    if (!run_cfg->dry_run && run_outputs_refused(run_cfg, 1, err, sizeof err) != 0) {
         fprintf(stderr, "aebench: %s\n", err);
         code = EXIT_BAD_INPUT;
         goto done;
     }
-    if (!rc->dry_run && (lock_fd = lock_results(rc->results_dir, err, sizeof err)) < 0) {
+    if (!run_cfg->dry_run && (lock_fd = lock_results(run_cfg->results_dir, err, sizeof err)) < 0) {
         fprintf(stderr, "aebench: %s\n", err);
         code = EXIT_RUN_ERROR;
         goto done;
@@ -604,7 +604,7 @@ int sweep_main(int argc, char **argv, const run_config *rc)
                 s.items[i].st = ST_DUPLICATE;
                 s.items[i].dup_of = j;
             }
-    if (rc->resume && !rc->dry_run)
+    if (run_cfg->resume && !run_cfg->dry_run)
         for (int i = 0; i < s.n; i++)
             if (s.items[i].st == ST_PENDING && resolve_resume(&s, &s.items[i], err, sizeof err)) {
                 code = item_error(&s, &s.items[i], err);
@@ -643,7 +643,7 @@ int sweep_main(int argc, char **argv, const run_config *rc)
         printf(" | %.1f s\n", it->seconds);
         fflush(stdout);
     }
-    if (!rc->dry_run) print_summary(&s, (wall_ms() - t0) / 1000.0);
+    if (!run_cfg->dry_run) print_summary(&s, (wall_ms() - t0) / 1000.0);
 
     /* The worst outcome: a failure or crash over out-of-memory over ok. */
     code = EXIT_RUN_OK;

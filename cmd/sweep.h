@@ -13,8 +13,8 @@
 #include "child.h"
 #include "cli.h"
 
-/* Runs the sweep that rc describes (parsed from argc/argv); returns the exit code. */
-int sweep_main(int argc, char **argv, const run_config *rc);
+/* Runs the sweep that run_cfg describes (parsed from argc/argv); returns the exit code. */
+int sweep_main(int argc, char **argv, const run_config *run_cfg);
 
 /* ---- --find-max (cmd/findmax.c) ---------------------------------------------------------- */
 
@@ -36,7 +36,7 @@ typedef struct findmax_result {
  * bound from the engine's plan against the budgets, then child runs of 2 iterations (their
  * logs under RESULTS/probes/).  Writes RESULTS/findmax_{method}_l-{max}_h-{H}_bs-{B}_ws-{W}_
  * {date}.{epoch}.txt and .json unless --dry-run (then the plan bound only). */
-int findmax_run(const char *exe, char *const argv[], int argc, const run_config *rc,
+int findmax_run(const char *exe, char *const argv[], int argc, const run_config *run_cfg,
                 findmax_result *out, char *err, size_t errlen);
 
 /* The newest find-max result in dir for this method, shape (hidden heads seq batch vocab),

@@ -110,9 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     write_input(path, data, size);
     char *argv[] = {"aebench", "--config", path, "--device", "cpu", "--dry-run", NULL};
     optind = 0; /* (getopt's state: a full rescan for every input) */
-    run_config rc;
-    const cli_outcome out = cli_parse(6, argv, &rc, err, sizeof err);
-    if (out == CLI_RUN && rc.config_runs) {
+    run_config run_cfg;
+    const cli_outcome out = cli_parse(6, argv, &run_cfg, err, sizeof err);
+    if (out == CLI_RUN && run_cfg.config_runs) {
         cli_runlist list;
         if (cli_load_runlist(path, &list, err, sizeof err) == 0) cli_runlist_free(&list);
     }
@@ -122,10 +122,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *argv[] = {"aebench", "--device", "cpu", "-l", "1", "-h", "32", "--heads", "2", "--seq", "8", "--vocab",
                     "64", "-b", "1", NULL};
     optind = 0;
-    run_config rc;
-    if (cli_parse(15, argv, &rc, err, sizeof err) != CLI_RUN) abort();
+    run_config run_cfg;
+    if (cli_parse(15, argv, &run_cfg, err, sizeof err) != CLI_RUN) abort();
     machine_rates m;
-    (void)machine_load(path, &rc.eng, &m, err, sizeof err);
+    (void)machine_load(path, &run_cfg.eng, &m, err, sizeof err);
 #elif defined(FUZZ_CKPT)
     /* the input is rank 0's file; read as 64 floats in 16-float chunks, both versions */
     static private_dir d;

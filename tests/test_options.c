@@ -32,13 +32,13 @@ static int split(const char *line, char *buf, size_t len, char **argv)
     return argc;
 }
 
-/* line parsed into rc: cli_parse's outcome, its message in err. */
-static cli_outcome parse(const char *line, run_config *rc, char *err, size_t errlen)
+/* line parsed into run_cfg: cli_parse's outcome, its message in err. */
+static cli_outcome parse(const char *line, run_config *run_cfg, char *err, size_t errlen)
 {
     char buf[2048], *argv[MAX_ARGS];
     const int argc = split(line, buf, sizeof buf, argv);
     err[0] = '\0';
-    return cli_parse(argc, argv, rc, err, errlen);
+    return cli_parse(argc, argv, run_cfg, err, errlen);
 }
 
 static int given_in(const void *ctx, const char *name)
@@ -78,10 +78,10 @@ static void test_fingerprints_as_before(void **state)
         {"-m stronghold -w 2 -l 4 --placement auto --recompute none", "17d8e243d611fc41"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        run_config rc;
+        run_config run_cfg;
         char err[1024], fp[24];
-        assert_int_equal(parse(known[i].args, &rc, err, sizeof err), CLI_RUN);
-        snprintf(fp, sizeof fp, "%016llx", (unsigned long long)cli_fingerprint(&rc));
+        assert_int_equal(parse(known[i].args, &run_cfg, err, sizeof err), CLI_RUN);
+        snprintf(fp, sizeof fp, "%016llx", (unsigned long long)cli_fingerprint(&run_cfg));
         if (strcmp(fp, known[i].fingerprint) != 0)
             fail_msg("%s: fingerprint %s, was %s", known[i].args, fp, known[i].fingerprint);
     }
@@ -219,41 +219,41 @@ static void test_engine_options_refused_elsewhere(void **state)
 static void test_refusal_messages(void **state)
 {
     (void)state;
-    run_config rc;
+    run_config run_cfg;
     char err[512];
-    assert_int_equal(parse("-m megatron-lm --gemini-every 2 --iters 5", &rc, err, sizeof err), CLI_RUN);
-    assert_int_equal(engine_option_refused(&engine_megatron_lm, &rc.eng, given_in, &rc, err, sizeof err), -1);
+    assert_int_equal(parse("-m megatron-lm --gemini-every 2 --iters 5", &run_cfg, err, sizeof err), CLI_RUN);
+    assert_int_equal(engine_option_refused(&engine_megatron_lm, &run_cfg.eng, given_in, &run_cfg, err, sizeof err), -1);
     assert_string_equal(err, "--gemini-every: megatron-lm takes no checkpoints (gemini's option)");
-    assert_int_equal(engine_option_refused(&engine_gemini, &rc.eng, given_in, &rc, err, sizeof err), 0);
+    assert_int_equal(engine_option_refused(&engine_gemini, &run_cfg.eng, given_in, &run_cfg, err, sizeof err), 0);
 
-    assert_int_equal(parse("-m megatron-lm --clip-speculate 2", &rc, err, sizeof err), CLI_RUN);
-    assert_int_equal(engine_option_refused(&engine_megatron_lm, &rc.eng, given_in, &rc, err, sizeof err), -1);
+    assert_int_equal(parse("-m megatron-lm --clip-speculate 2", &run_cfg, err, sizeof err), CLI_RUN);
+    assert_int_equal(engine_option_refused(&engine_megatron_lm, &run_cfg.eng, given_in, &run_cfg, err, sizeof err), -1);
     assert_string_equal(err, "--clip-speculate: megatron-lm updates no layer before the step's norm is known (l2l's, "
                              "zero-infinity's and stronghold's option)");
 
-    assert_int_equal(parse("-m l2l -w 1 -l 2", &rc, err, sizeof err), CLI_RUN);
-    assert_int_equal(engine_option_refused(&engine_l2l, &rc.eng, given_in, &rc, err, sizeof err), -1);
+    assert_int_equal(parse("-m l2l -w 1 -l 2", &run_cfg, err, sizeof err), CLI_RUN);
+    assert_int_equal(engine_option_refused(&engine_l2l, &run_cfg.eng, given_in, &run_cfg, err, sizeof err), -1);
     assert_string_equal(err, "-w/--window 1: l2l has no window of layers (stronghold's option)");
     /* (-w auto asks nothing of an engine without a window) */
-    assert_int_equal(parse("-m l2l -w auto", &rc, err, sizeof err), CLI_RUN);
-    assert_int_equal(engine_option_refused(&engine_l2l, &rc.eng, given_in, &rc, err, sizeof err), 0);
+    assert_int_equal(parse("-m l2l -w auto", &run_cfg, err, sizeof err), CLI_RUN);
+    assert_int_equal(engine_option_refused(&engine_l2l, &run_cfg.eng, given_in, &run_cfg, err, sizeof err), 0);
 
-    assert_int_equal(parse("-m l2l --graphs on", &rc, err, sizeof err), CLI_RUN);
-    assert_int_equal(engine_option_refused(&engine_l2l, &rc.eng, given_in, &rc, err, sizeof err), -1);
+    assert_int_equal(parse("-m l2l --graphs on", &run_cfg, err, sizeof err), CLI_RUN);
+    assert_int_equal(engine_option_refused(&engine_l2l, &run_cfg.eng, given_in, &run_cfg, err, sizeof err), -1);
     assert_string_equal(err, "--graphs on: l2l has no CUDA graphs (megatron-lm's option)");
-    assert_int_equal(parse("-m l2l --graphs off", &rc, err, sizeof err), CLI_RUN);
-    assert_int_equal(engine_option_refused(&engine_l2l, &rc.eng, given_in, &rc, err, sizeof err), 0);
+    assert_int_equal(parse("-m l2l --graphs off", &run_cfg, err, sizeof err), CLI_RUN);
+    assert_int_equal(engine_option_refused(&engine_l2l, &run_cfg.eng, given_in, &run_cfg, err, sizeof err), 0);
 
     /* the ones whose value asks, given or not: the engine's whole configuration refused (a
      * sweep leaves the engine out saying so) */
-    assert_int_equal(parse("-m l2l --zero-stage 2", &rc, err, sizeof err), CLI_RUN);
-    assert_int_equal(engine_config_refused(&engine_l2l, &rc.eng, err, sizeof err), -1);
+    assert_int_equal(parse("-m l2l --zero-stage 2", &run_cfg, err, sizeof err), CLI_RUN);
+    assert_int_equal(engine_config_refused(&engine_l2l, &run_cfg.eng, err, sizeof err), -1);
     assert_string_equal(err, "l2l shards as its own system does (--zero-stage is megatron-lm's)");
-    assert_int_equal(parse("-m megatron-lm --offload nvme", &rc, err, sizeof err), CLI_RUN);
-    assert_int_equal(engine_config_refused(&engine_megatron_lm, &rc.eng, err, sizeof err), -1);
+    assert_int_equal(parse("-m megatron-lm --offload nvme", &run_cfg, err, sizeof err), CLI_RUN);
+    assert_int_equal(engine_config_refused(&engine_megatron_lm, &run_cfg.eng, err, sizeof err), -1);
     assert_string_equal(err, "megatron-lm keeps nothing on disk (--offload is zero-infinity's and stronghold's)");
-    assert_int_equal(parse("-m megatron-lm --dpu", &rc, err, sizeof err), CLI_RUN);
-    assert_int_equal(engine_config_refused(&engine_megatron_lm, &rc.eng, err, sizeof err), -1);
+    assert_int_equal(parse("-m megatron-lm --dpu", &run_cfg, err, sizeof err), CLI_RUN);
+    assert_int_equal(engine_config_refused(&engine_megatron_lm, &run_cfg.eng, err, sizeof err), -1);
     assert_string_equal(err, "megatron-lm has no delayed parameter update (--dpu is zero-offload's)");
 }
 
@@ -299,7 +299,7 @@ static void test_declarations_kept(void **state)
         assert_int_equal((eng->options & ENGINE_OPT_CLIP_SPECULATE) != 0, engine_takes_option(eng, "clip-speculate"));
         assert_int_equal(eng->uses_window != 0, engine_takes_option(eng, "window"));
     }
-    run_config rc;
+    run_config run_cfg;
     char err[512];
     const char *names[CLI_OPTIONS_MAX + 1];
     const int n = cli_iteration_options(names, CLI_OPTIONS_MAX + 1);
@@ -308,17 +308,17 @@ static void test_declarations_kept(void **state)
     for (int i = 0; i < n; i++) {
         char line[256], want[160];
         snprintf(line, sizeof line, "-m gemini --iters 3 --%s 4", names[i]);
-        assert_int_equal(parse(line, &rc, err, sizeof err), CLI_ERROR);
+        assert_int_equal(parse(line, &run_cfg, err, sizeof err), CLI_ERROR);
         snprintf(want, sizeof want, "--%s 4: the run has only 3 iterations (--iters)", names[i]);
         assert_string_equal(err, want);
     }
-    assert_int_equal(parse("-m gemini --ckpt-every 3", &rc, err, sizeof err), CLI_ERROR);
+    assert_int_equal(parse("-m gemini --ckpt-every 3", &run_cfg, err, sizeof err), CLI_ERROR);
     assert_string_equal(err, "--ckpt-every 3 goes with --ckpt-dir DIR");
-    assert_int_equal(parse("-m gemini --ckpt-every 3 --ckpt-dir /tmp", &rc, err, sizeof err), CLI_RUN);
+    assert_int_equal(parse("-m gemini --ckpt-every 3 --ckpt-dir /tmp", &run_cfg, err, sizeof err), CLI_RUN);
     /* an engine's own check of a value (option_decl.check) */
-    assert_int_equal(parse("-m megatron-lm --zero-stage 4", &rc, err, sizeof err), CLI_ERROR);
+    assert_int_equal(parse("-m megatron-lm --zero-stage 4", &run_cfg, err, sizeof err), CLI_ERROR);
     assert_string_equal(err, "--zero-stage: '4' is not a ZeRO stage (0, 1, 2 or 3)");
-    assert_int_equal(parse("-m gemini --gemini-job a/b", &rc, err, sizeof err), CLI_ERROR);
+    assert_int_equal(parse("-m gemini --gemini-job a/b", &run_cfg, err, sizeof err), CLI_ERROR);
     assert_string_equal(err, "--gemini-job: 'a/b' is not a job id (letters, digits, _ and -, at most 63)");
 }
 
