@@ -45,6 +45,7 @@ typedef struct run_config {
     size_t gpu_mem_limit;  /* bytes; 0: the device's free memory */
     size_t cpu_mem_limit;  /* bytes; 0: the host's available memory */
     int dry_run;
+    int setup_notice_mib;  /* a set-up this large (MiB, GPU and host) is announced on stdout first */
     int device_given;      /* --device was set (else: CUDA when usable, CPU otherwise) */
     uint64_t given[CLI_OPTIONS_MAX / 64]; /* bit per option: set by the config or the command line */
     int cpu_preset;        /* the small CPU preset was applied */

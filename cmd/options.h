@@ -99,6 +99,9 @@
     X(DRY_RUN, "dry-run", 0, ARG_NONE, NULL, FLAG(dry_run), \
       NULL, "driver", AGREE(32), CFG | KID, \
       "print the memory plan and parameter count, allocate nothing") \
+    X(SETUP_NOTICE, "setup-notice", 0, ARG_INT, "MIB", INT(setup_notice_mib, 0, INT_MAX), \
+      "8192", "driver", LOCAL, CFG | KID, \
+      "say 'setting up: ...' on stdout before a set-up of at least MIB MiB of GPU and host memory together (default 8192; 0: every run)") \
     X(DATA, "data", 0, ARG_TEXT, "FILE", PATH(data_path, NULL), \
       NULL, "driver", FP(29), CFG | KID, \
       "train on little-endian uint16 tokens (default: synthetic corpus)") \

@@ -50,12 +50,11 @@ static void engine_fault(void *ctx, int iteration, int phase)
 }
 
 /* A set-up of many GiB takes seconds (9 s for an offload engine at l100 on the H100 machine):
- * say on stdout what is coming before it starts, from the engine's plan.  The threshold is
- * 8 GiB of GPU and host memory together, or AEBENCH_SETUP_NOTICE_MIB. */
+ * say on stdout what is coming before it starts, from the engine's plan, from --setup-notice
+ * MiB of GPU and host memory together (8 GiB). */
 static void announce_setup(const run_state *s, int rank)
 {
-    const char *env = getenv("AEBENCH_SETUP_NOTICE_MIB");
-    const double threshold = (env && *env ? atof(env) : 8192.0) * (1 << 20);
+    const double threshold = (double)s->run_cfg->setup_notice_mib * (1 << 20);
     engine_plan plan = {0};
     s->eng->plan(&s->ec, &plan);
     if (rank != 0 || (double)(plan.gpu_bytes + plan.host_bytes) < threshold) return;

@@ -165,6 +165,7 @@ GRAMMAR = {
                       BAD_SIZES),
     "cpu-mem-limit": (lambda c: c.rnd.choice(["512M", "1G", "1073741824", "2GiB", "4096MB", "1.5G"]), BAD_SIZES),
     "dry-run": (None, []),
+    "setup-notice": (lambda c: edge_int(c.rnd, 0, 100000), BAD_INTS + ["-1", "8G"]),
     "data": (lambda c: c.camp.tokens if c.real else None, []),
     "recompute": (lambda c: c.rnd.choice(["full", "selective", "none"]), ["", "all", "Full", "partial"]),
     "no-ckpt": (lambda c: True, []),

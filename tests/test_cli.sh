@@ -621,7 +621,7 @@ fi
 # (in subshells: this file is sourced, and a `cd -` below must come back where it was)
 N="$WORK/notice"
 mkdir -p "$N"
-(cd "$N" && AEBENCH_SETUP_NOTICE_MIB=0 "$BIN" -m l2l "${TINY[@]}" --iters 1 --results r1 >with.out 2>&1)
+(cd "$N" && "$BIN" -m l2l "${TINY[@]}" --iters 1 --setup-notice 0 --results r1 >with.out 2>&1)
 (cd "$N" && "$BIN" -m l2l "${TINY[@]}" --iters 1 --results r2 >without.out 2>&1)
 if grep -q '^  setting up: .* of GPU memory, .* of host memory (zeroed by every core), 0.000 B parameters to initialise ...$' "$N/with.out" &&
     ! grep -q 'setting up:' "$N/without.out"; then
