@@ -7,7 +7,7 @@
 #include "machine.h"
 
 #include "bisect.h"
-#include "bound.h"
+#include "../engines/step_bound.h"
 
 #include "exit_codes.h"
 #include "../engines/runtime/membudget.h"
@@ -109,10 +109,11 @@ int machine_predict(const run_config *run_cfg, const machine_rates *m, size_t gp
                BUSY_NAMES[p.bound]);
         for (int k = 0; k < BUSY_KINDS; k++)
             if (p.busy_ms[k] > 0) printf(" %s %.1f", BUSY_NAMES[k], p.busy_ms[k]);
-        /* the step's bounds from those busy times (bound.h), as a run prints them */
-        printf(" | roofline %.1f", bound_roofline_ms(p.busy_ms));
-        if (bound_has_schedule(eng, &cfg))
-            printf(" | %s %.1f", bound_schedule_name(eng, &cfg), bound_schedule_ms(eng, &cfg, p.busy_ms));
+        /* the step's bounds from those busy times (engines/step_bound.h), as a run prints them */
+        engine_bound b;
+        step_bound_of(eng, &cfg, p.busy_ms, &b);
+        printf(" | roofline %.1f", b.roofline_ms);
+        if (b.own_schedule) printf(" | %s %.1f", b.name, b.ms);
         printf(" | plan GPU %s, host %s: %s\n", g, h, fits ? "fits" : "does not fit");
     }
     printf("predicted in %.1f ms\n", wall_ms() - t0);

@@ -4,7 +4,7 @@
  */
 #include "run_state.h"
 
-#include "bound.h"
+#include "../engines/step_bound.h"
 #include "provenance.h"
 #include "report.h"
 
@@ -196,7 +196,7 @@ static cJSON *json_iteration(const run_state *s, const engine_report *rep, int i
     cJSON_AddNumberToObject(o, "backward_ms", r->r.ms_backward);
     cJSON_AddNumberToObject(o, "optimizer_ms", r->r.ms_optimizer);
     cJSON_AddBoolToObject(o, "skipped", r->r.skipped);
-    if (s->ec.optim.clip > 0 && (s->eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
+    if (s->ec.optim.clip > 0 && engine_takes_option(s->eng, "clip-speculate")) {
         cJSON_AddNumberToObject(o, "ahead_blocks", r->r.ahead_blocks);
         cJSON_AddBoolToObject(o, "ahead_redone", r->r.ahead_redone);
     }
@@ -207,10 +207,11 @@ static cJSON *json_iteration(const run_state *s, const engine_report *rep, int i
         cJSON_AddNumberToObject(b, "d2h", r->r.busy_ms[BUSY_D2H]);
         cJSON_AddNumberToObject(b, "host_adam", r->r.busy_ms[BUSY_HOST_ADAM]);
         cJSON_AddNumberToObject(b, "disk", r->r.busy_ms[BUSY_DISK]);
-        cJSON_AddNumberToObject(o, "roofline_ms", bound_roofline_ms(r->r.busy_ms));
-        const double sched = bound_schedule_ms(s->eng, ec, r->r.busy_ms);
-        if (bound_waits_for_norm(s->eng, ec)) cJSON_AddNumberToObject(o, "clipped_bound_ms", sched);
-        cJSON_AddNumberToObject(o, "schedule_bound_ms", sched);
+        engine_bound bound;
+        step_bound_of(s->eng, ec, r->r.busy_ms, &bound);
+        cJSON_AddNumberToObject(o, "roofline_ms", bound.roofline_ms);
+        if (bound.waits_for_norm) cJSON_AddNumberToObject(o, "clipped_bound_ms", bound.ms);
+        cJSON_AddNumberToObject(o, "schedule_bound_ms", bound.ms);
         cJSON_AddNumberToObject(o, "bytes_h2d", r->r.bytes_h2d);
         cJSON_AddNumberToObject(o, "bytes_d2h", r->r.bytes_d2h);
         cJSON_AddNumberToObject(o, "host_adam_params", r->r.host_adam_params);
@@ -255,20 +256,22 @@ static void json_summary(cJSON *root, const run_state *s)
         cJSON_AddNumberToObject(sum, "first_loss", s->iters[s->first].r.loss);
         cJSON_AddNumberToObject(sum, "final_loss", s->iters[s->done - 1].r.loss);
     }
-    /* The bounds of its steps beside the measured time (bound.h) */
+    /* The bounds of its steps beside the measured time (engines/step_bound.h) */
     if (s->done > s->first && s->iters[s->done - 1].r.has_busy) {
         const double med = run_median_iteration_ms(s), roof = run_median_over_steps(s, STEP_ROOFLINE);
         cJSON_AddNumberToObject(sum, "roofline_ms", roof);
         const double bound = run_median_over_steps(s, STEP_SCHEDULE_BOUND);
-        if (bound_waits_for_norm(s->eng, ec)) cJSON_AddNumberToObject(sum, "clipped_bound_ms", bound);
+        engine_bound last;
+        step_bound_of(s->eng, ec, s->iters[s->done - 1].r.busy_ms, &last);
+        if (last.waits_for_norm) cJSON_AddNumberToObject(sum, "clipped_bound_ms", bound);
         cJSON_AddNumberToObject(sum, "schedule_bound_ms", bound);
-        cJSON_AddStringToObject(sum, "schedule_bound_is", bound_schedule_name(s->eng, ec));
+        cJSON_AddStringToObject(sum, "schedule_bound_is", last.name);
         if (bound > 0) cJSON_AddNumberToObject(sum, "ms_over_bound", med / bound);
     }
     /* (the clip the run trained with, and how many of its steps it bound) */
     cJSON_AddNumberToObject(sum, "clip_grad", ec->optim.clip);
     cJSON_AddNumberToObject(sum, "clipped_steps", run_clipped_steps(s));
-    if (ec->optim.clip > 0 && (s->eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
+    if (ec->optim.clip > 0 && engine_takes_option(s->eng, "clip-speculate")) {
         int ahead = 0, redone = 0;
         run_speculated_steps(s, &ahead, &redone);
         cJSON_AddNumberToObject(sum, "steps_updated_ahead", ahead);

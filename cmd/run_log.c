@@ -5,7 +5,7 @@
  */
 #include "run_state.h"
 
-#include "bound.h"
+#include "../engines/step_bound.h"
 #include "provenance.h"
 #include "report.h"
 
@@ -125,9 +125,11 @@ double run_median_over_steps(const run_state *s, int what)
     for (int i = skip; i < n; i++) {
         const iter_record *it = &s->iters[s->first + i];
         if (what == STEP_MS) v[m++] = it->ms;
-        else if (it->r.has_busy)
-            v[m++] = what == STEP_ROOFLINE ? bound_roofline_ms(it->r.busy_ms)
-                                           : bound_schedule_ms(s->eng, &s->ec, it->r.busy_ms);
+        else if (it->r.has_busy) {
+            engine_bound b;
+            step_bound_of(s->eng, &s->ec, it->r.busy_ms, &b);
+            v[m++] = what == STEP_ROOFLINE ? b.roofline_ms : b.ms;
+        }
     }
     const double med = m ? median_of(v, m) : 0;
     free(v);
@@ -209,13 +211,13 @@ void run_log_interval(run_state *s, int first, int last, int *memory_reported)
                     cur->r.bytes_disk_write / 1e9);
     }
     if (cur->r.has_busy) {
-        if (bound_has_schedule(s->eng, ec))
-            run_logline(s, "bound (ms, last iteration) | roofline: %.1f | %s: %.1f | measured: %.1f",
-                        bound_roofline_ms(cur->r.busy_ms), bound_schedule_name(s->eng, ec),
-                        bound_schedule_ms(s->eng, ec, cur->r.busy_ms), cur->ms);
+        engine_bound b;
+        step_bound_of(s->eng, ec, cur->r.busy_ms, &b);
+        if (b.own_schedule)
+            run_logline(s, "bound (ms, last iteration) | roofline: %.1f | %s: %.1f | measured: %.1f", b.roofline_ms,
+                        b.name, b.ms, cur->ms);
         else
-            run_logline(s, "bound (ms, last iteration) | roofline: %.1f | measured: %.1f", bound_roofline_ms(cur->r.busy_ms),
-                        cur->ms);
+            run_logline(s, "bound (ms, last iteration) | roofline: %.1f | measured: %.1f", b.roofline_ms, cur->ms);
     }
     if (cur->r.has_comm)
         run_logline(s, "collectives (rank 0, last iteration) | busy ms: %.1f | GB handed to them: %.3f",
@@ -245,7 +247,7 @@ void run_print_summary(run_state *s)
                med, global_batch * 1000.0 / med,
                gpt_model_flops(&s->ec.shape) * engine_micro_batches(&s->ec) / (med * 1e-3) / 1e12,
                g, h, s->iters[s->first].r.loss, s->iters[s->done - 1].r.loss);
-        if (s->ec.optim.clip > 0 && (s->eng->options & ENGINE_OPT_CLIP_SPECULATE)) {
+        if (s->ec.optim.clip > 0 && engine_takes_option(s->eng, "clip-speculate")) {
             int ahead = 0, redone = 0;
             run_speculated_steps(s, &ahead, &redone);
             printf("  clip-grad %g: %d of %d steps clipped; %d updated ahead of the norm, %d of them redone\n",
@@ -256,9 +258,13 @@ void run_print_summary(run_state *s)
         const double roof = run_median_over_steps(s, STEP_ROOFLINE);
         if (roof > 0) {
             const double sched = run_median_over_steps(s, STEP_SCHEDULE_BOUND);
-            char why[200];
-            bound_schedule_why(s->eng, &s->ec, roof, why, sizeof why);
-            printf("  bound: %.1f ms/it (%s) | measured %.2fx of it\n", sched, why, med / sched);
+            engine_bound last;
+            step_bound_of(s->eng, &s->ec, s->iters[s->done - 1].r.busy_ms, &last);
+            if (last.own_schedule)
+                printf("  bound: %.1f ms/it (%s; roofline %.1f) | measured %.2fx of it\n", sched, last.why, roof,
+                       med / sched);
+            else
+                printf("  bound: %.1f ms/it (%s) | measured %.2fx of it\n", sched, last.why, med / sched);
         }
     } else if (s->record_discarded) {
         /* (stdout names no file that is not there: the message, on stderr, names the one) */

@@ -126,7 +126,7 @@ double run_setup_rest_ms(const run_state *s);
 int run_clipped_steps(const run_state *s);
 void run_speculated_steps(const run_state *s, int *ahead, int *redone);
 
-/* What a median over the steps is of: their time, or their bound (bound.h: the roofline, or
+/* What a median over the steps is of: their time, or their bound (engines/step_bound.h: the roofline, or
  * the clipped schedule's; only the steps that report busy times have one). */
 enum { STEP_MS, STEP_ROOFLINE, STEP_SCHEDULE_BOUND };
 /* The median of `what` over the measured iterations, the first left out when there are more;

@@ -38,9 +38,6 @@ enum {
     ENGINE_OPT_FAULT_CHECKPOINT = 1u << 7, /* marks FAULT_CHECKPOINT (--fail-phase checkpoint) */
     ENGINE_OPT_RECOVERS = 1u << 8,     /* a job that lost ranks can be relaunched with
                                           --gemini-recover to go on from its checkpoints */
-    /* updates layers before the step's norm is known (update_ahead.h): the driver's report
-     * and bound read it; exactly the engines that take --clip-speculate (test_options) */
-    ENGINE_OPT_CLIP_SPECULATE = 1u << 9,
 };
 /* --graphs: auto (on where the engine, the backend and the run allow it), on (an error where
  * they do not), off */
@@ -378,12 +375,18 @@ typedef struct engine_recovery {
     void (*close)(void *state, int remove);
 } engine_recovery;
 
-/* engine_vtbl.pipeline: how an offload engine's copies meet its compute (cmd/bound.h) */
-enum {
-    ENGINE_PIPELINE_OVERLAPPED = 0, /* copies run beside the compute (the roofline bounds it) */
-    ENGINE_PIPELINE_ONE_SLOT = 1,   /* one layer slot: each layer's copy in waits for the compute
-                                       before it, its compute for the copy, so the two add up */
-};
+/* engine_vtbl.bound's answer: the lower bound of a step of the engine's schedule from what
+ * each resource was busy in it (step_bound.h has the shapes and says how each is made). */
+typedef struct engine_bound {
+    double ms;          /* the schedule's bound, never below the roofline */
+    double roofline_ms; /* every resource busy at once */
+    const char *name;   /* what the log, stdout and --predict call it: "roofline", "one slot",
+                           "clipped schedule" */
+    int own_schedule;   /* 1: a bound of its schedule's above the roofline model (ms may still
+                           equal roofline_ms) */
+    int waits_for_norm; /* its host Adam waits for the global norm (the JSON's clipped_bound_ms) */
+    char why[200];      /* why it is what it is, for stdout (the roofline's figure apart) */
+} engine_bound;
 
 typedef struct engine_vtbl {
     const char *name;
@@ -446,7 +449,9 @@ typedef struct engine_vtbl {
     /* A --ranks job of cfg on `ranks` ranks that loses ranks is relaunched to go on as *out
      * says: 0.  Anything else: it is not (a plain launch, as an engine without the hook). */
     int (*recovery)(const engine_config *cfg, int ranks, engine_recovery *out);
-    int pipeline; /* ENGINE_PIPELINE_*: how its copies meet its compute, for its bound */
+    /* The bound of a step of its schedule under cfg, from what each resource was busy (ms,
+     * BUSY_*): a shape of step_bound.h.  NULL: the roofline (its copies run beside its compute). */
+    void (*bound)(const engine_config *cfg, const double busy[BUSY_KINDS], engine_bound *out);
     /* 1: it writes a persistent checkpoint (runtime/ckpt_store.h's files) under cfg->ckpt_dir,
      * whose cost --calibrate measures there */
     int persistent_ckpt;

@@ -69,6 +69,7 @@
  * (294 -> 566 ms at l32) and giving 1.27x at N = 2; sharded, each updates its half.
  */
 #include "engine.h"
+#include "step_bound.h"
 
 #include "runtime/cpu_adam.h"
 #include "runtime/dp.h"
@@ -690,13 +691,20 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
     free(adam_done);
 }
 
+/* Its bound (step_bound.h): one layer slot (each layer's copy in waits for the compute before it, its compute for the copy), and a host Adam that waits for the norm under --clip-grad. */
+static void l2l_bound(const engine_config *cfg, const double busy[BUSY_KINDS], engine_bound *out)
+{
+    step_bound_schedule(cfg, busy, 1, 1, out);
+}
+
 const engine_vtbl engine_l2l = {
     .name = "l2l",
     .alias = NULL,
     .description = "layer to layer: one layer on the GPU at a time, weights and Adam on the host",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_CLIP_SPECULATE,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
+    .bound = l2l_bound,
     .plan = l2l_plan,
     .init = l2l_init,
     .chosen_plan = l2l_chosen_plan,
@@ -705,6 +713,5 @@ const engine_vtbl engine_l2l = {
     .read_params = l2l_read_params,
     .predict = l2l_predict,
     /* (issue 48's hooks: its one layer slot, for its bound) */
-    .pipeline = ENGINE_PIPELINE_ONE_SLOT,
     .takes = (const char *const[]){"clip-speculate", NULL},
 };

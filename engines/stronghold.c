@@ -102,6 +102,7 @@
  * tier holds the m, v of its shard of each streamed layer.
  */
 #include "engine.h"
+#include "step_bound.h"
 
 #include "runtime/cpu_adam.h"
 #include "runtime/dp.h"
@@ -1547,13 +1548,20 @@ static const option_decl stronghold_options[] = {
              "ones, which hides the forward's copies (default auto: -w auto takes the faster, -w W bottom)"},
 };
 
+/* Its bound (step_bound.h): its copies beside the compute, and a host Adam that waits for the norm under --clip-grad. */
+static void stronghold_bound(const engine_config *cfg, const double busy[BUSY_KINDS], engine_bound *out)
+{
+    step_bound_schedule(cfg, busy, 0, 1, out);
+}
+
 const engine_vtbl engine_stronghold = {
     .name = "stronghold",
     .alias = NULL,
     .description = "a window of layers on the GPU, the rest streamed with host Adam (-w W|auto)",
     .uses_window = 1,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_CLIP_SPECULATE,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
+    .bound = stronghold_bound,
     .plan = stronghold_plan,
     .init = stronghold_init,
     .chosen_plan = stronghold_chosen_plan,

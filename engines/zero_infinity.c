@@ -96,6 +96,7 @@
  * m and v (the machine's free disk split among its ranks).
  */
 #include "engine.h"
+#include "step_bound.h"
 
 #include "runtime/cpu_adam.h"
 #include "runtime/dp.h"
@@ -937,6 +938,12 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
     free(adam_done);
 }
 
+/* Its bound (step_bound.h): its copies beside the compute, and a host Adam that waits for the norm under --clip-grad. */
+static void zero_infinity_bound(const engine_config *cfg, const double busy[BUSY_KINDS], engine_bound *out)
+{
+    step_bound_schedule(cfg, busy, 0, 1, out);
+}
+
 const engine_vtbl engine_zero_infinity = {
     .name = "zero-infinity",
     .alias = NULL,
@@ -944,7 +951,8 @@ const engine_vtbl engine_zero_infinity = {
                    "(--offload cpu|nvme)",
     .uses_window = 0,
     .supports_bf16 = 1,
-    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_CLIP_SPECULATE,
+    .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
+    .bound = zero_infinity_bound,
     .plan = zero_infinity_plan,
     .init = zero_infinity_init,
     .chosen_plan = zero_infinity_chosen_plan,

@@ -8,9 +8,10 @@
  * own, each through engine_vtbl alone:
  *   an option     --twin-report-every N: its report lists every Nth iteration's loss
  *   a report      a "test-twin:" section at the end of the log and a "twin" object in the JSON
- *   a bound       megatron-lm's prediction (no copies: its pipeline is the overlapped one)
+ *   a bound       megatron-lm's prediction, and its bound: the roofline, by its own hook
  */
 #include "../engines/engine.h"
+#include "../engines/step_bound.h"
 
 #include <cjson/cJSON.h>
 
@@ -48,6 +49,12 @@ static void twin_free(void *state) { engine_megatron_lm.free(state); }
 static void twin_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
 {
     engine_megatron_lm.predict(cfg, m, out);
+}
+
+/* (no copies, no host Adam: every resource at once) */
+static void twin_bound(const engine_config *cfg, const double busy[BUSY_KINDS], engine_bound *out)
+{
+    step_bound_schedule(cfg, busy, 0, 0, out);
 }
 
 /* Whether iteration i (1-based) is one the report lists: every Nth of --twin-report-every N
@@ -115,6 +122,6 @@ const engine_vtbl engine_test_twin = {
     .predict = twin_predict,
     .report_summary = twin_report_summary,
     .report_json = twin_report_json,
-    .pipeline = ENGINE_PIPELINE_OVERLAPPED,
+    .bound = twin_bound,
     OWN_OPTIONS(twin_options),
 };

@@ -522,7 +522,7 @@ else
     failc "--recompute" "exits $rrc: $check $(grep -m2 -i 'rror' "$RC/selective.out")"
 fi
 
-# the setup line on stdout too; the clip and the bounds (bound.h) beside the measured time:
+# the setup line on stdout too; the clip and the bounds (engines/step_bound.h) beside the measured time:
 # each iteration's roofline the largest busy time, its schedule's bound: stronghold's clipped
 # schedule max(roofline, compute + the host Adam the forward's quarter of the compute does not
 # cover); l2l's one slot adds its copies in (but the 1/(2L) under the head), of which the

@@ -173,7 +173,7 @@ static void test_clip_speculate_equals_baseline(void **state)
     assert_true(kept >= 1 && redone >= 1);
 
     /* every engine whose host updates otherwise wait for the norm: each engine of the registry
-     * with --clip-speculate (ENGINE_OPT_CLIP_SPECULATE), in the runs this table gives it, or
+     * that takes --clip-speculate, in the runs this table gives it, or
      * (an engine the table does not name) -w 3 if it has a window, --clip-speculate 2 */
     /* (stronghold --placement spread -w 3 --clip-speculate 2: the streamed layers updated
      * ahead are 6 and 7, below them 4 and 1 wait for the norm; zero-infinity's auto is none,
@@ -186,7 +186,7 @@ static void test_clip_speculate_equals_baseline(void **state)
     size_t table_runs = 0;
     for (int e = 0; e < engine_count(); e++) {
         const engine_vtbl *eng = engine_at(e);
-        if (!(eng->options & ENGINE_OPT_CLIP_SPECULATE)) continue;
+        if (!engine_takes_option(eng, "clip-speculate")) continue;
         int named = 0;
         for (size_t i = 0; i < nruns; i++) {
             if (strcmp(runs[i].engine, eng->name) != 0) continue;

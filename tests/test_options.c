@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "../cmd/cli.h"
+#include "../engines/step_bound.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,8 +296,23 @@ static void test_declarations_kept(void **state)
     (void)state;
     for (int e = 0; e < engine_count(); e++) {
         const engine_vtbl *eng = engine_at(e);
-        /* (the driver's report and bound read the bit; the option tables are the takers) */
-        assert_int_equal((eng->options & ENGINE_OPT_CLIP_SPECULATE) != 0, engine_takes_option(eng, "clip-speculate"));
+        /* its bound (its own hook) waits for the norm under a clip exactly where it takes
+         * --clip-speculate (whose updates otherwise run before the norm), and under no clip
+         * nowhere; never below the roofline */
+        engine_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.shape.layers = 4;
+        cfg.recompute = GPT_RECOMPUTE_FULL;
+        const double busy[BUSY_KINDS] = {[BUSY_COMPUTE] = 40, [BUSY_H2D] = 30, [BUSY_HOST_ADAM] = 35};
+        for (int clip = 0; clip <= 1; clip++) {
+            cfg.optim.clip = clip;
+            engine_bound b;
+            memset(&b, 0, sizeof b);
+            step_bound_of(eng, &cfg, busy, &b);
+            assert_int_equal(b.waits_for_norm, clip && engine_takes_option(eng, "clip-speculate"));
+            assert_true(b.roofline_ms == 40 && b.ms >= b.roofline_ms && b.name != NULL);
+            assert_true(b.own_schedule || b.ms == b.roofline_ms);
+        }
         assert_int_equal(eng->uses_window != 0, engine_takes_option(eng, "window"));
     }
     run_config run_cfg;
