@@ -198,6 +198,7 @@ int run_outcome_read(const char *json_path, run_outcome *o)
     o->world = (int)num(root, "world");
     const cJSON *sum = cJSON_GetObjectItemCaseSensitive(root, "summary");
     o->median_ms = num(sum, "median_ms");
+    o->steady_median_ms = num(sum, "steady_median_ms");
     o->samples_per_s = num(sum, "samples_per_second");
     o->model_tflops = num(sum, "model_tflops");
     o->effective_tflops = num(sum, "effective_tflops");

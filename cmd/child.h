@@ -64,6 +64,7 @@ typedef struct run_outcome {
     int world;
     double params;
     double median_ms, samples_per_s, model_tflops, effective_tflops;
+    double steady_median_ms; /* over the engine's steady state (0: none, or JSON from before it) */
     double peak_gpu, peak_host, plan_gpu, plan_host;
     char oom_memory[8];   /* "GPU" or "host" */
     double oom_requested, oom_in_use, oom_limit;

@@ -247,6 +247,12 @@ static void json_summary(cJSON *root, const run_state *s)
         const int global_batch = run_global_batch(ec);
         cJSON_AddNumberToObject(sum, "median_ms", med);
         cJSON_AddNumberToObject(sum, "median_excludes_first", s->done - s->first > 1);
+        /* the engine's steady state: its warm-up steps left out (engine_steady_from) */
+        double steady = 0;
+        const int nsteady = run_steady_median_ms(s, &steady);
+        cJSON_AddNumberToObject(sum, "steady_from_iteration", engine_steady_from(s->eng, ec));
+        cJSON_AddNumberToObject(sum, "steady_steps", nsteady);
+        if (nsteady > 0) cJSON_AddNumberToObject(sum, "steady_median_ms", steady);
         cJSON_AddNumberToObject(sum, "samples_per_second", global_batch * 1000.0 / med);
         /* per rank, as the artifact's "per GPU" figures */
         cJSON_AddNumberToObject(sum, "model_tflops",

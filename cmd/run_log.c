@@ -138,6 +138,21 @@ double run_median_over_steps(const run_state *s, int what)
 
 double run_median_iteration_ms(const run_state *s) { return run_median_over_steps(s, STEP_MS); }
 
+int run_steady_median_ms(const run_state *s, double *ms)
+{
+    *ms = 0;
+    /* iteration i+1 is s->iters[i]; a resumed run has those from s->first on */
+    const int from = engine_steady_from(s->eng, &s->ec), lo = from - 1 > s->first ? from - 1 : s->first;
+    const int n = s->done - lo;
+    if (n <= 0) return 0;
+    double *v = malloc(sizeof(double) * (size_t)n);
+    if (!v) return 0;
+    for (int i = 0; i < n; i++) v[i] = s->iters[lo + i].ms;
+    *ms = median_of(v, n);
+    free(v);
+    return n;
+}
+
 /* The run so far, for the engine's report hooks (engine.h): its lines go to this run's log. */
 static void report_line(void *ctx, const char *text) { run_logline(ctx, "%s", text); }
 engine_report run_report_of(run_state *s)

@@ -133,6 +133,9 @@ enum { STEP_MS, STEP_ROOFLINE, STEP_SCHEDULE_BOUND };
  * 0 when no step has it.  run_median_iteration_ms: of STEP_MS. */
 double run_median_over_steps(const run_state *s, int what);
 double run_median_iteration_ms(const run_state *s);
+/* The median step (ms) over the iterations from the engine's steady state on
+ * (engine_steady_from), into *ms, and how many there were (0: none yet, *ms 0). */
+int run_steady_median_ms(const run_state *s, double *ms);
 /* The run so far, for the engine's report hooks (engine.h): its lines go to this run's log. */
 engine_report run_report_of(run_state *s);
 

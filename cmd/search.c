@@ -824,6 +824,10 @@ typedef struct verified {
     char json[PATH_MAX];
 } verified;
 
+/* The iterations each --verify run trains unless --iters is given: the steady state of every
+ * engine (from iteration 7 at the latest: --dpu's) and 14 steps of it. */
+#define VERIFY_ITERS "20"
+
 /* Trains the top K and K random others; prints predicted against measured; adds "verify"
  * to root.  Returns 0 when every run trained, 1 otherwise. */
 static int verify(const search *s, int largest, cJSON *root)
@@ -863,9 +867,10 @@ static int verify(const search *s, int largest, cJSON *root)
             free(v);
             return 1;
         }
-        /* (12 unless given: the median of iterations 2-12 is a steady one even for --dpu,
-         * whose first 5 steps update without delay) */
-        if (!cli_given(s->run_cfg, "iters") && push2(&args, &na, "--iters", "12")) {
+        /* (VERIFY_ITERS unless given; measured over the engine's steady state, which its own
+         * rule starts: --dpu's after 5 undelayed steps and a first delayed one, which would
+         * otherwise rank it ahead of configurations that beat it from then on) */
+        if (!cli_given(s->run_cfg, "iters") && push2(&args, &na, "--iters", VERIFY_ITERS)) {
             strv_free(&args, &na);
             free(v);
             return 1;
@@ -882,7 +887,7 @@ static int verify(const search *s, int largest, cJSON *root)
             memset(&o, 0, sizeof o);
             if (cr.json[0] && run_outcome_read(cr.json, &o) == 0 && strcmp(o.status, "ok") == 0 && o.median_ms > 0) {
                 v[i].ok = 1;
-                v[i].measured_ms = o.median_ms;
+                v[i].measured_ms = o.steady_median_ms > 0 ? o.steady_median_ms : o.median_ms;
                 snprintf(v[i].status, sizeof v[i].status, "ok");
             } else if (!cr.exited) {
                 char sig[32];

@@ -455,6 +455,11 @@ typedef struct engine_vtbl {
     /* 1: it writes a persistent checkpoint (runtime/ckpt_store.h's files) under cfg->ckpt_dir,
      * whose cost --calibrate measures there */
     int persistent_ckpt;
+    /* The first iteration (1-based) of its steady state under cfg: the ones before carry its
+     * warm-up (a graph's capture, --dpu's undelayed steps and its first delayed ones), which
+     * the JSON's steady median and --search --verify leave out.  NULL: 2 (the first step
+     * carries every engine's first touch of memory and the libraries' warm-up). */
+    int (*steady_from)(const engine_config *cfg);
 
     /* ---- options (issue 48: an engine declares the options only it takes) ---------------
      * own_options: declared in its file (OWN_OPTIONS(table)); takes: the names of the options
@@ -506,6 +511,8 @@ int engine_option_count(void);
 const option_decl *engine_option_at(int i, const engine_vtbl **owner);
 /* The engine option of this long name (the first that declares it), or NULL. */
 const option_decl *engine_option_named(const char *name);
+/* The first iteration of eng's steady state under cfg (engine_vtbl.steady_from; 2 without). */
+int engine_steady_from(const engine_vtbl *eng, const engine_config *cfg);
 /* Whether eng takes the option of this long name: its own, or a shared one its takes lists. */
 int engine_takes_option(const engine_vtbl *eng, const char *name);
 /* The engines that take it, in registry order: "a", "a and b", "a, b and c"; possessive:

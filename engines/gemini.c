@@ -2123,6 +2123,13 @@ static const option_decl gemini_options[] = {
 };
 #undef GEMINI_OPTION
 
+/* Its steady state: checkpointing, from the step after its first checkpointed one
+ * (--gemini-ckpt-from; the steps before train without, the artifact's comparison). */
+static int gemini_steady_from(const engine_config *cfg)
+{
+    return cfg->gemini_ckpt_from + 1 > 2 ? cfg->gemini_ckpt_from + 1 : 2;
+}
+
 const engine_vtbl engine_gemini = {
     .name = "gemini",
     .alias = NULL,
@@ -2130,6 +2137,7 @@ const engine_vtbl engine_gemini = {
     .uses_window = 0,
     .not_in_all = 1,
     .supports_bf16 = 0,
+    .steady_from = gemini_steady_from,
     .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_FAULT_BACKWARD | ENGINE_OPT_FAULT_CHECKPOINT |
                ENGINE_OPT_RECOVERS,
     .plan = gemini_plan,

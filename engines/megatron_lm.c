@@ -975,6 +975,13 @@ static const option_decl megatron_options[] = {
              "on for one rank on the GPU, unless --profile; on: an error where it cannot)"},
 };
 
+/* Its steady state: from the third step where the second captures the graphs (a capture
+ * issues the phase, then replays it), else from the second. */
+static int megatron_steady_from(const engine_config *cfg)
+{
+    return cfg->graphs != GRAPHS_OFF && !graphs_unavailable(cfg) ? 3 : 2;
+}
+
 const engine_vtbl engine_megatron_lm = {
     .name = "megatron-lm",
     .alias = "baseline",
@@ -982,6 +989,7 @@ const engine_vtbl engine_megatron_lm = {
     .uses_window = 0,
     .supports_bf16 = 1,
     .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM | ENGINE_OPT_FAULT_BACKWARD,
+    .steady_from = megatron_steady_from,
     .plan = megatron_plan,
     .check = megatron_check,
     .init = megatron_init,

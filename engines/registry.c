@@ -235,6 +235,12 @@ const option_decl *engine_option_named(const char *name)
     return NULL;
 }
 
+int engine_steady_from(const engine_vtbl *eng, const engine_config *cfg)
+{
+    const int from = eng->steady_from ? eng->steady_from(cfg) : 2;
+    return from > 1 ? from : 1;
+}
+
 int engine_takes_option(const engine_vtbl *eng, const char *name)
 {
     for (int i = 0; i < eng->n_own_options; i++)

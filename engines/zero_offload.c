@@ -872,6 +872,14 @@ static const option_decl zero_offload_options[] = {
      .help = "elements per gradient bucket, DeepSpeed's reduce_bucket_size (default 50000000)"},
 };
 
+/* Its steady state: with --dpu, from the second delayed step on (the first ZO_DPU_WARMUP
+ * update without delay; the first delayed one still ramps: its update has nothing before it
+ * to overlap with); without, from the second step. */
+static int zero_offload_steady_from(const engine_config *cfg)
+{
+    return cfg->dpu ? ZO_DPU_WARMUP + 2 : 2;
+}
+
 const engine_vtbl engine_zero_offload = {
     .name = "zero-offload",
     .alias = NULL,
@@ -879,6 +887,7 @@ const engine_vtbl engine_zero_offload = {
     .uses_window = 0,
     .supports_bf16 = 1,
     .options = ENGINE_OPT_RANKS | ENGINE_OPT_ACCUM,
+    .steady_from = zero_offload_steady_from,
     .plan = zero_offload_plan,
     .init = zero_offload_init,
     .chosen_plan = zero_offload_chosen_plan,
