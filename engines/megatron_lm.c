@@ -21,7 +21,8 @@
  *   stage 3        as 2, and the params too are this rank's shards (fp32 master; bf16 also
  *                  the shards of the working copy); the working weights are gathered into a
  *                  whole embedding slot (kept for the step) and two layer slots
- *   every stage    the checkpointed layer inputs x[0..L], the layers' activations as
+ *   every stage    the embedding's own part of block 0's gradient (whole, padded: model.h's
+ *                  tied embedding), the checkpointed layer inputs x[0..L], the layers' activations as
  *                  --recompute keeps them (full: one layer's working set; selective: that
  *                  set less the GEMM outputs, which every layer keeps; none: every layer's
  *                  all), the backward scratch, the head's activations (one chunk
@@ -33,7 +34,8 @@
  *   compute    per micro-batch: ids in; embed; layers 0..L-1; head (losses and, chunk by
  *              chunk, the wte and dlnf gradients); head backward; layers L-1..0 (recompute
  *              each from x[l], but L-1, whose forward's activations are still there);
- *              embedding backward.  Gradients accumulate over micro-
+ *              embedding backward (into a block of its own, joined to the head's part
+ *              of block 0 after the last micro-batch: model.h).  Gradients accumulate over micro-
  *              batches; each token's loss weighs 1/(B·T·M·N), so the sum is the mean.  The
  *              first micro-batch overwrites the layers' gradients (GPT_GRAD_OVERWRITE; a
  *              ZeRO-2/3 slot every time), so only the embedding block is zeroed a step.
@@ -92,6 +94,7 @@ typedef struct megatron_sizes {
     size_t wparams_full, wparams_shard; /* bf16 working copy */
     size_t wslots;                      /* stage 3: embed slot + 2 layer slots (act type) */
     size_t grads_full, grads_embed, grads_slots, grads_shard, grads_tmp;
+    size_t grads_embed_in;              /* the embedding's own part of block 0's gradient */
     size_t adam;                        /* one of m, v */
     size_t inputs, layer_acts, scratch, head, dres, ids, norms, losses;
     size_t host_losses, host_norms, host_staging;
@@ -112,6 +115,8 @@ typedef struct megatron_state {
     void *eslot, *lslot[2];            /* stage 3 gathered working weights */
     int lslot_holds[2];                /* layer each slot holds (-1: none) */
     float *grads_full, *grads_embed, *gslot[2], *grads_shard, *grads_tmp;
+    float *grads_embed_in; /* the embedding backward's part of block 0 (model.h), joined after
+                              the step's last micro-batch */
     float *adam_m, *adam_v;
     gpt_resident act;                  /* activations, checkpoints, head, dres, ids */
     int32_t *ids;
@@ -203,6 +208,7 @@ static megatron_sizes sizes_of(const engine_config *cfg)
     z.grads_slots = stage >= 2 ? 2 * z.padded_layer * f : 0;
     z.grads_shard = stage >= 2 ? z.shard_total * f : 0;
     z.grads_tmp = stage >= 2 && z.M > 1 ? z.shard_max * f : 0;
+    z.grads_embed_in = z.padded_embed * f;
     z.adam = (stage == 0 ? z.padded_total : z.shard_total) * f;
     z.inputs = gpt_act_bytes((L + 1) * N * C, dt);
     z.layer_acts = gpt_layers_acts_bytes(sh, dt, cfg->recompute, (int)L);
@@ -225,7 +231,7 @@ static void megatron_plan(const engine_config *cfg, engine_plan *out)
     megatron_sizes z = sizes_of(cfg);
     out->gpu_bytes = (uint64_t)z.params_full + z.params_shard + z.wparams_full + z.wparams_shard +
                      z.wslots + z.grads_full + z.grads_embed + z.grads_slots + z.grads_shard +
-                     z.grads_tmp + 2 * (uint64_t)z.adam + z.inputs + z.layer_acts + z.scratch +
+                     z.grads_tmp + z.grads_embed_in + 2 * (uint64_t)z.adam + z.inputs + z.layer_acts + z.scratch +
                      z.head + z.dres + z.ids + z.norms + z.losses;
     out->host_bytes = (uint64_t)z.host_losses + z.host_norms + z.host_staging;
     out->disk_bytes = 0;
@@ -462,6 +468,7 @@ static int megatron_init(const engine_env *env, void **state)
         (rc = alloc_dev(st, (void **)&st->grads_tmp, z->grads_tmp, "reduce-scatter landing")) ||
         (rc = alloc_dev(st, (void **)&st->adam_m, z->adam, "Adam m")) ||
         (rc = alloc_dev(st, (void **)&st->adam_v, z->adam, "Adam v")) ||
+        (rc = alloc_dev(st, (void **)&st->grads_embed_in, z->grads_embed_in, "embedding's own gradients")) ||
         (rc = alloc_dev(st, &m->layer_inputs, z->inputs, "checkpointed layer inputs")) ||
         (rc = alloc_dev(st, &m->layer_acts, z->layer_acts, "layer activations")) ||
         (rc = alloc_dev(st, &scratch_mem, z->scratch, "backward scratch")) ||
@@ -661,7 +668,8 @@ static int backward_micro(megatron_state *st, int first_micro, int last_micro)
                            &m->scratch, gw);
         if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;
     }
-    gpt_embed_backward(s, sh, grad_buffer(st, 0), m->dres, m->tokens);
+    gpt_embed_backward(s, sh, st->grads_embed_in, m->dres, m->tokens);
+    if (last_micro) gpt_embed_grads_join(s, grad_buffer(st, 0), st->grads_embed_in, st->z.padded_embed);
     return reduce_block(st, 0, last_micro);
 }
 
@@ -817,6 +825,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     /* the embedding block only: the layers' blocks are overwritten (backward_micro) */
     if (st->grads_full) rc = gpt_stream_memset_zero(s, grad_buffer(st, 0), st->z.padded_embed * sizeof(float));
     if (!rc && st->grads_embed) rc = gpt_stream_memset_zero(s, st->grads_embed, st->z.grads_embed);
+    if (!rc) rc = gpt_stream_memset_zero(s, st->grads_embed_in, st->z.grads_embed_in);
     if (!rc && st->grads_shard && st->M > 1) rc = gpt_stream_memset_zero(s, st->grads_shard, st->z.grads_shard);
     if (!rc && st->stage == 3) {
         /* the embedding block, gathered once for the whole step (the head reads it too) */

@@ -1213,7 +1213,7 @@ static int backward(stronghold_state *st, step_result *out)
         if (down >= 0 && (rc = prefetch_backward(st, down, out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
+    layer_work_embed_backward(&st->work, c, sh, st->embed_g);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* the embedding's grads accumulate in place over the micro-batches: reduced once; the
      * resident layers' additions must be done before the next micro-batch reuses res_fresh

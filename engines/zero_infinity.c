@@ -762,7 +762,7 @@ static int backward(zi_state *st, step_result *out)
             return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
+    layer_work_embed_backward(&st->work, c, sh, st->embed_g);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* the embedding's grads accumulate in place over the micro-batches: they go once */
     if (!layer_work_last_micro(&st->work)) return GPT_OK;

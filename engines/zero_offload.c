@@ -647,7 +647,7 @@ static int backward(zo_state *st, int grad_copy, const zo_update *early, step_re
             if ((rc = submit_block(st, 1 + l, early, st->group_home[g], out))) return rc;
     }
     if ((rc = span_begin(&st->io.spans, c, BUSY_COMPUTE, &span))) return rc;
-    gpt_embed_backward(c, sh, st->embed_g, st->work.dres, st->work.ids);
+    layer_work_embed_backward(&st->work, c, sh, st->embed_g);
     if (z->world == 1 && last) gpt_norm_squared(c, st->work.dev_norms, st->embed_g, z->PE);
     if ((rc = span_end(&st->io.spans, c, span)) || (rc = gpt_event_record(st->bwd_done, c)) ||
         (rc = gpt_event_record(st->embed_ready, c)))

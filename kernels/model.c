@@ -385,6 +385,11 @@ void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *eg, const voi
                          sh->hidden);
 }
 
+void gpt_embed_grads_join(gpt_stream *s, float *embed_grads, const float *embed_in_grads, size_t n)
+{
+    gpt_add_f32(s, embed_grads, embed_grads, embed_in_grads, n);
+}
+
 void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const void *x_in,
                        void *x_out, gpt_layer_acts *a)
 {
@@ -607,7 +612,7 @@ void gpt_resident_forward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
                      r->targets, &r->head);
 }
 
-void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
+int gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
 {
     const size_t NC = rows(sh) * (size_t)sh->hidden;
     const size_t lsize = gpt_layer_layout_of(sh).total, etotal = gpt_embed_layout_of(sh).total;
@@ -621,7 +626,12 @@ void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
                            el(s, r->layer_inputs, (size_t)l * NC), r->dres, &a, &r->scratch,
                            GPT_GRAD_ACCUMULATE);
     }
-    gpt_embed_backward(s, sh, r->grads, r->dres, r->tokens);
+    /* (one micro-batch: the embedding's part of this backward alone, joined to the head's) */
+    const int rc = gpt_stream_memset_zero(s, r->embed_in_grads, etotal * sizeof(float));
+    if (rc != GPT_OK) return rc;
+    gpt_embed_backward(s, sh, r->embed_in_grads, r->dres, r->tokens);
+    gpt_embed_grads_join(s, r->grads, r->embed_in_grads, etotal);
+    return GPT_OK;
 }
 
 void gpt_resident_block_norms(gpt_stream *s, const gpt_shape *sh, const float *grads,

@@ -182,13 +182,25 @@ void gpt_head_acts_carve(gpt_head_acts *a, float *base, const gpt_shape *sh);
 /* x0 (N,C) = token + position embeddings. */
 void gpt_embed_forward(gpt_stream *s, const gpt_shape *sh, const void *embed_params,
                        const int32_t *tokens, void *x0);
-/* Embedding gradients += from dx0 (N,C). */
+/* Embedding gradients += from dx0 (N,C).
+ *
+ * The tied word embedding's gradient has two parts, which every engine keeps apart over a
+ * step, as Megatron does under pipeline parallelism (the embedding on the first stage, the
+ * head on the last): the head's (gpt_head_forward/backward accumulate the logits' and the
+ * final LayerNorm's into the embedding block's gradient) and the embedding's (this function:
+ * the tokens' rows and the positions), accumulated over the step's micro-batches in a block of
+ * its own and added to the head's once, after the last (gpt_embed_grads_join).  So the sum is
+ * the same whether both parts live on one rank or on two pipeline stages. */
 void gpt_embed_backward(gpt_stream *s, const gpt_shape *sh, float *embed_grads,
                         const void *dx0, const int32_t *tokens);
 
 /* One transformer layer: x_out (N,C) = layer(x_in); fills acts for the backward.  x_out
  * NULL: only the activations the backward reads (the output projection is skipped: the
  * recompute of a checkpointed layer). */
+/* After the step's last embedding backward: embed_grads (the head's part) += embed_in_grads
+ * (the embedding's), n floats (the block, or its padded length: padding is zero in both). */
+void gpt_embed_grads_join(gpt_stream *s, float *embed_grads, const float *embed_in_grads, size_t n);
+
 void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *layer_params,
                        const void *x_in, void *x_out, gpt_layer_acts *acts);
 /* What the backward of mode recomputes before it runs (full: the forward less its output
@@ -263,6 +275,9 @@ double gpt_mean_loss(const float *losses, int n);
  * device, as the baseline keeps it (and the tests use it). */
 typedef struct gpt_resident {
     float *params, *grads;         /* gpt_param_count floats each (fp32 master, fp32 grads) */
+    float *embed_in_grads;         /* the embedding block's floats: its input side's gradient
+                                    * (gpt_embed_backward), zeroed and joined to grads' by
+                                    * gpt_resident_backward */
     void *wparams;                 /* the working copy the ops read, in the backend's type
                                     * (gpt_params_to_act of params); NULL: params itself
                                     * (fp32 backends) */
@@ -277,8 +292,9 @@ typedef struct gpt_resident {
 
 /* Embedding, layers 0..L-1, head: per-token losses land in r->head.losses. */
 void gpt_resident_forward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r);
-/* Head, layers L-1..0 (recomputed as r->recompute says), embedding; grads accumulate. */
-void gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r);
+/* Head, layers L-1..0 (recomputed as r->recompute says), embedding; grads accumulate (the
+ * embedding's part in r->embed_in_grads, then joined).  GPT_OK, or the stream's error. */
+int gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r);
 /* Squared norm of each block's gradient into block_norms[0..L] (embed first). */
 void gpt_resident_block_norms(gpt_stream *s, const gpt_shape *sh, const float *grads,
                               float *block_norms);

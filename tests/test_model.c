@@ -150,7 +150,7 @@ static void cpu_model_open_rows(cpu_model *m, const gpt_shape *sh, int ckpt, con
     const size_t P = (size_t)gpt_param_count(sh), N = (size_t)sh->batch * sh->seq;
     const gpt_recompute mode = ckpt ? GPT_RECOMPUTE_FULL : GPT_RECOMPUTE_NONE;
     const size_t acts = gpt_layers_acts_bytes(sh, GPT_F32, mode, sh->layers) / sizeof(float);
-    const size_t total = 2 * P + (sh->layers + 1) * N * sh->hidden + acts +
+    const size_t total = 2 * P + gpt_embed_layout_of(sh).total + (sh->layers + 1) * N * sh->hidden + acts +
                          gpt_layer_scratch_floats(sh) + head_floats + N * sh->hidden +
                          (size_t)sh->layers + 1;
     m->mem = calloc(total, sizeof(float));
@@ -158,6 +158,7 @@ static void cpu_model_open_rows(cpu_model *m, const gpt_shape *sh, int ckpt, con
     float *p = m->mem;
     m->r.params = p;          p += P;
     m->r.grads = p;           p += P;
+    m->r.embed_in_grads = p;  p += gpt_embed_layout_of(sh).total;
     m->r.layer_inputs = p;    p += (sh->layers + 1) * N * sh->hidden;
     m->r.layer_acts = p;      p += acts;
     gpt_layer_scratch_carve(&m->r.scratch, p, sh); p += gpt_layer_scratch_floats(sh);
@@ -190,7 +191,7 @@ static double cpu_model_grad(cpu_model *m, const gpt_shape *sh)
     gpt_resident_forward(m->s, sh, &m->r);
     assert_int_equal(gpt_stream_sync(m->s), 0); /* the losses are read on the host */
     double loss = gpt_mean_loss(m->r.head.losses, sh->batch * sh->seq);
-    gpt_resident_backward(m->s, sh, &m->r);
+    assert_int_equal(gpt_resident_backward(m->s, sh, &m->r), GPT_OK);
     assert_int_equal(gpt_stream_sync(m->s), 0);
     return loss;
 }

@@ -125,12 +125,12 @@ static void dpu_reference(const engine_config *cfg, trajectory *out)
     assert_int_equal(gpt_cpu_backend_create(&be, cfg->threads), 0);
     assert_int_equal(be->ops->stream_create(be, &s), 0);
     const size_t f = sizeof(float);
-    float *cur, *prev, *used, *grads, *m, *v, *dres, *inputs, *acts, *scratch, *head;
+    float *cur, *prev, *used, *grads, *embed_in, *m, *v, *dres, *inputs, *acts, *scratch, *head;
     int32_t *ids;
-    void **bufs[] = {(void **)&cur, (void **)&prev, (void **)&used, (void **)&grads, (void **)&m,
+    void **bufs[] = {(void **)&cur, (void **)&prev, (void **)&used, (void **)&grads, (void **)&embed_in, (void **)&m,
                      (void **)&v, (void **)&dres, (void **)&inputs, (void **)&acts,
                      (void **)&scratch, (void **)&head, (void **)&ids};
-    const size_t sizes[] = {P * f, P * f, P * f, P * f, P * f, P * f, NC * f,
+    const size_t sizes[] = {P * f, P * f, P * f, P * f, PE * f, P * f, P * f, NC * f,
                             (sh->layers + 1) * NC * f,
                             gpt_layer_acts_floats(sh) * f, gpt_layer_scratch_floats(sh) * f,
                             gpt_head_acts_floats(sh) * f, 2 * N * sizeof(int32_t)};
@@ -141,6 +141,7 @@ static void dpu_reference(const engine_config *cfg, trajectory *out)
     memset(&r, 0, sizeof r);
     r.params = used;
     r.grads = grads;
+    r.embed_in_grads = embed_in;
     r.layer_inputs = inputs;
     r.layer_acts = acts;
     r.recompute = GPT_RECOMPUTE_FULL;
@@ -170,7 +171,7 @@ static void dpu_reference(const engine_config *cfg, trajectory *out)
         memcpy(used, it <= DPU_WARMUP + 1 ? cur : prev, P * f);
         memset(grads, 0, P * f);
         gpt_resident_forward(s, sh, &r);
-        gpt_resident_backward(s, sh, &r);
+        assert_int_equal(gpt_resident_backward(s, sh, &r), GPT_OK);
         gpt_resident_block_norms(s, sh, grads, norms);
         assert_int_equal(gpt_stream_sync(s), 0);
         out->loss[it - 1] = gpt_mean_loss(r.head.losses, (int)N);

@@ -25,13 +25,16 @@ static size_t landing_bytes(const gpt_shape *sh, int world, int micro_batches)
     return dp_shard_len(gpt_layer_layout_of(sh).total, world > 1 ? world : 1) * sizeof(float);
 }
 
+/* the embedding's own part of its block's gradient (model.h) */
+static size_t embed_in_bytes(const gpt_shape *sh) { return gpt_embed_layout_of(sh).total * sizeof(float); }
+
 uint64_t layer_work_gpu_bytes(const gpt_shape *sh, gpt_recompute recompute, int world,
                               int micro_batches, gpt_dtype dt)
 {
     return (uint64_t)acts_bytes(sh, recompute, dt) + gpt_layer_scratch_bytes(sh, dt) +
            gpt_head_acts_bytes(sh, dt) + gpt_act_bytes(tokens(sh) * (size_t)sh->hidden, dt) +
            2 * tokens(sh) * sizeof(int32_t) + norms_bytes(sh, world) +
-           landing_bytes(sh, world, micro_batches);
+           landing_bytes(sh, world, micro_batches) + embed_in_bytes(sh);
 }
 
 /* N ranks: every rank's norms gathered: (L + 1) x (world + 1) for the shard columns, world
@@ -66,6 +69,7 @@ int layer_work_alloc(layer_work *w, engine_allocs *mem, const gpt_shape *sh,
         (rc = engine_alloc(mem, MEM_GPU, &head, gpt_head_acts_bytes(sh, dt), "logits and head activations")) ||
         (rc = engine_alloc(mem, MEM_GPU, &w->dres, gpt_act_bytes(N * (size_t)sh->hidden, dt), "residual gradient")) ||
         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->ids, 2 * N * sizeof(int32_t), "token ids")) ||
+        (rc = engine_alloc(mem, MEM_GPU, (void **)&w->embed_in_grads, embed_in_bytes(sh), "embedding's own gradients")) ||
         (rc = engine_alloc(mem, MEM_GPU, (void **)&w->dev_norms, norms_bytes(sh, world), "block norms")) ||
         (rc = engine_alloc(mem, MEM_PINNED, (void **)&w->host_losses, (size_t)w->micro_batches * N * f,
                            "losses read-back")) ||
@@ -102,7 +106,8 @@ int layer_work_micro_batches(layer_work *w, gpt_stream *c, const int32_t *tokens
                              layer_work_pass backward, void *engine, step_result *out, double t[3])
 {
     double fwd_ms = 0, bwd_ms = 0, end = wall_ms();
-    int rc;
+    int rc = gpt_stream_memset_zero(c, w->embed_in_grads, embed_in_bytes(sh));
+    if (rc) return rc;
     for (int k = 0; k < w->micro_batches; k++) {
         const double f0 = wall_ms();
         if ((rc = layer_work_begin_micro(w, c, k, tokens, targets, sh)) || (rc = forward(engine, out)) ||
@@ -118,6 +123,13 @@ int layer_work_micro_batches(layer_work *w, gpt_stream *c, const int32_t *tokens
     t[1] = end - bwd_ms;
     t[0] = t[1] - fwd_ms;
     return GPT_OK;
+}
+
+void layer_work_embed_backward(layer_work *w, gpt_stream *c, const gpt_shape *sh, float *embed_grads)
+{
+    gpt_embed_backward(c, sh, w->embed_in_grads, w->dres, w->ids);
+    if (layer_work_last_micro(w))
+        gpt_embed_grads_join(c, embed_grads, w->embed_in_grads, gpt_embed_layout_of(sh).total);
 }
 
 int layer_work_add_earlier(layer_work *w, stream_spans *spans, gpt_stream *s, float *mine,

@@ -7,10 +7,10 @@
  *           (gpt_layers_acts_bytes: full, one layer's working set, refilled by each layer's
  *           forward and recompute; selective, that working set less the GEMM outputs, which
  *           every layer keeps; none, every layer's all; the backward writes its gradients
- *           over them), the
- *           attention's backward scratch, the head's activations (one chunk of rows' logits
- *           at a time), the residual gradient (N, C), the token and target ids (2, N), the
- *           L+1 squared block norms
+ *           over them), the attention's backward scratch, the head's activations (one chunk
+ *           of rows' logits at a time), the residual gradient (N, C), the token and target
+ *           ids (2, N), the L+1 squared block norms; (fp32) the embedding's own part of the
+ *           embedding block's gradient (model.h's tied embedding: layer_work_embed_backward)
  *   pinned  the per-token losses (M x N: every micro-batch's) and the block norms (L+1) read
  *           back each step
  *   GPU     M > 1: the landing block of micro-batch accumulation (one layer's shard, below)
@@ -59,6 +59,7 @@ typedef struct layer_work {
     int micro_batches;         /* M per step */
     int micro;                 /* the micro-batch being computed (the engine sets it) */
     float *landing;            /* M > 1: one layer's shard, the earlier micro-batches' sum */
+    float *embed_in_grads;     /* the embedding block's floats: its embedding backward's part */
 } layer_work;
 
 uint64_t layer_work_gpu_bytes(const gpt_shape *sh, gpt_recompute recompute, int world,
@@ -74,7 +75,8 @@ int layer_work_begin_micro(layer_work *w, gpt_stream *c, int k, const int32_t *t
                            const int32_t *targets, const gpt_shape *sh);
 /* One pass (forward or backward) of an engine over the micro-batch being computed. */
 typedef int (*layer_work_pass)(void *engine, struct step_result *out);
-/* The micro-batches of one step on compute stream c: for each, its ids in (begin_micro),
+/* The micro-batches of one step on compute stream c (the embedding's own gradient part zeroed
+ * first): for each, its ids in (begin_micro),
  * forward, c synchronised, backward, c synchronised.  t[0..2] are then the phase marks that
  * offload_streams_end_step takes: t[2] the end of the last backward, t[2] - t[1] the backward
  * time and t[1] - t[0] the forward time, each summed over the micro-batches. */
@@ -82,6 +84,11 @@ int layer_work_micro_batches(layer_work *w, gpt_stream *c, const int32_t *tokens
                              const int32_t *targets, const gpt_shape *sh, layer_work_pass forward,
                              layer_work_pass backward, void *engine, struct step_result *out,
                              double t[3]);
+/* The embedding's backward of the micro-batch being computed on c, from w->dres and the
+ * tokens, into the embedding's own part (zeroed at the step's start by
+ * layer_work_micro_batches), which after the step's last micro-batch is added to the head's
+ * part in embed_grads (model.h: the tied embedding's two parts). */
+void layer_work_embed_backward(layer_work *w, gpt_stream *c, const gpt_shape *sh, float *embed_grads);
 /* Is the micro-batch being computed the step's last? */
 static inline int layer_work_last_micro(const layer_work *w)
 { return w->micro == w->micro_batches - 1; }
