@@ -13,6 +13,7 @@
 #include "data.h"
 #include "exit_codes.h"
 #include "report.h"
+#include "search.h"
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/membudget.h"
 #include "../engines/runtime/timer.h"
@@ -507,6 +508,78 @@ static int calibrate_dir(cJSON *root, const char *list, const char *what, const 
     return 0;
 }
 
+/* The compute entry at run_cfg's shape (its micro-batch), into the machine file's list: kept
+ * when fresh, else measured (one layer, the embedding, the head and AdamW alone, and the
+ * engine's step at two depths for the scales --predict applies).  0 or an exit code. */
+static int calibrate_compute_entry(const run_config *run_cfg, gpt_backend *be, cJSON *list, time_t now, int *measured)
+{
+    int code = 0;
+    const gpt_shape *sh = &run_cfg->eng.shape;
+    int at = 0, found = -1;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        if (machine_file_same_entry(e, &run_cfg->eng, run_cfg->eng.device == DEVICE_CPU ? "cpu" : "cuda")) found = at;
+        at++;
+    }
+    if (!code && found >= 0 && fresh(cJSON_GetArrayItem(list, found), now)) {
+        printf("calibrate: the entry for h%d heads%d s%d b%d vocab%d %s %s is fresh: kept\n", sh->hidden,
+               sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&run_cfg->eng),
+               machine_file_dtype_of(&run_cfg->eng));
+    } else if (!code) {
+        printf("calibrate: one layer, the embedding, the head and AdamW at h%d heads%d s%d b%d vocab%d %s %s ...\n",
+               sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&run_cfg->eng),
+               machine_file_dtype_of(&run_cfg->eng));
+        fflush(stdout);
+        cJSON *entry = cJSON_CreateObject();
+        cJSON_AddNumberToObject(entry, "hidden", sh->hidden);
+        cJSON_AddNumberToObject(entry, "heads", sh->heads);
+        cJSON_AddNumberToObject(entry, "seq", sh->seq);
+        cJSON_AddNumberToObject(entry, "batch", sh->batch);
+        cJSON_AddNumberToObject(entry, "vocab", sh->vocab);
+        cJSON_AddStringToObject(entry, "math", machine_file_math_of(&run_cfg->eng));
+        cJSON_AddStringToObject(entry, "dtype", machine_file_dtype_of(&run_cfg->eng));
+        cJSON_AddNumberToObject(entry, "measured", (double)now);
+        code = measure_compute(run_cfg, be, entry);
+        *measured = 1;
+        /* l2 and l4 in turn, twice, the faster of each kept: a drift of the machine between
+         * the two would otherwise go into the per-layer slope */
+        double t2 = 0, t4 = 0;
+        for (int rep = 0; rep < 2 && !code; rep++) {
+            double a = 0, b = 0;
+            if (!code) code = measure_step(run_cfg, be, 2, &a);
+            if (!code) code = measure_step(run_cfg, be, 4, &b);
+            if (!code) {
+                t2 = rep == 0 || a < t2 ? a : t2;
+                t4 = rep == 0 || b < t4 ? b : t4;
+            }
+        }
+        if (!code) {
+            /* the pieces against the engine's step, per layer (t4 - t2 over two layers) and for
+             * the rest: the scales --predict applies to the pieces */
+            const double num = cJSON_GetObjectItemCaseSensitive(entry, "layer_fwd_ms")->valuedouble +
+                               cJSON_GetObjectItemCaseSensitive(entry, "layer_bwd_ms")->valuedouble,
+                         adam = cJSON_GetObjectItemCaseSensitive(entry, "gpu_adam_ms_per_mparam")->valuedouble;
+            const double PL = (double)gpt_layer_layout_of(sh).total, PE = (double)gpt_embed_layout_of(sh).total;
+            const double per_layer = num + adam * PL / 1e6;
+            const double rest = cJSON_GetObjectItemCaseSensitive(entry, "embed_fwd_ms")->valuedouble +
+                                cJSON_GetObjectItemCaseSensitive(entry, "head_ms")->valuedouble +
+                                cJSON_GetObjectItemCaseSensitive(entry, "embed_bwd_ms")->valuedouble + adam * PE / 1e6;
+            const double layer_step = (t4 - t2) / 2, rest_step = t2 - 2 * layer_step;
+            cJSON_AddNumberToObject(entry, "step_l2_ms", t2);
+            cJSON_AddNumberToObject(entry, "step_l4_ms", t4);
+            cJSON_AddNumberToObject(entry, "layer_scale", layer_step > 0 ? layer_step / per_layer : 1.0);
+            cJSON_AddNumberToObject(entry, "rest_scale", rest_step > 0 ? rest_step / rest : 1.0);
+        }
+        if (!code) {
+            if (found >= 0) cJSON_DeleteItemFromArray(list, found);
+            cJSON_AddItemToArray(list, entry);
+        } else {
+            cJSON_Delete(entry);
+        }
+    }
+    return code;
+}
+
 int machine_calibrate(const run_config *run_cfg, gpt_backend *be, const char *path)
 {
     const time_t now = time(NULL);
@@ -551,70 +624,28 @@ int machine_calibrate(const run_config *run_cfg, gpt_backend *be, const char *pa
         cJSON_DeleteItemFromObjectCaseSensitive(root, "rates");
         cJSON_AddItemToObject(root, "rates", rates);
     }
+    /* every micro-batch size --search may pick (search_micro_batch_sizes), each an entry */
     cJSON *list = machine_file_array_in(root, "compute");
-    const gpt_shape *sh = &run_cfg->eng.shape;
-    int at = 0, found = -1;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, list) {
-        if (machine_file_same_entry(e, &run_cfg->eng, run_cfg->eng.device == DEVICE_CPU ? "cpu" : "cuda")) found = at;
-        at++;
+    int sizes[64];
+    char why[200];
+    const int nsizes = code ? 0 : search_micro_batch_sizes(run_cfg, run_cfg->eng.shape.batch, sizes, 64, why, sizeof why);
+    if (nsizes < 0) {
+        fprintf(stderr, "aebench: --calibrate: %s\n", why);
+        code = EXIT_BAD_INPUT;
     }
-    if (!code && found >= 0 && fresh(cJSON_GetArrayItem(list, found), now)) {
-        printf("calibrate: the entry for h%d heads%d s%d b%d vocab%d %s %s is fresh: kept\n", sh->hidden,
-               sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&run_cfg->eng),
-               machine_file_dtype_of(&run_cfg->eng));
-    } else if (!code) {
-        printf("calibrate: one layer, the embedding, the head and AdamW at h%d heads%d s%d b%d vocab%d %s %s ...\n",
-               sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab, machine_file_math_of(&run_cfg->eng),
-               machine_file_dtype_of(&run_cfg->eng));
-        fflush(stdout);
-        cJSON *entry = cJSON_CreateObject();
-        cJSON_AddNumberToObject(entry, "hidden", sh->hidden);
-        cJSON_AddNumberToObject(entry, "heads", sh->heads);
-        cJSON_AddNumberToObject(entry, "seq", sh->seq);
-        cJSON_AddNumberToObject(entry, "batch", sh->batch);
-        cJSON_AddNumberToObject(entry, "vocab", sh->vocab);
-        cJSON_AddStringToObject(entry, "math", machine_file_math_of(&run_cfg->eng));
-        cJSON_AddStringToObject(entry, "dtype", machine_file_dtype_of(&run_cfg->eng));
-        cJSON_AddNumberToObject(entry, "measured", (double)now);
-        code = measure_compute(run_cfg, be, entry);
-        measured = 1;
-        /* l2 and l4 in turn, twice, the faster of each kept: a drift of the machine between
-         * the two would otherwise go into the per-layer slope */
-        double t2 = 0, t4 = 0;
-        for (int rep = 0; rep < 2 && !code; rep++) {
-            double a = 0, b = 0;
-            if (!code) code = measure_step(run_cfg, be, 2, &a);
-            if (!code) code = measure_step(run_cfg, be, 4, &b);
-            if (!code) {
-                t2 = rep == 0 || a < t2 ? a : t2;
-                t4 = rep == 0 || b < t4 ? b : t4;
-            }
-        }
-        if (!code) {
-            /* the pieces against the engine's step, per layer (t4 - t2 over two layers) and for
-             * the rest: the scales --predict applies to the pieces */
-            const double num = cJSON_GetObjectItemCaseSensitive(entry, "layer_fwd_ms")->valuedouble +
-                               cJSON_GetObjectItemCaseSensitive(entry, "layer_bwd_ms")->valuedouble,
-                         adam = cJSON_GetObjectItemCaseSensitive(entry, "gpu_adam_ms_per_mparam")->valuedouble;
-            const double PL = (double)gpt_layer_layout_of(sh).total, PE = (double)gpt_embed_layout_of(sh).total;
-            const double per_layer = num + adam * PL / 1e6;
-            const double rest = cJSON_GetObjectItemCaseSensitive(entry, "embed_fwd_ms")->valuedouble +
-                                cJSON_GetObjectItemCaseSensitive(entry, "head_ms")->valuedouble +
-                                cJSON_GetObjectItemCaseSensitive(entry, "embed_bwd_ms")->valuedouble + adam * PE / 1e6;
-            const double layer_step = (t4 - t2) / 2, rest_step = t2 - 2 * layer_step;
-            cJSON_AddNumberToObject(entry, "step_l2_ms", t2);
-            cJSON_AddNumberToObject(entry, "step_l4_ms", t4);
-            cJSON_AddNumberToObject(entry, "layer_scale", layer_step > 0 ? layer_step / per_layer : 1.0);
-            cJSON_AddNumberToObject(entry, "rest_scale", rest_step > 0 ? rest_step / rest : 1.0);
-        }
-        if (!code) {
-            if (found >= 0) cJSON_DeleteItemFromArray(list, found);
-            cJSON_AddItemToArray(list, entry);
-        } else {
-            cJSON_Delete(entry);
-        }
+    if (nsizes > 1) {
+        printf("calibrate: micro-batches");
+        for (int i = 0; i < nsizes; i++) printf("%s%d", i ? ", " : " ", sizes[i]);
+        printf(" (each --search may pick: -b fixes one)\n");
     }
+    run_config *at_batch = nsizes > 0 ? malloc(sizeof *at_batch) : NULL;
+    if (nsizes > 0 && !at_batch) code = EXIT_RUN_ERROR;
+    for (int i = 0; !code && i < nsizes; i++) {
+        *at_batch = *run_cfg;
+        at_batch->eng.shape.batch = sizes[i];
+        code = calibrate_compute_entry(at_batch, be, list, now, &measured);
+    }
+    free(at_batch);
     /* --offload nvme: the disk tier at --nvme-dir; --ckpt-dir of an engine that writes its persistent
      * checkpoint there (an entry per directory) */
     if (!code && run_cfg->eng.offload == OFFLOAD_NVME)

@@ -797,6 +797,29 @@ static int write_winner(const search *s, const candidate *c, int largest)
     return status;
 }
 
+int search_micro_batch_sizes(const run_config *run_cfg, int batch, int *out, int max, char *err, size_t errlen)
+{
+    const int world = run_cfg->ranks > 1 ? run_cfg->ranks : 1;
+    const int global = run_cfg->eng.global_batch ? run_cfg->eng.global_batch : batch * world;
+    const int per_rank = global / world;
+    if (global % world != 0 || per_rank < 1) {
+        snprintf(err, errlen, "--global-batch %d is not a multiple of the ranks (%d)", global, world);
+        return -1;
+    }
+    int n = 0;
+    if (cli_given(run_cfg, "batch")) {
+        if (per_rank % batch != 0) {
+            snprintf(err, errlen, "--global-batch %d is not a multiple of batch x ranks = %d x %d", global, batch, world);
+            return -1;
+        }
+        if (max > 0) out[n++] = batch;
+        return n;
+    }
+    for (int b = 1; b <= per_rank && n < max; b++)
+        if (per_rank % b == 0) out[n++] = b;
+    return n;
+}
+
 /* ---- --verify -------------------------------------------------------------------------------- */
 
 double search_kendall_tau(const double *a, const double *b, int n)
@@ -1024,23 +1047,15 @@ static int setup(search *s, const child_result *pr)
     s->local = cli_ranks_per_machine(run_cfg); /* (--hosts: each machine's memory is split by its ranks) */
     s->global_batch = run_cfg->eng.global_batch ? run_cfg->eng.global_batch : s->shape.batch * s->world;
     /* the micro-batches: -b fixes it; else every divisor of global batch / ranks */
-    const int per_rank = s->global_batch / s->world;
-    if (s->global_batch % s->world != 0 || per_rank < 1) {
-        fprintf(stderr, "aebench: --global-batch %d is not a multiple of the ranks (%d)\n", s->global_batch, s->world);
+    int sizes[MAX_BATCHES];
+    char why[200];
+    const int nsizes = search_micro_batch_sizes(run_cfg, s->shape.batch, sizes, MAX_BATCHES, why, sizeof why);
+    if (nsizes < 0) {
+        fprintf(stderr, "aebench: %s\n", why);
         return EXIT_BAD_INPUT;
     }
-    s->nbatches = 0;
-    if (cli_given(run_cfg, "batch")) {
-        if (per_rank % s->shape.batch != 0) {
-            fprintf(stderr, "aebench: --global-batch %d is not a multiple of batch x ranks = %d x %d\n", s->global_batch,
-                    s->shape.batch, s->world);
-            return EXIT_BAD_INPUT;
-        }
-        s->rates[s->nbatches++].batch = s->shape.batch;
-    } else {
-        for (int b = 1; b <= per_rank && s->nbatches < MAX_BATCHES; b++)
-            if (per_rank % b == 0) s->rates[s->nbatches++].batch = b;
-    }
+    s->nbatches = nsizes;
+    for (int i = 0; i < nsizes; i++) s->rates[i].batch = sizes[i];
     /* the disk tier's directory: --nvme-dir, else the results directory */
     const char *disk_dir = run_cfg->eng.nvme_dir[0] ? run_cfg->eng.nvme_dir : run_cfg->results_dir;
     if (strlen(disk_dir) >= sizeof s->nvme_dir) {

@@ -21,6 +21,13 @@
  * --verify's runs failed or none is predicted, 2 for bad input (nothing written). */
 int search_main(int argc, char **argv, const run_config *run_cfg);
 
+/* The micro-batch sizes --search tries, which --calibrate measures in one call: -b where it is
+ * given (it must divide global batch / ranks), else every divisor of global batch / ranks,
+ * ascending.  batch: the run's micro-batch as resolved (the CPU preset's where it applied);
+ * the global batch is --global-batch, else batch x ranks.  Into out (at most max): the count,
+ * or -1 with the reason in err (the global batch not a multiple of the ranks, or of -b x ranks). */
+int search_micro_batch_sizes(const run_config *run_cfg, int batch, int *out, int max, char *err, size_t errlen);
+
 /* Kendall's tau-b of n pairs (ties in either list counted as neither concordant nor
  * discordant, and taken out of the denominator).  0 when n < 2 or either list is constant. */
 double search_kendall_tau(const double *a, const double *b, int n);

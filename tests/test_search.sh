@@ -12,9 +12,18 @@ mkdir -p "$SR"
 source "$(dirname "${BASH_SOURCE[0]}")/engine_list.sh"
 registry_engines "$BIN" || failc "the registry's engines (search)" "$REG_WHY"
 SS=(--device cpu -h 64 --heads 4 --seq 32 --vocab 512 --threads 1)
-for b in 1 2 4; do
-    (cd "$SR" && timeout 300 "$BIN" --calibrate "${SS[@]}" -l 4 -b "$b" --results res >>cal.out 2>&1)
-done
+# one --calibrate without -b measures every micro-batch the search may pick: the divisors of
+# global batch / ranks (the default -b 4: 1, 2 and 4), an entry each
+(cd "$SR" && timeout 600 "$BIN" --calibrate "${SS[@]}" -l 4 --results res >>cal.out 2>&1)
+rc=$?
+batches=$(python3 -c 'import json, glob, sys
+files = glob.glob(sys.argv[1] + "/res/machine_*.json")
+print(sorted(e["batch"] for e in json.load(open(files[0]))["compute"]) if len(files) == 1 else files)' "$SR" 2>&1)
+if [ $rc -eq 0 ] && [ "$batches" = "[1, 2, 4]" ] && grep -q '^calibrate: micro-batches 1, 2, 4 ' "$SR/cal.out"; then
+    pass "--calibrate without -b measures every micro-batch --search may pick (1, 2 and 4 of the global batch 4) in one call"
+else
+    failc "--calibrate of every micro-batch" "exit $rc, entries at $batches: $(tail -n 4 "$SR/cal.out")"
+fi
 # search_json OUT: the JSON path a search printed
 search_json() { awk '/^search: wrote / {print $3}' "$1" | tail -n 1; }
 # sr_verdict RC CHECK LABEL PASSED DETAIL: passed when the search exited 0 and its check says ok
