@@ -1569,10 +1569,8 @@ int cli_resolve_ranks(run_config *run_cfg, int world, int local_world, char *err
     engine_config *e = &run_cfg->eng;
     e->world = world;
     e->local_world = local_world;
-    if (world % engine_pp(e) != 0)
-        return cli_fail(err, errlen, "--pp %d: the %d ranks are not a whole number of pipelines of %d stages", e->pp,
-                        world, e->pp);
-    /* (the ranks of a pipeline share their rows: data parallel over world / stages) */
+    /* (the ranks of a pipeline share their rows: data parallel over world / stages; ranks that
+     * are not whole pipelines are the engine's to refuse) */
     const int dp = engine_dp_world(e), per_step = e->shape.batch * dp;
     const int G = e->global_batch ? e->global_batch : per_step;
     if (G % per_step != 0)

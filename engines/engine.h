@@ -161,7 +161,8 @@ static inline int engine_micro_batches(const engine_config *c)
 /* The pipeline's stages (1: none), the data-parallel ranks (world / stages: those that train
  * different data), and where rank r is in that layout. */
 static inline int engine_pp(const engine_config *c) { return c->pp > 1 ? c->pp : 1; }
-static inline int engine_dp_world(const engine_config *c) { return engine_world(c) / engine_pp(c); }
+static inline int engine_dp_world(const engine_config *c)
+{ return engine_world(c) % engine_pp(c) == 0 ? engine_world(c) / engine_pp(c) : engine_world(c); }
 static inline int engine_dp_rank(const engine_config *c, int rank) { return rank % engine_dp_world(c); }
 static inline int engine_pp_stage(const engine_config *c, int rank) { return rank / engine_dp_world(c); }
 

@@ -927,6 +927,11 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     const machine_rates scaled = pred_scaled(measured), *m = &scaled;
     const int world = engine_world(cfg), stage = world > 1 ? cfg->zero_stage : 0, L = cfg->shape.layers;
     const int M = engine_micro_batches(cfg);
+    if (engine_pp(cfg) > 1) {
+        /* (the bubble and the stages' sends are the next part of the pipeline's work) */
+        snprintf(out->why, sizeof out->why, "--pp %d: the pipeline's schedule is not modelled yet", engine_pp(cfg));
+        return;
+    }
     if (pred_no_collectives(cfg, m, out)) return;
     const double PL = (double)gpt_layer_layout_of(&cfg->shape).total, PE = (double)gpt_embed_layout_of(&cfg->shape).total;
     const double P = PE + L * PL;

@@ -134,11 +134,16 @@ void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out)
 int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
 {
     const int P = engine_pp(cfg), L = cfg->shape.layers;
+    if (engine_world(cfg) % P != 0) {
+        snprintf(err, errlen, "--pp %d: %d rank%s, not a whole number of pipelines of %d stages (--ranks or mpirun -np "
+                 "a multiple of %d)", P, engine_world(cfg), engine_world(cfg) > 1 ? "s" : "", P, P);
+        return -1;
+    }
     if (P > L) {
         snprintf(err, errlen, "--pp %d: more stages than layers (%d)", P, L);
         return -1;
     }
-    if (cfg->world > 1 && engine_world(cfg) != P) {
+    if (engine_world(cfg) != P) {
         snprintf(err, errlen, "--pp %d on %d ranks: data parallelism beside the pipeline (world / P ranks a stage) "
                  "is not built yet: run --pp %d on %d ranks", P, engine_world(cfg), P, P);
         return -1;
@@ -168,7 +173,7 @@ typedef struct pipe_state {
     int32_t *ids;
     gpt_layer_scratch scratch;
     gpt_head_acts head;
-    gpt_event *ev_x_in, *ev_x_out, *ev_dres_in, *ev_bwd_done, *ev_slot_free[64];
+    gpt_event *ev_x_in, *ev_x_out, *ev_dres_in, *ev_bwd_done, *ev_dres_sent, *ev_slot_free[64], *ev_x_sent[64];
     int adam_step;
 } pipe_state;
 
@@ -241,7 +246,8 @@ void megatron_pipeline_free(void *state)
     gpt_event_destroy(st->ev_x_out);
     gpt_event_destroy(st->ev_dres_in);
     gpt_event_destroy(st->ev_bwd_done);
-    for (int i = 0; i < 64; i++) gpt_event_destroy(st->ev_slot_free[i]);
+    gpt_event_destroy(st->ev_dres_sent);
+    for (int i = 0; i < 64; i++) gpt_event_destroy(st->ev_slot_free[i]), gpt_event_destroy(st->ev_x_sent[i]);
     engine_free_all(&st->mem);
     free(st);
 }
@@ -304,11 +310,12 @@ int megatron_pipeline_init(const engine_env *env, void **state)
         (rc = coll_watch(st->bwd_comm, env->dog, "pipeline gradients") ? GPT_ERR_INVALID : GPT_OK) ||
         (rc = coll_watch(st->tie_comm, env->dog, "tied embedding") ? GPT_ERR_INVALID : GPT_OK))
         return rc;
-    gpt_event **evs[] = {&st->ev_x_in, &st->ev_x_out, &st->ev_dres_in, &st->ev_bwd_done};
+    gpt_event **evs[] = {&st->ev_x_in, &st->ev_x_out, &st->ev_dres_in, &st->ev_bwd_done, &st->ev_dres_sent};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if ((rc = gpt_event_create(be, evs[i]))) return rc;
     for (int i = 0; i < z->slots; i++)
-        if ((rc = gpt_event_create(be, &st->ev_slot_free[i]))) return rc;
+        if ((rc = gpt_event_create(be, &st->ev_slot_free[i])) || (rc = gpt_event_create(be, &st->ev_x_sent[i])))
+            return rc;
     void *scratch = NULL, *head = NULL, *staging = NULL;
     if ((rc = alloc_dev(st, (void **)&st->params, z->params, "parameters")) ||
         (rc = alloc_dev(st, &st->wparams, z->wparams, "bf16 working weights")) ||
@@ -356,8 +363,11 @@ static int forward(pipe_state *st, int k, const int32_t *tokens, const int32_t *
     const size_t N = (size_t)sh->batch * sh->seq;
     int32_t *ids = slot_ids(st, k);
     int rc;
-    /* (the slot's ids, input and activations were B(k - S)'s: free once it is done) */
-    if (k >= z->slots && (rc = gpt_stream_wait_event(c, st->ev_slot_free[k % z->slots]))) return rc;
+    /* (the slot's ids, input and activations were B(k - S)'s: free once it is done, and once
+     * F(k - S)'s output has left for the next stage) */
+    if (k >= z->slots && ((rc = gpt_stream_wait_event(c, st->ev_slot_free[k % z->slots])) ||
+                          (!z->last && (rc = gpt_stream_wait_event(c, st->ev_x_sent[k % z->slots])))))
+        return rc;
     if ((rc = gpt_memcpy_h2d(c, ids, tokens + (size_t)k * N, N * sizeof(int32_t))) ||
         (rc = gpt_memcpy_h2d(c, ids + N, targets + (size_t)k * N, N * sizeof(int32_t))))
         return rc;
@@ -382,7 +392,9 @@ static int forward(pipe_state *st, int k, const int32_t *tokens, const int32_t *
     gpt_stream *fs = coll_stream(st->fwd_comm);
     if ((rc = gpt_event_record(st->ev_x_out, c)) || (rc = gpt_stream_wait_event(fs, st->ev_x_out)))
         return rc;
-    return coll_send(st->fwd_comm, slot_input(st, k, z->l1), z->NC * z->act, st->rank + engine_dp_world(st->env.cfg));
+    if ((rc = coll_send(st->fwd_comm, slot_input(st, k, z->l1), z->NC * z->act, st->rank + engine_dp_world(st->env.cfg))))
+        return rc;
+    return gpt_event_record(st->ev_x_sent[k % z->slots], fs);
 }
 
 /* Micro-batch k's backward on this stage. */
@@ -394,6 +406,8 @@ static int backward(pipe_state *st, int k)
     const int step = engine_dp_world(st->env.cfg);
     int rc;
     if (z->last) {
+        /* (dres is the head's output: written once B(k-1)'s dres has left for the stage before) */
+        if (k > 0 && !z->first && (rc = gpt_stream_wait_event(c, st->ev_dres_sent))) return rc;
         gpt_head_backward(c, sh, work_params(st, 0), st->grads, slot_input(st, k, z->l1), &st->head, st->dres);
     } else if ((k > 0 && (rc = gpt_stream_wait_event(bs, st->ev_bwd_done))) ||
                (rc = coll_recv(st->bwd_comm, st->dres, z->NC * z->act, st->rank + step)) ||
@@ -409,8 +423,10 @@ static int backward(pipe_state *st, int k)
     if ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_event_record(st->ev_slot_free[k % z->slots], c)))
         return rc;
     if (z->first) return GPT_OK;
-    if ((rc = gpt_stream_wait_event(bs, st->ev_bwd_done))) return rc;
-    return coll_send(st->bwd_comm, st->dres, z->NC * z->act, st->rank - step);
+    if ((rc = gpt_stream_wait_event(bs, st->ev_bwd_done)) ||
+        (rc = coll_send(st->bwd_comm, st->dres, z->NC * z->act, st->rank - step)))
+        return rc;
+    return gpt_event_record(st->ev_dres_sent, bs);
 }
 
 /* After the last backward, on the first and last stage: block 0's two parts swapped (the first
