@@ -1569,11 +1569,13 @@ int cli_resolve_ranks(run_config *run_cfg, int world, int local_world, char *err
     engine_config *e = &run_cfg->eng;
     e->world = world;
     e->local_world = local_world;
-    const int per_step = e->shape.batch * world;
+    /* (the ranks of a pipeline share their rows: data parallel over world / stages; ranks that
+     * are not whole pipelines are the engine's to refuse) */
+    const int dp = engine_dp_world(e), per_step = e->shape.batch * dp;
     const int G = e->global_batch ? e->global_batch : per_step;
     if (G % per_step != 0)
-        return cli_fail(err, errlen, "--global-batch %d is not a multiple of batch x ranks = %d x %d",
-                        G, e->shape.batch, world);
+        return cli_fail(err, errlen, "--global-batch %d is not a multiple of batch x %s = %d x %d", G,
+                        engine_pp(e) > 1 ? "data-parallel ranks" : "ranks", e->shape.batch, dp);
     e->micro_batches = G / per_step;
     return 0;
 }

@@ -545,7 +545,8 @@ static void train(run_state *s, gpt_backend *be, const data_source *data, const 
     resume_after(s, state);
     int memory_reported = 0, last_logged = s->first;
     for (int it = s->first + 1; s->status == EXIT_RUN_OK && it <= run_cfg->iters; it++) {
-        data_rows(data, it, run_global_batch(&s->ec), comm->rank * rank_rows, rank_rows, tokens,
+        /* (the ranks of one pipeline train the same rows: its data rank's) */
+        data_rows(data, it, run_global_batch(&s->ec), engine_dp_rank(&s->ec, comm->rank) * rank_rows, rank_rows, tokens,
                   targets);
         watchdog_at(s->dog, it, "forward");
         fault_maybe_die(run_cfg, comm->rank, it, FAULT_FORWARD);

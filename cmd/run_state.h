@@ -29,7 +29,7 @@
 /* Samples per optimizer step over all ranks, and per rank. */
 static inline int run_global_batch(const engine_config *ec)
 {
-    return ec->shape.batch * engine_micro_batches(ec) * engine_world(ec);
+    return ec->shape.batch * engine_micro_batches(ec) * engine_dp_world(ec);
 }
 static inline int run_rank_batch(const engine_config *ec)
 {

@@ -83,6 +83,10 @@ typedef struct engine_config {
      * rank runs global_batch / (batch x world) micro-batches and accumulates their grads. */
     int global_batch;
     int zero_stage;          /* --zero-stage 0-3 (megatron-lm on N ranks) */
+    /* --pp P (megatron-lm): pipeline stages; 0 or 1: none.  The ranks are laid out as
+     * Megatron lays them out, the stage outermost: rank = stage x (world / P) + data rank, so
+     * that world / P ranks train each stage data parallel (engine_dp_world). */
+    int pp;
     /* Set by the driver from MPI and --global-batch (plans depend on them): the ranks, the
      * ranks on this machine (they share its host memory and disk), and the micro-batches
      * each rank runs per step.  1, 1, 1 on one rank without --global-batch. */
@@ -154,6 +158,13 @@ static inline int engine_local_world(const engine_config *c)
 { return c->local_world > 1 ? c->local_world : 1; }
 static inline int engine_micro_batches(const engine_config *c)
 { return c->micro_batches > 1 ? c->micro_batches : 1; }
+/* The pipeline's stages (1: none), the data-parallel ranks (world / stages: those that train
+ * different data), and where rank r is in that layout. */
+static inline int engine_pp(const engine_config *c) { return c->pp > 1 ? c->pp : 1; }
+static inline int engine_dp_world(const engine_config *c)
+{ return engine_world(c) % engine_pp(c) == 0 ? engine_world(c) / engine_pp(c) : engine_world(c); }
+static inline int engine_dp_rank(const engine_config *c, int rank) { return rank % engine_dp_world(c); }
+static inline int engine_pp_stage(const engine_config *c, int rank) { return rank / engine_dp_world(c); }
 
 typedef struct engine_plan {
     uint64_t gpu_bytes;

@@ -67,6 +67,7 @@
  * (multi-micro-batch stage 2/3 add per-micro-batch reductions: another order).
  */
 #include "megatron_lm.h"
+#include "megatron_pipeline.h"
 
 #include "runtime/collectives.h"
 #include "runtime/dp.h"
@@ -101,6 +102,7 @@ typedef struct megatron_sizes {
 } megatron_sizes;
 
 typedef struct megatron_state {
+    void *pipeline; /* --pp P > 1: the run is megatron_pipeline.c's (its state); else NULL */
     engine_env env;
     gpt_shape sh;
     megatron_sizes z;
@@ -228,6 +230,10 @@ static megatron_sizes sizes_of(const engine_config *cfg)
 
 static void megatron_plan(const engine_config *cfg, engine_plan *out)
 {
+    if (engine_pp(cfg) > 1) {
+        megatron_pipeline_plan(cfg, out);
+        return;
+    }
     megatron_sizes z = sizes_of(cfg);
     out->gpu_bytes = (uint64_t)z.params_full + z.params_shard + z.wparams_full + z.wparams_shard +
                      z.wslots + z.grads_full + z.grads_embed + z.grads_slots + z.grads_shard +
@@ -303,6 +309,11 @@ static void megatron_free(void *state)
 {
     megatron_state *st = state;
     if (!st) return;
+    if (st->pipeline) {
+        megatron_pipeline_free(st->pipeline);
+        free(st);
+        return;
+    }
     /* Destroying the streams drains them: after a failed step, queued work may still use
      * the buffers freed below (a replayed graph is the compute stream's work). */
     coll_close(st->grad_comm);
@@ -384,6 +395,7 @@ static const char *graphs_unavailable(const engine_config *cfg)
 /* --graphs on where the configuration allows none: refused before the run writes anything. */
 static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
 {
+    if (engine_pp(cfg) > 1 && megatron_pipeline_check(cfg, err, errlen)) return -1;
     const char *why = cfg->graphs == GRAPHS_ON ? graphs_unavailable(cfg) : NULL;
     if (!why) return 0;
     snprintf(err, errlen, "--graphs on: %s", why);
@@ -423,6 +435,10 @@ static int megatron_init(const engine_env *env, void **state)
     megatron_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     st->env = *env;
+    if (engine_pp(env->cfg) > 1) {
+        *state = st;
+        return megatron_pipeline_init(env, &st->pipeline);
+    }
     engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
     st->sh = env->cfg->shape;
     *state = st;
@@ -813,6 +829,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
                          const int32_t *targets, step_result *out)
 {
     megatron_state *st = state;
+    if (st->pipeline) return megatron_pipeline_step(st->pipeline, iteration, tokens, targets, out);
     const gpt_shape *sh = &st->sh;
     gpt_stream *s = st->compute;
     const int N = sh->batch * sh->seq;
@@ -876,6 +893,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
 static int megatron_read_params(void *state, float *host_params)
 {
     megatron_state *st = state;
+    if (st->pipeline) return megatron_pipeline_read_params(st->pipeline, host_params);
     gpt_stream *s = st->compute;
     int rc = gpt_stream_sync(coll_stream(st->param_comm));
     size_t at = 0;
@@ -909,6 +927,11 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     const machine_rates scaled = pred_scaled(measured), *m = &scaled;
     const int world = engine_world(cfg), stage = world > 1 ? cfg->zero_stage : 0, L = cfg->shape.layers;
     const int M = engine_micro_batches(cfg);
+    if (engine_pp(cfg) > 1) {
+        /* (the bubble and the stages' sends are the next part of the pipeline's work) */
+        snprintf(out->why, sizeof out->why, "--pp %d: the pipeline's schedule is not modelled yet", engine_pp(cfg));
+        return;
+    }
     if (pred_no_collectives(cfg, m, out)) return;
     const double PL = (double)gpt_layer_layout_of(&cfg->shape).total, PE = (double)gpt_embed_layout_of(&cfg->shape).total;
     const double P = PE + L * PL;
@@ -982,7 +1005,23 @@ static const option_decl megatron_options[] = {
      .lacks = "has no CUDA graphs", OPTION_INERT(GRAPHS_AUTO, GRAPHS_OFF),
      .help = "replay each step's forward and backward as CUDA graphs, captured at the second step (default auto: "
              "on for one rank on the GPU, unless --profile; on: an error where it cannot)"},
+    /* (the same results as without: in the fingerprint only where given, so that a pipeline's
+     * record is told apart from one rank's) */
+    {.name = "pp", .kind = ARG_INT, .arg = "P", .set = SET_INT, OPTION_FIELD(pp), .lo = 1, .hi = 4096, .dflt = "1",
+     .scope = SCOPE_RESULT_SET, .slot = 55, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN,
+     .lacks = "has no pipeline stages", OPTION_INERT(1),
+     .help = "pipeline parallelism: the layers in P stages (1F1B), world / P ranks each, data parallel; the "
+             "micro-batches (--global-batch) flow through them (default 1: none)"},
 };
+
+/* The plan of what init made: the pipeline's stage's own (its plan beforehand is the largest
+ * stage's); one rank's or a data-parallel rank's is the plan. */
+static void megatron_chosen_plan(void *state, engine_plan *out)
+{
+    const megatron_state *st = state;
+    if (st->pipeline) megatron_pipeline_chosen_plan(st->pipeline, out);
+    else megatron_plan(st->env.cfg, out);
+}
 
 /* Its steady state: from the third step where the second captures the graphs (a capture
  * issues the phase, then replays it), else from the second. */
@@ -1002,6 +1041,7 @@ const engine_vtbl engine_megatron_lm = {
     .plan = megatron_plan,
     .check = megatron_check,
     .init = megatron_init,
+    .chosen_plan = megatron_chosen_plan,
     .step = megatron_step,
     .free = megatron_free,
     .read_params = megatron_read_params,

@@ -354,5 +354,38 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     dp_bad "global batch not a multiple of the batch" "--global-batch 6 is not a multiple of batch x ranks = 4 x 1" 1 -b 4 --global-batch 6
     dp_bad "zero stage out of range" "zero-stage: '4' is not a ZeRO stage" 1 --zero-stage 4
     dp_bad "zero stage on an offload engine" "--zero-stage is megatron-lm's" 1 -m zero-offload --zero-stage 2
+
+    # ---- pipeline parallelism (--pp P, one rank a stage): 1F1B changes no arithmetic ----------
+    # P stages with M micro-batches against one rank with the same M (--global-batch M x B),
+    # bit for bit, losses and final parameters: 2, 3 (the 4 layers split 1, 1, 2) and 4 stages,
+    # M from 1 (nothing in flight) to 8, each --recompute mode, bf16; rank 0's GPU and host
+    # peaks its own stage's plan
+    pp_same() {
+        local what=$1 np=$2 g=$3
+        shift 3
+        dp_run "pp1.$np.$what" 1 -l 4 -b 2 --global-batch "$g" --iters 6 "$@" &&
+            dp_run "pp$np.$what" "$np" -l 4 -b 2 --global-batch "$g" --iters 6 --pp "$np" "$@" &&
+            dp_same "--pp $np, $((g / 2)) micro-batches${*:+ ($*)} = 1 rank with the same" "pp1.$np.$what" "pp$np.$what" &&
+            python3 -c 'import json, glob, sys
+j = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0]))
+m = j["memory"]
+sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"]["peak_bytes"] == m["host"]["planned_bytes"]
+              and any("pipeline: stage 0 of" in n for n in j["engine_notes"])))' "$DP_WORK/pp$np.$what" ||
+            dp_fail "--pp $np ($what): rank 0's peaks are not its stage's plan" "$(grep -h 'memory peak' "$DP_WORK/pp$np.$what"/results/*.txt)"
+    }
+    pp_same m8 2 16
+    pp_same m1 2 2
+    pp_same m3 2 6
+    pp_same m6 3 12
+    pp_same m8 4 16
+    pp_same none 2 8 --recompute none
+    pp_same sel 2 8 --recompute selective
+    pp_same bf16 2 8 --dtype bf16
+    dp_bad "--pp above the layers" "--pp 4: more stages than layers (3)" 4 --pp 4
+    dp_bad "--pp not dividing the ranks" "--pp 2: 3 ranks, not a whole number of pipelines of 2 stages" 3 --pp 2
+    dp_bad "--pp on one rank" "--pp 2: 1 rank, not a whole number of pipelines" 1 --pp 2
+    dp_bad "--pp with data parallelism beside it" "data parallelism beside the pipeline" 4 --pp 2
+    dp_bad "--pp with ZeRO" "the pipeline runs without ZeRO" 2 --pp 2 --zero-stage 1
+    dp_bad "--pp on an offload engine" "l2l has no pipeline stages (megatron-lm's option)" 1 -m l2l --pp 2
 fi
 rm -rf "$DP_WORK"

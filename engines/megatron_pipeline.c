@@ -1,0 +1,563 @@
+/*
+ * megatron_pipeline.c — megatron-lm's pipeline parallelism (--pp P): the layers in P stages,
+ * the micro-batches through them in the 1F1B schedule (PipeDream-Flush, as Megatron runs it).
+ * megatron_lm.c hands its run here when P > 1 (megatron_pipeline.h).
+ *
+ * Ranks: P stages of world / P ranks each, the stage outermost (engine_pp_stage); this first
+ * version runs one rank a stage (world = P: no data parallelism beside the pipeline, ZeRO 0).
+ * Stage s holds layers [l0, l1) = [s L / P, (s + 1) L / P); the first stage also the
+ * embedding, the last the head, which reads the same (tied) embedding block: both stages keep
+ * a copy of block 0, its gradient and its Adam state, and make the same update of it.
+ *
+ * Where things live, per rank (fp32; --dtype bf16: the activations and a working copy of the
+ * weights bf16, with fp32 master weights, gradients and Adam state):
+ *   GPU   its blocks' params, grads, Adam m and v (block 0 first where it has it, then its
+ *         layers), the bf16 working copy; per in-flight micro-batch (S = min(P - s, M) slots)
+ *         the stage's checkpointed layer inputs x[l0..l1] and the activations --recompute
+ *         keeps of its layers, and the ids; one working set, the backward scratch, the
+ *         residual gradient dres (N, C); the first stage the embedding's own part of block
+ *         0's gradient (model.h), the last the head's activations and the M x N losses; the
+ *         (L + 1) block norms
+ *   host  the losses and norms read back, every rank's norms, initialisation staging
+ *
+ * One step, stream by stream, on stage s (warm-up w = min(P - s - 1, M) forwards, then one
+ * forward and one backward in turn, then the backwards left: F0 .. F(w-1), (F(w+j), Bj) ...):
+ *   fwd-comm  Fk's input x[l0] received from stage s - 1 into micro-batch k's slot (once the
+ *             slot's last user, B(k - S), is done); Fk's output x[l1] sent to s + 1
+ *   bwd-comm  Bk's dres received from s + 1 (once the backward before it is done with
+ *             dres); dL/dx[l0] sent to s - 1 after Bk
+ *   compute   Fk: (first) ids in, embedding; layers l0 .. l1-1; (last) head: losses and the
+ *             head's part of block 0's gradient.  Bk: (last) head backward; layers l1-1 ..
+ *             l0 (recomputed from their inputs as --recompute says, but the model's last
+ *             layer, whose forward is just before); (first) embedding backward into the
+ *             embedding's part.  A layer's gradient is overwritten by B0 and accumulated by
+ *             the rest, in micro-batch order, as one rank accumulates them.
+ *   tie-comm  after BM-1: the first and last stage swap their parts of block 0's gradient
+ *             (the embedding's, the head's) and each adds them, head's + embedding's, the
+ *             sum one rank makes (model.h's tied embedding); the block norms and the loss
+ *             then gathered on the host: every rank combines the same table, in the model's
+ *             block order, so the global norm is one rank's to the bit
+ *   compute   clip, lr, AdamW of its blocks.
+ * So --pp P with M micro-batches gives the losses and parameters of one rank with the same M
+ * (--global-batch M x B), bit for bit: the same ops on the same values in the same order.
+ */
+#include "megatron_pipeline.h"
+
+#include "runtime/collectives.h"
+#include "runtime/dp.h"
+#include "runtime/timer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What a stage holds, from the configuration alone (plans and init share it). */
+typedef struct pipe_layout {
+    int P, stage, M, slots;    /* stages, this one, micro-batches, in-flight slots */
+    int l0, l1, Ls;            /* its layers [l0, l1) */
+    int first, last, has_embed;
+    size_t PE, PL, nparams;    /* floats: the embedding block, a layer block, its blocks */
+    size_t NC;                 /* floats of one (N, C) activation */
+    size_t act;                /* bytes of one activation element */
+    /* bytes of each allocation */
+    size_t params, wparams, grads, adam, embed_in, inputs, layer_acts, scratch, head, dres, ids, norms,
+        losses, host_losses, host_norms, host_staging;
+} pipe_layout;
+
+static pipe_layout layout_of(const engine_config *cfg, int rank)
+{
+    const gpt_shape *sh = &cfg->shape;
+    const gpt_dtype dt = cfg->bf16 ? GPT_BF16 : GPT_F32;
+    const size_t f = sizeof(float), N = (size_t)sh->batch * sh->seq;
+    pipe_layout z;
+    memset(&z, 0, sizeof z);
+    z.P = engine_pp(cfg);
+    z.stage = engine_pp_stage(cfg, rank);
+    z.M = engine_micro_batches(cfg);
+    z.slots = z.P - z.stage < z.M ? z.P - z.stage : z.M;
+    z.l0 = (int)((long long)z.stage * sh->layers / z.P);
+    z.l1 = (int)((long long)(z.stage + 1) * sh->layers / z.P);
+    z.Ls = z.l1 - z.l0;
+    z.first = z.stage == 0;
+    z.last = z.stage == z.P - 1;
+    z.has_embed = z.first || z.last;
+    z.PE = gpt_embed_layout_of(sh).total;
+    z.PL = gpt_layer_layout_of(sh).total;
+    z.nparams = (z.has_embed ? z.PE : 0) + (size_t)z.Ls * z.PL;
+    z.NC = N * (size_t)sh->hidden;
+    z.act = gpt_dtype_size(dt);
+    z.params = z.nparams * f;
+    z.wparams = cfg->bf16 ? gpt_act_bytes(z.nparams, dt) : 0;
+    z.grads = z.nparams * f;
+    z.adam = z.nparams * f;
+    /* (the first stage's own part; the last stage's copy of it, received for the join) */
+    z.embed_in = z.has_embed && z.P > 1 ? z.PE * f : z.first ? z.PE * f : 0;
+    z.inputs = gpt_act_bytes((size_t)z.slots * (size_t)(z.Ls + 1) * z.NC, dt);
+    z.layer_acts = gpt_layers_acts_bytes(sh, dt, cfg->recompute, z.slots * z.Ls);
+    z.scratch = gpt_layer_scratch_bytes(sh, dt);
+    z.head = z.last ? gpt_head_acts_bytes(sh, dt) : 0;
+    z.dres = gpt_act_bytes(z.NC, dt);
+    z.ids = (size_t)z.slots * 2 * N * sizeof(int32_t);
+    z.norms = (size_t)(sh->layers + 1) * f;
+    z.losses = z.last ? (size_t)z.M * N * f : 0;
+    z.host_losses = z.last ? (size_t)z.M * N * f : 0;
+    /* this rank's table, then every rank's */
+    z.host_norms = (size_t)(sh->layers + 1) * (1 + (size_t)engine_world(cfg)) * f;
+    z.host_staging = (z.PE > z.PL ? z.PE : z.PL) * f;
+    return z;
+}
+
+static void plan_of(const pipe_layout *z, engine_plan *out)
+{
+    out->gpu_bytes = (uint64_t)z->params + z->wparams + z->grads + 2 * (uint64_t)z->adam + z->embed_in + z->inputs +
+                     z->layer_acts + z->scratch + z->head + z->dres + z->ids + z->norms + z->losses;
+    out->host_bytes = (uint64_t)z->host_losses + z->host_norms + z->host_staging;
+    out->disk_bytes = 0;
+}
+
+void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out)
+{
+    /* (before the ranks start, the plan is the largest stage's: each rank's own replaces it
+     * once it is made, megatron_pipeline_chosen_plan) */
+    memset(out, 0, sizeof *out);
+    const int P = engine_pp(cfg), per_stage = engine_dp_world(cfg);
+    for (int s = 0; s < P; s++) {
+        engine_plan p;
+        const pipe_layout z = layout_of(cfg, s * per_stage);
+        plan_of(&z, &p);
+        if (p.gpu_bytes > out->gpu_bytes) out->gpu_bytes = p.gpu_bytes;
+        if (p.host_bytes > out->host_bytes) out->host_bytes = p.host_bytes;
+    }
+}
+
+int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
+{
+    const int P = engine_pp(cfg), L = cfg->shape.layers;
+    if (engine_world(cfg) % P != 0) {
+        snprintf(err, errlen, "--pp %d: %d rank%s, not a whole number of pipelines of %d stages (--ranks or mpirun -np "
+                 "a multiple of %d)", P, engine_world(cfg), engine_world(cfg) > 1 ? "s" : "", P, P);
+        return -1;
+    }
+    if (P > L) {
+        snprintf(err, errlen, "--pp %d: more stages than layers (%d)", P, L);
+        return -1;
+    }
+    if (engine_world(cfg) != P) {
+        snprintf(err, errlen, "--pp %d on %d ranks: data parallelism beside the pipeline (world / P ranks a stage) "
+                 "is not built yet: run --pp %d on %d ranks", P, engine_world(cfg), P, P);
+        return -1;
+    }
+    if (cfg->zero_stage != 0) {
+        snprintf(err, errlen, "--pp %d with --zero-stage %d: the pipeline runs without ZeRO (one rank a stage)", P,
+                 cfg->zero_stage);
+        return -1;
+    }
+    if (cfg->graphs == GRAPHS_ON) {
+        snprintf(err, errlen, "--graphs on with --pp %d: a stage's step waits on its neighbours' sends", P);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct pipe_state {
+    engine_env env;
+    gpt_shape sh;
+    pipe_layout z;
+    int rank, world;
+    gpt_stream *compute;
+    coll_group *fwd_comm, *bwd_comm, *tie_comm;
+    engine_allocs mem;
+    float *params, *grads, *adam_m, *adam_v, *embed_in, *norms, *losses, *host_losses, *host_norms;
+    void *wparams, *inputs, *layer_acts, *dres;
+    int32_t *ids;
+    gpt_layer_scratch scratch;
+    gpt_head_acts head;
+    gpt_event *ev_x_in, *ev_x_out, *ev_dres_in, *ev_bwd_done, *ev_dres_sent, *ev_slot_free[64], *ev_x_sent[64];
+    int adam_step;
+} pipe_state;
+
+/* ---- where things are ---------------------------------------------------------------------- */
+
+/* Offset (floats) of model block b in this stage's arrays (block 0 first where it has it). */
+static size_t block_off(const pipe_state *st, int b)
+{
+    const pipe_layout *z = &st->z;
+    if (b == 0) return 0;
+    return (z->has_embed ? z->PE : 0) + (size_t)(b - 1 - z->l0) * z->PL;
+}
+
+static size_t block_len(const pipe_state *st, int b) { return b == 0 ? st->z.PE : st->z.PL; }
+
+/* The working weights the ops read for block b. */
+static const void *work_params(const pipe_state *st, int b)
+{
+    if (st->wparams) return (const char *)st->wparams + block_off(st, b) * st->z.act;
+    return st->params + block_off(st, b);
+}
+
+/* x[l] of micro-batch k's slot (l from l0 to l1). */
+static void *slot_input(const pipe_state *st, int k, int l)
+{
+    const pipe_layout *z = &st->z;
+    const size_t at = ((size_t)(k % z->slots) * (size_t)(z->Ls + 1) + (size_t)(l - z->l0)) * z->NC;
+    return (char *)st->inputs + at * z->act;
+}
+
+static int32_t *slot_ids(const pipe_state *st, int k)
+{
+    const size_t N = (size_t)st->sh.batch * st->sh.seq;
+    return st->ids + (size_t)(k % st->z.slots) * 2 * N;
+}
+
+/* The rank of this one's pipeline that owns model block b (block 0: the first stage's copy, the
+ * one whose norm counts): the stage whose [l0, l1) holds layer b - 1. */
+static int owner_of_block(const pipe_state *st, int b)
+{
+    const int L = st->sh.layers, P = st->z.P;
+    int s = 0;
+    while (b > 0 && s + 1 < P && (long long)(s + 1) * L / P <= b - 1) s++;
+    return s * engine_dp_world(st->env.cfg) + engine_dp_rank(st->env.cfg, st->rank);
+}
+
+/* Layer l's activations in micro-batch k's slot; for its backward, the model's last layer
+ * keeps what its forward made (the head alone ran between them, on the last stage). */
+static gpt_layer_acts slot_acts(const pipe_state *st, int k, int l, int backward)
+{
+    const pipe_layout *z = &st->z;
+    gpt_layer_acts a;
+    gpt_layers_acts_carve(&a, st->layer_acts, &st->sh, st->env.be->dtype, st->env.cfg->recompute,
+                          (k % z->slots) * z->Ls + (l - z->l0));
+    if (backward && l == st->sh.layers - 1) a.recompute = GPT_RECOMPUTE_NONE;
+    return a;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------------ */
+
+void megatron_pipeline_free(void *state)
+{
+    pipe_state *st = state;
+    if (!st) return;
+    coll_close(st->fwd_comm);
+    coll_close(st->bwd_comm);
+    coll_close(st->tie_comm);
+    if (st->compute) st->env.be->ops->stream_destroy(st->compute);
+    gpt_event_destroy(st->ev_x_in);
+    gpt_event_destroy(st->ev_x_out);
+    gpt_event_destroy(st->ev_dres_in);
+    gpt_event_destroy(st->ev_bwd_done);
+    gpt_event_destroy(st->ev_dres_sent);
+    for (int i = 0; i < 64; i++) gpt_event_destroy(st->ev_slot_free[i]), gpt_event_destroy(st->ev_x_sent[i]);
+    engine_free_all(&st->mem);
+    free(st);
+}
+
+static int alloc_dev(pipe_state *st, void **ptr, size_t bytes, const char *what)
+{
+    *ptr = NULL;
+    return bytes ? engine_alloc(&st->mem, MEM_GPU, ptr, bytes, what) : GPT_OK;
+}
+
+static int alloc_host(pipe_state *st, void **ptr, size_t bytes, const char *what)
+{
+    *ptr = NULL;
+    return bytes ? engine_alloc(&st->mem, MEM_HOST, ptr, bytes, what) : GPT_OK;
+}
+
+/* Its blocks from the model's initialisation (the same values one rank makes), block by block
+ * through the staging block; the bf16 working copy converted from them on the device. */
+static int init_params(pipe_state *st, float *staging)
+{
+    const pipe_layout *z = &st->z;
+    gpt_stream *s = st->compute;
+    int rc = gpt_stream_memset_zero(s, st->adam_m, z->adam);
+    if (!rc) rc = gpt_stream_memset_zero(s, st->adam_v, z->adam);
+    if (!rc) rc = gpt_stream_memset_zero(s, st->grads, z->grads);
+    for (int b = 0; !rc && b <= st->sh.layers; b++) {
+        if (b == 0 ? !z->has_embed : (b - 1 < z->l0 || b - 1 >= z->l1)) continue;
+        if (b == 0) engine_init_embed(&st->env, staging, &st->sh, st->env.cfg->seed);
+        else engine_init_layer(&st->env, staging, &st->sh, b - 1, st->env.cfg->seed);
+        float *mine = st->params + block_off(st, b);
+        rc = gpt_memcpy_h2d(s, mine, staging, block_len(st, b) * sizeof(float));
+        if (!rc && st->wparams)
+            gpt_params_to_act(s, (char *)st->wparams + block_off(st, b) * z->act, mine, block_len(st, b));
+        if (!rc) rc = gpt_stream_sync(s); /* (the staging block is refilled next) */
+    }
+    return rc;
+}
+
+int megatron_pipeline_init(const engine_env *env, void **state)
+{
+    *state = NULL;
+    pipe_state *st = calloc(1, sizeof *st);
+    if (!st) return GPT_ERR_OOM;
+    *state = st;
+    st->env = *env;
+    st->sh = env->cfg->shape;
+    st->rank = env->rank;
+    st->world = env->world;
+    st->z = layout_of(env->cfg, env->rank);
+    const pipe_layout *z = &st->z;
+    if (z->slots > 64) return engine_fail(env, GPT_ERR_INVALID, "--pp: more than 64 micro-batches in flight");
+    engine_allocs_init(&st->mem, env->gpu, env->host, env->be);
+    gpt_backend *be = env->be;
+    int rc;
+    if ((rc = be->ops->stream_create(be, &st->compute)) ||
+        (rc = coll_open(&st->fwd_comm, be, env->rank, env->world)) ||
+        (rc = coll_open(&st->bwd_comm, be, env->rank, env->world)) ||
+        (rc = coll_open(&st->tie_comm, be, env->rank, env->world)) ||
+        (rc = coll_watch(st->fwd_comm, env->dog, "pipeline activations") ? GPT_ERR_INVALID : GPT_OK) ||
+        (rc = coll_watch(st->bwd_comm, env->dog, "pipeline gradients") ? GPT_ERR_INVALID : GPT_OK) ||
+        (rc = coll_watch(st->tie_comm, env->dog, "tied embedding") ? GPT_ERR_INVALID : GPT_OK))
+        return rc;
+    gpt_event **evs[] = {&st->ev_x_in, &st->ev_x_out, &st->ev_dres_in, &st->ev_bwd_done, &st->ev_dres_sent};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if ((rc = gpt_event_create(be, evs[i]))) return rc;
+    for (int i = 0; i < z->slots; i++)
+        if ((rc = gpt_event_create(be, &st->ev_slot_free[i])) || (rc = gpt_event_create(be, &st->ev_x_sent[i])))
+            return rc;
+    void *scratch = NULL, *head = NULL, *staging = NULL;
+    if ((rc = alloc_dev(st, (void **)&st->params, z->params, "parameters")) ||
+        (rc = alloc_dev(st, &st->wparams, z->wparams, "bf16 working weights")) ||
+        (rc = alloc_dev(st, (void **)&st->grads, z->grads, "gradients")) ||
+        (rc = alloc_dev(st, (void **)&st->adam_m, z->adam, "Adam m")) ||
+        (rc = alloc_dev(st, (void **)&st->adam_v, z->adam, "Adam v")) ||
+        (rc = alloc_dev(st, (void **)&st->embed_in, z->embed_in, "embedding's own gradients")) ||
+        (rc = alloc_dev(st, &st->inputs, z->inputs, "checkpointed layer inputs (per micro-batch in flight)")) ||
+        (rc = alloc_dev(st, &st->layer_acts, z->layer_acts, "layer activations")) ||
+        (rc = alloc_dev(st, &scratch, z->scratch, "backward scratch")) ||
+        (rc = alloc_dev(st, &head, z->head, "logits and head activations")) ||
+        (rc = alloc_dev(st, &st->dres, z->dres, "residual gradient")) ||
+        (rc = alloc_dev(st, (void **)&st->ids, z->ids, "token ids")) ||
+        (rc = alloc_dev(st, (void **)&st->norms, z->norms, "block norms")) ||
+        (rc = alloc_dev(st, (void **)&st->losses, z->losses, "per-token losses")) ||
+        (rc = alloc_host(st, (void **)&st->host_losses, z->host_losses, "losses read-back")) ||
+        (rc = alloc_host(st, (void **)&st->host_norms, z->host_norms, "norms read-back")) ||
+        (rc = alloc_host(st, &staging, z->host_staging, "initialisation staging")))
+        return rc;
+    gpt_layer_scratch_carve_as(&st->scratch, scratch, &st->sh, be->dtype);
+    if (head) {
+        gpt_head_acts_carve_as(&st->head, head, &st->sh, be->dtype);
+        st->head.grad_divisor = z->M;
+    }
+    rc = init_params(st, staging);
+    engine_free_last(&st->mem); /* (the staging block: the last allocation) */
+    if (!rc && (rc = gpt_stream_memset_zero(st->compute, st->norms, z->norms))) return rc;
+    if (!rc)
+        engine_note(env, "megatron-lm pipeline: stage %d of %d, layers %d-%d%s%s, %d micro-batch%s, %d in flight (1F1B)",
+                    z->stage, z->P, z->l0, z->l1 - 1, z->first ? ", the embedding" : "", z->last ? ", the head" : "",
+                    z->M, z->M > 1 ? "es" : "", z->slots);
+    return rc;
+}
+
+void megatron_pipeline_chosen_plan(void *state, engine_plan *out) { plan_of(&((pipe_state *)state)->z, out); }
+
+/* ---- the step ------------------------------------------------------------------------------ */
+
+/* Micro-batch k's forward on this stage. */
+static int forward(pipe_state *st, int k, const int32_t *tokens, const int32_t *targets)
+{
+    const pipe_layout *z = &st->z;
+    const gpt_shape *sh = &st->sh;
+    gpt_stream *c = st->compute;
+    const size_t N = (size_t)sh->batch * sh->seq;
+    int32_t *ids = slot_ids(st, k);
+    int rc;
+    /* (the slot's ids, input and activations were B(k - S)'s: free once it is done, and once
+     * F(k - S)'s output has left for the next stage) */
+    if (k >= z->slots && ((rc = gpt_stream_wait_event(c, st->ev_slot_free[k % z->slots])) ||
+                          (!z->last && (rc = gpt_stream_wait_event(c, st->ev_x_sent[k % z->slots])))))
+        return rc;
+    if ((rc = gpt_memcpy_h2d(c, ids, tokens + (size_t)k * N, N * sizeof(int32_t))) ||
+        (rc = gpt_memcpy_h2d(c, ids + N, targets + (size_t)k * N, N * sizeof(int32_t))))
+        return rc;
+    if (z->first) {
+        gpt_embed_forward(c, sh, work_params(st, 0), ids, slot_input(st, k, z->l0));
+    } else {
+        gpt_stream *fs = coll_stream(st->fwd_comm);
+        if ((k >= z->slots && (rc = gpt_stream_wait_event(fs, st->ev_slot_free[k % z->slots]))) ||
+            (rc = coll_recv(st->fwd_comm, slot_input(st, k, z->l0), z->NC * z->act, st->rank - engine_dp_world(st->env.cfg))) ||
+            (rc = gpt_event_record(st->ev_x_in, fs)) || (rc = gpt_stream_wait_event(c, st->ev_x_in)))
+            return rc;
+    }
+    for (int l = z->l0; l < z->l1; l++) {
+        gpt_layer_acts a = slot_acts(st, k, l, 0);
+        gpt_layer_forward(c, sh, work_params(st, 1 + l), slot_input(st, k, l), slot_input(st, k, l + 1), &a);
+    }
+    if (z->last) {
+        st->head.losses = st->losses + (size_t)k * N;
+        gpt_head_forward(c, sh, work_params(st, 0), st->grads, slot_input(st, k, z->l1), ids + N, &st->head);
+        return GPT_OK;
+    }
+    gpt_stream *fs = coll_stream(st->fwd_comm);
+    if ((rc = gpt_event_record(st->ev_x_out, c)) || (rc = gpt_stream_wait_event(fs, st->ev_x_out)))
+        return rc;
+    if ((rc = coll_send(st->fwd_comm, slot_input(st, k, z->l1), z->NC * z->act, st->rank + engine_dp_world(st->env.cfg))))
+        return rc;
+    return gpt_event_record(st->ev_x_sent[k % z->slots], fs);
+}
+
+/* Micro-batch k's backward on this stage. */
+static int backward(pipe_state *st, int k)
+{
+    const pipe_layout *z = &st->z;
+    const gpt_shape *sh = &st->sh;
+    gpt_stream *c = st->compute, *bs = coll_stream(st->bwd_comm);
+    const int step = engine_dp_world(st->env.cfg);
+    int rc;
+    if (z->last) {
+        /* (dres is the head's output: written once B(k-1)'s dres has left for the stage before) */
+        if (k > 0 && !z->first && (rc = gpt_stream_wait_event(c, st->ev_dres_sent))) return rc;
+        gpt_head_backward(c, sh, work_params(st, 0), st->grads, slot_input(st, k, z->l1), &st->head, st->dres);
+    } else if ((k > 0 && (rc = gpt_stream_wait_event(bs, st->ev_bwd_done))) ||
+               (rc = coll_recv(st->bwd_comm, st->dres, z->NC * z->act, st->rank + step)) ||
+               (rc = gpt_event_record(st->ev_dres_in, bs)) || (rc = gpt_stream_wait_event(c, st->ev_dres_in))) {
+        return rc;
+    }
+    for (int l = z->l1 - 1; l >= z->l0; l--) {
+        gpt_layer_acts a = slot_acts(st, k, l, 1);
+        gpt_layer_backward(c, sh, work_params(st, 1 + l), st->grads + block_off(st, 1 + l), slot_input(st, k, l),
+                           st->dres, &a, &st->scratch, k == 0 ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE);
+    }
+    if (z->first) gpt_embed_backward(c, sh, st->embed_in, st->dres, slot_ids(st, k));
+    if ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_event_record(st->ev_slot_free[k % z->slots], c)))
+        return rc;
+    if (z->first) return GPT_OK;
+    if ((rc = gpt_stream_wait_event(bs, st->ev_bwd_done)) ||
+        (rc = coll_send(st->bwd_comm, st->dres, z->NC * z->act, st->rank - step)))
+        return rc;
+    return gpt_event_record(st->ev_dres_sent, bs);
+}
+
+/* After the last backward, on the first and last stage: block 0's two parts swapped (the first
+ * sends the embedding's and gets the head's into its block 0, the last the other way round)
+ * and joined, head's + embedding's, as one rank joins them (model.h). */
+static int join_embedding(pipe_state *st)
+{
+    const pipe_layout *z = &st->z;
+    gpt_stream *c = st->compute, *ts = coll_stream(st->tie_comm);
+    if (!z->has_embed) return GPT_OK;
+    if (!(z->first && z->last)) {
+        const int dpw = engine_dp_world(st->env.cfg), me = engine_dp_rank(st->env.cfg, st->rank);
+        const int peer = z->first ? me + (z->P - 1) * dpw : me;
+        float *send = z->first ? st->embed_in : st->grads, *recv = z->first ? st->grads : st->embed_in;
+        int rc;
+        if ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_stream_wait_event(ts, st->ev_bwd_done)) ||
+            (rc = coll_sendrecv(st->tie_comm, send, peer, recv, peer, z->PE * sizeof(float))) ||
+            (rc = gpt_event_record(st->ev_x_in, ts)) || (rc = gpt_stream_wait_event(c, st->ev_x_in)))
+            return rc;
+    }
+    gpt_embed_grads_join(c, st->grads, st->embed_in, z->PE);
+    return GPT_OK;
+}
+
+/* The step's loss, its blocks' norms, every rank's norms gathered and combined in the model's
+ * block order (the owner's entry of each: block 0's from the first stage), as one rank does. */
+static int outcome(pipe_state *st, step_result *out)
+{
+    const pipe_layout *z = &st->z;
+    const int L = st->sh.layers, N = st->sh.batch * st->sh.seq;
+    gpt_stream *c = st->compute;
+    for (int b = z->first ? 0 : 1 + z->l0; b <= z->l1; b++)
+        dp_block_shard_norms(c, st->grads + block_off(st, b), block_len(st, b), 1, st->norms + b);
+    int rc;
+    if ((rc = gpt_memcpy_d2h(c, st->host_norms, st->norms, (size_t)(L + 1) * sizeof(float))) ||
+        (z->last && (rc = gpt_memcpy_d2h(c, st->host_losses, st->losses, (size_t)z->M * N * sizeof(float)))) ||
+        (rc = gpt_stream_sync(c)))
+        return rc;
+    double local = 0;
+    for (int k = 0; z->last && k < z->M; k++) local += gpt_mean_loss(st->host_losses + (size_t)k * N, N);
+    /* (the last stage's sum; every other adds 0, which changes no bit) */
+    if ((rc = coll_host_sum_doubles(st->tie_comm, &local, 1))) return rc;
+    out->loss = z->M == 1 ? local : local / z->M;
+    float *all = st->host_norms + (L + 1), *table = st->host_norms;
+    if ((rc = coll_host_all_gather(st->tie_comm, all, st->host_norms, (size_t)(L + 1) * sizeof(float)))) return rc;
+    for (int b = 0; b <= L; b++)
+        table[b] = all[(size_t)owner_of_block(st, b) * (L + 1) + b];
+    out->grad_norm = gpt_combine_norms(table, L + 1);
+    out->skipped = !isfinite(out->grad_norm);
+    return GPT_OK;
+}
+
+static void optimizer(pipe_state *st, int iteration, step_result *out)
+{
+    const pipe_layout *z = &st->z;
+    const engine_config *cfg = st->env.cfg;
+    out->lr = gpt_lr_at(&cfg->optim, iteration);
+    if (out->skipped) return;
+    const float lr = (float)out->lr, scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
+    const int t = ++st->adam_step;
+    for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {
+        if (b > 0 && b - 1 < z->l0) continue;
+        const size_t off = block_off(st, b);
+        void *act = st->wparams ? (char *)st->wparams + off * z->act : NULL;
+        const size_t n_decay = b == 0 ? gpt_embed_layout_of(&st->sh).n_decay : gpt_layer_layout_of(&st->sh).n_decay;
+        gpt_block_adamw_act(st->compute, st->params + off, act, st->grads + off, st->adam_m + off, st->adam_v + off,
+                            block_len(st, b), n_decay, &cfg->optim, lr, t, scale);
+    }
+}
+
+int megatron_pipeline_step(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
+                           step_result *out)
+{
+    pipe_state *st = state;
+    const pipe_layout *z = &st->z;
+    gpt_stream *c = st->compute;
+    int rc = GPT_OK;
+    const double t0 = wall_ms();
+    /* block 0's parts accumulate: the head's (last stage) in its gradient, the embedding's
+     * (first) in its own; the layers' are overwritten by the first backward */
+    if (z->last) rc = gpt_stream_memset_zero(c, st->grads, z->PE * sizeof(float));
+    if (!rc && z->first) rc = gpt_stream_memset_zero(c, st->embed_in, z->embed_in);
+    if (rc) return rc;
+    const int warm = z->P - z->stage - 1 < z->M ? z->P - z->stage - 1 : z->M;
+    int nf = 0, nb = 0;
+    while (nf < warm)
+        if ((rc = forward(st, nf++, tokens, targets))) return rc;
+    while (nf < z->M) {
+        if ((rc = forward(st, nf++, tokens, targets))) return rc;
+        if (nb == 0) engine_fault_point(&st->env, iteration, FAULT_BACKWARD);
+        if ((rc = backward(st, nb++))) return rc;
+    }
+    while (nb < z->M) {
+        if (nb == 0) engine_fault_point(&st->env, iteration, FAULT_BACKWARD);
+        if ((rc = backward(st, nb++))) return rc;
+    }
+    if ((rc = join_embedding(st)) || (rc = gpt_stream_sync(coll_stream(st->fwd_comm))) ||
+        (rc = gpt_stream_sync(coll_stream(st->bwd_comm))) || (rc = outcome(st, out)))
+        return rc;
+    const double t1 = wall_ms();
+    optimizer(st, iteration, out);
+    if ((rc = gpt_stream_sync(c)) || (rc = gpt_stream_sync(coll_stream(st->tie_comm)))) return rc;
+    /* (the forwards and backwards interleave: their time is the backward's) */
+    out->ms_forward = 0;
+    out->ms_backward = t1 - t0;
+    out->ms_optimizer = wall_ms() - t1;
+    return GPT_OK;
+}
+
+int megatron_pipeline_read_params(void *state, float *host_params)
+{
+    pipe_state *st = state;
+    const pipe_layout *z = &st->z;
+    const int L = st->sh.layers;
+    const size_t total = z->PE + (size_t)L * z->PL;
+    /* (for tests and --save-params: host arrays outside the budget, every rank's whole model) */
+    float *mine = calloc(total, sizeof(float)), *all = malloc(total * (size_t)st->world * sizeof(float));
+    int rc = mine && all ? GPT_OK : GPT_ERR_OOM;
+    for (int b = 0; !rc && b <= L; b++) {
+        if (b == 0 ? !z->has_embed : (b - 1 < z->l0 || b - 1 >= z->l1)) continue;
+        const size_t at = b == 0 ? 0 : z->PE + (size_t)(b - 1) * z->PL;
+        rc = gpt_memcpy_d2h(st->compute, mine + at, st->params + block_off(st, b), block_len(st, b) * sizeof(float));
+    }
+    if (!rc) rc = gpt_stream_sync(st->compute);
+    if (!rc) rc = coll_host_all_gather(st->tie_comm, all, mine, total * sizeof(float));
+    for (int b = 0; !rc && b <= L; b++) {
+        const int owner = owner_of_block(st, b);
+        const size_t at = b == 0 ? 0 : z->PE + (size_t)(b - 1) * z->PL;
+        memcpy(host_params + at, all + (size_t)owner * total + at, block_len(st, b) * sizeof(float));
+    }
+    free(mine);
+    free(all);
+    return rc;
+}

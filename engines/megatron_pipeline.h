@@ -1,0 +1,20 @@
+/*
+ * megatron_pipeline.h — megatron-lm's pipeline parallelism (--pp P > 1), which megatron_lm.c
+ * hands a run to: the engine vtable's plan, check, init, chosen plan, step, read_params and
+ * free for it (megatron_pipeline.c says where everything lives and the schedule).
+ */
+#ifndef AEBENCH_MEGATRON_PIPELINE_H
+#define AEBENCH_MEGATRON_PIPELINE_H
+
+#include "engine.h"
+
+void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out);
+int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen);
+int megatron_pipeline_init(const engine_env *env, void **state);
+void megatron_pipeline_chosen_plan(void *state, engine_plan *out);
+int megatron_pipeline_step(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
+                           step_result *out);
+int megatron_pipeline_read_params(void *state, float *host_params);
+void megatron_pipeline_free(void *state);
+
+#endif
