@@ -256,9 +256,9 @@ static void json_summary(cJSON *root, const run_state *s)
         cJSON_AddNumberToObject(sum, "samples_per_second", global_batch * 1000.0 / med);
         /* per rank, as the artifact's "per GPU" figures */
         cJSON_AddNumberToObject(sum, "model_tflops",
-                                gpt_model_flops(&ec->shape) * engine_micro_batches(ec) / (med * 1e-3) / 1e12);
+                                run_rank_model_flops(ec) / (med * 1e-3) / 1e12);
         cJSON_AddNumberToObject(sum, "effective_tflops",
-                                effective_tflops(s->params, run_rank_batch(ec), ec->shape.seq, med * 1e-3));
+                                effective_tflops(s->params / (uint64_t)engine_pp(ec), run_rank_batch(ec), ec->shape.seq, med * 1e-3));
         cJSON_AddNumberToObject(sum, "first_loss", s->iters[s->first].r.loss);
         cJSON_AddNumberToObject(sum, "final_loss", s->iters[s->done - 1].r.loss);
     }

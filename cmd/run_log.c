@@ -185,7 +185,7 @@ void run_log_interval(run_state *s, int first, int last, int *memory_reported)
     fmt_iteration_line(line, sizeof line, last, s->run_cfg->iters, ms, cur->r.lr, global_batch, loss,
                        cur->r.grad_norm, skipped, nans);
     run_logline(s, "%s", line);
-    fmt_tflops_line(line, sizeof line, effective_tflops(s->params, run_rank_batch(ec), ec->shape.seq, ms * 1e-3),
+    fmt_tflops_line(line, sizeof line, effective_tflops(s->params / (uint64_t)engine_pp(ec), run_rank_batch(ec), ec->shape.seq, ms * 1e-3),
                     s->params);
     run_logline(s, "%s", line);
     fmt_throughput_line(line, sizeof line, s->world, global_batch, ms * 1e-3, global_batch * 1000.0 / ms);
@@ -260,7 +260,7 @@ void run_print_summary(run_state *s)
         printf("  done: median %.1f ms/it | %.2f samples/s | %.3f TFLOP/s (model) | peak GPU %s, "
                "host %s | loss %.4f -> %.4f\n",
                med, global_batch * 1000.0 / med,
-               gpt_model_flops(&s->ec.shape) * engine_micro_batches(&s->ec) / (med * 1e-3) / 1e12,
+               run_rank_model_flops(&s->ec) / (med * 1e-3) / 1e12,
                g, h, s->iters[s->first].r.loss, s->iters[s->done - 1].r.loss);
         if (s->ec.optim.clip > 0 && engine_takes_option(s->eng, "clip-speculate")) {
             int ahead = 0, redone = 0;
