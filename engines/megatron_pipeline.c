@@ -3,8 +3,9 @@
  * the micro-batches through them in the 1F1B schedule (PipeDream-Flush, as Megatron runs it).
  * megatron_lm.c hands its run here when P > 1 (megatron_pipeline.h).
  *
- * Ranks: P stages of world / P ranks each, the stage outermost (engine_pp_stage); this first
- * version runs one rank a stage (world = P: no data parallelism beside the pipeline, ZeRO 0).
+ * Ranks: P stages of D = world / P ranks each, the stage outermost (engine_pp_stage): D
+ * pipelines side by side, data parallel (DDP: each rank of a stage keeps its blocks whole, their
+ * gradients all-reduced over the stage's D ranks; ZeRO is not built with it yet).
  * Stage s holds layers [l0, l1) = [s L / P, (s + 1) L / P); the first stage also the
  * embedding, the last the head, which reads the same (tied) embedding block: both stages keep
  * a copy of block 0, its gradient and its Adam state, and make the same update of it.
@@ -34,9 +35,11 @@
  *             the rest, in micro-batch order, as one rank accumulates them.
  *   tie-comm  after BM-1: the first and last stage swap their parts of block 0's gradient
  *             (the embedding's, the head's) and each adds them, head's + embedding's, the
- *             sum one rank makes (model.h's tied embedding); the block norms and the loss
- *             then gathered on the host: every rank combines the same table, in the model's
- *             block order, so the global norm is one rank's to the bit
+ *             sum one rank makes (model.h's tied embedding)
+ *   dp-comm   (D > 1) each of its blocks' gradients all-reduced over the stage's D ranks, and
+ *             its (block, shard) norms taken behind it (runtime/dp.h), as megatron-lm's DDP
+ *   tie-comm  the block norms and the loss gathered on the host: every rank combines the same
+ *             table, in the model's block order, so the global norm is D ranks' DDP's to the bit
  *   compute   clip, lr, AdamW of its blocks.
  * So --pp P with M micro-batches gives the losses and parameters of one rank with the same M
  * (--global-batch M x B), bit for bit: the same ops on the same values in the same order.
@@ -61,6 +64,7 @@ typedef struct pipe_layout {
     size_t NC;                 /* floats of one (N, C) activation */
     size_t act;                /* bytes of one activation element */
     /* bytes of each allocation */
+    int dpw, dp_rank;          /* the data-parallel ranks of a stage, this one's place */
     size_t params, wparams, grads, adam, embed_in, inputs, layer_acts, scratch, head, dres, ids, norms,
         losses, host_losses, host_norms, host_staging;
 } pipe_layout;
@@ -74,6 +78,8 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
     memset(&z, 0, sizeof z);
     z.P = engine_pp(cfg);
     z.stage = engine_pp_stage(cfg, rank);
+    z.dpw = engine_dp_world(cfg);
+    z.dp_rank = engine_dp_rank(cfg, rank);
     z.M = engine_micro_batches(cfg);
     z.slots = z.P - z.stage < z.M ? z.P - z.stage : z.M;
     z.l0 = (int)((long long)z.stage * sh->layers / z.P);
@@ -99,11 +105,11 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
     z.head = z.last ? gpt_head_acts_bytes(sh, dt) : 0;
     z.dres = gpt_act_bytes(z.NC, dt);
     z.ids = (size_t)z.slots * 2 * N * sizeof(int32_t);
-    z.norms = (size_t)(sh->layers + 1) * f;
+    z.norms = (size_t)(sh->layers + 1) * (size_t)z.dpw * f;
     z.losses = z.last ? (size_t)z.M * N * f : 0;
     z.host_losses = z.last ? (size_t)z.M * N * f : 0;
     /* this rank's table, then every rank's */
-    z.host_norms = (size_t)(sh->layers + 1) * (1 + (size_t)engine_world(cfg)) * f;
+    z.host_norms = (size_t)(sh->layers + 1) * (size_t)z.dpw * (1 + (size_t)engine_world(cfg)) * f;
     z.host_staging = (z.PE > z.PL ? z.PE : z.PL) * f;
     return z;
 }
@@ -143,11 +149,6 @@ int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "--pp %d: more stages than layers (%d)", P, L);
         return -1;
     }
-    if (engine_world(cfg) != P) {
-        snprintf(err, errlen, "--pp %d on %d ranks: data parallelism beside the pipeline (world / P ranks a stage) "
-                 "is not built yet: run --pp %d on %d ranks", P, engine_world(cfg), P, P);
-        return -1;
-    }
     if (cfg->zero_stage != 0) {
         snprintf(err, errlen, "--pp %d with --zero-stage %d: the pipeline runs without ZeRO (one rank a stage)", P,
                  cfg->zero_stage);
@@ -166,7 +167,7 @@ typedef struct pipe_state {
     pipe_layout z;
     int rank, world;
     gpt_stream *compute;
-    coll_group *fwd_comm, *bwd_comm, *tie_comm;
+    coll_group *fwd_comm, *bwd_comm, *tie_comm, *dp_comm;
     engine_allocs mem;
     float *params, *grads, *adam_m, *adam_v, *embed_in, *norms, *losses, *host_losses, *host_norms;
     void *wparams, *inputs, *layer_acts, *dres;
@@ -241,6 +242,7 @@ void megatron_pipeline_free(void *state)
     coll_close(st->fwd_comm);
     coll_close(st->bwd_comm);
     coll_close(st->tie_comm);
+    coll_close(st->dp_comm);
     if (st->compute) st->env.be->ops->stream_destroy(st->compute);
     gpt_event_destroy(st->ev_x_in);
     gpt_event_destroy(st->ev_x_out);
@@ -306,6 +308,9 @@ int megatron_pipeline_init(const engine_env *env, void **state)
         (rc = coll_open(&st->fwd_comm, be, env->rank, env->world)) ||
         (rc = coll_open(&st->bwd_comm, be, env->rank, env->world)) ||
         (rc = coll_open(&st->tie_comm, be, env->rank, env->world)) ||
+        /* (every rank opens its stage's group: collective over the job) */
+        (z->dpw > 1 && (rc = coll_open_split(&st->dp_comm, be, z->stage, z->dp_rank, z->dpw))) ||
+        (z->dpw > 1 && (rc = coll_watch(st->dp_comm, env->dog, "stage gradients") ? GPT_ERR_INVALID : GPT_OK)) ||
         (rc = coll_watch(st->fwd_comm, env->dog, "pipeline activations") ? GPT_ERR_INVALID : GPT_OK) ||
         (rc = coll_watch(st->bwd_comm, env->dog, "pipeline gradients") ? GPT_ERR_INVALID : GPT_OK) ||
         (rc = coll_watch(st->tie_comm, env->dog, "tied embedding") ? GPT_ERR_INVALID : GPT_OK))
@@ -338,7 +343,7 @@ int megatron_pipeline_init(const engine_env *env, void **state)
     gpt_layer_scratch_carve_as(&st->scratch, scratch, &st->sh, be->dtype);
     if (head) {
         gpt_head_acts_carve_as(&st->head, head, &st->sh, be->dtype);
-        st->head.grad_divisor = z->M;
+        st->head.grad_divisor = z->M * z->dpw;
     }
     rc = init_params(st, staging);
     engine_free_last(&st->mem); /* (the staging block: the last allocation) */
@@ -451,6 +456,28 @@ static int join_embedding(pipe_state *st)
     return GPT_OK;
 }
 
+/* Its blocks' gradients all-reduced over the stage's data-parallel ranks (D > 1) and their
+ * (block, shard) norms taken behind each, on the group's stream (on compute with D = 1), as
+ * megatron-lm's DDP reduces and measures them; compute waits for all of it.  Block 0 counts
+ * from the first stage only (the last stage's copy is the same). */
+static int reduce_blocks(pipe_state *st)
+{
+    const pipe_layout *z = &st->z;
+    gpt_stream *c = st->compute, *ds = st->dp_comm ? coll_stream(st->dp_comm) : c;
+    int rc;
+    if (st->dp_comm && ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_stream_wait_event(ds, st->ev_bwd_done))))
+        return rc;
+    for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {
+        if (b > 0 && b - 1 < z->l0) continue;
+        float *g = st->grads + block_off(st, b);
+        if (st->dp_comm && (rc = coll_all_reduce_sum(st->dp_comm, g, block_len(st, b)))) return rc;
+        if (b > 0 || z->first) dp_block_shard_norms(ds, g, block_len(st, b), z->dpw, st->norms + (size_t)b * z->dpw);
+    }
+    if (st->dp_comm && ((rc = gpt_event_record(st->ev_x_in, ds)) || (rc = gpt_stream_wait_event(c, st->ev_x_in))))
+        return rc;
+    return GPT_OK;
+}
+
 /* The step's loss, its blocks' norms, every rank's norms gathered and combined in the model's
  * block order (the owner's entry of each: block 0's from the first stage), as one rank does. */
 static int outcome(pipe_state *st, step_result *out)
@@ -458,10 +485,10 @@ static int outcome(pipe_state *st, step_result *out)
     const pipe_layout *z = &st->z;
     const int L = st->sh.layers, N = st->sh.batch * st->sh.seq;
     gpt_stream *c = st->compute;
-    for (int b = z->first ? 0 : 1 + z->l0; b <= z->l1; b++)
-        dp_block_shard_norms(c, st->grads + block_off(st, b), block_len(st, b), 1, st->norms + b);
+    const size_t row = (size_t)z->dpw;
     int rc;
-    if ((rc = gpt_memcpy_d2h(c, st->host_norms, st->norms, (size_t)(L + 1) * sizeof(float))) ||
+    if ((rc = reduce_blocks(st))) return rc;
+    if ((rc = gpt_memcpy_d2h(c, st->host_norms, st->norms, (size_t)(L + 1) * row * sizeof(float))) ||
         (z->last && (rc = gpt_memcpy_d2h(c, st->host_losses, st->losses, (size_t)z->M * N * sizeof(float)))) ||
         (rc = gpt_stream_sync(c)))
         return rc;
@@ -469,12 +496,13 @@ static int outcome(pipe_state *st, step_result *out)
     for (int k = 0; z->last && k < z->M; k++) local += gpt_mean_loss(st->host_losses + (size_t)k * N, N);
     /* (the last stage's sum; every other adds 0, which changes no bit) */
     if ((rc = coll_host_sum_doubles(st->tie_comm, &local, 1))) return rc;
-    out->loss = z->M == 1 ? local : local / z->M;
-    float *all = st->host_norms + (L + 1), *table = st->host_norms;
-    if ((rc = coll_host_all_gather(st->tie_comm, all, st->host_norms, (size_t)(L + 1) * sizeof(float)))) return rc;
+    out->loss = z->M == 1 && z->dpw == 1 ? local : local / ((double)z->M * z->dpw);
+    float *all = st->host_norms + (L + 1) * row, *table = st->host_norms;
+    if ((rc = coll_host_all_gather(st->tie_comm, all, st->host_norms, (size_t)(L + 1) * row * sizeof(float))))
+        return rc;
     for (int b = 0; b <= L; b++)
-        table[b] = all[(size_t)owner_of_block(st, b) * (L + 1) + b];
-    out->grad_norm = gpt_combine_norms(table, L + 1);
+        memcpy(table + (size_t)b * row, all + ((size_t)owner_of_block(st, b) * (L + 1) + b) * row, row * sizeof(float));
+    out->grad_norm = gpt_combine_norms(table, (L + 1) * z->dpw);
     out->skipped = !isfinite(out->grad_norm);
     return GPT_OK;
 }

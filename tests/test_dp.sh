@@ -384,7 +384,16 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     dp_bad "--pp above the layers" "--pp 4: more stages than layers (3)" 4 --pp 4
     dp_bad "--pp not dividing the ranks" "--pp 2: 3 ranks, not a whole number of pipelines of 2 stages" 3 --pp 2
     dp_bad "--pp on one rank" "--pp 2: 1 rank, not a whole number of pipelines" 1 --pp 2
-    dp_bad "--pp with data parallelism beside it" "data parallelism beside the pipeline" 4 --pp 2
+    # D pipelines side by side (world = P x D): the stages' gradients all-reduced over their D
+    # ranks, as DDP on D ranks with the same global batch, bit for bit
+    pp_dp() {
+        local what=$1 d=$2 p=$3 g=$4
+        dp_run "ppdp.$what.ddp" "$d" -l 4 -b 2 --global-batch "$g" --iters 6 &&
+            dp_run "ppdp.$what.pp" "$((d * p))" -l 4 -b 2 --global-batch "$g" --iters 6 --pp "$p" &&
+            dp_same "--pp $p on $((d * p)) ranks ($d pipelines) = DDP on $d ranks, global batch $g" "ppdp.$what.ddp" "ppdp.$what.pp"
+    }
+    pp_dp d2 2 2 16
+    pp_dp d3 3 2 12
     dp_bad "--pp with ZeRO" "the pipeline runs without ZeRO" 2 --pp 2 --zero-stage 1
     dp_bad "--pp on an offload engine" "l2l has no pipeline stages (megatron-lm's option)" 1 -m l2l --pp 2
 fi

@@ -40,6 +40,11 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
         fi
         mc_same "2 machines x 2 ranks = 1 machine x 4 ranks (megatron-lm)" z0 one
         mc_run z1 2 --zero-stage 1 && mc_same "2 machines x 2 ranks: ZeRO-1 = ZeRO-0" z0 z1
+        # a pipeline across the machines (--pp 2: stage 0 on the first, stage 1 on the second,
+        # 2 pipelines side by side), as DDP on 2 ranks with the same global batch
+        mc_run pp2 2 --pp 2 --global-batch 8 && dp_run machines_ddp2 2 "${MC_ARGS[@]}" --global-batch 8 &&
+            grep -q "plan per machine (2 ranks)" "$DP_WORK/machines_pp2/out" &&
+            mc_same "2 machines x 2 ranks: --pp 2 across the machines = DDP on 2 ranks" ddp2 pp2
         for st in 2 3; do mc_run "z$st" 2 --zero-stage "$st" && mc_same "2 machines x 2 ranks: ZeRO-$st = ZeRO-0" z0 "z$st"; done
         # (every offloading engine, from the registry: tests/engine_list.sh; stronghold with -w 1
         # and -w 2)

@@ -4,7 +4,8 @@
  * MPI path: each operation is a host task on the group's stream (gpt_stream_host_task): the
  * stream's worker thread makes the blocking MPI call when the stream reaches it, so the
  * call starts only after the events the stream waits on, exactly as NCCL's kernel would on
- * a GPU stream.  Each group has two communicators duplicated from MPI_COMM_WORLD: one for
+ * a GPU stream.  Each group has two communicators duplicated from MPI_COMM_WORLD (or split from
+ * it, for a group of some of the ranks: coll_open_split): one for
  * the stream's operations and one for the host-side helpers, because two threads must
  * never run collectives on one communicator at the same time (their order would be
  * undefined).  MPI counts are ints: the reductions go in rounds (ordered_all_reduce);
@@ -513,12 +514,34 @@ static int nccl_track_events(coll_group *g)
 }
 #endif
 
+/* A group's communicators: MPI_COMM_WORLD's duplicates (color < 0), or its split by color, the
+ * group's ranks in the order of rank. */
+#ifdef AEBENCH_HAVE_MPI
+static int group_comm(int color, int rank, MPI_Comm *out)
+{
+    if (color < 0) return mpi_failed(MPI_Comm_dup(MPI_COMM_WORLD, out), "MPI_Comm_dup");
+    return mpi_failed(MPI_Comm_split(MPI_COMM_WORLD, color, rank, out), "MPI_Comm_split");
+}
+#endif
+
+static int open_group(coll_group **out, gpt_backend *be, int color, int rank, int world, int max_ctas);
+
 int coll_open(coll_group **out, gpt_backend *be, int rank, int world)
 {
-    return coll_open_capped(out, be, rank, world, 0);
+    return open_group(out, be, -1, rank, world, 0);
 }
 
 int coll_open_capped(coll_group **out, gpt_backend *be, int rank, int world, int max_ctas)
+{
+    return open_group(out, be, -1, rank, world, max_ctas);
+}
+
+int coll_open_split(coll_group **out, gpt_backend *be, int color, int rank, int world)
+{
+    return open_group(out, be, color < 0 ? 0 : color, rank, world, 0);
+}
+
+static int open_group(coll_group **out, gpt_backend *be, int color, int rank, int world, int max_ctas)
 {
     (void)max_ctas; /* (NCCL only) */
     *out = NULL;
@@ -540,10 +563,10 @@ int coll_open_capped(coll_group **out, gpt_backend *be, int rank, int world, int
     }
     g->have_track_lock = 1;
 #ifdef AEBENCH_HAVE_MPI
-    if (mpi_failed(MPI_Comm_dup(MPI_COMM_WORLD, &g->host_comm), "MPI_Comm_dup")) return GPT_ERR_BACKEND;
+    if (group_comm(color, rank, &g->host_comm)) return GPT_ERR_BACKEND;
     g->have_host_comm = 1;
     if (gpt_stream_handle(g->stream) == NULL) {
-        if (mpi_failed(MPI_Comm_dup(MPI_COMM_WORLD, &g->comm), "MPI_Comm_dup")) return GPT_ERR_BACKEND;
+        if (group_comm(color, rank, &g->comm)) return GPT_ERR_BACKEND;
         g->have_comm = 1;
         return GPT_OK;
     }

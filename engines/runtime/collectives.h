@@ -37,6 +37,11 @@ int coll_open(coll_group **out, gpt_backend *be, int rank, int world);
  * traffic that runs beside the training's kernels and should take few SMs from them (MPI on
  * the CPU backend: no effect). */
 int coll_open_capped(coll_group **out, gpt_backend *be, int rank, int world, int max_ctas);
+/* A group of some of the ranks: those that give the same color (0 or more), rank being this
+ * one's place in it (0 .. world - 1, the order of its ranks) and world its size.  Collective
+ * over every rank of the job (each calls it, with a group of the same size: a tensor-, data-
+ * or pipeline-parallel group of a layout); point-to-point peers are ranks of the group. */
+int coll_open_split(coll_group **out, gpt_backend *be, int color, int rank, int world);
 /* Drains the stream and releases the communicator (safe on NULL). */
 void coll_close(coll_group *g);
 
