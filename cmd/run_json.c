@@ -124,6 +124,8 @@ static void json_memory(cJSON *root, const run_state *s)
             cJSON_AddNumberToObject(o, "rank", r);
             cJSON_AddNumberToObject(o, "gpu_peak_bytes", s->rank_peaks[r][0]);
             cJSON_AddNumberToObject(o, "host_peak_bytes", s->rank_peaks[r][1]);
+            cJSON_AddNumberToObject(o, "gpu_planned_bytes", s->rank_peaks[r][2]);
+            cJSON_AddNumberToObject(o, "host_planned_bytes", s->rank_peaks[r][3]);
             cJSON_AddItemToArray(ranks, o);
         }
     }

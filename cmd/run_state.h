@@ -89,7 +89,8 @@ typedef struct run_state {
     int world;
     int rank;
     const comm_world *comm;
-    double (*rank_peaks)[2];  /* N ranks: each rank's GPU and host peak (bytes), for the JSON */
+    double (*rank_peaks)[4];  /* N ranks: each rank's GPU and host peak and its own plan of them
+                                 (bytes; a pipeline's stages differ), for the JSON */
     int step_failed;          /* a step failed: the other ranks may be waiting in a collective */
     watchdog *dog;            /* this rank's (NULL: --hang-timeout 0) */
     int running;              /* the JSON being written is the record so far ("running") */

@@ -358,8 +358,8 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     # ---- pipeline parallelism (--pp P, one rank a stage): 1F1B changes no arithmetic ----------
     # P stages with M micro-batches against one rank with the same M (--global-batch M x B),
     # bit for bit, losses and final parameters: 2, 3 (the 4 layers split 1, 1, 2) and 4 stages,
-    # M from 1 (nothing in flight) to 8, each --recompute mode, bf16; rank 0's GPU and host
-    # peaks its own stage's plan
+    # M from 1 (nothing in flight) to 8, each --recompute mode, bf16; every rank's GPU and host
+    # peaks its own stage's plan (the stages' plans differ)
     pp_same() {
         local what=$1 np=$2 g=$3
         shift 3
@@ -368,10 +368,13 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
             dp_same "--pp $np, $((g / 2)) micro-batches${*:+ ($*)} = 1 rank with the same" "pp1.$np.$what" "pp$np.$what" &&
             python3 -c 'import json, glob, sys
 j = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0]))
-m = j["memory"]
+m, n = j["memory"], int(sys.argv[2])
+ranks = m.get("per_rank", [])
 sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"]["peak_bytes"] == m["host"]["planned_bytes"]
-              and any("pipeline: stage 0 of" in n for n in j["engine_notes"])))' "$DP_WORK/pp$np.$what" ||
-            dp_fail "--pp $np ($what): rank 0's peaks are not its stage's plan" "$(grep -h 'memory peak' "$DP_WORK/pp$np.$what"/results/*.txt)"
+              and len(ranks) == n and all(r["gpu_peak_bytes"] == r["gpu_planned_bytes"] and r["host_peak_bytes"] == r["host_planned_bytes"] for r in ranks)
+              and len({r["gpu_planned_bytes"] for r in ranks}) > 1
+              and any("pipeline: stage 0 of" in x for x in j["engine_notes"])))' "$DP_WORK/pp$np.$what" "$np" ||
+            dp_fail "--pp $np ($what): a rank's peaks are not its stage's plan" "$(grep -h -A3 per_rank "$DP_WORK/pp$np.$what"/results/*.json | head -20)"
     }
     pp_same m8 2 16
     pp_same m1 2 2
