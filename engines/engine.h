@@ -87,6 +87,8 @@ typedef struct engine_config {
      * Megatron lays them out, the stage outermost: rank = stage x (world / P) + data rank, so
      * that world / P ranks train each stage data parallel (engine_dp_world). */
     int pp;
+    /* --pp-layers A,B,...: the layers of each stage, first to last (empty: balanced, s L / P) */
+    char pp_layers[256];
     /* Set by the driver from MPI and --global-batch (plans depend on them): the ranks, the
      * ranks on this machine (they share its host memory and disk), and the micro-batches
      * each rank runs per step.  1, 1, 1 on one rank without --global-batch. */

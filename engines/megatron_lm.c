@@ -396,6 +396,10 @@ static const char *graphs_unavailable(const engine_config *cfg)
 static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
 {
     if (engine_pp(cfg) > 1 && megatron_pipeline_check(cfg, err, errlen)) return -1;
+    if (engine_pp(cfg) <= 1 && cfg->pp_layers[0]) {
+        snprintf(err, errlen, "--pp-layers %s goes with --pp P (the stages it splits the layers into)", cfg->pp_layers);
+        return -1;
+    }
     const char *why = cfg->graphs == GRAPHS_ON ? graphs_unavailable(cfg) : NULL;
     if (!why) return 0;
     snprintf(err, errlen, "--graphs on: %s", why);
@@ -992,6 +996,25 @@ static int zero_stage_check(const char *opt, const char *value, char *err, size_
     return -1;
 }
 
+/* --pp-layers: positive layer counts separated by commas (their number and sum are checked
+ * against --pp and -l with the run: megatron_pipeline_check). */
+static int pp_layers_check(const char *opt, const char *value, char *err, size_t errlen)
+{
+    const char *at = value;
+    while (*at >= '1' && *at <= '9') {
+        char *end;
+        const long n = strtol(at, &end, 10);
+        if (n < 1 || n > 1 << 20 || (*end != ',' && *end != '\0')) break;
+        if (*end == '\0') {
+            if (end - value < (ptrdiff_t)sizeof(((engine_config *)0)->pp_layers)) return 0;
+            break;
+        }
+        at = end + 1;
+    }
+    snprintf(err, errlen, "%s: '%s' is not a list of layer counts (e.g. 9,8,8,7)", opt, value);
+    return -1;
+}
+
 /* The options only megatron-lm takes (engines/option_decl.h). */
 static const option_decl megatron_options[] = {
     {.name = "zero-stage", .kind = ARG_INT, .arg = "0-3", .set = SET_INT, OPTION_FIELD(zero_stage), .lo = 0,
@@ -1012,6 +1035,10 @@ static const option_decl megatron_options[] = {
      .lacks = "has no pipeline stages", OPTION_INERT(1),
      .help = "pipeline parallelism: the layers in P stages (1F1B), world / P ranks each, data parallel; the "
              "micro-batches (--global-batch) flow through them (default 1: none)"},
+    {.name = "pp-layers", .kind = ARG_TEXT, .arg = "A,B,...", .set = SET_TEXT, OPTION_FIELD(pp_layers),
+     .check = pp_layers_check, .scope = SCOPE_RESULT_SET, .slot = 56, .use = OPTION_CFG | OPTION_KID,
+     .refusal = REFUSED_GIVEN, .lacks = "has no pipeline stages",
+     .help = "with --pp P: the layers of each of the P stages, first to last, summing to -l (default: balanced)"},
 };
 
 /* The plan of what init made: the pipeline's stage's own (its plan beforehand is the largest

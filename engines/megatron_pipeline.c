@@ -69,6 +69,37 @@ typedef struct pipe_layout {
         losses, host_losses, host_norms, host_staging;
 } pipe_layout;
 
+/* Stage s's layers [*l0, *l1): --pp-layers' counts where given (checked: P positive counts
+ * summing to L), else balanced, s L / P to (s + 1) L / P. */
+static void stage_layers(const engine_config *cfg, int s, int *l0, int *l1)
+{
+    const int P = engine_pp(cfg), L = cfg->shape.layers;
+    if (!cfg->pp_layers[0]) {
+        *l0 = (int)((long long)s * L / P);
+        *l1 = (int)((long long)(s + 1) * L / P);
+        return;
+    }
+    const char *at = cfg->pp_layers;
+    int start = 0, n = 0;
+    for (int i = 0; i <= s; i++) {
+        start += n;
+        n = (int)strtol(at, (char **)&at, 10);
+        if (*at == ',') at++;
+    }
+    *l0 = start;
+    *l1 = start + n;
+}
+
+int megatron_pipeline_stage_of_layer(const engine_config *cfg, int layer)
+{
+    for (int s = 0; s < engine_pp(cfg); s++) {
+        int l0, l1;
+        stage_layers(cfg, s, &l0, &l1);
+        if (layer < l1) return s;
+    }
+    return engine_pp(cfg) - 1;
+}
+
 static pipe_layout layout_of(const engine_config *cfg, int rank)
 {
     const gpt_shape *sh = &cfg->shape;
@@ -82,8 +113,7 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
     z.dp_rank = engine_dp_rank(cfg, rank);
     z.M = engine_micro_batches(cfg);
     z.slots = z.P - z.stage < z.M ? z.P - z.stage : z.M;
-    z.l0 = (int)((long long)z.stage * sh->layers / z.P);
-    z.l1 = (int)((long long)(z.stage + 1) * sh->layers / z.P);
+    stage_layers(cfg, z.stage, &z.l0, &z.l1);
     z.Ls = z.l1 - z.l0;
     z.first = z.stage == 0;
     z.last = z.stage == z.P - 1;
@@ -148,6 +178,19 @@ int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
     if (P > L) {
         snprintf(err, errlen, "--pp %d: more stages than layers (%d)", P, L);
         return -1;
+    }
+    if (cfg->pp_layers[0]) {
+        /* (the counts are positive integers: megatron_pp_layers_check, at parsing) */
+        int n = 0, sum = 0;
+        for (const char *at = cfg->pp_layers; *at; n++) {
+            sum += (int)strtol(at, (char **)&at, 10);
+            if (*at == ',') at++;
+        }
+        if (n != P || sum != L) {
+            snprintf(err, errlen, "--pp-layers %s: %d stage%s of %d layers, not --pp %d of -l %d", cfg->pp_layers, n,
+                     n == 1 ? "" : "s", sum, P, L);
+            return -1;
+        }
     }
     if (cfg->zero_stage != 0) {
         snprintf(err, errlen, "--pp %d with --zero-stage %d: the pipeline runs without ZeRO (one rank a stage)", P,
@@ -215,9 +258,7 @@ static int32_t *slot_ids(const pipe_state *st, int k)
  * one whose norm counts): the stage whose [l0, l1) holds layer b - 1. */
 static int owner_of_block(const pipe_state *st, int b)
 {
-    const int L = st->sh.layers, P = st->z.P;
-    int s = 0;
-    while (b > 0 && s + 1 < P && (long long)(s + 1) * L / P <= b - 1) s++;
+    const int s = b == 0 ? 0 : megatron_pipeline_stage_of_layer(st->env.cfg, b - 1);
     return s * engine_dp_world(st->env.cfg) + engine_dp_rank(st->env.cfg, st->rank);
 }
 

@@ -16,5 +16,7 @@ int megatron_pipeline_step(void *state, int iteration, const int32_t *tokens, co
                            step_result *out);
 int megatron_pipeline_read_params(void *state, float *host_params);
 void megatron_pipeline_free(void *state);
+/* The stage that holds layer `layer` (0 ..) under cfg's split. */
+int megatron_pipeline_stage_of_layer(const engine_config *cfg, int layer);
 
 #endif

@@ -360,12 +360,14 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     # bit for bit, losses and final parameters: 2, 3 (the 4 layers split 1, 1, 2) and 4 stages,
     # M from 1 (nothing in flight) to 8, each --recompute mode, bf16; every rank's GPU and host
     # peaks its own stage's plan (the stages' plans differ)
+    # (PP_EXTRA: words for the pipeline's run alone)
+    PP_EXTRA=""
     pp_same() {
         local what=$1 np=$2 g=$3
         shift 3
         dp_run "pp1.$np.$what" 1 -l 4 -b 2 --global-batch "$g" --iters 6 "$@" &&
-            dp_run "pp$np.$what" "$np" -l 4 -b 2 --global-batch "$g" --iters 6 --pp "$np" "$@" &&
-            dp_same "--pp $np, $((g / 2)) micro-batches${*:+ ($*)} = 1 rank with the same" "pp1.$np.$what" "pp$np.$what" &&
+            dp_run "pp$np.$what" "$np" -l 4 -b 2 --global-batch "$g" --iters 6 --pp "$np" $PP_EXTRA "$@" &&
+            dp_same "--pp $np${PP_EXTRA:+ $PP_EXTRA}, $((g / 2)) micro-batches${*:+ ($*)} = 1 rank with the same" "pp1.$np.$what" "pp$np.$what" &&
             python3 -c 'import json, glob, sys
 j = json.load(open(glob.glob(sys.argv[1] + "/results/*.json")[0]))
 m, n = j["memory"], int(sys.argv[2])
@@ -384,6 +386,8 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     pp_same none 2 8 --recompute none
     pp_same sel 2 8 --recompute selective
     pp_same bf16 2 8 --dtype bf16
+    PP_EXTRA="--pp-layers 2,1,1" pp_same split 3 12
+    PP_EXTRA=""
     dp_bad "--pp above the layers" "--pp 4: more stages than layers (3)" 4 --pp 4
     dp_bad "--pp not dividing the ranks" "--pp 2: 3 ranks, not a whole number of pipelines of 2 stages" 3 --pp 2
     dp_bad "--pp on one rank" "--pp 2: 1 rank, not a whole number of pipelines" 1 --pp 2
@@ -398,6 +402,9 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     pp_dp d2 2 2 16
     pp_dp d3 3 2 12
     dp_bad "--pp with ZeRO" "the pipeline runs without ZeRO" 2 --pp 2 --zero-stage 1
+    dp_bad "--pp-layers not summing to -l" "--pp-layers 1,1: 2 stages of 2 layers, not --pp 2 of -l 3" 2 --pp 2 --pp-layers 1,1
+    dp_bad "--pp-layers with a stage of none" "'0,3' is not a list of layer counts" 2 --pp 2 --pp-layers 0,3
+    dp_bad "--pp-layers without --pp" "--pp-layers 3 goes with --pp P" 1 --pp-layers 3
     dp_bad "--pp on an offload engine" "l2l has no pipeline stages (megatron-lm's option)" 1 -m l2l --pp 2
 fi
 rm -rf "$DP_WORK"
