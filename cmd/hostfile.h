@@ -1,6 +1,6 @@
 /*
  * hostfile.h — the machines `--ranks N --hosts FILE` starts its ranks on, read from mpiexec's
- * own hostfile, so that the supervisor (sweeps, --find-max, --search --verify, gemini's
+ * own hostfile, so that the supervisor (sweeps, --find-max, --search --verify, an engine's
  * relaunch) plans per machine as the ranks will.
  *
  * A line is one machine: "host" (1 slot), MPICH's "host:S" or Open MPI's "host slots=S"
