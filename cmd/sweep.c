@@ -453,7 +453,10 @@ static int build_items(sweep *s, int argc, char **argv, char *err, size_t errlen
             if (!all && engine_find(run_cfg->method) != eng) continue;
             if (all && !engine_in_all(eng)) continue;
             char why[512];
-            if (all && engine_config_refused(eng, &run_cfg->eng, why, sizeof why)) {
+            /* (checked at the world each child run will have: --ranks N) */
+            engine_config at_world = run_cfg->eng;
+            if (run_cfg->ranks > 1) at_world.world = run_cfg->ranks;
+            if (all && engine_config_refused(eng, &at_world, why, sizeof why)) {
                 /* -m all with an option only some engines have (--dpu, --offload nvme,
                  * --dtype bf16): the others are left out, and said so. */
                 printf("aebench: -m all: leaving out %s: %s\n", eng->name, why);

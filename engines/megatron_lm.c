@@ -1029,10 +1029,11 @@ static const option_decl megatron_options[] = {
      .help = "replay each step's forward and backward as CUDA graphs, captured at the second step (default auto: "
              "on for one rank on the GPU, unless --profile; on: an error where it cannot)"},
     /* (the same results as without: in the fingerprint only where given, so that a pipeline's
-     * record is told apart from one rank's) */
+     * record is told apart from one rank's.  Refused always by the others, a sweep's children
+     * included: the driver lays the ranks and their rows out by it) */
     {.name = "pp", .kind = ARG_INT, .arg = "P", .set = SET_INT, OPTION_FIELD(pp), .lo = 1, .hi = 4096, .dflt = "1",
-     .scope = SCOPE_RESULT_SET, .slot = 55, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN,
-     .lacks = "has no pipeline stages", OPTION_INERT(1),
+     .scope = SCOPE_RESULT_SET, .slot = 55, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS,
+     .lacks = "has no pipeline stages", OPTION_INERT(0, 1),
      .help = "pipeline parallelism: the layers in P stages (1F1B), world / P ranks each, data parallel; the "
              "micro-batches (--global-batch) flow through them (default 1: none)"},
     {.name = "pp-layers", .kind = ARG_TEXT, .arg = "A,B,...", .set = SET_TEXT, OPTION_FIELD(pp_layers),

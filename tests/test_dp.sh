@@ -405,6 +405,6 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     dp_bad "--pp-layers not summing to -l" "--pp-layers 1,1: 2 stages of 2 layers, not --pp 2 of -l 3" 2 --pp 2 --pp-layers 1,1
     dp_bad "--pp-layers with a stage of none" "'0,3' is not a list of layer counts" 2 --pp 2 --pp-layers 0,3
     dp_bad "--pp-layers without --pp" "--pp-layers 3 goes with --pp P" 1 --pp-layers 3
-    dp_bad "--pp on an offload engine" "l2l has no pipeline stages (megatron-lm's option)" 1 -m l2l --pp 2
+    dp_bad "--pp on an offload engine" "l2l has no pipeline stages (--pp is megatron-lm's)" 1 -m l2l --pp 2
 fi
 rm -rf "$DP_WORK"
