@@ -115,7 +115,10 @@ static int check_item(item *it, char *err, size_t errlen)
         return -1;
     }
     char eerr[512];
-    if (engine_config_refused(eng, &it->run_cfg.eng, eerr, sizeof eerr)) {
+    /* (at the world the run will have: --ranks N) */
+    engine_config at_world = it->run_cfg.eng;
+    if (it->run_cfg.ranks > 1) at_world.world = it->run_cfg.ranks;
+    if (engine_config_refused(eng, &at_world, eerr, sizeof eerr)) {
         /* Refused before anything runs, like any other bad option of the list. */
         snprintf(err, errlen, "%s%s%s", it->where, it->where[0] ? ": " : "", eerr);
         return -1;

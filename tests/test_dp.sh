@@ -401,6 +401,18 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     }
     pp_dp d2 2 2 16
     pp_dp d3 3 2 12
+    # a sweep with --pp: the engines without pipeline stages are left out, and said so (the
+    # driver lays ranks and rows out by it); megatron-lm's run is a pipeline of its --ranks
+    ppsw="$DP_WORK/ppsweep"
+    mkdir -p "$ppsw"
+    (cd "$ppsw" && timeout 300 "$DP_BIN" "${DP_SHAPE[@]}" -m all --pp 2 --ranks 2 --iters 2 --results "$ppsw/r" >out 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "leaving out l2l: l2l has no pipeline stages (--pp is megatron-lm's)" "$ppsw/out" &&
+        [ "$(ls "$ppsw"/r/*.json 2>/dev/null | wc -l)" = 1 ] && grep -q "pipeline: stage 0 of 2" "$ppsw"/r/log_megatron-lm_*.txt; then
+        dp_pass "-m all --pp 2 --ranks 2: megatron-lm's pipeline alone, the others left out and said so"
+    else
+        dp_fail "-m all --pp 2 --ranks 2" "exit $rc: $(tail -n 4 "$ppsw/out")"
+    fi
     dp_bad "--pp with ZeRO" "the pipeline runs without ZeRO" 2 --pp 2 --zero-stage 1
     dp_bad "--pp-layers not summing to -l" "--pp-layers 1,1: 2 stages of 2 layers, not --pp 2 of -l 3" 2 --pp 2 --pp-layers 1,1
     dp_bad "--pp-layers with a stage of none" "'0,3' is not a list of layer counts" 2 --pp 2 --pp-layers 0,3
