@@ -401,6 +401,22 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     }
     pp_dp d2 2 2 16
     pp_dp d3 3 2 12
+    # a stage lost or stopped ends the job (exit 4) with a named reason, never a hang: its
+    # neighbour's watchdog names the pipeline's group it waits in
+    ppft="$DP_WORK/ppfault"
+    mkdir -p "$ppft"
+    (cd "$ppft" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --global-batch 8 --iters 6 --pp 3 --ranks 3 --fail-at 3 \
+        --fail-rank 1 --results "$ppft/k" >kill.out 2>&1)
+    rc_kill=$?
+    (cd "$ppft" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --global-batch 8 --iters 6 --pp 3 --ranks 3 --fail-at 3 \
+        --fail-rank 1 --fail-kind stop --hang-timeout 5 --results "$ppft/s" >stop.out 2>&1)
+    rc_stop=$?
+    if [ $rc_kill -eq 4 ] && grep -q "^ERROR: rank 1 killed itself (SIGKILL) at the start of iteration 3" "$ppft"/k/*.txt &&
+        [ $rc_stop -eq 4 ] && grep -q "^ERROR: rank .*no progress for 5 s .* of the pipeline .* group" "$ppft"/s/*.txt; then
+        dp_pass "--pp 3: a stage killed or stopped ends the job (exit 4), the pipeline's group named"
+    else
+        dp_fail "--pp 3 with a stage lost" "exit $rc_kill / $rc_stop: $(grep -h ERROR "$ppft"/*/*.txt | head -c 400)"
+    fi
     # a sweep with --pp: the engines without pipeline stages are left out, and said so (the
     # driver lays ranks and rows out by it); megatron-lm's run is a pipeline of its --ranks
     ppsw="$DP_WORK/ppsweep"
