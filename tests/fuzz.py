@@ -630,8 +630,9 @@ class Campaign:
 def _config_kind(name):
     ints = {"layers", "hidden", "batch", "heads", "seq", "vocab", "iters", "log-interval", "seed", "lr-decay-iters",
             "threads", "ranks", "global-batch", "fail-at", "zero-stage", "pp", "gemini-replicas", "gemini-ckpt-from",
-            "ckpt-every", "top", "verify", "setup-notice"}
-    nums = {"lr", "min-lr", "lr-warmup-fraction", "weight-decay", "clip-grad", "min-samples-per-s"}
+            "ckpt-every", "top", "verify", "setup-notice", "reduce-bucket-size"}
+    nums = {"lr", "min-lr", "lr-warmup-fraction", "weight-decay", "clip-grad", "min-samples-per-s", "gemini-every-share",
+            "gemini-fill"}
     return "int" if name in ints else "num" if name in nums else "text"
 
 
