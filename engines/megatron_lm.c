@@ -1000,17 +1000,8 @@ static int zero_stage_check(const char *opt, const char *value, char *err, size_
  * against --pp and -l with the run: megatron_pipeline_check). */
 static int pp_layers_check(const char *opt, const char *value, char *err, size_t errlen)
 {
-    const char *at = value;
-    while (*at >= '1' && *at <= '9') {
-        char *end;
-        const long n = strtol(at, &end, 10);
-        if (n < 1 || n > 1 << 20 || (*end != ',' && *end != '\0')) break;
-        if (*end == '\0') {
-            if (end - value < (ptrdiff_t)sizeof(((engine_config *)0)->pp_layers)) return 0;
-            break;
-        }
-        at = end + 1;
-    }
+    if (megatron_pipeline_layer_counts(value, NULL, 0) > 0 && strlen(value) < sizeof(((engine_config *)0)->pp_layers))
+        return 0;
     snprintf(err, errlen, "%s: '%s' is not a list of layer counts (e.g. 9,8,8,7)", opt, value);
     return -1;
 }

@@ -71,23 +71,31 @@ typedef struct pipe_layout {
 
 /* Stage s's layers [*l0, *l1): --pp-layers' counts where given (checked: P positive counts
  * summing to L), else balanced, s L / P to (s + 1) L / P. */
+int megatron_pipeline_layer_counts(const char *text, int *counts, int max)
+{
+    int n = 0;
+    for (const char *at = text; *at; n++) {
+        char *end;
+        const long v = *at >= '1' && *at <= '9' ? strtol(at, &end, 10) : 0;
+        if (v < 1 || v > 1 << 20 || (*end != ',' && *end != '\0') || (*end == ',' && end[1] == '\0')) return -1;
+        if (counts && n < max) counts[n] = (int)v;
+        at = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
 static void stage_layers(const engine_config *cfg, int s, int *l0, int *l1)
 {
     const int P = engine_pp(cfg), L = cfg->shape.layers;
-    if (!cfg->pp_layers[0]) {
+    int counts[4096];
+    if (!cfg->pp_layers[0] || megatron_pipeline_layer_counts(cfg->pp_layers, counts, 4096) != P) {
         *l0 = (int)((long long)s * L / P);
         *l1 = (int)((long long)(s + 1) * L / P);
         return;
     }
-    const char *at = cfg->pp_layers;
-    int start = 0, n = 0;
-    for (int i = 0; i <= s; i++) {
-        start += n;
-        n = (int)strtol(at, (char **)&at, 10);
-        if (*at == ',') at++;
-    }
-    *l0 = start;
-    *l1 = start + n;
+    *l0 = 0;
+    for (int i = 0; i < s; i++) *l0 += counts[i];
+    *l1 = *l0 + counts[s];
 }
 
 int megatron_pipeline_stage_of_layer(const engine_config *cfg, int layer)
@@ -180,12 +188,9 @@ int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
         return -1;
     }
     if (cfg->pp_layers[0]) {
-        /* (the counts are positive integers: megatron_pp_layers_check, at parsing) */
-        int n = 0, sum = 0;
-        for (const char *at = cfg->pp_layers; *at; n++) {
-            sum += (int)strtol(at, (char **)&at, 10);
-            if (*at == ',') at++;
-        }
+        int counts[4096], sum = 0;
+        const int n = megatron_pipeline_layer_counts(cfg->pp_layers, counts, 4096);
+        for (int i = 0; i < n && i < 4096; i++) sum += counts[i];
         if (n != P || sum != L) {
             snprintf(err, errlen, "--pp-layers %s: %d stage%s of %d layers, not --pp %d of -l %d", cfg->pp_layers, n,
                      n == 1 ? "" : "s", sum, P, L);

@@ -16,6 +16,9 @@ int megatron_pipeline_step(void *state, int iteration, const int32_t *tokens, co
                            step_result *out);
 int megatron_pipeline_read_params(void *state, float *host_params);
 void megatron_pipeline_free(void *state);
+/* --pp-layers' text "A,B,...": the number of positive counts it lists (the first max into
+ * counts, which may be NULL), or -1 when it is not such a list. */
+int megatron_pipeline_layer_counts(const char *text, int *counts, int max);
 /* The stage that holds layer `layer` (0 ..) under cfg's split. */
 int megatron_pipeline_stage_of_layer(const engine_config *cfg, int layer);
 

@@ -162,6 +162,7 @@ static long long asking_value(const option_decl *d)
     for (int i = 0; i < d->nwords && n < 12; i++) tries[n++] = d->words[i].value;
     tries[n++] = d->lo > 0 ? d->lo : 1;
     tries[n++] = d->auto_value;
+    tries[n++] = (d->lo > 0 ? d->lo : 1) + 1; /* (--pp: 0 and 1 are none, 2 asks for stages) */
     for (int t = 0; t < n; t++) {
         int inert = 0;
         for (int i = 0; i < d->ninert; i++) inert |= d->inert[i] == tries[t];
