@@ -57,7 +57,7 @@ BUILD_CONFIG = CC=$(CC) MPI=$(MPI) CUDA=$(CUDA) NVCC=$(NVCC) NCCL_HOME=$(NCCL_HO
 CONFIG_STAMP := $(BUILD)/config
 
 # ---- sources -----------------------------------------------------------------------------
-KERNEL_SRCS  := kernels/model.c kernels/host_pages.c kernels/profile.c $(wildcard kernels/cpu/*.c)
+KERNEL_SRCS  := kernels/model.c kernels/model_tp.c kernels/host_pages.c kernels/profile.c $(wildcard kernels/cpu/*.c)
 ENGINE_SRCS  := $(wildcard engines/*.c) $(wildcard engines/runtime/*.c)
 CMD_LIB_SRCS := cmd/cli.c cmd/hostfile.c cmd/data.c cmd/report.c cmd/run.c cmd/run_log.c cmd/run_json.c \
                 cmd/run_profile.c cmd/run_signals.c cmd/child.c cmd/sweep.c cmd/findmax.c \

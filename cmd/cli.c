@@ -1575,7 +1575,7 @@ int cli_resolve_ranks(run_config *run_cfg, int world, int local_world, char *err
     const int G = e->global_batch ? e->global_batch : per_step;
     if (G % per_step != 0)
         return cli_fail(err, errlen, "--global-batch %d is not a multiple of batch x %s = %d x %d", G,
-                        engine_pp(e) > 1 ? "data-parallel ranks" : "ranks", e->shape.batch, dp);
+                        engine_model_ranks(e) > 1 ? "data-parallel ranks" : "ranks", e->shape.batch, dp);
     e->micro_batches = G / per_step;
     return 0;
 }

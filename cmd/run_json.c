@@ -260,7 +260,7 @@ static void json_summary(cJSON *root, const run_state *s)
         cJSON_AddNumberToObject(sum, "model_tflops",
                                 run_rank_model_flops(ec) / (med * 1e-3) / 1e12);
         cJSON_AddNumberToObject(sum, "effective_tflops",
-                                effective_tflops(s->params / (uint64_t)engine_pp(ec), run_rank_batch(ec), ec->shape.seq, med * 1e-3));
+                                effective_tflops(s->params / (uint64_t)engine_model_ranks(ec), run_rank_batch(ec), ec->shape.seq, med * 1e-3));
         cJSON_AddNumberToObject(sum, "first_loss", s->iters[s->first].r.loss);
         cJSON_AddNumberToObject(sum, "final_loss", s->iters[s->done - 1].r.loss);
     }

@@ -185,7 +185,7 @@ void run_log_interval(run_state *s, int first, int last, int *memory_reported)
     fmt_iteration_line(line, sizeof line, last, s->run_cfg->iters, ms, cur->r.lr, global_batch, loss,
                        cur->r.grad_norm, skipped, nans);
     run_logline(s, "%s", line);
-    fmt_tflops_line(line, sizeof line, effective_tflops(s->params / (uint64_t)engine_pp(ec), run_rank_batch(ec), ec->shape.seq, ms * 1e-3),
+    fmt_tflops_line(line, sizeof line, effective_tflops(s->params / (uint64_t)engine_model_ranks(ec), run_rank_batch(ec), ec->shape.seq, ms * 1e-3),
                     s->params);
     run_logline(s, "%s", line);
     fmt_throughput_line(line, sizeof line, s->world, global_batch, ms * 1e-3, global_batch * 1000.0 / ms);

@@ -32,11 +32,11 @@ static inline int run_global_batch(const engine_config *ec)
     return ec->shape.batch * engine_micro_batches(ec) * engine_dp_world(ec);
 }
 /* The model FLOPs of one rank's step (per rank, as the artifact's figures are "per GPU"): its
- * micro-batches' forward and backward, of which a pipeline stage does 1/P (on average: the
+ * micro-batches' forward and backward, of which one of the P x T ranks of a model copy does 1/(P T) (on average: the
  * stages differ by the embedding and the head). */
 static inline double run_rank_model_flops(const engine_config *ec)
 {
-    return gpt_model_flops(&ec->shape) * engine_micro_batches(ec) / engine_pp(ec);
+    return gpt_model_flops(&ec->shape) * engine_micro_batches(ec) / engine_model_ranks(ec);
 }
 static inline int run_rank_batch(const engine_config *ec)
 {

@@ -89,6 +89,10 @@ typedef struct engine_config {
     int pp;
     /* --pp-layers A,B,...: the layers of each stage, first to last (empty: balanced, s L / P) */
     char pp_layers[256];
+    /* --tp T (megatron-lm): tensor-parallel ranks; 0 or 1: none.  Innermost in the layout, as
+     * Megatron lays them out: rank = (stage x D + data rank) x T + tensor rank, so that the T
+     * ranks of a layer's split are neighbours (on one machine). */
+    int tp;
     /* Set by the driver from MPI and --global-batch (plans depend on them): the ranks, the
      * ranks on this machine (they share its host memory and disk), and the micro-batches
      * each rank runs per step.  1, 1, 1 on one rank without --global-batch. */
@@ -163,10 +167,18 @@ static inline int engine_micro_batches(const engine_config *c)
 /* The pipeline's stages (1: none), the data-parallel ranks (world / stages: those that train
  * different data), and where rank r is in that layout. */
 static inline int engine_pp(const engine_config *c) { return c->pp > 1 ? c->pp : 1; }
+static inline int engine_tp(const engine_config *c) { return c->tp > 1 ? c->tp : 1; }
+/* The ranks that hold one copy of the model: the stages times the tensor-parallel ranks. */
+static inline int engine_model_ranks(const engine_config *c) { return engine_pp(c) * engine_tp(c); }
 static inline int engine_dp_world(const engine_config *c)
-{ return engine_world(c) % engine_pp(c) == 0 ? engine_world(c) / engine_pp(c) : engine_world(c); }
-static inline int engine_dp_rank(const engine_config *c, int rank) { return rank % engine_dp_world(c); }
-static inline int engine_pp_stage(const engine_config *c, int rank) { return rank / engine_dp_world(c); }
+{
+    return engine_world(c) % engine_model_ranks(c) == 0 ? engine_world(c) / engine_model_ranks(c) : engine_world(c);
+}
+static inline int engine_tp_rank(const engine_config *c, int rank) { return rank % engine_tp(c); }
+static inline int engine_dp_rank(const engine_config *c, int rank)
+{ return rank / engine_tp(c) % engine_dp_world(c); }
+static inline int engine_pp_stage(const engine_config *c, int rank)
+{ return rank / engine_tp(c) / engine_dp_world(c); }
 
 typedef struct engine_plan {
     uint64_t gpu_bytes;

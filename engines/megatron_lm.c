@@ -230,7 +230,7 @@ static megatron_sizes sizes_of(const engine_config *cfg)
 
 static void megatron_plan(const engine_config *cfg, engine_plan *out)
 {
-    if (engine_pp(cfg) > 1) {
+    if (engine_model_ranks(cfg) > 1) {
         megatron_pipeline_plan(cfg, out);
         return;
     }
@@ -395,7 +395,7 @@ static const char *graphs_unavailable(const engine_config *cfg)
 /* --graphs on where the configuration allows none: refused before the run writes anything. */
 static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
 {
-    if (engine_pp(cfg) > 1 && megatron_pipeline_check(cfg, err, errlen)) return -1;
+    if (engine_model_ranks(cfg) > 1 && megatron_pipeline_check(cfg, err, errlen)) return -1;
     if (engine_pp(cfg) <= 1 && cfg->pp_layers[0]) {
         snprintf(err, errlen, "--pp-layers %s goes with --pp P (the stages it splits the layers into)", cfg->pp_layers);
         return -1;
@@ -439,7 +439,7 @@ static int megatron_init(const engine_env *env, void **state)
     megatron_state *st = calloc(1, sizeof *st);
     if (!st) return GPT_ERR_OOM;
     st->env = *env;
-    if (engine_pp(env->cfg) > 1) {
+    if (engine_model_ranks(env->cfg) > 1) {
         *state = st;
         return megatron_pipeline_init(env, &st->pipeline);
     }
@@ -931,9 +931,11 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     const machine_rates scaled = pred_scaled(measured), *m = &scaled;
     const int world = engine_world(cfg), stage = world > 1 ? cfg->zero_stage : 0, L = cfg->shape.layers;
     const int M = engine_micro_batches(cfg);
-    if (engine_pp(cfg) > 1) {
-        /* (the bubble and the stages' sends are the next part of the pipeline's work) */
-        snprintf(out->why, sizeof out->why, "--pp %d: the pipeline's schedule is not modelled yet", engine_pp(cfg));
+    if (engine_model_ranks(cfg) > 1) {
+        /* (the bubble, the stages' sends and the layer split's collectives are the next part of
+         * the model-parallel work) */
+        snprintf(out->why, sizeof out->why, "--pp %d --tp %d: model parallelism is not modelled yet", engine_pp(cfg),
+                 engine_tp(cfg));
         return;
     }
     if (pred_no_collectives(cfg, m, out)) return;
@@ -1031,6 +1033,13 @@ static const option_decl megatron_options[] = {
      .check = pp_layers_check, .scope = SCOPE_RESULT_SET, .slot = 56, .use = OPTION_CFG | OPTION_KID,
      .refusal = REFUSED_GIVEN, .lacks = "has no pipeline stages",
      .help = "with --pp P: the layers of each of the P stages, first to last, summing to -l (default: balanced)"},
+    /* (as --pp: refused always by the others, the driver lays the ranks out by it) */
+    {.name = "tp", .kind = ARG_INT, .arg = "T", .set = SET_INT, OPTION_FIELD(tp), .lo = 1, .hi = 4096, .dflt = "1",
+     .scope = SCOPE_RESULT_SET, .slot = 57, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS,
+     .lacks = "has no tensor parallelism", OPTION_INERT(0, 1),
+     .help = "tensor parallelism: each layer's heads and MLP, and the vocabulary, split over T neighbouring ranks of "
+             "one machine (Megatron's column- and row-parallel matmuls); world / (T P) copies data parallel "
+             "(default 1: none)"},
 };
 
 /* The plan of what init made: the pipeline's stage's own (its plan beforehand is the largest

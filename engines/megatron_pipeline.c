@@ -58,6 +58,9 @@
 /* What a stage holds, from the configuration alone (plans and init share it). */
 typedef struct pipe_layout {
     int P, stage, M, slots;    /* stages, this one, micro-batches, in-flight slots */
+    int T, tp_rank;            /* tensor-parallel ranks, this one's place among them */
+    int stride;                /* ranks between a rank and its peer in the next stage: D T */
+    int norm_row;              /* norms per block: D shards (of its split and its whole part with T > 1) */
     int l0, l1, Ls;            /* its layers [l0, l1) */
     int first, last, has_embed;
     size_t PE, PL, nparams;    /* floats: the embedding block, a layer block, its blocks */
@@ -108,9 +111,19 @@ int megatron_pipeline_stage_of_layer(const engine_config *cfg, int layer)
     return engine_pp(cfg) - 1;
 }
 
+/* One rank's shape: the model's, split over the tensor-parallel ranks (model.h). */
+static gpt_shape rank_shape(const engine_config *cfg)
+{
+    gpt_shape sh = cfg->shape;
+    sh.tp = engine_tp(cfg);
+    return sh;
+}
+
 static pipe_layout layout_of(const engine_config *cfg, int rank)
 {
-    const gpt_shape *sh = &cfg->shape;
+    const gpt_shape rank_sh = rank_shape(cfg), *sh = &rank_sh;
+    gpt_shape one = cfg->shape;
+    one.tp = 0;
     const gpt_dtype dt = cfg->bf16 ? GPT_BF16 : GPT_F32;
     const size_t f = sizeof(float), N = (size_t)sh->batch * sh->seq;
     pipe_layout z;
@@ -119,6 +132,10 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
     z.stage = engine_pp_stage(cfg, rank);
     z.dpw = engine_dp_world(cfg);
     z.dp_rank = engine_dp_rank(cfg, rank);
+    z.T = engine_tp(cfg);
+    z.tp_rank = engine_tp_rank(cfg, rank);
+    z.stride = z.dpw * z.T;
+    z.norm_row = z.dpw * (z.T > 1 ? 2 : 1);
     z.M = engine_micro_batches(cfg);
     z.slots = z.P - z.stage < z.M ? z.P - z.stage : z.M;
     stage_layers(cfg, z.stage, &z.l0, &z.l1);
@@ -143,12 +160,17 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
     z.head = z.last ? gpt_head_acts_bytes(sh, dt) : 0;
     z.dres = gpt_act_bytes(z.NC, dt);
     z.ids = (size_t)z.slots * 2 * N * sizeof(int32_t);
-    z.norms = (size_t)(sh->layers + 1) * (size_t)z.dpw * f;
+    z.norms = (size_t)(sh->layers + 1) * (size_t)z.norm_row * f;
     z.losses = z.last ? (size_t)z.M * N * f : 0;
     z.host_losses = z.last ? (size_t)z.M * N * f : 0;
     /* this rank's table, then every rank's */
-    z.host_norms = (size_t)(sh->layers + 1) * (size_t)z.dpw * (1 + (size_t)engine_world(cfg)) * f;
-    z.host_staging = (z.PE > z.PL ? z.PE : z.PL) * f;
+    /* this rank's table, every rank's, then the combined one (a block's shards of each
+     * tensor-parallel rank, and of its whole part once) */
+    z.host_norms = (size_t)(sh->layers + 1) *
+                   ((size_t)z.norm_row * (1 + (size_t)engine_world(cfg)) + (size_t)z.dpw * (z.T + (z.T > 1))) * f;
+    /* a block as one rank makes it; with T > 1 also this rank's share of it */
+    const size_t whole_e = gpt_embed_layout_of(&one).total, whole_l = gpt_layer_layout_of(&one).total;
+    z.host_staging = ((whole_e > whole_l ? whole_e : whole_l) + (z.T > 1 ? (z.PE > z.PL ? z.PE : z.PL) : 0)) * f;
     return z;
 }
 
@@ -175,12 +197,43 @@ void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out)
     }
 }
 
+/* --tp T's own conditions: T splits the heads and the padded vocabulary evenly, and a tensor-
+ * parallel group stays on one machine (its ranks are neighbours, rank = ... x T + t). */
+static int check_tp(const engine_config *cfg, char *err, size_t errlen)
+{
+    const int T = engine_tp(cfg), local = engine_local_world(cfg);
+    if (T == 1) return 0;
+    if (cfg->shape.heads % T != 0) {
+        snprintf(err, errlen, "--tp %d: the %d heads do not split evenly over %d ranks", T, cfg->shape.heads, T);
+        return -1;
+    }
+    if (cfg->shape.vocab_padded % T != 0) {
+        snprintf(err, errlen, "--tp %d: the padded vocabulary (%d) does not split evenly over %d ranks", T,
+                 cfg->shape.vocab_padded, T);
+        return -1;
+    }
+    if (engine_world(cfg) > 1 && local % T != 0) {
+        snprintf(err, errlen, "--tp %d: %d rank%s on a machine, not a whole number of tensor-parallel groups (a group "
+                 "stays within one machine)", T, local, local == 1 ? "" : "s");
+        return -1;
+    }
+    if (cfg->bf16) {
+        snprintf(err, errlen, "--tp %d with --dtype bf16: the tensor-parallel reductions are fp32 only so far", T);
+        return -1;
+    }
+    return 0;
+}
+
 int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
 {
-    const int P = engine_pp(cfg), L = cfg->shape.layers;
-    if (engine_world(cfg) % P != 0) {
-        snprintf(err, errlen, "--pp %d: %d rank%s, not a whole number of pipelines of %d stages (--ranks or mpirun -np "
-                 "a multiple of %d)", P, engine_world(cfg), engine_world(cfg) > 1 ? "s" : "", P, P);
+    const int P = engine_pp(cfg), T = engine_tp(cfg), L = cfg->shape.layers, per_copy = P * T;
+    char what[64];
+    if (T > 1 && P > 1) snprintf(what, sizeof what, "--tp %d --pp %d", T, P);
+    else if (T > 1) snprintf(what, sizeof what, "--tp %d", T);
+    else snprintf(what, sizeof what, "--pp %d", P);
+    if (engine_world(cfg) % per_copy != 0) {
+        snprintf(err, errlen, "%s: %d rank%s, not a whole number of model copies of %d ranks (--ranks or mpirun -np "
+                 "a multiple of %d)", what, engine_world(cfg), engine_world(cfg) > 1 ? "s" : "", per_copy, per_copy);
         return -1;
     }
     if (P > L) {
@@ -197,13 +250,14 @@ int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
             return -1;
         }
     }
+    if (check_tp(cfg, err, errlen)) return -1;
     if (cfg->zero_stage != 0) {
-        snprintf(err, errlen, "--pp %d with --zero-stage %d: the pipeline runs without ZeRO (one rank a stage)", P,
-                 cfg->zero_stage);
+        snprintf(err, errlen, "%s with --zero-stage %d: model parallelism runs without ZeRO so far (DDP between the "
+                 "copies)", what, cfg->zero_stage);
         return -1;
     }
     if (cfg->graphs == GRAPHS_ON) {
-        snprintf(err, errlen, "--graphs on with --pp %d: a stage's step waits on its neighbours' sends", P);
+        snprintf(err, errlen, "--graphs on with %s: a step waits on its neighbours' collectives", what);
         return -1;
     }
     return 0;
@@ -215,7 +269,9 @@ typedef struct pipe_state {
     pipe_layout z;
     int rank, world;
     gpt_stream *compute;
-    coll_group *fwd_comm, *bwd_comm, *tie_comm, *dp_comm;
+    coll_group *fwd_comm, *bwd_comm, *tie_comm, *dp_comm, *tp_comm;
+    gpt_tp tp;                 /* the layer split's collectives (tp_comm; one rank: none) */
+    gpt_event *ev_tp_in, *ev_tp_out;
     engine_allocs mem;
     float *params, *grads, *adam_m, *adam_v, *embed_in, *norms, *losses, *host_losses, *host_norms;
     void *wparams, *inputs, *layer_acts, *dres;
@@ -261,10 +317,10 @@ static int32_t *slot_ids(const pipe_state *st, int k)
 
 /* The rank of this one's pipeline that owns model block b (block 0: the first stage's copy, the
  * one whose norm counts): the stage whose [l0, l1) holds layer b - 1. */
-static int owner_of_block(const pipe_state *st, int b)
+static int owner_of_block(const pipe_state *st, int b, int tp_rank)
 {
     const int s = b == 0 ? 0 : megatron_pipeline_stage_of_layer(st->env.cfg, b - 1);
-    return s * engine_dp_world(st->env.cfg) + engine_dp_rank(st->env.cfg, st->rank);
+    return (s * st->z.dpw + st->z.dp_rank) * st->z.T + tp_rank;
 }
 
 /* Layer l's activations in micro-batch k's slot; for its backward, the model's last layer
@@ -289,6 +345,9 @@ void megatron_pipeline_free(void *state)
     coll_close(st->bwd_comm);
     coll_close(st->tie_comm);
     coll_close(st->dp_comm);
+    coll_close(st->tp_comm);
+    gpt_event_destroy(st->ev_tp_in);
+    gpt_event_destroy(st->ev_tp_out);
     if (st->compute) st->env.be->ops->stream_destroy(st->compute);
     gpt_event_destroy(st->ev_x_in);
     gpt_event_destroy(st->ev_x_out);
@@ -323,15 +382,45 @@ static int init_params(pipe_state *st, float *staging)
     if (!rc) rc = gpt_stream_memset_zero(s, st->grads, z->grads);
     for (int b = 0; !rc && b <= st->sh.layers; b++) {
         if (b == 0 ? !z->has_embed : (b - 1 < z->l0 || b - 1 >= z->l1)) continue;
-        if (b == 0) engine_init_embed(&st->env, staging, &st->sh, st->env.cfg->seed);
-        else engine_init_layer(&st->env, staging, &st->sh, b - 1, st->env.cfg->seed);
-        float *mine = st->params + block_off(st, b);
-        rc = gpt_memcpy_h2d(s, mine, staging, block_len(st, b) * sizeof(float));
+        if (b == 0) engine_init_embed(&st->env, staging, &st->env.cfg->shape, st->env.cfg->seed);
+        else engine_init_layer(&st->env, staging, &st->env.cfg->shape, b - 1, st->env.cfg->seed);
+        float *mine = st->params + block_off(st, b), *share = staging;
+        if (z->T > 1) { /* (this rank's share, after the whole block in the staging) */
+            const size_t whole = b == 0 ? gpt_embed_layout_of(&st->env.cfg->shape).total
+                                        : gpt_layer_layout_of(&st->env.cfg->shape).total;
+            share = staging + whole;
+            gpt_tp_move_block(staging, share, &st->sh, z->tp_rank, b == 0, 1);
+        }
+        rc = gpt_memcpy_h2d(s, mine, share, block_len(st, b) * sizeof(float));
         if (!rc && st->wparams)
             gpt_params_to_act(s, (char *)st->wparams + block_off(st, b) * z->act, mine, block_len(st, b));
         if (!rc) rc = gpt_stream_sync(s); /* (the staging block is refilled next) */
     }
     return rc;
+}
+
+/* The layer split's collectives (gpt_tp): the group's stream waits for what s was given, the
+ * operation, s waits for it (fp32 activations: --tp refuses bf16 until the group reduces it). */
+static int tp_all_reduce(void *ctx, gpt_stream *s, void *buf, size_t n)
+{
+    pipe_state *st = ctx;
+    gpt_stream *ts = coll_stream(st->tp_comm);
+    int rc;
+    if ((rc = gpt_event_record(st->ev_tp_in, s)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in)) ||
+        (rc = coll_all_reduce_sum(st->tp_comm, buf, n)) || (rc = gpt_event_record(st->ev_tp_out, ts)))
+        return rc;
+    return gpt_stream_wait_event(s, st->ev_tp_out);
+}
+
+static int tp_all_gather(void *ctx, gpt_stream *s, void *out, const void *in, size_t bytes)
+{
+    pipe_state *st = ctx;
+    gpt_stream *ts = coll_stream(st->tp_comm);
+    int rc;
+    if ((rc = gpt_event_record(st->ev_tp_in, s)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in)) ||
+        (rc = coll_all_gather(st->tp_comm, out, in, bytes)) || (rc = gpt_event_record(st->ev_tp_out, ts)))
+        return rc;
+    return gpt_stream_wait_event(s, st->ev_tp_out);
 }
 
 int megatron_pipeline_init(const engine_env *env, void **state)
@@ -341,7 +430,7 @@ int megatron_pipeline_init(const engine_env *env, void **state)
     if (!st) return GPT_ERR_OOM;
     *state = st;
     st->env = *env;
-    st->sh = env->cfg->shape;
+    st->sh = rank_shape(env->cfg);
     st->rank = env->rank;
     st->world = env->world;
     st->z = layout_of(env->cfg, env->rank);
@@ -355,13 +444,16 @@ int megatron_pipeline_init(const engine_env *env, void **state)
         (rc = coll_open(&st->bwd_comm, be, env->rank, env->world)) ||
         (rc = coll_open(&st->tie_comm, be, env->rank, env->world)) ||
         /* (every rank opens its stage's group: collective over the job) */
-        (z->dpw > 1 && (rc = coll_open_split(&st->dp_comm, be, z->stage, z->dp_rank, z->dpw))) ||
+        (z->dpw > 1 && (rc = coll_open_split(&st->dp_comm, be, z->stage * z->T + z->tp_rank, z->dp_rank, z->dpw))) ||
+        (z->T > 1 && (rc = coll_open_split(&st->tp_comm, be, z->stage * z->dpw + z->dp_rank, z->tp_rank, z->T))) ||
+        (z->T > 1 && (rc = coll_watch(st->tp_comm, env->dog, "tensor-parallel activations") ? GPT_ERR_INVALID : GPT_OK)) ||
         (z->dpw > 1 && (rc = coll_watch(st->dp_comm, env->dog, "stage gradients") ? GPT_ERR_INVALID : GPT_OK)) ||
         (rc = coll_watch(st->fwd_comm, env->dog, "pipeline activations") ? GPT_ERR_INVALID : GPT_OK) ||
         (rc = coll_watch(st->bwd_comm, env->dog, "pipeline gradients") ? GPT_ERR_INVALID : GPT_OK) ||
         (rc = coll_watch(st->tie_comm, env->dog, "tied embedding") ? GPT_ERR_INVALID : GPT_OK))
         return rc;
-    gpt_event **evs[] = {&st->ev_x_in, &st->ev_x_out, &st->ev_dres_in, &st->ev_bwd_done, &st->ev_dres_sent};
+    gpt_event **evs[] = {&st->ev_x_in, &st->ev_x_out, &st->ev_dres_in, &st->ev_bwd_done, &st->ev_dres_sent,
+                         &st->ev_tp_in, &st->ev_tp_out};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if ((rc = gpt_event_create(be, evs[i]))) return rc;
     for (int i = 0; i < z->slots; i++)
@@ -394,10 +486,16 @@ int megatron_pipeline_init(const engine_env *env, void **state)
     rc = init_params(st, staging);
     engine_free_last(&st->mem); /* (the staging block: the last allocation) */
     if (!rc && (rc = gpt_stream_memset_zero(st->compute, st->norms, z->norms))) return rc;
-    if (!rc)
+    st->tp = (gpt_tp){.rank = z->tp_rank, .world = z->T, .all_reduce = tp_all_reduce, .all_gather = tp_all_gather,
+                      .ctx = st};
+    if (!rc && z->P > 1)
         engine_note(env, "megatron-lm pipeline: stage %d of %d, layers %d-%d%s%s, %d micro-batch%s, %d in flight (1F1B)",
                     z->stage, z->P, z->l0, z->l1 - 1, z->first ? ", the embedding" : "", z->last ? ", the head" : "",
                     z->M, z->M > 1 ? "es" : "", z->slots);
+    if (!rc && z->T > 1)
+        engine_note(env, "megatron-lm tensor parallel: rank %d of %d, heads %d-%d, vocabulary rows %d-%d", z->tp_rank, z->T,
+                    z->tp_rank * (st->sh.heads / z->T), (z->tp_rank + 1) * (st->sh.heads / z->T) - 1,
+                    z->tp_rank * gpt_vocab_rows(&st->sh), (z->tp_rank + 1) * gpt_vocab_rows(&st->sh) - 1);
     return rc;
 }
 
@@ -423,27 +521,29 @@ static int forward(pipe_state *st, int k, const int32_t *tokens, const int32_t *
         (rc = gpt_memcpy_h2d(c, ids + N, targets + (size_t)k * N, N * sizeof(int32_t))))
         return rc;
     if (z->first) {
-        gpt_embed_forward(c, sh, work_params(st, 0), ids, slot_input(st, k, z->l0));
+        if ((rc = gpt_embed_forward_tp(c, sh, &st->tp, work_params(st, 0), ids, slot_input(st, k, z->l0)))) return rc;
     } else {
         gpt_stream *fs = coll_stream(st->fwd_comm);
         if ((k >= z->slots && (rc = gpt_stream_wait_event(fs, st->ev_slot_free[k % z->slots]))) ||
-            (rc = coll_recv(st->fwd_comm, slot_input(st, k, z->l0), z->NC * z->act, st->rank - engine_dp_world(st->env.cfg))) ||
+            (rc = coll_recv(st->fwd_comm, slot_input(st, k, z->l0), z->NC * z->act, st->rank - z->stride)) ||
             (rc = gpt_event_record(st->ev_x_in, fs)) || (rc = gpt_stream_wait_event(c, st->ev_x_in)))
             return rc;
     }
     for (int l = z->l0; l < z->l1; l++) {
         gpt_layer_acts a = slot_acts(st, k, l, 0);
-        gpt_layer_forward(c, sh, work_params(st, 1 + l), slot_input(st, k, l), slot_input(st, k, l + 1), &a);
+        if ((rc = gpt_layer_forward_tp(c, sh, &st->tp, work_params(st, 1 + l), slot_input(st, k, l),
+                                       slot_input(st, k, l + 1), &a)))
+            return rc;
     }
     if (z->last) {
         st->head.losses = st->losses + (size_t)k * N;
-        gpt_head_forward(c, sh, work_params(st, 0), st->grads, slot_input(st, k, z->l1), ids + N, &st->head);
-        return GPT_OK;
+        return gpt_head_forward_tp(c, sh, &st->tp, work_params(st, 0), st->grads, slot_input(st, k, z->l1), ids + N,
+                                   &st->head);
     }
     gpt_stream *fs = coll_stream(st->fwd_comm);
     if ((rc = gpt_event_record(st->ev_x_out, c)) || (rc = gpt_stream_wait_event(fs, st->ev_x_out)))
         return rc;
-    if ((rc = coll_send(st->fwd_comm, slot_input(st, k, z->l1), z->NC * z->act, st->rank + engine_dp_world(st->env.cfg))))
+    if ((rc = coll_send(st->fwd_comm, slot_input(st, k, z->l1), z->NC * z->act, st->rank + z->stride)))
         return rc;
     return gpt_event_record(st->ev_x_sent[k % z->slots], fs);
 }
@@ -454,7 +554,7 @@ static int backward(pipe_state *st, int k)
     const pipe_layout *z = &st->z;
     const gpt_shape *sh = &st->sh;
     gpt_stream *c = st->compute, *bs = coll_stream(st->bwd_comm);
-    const int step = engine_dp_world(st->env.cfg);
+    const int step = z->stride;
     int rc;
     if (z->last) {
         /* (dres is the head's output: written once B(k-1)'s dres has left for the stage before) */
@@ -467,10 +567,12 @@ static int backward(pipe_state *st, int k)
     }
     for (int l = z->l1 - 1; l >= z->l0; l--) {
         gpt_layer_acts a = slot_acts(st, k, l, 1);
-        gpt_layer_backward(c, sh, work_params(st, 1 + l), st->grads + block_off(st, 1 + l), slot_input(st, k, l),
-                           st->dres, &a, &st->scratch, k == 0 ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE);
+        if ((rc = gpt_layer_backward_tp(c, sh, &st->tp, work_params(st, 1 + l), st->grads + block_off(st, 1 + l),
+                                        slot_input(st, k, l), st->dres, &a, &st->scratch,
+                                        k == 0 ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE)))
+            return rc;
     }
-    if (z->first) gpt_embed_backward(c, sh, st->embed_in, st->dres, slot_ids(st, k));
+    if (z->first) gpt_embed_backward_tp(c, sh, &st->tp, st->embed_in, st->dres, slot_ids(st, k));
     if ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_event_record(st->ev_slot_free[k % z->slots], c)))
         return rc;
     if (z->first) return GPT_OK;
@@ -489,8 +591,8 @@ static int join_embedding(pipe_state *st)
     gpt_stream *c = st->compute, *ts = coll_stream(st->tie_comm);
     if (!z->has_embed) return GPT_OK;
     if (!(z->first && z->last)) {
-        const int dpw = engine_dp_world(st->env.cfg), me = engine_dp_rank(st->env.cfg, st->rank);
-        const int peer = z->first ? me + (z->P - 1) * dpw : me;
+        /* (the same data and tensor-parallel place in the other end stage) */
+        const int peer = z->first ? st->rank + (z->P - 1) * z->stride : st->rank - (z->P - 1) * z->stride;
         float *send = z->first ? st->embed_in : st->grads, *recv = z->first ? st->grads : st->embed_in;
         int rc;
         if ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_stream_wait_event(ts, st->ev_bwd_done)) ||
@@ -506,6 +608,22 @@ static int join_embedding(pipe_state *st)
  * (block, shard) norms taken behind each, on the group's stream (on compute with D = 1), as
  * megatron-lm's DDP reduces and measures them; compute waits for all of it.  Block 0 counts
  * from the first stage only (the last stage's copy is the same). */
+/* Block b's (shard) norms into its row of the table: with T > 1 those of this rank's share of
+ * the split tensors, then those of the whole ones (counted from tensor-parallel rank 0 only:
+ * every rank holds the same). */
+static void block_norms(pipe_state *st, gpt_stream *ds, int b, const float *g)
+{
+    const pipe_layout *z = &st->z;
+    float *row = st->norms + (size_t)b * z->norm_row;
+    if (z->T == 1) {
+        dp_block_shard_norms(ds, g, block_len(st, b), z->dpw, row);
+        return;
+    }
+    const size_t split = b == 0 ? gpt_embed_layout_of(&st->sh).n_split : gpt_layer_layout_of(&st->sh).n_split;
+    dp_block_shard_norms(ds, g, split, z->dpw, row);
+    dp_block_shard_norms(ds, g + split, block_len(st, b) - split, z->dpw, row + z->dpw);
+}
+
 static int reduce_blocks(pipe_state *st)
 {
     const pipe_layout *z = &st->z;
@@ -517,7 +635,7 @@ static int reduce_blocks(pipe_state *st)
         if (b > 0 && b - 1 < z->l0) continue;
         float *g = st->grads + block_off(st, b);
         if (st->dp_comm && (rc = coll_all_reduce_sum(st->dp_comm, g, block_len(st, b)))) return rc;
-        if (b > 0 || z->first) dp_block_shard_norms(ds, g, block_len(st, b), z->dpw, st->norms + (size_t)b * z->dpw);
+        if (b > 0 || z->first) block_norms(st, ds, b, g);
     }
     if (st->dp_comm && ((rc = gpt_event_record(st->ev_x_in, ds)) || (rc = gpt_stream_wait_event(c, st->ev_x_in))))
         return rc;
@@ -531,7 +649,7 @@ static int outcome(pipe_state *st, step_result *out)
     const pipe_layout *z = &st->z;
     const int L = st->sh.layers, N = st->sh.batch * st->sh.seq;
     gpt_stream *c = st->compute;
-    const size_t row = (size_t)z->dpw;
+    const size_t row = (size_t)z->norm_row;
     int rc;
     if ((rc = reduce_blocks(st))) return rc;
     if ((rc = gpt_memcpy_d2h(c, st->host_norms, st->norms, (size_t)(L + 1) * row * sizeof(float))) ||
@@ -539,16 +657,28 @@ static int outcome(pipe_state *st, step_result *out)
         (rc = gpt_stream_sync(c)))
         return rc;
     double local = 0;
-    for (int k = 0; z->last && k < z->M; k++) local += gpt_mean_loss(st->host_losses + (size_t)k * N, N);
-    /* (the last stage's sum; every other adds 0, which changes no bit) */
+    for (int k = 0; z->last && z->tp_rank == 0 && k < z->M; k++)
+        local += gpt_mean_loss(st->host_losses + (size_t)k * N, N);
+    /* (the last stage's sum, from tensor-parallel rank 0: the others have the same losses; every
+     * other rank adds 0, which changes no bit) */
     if ((rc = coll_host_sum_doubles(st->tie_comm, &local, 1))) return rc;
     out->loss = z->M == 1 && z->dpw == 1 ? local : local / ((double)z->M * z->dpw);
-    float *all = st->host_norms + (L + 1) * row, *table = st->host_norms;
+    float *all = st->host_norms + (L + 1) * row, *table = all + (size_t)st->world * (L + 1) * row;
     if ((rc = coll_host_all_gather(st->tie_comm, all, st->host_norms, (size_t)(L + 1) * row * sizeof(float))))
         return rc;
-    for (int b = 0; b <= L; b++)
-        memcpy(table + (size_t)b * row, all + ((size_t)owner_of_block(st, b) * (L + 1) + b) * row, row * sizeof(float));
-    out->grad_norm = gpt_combine_norms(table, (L + 1) * z->dpw);
+    /* per block: each tensor-parallel rank's share of the split tensors in rank order, then
+     * the whole ones once (one rank's table without T) */
+    size_t at = 0;
+    for (int b = 0; b <= L; b++) {
+        for (int r = 0; r < z->T; r++, at += (size_t)z->dpw)
+            memcpy(table + at, all + ((size_t)owner_of_block(st, b, r) * (L + 1) + b) * row, z->dpw * sizeof(float));
+        if (z->T > 1) {
+            memcpy(table + at, all + ((size_t)owner_of_block(st, b, 0) * (L + 1) + b) * row + z->dpw,
+                   z->dpw * sizeof(float));
+            at += (size_t)z->dpw;
+        }
+    }
+    out->grad_norm = gpt_combine_norms(table, (int)at);
     out->skipped = !isfinite(out->grad_norm);
     return GPT_OK;
 }
@@ -626,10 +756,17 @@ int megatron_pipeline_read_params(void *state, float *host_params)
     }
     if (!rc) rc = gpt_stream_sync(st->compute);
     if (!rc) rc = coll_host_all_gather(st->tie_comm, all, mine, total * sizeof(float));
+    /* (blocks at the model's offsets: with T > 1 each put together from the ranks' shares) */
+    const size_t whole_e = gpt_embed_layout_of(&st->env.cfg->shape).total,
+                 whole_l = gpt_layer_layout_of(&st->env.cfg->shape).total;
     for (int b = 0; !rc && b <= L; b++) {
-        const int owner = owner_of_block(st, b);
         const size_t at = b == 0 ? 0 : z->PE + (size_t)(b - 1) * z->PL;
-        memcpy(host_params + at, all + (size_t)owner * total + at, block_len(st, b) * sizeof(float));
+        const size_t whole_at = b == 0 ? 0 : whole_e + (size_t)(b - 1) * whole_l;
+        for (int r = 0; r < z->T; r++) {
+            float *share = all + (size_t)owner_of_block(st, b, r) * total + at;
+            if (z->T == 1) memcpy(host_params + whole_at, share, block_len(st, b) * sizeof(float));
+            else gpt_tp_move_block(host_params + whole_at, share, &st->sh, r, b == 0, 0);
+        }
     }
     free(mine);
     free(all);

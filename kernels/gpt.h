@@ -183,9 +183,10 @@ struct gpt_backend_ops {
 
     /* ---- ops (see the wrappers below for shapes and semantics; void *: be->dtype) ---- */
     void (*encoder_forward)(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
-                            const void *wpe, int B, int T, int C);
+                            const void *wpe, int B, int T, int C, int vocab_lo, int vocab_rows);
     void (*encoder_backward)(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
-                             const int32_t *tokens, int B, int T, int C);
+                             const int32_t *tokens, int B, int T, int C, int vocab_lo,
+                             int vocab_rows);
     void (*layernorm_forward)(gpt_stream *s, void *out, float *mean, float *rstd,
                               const void *inp, const void *w, const void *b, int N, int C);
     void (*layernorm_backward)(gpt_stream *s, void *dinp, float *dw, float *db,
@@ -220,6 +221,11 @@ struct gpt_backend_ops {
     void (*crossentropy_forward_backward)(gpt_stream *s, float *losses, void *logits,
                                           const int32_t *targets, float dloss, int N, int V,
                                           int Vp);
+    void (*crossentropy_stats)(gpt_stream *s, float *stats, const void *logits,
+                               const int32_t *targets, int N, int V, int Vp, int vocab_lo);
+    void (*crossentropy_parallel)(gpt_stream *s, float *losses, void *logits,
+                                  const int32_t *targets, const float *stats, int parts,
+                                  float dloss, int N, int V, int Vp, int vocab_lo);
     void (*adamw_update)(gpt_stream *s, float *param, void *param_act, const float *grad,
                          float *m, float *v, size_t n, float lr, float beta1, float beta2,
                          float eps, float weight_decay, int t, float grad_scale,
@@ -314,13 +320,27 @@ static inline void gpt_graph_destroy(gpt_graph *g)
 /* out (B,T,C) = wte[tokens[b,t], :] + wpe[t, :]          wte (Vp,C), wpe (>=T,C) */
 static inline void gpt_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens,
                                        const void *wte, const void *wpe, int B, int T, int C)
-{ s->be->ops->encoder_forward(s, out, tokens, wte, wpe, B, T, C); }
+{ s->be->ops->encoder_forward(s, out, tokens, wte, wpe, B, T, C, 0, INT32_MAX); }
 
 /* dwte[tokens[b,t]] += dout[b,t];  dwpe[t] += dout[b,t]   (both accumulate) */
 static inline void gpt_encoder_backward(gpt_stream *s, float *dwte, float *dwpe,
                                         const void *dout, const int32_t *tokens, int B, int T,
                                         int C)
-{ s->be->ops->encoder_backward(s, dwte, dwpe, dout, tokens, B, T, C); }
+{ s->be->ops->encoder_backward(s, dwte, dwpe, dout, tokens, B, T, C, 0, INT32_MAX); }
+
+/* The vocabulary-parallel forms (tensor parallelism: each rank holds the rows [vocab_lo,
+ * vocab_lo + vocab_rows) of the word embedding): out = (wte[tok - vocab_lo] where tok is one
+ * of those rows, else 0) + (wpe[t], or 0 with wpe NULL); the backward adds dout into the rows
+ * of dwte it holds only, and into dwpe unless it is NULL.  The ranks' outputs summed are the
+ * whole embedding, exactly (one rank adds a row, the others zeros). */
+static inline void gpt_encoder_forward_vocab(gpt_stream *s, void *out, const int32_t *tokens,
+                                             const void *wte, const void *wpe, int B, int T,
+                                             int C, int vocab_lo, int vocab_rows)
+{ s->be->ops->encoder_forward(s, out, tokens, wte, wpe, B, T, C, vocab_lo, vocab_rows); }
+static inline void gpt_encoder_backward_vocab(gpt_stream *s, float *dwte, float *dwpe,
+                                              const void *dout, const int32_t *tokens, int B,
+                                              int T, int C, int vocab_lo, int vocab_rows)
+{ s->be->ops->encoder_backward(s, dwte, dwpe, dout, tokens, B, T, C, vocab_lo, vocab_rows); }
 
 /* out (N,C) = (inp - mean) * rstd * w + b per row, eps 1e-5; mean, rstd (N) are saved. */
 static inline void gpt_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
@@ -434,6 +454,28 @@ static inline void gpt_crossentropy_forward_backward(gpt_stream *s, float *losse
                                                      void *logits, const int32_t *targets,
                                                      float dloss, int N, int V, int Vp)
 { s->be->ops->crossentropy_forward_backward(s, losses, logits, targets, dloss, N, V, Vp); }
+
+/* The cross-entropy over a vocabulary split between ranks (Megatron's vocab-parallel one):
+ * this rank's logits (N,Vp) are the columns [vocab_lo, vocab_lo + Vp) of the whole, of which
+ * its first V are real (V may be 0: a rank of padding only).  Two ops with an all-gather of
+ * the small stats between them, so that no rank ever holds a whole row:
+ *   stats (N,3, fp32) = per row: the max of its V real logits (-inf for none), the sum of
+ *     exp(logit - that max) over them, and the target's logit where the target is one of
+ *     this rank's columns (else 0);
+ *   crossentropy_parallel: with every rank's stats, stats (parts,N,3) in rank order, combines
+ *     the max M, the sum S = sum_r s_r exp(m_r - M) and the target logit x_t in that order
+ *     (the same on every rank), writes losses (N) = log S - (x_t - M) and overwrites the
+ *     logits with dloss (exp(logit - M) / S - onehot(target)), 0 in the padded columns. */
+static inline void gpt_crossentropy_stats(gpt_stream *s, float *stats, const void *logits,
+                                          const int32_t *targets, int N, int V, int Vp,
+                                          int vocab_lo)
+{ s->be->ops->crossentropy_stats(s, stats, logits, targets, N, V, Vp, vocab_lo); }
+static inline void gpt_crossentropy_parallel(gpt_stream *s, float *losses, void *logits,
+                                             const int32_t *targets, const float *stats,
+                                             int parts, float dloss, int N, int V, int Vp,
+                                             int vocab_lo)
+{ s->be->ops->crossentropy_parallel(s, losses, logits, targets, stats, parts, dloss, N, V, Vp,
+                                    vocab_lo); }
 
 /* AdamW (decoupled weight decay), step t >= 1, on n contiguous elements:
  *   g = grad * grad_scale;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2

@@ -14,17 +14,35 @@ int gpt_pad_vocab(int vocab)
     return (int)(((long long)vocab + 127) / 128 * 128); /* (in 64 bits: no wrap near INT_MAX) */
 }
 
+int gpt_tp_of(const gpt_shape *sh) { return sh->tp > 1 ? sh->tp : 1; }
+
 gpt_layer_layout gpt_layer_layout_of(const gpt_shape *sh)
 {
-    const size_t C = (size_t)sh->hidden;
+    const size_t C = (size_t)sh->hidden, T = (size_t)gpt_tp_of(sh), c = C / T;
     gpt_layer_layout l;
     size_t o = 0;
-    /* 2-D weights first: they are the weight-decayed span. */
-    l.qkv_w = o;    o += 3 * C * C;
-    l.proj_w = o;   o += C * C;
-    l.fc_w = o;     o += 4 * C * C;
-    l.fcproj_w = o; o += 4 * C * C;
+    /* 2-D weights first: they are the weight-decayed span (a rank's share of each under
+     * tensor parallelism: the column-parallel qkv and fc by rows, the row-parallel proj and
+     * fcproj by columns). */
+    l.qkv_w = o;    o += 3 * c * C;
+    l.proj_w = o;   o += C * c;
+    l.fc_w = o;     o += 4 * c * C;
+    l.fcproj_w = o; o += 4 * C * c;
     l.n_decay = o;
+    if (T > 1) {
+        /* the split biases next, then what every rank holds whole (model.h) */
+        l.qkv_b = o;    o += 3 * c;
+        l.fc_b = o;     o += 4 * c;
+        l.n_split = o;
+        l.ln1_w = o;    o += C;
+        l.ln1_b = o;    o += C;
+        l.proj_b = o;   o += C;
+        l.ln2_w = o;    o += C;
+        l.ln2_b = o;    o += C;
+        l.fcproj_b = o; o += C;
+        l.total = o;
+        return l;
+    }
     l.ln1_w = o;    o += C;
     l.ln1_b = o;    o += C;
     l.qkv_b = o;    o += 3 * C;
@@ -34,6 +52,7 @@ gpt_layer_layout gpt_layer_layout_of(const gpt_shape *sh)
     l.fc_b = o;     o += 4 * C;
     l.fcproj_b = o; o += C;
     l.total = o;
+    l.n_split = o;
     return l;
 }
 
@@ -42,14 +61,18 @@ gpt_embed_layout gpt_embed_layout_of(const gpt_shape *sh)
     const size_t C = (size_t)sh->hidden;
     gpt_embed_layout e;
     size_t o = 0;
-    e.wte = o;   o += (size_t)sh->vocab_padded * C;
+    e.wte = o;   o += (size_t)gpt_vocab_rows(sh) * C;
+    e.n_split = gpt_tp_of(sh) > 1 ? o : 0;
     e.wpe = o;   o += (size_t)sh->seq * C;
     e.n_decay = o;
     e.lnf_w = o; o += C;
     e.lnf_b = o; o += C;
     e.total = o;
+    if (gpt_tp_of(sh) <= 1) e.n_split = o;
     return e;
 }
+
+int gpt_vocab_rows(const gpt_shape *sh) { return sh->vocab_padded / gpt_tp_of(sh); }
 
 uint64_t gpt_param_count(const gpt_shape *sh)
 {
@@ -135,7 +158,7 @@ static size_t rows(const gpt_shape *sh) { return (size_t)sh->batch * sh->seq; }
 /* One float per (batch, head, query): the attention's softmax statistics. */
 static size_t att_rows(const gpt_shape *sh)
 {
-    return (size_t)sh->batch * sh->heads * sh->seq;
+    return (size_t)sh->batch * (sh->heads / gpt_tp_of(sh)) * sh->seq;
 }
 
 /* Each carved tensor starts on this boundary: vector loads and cuBLASLt's fastest kernels
@@ -164,18 +187,19 @@ static void layer_acts_carve_split(gpt_layer_acts *a, carver *kept, carver *work
                                    const gpt_shape *sh, gpt_dtype dt)
 {
     const size_t N = rows(sh), C = (size_t)sh->hidden, e = gpt_dtype_size(dt);
+    const size_t c = C / (size_t)gpt_tp_of(sh); /* a rank's channels of the heads and the MLP */
     a->ln1 = take(work, N * C * e);
     a->ln1_mean = take(work, N * sizeof(float));
     a->ln1_rstd = take(work, N * sizeof(float));
-    a->qkv = take(kept, 3 * N * C * e);
+    a->qkv = take(kept, 3 * N * c * e);
     a->att_lse = take(work, att_rows(sh) * sizeof(float));
-    a->atty = take(work, N * C * e);
+    a->atty = take(work, N * c * e);
     a->res2 = take(kept, N * C * e);
     a->ln2 = take(work, N * C * e);
     a->ln2_mean = take(work, N * sizeof(float));
     a->ln2_rstd = take(work, N * sizeof(float));
-    a->fch = take(kept, 4 * N * C * e);
-    a->fch_gelu = take(work, 4 * N * C * e);
+    a->fch = take(kept, 4 * N * c * e);
+    a->fch_gelu = take(work, 4 * N * c * e);
     a->recompute = GPT_RECOMPUTE_FULL;
 }
 
@@ -208,7 +232,7 @@ static size_t layer_scratch_carve(gpt_layer_scratch *a, void *base, const gpt_sh
 
 int gpt_head_chunk_rows(const gpt_shape *sh, gpt_dtype dt)
 {
-    const size_t N = rows(sh), row_bytes = (size_t)sh->vocab_padded * gpt_dtype_size(dt);
+    const size_t N = rows(sh), row_bytes = (size_t)gpt_vocab_rows(sh) * gpt_dtype_size(dt);
     const size_t chunks = (N * row_bytes + GPT_HEAD_CHUNK_BYTES - 1) / GPT_HEAD_CHUNK_BYTES;
     /* Equal chunks, rounded up to 64 rows (the GEMMs' tiles) but never past N. */
     size_t r = (N + chunks - 1) / chunks;
@@ -225,7 +249,9 @@ static size_t head_acts_carve(gpt_head_acts *a, void *base, const gpt_shape *sh,
     a->lnf_mean = take(&c, N * sizeof(float));
     a->lnf_rstd = take(&c, N * sizeof(float));
     a->losses = take(&c, N * sizeof(float));
-    a->logits = take(&c, (size_t)chunk_rows * (size_t)sh->vocab_padded * e);
+    a->logits = take(&c, (size_t)chunk_rows * (size_t)gpt_vocab_rows(sh) * e);
+    /* every rank's cross-entropy stats of a chunk (gpt_crossentropy_stats) */
+    a->ce_stats = gpt_tp_of(sh) > 1 ? take(&c, (size_t)gpt_tp_of(sh) * chunk_rows * 3 * sizeof(float)) : NULL;
     a->chunk_rows = chunk_rows;
     a->grad_divisor = 1;
     return c.used;

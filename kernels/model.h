@@ -29,7 +29,15 @@ typedef struct gpt_shape {
     int batch;        /* B (micro-batch per rank) */
     int vocab;        /* V: real vocabulary */
     int vocab_padded; /* Vp: V rounded up to a multiple of 128, as Megatron pads */
+    /* Tensor-parallel ranks (0 or 1: none): with T > 1 the shape is one rank's share, and the
+     * layouts, activations and buffers below are that rank's (model_tp.c's split). */
+    int tp;
 } gpt_shape;
+
+/* sh->tp, 1 for none */
+int gpt_tp_of(const gpt_shape *sh);
+/* Rows of the word embedding a rank holds: Vp / T (its vocabulary-parallel share). */
+int gpt_vocab_rows(const gpt_shape *sh);
 
 /* Vocabulary padded as Megatron does (make-vocab-size-divisible-by 128). */
 int gpt_pad_vocab(int vocab);
@@ -39,12 +47,17 @@ typedef struct gpt_layer_layout {
     size_t qkv_w, proj_w, fc_w, fcproj_w;
     size_t ln1_w, ln1_b, qkv_b, proj_b, ln2_w, ln2_b, fc_b, fcproj_b;
     size_t n_decay; /* floats [0, n_decay) take weight decay */
+    /* floats [0, n_split) are this rank's share of tensors split over the tensor-parallel
+     * ranks, the rest (LayerNorms, the row-parallel biases) whole on every rank; with T > 1
+     * the split biases qkv_b and fc_b come first after n_decay.  total without T. */
+    size_t n_split;
     size_t total;   /* 12 C^2 + 13 C */
 } gpt_layer_layout;
 
 typedef struct gpt_embed_layout {
     size_t wte, wpe, lnf_w, lnf_b;
     size_t n_decay;
+    size_t n_split; /* [0, n_split): the rank's rows of wte (T > 1); total without T */
     size_t total; /* Vp C + T C + 2 C */
 } gpt_embed_layout;
 
@@ -124,6 +137,7 @@ typedef struct gpt_head_acts {
     void *logits;                     /* (chunk_rows, Vp): one chunk's logits, then gradient */
     int chunk_rows;                   /* rows of tokens per chunk (the last may be shorter) */
     float *losses;                    /* (N) */
+    float *ce_stats;                  /* (T, chunk_rows, 3) with T > 1 tensor-parallel ranks */
     /* Micro-batches (over all ranks) whose summed gradients make the step's: each token's
      * loss weighs 1/(N grad_divisor) in the gradient, so the sum is the mean (as Megatron
      * divides by micro-batches and data-parallel ranks).  The carve sets 1. */
@@ -233,6 +247,42 @@ void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *embed_para
  * dlnf the forward left in head->lnf) and accumulates the LayerNorm's grads into embed_grads. */
 void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *embed_params,
                        float *embed_grads, const void *xL, gpt_head_acts *head, void *dres);
+
+/* ---- tensor parallelism (model_tp.c) ------------------------------------------------------
+ * The same model split over T ranks (sh->tp = T: every size above is one rank's).  Where the
+ * split needs the other ranks the functions call the group's collectives, queued on s in its
+ * order; they return 0 or what a collective returned.  tp NULL or of one rank: exactly the
+ * functions above. */
+typedef struct gpt_tp {
+    int rank, world;
+    /* buf (n elements of the stream's activation type) = the sum of every rank's buf */
+    int (*all_reduce)(void *ctx, gpt_stream *s, void *buf, size_t n);
+    /* out (world x bytes) = every rank's in, in rank order (in may be out + rank x bytes) */
+    int (*all_gather)(void *ctx, gpt_stream *s, void *out, const void *in, size_t bytes);
+    void *ctx;
+} gpt_tp;
+
+/* tp's ranks, 1 for NULL */
+int gpt_tp_ranks(const gpt_tp *tp);
+/* Block (embed: the embedding block, else a layer's) between its whole form (whole, the
+ * layout of one rank) and rank's share of it (part, sh's layout): to_part 1 copies whole's
+ * values into part, 0 part's into whole (the tensors every rank holds whole as well). */
+void gpt_tp_move_block(float *whole, float *part, const gpt_shape *sh, int rank, int embed, int to_part);
+int gpt_embed_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, const void *embed_params,
+                         const int32_t *tokens, void *x0);
+void gpt_embed_backward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, float *embed_grads,
+                           const void *dx0, const int32_t *tokens);
+int gpt_layer_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, const void *layer_params,
+                         const void *x_in, void *x_out, gpt_layer_acts *acts);
+/* (recomputes as acts->recompute says, the forward's collectives included) */
+int gpt_layer_backward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, const void *layer_params,
+                          float *layer_grads, const void *x_in, void *dres, gpt_layer_acts *acts,
+                          const gpt_layer_scratch *scratch, gpt_grad_write gw);
+/* The head's forward (and its logits' backward) with the vocabulary split: gpt_head_forward's
+ * work on this rank's columns, the cross-entropy from every rank's stats, dL/d(lnf) summed.
+ * gpt_head_backward follows as without tensor parallelism (the final LayerNorm is whole). */
+int gpt_head_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, const void *embed_params,
+                        float *embed_grads, const void *xL, const int32_t *targets, gpt_head_acts *head);
 
 /* ---- optimizer ----------------------------------------------------------------------- */
 

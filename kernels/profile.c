@@ -136,11 +136,11 @@ static void mark_end(gpt_profile *p, gpt_stream *s, int m)
     }
 
 WRAP_OP(encoder_forward, PROF_ENCODER_FORWARD, 0, 0,
-        (gpt_stream *s, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C),
-        (s, out, tokens, wte, wpe, B, T, C))
+        (gpt_stream *s, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C, int lo, int rows),
+        (s, out, tokens, wte, wpe, B, T, C, lo, rows))
 WRAP_OP(encoder_backward, PROF_ENCODER_BACKWARD, 0, 0,
-        (gpt_stream *s, float *dwte, float *dwpe, const void *dout, const int32_t *tokens, int B, int T, int C),
-        (s, dwte, dwpe, dout, tokens, B, T, C))
+        (gpt_stream *s, float *dwte, float *dwpe, const void *dout, const int32_t *tokens, int B, int T, int C, int lo, int rows),
+        (s, dwte, dwpe, dout, tokens, B, T, C, lo, rows))
 WRAP_OP(layernorm_forward, PROF_LAYERNORM_FORWARD, 0, 0,
         (gpt_stream *s, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N, int C),
         (s, out, mean, rstd, inp, w, b, N, C))
@@ -186,6 +186,12 @@ WRAP_OP(residual_layernorm_forward, PROF_RESIDUAL_LAYERNORM_FORWARD, 0, 0,
 WRAP_OP(crossentropy_forward_backward, PROF_CROSSENTROPY, 0, 0,
         (gpt_stream *s, float *losses, void *logits, const int32_t *targets, float dloss, int N, int V, int Vp),
         (s, losses, logits, targets, dloss, N, V, Vp))
+WRAP_OP(crossentropy_stats, PROF_CROSSENTROPY, 0, 0,
+        (gpt_stream *s, float *stats, const void *logits, const int32_t *targets, int N, int V, int Vp, int lo),
+        (s, stats, logits, targets, N, V, Vp, lo))
+WRAP_OP(crossentropy_parallel, PROF_CROSSENTROPY, 0, 0,
+        (gpt_stream *s, float *losses, void *logits, const int32_t *targets, const float *stats, int parts, float dloss, int N, int V, int Vp, int lo),
+        (s, losses, logits, targets, stats, parts, dloss, N, V, Vp, lo))
 WRAP_OP(adamw_update, PROF_ADAMW, 0, 0,
         (gpt_stream *s, float *param, void *param_act, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t, float grad_scale, const gpt_checksum_acc *acc),
         (s, param, param_act, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale, acc))
@@ -228,6 +234,8 @@ static void wrap_ops(gpt_backend_ops *ops)
     ops->residual_backward = wrap_residual_backward;
     ops->residual_layernorm_forward = wrap_residual_layernorm_forward;
     ops->crossentropy_forward_backward = wrap_crossentropy_forward_backward;
+    ops->crossentropy_stats = wrap_crossentropy_stats;
+    ops->crossentropy_parallel = wrap_crossentropy_parallel;
     ops->adamw_update = wrap_adamw_update;
     ops->norm_squared = wrap_norm_squared;
     ops->params_to_act = wrap_params_to_act;

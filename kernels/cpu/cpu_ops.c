@@ -25,9 +25,11 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 
 /* ---- encoder ---------------------------------------------------------------------------- */
 
-/* out (B,T,C) = wte[tokens[b,t]] + wpe[t];  wte (Vp,C), wpe (>=T,C). */
+/* out (B,T,C) = wte[tokens[b,t] - lo] + wpe[t];  wte (rows,C), wpe (>=T,C).  A token outside
+ * [lo, lo + rows) and a NULL wpe add 0 (gpt.h's vocabulary-parallel form); lo 0 and rows past
+ * every token is the whole embedding. */
 void cpu_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
-                         const float *wpe, int B, int T, int C)
+                         const float *wpe, int B, int T, int C, int lo, int nrows)
 {
     const int nt = cpu_nthreads(s);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(nt)
@@ -36,21 +38,23 @@ void cpu_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const
             const ptrdiff_t n = (ptrdiff_t)b * T + t;
             const int32_t tok = tokens[n];
             assert(tok >= 0 && "token ids are validated by the caller");
-            const float *wte_row = wte + (ptrdiff_t)tok * C;
-            const float *wpe_row = wpe + (ptrdiff_t)t * C;
+            const int held = tok >= lo && tok - lo < nrows;
+            const float *wte_row = wte + (ptrdiff_t)(held ? tok - lo : 0) * C;
+            const float *wpe_row = wpe ? wpe + (ptrdiff_t)t * C : NULL;
             float *o = out + n * C;
             for (int c = 0; c < C; c++)
-                o[c] = wte_row[c] + wpe_row[c];
+                o[c] = (held ? wte_row[c] : 0.0f) + (wpe_row ? wpe_row[c] : 0.0f);
         }
     }
 }
 
-/* dwte[tokens[b,t]] += dout[b,t];  dwpe[t] += dout[b,t]   (both accumulate).
+/* dwte[tokens[b,t] - lo] += dout[b,t] for the tokens of [lo, lo + rows);  dwpe[t] += dout[b,t]
+ * unless dwpe is NULL (both accumulate).
  * A token may occur many times in the batch, so rows of dwte cannot be split between
  * threads by token position; instead each thread owns a block of channels of every row
  * and adds the occurrences in order of (b,t). */
 void cpu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
-                          const int32_t *tokens, int B, int T, int C)
+                          const int32_t *tokens, int B, int T, int C, int lo, int nrows)
 {
     const int nt = cpu_nthreads(s);
     const int nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
@@ -61,12 +65,14 @@ void cpu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *
         for (ptrdiff_t n = 0; n < (ptrdiff_t)B * T; n++) {
             const int32_t tok = tokens[n];
             assert(tok >= 0 && "token ids are validated by the caller");
-            float *dwte_row = dwte + (ptrdiff_t)tok * C;
+            if (tok < lo || tok - lo >= nrows) continue;
+            float *dwte_row = dwte + (ptrdiff_t)(tok - lo) * C;
             const float *d = dout + n * C;
             for (int c = c0; c < c1; c++)
                 dwte_row[c] += d[c];
         }
     }
+    if (dwpe == NULL) return;
 
     /* Position t collects its B occurrences: rows of dwpe are independent. */
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -281,6 +287,60 @@ void cpu_crossentropy_forward_backward(gpt_stream *s, float *losses, float *logi
             const float p = expf(row[v] - maxval) * inv_sum;
             const float indicator = v == target ? 1.0f : 0.0f;
             row[v] = dloss * (p - indicator);
+        }
+        for (int v = V; v < Vp; v++)
+            row[v] = 0.0f;
+    }
+}
+
+/* stats (N,3) of this rank's logits (N,Vp), its first V columns real, column 0 being vocabulary
+ * id lo (gpt.h): the max, the sum of exp(logit - max) (in double, stored fp32), the target's
+ * logit where this rank has it, else 0. */
+void cpu_crossentropy_stats(gpt_stream *s, float *stats, const float *logits,
+                            const int32_t *targets, int N, int V, int Vp, int lo)
+{
+    const int nt = cpu_nthreads(s);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (ptrdiff_t)n * Vp;
+        float maxval;
+        double sum;
+        softmax_stats(row, V, &maxval, &sum);
+        const int32_t local = targets[n] - lo;
+        stats[3 * n] = maxval;
+        stats[3 * n + 1] = (float)sum;
+        stats[3 * n + 2] = local >= 0 && local < V ? row[local] : 0.0f;
+    }
+}
+
+/* The whole rows' max, sum and target logit from every rank's stats (parts of them, in rank
+ * order: every rank combines the same numbers the same way), then the losses and this rank's
+ * columns of the gradient (gpt.h). */
+void cpu_crossentropy_parallel(gpt_stream *s, float *losses, float *logits,
+                               const int32_t *targets, const float *stats, int parts,
+                               float dloss, int N, int V, int Vp, int lo)
+{
+    const int nt = cpu_nthreads(s);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int n = 0; n < N; n++) {
+        float maxval = -INFINITY, target_logit = 0.0f;
+        for (int r = 0; r < parts; r++) {
+            const float *st = stats + ((size_t)r * N + n) * 3;
+            if (st[0] > maxval) maxval = st[0];
+            target_logit += st[2];
+        }
+        double sum = 0.0;
+        for (int r = 0; r < parts; r++) {
+            const float *st = stats + ((size_t)r * N + n) * 3;
+            if (st[1] > 0.0f) sum += (double)st[1] * exp((double)st[0] - (double)maxval);
+        }
+        losses[n] = (float)(log(sum) - (double)(target_logit - maxval));
+        float *row = logits + (ptrdiff_t)n * Vp;
+        const int32_t local = targets[n] - lo;
+        const float inv_sum = (float)(1.0 / sum);
+        for (int v = 0; v < V; v++) {
+            const float p = expf(row[v] - maxval) * inv_sum;
+            row[v] = dloss * (p - (v == local ? 1.0f : 0.0f));
         }
         for (int v = V; v < Vp; v++)
             row[v] = 0.0f;

@@ -43,9 +43,9 @@ void cpu_attention_backward(gpt_stream *s, float *dqkv, float *delta, const floa
 
 /* cpu_ops.c */
 void cpu_encoder_forward(gpt_stream *s, float *out, const int32_t *tokens, const float *wte,
-                         const float *wpe, int B, int T, int C);
+                         const float *wpe, int B, int T, int C, int lo, int nrows);
 void cpu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const float *dout,
-                          const int32_t *tokens, int B, int T, int C);
+                          const int32_t *tokens, int B, int T, int C, int lo, int nrows);
 void cpu_layernorm_forward(gpt_stream *s, float *out, float *mean, float *rstd,
                            const float *inp, const float *w, const float *b, int N, int C);
 void cpu_layernorm_backward(gpt_stream *s, float *dinp, float *dw, float *db,
@@ -59,6 +59,11 @@ void cpu_residual_forward(gpt_stream *s, float *out, const float *a, const float
 void cpu_residual_backward(gpt_stream *s, float *da, float *db, const float *dout, size_t n);
 void cpu_crossentropy_forward_backward(gpt_stream *s, float *losses, float *logits,
                                        const int32_t *targets, float dloss, int N, int V, int Vp);
+void cpu_crossentropy_stats(gpt_stream *s, float *stats, const float *logits,
+                            const int32_t *targets, int N, int V, int Vp, int lo);
+void cpu_crossentropy_parallel(gpt_stream *s, float *losses, float *logits,
+                               const int32_t *targets, const float *stats, int parts,
+                               float dloss, int N, int V, int Vp, int lo);
 void cpu_adamw_update(gpt_stream *s, float *param, const float *grad, float *m, float *v,
                       size_t n, float lr, float beta1, float beta2, float eps,
                       float weight_decay, int t, float grad_scale, const gpt_checksum_acc *acc);

@@ -274,6 +274,8 @@ typedef enum cpu_task_kind {
     TASK_RESIDUAL_FORWARD,
     TASK_RESIDUAL_BACKWARD,
     TASK_CROSSENTROPY, /* forward and backward in one pass */
+    TASK_CROSSENTROPY_STATS,
+    TASK_CROSSENTROPY_PARALLEL,
     TASK_ADAMW_UPDATE,
     TASK_NORM_SQUARED,
     TASK_CHECKSUM_CHUNKS,
@@ -290,9 +292,9 @@ typedef struct cpu_task {
         struct { void *dst; const void *src; size_t bytes; } copy;
         struct { void *dst; size_t bytes; } memset_zero;
         struct { cpu_event_state *ev; uint64_t generation; } event; /* record and wait */
-        struct { float *out; const int32_t *tokens; const float *wte, *wpe; int B, T, C; }
+        struct { float *out; const int32_t *tokens; const float *wte, *wpe; int B, T, C, lo, rows; }
             encoder_fwd;
-        struct { float *dwte, *dwpe; const float *dout; const int32_t *tokens; int B, T, C; }
+        struct { float *dwte, *dwpe; const float *dout; const int32_t *tokens; int B, T, C, lo, rows; }
             encoder_bwd;
         /* res: the residual variant, res = res_a + res_b first (inp is then res) */
         struct {
@@ -332,6 +334,14 @@ typedef struct cpu_task {
             float dloss;
             int N, V, Vp;
         } crossentropy;
+        /* the vocabulary-parallel pair: stats (parts 0) or the combining pass */
+        struct {
+            float *losses, *stats;
+            void *logits;
+            const int32_t *targets;
+            float dloss;
+            int parts, N, V, Vp, lo;
+        } crossentropy_par;
         struct {
             float *param, *m, *v;
             void *param_act; /* NULL, or the working copy to refresh */
@@ -443,12 +453,13 @@ static int act_end(act_scope *a)
     return a->failed ? GPT_ERR_OOM : GPT_OK;
 }
 
-/* The rows of wte an encoder forward reads: up to the largest token id. */
-static size_t encoder_rows(const int32_t *tokens, size_t n)
+/* The rows of wte (from id lo, rows of them held) an encoder forward reads: up to the largest
+ * token id it holds. */
+static size_t encoder_rows(const int32_t *tokens, size_t n, int lo, int rows)
 {
     int32_t top = 0;
     for (size_t i = 0; i < n; i++)
-        if (tokens[i] > top) top = tokens[i];
+        if (tokens[i] >= lo && tokens[i] - lo < rows && tokens[i] - lo > top) top = tokens[i] - lo;
     return (size_t)top + 1;
 }
 
@@ -482,15 +493,15 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         const __typeof__(t->a.encoder_fwd) *x = &t->a.encoder_fwd;
         const size_t N = (size_t)x->B * x->T, C = (size_t)x->C;
         float *out = act_out(&a, x->out, N * C);
-        const float *wte = act_in(&a, x->wte, encoder_rows(x->tokens, N) * C);
+        const float *wte = act_in(&a, x->wte, encoder_rows(x->tokens, N, x->lo, x->rows) * C);
         const float *wpe = act_in(&a, x->wpe, (size_t)x->T * C);
-        if (act_ready(&a)) cpu_encoder_forward(s, out, x->tokens, wte, wpe, x->B, x->T, x->C);
+        if (act_ready(&a)) cpu_encoder_forward(s, out, x->tokens, wte, wpe, x->B, x->T, x->C, x->lo, x->rows);
         return act_end(&a);
     }
     case TASK_ENCODER_BACKWARD: {
         const __typeof__(t->a.encoder_bwd) *x = &t->a.encoder_bwd;
         const float *dout = act_in(&a, x->dout, (size_t)x->B * x->T * x->C);
-        if (act_ready(&a)) cpu_encoder_backward(s, x->dwte, x->dwpe, dout, x->tokens, x->B, x->T, x->C);
+        if (act_ready(&a)) cpu_encoder_backward(s, x->dwte, x->dwpe, dout, x->tokens, x->B, x->T, x->C, x->lo, x->rows);
         return act_end(&a);
     }
     case TASK_LAYERNORM_FORWARD: {
@@ -620,6 +631,20 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         const __typeof__(t->a.crossentropy) *x = &t->a.crossentropy;
         float *logits = act_inout(&a, x->logits, (size_t)x->N * x->Vp);
         if (act_ready(&a)) cpu_crossentropy_forward_backward(s, x->losses, logits, x->targets, x->dloss, x->N, x->V, x->Vp);
+        return act_end(&a);
+    }
+    case TASK_CROSSENTROPY_STATS: {
+        const __typeof__(t->a.crossentropy_par) *x = &t->a.crossentropy_par;
+        const float *logits = act_in(&a, x->logits, (size_t)x->N * x->Vp);
+        if (act_ready(&a)) cpu_crossentropy_stats(s, x->stats, logits, x->targets, x->N, x->V, x->Vp, x->lo);
+        return act_end(&a);
+    }
+    case TASK_CROSSENTROPY_PARALLEL: {
+        const __typeof__(t->a.crossentropy_par) *x = &t->a.crossentropy_par;
+        float *logits = act_inout(&a, x->logits, (size_t)x->N * x->Vp);
+        if (act_ready(&a))
+            cpu_crossentropy_parallel(s, x->losses, logits, x->targets, x->stats, x->parts, x->dloss, x->N, x->V,
+                                      x->Vp, x->lo);
         return act_end(&a);
     }
     case TASK_ADAMW_UPDATE: {
@@ -940,18 +965,18 @@ int cpu_stream_wait_event(gpt_stream *s, gpt_event *e)
 /* ---- the ops, queued ---------------------------------------------------------------------- */
 
 void cpu_q_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
-                           const void *wpe, int B, int T, int C)
+                           const void *wpe, int B, int T, int C, int lo, int rows)
 {
     cpu_task t = {.kind = TASK_ENCODER_FORWARD, .a.encoder_fwd = {.out = out, .tokens = tokens,
-        .wte = wte, .wpe = wpe, .B = B, .T = T, .C = C}};
+        .wte = wte, .wpe = wpe, .B = B, .T = T, .C = C, .lo = lo, .rows = rows}};
     stream_push_op(s, &t);
 }
 
 void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
-                            const int32_t *tokens, int B, int T, int C)
+                            const int32_t *tokens, int B, int T, int C, int lo, int rows)
 {
     cpu_task t = {.kind = TASK_ENCODER_BACKWARD, .a.encoder_bwd = {.dwte = dwte, .dwpe = dwpe,
-        .dout = dout, .tokens = tokens, .B = B, .T = T, .C = C}};
+        .dout = dout, .tokens = tokens, .B = B, .T = T, .C = C, .lo = lo, .rows = rows}};
     stream_push_op(s, &t);
 }
 
@@ -1097,6 +1122,24 @@ void cpu_q_crossentropy_forward_backward(gpt_stream *s, float *losses, void *log
 {
     cpu_task t = {.kind = TASK_CROSSENTROPY, .a.crossentropy = {.losses = losses, .logits = logits,
         .targets = targets, .dloss = dloss, .N = N, .V = V, .Vp = Vp}};
+    stream_push_op(s, &t);
+}
+
+void cpu_q_crossentropy_stats(gpt_stream *s, float *stats, const void *logits, const int32_t *targets,
+                              int N, int V, int Vp, int lo)
+{
+    cpu_task t = {.kind = TASK_CROSSENTROPY_STATS, .a.crossentropy_par = {.stats = stats,
+        .logits = (void *)logits, .targets = targets, .N = N, .V = V, .Vp = Vp, .lo = lo}};
+    stream_push_op(s, &t);
+}
+
+void cpu_q_crossentropy_parallel(gpt_stream *s, float *losses, void *logits, const int32_t *targets,
+                                 const float *stats, int parts, float dloss, int N, int V, int Vp,
+                                 int lo)
+{
+    cpu_task t = {.kind = TASK_CROSSENTROPY_PARALLEL, .a.crossentropy_par = {.losses = losses,
+        .stats = (float *)stats, .logits = logits, .targets = targets, .dloss = dloss, .parts = parts,
+        .N = N, .V = V, .Vp = Vp, .lo = lo}};
     stream_push_op(s, &t);
 }
 

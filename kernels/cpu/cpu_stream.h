@@ -33,9 +33,9 @@ int cpu_event_elapsed_ms(float *ms, gpt_event *start, gpt_event *end);
 /* The ops, queued, with gpt_backend_ops' signatures: every void * holds fp32 on this
  * backend (be->dtype is always GPT_F32), which is what cpu_ops.h's kernels take. */
 void cpu_q_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
-                           const void *wpe, int B, int T, int C);
+                           const void *wpe, int B, int T, int C, int lo, int rows);
 void cpu_q_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
-                            const int32_t *tokens, int B, int T, int C);
+                            const int32_t *tokens, int B, int T, int C, int lo, int rows);
 void cpu_q_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
                              const void *inp, const void *w, const void *b, int N, int C);
 void cpu_q_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
@@ -72,6 +72,11 @@ void cpu_q_residual_backward(gpt_stream *s, void *da, void *db, const void *dout
 void cpu_q_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits,
                                          const int32_t *targets, float dloss, int N, int V,
                                          int Vp);
+void cpu_q_crossentropy_stats(gpt_stream *s, float *stats, const void *logits, const int32_t *targets,
+                              int N, int V, int Vp, int lo);
+void cpu_q_crossentropy_parallel(gpt_stream *s, float *losses, void *logits, const int32_t *targets,
+                                 const float *stats, int parts, float dloss, int N, int V, int Vp,
+                                 int lo);
 void cpu_q_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad,
                         float *m, float *v, size_t n, float lr, float beta1, float beta2,
                         float eps, float weight_decay, int t, float grad_scale,

@@ -218,9 +218,9 @@ void cu_attention_backward(gpt_stream *s, void *dqkv, float *delta, const void *
 
 /* cuda_ops.cu */
 void cu_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
-                        const void *wpe, int B, int T, int C);
+                        const void *wpe, int B, int T, int C, int lo, int rows);
 void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
-                         const int32_t *tokens, int B, int T, int C);
+                         const int32_t *tokens, int B, int T, int C, int lo, int rows);
 void cu_layernorm_forward(gpt_stream *s, void *out, float *mean, float *rstd,
                           const void *inp, const void *w, const void *b, int N, int C);
 void cu_layernorm_backward(gpt_stream *s, void *dinp, float *dw, float *db,
@@ -237,6 +237,10 @@ void cu_residual_layernorm_forward(gpt_stream *s, void *res, void *out, float *m
 void cu_residual_backward(gpt_stream *s, void *da, void *db, const void *dout, size_t n);
 void cu_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits,
                                       const int32_t *targets, float dloss, int N, int V, int Vp);
+void cu_crossentropy_stats(gpt_stream *s, float *stats, const void *logits, const int32_t *targets, int N, int V,
+                           int Vp, int lo);
+void cu_crossentropy_parallel(gpt_stream *s, float *losses, void *logits, const int32_t *targets, const float *stats,
+                              int parts, float dloss, int N, int V, int Vp, int lo);
 void cu_adamw_update(gpt_stream *s, float *param, void *param_act, const float *grad, float *m,
                      float *v, size_t n, float lr, float beta1, float beta2, float eps,
                      float weight_decay, int t, float grad_scale, const gpt_checksum_acc *acc);

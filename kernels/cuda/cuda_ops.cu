@@ -39,26 +39,30 @@ static inline unsigned row_blocks(long long rows)
 
 /* ---- encoder ------------------------------------------------------------------------- */
 
-/* out (B,T,C) = wte[tokens[b,t]] + wpe[t];  wte (Vp,C), wpe (>=T,C). */
+/* out (B,T,C) = wte[tokens[b,t] - lo] + wpe[t];  wte (rows,C), wpe (>=T,C); a token outside
+ * [lo, lo + rows) and a NULL wpe add 0 (gpt.h's vocabulary-parallel form). */
 template <typename T_>
 __global__ static void encoder_forward_kernel(T_ *out, const int32_t *tokens, const T_ *wte,
-                                              const T_ *wpe, int T, int C, size_t total)
+                                              const T_ *wpe, int T, int C, size_t total, int lo,
+                                              int rows)
 {
     GRID_STRIDE(i, total) {
         const size_t n = i / C;
         const int c = (int)(i % C), t = (int)(n % T);
-        st_f32(&out[i], ld_f32(wte[(size_t)tokens[n] * C + c]) + ld_f32(wpe[(size_t)t * C + c]));
+        const int32_t tok = tokens[n];
+        const float w = tok >= lo && tok - lo < rows ? ld_f32(wte[(size_t)(tok - lo) * C + c]) : 0.0f;
+        st_f32(&out[i], w + (wpe ? ld_f32(wpe[(size_t)t * C + c]) : 0.0f));
     }
 }
 
 void cu_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const void *wte,
-                        const void *wpe, int B, int T, int C)
+                        const void *wpe, int B, int T, int C, int lo, int rows)
 {
     const size_t total = (size_t)B * T * C;
     CU_DISPATCH(s, E,
                 encoder_forward_kernel<E><<<grid_for(total, EW_THREADS), EW_THREADS, 0,
                                             cu_stream(s)->stream>>>(
-                    (E *)out, tokens, (const E *)wte, (const E *)wpe, T, C, total));
+                    (E *)out, tokens, (const E *)wte, (const E *)wpe, T, C, total, lo, rows));
     OP_CHECK_LAUNCH(s);
 }
 
@@ -75,15 +79,16 @@ void cu_encoder_forward(gpt_stream *s, void *out, const int32_t *tokens, const v
 template <typename T_>
 __global__ static void encoder_backward_wte_kernel(float *dwte, const T_ *dout,
                                                    const int32_t *sorted_tokens,
-                                                   const int32_t *sorted_rows, int N, int C)
+                                                   const int32_t *sorted_rows, int N, int C,
+                                                   int lo, int rows)
 {
     const size_t total = (size_t)N * C;
     GRID_STRIDE(idx, total) {
         const int i = (int)(idx / C), c = (int)(idx % C);
         const int32_t tok = sorted_tokens[i];
-        if (i > 0 && sorted_tokens[i - 1] == tok)
-            continue; /* not the start of tok's run */
-        float *w = &dwte[(size_t)tok * C + c];
+        if ((i > 0 && sorted_tokens[i - 1] == tok) || tok < lo || tok - lo >= rows)
+            continue; /* not the start of tok's run, or a row another rank holds */
+        float *w = &dwte[(size_t)(tok - lo) * C + c];
         float acc = *w;
         for (int j = i; j < N && sorted_tokens[j] == tok; j++)
             acc += ld_f32(dout[(size_t)sorted_rows[j] * C + c]);
@@ -124,7 +129,7 @@ static size_t encoder_sort_bytes(int N, size_t *cub_bytes)
 }
 
 void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
-                         const int32_t *tokens, int B, int T, int C)
+                         const int32_t *tokens, int B, int T, int C, int lo, int rows)
 {
     cuda_stream_impl *si = cu_stream(s);
     cudaStream_t st = si->stream;
@@ -154,8 +159,9 @@ void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *do
     }
     CU_DISPATCH(s, E,
                 encoder_backward_wte_kernel<E><<<grid_for(total, EW_THREADS), EW_THREADS, 0, st>>>(
-                    dwte, (const E *)dout, sorted_tokens, sorted_rows, N, C));
+                    dwte, (const E *)dout, sorted_tokens, sorted_rows, N, C, lo, rows));
     OP_CHECK_LAUNCH(s);
+    if (dwpe == NULL) return;
     CU_DISPATCH(s, E,
                 encoder_backward_wpe_kernel<E><<<grid_for(tc, EW_THREADS), EW_THREADS, 0, st>>>(
                     dwpe, (const E *)dout, B, T, C));
@@ -1097,6 +1103,84 @@ void cu_crossentropy_forward_backward(gpt_stream *s, float *losses, void *logits
         else
             crossentropy_launch<E, 1, false>(s, losses, (E *)logits, targets, dloss, N, V, Vp, 0);
     });
+}
+
+/* The vocabulary-parallel pair (gpt.h), one block per row, element by element (the head's
+ * GEMMs dominate it; the row of a rank is 1/T of the vocabulary). */
+template <typename T_>
+__global__ static void __launch_bounds__(CE_THREADS)
+    crossentropy_stats_kernel(float *stats, const T_ *logits, const int32_t *targets, int V, int Vp, int lo)
+{
+    __shared__ float red_max[CE_WARPS];
+    __shared__ double red_sum[CE_WARPS];
+    const int n = blockIdx.x;
+    const T_ *row = logits + (size_t)n * Vp;
+    float m = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += CE_THREADS) m = fmaxf(m, ld_f32(row[v]));
+    const float maxval = ce_block_max(m, red_max);
+    double sum = 0.0;
+    for (int v = threadIdx.x; v < V; v += CE_THREADS) sum += (double)expf(ld_f32(row[v]) - maxval);
+    const double total = ce_block_sum(sum, red_sum);
+    if (threadIdx.x == 0) {
+        const int local = targets[n] - lo;
+        stats[3 * (size_t)n] = maxval;
+        stats[3 * (size_t)n + 1] = (float)total;
+        stats[3 * (size_t)n + 2] = local >= 0 && local < V ? ld_f32(row[local]) : 0.0f;
+    }
+}
+
+template <typename T_>
+__global__ static void __launch_bounds__(CE_THREADS)
+    crossentropy_parallel_kernel(float *losses, T_ *logits, const int32_t *targets, const float *stats, int parts,
+                                 float dloss, int N, int V, int Vp, int lo)
+{
+    __shared__ float row_max, row_inv_sum;
+    const int n = blockIdx.x;
+    if (threadIdx.x == 0) {
+        /* every rank combines the same stats in rank order: the same numbers everywhere */
+        float maxval = -INFINITY, target_logit = 0.0f;
+        for (int r = 0; r < parts; r++) {
+            const float *st = stats + ((size_t)r * N + n) * 3;
+            maxval = fmaxf(maxval, st[0]);
+            target_logit += st[2];
+        }
+        double sum = 0.0;
+        for (int r = 0; r < parts; r++) {
+            const float *st = stats + ((size_t)r * N + n) * 3;
+            if (st[1] > 0.0f) sum += (double)st[1] * exp((double)st[0] - (double)maxval);
+        }
+        losses[n] = (float)(log(sum) - (double)(target_logit - maxval));
+        row_max = maxval;
+        row_inv_sum = (float)(1.0 / sum);
+    }
+    __syncthreads();
+    T_ *row = logits + (size_t)n * Vp;
+    const int local = targets[n] - lo;
+    for (int v = threadIdx.x; v < Vp; v += CE_THREADS) {
+        const float g = v < V ? dloss * (expf(ld_f32(row[v]) - row_max) * row_inv_sum - (v == local ? 1.0f : 0.0f))
+                              : 0.0f;
+        st_f32(&row[v], g);
+    }
+}
+
+void cu_crossentropy_stats(gpt_stream *s, float *stats, const void *logits, const int32_t *targets, int N, int V,
+                           int Vp, int lo)
+{
+    if (N <= 0) return;
+    CU_DISPATCH(s, E,
+                crossentropy_stats_kernel<E><<<N, CE_THREADS, 0, cu_stream(s)->stream>>>(
+                    stats, (const E *)logits, targets, V, Vp, lo));
+    OP_CHECK_LAUNCH(s);
+}
+
+void cu_crossentropy_parallel(gpt_stream *s, float *losses, void *logits, const int32_t *targets, const float *stats,
+                              int parts, float dloss, int N, int V, int Vp, int lo)
+{
+    if (N <= 0) return;
+    CU_DISPATCH(s, E,
+                crossentropy_parallel_kernel<E><<<N, CE_THREADS, 0, cu_stream(s)->stream>>>(
+                    losses, (E *)logits, targets, stats, parts, dloss, N, V, Vp, lo));
+    OP_CHECK_LAUNCH(s);
 }
 
 /* ---- AdamW ------------------------------------------------------------------------------------ */
