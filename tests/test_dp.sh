@@ -389,8 +389,8 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     PP_EXTRA="--pp-layers 2,1,1" pp_same split 3 12
     PP_EXTRA=""
     dp_bad "--pp above the layers" "--pp 4: more stages than layers (3)" 4 --pp 4
-    dp_bad "--pp not dividing the ranks" "--pp 2: 3 ranks, not a whole number of pipelines of 2 stages" 3 --pp 2
-    dp_bad "--pp on one rank" "--pp 2: 1 rank, not a whole number of pipelines" 1 --pp 2
+    dp_bad "--pp not dividing the ranks" "--pp 2: 3 ranks, not a whole number of model copies of 2 ranks" 3 --pp 2
+    dp_bad "--pp on one rank" "--pp 2: 1 rank, not a whole number of model copies" 1 --pp 2
     # D pipelines side by side (world = P x D): the stages' gradients all-reduced over their D
     # ranks, as DDP on D ranks with the same global batch, bit for bit
     pp_dp() {
@@ -429,10 +429,81 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     else
         dp_fail "-m all --pp 2 --ranks 2" "exit $rc: $(tail -n 4 "$ppsw/out")"
     fi
-    dp_bad "--pp with ZeRO" "the pipeline runs without ZeRO" 2 --pp 2 --zero-stage 1
+    dp_bad "--pp with ZeRO" "--pp 2 with --zero-stage 1: model parallelism runs without ZeRO" 2 --pp 2 --zero-stage 1
     dp_bad "--pp-layers not summing to -l" "--pp-layers 1,1: 2 stages of 2 layers, not --pp 2 of -l 3" 2 --pp 2 --pp-layers 1,1
     dp_bad "--pp-layers with a stage of none" "'0,3' is not a list of layer counts" 2 --pp 2 --pp-layers 0,3
     dp_bad "--pp-layers without --pp" "--pp-layers 3 goes with --pp P" 1 --pp-layers 3
     dp_bad "--pp on an offload engine" "l2l has no pipeline stages (--pp is megatron-lm's)" 1 -m l2l --pp 2
+
+    # --tp T: the layers' heads and MLP and the vocabulary split over T ranks.  Only the order
+    # of the split sums changes (the row-parallel matmuls' T partial products added by the
+    # all-reduce, the column-parallel inputs' gradients, the softmax denominator from T partial
+    # sums), so the run stays within this bound of one rank's (fp32, 20 iterations):
+    #   - a sum of K terms in either order is within gamma_K = K u / (1 - K u) of the exact
+    #     one times the sum of the terms' magnitudes (u = 2^-24; Higham, Accuracy and Stability
+    #     of Numerical Algorithms, 3.1), so two orders differ by at most 2 gamma_K of it; the
+    #     longest split sum is the MLP's second matmul, K = 4C;
+    #   - a step's loss passes through 2L + 2 such sums (two a layer, the embedding's rows and
+    #     the cross-entropy), taken here with a condition factor (sum of magnitudes over the
+    #     magnitude of the sum) of 1, and each step starts from the last one's difference:
+    #     |loss_i - loss1_i| <= i (2L + 2) 2 gamma_4C |loss1_i|;
+    #   - AdamW's step of a parameter moves by lr times a ratio that a relative change d of the
+    #     gradient changes by at most 2 d: |param - param1| <= lr sum_i 2 i (2L + 2) 2 gamma_4C.
+    # A wrong shard, a missing reduction or a bias added twice moves the losses by 1e-3 or more
+    # within a few steps and a parameter by lr a step, far past it.  Every rank's GPU and host
+    # peaks are its plan.
+    tp_bound_check() {
+        python3 - "$DP_WORK/$1" "$DP_WORK/$2" <<'PY'
+import array, glob, json, sys
+ref, run = sys.argv[1], sys.argv[2]
+def losses(d):
+    j = json.load(open(glob.glob(d + "/results/*.json")[0]))
+    return j, [float(x) for x in (it["loss"] for it in j["iterations"])]
+def params(d):
+    a = array.array("f")
+    a.frombytes(open(d + ".params", "rb").read())
+    return a
+(jr, lr_), (jt, lt) = losses(ref), losses(run)
+C, L, lr = 64, 4, 1e-3
+u = 2.0 ** -24
+gamma = 4 * C * u / (1 - 4 * C * u)
+per_step = (2 * L + 2) * 2 * gamma
+bad = [i for i, (a, b) in enumerate(zip(lr_, lt), 1) if abs(a - b) > i * per_step * abs(a)]
+pr, pt = params(ref), params(run)
+pbound = lr * sum(2 * i * per_step for i in range(1, len(lr_) + 1))
+pdiff = max(abs(a - b) for a, b in zip(pr, pt))
+m = jt["memory"]
+ranks = m.get("per_rank", [])
+planned = all(r["gpu_peak_bytes"] == r["gpu_planned_bytes"] and r["host_peak_bytes"] == r["host_planned_bytes"] for r in ranks)
+noted = any("tensor parallel: rank 0 of" in x for x in jt["engine_notes"])
+ok = len(lr_) == len(lt) == 20 and not bad and len(pr) == len(pt) and pdiff <= pbound and ranks and planned and noted
+worst = max(abs(a - b) / (i * abs(a)) for i, (a, b) in enumerate(zip(lr_, lt), 1))
+print("losses within %.2e x i (worst %.2e), params within %.2e (max %.2e), peaks %s plans, noted %s%s" %
+      (per_step, worst, pbound, pdiff, "=" if planned else "!=", noted, "; iterations off: %s" % bad[:3] if bad else ""))
+sys.exit(0 if ok else 1)
+PY
+    }
+    dp_run tp.ref 1 -l 4 -b 2 --global-batch 8 --iters 20
+    tp_near() {
+        local what=$1 np=$2
+        shift 2
+        local out
+        dp_run "tp.$what" "$np" -l 4 -b 2 --global-batch 8 --iters 20 "$@" || return
+        if out=$(tp_bound_check tp.ref "tp.$what"); then dp_pass "$* on $np ranks: within the summation bound of one rank ($out)"
+        else dp_fail "$* on $np ranks" "$out"
+        fi
+    }
+    tp_near t2 2 --tp 2
+    tp_near t4 4 --tp 4
+    tp_near sel 2 --tp 2 --recompute selective
+    tp_near none 2 --tp 2 --recompute none
+    tp_near tp2pp2 4 --tp 2 --pp 2
+    tp_near tp2dp2 4 --tp 2
+    dp_bad "--tp not dividing the heads" "--tp 3: the 4 heads do not split evenly over 3 ranks" 3 --tp 3
+    dp_bad "--tp not dividing the ranks" "--tp 2: 3 ranks, not a whole number of model copies of 2 ranks" 3 --tp 2
+    dp_bad "--tp on one rank" "--tp 2: 1 rank, not a whole number of model copies" 1 --tp 2
+    dp_bad "--tp with ZeRO" "--tp 2 with --zero-stage 3: model parallelism runs without ZeRO" 2 --tp 2 --zero-stage 3
+    dp_bad "--tp with bf16" "--tp 2 with --dtype bf16: the tensor-parallel reductions are fp32 only" 2 --tp 2 --dtype bf16
+    dp_bad "--tp on an offload engine" "stronghold has no tensor parallelism (--tp is megatron-lm's)" 1 -m stronghold --tp 2
 fi
 rm -rf "$DP_WORK"

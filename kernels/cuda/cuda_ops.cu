@@ -129,7 +129,7 @@ static size_t encoder_sort_bytes(int N, size_t *cub_bytes)
 }
 
 void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *dout,
-                         const int32_t *tokens, int B, int T, int C, int lo, int rows)
+                         const int32_t *tokens, int B, int T, int C, int lo, int vocab_rows)
 {
     cuda_stream_impl *si = cu_stream(s);
     cudaStream_t st = si->stream;
@@ -159,7 +159,7 @@ void cu_encoder_backward(gpt_stream *s, float *dwte, float *dwpe, const void *do
     }
     CU_DISPATCH(s, E,
                 encoder_backward_wte_kernel<E><<<grid_for(total, EW_THREADS), EW_THREADS, 0, st>>>(
-                    dwte, (const E *)dout, sorted_tokens, sorted_rows, N, C, lo, rows));
+                    dwte, (const E *)dout, sorted_tokens, sorted_rows, N, C, lo, vocab_rows));
     OP_CHECK_LAUNCH(s);
     if (dwpe == NULL) return;
     CU_DISPATCH(s, E,
