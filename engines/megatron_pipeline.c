@@ -1,11 +1,16 @@
 /*
- * megatron_pipeline.c — megatron-lm's pipeline parallelism (--pp P): the layers in P stages,
- * the micro-batches through them in the 1F1B schedule (PipeDream-Flush, as Megatron runs it).
- * megatron_lm.c hands its run here when P > 1 (megatron_pipeline.h).
+ * megatron_pipeline.c — megatron-lm's model parallelism: pipeline stages (--pp P), the
+ * micro-batches through them in the 1F1B schedule (PipeDream-Flush, as Megatron runs it), and
+ * each layer split over T tensor-parallel ranks (--tp T, kernels/model_tp.c).  megatron_lm.c
+ * hands its run here when P > 1 or T > 1 (megatron_pipeline.h).
  *
- * Ranks: P stages of D = world / P ranks each, the stage outermost (engine_pp_stage): D
- * pipelines side by side, data parallel (DDP: each rank of a stage keeps its blocks whole, their
- * gradients all-reduced over the stage's D ranks; ZeRO is not built with it yet).
+ * Ranks: world = T x P x D, laid out as Megatron lays them out, the tensor-parallel rank
+ * innermost and the stage outermost: rank = (stage x D + data rank) x T + tensor rank.  D model
+ * copies side by side, data parallel (DDP: each rank keeps its blocks, its share of them with
+ * T > 1, whole, their gradients all-reduced over the D ranks of the same stage and tensor rank;
+ * ZeRO is not built with it yet).  With T > 1 every block below is the rank's share
+ * (model_tp.c says which part of each tensor), and a group of the T ranks (tp-comm) carries the
+ * layers' all-reduces, ordered on the compute stream by events (tp_all_reduce).
  * Stage s holds layers [l0, l1) = [s L / P, (s + 1) L / P); the first stage also the
  * embedding, the last the head, which reads the same (tied) embedding block: both stages keep
  * a copy of block 0, its gradient and its Adam state, and make the same update of it.

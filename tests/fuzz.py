@@ -193,6 +193,7 @@ GRAMMAR = {
                    BAD_INTS + ["4", "-1"]),
     "pp": (lambda c: "1" if c.method == "megatron-lm" else None, BAD_INTS + ["0", "-1", "4097"]),
     "pp-layers": (None, ["", "0", "1,,2", "a", "-1,2", "1,2,"]),
+    "tp": (lambda c: "1" if c.method == "megatron-lm" else None, BAD_INTS + ["0", "-1", "4097"]),
     "gemini-mode": (_v_gemini(lambda c: c.rnd.choice(["none", "naive", "interleave"])), ["", "eager"]),
     "gemini-replicas": (_v_gemini(lambda c: "1"), BAD_INTS + ["0", "-1"]),
     "gemini-placement": (_v_gemini(lambda c: c.rnd.choice(["group", "ring"])), ["", "tree"]),
@@ -629,7 +630,7 @@ class Campaign:
 
 def _config_kind(name):
     ints = {"layers", "hidden", "batch", "heads", "seq", "vocab", "iters", "log-interval", "seed", "lr-decay-iters",
-            "threads", "ranks", "global-batch", "fail-at", "zero-stage", "pp", "gemini-replicas", "gemini-ckpt-from",
+            "threads", "ranks", "global-batch", "fail-at", "zero-stage", "pp", "tp", "gemini-replicas", "gemini-ckpt-from",
             "ckpt-every", "top", "verify", "setup-notice", "reduce-bucket-size"}
     nums = {"lr", "min-lr", "lr-warmup-fraction", "weight-decay", "clip-grad", "min-samples-per-s", "gemini-every-share",
             "gemini-fill"}

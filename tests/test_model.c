@@ -417,6 +417,44 @@ static void test_parameter_counts(void **state)
     assert_true(e.n_decay == (50304ULL + 1024) * 2048);
 }
 
+/* The tensor-parallel split (model_tp.c): T shares of a block hold every float of it once (the
+ * split tensors) or on every rank (the whole ones), the shares put back together give the block
+ * bit for bit, and a layer's share is laid out as model.h says (split part first). */
+static void test_tensor_parallel_split_covers_the_block(void **state)
+{
+    (void)state;
+    gpt_shape one = tiny_shape();
+    one.heads = 4;
+    one.hidden = 16;
+    for (int T = 2; T <= 4; T *= 2) {
+        gpt_shape sh = one;
+        sh.tp = T;
+        for (int embed = 0; embed <= 1; embed++) {
+            const size_t whole = embed ? gpt_embed_layout_of(&one).total : gpt_layer_layout_of(&one).total;
+            const size_t part = embed ? gpt_embed_layout_of(&sh).total : gpt_layer_layout_of(&sh).total;
+            const size_t split = embed ? gpt_embed_layout_of(&sh).n_split : gpt_layer_layout_of(&sh).n_split;
+            /* each split float on one rank, each whole one on all */
+            assert_int_equal(T * split + (part - split), whole);
+            float *block = malloc(whole * sizeof(float)), *back = malloc(whole * sizeof(float));
+            float *share = malloc(part * sizeof(float));
+            assert_non_null(block); assert_non_null(back); assert_non_null(share);
+            for (size_t i = 0; i < whole; i++) block[i] = (float)i + 0.5f, back[i] = NAN;
+            for (int r = 0; r < T; r++) {
+                for (size_t i = 0; i < part; i++) share[i] = NAN;
+                gpt_tp_move_block(block, share, &sh, r, embed, 1);
+                for (size_t i = 0; i < part; i++) assert_false(isnan(share[i]));
+                gpt_tp_move_block(back, share, &sh, r, embed, 0);
+                if (!embed) { /* rank r's first q row is row r c of the whole qkv_w */
+                    const size_t c = (size_t)one.hidden / T;
+                    assert_true(share[gpt_layer_layout_of(&sh).qkv_w] == block[r * c * one.hidden]);
+                }
+            }
+            assert_memory_equal(back, block, whole * sizeof(float));
+            free(block); free(back); free(share);
+        }
+    }
+}
+
 static void test_lr_schedule(void **state)
 {
     (void)state;
@@ -514,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_head_chunks_change_only_the_wte_sum_order),
         cmocka_unit_test(test_activation_carves_fit),
         cmocka_unit_test(test_parameter_counts),
+        cmocka_unit_test(test_tensor_parallel_split_covers_the_block),
         cmocka_unit_test(test_lr_schedule),
         cmocka_unit_test(test_loss_falls_on_synthetic_corpus),
         cmocka_unit_test(test_engine_oom_is_recorded),

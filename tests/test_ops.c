@@ -1013,6 +1013,75 @@ static void test_crossentropy(void **state)
     free(g_logits); free(one_row);
 }
 
+/* The vocabulary-parallel forms (tensor parallelism): T "ranks" of VP / T rows or columns each,
+ * T = 2 (the second rank 3 real columns of 8) and T = 4 (the last rank all padding). */
+static void test_vocab_parallel(void **state)
+{
+    fixture *f = *state;
+    rng r = {909};
+    int32_t tokens[N];
+    for (int i = 0; i < N; i++)
+        tokens[i] = rng_int(&r, V);
+    float *wte = rand_floats(&r, VP * C, 1.0f, 0.0f), *wpe = rand_floats(&r, T * C, 1.0f, 0.0f);
+    float *dout = rand_floats(&r, N * C, 1.0f, 0.0f);
+    float *logits = rand_floats(&r, N * VP, 3.0f, 0.0f);
+    float *whole_out = nan_floats(N * C), *whole_dwte = zero_floats(VP * C), *whole_dwpe = zero_floats(T * C);
+    float *whole_losses = nan_floats(N), *whole_grad = copy_floats(logits, N * VP);
+    const float dloss = 0.37f;
+    gpt_encoder_forward(f->s, whole_out, tokens, wte, wpe, B, T, C);
+    gpt_encoder_backward(f->s, whole_dwte, whole_dwpe, dout, tokens, B, T, C);
+    gpt_crossentropy_forward_backward(f->s, whole_losses, whole_grad, tokens, dloss, N, V, VP);
+    sync_ok(f->s);
+    for (int ranks = 2; ranks <= 4; ranks *= 2) {
+        const int rows = VP / ranks;
+        float *sum = zero_floats(N * C), *stats = nan_floats((size_t)ranks * N * 3);
+        float *part_logits[4], *part_losses[4];
+        for (int k = 0; k < ranks; k++) {
+            /* the embedding: the ranks' outputs add up to the whole one exactly */
+            float *out = nan_floats(N * C), *dwte = zero_floats((size_t)rows * C), *dwpe = zero_floats(T * C);
+            gpt_encoder_forward_vocab(f->s, out, tokens, wte + (size_t)k * rows * C, k == 0 ? wpe : NULL, B, T, C,
+                                      k * rows, rows);
+            gpt_encoder_backward_vocab(f->s, dwte, k == 0 ? dwpe : NULL, dout, tokens, B, T, C, k * rows, rows);
+            sync_ok(f->s);
+            for (int i = 0; i < N * C; i++) sum[i] += out[i];
+            check_bitwise("encoder_vocab", "dwte rows", dwte, whole_dwte + (size_t)k * rows * C, (size_t)rows * C);
+            if (k == 0) check_bitwise("encoder_vocab", "dwpe", dwpe, whole_dwpe, T * C);
+            for (int i = 0; k > 0 && i < T * C; i++) assert_true(dwpe[i] == 0.0f); /* (NULL: untouched) */
+            free(out); free(dwte); free(dwpe);
+            /* the cross-entropy's stats of this rank's columns */
+            const int real = V - k * rows < 0 ? 0 : V - k * rows < rows ? V - k * rows : rows;
+            part_logits[k] = nan_floats((size_t)N * rows);
+            for (int n = 0; n < N; n++)
+                memcpy(part_logits[k] + (size_t)n * rows, logits + (size_t)n * VP + (size_t)k * rows, rows * sizeof(float));
+            gpt_crossentropy_stats(f->s, stats + (size_t)k * N * 3, part_logits[k], tokens, N, real, rows, k * rows);
+        }
+        sync_ok(f->s);
+        check_bitwise("encoder_vocab", "sum of the ranks", sum, whole_out, N * C);
+        for (int k = 0; k < ranks; k++) {
+            const int real = V - k * rows < 0 ? 0 : V - k * rows < rows ? V - k * rows : rows;
+            part_losses[k] = nan_floats(N);
+            gpt_crossentropy_parallel(f->s, part_losses[k], part_logits[k], tokens, stats, ranks, dloss, N, real, rows,
+                                      k * rows);
+        }
+        sync_ok(f->s);
+        for (int k = 0; k < ranks; k++) {
+            /* every rank the same losses, those of the whole row within rounding; its columns
+             * of the whole gradient */
+            check_bitwise("crossentropy_parallel", "losses on every rank", part_losses[k], part_losses[0], N);
+            for (int n = 0; n < N; n++) {
+                assert_true(fabsf(part_losses[k][n] - whole_losses[n]) <= 1e-6f * fabsf(whole_losses[n]));
+                for (int v = 0; v < rows; v++)
+                    assert_true(fabsf(part_logits[k][(size_t)n * rows + v] - whole_grad[(size_t)n * VP + k * rows + v]) <=
+                                1e-7f);
+            }
+        }
+        for (int k = 0; k < ranks; k++) free(part_logits[k]), free(part_losses[k]);
+        free(sum); free(stats);
+    }
+    free(wte); free(wpe); free(dout); free(logits); free(whole_out); free(whole_dwte); free(whole_dwpe);
+    free(whole_losses); free(whole_grad);
+}
+
 /* ======================================================================================
  * AdamW, norm_squared
  * ==================================================================================== */
@@ -1537,6 +1606,7 @@ int main(void)
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_residual),
         cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_vocab_parallel),
         cmocka_unit_test(test_residual_layernorm),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_norm_squared),
