@@ -222,10 +222,6 @@ static int check_tp(const engine_config *cfg, char *err, size_t errlen)
                  "stays within one machine)", T, local, local == 1 ? "" : "s");
         return -1;
     }
-    if (cfg->bf16) {
-        snprintf(err, errlen, "--tp %d with --dtype bf16: the tensor-parallel reductions are fp32 only so far", T);
-        return -1;
-    }
     return 0;
 }
 
@@ -405,14 +401,15 @@ static int init_params(pipe_state *st, float *staging)
 }
 
 /* The layer split's collectives (gpt_tp): the group's stream waits for what s was given, the
- * operation, s waits for it (fp32 activations: --tp refuses bf16 until the group reduces it). */
+ * operation (in the activations' type), s waits for it. */
 static int tp_all_reduce(void *ctx, gpt_stream *s, void *buf, size_t n)
 {
     pipe_state *st = ctx;
     gpt_stream *ts = coll_stream(st->tp_comm);
     int rc;
     if ((rc = gpt_event_record(st->ev_tp_in, s)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in)) ||
-        (rc = coll_all_reduce_sum(st->tp_comm, buf, n)) || (rc = gpt_event_record(st->ev_tp_out, ts)))
+        (rc = coll_all_reduce_sum_act(st->tp_comm, buf, n, st->env.be->dtype)) ||
+        (rc = gpt_event_record(st->ev_tp_out, ts)))
         return rc;
     return gpt_stream_wait_event(s, st->ev_tp_out);
 }

@@ -86,10 +86,12 @@ static double mono_now(void)
 static const char *op_name(int op, int nccl)
 {
     static const char *const mpi[] = {"all-reduce (MPI_Alltoall, MPI_Allgather)", "reduce-scatter (MPI_Alltoall)", "MPI_Allgather", "MPI_Bcast",
-                                      "MPI_Send", "MPI_Recv", "MPI_Sendrecv"};
+                                      "MPI_Send", "MPI_Recv", "MPI_Sendrecv", "bf16 all-reduce (MPI_Alltoall, MPI_Allgather)",
+                                      "bf16 reduce-scatter (MPI_Alltoall)"};
     static const char *const nc[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast",
-                                     "ncclSend", "ncclRecv", "ncclSend/ncclRecv"};
-    return op >= 0 && op <= 6 ? (nccl ? nc : mpi)[op] : "?";
+                                     "ncclSend", "ncclRecv", "ncclSend/ncclRecv", "ncclAllReduce (bf16)",
+                                     "ncclReduceScatter (bf16)"};
+    return op >= 0 && op <= 8 ? (nccl ? nc : mpi)[op] : "?";
 }
 
 #ifdef AEBENCH_HAVE_MPI
@@ -104,7 +106,10 @@ static unsigned long track_issue(coll_group *g, int op, double bytes)
 }
 #endif
 
-enum coll_op { OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_SEND, OP_RECV, OP_SENDRECV };
+enum coll_op {
+    OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_SEND, OP_RECV, OP_SENDRECV,
+    OP_ALL_REDUCE_BF16, OP_REDUCE_SCATTER_BF16 /* (bf16 elements: activations under --dtype bf16) */
+};
 
 gpt_stream *coll_stream(coll_group *g) { return g->stream; }
 int coll_rank(const coll_group *g) { return g->rank; }
@@ -239,10 +244,32 @@ static int mpi_task_run(void *arg)
     return rc;
 }
 
+/* The bf16 reductions on the CPU backend: widened to fp32, summed as the fp32 ones (in rank
+ * order), rounded once (NCCL's result on two ranks, which rounds the one sum the same way). */
+static int bf16_reduction(coll_group *g, int op, void *out, const void *in, size_t n)
+{
+    const size_t nin = op == OP_ALL_REDUCE_BF16 ? n : n * (size_t)g->world;
+    float *wide = malloc((nin ? nin : 1) * sizeof(float));
+    if (!wide) {
+        fprintf(stderr, "aebench: a bf16 reduction's scratch (%zu floats): out of host memory\n", nin);
+        return -1;
+    }
+    const uint16_t *src = in;
+    for (size_t i = 0; i < nin; i++) wide[i] = gpt_bf16_to_f32(src[i]);
+    const int rc = op == OP_ALL_REDUCE_BF16 ? ordered_all_reduce(g, wide, n) : ordered_reduce_scatter(g, wide, wide, n);
+    uint16_t *dst = out;
+    for (size_t i = 0; !rc && i < n; i++) dst[i] = gpt_f32_to_bf16(wide[i]);
+    free(wide);
+    return rc;
+}
+
 static int mpi_call(const mpi_task *t)
 {
     coll_group *g = t->g;
     switch (t->op) {
+    case OP_ALL_REDUCE_BF16:
+    case OP_REDUCE_SCATTER_BF16:
+        return bf16_reduction(g, t->op, t->out, t->in, t->n);
     case OP_ALL_REDUCE:
         return ordered_all_reduce(g, t->out, t->n);
     case OP_REDUCE_SCATTER:
@@ -282,15 +309,17 @@ static int nccl_failed(ncclResult_t rc, const char *what)
 /* One operation: a local copy on one rank, else NCCL or an MPI host task. */
 static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int peer, int from)
 {
-    const size_t elem = (op == OP_ALL_REDUCE || op == OP_REDUCE_SCATTER) ? sizeof(float) : 1;
-    g->bytes += (double)n * (double)elem * (op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER ? g->world : 1);
+    const int bf16 = op == OP_ALL_REDUCE_BF16 || op == OP_REDUCE_SCATTER_BF16;
+    const size_t elem = (op == OP_ALL_REDUCE || op == OP_REDUCE_SCATTER) ? sizeof(float) : bf16 ? 2 : 1;
+    g->bytes += (double)n * (double)elem *
+                (op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_REDUCE_SCATTER_BF16 ? g->world : 1);
     if (g->world == 1) {
         if (op == OP_SEND || op == OP_RECV || op == OP_SENDRECV) {
             fprintf(stderr, "aebench: send/recv on one rank (no peer)\n");
             return GPT_ERR_INVALID;
         }
         /* all-reduce and broadcast leave the buffer as it is; scatter/gather copy. */
-        if ((op == OP_REDUCE_SCATTER || op == OP_ALL_GATHER) && out != in)
+        if ((op == OP_REDUCE_SCATTER || op == OP_REDUCE_SCATTER_BF16 || op == OP_ALL_GATHER) && out != in)
             return gpt_memcpy_d2d(g->stream, out, in, n * elem);
         return GPT_OK;
     }
@@ -307,6 +336,12 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
         case OP_REDUCE_SCATTER:
             rc = ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, g->nccl, s),
             what = "ncclReduceScatter";
+            break;
+        case OP_ALL_REDUCE_BF16:
+            rc = ncclAllReduce(out, out, n, ncclBfloat16, ncclSum, g->nccl, s), what = "ncclAllReduce (bf16)";
+            break;
+        case OP_REDUCE_SCATTER_BF16:
+            rc = ncclReduceScatter(in, out, n, ncclBfloat16, ncclSum, g->nccl, s), what = "ncclReduceScatter (bf16)";
             break;
         case OP_ALL_GATHER:
             rc = ncclAllGather(in, out, n, ncclUint8, g->nccl, s), what = "ncclAllGather";
@@ -339,7 +374,7 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
     }
 #endif
 #ifdef AEBENCH_HAVE_MPI
-    if (op != OP_ALL_REDUCE && n > (size_t)INT_MAX) {
+    if (op != OP_ALL_REDUCE && op != OP_ALL_REDUCE_BF16 && n > (size_t)INT_MAX) {
         fprintf(stderr, "aebench: a collective of %zu elements is too large for MPI's int counts\n", n);
         return GPT_ERR_INVALID;
     }
@@ -361,6 +396,16 @@ int coll_all_reduce_sum(coll_group *g, float *buf, size_t n)
 int coll_reduce_scatter_sum(coll_group *g, float *out, const float *in, size_t n)
 {
     return issue(g, OP_REDUCE_SCATTER, out, in, n, 0, 0);
+}
+
+int coll_all_reduce_sum_act(coll_group *g, void *buf, size_t n, gpt_dtype dt)
+{
+    return issue(g, dt == GPT_BF16 ? OP_ALL_REDUCE_BF16 : OP_ALL_REDUCE, buf, buf, n, 0, 0);
+}
+
+int coll_reduce_scatter_sum_act(coll_group *g, void *out, const void *in, size_t n, gpt_dtype dt)
+{
+    return issue(g, dt == GPT_BF16 ? OP_REDUCE_SCATTER_BF16 : OP_REDUCE_SCATTER, out, in, n, 0, 0);
 }
 
 int coll_all_gather(coll_group *g, void *out, const void *in, size_t bytes)

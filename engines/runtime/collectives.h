@@ -68,6 +68,11 @@ int coll_all_reduce_sum(coll_group *g, float *buf, size_t n);
 /* out (n floats) = the sum over ranks of in[rank·n, (rank+1)·n); in holds world·n floats.
  * out may be in + rank·n (in place). */
 int coll_reduce_scatter_sum(coll_group *g, float *out, const float *in, size_t n);
+/* The same two on n elements of an activation type (fp32: the functions above): bf16 on the GPU
+ * as NCCL sums it (ncclBfloat16), on the CPU backend widened to fp32, summed in rank order and
+ * rounded once (NCCL's result on two ranks).  For tensor parallelism's activations. */
+int coll_all_reduce_sum_act(coll_group *g, void *buf, size_t n, gpt_dtype dt);
+int coll_reduce_scatter_sum_act(coll_group *g, void *out, const void *in, size_t n, gpt_dtype dt);
 /* out (world·bytes) = every rank's in (bytes each) in rank order; in may be
  * out + rank·bytes (in place). */
 int coll_all_gather(coll_group *g, void *out, const void *in, size_t bytes);
