@@ -271,6 +271,16 @@ static void check_encoder(pair *p, int T)
     check_exact(p, "encoder_backward", "dwte", &dwte, T);
     check_exact(p, "encoder_backward", "dwpe", &dwpe, T);
 
+    /* the vocabulary-parallel forms: the second half of the rows, no positions (a tensor-
+     * parallel rank past the first), dwpe NULL */
+    const int half = VP_ / 2;
+    gpt_encoder_forward_vocab(p->cs, out.cpu, tok, wte.cpu, NULL, B_, T, C_, half, half);
+    gpt_encoder_forward_vocab(p->gs, out.d, dtok, wte.d, NULL, B_, T, C_, half, half);
+    check(p, "encoder_forward_vocab", "out", &out, T);
+    gpt_encoder_backward_vocab(p->cs, dwte.cpu, NULL, dout.cpu, tok, B_, T, C_, half, half);
+    gpt_encoder_backward_vocab(p->gs, dwte.d, NULL, dout.d, dtok, B_, T, C_, half, half);
+    check_exact(p, "encoder_backward_vocab", "dwte", &dwte, T);
+
     buf *all[] = {&wte, &wpe, &out, &dout, &dwte, &dwpe};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
     p->gpu->ops->dev_free(p->gpu, dtok);
@@ -829,8 +839,34 @@ static void check_crossentropy_case(pair *p, int N, int V, int Vp, int T)
     free(tgt);
 }
 
+/* The vocabulary-parallel pair on two ranks' halves of Vp (the second with V - Vp/2 real
+ * columns): each half's stats, then the second half's losses and gradient from both. */
+static void check_crossentropy_parallel(pair *p, int N, int T)
+{
+    const int half = VP_ / 2;
+    int32_t *dtgt;
+    int32_t *tgt = ids_new(p, &dtgt, (size_t)N, V_);
+    buf first = buf_rand(p, (size_t)N * half, 0, 3), second = buf_rand(p, (size_t)N * half, 0, 3);
+    buf stats = buf_randf(p, (size_t)2 * N * 3, 5, 1), losses = buf_randf(p, (size_t)N, 5, 1);
+    gpt_crossentropy_stats(p->cs, stats.cpu, first.cpu, tgt, N, half, half, 0);
+    gpt_crossentropy_stats(p->gs, stats.d, first.d, dtgt, N, half, half, 0);
+    gpt_crossentropy_stats(p->cs, stats.cpu + (size_t)N * 3, second.cpu, tgt, N, V_ - half, half, half);
+    gpt_crossentropy_stats(p->gs, (float *)stats.d + (size_t)N * 3, second.d, dtgt, N, V_ - half, half, half);
+    check(p, "crossentropy_stats", "stats", &stats, T);
+    buf_push(p, &stats); /* (the same stats on both sides from here) */
+    gpt_crossentropy_parallel(p->cs, losses.cpu, second.cpu, tgt, stats.cpu, 2, 1.0f / N, N, V_ - half, half, half);
+    gpt_crossentropy_parallel(p->gs, losses.d, second.d, dtgt, stats.d, 2, 1.0f / N, N, V_ - half, half, half);
+    check(p, "crossentropy_parallel", "losses", &losses, T);
+    check(p, "crossentropy_parallel", "dlogits", &second, T);
+    buf *all[] = {&first, &second, &stats, &losses};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(p, all[i]);
+    p->gpu->ops->dev_free(p->gpu, dtgt);
+    free(tgt);
+}
+
 static void check_crossentropy(pair *p, int T)
 {
+    check_crossentropy_parallel(p, B_ * T, T);
     /* the model's case: rows staged in shared memory */
     check_crossentropy_case(p, B_ * T, V_, VP_, T);
     /* rows too long for shared memory (fp32 512 KB, bf16 256 KB): read twice from DRAM */
