@@ -93,6 +93,8 @@ typedef struct engine_config {
      * Megatron lays them out: rank = (stage x D + data rank) x T + tensor rank, so that the T
      * ranks of a layer's split are neighbours (on one machine). */
     int tp;
+    /* --sequence-parallel (with --tp T): the residual stream's rows split over the T ranks */
+    int sequence_parallel;
     /* Set by the driver from MPI and --global-batch (plans depend on them): the ranks, the
      * ranks on this machine (they share its host memory and disk), and the micro-batches
      * each rank runs per step.  1, 1, 1 on one rank without --global-batch. */

@@ -396,6 +396,10 @@ static const char *graphs_unavailable(const engine_config *cfg)
 static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
 {
     if (engine_model_ranks(cfg) > 1 && megatron_pipeline_check(cfg, err, errlen)) return -1;
+    if (engine_tp(cfg) <= 1 && cfg->sequence_parallel) {
+        snprintf(err, errlen, "--sequence-parallel goes with --tp T > 1 (it splits the rows between the T ranks)");
+        return -1;
+    }
     if (engine_pp(cfg) <= 1 && cfg->pp_layers[0]) {
         snprintf(err, errlen, "--pp-layers %s goes with --pp P (the stages it splits the layers into)", cfg->pp_layers);
         return -1;
@@ -1040,6 +1044,11 @@ static const option_decl megatron_options[] = {
      .help = "tensor parallelism: each layer's heads and MLP, and the vocabulary, split over T neighbouring ranks of "
              "one machine (Megatron's column- and row-parallel matmuls); world / (T P) copies data parallel "
              "(default 1: none)"},
+    {.name = "sequence-parallel", .kind = ARG_NONE, .set = SET_FLAG, OPTION_FIELD(sequence_parallel),
+     .scope = SCOPE_RESULT_SET, .slot = 58, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN,
+     .lacks = "has no tensor parallelism", OPTION_INERT(0),
+     .help = "with --tp T: the residual stream's rows split over the T ranks between the layers' split parts "
+             "(Megatron's sequence parallelism: reduce-scatter and all-gather in place of the all-reduces)"},
 };
 
 /* The plan of what init made: the pipeline's stage's own (its plan beforehand is the largest

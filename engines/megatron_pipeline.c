@@ -121,6 +121,7 @@ static gpt_shape rank_shape(const engine_config *cfg)
 {
     gpt_shape sh = cfg->shape;
     sh.tp = engine_tp(cfg);
+    sh.sp = engine_tp(cfg) > 1 && cfg->sequence_parallel;
     return sh;
 }
 
@@ -151,7 +152,7 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
     z.PE = gpt_embed_layout_of(sh).total;
     z.PL = gpt_layer_layout_of(sh).total;
     z.nparams = (z.has_embed ? z.PE : 0) + (size_t)z.Ls * z.PL;
-    z.NC = N * (size_t)sh->hidden;
+    z.NC = (size_t)gpt_stream_rows(sh) * (size_t)sh->hidden; /* (a rank's rows with --sequence-parallel) */
     z.act = gpt_dtype_size(dt);
     z.params = z.nparams * f;
     z.wparams = cfg->bf16 ? gpt_act_bytes(z.nparams, dt) : 0;
@@ -215,6 +216,11 @@ static int check_tp(const engine_config *cfg, char *err, size_t errlen)
     if (cfg->shape.vocab_padded % T != 0) {
         snprintf(err, errlen, "--tp %d: the padded vocabulary (%d) does not split evenly over %d ranks", T,
                  cfg->shape.vocab_padded, T);
+        return -1;
+    }
+    if (cfg->sequence_parallel && (cfg->shape.batch * cfg->shape.seq) % T != 0) {
+        snprintf(err, errlen, "--tp %d --sequence-parallel: the %d x %d rows of a micro-batch do not split evenly over "
+                 "%d ranks", T, cfg->shape.batch, cfg->shape.seq, T);
         return -1;
     }
     if (engine_world(cfg) > 1 && local % T != 0) {
@@ -414,6 +420,18 @@ static int tp_all_reduce(void *ctx, gpt_stream *s, void *buf, size_t n)
     return gpt_stream_wait_event(s, st->ev_tp_out);
 }
 
+static int tp_reduce_scatter(void *ctx, gpt_stream *s, void *out, const void *in, size_t n)
+{
+    pipe_state *st = ctx;
+    gpt_stream *ts = coll_stream(st->tp_comm);
+    int rc;
+    if ((rc = gpt_event_record(st->ev_tp_in, s)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in)) ||
+        (rc = coll_reduce_scatter_sum_act(st->tp_comm, out, in, n, st->env.be->dtype)) ||
+        (rc = gpt_event_record(st->ev_tp_out, ts)))
+        return rc;
+    return gpt_stream_wait_event(s, st->ev_tp_out);
+}
+
 static int tp_all_gather(void *ctx, gpt_stream *s, void *out, const void *in, size_t bytes)
 {
     pipe_state *st = ctx;
@@ -488,8 +506,8 @@ int megatron_pipeline_init(const engine_env *env, void **state)
     rc = init_params(st, staging);
     engine_free_last(&st->mem); /* (the staging block: the last allocation) */
     if (!rc && (rc = gpt_stream_memset_zero(st->compute, st->norms, z->norms))) return rc;
-    st->tp = (gpt_tp){.rank = z->tp_rank, .world = z->T, .all_reduce = tp_all_reduce, .all_gather = tp_all_gather,
-                      .ctx = st};
+    st->tp = (gpt_tp){.rank = z->tp_rank, .world = z->T, .sequence = st->sh.sp, .all_reduce = tp_all_reduce,
+                      .all_gather = tp_all_gather, .reduce_scatter = tp_reduce_scatter, .ctx = st};
     if (!rc && z->P > 1)
         engine_note(env, "megatron-lm pipeline: stage %d of %d, layers %d-%d%s%s, %d micro-batch%s, %d in flight (1F1B)",
                     z->stage, z->P, z->l0, z->l1 - 1, z->first ? ", the embedding" : "", z->last ? ", the head" : "",
@@ -523,7 +541,8 @@ static int forward(pipe_state *st, int k, const int32_t *tokens, const int32_t *
         (rc = gpt_memcpy_h2d(c, ids + N, targets + (size_t)k * N, N * sizeof(int32_t))))
         return rc;
     if (z->first) {
-        if ((rc = gpt_embed_forward_tp(c, sh, &st->tp, work_params(st, 0), ids, slot_input(st, k, z->l0)))) return rc;
+        if ((rc = gpt_embed_forward_tp(c, sh, &st->tp, work_params(st, 0), ids, slot_input(st, k, z->l0), &st->scratch)))
+            return rc;
     } else {
         gpt_stream *fs = coll_stream(st->fwd_comm);
         if ((k >= z->slots && (rc = gpt_stream_wait_event(fs, st->ev_slot_free[k % z->slots]))) ||
@@ -534,7 +553,7 @@ static int forward(pipe_state *st, int k, const int32_t *tokens, const int32_t *
     for (int l = z->l0; l < z->l1; l++) {
         gpt_layer_acts a = slot_acts(st, k, l, 0);
         if ((rc = gpt_layer_forward_tp(c, sh, &st->tp, work_params(st, 1 + l), slot_input(st, k, l),
-                                       slot_input(st, k, l + 1), &a)))
+                                       slot_input(st, k, l + 1), &a, &st->scratch)))
             return rc;
     }
     if (z->last) {
@@ -561,7 +580,8 @@ static int backward(pipe_state *st, int k)
     if (z->last) {
         /* (dres is the head's output: written once B(k-1)'s dres has left for the stage before) */
         if (k > 0 && !z->first && (rc = gpt_stream_wait_event(c, st->ev_dres_sent))) return rc;
-        gpt_head_backward(c, sh, work_params(st, 0), st->grads, slot_input(st, k, z->l1), &st->head, st->dres);
+        gpt_head_backward_tp(c, sh, &st->tp, work_params(st, 0), st->grads, slot_input(st, k, z->l1), &st->head,
+                             st->dres);
     } else if ((k > 0 && (rc = gpt_stream_wait_event(bs, st->ev_bwd_done))) ||
                (rc = coll_recv(st->bwd_comm, st->dres, z->NC * z->act, st->rank + step)) ||
                (rc = gpt_event_record(st->ev_dres_in, bs)) || (rc = gpt_stream_wait_event(c, st->ev_dres_in))) {
@@ -574,7 +594,8 @@ static int backward(pipe_state *st, int k)
                                         k == 0 ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE)))
             return rc;
     }
-    if (z->first) gpt_embed_backward_tp(c, sh, &st->tp, st->embed_in, st->dres, slot_ids(st, k));
+    if (z->first && (rc = gpt_embed_backward_tp(c, sh, &st->tp, st->embed_in, st->dres, slot_ids(st, k), &st->scratch)))
+        return rc;
     if ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_event_record(st->ev_slot_free[k % z->slots], c)))
         return rc;
     if (z->first) return GPT_OK;
@@ -626,11 +647,32 @@ static void block_norms(pipe_state *st, gpt_stream *ds, int b, const float *g)
     dp_block_shard_norms(ds, g + split, block_len(st, b) - split, z->dpw, row + z->dpw);
 }
 
+/* --sequence-parallel: each rank's gradient of its blocks' LayerNorm parameters covers its rows
+ * of the stream only; summed over the tensor-parallel ranks (on their group's stream, compute
+ * waiting), after which every rank holds the whole, the same. */
+static int sum_norm_grads(pipe_state *st)
+{
+    const pipe_layout *z = &st->z;
+    gpt_stream *c = st->compute, *ts = st->tp_comm ? coll_stream(st->tp_comm) : NULL;
+    int rc;
+    if (!st->sh.sp) return GPT_OK;
+    if ((rc = gpt_event_record(st->ev_tp_in, c)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in))) return rc;
+    for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {
+        if (b > 0 && b - 1 < z->l0) continue;
+        size_t at;
+        const size_t n = gpt_tp_norm_params(&st->sh, b == 0, &at);
+        if ((rc = coll_all_reduce_sum(st->tp_comm, st->grads + block_off(st, b) + at, n))) return rc;
+    }
+    if ((rc = gpt_event_record(st->ev_tp_out, ts))) return rc;
+    return gpt_stream_wait_event(c, st->ev_tp_out);
+}
+
 static int reduce_blocks(pipe_state *st)
 {
     const pipe_layout *z = &st->z;
     gpt_stream *c = st->compute, *ds = st->dp_comm ? coll_stream(st->dp_comm) : c;
     int rc;
+    if ((rc = sum_norm_grads(st))) return rc;
     if (st->dp_comm && ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_stream_wait_event(ds, st->ev_bwd_done))))
         return rc;
     for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {

@@ -34,11 +34,11 @@ gpt_layer_layout gpt_layer_layout_of(const gpt_shape *sh)
         l.qkv_b = o;    o += 3 * c;
         l.fc_b = o;     o += 4 * c;
         l.n_split = o;
-        l.ln1_w = o;    o += C;
+        l.ln1_w = o;    o += C; /* (the LayerNorms in one run: gpt_tp_norm_params) */
         l.ln1_b = o;    o += C;
-        l.proj_b = o;   o += C;
         l.ln2_w = o;    o += C;
         l.ln2_b = o;    o += C;
+        l.proj_b = o;   o += C;
         l.fcproj_b = o; o += C;
         l.total = o;
         return l;
@@ -73,6 +73,12 @@ gpt_embed_layout gpt_embed_layout_of(const gpt_shape *sh)
 }
 
 int gpt_vocab_rows(const gpt_shape *sh) { return sh->vocab_padded / gpt_tp_of(sh); }
+
+int gpt_stream_rows(const gpt_shape *sh)
+{
+    const int N = sh->batch * sh->seq;
+    return sh->sp && gpt_tp_of(sh) > 1 ? N / gpt_tp_of(sh) : N;
+}
 
 uint64_t gpt_param_count(const gpt_shape *sh)
 {
@@ -188,16 +194,17 @@ static void layer_acts_carve_split(gpt_layer_acts *a, carver *kept, carver *work
 {
     const size_t N = rows(sh), C = (size_t)sh->hidden, e = gpt_dtype_size(dt);
     const size_t c = C / (size_t)gpt_tp_of(sh); /* a rank's channels of the heads and the MLP */
+    const size_t n = (size_t)gpt_stream_rows(sh); /* its rows of the residual stream */
     a->ln1 = take(work, N * C * e);
-    a->ln1_mean = take(work, N * sizeof(float));
-    a->ln1_rstd = take(work, N * sizeof(float));
+    a->ln1_mean = take(work, n * sizeof(float));
+    a->ln1_rstd = take(work, n * sizeof(float));
     a->qkv = take(kept, 3 * N * c * e);
     a->att_lse = take(work, att_rows(sh) * sizeof(float));
     a->atty = take(work, N * c * e);
-    a->res2 = take(kept, N * C * e);
+    a->res2 = take(kept, n * C * e);
     a->ln2 = take(work, N * C * e);
-    a->ln2_mean = take(work, N * sizeof(float));
-    a->ln2_rstd = take(work, N * sizeof(float));
+    a->ln2_mean = take(work, n * sizeof(float));
+    a->ln2_rstd = take(work, n * sizeof(float));
     a->fch = take(kept, 4 * N * c * e);
     a->fch_gelu = take(work, 4 * N * c * e);
     a->recompute = GPT_RECOMPUTE_FULL;
@@ -220,13 +227,13 @@ static void selective_bytes(const gpt_shape *sh, gpt_dtype dt, size_t *kept, siz
     *work = w.used;
 }
 
-/* fp32 whatever the element type: dt is for the callers' uniformity. */
+/* att_delta fp32 whatever the element type; full (sequence parallelism only) of it. */
 static size_t layer_scratch_carve(gpt_layer_scratch *a, void *base, const gpt_shape *sh,
                                   gpt_dtype dt)
 {
-    (void)dt;
     carver c = {base, 0};
     a->att_delta = take(&c, att_rows(sh) * sizeof(float));
+    a->full = gpt_stream_rows(sh) < (int)rows(sh) ? take(&c, rows(sh) * (size_t)sh->hidden * gpt_dtype_size(dt)) : NULL;
     return c.used;
 }
 

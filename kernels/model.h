@@ -32,6 +32,11 @@ typedef struct gpt_shape {
     /* Tensor-parallel ranks (0 or 1: none): with T > 1 the shape is one rank's share, and the
      * layouts, activations and buffers below are that rank's (model_tp.c's split). */
     int tp;
+    /* With T > 1, sequence parallelism (Megatron's): the residual stream between the layers'
+     * split parts is this rank's rows [r N / T, (r + 1) N / T) only (the layer inputs, the
+     * LayerNorms' statistics, res2), gathered whole before the column-parallel matmuls and
+     * reduce-scattered after the row-parallel ones. */
+    int sp;
 } gpt_shape;
 
 /* sh->tp, 1 for none */
@@ -125,6 +130,8 @@ typedef struct gpt_layer_acts {
  * dead by then was (gpt_layer_backward), so a layer's backward needs its acts and this. */
 typedef struct gpt_layer_scratch {
     float *att_delta; /* (B,NH,T) fp32: the attention backward's row terms */
+    void *full;       /* (N,C) with sequence parallelism: a row-parallel product before its
+                       * reduce-scatter, a gathered residual gradient (NULL without) */
 } gpt_layer_scratch;
 
 /* The head: final LayerNorm, tied logits, cross-entropy.  The logits are made, turned into
@@ -255,12 +262,18 @@ void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *embed_par
  * functions above. */
 typedef struct gpt_tp {
     int rank, world;
+    int sequence; /* sequence parallelism (sh->sp): the rows of the residual stream split */
     /* buf (n elements of the stream's activation type) = the sum of every rank's buf */
     int (*all_reduce)(void *ctx, gpt_stream *s, void *buf, size_t n);
     /* out (world x bytes) = every rank's in, in rank order (in may be out + rank x bytes) */
     int (*all_gather)(void *ctx, gpt_stream *s, void *out, const void *in, size_t bytes);
+    /* out (n elements of the activation type) = the sum over the ranks of in's block rank
+     * (in: world x n; out may be in + rank x n) */
+    int (*reduce_scatter)(void *ctx, gpt_stream *s, void *out, const void *in, size_t n);
     void *ctx;
 } gpt_tp;
+/* Rows of the residual stream a rank holds: N, or N / T with sequence parallelism. */
+int gpt_stream_rows(const gpt_shape *sh);
 
 /* tp's ranks, 1 for NULL */
 int gpt_tp_ranks(const gpt_tp *tp);
@@ -268,12 +281,13 @@ int gpt_tp_ranks(const gpt_tp *tp);
  * layout of one rank) and rank's share of it (part, sh's layout): to_part 1 copies whole's
  * values into part, 0 part's into whole (the tensors every rank holds whole as well). */
 void gpt_tp_move_block(float *whole, float *part, const gpt_shape *sh, int rank, int embed, int to_part);
+/* (sc: the layers' scratch, whose full buffer sequence parallelism needs) */
 int gpt_embed_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, const void *embed_params,
-                         const int32_t *tokens, void *x0);
-void gpt_embed_backward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, float *embed_grads,
-                           const void *dx0, const int32_t *tokens);
+                         const int32_t *tokens, void *x0, const gpt_layer_scratch *sc);
+int gpt_embed_backward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, float *embed_grads,
+                          const void *dx0, const int32_t *tokens, const gpt_layer_scratch *sc);
 int gpt_layer_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, const void *layer_params,
-                         const void *x_in, void *x_out, gpt_layer_acts *acts);
+                         const void *x_in, void *x_out, gpt_layer_acts *acts, const gpt_layer_scratch *scratch);
 /* (recomputes as acts->recompute says, the forward's collectives included) */
 int gpt_layer_backward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, const void *layer_params,
                           float *layer_grads, const void *x_in, void *dres, gpt_layer_acts *acts,
@@ -283,6 +297,13 @@ int gpt_layer_backward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, 
  * gpt_head_backward follows as without tensor parallelism (the final LayerNorm is whole). */
 int gpt_head_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, const void *embed_params,
                         float *embed_grads, const void *xL, const int32_t *targets, gpt_head_acts *head);
+/* The head's backward: gpt_head_backward, on this rank's rows with sequence parallelism. */
+void gpt_head_backward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, const void *embed_params,
+                          float *embed_grads, const void *xL, gpt_head_acts *head, void *dres);
+/* Floats of a block's LayerNorm parameters, one run from offset *at (the layer's ln1 and ln2,
+ * the embedding block's final one): with sequence parallelism each rank's gradient of them
+ * covers its rows only, and the engine sums them over the ranks once a step. */
+size_t gpt_tp_norm_params(const gpt_shape *sh, int embed, size_t *at);
 
 /* ---- optimizer ----------------------------------------------------------------------- */
 

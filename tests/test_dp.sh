@@ -504,6 +504,11 @@ PY
     tp_near none 2 --tp 2 --recompute none
     tp_near tp2pp2 4 --tp 2 --pp 2
     tp_near tp2dp2 4 --tp 2
+    # --sequence-parallel: the stream's rows split too, reduce-scatter and all-gather in place
+    # of the all-reduces (the same sums in another grouping: the same bound)
+    tp_near sp2 2 --tp 2 --sequence-parallel
+    tp_near sp4sel 4 --tp 4 --sequence-parallel --recompute selective
+    tp_near sp2pp2 4 --tp 2 --pp 2 --sequence-parallel --recompute none
     if dp_run tp.ref16 1 -l 4 -b 2 --global-batch 8 --iters 20 --dtype bf16 &&
         dp_run tp.bf16 2 -l 4 -b 2 --global-batch 8 --iters 20 --dtype bf16 --tp 2; then
         if out=$(tp_bound_check tp.ref16 tp.bf16 bf16); then dp_pass "--tp 2 --dtype bf16: within 1e-3 of one rank's bf16 losses ($out)"
@@ -513,6 +518,8 @@ PY
     dp_bad "--tp not dividing the heads" "--tp 3: the 4 heads do not split evenly over 3 ranks" 3 --tp 3
     dp_bad "--tp not dividing the ranks" "--tp 2: 3 ranks, not a whole number of model copies of 2 ranks" 3 --tp 2
     dp_bad "--tp on one rank" "--tp 2: 1 rank, not a whole number of model copies" 1 --tp 2
+    dp_bad "--sequence-parallel without --tp" "--sequence-parallel goes with --tp T > 1" 1 --sequence-parallel
+    dp_bad "--sequence-parallel, rows not splitting" "--tp 2 --sequence-parallel: the 1 x 31 rows of a micro-batch do not split evenly over 2 ranks" 2 --seq 31 -b 1 --tp 2 --sequence-parallel
     dp_bad "--tp with ZeRO" "--tp 2 with --zero-stage 3: model parallelism runs without ZeRO" 2 --tp 2 --zero-stage 3
     dp_bad "--tp on an offload engine" "stronghold has no tensor parallelism (--tp is megatron-lm's)" 1 -m stronghold --tp 2
 fi
