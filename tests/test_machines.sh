@@ -46,6 +46,26 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
             grep -q "plan per machine (2 ranks)" "$DP_WORK/machines_pp2/out" &&
             mc_same "2 machines x 2 ranks: --pp 2 across the machines = DDP on 2 ranks" ddp2 pp2
         for st in 2 3; do mc_run "z$st" 2 --zero-stage "$st" && mc_same "2 machines x 2 ranks: ZeRO-$st = ZeRO-0" z0 "z$st"; done
+        # tensor parallelism within each machine (ranks {0,1} and {2,3}: --tp 2's groups), data
+        # parallel across them, within the summation bound of one rank (test_dp.sh); --tp 4
+        # would span the machines and is refused
+        if mc_run tp2 2 --tp 2 --global-batch 8 && dp_run machines_tp1 1 "${MC_ARGS[@]}" --global-batch 8; then
+            if out=$(tp_bound_check machines_tp1 machines_tp2) && grep -q "plan per machine (2 ranks)" "$DP_WORK/machines_tp2/out"; then
+                dp_pass "2 machines x 2 ranks: --tp 2 in each machine, 2 copies across them, within the bound of one rank ($out)"
+            else
+                dp_fail "2 machines x 2 ranks: --tp 2" "${out:-the plan is not per machine}"
+            fi
+        fi
+        mkdir -p "$DP_WORK/machines_tp4"
+        if (cd "$DP_WORK/machines_tp4" && env MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout 120 "$MPIRUN" -np 4 \
+            "$MC_BIN" "${DP_SHAPE[@]}" "${MC_ARGS[@]}" --tp 4 --results "$DP_WORK/machines_tp4/results" >out 2>err); then
+            dp_fail "2 machines x 2 ranks: --tp 4 across the machines" "it ran"
+        elif grep -q "aebench: --tp 4: 2 ranks on a machine, not a whole number of tensor-parallel groups" "$DP_WORK/machines_tp4/err" &&
+            [ ! -e "$DP_WORK/machines_tp4/results" ]; then
+            dp_pass "2 machines x 2 ranks: --tp 4 (a group across the machines) refused with one line"
+        else
+            dp_fail "2 machines x 2 ranks: --tp 4 across the machines" "$(head -c 300 "$DP_WORK/machines_tp4/err")"
+        fi
         # (every offloading engine, from the registry: tests/engine_list.sh; stronghold with -w 1
         # and -w 2)
         # shellcheck source=tests/engine_list.sh
