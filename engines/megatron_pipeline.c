@@ -69,6 +69,11 @@ typedef struct pipe_layout {
     int l0, l1, Ls;            /* its layers [l0, l1) */
     int first, last, has_embed;
     size_t PE, PL, nparams;    /* floats: the embedding block, a layer block, its blocks */
+    int zero1;                 /* --zero-stage 1 over the D data-parallel ranks (D > 1) */
+    size_t SE, SL;             /* floats of this rank's Adam shard of the embedding block, a layer's
+                                * (dp.h's shards; the whole block without ZeRO) */
+    size_t XE, XL;             /* floats between blocks in the params and grads: the block padded
+                                * to D shards with ZeRO-1 (so that the all-gather is in place) */
     size_t NC;                 /* floats of one (N, C) activation */
     size_t act;                /* bytes of one activation element */
     /* bytes of each allocation */
@@ -151,13 +156,18 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
     z.has_embed = z.first || z.last;
     z.PE = gpt_embed_layout_of(sh).total;
     z.PL = gpt_layer_layout_of(sh).total;
-    z.nparams = (z.has_embed ? z.PE : 0) + (size_t)z.Ls * z.PL;
+    z.zero1 = z.dpw > 1 && cfg->zero_stage == 1;
+    z.SE = z.zero1 ? dp_shard_len(z.PE, z.dpw) : z.PE;
+    z.SL = z.zero1 ? dp_shard_len(z.PL, z.dpw) : z.PL;
+    z.XE = z.zero1 ? z.SE * (size_t)z.dpw : z.PE;
+    z.XL = z.zero1 ? z.SL * (size_t)z.dpw : z.PL;
+    z.nparams = (z.has_embed ? z.XE : 0) + (size_t)z.Ls * z.XL;
     z.NC = (size_t)gpt_stream_rows(sh) * (size_t)sh->hidden; /* (a rank's rows with --sequence-parallel) */
     z.act = gpt_dtype_size(dt);
     z.params = z.nparams * f;
     z.wparams = cfg->bf16 ? gpt_act_bytes(z.nparams, dt) : 0;
     z.grads = z.nparams * f;
-    z.adam = z.nparams * f;
+    z.adam = ((z.has_embed ? z.SE : 0) + (size_t)z.Ls * z.SL) * f;
     /* (the first stage's own part; the last stage's copy of it, received for the join) */
     z.embed_in = z.has_embed && z.P > 1 ? z.PE * f : z.first ? z.PE * f : 0;
     z.inputs = gpt_act_bytes((size_t)z.slots * (size_t)(z.Ls + 1) * z.NC, dt);
@@ -258,9 +268,9 @@ int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
         }
     }
     if (check_tp(cfg, err, errlen)) return -1;
-    if (cfg->zero_stage != 0) {
-        snprintf(err, errlen, "%s with --zero-stage %d: model parallelism runs without ZeRO so far (DDP between the "
-                 "copies)", what, cfg->zero_stage);
+    if (cfg->zero_stage > 1) {
+        snprintf(err, errlen, "%s with --zero-stage %d: model parallelism takes ZeRO-1 (Adam's state sharded over "
+                 "the data-parallel copies) so far, not stages 2 and 3", what, cfg->zero_stage);
         return -1;
     }
     if (cfg->graphs == GRAPHS_ON) {
@@ -296,7 +306,15 @@ static size_t block_off(const pipe_state *st, int b)
 {
     const pipe_layout *z = &st->z;
     if (b == 0) return 0;
-    return (z->has_embed ? z->PE : 0) + (size_t)(b - 1 - z->l0) * z->PL;
+    return (z->has_embed ? z->XE : 0) + (size_t)(b - 1 - z->l0) * z->XL;
+}
+
+/* Offset (floats) of block b's Adam state (its shard with ZeRO-1) in adam_m and adam_v. */
+static size_t adam_off(const pipe_state *st, int b)
+{
+    const pipe_layout *z = &st->z;
+    if (b == 0) return 0;
+    return (z->has_embed ? z->SE : 0) + (size_t)(b - 1 - z->l0) * z->SL;
 }
 
 static size_t block_len(const pipe_state *st, int b) { return b == 0 ? st->z.PE : st->z.PL; }
@@ -727,22 +745,52 @@ static int outcome(pipe_state *st, step_result *out)
     return GPT_OK;
 }
 
-static void optimizer(pipe_state *st, int iteration, step_result *out)
+/* ZeRO-1: every block's params (and bf16 working copy) gathered from the D ranks' updated
+ * shards, on the data-parallel group's stream after compute's updates; compute waits. */
+static int gather_shards(pipe_state *st)
+{
+    const pipe_layout *z = &st->z;
+    gpt_stream *c = st->compute, *ds = coll_stream(st->dp_comm);
+    int rc;
+    if ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_stream_wait_event(ds, st->ev_bwd_done))) return rc;
+    for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {
+        if (b > 0 && b - 1 < z->l0) continue;
+        const size_t off = block_off(st, b), S = b == 0 ? z->SE : z->SL, mine = (size_t)z->dp_rank * S;
+        if ((rc = coll_all_gather(st->dp_comm, st->params + off, st->params + off + mine, S * sizeof(float))))
+            return rc;
+        char *wp = st->wparams;
+        if (wp && (rc = coll_all_gather(st->dp_comm, wp + off * z->act, wp + (off + mine) * z->act, S * z->act)))
+            return rc;
+    }
+    if ((rc = gpt_event_record(st->ev_x_in, ds))) return rc;
+    return gpt_stream_wait_event(c, st->ev_x_in);
+}
+
+static int optimizer(pipe_state *st, int iteration, step_result *out)
 {
     const pipe_layout *z = &st->z;
     const engine_config *cfg = st->env.cfg;
     out->lr = gpt_lr_at(&cfg->optim, iteration);
-    if (out->skipped) return;
+    if (out->skipped) return GPT_OK;
     const float lr = (float)out->lr, scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
     const int t = ++st->adam_step;
     for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {
         if (b > 0 && b - 1 < z->l0) continue;
-        const size_t off = block_off(st, b);
+        const size_t off = block_off(st, b), aoff = adam_off(st, b);
         void *act = st->wparams ? (char *)st->wparams + off * z->act : NULL;
         const size_t n_decay = b == 0 ? gpt_embed_layout_of(&st->sh).n_decay : gpt_layer_layout_of(&st->sh).n_decay;
-        gpt_block_adamw_act(st->compute, st->params + off, act, st->grads + off, st->adam_m + off, st->adam_v + off,
-                            block_len(st, b), n_decay, &cfg->optim, lr, t, scale);
+        if (z->zero1) {
+            /* (this rank's shard of the block: AdamW is elementwise, the same bits as the whole) */
+            const size_t mine = (size_t)z->dp_rank * (b == 0 ? z->SE : z->SL);
+            dp_shard_adamw(st->compute, st->params + off + mine, act ? (char *)act + mine * z->act : NULL,
+                           st->grads + off + mine, st->adam_m + aoff, st->adam_v + aoff, block_len(st, b), n_decay,
+                           z->dpw, z->dp_rank, &cfg->optim, lr, t, scale, NULL);
+        } else {
+            gpt_block_adamw_act(st->compute, st->params + off, act, st->grads + off, st->adam_m + aoff,
+                                st->adam_v + aoff, block_len(st, b), n_decay, &cfg->optim, lr, t, scale);
+        }
     }
+    return z->zero1 ? gather_shards(st) : GPT_OK;
 }
 
 int megatron_pipeline_step(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
@@ -775,7 +823,7 @@ int megatron_pipeline_step(void *state, int iteration, const int32_t *tokens, co
         (rc = gpt_stream_sync(coll_stream(st->bwd_comm))) || (rc = outcome(st, out)))
         return rc;
     const double t1 = wall_ms();
-    optimizer(st, iteration, out);
+    if ((rc = optimizer(st, iteration, out))) return rc;
     if ((rc = gpt_stream_sync(c)) || (rc = gpt_stream_sync(coll_stream(st->tie_comm)))) return rc;
     /* (the forwards and backwards interleave: their time is the backward's) */
     out->ms_forward = 0;

@@ -401,6 +401,10 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     }
     pp_dp d2 2 2 16
     pp_dp d3 3 2 12
+    # ZeRO-1 over the pipelines' data-parallel ranks (each its shard of Adam's state, the
+    # params gathered after the update): the same bits as their DDP, less memory
+    dp_run ppdp.d2.z1 4 -l 4 -b 2 --global-batch 16 --iters 6 --pp 2 --zero-stage 1 &&
+        dp_same "--pp 2 on 4 ranks, ZeRO-1 = DDP between the 2 pipelines" ppdp.d2.pp ppdp.d2.z1
     # a stage lost or stopped ends the job (exit 4) with a named reason, never a hang: its
     # neighbour's watchdog names the pipeline's group it waits in
     ppft="$DP_WORK/ppfault"
@@ -429,7 +433,7 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     else
         dp_fail "-m all --pp 2 --ranks 2" "exit $rc: $(tail -n 4 "$ppsw/out")"
     fi
-    dp_bad "--pp with ZeRO" "--pp 2 with --zero-stage 1: model parallelism runs without ZeRO" 2 --pp 2 --zero-stage 1
+    dp_bad "--pp with ZeRO-2" "--pp 2 with --zero-stage 2: model parallelism takes ZeRO-1" 2 --pp 2 --zero-stage 2
     dp_bad "--pp-layers not summing to -l" "--pp-layers 1,1: 2 stages of 2 layers, not --pp 2 of -l 3" 2 --pp 2 --pp-layers 1,1
     dp_bad "--pp-layers with a stage of none" "'0,3' is not a list of layer counts" 2 --pp 2 --pp-layers 0,3
     dp_bad "--pp-layers without --pp" "--pp-layers 3 goes with --pp P" 1 --pp-layers 3
@@ -506,6 +510,11 @@ PY
     tp_near none 2 --tp 2 --recompute none
     tp_near tp2pp2 4 --tp 2 --pp 2
     tp_near tp2dp2 4 --tp 2
+    dp_run tp.tp2dp2z1 4 -l 4 -b 2 --global-batch 8 --iters 20 --tp 2 --zero-stage 1 &&
+        dp_same "--tp 2 on 4 ranks, ZeRO-1 = DDP between the 2 copies" tp.tp2dp2 tp.tp2dp2z1
+    dp_run tp.bf16dp 4 -l 4 -b 2 --global-batch 8 --iters 6 --tp 2 --dtype bf16 &&
+        dp_run tp.bf16dpz1 4 -l 4 -b 2 --global-batch 8 --iters 6 --tp 2 --dtype bf16 --zero-stage 1 &&
+        dp_same "--tp 2 --dtype bf16 on 4 ranks, ZeRO-1 (the bf16 working copy gathered too) = DDP" tp.bf16dp tp.bf16dpz1
     # --sequence-parallel: the stream's rows split too, reduce-scatter and all-gather in place
     # of the all-reduces (the same sums in another grouping: the same bound)
     tp_near sp2 2 --tp 2 --sequence-parallel
@@ -522,7 +531,7 @@ PY
     dp_bad "--tp on one rank" "--tp 2: 1 rank, not a whole number of model copies" 1 --tp 2
     dp_bad "--sequence-parallel without --tp" "--sequence-parallel goes with --tp T > 1" 1 --sequence-parallel
     dp_bad "--sequence-parallel, rows not splitting" "--tp 2 --sequence-parallel: the 1 x 31 rows of a micro-batch do not split evenly over 2 ranks" 2 --seq 31 -b 1 --tp 2 --sequence-parallel
-    dp_bad "--tp with ZeRO" "--tp 2 with --zero-stage 3: model parallelism runs without ZeRO" 2 --tp 2 --zero-stage 3
+    dp_bad "--tp with ZeRO-3" "--tp 2 with --zero-stage 3: model parallelism takes ZeRO-1" 2 --tp 2 --zero-stage 3
     dp_bad "--tp on an offload engine" "stronghold has no tensor parallelism (--tp is megatron-lm's)" 1 -m stronghold --tp 2
 fi
 rm -rf "$DP_WORK"
