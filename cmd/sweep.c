@@ -118,6 +118,7 @@ static int check_item(item *it, char *err, size_t errlen)
     /* (at the world the run will have: --ranks N) */
     engine_config at_world = it->run_cfg.eng;
     if (it->run_cfg.ranks > 1) at_world.world = it->run_cfg.ranks;
+    at_world.local_world = 0; /* (which ranks share a machine is the child's to learn from MPI) */
     if (engine_config_refused(eng, &at_world, eerr, sizeof eerr)) {
         /* Refused before anything runs, like any other bad option of the list. */
         snprintf(err, errlen, "%s%s%s", it->where, it->where[0] ? ": " : "", eerr);
@@ -459,6 +460,7 @@ static int build_items(sweep *s, int argc, char **argv, char *err, size_t errlen
             /* (checked at the world each child run will have: --ranks N) */
             engine_config at_world = run_cfg->eng;
             if (run_cfg->ranks > 1) at_world.world = run_cfg->ranks;
+            at_world.local_world = 0;
             if (all && engine_config_refused(eng, &at_world, why, sizeof why)) {
                 /* -m all with an option only some engines have (--dpu, --offload nvme,
                  * --dtype bf16): the others are left out, and said so. */

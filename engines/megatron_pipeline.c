@@ -233,7 +233,8 @@ static int check_tp(const engine_config *cfg, char *err, size_t errlen)
                  "%d ranks", T, cfg->shape.batch, cfg->shape.seq, T);
         return -1;
     }
-    if (engine_world(cfg) > 1 && local % T != 0) {
+    /* (local_world 0: not known yet, e.g. a sweep's check before its children start) */
+    if (engine_world(cfg) > 1 && cfg->local_world > 0 && local % T != 0) {
         snprintf(err, errlen, "--tp %d: %d rank%s on a machine, not a whole number of tensor-parallel groups (a group "
                  "stays within one machine)", T, local, local == 1 ? "" : "s");
         return -1;

@@ -526,6 +526,33 @@ PY
         else dp_fail "--tp 2 --dtype bf16" "$out"
         fi
     fi
+    # a tensor-parallel rank lost or stopped ends the job (exit 4) with a named reason, never a
+    # hang: its partner's watchdog names the tensor-parallel group it waits in
+    tpft="$DP_WORK/tpfault"
+    mkdir -p "$tpft"
+    (cd "$tpft" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --iters 6 --tp 2 --ranks 2 --fail-at 3 \
+        --fail-rank 1 --results "$tpft/k" >kill.out 2>&1)
+    rc_kill=$?
+    (cd "$tpft" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --iters 6 --tp 2 --ranks 2 --fail-at 3 \
+        --fail-rank 1 --fail-kind stop --hang-timeout 5 --results "$tpft/s" >stop.out 2>&1)
+    rc_stop=$?
+    if [ $rc_kill -eq 4 ] && grep -q "^ERROR: rank 1 killed itself (SIGKILL) at the start of iteration 3" "$tpft"/k/*.txt &&
+        [ $rc_stop -eq 4 ] && grep -q "^ERROR: rank .*no progress for 5 s .* of the tensor-parallel activations group" "$tpft"/s/*.txt; then
+        dp_pass "--tp 2: a rank killed or stopped ends the job (exit 4), the tensor-parallel group named"
+    else
+        dp_fail "--tp 2 with a rank lost" "exit $rc_kill / $rc_stop: $(grep -h ERROR "$tpft"/*/*.txt | head -c 400)"
+    fi
+    # a sweep with --tp: megatron-lm's run alone, the others left out and said so
+    tpsw="$DP_WORK/tpsweep"
+    mkdir -p "$tpsw"
+    (cd "$tpsw" && timeout 300 "$DP_BIN" "${DP_SHAPE[@]}" -m all --tp 2 --ranks 2 --iters 2 --results "$tpsw/r" >out 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "leaving out l2l: l2l has no tensor parallelism (--tp is megatron-lm's)" "$tpsw/out" &&
+        [ "$(ls "$tpsw"/r/*.json 2>/dev/null | wc -l)" = 1 ] && grep -q "tensor parallel: rank 0 of 2" "$tpsw"/r/log_megatron-lm_*.txt; then
+        dp_pass "-m all --tp 2 --ranks 2: megatron-lm's tensor-parallel run alone, the others left out and said so"
+    else
+        dp_fail "-m all --tp 2 --ranks 2" "exit $rc: $(tail -n 4 "$tpsw/out")"
+    fi
     dp_bad "--tp not dividing the heads" "--tp 3: the 4 heads do not split evenly over 3 ranks" 3 --tp 3
     dp_bad "--tp not dividing the ranks" "--tp 2: 3 ranks, not a whole number of model copies of 2 ranks" 3 --tp 2
     dp_bad "--tp on one rank" "--tp 2: 1 rank, not a whole number of model copies" 1 --tp 2
