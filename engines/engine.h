@@ -95,6 +95,9 @@ typedef struct engine_config {
     int tp;
     /* --sequence-parallel (with --tp T): the residual stream's rows split over the T ranks */
     int sequence_parallel;
+    /* --grad-reduce-dtype bf16 (megatron-lm with --dtype bf16): the data-parallel gradient
+     * reductions in bf16; 0: fp32, as Megatron-LM does for bf16 models unless told otherwise */
+    int grad_reduce_bf16;
     /* Set by the driver from MPI and --global-batch (plans depend on them): the ranks, the
      * ranks on this machine (they share its host memory and disk), and the micro-batches
      * each rank runs per step.  1, 1, 1 on one rank without --global-batch. */

@@ -95,6 +95,7 @@ typedef struct megatron_sizes {
     size_t wparams_full, wparams_shard; /* bf16 working copy */
     size_t wslots;                      /* stage 3: embed slot + 2 layer slots (act type) */
     size_t grads_full, grads_embed, grads_slots, grads_shard, grads_tmp;
+    size_t grads_lowp;                  /* --grad-reduce-dtype bf16: a block's gradient in bf16 */
     size_t grads_embed_in;              /* the embedding's own part of block 0's gradient */
     size_t adam;                        /* one of m, v */
     size_t inputs, layer_acts, scratch, head, dres, ids, norms, losses;
@@ -117,6 +118,7 @@ typedef struct megatron_state {
     void *eslot, *lslot[2];            /* stage 3 gathered working weights */
     int lslot_holds[2];                /* layer each slot holds (-1: none) */
     float *grads_full, *grads_embed, *gslot[2], *grads_shard, *grads_tmp;
+    void *grads_lowp; /* --grad-reduce-dtype bf16: the block being reduced, in bf16 */
     float *grads_embed_in; /* the embedding backward's part of block 0 (model.h), joined after
                               the step's last micro-batch */
     float *adam_m, *adam_v;
@@ -210,6 +212,10 @@ static megatron_sizes sizes_of(const engine_config *cfg)
     z.grads_slots = stage >= 2 ? 2 * z.padded_layer * f : 0;
     z.grads_shard = stage >= 2 ? z.shard_total * f : 0;
     z.grads_tmp = stage >= 2 && z.M > 1 ? z.shard_max * f : 0;
+    /* (one block at a time: the gradient stream reduces them in turn) */
+    z.grads_lowp = cfg->grad_reduce_bf16 && world > 1
+                       ? gpt_act_bytes(z.padded_embed > z.padded_layer ? z.padded_embed : z.padded_layer, GPT_BF16)
+                       : 0;
     z.grads_embed_in = z.padded_embed * f;
     z.adam = (stage == 0 ? z.padded_total : z.shard_total) * f;
     z.inputs = gpt_act_bytes((L + 1) * N * C, dt);
@@ -237,7 +243,7 @@ static void megatron_plan(const engine_config *cfg, engine_plan *out)
     megatron_sizes z = sizes_of(cfg);
     out->gpu_bytes = (uint64_t)z.params_full + z.params_shard + z.wparams_full + z.wparams_shard +
                      z.wslots + z.grads_full + z.grads_embed + z.grads_slots + z.grads_shard +
-                     z.grads_tmp + z.grads_embed_in + 2 * (uint64_t)z.adam + z.inputs + z.layer_acts + z.scratch +
+                     z.grads_tmp + z.grads_lowp + z.grads_embed_in + 2 * (uint64_t)z.adam + z.inputs + z.layer_acts + z.scratch +
                      z.head + z.dres + z.ids + z.norms + z.losses;
     out->host_bytes = (uint64_t)z.host_losses + z.host_norms + z.host_staging;
     out->disk_bytes = 0;
@@ -396,6 +402,15 @@ static const char *graphs_unavailable(const engine_config *cfg)
 static int megatron_check(const engine_config *cfg, char *err, size_t errlen)
 {
     if (engine_model_ranks(cfg) > 1 && megatron_pipeline_check(cfg, err, errlen)) return -1;
+    if (cfg->grad_reduce_bf16 && !cfg->bf16) {
+        snprintf(err, errlen, "--grad-reduce-dtype bf16 goes with --dtype bf16 (an fp32 model's gradients are reduced "
+                 "in fp32)");
+        return -1;
+    }
+    if (cfg->grad_reduce_bf16 && engine_model_ranks(cfg) > 1) {
+        snprintf(err, errlen, "--grad-reduce-dtype bf16 with --tp/--pp: their copies reduce in fp32 so far");
+        return -1;
+    }
     if (engine_tp(cfg) <= 1 && cfg->sequence_parallel) {
         snprintf(err, errlen, "--sequence-parallel goes with --tp T > 1 (it splits the rows between the T ranks)");
         return -1;
@@ -490,6 +505,7 @@ static int megatron_init(const engine_env *env, void **state)
         (rc = alloc_dev(st, &gslots, z->grads_slots, "layer gradient slots")) ||
         (rc = alloc_dev(st, (void **)&st->grads_shard, z->grads_shard, "gradient shards")) ||
         (rc = alloc_dev(st, (void **)&st->grads_tmp, z->grads_tmp, "reduce-scatter landing")) ||
+        (rc = alloc_dev(st, &st->grads_lowp, z->grads_lowp, "a block's gradient in bf16 (--grad-reduce-dtype)")) ||
         (rc = alloc_dev(st, (void **)&st->adam_m, z->adam, "Adam m")) ||
         (rc = alloc_dev(st, (void **)&st->adam_v, z->adam, "Adam v")) ||
         (rc = alloc_dev(st, (void **)&st->grads_embed_in, z->grads_embed_in, "embedding's own gradients")) ||
@@ -576,6 +592,33 @@ static int done_with_layer(megatron_state *st, int l)
     return gpt_event_record(st->ev_slot_done[l % 2], st->compute);
 }
 
+/* --grad-reduce-dtype bf16: block b's gradient rounded to bf16, reduced in bf16 (half the bytes),
+ * widened back into the fp32 gradient (ZeRO 0-1: the block; 2-3: this rank's shard, added to
+ * the running sum after the first micro-batch), all on the gradient stream.  The sum differs
+ * from the fp32 reduction's only by the roundings to bf16 (tests/test_dp.sh bounds them). */
+static int reduce_block_bf16(megatron_state *st, int b)
+{
+    const block_geom *g = &st->blocks[b];
+    gpt_stream *cs = coll_stream(st->grad_comm);
+    const size_t all = g->S * (size_t)st->world;
+    char *mine = (char *)st->grads_lowp + gpt_act_bytes(g->S * (size_t)st->rank, GPT_BF16);
+    int rc;
+    gpt_params_to_act(cs, st->grads_lowp, grad_buffer(st, b), all);
+    if (st->stage <= 1) {
+        if ((rc = coll_all_reduce_sum_act(st->grad_comm, st->grads_lowp, all, GPT_BF16))) return rc;
+        gpt_act_to_f32(cs, grad_buffer(st, b), st->grads_lowp, all);
+        return GPT_OK;
+    }
+    if ((rc = coll_reduce_scatter_sum_act(st->grad_comm, mine, st->grads_lowp, g->S, GPT_BF16))) return rc;
+    if (st->M == 1 || b == 0) {
+        gpt_act_to_f32(cs, grad_shard(st, b), mine, g->S);
+    } else {
+        gpt_act_to_f32(cs, st->grads_tmp, mine, g->S);
+        gpt_add_f32(cs, grad_shard(st, b), grad_shard(st, b), st->grads_tmp, g->S);
+    }
+    return GPT_OK;
+}
+
 /* Layer l's (block b's) gradient leaves for the other ranks once its backward is issued. */
 static int reduce_block(megatron_state *st, int b, int last_micro)
 {
@@ -588,7 +631,9 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
         (rc = gpt_stream_wait_event(cs, st->ev_grad_ready)) ||
         (rc = comm_begin(st, cs, &span)))
         return rc;
-    if (st->stage <= 1) {
+    if (st->grads_lowp) {
+        rc = reduce_block_bf16(st, b);
+    } else if (st->stage <= 1) {
         rc = coll_all_reduce_sum(st->grad_comm, grad_buffer(st, b), g->S * (size_t)st->world);
     } else if (st->M == 1 || b == 0) {
         rc = coll_reduce_scatter_sum(st->grad_comm, grad_shard(st, b), grad_buffer(st, b), g->S);
@@ -1049,6 +1094,14 @@ static const option_decl megatron_options[] = {
      .lacks = "has no tensor parallelism", OPTION_INERT(0),
      .help = "with --tp T: the residual stream's rows split over the T ranks between the layers' split parts "
              "(Megatron's sequence parallelism: reduce-scatter and all-gather in place of the all-reduces)"},
+    /* (fp32 by default, as Megatron-LM's arguments.py makes it for --bf16: "bfloat16 requires
+     * gradient accumulation and all-reduce to be done in fp32" unless --grad-reduce-in-bf16) */
+    {.name = "grad-reduce-dtype", .kind = ARG_TEXT, .arg = "fp32|bf16", .set = SET_WORDS, OPTION_FIELD(grad_reduce_bf16),
+     OPTION_WORDS({"fp32", 0}, {"bf16", 1}), .dflt = "fp32", .scope = SCOPE_RESULT_SET, .slot = 59,
+     .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN, .lacks = "reduces its gradients in fp32 only",
+     OPTION_INERT(0),
+     .help = "with --dtype bf16 on N ranks: the data-parallel gradient reductions in bf16 (half the bytes; each "
+             "rank's gradient rounded to bf16 before the sum) or fp32 (default, as Megatron-LM for bf16 models)"},
 };
 
 /* The plan of what init made: the pipeline's stage's own (its plan beforehand is the largest

@@ -232,6 +232,7 @@ struct gpt_backend_ops {
                          const gpt_checksum_acc *acc);
     void (*norm_squared)(gpt_stream *s, float *out, const float *x, size_t n);
     void (*params_to_act)(gpt_stream *s, void *dst, const float *src, size_t n);
+    void (*act_to_f32)(gpt_stream *s, float *dst, const void *src, size_t n);
     /* Checksums (checksum_element.h) of the chunks of chunk_floats words of the arrays
      * parts[0..nparts) taken one after the other (nparts <= GPT_CHECKSUM_PARTS; the last
      * chunk may be shorter): sums[c] (device memory, nchunks entries) for each chunk. */
@@ -526,6 +527,12 @@ static inline void gpt_add_f32(gpt_stream *s, float *out, const float *a, const 
  * src). */
 static inline void gpt_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
 { s->be->ops->params_to_act(s, dst, src, n); }
+
+/* dst (n fp32) = src (n elements of be->dtype), exactly (a bf16 value widens to the same
+ * number): a gradient reduced in bf16 (--grad-reduce-dtype bf16) back to fp32.  A copy on fp32
+ * (nothing when dst == src). */
+static inline void gpt_act_to_f32(gpt_stream *s, float *dst, const void *src, size_t n)
+{ s->be->ops->act_to_f32(s, dst, src, n); }
 
 /* The element type of the ops issued on s. */
 static inline gpt_dtype gpt_stream_dtype(const gpt_stream *s) { return s->be->dtype; }

@@ -198,6 +198,9 @@ WRAP_OP(adamw_update, PROF_ADAMW, 0, 0,
 WRAP_OP(norm_squared, PROF_NORM_SQUARED, 0, 0,
         (gpt_stream *s, float *out, const float *x, size_t n),
         (s, out, x, n))
+WRAP_OP(act_to_f32, PROF_PARAMS_TO_ACT, 0, 0,
+        (gpt_stream *s, float *dst, const void *src, size_t n),
+        (s, dst, src, n))
 WRAP_OP(params_to_act, PROF_PARAMS_TO_ACT, 0, 0,
         (gpt_stream *s, void *dst, const float *src, size_t n),
         (s, dst, src, n))
@@ -239,6 +242,7 @@ static void wrap_ops(gpt_backend_ops *ops)
     ops->adamw_update = wrap_adamw_update;
     ops->norm_squared = wrap_norm_squared;
     ops->params_to_act = wrap_params_to_act;
+    ops->act_to_f32 = wrap_act_to_f32;
     ops->checksum_chunks = wrap_checksum_chunks;
     ops->checksum_fold = wrap_checksum_fold;
     ops->add_f32 = wrap_add_f32;

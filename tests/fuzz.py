@@ -195,6 +195,7 @@ GRAMMAR = {
     "pp-layers": (None, ["", "0", "1,,2", "a", "-1,2", "1,2,"]),
     "tp": (lambda c: "1" if c.method == "megatron-lm" else None, BAD_INTS + ["0", "-1", "4097"]),
     "sequence-parallel": (None, []),  # (a flag: with --tp T > 1 only)
+    "grad-reduce-dtype": (lambda c: "fp32" if c.method == "megatron-lm" else None, ["", "fp16", "BF16"]),
     "gemini-mode": (_v_gemini(lambda c: c.rnd.choice(["none", "naive", "interleave"])), ["", "eager"]),
     "gemini-replicas": (_v_gemini(lambda c: "1"), BAD_INTS + ["0", "-1"]),
     "gemini-placement": (_v_gemini(lambda c: c.rnd.choice(["group", "ring"])), ["", "tree"]),

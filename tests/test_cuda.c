@@ -964,6 +964,12 @@ static void check_optimizer(pair *p, int T)
     if (work.esize == 2) /* round to nearest even, as gpt_f32_to_bf16 does: exactly */
         for (size_t i = 0; i < n; i++) work.cpu[i] = gpt_bf16_to_f32(gpt_f32_to_bf16(param.cpu[i]));
     check(p, "params_to_act", "dst", &work, T);
+    /* and back (--grad-reduce-dtype bf16's widening): exact on both backends */
+    buf wide = buf_randf(p, n, 5, 1);
+    gpt_act_to_f32(p->cs, wide.cpu, work.cpu, n);
+    gpt_act_to_f32(p->gs, wide.d, work.d, n);
+    check_exact(p, "act_to_f32", "dst", &wide, T);
+    buf_free(p, &wide);
     check_adamw_act(p, &param, &grad, &m, &v, 0);
     check_adamw_act(p, &param, &grad, &m, &v, 1); /* odd offsets: the element-wise path */
 

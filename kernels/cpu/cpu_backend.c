@@ -173,6 +173,7 @@ static const gpt_backend_ops cpu_ops = {
     .adamw_update = cpu_q_adamw_update,
     .norm_squared = cpu_q_norm_squared,
     .params_to_act = cpu_q_params_to_act,
+    .act_to_f32 = cpu_q_act_to_f32,
     .checksum_chunks = cpu_q_checksum_chunks,
     .checksum_fold = cpu_q_checksum_fold,
     .add_f32 = cpu_q_add_f32,

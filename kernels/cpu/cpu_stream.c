@@ -281,6 +281,7 @@ typedef enum cpu_task_kind {
     TASK_CHECKSUM_CHUNKS,
     TASK_CHECKSUM_FOLD,
     TASK_PARAMS_TO_ACT,
+    TASK_ACT_TO_F32,
     TASK_ADD_F32,
     TASK_HOST_FN,
 } cpu_task_kind;
@@ -361,6 +362,7 @@ typedef struct cpu_task {
             size_t chunk_floats;
         } checksum;
         struct { void *dst; const float *src; size_t n; } params_to_act;
+        struct { float *dst; const void *src; size_t n; } act_to_f32;
         struct {
             int (*fn)(void *arg);
             _Alignas(16) unsigned char arg[GPT_HOST_TASK_ARG_BYTES];
@@ -673,6 +675,12 @@ static int task_run(gpt_stream *s, const cpu_task *t)
         float *dst = act_out(&a, t->a.params_to_act.dst, n);
         if (act_ready(&a) && dst != t->a.params_to_act.src && n > 0)
             memmove(dst, t->a.params_to_act.src, n * sizeof(float));
+        return act_end(&a);
+    }
+    case TASK_ACT_TO_F32: {
+        const size_t n = t->a.act_to_f32.n;
+        const float *src = act_in(&a, t->a.act_to_f32.src, n);
+        if (act_ready(&a) && src != t->a.act_to_f32.dst && n > 0) memmove(t->a.act_to_f32.dst, src, n * sizeof(float));
         return act_end(&a);
     }
     case TASK_HOST_FN: {
@@ -1198,6 +1206,12 @@ void cpu_q_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *
 void cpu_q_add_f32(gpt_stream *s, float *out, const float *a, const float *b, size_t n)
 {
     cpu_task t = {.kind = TASK_ADD_F32, .a.residual_fwd = {.out = out, .a = a, .b = b, .n = n}};
+    stream_push_op(s, &t);
+}
+
+void cpu_q_act_to_f32(gpt_stream *s, float *dst, const void *src, size_t n)
+{
+    cpu_task t = {.kind = TASK_ACT_TO_F32, .a.act_to_f32 = {.dst = dst, .src = src, .n = n}};
     stream_push_op(s, &t);
 }
 

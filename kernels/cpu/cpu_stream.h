@@ -86,5 +86,6 @@ void cpu_q_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *
                            size_t chunk_floats);
 void cpu_q_checksum_fold(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats);
 void cpu_q_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n);
+void cpu_q_act_to_f32(gpt_stream *s, float *dst, const void *src, size_t n);
 
 #endif

@@ -460,6 +460,7 @@ static const gpt_backend_ops cuda_ops = {
     /* .adamw_update = */ cu_adamw_update,
     /* .norm_squared = */ cu_norm_squared,
     /* .params_to_act = */ cu_params_to_act,
+    /* .act_to_f32 = */ cu_act_to_f32,
     /* .checksum_chunks = */ cu_checksum_chunks,
     /* .checksum_fold = */ cu_checksum_fold,
     /* .add_f32 = */ cu_add_f32,

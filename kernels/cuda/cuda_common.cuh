@@ -249,6 +249,7 @@ void cu_checksum_chunks(gpt_stream *s, uint64_t *sums, const gpt_float_span *par
                         size_t chunk_floats);
 void cu_checksum_fold(gpt_stream *s, uint64_t *sums, size_t total, size_t chunk_floats);
 void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n);
+void cu_act_to_f32(gpt_stream *s, float *dst, const void *src, size_t n);
 
 /* Column sums (deterministic): out[o] += sum_n in[n][o] over in (N,OC) of the activation
  * type.  Shared by the matmul's dbias. */

@@ -935,6 +935,26 @@ void cu_params_to_act(gpt_stream *s, void *dst, const float *src, size_t n)
     }
 }
 
+/* The working type back to fp32 (exact: a bf16 value widens to the same number). */
+__global__ static void act_to_f32_kernel(float *dst, const bf16 *src, size_t n)
+{
+    GRID_STRIDE(i, n) dst[i] = ld_f32(src[i]);
+}
+
+void cu_act_to_f32(gpt_stream *s, float *dst, const void *src, size_t n)
+{
+    if (n == 0)
+        return;
+    if (!cu_is_bf16(s)) {
+        if ((const void *)dst != src)
+            OP_CHECK_CUDA(s, cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                             cu_stream(s)->stream));
+        return;
+    }
+    act_to_f32_kernel<<<grid_for(n, EW_THREADS), EW_THREADS, 0, cu_stream(s)->stream>>>(dst, (const bf16 *)src, n);
+    OP_CHECK_LAUNCH(s);
+}
+
 /* ---- cross-entropy ------------------------------------------------------------------------- */
 
 /*
