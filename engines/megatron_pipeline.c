@@ -426,41 +426,26 @@ static int init_params(pipe_state *st, float *staging)
 }
 
 /* The layer split's collectives (gpt_tp): the group's stream waits for what s was given, the
- * operation (in the activations' type), s waits for it. */
+ * operation (reductions in the activations' type), s waits for it. */
+enum { TP_ALL_REDUCE, TP_REDUCE_SCATTER, TP_ALL_GATHER };
+static int tp_collective(pipe_state *st, gpt_stream *s, int op, void *out, const void *in, size_t n)
+{
+    gpt_stream *ts = coll_stream(st->tp_comm);
+    const gpt_dtype dt = st->env.be->dtype;
+    int rc;
+    if ((rc = gpt_event_record(st->ev_tp_in, s)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in))) return rc;
+    rc = op == TP_ALL_REDUCE       ? coll_all_reduce_sum_act(st->tp_comm, out, n, dt)
+         : op == TP_REDUCE_SCATTER ? coll_reduce_scatter_sum_act(st->tp_comm, out, in, n, dt)
+                                   : coll_all_gather(st->tp_comm, out, in, n);
+    if (rc || (rc = gpt_event_record(st->ev_tp_out, ts))) return rc;
+    return gpt_stream_wait_event(s, st->ev_tp_out);
+}
 static int tp_all_reduce(void *ctx, gpt_stream *s, void *buf, size_t n)
-{
-    pipe_state *st = ctx;
-    gpt_stream *ts = coll_stream(st->tp_comm);
-    int rc;
-    if ((rc = gpt_event_record(st->ev_tp_in, s)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in)) ||
-        (rc = coll_all_reduce_sum_act(st->tp_comm, buf, n, st->env.be->dtype)) ||
-        (rc = gpt_event_record(st->ev_tp_out, ts)))
-        return rc;
-    return gpt_stream_wait_event(s, st->ev_tp_out);
-}
-
+{ return tp_collective(ctx, s, TP_ALL_REDUCE, buf, buf, n); }
 static int tp_reduce_scatter(void *ctx, gpt_stream *s, void *out, const void *in, size_t n)
-{
-    pipe_state *st = ctx;
-    gpt_stream *ts = coll_stream(st->tp_comm);
-    int rc;
-    if ((rc = gpt_event_record(st->ev_tp_in, s)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in)) ||
-        (rc = coll_reduce_scatter_sum_act(st->tp_comm, out, in, n, st->env.be->dtype)) ||
-        (rc = gpt_event_record(st->ev_tp_out, ts)))
-        return rc;
-    return gpt_stream_wait_event(s, st->ev_tp_out);
-}
-
+{ return tp_collective(ctx, s, TP_REDUCE_SCATTER, out, in, n); }
 static int tp_all_gather(void *ctx, gpt_stream *s, void *out, const void *in, size_t bytes)
-{
-    pipe_state *st = ctx;
-    gpt_stream *ts = coll_stream(st->tp_comm);
-    int rc;
-    if ((rc = gpt_event_record(st->ev_tp_in, s)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in)) ||
-        (rc = coll_all_gather(st->tp_comm, out, in, bytes)) || (rc = gpt_event_record(st->ev_tp_out, ts)))
-        return rc;
-    return gpt_stream_wait_event(s, st->ev_tp_out);
-}
+{ return tp_collective(ctx, s, TP_ALL_GATHER, out, in, bytes); }
 
 int megatron_pipeline_init(const engine_env *env, void **state)
 {

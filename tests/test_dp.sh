@@ -407,32 +407,42 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
         dp_same "--pp 2 on 4 ranks, ZeRO-1 = DDP between the 2 pipelines" ppdp.d2.pp ppdp.d2.z1
     # a stage lost or stopped ends the job (exit 4) with a named reason, never a hang: its
     # neighbour's watchdog names the pipeline's group it waits in
-    ppft="$DP_WORK/ppfault"
-    mkdir -p "$ppft"
-    (cd "$ppft" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --global-batch 8 --iters 6 --pp 3 --ranks 3 --fail-at 3 \
-        --fail-rank 1 --results "$ppft/k" >kill.out 2>&1)
-    rc_kill=$?
-    (cd "$ppft" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --global-batch 8 --iters 6 --pp 3 --ranks 3 --fail-at 3 \
-        --fail-rank 1 --fail-kind stop --hang-timeout 5 --results "$ppft/s" >stop.out 2>&1)
-    rc_stop=$?
-    if [ $rc_kill -eq 4 ] && grep -q "^ERROR: rank 1 killed itself (SIGKILL) at the start of iteration 3" "$ppft"/k/*.txt &&
-        [ $rc_stop -eq 4 ] && grep -q "^ERROR: rank .*no progress for 5 s .* of the pipeline .* group" "$ppft"/s/*.txt; then
-        dp_pass "--pp 3: a stage killed or stopped ends the job (exit 4), the pipeline's group named"
-    else
-        dp_fail "--pp 3 with a stage lost" "exit $rc_kill / $rc_stop: $(grep -h ERROR "$ppft"/*/*.txt | head -c 400)"
-    fi
+    # mp_fault WHAT DIR GROUP ARGS...: rank 1 killed, then stopped, at iteration 3 of a --ranks run
+    mp_fault() {
+        local what=$1 dir="$DP_WORK/$2" group=$3 rc_kill rc_stop
+        shift 3
+        mkdir -p "$dir"
+        (cd "$dir" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --iters 6 "$@" --fail-at 3 --fail-rank 1 \
+            --results "$dir/k" >kill.out 2>&1)
+        rc_kill=$?
+        (cd "$dir" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --iters 6 "$@" --fail-at 3 --fail-rank 1 \
+            --fail-kind stop --hang-timeout 5 --results "$dir/s" >stop.out 2>&1)
+        rc_stop=$?
+        if [ $rc_kill -eq 4 ] && grep -q "^ERROR: rank 1 killed itself (SIGKILL) at the start of iteration 3" "$dir"/k/*.txt &&
+            [ $rc_stop -eq 4 ] && grep -q "^ERROR: rank .*no progress for 5 s .* of the $group group" "$dir"/s/*.txt; then
+            dp_pass "$what: a rank killed or stopped ends the job (exit 4), the group its partner waits in named"
+        else
+            dp_fail "$what with a rank lost" "exit $rc_kill / $rc_stop: $(grep -h ERROR "$dir"/*/*.txt | head -c 400)"
+        fi
+    }
+    mp_fault "--pp 3" ppfault "pipeline [a-z]*" --global-batch 8 --pp 3 --ranks 3
     # a sweep with --pp: the engines without pipeline stages are left out, and said so (the
     # driver lays ranks and rows out by it); megatron-lm's run is a pipeline of its --ranks
-    ppsw="$DP_WORK/ppsweep"
-    mkdir -p "$ppsw"
-    (cd "$ppsw" && timeout 300 "$DP_BIN" "${DP_SHAPE[@]}" -m all --pp 2 --ranks 2 --iters 2 --results "$ppsw/r" >out 2>&1)
-    rc=$?
-    if [ $rc -eq 0 ] && grep -q "leaving out l2l: l2l has no pipeline stages (--pp is megatron-lm's)" "$ppsw/out" &&
-        [ "$(ls "$ppsw"/r/*.json 2>/dev/null | wc -l)" = 1 ] && grep -q "pipeline: stage 0 of 2" "$ppsw"/r/log_megatron-lm_*.txt; then
-        dp_pass "-m all --pp 2 --ranks 2: megatron-lm's pipeline alone, the others left out and said so"
-    else
-        dp_fail "-m all --pp 2 --ranks 2" "exit $rc: $(tail -n 4 "$ppsw/out")"
-    fi
+    # mp_sweep OPT LACKS NOTE: -m all OPT 2 --ranks 2 runs megatron-lm alone (its log says NOTE),
+    # l2l left out as one that LACKS it
+    mp_sweep() {
+        local opt=$1 lacks=$2 note=$3 dir="$DP_WORK/sweep.${1#--}" rc
+        mkdir -p "$dir"
+        (cd "$dir" && timeout 300 "$DP_BIN" "${DP_SHAPE[@]}" -m all "$opt" 2 --ranks 2 --iters 2 --results "$dir/r" >out 2>&1)
+        rc=$?
+        if [ $rc -eq 0 ] && grep -q "leaving out l2l: l2l $lacks ($opt is megatron-lm's)" "$dir/out" &&
+            [ "$(ls "$dir"/r/*.json 2>/dev/null | wc -l)" = 1 ] && grep -q "$note" "$dir"/r/log_megatron-lm_*.txt; then
+            dp_pass "-m all $opt 2 --ranks 2: megatron-lm's run alone, the others left out and said so"
+        else
+            dp_fail "-m all $opt 2 --ranks 2" "exit $rc: $(tail -n 4 "$dir/out")"
+        fi
+    }
+    mp_sweep --pp "has no pipeline stages" "pipeline: stage 0 of 2"
     dp_bad "--pp with ZeRO-2" "--pp 2 with --zero-stage 2: model parallelism takes ZeRO-1" 2 --pp 2 --zero-stage 2
     dp_bad "--pp-layers not summing to -l" "--pp-layers 1,1: 2 stages of 2 layers, not --pp 2 of -l 3" 2 --pp 2 --pp-layers 1,1
     dp_bad "--pp-layers with a stage of none" "'0,3' is not a list of layer counts" 2 --pp 2 --pp-layers 0,3
@@ -568,33 +578,9 @@ PY
         dp_same "--grad-reduce-dtype fp32 = the default, bit for bit" grb.2.0.fp32 grb.2.0.fp32x
     dp_bad "--grad-reduce-dtype bf16 of an fp32 model" "--grad-reduce-dtype bf16 goes with --dtype bf16" 2 --grad-reduce-dtype bf16
     dp_bad "--grad-reduce-dtype on an offload engine" "--grad-reduce-dtype bf16: l2l reduces its gradients in fp32 only (megatron-lm's option)" 1 -m l2l --dtype bf16 --grad-reduce-dtype bf16
-    # a tensor-parallel rank lost or stopped ends the job (exit 4) with a named reason, never a
-    # hang: its partner's watchdog names the tensor-parallel group it waits in
-    tpft="$DP_WORK/tpfault"
-    mkdir -p "$tpft"
-    (cd "$tpft" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --iters 6 --tp 2 --ranks 2 --fail-at 3 \
-        --fail-rank 1 --results "$tpft/k" >kill.out 2>&1)
-    rc_kill=$?
-    (cd "$tpft" && timeout 120 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --iters 6 --tp 2 --ranks 2 --fail-at 3 \
-        --fail-rank 1 --fail-kind stop --hang-timeout 5 --results "$tpft/s" >stop.out 2>&1)
-    rc_stop=$?
-    if [ $rc_kill -eq 4 ] && grep -q "^ERROR: rank 1 killed itself (SIGKILL) at the start of iteration 3" "$tpft"/k/*.txt &&
-        [ $rc_stop -eq 4 ] && grep -q "^ERROR: rank .*no progress for 5 s .* of the tensor-parallel activations group" "$tpft"/s/*.txt; then
-        dp_pass "--tp 2: a rank killed or stopped ends the job (exit 4), the tensor-parallel group named"
-    else
-        dp_fail "--tp 2 with a rank lost" "exit $rc_kill / $rc_stop: $(grep -h ERROR "$tpft"/*/*.txt | head -c 400)"
-    fi
-    # a sweep with --tp: megatron-lm's run alone, the others left out and said so
-    tpsw="$DP_WORK/tpsweep"
-    mkdir -p "$tpsw"
-    (cd "$tpsw" && timeout 300 "$DP_BIN" "${DP_SHAPE[@]}" -m all --tp 2 --ranks 2 --iters 2 --results "$tpsw/r" >out 2>&1)
-    rc=$?
-    if [ $rc -eq 0 ] && grep -q "leaving out l2l: l2l has no tensor parallelism (--tp is megatron-lm's)" "$tpsw/out" &&
-        [ "$(ls "$tpsw"/r/*.json 2>/dev/null | wc -l)" = 1 ] && grep -q "tensor parallel: rank 0 of 2" "$tpsw"/r/log_megatron-lm_*.txt; then
-        dp_pass "-m all --tp 2 --ranks 2: megatron-lm's tensor-parallel run alone, the others left out and said so"
-    else
-        dp_fail "-m all --tp 2 --ranks 2" "exit $rc: $(tail -n 4 "$tpsw/out")"
-    fi
+    # a tensor-parallel rank lost or stopped: its partner's watchdog names the group it waits in
+    mp_fault "--tp 2" tpfault "tensor-parallel activations" --tp 2 --ranks 2
+    mp_sweep --tp "has no tensor parallelism" "tensor parallel: rank 0 of 2"
     dp_bad "--tp not dividing the heads" "--tp 3: the 4 heads do not split evenly over 3 ranks" 3 --tp 3
     dp_bad "--tp not dividing the ranks" "--tp 2: 3 ranks, not a whole number of model copies of 2 ranks" 3 --tp 2
     dp_bad "--tp on one rank" "--tp 2: 1 rank, not a whole number of model copies" 1 --tp 2

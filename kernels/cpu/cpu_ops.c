@@ -16,6 +16,7 @@
 #include "cpu_ops.h"
 #include "../checksum_element.h"
 #include "../adamw_element.h"
+#include "../crossentropy_combine.h"
 
 /* Column block owned by one thread in the column-parallel reductions below: 64 floats
  * are 4 cache lines, wide enough for the inner loop to vectorise. */
@@ -323,21 +324,10 @@ void cpu_crossentropy_parallel(gpt_stream *s, float *losses, float *logits,
     const int nt = cpu_nthreads(s);
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int n = 0; n < N; n++) {
-        float maxval = -INFINITY, target_logit = 0.0f;
-        for (int r = 0; r < parts; r++) {
-            const float *st = stats + ((size_t)r * N + n) * 3;
-            if (st[0] > maxval) maxval = st[0];
-            target_logit += st[2];
-        }
-        double sum = 0.0;
-        for (int r = 0; r < parts; r++) {
-            const float *st = stats + ((size_t)r * N + n) * 3;
-            if (st[1] > 0.0f) sum += (double)st[1] * exp((double)st[0] - (double)maxval);
-        }
-        losses[n] = (float)(log(sum) - (double)(target_logit - maxval));
+        float maxval, inv_sum;
+        losses[n] = gpt_ce_combine_row(stats, parts, N, n, &maxval, &inv_sum);
         float *row = logits + (ptrdiff_t)n * Vp;
         const int32_t local = targets[n] - lo;
-        const float inv_sum = (float)(1.0 / sum);
         for (int v = 0; v < V; v++) {
             const float p = expf(row[v] - maxval) * inv_sum;
             row[v] = dloss * (p - (v == local ? 1.0f : 0.0f));

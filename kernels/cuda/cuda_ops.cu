@@ -9,6 +9,7 @@
  */
 #include "cuda_common.cuh"
 #include <cub/device/device_radix_sort.cuh>
+#include "../crossentropy_combine.h"
 #include "../adamw_element.h"
 #include "../checksum_element.h"
 
@@ -1158,20 +1159,7 @@ __global__ static void __launch_bounds__(CE_THREADS)
     const int n = blockIdx.x;
     if (threadIdx.x == 0) {
         /* every rank combines the same stats in rank order: the same numbers everywhere */
-        float maxval = -INFINITY, target_logit = 0.0f;
-        for (int r = 0; r < parts; r++) {
-            const float *st = stats + ((size_t)r * N + n) * 3;
-            maxval = fmaxf(maxval, st[0]);
-            target_logit += st[2];
-        }
-        double sum = 0.0;
-        for (int r = 0; r < parts; r++) {
-            const float *st = stats + ((size_t)r * N + n) * 3;
-            if (st[1] > 0.0f) sum += (double)st[1] * exp((double)st[0] - (double)maxval);
-        }
-        losses[n] = (float)(log(sum) - (double)(target_logit - maxval));
-        row_max = maxval;
-        row_inv_sum = (float)(1.0 / sum);
+        losses[n] = gpt_ce_combine_row(stats, parts, N, n, &row_max, &row_inv_sum);
     }
     __syncthreads();
     T_ *row = logits + (size_t)n * Vp;
