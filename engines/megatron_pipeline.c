@@ -8,22 +8,27 @@
  * innermost and the stage outermost: rank = (stage x D + data rank) x T + tensor rank.  D model
  * copies side by side, data parallel (DDP: each rank keeps its blocks, its share of them with
  * T > 1, whole, their gradients all-reduced over the D ranks of the same stage and tensor rank;
- * ZeRO is not built with it yet).  With T > 1 every block below is the rank's share
- * (model_tp.c says which part of each tensor), and a group of the T ranks (tp-comm) carries the
- * layers' all-reduces, ordered on the compute stream by events (tp_all_reduce).
+ * or --zero-stage 1: Adam's state sharded over those D ranks, the params gathered after the
+ * update).  With T > 1 every block below is the rank's share (model_tp.c says which part of
+ * each tensor), and a group of the T ranks (tp-comm) carries the layers' collectives, ordered on
+ * the compute stream by events (tp_collective).
  * Stage s holds layers [l0, l1) = [s L / P, (s + 1) L / P); the first stage also the
  * embedding, the last the head, which reads the same (tied) embedding block: both stages keep
  * a copy of block 0, its gradient and its Adam state, and make the same update of it.
  *
  * Where things live, per rank (fp32; --dtype bf16: the activations and a working copy of the
  * weights bf16, with fp32 master weights, gradients and Adam state):
- *   GPU   its blocks' params, grads, Adam m and v (block 0 first where it has it, then its
- *         layers), the bf16 working copy; per in-flight micro-batch (S = min(P - s, M) slots)
- *         the stage's checkpointed layer inputs x[l0..l1] and the activations --recompute
- *         keeps of its layers, and the ids; one working set, the backward scratch, the
- *         residual gradient dres (N, C); the first stage the embedding's own part of block
- *         0's gradient (model.h), the last the head's activations and the M x N losses; the
- *         (L + 1) block norms
+ *   GPU   its blocks' params, grads (each block padded to D shards with ZeRO-1), Adam m and v
+ *         (block 0 first where it has it, then its layers; with ZeRO-1 its shards only), the
+ *         bf16 working copy; per in-flight micro-batch (S = min(P - s, M) slots) the stage's
+ *         checkpointed layer inputs x[l0..l1] and the activations --recompute keeps of its
+ *         layers, and the ids; one working set, the backward scratch (with
+ *         --sequence-parallel also a whole (N, C) buffer for the row-parallel products and the
+ *         gathered residual gradient), the residual gradient dres (n, C: n = N, or N / T with
+ *         --sequence-parallel, as the layer inputs); the first stage the embedding's own part
+ *         of block 0's gradient (model.h), the last the head's activations (with T > 1 every
+ *         rank's cross-entropy stats of a chunk) and the M x N losses; the (L + 1) block norms
+ *         (per block D shards, twice with T > 1: its split and its whole tensors)
  *   host  the losses and norms read back, every rank's norms, initialisation staging
  *
  * One step, stream by stream, on stage s (warm-up w = min(P - s - 1, M) forwards, then one
@@ -45,7 +50,13 @@
  *             its (block, shard) norms taken behind it (runtime/dp.h), as megatron-lm's DDP
  *   tie-comm  the block norms and the loss gathered on the host: every rank combines the same
  *             table, in the model's block order, so the global norm is D ranks' DDP's to the bit
- *   compute   clip, lr, AdamW of its blocks.
+ *   compute   clip, lr, AdamW of its blocks (ZeRO-1: its shards; dp-comm then gathers them).
+ *   tp-comm   (T > 1) inside the compute steps above: per layer two all-reduces in the
+ *             forward and two in the backward (--sequence-parallel: all-gathers before the
+ *             column-parallel matmuls, reduce-scatters after the row-parallel ones), the
+ *             embedding's sum, per head chunk the stats' gather and dL/d(lnf)'s sum; compute
+ *             waits on each (the next op needs it); with --sequence-parallel the LayerNorms'
+ *             gradients summed once, before dp-comm.
  * So --pp P with M micro-batches gives the losses and parameters of one rank with the same M
  * (--global-batch M x B), bit for bit: the same ops on the same values in the same order.
  */
