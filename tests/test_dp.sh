@@ -581,6 +581,21 @@ PY
     # a tensor-parallel rank lost or stopped: its partner's watchdog names the group it waits in
     mp_fault "--tp 2" tpfault "tensor-parallel activations" --tp 2 --ranks 2
     mp_sweep --tp "has no tensor parallelism" "tensor parallel: rank 0 of 2"
+    # --find-max with --tp 2: each rank plans its share, so the same per-rank GPU budget holds a
+    # deeper model than one rank's (the largest whose every rank's plan fits, then trained)
+    fmx="$DP_WORK/tpfindmax"
+    mkdir -p "$fmx"
+    (cd "$fmx" && timeout 300 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --iters 2 --find-max --gpu-mem-limit 6M --results one \
+        >one.out 2>&1 && timeout 300 "$DP_BIN" "${DP_SHAPE[@]}" -b 2 --iters 2 --find-max --gpu-mem-limit 6M --tp 2 \
+        --ranks 2 --results two >two.out 2>&1)
+    rc=$?
+    l1=$(grep -o "find-max result: method megatron-lm | layers [0-9]*" "$fmx/one.out" | grep -o "[0-9]*$")
+    l2=$(grep -o "find-max result: method megatron-lm | layers [0-9]*" "$fmx/two.out" | grep -o "[0-9]*$")
+    if [ $rc -eq 0 ] && [ -n "$l1" ] && [ -n "$l2" ] && [ "$l2" -gt "$l1" ] && grep -q ": ok |" "$fmx/two.out"; then
+        dp_pass "--find-max --tp 2 --ranks 2 under a 6 MiB GPU a rank: l$l2 against one rank's l$l1, trained"
+    else
+        dp_fail "--find-max --tp 2" "exit $rc, layers ${l1:-?} / ${l2:-?}: $(tail -n 3 "$fmx/two.out")"
+    fi
     dp_bad "--tp not dividing the heads" "--tp 3: the 4 heads do not split evenly over 3 ranks" 3 --tp 3
     dp_bad "--tp not dividing the ranks" "--tp 2: 3 ranks, not a whole number of model copies of 2 ranks" 3 --tp 2
     dp_bad "--tp on one rank" "--tp 2: 1 rank, not a whole number of model copies" 1 --tp 2
