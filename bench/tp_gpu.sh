@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# megatron-lm's tensor parallelism (--tp, --sequence-parallel) and --grad-reduce-dtype on the
+# two-GPU machine (issues 49 and 50), in one call:
+#  1. correctness on the GPU, l8 h1024 heads 16 s512 b2 (--global-batch 16), against one rank:
+#     --tp 2, --tp 2 --sequence-parallel (fp32 math), --tp 2 bf16: the relative loss and
+#     gradient-norm differences per iteration (only the split sums' order differs) and each
+#     rank's peak against its plan; DDP 2 bf16 with --grad-reduce-dtype bf16 against fp32 (step
+#     1's loss equal, the collectives' bytes);
+#  2. the layouts at l32 h2048 heads 16 b4 bf16, global batch 32: one GPU, DDP 2 (ZeRO-0 and
+#     ZeRO-3), DDP 2 with bf16 reduction, --tp 2, --tp 2 --sequence-parallel, --pp 2 (8
+#     micro-batches), and stronghold / zero-infinity on one GPU: samples/s, TFLOP/s, peak
+#     against plan (table.md);
+#  3. a model one H200 cannot hold but two can: l48 h4096 heads 32 (9.7 B parameters) bf16 b2,
+#     --tp 2 --sequence-parallel and --pp 2 against stronghold on one GPU.
+# Usage on the device machine, .deps carried: dest=DIR bash bench/tp_gpu.sh
+set -uo pipefail
+dest=${dest:-${OUT:-bench/results/latest}}
+source bench/dp_env.sh
+
+# near TAG_A TAG_B: per-iteration relative differences of loss and grad norm, rank 0's peak vs plan
+near() {
+    python3 - "$out/res_$1" "$out/res_$2" "$1" "$2" <<'PY' | tee -a "$out/table.md"
+import glob, json, sys
+def load(d):
+    j = json.load(open(sorted(glob.glob(d + "/*.json"))[-1]))
+    return [(i["loss"], i["grad_norm"], i.get("bytes_collectives", 0)) for i in j["iterations"]], j["memory"]
+(a, _), (b, mb) = load(sys.argv[1]), load(sys.argv[2])
+dl = max(abs(x[0] - y[0]) / abs(x[0]) for x, y in zip(a, b))
+dg = max(abs(x[1] - y[1]) / abs(x[1]) for x, y in zip(a, b))
+ranks = mb.get("per_rank", [])
+planned = all(r["gpu_peak_bytes"] == r["gpu_planned_bytes"] for r in ranks) if ranks else mb["gpu"]["peak_bytes"] == mb["gpu"]["planned_bytes"]
+print(f"| {sys.argv[4]} vs {sys.argv[3]} | losses within {dl:.2e} | grad norms within {dg:.2e} | step 1 loss equal: "
+      f"{a[0][0] == b[0][0]} | bytes {b[1][2]:.0f} vs {a[1][2]:.0f} | peaks = plans: {planned} |")
+PY
+}
+
+small=(-m megatron-lm -l 8 -h 1024 --heads 16 --seq 512 -b 2 --global-batch 16 --iters 8 --log-interval 4)
+run one_fp32 1 "${small[@]}" --math fp32
+run tp2_fp32 2 "${small[@]}" --math fp32 --tp 2
+run tp2sp_fp32 2 "${small[@]}" --math fp32 --tp 2 --sequence-parallel
+near one_fp32 tp2_fp32
+near one_fp32 tp2sp_fp32
+run one_bf16 1 "${small[@]}" --dtype bf16
+run tp2_bf16 2 "${small[@]}" --dtype bf16 --tp 2
+near one_bf16 tp2_bf16
+run ddp2_bf16 2 "${small[@]}" --dtype bf16
+run ddp2_bf16r 2 "${small[@]}" --dtype bf16 --grad-reduce-dtype bf16
+near ddp2_bf16 ddp2_bf16r
+
+big=(-l 32 -h 2048 --heads 16 --seq 1024 -b 4 --global-batch 32 --dtype bf16 --iters 16 --log-interval 8)
+run big_one 1 -m megatron-lm "${big[@]}"
+run big_ddp2 2 -m megatron-lm "${big[@]}"
+run big_ddp2_bf16r 2 -m megatron-lm "${big[@]}" --grad-reduce-dtype bf16
+run big_zero3 2 -m megatron-lm "${big[@]}" --zero-stage 3
+run big_tp2 2 -m megatron-lm "${big[@]}" --tp 2
+run big_tp2sp 2 -m megatron-lm "${big[@]}" --tp 2 --sequence-parallel
+run big_pp2 2 -m megatron-lm "${big[@]}" --pp 2
+run big_stronghold 1 -m stronghold "${big[@]}" -w auto
+run big_zinf 1 -m zero-infinity "${big[@]}"
+huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
+run huge_tp2sp 2 -m megatron-lm "${huge[@]}" --tp 2 --sequence-parallel
+run huge_pp2 2 -m megatron-lm "${huge[@]}" --pp 2
+run huge_stronghold 1 -m stronghold "${huge[@]}" -w auto
+for t in big_one big_ddp2 big_ddp2_bf16r big_zero3 big_tp2 big_tp2sp big_pp2 big_stronghold big_zinf huge_tp2sp \
+    huge_pp2 huge_stronghold; do
+    echo "| $t | $(grep -E '^  done:|OUT OF|^ERROR' "$out/$t.txt" | head -n 1) |" | tee -a "$out/table.md"
+done
