@@ -331,6 +331,13 @@ static size_t adam_off(const pipe_state *st, int b)
 
 static size_t block_len(const pipe_state *st, int b) { return b == 0 ? st->z.PE : st->z.PL; }
 
+/* Does this rank hold model block b (0: the embedding block, 1 + l: layer l)? */
+static int holds_block(const pipe_state *st, int b)
+{
+    const pipe_layout *z = &st->z;
+    return b == 0 ? z->has_embed : b - 1 >= z->l0 && b - 1 < z->l1;
+}
+
 /* The working weights the ops read for block b. */
 static const void *work_params(const pipe_state *st, int b)
 {
@@ -418,7 +425,7 @@ static int init_params(pipe_state *st, float *staging)
     if (!rc) rc = gpt_stream_memset_zero(s, st->adam_v, z->adam);
     if (!rc) rc = gpt_stream_memset_zero(s, st->grads, z->grads);
     for (int b = 0; !rc && b <= st->sh.layers; b++) {
-        if (b == 0 ? !z->has_embed : (b - 1 < z->l0 || b - 1 >= z->l1)) continue;
+        if (!holds_block(st, b)) continue;
         if (b == 0) engine_init_embed(&st->env, staging, &st->env.cfg->shape, st->env.cfg->seed);
         else engine_init_layer(&st->env, staging, &st->env.cfg->shape, b - 1, st->env.cfg->seed);
         float *mine = st->params + block_off(st, b), *share = staging;
@@ -672,8 +679,8 @@ static int sum_norm_grads(pipe_state *st)
     int rc;
     if (!st->sh.sp) return GPT_OK;
     if ((rc = gpt_event_record(st->ev_tp_in, c)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in))) return rc;
-    for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {
-        if (b > 0 && b - 1 < z->l0) continue;
+    for (int b = 0; b <= z->l1; b++) {
+        if (!holds_block(st, b)) continue;
         size_t at;
         const size_t n = gpt_tp_norm_params(&st->sh, b == 0, &at);
         if ((rc = coll_all_reduce_sum(st->tp_comm, st->grads + block_off(st, b) + at, n))) return rc;
@@ -690,8 +697,8 @@ static int reduce_blocks(pipe_state *st)
     if ((rc = sum_norm_grads(st))) return rc;
     if (st->dp_comm && ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_stream_wait_event(ds, st->ev_bwd_done))))
         return rc;
-    for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {
-        if (b > 0 && b - 1 < z->l0) continue;
+    for (int b = 0; b <= z->l1; b++) {
+        if (!holds_block(st, b)) continue;
         float *g = st->grads + block_off(st, b);
         if (st->dp_comm && (rc = coll_all_reduce_sum(st->dp_comm, g, block_len(st, b)))) return rc;
         if (b > 0 || z->first) block_norms(st, ds, b, g);
@@ -750,8 +757,8 @@ static int gather_shards(pipe_state *st)
     gpt_stream *c = st->compute, *ds = coll_stream(st->dp_comm);
     int rc;
     if ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_stream_wait_event(ds, st->ev_bwd_done))) return rc;
-    for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {
-        if (b > 0 && b - 1 < z->l0) continue;
+    for (int b = 0; b <= z->l1; b++) {
+        if (!holds_block(st, b)) continue;
         const size_t off = block_off(st, b), S = b == 0 ? z->SE : z->SL, mine = (size_t)z->dp_rank * S;
         if ((rc = coll_all_gather(st->dp_comm, st->params + off, st->params + off + mine, S * sizeof(float))))
             return rc;
@@ -771,8 +778,8 @@ static int optimizer(pipe_state *st, int iteration, step_result *out)
     if (out->skipped) return GPT_OK;
     const float lr = (float)out->lr, scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
     const int t = ++st->adam_step;
-    for (int b = z->has_embed ? 0 : 1 + z->l0; b <= z->l1; b++) {
-        if (b > 0 && b - 1 < z->l0) continue;
+    for (int b = 0; b <= z->l1; b++) {
+        if (!holds_block(st, b)) continue;
         const size_t off = block_off(st, b), aoff = adam_off(st, b);
         void *act = st->wparams ? (char *)st->wparams + off * z->act : NULL;
         const size_t n_decay = b == 0 ? gpt_embed_layout_of(&st->sh).n_decay : gpt_layer_layout_of(&st->sh).n_decay;
@@ -839,7 +846,7 @@ int megatron_pipeline_read_params(void *state, float *host_params)
     float *mine = calloc(total, sizeof(float)), *all = malloc(total * (size_t)st->world * sizeof(float));
     int rc = mine && all ? GPT_OK : GPT_ERR_OOM;
     for (int b = 0; !rc && b <= L; b++) {
-        if (b == 0 ? !z->has_embed : (b - 1 < z->l0 || b - 1 >= z->l1)) continue;
+        if (!holds_block(st, b)) continue;
         const size_t at = b == 0 ? 0 : z->PE + (size_t)(b - 1) * z->PL;
         rc = gpt_memcpy_d2h(st->compute, mine + at, st->params + block_off(st, b), block_len(st, b) * sizeof(float));
     }

@@ -391,22 +391,11 @@ void gpt_head_acts_carve(gpt_head_acts *a, float *base, const gpt_shape *sh)
 
 /* ---- compute ----------------------------------------------------------------------- */
 
-/* Element i of an array of the stream's activation type (parameters' working copies and
- * activations are addressed by element offsets, whatever their type). */
-static const void *cel(const gpt_stream *s, const void *base, size_t i)
-{
-    return (const char *)base + i * gpt_dtype_size(gpt_stream_dtype(s));
-}
-static void *el(const gpt_stream *s, void *base, size_t i)
-{
-    return (char *)base + i * gpt_dtype_size(gpt_stream_dtype(s));
-}
-
 void gpt_embed_forward(gpt_stream *s, const gpt_shape *sh, const void *ep,
                        const int32_t *tokens, void *x0)
 {
     gpt_embed_layout e = gpt_embed_layout_of(sh);
-    gpt_encoder_forward(s, x0, tokens, cel(s, ep, e.wte), cel(s, ep, e.wpe), sh->batch, sh->seq,
+    gpt_encoder_forward(s, x0, tokens, gpt_act_cel(s, ep, e.wte), gpt_act_cel(s, ep, e.wpe), sh->batch, sh->seq,
                         sh->hidden);
 }
 
@@ -429,27 +418,27 @@ void gpt_layer_forward(gpt_stream *s, const gpt_shape *sh, const void *p, const 
     const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
     gpt_layer_layout l = gpt_layer_layout_of(sh);
 
-    gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, cel(s, p, l.ln1_w),
-                          cel(s, p, l.ln1_b), N, C);
-    gpt_matmul_forward(s, a->qkv, a->ln1, cel(s, p, l.qkv_w), cel(s, p, l.qkv_b), N, C, 3 * C);
+    gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, gpt_act_cel(s, p, l.ln1_w),
+                          gpt_act_cel(s, p, l.ln1_b), N, C);
+    gpt_matmul_forward(s, a->qkv, a->ln1, gpt_act_cel(s, p, l.qkv_w), gpt_act_cel(s, p, l.qkv_b), N, C, 3 * C);
     gpt_attention_forward(s, a->atty, a->att_lse, a->qkv, B, T, C, NH);
     /* The projection lands in res2 and the residual is added in place: no buffer for the
      * projection itself, which the backward never needs. */
-    gpt_matmul_forward(s, a->res2, a->atty, cel(s, p, l.proj_w), cel(s, p, l.proj_b), N, C, C);
+    gpt_matmul_forward(s, a->res2, a->atty, gpt_act_cel(s, p, l.proj_w), gpt_act_cel(s, p, l.proj_b), N, C, C);
     gpt_residual_layernorm_forward(s, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, x_in, a->res2,
-                                   cel(s, p, l.ln2_w), cel(s, p, l.ln2_b), N, C);
+                                   gpt_act_cel(s, p, l.ln2_w), gpt_act_cel(s, p, l.ln2_b), N, C);
     if (a->recompute == GPT_RECOMPUTE_SELECTIVE) {
-        gpt_matmul_forward(s, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b), N, C, 4 * C);
+        gpt_matmul_forward(s, a->fch, a->ln2, gpt_act_cel(s, p, l.fc_w), gpt_act_cel(s, p, l.fc_b), N, C, 4 * C);
         gpt_gelu_forward(s, a->fch_gelu, a->fch, (size_t)N * 4 * C);
     } else {
-        gpt_matmul_forward_gelu(s, a->fch_gelu, a->fch, a->ln2, cel(s, p, l.fc_w),
-                                cel(s, p, l.fc_b), N, C, 4 * C);
+        gpt_matmul_forward_gelu(s, a->fch_gelu, a->fch, a->ln2, gpt_act_cel(s, p, l.fc_w),
+                                gpt_act_cel(s, p, l.fc_b), N, C, 4 * C);
     }
     /* A recompute needs the activations only: the output projection (a third of the
      * layer's matmul FLOPs) would be thrown away. */
     if (x_out == NULL) return;
-    gpt_matmul_forward_residual(s, x_out, a->fch_gelu, cel(s, p, l.fcproj_w),
-                                cel(s, p, l.fcproj_b), a->res2, N, 4 * C, C);
+    gpt_matmul_forward_residual(s, x_out, a->fch_gelu, gpt_act_cel(s, p, l.fcproj_w),
+                                gpt_act_cel(s, p, l.fcproj_b), a->res2, N, 4 * C, C);
 }
 
 /* Selective recompute: what the forward computed from x_in and the kept GEMM outputs, by
@@ -460,11 +449,11 @@ static void layer_recompute_selective(gpt_stream *s, const gpt_shape *sh, const 
 {
     const int B = sh->batch, T = sh->seq, C = sh->hidden, NH = sh->heads, N = B * T;
     gpt_layer_layout l = gpt_layer_layout_of(sh);
-    gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, cel(s, p, l.ln1_w),
-                          cel(s, p, l.ln1_b), N, C);
+    gpt_layernorm_forward(s, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, gpt_act_cel(s, p, l.ln1_w),
+                          gpt_act_cel(s, p, l.ln1_b), N, C);
     gpt_attention_forward(s, a->atty, a->att_lse, a->qkv, B, T, C, NH);
-    gpt_layernorm_forward(s, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, cel(s, p, l.ln2_w),
-                          cel(s, p, l.ln2_b), N, C);
+    gpt_layernorm_forward(s, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, gpt_act_cel(s, p, l.ln2_w),
+                          gpt_act_cel(s, p, l.ln2_b), N, C);
     gpt_gelu_forward(s, a->fch_gelu, a->fch, (size_t)N * 4 * C);
 }
 
@@ -493,22 +482,22 @@ void gpt_layer_backward(gpt_stream *s, const gpt_shape *sh, const void *p, float
      *   d_qkv (N,3C)  in fch[NC, 4NC)
      * so the backward needs no (N,4C) or (N,3C) buffer beside the layer's activations. */
     const size_t NC = (size_t)N * C;
-    void *d_fch = a->fch_gelu, *d_c = a->fch, *d_qkv = el(s, a->fch, NC);
+    void *d_fch = a->fch_gelu, *d_c = a->fch, *d_qkv = gpt_act_el(s, a->fch, NC);
 
     /* dres flows unchanged through both residual connections; each branch adds to it. */
     gpt_matmul_backward_gelu(s, d_fch, g + l.fcproj_w, g + l.fcproj_b, dres, a->fch_gelu,
-                             cel(s, p, l.fcproj_w), a->fch, N, 4 * C, C, gw);
-    gpt_matmul_backward(s, d_c, g + l.fc_w, g + l.fc_b, d_fch, a->ln2, cel(s, p, l.fc_w), N, C,
+                             gpt_act_cel(s, p, l.fcproj_w), a->fch, N, 4 * C, C, gw);
+    gpt_matmul_backward(s, d_c, g + l.fc_w, g + l.fc_b, d_fch, a->ln2, gpt_act_cel(s, p, l.fc_w), N, C,
                         4 * C, gw);
-    gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, d_c, a->res2, cel(s, p, l.ln2_w),
+    gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, d_c, a->res2, gpt_act_cel(s, p, l.ln2_w),
                            a->ln2_mean, a->ln2_rstd, N, C, gw);
-    gpt_matmul_backward(s, d_c, g + l.proj_w, g + l.proj_b, dres, a->atty, cel(s, p, l.proj_w),
+    gpt_matmul_backward(s, d_c, g + l.proj_w, g + l.proj_b, dres, a->atty, gpt_act_cel(s, p, l.proj_w),
                         N, C, C, gw);
     gpt_attention_backward(s, d_qkv, sc->att_delta, d_c, a->qkv, a->atty, a->att_lse, B, T, C,
                            NH);
-    gpt_matmul_backward(s, d_c, g + l.qkv_w, g + l.qkv_b, d_qkv, a->ln1, cel(s, p, l.qkv_w), N,
+    gpt_matmul_backward(s, d_c, g + l.qkv_w, g + l.qkv_b, d_qkv, a->ln1, gpt_act_cel(s, p, l.qkv_w), N,
                         C, 3 * C, gw);
-    gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, d_c, x_in, cel(s, p, l.ln1_w),
+    gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, d_c, x_in, gpt_act_cel(s, p, l.ln1_w),
                            a->ln1_mean, a->ln1_rstd, N, C, gw);
 }
 
@@ -517,12 +506,12 @@ void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *ep, float 
 {
     const int N = sh->batch * sh->seq, C = sh->hidden, Vp = sh->vocab_padded;
     gpt_embed_layout e = gpt_embed_layout_of(sh);
-    gpt_layernorm_forward(s, h->lnf, h->lnf_mean, h->lnf_rstd, xL, cel(s, ep, e.lnf_w),
-                          cel(s, ep, e.lnf_b), N, C);
+    gpt_layernorm_forward(s, h->lnf, h->lnf_mean, h->lnf_rstd, xL, gpt_act_cel(s, ep, e.lnf_w),
+                          gpt_act_cel(s, ep, e.lnf_b), N, C);
     for (int r0 = 0; r0 < N; r0 += h->chunk_rows) {
         const int rows_here = N - r0 < h->chunk_rows ? N - r0 : h->chunk_rows;
         const size_t at = (size_t)r0 * C;
-        gpt_matmul_forward(s, h->logits, cel(s, h->lnf, at), cel(s, ep, e.wte), NULL, rows_here,
+        gpt_matmul_forward(s, h->logits, gpt_act_cel(s, h->lnf, at), gpt_act_cel(s, ep, e.wte), NULL, rows_here,
                            C, Vp);
         /* loss = mean(losses): each token's loss weighs 1/N in it, and 1/(N D) in the mean
          * over the D micro-batches (of every rank) whose gradients are summed. */
@@ -531,8 +520,8 @@ void gpt_head_forward(gpt_stream *s, const gpt_shape *sh, const void *ep, float 
         gpt_crossentropy_forward_backward(s, h->losses + r0, h->logits, targets + r0, dloss,
                                           rows_here, sh->vocab, Vp);
         /* dlnf over lnf's rows: the op reads them for wte's gradient before writing */
-        gpt_matmul_backward(s, el(s, h->lnf, at), eg + e.wte, NULL, h->logits,
-                            cel(s, h->lnf, at), cel(s, ep, e.wte), rows_here, C, Vp,
+        gpt_matmul_backward(s, gpt_act_el(s, h->lnf, at), eg + e.wte, NULL, h->logits,
+                            gpt_act_cel(s, h->lnf, at), gpt_act_cel(s, ep, e.wte), rows_here, C, Vp,
                             GPT_GRAD_ACCUMULATE);
     }
 }
@@ -543,7 +532,7 @@ void gpt_head_backward(gpt_stream *s, const gpt_shape *sh, const void *ep, float
     const int N = sh->batch * sh->seq, C = sh->hidden;
     gpt_embed_layout e = gpt_embed_layout_of(sh);
     gpt_stream_memset_zero(s, dres, gpt_act_bytes((size_t)N * C, gpt_stream_dtype(s)));
-    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, h->lnf, xL, cel(s, ep, e.lnf_w),
+    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, h->lnf, xL, gpt_act_cel(s, ep, e.lnf_w),
                            h->lnf_mean, h->lnf_rstd, N, C, GPT_GRAD_ACCUMULATE);
 }
 
@@ -594,7 +583,7 @@ void gpt_block_adamw_act(gpt_stream *s, float *p, void *p_act, const float *g, f
 {
     gpt_adamw_update_act(s, p, p_act, g, m, v, n_decay, lr, (float)o->beta1, (float)o->beta2,
                          (float)o->eps, (float)o->weight_decay, t, grad_scale);
-    gpt_adamw_update_act(s, p + n_decay, p_act ? el(s, p_act, n_decay) : NULL, g + n_decay,
+    gpt_adamw_update_act(s, p + n_decay, p_act ? gpt_act_el(s, p_act, n_decay) : NULL, g + n_decay,
                          m + n_decay, v + n_decay, n - n_decay, lr, (float)o->beta1,
                          (float)o->beta2, (float)o->eps, 0.0f, t, grad_scale);
 }
@@ -637,11 +626,11 @@ void gpt_resident_forward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
     gpt_embed_forward(s, sh, wp, r->tokens, r->layer_inputs);
     for (int l = 0; l < sh->layers; l++) {
         gpt_layer_acts a = resident_acts(s, sh, r, l);
-        gpt_layer_forward(s, sh, cel(s, wp, etotal + (size_t)l * lsize),
-                          el(s, r->layer_inputs, (size_t)l * NC),
-                          el(s, r->layer_inputs, (size_t)(l + 1) * NC), &a);
+        gpt_layer_forward(s, sh, gpt_act_cel(s, wp, etotal + (size_t)l * lsize),
+                          gpt_act_el(s, r->layer_inputs, (size_t)l * NC),
+                          gpt_act_el(s, r->layer_inputs, (size_t)(l + 1) * NC), &a);
     }
-    gpt_head_forward(s, sh, wp, r->grads, el(s, r->layer_inputs, (size_t)sh->layers * NC),
+    gpt_head_forward(s, sh, wp, r->grads, gpt_act_el(s, r->layer_inputs, (size_t)sh->layers * NC),
                      r->targets, &r->head);
 }
 
@@ -650,13 +639,13 @@ int gpt_resident_backward(gpt_stream *s, const gpt_shape *sh, gpt_resident *r)
     const size_t NC = rows(sh) * (size_t)sh->hidden;
     const size_t lsize = gpt_layer_layout_of(sh).total, etotal = gpt_embed_layout_of(sh).total;
     const void *wp = resident_wparams(r);
-    gpt_head_backward(s, sh, wp, r->grads, el(s, r->layer_inputs, (size_t)sh->layers * NC),
+    gpt_head_backward(s, sh, wp, r->grads, gpt_act_el(s, r->layer_inputs, (size_t)sh->layers * NC),
                       &r->head, r->dres);
     for (int l = sh->layers - 1; l >= 0; l--) {
         gpt_layer_acts a = resident_acts(s, sh, r, l);
-        gpt_layer_backward(s, sh, cel(s, wp, etotal + (size_t)l * lsize),
+        gpt_layer_backward(s, sh, gpt_act_cel(s, wp, etotal + (size_t)l * lsize),
                            r->grads + etotal + (size_t)l * lsize,
-                           el(s, r->layer_inputs, (size_t)l * NC), r->dres, &a, &r->scratch,
+                           gpt_act_el(s, r->layer_inputs, (size_t)l * NC), r->dres, &a, &r->scratch,
                            GPT_GRAD_ACCUMULATE);
     }
     /* (one micro-batch: the embedding's part of this backward alone, joined to the head's) */
@@ -686,7 +675,7 @@ void gpt_resident_adamw(gpt_stream *s, const gpt_shape *sh, float *params, void 
                         grad_scale);
     for (int l = 0; l < sh->layers; l++) {
         size_t off = e.total + (size_t)l * ll.total;
-        gpt_block_adamw_act(s, params + off, wparams ? el(s, wparams, off) : NULL, grads + off,
+        gpt_block_adamw_act(s, params + off, wparams ? gpt_act_el(s, wparams, off) : NULL, grads + off,
                             m + off, v + off, ll.total, ll.n_decay, o, lr, t, grad_scale);
     }
 }

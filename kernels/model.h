@@ -195,6 +195,17 @@ void gpt_layer_acts_carve(gpt_layer_acts *a, float *base, const gpt_shape *sh);
 void gpt_layer_scratch_carve(gpt_layer_scratch *a, float *base, const gpt_shape *sh);
 void gpt_head_acts_carve(gpt_head_acts *a, float *base, const gpt_shape *sh);
 
+/* Element i of an array of the stream's activation type (parameters' working copies and
+ * activations are addressed by element offsets, whatever their type). */
+static inline const void *gpt_act_cel(const gpt_stream *s, const void *base, size_t i)
+{
+    return (const char *)base + i * gpt_dtype_size(gpt_stream_dtype(s));
+}
+static inline void *gpt_act_el(const gpt_stream *s, void *base, size_t i)
+{
+    return (char *)base + i * gpt_dtype_size(gpt_stream_dtype(s));
+}
+
 /* ---- compute ------------------------------------------------------------------------------
  * Every function takes the element type from the stream's backend (gpt_stream_dtype):
  * params here are the working copy the ops read (fp32 master weights on an fp32 backend,

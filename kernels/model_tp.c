@@ -30,16 +30,6 @@
 
 int gpt_tp_ranks(const gpt_tp *tp) { return tp && tp->world > 1 ? tp->world : 1; }
 
-/* Element i of an array of the stream's activation type. */
-static const void *cel(const gpt_stream *s, const void *base, size_t i)
-{
-    return (const char *)base + i * gpt_dtype_size(gpt_stream_dtype(s));
-}
-static void *el(const gpt_stream *s, void *base, size_t i)
-{
-    return (char *)base + i * gpt_dtype_size(gpt_stream_dtype(s));
-}
-
 /* ---- the split of the parameters ------------------------------------------------------ */
 
 /* n floats between the whole block and the rank's share, the way the copy goes. */
@@ -102,7 +92,7 @@ static int seq_parallel(const gpt_tp *tp) { return gpt_tp_ranks(tp) > 1 && tp->s
 /* This rank's rows of a whole (N, C) activation (all of it without sequence parallelism). */
 static void *my_rows(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, void *whole)
 {
-    return seq_parallel(tp) ? el(s, whole, (size_t)tp->rank * gpt_stream_rows(sh) * sh->hidden) : whole;
+    return seq_parallel(tp) ? gpt_act_el(s, whole, (size_t)tp->rank * gpt_stream_rows(sh) * sh->hidden) : whole;
 }
 
 /* whole (N, C) = every rank's rows, from this rank's `mine` (which may be its place in whole):
@@ -135,7 +125,7 @@ int gpt_embed_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, c
     const int rows = gpt_vocab_rows(sh);
     void *whole = seq_parallel(tp) ? sc->full : x0;
     /* the positions once (rank 0), each token's row from the rank that holds it */
-    gpt_encoder_forward_vocab(s, whole, tokens, cel(s, ep, e.wte), tp->rank == 0 ? cel(s, ep, e.wpe) : NULL,
+    gpt_encoder_forward_vocab(s, whole, tokens, gpt_act_cel(s, ep, e.wte), tp->rank == 0 ? gpt_act_cel(s, ep, e.wpe) : NULL,
                               sh->batch, sh->seq, sh->hidden, tp->rank * rows, rows);
     return sum_rows(s, sh, tp, x0, whole);
 }
@@ -180,28 +170,28 @@ int gpt_layer_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, c
     const int n = gpt_stream_rows(sh), sp = seq_parallel(tp);
     const gpt_layer_layout l = gpt_layer_layout_of(sh);
     int rc;
-    if ((rc = norm_and_gather(s, sh, tp, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, cel(s, p, l.ln1_w),
-                              cel(s, p, l.ln1_b))))
+    if ((rc = norm_and_gather(s, sh, tp, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, gpt_act_cel(s, p, l.ln1_w),
+                              gpt_act_cel(s, p, l.ln1_b))))
         return rc;
-    gpt_matmul_forward(s, a->qkv, a->ln1, cel(s, p, l.qkv_w), cel(s, p, l.qkv_b), N, C, 3 * c);
+    gpt_matmul_forward(s, a->qkv, a->ln1, gpt_act_cel(s, p, l.qkv_w), gpt_act_cel(s, p, l.qkv_b), N, C, 3 * c);
     gpt_attention_forward(s, a->atty, a->att_lse, a->qkv, B, S, c, sh->heads / T);
     /* the projection's partial product (res2 itself without sequence parallelism) */
     void *proj = sp ? sc->full : a->res2;
-    gpt_matmul_forward(s, proj, a->atty, cel(s, p, l.proj_w), tp->rank == 0 ? cel(s, p, l.proj_b) : NULL, N, c, C);
+    gpt_matmul_forward(s, proj, a->atty, gpt_act_cel(s, p, l.proj_w), tp->rank == 0 ? gpt_act_cel(s, p, l.proj_b) : NULL, N, c, C);
     if ((rc = sum_rows(s, sh, tp, a->res2, proj))) return rc;
     void *ln2_mine = my_rows(s, sh, tp, a->ln2);
-    gpt_residual_layernorm_forward(s, a->res2, ln2_mine, a->ln2_mean, a->ln2_rstd, x_in, a->res2, cel(s, p, l.ln2_w),
-                                   cel(s, p, l.ln2_b), n, C);
+    gpt_residual_layernorm_forward(s, a->res2, ln2_mine, a->ln2_mean, a->ln2_rstd, x_in, a->res2, gpt_act_cel(s, p, l.ln2_w),
+                                   gpt_act_cel(s, p, l.ln2_b), n, C);
     if ((rc = gather_rows(s, sh, tp, a->ln2, ln2_mine))) return rc;
     if (a->recompute == GPT_RECOMPUTE_SELECTIVE) {
-        gpt_matmul_forward(s, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b), N, C, 4 * c);
+        gpt_matmul_forward(s, a->fch, a->ln2, gpt_act_cel(s, p, l.fc_w), gpt_act_cel(s, p, l.fc_b), N, C, 4 * c);
         gpt_gelu_forward(s, a->fch_gelu, a->fch, (size_t)N * 4 * c);
     } else {
-        gpt_matmul_forward_gelu(s, a->fch_gelu, a->fch, a->ln2, cel(s, p, l.fc_w), cel(s, p, l.fc_b), N, C, 4 * c);
+        gpt_matmul_forward_gelu(s, a->fch_gelu, a->fch, a->ln2, gpt_act_cel(s, p, l.fc_w), gpt_act_cel(s, p, l.fc_b), N, C, 4 * c);
     }
     if (x_out == NULL) return GPT_OK;
     void *mlp = sp ? sc->full : x_out;
-    gpt_matmul_forward(s, mlp, a->fch_gelu, cel(s, p, l.fcproj_w), tp->rank == 0 ? cel(s, p, l.fcproj_b) : NULL, N,
+    gpt_matmul_forward(s, mlp, a->fch_gelu, gpt_act_cel(s, p, l.fcproj_w), tp->rank == 0 ? gpt_act_cel(s, p, l.fcproj_b) : NULL, N,
                        4 * c, C);
     if ((rc = sum_rows(s, sh, tp, x_out, mlp))) return rc;
     gpt_residual_forward(s, x_out, a->res2, x_out, (size_t)n * C);
@@ -216,12 +206,12 @@ static int layer_recompute_selective_tp(gpt_stream *s, const gpt_shape *sh, cons
     const int T = gpt_tp_ranks(tp), B = sh->batch, S = sh->seq, C = sh->hidden, c = C / T, N = B * S;
     const gpt_layer_layout l = gpt_layer_layout_of(sh);
     int rc;
-    if ((rc = norm_and_gather(s, sh, tp, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, cel(s, p, l.ln1_w),
-                              cel(s, p, l.ln1_b))))
+    if ((rc = norm_and_gather(s, sh, tp, a->ln1, a->ln1_mean, a->ln1_rstd, x_in, gpt_act_cel(s, p, l.ln1_w),
+                              gpt_act_cel(s, p, l.ln1_b))))
         return rc;
     gpt_attention_forward(s, a->atty, a->att_lse, a->qkv, B, S, c, sh->heads / T);
-    if ((rc = norm_and_gather(s, sh, tp, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, cel(s, p, l.ln2_w),
-                              cel(s, p, l.ln2_b))))
+    if ((rc = norm_and_gather(s, sh, tp, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, gpt_act_cel(s, p, l.ln2_w),
+                              gpt_act_cel(s, p, l.ln2_b))))
         return rc;
     gpt_gelu_forward(s, a->fch_gelu, a->fch, (size_t)N * 4 * c);
     return GPT_OK;
@@ -246,24 +236,24 @@ int gpt_layer_backward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, 
      * whole-width dL/d(ln2) and dL/d(ln1) over ln2 and ln1 themselves (a matmul's dinp may be
      * its inp: gpt.h), which the reduction needs whole; datty (N, c) and dqkv (N, 3c) in fch;
      * under sequence parallelism the gathered residual gradient in the scratch's full buffer. */
-    void *d_fch = a->fch_gelu, *d_att = a->fch, *d_qkv = el(s, a->fch, (size_t)N * c);
+    void *d_fch = a->fch_gelu, *d_att = a->fch, *d_qkv = gpt_act_el(s, a->fch, (size_t)N * c);
     const void *dout = dres;
     if (sp && (rc = gather_rows(s, sh, tp, sc->full, dres))) return rc;
     if (sp) dout = sc->full;
-    gpt_matmul_backward_gelu(s, d_fch, g + l.fcproj_w, g + l.fcproj_b, dout, a->fch_gelu, cel(s, p, l.fcproj_w),
+    gpt_matmul_backward_gelu(s, d_fch, g + l.fcproj_w, g + l.fcproj_b, dout, a->fch_gelu, gpt_act_cel(s, p, l.fcproj_w),
                              a->fch, N, 4 * c, C, gw);
-    gpt_matmul_backward(s, a->ln2, g + l.fc_w, g + l.fc_b, d_fch, a->ln2, cel(s, p, l.fc_w), N, C, 4 * c, gw);
+    gpt_matmul_backward(s, a->ln2, g + l.fc_w, g + l.fc_b, d_fch, a->ln2, gpt_act_cel(s, p, l.fc_w), N, C, 4 * c, gw);
     void *d_ln2 = my_rows(s, sh, tp, a->ln2);
     if ((rc = sum_rows(s, sh, tp, d_ln2, a->ln2))) return rc;
-    gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, d_ln2, a->res2, cel(s, p, l.ln2_w), a->ln2_mean,
+    gpt_layernorm_backward(s, dres, g + l.ln2_w, g + l.ln2_b, d_ln2, a->res2, gpt_act_cel(s, p, l.ln2_w), a->ln2_mean,
                            a->ln2_rstd, n, C, gw);
     if (sp && (rc = gather_rows(s, sh, tp, sc->full, dres))) return rc;
-    gpt_matmul_backward(s, d_att, g + l.proj_w, g + l.proj_b, dout, a->atty, cel(s, p, l.proj_w), N, c, C, gw);
+    gpt_matmul_backward(s, d_att, g + l.proj_w, g + l.proj_b, dout, a->atty, gpt_act_cel(s, p, l.proj_w), N, c, C, gw);
     gpt_attention_backward(s, d_qkv, sc->att_delta, d_att, a->qkv, a->atty, a->att_lse, B, S, c, sh->heads / T);
-    gpt_matmul_backward(s, a->ln1, g + l.qkv_w, g + l.qkv_b, d_qkv, a->ln1, cel(s, p, l.qkv_w), N, C, 3 * c, gw);
+    gpt_matmul_backward(s, a->ln1, g + l.qkv_w, g + l.qkv_b, d_qkv, a->ln1, gpt_act_cel(s, p, l.qkv_w), N, C, 3 * c, gw);
     void *d_ln1 = my_rows(s, sh, tp, a->ln1);
     if ((rc = sum_rows(s, sh, tp, d_ln1, a->ln1))) return rc;
-    gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, d_ln1, x_in, cel(s, p, l.ln1_w), a->ln1_mean,
+    gpt_layernorm_backward(s, dres, g + l.ln1_w, g + l.ln1_b, d_ln1, x_in, gpt_act_cel(s, p, l.ln1_w), a->ln1_mean,
                            a->ln1_rstd, n, C, gw);
     return GPT_OK;
 }
@@ -281,13 +271,13 @@ int gpt_head_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, co
     const int Vreal = sh->vocab - lo < 0 ? 0 : sh->vocab - lo < Vr ? sh->vocab - lo : Vr;
     const gpt_embed_layout e = gpt_embed_layout_of(sh);
     int rc;
-    if ((rc = norm_and_gather(s, sh, tp, h->lnf, h->lnf_mean, h->lnf_rstd, xL, cel(s, ep, e.lnf_w),
-                              cel(s, ep, e.lnf_b))))
+    if ((rc = norm_and_gather(s, sh, tp, h->lnf, h->lnf_mean, h->lnf_rstd, xL, gpt_act_cel(s, ep, e.lnf_w),
+                              gpt_act_cel(s, ep, e.lnf_b))))
         return rc;
     for (int r0 = 0; r0 < N; r0 += h->chunk_rows) {
         const int rows_here = N - r0 < h->chunk_rows ? N - r0 : h->chunk_rows;
         const size_t at = (size_t)r0 * C, stats = (size_t)rows_here * 3;
-        gpt_matmul_forward(s, h->logits, cel(s, h->lnf, at), cel(s, ep, e.wte), NULL, rows_here, C, Vr);
+        gpt_matmul_forward(s, h->logits, gpt_act_cel(s, h->lnf, at), gpt_act_cel(s, ep, e.wte), NULL, rows_here, C, Vr);
         gpt_crossentropy_stats(s, h->ce_stats + (size_t)tp->rank * stats, h->logits, targets + r0, rows_here, Vreal,
                                Vr, lo);
         if ((rc = tp->all_gather(tp->ctx, s, h->ce_stats, h->ce_stats + (size_t)tp->rank * stats,
@@ -296,9 +286,9 @@ int gpt_head_forward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, co
         const float dloss = h->grad_divisor <= 1 ? 1.0f / (float)N : (float)(1.0 / ((double)N * h->grad_divisor));
         gpt_crossentropy_parallel(s, h->losses + r0, h->logits, targets + r0, h->ce_stats, T, dloss, rows_here, Vreal,
                                   Vr, lo);
-        gpt_matmul_backward(s, el(s, h->lnf, at), eg + e.wte, NULL, h->logits, cel(s, h->lnf, at), cel(s, ep, e.wte),
+        gpt_matmul_backward(s, gpt_act_el(s, h->lnf, at), eg + e.wte, NULL, h->logits, gpt_act_cel(s, h->lnf, at), gpt_act_cel(s, ep, e.wte),
                             rows_here, C, Vr, GPT_GRAD_ACCUMULATE);
-        if (!sp && (rc = tp->all_reduce(tp->ctx, s, el(s, h->lnf, at), (size_t)rows_here * C))) return rc;
+        if (!sp && (rc = tp->all_reduce(tp->ctx, s, gpt_act_el(s, h->lnf, at), (size_t)rows_here * C))) return rc;
     }
     /* (sequence parallelism: dL/d(lnf) summed once, each rank its rows) */
     return sp ? sum_rows(s, sh, tp, my_rows(s, sh, tp, h->lnf), h->lnf) : GPT_OK;
@@ -314,6 +304,6 @@ void gpt_head_backward_tp(gpt_stream *s, const gpt_shape *sh, const gpt_tp *tp, 
     const int n = gpt_stream_rows(sh), C = sh->hidden;
     const gpt_embed_layout e = gpt_embed_layout_of(sh);
     gpt_stream_memset_zero(s, dres, gpt_act_bytes((size_t)n * C, gpt_stream_dtype(s)));
-    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, my_rows(s, sh, tp, h->lnf), xL, cel(s, ep, e.lnf_w),
+    gpt_layernorm_backward(s, dres, eg + e.lnf_w, eg + e.lnf_b, my_rows(s, sh, tp, h->lnf), xL, gpt_act_cel(s, ep, e.lnf_w),
                            h->lnf_mean, h->lnf_rstd, n, C, GPT_GRAD_ACCUMULATE);
 }
