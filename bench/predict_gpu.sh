@@ -11,6 +11,11 @@
 # and gemini's three modes at case 6's shape (l16, global batch 32); no -w auto check.
 # CASE2=1 (one GPU): case 2's runs instead, each baseline at its largest size under the V100
 # budgets and stronghold -w auto there.
+# RUNS="run; run; ..." (one GPU): those runs instead (each "engine options"), e.g. the slower
+# engines at b 1, 2 and 4 in TF32 and bf16; the machine is calibrated at every micro-batch of a
+# global batch of 4 (b 1, 2, 4) in both dtypes, so any -b of those and either dtype predicts.
+# The measured figure is the run's steady median (its JSON's steady_median_ms: the engine's own
+# warm-up steps left out, as --search --verify measures), and its median over all steps beside.
 set -uo pipefail
 dest=${1:-bench/results/latest}
 ranks=${RANKS:-1}
@@ -33,12 +38,15 @@ if [ "$ranks" -le 1 ]; then
     echo "build: $(( $(date +%s) - t0 )) s"
 fi
 shape=(--device cuda -h 2048 -b 4)
-./aebench --calibrate "${shape[@]}" --results "$out/res" | tee "$out/calibrate.txt"
+[ -n "${RUNS:-}" ] && shape=(--device cuda -h 2048) # (RUNS: each run gives its -b)
+# (every micro-batch of a global batch of 4 in one call: b 1, 2, 4)
+cal=(--device cuda -h 2048 --global-batch 4)
+./aebench --calibrate "${cal[@]}" --results "$out/res" | tee "$out/calibrate.txt"
 if [ "$ranks" -gt 1 ]; then
     ./aebench --calibrate --ranks "$ranks" "${shape[@]}" --results "$out/res" | tee -a "$out/calibrate.txt"
     shape+=(--ranks "$ranks")
 else
-    ./aebench --calibrate "${shape[@]}" --dtype bf16 --results "$out/res" | tee -a "$out/calibrate.txt"
+    ./aebench --calibrate "${cal[@]}" --dtype bf16 --results "$out/res" | tee -a "$out/calibrate.txt"
 fi
 echo "calibrated: $(( $(date +%s) - t0 )) s"
 [ "$ranks" -gt 1 ] && runs=("megatron-lm -l 32 --zero-stage 0" "megatron-lm -l 32 --zero-stage 3" "zero-offload -l 32"
@@ -65,6 +73,10 @@ if [ -n "${CASE2:-}" ]; then
 fi
 : >"$out/rows.txt"
 [ -n "${ONLY_WAUTO:-}" ] && runs=() # (ONLY_WAUTO=1: the -w auto check alone)
+if [ -n "${RUNS:-}" ]; then
+    IFS=';' read -r -a runs <<<"$RUNS"
+    WAUTO_LAYERS=${WAUTO_LAYERS:-" "}
+fi
 [ "$ranks" -gt 1 ] && [ -z "${WAUTO_LAYERS:-}" ] && WAUTO_LAYERS=" " # (no -w auto check on N ranks)
 for r in "${runs[@]}"; do
     read -r m rest <<<"$r"
@@ -74,32 +86,38 @@ for r in "${runs[@]}"; do
     timeout 240 ./aebench -m $m "${shape[@]}" --iters "${ITERS:-6}" --log-interval "${ITERS:-6}" $rest \
         --results "$out/runs" >"$out/run.txt" 2>&1
     meas=$(awk '/done:/ {print $3; exit}' "$out/run.txt")
-    # the run's peak GPU and host bytes (its budgets' accounting), as --predict prints a plan
+    # the run's steady median (the engine's warm-up left out), and its peak GPU and host bytes
+    # (its budgets' accounting), as --predict prints a plan
     peak=$(python3 - "$out/runs" <<'PY'
 import glob, json, os, sys
 f = max(glob.glob(os.path.join(sys.argv[1], "*.json")), key=os.path.getmtime)
-m = json.load(open(f))["memory"]
-print(f"peak GPU {m['gpu']['peak_bytes'] / 2**30:.3g} GiB, host {m['host']['peak_bytes'] / 2**30:.3g} GiB")
+j = json.load(open(f)); m = j["memory"]; s = j.get("summary", {})
+st = s.get("steady_median_ms")
+print((f"steady {st:.1f} ms from it {s.get('steady_from_iteration')} | " if st else "") +
+      f"peak GPU {m['gpu']['peak_bytes'] / 2**30:.3g} GiB, host {m['host']['peak_bytes'] / 2**30:.3g} GiB")
 PY
 )
     echo "$r | $p | measured ${meas:-failed} ms ($SECONDS s) | $peak" | tee -a "$out/rows.txt"
 done
 python3 - "$out/rows.txt" <<'PY' | tee "$out/table.md"
 import re, statistics, sys
-print("| run | predicted ms | bound | measured ms | error | planned GPU, host GiB | measured peak GPU, host GiB |")
-print("|---|---|---|---|---|---|---|")
+print("| run | predicted ms | bound | measured ms (steady) | all steps ms | error | planned GPU, host GiB | measured peak GPU, host GiB |")
+print("|---|---|---|---|---|---|---|---|")
 errs = []
 for line in open(sys.argv[1]):
     run = line.split("|")[0].strip()
     p = re.search(r"([0-9.]+) ms/it", line); b = re.search(r"bound: ([a-z ]+) \|", line)
     m = re.search(r"measured ([0-9.]+) ms", line)
+    st = re.search(r"steady ([0-9.]+) ms", line)
+    allm = m.group(1) if m else ""
+    if st: m = st
     pl = re.search(r"plan GPU ([0-9.]+) GiB, host ([0-9.]+) GiB", line)
     pk = re.search(r"peak GPU ([0-9.]+) GiB, host ([0-9.]+) GiB", line)
     mem = (f"{pl.group(1)}, {pl.group(2)}" if pl else "", f"{pk.group(1)}, {pk.group(2)}" if pk else "")
     if not p or not m:
-        print(f"| {run} | {p.group(1) if p else 'none'} | | {m.group(1) if m else 'failed'} | | {mem[0]} | {mem[1]} |"); continue
+        print(f"| {run} | {p.group(1) if p else 'none'} | | {m.group(1) if m else 'failed'} | {allm} | | {mem[0]} | {mem[1]} |"); continue
     e = (float(p.group(1)) - float(m.group(1))) / float(m.group(1)); errs.append(abs(e))
-    print(f"| {run} | {float(p.group(1)):.1f} | {b.group(1) if b else ''} | {float(m.group(1)):.1f} | {100 * e:+.1f}% | {mem[0]} | {mem[1]} |")
+    print(f"| {run} | {float(p.group(1)):.1f} | {b.group(1) if b else ''} | {float(m.group(1)):.1f} | {allm} | {100 * e:+.1f}% | {mem[0]} | {mem[1]} |")
 if errs:
     print(f"\nmedian |error| {100 * statistics.median(errs):.1f}%, worst {100 * max(errs):.1f}% over {len(errs)} runs")
 PY

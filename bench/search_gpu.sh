@@ -52,10 +52,9 @@ if ls "$cal_cache"/machine_*.json >/dev/null 2>&1; then
 else
     skip_cal=0
 fi
-[ "$skip_cal" = 1 ] || for b in 1 2 4; do
-    ./aebench --calibrate "${shape[@]}" -b "$b" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
-        { tail -n 5 "$work/calibrate.txt"; exit 1; }
-done
+# (one call: --calibrate measures every micro-batch of the global batch, b 1, 2, 4)
+[ "$skip_cal" = 1 ] || ./aebench --calibrate "${shape[@]}" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
+    { tail -n 5 "$work/calibrate.txt"; exit 1; }
 if [ "$ranks" -gt 1 ] && [ "$skip_cal" = 0 ]; then
     # the collectives at that world, and each rank's rates with every rank at work
     ./aebench --calibrate --ranks "$ranks" "${shape[@]}" -b 4 --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
@@ -73,6 +72,7 @@ for model in "${models[@]}"; do
     for ((i = 0; i < ${#o[@]}; i++)); do
         case "${o[$i]}" in -l | --layers) i=$((i + 1)) ;; *) lopts+=("${o[$i]}") ;; esac
     done
+    if [ -z "${SKIP_LARGEST:-}" ]; then # (SKIP_LARGEST=1: the search and its verification alone)
     ./aebench --search --largest "${shape[@]}" "${lopts[@]}" --results "$work/res" --top 3 >"$work/$name.largest.txt" 2>&1
     grep -E "^search: (the largest|largest)" "$work/$name.largest.txt"
     for e in megatron-lm l2l zero-offload zero-infinity stronghold; do
@@ -85,6 +85,7 @@ for model in "${models[@]}"; do
         ./aebench --search --largest -m $e "${shape[@]}" -b 4 "${lopts[@]}" --results "$work/res" --top 1 2>&1 |
             grep -oE "^search: the largest -l each engine's plan fits in the budgets: .*" | sed 's/.*budgets: /search -b 4: /'
     done | tee "$work/$name.largest_b4.txt"
+    fi
     # LARGEST_TRAIN="OPTIONS": --largest again with those options fixed (e.g. "--offload cpu",
     # where the disk tier is not calibrated), and its pick trained 3 iterations: the size it
     # answers trains, with the peak memory against the plan.

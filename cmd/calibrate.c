@@ -317,11 +317,12 @@ static int run_host_copy(void *p)
     return 0;
 }
 
-/* The offload engines' steady state: both copy directions and the host Adam at once, all
- * three drawing on host memory's bandwidth (on the H100 machine each is about 1.4x slower
- * than alone, which is what predictions from the separate rates missed).  `copies` goes
- * in flight on its two streams, `reps` host Adam runs meanwhile; the Adam's wall time and
- * each direction's (events) give the rates under load (of REPS rounds, as calibrate_host_ms). */
+/* The offload engines' steady state: copies and the host Adam at once, drawing on host
+ * memory's bandwidth (on the H100 machine each of the three was about 1.4x slower than alone,
+ * which is what predictions from the separate rates missed).  `copies` go in flight on each
+ * of c's streams (both directions, or the one that is not NULL), `reps` host Adam runs
+ * meanwhile; the Adam's wall time and each direction's (events) give the rates under that
+ * load (of REPS rounds, as calibrate_host_ms).  A direction not run leaves its rate alone. */
 static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, int copies, int reps, int gpu,
                         double *h2d_gbs, double *d2h_gbs, double *adam_ms_per_mparam)
 {
@@ -330,22 +331,23 @@ static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, i
     for (int i = 0; i < 4; i++) bad |= gpt_event_create(be, &ev[i]) != 0;
     double in[REPS], out[REPS], adam[REPS];
     for (int r = 0; r < REPS && !bad; r++) {
-        bad |= gpt_event_record(ev[0], c->h2d) || gpt_event_record(ev[1], c->d2h);
+        bad |= (c->h2d && gpt_event_record(ev[0], c->h2d)) || (c->d2h && gpt_event_record(ev[1], c->d2h));
         for (int k = 0; k < copies && !bad; k++)
-            bad |= gpt_memcpy_h2d(c->h2d, c->d_in, c->h_in, c->bytes) || gpt_memcpy_d2h(c->d2h, c->h_out, c->d_out, c->bytes);
-        bad |= gpt_event_record(ev[2], c->h2d) || gpt_event_record(ev[3], c->d2h);
+            bad |= (c->h2d && gpt_memcpy_h2d(c->h2d, c->d_in, c->h_in, c->bytes)) ||
+                   (c->d2h && gpt_memcpy_d2h(c->d2h, c->h_out, c->d_out, c->bytes));
+        bad |= (c->h2d && gpt_event_record(ev[2], c->h2d)) || (c->d2h && gpt_event_record(ev[3], c->d2h));
         const double t0 = wall_ms();
         for (int k = 0; k < reps && !bad; k++) bad |= run_host_adam((void *)h) != 0;
         adam[r] = (wall_ms() - t0) / reps;
         float ms_in = 0, ms_out = 0;
-        bad |= gpt_stream_sync(c->h2d) || gpt_stream_sync(c->d2h) || gpt_event_elapsed_ms(&ms_in, ev[0], ev[2]) ||
-               gpt_event_elapsed_ms(&ms_out, ev[1], ev[3]);
+        bad |= (c->h2d && (gpt_stream_sync(c->h2d) || gpt_event_elapsed_ms(&ms_in, ev[0], ev[2]))) ||
+               (c->d2h && (gpt_stream_sync(c->d2h) || gpt_event_elapsed_ms(&ms_out, ev[1], ev[3])));
         in[r] = ms_in, out[r] = ms_out;
     }
     for (int i = 0; i < 4; i++) gpt_event_destroy(ev[i]);
     if (bad) return -1;
-    *h2d_gbs = (double)copies * c->bytes / (host_rate_of(in, gpu) * 1e6);
-    *d2h_gbs = (double)copies * c->bytes / (host_rate_of(out, gpu) * 1e6);
+    if (c->h2d) *h2d_gbs = (double)copies * c->bytes / (host_rate_of(in, gpu) * 1e6);
+    if (c->d2h) *d2h_gbs = (double)copies * c->bytes / (host_rate_of(out, gpu) * 1e6);
     *adam_ms_per_mparam = host_rate_of(adam, gpu) / (h->job.n / 1e6);
     return 0;
 }
@@ -393,6 +395,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
               cpu_adam_create(&pool, run_cfg->eng.threads);
     bad = calibrate_any_failed(ranks, bad);
     double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
+    double adam_h2d = 0, adam_d2h = 0, adam_with_h2d = 0, adam_with_d2h = 0, unused = 0;
     if (!bad) {
         copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
@@ -426,6 +429,16 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
         if (!bad)
             bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &busy_h2d,
                                 &busy_d2h, &busy_adam) != 0;
+        /* and each direction with the host Adam alone beside it (as many copies as the three
+         * Adam runs take: one way at a time moves about as fast as each of both ways) */
+        bad |= calibrate_in_step(ranks);
+        if (!bad)
+            bad |= measure_busy(be, &in, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &adam_h2d, &unused,
+                                &adam_with_h2d) != 0;
+        bad |= calibrate_in_step(ranks);
+        if (!bad)
+            bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &unused, &adam_d2h,
+                                &adam_with_d2h) != 0;
     }
     const int threads = pool ? cpu_adam_threads(pool) : 0;
     if (pool) cpu_adam_destroy(pool);
@@ -454,6 +467,10 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     cJSON_AddNumberToObject(rates, "busy_h2d_gbs", busy_h2d);
     cJSON_AddNumberToObject(rates, "busy_d2h_gbs", busy_d2h);
     cJSON_AddNumberToObject(rates, "busy_host_adam_ms_per_mparam", busy_adam);
+    cJSON_AddNumberToObject(rates, "adam_h2d_gbs", adam_h2d);
+    cJSON_AddNumberToObject(rates, "adam_d2h_gbs", adam_d2h);
+    cJSON_AddNumberToObject(rates, "host_adam_h2d_ms_per_mparam", adam_with_h2d);
+    cJSON_AddNumberToObject(rates, "host_adam_d2h_ms_per_mparam", adam_with_d2h);
     cJSON_AddNumberToObject(rates, "host_copy_gbs", copy);
     /* the memory a run could plan with: the device's free memory and 90% of the host's
      * available memory (the run's defaults, run_resolve_budgets) */

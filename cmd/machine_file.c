@@ -25,7 +25,9 @@
  *   "rates": { "h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per_mparam",
  *              "host_adam_bf16_ms_per_mparam" (optional: the update writing the bf16 copy too),
  *              "host_threads", "host_copy_gbs", "gpu_bytes", "host_bytes",
- *              "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam", "measured" },
+ *              "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam",
+ *              "adam_h2d_gbs", "adam_d2h_gbs", "host_adam_h2d_ms_per_mparam",
+ *              "host_adam_d2h_ms_per_mparam" (the pairs: PAIR_FIELDS), "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam", "layer_recompute_selective_ms" (optional: files
@@ -41,14 +43,18 @@
  *                      rank writing }, "measured" }, ... ] (--calibrate under mpirun) }
  * "measured" is the Unix time of the measurement. */
 
-/* The rates a prediction reads, the machine's memory last (the file also records
- * both_h2d_gbs, both_d2h_gbs: each way while the other runs, which the load model's
- * full-load rates superseded).  A world entry's "rates" have all but the memory (RANK_RATES:
- * one rank's, with every rank at work). */
+/* The rates a prediction reads, the machine's memory last.  A world entry's "rates" have all
+ * but the memory (RANK_RATES: one rank's, with every rank at work). */
 static const char *const RATE_FIELDS[] = {"h2d_gbs", "d2h_gbs", "host_adam_ms_per_mparam", "host_threads",
                                           "host_copy_gbs", "busy_h2d_gbs", "busy_d2h_gbs",
                                           "busy_host_adam_ms_per_mparam", "gpu_bytes", "host_bytes"};
 enum { NRATE_FIELDS = sizeof RATE_FIELDS / sizeof RATE_FIELDS[0], RANK_RATES = NRATE_FIELDS - 2 };
+/* Two host-memory users at once (predict.h's pred_contended_ms): optional in a file (older ones
+ * have none: a prediction then takes each pair halfway between alone and all three), but a
+ * fresh file without them is calibrated again (machine_file_has_every_rate). */
+static const char *const PAIR_FIELDS[] = {"both_h2d_gbs", "both_d2h_gbs", "adam_h2d_gbs", "adam_d2h_gbs",
+                                          "host_adam_h2d_ms_per_mparam", "host_adam_d2h_ms_per_mparam"};
+enum { NPAIR_FIELDS = sizeof PAIR_FIELDS / sizeof PAIR_FIELDS[0] };
 static const char *const COMPUTE_FIELDS[] = {"embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms",
                                              "embed_bwd_ms", "gpu_adam_ms_per_mparam", "layer_scale",
                                              "rest_scale"};
@@ -200,6 +206,14 @@ static int rates_from(const cJSON *o, const char *where, int n, const char *path
     out->host_adam_ms_per_mparam = v[2], out->host_threads = (int)v[3], out->host_copy_gbs = v[4];
     out->busy_h2d_gbs = v[5], out->busy_d2h_gbs = v[6], out->busy_host_adam_ms_per_mparam = v[7];
     if (n == NRATE_FIELDS) out->gpu_bytes = v[8], out->host_bytes = v[9];
+    /* the pairs, each 0 where o has none (never another object's: a world entry's rates are
+     * all measured with every rank at work, or not at all) */
+    double pair[NPAIR_FIELDS] = {0};
+    for (int i = 0; i < NPAIR_FIELDS; i++)
+        if (cJSON_GetObjectItemCaseSensitive(o, PAIR_FIELDS[i]) && field(o, where, PAIR_FIELDS[i], path, &pair[i], err, errlen))
+            return -1;
+    out->both_h2d_gbs = pair[0], out->both_d2h_gbs = pair[1], out->adam_h2d_gbs = pair[2], out->adam_d2h_gbs = pair[3];
+    out->host_adam_h2d_ms_per_mparam = pair[4], out->host_adam_d2h_ms_per_mparam = pair[5];
     return 0;
 }
 
@@ -323,7 +337,9 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     /* bf16: the update also writes the working copy; its rate alone, and the rate under load
      * scaled alike (older files, without it: as fp32) */
     if (bf16_adam > 0) {
-        out->busy_host_adam_ms_per_mparam *= bf16_adam / out->host_adam_ms_per_mparam;
+        const double f = bf16_adam / out->host_adam_ms_per_mparam;
+        out->busy_host_adam_ms_per_mparam *= f;
+        out->host_adam_h2d_ms_per_mparam *= f, out->host_adam_d2h_ms_per_mparam *= f;
         out->host_adam_ms_per_mparam = bf16_adam;
     }
     /* the pieces as measured, and megatron-lm's step against them (measure_step) */
@@ -365,6 +381,8 @@ int machine_file_has_every_rate(const cJSON *rates)
 {
     for (int i = 0; i < NRATE_FIELDS; i++)
         if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, RATE_FIELDS[i]))) return 0;
+    for (int i = 0; i < NPAIR_FIELDS; i++)
+        if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, PAIR_FIELDS[i]))) return 0;
     return 1;
 }
 

@@ -303,9 +303,17 @@ typedef struct machine_rates {
     /* the same three at once (both copy directions and the host Adam: the offload engines'
      * steady state, where they share host memory's bandwidth) */
     double busy_h2d_gbs, busy_d2h_gbs, busy_host_adam_ms_per_mparam;
-    /* How loaded host memory is while a piece on resource BUSY_* runs: 0 alone, 1 with both
-     * other host-memory users (copies, host Adam) running; pred_settle finds it. */
-    double load[BUSY_KINDS];
+    /* Two at once (0: a file from before they were measured; predict.h then takes each pair
+     * halfway between alone and all three): each copy direction while the other runs, each
+     * while the host Adam runs, and the host Adam while one direction runs.  The users do not
+     * slow each other alike: on the H200 machine a copy beside the host Adam slowed, the Adam
+     * beside a copy hardly (its rate in the offload runs was the rate alone). */
+    double both_h2d_gbs, both_d2h_gbs, adam_h2d_gbs, adam_d2h_gbs;
+    double host_adam_h2d_ms_per_mparam, host_adam_d2h_ms_per_mparam;
+    /* Of resource i's busy time, the share during which resource j is busy too (the host-memory
+     * users: copies, host Adam), as the step's walk has them side by side: pred_settle finds
+     * it, and each piece's rate follows from it (pred_contended_ms). */
+    double overlap[BUSY_KINDS][BUSY_KINDS];
     int host_threads;
     double host_copy_gbs;
     double gpu_bytes, host_bytes; /* what a run could plan with there (free GPU, 90% of host) */
@@ -343,6 +351,9 @@ typedef struct engine_prediction {
     /* of busy_ms[BUSY_COMM], what runs while the compute stream is idle (it slows no compute:
      * machine_rates.compute_under_coll); the rest runs beside the compute */
     double coll_idle_ms;
+    /* of resource i's busy time in the step, the share resource j was busy too (the host-memory
+     * users: predict.h's pred_done; machine_rates.overlap) */
+    double overlap[BUSY_KINDS][BUSY_KINDS];
     char why[160];              /* when not modelled: why */
 } engine_prediction;
 

@@ -70,6 +70,29 @@ pr_rows() {
         (cd "$PR_WORK" && "$PR_BIN" --predict "${shape_[@]}" "${aa[@]}" --results "$res" 2>&1) | grep "^predict "
     done
 }
+# pr_flat DIR FILE: a copy of the machine file FILE in $PR_WORK/DIR whose host-memory users do
+# not slow each other (every rate beside others, its own and each world's, equal to the rate
+# alone): the checks that isolate one rate (the 2-rank share, the bf16 update, --dpu's place)
+# then see that rate alone, whatever the walk puts side by side; the contention is checked on
+# its own (host memory's load, below, and test_runtime's predict tests).
+pr_flat() {
+    mkdir -p "$PR_WORK/$1"
+    python3 - "$2" "$PR_WORK/$1" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+def flat(r):
+    for a, bs in (("h2d_gbs", ("busy_h2d_gbs", "both_h2d_gbs", "adam_h2d_gbs")),
+                  ("d2h_gbs", ("busy_d2h_gbs", "both_d2h_gbs", "adam_d2h_gbs")),
+                  ("host_adam_ms_per_mparam", ("busy_host_adam_ms_per_mparam", "host_adam_h2d_ms_per_mparam",
+                                               "host_adam_d2h_ms_per_mparam"))):
+        for b in bs:
+            if a in r: r[b] = r[a]
+flat(d["rates"])
+for e in d.get("collectives", []):
+    if "rates" in e: flat(e["rates"])
+json.dump(d, open(os.path.join(sys.argv[2], os.path.basename(sys.argv[1])), "w"))
+PY
+}
 # Python that reads pr_rows' lines on stdin: rows, ms(row), busy(row, resource) (0: none)
 PR_PY='import re, sys
 rows = sys.stdin.read().splitlines()
@@ -92,6 +115,7 @@ except Exception as e:
     sys.exit(f"unreadable: {e}")
 rates = ["h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per_mparam", "host_threads",
          "host_copy_gbs", "gpu_bytes", "host_bytes", "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam",
+         "adam_h2d_gbs", "adam_d2h_gbs", "host_adam_h2d_ms_per_mparam", "host_adam_d2h_ms_per_mparam",
          "measured"]
 comp = ["embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms", "gpu_adam_ms_per_mparam",
         "step_l2_ms", "step_l4_ms", "layer_scale", "rest_scale", "measured", "layer_recompute_selective_ms"]
@@ -213,8 +237,12 @@ import json, sys
 d = json.load(open(sys.argv[1])); r = d["rates"]
 for k in ("h2d_gbs", "d2h_gbs"): r[k] /= 50
 r["host_adam_ms_per_mparam"] *= 50
+# (each user's rate beside one other, and beside both: the same in each variant)
 pairs = [("h2d_gbs", "busy_h2d_gbs", 1), ("d2h_gbs", "busy_d2h_gbs", 1),
-         ("host_adam_ms_per_mparam", "busy_host_adam_ms_per_mparam", 0)]
+         ("host_adam_ms_per_mparam", "busy_host_adam_ms_per_mparam", 0),
+         ("h2d_gbs", "both_h2d_gbs", 1), ("h2d_gbs", "adam_h2d_gbs", 1), ("d2h_gbs", "both_d2h_gbs", 1),
+         ("d2h_gbs", "adam_d2h_gbs", 1), ("host_adam_ms_per_mparam", "host_adam_h2d_ms_per_mparam", 0),
+         ("host_adam_ms_per_mparam", "host_adam_d2h_ms_per_mparam", 0)]
 for tag, busy, alone in (("A", 1, 1), ("B", 4, 1), ("C", 4, 4)):
     for a, b, is_rate in pairs:
         r[b] = r[a] / busy if is_rate else r[a] * busy
@@ -297,7 +325,8 @@ QUIET_COMPUTE = dict(embed_fwd_ms=0.0122, layer_fwd_ms=4.30, layer_bwd_ms=4.57, 
                      gpu_adam_ms_per_mparam=3.02, step_l2_ms=22.5, step_l4_ms=77.7, layer_scale=2.92, rest_scale=1)
 QUIET_RATES = dict(h2d_gbs=5.1, d2h_gbs=5.1, both_h2d_gbs=4.2, both_d2h_gbs=4.2, host_adam_ms_per_mparam=1.61,
                    host_adam_bf16_ms_per_mparam=1.75, busy_h2d_gbs=2.9, busy_d2h_gbs=3.4,
-                   busy_host_adam_ms_per_mparam=3.0, host_copy_gbs=8.2)
+                   busy_host_adam_ms_per_mparam=3.0, host_copy_gbs=8.2, adam_h2d_gbs=3.6, adam_d2h_gbs=3.9,
+                   host_adam_h2d_ms_per_mparam=2.1, host_adam_d2h_ms_per_mparam=2.0)
 QUIET_COLL = dict(all_reduce_ms=0.5, all_reduce_gbs=10.0, reduce_scatter_ms=0.5, reduce_scatter_gbs=10.0,
                   all_gather_ms=0.5, all_gather_gbs=10.0)
 def variant(name, change, quiet=True):
@@ -340,8 +369,10 @@ print(e["rates"]["host_adam_ms_per_mparam"] / d["rates"]["host_adam_ms_per_mpara
     for e in "${REG_OFFLOAD[@]}"; do
         if [ "$e" = stronghold ]; then pr_offload+=("stronghold -w 2 --clip-speculate 0"); else pr_offload+=("$e"); fi
     done
+    pr_flat res1flat "$F1"
+    pr_flat res1oldflat "$(ls "$PR_WORK"/res1old/machine_*.json | head -n 1)"
     for e in "${pr_offload[@]}"; do
-        zo=$( (pr_rows res1old PR1 "-m $e -l 400" "-m $e --ranks 2 -l 400"; pr_rows res1 PR1 "-m $e --ranks 2 -l 400") |
+        zo=$( (pr_rows res1oldflat PR1 "-m $e -l 400" "-m $e --ranks 2 -l 400"; pr_rows res1flat PR1 "-m $e --ranks 2 -l 400") |
              R21=$r21 python3 -c "$PR_PY"'
 import os
 want = 0.5 * float(os.environ["R21"])
@@ -416,6 +447,8 @@ json.dump(d, open(os.path.join(sys.argv[2], "resbf0", os.path.basename(sys.argv[
 sys.exit(0 if ok else 1)
 PY
 [ $? -eq 0 ] || rc=1
+pr_flat resbf3 "$(ls "$PR_WORK"/resbf3/machine_*.json | head -n 1)"
+pr_flat resbf0 "$(ls "$PR_WORK"/resbf0/machine_*.json | head -n 1)"
 bf=$( (pr_rows resbf3 PR_SHAPE "-m zero-offload -l 400" "-m zero-offload -l 400 --dtype bf16"
        pr_rows resbf0 PR_SHAPE "-m zero-offload -l 400 --dtype bf16") | python3 -c "$PR_PY"'
 a = [busy(r, "host adam") for r in rows]
@@ -429,7 +462,8 @@ fi
 
 # zero-offload --dpu: the same host Adam, under the next step instead of after the backward:
 # never slower than without
-dpu=$(pr_rows res PR_SHAPE "-m zero-offload -l 64" "-m zero-offload --dpu -l 64" | python3 -c "$PR_PY"'
+pr_flat resflat "$PR_FILE"
+dpu=$(pr_rows resflat PR_SHAPE "-m zero-offload -l 64" "-m zero-offload --dpu -l 64" | python3 -c "$PR_PY"'
 adam = [busy(r, "host adam") for r in rows]
 ok = len(rows) == 2 and ms(rows[1]) <= ms(rows[0]) and abs(adam[1] - adam[0]) <= 0.1 * adam[0] + 0.1
 print("ok" if ok else "bad: " + " / ".join(rows))')

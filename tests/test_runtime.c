@@ -33,6 +33,7 @@
 #include "../engines/runtime/comm.h"
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/gpu_clock.h"
+#include "../engines/runtime/predict.h"
 #include "../engines/runtime/timer.h"
 #include "../engines/runtime/watchdog.h" /* (tested at the end; the gate_guard above is this file's own) */
 #include "../kernels/gpt.h"
@@ -1177,6 +1178,89 @@ static void test_gpu_clock_stopped_at_once_and_without_nvml(void **state)
     assert_non_null(strstr(why, "no NVML"));
 }
 
+/* ---- the prediction's host-memory contention (engines/runtime/predict.h) ------------------- */
+
+/* A piece's time by what ran beside it: alone, beside one other user or the other, beside
+ * both, and bilinear between; a pair not calibrated is halfway between alone and all three. */
+static void test_predict_contended_corners(void **state)
+{
+    (void)state;
+    assert_true(pred_contended_ms(10, 12, 15, 20, 0, 0) == 10);
+    assert_true(pred_contended_ms(10, 12, 15, 20, 1, 0) == 12);
+    assert_true(pred_contended_ms(10, 12, 15, 20, 0, 1) == 15);
+    assert_true(pred_contended_ms(10, 12, 15, 20, 1, 1) == 20);
+    assert_true(fabs(pred_contended_ms(10, 12, 15, 20, 0.5, 0.5) - (10 + 12 + 15 + 20) / 4.0) < 1e-12);
+    assert_true(pred_contended_ms(10, 0, 0, 20, 1, 0) == 15);
+    assert_true(pred_contended_ms(10, 0, 0, 0, 1, 1) == 10); /* (nothing under load calibrated) */
+}
+
+/* The walk's spans give each user's share of its busy time beside each other one; spans over
+ * before a step starts are dropped; a full list merges neighbours and loses no busy time. */
+static void test_predict_overlap_from_spans(void **state)
+{
+    (void)state;
+    pred_timeline t = {0};
+    engine_prediction out;
+    memset(&out, 0, sizeof out);
+    pred_run(&t, BUSY_H2D, 10, 0);     /* [0, 10) */
+    pred_run(&t, BUSY_H2D, 10, 20);    /* [20, 30) */
+    pred_run(&t, BUSY_HOST_ADAM, 20, 5); /* [5, 25) */
+    pred_run(&t, BUSY_COMPUTE, 30, 0);
+    pred_done(&out, &t, 0, 30);
+    assert_true(fabs(out.overlap[BUSY_HOST_ADAM][BUSY_H2D] - 0.5) < 1e-12);
+    assert_true(fabs(out.overlap[BUSY_H2D][BUSY_HOST_ADAM] - 0.5) < 1e-12);
+    assert_true(out.overlap[BUSY_H2D][BUSY_D2H] == 0 && out.overlap[BUSY_D2H][BUSY_H2D] == 0);
+    /* the next step from 26: the H2D span [0, 10) is dropped, [20, 30) kept */
+    pred_step(&t, 26);
+    assert_int_equal(t.spans[0].n, 1);
+    assert_true(t.spans[0].lo[0] == 20 && t.spans[0].hi[0] == 30);
+    /* back-to-back pieces are one span; more disjoint ones than the list holds merge */
+    pred_timeline u = {0};
+    for (int i = 0; i < 3 * PRED_SPANS; i++) pred_run(&u, BUSY_D2H, 1, 2.0 * i);
+    assert_true(u.spans[1].n <= PRED_SPANS);
+    const double covered = pred_spans_within(&u.spans[1], 0, 1e9);
+    assert_true(covered >= 3 * PRED_SPANS && u.spans[1].lo[0] == 0 && u.spans[1].hi[u.spans[1].n - 1] == 6.0 * PRED_SPANS - 1);
+    pred_timeline v = {0};
+    pred_run(&v, BUSY_D2H, 1, 0);
+    pred_run(&v, BUSY_D2H, 1, 0);
+    assert_int_equal(v.spans[1].n, 1);
+}
+
+/* A step of one host Adam run (100 ms alone) and one H2D copy (100 ms alone), both issued at
+ * once: the Adam beside a copy takes 150 ms, the copy beside the Adam 200 ms, all three at
+ * once 300 ms.  Settled, the Adam runs beside the copy throughout (150 ms: its pair's rate,
+ * not all three's, as no D2H runs), and the copy beside the Adam for f of its time, where
+ * f = 150 / (100 + 100 f): f = (sqrt(7) - 1) / 2. */
+static void walk_adam_beside_copy(const engine_config *cfg, const machine_rates *m, const void *ctx,
+                                  engine_prediction *out)
+{
+    (void)cfg, (void)ctx;
+    memset(out, 0, sizeof *out);
+    pred_timeline t = {0};
+    pred_step(&t, 0);
+    const double h = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, 25e6), 0);
+    const double a = pred_run(&t, BUSY_HOST_ADAM, pred_host_adam_ms(m, 100e6), 0);
+    pred_done(out, &t, 0, pred_max(h, a));
+}
+static void test_predict_settles_on_pairs(void **state)
+{
+    (void)state;
+    machine_rates m;
+    memset(&m, 0, sizeof m);
+    m.h2d_gbs = 1, m.d2h_gbs = 1, m.host_adam_ms_per_mparam = 1;
+    m.adam_h2d_gbs = 0.5, m.host_adam_h2d_ms_per_mparam = 1.5;
+    m.busy_h2d_gbs = 1 / 3.0, m.busy_d2h_gbs = 1 / 3.0, m.busy_host_adam_ms_per_mparam = 3;
+    engine_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    engine_prediction out;
+    pred_settle(&cfg, &m, walk_adam_beside_copy, NULL, &out);
+    const double f = (sqrt(7.0) - 1) / 2;
+    printf("settled: adam %.2f ms (150), h2d %.2f ms (%.2f)\n", out.busy_ms[BUSY_HOST_ADAM], out.busy_ms[BUSY_H2D],
+           100 + 100 * f);
+    assert_true(fabs(out.busy_ms[BUSY_HOST_ADAM] - 150) < 1.0);
+    assert_true(fabs(out.busy_ms[BUSY_H2D] - (100 + 100 * f)) < 2.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1201,6 +1285,9 @@ int main(void)
         cmocka_unit_test(test_launcher_waits_on_stopped),
         cmocka_unit_test(test_gpu_clock_summary),
         cmocka_unit_test(test_gpu_clock_stopped_at_once_and_without_nvml),
+        cmocka_unit_test(test_predict_contended_corners),
+        cmocka_unit_test(test_predict_overlap_from_spans),
+        cmocka_unit_test(test_predict_settles_on_pairs),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

@@ -15,11 +15,52 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* The host-memory users (copies each way, the host Adam): the resources whose pieces slow each
+ * other, and whose busy spans a walk keeps to see which ran beside which. */
+enum { PRED_HOST_USERS = 3, PRED_SPANS = 512 };
+static const int pred_host_user[PRED_HOST_USERS] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM};
+
+/* One resource's busy spans [lo, hi), in time order (a resource runs one piece at a time, each
+ * after the last): back-to-back pieces are one span; when PRED_SPANS are in use, neighbours are
+ * merged pairwise (the gaps between them then count as busy: coarser, never dropped). */
+typedef struct pred_spans {
+    int n;
+    double lo[PRED_SPANS], hi[PRED_SPANS];
+} pred_spans;
 
 typedef struct pred_timeline {
     double free_at[BUSY_KINDS]; /* when each resource is next free (ms) */
     double busy[BUSY_KINDS];    /* its busy time in the step being walked */
+    pred_spans spans[PRED_HOST_USERS];
 } pred_timeline;
+
+static inline double pred_max(double a, double b) { return a > b ? a : b; }
+static inline double pred_min(double a, double b) { return a < b ? a : b; }
+
+/* The index of resource r among the host-memory users, or -1. */
+static inline int pred_host_index(int r)
+{
+    for (int i = 0; i < PRED_HOST_USERS; i++)
+        if (pred_host_user[i] == r) return i;
+    return -1;
+}
+
+static inline void pred_span_add(pred_spans *s, double lo, double hi)
+{
+    if (hi <= lo) return;
+    if (s->n > 0 && lo <= s->hi[s->n - 1]) {
+        s->hi[s->n - 1] = pred_max(s->hi[s->n - 1], hi);
+        return;
+    }
+    if (s->n == PRED_SPANS) {
+        for (int i = 0; i < PRED_SPANS / 2; i++) s->lo[i] = s->lo[2 * i], s->hi[i] = s->hi[2 * i + 1];
+        s->n = PRED_SPANS / 2;
+    }
+    s->lo[s->n] = lo, s->hi[s->n] = hi;
+    s->n++;
+}
 
 /* Run a piece of `ms` on resource r once r is free and `after` has passed; its end. */
 static inline double pred_run(pred_timeline *t, int r, double ms, double after)
@@ -27,10 +68,29 @@ static inline double pred_run(pred_timeline *t, int r, double ms, double after)
     const double start = t->free_at[r] > after ? t->free_at[r] : after;
     t->free_at[r] = start + ms;
     t->busy[r] += ms;
+    const int h = pred_host_index(r);
+    if (h >= 0) pred_span_add(&t->spans[h], start, start + ms);
     return start + ms;
 }
 
-static inline double pred_max(double a, double b) { return a > b ? a : b; }
+/* The time within [from, to) that spans a cover, and that both a and b cover. */
+static inline double pred_spans_within(const pred_spans *a, double from, double to)
+{
+    double sum = 0;
+    for (int i = 0; i < a->n; i++) sum += pred_max(0.0, pred_min(a->hi[i], to) - pred_max(a->lo[i], from));
+    return sum;
+}
+static inline double pred_spans_both(const pred_spans *a, const pred_spans *b, double from, double to)
+{
+    double sum = 0;
+    for (int i = 0, j = 0; i < a->n && j < b->n;) {
+        const double lo = pred_max(pred_max(a->lo[i], b->lo[j]), from), hi = pred_min(pred_min(a->hi[i], b->hi[j]), to);
+        sum += pred_max(0.0, hi - lo);
+        if (a->hi[i] < b->hi[j]) i++;
+        else j++;
+    }
+    return sum;
+}
 
 /* A copy of `ms` issued on the compute stream itself once `after` has passed (micro-batches
  * after the first bring the earlier ones' gradient sum up on it: layer_work_add_earlier on
@@ -43,31 +103,45 @@ static inline double pred_copy_on_compute(pred_timeline *t, int r, double ms, do
 }
 
 /* ms of a pinned copy of n floats each way, and of the host Adam on n parameters.  The two
- * copy directions and the host Adam share host memory's bandwidth: each piece is costed
- * between its rate alone and its rate with the other two running (measure_busy in
- * cmd/calibrate.c), by how loaded host memory is while it runs (m->load, from pred_settle).
- * On the H100 machine the rates alone predicted the offload runs 15-21% short, the rates
- * under full load 10-21% long. */
-static inline double pred_loaded_ms(double alone_ms, double busy_ms, double load)
+ * copy directions and the host Adam share host memory's bandwidth, and each piece is costed
+ * by what ran beside it in the walk (m->overlap, from pred_settle): its time alone, with one
+ * other user (each pair calibrated: measure_busy in cmd/calibrate.c), or with both, taken
+ * bilinearly between those four by the shares fa, fb of its time each other user was busy.
+ * (Before, the load was each other user's share of the whole step, and all three slowed each
+ * other alike: on the H200 machine that predicted the host-Adam-bound runs 6-15% long, as the
+ * Adam ran at its rate alone beside the copies.)  A pair not calibrated (0: older files) is
+ * taken halfway between alone and all three; all three not calibrated, as alone. */
+static inline double pred_contended_ms(double alone_ms, double with_a_ms, double with_b_ms, double all_ms, double fa,
+                                       double fb)
 {
-    return busy_ms > 0 ? alone_ms + (busy_ms - alone_ms) * load : alone_ms;
+    if (all_ms <= 0) all_ms = alone_ms;
+    if (with_a_ms <= 0) with_a_ms = (alone_ms + all_ms) / 2;
+    if (with_b_ms <= 0) with_b_ms = (alone_ms + all_ms) / 2;
+    return alone_ms + fa * (with_a_ms - alone_ms) + fb * (with_b_ms - alone_ms) +
+           fa * fb * (all_ms - with_a_ms - with_b_ms + alone_ms);
 }
+/* bytes at gbs, in ms (0 where the rate is not known) */
+static inline double pred_bytes_ms(double bytes, double gbs) { return gbs > 0 ? bytes / (gbs * 1e6) : 0; }
 static inline double pred_h2d_ms(const machine_rates *m, double floats)
 {
     const double bytes = floats * 4.0;
-    return pred_loaded_ms(bytes / (m->h2d_gbs * 1e6), m->busy_h2d_gbs > 0 ? bytes / (m->busy_h2d_gbs * 1e6) : 0,
-                          m->load[BUSY_H2D]);
+    return pred_contended_ms(pred_bytes_ms(bytes, m->h2d_gbs), pred_bytes_ms(bytes, m->both_h2d_gbs),
+                             pred_bytes_ms(bytes, m->adam_h2d_gbs), pred_bytes_ms(bytes, m->busy_h2d_gbs),
+                             m->overlap[BUSY_H2D][BUSY_D2H], m->overlap[BUSY_H2D][BUSY_HOST_ADAM]);
 }
 static inline double pred_d2h_ms(const machine_rates *m, double floats)
 {
     const double bytes = floats * 4.0;
-    return pred_loaded_ms(bytes / (m->d2h_gbs * 1e6), m->busy_d2h_gbs > 0 ? bytes / (m->busy_d2h_gbs * 1e6) : 0,
-                          m->load[BUSY_D2H]);
+    return pred_contended_ms(pred_bytes_ms(bytes, m->d2h_gbs), pred_bytes_ms(bytes, m->both_d2h_gbs),
+                             pred_bytes_ms(bytes, m->adam_d2h_gbs), pred_bytes_ms(bytes, m->busy_d2h_gbs),
+                             m->overlap[BUSY_D2H][BUSY_H2D], m->overlap[BUSY_D2H][BUSY_HOST_ADAM]);
 }
 static inline double pred_host_adam_ms(const machine_rates *m, double params)
 {
-    return pred_loaded_ms(params / 1e6 * m->host_adam_ms_per_mparam, params / 1e6 * m->busy_host_adam_ms_per_mparam,
-                          m->load[BUSY_HOST_ADAM]);
+    const double mp = params / 1e6;
+    return pred_contended_ms(mp * m->host_adam_ms_per_mparam, mp * m->host_adam_h2d_ms_per_mparam,
+                             mp * m->host_adam_d2h_ms_per_mparam, mp * m->busy_host_adam_ms_per_mparam,
+                             m->overlap[BUSY_HOST_ADAM][BUSY_H2D], m->overlap[BUSY_HOST_ADAM][BUSY_D2H]);
 }
 static inline double pred_gpu_adam_ms(const machine_rates *m, double params)
 {
@@ -108,6 +182,14 @@ static inline void pred_step(pred_timeline *t, double at)
 {
     for (int k = 0; k < BUSY_KINDS; k++) t->busy[k] = 0;
     t->free_at[BUSY_COMPUTE] = pred_max(t->free_at[BUSY_COMPUTE], at);
+    /* (the spans over before it: no longer beside anything this step or later runs) */
+    for (int h = 0; h < PRED_HOST_USERS; h++) {
+        pred_spans *s = &t->spans[h];
+        int keep = 0;
+        while (keep < s->n && s->hi[keep] <= at) keep++;
+        for (int i = keep; i < s->n; i++) s->lo[i - keep] = s->lo[i], s->hi[i - keep] = s->hi[i];
+        s->n -= keep;
+    }
 }
 
 /* N ranks need the collectives calibrated at that world: 1 and out->why set when they are not. */
@@ -194,29 +276,30 @@ static inline void pred_compute_loaded(machine_rates *loaded, const machine_rate
 }
 
 /* The walk with host memory's load settled: walk alone, then again with each host-memory
- * user's load set from how busy the other two were in the last walk (each contender busy a
- * fraction u of the step adds u / 2: with both busy throughout, the rates under full load),
- * until the loads move by less than 1% (damped; a few walks).  An engine without host
- * traffic (megatron-lm) walks once more and is unchanged.  On N ranks the compute's load is
+ * user's rate set from what ran beside it in the last walk (out->overlap: the share of its
+ * busy time each other user was busy too), until the shares move by less than 1% (damped; a
+ * few walks).  An engine without host traffic (megatron-lm) walks once more and is
+ * unchanged.  On N ranks the compute's load is
  * settled alike: the share of the compute stream's busy time the collectives' busy time
  * beside it covers (they run beside the backward; out->coll_idle_ms not), which stretches the
  * compute pieces. */
 static inline void pred_settle(const engine_config *cfg, const machine_rates *m, pred_walk_fn walk, const void *ctx,
                                engine_prediction *out)
 {
-    static const int host_users[3] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM};
     machine_rates loaded = *m;
-    for (int k = 0; k < BUSY_KINDS; k++) loaded.load[k] = 0;
+    memset(loaded.overlap, 0, sizeof loaded.overlap);
     pred_compute_loaded(&loaded, m, 0);
     walk(cfg, &loaded, ctx, out);
     for (int it = 0; it < 12 && out->modelled && out->ms > 0; it++) {
-        double u[3], moved = 0;
-        for (int i = 0; i < 3; i++) u[i] = pred_max(0.0, out->busy_ms[host_users[i]] / out->ms > 1 ? 1 : out->busy_ms[host_users[i]] / out->ms);
-        for (int i = 0; i < 3; i++) {
-            const double want = (u[(i + 1) % 3] + u[(i + 2) % 3]) / 2, old = loaded.load[host_users[i]];
-            loaded.load[host_users[i]] = (old + want) / 2;
-            moved = pred_max(moved, want > old ? want - old : old - want);
-        }
+        double moved = 0;
+        for (int a = 0; a < PRED_HOST_USERS; a++)
+            for (int b = 0; b < PRED_HOST_USERS; b++) {
+                const int i = pred_host_user[a], j = pred_host_user[b];
+                if (i == j) continue;
+                const double want = out->overlap[i][j], old = loaded.overlap[i][j];
+                loaded.overlap[i][j] = (old + want) / 2;
+                moved = pred_max(moved, want > old ? want - old : old - want);
+            }
         const double busy_c = out->busy_ms[BUSY_COMPUTE], busy_n = out->busy_ms[BUSY_COMM] - out->coll_idle_ms;
         const double want_c = busy_c > 0 ? (busy_n / busy_c > 1 ? 1 : busy_n / busy_c) : 0;
         const double old_c = loaded.compute_load;
@@ -240,6 +323,17 @@ static inline void pred_done(engine_prediction *out, const pred_timeline *t, dou
     for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = t->busy[k];
     out->bound = pred_bound(t);
     out->modelled = 1;
+    /* what ran beside each host-memory user within the step (a steady step's window holds a
+     * whole period of every resource's work) */
+    memset(out->overlap, 0, sizeof out->overlap);
+    for (int a = 0; a < PRED_HOST_USERS; a++) {
+        const double own = pred_spans_within(&t->spans[a], start, end);
+        if (own <= 0) continue;
+        for (int b = 0; b < PRED_HOST_USERS; b++)
+            if (b != a)
+                out->overlap[pred_host_user[a]][pred_host_user[b]] =
+                    pred_min(1.0, pred_spans_both(&t->spans[a], &t->spans[b], start, end) / own);
+    }
 }
 
 #endif
