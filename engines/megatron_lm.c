@@ -981,10 +981,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     const int world = engine_world(cfg), stage = world > 1 ? cfg->zero_stage : 0, L = cfg->shape.layers;
     const int M = engine_micro_batches(cfg);
     if (engine_model_ranks(cfg) > 1) {
-        /* (the bubble, the stages' sends and the layer split's collectives are the next part of
-         * the model-parallel work) */
-        snprintf(out->why, sizeof out->why, "--pp %d --tp %d: model parallelism is not modelled yet", engine_pp(cfg),
-                 engine_tp(cfg));
+        megatron_pipeline_predict(cfg, m, out);
         return;
     }
     if (pred_no_collectives(cfg, m, out)) return;
@@ -1075,7 +1072,7 @@ static const option_decl megatron_options[] = {
      * included: the driver lays the ranks and their rows out by it) */
     {.name = "pp", .kind = ARG_INT, .arg = "P", .set = SET_INT, OPTION_FIELD(pp), .lo = 1, .hi = 4096, .dflt = "1",
      .scope = SCOPE_RESULT_SET, .slot = 55, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS,
-     .lacks = "has no pipeline stages", OPTION_INERT(0, 1),
+     .lacks = "has no pipeline stages", OPTION_INERT(0, 1), OPTION_SEARCH(1, 2, 4, 8), .search_when = SEARCH_WITH_RANKS,
      .help = "pipeline parallelism: the layers in P stages (1F1B), world / P ranks each, data parallel; the "
              "micro-batches (--global-batch) flow through them (default 1: none)"},
     {.name = "pp-layers", .kind = ARG_TEXT, .arg = "A,B,...", .set = SET_TEXT, OPTION_FIELD(pp_layers),
@@ -1085,13 +1082,13 @@ static const option_decl megatron_options[] = {
     /* (as --pp: refused always by the others, the driver lays the ranks out by it) */
     {.name = "tp", .kind = ARG_INT, .arg = "T", .set = SET_INT, OPTION_FIELD(tp), .lo = 1, .hi = 4096, .dflt = "1",
      .scope = SCOPE_RESULT_SET, .slot = 57, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS,
-     .lacks = "has no tensor parallelism", OPTION_INERT(0, 1),
+     .lacks = "has no tensor parallelism", OPTION_INERT(0, 1), OPTION_SEARCH(1, 2, 4, 8), .search_when = SEARCH_WITH_RANKS,
      .help = "tensor parallelism: each layer's heads and MLP, and the vocabulary, split over T neighbouring ranks of "
              "one machine (Megatron's column- and row-parallel matmuls); world / (T P) copies data parallel "
              "(default 1: none)"},
     {.name = "sequence-parallel", .kind = ARG_NONE, .set = SET_FLAG, OPTION_FIELD(sequence_parallel),
      .scope = SCOPE_RESULT_SET, .slot = 58, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN,
-     .lacks = "has no tensor parallelism", OPTION_INERT(0),
+     .lacks = "has no tensor parallelism", OPTION_INERT(0), OPTION_SEARCH(0, 1), .search_when = SEARCH_WITH_RANKS,
      .help = "with --tp T: the residual stream's rows split over the T ranks between the layers' split parts "
              "(Megatron's sequence parallelism: reduce-scatter and all-gather in place of the all-reduces)"},
     /* (fp32 by default, as Megatron-LM's arguments.py makes it for --bf16: "bfloat16 requires

@@ -64,6 +64,7 @@
 
 #include "runtime/collectives.h"
 #include "runtime/dp.h"
+#include "runtime/predict.h"
 #include "runtime/timer.h"
 
 #include <math.h>
@@ -283,6 +284,12 @@ int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
     if (cfg->zero_stage > 1) {
         snprintf(err, errlen, "%s with --zero-stage %d: model parallelism takes ZeRO-1 (Adam's state sharded over "
                  "the data-parallel copies) so far, not stages 2 and 3", what, cfg->zero_stage);
+        return -1;
+    }
+    if (cfg->zero_stage == 1 && engine_dp_world(cfg) == 1) {
+        snprintf(err, errlen, "%s with --zero-stage 1 on %d rank%s: one model copy, no data-parallel ranks to shard "
+                 "Adam's state over (world / (T x P) must be above 1)", what, engine_world(cfg),
+                 engine_world(cfg) == 1 ? "" : "s");
         return -1;
     }
     if (cfg->graphs == GRAPHS_ON) {
@@ -867,4 +874,142 @@ int megatron_pipeline_read_params(void *state, float *host_params)
     free(mine);
     free(all);
     return rc;
+}
+
+/* ---- the prediction (megatron-lm's predict hands --tp / --pp here) -------------------------- */
+
+/* A collective over a group of g ranks, `bytes` its full buffer, from the rates calibrated at
+ * the run's world W: in a ring each rank moves (g - 1) / g of the buffer (twice that in an
+ * all-reduce), so the world's per-byte time is scaled by that share against the world's. */
+static double group_coll_ms(double lat_ms, double gbs, double bytes, int g, int W)
+{
+    if (g <= 1) return 0;
+    const double share = W > 1 ? ((double)(g - 1) / g) / ((double)(W - 1) / W) : 1;
+    return lat_ms + bytes * share / (gbs * 1e6);
+}
+
+/* One stage's pieces of a micro-batch (ms): its forward and backward on the compute stream,
+ * the tensor-parallel collectives the compute waits on included. */
+typedef struct stage_cost {
+    double fwd, bwd, tp_comm; /* (tp_comm: of fwd + bwd, the layer split's collectives) */
+    size_t params;            /* floats of its blocks (this rank's share with T > 1) */
+    int has_embed;
+} stage_cost;
+
+static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m, int s)
+{
+    const int W = engine_world(cfg), T = engine_tp(cfg);
+    const pipe_layout z = layout_of(cfg, s * engine_dp_world(cfg) * T);
+    const double full = (double)cfg->shape.batch * cfg->shape.seq * cfg->shape.hidden * (double)z.act;
+    /* per sub-layer: an all-reduce of the (N, C) output, or with --sequence-parallel an all-gather
+     * before and a reduce-scatter after (the same bytes each way) */
+    const double sub = cfg->sequence_parallel
+                           ? group_coll_ms(m->ag_ms, m->ag_gbs, full, T, W) + group_coll_ms(m->rs_ms, m->rs_gbs, full, T, W)
+                           : group_coll_ms(m->ar_ms, m->ar_gbs, full, T, W);
+    stage_cost c = {0, 0, 0, (z.has_embed ? z.PE : 0) + (size_t)z.Ls * z.PL, z.has_embed};
+    /* The split layer as 1/T of the whole one calibrated: its matmuls and attention are split,
+     * its LayerNorms and residual adds (a few percent of it) are not. */
+    if (z.first) c.fwd += m->embed_fwd_ms / T + sub, c.bwd += m->embed_bwd_ms / T, c.tp_comm += sub;
+    for (int l = z.l0; l < z.l1; l++) {
+        /* two sub-layers each way; a full recompute runs the forward's two again (not the
+         * model's last layer: it recomputes nothing) */
+        const int bwd_subs = cfg->recompute == GPT_RECOMPUTE_FULL && l < cfg->shape.layers - 1 ? 4 : 2;
+        c.fwd += m->layer_fwd_ms / T + 2 * sub;
+        c.bwd += pred_layer_bwd_ms(m, cfg, l) / T + bwd_subs * sub;
+        c.tp_comm += (2 + bwd_subs) * sub;
+    }
+    /* the head (fwd + bwd, vocabulary-parallel): every rank's cross-entropy stats gathered and
+     * dL/d(lnf) summed */
+    if (z.last) {
+        const double stats = group_coll_ms(m->ag_ms, m->ag_gbs, 3.0 * sizeof(float) * cfg->shape.batch * cfg->shape.seq * T,
+                                           T, W);
+        c.fwd += m->head_ms / T + stats + sub;
+        c.tp_comm += stats + sub;
+    }
+    return c;
+}
+
+/* The step on machine m (pred_scaled's pieces), in the order of the top comment: each stage's
+ * 1F1B order walked against the others' (a forward waits for the stage before's output and
+ * its send, a backward for the stage after's dres and its send; the bubble follows), then on
+ * every stage the tied embedding's swap, the data-parallel all-reduce of its blocks (ZeRO-1:
+ * the same, and the params gathered after the update), the norms' gather (every stage waits
+ * for the last), and AdamW.  The layer split's collectives lie on the compute stream's path
+ * (each op needs the one before's sum).  A send is the all-gather's per-rank rate. */
+void megatron_pipeline_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out)
+{
+    memset(out, 0, sizeof *out);
+    if (pred_no_collectives(cfg, m, out)) return;
+    const int W = engine_world(cfg), P = engine_pp(cfg), D = engine_dp_world(cfg), M = engine_micro_batches(cfg);
+    const int zero1 = D > 1 && cfg->zero_stage == 1;
+    const pipe_layout z0 = layout_of(cfg, 0);
+    const double link_gbs = W > 1 ? m->ag_gbs * (W - 1) / W : 0;
+    const double send = P > 1 ? m->ag_ms + (double)z0.NC * (double)z0.act / (link_gbs * 1e6) : 0;
+    stage_cost *sc = calloc((size_t)P, sizeof *sc);
+    double *f_end = pred_arrays(out, (size_t)P * (size_t)M, 2);
+    int *next = calloc((size_t)P, sizeof *next);
+    double *free_at = calloc((size_t)P, sizeof *free_at);
+    if (!sc || !f_end || !next || !free_at) {
+        snprintf(out->why, sizeof out->why, "out of memory");
+        free(sc), free(f_end), free(next), free(free_at);
+        return;
+    }
+    double *b_end = f_end + (size_t)P * M;
+    for (int s = 0; s < P; s++) sc[s] = stage_cost_of(cfg, m, s);
+    /* list scheduling: each stage runs its ops in 1F1B order as their inputs arrive (the
+     * order is deadlock-free, so every pass places at least one) */
+    for (int placed = 0; placed < 2 * P * M;) {
+        int progress = 0;
+        for (int s = 0; s < P; s++) {
+            const int w = P - s - 1 < M ? P - s - 1 : M;
+            while (next[s] < 2 * M) {
+                const int i = next[s];
+                int fwd, k;
+                if (i < w) fwd = 1, k = i;
+                else if (i < w + 2 * (M - w)) fwd = (i - w) % 2 == 0, k = fwd ? w + (i - w) / 2 : (i - w) / 2;
+                else fwd = 0, k = M - 2 * M + i; /* (the backwards left: M - w .. M - 1) */
+                double ready;
+                if (fwd) {
+                    if (s > 0 && f_end[(size_t)(s - 1) * M + k] <= 0) break;
+                    ready = s > 0 ? f_end[(size_t)(s - 1) * M + k] + send : 0;
+                } else {
+                    if (s < P - 1 && b_end[(size_t)(s + 1) * M + k] <= 0) break;
+                    ready = s < P - 1 ? b_end[(size_t)(s + 1) * M + k] + send : 0;
+                }
+                const double start = pred_max(free_at[s], ready);
+                free_at[s] = start + (fwd ? sc[s].fwd : sc[s].bwd);
+                (fwd ? f_end : b_end)[(size_t)s * M + k] = free_at[s];
+                next[s]++, placed++, progress = 1;
+            }
+        }
+        if (!progress) break;
+    }
+    /* after the last backward: the tie's swap and the data-parallel reduction, per stage; the
+     * norms then wait for every stage; then AdamW and (ZeRO-1) the gather */
+    const double PE = (double)z0.PE;
+    double norms_at = 0, busy_comm = 0, crit_compute = 0, step = 0;
+    for (int s = 0; s < P; s++) {
+        double t = free_at[s];
+        if (P > 1 && sc[s].has_embed) t += m->ag_ms + PE * sizeof(float) / (link_gbs * 1e6);
+        const double reduce = group_coll_ms(m->ar_ms, m->ar_gbs, (double)sc[s].params * sizeof(float), D, W);
+        t += reduce;
+        norms_at = pred_max(norms_at, t);
+    }
+    for (int s = 0; s < P; s++) {
+        const double n = (double)sc[s].params, adam = pred_gpu_adam_ms(m, zero1 ? n / D : n);
+        const double gather = zero1 ? group_coll_ms(m->ag_ms, m->ag_gbs, n * (sizeof(float) + (cfg->bf16 ? 2 : 0)), D, W) : 0;
+        step = pred_max(step, norms_at + adam + gather);
+        const double compute = M * (sc[s].fwd + sc[s].bwd - sc[s].tp_comm) + adam;
+        if (compute > crit_compute) {
+            crit_compute = compute;
+            busy_comm = M * sc[s].tp_comm + 2.0 * M * send + group_coll_ms(m->ar_ms, m->ar_gbs, n * sizeof(float), D, W) +
+                        gather;
+        }
+    }
+    out->ms = step;
+    out->busy_ms[BUSY_COMPUTE] = crit_compute;
+    out->busy_ms[BUSY_COMM] = busy_comm;
+    out->bound = busy_comm > crit_compute ? BUSY_COMM : BUSY_COMPUTE;
+    out->modelled = 1;
+    free(sc), free(f_end), free(next), free(free_at);
 }

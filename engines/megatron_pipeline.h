@@ -19,6 +19,10 @@ void megatron_pipeline_free(void *state);
 /* --pp-layers' text "A,B,...": the number of positive counts it lists (the first max into
  * counts, which may be NULL), or -1 when it is not such a list. */
 int megatron_pipeline_layer_counts(const char *text, int *counts, int max);
+/* The step's prediction on machine m (megatron-lm's predict for --tp / --pp, with its pieces
+ * scaled as its own): the 1F1B schedule over the stages, the layer split's collectives, the
+ * sends, the tie's swap, the data-parallel reduction and AdamW. */
+void megatron_pipeline_predict(const engine_config *cfg, const machine_rates *m, engine_prediction *out);
 /* The stage that holds layer `layer` (0 ..) under cfg's split. */
 int megatron_pipeline_stage_of_layer(const engine_config *cfg, int layer);
 

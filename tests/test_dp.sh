@@ -444,6 +444,7 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
     }
     mp_sweep --pp "has no pipeline stages" "pipeline: stage 0 of 2"
     dp_bad "--pp with ZeRO-2" "--pp 2 with --zero-stage 2: model parallelism takes ZeRO-1" 2 --pp 2 --zero-stage 2
+    dp_bad "--pp with ZeRO-1 and one model copy" "--pp 2 with --zero-stage 1 on 2 ranks: one model copy, no data-parallel ranks" 2 --pp 2 --zero-stage 1
     dp_bad "--pp-layers not summing to -l" "--pp-layers 1,1: 2 stages of 2 layers, not --pp 2 of -l 3" 2 --pp 2 --pp-layers 1,1
     dp_bad "--pp-layers with a stage of none" "'0,3' is not a list of layer counts" 2 --pp 2 --pp-layers 0,3
     dp_bad "--pp-layers without --pp" "--pp-layers 3 goes with --pp P" 1 --pp-layers 3

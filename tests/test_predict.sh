@@ -308,7 +308,20 @@ if needs_mpi "--calibrate and --predict at 2 ranks" "$PR_BIN"; then
     # (20x, and no second calibration, which would be one rank's and drop the collectives: two
     # ranks polling in MPI on two cores that other work shares run 5-30 times slower at times)
     pr_accuracy "megatron-lm on 2 ranks, predicted/measured ms" 20 res1 PR1 \
-        "--ranks 2 --zero-stage 0" "--ranks 2 --zero-stage 3"
+        "--ranks 2 --zero-stage 0" "--ranks 2 --zero-stage 3" "--ranks 2 --pp 2 --global-batch 8" "--ranks 2 --tp 2"
+    # --pp: the 1F1B walk's bubble, (P - 1) micro-batches' worth of idle stage, is paid once a
+    # step: more micro-batches, less of a step per micro-batch; --tp and --sequence-parallel
+    # modelled (their collectives' busy time beside the split layer's compute)
+    mp=$(pr_rows res1 PR1 "--ranks 2 --pp 2 --global-batch 4" "--ranks 2 --pp 2 --global-batch 16" "--ranks 2 --tp 2" \
+         "--ranks 2 --tp 2 --sequence-parallel" | python3 -c "$PR_PY"'
+ok = len(rows) == 4 and 0 < ms(rows[1]) / 8 < ms(rows[0]) / 2 and ms(rows[1]) > ms(rows[0]) and \
+     all(busy(r, "collectives") > 0 for r in rows[2:])
+print("ok" if ok else "bad: " + " / ".join(rows))')
+    if [ "$mp" = ok ]; then
+        pr_pass "--pp 2 is modelled with its bubble (per micro-batch shorter at M 8 than at M 2), --tp 2 and --sequence-parallel with their collectives"
+    else
+        pr_fail "model-parallel predictions" "$mp"
+    fi
     # The calibration at 2 ranks also measured, with both ranks at once, each rank's copy and
     # host Adam rates and what the collectives slow the compute beside them by.  Variants of
     # the file: without them (older files), with the compute beside collectives x1, x2, x0.5.
@@ -573,6 +586,10 @@ printf '{"rates": ' >"$PR_WORK/cut.json"
 pr_bad "--machine with a field missing" "rates.d2h_gbs is missing" "$PR_WORK/missing.json"
 pr_bad "--machine with a field that is not a number" "compute\[\].layer_fwd_ms is not a positive number" "$PR_WORK/malformed.json"
 pr_bad "--machine that is not JSON" "not a JSON object" "$PR_WORK/cut.json"
+# (a pair rate is optional, older files have none, but one that is there is checked as any rate)
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['rates']['host_adam_h2d_ms_per_mparam'] = -1; json.dump(d, open(sys.argv[2], 'w'))" \
+    "$PR_FILE" "$PR_WORK/bad_pair.json"
+pr_bad "--machine with a pair rate that is not a positive number" "rates.host_adam_h2d_ms_per_mparam is not a positive number" "$PR_WORK/bad_pair.json"
 pr_bad "--machine that is not there" "No such file or directory" "$PR_WORK/none.json"
 # (issue 47: a value that overflowed a prediction printed "inf ms/it", exit 0; another format
 # version loaded silently; a file of any size was read whole)
