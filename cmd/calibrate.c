@@ -212,6 +212,88 @@ void calibrate_compute_ctx_close(gpt_backend *be, compute_bufs *b)
     if (b->c.s) be->ops->stream_destroy(b->c.s);
 }
 
+/* --tp T's split layer timed alone (one process: its collectives do nothing, so what is timed
+ * is a rank's share of the compute; the collectives' time comes from their own calibration). */
+static int tp_no_reduce(void *ctx, gpt_stream *s, void *buf, size_t n)
+{
+    (void)ctx, (void)s, (void)buf, (void)n;
+    return 0;
+}
+static int tp_no_gather(void *ctx, gpt_stream *s, void *out, const void *in, size_t bytes)
+{
+    (void)ctx, (void)s, (void)out, (void)in, (void)bytes;
+    return 0;
+}
+static int tp_no_scatter(void *ctx, gpt_stream *s, void *out, const void *in, size_t n)
+{
+    (void)ctx, (void)s, (void)out, (void)in, (void)n;
+    return 0;
+}
+typedef struct tp_ctx {
+    compute_ctx *c;
+    gpt_tp tp;
+} tp_ctx;
+static void run_layer_fwd_tp(void *p)
+{
+    tp_ctx *t = p;
+    compute_ctx *c = t->c;
+    for (int k = 0; k < LAYER_COPIES; k++)
+        gpt_layer_forward_tp(c->s, c->sh, &t->tp, layer_params(c, k), c->x_in, c->x_out, &c->acts, &c->scratch);
+}
+static void run_layer_bwd_tp(void *p)
+{
+    tp_ctx *t = p;
+    compute_ctx *c = t->c;
+    for (int k = 0; k < LAYER_COPIES; k++) {
+        float *g = c->lg + (size_t)k * c->PL;
+        gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
+        gpt_layer_backward_tp(c->s, c->sh, &t->tp, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch,
+                              GPT_GRAD_ACCUMULATE);
+        gpt_norm_squared(c->s, c->norm_out, g, c->PL);
+    }
+}
+
+/* The tensor-parallel splits --search may try (T of 2, 4, 8 dividing the heads and the padded
+ * vocabulary): each one's layer forward and backward (with recompute, as layer_*_ms) into
+ * entry's "tp" list.  0, or EXIT_RUN_ERROR. */
+static int measure_tp_layers(const run_config *run_cfg, gpt_backend *be, cJSON *entry)
+{
+    cJSON *list = cJSON_AddArrayToObject(entry, "tp");
+    for (int T = 2; T <= 8; T *= 2) {
+        const gpt_shape *sh = &run_cfg->eng.shape;
+        if (sh->heads % T || gpt_pad_vocab(sh->vocab) % T) continue;
+        run_config *at = malloc(sizeof *at);
+        if (!at) return EXIT_RUN_ERROR;
+        *at = *run_cfg;
+        at->eng.shape.tp = T;
+        at->eng.shape.sp = 0;
+        compute_bufs b;
+        int bad = 0;
+        if (calibrate_compute_ctx_open(at, be, &b) == 0) {
+            tp_ctx t = {&b.c, {.rank = 0, .world = T, .sequence = 0, .all_reduce = tp_no_reduce,
+                               .all_gather = tp_no_gather, .reduce_scatter = tp_no_scatter, .ctx = NULL}};
+            const double f = calibrate_time_ms(b.c.s, run_layer_fwd_tp, &t, &bad) / LAYER_COPIES;
+            const double w = calibrate_time_ms(b.c.s, run_layer_bwd_tp, &t, &bad) / LAYER_COPIES;
+            if (!bad) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddNumberToObject(e, "t", T);
+                cJSON_AddNumberToObject(e, "layer_fwd_ms", f);
+                cJSON_AddNumberToObject(e, "layer_bwd_ms", w);
+                cJSON_AddItemToArray(list, e);
+            }
+        } else {
+            bad = 1;
+        }
+        calibrate_compute_ctx_close(be, &b);
+        free(at);
+        if (bad) {
+            fprintf(stderr, "aebench: --calibrate: the layer split over %d ranks could not be timed\n", T);
+            return EXIT_RUN_ERROR;
+        }
+    }
+    return 0;
+}
+
 /* One micro-batch's pieces at run_cfg's shape. */
 static int measure_compute(const run_config *run_cfg, gpt_backend *be, cJSON *entry)
 {
@@ -237,7 +319,8 @@ static int measure_compute(const run_config *run_cfg, gpt_backend *be, cJSON *en
         bad = 1;
     }
     calibrate_compute_ctx_close(be, &b);
-    return bad ? EXIT_RUN_ERROR : 0;
+    if (bad) return EXIT_RUN_ERROR;
+    return measure_tp_layers(run_cfg, be, entry);
 }
 
 /* The median step (ms, the first left out) of megatron-lm with `layers` layers at run_cfg's shape,

@@ -31,7 +31,8 @@
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam", "layer_recompute_selective_ms" (optional: files
- *                  from before --recompute selective) }, ... ],
+ *                  from before --recompute selective), "tp" (optional: [ { "t", "layer_fwd_ms",
+ *                  "layer_bwd_ms" }, ... ], the layer split over T ranks, a rank's share) }, ... ],
  *   "disks": [ { "dir", "read_gbs", "write_gbs", "measured" }, ... ] (--offload nvme's tier),
  *   "checkpoint_dirs": [ { "dir", "home_gbs", "write_ms", "write_gbs", "measured" }, ... ]
  *                      (--ckpt-dir's persistent checkpoint: the state's checksums and copy home,
@@ -279,6 +280,15 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         field(entry, "compute[]", "layer_recompute_selective_ms", path, &out->layer_recompute_selective_ms, err,
               errlen))
         goto out;
+    /* --tp T's split layer, when the entry has it (files from before: none) */
+    const cJSON *tps = cJSON_GetObjectItemCaseSensitive(entry, "tp"), *te;
+    cJSON_ArrayForEach(te, tps) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(te, "t");
+        if (!cJSON_IsNumber(t) || t->valueint != engine_tp(cfg) || engine_tp(cfg) < 2) continue;
+        if (field(te, "compute[].tp[]", "layer_fwd_ms", path, &out->tp_layer_fwd_ms, err, errlen) ||
+            field(te, "compute[].tp[]", "layer_bwd_ms", path, &out->tp_layer_bwd_ms, err, errlen))
+            goto out;
+    }
     /* the persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
      * one rank's here; on N ranks the world's entry below, measured with every rank writing */
     const cJSON *cdirs = cJSON_GetObjectItemCaseSensitive(root, "checkpoint_dirs"), *cd;

@@ -291,6 +291,9 @@ typedef struct machine_rates {
     double layer_recompute_selective_ms; /* --recompute selective's recompute alone (0: the file
                                             predates it) */
     double gpu_adam_ms_per_mparam; /* the device AdamW, ms per million parameters */
+    /* --tp T's split layer, a rank's share timed alone (its collectives apart), forward and
+     * backward with recompute as layer_*_ms (0: not calibrated at the run's T) */
+    double tp_layer_fwd_ms, tp_layer_bwd_ms;
     /* megatron-lm's step against the sum of those pieces: per layer (its gradient zeroing,
      * norm and clipping go with each layer's Adam) and for the rest.  Only megatron-lm's
      * prediction applies them: an offload engine's compute stream runs the pieces as

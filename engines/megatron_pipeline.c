@@ -907,15 +907,26 @@ static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m
                            ? group_coll_ms(m->ag_ms, m->ag_gbs, full, T, W) + group_coll_ms(m->rs_ms, m->rs_gbs, full, T, W)
                            : group_coll_ms(m->ar_ms, m->ar_gbs, full, T, W);
     stage_cost c = {0, 0, 0, (z.has_embed ? z.PE : 0) + (size_t)z.Ls * z.PL, z.has_embed};
-    /* The split layer as 1/T of the whole one calibrated: its matmuls and attention are split,
-     * its LayerNorms and residual adds (a few percent of it) are not. */
+    /* The split layer as --calibrate timed it at T (a rank's share, its collectives apart);
+     * where it has not (a file from before, or a T it did not try), 1/T of the whole layer: its
+     * matmuls and attention split, its LayerNorms and residual adds (a few percent) not.  The
+     * vocabulary-parallel embedding and head: 1/T of theirs. */
+    machine_rates split = *m;
+    if (T > 1 && m->tp_layer_fwd_ms > 0 && m->tp_layer_bwd_ms > 0) {
+        split.layer_fwd_ms = m->tp_layer_fwd_ms, split.layer_bwd_ms = m->tp_layer_bwd_ms;
+        /* (selective's recompute alone is not timed split: its share of the whole layer's) */
+        split.layer_recompute_selective_ms = m->layer_recompute_selective_ms * m->tp_layer_fwd_ms / m->layer_fwd_ms;
+    } else if (T > 1) {
+        split.layer_fwd_ms = m->layer_fwd_ms / T, split.layer_bwd_ms = m->layer_bwd_ms / T;
+        split.layer_recompute_selective_ms = m->layer_recompute_selective_ms / T;
+    }
     if (z.first) c.fwd += m->embed_fwd_ms / T + sub, c.bwd += m->embed_bwd_ms / T, c.tp_comm += sub;
     for (int l = z.l0; l < z.l1; l++) {
         /* two sub-layers each way; a full recompute runs the forward's two again (not the
          * model's last layer: it recomputes nothing) */
         const int bwd_subs = cfg->recompute == GPT_RECOMPUTE_FULL && l < cfg->shape.layers - 1 ? 4 : 2;
-        c.fwd += m->layer_fwd_ms / T + 2 * sub;
-        c.bwd += pred_layer_bwd_ms(m, cfg, l) / T + bwd_subs * sub;
+        c.fwd += split.layer_fwd_ms + 2 * sub;
+        c.bwd += pred_layer_bwd_ms(&split, cfg, l) + bwd_subs * sub;
         c.tp_comm += (2 + bwd_subs) * sub;
     }
     /* the head (fwd + bwd, vocabulary-parallel): every rank's cross-entropy stats gathered and

@@ -125,6 +125,11 @@ if len(e) != 1:
     sys.exit(f"{len(e)} compute entries")
 e = e[0]
 bad += [k for k in comp if not e.get(k, 0) > 0]
+# (--tp T's split layer, a rank's share, for each T of 2, 4, 8 that divides the 4 heads and the
+# padded vocabulary)
+tp = {x.get("t"): x for x in e.get("tp", [])}
+if sorted(tp) != [2, 4] or not all(x.get("layer_fwd_ms", 0) > 0 and x.get("layer_bwd_ms", 0) > 0 for x in tp.values()):
+    bad.append(f"tp {e.get('tp')}")
 if (e["hidden"], e["heads"], e["seq"], e["batch"], e["vocab"], e["math"], e["dtype"]) != (128, 4, 64, 2, 1000, "fp32", "fp32"):
     bad.append("shape")
 # (no order between the measured times is asserted: l4's step longer than l2's, a backward
@@ -312,13 +317,25 @@ if needs_mpi "--calibrate and --predict at 2 ranks" "$PR_BIN"; then
     # --pp: the 1F1B walk's bubble, (P - 1) micro-batches' worth of idle stage, is paid once a
     # step: more micro-batches, less of a step per micro-batch; --tp and --sequence-parallel
     # modelled (their collectives' busy time beside the split layer's compute)
-    mp=$(pr_rows res1 PR1 "--ranks 2 --pp 2 --global-batch 4" "--ranks 2 --pp 2 --global-batch 16" "--ranks 2 --tp 2" \
-         "--ranks 2 --tp 2 --sequence-parallel" | python3 -c "$PR_PY"'
-ok = len(rows) == 4 and 0 < ms(rows[1]) / 8 < ms(rows[0]) / 2 and ms(rows[1]) > ms(rows[0]) and \
-     all(busy(r, "collectives") > 0 for r in rows[2:])
+    # (and --tp 2's layer as --calibrate timed it split: a copy of the file where that takes 10x
+    # makes the compute of --tp 2's step longer, and leaves one rank's alone)
+    mkdir -p "$PR_WORK/res1tp"
+    python3 - "$(ls "$PR_WORK"/res1/machine_*.json | head -n 1)" "$PR_WORK/res1tp" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+for e in d["compute"]:
+    for x in e.get("tp", []):
+        x["layer_fwd_ms"] *= 10; x["layer_bwd_ms"] *= 10
+json.dump(d, open(os.path.join(sys.argv[2], os.path.basename(sys.argv[1])), "w"))
+PY
+    mp=$( (pr_rows res1 PR1 "--ranks 2 --pp 2 --global-batch 4" "--ranks 2 --pp 2 --global-batch 16" "--ranks 2 --tp 2" \
+           "--ranks 2 --tp 2 --sequence-parallel" "--ranks 2"; pr_rows res1tp PR1 "--ranks 2 --tp 2" "--ranks 2") |
+         python3 -c "$PR_PY"'
+ok = len(rows) == 7 and ms(rows[4]) == ms(rows[6]) and 0 < ms(rows[1]) / 8 < ms(rows[0]) / 2 and ms(rows[1]) > ms(rows[0]) and \
+     all(busy(r, "collectives") > 0 for r in rows[2:4]) and busy(rows[5], "compute") > 2 * busy(rows[2], "compute")
 print("ok" if ok else "bad: " + " / ".join(rows))')
     if [ "$mp" = ok ]; then
-        pr_pass "--pp 2 is modelled with its bubble (per micro-batch shorter at M 8 than at M 2), --tp 2 and --sequence-parallel with their collectives"
+        pr_pass "--pp 2 is modelled with its bubble (per micro-batch shorter at M 8 than at M 2), --tp 2 and --sequence-parallel with their collectives, --tp 2's layer as calibrated split"
     else
         pr_fail "model-parallel predictions" "$mp"
     fi
