@@ -10,10 +10,8 @@
 set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/deps_env.sh
-bench_workdir predict-noise
-machine_info | tee "$out/device.txt"
-t0=$(date +%s)
-make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
+bench_begin predict-noise
+bench_cuda_build aebench
 echo "build: $(($(date +%s) - t0)) s"
 IFS=';' read -r -a runs <<<"${RUNS:-zero-offload -l 32 -b 4;zero-infinity -l 32 -b 4;l2l -l 32 -b 4;stronghold -l 32 -w 8 -b 4}"
 cal=(--device cuda -h 2048 --global-batch 4)

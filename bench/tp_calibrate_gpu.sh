@@ -6,10 +6,8 @@
 set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/deps_env.sh
-bench_workdir tp-calibrate
-machine_info | tee "$out/device.txt"
-t0=$(date +%s)
-make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
+bench_begin tp-calibrate
+bench_cuda_build aebench
 echo "build: $(($(date +%s) - t0)) s"
 for dt in fp32 bf16; do
     ./aebench --calibrate --device cuda -h 2048 --global-batch 4 --dtype $dt --results "$out/res" >>"$out/calibrate.txt" 2>&1 ||
