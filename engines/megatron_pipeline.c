@@ -47,7 +47,11 @@
  *             (the embedding's, the head's) and each adds them, head's + embedding's, the
  *             sum one rank makes (model.h's tied embedding)
  *   dp-comm   (D > 1) each of its blocks' gradients all-reduced over the stage's D ranks, and
- *             its (block, shard) norms taken behind it (runtime/dp.h), as megatron-lm's DDP
+ *             its (block, shard) norms taken behind it (runtime/dp.h), as megatron-lm's DDP:
+ *             a layer's as soon as B(M-1)'s backward of it is done (its gradient is final),
+ *             beside the backward of the layers below (--sequence-parallel: its LayerNorms'
+ *             gradients summed over the tensor-parallel ranks first, on tp-comm); block 0's
+ *             after the tie's join
  *   tie-comm  the block norms and the loss gathered on the host: every rank combines the same
  *             table, in the model's block order, so the global norm is D ranks' DDP's to the bit
  *   compute   clip, lr, AdamW of its blocks (ZeRO-1: its shards; dp-comm then gathers them).
@@ -308,6 +312,7 @@ typedef struct pipe_state {
     coll_group *fwd_comm, *bwd_comm, *tie_comm, *dp_comm, *tp_comm;
     gpt_tp tp;                 /* the layer split's collectives (tp_comm; one rank: none) */
     gpt_event *ev_tp_in, *ev_tp_out;
+    gpt_event *ev_grad_ready, *ev_norms_summed; /* a layer's last gradient to dp-comm (beside the backward) */
     engine_allocs mem;
     float *params, *grads, *adam_m, *adam_v, *embed_in, *norms, *losses, *host_losses, *host_norms;
     void *wparams, *inputs, *layer_acts, *dres;
@@ -399,6 +404,8 @@ void megatron_pipeline_free(void *state)
     coll_close(st->tp_comm);
     gpt_event_destroy(st->ev_tp_in);
     gpt_event_destroy(st->ev_tp_out);
+    gpt_event_destroy(st->ev_grad_ready);
+    gpt_event_destroy(st->ev_norms_summed);
     if (st->compute) st->env.be->ops->stream_destroy(st->compute);
     gpt_event_destroy(st->ev_x_in);
     gpt_event_destroy(st->ev_x_out);
@@ -502,7 +509,7 @@ int megatron_pipeline_init(const engine_env *env, void **state)
         (rc = coll_watch(st->tie_comm, env->dog, "tied embedding") ? GPT_ERR_INVALID : GPT_OK))
         return rc;
     gpt_event **evs[] = {&st->ev_x_in, &st->ev_x_out, &st->ev_dres_in, &st->ev_bwd_done, &st->ev_dres_sent,
-                         &st->ev_tp_in, &st->ev_tp_out};
+                         &st->ev_tp_in, &st->ev_tp_out, &st->ev_grad_ready, &st->ev_norms_summed};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if ((rc = gpt_event_create(be, evs[i]))) return rc;
     for (int i = 0; i < z->slots; i++)
@@ -598,6 +605,8 @@ static int forward(pipe_state *st, int k, const int32_t *tokens, const int32_t *
     return gpt_event_record(st->ev_x_sent[k % z->slots], fs);
 }
 
+static int reduce_layer(pipe_state *st, int b);
+
 /* Micro-batch k's backward on this stage. */
 static int backward(pipe_state *st, int k)
 {
@@ -622,6 +631,9 @@ static int backward(pipe_state *st, int k)
                                         slot_input(st, k, l), st->dres, &a, &st->scratch,
                                         k == 0 ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE)))
             return rc;
+        /* (the last micro-batch's: the layer's gradient is final, its reduction starts now,
+         * beside the backward of the layers below) */
+        if (k == z->M - 1 && st->dp_comm && (rc = reduce_layer(st, 1 + l))) return rc;
     }
     if (z->first && (rc = gpt_embed_backward_tp(c, sh, &st->tp, st->embed_in, st->dres, slot_ids(st, k), &st->scratch)))
         return rc;
@@ -678,15 +690,15 @@ static void block_norms(pipe_state *st, gpt_stream *ds, int b, const float *g)
 
 /* --sequence-parallel: each rank's gradient of its blocks' LayerNorm parameters covers its rows
  * of the stream only; summed over the tensor-parallel ranks (on their group's stream, compute
- * waiting), after which every rank holds the whole, the same. */
-static int sum_norm_grads(pipe_state *st)
+ * waiting), after which every rank holds the whole, the same.  Blocks 0 .. last_block that it
+ * holds (with D > 1 the layers' are summed in reduce_layer). */
+static int sum_norm_grads(pipe_state *st, int last_block)
 {
-    const pipe_layout *z = &st->z;
     gpt_stream *c = st->compute, *ts = st->tp_comm ? coll_stream(st->tp_comm) : NULL;
     int rc;
     if (!st->sh.sp) return GPT_OK;
     if ((rc = gpt_event_record(st->ev_tp_in, c)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in))) return rc;
-    for (int b = 0; b <= z->l1; b++) {
+    for (int b = 0; b <= last_block; b++) {
         if (!holds_block(st, b)) continue;
         size_t at;
         const size_t n = gpt_tp_norm_params(&st->sh, b == 0, &at);
@@ -696,15 +708,44 @@ static int sum_norm_grads(pipe_state *st)
     return gpt_stream_wait_event(c, st->ev_tp_out);
 }
 
+/* D > 1: layer block b's gradient, final after the last micro-batch's backward of it, all-
+ * reduced over the stage's D ranks on dp-comm while the compute stream goes on with the layers
+ * below (--sequence-parallel: its LayerNorms' gradients summed over the tensor-parallel ranks
+ * first, on their group's stream), and its norms taken behind the reduction.  Each block is
+ * reduced once, as after the backward: the same sums, the same bits. */
+static int reduce_layer(pipe_state *st, int b)
+{
+    gpt_stream *c = st->compute, *ds = coll_stream(st->dp_comm);
+    float *g = st->grads + block_off(st, b);
+    int rc;
+    if (st->sh.sp) {
+        gpt_stream *ts = coll_stream(st->tp_comm);
+        size_t at;
+        const size_t n = gpt_tp_norm_params(&st->sh, 0, &at);
+        if ((rc = gpt_event_record(st->ev_tp_in, c)) || (rc = gpt_stream_wait_event(ts, st->ev_tp_in)) ||
+            (rc = coll_all_reduce_sum(st->tp_comm, g + at, n)) || (rc = gpt_event_record(st->ev_norms_summed, ts)) ||
+            (rc = gpt_stream_wait_event(ds, st->ev_norms_summed)))
+            return rc;
+    } else if ((rc = gpt_event_record(st->ev_grad_ready, c)) || (rc = gpt_stream_wait_event(ds, st->ev_grad_ready))) {
+        return rc;
+    }
+    if ((rc = coll_all_reduce_sum(st->dp_comm, g, block_len(st, b)))) return rc;
+    block_norms(st, ds, b, g);
+    return GPT_OK;
+}
+
 static int reduce_blocks(pipe_state *st)
 {
     const pipe_layout *z = &st->z;
     gpt_stream *c = st->compute, *ds = st->dp_comm ? coll_stream(st->dp_comm) : c;
     int rc;
-    if ((rc = sum_norm_grads(st))) return rc;
+    /* (D > 1: the layers were reduced during the last backward, reduce_layer; block 0 is left,
+     * once its two parts are joined) */
+    if (!st->dp_comm && (rc = sum_norm_grads(st, z->l1))) return rc;
+    if (st->dp_comm && z->has_embed && (rc = sum_norm_grads(st, 0))) return rc;
     if (st->dp_comm && ((rc = gpt_event_record(st->ev_bwd_done, c)) || (rc = gpt_stream_wait_event(ds, st->ev_bwd_done))))
         return rc;
-    for (int b = 0; b <= z->l1; b++) {
+    for (int b = 0; b <= (st->dp_comm ? 0 : z->l1); b++) {
         if (!holds_block(st, b)) continue;
         float *g = st->grads + block_off(st, b);
         if (st->dp_comm && (rc = coll_all_reduce_sum(st->dp_comm, g, block_len(st, b)))) return rc;
@@ -892,8 +933,10 @@ static double group_coll_ms(double lat_ms, double gbs, double bytes, int g, int 
  * the tensor-parallel collectives the compute waits on included. */
 typedef struct stage_cost {
     double fwd, bwd, tp_comm; /* (tp_comm: of fwd + bwd, the layer split's collectives) */
+    double bwd_layer;         /* of bwd, one layer's (the layers' mean) */
     size_t params;            /* floats of its blocks (this rank's share with T > 1) */
-    int has_embed;
+    size_t layer_params;      /* floats of one layer block (this rank's share) */
+    int layers, has_embed;
 } stage_cost;
 
 static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m, int s)
@@ -906,7 +949,7 @@ static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m
     const double sub = cfg->sequence_parallel
                            ? group_coll_ms(m->ag_ms, m->ag_gbs, full, T, W) + group_coll_ms(m->rs_ms, m->rs_gbs, full, T, W)
                            : group_coll_ms(m->ar_ms, m->ar_gbs, full, T, W);
-    stage_cost c = {0, 0, 0, (z.has_embed ? z.PE : 0) + (size_t)z.Ls * z.PL, z.has_embed};
+    stage_cost c = {0, 0, 0, 0, (z.has_embed ? z.PE : 0) + (size_t)z.Ls * z.PL, z.PL, z.Ls, z.has_embed};
     /* The split layer as --calibrate timed it at T (a rank's share, its collectives apart);
      * where it has not (a file from before, or a T it did not try), 1/T of the whole layer: its
      * matmuls and attention split, its LayerNorms and residual adds (a few percent) not.  The
@@ -920,7 +963,6 @@ static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m
         split.layer_fwd_ms = m->layer_fwd_ms / T, split.layer_bwd_ms = m->layer_bwd_ms / T;
         split.layer_recompute_selective_ms = m->layer_recompute_selective_ms / T;
     }
-    if (z.first) c.fwd += m->embed_fwd_ms / T + sub, c.bwd += m->embed_bwd_ms / T, c.tp_comm += sub;
     for (int l = z.l0; l < z.l1; l++) {
         /* two sub-layers each way; a full recompute runs the forward's two again (not the
          * model's last layer: it recomputes nothing) */
@@ -929,6 +971,8 @@ static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m
         c.bwd += pred_layer_bwd_ms(&split, cfg, l) + bwd_subs * sub;
         c.tp_comm += (2 + bwd_subs) * sub;
     }
+    c.bwd_layer = z.Ls > 0 ? c.bwd / z.Ls : 0;
+    if (z.first) c.fwd += m->embed_fwd_ms / T + sub, c.bwd += m->embed_bwd_ms / T, c.tp_comm += sub;
     /* the head (fwd + bwd, vocabulary-parallel): every rank's cross-entropy stats gathered and
      * dL/d(lnf) summed */
     if (z.last) {
@@ -995,16 +1039,21 @@ void megatron_pipeline_predict(const engine_config *cfg, const machine_rates *m,
         }
         if (!progress) break;
     }
-    /* after the last backward: the tie's swap and the data-parallel reduction, per stage; the
-     * norms then wait for every stage; then AdamW and (ZeRO-1) the gather */
+    /* the data-parallel reduction: each layer's as the last backward finishes it (the layers
+     * in the backward's order, one after another on dp-comm), block 0's after the tie's swap;
+     * the norms then wait for every stage; then AdamW and (ZeRO-1) the gather */
     const double PE = (double)z0.PE;
     double norms_at = 0, busy_comm = 0, crit_compute = 0, step = 0;
     for (int s = 0; s < P; s++) {
+        const double last_bwd = free_at[s] - sc[s].bwd;
+        double dp = 0;
+        for (int i = 0; D > 1 && i < sc[s].layers; i++)
+            dp = pred_max(dp, last_bwd + (i + 1) * sc[s].bwd_layer) +
+                 group_coll_ms(m->ar_ms, m->ar_gbs, (double)sc[s].layer_params * sizeof(float), D, W);
         double t = free_at[s];
         if (P > 1 && sc[s].has_embed) t += m->ag_ms + PE * sizeof(float) / (link_gbs * 1e6);
-        const double reduce = group_coll_ms(m->ar_ms, m->ar_gbs, (double)sc[s].params * sizeof(float), D, W);
-        t += reduce;
-        norms_at = pred_max(norms_at, t);
+        if (sc[s].has_embed) t = pred_max(t, dp) + group_coll_ms(m->ar_ms, m->ar_gbs, PE * sizeof(float), D, W);
+        norms_at = pred_max(norms_at, pred_max(t, dp));
     }
     for (int s = 0; s < P; s++) {
         const double n = (double)sc[s].params, adam = pred_gpu_adam_ms(m, zero1 ? n / D : n);

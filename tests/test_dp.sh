@@ -531,6 +531,9 @@ PY
     tp_near sp2 2 --tp 2 --sequence-parallel
     tp_near sp4sel 4 --tp 4 --sequence-parallel --recompute selective
     tp_near sp2pp2 4 --tp 2 --pp 2 --sequence-parallel --recompute none
+    # (2 copies: each layer's gradient reduced over them during the last backward, its
+    # LayerNorms' summed over the tensor-parallel pair first)
+    tp_near sp2dp2 4 --tp 2 --sequence-parallel
     if dp_run tp.ref16 1 -l 4 -b 2 --global-batch 8 --iters 20 --dtype bf16 &&
         dp_run tp.bf16 2 -l 4 -b 2 --global-batch 8 --iters 20 --dtype bf16 --tp 2; then
         if out=$(tp_bound_check tp.ref16 tp.bf16 bf16); then dp_pass "--tp 2 --dtype bf16: within 1e-3 of one rank's bf16 losses ($out)"
