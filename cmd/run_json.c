@@ -222,6 +222,7 @@ static cJSON *json_iteration(const run_state *s, const engine_report *rep, int i
     }
     if (r->r.has_comm) {
         cJSON_AddNumberToObject(o, "collectives_busy_ms", r->r.busy_ms[BUSY_COMM]);
+        cJSON_AddNumberToObject(o, "collectives_exposed_ms", r->r.exposed_comm_ms);
         cJSON_AddNumberToObject(o, "bytes_collectives", r->r.bytes_comm);
     }
     if (s->eng->report_iteration_json) s->eng->report_iteration_json(rep, i + 1, o);
@@ -276,6 +277,10 @@ static void json_summary(cJSON *root, const run_state *s)
         cJSON_AddStringToObject(sum, "schedule_bound_is", last.name);
         if (bound > 0) cJSON_AddNumberToObject(sum, "ms_over_bound", med / bound);
     }
+    /* N ranks: the median step's collectives that no compute ran beside (the steps after the
+     * first) */
+    if (s->done > s->first && s->iters[s->done - 1].r.has_comm)
+        cJSON_AddNumberToObject(sum, "collectives_exposed_median_ms", run_median_over_steps(s, STEP_EXPOSED_COMM));
     /* (the clip the run trained with, and how many of its steps it bound) */
     cJSON_AddNumberToObject(sum, "clip_grad", ec->optim.clip);
     cJSON_AddNumberToObject(sum, "clipped_steps", run_clipped_steps(s));

@@ -125,7 +125,9 @@ double run_median_over_steps(const run_state *s, int what)
     for (int i = skip; i < n; i++) {
         const iter_record *it = &s->iters[s->first + i];
         if (what == STEP_MS) v[m++] = it->ms;
-        else if (it->r.has_busy) {
+        else if (what == STEP_EXPOSED_COMM) {
+            if (it->r.has_comm) v[m++] = it->r.exposed_comm_ms;
+        } else if (it->r.has_busy) {
             engine_bound b;
             step_bound_of(s->eng, &s->ec, it->r.busy_ms, &b);
             v[m++] = what == STEP_ROOFLINE ? b.roofline_ms : b.ms;

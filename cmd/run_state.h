@@ -136,7 +136,7 @@ void run_speculated_steps(const run_state *s, int *ahead, int *redone);
 
 /* What a median over the steps is of: their time, or their bound (engines/step_bound.h: the roofline, or
  * the clipped schedule's; only the steps that report busy times have one). */
-enum { STEP_MS, STEP_ROOFLINE, STEP_SCHEDULE_BOUND };
+enum { STEP_MS, STEP_ROOFLINE, STEP_SCHEDULE_BOUND, STEP_EXPOSED_COMM };
 /* The median of `what` over the measured iterations, the first left out when there are more;
  * 0 when no step has it.  run_median_iteration_ms: of STEP_MS. */
 double run_median_over_steps(const run_state *s, int what);

@@ -269,6 +269,9 @@ typedef struct step_result {
      * handed to collectives during the step (has_comm set). */
     int has_comm;
     double bytes_comm;
+    /* of busy_ms[BUSY_COMM], the time no compute ran beside it: the communication the step's
+     * compute did not hide (has_comm; spans_exposed) */
+    double exposed_comm_ms;
     /* gemini: the checkpoint of this step (has_ckpt): the bytes this rank moved for it (its
      * local copy and what it sent to its peers), the time from the end of the optimizer to
      * the checkpoint being complete, and how much of that the training waited for. */

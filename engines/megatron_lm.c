@@ -154,6 +154,16 @@ static int comm_begin(megatron_state *st, gpt_stream *cs, int *span)
     if (st->hooks.before_collective && (rc = st->hooks.before_collective(st->hooks.ctx, cs))) return rc;
     return span_begin(&st->spans, cs, BUSY_COMM, span);
 }
+/* On N ranks a piece of compute (issued after whatever it waits for) is a busy span of the
+ * compute stream too: the collectives' spans are set against them (spans_exposed: what of the
+ * communication the compute did not hide). */
+static int compute_begin(megatron_state *st, int *span)
+{
+    *span = -1;
+    return st->world > 1 ? span_begin(&st->spans, st->compute, BUSY_COMPUTE, span) : GPT_OK;
+}
+static int compute_end(megatron_state *st, int span) { return span_end(&st->spans, st->compute, span); }
+
 static int comm_end(megatron_state *st, gpt_stream *cs, int span)
 {
     int rc = span_end(&st->spans, cs, span);
@@ -483,7 +493,7 @@ static int megatron_init(const engine_env *env, void **state)
         (rc = coll_open(&st->param_comm, be, env->rank, env->world)) ||
         (rc = coll_watch(st->grad_comm, env->dog, "gradients") ? GPT_ERR_INVALID : GPT_OK) ||
         (rc = coll_watch(st->param_comm, env->dog, "parameters") ? GPT_ERR_INVALID : GPT_OK) ||
-        (rc = spans_init(&st->spans, be, st->M * (3 * L + 2) + 4)))
+        (rc = spans_init(&st->spans, be, st->M * (5 * L + 6) + 8)))
         return rc;
     gpt_event **evs[] = {&st->ev_grad_ready, &st->ev_comm_done, &st->ev_updated,
                          &st->ev_params_ready, &st->ev_egathered, &st->ev_gathered[0],
@@ -697,18 +707,20 @@ static int forward_micro(megatron_state *st)
     gpt_stream *s = st->compute;
     gpt_resident *m = &st->act;
     const int L = sh->layers;
-    int rc;
-    if ((rc = gather_layer(st, 0))) return rc;
+    int rc, span;
+    if ((rc = gather_layer(st, 0)) || (rc = compute_begin(st, &span))) return rc;
     gpt_embed_forward(s, sh, work_params(st, 0), m->tokens, m->layer_inputs);
+    if ((rc = compute_end(st, span))) return rc;
     for (int l = 0; l < L; l++) {
-        if ((rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l))) return rc;
+        if ((rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l)) || (rc = compute_begin(st, &span))) return rc;
         gpt_layer_acts a = layer_acts(st, l);
         gpt_layer_forward(s, sh, work_params(st, 1 + l), layer_input(st, l), layer_input(st, l + 1), &a);
-        if ((rc = done_with_layer(st, l))) return rc;
+        if ((rc = compute_end(st, span)) || (rc = done_with_layer(st, l))) return rc;
     }
+    if ((rc = compute_begin(st, &span))) return rc;
     gpt_head_forward(s, sh, work_params(st, 0), grad_buffer(st, 0), layer_input(st, L), m->targets,
                      &m->head);
-    return GPT_OK;
+    return compute_end(st, span);
 }
 
 /* first_micro: the step's first backward, which overwrites the layers' gradients instead of
@@ -719,9 +731,11 @@ static int backward_micro(megatron_state *st, int first_micro, int last_micro)
     gpt_stream *s = st->compute;
     gpt_resident *m = &st->act;
     const int L = sh->layers;
-    int rc;
+    int rc, span;
+    if ((rc = compute_begin(st, &span))) return rc;
     gpt_head_backward(s, sh, work_params(st, 0), grad_buffer(st, 0), layer_input(st, L), &m->head,
                       m->dres);
+    if ((rc = compute_end(st, span))) return rc;
     for (int l = L - 1; l >= 0; l--) {
         if ((rc = gather_layer(st, l)) || (rc = gather_layer(st, l - 1)) || (rc = use_layer(st, l)))
             return rc;
@@ -733,12 +747,16 @@ static int backward_micro(megatron_state *st, int first_micro, int last_micro)
             if ((rc = gpt_stream_wait_event(s, st->ev_gslot_free[l % 2]))) return rc;
         }
         gpt_layer_acts a = layer_acts_backward(st, l);
+        if ((rc = compute_begin(st, &span))) return rc;
         gpt_layer_backward(s, sh, work_params(st, 1 + l), gbuf, layer_input(st, l), m->dres, &a,
                            &m->scratch, gw);
-        if ((rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro))) return rc;
+        if ((rc = compute_end(st, span)) || (rc = done_with_layer(st, l)) || (rc = reduce_block(st, 1 + l, last_micro)))
+            return rc;
     }
+    if ((rc = compute_begin(st, &span))) return rc;
     gpt_embed_backward(s, sh, st->grads_embed_in, m->dres, m->tokens);
     if (last_micro) gpt_embed_grads_join(s, grad_buffer(st, 0), st->grads_embed_in, st->z.padded_embed);
+    if ((rc = compute_end(st, span))) return rc;
     return reduce_block(st, 0, last_micro);
 }
 
@@ -835,6 +853,8 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
     /* (after the hook: the sums may still be read by what it made compute wait for) */
     if (sums && (rc = gpt_memcpy_d2d(s, sums, st->sums_init, nchunks * sizeof(uint64_t)))) return rc;
     const int t = ++st->adam_step;
+    int adam_span;
+    if ((rc = compute_begin(st, &adam_span))) return rc;
     for (int b = 0; b <= L; b++) {
         const block_geom *g = &st->blocks[b];
         if (st->stage == 0) {
@@ -849,6 +869,7 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
                            st->rank, &cfg->optim, lr, t, scale, sums ? &acc : NULL);
         }
     }
+    if ((rc = compute_end(st, adam_span))) return rc;
     if (sums) {
         gpt_checksum_fold_chunks(s, sums, 3 * n_shard, st->sums_chunk);
         st->sums_done = 1;
@@ -937,6 +958,7 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     if (st->world > 1) {
         for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = 0;
         if ((rc = spans_sum(&st->spans, out->busy_ms, BUSY_KINDS))) return rc;
+        if ((rc = spans_exposed(&st->spans, BUSY_COMM, BUSY_COMPUTE, &out->exposed_comm_ms))) return rc;
         out->has_comm = 1;
         out->bytes_comm = coll_take_bytes(st->grad_comm) + coll_take_bytes(st->param_comm);
     }

@@ -186,6 +186,20 @@ sys.exit(not (p["per_machine"]["ranks"] == 2 and p["per_machine"]["host_bytes"] 
     else
         dp_fail "2-rank log" "$(grep NumWorkers "$DP_WORK"/s3/results/*.txt | head -1)"
     fi
+    # each step's exposed communication: the collectives' busy time that no compute ran beside,
+    # from the two streams' spans (ZeRO-3 waits for a gather before each layer: some is exposed)
+    exposed=$(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); its = d["iterations"]
+e = [(it["collectives_exposed_ms"], it["collectives_busy_ms"]) for it in its]
+ok = len(e) == len(its) > 1 and all(0 <= x <= b + 1e-3 for x, b in e) and any(x > 0 for x, b in e) and \
+     d["summary"]["collectives_exposed_median_ms"] >= 0
+print("ok" if ok else "bad: %s median %s" % (e, d["summary"].get("collectives_exposed_median_ms")))' \
+        "$(ls "$DP_WORK"/s3/results/*.json | head -1)" 2>&1)
+    if [ "$exposed" = ok ]; then
+        dp_pass "2-rank JSON: each step's exposed communication (0 <= exposed <= the collectives' busy time), its median"
+    else
+        dp_fail "exposed communication" "$exposed"
+    fi
 
     # ---- the offload engines on two ranks: l2l's layers and stronghold's streamed ones are
     # reduce-scattered on the GPU, this rank's shard goes home and is updated there, then

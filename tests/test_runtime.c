@@ -34,6 +34,7 @@
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/gpu_clock.h"
 #include "../engines/runtime/predict.h"
+#include "../engines/runtime/spans.h"
 #include "../engines/runtime/timer.h"
 #include "../engines/runtime/watchdog.h" /* (tested at the end; the gate_guard above is this file's own) */
 #include "../kernels/gpt.h"
@@ -1261,6 +1262,46 @@ static void test_predict_settles_on_pairs(void **state)
     assert_true(fabs(out.busy_ms[BUSY_H2D] - (100 + 100 * f)) < 2.0);
 }
 
+/* Exposed communication: kind 1's time (the collectives, here on two streams that overlap
+ * each other) with no kind 0 (compute) beside it. */
+static void test_spans_exposed(void **state)
+{
+    (void)state;
+    /* compute [0, 10) [12, 20); comm [5, 15) and [14, 25) on another stream: comm's union
+     * [5, 25) = 20 ms, of which [10, 12) and [20, 25) had no compute: 7 ms */
+    const double lo[] = {0, 12, 5, 14}, hi[] = {10, 20, 15, 25};
+    const int kind[] = {0, 0, 1, 1};
+    assert_true(fabs(spans_exposed_of(lo, hi, kind, 4, 1, 0) - 7) < 1e-12);
+    /* and the compute with no collectives beside it: [0, 5) = 5 ms */
+    assert_true(fabs(spans_exposed_of(lo, hi, kind, 4, 0, 1) - 5) < 1e-12);
+    /* none of the other kind: all of it; none of its own: nothing */
+    assert_true(fabs(spans_exposed_of(lo, hi, kind, 4, 1, 2) - 20) < 1e-12);
+    assert_true(spans_exposed_of(lo, hi, kind, 4, 3, 0) == 0);
+    /* from real spans on two CPU streams: what was exposed is within what was busy */
+    gpt_backend *be = NULL;
+    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
+    stream_spans sp;
+    assert_int_equal(spans_init(&sp, be, 8), GPT_OK);
+    gpt_stream *a = NULL, *b = NULL;
+    assert_int_equal(be->ops->stream_create(be, &a), GPT_OK);
+    assert_int_equal(be->ops->stream_create(be, &b), GPT_OK);
+    int ia, ib;
+    assert_int_equal(span_begin(&sp, a, 0, &ia), GPT_OK);
+    assert_int_equal(span_end(&sp, a, ia), GPT_OK);
+    assert_int_equal(span_begin(&sp, b, 1, &ib), GPT_OK);
+    assert_int_equal(span_end(&sp, b, ib), GPT_OK);
+    assert_int_equal(gpt_stream_sync(a), GPT_OK);
+    assert_int_equal(gpt_stream_sync(b), GPT_OK);
+    double busy[2] = {0, 0}, exposed = -1;
+    assert_int_equal(spans_sum(&sp, busy, 2), GPT_OK);
+    assert_int_equal(spans_exposed(&sp, 1, 0, &exposed), GPT_OK);
+    assert_true(exposed >= 0 && exposed <= busy[1] + 1e-6);
+    spans_free(&sp);
+    be->ops->stream_destroy(a);
+    be->ops->stream_destroy(b);
+    gpt_cpu_backend_destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1288,6 +1329,7 @@ int main(void)
         cmocka_unit_test(test_predict_contended_corners),
         cmocka_unit_test(test_predict_overlap_from_spans),
         cmocka_unit_test(test_predict_settles_on_pairs),
+        cmocka_unit_test(test_spans_exposed),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

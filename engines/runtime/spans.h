@@ -30,5 +30,12 @@ int span_begin(stream_spans *sp, gpt_stream *s, int kind, int *id);
 int span_end(stream_spans *sp, gpt_stream *s, int id);
 /* busy_ms[k] += total ms of the spans of kind k (all recorded events must be complete). */
 int spans_sum(stream_spans *sp, double *busy_ms, int nkinds);
+/* *ms = the time spans of kind `a` were busy while no span of kind `b` was (e.g. the
+ * collectives exposed beside the compute: what of them the compute did not hide), from the
+ * recorded spans' places in time (all events complete). */
+int spans_exposed(stream_spans *sp, int a, int b, double *ms);
+/* The same from spans given as [lo, hi) times (ms) and kinds, n of them: what spans_exposed
+ * computes once it has their places. */
+double spans_exposed_of(const double *lo, const double *hi, const int *kind, int n, int a, int b);
 
 #endif
