@@ -114,11 +114,12 @@ static const void *layer_params(const compute_ctx *c, int k)
 {
     return (const char *)c->lp + (size_t)k * gpt_act_bytes(c->PL, gpt_stream_dtype(c->s));
 }
+/* (a layer whole, or c->tp's share of it: the _tp ops run the whole layer for one rank) */
 static void run_layer_fwd(void *p)
 {
     compute_ctx *c = p;
     for (int k = 0; k < LAYER_COPIES; k++)
-        gpt_layer_forward(c->s, c->sh, layer_params(c, k), c->x_in, c->x_out, &c->acts);
+        gpt_layer_forward_tp(c->s, c->sh, c->tp, layer_params(c, k), c->x_in, c->x_out, &c->acts, &c->scratch);
 }
 /* A layer's backward with recompute, and what a step does per layer besides: its gradients
  * zeroed and their squared norm taken. */
@@ -129,8 +130,8 @@ void calibrate_run_layer_bwd(void *p)
         float *g = c->lg + (size_t)k * c->PL;
         gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
         /* (c->acts carved whole: their backward recomputes in full) */
-        gpt_layer_backward(c->s, c->sh, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch,
-                           GPT_GRAD_ACCUMULATE);
+        gpt_layer_backward_tp(c->s, c->sh, c->tp, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch,
+                              GPT_GRAD_ACCUMULATE);
         gpt_norm_squared(c->s, c->norm_out, g, c->PL);
     }
 }
@@ -229,29 +230,6 @@ static int tp_no_scatter(void *ctx, gpt_stream *s, void *out, const void *in, si
     (void)ctx, (void)s, (void)out, (void)in, (void)n;
     return 0;
 }
-typedef struct tp_ctx {
-    compute_ctx *c;
-    gpt_tp tp;
-} tp_ctx;
-static void run_layer_fwd_tp(void *p)
-{
-    tp_ctx *t = p;
-    compute_ctx *c = t->c;
-    for (int k = 0; k < LAYER_COPIES; k++)
-        gpt_layer_forward_tp(c->s, c->sh, &t->tp, layer_params(c, k), c->x_in, c->x_out, &c->acts, &c->scratch);
-}
-static void run_layer_bwd_tp(void *p)
-{
-    tp_ctx *t = p;
-    compute_ctx *c = t->c;
-    for (int k = 0; k < LAYER_COPIES; k++) {
-        float *g = c->lg + (size_t)k * c->PL;
-        gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
-        gpt_layer_backward_tp(c->s, c->sh, &t->tp, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch,
-                              GPT_GRAD_ACCUMULATE);
-        gpt_norm_squared(c->s, c->norm_out, g, c->PL);
-    }
-}
 
 /* The tensor-parallel splits --search may try (T of 2, 4, 8 dividing the heads and the padded
  * vocabulary): each one's layer forward and backward (with recompute, as layer_*_ms) into
@@ -270,10 +248,11 @@ static int measure_tp_layers(const run_config *run_cfg, gpt_backend *be, cJSON *
         compute_bufs b;
         int bad = 0;
         if (calibrate_compute_ctx_open(at, be, &b) == 0) {
-            tp_ctx t = {&b.c, {.rank = 0, .world = T, .sequence = 0, .all_reduce = tp_no_reduce,
-                               .all_gather = tp_no_gather, .reduce_scatter = tp_no_scatter, .ctx = NULL}};
-            const double f = calibrate_time_ms(b.c.s, run_layer_fwd_tp, &t, &bad) / LAYER_COPIES;
-            const double w = calibrate_time_ms(b.c.s, run_layer_bwd_tp, &t, &bad) / LAYER_COPIES;
+            const gpt_tp split = {.rank = 0, .world = T, .sequence = 0, .all_reduce = tp_no_reduce,
+                                  .all_gather = tp_no_gather, .reduce_scatter = tp_no_scatter, .ctx = NULL};
+            b.c.tp = &split;
+            const double f = calibrate_time_ms(b.c.s, run_layer_fwd, &b.c, &bad) / LAYER_COPIES;
+            const double w = calibrate_time_ms(b.c.s, calibrate_run_layer_bwd, &b.c, &bad) / LAYER_COPIES;
             if (!bad) {
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddNumberToObject(e, "t", T);

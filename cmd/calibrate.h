@@ -46,6 +46,7 @@ typedef struct compute_ctx {
     gpt_head_acts head;
     size_t PL;
     gpt_optim optim;
+    const gpt_tp *tp; /* the layer split the layer pieces run (NULL: the whole layer) */
 } compute_ctx;
 enum { COMPUTE_BUFS = 16 };
 typedef struct compute_bufs {
