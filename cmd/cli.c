@@ -6,6 +6,7 @@
 #include "../engines/runtime/watchdog.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -58,7 +59,7 @@ struct opt_spec {
     int of_engines;           /* 1: an option of the engines (own or shared) */
 };
 
-static opt_setter set_method, set_device, set_no_ckpt, set_fail_ranks, set_hang_timeout, set_verify;
+static opt_setter set_method, set_device, set_no_ckpt, set_fail_ranks, set_hang_timeout, set_verify, set_relaunch_of;
 
 /* The largest value an integer option takes.  The model's dimensions are bounded far above any
  * model (2^20 layers, a hidden size of 2^20, ...) so that no int arithmetic on them (layers + 1
@@ -184,7 +185,8 @@ static const char *spec_broken(const opt_spec *sp)
     if ((d->set == SET_NUM || sp->special == set_hang_timeout) && d->size != sizeof(double))
         return "a number setter on a field that is no double";
     if ((d->set == SET_BYTES && d->size != sizeof(size_t)) ||
-        (sp->special == set_fail_ranks && d->size != sizeof(unsigned long long)))
+        (sp->special == set_fail_ranks && d->size != sizeof(unsigned long long)) ||
+        (sp->special == set_relaunch_of && d->size != sizeof(relaunch_account)))
         return "a setter on a field of another type";
     if ((d->set == SET_PATH || d->set == SET_TEXT || sp->special == set_method) && !d->text)
         return "a text setter on a field that is no string";
@@ -619,6 +621,40 @@ static int set_fail_ranks(run_config *run_cfg, const opt_spec *sp, const opt_val
     }
     memcpy(field_of(run_cfg, sp), &mask, sizeof mask);
     snprintf(run_cfg->fail_ranks_text, sizeof run_cfg->fail_ranks_text, "%.63s", v->text);
+    return 0;
+}
+
+/* --relaunch-of "RAN_S FAILED_S FAILED_AT NOTE" (launch.c's relaunch_account_of writes it): two
+ * non-negative numbers, an iteration (0: none), then the note, one line. */
+static int set_relaunch_of(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    relaunch_account a = {.given = 1};
+    const char *q = v->text;
+    char *end = NULL;
+    errno = 0;
+    /* (each field starts with a digit: strtod and strtol would skip a second space, or take a sign) */
+    a.ran_s = isdigit((unsigned char)*q) ? strtod(q, &end) : -1;
+    int bad = end == q || *end != ' ' || errno || !(a.ran_s >= 0 && a.ran_s < 1e9);
+    if (!bad) {
+        q = end + 1;
+        a.failed_s = isdigit((unsigned char)*q) ? strtod(q, &end) : -1;
+        bad = end == q || *end != ' ' || errno || !(a.failed_s >= 0 && a.failed_s < 1e11);
+    }
+    if (!bad) {
+        q = end + 1;
+        const long at = isdigit((unsigned char)*q) ? strtol(q, &end, 10) : -1;
+        bad = end == q || *end != ' ' || errno || at < 0 || at > MAX_ITERS;
+        a.failed_at = (int)at;
+    }
+    if (!bad) {
+        q = end + 1;
+        bad = !*q || strlen(q) >= sizeof a.note || strpbrk(q, "\n\r") != NULL;
+    }
+    if (bad)
+        return cli_fail(err, errlen, "%s: '%.200s' is not a relaunch's account ('RAN_S FAILED_S FAILED_AT NOTE', "
+                        "which --ranks writes: not for typing by hand)", v->opt, v->text);
+    snprintf(a.note, sizeof a.note, "%s", q);
+    memcpy(field_of(run_cfg, sp), &a, sizeof a);
     return 0;
 }
 

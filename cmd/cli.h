@@ -34,6 +34,17 @@ enum { CLI_OPTIONS_MAX = 128 };
  * The largest of ours (a machine file of many shapes) is tens of KiB. */
 enum { CLI_JSON_MAX_BYTES = 1 << 20 };
 
+/* How the job a relaunch recovers from ended (--relaunch-of "RAN_S FAILED_S FAILED_AT NOTE"):
+ * the --ranks supervisor (launch.c) passes it on the relaunched ranks' command line, and the
+ * recovered job's log and JSON "recovery" record it (run.c, run_json.c).  given 0: none. */
+typedef struct relaunch_account {
+    int given;
+    double ran_s;    /* seconds the job before ran (recovery.previous_job_seconds) */
+    double failed_s; /* when it failed, CLOCK_REALTIME seconds: where recovery.time_lost_s counts from */
+    int failed_at;   /* the iteration an injected fault (--fail-at) struck; 0: a real crash names none */
+    char note[1024]; /* one line: the job before, its time, how it ended, the relaunch */
+} relaunch_account;
+
 typedef struct run_config {
     char method[64];       /* an engine name, an alias, or "all" */
     engine_config eng;
@@ -77,6 +88,7 @@ typedef struct run_config {
     char search_out[PATH_MAX]; /* --out FILE: the winner as a config ("" none) */
     int search_verify;         /* --verify K: train the top K and K random ones (0: none) */
     char rerun_path[PATH_MAX]; /* --rerun FILE.json: run what that record says (cmd/rerun.h) */
+    relaunch_account relaunch; /* --relaunch-of: set by the --ranks supervisor on a relaunch */
     /* How the run was made (its settings; provenance.h), for its log and JSON: set by main
      * before a run trains; NULL elsewhere */
     const struct run_provenance *provenance;

@@ -914,24 +914,25 @@ static int launch_job(int argc, char **argv, const run_config *run_cfg, char *wh
  * first launch and its relaunches add, and what a lost machine takes with it; this supervisor
  * relaunches the job while the engine finds something to recover from.
  *
- * The supervisor tells a relaunched job's ranks about the failure through their environment
- * (driver-internal: set for the relaunch only, never by hand; cmd/run.c and run_json.c read
- * them and the recovered job's log and JSON "recovery" say what they held):
- *   AEBENCH_RECOVERY            one line: the job before, its time, how it ended, the relaunch
- *                               (the log's note; JSON recovery.previous_job)
- *   AEBENCH_RECOVERY_LOST_S     seconds the job before ran (recovery.previous_job_seconds)
- *   AEBENCH_RECOVERY_FAILED_S   when it failed, CLOCK_REALTIME seconds (a rank's note, else when
- *                               the supervisor saw it end): where recovery.time_lost_s counts from
- *   AEBENCH_RECOVERY_FAILED_AT  the iteration an injected fault (--fail-at) struck, when one did
- *                               (recovery.failed_at_iteration, iterations_redone, back_at_iteration) */
+ * The supervisor tells a relaunched job's ranks how the job before ended on their command line,
+ * --relaunch-of "RAN_S FAILED_S FAILED_AT NOTE" (cli.h's relaunch_account; cmd/run.c and
+ * run_json.c put it in the recovered job's log and JSON "recovery"): the seconds the job before
+ * ran (recovery.previous_job_seconds), when it failed in CLOCK_REALTIME seconds (a rank's note,
+ * else when the supervisor saw it end: where recovery.time_lost_s counts from), the iteration an
+ * injected fault (--fail-at) struck or 0 (recovery.failed_at_iteration, iterations_redone,
+ * back_at_iteration), and one line: the job before, its time, how it ended, the relaunch
+ * (the log's note; recovery.previous_job).  An argument, not the environment: it reaches the
+ * ranks on other machines as the rest of the command line does, and nothing a shell left set
+ * can put a failure into a record. */
 
 /* What a relaunch does not pass on of its own accord: the injected fault (it happened). */
-static const char *const FAULT_OPTIONS[] = {"fail-at", "fail-rank", "fail-kind", "fail-phase"};
+static const char *const FAULT_OPTIONS[] = {"fail-at", "fail-rank", "fail-kind", "fail-phase", "relaunch-of"};
 enum { NFAULT_OPTIONS = sizeof FAULT_OPTIONS / sizeof FAULT_OPTIONS[0], NOT_PASSED_MAX = NFAULT_OPTIONS + 8 };
 
 /* The arguments of a relaunch: args without the fault's options and those the engine says, then
- * its relaunch argument, into *again (NULL-terminated, strv.h).  0, or -1 out of memory. */
-static int relaunch_args(char **args, int n, const engine_recovery *plan, char ***again, int *m)
+ * its relaunch argument and --relaunch-of account, into *again (NULL-terminated, strv.h).  0, or
+ * -1 out of memory. */
+static int relaunch_args(char **args, int n, const engine_recovery *plan, const char *account, char ***again, int *m)
 {
     const char *names[NOT_PASSED_MAX + 1];
     int k = 0;
@@ -945,33 +946,30 @@ static int relaunch_args(char **args, int n, const engine_recovery *plan, char *
     int bad = strv_push(again, m, args[0]) || cli_args_without(args + 1, n - 1, names, &kept, &nk) != 0;
     for (int i = 0; i < nk && !bad; i++) bad = strv_push(again, m, kept[i]);
     strv_free(&kept, &nk);
-    return bad || (plan->relaunch_arg && strv_push(again, m, plan->relaunch_arg)) ? -1 : 0;
+    bad = bad || (plan->relaunch_arg && strv_push(again, m, plan->relaunch_arg));
+    return bad || strv_push(again, m, "--relaunch-of") || strv_push(again, m, account) ? -1 : 0;
 }
 
-/* What the recovered job's log and JSON say of the failure (run.c, run_json.c; see the top of
- * this part): the job ran since `since` (now becomes the next job's start), and ended as `why`
- * says. */
-static void tell_relaunch(const engine_recovery *plan, const char *why, int relaunch, int lost, double failed_at_s,
-                          int fail_at, struct timespec *since)
+/* What the recovered job's log and JSON say of the failure (--relaunch-of's account, into
+ * account; see the top of this part): the job ran since `since` (now becomes the next job's
+ * start), and ended as `why` says. */
+static void relaunch_account_of(const engine_recovery *plan, const char *why, int relaunch, int lost, double failed_at_s,
+                                int fail_at, struct timespec *since, char *account, size_t len)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     const double ran = (double)(now.tv_sec - since->tv_sec) + 1e-9 * (double)(now.tv_nsec - since->tv_nsec);
-    char note[1024];
-    snprintf(note, sizeof note, "job %s ran %.1f s, then %.700s; relaunch %d%s", plan->job, ran, why, relaunch,
-             lost && plan->lost_noted ? plan->lost_noted : "");
-    setenv("AEBENCH_RECOVERY", note, 1);
-    char num[32];
-    snprintf(num, sizeof num, "%.3f", ran);
-    setenv("AEBENCH_RECOVERY_LOST_S", num, 1);
+    /* (the note is one line: a newline in what the ranks said would end the account early) */
+    char said[704];
+    snprintf(said, sizeof said, "%.700s", why);
+    for (char *c = said; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
     /* when the failure happened (a rank's note), else when we saw the job end: the recovered
-     * job counts the time lost from there */
-    snprintf(num, sizeof num, "%.6f", failed_at_s > 0 ? failed_at_s : epoch_s());
-    setenv("AEBENCH_RECOVERY_FAILED_S", num, 1);
-    if (fail_at > 0) { /* (an injected fault says where; a real crash does not) */
-        snprintf(num, sizeof num, "%d", fail_at);
-        setenv("AEBENCH_RECOVERY_FAILED_AT", num, 1);
-    }
+     * job counts the time lost from there; the iteration only where an injected fault says it
+     * (a real crash does not) */
+    snprintf(account, len, "%.3f %.6f %d job %s ran %.1f s, then %s; relaunch %d%s", ran,
+             failed_at_s > 0 ? failed_at_s : epoch_s(), fail_at > 0 ? fail_at : 0, plan->job, ran, said, relaunch,
+             lost && plan->lost_noted ? plan->lost_noted : "");
     *since = now;
 }
 
@@ -1036,21 +1034,18 @@ int launch_ranks(int argc, char **argv, const run_config *run_cfg)
         }
         fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from %s%s\n", run_cfg->ranks,
                 plan.job, relaunch, plan.relaunches, said, lost && plan.lost_said ? plan.lost_said : "");
-        if (relaunch_args(args, n, &plan, &again, &m) != 0) {
+        char account[1200];
+        relaunch_account_of(&plan, why, relaunch, lost != 0, failed_at_s, run_cfg->fail_at, &t0, account, sizeof account);
+        if (relaunch_args(args, n, &plan, account, &again, &m) != 0) {
             fprintf(stderr, "aebench: --ranks: out of memory\n");
             break;
         }
-        tell_relaunch(&plan, why, relaunch, lost != 0, failed_at_s, run_cfg->fail_at, &t0);
         const int lost_code = code;
         code = launch_job(m, again, run_cfg, why, sizeof why, &interrupted, &failed_at_s, &init_refused);
         /* (a relaunch its ranks refuse, e.g. a copy the headers called complete but whose data
          * no longer matches its checksums, ends the job for the reason it was relaunched) */
         if (init_refused) code = lost_code;
     }
-    unsetenv("AEBENCH_RECOVERY");
-    unsetenv("AEBENCH_RECOVERY_LOST_S");
-    unsetenv("AEBENCH_RECOVERY_FAILED_AT");
-    unsetenv("AEBENCH_RECOVERY_FAILED_S");
     strv_free(&again, &m);
     strv_free(&args, &n);
     plan.close(plan.state, 1);

@@ -195,6 +195,9 @@
     X(HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", SPECIAL(hang_timeout_s, set_hang_timeout), \
       "auto", "driver", AGREE(38), CFG | KID, \
       "every rank ends the job (exit 4) after S seconds (1 or more) without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); the --ranks supervisor ends a job none of whose ranks gets past MPI's start-up in S (auto: 120 s); 0: never (default auto)") \
+    X(RELAUNCH_OF, "relaunch-of", 0, ARG_TEXT, "ACCOUNT", SPECIAL(relaunch, set_relaunch_of), \
+      NULL, "driver", LOCAL, 0, \
+      "set by --ranks on a relaunch, not by hand: how the job before ended, 'RAN_S FAILED_S FAILED_AT NOTE' (seconds it ran, when it failed in epoch seconds, the iteration a --fail-at struck or 0, a line); a recovered job's log and JSON record it") \
     X(LIST_ENGINES, "list-engines", 0, ARG_NONE, NULL, NO_FIELD, \
       NULL, "driver", LOCAL, KID, \
       "print the names of the engines -m takes, one a line, and exit") \

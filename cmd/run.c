@@ -31,7 +31,7 @@ static void engine_said(void *ctx, const char *line)
     run_record_lock(s);
     run_logline(s, "%s", line);
     if (s->nnotes < (int)(sizeof s->notes / sizeof s->notes[0]))
-        snprintf(s->notes[s->nnotes++], sizeof s->notes[0], "%s", line);
+        snprintf(s->notes[s->nnotes++], sizeof s->notes[0], "%.*s", (int)sizeof s->notes[0] - 1, line); /* (a longer line: cut) */
     run_record_unlock(s);
     if (s->rank == 0) {
         printf("  %s\n", line);
@@ -452,14 +452,13 @@ static void resume_after(run_state *s, void *state)
     } else if (resumed > 0) {
         s->first = s->done = resumed;
         run_logline(s, "resumed: iterations 1-%d were trained by the job this one recovers", s->first);
-        /* the supervisor's account of the failure (--ranks relaunches set it) */
-        const char *why = getenv("AEBENCH_RECOVERY");
-        if (why && *why) engine_said(s, why);
-        const char *failed_s = getenv("AEBENCH_RECOVERY_FAILED_S"), *at = getenv("AEBENCH_RECOVERY_FAILED_AT");
-        s->failed_s = failed_s && *failed_s ? atof(failed_s) : 0;
+        /* the supervisor's account of the failure (--relaunch-of: --ranks passes it on) */
+        const relaunch_account *a = &run_cfg->relaunch;
+        if (a->given) engine_said(s, a->note);
+        s->failed_s = a->given ? a->failed_s : 0;
         /* back where the failed job was: the end of the iteration before the failed one (a
          * crash that names no iteration: where this job resumes) */
-        s->back_iteration = at && *at && atoi(at) - 1 > s->first ? atoi(at) - 1 : s->first;
+        s->back_iteration = a->given && a->failed_at - 1 > s->first ? a->failed_at - 1 : s->first;
         if (s->back_iteration > run_cfg->iters) s->back_iteration = run_cfg->iters;
         if (s->back_iteration <= s->first) run_recovery_back(s);
     }

@@ -162,15 +162,15 @@ static void json_setup(cJSON *root, const run_state *s)
         cJSON_AddStringToObject(rec, "from", s->resume.from_disk ? "persistent checkpoint" : "memory");
         cJSON_AddNumberToObject(rec, "ms", s->resume.ms);
         cJSON_AddNumberToObject(rec, "fetched_bytes", s->resume.fetched_bytes);
-        const char *why = getenv("AEBENCH_RECOVERY");
-        if (why && *why) cJSON_AddStringToObject(rec, "previous_job", why);
-        const char *at = getenv("AEBENCH_RECOVERY_FAILED_AT");
-        if (at && *at) {
-            cJSON_AddNumberToObject(rec, "failed_at_iteration", atoi(at));
-            cJSON_AddNumberToObject(rec, "iterations_redone", atoi(at) - 1 - s->resume.iteration);
+        const relaunch_account *a = &s->run_cfg->relaunch; /* (--relaunch-of, from --ranks) */
+        if (a->given) {
+            cJSON_AddStringToObject(rec, "previous_job", a->note);
+            cJSON_AddNumberToObject(rec, "previous_job_seconds", a->ran_s);
         }
-        const char *lost = getenv("AEBENCH_RECOVERY_LOST_S");
-        if (lost && *lost) cJSON_AddNumberToObject(rec, "previous_job_seconds", atof(lost));
+        if (a->given && a->failed_at > 0) {
+            cJSON_AddNumberToObject(rec, "failed_at_iteration", a->failed_at);
+            cJSON_AddNumberToObject(rec, "iterations_redone", a->failed_at - 1 - s->resume.iteration);
+        }
         if (s->failed_s > 0 && s->back_s > 0) {
             /* from the failure to being back where the failed job was (the part of the failed
              * iteration done before the failure is not counted) */

@@ -233,13 +233,18 @@ GRAMMAR = {
     "help": (None, []),
     "version": (None, []),
     "rerun": (None, ["", "missing.json"]),  # (a record's rerun: tests/test_rerun.sh)
+    # (the --ranks supervisor's account for a relaunch; a run that restores nothing records none)
+    "relaunch-of": (lambda c: "%.3f %.6f %d job j ran 1 s, then rank 1 died; relaunch 1" % (
+        edge_num(c.rnd, 0.0, 1000.0), 1.7e9, edge_int(c.rnd, 0, 100)),
+                    ["", "x", "1 2", "1 2 3", "1 2 3 ", "-1 2 3 n", "1 -2 3 n", "1 2 -3 n", "nan 2 0 n", "1  2 0 n",
+                     "1 2 0 a\nb", "1e9 2 0 n"]),
 }
 # options whose valid values only make sense in a real or a --ranks run, or that sweep: not
 # given to a dry run (a dry run carries --profile; --resume and -m all sweep)
 SHORT = {"-m": "method", "-l": "layers", "-h": "hidden", "-b": "batch", "-w": "window"}
 # options a run-list or plain config may not hold (typed by hand)
 NOT_IN_CONFIG = {"config", "help", "version", "list-engines", "resume", "calibrate", "predict", "search", "largest",
-                 "min-samples-per-s", "top", "out", "verify", "rerun"}
+                 "min-samples-per-s", "top", "out", "verify", "rerun", "relaunch-of"}
 
 
 class Expect:
