@@ -235,7 +235,7 @@ GRAMMAR = {
     "rerun": (None, ["", "missing.json"]),  # (a record's rerun: tests/test_rerun.sh)
     # (the --ranks supervisor's account for a relaunch; a run that restores nothing records none)
     "relaunch-of": (lambda c: "%.3f %.6f %d job j ran 1 s, then rank 1 died; relaunch 1" % (
-        edge_num(c.rnd, 0.0, 1000.0), 1.7e9, edge_int(c.rnd, 0, 100)),
+        c.rnd.uniform(0.0, 1000.0), c.rnd.uniform(0.0, 2e9), c.rnd.randint(0, 100)),
                     ["", "x", "1 2", "1 2 3", "1 2 3 ", "-1 2 3 n", "1 -2 3 n", "1 2 -3 n", "nan 2 0 n", "1  2 0 n",
                      "1 2 0 a\nb", "1e9 2 0 n"]),
 }
