@@ -11,7 +11,11 @@
 #     micro-batches), and stronghold / zero-infinity on one GPU: samples/s, TFLOP/s, peak
 #     against plan (table.md);
 #  3. a model one H200 cannot hold but two can: l48 h4096 heads 32 (9.7 B parameters) bf16 b2,
-#     --tp 2 --sequence-parallel and --pp 2 against stronghold on one GPU.
+#     --tp 2 --sequence-parallel and --pp 2 against stronghold on one GPU;
+#  4. the anchor: Megatron-Core 0.19.0's GPT (bench/mcore_gpu.py, megatron/core carried in
+#     .deps/mcore: `git archive core_v0.19.0 megatron/core` of NVIDIA/Megatron-LM) at each of
+#     the layouts of 2, beside them in the same call, and aebench/Megatron-Core per layout.
+# On a one-GPU machine only the one-GPU rows and anchors run (the script's check there).
 # Usage on the device machine, .deps carried: dest=DIR bash bench/tp_gpu.sh
 set -uo pipefail
 dest=${dest:-${OUT:-bench/results/latest}}
@@ -34,6 +38,19 @@ print(f"| {sys.argv[4]} vs {sys.argv[3]} | losses within {dl:.2e} | grad norms w
 PY
 }
 
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+# anchor TAG NP ARGS...: Megatron-Core's GPT at that layout, under torchrun (bench/mcore_gpu.py);
+# its JSON line in $out/anchor_TAG.json
+anchor() {
+    local tag=$1 np=$2
+    shift 2
+    PYTHONPATH=$PWD/.deps/mcore${PYTHONPATH:+:$PYTHONPATH} timeout 900 python3 -m torch.distributed.run --standalone \
+        --nproc_per_node "$np" bench/mcore_gpu.py --tag "$tag" "$@" >"$out/anchor_$tag.txt" 2>&1
+    grep '^{"anchor"' "$out/anchor_$tag.txt" | tail -n 1 | tee "$out/anchor_$tag.json"
+    [ -s "$out/anchor_$tag.json" ] || tail -n 15 "$out/anchor_$tag.txt"
+}
+
+if [ "$gpus" -ge 2 ]; then
 small=(-m megatron-lm -l 8 -h 1024 --heads 16 --seq 512 -b 2 --global-batch 16 --iters 8 --log-interval 4)
 run one_fp32 1 "${small[@]}" --math fp32
 run tp2_fp32 2 "${small[@]}" --math fp32 --tp 2
@@ -46,22 +63,52 @@ near one_bf16 tp2_bf16
 run ddp2_bf16 2 "${small[@]}" --dtype bf16
 run ddp2_bf16r 2 "${small[@]}" --dtype bf16 --grad-reduce-dtype bf16
 near ddp2_bf16 ddp2_bf16r
+fi
 
 big=(-l 32 -h 2048 --heads 16 --seq 1024 -b 4 --global-batch 32 --dtype bf16 --iters 16 --log-interval 8)
 run big_one 1 -m megatron-lm "${big[@]}"
-run big_ddp2 2 -m megatron-lm "${big[@]}"
-run big_ddp2_bf16r 2 -m megatron-lm "${big[@]}" --grad-reduce-dtype bf16
-run big_zero3 2 -m megatron-lm "${big[@]}" --zero-stage 3
-run big_tp2 2 -m megatron-lm "${big[@]}" --tp 2
-run big_tp2sp 2 -m megatron-lm "${big[@]}" --tp 2 --sequence-parallel
-run big_pp2 2 -m megatron-lm "${big[@]}" --pp 2
 run big_stronghold 1 -m stronghold "${big[@]}" -w auto
 run big_zinf 1 -m zero-infinity "${big[@]}"
-huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
-run huge_tp2sp 2 -m megatron-lm "${huge[@]}" --tp 2 --sequence-parallel
-run huge_pp2 2 -m megatron-lm "${huge[@]}" --pp 2
-run huge_stronghold 1 -m stronghold "${huge[@]}" -w auto
+mc=(-l 32 -H 2048 --heads 16 --seq 1024 -b 4 --global-batch 32 --recompute full --iters 8 --warmup 3)
+anchor big_one 1 "${mc[@]}"
+if [ "$gpus" -ge 2 ]; then
+    run big_ddp2 2 -m megatron-lm "${big[@]}"
+    run big_ddp2_bf16r 2 -m megatron-lm "${big[@]}" --grad-reduce-dtype bf16
+    run big_zero3 2 -m megatron-lm "${big[@]}" --zero-stage 3
+    run big_tp2 2 -m megatron-lm "${big[@]}" --tp 2
+    run big_tp2sp 2 -m megatron-lm "${big[@]}" --tp 2 --sequence-parallel
+    run big_pp2 2 -m megatron-lm "${big[@]}" --pp 2
+    anchor big_ddp2 2 "${mc[@]}"
+    anchor big_tp2 2 "${mc[@]}" --tp 2
+    anchor big_tp2sp 2 "${mc[@]}" --tp 2 --sequence-parallel
+    anchor big_pp2 2 "${mc[@]}" --pp 2
+    huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
+    run huge_tp2sp 2 -m megatron-lm "${huge[@]}" --tp 2 --sequence-parallel
+    run huge_pp2 2 -m megatron-lm "${huge[@]}" --pp 2
+    run huge_stronghold 1 -m stronghold "${huge[@]}" -w auto
+    mh=(-l 48 -H 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --recompute full --iters 4 --warmup 2)
+    anchor huge_tp2sp 2 "${mh[@]}" --tp 2 --sequence-parallel
+    anchor huge_pp2 2 "${mh[@]}" --pp 2
+fi
 for t in big_one big_ddp2 big_ddp2_bf16r big_zero3 big_tp2 big_tp2sp big_pp2 big_stronghold big_zinf huge_tp2sp \
     huge_pp2 huge_stronghold; do
+    [ -e "$out/$t.txt" ] || continue
     echo "| $t | $(grep -E '^  done:|OUT OF|^ERROR' "$out/$t.txt" | head -n 1) |" | tee -a "$out/table.md"
 done
+# aebench against the anchor, layout by layout: both steady medians per global batch
+python3 - "$out" <<'PY' | tee -a "$out/table.md"
+import glob, json, os, statistics, sys
+out = sys.argv[1]
+print("\n| layout | aebench ms/step | Megatron-Core ms/step | aebench / Megatron-Core speed |\n|---|---|---|---|")
+for f in sorted(glob.glob(os.path.join(out, "anchor_*.json"))):
+    tag = os.path.basename(f)[len("anchor_"):-len(".json")]
+    try:
+        mc = json.load(open(f))
+        j = json.load(open(sorted(glob.glob(os.path.join(out, "res_" + tag, "*.json")))[-1]))
+    except (ValueError, IndexError, OSError) as e:
+        print(f"| {tag} | ? | ? | missing: {e} |")
+        continue
+    its = [i["ms"] for i in j["iterations"]][3:] or [i["ms"] for i in j["iterations"]]
+    ms = j.get("summary", {}).get("steady_median_ms") or statistics.median(its)
+    print(f"| {tag} | {ms:.1f} | {mc['median_ms']:.1f} | {mc['median_ms'] / ms:.3f}x |")
+PY
