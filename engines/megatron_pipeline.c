@@ -9,7 +9,8 @@
  * copies side by side, data parallel (DDP: each rank keeps its blocks, its share of them with
  * T > 1, whole, their gradients all-reduced over the D ranks of the same stage and tensor rank;
  * or --zero-stage 1: Adam's state sharded over those D ranks, the params gathered after the
- * update).  With T > 1 every block below is the rank's share (model_tp.c says which part of
+ * update; with one stage also --zero-stage 2, the gradients sharded too, and 3, the params
+ * too, gathered for each use).  With T > 1 every block below is the rank's share (model_tp.c says which part of
  * each tensor), and a group of the T ranks (tp-comm) carries the layers' collectives, ordered on
  * the compute stream by events (tp_collective).
  * Stage s holds layers [l0, l1) = [s L / P, (s + 1) L / P); the first stage also the
@@ -18,9 +19,12 @@
  *
  * Where things live, per rank (fp32; --dtype bf16: the activations and a working copy of the
  * weights bf16, with fp32 master weights, gradients and Adam state):
- *   GPU   its blocks' params, grads (each block padded to D shards with ZeRO-1), Adam m and v
- *         (block 0 first where it has it, then its layers; with ZeRO-1 its shards only), the
- *         bf16 working copy; per in-flight micro-batch (S = min(P - s, M) slots) the stage's
+ *   GPU   its blocks' params, grads (each block padded to D shards with ZeRO), Adam m and v
+ *         (block 0 first where it has it, then its layers; with ZeRO its shards only), the
+ *         bf16 working copy; ZeRO-2/3: the layers' gradients as shards (Adam's layout), two
+ *         layer gradient slots the backward writes, block 0's gradient whole, a landing shard
+ *         with M > 1; ZeRO-3: the params and the bf16 copy as shards too, and the gathered
+ *         working weights: block 0's slot and two layer slots; per in-flight micro-batch (S = min(P - s, M) slots) the stage's
  *         checkpointed layer inputs x[l0..l1] and the activations --recompute keeps of its
  *         layers, and the ids; one working set, the backward scratch (with
  *         --sequence-parallel also a whole (N, C) buffer for the row-parallel products and the
@@ -47,14 +51,21 @@
  *             (the embedding's, the head's) and each adds them, head's + embedding's, the
  *             sum one rank makes (model.h's tied embedding)
  *   dp-comm   (D > 1) each of its blocks' gradients all-reduced over the stage's D ranks, and
- *             its (block, shard) norms taken behind it (runtime/dp.h), as megatron-lm's DDP:
- *             a layer's as soon as B(M-1)'s backward of it is done (its gradient is final),
+ *             this rank's (block, shard) norms taken behind it (runtime/dp.h), as megatron-lm's
+ *             DDP: a layer's as soon as B(M-1)'s backward of it is done (its gradient is final),
  *             beside the backward of the layers below (--sequence-parallel: its LayerNorms'
  *             gradients summed over the tensor-parallel ranks first, on tp-comm); block 0's
- *             after the tie's join
+ *             after the tie's join.  ZeRO-2/3: every Bk's gradient of a layer reduce-scattered
+ *             from its slot into the shard (added after B0's), the slot then free for the
+ *             layer two below; block 0's once, after the join
+ *   param-comm (ZeRO-3) block 0's working weights all-gathered into its slot at the start of
+ *             the step (after the update); each layer's into slot l % 2 before its forward and
+ *             its backward, one layer ahead (once the slot's last user is done; a layer still
+ *             in its slot is used again)
  *   tie-comm  the block norms and the loss gathered on the host: every rank combines the same
  *             table, in the model's block order, so the global norm is D ranks' DDP's to the bit
- *   compute   clip, lr, AdamW of its blocks (ZeRO-1: its shards; dp-comm then gathers them).
+ *   compute   clip, lr, AdamW of its blocks (ZeRO: its shards; at 1 and 2 dp-comm then
+ *             gathers them).
  *   tp-comm   (T > 1) inside the compute steps above: per layer two all-reduces in the
  *             forward and two in the backward (--sequence-parallel: all-gathers before the
  *             column-parallel matmuls, reduce-scatters after the row-parallel ones), the
@@ -62,7 +73,9 @@
  *             waits on each (the next op needs it); with --sequence-parallel the LayerNorms'
  *             gradients summed once, before dp-comm.
  * So --pp P with M micro-batches gives the losses and parameters of one rank with the same M
- * (--global-batch M x B), bit for bit: the same ops on the same values in the same order.
+ * (--global-batch M x B), bit for bit: the same ops on the same values in the same order; and
+ * ZeRO 1-3 over the copies those of their DDP (2 and 3: with M = 1; with more micro-batches
+ * their reductions are per micro-batch, another order).
  */
 #include "megatron_pipeline.h"
 
@@ -85,17 +98,24 @@ typedef struct pipe_layout {
     int l0, l1, Ls;            /* its layers [l0, l1) */
     int first, last, has_embed;
     size_t PE, PL, nparams;    /* floats: the embedding block, a layer block, its blocks */
-    int zero1;                 /* --zero-stage 1 over the D data-parallel ranks (D > 1) */
+    int zero;                  /* --zero-stage over the D data-parallel ranks (0 with D = 1) */
+    int zero1;                 /* zero >= 1: Adam's state sharded */
+    int shard_grads;           /* zero >= 2: the gradients too (one pipeline stage only) */
+    int shard_params;          /* zero == 3: the params too, gathered into slots for each use */
     size_t SE, SL;             /* floats of this rank's Adam shard of the embedding block, a layer's
                                 * (dp.h's shards; the whole block without ZeRO) */
     size_t XE, XL;             /* floats between blocks in the params and grads: the block padded
-                                * to D shards with ZeRO-1 (so that the all-gather is in place) */
+                                * to D shards with ZeRO (so that the all-gather is in place) */
+    size_t nshards;            /* floats of its blocks' shards (SE + layers x SL): Adam's layout */
     size_t NC;                 /* floats of one (N, C) activation */
     size_t act;                /* bytes of one activation element */
     /* bytes of each allocation */
     int dpw, dp_rank;          /* the data-parallel ranks of a stage, this one's place */
     size_t params, wparams, grads, adam, embed_in, inputs, layer_acts, scratch, head, dres, ids, norms,
         losses, host_losses, host_norms, host_staging;
+    size_t wslots;             /* ZeRO-3: the gathered working weights, block 0's and two layers' */
+    size_t grad_shards, grad_slots, grad_tmp; /* ZeRO-2/3: the reduced shards, two layer slots the
+                                * backward writes, the landing of a later micro-batch's reduction */
 } pipe_layout;
 
 /* Stage s's layers [*l0, *l1): --pp-layers' counts where given (checked: P positive counts
@@ -172,18 +192,31 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
     z.has_embed = z.first || z.last;
     z.PE = gpt_embed_layout_of(sh).total;
     z.PL = gpt_layer_layout_of(sh).total;
-    z.zero1 = z.dpw > 1 && cfg->zero_stage == 1;
+    z.zero = z.dpw > 1 ? cfg->zero_stage : 0;
+    z.zero1 = z.zero >= 1;
+    z.shard_grads = z.zero >= 2;
+    z.shard_params = z.zero == 3;
     z.SE = z.zero1 ? dp_shard_len(z.PE, z.dpw) : z.PE;
     z.SL = z.zero1 ? dp_shard_len(z.PL, z.dpw) : z.PL;
     z.XE = z.zero1 ? z.SE * (size_t)z.dpw : z.PE;
     z.XL = z.zero1 ? z.SL * (size_t)z.dpw : z.PL;
     z.nparams = (z.has_embed ? z.XE : 0) + (size_t)z.Ls * z.XL;
+    z.nshards = (z.has_embed ? z.SE : 0) + (size_t)z.Ls * z.SL;
     z.NC = (size_t)gpt_stream_rows(sh) * (size_t)sh->hidden; /* (a rank's rows with --sequence-parallel) */
     z.act = gpt_dtype_size(dt);
-    z.params = z.nparams * f;
-    z.wparams = cfg->bf16 ? gpt_act_bytes(z.nparams, dt) : 0;
-    z.grads = z.nparams * f;
-    z.adam = ((z.has_embed ? z.SE : 0) + (size_t)z.Ls * z.SL) * f;
+    /* (ZeRO-3: the fp32 master and the bf16 working copy as shards, block 0's and the layers'
+     * gathered into slots of the working type; ZeRO-2/3: the layers' gradients reduced into
+     * shards from two slots the backward writes, block 0's whole for the step: both end stages'
+     * parts accumulate into it, with one stage) */
+    const size_t held = z.shard_params ? z.nshards : z.nparams;
+    z.params = held * f;
+    z.wparams = cfg->bf16 ? gpt_act_bytes(held, dt) : 0;
+    z.wslots = z.shard_params ? gpt_act_bytes(z.XE + 2 * z.XL, dt) : 0;
+    z.grads = (z.shard_grads ? z.XE : z.nparams) * f;
+    z.grad_shards = z.shard_grads ? z.nshards * f : 0;
+    z.grad_slots = z.shard_grads ? 2 * z.XL * f : 0;
+    z.grad_tmp = z.shard_grads && z.M > 1 ? (z.SE > z.SL ? z.SE : z.SL) * f : 0;
+    z.adam = z.nshards * f;
     /* (the first stage's own part; the last stage's copy of it, received for the join) */
     z.embed_in = z.has_embed && z.P > 1 ? z.PE * f : z.first ? z.PE * f : 0;
     z.inputs = gpt_act_bytes((size_t)z.slots * (size_t)(z.Ls + 1) * z.NC, dt);
@@ -208,8 +241,9 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
 
 static void plan_of(const pipe_layout *z, engine_plan *out)
 {
-    out->gpu_bytes = (uint64_t)z->params + z->wparams + z->grads + 2 * (uint64_t)z->adam + z->embed_in + z->inputs +
-                     z->layer_acts + z->scratch + z->head + z->dres + z->ids + z->norms + z->losses;
+    out->gpu_bytes = (uint64_t)z->params + z->wparams + z->wslots + z->grads + z->grad_shards + z->grad_slots +
+                     z->grad_tmp + 2 * (uint64_t)z->adam + z->embed_in + z->inputs + z->layer_acts + z->scratch +
+                     z->head + z->dres + z->ids + z->norms + z->losses;
     out->host_bytes = (uint64_t)z->host_losses + z->host_norms + z->host_staging;
     out->disk_bytes = 0;
 }
@@ -285,14 +319,16 @@ int megatron_pipeline_check(const engine_config *cfg, char *err, size_t errlen)
         }
     }
     if (check_tp(cfg, err, errlen)) return -1;
-    if (cfg->zero_stage > 1) {
-        snprintf(err, errlen, "%s with --zero-stage %d: model parallelism takes ZeRO-1 (Adam's state sharded over "
-                 "the data-parallel copies) so far, not stages 2 and 3", what, cfg->zero_stage);
+    if (cfg->zero_stage > 1 && P > 1) {
+        /* (a stage's layers' gradients accumulate over micro-batches whose backwards interleave
+         * with forwards of others: DeepSpeed, too, takes ZeRO-1 only with a pipeline) */
+        snprintf(err, errlen, "%s with --zero-stage %d: a pipeline takes ZeRO-1 (Adam's state sharded over the "
+                 "data-parallel copies), not stages 2 and 3 (as DeepSpeed)", what, cfg->zero_stage);
         return -1;
     }
-    if (cfg->zero_stage == 1 && engine_dp_world(cfg) == 1) {
-        snprintf(err, errlen, "%s with --zero-stage 1 on %d rank%s: one model copy, no data-parallel ranks to shard "
-                 "Adam's state over (world / (T x P) must be above 1)", what, engine_world(cfg),
+    if (cfg->zero_stage >= 1 && engine_dp_world(cfg) == 1) {
+        snprintf(err, errlen, "%s with --zero-stage %d on %d rank%s: one model copy, no data-parallel ranks to shard "
+                 "over (world / (T x P) must be above 1)", what, cfg->zero_stage, engine_world(cfg),
                  engine_world(cfg) == 1 ? "" : "s");
         return -1;
     }
@@ -321,6 +357,15 @@ typedef struct pipe_state {
     gpt_head_acts head;
     gpt_event *ev_x_in, *ev_x_out, *ev_dres_in, *ev_bwd_done, *ev_dres_sent, *ev_slot_free[64], *ev_x_sent[64];
     int adam_step;
+    /* ZeRO-2/3 (one stage): the layers' gradients reduced into shards from two slots */
+    float *grad_shards, *grad_slot[2], *grad_tmp;
+    gpt_event *ev_grad_slot_free[2]; /* on dp-comm: slot i's reduction has read it */
+    /* ZeRO-3: the working weights gathered on param-comm into block 0's slot (for the step) and
+     * two layer slots (layer l in slot l % 2, kept while no other layer needs the slot) */
+    coll_group *param_comm;
+    void *embed_slot, *layer_slot[2];
+    int layer_slot_holds[2];          /* the layer each holds (-1: none, or stale after an update) */
+    gpt_event *ev_gathered[2], *ev_slot_used[2], *ev_embed_gathered, *ev_step_start;
 } pipe_state;
 
 /* ---- where things are ---------------------------------------------------------------------- */
@@ -350,11 +395,23 @@ static int holds_block(const pipe_state *st, int b)
     return b == 0 ? z->has_embed : b - 1 >= z->l0 && b - 1 < z->l1;
 }
 
-/* The working weights the ops read for block b. */
+/* Offset (floats) of block b in params and wparams: its place among the whole blocks, or with
+ * ZeRO-3 among the shards (Adam's layout). */
+static size_t param_off(const pipe_state *st, int b) { return st->z.shard_params ? adam_off(st, b) : block_off(st, b); }
+
+/* The working weights the ops read for block b (ZeRO-3: its slot, gathered: gather_layer). */
 static const void *work_params(const pipe_state *st, int b)
 {
+    if (st->z.shard_params) return b == 0 ? st->embed_slot : st->layer_slot[(b - 1) % 2];
     if (st->wparams) return (const char *)st->wparams + block_off(st, b) * st->z.act;
     return st->params + block_off(st, b);
+}
+
+/* Where the backward writes block b's gradient (b > 0): its place in the whole gradients, or
+ * with ZeRO-2/3 its layer's slot. */
+static float *grad_target(const pipe_state *st, int b)
+{
+    return st->z.shard_grads ? st->grad_slot[(b - 1) % 2] : st->grads + block_off(st, b);
 }
 
 /* x[l] of micro-batch k's slot (l from l0 to l1). */
@@ -371,12 +428,13 @@ static int32_t *slot_ids(const pipe_state *st, int k)
     return st->ids + (size_t)(k % st->z.slots) * 2 * N;
 }
 
-/* The rank of this one's pipeline that owns model block b (block 0: the first stage's copy, the
- * one whose norm counts): the stage whose [l0, l1) holds layer b - 1. */
-static int owner_of_block(const pipe_state *st, int b, int tp_rank)
+/* The rank at data-parallel place dp and tensor-parallel place tp that owns model block b
+ * (block 0: the first stage's copy, the one whose norm counts): of the stage whose [l0, l1)
+ * holds layer b - 1. */
+static int owner_of_block(const pipe_state *st, int b, int dp, int tp)
 {
     const int s = b == 0 ? 0 : megatron_pipeline_stage_of_layer(st->env.cfg, b - 1);
-    return (s * st->z.dpw + st->z.dp_rank) * st->z.T + tp_rank;
+    return (s * st->z.dpw + dp) * st->z.T + tp;
 }
 
 /* Layer l's activations in micro-batch k's slot; for its backward, the model's last layer
@@ -402,6 +460,14 @@ void megatron_pipeline_free(void *state)
     coll_close(st->tie_comm);
     coll_close(st->dp_comm);
     coll_close(st->tp_comm);
+    coll_close(st->param_comm);
+    for (int i = 0; i < 2; i++) {
+        gpt_event_destroy(st->ev_grad_slot_free[i]);
+        gpt_event_destroy(st->ev_gathered[i]);
+        gpt_event_destroy(st->ev_slot_used[i]);
+    }
+    gpt_event_destroy(st->ev_embed_gathered);
+    gpt_event_destroy(st->ev_step_start);
     gpt_event_destroy(st->ev_tp_in);
     gpt_event_destroy(st->ev_tp_out);
     gpt_event_destroy(st->ev_grad_ready);
@@ -438,20 +504,27 @@ static int init_params(pipe_state *st, float *staging)
     int rc = gpt_stream_memset_zero(s, st->adam_m, z->adam);
     if (!rc) rc = gpt_stream_memset_zero(s, st->adam_v, z->adam);
     if (!rc) rc = gpt_stream_memset_zero(s, st->grads, z->grads);
+    /* (the shards' and slots' padding is summed and gathered, never read as a value: zero) */
+    if (!rc && z->shard_params) rc = gpt_stream_memset_zero(s, st->params, z->params);
+    if (!rc && z->shard_grads) rc = gpt_stream_memset_zero(s, st->grad_shards, z->grad_shards);
+    if (!rc && z->shard_grads) rc = gpt_stream_memset_zero(s, st->grad_slot[0], z->grad_slots);
     for (int b = 0; !rc && b <= st->sh.layers; b++) {
         if (!holds_block(st, b)) continue;
         if (b == 0) engine_init_embed(&st->env, staging, &st->env.cfg->shape, st->env.cfg->seed);
         else engine_init_layer(&st->env, staging, &st->env.cfg->shape, b - 1, st->env.cfg->seed);
-        float *mine = st->params + block_off(st, b), *share = staging;
+        float *mine = st->params + param_off(st, b), *share = staging;
         if (z->T > 1) { /* (this rank's share, after the whole block in the staging) */
             const size_t whole = b == 0 ? gpt_embed_layout_of(&st->env.cfg->shape).total
                                         : gpt_layer_layout_of(&st->env.cfg->shape).total;
             share = staging + whole;
             gpt_tp_move_block(staging, share, &st->sh, z->tp_rank, b == 0, 1);
         }
-        rc = gpt_memcpy_h2d(s, mine, share, block_len(st, b) * sizeof(float));
+        /* (ZeRO-3: this data-parallel rank's shard of it; its padding stays zero) */
+        const size_t S = b == 0 ? z->SE : z->SL, from = z->shard_params ? (size_t)z->dp_rank * S : 0,
+                     count = z->shard_params ? dp_shard_real(block_len(st, b), S, z->dp_rank) : block_len(st, b);
+        if (count) rc = gpt_memcpy_h2d(s, mine, share + from, count * sizeof(float));
         if (!rc && st->wparams)
-            gpt_params_to_act(s, (char *)st->wparams + block_off(st, b) * z->act, mine, block_len(st, b));
+            gpt_params_to_act(s, (char *)st->wparams + param_off(st, b) * z->act, mine, z->shard_params ? S : block_len(st, b));
         if (!rc) rc = gpt_stream_sync(s); /* (the staging block is refilled next) */
     }
     return rc;
@@ -504,12 +577,17 @@ int megatron_pipeline_init(const engine_env *env, void **state)
         (z->T > 1 && (rc = coll_open_split(&st->tp_comm, be, z->stage * z->dpw + z->dp_rank, z->tp_rank, z->T))) ||
         (z->T > 1 && (rc = coll_watch(st->tp_comm, env->dog, "tensor-parallel activations") ? GPT_ERR_INVALID : GPT_OK)) ||
         (z->dpw > 1 && (rc = coll_watch(st->dp_comm, env->dog, "stage gradients") ? GPT_ERR_INVALID : GPT_OK)) ||
+        (z->shard_params && (rc = coll_open_split(&st->param_comm, be, z->stage * z->T + z->tp_rank, z->dp_rank, z->dpw))) ||
+        (z->shard_params && (rc = coll_watch(st->param_comm, env->dog, "ZeRO-3 weight gathers") ? GPT_ERR_INVALID : GPT_OK)) ||
         (rc = coll_watch(st->fwd_comm, env->dog, "pipeline activations") ? GPT_ERR_INVALID : GPT_OK) ||
         (rc = coll_watch(st->bwd_comm, env->dog, "pipeline gradients") ? GPT_ERR_INVALID : GPT_OK) ||
         (rc = coll_watch(st->tie_comm, env->dog, "tied embedding") ? GPT_ERR_INVALID : GPT_OK))
         return rc;
     gpt_event **evs[] = {&st->ev_x_in, &st->ev_x_out, &st->ev_dres_in, &st->ev_bwd_done, &st->ev_dres_sent,
-                         &st->ev_tp_in, &st->ev_tp_out, &st->ev_grad_ready, &st->ev_norms_summed};
+                         &st->ev_tp_in, &st->ev_tp_out, &st->ev_grad_ready, &st->ev_norms_summed,
+                         &st->ev_grad_slot_free[0], &st->ev_grad_slot_free[1], &st->ev_gathered[0],
+                         &st->ev_gathered[1], &st->ev_slot_used[0], &st->ev_slot_used[1], &st->ev_embed_gathered,
+                         &st->ev_step_start};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if ((rc = gpt_event_create(be, evs[i]))) return rc;
     for (int i = 0; i < z->slots; i++)
@@ -518,7 +596,11 @@ int megatron_pipeline_init(const engine_env *env, void **state)
     void *scratch = NULL, *head = NULL, *staging = NULL;
     if ((rc = alloc_dev(st, (void **)&st->params, z->params, "parameters")) ||
         (rc = alloc_dev(st, &st->wparams, z->wparams, "bf16 working weights")) ||
-        (rc = alloc_dev(st, (void **)&st->grads, z->grads, "gradients")) ||
+        (rc = alloc_dev(st, &st->embed_slot, z->wslots, "gathered working weights (block 0, two layers)")) ||
+        (rc = alloc_dev(st, (void **)&st->grads, z->grads, z->shard_grads ? "block 0's gradient" : "gradients")) ||
+        (rc = alloc_dev(st, (void **)&st->grad_shards, z->grad_shards, "gradient shards")) ||
+        (rc = alloc_dev(st, (void **)&st->grad_slot[0], z->grad_slots, "layer gradient slots")) ||
+        (rc = alloc_dev(st, (void **)&st->grad_tmp, z->grad_tmp, "reduce-scatter landing")) ||
         (rc = alloc_dev(st, (void **)&st->adam_m, z->adam, "Adam m")) ||
         (rc = alloc_dev(st, (void **)&st->adam_v, z->adam, "Adam v")) ||
         (rc = alloc_dev(st, (void **)&st->embed_in, z->embed_in, "embedding's own gradients")) ||
@@ -535,6 +617,12 @@ int megatron_pipeline_init(const engine_env *env, void **state)
         (rc = alloc_host(st, &staging, z->host_staging, "initialisation staging")))
         return rc;
     gpt_layer_scratch_carve_as(&st->scratch, scratch, &st->sh, be->dtype);
+    if (z->shard_grads) st->grad_slot[1] = st->grad_slot[0] + z->XL;
+    if (z->shard_params) {
+        st->layer_slot[0] = (char *)st->embed_slot + z->XE * z->act;
+        st->layer_slot[1] = (char *)st->layer_slot[0] + z->XL * z->act;
+    }
+    st->layer_slot_holds[0] = st->layer_slot_holds[1] = -1;
     if (head) {
         gpt_head_acts_carve_as(&st->head, head, &st->sh, be->dtype);
         st->head.grad_divisor = z->M * z->dpw;
@@ -556,6 +644,58 @@ int megatron_pipeline_init(const engine_env *env, void **state)
 }
 
 void megatron_pipeline_chosen_plan(void *state, engine_plan *out) { plan_of(&((pipe_state *)state)->z, out); }
+
+/* ---- ZeRO-3: the working weights gathered for each use ------------------------------------- */
+
+/* Layer l's working weights (the bf16 copy, or the fp32 params) all-gathered from the D ranks'
+ * shards into slot l % 2 on param-comm, once the slot's last user is done (ev_slot_used) and
+ * after the step's update (param-comm waited for ev_step_start); a layer still in its slot is
+ * not gathered again.  Compute waits for it in use_layer.  (Not ZeRO-3, or no such layer
+ * here: nothing.) */
+static int gather_layer(pipe_state *st, int l)
+{
+    const pipe_layout *z = &st->z;
+    const int i = l % 2;
+    if (!z->shard_params || l < z->l0 || l >= z->l1 || st->layer_slot_holds[i] == l) return GPT_OK;
+    gpt_stream *ps = coll_stream(st->param_comm);
+    const char *from = st->wparams ? (const char *)st->wparams : (const char *)st->params;
+    int rc;
+    if ((rc = gpt_stream_wait_event(ps, st->ev_slot_used[i])) ||
+        (rc = coll_all_gather(st->param_comm, st->layer_slot[i], from + param_off(st, 1 + l) * z->act, z->SL * z->act)) ||
+        (rc = gpt_event_record(st->ev_gathered[i], ps)))
+        return rc;
+    st->layer_slot_holds[i] = l;
+    return GPT_OK;
+}
+
+/* Before layer l's op on compute: its gathered weights (ZeRO-3). */
+static int use_layer(pipe_state *st, int l)
+{
+    return st->z.shard_params ? gpt_stream_wait_event(st->compute, st->ev_gathered[l % 2]) : GPT_OK;
+}
+
+/* After layer l's op on compute: its slot may be gathered into again (ZeRO-3). */
+static int layer_used(pipe_state *st, int l)
+{
+    return st->z.shard_params ? gpt_event_record(st->ev_slot_used[l % 2], st->compute) : GPT_OK;
+}
+
+/* At the start of a step (ZeRO-3): the update is done on compute, so the slots' layers are
+ * stale; block 0's working weights gathered into its slot for the step, compute waits. */
+static int gather_embedding(pipe_state *st)
+{
+    const pipe_layout *z = &st->z;
+    if (!z->shard_params) return GPT_OK;
+    gpt_stream *ps = coll_stream(st->param_comm);
+    const char *from = st->wparams ? (const char *)st->wparams : (const char *)st->params;
+    st->layer_slot_holds[0] = st->layer_slot_holds[1] = -1;
+    int rc;
+    if ((rc = gpt_event_record(st->ev_step_start, st->compute)) || (rc = gpt_stream_wait_event(ps, st->ev_step_start)) ||
+        (rc = coll_all_gather(st->param_comm, st->embed_slot, from + param_off(st, 0) * z->act, z->SE * z->act)) ||
+        (rc = gpt_event_record(st->ev_embed_gathered, ps)))
+        return rc;
+    return gpt_stream_wait_event(st->compute, st->ev_embed_gathered);
+}
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
@@ -588,8 +728,10 @@ static int forward(pipe_state *st, int k, const int32_t *tokens, const int32_t *
     }
     for (int l = z->l0; l < z->l1; l++) {
         gpt_layer_acts a = slot_acts(st, k, l, 0);
-        if ((rc = gpt_layer_forward_tp(c, sh, &st->tp, work_params(st, 1 + l), slot_input(st, k, l),
-                                       slot_input(st, k, l + 1), &a, &st->scratch)))
+        if ((rc = gather_layer(st, l)) || (rc = gather_layer(st, l + 1)) || (rc = use_layer(st, l)) ||
+            (rc = gpt_layer_forward_tp(c, sh, &st->tp, work_params(st, 1 + l), slot_input(st, k, l),
+                                       slot_input(st, k, l + 1), &a, &st->scratch)) ||
+            (rc = layer_used(st, l)))
             return rc;
     }
     if (z->last) {
@@ -605,7 +747,7 @@ static int forward(pipe_state *st, int k, const int32_t *tokens, const int32_t *
     return gpt_event_record(st->ev_x_sent[k % z->slots], fs);
 }
 
-static int reduce_layer(pipe_state *st, int b);
+static int reduce_layer(pipe_state *st, int b, int k);
 
 /* Micro-batch k's backward on this stage. */
 static int backward(pipe_state *st, int k)
@@ -627,13 +769,19 @@ static int backward(pipe_state *st, int k)
     }
     for (int l = z->l1 - 1; l >= z->l0; l--) {
         gpt_layer_acts a = slot_acts(st, k, l, 1);
-        if ((rc = gpt_layer_backward_tp(c, sh, &st->tp, work_params(st, 1 + l), st->grads + block_off(st, 1 + l),
-                                        slot_input(st, k, l), st->dres, &a, &st->scratch,
-                                        k == 0 ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE)))
+        /* (ZeRO-3: the layer's weights, and the next one's prefetched; ZeRO-2/3: its gradient
+         * slot once the reduction of the layer two above has read it) */
+        if ((rc = gather_layer(st, l)) || (rc = gather_layer(st, l - 1)) || (rc = use_layer(st, l)) ||
+            (z->shard_grads && (rc = gpt_stream_wait_event(c, st->ev_grad_slot_free[l % 2]))))
             return rc;
-        /* (the last micro-batch's: the layer's gradient is final, its reduction starts now,
-         * beside the backward of the layers below) */
-        if (k == z->M - 1 && st->dp_comm && (rc = reduce_layer(st, 1 + l))) return rc;
+        if ((rc = gpt_layer_backward_tp(c, sh, &st->tp, work_params(st, 1 + l), grad_target(st, 1 + l),
+                                        slot_input(st, k, l), st->dres, &a, &st->scratch,
+                                        k == 0 || z->shard_grads ? GPT_GRAD_OVERWRITE : GPT_GRAD_ACCUMULATE)) ||
+            (rc = layer_used(st, l)))
+            return rc;
+        /* (its reduction starts now, beside the backward of the layers below: DDP's and ZeRO-1's
+         * after the last micro-batch, when the gradient is final) */
+        if (st->dp_comm && (rc = reduce_layer(st, 1 + l, k))) return rc;
     }
     if (z->first && (rc = gpt_embed_backward_tp(c, sh, &st->tp, st->embed_in, st->dres, slot_ids(st, k), &st->scratch)))
         return rc;
@@ -668,24 +816,40 @@ static int join_embedding(pipe_state *st)
     return GPT_OK;
 }
 
-/* Its blocks' gradients all-reduced over the stage's data-parallel ranks (D > 1) and their
- * (block, shard) norms taken behind each, on the group's stream (on compute with D = 1), as
- * megatron-lm's DDP reduces and measures them; compute waits for all of it.  Block 0 counts
- * from the first stage only (the last stage's copy is the same). */
-/* Block b's (shard) norms into its row of the table: with T > 1 those of this rank's share of
- * the split tensors, then those of the whole ones (counted from tensor-parallel rank 0 only:
- * every rank holds the same). */
-static void block_norms(pipe_state *st, gpt_stream *ds, int b, const float *g)
+/* The squared norm of n floats at x into *out (0 for none). */
+static void range_norm(gpt_stream *s, float *out, const float *x, size_t n)
+{
+    if (n) gpt_norm_squared(s, out, x, n);
+    else gpt_stream_memset_zero(s, out, sizeof(float));
+}
+
+/* This rank's data-parallel shard (dp.h's shards of the block) of block b's gradient g, held
+ * whole: its first float. */
+static const float *own_shard(const pipe_state *st, int b, const float *g)
+{
+    return g + (size_t)st->z.dp_rank * dp_shard_len(block_len(st, b), st->z.dpw);
+}
+
+/* Block b's norms from this rank's data-parallel shard of its reduced gradient (`shard`: the
+ * shard's first float, whether the rank holds the block whole or the shard alone), into entry
+ * dp_rank of the block's row: the canonical (block, shard) norm of dp.h, and with T > 1 the
+ * shard's part in the split tensors there and its part in the whole ones in entry D + dp_rank
+ * (counted from tensor-parallel rank 0 only: every rank holds the same).  outcome() takes
+ * entry j from data-parallel rank j, so DDP and ZeRO 1-3 combine the same values. */
+static void shard_norms(pipe_state *st, gpt_stream *ds, int b, const float *shard)
 {
     const pipe_layout *z = &st->z;
+    const size_t n = block_len(st, b), S = dp_shard_len(n, z->dpw), lo = (size_t)z->dp_rank * S,
+                 real = dp_shard_real(n, S, z->dp_rank);
     float *row = st->norms + (size_t)b * z->norm_row;
     if (z->T == 1) {
-        dp_block_shard_norms(ds, g, block_len(st, b), z->dpw, row);
+        dp_shard_norm(ds, shard, n, z->dpw, z->dp_rank, row + z->dp_rank);
         return;
     }
     const size_t split = b == 0 ? gpt_embed_layout_of(&st->sh).n_split : gpt_layer_layout_of(&st->sh).n_split;
-    dp_block_shard_norms(ds, g, split, z->dpw, row);
-    dp_block_shard_norms(ds, g + split, block_len(st, b) - split, z->dpw, row + z->dpw);
+    const size_t cut = split <= lo ? 0 : split - lo < real ? split - lo : real; /* (its floats in the split part) */
+    range_norm(ds, row + z->dp_rank, shard, cut);
+    range_norm(ds, row + z->dpw + z->dp_rank, shard + cut, real - cut);
 }
 
 /* --sequence-parallel: each rank's gradient of its blocks' LayerNorm parameters covers its rows
@@ -708,16 +872,21 @@ static int sum_norm_grads(pipe_state *st, int last_block)
     return gpt_stream_wait_event(c, st->ev_tp_out);
 }
 
-/* D > 1: layer block b's gradient, final after the last micro-batch's backward of it, all-
- * reduced over the stage's D ranks on dp-comm while the compute stream goes on with the layers
- * below (--sequence-parallel: its LayerNorms' gradients summed over the tensor-parallel ranks
- * first, on their group's stream), and its norms taken behind the reduction.  Each block is
- * reduced once, as after the backward: the same sums, the same bits. */
-static int reduce_layer(pipe_state *st, int b)
+/* D > 1: layer block b's gradient, once micro-batch k's backward of it is done, reduced over
+ * the stage's D ranks on dp-comm while the compute stream goes on with the layers below
+ * (--sequence-parallel: its LayerNorms' gradients summed over the tensor-parallel ranks first,
+ * on their group's stream), and its norms taken behind the last micro-batch's reduction.
+ * DDP and ZeRO-1 reduce it once, after the last micro-batch (the backwards accumulated it
+ * whole), all-reduced: the same sums, the same bits as after the backward.  ZeRO-2/3 reduce-
+ * scatter each micro-batch's from the layer's slot into this rank's shard (the first's
+ * overwrites it, the rest are added), then free the slot for the layer two below. */
+static int reduce_layer(pipe_state *st, int b, int k)
 {
+    const pipe_layout *z = &st->z;
     gpt_stream *c = st->compute, *ds = coll_stream(st->dp_comm);
-    float *g = st->grads + block_off(st, b);
+    float *g = grad_target(st, b);
     int rc;
+    if (!z->shard_grads && k < z->M - 1) return GPT_OK;
     if (st->sh.sp) {
         gpt_stream *ts = coll_stream(st->tp_comm);
         size_t at;
@@ -729,8 +898,19 @@ static int reduce_layer(pipe_state *st, int b)
     } else if ((rc = gpt_event_record(st->ev_grad_ready, c)) || (rc = gpt_stream_wait_event(ds, st->ev_grad_ready))) {
         return rc;
     }
-    if ((rc = coll_all_reduce_sum(st->dp_comm, g, block_len(st, b)))) return rc;
-    block_norms(st, ds, b, g);
+    if (!z->shard_grads) {
+        if ((rc = coll_all_reduce_sum(st->dp_comm, g, block_len(st, b)))) return rc;
+        shard_norms(st, ds, b, own_shard(st, b, g));
+        return GPT_OK;
+    }
+    float *shard = st->grad_shards + adam_off(st, b);
+    if (k == 0) {
+        rc = coll_reduce_scatter_sum(st->dp_comm, shard, g, z->SL);
+    } else if (!(rc = coll_reduce_scatter_sum(st->dp_comm, st->grad_tmp, g, z->SL))) {
+        gpt_add_f32(ds, shard, shard, st->grad_tmp, z->SL);
+    }
+    if (rc || (rc = gpt_event_record(st->ev_grad_slot_free[(b - 1) % 2], ds))) return rc;
+    if (k == z->M - 1) shard_norms(st, ds, b, shard);
     return GPT_OK;
 }
 
@@ -748,8 +928,12 @@ static int reduce_blocks(pipe_state *st)
     for (int b = 0; b <= (st->dp_comm ? 0 : z->l1); b++) {
         if (!holds_block(st, b)) continue;
         float *g = st->grads + block_off(st, b);
-        if (st->dp_comm && (rc = coll_all_reduce_sum(st->dp_comm, g, block_len(st, b)))) return rc;
-        if (b > 0 || z->first) block_norms(st, ds, b, g);
+        /* (ZeRO-2/3: block 0, accumulated whole over the micro-batches, reduce-scattered once) */
+        const float *shard = z->shard_grads ? st->grad_shards : own_shard(st, b, g);
+        if (st->dp_comm && (rc = z->shard_grads ? coll_reduce_scatter_sum(st->dp_comm, st->grad_shards, g, z->SE)
+                                                : coll_all_reduce_sum(st->dp_comm, g, block_len(st, b))))
+            return rc;
+        if (b > 0 || z->first) shard_norms(st, ds, b, shard);
     }
     if (st->dp_comm && ((rc = gpt_event_record(st->ev_x_in, ds)) || (rc = gpt_stream_wait_event(c, st->ev_x_in))))
         return rc;
@@ -781,23 +965,22 @@ static int outcome(pipe_state *st, step_result *out)
     if ((rc = coll_host_all_gather(st->tie_comm, all, st->host_norms, (size_t)(L + 1) * row * sizeof(float))))
         return rc;
     /* per block: each tensor-parallel rank's share of the split tensors in rank order, then
-     * the whole ones once (one rank's table without T) */
+     * the whole ones once (one rank's table without T); shard j's entry from data-parallel
+     * rank j, which made it (shard_norms) */
     size_t at = 0;
     for (int b = 0; b <= L; b++) {
-        for (int r = 0; r < z->T; r++, at += (size_t)z->dpw)
-            memcpy(table + at, all + ((size_t)owner_of_block(st, b, r) * (L + 1) + b) * row, z->dpw * sizeof(float));
-        if (z->T > 1) {
-            memcpy(table + at, all + ((size_t)owner_of_block(st, b, 0) * (L + 1) + b) * row + z->dpw,
-                   z->dpw * sizeof(float));
-            at += (size_t)z->dpw;
-        }
+        for (int r = 0; r < z->T; r++)
+            for (int j = 0; j < z->dpw; j++)
+                table[at++] = all[((size_t)owner_of_block(st, b, j, r) * (L + 1) + b) * row + (size_t)j];
+        for (int j = 0; z->T > 1 && j < z->dpw; j++)
+            table[at++] = all[((size_t)owner_of_block(st, b, j, 0) * (L + 1) + b) * row + (size_t)(z->dpw + j)];
     }
     out->grad_norm = gpt_combine_norms(table, (int)at);
     out->skipped = !isfinite(out->grad_norm);
     return GPT_OK;
 }
 
-/* ZeRO-1: every block's params (and bf16 working copy) gathered from the D ranks' updated
+/* ZeRO-1/2: every block's params (and bf16 working copy) gathered from the D ranks' updated
  * shards, on the data-parallel group's stream after compute's updates; compute waits. */
 static int gather_shards(pipe_state *st)
 {
@@ -832,17 +1015,21 @@ static int optimizer(pipe_state *st, int iteration, step_result *out)
         void *act = st->wparams ? (char *)st->wparams + off * z->act : NULL;
         const size_t n_decay = b == 0 ? gpt_embed_layout_of(&st->sh).n_decay : gpt_layer_layout_of(&st->sh).n_decay;
         if (z->zero1) {
-            /* (this rank's shard of the block: AdamW is elementwise, the same bits as the whole) */
+            /* (this rank's shard of the block: AdamW is elementwise, the same bits as the whole;
+             * its params and gradient where the stage keeps them, whole or as shards) */
             const size_t mine = (size_t)z->dp_rank * (b == 0 ? z->SE : z->SL);
-            dp_shard_adamw(st->compute, st->params + off + mine, act ? (char *)act + mine * z->act : NULL,
-                           st->grads + off + mine, st->adam_m + aoff, st->adam_v + aoff, block_len(st, b), n_decay,
-                           z->dpw, z->dp_rank, &cfg->optim, lr, t, scale, NULL);
+            const size_t pat = z->shard_params ? aoff : off + mine;
+            dp_shard_adamw(st->compute, st->params + pat, st->wparams ? (char *)st->wparams + pat * z->act : NULL,
+                           z->shard_grads ? st->grad_shards + aoff : st->grads + off + mine, st->adam_m + aoff,
+                           st->adam_v + aoff, block_len(st, b), n_decay, z->dpw, z->dp_rank, &cfg->optim, lr, t,
+                           scale, NULL);
         } else {
             gpt_block_adamw_act(st->compute, st->params + off, act, st->grads + off, st->adam_m + aoff,
                                 st->adam_v + aoff, block_len(st, b), n_decay, &cfg->optim, lr, t, scale);
         }
     }
-    return z->zero1 ? gather_shards(st) : GPT_OK;
+    /* (ZeRO-3 gathers each block when it is next used) */
+    return z->zero1 && !z->shard_params ? gather_shards(st) : GPT_OK;
 }
 
 int megatron_pipeline_step(void *state, int iteration, const int32_t *tokens, const int32_t *targets,
@@ -857,6 +1044,7 @@ int megatron_pipeline_step(void *state, int iteration, const int32_t *tokens, co
      * (first) in its own; the layers' are overwritten by the first backward */
     if (z->last) rc = gpt_stream_memset_zero(c, st->grads, z->PE * sizeof(float));
     if (!rc && z->first) rc = gpt_stream_memset_zero(c, st->embed_in, z->embed_in);
+    if (!rc) rc = gather_embedding(st);
     if (rc) return rc;
     const int warm = z->P - z->stage - 1 < z->M ? z->P - z->stage - 1 : z->M;
     int nf = 0, nb = 0;
@@ -876,7 +1064,9 @@ int megatron_pipeline_step(void *state, int iteration, const int32_t *tokens, co
         return rc;
     const double t1 = wall_ms();
     if ((rc = optimizer(st, iteration, out))) return rc;
-    if ((rc = gpt_stream_sync(c)) || (rc = gpt_stream_sync(coll_stream(st->tie_comm)))) return rc;
+    if ((rc = gpt_stream_sync(c)) || (rc = gpt_stream_sync(coll_stream(st->tie_comm))) ||
+        (st->param_comm && (rc = gpt_stream_sync(coll_stream(st->param_comm)))))
+        return rc;
     /* (the forwards and backwards interleave: their time is the backward's) */
     out->ms_forward = 0;
     out->ms_backward = t1 - t0;
@@ -893,7 +1083,16 @@ int megatron_pipeline_read_params(void *state, float *host_params)
     /* (for tests and --save-params: host arrays outside the budget, every rank's whole model) */
     float *mine = calloc(total, sizeof(float)), *all = malloc(total * (size_t)st->world * sizeof(float));
     int rc = mine && all ? GPT_OK : GPT_ERR_OOM;
-    for (int b = 0; !rc && b <= L; b++) {
+    if (!rc && z->shard_params) {
+        /* (ZeRO-3, one stage: its blocks put together from the data-parallel ranks' shards,
+         * which are Adam's layout, dp_gather_blocks') */
+        float *shards = malloc(z->params);
+        rc = shards ? gpt_memcpy_d2h(st->compute, shards, st->params, z->params) : GPT_ERR_OOM;
+        if (!rc) rc = gpt_stream_sync(st->compute);
+        if (!rc) rc = dp_gather_blocks(st->dp_comm, shards, z->PE, z->PL, L, mine);
+        free(shards);
+    }
+    for (int b = 0; !rc && !z->shard_params && b <= L; b++) {
         if (!holds_block(st, b)) continue;
         const size_t at = b == 0 ? 0 : z->PE + (size_t)(b - 1) * z->PL;
         rc = gpt_memcpy_d2h(st->compute, mine + at, st->params + block_off(st, b), block_len(st, b) * sizeof(float));
@@ -907,7 +1106,7 @@ int megatron_pipeline_read_params(void *state, float *host_params)
         const size_t at = b == 0 ? 0 : z->PE + (size_t)(b - 1) * z->PL;
         const size_t whole_at = b == 0 ? 0 : whole_e + (size_t)(b - 1) * whole_l;
         for (int r = 0; r < z->T; r++) {
-            float *share = all + (size_t)owner_of_block(st, b, r) * total + at;
+            float *share = all + (size_t)owner_of_block(st, b, z->dp_rank, r) * total + at;
             if (z->T == 1) memcpy(host_params + whole_at, share, block_len(st, b) * sizeof(float));
             else gpt_tp_move_block(host_params + whole_at, share, &st->sh, r, b == 0, 0);
         }
@@ -934,6 +1133,8 @@ static double group_coll_ms(double lat_ms, double gbs, double bytes, int g, int 
 typedef struct stage_cost {
     double fwd, bwd, tp_comm; /* (tp_comm: of fwd + bwd, the layer split's collectives) */
     double bwd_layer;         /* of bwd, one layer's (the layers' mean) */
+    double param_comm;        /* ZeRO-3: a micro-batch's layer gathers (busy, mostly hidden) */
+    double gather_shown;      /* of fwd + bwd, what of them the compute does not hide */
     size_t params;            /* floats of its blocks (this rank's share with T > 1) */
     size_t layer_params;      /* floats of one layer block (this rank's share) */
     int layers, has_embed;
@@ -949,7 +1150,7 @@ static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m
     const double sub = cfg->sequence_parallel
                            ? group_coll_ms(m->ag_ms, m->ag_gbs, full, T, W) + group_coll_ms(m->rs_ms, m->rs_gbs, full, T, W)
                            : group_coll_ms(m->ar_ms, m->ar_gbs, full, T, W);
-    stage_cost c = {0, 0, 0, 0, (z.has_embed ? z.PE : 0) + (size_t)z.Ls * z.PL, z.PL, z.Ls, z.has_embed};
+    stage_cost c = {0, 0, 0, 0, 0, 0, (z.has_embed ? z.PE : 0) + (size_t)z.Ls * z.PL, z.PL, z.Ls, z.has_embed};
     /* The split layer as --calibrate timed it at T (a rank's share, its collectives apart);
      * where it has not (a file from before, or a T it did not try), 1/T of the whole layer: its
      * matmuls and attention split, its LayerNorms and residual adds (a few percent) not.  The
@@ -970,6 +1171,17 @@ static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m
         c.fwd += split.layer_fwd_ms + 2 * sub;
         c.bwd += pred_layer_bwd_ms(&split, cfg, l) + bwd_subs * sub;
         c.tp_comm += (2 + bwd_subs) * sub;
+    }
+    /* ZeRO-3: each layer's weights gathered over the D copies before its forward and its
+     * backward, one layer ahead on a stream of their own: what a gather takes beyond the
+     * compute it hides behind shows (the layers a pass starts with are still in their slots) */
+    if (z.shard_params) {
+        const double gather = group_coll_ms(m->ag_ms, m->ag_gbs, (double)z.PL * (double)z.act, z.dpw, W);
+        const double f1 = z.Ls > 0 ? c.fwd / z.Ls : 0, b1 = z.Ls > 0 ? c.bwd / z.Ls : 0;
+        c.gather_shown = (z.Ls > 2 ? z.Ls - 2 : 0) * (pred_max(0, gather - f1) + pred_max(0, gather - b1));
+        c.fwd += (z.Ls > 2 ? z.Ls - 2 : 0) * pred_max(0, gather - f1);
+        c.bwd += (z.Ls > 2 ? z.Ls - 2 : 0) * pred_max(0, gather - b1);
+        c.param_comm = 2.0 * (z.Ls > 2 ? z.Ls - 2 : 0) * gather;
     }
     c.bwd_layer = z.Ls > 0 ? c.bwd / z.Ls : 0;
     if (z.first) c.fwd += m->embed_fwd_ms / T + sub, c.bwd += m->embed_bwd_ms / T, c.tp_comm += sub;
@@ -996,7 +1208,7 @@ void megatron_pipeline_predict(const engine_config *cfg, const machine_rates *m,
     memset(out, 0, sizeof *out);
     if (pred_no_collectives(cfg, m, out)) return;
     const int W = engine_world(cfg), P = engine_pp(cfg), D = engine_dp_world(cfg), M = engine_micro_batches(cfg);
-    const int zero1 = D > 1 && cfg->zero_stage == 1;
+    const int zero = D > 1 ? cfg->zero_stage : 0, zero1 = zero >= 1;
     const pipe_layout z0 = layout_of(cfg, 0);
     const double link_gbs = W > 1 ? m->ag_gbs * (W - 1) / W : 0;
     const double send = P > 1 ? m->ag_ms + (double)z0.NC * (double)z0.act / (link_gbs * 1e6) : 0;
@@ -1040,30 +1252,38 @@ void megatron_pipeline_predict(const engine_config *cfg, const machine_rates *m,
         if (!progress) break;
     }
     /* the data-parallel reduction: each layer's as the last backward finishes it (the layers
-     * in the backward's order, one after another on dp-comm), block 0's after the tie's swap;
-     * the norms then wait for every stage; then AdamW and (ZeRO-1) the gather */
+     * in the backward's order, one after another on dp-comm; ZeRO-2/3: every micro-batch's,
+     * reduce-scattered), block 0's after the tie's swap; the norms then wait for every stage;
+     * then AdamW and (ZeRO-1/2) the gather */
     const double PE = (double)z0.PE;
+    const double reduce_gbs = zero >= 2 ? m->rs_gbs : m->ar_gbs, reduce_lat = zero >= 2 ? m->rs_ms : m->ar_ms;
     double norms_at = 0, busy_comm = 0, crit_compute = 0, step = 0;
     for (int s = 0; s < P; s++) {
-        const double last_bwd = free_at[s] - sc[s].bwd;
         double dp = 0;
-        for (int i = 0; D > 1 && i < sc[s].layers; i++)
-            dp = pred_max(dp, last_bwd + (i + 1) * sc[s].bwd_layer) +
-                 group_coll_ms(m->ar_ms, m->ar_gbs, (double)sc[s].layer_params * sizeof(float), D, W);
+        for (int k = zero >= 2 ? 0 : M - 1; D > 1 && k < M; k++) {
+            const double bwd_start = b_end[(size_t)s * M + k] - sc[s].bwd;
+            for (int i = 0; i < sc[s].layers; i++)
+                dp = pred_max(dp, bwd_start + (i + 1) * sc[s].bwd_layer) +
+                     group_coll_ms(reduce_lat, reduce_gbs, (double)sc[s].layer_params * sizeof(float), D, W);
+        }
         double t = free_at[s];
         if (P > 1 && sc[s].has_embed) t += m->ag_ms + PE * sizeof(float) / (link_gbs * 1e6);
-        if (sc[s].has_embed) t = pred_max(t, dp) + group_coll_ms(m->ar_ms, m->ar_gbs, PE * sizeof(float), D, W);
+        if (sc[s].has_embed) t = pred_max(t, dp) + group_coll_ms(reduce_lat, reduce_gbs, PE * sizeof(float), D, W);
         norms_at = pred_max(norms_at, pred_max(t, dp));
     }
     for (int s = 0; s < P; s++) {
         const double n = (double)sc[s].params, adam = pred_gpu_adam_ms(m, zero1 ? n / D : n);
-        const double gather = zero1 ? group_coll_ms(m->ag_ms, m->ag_gbs, n * (sizeof(float) + (cfg->bf16 ? 2 : 0)), D, W) : 0;
-        step = pred_max(step, norms_at + adam + gather);
-        const double compute = M * (sc[s].fwd + sc[s].bwd - sc[s].tp_comm) + adam;
+        const double gather = zero == 1 || zero == 2
+                                  ? group_coll_ms(m->ag_ms, m->ag_gbs, n * (sizeof(float) + (cfg->bf16 ? 2 : 0)), D, W)
+                                  : 0;
+        /* (ZeRO-3: block 0's and the first layers' gathers open the step) */
+        const double first = zero == 3 ? group_coll_ms(m->ag_ms, m->ag_gbs, (PE + 2.0 * (double)z0.PL) * z0.act, D, W) : 0;
+        step = pred_max(step, first + norms_at + adam + gather);
+        const double compute = M * (sc[s].fwd + sc[s].bwd - sc[s].tp_comm - sc[s].gather_shown) + adam;
         if (compute > crit_compute) {
             crit_compute = compute;
-            busy_comm = M * sc[s].tp_comm + 2.0 * M * send + group_coll_ms(m->ar_ms, m->ar_gbs, n * sizeof(float), D, W) +
-                        gather;
+            busy_comm = M * (sc[s].tp_comm + sc[s].param_comm) + 2.0 * M * send + first + gather +
+                        (zero >= 2 ? M : 1) * group_coll_ms(reduce_lat, reduce_gbs, n * sizeof(float), D, W);
         }
     }
     out->ms = step;

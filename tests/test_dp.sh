@@ -457,7 +457,8 @@ sys.exit(not (m["gpu"]["peak_bytes"] == m["gpu"]["planned_bytes"] and m["host"][
         fi
     }
     mp_sweep --pp "has no pipeline stages" "pipeline: stage 0 of 2"
-    dp_bad "--pp with ZeRO-2" "--pp 2 with --zero-stage 2: model parallelism takes ZeRO-1" 2 --pp 2 --zero-stage 2
+    dp_bad "--pp with ZeRO-2" "--pp 2 with --zero-stage 2: a pipeline takes ZeRO-1" 2 --pp 2 --zero-stage 2
+    dp_bad "--pp with ZeRO-3 over copies" "--tp 2 --pp 2 with --zero-stage 3: a pipeline takes ZeRO-1" 4 --tp 2 --pp 2 --zero-stage 3
     dp_bad "--pp with ZeRO-1 and one model copy" "--pp 2 with --zero-stage 1 on 2 ranks: one model copy, no data-parallel ranks" 2 --pp 2 --zero-stage 1
     dp_bad "--pp-layers not summing to -l" "--pp-layers 1,1: 2 stages of 2 layers, not --pp 2 of -l 3" 2 --pp 2 --pp-layers 1,1
     dp_bad "--pp-layers with a stage of none" "'0,3' is not a list of layer counts" 2 --pp 2 --pp-layers 0,3
@@ -548,6 +549,24 @@ PY
     # (2 copies: each layer's gradient reduced over them during the last backward, its
     # LayerNorms' summed over the tensor-parallel pair first)
     tp_near sp2dp2 4 --tp 2 --sequence-parallel
+    # ZeRO-2 and 3 over the copies of --tp 2: each layer's gradient reduce-scattered into the
+    # rank's shard from the slot its backward wrote, every micro-batch; ZeRO-3 its weights too
+    # gathered for each use.  With one micro-batch a rank these are DDP's sums (a reduce-scatter
+    # of two is the all-reduce's sum) and the norms the same (block, shard) pieces: bit for bit,
+    # with --sequence-parallel and in bf16; with two, another order: within the bound
+    dp_run tp.m1dp 4 -l 4 -b 2 --global-batch 4 --iters 8 --tp 2 &&
+        for z in 2 3; do
+            dp_run "tp.m1z$z" 4 -l 4 -b 2 --global-batch 4 --iters 8 --tp 2 --zero-stage $z &&
+                dp_same "--tp 2 on 4 ranks, one micro-batch, ZeRO-$z = DDP between the 2 copies" tp.m1dp "tp.m1z$z"
+        done
+    dp_run tp.m1sp 4 -l 4 -b 2 --global-batch 4 --iters 8 --tp 2 --sequence-parallel &&
+        dp_run tp.m1spz3 4 -l 4 -b 2 --global-batch 4 --iters 8 --tp 2 --sequence-parallel --zero-stage 3 &&
+        dp_same "--tp 2 --sequence-parallel on 4 ranks, one micro-batch, ZeRO-3 = DDP" tp.m1sp tp.m1spz3
+    dp_run tp.m1bf 4 -l 4 -b 2 --global-batch 4 --iters 6 --tp 2 --dtype bf16 &&
+        dp_run tp.m1bfz3 4 -l 4 -b 2 --global-batch 4 --iters 6 --tp 2 --dtype bf16 --zero-stage 3 &&
+        dp_same "--tp 2 --dtype bf16 on 4 ranks, one micro-batch, ZeRO-3 (the bf16 shards gathered) = DDP" tp.m1bf tp.m1bfz3
+    tp_near tp2dp2z3 4 --tp 2 --zero-stage 3
+    tp_near sp2dp2z2 4 --tp 2 --sequence-parallel --zero-stage 2
     if dp_run tp.ref16 1 -l 4 -b 2 --global-batch 8 --iters 20 --dtype bf16 &&
         dp_run tp.bf16 2 -l 4 -b 2 --global-batch 8 --iters 20 --dtype bf16 --tp 2; then
         if out=$(tp_bound_check tp.ref16 tp.bf16 bf16); then dp_pass "--tp 2 --dtype bf16: within 1e-3 of one rank's bf16 losses ($out)"
@@ -619,7 +638,7 @@ PY
     dp_bad "--tp on one rank" "--tp 2: 1 rank, not a whole number of model copies" 1 --tp 2
     dp_bad "--sequence-parallel without --tp" "--sequence-parallel goes with --tp T > 1" 1 --sequence-parallel
     dp_bad "--sequence-parallel, rows not splitting" "--tp 2 --sequence-parallel: the 1 x 31 rows of a micro-batch do not split evenly over 2 ranks" 2 --seq 31 -b 1 --tp 2 --sequence-parallel
-    dp_bad "--tp with ZeRO-3" "--tp 2 with --zero-stage 3: model parallelism takes ZeRO-1" 2 --tp 2 --zero-stage 3
+    dp_bad "--tp, ZeRO-3 and one model copy" "--tp 2 with --zero-stage 3 on 2 ranks: one model copy, no data-parallel ranks" 2 --tp 2 --zero-stage 3
     dp_bad "--tp on an offload engine" "stronghold has no tensor parallelism (--tp is megatron-lm's)" 1 -m stronghold --tp 2
 fi
 rm -rf "$DP_WORK"
