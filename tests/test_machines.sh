@@ -56,6 +56,10 @@ if needs_mpi "2 machines x 2 ranks (MPICH cliques)" "$MC_BIN"; then
                 dp_fail "2 machines x 2 ranks: --tp 2" "${out:-the plan is not per machine}"
             fi
         fi
+        # ZeRO-3 over the 2 copies (one on each machine) of --tp 2: with one micro-batch a rank,
+        # their DDP's sums and norms (test_dp.sh), bit for bit
+        mc_run tp2m1 2 --tp 2 --global-batch 4 && mc_run tp2m1z3 2 --tp 2 --global-batch 4 --zero-stage 3 &&
+            mc_same "2 machines x 2 ranks: --tp 2 in each machine, ZeRO-3 over the copies across them = their DDP" tp2m1 tp2m1z3
         mkdir -p "$DP_WORK/machines_tp4"
         if (cd "$DP_WORK/machines_tp4" && env MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout 120 "$MPIRUN" -np 4 \
             "$MC_BIN" "${DP_SHAPE[@]}" "${MC_ARGS[@]}" --tp 4 --results "$DP_WORK/machines_tp4/results" >out 2>err); then

@@ -339,6 +339,27 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     else
         pr_fail "model-parallel predictions" "$mp"
     fi
+    # ZeRO-2 and 3 over the copies of --tp 2 (4 ranks: --calibrate --ranks 4 adds that world's
+    # collectives): modelled like the others, and at l16 each stage plans less GPU memory a
+    # rank than the one before (ZeRO-2: the gradients' shards and two slots; ZeRO-3: the
+    # params' shards and two gathered layers)
+    # (into a copy of the file: the checks below read the 2-rank calibration as it was)
+    mkdir -p "$PR_WORK/res1z" && cp "$PR_WORK"/res1/machine_*.json "$PR_WORK/res1z/"
+    (cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate --ranks 4 "${PR1[@]}" --results res1z >c4.out 2>&1)
+    zt=$(pr_rows res1z PR1 "--ranks 4 --tp 2 -l 16 --global-batch 8 --zero-stage 0" "--ranks 4 --tp 2 -l 16 --global-batch 8 --zero-stage 1" \
+             "--ranks 4 --tp 2 -l 16 --global-batch 8 --zero-stage 2" "--ranks 4 --tp 2 -l 16 --global-batch 8 --zero-stage 3" |
+         python3 -c "$PR_PY"'
+def gpu(r):
+    m = re.search(r"plan GPU ([0-9.]+) (KiB|MiB|GiB)", r)
+    return float(m.group(1)) * {"KiB": 1, "MiB": 1024, "GiB": 1024 ** 2}[m.group(2)] if m else 0
+ok = len(rows) == 4 and all(ms(r) > 0 and busy(r, "collectives") > 0 for r in rows) and \
+     gpu(rows[0]) > gpu(rows[1]) > gpu(rows[2]) > gpu(rows[3]) > 0
+print("ok" if ok else "bad: " + " / ".join(rows))')
+    if [ "$zt" = ok ]; then
+        pr_pass "--tp 2 with ZeRO 0-3 over its 2 copies (4 ranks) is modelled, each stage planning less GPU memory than the one before"
+    else
+        pr_fail "--tp with ZeRO-2/3 predictions" "$zt $(tail -n 2 "$PR_WORK/c4.out")"
+    fi
     # The calibration at 2 ranks also measured, with both ranks at once, each rank's copy and
     # host Adam rates and what the collectives slow the compute beside them by.  Variants of
     # the file: without them (older files), with the compute beside collectives x1, x2, x0.5.
