@@ -128,11 +128,6 @@ typedef struct megatron_state {
     float *losses;                     /* M x N: each micro-batch's per-token losses */
     float *host_losses, *host_norms, *norm_table;
     int adam_step;
-    /* --clip-grad 0 at stage 0 (update_early): each block's AdamW queued on the gradient stream
-     * behind its reduction and norms, under the backward of the blocks below; this step's
-     * (early_now: no hook or checksum wants the update where the optimizer makes it) */
-    int update_early, early_now, early_t, early_unskipped;
-    float early_lr;
 
     gpt_event *ev_grad_ready, *ev_comm_done, *ev_updated, *ev_params_ready, *ev_egathered;
     gpt_event *ev_gathered[2], *ev_slot_done[2], *ev_gslot_free[2];
@@ -447,14 +442,9 @@ static int graphs_choose(megatron_state *st)
     const engine_env *env = &st->env;
     const int want = env->cfg->graphs;
     const char *unavailable = graphs_unavailable(env->cfg);
-    /* (--clip-grad 0 at stage 0: the update runs per block under the backward, which a replay
-     * would repeat with the learning rate it was captured at; --graphs on keeps the replays and
-     * updates after the backward) */
-    st->update_early = st->stage == 0 && env->cfg->optim.clip <= 0 && want != GRAPHS_ON;
     const char *why = want == GRAPHS_OFF                 ? "--graphs off"
                       : unavailable                      ? unavailable
                       : !gpt_backend_has_graphs(env->be) ? "--profile times each op"
-                      : st->update_early                 ? "--clip-grad 0: each block's update runs under the backward"
                                                          : NULL;
     if (why) {
         if (want == GRAPHS_ON) return engine_fail(env, GPT_ERR_INVALID, "--graphs on: not here (%s)", why);
@@ -675,15 +665,6 @@ static int reduce_block(megatron_state *st, int b, int last_micro)
             dp_block_shard_norms(cs, grad_buffer(st, b), g->n, st->world, st->block_norms + (size_t)b * st->world);
         else dp_shard_norm(cs, grad_shard(st, b), g->n, st->world, st->rank, st->block_norms + b);
     }
-    /* (--clip-grad 0, stage 0: nothing waits for the norm, so the block's AdamW follows on this
-     * stream, under the backward of the blocks below: the same op on the same values as after
-     * the backward, the same bits; the compute stream reads no block it writes before the next
-     * step, which waits for this stream) */
-    if (last_micro && st->early_now) {
-        void *act = st->wparams_full ? (char *)st->wparams_full + g->off * act_size(st) : NULL;
-        gpt_block_adamw_act(cs, st->params_full + g->off, act, grad_buffer(st, b), st->adam_m + g->off,
-                            st->adam_v + g->off, g->n, g->n_decay, &st->env.cfg->optim, st->early_lr, st->early_t, 1.0f);
-    }
     return GPT_OK;
 }
 
@@ -864,16 +845,6 @@ static int optimizer(megatron_state *st, int iteration, step_result *out)
     uint64_t *sums = st->sums_dev;
     st->sums_dev = NULL;
     st->sums_done = 0;
-    if (st->early_now) {
-        /* (the blocks were updated as their gradients landed, reduce_block: a step whose
-         * gradient is not finite can no longer be skipped, as with the offload engines'
-         * updates under the backward; it is counted as such, and said) */
-        st->adam_step = st->early_t;
-        if (out->skipped && !st->early_unskipped++)
-            engine_note(&st->env, "iteration %d: the gradient is not finite, but with --clip-grad 0 each block was "
-                        "updated as it landed: the step could not be skipped (nor any such step after it)", iteration);
-        return GPT_OK;
-    }
     if (out->skipped) return GPT_OK;
     const float lr = (float)out->lr, scale = gpt_clip_scale(&cfg->optim, out->grad_norm);
     if (st->hooks.before_optimizer && (rc = st->hooks.before_optimizer(st->hooks.ctx, s))) return rc;
@@ -940,9 +911,6 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     spans_reset(&st->spans);
     coll_take_bytes(st->grad_comm);
     coll_take_bytes(st->param_comm);
-    st->early_now = st->update_early && !st->hooks.before_optimizer && !st->sums_dev;
-    st->early_lr = (float)gpt_lr_at(&st->env.cfg->optim, iteration);
-    st->early_t = st->adam_step + 1;
 
     double fwd_ms = 0, bwd_ms = 0;
     /* the embedding block only: the layers' blocks are overwritten (backward_micro) */
