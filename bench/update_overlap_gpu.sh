@@ -2,8 +2,9 @@
 # The update under the backward (issue 50), as commit f9a5c94 had it: with --clip-grad 0
 # megatron-lm queued each block's AdamW on the gradient stream as soon as its gradient (and
 # norm) was in, beside the backward of the blocks below; with clipping it waits for the whole
-# norm.  Measured there and taken out (it hid nothing: bench/results/2026-11-29e-h200-update-
-# overlap/NOTES.md); run at that commit to repeat it (at later ones the third run is the second).  One GPU, l32 h2048 b4 bf16, one
+# norm.  Measured there and taken out (it hid nothing; the figures:
+# bench/results/2026-11-29e-h200-update-overlap/NOTES.md); run at that commit to repeat it (at
+# later ones the third run is the second).  One GPU, l32 h2048 b4 bf16, one
 # and eight micro-batches, two interleaved rounds: clip 1.0 (graphs on), --clip-grad 0 --graphs
 # on (the update after the backward, replayed), --clip-grad 0 (auto: the update under the
 # backward, so no graphs), and clip 1.0 --graphs off (what the graphs alone give).
