@@ -8,11 +8,8 @@
 set -uo pipefail
 dest=${dest:-${OUT:-bench/results/latest}}
 source bench/deps_env.sh
-out=$(mktemp -d /tmp/aebench-norm.XXXXXX)
-mkdir -p "$dest"
-trap 'tar czf "$dest/bench.tgz" -C "$out" . 2>/dev/null; cp "$out"/table.md "$dest"/ 2>/dev/null' EXIT
-machine_info | tee "$out/device.txt"
-make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
+bench_begin norm
+bench_cuda_build aebench
 shape=(-m megatron-lm -l 32 -h 2048 --heads 16 --seq 1024 -b 4 --dtype bf16 --device cuda --log-interval 10)
 bench_run m1_clip --global-batch 4 --iters 40
 bench_run m1_noclip --global-batch 4 --iters 40 --clip-grad 0
