@@ -10,7 +10,8 @@
  * T > 1, whole, their gradients all-reduced over the D ranks of the same stage and tensor rank;
  * or --zero-stage 1: Adam's state sharded over those D ranks, the params gathered after the
  * update; with one stage also --zero-stage 2, the gradients sharded too, and 3, the params
- * too, gathered for each use).  With T > 1 every block below is the rank's share (model_tp.c says which part of
+ * too, gathered for each use).  With T > 1 every block below is the rank's share (model_tp.c
+ * says which part of
  * each tensor), and a group of the T ranks (tp-comm) carries the layers' collectives, ordered on
  * the compute stream by events (tp_collective).
  * Stage s holds layers [l0, l1) = [s L / P, (s + 1) L / P); the first stage also the
@@ -24,7 +25,8 @@
  *         bf16 working copy; ZeRO-2/3: the layers' gradients as shards (Adam's layout), two
  *         layer gradient slots the backward writes, block 0's gradient whole, a landing shard
  *         with M > 1; ZeRO-3: the params and the bf16 copy as shards too, and the gathered
- *         working weights: block 0's slot and two layer slots; per in-flight micro-batch (S = min(P - s, M) slots) the stage's
+ *         working weights: block 0's slot and two layer slots;
+ *         per in-flight micro-batch (S = min(P - s, M) slots) the stage's
  *         checkpointed layer inputs x[l0..l1] and the activations --recompute keeps of its
  *         layers, and the ids; one working set, the backward scratch (with
  *         --sequence-parallel also a whole (N, C) buffer for the row-parallel products and the
