@@ -11,9 +11,8 @@
  * or --zero-stage 1: Adam's state sharded over those D ranks, the params gathered after the
  * update; with one stage also --zero-stage 2, the gradients sharded too, and 3, the params
  * too, gathered for each use).  With T > 1 every block below is the rank's share (model_tp.c
- * says which part of
- * each tensor), and a group of the T ranks (tp-comm) carries the layers' collectives, ordered on
- * the compute stream by events (tp_collective).
+ * says which part of each tensor), and a group of the T ranks (tp-comm) carries the layers'
+ * collectives, ordered on the compute stream by events (tp_collective).
  * Stage s holds layers [l0, l1) = [s L / P, (s + 1) L / P); the first stage also the
  * embedding, the last the head, which reads the same (tied) embedding block: both stages keep
  * a copy of block 0, its gradient and its Adam state, and make the same update of it.
@@ -25,10 +24,9 @@
  *         bf16 working copy; ZeRO-2/3: the layers' gradients as shards (Adam's layout), two
  *         layer gradient slots the backward writes, block 0's gradient whole, a landing shard
  *         with M > 1; ZeRO-3: the params and the bf16 copy as shards too, and the gathered
- *         working weights: block 0's slot and two layer slots;
- *         per in-flight micro-batch (S = min(P - s, M) slots) the stage's
- *         checkpointed layer inputs x[l0..l1] and the activations --recompute keeps of its
- *         layers, and the ids; one working set, the backward scratch (with
+ *         working weights: block 0's slot and two layer slots; per in-flight micro-batch
+ *         (S = min(P - s, M) slots) the stage's checkpointed layer inputs x[l0..l1] and the
+ *         activations --recompute keeps of its layers, and the ids; one working set, the backward scratch (with
  *         --sequence-parallel also a whole (N, C) buffer for the row-parallel products and the
  *         gathered residual gradient), the residual gradient dres (n, C: n = N, or N / T with
  *         --sequence-parallel, as the layer inputs); the first stage the embedding's own part
