@@ -26,9 +26,9 @@
  *         with M > 1; ZeRO-3: the params and the bf16 copy as shards too, and the gathered
  *         working weights: block 0's slot and two layer slots; per in-flight micro-batch
  *         (S = min(P - s, M) slots) the stage's checkpointed layer inputs x[l0..l1] and the
- *         activations --recompute keeps of its layers, and the ids; one working set, the backward scratch (with
- *         --sequence-parallel also a whole (N, C) buffer for the row-parallel products and the
- *         gathered residual gradient), the residual gradient dres (n, C: n = N, or N / T with
+ *         activations --recompute keeps of its layers, and the ids; one working set, the
+ *         backward scratch (with --sequence-parallel also a whole (N, C) buffer for the
+ *         row-parallel products and the gathered residual gradient), the residual gradient dres (n, C: n = N, or N / T with
  *         --sequence-parallel, as the layer inputs); the first stage the embedding's own part
  *         of block 0's gradient (model.h), the last the head's activations (with T > 1 every
  *         rank's cross-entropy stats of a chunk) and the M x N losses; the (L + 1) block norms
