@@ -28,11 +28,12 @@
  *         (S = min(P - s, M) slots) the stage's checkpointed layer inputs x[l0..l1] and the
  *         activations --recompute keeps of its layers, and the ids; one working set, the
  *         backward scratch (with --sequence-parallel also a whole (N, C) buffer for the
- *         row-parallel products and the gathered residual gradient), the residual gradient dres (n, C: n = N, or N / T with
- *         --sequence-parallel, as the layer inputs); the first stage the embedding's own part
- *         of block 0's gradient (model.h), the last the head's activations (with T > 1 every
- *         rank's cross-entropy stats of a chunk) and the M x N losses; the (L + 1) block norms
- *         (per block D shards, twice with T > 1: its split and its whole tensors)
+ *         row-parallel products and the gathered residual gradient), the residual gradient
+ *         dres (n, C: n = N, or N / T with --sequence-parallel, as the layer inputs); the
+ *         first stage the embedding's own part of block 0's gradient (model.h), the last the
+ *         head's activations (with T > 1 every rank's cross-entropy stats of a chunk) and the
+ *         M x N losses; the (L + 1) block norms (per block D shards, twice with T > 1: its
+ *         split and its whole tensors; each rank makes its own shard's)
  *   host  the losses and norms read back, every rank's norms, initialisation staging
  *
  * One step, stream by stream, on stage s (warm-up w = min(P - s - 1, M) forwards, then one
