@@ -967,9 +967,12 @@ static void relaunch_account_of(const engine_recovery *plan, const char *why, in
     /* when the failure happened (a rank's note), else when we saw the job end: the recovered
      * job counts the time lost from there; the iteration only where an injected fault says it
      * (a real crash does not) */
-    snprintf(account, len, "%.3f %.6f %d job %s ran %.1f s, then %s; relaunch %d%s", ran,
-             failed_at_s > 0 ? failed_at_s : epoch_s(), fail_at > 0 ? fail_at : 0, plan->job, ran, said, relaunch,
+    /* (the note cut to what --relaunch-of takes: cli.h's relaunch_account.note) */
+    char note[sizeof(((relaunch_account *)0)->note)];
+    snprintf(note, sizeof note, "job %s ran %.1f s, then %s; relaunch %d%s", plan->job, ran, said, relaunch,
              lost && plan->lost_noted ? plan->lost_noted : "");
+    snprintf(account, len, "%.3f %.6f %d %s", ran, failed_at_s > 0 ? failed_at_s : epoch_s(), fail_at > 0 ? fail_at : 0,
+             note);
     *since = now;
 }
 
@@ -1034,7 +1037,7 @@ int launch_ranks(int argc, char **argv, const run_config *run_cfg)
         }
         fprintf(stderr, "aebench: --ranks %d: relaunching job %s (%d of at most %d) to recover from %s%s\n", run_cfg->ranks,
                 plan.job, relaunch, plan.relaunches, said, lost && plan.lost_said ? plan.lost_said : "");
-        char account[1200];
+        char account[sizeof(((relaunch_account *)0)->note) + 96]; /* (the numbers, then the note) */
         relaunch_account_of(&plan, why, relaunch, lost != 0, failed_at_s, run_cfg->fail_at, &t0, account, sizeof account);
         if (relaunch_args(args, n, &plan, account, &again, &m) != 0) {
             fprintf(stderr, "aebench: --ranks: out of memory\n");
