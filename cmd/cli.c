@@ -630,18 +630,18 @@ static int set_relaunch_of(run_config *run_cfg, const opt_spec *sp, const opt_va
 {
     relaunch_account a = {.given = 1};
     const char *q = v->text;
-    char *end = NULL;
+    char *end = (char *)q; /* (a field not read leaves end at its start: bad) */
     errno = 0;
     /* (each field starts with a digit: strtod and strtol would skip a second space, or take a sign) */
-    a.ran_s = isdigit((unsigned char)*q) ? strtod(q, &end) : -1;
+    if (isdigit((unsigned char)*q)) a.ran_s = strtod(q, &end);
     int bad = end == q || *end != ' ' || errno || !(a.ran_s >= 0 && a.ran_s < 1e9);
     if (!bad) {
-        q = end + 1;
-        a.failed_s = isdigit((unsigned char)*q) ? strtod(q, &end) : -1;
+        q = end = end + 1;
+        if (isdigit((unsigned char)*q)) a.failed_s = strtod(q, &end);
         bad = end == q || *end != ' ' || errno || !(a.failed_s >= 0 && a.failed_s < 1e11);
     }
     if (!bad) {
-        q = end + 1;
+        q = end = end + 1;
         const long at = isdigit((unsigned char)*q) ? strtol(q, &end, 10) : -1;
         bad = end == q || *end != ' ' || errno || at < 0 || at > MAX_ITERS;
         a.failed_at = (int)at;

@@ -201,6 +201,12 @@ bad_input "a config's method all with a window" "-w/--window 1 with -m all" --co
 bad_input "--fail-kind without --fail-at" "--fail-kind goes with --fail-at I" "${TINY[@]}" --fail-kind stop
 bad_input "--fail-phase without --fail-at" "--fail-phase goes with --fail-at I" "${TINY[@]}" --fail-phase backward
 bad_input "--fail-rank without --fail-at" "--fail-rank goes with --fail-at I" "${TINY[@]}" --fail-rank 1
+# (--relaunch-of, the --ranks supervisor's account of a relaunched job: each field malformed in
+# turn, the first one too, which the fuzz campaign found read through a null pointer)
+for acct in "x 2 3 n" "-1 2 3 n" " 1 2 3 n" "1 x 3 n" "1 2 -3 n" "1 2 3" "1 2 3 a
+b"; do
+    bad_input "--relaunch-of '${acct//$'\n'/\\n}'" "is not a relaunch's account" "${TINY[@]}" --relaunch-of "$acct"
+done
 printf '{"fail-kind": "hardware"}' >"$WORK/failkind.json"
 bad_input "a config's fail-kind without fail-at" "--fail-kind goes with --fail-at I" --config "$WORK/failkind.json" "${TINY[@]}"
 bad_input "--machine missing on a training run" "machine file $WORK/none.json: No such file or directory" \
