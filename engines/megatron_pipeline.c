@@ -817,13 +817,6 @@ static int join_embedding(pipe_state *st)
     return GPT_OK;
 }
 
-/* The squared norm of n floats at x into *out (0 for none). */
-static void range_norm(gpt_stream *s, float *out, const float *x, size_t n)
-{
-    if (n) gpt_norm_squared(s, out, x, n);
-    else gpt_stream_memset_zero(s, out, sizeof(float));
-}
-
 /* This rank's data-parallel shard (dp.h's shards of the block) of block b's gradient g, held
  * whole: its first float. */
 static const float *own_shard(const pipe_state *st, int b, const float *g)
@@ -849,8 +842,9 @@ static void shard_norms(pipe_state *st, gpt_stream *ds, int b, const float *shar
     }
     const size_t split = b == 0 ? gpt_embed_layout_of(&st->sh).n_split : gpt_layer_layout_of(&st->sh).n_split;
     const size_t cut = split <= lo ? 0 : split - lo < real ? split - lo : real; /* (its floats in the split part) */
-    range_norm(ds, row + z->dp_rank, shard, cut);
-    range_norm(ds, row + z->dpw + z->dp_rank, shard + cut, real - cut);
+    /* (dp.h's norm of a piece as one whole shard: its floats, or 0 for none) */
+    dp_shard_norm(ds, shard, cut, 1, 0, row + z->dp_rank);
+    dp_shard_norm(ds, shard + cut, real - cut, 1, 0, row + z->dpw + z->dp_rank);
 }
 
 /* --sequence-parallel: each rank's gradient of its blocks' LayerNorm parameters covers its rows
