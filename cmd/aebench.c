@@ -466,7 +466,7 @@ static int train(int argc, char **argv, run_config *run_cfg, const engine_vtbl *
     }
     /* (how the run was made, for its record: its build and its own command line's settings) */
     run_provenance prov;
-    provenance_of_run(&prov, argc, argv, comm->world);
+    provenance_of_run(&prov, argc, argv, comm->world, run_cfg);
     run_cfg->provenance = &prov;
     const int code = run_engine(run_cfg, only, be, &data, comm, sig);
     provenance_free(&prov);
@@ -485,12 +485,13 @@ static int aebench_main(int argc, char **argv, run_signals **sig)
         return EXIT_BAD_INPUT;
     }
     if (comm_rc != 0) return EXIT_RUN_ERROR;
-    /* (a supervised job's ranks found each other: its start-up deadline is met) */
-    if (comm.world > 1) launch_note_started();
 
     run_config run_cfg;
     char err[1024];
     cli_outcome outcome = cli_parse(argc, argv, &run_cfg, err, sizeof err);
+    /* (a supervised job's ranks found each other: its start-up deadline is met; --job-notes is
+     * read first, so a rank that refuses the rest still tells its supervisor) */
+    if (comm.world > 1) launch_note_started(run_cfg.job_notes);
     if (outcome != CLI_RUN) {
         if (outcome == CLI_ERROR && comm.rank == 0) fprintf(stderr, "aebench: %s\n", err);
         comm_finalize(&comm);

@@ -59,7 +59,8 @@ struct opt_spec {
     int of_engines;           /* 1: an option of the engines (own or shared) */
 };
 
-static opt_setter set_method, set_device, set_no_ckpt, set_fail_ranks, set_hang_timeout, set_verify, set_relaunch_of;
+static opt_setter set_method, set_device, set_no_ckpt, set_fail_ranks, set_hang_timeout, set_verify, set_relaunch_of,
+    set_job_notes, set_rerun_of;
 
 /* The largest value an integer option takes.  The model's dimensions are bounded far above any
  * model (2^20 layers, a hidden size of 2^20, ...) so that no int arithmetic on them (layers + 1
@@ -186,7 +187,9 @@ static const char *spec_broken(const opt_spec *sp)
         return "a number setter on a field that is no double";
     if ((d->set == SET_BYTES && d->size != sizeof(size_t)) ||
         (sp->special == set_fail_ranks && d->size != sizeof(unsigned long long)) ||
-        (sp->special == set_relaunch_of && d->size != sizeof(relaunch_account)))
+        (sp->special == set_relaunch_of && d->size != sizeof(relaunch_account)) ||
+        (sp->special == set_rerun_of && d->size != sizeof(rerun_source)) ||
+        (sp->special == set_job_notes && !d->text))
         return "a setter on a field of another type";
     if ((d->set == SET_PATH || d->set == SET_TEXT || sp->special == set_method) && !d->text)
         return "a text setter on a field that is no string";
@@ -655,6 +658,46 @@ static int set_relaunch_of(run_config *run_cfg, const opt_spec *sp, const opt_va
                         "which --ranks writes: not for typing by hand)", v->opt, v->text);
     snprintf(a.note, sizeof a.note, "%s", q);
     memcpy(field_of(run_cfg, sp), &a, sizeof a);
+    return 0;
+}
+
+/* --job-notes DIR (launch.c's job_command puts it first on its ranks' command line): an absolute
+ * path.  Where it is there (the supervisor's machine) it must be what job_dir_make made: a
+ * directory, not a link, ours, private; a rank on another machine finds nothing there and
+ * leaves no notes (job_dir.c).  A neighbour's directory named here is refused, not written. */
+static int set_job_notes(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    char *dst = field_of(run_cfg, sp);
+    if (v->text[0] != '/')
+        return cli_fail(err, errlen, "%s: '%.200s' is not an absolute path (set by --ranks, not by hand)", v->opt,
+                        v->text);
+    if (strlen(v->text) >= sp->d->size) return cli_fail(err, errlen, "%s: path too long", v->opt);
+    struct stat st;
+    const int there = lstat(v->text, &st) == 0;
+    if (!there && errno != ENOENT) return cli_fail(err, errlen, "%s: %.200s: %s", v->opt, v->text, strerror(errno));
+    if (there && (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0))
+        return cli_fail(err, errlen, "%s: %.200s is not a private directory of ours (a directory, not a link, "
+                        "owned by this user, mode 0700: what --ranks makes)", v->opt, v->text);
+    snprintf(dst, sp->d->size, "%s", v->text);
+    return 0;
+}
+
+/* --rerun-of "FINGERPRINT PATH" (rerun.c puts it on the command line a rerun runs): 16 hex
+ * digits, one space, an absolute path on one line. */
+static int set_rerun_of(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    rerun_source r;
+    memset(&r, 0, sizeof r);
+    const char *space = strchr(v->text, ' ');
+    const size_t flen = space ? (size_t)(space - v->text) : 0;
+    int bad = flen != 16 || strspn(v->text, "0123456789abcdef") != 16 || space[1] != '/' ||
+              strlen(space + 1) >= sizeof r.path || strpbrk(space + 1, "\n\r") != NULL;
+    if (bad)
+        return cli_fail(err, errlen, "%s: '%.200s' is not a record ('FINGERPRINT PATH': 16 hex digits and an "
+                        "absolute path, which --rerun writes: not for typing by hand)", v->opt, v->text);
+    memcpy(r.fingerprint, v->text, 16);
+    snprintf(r.path, sizeof r.path, "%s", space + 1);
+    memcpy(field_of(run_cfg, sp), &r, sizeof r);
     return 0;
 }
 
@@ -1472,6 +1515,12 @@ cli_outcome cli_parse(int argc, char **argv, run_config *run_cfg, char *err, siz
         }
         if (c == 1000 + OPT_CONFIG)
             snprintf(run_cfg->config_path, sizeof run_cfg->config_path, "%s", optarg);
+        /* (at once: a rank that refuses what comes after it still tells its supervisor so,
+         * aebench.c; --ranks puts it first) */
+        if (c == 1000 + OPT_JOB_NOTES) {
+            opt_spec sp;
+            if (spec_of_getopt(c, &sp) == 0 && apply(run_cfg, &sp, optarg, 1, NULL, err, errlen)) return CLI_ERROR;
+        }
     }
     if (optind < argc) return cli_fail(err, errlen, "unexpected argument '%s'", argv[optind]), CLI_ERROR;
     if (run_cfg->config_path[0] && load_config(run_cfg, run_cfg->config_path, err, errlen)) return CLI_ERROR;

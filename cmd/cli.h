@@ -45,6 +45,14 @@ typedef struct relaunch_account {
     char note[1024]; /* one line: the job before, its time, how it ended, the relaunch */
 } relaunch_account;
 
+/* The record a rerun runs again (--rerun-of "FINGERPRINT PATH"): --rerun (rerun.c) puts it on
+ * the command line it runs, so the run and, under --ranks, its ranks name that record in their
+ * JSON's "rerun_of".  fingerprint "": not a rerun. */
+typedef struct rerun_source {
+    char fingerprint[32]; /* the record's config fingerprint, 16 hex digits */
+    char path[PATH_MAX];  /* the record's absolute path */
+} rerun_source;
+
 typedef struct run_config {
     char method[64];       /* an engine name, an alias, or "all" */
     engine_config eng;
@@ -89,6 +97,9 @@ typedef struct run_config {
     int search_verify;         /* --verify K: train the top K and K random ones (0: none) */
     char rerun_path[PATH_MAX]; /* --rerun FILE.json: run what that record says (cmd/rerun.h) */
     relaunch_account relaunch; /* --relaunch-of: set by the --ranks supervisor on a relaunch */
+    char job_notes[PATH_MAX];  /* --job-notes DIR: the --ranks supervisor's private directory,
+                                  set for its ranks ("": no supervisor) */
+    rerun_source rerun_of;     /* --rerun-of: set by --rerun for the run it starts */
     /* How the run was made (its settings; provenance.h), for its log and JSON: set by main
      * before a run trains; NULL elsewhere */
     const struct run_provenance *provenance;

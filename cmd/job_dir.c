@@ -21,13 +21,12 @@
 
 /* ---- the ranks' side ------------------------------------------------------------------- */
 
-/* An empty note NAME in the supervisor's notes directory (best effort). */
-static void note_mark(const char *name)
+/* An empty note NAME in the supervisor's notes directory notes (--job-notes; best effort). */
+static void note_mark(const char *notes, const char *name)
 {
-    const char *dir = getenv("AEBENCH_JOB_NOTES");
-    if (!dir || !*dir) return;
+    if (!notes || !*notes) return;
     char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return;
+    if (snprintf(path, sizeof path, "%s/%s", notes, name) >= (int)sizeof path) return;
     /* (on a machine other than the supervisor's the directory is not there: nothing to do) */
     const int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) close(fd);
@@ -35,26 +34,30 @@ static void note_mark(const char *name)
 
 /* on_exit: a rank that leaves with exit 2 refused its configuration (rank 0 said why in one
  * line): the note that tells the supervisor so, since MPICH's mpiexec also exits 2 when a rank
- * is killed by SIGINT. */
-static void note_refusal_at_exit(int status, void *unused)
+ * is killed by SIGINT.  notes: launch_note_started's copy of the directory's name (the
+ * run_config it came from is gone by then). */
+static void note_refusal_at_exit(int status, void *notes)
 {
-    (void)unused;
-    if (status == EXIT_BAD_INPUT) note_mark(LAUNCH_NOTE_REFUSED);
+    if (status == EXIT_BAD_INPUT) note_mark(notes, LAUNCH_NOTE_REFUSED);
+    free(notes);
 }
 
-void launch_note_started(void)
+void launch_note_started(const char *notes)
 {
-    note_mark("started");
-    if (getenv("AEBENCH_JOB_NOTES") && on_exit(note_refusal_at_exit, NULL) != 0)
+    if (!notes || !*notes) return;
+    note_mark(notes, "started");
+    char *kept = strdup(notes);
+    if (!kept || on_exit(note_refusal_at_exit, kept) != 0) {
+        free(kept);
         fprintf(stderr, "aebench: note: a refusal of this rank would not be told to the supervisor\n");
+    }
 }
 
-void fault_note(int rank, const char *fmt, ...)
+void fault_note(const char *notes, int rank, const char *fmt, ...)
 {
-    const char *dir = getenv("AEBENCH_JOB_NOTES");
-    if (!dir || !*dir) return;
+    if (!notes || !*notes) return;
     char path[PATH_MAX], line[1024];
-    snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
+    if (snprintf(path, sizeof path, "%s/rank-%d", notes, rank) >= (int)sizeof path) return;
     va_list ap;
     va_start(ap, fmt);
     int len = vsnprintf(line, sizeof line - 40, fmt, ap);
@@ -87,7 +90,7 @@ void fault_maybe_die(const run_config *run_cfg, int rank, int iteration, int pha
         raise(SIGSTOP);
         return;
     }
-    fault_note(rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %s)", where[phase],
+    fault_note(run_cfg->job_notes, rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %s)", where[phase],
                iteration, run_cfg->fail_at, run_cfg->fail_ranks_text[0] ? run_cfg->fail_ranks_text : "0");
     fprintf(stderr, "aebench: rank %d: --fail-at %d: SIGKILL now\n", rank, iteration);
     fflush(stdout);

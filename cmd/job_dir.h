@@ -2,8 +2,8 @@
  * job_dir.h — a job's private temporary directories, and the notes a rank leaves in its
  * supervisor's (the ranks' side of aebench --ranks, launch.h).
  *
- * The --ranks supervisor makes a private directory (job_dir_make) and names it to its ranks in
- * AEBENCH_JOB_NOTES; a rank notes there that it started, that it refused its configuration,
+ * The --ranks supervisor makes a private directory (job_dir_make) and names it to its ranks with
+ * --job-notes DIR (run_config.job_notes) on their command line; a rank notes there that it started, that it refused its configuration,
  * and why it ends the job on purpose (fault_note: --fail-at, or an error that leaves the other
  * ranks waiting in a collective).  The run (run.c) makes its heartbeat directory here too.
  * Both the run and the supervisor include this; it includes neither.
@@ -15,14 +15,14 @@
 
 #include <stddef.h>
 
-/* A rank's note for the supervisor (one line: why this rank ends the job); nothing when the
- * job has no supervisor. */
-void fault_note(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A rank's note for the supervisor in its notes directory (one line: why this rank ends the
+ * job); nothing when the job has no supervisor (notes ""). */
+void fault_note(const char *notes, int rank, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A rank of a supervised job is past MPI's start-up (the ranks found each other): the
  * supervisor's start-up deadline is met; and should the rank then exit 2 (it refused its
  * configuration), it leaves the note LAUNCH_NOTE_REFUSED.  Best effort; nothing outside a
  * supervised job. */
-void launch_note_started(void);
+void launch_note_started(const char *notes);
 
 /* The note a rank leaves in the supervisor's notes directory when it exits 2 (it refused its
  * configuration): only then is the launcher's exit 2 a refusal (launch_status.h). */

@@ -64,23 +64,19 @@ static int is_open_mpi(const char *mpiexec)
     return strstr(base, "openmpi") || strstr(base, "orterun") || strstr(base, "prterun");
 }
 
-/* Our environment plus the report descriptor and the notes directory. */
-static char **job_environment(char *notes_var, size_t notes_len, char *report_var, size_t report_len,
-                              const char *notes)
+/* Our environment plus the report file in the notes directory (the ranks learn the directory
+ * itself from --job-notes on their command line: job_command). */
+static char **job_environment(char *report_var, size_t report_len, const char *notes)
 {
     size_t n = 0;
     while (environ && environ[n]) n++;
-    char **env = malloc(sizeof *env * (n + 3));
+    char **env = malloc(sizeof *env * (n + 2));
     if (!env) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "AEBENCH_REPORT_FD=", 18) != 0 &&
-            strncmp(environ[i], "AEBENCH_REPORT_FILE=", 20) != 0 &&
-            strncmp(environ[i], "AEBENCH_JOB_NOTES=", 18) != 0)
+        if (strncmp(environ[i], "AEBENCH_REPORT_FD=", 18) != 0 && strncmp(environ[i], "AEBENCH_REPORT_FILE=", 20) != 0)
             env[k++] = environ[i];
-    snprintf(notes_var, notes_len, "AEBENCH_JOB_NOTES=%s", notes);
     snprintf(report_var, report_len, "AEBENCH_REPORT_FILE=%s/report", notes);
-    env[k++] = notes_var;
     env[k++] = report_var;
     env[k] = NULL;
     return env;
@@ -592,11 +588,11 @@ static int write_hostfile(const char *file, int open_mpi, const char *dir, char 
  * after a SIGTERM before a SIGKILL. */
 enum { START_DEADLINE_S = 120, START_GRACE_S = 10 };
 
-/* The job's command line into *jargv (strv.h): mpiexec -n N, its own options, this binary and
- * argv[1..] without --ranks and --hosts.  0, or -1 out of memory (*jargv is the caller's to free
- * either way). */
+/* The job's command line into *jargv (strv.h): mpiexec -n N, its own options, this binary,
+ * --job-notes and the job's notes directory, and argv[1..] without --ranks, --hosts and any
+ * --job-notes.  0, or -1 out of memory (*jargv is the caller's to free either way). */
 static int job_command(int argc, char **argv, const run_config *run_cfg, const char *mpiexec, const char *exe,
-                       int open_mpi, const char *hosts, char ***jargv_out, int *jn_out)
+                       int open_mpi, const char *hosts, const char *notes, char ***jargv_out, int *jn_out)
 {
     char **jargv = NULL, nbuf[16];
     int jn = 0;
@@ -614,8 +610,11 @@ static int job_command(int argc, char **argv, const run_config *run_cfg, const c
     if (!bad && run_cfg->hosts_path[0])
         bad = strv_push(&jargv, &jn, open_mpi ? "-hostfile" : "-f") || strv_push(&jargv, &jn, hosts);
     if (!bad) bad = strv_push(&jargv, &jn, exe);
-    /* the ranks get every option but these: they are the job (--ranks) and its machines */
-    static const char *const not_for_ranks[] = {"ranks", "hosts", NULL};
+    /* the notes directory first: the ranks read it before anything they may refuse (cli.c) */
+    if (!bad) bad = strv_push(&jargv, &jn, "--job-notes") || strv_push(&jargv, &jn, notes);
+    /* the ranks get every option but these: they are the job (--ranks), its machines and its
+     * notes directory (this one's, given above) */
+    static const char *const not_for_ranks[] = {"ranks", "hosts", "job-notes", NULL};
     char **kept = NULL;
     int nk = 0;
     if (!bad) bad = cli_args_without(argv + 1, argc - 1, not_for_ranks, &kept, &nk) != 0;
@@ -843,7 +842,7 @@ static int launch_job(int argc, char **argv, const run_config *run_cfg, char *wh
     }
     char **jargv = NULL;
     int jn = 0;
-    if (job_command(argc, argv, run_cfg, mpiexec, exe, open_mpi, hosts, &jargv, &jn) != 0) {
+    if (job_command(argc, argv, run_cfg, mpiexec, exe, open_mpi, hosts, notes, &jargv, &jn) != 0) {
         fprintf(stderr, "aebench: --ranks: out of memory\n");
         strv_free(&jargv, &jn);
         job_dir_remove(notes);
@@ -852,10 +851,9 @@ static int launch_job(int argc, char **argv, const run_config *run_cfg, char *wh
     /* The pipe tells when the job is over: mpiexec (and with MPICH the ranks) hold its write
      * end until they exit.  The report lines come through a file (relay_report). */
     int fds[2];
-    char notes_var[PATH_MAX + 32], report_var[PATH_MAX + 48];
+    char report_var[PATH_MAX + 48];
     char **env = NULL;
-    if (pipe2(fds, O_CLOEXEC) != 0 ||
-        !(env = job_environment(notes_var, sizeof notes_var, report_var, sizeof report_var, notes))) {
+    if (pipe2(fds, O_CLOEXEC) != 0 || !(env = job_environment(report_var, sizeof report_var, notes))) {
         fprintf(stderr, "aebench: --ranks: cannot set up the job: %s\n", strerror(errno));
         strv_free(&jargv, &jn);
         job_dir_remove(notes);

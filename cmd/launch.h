@@ -7,7 +7,7 @@
  * (a sweep), and when the job ends abnormally (a rank killed, crashed, or aborted after an
  * error) the supervisor says so in rank 0's log and JSON, naming the rank where a rank left
  * a note.  Ranks leave notes (fault_note) in a private directory the supervisor makes
- * (AEBENCH_JOB_NOTES) before they end the job on purpose: --fail-at, or an error that
+ * (--job-notes on their command line) before they end the job on purpose: --fail-at, or an error that
  * leaves the other ranks waiting in a collective.  The ranks' side, and the job's private
  * directories, are job_dir.h's (included: main calls launch_note_started).
  */

@@ -198,6 +198,12 @@
     X(RELAUNCH_OF, "relaunch-of", 0, ARG_TEXT, "ACCOUNT", SPECIAL(relaunch, set_relaunch_of), \
       NULL, "driver", LOCAL, 0, \
       "set by --ranks on a relaunch, not by hand: how the job before ended, 'RAN_S FAILED_S FAILED_AT NOTE' (seconds it ran, when it failed in epoch seconds, the iteration a --fail-at struck or 0, a line); a recovered job's log and JSON record it") \
+    X(JOB_NOTES, "job-notes", 0, ARG_TEXT, "DIR", SPECIAL(job_notes, set_job_notes), \
+      NULL, "driver", LOCAL, 0, \
+      "set by --ranks for its ranks, not by hand: the job's private directory (the supervisor's, mode 0700), where each rank notes that it started, refused its configuration or failed, and writes its heartbeat; one that is there but not a private directory of ours is refused") \
+    X(RERUN_OF, "rerun-of", 0, ARG_TEXT, "RECORD", SPECIAL(rerun_of, set_rerun_of), \
+      NULL, "driver", LOCAL, 0, \
+      "set by --rerun, not by hand: 'FINGERPRINT PATH' (16 hex digits, an absolute path) of the record it runs again; the run's JSON names it in rerun_of") \
     X(LIST_ENGINES, "list-engines", 0, ARG_NONE, NULL, NO_FIELD, \
       NULL, "driver", LOCAL, KID, \
       "print the names of the engines -m takes, one a line, and exit") \

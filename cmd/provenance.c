@@ -222,13 +222,13 @@ char *provenance_config_line(const cJSON *config, char *err, size_t errlen)
 
 /* ---- one run's provenance ------------------------------------------------------------------ */
 
-void provenance_of_run(run_provenance *p, int argc, char **argv, int world)
+void provenance_of_run(run_provenance *p, int argc, char **argv, int world, const run_config *run_cfg)
 {
     memset(p, 0, sizeof *p);
     provenance_build(&p->build);
-    /* Who started it: a --ranks supervisor leaves its notes directory in its ranks'
-     * environment, a sweep (or --find-max, --search --verify) its report pipe in its child's. */
-    const int supervised = getenv("AEBENCH_JOB_NOTES") != NULL;
+    /* Who started it: a --ranks supervisor names its notes directory on its ranks' command line
+     * (--job-notes), a sweep (or --find-max, --search --verify) gives its child a report pipe. */
+    const int supervised = run_cfg->job_notes[0] != '\0';
     p->started_by = world > 1 ? (supervised ? "--ranks" : "mpirun")
                     : getenv("AEBENCH_REPORT_FD") ? "a sweep" : "the command line";
     char err[512] = "";
@@ -250,11 +250,10 @@ void provenance_of_run(run_provenance *p, int argc, char **argv, int world)
     }
     if (!p->settings)
         fprintf(stderr, "aebench: note: the run's record will not hold its settings (--rerun cannot run it): %s\n", err);
-    const char *rerun = getenv(PROVENANCE_RERUN_ENV);
-    const char *space = rerun ? strchr(rerun, ' ') : NULL;
-    if (space && space > rerun && (size_t)(space - rerun) < sizeof p->rerun_fingerprint && space[1]) {
-        snprintf(p->rerun_fingerprint, sizeof p->rerun_fingerprint, "%.*s", (int)(space - rerun), rerun);
-        snprintf(p->rerun_of, sizeof p->rerun_of, "%s", space + 1);
+    /* (--rerun-of: what --rerun put on the command line it runs) */
+    if (run_cfg->rerun_of.fingerprint[0]) {
+        snprintf(p->rerun_fingerprint, sizeof p->rerun_fingerprint, "%s", run_cfg->rerun_of.fingerprint);
+        snprintf(p->rerun_of, sizeof p->rerun_of, "%s", run_cfg->rerun_of.path);
     }
 }
 

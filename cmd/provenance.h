@@ -13,7 +13,7 @@
  *             took off); what differs from the defaults, in the log as one line
  *             "settings: --layers 8 --hidden 64 ..."
  *   rerun_of  for a run started by --rerun: the record it reruns and that record's fingerprint
- *             (the environment's AEBENCH_RERUN_OF, which --rerun sets for the run and its ranks)
+ *             (--rerun-of on its command line: --rerun adds it, and --ranks hands it on to the ranks)
  */
 #ifndef AEBENCH_PROVENANCE_H
 #define AEBENCH_PROVENANCE_H
@@ -45,10 +45,6 @@ void provenance_build(build_info *b);
 /* b as the JSON's "build" object (NULL: out of memory). */
 cJSON *provenance_build_json(const build_info *b);
 
-/* The environment variable --rerun sets for the run it starts (and its ranks): the record's
- * fingerprint, a space, its path. */
-#define PROVENANCE_RERUN_ENV "AEBENCH_RERUN_OF"
-
 /* How one run was made (main fills it in before the run trains; run.c writes it). */
 typedef struct run_provenance {
     build_info build;
@@ -59,10 +55,12 @@ typedef struct run_provenance {
     char rerun_fingerprint[32];
 } run_provenance;
 
+struct run_config;
 /* The provenance of the run that argv (the process's own, after MPI_Init) starts, on a world
- * of `world` ranks.  Never fails the run: settings that cannot be had (out of memory, a
- * --config file gone since it was read) are left out, saying so on stderr. */
-void provenance_of_run(run_provenance *p, int argc, char **argv, int world);
+ * of `world` ranks, argv parsed into run_cfg (who started it: its --job-notes; what it reruns:
+ * its --rerun-of).  Never fails the run: settings that cannot be had (out of memory, a --config
+ * file gone since it was read) are left out, saying so on stderr. */
+void provenance_of_run(run_provenance *p, int argc, char **argv, int world, const struct run_config *run_cfg);
 void provenance_free(run_provenance *p);
 /* The log's lines of p ("build: ...", "build config: ...", "settings: ...", and for a rerun
  * "rerun of: ..."), newline-separated, without the last newline (malloc'd; NULL: out of memory). */

@@ -86,6 +86,9 @@ static int read_record(const char *path, record *rec, char *err, size_t errlen)
         !text_of(rec->root, "method")[0])
         return cli_fail(err, errlen, "--rerun %s: not an aebench run record (no aebench_version, method, world or "
                         "config.fingerprint)", path);
+    if (strlen(rec->fingerprint) != 16 || strspn(rec->fingerprint, "0123456789abcdef") != 16)
+        return cli_fail(err, errlen, "--rerun %s: config.fingerprint '%.40s' is not 16 hex digits (what aebench "
+                        "writes)", path, rec->fingerprint);
     if (!cJSON_IsObject(rec->settings))
         return cli_fail(err, errlen, "--rerun %s: the record holds no settings (an aebench before --rerun wrote it, "
                         "or its settings could not be had): it cannot be rerun", path);
@@ -296,8 +299,8 @@ static int world_refused(const record *rec, const run_config *run_cfg, int launc
     return 0;
 }
 
-/* Whether argv may ask --rerun (getopt takes a long option by any unambiguous prefix:
- * "--rer" is the shortest). */
+/* Whether argv may ask --rerun (getopt takes a long option by any unambiguous prefix, and
+ * every one starts "--rer"; so does --rerun-of, which the parse then tells apart). */
 static int may_ask_rerun(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -343,14 +346,15 @@ int rerun_prepare(int argc, char **argv, rerun_plan *plan)
                (left_line = provenance_config_line(left_out, err, sizeof err)) != NULL) {
         char fingerprint[24], *path = realpath(rec.path, NULL), *line = provenance_args_line(plan->argv + 1, plan->argc - 1);
         snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)cli_fingerprint(&run_cfg[1]));
-        char *env = malloc(strlen(rec.fingerprint) + strlen(path ? path : rec.path) + 2);
-        if (!line || !env) {
+        char *source = malloc(strlen(rec.fingerprint) + strlen(path ? path : rec.path) + 2);
+        if (!line || !source) {
             cli_fail(err, sizeof err, "out of memory");
         } else {
-            /* (the run's record names the record it reruns: it and its ranks read this) */
-            sprintf(env, "%s %s", rec.fingerprint, path ? path : rec.path);
-            if (setenv(PROVENANCE_RERUN_ENV, env, 1) != 0) {
-                cli_fail(err, sizeof err, "--rerun: cannot set %s: %s", PROVENANCE_RERUN_ENV, strerror(errno));
+            /* (the run's record names the record it reruns: --rerun-of, after the line said, as
+             * --ranks hands it on to the ranks) */
+            sprintf(source, "%s %s", rec.fingerprint, path ? path : rec.path);
+            if (strv_push(&plan->argv, &plan->argc, "--rerun-of") || strv_push(&plan->argv, &plan->argc, source)) {
+                cli_fail(err, sizeof err, "out of memory");
             } else {
                 if (rank == 0) {
                     say_differences(&rec, &run_cfg[1], fingerprint, left_line);
@@ -360,7 +364,7 @@ int rerun_prepare(int argc, char **argv, rerun_plan *plan)
                 code = RERUN_READY;
             }
         }
-        free(env);
+        free(source);
         free(line);
         free(path);
     }

@@ -331,7 +331,7 @@ static void run_hung(void *ctx, const char *why)
     /* the note is "rank R <rest>" to the supervisor: without our own "rank R " */
     const char *rest = why;
     if (strncmp(why, "rank ", 5) == 0 && strchr(why + 5, ' ')) rest = strchr(why + 5, ' ') + 1;
-    fault_note(s->rank, "%s", rest);
+    fault_note(s->run_cfg->job_notes, s->rank, "%s", rest);
     run_record_lock(s);
     if (s->has_log && s->log && !s->record_final) {
         s->status = EXIT_RANK_LOST;
@@ -351,16 +351,16 @@ static void run_hung(void *ctx, const char *why)
     comm_abort(s->comm, EXIT_RANK_LOST);
 }
 
-/* Where the ranks' heartbeats go: the supervisor's private notes directory (--ranks), or,
+/* Where the ranks' heartbeats go: the supervisor's private notes directory (--ranks passes it
+ * as --job-notes), or,
  * when every rank is on this machine, a private one that rank 0 makes (mkdtemp: 0700, a fresh
  * name) and shares; none otherwise (each rank still watches itself).  0, or -1 when the ranks
  * could not share it. */
 static int heartbeat_dir(run_state *s, char *dir, size_t len)
 {
     dir[0] = '\0';
-    const char *notes = getenv("AEBENCH_JOB_NOTES");
-    if (notes && *notes) {
-        snprintf(dir, len, "%s", notes);
+    if (s->run_cfg->job_notes[0]) {
+        snprintf(dir, len, "%s", s->run_cfg->job_notes);
         return 0;
     }
     if (s->world == 1 || s->comm->local_world != s->world) return 0;
@@ -805,7 +805,7 @@ int run_engine(const run_config *run_cfg, const engine_vtbl *eng, gpt_backend *b
         /* The other ranks may wait for this one in a collective forever: end the job (its
          * log and JSON, on rank 0, are written by now). */
         if (s.rank != 0) fprintf(stderr, "aebench: rank %d: %s\n", s.rank, s.message);
-        fault_note(s.rank, "failed: %s", s.message);
+        fault_note(run_cfg->job_notes, s.rank, "failed: %s", s.message);
         run_print_summary(&s);
         comm_abort(comm, s.status);
     }

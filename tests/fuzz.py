@@ -238,13 +238,22 @@ GRAMMAR = {
         c.rnd.uniform(0.0, 1000.0), c.rnd.uniform(0.0, 2e9), c.rnd.randint(0, 100)),
                     ["", "x", "1 2", "1 2 3", "1 2 3 ", "-1 2 3 n", "1 -2 3 n", "1 2 -3 n", "nan 2 0 n", "1  2 0 n",
                      "1 2 0 a\nb", "1e9 2 0 n"]),
+    # (the --ranks supervisor's private directory for its ranks: one not there is a rank on
+    # another machine, which leaves no notes; one there must be a private directory of ours)
+    "job-notes": (lambda c: "/nonexistent-aebench-fuzz/notes.%d" % c.rnd.randint(0, 1 << 30),
+                  ["", "notes", "/tmp", "/etc/hostname", "/" + "x" * 5000]),
+    # (the record --rerun runs again)
+    "rerun-of": (lambda c: "%016x /nonexistent-aebench-fuzz/log_%d.json" % (c.rnd.getrandbits(64), c.rnd.randint(0, 99)),
+                 ["", "x", "0123456789abcdef", "0123456789abcdef rel.json", "0123456789ABCDEF /a.json",
+                  "0123456789abcdef  /a.json", "0123456789abcdef /a\nb", "0123456789abcdef0 /a.json"]),
 }
 # options whose valid values only make sense in a real or a --ranks run, or that sweep: not
 # given to a dry run (a dry run carries --profile; --resume and -m all sweep)
 SHORT = {"-m": "method", "-l": "layers", "-h": "hidden", "-b": "batch", "-w": "window"}
 # options a run-list or plain config may not hold (typed by hand)
 NOT_IN_CONFIG = {"config", "help", "version", "list-engines", "resume", "calibrate", "predict", "search", "largest",
-                 "min-samples-per-s", "top", "out", "verify", "rerun", "relaunch-of"}
+                 "min-samples-per-s", "top", "out", "verify", "rerun", "relaunch-of", "job-notes",
+                 "rerun-of"}
 
 
 class Expect:

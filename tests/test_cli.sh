@@ -207,6 +207,43 @@ for acct in "x 2 3 n" "-1 2 3 n" " 1 2 3 n" "1 x 3 n" "1 2 -3 n" "1 2 3" "1 2 3 
 b"; do
     bad_input "--relaunch-of '${acct//$'\n'/\\n}'" "is not a relaunch's account" "${TINY[@]}" --relaunch-of "$acct"
 done
+# (--job-notes, the --ranks supervisor's private directory for its ranks: not absolute, or there
+# but not a private directory of ours: a neighbour's open one, a link to ours, a file)
+mkdir -p "$WORK/notes-open" "$WORK/notes-ours"
+chmod 0777 "$WORK/notes-open"
+chmod 0700 "$WORK/notes-ours"
+ln -sfn "$WORK/notes-ours" "$WORK/notes-link"
+: >"$WORK/notes-file"
+bad_input "--job-notes relative" "is not an absolute path" "${TINY[@]}" --job-notes notes-ours
+for d in notes-open notes-link notes-file; do
+    bad_input "--job-notes $d" "$WORK/$d is not a private directory of ours" "${TINY[@]}" --job-notes "$WORK/$d"
+done
+# (two ranks: one given a neighbour's open directory refuses it and writes nothing there; given
+# a private one of ours, each notes that it started, and the run's record says --ranks)
+if command -v mpiexec >/dev/null; then
+    mkdir -p "$WORK/notes-run"
+    (cd "$WORK/notes-run" && timeout 300 mpiexec -n 2 "$BIN" "${TINY[@]}" --iters 1 --job-notes "$WORK/notes-open" \
+        --results r >out 2>err)
+    rc_open=$?
+    (cd "$WORK/notes-run" && timeout 300 mpiexec -n 2 "$BIN" "${TINY[@]}" --iters 1 --job-notes "$WORK/notes-ours" \
+        --results r >out2 2>err2)
+    rc_ours=$?
+    by=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["started_by"])' "$WORK"/notes-run/r/log_*.json 2>/dev/null)
+    if [ "$rc_open" -eq 2 ] && [ -z "$(find "$WORK/notes-open" -mindepth 1)" ] && [ "$rc_ours" -eq 0 ] &&
+        [ -e "$WORK/notes-ours/started" ] && [ "$by" = "--ranks" ]; then
+        pass "--job-notes on 2 ranks: a neighbour's open directory refused, nothing written there; ours noted, started_by --ranks"
+    else
+        failc "--job-notes on 2 ranks" "open: exit $rc_open, left $(find "$WORK/notes-open" -mindepth 1); ours: exit $rc_ours, $(ls "$WORK/notes-ours"), started_by '$by'; $(head -c 300 "$WORK/notes-run/err2")"
+    fi
+else
+    failc "--job-notes on 2 ranks" "no mpiexec on the PATH (make deps installs MPICH)"
+fi
+# (--rerun-of, the record --rerun runs again: 16 hex digits, one space, an absolute path)
+for src in "0123456789abcdef" "0123456789abcdef rel.json" "0123456789abcde /a.json" "0123456789ABCDEF /a.json" \
+    "0123456789abcdef  /a.json" "0123456789abcdef /a
+b"; do
+    bad_input "--rerun-of '${src//$'\n'/\\n}'" "is not a record" "${TINY[@]}" --rerun-of "$src"
+done
 printf '{"fail-kind": "hardware"}' >"$WORK/failkind.json"
 bad_input "a config's fail-kind without fail-at" "--fail-kind goes with --fail-at I" --config "$WORK/failkind.json" "${TINY[@]}"
 bad_input "--machine missing on a training run" "machine file $WORK/none.json: No such file or directory" \

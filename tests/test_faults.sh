@@ -123,7 +123,7 @@ for trial in $(seq "$FT_TRIALS"); do
         # exit 1, not as a rank lost: which it was is read from that directory after the hit)
         notes=""
         [ "$victim" = rank ] && [ -n "$pid" ] &&
-            notes=$({ tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | sed -n 's/^AEBENCH_JOB_NOTES=//p')
+            notes=$({ tr '\0' '\n' <"/proc/$pid/cmdline"; } 2>/dev/null | sed -n '/^--job-notes$/{n;p;q}')
         if [ -n "$pid" ]; then
             if [ "$sig" = STOP ] && [ "$victim" != rank ]; then
                 kill -STOP "$pid" 2>/dev/null; sleep 2; kill -CONT "$pid" 2>/dev/null

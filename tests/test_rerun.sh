@@ -166,8 +166,19 @@ if [ "$rr_mpi" -eq 1 ]; then
     else
         rr_fail "--ranks 2 job: --rerun" "exit $RR_RC then $rc: $why $(head -c 400 "$RR_DIR/rerun.err")"
     fi
-    rr_in mpirun mpiexec -n 2 "$RR_BIN" "${RR_TINY[@]}" --iters 3 --results first
+    # (with a supervisor's notes directory and a rerun's record forged in the environment: a rank
+    # learns both only from its command line, so the record names neither and nothing is noted)
+    mkdir -p "$RR_WORK/forged-notes"
+    chmod 0700 "$RR_WORK/forged-notes"
+    AEBENCH_JOB_NOTES="$RR_WORK/forged-notes" AEBENCH_RERUN_OF="0123456789abcdef $RR_WORK/forged.json" \
+        rr_in mpirun mpiexec -n 2 "$RR_BIN" "${RR_TINY[@]}" --iters 3 --results first
     rec=$(rr_json "$RR_DIR/first")
+    if [ "$RR_RC" -eq 0 ] && [ "$(rr_field "$rec" "d['started_by'], 'rerun_of' in d")" = "('mpirun', False)" ] &&
+        [ -z "$(ls -A "$RR_WORK/forged-notes")" ]; then
+        rr_pass "mpirun -n 2 under a forged AEBENCH_JOB_NOTES and AEBENCH_RERUN_OF: started by mpirun, no rerun_of, no notes"
+    else
+        rr_fail "forged environment" "exit $RR_RC: $(rr_field "$rec" "d.get('started_by'), d.get('rerun_of')"); notes: $(ls -A "$RR_WORK/forged-notes")"
+    fi
     (cd "$RR_DIR" && timeout 60 "$RR_BIN" --rerun "$rec" --results alone >alone.out 2>alone.err)
     rc=$?
     (cd "$RR_DIR" && timeout 300 mpiexec -n 2 "$RR_BIN" --rerun "$rec" --results again >rerun.out 2>rerun.err)

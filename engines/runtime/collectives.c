@@ -589,6 +589,7 @@ int coll_open_split(coll_group **out, gpt_backend *be, int color, int rank, int 
 static int open_group(coll_group **out, gpt_backend *be, int color, int rank, int world, int max_ctas)
 {
     (void)max_ctas; /* (NCCL only) */
+    (void)color;    /* (MPI only: a build without MPI has one rank) */
     *out = NULL;
     coll_group *g = calloc(1, sizeof *g);
     if (!g) return GPT_ERR_OOM;
