@@ -14,6 +14,9 @@
 # RUNS="run; run; ..." (one GPU): those runs instead (each "engine options"), e.g. the slower
 # engines at b 1, 2 and 4 in TF32 and bf16; the machine is calibrated at every micro-batch of a
 # global batch of 4 (b 1, 2, 4) in both dtypes, so any -b of those and either dtype predicts.
+# SHAPE="-h 4096 --heads 32" (one GPU, with RUNS): the width the machine is calibrated at and
+# every run trains at (default -h 2048); CAL_GB=N: calibrated at every micro-batch of a global
+# batch of N (default 4); CAL_DTYPES="bf16": calibrated in those only (default "tf32 bf16").
 # The measured figure is the run's steady median (its JSON's steady_median_ms: the engine's own
 # warm-up steps left out, as --search --verify measures), and its median over all steps beside.
 set -uo pipefail
@@ -37,16 +40,22 @@ if [ "$ranks" -le 1 ]; then
     make -j16 CUDA=1 MPI=0 aebench >"$out/build.txt" 2>&1 || { tail -n 30 "$out/build.txt"; exit 1; }
     echo "build: $(( $(date +%s) - t0 )) s"
 fi
-shape=(--device cuda -h 2048 -b 4)
-[ -n "${RUNS:-}" ] && shape=(--device cuda -h 2048) # (RUNS: each run gives its -b)
-# (every micro-batch of a global batch of 4 in one call: b 1, 2, 4)
-cal=(--device cuda -h 2048 --global-batch 4)
-./aebench --calibrate "${cal[@]}" --results "$out/res" | tee "$out/calibrate.txt"
+read -r -a width <<<"${SHAPE:--h 2048}"
+shape=(--device cuda "${width[@]}" -b 4)
+[ -n "${RUNS:-}" ] && shape=(--device cuda "${width[@]}") # (RUNS: each run gives its -b)
+# (every micro-batch of a global batch of CAL_GB in one call: b 1, 2, 4 of 4)
+cal=(--device cuda "${width[@]}" -b "${CAL_GB:-4}" --global-batch "${CAL_GB:-4}")
+cal_dtypes=${CAL_DTYPES:-tf32 bf16}
+[ "$ranks" -gt 1 ] && cal_dtypes=tf32
+: >"$out/calibrate.txt"
+for dt in $cal_dtypes; do
+    dtype=()
+    [ "$dt" = bf16 ] && dtype=(--dtype bf16)
+    ./aebench --calibrate "${cal[@]}" "${dtype[@]}" --results "$out/res" | tee -a "$out/calibrate.txt"
+done
 if [ "$ranks" -gt 1 ]; then
     ./aebench --calibrate --ranks "$ranks" "${shape[@]}" --results "$out/res" | tee -a "$out/calibrate.txt"
     shape+=(--ranks "$ranks")
-else
-    ./aebench --calibrate "${cal[@]}" --dtype bf16 --results "$out/res" | tee -a "$out/calibrate.txt"
 fi
 echo "calibrated: $(( $(date +%s) - t0 )) s"
 [ "$ranks" -gt 1 ] && runs=("megatron-lm -l 32 --zero-stage 0" "megatron-lm -l 32 --zero-stage 3" "zero-offload -l 32"

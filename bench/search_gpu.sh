@@ -42,8 +42,9 @@ fi
 # (N ranks: a global batch of 4 per rank, so the micro-batches are 1, 2, 4 there too)
 read -r -a shape <<<"${SHAPE:---device cuda -h 2048} --global-batch $((4 * ranks))"
 # A machine calibrated by an earlier call on the same (still warm) machine is not calibrated
-# again: its file is kept in $cal_cache.
-cal_cache=/tmp/aebench-search-cal-$ranks
+# again: its file is kept in $cal_cache, one per ranks and shape (a file calibrated at h2048
+# predicts nothing at h4096).
+cal_cache=/tmp/aebench-search-cal-$ranks-$(printf '%s' "${shape[*]}" | md5sum | cut -c1-12)
 mkdir -p "$work/res"
 if ls "$cal_cache"/machine_*.json >/dev/null 2>&1; then
     cp "$cal_cache"/machine_*.json "$work/res"/
