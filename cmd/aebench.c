@@ -91,10 +91,10 @@ static int option_given(const void *ctx, const char *name)
  * no-op (and not a label: -w would name the log ws-W): the engines' option tables say which
  * (engine_option_refused).  A sweep's children are exempt (the sweep's options are for
  * whichever of its engines use them: -m all -w 4 is the windowed engines' window): a child of
- * a sweep or of --find-max is one they report to (AEBENCH_REPORT_FD). */
+ * a sweep or of --find-max is one they report to (--report-fd). */
 static int option_unused(const run_config *run_cfg, const engine_vtbl *eng, int world, char *err, size_t errlen)
 {
-    if (!eng || getenv("AEBENCH_REPORT_FD")) return 0;
+    if (!eng || run_cfg->report_fd > 0) return 0;
     if (engine_option_refused(eng, &run_cfg->eng, option_given, run_cfg, err, errlen)) return -1;
     if (run_cfg->fail_at > 0 && run_cfg->fail_at > run_cfg->iters) {
         snprintf(err, errlen, "--fail-at %d: the run has only %d iterations (--iters)", run_cfg->fail_at, run_cfg->iters);
@@ -407,20 +407,20 @@ static int dry_run(run_config *run_cfg, const engine_vtbl *only, gpt_backend *be
     size_t gpu_budget, host_budget;
     run_resolve_budgets(run_cfg, be, &gpu_budget, &host_budget);
     const gpt_shape *sh = &run_cfg->eng.shape;
-    report_to_parent("backend %s", run_cfg->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
-    report_to_parent("preset %d", run_cfg->cpu_preset);
-    report_to_parent("shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab);
-    report_to_parent("budget-gpu %zu", gpu_budget);
-    report_to_parent("budget-host %zu", host_budget);
+    report_to_parent(run_cfg, "backend %s", run_cfg->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
+    report_to_parent(run_cfg, "preset %d", run_cfg->cpu_preset);
+    report_to_parent(run_cfg, "shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab);
+    report_to_parent(run_cfg, "budget-gpu %zu", gpu_budget);
+    report_to_parent(run_cfg, "budget-host %zu", host_budget);
     char machine[PATH_MAX + 256];
-    if (run_cfg->machine_path[0]) report_to_parent("machine %s", run_cfg->machine_path);
+    if (run_cfg->machine_path[0]) report_to_parent(run_cfg, "machine %s", run_cfg->machine_path);
     else if (machine_default_path(machine, sizeof machine, run_cfg->results_dir, be) == 0)
-        report_to_parent("machine %s", machine);
+        report_to_parent(run_cfg, "machine %s", machine);
     if (run_cfg->eng.offload == OFFLOAD_NVME) {
         /* The disk budget bounds --find-max too; the directory must exist by now. */
         size_t disk_budget = 0;
         if (run_resolve_disk_budget(&run_cfg->eng, run_cfg->results_dir, &disk_budget, err, errlen) == 0)
-            report_to_parent("budget-disk %zu", disk_budget);
+            report_to_parent(run_cfg, "budget-disk %zu", disk_budget);
         else if (comm->rank == 0)
             printf("aebench: %s (no disk budget known)\n", err);
     }

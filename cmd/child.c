@@ -14,8 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 int child_self_exe(char *buf, size_t len, char *err, size_t errlen)
 {
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
@@ -32,21 +30,33 @@ void child_signal_name(int sig, char *buf, size_t len)
     else snprintf(buf, len, "signal %d", sig);
 }
 
-/* The environment for the child: ours, with AEBENCH_REPORT_FD set to fd.  Built before
- * fork, because between fork and exec only async-signal-safe calls are allowed. */
-static char **child_environment(int fd, char *var, size_t varlen)
+/* The child's command line: argv with --report-fd fd right after argv[0] (fd_text holds the
+ * number); malloc'd, the strings argv's.  Built before fork, because between fork and exec
+ * only async-signal-safe calls are allowed. */
+static char **child_argv(char *const argv[], int fd, char *fd_text, size_t fd_len)
 {
     size_t n = 0;
-    while (environ && environ[n]) n++;
-    char **env = malloc(sizeof *env * (n + 2));
-    if (!env) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "AEBENCH_REPORT_FD=", 18) != 0) env[k++] = environ[i];
-    snprintf(var, varlen, "AEBENCH_REPORT_FD=%d", fd);
-    env[k++] = var;
-    env[k] = NULL;
-    return env;
+    while (argv[n]) n++;
+    char **args = malloc(sizeof *args * (n + 3));
+    if (!args) return NULL;
+    snprintf(fd_text, fd_len, "%d", fd);
+    args[0] = argv[0];
+    args[1] = "--report-fd";
+    args[2] = fd_text;
+    for (size_t i = 1; i <= n; i++) args[i + 2] = argv[i]; /* (with the NULL) */
+    return args;
+}
+
+/* The pipe's write end at a descriptor above stdio (--report-fd refuses 0-2: where a run
+ * started with stdio closed would get it): *fd moved there, or -1. */
+static int above_stdio(int *fd)
+{
+    if (*fd > STDERR_FILENO) return 0;
+    const int moved = fcntl(*fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    if (moved < 0) return -1;
+    close(*fd);
+    *fd = moved;
+    return 0;
 }
 
 static void parse_report(char *text, child_result *out)
@@ -78,12 +88,13 @@ int child_run(const char *exe, char *const argv[], child_output output, child_re
     memset(out, 0, sizeof *out);
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return cli_fail(err, errlen, "pipe: %s", strerror(errno));
-    char var[64];
-    char **env = child_environment(fds[1], var, sizeof var);
-    if (!env) {
+    char fd_text[16];
+    char **args = above_stdio(&fds[1]) == 0 ? child_argv(argv, fds[1], fd_text, sizeof fd_text) : NULL;
+    if (!args) {
+        const int e = errno;
         close(fds[0]);
         close(fds[1]);
-        return cli_fail(err, errlen, "out of memory");
+        return cli_fail(err, errlen, "cannot pass a child its report pipe: %s", strerror(e));
     }
     /* Whatever stdio holds would otherwise be written twice, by us and by the child. */
     fflush(stdout);
@@ -92,7 +103,7 @@ int child_run(const char *exe, char *const argv[], child_output output, child_re
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
-        free(env);
+        free(args);
         close(fds[0]);
         close(fds[1]);
         return cli_fail(err, errlen, "fork: %s", strerror(e));
@@ -109,13 +120,13 @@ int child_run(const char *exe, char *const argv[], child_output output, child_re
             if (output == CHILD_QUIET && dup2(null, STDERR_FILENO) < 0) _exit(127);
             close(null);
         }
-        execve(exe, argv, env);
+        execv(exe, args);
         static const char msg[] = "aebench: cannot start a child run (exec failed)\n";
         ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)ignored;
         _exit(127);
     }
-    free(env);
+    free(args);
     if (close(fds[1]) != 0) fprintf(stderr, "aebench: close: %s\n", strerror(errno));
     /* Read everything the child reports until it exits (EOF), then reap it.  Reports are
      * a few lines; anything past 64 KiB is drained and dropped. */

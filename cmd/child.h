@@ -5,7 +5,8 @@
  * of this very binary (/proc/self/exe) with the run's options, so an out-of-memory abort, a
  * CUDA error that poisons the context, or a crash ends that run only.  The child tells the
  * parent the paths it wrote (and, for a --dry-run probe, how it resolved the configuration)
- * through a pipe named in AEBENCH_REPORT_FD (report_to_parent in report.h).
+ * through a pipe child_run names on its command line (--report-fd FD, first after argv[0];
+ * report_to_parent in report.h).
  */
 #ifndef AEBENCH_CHILD_H
 #define AEBENCH_CHILD_H

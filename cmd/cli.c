@@ -60,7 +60,7 @@ struct opt_spec {
 };
 
 static opt_setter set_method, set_device, set_no_ckpt, set_fail_ranks, set_hang_timeout, set_verify, set_relaunch_of,
-    set_job_notes, set_rerun_of;
+    set_job_notes, set_rerun_of, set_report_fd;
 
 /* The largest value an integer option takes.  The model's dimensions are bounded far above any
  * model (2^20 layers, a hidden size of 2^20, ...) so that no int arithmetic on them (layers + 1
@@ -679,6 +679,21 @@ static int set_job_notes(run_config *run_cfg, const opt_spec *sp, const opt_valu
         return cli_fail(err, errlen, "%s: %.200s is not a private directory of ours (a directory, not a link, "
                         "owned by this user, mode 0700: what --ranks makes)", v->opt, v->text);
     snprintf(dst, sp->d->size, "%s", v->text);
+    return 0;
+}
+
+/* --report-fd FD (child.c puts it first on a child run's command line): an open pipe, not
+ * stdio, which the run's result lines go up (report_to_parent). */
+static int set_report_fd(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
+{
+    long long fd = 0;
+    if (int_value(sp, v, &fd, err, errlen)) return -1;
+    struct stat st;
+    const int flags = fcntl((int)fd, F_GETFL);
+    if (fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode) || flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
+        return cli_fail(err, errlen, "%s %lld: not a pipe open for writing (a sweep sets it for the runs it starts, not "
+                        "by hand)", v->opt, fd);
+    store_int(run_cfg, sp, fd);
     return 0;
 }
 

@@ -100,6 +100,8 @@ typedef struct run_config {
     char job_notes[PATH_MAX];  /* --job-notes DIR: the --ranks supervisor's private directory,
                                   set for its ranks ("": no supervisor) */
     rerun_source rerun_of;     /* --rerun-of: set by --rerun for the run it starts */
+    int report_fd;             /* --report-fd FD: the pipe a sweep's child reports to (child.c);
+                                  0: none (a pipe the sweep passes is never stdio) */
     /* How the run was made (its settings; provenance.h), for its log and JSON: set by main
      * before a run trains; NULL elsewhere */
     const struct run_provenance *provenance;

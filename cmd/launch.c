@@ -64,24 +64,6 @@ static int is_open_mpi(const char *mpiexec)
     return strstr(base, "openmpi") || strstr(base, "orterun") || strstr(base, "prterun");
 }
 
-/* Our environment plus the report file in the notes directory (the ranks learn the directory
- * itself from --job-notes on their command line: job_command). */
-static char **job_environment(char *report_var, size_t report_len, const char *notes)
-{
-    size_t n = 0;
-    while (environ && environ[n]) n++;
-    char **env = malloc(sizeof *env * (n + 2));
-    if (!env) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "AEBENCH_REPORT_FD=", 18) != 0 && strncmp(environ[i], "AEBENCH_REPORT_FILE=", 20) != 0)
-            env[k++] = environ[i];
-    snprintf(report_var, report_len, "AEBENCH_REPORT_FILE=%s/report", notes);
-    env[k++] = report_var;
-    env[k] = NULL;
-    return env;
-}
-
 /* The identity of the log rank 0 created (its "log-id DEV INO" report line); have 0: not
  * reported (then what the file is must do: ours, regular, one link). */
 typedef struct file_id {
@@ -91,8 +73,8 @@ typedef struct file_id {
 
 /* The job's report lines (the file its rank 0 appended them to), relayed to our parent in
  * order, the log and JSON paths kept; the file is removed. */
-static void relay_report(const char *notes, char *log_path, size_t log_len, file_id *log_id, char *json_path,
-                         size_t json_len)
+static void relay_report(const run_config *run_cfg, const char *notes, char *log_path, size_t log_len,
+                         file_id *log_id, char *json_path, size_t json_len)
 {
     memset(log_id, 0, sizeof *log_id);
     char path[PATH_MAX + 16], line[8192];
@@ -101,7 +83,7 @@ static void relay_report(const char *notes, char *log_path, size_t log_len, file
     if (!f) return;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
-        report_to_parent("%s", line);
+        report_to_parent(run_cfg, "%s", line);
         if (strncmp(line, "log ", 4) == 0) snprintf(log_path, log_len, "%.4000s", line + 4);
         if (strncmp(line, "json ", 5) == 0) snprintf(json_path, json_len, "%.4000s", line + 5);
         if (sscanf(line, "log-id %llu %llu", &log_id->dev, &log_id->ino) == 2) log_id->have = 1;
@@ -589,8 +571,9 @@ static int write_hostfile(const char *file, int open_mpi, const char *dir, char 
 enum { START_DEADLINE_S = 120, START_GRACE_S = 10 };
 
 /* The job's command line into *jargv (strv.h): mpiexec -n N, its own options, this binary,
- * --job-notes and the job's notes directory, and argv[1..] without --ranks, --hosts and any
- * --job-notes.  0, or -1 out of memory (*jargv is the caller's to free either way). */
+ * --job-notes and the job's notes directory, and argv[1..] without --ranks, --hosts, any
+ * --job-notes and --report-fd.  0, or -1 out of memory (*jargv is the caller's to free either
+ * way). */
 static int job_command(int argc, char **argv, const run_config *run_cfg, const char *mpiexec, const char *exe,
                        int open_mpi, const char *hosts, const char *notes, char ***jargv_out, int *jn_out)
 {
@@ -612,9 +595,10 @@ static int job_command(int argc, char **argv, const run_config *run_cfg, const c
     if (!bad) bad = strv_push(&jargv, &jn, exe);
     /* the notes directory first: the ranks read it before anything they may refuse (cli.c) */
     if (!bad) bad = strv_push(&jargv, &jn, "--job-notes") || strv_push(&jargv, &jn, notes);
-    /* the ranks get every option but these: they are the job (--ranks), its machines and its
-     * notes directory (this one's, given above) */
-    static const char *const not_for_ranks[] = {"ranks", "hosts", "job-notes", NULL};
+    /* the ranks get every option but these: they are the job (--ranks), its machines, its
+     * notes directory (this one's, given above) and our own report pipe (they report into the
+     * notes directory, which we relay) */
+    static const char *const not_for_ranks[] = {"ranks", "hosts", "job-notes", "report-fd", NULL};
     char **kept = NULL;
     int nk = 0;
     if (!bad) bad = cli_args_without(argv + 1, argc - 1, not_for_ranks, &kept, &nk) != 0;
@@ -722,7 +706,7 @@ static int job_ended(const run_config *run_cfg, const char *notes, launch_outcom
 {
     char log_path[PATH_MAX] = "", json_path[PATH_MAX] = "";
     file_id log_id;
-    relay_report(notes, log_path, sizeof log_path, &log_id, json_path, sizeof json_path);
+    relay_report(run_cfg, notes, log_path, sizeof log_path, &log_id, json_path, sizeof json_path);
     char failed_in[32], rank0_status[32];
     json_field(json_path, "failed_in", failed_in, sizeof failed_in);
     *init_refused = strcmp(failed_in, "initialisation") == 0;
@@ -849,11 +833,9 @@ static int launch_job(int argc, char **argv, const run_config *run_cfg, char *wh
         return EXIT_RUN_ERROR;
     }
     /* The pipe tells when the job is over: mpiexec (and with MPICH the ranks) hold its write
-     * end until they exit.  The report lines come through a file (relay_report). */
+     * end until they exit.  The report lines come through a file in notes (relay_report). */
     int fds[2];
-    char report_var[PATH_MAX + 48];
-    char **env = NULL;
-    if (pipe2(fds, O_CLOEXEC) != 0 || !(env = job_environment(report_var, sizeof report_var, notes))) {
+    if (pipe2(fds, O_CLOEXEC) != 0) {
         fprintf(stderr, "aebench: --ranks: cannot set up the job: %s\n", strerror(errno));
         strv_free(&jargv, &jn);
         job_dir_remove(notes);
@@ -868,8 +850,7 @@ static int launch_job(int argc, char **argv, const run_config *run_cfg, char *wh
     int sfd = -1;
     if (sigprocmask(SIG_BLOCK, &mask, &old) != 0 || (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0)
         fprintf(stderr, "aebench: --ranks: signals will not be forwarded: %s\n", strerror(errno));
-    const pid_t pid = fork_mpiexec(mpiexec, jargv, env, fds[1], &old);
-    free(env);
+    const pid_t pid = fork_mpiexec(mpiexec, jargv, environ, fds[1], &old);
     strv_free(&jargv, &jn);
     close(fds[1]);
     if (pid < 0) {

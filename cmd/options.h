@@ -201,6 +201,9 @@
     X(JOB_NOTES, "job-notes", 0, ARG_TEXT, "DIR", SPECIAL(job_notes, set_job_notes), \
       NULL, "driver", LOCAL, 0, \
       "set by --ranks for its ranks, not by hand: the job's private directory (the supervisor's, mode 0700), where each rank notes that it started, refused its configuration or failed, and writes its heartbeat; one that is there but not a private directory of ours is refused") \
+    X(REPORT_FD, "report-fd", 0, ARG_INT, "FD", SPECIAL_INT(report_fd, 3, INT_MAX, set_report_fd), \
+      NULL, "driver", LOCAL, 0, \
+      "set by a sweep (-m all, a run list, --find-max, --search --verify) for each run it starts, not by hand: the pipe the run writes its result lines to; such a run starts no sweep of its own, and takes the sweep's options its engine does not use without refusing them") \
     X(RERUN_OF, "rerun-of", 0, ARG_TEXT, "RECORD", SPECIAL(rerun_of, set_rerun_of), \
       NULL, "driver", LOCAL, 0, \
       "set by --rerun, not by hand: 'FINGERPRINT PATH' (16 hex digits, an absolute path) of the record it runs again; the run's JSON names it in rerun_of") \

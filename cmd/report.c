@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "cli.h"
+
 #include "../engines/engine.h"
 
 #include <cjson/cJSON.h>
@@ -304,19 +306,16 @@ FILE *report_create_log(const char *dir, const char *method, int layers, int hid
     return f;
 }
 
-/* The driver's channel to the process that started this run, from the environment: a sweep
- * (-m all, a run list, --find-max) sets AEBENCH_REPORT_FD for each child it starts (child.c: a
- * pipe's descriptor), and the --ranks supervisor AEBENCH_REPORT_FILE for its ranks (launch.c: a
- * file in the job's private directory).  Neither says anything about the run: the child runs the
- * options on its command line, and what goes up the channel are its result lines, which its log
- * and JSON hold as well (docs/environment.md).  Without either, nothing is sent. */
-void report_to_parent(const char *fmt, ...)
+/* The driver's channel to the process that started this run, from its command line: a sweep
+ * (-m all, a run list, --find-max, --search --verify) gives each child it starts --report-fd
+ * (child.c: a pipe's descriptor), and the --ranks supervisor its ranks --job-notes (launch.c:
+ * its private directory, where they append to the file "report"; Open MPI closes every
+ * inherited descriptor but the standard ones).  Neither says anything about the run: the child
+ * runs the options on its command line, and what goes up the channel are its result lines,
+ * which its log and JSON hold as well.  Without either, nothing is sent. */
+void report_to_parent(const run_config *run_cfg, const char *fmt, ...)
 {
-    /* A rank of a --ranks job reports into a file of the job's (launch.c): Open MPI closes
-     * every inherited descriptor but the standard ones in the processes it starts. */
-    const char *file = getenv("AEBENCH_REPORT_FILE");
-    const char *env = getenv("AEBENCH_REPORT_FD");
-    if ((!file || !*file) && (!env || !*env)) return;
+    if (!run_cfg->job_notes[0] && run_cfg->report_fd <= 0) return;
     char line[8192];
     va_list ap;
     va_start(ap, fmt);
@@ -327,26 +326,23 @@ void report_to_parent(const char *fmt, ...)
         return;
     }
     line[n++] = '\n';
-    if (file && *file) {
+    if (run_cfg->job_notes[0]) {
+        char file[PATH_MAX + 16];
+        snprintf(file, sizeof file, "%s/report", run_cfg->job_notes);
         /* one appending write per line: the supervisor reads whole lines after the job */
         /* (the file is in the job's private directory; a link there is still not followed) */
         int ffd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         ssize_t fw = ffd < 0 ? -1 : write(ffd, line, (size_t)n);
-        if (fw != n) fprintf(stderr, "aebench: cannot report to the job's supervisor (%s): %s\n", file,
-                             fw < 0 ? strerror(errno) : "short write");
+        if (fw != n)
+            fprintf(stderr, "aebench: cannot report to the job's supervisor (%s): %s\n", file,
+                    fw < 0 ? strerror(errno) : "short write");
         if (ffd >= 0) close(ffd);
-        return;
-    }
-    char *end = NULL;
-    long fd = strtol(env, &end, 10);
-    if (*end != '\0' || fd < 0 || fd > 1000000) {
-        fprintf(stderr, "aebench: ignoring AEBENCH_REPORT_FD='%s' (not a descriptor)\n", env);
         return;
     }
     /* One write per line: the parent reads whole lines; a short write to a pipe of a few
      * hundred bytes cannot happen (PIPE_BUF), but check anyway. */
-    ssize_t w = write((int)fd, line, (size_t)n);
-    if (w != n) fprintf(stderr, "aebench: cannot report to the sweep (fd %ld): %s\n", fd,
+    ssize_t w = write(run_cfg->report_fd, line, (size_t)n);
+    if (w != n) fprintf(stderr, "aebench: cannot report to the sweep (fd %d): %s\n", run_cfg->report_fd,
                         w < 0 ? strerror(errno) : "short write");
 }
 

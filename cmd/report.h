@@ -79,9 +79,12 @@ FILE *report_create_log(const char *dir, const char *method, int layers, int hid
                         size_t json_len, char *err, size_t errlen);
 
 /* A sweep (cmd/sweep.c) runs each run as a child process and learns what the child wrote
- * through a pipe whose descriptor it passes in the environment variable AEBENCH_REPORT_FD:
- * one "key value" line per fact ("log PATH", "json PATH", "backend cpu", ...).  Does nothing
- * when the variable is unset, so a run typed by hand is unaffected. */
-void report_to_parent(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+ * through a pipe whose descriptor it passes on the child's command line (--report-fd FD, into
+ * run_cfg->report_fd): one "key value" line per fact ("log PATH", "json PATH", "backend cpu",
+ * ...).  A rank of a --ranks job appends them to the file "report" in its supervisor's notes
+ * directory (--job-notes), which the supervisor relays.  Does nothing for a run with neither,
+ * so a run typed by hand is unaffected. */
+struct run_config;
+void report_to_parent(const struct run_config *run_cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -339,7 +339,7 @@ static void run_hung(void *ctx, const char *why)
         run_logline(s, "ERROR: %s", why);
         if (fclose(s->log) != 0) fprintf(stderr, "aebench: error closing %s\n", s->log_path);
         s->log = NULL;
-        if (run_write_json(s) == 0) report_to_parent("json %s", s->json_path);
+        if (run_write_json(s) == 0) report_to_parent(s->run_cfg, "json %s", s->json_path);
         else fprintf(stderr, "aebench: cannot write %s: %s\n", s->json_path, strerror(errno));
         s->record_final = 1;
     }
@@ -719,12 +719,12 @@ static int open_record(run_state *s)
      * that says "running" or "interrupted" for one to replace only when no run holds it) */
     if ((s->log_lock_fd = fcntl(fileno(s->log), F_DUPFD_CLOEXEC, 0)) < 0 || flock(s->log_lock_fd, LOCK_SH) != 0)
         fprintf(stderr, "aebench: cannot lock %s: %s\n", s->log_path, strerror(errno));
-    report_to_parent("log %s", s->log_path);
+    report_to_parent(s->run_cfg, "log %s", s->log_path);
     /* (which file it is: a --ranks supervisor appends to this one only, not to a link or
      * another file planted under its name since) */
     struct stat log_st;
     if (fstat(fileno(s->log), &log_st) == 0)
-        report_to_parent("log-id %llu %llu", (unsigned long long)log_st.st_dev, (unsigned long long)log_st.st_ino);
+        report_to_parent(s->run_cfg, "log-id %llu %llu", (unsigned long long)log_st.st_dev, (unsigned long long)log_st.st_ino);
     return 0;
 }
 
@@ -749,7 +749,7 @@ static void close_record(run_state *s)
     run_record_lock(s);
     if (fclose(s->log) != 0) run_record_failed(s, s->log_path, errno ? errno : EIO);
     s->log = NULL;
-    if (run_write_json(s) == 0) report_to_parent("json %s", s->json_path);
+    if (run_write_json(s) == 0) report_to_parent(s->run_cfg, "json %s", s->json_path);
     else run_discard_record(s, errno ? errno : EIO);
     s->record_final = 1;
     run_record_unlock(s);

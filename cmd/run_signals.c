@@ -172,7 +172,7 @@ void run_interrupted(void *ctx, int sig)
     run_logline(s, "ERROR: %s", s->interrupted_why);
     if (s->log && fclose(s->log) != 0) fprintf(stderr, "aebench: error closing %s\n", s->log_path);
     s->log = NULL;
-    if (run_write_json(s) == 0) report_to_parent("json %s", s->json_path);
+    if (run_write_json(s) == 0) report_to_parent(s->run_cfg, "json %s", s->json_path);
     s->record_final = 1;
     fprintf(stderr, "aebench: %s\n", s->interrupted_why);
 }

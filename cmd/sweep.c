@@ -550,10 +550,10 @@ static int lock_results(const char *dir, char *err, size_t errlen)
 int sweep_main(int argc, char **argv, const run_config *run_cfg)
 {
     char err[2048];
-    if (getenv("AEBENCH_REPORT_FD")) {
+    if (run_cfg->report_fd > 0) {
         /* A child of a sweep is one run; a sweep inside it would fork without end.  (child.c
-         * sets AEBENCH_REPORT_FD for every child: the pipe its result lines come back through,
-         * report_to_parent; it sets nothing about the run, docs/environment.md.) */
+         * gives every child --report-fd: the pipe its result lines come back through,
+         * report_to_parent; it sets nothing about the run.) */
         fprintf(stderr, "aebench: a child run of a sweep cannot start a sweep (-m all, a run list, --find-max)\n");
         return EXIT_BAD_INPUT;
     }

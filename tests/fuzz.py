@@ -242,6 +242,8 @@ GRAMMAR = {
     # another machine, which leaves no notes; one there must be a private directory of ours)
     "job-notes": (lambda c: "/nonexistent-aebench-fuzz/notes.%d" % c.rnd.randint(0, 1 << 30),
                   ["", "notes", "/tmp", "/etc/hostname", "/" + "x" * 5000]),
+    # (a sweep's pipe to its child run: none is open in a fuzzed run, and stdio is never one)
+    "report-fd": (None, ["", "x", "-1", "0", "1", "2", "5", "999", "1e3"]),
     # (the record --rerun runs again)
     "rerun-of": (lambda c: "%016x /nonexistent-aebench-fuzz/log_%d.json" % (c.rnd.getrandbits(64), c.rnd.randint(0, 99)),
                  ["", "x", "0123456789abcdef", "0123456789abcdef rel.json", "0123456789ABCDEF /a.json",
@@ -253,7 +255,7 @@ SHORT = {"-m": "method", "-l": "layers", "-h": "hidden", "-b": "batch", "-w": "w
 # options a run-list or plain config may not hold (typed by hand)
 NOT_IN_CONFIG = {"config", "help", "version", "list-engines", "resume", "calibrate", "predict", "search", "largest",
                  "min-samples-per-s", "top", "out", "verify", "rerun", "relaunch-of", "job-notes",
-                 "rerun-of"}
+                 "rerun-of", "report-fd"}
 
 
 class Expect:
@@ -848,8 +850,6 @@ def _fifo(c):
 def sanitizer_env():
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:exitcode=99",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98")
-    env.pop("AEBENCH_REPORT_FD", None)
-    env.pop("AEBENCH_REPORT_FILE", None)
     return env
 
 

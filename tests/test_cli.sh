@@ -238,6 +238,16 @@ if command -v mpiexec >/dev/null; then
 else
     failc "--job-notes on 2 ranks" "no mpiexec on the PATH (make deps installs MPICH)"
 fi
+# (--report-fd, a sweep's pipe to the run it starts: stdio, or nothing open; and a report pipe
+# forged in the environment makes no run a sweep's child, which would take an option its
+# engine does not use)
+bad_input "--report-fd 1" "out of range" "${TINY[@]}" --report-fd 1
+bad_input "--report-fd 4000 (not open)" "--report-fd 4000: not a pipe open for writing" "${TINY[@]}" --report-fd 4000
+# (a pipe's read end, which the run inherits: not one to write to)
+exec {cli_pipe_r}< <(true)
+bad_input "--report-fd on a pipe's read end" "not a pipe open for writing" "${TINY[@]}" --report-fd "$cli_pipe_r"
+exec {cli_pipe_r}<&-
+AEBENCH_REPORT_FD=1 bad_input "-w 2 for megatron-lm under a forged AEBENCH_REPORT_FD" "window" -m megatron-lm "${TINY[@]}" -w 2
 # (--rerun-of, the record --rerun runs again: 16 hex digits, one space, an absolute path)
 for src in "0123456789abcdef" "0123456789abcdef rel.json" "0123456789abcde /a.json" "0123456789ABCDEF /a.json" \
     "0123456789abcdef  /a.json" "0123456789abcdef /a

@@ -40,7 +40,7 @@ ft_find() { local dir=$1 what=$2 p
         case $what in
             rank*) grep -qx "PMI_RANK=${what#rank}" <<<"$env" && { echo "$p"; return; } ;;
             mpiexec) [[ $cmd == *mpiexec* ]] && { echo "$p"; return; } ;;
-            parent) [[ $cmd == "$FT_BIN"* ]] && ! grep -q "^PMI_RANK=\|^AEBENCH_REPORT_FD=" <<<"$env" &&
+            parent) [[ $cmd == "$FT_BIN"* ]] && [[ $cmd != *" --report-fd "* ]] && ! grep -q "^PMI_RANK=" <<<"$env" &&
                     { echo "$p"; return; } ;;
         esac
     done
