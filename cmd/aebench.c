@@ -409,7 +409,8 @@ static int dry_run(run_config *run_cfg, const engine_vtbl *only, gpt_backend *be
     const gpt_shape *sh = &run_cfg->eng.shape;
     report_to_parent(run_cfg, "backend %s", run_cfg->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
     report_to_parent(run_cfg, "preset %d", run_cfg->cpu_preset);
-    report_to_parent(run_cfg, "shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq, sh->batch, sh->vocab);
+    report_to_parent(run_cfg, "shape %d %d %d %d %d %d", sh->layers, sh->hidden, sh->heads, sh->seq, sh->batch,
+                     sh->vocab);
     report_to_parent(run_cfg, "budget-gpu %zu", gpu_budget);
     report_to_parent(run_cfg, "budget-host %zu", host_budget);
     char machine[PATH_MAX + 256];

@@ -3,6 +3,7 @@
 #include "options.h"
 #include "report.h"
 #include "strv.h"
+#include "../engines/runtime/private_dir.h"
 #include "../engines/runtime/watchdog.h"
 
 #include <cjson/cJSON.h>
@@ -662,23 +663,23 @@ static int set_relaunch_of(run_config *run_cfg, const opt_spec *sp, const opt_va
 }
 
 /* --job-notes DIR (launch.c's job_command puts it first on its ranks' command line): an absolute
- * path.  Where it is there (the supervisor's machine) it must be what job_dir_make made: a
- * directory, not a link, ours, private; a rank on another machine finds nothing there and
- * leaves no notes (job_dir.c).  A neighbour's directory named here is refused, not written. */
+ * path.  Where it is there (the supervisor's machine) it must be what job_dir_make made, as
+ * private_dir.h checks one; a rank on another machine finds nothing there and leaves no notes
+ * (job_dir.c).  A neighbour's directory named here is refused, not written. */
 static int set_job_notes(run_config *run_cfg, const opt_spec *sp, const opt_value *v, char *err, size_t errlen)
 {
-    char *dst = field_of(run_cfg, sp);
     if (v->text[0] != '/')
         return cli_fail(err, errlen, "%s: '%.200s' is not an absolute path (set by --ranks, not by hand)", v->opt,
                         v->text);
     if (strlen(v->text) >= sp->d->size) return cli_fail(err, errlen, "%s: path too long", v->opt);
-    struct stat st;
-    const int there = lstat(v->text, &st) == 0;
-    if (!there && errno != ENOENT) return cli_fail(err, errlen, "%s: %.200s: %s", v->opt, v->text, strerror(errno));
-    if (there && (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0))
-        return cli_fail(err, errlen, "%s: %.200s is not a private directory of ours (a directory, not a link, "
-                        "owned by this user, mode 0700: what --ranks makes)", v->opt, v->text);
-    snprintf(dst, sp->d->size, "%s", v->text);
+    private_dir d;
+    char why[1024];
+    if (private_dir_open(&d, v->text, 0, why, sizeof why) != 0) {
+        if (errno != ENOENT) return cli_fail(err, errlen, "%s %s", v->opt, why);
+    } else {
+        private_dir_close(&d, 0);
+    }
+    snprintf(field_of(run_cfg, sp), sp->d->size, "%s", v->text);
     return 0;
 }
 
@@ -691,8 +692,8 @@ static int set_report_fd(run_config *run_cfg, const opt_spec *sp, const opt_valu
     struct stat st;
     const int flags = fcntl((int)fd, F_GETFL);
     if (fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode) || flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
-        return cli_fail(err, errlen, "%s %lld: not a pipe open for writing (a sweep sets it for the runs it starts, not "
-                        "by hand)", v->opt, fd);
+        return cli_fail(err, errlen, "%s %lld: not a pipe open for writing (a sweep sets it for the runs it "
+                        "starts, not by hand)", v->opt, fd);
     store_int(run_cfg, sp, fd);
     return 0;
 }
@@ -704,8 +705,7 @@ static int set_rerun_of(run_config *run_cfg, const opt_spec *sp, const opt_value
     rerun_source r;
     memset(&r, 0, sizeof r);
     const char *space = strchr(v->text, ' ');
-    const size_t flen = space ? (size_t)(space - v->text) : 0;
-    int bad = flen != 16 || strspn(v->text, "0123456789abcdef") != 16 || space[1] != '/' ||
+    int bad = !space || !cli_is_fingerprint(v->text, (size_t)(space - v->text)) || space[1] != '/' ||
               strlen(space + 1) >= sizeof r.path || strpbrk(space + 1, "\n\r") != NULL;
     if (bad)
         return cli_fail(err, errlen, "%s: '%.200s' is not a record ('FINGERPRINT PATH': 16 hex digits and an "
@@ -1694,6 +1694,14 @@ static int at_default(const run_config *run_cfg, const run_config *defaults, con
     const size_t at = sp->base + sp->d->offset;
     const char *mine = (const char *)run_cfg + at, *dflt = (const char *)defaults + at;
     return sp->d->text ? strncmp(mine, dflt, sp->d->size) == 0 : memcmp(mine, dflt, sp->d->size) == 0;
+}
+
+int cli_is_fingerprint(const char *text, size_t len)
+{
+    if (len != 16) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!strchr("0123456789abcdef", text[i]) || !text[i]) return 0;
+    return 1;
 }
 
 uint64_t cli_fingerprint(const run_config *run_cfg)

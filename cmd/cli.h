@@ -190,6 +190,9 @@ int cli_option_hashes(const run_config *run_cfg, uint64_t *hashes, const char **
  * writes, how often it logs, its threads, or a job id): --resume takes a finished JSON with
  * the same fingerprint as this run's. */
 uint64_t cli_fingerprint(const run_config *run_cfg);
+/* Whether the len bytes at text are a fingerprint as the JSON writes one ("%016llx": 16
+ * lower-case hex digits). */
+int cli_is_fingerprint(const char *text, size_t len);
 
 /* Whether a run of this shape (vocab_padded set) stays within what the index arithmetic can
  * address; validate() refuses the others, and the size searches stop below them.  Its

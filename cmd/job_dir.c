@@ -21,7 +21,7 @@
 
 /* ---- the ranks' side ------------------------------------------------------------------- */
 
-/* An empty note NAME in the supervisor's notes directory notes (--job-notes; best effort). */
+/* An empty note NAME in the supervisor's notes directory (--job-notes; best effort). */
 static void note_mark(const char *notes, const char *name)
 {
     if (!notes || !*notes) return;
@@ -90,8 +90,8 @@ void fault_maybe_die(const run_config *run_cfg, int rank, int iteration, int pha
         raise(SIGSTOP);
         return;
     }
-    fault_note(run_cfg->job_notes, rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %s)", where[phase],
-               iteration, run_cfg->fail_at, run_cfg->fail_ranks_text[0] ? run_cfg->fail_ranks_text : "0");
+    fault_note(run_cfg->job_notes, rank, "killed itself (SIGKILL) %s iteration %d (--fail-at %d --fail-rank %s)",
+               where[phase], iteration, run_cfg->fail_at, run_cfg->fail_ranks_text[0] ? run_cfg->fail_ranks_text : "0");
     fprintf(stderr, "aebench: rank %d: --fail-at %d: SIGKILL now\n", rank, iteration);
     fflush(stdout);
     fflush(stderr);

@@ -33,7 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 /* ---- the supervisor ------------------------------------------------------------------------ */
 
@@ -609,9 +608,10 @@ static int job_command(int argc, char **argv, const run_config *run_cfg, const c
     return bad ? -1 : 0;
 }
 
-/* mpiexec started with jargv and env, its stdout and stderr ours, holding the pipe's write end
- * write_fd (made inheritable in it) and the signal mask old: its pid, or -1 with errno. */
-static pid_t fork_mpiexec(const char *mpiexec, char **jargv, char **env, int write_fd, const sigset_t *old)
+/* mpiexec started with jargv and our environment, its stdout and stderr ours, holding the
+ * pipe's write end write_fd (made inheritable in it) and the signal mask old: its pid, or -1
+ * with errno. */
+static pid_t fork_mpiexec(const char *mpiexec, char **jargv, int write_fd, const sigset_t *old)
 {
     fflush(stdout);
     fflush(stderr);
@@ -628,7 +628,7 @@ static pid_t fork_mpiexec(const char *mpiexec, char **jargv, char **env, int wri
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != supervisor) _exit(127);
         sigprocmask(SIG_SETMASK, old, NULL);
         if (fcntl(write_fd, F_SETFD, 0) != 0) _exit(127);
-        execve(mpiexec, jargv, env);
+        execv(mpiexec, jargv);
         static const char msg[] = "aebench: cannot start mpiexec\n";
         ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)w;
@@ -850,7 +850,7 @@ static int launch_job(int argc, char **argv, const run_config *run_cfg, char *wh
     int sfd = -1;
     if (sigprocmask(SIG_BLOCK, &mask, &old) != 0 || (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0)
         fprintf(stderr, "aebench: --ranks: signals will not be forwarded: %s\n", strerror(errno));
-    const pid_t pid = fork_mpiexec(mpiexec, jargv, environ, fds[1], &old);
+    const pid_t pid = fork_mpiexec(mpiexec, jargv, fds[1], &old);
     strv_free(&jargv, &jn);
     close(fds[1]);
     if (pid < 0) {

@@ -230,7 +230,8 @@ void provenance_of_run(run_provenance *p, int argc, char **argv, int world, cons
      * (--job-notes), a sweep (or --find-max, --search --verify) its report pipe on its child's
      * (--report-fd). */
     const int supervised = run_cfg->job_notes[0] != '\0';
-    p->started_by = world > 1 ? (supervised ? "--ranks" : "mpirun") : run_cfg->report_fd > 0 ? "a sweep" : "the command line";
+    p->started_by = world > 1 ? (supervised ? "--ranks" : "mpirun")
+                    : run_cfg->report_fd > 0 ? "a sweep" : "the command line";
     char err[512] = "";
     char **args = NULL;
     int n = 0;

@@ -86,7 +86,7 @@ static int read_record(const char *path, record *rec, char *err, size_t errlen)
         !text_of(rec->root, "method")[0])
         return cli_fail(err, errlen, "--rerun %s: not an aebench run record (no aebench_version, method, world or "
                         "config.fingerprint)", path);
-    if (strlen(rec->fingerprint) != 16 || strspn(rec->fingerprint, "0123456789abcdef") != 16)
+    if (!cli_is_fingerprint(rec->fingerprint, strlen(rec->fingerprint)))
         return cli_fail(err, errlen, "--rerun %s: config.fingerprint '%.40s' is not 16 hex digits (what aebench "
                         "writes)", path, rec->fingerprint);
     if (!cJSON_IsObject(rec->settings))

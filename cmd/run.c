@@ -352,10 +352,9 @@ static void run_hung(void *ctx, const char *why)
 }
 
 /* Where the ranks' heartbeats go: the supervisor's private notes directory (--ranks passes it
- * as --job-notes), or,
- * when every rank is on this machine, a private one that rank 0 makes (mkdtemp: 0700, a fresh
- * name) and shares; none otherwise (each rank still watches itself).  0, or -1 when the ranks
- * could not share it. */
+ * as --job-notes), or, when every rank is on this machine, a private one that rank 0 makes
+ * (mkdtemp: 0700, a fresh name) and shares; none otherwise (each rank still watches itself).
+ * 0, or -1 when the ranks could not share it. */
 static int heartbeat_dir(run_state *s, char *dir, size_t len)
 {
     dir[0] = '\0';
@@ -724,7 +723,8 @@ static int open_record(run_state *s)
      * another file planted under its name since) */
     struct stat log_st;
     if (fstat(fileno(s->log), &log_st) == 0)
-        report_to_parent(s->run_cfg, "log-id %llu %llu", (unsigned long long)log_st.st_dev, (unsigned long long)log_st.st_ino);
+        report_to_parent(s->run_cfg, "log-id %llu %llu", (unsigned long long)log_st.st_dev,
+                         (unsigned long long)log_st.st_ino);
     return 0;
 }
 

@@ -216,7 +216,7 @@ ln -sfn "$WORK/notes-ours" "$WORK/notes-link"
 : >"$WORK/notes-file"
 bad_input "--job-notes relative" "is not an absolute path" "${TINY[@]}" --job-notes notes-ours
 for d in notes-open notes-link notes-file; do
-    bad_input "--job-notes $d" "$WORK/$d is not a private directory of ours" "${TINY[@]}" --job-notes "$WORK/$d"
+    bad_input "--job-notes $d" "--job-notes $WORK/$d: .*not a \(private \)\?directory of" "${TINY[@]}" --job-notes "$WORK/$d"
 done
 # (two ranks: one given a neighbour's open directory refuses it and writes nothing there; given
 # a private one of ours, each notes that it started, and the run's record says --ranks)
