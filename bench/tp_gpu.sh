@@ -17,6 +17,8 @@
 #     the layouts of 2, beside them in the same call, and aebench/Megatron-Core per layout.
 # On a one-GPU machine only the one-GPU rows and anchors run (the script's check there).
 # Usage on the device machine, .deps carried: dest=DIR bash bench/tp_gpu.sh
+# PARTS (default "check big huge") picks which of 1, 2 + 4, 3 + 4 run: one call each where a
+# call's time limit cannot hold all three.
 set -uo pipefail
 dest=${dest:-${OUT:-bench/results/latest}}
 source bench/dp_env.sh
@@ -39,6 +41,8 @@ PY
 }
 
 gpus=$(nvidia-smi -L | grep -c '^GPU')
+parts=" ${PARTS:-check big huge} "
+want() { [[ $parts == *" $1 "* ]]; }
 # anchor TAG NP ARGS...: Megatron-Core's GPT at that layout, under torchrun (bench/mcore_gpu.py);
 # its JSON line in $out/anchor_TAG.json
 anchor() {
@@ -50,7 +54,7 @@ anchor() {
     [ -s "$out/anchor_$tag.json" ] || tail -n 15 "$out/anchor_$tag.txt"
 }
 
-if [ "$gpus" -ge 2 ]; then
+if [ "$gpus" -ge 2 ] && want check; then
 small=(-m megatron-lm -l 8 -h 1024 --heads 16 --seq 512 -b 2 --global-batch 16 --iters 8 --log-interval 4)
 run one_fp32 1 "${small[@]}" --math fp32
 run tp2_fp32 2 "${small[@]}" --math fp32 --tp 2
@@ -66,6 +70,7 @@ near ddp2_bf16 ddp2_bf16r
 fi
 
 big=(-l 32 -h 2048 --heads 16 --seq 1024 -b 4 --global-batch 32 --dtype bf16 --iters 16 --log-interval 8)
+if want big; then
 run big_one 1 -m megatron-lm "${big[@]}"
 run big_stronghold 1 -m stronghold "${big[@]}" -w auto
 run big_zinf 1 -m zero-infinity "${big[@]}"
@@ -82,6 +87,9 @@ if [ "$gpus" -ge 2 ]; then
     anchor big_tp2 2 "${mc[@]}" --tp 2
     anchor big_tp2sp 2 "${mc[@]}" --tp 2 --sequence-parallel
     anchor big_pp2 2 "${mc[@]}" --pp 2
+fi
+fi
+if [ "$gpus" -ge 2 ] && want huge; then
     huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
     run huge_tp2sp 2 -m megatron-lm "${huge[@]}" --tp 2 --sequence-parallel
     run huge_pp2 2 -m megatron-lm "${huge[@]}" --pp 2

@@ -280,14 +280,23 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         field(entry, "compute[]", "layer_recompute_selective_ms", path, &out->layer_recompute_selective_ms, err,
               errlen))
         goto out;
-    /* --tp T's split layer, when the entry has it (files from before: none) */
+    /* --tp T's split layer at every T the entry has (files from before: none), not only the
+     * run's: --search loads one entry per micro-batch and predicts every T from it */
     const cJSON *tps = cJSON_GetObjectItemCaseSensitive(entry, "tp"), *te;
     cJSON_ArrayForEach(te, tps) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(te, "t");
-        if (!cJSON_IsNumber(t) || t->valueint != engine_tp(cfg) || engine_tp(cfg) < 2) continue;
-        if (field(te, "compute[].tp[]", "layer_fwd_ms", path, &out->tp_layer_fwd_ms, err, errlen) ||
-            field(te, "compute[].tp[]", "layer_bwd_ms", path, &out->tp_layer_bwd_ms, err, errlen))
+        if (!cJSON_IsNumber(t) || t->valueint < 2 || machine_tp_split(out, t->valueint)) continue;
+        if (out->ntp_split == MACHINE_TP_SPLITS) {
+            snprintf(err, errlen, "machine file %s: more than %d tensor-parallel widths in one compute[] entry's tp",
+                     path, MACHINE_TP_SPLITS);
             goto out;
+        }
+        struct machine_tp_split *sp = &out->tp_split[out->ntp_split];
+        sp->t = t->valueint;
+        if (field(te, "compute[].tp[]", "layer_fwd_ms", path, &sp->layer_fwd_ms, err, errlen) ||
+            field(te, "compute[].tp[]", "layer_bwd_ms", path, &sp->layer_bwd_ms, err, errlen))
+            goto out;
+        out->ntp_split++;
     }
     /* the persistent checkpoint at the run's --ckpt-dir, when calibrated there (else 0):
      * one rank's here; on N ranks the world's entry below, measured with every rank writing */

@@ -176,7 +176,18 @@ static void walk_engine(const engine_config *cfg, const machine_rates *m, const 
     ((const engine_vtbl *)ctx)->predict(cfg, m, out);
 }
 
-static int micro_batches_of(const search *s, int batch) { return s->global_batch / (batch * s->world); }
+static void config_of(const search *s, const knobs *k, int layers, engine_config *cfg);
+
+/* The micro-batches a step of c accumulates: the global batch over the micro-batch times the
+ * data-parallel ranks, world / (T x P), as cli.c counts them for the run the search prints
+ * (not over the world: a --tp 2 config on 2 ranks has one copy of the model, which takes the
+ * whole global batch). */
+static int micro_batches_of(const search *s, const candidate *c)
+{
+    engine_config cfg;
+    config_of(s, &c->k, c->layers, &cfg);
+    return cfg.micro_batches;
+}
 
 static double samples_per_s(const search *s, const candidate *c) { return s->global_batch * 1000.0 / c->pred.ms; }
 
@@ -186,7 +197,9 @@ static double tflops_of(const search *s, const candidate *c)
     gpt_shape sh = s->shape;
     sh.layers = c->layers, sh.batch = c->k.batch;
     sh.vocab_padded = gpt_pad_vocab(sh.vocab);
-    return gpt_model_flops(&sh) * micro_batches_of(s, c->k.batch) / (c->pred.ms * 1e-3) / 1e12;
+    /* (the step's model FLOPs, every micro-batch of the global batch, shared by the world) */
+    const double step_flops = gpt_model_flops(&sh) * (s->global_batch / c->k.batch);
+    return step_flops / s->world / (c->pred.ms * 1e-3) / 1e12;
 }
 
 /* --placement's word for p (its declaration's). */
@@ -228,8 +241,9 @@ static void config_of(const search *s, const knobs *k, int layers, engine_config
     cfg->shape.vocab_padded = gpt_pad_vocab(cfg->shape.vocab);
     cfg->world = s->world;
     cfg->local_world = s->local;
-    cfg->micro_batches = micro_batches_of(s, k->batch);
     for (int j = 0; j < s->nknob_opts; j++) engine_option_store(s->knob_opt[j], cfg, k->value[j]);
+    /* (after the knobs: --tp and --pp decide how many ranks share one micro-batch) */
+    cfg->micro_batches = s->global_batch / (k->batch * engine_dp_world(cfg));
     cfg->recompute = k->recompute;
     cfg->window = k->window;
     cfg->placement = k->placement;
@@ -576,7 +590,7 @@ static int command_of(const search *s, const candidate *c, int largest, char ***
     if (largest || (s->preset && !cli_given(run_cfg, "layers"))) bad = bad || push_int(out, nout, "-l", c->layers);
     if (!cli_given(run_cfg, "batch")) bad = bad || push_int(out, nout, "-b", c->k.batch);
     /* (a smaller micro-batch keeps the global batch: the step accumulates several) */
-    if (!cli_given(run_cfg, "global-batch") && micro_batches_of(s, c->k.batch) > 1)
+    if (!cli_given(run_cfg, "global-batch") && micro_batches_of(s, c) > 1)
         bad = bad || push_int(out, nout, "--global-batch", s->global_batch);
     /* (each option searched for e, as it chose: a switch where on, the others' values) */
     for (int j = 0; j < s->nknob_opts; j++) {
@@ -713,7 +727,7 @@ static cJSON *candidate_json(const search *s, const candidate *c, int rank, int 
     cJSON_AddStringToObject(o, "engine", c->eng->name);
     cJSON_AddNumberToObject(o, "layers", c->layers);
     cJSON_AddNumberToObject(o, "batch", c->k.batch);
-    cJSON_AddNumberToObject(o, "micro_batches", micro_batches_of(s, c->k.batch));
+    cJSON_AddNumberToObject(o, "micro_batches", micro_batches_of(s, c));
     for (int j = 0; j < s->nknob_opts; j++) {
         /* (every searched option's value, under its name with _ for -: a switch true or false,
          * a word or auto as text, a number as one) */

@@ -285,6 +285,9 @@ typedef struct step_result {
 
 struct engine_resume;
 
+/* The tensor-parallel widths one machine file entry may time the split layer at (2, 4, 8, 16). */
+#define MACHINE_TP_SPLITS 4
+
 /* A calibrated machine (cmd/machine.h: --calibrate writes it, --predict reads it): what one
  * step's pieces cost at one model shape, math mode and dtype, and the machine's rates. */
 typedef struct machine_rates {
@@ -294,9 +297,11 @@ typedef struct machine_rates {
     double layer_recompute_selective_ms; /* --recompute selective's recompute alone (0: the file
                                             predates it) */
     double gpu_adam_ms_per_mparam; /* the device AdamW, ms per million parameters */
-    /* --tp T's split layer, a rank's share timed alone (its collectives apart), forward and
-     * backward with recompute as layer_*_ms (0: not calibrated at the run's T) */
-    double tp_layer_fwd_ms, tp_layer_bwd_ms;
+    /* --tp T's split layer at each T the file has, a rank's share timed alone (its collectives
+     * apart), forward and backward with recompute as layer_*_ms (machine_tp_split looks one up).
+     * Every T is kept, not only the run's: --search predicts every T from one load. */
+    struct machine_tp_split { int t; double layer_fwd_ms, layer_bwd_ms; } tp_split[MACHINE_TP_SPLITS];
+    int ntp_split;
     /* megatron-lm's step against the sum of those pieces: per layer (its gradient zeroing,
      * norm and clipping go with each layer's Adam) and for the rest.  Only megatron-lm's
      * prediction applies them: an offload engine's compute stream runs the pieces as
@@ -346,6 +351,14 @@ typedef struct machine_rates {
     double ckpt_home_gbs, ckpt_write_ms, ckpt_write_gbs;
     int ckpt_world; /* == the run's world: measured with every rank of the machine writing */
 } machine_rates;
+
+/* The split layer timed at tensor-parallel width t, or NULL where the file has none. */
+static inline const struct machine_tp_split *machine_tp_split(const machine_rates *m, int t)
+{
+    for (int i = 0; i < m->ntp_split && i < MACHINE_TP_SPLITS; i++)
+        if (m->tp_split[i].t == t) return &m->tp_split[i];
+    return NULL;
+}
 
 /* What an engine predicts for one step: ms on each resource (busy time, as step_result's
  * busy_ms), the step's length from its schedule, and the resource that bounds it. */

@@ -1151,10 +1151,11 @@ static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m
      * matmuls and attention split, its LayerNorms and residual adds (a few percent) not.  The
      * vocabulary-parallel embedding and head: 1/T of theirs. */
     machine_rates split = *m;
-    if (T > 1 && m->tp_layer_fwd_ms > 0 && m->tp_layer_bwd_ms > 0) {
-        split.layer_fwd_ms = m->tp_layer_fwd_ms, split.layer_bwd_ms = m->tp_layer_bwd_ms;
+    const struct machine_tp_split *timed = T > 1 ? machine_tp_split(m, T) : NULL;
+    if (timed && timed->layer_fwd_ms > 0 && timed->layer_bwd_ms > 0) {
+        split.layer_fwd_ms = timed->layer_fwd_ms, split.layer_bwd_ms = timed->layer_bwd_ms;
         /* (selective's recompute alone is not timed split: its share of the whole layer's) */
-        split.layer_recompute_selective_ms = m->layer_recompute_selective_ms * m->tp_layer_fwd_ms / m->layer_fwd_ms;
+        split.layer_recompute_selective_ms = m->layer_recompute_selective_ms * timed->layer_fwd_ms / m->layer_fwd_ms;
     } else if (T > 1) {
         split.layer_fwd_ms = m->layer_fwd_ms / T, split.layer_bwd_ms = m->layer_bwd_ms / T;
         split.layer_recompute_selective_ms = m->layer_recompute_selective_ms / T;

@@ -295,13 +295,26 @@ if needs_mpi "--search --ranks 2" "$BIN"; then
     (cd "$SR" && timeout 300 "$BIN" --calibrate --ranks 2 "${SS[@]}" -l 4 -b 4 --results res >cal2.out 2>&1)
     (cd "$SR" && "$BIN" --search --ranks 2 "${SS[@]}" -l 4 -b 4 --results res --verify 1 >s8.out 2>&1)
     rc=$?
-    check=$(cd "$SR" && python3 - "$SR/$(search_json "$SR/s8.out")" <<'EOF'
-import json, sys
+    check=$(cd "$SR" && python3 - "$SR/$(search_json "$SR/s8.out")" "$BIN" <<'EOF'
+import json, re, subprocess, sys
 d = json.load(open(sys.argv[1]))
 bad = []
 if d["search"]["world"] != 2 or d["search"]["global_batch"] != 8: bad.append("world")
 st = {x["zero_stage"] for x in d["configs"] if x["engine"] == "megatron-lm"}
 if st != {0, 1, 2, 3}: bad.append(f"stages {sorted(st)}")
+# --tp and --pp configs: one copy of the model on the 2 ranks takes the whole global batch (2
+# micro-batches of 4, not 1), and every config's prediction is --predict's of the command the
+# search prints for it (the TP split layer's rates and the micro-batches as the run has them)
+split = [x for x in d["configs"] if x["engine"] == "megatron-lm" and x["tp"] * x["pp"] > 1]
+if not any(x["tp"] == 2 for x in split) or not any(x["pp"] == 2 for x in split): bad.append("no --tp 2 or --pp 2 config")
+for x in d["configs"]:
+    dp = 2 // (x.get("tp", 1) * x.get("pp", 1))
+    if x["batch"] * x["micro_batches"] * dp != 8: bad.append(f"micro-batches {x['micro_batches']}: {x['command']}")
+    cmd = x["command"].split()[1:]
+    out = subprocess.run([sys.argv[2], "--predict"] + cmd, capture_output=True, text=True).stdout
+    m = re.search(r"^predict \S+ +([0-9.]+) ms/it", out, re.M)
+    if not m or abs(float(m.group(1)) - x["ms"]) > 0.051: bad.append(f"search {x['ms']:.2f} ms, --predict {m and m.group(1)}: {x['command']}")
+bad = bad[:4]
 if any(x["engine"] == "megatron-lm" and f"--zero-stage {x['zero_stage']}" not in x["command"] for x in d["configs"]): bad.append("command")
 v = d.get("verify", [])
 if len(v) != 2 or any(x["status"] != "ok" for x in v): bad.append(f"verify {v}")
@@ -310,7 +323,7 @@ for x in v:
 print("ok" if not bad else "; ".join(bad))
 EOF
 )
-    sr_verdict "$rc" "$check" "--search --ranks 2" "--search --ranks 2: megatron-lm's ZeRO stages 0-3 searched with the collectives calibrated at 2 ranks; --verify trains on 2 ranks" "$(tail -n 3 "$SR/s8.out")"
+    sr_verdict "$rc" "$check" "--search --ranks 2" "--search --ranks 2: megatron-lm's ZeRO stages 0-3, --tp 2 and --pp 2 searched with the collectives calibrated at 2 ranks, each config's micro-batches those of its data-parallel ranks and its prediction --predict's of its command; --verify trains on 2 ranks" "$(tail -n 3 "$SR/s8.out")"
     # --largest's stronghold -w auto pick on 2 ranks, where each rank has half the host budget:
     # it trains there, every rank's host peak within its share.  (-w auto's run chooses its
     # slots from a probe and the machine model; a choice with more slots holds fewer layers

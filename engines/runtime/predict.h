@@ -255,7 +255,8 @@ static inline machine_rates pred_scaled(const machine_rates *measured)
     const double ls = measured->layer_scale > 0 ? measured->layer_scale : 1;
     const double rs = measured->rest_scale > 0 ? measured->rest_scale : 1;
     s.layer_fwd_ms *= ls, s.layer_bwd_ms *= ls, s.gpu_adam_ms_per_mparam *= ls;
-    s.tp_layer_fwd_ms *= ls, s.tp_layer_bwd_ms *= ls;
+    for (int i = 0; i < s.ntp_split && i < MACHINE_TP_SPLITS; i++)
+        s.tp_split[i].layer_fwd_ms *= ls, s.tp_split[i].layer_bwd_ms *= ls;
     s.embed_fwd_ms *= rs, s.head_ms *= rs, s.embed_bwd_ms *= rs;
     return s;
 }
