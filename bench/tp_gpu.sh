@@ -17,7 +17,8 @@
 #     the layouts of 2, beside them in the same call, and aebench/Megatron-Core per layout.
 # On a one-GPU machine only the one-GPU rows and anchors run (the script's check there).
 # Usage on the device machine, .deps carried: dest=DIR bash bench/tp_gpu.sh
-# PARTS (default "check big huge") picks which of 1, 2 + 4, 3 + 4 run: one call each where a
+# PARTS (default "check big huge huge_tp2") picks which of 1, 2 + 4, 3 + 4 run (huge_tp2: the 9.7 B
+# model's --tp 2 without sequence parallelism and its anchor): one call each where a
 # call's time limit cannot hold all three.
 set -uo pipefail
 dest=${dest:-${OUT:-bench/results/latest}}
@@ -41,7 +42,7 @@ PY
 }
 
 gpus=$(nvidia-smi -L | grep -c '^GPU')
-parts=" ${PARTS:-check big huge} "
+parts=" ${PARTS:-check big huge huge_tp2} "
 want() { [[ $parts == *" $1 "* ]]; }
 # anchor TAG NP ARGS...: Megatron-Core's GPT at that layout, under torchrun (bench/mcore_gpu.py);
 # its JSON line in $out/anchor_TAG.json
@@ -98,8 +99,17 @@ if [ "$gpus" -ge 2 ] && want huge; then
     anchor huge_tp2sp 2 "${mh[@]}" --tp 2 --sequence-parallel
     anchor huge_pp2 2 "${mh[@]}" --pp 2
 fi
+# (Megatron-Core's --sequence-parallel needs Transformer Engine's or Apex's LayerNorm, which the
+# machine has not: "sequence parallel not supported by torch LayerNorm".  Its TP2 without it,
+# beside aebench's, is the 9.7 B model's tensor-parallel anchor.)
+if [ "$gpus" -ge 2 ] && want huge_tp2; then
+    huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
+    mh=(-l 48 -H 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --recompute full --iters 4 --warmup 2)
+    run huge_tp2 2 -m megatron-lm "${huge[@]}" --tp 2
+    anchor huge_tp2 2 "${mh[@]}" --tp 2
+fi
 for t in big_one big_ddp2 big_ddp2_bf16r big_zero3 big_tp2 big_tp2sp big_pp2 big_stronghold big_zinf huge_tp2sp \
-    huge_pp2 huge_stronghold; do
+    huge_tp2 huge_pp2 huge_stronghold; do
     [ -e "$out/$t.txt" ] || continue
     echo "| $t | $(grep -E '^  done:|OUT OF|^ERROR' "$out/$t.txt" | head -n 1) |" | tee -a "$out/table.md"
 done
