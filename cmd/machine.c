@@ -104,7 +104,8 @@ int machine_predict(const run_config *run_cfg, const machine_rates *m, size_t gp
             return EXIT_BAD_INPUT;
         }
         any = 1;
-        const int B = run_cfg->eng.shape.batch * engine_micro_batches(&run_cfg->eng) * engine_world(&run_cfg->eng);
+        /* (the global batch: each data-parallel rank's micro-batches; --tp/--pp ranks share theirs) */
+        const int B = run_cfg->eng.shape.batch * engine_micro_batches(&run_cfg->eng) * engine_dp_world(&run_cfg->eng);
         printf("predict %-14s %8.1f ms/it | %7.2f samples/s | bound: %s |", eng->name, p.ms, B * 1000.0 / p.ms,
                BUSY_NAMES[p.bound]);
         for (int k = 0; k < BUSY_KINDS; k++)

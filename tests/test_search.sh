@@ -312,8 +312,10 @@ for x in d["configs"]:
     if x["batch"] * x["micro_batches"] * dp != 8: bad.append(f"micro-batches {x['micro_batches']}: {x['command']}")
     cmd = x["command"].split()[1:]
     out = subprocess.run([sys.argv[2], "--predict"] + cmd, capture_output=True, text=True).stdout
-    m = re.search(r"^predict \S+ +([0-9.]+) ms/it", out, re.M)
+    m = re.search(r"^predict \S+ +([0-9.]+) ms/it \| +([0-9.]+) samples/s", out, re.M)
     if not m or abs(float(m.group(1)) - x["ms"]) > 0.051: bad.append(f"search {x['ms']:.2f} ms, --predict {m and m.group(1)}: {x['command']}")
+    # (samples/s: the global batch of 8 a step, whatever T and P)
+    elif abs(float(m.group(2)) - 8000 / float(m.group(1))) > 0.01 * float(m.group(2)): bad.append(f"--predict {m.group(0)}: {x['command']}")
 bad = bad[:4]
 if any(x["engine"] == "megatron-lm" and f"--zero-stage {x['zero_stage']}" not in x["command"] for x in d["configs"]): bad.append("command")
 v = d.get("verify", [])
