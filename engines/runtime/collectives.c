@@ -806,14 +806,35 @@ int coll_window_open(coll_window **out, coll_group *g, void *base, size_t bytes,
     w->g = g;
     w->bytes = bytes;
     if (gpt_stream_handle(g->stream) == NULL) {
-        /* the CPU backend's device memory is host memory: an MPI window on it */
-        if (mpi_failed(MPI_Win_create(base, (MPI_Aint)bytes, 1, MPI_INFO_NULL, g->host_comm, &w->win),
-                       "MPI_Win_create")) {
-            free(w);
+        /* the CPU backend's device memory is host memory: an MPI window on it.  Not every MPI
+         * can expose memory it did not allocate: Open MPI 4.1 under MPI_THREAD_MULTIPLE has no
+         * one-sided component for it on one machine (MPI_ERR_WIN, measured in
+         * bench/results/2026-11-29g-h200-openmpi-launch).  Where no rank could, there is no
+         * window and the chunks are sent; where some could and some not, the run ends. */
+        const int created = MPI_Win_create(base, (MPI_Aint)bytes, 1, MPI_INFO_NULL, g->host_comm, &w->win);
+        int mine = created == MPI_SUCCESS, all = 0, any = 0;
+        if (mpi_failed(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, g->host_comm), "MPI_Allreduce (window)") ||
+            mpi_failed(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, g->host_comm), "MPI_Allreduce (window)")) {
+            free(w); /* (a window made here is left to MPI_Finalize: freeing it is collective) */
             return GPT_ERR_BACKEND;
         }
+        if (!all) {
+            if (any) {
+                comm_mpi_failed(created == MPI_SUCCESS ? MPI_ERR_WIN : created,
+                                "MPI_Win_create (on some ranks only: the ranks cannot agree on a transport)");
+                free(w);
+                return GPT_ERR_BACKEND;
+            }
+            char msg[MPI_MAX_ERROR_STRING] = "";
+            int len = 0;
+            MPI_Error_string(created, msg, &len);
+            if (why && whylen) snprintf(why, whylen, "this MPI cannot make a window on this memory (MPI_Win_create: %s)", msg);
+            free(w);
+            return GPT_OK;
+        }
         w->have_win = 1;
-        if (mpi_failed(MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win), "MPI_Win_lock_all")) {
+        if (mpi_failed(MPI_Win_set_errhandler(w->win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler") ||
+            mpi_failed(MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win), "MPI_Win_lock_all")) {
             coll_window_close(w);
             return GPT_ERR_BACKEND;
         }

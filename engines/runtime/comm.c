@@ -93,6 +93,13 @@ int comm_init(comm_world *c, int *argc, char ***argv)
                         "(collectives run on stream threads)\n", provided);
         return -1;
     }
+    /* MPI's default handler aborts the job inside a failing call, before aebench's check of
+     * its result can name it in the log and JSON: errors are returned instead, and every call
+     * is checked (the communicators made from the world inherit the handler; windows set
+     * theirs, collectives.c). */
+    if (mpi_ok(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler (world)") ||
+        mpi_ok(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler (self)"))
+        return -1;
     if (mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank), "MPI_Comm_rank") ||
         mpi_ok(MPI_Comm_size(MPI_COMM_WORLD, &c->world), "MPI_Comm_size"))
         return -1;
