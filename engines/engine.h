@@ -285,7 +285,8 @@ typedef struct step_result {
 
 struct engine_resume;
 
-/* The tensor-parallel widths one machine file entry may time the split layer at (2, 4, 8, 16). */
+/* How many tensor-parallel widths one machine file entry may time the split layer at (--calibrate
+ * times T = 2, 4 and 8). */
 #define MACHINE_TP_SPLITS 4
 
 /* A calibrated machine (cmd/machine.h: --calibrate writes it, --predict reads it): what one

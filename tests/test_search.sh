@@ -306,16 +306,19 @@ if st != {0, 1, 2, 3}: bad.append(f"stages {sorted(st)}")
 # micro-batches of 4, not 1), and every config's prediction is --predict's of the command the
 # search prints for it (the TP split layer's rates and the micro-batches as the run has them)
 split = [x for x in d["configs"] if x["engine"] == "megatron-lm" and x["tp"] * x["pp"] > 1]
-if not any(x["tp"] == 2 for x in split) or not any(x["pp"] == 2 for x in split): bad.append("no --tp 2 or --pp 2 config")
+if not any(x["tp"] == 2 for x in split) or not any(x["pp"] == 2 for x in split):
+    bad.append("no --tp 2 or --pp 2 config")
 for x in d["configs"]:
     dp = 2 // (x.get("tp", 1) * x.get("pp", 1))
     if x["batch"] * x["micro_batches"] * dp != 8: bad.append(f"micro-batches {x['micro_batches']}: {x['command']}")
     cmd = x["command"].split()[1:]
     out = subprocess.run([sys.argv[2], "--predict"] + cmd, capture_output=True, text=True).stdout
     m = re.search(r"^predict \S+ +([0-9.]+) ms/it \| +([0-9.]+) samples/s", out, re.M)
-    if not m or abs(float(m.group(1)) - x["ms"]) > 0.051: bad.append(f"search {x['ms']:.2f} ms, --predict {m and m.group(1)}: {x['command']}")
+    if not m or abs(float(m.group(1)) - x["ms"]) > 0.051:
+        bad.append(f"search {x['ms']:.2f} ms, --predict {m and m.group(1)}: {x['command']}")
     # (samples/s: the global batch of 8 a step, whatever T and P)
-    elif abs(float(m.group(2)) - 8000 / float(m.group(1))) > 0.01 * float(m.group(2)): bad.append(f"--predict {m.group(0)}: {x['command']}")
+    elif abs(float(m.group(2)) - 8000 / float(m.group(1))) > 0.01 * float(m.group(2)):
+        bad.append(f"--predict {m.group(0)}: {x['command']}")
 bad = bad[:4]
 if any(x["engine"] == "megatron-lm" and f"--zero-stage {x['zero_stage']}" not in x["command"] for x in d["configs"]): bad.append("command")
 v = d.get("verify", [])
@@ -325,7 +328,9 @@ for x in v:
 print("ok" if not bad else "; ".join(bad))
 EOF
 )
-    sr_verdict "$rc" "$check" "--search --ranks 2" "--search --ranks 2: megatron-lm's ZeRO stages 0-3, --tp 2 and --pp 2 searched with the collectives calibrated at 2 ranks, each config's micro-batches those of its data-parallel ranks and its prediction --predict's of its command; --verify trains on 2 ranks" "$(tail -n 3 "$SR/s8.out")"
+    sr_verdict "$rc" "$check" "--search --ranks 2" "--search --ranks 2: megatron-lm's ZeRO stages 0-3, --tp 2 and \
+--pp 2 searched with the collectives calibrated at 2 ranks, each config's micro-batches those of its data-parallel ranks \
+and its prediction --predict's of its command; --verify trains on 2 ranks" "$(tail -n 3 "$SR/s8.out")"
     # --largest's stronghold -w auto pick on 2 ranks, where each rank has half the host budget:
     # it trains there, every rank's host peak within its share.  (-w auto's run chooses its
     # slots from a probe and the machine model; a choice with more slots holds fewer layers

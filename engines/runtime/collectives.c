@@ -828,7 +828,8 @@ int coll_window_open(coll_window **out, coll_group *g, void *base, size_t bytes,
             char msg[MPI_MAX_ERROR_STRING] = "";
             int len = 0;
             MPI_Error_string(created, msg, &len);
-            if (why && whylen) snprintf(why, whylen, "this MPI cannot make a window on this memory (MPI_Win_create: %s)", msg);
+            if (why && whylen)
+                snprintf(why, whylen, "this MPI cannot make a window on this memory (MPI_Win_create: %s)", msg);
             free(w);
             return GPT_OK;
         }

@@ -94,8 +94,8 @@ int comm_init(comm_world *c, int *argc, char ***argv)
         return -1;
     }
     /* MPI's default handler aborts the job inside a failing call, before aebench's check of
-     * its result can name it in the log and JSON: errors are returned instead, and every call
-     * is checked (the communicators made from the world inherit the handler; windows set
+     * its result can name the call and end the run by its own error path: errors are returned
+     * instead, and every call is checked (the communicators made from the world inherit the handler; windows set
      * theirs, collectives.c). */
     if (mpi_ok(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler (world)") ||
         mpi_ok(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler (self)"))
