@@ -5,7 +5,8 @@ are timed in the same call on the same GPUs.
 
 The model is aebench's: learned absolute positions, LayerNorm, GELU MLP of 4 h, biases, the
 embedding tied to the head, vocabulary 50304, no dropout.  Megatron-Core's local PyTorch layers
-(get_gpt_layer_local_spec: the GPU machines have no Transformer Engine build), bf16 params in
+(get_gpt_layer_local_spec: the GPU machines have no Transformer Engine build; with
+--sequence-parallel its norms are SequenceParallelLayerNorm below), bf16 params in
 Megatron's Float16Module with its Float16 optimizer (fp32 master weights and Adam state), the
 gradient all-reduce overlapped with the backward (its DDP), clip 1.0, the 1F1B schedule with
 --pp.  --recompute full is Megatron's "full, uniform, 1 layer": each layer recomputed from its
@@ -18,6 +19,7 @@ Prints one JSON line on rank 0: the median step over the timed iterations, sampl
 every rank's peak GPU memory.
 """
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -34,7 +36,38 @@ from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
 from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 from megatron.core.transformer.module import Float16Module
+from megatron.core.transformer.spec_utils import ModuleSpec
+from megatron.core.transformer.torch_norm import WrappedTorchNorm
 from megatron.core.transformer.transformer_config import TransformerConfig
+import megatron.core.transformer.transformer_block as transformer_block
+
+
+class SequenceParallelLayerNorm(torch.nn.LayerNorm):
+    """torch's LayerNorm for Megatron-Core's --sequence-parallel, which its WrappedTorchNorm
+    refuses ("sequence parallel not supported by torch LayerNorm": only Transformer Engine's and
+    Apex's norms mark their parameters, and the GPU machines have neither).  Each
+    tensor-parallel rank normalises its own rows of the sequence, so the weight's and bias's
+    gradients are partial sums: marked `sequence_parallel`, as Apex's FusedLayerNorm marks
+    them, finalize_model_grads sums them over the tensor-parallel ranks."""
+
+    def __init__(self, config, hidden_size, eps=1e-5, **unused):
+        super().__init__(hidden_size, eps=eps)
+        for param in (self.weight, self.bias):
+            setattr(param, "sequence_parallel", bool(config.sequence_parallel))
+
+
+def with_norm(spec, norm):
+    """spec with every WrappedTorchNorm in its tree (a ModuleSpec's module and submodules, the
+    submodules' dataclass fields) replaced by norm."""
+    if spec is WrappedTorchNorm:
+        return norm
+    if isinstance(spec, ModuleSpec):
+        spec.module = with_norm(spec.module, norm)
+        spec.submodules = with_norm(spec.submodules, norm)
+    elif dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+        for f in dataclasses.fields(spec):
+            setattr(spec, f.name, with_norm(getattr(spec, f.name), norm))
+    return spec
 
 
 def options():
@@ -77,7 +110,13 @@ def main():
         sequence_parallel=a.sequence_parallel and a.tp > 1, bf16=True, params_dtype=torch.bfloat16,
         pipeline_dtype=torch.bfloat16, hidden_dropout=0.0, attention_dropout=0.0, add_bias_linear=True,
         normalization="LayerNorm", attention_softmax_in_fp32=True, **recompute)
-    model = GPTModel(config, get_gpt_layer_local_spec(), vocab_size=a.vocab, max_sequence_length=a.seq,
+    spec = get_gpt_layer_local_spec()
+    if config.sequence_parallel:
+        # (the layers' norms, and the final one, which the block takes from its module's
+        # LayerNormImpl when it is built)
+        spec = with_norm(spec, SequenceParallelLayerNorm)
+        transformer_block.LayerNormImpl = SequenceParallelLayerNorm
+    model = GPTModel(config, spec, vocab_size=a.vocab, max_sequence_length=a.seq,
                      pre_process=parallel_state.is_pipeline_first_stage(),
                      post_process=parallel_state.is_pipeline_last_stage(),
                      share_embeddings_and_output_weights=True, position_embedding_type="learned_absolute")

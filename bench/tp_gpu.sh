@@ -99,9 +99,10 @@ if [ "$gpus" -ge 2 ] && want huge; then
     anchor huge_tp2sp 2 "${mh[@]}" --tp 2 --sequence-parallel
     anchor huge_pp2 2 "${mh[@]}" --pp 2
 fi
-# (Megatron-Core's --sequence-parallel needs Transformer Engine's or Apex's LayerNorm, which the
-# machine has not: "sequence parallel not supported by torch LayerNorm".  Its TP2 without it,
-# beside aebench's, is the 9.7 B model's tensor-parallel anchor.)
+# (Megatron-Core's own torch LayerNorm refuses --sequence-parallel without Transformer Engine or
+# Apex, which the machine has not; bench/mcore_gpu.py gives it a torch LayerNorm marked as Apex
+# marks its own.  Its TP2 without sequence parallelism beside aebench's: the 9.7 B model's
+# other tensor-parallel anchor.)
 if [ "$gpus" -ge 2 ] && want huge_tp2; then
     huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
     mh=(-l 48 -H 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --recompute full --iters 4 --warmup 2)
