@@ -90,12 +90,13 @@ if [ "$gpus" -ge 2 ]; then
     anchor big_pp2 2 "${mc[@]}" --pp 2
 fi
 fi
+# the 9.7 B model, aebench's runs and Megatron-Core's (parts huge and huge_tp2)
+huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
+mh=(-l 48 -H 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --recompute full --iters 4 --warmup 2)
 if [ "$gpus" -ge 2 ] && want huge; then
-    huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
     run huge_tp2sp 2 -m megatron-lm "${huge[@]}" --tp 2 --sequence-parallel
     run huge_pp2 2 -m megatron-lm "${huge[@]}" --pp 2
     run huge_stronghold 1 -m stronghold "${huge[@]}" -w auto
-    mh=(-l 48 -H 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --recompute full --iters 4 --warmup 2)
     anchor huge_tp2sp 2 "${mh[@]}" --tp 2 --sequence-parallel
     anchor huge_pp2 2 "${mh[@]}" --pp 2
 fi
@@ -104,8 +105,6 @@ fi
 # marks its own.  Its TP2 without sequence parallelism beside aebench's: the 9.7 B model's
 # other tensor-parallel anchor.)
 if [ "$gpus" -ge 2 ] && want huge_tp2; then
-    huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
-    mh=(-l 48 -H 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --recompute full --iters 4 --warmup 2)
     run huge_tp2 2 -m megatron-lm "${huge[@]}" --tp 2
     anchor huge_tp2 2 "${mh[@]}" --tp 2
 fi

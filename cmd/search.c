@@ -96,6 +96,7 @@ typedef struct candidate {
     engine_plan plan;
     engine_prediction pred;
     long seq; /* order of enumeration: the last tie-break, so the ranking is deterministic */
+    int micro_batches; /* a step's, as its config counts them (config_of) */
 } candidate;
 
 typedef struct reason {
@@ -176,19 +177,6 @@ static void walk_engine(const engine_config *cfg, const machine_rates *m, const 
     ((const engine_vtbl *)ctx)->predict(cfg, m, out);
 }
 
-static void config_of(const search *s, const knobs *k, int layers, engine_config *cfg);
-
-/* The micro-batches a step of c accumulates: the global batch over the micro-batch times the
- * data-parallel ranks, world / (T x P), as cli.c counts them for the run the search prints
- * (not over the world: a --tp 2 config on 2 ranks has one copy of the model, which takes the
- * whole global batch). */
-static int micro_batches_of(const search *s, const candidate *c)
-{
-    engine_config cfg;
-    config_of(s, &c->k, c->layers, &cfg);
-    return cfg.micro_batches;
-}
-
 static double samples_per_s(const search *s, const candidate *c) { return s->global_batch * 1000.0 / c->pred.ms; }
 
 /* Model TFLOP/s per GPU (rank), as a run's log reports them. */
@@ -242,7 +230,9 @@ static void config_of(const search *s, const knobs *k, int layers, engine_config
     cfg->world = s->world;
     cfg->local_world = s->local;
     for (int j = 0; j < s->nknob_opts; j++) engine_option_store(s->knob_opt[j], cfg, k->value[j]);
-    /* (after the knobs: --tp and --pp decide how many ranks share one micro-batch) */
+    /* (after the knobs: the global batch over the micro-batch times the data-parallel ranks,
+     * world / (T x P), as cli.c counts them for the run the search prints; a --tp 2 config on 2
+     * ranks is one copy of the model, which takes the whole global batch) */
     cfg->micro_batches = s->global_batch / (k->batch * engine_dp_world(cfg));
     cfg->recompute = k->recompute;
     cfg->window = k->window;
@@ -332,6 +322,7 @@ static int consider(search *s, const engine_vtbl *eng, const knobs *k, int layer
     s->t.predicted++;
     *ms = c.pred.ms;
     c.eng = eng, c.k = *k, c.layers = layers, c.plan = plan, c.seq = s->t.considered;
+    c.micro_batches = cfg.micro_batches;
     if (!s->have_best || candidate_cmp(&c, &s->best) < 0) s->best = c, s->have_best = 1;
     if (!s->keep) return 0;
     if (s->n == s->cap) {
@@ -590,7 +581,7 @@ static int command_of(const search *s, const candidate *c, int largest, char ***
     if (largest || (s->preset && !cli_given(run_cfg, "layers"))) bad = bad || push_int(out, nout, "-l", c->layers);
     if (!cli_given(run_cfg, "batch")) bad = bad || push_int(out, nout, "-b", c->k.batch);
     /* (a smaller micro-batch keeps the global batch: the step accumulates several) */
-    if (!cli_given(run_cfg, "global-batch") && micro_batches_of(s, c) > 1)
+    if (!cli_given(run_cfg, "global-batch") && c->micro_batches > 1)
         bad = bad || push_int(out, nout, "--global-batch", s->global_batch);
     /* (each option searched for e, as it chose: a switch where on, the others' values) */
     for (int j = 0; j < s->nknob_opts; j++) {
@@ -727,7 +718,7 @@ static cJSON *candidate_json(const search *s, const candidate *c, int rank, int 
     cJSON_AddStringToObject(o, "engine", c->eng->name);
     cJSON_AddNumberToObject(o, "layers", c->layers);
     cJSON_AddNumberToObject(o, "batch", c->k.batch);
-    cJSON_AddNumberToObject(o, "micro_batches", micro_batches_of(s, c));
+    cJSON_AddNumberToObject(o, "micro_batches", c->micro_batches);
     for (int j = 0; j < s->nknob_opts; j++) {
         /* (every searched option's value, under its name with _ for -: a switch true or false,
          * a word or auto as text, a number as one) */
