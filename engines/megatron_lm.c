@@ -56,12 +56,16 @@
  *              slots still holding the top two layers after the forward are reused).
  * Events order every hand-off between the streams; the host waits at the end of each phase
  * (that is what the phase timers measure; it reads the losses and norms back anyway).
- * --graphs (one rank, stage 0, a backend with graphs; auto unless --profile): each micro-
- * batch's forward (after its ids' copy) and backward are issued once more at the second step
- * into a CUDA graph each, the last backward's with the gradient stream's norm branch taken back
- * into compute at its end, and replayed as one launch a phase from then on: the same kernels
- * on the same pointers in the same order, so the same bits; the optimizer stays eager (its
- * learning rate and clip scale change every step).
+ * --graphs (stage 0 or 1 on any number of ranks, no --tp/--pp, a backend with graphs; auto
+ * unless --profile): each micro-batch's forward (after its ids' copy) and backward are issued
+ * once more at the second step into a CUDA graph each, the last backward's with the gradient
+ * stream's branch (its NCCL all-reduces and norms) taken back into compute at its end, and
+ * replayed as one launch a phase from then on: the same kernels on the same pointers in the
+ * same order, so the same bits; the optimizer stays eager (its learning rate and clip scale
+ * change every step).  What watches a step still sees a replay: the busy spans' events are
+ * stamps that the graph records (spans_move), and each group's captured collectives are
+ * counted as issued at every launch with events the graph records after them (coll_replayed),
+ * so a replay that hangs in an all-reduce is named by the watchdog as an eager one is.
  * Summation order: ranks change only the order of the reductions over ranks; at two ranks a
  * sum of two is the same either way, so every stage gives the same bits as DDP there
  * (multi-micro-batch stage 2/3 add per-micro-batch reductions: another order).
@@ -102,6 +106,22 @@ typedef struct megatron_sizes {
     size_t host_losses, host_norms, host_staging;
 } megatron_sizes;
 
+/* A micro-batch's phase as a CUDA graph: the graph, its collectives (each group's manifest:
+ * counted again at every replay) and the busy spans it records [span_from, span_to). */
+typedef struct phase_graph {
+    gpt_graph *graph;
+    coll_capture *grad_ops, *param_ops;
+    int span_from, span_to;
+} phase_graph;
+
+static void phase_graph_free(phase_graph *p)
+{
+    gpt_graph_destroy(p->graph);
+    coll_capture_free(p->grad_ops);
+    coll_capture_free(p->param_ops);
+    *p = (phase_graph){0};
+}
+
 typedef struct megatron_state {
     void *pipeline; /* --pp P > 1: the run is megatron_pipeline.c's (its state); else NULL */
     engine_env env;
@@ -131,11 +151,11 @@ typedef struct megatron_state {
 
     gpt_event *ev_grad_ready, *ev_comm_done, *ev_updated, *ev_params_ready, *ev_egathered;
     gpt_event *ev_gathered[2], *ev_slot_done[2], *ev_gslot_free[2];
-    /* --graphs: replay (graphs 1) micro-batch k's forward and backward (M each, NULL until
+    /* --graphs: replay (graphs 1) micro-batch k's forward and backward (M each, empty until
      * captured at the second step); the backward's capture joins the gradient stream back
      * into compute through ev_graph_join */
     int graphs, steps_done;
-    gpt_graph **fwd_graph, **bwd_graph;
+    phase_graph *fwd_graph, *bwd_graph;
     gpt_event *ev_graph_join;
     stream_spans spans;
     megatron_hooks hooks;    /* an engine built on this one (gemini); zeros: none */
@@ -331,7 +351,13 @@ static void megatron_free(void *state)
         return;
     }
     /* Destroying the streams drains them: after a failed step, queued work may still use
-     * the buffers freed below (a replayed graph is the compute stream's work). */
+     * the buffers freed below (a replayed graph is the compute stream's work).  The graphs go
+     * first, drained, while the communicators their NCCL kernels use are still there. */
+    if (st->compute) (void)gpt_stream_sync(st->compute);
+    for (int k = 0; k < st->M && st->fwd_graph; k++) phase_graph_free(&st->fwd_graph[k]);
+    for (int k = 0; k < st->M && st->bwd_graph; k++) phase_graph_free(&st->bwd_graph[k]);
+    free(st->fwd_graph);
+    free(st->bwd_graph);
     coll_close(st->grad_comm);
     coll_close(st->param_comm);
     if (st->compute) st->env.be->ops->stream_destroy(st->compute);
@@ -340,10 +366,6 @@ static void megatron_free(void *state)
                         st->ev_slot_done[0], st->ev_slot_done[1], st->ev_gslot_free[0],
                         st->ev_gslot_free[1], st->ev_graph_join};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) gpt_event_destroy(evs[i]);
-    for (int k = 0; k < st->M && st->fwd_graph; k++) gpt_graph_destroy(st->fwd_graph[k]);
-    for (int k = 0; k < st->M && st->bwd_graph; k++) gpt_graph_destroy(st->bwd_graph[k]);
-    free(st->fwd_graph);
-    free(st->bwd_graph);
     spans_free(&st->spans);
     engine_free_all(&st->mem);
     free(st->blocks);
@@ -397,15 +419,18 @@ static int init_params(megatron_state *st, float *staging)
 }
 
 /* Why the configuration allows no graphs (NULL: it does).  The step must be the same work on
- * the same pointers every time: one rank (no collectives, whose spans the step times on the
- * host), stage 0 (stage 3's gathers follow host-side slot state; gemini, built on stage 3, with
- * its hooks, is thereby out too). */
+ * the same pointers every time: data parallel at ZeRO stage 0 or 1, whose collectives (the
+ * last micro-batch's all-reduces) are captured with the backward (stages 2-3 reduce into slots
+ * between micro-batches, and stage 3 gathers weights by host-side slot state; gemini, built on
+ * stage 3, with its hooks, is thereby out too); not --tp/--pp, whose steps wait on their
+ * neighbours' collectives between phases. */
 static const char *graphs_unavailable(const engine_config *cfg)
 {
-    return cfg->device != DEVICE_CUDA ? "CUDA graphs need --device cuda"
-           : engine_world(cfg) > 1    ? "one rank only: a step on several times its collectives on the host"
-           : cfg->zero_stage != 0     ? "stage 0 only: the ZeRO stages gather weights by host-side state"
-                                      : NULL;
+    return engine_model_ranks(cfg) > 1 ? "not with --tp/--pp: a step waits on its neighbours' collectives"
+           : cfg->zero_stage > 1       ? "ZeRO stages 0-1 only: stages 2-3 reduce into slots between micro-"
+                                         "batches, and stage 3 gathers weights by host-side state"
+           : cfg->device != DEVICE_CUDA ? "CUDA graphs need --device cuda"
+                                        : NULL;
 }
 
 /* --graphs on where the configuration allows none: refused before the run writes anything. */
@@ -451,12 +476,12 @@ static int graphs_choose(megatron_state *st)
         if (env->cfg->device == DEVICE_CUDA) engine_note(env, "graphs: off (%s)", why);
         return GPT_OK;
     }
-    st->fwd_graph = calloc((size_t)st->M, sizeof *st->fwd_graph);
+    st->fwd_graph = calloc((size_t)st->M, sizeof *st->fwd_graph); /* (all empty) */
     st->bwd_graph = calloc((size_t)st->M, sizeof *st->bwd_graph);
     if (!st->fwd_graph || !st->bwd_graph) return GPT_ERR_OOM;
     st->graphs = 1;
     engine_note(env, "graphs: on (each micro-batch's forward and backward captured at the second step, then "
-                "replayed: one launch a phase)");
+                "replayed: one launch a phase%s)", st->world > 1 ? ", the backward's collectives with it" : "");
     return GPT_OK;
 }
 
@@ -770,23 +795,43 @@ static int phase_ops(megatron_state *st, int phase, int k)
  * and replayed from then on.  A capture that fails (a call it does not allow) ends the replays:
  * --graphs on stops the run, auto says why in the log and goes on as ops, issuing the phase
  * again. */
+/* A captured phase run: its spans (but right after its capture, whose begins moved the record
+ * past them already) and its collectives counted as issued now. */
+static int launch_phase(megatron_state *st, const phase_graph *p, int captured_now)
+{
+    int rc = gpt_graph_launch(p->graph, st->compute);
+    if (!rc && !captured_now && spans_move(&st->spans, p->span_from, p->span_to))
+        return engine_fail(&st->env, GPT_ERR_INVALID, "graphs: a replay's busy spans are not where its capture's were");
+    if (!rc) rc = coll_replayed(st->grad_comm, p->grad_ops);
+    return rc ? rc : coll_replayed(st->param_comm, p->param_ops);
+}
+
 static int issue_phase(megatron_state *st, int phase, int k)
 {
     gpt_stream *s = st->compute;
-    gpt_graph **g = phase == 0 ? &st->fwd_graph[k] : &st->bwd_graph[k];
-    if (st->graphs && *g) return gpt_graph_launch(*g, s);
+    phase_graph *p = phase == 0 ? &st->fwd_graph[k] : &st->bwd_graph[k];
+    if (st->graphs && p->graph) return launch_phase(st, p, 0);
     if (!st->graphs || st->steps_done == 0) return phase_ops(st, phase, k);
     int rc = gpt_graph_capture_begin(s);
     if (rc) return rc;
-    int issued = phase_ops(st, phase, k);
-    /* the gradient stream's branch (the last micro-batch's: stage 0 reduces once, after it)
+    p->span_from = spans_count(&st->spans);
+    int issued = coll_capture_begin(st->grad_comm);
+    if (!issued) issued = coll_capture_begin(st->param_comm);
+    if (!issued) issued = phase_ops(st, phase, k);
+    /* the gradient stream's branch (the last micro-batch's: stages 0-1 reduce once, after it)
      * must end inside the graph; an earlier micro-batch's backward has drawn no other stream
      * in, and waiting on one not captured would break the capture */
     if (!issued && phase == 1 && k == st->M - 1 &&
         !(issued = gpt_event_record(st->ev_graph_join, coll_stream(st->grad_comm))))
         issued = gpt_stream_wait_event(s, st->ev_graph_join);
-    rc = gpt_graph_capture_end(s, g);
-    if (!issued && !rc) return gpt_graph_launch(*g, s);
+    p->grad_ops = coll_capture_end(st->grad_comm);
+    p->param_ops = coll_capture_end(st->param_comm);
+    p->span_to = spans_count(&st->spans);
+    rc = gpt_graph_capture_end(s, &p->graph);
+    if (!issued && !rc) return launch_phase(st, p, 1);
+    /* issued again as ops below: their spans from where the capture's began */
+    if (spans_move(&st->spans, p->span_to, p->span_from)) return GPT_ERR_INVALID;
+    phase_graph_free(p);
     if (st->env.cfg->graphs == GRAPHS_ON)
         return engine_fail(&st->env, issued ? issued : rc, "--graphs on: micro-batch %d's %s could not be captured",
                            k, phase == 0 ? "forward" : "backward");

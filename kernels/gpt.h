@@ -254,6 +254,11 @@ struct gpt_backend_ops {
     /* The captured work, run on s in its order (asynchronously, as the ops). */
     int (*graph_launch)(gpt_graph *g, gpt_stream *s);
     void (*graph_destroy)(gpt_graph *g);
+    /* Records e on s for its time (a busy span's end, a watchdog's probe), also inside a
+     * capture, where it becomes a node that every replay records (CUDA: an external event
+     * record) rather than the capture's own ordering; not for waits between streams.  NULL:
+     * event_record does (a backend without graphs). */
+    int (*event_stamp)(gpt_event *e, gpt_stream *s);
 };
 
 /* ---- memory and ordering on a stream (return 0 or a negative gpt_status) ------------ */
@@ -312,6 +317,8 @@ static inline int gpt_graph_launch(gpt_graph *g, gpt_stream *s)
 { return s->be->ops->graph_launch(g, s); }
 static inline void gpt_graph_destroy(gpt_graph *g)
 { if (g) g->be->ops->graph_destroy(g); }
+static inline int gpt_event_stamp(gpt_event *e, gpt_stream *s)
+{ return s->be->ops->event_stamp ? s->be->ops->event_stamp(e, s) : s->be->ops->event_record(e, s); }
 
 /* ======================================================================================
  * The ops.  B batch, T sequence, C channels (hidden), NH heads, V vocab, Vp padded vocab,

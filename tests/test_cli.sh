@@ -522,6 +522,7 @@ bad_input "--graphs of an unknown mode" "--graphs: 'maybe' is not auto, on or of
 bad_input "--graphs on on the cpu backend" "--graphs on: CUDA graphs need --device cuda" "${TINY[@]}" --graphs on
 bad_input "--graphs on for an engine without graphs" "--graphs on: l2l has no CUDA graphs" -m l2l "${TINY[@]}" --graphs on
 bad_input "--graphs on with --profile" "--graphs on: --profile times each op" "${TINY[@]}" --graphs on --profile
+bad_input "--graphs on at ZeRO-2 (the stage's reason before the device's)" "--graphs on: ZeRO stages 0-1 only" "${TINY[@]}" --graphs on --zero-stage 2
 GR="$WORK/graphs"
 mkdir -p "$GR"
 if (cd "$GR" && "$BIN" -m megatron-lm "${TINY[@]}" --iters 2 --graphs off --results r >out 2>&1) &&

@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "../engines/runtime/collectives.h"
 #include "../engines/runtime/comm.h"
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/gpu_clock.h"
@@ -1302,6 +1303,63 @@ static void test_spans_exposed(void **state)
     gpt_cpu_backend_destroy(be);
 }
 
+/* Graphs: a replay records the spans its capture began (same ids), so the record moves past
+ * them (spans_move) only from where the capture began it; and a group's operations captured
+ * with a graph count their bytes at each replay (coll_replayed), not at the capture.  (One
+ * rank: the group's operations are local copies, which the CPU backend cannot capture, but
+ * the manifest is kept the same way; NCCL's captures run on the two-GPU machine,
+ * bench/dp_scaling_gpu.sh.) */
+static void test_spans_move_and_replayed_collectives(void **state)
+{
+    (void)state;
+    gpt_backend *be = NULL;
+    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
+    stream_spans sp;
+    assert_int_equal(spans_init(&sp, be, 4), GPT_OK);
+    gpt_stream *s = NULL;
+    assert_int_equal(be->ops->stream_create(be, &s), GPT_OK);
+    int id;
+    assert_int_equal(span_begin(&sp, s, 0, &id), GPT_OK);
+    assert_int_equal(span_end(&sp, s, id), GPT_OK);
+    assert_int_equal(spans_count(&sp), 1);
+    assert_int_equal(spans_move(&sp, 1, 3), GPT_OK);
+    assert_int_equal(spans_count(&sp), 3);
+    /* not where the capture began: refused, the record unmoved */
+    assert_int_equal(spans_move(&sp, 1, 2), GPT_ERR_INVALID);
+    assert_int_equal(spans_count(&sp), 3);
+    /* beyond the record's room: refused */
+    assert_int_equal(spans_move(&sp, 3, 5), GPT_ERR_INVALID);
+    assert_int_equal(spans_move(&sp, 3, 1), GPT_OK); /* back, as after a failed capture */
+    assert_int_equal(span_begin(&sp, s, 1, &id), GPT_OK);
+    assert_int_equal(id, 1);
+    assert_int_equal(span_end(&sp, s, id), GPT_OK);
+
+    coll_group *g = NULL;
+    assert_int_equal(coll_open(&g, be, 0, 1), GPT_OK);
+    float *buf = NULL;
+    assert_int_equal(be->ops->dev_alloc(be, (void **)&buf, 64 * sizeof(float)), GPT_OK);
+    assert_int_equal(coll_capture_begin(g), GPT_OK);
+    assert_int_equal(coll_capture_begin(g), GPT_ERR_INVALID); /* one at a time */
+    assert_int_equal(coll_all_reduce_sum(g, buf, 16), GPT_OK);
+    assert_int_equal(coll_all_gather(g, buf, buf, 8), GPT_OK);
+    coll_capture *c = coll_capture_end(g);
+    assert_non_null(c);
+    assert_null(coll_capture_end(g));
+    assert_true(coll_take_bytes(g) == 0); /* captured: not counted yet */
+    assert_int_equal(coll_replayed(g, c), GPT_OK);
+    assert_int_equal(coll_replayed(g, c), GPT_OK);
+    assert_true(coll_take_bytes(g) == 2 * (16 * 4 + 8));
+    assert_int_equal(coll_all_reduce_sum(g, buf, 16), GPT_OK); /* eager again: at once */
+    assert_true(coll_take_bytes(g) == 16 * 4);
+    coll_capture_free(c);
+    assert_int_equal(gpt_stream_sync(s), GPT_OK);
+    coll_close(g);
+    be->ops->dev_free(be, buf);
+    spans_free(&sp);
+    be->ops->stream_destroy(s);
+    gpt_cpu_backend_destroy(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1330,6 +1388,7 @@ int main(void)
         cmocka_unit_test(test_predict_overlap_from_spans),
         cmocka_unit_test(test_predict_settles_on_pairs),
         cmocka_unit_test(test_spans_exposed),
+        cmocka_unit_test(test_spans_move_and_replayed_collectives),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

@@ -45,8 +45,22 @@ enum { COLL_TRACKED = 64 };
 typedef struct coll_issued {
     int op;
     double bytes;
-    double at; /* CLOCK_MONOTONIC s when issued */
+    double at;  /* CLOCK_MONOTONIC s when issued */
+    void *done; /* NCCL path: the cudaEvent_t recorded after it (the ring's, or a graph's) */
 } coll_issued;
+
+/* An operation captured into a graph (coll_capture_begin): replayed with the graph, each time
+ * counted as issued again (coll_replayed). */
+typedef struct captured_op {
+    int op;
+    double bytes;
+    double moved; /* its bytes as coll_take_bytes counts them */
+    void *done;   /* NCCL path: the cudaEvent_t the graph records after it (NULL on one rank) */
+} captured_op;
+struct coll_capture {
+    captured_op *ops;
+    int n, cap;
+};
 
 struct coll_group {
     gpt_backend *be;
@@ -64,6 +78,7 @@ struct coll_group {
     double host_call_at;
     struct watchdog *dog;
     const char *label;
+    coll_capture *capture; /* the graph being captured from the stream (NULL: none) */
 #ifdef AEBENCH_HAVE_MPI
     MPI_Comm comm;      /* the stream's operations (MPI path) */
     MPI_Comm host_comm; /* host-side helpers, from the calling thread */
@@ -95,12 +110,16 @@ static const char *op_name(int op, int nccl)
 }
 
 #ifdef AEBENCH_HAVE_MPI
-/* Operation k issued (under track_lock): its record; the caller then queues it. */
-static unsigned long track_issue(coll_group *g, int op, double bytes)
+/* Operation k issued (under track_lock): its record; the caller then queues it.  done: the
+ * event recorded after it (NULL: the ring's own for k, on the NCCL path). */
+static unsigned long track_issue(coll_group *g, int op, double bytes, void *done)
 {
     pthread_mutex_lock(&g->track_lock);
     const unsigned long k = ++g->issued;
-    g->ring[k % COLL_TRACKED] = (coll_issued){.op = op, .bytes = bytes, .at = mono_now()};
+#ifdef COLL_HAVE_NCCL
+    if (!done && g->have_done) done = (void *)g->done[k % COLL_TRACKED];
+#endif
+    g->ring[k % COLL_TRACKED] = (coll_issued){.op = op, .bytes = bytes, .at = mono_now(), .done = done};
     pthread_mutex_unlock(&g->track_lock);
     return k;
 }
@@ -306,13 +325,35 @@ static int nccl_failed(ncclResult_t rc, const char *what)
 }
 #endif
 
+/* c's next operation (op, bytes as the watchdog names it, moved as coll_take_bytes counts it);
+ * NULL when out of memory. */
+static captured_op *capture_add(coll_capture *c, int op, double bytes, double moved)
+{
+    if (c->n == c->cap) {
+        const int cap = c->cap ? 2 * c->cap : 64;
+        captured_op *grown = realloc(c->ops, sizeof *grown * (size_t)cap);
+        if (!grown) return NULL;
+        c->ops = grown;
+        c->cap = cap;
+    }
+    captured_op *o = &c->ops[c->n++];
+    *o = (captured_op){.op = op, .bytes = bytes, .moved = moved, .done = NULL};
+    return o;
+}
+
 /* One operation: a local copy on one rank, else NCCL or an MPI host task. */
 static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int peer, int from)
 {
     const int bf16 = op == OP_ALL_REDUCE_BF16 || op == OP_REDUCE_SCATTER_BF16;
     const size_t elem = (op == OP_ALL_REDUCE || op == OP_REDUCE_SCATTER) ? sizeof(float) : bf16 ? 2 : 1;
-    g->bytes += (double)n * (double)elem *
-                (op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_REDUCE_SCATTER_BF16 ? g->world : 1);
+    const double moved = (double)n * (double)elem *
+                         (op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_REDUCE_SCATTER_BF16 ? g->world : 1);
+    captured_op *captured = NULL;
+    if (g->capture) { /* counted by each replay (coll_replayed), not now */
+        if (!(captured = capture_add(g->capture, op, (double)n * (double)elem, moved))) return GPT_ERR_OOM;
+    } else {
+        g->bytes += moved;
+    }
     if (g->world == 1) {
         if (op == OP_SEND || op == OP_RECV || op == OP_SENDRECV) {
             fprintf(stderr, "aebench: send/recv on one rank (no peer)\n");
@@ -326,7 +367,8 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
 #ifdef COLL_HAVE_NCCL
     if (g->nccl) {
         cudaStream_t s = (cudaStream_t)gpt_stream_handle(g->stream);
-        const unsigned long seq = track_issue(g, op, (double)n * (double)elem);
+        /* (captured: issued at each replay, coll_replayed) */
+        const unsigned long seq = captured ? 0 : track_issue(g, op, (double)n * (double)elem, NULL);
         ncclResult_t rc = ncclSuccess;
         const char *what = "";
         switch (op) {
@@ -364,8 +406,18 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
         }
         if (nccl_failed(rc, what)) return GPT_ERR_BACKEND;
         /* (its slot's event may still be pending from COLL_TRACKED operations ago: recording
-         * it again only moves it later, which coll_pending's in-order scan allows) */
-        const cudaError_t e = cudaEventRecord(g->done[seq % COLL_TRACKED], s);
+         * it again only moves it later, which coll_pending's in-order scan allows; a graph's
+         * operation has an event of its own, which every replay records: an external record) */
+        cudaError_t e;
+        if (captured) {
+            cudaEvent_t done = NULL;
+            if ((e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming)) == cudaSuccess) {
+                captured->done = (void *)done;
+                e = cudaEventRecordWithFlags(done, s, cudaEventRecordExternal);
+            }
+        } else {
+            e = cudaEventRecord(g->done[seq % COLL_TRACKED], s);
+        }
         if (e != cudaSuccess) {
             fprintf(stderr, "aebench: cudaEventRecord (collective tracking) failed: %s\n", cudaGetErrorString(e));
             return GPT_ERR_BACKEND;
@@ -378,8 +430,12 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
         fprintf(stderr, "aebench: a collective of %zu elements is too large for MPI's int counts\n", n);
         return GPT_ERR_INVALID;
     }
+    if (captured) {
+        fprintf(stderr, "aebench: an MPI collective cannot be captured into a graph (a host task)\n");
+        return GPT_ERR_INVALID;
+    }
     mpi_task t = {.g = g, .op = op, .out = out, .in = in, .n = n, .peer = peer, .from = from};
-    t.seq = track_issue(g, op, (double)n * (double)elem);
+    t.seq = track_issue(g, op, (double)n * (double)elem, NULL);
     return gpt_stream_host_task(g->stream, mpi_task_run, &t, sizeof t);
 #else
     (void)out, (void)in, (void)peer, (void)from;
@@ -433,6 +489,43 @@ int coll_sendrecv(coll_group *g, const void *sendbuf, int to, void *recvbuf, int
     return issue(g, OP_SENDRECV, recvbuf, sendbuf, bytes, to, from);
 }
 
+int coll_capture_begin(coll_group *g)
+{
+    if (g->capture) return GPT_ERR_INVALID;
+    g->capture = calloc(1, sizeof *g->capture);
+    return g->capture ? GPT_OK : GPT_ERR_OOM;
+}
+
+coll_capture *coll_capture_end(coll_group *g)
+{
+    coll_capture *c = g->capture;
+    g->capture = NULL;
+    return c;
+}
+
+int coll_replayed(coll_group *g, const coll_capture *c)
+{
+    if (!c) return GPT_OK;
+    for (int i = 0; i < c->n; i++) {
+        g->bytes += c->ops[i].moved;
+#ifdef AEBENCH_HAVE_MPI
+        if (g->world > 1 && g->have_track_lock) (void)track_issue(g, c->ops[i].op, c->ops[i].bytes, c->ops[i].done);
+#endif
+    }
+    return GPT_OK;
+}
+
+void coll_capture_free(coll_capture *c)
+{
+    if (!c) return;
+#ifdef COLL_HAVE_NCCL
+    for (int i = 0; i < c->n; i++)
+        if (c->ops[i].done) cudaEventDestroy((cudaEvent_t)c->ops[i].done);
+#endif
+    free(c->ops);
+    free(c);
+}
+
 #ifdef AEBENCH_HAVE_MPI
 /* A blocking host-side call begins (what) or ends (NULL), for coll_pending.  (The helpers take
  * a const group: the record is bookkeeping, not the group's meaning.) */
@@ -466,7 +559,7 @@ int coll_pending(void *group, char *buf, size_t len)
             unsigned long k = g->completed + 1;
             if (g->issued > COLL_TRACKED && k < g->issued - COLL_TRACKED + 1) k = g->issued - COLL_TRACKED + 1;
             for (; k <= g->issued; k++) {
-                const cudaError_t e = cudaEventQuery(g->done[k % COLL_TRACKED]);
+                const cudaError_t e = cudaEventQuery((cudaEvent_t)g->ring[k % COLL_TRACKED].done);
                 if (e == cudaErrorNotReady) break;
                 g->completed = k; /* (an error other than not-ready is the stream's, reported where it is waited on) */
             }
@@ -664,6 +757,7 @@ void coll_close(coll_group *g)
     if (g->have_done)
         for (int i = 0; i < COLL_TRACKED; i++) cudaEventDestroy(g->done[i]);
 #endif
+    coll_capture_free(g->capture); /* (a capture never ended) */
     if (g->have_track_lock) pthread_mutex_destroy(&g->track_lock);
 #ifdef COLL_HAVE_NCCL
     if (g->nccl) nccl_failed(ncclCommDestroy(g->nccl), "ncclCommDestroy");

@@ -86,6 +86,24 @@ int coll_recv(coll_group *g, void *buf, size_t bytes, int peer);
  * from sendbuf to rank `to` while receiving as many into recvbuf from rank `from`. */
 int coll_sendrecv(coll_group *g, const void *sendbuf, int to, void *recvbuf, int from, size_t bytes);
 
+/* ---- CUDA graphs: a group's operations captured with the stream that drew its stream in ----
+ *
+ * Between coll_capture_begin and coll_capture_end (around a graph's capture), each operation
+ * issued on g is captured, not run (NCCL: every rank must capture the same ones, in the same
+ * order), and kept in a manifest with an event the graph records after it.  After each launch
+ * of the graph, coll_replayed counts the manifest's operations as issued then: their bytes
+ * (coll_take_bytes) and the watchdog's view (coll_pending names a replayed operation that does
+ * not complete as it names an issued one).  The CPU backend has no graphs: an MPI operation
+ * issued while capturing is refused. */
+typedef struct coll_capture coll_capture;
+/* GPT_ERR_INVALID when a capture is already open. */
+int coll_capture_begin(coll_group *g);
+/* The manifest (the caller's, for coll_capture_free; NULL when none was begun). */
+coll_capture *coll_capture_end(coll_group *g);
+int coll_replayed(coll_group *g, const coll_capture *c);
+/* After the graphs that replay it are destroyed (safe on NULL). */
+void coll_capture_free(coll_capture *c);
+
 /* ---- one-sided reads: a window of device memory its peers read by copy engine -------------
  *
  * Every rank exposes one allocation; a peer reads any part of it into its own device memory,

@@ -54,14 +54,23 @@ int span_begin(stream_spans *sp, gpt_stream *s, int kind, int *id)
     *id = sp->n++;
     sp->kind[*id] = kind;
     /* Until its end is recorded the span counts as empty (end = begin). */
-    int rc = gpt_event_record(sp->events[2 * *id], s);
-    return rc ? rc : gpt_event_record(sp->events[2 * *id + 1], s);
+    int rc = gpt_event_stamp(sp->events[2 * *id], s);
+    return rc ? rc : gpt_event_stamp(sp->events[2 * *id + 1], s);
 }
 
 int span_end(stream_spans *sp, gpt_stream *s, int id)
 {
     if (id < 0) return GPT_OK; /* its begin did not fit */
-    return gpt_event_record(sp->events[2 * id + 1], s);
+    return gpt_event_stamp(sp->events[2 * id + 1], s);
+}
+
+int spans_count(const stream_spans *sp) { return sp->n; }
+
+int spans_move(stream_spans *sp, int from, int to)
+{
+    if (sp->n != from || to < 0 || to > sp->cap) return GPT_ERR_INVALID;
+    sp->n = to;
+    return GPT_OK;
 }
 
 int spans_sum(stream_spans *sp, double *busy_ms, int nkinds)

@@ -28,6 +28,14 @@ void spans_reset(stream_spans *sp);
  * then not counted), end takes it.  Spans on different streams may interleave. */
 int span_begin(stream_spans *sp, gpt_stream *s, int kind, int *id);
 int span_end(stream_spans *sp, gpt_stream *s, int id);
+/* Graphs: a span's events are stamps (gpt_event_stamp), so a replayed capture records the spans
+ * begun while it was captured, with the same ids (a step begins its spans in the same order
+ * every time).  spans_count before and after the capture gives them; each replay moves the
+ * record past them with spans_move(from, to) (and a capture that failed moves it back), which
+ * is GPT_ERR_INVALID when the record is not at `from`: the step's spans were begun in another
+ * order. */
+int spans_count(const stream_spans *sp);
+int spans_move(stream_spans *sp, int from, int to);
 /* busy_ms[k] += total ms of the spans of kind k (all recorded events must be complete). */
 int spans_sum(stream_spans *sp, double *busy_ms, int nkinds);
 /* *ms = the time spans of kind `a` were busy while no span of kind `b` was (e.g. the

@@ -239,6 +239,19 @@ static int cuda_event_record(gpt_event *e, gpt_stream *s)
     return GPT_OK;
 }
 
+/* Outside a capture a record like any other; inside one an event-record node (external: the
+ * replay records the event where the node runs, for its time; it orders no stream of the
+ * capture, which an internal record would do instead of recording anything). */
+static int cuda_event_stamp(gpt_event *e, gpt_stream *s)
+{
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaStream_t stream = cu_stream(s)->stream;
+    if (CUDA_FAILED(cudaStreamIsCapturing(stream, &status))) return GPT_ERR_BACKEND;
+    const unsigned flags = status == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault;
+    if (CUDA_FAILED(cudaEventRecordWithFlags((cudaEvent_t)e->impl, stream, flags))) return GPT_ERR_BACKEND;
+    return GPT_OK;
+}
+
 static int cuda_stream_wait_event(gpt_stream *s, gpt_event *e)
 {
     if (CUDA_FAILED(cudaStreamWaitEvent(cu_stream(s)->stream, (cudaEvent_t)e->impl, 0)))
@@ -469,6 +482,7 @@ static const gpt_backend_ops cuda_ops = {
     /* .graph_capture_end = */ cuda_graph_capture_end,
     /* .graph_launch = */ cuda_graph_launch,
     /* .graph_destroy = */ cuda_graph_destroy,
+    /* .event_stamp = */ cuda_event_stamp,
 };
 
 extern "C" int gpt_cuda_backend_create(gpt_backend **out, int device, int allow_tf32)
