@@ -555,15 +555,24 @@ int coll_pending(void *group, char *buf, size_t len)
 #ifdef COLL_HAVE_NCCL
         if (g->nccl) {
             nccl = 1;
-            /* the stream runs its operations in order: the first whose event is not complete */
-            unsigned long k = g->completed + 1;
-            if (g->issued > COLL_TRACKED && k < g->issued - COLL_TRACKED + 1) k = g->issued - COLL_TRACKED + 1;
-            for (; k <= g->issued; k++) {
-                const cudaError_t e = cudaEventQuery((cudaEvent_t)g->ring[k % COLL_TRACKED].done);
-                if (e == cudaErrorNotReady) break;
-                g->completed = k; /* (an error other than not-ready is the stream's, reported where it is waited on) */
+            /* The stream runs its operations in order: the oldest not complete follows the
+             * newest that is.  From the newest down: an operation whose event a later one
+             * shares (a graph's, recorded by every replay) says nothing of its own, and is
+             * passed over; the first whose event is complete completes all before it. */
+            unsigned long lo = g->completed + 1;
+            if (g->issued > COLL_TRACKED && lo < g->issued - COLL_TRACKED + 1) lo = g->issued - COLL_TRACKED + 1;
+            for (unsigned long k = g->issued; k >= lo; k--) {
+                void *ev = g->ring[k % COLL_TRACKED].done;
+                int shared = 0;
+                for (unsigned long j = k + 1; j <= g->issued && !shared; j++) shared = g->ring[j % COLL_TRACKED].done == ev;
+                if (shared) continue;
+                /* (an error other than not-ready is the stream's, reported where it is waited on) */
+                if (cudaEventQuery((cudaEvent_t)ev) != cudaErrorNotReady) {
+                    g->completed = k;
+                    break;
+                }
+                oldest = k;
             }
-            if (k <= g->issued) oldest = k;
         }
 #endif
         if (!nccl && g->completed < g->issued) oldest = g->completed + 1;
