@@ -8,6 +8,9 @@
 #          loss, grad norm and collective bytes the same bits; the run's note says graphs are on
 #   hang   2 ranks, graphs on, rank 1 stopped (--fail-kind stop) at the start of iteration 10's
 #          backward: rank 0 hangs inside a replayed all-reduce, and its watchdog line names it
+#   cal    the machine files (--calibrate, one rank then two) in TF32 and bf16, into DEST
+#   ctas   l32 bf16 on two ranks with NCCL's thread blocks capped (NCCL_MAX_CTAS: CTAS, default
+#          "default 1 2 4 8 16") and with bf16 reduction: what the reductions cost the compute
 #   lNN    megatron-lm lNN h2048 b4 s1024 (one micro-batch of 4 per rank): one rank, two ranks
 #          at ZeRO-0 and ZeRO-3 (and ZeRO-0 with --graphs off), in bf16 and TF32, in ROUNDS
 #          interleaved rounds (default 2), beside PyTorch on one GPU and DDP on two (torchrun)
@@ -65,6 +68,64 @@ if has hang; then
     pkill -9 -f "aebench --device cuda -l 8" 2>/dev/null
 fi
 
+if has cal; then
+    # the machine files --predict reads for these runs: one per math, each micro-batch of a
+    # global batch of 8 on one rank, then the collectives and rates at two ranks
+    for dt in tf32 bf16; do
+        dto=(); [ "$dt" = bf16 ] && dto=(--dtype bf16)
+        mkdir -p "$out/cal_$dt"
+        ./aebench --calibrate --device cuda -h 2048 --heads 16 --seq 1024 "${dto[@]}" --global-batch 8 \
+            --results "$out/cal_$dt" >"$out/cal_$dt.txt" 2>&1 &&
+            ./aebench --calibrate --ranks 2 --device cuda -h 2048 --heads 16 --seq 1024 "${dto[@]}" -b 4 --global-batch 8 \
+                --results "$out/cal_$dt" >>"$out/cal_$dt.txt" 2>&1
+        echo "calibrate $dt: exit $? $(ls "$out/cal_$dt")"
+        for f in "$out/cal_$dt"/machine_*.json; do cp "$f" "$dest/machine_$dt.json"; done
+    done
+fi
+
+if has ctas; then
+    # What the all-reduces beside the backward cost the compute: NCCL's thread blocks capped
+    # (NCCL_MAX_CTAS, this experiment's only: the product would set a measured cap in code),
+    # and bf16 reduction (half the bytes), at l32 bf16, two ranks, in CTAS_ROUNDS rounds.
+    base=("${MPI[@]}")
+    for r in $(seq "${CTAS_ROUNDS:-1}"); do
+        run "ctas_n1_r$r" 1 -l 32 -h 2048 --heads 16 --seq 1024 -b 4 --iters "$ITERS" --dtype bf16
+        for c in ${CTAS:-default 1 2 4 8 16}; do
+            MPI=("${base[@]}")
+            if [ "$c" != default ]; then export NCCL_MAX_CTAS=$c; MPI+=(-x NCCL_MAX_CTAS); else unset NCCL_MAX_CTAS; fi
+            for st in 0 3; do
+                run "ctas_${c}_s${st}_r$r" 2 -l 32 -h 2048 --heads 16 --seq 1024 -b 4 --iters "$ITERS" --dtype bf16 --zero-stage "$st"
+            done
+            [ "$c" = default ] && run "ctas_${c}_s0bf16r_r$r" 2 -l 32 -h 2048 --heads 16 --seq 1024 -b 4 --iters "$ITERS" \
+                --dtype bf16 --zero-stage 0 --grad-reduce-dtype bf16
+        done
+        unset NCCL_MAX_CTAS
+        MPI=("${base[@]}")
+    done
+    python3 - "$out" <<'EOF2' | tee "$out/ctas.md"
+import glob, json, re, statistics, sys
+out = sys.argv[1]
+rows = {}
+for p in sorted(glob.glob(f"{out}/res_ctas_*_r*/*.json")):
+    d = json.load(open(p))
+    if d.get("status") == "ok":
+        rows.setdefault(re.search(r"res_ctas_(.+)_r\d+/", p)[1], []).append(d)
+def ms(d): return d["summary"]["steady_median_ms"]
+def bwd(d):
+    its = d["iterations"][d["summary"]["steady_from_iteration"] - 1:]
+    return statistics.median(i["backward_ms"] for i in its)
+one = statistics.median(ms(d) for d in rows.get("n1", [])) if rows.get("n1") else 0
+print(f"| NCCL_MAX_CTAS, stage | ms (rounds) | x one rank ({one:.1f} ms) | exposed ms | backward ms |")
+print("|---|---|---|---|---|")
+for tag, runs in rows.items():
+    m = statistics.median(ms(d) for d in runs)
+    ex = statistics.median(d["summary"].get("collectives_exposed_median_ms", 0) for d in runs)
+    rounds = "/".join(f"{ms(d):.1f}" for d in runs)
+    x = 2 * one / m if tag != "n1" and m else 1
+    print(f"| {tag} | {m:.1f} ({rounds}) | {x:.3f} | {ex:.1f} | {statistics.median(bwd(d) for d in runs):.1f} |")
+EOF2
+fi
+
 for part in $PARTS; do
     case $part in l[0-9]*) ;; *) continue ;; esac
     L=${part#l}
@@ -89,5 +150,5 @@ for part in $PARTS; do
     tail -n 4 "$out/pytorch.jsonl"
 done
 python3 bench/dp_scaling_summary.py "$out" | tee "$out/table.md"
-cp "$out"/check.txt "$out"/hang_summary.txt "$out"/hang.txt "$out"/pytorch.jsonl "$dest"/ 2>/dev/null
+cp "$out"/check.txt "$out"/ctas.md "$out"/hang_summary.txt "$out"/hang.txt "$out"/pytorch.jsonl "$dest"/ 2>/dev/null
 echo "total: $(( $(date +%s) - t0 )) s"

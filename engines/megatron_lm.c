@@ -1054,8 +1054,11 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     if (pred_no_collectives(cfg, m, out)) return;
     const double PL = (double)gpt_layer_layout_of(&cfg->shape).total, PE = (double)gpt_embed_layout_of(&cfg->shape).total;
     const double P = PE + L * PL;
-    double *slot_free = pred_arrays(out, (size_t)L + 2, 1);
+    /* slot_free[k]: layer k's weight slot free for the layer two away (stage 3: its compute
+     * done); grad_free[k]: its gradient slot (stages 2-3: its reduce-scatter done) */
+    double *slot_free = pred_arrays(out, (size_t)L + 2, 2);
     if (!slot_free) return;
+    double *grad_free = slot_free + L + 2;
     /* t: compute and grad-comm; pcomm: the param-comm stream (its busy time counts as
      * collectives too) */
     pred_timeline t = {0}, pcomm = {0};
@@ -1078,16 +1081,18 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
         for (int j = L - 1; j >= 0; j--) {
             double ready = c;
             if (stage == 3 && j < L - 2) {
-                pc = pred_run(&pcomm, BUSY_COMM, gather_layer, pred_max(slot_free[j + 2], c));
+                /* issued before layer j + 1's backward, once j + 2's is done with the slot:
+                 * beside j + 1's backward */
+                pc = pred_run(&pcomm, BUSY_COMM, gather_layer, slot_free[j + 2]);
                 ready = pred_max(c, pc);
             }
-            if (stage >= 2 && j < L - 2) ready = pred_max(ready, slot_free[j + 2]); /* its grad slot */
+            if (stage >= 2 && j < L - 2) ready = pred_max(ready, grad_free[j + 2]); /* its grad slot */
             c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j), ready);
             slot_free[j] = c;
             if (world > 1 && (stage >= 2 || last)) {
                 gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PL)
                                                         : pred_coll_ms(m->ar_ms, m->ar_gbs, PL), c);
-                if (stage >= 2) slot_free[j] = gc;
+                if (stage >= 2) grad_free[j] = gc;
             }
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
