@@ -1138,7 +1138,7 @@ static const option_decl megatron_options[] = {
      .scope = SCOPE_RESULT_SET, .slot = 9, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_GIVEN,
      .lacks = "has no CUDA graphs", OPTION_INERT(GRAPHS_AUTO, GRAPHS_OFF),
      .help = "replay each step's forward and backward as CUDA graphs, captured at the second step (default auto: "
-             "on for one rank on the GPU, unless --profile; on: an error where it cannot)"},
+             "on on the GPU for one rank or data parallel at ZeRO-0/1, unless --profile; on: an error where it cannot)"},
     /* (the same results as without: in the fingerprint only where given, so that a pipeline's
      * record is told apart from one rank's.  Refused always by the others, a sweep's children
      * included: the driver lays the ranks and their rows out by it) */
