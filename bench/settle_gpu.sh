@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# --calibrate with its l2/l4 steps timed at the settled (power-capped) clock, against steps
+# measured in the same call (issue 49's power-cap bias): calibrate bf16 h2048 (each micro-batch
+# of a global batch of 8, then the collectives at two ranks), train each configuration below,
+# and print --predict of each beside its steady-state median.  On nvidia-h200-x2, from the
+# repository root, with .deps carried:
+#   bash bench/settle_gpu.sh "$OUT"
+# ITERS (default 20).
+set -uo pipefail
+dest=${1:-bench/results/latest}
+ITERS=${ITERS:-20}
+source bench/dp_env.sh # (builds; defines out, run)
+shape=(--device cuda -h 2048 --heads 16 --seq 1024 --dtype bf16)
+mkdir -p "$out/cal"
+t_cal=$(date +%s)
+./aebench --calibrate "${shape[@]}" --global-batch 8 --results "$out/cal" >"$out/cal.txt" 2>&1 &&
+    ./aebench --calibrate --ranks 2 "${shape[@]}" -b 4 --global-batch 8 --results "$out/cal" >>"$out/cal.txt" 2>&1 ||
+    { tail -n 5 "$out/cal.txt"; exit 1; }
+machine=$(ls "$out"/cal/machine_*.json | head -n 1)
+cp "$machine" "$dest/machine_bf16_settled.json"
+echo "calibrated in $(( $(date +%s) - t_cal )) s"
+configs=(
+    "mfull 1 -m megatron-lm"
+    "mnone 1 -m megatron-lm --recompute none"
+    "mfull2 2 -m megatron-lm"
+    "mnone2 2 -m megatron-lm --recompute none"
+    "sh29none2 2 -m stronghold -w 29 --recompute none"
+    "sh16_2 2 -m stronghold -w 16"
+)
+for c in "${configs[@]}"; do
+    read -r tag np opts <<<"$c"
+    read -r -a o <<<"$opts"
+    run "$tag" "$np" "${shape[@]}" -l 32 -b 4 --iters "$ITERS" --log-interval "$ITERS" "${o[@]}"
+    ranks=(); [ "$np" -gt 1 ] && ranks=(--ranks "$np")
+    ./aebench --predict --machine "$machine" "${shape[@]}" -l 32 -b 4 "${o[@]}" "${ranks[@]}" >"$out/pred_$tag.txt" 2>&1
+done
+python3 - "$out" "${configs[@]}" <<'EOF' | tee "$out/table.md"
+import glob, json, re, sys
+out = sys.argv[1]
+print("| configuration | ranks | predicted ms | measured ms | error |")
+print("|---|---|---|---|---|")
+for c in sys.argv[2:]:
+    tag, np, opts = c.split(" ", 2)
+    f = glob.glob(f"{out}/res_{tag}/*.json")
+    meas = json.load(open(f[0]))["summary"]["steady_median_ms"] if f else None
+    m = re.search(r"predict \S+ +([0-9.]+) ms/it", open(f"{out}/pred_{tag}.txt").read())
+    pred = float(m[1]) if m else None
+    err = f"{100 * (pred / meas - 1):+.1f}%" if pred and meas else "-"
+    print(f"| {opts} | {np} | {pred} | {meas and round(meas, 1)} | {err} |")
+EOF
+cp "$out/table.md" "$dest/settle_table.md"
+echo "total: $(( $(date +%s) - t0 )) s"
