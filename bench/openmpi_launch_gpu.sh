@@ -12,8 +12,9 @@
 #   - a run typed by hand under a forged AEBENCH_JOB_NOTES, AEBENCH_REPORT_FD and
 #     AEBENCH_RERUN_OF: started by the command line, no rerun_of, nothing in the forged directory.
 #   bash bench/openmpi_launch_gpu.sh "$OUT"
-# Measured on one H200 with Open MPI 4.1.6: bench/results/2026-11-29g-h200-openmpi-launch (the
-# gemini line fails there in MPI_Win_create, before this check's point: its NOTES.md says why).
+# Measured with Open MPI 4.1.6: bench/results/2026-11-29g-h200-openmpi-launch (the gemini line
+# failed there in MPI_Win_create), then bench/results/2026-11-29k-h200x2-openmpi-launch (all ok:
+# gemini sends its chunks where the MPI makes no window, and says why).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 source bench/dp_env.sh
