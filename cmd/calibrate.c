@@ -330,8 +330,9 @@ static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, 
     /* On the GPU, untimed steps first, for SETTLE_MS: a long step runs its GEMMs at the clock
      * the power cap holds them to (two H200s in bf16: SM median 1620-1695 MHz, against 1980 in
      * a short burst), and these short steps timed from a cool start predicted long bf16 steps
-     * 5-7% fast (bench/results/2026-11-29i-h200x2-dp-scaling).  The pieces measured before
-     * are scaled to these steps (layer_scale, rest_scale), so they inherit the settled clock. */
+     * 4-13% fast (settled: within 0.9-9.2%, bench/results/2026-11-29j-h200x2-settled-calibration).
+     * The pieces measured before are scaled to these steps (layer_scale, rest_scale), so they
+     * inherit the settled clock. */
     int it = 1;
     const double settle_until = wall_ms() + (run_cfg->eng.device == DEVICE_CUDA ? SETTLE_MS : 0);
     for (; !status && wall_ms() < settle_until; it++) {

@@ -791,10 +791,6 @@ static int phase_ops(megatron_state *st, int phase, int k)
     return phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
 }
 
-/* The same issued on the compute stream: as ops, or, with graphs, captured at the second step
- * and replayed from then on.  A capture that fails (a call it does not allow) ends the replays:
- * --graphs on stops the run, auto says why in the log and goes on as ops, issuing the phase
- * again. */
 /* A captured phase run: its spans (but right after its capture, whose begins moved the record
  * past them already) and its collectives counted as issued now. */
 static int launch_phase(megatron_state *st, const phase_graph *p, int captured_now)
@@ -806,6 +802,10 @@ static int launch_phase(megatron_state *st, const phase_graph *p, int captured_n
     return rc ? rc : coll_replayed(st->param_comm, p->param_ops);
 }
 
+/* The same issued on the compute stream: as ops, or, with graphs, captured at the second step
+ * and replayed from then on.  A capture that fails (a call it does not allow) ends the replays:
+ * --graphs on stops the run, auto says why in the log and goes on as ops, issuing the phase
+ * again. */
 static int issue_phase(megatron_state *st, int phase, int k)
 {
     gpt_stream *s = st->compute;

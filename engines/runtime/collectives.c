@@ -406,8 +406,9 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
         }
         if (nccl_failed(rc, what)) return GPT_ERR_BACKEND;
         /* (its slot's event may still be pending from COLL_TRACKED operations ago: recording
-         * it again only moves it later, which coll_pending's in-order scan allows; a graph's
-         * operation has an event of its own, which every replay records: an external record) */
+         * it again only moves it later; a graph's operation has an event of its own, which
+         * every replay records, an external record: coll_pending reads an event only for the
+         * newest operation that has it) */
         cudaError_t e;
         if (captured) {
             cudaEvent_t done = NULL;
