@@ -802,7 +802,7 @@ static int launch_phase(megatron_state *st, const phase_graph *p, int captured_n
     return rc ? rc : coll_replayed(st->param_comm, p->param_ops);
 }
 
-/* The same issued on the compute stream: as ops, or, with graphs, captured at the second step
+/* Micro-batch k's phase on the compute stream: as ops, or, with graphs, captured at the second step
  * and replayed from then on.  A capture that fails (a call it does not allow) ends the replays:
  * --graphs on stops the run, auto says why in the log and goes on as ops, issuing the phase
  * again. */
