@@ -5,20 +5,25 @@
 # and print --predict of each beside its steady-state median.  On nvidia-h200-x2, from the
 # repository root, with .deps carried:
 #   bash bench/settle_gpu.sh "$OUT"
-# ITERS (default 20).
+# ITERS (default 20); MACHINE=FILE (a machine file carried along): no calibration, that file's
+# predictions; CONFIGS="tag np options;..." other configurations (at l32 b4 bf16 h2048).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 ITERS=${ITERS:-20}
 source bench/dp_env.sh # (builds; defines out, run)
 shape=(--device cuda -h 2048 --heads 16 --seq 1024 --dtype bf16)
-mkdir -p "$out/cal"
-t_cal=$(date +%s)
-./aebench --calibrate "${shape[@]}" --global-batch 8 --results "$out/cal" >"$out/cal.txt" 2>&1 &&
-    ./aebench --calibrate --ranks 2 "${shape[@]}" -b 4 --global-batch 8 --results "$out/cal" >>"$out/cal.txt" 2>&1 ||
-    { tail -n 5 "$out/cal.txt"; exit 1; }
-machine=$(ls "$out"/cal/machine_*.json | head -n 1)
-cp "$machine" "$dest/machine_bf16_settled.json"
-echo "calibrated in $(( $(date +%s) - t_cal )) s"
+if [ -n "${MACHINE:-}" ]; then
+    machine=$MACHINE
+else
+    mkdir -p "$out/cal"
+    t_cal=$(date +%s)
+    ./aebench --calibrate "${shape[@]}" --global-batch 8 --results "$out/cal" >"$out/cal.txt" 2>&1 &&
+        ./aebench --calibrate --ranks 2 "${shape[@]}" -b 4 --global-batch 8 --results "$out/cal" >>"$out/cal.txt" 2>&1 ||
+        { tail -n 5 "$out/cal.txt"; exit 1; }
+    machine=$(ls "$out"/cal/machine_*.json | head -n 1)
+    cp "$machine" "$dest/machine_bf16_settled.json"
+    echo "calibrated in $(( $(date +%s) - t_cal )) s"
+fi
 configs=(
     "mfull 1 -m megatron-lm"
     "mnone 1 -m megatron-lm --recompute none"
@@ -27,6 +32,8 @@ configs=(
     "sh29none2 2 -m stronghold -w 29 --recompute none"
     "sh16_2 2 -m stronghold -w 16"
 )
+[ -n "${CONFIGS:-}" ] && IFS=';' read -r -a configs <<<"$CONFIGS"
+
 for c in "${configs[@]}"; do
     read -r tag np opts <<<"$c"
     read -r -a o <<<"$opts"
@@ -35,18 +42,26 @@ for c in "${configs[@]}"; do
     ./aebench --predict --machine "$machine" "${shape[@]}" -l 32 -b 4 "${o[@]}" "${ranks[@]}" >"$out/pred_$tag.txt" 2>&1
 done
 python3 - "$out" "${configs[@]}" <<'EOF' | tee "$out/table.md"
-import glob, json, re, sys
+import glob, json, re, statistics, sys
 out = sys.argv[1]
-print("| configuration | ranks | predicted ms | measured ms | error |")
-print("|---|---|---|---|---|")
+print("| configuration | ranks | predicted ms | measured ms | error | compute busy ms: predicted / measured |"
+      " collectives busy ms: predicted / measured |")
+print("|---|---|---|---|---|---|---|")
 for c in sys.argv[2:]:
     tag, np, opts = c.split(" ", 2)
     f = glob.glob(f"{out}/res_{tag}/*.json")
-    meas = json.load(open(f[0]))["summary"]["steady_median_ms"] if f else None
-    m = re.search(r"predict \S+ +([0-9.]+) ms/it", open(f"{out}/pred_{tag}.txt").read())
+    d = json.load(open(f[0])) if f else None
+    meas = d["summary"]["steady_median_ms"] if d else None
+    its = d["iterations"][d["summary"]["steady_from_iteration"] - 1:] if d else []
+    busy = lambda k: statistics.median(i.get("busy_ms", {}).get(k, 0) for i in its) if its else 0
+    coll = statistics.median(i.get("collectives_busy_ms", 0) for i in its) if its else 0
+    text = open(f"{out}/pred_{tag}.txt").read()
+    m = re.search(r"predict \S+ +([0-9.]+) ms/it", text)
+    pc, pn = re.search(r"compute ([0-9.]+)", text), re.search(r"collectives ([0-9.]+)", text)
     pred = float(m[1]) if m else None
     err = f"{100 * (pred / meas - 1):+.1f}%" if pred and meas else "-"
-    print(f"| {opts} | {np} | {pred} | {meas and round(meas, 1)} | {err} |")
+    print(f"| {opts} | {np} | {pred} | {meas and round(meas, 1)} | {err} | {pc[1] if pc else '-'} / {busy('compute'):.1f} |"
+          f" {pn[1] if pn else '-'} / {coll:.1f} |")
 EOF
 cp "$out/table.md" "$dest/settle_table.md"
 echo "total: $(( $(date +%s) - t0 )) s"
