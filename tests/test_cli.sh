@@ -511,6 +511,26 @@ else
     failc "bench/step_floor.py --hbm-gbs" "'$adam'"
 fi
 
+# bench/dp_floor.py on the committed two-H200 runs: a floor for each of the 8 (model, math,
+# stage) rows, none above what was measured and none more than 10% below it (a formula that
+# over- or under-counted a term would cross one of the two), and ZeRO-3's floor above ZeRO-0's
+# scaling where the update is sharded (l32 bf16: 1.834x and 1.916x, NOTES.md)
+dpf=$(python3 bench/dp_floor.py bench/results/2026-11-29i-h200x2-dp-scaling 2>&1)
+if python3 - "$dpf" <<'EOF2'
+import re, sys
+rows = [l for l in sys.argv[1].splitlines() if re.match(r"\| l\d+ h2048", l)]
+over = [float(re.search(r"\| ([+-][0-9.]+)% \|", l)[1]) for l in rows]
+cells = [[c.strip() for c in l.split("|")] for l in rows]
+x = {(c[1], c[2]): float(re.search(r"\(([0-9.]+)x\)", c[4])[1]) for c in cells}
+sys.exit(not (len(rows) == 8 and all(0 <= o <= 10 for o in over)
+              and x[("l32 h2048, bf16", "3")] > x[("l32 h2048, bf16", "0")]))
+EOF2
+then
+    pass "bench/dp_floor.py: 8 floors from the committed runs, each 0-10% under the measured step"
+else
+    failc "bench/dp_floor.py" "$(head -c 600 <<<"$dpf")"
+fi
+
 # --recompute full|selective|none (every engine bit for bit: test_recompute): the same losses
 # here through the JSON; the mode on stdout, in the log's first line and the JSON (--no-ckpt is
 # none); the profile as each mode's schedule has it: selective recomputes the attention (2L
