@@ -102,28 +102,7 @@ if has ctas; then
         unset NCCL_MAX_CTAS
         MPI=("${base[@]}")
     done
-    python3 - "$out" <<'EOF2' | tee "$out/ctas.md"
-import glob, json, re, statistics, sys
-out = sys.argv[1]
-rows = {}
-for p in sorted(glob.glob(f"{out}/res_ctas_*_r*/*.json")):
-    d = json.load(open(p))
-    if d.get("status") == "ok":
-        rows.setdefault(re.search(r"res_ctas_(.+)_r\d+/", p)[1], []).append(d)
-def ms(d): return d["summary"]["steady_median_ms"]
-def bwd(d):
-    its = d["iterations"][d["summary"]["steady_from_iteration"] - 1:]
-    return statistics.median(i["backward_ms"] for i in its)
-one = statistics.median(ms(d) for d in rows.get("n1", [])) if rows.get("n1") else 0
-print(f"| NCCL_MAX_CTAS, stage | ms (rounds) | x one rank ({one:.1f} ms) | exposed ms | backward ms |")
-print("|---|---|---|---|---|")
-for tag, runs in rows.items():
-    m = statistics.median(ms(d) for d in runs)
-    ex = statistics.median(d["summary"].get("collectives_exposed_median_ms", 0) for d in runs)
-    rounds = "/".join(f"{ms(d):.1f}" for d in runs)
-    x = 2 * one / m if tag != "n1" and m else 1
-    print(f"| {tag} | {m:.1f} ({rounds}) | {x:.3f} | {ex:.1f} | {statistics.median(bwd(d) for d in runs):.1f} |")
-EOF2
+    python3 bench/dp_scaling_summary.py "$out" --ctas | tee "$out/ctas.md"
 fi
 
 for part in $PARTS; do
@@ -150,5 +129,6 @@ for part in $PARTS; do
     tail -n 4 "$out/pytorch.jsonl"
 done
 python3 bench/dp_scaling_summary.py "$out" | tee "$out/table.md"
-cp "$out"/check.txt "$out"/ctas.md "$out"/hang_summary.txt "$out"/hang.txt "$out"/pytorch.jsonl "$dest"/ 2>/dev/null
+python3 bench/dp_scaling_summary.py "$out" --jsonl "$out/runs.jsonl"
+cp "$out"/check.txt "$out"/ctas.md "$out"/runs.jsonl "$out"/hang_summary.txt "$out"/hang.txt "$out"/pytorch.jsonl "$dest"/ 2>/dev/null
 echo "total: $(( $(date +%s) - t0 )) s"

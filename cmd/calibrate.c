@@ -333,21 +333,14 @@ static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, 
      * 4-13% fast (settled: within 0.9-9.2%, bench/results/2026-11-29j-h200x2-settled-calibration).
      * The pieces measured before are scaled to these steps (layer_scale, rest_scale), so they
      * inherit the settled clock. */
-    int it = 1;
     const double settle_until = wall_ms() + (run_cfg->eng.device == DEVICE_CUDA ? SETTLE_MS : 0);
-    for (; !status && wall_ms() < settle_until; it++) {
-        data_batch(&data, it, tokens, targets);
-        step_result r;
-        memset(&r, 0, sizeof r);
-        status = engine_megatron_lm.step(state, it, tokens, targets, &r);
-    }
-    for (int k = 0; !status && k < STEPS; k++, it++) {
+    for (int it = 1, k = 0; !status && k < STEPS; it++) {
         data_batch(&data, it, tokens, targets);
         step_result r;
         memset(&r, 0, sizeof r);
         const double t0 = wall_ms();
         status = engine_megatron_lm.step(state, it, tokens, targets, &r);
-        t[k] = wall_ms() - t0;
+        if (t0 >= settle_until) t[k++] = wall_ms() - t0;
     }
     if (state) engine_megatron_lm.free(state);
     free(tokens);

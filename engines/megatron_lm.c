@@ -791,12 +791,11 @@ static int phase_ops(megatron_state *st, int phase, int k)
     return phase == 0 ? forward_micro(st) : backward_micro(st, k == 0, k == st->M - 1);
 }
 
-/* A captured phase run: its spans (but right after its capture, whose begins moved the record
- * past them already) and its collectives counted as issued now. */
-static int launch_phase(megatron_state *st, const phase_graph *p, int captured_now)
+/* A captured phase run: its spans and its collectives counted as issued now. */
+static int launch_phase(megatron_state *st, const phase_graph *p)
 {
     int rc = gpt_graph_launch(p->graph, st->compute);
-    if (!rc && !captured_now && spans_move(&st->spans, p->span_from, p->span_to))
+    if (!rc && spans_move(&st->spans, p->span_from, p->span_to))
         return engine_fail(&st->env, GPT_ERR_INVALID, "graphs: a replay's busy spans are not where its capture's were");
     if (!rc) rc = coll_replayed(st->grad_comm, p->grad_ops);
     return rc ? rc : coll_replayed(st->param_comm, p->param_ops);
@@ -810,7 +809,7 @@ static int issue_phase(megatron_state *st, int phase, int k)
 {
     gpt_stream *s = st->compute;
     phase_graph *p = phase == 0 ? &st->fwd_graph[k] : &st->bwd_graph[k];
-    if (st->graphs && p->graph) return launch_phase(st, p, 0);
+    if (st->graphs && p->graph) return launch_phase(st, p);
     if (!st->graphs || st->steps_done == 0) return phase_ops(st, phase, k);
     int rc = gpt_graph_capture_begin(s);
     if (rc) return rc;
@@ -828,9 +827,9 @@ static int issue_phase(megatron_state *st, int phase, int k)
     p->param_ops = coll_capture_end(st->param_comm);
     p->span_to = spans_count(&st->spans);
     rc = gpt_graph_capture_end(s, &p->graph);
-    if (!issued && !rc) return launch_phase(st, p, 1);
-    /* issued again as ops below: their spans from where the capture's began */
+    /* the capture's span ids taken back: its first launch, or the ops below, begin them again */
     if (spans_move(&st->spans, p->span_to, p->span_from)) return GPT_ERR_INVALID;
+    if (!issued && !rc) return launch_phase(st, p);
     phase_graph_free(p);
     if (st->env.cfg->graphs == GRAPHS_ON)
         return engine_fail(&st->env, issued ? issued : rc, "--graphs on: micro-batch %d's %s could not be captured",

@@ -54,8 +54,7 @@ typedef struct coll_issued {
 typedef struct captured_op {
     int op;
     double bytes;
-    double moved; /* its bytes as coll_take_bytes counts them */
-    void *done;   /* NCCL path: the cudaEvent_t the graph records after it (NULL on one rank) */
+    void *done; /* NCCL path: the cudaEvent_t the graph records after it (NULL on one rank) */
 } captured_op;
 struct coll_capture {
     captured_op *ops;
@@ -325,9 +324,15 @@ static int nccl_failed(ncclResult_t rc, const char *what)
 }
 #endif
 
-/* c's next operation (op, bytes as the watchdog names it, moved as coll_take_bytes counts it);
- * NULL when out of memory. */
-static captured_op *capture_add(coll_capture *c, int op, double bytes, double moved)
+/* What an operation of `bytes` per rank moves as coll_take_bytes counts it (a gather and a
+ * reduce-scatter: every rank's part). */
+static double moved_bytes(const coll_group *g, int op, double bytes)
+{
+    return bytes * (op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_REDUCE_SCATTER_BF16 ? g->world : 1);
+}
+
+/* c's next operation (op, its bytes per rank); NULL when out of memory. */
+static captured_op *capture_add(coll_capture *c, int op, double bytes)
 {
     if (c->n == c->cap) {
         const int cap = c->cap ? 2 * c->cap : 64;
@@ -337,7 +342,7 @@ static captured_op *capture_add(coll_capture *c, int op, double bytes, double mo
         c->cap = cap;
     }
     captured_op *o = &c->ops[c->n++];
-    *o = (captured_op){.op = op, .bytes = bytes, .moved = moved, .done = NULL};
+    *o = (captured_op){.op = op, .bytes = bytes, .done = NULL};
     return o;
 }
 
@@ -346,13 +351,11 @@ static int issue(coll_group *g, int op, void *out, const void *in, size_t n, int
 {
     const int bf16 = op == OP_ALL_REDUCE_BF16 || op == OP_REDUCE_SCATTER_BF16;
     const size_t elem = (op == OP_ALL_REDUCE || op == OP_REDUCE_SCATTER) ? sizeof(float) : bf16 ? 2 : 1;
-    const double moved = (double)n * (double)elem *
-                         (op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_REDUCE_SCATTER_BF16 ? g->world : 1);
     captured_op *captured = NULL;
     if (g->capture) { /* counted by each replay (coll_replayed), not now */
-        if (!(captured = capture_add(g->capture, op, (double)n * (double)elem, moved))) return GPT_ERR_OOM;
+        if (!(captured = capture_add(g->capture, op, (double)n * (double)elem))) return GPT_ERR_OOM;
     } else {
-        g->bytes += moved;
+        g->bytes += moved_bytes(g, op, (double)n * (double)elem);
     }
     if (g->world == 1) {
         if (op == OP_SEND || op == OP_RECV || op == OP_SENDRECV) {
@@ -506,9 +509,8 @@ coll_capture *coll_capture_end(coll_group *g)
 
 int coll_replayed(coll_group *g, const coll_capture *c)
 {
-    if (!c) return GPT_OK;
-    for (int i = 0; i < c->n; i++) {
-        g->bytes += c->ops[i].moved;
+    for (int i = 0; c && i < c->n; i++) {
+        g->bytes += moved_bytes(g, c->ops[i].op, c->ops[i].bytes);
 #ifdef AEBENCH_HAVE_MPI
         if (g->world > 1 && g->have_track_lock) (void)track_issue(g, c->ops[i].op, c->ops[i].bytes, c->ops[i].done);
 #endif
