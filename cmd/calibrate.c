@@ -135,6 +135,23 @@ void calibrate_run_layer_bwd(void *p)
         gpt_norm_squared(c->s, c->norm_out, g, c->PL);
     }
 }
+/* A layer's backward under --recompute none: over the activations its forward saved (one
+ * carve, (N, 15C) and more, far past a GPU's L2 at the shapes --predict is asked about: each
+ * backward reads them from memory as a step's does), recomputing nothing, and the same per-layer
+ * work as above. */
+static void run_layer_bwd_none(void *p)
+{
+    compute_ctx *c = p;
+    gpt_layer_acts saved = c->acts;
+    saved.recompute = GPT_RECOMPUTE_NONE;
+    for (int k = 0; k < LAYER_COPIES; k++) {
+        float *g = c->lg + (size_t)k * c->PL;
+        gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
+        gpt_layer_backward_tp(c->s, c->sh, c->tp, layer_params(c, k), g, c->x_in, c->dres, &saved, &c->scratch,
+                              GPT_GRAD_ACCUMULATE);
+        gpt_norm_squared(c->s, c->norm_out, g, c->PL);
+    }
+}
 /* --recompute selective's recompute of a layer, alone (what its backward adds to none's). */
 static void run_layer_recompute_selective(void *p)
 {
@@ -253,11 +270,13 @@ static int measure_tp_layers(const run_config *run_cfg, gpt_backend *be, cJSON *
             b.c.tp = &split;
             const double f = calibrate_time_ms(b.c.s, run_layer_fwd, &b.c, &bad) / LAYER_COPIES;
             const double w = calibrate_time_ms(b.c.s, calibrate_run_layer_bwd, &b.c, &bad) / LAYER_COPIES;
+            const double none = calibrate_time_ms(b.c.s, run_layer_bwd_none, &b.c, &bad) / LAYER_COPIES;
             if (!bad) {
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddNumberToObject(e, "t", T);
                 cJSON_AddNumberToObject(e, "layer_fwd_ms", f);
                 cJSON_AddNumberToObject(e, "layer_bwd_ms", w);
+                cJSON_AddNumberToObject(e, "layer_bwd_none_ms", none);
                 cJSON_AddItemToArray(list, e);
             }
         } else {
@@ -283,11 +302,11 @@ static int measure_compute(const run_config *run_cfg, gpt_backend *be, cJSON *en
         const struct { const char *name; issue_fn fn; } parts[] = {
             {"embed_fwd_ms", run_embed_fwd}, {"layer_fwd_ms", run_layer_fwd}, {"layer_bwd_ms", calibrate_run_layer_bwd},
             {"head_ms", run_head}, {"embed_bwd_ms", run_embed_bwd},
-            {"layer_recompute_selective_ms", run_layer_recompute_selective},
+            {"layer_recompute_selective_ms", run_layer_recompute_selective}, {"layer_bwd_none_ms", run_layer_bwd_none},
         };
         for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
             const int per_layer = parts[i].fn == run_layer_fwd || parts[i].fn == calibrate_run_layer_bwd ||
-                                  parts[i].fn == run_layer_recompute_selective;
+                                  parts[i].fn == run_layer_recompute_selective || parts[i].fn == run_layer_bwd_none;
             cJSON_AddNumberToObject(entry, parts[i].name,
                                     calibrate_time_ms(c->s, parts[i].fn, c, &bad) / (per_layer ? LAYER_COPIES : 1));
         }

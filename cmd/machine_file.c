@@ -31,8 +31,10 @@
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam", "layer_recompute_selective_ms" (optional: files
- *                  from before --recompute selective), "tp" (optional: [ { "t", "layer_fwd_ms",
- *                  "layer_bwd_ms" }, ... ], the layer split over T ranks, a rank's share) }, ... ],
+ *                  from before --recompute selective), "layer_bwd_none_ms" (optional: files
+ *                  from before it), "tp" (optional: [ { "t", "layer_fwd_ms", "layer_bwd_ms",
+ *                  "layer_bwd_none_ms" (optional) }, ... ], the layer split over T ranks, a
+ *                  rank's share) }, ... ],
  *   "disks": [ { "dir", "read_gbs", "write_gbs", "measured" }, ... ] (--offload nvme's tier),
  *   "checkpoint_dirs": [ { "dir", "home_gbs", "write_ms", "write_gbs", "measured" }, ... ]
  *                      (--ckpt-dir's persistent checkpoint: the state's checksums and copy home,
@@ -276,9 +278,11 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     }
     for (int i = 0; i < NCOMPUTE_FIELDS; i++)
         if (field(entry, "compute[]", COMPUTE_FIELDS[i], path, &w[i], err, errlen)) goto out;
-    if (cJSON_GetObjectItemCaseSensitive(entry, "layer_recompute_selective_ms") &&
-        field(entry, "compute[]", "layer_recompute_selective_ms", path, &out->layer_recompute_selective_ms, err,
-              errlen))
+    if ((cJSON_GetObjectItemCaseSensitive(entry, "layer_recompute_selective_ms") &&
+         field(entry, "compute[]", "layer_recompute_selective_ms", path, &out->layer_recompute_selective_ms, err,
+               errlen)) ||
+        (cJSON_GetObjectItemCaseSensitive(entry, "layer_bwd_none_ms") &&
+         field(entry, "compute[]", "layer_bwd_none_ms", path, &out->layer_bwd_none_ms, err, errlen)))
         goto out;
     /* --tp T's split layer at every T the entry has (files from before: none), not only the
      * run's: --search loads one entry per micro-batch and predicts every T from it */
@@ -294,7 +298,9 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         struct machine_tp_split *sp = &out->tp_split[out->ntp_split];
         sp->t = t->valueint;
         if (field(te, "compute[].tp[]", "layer_fwd_ms", path, &sp->layer_fwd_ms, err, errlen) ||
-            field(te, "compute[].tp[]", "layer_bwd_ms", path, &sp->layer_bwd_ms, err, errlen))
+            field(te, "compute[].tp[]", "layer_bwd_ms", path, &sp->layer_bwd_ms, err, errlen) ||
+            (cJSON_GetObjectItemCaseSensitive(te, "layer_bwd_none_ms") &&
+             field(te, "compute[].tp[]", "layer_bwd_none_ms", path, &sp->layer_bwd_none_ms, err, errlen)))
             goto out;
         out->ntp_split++;
     }

@@ -191,7 +191,8 @@
       "--search: write the fastest as a config that --config FILE runs") \
     X(VERIFY, "verify", 0, ARG_INT, "K", SPECIAL_INT(search_verify, 1, INT_MAX, set_verify), \
       NULL, "search", LOCAL, SRCH, \
-      "--search: train the top K and K random feasible configurations and print predicted against measured") \
+      "--search: train the top K (each predicted 1% apart) and K random feasible configurations and print " \
+      "predicted against measured") \
     X(HANG_TIMEOUT, "hang-timeout", 0, ARG_TEXT, "S|auto", SPECIAL(hang_timeout_s, set_hang_timeout), \
       "auto", "driver", AGREE(38), CFG | KID, \
       "every rank ends the job (exit 4) after S seconds (1 or more) without progress, naming where it waits and the rank that stopped; auto: 600 s while setting up, then max(30 s, 10 median steps); the --ranks supervisor ends a job none of whose ranks gets past MPI's start-up in S (auto: 120 s); 0: never (default auto)") \

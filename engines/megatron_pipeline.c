@@ -1154,10 +1154,12 @@ static stage_cost stage_cost_of(const engine_config *cfg, const machine_rates *m
     const struct machine_tp_split *timed = T > 1 ? machine_tp_split(m, T) : NULL;
     if (timed && timed->layer_fwd_ms > 0 && timed->layer_bwd_ms > 0) {
         split.layer_fwd_ms = timed->layer_fwd_ms, split.layer_bwd_ms = timed->layer_bwd_ms;
+        split.layer_bwd_none_ms = timed->layer_bwd_none_ms; /* (0 in a file from before: as there) */
         /* (selective's recompute alone is not timed split: its share of the whole layer's) */
         split.layer_recompute_selective_ms = m->layer_recompute_selective_ms * timed->layer_fwd_ms / m->layer_fwd_ms;
     } else if (T > 1) {
         split.layer_fwd_ms = m->layer_fwd_ms / T, split.layer_bwd_ms = m->layer_bwd_ms / T;
+        split.layer_bwd_none_ms = m->layer_bwd_none_ms / T;
         split.layer_recompute_selective_ms = m->layer_recompute_selective_ms / T;
     }
     for (int l = z.l0; l < z.l1; l++) {

@@ -118,7 +118,8 @@ rates = ["h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per
          "adam_h2d_gbs", "adam_d2h_gbs", "host_adam_h2d_ms_per_mparam", "host_adam_d2h_ms_per_mparam",
          "measured"]
 comp = ["embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms", "gpu_adam_ms_per_mparam",
-        "step_l2_ms", "step_l4_ms", "layer_scale", "rest_scale", "measured", "layer_recompute_selective_ms"]
+        "step_l2_ms", "step_l4_ms", "layer_scale", "rest_scale", "measured", "layer_recompute_selective_ms",
+        "layer_bwd_none_ms"]
 bad = [k for k in rates if not d.get("rates", {}).get(k, 0) > 0]
 e = d.get("compute", [])
 if len(e) != 1:
@@ -128,7 +129,7 @@ bad += [k for k in comp if not e.get(k, 0) > 0]
 # (--tp T's split layer, a rank's share, for each T of 2, 4, 8 that divides the 4 heads and the
 # padded vocabulary)
 tp = {x.get("t"): x for x in e.get("tp", [])}
-if sorted(tp) != [2, 4] or not all(x.get("layer_fwd_ms", 0) > 0 and x.get("layer_bwd_ms", 0) > 0 for x in tp.values()):
+if sorted(tp) != [2, 4] or not all(x.get(k, 0) > 0 for x in tp.values() for k in ("layer_fwd_ms", "layer_bwd_ms", "layer_bwd_none_ms")):
     bad.append(f"tp {e.get('tp')}")
 if (e["hidden"], e["heads"], e["seq"], e["batch"], e["vocab"], e["math"], e["dtype"]) != (128, 4, 64, 2, 1000, "fp32", "fp32"):
     bad.append("shape")
@@ -195,6 +196,35 @@ if [ "$order" = ok ]; then
     pr_pass "--predict: every engine at l8 predicted fastest with --recompute none, then selective, then full"
 else
     pr_fail "--predict by --recompute" "$order"
+fi
+# --recompute none's backward is its own calibrated piece (layer_bwd_none_ms, scaled to the step
+# as the others): megatron-lm at l8 none grows by 8 x layer_scale x what it grows by, and a file
+# without it (from before) prices it as the backward with recompute less a forward
+mkdir -p "$PR_WORK/none_a" "$PR_WORK/none_b" "$PR_WORK/none_old" "$PR_WORK/none_diff"
+none_check=$(python3 - "${PR_FILE:-none}" "$PR_WORK" <<'EOF2'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+e = d["compute"][0]
+x = e["layer_bwd_ms"]
+name = os.path.basename(sys.argv[1])
+for sub, v in (("none_a", x), ("none_b", 2 * x), ("none_old", None), ("none_diff", e["layer_bwd_ms"] - e["layer_fwd_ms"])):
+    c = json.loads(json.dumps(d))
+    if v is None: del c["compute"][0]["layer_bwd_none_ms"]
+    else: c["compute"][0]["layer_bwd_none_ms"] = v
+    json.dump(c, open(os.path.join(sys.argv[2], sub, name), "w"))
+print(x * e["layer_scale"] * 8)
+EOF2
+)
+none_ms() {
+    (cd "$PR_WORK" && "$PR_BIN" --predict -m megatron-lm "${PR_SHAPE[@]}" -l 8 --recompute none --results "$1" 2>/dev/null) |
+        sed -n 's/^predict megatron-lm *\([0-9.]*\) ms\/it.*/\1/p'
+}
+na=$(none_ms none_a) nb=$(none_ms none_b) nold=$(none_ms none_old) ndiff=$(none_ms none_diff)
+if awk -v a="${na:-0}" -v b="${nb:-0}" -v o="${nold:-0}" -v d="${ndiff:-0}" -v w="${none_check:-0}" \
+    'BEGIN { exit !(a > 0 && w > 0 && (b - a) > 0.98 * w && (b - a) < 1.02 * w && o > 0 && (o - d) < 0.001 * d && (d - o) < 0.001 * d) }'; then
+    pr_pass "--predict --recompute none: the calibrated backward without recompute prices it (l8: +$(awk -v a="$na" -v b="$nb" 'BEGIN{printf "%.2f", b - a}') ms for ${none_check} ms more over 8 layers; a file without it as before, $nold ms)"
+else
+    pr_fail "--predict --recompute none's backward" "1x $na, 2x $nb (want +$none_check), without $nold, as bwd - fwd $ndiff"
 fi
 # micro-batches (l2l, zero-infinity, stronghold): three take about three times one, and from the second on
 # each layer's sum so far comes up before its grads go home (more than three times the copies

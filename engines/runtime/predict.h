@@ -153,14 +153,18 @@ static inline double pred_coll_ms(double lat_ms, double gbs, double floats)
     return lat_ms + floats * 4.0 / (gbs * 1e6);
 }
 
-/* Layer `layer`'s backward: calibrated with the recompute of --recompute full (about a
- * forward); none does no recompute, selective only its own (timed alone by --calibrate; a
- * machine file from before that has no time for it, and a full recompute's bounds it).  The
+/* Layer `layer`'s backward: calibrated with the recompute of --recompute full (a forward less
+ * its output projection) and without any (none: --calibrate times it over the saved
+ * activations; a machine file from before that has none, and the one with recompute less a
+ * forward stands in: it came out 4.6-6.6% short of megatron-lm's none steps on H200s, the
+ * projection's GEMM and the saved activations' reads missing); selective adds only its own
+ * recompute (timed alone; a file from before that has none, and a forward bounds it).  The
  * last layer recomputes nothing in any mode (gpt_layers_acts_carve_backward: every engine runs
  * its backward right after its forward and the head). */
 static inline double pred_layer_bwd_ms(const machine_rates *m, const engine_config *cfg, int layer)
 {
-    const double bare = pred_max(m->layer_bwd_ms - m->layer_fwd_ms, 0.0);
+    const double bare =
+        m->layer_bwd_none_ms > 0 ? m->layer_bwd_none_ms : pred_max(m->layer_bwd_ms - m->layer_fwd_ms, 0.0);
     if (cfg->recompute == GPT_RECOMPUTE_NONE || layer == cfg->shape.layers - 1) return bare;
     if (cfg->recompute == GPT_RECOMPUTE_SELECTIVE)
         return bare + (m->layer_recompute_selective_ms > 0 ? m->layer_recompute_selective_ms : m->layer_fwd_ms);
@@ -254,9 +258,9 @@ static inline machine_rates pred_scaled(const machine_rates *measured)
     machine_rates s = *measured;
     const double ls = measured->layer_scale > 0 ? measured->layer_scale : 1;
     const double rs = measured->rest_scale > 0 ? measured->rest_scale : 1;
-    s.layer_fwd_ms *= ls, s.layer_bwd_ms *= ls, s.gpu_adam_ms_per_mparam *= ls;
+    s.layer_fwd_ms *= ls, s.layer_bwd_ms *= ls, s.layer_bwd_none_ms *= ls, s.gpu_adam_ms_per_mparam *= ls;
     for (int i = 0; i < s.ntp_split && i < MACHINE_TP_SPLITS; i++)
-        s.tp_split[i].layer_fwd_ms *= ls, s.tp_split[i].layer_bwd_ms *= ls;
+        s.tp_split[i].layer_fwd_ms *= ls, s.tp_split[i].layer_bwd_ms *= ls, s.tp_split[i].layer_bwd_none_ms *= ls;
     s.embed_fwd_ms *= rs, s.head_ms *= rs, s.embed_bwd_ms *= rs;
     return s;
 }
@@ -273,7 +277,8 @@ static inline void pred_compute_loaded(machine_rates *loaded, const machine_rate
     const double f = m->compute_under_coll > 1 ? 1 + (m->compute_under_coll - 1) * share : 1;
     loaded->compute_load = share;
     loaded->embed_fwd_ms = m->embed_fwd_ms * f, loaded->layer_fwd_ms = m->layer_fwd_ms * f;
-    loaded->layer_bwd_ms = m->layer_bwd_ms * f, loaded->head_ms = m->head_ms * f;
+    loaded->layer_bwd_ms = m->layer_bwd_ms * f, loaded->layer_bwd_none_ms = m->layer_bwd_none_ms * f;
+    loaded->head_ms = m->head_ms * f;
     loaded->embed_bwd_ms = m->embed_bwd_ms * f, loaded->gpu_adam_ms_per_mparam = m->gpu_adam_ms_per_mparam * f;
 }
 
