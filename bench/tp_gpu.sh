@@ -18,7 +18,8 @@
 # On a one-GPU machine only the one-GPU rows and anchors run (the script's check there).
 # Usage on the device machine, .deps carried: dest=DIR bash bench/tp_gpu.sh
 # PARTS (default "check big huge huge_tp2") picks which of 1, 2 + 4, 3 + 4 run (huge_tp2: the 9.7 B
-# model's --tp 2 without sequence parallelism and its anchor): one call each where a
+# model's --tp 2 without sequence parallelism and its anchor; sp and huge_sp: only the
+# --tp 2 --sequence-parallel row and its anchor, of 2 and of 3): one call each where a
 # call's time limit cannot hold all three.
 set -uo pipefail
 dest=${dest:-${OUT:-bench/results/latest}}
@@ -90,6 +91,11 @@ if [ "$gpus" -ge 2 ]; then
     anchor big_pp2 2 "${mc[@]}" --pp 2
 fi
 fi
+if [ "$gpus" -ge 2 ] && want sp; then
+    run big_tp2sp 2 -m megatron-lm "${big[@]}" --tp 2 --sequence-parallel
+    anchor big_tp2sp 2 -l 32 -H 2048 --heads 16 --seq 1024 -b 4 --global-batch 32 --recompute full --iters 8 --warmup 3 \
+        --tp 2 --sequence-parallel
+fi
 # the 9.7 B model, aebench's runs and Megatron-Core's (parts huge and huge_tp2)
 huge=(-l 48 -h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 --iters 6 --log-interval 3)
 mh=(-l 48 -H 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --recompute full --iters 4 --warmup 2)
@@ -104,6 +110,10 @@ fi
 # Apex, which the machine has not; bench/mcore_gpu.py gives it a torch LayerNorm marked as Apex
 # marks its own.  Its TP2 without sequence parallelism beside aebench's: the 9.7 B model's
 # other tensor-parallel anchor.)
+if [ "$gpus" -ge 2 ] && want huge_sp; then
+    run huge_tp2sp 2 -m megatron-lm "${huge[@]}" --tp 2 --sequence-parallel
+    anchor huge_tp2sp 2 "${mh[@]}" --tp 2 --sequence-parallel
+fi
 if [ "$gpus" -ge 2 ] && want huge_tp2; then
     run huge_tp2 2 -m megatron-lm "${huge[@]}" --tp 2
     anchor huge_tp2 2 "${mh[@]}" --tp 2

@@ -1456,6 +1456,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
         pred_step(&t, start);
         double host = start, c = start; /* the host thread's issue clock; compute */
         double reduced = start; /* the collectives' stream: the last reduction's end */
+        double res_fresh_free = start; /* M > 1, N ranks: res_fresh added (the last resident reduce) */
         for (int mb = 0; mb < M; mb++) {
             const int last = mb == M - 1;
             /* the first S streamed layers: later micro-batches find them in their slots still
@@ -1484,10 +1485,16 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
             for (int j = L - 1; j >= 0; j--) {
                 const int streamed = is_streamed(&z, j), i = streamed_index(&z, j);
+                /* a resident layer of a micro-batch after the first takes res_fresh, one buffer:
+                 * on N ranks its backward waits for the resident layer above's all-reduce and
+                 * addition, so compute and all-reduces alternate there (two H200s, l32 b2 -w 25
+                 * M 2: predicted 165.9 ms without this wait, 208.2 measured) */
+                const double res_wait = !streamed && mb > 0 && world > 1 ? res_fresh_free : c;
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j),
-                             streamed && i < z.Ls - S ? pred_max(c, ready[j]) : c);
+                             streamed && i < z.Ls - S ? pred_max(c, ready[j]) : pred_max(c, res_wait));
                 if (!streamed) {
                     if (world > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);
+                    if (mb > 0) res_fresh_free = reduced;
                     continue;
                 }
                 double grads_final = world > 1 ? (reduced = pred_run(&t, BUSY_COMM, reduce_ms, c)) : c;
