@@ -29,24 +29,30 @@ typedef struct coll_ctx {
     size_t n;
     int kind;
 } coll_ctx;
+static int issue_collective(const coll_ctx *c)
+{
+    const int world = coll_world(c->g), r = coll_rank(c->g);
+    const size_t part = c->n / world;
+    return c->kind == 0   ? coll_all_reduce_sum(c->g, c->buf, c->n)
+           : c->kind == 1 ? coll_reduce_scatter_sum(c->g, c->buf + (size_t)r * part, c->buf, part)
+                          : coll_all_gather(c->g, c->buf, c->buf + (size_t)r * part, part * sizeof(float));
+}
 static int run_collective(void *p)
 {
     const coll_ctx *c = p;
-    const int world = coll_world(c->g), r = coll_rank(c->g);
-    const size_t part = c->n / world;
-    const int status = c->kind == 0   ? coll_all_reduce_sum(c->g, c->buf, c->n)
-                   : c->kind == 1 ? coll_reduce_scatter_sum(c->g, c->buf + (size_t)r * part, c->buf, part)
-                                  : coll_all_gather(c->g, c->buf, c->buf + (size_t)r * part, part * sizeof(float));
+    const int status = issue_collective(c);
     return status ? status : gpt_stream_sync(coll_stream(c->g));
 }
 
-/* A layer's backward (LAYER_COPIES of them, as measure_compute times it) with all-reduces of
+/* A layer's backward (LAYER_COPIES of them, as measure_compute times it) with collectives of
  * `coll->n` floats running beside it on the collectives' stream the whole time, against the
  * same backward alone: how much the collectives' kernels (SMs and memory bandwidth taken
- * from the compute) slow a data-parallel step's compute.  Every rank runs it in step.  The
- * ratio, at least 1; 0 on failure. */
+ * from the compute) slow a data-parallel step's compute.  `shard`: reduce-scatters and
+ * all-gathers in turn (ZeRO-3's; on two H200s they slowed a backward about half as much per
+ * busy millisecond as all-reduces, which priced ZeRO-3 4-13% slow), else all-reduces; each
+ * taking ms_each.  Every rank runs it in step.  The ratio, at least 1; 0 on failure. */
 static double measure_compute_under_coll(const run_config *run_cfg, gpt_backend *be, const coll_ctx *coll,
-                                         double ar_ms_each, const comm_world *comm)
+                                         int shard, double ms_each, const comm_world *comm)
 {
     compute_bufs b;
     int bad = calibrate_compute_ctx_open(run_cfg, be, &b) != 0;
@@ -55,13 +61,15 @@ static double measure_compute_under_coll(const run_config *run_cfg, gpt_backend 
     /* enough all-reduces queued to outlast the backward, slowed as it is (twice its time);
      * every rank must queue as many (the most any rank wants), or none if one cannot */
     bad = calibrate_any_failed(comm, bad);
-    const int want = ar_ms_each > 0 ? (int)(2 * alone / ar_ms_each) + 2 : 2;
+    const int want = ms_each > 0 ? (int)(2 * alone / ms_each) + 2 : 2;
     int k_coll = want;
     if (!bad && comm_max_int(comm, want, &k_coll) != 0) bad = 1;
     for (int r = 0; r < REPS && !bad; r++) {
         bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
-        for (int k = 0; k < k_coll && !bad; k++)
-            bad |= coll_all_reduce_sum(coll->g, coll->buf, coll->n) != 0;
+        for (int k = 0; k < k_coll && !bad; k++) {
+            const coll_ctx one = {coll->g, coll->buf, coll->n, shard ? 1 + k % 2 : 0};
+            bad |= issue_collective(&one) != 0;
+        }
         const double t0 = wall_ms();
         calibrate_run_layer_bwd(&b.c);
         bad |= gpt_stream_sync(b.c.s) != 0;
@@ -84,24 +92,29 @@ int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, co
     int bad = coll_open(&g, be, rank, world) || be->ops->dev_alloc(be, (void **)&buf, large * sizeof(float));
     if (!bad) bad = gpt_stream_memset_zero(coll_stream(g), buf, large * sizeof(float)) != 0;
     bad = calibrate_any_failed(comm, bad);
-    double lat[3] = {0}, gbs[3] = {0}, ar_large_ms = 0;
+    double lat[3] = {0}, gbs[3] = {0}, large_ms[3] = {0};
     for (int k = 0; k < 3 && !bad; k++) {
         coll_ctx cs = {g, buf, small, k}, cl = {g, buf, large, k};
         const double a = calibrate_median_ms(run_collective, &cs, &bad),
                      b = calibrate_median_ms(run_collective, &cl, &bad);
         calibrate_fit_latency_rate((double)small * sizeof(float), (double)large * sizeof(float), a, b, &lat[k],
                                    &gbs[k]);
-        if (k == 0) ar_large_ms = b;
+        large_ms[k] = b;
     }
     /* what the collectives cost the compute beside them, and the copy and host Adam rates
      * with every rank of the job at work at once */
-    const coll_ctx all_reduce = {g, buf, large, 0};
+    const coll_ctx beside = {g, buf, large, 0};
     const double under =
-        calibrate_any_failed(comm, bad) ? 0 : measure_compute_under_coll(run_cfg, be, &all_reduce, ar_large_ms, comm);
+        calibrate_any_failed(comm, bad) ? 0 : measure_compute_under_coll(run_cfg, be, &beside, 0, large_ms[0], comm);
+    const double under_shard = calibrate_any_failed(comm, under <= 0)
+                                   ? 0
+                                   : measure_compute_under_coll(run_cfg, be, &beside, 1,
+                                                                (large_ms[1] + large_ms[2]) / 2, comm);
     if (buf) be->ops->dev_free(be, buf);
     coll_close(g);
     cJSON *shared = cJSON_CreateObject();
-    if (calibrate_any_failed(comm, !shared || under <= 0) || calibrate_measure_rates(run_cfg, be, shared, comm) != 0) {
+    if (calibrate_any_failed(comm, !shared || under <= 0 || under_shard <= 0) ||
+        calibrate_measure_rates(run_cfg, be, shared, comm) != 0) {
         if (rank == 0) fprintf(stderr, "aebench: --calibrate: the collectives failed\n");
         cJSON_Delete(shared);
         return EXIT_RUN_ERROR;
@@ -157,7 +170,9 @@ int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, co
         printf("calibrate: %s among %d ranks: %.3f ms + %.2f GB/s\n", names[k], world, lat[k], gbs[k]);
     }
     cJSON_AddNumberToObject(entry, "compute_under_collectives", under);
-    printf("calibrate: a layer's backward with all-reduces beside it: %.3fx its time alone\n", under);
+    cJSON_AddNumberToObject(entry, "compute_under_sharded_collectives", under_shard);
+    printf("calibrate: a layer's backward with all-reduces beside it: %.3fx its time alone; with reduce-scatters "
+           "and all-gathers: %.3fx\n", under, under_shard);
     /* (the memory a run could plan with is the single-rank entry's) */
     cJSON_DeleteItemFromObject(shared, "gpu_bytes");
     cJSON_DeleteItemFromObject(shared, "host_bytes");

@@ -41,7 +41,8 @@
  *                      then its file),
  *   "collectives": [ { "world", "all_reduce_ms", "all_reduce_gbs", "reduce_scatter_ms",
  *                      "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs",
- *                      "compute_under_collectives", "rates": { as above, one rank's with
+ *                      "compute_under_collectives", "compute_under_sharded_collectives"
+ *                      (optional: files from before it), "rates": { as above, one rank's with
  *                      every rank at work }, "checkpoint_dir": { as checkpoint_dirs[], every
  *                      rank writing }, "measured" }, ... ] (--calibrate under mpirun) }
  * "measured" is the Unix time of the measurement. */
@@ -335,6 +336,17 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
             if (out->compute_under_coll < 1) {
                 snprintf(err, errlen, "machine file %s: collectives[].compute_under_collectives is %g (at least 1)",
                          path, out->compute_under_coll);
+                goto out;
+            }
+        }
+        if (cJSON_GetObjectItemCaseSensitive(ce, "compute_under_sharded_collectives")) {
+            if (field(ce, "collectives[]", "compute_under_sharded_collectives", path, &out->compute_under_shard, err,
+                      errlen))
+                goto out;
+            if (out->compute_under_shard < 1) {
+                snprintf(err, errlen,
+                         "machine file %s: collectives[].compute_under_sharded_collectives is %g (at least 1)", path,
+                         out->compute_under_shard);
                 goto out;
             }
         }

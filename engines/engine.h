@@ -341,12 +341,16 @@ typedef struct machine_rates {
      *   rates_world           == coll_world when the copy and host Adam rates above are one
      *                         rank's own while every rank of the machine works at once (its
      *                         GPU's copies, its share of the cores: pred_host_share is then 1)
-     *   compute_under_coll    a compute piece's time with collectives running beside it, over
-     *                         its time alone (their kernels take SMs and memory bandwidth) */
+     *   compute_under_coll    a compute piece's time with all-reduces running beside it, over
+     *                         its time alone (their kernels take SMs and memory bandwidth)
+     *   compute_under_shard   the same beside reduce-scatters and all-gathers (ZeRO-2/3's,
+     *                         the offload engines' shards), which load the compute less per
+     *                         busy millisecond (0: a file from before: as all-reduces) */
     int rates_world;
-    double compute_under_coll;
-    /* the share of the compute stream's time that collectives run beside: pred_settle */
-    double compute_load;
+    double compute_under_coll, compute_under_shard;
+    /* the share of the compute stream's time that all-reduces, and reduce-scatters and
+     * all-gathers, run beside: pred_settle */
+    double compute_load, compute_load_shard;
     /* the disk tier at the run's --nvme-dir, GB/s each way (0: not calibrated there) */
     double disk_read_gbs, disk_write_gbs;
     /* gemini's persistent checkpoint at the run's --ckpt-dir (0: not calibrated there): the
@@ -374,6 +378,8 @@ typedef struct engine_prediction {
     /* of busy_ms[BUSY_COMM], what runs while the compute stream is idle (it slows no compute:
      * machine_rates.compute_under_coll); the rest runs beside the compute */
     double coll_idle_ms;
+    /* of busy_ms[BUSY_COMM], the reduce-scatters' and all-gathers' (pred_run_coll) */
+    double coll_shard_ms;
     /* of resource i's busy time in the step, the share resource j was busy too (the host-memory
      * users: predict.h's pred_done; machine_rates.overlap) */
     double overlap[BUSY_KINDS][BUSY_KINDS];

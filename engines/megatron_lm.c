@@ -1063,14 +1063,14 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     pred_timeline t = {0}, pcomm = {0};
     double pc = 0, c = 0, gc = 0;
     const double gather_layer = world > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, PL) : 0;
-    if (stage == 3) pc = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE), 0);
+    if (stage == 3) pc = pred_run_coll(&pcomm, 1, pred_coll_ms(m->ag_ms, m->ag_gbs, PE), 0);
     for (int i = 0; i < M; i++) {
         const int last = i == M - 1;
         c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, stage == 3 ? pc : 0));
         for (int k = 0; k < L; k++) {
             double ready = c;
             if (stage == 3) { /* into slot k mod 2, once layer k - 2 is done with it */
-                pc = pred_run(&pcomm, BUSY_COMM, gather_layer, k >= 2 ? slot_free[k - 2] : c);
+                pc = pred_run_coll(&pcomm, 1, gather_layer, k >= 2 ? slot_free[k - 2] : c);
                 ready = pred_max(c, pc);
             }
             c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, ready);
@@ -1082,27 +1082,29 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
             if (stage == 3 && j < L - 2) {
                 /* issued before layer j + 1's backward, once j + 2's is done with the slot:
                  * beside j + 1's backward */
-                pc = pred_run(&pcomm, BUSY_COMM, gather_layer, slot_free[j + 2]);
+                pc = pred_run_coll(&pcomm, 1, gather_layer, slot_free[j + 2]);
                 ready = pred_max(c, pc);
             }
             if (stage >= 2 && j < L - 2) ready = pred_max(ready, grad_free[j + 2]); /* its grad slot */
             c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j), ready);
             slot_free[j] = c;
             if (world > 1 && (stage >= 2 || last)) {
-                gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PL)
-                                                        : pred_coll_ms(m->ar_ms, m->ar_gbs, PL), c);
+                gc = pred_run_coll(&t, stage >= 2, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PL)
+                                                              : pred_coll_ms(m->ar_ms, m->ar_gbs, PL), c);
                 if (stage >= 2) grad_free[j] = gc;
             }
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
     }
     if (world > 1)
-        gc = pred_run(&t, BUSY_COMM, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PE) : pred_coll_ms(m->ar_ms, m->ar_gbs, PE), c);
+        gc = pred_run_coll(&t, stage >= 2,
+                           stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PE) : pred_coll_ms(m->ar_ms, m->ar_gbs, PE), c);
     c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / world), pred_max(c, gc));
     double end = c;
     if (stage == 1 || stage == 2) /* every block gathered after the update */
-        end = pred_run(&pcomm, BUSY_COMM, pred_coll_ms(m->ag_ms, m->ag_gbs, PE) + L * gather_layer, c);
+        end = pred_run_coll(&pcomm, 1, pred_coll_ms(m->ag_ms, m->ag_gbs, PE) + L * gather_layer, c);
     t.busy[BUSY_COMM] += pcomm.busy[BUSY_COMM];
+    t.coll_shard += pcomm.coll_shard;
     pred_done(out, &t, 0, end);
     free(slot_free);
 }

@@ -1402,7 +1402,7 @@ static void pred_issue_prefetches(pred_prefetches *pf, int need, double *host)
         /* (the slot's layer before, S streamed layers below, must have run forward) */
         const double slot_free = i >= pf->S ? pf->fwd_done[streamed_layer(pf->z, i - pf->S)] : 0;
         pf->ready[k] = pred_run(pf->t, BUSY_H2D, pf->layer_h2d, pred_max(*host, slot_free));
-        if (pf->world > 1) pf->ready[k] = pred_run(pf->t, BUSY_COMM, pf->gather_ms, pf->ready[k]);
+        if (pf->world > 1) pf->ready[k] = pred_run_coll(pf->t, 1, pf->gather_ms, pf->ready[k]);
         pf->next++;
     }
 }
@@ -1497,7 +1497,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                     if (mb > 0) res_fresh_free = reduced;
                     continue;
                 }
-                double grads_final = world > 1 ? (reduced = pred_run(&t, BUSY_COMM, reduce_ms, c)) : c;
+                double grads_final = world > 1 ? (reduced = pred_run_coll(&t, 1, reduce_ms, c)) : c;
                 /* micro-batches after the first: the layer's sum so far comes up to be added,
                  * on the stream the grads are final on (layer_work_add_earlier): on one rank
                  * the compute stream itself, not queued behind the h2d stream's prefetches (b 1-2
@@ -1513,7 +1513,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 if (i - S >= 0) {
                     const int down = streamed_layer(&z, i - S);
                     ready[down] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
-                    if (world > 1) ready[down] = pred_run(&t, BUSY_COMM, gather_ms, ready[down]);
+                    if (world > 1) ready[down] = pred_run_coll(&t, 1, gather_ms, ready[down]);
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);

@@ -392,9 +392,10 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     fi
     # The calibration at 2 ranks also measured, with both ranks at once, each rank's copy and
     # host Adam rates and what the collectives slow the compute beside them by.  Variants of
-    # the file: without them (older files), with the compute beside collectives x1, x2, x0.5.
+    # the file: without them (older files), with the compute beside collectives x1, x2, x0.5, and
+    # beside reduce-scatters and all-gathers x2 (all-reduces x1).
     F1=$(ls "$PR_WORK"/res1/machine_*.json | head -n 1)
-    mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad"
+    mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad" "$PR_WORK/res1s2"
     python3 - "$F1" "$PR_WORK" <<'PY'
 import copy, json, os, sys
 d = json.load(open(sys.argv[1]))
@@ -423,18 +424,20 @@ def variant(name, change, quiet=True):
             change(e)
     json.dump(v, open(os.path.join(sys.argv[2], name, os.path.basename(sys.argv[1])), "w"))
 def old(e):
-    e.pop("rates"); e.pop("compute_under_collectives")
+    e.pop("rates"); e.pop("compute_under_collectives"); e.pop("compute_under_sharded_collectives")
 variant("res1old", old, quiet=False)
-variant("res1f1", lambda e: e.update(compute_under_collectives=1.0))
-variant("res1f2", lambda e: e.update(compute_under_collectives=2.0))
+variant("res1f1", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0))
+variant("res1f2", lambda e: e.update(compute_under_collectives=2.0, compute_under_sharded_collectives=1.0))
+variant("res1s2", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=2.0))
 variant("res1bad", lambda e: e.update(compute_under_collectives=0.5))
 PY
     w2=$(python3 -c 'import json, sys; e = [e for e in json.load(open(sys.argv[1]))["collectives"] if e["world"] == 2][0]
-print(e["compute_under_collectives"] >= 1, e["rates"]["host_threads"], e["rates"]["host_adam_ms_per_mparam"] > 0,
+print(e["compute_under_collectives"] >= 1 and e["compute_under_sharded_collectives"] >= 1, e["rates"]["host_threads"],
+      e["rates"]["host_adam_ms_per_mparam"] > 0,
       e["rates"]["busy_host_adam_ms_per_mparam"] > 0)' "$F1" 2>&1)
     if [ "$w2" = "True 1 True True" ] && grep -q "every rank at once, each: " "$PR_WORK/c2.out" &&
-        grep -q "with all-reduces beside it: " "$PR_WORK/c2.out"; then
-        pr_pass "--calibrate --ranks 2 also measures the compute beside collectives and each rank's rates with both at work"
+        grep -q "with all-reduces beside it: .*; with reduce-scatters and all-gathers: " "$PR_WORK/c2.out"; then
+        pr_pass "--calibrate --ranks 2 also measures the compute beside all-reduces, beside reduce-scatters and all-gathers, and each rank's rates with both at work"
     else
         pr_fail "2-rank rates and compute under collectives" "$w2 $(tail -n 3 "$PR_WORK/c2.out")"
     fi
@@ -481,6 +484,20 @@ print("ok" if ok else "bad")' <<<"$cu")
         pr_pass "compute beside collectives (x2): megatron-lm on 2 ranks slower by about its collectives' time; below 1 refused"
     else
         pr_fail "compute under collectives" "$cu / exit $brc: $bad"
+    fi
+    # beside reduce-scatters and all-gathers: ZeRO-3's collectives are all of that kind, so its
+    # step moves with that factor alone (x2: by about its collectives beside the compute) and not
+    # with the all-reduces'; ZeRO-0's all-reduces the other way round
+    cs=$(for r in res1f1 res1f2 res1s2; do pr_rows $r PR1 "-m megatron-lm --ranks 2 -l 16 --zero-stage 3" \
+             "-m megatron-lm --ranks 2 -l 16"; done | python3 -c "$PR_PY"'
+z3 = [ms(r) for r in rows[0::2]]; z0 = [ms(r) for r in rows[1::2]]; coll = busy(rows[0], "collectives")
+ok = len(rows) == 6 and coll > 0 and abs(z3[1] - z3[0]) <= 0.002 * z3[0] + 0.05 and \
+     0.3 * coll <= z3[2] - z3[0] <= 1.1 * coll + 0.2 and abs(z0[2] - z0[0]) <= 0.002 * z0[0] + 0.05 and z0[1] > z0[0]
+print("ok" if ok else "bad: ZeRO-3 %s, ZeRO-0 %s, collectives %.2f" % (z3, z0, coll))')
+    if [ "$cs" = ok ]; then
+        pr_pass "compute beside reduce-scatters and all-gathers: ZeRO-3 on 2 ranks priced by that factor alone, ZeRO-0 by the all-reduces'"
+    else
+        pr_fail "compute under sharded collectives" "$cs"
     fi
 fi
 

@@ -33,6 +33,7 @@ typedef struct pred_spans {
 typedef struct pred_timeline {
     double free_at[BUSY_KINDS]; /* when each resource is next free (ms) */
     double busy[BUSY_KINDS];    /* its busy time in the step being walked */
+    double coll_shard;          /* of busy[BUSY_COMM], reduce-scatters' and all-gathers' */
     pred_spans spans[PRED_HOST_USERS];
 } pred_timeline;
 
@@ -71,6 +72,15 @@ static inline double pred_run(pred_timeline *t, int r, double ms, double after)
     const int h = pred_host_index(r);
     if (h >= 0) pred_span_add(&t->spans[h], start, start + ms);
     return start + ms;
+}
+
+/* A collective on the collectives' stream (pred_run on BUSY_COMM): `shard` for a
+ * reduce-scatter or all-gather, 0 for an all-reduce (what each slows the compute beside it by
+ * differs: machine_rates.compute_under_shard). */
+static inline double pred_run_coll(pred_timeline *t, int shard, double ms, double after)
+{
+    if (shard) t->coll_shard += ms;
+    return pred_run(t, BUSY_COMM, ms, after);
 }
 
 /* The time within [from, to) that spans a cover, and that both a and b cover. */
@@ -185,6 +195,7 @@ static inline int pred_bound(const pred_timeline *t)
 static inline void pred_step(pred_timeline *t, double at)
 {
     for (int k = 0; k < BUSY_KINDS; k++) t->busy[k] = 0;
+    t->coll_shard = 0;
     t->free_at[BUSY_COMPUTE] = pred_max(t->free_at[BUSY_COMPUTE], at);
     /* (the spans over before it: no longer beside anything this step or later runs) */
     for (int h = 0; h < PRED_HOST_USERS; h++) {
@@ -269,13 +280,16 @@ static inline machine_rates pred_scaled(const machine_rates *measured)
 typedef void (*pred_walk_fn)(const engine_config *cfg, const machine_rates *m, const void *ctx,
                              engine_prediction *out);
 
-/* m's compute pieces with collectives beside the given share of them (m->compute_under_coll:
- * each piece stretched by the same expected amount; the collectives run beside the backward
- * mostly, but which piece pays is not modelled, only how much in all). */
-static inline void pred_compute_loaded(machine_rates *loaded, const machine_rates *m, double share)
+/* m's compute pieces with all-reduces beside the share `share` of them and reduce-scatters or
+ * all-gathers beside `shard` (m->compute_under_coll, compute_under_shard: each piece
+ * stretched by the same expected amount; the collectives run beside the backward mostly, but
+ * which piece pays is not modelled, only how much in all). */
+static inline void pred_compute_loaded(machine_rates *loaded, const machine_rates *m, double share, double shard)
 {
-    const double f = m->compute_under_coll > 1 ? 1 + (m->compute_under_coll - 1) * share : 1;
-    loaded->compute_load = share;
+    const double fr = m->compute_under_coll > 1 ? m->compute_under_coll : 1;
+    const double fs = m->compute_under_shard > 0 ? (m->compute_under_shard > 1 ? m->compute_under_shard : 1) : fr;
+    const double f = 1 + (fr - 1) * share + (fs - 1) * shard;
+    loaded->compute_load = share, loaded->compute_load_shard = shard;
     loaded->embed_fwd_ms = m->embed_fwd_ms * f, loaded->layer_fwd_ms = m->layer_fwd_ms * f;
     loaded->layer_bwd_ms = m->layer_bwd_ms * f, loaded->layer_bwd_none_ms = m->layer_bwd_none_ms * f;
     loaded->head_ms = m->head_ms * f;
@@ -295,7 +309,7 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
 {
     machine_rates loaded = *m;
     memset(loaded.overlap, 0, sizeof loaded.overlap);
-    pred_compute_loaded(&loaded, m, 0);
+    pred_compute_loaded(&loaded, m, 0, 0);
     walk(cfg, &loaded, ctx, out);
     for (int it = 0; it < 12 && out->modelled && out->ms > 0; it++) {
         double moved = 0;
@@ -307,13 +321,18 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
                 loaded.overlap[i][j] = (old + want) / 2;
                 moved = pred_max(moved, want > old ? want - old : old - want);
             }
-        const double busy_c = out->busy_ms[BUSY_COMPUTE], busy_n = out->busy_ms[BUSY_COMM] - out->coll_idle_ms;
-        const double want_c = busy_c > 0 ? (busy_n / busy_c > 1 ? 1 : busy_n / busy_c) : 0;
-        const double old_c = loaded.compute_load;
-        pred_compute_loaded(&loaded, m, (old_c + want_c) / 2);
+        /* (the collectives beside the compute by kind: what runs while the compute is idle is
+         * gemini's naive sends, none of them a reduce-scatter or all-gather) */
+        const double busy_c = out->busy_ms[BUSY_COMPUTE], beside = out->busy_ms[BUSY_COMM] - out->coll_idle_ms;
+        const double shard = pred_min(out->coll_shard_ms, beside);
+        const double cover = busy_c > 0 ? pred_min(beside / busy_c, 1) : 0;
+        const double want_s = beside > 0 ? cover * shard / beside : 0, want_c = cover - want_s;
+        const double old_c = loaded.compute_load, old_s = loaded.compute_load_shard;
+        pred_compute_loaded(&loaded, m, (old_c + want_c) / 2, (old_s + want_s) / 2);
         /* (a share of a few percent still moves the step by its whole collectives' time:
          * settled to 0.1%) */
-        moved = pred_max(moved, 10 * (want_c > old_c ? want_c - old_c : old_c - want_c));
+        moved = pred_max(moved, 10 * pred_max(want_c > old_c ? want_c - old_c : old_c - want_c,
+                                              want_s > old_s ? want_s - old_s : old_s - want_s));
         walk(cfg, &loaded, ctx, out);
         if (moved < 0.01) break;
     }
@@ -328,6 +347,7 @@ static inline void pred_done(engine_prediction *out, const pred_timeline *t, dou
     for (int k = 0; k < BUSY_KINDS; k++)
         if (t->busy[k] > out->ms) out->ms = t->busy[k];
     for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = t->busy[k];
+    out->coll_shard_ms = t->coll_shard;
     out->bound = pred_bound(t);
     out->modelled = 1;
     /* what ran beside each host-memory user within the step (a steady step's window holds a
