@@ -27,6 +27,7 @@
  * --dtype bf16 keeps them; the micro-batches' gradient sums are fp32 adds (gpt_add_f32)):
  *   GPU   embed block: params, grads, Adam m, v; resident layers: params, grads, m, v and
  *         their checkpointed inputs; S slots, each: one layer's params, grads and input;
+ *         M > 1: two layer blocks for a resident layer's micro-batch gradient, in turn;
  *         the head input x[L]; the layers' activations as --recompute keeps them (full:
  *         one layer's, recomputed; selective and none keep every layer's GEMM outputs or
  *         all on the GPU too, streamed layers included: their memory grows with L), backward scratch, head
@@ -211,7 +212,9 @@ typedef struct sh_bytes {
     size_t host_ahead; /* --clip-speculate: the second copies of params (pinned), m and v
                           of the K layers updated ahead, in all */
     size_t nvme_staging, disk_mv; /* --offload nvme: host staging; disk m, v of all streamed */
-    size_t res_fresh; /* M > 1: a resident layer's gradient of one micro-batch */
+    size_t res_fresh; /* M > 1: two blocks, a resident layer's gradient of one micro-batch in
+                         each in turn (with one, each resident layer's backward of micro-batches
+                         after the first waited for the all-reduce of the layer above) */
     size_t embed_work, host_work; /* bf16: the embedding's and the streamed layers' working
                                      copies (0 in fp32) */
 } sh_bytes;
@@ -231,7 +234,7 @@ static sh_bytes bytes_for(const sh_layout *z, const gpt_shape *sh)
     b.host_work = bf16 ? gpt_act_bytes((size_t)z->Ls * z->Sl, z->dt) : 0;
     b.work_gpu = layer_work_gpu_bytes(sh, z->rec, z->world, z->M, z->dt);
     b.work_host = layer_work_host_bytes(sh, z->world, z->M);
-    b.res_fresh = z->M > 1 ? z->PL * f : 0;
+    b.res_fresh = z->M > 1 ? 2 * z->PL * f : 0;
     b.host_params = b.host_grads = b.host_mv = (size_t)z->Ls * z->Sl * f;
     b.nvme_staging = b.disk_mv = 0;
     if (z->nvme && z->Ls) {
@@ -383,8 +386,8 @@ typedef struct stronghold_state {
     void *embed_w;                        /* bf16: the embedding's working copy (fp32: embed_p) */
     float *res_p, *res_g, *res_m, *res_v; /* R layer blocks each */
     void *res_w;                          /* bf16: their working copies (fp32: res_p) */
-    float *res_fresh;                     /* M > 1: one layer block (a micro-batch's grads) */
-    gpt_event *res_fresh_free;            /* M > 1: res_fresh has been added, may be reused */
+    float *res_fresh;                     /* M > 1: two layer blocks (a micro-batch's grads) */
+    gpt_event *res_fresh_free[2];         /* M > 1: block i has been added, may be reused */
     void *slot_p;                         /* S layer blocks each: params as the ops read them */
     float *slot_g;                        /* ... and grads */
     void *res_x, *slot_x, *x_out;         /* inputs: R, S, 1 of (N, C) */
@@ -453,7 +456,8 @@ static void stronghold_free(void *state)
     offload_streams_close(&st->io);
     layer_work_close_comm(&st->work);
     gpt_event_destroy(st->shard_up);
-    gpt_event_destroy(st->res_fresh_free);
+    gpt_event_destroy(st->res_fresh_free[0]);
+    gpt_event_destroy(st->res_fresh_free[1]);
     if (st->slot_ev)
         for (int s = 0; s < st->z.S; s++) {
             gpt_event_destroy(st->slot_ev[s].ready);
@@ -949,7 +953,8 @@ static int stronghold_init(const engine_env *env, void **state)
     if (st->z.world > 1) {
         if ((rc = gpt_event_create(env->be, &st->shard_up))) return rc;
     }
-    if (st->res_fresh && (rc = gpt_event_create(env->be, &st->res_fresh_free))) return rc;
+    for (int i = 0; i < 2 && st->res_fresh; i++)
+        if ((rc = gpt_event_create(env->be, &st->res_fresh_free[i]))) return rc;
     for (int s = 0; s < S; s++)
         if ((rc = gpt_event_create(env->be, &st->slot_ev[s].ready)) ||
             (rc = gpt_event_create(env->be, &st->slot_ev[s].fwd_done)) ||
@@ -1147,12 +1152,14 @@ static int backward(stronghold_state *st, step_result *out)
                                        st->x_out)))
         return rc;
     const int micro = st->work.micro;
-    for (int j = z->L - 1; j >= 0; j--) {
+    for (int j = z->L - 1, fresh = 0; j >= 0; j--) {
         const int is_str = streamed(st, j);
         slot_events *ev = is_str ? &st->slot_ev[slot_of(st, j)] : NULL;
-        /* A resident layer's grads of micro-batches after the first go into res_fresh (once
-         * the layer above is done with it), to be reduced and added to its sum. */
-        float *grads = !is_str && micro > 0 ? st->res_fresh : grads_of(st, j);
+        /* A resident layer's grads of micro-batches after the first go into a res_fresh block
+         * (the two in turn, once the resident layer two above is done with it), to be reduced
+         * and added to its sum. */
+        const int block = !is_str && micro > 0 ? fresh++ % 2 : 0;
+        float *grads = !is_str && micro > 0 ? st->res_fresh + (size_t)block * z->PL : grads_of(st, j);
         if (is_str) {
             /* The top S layers are still in their slots from the forward; the slot's last
              * layer in the micro-batch before (streamed index: its slot) must have sent its
@@ -1164,7 +1171,7 @@ static int backward(stronghold_state *st, step_result *out)
                        (rc = gpt_stream_memset_zero(c, grads, z->SP * sizeof(float)))) {
                 return rc;
             }
-        } else if (micro > 0 && ((rc = gpt_stream_wait_event(c, st->res_fresh_free)) ||
+        } else if (micro > 0 && ((rc = gpt_stream_wait_event(c, st->res_fresh_free[block])) ||
                                  (rc = gpt_stream_memset_zero(c, grads, z->PL * sizeof(float))))) {
             return rc;
         }
@@ -1183,7 +1190,7 @@ static int backward(stronghold_state *st, step_result *out)
                 rc = layer_work_reduce(&st->work, &st->io.spans, c, 1 + j, grads, z->PL, &fin);
             } else if (!(rc = layer_work_reduce_add(&st->work, &st->io.spans, c, 1 + j, grads,
                                                     grads_of(st, j), z->PL, &fin))) {
-                rc = gpt_event_record(st->res_fresh_free, fin);
+                rc = gpt_event_record(st->res_fresh_free[block], fin);
             }
             if (rc) return rc;
             continue;
@@ -1216,7 +1223,7 @@ static int backward(stronghold_state *st, step_result *out)
     layer_work_embed_backward(&st->work, c, sh, st->embed_g);
     if ((rc = span_end(&st->io.spans, c, span))) return rc;
     /* the embedding's grads accumulate in place over the micro-batches: reduced once; the
-     * resident layers' additions must be done before the next micro-batch reuses res_fresh
+     * resident layers' additions must be done before the next micro-batch reuses res_fresh's blocks
      * (the compute stream waits for every reduction at the last) */
     if (!layer_work_last_micro(&st->work)) return GPT_OK;
     gpt_stream *fin;
@@ -1456,7 +1463,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
         pred_step(&t, start);
         double host = start, c = start; /* the host thread's issue clock; compute */
         double reduced = start; /* the collectives' stream: the last reduction's end */
-        double res_fresh_free = start; /* M > 1, N ranks: res_fresh added (the last resident reduce) */
+        double res_fresh_free[2] = {start, start}; /* M > 1, N ranks: each res_fresh block added */
         for (int mb = 0; mb < M; mb++) {
             const int last = mb == M - 1;
             /* the first S streamed layers: later micro-batches find them in their slots still
@@ -1483,18 +1490,19 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 pred_issue_prefetches(&pf, -1, &host);
             }
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
-            for (int j = L - 1; j >= 0; j--) {
+            for (int j = L - 1, fresh = 0; j >= 0; j--) {
                 const int streamed = is_streamed(&z, j), i = streamed_index(&z, j);
-                /* a resident layer of a micro-batch after the first takes res_fresh, one buffer:
-                 * on N ranks its backward waits for the resident layer above's all-reduce and
-                 * addition, so compute and all-reduces alternate there (two H200s, l32 b2 -w 25
-                 * M 2: predicted 165.9 ms without this wait, 208.2 measured) */
-                const double res_wait = !streamed && mb > 0 && world > 1 ? res_fresh_free : c;
+                /* a resident layer of a micro-batch after the first takes a res_fresh block in
+                 * turn: on N ranks its backward waits for the all-reduce and addition of the
+                 * resident layer two above (with one block, of the layer above: compute and
+                 * all-reduces alternated, l32 b2 -w 25 M 2 on two H200s 208.2 ms) */
+                const int block = !streamed && mb > 0 ? fresh++ % 2 : 0;
+                const double res_wait = !streamed && mb > 0 && world > 1 ? res_fresh_free[block] : c;
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j),
                              streamed && i < z.Ls - S ? pred_max(c, ready[j]) : pred_max(c, res_wait));
                 if (!streamed) {
                     if (world > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);
-                    if (mb > 0) res_fresh_free = reduced;
+                    if (mb > 0) res_fresh_free[block] = reduced;
                     continue;
                 }
                 double grads_final = world > 1 ? (reduced = pred_run_coll(&t, 1, reduce_ms, c)) : c;

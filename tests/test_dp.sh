@@ -281,6 +281,7 @@ print("ok" if ok else "bad: %s median %s" % (e, d["summary"].get("collectives_ex
     dp_run mbzin 2 -l 6 -m zero-infinity --offload nvme --nvme-dir "$DP_WORK/nvme" -b 2 --global-batch 12 --iters 6 --log-interval 3
     dp_run mbsh1 2 -l 6 -m stronghold -w 1 -b 2 --global-batch 12 --iters 6 --log-interval 3
     dp_run mbsh2 2 -l 6 -m stronghold -w 2 -b 2 --global-batch 12 --iters 6 --log-interval 3
+    dp_run mbsh5 2 -l 6 -m stronghold -w 5 -b 2 --global-batch 12 --iters 6 --log-interval 3
     dp_run mbsh1r 1 -l 6 -m stronghold -w 2 -b 2 --global-batch 6 --iters 6 --log-interval 3
     dp_run mbzo1r 1 -l 6 -m zero-offload -b 2 --global-batch 6 --iters 6 --log-interval 3
     dp_same "l2l, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbl2l
@@ -290,6 +291,9 @@ print("ok" if ok else "bad: %s median %s" % (e, d["summary"].get("collectives_ex
     dp_same "zero-infinity --offload nvme, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbzin
     dp_same "stronghold -w 1, 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbsh1
     dp_same "stronghold -w 2 (resident layers), 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbsh2
+    # (-w 5: five resident layers' micro-batch gradients through the two blocks in turn, each
+    # block taken again once the all-reduce and addition of the layer two above are done)
+    dp_same "stronghold -w 5 (two gradient blocks in turn), 3 micro-batches per rank = ZeRO-2 at 2 ranks" mb2 mbsh5
     dp_same "stronghold -w 2, 3 micro-batches on one rank = ZeRO-2" mb1 mbsh1r
     # --placement spread: at l6 -w 2 layers 0 and 3 are resident, 1, 2, 4, 5 stream (the ring,
     # the host shards and the gathered parameters go by streamed index, not by layer)
