@@ -48,9 +48,10 @@ static int run_collective(void *p)
  * `coll->n` floats running beside it on the collectives' stream the whole time, against the
  * same backward alone: how much the collectives' kernels (SMs and memory bandwidth taken
  * from the compute) slow a data-parallel step's compute.  `shard`: reduce-scatters and
- * all-gathers in turn (ZeRO-3's; on two H200s they slowed a backward about half as much per
- * busy millisecond as all-reduces, which priced ZeRO-3 4-13% slow), else all-reduces; each
- * taking ms_each.  Every rank runs it in step.  The ratio, at least 1; 0 on failure. */
+ * all-gathers in turn (ZeRO-2/3's: on two H200s a backward beside them took 1.44x its time
+ * alone, beside all-reduces 1.56x; priced at the all-reduces' factor ZeRO-3 came out 4-13%
+ * slow), else all-reduces; each taking ms_each.  Every rank runs it in step.  The ratio, at
+ * least 1; 0 on failure. */
 static double measure_compute_under_coll(const run_config *run_cfg, gpt_backend *be, const coll_ctx *coll,
                                          int shard, double ms_each, const comm_world *comm)
 {
@@ -58,7 +59,7 @@ static double measure_compute_under_coll(const run_config *run_cfg, gpt_backend 
     int bad = calibrate_compute_ctx_open(run_cfg, be, &b) != 0;
     double alone = 0, t[REPS];
     if (!bad) alone = calibrate_time_ms(b.c.s, calibrate_run_layer_bwd, &b.c, &bad);
-    /* enough all-reduces queued to outlast the backward, slowed as it is (twice its time);
+    /* enough collectives queued to outlast the backward, slowed as it is (twice its time);
      * every rank must queue as many (the most any rank wants), or none if one cannot */
     bad = calibrate_any_failed(comm, bad);
     const int want = ms_each > 0 ? (int)(2 * alone / ms_each) + 2 : 2;

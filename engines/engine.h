@@ -304,7 +304,10 @@ typedef struct machine_rates {
     /* --tp T's split layer at each T the file has, a rank's share timed alone (its collectives
      * apart), forward and backward with recompute as layer_*_ms (machine_tp_split looks one up).
      * Every T is kept, not only the run's: --search predicts every T from one load. */
-    struct machine_tp_split { int t; double layer_fwd_ms, layer_bwd_ms, layer_bwd_none_ms; } tp_split[MACHINE_TP_SPLITS];
+    struct machine_tp_split {
+        int t;
+        double layer_fwd_ms, layer_bwd_ms, layer_bwd_none_ms; /* (none's: 0 in a file from before) */
+    } tp_split[MACHINE_TP_SPLITS];
     int ntp_split;
     /* megatron-lm's step against the sum of those pieces: per layer (its gradient zeroing,
      * norm and clipping go with each layer's Adam) and for the rest.  Only megatron-lm's

@@ -890,7 +890,7 @@ static int stronghold_init(const engine_env *env, void **state)
     z0.M = engine_micro_batches(env->cfg);
     sh_bytes b0 = bytes_for(&z0, sh);
     if ((b0.res_fresh && (rc = alloc_in(st, (void **)&st->res_fresh, b0.res_fresh, MEM_GPU,
-                                        "a resident layer's micro-batch gradient"))) ||
+                                        "a resident layer's micro-batch gradient (two blocks)"))) ||
         (rc = alloc_in(st, (void **)&st->embed_p, b0.embed, MEM_GPU, "embedding parameters")) ||
         (rc = alloc_in(st, (void **)&st->embed_g, b0.embed, MEM_GPU, "embedding gradients")) ||
         (rc = alloc_in(st, (void **)&st->embed_m, b0.embed, MEM_GPU, "embedding Adam m")) ||
