@@ -115,8 +115,9 @@ done
 python3 - "$work" "${models[@]}" >"$work/summary.md" <<'PY'
 import glob, json, os, sys
 work, models = sys.argv[1], sys.argv[2:]
-print("| model | options | considered | predicted | pick | pick measured ms | best measured ms (rank) | pick lost | tau | trained |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| model | options | considered | predicted | pick | pick measured ms | best measured ms (rank) | pick lost | tau | trained |"
+      " errors (within 10%) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for m in models:
     name, _, opts = m.partition(" ")
     txt = open(os.path.join(work, name + ".search.txt")).read()
@@ -130,13 +131,15 @@ for m in models:
     pick = d["configs"][0]["command"].split(" -m ")[1] if d["configs"] else "-"
     pm = next((x["measured_ms"] for x in v if x["rank"] == 1 and x.get("measured_ms")), None)
     f1 = lambda x: f"{x:.1f}" if isinstance(x, (int, float)) else str(x)
+    errs = [(x["predicted_ms"] / x["measured_ms"] - 1) * 100 for x in ok]
+    err = f"{min(errs):+.1f}% to {max(errs):+.1f}% ({sum(abs(e) <= 10 for e in errs)} of {len(errs)})" if errs else "-"
     print(f"| {name} | {opts} | {c['considered']} | {c['predicted']} | -m {pick} | {f1(pm) if pm else '-'} | "
           f"{f1(best['measured_ms']) if best else '-'} (#{best['rank'] if best else '-'}) | "
-          f"{s.get('pick_loss_pct', float('nan')):.1f}% | {s.get('kendall_tau', float('nan')):.2f} | {len(ok)}/{len(v)} |")
+          f"{s.get('pick_loss_pct', float('nan')):.1f}% | {s.get('kendall_tau', float('nan')):.2f} | {len(ok)}/{len(v)} | {err} |")
     for x in v:
         cfg = d["configs"][x["rank"] - 1]
         print(f"|  | #{x['rank']}{' (random)' if x['random'] else ''} | | | {cfg['command'].split(' -m ')[1]} | "
-              f"predicted {cfg['ms']:.1f} | {f1(x.get('measured_ms', x['status']))} | | | |")
+              f"predicted {cfg['ms']:.1f} | {f1(x.get('measured_ms', x['status']))} | | | | |")
 PY
 cat "$work/summary.md"
 echo "total: $(($(date +%s) - t0)) s"
