@@ -31,16 +31,10 @@
 /* ---- measuring ----------------------------------------------------------------------------- */
 
 /* REPS calls of run(ctx) (after one untimed warm-up) into t; *bad set when a call fails. */
-/* REPS timed calls after an untimed one.  With `ranks` (not NULL) every rank starts each call
- * together (and all stop together when one fails): the ranks' calls would otherwise drift
- * apart, and the fastest of them could be one that ran while the others had finished theirs,
- * a rate no step with every rank at work gets. */
-static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const comm_world *ranks)
+static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS])
 {
     *bad |= run(ctx) != 0;
-    for (int r = 0; r < REPS; r++) {
-        if (ranks) *bad = calibrate_any_failed(ranks, *bad);
-        if (*bad) break;
+    for (int r = 0; r < REPS && !*bad; r++) {
         const double t0 = wall_ms();
         *bad |= run(ctx) != 0;
         t[r] = wall_ms() - t0;
@@ -51,7 +45,7 @@ static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const 
 double calibrate_median_ms(timed_fn run, void *ctx, int *bad)
 {
     double t[REPS];
-    timed_reps(run, ctx, bad, t, NULL);
+    timed_reps(run, ctx, bad, t);
     return *bad ? 0 : median_of(t, REPS);
 }
 
@@ -81,10 +75,10 @@ static double min_of(const double *t, int n)
  * share the same few cores in a run, and their typical rate describes it (its predictions
  * came out 13-23% short with the fastest). */
 static double host_rate_of(const double *t, int gpu) { return gpu ? min_of(t, REPS) : median_of(t, REPS); }
-double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu, const comm_world *ranks)
+double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu)
 {
     double t[REPS];
-    timed_reps(run, ctx, bad, t, ranks);
+    timed_reps(run, ctx, bad, t);
     return *bad ? 0 : host_rate_of(t, gpu);
 }
 
@@ -418,15 +412,13 @@ static int run_host_copy(void *p)
  * meanwhile; the Adam's wall time and each direction's (events) give the rates under that
  * load (of REPS rounds, as calibrate_host_ms).  A direction not run leaves its rate alone. */
 static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, int copies, int reps, int gpu,
-                        const comm_world *ranks, double *h2d_gbs, double *d2h_gbs, double *adam_ms_per_mparam)
+                        double *h2d_gbs, double *d2h_gbs, double *adam_ms_per_mparam)
 {
     gpt_event *ev[4] = {NULL, NULL, NULL, NULL};
     int bad = 0;
     for (int i = 0; i < 4; i++) bad |= gpt_event_create(be, &ev[i]) != 0;
     double in[REPS], out[REPS], adam[REPS];
-    for (int r = 0; r < REPS; r++) {
-        if (ranks) bad = calibrate_any_failed(ranks, bad); /* (each round together: timed_reps) */
-        if (bad) break;
+    for (int r = 0; r < REPS && !bad; r++) {
         bad |= (c->h2d && gpt_event_record(ev[0], c->h2d)) || (c->d2h && gpt_event_record(ev[1], c->d2h));
         for (int k = 0; k < copies && !bad; k++)
             bad |= (c->h2d && gpt_memcpy_h2d(c->h2d, c->d_in, c->h_in, c->bytes)) ||
@@ -497,16 +489,16 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
         /* each way moves `bytes` in its time; both ways at once, each way moves `bytes` too */
         bad |= calibrate_in_step(ranks);
-        const double both_ms = calibrate_host_ms(run_copies, &both_ways, &bad, gpu, ranks);
+        const double both_ms = calibrate_host_ms(run_copies, &both_ways, &bad, gpu);
         bad |= calibrate_in_step(ranks);
-        h2d = bytes / (calibrate_host_ms(run_copies, &in, &bad, gpu, ranks) * 1e6);
+        h2d = bytes / (calibrate_host_ms(run_copies, &in, &bad, gpu) * 1e6);
         bad |= calibrate_in_step(ranks);
-        d2h = bytes / (calibrate_host_ms(run_copies, &out, &bad, gpu, ranks) * 1e6);
+        d2h = bytes / (calibrate_host_ms(run_copies, &out, &bad, gpu) * 1e6);
         both = bytes / (both_ms * 1e6);
         host_ctx h = {pool, {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
                              .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f}};
         bad |= calibrate_in_step(ranks);
-        const double adam_ms = calibrate_host_ms(run_host_adam, &h, &bad, gpu, ranks);
+        const double adam_ms = calibrate_host_ms(run_host_adam, &h, &bad, gpu);
         adam = adam_ms / (n / 1e6);
         /* the bf16 engines' update: the same, writing the bf16 working copy too (30 B per
          * parameter, not 28) */
@@ -514,26 +506,26 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
             host_ctx hw = h;
             hw.job.params_bf16 = w;
             bad |= calibrate_in_step(ranks);
-            adam_bf16 = calibrate_host_ms(run_host_adam, &hw, &bad, gpu, ranks) / (n / 1e6);
+            adam_bf16 = calibrate_host_ms(run_host_adam, &hw, &bad, gpu) / (n / 1e6);
         }
         bad |= calibrate_in_step(ranks);
-        copy = n * sizeof *p / (calibrate_host_ms(run_host_copy, &h, &bad, gpu, ranks) * 1e6);
+        copy = n * sizeof *p / (calibrate_host_ms(run_host_copy, &h, &bad, gpu) * 1e6);
         /* as many copies each way as three Adam runs take alone, so the two overlap */
         enum { BUSY_ADAM_RUNS = 3 };
         const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam_ms / both_ms + 0.5) : 1;
-        bad = calibrate_any_failed(ranks, bad); /* (measure_busy's rounds are in step: all or none) */
+        bad |= calibrate_in_step(ranks);
         if (!bad)
-            bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, &busy_h2d,
+            bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &busy_h2d,
                                 &busy_d2h, &busy_adam) != 0;
         /* and each direction with the host Adam alone beside it (as many copies as the three
          * Adam runs take: one way at a time moves about as fast as each of both ways) */
-        bad = calibrate_any_failed(ranks, bad);
+        bad |= calibrate_in_step(ranks);
         if (!bad)
-            bad |= measure_busy(be, &in, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, &adam_h2d, &unused,
+            bad |= measure_busy(be, &in, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &adam_h2d, &unused,
                                 &adam_with_h2d) != 0;
-        bad = calibrate_any_failed(ranks, bad);
+        bad |= calibrate_in_step(ranks);
         if (!bad)
-            bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, &unused, &adam_d2h,
+            bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &unused, &adam_d2h,
                                 &adam_with_d2h) != 0;
     }
     const int threads = pool ? cpu_adam_threads(pool) : 0;

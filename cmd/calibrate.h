@@ -23,9 +23,8 @@ typedef int (*timed_fn)(void *ctx);
 /* The median ms of REPS calls of run(ctx); *bad set when a call fails. */
 double calibrate_median_ms(timed_fn run, void *ctx, int *bad);
 /* The ms of REPS calls of run(ctx) a host rate is taken from: the fastest on a GPU machine,
- * the median on the CPU backend (calibrate.c says why); *bad set when a call fails.  With
- * `ranks` (not NULL: every rank calls it) each call starts on every rank together. */
-double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu, const comm_world *ranks);
+ * the median on the CPU backend (calibrate.c says why); *bad set when a call fails. */
+double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu);
 /* A latency (ms) and a rate (GB/s) from two timed sizes: t = latency + bytes / rate. */
 void calibrate_fit_latency_rate(double small, double large, double small_ms, double large_ms, double *lat_ms,
                                 double *gbs);

@@ -54,8 +54,8 @@ int calibrate_measure_disk(const run_config *run_cfg, gpt_backend *be, cJSON *en
     double wr = 0, rd = 0;
     if (!bad) {
         disk_ctx w = {t, off, buf, bytes, piece, 1}, r = {t, off, buf, bytes, piece, 0};
-        wr = bytes / (calibrate_host_ms(run_disk, &w, &bad, gpu, NULL) * 1e6);
-        rd = bytes / (calibrate_host_ms(run_disk, &r, &bad, gpu, NULL) * 1e6);
+        wr = bytes / (calibrate_host_ms(run_disk, &w, &bad, gpu) * 1e6);
+        rd = bytes / (calibrate_host_ms(run_disk, &r, &bad, gpu) * 1e6);
     }
     free(buf);
     disk_tier_close(t);
@@ -110,7 +110,7 @@ static int measure_ckpt_home(const run_config *run_cfg, gpt_backend *be, size_t 
               gpt_host_alloc_pinned(be, &host, bytes) || gpt_stream_memset_zero(s, dev, bytes);
     if (!bad) {
         ckpt_home_ctx c = {s, sums, dev, host, floats, chunk};
-        *gbs = bytes / (calibrate_host_ms(run_ckpt_home, &c, &bad, gpu, NULL) * 1e6);
+        *gbs = bytes / (calibrate_host_ms(run_ckpt_home, &c, &bad, gpu) * 1e6);
     }
     if (host) gpt_host_free_pinned(be, host);
     if (sums) be->ops->dev_free(be, sums);
