@@ -121,37 +121,25 @@ static void run_layer_fwd(void *p)
     for (int k = 0; k < LAYER_COPIES; k++)
         gpt_layer_forward_tp(c->s, c->sh, c->tp, layer_params(c, k), c->x_in, c->x_out, &c->acts, &c->scratch);
 }
-/* A layer's backward with recompute, and what a step does per layer besides: its gradients
- * zeroed and their squared norm taken. */
-void calibrate_run_layer_bwd(void *p)
+/* A layer's backward recomputing as `mode` does, and what a step does per layer besides: its
+ * gradients zeroed and their squared norm taken.  (c->acts carved whole serve every mode: full
+ * reruns the forward into them; none reads them as its forward saved them, (N, 15C) and more,
+ * far past a GPU's L2 at the shapes --predict is asked about, so from memory as a step does.) */
+static void run_layer_bwd_as(compute_ctx *c, gpt_recompute mode)
 {
-    compute_ctx *c = p;
+    gpt_layer_acts acts = c->acts;
+    acts.recompute = mode;
     for (int k = 0; k < LAYER_COPIES; k++) {
         float *g = c->lg + (size_t)k * c->PL;
         gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
-        /* (c->acts carved whole: their backward recomputes in full) */
-        gpt_layer_backward_tp(c->s, c->sh, c->tp, layer_params(c, k), g, c->x_in, c->dres, &c->acts, &c->scratch,
+        gpt_layer_backward_tp(c->s, c->sh, c->tp, layer_params(c, k), g, c->x_in, c->dres, &acts, &c->scratch,
                               GPT_GRAD_ACCUMULATE);
         gpt_norm_squared(c->s, c->norm_out, g, c->PL);
     }
 }
-/* A layer's backward under --recompute none: over the activations its forward saved (one
- * carve, (N, 15C) and more, far past a GPU's L2 at the shapes --predict is asked about: each
- * backward reads them from memory as a step's does), recomputing nothing, and the same per-layer
- * work as above. */
-static void run_layer_bwd_none(void *p)
-{
-    compute_ctx *c = p;
-    gpt_layer_acts saved = c->acts;
-    saved.recompute = GPT_RECOMPUTE_NONE;
-    for (int k = 0; k < LAYER_COPIES; k++) {
-        float *g = c->lg + (size_t)k * c->PL;
-        gpt_stream_memset_zero(c->s, g, c->PL * sizeof(float));
-        gpt_layer_backward_tp(c->s, c->sh, c->tp, layer_params(c, k), g, c->x_in, c->dres, &saved, &c->scratch,
-                              GPT_GRAD_ACCUMULATE);
-        gpt_norm_squared(c->s, c->norm_out, g, c->PL);
-    }
-}
+void calibrate_run_layer_bwd(void *p) { run_layer_bwd_as(p, GPT_RECOMPUTE_FULL); }
+/* --recompute none's backward: recomputing nothing. */
+static void run_layer_bwd_none(void *p) { run_layer_bwd_as(p, GPT_RECOMPUTE_NONE); }
 /* --recompute selective's recompute of a layer, alone (what its backward adds to none's). */
 static void run_layer_recompute_selective(void *p)
 {
@@ -299,17 +287,16 @@ static int measure_compute(const run_config *run_cfg, gpt_backend *be, cJSON *en
     int bad = 0;
     if (calibrate_compute_ctx_open(run_cfg, be, &b) == 0) {
         compute_ctx *c = &b.c;
-        const struct { const char *name; issue_fn fn; } parts[] = {
-            {"embed_fwd_ms", run_embed_fwd}, {"layer_fwd_ms", run_layer_fwd}, {"layer_bwd_ms", calibrate_run_layer_bwd},
-            {"head_ms", run_head}, {"embed_bwd_ms", run_embed_bwd},
-            {"layer_recompute_selective_ms", run_layer_recompute_selective}, {"layer_bwd_none_ms", run_layer_bwd_none},
+        /* (per_layer: the piece runs LAYER_COPIES layers, and one layer's time is recorded) */
+        const struct { const char *name; issue_fn fn; int per_layer; } parts[] = {
+            {"embed_fwd_ms", run_embed_fwd, 0}, {"layer_fwd_ms", run_layer_fwd, 1},
+            {"layer_bwd_ms", calibrate_run_layer_bwd, 1}, {"head_ms", run_head, 0}, {"embed_bwd_ms", run_embed_bwd, 0},
+            {"layer_recompute_selective_ms", run_layer_recompute_selective, 1},
+            {"layer_bwd_none_ms", run_layer_bwd_none, 1},
         };
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-            const int per_layer = parts[i].fn == run_layer_fwd || parts[i].fn == calibrate_run_layer_bwd ||
-                                  parts[i].fn == run_layer_recompute_selective || parts[i].fn == run_layer_bwd_none;
-            cJSON_AddNumberToObject(entry, parts[i].name,
-                                    calibrate_time_ms(c->s, parts[i].fn, c, &bad) / (per_layer ? LAYER_COPIES : 1));
-        }
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            cJSON_AddNumberToObject(entry, parts[i].name, calibrate_time_ms(c->s, parts[i].fn, c, &bad) /
+                                                              (parts[i].per_layer ? LAYER_COPIES : 1));
         cJSON_AddNumberToObject(entry, "gpu_adam_ms_per_mparam",
                                 calibrate_time_ms(c->s, run_adam, c, &bad) / (c->PL / 1e6));
         if (bad) fprintf(stderr, "aebench: --calibrate: a timed op failed on the backend\n");

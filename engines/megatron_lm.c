@@ -1063,6 +1063,10 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     pred_timeline t = {0}, pcomm = {0};
     double pc = 0, c = 0, gc = 0;
     const double gather_layer = world > 1 ? pred_coll_ms(m->ag_ms, m->ag_gbs, PL) : 0;
+    /* a block's gradient reduction: reduce-scattered at stages 2-3, else all-reduced */
+    const int shard_grads = stage >= 2;
+    const double reduce_lat = shard_grads ? m->rs_ms : m->ar_ms, reduce_gbs = shard_grads ? m->rs_gbs : m->ar_gbs;
+    const double reduce_layer = pred_coll_ms(reduce_lat, reduce_gbs, PL), reduce_embed = pred_coll_ms(reduce_lat, reduce_gbs, PE);
     if (stage == 3) pc = pred_run_coll(&pcomm, 1, pred_coll_ms(m->ag_ms, m->ag_gbs, PE), 0);
     for (int i = 0; i < M; i++) {
         const int last = i == M - 1;
@@ -1085,20 +1089,17 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
                 pc = pred_run_coll(&pcomm, 1, gather_layer, slot_free[j + 2]);
                 ready = pred_max(c, pc);
             }
-            if (stage >= 2 && j < L - 2) ready = pred_max(ready, grad_free[j + 2]); /* its grad slot */
+            if (shard_grads && j < L - 2) ready = pred_max(ready, grad_free[j + 2]); /* its grad slot */
             c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j), ready);
             slot_free[j] = c;
-            if (world > 1 && (stage >= 2 || last)) {
-                gc = pred_run_coll(&t, stage >= 2, stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PL)
-                                                              : pred_coll_ms(m->ar_ms, m->ar_gbs, PL), c);
-                if (stage >= 2) grad_free[j] = gc;
+            if (world > 1 && (shard_grads || last)) {
+                gc = pred_run_coll(&t, shard_grads, reduce_layer, c);
+                if (shard_grads) grad_free[j] = gc;
             }
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
     }
-    if (world > 1)
-        gc = pred_run_coll(&t, stage >= 2,
-                           stage >= 2 ? pred_coll_ms(m->rs_ms, m->rs_gbs, PE) : pred_coll_ms(m->ar_ms, m->ar_gbs, PE), c);
+    if (world > 1) gc = pred_run_coll(&t, shard_grads, reduce_embed, c);
     c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / world), pred_max(c, gc));
     double end = c;
     if (stage == 1 || stage == 2) /* every block gathered after the update */

@@ -1158,8 +1158,8 @@ static int backward(stronghold_state *st, step_result *out)
         /* A resident layer's grads of micro-batches after the first go into a res_fresh block
          * (the two in turn, once the resident layer two above is done with it), to be reduced
          * and added to its sum. */
-        const int block = !is_str && micro > 0 ? fresh++ % 2 : 0;
-        float *grads = !is_str && micro > 0 ? st->res_fresh + (size_t)block * z->PL : grads_of(st, j);
+        const int into_fresh = !is_str && micro > 0, block = into_fresh ? fresh++ % 2 : 0;
+        float *grads = into_fresh ? st->res_fresh + (size_t)block * z->PL : grads_of(st, j);
         if (is_str) {
             /* The top S layers are still in their slots from the forward; the slot's last
              * layer in the micro-batch before (streamed index: its slot) must have sent its
