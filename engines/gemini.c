@@ -54,8 +54,8 @@
  *   d2h       each peer chunk received, once it is in, into that peer's slot; its checksums
  *   verify    after a slot's last copy (an event): a host task marks its version complete
  *             (recovery checks the data against the checksums before it trusts a version);
- *             a version is rewritten only after that mark (the host waits on its event,
- *             which has passed unless the copies fall a whole step behind)
+ *             a version is marked "writing" only after the other version's marks (the
+ *             host waits on their event), so one version is always complete
  * When (--gemini-mode):
  *   none        never (megatron-lm's step; --ckpt-dir alone is traditional checkpointing)
  *   (any mode trains the iterations before --gemini-ckpt-from as none: the artifact's runs
@@ -1036,9 +1036,12 @@ static int ckpt_begin(gemini_state *st, int it, step_result *out)
     st->last_version = v;
     gpt_stream *cs = coll_stream(st->comm);
     int rc;
-    /* version v's last checksums (two checkpoints ago) must be done before it is rewritten
-     * (the host waits only if checksumming falls a whole step behind) */
-    if ((rc = gpt_event_sync(st->ev_verified[v]))) return rc;
+    /* the version before must be marked complete before version v is marked "writing":
+     * otherwise a failure in between finds neither version valid (seen on a busy 2-core
+     * machine, where the verify stream's host task trailed the copies it follows).  The
+     * verify stream runs in order, so this also covers version v's own last marks; the host
+     * waits only if the marking falls behind the copies, which the step before waited for */
+    if ((rc = gpt_event_sync(st->ev_verified[(v + CKPT_VERSIONS - 1) % CKPT_VERSIONS]))) return rc;
     if ((rc = gpt_event_record(st->ev_step, st->shard.compute)) || (rc = gpt_stream_wait_event(cs, st->ev_step)) ||
         (rc = gpt_stream_wait_event(st->d2h, st->ev_step)) || (rc = gpt_stream_wait_event(st->own_d2h, st->ev_step)))
         return rc;
