@@ -395,7 +395,7 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     # the file: without them (older files), with the compute beside collectives x1, x2, x0.5, and
     # beside reduce-scatters and all-gathers x2 (all-reduces x1).
     F1=$(ls "$PR_WORK"/res1/machine_*.json | head -n 1)
-    mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad" "$PR_WORK/res1s2"
+    mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad" "$PR_WORK/res1s2" "$PR_WORK/res1bf"
     python3 - "$F1" "$PR_WORK" <<'PY'
 import copy, json, os, sys
 d = json.load(open(sys.argv[1]))
@@ -430,6 +430,11 @@ variant("res1f1", lambda e: e.update(compute_under_collectives=1.0, compute_unde
 variant("res1f2", lambda e: e.update(compute_under_collectives=2.0, compute_under_sharded_collectives=1.0))
 variant("res1s2", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=2.0))
 variant("res1bad", lambda e: e.update(compute_under_collectives=0.5))
+# res1f1 with a bf16 entry timed as the fp32 one: what differs is only what the collectives move
+variant("res1bf", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0))
+bf = json.load(open(os.path.join(sys.argv[2], "res1bf", os.path.basename(sys.argv[1]))))
+bf["compute"].append(dict(bf["compute"][0], dtype="bf16"))
+json.dump(bf, open(os.path.join(sys.argv[2], "res1bf", os.path.basename(sys.argv[1])), "w"))
 PY
     w2=$(python3 -c 'import json, sys; e = [e for e in json.load(open(sys.argv[1]))["collectives"] if e["world"] == 2][0]
 print(e["compute_under_collectives"] >= 1 and e["compute_under_sharded_collectives"] >= 1, e["rates"]["host_threads"],
@@ -498,6 +503,24 @@ print("ok" if ok else "bad: ZeRO-3 %s, ZeRO-0 %s, collectives %.2f" % (z3, z0, c
         pr_pass "compute beside reduce-scatters and all-gathers: ZeRO-3 on 2 ranks priced by that factor alone, ZeRO-0 by the all-reduces'"
     else
         pr_fail "compute under sharded collectives" "$cs"
+    fi
+    # what megatron-lm's collectives move: ZeRO-1's all-gather after the update (its collectives
+    # less ZeRO-0's) moves the working weights, half the bytes in bf16; ZeRO-0's all-reduces the
+    # fp32 gradient, half with --grad-reduce-dtype bf16; each collective's latency (the file's
+    # 0.5 ms, one per block: L + 1) stays.  (Priced at 4 bytes a parameter, bf16 ZeRO-2 was
+    # predicted +15.1% on two H200s.)
+    bw=$(pr_rows res1bf PR1 "-m megatron-lm --ranks 2 -l 400 --zero-stage 0" "-m megatron-lm --ranks 2 -l 400 --zero-stage 1" \
+            "-m megatron-lm --ranks 2 -l 400 --zero-stage 0 --dtype bf16" "-m megatron-lm --ranks 2 -l 400 --zero-stage 1 --dtype bf16" \
+            "-m megatron-lm --ranks 2 -l 400 --zero-stage 0 --dtype bf16 --grad-reduce-dtype bf16" | python3 -c "$PR_PY"'
+c = [busy(r, "collectives") for r in rows]
+lat = 401 * 0.5
+ok = len(rows) == 5 and c[1] - c[0] - lat > 10 and abs((c[3] - c[2] - lat) / (c[1] - c[0] - lat) - 0.5) < 0.02 and \
+     abs(c[2] - c[0]) < 0.01 * c[0] and abs((c[4] - lat) / (c[2] - lat) - 0.5) < 0.02
+print("ok" if ok else "bad: collectives %s" % c)')
+    if [ "$bw" = ok ]; then
+        pr_pass "megatron-lm on 2 ranks: bf16 gathers priced at 2 bytes a parameter, the fp32 gradient's reductions at 4 (--grad-reduce-dtype bf16: 2)"
+    else
+        pr_fail "bytes a collective moves" "$bw"
     fi
 fi
 
