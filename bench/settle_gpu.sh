@@ -44,24 +44,31 @@ done
 python3 - "$out" "${configs[@]}" <<'EOF' | tee "$out/table.md"
 import glob, json, re, statistics, sys
 out = sys.argv[1]
-print("| configuration | ranks | predicted ms | measured ms | error | compute busy ms: predicted / measured |"
-      " collectives busy ms: predicted / measured |")
-print("|---|---|---|---|---|---|---|")
+# each resource's busy ms per step, predicted (--predict's breakdown) / measured (the steady
+# steps' median): which one the model has wrong, where the step time is off
+kinds = (("compute", "compute"), ("h2d", "h2d"), ("d2h", "d2h"), ("host adam", "host_adam"), ("collectives", None))
+print("| configuration | ranks | predicted ms | measured ms | error | " +
+      " | ".join(f"{k} busy ms: predicted / measured" for k, _ in kinds) + " |")
+print("|---|---|---|---|---|" + "---|" * len(kinds))
 for c in sys.argv[2:]:
     tag, np, opts = c.split(" ", 2)
     f = glob.glob(f"{out}/res_{tag}/*.json")
     d = json.load(open(f[0])) if f else None
     meas = d["summary"]["steady_median_ms"] if d else None
     its = d["iterations"][d["summary"]["steady_from_iteration"] - 1:] if d else []
-    busy = lambda k: statistics.median(i.get("busy_ms", {}).get(k, 0) for i in its) if its else 0
-    coll = statistics.median(i.get("collectives_busy_ms", 0) for i in its) if its else 0
-    text = open(f"{out}/pred_{tag}.txt").read()
+    def measured(key):
+        if not its: return 0
+        if key is None: return statistics.median(i.get("collectives_busy_ms", 0) for i in its)
+        return statistics.median(i.get("busy_ms", {}).get(key, 0) for i in its)
+    text = next((l for l in open(f"{out}/pred_{tag}.txt") if l.startswith("predict ")), "")
     m = re.search(r"predict \S+ +([0-9.]+) ms/it", text)
-    pc, pn = re.search(r"compute ([0-9.]+)", text), re.search(r"collectives ([0-9.]+)", text)
     pred = float(m[1]) if m else None
     err = f"{100 * (pred / meas - 1):+.1f}%" if pred and meas else "-"
-    print(f"| {opts} | {np} | {pred} | {meas and round(meas, 1)} | {err} | {pc[1] if pc else '-'} / {busy('compute'):.1f} |"
-          f" {pn[1] if pn else '-'} / {coll:.1f} |")
+    cells = []
+    for name, key in kinds:
+        p = re.search(name + r" ([0-9.]+)", text.split("|")[3]) if text.count("|") >= 3 else None
+        cells.append(f"{p[1] if p else '-'} / {measured(key):.1f}")
+    print(f"| {opts} | {np} | {pred} | {meas and round(meas, 1)} | {err} | " + " | ".join(cells) + " |")
 EOF
 cp "$out/table.md" "$dest/settle_table.md"
 echo "total: $(( $(date +%s) - t0 )) s"
