@@ -86,6 +86,32 @@ def replay(search_json, machine, results):
               f"{sum(abs(e) <= 10 for e in errs)} of {len(errs)} within 10%; pick among the trained #{rows[pick][0]} "
               f"lost {(meas[pick] / best - 1) * 100:.1f}% to the fastest measured", end="")
     print()
+    search_again(d, machine, results, {r[2]: r[5] for r in rows})
+
+
+def search_again(d, machine, results, measured):
+    """The search itself again from the same file: its new top five, with what each measured
+    where it was trained (the pick of a changed model may be one the GPU call did not run)."""
+    s = d["search"]
+    cmd = [AEBENCH, "--search", "--machine", machine, "--device", "cpu", "--results", results, "--top", "5",
+           "-l", str(s["layers"]), "-h", str(s["hidden"]), "--heads", str(s["heads"]), "--seq", str(s["seq"]),
+           "--vocab", str(s["vocab"]), "--dtype", s["dtype"], "--global-batch", str(s["global_batch"])]
+    if s.get("world", 1) > 1:
+        cmd += ["--ranks", str(s["world"])]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    top = [l.split() for l in out.stdout.splitlines() if l.strip()[:1].isdigit() and " -m " in l]
+    if not top:
+        raise SystemExit(f"replay: no search from {' '.join(cmd)}:\n{out.stdout}{out.stderr}")
+    best = min(measured.values())
+    print("\nthe search again, its top five now:\n")
+    print("| # | configuration | predicted ms | measured ms |")
+    print("|---|---|---|---|")
+    for w in top:
+        line = " ".join(w)
+        what = line.split(" -m ", 1)[1]
+        meas = measured.get(what)
+        shown = f"{meas:.1f} ({(meas / best - 1) * 100:+.1f}% of the fastest trained)" if meas else "not trained"
+        print(f"| {w[0]} | {what} | {float(w[1]):.1f} | {shown} |")
 
 
 def main(argv):
