@@ -395,7 +395,8 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     # the file: without them (older files), with the compute beside collectives x1, x2, x0.5, and
     # beside reduce-scatters and all-gathers x2 (all-reduces x1).
     F1=$(ls "$PR_WORK"/res1/machine_*.json | head -n 1)
-    mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad" "$PR_WORK/res1s2" "$PR_WORK/res1bf"
+    mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad" "$PR_WORK/res1s2" "$PR_WORK/res1bf" \
+        "$PR_WORK/res1copies"
     python3 - "$F1" "$PR_WORK" <<'PY'
 import copy, json, os, sys
 d = json.load(open(sys.argv[1]))
@@ -430,6 +431,19 @@ variant("res1f1", lambda e: e.update(compute_under_collectives=1.0, compute_unde
 variant("res1f2", lambda e: e.update(compute_under_collectives=2.0, compute_under_sharded_collectives=1.0))
 variant("res1s2", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=2.0))
 variant("res1bad", lambda e: e.update(compute_under_collectives=0.5))
+# res1f1 with collectives slow enough that their stream bounds the offload engines' steps
+# and copies slow enough to matter beside them (the compute a tenth of the quiet machine's)
+def slow(e):
+    e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0, all_gather_gbs=0.5,
+             reduce_scatter_gbs=0.5, all_reduce_gbs=0.5)
+    for k in ("h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "busy_h2d_gbs", "busy_d2h_gbs", "adam_h2d_gbs",
+              "adam_d2h_gbs"):
+        e["rates"][k] = 0.5
+variant("res1copies", slow)
+sl = os.path.join(sys.argv[2], "res1copies", os.path.basename(sys.argv[1]))
+v = json.load(open(sl))
+v["compute"][0].update({k: x / 10 for k, x in QUIET_COMPUTE.items() if k.endswith("_ms") or k.endswith("mparam")})
+json.dump(v, open(sl, "w"))
 # res1f1 with a bf16 entry timed as the fp32 one: what differs is only what the collectives move
 variant("res1bf", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0))
 bf = json.load(open(os.path.join(sys.argv[2], "res1bf", os.path.basename(sys.argv[1]))))
@@ -517,6 +531,26 @@ lat = 401 * 0.5
 ok = len(rows) == 5 and c[1] - c[0] - lat > 10 and abs((c[3] - c[2] - lat) / (c[1] - c[0] - lat) - 0.5) < 0.02 and \
      abs(c[2] - c[0]) < 0.01 * c[0] and abs((c[4] - lat) / (c[2] - lat) - 0.5) < 0.02
 print("ok" if ok else "bad: collectives %s" % c)')
+    # micro-batches after the first bring each layer's sum so far up on the collectives' stream,
+    # behind its reduce-scatter, on N ranks (layer_work_add_earlier): with the collectives
+    # bounding the step, two micro-batches take longer than twice one by a good part of those
+    # copies (the h2d busy time two add beyond twice one's), which hold that stream; walked
+    # beside it, as before, they took less than twice one (the engines' errors on two H200s at
+    # 4 micro-batches: -9..-16% so)
+    for e in l2l "stronghold -w 1 --clip-speculate 0" zero-infinity; do
+        lr=$(pr_rows res1copies PR1 "-m $e --ranks 2 -l 16 --global-batch 4" "-m $e --ranks 2 -l 16 --global-batch 8" |
+             python3 -c "$PR_PY"'
+one, two = rows
+landing = busy(two, "h2d") - 2 * busy(one, "h2d")
+bound = "bound: collectives" in one and "bound: collectives" in two
+ok = len(rows) == 2 and bound and landing > 0 and ms(two) - 2 * ms(one) >= 0.3 * landing
+print("ok" if ok else "bad: %s ms against twice %s, landings %.1f ms (%s)" % (ms(two), ms(one), landing, rows))')
+        if [ "$lr" = ok ]; then
+            pr_pass "$e on 2 ranks, 2 micro-batches: each layer's sum so far comes up on the collectives' stream, after its reduce-scatter"
+        else
+            pr_fail "$e micro-batch landing on the collectives' stream" "$lr"
+        fi
+    done
     if [ "$bw" = ok ]; then
         pr_pass "megatron-lm on 2 ranks: bf16 gathers priced at 2 bytes a parameter, the fp32 gradient's reductions at 4 (--grad-reduce-dtype bf16: 2)"
     else

@@ -112,6 +112,18 @@ static inline double pred_copy_on_compute(pred_timeline *t, int r, double ms, do
     return pred_max(compute, after) + ms;
 }
 
+/* The same on N ranks, where layer_work_add_earlier issues that copy on the collectives' stream
+ * behind the layer's reduce-scatter: it waits in that stream's queue and holds it (the next
+ * collectives, the prefetches' all-gathers among them, wait for it), its time counts as r's
+ * busy time, and it is not queued behind r's own stream.  Its end. */
+static inline double pred_copy_on_collectives(pred_timeline *t, int r, double ms, double after)
+{
+    t->busy[r] += ms;
+    const double start = pred_max(t->free_at[BUSY_COMM], after);
+    t->free_at[BUSY_COMM] = start + ms;
+    return start + ms;
+}
+
 /* ms of a pinned copy of n floats each way, and of the host Adam on n parameters.  The two
  * copy directions and the host Adam share host memory's bandwidth, and each piece is costed
  * by what ran beside it in the walk (m->overlap, from pred_settle): its time alone, with one
