@@ -668,11 +668,8 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j),
                              pred_max(c, pred_max(in, home[j + 1])));
                 double reduced = world > 1 ? pred_run_coll(&t, 1, reduce_ms, c) : c;
-                /* micro-batches after the first: the earlier ones' sum comes up and is added, on
-                 * the stream the grads are final on (layer_work_add_earlier): one rank's compute
-                 * stream, N ranks' collectives stream behind the reduce-scatter */
-                if (i > 0 && world > 1) reduced = pred_copy_on_collectives(&t, BUSY_H2D, landing_ms, home[j]);
-                else if (i > 0) reduced = c = pred_copy_on_compute(&t, BUSY_H2D, landing_ms, c, home[j]);
+                /* micro-batches after the first: the earlier ones' sum comes up and is added */
+                if (i > 0) reduced = pred_add_earlier(&t, landing_ms, world, &c, home[j]);
                 home[j] = pred_run(&t, BUSY_D2H, out_ms, reduced);
                 if (!clip && last) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
                 if (j > 0) {

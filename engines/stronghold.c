@@ -1512,11 +1512,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                  * at l80/l96 on the H100: -11..+4% of measured so, +11..+27% queued; zero-offload
                  * is the other way round, see there); on N ranks the collectives', behind the
                  * reduce-scatter (the prefetches' gathers queue behind it there) */
-                if (mb > 0 && world == 1) {
-                    grads_final = c = pred_copy_on_compute(&t, BUSY_H2D, landing_ms, c, home[j]);
-                } else if (mb > 0) {
-                    grads_final = reduced = pred_copy_on_collectives(&t, BUSY_H2D, landing_ms, home[j]);
-                }
+                if (mb > 0) grads_final = reduced = pred_add_earlier(&t, landing_ms, world, &c, home[j]);
                 home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
                 if (!clip && last) adam_done[j] = pred_host_update(&t, m, adam_ms, mv, mv, home[j]);
                 if (i - S >= 0) {

@@ -904,13 +904,8 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
                     c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, layer),
                                  pred_max(c, pred_max(in, bucket_free[b])));
                     double reduced = world > 1 ? pred_run_coll(&t, 1, reduce_ms, c) : c;
-                    /* micro-batches after the first: the layer's sum so far comes up to be added,
-                     * on the stream the grads are final on (layer_work_add_earlier): one rank's
-                     * compute stream, N ranks' collectives stream behind the reduce-scatter */
-                    if (k > 0 && world > 1)
-                        reduced = pred_copy_on_collectives(&t, BUSY_H2D, landing_ms, home[1 + layer]);
-                    else if (k > 0)
-                        reduced = c = pred_copy_on_compute(&t, BUSY_H2D, landing_ms, c, home[1 + layer]);
+                    /* micro-batches after the first: the layer's sum so far comes up to be added */
+                    if (k > 0) reduced = pred_add_earlier(&t, landing_ms, world, &c, home[1 + layer]);
                     bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, reduced);
                     /* nvme: the sum goes on to disk, which the update reads it back from */
                     if (nvme && last) home[1 + layer] = pred_run(&t, BUSY_DISK, pred_disk_write_ms(m, (double)z.Sl), home[1 + layer]);
