@@ -10,13 +10,17 @@ mkdir -p "$IT"
 IT_TINY=(--device cpu -l 2 -h 64 --heads 4 --seq 32 -b 2 --vocab 512)
 
 # it_start DIR CMD...: CMD in the background in DIR (stdout DIR/out, stderr DIR/err), with job
-# control on: a script's background job would otherwise be started with SIGINT ignored.  Its
-# pid in IT_PID; the job (whose end writes CMD's exit status to DIR/rc) in IT_JOB.
+# control on: a script's background job would otherwise be started with SIGINT ignored.  And
+# SIGINT set back to its default on the way (IT_DFL_INT, then exec: the same pid): a suite
+# started with it ignored (`nohup make test &`) hands that on to every child, which aebench
+# keeps as it should (a shell's background job), and a run sent SIGINT here then never ended.
+# Its pid in IT_PID; the job (whose end writes CMD's exit status to DIR/rc) in IT_JOB.
+IT_DFL_INT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
 it_start() {
     local d=$1
     shift
     rm -f "$d/pid" "$d/rc"
-    { (cd "$d" && set -m && { "$@" >out 2>err & echo $! >pid; wait $!; echo $? >rc; }) & } 2>/dev/null
+    { (cd "$d" && set -m && { "${IT_DFL_INT[@]}" "$@" >out 2>err & echo $! >pid; wait $!; echo $? >rc; }) & } 2>/dev/null
     IT_JOB=$!
     IT_PID=""
     for _ in $(seq 3000); do [ -s "$d/pid" ] && break; sleep 0.01; done
@@ -41,6 +45,12 @@ it_gone() {
     for _ in $(seq 3000); do [ -e "/proc/$1" ] || return 0; sleep 0.1; done
     return 1
 }
+# it_end: the job it_start began, once its process has ended (5 minutes at most after the
+# signal it was sent; then killed, and its exit status says so: no wait without end)
+it_end() {
+    [ -z "$IT_PID" ] || it_gone "$IT_PID" || kill -KILL "$IT_PID" 2>/dev/null
+    wait "$IT_JOB" 2>/dev/null
+}
 
 # ---- one run stopped by SIGTERM, and by SIGINT ----------------------------------------------
 for it_sig in TERM INT; do
@@ -51,7 +61,7 @@ for it_sig in TERM INT; do
     seen=no
     it_wait_line "$d/r/log_*.txt" '^ *iteration +[0-9]+/' && seen=yes
     [ -n "$IT_PID" ] && kill -"$it_sig" "$IT_PID" 2>/dev/null
-    wait "$IT_JOB" 2>/dev/null
+    it_end
     rc=$(cat "$d/rc" 2>/dev/null)
     log=$(ls "$d"/r/log_*.txt 2>/dev/null)
     json=$(ls "$d"/r/log_*.json 2>/dev/null)
@@ -91,7 +101,7 @@ for trial in 1 2 3; do
     for _ in $(seq 300); do [ "$(awk '{print $3}' "/proc/$child/stat" 2>/dev/null)" = T ] && break; sleep 0.05; done
     stopped_at=$(tail -n 1 "$d"/r/log_*.txt 2>/dev/null)
     kill -TERM "$IT_PID" 2>/dev/null
-    wait "$IT_JOB" 2>/dev/null
+    it_end
     rc=$(cat "$d/rc" 2>/dev/null)
     kill -CONT "$child" 2>/dev/null
     it_gone "$child"
@@ -133,7 +143,7 @@ if "$BIN" --version 2>/dev/null | grep -q "ranks: mpi" && command -v mpiexec >/d
     seen=no
     it_wait_line "$d/r/log_*.txt" '^ *iteration +[0-9]+/' && seen=yes
     [ -n "$IT_PID" ] && kill -INT "$IT_PID" 2>/dev/null
-    wait "$IT_JOB" 2>/dev/null
+    it_end
     rc=$(cat "$d/rc" 2>/dev/null)
     log=$(ls "$d"/r/log_*.txt 2>/dev/null)
     json=$(ls "$d"/r/log_*.json 2>/dev/null)
