@@ -158,6 +158,18 @@ static int field(const cJSON *o, const char *where, const char *name, const char
     return 0;
 }
 
+/* An optional field (a file from before it was measured has none): absent, 0 and *out as it
+ * was; present, as field() reads it, and at least at_least (0: any positive number). */
+static int optional_field(const cJSON *o, const char *where, const char *name, const char *path, double *out,
+                          double at_least, char *err, size_t errlen)
+{
+    if (!cJSON_GetObjectItemCaseSensitive(o, name)) return 0;
+    if (field(o, where, name, path, out, err, errlen)) return -1;
+    if (*out >= at_least) return 0;
+    snprintf(err, errlen, "machine file %s: %s.%s is %g (at least %g)", path, where, name, *out, at_least);
+    return -1;
+}
+
 int machine_file_same_entry(const cJSON *e, const engine_config *c, const char *backend)
 {
     const gpt_shape *sh = &c->shape;
@@ -214,8 +226,7 @@ static int rates_from(const cJSON *o, const char *where, int n, const char *path
      * all measured with every rank at work, or not at all) */
     double pair[NPAIR_FIELDS] = {0};
     for (int i = 0; i < NPAIR_FIELDS; i++)
-        if (cJSON_GetObjectItemCaseSensitive(o, PAIR_FIELDS[i]) && field(o, where, PAIR_FIELDS[i], path, &pair[i], err, errlen))
-            return -1;
+        if (optional_field(o, where, PAIR_FIELDS[i], path, &pair[i], 0, err, errlen)) return -1;
     out->both_h2d_gbs = pair[0], out->both_d2h_gbs = pair[1], out->adam_h2d_gbs = pair[2], out->adam_d2h_gbs = pair[3];
     out->host_adam_h2d_ms_per_mparam = pair[4], out->host_adam_d2h_ms_per_mparam = pair[5];
     return 0;
@@ -279,11 +290,9 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
     }
     for (int i = 0; i < NCOMPUTE_FIELDS; i++)
         if (field(entry, "compute[]", COMPUTE_FIELDS[i], path, &w[i], err, errlen)) goto out;
-    if ((cJSON_GetObjectItemCaseSensitive(entry, "layer_recompute_selective_ms") &&
-         field(entry, "compute[]", "layer_recompute_selective_ms", path, &out->layer_recompute_selective_ms, err,
-               errlen)) ||
-        (cJSON_GetObjectItemCaseSensitive(entry, "layer_bwd_none_ms") &&
-         field(entry, "compute[]", "layer_bwd_none_ms", path, &out->layer_bwd_none_ms, err, errlen)))
+    if (optional_field(entry, "compute[]", "layer_recompute_selective_ms", path, &out->layer_recompute_selective_ms, 0,
+                       err, errlen) ||
+        optional_field(entry, "compute[]", "layer_bwd_none_ms", path, &out->layer_bwd_none_ms, 0, err, errlen))
         goto out;
     /* --tp T's split layer at every T the entry has (files from before: none), not only the
      * run's: --search loads one entry per micro-batch and predicts every T from it */
@@ -300,8 +309,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         sp->t = t->valueint;
         if (field(te, "compute[].tp[]", "layer_fwd_ms", path, &sp->layer_fwd_ms, err, errlen) ||
             field(te, "compute[].tp[]", "layer_bwd_ms", path, &sp->layer_bwd_ms, err, errlen) ||
-            (cJSON_GetObjectItemCaseSensitive(te, "layer_bwd_none_ms") &&
-             field(te, "compute[].tp[]", "layer_bwd_none_ms", path, &sp->layer_bwd_none_ms, err, errlen)))
+            optional_field(te, "compute[].tp[]", "layer_bwd_none_ms", path, &sp->layer_bwd_none_ms, 0, err, errlen))
             goto out;
         out->ntp_split++;
     }
@@ -330,26 +338,11 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         out->ag_gbs = c[5];
         /* optional (files from before they were measured): the compute beside collectives,
          * and each rank's copy and host Adam rates with every rank at work */
-        if (cJSON_GetObjectItemCaseSensitive(ce, "compute_under_collectives")) {
-            if (field(ce, "collectives[]", "compute_under_collectives", path, &out->compute_under_coll, err, errlen))
-                goto out;
-            if (out->compute_under_coll < 1) {
-                snprintf(err, errlen, "machine file %s: collectives[].compute_under_collectives is %g (at least 1)",
-                         path, out->compute_under_coll);
-                goto out;
-            }
-        }
-        if (cJSON_GetObjectItemCaseSensitive(ce, "compute_under_sharded_collectives")) {
-            if (field(ce, "collectives[]", "compute_under_sharded_collectives", path, &out->compute_under_shard, err,
-                      errlen))
-                goto out;
-            if (out->compute_under_shard < 1) {
-                snprintf(err, errlen,
-                         "machine file %s: collectives[].compute_under_sharded_collectives is %g (at least 1)", path,
-                         out->compute_under_shard);
-                goto out;
-            }
-        }
+        if (optional_field(ce, "collectives[]", "compute_under_collectives", path, &out->compute_under_coll, 1, err,
+                           errlen) ||
+            optional_field(ce, "collectives[]", "compute_under_sharded_collectives", path, &out->compute_under_shard, 1,
+                           err, errlen))
+            goto out;
         const cJSON *shared = cJSON_GetObjectItemCaseSensitive(ce, "rates");
         if (shared) {
             if (rates_from(shared, "collectives[].rates", RANK_RATES, path, out, err, errlen)) goto out;
