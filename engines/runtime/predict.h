@@ -102,38 +102,22 @@ static inline double pred_spans_both(const pred_spans *a, const pred_spans *b, d
     return sum;
 }
 
-/* A copy of `ms` issued on the compute stream itself once `after` has passed (micro-batches
- * after the first bring the earlier ones' gradient sum up on it: layer_work_add_earlier on
- * one rank): the compute stream waits for it, and its time counts as resource r's busy time,
- * but it is not queued behind r's own stream (another copy engine).  Its end. */
-static inline double pred_copy_on_compute(pred_timeline *t, int r, double ms, double compute, double after)
+/* A micro-batch after the first: a layer's gradient sum so far comes up from the host once the
+ * one before sent it home (`after`), on the stream layer_work_reduce_home has
+ * layer_work_add_earlier issue it on: one rank's compute stream, which waits for it (*compute
+ * moves to its end); N ranks' collectives stream behind the layer's reduce-scatter, which it
+ * holds (the next collectives, the prefetches' all-gathers among them, queue behind it).
+ * Either way its time counts as h2d's busy time, but it is not queued behind the h2d stream
+ * (another copy engine).  (Walked beside the reduce-scatter, the stream free, it left
+ * stronghold and l2l with 2-4 micro-batches on two H200s 9-16% fast.)  Its end: the layer's
+ * gradient final. */
+static inline double pred_add_earlier(pred_timeline *t, double ms, int world, double *compute, double after)
 {
-    t->busy[r] += ms;
-    return pred_max(compute, after) + ms;
-}
-
-/* The same on N ranks, where layer_work_add_earlier issues that copy on the collectives' stream
- * behind the layer's reduce-scatter: it waits in that stream's queue and holds it (the next
- * collectives, the prefetches' all-gathers among them, wait for it), its time counts as r's
- * busy time, and it is not queued behind r's own stream.  Its end. */
-static inline double pred_copy_on_collectives(pred_timeline *t, int r, double ms, double after)
-{
-    t->busy[r] += ms;
+    t->busy[BUSY_H2D] += ms;
+    if (world == 1) return *compute = pred_max(*compute, after) + ms;
     const double start = pred_max(t->free_at[BUSY_COMM], after);
     t->free_at[BUSY_COMM] = start + ms;
     return start + ms;
-}
-
-/* A micro-batch after the first: a layer's gradient sum so far, up from the host once the one
- * before sent it home (`after`), where layer_work_reduce_home has layer_work_add_earlier issue
- * it: one rank's compute stream (*compute moves to its end), N ranks' collectives stream
- * behind the layer's reduce-scatter.  (Walked beside the reduce-scatter, the stream free, it
- * left stronghold and l2l with 2-4 micro-batches on two H200s 9-16% fast.)  Its end: the
- * layer's gradient final. */
-static inline double pred_add_earlier(pred_timeline *t, double ms, int world, double *compute, double after)
-{
-    if (world > 1) return pred_copy_on_collectives(t, BUSY_H2D, ms, after);
-    return *compute = pred_copy_on_compute(t, BUSY_H2D, ms, *compute, after);
 }
 
 /* ms of a pinned copy of n floats each way, and of the host Adam on n parameters.  The two
