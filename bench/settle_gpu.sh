@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --calibrate with its l2/l4 steps timed at the settled (power-capped) clock, against steps
+# --calibrate with its l2/l8 steps timed at the settled (power-capped) clock, against steps
 # measured in the same call (issue 49's power-cap bias): calibrate bf16 h2048 (each micro-batch
 # of a global batch of 8, then the collectives at two ranks), train each configuration below,
 # and print --predict of each beside its steady-state median.  On nvidia-h200-x2, from the
@@ -11,7 +11,7 @@ set -uo pipefail
 dest=${1:-bench/results/latest}
 ITERS=${ITERS:-20}
 source bench/dp_env.sh # (builds; defines out, run)
-shape=(--device cuda -h 2048 --heads 16 --seq 1024 --dtype bf16)
+read -r -a shape <<<"${SHAPE:---device cuda -h 2048 --heads 16 --seq 1024 --dtype bf16} -l ${LAYERS:-32}"
 if [ -n "${MACHINE:-}" ]; then
     machine=$MACHINE
 else
@@ -37,9 +37,9 @@ configs=(
 for c in "${configs[@]}"; do
     read -r tag np opts <<<"$c"
     read -r -a o <<<"$opts"
-    run "$tag" "$np" "${shape[@]}" -l 32 -b 4 --iters "$ITERS" --log-interval "$ITERS" "${o[@]}"
+    run "$tag" "$np" "${shape[@]}" -b 4 --iters "$ITERS" --log-interval "$ITERS" "${o[@]}"
     ranks=(); [ "$np" -gt 1 ] && ranks=(--ranks "$np")
-    ./aebench --predict --machine "$machine" "${shape[@]}" -l 32 -b 4 "${o[@]}" "${ranks[@]}" >"$out/pred_$tag.txt" 2>&1
+    ./aebench --predict --machine "$machine" "${shape[@]}" -b 4 "${o[@]}" "${ranks[@]}" >"$out/pred_$tag.txt" 2>&1
 done
 python3 - "$out" "${configs[@]}" <<'EOF' | tee "$out/table.md"
 import glob, json, re, statistics, sys

@@ -309,8 +309,11 @@ static int measure_compute(const run_config *run_cfg, gpt_backend *be, cJSON *en
 }
 
 /* The median step (ms, the first left out) of megatron-lm with `layers` layers at run_cfg's shape,
- * through the engine itself: what the pieces above miss (the step's own ops and waits). */
-static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, double *ms)
+ * through the engine itself: what the pieces above miss (the step's own ops and waits).  With
+ * quiet_oom, a depth that does not fit the GPU returns STEP_DOES_NOT_FIT unsaid (the caller
+ * takes a shallower one). */
+enum { STEP_DOES_NOT_FIT = -1 };
+static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, double *ms, int quiet_oom)
 {
     enum { STEPS = 9, SETTLE_MS = 2000 };
     engine_config cfg = run_cfg->eng;
@@ -352,6 +355,7 @@ static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, 
     free(tokens);
     free(targets);
     data_close(&data);
+    if (status == GPT_ERR_OOM && quiet_oom) return STEP_DOES_NOT_FIT;
     if (status) {
         fprintf(stderr, "aebench: --calibrate: megatron-lm at l%d %s\n", layers,
                 status == GPT_ERR_OOM ? "does not fit" : "failed");
@@ -633,21 +637,29 @@ static int calibrate_compute_entry(const run_config *run_cfg, gpt_backend *be, c
         cJSON_AddNumberToObject(entry, "measured", (double)now);
         code = measure_compute(run_cfg, be, entry);
         *measured = 1;
-        /* l2 and l4 in turn, twice, the faster of each kept: a drift of the machine between
-         * the two would otherwise go into the per-layer slope */
-        double t2 = 0, t4 = 0;
-        for (int rep = 0; rep < 2 && !code; rep++) {
+        /* The per-layer slope from l2 and a deeper step, STEP_DEEP layers where that fits
+         * (else 4): over two layers, one step's noise of a millisecond moved the slope by 5%
+         * (two H200s at h4096 b4: layer_scale 1.08 and 1.14 on two machines, and a 24-layer
+         * run 6% slower than the 1.08 predicted).  The two depths in turn, twice, each
+         * depth's mean kept: a drift of the machine between them cancels, where keeping the
+         * faster of each (as before) kept the luckiest clock and predicted fast. */
+        enum { STEP_SHALLOW = 2, STEP_DEEP = 8, STEP_REPS = 2 };
+        int deep = STEP_DEEP;
+        double t2 = 0, tdeep = 0;
+        for (int rep = 0; rep < STEP_REPS && !code; rep++) {
             double a = 0, b = 0;
-            if (!code) code = measure_step(run_cfg, be, 2, &a);
-            if (!code) code = measure_step(run_cfg, be, 4, &b);
-            if (!code) {
-                t2 = rep == 0 || a < t2 ? a : t2;
-                t4 = rep == 0 || b < t4 ? b : t4;
+            code = measure_step(run_cfg, be, STEP_SHALLOW, &a, 0);
+            if (!code) code = measure_step(run_cfg, be, deep, &b, deep > 4);
+            if (code == STEP_DOES_NOT_FIT) { /* (only on the first rep: a depth that fit still fits) */
+                printf("calibrate: megatron-lm at l%d does not fit the GPU: the per-layer slope from l4\n", deep);
+                deep = 4;
+                code = measure_step(run_cfg, be, deep, &b, 0);
             }
+            t2 += a / STEP_REPS, tdeep += b / STEP_REPS;
         }
         if (!code) {
-            /* the pieces against the engine's step, per layer (t4 - t2 over two layers) and for
-             * the rest: the scales --predict applies to the pieces */
+            /* the pieces against the engine's step, per layer ((tdeep - t2) over the layers
+             * between) and for the rest: the scales --predict applies to the pieces */
             const double num = cJSON_GetObjectItemCaseSensitive(entry, "layer_fwd_ms")->valuedouble +
                                cJSON_GetObjectItemCaseSensitive(entry, "layer_bwd_ms")->valuedouble,
                          adam = cJSON_GetObjectItemCaseSensitive(entry, "gpu_adam_ms_per_mparam")->valuedouble;
@@ -656,9 +668,10 @@ static int calibrate_compute_entry(const run_config *run_cfg, gpt_backend *be, c
             const double rest = cJSON_GetObjectItemCaseSensitive(entry, "embed_fwd_ms")->valuedouble +
                                 cJSON_GetObjectItemCaseSensitive(entry, "head_ms")->valuedouble +
                                 cJSON_GetObjectItemCaseSensitive(entry, "embed_bwd_ms")->valuedouble + adam * PE / 1e6;
-            const double layer_step = (t4 - t2) / 2, rest_step = t2 - 2 * layer_step;
+            const double layer_step = (tdeep - t2) / (deep - STEP_SHALLOW), rest_step = t2 - STEP_SHALLOW * layer_step;
             cJSON_AddNumberToObject(entry, "step_l2_ms", t2);
-            cJSON_AddNumberToObject(entry, "step_l4_ms", t4);
+            cJSON_AddNumberToObject(entry, "step_deep_ms", tdeep);
+            cJSON_AddNumberToObject(entry, "step_deep_layers", deep);
             cJSON_AddNumberToObject(entry, "layer_scale", layer_step > 0 ? layer_step / per_layer : 1.0);
             cJSON_AddNumberToObject(entry, "rest_scale", rest_step > 0 ? rest_step / rest : 1.0);
         }
