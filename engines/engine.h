@@ -185,6 +185,18 @@ static inline int engine_dp_rank(const engine_config *c, int rank)
 static inline int engine_pp_stage(const engine_config *c, int rank)
 { return rank / engine_tp(c) / engine_dp_world(c); }
 
+/* The GPU memory one communicator takes outside the arena on N ranks on the GPU: NCCL's
+ * buffers and work queues, which NCCL allocates itself at its first collectives (MPI on the
+ * CPU backend: none).  Each engine's plan adds it for every group it opens, and stronghold's
+ * -w auto leaves it free: a window that filled the arena to 0.3 GiB of the GPU failed its
+ * first all-gather on two H200s (bench/results/2026-11-30a-h200x2-confirm-search, where the
+ * figure is measured). */
+#define COMM_GROUP_GPU_BYTES (1024ull << 20)
+static inline uint64_t engine_comm_group_bytes(const engine_config *c)
+{
+    return engine_world(c) > 1 && c->device == DEVICE_CUDA ? COMM_GROUP_GPU_BYTES : 0;
+}
+
 typedef struct engine_plan {
     uint64_t gpu_bytes;
     uint64_t host_bytes;

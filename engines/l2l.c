@@ -185,6 +185,7 @@ static void l2l_plan(const engine_config *cfg, engine_plan *out)
     set_ranks(&z, engine_world(cfg), 0, engine_micro_batches(cfg));
     z.K = ahead_layers(cfg, &z, &cfg->shape);
     plan_of(&z, &cfg->shape, out);
+    out->gpu_bytes += engine_comm_group_bytes(cfg); /* (layer_work's gradients group: NCCL's own memory) */
     if (cfg->clip_speculate < 0) out->host_while_ahead = update_ahead_bytes(z.K, z.Sl);
 }
 

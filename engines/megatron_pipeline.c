@@ -249,6 +249,14 @@ static void plan_of(const pipe_layout *z, engine_plan *out)
     out->disk_bytes = 0;
 }
 
+/* The communicators a rank opens (pipe_init): the pipeline's three, and its data-parallel,
+ * tensor-parallel and ZeRO-3 gather groups where it has them; each takes NCCL's memory. */
+static uint64_t comm_bytes_of(const pipe_layout *z, const engine_config *cfg)
+{
+    const int groups = 3 + (z->dpw > 1) + (z->T > 1) + (z->shard_params != 0);
+    return (uint64_t)groups * engine_comm_group_bytes(cfg);
+}
+
 void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out)
 {
     /* (before the ranks start, the plan is the largest stage's: each rank's own replaces it
@@ -259,6 +267,7 @@ void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out)
         engine_plan p;
         const pipe_layout z = layout_of(cfg, s * per_stage);
         plan_of(&z, &p);
+        p.gpu_bytes += comm_bytes_of(&z, cfg);
         if (p.gpu_bytes > out->gpu_bytes) out->gpu_bytes = p.gpu_bytes;
         if (p.host_bytes > out->host_bytes) out->host_bytes = p.host_bytes;
     }
@@ -644,7 +653,12 @@ int megatron_pipeline_init(const engine_env *env, void **state)
     return rc;
 }
 
-void megatron_pipeline_chosen_plan(void *state, engine_plan *out) { plan_of(&((pipe_state *)state)->z, out); }
+void megatron_pipeline_chosen_plan(void *state, engine_plan *out)
+{
+    const pipe_state *st = state;
+    plan_of(&st->z, out);
+    out->gpu_bytes += comm_bytes_of(&st->z, st->env.cfg);
+}
 
 /* ---- ZeRO-3: the working weights gathered for each use ------------------------------------- */
 

@@ -350,7 +350,8 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
         sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16, cfg->recompute);
         z0.M = engine_micro_batches(cfg);
         sh_bytes b0 = bytes_for(&z0, sh);
-        const uint64_t common = gpu_common(&b0);
+        /* (and its gradients group's NCCL memory, outside the arena, left free) */
+        const uint64_t common = gpu_common(&b0) + engine_comm_group_bytes(cfg);
         if (cfg->gpu_budget <= common || !auto_layout(sh, cfg->bf16, cfg->gpu_budget - common, 3, &R, &S)) {
             R = 0;
             S = sh->layers < 2 ? sh->layers : 2;
@@ -359,6 +360,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
     const sh_layout z = run_layout(cfg, R, S, 0);
     plan_of(&z, sh, out);
+    out->gpu_bytes += engine_comm_group_bytes(cfg); /* (layer_work's gradients group: NCCL's own memory) */
     if (cfg->clip_speculate < 0) out->host_while_ahead = update_ahead_bytes(z.K, z.Sl);
 }
 
@@ -704,7 +706,10 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out, int *spre
     const int bf16 = st->env.cfg->bf16;
     sh_layout z = layout_for(sh, 0, 0, bf16, st->env.cfg->recompute);
     const mem_budget *gb = &st->env.gpu->budget;
-    const uint64_t left = gb->limit > gb->in_use ? gb->limit - gb->in_use : 0;
+    /* (what the arena has left, less the gradients group's NCCL memory, which is not the
+     * arena's: a window that filled the arena failed its first all-gather on two H200s) */
+    const uint64_t reserve = engine_comm_group_bytes(st->env.cfg);
+    const uint64_t left = gb->limit > gb->in_use + reserve ? gb->limit - gb->in_use - reserve : 0;
     const uint64_t per_res = gpu_per_resident(&z);
     char a[32], b[32];
     format_bytes((double)left, a, sizeof a);
@@ -1379,7 +1384,7 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
     const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL) + pred_h2d_ms(m, per_float * ((double)z0.PL + z0.NC)),
                                      m->layer_fwd_ms + pred_layer_bwd_ms(m, cfg, 0)); /* (a streamed layer) */
     sh_bytes b0 = bytes_for(&z0, sh);
-    const uint64_t common = gpu_common(&b0);
+    const uint64_t common = gpu_common(&b0) + engine_comm_group_bytes(cfg); /* (as stronghold_plan) */
     if (!cfg->gpu_budget || cfg->gpu_budget <= common ||
         !auto_choice(cfg, m, cfg->gpu_budget - common, S_need, R, S, spread, NULL, NULL)) {
         *R = 0;

@@ -266,6 +266,7 @@ static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
     zi_layout z = layout_for(cfg);
     z.K = ahead_layers(cfg, &z, &cfg->shape);
     plan_of(&z, &cfg->shape, out);
+    out->gpu_bytes += engine_comm_group_bytes(cfg); /* (layer_work's gradients group: NCCL's own memory) */
 }
 
 /* ---- state ------------------------------------------------------------------------------ */

@@ -208,6 +208,7 @@ static void zero_offload_plan(const engine_config *cfg, engine_plan *out)
 {
     zo_layout z = layout_for(cfg);
     plan_of(&z, &cfg->shape, out);
+    out->gpu_bytes += engine_comm_group_bytes(cfg); /* (layer_work's gradients group: NCCL's own memory) */
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
