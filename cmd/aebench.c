@@ -330,6 +330,7 @@ static gpt_backend *rank_backend(run_config *run_cfg, const comm_world *comm)
                     run_cfg->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
         return NULL;
     }
+    run_cfg->eng.nccl = run_cfg->eng.device == DEVICE_CUDA; /* (a GPU machine file's prediction: its own) */
     if (run_cfg->eng.device == DEVICE_CPU) {
         /* (--predict with another machine's file predicts that machine: no CPU preset) */
         if (!(run_cfg->predict && run_cfg->machine_path[0]) && cli_apply_cpu_preset(run_cfg) && comm->rank == 0)
@@ -390,6 +391,7 @@ static int calibrate_or_predict(run_config *run_cfg, gpt_backend *be, const comm
             /* fits: under the budgets per rank a run would have there (with --machine,
              * perhaps another machine's file: its device is not this CPU's stand-in) */
             size_t g, h;
+            run_cfg->eng.nccl = m.gpu_backend;
             machine_budgets(run_cfg, &m, engine_local_world(&run_cfg->eng), run_cfg->eng.device == DEVICE_CPU && !run_cfg->machine_path[0],
                             &g, &h);
             code = machine_predict(run_cfg, &m, g, h);

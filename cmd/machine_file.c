@@ -279,6 +279,7 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         snprintf(err, errlen, "machine file %s: rates is missing", path);
         goto out;
     }
+    out->gpu_backend = strcmp(backend_of(root), "cuda") == 0;
     if (rates_from(rates, "rates", NRATE_FIELDS, path, out, err, errlen)) goto out;
     if (!entry) {
         snprintf(err, errlen, "machine file %s has no entry for h%d heads%d s%d b%d vocab%d %s %s (calibrate "

@@ -105,6 +105,8 @@ static void json_memory(cJSON *root, const run_state *s)
     const engine_config *ec = &s->ec;
     cJSON *plan = cJSON_AddObjectToObject(root, "plan");
     cJSON_AddNumberToObject(plan, "gpu_bytes", (double)s->plan.gpu_bytes);
+    /* (of gpu_bytes, the communicators' reserve: NCCL's own, not the arena's) */
+    cJSON_AddNumberToObject(plan, "gpu_comm_bytes", (double)s->plan.gpu_comm_bytes);
     cJSON_AddNumberToObject(plan, "host_bytes", (double)s->plan.host_bytes);
     cJSON_AddNumberToObject(plan, "disk_bytes", (double)s->plan.disk_bytes);
     if (engine_world(ec) > 1) {
@@ -129,7 +131,8 @@ static void json_memory(cJSON *root, const run_state *s)
             cJSON_AddItemToArray(ranks, o);
         }
     }
-    cJSON_AddItemToObject(mem, "gpu", json_budget(&s->gpu.budget, s->plan.gpu_bytes));
+    /* (the arena's peak against the arena's plan: the communicators' reserve is NCCL's) */
+    cJSON_AddItemToObject(mem, "gpu", json_budget(&s->gpu.budget, s->plan.gpu_bytes - s->plan.gpu_comm_bytes));
     cJSON *host = json_budget(&s->host, s->plan.host_bytes);
     cJSON_AddNumberToObject(host, "planned_while_ahead_bytes", (double)s->plan.host_while_ahead);
     cJSON_AddItemToObject(mem, "host", host);

@@ -364,11 +364,17 @@ void run_log_end(run_state *s)
         format_bytes((double)s->gpu.budget.peak, pg, sizeof pg);
         format_bytes((double)s->host.peak, ph, sizeof ph);
         format_bytes((double)s->disk.peak, pd, sizeof pd);
-        format_bytes((double)s->plan.gpu_bytes, g, sizeof g);
+        format_bytes((double)(s->plan.gpu_bytes - s->plan.gpu_comm_bytes), g, sizeof g);
         format_bytes((double)s->plan.host_bytes, h, sizeof h);
         format_bytes((double)s->plan.disk_bytes, d, sizeof d);
         run_logline(s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s) | disk: %s (plan %s)", pg, g,
                     ph, h, pd, d);
+        if (s->plan.gpu_comm_bytes) {
+            char cb[32];
+            format_bytes((double)s->plan.gpu_comm_bytes, cb, sizeof cb);
+            run_logline(s, "memory peak | the GPU plan keeps %s more for the communicators' own buffers (NCCL's, "
+                           "outside the peak above)", cb);
+        }
         if (s->plan.host_while_ahead) {
             char wa[32];
             format_bytes((double)s->plan.host_while_ahead, wa, sizeof wa);

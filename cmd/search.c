@@ -130,6 +130,7 @@ typedef struct search {
     char machine[PATH_MAX];
     char machine_err[900]; /* why the file gives no rates (then nothing is predicted) */
     int world, local, global_batch;
+    int nccl; /* the machine file is a GPU machine's (engine_config.nccl) */
     int nbatches;
     batch_rates rates[MAX_BATCHES];
     size_t budget[TIERS];
@@ -229,6 +230,7 @@ static void config_of(const search *s, const knobs *k, int layers, engine_config
     cfg->shape.vocab_padded = gpt_pad_vocab(cfg->shape.vocab);
     cfg->world = s->world;
     cfg->local_world = s->local;
+    cfg->nccl = s->nccl;
     for (int j = 0; j < s->nknob_opts; j++) engine_option_store(s->knob_opt[j], cfg, k->value[j]);
     /* (after the knobs: the global batch over the micro-batch times the data-parallel ranks,
      * world / (T x P), as cli.c counts them for the run the search prints; a --tp 2 config on 2
@@ -1108,6 +1110,7 @@ static int setup(search *s, const child_result *pr)
         fprintf(stderr, "aebench: --search: %s\n", s->machine_err);
         return EXIT_BAD_INPUT;
     }
+    s->nccl = file->gpu_backend;
     /* the disk budget there (the results directory made now, after every check of the
      * input: the JSON goes there too) */
     char err[600];

@@ -70,6 +70,10 @@ typedef struct engine_config {
     /* The budgets the run will have (bytes; 0 = unknown), for plans that adapt to them
      * (stronghold -w auto keeps as many layers resident as the GPU holds). */
     size_t gpu_budget, host_budget;
+    /* N ranks' collectives go through NCCL, whose communicators take GPU memory outside the
+     * arena (engine_comm_group_bytes): the GPU backend's runs, and predictions from a GPU
+     * machine's file.  The driver sets it. */
+    int nccl;
     int dpu;                 /* --dpu: delayed parameter update (zero-offload) */
     /* zero-offload: elements per gradient bucket, DeepSpeed's reduce_bucket_size (--reduce-bucket-size;
      * 0: 5e7, the artifact's).  It was the environment's AEBENCH_ZO_BUCKET_ELEMS; tests force
@@ -194,18 +198,29 @@ static inline int engine_pp_stage(const engine_config *c, int rank)
 #define COMM_GROUP_GPU_BYTES (1024ull << 20)
 static inline uint64_t engine_comm_group_bytes(const engine_config *c)
 {
-    return engine_world(c) > 1 && c->device == DEVICE_CUDA ? COMM_GROUP_GPU_BYTES : 0;
+    return engine_world(c) > 1 && c->nccl ? COMM_GROUP_GPU_BYTES : 0;
 }
 
 typedef struct engine_plan {
-    uint64_t gpu_bytes;
+    uint64_t gpu_bytes; /* with gpu_comm_bytes */
     uint64_t host_bytes;
     uint64_t disk_bytes;
     /* of host_bytes, what --clip-speculate auto holds only while steps do not clip (its
      * second copies, runtime/update_ahead.h): a run whose every step clips peaks this much
      * under its plan */
     uint64_t host_while_ahead;
+    /* of gpu_bytes, the communicators' own memory (engine_comm_group_bytes a group): NCCL
+     * allocates it, so the arena's peak is held against gpu_bytes less this */
+    uint64_t gpu_comm_bytes;
 } engine_plan;
+
+/* A plan's reserve for `groups` communicators (each engine's plan, once per group it opens). */
+static inline void engine_plan_add_comm(engine_plan *p, const engine_config *c, int groups)
+{
+    const uint64_t bytes = (uint64_t)groups * engine_comm_group_bytes(c);
+    p->gpu_bytes += bytes;
+    p->gpu_comm_bytes += bytes;
+}
 
 /* What an engine gets from the driver; it must not outlive the engine. */
 typedef struct engine_env {
@@ -347,6 +362,7 @@ typedef struct machine_rates {
     int host_threads;
     double host_copy_gbs;
     double gpu_bytes, host_bytes; /* what a run could plan with there (free GPU, 90% of host) */
+    int gpu_backend; /* the file is a GPU machine's ("backend": "cuda"): its ranks talk by NCCL */
     /* the collectives among coll_world ranks (0: none calibrated for the run's world): each
      * as latency + bytes / rate, bytes the full buffer (all-reduce: the buffer; reduce-scatter:
      * its input; all-gather: its output) */

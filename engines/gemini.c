@@ -222,7 +222,7 @@ static void gemini_plan(const engine_config *cfg, engine_plan *out)
 {
     engine_config c = megatron_config(cfg);
     engine_megatron_lm.plan(&c, out);
-    out->gpu_bytes += engine_comm_group_bytes(cfg); /* (its checkpoint group: NCCL's own memory) */
+    engine_plan_add_comm(out, cfg, 1); /* (its checkpoint group) */
     if (cfg->gemini_mode == GEMINI_NONE && !cfg->ckpt_dir[0]) return;
     const size_t floats = state_floats(cfg), chunk = chunk_floats_of(floats / 3);
     const int m = replicas_of(cfg);

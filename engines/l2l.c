@@ -159,6 +159,7 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
 static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     l2l_bytes b = bytes_for(z, sh);
+    *out = (engine_plan){0};
     out->gpu_bytes = 4 * (uint64_t)b.embed + b.embed_work + b.slot + b.slot_work + b.inputs + b.work_gpu;
     out->host_bytes = 4 * (uint64_t)b.host_layers + b.host_work + b.work_host + b.staging +
                       update_ahead_bytes(z->K, z->Sl);
@@ -185,7 +186,7 @@ static void l2l_plan(const engine_config *cfg, engine_plan *out)
     set_ranks(&z, engine_world(cfg), 0, engine_micro_batches(cfg));
     z.K = ahead_layers(cfg, &z, &cfg->shape);
     plan_of(&z, &cfg->shape, out);
-    out->gpu_bytes += engine_comm_group_bytes(cfg); /* (layer_work's gradients group: NCCL's own memory) */
+    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group) */
     if (cfg->clip_speculate < 0) out->host_while_ahead = update_ahead_bytes(z.K, z.Sl);
 }
 
@@ -612,6 +613,7 @@ static void l2l_chosen_plan(void *state, engine_plan *out)
 {
     l2l_state *st = state;
     plan_of(&st->z, &st->sh, out);
+    engine_plan_add_comm(out, st->env.cfg, 1);
     if (st->ahead.adaptive) out->host_while_ahead = update_ahead_bytes(st->ahead.count, st->ahead.block);
 }
 

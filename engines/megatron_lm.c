@@ -271,11 +271,12 @@ static void megatron_plan(const engine_config *cfg, engine_plan *out)
         return;
     }
     megatron_sizes z = sizes_of(cfg);
+    *out = (engine_plan){0};
     out->gpu_bytes = (uint64_t)z.params_full + z.params_shard + z.wparams_full + z.wparams_shard +
                      z.wslots + z.grads_full + z.grads_embed + z.grads_slots + z.grads_shard +
                      z.grads_tmp + z.grads_lowp + z.grads_embed_in + 2 * (uint64_t)z.adam + z.inputs + z.layer_acts + z.scratch +
-                     z.head + z.dres + z.ids + z.norms + z.losses +
-                     2 * engine_comm_group_bytes(cfg); /* (grad_comm, param_comm: NCCL's own memory) */
+                     z.head + z.dres + z.ids + z.norms + z.losses;
+    engine_plan_add_comm(out, cfg, 2); /* (grad_comm, param_comm) */
     out->host_bytes = (uint64_t)z.host_losses + z.host_norms + z.host_staging;
     out->disk_bytes = 0;
 }

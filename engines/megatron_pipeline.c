@@ -251,10 +251,9 @@ static void plan_of(const pipe_layout *z, engine_plan *out)
 
 /* The communicators a rank opens (pipe_init): the pipeline's three, and its data-parallel,
  * tensor-parallel and ZeRO-3 gather groups where it has them; each takes NCCL's memory. */
-static uint64_t comm_bytes_of(const pipe_layout *z, const engine_config *cfg)
+static int comm_groups_of(const pipe_layout *z)
 {
-    const int groups = 3 + (z->dpw > 1) + (z->T > 1) + (z->shard_params != 0);
-    return (uint64_t)groups * engine_comm_group_bytes(cfg);
+    return 3 + (z->dpw > 1) + (z->T > 1) + (z->shard_params != 0);
 }
 
 void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out)
@@ -264,11 +263,11 @@ void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out)
     memset(out, 0, sizeof *out);
     const int P = engine_pp(cfg), per_stage = engine_dp_world(cfg);
     for (int s = 0; s < P; s++) {
-        engine_plan p;
+        engine_plan p = {0};
         const pipe_layout z = layout_of(cfg, s * per_stage);
         plan_of(&z, &p);
-        p.gpu_bytes += comm_bytes_of(&z, cfg);
-        if (p.gpu_bytes > out->gpu_bytes) out->gpu_bytes = p.gpu_bytes;
+        engine_plan_add_comm(&p, cfg, comm_groups_of(&z));
+        if (p.gpu_bytes > out->gpu_bytes) out->gpu_bytes = p.gpu_bytes, out->gpu_comm_bytes = p.gpu_comm_bytes;
         if (p.host_bytes > out->host_bytes) out->host_bytes = p.host_bytes;
     }
 }
@@ -656,8 +655,9 @@ int megatron_pipeline_init(const engine_env *env, void **state)
 void megatron_pipeline_chosen_plan(void *state, engine_plan *out)
 {
     const pipe_state *st = state;
+    *out = (engine_plan){0};
     plan_of(&st->z, out);
-    out->gpu_bytes += comm_bytes_of(&st->z, st->env.cfg);
+    engine_plan_add_comm(out, st->env.cfg, comm_groups_of(&st->z));
 }
 
 /* ---- ZeRO-3: the working weights gathered for each use ------------------------------------- */

@@ -271,6 +271,7 @@ static uint64_t gpu_per_slot(const sh_layout *z)
 static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     sh_bytes b = bytes_for(z, sh);
+    *out = (engine_plan){0};
     out->gpu_bytes = gpu_common(&b) + (uint64_t)z->R * gpu_per_resident(z) +
                      (uint64_t)z->S * gpu_per_slot(z);
     out->host_bytes = 2 * (uint64_t)b.host_params + b.host_work + 2 * (uint64_t)b.host_mv + b.host_ckpt +
@@ -360,7 +361,7 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
     const sh_layout z = run_layout(cfg, R, S, 0);
     plan_of(&z, sh, out);
-    out->gpu_bytes += engine_comm_group_bytes(cfg); /* (layer_work's gradients group: NCCL's own memory) */
+    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group) */
     if (cfg->clip_speculate < 0) out->host_while_ahead = update_ahead_bytes(z.K, z.Sl);
 }
 
@@ -986,6 +987,7 @@ static void stronghold_chosen_plan(void *state, engine_plan *out)
 {
     stronghold_state *st = state;
     plan_of(&st->z, &st->sh, out);
+    engine_plan_add_comm(out, st->env.cfg, 1);
     if (st->ahead.adaptive) out->host_while_ahead = update_ahead_bytes(st->ahead.count, st->ahead.block);
 }
 

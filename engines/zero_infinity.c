@@ -239,6 +239,7 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
 static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     zi_bytes b = bytes_for(z, sh);
+    *out = (engine_plan){0};
     out->gpu_bytes = (uint64_t)b.embed_params + b.embed + b.fetch + b.buckets + b.inputs + b.work_gpu;
     out->host_bytes = (uint64_t)b.host_params + b.host_work + b.host_grads + 2 * (uint64_t)b.host_mv +
                       b.work_host + b.grad_stages + b.nvme_staging + b.staging + update_ahead_bytes(z->K, z->Sl);
@@ -266,7 +267,7 @@ static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
     zi_layout z = layout_for(cfg);
     z.K = ahead_layers(cfg, &z, &cfg->shape);
     plan_of(&z, &cfg->shape, out);
-    out->gpu_bytes += engine_comm_group_bytes(cfg); /* (layer_work's gradients group: NCCL's own memory) */
+    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group) */
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -501,6 +502,7 @@ static void zero_infinity_chosen_plan(void *state, engine_plan *out)
 {
     zi_state *st = state;
     plan_of(&st->z, &st->sh, out);
+    engine_plan_add_comm(out, st->env.cfg, 1);
 }
 
 /* ---- one step -------------------------------------------------------------------------------- */

@@ -198,6 +198,7 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
 static void plan_of(const zo_layout *z, const gpt_shape *sh, engine_plan *out)
 {
     zo_bytes b = bytes_for(z, sh);
+    *out = (engine_plan){0};
     out->gpu_bytes = (uint64_t)b.params + b.embed_grads + b.buckets + b.inputs + b.work_gpu;
     out->host_bytes = (uint64_t)b.host_params + b.host_work + (uint64_t)b.host_grad_copies * b.host_grads +
                       2 * (uint64_t)b.host_mv + b.work_host + b.staging;
@@ -208,7 +209,7 @@ static void zero_offload_plan(const engine_config *cfg, engine_plan *out)
 {
     zo_layout z = layout_for(cfg);
     plan_of(&z, &cfg->shape, out);
-    out->gpu_bytes += engine_comm_group_bytes(cfg); /* (layer_work's gradients group: NCCL's own memory) */
+    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group) */
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -443,6 +444,7 @@ static void zero_offload_chosen_plan(void *state, engine_plan *out)
 {
     zo_state *st = state;
     plan_of(&st->z, &st->sh, out);
+    engine_plan_add_comm(out, st->env.cfg, 1);
 }
 
 /* ---- one step -------------------------------------------------------------------------------- */

@@ -417,7 +417,7 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     # beside reduce-scatters and all-gathers x2 (all-reduces x1).
     F1=$(ls "$PR_WORK"/res1/machine_*.json | head -n 1)
     mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad" "$PR_WORK/res1s2" "$PR_WORK/res1bf" \
-        "$PR_WORK/res1copies"
+        "$PR_WORK/res1copies" "$PR_WORK/res1gpu"
     python3 - "$F1" "$PR_WORK" <<'PY'
 import copy, json, os, sys
 d = json.load(open(sys.argv[1]))
@@ -470,6 +470,11 @@ variant("res1bf", lambda e: e.update(compute_under_collectives=1.0, compute_unde
 bf = json.load(open(os.path.join(sys.argv[2], "res1bf", os.path.basename(sys.argv[1]))))
 bf["compute"].append(dict(bf["compute"][0], dtype="bf16"))
 json.dump(bf, open(os.path.join(sys.argv[2], "res1bf", os.path.basename(sys.argv[1])), "w"))
+# res1f1 as a GPU machine's file: its ranks talk by NCCL, whose communicators the plans reserve
+variant("res1gpu", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0))
+g = json.load(open(os.path.join(sys.argv[2], "res1gpu", os.path.basename(sys.argv[1]))))
+g["backend"] = "cuda"
+json.dump(g, open(os.path.join(sys.argv[2], "res1gpu", os.path.basename(sys.argv[1])), "w"))
 PY
     w2=$(python3 -c 'import json, sys; e = [e for e in json.load(open(sys.argv[1]))["collectives"] if e["world"] == 2][0]
 print(e["compute_under_collectives"] >= 1 and e["compute_under_sharded_collectives"] >= 1, e["rates"]["host_threads"],
@@ -556,6 +561,31 @@ print("ok" if ok else "bad: collectives %s" % c)')
         pr_pass "megatron-lm on 2 ranks: bf16 gathers priced at 2 bytes a parameter, the fp32 gradient's reductions at 4 (--grad-reduce-dtype bf16: 2)"
     else
         pr_fail "bytes a collective moves" "$bw"
+    fi
+    # NCCL's own GPU memory: a GPU machine's plans on 2 ranks keep 1 GiB per communicator the
+    # engine opens (megatron-lm 2, its pipeline 3, the offload engines 1) beyond the same
+    # machine's plans on the CPU backend (MPI: none); on one rank none (a stronghold -w auto
+    # whose window filled the arena failed its first all-gather on two H200s)
+    cases=("megatron-lm --ranks 2 --zero-stage 0:2" "megatron-lm --ranks 2 --pp 2:3" "stronghold --ranks 2 -w 2:1"
+           "zero-infinity --ranks 2:1" "megatron-lm --ranks 1:0")
+    nr=""
+    for c in "${cases[@]}"; do
+        want=${c##*:}
+        cpu=$(pr_rows res1f1 PR1 "-m ${c%:*} --math fp32" | grep -o "plan GPU [0-9.]* [KMG]i*B")
+        gpu=$(pr_rows res1gpu PR1 "-m ${c%:*} --math fp32" | grep -o "plan GPU [0-9.]* [KMG]i*B")
+        nr+=$(python3 -c '
+import sys
+def mib(t):
+    v, u = t.split()[2:4]
+    return float(v) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[u]
+cpu, gpu, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ok = cpu and gpu and abs(mib(gpu) - mib(cpu) - 1024 * want) <= 0.01 * mib(gpu) + 0.5
+print("" if ok else "[%s: cpu %r gpu %r, want +%d GiB] " % (sys.argv[4], cpu, gpu, want))' "$cpu" "$gpu" "$want" "${c%:*}")
+    done
+    if [ -z "$nr" ]; then
+        pr_pass "plans keep NCCL's memory on a GPU machine's ranks: 1 GiB per communicator (megatron-lm 2, --pp 2 3, offload engines 1, one rank none)"
+    else
+        pr_fail "NCCL's reserve in the plans" "$nr"
     fi
     # micro-batches after the first bring each layer's sum so far up on the collectives' stream,
     # behind its reduce-scatter, on N ranks (layer_work_add_earlier): with the collectives
