@@ -650,10 +650,13 @@ static int calibrate_compute_entry(const run_config *run_cfg, gpt_backend *be, c
             double a = 0, b = 0;
             code = measure_step(run_cfg, be, STEP_SHALLOW, &a, 0);
             if (!code) code = measure_step(run_cfg, be, deep, &b, deep > 4);
-            if (code == STEP_DOES_NOT_FIT) { /* (only on the first rep: a depth that fit still fits) */
+            if (code == STEP_DOES_NOT_FIT && rep == 0) {
                 printf("calibrate: megatron-lm at l%d does not fit the GPU: the per-layer slope from l4\n", deep);
                 deep = 4;
                 code = measure_step(run_cfg, be, deep, &b, 0);
+            } else if (code == STEP_DOES_NOT_FIT) { /* (a depth that fit once: both reps at one depth) */
+                fprintf(stderr, "aebench: --calibrate: megatron-lm at l%d fit, then did not\n", deep);
+                code = EXIT_RUN_ERROR;
             }
             t2 += a / STEP_REPS, tdeep += b / STEP_REPS;
         }

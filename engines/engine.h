@@ -192,9 +192,10 @@ static inline int engine_pp_stage(const engine_config *c, int rank)
 /* The GPU memory one communicator takes outside the arena on N ranks on the GPU: NCCL's
  * buffers and work queues, which NCCL allocates itself at its first collectives (MPI on the
  * CPU backend: none).  Each engine's plan adds it for every group it opens, and stronghold's
- * -w auto leaves it free: a window that filled the arena to 0.3 GiB of the GPU failed its
- * first all-gather on two H200s (bench/results/2026-11-30a-h200x2-confirm-search, where the
- * figure is measured). */
+ * -w auto leaves it free: a window that filled the arena (less its headroom) failed its first
+ * all-gather on two H200s; with 1 GiB kept, the same run used 1.5 GiB beyond the arena's
+ * peak, CUDA's context and cuBLAS's workspaces with NCCL's one group
+ * (bench/results/2026-11-30a-h200x2-confirm-search). */
 #define COMM_GROUP_GPU_BYTES (1024ull << 20)
 static inline uint64_t engine_comm_group_bytes(const engine_config *c)
 {
