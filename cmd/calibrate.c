@@ -325,7 +325,8 @@ static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, 
     mem_budget host;
     size_t free_b = 0, total_b = 0;
     if (be->ops->dev_mem_info(be, &free_b, &total_b) != 0) return EXIT_RUN_ERROR;
-    dev_arena_init(&gpu, be, free_b);
+    /* (under --gpu-mem-limit, as a run is: a depth that would not fit there is not taken) */
+    dev_arena_init(&gpu, be, run_cfg->gpu_mem_limit && run_cfg->gpu_mem_limit < free_b ? run_cfg->gpu_mem_limit : free_b);
     mem_budget_init(&host, "host", SIZE_MAX);
     data_source data;
     const gpt_shape *sh = &cfg.shape;

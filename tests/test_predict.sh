@@ -150,6 +150,22 @@ else
     pr_fail "--calibrate" "exit $rc: $check $(tail -n 3 "$PR_WORK/cal1.out")"
 fi
 
+# where megatron-lm at l8 does not fit the GPU (here --gpu-mem-limit between l4's plan and
+# l8's), the slope comes from l2 and l4, said in one line, and the file says so
+lim=$("$PR_BIN" --dry-run -m megatron-lm "${PR_SHAPE[@]}" 2>&1 | grep -o "plan: GPU [^(]*([0-9]* bytes" | grep -o "[0-9]* bytes" | cut -d" " -f1)
+lim8=$("$PR_BIN" --dry-run -m megatron-lm "${PR_SHAPE[@]}" -l 8 2>&1 | grep -o "plan: GPU [^(]*([0-9]* bytes" | grep -o "[0-9]* bytes" | cut -d" " -f1)
+mkdir -p "$PR_WORK/res_l4"
+(cd "$PR_WORK" && timeout 300 "$PR_BIN" --calibrate "${PR_SHAPE[@]}" --gpu-mem-limit $(((${lim:-0} + ${lim8:-0}) / 2)) \
+    --results res_l4 >cal_l4.out 2>&1)
+rc=$?
+deep=$(python3 -c 'import glob, json; print(json.load(open(glob.glob("'"$PR_WORK"'/res_l4/machine_*.json")[0]))["compute"][0]["step_deep_layers"])' 2>&1)
+if [ $rc -eq 0 ] && [ -n "$lim" ] && [ -n "$lim8" ] && [ "$lim" -lt "$lim8" ] && [ "$deep" = 4 ] &&
+    grep -q "^calibrate: megatron-lm at l8 does not fit the GPU: the per-layer slope from l4" "$PR_WORK/cal_l4.out"; then
+    pr_pass "--calibrate where l8 does not fit the GPU (--gpu-mem-limit between l4's plan and l8's): the slope from l2 and l4, said"
+else
+    pr_fail "--calibrate's l4 fallback" "exit $rc, plans $lim/$lim8, deep $deep: $(tail -n 3 "$PR_WORK/cal_l4.out")"
+fi
+
 # a fresh file is kept, not measured again
 before=$(md5sum <"${PR_FILE:-/dev/null}")
 (cd "$PR_WORK" && timeout 120 "$PR_BIN" --calibrate "${PR_SHAPE[@]}" --results res >cal2.out 2>&1)
