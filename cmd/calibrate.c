@@ -13,6 +13,7 @@
 #include "data.h"
 #include "exit_codes.h"
 #include "report.h"
+#include "run.h"
 #include "search.h"
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/membudget.h"
@@ -323,10 +324,11 @@ static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, 
     cfg.zero_stage = 0;
     dev_arena gpu;
     mem_budget host;
-    size_t free_b = 0, total_b = 0;
-    if (be->ops->dev_mem_info(be, &free_b, &total_b) != 0) return EXIT_RUN_ERROR;
-    /* (under --gpu-mem-limit, as a run is: a depth that would not fit there is not taken) */
-    dev_arena_init(&gpu, be, run_cfg->gpu_mem_limit && run_cfg->gpu_mem_limit < free_b ? run_cfg->gpu_mem_limit : free_b);
+    /* (the GPU budget a run has, --gpu-mem-limit or the free memory: a depth that would not
+     * fit a run does not fit here) */
+    size_t gpu_budget = 0, host_budget = 0;
+    run_resolve_budgets(run_cfg, be, &gpu_budget, &host_budget);
+    dev_arena_init(&gpu, be, gpu_budget);
     mem_budget_init(&host, "host", SIZE_MAX);
     data_source data;
     const gpt_shape *sh = &cfg.shape;

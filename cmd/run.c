@@ -731,7 +731,7 @@ static int open_record(run_state *s)
 /* N ranks: every rank's peaks for the JSON (each rank reaches here after its last step). */
 static void gather_peaks(run_state *s)
 {
-    double mine[4] = {(double)s->gpu.budget.peak, (double)s->host.peak, (double)(s->plan.gpu_bytes - s->plan.gpu_comm_bytes),
+    double mine[4] = {(double)s->gpu.budget.peak, (double)s->host.peak, (double)engine_plan_arena_gpu(&s->plan),
                       (double)s->plan.host_bytes};
     s->rank_peaks = calloc((size_t)s->world, sizeof *s->rank_peaks);
     if (s->rank_peaks && comm_all_gather(s->comm, mine, s->rank_peaks, sizeof mine) != 0) {

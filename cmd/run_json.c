@@ -131,8 +131,8 @@ static void json_memory(cJSON *root, const run_state *s)
             cJSON_AddItemToArray(ranks, o);
         }
     }
-    /* (the arena's peak against the arena's plan: the communicators' reserve is NCCL's) */
-    cJSON_AddItemToObject(mem, "gpu", json_budget(&s->gpu.budget, s->plan.gpu_bytes - s->plan.gpu_comm_bytes));
+    /* (the arena's peak against the arena's plan: engine_plan_arena_gpu) */
+    cJSON_AddItemToObject(mem, "gpu", json_budget(&s->gpu.budget, engine_plan_arena_gpu(&s->plan)));
     cJSON *host = json_budget(&s->host, s->plan.host_bytes);
     cJSON_AddNumberToObject(host, "planned_while_ahead_bytes", (double)s->plan.host_while_ahead);
     cJSON_AddItemToObject(mem, "host", host);

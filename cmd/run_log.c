@@ -364,7 +364,7 @@ void run_log_end(run_state *s)
         format_bytes((double)s->gpu.budget.peak, pg, sizeof pg);
         format_bytes((double)s->host.peak, ph, sizeof ph);
         format_bytes((double)s->disk.peak, pd, sizeof pd);
-        format_bytes((double)(s->plan.gpu_bytes - s->plan.gpu_comm_bytes), g, sizeof g);
+        format_bytes((double)engine_plan_arena_gpu(&s->plan), g, sizeof g);
         format_bytes((double)s->plan.host_bytes, h, sizeof h);
         format_bytes((double)s->plan.disk_bytes, d, sizeof d);
         run_logline(s, "memory peak | GPU: %s (plan %s) | host: %s (plan %s) | disk: %s (plan %s)", pg, g,

@@ -215,6 +215,9 @@ typedef struct engine_plan {
     uint64_t gpu_comm_bytes;
 } engine_plan;
 
+/* The GPU plan the arena's peak is held against: the communicators' reserve is NCCL's. */
+static inline uint64_t engine_plan_arena_gpu(const engine_plan *p) { return p->gpu_bytes - p->gpu_comm_bytes; }
+
 /* A plan's reserve for `groups` communicators (each engine's plan, once per group it opens). */
 static inline void engine_plan_add_comm(engine_plan *p, const engine_config *c, int groups)
 {

@@ -156,7 +156,7 @@ static l2l_bytes bytes_for(const l2l_layout *z, const gpt_shape *sh)
 /* GPU ~ 16 P_E + 8 P_L + activations; host ~ 16 (P - P_E) (bf16: GPU ~ 18 P_E + 6 P_L and
  * half the activations; host ~ 18 (P - P_E)).  The staging block is the last
  * host allocation and is given back after init, but it counts in the peak. */
-static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
+static void plan_of(const l2l_layout *z, const gpt_shape *sh, const engine_config *cfg, engine_plan *out)
 {
     l2l_bytes b = bytes_for(z, sh);
     *out = (engine_plan){0};
@@ -164,6 +164,7 @@ static void plan_of(const l2l_layout *z, const gpt_shape *sh, engine_plan *out)
     out->host_bytes = 4 * (uint64_t)b.host_layers + b.host_work + b.work_host + b.staging +
                       update_ahead_bytes(z->K, z->Sl);
     out->disk_bytes = 0;
+    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group, on N GPU ranks) */
 }
 
 /* --clip-speculate: how many layers, from the top, are updated ahead of the norm
@@ -176,7 +177,7 @@ static int ahead_layers(const engine_config *cfg, const l2l_layout *z, const gpt
     l2l_layout base = *z;
     base.K = 0;
     engine_plan p;
-    plan_of(&base, sh, &p);
+    plan_of(&base, sh, cfg, &p);
     return update_ahead_blocks(cfg, z->world == 1 && z->M == 1, 1, z->L, p.host_bytes, z->Sl);
 }
 
@@ -185,8 +186,7 @@ static void l2l_plan(const engine_config *cfg, engine_plan *out)
     l2l_layout z = layout_for(&cfg->shape, cfg->bf16, cfg->recompute);
     set_ranks(&z, engine_world(cfg), 0, engine_micro_batches(cfg));
     z.K = ahead_layers(cfg, &z, &cfg->shape);
-    plan_of(&z, &cfg->shape, out);
-    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group) */
+    plan_of(&z, &cfg->shape, cfg, out);
     if (cfg->clip_speculate < 0) out->host_while_ahead = update_ahead_bytes(z.K, z.Sl);
 }
 
@@ -372,7 +372,7 @@ static int l2l_init(const engine_env *env, void **state)
         return rc;
 
     engine_plan p;
-    plan_of(&st->z, sh, &p);
+    plan_of(&st->z, sh, st->env.cfg, &p);
     char g[32], h[32];
     format_bytes((double)p.gpu_bytes, g, sizeof g);
     format_bytes((double)p.host_bytes, h, sizeof h);
@@ -612,8 +612,7 @@ static int l2l_read_params(void *state, float *host_params)
 static void l2l_chosen_plan(void *state, engine_plan *out)
 {
     l2l_state *st = state;
-    plan_of(&st->z, &st->sh, out);
-    engine_plan_add_comm(out, st->env.cfg, 1);
+    plan_of(&st->z, &st->sh, st->env.cfg, out);
     if (st->ahead.adaptive) out->host_while_ahead = update_ahead_bytes(st->ahead.count, st->ahead.block);
 }
 

@@ -240,20 +240,17 @@ static pipe_layout layout_of(const engine_config *cfg, int rank)
     return z;
 }
 
-static void plan_of(const pipe_layout *z, engine_plan *out)
+/* A rank's plan: its tensors, and the communicators it opens (pipe_init), each with NCCL's
+ * memory on N GPU ranks: the pipeline's three, and its data-parallel, tensor-parallel and
+ * ZeRO-3 gather groups where it has them. */
+static void plan_of(const pipe_layout *z, const engine_config *cfg, engine_plan *out)
 {
+    *out = (engine_plan){0};
     out->gpu_bytes = (uint64_t)z->params + z->wparams + z->wslots + z->grads + z->grad_shards + z->grad_slots +
                      z->grad_tmp + 2 * (uint64_t)z->adam + z->embed_in + z->inputs + z->layer_acts + z->scratch +
                      z->head + z->dres + z->ids + z->norms + z->losses;
     out->host_bytes = (uint64_t)z->host_losses + z->host_norms + z->host_staging;
-    out->disk_bytes = 0;
-}
-
-/* The communicators a rank opens (pipe_init): the pipeline's three, and its data-parallel,
- * tensor-parallel and ZeRO-3 gather groups where it has them; each takes NCCL's memory. */
-static int comm_groups_of(const pipe_layout *z)
-{
-    return 3 + (z->dpw > 1) + (z->T > 1) + (z->shard_params != 0);
+    engine_plan_add_comm(out, cfg, 3 + (z->dpw > 1) + (z->T > 1) + (z->shard_params != 0));
 }
 
 void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out)
@@ -263,10 +260,9 @@ void megatron_pipeline_plan(const engine_config *cfg, engine_plan *out)
     memset(out, 0, sizeof *out);
     const int P = engine_pp(cfg), per_stage = engine_dp_world(cfg);
     for (int s = 0; s < P; s++) {
-        engine_plan p = {0};
+        engine_plan p;
         const pipe_layout z = layout_of(cfg, s * per_stage);
-        plan_of(&z, &p);
-        engine_plan_add_comm(&p, cfg, comm_groups_of(&z));
+        plan_of(&z, cfg, &p);
         if (p.gpu_bytes > out->gpu_bytes) out->gpu_bytes = p.gpu_bytes, out->gpu_comm_bytes = p.gpu_comm_bytes;
         if (p.host_bytes > out->host_bytes) out->host_bytes = p.host_bytes;
     }
@@ -655,9 +651,7 @@ int megatron_pipeline_init(const engine_env *env, void **state)
 void megatron_pipeline_chosen_plan(void *state, engine_plan *out)
 {
     const pipe_state *st = state;
-    *out = (engine_plan){0};
-    plan_of(&st->z, out);
-    engine_plan_add_comm(out, st->env.cfg, comm_groups_of(&st->z));
+    plan_of(&st->z, st->env.cfg, out);
 }
 
 /* ---- ZeRO-3: the working weights gathered for each use ------------------------------------- */

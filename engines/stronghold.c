@@ -268,7 +268,7 @@ static uint64_t gpu_per_slot(const sh_layout *z)
     return z->SP * z->act + z->SP * sizeof(float) + z->NC * z->act;
 }
 
-static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
+static void plan_of(const sh_layout *z, const gpt_shape *sh, const engine_config *cfg, engine_plan *out)
 {
     sh_bytes b = bytes_for(z, sh);
     *out = (engine_plan){0};
@@ -277,6 +277,7 @@ static void plan_of(const sh_layout *z, const gpt_shape *sh, engine_plan *out)
     out->host_bytes = 2 * (uint64_t)b.host_params + b.host_work + 2 * (uint64_t)b.host_mv + b.host_ckpt +
                       b.work_host + b.staging + b.nvme_staging + b.host_ahead;
     out->disk_bytes = b.disk_mv;
+    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group, on N GPU ranks) */
 }
 
 /* --clip-speculate: how many streamed layers, from the top, are updated ahead of the norm
@@ -286,7 +287,7 @@ static int ahead_layers(const engine_config *cfg, const sh_layout *z, const gpt_
     sh_layout base = *z;
     base.K = 0;
     engine_plan p;
-    plan_of(&base, sh, &p);
+    plan_of(&base, sh, cfg, &p);
     return update_ahead_blocks(cfg, !z->nvme && z->world == 1 && z->M == 1, 1, z->Ls, p.host_bytes, z->Sl);
 }
 
@@ -315,14 +316,19 @@ static void fixed_window(const gpt_shape *sh, int W, int *R, int *S)
 }
 
 /* -w auto's memory rule: with S slots, as many resident layers as `left` bytes of GPU
- * memory hold after a headroom for what the arena does not see (library workspaces,
- * allocator rounding: a twentieth of what is left, at most 512 MiB).  Every layer resident
- * when they all fit.  Returns 0 when not even the S slots fit. */
-static int auto_layout(const gpt_shape *sh, int bf16, uint64_t left, int S, int *R_out, int *S_out)
+ * memory hold after a headroom for what the arena does not see: library workspaces and
+ * allocator rounding (a twentieth of what is left, at most 512 MiB), and on N GPU ranks the
+ * gradients group's NCCL memory (engine_comm_group_bytes: a window that filled the arena
+ * failed its first all-gather on two H200s).  Every layer resident when they all fit.
+ * Returns 0 when not even the S slots fit. */
+static int auto_layout(const engine_config *cfg, uint64_t left, int S, int *R_out, int *S_out)
 {
+    const gpt_shape *sh = &cfg->shape;
     const int L = sh->layers;
-    sh_layout z = layout_for(sh, 0, 0, bf16, GPT_RECOMPUTE_FULL); /* (the per-layer sizes only) */
-    const uint64_t headroom = left / 20 < (512ull << 20) ? left / 20 : (512ull << 20);
+    sh_layout z = layout_for(sh, 0, 0, cfg->bf16, GPT_RECOMPUTE_FULL); /* (the per-layer sizes only) */
+    const uint64_t headroom =
+        (left / 20 < (512ull << 20) ? left / 20 : (512ull << 20)) + engine_comm_group_bytes(cfg);
+    if (left <= headroom) return 0;
     const uint64_t usable = left - headroom;
     const uint64_t per_res = gpu_per_resident(&z), per_slot = gpu_per_slot(&z);
     if ((uint64_t)L * per_res <= usable) {
@@ -351,17 +357,15 @@ static void stronghold_plan(const engine_config *cfg, engine_plan *out)
         sh_layout z0 = layout_for(sh, 0, 0, cfg->bf16, cfg->recompute);
         z0.M = engine_micro_batches(cfg);
         sh_bytes b0 = bytes_for(&z0, sh);
-        /* (and its gradients group's NCCL memory, outside the arena, left free) */
-        const uint64_t common = gpu_common(&b0) + engine_comm_group_bytes(cfg);
-        if (cfg->gpu_budget <= common || !auto_layout(sh, cfg->bf16, cfg->gpu_budget - common, 3, &R, &S)) {
+        const uint64_t common = gpu_common(&b0);
+        if (cfg->gpu_budget <= common || !auto_layout(cfg, cfg->gpu_budget - common, 3, &R, &S)) {
             R = 0;
             S = sh->layers < 2 ? sh->layers : 2;
         }
     }
     /* (-w auto without a budget: the least it can run with, every layer streamed.) */
     const sh_layout z = run_layout(cfg, R, S, 0);
-    plan_of(&z, sh, out);
-    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group) */
+    plan_of(&z, sh, cfg, out);
     if (cfg->clip_speculate < 0) out->host_while_ahead = update_ahead_bytes(z.K, z.Sl);
 }
 
@@ -620,7 +624,7 @@ static int layout_fits_host(const engine_config *cfg, int R, int S)
     if (!cfg->host_budget) return 1;
     const sh_layout z = run_layout(cfg, R, S, 0);
     engine_plan p;
-    plan_of(&z, &cfg->shape, &p);
+    plan_of(&z, &cfg->shape, cfg, &p);
     return p.host_bytes <= cfg->host_budget;
 }
 
@@ -629,7 +633,7 @@ static int layout_fits_host(const engine_config *cfg, int R, int S)
 static int layout_with_slots(const engine_config *cfg, uint64_t left, int s, int *R, int *S)
 {
     const int L = cfg->shape.layers;
-    if (!auto_layout(&cfg->shape, cfg->bf16, left, s, R, S) || *S == 0) return 0;
+    if (!auto_layout(cfg, left, s, R, S) || *S == 0) return 0;
     if (*S > L - *R) *S = L - *R;
     return 1;
 }
@@ -648,7 +652,7 @@ static int auto_choice(const engine_config *cfg, const machine_rates *m, uint64_
     const gpt_shape *sh = &cfg->shape;
     const int L = sh->layers;
     int R = 0, S = 0;
-    if (!auto_layout(sh, cfg->bf16, left, S_need, &R, &S)) return 0;
+    if (!auto_layout(cfg, left, S_need, &R, &S)) return 0;
     if (S > L - R) S = L - R;
     /* Where the host does not hold the rule's layout: the nearest slot count whose layout
      * fits GPU and host (fewer slots first: more resident layers, fewer streamed; then more:
@@ -707,16 +711,13 @@ static int choose_window(stronghold_state *st, int *R_out, int *S_out, int *spre
     const int bf16 = st->env.cfg->bf16;
     sh_layout z = layout_for(sh, 0, 0, bf16, st->env.cfg->recompute);
     const mem_budget *gb = &st->env.gpu->budget;
-    /* (what the arena has left, less the gradients group's NCCL memory, which is not the
-     * arena's: a window that filled the arena failed its first all-gather on two H200s) */
-    const uint64_t reserve = engine_comm_group_bytes(st->env.cfg);
-    const uint64_t left = gb->limit > gb->in_use + reserve ? gb->limit - gb->in_use - reserve : 0;
+    const uint64_t left = gb->limit > gb->in_use ? gb->limit - gb->in_use : 0;
     const uint64_t per_res = gpu_per_resident(&z);
     char a[32], b[32];
     format_bytes((double)left, a, sizeof a);
 
     int R = 0, S = 0;
-    if (auto_layout(sh, bf16, left, 2, &R, &S) && S == 0) {
+    if (auto_layout(st->env.cfg, left, 2, &R, &S) && S == 0) {
         format_bytes((double)L * per_res, b, sizeof b);
         engine_note(&st->env, "stronghold -w auto: all %d layers fit on the GPU (%s of %s left): "
                               "every layer resident with GPU Adam, no transfers", L, b, a);
@@ -972,7 +973,7 @@ static int stronghold_init(const engine_env *env, void **state)
     if (b.disk_mv && (rc = open_nvme(st))) return rc;
 
     engine_plan p;
-    plan_of(&st->z, sh, &p);
+    plan_of(&st->z, sh, st->env.cfg, &p);
     char g[32], h[32];
     format_bytes((double)p.gpu_bytes, g, sizeof g);
     format_bytes((double)p.host_bytes, h, sizeof h);
@@ -986,8 +987,7 @@ static int stronghold_init(const engine_env *env, void **state)
 static void stronghold_chosen_plan(void *state, engine_plan *out)
 {
     stronghold_state *st = state;
-    plan_of(&st->z, &st->sh, out);
-    engine_plan_add_comm(out, st->env.cfg, 1);
+    plan_of(&st->z, &st->sh, st->env.cfg, out);
     if (st->ahead.adaptive) out->host_while_ahead = update_ahead_bytes(st->ahead.count, st->ahead.block);
 }
 
@@ -1386,7 +1386,7 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
     const int S_need = slots_to_hide(pred_d2h_ms(m, (double)z0.PL) + pred_h2d_ms(m, per_float * ((double)z0.PL + z0.NC)),
                                      m->layer_fwd_ms + pred_layer_bwd_ms(m, cfg, 0)); /* (a streamed layer) */
     sh_bytes b0 = bytes_for(&z0, sh);
-    const uint64_t common = gpu_common(&b0) + engine_comm_group_bytes(cfg); /* (as stronghold_plan) */
+    const uint64_t common = gpu_common(&b0);
     if (!cfg->gpu_budget || cfg->gpu_budget <= common ||
         !auto_choice(cfg, m, cfg->gpu_budget - common, S_need, R, S, spread, NULL, NULL)) {
         *R = 0;

@@ -236,7 +236,7 @@ static zi_bytes bytes_for(const zi_layout *z, const gpt_shape *sh)
     return b;
 }
 
-static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
+static void plan_of(const zi_layout *z, const gpt_shape *sh, const engine_config *cfg, engine_plan *out)
 {
     zi_bytes b = bytes_for(z, sh);
     *out = (engine_plan){0};
@@ -244,6 +244,7 @@ static void plan_of(const zi_layout *z, const gpt_shape *sh, engine_plan *out)
     out->host_bytes = (uint64_t)b.host_params + b.host_work + b.host_grads + 2 * (uint64_t)b.host_mv +
                       b.work_host + b.grad_stages + b.nvme_staging + b.staging + update_ahead_bytes(z->K, z->Sl);
     out->disk_bytes = b.disk;
+    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group, on N GPU ranks) */
 }
 
 /* --clip-speculate: how many layers, from the top, are updated ahead of the norm
@@ -257,7 +258,7 @@ static int ahead_layers(const engine_config *cfg, const zi_layout *z, const gpt_
     zi_layout base = *z;
     base.K = 0;
     engine_plan p;
-    plan_of(&base, sh, &p);
+    plan_of(&base, sh, cfg, &p);
     return update_ahead_blocks(cfg, !z->nvme && z->world == 1 && z->M == 1 && z->dt == GPT_F32, 0, z->L, p.host_bytes,
                                z->Sl);
 }
@@ -266,8 +267,7 @@ static void zero_infinity_plan(const engine_config *cfg, engine_plan *out)
 {
     zi_layout z = layout_for(cfg);
     z.K = ahead_layers(cfg, &z, &cfg->shape);
-    plan_of(&z, &cfg->shape, out);
-    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group) */
+    plan_of(&z, &cfg->shape, cfg, out);
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -481,7 +481,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
     if (st->host_w) cpu_round_bf16(st->host_w, st->host_p, z->Pshard);
 
     engine_plan p;
-    plan_of(z, sh, &p);
+    plan_of(z, sh, env->cfg, &p);
     char g[32], h[32], d[32];
     format_bytes((double)p.gpu_bytes, g, sizeof g);
     format_bytes((double)p.host_bytes, h, sizeof h);
@@ -501,8 +501,7 @@ static int zero_infinity_init(const engine_env *env, void **state)
 static void zero_infinity_chosen_plan(void *state, engine_plan *out)
 {
     zi_state *st = state;
-    plan_of(&st->z, &st->sh, out);
-    engine_plan_add_comm(out, st->env.cfg, 1);
+    plan_of(&st->z, &st->sh, st->env.cfg, out);
 }
 
 /* ---- one step -------------------------------------------------------------------------------- */

@@ -195,7 +195,7 @@ static zo_bytes bytes_for(const zo_layout *z, const gpt_shape *sh)
     return b;
 }
 
-static void plan_of(const zo_layout *z, const gpt_shape *sh, engine_plan *out)
+static void plan_of(const zo_layout *z, const gpt_shape *sh, const engine_config *cfg, engine_plan *out)
 {
     zo_bytes b = bytes_for(z, sh);
     *out = (engine_plan){0};
@@ -203,13 +203,13 @@ static void plan_of(const zo_layout *z, const gpt_shape *sh, engine_plan *out)
     out->host_bytes = (uint64_t)b.host_params + b.host_work + (uint64_t)b.host_grad_copies * b.host_grads +
                       2 * (uint64_t)b.host_mv + b.work_host + b.staging;
     out->disk_bytes = 0;
+    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group, on N GPU ranks) */
 }
 
 static void zero_offload_plan(const engine_config *cfg, engine_plan *out)
 {
     zo_layout z = layout_for(cfg);
-    plan_of(&z, &cfg->shape, out);
-    engine_plan_add_comm(out, cfg, 1); /* (layer_work's gradients group) */
+    plan_of(&z, &cfg->shape, cfg, out);
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -419,7 +419,7 @@ static int zero_offload_init(const engine_env *env, void **state)
         return rc;
 
     engine_plan p;
-    plan_of(z, sh, &p);
+    plan_of(z, sh, env->cfg, &p);
     char g[32], h[32];
     format_bytes((double)p.gpu_bytes, g, sizeof g);
     format_bytes((double)p.host_bytes, h, sizeof h);
@@ -443,8 +443,7 @@ static int zero_offload_init(const engine_env *env, void **state)
 static void zero_offload_chosen_plan(void *state, engine_plan *out)
 {
     zo_state *st = state;
-    plan_of(&st->z, &st->sh, out);
-    engine_plan_add_comm(out, st->env.cfg, 1);
+    plan_of(&st->z, &st->sh, st->env.cfg, out);
 }
 
 /* ---- one step -------------------------------------------------------------------------------- */
