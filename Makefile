@@ -188,7 +188,7 @@ $(BUILD)/case6_recovery: scripts/case6_recovery.c $(CONFIG_STAMP)
 
 # Benchmarks: the kernels and the runtime they measure, nothing of cmd/ (so no cJSON).
 BENCH_OBJS := $(KERNEL_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/engines/runtime/cpu_adam.o $(CUDA_OBJS)
-bench-tools: $(BUILD)/bench/host_adam $(BUILD)/bench/disk_bw
+bench-tools: $(BUILD)/bench/host_adam $(BUILD)/bench/disk_bw $(BUILD)/bench/adam_jobs
 
 # The disk ceiling through the disk tier (build/bench/disk_bw DIR [GiB]).
 DISK_BW_OBJS := $(BENCH_OBJS) $(BUILD)/engines/runtime/disk_tier.o $(BUILD)/engines/runtime/membudget.o

@@ -27,7 +27,8 @@
  *              "host_threads", "host_copy_gbs", "gpu_bytes", "host_bytes",
  *              "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam",
  *              "adam_h2d_gbs", "adam_d2h_gbs", "host_adam_h2d_ms_per_mparam",
- *              "host_adam_d2h_ms_per_mparam" (the pairs: PAIR_FIELDS), "measured" },
+ *              "host_adam_d2h_ms_per_mparam" (the pairs: PAIR_FIELDS), "host_adam_job_ms"
+ *              (optional: files from before it), "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam", "layer_recompute_selective_ms" (optional: files
@@ -41,8 +42,9 @@
  *                      then its file),
  *   "collectives": [ { "world", "all_reduce_ms", "all_reduce_gbs", "reduce_scatter_ms",
  *                      "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs",
- *                      "compute_under_collectives", "compute_under_sharded_collectives"
- *                      (optional: files from before it), "rates": { as above, one rank's with
+ *                      "compute_under_collectives", "compute_under_sharded_collectives",
+ *                      "all_reduce_under_compute", "reduce_scatter_under_compute",
+ *                      "all_gather_under_compute" (optional: files from before them), "rates": { as above, one rank's with
  *                      every rank at work }, "checkpoint_dir": { as checkpoint_dirs[], every
  *                      rank writing }, "measured" }, ... ] (--calibrate under mpirun) }
  * "measured" is the Unix time of the measurement. */
@@ -229,6 +231,9 @@ static int rates_from(const cJSON *o, const char *where, int n, const char *path
         if (optional_field(o, where, PAIR_FIELDS[i], path, &pair[i], 0, err, errlen)) return -1;
     out->both_h2d_gbs = pair[0], out->both_d2h_gbs = pair[1], out->adam_h2d_gbs = pair[2], out->adam_d2h_gbs = pair[3];
     out->host_adam_h2d_ms_per_mparam = pair[4], out->host_adam_d2h_ms_per_mparam = pair[5];
+    double job_ms = 0;
+    if (optional_field(o, where, "host_adam_job_ms", path, &job_ms, 0, err, errlen)) return -1;
+    out->host_adam_job_ms = job_ms;
     return 0;
 }
 
@@ -342,7 +347,13 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         if (optional_field(ce, "collectives[]", "compute_under_collectives", path, &out->compute_under_coll, 1, err,
                            errlen) ||
             optional_field(ce, "collectives[]", "compute_under_sharded_collectives", path, &out->compute_under_shard, 1,
-                           err, errlen))
+                           err, errlen) ||
+            optional_field(ce, "collectives[]", "all_reduce_under_compute", path, &out->ar_under_compute, 1, err,
+                           errlen) ||
+            optional_field(ce, "collectives[]", "reduce_scatter_under_compute", path, &out->rs_under_compute, 1, err,
+                           errlen) ||
+            optional_field(ce, "collectives[]", "all_gather_under_compute", path, &out->ag_under_compute, 1, err,
+                           errlen))
             goto out;
         const cJSON *shared = cJSON_GetObjectItemCaseSensitive(ce, "rates");
         if (shared) {
@@ -414,6 +425,6 @@ int machine_file_has_every_rate(const cJSON *rates)
         if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, RATE_FIELDS[i]))) return 0;
     for (int i = 0; i < NPAIR_FIELDS; i++)
         if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, PAIR_FIELDS[i]))) return 0;
-    return 1;
+    return cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, "host_adam_job_ms"));
 }
 

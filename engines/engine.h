@@ -349,6 +349,10 @@ typedef struct machine_rates {
     /* pinned copies, GB/s, each way alone */
     double h2d_gbs, d2h_gbs;
     double host_adam_ms_per_mparam; /* the host Adam pool, with `host_threads` threads */
+    /* and what each update job costs beyond its parameters (ms; the per-M rates here are then
+     * beyond it): the pool timed at two block sizes, as the collectives' latency and rate (0: a
+     * file from before, whose per-M rates are a 64 M block's, the job's cost in them) */
+    double host_adam_job_ms;
     /* the same three at once (both copy directions and the host Adam: the offload engines'
      * steady state, where they share host memory's bandwidth) */
     double busy_h2d_gbs, busy_d2h_gbs, busy_host_adam_ms_per_mparam;
@@ -383,6 +387,13 @@ typedef struct machine_rates {
      *                         busy millisecond (0: a file from before: as all-reduces) */
     int rates_world;
     double compute_under_coll, compute_under_shard;
+    /* the mirror: each kind of collective's time with a layer's backward beside it, over its
+     * time alone (0: a file from before: as alone); a collective is slowed by the share of its
+     * time the compute ran beside it */
+    double ar_under_compute, rs_under_compute, ag_under_compute;
+    /* the compute stream's busy spans in pred_settle's last walk (NULL outside it, or before its
+     * first): what each collective ran beside (predict.h's pred_run_coll) */
+    struct pred_spans *compute_beside;
     /* the share of the compute stream's time that all-reduces, and reduce-scatters and
      * all-gathers, run beside: pred_settle */
     double compute_load, compute_load_shard;

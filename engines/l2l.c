@@ -659,29 +659,29 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
             for (int k = 0; k < L; k++) {
                 if (i == 0) host = pred_max(host, adam_done[k]);
                 in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, c)); /* (c: the layer before is done) */
-                if (world > 1) in = pred_run_coll(&t, 1, gather_ms, in);
+                if (world > 1) in = pred_run_coll(&t, m, PRED_ALL_GATHER, gather_ms, in);
                 c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
             }
             in = pred_run(&t, BUSY_H2D, in_ms, c); /* layer L-1 again, under the head */
-            if (world > 1) in = pred_run_coll(&t, 1, gather_ms, in);
+            if (world > 1) in = pred_run_coll(&t, m, PRED_ALL_GATHER, gather_ms, in);
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
             home[L] = start;
             for (int j = L - 1; j >= 0; j--) {
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j),
                              pred_max(c, pred_max(in, home[j + 1])));
-                double reduced = world > 1 ? pred_run_coll(&t, 1, reduce_ms, c) : c;
+                double reduced = world > 1 ? pred_run_coll(&t, m, PRED_REDUCE_SCATTER, reduce_ms, c) : c;
                 /* micro-batches after the first: the earlier ones' sum comes up and is added */
                 if (i > 0) reduced = pred_add_earlier(&t, landing_ms, world, &c, home[j]);
                 home[j] = pred_run(&t, BUSY_D2H, out_ms, reduced);
                 if (!clip && last) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
                 if (j > 0) {
                     in = pred_run(&t, BUSY_H2D, in_ms, c);
-                    if (world > 1) in = pred_run_coll(&t, 1, gather_ms, pred_max(in, reduced));
+                    if (world > 1) in = pred_run_coll(&t, m, PRED_ALL_GATHER, gather_ms, pred_max(in, reduced));
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         }
-        if (world > 1) c = pred_run(&t, BUSY_COMM, pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE), c);
+        if (world > 1) c = pred_run_coll(&t, m, PRED_ALL_REDUCE, pred_coll_ms(m->ar_ms, m->ar_gbs, (double)z.PE), c);
         host = pred_max(host, c); /* the norms read back */
         c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE), c);
         if (clip)

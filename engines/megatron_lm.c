@@ -1074,17 +1074,18 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     /* a block's gradient reduction: reduce-scattered at stages 2-3, else all-reduced */
     const int shard_grads = stage >= 2;
     const double reduce_lat = shard_grads ? m->rs_ms : m->ar_ms, reduce_gbs = shard_grads ? m->rs_gbs : m->ar_gbs;
+    const int reduce_kind = shard_grads ? PRED_REDUCE_SCATTER : PRED_ALL_REDUCE;
     const double reduce_layer = pred_coll_ms(reduce_lat, reduce_gbs, grad_floats * PL),
                  reduce_embed = pred_coll_ms(reduce_lat, reduce_gbs, grad_floats * PE);
     const double gather_embed = pred_coll_ms(m->ag_ms, m->ag_gbs, param_floats * PE);
-    if (stage == 3) pc = pred_run_coll(&pcomm, 1, gather_embed, 0);
+    if (stage == 3) pc = pred_run_coll(&pcomm, m, PRED_ALL_GATHER, gather_embed, 0);
     for (int i = 0; i < M; i++) {
         const int last = i == M - 1;
         c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, stage == 3 ? pc : 0));
         for (int k = 0; k < L; k++) {
             double ready = c;
             if (stage == 3) { /* into slot k mod 2, once layer k - 2 is done with it */
-                pc = pred_run_coll(&pcomm, 1, gather_layer, k >= 2 ? slot_free[k - 2] : c);
+                pc = pred_run_coll(&pcomm, m, PRED_ALL_GATHER, gather_layer, k >= 2 ? slot_free[k - 2] : c);
                 ready = pred_max(c, pc);
             }
             c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, ready);
@@ -1096,26 +1097,25 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
             if (stage == 3 && j < L - 2) {
                 /* issued before layer j + 1's backward, once j + 2's is done with the slot:
                  * beside j + 1's backward */
-                pc = pred_run_coll(&pcomm, 1, gather_layer, slot_free[j + 2]);
+                pc = pred_run_coll(&pcomm, m, PRED_ALL_GATHER, gather_layer, slot_free[j + 2]);
                 ready = pred_max(c, pc);
             }
             if (shard_grads && j < L - 2) ready = pred_max(ready, grad_free[j + 2]); /* its grad slot */
             c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j), ready);
             slot_free[j] = c;
             if (world > 1 && (shard_grads || last)) {
-                gc = pred_run_coll(&t, shard_grads, reduce_layer, c);
+                gc = pred_run_coll(&t, m, reduce_kind, reduce_layer, c);
                 if (shard_grads) grad_free[j] = gc;
             }
         }
         c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
     }
-    if (world > 1) gc = pred_run_coll(&t, shard_grads, reduce_embed, c);
+    if (world > 1) gc = pred_run_coll(&t, m, reduce_kind, reduce_embed, c);
     c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, stage == 0 ? P : P / world), pred_max(c, gc));
     double end = c;
     if (stage == 1 || stage == 2) /* every block gathered after the update */
-        end = pred_run_coll(&pcomm, 1, gather_embed + L * gather_layer, c);
-    t.busy[BUSY_COMM] += pcomm.busy[BUSY_COMM];
-    t.coll_shard += pcomm.coll_shard;
+        end = pred_run_coll(&pcomm, m, PRED_ALL_GATHER, gather_embed + L * gather_layer, c);
+    pred_join_comm(&t, &pcomm);
     pred_done(out, &t, 0, end);
     free(slot_free);
 }

@@ -1401,6 +1401,7 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
 typedef struct pred_prefetches {
     const sh_layout *z;
     pred_timeline *t;
+    const machine_rates *m;
     int S, world, first_mb, next, want;
     const double *adam_done, *fwd_done;
     double *ready, layer_h2d, gather_ms;
@@ -1416,7 +1417,7 @@ static void pred_issue_prefetches(pred_prefetches *pf, int need, double *host)
         /* (the slot's layer before, S streamed layers below, must have run forward) */
         const double slot_free = i >= pf->S ? pf->fwd_done[streamed_layer(pf->z, i - pf->S)] : 0;
         pf->ready[k] = pred_run(pf->t, BUSY_H2D, pf->layer_h2d, pred_max(*host, slot_free));
-        if (pf->world > 1) pf->ready[k] = pred_run_coll(pf->t, 1, pf->gather_ms, pf->ready[k]);
+        if (pf->world > 1) pf->ready[k] = pred_run_coll(pf->t, pf->m, PRED_ALL_GATHER, pf->gather_ms, pf->ready[k]);
         pf->next++;
     }
 }
@@ -1477,7 +1478,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
              * (the backward before brought them); the prefetches as issue_prefetches issues
              * them: in streamed order, each once its update is done by the host's clock, and
              * a layer's own before its forward, the host waiting for its update there */
-            pred_prefetches pf = {.z = &z, .t = &t, .S = S, .world = world, .first_mb = mb == 0, .adam_done = adam_done,
+            pred_prefetches pf = {.z = &z, .t = &t, .m = m, .S = S, .world = world, .first_mb = mb == 0, .adam_done = adam_done,
                                   .fwd_done = fwd_done, .ready = ready, .layer_h2d = layer_h2d, .gather_ms = gather_ms};
             pf.next = mb == 0 ? 0 : (S < z.Ls ? S : z.Ls);
             pf.want = S < z.Ls ? S : z.Ls;
@@ -1508,11 +1509,11 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, j),
                              streamed && i < z.Ls - S ? pred_max(c, ready[j]) : pred_max(c, res_wait));
                 if (!streamed) {
-                    if (world > 1) reduced = pred_run(&t, BUSY_COMM, layer_ar_ms, c);
+                    if (world > 1) reduced = pred_run_coll(&t, m, PRED_ALL_REDUCE, layer_ar_ms, c);
                     if (mb > 0) res_fresh_free[block] = reduced;
                     continue;
                 }
-                double grads_final = world > 1 ? (reduced = pred_run_coll(&t, 1, reduce_ms, c)) : c;
+                double grads_final = world > 1 ? (reduced = pred_run_coll(&t, m, PRED_REDUCE_SCATTER, reduce_ms, c)) : c;
                 /* micro-batches after the first: the layer's sum so far comes up to be added,
                  * on the stream the grads are final on (layer_work_add_earlier): on one rank
                  * the compute stream itself, not queued behind the h2d stream's prefetches (b 1-2
@@ -1525,13 +1526,13 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 if (i - S >= 0) {
                     const int down = streamed_layer(&z, i - S);
                     ready[down] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
-                    if (world > 1) ready[down] = pred_run_coll(&t, 1, gather_ms, ready[down]);
+                    if (world > 1) ready[down] = pred_run_coll(&t, m, PRED_ALL_GATHER, gather_ms, ready[down]);
                 }
             }
             c = pred_run(&t, BUSY_COMPUTE, m->embed_bwd_ms, c);
         }
         /* the embedding's grads accumulate in place: reduced once, after the last */
-        if (world > 1) c = pred_max(c, pred_run(&t, BUSY_COMM, embed_ar_ms, c));
+        if (world > 1) c = pred_max(c, pred_run_coll(&t, m, PRED_ALL_REDUCE, embed_ar_ms, c));
         c = pred_max(c, reduced);
         /* the norms are read back (the host waits for compute), then the GPU Adam of the
          * embedding and the resident layers, and the host Adam of the streamed ones */

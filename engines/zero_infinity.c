@@ -887,7 +887,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
         double host = pred_max(start, adam_done[0]);
         double embed_in = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, per_float * z.Se), host);
         if (world > 1)
-            embed_in = pred_run_coll(&t, 1, pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * world * z.Se), embed_in);
+            embed_in = pred_run_coll(&t, m, PRED_ALL_GATHER, pred_coll_ms(m->ag_ms, m->ag_gbs, per_float * world * z.Se), embed_in);
         double c = start, prev = start; /* prev: the micro-batch before's last layer (fetch buffers) */
         for (int k = 0; k < M; k++) {
             const int last = k == M - 1;
@@ -897,7 +897,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
                 const int fwd = i < L, layer = fwd ? i : 2 * L - 1 - i;
                 if (fwd && k == 0) host = pred_max(host, adam_done[1 + layer]);
                 double in = pred_run(&t, BUSY_H2D, in_ms, pred_max(host, i >= F ? used[i - F] : prev));
-                if (world > 1) in = pred_run_coll(&t, 1, gather_ms, in);
+                if (world > 1) in = pred_run_coll(&t, m, PRED_ALL_GATHER, gather_ms, in);
                 if (i == L) c = pred_run(&t, BUSY_COMPUTE, m->head_ms, c);
                 if (fwd) {
                     c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(c, in));
@@ -905,7 +905,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
                     const int b = (L - 1 - layer) % 2;
                     c = pred_run(&t, BUSY_COMPUTE, pred_layer_bwd_ms(m, cfg, layer),
                                  pred_max(c, pred_max(in, bucket_free[b])));
-                    double reduced = world > 1 ? pred_run_coll(&t, 1, reduce_ms, c) : c;
+                    double reduced = world > 1 ? pred_run_coll(&t, m, PRED_REDUCE_SCATTER, reduce_ms, c) : c;
                     /* micro-batches after the first: the layer's sum so far comes up to be added */
                     if (k > 0) reduced = pred_add_earlier(&t, landing_ms, world, &c, home[1 + layer]);
                     bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, reduced);
@@ -922,7 +922,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
         }
         /* the embedding's grads accumulate in place: reduced and sent home after the last */
         const double embed_reduced =
-            world > 1 ? pred_run_coll(&t, 1, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Se), c) : c;
+            world > 1 ? pred_run_coll(&t, m, PRED_REDUCE_SCATTER, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Se), c) : c;
         home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
         if (nvme) home[0] = pred_run(&t, BUSY_DISK, pred_disk_write_ms(m, (double)z.Se), home[0]);
         host = pred_max(host, pred_max(c, embed_reduced)); /* the norms read back (the shards' after their reductions) */

@@ -805,7 +805,7 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
             const double shard = k == 0 ? (double)z.Se : (double)z.Sl, up = shard * z.act / sizeof(float);
             double copied = s == 0 ? start : pred_run(&t, BUSY_H2D, pred_h2d_ms(m, up), adam_done[k]);
             if (world > 1 && s > 0)
-                copied = pred_run_coll(&t, 1, pred_coll_ms(m->ag_ms, m->ag_gbs, world * up), copied);
+                copied = pred_run_coll(&t, m, PRED_ALL_GATHER, pred_coll_ms(m->ag_ms, m->ag_gbs, world * up), copied);
             /* --dpu (after its warm-up): the step before's update of block k, queued once its copy
              * of the update before has left, runs under this step */
             if (dpu && s > 0)
@@ -833,7 +833,7 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
                     double reduced = c;
                     for (int j = lo; world > 1 && j <= hi; j++) {
                         reduced =
-                            pred_run_coll(&t, 1, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Sl), reduced);
+                            pred_run_coll(&t, m, PRED_REDUCE_SCATTER, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Sl), reduced);
                         /* (N ranks: the earlier sum of the shard comes up on the collectives' stream) */
                         if (i > 0) reduced = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.Sl), pred_max(reduced, home[j + 1]));
                     }
@@ -845,7 +845,7 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
         }
         double embed_reduced = c;
         if (world > 1)
-            embed_reduced = pred_run_coll(&t, 1, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Se), c);
+            embed_reduced = pred_run_coll(&t, m, PRED_REDUCE_SCATTER, pred_coll_ms(m->rs_ms, m->rs_gbs, (double)world * z.Se), c);
         home[0] = pred_run(&t, BUSY_D2H, pred_d2h_ms(m, (double)z.Se), embed_reduced);
         double norm = c; /* the norms are read back with the backward */
         for (int k = 0; k <= L; k++) norm = pred_max(norm, home[k]);

@@ -13,19 +13,22 @@
 
 #include "../engine.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The host-memory users (copies each way, the host Adam): the resources whose pieces slow each
- * other, and whose busy spans a walk keeps to see which ran beside which. */
-enum { PRED_HOST_USERS = 3, PRED_SPANS = 512 };
+ * other.  They, the compute stream and the collectives' (which slow each other too) are the
+ * resources whose busy spans a walk keeps, to see which ran beside which. */
+enum { PRED_HOST_USERS = 3, PRED_TRACKED = 5, PRED_SPANS = 512 };
 static const int pred_host_user[PRED_HOST_USERS] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM};
+static const int pred_tracked[PRED_TRACKED] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_COMPUTE, BUSY_COMM};
 
 /* One resource's busy spans [lo, hi), in time order (a resource runs one piece at a time, each
  * after the last): back-to-back pieces are one span; when PRED_SPANS are in use, neighbours are
  * merged pairwise (the gaps between them then count as busy: coarser, never dropped). */
-typedef struct pred_spans {
+typedef struct pred_spans { /* (engine.h: struct pred_spans) */
     int n;
     double lo[PRED_SPANS], hi[PRED_SPANS];
 } pred_spans;
@@ -34,17 +37,18 @@ typedef struct pred_timeline {
     double free_at[BUSY_KINDS]; /* when each resource is next free (ms) */
     double busy[BUSY_KINDS];    /* its busy time in the step being walked */
     double coll_shard;          /* of busy[BUSY_COMM], reduce-scatters' and all-gathers' */
-    pred_spans spans[PRED_HOST_USERS];
+    pred_spans spans[PRED_TRACKED];
+    pred_spans *record_compute; /* where pred_done leaves the compute's spans (m->compute_beside) */
 } pred_timeline;
 
 static inline double pred_max(double a, double b) { return a > b ? a : b; }
 static inline double pred_min(double a, double b) { return a < b ? a : b; }
 
-/* The index of resource r among the host-memory users, or -1. */
-static inline int pred_host_index(int r)
+/* The index of resource r among the tracked resources, or -1. */
+static inline int pred_tracked_index(int r)
 {
-    for (int i = 0; i < PRED_HOST_USERS; i++)
-        if (pred_host_user[i] == r) return i;
+    for (int i = 0; i < PRED_TRACKED; i++)
+        if (pred_tracked[i] == r) return i;
     return -1;
 }
 
@@ -69,18 +73,64 @@ static inline double pred_run(pred_timeline *t, int r, double ms, double after)
     const double start = t->free_at[r] > after ? t->free_at[r] : after;
     t->free_at[r] = start + ms;
     t->busy[r] += ms;
-    const int h = pred_host_index(r);
+    const int h = pred_tracked_index(r);
     if (h >= 0) pred_span_add(&t->spans[h], start, start + ms);
     return start + ms;
 }
 
-/* A collective on the collectives' stream (pred_run on BUSY_COMM): `shard` for a
- * reduce-scatter or all-gather, 0 for an all-reduce (what each slows the compute beside it by
- * differs: machine_rates.compute_under_shard). */
-static inline double pred_run_coll(pred_timeline *t, int shard, double ms, double after)
+/* The time within [from, to) that s covers (s in time order: the first span that ends after
+ * `from` found by bisection; a collective asks it of the compute's spans). */
+static inline double pred_spans_cover(const pred_spans *s, double from, double to)
 {
-    if (shard) t->coll_shard += ms;
+    int lo = 0, hi = s->n;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (s->hi[mid] <= from) lo = mid + 1;
+        else hi = mid;
+    }
+    double sum = 0;
+    for (int i = lo; i < s->n && s->lo[i] < to; i++) sum += pred_min(s->hi[i], to) - pred_max(s->lo[i], from);
+    return sum;
+}
+
+/* A collective on the collectives' stream (pred_run on BUSY_COMM) of `ms` alone, by kind: a
+ * reduce-scatter or all-gather slows the compute beside it less than an all-reduce
+ * (machine_rates.compute_under_shard), and each kind is slowed by the compute beside it by its
+ * own factor (ar_under_compute, ...), for the share of its time the compute ran beside it in
+ * pred_settle's last walk (m->compute_beside).  (One factor for every collective, and one
+ * share for all of them, put ZeRO-1/2 up to 10% long on two H200s where it brought ZeRO-3 in:
+ * their gathers after the update run alone.) */
+enum { PRED_ALL_REDUCE, PRED_REDUCE_SCATTER, PRED_ALL_GATHER };
+static inline double pred_run_coll(pred_timeline *t, const machine_rates *m, int kind, double ms, double after)
+{
+    const double f = kind == PRED_ALL_REDUCE       ? m->ar_under_compute
+                     : kind == PRED_REDUCE_SCATTER ? m->rs_under_compute
+                                                   : m->ag_under_compute;
+    if (m->compute_beside) {
+        t->record_compute = m->compute_beside;
+        const double start = pred_max(t->free_at[BUSY_COMM], after);
+        if (f > 1 && ms > 0) ms *= 1 + (f - 1) * pred_min(1.0, pred_spans_cover(m->compute_beside, start, start + ms) / ms);
+    }
+    if (kind != PRED_ALL_REDUCE) t->coll_shard += ms;
     return pred_run(t, BUSY_COMM, ms, after);
+}
+
+/* A second collectives' stream walked on its own timeline (`other`: megatron-lm's param-comm)
+ * into t's: its busy time, and its spans merged in time order with t's, so that what ran
+ * beside the compute counts both streams. */
+static inline void pred_join_comm(pred_timeline *t, const pred_timeline *other)
+{
+    t->busy[BUSY_COMM] += other->busy[BUSY_COMM];
+    t->coll_shard += other->coll_shard;
+    if (!t->record_compute) t->record_compute = other->record_compute;
+    const int h = pred_tracked_index(BUSY_COMM);
+    const pred_spans a = t->spans[h], *b = &other->spans[h];
+    t->spans[h].n = 0;
+    for (int i = 0, j = 0; i < a.n || j < b->n;) {
+        const int from_a = j >= b->n || (i < a.n && a.lo[i] <= b->lo[j]);
+        if (from_a) pred_span_add(&t->spans[h], a.lo[i], a.hi[i]), i++;
+        else pred_span_add(&t->spans[h], b->lo[j], b->hi[j]), j++;
+    }
 }
 
 /* The time within [from, to) that spans a cover, and that both a and b cover. */
@@ -120,7 +170,8 @@ static inline double pred_add_earlier(pred_timeline *t, double ms, int world, do
     return start + ms;
 }
 
-/* ms of a pinned copy of n floats each way, and of the host Adam on n parameters.  The two
+/* ms of a pinned copy of n floats each way, and of the host Adam on n parameters (one job:
+ * its cost, then its parameters at the contended rate).  The two
  * copy directions and the host Adam share host memory's bandwidth, and each piece is costed
  * by what ran beside it in the walk (m->overlap, from pred_settle): its time alone, with one
  * other user (each pair calibrated: measure_busy in cmd/calibrate.c), or with both, taken
@@ -157,7 +208,7 @@ static inline double pred_d2h_ms(const machine_rates *m, double floats)
 static inline double pred_host_adam_ms(const machine_rates *m, double params)
 {
     const double mp = params / 1e6;
-    return pred_contended_ms(mp * m->host_adam_ms_per_mparam, mp * m->host_adam_h2d_ms_per_mparam,
+    return m->host_adam_job_ms + pred_contended_ms(mp * m->host_adam_ms_per_mparam, mp * m->host_adam_h2d_ms_per_mparam,
                              mp * m->host_adam_d2h_ms_per_mparam, mp * m->busy_host_adam_ms_per_mparam,
                              m->overlap[BUSY_HOST_ADAM][BUSY_H2D], m->overlap[BUSY_HOST_ADAM][BUSY_D2H]);
 }
@@ -206,7 +257,7 @@ static inline void pred_step(pred_timeline *t, double at)
     t->coll_shard = 0;
     t->free_at[BUSY_COMPUTE] = pred_max(t->free_at[BUSY_COMPUTE], at);
     /* (the spans over before it: no longer beside anything this step or later runs) */
-    for (int h = 0; h < PRED_HOST_USERS; h++) {
+    for (int h = 0; h < PRED_TRACKED; h++) {
         pred_spans *s = &t->spans[h];
         int keep = 0;
         while (keep < s->n && s->hi[keep] <= at) keep++;
@@ -311,14 +362,23 @@ static inline void pred_compute_loaded(machine_rates *loaded, const machine_rate
  * unchanged.  On N ranks the compute's load is
  * settled alike: the share of the compute stream's busy time the collectives' busy time
  * beside it covers (they run beside the backward; out->coll_idle_ms not), which stretches the
- * compute pieces. */
+ * compute pieces; and the collectives' load, the share of their busy time the compute ran
+ * beside (out->overlap), which slows them (pred_coll_loaded). */
 static inline void pred_settle(const engine_config *cfg, const machine_rates *m, pred_walk_fn walk, const void *ctx,
                                engine_prediction *out)
 {
     machine_rates loaded = *m;
     memset(loaded.overlap, 0, sizeof loaded.overlap);
     pred_compute_loaded(&loaded, m, 0, 0);
+    pred_spans *compute_beside = calloc(1, sizeof *compute_beside);
+    if (!compute_beside) {
+        memset(out, 0, sizeof *out);
+        snprintf(out->why, sizeof out->why, "out of memory");
+        return;
+    }
+    loaded.compute_beside = compute_beside; /* (empty: the first walk's collectives as alone) */
     walk(cfg, &loaded, ctx, out);
+    double coll_before = -1;
     for (int it = 0; it < 12 && out->modelled && out->ms > 0; it++) {
         double moved = 0;
         for (int a = 0; a < PRED_HOST_USERS; a++)
@@ -337,6 +397,11 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
         const double want_s = beside > 0 ? cover * shard / beside : 0, want_c = cover - want_s;
         const double old_c = loaded.compute_load, old_s = loaded.compute_load_shard;
         pred_compute_loaded(&loaded, m, (old_c + want_c) / 2, (old_s + want_s) / 2);
+        /* (each collective slowed by the compute beside it in the last walk: settled when their
+         * busy time moved by under 1% from the walk before) */
+        const double coll = out->busy_ms[BUSY_COMM];
+        if (coll > 0) moved = pred_max(moved, coll_before < 0 ? 1 : fabs(coll - coll_before) / coll);
+        coll_before = coll;
         /* (a share of a few percent still moves the step by its whole collectives' time:
          * settled to 0.1%) */
         moved = pred_max(moved, 10 * pred_max(want_c > old_c ? want_c - old_c : old_c - want_c,
@@ -344,6 +409,7 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
         walk(cfg, &loaded, ctx, out);
         if (moved < 0.01) break;
     }
+    free(compute_beside);
 }
 
 /* The prediction's fields from a walked step [start, end). */
@@ -358,15 +424,16 @@ static inline void pred_done(engine_prediction *out, const pred_timeline *t, dou
     out->coll_shard_ms = t->coll_shard;
     out->bound = pred_bound(t);
     out->modelled = 1;
-    /* what ran beside each host-memory user within the step (a steady step's window holds a
+    if (t->record_compute) *t->record_compute = t->spans[pred_tracked_index(BUSY_COMPUTE)];
+    /* what ran beside each tracked resource within the step (a steady step's window holds a
      * whole period of every resource's work) */
     memset(out->overlap, 0, sizeof out->overlap);
-    for (int a = 0; a < PRED_HOST_USERS; a++) {
+    for (int a = 0; a < PRED_TRACKED; a++) {
         const double own = pred_spans_within(&t->spans[a], start, end);
         if (own <= 0) continue;
-        for (int b = 0; b < PRED_HOST_USERS; b++)
+        for (int b = 0; b < PRED_TRACKED; b++)
             if (b != a)
-                out->overlap[pred_host_user[a]][pred_host_user[b]] =
+                out->overlap[pred_tracked[a]][pred_tracked[b]] =
                     pred_min(1.0, pred_spans_both(&t->spans[a], &t->spans[b], start, end) / own);
     }
 }
