@@ -22,7 +22,6 @@
 #include "../kernels/model.h"
 
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -478,7 +477,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
               cpu_adam_create(&pool, run_cfg->eng.threads);
     bad = calibrate_any_failed(ranks, bad);
     double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
-    double adam_h2d = 0, adam_d2h = 0, adam_with_h2d = 0, adam_with_d2h = 0, unused = 0, job_ms = 0;
+    double adam_h2d = 0, adam_d2h = 0, adam_with_h2d = 0, adam_with_d2h = 0, unused = 0;
     if (!bad) {
         copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
@@ -495,14 +494,6 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
         bad |= calibrate_in_step(ranks);
         const double adam_ms = calibrate_host_ms(run_host_adam, &h, &bad, gpu);
         adam = adam_ms / (n / 1e6);
-        /* and on a quarter of the block: what a job costs beyond its parameters (latency), as
-         * the collectives are fitted (at most half the quarter's time: beyond that it is noise) */
-        host_ctx quarter = h;
-        quarter.job.n = n / 4, quarter.job.n_decay = n / 8;
-        bad |= calibrate_in_step(ranks);
-        const double quarter_ms = calibrate_host_ms(run_host_adam, &quarter, &bad, gpu);
-        const double per_param = (adam_ms - quarter_ms) / (double)(n - n / 4);
-        job_ms = fmin(fmax(quarter_ms - per_param * (double)(n / 4), 0.0), quarter_ms / 2);
         /* the bf16 engines' update: the same, writing the bf16 working copy too (30 B per
          * parameter, not 28) */
         if (w) {
@@ -548,17 +539,12 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
         fprintf(stderr, "aebench: --calibrate: the copy and host Adam measurement failed\n");
         return EXIT_RUN_ERROR;
     }
-    /* every per-M rate beyond the job's cost (each was timed on the whole block) */
-    const double job_per_m = job_ms / (n / 1e6);
-    adam -= job_per_m, adam_bf16 -= adam_bf16 > 0 ? job_per_m : 0, busy_adam -= job_per_m;
-    adam_with_h2d -= job_per_m, adam_with_d2h -= job_per_m;
     cJSON_AddNumberToObject(rates, "h2d_gbs", h2d);
     cJSON_AddNumberToObject(rates, "d2h_gbs", d2h);
     cJSON_AddNumberToObject(rates, "both_h2d_gbs", both);
     cJSON_AddNumberToObject(rates, "both_d2h_gbs", both);
     cJSON_AddNumberToObject(rates, "host_adam_ms_per_mparam", adam);
     cJSON_AddNumberToObject(rates, "host_adam_bf16_ms_per_mparam", adam_bf16);
-    cJSON_AddNumberToObject(rates, "host_adam_job_ms", job_ms);
     cJSON_AddNumberToObject(rates, "host_threads", threads);
     cJSON_AddNumberToObject(rates, "busy_h2d_gbs", busy_h2d);
     cJSON_AddNumberToObject(rates, "busy_d2h_gbs", busy_d2h);

@@ -83,39 +83,50 @@ static double measure_compute_under_coll(const run_config *run_cfg, gpt_backend 
     return with > alone ? with / alone : 1.0;
 }
 
-/* The mirror of measure_compute_under_coll: COLL_BESIDE collectives of coll's kind, timed with
- * a layer's backward running beside them on the compute stream the whole time (enough copies
- * queued first to outlast them slowed threefold), against their time alone (`alone_ms` each).
- * Their kernels lose SMs and memory bandwidth to the compute as the compute does to them: on
- * two H200s in training, ZeRO-3's gathers and reduce-scatters took 1.8x their calibrated time
- * beside its forward and backward, ZeRO-2's reduce-scatters 1.3x (bench/results/
- * 2026-11-30a-h200x2-confirm-search).  Every rank runs it in step.  The ratio, at least 1; 0 on
- * failure. */
+/* The mirror of measure_compute_under_coll: COLL_BESIDE collectives of `kind`, each of a
+ * layer's parameters in the run's dtype (what ZeRO-3 and the offload engines gather: on two
+ * H200s at h4096, 128 MiB ones came out 2.1-2.2x slowed where training's layer-sized ones were
+ * 1.8x), timed with a layer's backward running beside them on the compute stream the whole
+ * time (enough copies queued first to outlast them slowed threefold), against the same alone.
+ * Their kernels lose SMs and memory bandwidth to the compute as the compute does to them: in
+ * training on two H200s, ZeRO-3's gathers and reduce-scatters took 1.8x their calibrated time,
+ * ZeRO-2's reduce-scatters 1.3x (bench/results/2026-11-30a-h200x2-confirm-search).  Every rank
+ * runs it in step.  The ratio, at least 1; 0 on failure. */
 enum { COLL_BESIDE = 8 };
-static double measure_coll_under_compute(const run_config *run_cfg, gpt_backend *be, const coll_ctx *coll,
-                                         double alone_ms, const comm_world *comm)
+static double measure_coll_under_compute(const run_config *run_cfg, gpt_backend *be, coll_group *g, int kind,
+                                         const comm_world *comm)
 {
+    const int world = coll_world(g);
+    const size_t layer = gpt_act_bytes(gpt_layer_layout_of(&run_cfg->eng.shape).total,
+                                       run_cfg->eng.bf16 ? GPT_BF16 : GPT_F32) / sizeof(float);
+    const size_t n = (layer + (size_t)world - 1) / (size_t)world * (size_t)world;
     compute_bufs b;
-    int bad = calibrate_compute_ctx_open(run_cfg, be, &b) != 0;
-    double bwd = 0, t[REPS];
+    float *buf = NULL;
+    int bad = be->ops->dev_alloc(be, (void **)&buf, n * sizeof(float)) ||
+              gpt_stream_memset_zero(coll_stream(g), buf, n * sizeof(float)) || calibrate_compute_ctx_open(run_cfg, be, &b);
+    coll_ctx coll = {g, buf, n, kind};
+    double bwd = 0, alone = 0, t[REPS];
     if (!bad) bwd = calibrate_time_ms(b.c.s, calibrate_run_layer_bwd, &b.c, &bad);
     bad = calibrate_any_failed(comm, bad || bwd <= 0);
-    const int want = bwd > 0 ? (int)(3 * COLL_BESIDE * alone_ms / bwd) + 1 : 1;
+    if (!bad) alone = calibrate_median_ms(run_collective, &coll, &bad);
+    bad = calibrate_any_failed(comm, bad || alone <= 0);
+    const int want = bwd > 0 ? (int)(3 * COLL_BESIDE * alone / bwd) + 1 : 1;
     int k_bwd = want;
     if (!bad && comm_max_int(comm, want, &k_bwd) != 0) bad = 1;
     for (int r = 0; r < REPS && !bad; r++) {
         bad |= gpt_stream_sync(b.c.s) != 0 || calibrate_in_step(comm);
         for (int k = 0; k < k_bwd && !bad; k++) calibrate_run_layer_bwd(&b.c);
         const double t0 = wall_ms();
-        for (int k = 0; k < COLL_BESIDE && !bad; k++) bad |= issue_collective(coll) != 0;
-        bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
+        for (int k = 0; k < COLL_BESIDE && !bad; k++) bad |= issue_collective(&coll) != 0;
+        bad |= gpt_stream_sync(coll_stream(g)) != 0;
         t[r] = (wall_ms() - t0) / COLL_BESIDE;
         bad |= gpt_stream_sync(b.c.s) != 0;
     }
     calibrate_compute_ctx_close(be, &b);
-    if (bad || alone_ms <= 0) return 0;
+    if (buf) be->ops->dev_free(be, buf);
+    if (bad) return 0;
     const double with = median_of(t, REPS);
-    return with > alone_ms ? with / alone_ms : 1.0;
+    return with > alone ? with / alone : 1.0;
 }
 
 int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, const char *path, const comm_world *comm)
@@ -146,15 +157,13 @@ int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, co
                                    ? 0
                                    : measure_compute_under_coll(run_cfg, be, &beside, 1,
                                                                 (large_ms[1] + large_ms[2]) / 2, comm);
+    if (buf) be->ops->dev_free(be, buf);
     /* and the collectives beside the compute, each kind (what a step's overlap costs them) */
     double beside_compute[3] = {0};
-    for (int k = 0; k < 3; k++) {
-        const coll_ctx one = {g, buf, large, k};
+    for (int k = 0; k < 3; k++)
         beside_compute[k] = calibrate_any_failed(comm, under_shard <= 0 || (k > 0 && beside_compute[k - 1] <= 0))
                                 ? 0
-                                : measure_coll_under_compute(run_cfg, be, &one, large_ms[k], comm);
-    }
-    if (buf) be->ops->dev_free(be, buf);
+                                : measure_coll_under_compute(run_cfg, be, g, k, comm);
     coll_close(g);
     cJSON *shared = cJSON_CreateObject();
     if (calibrate_any_failed(comm, !shared || under <= 0 || under_shard <= 0 || beside_compute[2] <= 0) ||
@@ -229,10 +238,9 @@ int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, co
         cJSON_AddNumberToObject(ckpt, "measured", (double)time(NULL));
         cJSON_AddItemToObject(entry, "checkpoint_dir", ckpt);
     }
-    printf("calibrate: every rank at once, each: host->gpu %.1f GB/s, gpu->host %.1f GB/s, host Adam %.3f ms a job "
-           "+ %.3f ms per M params (%d threads)\n", cJSON_GetObjectItem(shared, "h2d_gbs")->valuedouble,
+    printf("calibrate: every rank at once, each: host->gpu %.1f GB/s, gpu->host %.1f GB/s, host Adam %.3f ms per M "
+           "params (%d threads)\n", cJSON_GetObjectItem(shared, "h2d_gbs")->valuedouble,
            cJSON_GetObjectItem(shared, "d2h_gbs")->valuedouble,
-           cJSON_GetObjectItem(shared, "host_adam_job_ms")->valuedouble,
            cJSON_GetObjectItem(shared, "host_adam_ms_per_mparam")->valuedouble,
            cJSON_GetObjectItem(shared, "host_threads")->valueint);
     cJSON_AddNumberToObject(entry, "measured", (double)time(NULL));

@@ -27,8 +27,7 @@
  *              "host_threads", "host_copy_gbs", "gpu_bytes", "host_bytes",
  *              "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam",
  *              "adam_h2d_gbs", "adam_d2h_gbs", "host_adam_h2d_ms_per_mparam",
- *              "host_adam_d2h_ms_per_mparam" (the pairs: PAIR_FIELDS), "host_adam_job_ms"
- *              (optional: files from before it), "measured" },
+ *              "host_adam_d2h_ms_per_mparam" (the pairs: PAIR_FIELDS), "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam", "layer_recompute_selective_ms" (optional: files
@@ -231,9 +230,6 @@ static int rates_from(const cJSON *o, const char *where, int n, const char *path
         if (optional_field(o, where, PAIR_FIELDS[i], path, &pair[i], 0, err, errlen)) return -1;
     out->both_h2d_gbs = pair[0], out->both_d2h_gbs = pair[1], out->adam_h2d_gbs = pair[2], out->adam_d2h_gbs = pair[3];
     out->host_adam_h2d_ms_per_mparam = pair[4], out->host_adam_d2h_ms_per_mparam = pair[5];
-    double job_ms = 0;
-    if (optional_field(o, where, "host_adam_job_ms", path, &job_ms, 0, err, errlen)) return -1;
-    out->host_adam_job_ms = job_ms;
     return 0;
 }
 
@@ -425,6 +421,6 @@ int machine_file_has_every_rate(const cJSON *rates)
         if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, RATE_FIELDS[i]))) return 0;
     for (int i = 0; i < NPAIR_FIELDS; i++)
         if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, PAIR_FIELDS[i]))) return 0;
-    return cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, "host_adam_job_ms"));
+    return 1;
 }
 

@@ -349,10 +349,6 @@ typedef struct machine_rates {
     /* pinned copies, GB/s, each way alone */
     double h2d_gbs, d2h_gbs;
     double host_adam_ms_per_mparam; /* the host Adam pool, with `host_threads` threads */
-    /* and what each update job costs beyond its parameters (ms; the per-M rates here are then
-     * beyond it): the pool timed at two block sizes, as the collectives' latency and rate (0: a
-     * file from before, whose per-M rates are a 64 M block's, the job's cost in them) */
-    double host_adam_job_ms;
     /* the same three at once (both copy directions and the host Adam: the offload engines'
      * steady state, where they share host memory's bandwidth) */
     double busy_h2d_gbs, busy_d2h_gbs, busy_host_adam_ms_per_mparam;

@@ -433,7 +433,7 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     # beside reduce-scatters and all-gathers x2 (all-reduces x1).
     F1=$(ls "$PR_WORK"/res1/machine_*.json | head -n 1)
     mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad" "$PR_WORK/res1s2" "$PR_WORK/res1bf" \
-        "$PR_WORK/res1copies" "$PR_WORK/res1gpu"
+        "$PR_WORK/res1copies" "$PR_WORK/res1gpu" "$PR_WORK/res1g2" "$PR_WORK/res1gbad"
     python3 - "$F1" "$PR_WORK" <<'PY'
 import copy, json, os, sys
 d = json.load(open(sys.argv[1]))
@@ -448,7 +448,8 @@ QUIET_RATES = dict(h2d_gbs=5.1, d2h_gbs=5.1, both_h2d_gbs=4.2, both_d2h_gbs=4.2,
                    busy_host_adam_ms_per_mparam=3.0, host_copy_gbs=8.2, adam_h2d_gbs=3.6, adam_d2h_gbs=3.9,
                    host_adam_h2d_ms_per_mparam=2.1, host_adam_d2h_ms_per_mparam=2.0)
 QUIET_COLL = dict(all_reduce_ms=0.5, all_reduce_gbs=10.0, reduce_scatter_ms=0.5, reduce_scatter_gbs=10.0,
-                  all_gather_ms=0.5, all_gather_gbs=10.0)
+                  all_gather_ms=0.5, all_gather_gbs=10.0, all_reduce_under_compute=1.0,
+                  reduce_scatter_under_compute=1.0, all_gather_under_compute=1.0)
 def variant(name, change, quiet=True):
     v = copy.deepcopy(d)
     if quiet:
@@ -463,11 +464,17 @@ def variant(name, change, quiet=True):
     json.dump(v, open(os.path.join(sys.argv[2], name, os.path.basename(sys.argv[1])), "w"))
 def old(e):
     e.pop("rates"); e.pop("compute_under_collectives"); e.pop("compute_under_sharded_collectives")
+    for k in ("all_reduce", "reduce_scatter", "all_gather"): e.pop(k + "_under_compute")
 variant("res1old", old, quiet=False)
 variant("res1f1", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0))
 variant("res1f2", lambda e: e.update(compute_under_collectives=2.0, compute_under_sharded_collectives=1.0))
 variant("res1s2", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=2.0))
 variant("res1bad", lambda e: e.update(compute_under_collectives=0.5))
+# the collectives slowed by the compute beside them: gathers and reduce-scatters x2, all-reduces
+# as alone (res1g2); a factor below 1 refused (res1gbad)
+variant("res1g2", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0,
+                                     reduce_scatter_under_compute=2.0, all_gather_under_compute=2.0))
+variant("res1gbad", lambda e: e.update(all_gather_under_compute=0.9))
 # res1f1 with collectives slow enough that their stream bounds the offload engines' steps
 # and copies slow enough to matter beside them (the compute a tenth of the quiet machine's)
 def slow(e):
@@ -493,12 +500,14 @@ g["backend"] = "cuda"
 json.dump(g, open(os.path.join(sys.argv[2], "res1gpu", os.path.basename(sys.argv[1])), "w"))
 PY
     w2=$(python3 -c 'import json, sys; e = [e for e in json.load(open(sys.argv[1]))["collectives"] if e["world"] == 2][0]
-print(e["compute_under_collectives"] >= 1 and e["compute_under_sharded_collectives"] >= 1, e["rates"]["host_threads"],
+print(e["compute_under_collectives"] >= 1 and e["compute_under_sharded_collectives"] >= 1 and
+      all(e[k + "_under_compute"] >= 1 for k in ("all_reduce", "reduce_scatter", "all_gather")), e["rates"]["host_threads"],
       e["rates"]["host_adam_ms_per_mparam"] > 0,
       e["rates"]["busy_host_adam_ms_per_mparam"] > 0)' "$F1" 2>&1)
     if [ "$w2" = "True 1 True True" ] && grep -q "every rank at once, each: " "$PR_WORK/c2.out" &&
-        grep -q "with all-reduces beside it: .*; with reduce-scatters and all-gathers: " "$PR_WORK/c2.out"; then
-        pr_pass "--calibrate --ranks 2 also measures the compute beside all-reduces, beside reduce-scatters and all-gathers, and each rank's rates with both at work"
+        grep -q "with all-reduces beside it: .*; with reduce-scatters and all-gathers: " "$PR_WORK/c2.out" &&
+        [ "$(grep -c "among 2 ranks: .*; beside a layer's backward [0-9.]*x its time alone" "$PR_WORK/c2.out")" -eq 3 ]; then
+        pr_pass "--calibrate --ranks 2 also measures the compute beside all-reduces, beside reduce-scatters and all-gathers, each collective beside the compute, and each rank's rates with both at work"
     else
         pr_fail "2-rank rates and compute under collectives" "$w2 $(tail -n 3 "$PR_WORK/c2.out")"
     fi
@@ -559,6 +568,24 @@ print("ok" if ok else "bad: ZeRO-3 %s, ZeRO-0 %s, collectives %.2f" % (z3, z0, c
         pr_pass "compute beside reduce-scatters and all-gathers: ZeRO-3 on 2 ranks priced by that factor alone, ZeRO-0 by the all-reduces'"
     else
         pr_fail "compute under sharded collectives" "$cs"
+    fi
+    # the collectives beside the compute, each kind by its factor and each piece by the compute
+    # beside it: with gathers and reduce-scatters x2, ZeRO-3's (beside its forward and backward)
+    # take longer by most of that; ZeRO-0's all-reduces (x1) not at all; ZeRO-1's gather after
+    # the update runs alone, so its collectives stay as they were (one share for every piece
+    # slowed it too, and put ZeRO-1/2 up to 10% long on two H200s)
+    cg=$(for r in res1f1 res1g2; do pr_rows $r PR1 "-m megatron-lm --ranks 2 -l 16 --zero-stage 3" \
+             "-m megatron-lm --ranks 2 -l 16" "-m megatron-lm --ranks 2 -l 16 --zero-stage 1"; done | python3 -c "$PR_PY"'
+c = [busy(r, "collectives") for r in rows]
+ok = len(rows) == 6 and c[0] > 0 and 1.5 * c[0] <= c[3] <= 2.0 * c[0] + 0.1 and abs(c[4] - c[1]) <= 0.002 * c[1] + 0.05 and \
+     abs(c[5] - c[2]) <= 0.002 * c[2] + 0.05
+print("ok" if ok else "bad: collectives %s" % c)')
+    gbad=$(cd "$PR_WORK" && "$PR_BIN" --predict -m megatron-lm --ranks 2 "${PR1[@]}" --results res1gbad 2>&1)
+    grc=$?
+    if [ "$cg" = ok ] && [ $grc -eq 2 ] && grep -q "all_gather_under_compute is 0.9 (at least 1)" <<<"$gbad"; then
+        pr_pass "collectives beside the compute (gathers, reduce-scatters x2): ZeRO-3's slowed, ZeRO-0's all-reduces and ZeRO-1's gather after the update not; below 1 refused"
+    else
+        pr_fail "collectives under compute" "$cg / exit $grc: $gbad"
     fi
     # what megatron-lm's collectives move: ZeRO-1's all-gather after the update (its collectives
     # less ZeRO-0's) moves the working weights, half the bytes in bf16; ZeRO-0's all-reduces the

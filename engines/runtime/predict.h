@@ -170,8 +170,7 @@ static inline double pred_add_earlier(pred_timeline *t, double ms, int world, do
     return start + ms;
 }
 
-/* ms of a pinned copy of n floats each way, and of the host Adam on n parameters (one job:
- * its cost, then its parameters at the contended rate).  The two
+/* ms of a pinned copy of n floats each way, and of the host Adam on n parameters.  The two
  * copy directions and the host Adam share host memory's bandwidth, and each piece is costed
  * by what ran beside it in the walk (m->overlap, from pred_settle): its time alone, with one
  * other user (each pair calibrated: measure_busy in cmd/calibrate.c), or with both, taken
@@ -208,7 +207,7 @@ static inline double pred_d2h_ms(const machine_rates *m, double floats)
 static inline double pred_host_adam_ms(const machine_rates *m, double params)
 {
     const double mp = params / 1e6;
-    return m->host_adam_job_ms + pred_contended_ms(mp * m->host_adam_ms_per_mparam, mp * m->host_adam_h2d_ms_per_mparam,
+    return pred_contended_ms(mp * m->host_adam_ms_per_mparam, mp * m->host_adam_h2d_ms_per_mparam,
                              mp * m->host_adam_d2h_ms_per_mparam, mp * m->busy_host_adam_ms_per_mparam,
                              m->overlap[BUSY_HOST_ADAM][BUSY_H2D], m->overlap[BUSY_HOST_ADAM][BUSY_D2H]);
 }
