@@ -4,10 +4,11 @@
 #     one region swept job after job, as the offload engines' host state is): one process with
 #     every core, then two at once with half each (two ranks of the machine).  Is there a cost
 #     per job, or a rate that differs with the job's size?
-#  2. --calibrate at l32 h2048 and at l48's h4096 heads 32 (bf16, b 1, 2, 4), then --ranks 2: each
-#     collective's time beside a layer's backward (the mirror of the compute's beside the
-#     collectives) and the host Adam's cost per job, into machine files that
-#     bench/replay_predict.py replays the last searches with.
+#  2. --calibrate at l32 h2048 and at l48's h4096 heads 32 (bf16, b 1, 2, 4, 8), then --ranks 2:
+#     each collective's time beside a layer's backward (the mirror of the compute's beside the
+#     collectives), into machine files that bench/replay_predict.py replays the last searches
+#     with (bench/results/2026-11-30b-h200x2-collectives-beside-compute/call1: run at 0ac9a53,
+#     128 MiB collectives and a per-job Adam cost since taken out).
 #   bash bench/adam_coll_gpu.sh "$OUT"       (from the repository root, .deps carried)
 set -uo pipefail
 dest=${1:-bench/results/latest}
