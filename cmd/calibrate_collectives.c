@@ -84,14 +84,14 @@ static double measure_compute_under_coll(const run_config *run_cfg, gpt_backend 
 }
 
 /* The mirror of measure_compute_under_coll: COLL_BESIDE collectives of `kind`, each of a
- * layer's parameters in the run's dtype (what ZeRO-3 and the offload engines gather: on two
- * H200s at h4096, 128 MiB ones came out 2.1-2.2x slowed where training's layer-sized ones were
- * 1.8x), timed with a layer's backward running beside them on the compute stream the whole
- * time (enough copies queued first to outlast them slowed threefold), against the same alone.
- * Their kernels lose SMs and memory bandwidth to the compute as the compute does to them: in
- * training on two H200s, ZeRO-3's gathers and reduce-scatters took 1.8x their calibrated time,
- * ZeRO-2's reduce-scatters 1.3x (bench/results/2026-11-30a-h200x2-confirm-search).  Every rank
- * runs it in step.  The ratio, at least 1; 0 on failure. */
+ * layer's parameters in the run's dtype (what ZeRO-3 and the offload engines move at a time),
+ * timed with a layer's backward running beside them on the compute stream the whole time
+ * (enough copies queued first to outlast them slowed threefold), against the same alone.
+ * Their kernels lose SMs and memory bandwidth to the compute as the compute does to them; the
+ * model without it had l48 ZeRO-3 at two micro-batches 16% fast on two H200s.  Sized 128 MiB,
+ * they came out 2.1-2.2x at h4096 where a layer's (402 MB) were 1.15-1.45x, and those put the
+ * searches' trained runs within 10% (bench/results/2026-11-30b-h200x2-collectives-beside-compute).
+ * Every rank runs it in step.  The ratio, at least 1; 0 on failure. */
 enum { COLL_BESIDE = 8 };
 static double measure_coll_under_compute(const run_config *run_cfg, gpt_backend *be, coll_group *g, int kind,
                                          const comm_world *comm)

@@ -43,9 +43,10 @@
  *                      "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs",
  *                      "compute_under_collectives", "compute_under_sharded_collectives",
  *                      "all_reduce_under_compute", "reduce_scatter_under_compute",
- *                      "all_gather_under_compute" (optional: files from before them), "rates": { as above, one rank's with
- *                      every rank at work }, "checkpoint_dir": { as checkpoint_dirs[], every
- *                      rank writing }, "measured" }, ... ] (--calibrate under mpirun) }
+ *                      "all_gather_under_compute" (optional: files from before them), "rates":
+ *                      { as above, one rank's with every rank at work }, "checkpoint_dir": { as
+ *                      checkpoint_dirs[], every rank writing }, "measured" }, ... ] (--calibrate
+ *                      under mpirun) }
  * "measured" is the Unix time of the measurement. */
 
 /* The rates a prediction reads, the machine's memory last.  A world entry's "rates" have all

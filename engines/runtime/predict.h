@@ -19,11 +19,11 @@
 #include <string.h>
 
 /* The host-memory users (copies each way, the host Adam): the resources whose pieces slow each
- * other.  They, the compute stream and the collectives' (which slow each other too) are the
- * resources whose busy spans a walk keeps, to see which ran beside which. */
-enum { PRED_HOST_USERS = 3, PRED_TRACKED = 5, PRED_SPANS = 512 };
+ * other.  They and the compute stream (which slows the collectives beside it) are the resources
+ * whose busy spans a walk keeps, to see which ran beside which; the host users first. */
+enum { PRED_HOST_USERS = 3, PRED_TRACKED = 4, PRED_SPANS = 512 };
 static const int pred_host_user[PRED_HOST_USERS] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM};
-static const int pred_tracked[PRED_TRACKED] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_COMPUTE, BUSY_COMM};
+static const int pred_tracked[PRED_TRACKED] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_COMPUTE};
 
 /* One resource's busy spans [lo, hi), in time order (a resource runs one piece at a time, each
  * after the last): back-to-back pieces are one span; when PRED_SPANS are in use, neighbours are
@@ -115,22 +115,14 @@ static inline double pred_run_coll(pred_timeline *t, const machine_rates *m, int
     return pred_run(t, BUSY_COMM, ms, after);
 }
 
-/* A second collectives' stream walked on its own timeline (`other`: megatron-lm's param-comm)
- * into t's: its busy time, and its spans merged in time order with t's, so that what ran
- * beside the compute counts both streams. */
+/* A second collectives' stream walked on its own timeline (`other`: megatron-lm's param-comm,
+ * whose compute is t's) into t: its busy time, and where t's compute spans go if only it ran
+ * collectives. */
 static inline void pred_join_comm(pred_timeline *t, const pred_timeline *other)
 {
     t->busy[BUSY_COMM] += other->busy[BUSY_COMM];
     t->coll_shard += other->coll_shard;
     if (!t->record_compute) t->record_compute = other->record_compute;
-    const int h = pred_tracked_index(BUSY_COMM);
-    const pred_spans a = t->spans[h], *b = &other->spans[h];
-    t->spans[h].n = 0;
-    for (int i = 0, j = 0; i < a.n || j < b->n;) {
-        const int from_a = j >= b->n || (i < a.n && a.lo[i] <= b->lo[j]);
-        if (from_a) pred_span_add(&t->spans[h], a.lo[i], a.hi[i]), i++;
-        else pred_span_add(&t->spans[h], b->lo[j], b->hi[j]), j++;
-    }
 }
 
 /* The time within [from, to) that spans a cover, and that both a and b cover. */
@@ -361,8 +353,8 @@ static inline void pred_compute_loaded(machine_rates *loaded, const machine_rate
  * unchanged.  On N ranks the compute's load is
  * settled alike: the share of the compute stream's busy time the collectives' busy time
  * beside it covers (they run beside the backward; out->coll_idle_ms not), which stretches the
- * compute pieces; and the collectives' load, the share of their busy time the compute ran
- * beside (out->overlap), which slows them (pred_coll_loaded). */
+ * compute pieces; and each collective is slowed by the compute beside it in the walk before
+ * (its spans kept here: pred_run_coll). */
 static inline void pred_settle(const engine_config *cfg, const machine_rates *m, pred_walk_fn walk, const void *ctx,
                                engine_prediction *out)
 {
@@ -424,15 +416,15 @@ static inline void pred_done(engine_prediction *out, const pred_timeline *t, dou
     out->bound = pred_bound(t);
     out->modelled = 1;
     if (t->record_compute) *t->record_compute = t->spans[pred_tracked_index(BUSY_COMPUTE)];
-    /* what ran beside each tracked resource within the step (a steady step's window holds a
+    /* what ran beside each host-memory user within the step (a steady step's window holds a
      * whole period of every resource's work) */
     memset(out->overlap, 0, sizeof out->overlap);
-    for (int a = 0; a < PRED_TRACKED; a++) {
+    for (int a = 0; a < PRED_HOST_USERS; a++) {
         const double own = pred_spans_within(&t->spans[a], start, end);
         if (own <= 0) continue;
-        for (int b = 0; b < PRED_TRACKED; b++)
+        for (int b = 0; b < PRED_HOST_USERS; b++)
             if (b != a)
-                out->overlap[pred_tracked[a]][pred_tracked[b]] =
+                out->overlap[pred_host_user[a]][pred_host_user[b]] =
                     pred_min(1.0, pred_spans_both(&t->spans[a], &t->spans[b], start, end) / own);
     }
 }
