@@ -384,12 +384,14 @@ typedef struct machine_rates {
     int rates_world;
     double compute_under_coll, compute_under_shard;
     /* the mirror: each kind of collective's time with a layer's backward beside it, over its
-     * time alone (0: a file from before: as alone); a collective is slowed by the share of its
-     * time the compute ran beside it */
+     * time alone (0: a file from before: as alone); each kind is slowed by the share of its time
+     * the compute runs beside it (coll_load) */
     double ar_under_compute, rs_under_compute, ag_under_compute;
-    /* the compute stream's busy spans in pred_settle's last walk (NULL outside it, or before its
-     * first): what each collective ran beside (predict.h's pred_run_coll) */
+    /* pred_settle's: the compute stream's busy spans in its last walk (NULL outside its first
+     * two walks), and of each kind's collectives (PRED_ALL_REDUCE, ...) the share of their time
+     * the compute ran beside (engine_prediction.coll_beside, from the second walk) */
     struct pred_spans *compute_beside;
+    double coll_load[3];
     /* the share of the compute stream's time that all-reduces, and reduce-scatters and
      * all-gathers, run beside: pred_settle */
     double compute_load, compute_load_shard;
@@ -422,6 +424,9 @@ typedef struct engine_prediction {
     double coll_idle_ms;
     /* of busy_ms[BUSY_COMM], the reduce-scatters' and all-gathers' (pred_run_coll) */
     double coll_shard_ms;
+    /* of each kind's collectives (all-reduce, reduce-scatter, all-gather), the share of their
+     * time the compute ran beside them (machine_rates.coll_load) */
+    double coll_beside[3];
     /* of resource i's busy time in the step, the share resource j was busy too (the host-memory
      * users: predict.h's pred_done; machine_rates.overlap) */
     double overlap[BUSY_KINDS][BUSY_KINDS];

@@ -1400,6 +1400,7 @@ static void predicted_layout(const engine_config *cfg, const machine_rates *m, i
  * next .. want - 1 pending; in the first micro-batch each waits for its layer's update). */
 typedef struct pred_prefetches {
     const sh_layout *z;
+    const int *layer_of; /* each streamed index's layer (streamed_layer) */
     pred_timeline *t;
     const machine_rates *m;
     int S, world, first_mb, next, want;
@@ -1410,12 +1411,12 @@ typedef struct pred_prefetches {
 static void pred_issue_prefetches(pred_prefetches *pf, int need, double *host)
 {
     while (pf->next < pf->want) {
-        const int i = pf->next, k = streamed_layer(pf->z, i);
+        const int i = pf->next, k = pf->layer_of[i];
         const double update = pf->first_mb ? pf->adam_done[k] : 0;
         if (i > need && update > *host) break;
         *host = pred_max(*host, update);
         /* (the slot's layer before, S streamed layers below, must have run forward) */
-        const double slot_free = i >= pf->S ? pf->fwd_done[streamed_layer(pf->z, i - pf->S)] : 0;
+        const double slot_free = i >= pf->S ? pf->fwd_done[pf->layer_of[i - pf->S]] : 0;
         pf->ready[k] = pred_run(pf->t, BUSY_H2D, pf->layer_h2d, pred_max(*host, slot_free));
         if (pf->world > 1) pf->ready[k] = pred_run_coll(pf->t, pf->m, PRED_ALL_GATHER, pf->gather_ms, pf->ready[k]);
         pf->next++;
@@ -1453,7 +1454,17 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
     /* --offload nvme: each streamed layer's m and v read from disk and written back */
     const double mv = cfg->offload == OFFLOAD_NVME ? 2.0 * z.Sl : 0;
     double *adam_done = pred_arrays(out, (size_t)L, 4);
-    if (!adam_done) return;
+    /* each layer's streamed index (-1: resident), and each streamed index's layer: looked up
+     * every layer of every walk, their divisions were a fifth of --search's time */
+    int *streamed_at = adam_done ? malloc(2 * (size_t)L * sizeof *streamed_at) : NULL;
+    if (!streamed_at) {
+        free(adam_done);
+        snprintf(out->why, sizeof out->why, "out of memory");
+        return;
+    }
+    int *layer_of = streamed_at + L;
+    for (int k = 0; k < L; k++) streamed_at[k] = is_streamed(&z, k) ? streamed_index(&z, k) : -1;
+    for (int i = 0; i < z.Ls; i++) layer_of[i] = streamed_layer(&z, i);
     double *home = adam_done + L, *ready = home + L, *fwd_done = ready + L;
     const double per_float = (double)z.act / sizeof(float); /* (bf16: params and inputs move in half the bytes) */
     const double layer_h2d = pred_h2d_ms(m, per_float * z.Sl), input_h2d = pred_h2d_ms(m, per_float * z.NC);
@@ -1478,14 +1489,14 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
              * (the backward before brought them); the prefetches as issue_prefetches issues
              * them: in streamed order, each once its update is done by the host's clock, and
              * a layer's own before its forward, the host waiting for its update there */
-            pred_prefetches pf = {.z = &z, .t = &t, .m = m, .S = S, .world = world, .first_mb = mb == 0, .adam_done = adam_done,
+            pred_prefetches pf = {.z = &z, .layer_of = layer_of, .t = &t, .m = m, .S = S, .world = world, .first_mb = mb == 0, .adam_done = adam_done,
                                   .fwd_done = fwd_done, .ready = ready, .layer_h2d = layer_h2d, .gather_ms = gather_ms};
             pf.next = mb == 0 ? 0 : (S < z.Ls ? S : z.Ls);
             pf.want = S < z.Ls ? S : z.Ls;
             pred_issue_prefetches(&pf, -1, &host);
             c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, host));
             for (int k = 0; k < L; k++) {
-                const int streamed = is_streamed(&z, k), i = streamed_index(&z, k);
+                const int i = streamed_at[k], streamed = i >= 0;
                 if (streamed) pred_issue_prefetches(&pf, i, &host);
                 c = pred_run(&t, BUSY_COMPUTE, m->layer_fwd_ms, pred_max(host, streamed ? pred_max(c, ready[k]) : c));
                 if (!streamed) {
@@ -1499,7 +1510,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
             }
             c = pred_run(&t, BUSY_COMPUTE, m->head_ms, pred_max(c, host));
             for (int j = L - 1, fresh = 0; j >= 0; j--) {
-                const int streamed = is_streamed(&z, j), i = streamed_index(&z, j);
+                const int i = streamed_at[j], streamed = i >= 0;
                 /* a resident layer of a micro-batch after the first takes a res_fresh block in
                  * turn: on N ranks its backward waits for the all-reduce and addition of the
                  * resident layer two above (with one block, of the layer above: compute and
@@ -1524,7 +1535,7 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
                 if (!clip && last) adam_done[j] = pred_host_update(&t, m, adam_ms, mv, mv, home[j]);
                 if (i - S >= 0) {
-                    const int down = streamed_layer(&z, i - S);
+                    const int down = layer_of[i - S];
                     ready[down] = pred_run(&t, BUSY_H2D, layer_h2d + input_h2d, home[j]);
                     if (world > 1) ready[down] = pred_run_coll(&t, m, PRED_ALL_GATHER, gather_ms, ready[down]);
                 }
@@ -1540,12 +1551,13 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
         c = pred_run(&t, BUSY_COMPUTE, pred_gpu_adam_ms(m, (double)z.PE + (double)R * z.PL), c);
         if (clip)
             for (int i = 0; i < z.Ls; i++) {
-                const int k = streamed_layer(&z, i);
+                const int k = layer_of[i];
                 adam_done[k] = pred_host_update(&t, m, adam_ms, mv, mv, pred_max(host, home[k]));
             }
         end = c;
     }
     pred_done(out, &t, start, end);
+    free(streamed_at);
     free(adam_done);
 }
 

@@ -13,7 +13,6 @@
 
 #include "../engine.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +22,6 @@
  * whose busy spans a walk keeps, to see which ran beside which; the host users first. */
 enum { PRED_HOST_USERS = 3, PRED_TRACKED = 4, PRED_SPANS = 512 };
 static const int pred_host_user[PRED_HOST_USERS] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM};
-static const int pred_tracked[PRED_TRACKED] = {BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_COMPUTE};
 
 /* One resource's busy spans [lo, hi), in time order (a resource runs one piece at a time, each
  * after the last): back-to-back pieces are one span; when PRED_SPANS are in use, neighbours are
@@ -37,20 +35,24 @@ typedef struct pred_timeline {
     double free_at[BUSY_KINDS]; /* when each resource is next free (ms) */
     double busy[BUSY_KINDS];    /* its busy time in the step being walked */
     double coll_shard;          /* of busy[BUSY_COMM], reduce-scatters' and all-gathers' */
+    /* each kind's collectives in the step: their time alone, and how much of it the compute ran
+     * beside in the walk before (engine_prediction.coll_beside) */
+    double coll_alone[3], coll_cover[3];
     pred_spans spans[PRED_TRACKED];
-    pred_spans *record_compute; /* where pred_done leaves the compute's spans (m->compute_beside) */
+    /* where pred_done leaves the compute's spans (m->compute_beside), set by the walk's first
+     * collective that asks: the compute is tracked from then on (a collective runs beside the
+     * compute walked after it, mostly; the pieces walked before the first are not kept) */
+    pred_spans *record_compute;
 } pred_timeline;
 
 static inline double pred_max(double a, double b) { return a > b ? a : b; }
 static inline double pred_min(double a, double b) { return a < b ? a : b; }
 
-/* The index of resource r among the tracked resources, or -1. */
-static inline int pred_tracked_index(int r)
-{
-    for (int i = 0; i < PRED_TRACKED; i++)
-        if (pred_tracked[i] == r) return i;
-    return -1;
-}
+/* The index of resource r among the tracked resources (the host users as pred_host_user, then
+ * the compute), or -1 (pred_run asks it of every piece: a table, not a search). */
+static const int pred_tracked_of[BUSY_KINDS] = {[BUSY_COMPUTE] = 3, [BUSY_H2D] = 0, [BUSY_D2H] = 1,
+                                                [BUSY_HOST_ADAM] = 2, [BUSY_DISK] = -1, [BUSY_COMM] = -1};
+static inline int pred_tracked_index(int r) { return pred_tracked_of[r]; }
 
 static inline void pred_span_add(pred_spans *s, double lo, double hi)
 {
@@ -73,8 +75,9 @@ static inline double pred_run(pred_timeline *t, int r, double ms, double after)
     const double start = t->free_at[r] > after ? t->free_at[r] : after;
     t->free_at[r] = start + ms;
     t->busy[r] += ms;
+    /* (the compute's spans only where a collective asks for them: a fifth of --search's time) */
     const int h = pred_tracked_index(r);
-    if (h >= 0) pred_span_add(&t->spans[h], start, start + ms);
+    if (h >= 0 && (h < PRED_HOST_USERS || t->record_compute)) pred_span_add(&t->spans[h], start, start + ms);
     return start + ms;
 }
 
@@ -96,20 +99,25 @@ static inline double pred_spans_cover(const pred_spans *s, double from, double t
 /* A collective on the collectives' stream (pred_run on BUSY_COMM) of `ms` alone, by kind: a
  * reduce-scatter or all-gather slows the compute beside it less than an all-reduce
  * (machine_rates.compute_under_shard), and each kind is slowed by the compute beside it by its
- * own factor (ar_under_compute, ...), for the share of its time the compute ran beside it in
- * pred_settle's last walk (m->compute_beside).  (One factor for every collective, and one
- * share for all of them, put ZeRO-1/2 up to 10% long on two H200s where it brought ZeRO-3 in:
- * their gathers after the update run alone.) */
-enum { PRED_ALL_REDUCE, PRED_REDUCE_SCATTER, PRED_ALL_GATHER };
+ * own factor (ar_under_compute, ...), for the share of that kind's time the compute runs
+ * beside (m->coll_load: settled by pred_settle from what each piece ran beside in the walk
+ * before).  By kind, not one share for all: one factor on every collective put ZeRO-1/2 up to
+ * 10% long on two H200s where it brought ZeRO-3 in, their gathers after the update running
+ * alone. */
+enum { PRED_ALL_REDUCE, PRED_REDUCE_SCATTER, PRED_ALL_GATHER, PRED_COLL_KINDS };
 static inline double pred_run_coll(pred_timeline *t, const machine_rates *m, int kind, double ms, double after)
 {
     const double f = kind == PRED_ALL_REDUCE       ? m->ar_under_compute
                      : kind == PRED_REDUCE_SCATTER ? m->rs_under_compute
                                                    : m->ag_under_compute;
-    if (m->compute_beside) {
-        t->record_compute = m->compute_beside;
-        const double start = pred_max(t->free_at[BUSY_COMM], after);
-        if (f > 1 && ms > 0) ms *= 1 + (f - 1) * pred_min(1.0, pred_spans_cover(m->compute_beside, start, start + ms) / ms);
+    if (f > 1 && ms > 0) {
+        if (m->compute_beside) { /* (the walks that settle coll_load: pred_settle) */
+            t->record_compute = m->compute_beside;
+            const double start = pred_max(t->free_at[BUSY_COMM], after);
+            t->coll_alone[kind] += ms;
+            t->coll_cover[kind] += pred_min(ms, pred_spans_cover(m->compute_beside, start, start + ms));
+        }
+        ms *= 1 + (f - 1) * m->coll_load[kind];
     }
     if (kind != PRED_ALL_REDUCE) t->coll_shard += ms;
     return pred_run(t, BUSY_COMM, ms, after);
@@ -122,6 +130,8 @@ static inline void pred_join_comm(pred_timeline *t, const pred_timeline *other)
 {
     t->busy[BUSY_COMM] += other->busy[BUSY_COMM];
     t->coll_shard += other->coll_shard;
+    for (int k = 0; k < PRED_COLL_KINDS; k++)
+        t->coll_alone[k] += other->coll_alone[k], t->coll_cover[k] += other->coll_cover[k];
     if (!t->record_compute) t->record_compute = other->record_compute;
 }
 
@@ -246,6 +256,7 @@ static inline void pred_step(pred_timeline *t, double at)
 {
     for (int k = 0; k < BUSY_KINDS; k++) t->busy[k] = 0;
     t->coll_shard = 0;
+    for (int k = 0; k < PRED_COLL_KINDS; k++) t->coll_alone[k] = t->coll_cover[k] = 0;
     t->free_at[BUSY_COMPUTE] = pred_max(t->free_at[BUSY_COMPUTE], at);
     /* (the spans over before it: no longer beside anything this step or later runs) */
     for (int h = 0; h < PRED_TRACKED; h++) {
@@ -353,8 +364,8 @@ static inline void pred_compute_loaded(machine_rates *loaded, const machine_rate
  * unchanged.  On N ranks the compute's load is
  * settled alike: the share of the compute stream's busy time the collectives' busy time
  * beside it covers (they run beside the backward; out->coll_idle_ms not), which stretches the
- * compute pieces; and each collective is slowed by the compute beside it in the walk before
- * (its spans kept here: pred_run_coll). */
+ * compute pieces; and each kind of collective is slowed by the share of it the compute ran
+ * beside in the walk before (the compute's spans kept here: pred_run_coll). */
 static inline void pred_settle(const engine_config *cfg, const machine_rates *m, pred_walk_fn walk, const void *ctx,
                                engine_prediction *out)
 {
@@ -368,8 +379,8 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
         return;
     }
     loaded.compute_beside = compute_beside; /* (empty: the first walk's collectives as alone) */
+    for (int k = 0; k < PRED_COLL_KINDS; k++) loaded.coll_load[k] = 0;
     walk(cfg, &loaded, ctx, out);
-    double coll_before = -1;
     for (int it = 0; it < 12 && out->modelled && out->ms > 0; it++) {
         double moved = 0;
         for (int a = 0; a < PRED_HOST_USERS; a++)
@@ -388,11 +399,18 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
         const double want_s = beside > 0 ? cover * shard / beside : 0, want_c = cover - want_s;
         const double old_c = loaded.compute_load, old_s = loaded.compute_load_shard;
         pred_compute_loaded(&loaded, m, (old_c + want_c) / 2, (old_s + want_s) / 2);
-        /* (each collective slowed by the compute beside it in the last walk: settled when their
-         * busy time moved by under 1% from the walk before) */
-        const double coll = out->busy_ms[BUSY_COMM];
-        if (coll > 0) moved = pred_max(moved, coll_before < 0 ? 1 : fabs(coll - coll_before) / coll);
-        coll_before = coll;
+        /* each kind's collectives slowed by the share of them the compute ran beside, as the
+         * second walk found them beside the first's compute, and then kept: the share hardly
+         * moves with the slowing, and settled walk by walk against the walk before it swung
+         * (most of l48's searched configurations walked 12 times: 1 s became 3) */
+        if (it == 1) {
+            for (int k = 0; k < PRED_COLL_KINDS; k++) {
+                const double want = out->coll_beside[k];
+                moved = pred_max(moved, want - loaded.coll_load[k]);
+                loaded.coll_load[k] = want;
+            }
+            loaded.compute_beside = NULL; /* (nothing more to find) */
+        }
         /* (a share of a few percent still moves the step by its whole collectives' time:
          * settled to 0.1%) */
         moved = pred_max(moved, 10 * pred_max(want_c > old_c ? want_c - old_c : old_c - want_c,
@@ -416,6 +434,8 @@ static inline void pred_done(engine_prediction *out, const pred_timeline *t, dou
     out->bound = pred_bound(t);
     out->modelled = 1;
     if (t->record_compute) *t->record_compute = t->spans[pred_tracked_index(BUSY_COMPUTE)];
+    for (int k = 0; k < PRED_COLL_KINDS; k++)
+        out->coll_beside[k] = t->coll_alone[k] > 0 ? pred_min(1.0, t->coll_cover[k] / t->coll_alone[k]) : 0;
     /* what ran beside each host-memory user within the step (a steady step's window holds a
      * whole period of every resource's work) */
     memset(out->overlap, 0, sizeof out->overlap);
