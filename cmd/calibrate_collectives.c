@@ -101,6 +101,7 @@ static double measure_coll_under_compute(const run_config *run_cfg, gpt_backend 
                                        run_cfg->eng.bf16 ? GPT_BF16 : GPT_F32) / sizeof(float);
     const size_t n = (layer + (size_t)world - 1) / (size_t)world * (size_t)world;
     compute_bufs b;
+    memset(&b, 0, sizeof b); /* (closed below even where its open is not reached) */
     float *buf = NULL;
     int bad = be->ops->dev_alloc(be, (void **)&buf, n * sizeof(float)) ||
               gpt_stream_memset_zero(coll_stream(g), buf, n * sizeof(float)) || calibrate_compute_ctx_open(run_cfg, be, &b);

@@ -280,6 +280,9 @@ int engine_fail(const engine_env *env, int rc, const char *fmt, ...) __attribute
 
 /* Streams whose busy time an engine reports per iteration (to show the bottleneck). */
 enum { BUSY_COMPUTE, BUSY_H2D, BUSY_D2H, BUSY_HOST_ADAM, BUSY_DISK, BUSY_COMM, BUSY_KINDS };
+/* The kinds of collective (a prediction slows each by the compute beside it by its own
+ * calibrated factor: machine_rates.ar_under_compute, ...). */
+enum { PRED_ALL_REDUCE, PRED_REDUCE_SCATTER, PRED_ALL_GATHER, PRED_COLL_KINDS };
 
 typedef struct step_result {
     double loss;        /* mean cross-entropy of the batch */
@@ -388,10 +391,10 @@ typedef struct machine_rates {
      * the compute runs beside it (coll_load) */
     double ar_under_compute, rs_under_compute, ag_under_compute;
     /* pred_settle's: the compute stream's busy spans in its last walk (NULL outside its first
-     * two walks), and of each kind's collectives (PRED_ALL_REDUCE, ...) the share of their time
-     * the compute ran beside (engine_prediction.coll_beside, from the second walk) */
+     * two walks), and of each kind's collectives the share of their time the compute ran
+     * beside (engine_prediction.coll_beside, from the second walk) */
     struct pred_spans *compute_beside;
-    double coll_load[3];
+    double coll_load[PRED_COLL_KINDS];
     /* the share of the compute stream's time that all-reduces, and reduce-scatters and
      * all-gathers, run beside: pred_settle */
     double compute_load, compute_load_shard;
@@ -424,9 +427,9 @@ typedef struct engine_prediction {
     double coll_idle_ms;
     /* of busy_ms[BUSY_COMM], the reduce-scatters' and all-gathers' (pred_run_coll) */
     double coll_shard_ms;
-    /* of each kind's collectives (all-reduce, reduce-scatter, all-gather), the share of their
-     * time the compute ran beside them (machine_rates.coll_load) */
-    double coll_beside[3];
+    /* of each kind's collectives, the share of their time the compute ran beside them
+     * (machine_rates.coll_load) */
+    double coll_beside[PRED_COLL_KINDS];
     /* of resource i's busy time in the step, the share resource j was busy too (the host-memory
      * users: predict.h's pred_done; machine_rates.overlap) */
     double overlap[BUSY_KINDS][BUSY_KINDS];

@@ -37,7 +37,7 @@ typedef struct pred_timeline {
     double coll_shard;          /* of busy[BUSY_COMM], reduce-scatters' and all-gathers' */
     /* each kind's collectives in the step: their time alone, and how much of it the compute ran
      * beside in the walk before (engine_prediction.coll_beside) */
-    double coll_alone[3], coll_cover[3];
+    double coll_alone[PRED_COLL_KINDS], coll_cover[PRED_COLL_KINDS];
     pred_spans spans[PRED_TRACKED];
     /* where pred_done leaves the compute's spans (m->compute_beside), set by the walk's first
      * collective that asks: the compute is tracked from then on (a collective runs beside the
@@ -100,11 +100,10 @@ static inline double pred_spans_cover(const pred_spans *s, double from, double t
  * reduce-scatter or all-gather slows the compute beside it less than an all-reduce
  * (machine_rates.compute_under_shard), and each kind is slowed by the compute beside it by its
  * own factor (ar_under_compute, ...), for the share of that kind's time the compute runs
- * beside (m->coll_load: settled by pred_settle from what each piece ran beside in the walk
- * before).  By kind, not one share for all: one factor on every collective put ZeRO-1/2 up to
- * 10% long on two H200s where it brought ZeRO-3 in, their gathers after the update running
- * alone. */
-enum { PRED_ALL_REDUCE, PRED_REDUCE_SCATTER, PRED_ALL_GATHER, PRED_COLL_KINDS };
+ * beside (m->coll_load: what pred_settle's second walk found its pieces beside, in the first
+ * walk's compute).  By kind, not one share for all: one factor on every collective put ZeRO-1/2
+ * up to 10% long on two H200s where it brought ZeRO-3 in, their gathers after the update
+ * running alone. */
 static inline double pred_run_coll(pred_timeline *t, const machine_rates *m, int kind, double ms, double after)
 {
     const double f = kind == PRED_ALL_REDUCE       ? m->ar_under_compute
@@ -364,8 +363,9 @@ static inline void pred_compute_loaded(machine_rates *loaded, const machine_rate
  * unchanged.  On N ranks the compute's load is
  * settled alike: the share of the compute stream's busy time the collectives' busy time
  * beside it covers (they run beside the backward; out->coll_idle_ms not), which stretches the
- * compute pieces; and each kind of collective is slowed by the share of it the compute ran
- * beside in the walk before (the compute's spans kept here: pred_run_coll). */
+ * compute pieces; and each kind of collective is slowed by the share of it the compute runs
+ * beside, as the second walk finds it (the first walk's compute spans kept here:
+ * pred_run_coll). */
 static inline void pred_settle(const engine_config *cfg, const machine_rates *m, pred_walk_fn walk, const void *ctx,
                                engine_prediction *out)
 {
@@ -403,6 +403,7 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
          * second walk found them beside the first's compute, and then kept: the share hardly
          * moves with the slowing, and settled walk by walk against the walk before it swung
          * (most of l48's searched configurations walked 12 times: 1 s became 3) */
+        if (it == 0 && loaded.compute_beside && out->busy_ms[BUSY_COMM] > 0) moved = 1; /* (walk 1 is to come) */
         if (it == 1) {
             for (int k = 0; k < PRED_COLL_KINDS; k++) {
                 const double want = out->coll_beside[k];
