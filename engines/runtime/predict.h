@@ -403,7 +403,8 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
          * second walk found them beside the first's compute, and then kept: the share hardly
          * moves with the slowing, and settled walk by walk against the walk before it swung
          * (most of l48's searched configurations walked 12 times: 1 s became 3) */
-        if (it == 0 && loaded.compute_beside && out->busy_ms[BUSY_COMM] > 0) moved = 1; /* (walk 1 is to come) */
+        const int slowed = m->ar_under_compute > 1 || m->rs_under_compute > 1 || m->ag_under_compute > 1;
+        if (it == 0 && slowed && out->busy_ms[BUSY_COMM] > 0) moved = 1; /* (walk 1 is to come) */
         if (it == 1) {
             for (int k = 0; k < PRED_COLL_KINDS; k++) {
                 const double want = out->coll_beside[k];
