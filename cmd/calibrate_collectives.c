@@ -44,55 +44,69 @@ static int run_collective(void *p)
     return status ? status : gpt_stream_sync(coll_stream(c->g));
 }
 
-/* A layer's backward (LAYER_COPIES of them, as measure_compute times it) with collectives of
- * `coll->n` floats running beside it on the collectives' stream the whole time, against the
- * same backward alone: how much the collectives' kernels (SMs and memory bandwidth taken
- * from the compute) slow a data-parallel step's compute.  `shard`: reduce-scatters and
- * all-gathers in turn (ZeRO-2/3's: on two H200s a backward beside them took 1.44x its time
- * alone, beside all-reduces 1.56x; priced at the all-reduces' factor ZeRO-3 came out 4-13%
- * slow), else all-reduces; each taking ms_each.  Every rank runs it in step.  The ratio, at
- * least 1; 0 on failure. */
-static double measure_compute_under_coll(const run_config *run_cfg, gpt_backend *be, const coll_ctx *coll,
-                                         int shard, double ms_each, const comm_world *comm)
+/* A layer's backward (LAYER_COPIES of them, as measure_compute times it) beside collectives
+ * of `coll->n` floats on the collectives' stream, the one timed while the other is queued to
+ * outlast it; every rank runs it in step.  The ratio to the timed one's time alone, at least 1;
+ * 0 on failure.
+ *   timed_coll 0: the backward, against alone: how much the collectives' kernels (SMs and
+ *     memory bandwidth taken from the compute) slow a data-parallel step's compute.  `shard`:
+ *     reduce-scatters and all-gathers in turn (ZeRO-2/3's: on two H200s a backward beside them
+ *     took 1.44x its time alone, beside all-reduces 1.56x; priced at the all-reduces' factor
+ *     ZeRO-3 came out 4-13% slow), else coll's kind.
+ *   timed_coll 1: the mirror, COLL_BESIDE collectives of coll's kind, against one alone (timed
+ *     here, with the compute's buffers and stream open as beside it): what the compute costs
+ *     them (measure_coll_under_compute).
+ * coll_ms: one collective's time alone, which sizes the queue (timed_coll 1: measured here). */
+enum { COLL_BESIDE = 8 };
+static double measure_beside(const run_config *run_cfg, gpt_backend *be, const coll_ctx *coll, int shard,
+                             double coll_ms, int timed_coll, const comm_world *comm)
 {
     compute_bufs b;
     int bad = calibrate_compute_ctx_open(run_cfg, be, &b) != 0;
-    double alone = 0, t[REPS];
-    if (!bad) alone = calibrate_time_ms(b.c.s, calibrate_run_layer_bwd, &b.c, &bad);
-    /* enough collectives queued to outlast the backward, slowed as it is (twice its time);
-     * every rank must queue as many (the most any rank wants), or none if one cannot */
-    bad = calibrate_any_failed(comm, bad);
-    const int want = ms_each > 0 ? (int)(2 * alone / ms_each) + 2 : 2;
-    int k_coll = want;
-    if (!bad && comm_max_int(comm, want, &k_coll) != 0) bad = 1;
+    double bwd = 0, t[REPS];
+    if (!bad) bwd = calibrate_time_ms(b.c.s, calibrate_run_layer_bwd, &b.c, &bad);
+    if (!bad && timed_coll) coll_ms = calibrate_median_ms(run_collective, (void *)coll, &bad);
+    /* enough of the other queued to outlast the timed one, slowed as it is (twice its time
+     * for collectives, three times for backwards); every rank must queue as many (the most any
+     * rank wants), or none if one cannot */
+    bad = calibrate_any_failed(comm, bad || bwd <= 0 || coll_ms <= 0);
+    const int want = bad ? 1 : timed_coll ? (int)(3 * COLL_BESIDE * coll_ms / bwd) + 1 : (int)(2 * bwd / coll_ms) + 2;
+    int queued = want;
+    if (!bad && comm_max_int(comm, want, &queued) != 0) bad = 1;
     for (int r = 0; r < REPS && !bad; r++) {
-        bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
-        for (int k = 0; k < k_coll && !bad; k++) {
-            const coll_ctx one = {coll->g, coll->buf, coll->n, shard ? 1 + k % 2 : 0};
-            bad |= issue_collective(&one) != 0;
+        /* (in step: a rank still queuing would count as the other's slowing) */
+        bad |= gpt_stream_sync(b.c.s) != 0 || gpt_stream_sync(coll_stream(coll->g)) != 0 || calibrate_in_step(comm);
+        double t0 = 0;
+        if (timed_coll) {
+            for (int k = 0; k < queued; k++) calibrate_run_layer_bwd(&b.c);
+            t0 = wall_ms();
+            for (int k = 0; k < COLL_BESIDE && !bad; k++) bad |= issue_collective(coll) != 0;
+            bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
+            t[r] = (wall_ms() - t0) / COLL_BESIDE;
+        } else {
+            for (int k = 0; k < queued && !bad; k++) {
+                const coll_ctx one = {coll->g, coll->buf, coll->n, shard ? 1 + k % 2 : coll->kind};
+                bad |= issue_collective(&one) != 0;
+            }
+            t0 = wall_ms();
+            calibrate_run_layer_bwd(&b.c);
+            bad |= gpt_stream_sync(b.c.s) != 0;
+            t[r] = wall_ms() - t0;
         }
-        const double t0 = wall_ms();
-        calibrate_run_layer_bwd(&b.c);
-        bad |= gpt_stream_sync(b.c.s) != 0;
-        t[r] = wall_ms() - t0;
-        bad |= gpt_stream_sync(coll_stream(coll->g)) != 0;
+        bad |= gpt_stream_sync(b.c.s) != 0 || gpt_stream_sync(coll_stream(coll->g)) != 0;
     }
     calibrate_compute_ctx_close(be, &b);
-    if (bad || alone <= 0) return 0;
-    const double with = median_of(t, REPS);
+    if (bad) return 0;
+    const double alone = timed_coll ? coll_ms : bwd, with = median_of(t, REPS);
     return with > alone ? with / alone : 1.0;
 }
 
-/* The mirror of measure_compute_under_coll: COLL_BESIDE collectives of `kind`, each of a
- * layer's parameters in the run's dtype (what ZeRO-3 and the offload engines move at a time),
- * timed with a layer's backward running beside them on the compute stream the whole time
- * (enough copies queued first to outlast them slowed threefold), against the same alone.
- * Their kernels lose SMs and memory bandwidth to the compute as the compute does to them; the
- * model without it had l48 ZeRO-3 at two micro-batches 16% fast on two H200s.  Sized 128 MiB,
- * they came out 2.1-2.2x at h4096 where a layer's (402 MB) were 1.15-1.45x, and those put the
- * searches' trained runs within 10% (bench/results/2026-11-30b-h200x2-collectives-beside-compute).
- * Every rank runs it in step.  The ratio, at least 1; 0 on failure. */
-enum { COLL_BESIDE = 8 };
+/* measure_beside's mirror for one `kind` of collective, each of a layer's parameters in the
+ * run's dtype (what ZeRO-3 and the offload engines move at a time).  The model without it had
+ * l48 ZeRO-3 at two micro-batches 16% fast on two H200s.  Sized 128 MiB, they came out
+ * 2.1-2.2x at h4096 where a layer's (402 MB) were 1.15-1.45x, and those put the searches'
+ * trained runs within 10% (bench/results/2026-11-30b-h200x2-collectives-beside-compute).  The
+ * ratio, at least 1; 0 on failure. */
 static double measure_coll_under_compute(const run_config *run_cfg, gpt_backend *be, coll_group *g, int kind,
                                          const comm_world *comm)
 {
@@ -100,34 +114,13 @@ static double measure_coll_under_compute(const run_config *run_cfg, gpt_backend 
     const size_t layer = gpt_act_bytes(gpt_layer_layout_of(&run_cfg->eng.shape).total,
                                        run_cfg->eng.bf16 ? GPT_BF16 : GPT_F32) / sizeof(float);
     const size_t n = (layer + (size_t)world - 1) / (size_t)world * (size_t)world;
-    compute_bufs b;
-    memset(&b, 0, sizeof b); /* (closed below even where its open is not reached) */
     float *buf = NULL;
     int bad = be->ops->dev_alloc(be, (void **)&buf, n * sizeof(float)) ||
-              gpt_stream_memset_zero(coll_stream(g), buf, n * sizeof(float)) || calibrate_compute_ctx_open(run_cfg, be, &b);
-    coll_ctx coll = {g, buf, n, kind};
-    double bwd = 0, alone = 0, t[REPS];
-    if (!bad) bwd = calibrate_time_ms(b.c.s, calibrate_run_layer_bwd, &b.c, &bad);
-    bad = calibrate_any_failed(comm, bad || bwd <= 0);
-    if (!bad) alone = calibrate_median_ms(run_collective, &coll, &bad);
-    bad = calibrate_any_failed(comm, bad || alone <= 0);
-    const int want = bwd > 0 ? (int)(3 * COLL_BESIDE * alone / bwd) + 1 : 1;
-    int k_bwd = want;
-    if (!bad && comm_max_int(comm, want, &k_bwd) != 0) bad = 1;
-    for (int r = 0; r < REPS && !bad; r++) {
-        bad |= gpt_stream_sync(b.c.s) != 0 || calibrate_in_step(comm);
-        for (int k = 0; k < k_bwd && !bad; k++) calibrate_run_layer_bwd(&b.c);
-        const double t0 = wall_ms();
-        for (int k = 0; k < COLL_BESIDE && !bad; k++) bad |= issue_collective(&coll) != 0;
-        bad |= gpt_stream_sync(coll_stream(g)) != 0;
-        t[r] = (wall_ms() - t0) / COLL_BESIDE;
-        bad |= gpt_stream_sync(b.c.s) != 0;
-    }
-    calibrate_compute_ctx_close(be, &b);
+              gpt_stream_memset_zero(coll_stream(g), buf, n * sizeof(float));
+    const coll_ctx coll = {g, buf, n, kind};
+    const double f = calibrate_any_failed(comm, bad) ? 0 : measure_beside(run_cfg, be, &coll, 0, 0, 1, comm);
     if (buf) be->ops->dev_free(be, buf);
-    if (bad) return 0;
-    const double with = median_of(t, REPS);
-    return with > alone ? with / alone : 1.0;
+    return f;
 }
 
 int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, const char *path, const comm_world *comm)
@@ -153,15 +146,14 @@ int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, co
      * with every rank of the job at work at once */
     const coll_ctx beside = {g, buf, large, 0};
     const double under =
-        calibrate_any_failed(comm, bad) ? 0 : measure_compute_under_coll(run_cfg, be, &beside, 0, large_ms[0], comm);
+        calibrate_any_failed(comm, bad) ? 0 : measure_beside(run_cfg, be, &beside, 0, large_ms[0], 0, comm);
     const double under_shard = calibrate_any_failed(comm, under <= 0)
                                    ? 0
-                                   : measure_compute_under_coll(run_cfg, be, &beside, 1,
-                                                                (large_ms[1] + large_ms[2]) / 2, comm);
+                                   : measure_beside(run_cfg, be, &beside, 1, (large_ms[1] + large_ms[2]) / 2, 0, comm);
     if (buf) be->ops->dev_free(be, buf);
     /* and the collectives beside the compute, each kind (what a step's overlap costs them) */
-    double beside_compute[3] = {0};
-    for (int k = 0; k < 3; k++)
+    double beside_compute[PRED_COLL_KINDS] = {0};
+    for (int k = 0; k < PRED_COLL_KINDS; k++)
         beside_compute[k] = calibrate_any_failed(comm, under_shard <= 0 || (k > 0 && beside_compute[k - 1] <= 0))
                                 ? 0
                                 : measure_coll_under_compute(run_cfg, be, g, k, comm);
