@@ -845,9 +845,14 @@ double search_kendall_tau(const double *a, const double *b, int n)
     return denom > 0 ? (concordant - discordant) / denom : 0;
 }
 
+/* Why --verify trains a configuration: one of the top K; the fastest of a layout the top
+ * ones leave out (OPTION_LAYOUT); one of K random others. */
+typedef enum verify_pick { PICK_TOP, PICK_LAYOUT, PICK_RANDOM } verify_pick;
+static const char *const PICK_NAMES[] = {"top", "layout", "random"};
+
 typedef struct verified {
     int rank;        /* 1-based, in the search's order */
-    int random;      /* one of the random picks */
+    verify_pick why;
     int ok;
     double measured_ms;
     char status[48];
@@ -864,13 +869,26 @@ typedef struct verified {
  * ranked by a run's noise, which a tau over them would measure instead of the model. */
 #define VERIFY_TOP_GAP 0.01
 
+/* a and b lay the model out alike: one engine, and the same value of every layout option
+ * (--tp, --pp, --zero-stage, --offload: OPTION_LAYOUT) */
+static int same_layout(const search *s, const candidate *a, const candidate *b)
+{
+    if (a->eng != b->eng) return 0;
+    for (int j = 0; j < s->nknob_opts; j++)
+        if ((s->knob_opt[j]->flags & OPTION_LAYOUT) && a->k.value[j] != b->k.value[j]) return 0;
+    return 1;
+}
+
 /* Trains the top K (the pick, then down the ranking each configuration predicted at least
- * VERIFY_TOP_GAP from every one picked before) and K random others ranked below; prints predicted
- * against measured; adds "verify" to root.  Returns 0 when every run trained, 1 otherwise. */
+ * VERIFY_TOP_GAP from every one picked before), the fastest of each layout none of those has
+ * (on two H200s the top and K random ones of an l48 search were megatron-lm and stronghold
+ * only: a tau over them said nothing of the pipeline, zero-infinity or l2l), and K random
+ * others ranked below the top; prints predicted against measured; adds "verify" to root.
+ * Returns 0 when every run trained, 1 otherwise. */
 static int verify(const search *s, int largest, cJSON *root)
 {
     const int n = (int)s->n, K = s->run_cfg->search_verify < n ? s->run_cfg->search_verify : n;
-    verified *v = calloc((size_t)2 * K + 1, sizeof *v);
+    verified *v = calloc((size_t)n + 1, sizeof *v);
     int *rest = malloc(sizeof *rest * (size_t)(n > 0 ? n : 1));
     if (!v || !rest) {
         free(v);
@@ -884,16 +902,30 @@ static int verify(const search *s, int largest, cJSON *root)
             const double p = s->c[v[j].rank - 1].pred.ms;
             apart = fabs(s->c[i].pred.ms - p) >= VERIFY_TOP_GAP * p;
         }
-        if (apart) v[nv++] = (verified){.rank = i + 1};
+        if (apart) v[nv++] = (verified){.rank = i + 1, .why = PICK_TOP};
         else if (nv == K) rest[nrest++] = i + 1; /* (not the near twins passed over above) */
     }
+    /* the fastest of each layout not yet picked (the ranking is fastest first; a near twin
+     * passed over by the top picks among them), then the random ones from the others below */
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < nv && !seen; j++) seen = same_layout(s, &s->c[i], &s->c[v[j].rank - 1]);
+        if (!seen) v[nv++] = (verified){.rank = i + 1, .why = PICK_LAYOUT};
+    }
+    int kept = 0;
+    for (int r = 0; r < nrest; r++) {
+        int picked = 0;
+        for (int j = 0; j < nv && !picked; j++) picked = v[j].rank == rest[r];
+        if (!picked) rest[kept++] = rest[r];
+    }
+    nrest = kept;
     /* K distinct others of those ranked below the top picks, uniformly (a partial Fisher-Yates) */
     rng pick = rng_for(s->run_cfg->eng.seed, 0x5EA2C4u, 0); /* (a stream of its own of the run's seed) */
     for (int i = 0; i < K && i < nrest; i++) {
         const int j = i + (int)rng_below(&pick, (uint32_t)(nrest - i));
         const int t = rest[i];
         rest[i] = rest[j], rest[j] = t;
-        v[nv++] = (verified){.rank = rest[i], .random = 1};
+        v[nv++] = (verified){.rank = rest[i], .why = PICK_RANDOM};
     }
     free(rest);
     int failed = 0;
@@ -918,7 +950,8 @@ static int verify(const search *s, int largest, cJSON *root)
             return 1;
         }
         format_command(args + 1, na - 1, cmd, sizeof cmd);
-        printf("verify %d/%d: #%d%s %s\n", i + 1, nv, v[i].rank, v[i].random ? " (random)" : "", cmd);
+        printf("verify %d/%d: #%d%s%s%s %s\n", i + 1, nv, v[i].rank, v[i].why == PICK_TOP ? "" : " (",
+               v[i].why == PICK_TOP ? "" : PICK_NAMES[v[i].why], v[i].why == PICK_TOP ? "" : ")", cmd);
         fflush(stdout);
         child_result cr;
         if (child_run(s->exe, args, CHILD_QUIET_OUT, &cr, err, sizeof err)) {
@@ -952,18 +985,19 @@ static int verify(const search *s, int largest, cJSON *root)
         const candidate *c = &s->c[v[i].rank - 1];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "rank", v[i].rank);
-        cJSON_AddBoolToObject(o, "random", v[i].random);
+        cJSON_AddStringToObject(o, "picked", PICK_NAMES[v[i].why]);
+        cJSON_AddBoolToObject(o, "random", v[i].why == PICK_RANDOM);
         cJSON_AddNumberToObject(o, "predicted_ms", c->pred.ms);
         cJSON_AddStringToObject(o, "status", v[i].status);
         if (v[i].json[0]) cJSON_AddStringToObject(o, "json", v[i].json);
         if (v[i].ok) {
             cJSON_AddNumberToObject(o, "measured_ms", v[i].measured_ms);
-            printf("  %-3d %-8s %10.1f ms %10.1f ms %+7.1f%%\n", v[i].rank, v[i].random ? "random" : "top",
+            printf("  %-3d %-8s %10.1f ms %10.1f ms %+7.1f%%\n", v[i].rank, PICK_NAMES[v[i].why],
                    c->pred.ms, v[i].measured_ms, (c->pred.ms - v[i].measured_ms) / v[i].measured_ms * 100);
             if (pred && meas) pred[m] = c->pred.ms, meas[m] = v[i].measured_ms, m++;
             if (measured_best < 0 || v[i].measured_ms < v[measured_best].measured_ms) measured_best = i;
         } else {
-            printf("  %-3d %-8s %10.1f ms %13s\n", v[i].rank, v[i].random ? "random" : "top", c->pred.ms, v[i].status);
+            printf("  %-3d %-8s %10.1f ms %13s\n", v[i].rank, PICK_NAMES[v[i].why], c->pred.ms, v[i].status);
         }
         cJSON_AddItemToArray(arr, o);
     }

@@ -1142,7 +1142,7 @@ static int pp_layers_check(const char *opt, const char *value, char *err, size_t
 static const option_decl megatron_options[] = {
     {.name = "zero-stage", .kind = ARG_INT, .arg = "0-3", .set = SET_INT, OPTION_FIELD(zero_stage), .lo = 0,
      .hi = 2147483647, .check = zero_stage_check, .dflt = "0", .scope = SCOPE_RESULT, .slot = 25,
-     .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS, .lacks = "shards as its own system does",
+     .use = OPTION_CFG | OPTION_KID, .flags = OPTION_LAYOUT, .refusal = REFUSED_ALWAYS, .lacks = "shards as its own system does",
      OPTION_INERT(0), OPTION_SEARCH(0, 1, 2, 3), .search_when = SEARCH_WITH_RANKS,
      .help = "on N ranks: 0 DDP, 1 sharded Adam state, 2 + sharded grads, 3 + sharded params (default 0)"},
     {.name = "graphs", .kind = ARG_TEXT, .arg = "auto|on|off", .set = SET_WORDS, OPTION_FIELD(graphs),
@@ -1155,7 +1155,7 @@ static const option_decl megatron_options[] = {
      * record is told apart from one rank's.  Refused always by the others, a sweep's children
      * included: the driver lays the ranks and their rows out by it) */
     {.name = "pp", .kind = ARG_INT, .arg = "P", .set = SET_INT, OPTION_FIELD(pp), .lo = 1, .hi = 4096, .dflt = "1",
-     .scope = SCOPE_RESULT_SET, .slot = 55, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS,
+     .scope = SCOPE_RESULT_SET, .slot = 55, .use = OPTION_CFG | OPTION_KID, .flags = OPTION_LAYOUT, .refusal = REFUSED_ALWAYS,
      .lacks = "has no pipeline stages", OPTION_INERT(0, 1), OPTION_SEARCH(1, 2, 4, 8), .search_when = SEARCH_WITH_RANKS,
      .help = "pipeline parallelism: the layers in P stages (1F1B), world / P ranks each, data parallel; the "
              "micro-batches (--global-batch) flow through them (default 1: none)"},
@@ -1165,7 +1165,7 @@ static const option_decl megatron_options[] = {
      .help = "with --pp P: the layers of each of the P stages, first to last, summing to -l (default: balanced)"},
     /* (as --pp: refused always by the others, the driver lays the ranks out by it) */
     {.name = "tp", .kind = ARG_INT, .arg = "T", .set = SET_INT, OPTION_FIELD(tp), .lo = 1, .hi = 4096, .dflt = "1",
-     .scope = SCOPE_RESULT_SET, .slot = 57, .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS,
+     .scope = SCOPE_RESULT_SET, .slot = 57, .use = OPTION_CFG | OPTION_KID, .flags = OPTION_LAYOUT, .refusal = REFUSED_ALWAYS,
      .lacks = "has no tensor parallelism", OPTION_INERT(0, 1), OPTION_SEARCH(1, 2, 4, 8), .search_when = SEARCH_WITH_RANKS,
      .help = "tensor parallelism: each layer's heads and MLP, and the vocabulary, split over T neighbouring ranks of "
              "one machine (Megatron's column- and row-parallel matmuls); world / (T P) copies data parallel "

@@ -79,7 +79,11 @@ enum { OPTION_MAX_ITERS = 1000000000 };
 enum { OPTION_ITERATION = 1u << 0,
        /* it names one job's state (a checkpoint store's id, a recovery of it): --rerun, which
         * runs the whole job again as a new one, leaves it out */
-       OPTION_ONE_JOB = 1u << 1 };
+       OPTION_ONE_JOB = 1u << 1,
+       /* it lays the model out: which ranks hold which part, or which tier holds the state
+        * (--tp, --pp, --zero-stage, --offload): --search --verify trains the fastest
+        * configuration of every layout it predicted, so that what it proves spans them */
+       OPTION_LAYOUT = 1u << 2 };
 
 typedef struct option_decl {
     const char *name;     /* --name, and its key in a config */

@@ -183,7 +183,7 @@ static const option_decl shared_options[] = {
      .help = "its GPU window of W layers (default auto; not with -m all)"},
     {.name = "offload", .kind = ARG_TEXT, .arg = "cpu|nvme", .set = SET_WORDS, OPTION_FIELD(offload),
      OPTION_WORDS({"cpu", OFFLOAD_CPU}, {"nvme", OFFLOAD_NVME}), .dflt = "cpu", .scope = SCOPE_RESULT, .slot = 22,
-     .use = OPTION_CFG | OPTION_KID, .refusal = REFUSED_ALWAYS, .lacks = "keeps nothing on disk",
+     .use = OPTION_CFG | OPTION_KID, .flags = OPTION_LAYOUT, .refusal = REFUSED_ALWAYS, .lacks = "keeps nothing on disk",
      OPTION_INERT(OFFLOAD_CPU), OPTION_SEARCH(OFFLOAD_CPU, OFFLOAD_NVME), .search_when = SEARCH_WITH_DISK,
      .help = "optimizer state in host memory or on disk (default cpu)"},
     {.name = "nvme-dir", .kind = ARG_TEXT, .arg = "DIR", .set = SET_PATH, OPTION_FIELD(nvme_dir),

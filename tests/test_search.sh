@@ -242,7 +242,7 @@ else
     failc "--search --out" "exit $rc/$rc2: $check $(tail -n 2 "$SR/s6.run")"
 fi
 
-# ---- --verify: the top K (each predicted 1% apart) and K random ones trained, predicted against
+# ---- --verify: the top K (each predicted 1% apart), the fastest of each layout, K random ones trained, predicted against
 # measured, tau -------------------------------------------------------------------------------
 (cd "$SR" && timeout 600 "$BIN" --search "${SS[@]}" -l 4 --results res --verify 2 >s7.out 2>&1)
 rc=$?
@@ -254,11 +254,25 @@ v, s, bad = d["verify"], d["verify_summary"], []
 # (those between, its near twins, passed over); the random two from below the second
 cms = [c["ms"] for c in d["configs"]]
 second = next(i + 1 for i, t in enumerate(cms) if abs(t - cms[0]) >= 0.01 * cms[0])
-if [x["rank"] for x in v[:2]] != [1, second] or [x["random"] for x in v] != [False, False, True, True]:
-    bad.append(f"picks {[(x['rank'], x['random']) for x in v]}, want 1 and {second} on top")
-if len({x["rank"] for x in v}) != 4 or any(x["rank"] <= second for x in v[2:]): bad.append("random picks not below the top")
+# then the fastest of every layout (engine, --zero-stage, --pp, --tp, --offload) the top two
+# leave out, in the ranking's order; the random two from below the second, none of those
+lay = lambda c: (c["engine"], c["zero_stage"], c["pp"], c["tp"], c.get("offload"))
+cfgs = d["configs"]
+tops = [x for x in v if x["picked"] == "top"]
+lays = [x for x in v if x["picked"] == "layout"]
+rnds = [x for x in v if x["picked"] == "random"]
+first_of = {}
+for c in cfgs: first_of.setdefault(lay(c), c["rank"])
+want_lays = sorted(r for k, r in first_of.items() if k not in {lay(cfgs[x["rank"] - 1]) for x in tops})
+if [x["rank"] for x in tops] != [1, second] or v[:2] != tops:
+    bad.append(f"top picks {[x['rank'] for x in tops]}, want 1 and {second} first")
+if [x["rank"] for x in lays] != want_lays or len(want_lays) < 2:
+    bad.append(f"layout picks {[x['rank'] for x in lays]}, want the fastest of each other layout {want_lays}")
+if v != tops + lays + rnds or any(x["random"] != (x["picked"] == "random") for x in v): bad.append("pick order")
+if len({x["rank"] for x in v}) != len(v) or len(rnds) != 2 or any(x["rank"] <= second for x in rnds):
+    bad.append("random picks not two others below the top")
 ok = [x for x in v if x["status"] == "ok" and x.get("measured_ms", 0) > 0]
-if len(ok) != 4: bad.append(f"{len(ok)} of 4 trained")
+if len(ok) != len(v): bad.append(f"{len(ok)} of {len(v)} trained")
 for x in v:
     j = json.load(open(x["json"]))
     # measured over the engine's steady state: the median of the iterations from its own rule's
@@ -288,11 +302,11 @@ if abs(tau - s["kendall_tau"]) > 1e-9: bad.append(f"tau {s['kendall_tau']} != {t
 best = min(ok, key=lambda x: x["measured_ms"])
 if s["pick_is_measured_best"] != (best["rank"] == 1): bad.append("pick_is_measured_best")
 if abs(s["pick_loss_pct"] - (ok[0]["measured_ms"] - best["measured_ms"]) / best["measured_ms"] * 100) > 1e-6: bad.append("pick loss")
-if f"over 4 runs: {tau:.3f}" not in out: bad.append("tau not printed")
+if f"over {len(v)} runs: {tau:.3f}" not in out: bad.append("tau not printed")
 print("ok" if not bad else "; ".join(bad))
 EOF
 )
-sr_verdict "$rc" "$check" "--search --verify" "--search --verify 2: the top 2 (1% apart) and 2 random others below them trained as children (20 iterations), each measured its run's median over its engine's steady state; Kendall's tau and the pick's loss follow from them" "$(tail -n 3 "$SR/s7.out")"
+sr_verdict "$rc" "$check" "--search --verify" "--search --verify 2: the top 2 (1% apart), the fastest of each other layout, and 2 random others below them trained as children (20 iterations), each measured its run's median over its engine's steady state; Kendall's tau and the pick's loss follow from them" "$(tail -n 3 "$SR/s7.out")"
 
 # ---- 2 ranks: with the collectives calibrated there, megatron-lm's ZeRO stages are searched,
 # and the pick trains on 2 ranks --------------------------------------------------------------
@@ -327,7 +341,11 @@ for x in d["configs"]:
 bad = bad[:4]
 if any(x["engine"] == "megatron-lm" and f"--zero-stage {x['zero_stage']}" not in x["command"] for x in d["configs"]): bad.append("command")
 v = d.get("verify", [])
-if len(v) != 2 or any(x["status"] != "ok" for x in v): bad.append(f"verify {v}")
+# (the top one, the fastest of every other layout: --tp 2 and --pp 2 among them, and one random)
+if any(x["status"] != "ok" for x in v) or [x["picked"] for x in v].count("random") != 1: bad.append(f"verify {v}")
+trained = [d["configs"][x["rank"] - 1] for x in v]
+if not any(c["tp"] == 2 for c in trained) or not any(c["pp"] == 2 for c in trained):
+    bad.append(f"verify trained no --tp 2 or no --pp 2: {[(c['engine'], c['tp'], c['pp']) for c in trained]}")
 for x in v:
     if json.load(open(x["json"]))["world"] != 2: bad.append("not trained on 2 ranks")
 print("ok" if not bad else "; ".join(bad))
@@ -335,7 +353,7 @@ EOF
 )
     sr_verdict "$rc" "$check" "--search --ranks 2" "--search --ranks 2: megatron-lm's ZeRO stages 0-3, --tp 2 and \
 --pp 2 searched with the collectives calibrated at 2 ranks, each config's micro-batches those of its data-parallel ranks \
-and its prediction --predict's of its command; --verify trains on 2 ranks" "$(tail -n 3 "$SR/s8.out")"
+and its prediction --predict's of its command; --verify trains on 2 ranks, --tp 2 and --pp 2 among its layouts" "$(tail -n 3 "$SR/s8.out")"
     # --largest's stronghold -w auto pick on 2 ranks, where each rank has half the host budget:
     # it trains there, every rank's host peak within its share.  (-w auto's run chooses its
     # slots from a probe and the machine model; a choice with more slots holds fewer layers
