@@ -68,13 +68,13 @@ def replay(search_json, machine, results):
         if not v.get("measured_ms"):
             continue
         c = configs[v["rank"]]
-        rows.append((v["rank"], v["random"], c["command"].split(" -m ")[1], v["predicted_ms"],
+        rows.append((v["rank"], v.get("picked", "random" if v["random"] else "top"), c["command"].split(" -m ")[1], v["predicted_ms"],
                      predict(c["command"], machine, results), v["measured_ms"]))
     print(f"\n### {os.path.relpath(search_json, ROOT)} (machine {os.path.basename(machine)})\n")
     print("| rank | configuration | measured ms | predicted then | error then | predicted now | error now |")
     print("|---|---|---|---|---|---|---|")
     for rank, rnd, what, old, new, meas in rows:
-        print(f"| #{rank}{' (random)' if rnd else ''} | {what} | {meas:.1f} | {old:.1f} | {(old / meas - 1) * 100:+.1f}% "
+        print(f"| #{rank}{'' if rnd == 'top' else f' ({rnd})'} | {what} | {meas:.1f} | {old:.1f} | {(old / meas - 1) * 100:+.1f}% "
               f"| {new:.1f} | {(new / meas - 1) * 100:+.1f}% |")
     meas = [r[5] for r in rows]
     best = min(meas)

@@ -58,7 +58,7 @@ fi
     { tail -n 5 "$work/calibrate.txt"; exit 1; }
 if [ "$ranks" -gt 1 ] && [ "$skip_cal" = 0 ]; then
     # the collectives at that world, and each rank's rates with every rank at work
-    ./aebench --calibrate --ranks "$ranks" "${shape[@]}" -b 4 --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
+    ./aebench --calibrate --ranks "$ranks" "${shape[@]}" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
         { tail -n 5 "$work/calibrate.txt"; exit 1; }
 fi
 [ "$ranks" -gt 1 ] && shape+=(--ranks "$ranks")
@@ -138,7 +138,8 @@ for m in models:
           f"{s.get('pick_loss_pct', float('nan')):.1f}% | {s.get('kendall_tau', float('nan')):.2f} | {len(ok)}/{len(v)} | {err} |")
     for x in v:
         cfg = d["configs"][x["rank"] - 1]
-        print(f"|  | #{x['rank']}{' (random)' if x['random'] else ''} | | | {cfg['command'].split(' -m ')[1]} | "
+        why = x.get("picked", "random" if x["random"] else "top")  # (older JSON: random only)
+        print(f"|  | #{x['rank']}{'' if why == 'top' else f' ({why})'} | | | {cfg['command'].split(' -m ')[1]} | "
               f"predicted {cfg['ms']:.1f} | {f1(x.get('measured_ms', x['status']))} | | | | |")
 PY
 cat "$work/summary.md"

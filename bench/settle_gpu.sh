@@ -18,7 +18,7 @@ else
     mkdir -p "$out/cal"
     t_cal=$(date +%s)
     ./aebench --calibrate "${shape[@]}" --global-batch 8 --results "$out/cal" >"$out/cal.txt" 2>&1 &&
-        ./aebench --calibrate --ranks 2 "${shape[@]}" -b 4 --global-batch 8 --results "$out/cal" >>"$out/cal.txt" 2>&1 ||
+        ./aebench --calibrate --ranks 2 "${shape[@]}" --global-batch 8 --results "$out/cal" >>"$out/cal.txt" 2>&1 ||
         { tail -n 5 "$out/cal.txt"; exit 1; }
     machine=$(ls "$out"/cal/machine_*.json | head -n 1)
     cp "$machine" "$dest/machine_bf16_settled.json"

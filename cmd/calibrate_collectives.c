@@ -10,16 +10,25 @@
 
 #include "exit_codes.h"
 #include "report.h"
+#include "search.h"
 #include "../engines/runtime/collectives.h"
 #include "../engines/runtime/timer.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 /* ---- the collectives (under mpirun) --------------------------------------------------------- */
+
+/* What the collectives cost the compute beside them at one micro-batch (machine_rates'
+ * compute_under_coll, compute_under_shard, compute_under_two). */
+typedef struct beside_factors {
+    int batch;
+    double under, under_shard, under_two;
+} beside_factors;
 
 /* One collective of n floats (kind 0 all-reduce, 1 reduce-scatter, 2 all-gather) on g's
  * stream, until it is done; every rank calls it the same way. */
@@ -58,8 +67,9 @@ static int run_collective(void *p)
  *     them (measure_coll_under_compute).
  * coll_ms: one collective's time alone, which sizes the queue (timed_coll 1: measured here). */
 enum { COLL_BESIDE = 8 };
-static double measure_beside(const run_config *run_cfg, gpt_backend *be, const coll_ctx *coll, int shard,
-                             double coll_ms, int timed_coll, const comm_world *comm)
+static double measure_beside(const run_config *run_cfg, gpt_backend *be, const coll_ctx *coll,
+                             const coll_ctx *second, int shard, double coll_ms, int timed_coll,
+                             const comm_world *comm)
 {
     compute_bufs b;
     int bad = calibrate_compute_ctx_open(run_cfg, be, &b) != 0;
@@ -75,7 +85,8 @@ static double measure_beside(const run_config *run_cfg, gpt_backend *be, const c
     if (!bad && comm_max_int(comm, want, &queued) != 0) bad = 1;
     for (int r = 0; r < REPS && !bad; r++) {
         /* (in step: a rank still queuing would count as the other's slowing) */
-        bad |= gpt_stream_sync(b.c.s) != 0 || gpt_stream_sync(coll_stream(coll->g)) != 0 || calibrate_in_step(comm);
+        bad |= gpt_stream_sync(b.c.s) != 0 || gpt_stream_sync(coll_stream(coll->g)) != 0 ||
+               (second && gpt_stream_sync(coll_stream(second->g)) != 0) || calibrate_in_step(comm);
         double t0 = 0;
         if (timed_coll) {
             for (int k = 0; k < queued; k++) calibrate_run_layer_bwd(&b.c);
@@ -86,14 +97,15 @@ static double measure_beside(const run_config *run_cfg, gpt_backend *be, const c
         } else {
             for (int k = 0; k < queued && !bad; k++) {
                 const coll_ctx one = {coll->g, coll->buf, coll->n, shard ? 1 + k % 2 : coll->kind};
-                bad |= issue_collective(&one) != 0;
+                bad |= issue_collective(&one) != 0 || (second && issue_collective(second) != 0);
             }
             t0 = wall_ms();
             calibrate_run_layer_bwd(&b.c);
             bad |= gpt_stream_sync(b.c.s) != 0;
             t[r] = wall_ms() - t0;
         }
-        bad |= gpt_stream_sync(b.c.s) != 0 || gpt_stream_sync(coll_stream(coll->g)) != 0;
+        bad |= gpt_stream_sync(b.c.s) != 0 || gpt_stream_sync(coll_stream(coll->g)) != 0 ||
+               (second && gpt_stream_sync(coll_stream(second->g)) != 0);
     }
     calibrate_compute_ctx_close(be, &b);
     if (bad) return 0;
@@ -118,8 +130,46 @@ static double measure_coll_under_compute(const run_config *run_cfg, gpt_backend 
     int bad = be->ops->dev_alloc(be, (void **)&buf, n * sizeof(float)) ||
               gpt_stream_memset_zero(coll_stream(g), buf, n * sizeof(float));
     const coll_ctx coll = {g, buf, n, kind};
-    const double f = calibrate_any_failed(comm, bad) ? 0 : measure_beside(run_cfg, be, &coll, 0, 0, 1, comm);
+    const double f = calibrate_any_failed(comm, bad) ? 0 : measure_beside(run_cfg, be, &coll, NULL, 0, 0, 1, comm);
     if (buf) be->ops->dev_free(be, buf);
+    return f;
+}
+
+/* A layer's backward with ZeRO-3's two collective streams beside it at once, as megatron-lm
+ * runs them: the next layer's all-gather of its parameters in the run's dtype on one (g), this
+ * layer's reduce-scatter of its fp32 gradients on a second group's stream.  l48 ZeRO-3 at two
+ * micro-batches a rank, whose collectives run beside nearly all of its backward, was 15% slower
+ * on two H200s than the compute priced with one stream's factor (compute_under_shard, the two
+ * kinds in turn on one stream).  The ratio to alone, at least 1; 0 on failure. */
+static double measure_compute_under_two_streams(const run_config *run_cfg, gpt_backend *be, coll_group *g,
+                                                const comm_world *comm)
+{
+    const int world = coll_world(g);
+    const size_t params = gpt_layer_layout_of(&run_cfg->eng.shape).total;
+    const size_t dtype_floats = gpt_act_bytes(params, run_cfg->eng.bf16 ? GPT_BF16 : GPT_F32) / sizeof(float);
+    const size_t gather_n = (dtype_floats + (size_t)world - 1) / (size_t)world * (size_t)world,
+                 reduce_n = (params + (size_t)world - 1) / (size_t)world * (size_t)world;
+    coll_group *g2 = NULL;
+    float *gather_buf = NULL, *reduce_buf = NULL;
+    int bad = coll_open(&g2, be, comm->rank, world) ||
+              be->ops->dev_alloc(be, (void **)&gather_buf, gather_n * sizeof(float)) ||
+              be->ops->dev_alloc(be, (void **)&reduce_buf, reduce_n * sizeof(float)) ||
+              gpt_stream_memset_zero(coll_stream(g), gather_buf, gather_n * sizeof(float)) ||
+              gpt_stream_memset_zero(coll_stream(g2), reduce_buf, reduce_n * sizeof(float));
+    const coll_ctx gather = {g, gather_buf, gather_n, PRED_ALL_GATHER},
+                   reduce = {g2, reduce_buf, reduce_n, PRED_REDUCE_SCATTER};
+    /* (the queue sized by the shorter of the two, so that both outlast the backward) */
+    double gather_ms = 0, reduce_ms = 0;
+    if (!calibrate_any_failed(comm, bad)) {
+        gather_ms = calibrate_median_ms(run_collective, (void *)&gather, &bad);
+        reduce_ms = calibrate_median_ms(run_collective, (void *)&reduce, &bad);
+    }
+    const double f = calibrate_any_failed(comm, bad)
+                         ? 0
+                         : measure_beside(run_cfg, be, &gather, &reduce, 0, gather_ms < reduce_ms ? gather_ms : reduce_ms, 0, comm);
+    if (gather_buf) be->ops->dev_free(be, gather_buf);
+    if (reduce_buf) be->ops->dev_free(be, reduce_buf);
+    if (g2) coll_close(g2);
     return f;
 }
 
@@ -142,19 +192,44 @@ int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, co
                                    &gbs[k]);
         large_ms[k] = b;
     }
-    /* what the collectives cost the compute beside them, and the copy and host Adam rates
-     * with every rank of the job at work at once */
+    /* what the collectives cost the compute beside them, at every micro-batch --search may
+     * pick (a smaller backward loses more to the SMs the collectives' kernels take: l48 ZeRO-3
+     * at micro-batch 2 was 15% slower on two H200s than priced with micro-batch 4's factors) */
+    int sizes[MACHINE_BESIDE_BATCHES];
+    char why[200];
+    const int nsizes = bad ? 0
+                           : search_micro_batch_sizes(run_cfg, run_cfg->eng.shape.batch, sizes,
+                                                      MACHINE_BESIDE_BATCHES, why, sizeof why);
+    if (nsizes <= 0) bad = 1;
+    beside_factors at_batch_factors[MACHINE_BESIDE_BATCHES] = {{0}};
+    run_config *at_batch = malloc(sizeof *at_batch);
+    bad = calibrate_any_failed(comm, bad || !at_batch);
     const coll_ctx beside = {g, buf, large, 0};
-    const double under =
-        calibrate_any_failed(comm, bad) ? 0 : measure_beside(run_cfg, be, &beside, 0, large_ms[0], 0, comm);
-    const double under_shard = calibrate_any_failed(comm, under <= 0)
-                                   ? 0
-                                   : measure_beside(run_cfg, be, &beside, 1, (large_ms[1] + large_ms[2]) / 2, 0, comm);
+    for (int i = 0; i < nsizes && !bad; i++) {
+        *at_batch = *run_cfg;
+        at_batch->eng.shape.batch = sizes[i];
+        at_batch_factors[i].batch = sizes[i];
+        at_batch_factors[i].under = measure_beside(at_batch, be, &beside, NULL, 0, large_ms[0], 0, comm);
+        at_batch_factors[i].under_shard = calibrate_any_failed(comm, at_batch_factors[i].under <= 0)
+                                ? 0
+                                : measure_beside(at_batch, be, &beside, NULL, 1, (large_ms[1] + large_ms[2]) / 2, 0, comm);
+        at_batch_factors[i].under_two = calibrate_any_failed(comm, at_batch_factors[i].under_shard <= 0)
+                              ? 0
+                              : measure_compute_under_two_streams(at_batch, be, g, comm);
+        bad = calibrate_any_failed(comm, at_batch_factors[i].under_two <= 0);
+    }
+    free(at_batch);
     if (buf) be->ops->dev_free(be, buf);
+    /* (the entry's own factors: the run's micro-batch's, else the largest measured) */
+    int own = nsizes - 1;
+    for (int i = 0; i < nsizes; i++)
+        if (sizes[i] == run_cfg->eng.shape.batch) own = i;
+    const double under = nsizes > 0 ? at_batch_factors[own].under : 0, under_shard = nsizes > 0 ? at_batch_factors[own].under_shard : 0,
+                 under_two = bad ? 0 : at_batch_factors[own].under_two;
     /* and the collectives beside the compute, each kind (what a step's overlap costs them) */
     double beside_compute[PRED_COLL_KINDS] = {0};
     for (int k = 0; k < PRED_COLL_KINDS; k++)
-        beside_compute[k] = calibrate_any_failed(comm, under_shard <= 0 || (k > 0 && beside_compute[k - 1] <= 0))
+        beside_compute[k] = calibrate_any_failed(comm, under_two <= 0 || (k > 0 && beside_compute[k - 1] <= 0))
                                 ? 0
                                 : measure_coll_under_compute(run_cfg, be, g, k, comm);
     coll_close(g);
@@ -220,8 +295,19 @@ int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, co
     }
     cJSON_AddNumberToObject(entry, "compute_under_collectives", under);
     cJSON_AddNumberToObject(entry, "compute_under_sharded_collectives", under_shard);
-    printf("calibrate: a layer's backward with all-reduces beside it: %.3fx its time alone; with reduce-scatters "
-           "and all-gathers: %.3fx\n", under, under_shard);
+    cJSON_AddNumberToObject(entry, "compute_under_two_collective_streams", under_two);
+    cJSON *per_batch = cJSON_AddArrayToObject(entry, "compute_beside_at");
+    for (int i = 0; i < nsizes; i++) {
+        cJSON *b = cJSON_CreateObject();
+        cJSON_AddNumberToObject(b, "batch", at_batch_factors[i].batch);
+        cJSON_AddNumberToObject(b, "compute_under_collectives", at_batch_factors[i].under);
+        cJSON_AddNumberToObject(b, "compute_under_sharded_collectives", at_batch_factors[i].under_shard);
+        cJSON_AddNumberToObject(b, "compute_under_two_collective_streams", at_batch_factors[i].under_two);
+        cJSON_AddItemToArray(per_batch, b);
+        printf("calibrate: b%d: a layer's backward with all-reduces beside it: %.3fx its time alone; with "
+               "reduce-scatters and all-gathers: %.3fx; with a layer's all-gathers and its reduce-scatters on two "
+               "streams at once: %.3fx\n", at_batch_factors[i].batch, at_batch_factors[i].under, at_batch_factors[i].under_shard, at_batch_factors[i].under_two);
+    }
     /* (the memory a run could plan with is the single-rank entry's) */
     cJSON_DeleteItemFromObject(shared, "gpu_bytes");
     cJSON_DeleteItemFromObject(shared, "host_bytes");

@@ -43,7 +43,9 @@
  *                      "reduce_scatter_gbs", "all_gather_ms", "all_gather_gbs",
  *                      "compute_under_collectives", "compute_under_sharded_collectives",
  *                      "all_reduce_under_compute", "reduce_scatter_under_compute",
- *                      "all_gather_under_compute" (optional: files from before them), "rates":
+ *                      "all_gather_under_compute", "compute_under_two_collective_streams",
+ *                      "compute_beside_at": [ { "batch", the three compute_under_* at that
+ *                      micro-batch }, ... ] (optional: files from before them), "rates":
  *                      { as above, one rank's with every rank at work }, "checkpoint_dir": { as
  *                      checkpoint_dirs[], every rank writing }, "measured" }, ... ] (--calibrate
  *                      under mpirun) }
@@ -350,8 +352,29 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
             optional_field(ce, "collectives[]", "reduce_scatter_under_compute", path, &out->rs_under_compute, 1, err,
                            errlen) ||
             optional_field(ce, "collectives[]", "all_gather_under_compute", path, &out->ag_under_compute, 1, err,
-                           errlen))
+                           errlen) ||
+            optional_field(ce, "collectives[]", "compute_under_two_collective_streams", path, &out->compute_under_two,
+                           1, err, errlen))
             goto out;
+        /* the same at the run's micro-batch, where measured there (a smaller backward loses
+         * more to the collectives' kernels) */
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive(ce, "compute_beside_at"), *be_;
+        cJSON_ArrayForEach(be_, at) {
+            const cJSON *b = cJSON_GetObjectItemCaseSensitive(be_, "batch");
+            if (!cJSON_IsNumber(b) || b->valueint != cfg->shape.batch) continue;
+            if (field(be_, "collectives[].compute_beside_at[]", "compute_under_collectives", path,
+                      &out->compute_under_coll, err, errlen) ||
+                field(be_, "collectives[].compute_beside_at[]", "compute_under_sharded_collectives", path,
+                      &out->compute_under_shard, err, errlen) ||
+                field(be_, "collectives[].compute_beside_at[]", "compute_under_two_collective_streams", path,
+                      &out->compute_under_two, err, errlen))
+                goto out;
+            if (out->compute_under_coll < 1 || out->compute_under_shard < 1 || out->compute_under_two < 1) {
+                snprintf(err, errlen, "machine file %s: collectives[].compute_beside_at[] at batch %d has a factor "
+                         "below 1", path, b->valueint);
+                goto out;
+            }
+        }
         const cJSON *shared = cJSON_GetObjectItemCaseSensitive(ce, "rates");
         if (shared) {
             if (rates_from(shared, "collectives[].rates", RANK_RATES, path, out, err, errlen)) goto out;

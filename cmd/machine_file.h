@@ -6,6 +6,9 @@
 #ifndef AEBENCH_MACHINE_FILE_H
 #define AEBENCH_MACHINE_FILE_H
 
+/* The most micro-batches a collectives entry's compute_beside_at holds (--calibrate --ranks). */
+#define MACHINE_BESIDE_BATCHES 16
+
 #include "../engines/engine.h"
 
 #include <cjson/cJSON.h>

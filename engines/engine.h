@@ -386,6 +386,10 @@ typedef struct machine_rates {
      *                         busy millisecond (0: a file from before: as all-reduces) */
     int rates_world;
     double compute_under_coll, compute_under_shard;
+    /* a compute piece's time with two collective streams beside it at once, ZeRO-3's: a
+     * layer's all-gathers on one and its reduce-scatters on the other (0: a file from before:
+     * as compute_under_shard) */
+    double compute_under_two;
     /* the mirror: each kind of collective's time with a layer's backward beside it, over its
      * time alone (0: a file from before: as alone); each kind is slowed by the share of its time
      * the compute runs beside it (coll_load) */
@@ -398,6 +402,9 @@ typedef struct machine_rates {
     /* the share of the compute stream's time that all-reduces, and reduce-scatters and
      * all-gathers, run beside: pred_settle */
     double compute_load, compute_load_shard;
+    /* the share of the compute stream's time that two collective streams run beside at once
+     * (compute_under_two; pred_settle) */
+    double compute_load_two;
     /* the disk tier at the run's --nvme-dir, GB/s each way (0: not calibrated there) */
     double disk_read_gbs, disk_write_gbs;
     /* gemini's persistent checkpoint at the run's --ckpt-dir (0: not calibrated there): the
@@ -427,6 +434,9 @@ typedef struct engine_prediction {
     double coll_idle_ms;
     /* of busy_ms[BUSY_COMM], the reduce-scatters' and all-gathers' (pred_run_coll) */
     double coll_shard_ms;
+    /* of the compute's busy time, what ran with two collective streams beside it at once
+     * (megatron-lm ZeRO-3's gathers and reduce-scatters: pred_join_comm) */
+    double compute_two_ms;
     /* of each kind's collectives, the share of their time the compute ran beside them
      * (machine_rates.coll_load) */
     double coll_beside[PRED_COLL_KINDS];

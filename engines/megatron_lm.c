@@ -1078,7 +1078,12 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     const double reduce_layer = pred_coll_ms(reduce_lat, reduce_gbs, grad_floats * PL),
                  reduce_embed = pred_coll_ms(reduce_lat, reduce_gbs, grad_floats * PE);
     const double gather_embed = pred_coll_ms(m->ag_ms, m->ag_gbs, param_floats * PE);
-    if (stage == 3) pc = pred_run_coll(&pcomm, m, PRED_ALL_GATHER, gather_embed, 0);
+    if (stage == 3) {
+        pc = pred_run_coll(&pcomm, m, PRED_ALL_GATHER, gather_embed, 0);
+        /* (the compute beside pcomm's gathers is t's: tracked from the first, the forward's
+         * included, where t's own first collective comes only in the backward) */
+        t.record_compute = pcomm.record_compute;
+    }
     for (int i = 0; i < M; i++) {
         const int last = i == M - 1;
         c = pred_run(&t, BUSY_COMPUTE, m->embed_fwd_ms, pred_max(c, stage == 3 ? pc : 0));

@@ -43,6 +43,11 @@ typedef struct pred_timeline {
      * collective that asks: the compute is tracked from then on (a collective runs beside the
      * compute walked after it, mostly; the pieces walked before the first are not kept) */
     pred_spans *record_compute;
+    /* while the compute is tracked and two collective streams are priced apart
+     * (m->compute_under_two): the collectives' spans, and after pred_join_comm the compute's
+     * time with both streams beside it */
+    pred_spans coll_spans;
+    double compute_beside_two;
 } pred_timeline;
 
 static inline double pred_max(double a, double b) { return a > b ? a : b; }
@@ -109,17 +114,18 @@ static inline double pred_run_coll(pred_timeline *t, const machine_rates *m, int
     const double f = kind == PRED_ALL_REDUCE       ? m->ar_under_compute
                      : kind == PRED_REDUCE_SCATTER ? m->rs_under_compute
                                                    : m->ag_under_compute;
-    if (f > 1 && ms > 0) {
-        if (m->compute_beside) { /* (the walks that settle coll_load: pred_settle) */
-            t->record_compute = m->compute_beside;
-            const double start = pred_max(t->free_at[BUSY_COMM], after);
-            t->coll_alone[kind] += ms;
-            t->coll_cover[kind] += pred_min(ms, pred_spans_cover(m->compute_beside, start, start + ms));
-        }
-        ms *= 1 + (f - 1) * m->coll_load[kind];
+    const int two = m->compute_under_two > 1;
+    if ((f > 1 || two) && ms > 0 && m->compute_beside) { /* (the walks that settle: pred_settle) */
+        t->record_compute = m->compute_beside;
+        const double start = pred_max(t->free_at[BUSY_COMM], after);
+        t->coll_alone[kind] += ms;
+        t->coll_cover[kind] += pred_min(ms, pred_spans_cover(m->compute_beside, start, start + ms));
     }
+    if (f > 1 && ms > 0) ms *= 1 + (f - 1) * m->coll_load[kind];
     if (kind != PRED_ALL_REDUCE) t->coll_shard += ms;
-    return pred_run(t, BUSY_COMM, ms, after);
+    const double end = pred_run(t, BUSY_COMM, ms, after);
+    if (two && t->record_compute) pred_span_add(&t->coll_spans, end - ms, end);
+    return end;
 }
 
 /* A second collectives' stream walked on its own timeline (`other`: megatron-lm's param-comm,
@@ -127,6 +133,16 @@ static inline double pred_run_coll(pred_timeline *t, const machine_rates *m, int
  * collectives. */
 static inline void pred_join_comm(pred_timeline *t, const pred_timeline *other)
 {
+    /* the compute's time with both streams' collectives beside it: within each stretch both
+     * run, what the compute's spans cover (the spans are kept only where they are priced) */
+    const pred_spans *a = &t->coll_spans, *b = &other->coll_spans, *c = &t->spans[pred_tracked_index(BUSY_COMPUTE)];
+    t->compute_beside_two = 0;
+    for (int i = 0, j = 0; i < a->n && j < b->n;) {
+        const double lo = pred_max(a->lo[i], b->lo[j]), hi = pred_min(a->hi[i], b->hi[j]);
+        if (hi > lo) t->compute_beside_two += pred_spans_cover(c, lo, hi);
+        if (a->hi[i] < b->hi[j]) i++;
+        else j++;
+    }
     t->busy[BUSY_COMM] += other->busy[BUSY_COMM];
     t->coll_shard += other->coll_shard;
     for (int k = 0; k < PRED_COLL_KINDS; k++)
@@ -249,6 +265,15 @@ static inline int pred_bound(const pred_timeline *t)
     return b;
 }
 
+/* s without its spans over by `at`. */
+static inline void pred_spans_drop_before(pred_spans *s, double at)
+{
+    int keep = 0;
+    while (keep < s->n && s->hi[keep] <= at) keep++;
+    for (int i = keep; i < s->n; i++) s->lo[i - keep] = s->lo[i], s->hi[i - keep] = s->hi[i];
+    s->n -= keep;
+}
+
 /* Start a new step at time `at`: busy times count from here, and the compute stream starts
  * no earlier (the host issues the step then; copies and host Adam may still be running). */
 static inline void pred_step(pred_timeline *t, double at)
@@ -258,13 +283,8 @@ static inline void pred_step(pred_timeline *t, double at)
     for (int k = 0; k < PRED_COLL_KINDS; k++) t->coll_alone[k] = t->coll_cover[k] = 0;
     t->free_at[BUSY_COMPUTE] = pred_max(t->free_at[BUSY_COMPUTE], at);
     /* (the spans over before it: no longer beside anything this step or later runs) */
-    for (int h = 0; h < PRED_TRACKED; h++) {
-        pred_spans *s = &t->spans[h];
-        int keep = 0;
-        while (keep < s->n && s->hi[keep] <= at) keep++;
-        for (int i = keep; i < s->n; i++) s->lo[i - keep] = s->lo[i], s->hi[i - keep] = s->hi[i];
-        s->n -= keep;
-    }
+    for (int h = 0; h < PRED_TRACKED; h++) pred_spans_drop_before(&t->spans[h], at);
+    pred_spans_drop_before(&t->coll_spans, at);
 }
 
 /* N ranks need the collectives calibrated at that world: 1 and out->why set when they are not. */
@@ -344,12 +364,17 @@ typedef void (*pred_walk_fn)(const engine_config *cfg, const machine_rates *m, c
  * all-gathers beside `shard` (m->compute_under_coll, compute_under_shard: each piece
  * stretched by the same expected amount; the collectives run beside the backward mostly, but
  * which piece pays is not modelled, only how much in all). */
-static inline void pred_compute_loaded(machine_rates *loaded, const machine_rates *m, double share, double shard)
+static inline void pred_compute_loaded(machine_rates *loaded, const machine_rates *m, double share, double shard,
+                                       double two)
 {
     const double fr = m->compute_under_coll > 1 ? m->compute_under_coll : 1;
     const double fs = m->compute_under_shard > 0 ? (m->compute_under_shard > 1 ? m->compute_under_shard : 1) : fr;
-    const double f = 1 + (fr - 1) * share + (fs - 1) * shard;
-    loaded->compute_load = share, loaded->compute_load_shard = shard;
+    /* with two streams priced apart (m->compute_under_two), `shard` counts the time both run
+     * twice: what one alone runs beside is the rest */
+    const double f2 = m->compute_under_two > 1 ? m->compute_under_two : 0;
+    const double one = f2 > 0 ? pred_max(0.0, pred_min(shard - 2 * two, 1 - two)) : shard;
+    const double f = 1 + (fr - 1) * share + (fs - 1) * one + (f2 > 0 ? (f2 - 1) * two : 0);
+    loaded->compute_load = share, loaded->compute_load_shard = shard, loaded->compute_load_two = two;
     loaded->embed_fwd_ms = m->embed_fwd_ms * f, loaded->layer_fwd_ms = m->layer_fwd_ms * f;
     loaded->layer_bwd_ms = m->layer_bwd_ms * f, loaded->layer_bwd_none_ms = m->layer_bwd_none_ms * f;
     loaded->head_ms = m->head_ms * f;
@@ -371,7 +396,7 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
 {
     machine_rates loaded = *m;
     memset(loaded.overlap, 0, sizeof loaded.overlap);
-    pred_compute_loaded(&loaded, m, 0, 0);
+    pred_compute_loaded(&loaded, m, 0, 0, 0);
     pred_spans *compute_beside = calloc(1, sizeof *compute_beside);
     if (!compute_beside) {
         memset(out, 0, sizeof *out);
@@ -396,9 +421,16 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
         const double busy_c = out->busy_ms[BUSY_COMPUTE], beside = out->busy_ms[BUSY_COMM] - out->coll_idle_ms;
         const double shard = pred_min(out->coll_shard_ms, beside);
         const double cover = busy_c > 0 ? pred_min(beside / busy_c, 1) : 0;
-        const double want_s = beside > 0 ? cover * shard / beside : 0, want_c = cover - want_s;
+        const double want_c = beside > 0 ? cover - cover * shard / beside : 0;
+        /* (two streams priced apart: the reduce-scatters' and all-gathers' time beside the
+         * compute over its time, both streams' counted, and the share of the compute both ran
+         * beside, as the walks that track the compute find it and then kept) */
+        const int apart = m->compute_under_two > 1;
+        const double want_s = beside <= 0 ? 0 : apart ? shard / busy_c : cover * shard / beside;
+        const double two = apart && loaded.compute_beside && busy_c > 0 ? pred_min(out->compute_two_ms / busy_c, 1)
+                                                                        : loaded.compute_load_two;
         const double old_c = loaded.compute_load, old_s = loaded.compute_load_shard;
-        pred_compute_loaded(&loaded, m, (old_c + want_c) / 2, (old_s + want_s) / 2);
+        pred_compute_loaded(&loaded, m, (old_c + want_c) / 2, (old_s + want_s) / 2, two);
         /* each kind's collectives slowed by the share of them the compute ran beside, as the
          * second walk found them beside the first's compute, and then kept: the share hardly
          * moves with the slowing, and settled walk by walk against the walk before it swung
@@ -433,6 +465,7 @@ static inline void pred_done(engine_prediction *out, const pred_timeline *t, dou
         if (t->busy[k] > out->ms) out->ms = t->busy[k];
     for (int k = 0; k < BUSY_KINDS; k++) out->busy_ms[k] = t->busy[k];
     out->coll_shard_ms = t->coll_shard;
+    out->compute_two_ms = t->compute_beside_two;
     out->bound = pred_bound(t);
     out->modelled = 1;
     if (t->record_compute) *t->record_compute = t->spans[pred_tracked_index(BUSY_COMPUTE)];
