@@ -11,12 +11,12 @@ dest=${1:-bench/results/latest}
 deadline=$(($(date +%s) + ${BUDGET_S:-580}))
 export NCCL_NVLS_ENABLE=0
 if [ "${PART:-l32}" = l48 ]; then
-    RANKS=2 SHAPE="--device cuda -h 4096 --heads 32 --dtype bf16" VERIFY=5 ITERS=6 SKIP_LARGEST=1 \
+    RANKS=2 SHAPE="--device cuda -h 4096 --heads 32 --dtype bf16" VERIFY=${VERIFY:-5} ITERS=${ITERS:-6} SKIP_LARGEST=1 \
         SEARCH_TIMEOUT=$((deadline - $(date +%s) - 200)) \
         timeout $((deadline - $(date +%s))) bash bench/search_gpu.sh "$dest/l48" "l48 -l 48"
     exit
 fi
-RANKS=2 SHAPE="--device cuda -h 2048 --dtype bf16" VERIFY=5 ITERS=10 SKIP_LARGEST=1 \
+RANKS=2 SHAPE="--device cuda -h 2048 --dtype bf16" VERIFY=${VERIFY:-5} ITERS=${ITERS:-10} SKIP_LARGEST=1 \
     SEARCH_TIMEOUT=${SEARCH_TIMEOUT:-330} timeout $((deadline - $(date +%s) - 120)) \
     bash bench/search_gpu.sh "$dest/l32" "l32 -l 32"
 machine=$(ls "$dest"/l32/machine_*.json 2>/dev/null | head -n 1)
