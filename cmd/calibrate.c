@@ -83,6 +83,27 @@ double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu)
     return *bad ? 0 : host_rate_of(t, gpu);
 }
 
+/* calibrate_host_ms with every rank of `ranks` (NULL: this one alone) timing each of its REPS
+ * calls at once: a barrier before each.  Started together only once, the ranks drifted apart
+ * and the fastest call was one a rank had partly to itself: two H200 ranks' host Adam
+ * calibrated at 0.31 ms per M parameters where both updating at once ran at 0.40 in training
+ * (and bench/adam_jobs.c's two processes at 0.39-0.41).  Every rank makes every barrier, a
+ * failed one too, so that none waits for a rank that stopped. */
+static double host_ms_in_step(timed_fn run, void *ctx, int *bad, int gpu, const comm_world *ranks)
+{
+    double t[REPS];
+    *bad |= run(ctx) != 0;
+    for (int r = 0; r < REPS; r++) {
+        *bad |= calibrate_in_step(ranks);
+        t[r] = 0;
+        if (*bad) continue;
+        const double t0 = wall_ms();
+        *bad |= run(ctx) != 0;
+        t[r] = wall_ms() - t0;
+    }
+    return *bad ? 0 : host_rate_of(t, gpu);
+}
+
 /* What `issue` puts on stream s, until s has done it. */
 typedef struct on_stream {
     gpt_stream *s;
@@ -406,13 +427,16 @@ static int run_host_copy(void *p)
  * meanwhile; the Adam's wall time and each direction's (events) give the rates under that
  * load (of REPS rounds, as calibrate_host_ms).  A direction not run leaves its rate alone. */
 static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, int copies, int reps, int gpu,
-                        double *h2d_gbs, double *d2h_gbs, double *adam_ms_per_mparam)
+                        const comm_world *ranks, int failed_before, double *h2d_gbs, double *d2h_gbs,
+                        double *adam_ms_per_mparam)
 {
     gpt_event *ev[4] = {NULL, NULL, NULL, NULL};
-    int bad = 0;
-    for (int i = 0; i < 4; i++) bad |= gpt_event_create(be, &ev[i]) != 0;
-    double in[REPS], out[REPS], adam[REPS];
-    for (int r = 0; r < REPS && !bad; r++) {
+    int bad = failed_before; /* (a rank that failed before still makes every barrier) */
+    for (int i = 0; i < 4 && !bad; i++) bad |= gpt_event_create(be, &ev[i]) != 0;
+    double in[REPS] = {0}, out[REPS] = {0}, adam[REPS] = {0};
+    for (int r = 0; r < REPS; r++) {
+        bad |= calibrate_in_step(ranks); /* (every round at once on every rank: host_ms_in_step) */
+        if (bad) continue;
         bad |= (c->h2d && gpt_event_record(ev[0], c->h2d)) || (c->d2h && gpt_event_record(ev[1], c->d2h));
         for (int k = 0; k < copies && !bad; k++)
             bad |= (c->h2d && gpt_memcpy_h2d(c->h2d, c->d_in, c->h_in, c->bytes)) ||
@@ -483,16 +507,16 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
         /* each way moves `bytes` in its time; both ways at once, each way moves `bytes` too */
         bad |= calibrate_in_step(ranks);
-        const double both_ms = calibrate_host_ms(run_copies, &both_ways, &bad, gpu);
+        const double both_ms = host_ms_in_step(run_copies, &both_ways, &bad, gpu, ranks);
         bad |= calibrate_in_step(ranks);
-        h2d = bytes / (calibrate_host_ms(run_copies, &in, &bad, gpu) * 1e6);
+        h2d = bytes / (host_ms_in_step(run_copies, &in, &bad, gpu, ranks) * 1e6);
         bad |= calibrate_in_step(ranks);
-        d2h = bytes / (calibrate_host_ms(run_copies, &out, &bad, gpu) * 1e6);
+        d2h = bytes / (host_ms_in_step(run_copies, &out, &bad, gpu, ranks) * 1e6);
         both = bytes / (both_ms * 1e6);
         host_ctx h = {pool, {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
                              .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f}};
         bad |= calibrate_in_step(ranks);
-        const double adam_ms = calibrate_host_ms(run_host_adam, &h, &bad, gpu);
+        const double adam_ms = host_ms_in_step(run_host_adam, &h, &bad, gpu, ranks);
         adam = adam_ms / (n / 1e6);
         /* the bf16 engines' update: the same, writing the bf16 working copy too (30 B per
          * parameter, not 28) */
@@ -500,27 +524,24 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
             host_ctx hw = h;
             hw.job.params_bf16 = w;
             bad |= calibrate_in_step(ranks);
-            adam_bf16 = calibrate_host_ms(run_host_adam, &hw, &bad, gpu) / (n / 1e6);
+            adam_bf16 = host_ms_in_step(run_host_adam, &hw, &bad, gpu, ranks) / (n / 1e6);
         }
         bad |= calibrate_in_step(ranks);
-        copy = n * sizeof *p / (calibrate_host_ms(run_host_copy, &h, &bad, gpu) * 1e6);
+        copy = n * sizeof *p / (host_ms_in_step(run_host_copy, &h, &bad, gpu, ranks) * 1e6);
         /* as many copies each way as three Adam runs take alone, so the two overlap */
         enum { BUSY_ADAM_RUNS = 3 };
         const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam_ms / both_ms + 0.5) : 1;
         bad |= calibrate_in_step(ranks);
-        if (!bad)
-            bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &busy_h2d,
-                                &busy_d2h, &busy_adam) != 0;
+        bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, &busy_h2d,
+                            &busy_d2h, &busy_adam) != 0;
         /* and each direction with the host Adam alone beside it (as many copies as the three
          * Adam runs take: one way at a time moves about as fast as each of both ways) */
         bad |= calibrate_in_step(ranks);
-        if (!bad)
-            bad |= measure_busy(be, &in, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &adam_h2d, &unused,
-                                &adam_with_h2d) != 0;
+        bad |= measure_busy(be, &in, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, &adam_h2d, &unused,
+                            &adam_with_h2d) != 0;
         bad |= calibrate_in_step(ranks);
-        if (!bad)
-            bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, &unused, &adam_d2h,
-                                &adam_with_d2h) != 0;
+        bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, &unused, &adam_d2h,
+                            &adam_with_d2h) != 0;
     }
     const int threads = pool ? cpu_adam_threads(pool) : 0;
     if (pool) cpu_adam_destroy(pool);
