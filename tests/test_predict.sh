@@ -433,7 +433,8 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     # beside reduce-scatters and all-gathers x2 (all-reduces x1).
     F1=$(ls "$PR_WORK"/res1/machine_*.json | head -n 1)
     mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad" "$PR_WORK/res1s2" "$PR_WORK/res1bf" \
-        "$PR_WORK/res1copies" "$PR_WORK/res1gpu" "$PR_WORK/res1g2" "$PR_WORK/res1gbad"
+        "$PR_WORK/res1copies" "$PR_WORK/res1gpu" "$PR_WORK/res1g2" "$PR_WORK/res1gbad" "$PR_WORK/res1two" \
+        "$PR_WORK/res1at2" "$PR_WORK/res1at3" "$PR_WORK/res1atbad"
     python3 - "$F1" "$PR_WORK" <<'PY'
 import copy, json, os, sys
 d = json.load(open(sys.argv[1]))
@@ -460,10 +461,15 @@ def variant(name, change, quiet=True):
             if quiet:
                 e.update(QUIET_COLL)
                 e["rates"].update(QUIET_RATES)
+                # (the factors at the run's micro-batch and beside two streams only where a
+                # variant sets them: they would override its factors)
+                e.pop("compute_beside_at", None)
+                e.pop("compute_under_two_collective_streams", None)
             change(e)
     json.dump(v, open(os.path.join(sys.argv[2], name, os.path.basename(sys.argv[1])), "w"))
 def old(e):
     e.pop("rates"); e.pop("compute_under_collectives"); e.pop("compute_under_sharded_collectives")
+    e.pop("compute_beside_at"); e.pop("compute_under_two_collective_streams")
     for k in ("all_reduce", "reduce_scatter", "all_gather"): e.pop(k + "_under_compute")
 variant("res1old", old, quiet=False)
 variant("res1f1", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0))
@@ -475,6 +481,16 @@ variant("res1bad", lambda e: e.update(compute_under_collectives=0.5))
 variant("res1g2", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0,
                                      reduce_scatter_under_compute=2.0, all_gather_under_compute=2.0))
 variant("res1gbad", lambda e: e.update(all_gather_under_compute=0.9))
+# the compute beside two collective streams at once x2, beside one as alone (res1two); the
+# factors at micro-batch 2 (the run's: res1at2) and at 3 only (res1at3), all-reduces x2 there;
+# one below 1 there refused (res1atbad)
+ONE = dict(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0)
+variant("res1two", lambda e: e.update(ONE, compute_under_two_collective_streams=2.0))
+AT = lambda b, cu: [dict(batch=b, compute_under_collectives=cu, compute_under_sharded_collectives=1.0,
+                         compute_under_two_collective_streams=1.0)]
+variant("res1at2", lambda e: e.update(ONE, compute_beside_at=AT(2, 2.0)))
+variant("res1at3", lambda e: e.update(ONE, compute_beside_at=AT(3, 2.0)))
+variant("res1atbad", lambda e: e.update(ONE, compute_beside_at=AT(2, 0.5)))
 # res1f1 with collectives slow enough that their stream bounds the offload engines' steps
 # and copies slow enough to matter beside them (the compute a tenth of the quiet machine's)
 def slow(e):
@@ -500,14 +516,18 @@ g["backend"] = "cuda"
 json.dump(g, open(os.path.join(sys.argv[2], "res1gpu", os.path.basename(sys.argv[1])), "w"))
 PY
     w2=$(python3 -c 'import json, sys; e = [e for e in json.load(open(sys.argv[1]))["collectives"] if e["world"] == 2][0]
+at = e["compute_beside_at"]
 print(e["compute_under_collectives"] >= 1 and e["compute_under_sharded_collectives"] >= 1 and
+      e["compute_under_two_collective_streams"] >= 1 and [a["batch"] for a in at] == [2] and
+      all(at[0][k] == e[k] for k in ("compute_under_collectives", "compute_under_sharded_collectives",
+                                     "compute_under_two_collective_streams")) and
       all(e[k + "_under_compute"] >= 1 for k in ("all_reduce", "reduce_scatter", "all_gather")), e["rates"]["host_threads"],
       e["rates"]["host_adam_ms_per_mparam"] > 0,
       e["rates"]["busy_host_adam_ms_per_mparam"] > 0)' "$F1" 2>&1)
     if [ "$w2" = "True 1 True True" ] && grep -q "every rank at once, each: " "$PR_WORK/c2.out" &&
-        grep -q "with all-reduces beside it: .*; with reduce-scatters and all-gathers: " "$PR_WORK/c2.out" &&
+        grep -q "b2: a layer's backward with all-reduces beside it: .*; with reduce-scatters and all-gathers: .*; with a layer's all-gathers and its reduce-scatters on two streams at once: " "$PR_WORK/c2.out" &&
         [ "$(grep -c "among 2 ranks: .*; beside a layer's backward [0-9.]*x its time alone" "$PR_WORK/c2.out")" -eq 3 ]; then
-        pr_pass "--calibrate --ranks 2 also measures the compute beside all-reduces, beside reduce-scatters and all-gathers, each collective beside the compute, and each rank's rates with both at work"
+        pr_pass "--calibrate --ranks 2 also measures the compute beside all-reduces, beside reduce-scatters and all-gathers, beside both of ZeRO-3's streams at once (at each micro-batch: -b 2 here), each collective beside the compute, and each rank's rates with both at work"
     else
         pr_fail "2-rank rates and compute under collectives" "$w2 $(tail -n 3 "$PR_WORK/c2.out")"
     fi
@@ -592,6 +612,29 @@ print("ok" if ok else "bad: collectives %s" % c)')
         pr_pass "collectives beside the compute (gathers, reduce-scatters x2): ZeRO-3's slowed, ZeRO-0's all-reduces and ZeRO-1's gather after the update not; below 1 refused"
     else
         pr_fail "collectives under compute" "$cg / $gbad"
+    fi
+    # the compute beside two collective streams at once (x2, beside one x1): ZeRO-3's
+    # gathers and reduce-scatters run together beside its backward, so its step grows (by
+    # that shared time at most: no more than either stream's busy time); ZeRO-2's gathers run
+    # after its update, alone, and ZeRO-0 has one stream: both as they were
+    ct=$(for r in res1f1 res1two; do pr_rows $r PR1 "-m megatron-lm --ranks 2 -l 16 --zero-stage 3" \
+             "-m megatron-lm --ranks 2 -l 16 --zero-stage 2" "-m megatron-lm --ranks 2 -l 16"; done | python3 -c "$PR_PY"'
+t = [ms(r) for r in rows]; coll = busy(rows[0], "collectives")
+ok = len(rows) == 6 and t[0] * 1.005 < t[3] <= t[0] + coll / 2 + 0.2 and abs(t[4] - t[1]) <= 0.002 * t[1] + 0.05 and \
+     abs(t[5] - t[2]) <= 0.002 * t[2] + 0.05
+print("ok" if ok else "bad: ms %s, ZeRO-3 collectives %.2f" % (t, coll))')
+    # the factors at the run's micro-batch over the entry's: at -b 2 res1at2 prices as res1f2
+    # (all-reduces x2), res1at3 (only micro-batch 3's) as res1f1
+    ca=$(for r in res1f1 res1f2 res1at2 res1at3; do pr_rows $r PR1 "-m megatron-lm --ranks 2 -l 16"; done |
+             python3 -c "$PR_PY"'
+t = [ms(r) for r in rows]
+ok = len(rows) == 4 and t[1] > 1.01 * t[0] and abs(t[2] - t[1]) <= 0.002 * t[1] and abs(t[3] - t[0]) <= 0.002 * t[0]
+print("ok" if ok else "bad: ms %s" % t)')
+    abad=$(pr_refused res1atbad "compute_beside_at\[\] at batch 2 has a factor below 1")
+    if [ "$ct" = ok ] && [ "$ca" = ok ] && [ -z "$abad" ]; then
+        pr_pass "compute beside two collective streams (x2): ZeRO-3 on 2 ranks slower, ZeRO-2 and ZeRO-0 not; the factors at the run's micro-batch over the entry's, a factor below 1 there refused"
+    else
+        pr_fail "compute beside two streams, factors per micro-batch" "$ct / $ca / $abad"
     fi
     # what megatron-lm's collectives move: ZeRO-1's all-gather after the update (its collectives
     # less ZeRO-0's) moves the working weights, half the bytes in bf16; ZeRO-0's all-reduces the
