@@ -1063,6 +1063,15 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
     /* t: compute and grad-comm; pcomm: the param-comm stream (its busy time counts as
      * collectives too) */
     pred_timeline t = {0}, pcomm = {0};
+    /* (stage 3: the two streams' spans, for the compute both run beside: pred_join_comm) */
+    const int two_streams = stage == 3 && m->compute_under_two > 1;
+    pred_spans *stream_spans = two_streams ? calloc(2, sizeof *stream_spans) : NULL;
+    if (two_streams && !stream_spans) {
+        snprintf(out->why, sizeof out->why, "out of memory");
+        free(slot_free);
+        return;
+    }
+    t.coll_spans = stream_spans, pcomm.coll_spans = stream_spans ? stream_spans + 1 : NULL;
     double pc = 0, c = 0, gc = 0;
     /* what the collectives move per parameter, in floats: the gathers move the working
      * weights (bf16: half a float each, as the engine's act_size), the reductions the fp32
@@ -1122,6 +1131,7 @@ static void megatron_predict(const engine_config *cfg, const machine_rates *meas
         end = pred_run_coll(&pcomm, m, PRED_ALL_GATHER, gather_embed + L * gather_layer, c);
     pred_join_comm(&t, &pcomm);
     pred_done(out, &t, 0, end);
+    free(stream_spans);
     free(slot_free);
 }
 

@@ -43,10 +43,11 @@ typedef struct pred_timeline {
      * collective that asks: the compute is tracked from then on (a collective runs beside the
      * compute walked after it, mostly; the pieces walked before the first are not kept) */
     pred_spans *record_compute;
-    /* while the compute is tracked and two collective streams are priced apart
-     * (m->compute_under_two): the collectives' spans, and after pred_join_comm the compute's
-     * time with both streams beside it */
-    pred_spans coll_spans;
+    /* where a walk with two collective streams (megatron-lm's) keeps each stream's spans
+     * while the compute is tracked and the two are priced apart (m->compute_under_two; NULL:
+     * none kept, the other engines' walks, whose timelines stay small to clear), and after
+     * pred_join_comm the compute's time with both streams beside it */
+    pred_spans *coll_spans;
     double compute_beside_two;
 } pred_timeline;
 
@@ -124,7 +125,7 @@ static inline double pred_run_coll(pred_timeline *t, const machine_rates *m, int
     if (f > 1 && ms > 0) ms *= 1 + (f - 1) * m->coll_load[kind];
     if (kind != PRED_ALL_REDUCE) t->coll_shard += ms;
     const double end = pred_run(t, BUSY_COMM, ms, after);
-    if (two && t->record_compute) pred_span_add(&t->coll_spans, end - ms, end);
+    if (two && t->record_compute && t->coll_spans) pred_span_add(t->coll_spans, end - ms, end);
     return end;
 }
 
@@ -135,9 +136,9 @@ static inline void pred_join_comm(pred_timeline *t, const pred_timeline *other)
 {
     /* the compute's time with both streams' collectives beside it: within each stretch both
      * run, what the compute's spans cover (the spans are kept only where they are priced) */
-    const pred_spans *a = &t->coll_spans, *b = &other->coll_spans, *c = &t->spans[pred_tracked_index(BUSY_COMPUTE)];
+    const pred_spans *a = t->coll_spans, *b = other->coll_spans, *c = &t->spans[pred_tracked_index(BUSY_COMPUTE)];
     t->compute_beside_two = 0;
-    for (int i = 0, j = 0; i < a->n && j < b->n;) {
+    for (int i = 0, j = 0; a && b && i < a->n && j < b->n;) {
         const double lo = pred_max(a->lo[i], b->lo[j]), hi = pred_min(a->hi[i], b->hi[j]);
         if (hi > lo) t->compute_beside_two += pred_spans_cover(c, lo, hi);
         if (a->hi[i] < b->hi[j]) i++;
@@ -284,7 +285,7 @@ static inline void pred_step(pred_timeline *t, double at)
     t->free_at[BUSY_COMPUTE] = pred_max(t->free_at[BUSY_COMPUTE], at);
     /* (the spans over before it: no longer beside anything this step or later runs) */
     for (int h = 0; h < PRED_TRACKED; h++) pred_spans_drop_before(&t->spans[h], at);
-    pred_spans_drop_before(&t->coll_spans, at);
+    if (t->coll_spans) pred_spans_drop_before(t->coll_spans, at);
 }
 
 /* N ranks need the collectives calibrated at that world: 1 and out->why set when they are not. */
