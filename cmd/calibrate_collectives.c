@@ -164,9 +164,9 @@ static double measure_compute_under_two_streams(const run_config *run_cfg, gpt_b
         gather_ms = calibrate_median_ms(run_collective, (void *)&gather, &bad);
         reduce_ms = calibrate_median_ms(run_collective, (void *)&reduce, &bad);
     }
-    const double f = calibrate_any_failed(comm, bad)
-                         ? 0
-                         : measure_beside(run_cfg, be, &gather, &reduce, 0, gather_ms < reduce_ms ? gather_ms : reduce_ms, 0, comm);
+    const double shorter = gather_ms < reduce_ms ? gather_ms : reduce_ms;
+    const double f =
+        calibrate_any_failed(comm, bad) ? 0 : measure_beside(run_cfg, be, &gather, &reduce, 0, shorter, 0, comm);
     if (gather_buf) be->ops->dev_free(be, gather_buf);
     if (reduce_buf) be->ops->dev_free(be, reduce_buf);
     if (g2) coll_close(g2);
@@ -200,6 +200,7 @@ int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, co
     const int nsizes = bad ? 0
                            : search_micro_batch_sizes(run_cfg, run_cfg->eng.shape.batch, sizes,
                                                       MACHINE_BESIDE_BATCHES, why, sizeof why);
+    if (nsizes < 0 && rank == 0) fprintf(stderr, "aebench: --calibrate: %s\n", why);
     if (nsizes <= 0) bad = 1;
     beside_factors at_batch_factors[MACHINE_BESIDE_BATCHES] = {{0}};
     run_config *at_batch = malloc(sizeof *at_batch);

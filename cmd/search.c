@@ -950,8 +950,9 @@ static int verify(const search *s, int largest, cJSON *root)
             return 1;
         }
         format_command(args + 1, na - 1, cmd, sizeof cmd);
-        printf("verify %d/%d: #%d%s%s%s %s\n", i + 1, nv, v[i].rank, v[i].why == PICK_TOP ? "" : " (",
-               v[i].why == PICK_TOP ? "" : PICK_NAMES[v[i].why], v[i].why == PICK_TOP ? "" : ")", cmd);
+        char tag[16] = "";
+        if (v[i].why != PICK_TOP) snprintf(tag, sizeof tag, " (%s)", PICK_NAMES[v[i].why]);
+        printf("verify %d/%d: #%d%s %s\n", i + 1, nv, v[i].rank, tag, cmd);
         fflush(stdout);
         child_result cr;
         if (child_run(s->exe, args, CHILD_QUIET_OUT, &cr, err, sizeof err)) {

@@ -427,7 +427,7 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
          * compute over its time, both streams' counted, and the share of the compute both ran
          * beside, as the walks that track the compute find it and then kept) */
         const int apart = m->compute_under_two > 1;
-        const double want_s = beside <= 0 ? 0 : apart ? shard / busy_c : cover * shard / beside;
+        const double want_s = beside <= 0 || busy_c <= 0 ? 0 : apart ? shard / busy_c : cover * shard / beside;
         const double two = apart && loaded.compute_beside && busy_c > 0 ? pred_min(out->compute_two_ms / busy_c, 1)
                                                                         : loaded.compute_load_two;
         const double old_c = loaded.compute_load, old_s = loaded.compute_load_shard;
