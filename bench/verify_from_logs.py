@@ -22,7 +22,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import replay_predict  # noqa: E402
 
-LINE = re.compile(r"verify \d+/\d+: #(\d+)(?: \((\w+)\))? (aebench .*)$")
+# (a run whose --iters --verify raised says so after its command)
+LINE = re.compile(r"verify \d+/\d+: #(\d+)(?: \((\w+)\))? (aebench .*?)(?: \(--iters \d+: [^)]*\))?$")
 
 
 def trained(search_output, results_dir):

@@ -863,6 +863,11 @@ typedef struct verified {
  * engine (from iteration 7 at the latest: --dpu's) and 14 steps of it. */
 #define VERIFY_ITERS "20"
 
+/* Where --iters is given, a run whose engine's steady state it would leave fewer than this
+ * many steps of trains that many more (said on its line): with --iters 6 at l48 on two H200s,
+ * zero-offload --dpu's "steady" median was its warm-up's, its steady state starting at 7. */
+#define VERIFY_MIN_STEADY 4
+
 /* --verify's top picks are predicted at least this far apart (relative): configurations the
  * model prices within it (on two H200s the top five were one stronghold window under four
  * settings of knobs that change no time, predicted equal and measured 111.0-111.5 ms) are
@@ -944,7 +949,13 @@ static int verify(const search *s, int largest, cJSON *root)
         /* (VERIFY_ITERS unless given; measured over the engine's steady state, which its own
          * rule starts: --dpu's after 5 undelayed steps and a first delayed one, which would
          * otherwise rank it ahead of configurations that beat it from then on) */
-        if (!cli_given(s->run_cfg, "iters") && push2(&args, &na, "--iters", VERIFY_ITERS)) {
+        engine_config cfg;
+        config_of(s, &c->k, c->layers, &cfg);
+        const int from = c->eng->steady_from ? c->eng->steady_from(&cfg) : 2, need = from + VERIFY_MIN_STEADY - 1;
+        const int given = cli_given(s->run_cfg, "iters"), raise = given && s->run_cfg->iters < need;
+        char raised[96] = "";
+        if (raise) snprintf(raised, sizeof raised, " (--iters %d: its steady state starts at iteration %d)", need, from);
+        if ((!given && push2(&args, &na, "--iters", VERIFY_ITERS)) || (raise && push_int(&args, &na, "--iters", need))) {
             strv_free(&args, &na);
             free(v);
             return 1;
@@ -952,7 +963,7 @@ static int verify(const search *s, int largest, cJSON *root)
         format_command(args + 1, na - 1, cmd, sizeof cmd);
         char tag[16] = "";
         if (v[i].why != PICK_TOP) snprintf(tag, sizeof tag, " (%s)", PICK_NAMES[v[i].why]);
-        printf("verify %d/%d: #%d%s %s\n", i + 1, nv, v[i].rank, tag, cmd);
+        printf("verify %d/%d: #%d%s %s%s\n", i + 1, nv, v[i].rank, tag, cmd, raised);
         fflush(stdout);
         child_result cr;
         if (child_run(s->exe, args, CHILD_QUIET_OUT, &cr, err, sizeof err)) {

@@ -308,6 +308,30 @@ EOF
 )
 sr_verdict "$rc" "$check" "--search --verify" "--search --verify 2: the top 2 (1% apart), the fastest of each other layout, and 2 random others below them trained as children (20 iterations), each measured its run's median over its engine's steady state; Kendall's tau and the pick's loss follow from them" "$(tail -n 3 "$SR/s7.out")"
 
+# ---- --verify with --iters shorter than an engine's warm-up: each run trains its engine's
+# steady state and VERIFY_MIN_STEADY (4) steps of it, said on its line (zero-offload --dpu from
+# 7: 10; the others from 2: 5) ----------------------------------------------------------------
+(cd "$SR" && timeout 600 "$BIN" --search "${SS[@]}" -l 4 --results res --verify 1 --iters 3 >s9.out 2>&1)
+rc=$?
+check=$(cd "$SR" && python3 - "$SR/$(search_json "$SR/s9.out")" "$SR/s9.out" <<'EOF'
+import json, re, sys
+d, out, bad = json.load(open(sys.argv[1])), open(sys.argv[2]).read(), []
+lines = [l for l in out.splitlines() if re.match(r"verify \d+/", l)]
+if len(lines) != len(d["verify"]) or len(lines) < 3: bad.append(f"{len(lines)} verify lines")
+for x, l in zip(d["verify"], lines):
+    j = json.load(open(x["json"]))
+    sm, want_from = j["summary"], 7 if j["method"] == "zero-offload" and j["config"].get("dpu") else 2
+    want = max(3, want_from + 3)
+    if len(j["iterations"]) != want or sm["steady_from_iteration"] != want_from or sm["steady_steps"] != 4:
+        bad.append(f"{j['method']}: {len(j['iterations'])} iterations from {sm['steady_from_iteration']}, want {want}")
+    if f"--iters {want} (--iters {want}: its steady state starts at iteration {want_from})" not in l:
+        bad.append(f"not said: {l[-90:]}")
+if not any(json.load(open(x["json"]))["config"].get("dpu") for x in d["verify"]): bad.append("no --dpu run among them")
+print("ok" if not bad else "; ".join(bad[:4]))
+EOF
+)
+sr_verdict "$rc" "$check" "--search --verify --iters 3" "--search --verify with --iters 3: each run trained its engine's warm-up and 4 steady steps (zero-offload --dpu 10 iterations, the others 5), each raise said on its line" "$(tail -n 3 "$SR/s9.out")"
+
 # ---- 2 ranks: with the collectives calibrated there, megatron-lm's ZeRO stages are searched,
 # and the pick trains on 2 ranks --------------------------------------------------------------
 if needs_mpi "--search --ranks 2" "$BIN"; then
