@@ -31,11 +31,17 @@
 
 /* ---- measuring ----------------------------------------------------------------------------- */
 
-/* REPS calls of run(ctx) (after one untimed warm-up) into t; *bad set when a call fails. */
-static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS])
+/* REPS calls of run(ctx) (after one untimed warm-up) into t; *bad set when a call fails.
+ * With `ranks` (NULL: this one alone), every rank times each call at once, a barrier before
+ * each (host_ms_in_step says why); every rank makes every barrier, a failed one too, so that
+ * none waits for a rank that stopped. */
+static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const comm_world *ranks)
 {
     *bad |= run(ctx) != 0;
-    for (int r = 0; r < REPS && !*bad; r++) {
+    for (int r = 0; r < REPS; r++) {
+        *bad |= calibrate_in_step(ranks);
+        t[r] = 0;
+        if (*bad) continue;
         const double t0 = wall_ms();
         *bad |= run(ctx) != 0;
         t[r] = wall_ms() - t0;
@@ -46,7 +52,7 @@ static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS])
 double calibrate_median_ms(timed_fn run, void *ctx, int *bad)
 {
     double t[REPS];
-    timed_reps(run, ctx, bad, t);
+    timed_reps(run, ctx, bad, t, NULL);
     return *bad ? 0 : median_of(t, REPS);
 }
 
@@ -76,32 +82,21 @@ static double min_of(const double *t, int n)
  * share the same few cores in a run, and their typical rate describes it (its predictions
  * came out 13-23% short with the fastest). */
 static double host_rate_of(const double *t, int gpu) { return gpu ? min_of(t, REPS) : median_of(t, REPS); }
-double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu)
-{
-    double t[REPS];
-    timed_reps(run, ctx, bad, t);
-    return *bad ? 0 : host_rate_of(t, gpu);
-}
 
 /* calibrate_host_ms with every rank of `ranks` (NULL: this one alone) timing each of its REPS
  * calls at once: a barrier before each.  Started together only once, the ranks drifted apart
  * and the fastest call was one a rank had partly to itself: two H200 ranks' host Adam
  * calibrated at 0.31 ms per M parameters where both updating at once ran at 0.40 in training
- * (and bench/adam_jobs.c's two processes at 0.39-0.41).  Every rank makes every barrier, a
- * failed one too, so that none waits for a rank that stopped. */
+ * (and bench/adam_jobs.c's two processes at 0.39-0.41). */
 static double host_ms_in_step(timed_fn run, void *ctx, int *bad, int gpu, const comm_world *ranks)
 {
     double t[REPS];
-    *bad |= run(ctx) != 0;
-    for (int r = 0; r < REPS; r++) {
-        *bad |= calibrate_in_step(ranks);
-        t[r] = 0;
-        if (*bad) continue;
-        const double t0 = wall_ms();
-        *bad |= run(ctx) != 0;
-        t[r] = wall_ms() - t0;
-    }
+    timed_reps(run, ctx, bad, t, ranks);
     return *bad ? 0 : host_rate_of(t, gpu);
+}
+double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu)
+{
+    return host_ms_in_step(run, ctx, bad, gpu, NULL);
 }
 
 /* What `issue` puts on stream s, until s has done it. */
