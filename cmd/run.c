@@ -728,16 +728,21 @@ static int open_record(run_state *s)
     return 0;
 }
 
-/* N ranks: every rank's peaks for the JSON (each rank reaches here after its last step). */
-static void gather_peaks(run_state *s)
+/* N ranks: every rank's figures for the JSON (each rank reaches here after its last step).
+ * Every rank says first whether it could make room, so that all gather or none does. */
+static void gather_rank_figures(run_state *s)
 {
-    double mine[4] = {(double)s->gpu.budget.peak, (double)s->host.peak, (double)engine_plan_arena_gpu(&s->plan),
-                      (double)s->plan.host_bytes};
-    s->rank_peaks = calloc((size_t)s->world, sizeof *s->rank_peaks);
-    if (s->rank_peaks && comm_all_gather(s->comm, mine, s->rank_peaks, sizeof mine) != 0) {
-        free(s->rank_peaks);
-        s->rank_peaks = NULL;
+    rank_figures mine = {(double)s->gpu.budget.peak, (double)s->host.peak, (double)engine_plan_arena_gpu(&s->plan),
+                         (double)s->plan.host_bytes, {0}};
+    for (int k = 0; k < BUSY_KINDS; k++) mine.busy_ms[k] = run_median_over_steps(s, STEP_BUSY + k);
+    rank_figures *all = calloc((size_t)s->world, sizeof *all);
+    int any_failed = 1;
+    if (comm_max_int(s->comm, !all, &any_failed) != 0 || any_failed ||
+        comm_all_gather(s->comm, &mine, all, sizeof mine) != 0) {
+        free(all);
+        return;
     }
+    s->per_rank = all;
 }
 
 /* The record's end (rank 0): the log closed and the final JSON written, in one piece under the
@@ -796,7 +801,7 @@ int run_engine(const run_config *run_cfg, const engine_vtbl *eng, gpt_backend *b
     if (s.status == EXIT_RUN_OK && ranks_agree(&s)) train(&s, s.prof ? gpt_profile_backend(s.prof) : be, data, comm);
     if (s.status == EXIT_RUN_OK) run_report_profile(&s);
     if (s.status == EXIT_RUN_OK) run_report_gpu_clock(&s);
-    if (s.world > 1 && s.status == EXIT_RUN_OK) gather_peaks(&s);
+    if (s.world > 1 && s.status == EXIT_RUN_OK) gather_rank_figures(&s);
     run_log_end(&s);
     if (s.has_log) close_record(&s);
     if (s.rank == 0 && s.status != EXIT_RUN_OK)
@@ -825,7 +830,7 @@ int run_engine(const run_config *run_cfg, const engine_vtbl *eng, gpt_backend *b
     /* (the run's state goes with this function: the watcher no longer writes its record) */
     run_signals_attach(sig, NULL, NULL);
     free(s.iters);
-    free(s.rank_peaks);
+    free(s.per_rank);
     pthread_mutex_destroy(&s.record_lock);
     return s.status;
 }

@@ -119,15 +119,15 @@ static void json_memory(cJSON *root, const run_state *s)
         cJSON_AddNumberToObject(pm, "disk_bytes", local * (double)s->plan.disk_bytes);
     }
     cJSON *mem = cJSON_AddObjectToObject(root, "memory");
-    if (s->rank_peaks) {
+    if (s->per_rank) {
         cJSON *ranks = cJSON_AddArrayToObject(mem, "per_rank");
         for (int r = 0; r < s->world; r++) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "rank", r);
-            cJSON_AddNumberToObject(o, "gpu_peak_bytes", s->rank_peaks[r][0]);
-            cJSON_AddNumberToObject(o, "host_peak_bytes", s->rank_peaks[r][1]);
-            cJSON_AddNumberToObject(o, "gpu_planned_bytes", s->rank_peaks[r][2]);
-            cJSON_AddNumberToObject(o, "host_planned_bytes", s->rank_peaks[r][3]);
+            cJSON_AddNumberToObject(o, "gpu_peak_bytes", s->per_rank[r].gpu_peak);
+            cJSON_AddNumberToObject(o, "host_peak_bytes", s->per_rank[r].host_peak);
+            cJSON_AddNumberToObject(o, "gpu_planned_bytes", s->per_rank[r].gpu_planned);
+            cJSON_AddNumberToObject(o, "host_planned_bytes", s->per_rank[r].host_planned);
             cJSON_AddItemToArray(ranks, o);
         }
     }
@@ -279,6 +279,18 @@ static void json_summary(cJSON *root, const run_state *s)
         cJSON_AddNumberToObject(sum, "schedule_bound_ms", bound);
         cJSON_AddStringToObject(sum, "schedule_bound_is", last.name);
         if (bound > 0) cJSON_AddNumberToObject(sum, "ms_over_bound", med / bound);
+    }
+    /* N ranks: every rank's median busy times (the steps after the first): the ranks of a job
+     * in step wait for the slowest, whose figures rank 0's own need not be */
+    if (s->per_rank && s->done > s->first && s->iters[s->done - 1].r.has_busy) {
+        static const char *const kinds[BUSY_KINDS] = {"compute", "h2d", "d2h", "host_adam", "disk", "collectives"};
+        cJSON *ranks = cJSON_AddArrayToObject(sum, "per_rank_busy_ms");
+        for (int r = 0; r < s->world; r++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "rank", r);
+            for (int k = 0; k < BUSY_KINDS; k++) cJSON_AddNumberToObject(o, kinds[k], s->per_rank[r].busy_ms[k]);
+            cJSON_AddItemToArray(ranks, o);
+        }
     }
     /* N ranks: the median step's collectives that no compute ran beside (the steps after the
      * first) */

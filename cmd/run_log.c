@@ -127,6 +127,8 @@ double run_median_over_steps(const run_state *s, int what)
         if (what == STEP_MS) v[m++] = it->ms;
         else if (what == STEP_EXPOSED_COMM) {
             if (it->r.has_comm) v[m++] = it->r.exposed_comm_ms;
+        } else if (what >= STEP_BUSY) {
+            if (it->r.has_busy) v[m++] = it->r.busy_ms[what - STEP_BUSY];
         } else if (it->r.has_busy) {
             engine_bound b;
             step_bound_of(s->eng, &s->ec, it->r.busy_ms, &b);

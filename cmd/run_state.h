@@ -47,6 +47,14 @@ static inline int run_rank_batch(const engine_config *ec)
 typedef engine_iteration iter_record;
 
 /* Everything one run produces, gathered for the log, the JSON and stdout. */
+/* One rank's figures at the end of an N-rank run: its GPU and host peaks and its own plan of
+ * them (bytes; a pipeline's stages differ), and its median busy ms per resource (a job in step
+ * waits for its slowest rank, which rank 0's own figures do not show; 0 where no step said). */
+typedef struct rank_figures {
+    double gpu_peak, host_peak, gpu_planned, host_planned;
+    double busy_ms[BUSY_KINDS];
+} rank_figures;
+
 typedef struct run_state {
     const run_config *run_cfg;
     const engine_vtbl *eng;
@@ -89,8 +97,7 @@ typedef struct run_state {
     int world;
     int rank;
     const comm_world *comm;
-    double (*rank_peaks)[4];  /* N ranks: each rank's GPU and host peak and its own plan of them
-                                 (bytes; a pipeline's stages differ), for the JSON */
+    struct rank_figures *per_rank; /* N ranks: every rank's, for the JSON (NULL: not gathered) */
     int step_failed;          /* a step failed: the other ranks may be waiting in a collective */
     watchdog *dog;            /* this rank's (NULL: --hang-timeout 0) */
     int running;              /* the JSON being written is the record so far ("running") */
@@ -136,7 +143,7 @@ void run_speculated_steps(const run_state *s, int *ahead, int *redone);
 
 /* What a median over the steps is of: their time, or their bound (engines/step_bound.h: the roofline, or
  * the clipped schedule's; only the steps that report busy times have one). */
-enum { STEP_MS, STEP_ROOFLINE, STEP_SCHEDULE_BOUND, STEP_EXPOSED_COMM };
+enum { STEP_MS, STEP_ROOFLINE, STEP_SCHEDULE_BOUND, STEP_EXPOSED_COMM, STEP_BUSY /* + BUSY_*: that resource's busy ms */ };
 /* The median of `what` over the measured iterations, the first left out when there are more;
  * 0 when no step has it.  run_median_iteration_ms: of STEP_MS. */
 double run_median_over_steps(const run_state *s, int what);

@@ -222,6 +222,20 @@ print("ok" if ok else "bad: %s median %s" % (e, d["summary"].get("collectives_ex
     # this rank's shard up and all-gathers the layer; gradients reduce-scattered
     dp_run zi 2 -m zero-infinity -b 4 --iters 8 --log-interval 4
     dp_same "zero-infinity (ZeRO-3) = DDP at 2 ranks" s0 zi
+    # every rank's median busy times: rank 0's are the median of its own steps' (the first left
+    # out), and rank 1's were measured there (its host Adam ran on its own shard)
+    per_rank=$(python3 -c 'import json, statistics, sys
+d = json.load(open(sys.argv[1])); its = d["iterations"][1:]
+pr = d["summary"].get("per_rank_busy_ms", [])
+mine = {k: statistics.median(it["busy_ms"][k] for it in its) for k in ("compute", "h2d", "d2h", "host_adam")}
+ok = [r["rank"] for r in pr] == [0, 1] and all(abs(pr[0][k] - v) <= 1e-9 * max(1, v) for k, v in mine.items()) and \
+     all(r["host_adam"] > 0 and r["h2d"] > 0 and r["collectives"] > 0 for r in pr)
+print("ok" if ok else "bad: %s against rank 0 own %s" % (pr, mine))' "$(ls "$DP_WORK"/zi/results/*.json | head -1)" 2>&1)
+    if [ "$per_rank" = ok ]; then
+        dp_pass "2-rank JSON: every rank's median busy times, rank 0's its own steps' median"
+    else
+        dp_fail "every rank's busy times" "$per_rank"
+    fi
     dp_run zinc 2 -m zero-infinity -b 4 --iters 8 --log-interval 4 --clip-grad 0
     # without clipping each layer's host update is queued as soon as its grads are home
     dp_run s0nc 2 -b 4 --iters 8 --log-interval 4 --clip-grad 0
