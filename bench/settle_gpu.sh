@@ -6,7 +6,9 @@
 # repository root, with .deps carried:
 #   bash bench/settle_gpu.sh "$OUT"
 # ITERS (default 20); MACHINE=FILE (a machine file carried along): no calibration, that file's
-# predictions; CONFIGS="tag np options;..." other configurations (at l32 b4 bf16 h2048).
+# predictions; CONFIGS="tag np options;..." other configurations (at l32 b4 bf16 h2048);
+# SEARCH_MACHINES="FILE SHAPE...;..." afterwards, the search of each (2 ranks, global batch 8)
+# timed three times from that machine file (issue 49: under a second).
 set -uo pipefail
 dest=${1:-bench/results/latest}
 ITERS=${ITERS:-20}
@@ -47,9 +49,10 @@ out = sys.argv[1]
 # each resource's busy ms per step, predicted (--predict's breakdown) / measured (the steady
 # steps' median): which one the model has wrong, where the step time is off
 kinds = (("compute", "compute"), ("h2d", "h2d"), ("d2h", "d2h"), ("host adam", "host_adam"), ("collectives", None))
+# and every rank's host Adam (summary.per_rank_busy_ms): a job in step waits for the slowest
 print("| configuration | ranks | predicted ms | measured ms | error | " +
-      " | ".join(f"{k} busy ms: predicted / measured" for k, _ in kinds) + " |")
-print("|---|---|---|---|---|" + "---|" * len(kinds))
+      " | ".join(f"{k} busy ms: predicted / measured" for k, _ in kinds) + " | host adam ms per rank | step beyond the slowest's |")
+print("|---|---|---|---|---|" + "---|" * (len(kinds) + 2))
 for c in sys.argv[2:]:
     tag, np, opts = c.split(" ", 2)
     f = glob.glob(f"{out}/res_{tag}/*.json")
@@ -68,7 +71,20 @@ for c in sys.argv[2:]:
     for name, key in kinds:
         p = re.search(name + r" ([0-9.]+)", text.split("|")[3]) if text.count("|") >= 3 else None
         cells.append(f"{p[1] if p else '-'} / {measured(key):.1f}")
+    per_rank = [r["host_adam"] for r in d["summary"].get("per_rank_busy_ms", [])] if d else []
+    cells.append(" / ".join(f"{x:.1f}" for x in per_rank) or "-")
+    cells.append(f"{meas - max(per_rank):.1f}" if per_rank and meas and max(per_rank) > 0 else "-")
     print(f"| {opts} | {np} | {pred} | {meas and round(meas, 1)} | {err} | " + " | ".join(cells) + " |")
 EOF
 cp "$out/table.md" "$dest/settle_table.md"
+if [ -n "${SEARCH_MACHINES:-}" ]; then
+    IFS=';' read -r -a searches <<<"$SEARCH_MACHINES"
+    for sm in "${searches[@]}"; do
+        read -r -a w <<<"$sm"
+        for rep in 1 2 3; do
+            ./aebench --search --machine "${w[0]}" "${w[@]:1}" --ranks 2 --global-batch 8 --top 1 \
+                --results "$out/search" 2>&1 | grep -E "^search: [0-9]+ configurations in" | sed "s|^|${w[*]:1}: |"
+        done
+    done | tee "$dest/search_time.txt"
+fi
 echo "total: $(( $(date +%s) - t0 )) s"

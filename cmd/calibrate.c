@@ -33,8 +33,10 @@
 
 /* REPS calls of run(ctx) (after one untimed warm-up) into t; *bad set when a call fails.
  * With `ranks` (NULL: this one alone), every rank times each call at once, a barrier before
- * each (host_ms_in_step says why); every rank makes every barrier, a failed one too, so that
- * none waits for a rank that stopped. */
+ * each (host_ms_in_step says why), and call r's time is the slowest rank's: a job's ranks
+ * meet at every collective, so each step waits for the slowest one's copies and update (rank 0's
+ * own calls were what a machine file kept).  Every rank makes every barrier
+ * and the reduction, a failed one too, so that none waits for a rank that stopped. */
 static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const comm_world *ranks)
 {
     *bad |= run(ctx) != 0;
@@ -46,6 +48,7 @@ static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const 
         *bad |= run(ctx) != 0;
         t[r] = wall_ms() - t0;
     }
+    if (ranks) *bad |= comm_max_doubles(ranks, t, REPS) != 0;
 }
 
 /* The median ms of REPS calls: the GPU's pieces, which repeat to the microsecond. */

@@ -183,6 +183,12 @@ int comm_max_int(const comm_world *c, int mine, int *out)
     return mpi_ok(MPI_Allreduce(&mine, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
 }
 
+int comm_max_doubles(const comm_world *c, double *v, int n)
+{
+    if (!c->initialised || c->world == 1) return 0;
+    return mpi_ok(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+}
+
 #else
 
 int comm_has_mpi(void) { return 0; }
@@ -239,6 +245,14 @@ int comm_max_int(const comm_world *c, int mine, int *out)
 {
     (void)c;
     *out = mine;
+    return 0;
+}
+
+int comm_max_doubles(const comm_world *c, double *v, int n)
+{
+    (void)c;
+    (void)v;
+    (void)n;
     return 0;
 }
 

@@ -53,5 +53,8 @@ int comm_all_gather(const comm_world *c, const void *in, void *out, size_t bytes
 /* *out = the largest of every rank's mine (mine on one rank); blocking, from the main thread.
  * 0 on success. */
 int comm_max_int(const comm_world *c, int mine, int *out);
+/* v[i] = the largest of every rank's v[i], i < n (unchanged on one rank); blocking, from the
+ * main thread.  0 on success. */
+int comm_max_doubles(const comm_world *c, double *v, int n);
 
 #endif
