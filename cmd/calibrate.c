@@ -33,10 +33,8 @@
 
 /* REPS calls of run(ctx) (after one untimed warm-up) into t; *bad set when a call fails.
  * With `ranks` (NULL: this one alone), every rank times each call at once, a barrier before
- * each (host_ms_in_step says why), and call r's time is the slowest rank's: a job's ranks
- * meet at every collective, so each step waits for the slowest one's copies and update (rank 0's
- * own calls were what a machine file kept).  Every rank makes every barrier
- * and the reduction, a failed one too, so that none waits for a rank that stopped. */
+ * each (host_ms_in_step says why); every rank makes every barrier, a failed one too, so that
+ * none waits for a rank that stopped. */
 static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const comm_world *ranks)
 {
     *bad |= run(ctx) != 0;
@@ -48,7 +46,6 @@ static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const 
         *bad |= run(ctx) != 0;
         t[r] = wall_ms() - t0;
     }
-    if (ranks) *bad |= comm_max_doubles(ranks, t, REPS) != 0;
 }
 
 /* The median ms of REPS calls: the GPU's pieces, which repeat to the microsecond. */
@@ -86,6 +83,21 @@ static double min_of(const double *t, int n)
  * came out 13-23% short with the fastest). */
 static double host_rate_of(const double *t, int gpu) { return gpu ? min_of(t, REPS) : median_of(t, REPS); }
 
+/* The same with `ranks` (NULL: this one alone), each repetition timed by every rank at once:
+ * repetition r's time is the slowest rank's (a job's ranks meet at every collective: a step
+ * waits for the slowest one's copies and update), and the rate their median.  Not the fastest:
+ * under the other ranks' load a fast repetition is one their work partly missed, not one that
+ * noise left alone (two H200 ranks' host Adam calibrated at 0.275 ms per M parameters by the
+ * fastest, each repetition the slower rank's, where zero-infinity's training updated both
+ * shards at 0.388; the calibration's own block timed by two processes at once: 16.2 ms the
+ * fastest, 26.0 the median).  Every rank takes part, a failed one too. */
+static double job_rate_of(double t[REPS], int gpu, const comm_world *ranks, int *bad)
+{
+    if (!ranks) return host_rate_of(t, gpu);
+    *bad |= comm_max_doubles(ranks, t, REPS) != 0;
+    return median_of(t, REPS);
+}
+
 /* calibrate_host_ms with every rank of `ranks` (NULL: this one alone) timing each of its REPS
  * calls at once: a barrier before each.  Started together only once, the ranks drifted apart
  * and the fastest call was one a rank had partly to itself: two H200 ranks' host Adam
@@ -95,7 +107,8 @@ static double host_ms_in_step(timed_fn run, void *ctx, int *bad, int gpu, const 
 {
     double t[REPS];
     timed_reps(run, ctx, bad, t, ranks);
-    return *bad ? 0 : host_rate_of(t, gpu);
+    const double ms = job_rate_of(t, gpu, ranks, bad);
+    return *bad ? 0 : ms;
 }
 double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu)
 {
@@ -449,10 +462,12 @@ static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, i
         in[r] = ms_in, out[r] = ms_out;
     }
     for (int i = 0; i < 4; i++) gpt_event_destroy(ev[i]);
+    const double in_ms = job_rate_of(in, gpu, ranks, &bad), out_ms = job_rate_of(out, gpu, ranks, &bad),
+                 adam_ms = job_rate_of(adam, gpu, ranks, &bad);
     if (bad) return -1;
-    if (c->h2d) *h2d_gbs = (double)copies * c->bytes / (host_rate_of(in, gpu) * 1e6);
-    if (c->d2h) *d2h_gbs = (double)copies * c->bytes / (host_rate_of(out, gpu) * 1e6);
-    *adam_ms_per_mparam = host_rate_of(adam, gpu) / (h->job.n / 1e6);
+    if (c->h2d) *h2d_gbs = (double)copies * c->bytes / (in_ms * 1e6);
+    if (c->d2h) *d2h_gbs = (double)copies * c->bytes / (out_ms * 1e6);
+    *adam_ms_per_mparam = adam_ms / (h->job.n / 1e6);
     return 0;
 }
 
