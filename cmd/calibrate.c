@@ -414,21 +414,60 @@ static int run_copies(void *p)
            (c->d2h && gpt_stream_sync(c->d2h));
 }
 
-/* The host Adam pool on one block, and a host copy of its size. */
+/* The host Adam pool on one block of a region (host_region_params), and a host copy of its
+ * size: each call takes the region's next block, wrapping, as an engine's updates go layer by
+ * layer through its host state. */
 typedef struct host_ctx {
     cpu_adam *pool;
-    cpu_adam_job job;
+    cpu_adam_job job;     /* the block's: its pointers set by each call */
+    float *p, *g, *m, *v; /* the region */
+    uint16_t *w;          /* its bf16 working copy (NULL: the fp32 update alone) */
+    size_t region, at;    /* parameters in the region; the next block's first */
 } host_ctx;
+static void next_block(host_ctx *h)
+{
+    if (h->at + h->job.n > h->region) h->at = 0;
+    h->job.params = h->p + h->at, h->job.grads = h->g + h->at, h->job.m = h->m + h->at, h->job.v = h->v + h->at;
+    h->job.params_bf16 = h->w ? h->w + h->at : NULL;
+    h->at += h->job.n;
+}
 static int run_host_adam(void *p)
 {
-    const host_ctx *h = p;
+    host_ctx *h = p;
+    next_block(h);
     return cpu_adam_run(h->pool, &h->job);
 }
 static int run_host_copy(void *p)
 {
-    const host_ctx *h = p;
+    host_ctx *h = p;
+    next_block(h);
     memcpy((void *)h->job.grads, h->job.params, h->job.n * sizeof(float));
     return 0;
+}
+
+static size_t host_adam_block(int gpu) { return (size_t)(gpu ? 64 : 16) << 20; }
+
+/* How many parameters the host Adam's measurement sweeps on a GPU machine: the run's shard of
+ * the model (every parameter on one rank, 1/N on N), in whole blocks of `block`, at least one,
+ * at most what 60% of the host's available memory holds for each of its ranks (18 B a
+ * parameter: p, g, m, v and the bf16 copy).  The rate depends on it: two H200 processes' host
+ * Adam ran 0.44-0.47 ms per M parameters swept over 858 M each (l32's shard) and 0.31-0.32 over
+ * 4,930 M (l48's), jobs of 25 M or 101 M alike (bench/adam_footprint_gpu.sh), as zero-offload
+ * (0.47 and 0.33) and zero-infinity (0.41 and 0.32) did in training on that machine; one 64 M
+ * block timed again and again said 0.41 for both.  On the CPU backend one block: its runs are
+ * small, and the region is the test machine's memory. */
+size_t calibrate_host_region_params(const run_config *run_cfg, const comm_world *ranks, size_t block)
+{
+    if (run_cfg->eng.device != DEVICE_CUDA) return block;
+    const int world = ranks ? ranks->world : 1, local = ranks ? ranks->local_world : 1;
+    uint64_t shard = (gpt_param_count(&run_cfg->eng.shape) + (uint64_t)world - 1) / (uint64_t)world;
+    size_t avail = 0;
+    if (gpt_host_mem_info(&avail, NULL) == 0) {
+        const uint64_t cap = (uint64_t)(avail / 10 * 6) / (uint64_t)(local > 0 ? local : 1) / 18;
+        if (shard > cap) shard = cap;
+    }
+    const uint64_t blocks = shard / block;
+    return (size_t)(blocks > 1 ? blocks : 1) * block;
 }
 
 /* The offload engines' steady state: copies and the host Adam at once, drawing on host
@@ -437,7 +476,7 @@ static int run_host_copy(void *p)
  * of c's streams (both directions, or the one that is not NULL), `reps` host Adam runs
  * meanwhile; the Adam's wall time and each direction's (events) give the rates under that
  * load (of REPS rounds, as calibrate_host_ms).  A direction not run leaves its rate alone. */
-static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, int copies, int reps, int gpu,
+static int measure_busy(gpt_backend *be, const copy_ctx *c, host_ctx *h, int copies, int reps, int gpu,
                         const comm_world *ranks, int failed_before, double *h2d_gbs, double *d2h_gbs,
                         double *adam_ms_per_mparam)
 {
@@ -454,7 +493,7 @@ static int measure_busy(gpt_backend *be, const copy_ctx *c, const host_ctx *h, i
                    (c->d2h && gpt_memcpy_d2h(c->d2h, c->h_out, c->d_out, c->bytes));
         bad |= (c->h2d && gpt_event_record(ev[2], c->h2d)) || (c->d2h && gpt_event_record(ev[3], c->d2h));
         const double t0 = wall_ms();
-        for (int k = 0; k < reps && !bad; k++) bad |= run_host_adam((void *)h) != 0;
+        for (int k = 0; k < reps && !bad; k++) bad |= run_host_adam(h) != 0;
         adam[r] = (wall_ms() - t0) / reps;
         float ms_in = 0, ms_out = 0;
         bad |= (c->h2d && (gpt_stream_sync(c->h2d) || gpt_event_elapsed_ms(&ms_in, ev[0], ev[2]))) ||
@@ -497,9 +536,10 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
 {
     const int gpu = run_cfg->eng.device == DEVICE_CUDA;
     const size_t bytes = (size_t)(gpu ? 256 : 32) << 20;
-    /* the host Adam on a block of a layer's size (64 M parameters, 1 GiB of p, g, m, v: out of
-     * every cache, as a streamed layer is); 16 M on the CPU backend */
-    const size_t n = (size_t)(gpu ? 64 : 16) << 20;
+    /* the host Adam on blocks of a layer's size (64 M parameters, 1 GiB of p, g, m, v: out of
+     * every cache, as a streamed layer is; 16 M on the CPU backend), swept over the region the
+     * run's host state spans (calibrate_host_region_params) */
+    const size_t n = host_adam_block(gpu), region = calibrate_host_region_params(run_cfg, ranks, n);
     void *h1 = NULL, *h2 = NULL, *d1 = NULL, *d2 = NULL;
     float *p = NULL, *g = NULL, *m = NULL, *v = NULL;
     uint16_t *w = NULL;
@@ -508,9 +548,9 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     int bad = be->ops->stream_create(be, &s1) || be->ops->stream_create(be, &s2) ||
               gpt_host_alloc_pinned(be, &h1, bytes) || gpt_host_alloc_pinned(be, &h2, bytes) ||
               be->ops->dev_alloc(be, &d1, bytes) || be->ops->dev_alloc(be, &d2, bytes) ||
-              host_pages_alloc_zeroed((void **)&p, n * sizeof *p) || host_pages_alloc_zeroed((void **)&g, n * sizeof *g) ||
-              host_pages_alloc_zeroed((void **)&m, n * sizeof *m) || host_pages_alloc_zeroed((void **)&v, n * sizeof *v) ||
-              host_pages_alloc_zeroed((void **)&w, n * sizeof *w) ||
+              host_pages_alloc_zeroed((void **)&p, region * sizeof *p) || host_pages_alloc_zeroed((void **)&g, region * sizeof *g) ||
+              host_pages_alloc_zeroed((void **)&m, region * sizeof *m) || host_pages_alloc_zeroed((void **)&v, region * sizeof *v) ||
+              host_pages_alloc_zeroed((void **)&w, region * sizeof *w) ||
               cpu_adam_create(&pool, run_cfg->eng.threads);
     bad = calibrate_any_failed(ranks, bad);
     double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
@@ -526,8 +566,9 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
         bad |= calibrate_in_step(ranks);
         d2h = bytes / (host_ms_in_step(run_copies, &out, &bad, gpu, ranks) * 1e6);
         both = bytes / (both_ms * 1e6);
-        host_ctx h = {pool, {.params = p, .grads = g, .m = m, .v = v, .n = n, .n_decay = n / 2,
-                             .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f}};
+        host_ctx h = {pool,
+                      {.n = n, .n_decay = n / 2, .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f},
+                      p, g, m, v, NULL, region, 0};
         bad |= calibrate_in_step(ranks);
         const double adam_ms = host_ms_in_step(run_host_adam, &h, &bad, gpu, ranks);
         adam = adam_ms / (n / 1e6);
@@ -535,7 +576,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
          * parameter, not 28) */
         if (w) {
             host_ctx hw = h;
-            hw.job.params_bf16 = w;
+            hw.w = w;
             bad |= calibrate_in_step(ranks);
             adam_bf16 = host_ms_in_step(run_host_adam, &hw, &bad, gpu, ranks) / (n / 1e6);
         }
@@ -588,6 +629,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     cJSON_AddNumberToObject(rates, "host_adam_h2d_ms_per_mparam", adam_with_h2d);
     cJSON_AddNumberToObject(rates, "host_adam_d2h_ms_per_mparam", adam_with_d2h);
     cJSON_AddNumberToObject(rates, "host_copy_gbs", copy);
+    cJSON_AddNumberToObject(rates, "host_adam_region_mparams", region / 1e6);
     /* the memory a run could plan with: the device's free memory and 90% of the host's
      * available memory (the run's defaults, run_resolve_budgets) */
     size_t gfree = 0, gtotal = 0, havail = 0;
@@ -601,6 +643,17 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
 }
 
 /* ---- the calibration: an entry kept while fresh, else measured anew ---------------------- */
+
+/* Whether a file's rates were measured over a host region like this run's (within 2x; none
+ * said: a file from before the region, measured again on a GPU machine). */
+static int region_covers(const cJSON *rates, const run_config *run_cfg)
+{
+    const int gpu = run_cfg->eng.device == DEVICE_CUDA;
+    const double want = calibrate_host_region_params(run_cfg, NULL, host_adam_block(gpu)) / 1e6;
+    const cJSON *had = cJSON_GetObjectItemCaseSensitive(rates, "host_adam_region_mparams");
+    if (!cJSON_IsNumber(had)) return !gpu;
+    return had->valuedouble <= 2 * want && want <= 2 * had->valuedouble;
+}
 
 static int fresh(const cJSON *o, time_t now)
 {
@@ -757,7 +810,8 @@ int machine_calibrate(const run_config *run_cfg, gpt_backend *be, const char *pa
     cJSON_AddStringToObject(root, "backend", run_cfg->eng.device == DEVICE_CUDA ? "cuda" : "cpu");
     int code = 0, measured = 0;
     const cJSON *rates_old = cJSON_GetObjectItemCaseSensitive(root, "rates");
-    if (rates_old && fresh(rates_old, now) && machine_file_has_every_rate(rates_old)) {
+    if (rates_old && fresh(rates_old, now) && machine_file_has_every_rate(rates_old) &&
+        region_covers(rates_old, run_cfg)) {
         printf("calibrate: the machine's rates in %s are fresh (under %d days): kept\n", path, MACHINE_FRESH_DAYS);
     } else {
         cJSON *rates = cJSON_CreateObject();

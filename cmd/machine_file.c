@@ -27,7 +27,9 @@
  *              "host_threads", "host_copy_gbs", "gpu_bytes", "host_bytes",
  *              "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam",
  *              "adam_h2d_gbs", "adam_d2h_gbs", "host_adam_h2d_ms_per_mparam",
- *              "host_adam_d2h_ms_per_mparam" (the pairs: PAIR_FIELDS), "measured" },
+ *              "host_adam_d2h_ms_per_mparam" (the pairs: PAIR_FIELDS), "host_adam_region_mparams"
+ *              (the parameters the host Adam was swept over: a run's shard, on a GPU machine;
+ *              optional: files from before it), "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam", "layer_recompute_selective_ms" (optional: files
