@@ -414,7 +414,7 @@ static int run_copies(void *p)
            (c->d2h && gpt_stream_sync(c->d2h));
 }
 
-/* The host Adam pool on one block of a region (host_region_params), and a host copy of its
+/* The host Adam pool on one block of a region (calibrate_host_region_params), and a copy of its
  * size: each call takes the region's next block, wrapping, as an engine's updates go layer by
  * layer through its host state. */
 typedef struct host_ctx {

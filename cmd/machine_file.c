@@ -164,16 +164,23 @@ static int field(const cJSON *o, const char *where, const char *name, const char
     return 0;
 }
 
-/* An optional field (a file from before it was measured has none): absent, 0 and *out as it
- * was; present, as field() reads it, and at least at_least (0: any positive number). */
-static int optional_field(const cJSON *o, const char *where, const char *name, const char *path, double *out,
+/* A field as field() reads it, and at least at_least (0: any positive number). */
+static int field_at_least(const cJSON *o, const char *where, const char *name, const char *path, double *out,
                           double at_least, char *err, size_t errlen)
 {
-    if (!cJSON_GetObjectItemCaseSensitive(o, name)) return 0;
     if (field(o, where, name, path, out, err, errlen)) return -1;
     if (*out >= at_least) return 0;
     snprintf(err, errlen, "machine file %s: %s.%s is %g (at least %g)", path, where, name, *out, at_least);
     return -1;
+}
+
+/* An optional field (a file from before it was measured has none): absent, 0 and *out as it
+ * was; present, as field_at_least reads it. */
+static int optional_field(const cJSON *o, const char *where, const char *name, const char *path, double *out,
+                          double at_least, char *err, size_t errlen)
+{
+    if (!cJSON_GetObjectItemCaseSensitive(o, name)) return 0;
+    return field_at_least(o, where, name, path, out, at_least, err, errlen);
 }
 
 int machine_file_same_entry(const cJSON *e, const engine_config *c, const char *backend)
@@ -364,18 +371,13 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
         cJSON_ArrayForEach(be_, at) {
             const cJSON *b = cJSON_GetObjectItemCaseSensitive(be_, "batch");
             if (!cJSON_IsNumber(b) || b->valueint != cfg->shape.batch) continue;
-            if (field(be_, "collectives[].compute_beside_at[]", "compute_under_collectives", path,
-                      &out->compute_under_coll, err, errlen) ||
-                field(be_, "collectives[].compute_beside_at[]", "compute_under_sharded_collectives", path,
-                      &out->compute_under_shard, err, errlen) ||
-                field(be_, "collectives[].compute_beside_at[]", "compute_under_two_collective_streams", path,
-                      &out->compute_under_two, err, errlen))
+            if (field_at_least(be_, "collectives[].compute_beside_at[]", "compute_under_collectives", path,
+                               &out->compute_under_coll, 1, err, errlen) ||
+                field_at_least(be_, "collectives[].compute_beside_at[]", "compute_under_sharded_collectives", path,
+                               &out->compute_under_shard, 1, err, errlen) ||
+                field_at_least(be_, "collectives[].compute_beside_at[]", "compute_under_two_collective_streams", path,
+                               &out->compute_under_two, 1, err, errlen))
                 goto out;
-            if (out->compute_under_coll < 1 || out->compute_under_shard < 1 || out->compute_under_two < 1) {
-                snprintf(err, errlen, "machine file %s: collectives[].compute_beside_at[] at batch %d has a factor "
-                         "below 1", path, b->valueint);
-                goto out;
-            }
         }
         const cJSON *shared = cJSON_GetObjectItemCaseSensitive(ce, "rates");
         if (shared) {
