@@ -721,6 +721,21 @@ print("ok" if ok else "bad: %s ms against twice %s, landings %.1f ms (%s)" % (ms
             pr_fail "$e micro-batch landing on the collectives' stream" "$lr"
         fi
     done
+    # ZeRO-3's gathers and reduce-scatters run on two streams at once: with the collectives
+    # bounding the step, it is shorter than their summed time (which bounds nothing), and at least
+    # half of it (the busier stream's); the printed roofline counts that half
+    z3=$(pr_rows res1copies PR1 "-m megatron-lm --ranks 2 --zero-stage 3 -l 16 --global-batch 8" | python3 -c "$PR_PY"'
+import re
+r = (rows + [""])[0]
+coll = busy(r, "collectives")
+roof = float(re.search(r"roofline ([0-9.]+)", r).group(1)) if "roofline" in r else 0
+ok = len(rows) == 1 and "bound: collectives" in r and 0.5 * coll <= ms(r) < 0.99 * coll and roof >= 0.5 * coll - 0.1 and roof < coll
+print("ok" if ok else "bad: %s" % rows)')
+    if [ "$z3" = ok ]; then
+        pr_pass "megatron-lm ZeRO-3 on 2 ranks, collectives bounding: its two streams' summed time is not a bound, the busier one's is"
+    else
+        pr_fail "ZeRO-3's two collective streams" "$z3"
+    fi
 fi
 
 # --offload nvme: --calibrate with it measures the disk tier at --nvme-dir (an entry per
