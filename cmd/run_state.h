@@ -46,7 +46,6 @@ static inline int run_rank_batch(const engine_config *ec)
 /* Per-iteration record kept for the JSON (and the engine's report hooks). */
 typedef engine_iteration iter_record;
 
-/* Everything one run produces, gathered for the log, the JSON and stdout. */
 /* One rank's figures at the end of an N-rank run: its GPU and host peaks and its own plan of
  * them (bytes; a pipeline's stages differ), and its median busy ms per resource (a job in step
  * waits for its slowest rank, which rank 0's own figures do not show; 0 where no step said). */
@@ -55,6 +54,7 @@ typedef struct rank_figures {
     double busy_ms[BUSY_KINDS];
 } rank_figures;
 
+/* Everything one run produces, gathered for the log, the JSON and stdout. */
 typedef struct run_state {
     const run_config *run_cfg;
     const engine_vtbl *eng;
