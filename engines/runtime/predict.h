@@ -260,7 +260,6 @@ static inline double pred_layer_bwd_ms(const machine_rates *m, const engine_conf
     return m->layer_bwd_ms;
 }
 
-/* The resource with the most busy time: what the step is bound by when its pieces overlap. */
 /* How long resource k is busy a step as a bound counts it: two collective streams are two
  * resources (pred_done), their busier one's time. */
 static inline double pred_resource_ms(const pred_timeline *t, int k)
@@ -268,6 +267,7 @@ static inline double pred_resource_ms(const pred_timeline *t, int k)
     return k == BUSY_COMM && t->comm_one_stream > 0 ? t->comm_one_stream : t->busy[k];
 }
 
+/* The resource with the most busy time: what the step is bound by when its pieces overlap. */
 static inline int pred_bound(const pred_timeline *t)
 {
     int b = 0;
