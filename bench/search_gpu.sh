@@ -110,6 +110,14 @@ for model in "${models[@]}"; do
         --log-interval "${ITERS:-6}" --verify "${VERIFY:-5}" --top "${VERIFY:-5}" >"$work/$name.search.txt" 2>&1
     echo "exit $? in ${SECONDS} s"
     grep -vE "^verify [0-9]+/" "$work/$name.search.txt" | cut -c1-260
+    # cut short by the call's time (no JSON written): the table of what trained, from the runs'
+    # logs, each predicted again by this tree (bench/verify_from_logs.py)
+    if ! grep -q "^search: wrote " "$work/$name.search.txt" && grep -q "^verify 1/" "$work/$name.search.txt"; then
+        python3 bench/verify_from_logs.py "$work/$name.search.txt" "$work/res" "$(ls "$work"/res/machine_*.json | head -n 1)" \
+            "$work/$name.trained.json" >"$work/$name.verify_from_logs.md" 2>&1
+        tail -n 1 "$work/$name.verify_from_logs.md"
+        cp "$work/$name.verify_from_logs.md" "$work/$name.trained.json" "$dest"/ 2>/dev/null
+    fi
 done
 # the summary: each model's verify table from its JSON
 python3 - "$work" "${models[@]}" >"$work/summary.md" <<'PY'
