@@ -129,7 +129,9 @@ print("|---|---|---|---|---|---|---|---|---|---|---|")
 for m in models:
     name, _, opts = m.partition(" ")
     txt = open(os.path.join(work, name + ".search.txt")).read()
-    path = [l.split()[-1] for l in txt.splitlines() if l.startswith("search: wrote ")]
+    # (a search stopped midway: the record it rewrote after each run, "search: writing PATH (...)")
+    path = [l.split()[-1] for l in txt.splitlines() if l.startswith("search: wrote ")] or \
+           [l.split()[2] for l in txt.splitlines() if l.startswith("search: writing ")]
     if not path:
         print(f"| {name} | {opts} | no result |"); continue
     d = json.load(open(path[-1]))
@@ -143,7 +145,8 @@ for m in models:
     err = f"{min(errs):+.1f}% to {max(errs):+.1f}% ({sum(abs(e) <= 10 for e in errs)} of {len(errs)})" if errs else "-"
     print(f"| {name} | {opts} | {c['considered']} | {c['predicted']} | -m {pick} | {f1(pm) if pm else '-'} | "
           f"{f1(best['measured_ms']) if best else '-'} (#{best['rank'] if best else '-'}) | "
-          f"{s.get('pick_loss_pct', float('nan')):.1f}% | {s.get('kendall_tau', float('nan')):.2f} | {len(ok)}/{len(v)} | {err} |")
+          f"{s.get('pick_loss_pct', float('nan')):.1f}% | {s.get('kendall_tau', float('nan')):.2f} | {len(ok)}/{len(v)}"
+          f"{'' if s.get('complete', True) else ' (stopped)'} | {err} |")
     for x in v:
         cfg = d["configs"][x["rank"] - 1]
         why = x.get("picked", "random" if x["random"] else "top")  # (older JSON: random only)

@@ -781,6 +781,19 @@ static int write_json(const search *s, const cJSON *root, int layers, char *path
     return ok ? 0 : -1;
 }
 
+/* The search's JSON at path (write_json made it) rewritten whole with root: made aside and
+ * renamed into place (report_write_text), so a reader sees the last record or this one. */
+static int rewrite_json(const cJSON *root, const char *path)
+{
+    char *text = report_json_text(root);
+    const int ok = text && report_write_text(path, text) == 0;
+    if (!ok)
+        fprintf(stderr, "aebench: the search's JSON: %s writing %s\n",
+                !text ? "out of memory" : errno == ENOSPC ? "disk full" : strerror(errno), path);
+    free(text);
+    return ok ? 0 : -1;
+}
+
 /* --out FILE: the winner's options as a config --config reads back to the same run. */
 static int write_winner(const search *s, const candidate *c, int largest)
 {
@@ -884,13 +897,80 @@ static int same_layout(const search *s, const candidate *a, const candidate *b)
     return 1;
 }
 
+/* The verification so far into root ("verify", "verify_summary", replacing those there): the
+ * first `done` of the nv picks trained (the others "pending"), Kendall's tau over those that
+ * did, and whether the pick was the best of them; with `print`, the table and its lines on
+ * stdout too.  0, or -1 out of memory. */
+static int verify_record(const search *s, const verified *v, int nv, int done, cJSON *root, int print)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "verify");
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "verify_summary");
+    double *pred = calloc((size_t)(nv > 0 ? nv : 1), sizeof *pred), *meas = calloc((size_t)(nv > 0 ? nv : 1), sizeof *meas);
+    cJSON *arr = cJSON_AddArrayToObject(root, "verify"), *sum = cJSON_AddObjectToObject(root, "verify_summary");
+    if (!pred || !meas || !arr || !sum) {
+        free(pred);
+        free(meas);
+        return -1;
+    }
+    int m = 0, measured_best = -1;
+    if (print) printf("  %-3s %-8s %12s %12s %8s\n", "#", "pick", "predicted", "measured", "error");
+    for (int i = 0; i < nv; i++) {
+        const candidate *c = &s->c[v[i].rank - 1];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", v[i].rank);
+        cJSON_AddStringToObject(o, "picked", PICK_NAMES[v[i].why]);
+        cJSON_AddBoolToObject(o, "random", v[i].why == PICK_RANDOM);
+        cJSON_AddNumberToObject(o, "predicted_ms", c->pred.ms);
+        cJSON_AddStringToObject(o, "status", i < done ? v[i].status : "pending");
+        if (v[i].json[0]) cJSON_AddStringToObject(o, "json", v[i].json);
+        if (i < done && v[i].ok) {
+            cJSON_AddNumberToObject(o, "measured_ms", v[i].measured_ms);
+            if (print)
+                printf("  %-3d %-8s %10.1f ms %10.1f ms %+7.1f%%\n", v[i].rank, PICK_NAMES[v[i].why], c->pred.ms,
+                       v[i].measured_ms, (c->pred.ms - v[i].measured_ms) / v[i].measured_ms * 100);
+            pred[m] = c->pred.ms, meas[m] = v[i].measured_ms, m++;
+            if (measured_best < 0 || v[i].measured_ms < v[measured_best].measured_ms) measured_best = i;
+        } else if (print) {
+            printf("  %-3d %-8s %10.1f ms %13s\n", v[i].rank, PICK_NAMES[v[i].why], c->pred.ms, v[i].status);
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    const double tau = search_kendall_tau(pred, meas, m);
+    free(pred);
+    free(meas);
+    /* (a search stopped before its last run leaves this record: what it says is of the first
+     * `done`) */
+    cJSON_AddNumberToObject(sum, "runs", nv);
+    cJSON_AddNumberToObject(sum, "runs_done", done);
+    cJSON_AddBoolToObject(sum, "complete", done == nv);
+    cJSON_AddNumberToObject(sum, "trained", m);
+    cJSON_AddNumberToObject(sum, "kendall_tau", tau);
+    if (print && m >= 2) printf("verify: Kendall's tau of predicted against measured over %d runs: %.3f\n", m, tau);
+    if (measured_best >= 0 && v[0].rank == 1 && v[0].ok && done > 0) {
+        const double loss = (v[0].measured_ms - v[measured_best].measured_ms) / v[measured_best].measured_ms * 100;
+        cJSON_AddBoolToObject(sum, "pick_is_measured_best", measured_best == 0);
+        cJSON_AddNumberToObject(sum, "pick_loss_pct", loss);
+        cJSON_AddNumberToObject(sum, "measured_best_rank", v[measured_best].rank);
+        if (print && measured_best == 0)
+            printf("verify: the predicted best (#1) was the measured best of the %d trained\n", m);
+        else if (print)
+            printf("verify: the predicted best (#1, %.1f ms) was not the measured best: #%d trained in %.1f ms; the "
+                   "pick lost %.1f%%\n", v[0].measured_ms, v[measured_best].rank, v[measured_best].measured_ms, loss);
+    } else if (print && nv) {
+        printf("verify: the predicted best did not train (%s)\n", v[0].status);
+    }
+    return 0;
+}
+
 /* Trains the top K (the pick, then down the ranking each configuration predicted at least
  * VERIFY_TOP_GAP from every one picked before), the fastest of each layout none of those has
  * (on two H200s the top and K random ones of an l48 search were megatron-lm and stronghold
  * only: a tau over them said nothing of the pipeline, zero-infinity or l2l), and K random
- * others ranked below the top; prints predicted against measured; adds "verify" to root.
- * Returns 0 when every run trained, 1 otherwise. */
-static int verify(const search *s, int largest, cJSON *root)
+ * others ranked below the top; prints predicted against measured; adds "verify" to root, and
+ * rewrites the JSON at path (none: "") with it before the first run and after each (a search
+ * stopped midway, a GPU call's time limit, leaves what trained; l48's runs take 20-40 s each).
+ * Returns 0 when every run trained and every record was written, 1 otherwise. */
+static int verify(const search *s, int largest, cJSON *root, const char *path)
 {
     const int n = (int)s->n, K = s->run_cfg->search_verify < n ? s->run_cfg->search_verify : n;
     verified *v = calloc((size_t)n + 1, sizeof *v);
@@ -933,7 +1013,7 @@ static int verify(const search *s, int largest, cJSON *root)
         v[nv++] = (verified){.rank = rest[i], .why = PICK_RANDOM};
     }
     free(rest);
-    int failed = 0;
+    int failed = path[0] && (verify_record(s, v, nv, 0, root, 0) || rewrite_json(root, path));
     for (int i = 0; i < nv; i++) {
         const candidate *c = &s->c[v[i].rank - 1];
         char **args = NULL, **opts = NULL, cmd[8192], err[600];
@@ -987,54 +1067,11 @@ static int verify(const search *s, int largest, cJSON *root)
         }
         strv_free(&args, &na);
         failed |= !v[i].ok;
+        if (path[0] && i + 1 < nv) failed |= verify_record(s, v, nv, i + 1, root, 0) || rewrite_json(root, path);
     }
-    /* the table, tau, and whether the pick was the best of what trained */
-    double *pred = malloc(sizeof *pred * (size_t)nv), *meas = malloc(sizeof *meas * (size_t)nv);
-    int m = 0, measured_best = -1;
-    printf("  %-3s %-8s %12s %12s %8s\n", "#", "pick", "predicted", "measured", "error");
-    cJSON *arr = cJSON_AddArrayToObject(root, "verify");
-    for (int i = 0; i < nv; i++) {
-        const candidate *c = &s->c[v[i].rank - 1];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "rank", v[i].rank);
-        cJSON_AddStringToObject(o, "picked", PICK_NAMES[v[i].why]);
-        cJSON_AddBoolToObject(o, "random", v[i].why == PICK_RANDOM);
-        cJSON_AddNumberToObject(o, "predicted_ms", c->pred.ms);
-        cJSON_AddStringToObject(o, "status", v[i].status);
-        if (v[i].json[0]) cJSON_AddStringToObject(o, "json", v[i].json);
-        if (v[i].ok) {
-            cJSON_AddNumberToObject(o, "measured_ms", v[i].measured_ms);
-            printf("  %-3d %-8s %10.1f ms %10.1f ms %+7.1f%%\n", v[i].rank, PICK_NAMES[v[i].why],
-                   c->pred.ms, v[i].measured_ms, (c->pred.ms - v[i].measured_ms) / v[i].measured_ms * 100);
-            if (pred && meas) pred[m] = c->pred.ms, meas[m] = v[i].measured_ms, m++;
-            if (measured_best < 0 || v[i].measured_ms < v[measured_best].measured_ms) measured_best = i;
-        } else {
-            printf("  %-3d %-8s %10.1f ms %13s\n", v[i].rank, PICK_NAMES[v[i].why], c->pred.ms, v[i].status);
-        }
-        cJSON_AddItemToArray(arr, o);
-    }
-    const double tau = pred && meas ? search_kendall_tau(pred, meas, m) : 0;
-    cJSON *sum = cJSON_AddObjectToObject(root, "verify_summary");
-    cJSON_AddNumberToObject(sum, "trained", m);
-    cJSON_AddNumberToObject(sum, "kendall_tau", tau);
-    if (m >= 2) printf("verify: Kendall's tau of predicted against measured over %d runs: %.3f\n", m, tau);
-    if (measured_best >= 0 && v[0].rank == 1 && v[0].ok) {
-        const double loss = (v[0].measured_ms - v[measured_best].measured_ms) / v[measured_best].measured_ms * 100;
-        cJSON_AddBoolToObject(sum, "pick_is_measured_best", measured_best == 0);
-        cJSON_AddNumberToObject(sum, "pick_loss_pct", loss);
-        cJSON_AddNumberToObject(sum, "measured_best_rank", v[measured_best].rank);
-        if (measured_best == 0)
-            printf("verify: the predicted best (#1) was the measured best of the %d trained\n", m);
-        else
-            printf("verify: the predicted best (#1, %.1f ms) was not the measured best: #%d trained in %.1f ms; the "
-                   "pick lost %.1f%%\n", v[0].measured_ms, v[measured_best].rank, v[measured_best].measured_ms, loss);
-    } else if (nv) {
-        printf("verify: the predicted best did not train (%s)\n", v[0].status);
-    }
-    free(pred);
-    free(meas);
+    const int recorded = verify_record(s, v, nv, nv, root, 1);
     free(v);
-    return failed;
+    return failed || recorded;
 }
 
 /* ---- setting up ------------------------------------------------------------------------------ */
@@ -1409,9 +1446,21 @@ static int report_search(const search *s, const sizes_found *f)
     cJSON *all = cJSON_AddArrayToObject(root, "configs");
     for (size_t i = 0; i < s->n; i++) cJSON_AddItemToArray(all, candidate_json(s, &s->c[i], (int)i + 1, run_cfg->search_largest));
     if (s->n && run_cfg->search_out[0] && write_winner(s, &s->c[0], run_cfg->search_largest)) status = EXIT_RUN_ERROR;
-    if (s->n && run_cfg->search_verify > 0 && verify(s, run_cfg->search_largest, root)) status = EXIT_RUN_ERROR;
-    char path[PATH_MAX];
-    if (write_json(s, root, f->layers, path, sizeof path) == 0) printf("search: wrote %s\n", path);
+    char path[PATH_MAX] = "";
+    if (s->n && run_cfg->search_verify > 0) {
+        /* (the record made before the runs and rewritten after each: what trained is kept if
+         * the search is stopped) */
+        if (write_json(s, root, f->layers, path, sizeof path) == 0) {
+            printf("search: writing %s (after each run of the verification)\n", path);
+            fflush(stdout);
+        } else {
+            path[0] = '\0';
+            status = EXIT_RUN_ERROR;
+        }
+        if (verify(s, run_cfg->search_largest, root, path)) status = EXIT_RUN_ERROR;
+    }
+    if (path[0] ? rewrite_json(root, path) == 0 : write_json(s, root, f->layers, path, sizeof path) == 0)
+        printf("search: wrote %s\n", path);
     else status = EXIT_RUN_ERROR;
     cJSON_Delete(root);
     return status;

@@ -250,6 +250,7 @@ check=$(cd "$SR" && python3 - "$SR/$(search_json "$SR/s7.out")" "$SR/s7.out" <<'
 import json, sys
 d, out = json.load(open(sys.argv[1])), open(sys.argv[2]).read()
 v, s, bad = d["verify"], d["verify_summary"], []
+if not (s.get("complete") is True and s.get("runs_done") == s.get("runs") == len(v)): bad.append(f"not complete: {s}")
 # the top two: #1, then the first configuration down the ranking predicted at least 1% from it
 # (those between, its near twins, passed over); the random two from below the second
 cms = [c["ms"] for c in d["configs"]]
@@ -331,6 +332,37 @@ print("ok" if not bad else "; ".join(bad[:4]))
 EOF
 )
 sr_verdict "$rc" "$check" "--search --verify --iters 3" "--search --verify with --iters 3: each run trained its engine's warm-up and 4 steady steps (zero-offload --dpu 10 iterations, the others 5), each raise said on its line" "$(tail -n 3 "$SR/s9.out")"
+
+# ---- a search stopped during its verification (a GPU call's time limit): its JSON, made before
+# the first run and rewritten after each, holds the runs that trained; the rest are pending
+(cd "$SR" && exec timeout 600 "$BIN" --search "${SS[@]}" -l 4 --results res --verify 1 --iters 3 >s10.out 2>&1) &
+stopped=$!
+for _ in $(seq 1 1500); do
+    grep -q "^verify 3/" "$SR/s10.out" 2>/dev/null && break
+    kill -0 "$stopped" 2>/dev/null || break # (ended on its own: the check below says how)
+    sleep 0.2
+done
+kill -TERM "$stopped" 2>/dev/null
+wait "$stopped" 2>/dev/null
+check=$(python3 - "$SR/$(awk '/^search: writing / {print $3}' "$SR/s10.out" | tail -n 1)" "$SR/s10.out" <<'EOF'
+import json, sys
+d, out = json.load(open(sys.argv[1])), open(sys.argv[2]).read()
+v, s, bad = d["verify"], d["verify_summary"], []
+done = s["runs_done"]
+if "search: wrote " in out: bad.append("the search was not stopped")
+if s["complete"] or not 2 <= done < s["runs"] or len(v) != s["runs"]: bad.append(f"summary {s}")
+if any(x["status"] == "pending" for x in v[:done]) or any(x["status"] != "pending" for x in v[done:]):
+    bad.append(f"statuses {[x['status'] for x in v]}")
+if any("measured_ms" not in x for x in v[:done] if x["status"] == "ok") or s["trained"] != sum(x["status"] == "ok" for x in v[:done]):
+    bad.append("the trained runs' times")
+print("ok" if not bad else "; ".join(bad[:4]))
+EOF
+)
+if [ "$check" = ok ]; then
+    pass "--search --verify stopped at its third run: its JSON (rewritten after each run) has the two that trained, the rest pending, not complete"
+else
+    failc "--search --verify stopped" "$check $(tail -n 3 "$SR/s10.out")"
+fi
 
 # ---- 2 ranks: with the collectives calibrated there, megatron-lm's ZeRO stages are searched,
 # and the pick trains on 2 ranks --------------------------------------------------------------
