@@ -540,6 +540,11 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
      * every cache, as a streamed layer is; 16 M on the CPU backend), swept over the region the
      * run's host state spans (calibrate_host_region_params) */
     const size_t n = host_adam_block(gpu), region = calibrate_host_region_params(run_cfg, ranks, n);
+    if (region > n && (!ranks || ranks->rank == 0)) {
+        printf("calibrate: the host Adam swept over %.0f M parameters%s (the run's shard: the rate depends on the region)\n",
+               region / 1e6, ranks ? " a rank" : "");
+        fflush(stdout);
+    }
     void *h1 = NULL, *h2 = NULL, *d1 = NULL, *d2 = NULL;
     float *p = NULL, *g = NULL, *m = NULL, *v = NULL;
     uint16_t *w = NULL;
