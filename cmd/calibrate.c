@@ -75,25 +75,23 @@ static double min_of(const double *t, int n)
     return m;
 }
 
-/* The host's rates (copies, host Adam) on a GPU machine: the fastest of REPS calls, as the
- * noise of a shared machine only ever slows a call (two calibrations of one H200 gave the host
- * Adam 0.178 and 0.216 ms per million parameters by their medians, while the runs after both
- * ran at the first).  On the CPU backend the median: there compute, copies and the host Adam
- * share the same few cores in a run, and their typical rate describes it (its predictions
- * came out 13-23% short with the fastest). */
-static double host_rate_of(const double *t, int gpu) { return gpu ? min_of(t, REPS) : median_of(t, REPS); }
-
-/* The same with `ranks` (NULL: this one alone), each repetition timed by every rank at once:
- * repetition r's time is the slowest rank's (a job's ranks meet at every collective: a step
- * waits for the slowest one's copies and update), and the rate their median.  Not the fastest:
- * under the other ranks' load a fast repetition is one their work partly missed, not one that
- * noise left alone (two H200 ranks' host Adam calibrated at 0.275 ms per M parameters by the
- * fastest, each repetition the slower rank's, where zero-infinity's training updated both
- * shards at 0.388; the calibration's own block timed by two processes at once: 16.2 ms the
- * fastest, 26.0 the median).  Every rank takes part, a failed one too. */
-static double job_rate_of(double t[REPS], int gpu, const comm_world *ranks, int *bad)
+/* The host's rate (copies, host Adam) from REPS timed calls (ms), by `ranks` (NULL: this one
+ * alone) timing each at once.  Alone, on a GPU machine the fastest: the noise of a shared
+ * machine only ever slows a call (two calibrations of one H200 gave the host Adam 0.178 and
+ * 0.216 ms per million parameters by their medians, while the runs after both ran at the
+ * first); on the CPU backend the median: there compute, copies and the host Adam share the same
+ * few cores in a run, and their typical rate describes it (its predictions came out 13-23%
+ * short with the fastest).  With ranks, repetition r's time is the slowest rank's (a job's
+ * ranks meet at every collective: a step waits for the slowest one's copies and update), and
+ * the rate their median, not the fastest: under the other ranks' load a fast repetition is one
+ * their work partly missed, not one that noise left alone (two H200 ranks' host Adam
+ * calibrated at 0.275 ms per M parameters by the fastest, each repetition the slower rank's,
+ * where zero-infinity's training updated both shards at 0.388; the calibration's own block
+ * timed by two processes at once: 16.2 ms the fastest, 26.0 the median).  Every rank takes
+ * part, a failed one too. */
+static double host_rate_of(double t[REPS], int gpu, const comm_world *ranks, int *bad)
 {
-    if (!ranks) return host_rate_of(t, gpu);
+    if (!ranks) return gpu ? min_of(t, REPS) : median_of(t, REPS);
     *bad |= comm_max_doubles(ranks, t, REPS) != 0;
     return median_of(t, REPS);
 }
@@ -107,7 +105,7 @@ static double host_ms_in_step(timed_fn run, void *ctx, int *bad, int gpu, const 
 {
     double t[REPS];
     timed_reps(run, ctx, bad, t, ranks);
-    const double ms = job_rate_of(t, gpu, ranks, bad);
+    const double ms = host_rate_of(t, gpu, ranks, bad);
     return *bad ? 0 : ms;
 }
 double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu)
@@ -448,7 +446,7 @@ static int run_host_copy(void *p)
 static size_t host_adam_block(int gpu) { return (size_t)(gpu ? 64 : 16) << 20; }
 
 /* How many parameters the host Adam's measurement sweeps on a GPU machine: the run's shard of
- * the model (every parameter on one rank, 1/N on N), in whole blocks of `block`, at least one,
+ * the model (every parameter on one rank, 1/N on N), in whole blocks (host_adam_block), at least one,
  * at most what 60% of the host's available memory holds for each of its ranks (18 B a
  * parameter: p, g, m, v and the bf16 copy).  The rate depends on it: two H200 processes' host
  * Adam ran 0.44-0.47 ms per M parameters swept over 858 M each (l32's shard) and 0.31-0.32 over
@@ -456,8 +454,9 @@ static size_t host_adam_block(int gpu) { return (size_t)(gpu ? 64 : 16) << 20; }
  * (0.47 and 0.33) and zero-infinity (0.41 and 0.32) did in training on that machine; one 64 M
  * block timed again and again said 0.41 for both.  On the CPU backend one block: its runs are
  * small, and the region is the test machine's memory. */
-size_t calibrate_host_region_params(const run_config *run_cfg, const comm_world *ranks, size_t block)
+static size_t calibrate_host_region_params(const run_config *run_cfg, const comm_world *ranks)
 {
+    const size_t block = host_adam_block(run_cfg->eng.device == DEVICE_CUDA);
     if (run_cfg->eng.device != DEVICE_CUDA) return block;
     const int world = ranks ? ranks->world : 1, local = ranks ? ranks->local_world : 1;
     uint64_t shard = (gpt_param_count(&run_cfg->eng.shape) + (uint64_t)world - 1) / (uint64_t)world;
@@ -501,8 +500,8 @@ static int measure_busy(gpt_backend *be, const copy_ctx *c, host_ctx *h, int cop
         in[r] = ms_in, out[r] = ms_out;
     }
     for (int i = 0; i < 4; i++) gpt_event_destroy(ev[i]);
-    const double in_ms = job_rate_of(in, gpu, ranks, &bad), out_ms = job_rate_of(out, gpu, ranks, &bad),
-                 adam_ms = job_rate_of(adam, gpu, ranks, &bad);
+    const double in_ms = host_rate_of(in, gpu, ranks, &bad), out_ms = host_rate_of(out, gpu, ranks, &bad),
+                 adam_ms = host_rate_of(adam, gpu, ranks, &bad);
     if (bad) return -1;
     if (c->h2d) *h2d_gbs = (double)copies * c->bytes / (in_ms * 1e6);
     if (c->d2h) *d2h_gbs = (double)copies * c->bytes / (out_ms * 1e6);
@@ -539,7 +538,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     /* the host Adam on blocks of a layer's size (64 M parameters, 1 GiB of p, g, m, v: out of
      * every cache, as a streamed layer is; 16 M on the CPU backend), swept over the region the
      * run's host state spans (calibrate_host_region_params) */
-    const size_t n = host_adam_block(gpu), region = calibrate_host_region_params(run_cfg, ranks, n);
+    const size_t n = host_adam_block(gpu), region = calibrate_host_region_params(run_cfg, ranks);
     if (region > n && (!ranks || ranks->rank == 0)) {
         printf("calibrate: the host Adam swept over %.0f M parameters%s (the run's shard: the rate depends on the region)\n",
                region / 1e6, ranks ? " a rank" : "");
@@ -654,7 +653,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
 static int region_covers(const cJSON *rates, const run_config *run_cfg)
 {
     const int gpu = run_cfg->eng.device == DEVICE_CUDA;
-    const double want = calibrate_host_region_params(run_cfg, NULL, host_adam_block(gpu)) / 1e6;
+    const double want = calibrate_host_region_params(run_cfg, NULL) / 1e6;
     const cJSON *had = cJSON_GetObjectItemCaseSensitive(rates, "host_adam_region_mparams");
     if (!cJSON_IsNumber(had)) return !gpu;
     return had->valuedouble <= 2 * want && want <= 2 * had->valuedouble;

@@ -73,9 +73,6 @@ int calibrate_any_failed(const comm_world *ranks, int bad);
 /* The copies, the host Adam and host memory into rates (ranks: every rank of the job at
  * once, in step; NULL: this process alone).  calibrate.c.  0, or EXIT_RUN_ERROR. */
 int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *rates, const comm_world *ranks);
-/* The parameters the host Adam's measurement sweeps, in blocks of `block` (calibrate.c says why:
- * the rate depends on the region the run's host state spans). */
-size_t calibrate_host_region_params(const run_config *run_cfg, const comm_world *ranks, size_t block);
 /* The disk tier at run_cfg's --nvme-dir into entry.  calibrate_disk.c.  0, or EXIT_RUN_ERROR. */
 int calibrate_measure_disk(const run_config *run_cfg, gpt_backend *be, cJSON *entry);
 /* the persistent checkpoint at run_cfg's --ckpt-dir into entry, by this process alone, or

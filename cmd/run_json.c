@@ -99,6 +99,9 @@ static void json_watchdog(cJSON *root, const run_state *s)
     }
 }
 
+/* Each resource's busy time's key in the JSON (engine.h's BUSY_* order). */
+static const char *const BUSY_JSON_KEYS[BUSY_KINDS] = {"compute", "h2d", "d2h", "host_adam", "disk", "collectives"};
+
 /* The plan (and a machine's, of N ranks), the memory the budgets saw, and what ran out. */
 static void json_memory(cJSON *root, const run_state *s)
 {
@@ -207,11 +210,9 @@ static cJSON *json_iteration(const run_state *s, const engine_report *rep, int i
     }
     if (r->r.has_busy) {
         cJSON *b = cJSON_AddObjectToObject(o, "busy_ms");
-        cJSON_AddNumberToObject(b, "compute", r->r.busy_ms[BUSY_COMPUTE]);
-        cJSON_AddNumberToObject(b, "h2d", r->r.busy_ms[BUSY_H2D]);
-        cJSON_AddNumberToObject(b, "d2h", r->r.busy_ms[BUSY_D2H]);
-        cJSON_AddNumberToObject(b, "host_adam", r->r.busy_ms[BUSY_HOST_ADAM]);
-        cJSON_AddNumberToObject(b, "disk", r->r.busy_ms[BUSY_DISK]);
+        /* (the collectives' own: collectives_busy_ms below, with the step's other figures of them) */
+        for (int k = 0; k < BUSY_KINDS; k++)
+            if (k != BUSY_COMM) cJSON_AddNumberToObject(b, BUSY_JSON_KEYS[k], r->r.busy_ms[k]);
         engine_bound bound;
         step_bound_of(s->eng, ec, r->r.busy_ms, &bound);
         cJSON_AddNumberToObject(o, "roofline_ms", bound.roofline_ms);
@@ -283,12 +284,11 @@ static void json_summary(cJSON *root, const run_state *s)
     /* N ranks: every rank's median busy times (the steps after the first): the ranks of a job
      * in step wait for the slowest, whose figures rank 0's own need not be */
     if (s->per_rank && s->done > s->first && s->iters[s->done - 1].r.has_busy) {
-        static const char *const kinds[BUSY_KINDS] = {"compute", "h2d", "d2h", "host_adam", "disk", "collectives"};
         cJSON *ranks = cJSON_AddArrayToObject(sum, "per_rank_busy_ms");
         for (int r = 0; r < s->world; r++) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "rank", r);
-            for (int k = 0; k < BUSY_KINDS; k++) cJSON_AddNumberToObject(o, kinds[k], s->per_rank[r].busy_ms[k]);
+            for (int k = 0; k < BUSY_KINDS; k++) cJSON_AddNumberToObject(o, BUSY_JSON_KEYS[k], s->per_rank[r].busy_ms[k]);
             cJSON_AddItemToArray(ranks, o);
         }
     }

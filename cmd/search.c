@@ -1031,7 +1031,7 @@ static int verify(const search *s, int largest, cJSON *root, const char *path)
          * otherwise rank it ahead of configurations that beat it from then on) */
         engine_config cfg;
         config_of(s, &c->k, c->layers, &cfg);
-        const int from = c->eng->steady_from ? c->eng->steady_from(&cfg) : 2, need = from + VERIFY_MIN_STEADY - 1;
+        const int from = engine_steady_from(c->eng, &cfg), need = from + VERIFY_MIN_STEADY - 1;
         const int given = cli_given(s->run_cfg, "iters"), raise = given && s->run_cfg->iters < need;
         char raised[96] = "";
         if (raise) snprintf(raised, sizeof raised, " (--iters %d: its steady state starts at iteration %d)", need, from);
