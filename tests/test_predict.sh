@@ -463,8 +463,11 @@ d = json.load(open(sys.argv[1]))
 # The variants that test the model's arithmetic (res1f1, res1f2, res1bad) get fixed rates, a
 # quiet 2-core machine's with collectives well under the backward's compute: what they check
 # (collectives hidden under the compute, sends beside it) must not depend on what a
-# calibration on a busy machine measured.
+# calibration on a busy machine measured: every time the walk reads, the last layer's backward
+# without recompute and selective's recompute too (left as calibrated, a slow machine's last
+# layer made the compute bound ZeRO-3's step in res1copies below).
 QUIET_COMPUTE = dict(embed_fwd_ms=0.0122, layer_fwd_ms=4.30, layer_bwd_ms=4.57, head_ms=3.37, embed_bwd_ms=0.0549,
+                     layer_bwd_none_ms=3.40, layer_recompute_selective_ms=1.25,
                      gpu_adam_ms_per_mparam=3.02, step_l2_ms=22.5, step_deep_ms=77.7, layer_scale=2.92, rest_scale=1)
 QUIET_RATES = dict(h2d_gbs=5.1, d2h_gbs=5.1, both_h2d_gbs=4.2, both_d2h_gbs=4.2, host_adam_ms_per_mparam=1.61,
                    host_adam_bf16_ms_per_mparam=1.75, busy_h2d_gbs=2.9, busy_d2h_gbs=3.4,
