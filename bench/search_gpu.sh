@@ -119,6 +119,13 @@ for model in "${models[@]}"; do
         cp "$work/$name.verify_from_logs.md" "$work/$name.trained.json" "$dest"/ 2>/dev/null
     fi
 done
+# every trained run's busy times, predicted against measured (bench/busy_from_logs.py): which
+# resource a configuration's error comes from
+if ls "$work"/res/machine_*.json >/dev/null 2>&1; then
+    python3 bench/busy_from_logs.py "$(ls "$work"/res/machine_*.json | head -n 1)" "$work/res" >"$work/busy.md" 2>&1
+    tail -n 1 "$work/busy.md"
+    cp "$work/busy.md" "$dest"/ 2>/dev/null
+fi
 # the summary: each model's verify table from its JSON
 python3 - "$work" "${models[@]}" >"$work/summary.md" <<'PY'
 import glob, json, os, sys

@@ -333,9 +333,10 @@ static int l2l_init(const engine_env *env, void **state)
     *state = st;
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
-    /* Spans per step: fwd and bwd of every layer, embed, head and optimizer on compute; two
-     * copies in and one out per layer; on N ranks one reduction per block. */
-    if ((rc = offload_streams_open(&st->io, env->be, env->cfg, 6 * L + 18))) return rc;
+    /* Spans per micro-batch: fwd and bwd of every layer, embed, head and optimizer on compute;
+     * two copies in and one out per layer; on N ranks each copy in's gather, each layer's
+     * reduce-scatter and (after the first micro-batch) its sum so far. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg, 9 * L + 18))) return rc;
 
     l2l_bytes b = bytes_for(&st->z, sh);
     void *staging = NULL;

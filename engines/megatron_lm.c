@@ -954,14 +954,13 @@ static int megatron_step(void *state, int iteration, const int32_t *tokens,
     const gpt_shape *sh = &st->sh;
     gpt_stream *s = st->compute;
     const int N = sh->batch * sh->seq;
-    int rc = 0;
-    spans_reset(&st->spans);
+    int rc = spans_reset(&st->spans);
     coll_take_bytes(st->grad_comm);
     coll_take_bytes(st->param_comm);
 
     double fwd_ms = 0, bwd_ms = 0;
     /* the embedding block only: the layers' blocks are overwritten (backward_micro) */
-    if (st->grads_full) rc = gpt_stream_memset_zero(s, grad_buffer(st, 0), st->z.padded_embed * sizeof(float));
+    if (!rc && st->grads_full) rc = gpt_stream_memset_zero(s, grad_buffer(st, 0), st->z.padded_embed * sizeof(float));
     if (!rc && st->grads_embed) rc = gpt_stream_memset_zero(s, st->grads_embed, st->z.grads_embed);
     if (!rc) rc = gpt_stream_memset_zero(s, st->grads_embed_in, st->z.grads_embed_in);
     if (!rc && st->grads_shard && st->M > 1) rc = gpt_stream_memset_zero(s, st->grads_shard, st->z.grads_shard);

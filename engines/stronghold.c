@@ -888,9 +888,10 @@ static int stronghold_init(const engine_env *env, void **state)
     *state = st;
     const gpt_shape *sh = &st->sh;
     const int L = sh->layers;
-    /* Spans per step: fwd and bwd of every layer on compute, head and optimizer; one h2d
-     * and one d2h per streamed layer and direction. */
-    if ((rc = offload_streams_open(&st->io, env->be, env->cfg, 7 * L + 18))) return rc;
+    /* Spans per micro-batch: fwd and bwd of every layer on compute, head and optimizer; one
+     * h2d and one d2h per streamed layer and direction; on N ranks each layer's collectives
+     * and (after the first micro-batch) its sum so far. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg, 10 * L + 18))) return rc;
 
     /* What every placement needs, then the window, then the rest. */
     sh_layout z0 = layout_for(sh, 0, 0, env->cfg->bf16, env->cfg->recompute);

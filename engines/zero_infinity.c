@@ -419,8 +419,9 @@ static int zero_infinity_init(const engine_env *env, void **state)
     const gpt_shape *sh = &st->sh;
     const zi_layout *z = &st->z;
     const int L = z->L;
-    /* Spans per step: compute 2L + 4, h2d 2L + 1, d2h L + 1; N ranks: collectives 3L + 2. */
-    if ((rc = offload_streams_open(&st->io, env->be, env->cfg, 8 * L + 20))) return rc;
+    /* Spans per micro-batch: compute 2L + 4, h2d 2L + 1, d2h L + 1; N ranks: collectives
+     * 3L + 2, and after the first micro-batch each layer's sum so far. */
+    if ((rc = offload_streams_open(&st->io, env->be, env->cfg, 9 * L + 20))) return rc;
 
     zi_bytes b = bytes_for(z, sh);
     if ((rc = alloc_in(st, &st->embed_p, b.embed_params, MEM_GPU, "embedding parameters")) ||

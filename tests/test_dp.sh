@@ -222,6 +222,19 @@ print("ok" if ok else "bad: %s median %s" % (e, d["summary"].get("collectives_ex
     # this rank's shard up and all-gathers the layer; gradients reduce-scattered
     dp_run zi 2 -m zero-infinity -b 4 --iters 8 --log-interval 4
     dp_same "zero-infinity (ZeRO-3) = DDP at 2 ranks" s0 zi
+    # every step after the first records its busy times on two ranks (each engine's record of
+    # them grows to what a step began: l2l's left out its gathers, and none of its steps had any)
+    busy_each=$(for r in l2l sh1 sh2 zo zi; do
+        python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); its = d["iterations"][1:]
+print("" if its and all("busy_ms" in it for it in its) else "%s: steps without busy times %s" % (
+    sys.argv[2], [it["iteration"] for it in its if "busy_ms" not in it]))' "$(ls "$DP_WORK"/$r/results/*.json | head -1)" $r 2>&1
+    done)
+    if [ -z "$busy_each" ]; then
+        dp_pass "2-rank JSON: l2l, stronghold, zero-offload and zero-infinity record every step's busy times after the first"
+    else
+        dp_fail "busy times on 2 ranks" "$busy_each"
+    fi
     # every rank's median busy times: rank 0's are the median of its own steps' (the first left
     # out), and rank 1's were measured there (its host Adam ran on its own shard)
     per_rank=$(python3 -c 'import json, statistics, sys

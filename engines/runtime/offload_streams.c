@@ -36,11 +36,10 @@ void offload_streams_close(offload_streams *o)
 int offload_streams_begin_step(offload_streams *o, step_result *out, int32_t *ids,
                                const int32_t *tokens, const int32_t *targets, size_t N)
 {
-    spans_reset(&o->spans);
     out->bytes_h2d = out->bytes_d2h = out->host_adam_params = 0;
     out->bytes_disk_read = out->bytes_disk_write = 0;
     int rc;
-    if ((rc = gpt_memcpy_h2d(o->compute, ids, tokens, N * sizeof(int32_t))) ||
+    if ((rc = spans_reset(&o->spans)) || (rc = gpt_memcpy_h2d(o->compute, ids, tokens, N * sizeof(int32_t))) ||
         (rc = gpt_memcpy_h2d(o->compute, ids + N, targets, N * sizeof(int32_t))))
         return rc;
     return GPT_OK;

@@ -38,10 +38,37 @@ void spans_free(stream_spans *sp)
     sp->cap = sp->n = 0;
 }
 
-void spans_reset(stream_spans *sp)
+/* Room for cap spans: the new slots' events created (on a failure those made are destroyed
+ * and the record keeps its room). */
+static int spans_grow(stream_spans *sp, int cap)
 {
+    gpt_event **events = realloc(sp->events, (size_t)cap * 2 * sizeof *events);
+    if (!events) return GPT_ERR_OOM;
+    sp->events = events;
+    int *kind = realloc(sp->kind, (size_t)cap * sizeof *kind);
+    if (!kind) return GPT_ERR_OOM;
+    sp->kind = kind;
+    for (int i = 2 * sp->cap; i < 2 * cap; i++) {
+        events[i] = NULL;
+        int rc = gpt_event_create(sp->be, &events[i]);
+        if (rc) {
+            while (i-- > 2 * sp->cap) gpt_event_destroy(events[i]);
+            return rc;
+        }
+    }
+    sp->cap = cap;
+    return GPT_OK;
+}
+
+int spans_reset(stream_spans *sp)
+{
+    /* The step before began more spans than there was room for (an engine's count of its
+     * spans is an estimate: l2l's on two ranks left out its gathers, and no step had busy
+     * times): room for all of them from this step on. */
+    const int rc = sp->overflow > 0 ? spans_grow(sp, sp->cap + sp->overflow) : GPT_OK;
     sp->n = 0;
     sp->overflow = 0;
+    return rc;
 }
 
 int span_begin(stream_spans *sp, gpt_stream *s, int kind, int *id)

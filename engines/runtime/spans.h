@@ -22,8 +22,9 @@ typedef struct stream_spans {
 
 int spans_init(stream_spans *sp, const gpt_backend *be, int cap);
 void spans_free(stream_spans *sp);
-/* Start a new iteration's record. */
-void spans_reset(stream_spans *sp);
+/* Start a new iteration's record; if the one before overflowed, with room for all it began
+ * (GPT_ERR_OOM or the event's error if that room could not be made). */
+int spans_reset(stream_spans *sp);
 /* Bracket work on s: begin gives the span's id (-1 when the record is full: that span is
  * then not counted), end takes it.  Spans on different streams may interleave. */
 int span_begin(stream_spans *sp, gpt_stream *s, int kind, int *id);

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Each run's busy times, predicted against measured: where a prediction's error comes from.
+
+    bench/busy_from_logs.py MACHINE_FILE RESULTS_DIR [RESULTS_DIR ...]
+
+Every run JSON under the RESULTS_DIRs that finished (status ok) and recorded its busy times
+(summary.per_rank_busy_ms: every rank's median, the first step left out) is predicted again by
+this tree's ./aebench from MACHINE_FILE: the run's own options (its "settings": what was given)
+with --predict --device cpu --machine (the file's rates, no device needed).  For each run it
+prints the predicted step against the measured one (the engine's steady-state median), then
+per resource (compute, h2d, d2h, the host Adam, collectives) the predicted busy time against
+each rank's measured one.  A step predicted right from wrong busy times is two errors that
+cancel; this shows which.
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AEBENCH = os.environ.get("AEBENCH", os.path.join(ROOT, "aebench"))
+# the run's own options that --predict does not take or that name the GPU machine's paths
+DROP = {"results", "iters", "log-interval", "device", "machine", "nvme-dir", "ckpt-dir", "resume"}
+# the prediction line's busy figures and the JSON's keys for them
+RESOURCES = (("compute", "compute"), ("h2d", "h2d"), ("d2h", "d2h"), ("host adam", "host_adam"),
+             ("collectives", "collectives"))
+
+
+def options_of(run):
+    """The run's given options as a command line."""
+    out = []
+    for key, value in run.get("settings", {}).items():
+        if key in DROP or value is False:
+            continue
+        out.append("--" + key)
+        if value is not True:
+            out.append(str(value))
+    return out
+
+
+def predicted(machine, opts):
+    """(step ms, {resource: busy ms}) of this tree's prediction, or None with why."""
+    p = subprocess.run([AEBENCH, "--predict", "--device", "cpu", "--machine", machine] + opts,
+                       capture_output=True, text=True)
+    rows = [l for l in p.stdout.splitlines() if l.startswith("predict ")]
+    if p.returncode != 0 or not rows:
+        return None, (p.stdout + p.stderr).strip().splitlines()[-1:] or ["exit %d" % p.returncode]
+    parts = rows[0].split("|")
+    busy = {}
+    for name, key in RESOURCES:
+        m = re.search(r"(?<![a-z])%s ([0-9.]+)" % name, parts[3] if len(parts) > 3 else "")
+        if m:
+            busy[key] = float(m.group(1))
+    return (float(rows[0].split()[2]), busy), None
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.stderr.write(__doc__)
+        return 2
+    machine, dirs = argv[1], argv[2:]
+    shown = 0
+    for f in sorted(f for d in dirs for f in glob.glob(os.path.join(d, "log_*.json"))):
+        run = json.load(open(f))
+        s = run.get("summary", {})
+        ranks = s.get("per_rank_busy_ms")
+        if run.get("status") != "ok" or not ranks:
+            continue
+        opts = options_of(run)
+        got, why = predicted(machine, opts)
+        label = " ".join(o for o in opts if o not in ("--device",))
+        measured = s.get("steady_median_ms", s.get("median_ms"))
+        if got is None:
+            print("%s: not predicted (%s)" % (label, why[0]))
+            continue
+        step, busy = got
+        print("\n%s\n" % label)
+        print("| | predicted ms | %s |" % " | ".join("rank %d ms" % r["rank"] for r in ranks))
+        print("|---|---|" + "---|" * len(ranks))
+        print("| step | %.1f | %s (%+.1f%%) |" % (step, "%.1f" % measured, 100 * (step / measured - 1)) +
+              " |" * (len(ranks) - 1))
+        for _, key in RESOURCES:
+            print("| %s | %.1f | %s |" % (key, busy.get(key, 0), " | ".join("%.1f" % r.get(key, 0) for r in ranks)))
+        shown += 1
+    print("\n%d run(s) with every rank's busy times" % shown)
+    return 0 if shown else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
