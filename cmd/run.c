@@ -734,7 +734,7 @@ static void gather_rank_figures(run_state *s)
 {
     rank_figures mine = {(double)s->gpu.budget.peak, (double)s->host.peak, (double)engine_plan_arena_gpu(&s->plan),
                          (double)s->plan.host_bytes, {0}};
-    for (int k = 0; k < BUSY_KINDS; k++) mine.busy_ms[k] = run_median_over_steps(s, STEP_BUSY + k);
+    for (int k = 0; k < BUSY_KINDS; k++) mine.busy_ms[k] = run_steady_median_over_steps(s, STEP_BUSY + k);
     rank_figures *all = calloc((size_t)s->world, sizeof *all);
     int any_failed = 1;
     if (comm_max_int(s->comm, !all, &any_failed) != 0 || any_failed ||

@@ -281,8 +281,9 @@ static void json_summary(cJSON *root, const run_state *s)
         cJSON_AddStringToObject(sum, "schedule_bound_is", last.name);
         if (bound > 0) cJSON_AddNumberToObject(sum, "ms_over_bound", med / bound);
     }
-    /* N ranks: every rank's median busy times (the steps after the first): the ranks of a job
-     * in step wait for the slowest, whose figures rank 0's own need not be */
+    /* N ranks: every rank's median busy times over the engine's steady steps (those of
+     * steady_median_ms, which a prediction is of): the ranks of a job in step wait for the
+     * slowest, whose figures rank 0's own need not be */
     if (s->per_rank && s->done > s->first && s->iters[s->done - 1].r.has_busy) {
         cJSON *ranks = cJSON_AddArrayToObject(sum, "per_rank_busy_ms");
         for (int r = 0; r < s->world; r++) {

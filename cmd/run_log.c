@@ -112,18 +112,18 @@ void run_describe_shape(const engine_config *ec, char *buf, size_t len)
              sh->seq, sh->batch, sh->vocab);
 }
 
-/* The median of `what` over the measured iterations, leaving out the first (it carries
- * one-time costs: first touch of memory, library warm-up) whenever there is more than one;
- * 0 when no step has it. */
-double run_median_over_steps(const run_state *s, int what)
+/* The median of `what` over the iterations s->iters[lo..done), those that have it, and how
+ * many did (*count, when not NULL). */
+static double median_from(const run_state *s, int lo, int what, int *count)
 {
-    const int n = s->done - s->first, skip = n > 1;
+    const int n = s->done - lo;
+    if (count) *count = 0;
     if (n <= 0) return 0;
     double *v = malloc(sizeof(double) * (size_t)n);
     if (!v) return what == STEP_MS ? s->iters[s->done - 1].ms : 0;
     int m = 0;
-    for (int i = skip; i < n; i++) {
-        const iter_record *it = &s->iters[s->first + i];
+    for (int i = lo; i < s->done; i++) {
+        const iter_record *it = &s->iters[i];
         if (what == STEP_MS) v[m++] = it->ms;
         else if (what == STEP_EXPOSED_COMM) {
             if (it->r.has_comm) v[m++] = it->r.exposed_comm_ms;
@@ -137,23 +137,36 @@ double run_median_over_steps(const run_state *s, int what)
     }
     const double med = m ? median_of(v, m) : 0;
     free(v);
+    if (count) *count = m;
     return med;
+}
+
+/* The median of `what` over the measured iterations, leaving out the first (it carries
+ * one-time costs: first touch of memory, library warm-up) whenever there is more than one;
+ * 0 when no step has it. */
+double run_median_over_steps(const run_state *s, int what)
+{
+    return median_from(s, s->first + (s->done - s->first > 1), what, NULL);
 }
 
 double run_median_iteration_ms(const run_state *s) { return run_median_over_steps(s, STEP_MS); }
 
+/* iteration i+1 is s->iters[i]; a resumed run has those from s->first on */
+static int steady_lo(const run_state *s)
+{
+    const int from = engine_steady_from(s->eng, &s->ec);
+    return from - 1 > s->first ? from - 1 : s->first;
+}
+
+double run_steady_median_over_steps(const run_state *s, int what)
+{
+    return median_from(s, steady_lo(s), what, NULL);
+}
+
 int run_steady_median_ms(const run_state *s, double *ms)
 {
-    *ms = 0;
-    /* iteration i+1 is s->iters[i]; a resumed run has those from s->first on */
-    const int from = engine_steady_from(s->eng, &s->ec), lo = from - 1 > s->first ? from - 1 : s->first;
-    const int n = s->done - lo;
-    if (n <= 0) return 0;
-    double *v = malloc(sizeof(double) * (size_t)n);
-    if (!v) return 0;
-    for (int i = 0; i < n; i++) v[i] = s->iters[lo + i].ms;
-    *ms = median_of(v, n);
-    free(v);
+    int n = 0;
+    *ms = median_from(s, steady_lo(s), STEP_MS, &n);
     return n;
 }
 

@@ -148,8 +148,10 @@ enum { STEP_MS, STEP_ROOFLINE, STEP_SCHEDULE_BOUND, STEP_EXPOSED_COMM, STEP_BUSY
  * 0 when no step has it.  run_median_iteration_ms: of STEP_MS. */
 double run_median_over_steps(const run_state *s, int what);
 double run_median_iteration_ms(const run_state *s);
-/* The median step (ms) over the iterations from the engine's steady state on
- * (engine_steady_from), into *ms, and how many there were (0: none yet, *ms 0). */
+/* The same over the iterations from the engine's steady state on (engine_steady_from: its
+ * warm-up left out, e.g. --dpu's first undelayed steps); run_steady_median_ms: the median step
+ * into *ms, and how many there were (0: none yet, *ms 0). */
+double run_steady_median_over_steps(const run_state *s, int what);
 int run_steady_median_ms(const run_state *s, double *ms);
 /* The run so far, for the engine's report hooks (engine.h): its lines go to this run's log. */
 engine_report run_report_of(run_state *s);

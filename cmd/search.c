@@ -873,12 +873,12 @@ typedef struct verified {
 } verified;
 
 /* The iterations each --verify run trains unless --iters is given: the steady state of every
- * engine (from iteration 7 at the latest: --dpu's) and 14 steps of it. */
+ * engine (from iteration 8 at the latest: --dpu's) and 13 steps of it. */
 #define VERIFY_ITERS "20"
 
 /* Where --iters is given, a run whose engine's steady state it would leave fewer than this
  * many steps of trains that many more (said on its line): with --iters 6 at l48 on two H200s,
- * zero-offload --dpu's "steady" median was its warm-up's, its steady state starting at 7. */
+ * zero-offload --dpu's "steady" median was its warm-up's, its steady state starting at 8. */
 #define VERIFY_MIN_STEADY 4
 
 /* --verify's top picks are predicted at least this far apart (relative): configurations the

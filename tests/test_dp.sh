@@ -286,6 +286,25 @@ print("ok" if ok else "bad: %s against rank 0 own %s" % (pr, mine))' "$(ls "$DP_
         dp_fail "zero-offload --dpu at 2 ranks" "$(paste <(dp_losses dpu2) <(dp_losses s0l) | tr '\n' ' ')"
     fi
     dp_close "zero-offload --dpu: 2 ranks ~ 1 rank, global batch 8" dpu1 dpu2 1e-5
+    # its every-rank busy times are its steady state's, as steady_median_ms is: the steps from
+    # steady_from_iteration on (the undelayed warm-up's update ran after each backward, not
+    # beside the next step), and they differ from the median over all steps after the first
+    dpu_busy=$(python3 -c 'import json, statistics, sys
+d = json.load(open(sys.argv[1])); s = d["summary"]; its = d["iterations"]
+steady = [it for it in its if it["iteration"] >= s["steady_from_iteration"]]
+keys = ("compute", "h2d", "d2h", "host_adam")
+mine = {k: statistics.median(it["busy_ms"][k] for it in steady) for k in keys}
+every = {k: statistics.median(it["busy_ms"][k] for it in its[1:]) for k in keys}
+pr = s.get("per_rank_busy_ms", [])
+ok = s["steady_from_iteration"] > 2 and len(steady) == s["steady_steps"] and len(pr) == 2 and \
+     all(abs(pr[0][k] - v) <= 1e-9 * max(1, v) for k, v in mine.items()) and mine != every
+print("ok" if ok else "bad: steady from %s, %s against the steady steps %s (all after the first %s)" % (
+    s.get("steady_from_iteration"), pr[:1], mine, every))' "$(ls "$DP_WORK"/dpu2/results/*.json | head -1)" 2>&1)
+    if [ "$dpu_busy" = ok ]; then
+        dp_pass "zero-offload --dpu at 2 ranks: every rank's busy times are the steady steps' medians (from steady_from_iteration)"
+    else
+        dp_fail "--dpu's busy times" "$dpu_busy"
+    fi
 
     # ---- micro-batches: two per rank -------------------------------------------------------
     # DDP and ZeRO-1 accumulate locally and reduce once: the same bits.  ZeRO-2/3 reduce-
