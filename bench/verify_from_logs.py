@@ -8,7 +8,9 @@ RESULTS_DIR the directory its runs wrote their JSONs to (matched to those lines 
 they were written), MACHINE_FILE the file the search predicted from.  Each run that finished
 is predicted again by this tree's ./aebench (bench/replay_predict.py's --predict: the same
 model as the search's where the tree is the one that ran) and set beside its measured time, the
-engine's steady-state median (its median where the run was shorter than its warm-up); then
+median over the engine's steady steps (busy_from_logs.steady_from: a zero-offload --dpu log
+from before its steady state began at 8 is taken from 8; its median where the run was shorter
+than its warm-up); then
 Kendall's tau, how many are within 10%, and the pick against the fastest measured.  With
 TRAINED_JSON, the trained runs (rank, picked, command, measured_ms) are written there, which
 bench/results keeps instead of the runs' logs.
@@ -20,6 +22,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import busy_from_logs  # noqa: E402
 import replay_predict  # noqa: E402
 
 # (a run whose --iters --verify raised says so after its command)
@@ -34,7 +37,7 @@ def trained(search_output, results_dir):
     for m, f in zip(lines, logs):
         d = json.load(open(f))
         s = d.get("summary", {})
-        meas = s.get("steady_median_ms") or s.get("median_ms")
+        meas = busy_from_logs.steady_busy(d)["step"] or s.get("median_ms")
         if d.get("status") != "ok" or not meas:
             continue
         rows.append({"rank": int(m.group(1)), "picked": m.group(2) or "top",

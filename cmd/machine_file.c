@@ -29,7 +29,10 @@
  *              "adam_h2d_gbs", "adam_d2h_gbs", "host_adam_h2d_ms_per_mparam",
  *              "host_adam_d2h_ms_per_mparam" (the pairs: PAIR_FIELDS), "host_adam_region_mparams"
  *              (the parameters the host Adam was swept over: a run's shard, on a GPU machine;
- *              optional: files from before it), "measured" },
+ *              optional: files from before it), "host_adam_block_ms_per_mparam" and
+ *              "host_adam_bf16_block_ms_per_mparam" (the update on one block timed again and
+ *              again, as files from before the region measured it: a record, not read),
+ *              "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
  *                  "gpu_adam_ms_per_mparam", "layer_recompute_selective_ms" (optional: files

@@ -167,6 +167,7 @@ int run_steady_median_ms(const run_state *s, double *ms)
 {
     int n = 0;
     *ms = median_from(s, steady_lo(s), STEP_MS, &n);
+    if (n == 0) *ms = 0;
     return n;
 }
 

@@ -177,11 +177,13 @@ else
 fi
 # ... but not rates whose host Adam swept a region more than 2x off this run's (the rate depends
 # on it: calibrate_host_region_params): a copy of the file saying 3x is measured again, its
-# compute entry kept; the region written back is this run's
+# compute entry kept; the region written back is this run's (the file records the rate on one
+# block timed again and again beside it)
 mkdir -p "$PR_WORK/res_region"
 python3 -c 'import json, sys
 d = json.load(open(sys.argv[1])); r = d["rates"]
-ok = r.get("host_adam_region_mparams", 0) > 0
+ok = r.get("host_adam_region_mparams", 0) > 0 and r.get("host_adam_block_ms_per_mparam", 0) > 0 and \
+     r.get("host_adam_bf16_block_ms_per_mparam", 0) > 0
 r["host_adam_region_mparams"] = 3 * r.get("host_adam_region_mparams", 1)
 json.dump(d, open(sys.argv[2], "w"))
 sys.exit(0 if ok else 1)' "$PR_FILE" "$PR_WORK/res_region/$(basename "$PR_FILE")"
@@ -193,7 +195,7 @@ if [ $rc -eq 0 ] && grep -q "copies, host Adam, host memory" "$PR_WORK/cal_regio
 a = json.load(open(sys.argv[1]))["rates"]["host_adam_region_mparams"]
 b = json.load(open(sys.argv[2]))["rates"]["host_adam_region_mparams"]
 sys.exit(0 if a == b else 1)' "$PR_FILE" "$PR_WORK/res_region/$(basename "$PR_FILE")"; then
-    pr_pass "--calibrate again where the file's host Adam swept a region 3x this run's: the rates measured again, the entry kept"
+    pr_pass "--calibrate again where the file's host Adam swept a region 3x this run's: the rates measured again, the entry kept (the one block's rates recorded beside)"
 else
     pr_fail "--calibrate over another region" "exit $rc: $(cat "$PR_WORK/cal_region.out")"
 fi

@@ -1303,6 +1303,40 @@ static void test_spans_exposed(void **state)
     gpt_cpu_backend_destroy(be);
 }
 
+/* A step that began more spans than the record had room for counts only those that fit (its
+ * busy times are then not reported: offload_streams_busy); the next step's reset makes room for
+ * all it began, and those it begins are all counted. */
+static void test_spans_grow(void **state)
+{
+    (void)state;
+    gpt_backend *be = NULL;
+    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
+    stream_spans sp;
+    assert_int_equal(spans_init(&sp, be, 2), GPT_OK);
+    gpt_stream *s = NULL;
+    assert_int_equal(be->ops->stream_create(be, &s), GPT_OK);
+    for (int step = 0; step < 3; step++) {
+        assert_int_equal(spans_reset(&sp), GPT_OK);
+        int ids[5];
+        for (int i = 0; i < 5; i++) {
+            assert_int_equal(span_begin(&sp, s, i % 2, &ids[i]), GPT_OK);
+            assert_int_equal(span_end(&sp, s, ids[i]), GPT_OK);
+        }
+        assert_int_equal(gpt_stream_sync(s), GPT_OK);
+        double busy[2] = {0, 0};
+        assert_int_equal(spans_sum(&sp, busy, 2), GPT_OK);
+        /* the first step: 2 of 5 (ids -1 past them), 3 over; then all 5 in room for 5 */
+        assert_int_equal(spans_count(&sp), step == 0 ? 2 : 5);
+        assert_int_equal(sp.overflow, step == 0 ? 3 : 0);
+        assert_int_equal(ids[4], step == 0 ? -1 : 4);
+        assert_int_equal(sp.cap, step == 0 ? 2 : 5);
+        assert_true(busy[0] >= 0 && busy[1] >= 0);
+    }
+    spans_free(&sp);
+    be->ops->stream_destroy(s);
+    gpt_cpu_backend_destroy(be);
+}
+
 /* Graphs: a replay records the spans its capture began (same ids), so the record moves past
  * them (spans_move) only from where the capture began it; and a group's operations captured
  * with a graph count their bytes at each replay (coll_replayed), not at the capture.  (One
@@ -1388,6 +1422,7 @@ int main(void)
         cmocka_unit_test(test_predict_overlap_from_spans),
         cmocka_unit_test(test_predict_settles_on_pairs),
         cmocka_unit_test(test_spans_exposed),
+        cmocka_unit_test(test_spans_grow),
         cmocka_unit_test(test_spans_move_and_replayed_collectives),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
