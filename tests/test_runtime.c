@@ -1303,6 +1303,21 @@ static void test_spans_exposed(void **state)
     gpt_cpu_backend_destroy(be);
 }
 
+/* A CPU backend, a record of cap spans and one stream on it (the spans tests' setting), and its
+ * release. */
+static void spans_on_one_stream(gpt_backend **be, stream_spans *sp, int cap, gpt_stream **s)
+{
+    assert_int_equal(gpt_cpu_backend_create(be, 1), GPT_OK);
+    assert_int_equal(spans_init(sp, *be, cap), GPT_OK);
+    assert_int_equal((*be)->ops->stream_create(*be, s), GPT_OK);
+}
+static void spans_on_one_stream_close(gpt_backend *be, stream_spans *sp, gpt_stream *s)
+{
+    spans_free(sp);
+    be->ops->stream_destroy(s);
+    gpt_cpu_backend_destroy(be);
+}
+
 /* A step that began more spans than the record had room for counts only those that fit (its
  * busy times are then not reported: offload_streams_busy); the next step's reset makes room for
  * all it began, and those it begins are all counted. */
@@ -1310,11 +1325,9 @@ static void test_spans_grow(void **state)
 {
     (void)state;
     gpt_backend *be = NULL;
-    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
     stream_spans sp;
-    assert_int_equal(spans_init(&sp, be, 2), GPT_OK);
     gpt_stream *s = NULL;
-    assert_int_equal(be->ops->stream_create(be, &s), GPT_OK);
+    spans_on_one_stream(&be, &sp, 2, &s);
     for (int step = 0; step < 3; step++) {
         assert_int_equal(spans_reset(&sp), GPT_OK);
         int ids[5];
@@ -1332,9 +1345,7 @@ static void test_spans_grow(void **state)
         assert_int_equal(sp.cap, step == 0 ? 2 : 5);
         assert_true(busy[0] >= 0 && busy[1] >= 0);
     }
-    spans_free(&sp);
-    be->ops->stream_destroy(s);
-    gpt_cpu_backend_destroy(be);
+    spans_on_one_stream_close(be, &sp, s);
 }
 
 /* Graphs: a replay records the spans its capture began (same ids), so the record moves past
@@ -1347,11 +1358,9 @@ static void test_spans_move_and_replayed_collectives(void **state)
 {
     (void)state;
     gpt_backend *be = NULL;
-    assert_int_equal(gpt_cpu_backend_create(&be, 1), GPT_OK);
     stream_spans sp;
-    assert_int_equal(spans_init(&sp, be, 4), GPT_OK);
     gpt_stream *s = NULL;
-    assert_int_equal(be->ops->stream_create(be, &s), GPT_OK);
+    spans_on_one_stream(&be, &sp, 4, &s);
     int id;
     assert_int_equal(span_begin(&sp, s, 0, &id), GPT_OK);
     assert_int_equal(span_end(&sp, s, id), GPT_OK);
@@ -1389,9 +1398,7 @@ static void test_spans_move_and_replayed_collectives(void **state)
     assert_int_equal(gpt_stream_sync(s), GPT_OK);
     coll_close(g);
     be->ops->dev_free(be, buf);
-    spans_free(&sp);
-    be->ops->stream_destroy(s);
-    gpt_cpu_backend_destroy(be);
+    spans_on_one_stream_close(be, &sp, s);
 }
 
 int main(void)
