@@ -19,6 +19,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -43,9 +44,10 @@ def options_of(run):
     return out
 
 
-def median(v):
-    v = sorted(v)
-    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else None
+def median(values):
+    """statistics.median, None of none."""
+    v = list(values)
+    return statistics.median(v) if v else None
 
 
 def steady_from(run):

@@ -443,6 +443,21 @@ static int run_host_copy(void *p)
     return 0;
 }
 
+/* The host Adam's rate (ms per M parameters) on h's blocks from where h is: fp32, then bf16
+ * (the bf16 engines' update, writing the working copy w too: 30 B a parameter, not 28), each
+ * timed by every rank at once. */
+static void host_adam_rates(host_ctx h, uint16_t *w, int *bad, int gpu, const comm_world *ranks, double *fp32,
+                            double *bf16)
+{
+    const double mparams = h.job.n / 1e6;
+    h.w = NULL;
+    *bad |= calibrate_in_step(ranks);
+    *fp32 = host_ms_in_step(run_host_adam, &h, bad, gpu, ranks) / mparams;
+    h.w = w;
+    *bad |= calibrate_in_step(ranks);
+    *bf16 = host_ms_in_step(run_host_adam, &h, bad, gpu, ranks) / mparams;
+}
+
 static size_t host_adam_block(int gpu) { return (size_t)(gpu ? 64 : 16) << 20; }
 
 /* How many parameters the host Adam's measurement sweeps on a GPU machine: the run's shard of
@@ -574,36 +589,20 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
         host_ctx h = {pool,
                       {.n = n, .n_decay = n / 2, .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f},
                       p, g, m, v, NULL, region, 0};
-        bad |= calibrate_in_step(ranks);
-        const double adam_ms = host_ms_in_step(run_host_adam, &h, &bad, gpu, ranks);
-        adam = adam_ms / (n / 1e6);
-        /* the bf16 engines' update: the same, writing the bf16 working copy too (30 B per
-         * parameter, not 28) */
-        if (w) {
-            host_ctx hw = h;
-            hw.w = w;
-            bad |= calibrate_in_step(ranks);
-            adam_bf16 = host_ms_in_step(run_host_adam, &hw, &bad, gpu, ranks) / (n / 1e6);
-        }
+        host_adam_rates(h, w, &bad, gpu, ranks, &adam, &adam_bf16);
         /* for the record, the same on one block timed again and again (the region one block):
          * what every calibration measured before the region, and which rate each engine's
          * update follows is for a GPU call to show (on two H200s at l48 zero-infinity's, over
          * its whole shard, ran 0.30 ms per M, stronghold's, over 1,007 M, 0.39, the block
          * 0.38) */
         host_ctx one_block = h;
-        one_block.region = n, one_block.at = 0;
-        bad |= calibrate_in_step(ranks);
-        adam_block = host_ms_in_step(run_host_adam, &one_block, &bad, gpu, ranks) / (n / 1e6);
-        if (w) {
-            one_block.w = w;
-            bad |= calibrate_in_step(ranks);
-            adam_bf16_block = host_ms_in_step(run_host_adam, &one_block, &bad, gpu, ranks) / (n / 1e6);
-        }
+        one_block.region = n;
+        host_adam_rates(one_block, w, &bad, gpu, ranks, &adam_block, &adam_bf16_block);
         bad |= calibrate_in_step(ranks);
         copy = n * sizeof *p / (host_ms_in_step(run_host_copy, &h, &bad, gpu, ranks) * 1e6);
         /* as many copies each way as three Adam runs take alone, so the two overlap */
         enum { BUSY_ADAM_RUNS = 3 };
-        const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam_ms / both_ms + 0.5) : 1;
+        const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam * (n / 1e6) / both_ms + 0.5) : 1;
         bad |= calibrate_in_step(ranks);
         bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, &busy_h2d,
                             &busy_d2h, &busy_adam) != 0;
@@ -650,7 +649,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     cJSON_AddNumberToObject(rates, "host_copy_gbs", copy);
     cJSON_AddNumberToObject(rates, "host_adam_region_mparams", region / 1e6);
     cJSON_AddNumberToObject(rates, "host_adam_block_ms_per_mparam", adam_block);
-    if (adam_bf16_block > 0) cJSON_AddNumberToObject(rates, "host_adam_bf16_block_ms_per_mparam", adam_bf16_block);
+    cJSON_AddNumberToObject(rates, "host_adam_bf16_block_ms_per_mparam", adam_bf16_block);
     /* the memory a run could plan with: the device's free memory and 90% of the host's
      * available memory (the run's defaults, run_resolve_budgets) */
     size_t gfree = 0, gtotal = 0, havail = 0;
