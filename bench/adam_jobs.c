@@ -8,7 +8,12 @@
  * Unix time to wait for), each its own pool, the ranks of a machine sharing its host memory.
  *
  *   build/bench/adam_jobs [--threads N] [--total-m M] [--sizes-m 16,25,64,101] [--start UNIX]
+ *                         [--sweep-m S] [--fp32]
  * Prints, per size: jobs, ms per job (median and fastest of the sweeps), ms per M parameters.
+ * --sweep-m: the jobs sweep only the region's first S M parameters (is it the region's size
+ * or the part swept that sets the rate?); --fp32: the update without the bf16 copy (28 B a
+ * parameter, not 30).  The host's available memory (MemAvailable) is printed before and after
+ * the region is allocated: a calibration sizes its region by it.
  */
 #include "../engines/runtime/cpu_adam.h"
 #include "../engines/runtime/timer.h"
@@ -23,6 +28,19 @@
 
 enum { SWEEPS = 5, MAX_SIZES = 16 };
 
+/* MemAvailable in GB, -1 where /proc/meminfo has none */
+static double mem_available_gb(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024 / 1e9;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -32,12 +50,17 @@ static int cmp_double(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     int threads = 0;
-    double total_m = 1024;
+    double total_m = 1024, sweep_m = 0;
     long start = 0;
+    int fp32 = 0;
     double sizes_m[MAX_SIZES] = {16, 25, 64, 101};
     int nsizes = 4;
     for (int i = 1; i < argc; i++) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--fp32") == 0) {
+            fp32 = 1;
+            continue;
+        }
         if (!val) {
             fprintf(stderr, "adam_jobs: %s wants a value\n", argv[i]);
             return 2;
@@ -45,17 +68,21 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--threads") == 0) threads = atoi(val);
         else if (strcmp(argv[i], "--total-m") == 0) total_m = atof(val);
         else if (strcmp(argv[i], "--start") == 0) start = atol(val);
+        else if (strcmp(argv[i], "--sweep-m") == 0) sweep_m = atof(val);
         else if (strcmp(argv[i], "--sizes-m") == 0) {
             nsizes = 0;
             for (char *s = argv[i + 1], *tok; nsizes < MAX_SIZES && (tok = strtok(s, ",")); s = NULL)
                 sizes_m[nsizes++] = atof(tok);
         } else {
-            fprintf(stderr, "usage: %s [--threads N] [--total-m M] [--sizes-m A,B,...] [--start UNIX]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--total-m M] [--sizes-m A,B,...] [--start UNIX] [--sweep-m S] [--fp32]\n",
+                    argv[0]);
             return 2;
         }
         i++;
     }
     const size_t total = (size_t)(total_m * 1e6);
+    const size_t swept = sweep_m > 0 && sweep_m < total_m ? (size_t)(sweep_m * 1e6) : total;
+    const double avail_before = mem_available_gb();
     float *p = NULL, *g = NULL, *m = NULL, *v = NULL;
     uint16_t *w = NULL;
     cpu_adam *pool = NULL;
@@ -66,12 +93,14 @@ int main(int argc, char **argv)
         return 1;
     }
     while (start > 0 && time(NULL) < start) usleep(10000);
-    printf("pid %d: %d threads, a region of %.0f M parameters\n", (int)getpid(), cpu_adam_threads(pool), total_m);
+    printf("pid %d: %d threads, a region of %.0f M parameters, %.0f M of it swept, %s; MemAvailable %.1f GB before, %.1f after\n",
+           (int)getpid(), cpu_adam_threads(pool), total_m, swept / 1e6, fp32 ? "fp32" : "bf16 copy written", avail_before,
+           mem_available_gb());
     printf("| job M params | jobs a sweep | ms a job, median | fastest | ms per M, median |\n|---|---|---|---|---|\n");
     int step = 1;
     for (int s = 0; s < nsizes; s++) {
         const size_t n = (size_t)(sizes_m[s] * 1e6);
-        const size_t jobs = n > 0 ? total / n : 0;
+        const size_t jobs = n > 0 ? swept / n : 0;
         if (jobs == 0) continue;
         double per_job[SWEEPS];
         for (int r = 0; r < SWEEPS; r++) {
@@ -80,7 +109,7 @@ int main(int argc, char **argv)
                 const size_t at = k * n;
                 const cpu_adam_job job = {.params = p + at, .grads = g + at, .m = m + at, .v = v + at, .n = n,
                                           .n_decay = n / 2, .optim = gpt_optim_default(), .lr = 1e-4f, .t = step++,
-                                          .grad_scale = 1.0f, .params_bf16 = w + at};
+                                          .grad_scale = 1.0f, .params_bf16 = fp32 ? NULL : w + at};
                 if (cpu_adam_run(pool, &job) != 0) {
                     fprintf(stderr, "adam_jobs: the pool failed\n");
                     return 1;
