@@ -44,7 +44,7 @@ read -r -a shape <<<"${SHAPE:---device cuda -h 2048} --global-batch $((4 * ranks
 # A machine calibrated by an earlier call on the same (still warm) machine is not calibrated
 # again: its file is kept in $cal_cache, one per ranks and shape (a file calibrated at h2048
 # predicts nothing at h4096).
-cal_cache=/tmp/aebench-search-cal-$ranks-$(printf '%s' "${shape[*]}" | md5sum | cut -c1-12)
+cal_cache=/tmp/aebench-search-cal-$ranks-$(printf '%s' "${shape[*]} ${models[0]}" | md5sum | cut -c1-12)
 mkdir -p "$work/res"
 if ls "$cal_cache"/machine_*.json >/dev/null 2>&1; then
     cp "$cal_cache"/machine_*.json "$work/res"/
@@ -53,12 +53,21 @@ if ls "$cal_cache"/machine_*.json >/dev/null 2>&1; then
 else
     skip_cal=0
 fi
+# The host Adam is timed swept over the shard of the model --calibrate is given (its -l): the
+# first model's layers, not the default 16 (until 2026-11-30f this passed none, and the l48
+# calls swept 1,678 M parameters a rank where the runs' shard was 4,938 M).
+cal_layers=()
+read -r _ first_opts <<<"${models[0]}"
+read -r -a fo <<<"$first_opts"
+for ((i = 0; i + 1 < ${#fo[@]}; i++)); do
+    case "${fo[$i]}" in -l | --layers) cal_layers=(-l "${fo[$((i + 1))]}") ;; esac
+done
 # (one call: --calibrate measures every micro-batch of the global batch, b 1, 2, 4)
-[ "$skip_cal" = 1 ] || ./aebench --calibrate "${shape[@]}" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
+[ "$skip_cal" = 1 ] || ./aebench --calibrate "${shape[@]}" "${cal_layers[@]}" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
     { tail -n 5 "$work/calibrate.txt"; exit 1; }
 if [ "$ranks" -gt 1 ] && [ "$skip_cal" = 0 ]; then
     # the collectives at that world, and each rank's rates with every rank at work
-    ./aebench --calibrate --ranks "$ranks" "${shape[@]}" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
+    ./aebench --calibrate --ranks "$ranks" "${shape[@]}" "${cal_layers[@]}" --results "$work/res" >>"$work/calibrate.txt" 2>&1 ||
         { tail -n 5 "$work/calibrate.txt"; exit 1; }
 fi
 [ "$ranks" -gt 1 ] && shape+=(--ranks "$ranks")
