@@ -48,6 +48,13 @@ int machine_load(const char *path, const engine_config *cfg, machine_rates *out,
  * stand-in for a device, on this machine), its device memory too. */
 void machine_budgets(const run_config *run_cfg, const machine_rates *m, int local, int shared_device, size_t *gpu,
                      size_t *host);
+/* Whether m's host Adam rate was measured over a region far from cfg's shard of the parameters
+ * (every parameter on one rank, 1/N on N ranks): more than 2x off either way, on a GPU machine,
+ * where --calibrate sweeps the run's shard (the CPU backend times one block).  Then `note` has
+ * one line saying so (the rate depends on the region on some machines: two H200 processes ran
+ * 0.44-0.47 ms per M parameters over 858 M and 0.31-0.32 over 4,930 M, and a calibration of
+ * the default 16 layers' shard priced l48's updates 16-19% long). */
+int machine_region_note(const machine_rates *m, const engine_config *cfg, char *note, size_t len);
 /* --predict: every engine asked (or run_cfg's one), its prediction and plan printed.  Exit code. */
 int machine_predict(const run_config *run_cfg, const machine_rates *m, size_t gpu_budget, size_t host_budget);
 

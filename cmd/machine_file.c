@@ -245,7 +245,8 @@ static int rates_from(const cJSON *o, const char *where, int n, const char *path
         if (optional_field(o, where, PAIR_FIELDS[i], path, &pair[i], 0, err, errlen)) return -1;
     out->both_h2d_gbs = pair[0], out->both_d2h_gbs = pair[1], out->adam_h2d_gbs = pair[2], out->adam_d2h_gbs = pair[3];
     out->host_adam_h2d_ms_per_mparam = pair[4], out->host_adam_d2h_ms_per_mparam = pair[5];
-    return 0;
+    out->host_adam_region_mparams = 0; /* (this object's own, or none recorded) */
+    return optional_field(o, where, "host_adam_region_mparams", path, &out->host_adam_region_mparams, 0, err, errlen);
 }
 
 /* Whether e, an entry of a per-directory list, is dir's (dir "": no entry is). */

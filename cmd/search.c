@@ -1222,6 +1222,17 @@ static int setup(search *s, const child_result *pr)
     return 0;
 }
 
+/* machine_region_note at the model searched (any loaded entry's rates: they are the
+ * machine's, not the micro-batch's) */
+static int region_note(const search *s, int layers, char *note, size_t len)
+{
+    engine_config c = s->run_cfg->eng;
+    c.shape = s->shape, c.shape.layers = layers, c.world = s->world;
+    for (int i = 0; i < s->nbatches; i++)
+        if (s->rates[i].loaded) return machine_region_note(&s->rates[i].m, &c, note, len);
+    return 0;
+}
+
 static void print_header(const search *s, int layers)
 {
     char g[32], h[32], d[32];
@@ -1236,6 +1247,8 @@ static void print_header(const search *s, int layers)
     for (int i = 0; i < s->nengines; i++) printf("%s%s", i ? ", " : " ", s->engines[i]->name);
     printf("\nsearch: budgets per rank: GPU %s, host %s, disk %s%s%s; machine file %s\n", g, h,
            s->disk_known ? d : "none", s->disk_known ? " at " : "", s->disk_known ? s->nvme_dir : "", s->machine);
+    char note[400];
+    if (region_note(s, layers, note, sizeof note)) printf("search: note: %s\n", note);
 }
 
 static cJSON *header_json(const search *s, int layers)
@@ -1261,6 +1274,8 @@ static cJSON *header_json(const search *s, int layers)
     if (s->disk_known) cJSON_AddNumberToObject(b, "disk_bytes", (double)s->budget[TIER_DISK]);
     else cJSON_AddNullToObject(b, "disk_bytes");
     if (s->disk_known) cJSON_AddStringToObject(b, "disk_dir", s->nvme_dir);
+    char note[400];
+    if (region_note(s, layers, note, sizeof note)) cJSON_AddStringToObject(o, "calibration_note", note);
     return o;
 }
 

@@ -368,6 +368,9 @@ typedef struct machine_rates {
     double overlap[BUSY_KINDS][BUSY_KINDS];
     int host_threads;
     double host_copy_gbs;
+    /* the parameters a rank's host Adam was swept over when these rates were measured (0: not
+     * recorded: a file from before, or the CPU backend's one block): machine_region_note */
+    double host_adam_region_mparams;
     double gpu_bytes, host_bytes; /* what a run could plan with there (free GPU, 90% of host) */
     int gpu_backend; /* the file is a GPU machine's ("backend": "cuda"): its ranks talk by NCCL */
     /* the collectives among coll_world ranks (0: none calibrated for the run's world): each

@@ -706,6 +706,37 @@ print("" if ok else "[%s: cpu %r gpu %r, want +%d GiB] " % (sys.argv[4], cpu, gp
     else
         pr_fail "NCCL's reserve in the plans" "$nr"
     fi
+    # the region a GPU machine's host Adam was swept over against the model's shard: more than
+    # 2x off either way, --predict and --search say so in one line (and the search's JSON); at
+    # the shard, or on the CPU backend's file (one block timed), they do not.  (The CPU
+    # calibration's one 16 M block is far above this model's shard: res1gpu is off.)
+    shard=$(cd "$PR_WORK" && "$PR_BIN" --predict "${PR1[@]}" --math fp32 -m megatron-lm --ranks 2 --results res1gpu 2>&1 |
+        sed -n "s/^predict: note: .*this model's shard is \([0-9.]*\) M: .*/\1/p")
+    mkdir -p "$PR_WORK/res1reg" "$PR_WORK/res1regs"
+    python3 - "$(ls "$PR_WORK"/res1gpu/machine_*.json | head -n 1)" "$PR_WORK" "${shard:-0}" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+for name, region in (("res1reg", float(sys.argv[3])), ("res1regs", float(sys.argv[3]) / 3)):
+    for r in [d["rates"]] + [e["rates"] for e in d["collectives"] if "rates" in e]:
+        r["host_adam_region_mparams"] = region
+    json.dump(d, open(os.path.join(sys.argv[2], name, os.path.basename(sys.argv[1])), "w"))
+PY
+    notes=""
+    for res in res1gpu res1reg res1regs res1f1; do
+        n=$(cd "$PR_WORK" && "$PR_BIN" --predict "${PR1[@]}" --math fp32 -m megatron-lm --ranks 2 --results "$res" 2>&1 |
+            grep -c "^predict: note: the machine file's host Adam rate was swept over ")
+        s=$(cd "$PR_WORK" && "$PR_BIN" --search "${PR1[@]}" --math fp32 -m megatron-lm --ranks 2 --results "$res" 2>&1 |
+            grep -c "^search: note: the machine file's host Adam rate was swept over ")
+        j=$(python3 -c 'import glob, json, sys
+f = sorted(glob.glob(sys.argv[1] + "/search_*.json"))[-1]
+print(int("calibration_note" in json.load(open(f))["search"]))' "$PR_WORK/$res" 2>/dev/null)
+        notes+="$res:$n$s$j "
+    done
+    if [ -n "$shard" ] && [ "$notes" = "res1gpu:111 res1reg:000 res1regs:111 res1f1:000 " ]; then
+        pr_pass "a GPU machine's host Adam swept over a region more than 2x off the model's shard ($shard M a rank): --predict and --search say so (and the search's JSON); at the shard, or on the CPU backend, not"
+    else
+        pr_fail "the calibrated region against the shard" "shard '$shard', notes $notes"
+    fi
     # micro-batches after the first bring each layer's sum so far up on the collectives' stream,
     # behind its reduce-scatter, on N ranks (layer_work_add_earlier): with the collectives
     # bounding the step, two micro-batches take longer than twice one by a good part of those
