@@ -484,6 +484,43 @@ static size_t calibrate_host_region_params(const run_config *run_cfg, const comm
     return (size_t)(blocks > 1 ? blocks : 1) * block;
 }
 
+/* The host Adam's time with the GPU's compute beside it, over its time alone: ADAM_BESIDE_RUNS
+ * updates queued on the pool, alone and then while this thread issues one layer's backward
+ * after another on the compute stream and waits for each, as an engine's host thread waits on
+ * the GPU in a step (CUDA's default wait spins on a core); each timed by the pool's busy time,
+ * every rank in step.  On two H200s at l48 the updates the compute ran beside for 27-61% of
+ * their time ran 13-32% slower than those it hardly ran beside (pred_host_adam_ms).  At least
+ * 1; 0 on failure. */
+enum { ADAM_BESIDE_RUNS = 3 };
+static double measure_adam_under_compute(const run_config *run_cfg, gpt_backend *be, host_ctx *h, int gpu,
+                                         const comm_world *ranks)
+{
+    compute_bufs b;
+    int bad = calibrate_any_failed(ranks, calibrate_compute_ctx_open(run_cfg, be, &b) != 0);
+    double alone[REPS] = {0}, beside[REPS] = {0};
+    for (int r = 0; r < REPS; r++) /* (a rank that failed still makes every barrier) */
+        for (int with_compute = 0; with_compute < 2; with_compute++) {
+            bad |= calibrate_in_step(ranks);
+            if (bad) continue;
+            (void)cpu_adam_take_busy_ms(h->pool);
+            uint64_t ticket = 0;
+            for (int k = 0; k < ADAM_BESIDE_RUNS && !bad; k++) {
+                next_block(h);
+                bad |= cpu_adam_submit(h->pool, &h->job, &ticket) != 0;
+            }
+            while (!bad && with_compute && !cpu_adam_done(h->pool, ticket)) {
+                calibrate_run_layer_bwd(&b.c);
+                bad |= gpt_stream_sync(b.c.s) != 0;
+            }
+            bad |= cpu_adam_wait(h->pool, ticket) != 0;
+            (with_compute ? beside : alone)[r] = cpu_adam_take_busy_ms(h->pool);
+        }
+    calibrate_compute_ctx_close(be, &b);
+    const double alone_ms = host_rate_of(alone, gpu, ranks, &bad), beside_ms = host_rate_of(beside, gpu, ranks, &bad);
+    if (bad || alone_ms <= 0) return 0;
+    return beside_ms > alone_ms ? beside_ms / alone_ms : 1.0;
+}
+
 /* The offload engines' steady state: copies and the host Adam at once, drawing on host
  * memory's bandwidth (on the H100 machine each of the three was about 1.4x slower than alone,
  * which is what predictions from the separate rates missed).  `copies` go in flight on each
@@ -574,7 +611,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     bad = calibrate_any_failed(ranks, bad);
     double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
     double adam_h2d = 0, adam_d2h = 0, adam_with_h2d = 0, adam_with_d2h = 0, unused = 0;
-    double adam_block = 0, adam_bf16_block = 0;
+    double adam_block = 0, adam_bf16_block = 0, adam_under_compute = 0;
     if (!bad) {
         copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
@@ -614,6 +651,9 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
         bad |= calibrate_in_step(ranks);
         bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, &unused, &adam_d2h,
                             &adam_with_d2h) != 0;
+        bad |= calibrate_any_failed(ranks, bad);
+        if (!bad) adam_under_compute = measure_adam_under_compute(run_cfg, be, &h, gpu, ranks);
+        bad |= adam_under_compute <= 0;
     }
     const int threads = pool ? cpu_adam_threads(pool) : 0;
     if (pool) cpu_adam_destroy(pool);
@@ -650,6 +690,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     cJSON_AddNumberToObject(rates, "host_adam_region_mparams", region / 1e6);
     cJSON_AddNumberToObject(rates, "host_adam_block_ms_per_mparam", adam_block);
     cJSON_AddNumberToObject(rates, "host_adam_bf16_block_ms_per_mparam", adam_bf16_block);
+    cJSON_AddNumberToObject(rates, "host_adam_under_compute", adam_under_compute);
     /* the memory a run could plan with: the device's free memory and 90% of the host's
      * available memory (the run's defaults, run_resolve_budgets) */
     size_t gfree = 0, gtotal = 0, havail = 0;

@@ -319,10 +319,11 @@ int machine_calibrate_collectives(const run_config *run_cfg, gpt_backend *be, co
         cJSON_AddItemToObject(entry, "checkpoint_dir", ckpt);
     }
     printf("calibrate: every rank at once, each: host->gpu %.1f GB/s, gpu->host %.1f GB/s, host Adam %.3f ms per M "
-           "params (%d threads)\n", cJSON_GetObjectItem(shared, "h2d_gbs")->valuedouble,
+           "params (%d threads; %.2fx beside a layer's backward)\n", cJSON_GetObjectItem(shared, "h2d_gbs")->valuedouble,
            cJSON_GetObjectItem(shared, "d2h_gbs")->valuedouble,
            cJSON_GetObjectItem(shared, "host_adam_ms_per_mparam")->valuedouble,
-           cJSON_GetObjectItem(shared, "host_threads")->valueint);
+           cJSON_GetObjectItem(shared, "host_threads")->valueint,
+           cJSON_GetObjectItem(shared, "host_adam_under_compute")->valuedouble);
     cJSON_AddNumberToObject(entry, "measured", (double)time(NULL));
     cJSON_AddItemToArray(list, entry);
     const int code = machine_file_write(root, path);

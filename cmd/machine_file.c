@@ -32,6 +32,8 @@
  *              optional: files from before it), "host_adam_block_ms_per_mparam" and
  *              "host_adam_bf16_block_ms_per_mparam" (the update on one block timed again and
  *              again, as files from before the region measured it: a record, not read),
+ *              "host_adam_under_compute" (the host Adam beside the GPU's compute over alone, at
+ *              least 1; optional: files from before it, and the CPU backend's),
  *              "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
@@ -245,8 +247,9 @@ static int rates_from(const cJSON *o, const char *where, int n, const char *path
         if (optional_field(o, where, PAIR_FIELDS[i], path, &pair[i], 0, err, errlen)) return -1;
     out->both_h2d_gbs = pair[0], out->both_d2h_gbs = pair[1], out->adam_h2d_gbs = pair[2], out->adam_d2h_gbs = pair[3];
     out->host_adam_h2d_ms_per_mparam = pair[4], out->host_adam_d2h_ms_per_mparam = pair[5];
-    out->host_adam_region_mparams = 0; /* (this object's own, or none recorded) */
-    return optional_field(o, where, "host_adam_region_mparams", path, &out->host_adam_region_mparams, 0, err, errlen);
+    out->host_adam_region_mparams = 0, out->host_adam_under_compute = 0; /* (this object's own, or none) */
+    return optional_field(o, where, "host_adam_region_mparams", path, &out->host_adam_region_mparams, 0, err, errlen) ||
+           optional_field(o, where, "host_adam_under_compute", path, &out->host_adam_under_compute, 1, err, errlen);
 }
 
 /* Whether e, an entry of a per-directory list, is dir's (dir "": no entry is). */

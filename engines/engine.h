@@ -363,11 +363,15 @@ typedef struct machine_rates {
     double both_h2d_gbs, both_d2h_gbs, adam_h2d_gbs, adam_d2h_gbs;
     double host_adam_h2d_ms_per_mparam, host_adam_d2h_ms_per_mparam;
     /* Of resource i's busy time, the share during which resource j is busy too (the host-memory
-     * users: copies, host Adam), as the step's walk has them side by side: pred_settle finds
-     * it, and each piece's rate follows from it (pred_contended_ms). */
+     * users: copies, host Adam; and the compute beside the host Adam), as the step's walk has
+     * them side by side: pred_settle finds it, and each piece's rate follows from it
+     * (pred_contended_ms, pred_host_adam_ms). */
     double overlap[BUSY_KINDS][BUSY_KINDS];
     int host_threads;
     double host_copy_gbs;
+    /* the host Adam's time with the GPU's compute running beside it, over its time alone (0: a
+     * file from before it was measured, or the CPU backend's: not applied): pred_host_adam_ms */
+    double host_adam_under_compute;
     /* the parameters a rank's host Adam was swept over when these rates were measured (0: not
      * recorded: a file from before, or the CPU backend's one block): machine_region_note */
     double host_adam_region_mparams;
@@ -444,7 +448,7 @@ typedef struct engine_prediction {
      * (machine_rates.coll_load) */
     double coll_beside[PRED_COLL_KINDS];
     /* of resource i's busy time in the step, the share resource j was busy too (the host-memory
-     * users: predict.h's pred_done; machine_rates.overlap) */
+     * users, and the compute beside the host Adam: predict.h's pred_done; machine_rates.overlap) */
     double overlap[BUSY_KINDS][BUSY_KINDS];
     char why[160];              /* when not modelled: why */
 } engine_prediction;

@@ -72,7 +72,7 @@ pr_rows() {
 }
 # pr_flat DIR FILE: a copy of the machine file FILE in $PR_WORK/DIR whose host-memory users do
 # not slow each other (every rate beside others, its own and each world's, equal to the rate
-# alone): the checks that isolate one rate (the 2-rank share, the bf16 update, --dpu's place)
+# alone; nor the compute the host Adam): the checks that isolate one rate (the 2-rank share, the bf16 update, --dpu's place)
 # then see that rate alone, whatever the walk puts side by side; the contention is checked on
 # its own (host memory's load, below, and test_runtime's predict tests).
 pr_flat() {
@@ -87,6 +87,7 @@ def flat(r):
                                                "host_adam_d2h_ms_per_mparam"))):
         for b in bs:
             if a in r: r[b] = r[a]
+    if "host_adam_under_compute" in r: r["host_adam_under_compute"] = 1.0
 flat(d["rates"])
 for e in d.get("collectives", []):
     if "rates" in e: flat(e["rates"])
@@ -474,7 +475,7 @@ QUIET_COMPUTE = dict(embed_fwd_ms=0.0122, layer_fwd_ms=4.30, layer_bwd_ms=4.57, 
 QUIET_RATES = dict(h2d_gbs=5.1, d2h_gbs=5.1, both_h2d_gbs=4.2, both_d2h_gbs=4.2, host_adam_ms_per_mparam=1.61,
                    host_adam_bf16_ms_per_mparam=1.75, busy_h2d_gbs=2.9, busy_d2h_gbs=3.4,
                    busy_host_adam_ms_per_mparam=3.0, host_copy_gbs=8.2, adam_h2d_gbs=3.6, adam_d2h_gbs=3.9,
-                   host_adam_h2d_ms_per_mparam=2.1, host_adam_d2h_ms_per_mparam=2.0)
+                   host_adam_h2d_ms_per_mparam=2.1, host_adam_d2h_ms_per_mparam=2.0, host_adam_under_compute=1.0)
 QUIET_COLL = dict(all_reduce_ms=0.5, all_reduce_gbs=10.0, reduce_scatter_ms=0.5, reduce_scatter_gbs=10.0,
                   all_gather_ms=0.5, all_gather_gbs=10.0, all_reduce_under_compute=1.0,
                   reduce_scatter_under_compute=1.0, all_gather_under_compute=1.0)
@@ -842,6 +843,33 @@ if [ "$dpu" = ok ]; then
     pr_pass "zero-offload --dpu is modelled: the same host Adam, under the next step, never slower"
 else
     pr_fail "zero-offload --dpu prediction" "$dpu"
+fi
+
+# the host Adam beside the GPU's compute (host_adam_under_compute, calibrated): x2 in a copy of
+# the flat file slows --dpu's update, which the compute runs beside, by more than the update
+# after the backward (which it runs beside less), each at most 2x; megatron-lm, with no host
+# Adam, is unchanged.  And --calibrate wrote the factor, at least 1.
+mkdir -p "$PR_WORK/resunder2"
+python3 - "$(ls "$PR_WORK"/resflat/machine_*.json | head -n 1)" "$PR_WORK/resunder2" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+for r in [d["rates"]] + [e["rates"] for e in d.get("collectives", []) if "rates" in e]:
+    r["host_adam_under_compute"] = 2.0
+json.dump(d, open(os.path.join(sys.argv[2], os.path.basename(sys.argv[1])), "w"))
+PY
+under=$( (pr_rows resflat PR_SHAPE "-m zero-offload -l 64" "-m zero-offload --dpu -l 64" "-m megatron-lm -l 8"
+    pr_rows resunder2 PR_SHAPE "-m zero-offload -l 64" "-m zero-offload --dpu -l 64" "-m megatron-lm -l 8") |
+    python3 -c "$PR_PY"'
+import json
+a = [busy(r, "host adam") for r in rows]
+w = json.load(open(sys.argv[1]))["rates"].get("host_adam_under_compute", 0)
+ok = (len(rows) == 6 and w >= 1 and all(x > 0 for x in a[:2] + a[3:5]) and ms(rows[2]) == ms(rows[5])
+      and 1 < a[4] / a[1] <= 2 and a[3] / a[0] <= 2 and a[4] / a[1] > a[3] / a[0])
+print("ok" if ok else "bad: file %s; " % w + " / ".join(rows))' "$PR_FILE")
+if [ "$under" = ok ]; then
+    pr_pass "the host Adam beside the compute: calibrated (at least 1), and x2 slows --dpu's update (beside the compute) more than the one after the backward, megatron-lm unchanged"
+else
+    pr_fail "host Adam beside the compute" "$under"
 fi
 
 # gemini on 2 ranks (same file, the compute beside collectives twice as slow): none is

@@ -39,6 +39,9 @@ typedef struct pred_timeline {
      * beside in the walk before (engine_prediction.coll_beside) */
     double coll_alone[PRED_COLL_KINDS], coll_cover[PRED_COLL_KINDS];
     pred_spans spans[PRED_TRACKED];
+    /* the compute's spans from the host Adam's first piece on (pred_done: the share of the Adam's
+     * time the compute ran beside; apart from spans[], whose compute the collectives read) */
+    pred_spans compute_by_adam;
     /* where pred_done leaves the compute's spans (m->compute_beside), set by the walk's first
      * collective that asks: the compute is tracked from then on (a collective runs beside the
      * compute walked after it, mostly; the pieces walked before the first are not kept) */
@@ -83,9 +86,12 @@ static inline double pred_run(pred_timeline *t, int r, double ms, double after)
     const double start = t->free_at[r] > after ? t->free_at[r] : after;
     t->free_at[r] = start + ms;
     t->busy[r] += ms;
-    /* (the compute's spans only where a collective asks for them: a fifth of --search's time) */
+    /* (the compute's spans only where a collective asks for them: a fifth of --search's time;
+     * and, apart, once the host Adam has run: the compute beside it slows it, pred_done) */
     const int h = pred_tracked_index(r);
     if (h >= 0 && (h < PRED_HOST_USERS || t->record_compute)) pred_span_add(&t->spans[h], start, start + ms);
+    if (r == BUSY_COMPUTE && t->spans[pred_tracked_index(BUSY_HOST_ADAM)].n > 0)
+        pred_span_add(&t->compute_by_adam, start, start + ms);
     return start + ms;
 }
 
@@ -225,12 +231,19 @@ static inline double pred_d2h_ms(const machine_rates *m, double floats)
                              pred_bytes_ms(bytes, m->adam_d2h_gbs), pred_bytes_ms(bytes, m->busy_d2h_gbs),
                              m->overlap[BUSY_D2H][BUSY_H2D], m->overlap[BUSY_D2H][BUSY_HOST_ADAM]);
 }
+/* The host Adam is also slowed by the GPU's compute beside it (m->host_adam_under_compute, by the
+ * share of its time the compute ran beside it in the walk): on two H200s at l48 the updates
+ * beside the compute for 27-61% of their time (zero-offload --dpu's, stronghold -w auto's) ran
+ * 13-32% slower than their rate with the copies beside them, those beside it 5-7% (l2l,
+ * zero-infinity, stronghold -w 4) within 2% of it (bench/results/2026-11-30f-h200x2-confirm-region). */
 static inline double pred_host_adam_ms(const machine_rates *m, double params)
 {
     const double mp = params / 1e6;
-    return pred_contended_ms(mp * m->host_adam_ms_per_mparam, mp * m->host_adam_h2d_ms_per_mparam,
-                             mp * m->host_adam_d2h_ms_per_mparam, mp * m->busy_host_adam_ms_per_mparam,
-                             m->overlap[BUSY_HOST_ADAM][BUSY_H2D], m->overlap[BUSY_HOST_ADAM][BUSY_D2H]);
+    const double beside_compute =
+        m->host_adam_under_compute > 1 ? 1 + m->overlap[BUSY_HOST_ADAM][BUSY_COMPUTE] * (m->host_adam_under_compute - 1) : 1;
+    return beside_compute * pred_contended_ms(mp * m->host_adam_ms_per_mparam, mp * m->host_adam_h2d_ms_per_mparam,
+                                              mp * m->host_adam_d2h_ms_per_mparam, mp * m->busy_host_adam_ms_per_mparam,
+                                              m->overlap[BUSY_HOST_ADAM][BUSY_H2D], m->overlap[BUSY_HOST_ADAM][BUSY_D2H]);
 }
 static inline double pred_gpu_adam_ms(const machine_rates *m, double params)
 {
@@ -295,6 +308,7 @@ static inline void pred_step(pred_timeline *t, double at)
     t->free_at[BUSY_COMPUTE] = pred_max(t->free_at[BUSY_COMPUTE], at);
     /* (the spans over before it: no longer beside anything this step or later runs) */
     for (int h = 0; h < PRED_TRACKED; h++) pred_spans_drop_before(&t->spans[h], at);
+    pred_spans_drop_before(&t->compute_by_adam, at);
     if (t->coll_spans) pred_spans_drop_before(t->coll_spans, at);
 }
 
@@ -429,6 +443,11 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
                 loaded.overlap[i][j] = want;
                 moved = pred_max(moved, want > old ? want - old : old - want);
             }
+        if (m->host_adam_under_compute > 1) { /* (the host Adam beside the compute: pred_host_adam_ms) */
+            const double want = out->overlap[BUSY_HOST_ADAM][BUSY_COMPUTE], old = loaded.overlap[BUSY_HOST_ADAM][BUSY_COMPUTE];
+            loaded.overlap[BUSY_HOST_ADAM][BUSY_COMPUTE] = want;
+            moved = pred_max(moved, want > old ? want - old : old - want);
+        }
         /* (the collectives beside the compute by kind: what runs while the compute is idle is
          * gemini's naive sends, none of them a reduce-scatter or all-gather) */
         const double busy_c = out->busy_ms[BUSY_COMPUTE], beside = out->busy_ms[BUSY_COMM] - out->coll_idle_ms;
@@ -498,6 +517,12 @@ static inline void pred_done(engine_prediction *out, const pred_timeline *t, dou
                 out->overlap[pred_host_user[a]][pred_host_user[b]] =
                     pred_min(1.0, pred_spans_both(&t->spans[a], &t->spans[b], start, end) / own);
     }
+    /* and of the host Adam's, the share the compute ran beside (pred_host_adam_ms) */
+    const int adam = pred_tracked_index(BUSY_HOST_ADAM);
+    const double adam_own = pred_spans_within(&t->spans[adam], start, end);
+    if (adam_own > 0)
+        out->overlap[BUSY_HOST_ADAM][BUSY_COMPUTE] =
+            pred_min(1.0, pred_spans_both(&t->spans[adam], &t->compute_by_adam, start, end) / adam_own);
 }
 
 #endif
