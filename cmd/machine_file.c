@@ -32,8 +32,8 @@
  *              optional: files from before it), "host_adam_block_ms_per_mparam" and
  *              "host_adam_bf16_block_ms_per_mparam" (the update on one block timed again and
  *              again, as files from before the region measured it: a record, not read),
- *              "host_adam_under_compute" (the host Adam beside the GPU's compute over alone, at
- *              least 1; optional: files from before it, and the CPU backend's),
+ *              "host_adam_under_compute" (the host Adam beside a layer's backward over alone, at
+ *              least 1; optional: files from before it),
  *              "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
@@ -456,6 +456,7 @@ int machine_file_has_every_rate(const cJSON *rates)
         if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, RATE_FIELDS[i]))) return 0;
     for (int i = 0; i < NPAIR_FIELDS; i++)
         if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, PAIR_FIELDS[i]))) return 0;
-    return 1;
+    /* (and the host Adam beside the compute: a file from before it is calibrated again) */
+    return cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rates, "host_adam_under_compute"));
 }
 

@@ -369,8 +369,8 @@ typedef struct machine_rates {
     double overlap[BUSY_KINDS][BUSY_KINDS];
     int host_threads;
     double host_copy_gbs;
-    /* the host Adam's time with the GPU's compute running beside it, over its time alone (0: a
-     * file from before it was measured, or the CPU backend's: not applied): pred_host_adam_ms */
+    /* the host Adam's time with the (GPU's) compute running beside it, over its time alone (0: a
+     * file from before it was measured: not applied): pred_host_adam_ms */
     double host_adam_under_compute;
     /* the parameters a rank's host Adam was swept over when these rates were measured (0: not
      * recorded: a file from before, or the CPU backend's one block): machine_region_note */

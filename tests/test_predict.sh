@@ -846,9 +846,11 @@ else
 fi
 
 # the host Adam beside the GPU's compute (host_adam_under_compute, calibrated): x2 in a copy of
-# the flat file slows --dpu's update, which the compute runs beside, by more than the update
-# after the backward (which it runs beside less), each at most 2x; megatron-lm, with no host
-# Adam, is unchanged.  And --calibrate wrote the factor, at least 1.
+# the flat file slows zero-offload's update, with and without --dpu, by the share of it the
+# compute runs beside: at most 2x, and more than 1.05x where the compute bounds the step (these
+# do: the update is small); megatron-lm, with no host Adam, is unchanged.  (Which of the two
+# the compute runs beside more depends on the calibrated times.)  And --calibrate wrote the
+# factor, at least 1.
 mkdir -p "$PR_WORK/resunder2"
 python3 - "$(ls "$PR_WORK"/resflat/machine_*.json | head -n 1)" "$PR_WORK/resunder2" <<'PY'
 import json, os, sys
@@ -864,10 +866,10 @@ import json
 a = [busy(r, "host adam") for r in rows]
 w = json.load(open(sys.argv[1]))["rates"].get("host_adam_under_compute", 0)
 ok = (len(rows) == 6 and w >= 1 and all(x > 0 for x in a[:2] + a[3:5]) and ms(rows[2]) == ms(rows[5])
-      and 1 < a[4] / a[1] <= 2 and a[3] / a[0] <= 2 and a[4] / a[1] > a[3] / a[0])
+      and all(a[j] <= a[j + 3] <= 2 * a[j] + 0.1 for j in (0, 1)) and max(a[3] / a[0], a[4] / a[1]) > 1.05)
 print("ok" if ok else "bad: file %s; " % w + " / ".join(rows))' "$PR_FILE")
 if [ "$under" = ok ]; then
-    pr_pass "the host Adam beside the compute: calibrated (at least 1), and x2 slows --dpu's update (beside the compute) more than the one after the backward, megatron-lm unchanged"
+    pr_pass "the host Adam beside the compute: calibrated (at least 1), and x2 slows zero-offload's update (with and without --dpu) by the share the compute runs beside, megatron-lm unchanged"
 else
     pr_fail "host Adam beside the compute" "$under"
 fi
