@@ -28,17 +28,11 @@
 
 enum { SWEEPS = 5, MAX_SIZES = 16 };
 
-/* MemAvailable in GB, -1 where /proc/meminfo has none */
+/* MemAvailable in GB (gpt_host_mem_info, as a calibration sizes its region), -1 where unknown */
 static double mem_available_gb(void)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return -1;
-    char line[256];
-    double kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-    fclose(f);
-    return kb < 0 ? -1 : kb * 1024 / 1e9;
+    size_t avail = 0;
+    return gpt_host_mem_info(&avail, NULL) == 0 ? avail / 1e9 : -1;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -713,7 +713,7 @@ static int region_covers(const cJSON *rates, const run_config *run_cfg)
     const double want = calibrate_host_region_params(run_cfg, NULL) / 1e6;
     const cJSON *had = cJSON_GetObjectItemCaseSensitive(rates, "host_adam_region_mparams");
     if (!cJSON_IsNumber(had)) return !gpu;
-    return had->valuedouble <= 2 * want && want <= 2 * had->valuedouble;
+    return machine_region_near(had->valuedouble, want);
 }
 
 static int fresh(const cJSON *o, time_t now)

@@ -61,11 +61,13 @@ void machine_budgets(const run_config *run_cfg, const machine_rates *m, int loca
     *host = (run_cfg->cpu_mem_limit ? run_cfg->cpu_mem_limit : (size_t)m->host_bytes) / n;
 }
 
+int machine_region_near(double region, double shard) { return region <= 2 * shard && shard <= 2 * region; }
+
 int machine_region_note(const machine_rates *m, const engine_config *cfg, char *note, size_t len)
 {
     const double region = m->host_adam_region_mparams,
                  shard = (double)gpt_param_count(&cfg->shape) / engine_world(cfg) / 1e6;
-    if (!m->gpu_backend || region <= 0 || (shard <= 2 * region && region <= 2 * shard)) return 0;
+    if (!m->gpu_backend || region <= 0 || machine_region_near(region, shard)) return 0;
     snprintf(note, len,
              "the machine file's host Adam rate was swept over %.*f M parameters a rank, this model's shard is %.*f M: "
              "the rate depends on the region (aebench --calibrate -l %d sweeps this model's, as far as 60%% of the host's "

@@ -55,6 +55,9 @@ void machine_budgets(const run_config *run_cfg, const machine_rates *m, int loca
  * 0.44-0.47 ms per M parameters over 858 M and 0.31-0.32 over 4,930 M, and a calibration of
  * the default 16 layers' shard priced l48's updates 16-19% long). */
 int machine_region_note(const machine_rates *m, const engine_config *cfg, char *note, size_t len);
+/* Whether a host Adam rate swept over `region` M parameters stands for a shard of `shard` M: within
+ * 2x either way (--calibrate keeps a fresh file's rates by it; machine_region_note). */
+int machine_region_near(double region, double shard);
 /* --predict: every engine asked (or run_cfg's one), its prediction and plan printed.  Exit code. */
 int machine_predict(const run_config *run_cfg, const machine_rates *m, size_t gpu_budget, size_t host_budget);
 

@@ -418,6 +418,15 @@ static inline void pred_compute_loaded(machine_rates *loaded, const machine_rate
  * compute pieces; and each kind of collective is slowed by the share of it the compute runs
  * beside, as the second walk finds it (the first walk's compute spans kept here:
  * pred_run_coll). */
+/* pred_settle's step for one share: resource i's share beside j as the last walk found it, into
+ * `loaded` for the next; *moved, the most any share moved. */
+static inline void pred_take_share(machine_rates *loaded, const engine_prediction *out, int i, int j, double *moved)
+{
+    const double want = out->overlap[i][j], old = loaded->overlap[i][j];
+    loaded->overlap[i][j] = want;
+    *moved = pred_max(*moved, want > old ? want - old : old - want);
+}
+
 static inline void pred_settle(const engine_config *cfg, const machine_rates *m, pred_walk_fn walk, const void *ctx,
                                engine_prediction *out)
 {
@@ -436,18 +445,10 @@ static inline void pred_settle(const engine_config *cfg, const machine_rates *m,
     for (int it = 0; it < 12 && out->modelled && out->ms > 0; it++) {
         double moved = 0;
         for (int a = 0; a < PRED_HOST_USERS; a++)
-            for (int b = 0; b < PRED_HOST_USERS; b++) {
-                const int i = pred_host_user[a], j = pred_host_user[b];
-                if (i == j) continue;
-                const double want = out->overlap[i][j], old = loaded.overlap[i][j];
-                loaded.overlap[i][j] = want;
-                moved = pred_max(moved, want > old ? want - old : old - want);
-            }
-        if (m->host_adam_under_compute > 1) { /* (the host Adam beside the compute: pred_host_adam_ms) */
-            const double want = out->overlap[BUSY_HOST_ADAM][BUSY_COMPUTE], old = loaded.overlap[BUSY_HOST_ADAM][BUSY_COMPUTE];
-            loaded.overlap[BUSY_HOST_ADAM][BUSY_COMPUTE] = want;
-            moved = pred_max(moved, want > old ? want - old : old - want);
-        }
+            for (int b = 0; b < PRED_HOST_USERS; b++)
+                if (a != b) pred_take_share(&loaded, out, pred_host_user[a], pred_host_user[b], &moved);
+        /* (the host Adam beside the compute: pred_host_adam_ms) */
+        if (m->host_adam_under_compute > 1) pred_take_share(&loaded, out, BUSY_HOST_ADAM, BUSY_COMPUTE, &moved);
         /* (the collectives beside the compute by kind: what runs while the compute is idle is
          * gemini's naive sends, none of them a reduce-scatter or all-gather) */
         const double busy_c = out->busy_ms[BUSY_COMPUTE], beside = out->busy_ms[BUSY_COMM] - out->coll_idle_ms;
