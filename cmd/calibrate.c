@@ -75,6 +75,29 @@ static double min_of(const double *t, int n)
     return m;
 }
 
+/* Every repetition's ms behind a host rate, every rank's (samples[name] = [[rank 0's REPS],
+ * [rank 1's], ...]; none when samples is NULL): the file says what each rate was made from, so
+ * that another way of taking it (the slowest rank's median against the median of each
+ * repetition's slowest) can be weighed against training later without a GPU.  A collective
+ * where ranks is not NULL: every rank calls it at the same point.  0, or -1 when the gather or
+ * the JSON failed. */
+static int record_samples(cJSON *samples, const char *name, const double t[REPS], const comm_world *ranks)
+{
+    if (!samples) return 0;
+    const int world = ranks ? ranks->world : 1;
+    double *all = malloc((size_t)world * REPS * sizeof *all);
+    int failed = calibrate_any_failed(ranks, all == NULL); /* (every rank gathers, or none) */
+    if (!failed && ranks) failed = comm_all_gather(ranks, t, all, REPS * sizeof *t) != 0;
+    else if (!failed) memcpy(all, t, REPS * sizeof *t);
+    cJSON *by_rank = failed ? NULL : cJSON_AddArrayToObject(samples, name);
+    for (int r = 0; by_rank && r < world; r++) {
+        cJSON *reps = cJSON_CreateDoubleArray(all + (size_t)r * REPS, REPS);
+        if (!reps || !cJSON_AddItemToArray(by_rank, reps)) failed = 1, by_rank = NULL;
+    }
+    free(all);
+    return failed || !by_rank ? -1 : 0;
+}
+
 /* The host's rate (copies, host Adam) from REPS timed calls (ms), by `ranks` (NULL: this one
  * alone) timing each at once.  Alone, on a GPU machine the fastest: the noise of a shared
  * machine only ever slows a call (two calibrations of one H200 gave the host Adam 0.178 and
@@ -89,8 +112,10 @@ static double min_of(const double *t, int n)
  * where zero-infinity's training updated both shards at 0.388; the calibration's own block
  * timed by two processes at once: 16.2 ms the fastest, 26.0 the median).  Every rank takes
  * part, a failed one too. */
-static double host_rate_of(double t[REPS], int gpu, const comm_world *ranks, int *bad)
+static double host_rate_of(double t[REPS], int gpu, const comm_world *ranks, int *bad, cJSON *samples,
+                           const char *name)
 {
+    *bad |= record_samples(samples, name, t, ranks) != 0;
     if (!ranks) return gpu ? min_of(t, REPS) : median_of(t, REPS);
     *bad |= comm_max_doubles(ranks, t, REPS) != 0;
     return median_of(t, REPS);
@@ -101,16 +126,17 @@ static double host_rate_of(double t[REPS], int gpu, const comm_world *ranks, int
  * and the fastest call was one a rank had partly to itself: two H200 ranks' host Adam
  * calibrated at 0.31 ms per M parameters where both updating at once ran at 0.40 in training
  * (and bench/adam_jobs.c's two processes at 0.39-0.41). */
-static double host_ms_in_step(timed_fn run, void *ctx, int *bad, int gpu, const comm_world *ranks)
+static double host_ms_in_step(timed_fn run, void *ctx, int *bad, int gpu, const comm_world *ranks, cJSON *samples,
+                              const char *name)
 {
     double t[REPS];
     timed_reps(run, ctx, bad, t, ranks);
-    const double ms = host_rate_of(t, gpu, ranks, bad);
+    const double ms = host_rate_of(t, gpu, ranks, bad, samples, name);
     return *bad ? 0 : ms;
 }
 double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu)
 {
-    return host_ms_in_step(run, ctx, bad, gpu, NULL);
+    return host_ms_in_step(run, ctx, bad, gpu, NULL, NULL, NULL);
 }
 
 /* What `issue` puts on stream s, until s has done it. */
@@ -446,16 +472,16 @@ static int run_host_copy(void *p)
 /* The host Adam's rate (ms per M parameters) on h's blocks from where h is: fp32, then bf16
  * (the bf16 engines' update, writing the working copy w too: 30 B a parameter, not 28), each
  * timed by every rank at once. */
-static void host_adam_rates(host_ctx h, uint16_t *w, int *bad, int gpu, const comm_world *ranks, double *fp32,
-                            double *bf16)
+static void host_adam_rates(host_ctx h, uint16_t *w, int *bad, int gpu, const comm_world *ranks, cJSON *samples,
+                            const char *fp32_name, const char *bf16_name, double *fp32, double *bf16)
 {
     const double mparams = h.job.n / 1e6;
     h.w = NULL;
     *bad |= calibrate_in_step(ranks);
-    *fp32 = host_ms_in_step(run_host_adam, &h, bad, gpu, ranks) / mparams;
+    *fp32 = host_ms_in_step(run_host_adam, &h, bad, gpu, ranks, samples, fp32_name) / mparams;
     h.w = w;
     *bad |= calibrate_in_step(ranks);
-    *bf16 = host_ms_in_step(run_host_adam, &h, bad, gpu, ranks) / mparams;
+    *bf16 = host_ms_in_step(run_host_adam, &h, bad, gpu, ranks, samples, bf16_name) / mparams;
 }
 
 static size_t host_adam_block(int gpu) { return (size_t)(gpu ? 64 : 16) << 20; }
@@ -493,7 +519,7 @@ static size_t calibrate_host_region_params(const run_config *run_cfg, const comm
  * 1; 0 on failure. */
 enum { ADAM_BESIDE_RUNS = 3 };
 static double measure_adam_under_compute(const run_config *run_cfg, gpt_backend *be, host_ctx *h, int gpu,
-                                         const comm_world *ranks)
+                                         const comm_world *ranks, cJSON *samples)
 {
     compute_bufs b;
     int bad = calibrate_any_failed(ranks, calibrate_compute_ctx_open(run_cfg, be, &b) != 0);
@@ -516,7 +542,8 @@ static double measure_adam_under_compute(const run_config *run_cfg, gpt_backend 
             (with_compute ? beside : alone)[r] = cpu_adam_take_busy_ms(h->pool);
         }
     calibrate_compute_ctx_close(be, &b);
-    const double alone_ms = host_rate_of(alone, gpu, ranks, &bad), beside_ms = host_rate_of(beside, gpu, ranks, &bad);
+    const double alone_ms = host_rate_of(alone, gpu, ranks, &bad, samples, "host_adam_alone"),
+                 beside_ms = host_rate_of(beside, gpu, ranks, &bad, samples, "host_adam_beside_compute");
     if (bad || alone_ms <= 0) return 0;
     return beside_ms > alone_ms ? beside_ms / alone_ms : 1.0;
 }
@@ -528,8 +555,8 @@ static double measure_adam_under_compute(const run_config *run_cfg, gpt_backend 
  * meanwhile; the Adam's wall time and each direction's (events) give the rates under that
  * load (of REPS rounds, as calibrate_host_ms).  A direction not run leaves its rate alone. */
 static int measure_busy(gpt_backend *be, const copy_ctx *c, host_ctx *h, int copies, int reps, int gpu,
-                        const comm_world *ranks, int failed_before, double *h2d_gbs, double *d2h_gbs,
-                        double *adam_ms_per_mparam)
+                        const comm_world *ranks, int failed_before, cJSON *samples, const char *name, double *h2d_gbs,
+                        double *d2h_gbs, double *adam_ms_per_mparam)
 {
     gpt_event *ev[4] = {NULL, NULL, NULL, NULL};
     int bad = failed_before; /* (a rank that failed before still makes every barrier) */
@@ -552,8 +579,13 @@ static int measure_busy(gpt_backend *be, const copy_ctx *c, host_ctx *h, int cop
         in[r] = ms_in, out[r] = ms_out;
     }
     for (int i = 0; i < 4; i++) gpt_event_destroy(ev[i]);
-    const double in_ms = host_rate_of(in, gpu, ranks, &bad), out_ms = host_rate_of(out, gpu, ranks, &bad),
-                 adam_ms = host_rate_of(adam, gpu, ranks, &bad);
+    char in_name[48], out_name[48], adam_name[48];
+    snprintf(in_name, sizeof in_name, "%s_h2d", name);
+    snprintf(out_name, sizeof out_name, "%s_d2h", name);
+    snprintf(adam_name, sizeof adam_name, "%s_host_adam", name);
+    const double in_ms = host_rate_of(in, gpu, ranks, &bad, c->h2d ? samples : NULL, in_name),
+                 out_ms = host_rate_of(out, gpu, ranks, &bad, c->d2h ? samples : NULL, out_name),
+                 adam_ms = host_rate_of(adam, gpu, ranks, &bad, samples, adam_name);
     if (bad) return -1;
     if (c->h2d) *h2d_gbs = (double)copies * c->bytes / (in_ms * 1e6);
     if (c->d2h) *d2h_gbs = (double)copies * c->bytes / (out_ms * 1e6);
@@ -608,6 +640,10 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
               host_pages_alloc_zeroed((void **)&m, region * sizeof *m) || host_pages_alloc_zeroed((void **)&v, region * sizeof *v) ||
               host_pages_alloc_zeroed((void **)&w, region * sizeof *w) ||
               cpu_adam_create(&pool, run_cfg->eng.threads);
+    /* each rate's repetitions (record_samples), with the work each repetition timed */
+    cJSON *samples = cJSON_CreateObject();
+    bad |= !samples || !cJSON_AddNumberToObject(samples, "copy_bytes", (double)bytes) ||
+           !cJSON_AddNumberToObject(samples, "host_adam_mparams", n / 1e6);
     bad = calibrate_any_failed(ranks, bad);
     double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
     double adam_h2d = 0, adam_d2h = 0, adam_with_h2d = 0, adam_with_d2h = 0, unused = 0;
@@ -617,16 +653,16 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
         copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
         /* each way moves `bytes` in its time; both ways at once, each way moves `bytes` too */
         bad |= calibrate_in_step(ranks);
-        const double both_ms = host_ms_in_step(run_copies, &both_ways, &bad, gpu, ranks);
+        const double both_ms = host_ms_in_step(run_copies, &both_ways, &bad, gpu, ranks, samples, "both");
         bad |= calibrate_in_step(ranks);
-        h2d = bytes / (host_ms_in_step(run_copies, &in, &bad, gpu, ranks) * 1e6);
+        h2d = bytes / (host_ms_in_step(run_copies, &in, &bad, gpu, ranks, samples, "h2d") * 1e6);
         bad |= calibrate_in_step(ranks);
-        d2h = bytes / (host_ms_in_step(run_copies, &out, &bad, gpu, ranks) * 1e6);
+        d2h = bytes / (host_ms_in_step(run_copies, &out, &bad, gpu, ranks, samples, "d2h") * 1e6);
         both = bytes / (both_ms * 1e6);
         host_ctx h = {pool,
                       {.n = n, .n_decay = n / 2, .optim = gpt_optim_default(), .lr = 1e-4f, .t = 1, .grad_scale = 1.0f},
                       p, g, m, v, NULL, region, 0};
-        host_adam_rates(h, w, &bad, gpu, ranks, &adam, &adam_bf16);
+        host_adam_rates(h, w, &bad, gpu, ranks, samples, "host_adam", "host_adam_bf16", &adam, &adam_bf16);
         /* for the record, the same on one block timed again and again (the region one block):
          * what every calibration measured before the region, and which rate each engine's
          * update follows is for a GPU call to show (on two H200s at l48 zero-infinity's, over
@@ -634,25 +670,27 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
          * 0.38) */
         host_ctx one_block = h;
         one_block.region = n;
-        host_adam_rates(one_block, w, &bad, gpu, ranks, &adam_block, &adam_bf16_block);
+        host_adam_rates(one_block, w, &bad, gpu, ranks, samples, "host_adam_block", "host_adam_bf16_block", &adam_block,
+                        &adam_bf16_block);
         bad |= calibrate_in_step(ranks);
-        copy = n * sizeof *p / (host_ms_in_step(run_host_copy, &h, &bad, gpu, ranks) * 1e6);
+        copy = n * sizeof *p / (host_ms_in_step(run_host_copy, &h, &bad, gpu, ranks, samples, "host_copy") * 1e6);
         /* as many copies each way as three Adam runs take alone, so the two overlap */
         enum { BUSY_ADAM_RUNS = 3 };
         const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam * (n / 1e6) / both_ms + 0.5) : 1;
+        bad |= !cJSON_AddNumberToObject(samples, "busy_copies", copies > 0 ? copies : 1);
         bad |= calibrate_in_step(ranks);
-        bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, &busy_h2d,
-                            &busy_d2h, &busy_adam) != 0;
+        bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, samples, "busy",
+                            &busy_h2d, &busy_d2h, &busy_adam) != 0;
         /* and each direction with the host Adam alone beside it (as many copies as the three
          * Adam runs take: one way at a time moves about as fast as each of both ways) */
         bad |= calibrate_in_step(ranks);
-        bad |= measure_busy(be, &in, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, &adam_h2d, &unused,
-                            &adam_with_h2d) != 0;
+        bad |= measure_busy(be, &in, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, samples, "beside_h2d",
+                            &adam_h2d, &unused, &adam_with_h2d) != 0;
         bad |= calibrate_in_step(ranks);
-        bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, &unused, &adam_d2h,
-                            &adam_with_d2h) != 0;
+        bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, samples, "beside_d2h",
+                            &unused, &adam_d2h, &adam_with_d2h) != 0;
         bad |= calibrate_any_failed(ranks, bad);
-        if (!bad) adam_under_compute = measure_adam_under_compute(run_cfg, be, &h, gpu, ranks);
+        if (!bad) adam_under_compute = measure_adam_under_compute(run_cfg, be, &h, gpu, ranks, samples);
         bad |= adam_under_compute <= 0;
     }
     const int threads = pool ? cpu_adam_threads(pool) : 0;
@@ -669,6 +707,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     if (s2) be->ops->stream_destroy(s2);
     if (s1) be->ops->stream_destroy(s1);
     if (bad) {
+        cJSON_Delete(samples);
         fprintf(stderr, "aebench: --calibrate: the copy and host Adam measurement failed\n");
         return EXIT_RUN_ERROR;
     }
@@ -691,6 +730,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     cJSON_AddNumberToObject(rates, "host_adam_block_ms_per_mparam", adam_block);
     cJSON_AddNumberToObject(rates, "host_adam_bf16_block_ms_per_mparam", adam_bf16_block);
     cJSON_AddNumberToObject(rates, "host_adam_under_compute", adam_under_compute);
+    cJSON_AddItemToObject(rates, "samples_ms", samples);
     /* the memory a run could plan with: the device's free memory and 90% of the host's
      * available memory (the run's defaults, run_resolve_budgets) */
     size_t gfree = 0, gtotal = 0, havail = 0;

@@ -559,6 +559,36 @@ print(e["compute_under_collectives"] >= 1 and e["compute_under_sharded_collectiv
     else
         pr_fail "2-rank rates and compute under collectives" "$w2 $(tail -n 3 "$PR_WORK/c2.out")"
     fi
+    # each host rate is recorded with its repetitions (samples_ms: every rank's), and is what
+    # they give: one rank's the median (CPU backend); 2 ranks' the median of each repetition's
+    # slowest rank
+    smp=$(python3 - "$F1" <<'PY' 2>&1
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+def check(r, world):
+    s = r["samples_ms"]
+    bad = [k for k, v in s.items() if isinstance(v, list) and (len(v) != world or any(len(x) != 5 for x in v))]
+    def ms(name):
+        return statistics.median(max(x[i] for x in s[name]) for i in range(5))
+    pairs = [("host_adam_ms_per_mparam", ms("host_adam") / s["host_adam_mparams"]),
+             ("host_adam_bf16_ms_per_mparam", ms("host_adam_bf16") / s["host_adam_mparams"]),
+             ("h2d_gbs", s["copy_bytes"] / (ms("h2d") * 1e6)),
+             ("d2h_gbs", s["copy_bytes"] / (ms("d2h") * 1e6)),
+             ("busy_h2d_gbs", s["busy_copies"] * s["copy_bytes"] / (ms("busy_h2d") * 1e6)),
+             ("host_adam_d2h_ms_per_mparam", ms("beside_d2h_host_adam") / s["host_adam_mparams"]),
+             ("host_adam_under_compute", max(1.0, ms("host_adam_beside_compute") / ms("host_adam_alone")))]
+    bad += [f"{k} {r[k]} against {v}" for k, v in pairs if abs(r[k] - v) > 1e-9 * abs(v)]
+    return bad
+e = [e for e in d["collectives"] if e["world"] == 2][0]
+bad = check(d["rates"], 1) + check(e["rates"], 2)
+print("ok" if not bad else f"bad: {bad}")
+PY
+)
+    if [ "$smp" = ok ]; then
+        pr_pass "--calibrate records every host rate's repetitions, every rank's, and each rate is what they give"
+    else
+        pr_fail "the rates' samples" "$smp"
+    fi
     # the offload engines on 2 ranks: their collectives are busy; each rank's host Adam (its
     # own thread: --threads 1) updates half of what one rank does, at the rate one rank gets
     # with both at work (older files: the single rank's rate; at l400, so that the rounded busy
@@ -866,7 +896,7 @@ import json
 a = [busy(r, "host adam") for r in rows]
 w = json.load(open(sys.argv[1]))["rates"].get("host_adam_under_compute", 0)
 ok = (len(rows) == 6 and w >= 1 and all(x > 0 for x in a[:2] + a[3:5]) and ms(rows[2]) == ms(rows[5])
-      and all(a[j] <= a[j + 3] <= 2 * a[j] + 0.1 for j in (0, 1)) and max(a[3] / a[0], a[4] / a[1]) > 1.05)
+      and all(a[j] <= a[j + 3] <= 2 * a[j] + 0.2 for j in (0, 1)) and max(a[3] / a[0], a[4] / a[1]) > 1.05)
 print("ok" if ok else "bad: file %s; " % w + " / ".join(rows))' "$PR_FILE")
 if [ "$under" = ok ]; then
     pr_pass "the host Adam beside the compute: calibrated (at least 1), and x2 slows zero-offload's update (with and without --dpu) by the share the compute runs beside, megatron-lm unchanged"
