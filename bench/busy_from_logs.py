@@ -4,7 +4,8 @@
     bench/busy_from_logs.py MACHINE_FILE RESULTS_DIR [RESULTS_DIR ...]
 
 Every run JSON under the RESULTS_DIRs that finished (status ok) and recorded its busy times
-(summary.per_rank_busy_ms: every rank's median, the first step left out) is predicted again by
+(summary.per_rank_busy_ms: every rank's median, the first step left out; a one-rank run: its
+iterations' busy_ms) is predicted again by
 this tree's ./aebench from MACHINE_FILE: the run's own options (its "settings": what was given)
 with --predict --device cpu --machine (the file's rates, no device needed).  For each run it
 prints the predicted step against the measured one (the engine's steady-state median), then
@@ -98,8 +99,9 @@ def main(argv):
     for f in sorted(f for d in dirs for f in glob.glob(os.path.join(d, "log_*.json"))):
         run = json.load(open(f))
         s = run.get("summary", {})
-        ranks = s.get("per_rank_busy_ms")
-        if run.get("status") != "ok" or not ranks:
+        # (one rank's run records no per_rank_busy_ms: its iterations' busy times are rank 0's)
+        ranks = s.get("per_rank_busy_ms") or []
+        if run.get("status") != "ok" or not (ranks or any("busy_ms" in it for it in run.get("iterations", []))):
             continue
         opts = options_of(run)
         got, why = predicted(machine, opts)
@@ -111,15 +113,15 @@ def main(argv):
         steady = steady_busy(run)
         measured = steady["step"] or s.get("median_ms")
         print("\n%s (steady from iteration %d)\n" % (label, steady_from(run)))
-        print("| | predicted ms | rank 0, steady steps | %s |" % " | ".join("rank %d, recorded" % r["rank"] for r in ranks))
+        print("| | predicted ms | rank 0, steady steps |" + "".join(" rank %d, recorded |" % r["rank"] for r in ranks))
         print("|---|---|---|" + "---|" * len(ranks))
         print("| step | %.1f | %s (%+.1f%%) |" % (step, "%.1f" % measured, 100 * (step / measured - 1)) +
               " |" * len(ranks))
         for _, key in RESOURCES:
-            print("| %s | %.1f | %s | %s |" % (key, busy.get(key, 0), "%.1f" % steady[key] if key in steady else "-",
-                                             " | ".join("%.1f" % r.get(key, 0) for r in ranks)))
+            print("| %s | %.1f | %s |" % (key, busy.get(key, 0), "%.1f" % steady[key] if key in steady else "-") +
+                  "".join(" %.1f |" % r.get(key, 0) for r in ranks))
         shown += 1
-    print("\n%d run(s) with every rank's busy times" % shown)
+    print("\n%d run(s) with their busy times" % shown)
     return 0 if shown else 1
 
 

@@ -31,20 +31,43 @@
 
 /* ---- measuring ----------------------------------------------------------------------------- */
 
-/* REPS calls of run(ctx) (after one untimed warm-up) into t; *bad set when a call fails.
- * With `ranks` (NULL: this one alone), every rank times each call at once, a barrier before
+/* How long one repetition of a host rate runs (ms): on a GPU machine about a step's length.
+ * The host's rate there moves by 10-15% from one step to the next: one H200's host Adam took
+ * 435-586 ms over the steps of one l2l run, and two calibrations of one 64 M block (16 ms a
+ * repetition) 40 s apart said 0.231 and 0.265 ms per M parameters
+ * (bench/results/2026-11-30h-h200-host-noise).  A snapshot that short draws one point of that
+ * noise and every host-bound prediction follows it at once; a training step's median is over
+ * seconds.  On the CPU backend a little over one block, so the tests take the same path. */
+static double calibrate_host_rep_ms(int gpu) { return gpu ? 500.0 : 20.0; }
+
+/* How many calls of one timed ms make a repetition of at least rep_ms (at least 1; the same on
+ * every rank of `ranks`, so that all stay busy together: the largest).  A collective where
+ * ranks is not NULL. */
+static int calls_per_rep(double one_ms, double rep_ms, const comm_world *ranks, int *bad)
+{
+    int k = one_ms > 0 && rep_ms > one_ms ? (int)(rep_ms / one_ms + 0.999) : 1;
+    int widest = k;
+    if (ranks) *bad |= comm_max_int(ranks, k, &widest) != 0;
+    return widest > 0 ? widest : 1;
+}
+
+/* REPS repetitions of run(ctx) (after one timed warm-up) into t, each as many calls as take at
+ * least rep_ms (0: one call) and its ms the mean call's; *bad set when a call fails.  With
+ * `ranks` (NULL: this one alone), every rank times each repetition at once, a barrier before
  * each (host_ms_in_step says why); every rank makes every barrier, a failed one too, so that
  * none waits for a rank that stopped. */
-static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const comm_world *ranks)
+static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const comm_world *ranks, double rep_ms)
 {
+    const double w0 = wall_ms();
     *bad |= run(ctx) != 0;
+    const int calls = calls_per_rep(wall_ms() - w0, rep_ms, ranks, bad);
     for (int r = 0; r < REPS; r++) {
         *bad |= calibrate_in_step(ranks);
         t[r] = 0;
         if (*bad) continue;
         const double t0 = wall_ms();
-        *bad |= run(ctx) != 0;
-        t[r] = wall_ms() - t0;
+        for (int c = 0; c < calls && !*bad; c++) *bad |= run(ctx) != 0;
+        t[r] = (wall_ms() - t0) / calls;
     }
 }
 
@@ -52,7 +75,7 @@ static void timed_reps(timed_fn run, void *ctx, int *bad, double t[REPS], const 
 double calibrate_median_ms(timed_fn run, void *ctx, int *bad)
 {
     double t[REPS];
-    timed_reps(run, ctx, bad, t, NULL);
+    timed_reps(run, ctx, bad, t, NULL, 0);
     return *bad ? 0 : median_of(t, REPS);
 }
 
@@ -130,13 +153,17 @@ static double host_ms_in_step(timed_fn run, void *ctx, int *bad, int gpu, const 
                               const char *name)
 {
     double t[REPS];
-    timed_reps(run, ctx, bad, t, ranks);
+    timed_reps(run, ctx, bad, t, ranks, calibrate_host_rep_ms(gpu));
     const double ms = host_rate_of(t, gpu, ranks, bad, samples, name);
     return *bad ? 0 : ms;
 }
+/* (the disk's: each call already writes or reads a file of its own size) */
 double calibrate_host_ms(timed_fn run, void *ctx, int *bad, int gpu)
 {
-    return host_ms_in_step(run, ctx, bad, gpu, NULL, NULL, NULL);
+    double t[REPS];
+    timed_reps(run, ctx, bad, t, NULL, 0);
+    const double ms = host_rate_of(t, gpu, NULL, bad, NULL, NULL);
+    return *bad ? 0 : ms;
 }
 
 /* What `issue` puts on stream s, until s has done it. */
@@ -510,15 +537,14 @@ static size_t calibrate_host_region_params(const run_config *run_cfg, const comm
     return (size_t)(blocks > 1 ? blocks : 1) * block;
 }
 
-/* The host Adam's time with the GPU's compute beside it, over its time alone: ADAM_BESIDE_RUNS
- * updates queued on the pool, alone and then while this thread issues one layer's backward
+/* The host Adam's time with the GPU's compute beside it, over its time alone: `runs` updates
+ * queued on the pool, alone and then while this thread issues one layer's backward
  * after another on the compute stream and waits for each, as an engine's host thread waits on
  * the GPU in a step (CUDA's default wait spins on a core); each timed by the pool's busy time,
  * every rank in step.  On two H200s at l48 the updates the compute ran beside for 27-61% of
  * their time ran 13-32% slower than those it hardly ran beside (pred_host_adam_ms).  At least
  * 1; 0 on failure. */
-enum { ADAM_BESIDE_RUNS = 3 };
-static double measure_adam_under_compute(const run_config *run_cfg, gpt_backend *be, host_ctx *h, int gpu,
+static double measure_adam_under_compute(const run_config *run_cfg, gpt_backend *be, host_ctx *h, int runs, int gpu,
                                          const comm_world *ranks, cJSON *samples)
 {
     compute_bufs b;
@@ -530,7 +556,7 @@ static double measure_adam_under_compute(const run_config *run_cfg, gpt_backend 
             if (bad) continue;
             (void)cpu_adam_take_busy_ms(h->pool);
             uint64_t ticket = 0;
-            for (int k = 0; k < ADAM_BESIDE_RUNS && !bad; k++) {
+            for (int k = 0; k < runs && !bad; k++) {
                 next_block(h);
                 bad |= cpu_adam_submit(h->pool, &h->job, &ticket) != 0;
             }
@@ -643,7 +669,8 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     /* each rate's repetitions (record_samples), with the work each repetition timed */
     cJSON *samples = cJSON_CreateObject();
     bad |= !samples || !cJSON_AddNumberToObject(samples, "copy_bytes", (double)bytes) ||
-           !cJSON_AddNumberToObject(samples, "host_adam_mparams", n / 1e6);
+           !cJSON_AddNumberToObject(samples, "host_adam_mparams", n / 1e6) ||
+           !cJSON_AddNumberToObject(samples, "repetition_ms", calibrate_host_rep_ms(gpu));
     bad = calibrate_any_failed(ranks, bad);
     double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
     double adam_h2d = 0, adam_d2h = 0, adam_with_h2d = 0, adam_with_d2h = 0, unused = 0;
@@ -674,23 +701,25 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
                         &adam_bf16_block);
         bad |= calibrate_in_step(ranks);
         copy = n * sizeof *p / (host_ms_in_step(run_host_copy, &h, &bad, gpu, ranks, samples, "host_copy") * 1e6);
-        /* as many copies each way as three Adam runs take alone, so the two overlap */
-        enum { BUSY_ADAM_RUNS = 3 };
-        const int copies = both_ms > 0 ? (int)(BUSY_ADAM_RUNS * adam * (n / 1e6) / both_ms + 0.5) : 1;
+        /* Adam runs for a repetition's length (at least three), and as many copies each way as
+         * they take alone, so the two overlap */
+        int busy_runs = calls_per_rep(adam * (n / 1e6), calibrate_host_rep_ms(gpu), ranks, &bad);
+        busy_runs = busy_runs > 3 ? busy_runs : 3;
+        const int copies = both_ms > 0 ? (int)(busy_runs * adam * (n / 1e6) / both_ms + 0.5) : 1;
         bad |= !cJSON_AddNumberToObject(samples, "busy_copies", copies > 0 ? copies : 1);
         bad |= calibrate_in_step(ranks);
-        bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, samples, "busy",
+        bad |= measure_busy(be, &both_ways, &h, copies > 0 ? copies : 1, busy_runs, gpu, ranks, bad, samples, "busy",
                             &busy_h2d, &busy_d2h, &busy_adam) != 0;
-        /* and each direction with the host Adam alone beside it (as many copies as the three
-         * Adam runs take: one way at a time moves about as fast as each of both ways) */
+        /* and each direction with the host Adam alone beside it (as many copies as the Adam
+         * runs take: one way at a time moves about as fast as each of both ways) */
         bad |= calibrate_in_step(ranks);
-        bad |= measure_busy(be, &in, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, samples, "beside_h2d",
+        bad |= measure_busy(be, &in, &h, copies > 0 ? copies : 1, busy_runs, gpu, ranks, bad, samples, "beside_h2d",
                             &adam_h2d, &unused, &adam_with_h2d) != 0;
         bad |= calibrate_in_step(ranks);
-        bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, BUSY_ADAM_RUNS, gpu, ranks, bad, samples, "beside_d2h",
+        bad |= measure_busy(be, &out, &h, copies > 0 ? copies : 1, busy_runs, gpu, ranks, bad, samples, "beside_d2h",
                             &unused, &adam_d2h, &adam_with_d2h) != 0;
         bad |= calibrate_any_failed(ranks, bad);
-        if (!bad) adam_under_compute = measure_adam_under_compute(run_cfg, be, &h, gpu, ranks, samples);
+        if (!bad) adam_under_compute = measure_adam_under_compute(run_cfg, be, &h, busy_runs, gpu, ranks, samples);
         bad |= adam_under_compute <= 0;
     }
     const int threads = pool ? cpu_adam_threads(pool) : 0;

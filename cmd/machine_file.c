@@ -34,8 +34,10 @@
  *              again, as files from before the region measured it: a record, not read),
  *              "host_adam_under_compute" (the host Adam beside a layer's backward over alone, at
  *              least 1; optional: files from before it), "samples_ms" (a record, not read:
- *              { "copy_bytes", "host_adam_mparams", "busy_copies": each repetition's work, and
- *              for each rate its repetitions' ms, every rank's: [[rank 0's], ...] }),
+ *              { "copy_bytes", "host_adam_mparams", "busy_copies": each call's work,
+ *              "repetition_ms": how long a repetition ran at least, and for each rate its
+ *              repetitions' ms a call (the host Adam alone and beside the compute: a
+ *              repetition's busy ms), every rank's: [[rank 0's], ...] }),
  *              "measured" },
  *   "compute": [ { "hidden", "heads", "seq", "batch", "vocab", "math", "dtype", "measured",
  *                  "embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms",
