@@ -133,7 +133,10 @@ static int record_samples(cJSON *samples, const char *name, const double t[REPS]
  * their work partly missed, not one that noise left alone (two H200 ranks' host Adam
  * calibrated at 0.275 ms per M parameters by the fastest, each repetition the slower rank's,
  * where zero-infinity's training updated both shards at 0.388; the calibration's own block
- * timed by two processes at once: 16.2 ms the fastest, 26.0 the median).  Every rank takes
+ * timed by two processes at once: 16.2 ms the fastest, 26.0 the median).  (Those were 16 ms
+ * repetitions.  Over a step's length the rate moves both ways, 10-15% from one step to the
+ * next on one H200 (calibrate_host_rep_ms): whether one rank's half-second repetitions are
+ * better taken by the fastest or the median, no GPU call has measured yet.)  Every rank takes
  * part, a failed one too. */
 static double host_rate_of(double t[REPS], int gpu, const comm_world *ranks, int *bad, cJSON *samples,
                            const char *name)
