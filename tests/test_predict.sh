@@ -70,6 +70,18 @@ pr_rows() {
         (cd "$PR_WORK" && "$PR_BIN" --predict "${shape_[@]}" "${aa[@]}" --results "$res" 2>&1) | grep "^predict "
     done
 }
+# pr_with_rate DIR FILE KEY VALUE: a copy of the machine file FILE in $PR_WORK/DIR with KEY set to
+# VALUE in every rates object (the file's own and each world's).
+pr_with_rate() {
+    mkdir -p "$PR_WORK/$1"
+    python3 - "$2" "$PR_WORK/$1" "$3" "$4" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+for r in [d["rates"]] + [e["rates"] for e in d.get("collectives", []) if "rates" in e]:
+    r[sys.argv[3]] = float(sys.argv[4])
+json.dump(d, open(os.path.join(sys.argv[2], os.path.basename(sys.argv[1])), "w"))
+PY
+}
 # pr_flat DIR FILE: a copy of the machine file FILE in $PR_WORK/DIR whose host-memory users do
 # not slow each other (every rate beside others, its own and each world's, equal to the rate
 # alone; nor the compute the host Adam): the checks that isolate one rate (the 2-rank share, the bf16 update, --dpu's place)
@@ -743,15 +755,9 @@ print("" if ok else "[%s: cpu %r gpu %r, want +%d GiB] " % (sys.argv[4], cpu, gp
     # calibration's one 16 M block is far above this model's shard: res1gpu is off.)
     shard=$(cd "$PR_WORK" && "$PR_BIN" --predict "${PR1[@]}" --math fp32 -m megatron-lm --ranks 2 --results res1gpu 2>&1 |
         sed -n "s/^predict: note: .*this model's shard is \([0-9.]*\) M: .*/\1/p")
-    mkdir -p "$PR_WORK/res1reg" "$PR_WORK/res1regs"
-    python3 - "$(ls "$PR_WORK"/res1gpu/machine_*.json | head -n 1)" "$PR_WORK" "${shard:-0}" <<'PY'
-import json, os, sys
-d = json.load(open(sys.argv[1]))
-for name, region in (("res1reg", float(sys.argv[3])), ("res1regs", float(sys.argv[3]) / 3)):
-    for r in [d["rates"]] + [e["rates"] for e in d["collectives"] if "rates" in e]:
-        r["host_adam_region_mparams"] = region
-    json.dump(d, open(os.path.join(sys.argv[2], name, os.path.basename(sys.argv[1])), "w"))
-PY
+    gpu_file=$(ls "$PR_WORK"/res1gpu/machine_*.json | head -n 1)
+    pr_with_rate res1reg "$gpu_file" host_adam_region_mparams "${shard:-0}"
+    pr_with_rate res1regs "$gpu_file" host_adam_region_mparams "$(awk -v s="${shard:-0}" 'BEGIN { print s / 3 }')"
     notes=""
     for res in res1gpu res1reg res1regs res1f1; do
         n=$(cd "$PR_WORK" && "$PR_BIN" --predict "${PR1[@]}" --math fp32 -m megatron-lm --ranks 2 --results "$res" 2>&1 |
@@ -881,14 +887,7 @@ fi
 # do: the update is small); megatron-lm, with no host Adam, is unchanged.  (Which of the two
 # the compute runs beside more depends on the calibrated times.)  And --calibrate wrote the
 # factor, at least 1.
-mkdir -p "$PR_WORK/resunder2"
-python3 - "$(ls "$PR_WORK"/resflat/machine_*.json | head -n 1)" "$PR_WORK/resunder2" <<'PY'
-import json, os, sys
-d = json.load(open(sys.argv[1]))
-for r in [d["rates"]] + [e["rates"] for e in d.get("collectives", []) if "rates" in e]:
-    r["host_adam_under_compute"] = 2.0
-json.dump(d, open(os.path.join(sys.argv[2], os.path.basename(sys.argv[1])), "w"))
-PY
+pr_with_rate resunder2 "$(ls "$PR_WORK"/resflat/machine_*.json | head -n 1)" host_adam_under_compute 2.0
 under=$( (pr_rows resflat PR_SHAPE "-m zero-offload -l 64" "-m zero-offload --dpu -l 64" "-m megatron-lm -l 8"
     pr_rows resunder2 PR_SHAPE "-m zero-offload -l 64" "-m zero-offload --dpu -l 64" "-m megatron-lm -l 8") |
     python3 -c "$PR_PY"'

@@ -232,10 +232,9 @@ static inline double pred_d2h_ms(const machine_rates *m, double floats)
                              m->overlap[BUSY_D2H][BUSY_H2D], m->overlap[BUSY_D2H][BUSY_HOST_ADAM]);
 }
 /* The host Adam is also slowed by the GPU's compute beside it (m->host_adam_under_compute, by the
- * share of its time the compute ran beside it in the walk): on two H200s at l48 the updates
- * beside the compute for 27-61% of their time (zero-offload --dpu's, stronghold -w auto's) ran
- * 13-32% slower than their rate with the copies beside them, those beside it 5-7% (l2l,
- * zero-infinity, stronghold -w 4) within 2% of it (bench/results/2026-11-30f-h200x2-confirm-region). */
+ * share of its time the compute ran beside it in the walk).  Calibrated on two H200 machines at
+ * 1.04 and 1.01 (bench/results/2026-11-30g-h200x2-confirm): there it hardly matters, and a
+ * machine where the host thread's wait on the GPU costs the pool more pays it here. */
 static inline double pred_host_adam_ms(const machine_rates *m, double params)
 {
     const double mp = params / 1e6;
