@@ -15,7 +15,7 @@ deadline=$(($(date +%s) + ${BUDGET_S:-580}))
 export NCCL_NVLS_ENABLE=0
 if [ "${PART:-l32}" = l48 ]; then
     RANKS=2 SHAPE="--device cuda -h 4096 --heads 32 --dtype bf16" VERIFY=${VERIFY:-5} ITERS=${ITERS:-6} SKIP_LARGEST=1 \
-        SEARCH_TIMEOUT=$((deadline - $(date +%s) - 200)) \
+        SEARCH_DEADLINE=$((deadline - 30)) \
         timeout $((deadline - $(date +%s))) bash bench/search_gpu.sh "$dest/l48" "l48 -l 48"
     exit
 fi
