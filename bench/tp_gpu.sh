@@ -17,7 +17,8 @@
 #     the layouts of 2, beside them in the same call, and aebench/Megatron-Core per layout.
 # On a one-GPU machine only the one-GPU rows and anchors run (the script's check there).
 # Usage on the device machine, .deps carried: dest=DIR bash bench/tp_gpu.sh
-# PARTS (default "check big huge huge_tp2") picks which of 1, 2 + 4, 3 + 4 run (huge_tp2: the 9.7 B
+# PARTS (default "check big huge huge_tp2"; huge_rest: the 9.7 B model's DP2 ZeRO-3, zero-infinity
+# and stronghold rows, predicted from a calibration in the same call) picks which of 1, 2 + 4, 3 + 4 run (huge_tp2: the 9.7 B
 # model's --tp 2 without sequence parallelism and its anchor; sp and huge_sp: only the
 # --tp 2 --sequence-parallel row and its anchor, of 2 and of 3): one call each where a
 # call's time limit cannot hold all three.
@@ -118,8 +119,53 @@ if [ "$gpus" -ge 2 ] && want huge_tp2; then
     run huge_tp2 2 -m megatron-lm "${huge[@]}" --tp 2
     anchor huge_tp2 2 "${mh[@]}" --tp 2
 fi
+# (part huge_rest) the 9.7 B model's other rows: DP2 ZeRO-3 and zero-infinity on one GPU, with
+# stronghold on one GPU again; each predicted from a machine file calibrated in the same call
+# (one rank and two, at -l 48 -b 2), beside what it measured: huge_rest.md
+if [ "$gpus" -ge 2 ] && want huge_rest; then
+    cal=(-h 4096 --heads 32 --seq 1024 -b 2 --global-batch 16 --dtype bf16 -l 48)
+    ./aebench --calibrate --device cuda "${cal[@]}" --results "$out/cal" >"$out/calibrate.txt" 2>&1 &&
+        ./aebench --calibrate --device cuda --ranks 2 "${cal[@]}" --results "$out/cal" >>"$out/calibrate.txt" 2>&1 ||
+        tail -n 5 "$out/calibrate.txt"
+    grep -E "every rank at once|wrote" "$out/calibrate.txt"
+    rows=("huge_zero3 2 -m megatron-lm --zero-stage 3" "huge_zinf 1 -m zero-infinity" "huge_stronghold 1 -m stronghold -w auto")
+    for r in "${rows[@]}"; do
+        read -r tag np eng <<<"$r"
+        read -r -a e <<<"$eng"
+        run "$tag" "$np" "${e[@]}" "${huge[@]}"
+    done
+    machine=$(ls "$out"/cal/machine_*.json 2>/dev/null | head -n 1)
+    {
+        echo "| layout | measured ms/step | samples/s | GPU peak = plan | predicted ms (error) |"
+        echo "|---|---|---|---|---|"
+        for r in "${rows[@]}"; do
+            read -r tag np eng <<<"$r"
+            read -r -a e <<<"$eng"
+            ranks=()
+            [ "$np" -gt 1 ] && ranks=(--ranks "$np")
+            pred=$([ -n "$machine" ] && ./aebench --predict --device cpu --machine "$machine" --vocab 50257 "${e[@]}" \
+                "${huge[@]}" "${ranks[@]}" 2>&1 | grep -oE "^predict +[a-z-]+ +[0-9.]+" | awk '{print $3}')
+            python3 - "$out/res_$tag" "${pred:-}" "$tag" <<'PY'
+import glob, json, sys
+d, pred, tag = sys.argv[1], sys.argv[2], sys.argv[3]
+try:
+    j = json.load(open(sorted(glob.glob(d + "/*.json"))[-1]))
+except (ValueError, IndexError, OSError) as e:
+    print(f"| {tag} | no result ({e}) | | | |"); sys.exit()
+s, m = j.get("summary", {}), j["memory"]
+ms = s.get("steady_median_ms") or s.get("median_ms")
+ranks = m.get("per_rank") or [{"gpu_peak_bytes": m["gpu"]["peak_bytes"], "gpu_planned_bytes": m["gpu"]["planned_bytes"]}]
+peak = " / ".join(f"{r['gpu_peak_bytes'] / 2**30:.1f}" for r in ranks)
+eq = all(r["gpu_peak_bytes"] == r["gpu_planned_bytes"] for r in ranks)
+err = f"{pred} ({(float(pred) / ms - 1) * 100:+.1f}%)" if pred and ms else "-"
+print(f"| {tag} | {ms:.1f} | {s.get('samples_per_second', 0):.2f} | {peak} GiB, {'yes' if eq else 'NO'} | {err} |")
+PY
+        done
+    } | tee "$out/huge_rest.md"
+    cp "$out/huge_rest.md" "$out/calibrate.txt" "$machine" "$dest"/ 2>/dev/null
+fi
 for t in big_one big_ddp2 big_ddp2_bf16r big_zero3 big_tp2 big_tp2sp big_pp2 big_stronghold big_zinf huge_tp2sp \
-    huge_tp2 huge_pp2 huge_stronghold; do
+    huge_tp2 huge_pp2 huge_stronghold huge_zero3 huge_zinf; do
     [ -e "$out/$t.txt" ] || continue
     echo "| $t | $(grep -E '^  done:|OUT OF|^ERROR' "$out/$t.txt" | head -n 1) |" | tee -a "$out/table.md"
 done
