@@ -1228,35 +1228,6 @@ static void test_predict_overlap_from_spans(void **state)
     assert_int_equal(v.spans[1].n, 1);
 }
 
-/* A micro-batch's landing (a layer's sum so far, up from the host) takes the one upward link's
- * time, as the h2d stream's fetches do: on one rank the compute, which issues it, waits until
- * the link carried both; on N ranks the collectives' stream, which issues it, is held until
- * then.  (Costed as if the link were free, the compute waited only 10 ms here and the next
- * fetch started at once: one-GPU zero-infinity with eight micro-batches came 15% short.) */
-static void test_predict_landing_shares_the_link(void **state)
-{
-    (void)state;
-    pred_timeline t = {0};
-    pred_run(&t, BUSY_H2D, 10, 0); /* a fetch on the link, [0, 10) */
-    double compute = 2;
-    const double end = pred_add_earlier(&t, 10, 1, &compute, 0);
-    assert_true(end == 20 && compute == 20);     /* behind the fetch on the link: [10, 20) */
-    assert_true(t.busy[BUSY_H2D] == 20);         /* both copies' time, once each */
-    assert_true(pred_run(&t, BUSY_H2D, 5, 0) == 25); /* the next fetch after both */
-    assert_true(t.spans[0].n == 1 && t.spans[0].hi[0] == 25); /* the link's share of the step */
-    /* the link free: the landing waits only for its sum's trip home and the compute */
-    pred_timeline u = {0};
-    double late = 30;
-    assert_true(pred_add_earlier(&u, 10, 1, &late, 35) == 45 && late == 45);
-    /* N ranks: the collectives' stream (free at 5) waits for the link (busy until 12) */
-    pred_timeline n = {0};
-    pred_run(&n, BUSY_H2D, 12, 0);
-    n.free_at[BUSY_COMM] = 5;
-    double unused = 0;
-    assert_true(pred_add_earlier(&n, 10, 2, &unused, 0) == 22);
-    assert_true(n.free_at[BUSY_COMM] == 22 && n.busy[BUSY_H2D] == 22 && unused == 0);
-}
-
 /* A step of one host Adam run (100 ms alone) and one H2D copy (100 ms alone), both issued at
  * once: the Adam beside a copy takes 150 ms, the copy beside the Adam 200 ms, all three at
  * once 300 ms.  Settled, the Adam runs beside the copy throughout (150 ms: its pair's rate,
@@ -1456,7 +1427,6 @@ int main(void)
         cmocka_unit_test(test_gpu_clock_stopped_at_once_and_without_nvml),
         cmocka_unit_test(test_predict_contended_corners),
         cmocka_unit_test(test_predict_overlap_from_spans),
-        cmocka_unit_test(test_predict_landing_shares_the_link),
         cmocka_unit_test(test_predict_settles_on_pairs),
         cmocka_unit_test(test_spans_exposed),
         cmocka_unit_test(test_spans_grow),

@@ -184,27 +184,21 @@ static inline double pred_spans_both(const pred_spans *a, const pred_spans *b, d
  * layer_work_add_earlier issue it on: one rank's compute stream, which waits for it (*compute
  * moves to its end); N ranks' collectives stream behind the layer's reduce-scatter, which it
  * holds (the next collectives, the prefetches' all-gathers among them, queue behind it).
- * Either way it goes on another copy engine than the h2d stream's, but over the same upward
- * link: its time is the link's too (pred_run on h2d), and its stream waits until the link has
- * carried it.  (Walked beside the reduce-scatter, the stream free, it left stronghold and l2l
- * with 2-4 micro-batches on two H200s 9-16% fast.)  Its end: the layer's gradient final. */
+ * Either way its time counts as h2d's busy time, but it is not queued behind the h2d stream
+ * (another copy engine).  (Walked beside the reduce-scatter, the stream free, it left
+ * stronghold and l2l with 2-4 micro-batches on two H200s 9-16% fast.)  Its end: the layer's
+ * gradient final.  Whether that engine adds upward bandwidth beside the h2d stream's is the
+ * machine's: charged to the one link instead (a trial, 2026-11-30m), one-GPU zero-infinity at
+ * l48 with eight micro-batches on an H200 replayed at -5.7% (-15.0% as here), but the H100's
+ * one-GPU stronghold with 2-4 micro-batches at +10..+27% (-6..-12% as here): a rate for two
+ * upward copies at once is to be calibrated before the walk takes a side. */
 static inline double pred_add_earlier(pred_timeline *t, double ms, int world, double *compute, double after)
 {
-    if (world == 1) {
-        /* The upward link is one for both copy engines: the landing's bytes take its time as
-         * the h2d stream's fetches do, and the compute waits for both its own turn and the
-         * link's.  (Costed beside the fetches as if the link were free, one-GPU zero-infinity
-         * at l48 h4096 with eight micro-batches came 15.0% short, its backward link-bound:
-         * bench/results/2026-11-30m.)  Which of a landing and the next fetch goes first on the
-         * link the walk does not place (the next fetch is walked after, and in the engine runs
-         * beside the layer's backward): the link's time is charged in walk order. */
-        const double link_end = pred_run(t, BUSY_H2D, ms, after);
-        return *compute = pred_max(pred_max(*compute, after) + ms, link_end);
-    }
+    t->busy[BUSY_H2D] += ms;
+    if (world == 1) return *compute = pred_max(*compute, after) + ms;
     const double start = pred_max(t->free_at[BUSY_COMM], after);
-    const double link_end = pred_run(t, BUSY_H2D, ms, start);
-    t->free_at[BUSY_COMM] = pred_max(start + ms, link_end);
-    return t->free_at[BUSY_COMM];
+    t->free_at[BUSY_COMM] = start + ms;
+    return start + ms;
 }
 
 /* ms of a pinned copy of n floats each way, and of the host Adam on n parameters.  The two
