@@ -454,18 +454,22 @@ static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, 
     return 0;
 }
 
-/* One direction of pinned copies on its stream, or both at once (the streams NULL where not). */
+/* One direction of pinned copies on its stream, or both at once (the streams NULL where not);
+ * second_up: the second stream copies host-to-GPU too (h_out to d_out), two upward copies at
+ * once on two copy engines. */
 typedef struct copy_ctx {
     gpt_stream *h2d, *d2h;
     void *d_in, *h_in, *h_out, *d_out;
     size_t bytes;
+    int second_up;
 } copy_ctx;
 static int run_copies(void *p)
 {
     const copy_ctx *c = p;
     return (c->h2d && gpt_memcpy_h2d(c->h2d, c->d_in, c->h_in, c->bytes)) ||
-           (c->d2h && gpt_memcpy_d2h(c->d2h, c->h_out, c->d_out, c->bytes)) || (c->h2d && gpt_stream_sync(c->h2d)) ||
-           (c->d2h && gpt_stream_sync(c->d2h));
+           (c->d2h && (c->second_up ? gpt_memcpy_h2d(c->d2h, c->d_out, c->h_out, c->bytes)
+                                    : gpt_memcpy_d2h(c->d2h, c->h_out, c->d_out, c->bytes))) ||
+           (c->h2d && gpt_stream_sync(c->h2d)) || (c->d2h && gpt_stream_sync(c->d2h));
 }
 
 /* The host Adam pool on one block of a region (calibrate_host_region_params), and a copy of its
@@ -675,15 +679,20 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
            !cJSON_AddNumberToObject(samples, "host_adam_mparams", n / 1e6) ||
            !cJSON_AddNumberToObject(samples, "repetition_ms", calibrate_host_rep_ms(gpu));
     bad = calibrate_any_failed(ranks, bad);
-    double h2d = 0, d2h = 0, both = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
+    double h2d = 0, d2h = 0, both = 0, up2 = 0, adam = 0, adam_bf16 = 0, copy = 0, busy_h2d = 0, busy_d2h = 0, busy_adam = 0;
     double adam_h2d = 0, adam_d2h = 0, adam_with_h2d = 0, adam_with_d2h = 0, unused = 0;
     double adam_block = 0, adam_bf16_block = 0, adam_under_compute = 0;
     if (!bad) {
-        copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes}, out = {NULL, s1, NULL, NULL, h2, d2, bytes};
-        copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes};
+        copy_ctx in = {s1, NULL, d1, h1, NULL, NULL, bytes, 0}, out = {NULL, s1, NULL, NULL, h2, d2, bytes, 0};
+        copy_ctx both_ways = {s1, s2, d1, h1, h2, d2, bytes, 0}, two_up = {s1, s2, d1, h1, h2, d2, bytes, 1};
         /* each way moves `bytes` in its time; both ways at once, each way moves `bytes` too */
         bad |= calibrate_in_step(ranks);
         const double both_ms = host_ms_in_step(run_copies, &both_ways, &bad, gpu, ranks, samples, "both");
+        /* two upward copies at once, 2 x `bytes` together: whether a second copy engine adds
+         * upward bandwidth beside the first (a micro-batch's gradient sum coming up beside a
+         * layer's fetch: pred_add_earlier) */
+        bad |= calibrate_in_step(ranks);
+        up2 = 2.0 * bytes / (host_ms_in_step(run_copies, &two_up, &bad, gpu, ranks, samples, "up2") * 1e6);
         bad |= calibrate_in_step(ranks);
         h2d = bytes / (host_ms_in_step(run_copies, &in, &bad, gpu, ranks, samples, "h2d") * 1e6);
         bad |= calibrate_in_step(ranks);
@@ -748,6 +757,7 @@ int calibrate_measure_rates(const run_config *run_cfg, gpt_backend *be, cJSON *r
     cJSON_AddNumberToObject(rates, "d2h_gbs", d2h);
     cJSON_AddNumberToObject(rates, "both_h2d_gbs", both);
     cJSON_AddNumberToObject(rates, "both_d2h_gbs", both);
+    cJSON_AddNumberToObject(rates, "up2_h2d_gbs", up2);
     cJSON_AddNumberToObject(rates, "host_adam_ms_per_mparam", adam);
     cJSON_AddNumberToObject(rates, "host_adam_bf16_ms_per_mparam", adam_bf16);
     cJSON_AddNumberToObject(rates, "host_threads", threads);

@@ -33,7 +33,8 @@
  *              "host_adam_bf16_block_ms_per_mparam" (the update on one block timed again and
  *              again, as files from before the region measured it: a record, not read),
  *              "host_adam_under_compute" (the host Adam beside a layer's backward over alone, at
- *              least 1; optional: files from before it), "samples_ms" (a record, not read:
+ *              least 1; optional: files from before it), "up2_h2d_gbs" (two host-to-GPU copies
+ *              at once on two copy engines, together; optional: files from before it), "samples_ms" (a record, not read:
  *              { "copy_bytes", "host_adam_mparams", "busy_copies": each call's work,
  *              "repetition_ms": how long a repetition ran at least, and for each rate its
  *              repetitions' ms a call (the host Adam alone and beside the compute: a
@@ -251,8 +252,9 @@ static int rates_from(const cJSON *o, const char *where, int n, const char *path
         if (optional_field(o, where, PAIR_FIELDS[i], path, &pair[i], 0, err, errlen)) return -1;
     out->both_h2d_gbs = pair[0], out->both_d2h_gbs = pair[1], out->adam_h2d_gbs = pair[2], out->adam_d2h_gbs = pair[3];
     out->host_adam_h2d_ms_per_mparam = pair[4], out->host_adam_d2h_ms_per_mparam = pair[5];
-    out->host_adam_region_mparams = 0, out->host_adam_under_compute = 0; /* (this object's own, or none) */
+    out->host_adam_region_mparams = 0, out->host_adam_under_compute = 0, out->up2_h2d_gbs = 0; /* (this object's own, or none) */
     return optional_field(o, where, "host_adam_region_mparams", path, &out->host_adam_region_mparams, 0, err, errlen) ||
+           optional_field(o, where, "up2_h2d_gbs", path, &out->up2_h2d_gbs, 0, err, errlen) ||
            optional_field(o, where, "host_adam_under_compute", path, &out->host_adam_under_compute, 1, err, errlen);
 }
 

@@ -362,6 +362,10 @@ typedef struct machine_rates {
      * beside a copy hardly (its rate in the offload runs was the rate alone). */
     double both_h2d_gbs, both_d2h_gbs, adam_h2d_gbs, adam_d2h_gbs;
     double host_adam_h2d_ms_per_mparam, host_adam_d2h_ms_per_mparam;
+    /* two host-to-GPU copies at once on two copy engines, GB/s together (0: a file from before
+     * it was measured): whether a micro-batch's gradient sum coming up beside a layer's fetch
+     * shares the upward link with it (pred_add_earlier) */
+    double up2_h2d_gbs;
     /* Of resource i's busy time, the share during which resource j is busy too (the host-memory
      * users: copies, host Adam; and the compute beside the host Adam), as the step's walk has
      * them side by side: pred_settle finds it, and each piece's rate follows from it

@@ -672,7 +672,7 @@ static void l2l_predict(const engine_config *cfg, const machine_rates *m, engine
                              pred_max(c, pred_max(in, home[j + 1])));
                 double reduced = world > 1 ? pred_run_coll(&t, m, PRED_REDUCE_SCATTER, reduce_ms, c) : c;
                 /* micro-batches after the first: the earlier ones' sum comes up and is added */
-                if (i > 0) reduced = pred_add_earlier(&t, landing_ms, world, &c, home[j]);
+                if (i > 0) reduced = pred_add_earlier(&t, m, landing_ms, world, &c, home[j]);
                 home[j] = pred_run(&t, BUSY_D2H, out_ms, reduced);
                 if (!clip && last) adam_done[j] = pred_run(&t, BUSY_HOST_ADAM, adam_ms, home[j]);
                 if (j > 0) {

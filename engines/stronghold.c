@@ -1528,11 +1528,12 @@ static void predict_layout(const engine_config *cfg, const machine_rates *measur
                 double grads_final = world > 1 ? (reduced = pred_run_coll(&t, m, PRED_REDUCE_SCATTER, reduce_ms, c)) : c;
                 /* micro-batches after the first: the layer's sum so far comes up to be added,
                  * on the stream the grads are final on (layer_work_add_earlier): on one rank
-                 * the compute stream itself, not queued behind the h2d stream's prefetches (b 1-2
-                 * at l80/l96 on the H100: -11..+4% of measured so, +11..+27% queued; zero-offload
-                 * is the other way round, see there); on N ranks the collectives', behind the
-                 * reduce-scatter (the prefetches' gathers queue behind it there) */
-                if (mb > 0) grads_final = reduced = pred_add_earlier(&t, landing_ms, world, &c, home[j]);
+                 * the compute stream itself, on N ranks the collectives', behind the
+                 * reduce-scatter (the prefetches' gathers queue behind it there).  Its share of
+                 * the upward link is the machine's (pred_add_earlier: up2_h2d_gbs): on the H100
+                 * of b 1-2 at l80/l96, walked beside the prefetches, -11..+4% of measured,
+                 * queued behind them +11..+27%; zero-offload queues its own, see there */
+                if (mb > 0) grads_final = reduced = pred_add_earlier(&t, m, landing_ms, world, &c, home[j]);
                 home[j] = pred_run(&t, BUSY_D2H, grads_d2h, grads_final);
                 if (!clip && last) adam_done[j] = pred_host_update(&t, m, adam_ms, mv, mv, home[j]);
                 if (i - S >= 0) {

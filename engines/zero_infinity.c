@@ -908,7 +908,7 @@ static void zero_infinity_predict(const engine_config *cfg, const machine_rates 
                                  pred_max(c, pred_max(in, bucket_free[b])));
                     double reduced = world > 1 ? pred_run_coll(&t, m, PRED_REDUCE_SCATTER, reduce_ms, c) : c;
                     /* micro-batches after the first: the layer's sum so far comes up to be added */
-                    if (k > 0) reduced = pred_add_earlier(&t, landing_ms, world, &c, home[1 + layer]);
+                    if (k > 0) reduced = pred_add_earlier(&t, m, landing_ms, world, &c, home[1 + layer]);
                     bucket_free[b] = home[1 + layer] = pred_run(&t, BUSY_D2H, out_ms, reduced);
                     /* nvme: the sum goes on to disk, which the update reads it back from */
                     if (nvme && last) home[1 + layer] = pred_run(&t, BUSY_DISK, pred_disk_write_ms(m, (double)z.Sl), home[1 + layer]);

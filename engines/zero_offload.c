@@ -822,9 +822,10 @@ static void zero_offload_predict(const engine_config *cfg, const machine_rates *
                 /* micro-batches after the first add the earlier ones' sum, brought up from the
                  * host once the micro-batch before sent it home (layer_work_add_earlier): on one
                  * rank on the compute stream itself, which waits for it.  Queued behind the
-                 * h2d stream's copy-backs here (they share the way up), unlike stronghold's
-                 * (pred_add_earlier): so each came out nearest its measured steps on the
-                 * H100 (l80 b 2 --dpu: 1391 ms queued, 1086 not, 1427-1654 measured) */
+                 * h2d stream's copy-backs here (they share the way up), where the other
+                 * engines' take the link's time by the machine's up2 rate (pred_add_earlier):
+                 * so each came out nearest its measured steps on the H100 (l80 b 2 --dpu:
+                 * 1391 ms queued, 1086 not, 1427-1654 measured) */
                 if (world == 1 && i > 0)
                     c = pred_run(&t, BUSY_H2D, pred_h2d_ms(m, (double)z.Sl), pred_max(c, home[l + 1]));
                 /* a group of BL layers goes home after its lowest layer, every micro-batch */

@@ -86,7 +86,8 @@ PY
 # not slow each other (every rate beside others, its own and each world's, equal to the rate
 # alone; nor the compute the host Adam): the checks that isolate one rate (the 2-rank share, the bf16 update, --dpu's place)
 # then see that rate alone, whatever the walk puts side by side; the contention is checked on
-# its own (host memory's load, below, and test_runtime's predict tests).
+# its own (host memory's load, below, and test_runtime's predict tests).  Two upward copies at
+# once move twice one's: a micro-batch's landing is not charged to the link (pred_add_earlier).
 pr_flat() {
     mkdir -p "$PR_WORK/$1"
     python3 - "$2" "$PR_WORK/$1" <<'PY'
@@ -100,6 +101,7 @@ def flat(r):
         for b in bs:
             if a in r: r[b] = r[a]
     if "host_adam_under_compute" in r: r["host_adam_under_compute"] = 1.0
+    if "h2d_gbs" in r: r["up2_h2d_gbs"] = 2 * r["h2d_gbs"]
 flat(d["rates"])
 for e in d.get("collectives", []):
     if "rates" in e: flat(e["rates"])
@@ -129,7 +131,7 @@ except Exception as e:
 rates = ["h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "host_adam_ms_per_mparam", "host_threads",
          "host_copy_gbs", "gpu_bytes", "host_bytes", "busy_h2d_gbs", "busy_d2h_gbs", "busy_host_adam_ms_per_mparam",
          "adam_h2d_gbs", "adam_d2h_gbs", "host_adam_h2d_ms_per_mparam", "host_adam_d2h_ms_per_mparam",
-         "measured"]
+         "up2_h2d_gbs", "measured"]
 comp = ["embed_fwd_ms", "layer_fwd_ms", "layer_bwd_ms", "head_ms", "embed_bwd_ms", "gpu_adam_ms_per_mparam",
         "step_l2_ms", "step_deep_ms", "layer_scale", "rest_scale", "measured", "layer_recompute_selective_ms",
         "layer_bwd_none_ms"]
@@ -487,7 +489,8 @@ QUIET_COMPUTE = dict(embed_fwd_ms=0.0122, layer_fwd_ms=4.30, layer_bwd_ms=4.57, 
 QUIET_RATES = dict(h2d_gbs=5.1, d2h_gbs=5.1, both_h2d_gbs=4.2, both_d2h_gbs=4.2, host_adam_ms_per_mparam=1.61,
                    host_adam_bf16_ms_per_mparam=1.75, busy_h2d_gbs=2.9, busy_d2h_gbs=3.4,
                    busy_host_adam_ms_per_mparam=3.0, host_copy_gbs=8.2, adam_h2d_gbs=3.6, adam_d2h_gbs=3.9,
-                   host_adam_h2d_ms_per_mparam=2.1, host_adam_d2h_ms_per_mparam=2.0, host_adam_under_compute=1.0)
+                   host_adam_h2d_ms_per_mparam=2.1, host_adam_d2h_ms_per_mparam=2.0, host_adam_under_compute=1.0,
+                   up2_h2d_gbs=10.2)
 QUIET_COLL = dict(all_reduce_ms=0.5, all_reduce_gbs=10.0, reduce_scatter_ms=0.5, reduce_scatter_gbs=10.0,
                   all_gather_ms=0.5, all_gather_gbs=10.0, all_reduce_under_compute=1.0,
                   reduce_scatter_under_compute=1.0, all_gather_under_compute=1.0)
@@ -539,6 +542,7 @@ def slow(e):
     for k in ("h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "busy_h2d_gbs", "busy_d2h_gbs", "adam_h2d_gbs",
               "adam_d2h_gbs"):
         e["rates"][k] = 0.5
+    e["rates"]["up2_h2d_gbs"] = 1.0
 variant("res1copies", slow)
 sl = os.path.join(sys.argv[2], "res1copies", os.path.basename(sys.argv[1]))
 v = json.load(open(sl))
@@ -586,6 +590,7 @@ def check(r, world):
              ("host_adam_bf16_ms_per_mparam", ms("host_adam_bf16") / s["host_adam_mparams"]),
              ("h2d_gbs", s["copy_bytes"] / (ms("h2d") * 1e6)),
              ("d2h_gbs", s["copy_bytes"] / (ms("d2h") * 1e6)),
+             ("up2_h2d_gbs", 2 * s["copy_bytes"] / (ms("up2") * 1e6)),
              ("busy_h2d_gbs", s["busy_copies"] * s["copy_bytes"] / (ms("busy_h2d") * 1e6)),
              ("host_adam_d2h_ms_per_mparam", ms("beside_d2h_host_adam") / s["host_adam_mparams"]),
              ("host_adam_under_compute", max(1.0, ms("host_adam_beside_compute") / ms("host_adam_alone")))]
@@ -792,6 +797,40 @@ print("ok" if ok else "bad: %s ms against twice %s, landings %.1f ms (%s)" % (ms
             pr_pass "$e on 2 ranks, 2 micro-batches: each layer's sum so far comes up on the collectives' stream, after its reduce-scatter"
         else
             pr_fail "$e micro-batch landing on the collectives' stream" "$lr"
+        fi
+    done
+    # one rank: the sum so far comes up on another copy engine than the fetches; where two
+    # upward copies at once move no more than one (up2_h2d_gbs = h2d_gbs: one link), its time is
+    # the link's too, and with the copies bounding the step (res1copies' one-rank rates as slow
+    # as its two-rank ones, every copy rate alike) two micro-batches take longer than where a
+    # second engine adds a whole copy's bandwidth (up2 twice h2d), with the same copies' busy
+    # time; one micro-batch has no landing, and is the same (l2l: its steps are the link's busy
+    # time either way, each fetch waiting for the one layer slot: not shorter)
+    python3 - "$PR_WORK/res1copies/$(basename "$F1")" "$PR_WORK" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+for name, up2 in (("res1free", 1.0), ("res1link", 0.5)):
+    r = d["rates"]
+    for k in ("h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "busy_h2d_gbs", "busy_d2h_gbs", "adam_h2d_gbs",
+              "adam_d2h_gbs"):
+        r[k] = 0.5
+    r["up2_h2d_gbs"] = up2
+    os.makedirs(os.path.join(sys.argv[2], name), exist_ok=True)
+    json.dump(d, open(os.path.join(sys.argv[2], name, os.path.basename(sys.argv[1])), "w"))
+PY
+    for e in l2l "stronghold -w 1 --clip-speculate 0" zero-infinity; do
+        ll=$( (pr_rows res1free PR1 "-m $e -l 16 --global-batch 2" "-m $e -l 16 --global-batch 4"
+               pr_rows res1link PR1 "-m $e -l 16 --global-batch 2" "-m $e -l 16 --global-batch 4") |
+             LONGER=$([ "$e" = l2l ] && echo 1.0 || echo 1.02) python3 -c "$PR_PY"'
+import os
+free1, free2, link1, link2 = (rows + [""] * 4)[:4]
+ok = len(rows) == 4 and ms(link1) == ms(free1) and ms(link2) >= float(os.environ["LONGER"]) * ms(free2) and \
+     abs(busy(link2, "h2d") - busy(free2, "h2d")) <= 0.2 and busy(free2, "h2d") > 0
+print("ok" if ok else "bad: " + " / ".join(rows))')
+        if [ "$ll" = ok ]; then
+            pr_pass "$e on one rank, 2 micro-batches: each layer's sum so far takes the upward link's time beside the fetches where a second copy engine adds no bandwidth (up2_h2d_gbs), not where it does"
+        else
+            pr_fail "$e micro-batch landing on one link" "$ll"
         fi
     done
     # ZeRO-3's gathers and reduce-scatters run on two streams at once: with the collectives

@@ -1228,6 +1228,46 @@ static void test_predict_overlap_from_spans(void **state)
     assert_int_equal(v.spans[1].n, 1);
 }
 
+/* A micro-batch's landing (a layer's sum so far, up from the host) and the upward link: where
+ * two upward copies at once move no more than one (up2 = h2d), its time is the link's too: on
+ * one rank the compute, which issues it, waits until the link carried the fetch before it and
+ * it, and the next fetch queues behind; on N ranks the collectives' stream is held until then.
+ * Where a second engine adds a whole copy's bandwidth (up2 = 2 h2d), or the file has no up2,
+ * it goes beside the fetches as if the link were free; between, that share of its time. */
+static void test_predict_landing_and_the_link(void **state)
+{
+    (void)state;
+    machine_rates one_link = {0}, two = {0}, unknown = {0}, half = {0};
+    one_link.h2d_gbs = two.h2d_gbs = unknown.h2d_gbs = half.h2d_gbs = 50;
+    one_link.up2_h2d_gbs = 50, two.up2_h2d_gbs = 100, half.up2_h2d_gbs = 75;
+    assert_true(pred_landing_link_share(&one_link) == 1 && pred_landing_link_share(&two) == 0);
+    assert_true(pred_landing_link_share(&unknown) == 0 && fabs(pred_landing_link_share(&half) - 0.5) < 1e-12);
+    pred_timeline t = {0};
+    pred_run(&t, BUSY_H2D, 10, 0); /* a fetch on the link, [0, 10) */
+    double compute = 2;
+    assert_true(pred_add_earlier(&t, &one_link, 10, 1, &compute, 0) == 20 && compute == 20);
+    assert_true(t.busy[BUSY_H2D] == 20 && pred_run(&t, BUSY_H2D, 5, 0) == 25);
+    pred_timeline f = {0};
+    pred_run(&f, BUSY_H2D, 10, 0);
+    double free_compute = 2;
+    assert_true(pred_add_earlier(&f, &two, 10, 1, &free_compute, 0) == 12 && free_compute == 12);
+    assert_true(f.busy[BUSY_H2D] == 20 && pred_run(&f, BUSY_H2D, 5, 0) == 15);
+    pred_timeline h = {0};
+    pred_run(&h, BUSY_H2D, 10, 0);
+    double half_compute = 2;
+    assert_true(pred_add_earlier(&h, &half, 10, 1, &half_compute, 0) == 15 && h.busy[BUSY_H2D] == 20);
+    /* N ranks: the collectives' stream (free at 5) waits for the link (busy until 12) */
+    pred_timeline n = {0};
+    pred_run(&n, BUSY_H2D, 12, 0);
+    n.free_at[BUSY_COMM] = 5;
+    double unused = 0;
+    assert_true(pred_add_earlier(&n, &one_link, 10, 2, &unused, 0) == 22 && n.free_at[BUSY_COMM] == 22);
+    pred_timeline nf = {0};
+    pred_run(&nf, BUSY_H2D, 12, 0);
+    nf.free_at[BUSY_COMM] = 5;
+    assert_true(pred_add_earlier(&nf, &unknown, 10, 2, &unused, 0) == 15 && nf.busy[BUSY_H2D] == 22 && unused == 0);
+}
+
 /* A step of one host Adam run (100 ms alone) and one H2D copy (100 ms alone), both issued at
  * once: the Adam beside a copy takes 150 ms, the copy beside the Adam 200 ms, all three at
  * once 300 ms.  Settled, the Adam runs beside the copy throughout (150 ms: its pair's rate,
@@ -1427,6 +1467,7 @@ int main(void)
         cmocka_unit_test(test_gpu_clock_stopped_at_once_and_without_nvml),
         cmocka_unit_test(test_predict_contended_corners),
         cmocka_unit_test(test_predict_overlap_from_spans),
+        cmocka_unit_test(test_predict_landing_and_the_link),
         cmocka_unit_test(test_predict_settles_on_pairs),
         cmocka_unit_test(test_spans_exposed),
         cmocka_unit_test(test_spans_grow),

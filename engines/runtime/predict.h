@@ -184,21 +184,37 @@ static inline double pred_spans_both(const pred_spans *a, const pred_spans *b, d
  * layer_work_add_earlier issue it on: one rank's compute stream, which waits for it (*compute
  * moves to its end); N ranks' collectives stream behind the layer's reduce-scatter, which it
  * holds (the next collectives, the prefetches' all-gathers among them, queue behind it).
- * Either way its time counts as h2d's busy time, but it is not queued behind the h2d stream
- * (another copy engine).  (Walked beside the reduce-scatter, the stream free, it left
- * stronghold and l2l with 2-4 micro-batches on two H200s 9-16% fast.)  Its end: the layer's
- * gradient final.  Whether that engine adds upward bandwidth beside the h2d stream's is the
- * machine's: charged to the one link instead (a trial, 2026-11-30m), one-GPU zero-infinity at
- * l48 with eight micro-batches on an H200 replayed at -5.7% (-15.0% as here), but the H100's
- * one-GPU stronghold with 2-4 micro-batches at +10..+27% (-6..-12% as here): a rate for two
- * upward copies at once is to be calibrated before the walk takes a side. */
-static inline double pred_add_earlier(pred_timeline *t, double ms, int world, double *compute, double after)
+ * (Walked beside the reduce-scatter, the stream free, it left stronghold and l2l with 2-4
+ * micro-batches on two H200s 9-16% fast.)  Its end: the layer's gradient final.
+ *
+ * It goes on another copy engine than the h2d stream's fetches; whether that engine adds
+ * upward bandwidth is the machine's (pred_landing_link_share): the share of the landing's time
+ * the upward link carries for it alone is charged to the h2d timeline (the fetches walked
+ * after it queue behind that), and its stream waits until the link has carried it.  Which of a
+ * landing and the next fetch goes first on the link the walk does not place (the next fetch is
+ * walked after it, and in the engine runs beside the layer's backward): the link's time is
+ * charged in walk order.  Its whole time counts as h2d's busy time either way. */
+static inline double pred_landing_link_share(const machine_rates *m)
 {
-    t->busy[BUSY_H2D] += ms;
-    if (world == 1) return *compute = pred_max(*compute, after) + ms;
-    const double start = pred_max(t->free_at[BUSY_COMM], after);
-    t->free_at[BUSY_COMM] = start + ms;
-    return start + ms;
+    /* two upward copies at once move up2 together, one alone h2d: a second engine's copy takes
+     * the link's time for (2 h2d - up2) / h2d of its own (1: one link; 0: it adds a whole
+     * copy's bandwidth; a file without up2: 0, as before it).  Replayed at 1, one-GPU
+     * zero-infinity at l48 with eight micro-batches on an H200, where one copy fills the link
+     * at 55 GB/s, came -5.7% where 0 gave -15.0%; the H100's one-GPU stronghold runs with 2-4
+     * micro-batches came -3..-13% at 0 and +9..+27% at 1 (bench/results/2026-11-30m). */
+    if (m->up2_h2d_gbs <= 0 || m->h2d_gbs <= 0) return 0;
+    return pred_max(0.0, pred_min(1.0, (2 * m->h2d_gbs - m->up2_h2d_gbs) / m->h2d_gbs));
+}
+static inline double pred_add_earlier(pred_timeline *t, const machine_rates *m, double ms, int world,
+                                      double *compute, double after)
+{
+    const double share = pred_landing_link_share(m);
+    const double start = world == 1 ? after : pred_max(t->free_at[BUSY_COMM], after);
+    const double link_end = share > 0 ? pred_run(t, BUSY_H2D, share * ms, start) : 0;
+    t->busy[BUSY_H2D] += (1 - share) * ms;
+    if (world == 1) return *compute = pred_max(pred_max(*compute, after) + ms, link_end);
+    t->free_at[BUSY_COMM] = pred_max(start + ms, link_end);
+    return t->free_at[BUSY_COMM];
 }
 
 /* ms of a pinned copy of n floats each way, and of the host Adam on n parameters.  The two
