@@ -1,6 +1,7 @@
 /*
- * bench_check.cuh — what the stand-alone bench programs (lt_probe.cu, copy_interference.cu)
- * share: a failing CUDA or cuBLAS(Lt) call ends the program, naming the call and where.
+ * bench_check.cuh — what the stand-alone bench programs (lt_probe.cu, copy_interference.cu,
+ * copy_region.cu) share: a failing CUDA or cuBLAS(Lt) call ends the program, naming the call and
+ * where; the huge pages /proc/meminfo counts.
  */
 #ifndef AEBENCH_BENCH_CHECK_CUH
 #define AEBENCH_BENCH_CHECK_CUH
@@ -27,5 +28,18 @@
             exit(1);                                                                           \
         }                                                                                      \
     } while (0)
+
+/* AnonHugePages of /proc/meminfo, kB (-1: not read): how much of a region made since got huge
+ * pages (copy_interference.cu, copy_region.cu) */
+static inline long bench_anon_huge_kb(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb;
+}
 
 #endif

@@ -116,17 +116,6 @@ static void *map_shm(size_t bytes)
     return p;
 }
 
-static long anon_huge_kb(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
-    if (f) fclose(f);
-    return kb;
-}
-
 int main(int argc, char **argv)
 {
     const double copy_gb = argc > 1 ? atof(argv[1]) : 1.0;
@@ -168,9 +157,9 @@ int main(int argc, char **argv)
     void *pinned = NULL;
     CHECK_CUDA(cudaMallocHost(&pinned, bytes));
     void *reg4k = map_anon(bytes, 0);
-    long before = anon_huge_kb();
+    long before = bench_anon_huge_kb();
     void *reg2m = map_anon(bytes, 1);
-    long after = anon_huge_kb();
+    long after = bench_anon_huge_kb();
     void *shm = map_shm(bytes);
     if (!reg4k || !reg2m || !shm) {
         fprintf(stderr, "host memory: mmap failed\n");

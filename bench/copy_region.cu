@@ -32,17 +32,6 @@ static double wall_s(void)
     return tv.tv_sec + tv.tv_usec * 1e-6;
 }
 
-static long huge_pages_kb(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
-    if (f) fclose(f);
-    return kb;
-}
-
 typedef struct {
     char *host;         // the region
     size_t chunks;      // CHUNK_MB pieces in it
@@ -136,7 +125,7 @@ int main(int argc, char **argv)
         size_t chunks = (size_t)(gb * 1e9 / chunk);
         if (chunks < 1) chunks = 1;
         const size_t bytes = chunks * chunk;
-        const long hp0 = huge_pages_kb();
+        const long hp0 = bench_anon_huge_kb();
         const double t0 = wall_s();
         void *p = NULL;
         if (host_pages_alloc_zeroed(&p, bytes) != 0) {
@@ -145,7 +134,7 @@ int main(int argc, char **argv)
         }
         CHECK_CUDA(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
         const double setup_s = wall_s() - t0;
-        const long hp1 = huge_pages_kb();
+        const long hp1 = bench_anon_huge_kb();
         r.host = (char *)p;
         r.chunks = chunks;
         size_t next = 0;
