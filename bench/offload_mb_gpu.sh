@@ -4,7 +4,7 @@
 # predicted 12-15% short, both in their host-to-GPU copies; each micro-batch after the first
 # brings every streamed layer's gradient sum up.)  One call: calibrate one rank at -l 48 -b 2,
 # then each configuration of RUNS ("tag global-batch engine options", ;-separated) trained
-# 6 iterations, predicted from that file, and its busy times against the prediction
+# 6 iterations, and its step and busy times against the prediction from that file
 # (bench/busy_from_logs.py): table.md.  Needs about 170 GB of host memory (nvidia-h200-x2).
 #   dest=DIR bash bench/offload_mb_gpu.sh      (from the repository root, .deps carried)
 set -uo pipefail
@@ -20,21 +20,13 @@ machine=$(ls "$out"/cal/machine_*.json | head -n 1)
 echo "calibrated: $(($(date +%s) - t0)) s"
 shape=(--device cuda "${model[@]}" --iters ${ITERS:-6} --log-interval 3)
 IFS=';' read -r -a runs <<<"${RUNS:-zi1 2 -m zero-infinity;zi2 4 -m zero-infinity;zi8 16 -m zero-infinity;sh1 2 -m stronghold -w auto;sh8 16 -m stronghold -w auto}"
-{
-    echo "| run | global batch | measured ms | predicted ms (error) |"
-    echo "|---|---|---|---|"
-} >"$out/table.md"
 for r in "${runs[@]}"; do
     read -r tag gb opts <<<"$r"
     read -r -a o <<<"$opts"
     bench_run "$tag" --global-batch "$gb" "${o[@]}"
-    ms=$(grep -oE "done: median [0-9.]+" "$out/$tag.txt" | awk '{print $3}')
-    pred=$(./aebench --predict --device cpu --machine "$machine" --vocab 50257 "${model[@]}" --global-batch "$gb" "${o[@]}" 2>&1 |
-        grep -oE "^predict +[a-z-]+ +[0-9.]+" | awk '{print $3}')
-    err=$(python3 -c "import sys; m, p = sys.argv[1:]; print(f'{p} ({(float(p) / float(m) - 1) * 100:+.1f}%)')" "$ms" "$pred" 2>/dev/null)
-    echo "| $tag: $opts | $gb | ${ms:-failed} | ${err:-$pred} |" >>"$out/table.md"
     echo "$tag done at $(($(date +%s) - t0)) s"
 done
-python3 bench/busy_from_logs.py "$machine" "$out"/res_* >>"$out/table.md" 2>&1
+# (each run's step and busy times against --predict from the machine file: busy_from_logs.py)
+python3 bench/busy_from_logs.py "$machine" "$out"/res_* >"$out/table.md" 2>&1
 cp "$out/calibrate.txt" "$machine" "$dest"/
 cat "$out/table.md"

@@ -455,8 +455,8 @@ static int measure_step(const run_config *run_cfg, gpt_backend *be, int layers, 
 }
 
 /* One direction of pinned copies on its stream, or both at once (the streams NULL where not);
- * second_up: the second stream copies host-to-GPU too (h_out to d_out), two upward copies at
- * once on two copy engines. */
+ * second_up: the second stream (d2h) copies host-to-GPU instead (h_out to d_out), two upward
+ * copies at once on two copy engines. */
 typedef struct copy_ctx {
     gpt_stream *h2d, *d2h;
     void *d_in, *h_in, *h_out, *d_out;

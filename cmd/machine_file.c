@@ -33,10 +33,11 @@
  *              "host_adam_bf16_block_ms_per_mparam" (the update on one block timed again and
  *              again, as files from before the region measured it: a record, not read),
  *              "host_adam_under_compute" (the host Adam beside a layer's backward over alone, at
- *              least 1; optional: files from before it), "up2_h2d_gbs" (two host-to-GPU copies
- *              at once on two copy engines, together; optional: files from before it), "samples_ms" (a record, not read:
- *              { "copy_bytes", "host_adam_mparams", "busy_copies": each call's work,
- *              "repetition_ms": how long a repetition ran at least, and for each rate its
+ *              least 1; optional: files from before it), "up2_h2d_gbs" (two host-to-GPU
+ *              copies at once on two copy engines, together; optional: files from before it),
+ *              "samples_ms" (a record, not read: { "copy_bytes", "host_adam_mparams",
+ *              "busy_copies": each call's work, "repetition_ms": how long a repetition ran at
+ *              least, and for each rate its
  *              repetitions' ms a call (the host Adam alone and beside the compute: a
  *              repetition's busy ms), every rank's: [[rank 0's], ...] }),
  *              "measured" },

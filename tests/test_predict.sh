@@ -473,7 +473,7 @@ print("ok" if ok else "bad: " + " / ".join(rows))')
     F1=$(ls "$PR_WORK"/res1/machine_*.json | head -n 1)
     mkdir -p "$PR_WORK/res1old" "$PR_WORK/res1f1" "$PR_WORK/res1f2" "$PR_WORK/res1bad" "$PR_WORK/res1s2" "$PR_WORK/res1bf" \
         "$PR_WORK/res1copies" "$PR_WORK/res1gpu" "$PR_WORK/res1g2" "$PR_WORK/res1gbad" "$PR_WORK/res1two" \
-        "$PR_WORK/res1at2" "$PR_WORK/res1at3" "$PR_WORK/res1atbad"
+        "$PR_WORK/res1at2" "$PR_WORK/res1at3" "$PR_WORK/res1atbad" "$PR_WORK/res1free" "$PR_WORK/res1link"
     python3 - "$F1" "$PR_WORK" <<'PY'
 import copy, json, os, sys
 d = json.load(open(sys.argv[1]))
@@ -536,18 +536,25 @@ variant("res1at3", lambda e: e.update(ONE, compute_beside_at=AT(3, 2.0)))
 variant("res1atbad", lambda e: e.update(ONE, compute_beside_at=AT(2, 0.5)))
 # res1f1 with collectives slow enough that their stream bounds the offload engines' steps
 # and copies slow enough to matter beside them (the compute a tenth of the quiet machine's)
+def slow_copies(r, up2):
+    for k in ("h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "busy_h2d_gbs", "busy_d2h_gbs", "adam_h2d_gbs",
+              "adam_d2h_gbs"):
+        r[k] = 0.5
+    r["up2_h2d_gbs"] = up2
 def slow(e):
     e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0, all_gather_gbs=0.5,
              reduce_scatter_gbs=0.5, all_reduce_gbs=0.5)
-    for k in ("h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "busy_h2d_gbs", "busy_d2h_gbs", "adam_h2d_gbs",
-              "adam_d2h_gbs"):
-        e["rates"][k] = 0.5
-    e["rates"]["up2_h2d_gbs"] = 1.0
+    slow_copies(e["rates"], 1.0)
 variant("res1copies", slow)
 sl = os.path.join(sys.argv[2], "res1copies", os.path.basename(sys.argv[1]))
 v = json.load(open(sl))
 v["compute"][0].update({k: x / 10 for k, x in QUIET_COMPUTE.items() if k.endswith("_ms") or k.endswith("mparam")})
 json.dump(v, open(sl, "w"))
+# res1copies with its one-rank copies as slow as its two-rank ones: a second upward copy engine
+# adding a whole copy's bandwidth (res1free: up2 twice h2d), or none (res1link: one link)
+for name, up2 in (("res1free", 1.0), ("res1link", 0.5)):
+    slow_copies(v["rates"], up2)
+    json.dump(v, open(os.path.join(sys.argv[2], name, os.path.basename(sys.argv[1])), "w"))
 # res1f1 with a bf16 entry timed as the fp32 one: what differs is only what the collectives move
 variant("res1bf", lambda e: e.update(compute_under_collectives=1.0, compute_under_sharded_collectives=1.0))
 bf = json.load(open(os.path.join(sys.argv[2], "res1bf", os.path.basename(sys.argv[1]))))
@@ -801,23 +808,11 @@ print("ok" if ok else "bad: %s ms against twice %s, landings %.1f ms (%s)" % (ms
     done
     # one rank: the sum so far comes up on another copy engine than the fetches; where two
     # upward copies at once move no more than one (up2_h2d_gbs = h2d_gbs: one link), its time is
-    # the link's too, and with the copies bounding the step (res1copies' one-rank rates as slow
-    # as its two-rank ones, every copy rate alike) two micro-batches take longer than where a
-    # second engine adds a whole copy's bandwidth (up2 twice h2d), with the same copies' busy
-    # time; one micro-batch has no landing, and is the same (l2l: its steps are the link's busy
-    # time either way, each fetch waiting for the one layer slot: not shorter)
-    python3 - "$PR_WORK/res1copies/$(basename "$F1")" "$PR_WORK" <<'PY'
-import json, os, sys
-d = json.load(open(sys.argv[1]))
-for name, up2 in (("res1free", 1.0), ("res1link", 0.5)):
-    r = d["rates"]
-    for k in ("h2d_gbs", "d2h_gbs", "both_h2d_gbs", "both_d2h_gbs", "busy_h2d_gbs", "busy_d2h_gbs", "adam_h2d_gbs",
-              "adam_d2h_gbs"):
-        r[k] = 0.5
-    r["up2_h2d_gbs"] = up2
-    os.makedirs(os.path.join(sys.argv[2], name), exist_ok=True)
-    json.dump(d, open(os.path.join(sys.argv[2], name, os.path.basename(sys.argv[1])), "w"))
-PY
+    # the link's too, and with the copies bounding the step (res1link against res1free, every
+    # copy rate alike) two micro-batches take longer than where a second engine adds a whole
+    # copy's bandwidth (up2 twice h2d), with the same copies' busy time; one micro-batch has no
+    # landing, and is the same (l2l: its steps are the link's busy time either way, each fetch
+    # waiting for the one layer slot: not shorter)
     for e in l2l "stronghold -w 1 --clip-speculate 0" zero-infinity; do
         ll=$( (pr_rows res1free PR1 "-m $e -l 16 --global-batch 2" "-m $e -l 16 --global-batch 4"
                pr_rows res1link PR1 "-m $e -l 16 --global-batch 2" "-m $e -l 16 --global-batch 4") |
